@@ -1,0 +1,50 @@
+"""The state a decoding method carries between passes: the token sequence and each model's KV cache.
+
+Invariant: a cache holds exactly the first `cache.length` tokens of `tokens`; the rest are "pending" for
+that model and go into its next forward. The last token of the sequence is never cached by the target:
+it is the root of the next draft tree (or the input of the next sequential step).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from core.causal_lm import CausalLM
+from core.kv_cache import InPlaceKVCache
+
+
+@dataclass
+class DecodeState:
+    tokens: list[int]
+    target_cache: InPlaceKVCache
+    draft_cache: InPlaceKVCache | None = None
+    prefill_tokens: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def fresh(cls, prompt_ids: list[int], target: CausalLM, draft: CausalLM | None) -> "DecodeState":
+        return cls(list(prompt_ids), target.new_cache(), draft.new_cache() if draft is not None else None)
+
+    def pending(self, cache: InPlaceKVCache) -> torch.Tensor:
+        return torch.tensor(self.tokens[cache.length :], dtype=torch.long)
+
+    def reset_tokens(self, tokens: list[int]) -> None:
+        """Start from a new token sequence, keeping the cached rows of the longest shared prefix.
+
+        At least the last token stays pending, so the next pass has a root to start from.
+        """
+        shared = 0
+        for old, new in zip(self.tokens, tokens):
+            if old != new:
+                break
+            shared += 1
+        keep = min(shared, len(tokens) - 1)
+        for cache in (self.target_cache, self.draft_cache):
+            if cache is not None:
+                cache.crop_to(min(cache.length, keep))
+        self.tokens = list(tokens)
+
+    def truncate(self, length: int) -> None:
+        """Forget tokens past `length` (e.g. ones a stop string cut off) and their cached rows."""
+        self.reset_tokens(self.tokens[:length])

@@ -1,0 +1,33 @@
+"""Errors the engine raises for bad input.
+
+Each class also inherits from the builtin that fits, so callers can catch either. Messages say what went
+wrong and what to do about it; the CLI prints them without a traceback.
+"""
+
+
+class SpecExecError(Exception):
+    """Base class for every error the engine reports to a user."""
+
+
+class ModelNotFoundError(SpecExecError, FileNotFoundError):
+    """A model path, file or repo id does not exist locally."""
+
+
+class ModelFormatError(SpecExecError, ValueError):
+    """A model folder or file exists but cannot be loaded (missing weights, bad config)."""
+
+
+class UnsupportedArchitectureError(SpecExecError, ValueError):
+    """The model's architecture (config.model_type) is not one the engine can run."""
+
+
+class TokenizerMismatchError(SpecExecError, ValueError):
+    """Draft and target tokenizers differ, so draft tokens mean nothing to the target."""
+
+
+class ContextLengthError(SpecExecError, ValueError):
+    """The prompt (plus the room needed to generate) does not fit in the model's context window."""
+
+
+class InvalidSettingError(SpecExecError, ValueError):
+    """A generation or search setting is out of range (budget < 1, top-p outside (0, 1], ...)."""

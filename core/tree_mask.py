@@ -1,0 +1,46 @@
+"""Additive attention masks for new tokens on top of a KV cache.
+
+transformers 5 passes a 4D float mask [batch, 1, n_new, past + n_new] straight to attention: 0 attends,
+finfo.min blocks. (A bool mask is silently wrong with eager attention.) We only ever build the rows of
+the new tokens, never a square mask over the whole context.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def additive_mask(visible: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """bool [n_new, total] (True = attend) -> additive float mask [1, 1, n_new, total]."""
+    mask = torch.zeros(visible.shape, dtype=dtype, device=visible.device)
+    mask.masked_fill_(~visible, torch.finfo(dtype).min)
+    return mask[None, None]
+
+
+def causal_visibility(past_len: int, n_new: int, device: torch.device | str) -> torch.Tensor:
+    """bool [n_new, past_len + n_new]: a plain causal chain after a fully visible past."""
+    cols = torch.arange(past_len + n_new, device=device)
+    rows = torch.arange(n_new, device=device) + past_len
+    return cols[None, :] <= rows[:, None]
+
+
+def ancestor_matrix(parents: torch.Tensor) -> torch.Tensor:
+    """bool [N, N]: entry (i, j) is True when node j is node i or one of its ancestors.
+
+    `parents`: long [N] in topological order, -1 for roots. Built by repeated pointer jumping
+    (log2(depth) tensor steps, no Python loop over nodes).
+    """
+    n = parents.shape[0]
+    device = parents.device
+    reach = torch.eye(n, dtype=torch.bool, device=device)
+    has_parent = parents >= 0
+    rows = torch.arange(n, device=device)
+    reach[rows[has_parent], parents[has_parent]] = True
+    # Doubling: reach := reach OR reach @ reach, until depth is covered.
+    hop = torch.where(has_parent, parents, rows)
+    while True:
+        grand = hop[hop]
+        extended = reach | reach[hop]
+        if torch.equal(extended, reach) and torch.equal(grand, hop):
+            return reach
+        reach, hop = extended, grand

@@ -1,0 +1,45 @@
+"""Shared fixtures: tiny random float64 Llama models built from a config (milliseconds, no download)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+from core.causal_lm import CausalLM
+
+
+def make_tiny_llama(seed: int, vocab: int = 64, layers: int = 2, hidden: int = 32, dtype=torch.float64) -> CausalLM:
+    """A random Llama with 4 heads / 2 KV heads; float64 so tree-vs-sequential logits agree to ~1e-15."""
+    torch.manual_seed(seed)
+    config = LlamaConfig(
+        vocab_size=vocab, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
+        bos_token_id=1, eos_token_id=0,
+    )
+    config._attn_implementation = "sdpa"
+    model = LlamaForCausalLM(config).to(dtype).eval()
+    return CausalLM(model=model, name=f"tiny-{seed}", eos_token_ids=(0,), max_context=1024)
+
+
+def sharpen(model: CausalLM, factor: float) -> CausalLM:
+    """Scale the lm_head so distributions are peaked like a real LM's (more acceptance, deeper trees)."""
+    with torch.no_grad():
+        model.model.lm_head.weight.mul_(factor)
+    return model
+
+
+@pytest.fixture(scope="session")
+def tiny_target() -> CausalLM:
+    return sharpen(make_tiny_llama(0), 8.0)
+
+
+@pytest.fixture(scope="session")
+def tiny_draft(tiny_target) -> CausalLM:
+    """A draft that resembles the target: the target's weights plus noise, so trees get accepted."""
+    draft = make_tiny_llama(0)
+    with torch.no_grad():
+        for (name, p_d), (_, p_t) in zip(draft.model.named_parameters(), tiny_target.model.named_parameters()):
+            p_d.copy_(p_t + 0.05 * torch.randn_like(p_t) * p_t.std().clamp_min(1e-3))
+    draft.name = "tiny-draft"
+    return draft
