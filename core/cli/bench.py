@@ -1,0 +1,22 @@
+"""`specexec bench <name>`: dispatch to the benchmark modules in core/bench."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+BENCHMARKS = {
+    "acceptance": ("core.bench.acceptance", "tokens per target pass per method and budget"),
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="benchmark", required=True)
+    for name, (module, help_text) in BENCHMARKS.items():
+        command = sub.add_parser(name, help=help_text)
+        importlib.import_module(module).add_arguments(command)
+        command.set_defaults(bench_module=module)
+
+
+def run(args: argparse.Namespace) -> int:
+    return importlib.import_module(args.bench_module).run(args)

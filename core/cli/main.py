@@ -1,0 +1,41 @@
+"""Entry point of the `specexec` command; each subcommand lives in its own module."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# command name -> module with add_arguments(parser) and run(args)
+COMMANDS = {
+    "generate": ("core.cli.generate", "generate text from a prompt"),
+    "bench": ("core.cli.bench", "benchmarks: acceptance, offload"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="specexec", description="SpecExec engine, headless.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, (module, help_text) in COMMANDS.items():
+        command = sub.add_parser(name, help=help_text)
+        importlib.import_module(module).add_arguments(command)
+        command.set_defaults(module=module)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from core.errors import SpecExecError
+
+    try:
+        return importlib.import_module(args.module).run(args)
+    except (SpecExecError, FileNotFoundError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("\ninterrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

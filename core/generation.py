@@ -1,0 +1,186 @@
+"""The generation stream: one chunk per target pass, with text deltas, stats and a finish reason.
+
+Three layers (as in mlx-lm): the method step generators in core/methods yield tokens per pass; this module
+turns them into a stream of typed chunks (stop conditions, detokenisation, never more than
+max_new_tokens); `generate` is the blocking convenience call.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Literal
+
+from transformers import PreTrainedTokenizerBase
+
+from core.causal_lm import CausalLM
+from core.decode_state import DecodeState
+from core.detokenize import IncrementalDetokenizer
+from core.errors import ContextLengthError, InvalidSettingError
+from core.methods.sequential import sequential_steps
+from core.methods.specexec import TreeSettings, specexec_steps
+from core.methods.specinfer import specinfer_steps
+from core.methods.step import PassStats, Step
+from core.sampling import SamplingParams
+
+Method = Literal["specexec", "specinfer", "sequential"]
+FinishReason = Literal["eos", "stop", "length"]
+METHODS: tuple[str, ...] = ("specexec", "specinfer", "sequential")
+
+
+@dataclass(frozen=True)
+class DecodingSettings:
+    method: Method = "specexec"
+    tree: TreeSettings = field(default_factory=TreeSettings)
+    max_new_tokens: int = 256
+    stop: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise InvalidSettingError(f"unknown method '{self.method}'; choose one of {', '.join(METHODS)}")
+        if self.max_new_tokens < 1:
+            raise InvalidSettingError(f"max new tokens must be at least 1, got {self.max_new_tokens}")
+        if any(not s for s in self.stop):
+            raise InvalidSettingError("stop strings must not be empty")
+
+
+@dataclass(frozen=True)
+class GenerationChunk:
+    """What one target pass delivered: new token ids, the text they complete, stats, and the finish
+    reason on the last chunk (None before)."""
+
+    token_ids: list[int]
+    text: str
+    stats: PassStats
+    finish_reason: FinishReason | None = None
+
+
+@dataclass(frozen=True)
+class GenerationResult:
+    text: str
+    token_ids: list[int]
+    finish_reason: FinishReason
+    target_passes: int
+    seconds: float
+
+    @property
+    def tokens_per_pass(self) -> float:
+        return len(self.token_ids) / max(self.target_passes, 1)
+
+
+class _StopStringFilter:
+    """Releases text only when no stop string can still begin in it; finds the first stop string."""
+
+    def __init__(self, stops: tuple[str, ...]) -> None:
+        self._stops = stops
+        self.text = ""
+        self._released = 0
+
+    def add(self, delta: str) -> bool:
+        """Append text; return True when a stop string is complete (text is then cut before it)."""
+        self.text += delta
+        hits = [i for i in (self.text.find(s, self._released) for s in self._stops) if i >= 0]
+        if hits:
+            self.text = self.text[: min(hits)]
+            return True
+        return False
+
+    def release(self, final: bool) -> str:
+        """Text safe to show now (all of it when `final`)."""
+        end = len(self.text)
+        if not final:
+            for stop in self._stops:
+                for size in range(min(len(stop) - 1, end - self._released), 0, -1):
+                    if self.text.endswith(stop[:size]):
+                        end = min(end, len(self.text) - size)
+                        break
+        out = self.text[self._released : end]
+        self._released = end
+        return out
+
+
+def _method_steps(
+    method: Method, state: DecodeState, target: CausalLM, draft: CausalLM | None,
+    params: SamplingParams, settings: DecodingSettings, max_new_tokens: int,
+) -> Iterator[Step]:
+    if method == "sequential":
+        return sequential_steps(state, target, params, max_new_tokens)
+    if draft is None:
+        raise InvalidSettingError(f"method '{method}' needs a draft model")
+    if method == "specexec":
+        return specexec_steps(state, target, draft, params, settings.tree, max_new_tokens)
+    return specinfer_steps(state, target, draft, params, settings.tree, max_new_tokens)
+
+
+def check_context(prompt_len: int, models: list[CausalLM]) -> int:
+    """Raise ContextLengthError if the prompt leaves no room to generate; return the room left."""
+    limit = min(m.max_context for m in models)
+    if prompt_len >= limit:
+        raise ContextLengthError(
+            f"the prompt is {prompt_len} tokens but the model's context window is {limit}; "
+            "shorten the prompt or start a new conversation"
+        )
+    return limit - prompt_len
+
+
+def stream_generate(
+    target: CausalLM,
+    draft: CausalLM | None,
+    tokenizer: PreTrainedTokenizerBase,
+    prompt_ids: list[int],
+    params: SamplingParams,
+    settings: DecodingSettings,
+    state: DecodeState | None = None,
+) -> Iterator[GenerationChunk]:
+    """Yield one chunk per target pass until EOS, a stop string, or exactly max_new_tokens tokens.
+
+    `state` lets a chat session reuse KV caches: it is reset to `prompt_ids` (keeping the shared prefix)
+    and left holding prompt + emitted tokens at the end.
+    """
+    if not prompt_ids:
+        raise InvalidSettingError("the prompt is empty")
+    room = check_context(len(prompt_ids), [target] + ([draft] if draft is not None else []))
+    max_new = min(settings.max_new_tokens, room)
+    if state is None:
+        state = DecodeState.fresh(prompt_ids, target, draft if settings.method != "sequential" else None)
+    else:
+        state.reset_tokens(prompt_ids)
+    eos = set(target.eos_token_ids)
+    detok = IncrementalDetokenizer(tokenizer, prompt_ids)
+    stops = _StopStringFilter(settings.stop)
+    emitted: list[int] = []
+    steps = _method_steps(settings.method, state, target, draft, params, settings, max_new)
+    try:
+        for step in steps:
+            chunk_ids: list[int] = []
+            finish: FinishReason | None = None
+            for token in step.token_ids:
+                chunk_ids.append(token)
+                emitted.append(token)
+                if token in eos:
+                    finish = "eos"
+                elif stops.add(detok.push(token)):
+                    finish = "stop"
+                elif len(emitted) >= max_new:
+                    finish = "length"
+                if finish:
+                    break
+            yield GenerationChunk(chunk_ids, stops.release(final=finish is not None), step.stats, finish)
+            if finish:
+                return
+    finally:
+        steps.close()
+        state.truncate(len(prompt_ids) + len(emitted))
+
+
+def generate(*args, **kwargs) -> GenerationResult:
+    """Blocking convenience call over stream_generate (same arguments)."""
+    started = time.perf_counter()
+    text, ids, passes, finish = [], [], 0, "length"
+    for chunk in stream_generate(*args, **kwargs):
+        text.append(chunk.text)
+        ids.extend(chunk.token_ids)
+        passes += 1
+        finish = chunk.finish_reason or finish
+    return GenerationResult("".join(text), ids, finish, passes, time.perf_counter() - started)

@@ -1,0 +1,315 @@
+"""SpecInfer, the baseline SpecExec is compared against: sampled draft chains, multi-round rejection.
+
+Each pass samples `w` independent chains of `L` tokens from the draft (at the target's own temperature,
+top-k and top-p), merges them into a trie of unique prefixes, scores the trie with one target forward and
+walks it with multi-round speculative sampling (Miao et al., 2023). At a node with target distribution p,
+draft distribution q and sampled children x_1..x_k (i.i.d. from q, with repeats):
+
+    for i in 1..k:  accept x_i with probability min(1, p(x_i) / q(x_i)); on accept descend to x_i's node
+                    on reject p := normalize(max(0, p - q))
+    all rejected:   emit a sample from the residual p and stop
+
+Each round is one step of ordinary speculative sampling against the current residual, so the emitted token
+is an exact sample of the target's p whatever the draft does. Below an accepted child the chains through
+it are still i.i.d. draft samples given their prefix (they are independent of this node's decisions), so
+the argument repeats at every depth. Unlike SpecExec, the tokens differ from sequential sampling with the
+same seed: only their distribution is the same.
+
+Randomness is keyed, so a run is reproducible: the chains by (seed, root position, "specinfer-draft"), the
+acceptance tests and residual samples by (seed, absolute position of the token being chosen, stream).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+
+from core.causal_lm import CausalLM
+from core.decode_state import DecodeState
+from core.kv_cache import InPlaceKVCache
+from core.methods.specexec import TreeSettings
+from core.methods.step import PassStats, Step
+from core.methods.tree_forward import commit_draft_path, commit_target_path, score_tree
+from core.sampling import SamplingParams, draw_key, sample_from_probs, sample_token, target_probs, uniform_draw
+from core.timing import synchronize
+from core.tree_mask import additive_mask, causal_visibility
+from core.verification import Verdict
+
+
+def chain_shape(budget: int, max_depth: int) -> tuple[int, int]:
+    """(width w, length L) of the chains for a draft budget: about square, L capped by the depth limit.
+
+    L = min(max_depth, max(1, round(sqrt(budget)))), w = budget // L, so w * L <= budget
+    (16 -> 4x4, 64 -> 8x8, 256 -> 16x16, 1024 -> 32x32). A square shape is the usual SpecInfer middle
+    ground: longer chains help when the draft agrees with the target, more chains when it does not.
+    max_depth <= 0 (no room for draft tokens) gives (0, 0): the pass is a plain target step.
+    """
+    if max_depth <= 0 or budget <= 0:
+        return 0, 0
+    length = min(max_depth, max(1, round(math.sqrt(budget))))
+    return budget // length, length
+
+
+@dataclass(frozen=True)
+class DraftChains:
+    """Chains sampled from the draft on top of its cache.
+
+    tokens: long [w, L]; probs: L tensors [w, V], probs[d][c] = the draft distribution q after the root and
+    chain c's first d tokens (the distribution its token d + 1 was drawn from); root_row: the root's row in
+    the draft cache (= its absolute position), -1 when the draft did not run. The chain tips at depth d
+    (1 <= d < L) sit at draft cache rows root_row + 1 + (d - 1) * w + c; depth-L tips were never forwarded.
+    """
+
+    tokens: torch.Tensor
+    probs: list[torch.Tensor]
+    root_row: int
+    forwards: int
+    forward_seconds: float
+
+    @property
+    def width(self) -> int:
+        return int(self.tokens.shape[0])
+
+    @property
+    def length(self) -> int:
+        return int(self.tokens.shape[1])
+
+
+def no_chains(device: torch.device | str) -> DraftChains:
+    """The empty draft of a pass with no room for draft tokens (the draft cache is left untouched)."""
+    return DraftChains(torch.empty((0, 0), dtype=torch.long, device=device), [], -1, 0, 0.0)
+
+
+def _draw(probs: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """One token per row of probs [w, V] -> long [w]."""
+    return torch.multinomial(probs, 1, replacement=True, generator=generator)[:, 0]
+
+
+def sample_chains(
+    draft: CausalLM,
+    cache: InPlaceKVCache,
+    pending: torch.Tensor,
+    params: SamplingParams,
+    width: int,
+    length: int,
+    generator: torch.Generator,
+) -> DraftChains:
+    """Sample `width` chains of `length` tokens, all chains advanced together by one draft forward per depth.
+
+    `pending`: long [P], tokens the draft cache does not hold yet, the root last. The first forward runs them
+    (prefill or catch-up) and gives q at the root; forward d runs the w tips at depth d, each seeing the
+    committed prefix, the root and its own chain only. q uses the target's sampling settings without the
+    repetition penalty (any q is correct as long as it is the distribution the tokens were drawn from).
+    """
+    device = draft.device
+    pending = pending.to(device)
+    root_row = cache.length + pending.shape[0] - 1
+    started = time.perf_counter()
+    visible = causal_visibility(cache.length, pending.shape[0], device)
+    positions = torch.arange(cache.length, cache.length + pending.shape[0], device=device)
+    logits = draft.forward(pending, positions, additive_mask(visible, draft.dtype), cache, logit_rows=slice(-1, None))
+    # q: [1, V] at the root, shared by every chain
+    q = target_probs(logits, params).expand(width, -1)
+    probs, tips = [q], [_draw(q, generator)]
+    own_chain = torch.eye(width, dtype=torch.bool, device=device)
+    for depth in range(1, length):
+        # visible: [w, cache.length + w]; tree columns are depth blocks of w, a tip sees its own column in each
+        visible = torch.zeros((width, cache.length + width), dtype=torch.bool, device=device)
+        visible[:, : root_row + 1] = True
+        visible[:, root_row + 1 :] = own_chain.repeat(1, depth)
+        positions = torch.full((width,), root_row + depth, dtype=torch.long, device=device)
+        logits = draft.forward(tips[-1], positions, additive_mask(visible, draft.dtype), cache)
+        # q: [w, V], row c = distribution after chain c's first `depth` tokens
+        q = target_probs(logits, params)
+        probs.append(q)
+        tips.append(_draw(q, generator))
+    synchronize(device)
+    return DraftChains(
+        tokens=torch.stack(tips, dim=1), probs=probs, root_row=root_row,
+        forwards=length, forward_seconds=time.perf_counter() - started,
+    )
+
+
+@dataclass(frozen=True)
+class ChainTrie:
+    """The chains merged into unique prefixes, in topological (breadth-first) order; node 0 is the root.
+
+    tokens, parents (-1 for the root), depths, cache_rows (draft cache row of a forwarded chain position with
+    this prefix, -1 for depth-L tips and for a root the draft did not run on): long [N].
+    children[u]: the sampled next tokens of every chain through u, in chain order, repeats kept (each one is
+    an independent draft sample, and each gets its own acceptance round). child_node[u]: token -> node.
+    q_source[u]: (depth, chain) indexing DraftChains.probs for the draft distribution at u.
+    """
+
+    tokens: torch.Tensor
+    parents: torch.Tensor
+    depths: torch.Tensor
+    cache_rows: torch.Tensor
+    children: list[list[int]]
+    child_node: list[dict[int, int]]
+    q_source: list[tuple[int, int]]
+
+    @property
+    def size(self) -> int:
+        return len(self.children)
+
+
+def merge_chains(root_token: int, chains: list[list[int]], root_row: int) -> ChainTrie:
+    """Merge w chains of L tokens (a list of lists, chain order) into a trie of unique prefixes.
+
+    A Python loop over the w * L sampled tokens: fine for a baseline whose budget is at most a few thousand.
+    """
+    width = len(chains)
+    length = len(chains[0]) if width else 0
+    tokens, parents, depths = [root_token], [-1], [0]
+    cache_rows = [root_row]
+    children: list[list[int]] = [[]]
+    child_node: list[dict[int, int]] = [{}]
+    q_source = [(0, 0)]
+    at = [0] * width  # trie node each chain has reached
+    for depth in range(1, length + 1):  # depth-major: every parent exists before its children
+        for chain, sequence in enumerate(chains):
+            parent, token = at[chain], sequence[depth - 1]
+            children[parent].append(token)
+            node = child_node[parent].get(token)
+            if node is None:
+                node = len(tokens)
+                child_node[parent][token] = node
+                tokens.append(token)
+                parents.append(parent)
+                depths.append(depth)
+                forwarded = depth < length
+                cache_rows.append(root_row + 1 + (depth - 1) * width + chain if forwarded else -1)
+                children.append([])
+                child_node.append({})
+                q_source.append((depth, chain))
+            at[chain] = node
+    as_long = lambda values: torch.tensor(values, dtype=torch.long)  # noqa: E731
+    return ChainTrie(
+        as_long(tokens), as_long(parents), as_long(depths), as_long(cache_rows), children, child_node, q_source
+    )
+
+
+def residual_distribution(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """normalize(max(0, p - q)): what is left of p after a rejected draft sample from q.
+
+    When nothing is left (p == q up to rounding: a rejection then has probability ~0) p is kept as it is.
+    """
+    left = (p - q).clamp_min(0)
+    total = left.sum()
+    return torch.where(total > 0, left / total.clamp_min(torch.finfo(left.dtype).tiny), p)
+
+
+def choose_among_candidates(
+    p: torch.Tensor, q: torch.Tensor, candidates: list[int], seed: int, position: int
+) -> tuple[int, bool]:
+    """Multi-round speculative sampling at one node: (token, True) for an accepted candidate, (token, False)
+    for a sample from the final residual. p, q: [V] float64; candidates: i.i.d. samples from q."""
+    for index, token in enumerate(candidates):
+        u = uniform_draw(seed, position, f"accept{index}")
+        p_x, q_x = torch.stack([p[token], q[token]]).tolist()  # host sync: one acceptance test per round
+        if u * q_x < p_x:  # u < min(1, p(x) / q(x)), without dividing
+            return token, True
+        p = residual_distribution(p, q)
+    return sample_from_probs(p, seed, position, "residual"), False
+
+
+def verify_chains(
+    trie: ChainTrie,
+    draft_probs: list[torch.Tensor],
+    target_logits: torch.Tensor,
+    params: SamplingParams,
+    root_position: int,
+    context_ids: torch.Tensor,
+    max_tokens: int,
+) -> Verdict:
+    """Pure function of (trie, draft and target distributions, sampler) -> accepted path and next token.
+
+    target_logits: [N, V], row u = target logits after trie node u; draft_probs: DraftChains.probs;
+    root_position: absolute position of the root; context_ids: long [T], the sequence up to the root (for
+    the repetition penalty); max_tokens: emit at most this many tokens.
+    """
+    device = target_logits.device
+    context = context_ids.to(device)
+    node, path, accepted = 0, [0], []
+    while True:
+        position = root_position + len(path)  # absolute position of the token chosen now
+        candidates = trie.children[node]
+        if not candidates or len(accepted) + 1 >= max_tokens:
+            return Verdict(path, accepted, sample_token(target_logits[node], params, position, context))
+        p = target_probs(target_logits[node], params, context).double()
+        depth, chain = trie.q_source[node]
+        q = draft_probs[depth][chain].to(device=device, dtype=torch.float64)
+        token, hit = choose_among_candidates(p, q, candidates, params.seed, position)
+        if not hit:
+            return Verdict(path, accepted, token)
+        node = trie.child_node[node][token]
+        path.append(node)
+        accepted.append(token)
+        context = torch.cat([context, context.new_tensor([token])])
+
+
+def draft_generator(seed: int, root_position: int, device: torch.device) -> torch.Generator:
+    """The generator the chains of one pass are drawn with: keyed by (seed, root position), so reproducible
+    on a given device (CUDA and CPU multinomial draw different samples from the same seed)."""
+    return torch.Generator(device=device).manual_seed(draw_key(seed, root_position, "specinfer-draft"))
+
+
+def specinfer_steps(
+    state: DecodeState,
+    target: CausalLM,
+    draft: CausalLM,
+    params: SamplingParams,
+    tree: TreeSettings,
+    max_new_tokens: int,
+) -> Iterator[Step]:
+    """One Step per target pass. tree.budget: draft tokens sampled per pass (w * L <= budget);
+    tree.max_depth caps L; tree.expand is unused (chains advance all together)."""
+    emitted = 0
+    while emitted < max_new_tokens:
+        remaining = max_new_tokens - emitted
+        width, length = chain_shape(tree.budget, min(tree.max_depth, remaining - 1))
+        root_position = len(state.tokens) - 1
+        started = time.perf_counter()
+        if length == 0:
+            chains = no_chains(draft.device)
+        else:
+            generator = draft_generator(params.seed, root_position, draft.device)
+            pending_draft = state.pending(state.draft_cache)
+            chains = sample_chains(draft, state.draft_cache, pending_draft, params, width, length, generator)
+        # host sync: the trie is built in Python from the sampled token ids
+        trie = merge_chains(state.tokens[-1], chains.tokens.tolist(), chains.root_row)
+        drafted = time.perf_counter()
+
+        pending = state.pending(state.target_cache)
+        chain_end = state.target_cache.length + pending.shape[0]
+        logits = score_tree(target, state.target_cache, pending, trie.tokens, trie.parents, trie.depths)
+        verdict = verify_chains(
+            trie, chains.probs, logits, params,
+            root_position=root_position,
+            context_ids=torch.tensor(state.tokens, dtype=torch.long),
+            max_tokens=remaining,
+        )
+        commit_target_path(state.target_cache, chain_end, verdict.path)
+        commit_draft_path(state.draft_cache, trie.cache_rows, verdict.path)
+        synchronize(target.device)
+        finished = time.perf_counter()
+
+        state.tokens.extend(verdict.emitted)
+        emitted += len(verdict.emitted)
+        yield Step(
+            token_ids=verdict.emitted,
+            stats=PassStats(
+                tokens=len(verdict.emitted),
+                tree_size=trie.size - 1,
+                tree_depth=int(trie.depths.max()),
+                draft_seconds=drafted - started,
+                draft_forward_seconds=chains.forward_seconds,
+                target_seconds=finished - drafted,
+                draft_forwards=chains.forwards,
+            ),
+        )
