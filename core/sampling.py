@@ -145,7 +145,7 @@ def sample_from_probs(probs: torch.Tensor, seed: int, position: int, stream: str
     """Inverse-CDF sample from an explicit distribution [V] with a keyed uniform (SpecInfer residuals)."""
     u = uniform_draw(seed, position, stream)
     cdf = torch.cumsum(probs.double(), dim=-1)
-    index = int(torch.searchsorted(cdf, torch.tensor([u * float(cdf[-1])], dtype=cdf.dtype, device=cdf.device)))
+    index = int(torch.searchsorted(cdf, torch.tensor([u * float(cdf[-1])], dtype=cdf.dtype, device=cdf.device), right=True))
     return min(index, probs.shape[-1] - 1)
 
 

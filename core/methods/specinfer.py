@@ -188,10 +188,11 @@ def merge_chains(root_token: int, chains: list[list[int]], root_row: int) -> Cha
                 child_node.append({})
                 q_source.append((depth, chain))
             at[chain] = node
-    as_long = lambda values: torch.tensor(values, dtype=torch.long)  # noqa: E731
-    return ChainTrie(
-        as_long(tokens), as_long(parents), as_long(depths), as_long(cache_rows), children, child_node, q_source
-    )
+    return ChainTrie(_long(tokens), _long(parents), _long(depths), _long(cache_rows), children, child_node, q_source)
+
+
+def _long(values: list[int]) -> torch.Tensor:
+    return torch.tensor(values, dtype=torch.long)
 
 
 def residual_distribution(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
@@ -267,8 +268,13 @@ def specinfer_steps(
     tree: TreeSettings,
     max_new_tokens: int,
 ) -> Iterator[Step]:
-    """One Step per target pass. tree.budget: draft tokens sampled per pass (w * L <= budget);
-    tree.max_depth caps L; tree.expand is unused (chains advance all together)."""
+    """One Step per target pass, never more than max_new_tokens tokens in all.
+
+    tree.budget: draft tokens sampled per pass (w * L <= budget, see chain_shape); tree.max_depth caps L,
+    and so does the room left (L <= remaining - 1: the pass emits at most L + 1 tokens). tree.expand and
+    tree.draft_top_p are unused: the chains advance together, and the draft always samples with the
+    target's settings (SpecInfer's acceptance needs the exact q the tokens were drawn from, not a ranking).
+    """
     emitted = 0
     while emitted < max_new_tokens:
         remaining = max_new_tokens - emitted

@@ -1,0 +1,396 @@
+"""Model loading: HF folders (sharded or not), .gguf files, the local HF cache, settings, and clear errors.
+
+Everything uses tiny random models written to tmp dirs: no download, no real model, a few seconds in all.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from tokenizers import Tokenizer, models, pre_tokenizers
+from transformers import PreTrainedTokenizerFast
+
+from core.errors import (
+    InvalidSettingError,
+    ModelFormatError,
+    ModelNotFoundError,
+    SpecExecError,
+    TokenizerMismatchError,
+    UnsupportedArchitectureError,
+)
+from core.loading import (
+    LoadedModel,
+    check_same_tokenizer,
+    load_model,
+    resolve_device,
+    resolve_dtype,
+    resolve_spec,
+)
+
+VOCAB = 64
+
+
+def make_tokenizer(swap: tuple[int, str] | None = None, size: int = VOCAB, eos: str = "</s>") -> PreTrainedTokenizerFast:
+    """A WordLevel tokenizer over '</s>', '<s>', '<unk>', 'w3'.. ; `swap=(id, token)` renames one entry."""
+    vocab = {"</s>": 0, "<s>": 1, "<unk>": 2, **{f"w{i}": i for i in range(3, size)}}
+    if swap is not None:
+        token_id, token = swap
+        vocab = {t: i for t, i in vocab.items() if i != token_id}
+        vocab[token] = token_id
+    backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.Whitespace()
+    return PreTrainedTokenizerFast(tokenizer_object=backend, bos_token="<s>", eos_token=eos, unk_token="<unk>")
+
+
+def save_tiny(model, folder: Path, max_shard_size: str | None = None, tokenizer=True) -> Path:
+    kwargs = {"max_shard_size": max_shard_size} if max_shard_size else {}
+    model.save_pretrained(folder, **kwargs)
+    if tokenizer:
+        make_tokenizer().save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def tiny_folder(tmp_path_factory, tiny_target) -> Path:
+    """The conftest tiny Llama (float64) saved unsharded with a tokenizer; tests copy it before damaging it."""
+    return save_tiny(tiny_target.model, tmp_path_factory.mktemp("tiny") / "tiny-llama")
+
+
+def copy_of(folder: Path, tmp_path: Path, name: str = "model") -> Path:
+    target = tmp_path / name
+    shutil.copytree(folder, target)
+    return target
+
+
+def logits(model, ids) -> torch.Tensor:
+    with torch.no_grad():
+        return model(torch.tensor([ids])).logits
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Folders that load
+
+
+def test_sharded_folder_gives_the_same_logits_as_the_in_memory_model(tmp_path, tiny_target):
+    folder = save_tiny(tiny_target.model, tmp_path / "sharded", max_shard_size="40KB")
+    assert (folder / "model.safetensors.index.json").is_file()
+    assert len(list(folder.glob("*.safetensors"))) > 1
+    messages: list[str] = []
+
+    loaded = load_model(str(folder), dtype="float64", device="cpu", progress=messages.append)
+
+    assert isinstance(loaded, LoadedModel)
+    lm = loaded.lm
+    ids = [1, 5, 9, 33, 2, 60, 7]
+    assert torch.equal(logits(lm.model, ids), logits(tiny_target.model, ids))
+    assert lm.name == "sharded"
+    assert lm.eos_token_ids == (0,)
+    assert lm.max_context == 1024
+    assert lm.dtype == torch.float64 and lm.device.type == "cpu"
+    assert not lm.model.training
+    assert not any(p.requires_grad for p in lm.model.parameters())
+    assert lm.model.config._attn_implementation == "sdpa"
+    assert loaded.tokenizer("w5 w9").input_ids == [5, 9]
+    assert messages and all(isinstance(m, str) for m in messages)
+
+
+def test_unsharded_folder_casts_dtype_and_unions_eos_ids(tmp_path, tiny_target, tiny_folder):
+    folder = copy_of(tiny_folder, tmp_path, "plain")
+    generation = json.loads((folder / "generation_config.json").read_text())
+    generation["eos_token_id"] = [7, 5, 7]
+    (folder / "generation_config.json").write_text(json.dumps(generation))
+
+    lm = load_model(str(folder), dtype="float32", device="cpu").lm
+
+    assert lm.dtype == torch.float32
+    assert lm.eos_token_ids == (7, 5, 0)  # generation config's ids first, then the tokenizer's, no repeats
+    ids = [1, 4, 8]
+    assert torch.allclose(logits(lm.model, ids).double(), logits(tiny_target.model, ids), atol=1e-4)
+
+
+def test_repo_id_is_found_in_the_local_hf_cache_only(tmp_path, tiny_folder, monkeypatch):
+    import huggingface_hub.constants
+
+    cache = tmp_path / "hub"
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    repo = cache / "models--someone--tiny-llama"
+    shutil.copytree(tiny_folder, repo / "snapshots" / commit)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(commit)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(cache))
+    monkeypatch.chdir(tmp_path)  # so 'someone/tiny-llama' is not a relative path by accident
+
+    lm = load_model("someone/tiny-llama", dtype="float64", device="cpu").lm
+    assert lm.name == "someone/tiny-llama"
+
+    with pytest.raises(ModelNotFoundError) as info:
+        load_model("someone/not-downloaded", device="cpu")
+    message = str(info.value)
+    assert "someone/not-downloaded" in message and str(cache) in message and "hf download" in message
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Settings
+
+
+def test_dtype_and_device_settings():
+    cpu = torch.device("cpu")
+    assert resolve_dtype("auto", cpu) == torch.float32
+    assert resolve_dtype("bfloat16", cpu) == torch.bfloat16
+    assert resolve_dtype("float64", cpu) == torch.float64
+    assert resolve_device("cpu") == cpu
+    assert resolve_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
+
+
+@pytest.mark.parametrize("dtype", ["float8", "fp16", "", "int4"])
+def test_bad_dtype_is_an_invalid_setting_even_before_the_path_is_looked_at(dtype):
+    with pytest.raises(InvalidSettingError) as info:
+        load_model("/no/such/model", dtype=dtype, device="cpu")
+    assert repr(dtype) in str(info.value) and "bfloat16" in str(info.value)
+
+
+@pytest.mark.parametrize("device", ["tpu", "gpu", "cuda:x"])
+def test_bad_device_is_an_invalid_setting(device):
+    with pytest.raises(InvalidSettingError) as info:
+        load_model("/no/such/model", device=device)
+    assert f"'{device}'" in str(info.value) and "cpu" in str(info.value)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_cuda_without_cuda_says_to_use_cpu():
+    with pytest.raises(InvalidSettingError) as info:
+        load_model("builtin", device="cuda")
+    assert "device 'cuda'" in str(info.value) and "'cpu'" in str(info.value)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Errors: missing things
+
+
+def test_missing_path(tmp_path):
+    missing = tmp_path / "nowhere" / "model"
+    with pytest.raises(ModelNotFoundError) as info:
+        load_model(str(missing), device="cpu")
+    assert str(missing) in str(info.value)
+    assert isinstance(info.value, FileNotFoundError)  # callers may catch the builtin class too
+
+
+def test_missing_gguf_file(tmp_path):
+    with pytest.raises(ModelNotFoundError) as info:
+        load_model(str(tmp_path / "model.gguf"), device="cpu")
+    assert "model.gguf" in str(info.value)
+
+
+def test_a_file_that_is_not_a_model(tmp_path):
+    stray = tmp_path / "notes.txt"
+    stray.write_text("hello")
+    with pytest.raises(ModelNotFoundError) as info:
+        load_model(str(stray), device="cpu")
+    assert "notes.txt" in str(info.value) and "not a model folder" in str(info.value)
+
+
+def test_folder_without_config(tmp_path, tiny_folder):
+    folder = copy_of(tiny_folder, tmp_path)
+    (folder / "config.json").unlink()
+    with pytest.raises(ModelFormatError) as info:
+        load_model(str(folder), device="cpu")
+    assert "no config.json" in str(info.value) and str(folder) in str(info.value)
+
+
+def test_folder_without_weights(tmp_path, tiny_folder):
+    folder = copy_of(tiny_folder, tmp_path)
+    (folder / "model.safetensors").unlink()
+    with pytest.raises(ModelFormatError) as info:
+        load_model(str(folder), device="cpu")
+    assert "no weights" in str(info.value) and "model.safetensors" in str(info.value)
+
+
+def test_folder_with_only_pickle_weights(tmp_path, tiny_folder):
+    folder = copy_of(tiny_folder, tmp_path)
+    (folder / "model.safetensors").rename(folder / "pytorch_model.bin")
+    with pytest.raises(ModelFormatError) as info:
+        load_model(str(folder), device="cpu")
+    assert "safetensors" in str(info.value) and ".bin" in str(info.value)
+
+
+def test_index_naming_a_missing_shard(tmp_path, tiny_target):
+    folder = save_tiny(tiny_target.model, tmp_path / "sharded", max_shard_size="40KB")
+    shards = sorted(folder.glob("model-*.safetensors"))
+    shards[-1].unlink()
+    with pytest.raises(ModelFormatError) as info:
+        load_model(str(folder), device="cpu")
+    assert shards[-1].name in str(info.value) and "missing" in str(info.value)
+
+
+def test_damaged_weights_are_a_format_error_with_the_cause_kept(tmp_path, tiny_folder):
+    folder = copy_of(tiny_folder, tmp_path)
+    weights = folder / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    with pytest.raises(ModelFormatError) as info:
+        load_model(str(folder), device="cpu")
+    assert "could not load the weights" in str(info.value) and "download them again" in str(info.value)
+    assert info.value.__cause__ is not None
+
+
+def test_invalid_config_json(tmp_path, tiny_folder):
+    folder = copy_of(tiny_folder, tmp_path)
+    (folder / "config.json").write_text("{ not json")
+    with pytest.raises(ModelFormatError) as info:
+        load_model(str(folder), device="cpu")
+    assert "config.json" in str(info.value) and "not valid JSON" in str(info.value)
+
+
+def test_folder_without_tokenizer(tmp_path, tiny_target):
+    folder = save_tiny(tiny_target.model, tmp_path / "no-tokenizer", tokenizer=False)
+    with pytest.raises(ModelFormatError) as info:
+        load_model(str(folder), device="cpu")
+    assert "tokenizer" in str(info.value)
+
+
+def test_unsupported_architecture_fails_before_any_weight_is_read(tmp_path):
+    folder = tmp_path / "gpt2-ish"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"model_type": "gpt2", "n_layer": 2}))
+    (folder / "model.safetensors").write_bytes(b"garbage: reading this would be a ModelFormatError")
+    with pytest.raises(UnsupportedArchitectureError) as info:
+        load_model(str(folder), device="cpu")
+    assert "gpt2" in str(info.value) and "llama" in str(info.value)
+
+
+def test_all_errors_are_spec_exec_errors():
+    for cls in (ModelNotFoundError, ModelFormatError, UnsupportedArchitectureError, InvalidSettingError,
+                TokenizerMismatchError):
+        assert issubclass(cls, SpecExecError)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# GGUF
+
+
+def write_tiny_gguf(path: Path, architecture: str = "llama", seed: int = 0) -> dict[str, np.ndarray]:
+    """A tiny float32 GGUF (2 layers, vocab 64, byte-level BPE tokenizer); returns the tensors written."""
+    import gguf
+
+    vocab, hidden, layers, inter, heads, kv_heads = VOCAB, 32, 2, 64, 4, 2
+    writer = gguf.GGUFWriter(str(path), architecture)
+    writer.add_name("tiny test model")
+    writer.add_context_length(256)
+    writer.add_embedding_length(hidden)
+    writer.add_block_count(layers)
+    writer.add_feed_forward_length(inter)
+    writer.add_head_count(heads)
+    writer.add_head_count_kv(kv_heads)
+    writer.add_layer_norm_rms_eps(1e-5)
+    writer.add_rope_freq_base(10000.0)
+    writer.add_vocab_size(vocab)
+    tokens = ["</s>", "<s>", "<unk>"] + [chr(ord("a") + i) for i in range(26)] + [f"t{i}" for i in range(vocab - 29)]
+    writer.add_tokenizer_model("gpt2")
+    writer.add_token_list(tokens)
+    writer.add_token_types([3, 3, 2] + [1] * (vocab - 3))
+    writer.add_token_scores([0.0] * vocab)
+    writer.add_token_merges([])
+    writer.add_bos_token_id(1)
+    writer.add_eos_token_id(0)
+    writer.add_unk_token_id(2)
+    rng = np.random.default_rng(seed)
+    tensors: dict[str, np.ndarray] = {}
+
+    def add(name, shape):
+        tensors[name] = (rng.standard_normal(shape) * 0.1).astype(np.float32)
+        writer.add_tensor(name, tensors[name])
+
+    add("token_embd.weight", (vocab, hidden))
+    add("output_norm.weight", (hidden,))
+    add("output.weight", (vocab, hidden))
+    kv = kv_heads * hidden // heads
+    for i in range(layers):
+        for name, shape in [("attn_norm", (hidden,)), ("ffn_norm", (hidden,)), ("attn_q", (hidden, hidden)),
+                            ("attn_k", (kv, hidden)), ("attn_v", (kv, hidden)), ("attn_output", (hidden, hidden)),
+                            ("ffn_gate", (inter, hidden)), ("ffn_up", (inter, hidden)), ("ffn_down", (hidden, inter))]:
+            add(f"blk.{i}.{name}.weight", shape)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return tensors
+
+
+def test_gguf_file_loads_dequantised_into_a_plain_model(tmp_path):
+    path = tmp_path / "tiny-q.gguf"
+    tensors = write_tiny_gguf(path)
+
+    loaded = load_model(str(path), device="cpu")
+
+    lm = loaded.lm
+    assert lm.name == "tiny-q"
+    assert lm.eos_token_ids == (0,)
+    assert lm.max_context == 256
+    assert lm.vocab_size == VOCAB and len(lm.decoder_layers) == 2
+    assert lm.dtype == torch.float32 and not lm.model.training
+    assert lm.model.config._attn_implementation == "sdpa"
+    assert type(lm.model.model.layers[0].mlp.down_proj) is torch.nn.Linear
+    assert torch.equal(lm.model.model.embed_tokens.weight, torch.from_numpy(tensors["token_embd.weight"]))
+    assert torch.equal(lm.model.model.layers[1].mlp.down_proj.weight, torch.from_numpy(tensors["blk.1.ffn_down.weight"]))
+    assert loaded.tokenizer.eos_token_id == 0
+
+
+def test_gguf_with_an_unsupported_architecture(tmp_path):
+    path = tmp_path / "other.gguf"
+    write_tiny_gguf(path, architecture="gpt2")
+    with pytest.raises(UnsupportedArchitectureError) as info:
+        load_model(str(path), device="cpu")
+    assert "gpt2" in str(info.value)
+
+
+def test_file_named_gguf_that_is_not_one(tmp_path):
+    path = tmp_path / "fake.gguf"
+    path.write_bytes(b"this is not a gguf file at all" * 10)
+    with pytest.raises(ModelFormatError) as info:
+        load_model(str(path), device="cpu")
+    assert "fake.gguf" in str(info.value) and "GGUF" in str(info.value)
+
+
+def test_folder_holding_one_gguf_means_that_file(tmp_path):
+    (tmp_path / "repo").mkdir()
+    (tmp_path / "repo" / "m.Q4_0.gguf").write_bytes(b"GGUF")
+    kind, path, name = resolve_spec(str(tmp_path / "repo"))
+    assert (kind, path.name, name) == ("gguf", "m.Q4_0.gguf", "repo")
+    (tmp_path / "repo" / "m.Q8_0.gguf").write_bytes(b"GGUF")
+    with pytest.raises(ModelFormatError) as info:
+        resolve_spec(str(tmp_path / "repo"))
+    assert "m.Q4_0.gguf" in str(info.value) and "m.Q8_0.gguf" in str(info.value)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Tokenizer agreement between draft and target
+
+
+def test_identical_tokenizers_pass():
+    check_same_tokenizer(make_tokenizer(), make_tokenizer(), "target-7b", "draft-1b")
+    tok = make_tokenizer()
+    check_same_tokenizer(tok, tok, "a", "a")
+
+
+def test_different_token_is_reported_with_its_id():
+    with pytest.raises(TokenizerMismatchError) as info:
+        check_same_tokenizer(make_tokenizer(), make_tokenizer(swap=(17, "zebra")), "big-target", "small-draft")
+    message = str(info.value)
+    assert "big-target" in message and "small-draft" in message
+    assert "id 17" in message and "'w17'" in message and "'zebra'" in message
+
+
+def test_different_vocab_sizes_are_reported():
+    with pytest.raises(TokenizerMismatchError) as info:
+        check_same_tokenizer(make_tokenizer(size=64), make_tokenizer(size=80), "t", "d")
+    assert "64" in str(info.value) and "80" in str(info.value) and "vocab" in str(info.value)
+
+
+def test_different_special_token_ids_are_reported():
+    with pytest.raises(TokenizerMismatchError) as info:
+        check_same_tokenizer(make_tokenizer(), make_tokenizer(eos="w3"), "t", "d")
+    assert "eos" in str(info.value) and "0" in str(info.value) and "3" in str(info.value)
