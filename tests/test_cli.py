@@ -1,0 +1,111 @@
+"""The `specexec` command line: same tokens across methods on the built-in pair, clear errors for bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+from tests.conftest import make_word_tokenizer
+
+
+def specexec(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "core.cli.main", *args], capture_output=True, text=True, timeout=timeout
+    )
+
+
+def save_tiny_model(folder: Path, seed: int = 0, context: int = 64, tokenizer_vocab: int = 64) -> Path:
+    torch.manual_seed(seed)
+    config = LlamaConfig(
+        vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=context, bos_token_id=1, eos_token_id=0,
+    )
+    LlamaForCausalLM(config).save_pretrained(folder)
+    make_word_tokenizer(tokenizer_vocab).save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def tiny_pair(tmp_path_factory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("cli-models")
+    return save_tiny_model(root / "target", seed=0), save_tiny_model(root / "draft", seed=1)
+
+
+def assert_clear_error(result: subprocess.CompletedProcess, *fragments: str) -> None:
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    assert any(line.startswith("error: ") for line in result.stderr.splitlines())
+    for fragment in fragments:
+        assert fragment in result.stderr, result.stderr
+
+
+def test_generate_json_contract_on_tiny_models(tiny_pair):
+    target, draft = map(str, tiny_pair)
+    outputs = {}
+    for method in ("specexec", "sequential", "specinfer"):
+        result = specexec(
+            "generate", "--target", target, "--draft", draft, "--prompt", "w5 w6 w7", "--method", method,
+            "--temperature", "0.8", "--seed", "3", "--max-new-tokens", "12", "--budget", "8", "--json",
+        )
+        assert result.returncode == 0, result.stderr
+        outputs[method] = json.loads(result.stdout)
+    for output in outputs.values():
+        assert set(output) == {"text", "token_ids", "finish_reason", "target_passes", "tokens_per_pass", "seconds"}
+        assert output["finish_reason"] in ("eos", "length")
+        assert len(output["token_ids"]) <= 12
+    assert outputs["specexec"]["token_ids"] == outputs["sequential"]["token_ids"]
+    assert outputs["specexec"]["text"] == outputs["sequential"]["text"]
+
+
+def test_missing_model(tmp_path):
+    result = specexec("generate", "--target", str(tmp_path / "nope"), "--prompt", "hi", "--method", "sequential")
+    assert_clear_error(result, "nope")
+
+
+def test_budget_below_one():
+    assert_clear_error(specexec("generate", "--prompt", "hi", "--budget", "0"), "budget")
+
+
+def test_prompt_longer_than_context(tiny_pair):
+    target, draft = map(str, tiny_pair)
+    prompt = " ".join(["w5"] * 80)
+    result = specexec("generate", "--target", target, "--draft", draft, "--prompt", prompt)
+    assert_clear_error(result, "context window is 64")
+
+
+def test_tokenizer_mismatch(tmp_path, tiny_pair):
+    target = str(tiny_pair[0])
+    other = save_tiny_model(tmp_path / "other", tokenizer_vocab=60)
+    result = specexec("generate", "--target", target, "--draft", str(other), "--prompt", "w5")
+    assert_clear_error(result, "tokenizer")
+
+
+def test_unsupported_architecture(tmp_path):
+    folder = tmp_path / "gpt2"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"]}))
+    result = specexec("generate", "--target", str(folder), "--prompt", "hi", "--method", "sequential")
+    assert_clear_error(result, "gpt2", "not supported")
+
+
+@pytest.mark.slow
+def test_builtin_pair_specexec_equals_sequential():
+    """The product's promise on the real built-in pair: same seed, same tokens, at temperature 0.7."""
+    outputs = {}
+    for method in ("specexec", "sequential"):
+        result = specexec(
+            "generate", "--target", "builtin", "--draft", "builtin-draft", "--prompt", "Name three colours.",
+            "--chat", "--method", method, "--temperature", "0.7", "--seed", "11", "--max-new-tokens", "24",
+            "--budget", "32", "--json",
+        )
+        assert result.returncode == 0, result.stderr
+        outputs[method] = json.loads(result.stdout)
+    assert outputs["specexec"]["token_ids"] == outputs["sequential"]["token_ids"]
+    assert len(outputs["specexec"]["token_ids"]) > 0
+    assert outputs["specexec"]["target_passes"] < outputs["sequential"]["target_passes"]
