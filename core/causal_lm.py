@@ -8,6 +8,7 @@ inside the same loop, and we never depend on how a model class slices its layer 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
@@ -61,6 +62,11 @@ class CausalLM:
     def new_cache(self) -> InPlaceKVCache:
         return InPlaceKVCache(len(self.decoder_layers))
 
+    def layers_to_run(self) -> Iterator[nn.Module]:
+        """The decoder layers of one pass, in order, each ready to compute. An offloaded model overrides
+        this to stream each layer's weights in before yielding it and to free its slot afterwards."""
+        yield from self.decoder_layers
+
     @torch.no_grad()
     def forward(
         self,
@@ -81,15 +87,19 @@ class CausalLM:
         positions = position_ids.to(self.device)[None]
         rope = inner.rotary_emb(hidden, position_ids=positions)
         mask = mask.to(device=self.device, dtype=hidden.dtype)
-        for layer in self.decoder_layers:
-            out = layer(
-                hidden,
-                attention_mask=mask,
-                position_embeddings=rope,
-                position_ids=positions,
-                past_key_values=cache,
-                use_cache=True,
-            )
-            hidden = out[0] if isinstance(out, tuple) else out
+        layers = self.layers_to_run()
+        try:
+            for layer in layers:
+                out = layer(
+                    hidden,
+                    attention_mask=mask,
+                    position_embeddings=rope,
+                    position_ids=positions,
+                    past_key_values=cache,
+                    use_cache=True,
+                )
+                hidden = out[0] if isinstance(out, tuple) else out
+        finally:
+            layers.close()  # after an error an offloaded model drops its prefetch state at once
         rows = hidden[0] if logit_rows is None else hidden[0, logit_rows]
         return self.model.lm_head(inner.norm(rows))

@@ -31,3 +31,19 @@ class ContextLengthError(SpecExecError, ValueError):
 
 class InvalidSettingError(SpecExecError, ValueError):
     """A generation or search setting is out of range (budget < 1, top-p outside (0, 1], ...)."""
+
+
+class InsufficientMemoryError(SpecExecError, MemoryError):
+    """Not enough host RAM or GPU memory for what was asked; the message says which and what to change."""
+
+
+class InsufficientHostMemoryError(InsufficientMemoryError):
+    """The offloaded weights do not fit in free host RAM (checked before loading starts)."""
+
+
+class InsufficientVRAMError(InsufficientMemoryError):
+    """The GPU cannot hold the non-layer weights, the streaming slots and the activations for the tree budget."""
+
+
+class EngineError(SpecExecError, RuntimeError):
+    """The engine process could not be started, died, or answered a request with an error."""

@@ -15,7 +15,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import torch
 
@@ -34,6 +34,9 @@ except ImportError:  # pragma: no cover
     PreTrainedTokenizerBase = object  # type: ignore[misc,assignment]
 
 Progress = Callable[[str], None]
+
+if TYPE_CHECKING:
+    from core.offload.routing import OffloadSettings
 
 DTYPES = {
     "float32": torch.float32,
@@ -113,10 +116,13 @@ def load_model(
     dtype: str = "auto",
     device: str = "auto",
     progress: Progress | None = None,
+    offload: "OffloadSettings | None" = None,
 ) -> LoadedModel:
     """Load `spec`: a model folder, a .gguf file, a repo id in the local HF cache, 'builtin' or 'builtin-draft'.
 
     The model comes back in eval mode with gradients off, attention 'sdpa', on `device` in `dtype`.
+    A GPTQ folder, or a 16-bit folder that `offload` says to offload, comes back as an OffloadedLM
+    (core.offload): decoder weights in host RAM, streamed to the GPU per pass.
     """
     report: Progress = progress or (lambda _message: None)
     torch_device = resolve_device(device)
@@ -133,6 +139,11 @@ def load_model(
     kind, path, name = resolve_spec(spec)
     if kind == "gguf":
         return load_gguf_file(path, name, torch_dtype, torch_device, report)
+    from core.offload.routing import OffloadSettings, load_offloaded_folder, should_offload
+
+    settings = offload or OffloadSettings()
+    if should_offload(path, settings, torch_device):
+        return load_offloaded_folder(path, name, torch_dtype, torch_device, settings, report)
     return load_hf_folder(path, name, torch_dtype, torch_device, report)
 
 

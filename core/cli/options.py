@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from core.generation import METHODS, DecodingSettings
 from core.methods.specexec import TreeSettings
 from core.sampling import SamplingParams
+
+if TYPE_CHECKING:
+    from core.offload.routing import OffloadSettings
 
 DEFAULTS = TreeSettings()
 
@@ -16,6 +20,12 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--draft", default="builtin-draft", help="folder, .gguf file, cached repo id, or 'builtin-draft'")
     parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
     parser.add_argument("--dtype", choices=["auto", "float32", "float16", "bfloat16"], default="auto")
+    parser.add_argument("--offload", choices=["auto", "on", "off"], default="auto",
+                        help="stream the target's layers from host RAM (auto: GPTQ, or when it does not fit in VRAM)")
+    parser.add_argument("--vram-budget", type=float, default=None, metavar="GB",
+                        help="VRAM for the offloaded target's weights (default: free VRAM minus draft, caches, margin)")
+    parser.add_argument("--resident-layers", default="auto", metavar="N|auto",
+                        help="offloaded target layers kept on the GPU (auto: as many as the budget allows)")
 
 
 def add_tree_arguments(parser: argparse.ArgumentParser) -> None:
@@ -41,6 +51,22 @@ def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
     add_sampling_arguments(parser)
     parser.add_argument("--max-new-tokens", type=int, default=256)
     parser.add_argument("--stop", action="append", default=[], metavar="STR", help="stop string (repeatable)")
+
+
+def offload_settings(args: argparse.Namespace) -> "OffloadSettings":
+    from core.offload.routing import OffloadSettings, parse_resident_layers
+
+    return OffloadSettings(
+        mode=args.offload,
+        vram_budget_gb=args.vram_budget,
+        resident_layers=parse_resident_layers(args.resident_layers),
+        tree_budget=_largest_budget(args),
+    )
+
+
+def _largest_budget(args: argparse.Namespace) -> int:
+    """The biggest tree the command will score: it sizes the activations an offloaded target reserves."""
+    return max(getattr(args, "budgets", None) or [getattr(args, "budget", DEFAULTS.budget)])
 
 
 def tree_settings(args: argparse.Namespace, budget: int | None = None) -> TreeSettings:

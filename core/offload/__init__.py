@@ -1,0 +1,43 @@
+"""Offloaded targets: decoder weights in pinned host RAM, streamed layer by layer to the GPU.
+
+Public API (what loading and the CLI use):
+
+    load_offloaded(folder, device, dtype, vram_budget_bytes=None, resident_layers="auto", progress=None,
+                   *, n_slots=2, tree_budget=128, max_context=4096, draft_weight_bytes=0,
+                   draft_kv_bytes=0) -> OffloadedLM
+        Load a GPTQ (2/4/8-bit, any group size, act-order) or 16-bit safetensors folder. `OffloadedLM` is a
+        `core.causal_lm.CausalLM`, so SpecExec runs on it unchanged; `.report.summary()` says how many
+        layers are resident and how many bytes stream per pass. See `core.offload.loader.load_offloaded`
+        for every argument and the errors raised.
+
+    is_gptq_folder(folder) -> bool
+        True when the folder's quantize_config.json or config.json["quantization_config"] is GPTQ.
+
+Modules, one job each:
+    gptq          unpack / dequantise GPTQ tensors; GPTQLinear, GPTQExperts
+    gptq_loader   GPTQ settings; swapping nn.Linear for GPTQLinear in a meta-built model; act-order re-pack
+    checkpoint    safetensors shards, headers, checkpoint-name -> layer-entry mapping (MoE expert fusion)
+    layout        a layer's tensors packed in one byte buffer; binding a layer module to such a buffer
+    weight_store  ONE host block for all layers, page-locked in place; the host RAM check
+    schedule      the streaming plan as pure data (Copy / Compute actions), its invariants and timeline
+    streaming     LayerStreamer: executes the plan (CUDA streams + events, or synchronous CPU copies)
+    residency     VRAM budget and resident-layer planning (pure functions)
+    offloaded_lm  OffloadedLM and its OffloadReport
+    loader        load_offloaded
+"""
+
+from core.offload.gptq_loader import is_gptq_folder
+
+__all__ = ["OffloadReport", "OffloadedLM", "is_gptq_folder", "load_offloaded"]
+
+_LAZY = {"load_offloaded": "core.offload.loader", "OffloadedLM": "core.offload.offloaded_lm",
+         "OffloadReport": "core.offload.offloaded_lm"}
+
+
+def __getattr__(name: str):
+    """Import the loader (and transformers' model classes) only when it is used: `is_gptq_folder` stays cheap."""
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'core.offload' has no attribute '{name}'")

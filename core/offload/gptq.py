@@ -1,0 +1,302 @@
+"""GPTQ weights: unpacking, act-order reordering and a drop-in `GPTQLinear` that dequantises per forward.
+
+Checkpoint layout (the "v1" format written by AutoGPTQ / GPTQ-for-LLaMa), for a linear with K inputs and
+N outputs, bits b in {2, 4, 8} (p = 32 / b values per int32):
+
+    qweight int32 [K / p, N]   packed along the input dim, lowest bits first: row k is in qweight[k // p]
+                               at bit offset b * (k % p)
+    qzeros  int32 [G, N / p]   packed along the output dim the same way, stored minus 1 (v1)
+    scales  fp16  [G, N]
+    g_idx   int32 [K]          group of input row k (not monotone with act-order / desc_act)
+    bias    fp16  [N]          optional
+
+    W[k, n] = scales[g[k], n] * (q[k, n] - (z[g[k], n] + 1))      and  y = x @ W (+ bias)
+
+At load time each linear is put in one of three modes (`plan_gptq_rows`):
+- "groups": g_idx == k // group_size, so rows of a group are contiguous: scales broadcast per group.
+- "perm":   act-order; rows were re-packed sorted by group at load time (`sort_rows_by_group`) and the
+            input is permuted at run time (`x[:, perm]`), which makes the sorted rows contiguous groups.
+- "gather": any other g_idx: scales and zeros gathered per row (slow, always correct).
+
+The packed tensors stay packed in host RAM and over PCIe; `GPTQLinear` dequantises into one scratch
+buffer shared by every linear of the model (`DequantScratch`) and runs one matmul, which is what exllama
+and vLLM do for the 100-2,000 token batches of a tree pass.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+SUPPORTED_BITS = (2, 4, 8)
+
+# Rows of the int32 temporary a dequantisation chunk may hold, as a number of elements (64 MB of int32).
+CHUNK_ELEMENTS = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class GPTQSettings:
+    """bits per weight; group_size (-1 = one group per output column); desc_act (act-order); sym;
+    zero_offset: 1 for the v1 format (zeros stored minus 1), 0 for gptq_v2."""
+
+    bits: int
+    group_size: int
+    desc_act: bool = False
+    sym: bool = True
+    zero_offset: int = 1
+
+    @property
+    def pack_factor(self) -> int:
+        return 32 // self.bits
+
+    def groups(self, in_features: int) -> int:
+        return 1 if self.group_size == -1 else -(-in_features // self.group_size)
+
+
+# --- packing -------------------------------------------------------------------------------------------
+
+def unpack_rows(packed: torch.Tensor, bits: int) -> torch.Tensor:
+    """int32 [R, C] packed along dim 0 -> int32 [R * 32/bits, C] of values in [0, 2^bits)."""
+    per = 32 // bits
+    shifts = torch.arange(0, 32, bits, device=packed.device, dtype=torch.int32)
+    # values: [R, per, C]; arithmetic shift of negative words is fixed by the mask
+    values = (packed.unsqueeze(1) >> shifts.view(1, per, 1)) & ((1 << bits) - 1)
+    return values.reshape(packed.shape[0] * per, packed.shape[1])
+
+
+def unpack_cols(packed: torch.Tensor, bits: int) -> torch.Tensor:
+    """int32 [R, C] packed along dim 1 -> int32 [R, C * 32/bits]."""
+    per = 32 // bits
+    shifts = torch.arange(0, 32, bits, device=packed.device, dtype=torch.int32)
+    values = (packed.unsqueeze(2) >> shifts.view(1, 1, per)) & ((1 << bits) - 1)
+    return values.reshape(packed.shape[0], packed.shape[1] * per)
+
+
+def _to_int32_bits(words: torch.Tensor) -> torch.Tensor:
+    """int64 words in [0, 2^32) -> int32 with the same bit pattern."""
+    return torch.where(words >= 2**31, words - 2**32, words).to(torch.int32)
+
+
+def pack_rows(values: torch.Tensor, bits: int) -> torch.Tensor:
+    """Inverse of unpack_rows: int [K, C] (K a multiple of 32/bits) -> int32 [K * bits/32, C]."""
+    per = 32 // bits
+    shifts = torch.arange(0, 32, bits, device=values.device, dtype=torch.int64)
+    grouped = values.to(torch.int64).reshape(values.shape[0] // per, per, values.shape[1])
+    return _to_int32_bits((grouped << shifts.view(1, per, 1)).sum(dim=1))
+
+
+# --- act-order ------------------------------------------------------------------------------------------
+
+def plan_gptq_rows(g_idx: torch.Tensor, group_size: int) -> tuple[str, torch.Tensor | None]:
+    """Decide how a linear's rows are grouped: ("groups", None), ("perm", perm int32 [K]) or ("gather", None).
+
+    "perm" means: sorting rows by g_idx (stable) gives contiguous groups of exactly `group_size` rows.
+    """
+    k = g_idx.shape[0]
+    size = k if group_size == -1 else group_size
+    if k % size != 0:
+        return "gather", None
+    expected = torch.arange(k, dtype=torch.int64) // size
+    g = g_idx.to(torch.int64).cpu()
+    if torch.equal(g, expected):
+        return "groups", None
+    perm = torch.argsort(g, stable=True)
+    if torch.equal(g[perm], expected):
+        return "perm", perm.to(torch.int32)
+    return "gather", None
+
+
+def sort_rows_by_group(qweight: torch.Tensor, perm: torch.Tensor, bits: int, column_chunk: int = 4096) -> torch.Tensor:
+    """Re-pack qweight so that packed row order follows `perm` (new row i = old row perm[i]).
+
+    Works on column chunks so the unpacked temporary stays small (K x 4096 bytes for 4-bit).
+    Returns a new int32 tensor shaped like `qweight`.
+    """
+    out = torch.empty_like(qweight)
+    index = perm.to(torch.int64)
+    for c0 in range(0, qweight.shape[1], column_chunk):
+        block = qweight[:, c0 : c0 + column_chunk]
+        if bits == 4:
+            out[:, c0 : c0 + column_chunk] = _sort_rows_4bit(block, index)
+        else:
+            out[:, c0 : c0 + column_chunk] = pack_rows(unpack_rows(block, bits)[index], bits)
+    return out
+
+
+def _sort_rows_4bit(block: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """4-bit row reorder with uint8 temporaries (1 byte per weight instead of 8). Little-endian words."""
+    rows, cols = block.shape
+    # bytes: [R, C, 4]; byte j of a word holds rows 8r + 2j (low nibble) and 8r + 2j + 1 (high nibble)
+    raw = block.contiguous().view(torch.uint8).view(rows, cols, 4).permute(0, 2, 1)
+    nibbles = torch.stack([raw & 15, raw >> 4], dim=2)  # [R, 4, 2, C]
+    values = nibbles.reshape(rows * 8, cols)[index]  # [K, C] uint8, sorted
+    pairs = values.view(rows, 4, 2, cols)
+    packed = pairs[:, :, 0] | (pairs[:, :, 1] << 4)  # [R, 4, C]
+    return packed.permute(0, 2, 1).contiguous().view(torch.int32).view(rows, cols)
+
+
+# --- dequantisation -------------------------------------------------------------------------------------
+
+def dequantize_reference(qweight, qzeros, scales, g_idx, bits: int, zero_offset: int = 1, dtype=torch.float32) -> torch.Tensor:
+    """Straightforward W [K, N] from the checkpoint tensors (any g_idx). Used on small layers and in tests."""
+    q = unpack_rows(qweight, bits)
+    n = scales.shape[1]
+    z = unpack_cols(qzeros, bits)[:, :n] + zero_offset
+    g = g_idx.to(torch.int64)
+    return (q - z[g]).to(dtype) * scales.to(dtype)[g]
+
+
+def dequantize_into(
+    out: torch.Tensor,
+    qweight: torch.Tensor,
+    qzeros: torch.Tensor,
+    scales: torch.Tensor,
+    g_idx: torch.Tensor | None,
+    bits: int,
+    group_size: int,
+    mode: str,
+    zero_offset: int = 1,
+) -> torch.Tensor:
+    """Write W [K, N] into `out` (its dtype is the compute dtype) chunk by chunk; returns `out`.
+
+    mode "groups" / "perm": row k belongs to group k // group_size (for "perm" the rows were sorted at
+    load time); "gather": row k belongs to group g_idx[k].
+    """
+    k, n = out.shape
+    per = 32 // bits
+    size = k if group_size == -1 else group_size
+    # zeros1: [G, N] int32 (small); scales_c: [G, N] in the compute dtype so the product rounds once
+    zeros1 = unpack_cols(qzeros, bits)[:, :n] + zero_offset
+    scales_c = scales.to(out.dtype)
+    rows = max(per, (CHUNK_ELEMENTS // max(n, 1)) // per * per)
+    if mode != "gather" and size < k:
+        rows = size * max(1, rows // size)
+    for r0 in range(0, k, rows):
+        r1 = min(k, r0 + rows)
+        q = unpack_rows(qweight[r0 // per : -(-r1 // per)], bits)[: r1 - r0]  # int32 [c, N]
+        target = out[r0:r1]
+        if mode == "gather":
+            g = g_idx[r0:r1].to(torch.int64)
+            q.sub_(zeros1.index_select(0, g))
+            torch.mul(q, scales_c.index_select(0, g), out=target)
+        elif size >= k:
+            q.sub_(zeros1[0])
+            torch.mul(q, scales_c[0], out=target)
+        else:
+            g0, ng = r0 // size, (r1 - r0) // size
+            q3 = q.view(ng, size, n)
+            q3.sub_(zeros1[g0 : g0 + ng, None, :])
+            torch.mul(q3, scales_c[g0 : g0 + ng, None, :], out=target.view(ng, size, n))
+    return out
+
+
+class DequantScratch:
+    """One reusable buffer that every GPTQLinear of a model dequantises into (layers run one at a time,
+    on one stream, so reuse is safe). Reserve the largest K*N up front so no pass allocates."""
+
+    def __init__(self) -> None:
+        self._buffer: torch.Tensor | None = None
+
+    def reserve(self, numel: int, dtype: torch.dtype, device: torch.device | str) -> None:
+        buffer = self._buffer
+        if buffer is None or buffer.numel() < numel or buffer.dtype != dtype or buffer.device != torch.device(device):
+            self._buffer = torch.empty(numel, dtype=dtype, device=device)
+
+    def matrix(self, rows: int, cols: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+        self.reserve(rows * cols, dtype, device)
+        return self._buffer[: rows * cols].view(rows, cols)
+
+    @property
+    def nbytes(self) -> int:
+        return 0 if self._buffer is None else self._buffer.numel() * self._buffer.element_size()
+
+
+class GPTQLinear(nn.Module):
+    """Drop-in replacement for nn.Linear holding GPTQ tensors as buffers.
+
+    Buffers are usually views into an offloaded layer slot (see core.offload.layout); `mode` and `perm`
+    are set by the loader once the checkpoint's g_idx is known (see `plan_gptq_rows`).
+    """
+
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        settings: GPTQSettings,
+        bias: bool,
+        scratch: DequantScratch,
+        device: torch.device | str = "meta",
+    ) -> None:
+        super().__init__()
+        self.in_features, self.out_features = in_features, out_features
+        self.bits, self.group_size, self.zero_offset = settings.bits, settings.group_size, settings.zero_offset
+        self.scratch = scratch
+        self.mode = "groups"
+        groups, per = settings.groups(in_features), settings.pack_factor
+        self.register_buffer("qweight", torch.empty(in_features // per, out_features, dtype=torch.int32, device=device))
+        self.register_buffer("qzeros", torch.empty(groups, -(-out_features // per), dtype=torch.int32, device=device))
+        self.register_buffer("scales", torch.empty(groups, out_features, dtype=torch.float16, device=device))
+        self.register_buffer("g_idx", torch.empty(in_features, dtype=torch.int32, device=device))
+        if settings.desc_act:
+            # the input permutation of "perm" mode (filled by the loader; unused in the other modes)
+            self.register_buffer("perm", torch.empty(in_features, dtype=torch.int32, device=device))
+        else:
+            self.perm = None
+        if bias:
+            self.register_buffer("bias", torch.empty(out_features, dtype=torch.float16, device=device))
+        else:
+            self.bias = None
+
+    def extra_repr(self) -> str:
+        return f"in={self.in_features}, out={self.out_features}, bits={self.bits}, group={self.group_size}, mode={self.mode}"
+
+    def dequantize(self, dtype: torch.dtype) -> torch.Tensor:
+        """W [K, N] in `dtype`, written into the shared scratch buffer (valid until the next dequantise)."""
+        out = self.scratch.matrix(self.in_features, self.out_features, dtype, self.qweight.device)
+        g_idx = self.g_idx if self.mode == "gather" else None
+        return dequantize_into(out, self.qweight, self.qzeros, self.scales, g_idx, self.bits, self.group_size, self.mode, self.zero_offset)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        weight = self.dequantize(x.dtype)
+        if self.mode == "perm":
+            x = x.index_select(-1, self.perm.to(torch.int64))
+        y = torch.matmul(x, weight)
+        if self.bias is not None:
+            y = y + self.bias.to(y.dtype)
+        return y
+
+
+class GPTQExperts(nn.Module):
+    """MoE experts as separate GPTQ linears, with the call signature of transformers 5's fused
+    `MixtralExperts` / `Qwen2MoeExperts`: (hidden [T, H], top_k_index [T, k], top_k_weights [T, k]) -> [T, H].
+
+    Dense routing: every expert runs on every token and is weighted by its routing weight (0 when not
+    selected), so there is no host sync for the expert/token lists; a tree pass is bandwidth-bound anyway.
+    `names` are the checkpoint's (gate, up, down) linear names: ("w1", "w3", "w2") for Mixtral.
+    """
+
+    def __init__(self, num_experts: int, hidden: int, intermediate: int, names: tuple[str, str, str],
+                 settings: GPTQSettings, scratch: DequantScratch, act_fn) -> None:
+        super().__init__()
+        self.num_experts, self.names, self.act_fn = num_experts, names, act_fn
+        gate, up, down = names
+        for e in range(num_experts):
+            expert = nn.Module()
+            setattr(expert, gate, GPTQLinear(hidden, intermediate, settings, False, scratch))
+            setattr(expert, up, GPTQLinear(hidden, intermediate, settings, False, scratch))
+            setattr(expert, down, GPTQLinear(intermediate, hidden, settings, False, scratch))
+            self.add_module(str(e), expert)
+
+    def forward(self, hidden_states: torch.Tensor, top_k_index: torch.Tensor, top_k_weights: torch.Tensor) -> torch.Tensor:
+        gate, up, down = self.names
+        # weights: [T, E], routing weight of each expert for each token (0 when not among its top k)
+        weights = torch.zeros(hidden_states.shape[0], self.num_experts, dtype=hidden_states.dtype, device=hidden_states.device)
+        weights.scatter_(1, top_k_index, top_k_weights.to(hidden_states.dtype))
+        out = torch.zeros_like(hidden_states)
+        for e in range(self.num_experts):
+            expert = getattr(self, str(e))
+            h = self.act_fn(getattr(expert, gate)(hidden_states)) * getattr(expert, up)(hidden_states)
+            out.add_(getattr(expert, down)(h) * weights[:, e : e + 1])
+        return out

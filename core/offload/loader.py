@@ -1,0 +1,348 @@
+"""Loading a GPTQ or 16-bit safetensors folder as an OffloadedLM.
+
+Order matters for memory: the model is built on the meta device (no weights), the layer layouts give the
+exact store size, host RAM and VRAM are checked BEFORE anything big is allocated, then the one store block
+is allocated and filled tensor by tensor from each shard (peak host RAM: the store plus one tensor).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+from torch import nn
+from transformers import AutoConfig, AutoModelForCausalLM
+
+from core.causal_lm import check_architecture
+from core.errors import InsufficientVRAMError, InvalidSettingError, ModelFormatError
+from core.offload import residency
+from core.offload.checkpoint import (
+    checkpoint_files,
+    expected_parts,
+    is_ignored,
+    iter_tensors,
+    map_layer_key,
+    read_headers,
+)
+from core.offload.gptq import DequantScratch
+from core.offload.gptq_loader import check_lm_head, finalize_gptq_layer, quantize_layers, read_gptq_settings
+from core.offload.layout import LayerLayout, layer_layout
+from core.offload.offloaded_lm import OffloadedLM, OffloadReport
+from core.offload.streaming import LayerStreamer
+from core.offload.weight_store import HOST_MARGIN_BYTES, HostWeightStore, check_host_memory
+
+log = logging.getLogger(__name__)
+
+Progress = Callable[[int, int], None]
+# GPTQ dequantisation temporaries besides the scratch matrix (one int32 chunk, see gptq.CHUNK_ELEMENTS)
+GPTQ_TEMP_BYTES = 128 * 1024**2
+
+
+def _dtype_bytes(dtype: torch.dtype) -> int:
+    return torch.empty((), dtype=dtype).element_size()
+
+
+def _read_config(folder: Path):
+    try:
+        config = AutoConfig.from_pretrained(str(folder), local_files_only=True)
+    except (OSError, ValueError, KeyError) as error:
+        raise ModelFormatError(f"cannot read config.json in {folder}: {error}") from error
+    check_architecture(config.model_type)
+    return config
+
+
+def build_meta_model(config, dtype: torch.dtype) -> nn.Module:
+    """The HF causal LM from config, on the meta device (no memory), quantisation settings removed."""
+    config = config.__class__.from_dict(config.to_dict())
+    if hasattr(config, "quantization_config"):
+        delattr(config, "quantization_config")
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation="sdpa")
+    return model.eval()
+
+
+def _eos_ids(folder: Path, config) -> tuple[int, ...]:
+    ids: list[int] = []
+    for source in (config.eos_token_id, _generation_eos(folder)):
+        if source is None:
+            continue
+        for value in source if isinstance(source, (list, tuple)) else [source]:
+            if int(value) not in ids:
+                ids.append(int(value))
+    return tuple(ids)
+
+
+def _generation_eos(folder: Path):
+    path = folder / "generation_config.json"
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text()).get("eos_token_id")
+    except json.JSONDecodeError:
+        return None
+
+
+def _top_level_tensors(model: nn.Module) -> dict[str, tuple[nn.Module, str, bool, torch.Tensor]]:
+    """Non-layer parameters/persistent buffers: name -> (owner module, attribute, is_parameter, meta tensor)."""
+    found = {}
+    for module_name, module in model.named_modules(remove_duplicate=False):
+        if module_name.startswith("model.layers") or module_name.endswith("rotary_emb"):
+            continue
+        prefix = f"{module_name}." if module_name else ""
+        for attr, tensor in module._parameters.items():
+            if tensor is not None:
+                found[prefix + attr] = (module, attr, True, tensor)
+        for attr, tensor in module._buffers.items():
+            if tensor is not None and attr not in module._non_persistent_buffers_set:
+                found[prefix + attr] = (module, attr, False, tensor)
+    return found
+
+
+def _materialise_top_level(model: nn.Module, device: torch.device) -> dict[str, torch.Tensor]:
+    """Allocate non-layer weights on `device`, keeping ties (a tied lm_head shares the embedding)."""
+    allocated: dict[int, torch.Tensor] = {}
+    targets: dict[str, torch.Tensor] = {}
+    for name, (module, attr, is_parameter, meta) in _top_level_tensors(model).items():
+        real = allocated.get(id(meta))
+        if real is None:
+            real = torch.empty(meta.shape, dtype=meta.dtype, device=device)
+            real = nn.Parameter(real, requires_grad=False) if is_parameter else real
+            allocated[id(meta)] = real
+        (module._parameters if is_parameter else module._buffers)[attr] = real
+        targets[name] = real
+    return targets
+
+
+def _rebuild_rotary(model: nn.Module, device: torch.device) -> None:
+    inner = model.model
+    inner.rotary_emb = type(inner.rotary_emb)(config=inner.config).to(device)
+
+
+def load_offloaded(
+    folder: str,
+    device: str,
+    dtype: torch.dtype,
+    vram_budget_bytes: int | None = None,
+    resident_layers: int | str = "auto",
+    progress: Progress | None = None,
+    *,
+    n_slots: int = residency.DEFAULT_SLOTS,
+    tree_budget: int = 128,
+    max_context: int = 4096,
+    draft_weight_bytes: int = 0,
+    draft_kv_bytes: int = 0,
+    stream_on_cpu: bool = False,
+    record_trace: bool = False,
+    available_ram_bytes: int | None = None,
+) -> OffloadedLM:
+    """Load a GPTQ or 16-bit safetensors model folder with its decoder layers in (pinned) host RAM.
+
+    folder: config.json + model.safetensors or sharded with model.safetensors.index.json; GPTQ settings
+        from quantize_config.json or config.json["quantization_config"].
+    device: "cuda[:i]" streams layers through a ring of `n_slots` GPU slots; "cpu" keeps every layer in
+        host RAM and binds it in place (nothing streams) unless `stream_on_cpu` (tests: same ring, memcpy).
+    dtype: compute dtype (float16/bfloat16 on a GPU; float32 on a CPU). 16-bit checkpoints are stored in
+        this dtype; GPTQ tensors stay packed and dequantise into it.
+    vram_budget_bytes: VRAM the target's weights may use (non-layer weights, dequantisation scratch, slots,
+        resident layers). None: free VRAM - draft weights (`draft_weight_bytes`) - target and draft KV
+        caches (`max_context` + `tree_budget` tokens; `draft_kv_bytes`) - activations of a `tree_budget`
+        pass - a margin (core.offload.residency.default_vram_budget).
+    resident_layers: "auto" = as many as fit in the budget after the ring; or an explicit count.
+    progress: called as progress(bytes_done, bytes_total) after each tensor read.
+
+    Raises: ModelNotFoundError, ModelFormatError (bad folder, missing tensors, shapes, unsupported bits),
+    UnsupportedArchitectureError, InsufficientHostMemoryError (checked before loading starts),
+    InsufficientVRAMError (budget too small; the message names the tree budget to lower),
+    InvalidSettingError (bad device / resident count).
+    """
+    folder_path = Path(folder)
+    device = torch.device(device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise InvalidSettingError("device 'cuda' was requested but no CUDA GPU is available; use device 'cpu'")
+    if device.type not in ("cpu", "cuda"):
+        raise InvalidSettingError(f"offloading supports the 'cpu' and 'cuda' devices, not '{device.type}'")
+    files = checkpoint_files(folder_path)
+    config = _read_config(folder_path)
+    settings = read_gptq_settings(folder_path)
+    infos = read_headers(files)
+    keys = set(infos)
+    model = build_meta_model(config, dtype)
+    layers = model.model.layers
+    scratch = DequantScratch()
+    largest_linear = 0
+    if settings is not None:
+        check_lm_head(keys)
+        largest_linear = quantize_layers(model, config.model_type, keys, settings, scratch)
+
+    canonical: dict[LayerLayout, LayerLayout] = {}
+    layouts = [canonical.setdefault(layout, layout) for layout in map(layer_layout, layers)]
+    top_meta = _top_level_tensors(model)
+    top_bytes = sum(t.numel() * t.element_size() for _, _, _, t in {id(v[3]): v for v in top_meta.values()}.values())
+
+    targets = _route_tensors(config.model_type, keys, layouts, top_meta)
+
+    # Memory checks before any big allocation.
+    store_bytes = sum(layout.nbytes for layout in layouts)
+    largest_tensor = max((info.nbytes for info in infos.values()), default=0)
+    needed = store_bytes + largest_tensor + HOST_MARGIN_BYTES + (top_bytes if device.type == "cpu" else 0)
+    check_host_memory(needed, available_ram_bytes, what=f"the offloaded weights of {folder_path.name}")
+    scratch_bytes = largest_linear * _dtype_bytes(dtype) + (GPTQ_TEMP_BYTES if largest_linear else 0)
+    plan = _plan_device(config, device, dtype, layouts, top_bytes + scratch_bytes, vram_budget_bytes, resident_layers,
+                        n_slots, tree_budget, max_context, draft_weight_bytes, draft_kv_bytes, stream_on_cpu)
+
+    store = HostWeightStore(layouts, pin=device.type == "cuda")
+    top = _materialise_top_level(model, device)
+    _fill(files, infos, targets, top, store, progress)
+    _check_complete(store, layouts, targets, top, config, settings)
+    if settings is not None:
+        for index, layer in enumerate(layers):
+            finalize_gptq_layer(layer, lambda name, i=index: store.tensor(i, name), device)
+        scratch.reserve(largest_linear, dtype, device)
+    _rebuild_rotary(model, device)
+    _check_no_meta_outside_layers(model)
+
+    streaming = device.type == "cuda" or stream_on_cpu
+    streamer = LayerStreamer(store, layers, plan.resident, plan.n_slots or 1, device, stream=streaming, record_trace=record_trace)
+    weight_format = (
+        f"GPTQ {settings.bits}-bit, group {settings.group_size}{', act-order' if settings.desc_act else ''}"
+        if settings is not None else f"{dtype}".replace("torch.", "")
+    )
+    report = OffloadReport(
+        weight_format=weight_format,
+        n_layers=len(layers),
+        resident_layers=streamer.resident if streaming else (),
+        n_slots=streamer.n_slots,
+        layer_bytes=max(layout.nbytes for layout in layouts),
+        bytes_streamed_per_pass=streamer.bytes_streamed_per_pass if streaming else 0,
+        device_layer_bytes=streamer.device_bytes,
+        device_fixed_bytes=(top_bytes + scratch_bytes) if device.type == "cuda" else 0,
+        host_store_bytes=store.nbytes,
+        pinned=store.pinned,
+        streaming=streaming,
+        budget_bytes=plan.budget_bytes,
+    )
+    return OffloadedLM(
+        model=model,
+        name=folder_path.name,
+        eos_token_ids=_eos_ids(folder_path, config),
+        max_context=int(getattr(config, "max_position_embeddings", max_context)),
+        streamer=streamer,
+        report=report,
+    )
+
+
+def _route_tensors(model_type: str, keys: set[str], layouts: list[LayerLayout], top_meta: dict) -> dict:
+    """Where every checkpoint tensor goes, from the headers only: None for a non-layer weight, else a
+    LayerTarget. Tensors the model has no place for are left out (and logged)."""
+
+    def has_entry(layer: int, name: str) -> bool:
+        return layer < len(layouts) and layouts[layer].entry(name) is not None
+
+    def entry_shape(layer: int, name: str):
+        return layouts[layer].entry(name).shape
+
+    targets, unused = {}, []
+    for key in sorted(keys):
+        if key in top_meta:
+            targets[key] = None
+        elif (target := map_layer_key(model_type, key, has_entry, entry_shape)) is not None:
+            targets[key] = target
+        elif not is_ignored(key):
+            unused.append(key)
+    if unused:
+        log.warning("ignoring %d checkpoint tensors the model has no place for, e.g. %s", len(unused), ", ".join(unused[:3]))
+    return targets
+
+
+def _plan_device(config, device, dtype, layouts, fixed_bytes, budget, resident_layers, n_slots, tree_budget,
+                 max_context, draft_weight_bytes, draft_kv_bytes, stream_on_cpu) -> residency.ResidencyPlan:
+    layer_bytes = [layout.nbytes for layout in layouts]
+    if device.type == "cpu":
+        if resident_layers == "auto" and budget is None:
+            resident_layers = 0
+        if not stream_on_cpu:
+            return residency.plan_residency(layer_bytes, None, 0, n_slots, len(layer_bytes))
+        return residency.plan_residency(layer_bytes, budget, 0, n_slots, resident_layers)
+    free, _ = torch.cuda.mem_get_info(device)
+    if budget is None:
+        size = _dtype_bytes(dtype)
+        activation = residency.activation_bytes(config, tree_budget, max_context, size)
+        kv = residency.config_kv_bytes(config, max_context + tree_budget, size)
+        budget = residency.default_vram_budget(free, draft_weight_bytes, kv, draft_kv_bytes, activation)
+        residency.check_budget_for_tree(budget, fixed_bytes, max(layer_bytes), min(n_slots, len(layer_bytes)),
+                                        tree_budget, activation)
+    elif budget > free:
+        raise InsufficientVRAMError(
+            f"the VRAM budget of {budget / 1024**3:.2f} GiB is more than the {free / 1024**3:.2f} GiB free on {device}: "
+            f"lower --vram-budget"
+        )
+    return residency.plan_residency(layer_bytes, budget, fixed_bytes, n_slots, resident_layers)
+
+
+def _fill(files, infos, targets, top, store: HostWeightStore, progress: Progress | None) -> None:
+    """Read every wanted tensor once and copy it to its place (store slice or device tensor)."""
+    total = sum(infos[key].nbytes for key in targets)
+    done = 0
+    for key, tensor in iter_tensors(files, set(targets)):
+        target = targets[key]
+        if target is None:
+            destination = top[key]
+        else:
+            destination = store.tensor(target.layer, target.name)
+            if target.part is not None:
+                destination = target.part(destination)
+        if tuple(destination.shape) != tuple(tensor.shape):
+            raise ModelFormatError(
+                f"tensor {key} has shape {tuple(tensor.shape)} in the checkpoint but the model built from "
+                f"config.json expects {tuple(destination.shape)}: does config.json belong to these weights?"
+            )
+        with torch.no_grad():
+            destination.copy_(tensor)
+        done += infos[key].nbytes
+        if progress is not None:
+            progress(done, total)
+    if progress is not None and done == 0:
+        progress(0, total)
+
+
+def _check_complete(store, layouts, targets, top, config, settings) -> None:
+    """Every layer entry and non-layer weight must have come from the checkpoint (or have a default)."""
+    filled: dict[tuple[int, str], set] = {}
+    for target in targets.values():
+        if target is not None:
+            filled.setdefault((target.layer, target.name), set()).add(target.part_id)
+    missing = []
+    for index, layout in enumerate(layouts):
+        for entry in layout.entries:
+            parts = filled.get((index, entry.name), set())
+            if None in parts or len(parts) >= expected_parts(entry.name, entry.shape):
+                continue
+            if entry.name.endswith(".perm"):
+                continue  # computed from g_idx by finalize_gptq_layer
+            if entry.name.endswith(".g_idx") and settings is not None:
+                # old GPTQ checkpoints have no g_idx: groups are consecutive rows
+                size = entry.shape[0] if settings.group_size == -1 else settings.group_size
+                store.tensor(index, entry.name).copy_(torch.arange(entry.shape[0], dtype=torch.int32) // size)
+                continue
+            missing.append(f"model.layers.{index}.{entry.name}")
+    present = {key for key, target in targets.items() if target is None}
+    tied = bool(getattr(config, "tie_word_embeddings", False))
+    for name in top:
+        if name not in present and not (tied and name == "lm_head.weight"):
+            missing.append(name)
+    if missing:
+        shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+        raise ModelFormatError(
+            f"the checkpoint lacks {len(missing)} tensors the model needs ({shown}): are all shards present, "
+            f"and does config.json belong to these weights?"
+        )
+
+
+def _check_no_meta_outside_layers(model: nn.Module) -> None:
+    for name, tensor in list(model.named_parameters()) + list(model.named_buffers()):
+        if tensor.is_meta and not name.startswith("model.layers."):
+            raise ModelFormatError(f"no weights for {name} in the checkpoint")
+

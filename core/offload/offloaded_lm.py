@@ -1,0 +1,67 @@
+"""`OffloadedLM`: a CausalLM whose decoder layers stream from host RAM; the decoding loop cannot tell.
+
+CausalLM.forward's loop runs unchanged; `layers_to_run` hands it each layer through the streamer: wait for
+its weights, compute, release its slot. Embeddings, the
+final norm and lm_head live on the device. After a pass the first layers of the next one are already
+being copied while the draft model searches (automatic; `prefetch()` does it explicitly).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from collections.abc import Iterator
+
+from torch import nn
+
+from core.causal_lm import CausalLM
+from core.offload.streaming import LayerStreamer
+
+GIB = 1024**3
+
+
+@dataclass(frozen=True)
+class OffloadReport:
+    """What the offloaded target costs; `summary()` is one line for the CLI."""
+
+    weight_format: str
+    n_layers: int
+    resident_layers: tuple[int, ...]
+    n_slots: int
+    layer_bytes: int
+    bytes_streamed_per_pass: int
+    device_layer_bytes: int
+    device_fixed_bytes: int
+    host_store_bytes: int
+    pinned: bool
+    streaming: bool
+    budget_bytes: int | None
+
+    def summary(self) -> str:
+        if not self.streaming:
+            return (f"{self.weight_format}: {self.n_layers} layers in host RAM ({self.host_store_bytes / GIB:.2f} GiB), "
+                    f"nothing streams (no GPU)")
+        pinned = "pinned" if self.pinned else "NOT pinned (slow pageable copies)"
+        return (
+            f"{self.weight_format}: {len(self.resident_layers)}/{self.n_layers} layers resident, "
+            f"{self.n_layers - len(self.resident_layers)} streamed through {self.n_slots} slots, "
+            f"{self.bytes_streamed_per_pass / GIB:.2f} GiB per pass from {self.host_store_bytes / GIB:.2f} GiB "
+            f"of {pinned} host RAM; {(self.device_layer_bytes + self.device_fixed_bytes) / GIB:.2f} GiB of VRAM "
+            f"for weights"
+        )
+
+
+@dataclass(eq=False)
+class OffloadedLM(CausalLM):
+    """Same interface as CausalLM; `streamer` owns the layer weights, `report` describes the placement."""
+
+    streamer: LayerStreamer | None = None
+    report: OffloadReport | None = None
+
+    def prefetch(self) -> None:
+        """Start copying the next pass's first streamed layers now (idempotent; forward does it anyway)."""
+        self.streamer.prefetch()
+
+    def layers_to_run(self) -> Iterator[nn.Module]:
+        """Each layer bound to its weights: resident, or a ring slot whose copy it waited for."""
+        return self.streamer.run(self.decoder_layers)

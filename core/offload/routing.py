@@ -1,0 +1,95 @@
+"""When to offload a target, and loading it through the offloaded path with its tokenizer.
+
+GPTQ folders always take this path (transformers 5 cannot load GPTQ without gptqmodel); 16-bit folders
+take it when asked (`on`) or, with `auto`, when their weights would not fit in free VRAM.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from core.errors import InvalidSettingError
+from core.offload.gptq_loader import is_gptq_folder
+
+GIB = 1024**3
+OFFLOAD_MODES = ("auto", "on", "off")
+# Share of free VRAM a fully resident 16-bit target may take under `auto`: the rest is for the draft,
+# both KV caches and activations.
+_AUTO_FIT_SHARE = 0.8
+
+
+@dataclass(frozen=True)
+class OffloadSettings:
+    """mode: auto|on|off; vram_budget_gb: VRAM for the target's weights (None = free VRAM minus the
+    draft, caches, activations and a margin); resident_layers: 'auto' or a count; tree_budget: sizes the
+    activations reserved for a target pass."""
+
+    mode: str = "auto"
+    vram_budget_gb: float | None = None
+    resident_layers: int | str = "auto"
+    tree_budget: int = 128
+
+    def __post_init__(self) -> None:
+        if self.mode not in OFFLOAD_MODES:
+            raise InvalidSettingError(f"offload must be one of {', '.join(OFFLOAD_MODES)}, got '{self.mode}'")
+        if self.vram_budget_gb is not None and self.vram_budget_gb <= 0:
+            raise InvalidSettingError(f"the VRAM budget must be positive (GB), got {self.vram_budget_gb}")
+        if self.resident_layers != "auto" and (not isinstance(self.resident_layers, int) or self.resident_layers < 0):
+            raise InvalidSettingError(f"resident layers must be 'auto' or a count >= 0, got {self.resident_layers!r}")
+
+
+def parse_resident_layers(text: str) -> int | str:
+    """CLI value: 'auto' or a non-negative integer."""
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError as error:
+        raise InvalidSettingError(f"--resident-layers takes 'auto' or a number, got '{text}'") from error
+
+
+def _weight_bytes(folder: Path) -> int:
+    return sum(f.stat().st_size for f in folder.glob("*.safetensors"))
+
+
+def should_offload(folder: Path, settings: OffloadSettings, device: torch.device) -> bool:
+    if is_gptq_folder(folder):
+        return True
+    if settings.mode != "auto":
+        return settings.mode == "on"
+    if device.type != "cuda":
+        return False
+    free, _total = torch.cuda.mem_get_info(device)
+    return _weight_bytes(folder) > _AUTO_FIT_SHARE * free
+
+
+def load_offloaded_folder(folder: Path, name: str, dtype: torch.dtype, device: torch.device,
+                          settings: OffloadSettings, report: Callable[[str], None]):
+    """Load `folder` as an OffloadedLM (GPTQ with `off` keeps every layer resident: nothing streams)."""
+    from core.loading import LoadedModel, _load_tokenizer, eos_token_ids
+    from core.offload import load_offloaded
+
+    resident = settings.resident_layers
+    if settings.mode == "off":
+        import json
+
+        resident = json.loads((folder / "config.json").read_text())["num_hidden_layers"]
+    budget = int(settings.vram_budget_gb * GIB) if settings.vram_budget_gb is not None else None
+    last_reported = [-1]
+
+    def bytes_progress(done: int, total: int) -> None:
+        tenth = 10 * done // max(total, 1)
+        if tenth != last_reported[0]:  # throttled to every 10%
+            last_reported[0] = tenth
+            report(f"Loading {name}: {done / GIB:.1f}/{total / GIB:.1f} GiB")
+
+    tokenizer = _load_tokenizer(name, folder)
+    lm = load_offloaded(str(folder), str(device), dtype, budget, resident, bytes_progress, tree_budget=settings.tree_budget)
+    lm.name = name
+    lm.eos_token_ids = eos_token_ids(lm.model, tokenizer)
+    report(lm.report.summary())
+    return LoadedModel(lm=lm, tokenizer=tokenizer)

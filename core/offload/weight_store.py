@@ -1,0 +1,101 @@
+"""All decoder layers' weights in ONE host allocation, each layer a contiguous byte range.
+
+Why one allocation: PyTorch's pinned-memory allocator rounds every allocation up to a power of two (a
+0.43 GB layer would take 0.54 GB, and one 35 GB block would take 64 GB). So we allocate plain memory of
+the exact size (page aligned) and page-lock it in place with cudaHostRegister, which rounds nothing.
+On a machine without CUDA the block stays plain memory and nothing streams.
+"""
+
+from __future__ import annotations
+
+import logging
+import weakref
+from collections.abc import Sequence
+
+import psutil
+import torch
+
+from core.errors import InsufficientHostMemoryError
+from core.offload.layout import LAYER_ALIGN, LayerLayout
+
+log = logging.getLogger(__name__)
+
+GIB = 1024**3
+# Room left for the OS, the Python process and the largest tensor read while loading.
+HOST_MARGIN_BYTES = 1 * GIB
+
+
+def check_host_memory(needed_bytes: int, available_bytes: int | None = None, what: str = "the offloaded weights") -> None:
+    """Raise InsufficientHostMemoryError unless `needed_bytes` fit in available RAM (psutil when None).
+
+    Called before any allocation, so a model that cannot fit fails in a second instead of swapping.
+    """
+    available = psutil.virtual_memory().available if available_bytes is None else available_bytes
+    if needed_bytes > available:
+        raise InsufficientHostMemoryError(
+            f"not enough free RAM for {what}: they need {needed_bytes / GIB:.1f} GiB of page-locked host memory "
+            f"but only {available / GIB:.1f} GiB is available. Close other programs, use a smaller or more "
+            f"strongly quantised model (e.g. GPTQ 4-bit), or add RAM."
+        )
+
+
+def pin_in_place(buffer: torch.Tensor) -> bool:
+    """Page-lock an existing CPU tensor's memory with cudaHostRegister. Returns False (and logs) on failure:
+    copies then still work, but as slower pageable copies."""
+    if not torch.cuda.is_available():
+        return False
+    try:
+        cudart = torch.cuda.cudart()
+        status = int(cudart.cudaHostRegister(buffer.data_ptr(), buffer.numel() * buffer.element_size(), 0))
+    except (RuntimeError, AttributeError, AssertionError) as error:  # no cudart bindings in this build
+        log.warning("could not page-lock the weight store (%s); host-to-device copies will be slower", error)
+        return False
+    if status != 0:
+        log.warning("cudaHostRegister failed with CUDA error %d; host-to-device copies will be slower", status)
+        return False
+    return True
+
+
+def _unpin(pointer: int, keep_alive: torch.Tensor) -> None:
+    """Unregister before the memory goes: `keep_alive` (the block itself) is only released after this."""
+    try:
+        torch.cuda.cudart().cudaHostUnregister(pointer)
+    except Exception:  # interpreter shutdown: nothing left to protect
+        pass
+
+
+class HostWeightStore:
+    """One page-aligned host block holding every layer at an exact offset.
+
+    layer_bytes(i): uint8 view of layer i (what one host-to-device copy moves); tensor(i, name): typed
+    view of one of its tensors (what the loader writes into).
+    """
+
+    def __init__(self, layouts: Sequence[LayerLayout], pin: bool) -> None:
+        self.layouts = list(layouts)
+        self.offsets: list[int] = []
+        total = 0
+        for layout in self.layouts:
+            self.offsets.append(total)
+            total += layout.nbytes
+        self.nbytes = total
+        # Over-allocate one page so the block can start on a page boundary (cudaHostRegister, DMA).
+        self._raw = torch.empty(total + LAYER_ALIGN, dtype=torch.uint8)
+        start = (-self._raw.data_ptr()) % LAYER_ALIGN
+        self.buffer = self._raw[start : start + total]
+        self.pinned = pin_in_place(self.buffer) if pin and total > 0 else False
+        if self.pinned:
+            weakref.finalize(self, _unpin, self.buffer.data_ptr(), self._raw)
+
+    def __len__(self) -> int:
+        return len(self.layouts)
+
+    def layer_bytes(self, index: int) -> torch.Tensor:
+        start = self.offsets[index]
+        return self.buffer[start : start + self.layouts[index].nbytes]
+
+    def tensor(self, index: int, name: str) -> torch.Tensor:
+        entry = self.layouts[index].entry(name)
+        if entry is None:
+            raise KeyError(name)
+        return entry.view(self.layer_bytes(index))
