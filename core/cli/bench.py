@@ -7,6 +7,8 @@ import importlib
 
 BENCHMARKS = {
     "acceptance": ("core.bench.acceptance", "tokens per target pass per method and budget"),
+    "offload": ("core.bench.offload", "streamed target pass vs host-to-device copy rate"),
+    "chat": ("core.bench.chat", "chat: time to first token with KV reuse, streaming latency through the engine"),
 }
 
 

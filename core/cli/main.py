@@ -9,6 +9,7 @@ import sys
 # command name -> module with add_arguments(parser) and run(args)
 COMMANDS = {
     "generate": ("core.cli.generate", "generate text from a prompt"),
+    "chat": ("core.cli.chat", "chat in the terminal (the engine runs in its own process)"),
     "bench": ("core.cli.bench", "benchmarks: acceptance, offload"),
 }
 

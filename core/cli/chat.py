@@ -1,0 +1,190 @@
+"""`specexec chat`: a terminal chat with the engine running in its own process.
+
+Answers stream as they are generated; the conversation (history) is kept, and each new turn reuses the
+engine's KV cache of the conversation so far. Commands: /reset (forget the conversation), /system TEXT (set
+the system prompt; /system alone clears it), /help, /quit. Ctrl-C stops the current answer (the words
+already shown stay in the history) but not the program; Ctrl-D (end of input) leaves.
+
+When stdin is not a terminal, each input line is answered in turn (one answer per output line, no prompts)
+and the command exits at the end of input: 0 if every turn was answered, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from contextlib import contextmanager
+
+from core.cli.options import add_generation_arguments, decoding_settings, sampling_params
+from core.engine import protocol as P
+from core.engine.client import EngineClient
+
+HELP = "commands: /reset (new conversation), /system TEXT (system prompt), /help, /quit; Ctrl-C stops an answer"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_generation_arguments(parser)
+    parser.add_argument("--system", default=None, help="system prompt")
+    parser.add_argument("--threads", type=int, default=None, help="CPU threads for the engine (default: all cores)")
+
+
+class _Interrupt:
+    """Ctrl-C while an answer streams sets a flag (checked between events) instead of raising, so it can
+    never tear a message out of the middle of a queue read."""
+
+    def __init__(self) -> None:
+        self.requested = False
+
+    def __call__(self, _signum, _frame) -> None:
+        self.requested = True
+
+
+@contextmanager
+def _catch_interrupt():
+    flag = _Interrupt()
+    if threading.current_thread() is not threading.main_thread():
+        yield flag
+        return
+    previous = signal.signal(signal.SIGINT, flag)
+    try:
+        yield flag
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+class ChatLoop:
+    def __init__(self, client: EngineClient, args: argparse.Namespace, interactive: bool) -> None:
+        settings = decoding_settings(args)  # checks the flags before anything is loaded
+        params = sampling_params(args)
+        self.client = client
+        self.interactive = interactive
+        self.system: str | None = args.system
+        self.history: list[dict[str, str]] = []
+        self.failed_turns = 0
+        self.generate_settings = dict(
+            temperature=params.temperature, top_p=params.top_p, top_k=params.top_k,
+            repetition_penalty=params.repetition_penalty, seed=params.seed, method=settings.method,
+            max_new_tokens=settings.max_new_tokens, stop=settings.stop,
+        )
+
+    def note(self, text: str) -> None:
+        print(text, file=sys.stderr, flush=True)
+
+    def read_line(self) -> str | None:
+        if not self.interactive:
+            line = sys.stdin.readline()
+            return None if line == "" else line.rstrip("\r\n")
+        while True:
+            try:
+                return input("> ")
+            except EOFError:
+                print()
+                return None
+            except KeyboardInterrupt:
+                print()
+                self.note("(Ctrl-C stops an answer; /quit or Ctrl-D leaves)")
+
+    def run(self) -> int:
+        if self.interactive:
+            self.note(HELP)
+        while True:
+            line = self.read_line()
+            if line is None:
+                break
+            text = line.strip()
+            if not text:
+                continue
+            if text.startswith("/"):
+                if not self.command(text):
+                    break
+                continue
+            self.turn(text)
+        return 1 if self.failed_turns else 0
+
+    def command(self, text: str) -> bool:
+        """Run a /command; False means leave."""
+        name, _, rest = text.partition(" ")
+        if name in ("/quit", "/exit"):
+            return False
+        if name == "/reset":
+            self.history.clear()
+            self.note("(new conversation)")
+        elif name == "/system":
+            self.system = rest.strip() or None
+            self.note(f"(system prompt {'set' if self.system else 'cleared'})")
+        elif name == "/help":
+            self.note(HELP)
+        else:
+            self.note(f"unknown command {name}; {HELP}")
+        return True
+
+    def turn(self, user_text: str) -> None:
+        user = {"role": "user", "content": user_text}
+        system = [{"role": "system", "content": self.system}] if self.system else []
+        answer, ok = self.answer(system + self.history + [user])
+        if ok:
+            self.history += [user, {"role": "assistant", "content": answer}]
+        else:
+            self.failed_turns += 1
+
+    def answer(self, messages: list[dict[str, str]]) -> tuple[str, bool]:
+        """Stream one answer to stdout; returns (text, answered)."""
+        client = self.client
+        request_id = client.generate(messages, **self.generate_settings)
+        pieces: list[str] = []
+        cancel_sent = False
+        with _catch_interrupt() as interrupt:
+            while True:
+                if interrupt.requested and not cancel_sent and client.alive:
+                    client.cancel(request_id)
+                    cancel_sent = True
+                event = client.poll(0.1)
+                if event is None:
+                    continue
+                if isinstance(event, P.TokenChunk) and event.request_id == request_id:
+                    pieces.append(event.text)
+                    print(event.text, end="", flush=True)
+                elif isinstance(event, P.ContextTrimmed) and event.request_id == request_id:
+                    # drop them here too, so the next turn's prompt starts like this one (KV cache reuse)
+                    self.history = self.history[event.dropped_messages:]
+                    self.note(f"(conversation too long: left out the {event.dropped_messages} oldest messages)")
+                elif isinstance(event, P.BudgetReduced) and event.request_id == request_id:
+                    self.note(f"(out of GPU memory: tree budget {event.old_budget} -> {event.new_budget})")
+                elif isinstance(event, P.Finished) and event.request_id == request_id:
+                    print(flush=True)
+                    if self.interactive:
+                        self.note(
+                            f"[{event.reason}] {event.generated_tokens} tokens; prompt {event.prompt_tokens} tokens, "
+                            f"{event.reused_prefix_tokens} reused from the cache"
+                        )
+                    return "".join(pieces), True
+                elif isinstance(event, P.Error) and event.request_id in (request_id, None):
+                    if event.kind == "protocol" and event.request_id is None:
+                        continue
+                    print(flush=True)
+                    self.note(f"error: {event.message}" + (f" ({event.hint})" if event.hint else ""))
+                    if event.kind == "engine_died":
+                        self.note("(restarting the engine)")
+                        client.restart(reload=True, wait=True)
+                    return "".join(pieces), False
+
+
+def run(args: argparse.Namespace) -> int:
+    decoding_settings(args)  # bad flags fail here, before the engine starts
+    interactive = sys.stdin.isatty()
+    client = EngineClient(torch_threads=args.threads)
+    try:
+        client.start()
+        progress = (lambda event: print(event.stage, file=sys.stderr, flush=True)) if interactive else None
+        client.load(
+            args.target,
+            args.draft if args.method != "sequential" else None,
+            dtype=args.dtype, device=args.device,
+            budget=args.budget, max_depth=args.max_depth, expand=args.expand, draft_top_p=args.draft_top_p,
+            wait=True, on_progress=progress,
+        )
+        return ChatLoop(client, args, interactive).run()
+    finally:
+        client.shutdown()

@@ -1,0 +1,365 @@
+"""The engine process: owns the models and runs the generation loop, driven by protocol messages.
+
+`engine_main` is the entry point of the process the client starts (multiprocessing "spawn" context). It
+ignores SIGINT (Ctrl-C in a terminal reaches the whole process group; the client decides what Ctrl-C means),
+starts a watchdog thread that ends the process within half a second of its parent dying (the parent holds
+the write end of a pipe, which closes when it dies, and on POSIX the parent pid changes too), and then serves
+requests until Shutdown.
+
+This module imports no torch at module level: the client imports it (to name the process entry point) and
+the client must stay light. `Engine` also runs in-process on plain `queue.Queue`s, which is how tests reach
+its seams (`fault_hook`).
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import sys
+import threading
+import time
+import traceback
+from collections import deque
+from pathlib import Path
+from typing import Any, Callable
+
+from core.engine import protocol as P
+
+WATCH_INTERVAL_S = 0.5  # how often the watchdog checks the parent (the brief: at least every second)
+IDLE_POLL_S = 0.5
+
+_ERROR_KINDS_BY_CLASS = {
+    "ContextLengthError": ("context_length", "start a new conversation or shorten the message"),
+    "InvalidSettingError": ("invalid_setting", "check the sampling and tree settings"),
+    "ModelNotFoundError": ("model_not_found", "check the model path, or use 'builtin'"),
+    "ModelFormatError": ("model_format", "the model files may be incomplete: download them again"),
+    "UnsupportedArchitectureError": ("unsupported_architecture", "pick a Llama, Mistral or Qwen family model"),
+    "TokenizerMismatchError": ("tokenizer_mismatch", "pick a draft from the same model family as the target"),
+    "InsufficientMemoryError": ("insufficient_memory", "use a smaller model or offload more layers"),
+}
+
+
+def error_event(request_id: str | None, error: BaseException) -> P.Error:
+    """The Error event for an exception raised while serving a request."""
+    for cls in type(error).__mro__:
+        if cls.__name__ in _ERROR_KINDS_BY_CLASS:
+            kind, hint = _ERROR_KINDS_BY_CLASS[cls.__name__]
+            return P.Error(request_id, kind, str(error), hint)
+    if type(error).__name__ == "OutOfMemoryError" or isinstance(error, MemoryError):
+        return P.Error(
+            request_id, "out_of_memory", f"out of memory (even at the smallest tree budget): {error}",
+            "use a smaller model, a shorter conversation, or offload more layers",
+        )
+    where = "".join(traceback.format_exception_only(type(error), error)).strip()
+    return P.Error(request_id, "internal", f"the engine failed: {where}", "this is a bug; the engine carries on")
+
+
+def _is_user_error(error: BaseException) -> bool:
+    return any(cls.__name__ == "SpecExecError" for cls in type(error).__mro__)
+
+
+def _weight_bytes(spec: str | None) -> int:
+    """Bytes of a model's weight files when `spec` is a local folder or file (0 when unknown)."""
+    if not spec:
+        return 0
+    path = Path(spec).expanduser()
+    try:
+        if path.is_file():
+            return path.stat().st_size
+        if path.is_dir():
+            return sum(p.stat().st_size for p in path.iterdir() if p.suffix in (".safetensors", ".gguf"))
+    except OSError:
+        pass
+    return 0
+
+
+class _Cancelled(BaseException):
+    """Raised inside load progress callbacks when a Shutdown arrives while loading (a BaseException so the
+    loader's own error wrapping lets it through)."""
+
+
+class Engine:
+    """The request loop. `requests.get` / `events.put` are the only things it needs from the queues."""
+
+    def __init__(self, requests: Any, events: Any, fault_hook: Callable[[], None] | None = None) -> None:
+        self.requests = requests
+        self.events = events
+        self.fault_hook = fault_hook  # test seam, see core.engine.session.Turn._install_fault_seam
+        self.pending: deque[P.Request] = deque()
+        self.running = True
+        self.state: str = "idle"
+        self.load_request: P.Load | None = None
+        self.models_info: dict[str, Any] = {}
+        self.session = None  # core.engine.session.ChatSession once loaded
+        self.budget_cap: int | None = None  # after an out-of-memory retry
+        self.current: str | None = None  # request id being generated
+        self.cancel_current = False
+
+    # ------------------------------------------------------------------------------------------------------
+    # Queue handling
+
+    def emit(self, event: P.Event) -> None:
+        self.events.put(event)
+
+    def run(self) -> None:
+        while self.running:
+            if self.pending:
+                self.handle(self.pending.popleft())
+                continue
+            try:
+                message = self.requests.get(timeout=IDLE_POLL_S)
+            except queue.Empty:
+                continue
+            self.accept(message)
+
+    def drain(self) -> None:
+        """Take every waiting message without blocking (called between target passes and load steps)."""
+        while True:
+            try:
+                message = self.requests.get_nowait()
+            except queue.Empty:
+                return
+            except (EOFError, OSError):
+                return
+            self.accept(message)
+
+    def accept(self, message: object) -> None:
+        """Validate a message; answer Status/Cancel/Shutdown at once; queue Load/Unload/Generate."""
+        try:
+            request = P.decode_request(message)
+        except P.ProtocolError as error:
+            self.emit(P.Error(None, "protocol", str(error), f"send messages of core.engine.protocol version {P.PROTOCOL_VERSION}"))
+            return
+        except Exception as error:  # a message whose attributes blow up when read
+            self.emit(P.Error(None, "protocol", f"malformed message: {error!r}", "send core.engine.protocol messages"))
+            return
+        if isinstance(request, P.Status):
+            self.emit(self.status_report())
+        elif isinstance(request, P.Cancel):
+            self.cancel(request.request_id)
+        elif isinstance(request, P.Shutdown):
+            self.running = False
+            self.cancel_current = self.current is not None
+            for queued in list(self.pending):
+                if isinstance(queued, P.Generate):
+                    self.emit(P.Finished(queued.request_id, "cancelled"))
+            self.pending.clear()
+        elif isinstance(request, P.Generate) and (
+            request.request_id == self.current
+            or any(isinstance(q, P.Generate) and q.request_id == request.request_id for q in self.pending)
+        ):
+            self.emit(P.Error(request.request_id, "busy", f"request id {request.request_id!r} is already queued or running",
+                              "use a new request id for each Generate"))
+        else:
+            self.pending.append(request)
+
+    def cancel(self, request_id: str) -> None:
+        if request_id == self.current:
+            self.cancel_current = True
+            return
+        for queued in list(self.pending):
+            if isinstance(queued, P.Generate) and queued.request_id == request_id:
+                self.pending.remove(queued)
+                self.emit(P.Finished(request_id, "cancelled"))
+                return
+        # unknown or already finished: nothing to do (cancel races with the end of an answer)
+
+    def status_report(self) -> P.StatusReport:
+        state = "generating" if self.current is not None else self.state
+        queued = sum(isinstance(q, P.Generate) for q in self.pending)
+        return P.StatusReport(state, dict(self.models_info), queued)
+
+    # ------------------------------------------------------------------------------------------------------
+    # Requests
+
+    def handle(self, request: P.Request) -> None:
+        request_id = getattr(request, "request_id", None)
+        try:
+            if isinstance(request, P.Load):
+                self.load(request)
+            elif isinstance(request, P.Unload):
+                self.unload()
+                self.emit(self.status_report())
+            elif isinstance(request, P.Generate):
+                self.generate(request)
+        except _Cancelled:
+            self.unload()
+        except Exception as error:  # the engine lives on; the request ends with an Error
+            self.emit(error_event(request_id, error))
+            if isinstance(request, P.Load):
+                self.unload()
+            elif self.session is not None and not _is_user_error(error):
+                self.session.reset()  # the caches may be half-written
+        finally:
+            self.current = None
+            self.cancel_current = False
+
+    def unload(self) -> None:
+        self.session = None
+        self.models_info = {}
+        self.load_request = None
+        self.state = "idle"
+        import gc
+
+        gc.collect()
+        torch = sys.modules.get("torch")
+        if torch is not None and torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+    def load(self, request: P.Load) -> None:
+        from core.engine.session import ChatSession
+        from core.loading import check_same_tokenizer, load_model
+        from core.offload.routing import OffloadSettings, parse_resident_layers
+
+        self.unload()
+        self.state = "loading"
+        self.emit(self.status_report())
+        # The draft loads first so that an offloaded target's default VRAM budget already excludes it.
+        roles = ([("draft", request.draft)] if request.draft else []) + [("target", request.target)]
+        sizes = [_weight_bytes(spec) for _, spec in roles]
+        total = sum(sizes)
+        offload = OffloadSettings(
+            mode=request.offload,
+            vram_budget_gb=request.vram_budget_gb,
+            resident_layers=parse_resident_layers(str(request.resident_layers)),
+            tree_budget=request.budget,
+        )
+        loaded: dict[str, Any] = {}
+        for index, (role, spec) in enumerate(roles):
+            done = sum(sizes[:index])
+
+            def progress(stage: str, done=done, index=index) -> None:
+                self.emit(P.LoadProgress(stage, done, total, index / len(roles)))
+                self.drain()
+                if not self.running:
+                    raise _Cancelled()
+
+            progress(f"Loading the {role} model {spec}")
+            loaded[role] = load_model(
+                spec, dtype=request.dtype, device=request.device, progress=progress,
+                offload=offload if role == "target" else None,
+            )
+        target, draft = loaded["target"], loaded.get("draft")
+        if draft is not None:
+            check_same_tokenizer(target.tokenizer, draft.tokenizer, request.target, request.draft)
+        self.emit(P.LoadProgress("Loaded", total, total, 1.0))
+        self.session = ChatSession(target.lm, draft.lm if draft else None, target.tokenizer)
+        self.load_request = request
+        self.budget_cap = None
+        self.models_info = {
+            "target": target.lm.name,
+            "draft": draft.lm.name if draft else None,
+            "device": str(target.lm.device),
+            "dtype": str(target.lm.dtype).removeprefix("torch."),
+            "max_context": self.session.context_limit,
+            "budget": request.budget,
+            "max_depth": request.max_depth,
+            "expand": request.expand,
+            "offload": request.offload,
+            "vram_budget_gb": request.vram_budget_gb,
+            "resident_layers": request.resident_layers,
+        }
+        self.state = "ready"
+        self.emit(self.status_report())
+
+    def generate(self, request: P.Generate) -> None:
+        from core.generation import DecodingSettings
+        from core.methods.specexec import TreeSettings
+        from core.sampling import SamplingParams
+
+        if self.session is None:
+            self.emit(P.Error(request.request_id, "not_loaded", "no model is loaded", "send Load first"))
+            return
+        self.current, self.cancel_current = request.request_id, False
+        load = self.load_request
+        budget = request.budget if request.budget is not None else load.budget
+        if self.budget_cap is not None:
+            budget = min(budget, self.budget_cap)
+        params = SamplingParams(
+            temperature=request.temperature, top_p=request.top_p, top_k=request.top_k,
+            repetition_penalty=request.repetition_penalty, seed=request.seed,
+        )
+        settings = DecodingSettings(
+            method=request.method,
+            tree=TreeSettings(budget=budget, max_depth=load.max_depth, expand=load.expand, draft_top_p=load.draft_top_p),
+            max_new_tokens=request.max_new_tokens,
+            stop=tuple(request.stop),
+        )
+        prepared = self.session.prepare([dict(m) for m in request.messages], request.max_new_tokens)
+        if prepared.dropped_messages:
+            self.emit(P.ContextTrimmed(request.request_id, prepared.dropped_messages))
+        turn = self.session.turn(prepared.prompt_ids, params, settings, request.reuse_cache, self.fault_hook)
+        reason = None
+        try:
+            for item in turn:
+                if hasattr(item, "new_budget"):
+                    self.budget_cap = item.new_budget
+                    self.emit(P.BudgetReduced(request.request_id, item.old_budget, item.new_budget))
+                else:
+                    self.emit_chunk(request.request_id, item, turn.settings.tree.budget if request.method != "sequential" else 0)
+                self.drain()
+                if self.cancel_current and turn.finish_reason is None:
+                    reason = "cancelled"
+                    break
+        finally:
+            turn.close()
+        self.emit(P.Finished(
+            request.request_id,
+            reason or turn.finish_reason or "length",
+            prompt_tokens=len(prepared.prompt_ids),
+            reused_prefix_tokens=turn.reused_prefix_tokens,
+            generated_tokens=len(turn.token_ids),
+            draft_reused_prefix_tokens=turn.draft_reused_prefix_tokens,
+        ))
+
+    def emit_chunk(self, request_id: str, chunk: Any, budget: int) -> None:
+        stats = chunk.stats
+        seconds = stats.draft_seconds + stats.target_seconds
+        self.emit(P.TokenChunk(request_id, chunk.text, tuple(chunk.token_ids), time.monotonic()))
+        self.emit(P.PassStats(
+            request_id, stats.tokens, stats.tree_size, 1000 * stats.draft_seconds, 1000 * stats.target_seconds,
+            stats.tokens / seconds if seconds > 0 else 0.0, budget,
+        ))
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Process entry point
+
+
+def _parent_gone(parent_conn: Any, parent_pid: int) -> bool:
+    if os.name == "posix" and os.getppid() != parent_pid:
+        return True
+    try:
+        if parent_conn.poll(WATCH_INTERVAL_S):
+            parent_conn.recv()  # the parent never sends; data means nothing, EOF means it is gone
+    except (EOFError, OSError):
+        return True
+    return False
+
+
+def _watch_parent(parent_conn: Any, parent_pid: int) -> None:
+    while not _parent_gone(parent_conn, parent_pid):
+        pass
+    os._exit(3)  # no cleanup: the models die with the process, and nobody is left to read events
+
+
+def engine_main(requests: Any, events: Any, parent_conn: Any, parent_pid: int, torch_threads: int | None = None) -> None:
+    """Entry point of the engine process (see the module docstring). torch_threads: CPU threads for torch
+    (None: torch's default, one per core)."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(target=_watch_parent, args=(parent_conn, parent_pid), name="parent-watch", daemon=True).start()
+    if torch_threads:
+        import torch
+
+        torch.set_num_threads(torch_threads)
+    events.put(P.EngineStarted(os.getpid()))
+    engine = Engine(requests, events)
+    try:
+        engine.run()
+    except BaseException as error:  # a bug in the loop itself: tell the client, then exit
+        try:
+            events.put(error_event(None, error))
+        finally:
+            raise

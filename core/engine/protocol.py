@@ -1,0 +1,358 @@
+"""The messages between the engine process and its clients: typed, versioned, torch-free.
+
+Everything here is a frozen dataclass of plain Python values (str, int, float, bool, None, tuples, lists and
+dicts of those), so it pickles through multiprocessing queues and the Qt app can import this module without
+pulling in torch. Every message carries `version`; the engine answers a message of another version, of an
+unknown type, with missing fields or with wrongly typed fields with an `Error` event (kind "protocol") and
+goes on serving.
+
+Requests (client -> engine): Load, Generate, Cancel, Unload, Status, Shutdown.
+Events (engine -> client): EngineStarted, LoadProgress, StatusReport, TokenChunk, PassStats, ContextTrimmed,
+BudgetReduced, Finished, Error.
+
+A Generate request ends with exactly one Finished or one Error carrying its request_id (or, if the engine
+process dies, with the client's Error of kind "engine_died", which ends every request in flight). Generate
+requests are answered one at a time in the order they arrived; Load and Unload wait their turn in the same
+queue; Cancel, Status and Shutdown take effect at once (between two target passes while generating).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Literal, Union
+
+PROTOCOL_VERSION = 1
+
+EngineState = Literal["idle", "loading", "ready", "generating"]
+FinishReason = Literal["eos", "stop", "length", "cancelled"]
+Method = Literal["specexec", "specinfer", "sequential"]
+
+# Error kinds the engine and client report (Error.kind).
+ERROR_KINDS = (
+    "protocol",  # unknown / malformed message or wrong protocol version
+    "not_loaded",  # Generate before a successful Load
+    "busy",  # a request id that is already queued or running
+    "invalid_setting",  # bad sampling / tree / method settings
+    "context_length",  # the prompt alone does not fit in the context window
+    "model_not_found",
+    "model_format",
+    "unsupported_architecture",
+    "tokenizer_mismatch",
+    "insufficient_memory",  # the models do not fit (checked while loading)
+    "out_of_memory",  # out of memory even at the smallest tree budget
+    "internal",  # an unexpected exception inside the engine (it lives on)
+    "engine_died",  # reported by the client: the engine process is gone
+    "engine_start",  # reported by the client: the engine did not start in time
+)
+
+
+class ProtocolError(ValueError):
+    """A message that is not a valid request or event of this protocol version."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Message:
+    version: int = PROTOCOL_VERSION
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Requests
+
+
+@dataclass(frozen=True)
+class Request(_Message):
+    """Base class of everything a client sends."""
+
+
+@dataclass(frozen=True)
+class Load(Request):
+    """Load a target (and a draft unless None). Replaces the models already loaded.
+
+    offload / vram_budget_gb / resident_layers are placeholders for the offloading engine: they are checked
+    for type, reported back in StatusReport.models, and otherwise not used yet.
+    """
+
+    target: str = "builtin"
+    draft: str | None = "builtin-draft"
+    dtype: str = "auto"
+    device: str = "auto"
+    offload: str = "auto"
+    vram_budget_gb: float | None = None
+    resident_layers: str = "auto"
+    budget: int = 128
+    max_depth: int = 32
+    expand: int = 32
+    draft_top_p: bool = False
+
+
+@dataclass(frozen=True)
+class Generate(Request):
+    """Answer a conversation. `messages`: [{"role": ..., "content": ...}, ...] ending with the user's turn.
+
+    budget None means the budget of the Load (capped by any reduction after an out-of-memory error).
+    reuse_cache False starts from empty KV caches (benchmarks; a cold run to compare with).
+    """
+
+    request_id: str
+    messages: tuple[dict[str, str], ...] | list[dict[str, str]]
+    temperature: float = 0.7
+    top_p: float = 0.9
+    top_k: int = 0
+    repetition_penalty: float = 1.0
+    seed: int = 0
+    method: Method = "specexec"
+    max_new_tokens: int = 256
+    stop: tuple[str, ...] | list[str] = ()
+    budget: int | None = None
+    reuse_cache: bool = True
+
+
+@dataclass(frozen=True)
+class Cancel(Request):
+    """Stop a running answer (within one target pass; tokens already streamed stay) or drop a queued one."""
+
+    request_id: str
+
+
+@dataclass(frozen=True)
+class Unload(Request):
+    """Free the models (and the KV caches)."""
+
+
+@dataclass(frozen=True)
+class Status(Request):
+    """Ask for a StatusReport (answered at once, also while generating)."""
+
+
+@dataclass(frozen=True)
+class Shutdown(Request):
+    """Cancel everything and exit the engine process."""
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Events
+
+
+@dataclass(frozen=True)
+class Event(_Message):
+    """Base class of everything the engine (or the client, for engine_died) reports."""
+
+
+@dataclass(frozen=True)
+class EngineStarted(Event):
+    pid: int
+    protocol_version: int = PROTOCOL_VERSION
+
+
+@dataclass(frozen=True)
+class LoadProgress(Event):
+    """stage: human-readable step. bytes_*: weight bytes of the models finished so far / in all (0 when
+    unknown, e.g. built-in models). fraction: 0..1, coarse (per model), None when unknown."""
+
+    stage: str
+    bytes_done: int = 0
+    bytes_total: int = 0
+    fraction: float | None = None
+
+
+@dataclass(frozen=True)
+class StatusReport(Event):
+    """state: idle (no models) | loading | ready | generating. models: what is loaded (empty when idle)."""
+
+    state: EngineState
+    models: dict[str, Any] = field(default_factory=dict)
+    queued: int = 0
+
+
+@dataclass(frozen=True)
+class TokenChunk(Event):
+    """What one target pass added. text may be empty (held back: incomplete character, possible stop string).
+    sent_at: time.monotonic() in the engine when the chunk was queued (for latency measurements)."""
+
+    request_id: str
+    text: str
+    token_ids: tuple[int, ...] | list[int]
+    sent_at: float = 0.0
+
+
+@dataclass(frozen=True)
+class PassStats(Event):
+    """One target pass: tokens accepted, draft tokens scored by the target, timings."""
+
+    request_id: str
+    tokens: int
+    tree_size: int
+    draft_ms: float
+    target_ms: float
+    tokens_per_s: float
+    budget: int = 0
+
+
+@dataclass(frozen=True)
+class ContextTrimmed(Event):
+    """The conversation did not fit: the `dropped_messages` oldest non-system messages were left out (a
+    client that drops them from its own history keeps the KV cache reusable on the next turn)."""
+
+    request_id: str
+    dropped_messages: int
+
+
+@dataclass(frozen=True)
+class BudgetReduced(Event):
+    """Out of GPU memory during a pass: the tree budget was halved and the pass retried. The reduced budget
+    stays the engine's cap until the next Load."""
+
+    request_id: str
+    old_budget: int
+    new_budget: int
+    reason: str = "out_of_memory"
+
+
+@dataclass(frozen=True)
+class Finished(Event):
+    """reused_prefix_tokens: prompt tokens whose target KV rows were reused from the previous turn (so the
+    target prefilled prompt_tokens - reused_prefix_tokens); draft_reused_prefix_tokens: the same for the draft."""
+
+    request_id: str
+    reason: FinishReason
+    prompt_tokens: int = 0
+    reused_prefix_tokens: int = 0
+    generated_tokens: int = 0
+    draft_reused_prefix_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class Error(Event):
+    """kind: one of ERROR_KINDS. request_id: the request it ends, or None for engine-wide problems."""
+
+    request_id: str | None
+    kind: str
+    message: str
+    hint: str = ""
+
+
+REQUEST_TYPES: dict[str, type[Request]] = {
+    cls.__name__: cls for cls in (Load, Generate, Cancel, Unload, Status, Shutdown)
+}
+EVENT_TYPES: dict[str, type[Event]] = {
+    cls.__name__: cls
+    for cls in (
+        EngineStarted, LoadProgress, StatusReport, TokenChunk, PassStats, ContextTrimmed, BudgetReduced,
+        Finished, Error,
+    )
+}
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Validation
+
+
+def _type_ok(value: object, hint: object) -> bool:
+    origin = typing.get_origin(hint)
+    if hint is Any:
+        return True
+    if hint is type(None) or hint is None:
+        return value is None
+    if origin in (Union, types.UnionType):
+        return any(_type_ok(value, option) for option in typing.get_args(hint))
+    if origin is Literal:
+        return value in typing.get_args(hint)
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is str:
+        return isinstance(value, str)
+    if origin is tuple:
+        args = typing.get_args(hint)
+        return isinstance(value, tuple) and all(_type_ok(v, args[0]) for v in value)
+    if origin is list:
+        (arg,) = typing.get_args(hint)
+        return isinstance(value, list) and all(_type_ok(v, arg) for v in value)
+    if origin is dict:
+        key, val = typing.get_args(hint)
+        return isinstance(value, dict) and all(_type_ok(k, key) and _type_ok(v, val) for k, v in value.items())
+    if isinstance(hint, type):
+        return isinstance(value, hint)
+    return False
+
+
+@functools.lru_cache(maxsize=None)
+def _hints(cls: type) -> dict[str, object]:
+    return typing.get_type_hints(cls)
+
+
+def validate(message: object, allowed: dict[str, type] | None = None) -> _Message:
+    """Return `message` if it is a well-formed message of this version (a Request by default), else raise
+    ProtocolError with a sentence saying what is wrong."""
+    allowed = REQUEST_TYPES if allowed is None else allowed
+    cls = type(message)
+    if allowed.get(cls.__name__) is not cls:
+        raise ProtocolError(
+            f"unknown message type {cls.__name__!r}; expected one of {', '.join(allowed)}"
+        )
+    version = getattr(message, "version", None)
+    if version != PROTOCOL_VERSION:
+        raise ProtocolError(
+            f"{cls.__name__} has protocol version {version!r}, this engine speaks version {PROTOCOL_VERSION}"
+        )
+    for name, hint in _hints(cls).items():
+        if not hasattr(message, name):
+            raise ProtocolError(f"{cls.__name__} is missing the field {name!r}")
+        value = getattr(message, name)
+        if not _type_ok(value, hint):
+            raise ProtocolError(f"{cls.__name__}.{name} has the wrong type or value: {value!r}")
+    if isinstance(message, Generate):
+        if not message.messages:
+            raise ProtocolError("Generate.messages is empty: send at least the user's message")
+        for item in message.messages:
+            if not {"role", "content"} <= set(item):
+                raise ProtocolError("each message needs 'role' and 'content' fields")
+        if not message.request_id:
+            raise ProtocolError("Generate.request_id is empty")
+    return message
+
+
+def from_dict(data: object, allowed: dict[str, type] | None = None) -> _Message:
+    """Build and validate a message from a dict {"type": "Generate", ...fields} (JSON-friendly form)."""
+    allowed = REQUEST_TYPES if allowed is None else allowed
+    if not isinstance(data, dict) or not isinstance(data.get("type"), str):
+        raise ProtocolError(f"not a message: expected a message object or a dict with a 'type', got {type(data).__name__}")
+    cls = allowed.get(data["type"])
+    if cls is None:
+        raise ProtocolError(f"unknown message type {data['type']!r}; expected one of {', '.join(allowed)}")
+    fields = {k: v for k, v in data.items() if k != "type"}
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(fields) - known)
+    if unknown:
+        raise ProtocolError(f"{cls.__name__} has no field(s) {', '.join(unknown)}")
+    for key in ("messages", "stop", "token_ids"):
+        if isinstance(fields.get(key), list):
+            fields[key] = tuple(fields[key])
+    try:
+        message = cls(**fields)
+    except TypeError as error:
+        raise ProtocolError(f"{cls.__name__}: {error}") from error
+    return validate(message, allowed)
+
+
+def to_dict(message: _Message) -> dict[str, Any]:
+    """The JSON-friendly form of a message (inverse of from_dict)."""
+    data = {"type": type(message).__name__}
+    for f in dataclasses.fields(message):
+        value = getattr(message, f.name)
+        data[f.name] = list(value) if isinstance(value, tuple) else value
+    return data
+
+
+def decode_request(message: object) -> Request:
+    """A request object (or its dict form) checked against this protocol version; ProtocolError otherwise."""
+    if isinstance(message, dict):
+        return from_dict(message, REQUEST_TYPES)  # type: ignore[return-value]
+    return validate(message, REQUEST_TYPES)  # type: ignore[return-value]

@@ -1,0 +1,233 @@
+"""Chat turns inside the engine: chat-template rendering, KV-cache reuse across turns, the context policy and
+the out-of-memory retry.
+
+One DecodeState (the last conversation's tokens and both models' KV caches) is kept between turns. A new turn
+whose prompt starts with the previous turn's prompt + answer (the usual case: the client appends the answer
+and the next user message) keeps the cached rows of that shared prefix, so both models prefill only the new
+tokens. Any other prompt keeps whatever prefix it happens to share (at least the system prompt, often).
+
+Accounting: the target never caches the last token of the sequence (it is the root of the next draft tree),
+so after a turn the target cache holds prompt + answer - 1 tokens, and a turn-2 prompt that extends the
+conversation reuses exactly those: reused_prefix_tokens = len(turn-1 prompt) + len(answer) - 1 when the answer
+re-tokenises to the generated ids.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import torch
+from transformers import PreTrainedTokenizerBase
+
+from core.causal_lm import CausalLM
+from core.decode_state import DecodeState
+from core.detokenize import IncrementalDetokenizer
+from core.errors import ContextLengthError, InvalidSettingError
+from core.generation import DecodingSettings, GenerationChunk, stream_generate
+from core.kv_cache import InPlaceKVCache
+from core.prompts import Message, Prompt, encode_prompt
+from core.sampling import SamplingParams
+
+
+@dataclass(frozen=True)
+class PreparedPrompt:
+    """The prompt ids of a conversation after the context policy, and how many messages it left out."""
+
+    prompt_ids: list[int]
+    dropped_messages: int
+
+
+@dataclass(frozen=True)
+class BudgetCut:
+    """Yielded by Turn when an out-of-memory error made it halve the tree budget and retry the pass."""
+
+    old_budget: int
+    new_budget: int
+
+
+def out_of_memory_errors() -> tuple[type[BaseException], ...]:
+    """The exceptions that mean 'the device ran out of memory during a pass'."""
+    return (torch.cuda.OutOfMemoryError,)
+
+
+def fit_conversation(
+    tokenizer: PreTrainedTokenizerBase, messages: list[Message], context_limit: int, max_new_tokens: int
+) -> PreparedPrompt:
+    """Render `messages`; while prompt + max_new_tokens exceeds the context, drop the oldest turn.
+
+    System messages at the start are always kept, and so is the last message (the one being answered). A
+    turn is a user message plus the replies up to the next user message, so the kept conversation still
+    starts with a user message. If even the shortest conversation leaves no room for max_new_tokens, it is
+    used anyway (generation then stops at the context limit); if it leaves no room at all,
+    ContextLengthError.
+    """
+    messages = list(messages)
+    system = 0
+    while system < len(messages) and messages[system].get("role") == "system":
+        system += 1
+    head, body = messages[:system], messages[system:]
+    dropped = 0
+    while True:
+        ids = encode_prompt(tokenizer, Prompt(messages=tuple(head + body)))
+        if len(ids) + max_new_tokens <= context_limit or len(body) <= 1:
+            break
+        cut = 1  # drop the oldest message and the replies after it, up to the next user message
+        while cut < len(body) - 1 and body[cut].get("role") != "user":
+            cut += 1
+        body = body[cut:]
+        dropped += cut
+    if len(ids) >= context_limit:
+        raise ContextLengthError(
+            f"the last message alone is {len(ids)} tokens with the chat template, but the model's context "
+            f"window is {context_limit}; shorten the message (or the system prompt)"
+        )
+    return PreparedPrompt(ids, dropped)
+
+
+def _crop_consistent(cache: InPlaceKVCache | None, length: int) -> None:
+    """Crop every layer to `length` rows or fewer, the same for all layers (a pass that failed part-way
+    through the decoder stack leaves the early layers longer than the later ones)."""
+    if cache is None:
+        return
+    cache.crop_to(min([length] + [layer.length for layer in cache.layers]))
+
+
+class ChatSession:
+    """The models of a loaded engine plus the DecodeState kept from the last turn."""
+
+    def __init__(self, target: CausalLM, draft: CausalLM | None, tokenizer: PreTrainedTokenizerBase) -> None:
+        self.target = target
+        self.draft = draft
+        self.tokenizer = tokenizer
+        self.state: DecodeState | None = None
+
+    @property
+    def context_limit(self) -> int:
+        return min(m.max_context for m in (self.target, self.draft) if m is not None)
+
+    def reset(self) -> None:
+        """Forget the cached conversation (next turn prefills from scratch)."""
+        self.state = None
+
+    def prepare(self, messages: list[Message], max_new_tokens: int) -> PreparedPrompt:
+        return fit_conversation(self.tokenizer, messages, self.context_limit, max_new_tokens)
+
+    def turn(
+        self,
+        prompt_ids: list[int],
+        params: SamplingParams,
+        settings: DecodingSettings,
+        reuse_cache: bool = True,
+        fault_hook: Callable[[], None] | None = None,
+    ) -> "Turn":
+        """Start a turn: the state is reset to `prompt_ids` now, so the reuse counts are known up front."""
+        needs_draft = settings.method != "sequential"
+        if needs_draft and self.draft is None:
+            raise InvalidSettingError(f"method '{settings.method}' needs a draft model; load one or use 'sequential'")
+        if self.state is None or not reuse_cache:
+            self.state = DecodeState.fresh(prompt_ids, self.target, self.draft)
+        elif needs_draft and self.state.draft_cache is None:
+            self.state.draft_cache = self.draft.new_cache()
+        self.state.reset_tokens(prompt_ids)  # stream_generate repeats this; it is idempotent
+        return Turn(self, prompt_ids, params, settings, fault_hook)
+
+
+class Turn:
+    """One answer being generated. Iterate for GenerationChunk (one per target pass) and BudgetCut items;
+    `close()` (or breaking off the iteration) stops it and leaves the state holding prompt + tokens so far."""
+
+    def __init__(
+        self,
+        session: ChatSession,
+        prompt_ids: list[int],
+        params: SamplingParams,
+        settings: DecodingSettings,
+        fault_hook: Callable[[], None] | None,
+    ) -> None:
+        self.session = session
+        self.state = session.state
+        self.prompt_ids = list(prompt_ids)
+        self.params = params
+        self.settings = settings
+        self.fault_hook = fault_hook
+        self.reused_prefix_tokens = self.state.target_cache.length
+        self.draft_reused_prefix_tokens = self.state.draft_cache.length if self.state.draft_cache is not None else 0
+        self.token_ids: list[int] = []
+        self.finish_reason: str | None = None
+        self._iterator = self._run()
+
+    def __iter__(self) -> Iterator[GenerationChunk | BudgetCut]:
+        return self._iterator
+
+    def close(self) -> None:
+        self._iterator.close()
+
+    def _run(self) -> Iterator[GenerationChunk | BudgetCut]:
+        handle = self._install_fault_seam() if self.fault_hook is not None else None
+        try:
+            yield from self._passes()
+        finally:
+            if handle is not None:
+                handle.remove()
+
+    def _passes(self) -> Iterator[GenerationChunk | BudgetCut]:
+        settings = self.settings
+        state = self.state
+        released: list[str] = []
+        carry = ""  # text the failed stream had held back (see _held_back_text)
+        while True:
+            # cache lengths at the last pass boundary: rows below them are committed and valid
+            committed = (state.target_cache.length, state.draft_cache.length if state.draft_cache is not None else 0)
+            stream = stream_generate(
+                self.session.target,
+                self.session.draft,
+                self.session.tokenizer,
+                self.prompt_ids + self.token_ids,
+                self.params,
+                dataclasses.replace(settings, max_new_tokens=settings.max_new_tokens - len(self.token_ids)),
+                state=state,
+            )
+            try:
+                for chunk in stream:
+                    if carry:
+                        chunk, carry = dataclasses.replace(chunk, text=carry + chunk.text), ""
+                    self.token_ids.extend(chunk.token_ids)
+                    released.append(chunk.text)
+                    if chunk.finish_reason is not None:
+                        self.finish_reason = chunk.finish_reason
+                    yield chunk
+                    committed = (state.target_cache.length, state.draft_cache.length if state.draft_cache is not None else 0)
+                return
+            except out_of_memory_errors():
+                # stream_generate's cleanup cut the tokens back to prompt + emitted; make both caches consistent
+                _crop_consistent(state.target_cache, committed[0])
+                _crop_consistent(state.draft_cache, committed[1])
+                old = settings.tree.budget
+                if settings.method == "sequential" or old <= 1:
+                    raise
+                if torch.cuda.is_available():
+                    torch.cuda.empty_cache()
+                settings = dataclasses.replace(settings, tree=dataclasses.replace(settings.tree, budget=max(1, old // 2)))
+                self.settings = settings
+                carry += self._held_back_text("".join(released) + carry)
+                yield BudgetCut(old, settings.tree.budget)
+            finally:
+                stream.close()
+
+    def _held_back_text(self, released: str) -> str:
+        """Text of the tokens so far that the failed stream had not released yet (held back because a stop
+        string might have begun there). The retried stream starts a new stop-string filter, so a stop string
+        that straddles the out-of-memory retry is not recognised (a rare case, documented)."""
+        detok = IncrementalDetokenizer(self.session.tokenizer, self.prompt_ids)
+        full = "".join(detok.push(token) for token in self.token_ids)
+        return full[len(released):] if full.startswith(released) else ""
+
+    def _install_fault_seam(self):
+        """Test seam: call `fault_hook` before the middle decoder layer of every target forward, so an
+        exception it raises (an injected torch.cuda.OutOfMemoryError) leaves the cache half-written, like a
+        real one. Returns the hook handle."""
+        hook = self.fault_hook
+        layers = self.session.target.decoder_layers
+        return layers[len(layers) // 2].register_forward_pre_hook(lambda _module, _args: hook())

@@ -1,0 +1,93 @@
+"""`specexec chat` end to end: a real CLI process driving a real engine process with tiny models."""
+
+from __future__ import annotations
+
+import os
+import pty
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from test_engine import save_tiny_pair
+
+pytestmark = pytest.mark.timeout(150)
+
+FLAGS = ["--threads", "1", "--temperature", "0", "--budget", "8", "--max-depth", "4", "--expand", "4"]
+
+
+@pytest.fixture(scope="module")
+def model_dirs(tmp_path_factory):
+    return save_tiny_pair(tmp_path_factory.mktemp("chat-models"))
+
+
+def chat_command(model_dirs, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "core.cli.main", "chat", "--target", model_dirs[0], "--draft", model_dirs[1], *FLAGS, *extra]
+
+
+def greedy_answer(model_dirs, messages, max_new_tokens) -> str:
+    """What the CLI should print for `messages`: in-process greedy generation with the CLI's settings."""
+    import torch
+
+    from core.generation import DecodingSettings, generate
+    from core.loading import load_model
+    from core.methods.specexec import TreeSettings
+    from core.prompts import Prompt, encode_prompt
+    from core.sampling import SamplingParams
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        target = load_model(model_dirs[0], dtype="float32", device="cpu")
+        draft = load_model(model_dirs[1], dtype="float32", device="cpu")
+        prompt = encode_prompt(target.tokenizer, Prompt(messages=tuple(messages)))
+        settings = DecodingSettings(tree=TreeSettings(8, 4, 4), max_new_tokens=max_new_tokens)
+        return generate(target.lm, draft.lm, target.tokenizer, prompt, SamplingParams(temperature=0), settings).text
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_scripted_chat_answers_each_line_and_keeps_history(model_dirs):
+    script = "w10 w11\n/system w7 w8\n\nw12 w13 w14\n/reset\nw15\n"
+    result = subprocess.run(
+        chat_command(model_dirs, "--max-new-tokens", "12"), input=script, capture_output=True, text=True, timeout=140
+    )
+    assert result.returncode == 0, result.stderr
+    answers = result.stdout.split("\n")
+    assert len(answers) == 4 and answers[-1] == "", result.stdout  # three answers, one line each
+    user1, user2, user3 = ({"role": "user", "content": t} for t in ("w10 w11", "w12 w13 w14", "w15"))
+    system = {"role": "system", "content": "w7 w8"}
+    assert answers[0] == greedy_answer(model_dirs, [user1], 12)
+    history = [system, user1, {"role": "assistant", "content": answers[0]}, user2]
+    assert answers[1] == greedy_answer(model_dirs, history, 12)
+    assert answers[2] == greedy_answer(model_dirs, [system, user3], 12)  # /reset forgot turns 1-2
+
+
+def test_ctrl_c_stops_the_answer_not_the_program(model_dirs):
+    """Interactive mode (stdin is a terminal): Ctrl-C goes to the whole process group, as a terminal sends
+    it; the answer stops (or had just finished), the chat and its engine live on and answer the next line."""
+    master, slave = pty.openpty()
+    process = subprocess.Popen(
+        chat_command(model_dirs, "--max-new-tokens", "100", "--method", "sequential"),
+        stdin=slave, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+    )
+    os.close(slave)
+    try:
+        os.write(master, b"w10 w11\n")
+        assert process.stdout.read(4)  # "> " prompt, then the answer starts streaming
+        engines = psutil.Process(process.pid).children()
+        os.killpg(process.pid, signal.SIGINT)
+        time.sleep(0.5)
+        assert process.poll() is None and all(e.is_running() for e in engines)
+        os.write(master, b"w12\n/quit\n")
+        out, err = process.communicate(timeout=120)
+        assert process.returncode == 0, err
+        assert b"[cancelled]" in err  # the first answer's status line (100 tokens take far longer than Ctrl-C)
+        assert err.count(b" reused from the cache") == 2  # both answers ended normally
+    finally:
+        if process.poll() is None:
+            process.kill()
+        os.close(master)

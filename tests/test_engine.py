@@ -1,0 +1,426 @@
+"""The engine process, its protocol and client: real spawned engines running tiny float64 Llamas on the CPU.
+
+One engine is shared by most tests (a spawn costs seconds); the test that kills it runs last and restarts it.
+The out-of-memory retry runs the Engine loop in-process (its fault seam injects the exception mid-pass).
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import torch
+
+from conftest import make_tiny_llama, sharpen
+from core.engine import protocol as P
+from core.engine.client import EngineClient
+
+pytestmark = pytest.mark.timeout(120)
+
+CONTEXT = 128  # the tiny models' context window (small, so trimming is cheap to reach)
+TREE = dict(budget=16, max_depth=8, expand=8)
+SAMPLING = dict(temperature=0.8, top_p=0.95)
+READ_TIMEOUT = 60.0
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Tiny models on disk (the engine process loads them by folder path)
+
+
+def make_chat_tokenizer():
+    """Word-level: id i <-> one word; role markers are ordinary words so every generated id decodes to text
+    that re-tokenises to the same id (only </s>, the EOS, is special)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {"</s>": 0, "<s>": 1, "<unk>": 2, "<|system|>": 3, "<|user|>": 4, "<|assistant|>": 5}
+    vocab.update({f"w{i}": i for i in range(6, 64)})
+    backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, eos_token="</s>")
+    tokenizer.chat_template = (
+        "{% for m in messages %}<|{{ m['role'] }}|> {{ m['content'] }} </s> {% endfor %}"
+        "{% if add_generation_prompt %}<|assistant|>{% endif %}"
+    )
+    return tokenizer
+
+
+def save_tiny_pair(root: Path) -> tuple[str, str]:
+    """A sharpened tiny target and a noisy copy as its draft, each with the tokenizer, as model folders."""
+    target = sharpen(make_tiny_llama(0), 8.0)
+    draft = make_tiny_llama(0)
+    with torch.no_grad():
+        for p_d, p_t in zip(draft.model.parameters(), target.model.parameters()):
+            p_d.copy_(p_t + 0.05 * torch.randn_like(p_t) * p_t.std().clamp_min(1e-3))
+    folders = []
+    for lm, name in ((target, "target"), (draft, "draft")):
+        folder = root / name
+        lm.model.config.max_position_embeddings = CONTEXT
+        lm.model.save_pretrained(folder)
+        make_chat_tokenizer().save_pretrained(folder)
+        folders.append(str(folder))
+    return folders[0], folders[1]
+
+
+@pytest.fixture(scope="module")
+def model_dirs(tmp_path_factory):
+    return save_tiny_pair(tmp_path_factory.mktemp("engine-models"))
+
+
+@pytest.fixture(scope="module")
+def local(model_dirs):
+    """The same pair loaded in this process, for reference runs of stream_generate."""
+    from core.loading import load_model
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    target = load_model(model_dirs[0], dtype="float64", device="cpu")
+    draft = load_model(model_dirs[1], dtype="float64", device="cpu")
+    yield target, draft
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def client(model_dirs):
+    engine = EngineClient(torch_threads=1)
+    try:
+        engine.start(timeout=120)
+        engine.load(model_dirs[0], model_dirs[1], dtype="float64", device="cpu", wait=True, timeout=120, **TREE)
+        yield engine
+    finally:
+        engine.shutdown()
+
+
+def collect(client: EngineClient, request_id: str) -> list[P.Event]:
+    return list(client.iter_request(request_id, idle_timeout=READ_TIMEOUT))
+
+
+def reference(local, messages, max_new_tokens, seed, method="specexec", **sampling):
+    """In-process stream_generate for the same conversation: (prompt ids, chunks)."""
+    from core.generation import DecodingSettings, stream_generate
+    from core.methods.specexec import TreeSettings
+    from core.prompts import Prompt, encode_prompt
+    from core.sampling import SamplingParams
+
+    target, draft = local
+    prompt = encode_prompt(target.tokenizer, Prompt(messages=tuple(messages)))
+    params = SamplingParams(seed=seed, **{**SAMPLING, **sampling})
+    settings = DecodingSettings(method=method, tree=TreeSettings(**TREE), max_new_tokens=max_new_tokens)
+    return prompt, list(stream_generate(target.lm, draft.lm, target.tokenizer, prompt, params, settings))
+
+
+def ids_of(chunks) -> list[int]:
+    return [t for c in chunks for t in c.token_ids]
+
+
+def long_answer_seed(local, messages, tokens: int, method="sequential") -> int:
+    """A seed whose answer runs the full `tokens` without an EOS (so there is time to cancel or kill)."""
+    for seed in range(50):
+        _, chunks = reference(local, messages, tokens, seed, method=method)
+        if len(ids_of(chunks)) == tokens:
+            return seed
+    raise AssertionError("no seed gives a long answer")
+
+
+USER = [{"role": "user", "content": "w10 w11 w12 w13"}]
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Protocol
+
+
+def test_protocol_and_client_import_no_torch():
+    code = "import sys, core.engine.protocol, core.engine.client, core.engine; assert 'torch' not in sys.modules, 'torch'"
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_protocol_round_trip_and_validation():
+    generate = P.Generate("r1", ({"role": "user", "content": "hi"},), stop=("x",))
+    assert P.from_dict(P.to_dict(generate)) == generate
+    assert P.decode_request(P.to_dict(P.Load(target="t", vram_budget_gb=8))) == P.Load(target="t", vram_budget_gb=8.0)
+    bad = [
+        "garbage",
+        {"type": "Generate"},  # missing fields
+        {"type": "Launch"},  # unknown type
+        P.Generate("r1", ({"role": "user", "content": "hi"},), version=99),
+        P.Generate("r1", ({"role": "user", "content": "hi"},), temperature="hot"),
+        P.Generate("r1", ({"role": "user"},)),
+        P.Generate("r1", ()),
+        object.__new__(P.Cancel),  # fields missing altogether
+        P.Finished("r1", "eos"),  # an event is not a request
+    ]
+    for message in bad:
+        with pytest.raises(P.ProtocolError):
+            P.decode_request(message)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Streaming, ordering, cancel, malformed input (shared engine)
+
+
+def test_stream_matches_in_process_generation(client, local):
+    prompt, chunks = reference(local, USER, 40, seed=3)
+    request_id = client.generate(USER, max_new_tokens=40, seed=3, **SAMPLING)
+    events = collect(client, request_id)
+    streamed = [e for e in events if isinstance(e, P.TokenChunk)]
+    stats = [e for e in events if isinstance(e, P.PassStats)]
+    finished = events[-1]
+    assert [list(e.token_ids) for e in streamed] == [c.token_ids for c in chunks]  # same passes, same order
+    assert "".join(e.text for e in streamed) == "".join(c.text for c in chunks)
+    assert [s.tokens for s in stats] == [len(c.token_ids) for c in chunks]
+    assert all(0 < s.tree_size <= TREE["budget"] and s.budget == TREE["budget"] for s in stats)
+    assert isinstance(finished, P.Finished) and finished.reason == chunks[-1].finish_reason
+    assert finished.prompt_tokens == len(prompt)
+    assert finished.generated_tokens == len(ids_of(chunks))
+
+
+def test_generates_are_queued_in_order_and_status_answers_while_generating(client, local):
+    first = client.generate(USER, max_new_tokens=20, seed=1, **SAMPLING)
+    second = client.generate(USER, max_new_tokens=20, seed=2, **SAMPLING)
+    client.status()
+    order, reports = [], []
+    while len([e for e in order if isinstance(e, P.Finished)]) < 2:
+        event = client.poll(READ_TIMEOUT)
+        assert event is not None and not isinstance(event, P.Error), event
+        (reports if isinstance(event, P.StatusReport) else order).append(event)
+    ids = [e.request_id for e in order]
+    assert ids == sorted(ids, key=lambda r: r != first)  # every event of the first before any of the second
+    assert reports[0].state == "generating" and reports[0].queued == 1
+    for request_id, seed in ((first, 1), (second, 2)):
+        got = [t for e in order if isinstance(e, P.TokenChunk) and e.request_id == request_id for t in e.token_ids]
+        assert got == ids_of(reference(local, USER, 20, seed)[1])
+
+
+def test_cancel_mid_answer_keeps_streamed_tokens(client, local):
+    seed = long_answer_seed(local, USER, 100)
+    request_id = client.generate(USER, max_new_tokens=100, seed=seed, method="sequential", **SAMPLING)
+    streamed: list[int] = []
+    for event in client.iter_request(request_id, idle_timeout=READ_TIMEOUT):
+        if isinstance(event, P.TokenChunk):
+            if not streamed:
+                client.cancel(request_id)
+            streamed.extend(event.token_ids)
+    assert isinstance(event, P.Finished) and event.reason == "cancelled"
+    assert 0 < event.generated_tokens == len(streamed) < 100
+    assert streamed == ids_of(reference(local, USER, 100, seed, method="sequential")[1])[: len(streamed)]
+    # a queued request can be cancelled before it starts
+    running = client.generate(USER, max_new_tokens=30, seed=seed, method="sequential", **SAMPLING)
+    queued = client.generate(USER, max_new_tokens=5, seed=0, **SAMPLING)
+    client.cancel(queued)
+    assert collect(client, running)[-1].reason == "length"
+    assert collect(client, queued) == [P.Finished(queued, "cancelled")]
+
+
+def test_malformed_messages_get_errors_and_engine_lives_on(client):
+    bad = [
+        "garbage",
+        {"type": "Generate", "request_id": "x"},
+        P.Generate("x", tuple(USER), version=P.PROTOCOL_VERSION + 1),
+        P.Generate("x", tuple(USER), max_new_tokens="many"),
+        object.__new__(P.Generate),
+        P.Finished("x", "eos"),
+    ]
+    for message in bad:
+        client.send(message)
+    errors = [client.poll(READ_TIMEOUT) for _ in bad]
+    assert all(isinstance(e, P.Error) and e.kind == "protocol" and e.request_id is None for e in errors), errors
+    assert "version" in errors[2].message and "max_new_tokens" in errors[3].message
+    os.kill(client.engine_pid, signal.SIGINT)  # Ctrl-C in a terminal reaches the engine too: it ignores it
+    request_id = client.generate(USER, max_new_tokens=5, seed=0, **SAMPLING)
+    assert isinstance(collect(client, request_id)[-1], P.Finished) and client.alive
+    # settings the engine refuses end the request with an Error, and it still serves the next one
+    request_id = client.generate(USER, max_new_tokens=5, top_p=1.5)
+    assert [(e.kind, e.request_id) for e in collect(client, request_id)] == [("invalid_setting", request_id)]
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Chat sessions: KV reuse across turns, context trimming
+
+
+def test_turn_two_reuses_the_cache_and_equals_a_cold_run(client, local):
+    tokenizer = local[0].tokenizer
+    seed = long_answer_seed(local, USER, 12, method="specexec")
+    first = client.generate(USER, max_new_tokens=12, seed=seed, **SAMPLING, reuse_cache=False)
+    events = collect(client, first)
+    answer_ids = [t for e in events if isinstance(e, P.TokenChunk) for t in e.token_ids]
+    answer = "".join(e.text for e in events if isinstance(e, P.TokenChunk))
+    turn1 = events[-1]
+    assert turn1.reused_prefix_tokens == 0 and turn1.generated_tokens == len(answer_ids) == 12
+
+    conversation = USER + [{"role": "assistant", "content": answer}, {"role": "user", "content": "w20 w21 w22"}]
+    from core.prompts import Prompt, encode_prompt
+
+    prompt2 = encode_prompt(tokenizer, Prompt(messages=tuple(conversation)))
+    cached = turn1.prompt_tokens + len(answer_ids)
+    assert prompt2[:cached] == encode_prompt(tokenizer, Prompt(messages=tuple(USER))) + answer_ids
+
+    warm = collect(client, client.generate(conversation, max_new_tokens=16, seed=6, **SAMPLING))
+    finished = warm[-1]
+    # the target cached turn 1's prompt + answer except the last token (the next pass's root): only the
+    # new tokens were prefilled; the draft reused at least turn 1's prompt
+    assert finished.prompt_tokens == len(prompt2)
+    assert finished.reused_prefix_tokens == cached - 1
+    assert turn1.prompt_tokens <= finished.draft_reused_prefix_tokens <= cached
+
+    cold = collect(client, client.generate(conversation, max_new_tokens=16, seed=6, **SAMPLING, reuse_cache=False))
+    assert cold[-1].reused_prefix_tokens == 0 and cold[-1].draft_reused_prefix_tokens == 0
+    warm_ids = [t for e in warm if isinstance(e, P.TokenChunk) for t in e.token_ids]
+    assert warm_ids == [t for e in cold if isinstance(e, P.TokenChunk) for t in e.token_ids]
+    assert warm_ids == ids_of(reference(local, conversation, 16, seed=6)[1])
+
+
+def test_long_conversation_drops_oldest_turns_keeping_the_system_prompt(client, local):
+    from core.engine.session import fit_conversation
+
+    system = [{"role": "system", "content": "w7 w8 w9"}]
+    turns = []
+    for i in range(8):
+        turns.append({"role": "user", "content": " ".join(f"w{6 + (i * 5 + k) % 58}" for k in range(9))})
+        turns.append({"role": "assistant", "content": " ".join(f"w{6 + (i * 7 + k) % 58}" for k in range(9))})
+    messages = system + turns + [{"role": "user", "content": "w30 w31 w32"}]
+    events = collect(client, client.generate(messages, max_new_tokens=24, seed=2, **SAMPLING))
+    trimmed = [e for e in events if isinstance(e, P.ContextTrimmed)]
+    finished = events[-1]
+    assert len(trimmed) == 1 and trimmed[0].dropped_messages % 2 == 0 and trimmed[0].dropped_messages > 0
+    assert finished.prompt_tokens + 24 <= CONTEXT
+    kept = system + turns[trimmed[0].dropped_messages:] + messages[-1:]
+    # the fewest turns were dropped: one more turn would not have fitted
+    longer = system + turns[trimmed[0].dropped_messages - 2:] + messages[-1:]
+    assert fit_conversation(local[0].tokenizer, longer, CONTEXT, 24).dropped_messages == 2
+    prompt, chunks = reference(local, kept, 24, seed=2)
+    assert finished.prompt_tokens == len(prompt)
+    assert [t for e in events if isinstance(e, P.TokenChunk) for t in e.token_ids] == ids_of(chunks)
+    # a message that cannot fit even alone is an error for that request only
+    huge = [{"role": "user", "content": " ".join(["w9"] * 200)}]
+    request_id = client.generate(huge, max_new_tokens=4)
+    assert [e.kind for e in collect(client, request_id)] == ["context_length"]
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Out of memory (in-process engine loop, exception injected mid-pass through the fault seam)
+
+
+def test_out_of_memory_halves_the_budget_and_retries(model_dirs, local):
+    from core.engine.process import Engine
+
+    calls = []
+
+    def fault():
+        calls.append(1)
+        if len(calls) in (3, 4):  # the 3rd and 4th target forwards: mid-answer, twice in a row
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory (injected)")
+
+    events: queue.Queue = queue.Queue()
+    engine = Engine(queue.Queue(), events, fault_hook=fault)
+
+    def serve(message) -> list[P.Event]:
+        engine.accept(message)
+        while engine.pending:
+            engine.handle(engine.pending.popleft())
+        out = []
+        while not events.empty():
+            out.append(events.get())
+        return out
+
+    assert [e.kind for e in serve(P.Generate("early", tuple(USER)))] == ["not_loaded"]
+    failed = serve(P.Load(target=str(Path(model_dirs[0]).parent / "missing"), draft=None))
+    assert [type(e).__name__ for e in failed] == ["StatusReport", "LoadProgress", "Error"]
+    assert failed[-1].kind == "model_not_found" and engine.status_report().state == "idle"
+    serve(P.Load(target=model_dirs[0], draft=model_dirs[1], dtype="float64", device="cpu", **TREE))
+    got = serve(P.Generate("oom", tuple(USER), max_new_tokens=40, seed=3, **SAMPLING))
+    cuts = [(e.old_budget, e.new_budget) for e in got if isinstance(e, P.BudgetReduced)]
+    assert cuts == [(16, 8), (8, 4)]
+    ids = [t for e in got if isinstance(e, P.TokenChunk) for t in e.token_ids]
+    text = "".join(e.text for e in got if isinstance(e, P.TokenChunk))
+    _, chunks = reference(local, USER, 40, seed=3)
+    assert ids == ids_of(chunks) and text == "".join(c.text for c in chunks)  # same answer as without OOM
+    assert isinstance(got[-1], P.Finished) and got[-1].generated_tokens == len(ids)
+    budgets = [e.budget for e in got if isinstance(e, P.PassStats)]
+    assert budgets[:2] == [16, 16] and set(budgets[2:]) == {4}
+    # the reduced budget stays the cap for later requests
+    later = serve(P.Generate("after", tuple(USER), max_new_tokens=8, seed=4, **SAMPLING))
+    assert {e.budget for e in later if isinstance(e, P.PassStats)} == {4}
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Process lifetime: the parent dies; the engine is killed (runs last: it restarts the shared engine)
+
+
+def wait_gone(process: psutil.Process, timeout: float) -> float:
+    """Wait until `process` has exited (a zombie nobody reaped counts as exited); return when it was seen."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if process.status() == psutil.STATUS_ZOMBIE:
+                return time.monotonic()
+        except psutil.NoSuchProcess:
+            return time.monotonic()
+        time.sleep(0.05)
+    raise AssertionError(f"process {process.pid} still runs after {timeout} s")
+
+
+def test_engine_exits_when_its_parent_is_killed(tmp_path):
+    pid_file = tmp_path / "engine.pid"
+    helper = textwrap.dedent(f"""
+        import time
+        from core.engine.client import EngineClient
+        client = EngineClient(torch_threads=1)
+        client.start(timeout=120)
+        open({str(pid_file)!r}, "w").write(str(client.engine_pid))
+        time.sleep(600)
+    """)
+    process = subprocess.Popen([sys.executable, "-c", helper])
+    try:
+        deadline = time.monotonic() + 120
+        while not pid_file.exists() or not pid_file.read_text():
+            assert process.poll() is None and time.monotonic() < deadline, "the helper did not start an engine"
+            time.sleep(0.1)
+        engine = psutil.Process(int(pid_file.read_text()))
+        assert engine.ppid() == process.pid
+        process.kill()
+        process.wait(10)
+        killed = time.monotonic()
+        assert wait_gone(engine, 10) - killed < 5
+    finally:
+        if process.poll() is None:
+            process.kill()
+
+
+def test_killed_engine_is_reported_within_a_second_and_restart_works(client, local):
+    seed = long_answer_seed(local, USER, 100)
+    old_pid = client.engine_pid
+    request_id = client.generate(USER, max_new_tokens=100, seed=seed, method="sequential", **SAMPLING)
+    streamed = []
+    for event in client.iter_request(request_id, idle_timeout=READ_TIMEOUT):
+        if isinstance(event, P.TokenChunk):
+            if not streamed:
+                os.kill(old_pid, signal.SIGKILL)
+                killed = time.monotonic()
+            streamed.append(event)
+    assert isinstance(event, P.Error) and event.kind == "engine_died" and event.hint
+    assert time.monotonic() - killed < 1.5
+    assert "SIGKILL" in event.message and request_id not in client.in_flight
+    assert client.poll(0.3) is None  # reported once
+
+    client.restart(reload=True, wait=True)
+    assert client.engine_pid != old_pid and not psutil.pid_exists(old_pid)
+    request_id = client.generate(USER, max_new_tokens=10, seed=3, **SAMPLING)
+    assert [t for e in collect(client, request_id) if isinstance(e, P.TokenChunk) for t in e.token_ids] == ids_of(
+        reference(local, USER, 10, seed=3)[1]
+    )
+    new_pid = client.engine_pid
+    client.shutdown()
+    assert not psutil.pid_exists(new_pid)
+    leftovers = [
+        p for p in psutil.Process().children(recursive=True)
+        if "resource_tracker" not in " ".join(p.cmdline()) and p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    ]
+    assert leftovers == []
