@@ -1,6 +1,5 @@
 """The draft tree is exactly the K nodes of highest cumulative draft probability (brute force)."""
 
-import itertools
 
 import pytest
 import torch

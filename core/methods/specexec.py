@@ -6,16 +6,13 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-import torch
-
 from core.causal_lm import CausalLM
 from core.decode_state import DecodeState
 from core.draft_search import SearchConfig, build_draft_tree
 from core.errors import InvalidSettingError
 from core.methods.step import PassStats, Step
-from core.methods.tree_forward import commit_draft_path, commit_target_path, score_tree
+from core.methods.tree_forward import target_pass
 from core.sampling import SamplingParams
-from core.timing import synchronize
 from core.verification import verify_tree
 
 
@@ -65,21 +62,14 @@ def specexec_steps(
         draft_tree = build_draft_tree(draft, state.draft_cache, state.pending(state.draft_cache), search)
         drafted = time.perf_counter()
 
-        pending = state.pending(state.target_cache)
-        chain_end = state.target_cache.length + pending.shape[0]
-        logits = score_tree(target, state.target_cache, pending, draft_tree.tokens, draft_tree.parents, draft_tree.depths)
-        verdict = verify_tree(
-            draft_tree.tokens, draft_tree.parents, logits, params,
-            root_position=chain_end - 1,
-            context_ids=torch.tensor(state.tokens, dtype=torch.long),
-            max_tokens=remaining,
+        verdict = target_pass(
+            state, target, draft_tree.tokens, draft_tree.parents, draft_tree.depths, draft_tree.cache_rows,
+            lambda logits, root_position, context: verify_tree(
+                draft_tree.tokens, draft_tree.parents, logits, params, root_position, context, remaining
+            ),
         )
-        commit_target_path(state.target_cache, chain_end, verdict.path)
-        commit_draft_path(state.draft_cache, draft_tree.cache_rows, verdict.path)
-        synchronize(target.device)
         finished = time.perf_counter()
 
-        state.tokens.extend(verdict.emitted)
         emitted += len(verdict.emitted)
         yield Step(
             token_ids=verdict.emitted,

@@ -33,7 +33,7 @@ from core.decode_state import DecodeState
 from core.kv_cache import InPlaceKVCache
 from core.methods.specexec import TreeSettings
 from core.methods.step import PassStats, Step
-from core.methods.tree_forward import commit_draft_path, commit_target_path, score_tree
+from core.methods.tree_forward import target_pass
 from core.sampling import SamplingParams, draw_key, sample_from_probs, sample_token, target_probs, uniform_draw
 from core.timing import synchronize
 from core.tree_mask import additive_mask, causal_visibility
@@ -291,21 +291,14 @@ def specinfer_steps(
         trie = merge_chains(state.tokens[-1], chains.tokens.tolist(), chains.root_row)
         drafted = time.perf_counter()
 
-        pending = state.pending(state.target_cache)
-        chain_end = state.target_cache.length + pending.shape[0]
-        logits = score_tree(target, state.target_cache, pending, trie.tokens, trie.parents, trie.depths)
-        verdict = verify_chains(
-            trie, chains.probs, logits, params,
-            root_position=root_position,
-            context_ids=torch.tensor(state.tokens, dtype=torch.long),
-            max_tokens=remaining,
+        verdict = target_pass(
+            state, target, trie.tokens, trie.parents, trie.depths, trie.cache_rows,
+            lambda logits, position, context: verify_chains(
+                trie, chains.probs, logits, params, position, context, remaining
+            ),
         )
-        commit_target_path(state.target_cache, chain_end, verdict.path)
-        commit_draft_path(state.draft_cache, trie.cache_rows, verdict.path)
-        synchronize(target.device)
         finished = time.perf_counter()
 
-        state.tokens.extend(verdict.emitted)
         emitted += len(verdict.emitted)
         yield Step(
             token_ids=verdict.emitted,

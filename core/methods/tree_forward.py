@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 from core.causal_lm import CausalLM
+from core.decode_state import DecodeState
 from core.kv_cache import InPlaceKVCache
+from core.timing import synchronize
 from core.tree_mask import additive_mask, ancestor_matrix, causal_visibility
+from core.verification import Verdict
+
+# (target logits [N, V], absolute position of the root, sequence up to the root) -> Verdict
+Verifier = Callable[[torch.Tensor, int, torch.Tensor], Verdict]
 
 
 def score_tree(
@@ -63,3 +71,25 @@ def _leading_non_negative(rows: list[int]) -> list[int]:
         if row < 0:
             return rows[:index]
     return rows
+
+
+def target_pass(
+    state: DecodeState,
+    target: CausalLM,
+    tree_tokens: torch.Tensor,
+    tree_parents: torch.Tensor,
+    tree_depths: torch.Tensor,
+    draft_cache_rows: torch.Tensor,
+    verify: Verifier,
+) -> Verdict:
+    """The target's half of a speculative pass, shared by the tree methods: score the tree in one forward,
+    verify it, keep the accepted path in both caches and append the emitted tokens to the sequence."""
+    pending = state.pending(state.target_cache)
+    chain_end = state.target_cache.length + pending.shape[0]
+    logits = score_tree(target, state.target_cache, pending, tree_tokens, tree_parents, tree_depths)
+    verdict = verify(logits, chain_end - 1, torch.tensor(state.tokens, dtype=torch.long))
+    commit_target_path(state.target_cache, chain_end, verdict.path)
+    commit_draft_path(state.draft_cache, draft_cache_rows, verdict.path)
+    synchronize(target.device)
+    state.tokens.extend(verdict.emitted)
+    return verdict
