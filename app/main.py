@@ -1,46 +1,71 @@
 """`specexec-desktop`: the desktop entry point.
 
-The chat window is a later issue; for now the app opens its main window and shows which model pair it
-will use (the built-in pair when nothing is configured). It never imports torch: the engine runs in its
+Opens the main window with the settings from the user config dir (the built-in model pair on a first run, so
+the user can chat at once), conversations from the user data dir, and a log in the user log dir. Set
+SPECEXEC_DATA_DIR to keep everything under one folder instead. Never imports torch: the engine runs in its
 own process.
 """
 
 from __future__ import annotations
 
+import logging
+import multiprocessing
 import sys
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QApplication, QLabel, QMainWindow, QVBoxLayout, QWidget
+from PySide6.QtGui import QGuiApplication
+from PySide6.QtWidgets import QApplication, QMessageBox
 
-DEFAULT_TARGET = "builtin"
-DEFAULT_DRAFT = "builtin-draft"
+from app import __version__, resources
+from app.logging_setup import install_excepthook, setup_logging
+from app.main_window import MainWindow
+from app.paths import APP_NAME, AppPaths
+from app.settings import load_settings, save_settings
+from app.store import Store, StoreError
+from app.theme import ThemeManager
+
+log = logging.getLogger(__name__)
+
+__all__ = ["MainWindow", "main", "create_application"]
 
 
-class MainWindow(QMainWindow):
-    def __init__(self, target: str = DEFAULT_TARGET, draft: str = DEFAULT_DRAFT) -> None:
-        super().__init__()
-        self.setWindowTitle("SpecExec Desktop")
-        self.resize(720, 480)
-        body = QWidget()
-        layout = QVBoxLayout(body)
-        title = QLabel("<h2>SpecExec Desktop</h2>")
-        title.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.model_label = QLabel(f"Model: {target}   Draft: {draft}")
-        self.model_label.setAccessibleName("Selected model pair")
-        self.model_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        hint = QLabel("The chat window arrives in the next release. Meanwhile try:  specexec generate --prompt \"Hi\" --chat")
-        hint.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        hint.setWordWrap(True)
-        for widget in (title, self.model_label, hint):
-            layout.addWidget(widget)
-        self.setCentralWidget(body)
+def create_application(argv: list[str]) -> QApplication:
+    existing = QApplication.instance()
+    if existing is not None:
+        return existing  # type: ignore[return-value]
+    # Qt 6 scales for high-DPI screens by itself; PassThrough keeps fractional scales (125 %, 150 %) exact.
+    QGuiApplication.setHighDpiScaleFactorRoundingPolicy(Qt.HighDpiScaleFactorRoundingPolicy.PassThrough)
+    app = QApplication(argv)
+    app.setApplicationName(APP_NAME)
+    app.setApplicationVersion(__version__)
+    app.setOrganizationName("SpecExec")
+    app.setStyle("Fusion")
+    app.setWindowIcon(resources.icon("app"))
+    return app
 
 
 def main(argv: list[str] | None = None) -> int:
-    app = QApplication(sys.argv if argv is None else argv)
-    window = MainWindow()
+    multiprocessing.freeze_support()
+    paths = AppPaths.from_env().ensure()
+    setup_logging(paths.log_file)
+    install_excepthook()
+    log.info("SpecExec Desktop %s starting; data in %s", __version__, paths.data_dir)
+    app = create_application(sys.argv if argv is None else argv)
+    settings = load_settings(paths.settings_file)
+    if not paths.settings_file.exists():
+        save_settings(settings, paths.settings_file)  # first run: write the defaults (built-in model pair)
+    theme = ThemeManager(app, settings.theme)
+    try:
+        store = Store(paths.database)
+    except StoreError as error:
+        log.error("%s", error)
+        QMessageBox.critical(None, APP_NAME, str(error))
+        return 1
+    window = MainWindow(paths, settings, store=store, theme=theme)
     window.show()
-    return app.exec()
+    code = app.exec()
+    log.info("SpecExec Desktop exiting (%d)", code)
+    return code
 
 
 if __name__ == "__main__":

@@ -1,25 +1,259 @@
-"""The desktop entry point opens its main window offscreen and names the default (built-in) model pair."""
+"""The desktop app driven like a user, against a REAL engine process running a tiny model pair.
+
+One engine (spawned, tiny Llama pair loaded from folders) is shared by every window of this module; each
+test opens its own window on its own tmp data dir. The kill test runs last: it kills the engine and
+restarts it through the banner. Screenshots of the main states go to tests/artifacts/.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
 
 import pytest
 
 pytest.importorskip("PySide6")
 
-from app.main import MainWindow  # noqa: E402
+from PySide6.QtCore import Qt, QUrl  # noqa: E402
+from PySide6.QtGui import QGuiApplication  # noqa: E402
+
+from app import store as S  # noqa: E402
+from app.engine_bridge import CRASHED, FAILED, READY  # noqa: E402
+from app.main_window import MainWindow  # noqa: E402
+from app.settings import ConversationSettings, save_settings  # noqa: E402
+from app.store import Store  # noqa: E402
+pytest.register_assert_rewrite("app_fixtures")  # it is also a plugin (pytest_plugins below)
+from app_fixtures import process_alive, screenshot, tiny_settings  # noqa: E402
+
+pytest_plugins = ["app_fixtures"]  # fixtures: app_paths, tiny_models, shared_bridge
+
+pytestmark = [pytest.mark.qt, pytest.mark.timeout(180)]
+
+ANSWER_TIMEOUT_MS = 60_000
+LONG = 2000  # max tokens for answers that must still be running when we press Stop / kill the engine
 
 
-@pytest.mark.qt
-def test_main_window_shows_builtin_pair(qtbot):
-    window = MainWindow()
-    qtbot.addWidget(window)
-    window.show()
-    qtbot.waitExposed(window)
-    assert window.windowTitle() == "SpecExec Desktop"
-    assert "builtin" in window.model_label.text() and "builtin-draft" in window.model_label.text()
+@pytest.fixture(scope="module", autouse=True)
+def styled(qapp):
+    """The app's look (Fusion, light theme, stylesheet) for the screenshots; undone after the module."""
+    from app.theme import ThemeManager
+    from app.settings import Theme
+
+    style = qapp.style().name()
+    qapp.setStyle("Fusion")
+    theme = ThemeManager(qapp, Theme.LIGHT)
+    yield theme
+    qapp.setStyleSheet("")
+    qapp.styleHints().unsetColorScheme()
+    qapp.setStyle(style)
+    theme.deleteLater()
 
 
-def test_app_package_does_not_import_torch():
-    import subprocess
-    import sys
+@pytest.fixture()
+def window_factory(qtbot, app_paths, tiny_models, shared_bridge):
+    """Open a main window on the tmp data dir, sharing the module's engine (the window does not own it)."""
+    settings = tiny_settings(*tiny_models)
+    save_settings(settings, app_paths.settings_file)
+    stores = []
 
-    code = "import sys, app.main; sys.exit(1 if 'torch' in sys.modules else 0)"
-    assert subprocess.run([sys.executable, "-c", code], env={"QT_QPA_PLATFORM": "offscreen"}).returncode == 0
+    def make(**conversation) -> MainWindow:
+        store = Store(app_paths.database)
+        stores.append(store)
+        window = MainWindow(app_paths, store=store, bridge=shared_bridge, confirm_delete=False)
+        if conversation:
+            window.controller.app_settings.defaults = ConversationSettings(
+                **{**vars(settings.defaults), **conversation})
+        qtbot.addWidget(window)
+        window.show()
+        qtbot.waitExposed(window)
+        return window
+
+    yield make
+    for store in stores:
+        store.close()
+
+
+def send(qtbot, window: MainWindow, text: str, wait: bool = True) -> None:
+    qtbot.keyClicks(window.input, text)
+    if wait:
+        with qtbot.waitSignal(window.controller.answer_finished, timeout=ANSWER_TIMEOUT_MS):
+            qtbot.keyClick(window.input, Qt.Key.Key_Return)
+    else:
+        qtbot.keyClick(window.input, Qt.Key.Key_Return)
+
+
+def rows(window: MainWindow) -> list[tuple[str, str]]:
+    return [(m.role, m.status) for m in window.controller.messages.rows]
+
+
+def wait_streaming(qtbot, window: MainWindow, chars: int = 30) -> None:
+    """Until the answer on screen has some text and is still streaming."""
+    qtbot.waitUntil(lambda: len(window.controller.messages.rows[-1].content) >= chars, timeout=ANSWER_TIMEOUT_MS)
+    assert window.controller.generating
+
+
+def test_send_message_streams_the_answer_into_the_view_and_the_store(qtbot, window_factory):
+    window = window_factory()
+    assert window.chat_view.placeholder.isVisible()
+    assert window.bridge.status.state == READY and "Ready" in window.status_panel.engine_label.text()
+    screenshot(window, "01-empty")
+
+    qtbot.keyClicks(window.input, "Hello there")
+    qtbot.keyClick(window.input, Qt.Key.Key_Return, Qt.KeyboardModifier.ShiftModifier)  # Shift+Enter: new line
+    assert window.input.toPlainText() == "Hello there\n"
+    send(qtbot, window, "w10 w11 w12")
+
+    assert window.input.toPlainText() == ""
+    assert rows(window) == [("user", S.COMPLETE), ("assistant", S.COMPLETE)]
+    user, answer = window.controller.messages.rows
+    assert user.content == "Hello there\nw10 w11 w12"
+    assert answer.content.strip() and answer.stats["reason"] == "length" and answer.stats["generated_tokens"] == 24
+    stored = window.store.messages(window.controller.conversation_id)
+    assert [(m.role, m.content, m.status) for m in stored] == [(m.role, m.content, m.status) for m in (user, answer)]
+    view = window.chat_view.widgets[1]
+    assert view.body.toPlainText().split() == answer.content.split()  # rendered (markdown: whitespace may fold)
+    assert "tokens/s" in view.footer.text()
+    qtbot.waitUntil(lambda: window.status_panel.speed_label.text()[0].isdigit())
+    assert window.status_panel.chart.bars() and window.status_panel.budget_label.text() == "Tree budget: 16"
+    assert window.title_label.text() == "Hello there w10 w11 w12"
+    assert not window.stop_button.isEnabled() and window.send_button.isEnabled() and window.regenerate_button.isEnabled()
+
+
+def test_stop_keeps_the_partial_answer(qtbot, window_factory):
+    window = window_factory(max_tokens=LONG)
+    send(qtbot, window, "w20 w21", wait=False)
+    wait_streaming(qtbot, window)
+    assert window.stop_button.isEnabled() and not window.send_button.isEnabled()
+    assert window.chat_view.widgets[1].status_label.text() == "…"
+    qtbot.waitUntil(lambda: window.status_panel.speed_label.text()[0].isdigit())
+    qtbot.waitUntil(lambda: len(window.chat_view.widgets[1].body.toPlainText()) > 10)  # rendered while streaming
+    screenshot(window, "02-streaming")
+    with qtbot.waitSignal(window.controller.answer_finished, timeout=ANSWER_TIMEOUT_MS) as finished:
+        qtbot.mouseClick(window.stop_button, Qt.MouseButton.LeftButton)
+    assert finished.args[1] == S.STOPPED
+    answer = window.controller.messages.rows[-1]
+    assert answer.status == S.STOPPED and answer.content.strip()
+    assert 0 < answer.stats["generated_tokens"] < LONG and answer.stats["reason"] == "cancelled"
+    assert window.store.message(answer.id).content == answer.content  # the kept text is the saved text
+    assert window.chat_view.widgets[1].status_label.text() == "[stopped]"
+
+
+def test_regenerate_replaces_the_last_answer(qtbot, window_factory):
+    window = window_factory()
+    send(qtbot, window, "w30 w31")
+    old = window.controller.messages.rows[-1]
+    with qtbot.waitSignal(window.controller.answer_finished, timeout=ANSWER_TIMEOUT_MS):
+        qtbot.mouseClick(window.regenerate_button, Qt.MouseButton.LeftButton)
+    assert rows(window) == [("user", S.COMPLETE), ("assistant", S.COMPLETE)]
+    new = window.controller.messages.rows[-1]
+    assert new.id != old.id and new.content.strip()
+    assert window.store.message(old.id) is None
+    assert [m.id for m in window.store.messages(window.controller.conversation_id)][-1] == new.id
+
+
+def test_edit_and_resend_drops_the_later_turns(qtbot, window_factory):
+    window = window_factory()
+    send(qtbot, window, "w40 w41")
+    send(qtbot, window, "w42 w43")
+    assert len(window.chat_view.widgets) == 4
+    first_user = window.chat_view.widgets[0]
+    qtbot.mouseClick(first_user.edit_button, Qt.MouseButton.LeftButton)
+    assert first_user.editor is not None and first_user.editor.toPlainText() == "w40 w41"
+    first_user.editor.setPlainText("w50 w51 edited")
+    with qtbot.waitSignal(window.controller.answer_finished, timeout=ANSWER_TIMEOUT_MS):
+        qtbot.mouseClick(first_user.resend_button, Qt.MouseButton.LeftButton)
+    assert rows(window) == [("user", S.COMPLETE), ("assistant", S.COMPLETE)]
+    stored = window.store.messages(window.controller.conversation_id)
+    assert [m.content for m in stored][0] == "w50 w51 edited" and len(stored) == 2
+    assert window.chat_view.widgets[0].body.toPlainText().strip() == "w50 w51 edited"
+
+
+def test_conversations_survive_an_app_restart(qtbot, window_factory, app_paths):
+    window = window_factory()
+    send(qtbot, window, "w11 first chat")
+    first = window.controller.conversation_id
+    qtbot.mouseClick(window.sidebar.new_button, Qt.MouseButton.LeftButton)
+    send(qtbot, window, "w12 second chat")
+    second = window.controller.conversation_id
+    before = {cid: [(m.role, m.content, m.status) for m in window.store.messages(cid)] for cid in (first, second)}
+    window.close()
+    window.store.close()
+
+    again = window_factory()  # a new window and a new store on the same files: what a restart does
+    assert [again.controller.conversations.data(again.controller.conversations.index(r))
+            for r in range(again.controller.conversations.rowCount())] == ["w12 second chat", "w11 first chat"]
+    assert again.controller.conversation_id == second  # the most recent one is open
+    assert {cid: [(m.role, m.content, m.status) for m in again.store.messages(cid)] for cid in (first, second)} == before
+    again.sidebar.view.setCurrentIndex(again.controller.conversations.index(1))
+    assert again.controller.conversation_id == first
+    assert [m.content for m in again.controller.messages.rows] == [c for _, c, _ in before[first]]
+    assert len(again.chat_view.widgets) == 2
+
+
+def test_code_block_answer_renders_with_copy_links(qtbot, window_factory, app_paths):
+    setup = Store(app_paths.database)
+    cid = setup.create_conversation("Sorting in Python")
+    setup.add_message(cid, "user", "How do I sort a list of words by length?")
+    setup.add_message(cid, "assistant", (
+        "Use `sorted` with a **key**:\n\n```python\nwords = [\"pear\", \"fig\", \"banana\"]\n"
+        "print(sorted(words, key=len))\n```\n\n| word | length |\n|---|---|\n| fig | 3 |\n| pear | 4 |\n\n"
+        "1. `key=len` sorts by length\n2. add `reverse=True` for longest first\n"
+    ))
+    setup.close()
+    window = window_factory()
+    assert window.controller.conversation_id == cid
+    answer = window.chat_view.widgets[1]
+    html = answer.body.toHtml()
+    assert "Copy python code" in answer.body.toPlainText() and "<table" in html and "sorted(words, key=len)" in html
+    answer._link(QUrl("specexec-copy:0"))
+    assert QGuiApplication.clipboard().text() == 'words = ["pear", "fig", "banana"]\nprint(sorted(words, key=len))'
+    screenshot(window, "03-finished-code-block")
+
+
+def test_model_that_fails_to_load_shows_a_banner_and_good_settings_recover(qtbot, window_factory, tiny_models):
+    window = window_factory()
+    good = window.settings
+    with qtbot.waitSignal(window.bridge.engine_failed, timeout=ANSWER_TIMEOUT_MS) as failed:
+        window.apply_settings(dataclasses.replace(good, target=str(window.paths.data_dir / "no-such-model")))
+    assert failed.args[0].kind == "model_not_found"
+    assert window.bridge.status.state == FAILED and "failed to load" in window.status_panel.engine_label.text()
+    assert window.banner.isVisible() and "could not be loaded" in window.banner.label.text()
+    assert window.banner.buttons["settings"].isVisible() and window.banner.buttons["retry"].isVisible()
+    assert not window.send_button.isEnabled()
+    window.apply_settings(good)  # what OK in the settings dialog does
+    qtbot.waitUntil(lambda: window.bridge.status.state == READY, timeout=ANSWER_TIMEOUT_MS)
+    assert not window.banner.isVisible() and window.send_button.isEnabled()
+    send(qtbot, window, "w70 back again")
+    assert rows(window) == [("user", S.COMPLETE), ("assistant", S.COMPLETE)]
+
+
+def test_killed_engine_shows_banner_keeps_chat_and_restart_works(qtbot, window_factory):
+    """Runs last in this module: it kills the shared engine and restarts it through the banner."""
+    window = window_factory(max_tokens=LONG)
+    send(qtbot, window, "w60 w61", wait=False)
+    wait_streaming(qtbot, window)
+    pid = window.bridge.status.pid
+    assert pid and process_alive(pid)
+    with qtbot.waitSignal(window.controller.answer_finished, timeout=10_000) as ended:
+        os.kill(pid, signal.SIGKILL)
+    assert ended.args[1] == S.INTERRUPTED
+    assert window.bridge.status.state == CRASHED and window.status_panel.engine_label.text() == "Engine: Crashed"
+    assert window.banner.isVisible() and "SIGKILL" in window.banner.label.text()
+    assert window.banner.buttons["restart"].isVisible()
+    answer = window.controller.messages.rows[-1]
+    assert answer.status == S.INTERRUPTED and answer.content.strip()
+    assert window.store.message(answer.id).status == S.INTERRUPTED
+    assert window.store.message(answer.id).content == answer.content
+    assert "[interrupted]" in window.chat_view.widgets[1].footer.text()
+    assert not window.send_button.isEnabled()
+    screenshot(window, "04-crashed")
+
+    qtbot.mouseClick(window.banner.buttons["restart"], Qt.MouseButton.LeftButton)
+    assert not window.banner.isVisible()
+    qtbot.waitUntil(lambda: window.bridge.status.state == READY, timeout=90_000)
+    assert window.bridge.status.pid not in (None, pid)
+    short = dataclasses.replace(window.controller.conversation_settings(), max_tokens=12)
+    window.controller.set_conversation_settings(short)
+    send(qtbot, window, "w62 after restart")
+    assert rows(window) == [("user", S.COMPLETE), ("assistant", S.INTERRUPTED), ("user", S.COMPLETE), ("assistant", S.COMPLETE)]

@@ -1,0 +1,393 @@
+"""The bridge between the Qt UI and the engine process.
+
+`EngineWorker` lives on its own QThread and owns the `EngineClient` (a plain, blocking, one-thread client).
+A 30 ms timer in that thread sends what the UI asked for and drains the engine's events, emitting them as
+one batch per tick (so the UI gets at most ~33 event signals a second however fast tokens come). Requests
+reach the worker through a thread-safe queue and Stop through a locked set checked every tick (never a
+queued signal that would wait behind other work); anything the worker raises becomes the `failed` signal,
+never a dead thread.
+
+`EngineBridge` lives in the UI thread: it starts the worker, keeps the engine's state (`EngineStatus`),
+and re-emits events as typed signals. Nothing here blocks the UI thread except `shutdown()` when the app
+quits (bounded by its timeout).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import queue
+import threading
+import traceback
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from PySide6.QtCore import QObject, QThread, QTimer, Signal, Slot
+
+from core.engine import protocol as P
+from core.engine.client import EngineClient
+
+log = logging.getLogger(__name__)
+
+TICK_MS = 30
+MAX_EVENTS_PER_TICK = 5000
+
+# EngineStatus.state values
+STOPPED, STARTING, LOADING, IDLE, READY, GENERATING, CRASHED, FAILED = (
+    "stopped", "starting", "loading", "idle", "ready", "generating", "crashed", "failed",
+)
+
+
+@dataclass(frozen=True)
+class EngineStatus:
+    """What the UI shows about the engine. state: stopped | starting | loading | idle (no models) | ready |
+    generating | crashed (the process died or did not start) | failed (the models did not load)."""
+
+    state: str = STOPPED
+    progress: float | None = None  # loading: 0..1 when known
+    stage: str = ""  # loading: the engine's step
+    message: str = ""  # crashed / failed: what happened
+    hint: str = ""  # crashed / failed: what to do
+    models: dict[str, Any] = field(default_factory=dict)
+    pid: int | None = None
+
+    def describe(self) -> str:
+        if self.state == LOADING:
+            percent = f" {self.progress * 100:.0f}%" if self.progress is not None else ""
+            return f"Loading models{percent}"
+        return {
+            STOPPED: "Stopped", STARTING: "Starting", IDLE: "No model loaded", READY: "Ready",
+            GENERATING: "Generating", CRASHED: "Crashed", FAILED: "Models failed to load",
+        }.get(self.state, self.state)
+
+
+def load_kwargs(load: P.Load) -> dict[str, Any]:
+    return {f.name: getattr(load, f.name) for f in dataclasses.fields(load) if f.name not in ("version", "target", "draft")}
+
+
+class EngineWorker(QObject):
+    """Owns the EngineClient; runs in the bridge's QThread. Public methods marked thread-safe may be called
+    from the UI thread; everything else runs in the worker thread."""
+
+    events = Signal(object)  # list[P.Event], one batch per tick
+    failed = Signal(str)  # an exception in the worker, with its traceback
+    stopped = Signal()
+
+    def __init__(self, client_factory: Callable[[], EngineClient], tick_ms: int = TICK_MS) -> None:
+        super().__init__()
+        self._factory = client_factory
+        self._tick_ms = tick_ms
+        self._commands: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
+        self._cancel_lock = threading.Lock()
+        self._cancels: set[str] = set()
+        self.client: EngineClient | None = None
+        self._timer: QTimer | None = None
+
+    # -- thread-safe ---------------------------------------------------------------------------------------
+
+    def submit(self, command: str, argument: Any = None) -> None:
+        self._commands.put((command, argument))
+
+    def request_cancel(self, request_id: str) -> None:
+        with self._cancel_lock:
+            self._cancels.add(request_id)
+
+    # -- worker thread -------------------------------------------------------------------------------------
+
+    @Slot()
+    def begin(self) -> None:
+        """Connected to QThread.started: create the client and the polling timer in this thread."""
+        try:
+            self.client = self._factory()
+        except Exception:  # reported on the first command; the timer still runs so commands get answers
+            log.exception("could not create the engine client")
+            self.failed.emit(traceback.format_exc())
+        self._timer = QTimer(self)
+        self._timer.setInterval(self._tick_ms)
+        self._timer.timeout.connect(self._tick)
+        self._timer.start()
+
+    @Slot()
+    def _tick(self) -> None:
+        batch: list[P.Event] = []
+        try:
+            self._run_commands(batch)
+            self._send_cancels()
+            if self.client is not None:
+                for _ in range(MAX_EVENTS_PER_TICK):
+                    event = self.client.poll(0.0)
+                    if event is None:
+                        break
+                    batch.append(event)
+        except Exception:  # never let the thread die: report and keep ticking
+            text = traceback.format_exc()
+            log.error("engine worker failed:\n%s", text)
+            self.failed.emit(text)
+        if batch:
+            self.events.emit(batch)
+
+    def _send_cancels(self) -> None:
+        with self._cancel_lock:
+            cancels, self._cancels = self._cancels, set()
+        client = self.client
+        for request_id in cancels:
+            if client is not None and client.alive:
+                client.cancel(request_id)
+
+    def _run_commands(self, batch: list[P.Event]) -> None:
+        while True:
+            try:
+                command, argument = self._commands.get_nowait()
+            except queue.Empty:
+                return
+            client = self.client
+            if client is None:  # the factory failed in begin()
+                request_id = argument.request_id if command == "generate" else None
+                batch.append(P.Error(request_id, "engine_start", "the engine client could not be created",
+                                     "see the log (Help > Open logs folder)"))
+                if command == "shutdown":
+                    QThread.currentThread().quit()
+                    return
+                continue
+            if command == "start":
+                self._start(client, argument, batch)
+            elif command == "load":
+                self._guarded(batch, None, lambda: client.load(argument.target, argument.draft, **load_kwargs(argument)))
+            elif command == "generate":
+                request: P.Generate = argument
+                settings = {f.name: getattr(request, f.name) for f in dataclasses.fields(request)
+                            if f.name not in ("version", "request_id", "messages")}
+                self._guarded(batch, request.request_id,
+                              lambda: client.generate(list(request.messages), request_id=request.request_id, **settings))
+            elif command == "status":
+                if client.alive:
+                    client.status()
+            elif command == "restart":
+                try:
+                    client.restart(reload=True, wait=False)
+                    batch.append(P.EngineStarted(client.engine_pid or 0))
+                except Exception as error:
+                    batch.append(P.Error(None, "engine_start", f"the engine did not start: {error}",
+                                         "see the log (Help > Open logs folder)"))
+            elif command == "shutdown":
+                if self._timer is not None:
+                    self._timer.stop()
+                client.shutdown(timeout=float(argument or 5.0))
+                self.stopped.emit()
+                thread = QThread.currentThread()
+                thread.quit()
+                return
+
+    def _start(self, client: EngineClient, load: P.Load | None, batch: list[P.Event]) -> None:
+        try:
+            client.start(wait=True)
+        except Exception as error:
+            batch.append(P.Error(None, "engine_start", f"the engine did not start: {error}",
+                                 "see the log (Help > Open logs folder)"))
+            return
+        batch.append(P.EngineStarted(client.engine_pid or 0))
+        if load is not None:
+            self._guarded(batch, None, lambda: client.load(load.target, load.draft, **load_kwargs(load)))
+
+    def _guarded(self, batch: list[P.Event], request_id: str | None, action: Callable[[], Any]) -> None:
+        """Run a send; a dead engine or a rejected request becomes an Error event."""
+        try:
+            action()
+        except P.ProtocolError as error:
+            batch.append(P.Error(request_id, "invalid_setting", str(error), "check the settings"))
+        except Exception as error:
+            batch.append(P.Error(request_id, "engine_died", f"the engine is not running ({error})",
+                                 "restart the engine to go on - the conversation is kept"))
+
+
+class EngineBridge(QObject):
+    """UI-thread face of the engine. Signals carry protocol events (frozen dataclasses)."""
+
+    status_changed = Signal(object)  # EngineStatus
+    token = Signal(str, str)  # request id, text
+    pass_stats = Signal(object)  # P.PassStats
+    finished = Signal(object)  # P.Finished
+    request_failed = Signal(object)  # P.Error ending one request (kind engine_died when the engine died)
+    engine_failed = Signal(object)  # P.Error for the engine as a whole: died, did not start, load failed
+    notice = Signal(str)  # something worth a line in the status bar
+
+    def __init__(self, client_factory: Callable[[], EngineClient] | None = None, parent: QObject | None = None,
+                 tick_ms: int = TICK_MS) -> None:
+        super().__init__(parent)
+        self._factory = client_factory or EngineClient
+        self._tick_ms = tick_ms
+        self.status = EngineStatus()
+        self.in_flight: set[str] = set()
+        self._load_pending = False
+        self._thread: QThread | None = None
+        self.worker: EngineWorker | None = None
+
+    # -- commands (never block) ----------------------------------------------------------------------------
+
+    def start(self, load: P.Load | None = None) -> None:
+        """Start the worker thread and the engine, then load `load` (the UI shows starting / loading n%)."""
+        if self._thread is None:
+            self._thread = QThread()
+            self._thread.setObjectName("engine-bridge")
+            self.worker = EngineWorker(self._factory, self._tick_ms)
+            self.worker.moveToThread(self._thread)
+            self._thread.started.connect(self.worker.begin)
+            self.worker.events.connect(self.handle_events)
+            self.worker.failed.connect(self._worker_failed)
+            self._thread.start()
+        self._load_pending = load is not None
+        self._set(state=STARTING, progress=None, stage="", message="", hint="")
+        self.worker.submit("start", load)
+
+    def load(self, load: P.Load) -> None:
+        """Replace the models (the engine queues the Load after any answer in progress)."""
+        if self.worker is None:
+            self.start(load)
+            return
+        self._load_pending = True
+        self._set(state=LOADING, progress=None, stage="Loading models", message="", hint="")
+        self.worker.submit("load", load)
+
+    @staticmethod
+    def new_request_id() -> str:
+        return f"a{uuid.uuid4().hex[:12]}"
+
+    def generate(self, messages: list[dict[str, str]], request_id: str | None = None, **settings: Any) -> str:
+        """Queue an answer; returns its request id at once (events follow through the signals). A request
+        that cannot be sent ends with `request_failed` (possibly before this returns)."""
+        request_id = request_id or self.new_request_id()
+        request = P.Generate(request_id=request_id, messages=tuple(dict(m) for m in messages), **settings)
+        self.in_flight.add(request_id)
+        if self.status.state in (READY, IDLE):
+            self._set(state=GENERATING)
+        if self.worker is None:
+            self._end_request(P.Error(request_id, "engine_died", "the engine is not running", "start it first"))
+        else:
+            self.worker.submit("generate", request)
+        return request_id
+
+    def cancel(self, request_id: str) -> None:
+        if self.worker is not None:
+            self.worker.request_cancel(request_id)
+
+    def restart(self) -> None:
+        """Start a new engine process and load the last models again (also after a crash)."""
+        if self.worker is None:
+            return
+        for request_id in list(self.in_flight):
+            self._end_request(P.Error(request_id, "engine_died", "the engine was restarted", ""))
+        self._load_pending = True
+        self._set(state=STARTING, progress=None, stage="", message="", hint="", pid=None)
+        self.worker.submit("restart")
+
+    def shutdown(self, timeout: float = 5.0) -> None:
+        """Stop the engine and the worker thread (waits up to about `timeout` + 2 s: only when quitting)."""
+        thread, worker = self._thread, self.worker
+        if thread is None or worker is None:
+            return
+        worker.submit("shutdown", timeout)
+        if not thread.wait(int((timeout + 4.0) * 1000)):
+            log.warning("the engine worker did not stop in time")  # keep the QThread alive: never destroy it running
+            return
+        self._thread = None
+        self.worker = None
+        self.in_flight.clear()
+        self._set(state=STOPPED, pid=None)
+
+    # -- events --------------------------------------------------------------------------------------------
+
+    @Slot(object)
+    def handle_events(self, events: list[P.Event]) -> None:
+        for event in events:
+            try:
+                self.handle_event(event)
+            except Exception:  # a bug in a slot must not lose the rest of the batch
+                log.exception("handling %r failed", event)
+
+    def handle_event(self, event: P.Event) -> None:
+        if isinstance(event, P.TokenChunk):
+            if event.text:
+                self.token.emit(event.request_id, event.text)
+            if self.status.state == READY:
+                self._set(state=GENERATING)
+        elif isinstance(event, P.PassStats):
+            self.pass_stats.emit(event)
+        elif isinstance(event, P.Finished):
+            self._end_request(event)
+        elif isinstance(event, P.Error):
+            self._error(event)
+        elif isinstance(event, P.EngineStarted):
+            log.info("engine started (pid %s)", event.pid)
+            if self._load_pending:
+                self._set(state=LOADING, progress=0.0, stage="Loading models", pid=event.pid)
+            else:
+                self._set(state=IDLE, pid=event.pid)
+        elif isinstance(event, P.LoadProgress):
+            self._set(state=LOADING, progress=event.fraction, stage=event.stage)
+        elif isinstance(event, P.StatusReport):
+            self._status_report(event)
+        elif isinstance(event, P.ContextTrimmed):
+            self.notice.emit(f"The {event.dropped_messages} oldest message(s) were left out to fit the model's context")
+        elif isinstance(event, P.BudgetReduced):
+            self.notice.emit(f"Out of GPU memory: tree budget reduced from {event.old_budget} to {event.new_budget}")
+
+    def _status_report(self, report: P.StatusReport) -> None:
+        if report.state == "ready":
+            self._load_pending = False
+            self._set(state=GENERATING if self.in_flight else READY, progress=None, stage="", models=dict(report.models))
+        elif report.state == "loading":
+            self._set(state=LOADING)
+        elif report.state == "generating":
+            self._set(state=GENERATING, models=dict(report.models) or self.status.models)
+        elif report.state == "idle" and not self._load_pending:
+            self._set(state=IDLE, models={})
+
+    def _error(self, error: P.Error) -> None:
+        if (error.kind == "engine_died" and error.request_id is None) or error.kind == "engine_start":
+            log.error("engine %s: %s", error.kind, error.message)
+            for request_id in list(self.in_flight):
+                self._end_request(P.Error(request_id, "engine_died", error.message, error.hint))
+            self._set(state=CRASHED, message=error.message, hint=error.hint, progress=None)
+            self.engine_failed.emit(error)
+        elif error.request_id is not None:
+            self._end_request(error)
+        elif error.kind == "protocol":
+            log.warning("engine protocol error: %s", error.message)
+            self.notice.emit(f"Engine: {error.message}")
+        else:  # a Load failed (or the engine loop itself); the process may live on without models
+            log.error("engine error %s: %s (%s)", error.kind, error.message, error.hint)
+            self._load_pending = False
+            self._set(state=FAILED, message=error.message, hint=error.hint, progress=None)
+            self.engine_failed.emit(error)
+
+    def _end_request(self, event: P.Finished | P.Error) -> None:
+        was_in_flight = event.request_id in self.in_flight
+        self.in_flight.discard(event.request_id)
+        if isinstance(event, P.Finished):
+            self.finished.emit(event)
+        elif was_in_flight or event.kind != "engine_died":
+            self.request_failed.emit(event)
+        if not self.in_flight and self.status.state == GENERATING:
+            self._set(state=READY)
+
+    @Slot(str)
+    def _worker_failed(self, text: str) -> None:
+        last = text.strip().splitlines()[-1] if text.strip() else "unknown error"
+        self.notice.emit(f"Engine connection error: {last}")
+
+    def _set(self, **changes: Any) -> None:
+        status = dataclasses.replace(self.status, **changes)
+        if status != self.status:
+            self.status = status
+            self.status_changed.emit(status)
+
+    # -- for diagnostics -----------------------------------------------------------------------------------
+
+    def describe(self) -> dict[str, Any]:
+        s = self.status
+        info: dict[str, Any] = {"state": s.state, "pid": s.pid, "in flight": len(self.in_flight)}
+        if s.message:
+            info["last error"] = f"{s.message} ({s.hint})" if s.hint else s.message
+        info.update({f"model {k}": v for k, v in s.models.items()})
+        return info

@@ -1,0 +1,73 @@
+"""Logging for the app: a rotating file in the user log dir (plus stderr warnings), Qt messages included.
+
+`setup_logging` is idempotent per log file and returns the handler, so tests can remove it again.
+"""
+
+from __future__ import annotations
+
+import logging
+import logging.handlers
+import sys
+from pathlib import Path
+
+MAX_BYTES = 2 * 1024 * 1024
+BACKUP_COUNT = 3
+FORMAT = "%(asctime)s %(levelname)s %(name)s [%(threadName)s]: %(message)s"
+
+_qt_handler_installed = False
+
+
+def setup_logging(log_file: Path, level: int = logging.INFO) -> logging.Handler:
+    """Send the `app` and `core` loggers to a rotating `log_file`; route Qt's warnings there too."""
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    root = logging.getLogger()
+    for handler in root.handlers:
+        if isinstance(handler, logging.handlers.RotatingFileHandler) and Path(handler.baseFilename) == log_file.resolve():
+            return handler
+    handler = logging.handlers.RotatingFileHandler(log_file, maxBytes=MAX_BYTES, backupCount=BACKUP_COUNT, encoding="utf-8")
+    handler.setFormatter(logging.Formatter(FORMAT))
+    handler.setLevel(level)
+    root.addHandler(handler)
+    if root.level == logging.NOTSET or root.level > level:
+        root.setLevel(level)
+    _install_qt_message_handler()
+    logging.getLogger(__name__).info("logging to %s", log_file)
+    return handler
+
+
+def remove_logging(handler: logging.Handler) -> None:
+    logging.getLogger().removeHandler(handler)
+    handler.close()
+
+
+def install_excepthook() -> None:
+    """Log uncaught exceptions (in the UI thread's slots too) before Python prints them."""
+    previous = sys.excepthook
+
+    def hook(kind, value, tb):  # noqa: ANN001 - sys.excepthook signature
+        logging.getLogger("app").critical("uncaught exception", exc_info=(kind, value, tb))
+        previous(kind, value, tb)
+
+    sys.excepthook = hook
+
+
+def _install_qt_message_handler() -> None:
+    global _qt_handler_installed
+    if _qt_handler_installed:
+        return
+    from PySide6.QtCore import QtMsgType, qInstallMessageHandler
+
+    qt_log = logging.getLogger("qt")
+    levels = {
+        QtMsgType.QtDebugMsg: logging.DEBUG,
+        QtMsgType.QtInfoMsg: logging.INFO,
+        QtMsgType.QtWarningMsg: logging.WARNING,
+        QtMsgType.QtCriticalMsg: logging.ERROR,
+        QtMsgType.QtFatalMsg: logging.CRITICAL,
+    }
+
+    def handler(kind, context, message):  # noqa: ANN001 - Qt's signature
+        qt_log.log(levels.get(kind, logging.WARNING), "%s", message)
+
+    qInstallMessageHandler(handler)
+    _qt_handler_installed = True

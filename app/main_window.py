@@ -1,0 +1,353 @@
+"""The main window: conversation list | banner, chat, input row; menus; status bar.
+
+It wires the pieces together and owns nothing clever: chat logic is in ChatController, the engine in
+EngineBridge, persistence in Store. A window may be given a running bridge and an open store (tests share
+one engine between windows); it then leaves them running when it closes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+from PySide6.QtCore import Qt, QUrl
+from PySide6.QtGui import QAction, QCloseEvent, QDesktopServices, QGuiApplication, QKeySequence
+from PySide6.QtWidgets import (
+    QHBoxLayout, QLabel, QMainWindow, QMessageBox, QPushButton, QSplitter, QVBoxLayout, QWidget,
+)
+
+from app import resources
+from app.banner import Banner
+from app.chat_controller import ChatController
+from app.chat_view import ChatView
+from app.conversation_list import ConversationList
+from app.diagnostics import diagnostics_text
+from app.engine_bridge import CRASHED, FAILED, EngineBridge, EngineStatus
+from app.input_box import InputBox
+from app.paths import AppPaths
+from app.settings import AppSettings, load_settings, save_settings, to_dict
+from app.settings_dialog import AppSettingsDialog, ConversationSettingsDialog
+from app.status import StatusPanel
+from app.store import Store
+from core.engine import protocol as P
+from core.engine.client import EngineClient
+
+log = logging.getLogger(__name__)
+
+
+class MainWindow(QMainWindow):
+    def __init__(
+        self,
+        paths: AppPaths | None = None,
+        settings: AppSettings | None = None,
+        store: Store | None = None,
+        bridge: EngineBridge | None = None,
+        theme=None,  # app.theme.ThemeManager | None
+        start_engine: bool = True,
+        confirm_delete: bool = True,
+    ) -> None:
+        super().__init__()
+        self.paths = (paths or AppPaths.from_env()).ensure()
+        self.settings = settings if settings is not None else load_settings(self.paths.settings_file)
+        self.owns_store = store is None
+        self.store = store if store is not None else Store(self.paths.database)
+        self.owns_bridge = bridge is None
+        threads = self.settings.thread_count()
+        self.bridge = bridge if bridge is not None else EngineBridge(lambda: EngineClient(torch_threads=threads))
+        self.theme = theme
+        self.confirm_delete = confirm_delete
+        self.controller = ChatController(self.store, self.bridge, self.settings, self)
+        self.setWindowTitle("SpecExec Desktop")
+        self.setWindowIcon(resources.icon("app"))
+        self.resize(1100, 720)
+        self._build()
+        self._build_menus()
+        self._connect()
+        if start_engine and self.bridge.worker is None:
+            self.bridge.start(self.settings.load_request())
+        self._show_model_pair()
+        self._engine_status(self.bridge.status)
+        self.controller.open_conversation(self.controller.conversations.id_at(0))
+        if self.store.recovered:
+            self.statusBar().showMessage(f"{self.store.recovered} answer(s) cut off by a crash were kept and marked [interrupted]", 10000)
+
+    # -- layout --------------------------------------------------------------------------------------------
+
+    def _build(self) -> None:
+        c = self.controller
+        self.sidebar = ConversationList(c.conversations)
+        chat = QWidget()
+        column = QVBoxLayout(chat)
+        column.setContentsMargins(4, 8, 8, 8)
+        header = QHBoxLayout()
+        self.title_label = QLabel()
+        self.title_label.setObjectName("conversationTitle")
+        self.title_label.setAccessibleName("Conversation title")
+        font = self.title_label.font()
+        font.setPointSizeF(font.pointSizeF() * 1.15)
+        font.setBold(True)
+        self.title_label.setFont(font)
+        self.conversation_settings_button = QPushButton("Conversation settings…")
+        self.conversation_settings_button.setAccessibleName("Conversation settings")
+        self.conversation_settings_button.setToolTip("System prompt, temperature, top-p, answer length, tree budget")
+        header.addWidget(self.title_label, 1)
+        header.addWidget(self.conversation_settings_button)
+        column.addLayout(header)
+        self.banner = Banner()
+        column.addWidget(self.banner)
+        self.chat_view = ChatView(c.messages)
+        column.addWidget(self.chat_view, 1)
+        row = QHBoxLayout()
+        self.input = InputBox()
+        self.send_button = QPushButton("&Send")
+        self.send_button.setAccessibleName("Send message")
+        self.send_button.setToolTip("Send (Enter)")
+        self.stop_button = QPushButton("S&top")
+        self.stop_button.setAccessibleName("Stop the answer")
+        self.stop_button.setToolTip("Stop the answer; what was written so far is kept (Esc)")
+        self.regenerate_button = QPushButton("&Regenerate")
+        self.regenerate_button.setAccessibleName("Regenerate the last answer")
+        self.regenerate_button.setToolTip("Replace the last answer with a new one (Ctrl+R)")
+        buttons = QVBoxLayout()
+        for button in (self.send_button, self.stop_button, self.regenerate_button):
+            buttons.addWidget(button)
+        row.addWidget(self.input, 1)
+        row.addLayout(buttons)
+        column.addLayout(row)
+        splitter = QSplitter(Qt.Orientation.Horizontal)
+        splitter.addWidget(self.sidebar)
+        splitter.addWidget(chat)
+        splitter.setStretchFactor(1, 1)
+        splitter.setSizes([260, 840])
+        splitter.setChildrenCollapsible(False)
+        self.setCentralWidget(splitter)
+        self.status_panel = StatusPanel(self.bridge, c.stats)
+        self.statusBar().addPermanentWidget(self.status_panel)
+        self.stop_button.setEnabled(False)
+        # Keyboard order: sidebar (new, search, list, rename, delete) -> settings -> chat -> input -> buttons
+        QWidget.setTabOrder(self.sidebar.delete_button, self.conversation_settings_button)
+        QWidget.setTabOrder(self.conversation_settings_button, self.input)
+        QWidget.setTabOrder(self.input, self.send_button)
+        QWidget.setTabOrder(self.send_button, self.stop_button)
+        QWidget.setTabOrder(self.stop_button, self.regenerate_button)
+
+    def _action(self, menu, text: str, slot, shortcut: str | QKeySequence.StandardKey | None = None) -> QAction:
+        action = QAction(text, self)
+        if shortcut is not None:
+            action.setShortcut(QKeySequence(shortcut))
+        action.triggered.connect(slot)
+        menu.addAction(action)
+        return action
+
+    def _build_menus(self) -> None:
+        bar = self.menuBar()
+        file = bar.addMenu("&File")
+        self.new_action = self._action(file, "&New conversation", self.new_conversation, QKeySequence.StandardKey.New)
+        self._action(file, "&Settings…", self.open_settings, "Ctrl+,")
+        file.addSeparator()
+        self._action(file, "&Quit", self.close, QKeySequence.StandardKey.Quit)
+        chat = bar.addMenu("&Conversation")
+        self._action(chat, "&Rename", self.sidebar.rename_current, "F2")
+        self._action(chat, "&Delete", self._delete_current)
+        self._action(chat, "&Settings…", self.open_conversation_settings)
+        chat.addSeparator()
+        self.stop_action = self._action(chat, "S&top answer", self.controller.stop, "Esc")
+        self.regenerate_action = self._action(chat, "Re&generate answer", self.controller.regenerate, "Ctrl+R")
+        self._action(chat, "&Copy last answer", self.copy_last_answer, "Ctrl+Shift+C")
+        chat.addSeparator()
+        self._action(chat, "Find conversation", lambda: self.sidebar.search.setFocus(), QKeySequence.StandardKey.Find)
+        self._action(chat, "Go to message box", lambda: self.input.setFocus(), "Ctrl+L")
+        engine = bar.addMenu("&Engine")
+        self._action(engine, "&Restart engine", self.restart_engine)
+        help_menu = bar.addMenu("&Help")
+        self._action(help_menu, "Open &logs folder", self.open_logs_folder)
+        self._action(help_menu, "&Copy diagnostics", self.copy_diagnostics)
+        self._action(help_menu, "&About SpecExec Desktop", self.about)
+
+    def _connect(self) -> None:
+        c, b = self.controller, self.bridge
+        self.input.submitted.connect(self.send)
+        self.send_button.clicked.connect(lambda: self.send(self.input.toPlainText()))
+        self.stop_button.clicked.connect(c.stop)
+        self.regenerate_button.clicked.connect(c.regenerate)
+        self.conversation_settings_button.clicked.connect(self.open_conversation_settings)
+        self.sidebar.new_requested.connect(self.new_conversation)
+        self.sidebar.selected.connect(c.open_conversation)
+        self.sidebar.delete_requested.connect(self.delete_conversation)
+        self.sidebar.search_changed.connect(c.search)
+        c.conversations.modelReset.connect(lambda: self.sidebar.select(c.conversation_id))
+        c.conversations.renamed.connect(lambda *_: self._show_title())
+        c.conversation_opened.connect(self._conversation_opened)
+        c.generating_changed.connect(lambda _on: self._update_actions())
+        c.messages.modelReset.connect(self._update_actions)
+        c.messages.rowsInserted.connect(self._update_actions)
+        c.messages.rowsRemoved.connect(self._update_actions)
+        self.chat_view.edit_submitted.connect(c.edit_and_resend)
+        self.chat_view.copied.connect(lambda what: self.statusBar().showMessage(f"Copied {what} to the clipboard", 3000))
+        b.status_changed.connect(self._engine_status)
+        b.engine_failed.connect(self._engine_failed)
+        b.notice.connect(self._notice)
+        self.banner.action_clicked.connect(self._banner_action)
+
+    # -- chat actions --------------------------------------------------------------------------------------
+
+    def send(self, text: str) -> None:
+        if self.bridge.status.state == CRASHED:
+            self.statusBar().showMessage("The engine is not running: press Restart engine first", 6000)
+            return
+        if self.bridge.status.state == FAILED:
+            self.statusBar().showMessage("No model is loaded: pick one in File > Settings, or press Retry", 6000)
+            return
+        if self.controller.send(text):
+            self.input.clear()
+
+    def new_conversation(self) -> None:
+        self.controller.new_conversation()
+        self.input.setFocus()
+
+    def delete_conversation(self, conversation_id: int) -> None:
+        row = self.store.conversation(conversation_id)
+        if row is None:
+            return
+        if self.confirm_delete:
+            answer = QMessageBox.question(self, "Delete conversation", f"Delete “{row.title}”? This cannot be undone.")
+            if answer != QMessageBox.StandardButton.Yes:
+                return
+        self.controller.delete_conversation(conversation_id)
+
+    def _delete_current(self) -> None:
+        if self.controller.conversation_id is not None:
+            self.delete_conversation(self.controller.conversation_id)
+
+    def copy_last_answer(self) -> None:
+        answers = [m for m in self.controller.messages.rows if m.role == "assistant" and m.content]
+        if answers:
+            QGuiApplication.clipboard().setText(answers[-1].content)
+            self.statusBar().showMessage("Copied the last answer to the clipboard", 3000)
+
+    def _show_model_pair(self) -> None:
+        s = self.settings
+        pair = f"Model: {s.target}" + (f"  ·  draft: {s.draft}" if s.draft else "  (no draft)")
+        self.chat_view.set_placeholder(f"Start a conversation: type a message below and press Enter.\n\n{pair}")
+
+    def _conversation_opened(self, conversation_id: int | None) -> None:
+        self.sidebar.select(conversation_id)
+        self._show_title()
+        self._update_actions()
+
+    def _show_title(self) -> None:
+        cid = self.controller.conversation_id
+        row = self.store.conversation(cid) if cid is not None else None
+        self.title_label.setText(row.title if row else "New chat")
+
+    def _update_actions(self, *_: object) -> None:
+        generating = self.controller.generating
+        crashed = self.bridge.status.state in (CRASHED, FAILED)
+        self.send_button.setEnabled(not generating and not crashed)
+        self.stop_button.setEnabled(generating)
+        self.stop_action.setEnabled(generating)
+        can_regenerate = self.controller.can_regenerate() and not crashed
+        self.regenerate_button.setEnabled(can_regenerate)
+        self.regenerate_action.setEnabled(can_regenerate)
+        self.chat_view.set_actions_enabled(not generating)
+
+    # -- engine --------------------------------------------------------------------------------------------
+
+    def _engine_status(self, status: EngineStatus) -> None:
+        if status.state not in (CRASHED, FAILED) and self.banner.isVisible():
+            self.banner.hide()
+        if status.state == CRASHED and not self.banner.isVisible():
+            self._engine_failed(P.Error(None, "engine_died", status.message, status.hint))
+        self._update_actions()
+
+    def _engine_failed(self, error: P.Error) -> None:
+        if error.kind in ("engine_died", "engine_start"):
+            text = (f"<b>The engine stopped.</b> {error.message}.<br>Your conversation is kept; "
+                    f"the answer in progress was marked [interrupted].")
+            self.banner.show_message(text, ("restart",))
+        else:
+            hint = f"<br>{error.hint}" if error.hint else ""
+            self.banner.show_message(f"<b>The models could not be loaded.</b> {error.message}{hint}", ("settings", "retry"))
+
+    def _banner_action(self, name: str) -> None:
+        if name == "restart":
+            self.restart_engine()
+        elif name == "retry":
+            self.banner.hide()
+            self.bridge.load(self.settings.load_request())
+        elif name == "settings":
+            self.open_settings()
+
+    def _notice(self, text: str) -> None:
+        self.statusBar().showMessage(text, 8000)
+
+    def restart_engine(self) -> None:
+        self.banner.hide()
+        if self.bridge.worker is None:
+            self.bridge.start(self.settings.load_request())
+        else:
+            self.bridge.restart()
+
+    # -- settings ------------------------------------------------------------------------------------------
+
+    def open_settings(self) -> None:
+        dialog = AppSettingsDialog(self.settings, self)
+        if dialog.exec():
+            self.apply_settings(dialog.values())
+
+    def apply_settings(self, settings: AppSettings) -> None:
+        """Save new app settings; reload the models if the pair or memory settings changed."""
+        old = self.settings
+        self.settings = settings
+        self.controller.app_settings = settings
+        save_settings(settings, self.paths.settings_file)
+        self._show_model_pair()
+        if settings.load_request() != old.load_request() or self.bridge.status.state == FAILED:
+            self.bridge.load(settings.load_request())
+        if self.theme is not None and settings.theme != old.theme:
+            self.theme.apply(settings.theme)
+
+    def open_conversation_settings(self) -> None:
+        dialog = ConversationSettingsDialog(self.controller.conversation_settings(), self)
+        if dialog.exec():
+            self.controller.set_conversation_settings(dialog.values())
+
+    # -- help ----------------------------------------------------------------------------------------------
+
+    def diagnostics(self, with_gpu: bool = True) -> str:
+        flat = {k: v for k, v in to_dict(self.settings).items() if k != "defaults"}
+        paths = {f.name: str(getattr(self.paths, f.name)) for f in dataclasses.fields(self.paths)}
+        paths["log file"] = str(self.paths.log_file)
+        return diagnostics_text(self.bridge.describe(), flat, paths, with_gpu=with_gpu)
+
+    def copy_diagnostics(self) -> None:
+        QGuiApplication.clipboard().setText(self.diagnostics())
+        self.statusBar().showMessage("Diagnostics copied: paste them into your bug report", 4000)
+
+    def open_logs_folder(self) -> None:
+        self.paths.log_dir.mkdir(parents=True, exist_ok=True)
+        QDesktopServices.openUrl(QUrl.fromLocalFile(str(self.paths.log_dir)))
+
+    def about(self) -> None:
+        from app import __version__
+
+        QMessageBox.about(self, "About SpecExec Desktop",
+                          f"SpecExec Desktop {__version__}<br>Chat with large local models using speculative decoding.")
+
+    # -- closing -------------------------------------------------------------------------------------------
+
+    def closeEvent(self, event: QCloseEvent) -> None:
+        self.controller.detach()
+        for signal, slot in ((self.bridge.status_changed, self._engine_status),
+                             (self.bridge.engine_failed, self._engine_failed),
+                             (self.bridge.notice, self._notice),
+                             (self.bridge.status_changed, self.status_panel.show_status)):
+            try:
+                signal.disconnect(slot)
+            except (RuntimeError, TypeError):
+                pass
+        if self.owns_bridge:
+            self.bridge.shutdown()
+        if self.owns_store:
+            self.store.close()
+        super().closeEvent(event)

@@ -1,0 +1,296 @@
+"""Conversations in SQLite (one file in the user data dir). Qt-free.
+
+Schema changes live in `MIGRATIONS` only: MIGRATIONS[n] takes a database of schema n to n+1 and is never
+edited once released. `schema_version` holds the current number. Before migrating an existing database the
+file is copied to `<name>.v<old>.bak`. A database from a newer version is refused (StoreError), not touched.
+
+Answers are written while they stream (status "streaming"); a database opened with such rows left over (the
+app or the machine died mid-answer) marks them "interrupted", keeping the text saved so far. WAL journal with
+synchronous=NORMAL: each commit is cheap enough to run twice a second while streaming, and a crash of the app
+loses nothing committed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import shutil
+import sqlite3
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+log = logging.getLogger(__name__)
+
+# Message statuses (stored as strings; do not rename).
+COMPLETE = "complete"
+STREAMING = "streaming"
+STOPPED = "stopped"  # the user pressed Stop: the partial answer is kept
+INTERRUPTED = "interrupted"  # the engine or the app died mid-answer: the partial answer is kept
+FAILED = "error"  # the engine answered with an error (its text is in stats["error"])
+STATUSES = (COMPLETE, STREAMING, STOPPED, INTERRUPTED, FAILED)
+
+
+class StoreError(RuntimeError):
+    """The conversation database cannot be used (newer schema, corrupt file)."""
+
+
+@dataclass(frozen=True)
+class Conversation:
+    id: int
+    title: str
+    created_at: float
+    updated_at: float
+    settings_json: str = "{}"
+
+
+@dataclass(frozen=True)
+class Message:
+    id: int
+    conversation_id: int
+    role: str
+    content: str
+    status: str = COMPLETE
+    stats: dict[str, Any] = field(default_factory=dict)
+    created_at: float = 0.0
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Migrations
+
+
+_V1 = (
+    """CREATE TABLE conversations (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        title TEXT NOT NULL,
+        created_at REAL NOT NULL
+    )""",
+    """CREATE TABLE messages (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+        role TEXT NOT NULL,
+        content TEXT NOT NULL,
+        created_at REAL NOT NULL
+    )""",
+)
+
+# Per-conversation settings and ordering by last activity; message status (streaming / stopped /
+# interrupted / error) and per-answer stats.
+_V2 = (
+    "ALTER TABLE conversations ADD COLUMN updated_at REAL NOT NULL DEFAULT 0",
+    "ALTER TABLE conversations ADD COLUMN settings TEXT NOT NULL DEFAULT '{}'",
+    "UPDATE conversations SET updated_at = created_at",
+    "ALTER TABLE messages ADD COLUMN status TEXT NOT NULL DEFAULT 'complete'",
+    "ALTER TABLE messages ADD COLUMN stats TEXT NOT NULL DEFAULT '{}'",
+    "CREATE INDEX messages_by_conversation ON messages(conversation_id, id)",
+)
+
+
+def _statements(*sql: str) -> Callable[[sqlite3.Connection], None]:
+    def step(db: sqlite3.Connection) -> None:
+        for statement in sql:
+            db.execute(statement)
+
+    return step
+
+
+# MIGRATIONS[n]: schema n -> n+1, run inside one transaction. Append only; never edit a released step.
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {0: _statements(*_V1), 1: _statements(*_V2)}
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+@contextlib.contextmanager
+def transaction(db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """BEGIN ... COMMIT, or ROLLBACK on an exception (connections here are in autocommit mode)."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        yield db
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
+
+
+def connect(path: Path | str) -> sqlite3.Connection:
+    db = sqlite3.connect(path, isolation_level=None)  # autocommit; `transaction` groups statements
+    db.execute("PRAGMA foreign_keys = ON")
+    return db
+
+
+def schema_version(db: sqlite3.Connection) -> int:
+    has_table = db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='schema_version'").fetchone()
+    if not has_table:
+        return 0
+    row = db.execute("SELECT version FROM schema_version").fetchone()
+    return int(row[0]) if row else 0
+
+
+def migrate(db: sqlite3.Connection, target: int = SCHEMA_VERSION) -> int:
+    """Bring `db` to schema `target` (each step in one transaction); returns the version it had."""
+    found = schema_version(db)
+    if found > SCHEMA_VERSION:
+        raise StoreError(
+            f"the conversation database has schema version {found}, newer than this app's {SCHEMA_VERSION}: "
+            "update SpecExec Desktop to open it"
+        )
+    for version in range(found, target):
+        with transaction(db):  # one transaction per step: a failed step leaves the previous version intact
+            db.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+            MIGRATIONS[version](db)
+            db.execute("DELETE FROM schema_version")
+            db.execute("INSERT INTO schema_version (version) VALUES (?)", (version + 1,))
+        log.info("conversation database migrated to schema %d", version + 1)
+    return found
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Store
+
+
+class Store:
+    """All reads and writes of conversations. Use from one thread (the UI thread)."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        existed = self.path.exists() and self.path.stat().st_size > 0
+        try:
+            self.db = connect(self.path)
+            self.db.execute("PRAGMA journal_mode = WAL")
+            self.db.execute("PRAGMA synchronous = NORMAL")
+            found = schema_version(self.db)
+            if existed and 0 < found < SCHEMA_VERSION:
+                self._backup(found)
+            migrate(self.db)
+        except sqlite3.DatabaseError as error:
+            raise StoreError(f"cannot open the conversation database {self.path}: {error}") from error
+        self.recovered = self._recover_streaming()
+
+    def _backup(self, version: int) -> None:
+        backup = self.path.with_name(f"{self.path.name}.v{version}.bak")
+        try:
+            self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            shutil.copy2(self.path, backup)
+            log.info("backed up the conversation database to %s before migrating", backup)
+        except OSError as error:
+            log.warning("could not back up %s before migrating: %s", self.path, error)
+
+    def _recover_streaming(self) -> int:
+        with transaction(self.db):
+            count = self.db.execute(
+                "UPDATE messages SET status = ? WHERE status = ?", (INTERRUPTED, STREAMING)
+            ).rowcount
+        if count:
+            log.warning("%d answer(s) were cut off by a crash: kept and marked interrupted", count)
+        return count
+
+    def close(self) -> None:
+        self.db.close()
+
+    # -- conversations -------------------------------------------------------------------------------------
+
+    def create_conversation(self, title: str = "New chat", settings_json: str = "{}") -> int:
+        now = time.time()
+        with transaction(self.db):
+            cursor = self.db.execute(
+                "INSERT INTO conversations (title, created_at, updated_at, settings) VALUES (?, ?, ?, ?)",
+                (title, now, now, settings_json),
+            )
+        return int(cursor.lastrowid)
+
+    def conversation(self, conversation_id: int) -> Conversation | None:
+        row = self.db.execute(
+            "SELECT id, title, created_at, updated_at, settings FROM conversations WHERE id = ?", (conversation_id,)
+        ).fetchone()
+        return Conversation(*row) if row else None
+
+    def conversations(self, search: str = "") -> list[Conversation]:
+        """Most recently active first; `search` matches titles and message text (case-insensitive)."""
+        query = "SELECT id, title, created_at, updated_at, settings FROM conversations"
+        args: tuple[Any, ...] = ()
+        if search.strip():
+            pattern = "%" + search.strip().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+            query += (
+                " WHERE title LIKE ? ESCAPE '\\' OR id IN"
+                " (SELECT conversation_id FROM messages WHERE content LIKE ? ESCAPE '\\')"
+            )
+            args = (pattern, pattern)
+        query += " ORDER BY updated_at DESC, id DESC"
+        return [Conversation(*row) for row in self.db.execute(query, args)]
+
+    def rename_conversation(self, conversation_id: int, title: str) -> None:
+        with transaction(self.db):
+            self.db.execute("UPDATE conversations SET title = ? WHERE id = ?", (title, conversation_id))
+
+    def set_conversation_settings(self, conversation_id: int, settings_json: str) -> None:
+        with transaction(self.db):
+            self.db.execute("UPDATE conversations SET settings = ? WHERE id = ?", (settings_json, conversation_id))
+
+    def delete_conversation(self, conversation_id: int) -> None:
+        with transaction(self.db):
+            self.db.execute("DELETE FROM messages WHERE conversation_id = ?", (conversation_id,))
+            self.db.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
+
+    def _touch(self, conversation_id: int) -> None:
+        self.db.execute("UPDATE conversations SET updated_at = ? WHERE id = ?", (time.time(), conversation_id))
+
+    # -- messages ------------------------------------------------------------------------------------------
+
+    def messages(self, conversation_id: int) -> list[Message]:
+        rows = self.db.execute(
+            "SELECT id, conversation_id, role, content, status, stats, created_at FROM messages"
+            " WHERE conversation_id = ? ORDER BY id",
+            (conversation_id,),
+        )
+        return [Message(r[0], r[1], r[2], r[3], r[4], _load_stats(r[5]), r[6]) for r in rows]
+
+    def message(self, message_id: int) -> Message | None:
+        r = self.db.execute(
+            "SELECT id, conversation_id, role, content, status, stats, created_at FROM messages WHERE id = ?",
+            (message_id,),
+        ).fetchone()
+        return Message(r[0], r[1], r[2], r[3], r[4], _load_stats(r[5]), r[6]) if r else None
+
+    def add_message(self, conversation_id: int, role: str, content: str, status: str = COMPLETE) -> Message:
+        now = time.time()
+        with transaction(self.db):
+            cursor = self.db.execute(
+                "INSERT INTO messages (conversation_id, role, content, status, stats, created_at)"
+                " VALUES (?, ?, ?, ?, '{}', ?)",
+                (conversation_id, role, content, status, now),
+            )
+            self._touch(conversation_id)
+        return Message(int(cursor.lastrowid), conversation_id, role, content, status, {}, now)
+
+    def update_message(
+        self, message_id: int, *, content: str | None = None, status: str | None = None,
+        stats: dict[str, Any] | None = None,
+    ) -> None:
+        sets, args = [], []
+        for column, value in (("content", content), ("status", status)):
+            if value is not None:
+                sets.append(f"{column} = ?")
+                args.append(value)
+        if stats is not None:
+            sets.append("stats = ?")
+            args.append(json.dumps(stats))
+        if not sets:
+            return
+        with transaction(self.db):
+            self.db.execute(f"UPDATE messages SET {', '.join(sets)} WHERE id = ?", (*args, message_id))
+
+    def delete_messages_from(self, conversation_id: int, message_id: int) -> None:
+        """Delete `message_id` and every later message of the conversation (regenerate / edit-and-resend)."""
+        with transaction(self.db):
+            self.db.execute("DELETE FROM messages WHERE conversation_id = ? AND id >= ?", (conversation_id, message_id))
+            self._touch(conversation_id)
+
+
+def _load_stats(text: str | None) -> dict[str, Any]:
+    try:
+        value = json.loads(text or "{}")
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}

@@ -1,0 +1,76 @@
+"""App settings (typed schema on disk, migrations, defaults) and the user folders. No Qt, no engine."""
+
+from __future__ import annotations
+
+import json
+
+from app.paths import AppPaths
+from app.settings import (
+    SETTINGS_SCHEMA_VERSION, AppSettings, BudgetMode, ConversationSettings, Offload, Theme, load_settings,
+    save_settings,
+)
+from core.engine import protocol as P
+
+
+def test_settings_round_trip_with_enums_stored_as_strings(tmp_path):
+    path = tmp_path / "settings.json"
+    settings = AppSettings(
+        target="/models/llama-70b", draft="/models/llama-1b", offload=Offload.ON, vram_budget_gb=11.5,
+        theme=Theme.DARK, tree_budget=256, engine_threads=3,
+        defaults=ConversationSettings(system_prompt="Be brief.", temperature=0.2, top_p=0.8, max_tokens=99,
+                                      budget_mode=BudgetMode.MANUAL, budget=64),
+    )
+    save_settings(settings, path)
+    data = json.loads(path.read_text())
+    assert data["schema_version"] == SETTINGS_SCHEMA_VERSION
+    assert (data["offload"], data["theme"], data["defaults"]["budget_mode"]) == ("on", "dark", "manual")
+    assert load_settings(path) == settings
+    assert not path.with_name("settings.json.tmp").exists()  # written atomically
+
+
+def test_first_run_defaults_load_the_builtin_pair(tmp_path):
+    settings = load_settings(tmp_path / "missing.json")
+    assert settings == AppSettings()
+    load = settings.load_request()
+    assert (load.target, load.draft, load.offload, load.vram_budget_gb) == ("builtin", "builtin-draft", "auto", None)
+    assert P.validate(load) is load and settings.method() == "specexec"
+    assert AppSettings(draft="").load_request().draft is None and AppSettings(draft="").method() == "sequential"
+
+
+def test_version_1_settings_are_migrated(tmp_path):
+    path = tmp_path / "settings.json"
+    path.write_text(json.dumps({"schema_version": 1, "model": "/m/big", "draft_model": "/m/small", "dark_mode": True}))
+    settings = load_settings(path)
+    assert (settings.target, settings.draft, settings.theme, settings.schema_version) == (
+        "/m/big", "/m/small", Theme.DARK, SETTINGS_SCHEMA_VERSION)
+
+
+def test_bad_values_fall_back_to_defaults_field_by_field(tmp_path):
+    path = tmp_path / "settings.json"
+    path.write_text(json.dumps({
+        "schema_version": SETTINGS_SCHEMA_VERSION, "target": "/m/x", "offload": "sometimes", "theme": 3,
+        "tree_budget": "lots", "vram_budget_gb": 8, "unknown_key": 1,
+        "defaults": {"temperature": "hot", "max_tokens": 10},
+    }))
+    settings = load_settings(path)
+    assert (settings.target, settings.offload, settings.theme, settings.tree_budget, settings.vram_budget_gb) == (
+        "/m/x", Offload.AUTO, Theme.SYSTEM, 128, 8.0)
+    assert (settings.defaults.temperature, settings.defaults.max_tokens) == (0.7, 10)
+    assert ConversationSettings(temperature=9, top_p=0, max_tokens=0, budget=-1).validated() == ConversationSettings(
+        temperature=2.0, top_p=0.01, max_tokens=1, budget=1)
+
+
+def test_broken_settings_file_is_set_aside(tmp_path):
+    path = tmp_path / "settings.json"
+    path.write_text("{not json")
+    assert load_settings(path) == AppSettings()
+    assert path.with_name("settings.json.broken").read_text() == "{not json"
+
+
+def test_data_dir_env_var_moves_data_config_and_logs(tmp_path):
+    paths = AppPaths.from_env({"SPECEXEC_DATA_DIR": str(tmp_path / "d")}).ensure()
+    assert paths.database == tmp_path / "d" / "conversations.sqlite3"
+    assert paths.settings_file == tmp_path / "d" / "config" / "settings.json"
+    assert paths.log_file.parent == tmp_path / "d" / "logs" and paths.log_dir.is_dir()
+    default = AppPaths.from_env({})
+    assert all("SpecExec Desktop" in str(p) for p in (default.data_dir, default.config_dir, default.log_dir))

@@ -1,0 +1,130 @@
+"""The conversation store (SQLite): schema versions and migration, crash recovery, search. No Qt, no engine."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from app import store as S
+from app.store import Store, StoreError
+
+
+def test_new_database_is_at_the_current_schema_and_round_trips(tmp_path):
+    store = Store(tmp_path / "c.sqlite3")
+    assert S.schema_version(store.db) == S.SCHEMA_VERSION == len(S.MIGRATIONS)
+    cid = store.create_conversation("Hi", '{"temperature": 0.5}')
+    user = store.add_message(cid, "user", "hello")
+    answer = store.add_message(cid, "assistant", "", S.STREAMING)
+    store.update_message(answer.id, content="partial")
+    store.update_message(answer.id, content="partial answer", status=S.COMPLETE, stats={"tokens": 3})
+    assert [(m.role, m.content, m.status, m.stats) for m in store.messages(cid)] == [
+        ("user", "hello", S.COMPLETE, {}), ("assistant", "partial answer", S.COMPLETE, {"tokens": 3})]
+    assert store.message(user.id).content == "hello"
+    assert store.conversation(cid).settings_json == '{"temperature": 0.5}'
+    store.close()
+
+
+def make_v1_database(path) -> None:
+    """A database as schema version 1 wrote it (no status / stats / settings / updated_at)."""
+    db = S.connect(path)
+    S.migrate(db, target=1)
+    db.execute("INSERT INTO conversations (title, created_at) VALUES ('Old chat', 100.0)")
+    db.execute("INSERT INTO messages (conversation_id, role, content, created_at) VALUES (1, 'user', 'hi', 101.0)")
+    db.execute("INSERT INTO messages (conversation_id, role, content, created_at) VALUES (1, 'assistant', 'hello!', 102.0)")
+    db.close()
+
+
+def test_version_1_database_is_migrated_keeping_its_data_and_a_backup(tmp_path):
+    path = tmp_path / "c.sqlite3"
+    make_v1_database(path)
+    store = Store(path)
+    assert S.schema_version(store.db) == S.SCHEMA_VERSION
+    (conversation,) = store.conversations()
+    assert (conversation.title, conversation.created_at, conversation.updated_at, conversation.settings_json) == (
+        "Old chat", 100.0, 100.0, "{}")
+    assert [(m.role, m.content, m.status, m.stats) for m in store.messages(conversation.id)] == [
+        ("user", "hi", S.COMPLETE, {}), ("assistant", "hello!", S.COMPLETE, {})]
+    assert store.db.execute("SELECT name FROM sqlite_master WHERE name='messages_by_conversation'").fetchone()
+    store.add_message(conversation.id, "user", "new", S.COMPLETE)  # the new columns work
+    store.close()
+    backup = tmp_path / "c.sqlite3.v1.bak"
+    assert backup.exists()
+    old = sqlite3.connect(backup)
+    assert S.schema_version(old) == 1 and old.execute("SELECT count(*) FROM messages").fetchone() == (2,)
+    old.close()
+
+
+def test_failed_migration_step_leaves_the_previous_version(tmp_path, monkeypatch):
+    path = tmp_path / "c.sqlite3"
+    make_v1_database(path)
+
+    def broken(db):
+        db.execute("ALTER TABLE conversations ADD COLUMN updated_at REAL NOT NULL DEFAULT 0")
+        raise sqlite3.OperationalError("disk on fire")
+
+    monkeypatch.setitem(S.MIGRATIONS, 1, broken)
+    with pytest.raises(StoreError, match="disk on fire"):
+        Store(path)
+    db = sqlite3.connect(path)
+    assert S.schema_version(db) == 1
+    assert "updated_at" not in [row[1] for row in db.execute("PRAGMA table_info(conversations)")]
+    db.close()
+
+
+def test_database_from_a_newer_version_is_refused_untouched(tmp_path):
+    path = tmp_path / "c.sqlite3"
+    Store(path).close()
+    db = sqlite3.connect(path)
+    db.execute("UPDATE schema_version SET version = 99")
+    db.commit()
+    db.close()
+    with pytest.raises(StoreError, match="newer"):
+        Store(path)
+    db = sqlite3.connect(path)
+    assert S.schema_version(db) == 99
+    db.close()
+
+
+def test_answer_cut_off_by_a_crash_is_kept_and_marked_interrupted(tmp_path):
+    path = tmp_path / "c.sqlite3"
+    store = Store(path)
+    cid = store.create_conversation()
+    store.add_message(cid, "user", "hi")
+    answer = store.add_message(cid, "assistant", "", S.STREAMING)
+    store.update_message(answer.id, content="half an ans")  # the last periodic save before the crash
+    del store  # no close, no final write: the app died
+
+    again = Store(path)
+    assert again.recovered == 1
+    assert (again.message(answer.id).content, again.message(answer.id).status) == ("half an ans", S.INTERRUPTED)
+    again.close()
+
+
+def test_search_matches_titles_and_message_text_and_escapes_wildcards(tmp_path):
+    store = Store(tmp_path / "c.sqlite3")
+    a = store.create_conversation("Python sorting")
+    b = store.create_conversation("Travel")
+    store.add_message(b, "user", "Best trains in 100% Switzerland?")
+    c = store.create_conversation("Empty")
+    assert {x.id for x in store.conversations()} == {a, b, c}
+    assert [x.id for x in store.conversations("python")] == [a]
+    assert [x.id for x in store.conversations("TRAINS")] == [b]
+    assert [x.id for x in store.conversations("100%")] == [b]
+    assert [x.id for x in store.conversations("%")] == [b]  # a literal %, not "anything"
+    assert store.conversations("_") == []
+    store.close()
+
+
+def test_delete_from_a_message_and_delete_a_conversation(tmp_path):
+    store = Store(tmp_path / "c.sqlite3")
+    cid = store.create_conversation()
+    ids = [store.add_message(cid, role, text).id for role, text in
+           (("user", "1"), ("assistant", "2"), ("user", "3"), ("assistant", "4"))]
+    store.delete_messages_from(cid, ids[2])
+    assert [m.content for m in store.messages(cid)] == ["1", "2"]
+    store.rename_conversation(cid, "Renamed")
+    assert store.conversation(cid).title == "Renamed"
+    store.delete_conversation(cid)
+    assert store.conversation(cid) is None and store.messages(cid) == []
+    store.close()

@@ -1,0 +1,360 @@
+"""The app's parts without an engine process: markdown helpers, the bridge (real QThread, fake client), the
+chat controller's streaming throttle and periodic saves, first run, sidebar operations, dialogs, theme,
+diagnostics and logs, accessibility, and the no-torch rule."""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+pytest.importorskip("PySide6")
+
+from PySide6.QtCore import Qt  # noqa: E402
+from PySide6.QtGui import QPalette  # noqa: E402
+from PySide6.QtWidgets import QAbstractButton, QLineEdit, QPlainTextEdit  # noqa: E402
+
+from app import store as S  # noqa: E402
+from app.chat_controller import ChatController  # noqa: E402
+from app.engine_bridge import CRASHED, FAILED, GENERATING, LOADING, READY, EngineBridge  # noqa: E402
+from app.main_window import MainWindow  # noqa: E402
+from app.markdown import close_open_fence, code_blocks, with_copy_links  # noqa: E402
+from app.settings import AppSettings, BudgetMode, ConversationSettings, Offload, Theme, load_settings  # noqa: E402
+from app.settings_dialog import AppSettingsDialog, ConversationSettingsDialog  # noqa: E402
+from app.store import Store  # noqa: E402
+pytest.register_assert_rewrite("app_fixtures")  # it is also a plugin (pytest_plugins below)
+from app_fixtures import FakeClient, recording_bridge_class, screenshot  # noqa: E402
+from core.engine import protocol as P  # noqa: E402
+
+pytest_plugins = ["app_fixtures"]  # fixtures: app_paths
+pytestmark = [pytest.mark.qt, pytest.mark.timeout(60)]
+
+
+def test_app_never_imports_torch():
+    code = "import sys, app.main, app.main_window; sys.exit(1 if 'torch' in sys.modules else 0)"
+    env = {"QT_QPA_PLATFORM": "offscreen", "PATH": "/usr/bin:/bin"}
+    assert subprocess.run([sys.executable, "-c", code], env=env, timeout=60).returncode == 0
+
+
+def test_void_qt_calls_do_not_leak_references_to_none(qapp):
+    """PySide6-Essentials 6.12.0 drops a reference to None per void call; on Python 3.11 that aborts the
+    app ("Fatal Python error: none_dealloc") minutes into a streamed answer. The pin in pyproject.toml
+    (6.11.3) has no leak; this guards it."""
+    from PySide6.QtWidgets import QLabel
+
+    label = QLabel()
+    before = sys.getrefcount(None)
+    for _ in range(1000):
+        label.setText("x")
+    assert sys.getrefcount(None) >= before
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Markdown
+
+
+def test_code_blocks_links_and_open_fences():
+    text = "Intro\n```python\nprint(1)\n```\ntext\n~~~\nraw ``` inside\n~~~\n"
+    blocks = code_blocks(text)
+    assert [(b.language, b.code, b.end_line is not None) for b in blocks] == [
+        ("python", "print(1)", True), ("", "raw ``` inside", True)]
+    linked = with_copy_links(text)
+    assert "[Copy python code](specexec-copy:0)" in linked and "[Copy code](specexec-copy:1)" in linked
+    streaming = "Look:\n```js\nlet x = 1"
+    assert code_blocks(streaming)[0].end_line is None
+    assert close_open_fence(streaming) == streaming + "\n```"
+    assert "specexec-copy" not in with_copy_links(streaming) and with_copy_links(streaming).endswith("```")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Bridge: real worker thread, fake client
+
+
+def test_bridge_worker_thread_turns_events_into_signals(qtbot):
+    client = FakeClient()
+    bridge = EngineBridge(lambda: client)
+    states: list[str] = []
+    bridge.status_changed.connect(lambda s: states.append(s.state))
+    tokens: list[tuple[str, str]] = []
+    bridge.token.connect(lambda rid, text: tokens.append((rid, text)))
+    try:
+        bridge.start(P.Load(target="t", draft="d"))
+        qtbot.waitUntil(lambda: bridge.status.state == READY, timeout=5000)
+        assert states[:3] == ["starting", "loading", "loading"] and bridge.status.pid == 4242
+        with qtbot.waitSignal(bridge.finished, timeout=5000) as finished:
+            rid = bridge.generate([{"role": "user", "content": "hi"}], max_new_tokens=5)
+            assert bridge.status.state == GENERATING
+        assert finished.args[0].request_id == rid and "".join(t for r, t in tokens if r == rid) == "Hello world"
+        assert bridge.status.state == READY
+        bridge.cancel(rid)
+        qtbot.waitUntil(lambda: ("cancel", rid) in client.calls, timeout=5000)
+        with qtbot.waitSignal(bridge.notice, timeout=5000) as notice:  # a worker exception: a signal, not a dead thread
+            client.fail_next_poll = True
+        assert "poll exploded" in notice.args[0]
+        with qtbot.waitSignal(bridge.finished, timeout=5000):  # the worker lives on
+            bridge.generate([{"role": "user", "content": "again"}])
+        # the client was only ever used on one thread, the worker's, never the UI thread
+        assert len(client.threads) == 1 and threading.get_ident() not in client.threads
+    finally:
+        bridge.shutdown()
+    assert ("shutdown",) in client.calls and bridge.status.state == "stopped"
+
+
+def test_bridge_state_machine_for_crash_and_load_failure(qtbot):
+    bridge = EngineBridge()
+    failed: list[P.Error] = []
+    bridge.request_failed.connect(failed.append)
+    bridge.in_flight.add("r1")
+    bridge.handle_events([P.EngineStarted(pid=7), P.LoadProgress("x", fraction=0.25)])
+    assert (bridge.status.state, bridge.status.progress, bridge.status.describe()) == (LOADING, 0.25, "Loading models 25%")
+    bridge.handle_events([P.StatusReport("ready", {"budget": 32})])
+    assert bridge.status.state == GENERATING  # r1 is still in flight
+    with qtbot.waitSignal(bridge.engine_failed) as crashed:
+        bridge.handle_events([P.Error(None, "engine_died", "the engine process (pid 7) was killed by SIGKILL", "restart")])
+    assert bridge.status.state == CRASHED and "SIGKILL" in bridge.status.message
+    assert [(e.request_id, e.kind) for e in failed] == [("r1", "engine_died")] and crashed.args[0].kind == "engine_died"
+    bridge.handle_events([P.Error(None, "model_not_found", "no such model /x", "check the path")])
+    assert bridge.status.state == FAILED and bridge.status.hint == "check the path"
+    assert bridge.describe()["last error"] == "no such model /x (check the path)"
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Chat controller with a recording bridge: batching, periodic saves, stop, errors
+
+
+@pytest.fixture()
+def controller(qtbot, tmp_path):
+    bridge = recording_bridge_class()()
+    store = Store(tmp_path / "c.sqlite3")
+    settings = AppSettings(defaults=ConversationSettings(system_prompt="Be brief.", budget_mode=BudgetMode.MANUAL, budget=9))
+    c = ChatController(store, bridge, settings)
+    yield c
+    c.detach()
+    store.close()
+
+
+def test_stream_is_batched_for_the_view_and_saved_while_it_streams(qtbot, controller, tmp_path):
+    from app.chat_view import ChatView
+
+    view = ChatView(controller.messages)
+    qtbot.addWidget(view)
+    view.resize(600, 400)
+    view.show()
+    assert controller.send("w1 w2")
+    _, rid, messages, settings = controller.bridge.calls[-1]
+    assert messages == [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "w1 w2"}]
+    assert settings["budget"] == 9 and settings["max_new_tokens"] == 512
+    updates = []
+    controller.messages.dataChanged.connect(lambda *a: updates.append(time.perf_counter()))
+    answer_id = controller.active.message_id
+    peek = sqlite3.connect(tmp_path / "c.sqlite3")  # another connection: what a crash would leave on disk
+    saved_while_streaming = []
+    start = time.perf_counter()
+    sent = 0
+    while time.perf_counter() - start < 1.2:  # ~1000 chunks a second, far faster than the screen needs
+        controller.bridge.handle_events([P.TokenChunk(rid, f" t{sent + i}", (1,)) for i in range(5)]
+                                        + [P.PassStats(rid, 5, 8, 1.0, 1.0, 2500.0, 9)])
+        sent += 5
+        qtbot.wait(5)
+        row = peek.execute("SELECT content, status FROM messages WHERE id = ?", (answer_id,)).fetchone()
+        if row[0]:
+            saved_while_streaming.append((time.perf_counter() - start, len(row[0]), row[1]))
+    elapsed = time.perf_counter() - start
+    assert len(updates) <= 33 * elapsed + 3, f"{len(updates)} view updates in {elapsed:.2f} s"
+    assert view.widgets[1].render_count <= 10 * elapsed + 3  # markdown re-rendered at most ~10 times a second
+    assert saved_while_streaming and saved_while_streaming[0][0] < 0.8 and saved_while_streaming[-1][2] == S.STREAMING
+    assert len({n for _, n, _ in saved_while_streaming}) <= elapsed / 0.5 + 2  # saved about every 0.5 s, no more
+    with qtbot.waitSignal(controller.answer_finished):
+        controller.bridge.handle_events([P.TokenChunk(rid, " end", (1,)), P.Finished(rid, "length", generated_tokens=sent + 1)])
+    text = "".join(f" t{i}" for i in range(sent)) + " end"
+    stored = controller.store.message(answer_id)
+    assert (stored.content, stored.status) == (text, S.COMPLETE)
+    assert stored.stats["tokens"] == sent and stored.stats["budget"] == 9 and stored.stats["tokens_per_pass"] == 5.0
+    assert view.widgets[1].body.toPlainText().split() == text.split()
+    peek.close()
+
+
+def test_stop_request_error_and_regenerate_without_an_engine(qtbot, controller):
+    controller.send("first")
+    rid = controller.active.request_id
+    controller.bridge.handle_events([P.TokenChunk(rid, "partial", (1,))])
+    controller.stop()
+    assert controller.bridge.calls[-1] == ("cancel", rid)
+    with qtbot.waitSignal(controller.answer_finished) as ended:
+        controller.bridge.handle_events([P.Finished(rid, "cancelled")])
+    assert ended.args[1] == S.STOPPED and controller.messages.rows[-1].content == "partial"
+    assert controller.regenerate()
+    rid2 = controller.active.request_id
+    assert [m["content"] for m in controller.bridge.calls[-1][2]] == ["Be brief.", "first"]  # the old answer is gone
+    with qtbot.waitSignal(controller.answer_finished) as ended:
+        controller.bridge.handle_events([P.Error(rid2, "context_length", "too long", "start a new conversation")])
+    assert ended.args[1] == S.FAILED
+    assert controller.messages.rows[-1].stats["error"] == "too long"
+    assert not controller.send("  ") and [m.role for m in controller.messages.rows] == ["user", "assistant"]
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Main window without an engine: first run, sidebar, dialogs, theme, diagnostics, accessibility
+
+
+@pytest.fixture()
+def quiet_window(qtbot, app_paths):
+    bridge = recording_bridge_class()()
+    window = MainWindow(app_paths, bridge=bridge, confirm_delete=False)
+    qtbot.addWidget(window)
+    window.show()
+    qtbot.waitExposed(window)
+    return window
+
+
+def test_first_run_loads_the_builtin_pair(quiet_window, app_paths):
+    assert not app_paths.settings_file.exists()  # nothing configured
+    (call,) = quiet_window.bridge.calls
+    assert call == ("start", P.Load(target="builtin", draft="builtin-draft", dtype="auto", device="auto",
+                                    offload="auto", vram_budget_gb=None, budget=128, max_depth=32, expand=32))
+    assert "builtin-draft" in quiet_window.chat_view.placeholder.text()
+    assert quiet_window.status_panel.engine_label.text() == "Engine: Starting"
+
+
+def test_sidebar_new_rename_delete_and_search(qtbot, quiet_window):
+    w, c = quiet_window, quiet_window.controller
+    qtbot.mouseClick(w.sidebar.new_button, Qt.MouseButton.LeftButton)
+    first = c.conversation_id
+    c.store.add_message(first, "user", "about trains")
+    qtbot.mouseClick(w.sidebar.new_button, Qt.MouseButton.LeftButton)
+    second = c.conversation_id
+    assert c.conversations.rowCount() == 2 and w.sidebar.current_id() == second
+    index = c.conversations.index(c.conversations.row_of(first))
+    assert c.conversations.setData(index, "Trains")  # what the list's inline editor (F2) does
+    assert c.store.conversation(first).title == "Trains"
+    qtbot.keyClicks(w.sidebar.search, "train")
+    assert [c.conversations.id_at(r) for r in range(c.conversations.rowCount())] == [first]
+    w.sidebar.search.clear()
+    w.sidebar.view.setCurrentIndex(c.conversations.index(c.conversations.row_of(first)))
+    assert c.conversation_id == first and w.title_label.text() == "Trains"
+    w.sidebar.view.setFocus()
+    qtbot.keyClick(w.sidebar.view, Qt.Key.Key_Delete)
+    assert c.store.conversation(first) is None and c.conversations.rowCount() == 1
+    assert c.conversation_id == second
+
+
+def test_settings_dialogs_round_trip_and_apply(qtbot, quiet_window, app_paths):
+    dialog = AppSettingsDialog(quiet_window.settings)
+    qtbot.addWidget(dialog)
+    assert dialog.values() == quiet_window.settings
+    dialog.target.edit.setText("/models/big")
+    dialog.offload.setCurrentIndex(dialog.offload.findData("on"))
+    dialog.vram.setValue(10.5)
+    dialog.theme.setCurrentIndex(dialog.theme.findData("dark"))
+    new = dialog.values()
+    assert (new.target, new.offload, new.vram_budget_gb, new.theme) == ("/models/big", Offload.ON, 10.5, Theme.DARK)
+    quiet_window.apply_settings(new)
+    assert load_settings(app_paths.settings_file) == new
+    assert quiet_window.bridge.calls[-1] == ("load", new.load_request())
+    conversation = ConversationSettings(system_prompt="Pirate.", temperature=1.1, top_p=0.5, max_tokens=77,
+                                        budget_mode=BudgetMode.MANUAL, budget=48)
+    per_chat = ConversationSettingsDialog(conversation)
+    qtbot.addWidget(per_chat)
+    assert per_chat.values() == conversation
+    per_chat.auto_budget.setChecked(True)
+    assert per_chat.values().budget_mode == BudgetMode.AUTO and not per_chat.budget.isEnabled()
+    quiet_window.controller.set_conversation_settings(conversation)
+    assert quiet_window.controller.conversation_settings() == conversation
+
+
+def test_dark_theme_and_following_the_system_scheme(qtbot, qapp, quiet_window, monkeypatch):
+    from app.theme import ThemeManager
+
+    style = qapp.style().name()
+    qapp.setStyle("Fusion")
+    theme = ThemeManager(qapp, Theme.DARK)
+    try:
+        assert theme.dark and qapp.palette().color(QPalette.ColorRole.Window).lightness() < 80
+        assert "QFrame#userMessage" in qapp.styleSheet()
+        quiet_window.controller.send("Dark mode?")
+        screenshot(quiet_window, "05-dark-theme-no-engine")
+        theme.apply(Theme.SYSTEM)  # offscreen reports no scheme: light
+        assert not theme.dark and qapp.palette().color(QPalette.ColorRole.Window).lightness() > 150
+        monkeypatch.setattr("app.theme.system_is_dark", lambda: True)  # the OS switches to dark
+        theme._system_changed(Qt.ColorScheme.Dark)
+        assert theme.dark and qapp.palette().color(QPalette.ColorRole.Window).lightness() < 80
+    finally:
+        qapp.setStyleSheet("")
+        qapp.styleHints().unsetColorScheme()
+        qapp.setStyle(style)
+        qapp.setPalette(QPalette())
+        theme.deleteLater()
+
+
+def test_diagnostics_logs_and_open_logs_folder(qtbot, quiet_window, app_paths, monkeypatch):
+    from app.logging_setup import remove_logging, setup_logging
+
+    handler = setup_logging(app_paths.log_file)
+    try:
+        assert setup_logging(app_paths.log_file) is handler  # idempotent
+        logging.getLogger("app.test").warning("hello log")
+        handler.flush()
+        assert "hello log" in app_paths.log_file.read_text()
+        assert handler.maxBytes > 0 and handler.backupCount > 0
+    finally:
+        remove_logging(handler)
+    text = quiet_window.diagnostics(with_gpu=False)
+    for needle in ("[Versions]", "PySide6", "python", "[Hardware]", "memory", "[Engine]", "state: starting",
+                   "target: builtin", str(app_paths.log_dir)):
+        assert needle in text
+    opened = []
+    monkeypatch.setattr("app.main_window.QDesktopServices.openUrl", lambda url: opened.append(url.toLocalFile()))
+    quiet_window.open_logs_folder()
+    assert opened == [str(app_paths.log_dir)]
+
+
+def test_controls_have_accessible_names_and_keyboard_paths(qtbot, quiet_window):
+    w = quiet_window
+    w.controller.send("hello")
+    w.controller.bridge.handle_events([P.Finished(w.controller.active.request_id, "eos")])
+    unnamed = [type(x).__name__ + ":" + (x.text() if isinstance(x, QAbstractButton) else x.objectName())
+               for kind in (QAbstractButton, QLineEdit, QPlainTextEdit) for x in w.findChildren(kind)
+               if x.isVisible() and not x.accessibleName() and not isinstance(x.parent(), QLineEdit)]
+    assert unnamed == []
+    assert w.chat_view.widgets[0].body.accessibleName() == "Your message"
+    w.input.setFocus()
+    qtbot.keyClick(w.input, Qt.Key.Key_Tab)
+    assert w.focusWidget() is w.send_button  # Tab leaves the message box for Send
+    for text in ("Ctrl+N", "Ctrl+R", "Esc", "F2", "Ctrl+L", "Ctrl+F"):
+        assert any(a.shortcut().toString() == text for a in w.findChildren(type(w.new_action))), text
+
+
+def test_entry_point_first_run_opens_the_window_and_writes_its_files(tmp_path):
+    """`specexec-desktop`'s main() on an empty data dir: default settings (built-in pair) written, database
+    created, log started, window shown; closing the window stops the engine it started."""
+    driver = (
+        "import sys\n"
+        "from PySide6.QtCore import QTimer\n"
+        "import app.main as m\n"
+        "create = m.create_application\n"
+        "def patched(argv):\n"
+        "    a = create(argv)\n"
+        "    def close():\n"
+        "        names = [w.windowTitle() for w in a.topLevelWidgets() if w.isVisible()]\n"
+        "        print('WINDOWS', names, flush=True)\n"
+        "        [w.close() for w in a.topLevelWidgets()]\n"
+        "    QTimer.singleShot(1500, close)\n"
+        "    return a\n"
+        "m.create_application = patched\n"
+        "sys.exit(m.main([]))\n"
+    )
+    env = {"QT_QPA_PLATFORM": "offscreen", "SPECEXEC_DATA_DIR": str(tmp_path), "PATH": "/usr/bin:/bin",
+           "HOME": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", driver], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "WINDOWS ['SpecExec Desktop']" in done.stdout
+    settings = load_settings(tmp_path / "config" / "settings.json")
+    assert (settings.target, settings.draft) == ("builtin", "builtin-draft")
+    assert (tmp_path / "conversations.sqlite3").exists()
+    log = (tmp_path / "logs" / "specexec-desktop.log").read_text()
+    assert "starting" in log and "exiting (0)" in log
