@@ -129,8 +129,7 @@ def run(args: argparse.Namespace) -> int:
         for budget in ([0] if method == "sequential" else args.budgets):
             row = measure(target, draft, prompts_ids, method, budget, args)
             rows.append(row)
-            if not args.json:
-                print(f"  measured {method} budget {budget}: {row.tokens_per_pass:.2f} tokens/pass", file=sys.stderr)
+            print(f"  measured {method} budget {budget}: {row.tokens_per_pass:.2f} tokens/pass", file=sys.stderr)
     baseline = next((r.tokens_per_s for r in rows if r.method == "sequential"), None)
     for row in rows:
         row.speedup = row.tokens_per_s / baseline if baseline else None
