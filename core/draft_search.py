@@ -20,7 +20,7 @@ import torch
 
 from core.causal_lm import CausalLM
 from core.kv_cache import InPlaceKVCache
-from core.sampling import draft_logprobs
+from core.sampling import draft_top_k
 from core.tree_mask import additive_mask, causal_visibility
 from core.timing import synchronize
 
@@ -128,9 +128,9 @@ def build_draft_tree(
     new_parents = torch.zeros(1, dtype=torch.long, device=device)  # E indices of the rows in `logits`
     while True:
         # children of the nodes just expanded: top-k per row by cumulative log-probability
-        # logits: [b, V] -> logp: [b, V]
-        logp = draft_logprobs(logits, config.temperature, config.top_p).double()
-        top_vals, top_ids = torch.topk(logp, min(k, logp.shape[-1]), dim=-1)
+        # logits: [b, V] -> top_vals, top_ids: [b, k]
+        top_vals, top_ids = draft_top_k(logits, config.temperature, config.top_p, k)
+        top_vals = top_vals.double()
         child_cum = (e_cum[new_parents][:, None] + top_vals).reshape(-1)
         child_token = top_ids.reshape(-1)
         child_parent = new_parents[:, None].expand_as(top_ids).reshape(-1)

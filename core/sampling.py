@@ -156,3 +156,36 @@ def draft_logprobs(logits: torch.Tensor, temperature: float, top_p: float | None
     if top_p is not None and top_p < 1.0:
         scores = apply_top_p(scores, top_p)
     return torch.log_softmax(scores, dim=-1)
+
+
+# Width of the first look for the nucleus: wide enough that a real model's top-p nucleus almost always ends
+# inside it, small enough that topk over it is far cheaper than sorting the whole vocabulary.
+_NUCLEUS_PROBE = 512
+
+
+def draft_top_k(logits: torch.Tensor, temperature: float, top_p: float | None, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The k best children per row: the top-k of `draft_logprobs` (values [N, k] descending, ids [N, k]),
+    without sorting the whole vocabulary.
+
+    With truncation, topk over the best `_NUCLEUS_PROBE` tokens usually contains the whole nucleus; rows
+    whose nucleus runs past the probe fall back to the exact full sort.
+    """
+    k = min(k, logits.shape[-1])
+    if top_p is None or top_p >= 1.0:
+        return torch.topk(draft_logprobs(logits, temperature, None), k, dim=-1)
+    logp = torch.log_softmax(logits.to(_work_dtype(logits)) / temperature, dim=-1)
+    probe = min(max(k, _NUCLEUS_PROBE), logp.shape[-1])
+    vals, ids = torch.topk(logp, probe, dim=-1)  # sorted descending
+    probs = vals.exp()
+    mass_before = torch.cumsum(probs, dim=-1) - probs
+    inside = mass_before < top_p
+    inside[:, 0] = True
+    nucleus_mass = (probs * inside).sum(-1, keepdim=True)
+    vals = torch.where(inside, vals - nucleus_mass.log(), torch.full_like(vals, -math.inf))[:, :k]
+    ids = ids[:, :k]
+    incomplete = inside[:, -1]  # the nucleus may continue past the probe: recompute those rows exactly
+    if probe < logp.shape[-1] and bool(incomplete.any()):  # host sync: rare fallback
+        rows = torch.nonzero(incomplete).squeeze(-1)
+        exact_vals, exact_ids = torch.topk(draft_logprobs(logits[rows], temperature, top_p), k, dim=-1)
+        vals[rows], ids[rows] = exact_vals, exact_ids
+    return vals, ids

@@ -7,7 +7,7 @@ import torch
 
 from core.errors import InvalidSettingError
 from core.sampling import (
-    SamplingParams, apply_repetition_penalty, apply_top_k, apply_top_p, draft_logprobs, gumbel_noise,
+    SamplingParams, apply_repetition_penalty, apply_top_k, apply_top_p, draft_logprobs, draft_top_k, gumbel_noise,
     process_logits, sample_token,
 )
 
@@ -103,3 +103,20 @@ def test_draft_logprobs_truncation_renormalises():
 def test_bad_settings_raise(kwargs):
     with pytest.raises(InvalidSettingError):
         SamplingParams(**kwargs)
+
+
+@pytest.mark.parametrize("top_p", [None, 0.5, 0.9, 0.999])
+@pytest.mark.parametrize("k", [1, 7, 600])
+def test_draft_top_k_equals_top_k_of_full_draft_logprobs(top_p, k):
+    """The fast path (nucleus found inside a top-512 probe) and its exact fallback (flat rows whose nucleus
+    is wider than the probe) both equal topk over the fully sorted, truncated distribution."""
+    generator = torch.Generator().manual_seed(0)
+    peaked = torch.randn(3, 2000, generator=generator, dtype=torch.float64) * 6
+    flat = torch.randn(2, 2000, generator=generator, dtype=torch.float64) * 0.1
+    logits = torch.cat([peaked, flat])
+    vals, ids = draft_top_k(logits, 0.7, top_p, k)
+    ref_vals, ref_ids = torch.topk(draft_logprobs(logits, 0.7, top_p), k, dim=-1)
+    finite = torch.isfinite(ref_vals)
+    assert torch.equal(torch.isfinite(vals), finite)
+    assert torch.allclose(vals[finite], ref_vals[finite], atol=1e-12)
+    assert torch.equal(ids[finite], ref_ids[finite])
