@@ -37,15 +37,10 @@ def make_no_eos_tokenizer():
 
 def save_tiny_pair(root: Path) -> tuple[str, str]:
     """A sharpened tiny Llama target and a noisy copy as its draft, saved as model folders with the tokenizer."""
-    import torch
-
-    from conftest import make_tiny_llama, sharpen
+    from conftest import make_tiny_llama, noisy_copy, sharpen
 
     target = sharpen(make_tiny_llama(0, vocab=VOCAB), 4.0)
-    draft = make_tiny_llama(0, vocab=VOCAB)
-    with torch.no_grad():
-        for p_d, p_t in zip(draft.model.parameters(), target.model.parameters()):
-            p_d.copy_(p_t + 0.05 * torch.randn_like(p_t) * p_t.std().clamp_min(1e-3))
+    draft = noisy_copy(target)
     folders = []
     for lm, name in ((target, "target"), (draft, "draft")):
         folder = root / name

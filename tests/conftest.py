@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
@@ -29,6 +33,35 @@ def sharpen(model: CausalLM, factor: float) -> CausalLM:
     return model
 
 
+def noisy_copy(target: CausalLM, seed: int = 0, scale: float = 0.05) -> CausalLM:
+    """A draft that resembles the target: the target's weights plus `scale` relative noise, so trees get
+    accepted the way a quantised draft's do."""
+    torch.manual_seed(seed)
+    model = copy.deepcopy(target.model)
+    with torch.no_grad():
+        for param in model.parameters():
+            param.add_(scale * torch.randn_like(param) * param.std().clamp_min(1e-3))
+    return CausalLM(model=model, name=f"{target.name}-draft", eos_token_ids=target.eos_token_ids, max_context=target.max_context)
+
+
+@contextmanager
+def torch_threads(count: int) -> Iterator[None]:
+    """Run a block with `count` intra-op threads: thousands of tiny forwards on a shared 2-core machine are
+    several times faster on one thread (OpenMP barriers cost more than the matmuls)."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread() -> Iterator[None]:
+    with torch_threads(1):
+        yield
+
+
 @pytest.fixture(scope="session")
 def tiny_target() -> CausalLM:
     return sharpen(make_tiny_llama(0), 8.0)
@@ -36,13 +69,7 @@ def tiny_target() -> CausalLM:
 
 @pytest.fixture(scope="session")
 def tiny_draft(tiny_target) -> CausalLM:
-    """A draft that resembles the target: the target's weights plus noise, so trees get accepted."""
-    draft = make_tiny_llama(0)
-    with torch.no_grad():
-        for (name, p_d), (_, p_t) in zip(draft.model.named_parameters(), tiny_target.model.named_parameters()):
-            p_d.copy_(p_t + 0.05 * torch.randn_like(p_t) * p_t.std().clamp_min(1e-3))
-    draft.name = "tiny-draft"
-    return draft
+    return noisy_copy(tiny_target)
 
 
 def make_word_tokenizer(vocab: int = 64):

@@ -30,24 +30,19 @@ def chat_command(model_dirs, *extra: str) -> list[str]:
 
 def greedy_answer(model_dirs, messages, max_new_tokens) -> str:
     """What the CLI should print for `messages`: in-process greedy generation with the CLI's settings."""
-    import torch
-
+    from conftest import torch_threads
     from core.generation import DecodingSettings, generate
     from core.loading import load_model
     from core.methods.specexec import TreeSettings
     from core.prompts import Prompt, encode_prompt
     from core.sampling import SamplingParams
 
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with torch_threads(1):
         target = load_model(model_dirs[0], dtype="float32", device="cpu")
         draft = load_model(model_dirs[1], dtype="float32", device="cpu")
         prompt = encode_prompt(target.tokenizer, Prompt(messages=tuple(messages)))
         settings = DecodingSettings(tree=TreeSettings(8, 4, 4), max_new_tokens=max_new_tokens)
         return generate(target.lm, draft.lm, target.tokenizer, prompt, SamplingParams(temperature=0), settings).text
-    finally:
-        torch.set_num_threads(threads)
 
 
 def test_scripted_chat_answers_each_line_and_keeps_history(model_dirs):

@@ -11,7 +11,7 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from tests.conftest import make_word_tokenizer
+from conftest import make_word_tokenizer
 
 
 def specexec(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:

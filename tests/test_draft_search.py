@@ -7,7 +7,7 @@ import torch
 from core.draft_search import SearchConfig, build_draft_tree
 from core.sampling import draft_logprobs
 from core.tree_mask import additive_mask, ancestor_matrix, causal_visibility
-from tests.conftest import make_tiny_llama
+from conftest import make_tiny_llama
 
 PROMPT = [3, 1, 4, 1, 5]
 

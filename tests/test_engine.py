@@ -19,7 +19,7 @@ import psutil
 import pytest
 import torch
 
-from conftest import make_tiny_llama, sharpen
+from conftest import make_tiny_llama, noisy_copy, sharpen, torch_threads
 from core.engine import protocol as P
 from core.engine.client import EngineClient
 
@@ -56,10 +56,7 @@ def make_chat_tokenizer():
 def save_tiny_pair(root: Path) -> tuple[str, str]:
     """A sharpened tiny target and a noisy copy as its draft, each with the tokenizer, as model folders."""
     target = sharpen(make_tiny_llama(0), 8.0)
-    draft = make_tiny_llama(0)
-    with torch.no_grad():
-        for p_d, p_t in zip(draft.model.parameters(), target.model.parameters()):
-            p_d.copy_(p_t + 0.05 * torch.randn_like(p_t) * p_t.std().clamp_min(1e-3))
+    draft = noisy_copy(target)
     folders = []
     for lm, name in ((target, "target"), (draft, "draft")):
         folder = root / name
@@ -80,12 +77,10 @@ def local(model_dirs):
     """The same pair loaded in this process, for reference runs of stream_generate."""
     from core.loading import load_model
 
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    target = load_model(model_dirs[0], dtype="float64", device="cpu")
-    draft = load_model(model_dirs[1], dtype="float64", device="cpu")
-    yield target, draft
-    torch.set_num_threads(threads)
+    with torch_threads(1):
+        target = load_model(model_dirs[0], dtype="float64", device="cpu")
+        draft = load_model(model_dirs[1], dtype="float64", device="cpu")
+        yield target, draft
 
 
 @pytest.fixture(scope="module")

@@ -29,13 +29,7 @@ from core.offload.gptq_loader import read_gptq_settings
 from core.tree_mask import additive_mask, causal_visibility
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny matmuls: OpenMP barriers on a shared 2-core machine cost ~20 ms each; one thread costs ~10 us."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 # --- reference packer (the checkpoint format, written from its description) ------------------------------

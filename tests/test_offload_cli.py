@@ -13,9 +13,9 @@ from core.loading import load_model
 from core.offload.offloaded_lm import OffloadedLM
 from core.offload.routing import OffloadSettings
 from core.tree_mask import additive_mask, causal_visibility
-from tests.conftest import make_word_tokenizer
-from tests.test_cli import save_tiny_model, specexec
-from tests.test_gptq import write_gptq_checkpoint
+from conftest import make_word_tokenizer
+from test_cli import save_tiny_model, specexec
+from test_gptq import write_gptq_checkpoint
 
 
 def test_gptq_folder_loads_offloaded_through_load_model(tmp_path):

@@ -26,13 +26,7 @@ PROMPT = [1, 3, 5, 2]
 RUNS = 3000  # one run = one decode of the first two tokens, ~3 ms with one thread
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Thousands of tiny forwards: on a shared 2-core machine one intra-op thread is several times faster."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

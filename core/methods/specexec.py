@@ -10,7 +10,7 @@ from core.causal_lm import CausalLM
 from core.decode_state import DecodeState
 from core.draft_search import SearchConfig, build_draft_tree
 from core.errors import InvalidSettingError
-from core.methods.step import PassStats, Step
+from core.methods.step import Step, tree_step
 from core.methods.tree_forward import target_pass
 from core.sampling import SamplingParams
 from core.verification import verify_tree
@@ -71,15 +71,7 @@ def specexec_steps(
         finished = time.perf_counter()
 
         emitted += len(verdict.emitted)
-        yield Step(
-            token_ids=verdict.emitted,
-            stats=PassStats(
-                tokens=len(verdict.emitted),
-                tree_size=draft_tree.size - 1,
-                tree_depth=int(draft_tree.depths.max()),
-                draft_seconds=drafted - started,
-                draft_forward_seconds=draft_tree.forward_seconds,
-                target_seconds=finished - drafted,
-                draft_forwards=draft_tree.draft_forwards,
-            ),
+        yield tree_step(
+            verdict.emitted, draft_tree.depths, started, drafted, finished,
+            draft_tree.forward_seconds, draft_tree.draft_forwards,
         )

@@ -32,7 +32,7 @@ from core.causal_lm import CausalLM
 from core.decode_state import DecodeState
 from core.kv_cache import InPlaceKVCache
 from core.methods.specexec import TreeSettings
-from core.methods.step import PassStats, Step
+from core.methods.step import Step, tree_step
 from core.methods.tree_forward import target_pass
 from core.sampling import SamplingParams, draw_key, sample_from_probs, sample_token, target_probs, uniform_draw
 from core.timing import synchronize
@@ -300,15 +300,6 @@ def specinfer_steps(
         finished = time.perf_counter()
 
         emitted += len(verdict.emitted)
-        yield Step(
-            token_ids=verdict.emitted,
-            stats=PassStats(
-                tokens=len(verdict.emitted),
-                tree_size=trie.size - 1,
-                tree_depth=int(trie.depths.max()),
-                draft_seconds=drafted - started,
-                draft_forward_seconds=chains.forward_seconds,
-                target_seconds=finished - drafted,
-                draft_forwards=chains.forwards,
-            ),
+        yield tree_step(
+            verdict.emitted, trie.depths, started, drafted, finished, chains.forward_seconds, chains.forwards
         )
