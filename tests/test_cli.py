@@ -63,6 +63,32 @@ def test_generate_json_contract_on_tiny_models(tiny_pair):
     assert outputs["specexec"]["text"] == outputs["sequential"]["text"]
 
 
+def test_bench_acceptance_json_rows_baseline_and_plot(tiny_pair, tmp_path):
+    target, draft = map(str, tiny_pair)
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text(
+        json.dumps({"text": "w5 w6 w7"}) + "\n"
+        + json.dumps({"messages": [{"role": "user", "content": "w8 w9"}]}) + "\n"
+        + json.dumps({"text": "not used: past --limit"}) + "\n"
+    )
+    plot = tmp_path / "rates.png"
+    result = specexec(
+        "bench", "acceptance", "--target", target, "--draft", draft, "--prompts", str(prompts), "--limit", "2",
+        "--budgets", "4,16", "--methods", "specexec,specinfer", "--baseline", "--max-new-tokens", "6",
+        "--seeds", "2", "--json", "--plot", str(plot),
+    )
+    assert result.returncode == 0, result.stderr
+    rows = json.loads(result.stdout)["rows"]
+    assert [(r["method"], r["budget"]) for r in rows] == [
+        ("sequential", 0), ("specexec", 4), ("specexec", 16), ("specinfer", 4), ("specinfer", 16)
+    ]
+    for row in rows:
+        assert {"method", "budget", "tokens_per_pass", "draft_s", "target_s", "tokens_per_s"} <= set(row)
+        assert row["tokens_per_pass"] >= 1 and row["tokens_per_s"] > 0 and row["speedup"] > 0
+    assert rows[0]["tokens_per_pass"] == 1 and rows[0]["draft_s"] == 0 and rows[0]["speedup"] == 1
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
 def test_missing_model(tmp_path):
     result = specexec("generate", "--target", str(tmp_path / "nope"), "--prompt", "hi", "--method", "sequential")
     assert_clear_error(result, "nope")

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass
 from core.cli.models import load_pair
 from core.cli.options import add_model_arguments, sampling_params, tree_settings
 from core.generation import METHODS, DecodingSettings, stream_generate
+from core.methods.specexec import TreeSettings
 from core.prompts import encode_prompt, read_prompt_file
 
 
@@ -64,7 +65,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def measure(target, draft, prompts_ids, method: str, budget: int, args: argparse.Namespace) -> Row:
     tokens = passes = 0
     draft_s = draft_forward_s = target_s = 0.0
-    settings = DecodingSettings(method=method, tree=tree_settings(args, budget=budget), max_new_tokens=args.max_new_tokens)
+    # sequential drafts nothing: its row has budget 0 and the tree settings are unused
+    tree = tree_settings(args, budget=budget) if method != "sequential" else TreeSettings()
+    settings = DecodingSettings(method=method, tree=tree, max_new_tokens=args.max_new_tokens)
     for seed in range(args.seed, args.seed + args.seeds):
         params = sampling_params(args, seed=seed)
         for prompt_ids in prompts_ids:
