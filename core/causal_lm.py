@@ -32,12 +32,18 @@ def check_architecture(model_type: str) -> None:
 
 @dataclass
 class CausalLM:
-    """A loaded HF causal LM plus what the engine needs to know about it."""
+    """A loaded HF causal LM plus what the engine needs to know about it.
+
+    max_tree_tokens: the most draft tokens one forward of this model may score (None: no limit). An
+    offloaded target sets it when free VRAM cannot hold the activations of the requested tree; generation
+    then caps its tree budget to it.
+    """
 
     model: nn.Module
     name: str
     eos_token_ids: tuple[int, ...]
     max_context: int
+    max_tree_tokens: int | None = None
 
     @property
     def config(self):

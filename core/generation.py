@@ -7,6 +7,7 @@ max_new_tokens); `generate` is the blocking convenience call.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -113,6 +114,15 @@ def _method_steps(
     return specinfer_steps(state, target, draft, params, settings.tree, max_new_tokens)
 
 
+def fit_tree_to_target(settings: DecodingSettings, target: CausalLM) -> DecodingSettings:
+    """Cap the tree budget at what the target can score in one pass (`CausalLM.max_tree_tokens`: set by an
+    offloaded target that is short of VRAM for bigger trees)."""
+    cap = target.max_tree_tokens
+    if cap is None or settings.tree.budget <= cap:
+        return settings
+    return dataclasses.replace(settings, tree=dataclasses.replace(settings.tree, budget=cap))
+
+
 def check_context(prompt_len: int, models: list[CausalLM]) -> int:
     """Raise ContextLengthError if the prompt leaves no room to generate; return the room left."""
     limit = min(m.max_context for m in models)
@@ -141,6 +151,7 @@ def stream_generate(
     if not prompt_ids:
         raise InvalidSettingError("the prompt is empty")
     room = check_context(len(prompt_ids), [target] + ([draft] if draft is not None else []))
+    settings = fit_tree_to_target(settings, target)
     max_new = min(settings.max_new_tokens, room)
     if state is None:
         state = DecodeState.fresh(prompt_ids, target, draft if settings.method != "sequential" else None)

@@ -4,6 +4,7 @@ synchronous copies (`stream_on_cpu`), so slot reuse is checked end to end by the
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 
@@ -28,21 +29,27 @@ from core.errors import (
     ModelNotFoundError,
     UnsupportedArchitectureError,
 )
+from core.generation import DecodingSettings, stream_generate
 from core.methods.specexec import TreeSettings, specexec_steps
-from core.offload import OffloadedLM, load_offloaded
+from core.offload import OffloadedLM, OffloadReport, load_offloaded
 from core.offload.layout import LAYER_ALIGN, layer_layout
 from core.offload.residency import (
+    PLANNED_CONTEXT,
     activation_bytes,
-    check_budget_for_tree,
+    config_kv_bytes,
     default_vram_budget,
+    fit_default_budget,
     kv_cache_bytes,
     plan_residency,
     spread_layers,
 )
+from core.offload.routing import OffloadSettings
 from core.offload.schedule import Compute, Copy, check_plan, pass_timeline, plan_pass, plan_prefetch, streamed_layers
 from core.offload.weight_store import HostWeightStore, check_host_memory
 from core.sampling import SamplingParams
 from core.tree_mask import additive_mask, causal_visibility
+
+from conftest import make_word_tokenizer
 
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -140,8 +147,53 @@ def test_default_budget_and_tree_error():
     assert kv_cache_bytes(2, 8, 128, 300, 2) == 2 * 2 * 8 * 512 * 128 * 2  # capacity doubles 256 -> 512
     config = LlamaConfig(hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2, vocab_size=100)
     assert activation_bytes(config, 2048, 4096, 2) > activation_bytes(config, 64, 4096, 2)
-    with pytest.raises(InsufficientVRAMError, match="tree budget of 2048 tokens.*Lower the tree budget"):
-        check_budget_for_tree(100, fixed_bytes=80, slot_bytes=30, n_slots=2, tree_tokens=2048, activation=10**9)
+
+
+def _default_budget(config, free, tree, draft_weights=10**6, draft_kv=10**5):
+    """default_vram_budget spelled out for a tree of `tree` tokens and a 4096-token context (fp16)."""
+    return default_vram_budget(free, draft_weights, config_kv_bytes(config, 4096 + tree, 2), draft_kv,
+                               activation_bytes(config, tree, 4096, 2))
+
+
+def test_default_budget_lowers_the_tree_until_the_minimum_fits():
+    config = LlamaConfig(hidden_size=1024, intermediate_size=4096, num_attention_heads=8, num_key_value_heads=8,
+                         num_hidden_layers=4, vocab_size=32000)
+    minimum = 200 * 1024**2
+    fit = lambda free, tree: fit_default_budget(config, free, 2, 4096, 10**6, 10**5, minimum, tree)  # noqa: E731
+    # plenty of VRAM: the requested tree, and exactly the default budget
+    roomy = fit(64 * 1024**3, 2048)
+    assert not roomy.lowered and roomy.tree_budget == 2048
+    assert roomy.budget_bytes == _default_budget(config, 64 * 1024**3, 2048)
+    # just too little for 2048 tokens of activations: the tree is halved until the minimum fits
+    free = minimum - _default_budget(config, 0, 256) + 1
+    assert _default_budget(config, free, 512) < minimum <= _default_budget(config, free, 256)
+    tight = fit(free, 2048)
+    assert tight.lowered and (tight.requested_tree_budget, tight.tree_budget) == (2048, 256)
+    assert tight.budget_bytes == _default_budget(config, free, 256) >= minimum
+    report = OffloadReport("GPTQ 4-bit", 80, (), 2, 1, 80, 2, 1, 80, True, True, tight.budget_bytes, tight)
+    assert "Tree budget lowered from 2048 to 256 draft tokens per pass" in report.summary()
+    # not even one token: a clear error saying where the memory goes
+    with pytest.raises(InsufficientVRAMError, match="even with a tree budget of 1 token.*draft model takes"):
+        fit(minimum // 2, 2048)
+
+
+def test_draft_kv_cache_is_reserved_in_the_default_budget(tiny_draft):
+    settings = OffloadSettings(tree_budget=96).with_draft(tiny_draft)
+    expected = config_kv_bytes(tiny_draft.config, PLANNED_CONTEXT + 96, 8)  # float64 tiny draft
+    assert settings.draft_kv_bytes == expected > 0
+    assert OffloadSettings().with_draft(None).draft_kv_bytes == 0
+
+
+def test_generation_caps_the_tree_at_the_targets_limit(tiny_target, tiny_draft):
+    """A target short of VRAM for big trees (max_tree_tokens) gets trees no bigger, and the same tokens."""
+    capped = dataclasses.replace(tiny_target, max_tree_tokens=5)
+    params = SamplingParams(temperature=0.6, seed=1)
+    settings = DecodingSettings(tree=TreeSettings(budget=64, max_depth=8, expand=8), max_new_tokens=20)
+    chunks = list(stream_generate(capped, tiny_draft, make_word_tokenizer(), [1, 5, 9], params, settings))
+    assert max(c.stats.tree_size for c in chunks) == 5
+    expected = list(stream_generate(tiny_target, None, make_word_tokenizer(), [1, 5, 9], params,
+                                    dataclasses.replace(settings, method="sequential")))
+    assert [t for c in chunks for t in c.token_ids] == [t for c in expected for t in c.token_ids]
 
 
 # --- host store ---------------------------------------------------------------------------------------

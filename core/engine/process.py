@@ -92,7 +92,8 @@ class Engine:
         self.load_request: P.Load | None = None
         self.models_info: dict[str, Any] = {}
         self.session = None  # core.engine.session.ChatSession once loaded
-        self.budget_cap: int | None = None  # after an out-of-memory retry
+        # the most draft tokens per pass: the target's limit when VRAM is short, lowered by out-of-memory retries
+        self.budget_cap: int | None = None
         self.current: str | None = None  # request id being generated
         self.cancel_current = False
 
@@ -238,7 +239,7 @@ class Engine:
             progress(f"Loading the {role} model {spec}")
             loaded[role] = load_model(
                 spec, dtype=request.dtype, device=request.device, progress=progress,
-                offload=offload if role == "target" else None,
+                offload=offload.with_draft(loaded["draft"].lm if "draft" in loaded else None) if role == "target" else None,
             )
         target, draft = loaded["target"], loaded.get("draft")
         if draft is not None:
@@ -246,14 +247,14 @@ class Engine:
         self.emit(P.LoadProgress("Loaded", total, total, 1.0))
         self.session = ChatSession(target.lm, draft.lm if draft else None, target.tokenizer)
         self.load_request = request
-        self.budget_cap = None
+        self.budget_cap = target.lm.max_tree_tokens
         self.models_info = {
             "target": target.lm.name,
             "draft": draft.lm.name if draft else None,
             "device": str(target.lm.device),
             "dtype": str(target.lm.dtype).removeprefix("torch."),
             "max_context": self.session.context_limit,
-            "budget": request.budget,
+            "budget": min(request.budget, self.budget_cap or request.budget),
             "max_depth": request.max_depth,
             "expand": request.expand,
             "offload": request.offload,

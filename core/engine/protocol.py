@@ -72,8 +72,10 @@ class Request(_Message):
 class Load(Request):
     """Load a target (and a draft unless None). Replaces the models already loaded.
 
-    offload / vram_budget_gb / resident_layers are placeholders for the offloading engine: they are checked
-    for type, reported back in StatusReport.models, and otherwise not used yet.
+    offload (auto|on|off), vram_budget_gb (None: free VRAM minus the draft, caches, activations and a margin)
+    and resident_layers ('auto' or a count) place an offloaded target (core.offload.routing); budget also sizes
+    the activations it reserves. StatusReport.models["budget"] is the tree budget in force: lower than
+    `budget` when the GPU cannot hold the activations of the requested tree.
     """
 
     target: str = "builtin"

@@ -131,7 +131,7 @@ def load_offloaded(
     *,
     n_slots: int = residency.DEFAULT_SLOTS,
     tree_budget: int = 128,
-    max_context: int = 4096,
+    max_context: int = residency.PLANNED_CONTEXT,
     draft_weight_bytes: int = 0,
     draft_kv_bytes: int = 0,
     stream_on_cpu: bool = False,
@@ -155,7 +155,9 @@ def load_offloaded(
 
     Raises: ModelNotFoundError, ModelFormatError (bad folder, missing tensors, shapes, unsupported bits),
     UnsupportedArchitectureError, InsufficientHostMemoryError (checked before loading starts),
-    InsufficientVRAMError (budget too small; the message names the tree budget to lower),
+    InsufficientVRAMError (budget too small even for a tree of one token, or an explicit budget / resident
+    count that does not fit). With the default budget, a tree budget whose activations leave too little VRAM
+    is halved until it fits: the result's `max_tree_tokens` and `report` say so.
     InvalidSettingError (bad device / resident count).
     """
     folder_path = Path(folder)
@@ -190,8 +192,9 @@ def load_offloaded(
     needed = store_bytes + largest_tensor + HOST_MARGIN_BYTES + (top_bytes if device.type == "cpu" else 0)
     check_host_memory(needed, available_ram_bytes, what=f"the offloaded weights of {folder_path.name}")
     scratch_bytes = largest_linear * _dtype_bytes(dtype) + (GPTQ_TEMP_BYTES if largest_linear else 0)
-    plan = _plan_device(config, device, dtype, layouts, top_bytes + scratch_bytes, vram_budget_bytes, resident_layers,
-                        n_slots, tree_budget, max_context, draft_weight_bytes, draft_kv_bytes, stream_on_cpu)
+    plan, fit = _plan_device(config, device, dtype, layouts, top_bytes + scratch_bytes, vram_budget_bytes,
+                             resident_layers, n_slots, tree_budget, max_context, draft_weight_bytes, draft_kv_bytes,
+                             stream_on_cpu)
 
     store = HostWeightStore(layouts, pin=device.type == "cuda")
     top = _materialise_top_level(model, device)
@@ -223,12 +226,14 @@ def load_offloaded(
         pinned=store.pinned,
         streaming=streaming,
         budget_bytes=plan.budget_bytes,
+        tree_budget_fit=fit if fit is not None and fit.lowered else None,
     )
     return OffloadedLM(
         model=model,
         name=folder_path.name,
         eos_token_ids=_eos_ids(folder_path, config),
         max_context=int(getattr(config, "max_position_embeddings", max_context)),
+        max_tree_tokens=fit.tree_budget if fit is not None and fit.lowered else None,
         streamer=streamer,
         report=report,
     )
@@ -258,28 +263,29 @@ def _route_tensors(model_type: str, keys: set[str], layouts: list[LayerLayout], 
 
 
 def _plan_device(config, device, dtype, layouts, fixed_bytes, budget, resident_layers, n_slots, tree_budget,
-                 max_context, draft_weight_bytes, draft_kv_bytes, stream_on_cpu) -> residency.ResidencyPlan:
+                 max_context, draft_weight_bytes, draft_kv_bytes, stream_on_cpu
+                 ) -> tuple[residency.ResidencyPlan, residency.DefaultBudget | None]:
+    """The residency plan, and the default budget's fit when one was computed (CUDA without --vram-budget)."""
     layer_bytes = [layout.nbytes for layout in layouts]
     if device.type == "cpu":
         if resident_layers == "auto" and budget is None:
             resident_layers = 0
         if not stream_on_cpu:
-            return residency.plan_residency(layer_bytes, None, 0, n_slots, len(layer_bytes))
-        return residency.plan_residency(layer_bytes, budget, 0, n_slots, resident_layers)
+            return residency.plan_residency(layer_bytes, None, 0, n_slots, len(layer_bytes)), None
+        return residency.plan_residency(layer_bytes, budget, 0, n_slots, resident_layers), None
     free, _ = torch.cuda.mem_get_info(device)
+    fit = None
     if budget is None:
-        size = _dtype_bytes(dtype)
-        activation = residency.activation_bytes(config, tree_budget, max_context, size)
-        kv = residency.config_kv_bytes(config, max_context + tree_budget, size)
-        budget = residency.default_vram_budget(free, draft_weight_bytes, kv, draft_kv_bytes, activation)
-        residency.check_budget_for_tree(budget, fixed_bytes, max(layer_bytes), min(n_slots, len(layer_bytes)),
-                                        tree_budget, activation)
+        minimum = fixed_bytes + min(n_slots, len(layer_bytes)) * max(layer_bytes)
+        fit = residency.fit_default_budget(config, free, _dtype_bytes(dtype), max_context, draft_weight_bytes,
+                                           draft_kv_bytes, minimum, tree_budget)
+        budget = fit.budget_bytes
     elif budget > free:
         raise InsufficientVRAMError(
             f"the VRAM budget of {budget / 1024**3:.2f} GiB is more than the {free / 1024**3:.2f} GiB free on {device}: "
             f"lower --vram-budget"
         )
-    return residency.plan_residency(layer_bytes, budget, fixed_bytes, n_slots, resident_layers)
+    return residency.plan_residency(layer_bytes, budget, fixed_bytes, n_slots, resident_layers), fit
 
 
 def _fill(files, infos, targets, top, store: HostWeightStore, progress: Progress | None) -> None:

@@ -8,13 +8,13 @@ being copied while the draft model searches (automatic; `prefetch()` does it exp
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from torch import nn
 
 from core.causal_lm import CausalLM
+from core.offload.residency import DefaultBudget
 from core.offload.streaming import LayerStreamer
 
 GIB = 1024**3
@@ -36,6 +36,7 @@ class OffloadReport:
     pinned: bool
     streaming: bool
     budget_bytes: int | None
+    tree_budget_fit: DefaultBudget | None = None  # set when the tree budget had to be lowered to fit VRAM
 
     def summary(self) -> str:
         if not self.streaming:
@@ -47,8 +48,15 @@ class OffloadReport:
             f"{self.n_layers - len(self.resident_layers)} streamed through {self.n_slots} slots, "
             f"{self.bytes_streamed_per_pass / GIB:.2f} GiB per pass from {self.host_store_bytes / GIB:.2f} GiB "
             f"of {pinned} host RAM; {(self.device_layer_bytes + self.device_fixed_bytes) / GIB:.2f} GiB of VRAM "
-            f"for weights"
+            f"for weights" + self._tree_note()
         )
+
+    def _tree_note(self) -> str:
+        fit = self.tree_budget_fit
+        if fit is None:
+            return ""
+        return (f". Tree budget lowered from {fit.requested_tree_budget} to {fit.tree_budget} draft tokens per pass: "
+                f"the GPU has too little free memory for the activations of a bigger tree")
 
 
 @dataclass(eq=False)

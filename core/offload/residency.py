@@ -16,6 +16,9 @@ from core.errors import InsufficientVRAMError, InvalidSettingError
 GIB = 1024**3
 DEFAULT_MARGIN_BYTES = GIB // 2  # CUDA context slack, allocator fragmentation, cuBLAS workspaces
 DEFAULT_SLOTS = 2
+# Context the default VRAM budget reserves KV-cache rows for (both models). Longer conversations still run;
+# their extra KV rows come out of the safety margin, and an out-of-memory pass lowers the tree budget.
+PLANNED_CONTEXT = 4096
 
 
 @dataclass(frozen=True)
@@ -185,14 +188,52 @@ def default_vram_budget(
     return free_vram_bytes - draft_weight_bytes - target_kv_bytes - draft_kv_bytes - activation_bytes_ - margin_bytes
 
 
-def check_budget_for_tree(budget_bytes: int, fixed_bytes: int, slot_bytes: int, n_slots: int, tree_tokens: int, activation: int) -> None:
-    """Raise InsufficientVRAMError, naming the tree budget, when the default budget cannot hold the minimum."""
-    need = fixed_bytes + n_slots * slot_bytes
-    if budget_bytes < need:
-        raise InsufficientVRAMError(
-            f"not enough VRAM for a tree budget of {tree_tokens} tokens: after the draft model, both KV caches "
-            f"and {activation / GIB:.2f} GiB of activations for the tree, {max(budget_bytes, 0) / GIB:.2f} GiB "
-            f"is left for the target's weights but it needs at least {need / GIB:.2f} GiB "
-            f"(embeddings/lm_head + {n_slots} streaming slots). Lower the tree budget (--budget), shorten the "
-            f"context, or use a smaller draft model."
-        )
+@dataclass(frozen=True)
+class DefaultBudget:
+    """The default VRAM budget for the target's weights and the tree budget it was computed for: the
+    requested one, or a lower one when the requested tree's activations and KV rows would not leave room
+    for the minimum (non-layer weights + ring slots)."""
+
+    budget_bytes: int
+    tree_budget: int
+    requested_tree_budget: int
+
+    @property
+    def lowered(self) -> bool:
+        return self.tree_budget < self.requested_tree_budget
+
+
+def fit_default_budget(
+    config,
+    free_vram_bytes: int,
+    dtype_bytes: int,
+    context: int,
+    draft_weight_bytes: int,
+    draft_kv_bytes: int,
+    minimum_bytes: int,
+    tree_budget: int,
+) -> DefaultBudget:
+    """The default budget (`default_vram_budget`) at the requested tree budget, halving the tree until the
+    budget holds `minimum_bytes` (the target's non-layer weights and ring slots, which it cannot run without).
+
+    A smaller tree accepts fewer tokens per pass but still runs; refusing to load would leave a non-technical
+    user with nothing. Raises InsufficientVRAMError, naming what takes the memory, when not even a tree of one
+    token fits.
+    """
+    tree = tree_budget
+    while True:
+        activation = activation_bytes(config, tree, context, dtype_bytes)
+        target_kv = config_kv_bytes(config, context + tree, dtype_bytes)
+        budget = default_vram_budget(free_vram_bytes, draft_weight_bytes, target_kv, draft_kv_bytes, activation)
+        if budget >= minimum_bytes:
+            return DefaultBudget(budget, tree, tree_budget)
+        if tree <= 1:
+            raise InsufficientVRAMError(
+                f"not enough VRAM for the target model even with a tree budget of 1 token: of "
+                f"{free_vram_bytes / GIB:.2f} GiB free, the draft model takes {draft_weight_bytes / GIB:.2f} GiB, "
+                f"the KV caches for {context} tokens {(target_kv + draft_kv_bytes) / GIB:.2f} GiB and activations "
+                f"{activation / GIB:.2f} GiB, leaving {max(budget, 0) / GIB:.2f} GiB for the target's weights, which "
+                f"need at least {minimum_bytes / GIB:.2f} GiB (embeddings/lm_head and the streaming slots). Use a "
+                f"smaller draft model, close programs that use the GPU, or run on the CPU."
+            )
+        tree = max(1, tree // 2)

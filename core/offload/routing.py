@@ -6,14 +6,19 @@ take it when asked (`on`) or, with `auto`, when their weights would not fit in f
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import torch
 
 from core.errors import InvalidSettingError
 from core.offload.gptq_loader import is_gptq_folder
+from core.offload.residency import PLANNED_CONTEXT, config_kv_bytes
+
+if TYPE_CHECKING:
+    from core.causal_lm import CausalLM
 
 GIB = 1024**3
 OFFLOAD_MODES = ("auto", "on", "off")
@@ -26,12 +31,13 @@ _AUTO_FIT_SHARE = 0.8
 class OffloadSettings:
     """mode: auto|on|off; vram_budget_gb: VRAM for the target's weights (None = free VRAM minus the
     draft, caches, activations and a margin); resident_layers: 'auto' or a count; tree_budget: sizes the
-    activations reserved for a target pass."""
+    activations reserved for a target pass; draft_kv_bytes: VRAM the draft's KV cache will take (`with_draft`)."""
 
     mode: str = "auto"
     vram_budget_gb: float | None = None
     resident_layers: int | str = "auto"
     tree_budget: int = 128
+    draft_kv_bytes: int = 0
 
     def __post_init__(self) -> None:
         if self.mode not in OFFLOAD_MODES:
@@ -40,6 +46,15 @@ class OffloadSettings:
             raise InvalidSettingError(f"the VRAM budget must be positive (GB), got {self.vram_budget_gb}")
         if self.resident_layers != "auto" and (not isinstance(self.resident_layers, int) or self.resident_layers < 0):
             raise InvalidSettingError(f"resident layers must be 'auto' or a count >= 0, got {self.resident_layers!r}")
+
+
+    def with_draft(self, draft: "CausalLM | None") -> "OffloadSettings":
+        """These settings with the draft's KV cache reserved in the default VRAM budget. The draft's weights
+        need no reserve: it loads first, so free VRAM is measured without them."""
+        if draft is None:
+            return self
+        tokens = PLANNED_CONTEXT + self.tree_budget
+        return dataclasses.replace(self, draft_kv_bytes=config_kv_bytes(draft.config, tokens, draft.dtype.itemsize))
 
 
 def parse_resident_layers(text: str) -> int | str:
@@ -88,7 +103,8 @@ def load_offloaded_folder(folder: Path, name: str, dtype: torch.dtype, device: t
             report(f"Loading {name}: {done / GIB:.1f}/{total / GIB:.1f} GiB")
 
     tokenizer = _load_tokenizer(name, folder)
-    lm = load_offloaded(str(folder), str(device), dtype, budget, resident, bytes_progress, tree_budget=settings.tree_budget)
+    lm = load_offloaded(str(folder), str(device), dtype, budget, resident, bytes_progress,
+                        tree_budget=settings.tree_budget, draft_kv_bytes=settings.draft_kv_bytes)
     lm.name = name
     lm.eos_token_ids = eos_token_ids(lm.model, tokenizer)
     report(lm.report.summary())
