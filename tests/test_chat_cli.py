@@ -61,6 +61,22 @@ def test_scripted_chat_answers_each_line_and_keeps_history(model_dirs):
     assert answers[2] == greedy_answer(model_dirs, [system, user3], 12)  # /reset forgot turns 1-2
 
 
+def test_offload_flags_reach_the_engine(model_dirs):
+    """--offload on loads the target through the offloaded path (its report is on stderr) with the same
+    answer; a bad --resident-layers is a clear error before any engine starts."""
+    result = subprocess.run(
+        chat_command(model_dirs, "--max-new-tokens", "8", "--offload", "on", "--resident-layers", "1"),
+        input="w10 w11\n", capture_output=True, text=True, timeout=140,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "layers in host RAM" in result.stderr  # core.offload.offloaded_lm.OffloadReport.summary
+    assert result.stdout == greedy_answer(model_dirs, [{"role": "user", "content": "w10 w11"}], 8) + "\n"
+    bad = subprocess.run(chat_command(model_dirs, "--resident-layers", "most"), input="", capture_output=True,
+                         text=True, timeout=60)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert "error: --resident-layers takes 'auto' or a number" in bad.stderr
+
+
 def test_ctrl_c_stops_the_answer_not_the_program(model_dirs):
     """Interactive mode (stdin is a terminal): Ctrl-C goes to the whole process group, as a terminal sends
     it; the answer stops (or had just finished), the chat and its engine live on and answer the next line."""

@@ -19,7 +19,7 @@ import sys
 import time
 
 from core.cli.models import load_pair
-from core.cli.options import add_model_arguments
+from core.cli.options import add_model_arguments, engine_load_settings
 from core.engine import protocol as P
 from core.engine.client import EngineClient
 from core.errors import EngineError, InvalidSettingError
@@ -116,8 +116,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         client.start()
         client.load(
-            args.target, args.draft if args.method != "sequential" else None, dtype=args.dtype, device=args.device,
-            budget=args.budget, max_depth=args.max_depth, expand=args.expand, wait=True,
+            args.target, args.draft if args.method != "sequential" else None,
+            budget=args.budget, max_depth=args.max_depth, expand=args.expand, wait=True, **engine_load_settings(args),
         )
         answer, _, _ = _answer(client, turn1, settings)
         turn2 = turn1 + [{"role": "assistant", "content": answer}, {"role": "user", "content": FOLLOW_UP}]

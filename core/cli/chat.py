@@ -6,7 +6,8 @@ the system prompt; /system alone clears it), /help, /quit. Ctrl-C stops the curr
 already shown stay in the history) but not the program; Ctrl-D (end of input) leaves.
 
 When stdin is not a terminal, each input line is answered in turn (one answer per output line, no prompts)
-and the command exits at the end of input: 0 if every turn was answered, 1 otherwise.
+and the command exits at the end of input: 0 if every turn was answered, 1 otherwise. Loading steps (and
+where an offloaded target's layers went) are reported on stderr in both modes.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import sys
 import threading
 from contextlib import contextmanager
 
-from core.cli.options import add_generation_arguments, decoding_settings, sampling_params
+from core.cli.options import add_generation_arguments, decoding_settings, engine_load_settings, sampling_params
 from core.engine import protocol as P
 from core.engine.client import EngineClient
 
@@ -173,17 +174,17 @@ class ChatLoop:
 
 def run(args: argparse.Namespace) -> int:
     decoding_settings(args)  # bad flags fail here, before the engine starts
+    load_settings = engine_load_settings(args)
     interactive = sys.stdin.isatty()
     client = EngineClient(torch_threads=args.threads)
     try:
         client.start()
-        progress = (lambda event: print(event.stage, file=sys.stderr, flush=True)) if interactive else None
         client.load(
             args.target,
             args.draft if args.method != "sequential" else None,
-            dtype=args.dtype, device=args.device,
             budget=args.budget, max_depth=args.max_depth, expand=args.expand, draft_top_p=args.draft_top_p,
-            wait=True, on_progress=progress,
+            wait=True, on_progress=lambda event: print(event.stage, file=sys.stderr, flush=True),
+            **load_settings,
         )
         return ChatLoop(client, args, interactive).run()
     finally:

@@ -64,6 +64,15 @@ def offload_settings(args: argparse.Namespace) -> "OffloadSettings":
     )
 
 
+def engine_load_settings(args: argparse.Namespace) -> dict[str, object]:
+    """The model flags as fields of the engine's Load request (commands that drive the engine process)."""
+    offload_settings(args)  # bad offload flags fail here, before an engine starts
+    return dict(
+        dtype=args.dtype, device=args.device, offload=args.offload, vram_budget_gb=args.vram_budget,
+        resident_layers=args.resident_layers,
+    )
+
+
 def _largest_budget(args: argparse.Namespace) -> int:
     """The biggest tree the command will score: it sizes the activations an offloaded target reserves."""
     return max(getattr(args, "budgets", None) or [getattr(args, "budget", DEFAULTS.budget)])
