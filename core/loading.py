@@ -34,6 +34,8 @@ except ImportError:  # pragma: no cover
     PreTrainedTokenizerBase = object  # type: ignore[misc,assignment]
 
 Progress = Callable[[str], None]
+# (bytes of weights read so far, bytes in all): reported by loaders that read tensor by tensor (offloaded targets)
+WeightProgress = Callable[[int, int], None]
 
 if TYPE_CHECKING:
     from core.offload.routing import OffloadSettings
@@ -117,12 +119,15 @@ def load_model(
     device: str = "auto",
     progress: Progress | None = None,
     offload: "OffloadSettings | None" = None,
+    weight_progress: WeightProgress | None = None,
 ) -> LoadedModel:
     """Load `spec`: a model folder, a .gguf file, a repo id in the local HF cache, 'builtin' or 'builtin-draft'.
 
     The model comes back in eval mode with gradients off, attention 'sdpa', on `device` in `dtype`.
     A GPTQ folder, or a 16-bit folder that `offload` says to offload, comes back as an OffloadedLM
-    (core.offload): decoder weights in host RAM, streamed to the GPU per pass.
+    (core.offload): decoder weights in host RAM, streamed to the GPU per pass. `progress` gets a sentence per
+    loading step; `weight_progress` gets (bytes read, bytes in all) while an offloaded target's weights are
+    read, at most once per percent (a 35 GB model takes minutes: the app shows a moving bar).
     """
     report: Progress = progress or (lambda _message: None)
     torch_device = resolve_device(device)
@@ -143,7 +148,7 @@ def load_model(
 
     settings = offload or OffloadSettings()
     if should_offload(path, settings, torch_device):
-        return load_offloaded_folder(path, name, torch_dtype, torch_device, settings, report)
+        return load_offloaded_folder(path, name, torch_dtype, torch_device, settings, report, weight_progress)
     return load_hf_folder(path, name, torch_dtype, torch_device, report)
 
 

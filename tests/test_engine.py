@@ -345,6 +345,27 @@ def test_out_of_memory_halves_the_budget_and_retries(model_dirs, local):
     assert {e.budget for e in later if isinstance(e, P.PassStats)} == {4}
 
 
+def test_offloaded_target_load_progress_moves_with_the_bytes_read(model_dirs):
+    """Loading a target through the offloaded path reports byte-level progress: many LoadProgress events whose
+    bytes and fraction only grow, weighted by file size across draft and target, ending at 1.0."""
+    from core.engine.process import Engine
+
+    events: queue.Queue = queue.Queue()
+    engine = Engine(queue.Queue(), events)
+    engine.accept(P.Load(target=model_dirs[0], draft=model_dirs[1], dtype="float64", device="cpu", offload="on", **TREE))
+    engine.handle(engine.pending.popleft())
+    got = [events.get() for _ in range(events.qsize())]
+    assert isinstance(got[-1], P.StatusReport) and got[-1].state == "ready", got[-1]
+    progress = [e for e in got if isinstance(e, P.LoadProgress)]
+    sizes = [sum(p.stat().st_size for p in Path(d).glob("*.safetensors")) for d in model_dirs]
+    assert {e.bytes_total for e in progress} == {sum(sizes)}
+    assert [e.fraction for e in progress] == sorted(e.fraction for e in progress)
+    assert [e.bytes_done for e in progress] == sorted(e.bytes_done for e in progress)
+    target_steps = [e for e in progress if sizes[1] < e.bytes_done < sum(sizes)]
+    assert len(target_steps) >= 5  # the target's weights are reported as they are read, not once at the end
+    assert progress[-1].fraction == 1.0 and any("layers in host RAM" in e.stage for e in progress)
+
+
 # ----------------------------------------------------------------------------------------------------------
 # Process lifetime: the parent dies; the engine is killed (runs last: it restarts the shared engine)
 

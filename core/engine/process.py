@@ -228,18 +228,27 @@ class Engine:
         )
         loaded: dict[str, Any] = {}
         for index, (role, spec) in enumerate(roles):
-            done = sum(sizes[:index])
+            now = {"stage": f"Loading the {role} model {spec}", "share": 0.0}
 
-            def progress(stage: str, done=done, index=index) -> None:
-                self.emit(P.LoadProgress(stage, done, total, index / len(roles)))
+            def progress(stage: str | None = None, share: float | None = None, index=index, now=now) -> None:
+                """A new step (`stage`) or a new `share` (0..1) of this model's weights read; keeps the other."""
+                now["stage"] = stage or now["stage"]
+                now["share"] = now["share"] if share is None else share
+                if total:  # weighted by file size: a 35 GB target is most of the bar, its draft a sliver
+                    done = sum(sizes[:index]) + int(now["share"] * sizes[index])
+                    fraction = done / total
+                else:
+                    done, fraction = 0, (index + now["share"]) / len(roles)
+                self.emit(P.LoadProgress(now["stage"], done, total, fraction))
                 self.drain()
                 if not self.running:
                     raise _Cancelled()
 
-            progress(f"Loading the {role} model {spec}")
+            progress()
             loaded[role] = load_model(
                 spec, dtype=request.dtype, device=request.device, progress=progress,
                 offload=offload.with_draft(loaded["draft"].lm if "draft" in loaded else None) if role == "target" else None,
+                weight_progress=lambda done, all_bytes: progress(share=done / max(all_bytes, 1)),
             )
         target, draft = loaded["target"], loaded.get("draft")
         if draft is not None:

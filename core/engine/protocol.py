@@ -152,8 +152,9 @@ class EngineStarted(Event):
 
 @dataclass(frozen=True)
 class LoadProgress(Event):
-    """stage: human-readable step. bytes_*: weight bytes of the models finished so far / in all (0 when
-    unknown, e.g. built-in models). fraction: 0..1, coarse (per model), None when unknown."""
+    """stage: human-readable step. bytes_*: weight bytes read so far / in all, by the models' file sizes (0 when
+    unknown, e.g. built-in models). fraction: 0..1; it moves with every percent of an offloaded target's
+    weights (they are read tensor by tensor) and per model otherwise. None when unknown."""
 
     stage: str
     bytes_done: int = 0

@@ -83,8 +83,12 @@ def should_offload(folder: Path, settings: OffloadSettings, device: torch.device
 
 
 def load_offloaded_folder(folder: Path, name: str, dtype: torch.dtype, device: torch.device,
-                          settings: OffloadSettings, report: Callable[[str], None]):
-    """Load `folder` as an OffloadedLM (GPTQ with `off` keeps every layer resident: nothing streams)."""
+                          settings: OffloadSettings, report: Callable[[str], None],
+                          weight_progress: Callable[[int, int], None] | None = None):
+    """Load `folder` as an OffloadedLM (GPTQ with `off` keeps every layer resident: nothing streams).
+
+    `report` gets a sentence every 10% of the weights; `weight_progress` (bytes read, bytes in all) every 1%.
+    """
     from core.loading import LoadedModel, _load_tokenizer, eos_token_ids
     from core.offload import load_offloaded
 
@@ -94,13 +98,17 @@ def load_offloaded_folder(folder: Path, name: str, dtype: torch.dtype, device: t
 
         resident = json.loads((folder / "config.json").read_text())["num_hidden_layers"]
     budget = int(settings.vram_budget_gb * GIB) if settings.vram_budget_gb is not None else None
-    last_reported = [-1]
+    last_percent = [-1]
 
     def bytes_progress(done: int, total: int) -> None:
-        tenth = 10 * done // max(total, 1)
-        if tenth != last_reported[0]:  # throttled to every 10%
-            last_reported[0] = tenth
+        percent = 100 * done // max(total, 1)
+        if percent == last_percent[0]:  # the loader calls after every tensor: throttle to every 1%
+            return
+        if percent // 10 != last_percent[0] // 10:
             report(f"Loading {name}: {done / GIB:.1f}/{total / GIB:.1f} GiB")
+        last_percent[0] = percent
+        if weight_progress is not None:
+            weight_progress(done, total)
 
     tokenizer = _load_tokenizer(name, folder)
     lm = load_offloaded(str(folder), str(device), dtype, budget, resident, bytes_progress,
