@@ -195,6 +195,7 @@ def load_offloaded(
     plan, fit = _plan_device(config, device, dtype, layouts, top_bytes + scratch_bytes, vram_budget_bytes,
                              resident_layers, n_slots, tree_budget, max_context, draft_weight_bytes, draft_kv_bytes,
                              stream_on_cpu)
+    lowered = fit if fit is not None and fit.lowered else None  # the tree budget VRAM forced down, if any
 
     store = HostWeightStore(layouts, pin=device.type == "cuda")
     top = _materialise_top_level(model, device)
@@ -226,14 +227,14 @@ def load_offloaded(
         pinned=store.pinned,
         streaming=streaming,
         budget_bytes=plan.budget_bytes,
-        tree_budget_fit=fit if fit is not None and fit.lowered else None,
+        tree_budget_fit=lowered,
     )
     return OffloadedLM(
         model=model,
         name=folder_path.name,
         eos_token_ids=_eos_ids(folder_path, config),
         max_context=int(getattr(config, "max_position_embeddings", max_context)),
-        max_tree_tokens=fit.tree_budget if fit is not None and fit.lowered else None,
+        max_tree_tokens=lowered.tree_budget if lowered is not None else None,
         streamer=streamer,
         report=report,
     )
