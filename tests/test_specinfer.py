@@ -276,10 +276,11 @@ def test_same_seed_same_tokens(tiny_target, tiny_draft):
 
 
 def test_chain_shape():
-    assert [chain_shape(b, 64) for b in (16, 64, 256, 1024)] == [(4, 4), (8, 8), (16, 16), (32, 32)]
+    assert [chain_shape(b, 64) for b in (16, 64, 256, 1024)] == [(4, 4), (8, 8), (32, 8), (32, 32)]
+    assert chain_shape(2048, 32) == (64, 32)  # past 32 chains the length grows, up to the depth cap
     assert chain_shape(64, 3) == (21, 3)  # the depth cap shortens chains and widens the trie
     assert chain_shape(1, 8) == (1, 1)
-    assert chain_shape(2, 8) == (2, 1)  # round(sqrt(2)) = 1
+    assert chain_shape(2, 8) == (1, 2)  # round(sqrt(2)) = 1 chain
     assert chain_shape(10, 8) == (3, 3)
     assert chain_shape(64, 0) == (0, 0)  # no room: a plain target step
     for budget in range(1, 300):
