@@ -228,12 +228,13 @@ def fit_default_budget(
         if budget >= minimum_bytes:
             return DefaultBudget(budget, tree, tree_budget)
         if tree <= 1:
+            draft = f"the draft model {draft_weight_bytes / GIB:.2f} GiB, " if draft_weight_bytes else ""
             raise InsufficientVRAMError(
                 f"not enough VRAM for the target model even with a tree budget of 1 token: of "
-                f"{free_vram_bytes / GIB:.2f} GiB free, the draft model takes {draft_weight_bytes / GIB:.2f} GiB, "
-                f"the KV caches for {context} tokens {(target_kv + draft_kv_bytes) / GIB:.2f} GiB and activations "
-                f"{activation / GIB:.2f} GiB, leaving {max(budget, 0) / GIB:.2f} GiB for the target's weights, which "
-                f"need at least {minimum_bytes / GIB:.2f} GiB (embeddings/lm_head and the streaming slots). Use a "
-                f"smaller draft model, close programs that use the GPU, or run on the CPU."
+                f"{free_vram_bytes / GIB:.2f} GiB free on the GPU, {draft}the KV caches for {context} tokens take "
+                f"{(target_kv + draft_kv_bytes) / GIB:.2f} GiB, activations {activation / GIB:.2f} GiB and a safety "
+                f"margin {DEFAULT_MARGIN_BYTES / GIB:.2f} GiB, leaving {max(budget, 0) / GIB:.2f} GiB for the "
+                f"target's weights, which need at least {minimum_bytes / GIB:.2f} GiB (embeddings/lm_head and the "
+                f"streaming slots). Use a smaller draft model, close programs that use the GPU, or run on the CPU."
             )
         tree = max(1, tree // 2)

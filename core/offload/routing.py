@@ -47,7 +47,6 @@ class OffloadSettings:
         if self.resident_layers != "auto" and (not isinstance(self.resident_layers, int) or self.resident_layers < 0):
             raise InvalidSettingError(f"resident layers must be 'auto' or a count >= 0, got {self.resident_layers!r}")
 
-
     def with_draft(self, draft: "CausalLM | None") -> "OffloadSettings":
         """These settings with the draft's KV cache reserved in the default VRAM budget. The draft's weights
         need no reserve: it loads first, so free VRAM is measured without them."""
