@@ -142,7 +142,7 @@ def test_plan_residency_errors():
         plan_residency([100] * 10, 500, n_slots=0)
 
 
-def test_default_budget_and_tree_error():
+def test_default_budget_is_free_vram_minus_draft_caches_activations_and_margin():
     assert default_vram_budget(1000, 100, 50, 20, 30, margin_bytes=10) == 790
     assert kv_cache_bytes(2, 8, 128, 300, 2) == 2 * 2 * 8 * 512 * 128 * 2  # capacity doubles 256 -> 512
     config = LlamaConfig(hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2, vocab_size=100)
