@@ -11,10 +11,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-APP_NAME = "SpecExec Desktop"
-APP_AUTHOR = "SpecExec"
+# The folder names are defined once, in core.models.locations: the models folder sits beside the chats.
+from core.models.locations import APP_AUTHOR, APP_NAME, DATA_DIR_ENV
 
-DATA_DIR_ENV = "SPECEXEC_DATA_DIR"
 CONFIG_DIR_ENV = "SPECEXEC_CONFIG_DIR"
 LOG_DIR_ENV = "SPECEXEC_LOG_DIR"
 

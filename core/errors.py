@@ -47,3 +47,7 @@ class InsufficientVRAMError(InsufficientMemoryError):
 
 class EngineError(SpecExecError, RuntimeError):
     """The engine process could not be started, died, or answered a request with an error."""
+
+
+class CatalogError(SpecExecError, ValueError):
+    """The model catalog file is missing, malformed, or does not name the pair asked for."""

@@ -1,0 +1,117 @@
+"""The curated catalog of model pairs (`resources/catalog.json`): what to download for each pair, and what
+it needs. Pure data: the CLI, the fit prediction and the app's wizard all read this one file.
+
+SPECEXEC_CATALOG points at another catalog file (tests, and people who curate their own list).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from core.errors import CatalogError
+
+CATALOG_ENV = "SPECEXEC_CATALOG"
+SCHEMA_VERSION = 1
+DEFAULT_CATALOG = Path(__file__).resolve().parent.parent.parent / "resources" / "catalog.json"
+BUILTIN_PAIR_ID = "builtin"
+
+
+@dataclass(frozen=True)
+class ModelRef:
+    """One model of a pair: a hub repo at a revision (a GPTQ branch), or 'builtin' / 'builtin-draft'."""
+
+    repo: str
+    revision: str
+    quantization: str
+    approx_bytes: int
+
+    @property
+    def is_builtin(self) -> bool:
+        return self.repo in ("builtin", "builtin-draft")
+
+
+@dataclass(frozen=True)
+class Pair:
+    """A target and the draft that speeds it up, with what a person needs to know before downloading."""
+
+    id: str
+    name: str
+    summary: str
+    target: ModelRef
+    draft: ModelRef
+    licence: str
+    licence_url: str
+    gated: bool
+    context_length: int
+    min_ram_gb: float
+    min_vram_gb: float
+
+    @property
+    def download_bytes(self) -> int:
+        """Approximate bytes to fetch (0 for the built-in pair, which ships with the app)."""
+        return sum(model.approx_bytes for model in (self.target, self.draft) if not model.is_builtin)
+
+
+@dataclass(frozen=True)
+class Catalog:
+    schema_version: int
+    pairs: tuple[Pair, ...]
+
+    def pair(self, pair_id: str) -> Pair:
+        """The pair with this id. Raises CatalogError naming the known ids."""
+        for pair in self.pairs:
+            if pair.id == pair_id:
+                return pair
+        raise CatalogError(f"no model pair '{pair_id}' in the catalog; known: {', '.join(p.id for p in self.pairs)}")
+
+    def has(self, pair_id: str) -> bool:
+        return any(pair.id == pair_id for pair in self.pairs)
+
+
+def catalog_path() -> Path:
+    override = os.environ.get(CATALOG_ENV)
+    return Path(override).expanduser() if override else DEFAULT_CATALOG
+
+
+def load_catalog(path: Path | None = None) -> Catalog:
+    """Read and check the catalog. Raises CatalogError with the file and the field at fault."""
+    source = path or catalog_path()
+    try:
+        data = json.loads(source.read_text(encoding="utf-8"))
+    except FileNotFoundError as error:
+        raise CatalogError(f"the model catalog {source} is missing: reinstall the app") from error
+    except (OSError, json.JSONDecodeError) as error:
+        raise CatalogError(f"the model catalog {source} cannot be read: {error}") from error
+    if not isinstance(data, dict) or data.get("schema_version") != SCHEMA_VERSION:
+        found = data.get("schema_version") if isinstance(data, dict) else None
+        raise CatalogError(
+            f"the model catalog {source} has schema version {found!r}; this program reads version {SCHEMA_VERSION}"
+        )
+    try:
+        pairs = tuple(_pair(entry) for entry in data["pairs"])
+    except (KeyError, TypeError, ValueError) as error:
+        raise CatalogError(f"the model catalog {source} has a malformed pair entry: {error!r}") from error
+    ids = [pair.id for pair in pairs]
+    if len(set(ids)) != len(ids):
+        raise CatalogError(f"the model catalog {source} lists a pair id twice: {ids}")
+    return Catalog(schema_version=SCHEMA_VERSION, pairs=pairs)
+
+
+def _model(entry: dict) -> ModelRef:
+    return ModelRef(
+        repo=str(entry["repo"]), revision=str(entry.get("revision") or ""),
+        quantization=str(entry["quantization"]), approx_bytes=int(entry["approx_bytes"]),
+    )
+
+
+def _pair(entry: dict) -> Pair:
+    return Pair(
+        id=str(entry["id"]), name=str(entry["name"]), summary=str(entry.get("summary", "")),
+        target=_model(entry["target"]), draft=_model(entry["draft"]),
+        licence=str(entry["licence"]), licence_url=str(entry.get("licence_url", "")), gated=bool(entry["gated"]),
+        context_length=int(entry["context_length"]), min_ram_gb=float(entry["min_ram_gb"]),
+        min_vram_gb=float(entry["min_vram_gb"]),
+    )

@@ -1,0 +1,34 @@
+"""Where downloaded and imported models live on disk.
+
+SPECEXEC_MODELS_DIR wins; else `models/` under SPECEXEC_DATA_DIR (the app's one-folder override, used by
+tests and portable installs); else `models/` in the platform's per-user data folder, the same folder the
+app keeps its conversations in, so an update or uninstall of the program keeps them.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+MODELS_DIR_ENV = "SPECEXEC_MODELS_DIR"
+DATA_DIR_ENV = "SPECEXEC_DATA_DIR"
+APP_NAME = "SpecExec Desktop"
+APP_AUTHOR = "SpecExec"
+
+
+def models_dir(environ: dict[str, str] | None = None) -> Path:
+    """The models folder (not created here)."""
+    env = os.environ if environ is None else environ
+    if env.get(MODELS_DIR_ENV):
+        return Path(env[MODELS_DIR_ENV]).expanduser()
+    if env.get(DATA_DIR_ENV):
+        return Path(env[DATA_DIR_ENV]).expanduser() / "models"
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir(APP_NAME, APP_AUTHOR)) / "models"
+
+
+def repo_folder_name(repo: str, revision: str = "main") -> str:
+    """One folder per repo and revision: 'TheBloke/X-GPTQ' at 'gptq-3bit' -> 'TheBloke--X-GPTQ@gptq-3bit'."""
+    name = repo.replace("/", "--")
+    return name if revision in ("", "main") else f"{name}@{revision.replace('/', '--')}"
