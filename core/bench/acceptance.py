@@ -11,7 +11,7 @@ import json
 import sys
 from dataclasses import asdict, dataclass
 
-from core.cli.models import load_pair
+from core.cli.pair import load_pair
 from core.cli.options import add_model_arguments, sampling_params, tree_settings
 from core.generation import METHODS, DecodingSettings, stream_generate
 from core.methods.specexec import TreeSettings

@@ -18,7 +18,7 @@ import statistics
 import sys
 import time
 
-from core.cli.models import load_pair
+from core.cli.pair import load_pair
 from core.cli.options import add_model_arguments, engine_load_settings
 from core.engine import protocol as P
 from core.engine.client import EngineClient

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from core.cli.models import load_pair
+from core.cli.pair import load_pair
 from core.cli.options import add_generation_arguments, decoding_settings, sampling_params
 from core.generation import stream_generate
 from core.prompts import Prompt, encode_prompt, read_messages_file

@@ -11,6 +11,7 @@ COMMANDS = {
     "generate": ("core.cli.generate", "generate text from a prompt"),
     "chat": ("core.cli.chat", "chat in the terminal (the engine runs in its own process)"),
     "bench": ("core.cli.bench", "benchmarks: acceptance, offload"),
+    "models": ("core.cli.models", "model pairs: recommend, download, list, delete, import"),
 }
 
 

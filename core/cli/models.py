@@ -1,24 +1,21 @@
-"""Loading the target/draft pair for a command, with the tokenizer check."""
+"""`specexec models <action>`: find, fit and fetch model pairs; each action lives in its own module."""
 
 from __future__ import annotations
 
 import argparse
-import sys
+import importlib
 
-from core.cli.options import offload_settings
-from core.loading import LoadedModel, check_same_tokenizer, load_model
+# action -> (module with add_arguments(parser) and run(args), help)
+ACTIONS: dict[str, tuple[str, str]] = {}
 
 
-def load_pair(args: argparse.Namespace, need_draft: bool = True) -> tuple[LoadedModel, LoadedModel | None]:
-    """Load --draft (when the method needs one) and then --target; refuse pairs whose tokenizers differ.
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="action", required=True)
+    for name, (module, help_text) in ACTIONS.items():
+        command = sub.add_parser(name, help=help_text)
+        importlib.import_module(module).add_arguments(command)
+        command.set_defaults(action_module=module)
 
-    The draft loads first so that an offloaded target's default VRAM budget already excludes it.
-    """
-    progress = (lambda message: print(message, file=sys.stderr)) if not getattr(args, "json", False) else None
-    offload = offload_settings(args)
-    draft = load_model(args.draft, dtype=args.dtype, device=args.device, progress=progress) if need_draft else None
-    target = load_model(args.target, dtype=args.dtype, device=args.device, progress=progress,
-                        offload=offload.with_draft(draft.lm if draft is not None else None))
-    if draft is not None:
-        check_same_tokenizer(target.tokenizer, draft.tokenizer, args.target, args.draft)
-    return target, draft
+
+def run(args: argparse.Namespace) -> int:
+    return importlib.import_module(args.action_module).run(args)
