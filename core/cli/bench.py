@@ -9,6 +9,8 @@ BENCHMARKS = {
     "acceptance": ("core.bench.acceptance", "tokens per target pass per method and budget"),
     "offload": ("core.bench.offload", "streamed target pass vs host-to-device copy rate"),
     "chat": ("core.bench.chat", "chat: time to first token with KV reuse, streaming latency through the engine"),
+    "agreement": ("core.bench.agreement", "same seed, same tokens: SpecExec vs sequential in a dtype (16-bit flips)"),
+    "memory": ("core.bench.memory", "host RAM and VRAM plan of an offloaded 70B GPTQ target per GPU size"),
 }
 
 

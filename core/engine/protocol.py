@@ -75,7 +75,9 @@ class Load(Request):
     offload (auto|on|off), vram_budget_gb (None: free VRAM minus the draft, caches, activations and a margin)
     and resident_layers ('auto' or a count) place an offloaded target (core.offload.routing); budget also sizes
     the activations it reserves. StatusReport.models["budget"] is the tree budget in force: lower than
-    `budget` when the GPU cannot hold the activations of the requested tree.
+    `budget` when the GPU cannot hold the activations of the requested tree. context_length: the tokens of
+    conversation both KV caches are preallocated for (None: 4,096, or the model's limit if lower);
+    StatusReport.models["max_context"] reports it, and longer conversations drop their oldest turns.
     """
 
     target: str = "builtin"
@@ -85,6 +87,7 @@ class Load(Request):
     offload: str = "auto"
     vram_budget_gb: float | None = None
     resident_layers: str = "auto"
+    context_length: int | None = None
     budget: int = 128
     max_depth: int = 32
     expand: int = 32
