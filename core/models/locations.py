@@ -12,6 +12,7 @@ from pathlib import Path
 
 MODELS_DIR_ENV = "SPECEXEC_MODELS_DIR"
 DATA_DIR_ENV = "SPECEXEC_DATA_DIR"
+CONFIG_DIR_ENV = "SPECEXEC_CONFIG_DIR"
 APP_NAME = "SpecExec Desktop"
 APP_AUTHOR = "SpecExec"
 
@@ -26,6 +27,19 @@ def models_dir(environ: dict[str, str] | None = None) -> Path:
     import platformdirs
 
     return Path(platformdirs.user_data_dir(APP_NAME, APP_AUTHOR)) / "models"
+
+
+def config_dir(environ: dict[str, str] | None = None) -> Path:
+    """The per-user config folder (not created here), by the same rules as the app's settings
+    (app/paths.py): SPECEXEC_CONFIG_DIR, else `config/` under SPECEXEC_DATA_DIR, else the platform's."""
+    env = os.environ if environ is None else environ
+    if env.get(CONFIG_DIR_ENV):
+        return Path(env[CONFIG_DIR_ENV]).expanduser()
+    if env.get(DATA_DIR_ENV):
+        return Path(env[DATA_DIR_ENV]).expanduser() / "config"
+    import platformdirs
+
+    return Path(platformdirs.user_config_dir(APP_NAME, APP_AUTHOR))
 
 
 def repo_folder_name(repo: str, revision: str = "main") -> str:
