@@ -134,6 +134,11 @@ def test_pair_from_catalog_downloads_target_and_draft(hub, hub_env, capsys, tmp_
     listing = json.loads(_list_json(capsys))
     pairs = {pair["id"]: pair["installed"] for pair in listing["pairs"]}
     assert pairs["tiny-pair"] is True
+    assert main(["models", "delete", "org/small", "--yes"]) == 0  # a repo id names its folder
+    assert not Path(folders["draft"]).exists()
+    assert {p["id"]: p["installed"] for p in json.loads(_list_json(capsys))["pairs"]}["tiny-pair"] is False
+    assert main(["models", "delete", "tiny-pair", "--yes"]) == 0  # a pair id: what is left of it
+    assert not Path(folders["target"]).exists()
 
 
 def _list_json(capsys) -> str:
