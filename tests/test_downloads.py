@@ -142,6 +142,7 @@ def test_pair_from_catalog_downloads_target_and_draft(hub, hub_env, capsys, tmp_
 
 
 def _list_json(capsys) -> str:
+    capsys.readouterr()
     main(["models", "list", "--json"])
     return capsys.readouterr().out
 
