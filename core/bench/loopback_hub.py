@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import unquote, urlparse
 
-WRITE_CHUNK = 64 << 10
+WRITE_CHUNK = 256 << 10
 
 
 def payload(size: int, seed: int = 0) -> bytes:

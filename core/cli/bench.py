@@ -8,6 +8,7 @@ import importlib
 BENCHMARKS = {
     "acceptance": ("core.bench.acceptance", "tokens per target pass per method and budget"),
     "offload": ("core.bench.offload", "streamed target pass vs host-to-device copy rate"),
+    "download": ("core.bench.download", "model downloads: speed against the loopback server's raw rate, resume saving"),
     "chat": ("core.bench.chat", "chat: time to first token with KV reuse, streaming latency through the engine"),
 }
 
