@@ -310,3 +310,19 @@ def test_model_manager_modules_never_import_torch():
             "core.models.token_store, core.cli.models_download, core.cli.models_list; "
             "sys.exit(1 if 'torch' in sys.modules else 0)")
     assert subprocess.run([sys.executable, "-c", code], timeout=60).returncode == 0
+
+
+def test_download_benchmark_runs_and_its_resume_fetches_exactly_the_missing_bytes(capsys, monkeypatch, tmp_path):
+    import argparse
+
+    from core.bench import download as bench
+
+    monkeypatch.delenv("SPECEXEC_DOWNLOAD_FREE_BYTES", raising=False)
+    parser = argparse.ArgumentParser()
+    bench.add_arguments(parser)
+    assert bench.run(parser.parse_args(["--megabytes", "6", "--files", "2", "--repeats", "1", "--json",
+                                        "--dir", str(tmp_path)])) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["resume_kept_bytes"] + result["resume_fetched_bytes"] == result["repo_bytes"]
+    assert 0 < result["resume_fetched_bytes"] < result["repo_bytes"]
+    assert result["raw_mb_per_s"] > 0 and result["download_mb_per_s"] > 0
