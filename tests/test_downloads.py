@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from core.cli.main import main
-from core.errors import DownloadCancelledError
+from core.errors import DownloadCancelledError, DownloadError
 from core.models.download import DownloadJob, DownloadSettings, download, format_bytes
 from core.models.download_progress import DownloadListener
 from core.models.hub import fetch_listing
@@ -326,3 +326,22 @@ def test_download_benchmark_runs_and_its_resume_fetches_exactly_the_missing_byte
     assert result["resume_kept_bytes"] + result["resume_fetched_bytes"] == result["repo_bytes"]
     assert 0 < result["resume_fetched_bytes"] < result["repo_bytes"]
     assert result["raw_mb_per_s"] > 0 and result["download_mb_per_s"] > 0
+
+
+def test_unreachable_hub_is_a_network_error(hub_env, capsys, monkeypatch):
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # the discard port: nothing listens there
+    code, events, _ = run_cli(["models", "download", "org/tiny", "--json"], capsys)
+    assert code == 2 and events[-1]["kind"] == "network" and "cannot reach the hub" in events[-1]["message"]
+
+
+def test_a_hub_gone_after_the_listing_gives_up_after_max_attempts(hub, hub_env):
+    small_repo(hub)
+    recorder = Recorder()
+    listing = fetch_listing("org/tiny")
+    hub.close()  # every connection for a file body is now refused
+    folder = hub_env.models_dir / "org--tiny"
+    settings = DownloadSettings(stall_timeout_s=0.5, connect_timeout_s=0.5, backoff_s=0.01, max_attempts=3)
+    with pytest.raises(DownloadError, match="failed 3 times in a row"):
+        download([DownloadJob(listing, folder)], hub_env.models_dir, recorder, settings=settings)
+    assert [event[2] for event in recorder.events if event[0] == "retry"] == [1, 2, 3]
+    assert read_manifest(folder).complete is False

@@ -180,77 +180,86 @@ def _fetch_verified(session, job: DownloadJob, file: RemoteFile, label: str, met
             )
 
 
+class _PartialFile:
+    """The `.incomplete` file of one download with the running sha256 of its bytes; `offset` is its length."""
+
+    def __init__(self, handle, chunk_bytes: int) -> None:
+        self.handle = handle
+        self.hasher = hashlib.sha256()
+        handle.seek(0)
+        while block := handle.read(chunk_bytes):  # resume: hash what an earlier run left
+            self.hasher.update(block)
+        self.offset = handle.tell()
+        self._since_fsync = 0
+
+    def append(self, chunk: bytes) -> None:
+        self.handle.write(chunk)
+        self.hasher.update(chunk)
+        self.offset += len(chunk)
+        self._since_fsync += len(chunk)
+        if self._since_fsync >= FSYNC_EVERY_BYTES:  # bound what a power cut can lose
+            self.handle.flush()
+            os.fsync(self.handle.fileno())
+            self._since_fsync = 0
+
+    def restart(self) -> int:
+        """Empty the file (the server cannot continue it); returns the bytes thrown away."""
+        dropped = self.offset
+        self.handle.truncate(0)
+        self.handle.seek(0)
+        self.hasher, self.offset = hashlib.sha256(), 0
+        return dropped
+
+
 def _fetch_body(session, job: DownloadJob, file: RemoteFile, partial: Path, label: str, meter: ProgressMeter,
                 cancel: threading.Event, token: str | None, settings: DownloadSettings) -> str:
     """Append the missing bytes of `file` to `partial`, reconnecting as needed; returns the sha256 of it all."""
     import requests
 
-    hasher = hashlib.sha256()
+    url = file_url(job.remote.repo, job.remote.commit, file.path)
     with open(partial, "ab+") as handle:
-        handle.seek(0)
-        while block := handle.read(settings.chunk_bytes):  # resume: hash what an earlier run left
-            hasher.update(block)
-        offset = handle.tell()
-        url = file_url(job.remote.repo, job.remote.commit, file.path)
+        body = _PartialFile(handle, settings.chunk_bytes)
         failures = 0
-        since_fsync = 0
-        while offset < file.size:
-            if cancel.is_set():
-                raise DownloadCancelledError(f"download cancelled; {label} is kept at {offset} bytes for a resume")
+        while body.offset < file.size:
             received = 0
             try:
-                response = _open(session, url, offset, token, job.remote.repo, settings)
-                with response:
-                    if offset > 0 and response.status_code == 200:  # the server ignored Range: start over
-                        meter.add(label, -offset)
-                        handle.truncate(0)
-                        handle.seek(0)
-                        hasher, offset = hashlib.sha256(), 0
-                    elif offset > 0 and not _content_range_starts_at(response, offset):
-                        raise _Retryable(f"the server answered a range other than bytes {offset}-")
+                _raise_if_cancelled(cancel, label, body.offset)
+                with _open(session, url, body.offset, token, job.remote.repo, settings) as response:
+                    if body.offset > 0 and response.status_code == 200:  # the server ignored Range: start over
+                        meter.add(label, -body.restart())
+                    elif body.offset > 0 and not _content_range_starts_at(response, body.offset):
+                        raise _Retryable(f"the server answered a range other than bytes {body.offset}-")
                     for chunk in response.iter_content(settings.chunk_bytes):
-                        if cancel.is_set():
-                            raise DownloadCancelledError(
-                                f"download cancelled; {label} is kept at {offset} bytes for a resume"
-                            )
-                        handle.write(chunk)
-                        hasher.update(chunk)
-                        offset += len(chunk)
+                        _raise_if_cancelled(cancel, label, body.offset)
+                        body.append(chunk)
                         received += len(chunk)
-                        since_fsync += len(chunk)
-                        if since_fsync >= FSYNC_EVERY_BYTES:  # bound what a power cut can lose
-                            handle.flush()
-                            os.fsync(handle.fileno())
-                            since_fsync = 0
                         meter.add(label, len(chunk))
-                if offset < file.size:
-                    raise _Retryable(f"the connection closed at {offset} of {file.size} bytes")
+                if body.offset < file.size:
+                    raise _Retryable(f"the connection closed at {body.offset} of {file.size} bytes")
             except (requests.RequestException, _Retryable) as error:
-                handle.flush()
                 if isinstance(error, _RangeNotSatisfiable):
-                    meter.add(label, -offset)
-                    handle.truncate(0)
-                    handle.seek(0)
-                    hasher, offset = hashlib.sha256(), 0
+                    meter.add(label, -body.restart())
                 failures = 1 if received else failures + 1
                 if failures > settings.max_attempts:
                     raise DownloadError(
                         f"the network failed {settings.max_attempts} times in a row while fetching {label} "
-                        f"({_reason(error, settings)}); the {offset} bytes fetched are kept: run the download again "
-                        "to resume"
+                        f"({_reason(error, settings)}); the {body.offset} bytes fetched are kept: run the download "
+                        "again to resume"
                     ) from error
                 meter.listener.retry(label, failures, _reason(error, settings))
-                delay = min(settings.backoff_s * 2 ** (failures - 1), settings.max_backoff_s)
-                if cancel.wait(delay):
-                    raise DownloadCancelledError(
-                        f"download cancelled; {label} is kept at {offset} bytes for a resume"
-                    ) from None
+                if cancel.wait(min(settings.backoff_s * 2 ** (failures - 1), settings.max_backoff_s)):
+                    _raise_if_cancelled(cancel, label, body.offset)
             except OSError as error:
                 if error.errno == errno.ENOSPC:
                     raise DiskSpaceError(f"the disk filled up while writing {label}; free some space and resume") from error
                 raise
         handle.flush()
-    return hasher.hexdigest()
+        return body.hasher.hexdigest()
+
+
+def _raise_if_cancelled(cancel: threading.Event, label: str, offset: int) -> None:
+    if cancel.is_set():
+        raise DownloadCancelledError(f"download cancelled; {label} is kept at {offset} bytes for a resume")
 
 
 def _open(session, url: str, offset: int, token: str | None, repo: str, settings: DownloadSettings):
