@@ -49,7 +49,7 @@ def hub_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hub: LoopbackHub) -
     values = {
         "SPECEXEC_MODELS_DIR": str(models), "SPECEXEC_CONFIG_DIR": str(config), "HF_HOME": str(tmp_path / "hf-home"),
         "PYTHON_KEYRING_BACKEND": "keyring.backends.fail.Keyring", "HF_HUB_DISABLE_XET": "1",
-        "HF_ENDPOINT": hub.url,
+        "HF_ENDPOINT": hub.url, "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost",
     }
     for key, value in values.items():
         monkeypatch.setenv(key, value)

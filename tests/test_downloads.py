@@ -247,6 +247,8 @@ def test_gated_repo_without_token_says_how_to_give_one_and_the_token_stays_off_t
     assert error["licence_url"] == "https://huggingface.co/org/gated"
     assert "https://huggingface.co/org/gated" in error["message"]
     assert "specexec models login" in error["message"] and "HF_TOKEN" in error["message"]
+    assert [e["event"] for e in events] == ["error"]  # refused before the plan: no folder was made
+    assert not (hub_env.models_dir / "org--gated").exists() and hub.bytes_served == 0
 
     monkeypatch.setenv("HF_TOKEN", "hf_wrong")
     code, events, _ = run_cli(["models", "download", "org/gated", "--json"], capsys)

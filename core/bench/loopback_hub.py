@@ -221,6 +221,20 @@ def _handler_for(hub: LoopbackHub) -> type[BaseHTTPRequestHandler]:
             else:
                 self._error(404, None)
 
+        def do_HEAD(self) -> None:  # noqa: N802 (the http.server API)
+            """What the hub says about a file without its body: 401 for a gated repo without its token."""
+            match = _RESOLVE.match(unquote(urlparse(self.path).path))
+            hosted = hub.find(match.group(1), match.group(2))[0] if match else None
+            if hosted is None or match.group(3) not in hosted.files:
+                status = 404
+            elif hosted.gated and self.headers.get("Authorization") != f"Bearer {hosted.token}":
+                status = 401
+            else:
+                status = 302 if hosted.files[match.group(3)].lfs else 200
+            self.send_response(status)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
         def _model_info(self, repo: str, revision: str) -> None:
             hosted, exists = hub.find(repo, revision)
             if hosted is None:

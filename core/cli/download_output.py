@@ -57,7 +57,8 @@ class HumanListener(DownloadListener):
     def plan(self, folders: dict[str, Path], files: list[PlannedFile], total_bytes: int, already_bytes: int) -> None:
         where = ", ".join(str(path) for path in folders.values())
         already = f", {format_bytes(already_bytes)} already here" if already_bytes else ""
-        print(f"Downloading {len(files)} files, {format_bytes(total_bytes)}{already}, into {where}", file=self.stream)
+        count = f"{len(files)} file" + ("" if len(files) == 1 else "s")
+        print(f"Downloading {count}, {format_bytes(total_bytes)}{already}, into {where}", file=self.stream)
 
     def progress(self, progress: Progress) -> None:
         now = time.monotonic()

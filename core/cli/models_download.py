@@ -115,3 +115,5 @@ def _print_done(folders: dict[str, Path]) -> None:
         print(f"{label}: {folder}")
     if {"target", "draft"} <= set(folders):
         print(f"Run it with: specexec chat --target '{folders['target']}' --draft '{folders['draft']}'")
+    else:
+        print(f"Use it with: specexec chat --target '{folders['model']}' (and a draft model)")

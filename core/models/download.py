@@ -79,6 +79,8 @@ def download(jobs: list[DownloadJob], root: Path, listener: DownloadListener | N
         DownloadCancelledError: `cancel` was set.
         DownloadError: the network failed `settings.max_attempts` times in a row.
     """
+    import requests
+
     listener = listener or DownloadListener()
     cancel = cancel or threading.Event()
     planned: list[tuple[DownloadJob, RemoteFile, PlannedFile]] = []
@@ -90,23 +92,39 @@ def download(jobs: list[DownloadJob], root: Path, listener: DownloadListener | N
             planned.append((job, file, PlannedFile(relative, file.size, bytes_present(job.folder, file))))
     total = sum(item.size for _, _, item in planned)
     already = sum(item.already_bytes for _, _, item in planned)
-    check_free_space(root, total - already, settings.free_margin_bytes)
-    for job in jobs:  # only now: a refused download leaves nothing behind
-        job.folder.mkdir(parents=True, exist_ok=True)
-        write_manifest(job.folder, job.remote, complete=False)
-    listener.plan({job.label: job.folder for job in jobs}, [item for _, _, item in planned], total, already)
-    meter = ProgressMeter(listener, total, already, settings.progress_interval_s)
-
-    import requests
-
     with requests.Session() as session:
-        session.trust_env = False  # no netrc credentials or proxies picked up behind the user's back
+        for job in jobs:  # a gated repo says so now, before any folder is made
+            missing = [file for j, file, item in planned if j is job and item.already_bytes < file.size]
+            if missing:
+                _check_access(session, job, missing[0], token, settings)
+        check_free_space(root, total - already, settings.free_margin_bytes)
+        for job in jobs:  # only now: a refused download leaves nothing behind
+            job.folder.mkdir(parents=True, exist_ok=True)
+            write_manifest(job.folder, job.remote, complete=False)
+        listener.plan({job.label: job.folder for job in jobs}, [item for _, _, item in planned], total, already)
+        meter = ProgressMeter(listener, total, already, settings.progress_interval_s)
         for job in jobs:
             for file, item in ((file, item) for j, file, item in planned if j is job):
                 if item.already_bytes == file.size and (job.folder / file.path).is_file():
                     continue
                 _fetch_verified(session, job, file, item.path, meter, cancel, token, settings)
             write_manifest(job.folder, job.remote, complete=True)
+
+
+def _check_access(session, job: DownloadJob, file: RemoteFile, token: str | None, settings: DownloadSettings) -> None:
+    """A HEAD of one file, redirect not followed: the hub answers 401/403 for a gated repo without a token
+    with accepted terms. Network trouble here is left to the download's own retries."""
+    import requests
+
+    url = file_url(job.remote.repo, job.remote.commit, file.path)
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    try:
+        response = session.head(url, headers=headers, allow_redirects=False,
+                                timeout=(settings.connect_timeout_s, settings.stall_timeout_s))
+    except requests.RequestException:
+        return
+    if response.status_code in (401, 403):
+        raise GatedModelError(gated_message(job.remote.repo, bool(token)), licence_page(job.remote.repo))
 
 
 def check_free_space(folder: Path, missing_bytes: int, margin_bytes: int) -> None:

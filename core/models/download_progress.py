@@ -8,6 +8,8 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
+MIN_SPEED_WINDOW_S = 1.0
+
 
 @dataclass(frozen=True)
 class PlannedFile:
@@ -74,7 +76,8 @@ class ProgressMeter:
         now = time.monotonic() if now is None else now
         start_time, start_bytes = self._samples[0]
         elapsed = now - start_time
-        speed = (self.done_bytes - start_bytes) / elapsed if elapsed > 0 else 0.0
+        # Under a second of transfer says nothing yet (a 2-byte config file is not a speed): report 0 / None.
+        speed = (self.done_bytes - start_bytes) / elapsed if elapsed >= MIN_SPEED_WINDOW_S else 0.0
         remaining = max(self.total_bytes - self.done_bytes, 0)
         eta = remaining / speed if speed > 0 else (0.0 if remaining == 0 else None)
         return Progress(file=file, done_bytes=self.done_bytes, total_bytes=self.total_bytes,
