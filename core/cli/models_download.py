@@ -9,13 +9,11 @@ With --json, stdout carries one JSON object per line (`plan`, `progress`, `verif
 from __future__ import annotations
 
 import argparse
-import re
 import signal
 import sys
 from pathlib import Path
 
 EXIT_OK, EXIT_ERROR, EXIT_CANCELLED = 0, 2, 130
-_REPO_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -59,37 +57,20 @@ def run(args: argparse.Namespace) -> int:
 
 def _download(args: argparse.Namespace, listener) -> dict[str, Path]:
     """Resolve the name, list the files on the hub, download; returns the folders by role."""
-    from core.errors import RemoteNotFoundError
     from core.models.catalog import load_catalog
-    from core.models.download import DownloadJob, download
-    from core.models.hub import fetch_listing
-    from core.models.locations import models_dir, repo_folder_name
+    from core.models.download import download
+    from core.models.download_jobs import download_jobs, wanted_repos
+    from core.models.locations import models_dir
     from core.models.token_store import current_token
 
     root = Path(args.dir).expanduser() if args.dir else models_dir()
-    catalog = load_catalog()
-    if catalog.has(args.name):
-        pair = catalog.pair(args.name)
-        if args.revision:
-            raise RemoteNotFoundError("--revision applies to a repo id; a catalog pair names its own revisions")
-        models = {label: model for label, model in (("target", pair.target), ("draft", pair.draft))
-                  if not model.is_builtin}
-        if not models:
-            print(f"'{pair.name}' ships with the app: nothing to download. Use it with "
-                  "`--target builtin --draft builtin-draft`.", file=sys.stderr)
-        wanted = {label: (model.repo, model.revision or "main") for label, model in models.items()}
-    elif _REPO_ID.match(args.name):
-        wanted = {"model": (args.name, args.revision or "main")}
-    else:
-        known = ", ".join(pair.id for pair in catalog.pairs)
-        raise RemoteNotFoundError(
-            f"'{args.name}' is neither a model pair (known: {known}) nor a hub repo id like 'owner/name'"
-        )
+    wanted = wanted_repos(args.name, args.revision, load_catalog())
     if not wanted:
+        print(f"'{args.name}' ships with the app: nothing to download. Use it with "
+              "`--target builtin --draft builtin-draft`.", file=sys.stderr)
         return {}
     token = current_token()
-    jobs = [DownloadJob(fetch_listing(repo, revision, token), root / repo_folder_name(repo, revision), label)
-            for label, (repo, revision) in wanted.items()]
+    jobs = download_jobs(wanted, root, token)
     download(jobs, root, listener, token=token)
     return {job.label: job.folder for job in jobs}
 

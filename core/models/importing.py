@@ -92,18 +92,32 @@ def import_model(source: Path, root: Path, link: bool = False) -> Path:
         raise ModelFormatError(f"{destination} already exists: delete it first (`specexec models delete {name}`)")
     root.mkdir(parents=True, exist_ok=True)
     if link and source.is_dir():
-        destination.symlink_to(source, target_is_directory=True)
+        _link(destination, source)
         return destination
     staging = root / f".importing-{name}"
     if staging.exists():
         shutil.rmtree(staging)
-    if source.is_dir():
-        shutil.copytree(source, staging)
-    else:
-        staging.mkdir()
-        if link:
-            (staging / source.name).symlink_to(source)
+    try:
+        if source.is_dir():
+            shutil.copytree(source, staging)
         else:
-            shutil.copy2(source, staging / source.name)
+            staging.mkdir()
+            if link:
+                _link(staging / source.name, source)
+            else:
+                shutil.copy2(source, staging / source.name)
+    except BaseException:  # a failed or interrupted copy leaves nothing behind
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
     os.replace(staging, destination)
     return destination
+
+
+def _link(path: Path, target: Path) -> None:
+    try:
+        path.symlink_to(target, target_is_directory=target.is_dir())
+    except OSError as error:
+        raise ModelFormatError(
+            f"cannot link {path} to {target} here ({error.strerror}; on Windows, links need Developer Mode): "
+            "import without --link to copy it"
+        ) from error
