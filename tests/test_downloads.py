@@ -347,3 +347,18 @@ def test_a_hub_gone_after_the_listing_gives_up_after_max_attempts(hub, hub_env):
         download([DownloadJob(listing, folder)], hub_env.models_dir, recorder, settings=settings)
     assert [event[2] for event in recorder.events if event[0] == "retry"] == [1, 2, 3]
     assert read_manifest(folder).complete is False
+
+
+def test_progress_is_throttled_to_about_four_events_a_second(hub, hub_env):
+    _, files = small_repo(hub, big=3 << 20)
+    hub.limit_rate(2 << 20)  # ~1.5 s, hundreds of 64 KiB writes
+    recorder = Recorder()
+    started = time.monotonic()
+    folder = hub_env.models_dir / "org--tiny"
+    download([DownloadJob(fetch_listing("org/tiny"), folder)], hub_env.models_dir, recorder,
+             settings=DownloadSettings())  # the default interval, 0.25 s
+    elapsed = time.monotonic() - started
+    progress = [event for event in recorder.events if event[0] == "progress"]
+    assert elapsed > 1.0 and 3 <= len(progress) <= 4 * elapsed + len(files) + 1
+    assert [done for _, done in progress] == sorted(done for _, done in progress)  # never goes back
+    assert_files(folder, files)
