@@ -148,8 +148,8 @@ def _list_json(capsys) -> str:
 
 
 def test_kill_9_mid_file_then_resume_fetches_only_the_missing_bytes(hub, hub_env):
-    hosted, files = small_repo(hub, big=6 << 20)
-    hub.limit_rate(3 << 20)  # ~2 s for the big file: time to kill it in the middle
+    hosted, files = small_repo(hub, big=8 << 20)
+    hub.limit_rate(2 << 20)  # ~4 s for the big file: time to kill it in the middle, even on a busy machine
     command = [*MODELS_CLI, "download", "org/tiny", "--json"]
     process = subprocess.Popen(command, env=hub_env.env, stdout=subprocess.PIPE, text=True)
     partial = hub_env.models_dir / "org--tiny" / f"{BIG}.incomplete"
