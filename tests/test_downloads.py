@@ -362,3 +362,18 @@ def test_progress_is_throttled_to_about_four_events_a_second(hub, hub_env):
     assert elapsed > 1.0 and 3 <= len(progress) <= 4 * elapsed + len(files) + 1
     assert [done for _, done in progress] == sorted(done for _, done in progress)  # never goes back
     assert_files(folder, files)
+
+
+def test_a_new_commit_on_the_branch_refetches_only_the_changed_files(hub, hub_env, capsys):
+    first, files = small_repo(hub)
+    assert run_cli(["models", "download", "org/tiny", "--json"], capsys)[0] == 0
+    changed = {**files, BIG: payload(len(files[BIG]), seed=9)}
+    second = hub.add_repo("org/tiny", changed)
+    assert second.commit != first.commit
+    hub.reset_counters()
+    code, events, _ = run_cli(["models", "download", "org/tiny", "--json"], capsys)
+    assert code == 0 and events[0]["already_bytes"] == events[0]["total_bytes"] - len(changed[BIG])
+    assert hub.bytes_served == len(changed[BIG])
+    folder = hub_env.models_dir / "org--tiny"
+    assert_files(folder, changed)
+    assert read_manifest(folder).commit == second.commit

@@ -105,8 +105,10 @@ class LoopbackHub:
 
     def add_repo(self, repo: str, files: dict[str, bytes], revision: str = "main", gated: bool = False,
                  token: str | None = None) -> HostedRepo:
-        """Host `files` (path -> bytes) as `repo` at `revision`; files of `lfs_min_bytes` or more are LFS files."""
-        commit = hashlib.sha1(repr((repo, revision, sorted(files))).encode()).hexdigest()
+        """Host `files` (path -> bytes) as `repo` at `revision` (replacing what it held: a new commit on the
+        branch); files of `lfs_min_bytes` or more are LFS files."""
+        contents = sorted((path, hashlib.sha256(data).hexdigest()) for path, data in files.items())
+        commit = hashlib.sha1(repr((repo, revision, contents)).encode()).hexdigest()  # new files, new commit
         hosted = HostedRepo(
             repo=repo, commit=commit, revisions={revision, commit}, gated=gated, token=token,
             files={path: HostedFile(path, data, len(data) >= self.lfs_min_bytes) for path, data in files.items()},
