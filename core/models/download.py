@@ -69,7 +69,9 @@ def download(jobs: list[DownloadJob], root: Path, listener: DownloadListener | N
     """Bring every file of every job onto disk, verified, resuming whatever earlier runs left.
 
     `root` is the folder the event paths are relative to (the models folder). Cancelling (the event, or
-    KeyboardInterrupt) keeps partial files for the next run.
+    KeyboardInterrupt) keeps partial files for the next run; the event is seen at the next chunk or retry
+    wait, so a stalled connection can hold it for up to `stall_timeout_s` (the CLI turns SIGINT and SIGTERM
+    into an immediate KeyboardInterrupt instead).
 
     Raises:
         DiskSpaceError: before the first byte, when the missing bytes plus a margin exceed the free space.
