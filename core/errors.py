@@ -51,3 +51,7 @@ class EngineError(SpecExecError, RuntimeError):
 
 class CatalogError(SpecExecError, ValueError):
     """The model catalog file is missing, malformed, or does not name the pair asked for."""
+
+
+class HardwareDescriptionError(SpecExecError, ValueError):
+    """A hardware description file (a fixture given with --hw or SPECEXEC_HW_FIXTURE) is missing or malformed."""

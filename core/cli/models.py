@@ -6,7 +6,9 @@ import argparse
 import importlib
 
 # action -> (module with add_arguments(parser) and run(args), help)
-ACTIONS: dict[str, tuple[str, str]] = {}
+ACTIONS: dict[str, tuple[str, str]] = {
+    "recommend": ("core.cli.models_recommend", "which model pairs this computer can run, how fast, and which to pick"),
+}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
