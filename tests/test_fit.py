@@ -155,3 +155,20 @@ def test_host_need_is_exactly_what_the_loader_checks(tmp_path) -> None:
         load_offloaded(str(tmp_path), "cpu", torch.float16, available_ram_bytes=need - 1)
     lm = load_offloaded(str(tmp_path), "cpu", torch.float16, available_ram_bytes=need)
     assert lm.report.host_store_bytes == 3 * decoder_layer_bytes(model.shape, model.weights)
+
+
+@pytest.mark.parametrize("pair_id", ["llama2-70b-chat-gptq", "qwen2.5-72b-instruct-gptq", "mixtral-8x7b-instruct-gptq"])
+def test_minimum_vram_is_exactly_where_the_default_budget_starts_to_fit(pair_id: str) -> None:
+    from dataclasses import replace
+
+    pair, machine = load_catalog().pair(pair_id), hw("gpu24-ram64-pcie4")
+    need = minimum_vram_bytes(pair)
+
+    def on(free: int):
+        gpu = replace(machine.gpus[0], vram_free_bytes=free, vram_total_bytes=free)
+        return predict_pair(pair, replace(machine, gpus=(gpu,)))
+
+    below, at = on(need - 1), on(need)
+    assert below.fit == "no" and below.resident_layers is None and "needs at least" in below.reason
+    assert at.resident_layers == 0 and at.budget == 1  # the tree budget halved down to one token
+    assert at.fit == "tight" and "tree budget drops from 128 to 1" in at.reason

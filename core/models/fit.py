@@ -125,36 +125,45 @@ class _Plan:
     problem: str | None
 
 
+def _target_on_gpu(pair: Pair) -> tuple[list[int], int]:
+    """(bytes of each decoder layer, fixed VRAM: non-layer weights + GPTQ scratch), as the loader plans them."""
+    target = _shape(pair.target, pair)
+    layer_bytes = [decoder_layer_bytes(target, pair.target.weights)] * target.num_hidden_layers
+    scratch = gptq_scratch_bytes(largest_gptq_linear(target) if pair.target.weights.bits else 0, GPU_DTYPE_BYTES)
+    return layer_bytes, non_layer_bytes(target, GPU_DTYPE) + scratch
+
+
+def _draft_kv_bytes(pair: Pair, tree_budget: int) -> int:
+    """The draft's KV cache as `OffloadSettings.with_draft` reserves it (planned context + requested tree)."""
+    return residency.config_kv_bytes(_shape(pair.draft, pair), residency.PLANNED_CONTEXT + tree_budget, GPU_DTYPE_BYTES)
+
+
 def _plan_on_gpu(pair: Pair, free_vram: int, tree_budget: int) -> _Plan:
     """What `load_pair` would do with `free_vram` free: load the draft, then plan the target's residency."""
-    target, draft = _shape(pair.target, pair), _shape(pair.draft, pair)
+    target = _shape(pair.target, pair)
     draft_bytes = model_bytes_on_gpu(pair.draft, pair)
     if draft_bytes + residency.DEFAULT_MARGIN_BYTES > free_vram:
         return _Plan(None, tree_budget, f"the draft model alone needs {gb(draft_bytes)} of VRAM, the GPU has {gb(free_vram)} free")
-    layer_bytes = [decoder_layer_bytes(target, pair.target.weights)] * target.num_hidden_layers
-    scratch = gptq_scratch_bytes(largest_gptq_linear(target) if pair.target.weights.bits else 0, GPU_DTYPE_BYTES)
-    fixed = non_layer_bytes(target, GPU_DTYPE) + scratch
-    draft_kv = residency.config_kv_bytes(draft, residency.PLANNED_CONTEXT + tree_budget, GPU_DTYPE_BYTES)
+    layer_bytes, fixed = _target_on_gpu(pair)
     minimum = residency.minimum_device_bytes(layer_bytes, fixed)
     try:
         budget = residency.fit_default_budget(target, free_vram - draft_bytes, GPU_DTYPE_BYTES, residency.PLANNED_CONTEXT,
-                                              0, draft_kv, minimum, tree_budget)
+                                              0, _draft_kv_bytes(pair, tree_budget), minimum, tree_budget)
         plan = residency.plan_residency(layer_bytes, budget.budget_bytes, fixed)
     except InsufficientVRAMError:
-        need = minimum_vram_bytes(pair)
+        need = minimum_vram_bytes(pair, tree_budget)
         return _Plan(None, tree_budget, f"needs at least {gb(need)} of VRAM, the GPU has {gb(free_vram)} free")
     return _Plan(plan, budget.tree_budget, None)
 
 
-def minimum_vram_bytes(pair: Pair) -> int:
+def minimum_vram_bytes(pair: Pair, tree_budget: int = DEFAULT_TREE_BUDGET) -> int:
     """The least free VRAM the pair loads in: the draft and its KV cache, then the target at a tree of one
     token (the default budget's terms, from the same functions) with no resident layer."""
-    target, draft = _shape(pair.target, pair), _shape(pair.draft, pair)
-    layer_bytes = [decoder_layer_bytes(target, pair.target.weights)] * target.num_hidden_layers
-    scratch = gptq_scratch_bytes(largest_gptq_linear(target) if pair.target.weights.bits else 0, GPU_DTYPE_BYTES)
+    target = _shape(pair.target, pair)
+    layer_bytes, fixed = _target_on_gpu(pair)
     context = residency.PLANNED_CONTEXT
-    return (model_bytes_on_gpu(pair.draft, pair) + residency.config_kv_bytes(draft, context + 1, GPU_DTYPE_BYTES)
-            + residency.minimum_device_bytes(layer_bytes, non_layer_bytes(target, GPU_DTYPE) + scratch)
+    return (model_bytes_on_gpu(pair.draft, pair) + _draft_kv_bytes(pair, tree_budget)
+            + residency.minimum_device_bytes(layer_bytes, fixed)
             + residency.config_kv_bytes(target, context + 1, GPU_DTYPE_BYTES)
             + residency.activation_bytes(target, 1, context, GPU_DTYPE_BYTES) + residency.DEFAULT_MARGIN_BYTES)
 
