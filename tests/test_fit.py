@@ -172,3 +172,10 @@ def test_minimum_vram_is_exactly_where_the_default_budget_starts_to_fit(pair_id:
     assert below.fit == "no" and below.resident_layers is None and "needs at least" in below.reason
     assert at.resident_layers == 0 and at.budget == 1  # the tree budget halved down to one token
     assert at.fit == "tight" and "tree budget drops from 128 to 1" in at.reason
+
+
+def test_default_budget_is_the_engines() -> None:
+    from core.methods.specexec import TreeSettings
+    from core.models.fit import DEFAULT_TREE_BUDGET
+
+    assert DEFAULT_TREE_BUDGET == TreeSettings().budget

@@ -42,6 +42,20 @@ def test_probe_without_nvml_or_cuda_reports_plainly(tmp_path, monkeypatch) -> No
     assert not (tmp_path / "not").exists()  # measuring free space creates nothing
 
 
+@pytest.mark.gpu
+def test_probe_on_a_cuda_machine_reads_nvml_and_measures_the_link() -> None:
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    hw = probe_hardware(measure=True)
+    assert len(hw.gpus) >= 1 and hw.gpu_note.startswith(f"{len(hw.gpus)} NVIDIA GPU")
+    gpu = hw.gpus[0]
+    assert gpu.vram_total_bytes >= gpu.vram_free_bytes > 0 and gpu.compute_capability
+    assert gpu.pcie.gen_max and gpu.pcie.width_max
+    assert gpu.h2d_bytes_per_second > 1e9  # any PCIe link moves more than 1 GB/s pinned
+
+
 def test_h2d_measure_needs_cuda() -> None:
     from core.hardware.h2d import measure_h2d
 
