@@ -51,3 +51,8 @@ class EngineError(SpecExecError, RuntimeError):
 
 class CatalogError(SpecExecError, ValueError):
     """The model catalog file is missing, malformed, or does not name the pair asked for."""
+
+
+class ServerError(SpecExecError, OSError):
+    """The API server could not start: the port is taken, the address is not this machine's, or binding a
+    non-loopback address was not allowed explicitly."""

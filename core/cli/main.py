@@ -12,6 +12,7 @@ COMMANDS = {
     "chat": ("core.cli.chat", "chat in the terminal (the engine runs in its own process)"),
     "bench": ("core.cli.bench", "benchmarks: acceptance, offload"),
     "models": ("core.cli.models", "model pairs: recommend, download, list, delete, import"),
+    "serve": ("core.cli.serve", "a local OpenAI-compatible API server (chat and text completions)"),
 }
 
 
