@@ -77,16 +77,18 @@ def test_settings_row_shows_a_key_to_copy_and_saves_the_switch(qtbot, tiny_model
     dialog = AppSettingsDialog(settings)
     qtbot.addWidget(dialog)
     row = dialog.api_server
-    key = row.key.text()
-    assert key.startswith("sk-specexec-") and len(key) > 30  # made on first show
+    assert row.key.text() == "" and dialog.values() == settings  # an untouched dialog changes nothing
     assert not row.port.isEnabled() and not row.copy_button.isEnabled()
     row.enabled.setChecked(True)
+    key = row.key.text()
+    assert key.startswith("sk-specexec-") and len(key) > 30  # made when the server is turned on
     assert row.port.isEnabled() and row.copy_button.isEnabled()
     dialog.show()
     screenshot(dialog, "settings_api_server")
     row.copy_button.click()
     assert QGuiApplication.clipboard().text() == key
     row.port.setValue(9123)
+    assert "http://127.0.0.1:9123/v1" in row.address.text()
     values = dialog.values()
     assert (values.api_server, values.api_server_port, values.api_server_require_key, values.api_server_key) == \
         (True, 9123, True, key)

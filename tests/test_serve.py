@@ -16,6 +16,7 @@ import urllib.error
 import urllib.request
 
 import openai
+import psutil
 import pytest
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -27,8 +28,8 @@ QUESTION = [{"role": "user", "content": "Why is the sky blue?"}]
 
 
 @pytest.fixture(scope="module")
-def server():
-    """A `specexec serve --port 0` process; yields its base URL. Stopped with SIGTERM, which must exit 0."""
+def served():
+    """A `specexec serve --port 0` process and its base URL. Stopped with SIGTERM, which must exit 0."""
     process = subprocess.Popen(
         [sys.executable, "-m", "core.cli.main", "serve", "--port", "0", "--api-key", KEY, *FLAGS],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -41,7 +42,7 @@ def server():
                 break
         url = next((l.split()[-1] for l in lines if l.startswith("Serving the OpenAI API at ")), None)
         assert url is not None and lines[-1].strip() == f"API key: {KEY}", (lines, process.stderr.read())
-        yield url
+        yield url, process
     finally:
         process.send_signal(signal.SIGTERM)
         try:
@@ -49,6 +50,11 @@ def server():
         finally:
             if process.poll() is None:
                 process.kill()
+
+
+@pytest.fixture(scope="module")
+def server(served):
+    return served[0]
 
 
 @pytest.fixture(scope="module")
@@ -156,8 +162,9 @@ def _open_stream(url: str, max_tokens: int) -> tuple[http.client.HTTPConnection,
 
 
 def test_a_client_that_disconnects_cancels_its_generation(server, client):
-    """Read two chunks of a 400-token stream, hang up: the engine is free within a second (plus the target
-    pass that was running: the engine checks for Cancel between passes), then answers the next request."""
+    """Read two chunks of a 400-token stream, hang up: the engine is free within a second plus the target pass
+    that was running (the engine checks for Cancel between passes; the bound allows two passes, as timed from
+    the stream, for a busy machine) instead of ~100 passes later, and answers the next request."""
     connection, response = _open_stream(server, max_tokens=400)
     stamps = []
     while len(stamps) < 3:  # the role chunk, then two chunks of text (two target passes)
@@ -178,7 +185,7 @@ def test_a_client_that_disconnects_cancels_its_generation(server, client):
         time.sleep(0.02)
     freed_after = time.monotonic() - hung_up
     print(f"engine free {freed_after:.2f} s after the disconnect (one target pass: {one_pass:.2f} s)")
-    assert freed_after < 1.0 + one_pass
+    assert freed_after < 1.0 + 2 * one_pass
     after = client.chat.completions.create(model="builtin", messages=QUESTION, max_tokens=2)
     assert after.usage.completion_tokens == 2
 
@@ -201,8 +208,25 @@ def test_two_clients_at_once_are_both_answered_as_if_alone(client):
     assert alone.choices[0].message.content == results[12]  # never interleaved, no KV state shared
 
 
-def test_a_non_loopback_host_needs_allow_remote():
-    result = subprocess.run([sys.executable, "-m", "core.cli.main", "serve", "--host", "0.0.0.0", "--port", "0"],
-                            capture_output=True, text=True, timeout=120)
-    assert result.returncode == 2 and "Traceback" not in result.stderr
-    assert "0.0.0.0 is not a loopback address" in result.stderr and "--allow-remote" in result.stderr
+def test_a_killed_engine_ends_its_request_with_an_error_and_comes_back(served, client):
+    """SIGKILL the engine process mid-stream: the stream ends with an error (not a hang), the server starts a
+    new engine with the same models, and the next request is answered."""
+    url, process = served
+    engines = [p for p in psutil.Process(process.pid).children() if "spawn_main" in " ".join(p.cmdline())]
+    assert len(engines) == 1, engines
+    stream = client.chat.completions.create(model="builtin", messages=QUESTION, max_tokens=400, stream=True)
+    with pytest.raises(openai.APIError, match="killed by SIGKILL"):
+        for chunk in stream:
+            if chunk.choices and chunk.choices[0].delta.content:
+                engines[0].kill()
+    answer = client.chat.completions.create(model="builtin", messages=QUESTION, max_tokens=2)
+    assert answer.usage.completion_tokens == 2
+    assert health(url) == {"status": "ok", "model": "builtin", "requests": 0, "cancelling": 0}
+
+
+def test_a_non_loopback_host_needs_allow_remote(capsys):
+    from core.cli.main import main
+
+    assert main(["serve", "--host", "0.0.0.0", "--port", "0"]) == 2
+    error = capsys.readouterr().err
+    assert "0.0.0.0 is not a loopback address" in error and "--allow-remote" in error

@@ -126,7 +126,7 @@ class OpenAIServer:
     async def health(self, request: Request) -> Response:
         self.check_host(request)
         info = self.gateway.model_info()
-        return JSONResponse({"status": "ok" if info else "loading", "model": info.get("target"),
+        return JSONResponse({"status": "ok" if info else "no_model", "model": info.get("target"),
                              **self.gateway.health()})
 
     async def models(self, request: Request) -> Response:
