@@ -105,7 +105,8 @@ class ServerConfig:
     def of(settings: AppSettings) -> "ServerConfig | None":
         if not settings.api_server:
             return None
-        return ServerConfig(settings.api_server_port, settings.api_server_key if settings.api_server_require_key else None)
+        key = settings.api_server_key if settings.api_server_require_key else None
+        return ServerConfig(settings.api_server_port, key)
 
 
 class ApiServerHost(QObject):

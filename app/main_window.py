@@ -320,7 +320,8 @@ class MainWindow(QMainWindow):
     # -- help ----------------------------------------------------------------------------------------------
 
     def diagnostics(self, with_gpu: bool = True) -> str:
-        flat = {k: v for k, v in to_dict(self.settings).items() if k != "defaults"}
+        secret = ("defaults", "api_server_key")  # the key never goes into a bug report
+        flat = {k: v for k, v in to_dict(self.settings).items() if k not in secret}
         paths = {f.name: str(getattr(self.paths, f.name)) for f in dataclasses.fields(self.paths)}
         paths["log file"] = str(self.paths.log_file)
         return diagnostics_text(self.bridge.describe(), flat, paths, with_gpu=with_gpu)

@@ -60,6 +60,7 @@ def test_the_app_answers_api_requests_and_its_chat_through_one_engine(qtbot, app
 
     with pytest.raises(openai.AuthenticationError):
         openai.OpenAI(base_url=url, api_key="wrong", max_retries=0).models.list()
+    assert KEY not in window.diagnostics(with_gpu=False)  # bug reports never carry the key
 
     window.apply_settings(dataclasses.replace(settings, api_server=False))  # the switch turns it off
     assert window.api_server.url is None

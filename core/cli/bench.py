@@ -9,6 +9,7 @@ BENCHMARKS = {
     "acceptance": ("core.bench.acceptance", "tokens per target pass per method and budget"),
     "offload": ("core.bench.offload", "streamed target pass vs host-to-device copy rate"),
     "chat": ("core.bench.chat", "chat: time to first token with KV reuse, streaming latency through the engine"),
+    "serve": ("core.bench.serve", "the API server: an answer over HTTP vs straight through the engine client"),
 }
 
 

@@ -28,7 +28,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(seed=None)
     parser.add_argument("--threads", type=int, default=None, help="CPU threads for the engine (default: all cores)")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0 = any free port)")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT,
+                        help=f"port (default {DEFAULT_PORT}; 0 = any free port)")
     parser.add_argument("--allow-remote", action="store_true",
                         help="allow a --host that other machines can reach (prints a warning)")
     keys = parser.add_mutually_exclusive_group()
