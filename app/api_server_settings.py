@@ -11,7 +11,7 @@ from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QLineEdit, QPushBu
 
 from app.api_server import HOST
 from app.settings import AppSettings
-from core.server.api import new_api_key
+from core.server.keys import new_api_key
 
 
 class ApiServerSettingsRow(QWidget):

@@ -67,9 +67,10 @@ def _note(text: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from core.engine.client import EngineClient
-    from core.server.api import create_app, new_api_key
+    from core.server.api import create_app
     from core.server.engine_thread import EngineThread
     from core.server.gateway import EngineGateway
+    from core.server.keys import new_api_key
     from core.server.runner import ApiServer, is_loopback
 
     decoding_settings(args)  # bad flags fail here, before anything starts

@@ -17,10 +17,8 @@ sees the disconnect).
 from __future__ import annotations
 
 import asyncio
-import hmac
 import json
 import logging
-import secrets
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -35,15 +33,11 @@ from starlette.types import Receive, Scope, Send
 from core.engine import protocol as P
 from core.server import schemas as S
 from core.server.gateway import EngineGateway, Ticket
+from core.server.keys import key_matches
 
 log = logging.getLogger(__name__)
 
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1", "[::1]")
-
-
-def new_api_key() -> str:
-    """A new random key (192 bits) for a server that requires one."""
-    return "sk-specexec-" + secrets.token_urlsafe(24)
 
 
 def error_response(error: S.ApiError) -> JSONResponse:
@@ -114,7 +108,7 @@ class OpenAIServer:
         if scheme.lower() != "bearer" or not given.strip():
             raise S.ApiError(401, "no API key: send it as 'Authorization: Bearer <key>' (the key is shown by "
                              "`specexec serve` and in the app's settings)", code="missing_api_key")
-        if not hmac.compare_digest(given.strip().encode(), self.api_key.encode()):
+        if not key_matches(given.strip(), self.api_key):
             raise S.ApiError(401, "incorrect API key", code="invalid_api_key")
 
     def model_id(self) -> str:
