@@ -4,7 +4,8 @@ It takes the model, method and sampling flags of `specexec chat`; the sampling f
 requests that leave a setting out (a request without `seed` gets a new random seed unless --seed is given).
 It listens on 127.0.0.1 only unless --host names another address *and* --allow-remote is given. An API key
 is required unless --no-api-key: --api-key sets it, otherwise a new one is made and printed. Requests are
-answered one at a time, each from fresh KV caches; Ctrl-C stops the server (open streams get 2 s).
+answered one at a time, each from fresh KV caches; Ctrl-C or SIGTERM stops the server (open streams get
+2 s) and the engine, and the command exits 0.
 
 What it prints on stdout, line by line, is for people and for scripts: the URL (`Serving the OpenAI API at
 URL`), then the key (`API key: KEY`) unless there is none.
