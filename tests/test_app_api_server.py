@@ -68,6 +68,22 @@ def test_the_app_answers_api_requests_and_its_chat_through_one_engine(qtbot, app
         urllib.request.urlopen(url + "/models", timeout=5)
 
 
+def test_with_the_key_turned_off_any_client_is_answered(qtbot, app_paths, shared_bridge, tiny_models):
+    from app.main_window import MainWindow
+
+    settings = dataclasses.replace(tiny_settings(*tiny_models), api_server=True, api_server_port=0,
+                                   api_server_require_key=False)
+    window = MainWindow(paths=app_paths, settings=settings, bridge=shared_bridge, confirm_delete=False)
+    qtbot.addWidget(window)
+    result: dict = {}
+    thread = _ask_in_thread(window.api_server.url, result, model="any", max_tokens=3,
+                            messages=[{"role": "user", "content": "w20"}])  # its key is not checked
+    qtbot.waitUntil(lambda: "answer" in result or "error" in result, timeout=120_000)
+    thread.join(10)
+    assert "error" not in result, result.get("error")
+    assert result["answer"].usage.completion_tokens == 3
+
+
 def test_settings_row_shows_a_key_to_copy_and_saves_the_switch(qtbot, tiny_models):
     from PySide6.QtGui import QGuiApplication
 
