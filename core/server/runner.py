@@ -54,8 +54,8 @@ def bind_socket(host: str, port: int, allow_remote: bool = False) -> socket.sock
     except OSError as error:
         sock.close()
         if error.errno in (98, 48, 10048):  # EADDRINUSE on Linux, macOS, Windows
-            raise ServerError(f"port {port} on {host} is already in use: pick another with --port "
-                              "(or stop the program using it)") from error
+            raise ServerError(f"port {port} on {host} is already in use (by another program, or another copy "
+                              "of this server): pick another port") from error
         raise ServerError(f"cannot listen on {host}:{port} ({error.strerror or error})") from error
     sock.set_inheritable(True)
     return sock
