@@ -84,6 +84,25 @@ def test_with_the_key_turned_off_any_client_is_answered(qtbot, app_paths, shared
     assert result["answer"].usage.completion_tokens == 3
 
 
+def test_a_taken_port_is_reported_not_fatal(qtbot, app_paths, shared_bridge, tiny_models):
+    import socket
+
+    from app.main_window import MainWindow
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    try:
+        settings = dataclasses.replace(tiny_settings(*tiny_models), api_server=True,
+                                       api_server_port=taken.getsockname()[1], api_server_key=KEY)
+        window = MainWindow(paths=app_paths, settings=settings, bridge=shared_bridge, confirm_delete=False)
+        qtbot.addWidget(window)
+        assert window.api_server.url is None and "already in use" in window.api_server.error
+        assert "already in use" in window.statusBar().currentMessage()
+    finally:
+        taken.close()
+
+
 def test_settings_row_shows_a_key_to_copy_and_saves_the_switch(qtbot, tiny_models):
     from PySide6.QtGui import QGuiApplication
 
