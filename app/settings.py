@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from core.engine import protocol as P
+from core.threads import resolve_thread_count
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +82,7 @@ class AppSettings:
     tree_budget: int = 128
     max_depth: int = 32
     expand: int = 32
-    engine_threads: int = 0  # CPU threads for the engine; 0 = all cores but one
+    engine_threads: int = 0  # CPU threads for the engine; 0 = core.threads' default (physical cores minus one)
     defaults: ConversationSettings = field(default_factory=ConversationSettings)
     schema_version: int = SETTINGS_SCHEMA_VERSION
 
@@ -103,7 +104,7 @@ class AppSettings:
         return "specexec" if self.draft else "sequential"
 
     def thread_count(self) -> int:
-        return self.engine_threads if self.engine_threads > 0 else max(1, (os.cpu_count() or 2) - 1)
+        return resolve_thread_count(self.engine_threads if self.engine_threads > 0 else None)
 
 
 # ----------------------------------------------------------------------------------------------------------

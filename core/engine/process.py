@@ -356,14 +356,13 @@ def _watch_parent(parent_conn: Any, parent_pid: int) -> None:
 
 def engine_main(requests: Any, events: Any, parent_conn: Any, parent_pid: int, torch_threads: int | None = None) -> None:
     """Entry point of the engine process (see the module docstring). torch_threads: CPU threads for torch
-    (None: torch's default, one per core)."""
+    (None: core.threads' default, physical cores minus one)."""
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, signal.SIG_IGN)
     threading.Thread(target=_watch_parent, args=(parent_conn, parent_pid), name="parent-watch", daemon=True).start()
-    if torch_threads:
-        import torch
+    from core.threads import apply_torch_threads
 
-        torch.set_num_threads(torch_threads)
+    apply_torch_threads(torch_threads)
     events.put(P.EngineStarted(os.getpid()))
     engine = Engine(requests, events)
     try:
