@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import dataclasses
 
+from pathlib import Path
+
 from PySide6.QtWidgets import (
     QCheckBox, QComboBox, QDialog, QDialogButtonBox, QDoubleSpinBox, QFileDialog, QFormLayout, QHBoxLayout,
-    QLabel, QLineEdit, QPlainTextEdit, QPushButton, QSpinBox, QVBoxLayout, QWidget,
+    QLabel, QLineEdit, QMenu, QPlainTextEdit, QSpinBox, QToolButton, QVBoxLayout, QWidget,
 )
 
 from app.settings import AppSettings, BudgetMode, ConversationSettings, Offload, Theme
+from core.model_spec import spec_problem
+from core.models.locations import models_dir
 
 OFFLOAD_LABELS = {Offload.AUTO: "Automatic", Offload.ON: "Always (stream weights from RAM)", Offload.OFF: "Never (all in GPU memory)"}
 THEME_LABELS = {Theme.SYSTEM: "Follow the system", Theme.LIGHT: "Light", Theme.DARK: "Dark"}
@@ -33,24 +37,55 @@ def _buttons(dialog: QDialog) -> QDialogButtonBox:
 
 
 class _ModelField(QWidget):
-    """A model name ("builtin", a Hugging Face id, a .gguf file) or a folder picked with Browse."""
+    """A model: "builtin", a Hugging Face repo id in the local cache, a .gguf file or a model folder. Browse
+    offers both a file and a folder (one native dialog cannot pick either), starting in the models folder."""
 
     def __init__(self, value: str, name: str, parent: QWidget | None = None) -> None:
         super().__init__(parent)
+        self.name = name
         layout = QHBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         self.edit = QLineEdit(value)
         self.edit.setAccessibleName(name)
-        browse = QPushButton("Browse…")
-        browse.setAccessibleName(f"Browse for the {name.lower()} folder")
-        browse.clicked.connect(self._browse)
+        self.edit.setPlaceholderText("builtin, a .gguf file, a model folder or a Hugging Face repo id")
+        browse = QToolButton()
+        browse.setText("Browse…")
+        browse.setAccessibleName(f"Browse for the {name.lower()}")
+        browse.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        menu = QMenu(browse)
+        menu.addAction("A model file (.gguf)…", lambda: self._browse(folder=False))
+        menu.addAction("A model folder…", lambda: self._browse(folder=True))
+        browse.setMenu(menu)
         layout.addWidget(self.edit, 1)
         layout.addWidget(browse)
 
-    def _browse(self) -> None:
-        folder = QFileDialog.getExistingDirectory(self, "Model folder", self.edit.text())
+    def start_folder(self) -> str:
+        """Where Browse opens: beside the current model if it is on disk, else the models folder, else home."""
+        current = Path(self.text()).expanduser() if self.text() else None
+        for folder in ((current.parent if current is not None and current.exists() else None), models_dir()):
+            if folder is not None and folder.is_dir():
+                return str(folder)
+        return str(Path.home())
+
+    def file_dialog(self, folder: bool) -> QFileDialog:
+        dialog = QFileDialog(self, f"{self.name}: pick a model {'folder' if folder else 'file'}", self.start_folder())
         if folder:
-            self.edit.setText(folder)
+            dialog.setFileMode(QFileDialog.FileMode.Directory)
+            dialog.setOption(QFileDialog.Option.ShowDirsOnly, True)
+        else:
+            dialog.setFileMode(QFileDialog.FileMode.ExistingFile)
+            dialog.setNameFilters(["GGUF models (*.gguf)", "All files (*)"])
+        return dialog
+
+    def take(self, dialog: QFileDialog) -> None:
+        chosen = dialog.selectedFiles()
+        if chosen:
+            self.edit.setText(chosen[0])
+
+    def _browse(self, folder: bool) -> None:
+        dialog = self.file_dialog(folder)
+        if dialog.exec():
+            self.take(dialog)
 
     def text(self) -> str:
         return self.edit.text().strip()
@@ -83,10 +118,36 @@ class AppSettingsDialog(QDialog):
         note = QLabel("“builtin” / “builtin-draft” is the small model pair that comes with the app. "
                       "Leave the draft empty to decode without speculation.")
         note.setWordWrap(True)
+        self.error = QLabel()
+        self.error.setObjectName("fieldError")
+        self.error.setWordWrap(True)
+        self.error.setAccessibleName("Settings error")
+        self.error.hide()
         layout = QVBoxLayout(self)
         layout.addLayout(form)
         layout.addWidget(note)
+        layout.addWidget(self.error)
         layout.addWidget(_buttons(self))
+
+    def problems(self) -> list[str]:
+        """What is wrong with the model fields (a path that does not exist is caught here, not at load)."""
+        found = []
+        for label, field, optional in (("Model", self.target, False), ("Draft model", self.draft, True)):
+            if optional and not field.text():
+                continue
+            problem = spec_problem(field.text() or "builtin")
+            if problem:
+                found.append(f"{label}: {problem}.")
+        return found
+
+    def accept(self) -> None:
+        problems = self.problems()
+        if problems:
+            self.error.setText(" ".join(problems) + " Pick it with Browse, or type builtin.")
+            self.error.show()
+            return
+        self.error.hide()
+        super().accept()
 
     def values(self) -> AppSettings:
         return dataclasses.replace(

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Callable
 import torch
 
 from core.causal_lm import CausalLM, check_architecture
+from core.model_spec import REPO_ID_RE
 from core.errors import (
     InvalidSettingError,
     ModelFormatError,
@@ -53,7 +54,6 @@ SAFETENSORS_INDEX = "model.safetensors.index.json"
 # GGUF architecture names that differ from transformers' model_type.
 _GGUF_ARCH_TO_MODEL_TYPE = {"qwen2moe": "qwen2_moe", "qwen3moe": "qwen3_moe"}
 # "owner/name" or a bare "name", the way the Hub spells repo ids.
-_REPO_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$")
 
 
 @dataclass
@@ -164,7 +164,7 @@ def resolve_spec(spec: str) -> tuple[str, Path, str]:
             f"'{spec}' is a file but not a model folder or a .gguf file: pass a model folder (config.json, "
             "tokenizer files, *.safetensors) or a .gguf file"
         )
-    if path.suffix.lower() == ".gguf" or not _REPO_ID_RE.match(spec):
+    if path.suffix.lower() == ".gguf" or not REPO_ID_RE.match(spec):
         raise ModelNotFoundError(
             f"model '{spec}' not found: there is no file or folder at {path.resolve()}. Check the path, or use "
             "'builtin' for the bundled SmolLM2 model"

@@ -440,3 +440,15 @@ def test_killed_engine_is_reported_within_a_second_and_restart_works(client, loc
         if "resource_tracker" not in " ".join(p.cmdline()) and p.is_running() and p.status() != psutil.STATUS_ZOMBIE
     ]
     assert leftovers == []
+
+
+def test_the_engine_says_when_it_starts_reading_the_prompt(client, local):
+    """A long paste takes a while to prefill: PromptStarted comes before the first chunk (issue 13, #6)."""
+    messages = [{"role": "user", "content": "w20 w21 w22"}]
+    prompt, _ = reference(local, messages, 4, seed=1)
+    request_id = client.generate(messages, max_new_tokens=4, seed=1, **SAMPLING)
+    events = [e for e in collect(client, request_id) if getattr(e, "request_id", None) == request_id]
+    started = events[0]
+    assert isinstance(started, P.PromptStarted) and started.prompt_tokens == len(prompt)
+    assert 0 <= started.reused_tokens < len(prompt)
+    assert isinstance(events[1], P.TokenChunk)

@@ -30,7 +30,7 @@ WATCH_INTERVAL_S = 0.5  # how often the watchdog checks the parent (the brief: a
 IDLE_POLL_S = 0.5
 
 _ERROR_KINDS_BY_CLASS = {
-    "ContextLengthError": ("context_length", "start a new conversation or shorten the message"),
+    "ContextLengthError": ("context_length", "shorten the message or the system prompt, or start a new conversation"),
     "InvalidSettingError": ("invalid_setting", "check the sampling and tree settings"),
     "ModelNotFoundError": ("model_not_found", "check the model path, or use 'builtin'"),
     "ModelFormatError": ("model_format", "the model files may be incomplete: download them again"),
@@ -300,6 +300,7 @@ class Engine:
         if prepared.dropped_messages:
             self.emit(P.ContextTrimmed(request.request_id, prepared.dropped_messages))
         turn = self.session.turn(prepared.prompt_ids, params, settings, request.reuse_cache, self.fault_hook)
+        self.emit(P.PromptStarted(request.request_id, len(prepared.prompt_ids), turn.reused_prefix_tokens))
         reason = None
         try:
             for item in turn:

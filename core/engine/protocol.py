@@ -183,6 +183,17 @@ class TokenChunk(Event):
 
 
 @dataclass(frozen=True)
+class PromptStarted(Event):
+    """The engine starts reading the prompt (before the first pass): prompt_tokens in all, reused_tokens of
+    them already in the KV cache from the previous turn. A long paste takes a while to prefill; this lets a
+    client say so instead of showing nothing."""
+
+    request_id: str
+    prompt_tokens: int
+    reused_tokens: int = 0
+
+
+@dataclass(frozen=True)
 class PassStats(Event):
     """One target pass: tokens accepted, draft tokens scored by the target, timings."""
 
@@ -244,7 +255,7 @@ REQUEST_TYPES: dict[str, type[Request]] = {
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.__name__: cls
     for cls in (
-        EngineStarted, LoadProgress, StatusReport, TokenChunk, PassStats, ContextTrimmed, BudgetReduced,
+        EngineStarted, LoadProgress, StatusReport, PromptStarted, TokenChunk, PassStats, ContextTrimmed, BudgetReduced,
         Finished, Error,
     )
 }

@@ -81,7 +81,7 @@ def fit_conversation(
     if len(ids) >= context_limit:
         raise ContextLengthError(
             f"the last message alone is {len(ids)} tokens with the chat template, but the model's context "
-            f"window is {context_limit}; shorten the message (or the system prompt)"
+            f"window is {context_limit}"  # what to do is the error's hint (core.engine.process)
         )
     return PreparedPrompt(ids, dropped)
 
