@@ -1,5 +1,6 @@
-"""Dialogs for the app-wide settings (model pair, offloading, VRAM budget, theme) and for one conversation's
-settings (system prompt, temperature, top-p, max tokens, tree budget auto / manual)."""
+"""Dialogs for the app-wide settings (model pair, offloading, VRAM budget, context length, theme) and for one
+conversation's settings (system prompt presets, sampling, answer length; method and tree budget under
+Advanced)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,12 @@ import dataclasses
 from pathlib import Path
 
 from PySide6.QtWidgets import (
-    QCheckBox, QComboBox, QDialog, QDialogButtonBox, QDoubleSpinBox, QFileDialog, QFormLayout, QHBoxLayout,
-    QLabel, QLineEdit, QMenu, QPlainTextEdit, QSpinBox, QToolButton, QVBoxLayout, QWidget,
+    QCheckBox, QComboBox, QDialog, QDialogButtonBox, QDoubleSpinBox, QFileDialog, QFormLayout, QGroupBox,
+    QHBoxLayout, QLabel, QLineEdit, QMenu, QPlainTextEdit, QSpinBox, QToolButton, QVBoxLayout, QWidget,
 )
 
-from app.settings import AppSettings, BudgetMode, ConversationSettings, Offload, Theme
+from app.presets import SYSTEM_PRESETS, preset_for
+from app.settings import AppSettings, BudgetMode, ConversationSettings, Method, Offload, Theme
 from core.model_spec import spec_problem
 from core.models.locations import models_dir
 
@@ -109,8 +111,12 @@ class AppSettingsDialog(QDialog):
         self.vram.setSuffix(" GiB")
         self.vram.setValue(settings.vram_budget_gb)
         self.theme = _combo(THEME_LABELS, settings.theme, "Theme")
+        self.context_length = _spin("Context length in tokens", 0, 1_048_576, settings.context_length, 1024,
+                                    special="The model's own",
+                                    tip="A smaller window uses less memory; older messages are left out sooner")
         for label, widget in (("&Model:", self.target), ("&Draft model:", self.draft), ("&Offloading:", self.offload),
-                              ("GPU &memory budget:", self.vram), ("&Theme:", self.theme)):
+                              ("GPU &memory budget:", self.vram), ("&Context length:", self.context_length),
+                              ("&Theme:", self.theme)):
             form.addRow(label, widget)
             buddy = form.labelForField(widget)
             if isinstance(buddy, QLabel):
@@ -156,41 +162,84 @@ class AppSettingsDialog(QDialog):
             draft=self.draft.text(),
             offload=Offload(self.offload.currentData()),
             vram_budget_gb=float(self.vram.value()),
+            context_length=int(self.context_length.value()),
             theme=Theme(self.theme.currentData()),
         )
 
 
+METHOD_LABELS = {
+    Method.AUTO: "Automatic (SpecExec with a draft)", Method.SPECEXEC: "SpecExec", Method.SPECINFER: "SpecInfer",
+    Method.SEQUENTIAL: "Plain decoding (no draft)",
+}
+
+
+def _spin(name: str, low: float, high: float, value: float, step: float = 1.0, decimals: int = 0,
+          special: str = "", tip: str = ""):
+    spin = QDoubleSpinBox() if decimals else QSpinBox()
+    spin.setAccessibleName(name)
+    spin.setRange(low, high)
+    spin.setSingleStep(step)
+    if decimals:
+        spin.setDecimals(decimals)
+    if special:
+        spin.setSpecialValueText(special)  # shown at the minimum
+    spin.setValue(value)
+    spin.setToolTip(tip)
+    return spin
+
+
 class ConversationSettingsDialog(QDialog):
+    """One conversation's settings: a system prompt (from a preset or typed), temperature, top-p, answer
+    length; under Advanced: top-k, repetition penalty, seed, method and tree budget."""
+
     def __init__(self, settings: ConversationSettings, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setWindowTitle("Conversation settings")
+        self.setMinimumWidth(520)
         form = QFormLayout()
+        self.preset = QComboBox()
+        self.preset.setAccessibleName("System prompt preset")
+        self.preset.addItems(list(SYSTEM_PRESETS))
+        self.preset.addItem("Custom")
+        self.preset.setCurrentText(preset_for(settings.system_prompt) or "Custom")
+        self.preset.activated.connect(self._preset_chosen)
         self.system_prompt = QPlainTextEdit(settings.system_prompt)
         self.system_prompt.setAccessibleName("System prompt")
         self.system_prompt.setPlaceholderText("For example: You are a helpful assistant. Answer briefly.")
         self.system_prompt.setTabChangesFocus(True)
-        self.temperature = QDoubleSpinBox()
-        self.temperature.setAccessibleName("Temperature")
-        self.temperature.setRange(0.0, 2.0)
-        self.temperature.setSingleStep(0.05)
-        self.temperature.setValue(settings.temperature)
-        self.temperature.setToolTip("0 = always the most likely word; higher = more varied")
-        self.top_p = QDoubleSpinBox()
-        self.top_p.setAccessibleName("Top-p")
-        self.top_p.setRange(0.01, 1.0)
-        self.top_p.setSingleStep(0.05)
-        self.top_p.setValue(settings.top_p)
-        self.max_tokens = QSpinBox()
-        self.max_tokens.setAccessibleName("Maximum answer length in tokens")
-        self.max_tokens.setRange(1, 32768)
-        self.max_tokens.setValue(settings.max_tokens)
+        self.system_prompt.setMaximumHeight(110)
+        self.system_prompt.textChanged.connect(
+            lambda: self.preset.setCurrentText(preset_for(self.system_prompt.toPlainText()) or "Custom"))
+        self.temperature = _spin("Temperature", 0.0, 2.0, settings.temperature, 0.05, 2,
+                                 tip="0 = always the most likely word; higher = more varied")
+        self.top_p = _spin("Top-p", 0.01, 1.0, settings.top_p, 0.05, 2,
+                           tip="Sample only from the most likely words that together have this probability")
+        self.max_tokens = _spin("Maximum answer length in tokens", 1, 32768, settings.max_tokens)
+        for label, widget in (("Pre&set:", self.preset), ("&System prompt:", self.system_prompt),
+                              ("T&emperature:", self.temperature), ("Top-&p:", self.top_p),
+                              ("Max &tokens:", self.max_tokens)):
+            form.addRow(label, widget)
+            buddy = form.labelForField(widget)
+            if isinstance(buddy, QLabel):
+                buddy.setBuddy(widget)
+
+        self.advanced = QGroupBox("Advanced")
+        self.advanced.setCheckable(True)
+        self.advanced.setChecked(False)
+        self.advanced.setAccessibleName("Advanced settings")
+        advanced = QFormLayout(self.advanced)
+        self.top_k = _spin("Top-k", 0, 1000, settings.top_k, special="Off",
+                           tip="Sample only from the k most likely words (Off: no limit)")
+        self.repetition_penalty = _spin("Repetition penalty", 1.0, 2.0, settings.repetition_penalty, 0.05, 2,
+                                        special="Off", tip="Above 1 makes repeating earlier words less likely")
+        self.seed = _spin("Seed", -1, 2**31 - 1, settings.seed, special="Random",
+                          tip="A fixed seed gives the same answer again, with or without speculation")
+        self.method = _combo(METHOD_LABELS, settings.method, "Decoding method")
         self.auto_budget = QCheckBox("Automatic")
         self.auto_budget.setAccessibleName("Automatic tree budget")
         self.auto_budget.setChecked(settings.budget_mode == BudgetMode.AUTO)
-        self.budget = QSpinBox()
-        self.budget.setAccessibleName("Tree budget")
-        self.budget.setRange(1, 4096)
-        self.budget.setValue(settings.budget)
+        self.budget = _spin("Tree budget", 1, 4096, settings.budget,
+                            tip="Draft tokens the big model checks per pass")
         self.budget.setEnabled(not self.auto_budget.isChecked())
         self.auto_budget.toggled.connect(lambda on: self.budget.setEnabled(not on))
         budget_row = QWidget()
@@ -198,16 +247,32 @@ class ConversationSettingsDialog(QDialog):
         row.setContentsMargins(0, 0, 0, 0)
         row.addWidget(self.auto_budget)
         row.addWidget(self.budget, 1)
-        for label, widget in (("&System prompt:", self.system_prompt), ("T&emperature:", self.temperature),
-                              ("Top-&p:", self.top_p), ("Max &tokens:", self.max_tokens),
-                              ("Tree &budget:", budget_row)):
-            form.addRow(label, widget)
-            buddy = form.labelForField(widget)
+        for label, widget in (("Top-&k:", self.top_k), ("&Repetition penalty:", self.repetition_penalty),
+                              ("See&d:", self.seed), ("&Method:", self.method), ("Tree &budget:", budget_row)):
+            advanced.addRow(label, widget)
+            buddy = advanced.labelForField(widget)
             if isinstance(buddy, QLabel):
                 buddy.setBuddy(self.auto_budget if widget is budget_row else widget)
+        self._advanced_fields = [self.top_k, self.repetition_penalty, self.seed, self.method, budget_row]
+        self.advanced.toggled.connect(self._show_advanced)
+        self._show_advanced(False)
         layout = QVBoxLayout(self)
         layout.addLayout(form)
+        layout.addWidget(self.advanced)
         layout.addWidget(_buttons(self))
+
+    def _show_advanced(self, shown: bool) -> None:
+        layout = self.advanced.layout()
+        for widget in self._advanced_fields:
+            widget.setVisible(shown)
+            label = layout.labelForField(widget)
+            if label is not None:
+                label.setVisible(shown)
+
+    def _preset_chosen(self, index: int) -> None:
+        name = self.preset.itemText(index)
+        if name in SYSTEM_PRESETS:
+            self.system_prompt.setPlainText(SYSTEM_PRESETS[name])
 
     def values(self) -> ConversationSettings:
         return ConversationSettings(
@@ -217,4 +282,8 @@ class ConversationSettingsDialog(QDialog):
             max_tokens=int(self.max_tokens.value()),
             budget_mode=BudgetMode.AUTO if self.auto_budget.isChecked() else BudgetMode.MANUAL,
             budget=int(self.budget.value()),
+            top_k=int(self.top_k.value()),
+            repetition_penalty=float(self.repetition_penalty.value()),
+            seed=int(self.seed.value()),
+            method=Method(self.method.currentData()),
         ).validated()

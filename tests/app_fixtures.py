@@ -188,8 +188,12 @@ class FakeClient:
         self.threads.add(threading.get_ident())
 
     def start(self, wait: bool = True, timeout: float | None = None) -> None:
+        from core.engine import protocol as P
+
         self._note("start")
         self.alive, self.engine_pid = True, 4242
+        if not wait:  # like EngineClient: the started event comes through poll
+            self.queue.append(P.EngineStarted(4242))
 
     def load(self, target, draft, **settings) -> None:
         from core.engine import protocol as P

@@ -219,7 +219,7 @@ def test_9_a_failed_answer_shows_the_error_and_cannot_be_regenerated_into_the_sa
     answer = w.chat_view.widgets[-1]
     assert answer.body.toPlainText().strip() != "…"
     assert "context window" in answer.body.toPlainText()
-    assert not w.regenerate_button.isEnabled() and not w.regenerate_action.isEnabled()
+    assert not answer.regenerate_button.isEnabled() and not w.regenerate_action.isEnabled()
     w.send("short")  # a new message can be answered again
     assert w.controller.generating
 

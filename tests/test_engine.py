@@ -452,3 +452,18 @@ def test_the_engine_says_when_it_starts_reading_the_prompt(client, local):
     assert isinstance(started, P.PromptStarted) and started.prompt_tokens == len(prompt)
     assert 0 <= started.reused_tokens < len(prompt)
     assert isinstance(events[1], P.TokenChunk)
+
+
+def test_context_length_caps_the_window(local):
+    """Load.context_length: a smaller window than the models' (the app's "Context length" setting)."""
+    from core.engine.session import ChatSession
+    from core.errors import ContextLengthError
+
+    target, draft = local
+    session = ChatSession(target.lm, draft.lm, target.tokenizer)
+    full = session.context_limit
+    session.context_cap = 64
+    assert session.context_limit == 64 < full
+    with pytest.raises(ContextLengthError):
+        session.prepare([{"role": "user", "content": " ".join(["w9"] * 80)}], 4)
+    assert P.validate(P.Load(context_length=64)).context_length == 64

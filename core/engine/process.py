@@ -255,6 +255,7 @@ class Engine:
             check_same_tokenizer(target.tokenizer, draft.tokenizer, request.target, request.draft)
         self.emit(P.LoadProgress("Loaded", total, total, 1.0))
         self.session = ChatSession(target.lm, draft.lm if draft else None, target.tokenizer)
+        self.session.context_cap = request.context_length
         self.load_request = request
         self.budget_cap = target.lm.max_tree_tokens
         self.models_info = {

@@ -75,7 +75,8 @@ class Load(Request):
     offload (auto|on|off), vram_budget_gb (None: free VRAM minus the draft, caches, activations and a margin)
     and resident_layers ('auto' or a count) place an offloaded target (core.offload.routing); budget also sizes
     the activations it reserves. StatusReport.models["budget"] is the tree budget in force: lower than
-    `budget` when the GPU cannot hold the activations of the requested tree.
+    `budget` when the GPU cannot hold the activations of the requested tree. context_length caps the context
+    window below the models' own (None: theirs); StatusReport.models["max_context"] is the window in force.
     """
 
     target: str = "builtin"
@@ -89,6 +90,7 @@ class Load(Request):
     max_depth: int = 32
     expand: int = 32
     draft_top_p: bool = False
+    context_length: int | None = None
 
 
 @dataclass(frozen=True)

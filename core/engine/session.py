@@ -102,10 +102,12 @@ class ChatSession:
         self.draft = draft
         self.tokenizer = tokenizer
         self.state: DecodeState | None = None
+        self.context_cap: int | None = None  # a smaller window asked for by the client (Load.context_length)
 
     @property
     def context_limit(self) -> int:
-        return min(m.max_context for m in (self.target, self.draft) if m is not None)
+        limit = min(m.max_context for m in (self.target, self.draft) if m is not None)
+        return min(limit, self.context_cap) if self.context_cap else limit
 
     def reset(self) -> None:
         """Forget the cached conversation (next turn prefills from scratch)."""
