@@ -97,6 +97,7 @@ class AppSettingsDialog(QDialog):
     def __init__(self, settings: AppSettings, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setWindowTitle("Settings")
+        self.setMinimumWidth(600)
         self.original = settings
         form = QFormLayout()
         self.target = _ModelField(settings.target, "Model")

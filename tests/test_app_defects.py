@@ -258,19 +258,22 @@ def test_11_status_bar_starts_clean_in_a_new_chat_and_hides_the_tree_without_a_d
 
 def test_11_quitting_from_the_terminal_closes_cleanly(tmp_path):
     """Ctrl-C (SIGINT) or SIGTERM in the terminal quits like File > Quit: the engine is shut down, nothing
-    leaks ("leaked semaphore objects"), no traceback, exit code 0."""
+    leaks ("leaked semaphore objects"), no traceback, exit code 0. Both apps run at once (time)."""
+    apps = {}
     for sent in (signal.SIGINT, signal.SIGTERM):
         home = tmp_path / sent.name
         (home / "data" / "config").mkdir(parents=True)  # a model that fails to load at once: no long load
         (home / "data" / "config" / "settings.json").write_text('{"schema_version": 2, "target": "/no/such/model"}')
         proc = subprocess.Popen([sys.executable, "-c", ENTRY], env=app_env(home, QT_QPA_PLATFORM="offscreen"),
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        log = home / "data" / "logs" / "specexec-desktop.log"
-        deadline = time.monotonic() + 60
+        apps[sent] = (proc, home / "data" / "logs" / "specexec-desktop.log")
+    deadline = time.monotonic() + 60
+    for sent, (proc, log) in apps.items():
         while not (log.exists() and "engine started" in log.read_text()):
             assert time.monotonic() < deadline and proc.poll() is None, "the app did not start its engine"
             time.sleep(0.2)
         proc.send_signal(sent)
+    for sent, (proc, log) in apps.items():
         try:
             _, err = proc.communicate(timeout=30)
         except subprocess.TimeoutExpired:
@@ -280,3 +283,44 @@ def test_11_quitting_from_the_terminal_closes_cleanly(tmp_path):
         assert proc.returncode == 0, err[-2000:]
         assert "leaked" not in err and "Traceback" not in err, err[-2000:]
         assert "exiting (0)" in log.read_text()
+
+
+XCB_DRIVER = (
+    "import sys\n"
+    "from PySide6.QtCore import QTimer\n"
+    "import app.main as m\n"
+    "create = m.create_application\n"
+    "def patched(argv):\n"
+    "    a = create(argv)\n"
+    "    def close():\n"
+    "        shown = [w for w in a.topLevelWidgets() if w.isVisible() and w.windowTitle() == 'SpecExec Desktop']\n"
+    "        print('PLATFORM', a.platformName(), 'WINDOWS', len(shown), flush=True)\n"
+    "        shown[0].grab().save(sys.argv[1])\n"
+    "        a.closeAllWindows()\n"
+    "    QTimer.singleShot(2500, close)\n"
+    "    return a\n"
+    "m.create_application = patched\n"
+    "sys.exit(m.main([]))\n"
+)
+
+
+@pytest.mark.skipif(sys.platform != "linux" or not __import__("shutil").which("xvfb-run"),
+                    reason="needs xvfb-run (a virtual X display)")
+def test_1_with_a_display_and_the_libraries_the_real_window_opens(tmp_path):
+    """The other side of the check: on X11 (a virtual display here) with the libraries present, the app
+    opens its window through the real xcb plugin; the check must not stop it."""
+    from app.system_check import missing_xcb_libraries
+
+    if missing_xcb_libraries():
+        pytest.skip("this machine lacks the xcb libraries: the missing-library path is tested above")
+    from app_fixtures import ARTIFACTS
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    shot = ARTIFACTS / "real-xcb-window.png"
+    (tmp_path / "data" / "config").mkdir(parents=True)  # no model load: the window is what is tested
+    (tmp_path / "data" / "config" / "settings.json").write_text('{"schema_version": 2, "target": "/no/such/model"}')
+    done = subprocess.run(["xvfb-run", "-a", "-s", "-screen 0 1280x800x24", sys.executable, "-c", XCB_DRIVER,
+                           str(shot)], env=app_env(tmp_path, QT_QPA_PLATFORM="xcb"), capture_output=True,
+                          text=True, timeout=90)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "PLATFORM xcb WINDOWS 1" in done.stdout and shot.stat().st_size > 10_000
