@@ -95,6 +95,7 @@ _V2 = (
 _V3 = (
     "ALTER TABLE messages ADD COLUMN alt_of INTEGER",
     "ALTER TABLE messages ADD COLUMN hidden INTEGER NOT NULL DEFAULT 0",
+    "CREATE INDEX messages_by_alternative ON messages(alt_of, id)",
 )
 
 
@@ -250,10 +251,11 @@ class Store:
 
     # -- messages ------------------------------------------------------------------------------------------
 
-    _SELECT = (
+    _SELECT = (  # alt_index / alt_count through the alt_of index: cheap however long the conversation
         "SELECT m.id, m.conversation_id, m.role, m.content, m.status, m.stats, m.created_at,"
-        " (SELECT COUNT(*) FROM messages a WHERE COALESCE(a.alt_of, a.id) = COALESCE(m.alt_of, m.id) AND a.id < m.id),"
-        " (SELECT COUNT(*) FROM messages a WHERE COALESCE(a.alt_of, a.id) = COALESCE(m.alt_of, m.id))"
+        " CASE WHEN m.alt_of IS NULL THEN 0"
+        " ELSE 1 + (SELECT COUNT(*) FROM messages a WHERE a.alt_of = m.alt_of AND a.id < m.id) END,"
+        " 1 + (SELECT COUNT(*) FROM messages a WHERE a.alt_of = COALESCE(m.alt_of, m.id))"
         " FROM messages m"
     )
 
@@ -273,9 +275,10 @@ class Store:
 
     def alternatives(self, message_id: int) -> list[int]:
         """Ids of the answers of `message_id`'s turn, oldest first (just [message_id] when it has none)."""
-        rows = self.db.execute(
-            "SELECT id FROM messages WHERE COALESCE(alt_of, id) ="
-            " (SELECT COALESCE(alt_of, id) FROM messages WHERE id = ?) ORDER BY id", (message_id,))
+        row = self.db.execute("SELECT COALESCE(alt_of, id) FROM messages WHERE id = ?", (message_id,)).fetchone()
+        if row is None:
+            return []
+        rows = self.db.execute("SELECT id FROM messages WHERE id = ? OR alt_of = ? ORDER BY id", (row[0], row[0]))
         return [r[0] for r in rows]
 
     def add_alternative(self, message_id: int, status: str = STREAMING) -> Message:
@@ -286,7 +289,7 @@ class Store:
         group = self.alternatives(message_id)[0]
         now = time.time()
         with transaction(self.db):
-            self.db.execute("UPDATE messages SET hidden = 1 WHERE COALESCE(alt_of, id) = ?", (group,))
+            self.db.execute("UPDATE messages SET hidden = 1 WHERE id = ? OR alt_of = ?", (group, group))
             cursor = self.db.execute(
                 "INSERT INTO messages (conversation_id, role, content, status, stats, created_at, alt_of)"
                 " VALUES (?, 'assistant', '', ?, '{}', ?, ?)", (old.conversation_id, status, now, group))
@@ -299,7 +302,8 @@ class Store:
         """Show answer `message_id` instead of the other answers of its turn."""
         group = self.alternatives(message_id)[0]
         with transaction(self.db):
-            self.db.execute("UPDATE messages SET hidden = (id != ?) WHERE COALESCE(alt_of, id) = ?", (message_id, group))
+            self.db.execute("UPDATE messages SET hidden = (id != ?) WHERE id = ? OR alt_of = ?",
+                            (message_id, group, group))
 
     def add_message(self, conversation_id: int, role: str, content: str, status: str = COMPLETE) -> Message:
         now = time.time()

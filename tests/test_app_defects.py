@@ -18,7 +18,6 @@ pytest.importorskip("PySide6")
 from PySide6.QtCore import Qt  # noqa: E402
 from PySide6.QtWidgets import QDialog, QFileDialog  # noqa: E402
 
-from app import store as S  # noqa: E402
 from app.settings import AppSettings  # noqa: E402
 from app.settings_dialog import AppSettingsDialog  # noqa: E402
 from core.engine import protocol as P  # noqa: E402

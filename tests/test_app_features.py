@@ -10,10 +10,8 @@ import pytest
 
 pytest.importorskip("PySide6")
 
-from PySide6.QtCore import Qt  # noqa: E402
 from PySide6.QtGui import QPalette  # noqa: E402
 
-from app import store as S  # noqa: E402
 from app.chat_controller import title_from  # noqa: E402
 from app.settings import AppSettings, ConversationSettings, Method, Theme  # noqa: E402
 from app.settings_dialog import AppSettingsDialog, ConversationSettingsDialog  # noqa: E402
