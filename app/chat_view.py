@@ -152,15 +152,18 @@ class MessageWidget(QWidget):
         self._rendered_at = float("-inf")
         self._is_last = False
         self._hovered = False
-        row = QHBoxLayout(self)
-        row.setContentsMargins(0, 0, 0, 0)
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 0)
+        outer.setSpacing(2)
+        row = QHBoxLayout()
         self.bubble = QFrame()
         self.bubble.setObjectName("userMessage" if self.user else "assistantMessage")
         if self.user:
             row.addStretch(1)
         row.addWidget(self.bubble, 0 if self.user else 1)
+        outer.addLayout(row)
         layout = QVBoxLayout(self.bubble)
-        layout.setContentsMargins(14, 8, 14, 6)
+        layout.setContentsMargins(14, 8, 14, 10)
         layout.setSpacing(4)
 
         header = QHBoxLayout()
@@ -224,11 +227,17 @@ class MessageWidget(QWidget):
         self.next_button.clicked.connect(lambda: self.alternative_requested.emit(self.message.id, +1))
         for widget in (self.previous_button, self.alternative_label, self.next_button):
             actions.addWidget(widget)
-        actions.addStretch(1)
         policy = self.actions.sizePolicy()
         policy.setRetainSizeWhenHidden(True)  # hover shows the actions without moving the text
         self.actions.setSizePolicy(policy)
-        layout.addWidget(self.actions)
+        under = QHBoxLayout()  # the actions sit under the bubble, on its side
+        under.setContentsMargins(8 if not self.user else 0, 0, 8 if self.user else 0, 0)
+        if self.user:
+            under.addStretch(1)
+        under.addWidget(self.actions)
+        if not self.user:
+            under.addStretch(1)
+        outer.addLayout(under)
 
         self._render_timer = QTimer(self)
         self._render_timer.setSingleShot(True)

@@ -230,7 +230,7 @@ class MainWindow(QMainWindow):
         self.header.set_models(s.target, s.draft)
         self.status_panel.set_uses_draft(bool(s.draft))
         pair = short_model_name(s.target) + (f", drafted by {short_model_name(s.draft)}" if s.draft else "")
-        self.chat_view.set_placeholder(f"You are chatting with {pair}. Type a message below, or start from one of these:")
+        self.chat_view.set_placeholder(f"Chatting with {pair}. Type a message below, or try one of these:")
 
     def _use_suggestion(self, text: str) -> None:
         self.input.setPlainText(text)
