@@ -285,6 +285,7 @@ class MessageWidget(QWidget):
         text = self.progress_text()
         self.progress.setText(text)
         self.progress.setVisible(bool(text))
+        self.body.setVisible(not text and self.editor is None)  # the progress line stands in for the "…"
         if text and not self._progress_timer.isActive():
             self._progress_timer.start()
         elif not text:

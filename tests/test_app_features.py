@@ -146,7 +146,9 @@ def test_screenshots_of_the_main_states(qtbot, quiet_window, themed, tmp_path):
 
     w.send("Write a Python function that checks whether a word is a palindrome.")
     rid = w.controller.active.request_id
-    w.bridge.handle_events([P.PromptStarted(rid, prompt_tokens=35, reused_tokens=0)])
+    w.bridge.handle_events([P.PromptStarted(rid, prompt_tokens=20480, reused_tokens=0)])
+    assert "Reading your message (20,480 tokens)" in w.chat_view.widgets[-1].progress_text()
+    screenshot(w, f"look-{themed}-2a-reading-a-long-prompt")
     w.bridge.handle_events([P.TokenChunk(rid, CODE_ANSWER[:170], (1,)), P.PassStats(rid, 5, 60, 10.0, 40.0, 100.0, 64),
                             P.PassStats(rid, 3, 60, 10.0, 40.0, 60.0, 64), P.PassStats(rid, 6, 60, 10.0, 40.0, 120.0, 64)])
     qtbot.waitUntil(lambda: "palindrome" in w.chat_view.widgets[-1].body.toPlainText(), timeout=3000)
