@@ -211,13 +211,17 @@ class ChatController(QObject):
                     and last.stats.get("kind") in REPEATING_FAILURES)
 
     def regenerate(self) -> bool:
-        """A new answer to the last user message; the old answer is kept as an alternative to flip back to."""
+        """A new answer to the last user message; the old answer, unless empty, is kept as an alternative to
+        flip back to."""
         if not self.can_regenerate() or self.conversation_id is None:
             return False
         last = self.messages.rows[-1]
         answer = None
-        if last.role == "assistant":
+        if last.role == "assistant" and last.content.strip():
             answer = self.store.add_alternative(last.id)
+            self.messages.remove_from(len(self.messages.rows) - 1)
+        elif last.role == "assistant":  # an answer that never got a word (an error): nothing worth keeping
+            self.store.delete_messages_from(self.conversation_id, last.id)
             self.messages.remove_from(len(self.messages.rows) - 1)
         self._start_answer(self.conversation_id, answer)
         return True
