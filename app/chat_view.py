@@ -315,8 +315,10 @@ class MessageWidget(QWidget):
     def _footer_text(self, message: Message) -> str:
         stats = message.stats or {}
         parts = []
-        if message.status == S.INTERRUPTED:
-            parts.append("Interrupted: " + (stats.get("error") or "the answer was cut off"))
+        if message.status == S.INTERRUPTED:  # the banner says why the engine stopped; no pids or signals here
+            engine = stats.get("kind") == "engine_died" or "engine" in stats.get("error", "")
+            parts.append("Interrupted: " + ("the engine stopped before the answer was finished" if engine
+                                            else stats.get("error") or "the answer was cut off"))
         elif message.status == S.FAILED and message.content:
             parts.append(error_text(message))
         elif message.status == S.STOPPED:

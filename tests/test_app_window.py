@@ -260,6 +260,7 @@ def test_killed_engine_shows_banner_keeps_chat_and_restart_works(qtbot, window_f
     assert window.store.message(answer.id).status == S.INTERRUPTED
     assert window.store.message(answer.id).content == answer.content
     assert "Interrupted" in window.chat_view.widgets[1].footer.text()
+    assert "pid" not in window.chat_view.widgets[1].footer.text()  # plain words; the banner's Details has them
     assert not window.send_button.isEnabled()
     screenshot(window, "04-crashed")
 
