@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import random
 import re
+import time
 from dataclasses import dataclass, field
 
 from PySide6.QtCore import QObject, QTimer, Signal
@@ -26,6 +27,7 @@ log = logging.getLogger(__name__)
 
 FLUSH_MS = 33  # buffer -> model (~30 updates/s)
 SAVE_MS = 500  # model -> SQLite while streaming
+MIN_PREFILL_TOKENS = 256  # shorter prompts are read too fast to time (or to need an estimate)
 DEFAULT_TITLE = "New chat"
 TITLE_LENGTH = 48
 
@@ -49,6 +51,7 @@ class ActiveAnswer:
     pending: str = ""
     saved: str = ""
     reading: dict = field(default_factory=dict)  # prompt_tokens / reused_tokens once the engine reads the prompt
+    reading_since: float | None = None  # time.monotonic() at PromptStarted, until the first token
 
 
 def title_from(text: str) -> str:
@@ -83,6 +86,7 @@ class ChatController(QObject):
         self.stats = AnswerStats(self)
         self.conversation_id: int | None = None
         self.active: ActiveAnswer | None = None
+        self.prefill_tokens_per_s: float | None = None  # measured on the last long prompt: estimates the next
         self._flush_timer = QTimer(self)
         self._flush_timer.setInterval(FLUSH_MS)
         self._flush_timer.timeout.connect(self._flush)
@@ -291,14 +295,25 @@ class ChatController(QObject):
     # -- engine events -------------------------------------------------------------------------------------
 
     def _on_token(self, request_id: str, text: str) -> None:
-        if self.active is not None and self.active.request_id == request_id:
-            self.active.pending += text
+        active = self.active
+        if active is not None and active.request_id == request_id:
+            active.pending += text
+            if active.reading_since is not None:  # the first token: the prompt has been read
+                seconds = time.monotonic() - active.reading_since
+                new_tokens = active.reading["prompt_tokens"] - active.reading["reused_tokens"]
+                if new_tokens >= MIN_PREFILL_TOKENS and seconds > 0:
+                    self.prefill_tokens_per_s = new_tokens / seconds
+                active.reading_since = None
 
     def _on_prompt_started(self, event: P.PromptStarted) -> None:
         active = self.active
         if active is not None and active.request_id == event.request_id:
             reading = {"prompt_tokens": event.prompt_tokens, "reused_tokens": event.reused_tokens}
+            new_tokens = event.prompt_tokens - event.reused_tokens
+            if self.prefill_tokens_per_s and new_tokens >= MIN_PREFILL_TOKENS:
+                reading["expected_s"] = round(new_tokens / self.prefill_tokens_per_s, 1)
             active.reading = reading
+            active.reading_since = time.monotonic()
             if active.conversation_id == self.conversation_id:
                 self.messages.update(active.message_id, stats=reading)
             self.prompt_started.emit(event.prompt_tokens)

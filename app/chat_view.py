@@ -278,7 +278,9 @@ class MessageWidget(QWidget):
         stats = self.message.stats or {}
         if "prompt_tokens" in stats:
             new = stats["prompt_tokens"] - stats.get("reused_tokens", 0)
-            return f"Reading your message ({new:,} tokens)… {seconds} s"
+            expected = stats.get("expected_s")  # from the speed the last long prompt was read at
+            estimate = f" of about {expected:.0f} s" if expected and expected >= 2 else ""
+            return f"Reading your message ({new:,} tokens)… {seconds} s{estimate}"
         return f"Waiting for the engine… {seconds} s"
 
     def _show_progress(self) -> None:

@@ -185,9 +185,20 @@ def test_6_a_long_prompt_shows_that_it_is_being_read(qtbot, controller):
     controller.bridge.handle_events([P.PromptStarted(rid, prompt_tokens=20480, reused_tokens=0)])
     qtbot.waitUntil(lambda: "20,480" in widget.progress_text(), timeout=2000)
     assert "Reading your message" in widget.progress_text()
-    qtbot.waitUntil(lambda: re.search(r"\b1 s\b", widget.progress_text()), timeout=3000)  # the seconds count up
+    qtbot.waitUntil(lambda: bool(re.search(r"\b1 s\b", widget.progress_text())), timeout=3000)  # the seconds count up
     controller.bridge.handle_events([P.TokenChunk(rid, "Hi", (1,))])
     qtbot.waitUntil(lambda: widget.progress_text() == "", timeout=2000)
+    # the speed of that read (20,480 tokens in a bit over a second) estimates the next long one
+    rate = controller.prefill_tokens_per_s
+    assert rate is not None and 20480 / 4 < rate < 20480 / 0.9
+    with qtbot.waitSignal(controller.answer_finished):
+        controller.bridge.handle_events([P.Finished(rid, "eos", generated_tokens=1)])
+    controller.send("y " * 20000)
+    rid = controller.active.request_id
+    controller.bridge.handle_events([P.PromptStarted(rid, prompt_tokens=81920, reused_tokens=0)])
+    widget = view.widgets[-1]
+    expected = round(81920 / rate)
+    qtbot.waitUntil(lambda: f"of about {expected} s" in widget.progress_text(), timeout=2000)
 
 
 # 7 ---------------------------------------------------------------------------------------------------------
