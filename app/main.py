@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import signal
 import sys
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QApplication, QMessageBox
 
@@ -22,11 +23,14 @@ from app.main_window import MainWindow
 from app.paths import APP_NAME, AppPaths
 from app.settings import load_settings, save_settings
 from app.store import Store, StoreError
+from app.system_check import platform_problem
 from app.theme import ThemeManager
 
 log = logging.getLogger(__name__)
 
 __all__ = ["MainWindow", "main", "create_application"]
+
+SIGNAL_POLL_MS = 200  # how often Python gets the chance to run a signal handler while Qt's loop runs
 
 
 def create_application(argv: list[str]) -> QApplication:
@@ -44,12 +48,41 @@ def create_application(argv: list[str]) -> QApplication:
     return app
 
 
+def report_fatal(message: str) -> None:
+    """A start-up failure: to stderr (the terminal), to the log, and in a dialog where a window can open."""
+    print(message, file=sys.stderr, flush=True)
+    log.critical("%s", message)
+    app = QApplication.instance()
+    if app is not None and QGuiApplication.platformName() not in ("offscreen", "minimal"):
+        QMessageBox.critical(None, APP_NAME, message)
+
+
+def quit_on_terminal_signals(app: QApplication) -> None:
+    """Ctrl-C (SIGINT) or SIGTERM quits like File > Quit: windows close, the engine shuts down. Qt's loop
+    never returns to Python by itself, so a timer gives Python's signal handlers a chance to run."""
+
+    def close_all(signum: int, _frame: object) -> None:
+        log.info("%s received: quitting", signal.Signals(signum).name)
+        app.closeAllWindows()
+        app.quit()
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, close_all)
+    timer = QTimer(app)
+    timer.timeout.connect(lambda: None)
+    timer.start(SIGNAL_POLL_MS)
+
+
 def main(argv: list[str] | None = None) -> int:
     multiprocessing.freeze_support()
     paths = AppPaths.from_env().ensure()
     setup_logging(paths.log_file)
     install_excepthook()
     log.info("SpecExec Desktop %s starting; data in %s", __version__, paths.data_dir)
+    problem = platform_problem()
+    if problem:  # Qt would abort the process (signal 6) with the reason only in the log
+        report_fatal(problem)
+        return 1
     app = create_application(sys.argv if argv is None else argv)
     settings = load_settings(paths.settings_file)
     if not paths.settings_file.exists():
@@ -58,11 +91,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         store = Store(paths.database)
     except StoreError as error:
-        log.error("%s", error)
-        QMessageBox.critical(None, APP_NAME, str(error))
+        report_fatal(f"SpecExec Desktop cannot start: {error}")
         return 1
     window = MainWindow(paths, settings, store=store, theme=theme)
     window.show()
+    quit_on_terminal_signals(app)
     code = app.exec()
     log.info("SpecExec Desktop exiting (%d)", code)
     return code

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from core.engine import protocol as P
+from core.threads import resolve_thread_count
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +41,15 @@ class Theme(StrEnum):
     DARK = "dark"
 
 
+class Method(StrEnum):
+    """How answers are decoded (values serialized to disk: do not change)."""
+
+    AUTO = "auto"  # SpecExec with a draft model, plain decoding without one
+    SPECEXEC = "specexec"
+    SPECINFER = "specinfer"
+    SEQUENTIAL = "sequential"
+
+
 class BudgetMode(StrEnum):
     AUTO = "auto"  # the engine's budget (from the Load, reduced after out-of-memory)
     MANUAL = "manual"
@@ -55,6 +65,10 @@ class ConversationSettings:
     max_tokens: int = 512
     budget_mode: BudgetMode = BudgetMode.AUTO
     budget: int = 128
+    top_k: int = 0  # 0 = off
+    repetition_penalty: float = 1.0  # 1 = off
+    seed: int = -1  # -1 = a new random seed for every answer; a fixed seed repeats an answer exactly
+    method: Method = Method.AUTO
 
     def validated(self) -> "ConversationSettings":
         """A copy with every number clamped into its valid range."""
@@ -64,7 +78,16 @@ class ConversationSettings:
             top_p=min(max(float(self.top_p), 0.01), 1.0),
             max_tokens=min(max(int(self.max_tokens), 1), 32768),
             budget=min(max(int(self.budget), 1), 4096),
+            top_k=min(max(int(self.top_k), 0), 1000),
+            repetition_penalty=min(max(float(self.repetition_penalty), 1.0), 2.0),
+            seed=min(max(int(self.seed), -1), 2**31 - 1),
         )
+
+    def decoding_method(self, has_draft: bool) -> str:
+        """The engine's method for this conversation: a draft-based one needs a draft model."""
+        if self.method == Method.AUTO or (self.method != Method.SEQUENTIAL and not has_draft):
+            return Method.SPECEXEC.value if has_draft else Method.SEQUENTIAL.value
+        return self.method.value
 
 
 @dataclass
@@ -81,7 +104,8 @@ class AppSettings:
     tree_budget: int = 128
     max_depth: int = 32
     expand: int = 32
-    engine_threads: int = 0  # CPU threads for the engine; 0 = all cores but one
+    context_length: int = 0  # tokens; 0 = the models' own context window
+    engine_threads: int = 0  # CPU threads for the engine; 0 = core.threads' default (physical cores minus one)
     api_server: bool = False  # serve the OpenAI-compatible API on 127.0.0.1 (app.api_server)
     api_server_port: int = 8765
     api_server_require_key: bool = True
@@ -101,13 +125,14 @@ class AppSettings:
             budget=max(1, self.tree_budget),
             max_depth=max(1, self.max_depth),
             expand=max(1, self.expand),
+            context_length=self.context_length if self.context_length > 0 else None,
         )
 
     def method(self) -> str:
         return "specexec" if self.draft else "sequential"
 
     def thread_count(self) -> int:
-        return self.engine_threads if self.engine_threads > 0 else max(1, (os.cpu_count() or 2) - 1)
+        return resolve_thread_count(self.engine_threads if self.engine_threads > 0 else None)
 
 
 # ----------------------------------------------------------------------------------------------------------

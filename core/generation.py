@@ -177,7 +177,10 @@ def stream_generate(
                     finish = "length"
                 if finish:
                     break
-            yield GenerationChunk(chunk_ids, stops.release(final=finish is not None), step.stats, finish)
+            stats = step.stats
+            if len(chunk_ids) < stats.tokens:  # cut at EOS / stop / length: count what is delivered, not accepted
+                stats = dataclasses.replace(stats, tokens=len(chunk_ids))
+            yield GenerationChunk(chunk_ids, stops.release(final=finish is not None), stats, finish)
             if finish:
                 return
     finally:

@@ -19,6 +19,7 @@ import torch
 
 from core.errors import InvalidSettingError, ModelFormatError, ModelNotFoundError, TokenizerMismatchError
 from core.model_files import LoadedModel, Progress, load_gguf_file, load_hf_folder
+from core.model_spec import REPO_ID_RE
 
 # (bytes of weights read so far, bytes in all): reported by loaders that read tensor by tensor (offloaded targets)
 WeightProgress = Callable[[int, int], None]
@@ -36,7 +37,6 @@ DTYPE_CHOICES = ("auto", *DTYPES)
 DEVICE_CHOICES = ("auto", "cpu", "cuda")
 
 # "owner/name" or a bare "name", the way the Hub spells repo ids.
-_REPO_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$")
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -139,7 +139,7 @@ def resolve_spec(spec: str) -> tuple[str, Path, str]:
             f"'{spec}' is a file but not a model folder or a .gguf file: pass a model folder (config.json, "
             "tokenizer files, *.safetensors) or a .gguf file"
         )
-    if path.suffix.lower() == ".gguf" or not _REPO_ID_RE.match(spec):
+    if path.suffix.lower() == ".gguf" or not REPO_ID_RE.match(spec):
         raise ModelNotFoundError(
             f"model '{spec}' not found: there is no file or folder at {path.resolve()}. Check the path, or use "
             "'builtin' for the bundled SmolLM2 model"

@@ -383,6 +383,33 @@ def wait_gone(process: psutil.Process, timeout: float) -> float:
     raise AssertionError(f"process {process.pid} still runs after {timeout} s")
 
 
+def test_the_engine_says_when_it_starts_reading_the_prompt(client, local):
+    """A long paste takes a while to prefill: PromptStarted comes before the first chunk (issue 13, #6)."""
+    messages = [{"role": "user", "content": "w20 w21 w22"}]
+    prompt, _ = reference(local, messages, 4, seed=1)
+    request_id = client.generate(messages, max_new_tokens=4, seed=1, **SAMPLING)
+    events = [e for e in collect(client, request_id) if getattr(e, "request_id", None) == request_id]
+    started = events[0]
+    assert isinstance(started, P.PromptStarted) and started.prompt_tokens == len(prompt)
+    assert 0 <= started.reused_tokens < len(prompt)
+    assert isinstance(events[1], P.TokenChunk)
+
+
+def test_context_length_caps_the_window(local):
+    """Load.context_length: a smaller window than the models' (the app's "Context length" setting)."""
+    from core.engine.session import ChatSession
+    from core.errors import ContextLengthError
+
+    target, draft = local
+    session = ChatSession(target.lm, draft.lm, target.tokenizer)
+    full = session.context_limit
+    session.context_cap = 64
+    assert session.context_limit == 64 < full
+    with pytest.raises(ContextLengthError):
+        session.prepare([{"role": "user", "content": " ".join(["w9"] * 80)}], 4)
+    assert P.validate(P.Load(context_length=64)).context_length == 64
+
+
 def test_engine_exits_when_its_parent_is_killed(tmp_path):
     pid_file = tmp_path / "engine.pid"
     helper = textwrap.dedent(f"""
@@ -440,3 +467,4 @@ def test_killed_engine_is_reported_within_a_second_and_restart_works(client, loc
         if "resource_tracker" not in " ".join(p.cmdline()) and p.is_running() and p.status() != psutil.STATUS_ZOMBIE
     ]
     assert leftovers == []
+

@@ -12,10 +12,11 @@ import sys
 from dataclasses import asdict, dataclass
 
 from core.cli.pair import load_pair
-from core.cli.options import add_model_arguments, sampling_params, tree_settings
+from core.cli.options import add_model_arguments, add_threads_argument, sampling_params, tree_settings
 from core.generation import METHODS, DecodingSettings, stream_generate
 from core.methods.specexec import TreeSettings
 from core.prompts import encode_prompt, read_prompt_file
+from core.threads import apply_torch_threads
 
 
 @dataclass
@@ -58,6 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-depth", type=int, default=32)
     parser.add_argument("--expand", type=int, default=32)
     parser.add_argument("--draft-top-p", action="store_true", help="truncate the draft to the target's nucleus")
+    add_threads_argument(parser)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--plot", default=None, help="write a PNG of tokens per pass against budget")
 
@@ -120,6 +122,7 @@ def plot(rows: list[Row], path: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    apply_torch_threads(args.threads)
     methods = list(args.methods)
     if args.baseline and "sequential" not in methods:
         methods.insert(0, "sequential")

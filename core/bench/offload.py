@@ -28,6 +28,7 @@ from torch import nn
 from transformers import LlamaConfig
 from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRotaryEmbedding
 
+from core.cli.options import add_threads_argument
 from core.kv_cache import InPlaceKVCache
 from core.offload.gptq import DequantScratch, GPTQLinear, GPTQSettings
 from core.offload.layout import LayerBinding, layer_layout
@@ -36,6 +37,7 @@ from core.offload.schedule import pass_timeline, plan_pass
 from core.offload.streaming import LayerStreamer
 from core.offload.host_memory import HOST_MARGIN_BYTES, check_host_memory
 from core.offload.weight_store import HostWeightStore
+from core.threads import apply_torch_threads
 
 GB = 1e9
 FULL_MODEL_LAYERS = 80
@@ -66,6 +68,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeats", type=int, default=None, help="timed passes per tree size (default: 5 on a GPU, 1 on the CPU)")
     parser.add_argument("--width-divisor", type=int, default=None,
                         help="divide hidden/intermediate/heads by this (default: 1 on a GPU = real 70B shape, 4 on the CPU)")
+    add_threads_argument(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
 
 
@@ -302,6 +305,7 @@ def _print_tables(result: dict) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    apply_torch_threads(args.threads)
     requested = args.device
     if requested == "auto":
         requested = "cuda" if torch.cuda.is_available() else "cpu"

@@ -28,7 +28,6 @@ HELP = "commands: /reset (new conversation), /system TEXT (system prompt), /help
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_generation_arguments(parser)
     parser.add_argument("--system", default=None, help="system prompt")
-    parser.add_argument("--threads", type=int, default=None, help="CPU threads for the engine (default: all cores)")
 
 
 class _Interrupt:

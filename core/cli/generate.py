@@ -9,6 +9,7 @@ import sys
 from core.cli.pair import load_pair
 from core.cli.options import add_generation_arguments, decoding_settings, sampling_params
 from core.generation import stream_generate
+from core.threads import apply_torch_threads
 from core.prompts import Prompt, encode_prompt, read_messages_file
 
 
@@ -23,6 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     settings = decoding_settings(args)
+    apply_torch_threads(args.threads)
     params = sampling_params(args)
     prompt = read_messages_file(args.messages_file) if args.messages_file else Prompt(text=args.prompt)
     target, draft = load_pair(args, need_draft=settings.method != "sequential")

@@ -43,9 +43,22 @@ def add_sampling_arguments(parser: argparse.ArgumentParser, temperature: float =
     parser.add_argument("--seed", type=int, default=0)
 
 
+def _thread_count(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"threads must be at least 1, got {value}")
+    return value
+
+
+def add_threads_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--threads", type=_thread_count, default=None, metavar="N",
+                        help="CPU threads for torch (default: physical cores minus one, at least 1)")
+
+
 def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
     """Everything `generate` and `chat` share."""
     add_model_arguments(parser)
+    add_threads_argument(parser)
     parser.add_argument("--method", choices=METHODS, default="specexec")
     add_tree_arguments(parser)
     add_sampling_arguments(parser)

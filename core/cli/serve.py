@@ -27,7 +27,6 @@ DEFAULT_PORT = 8765
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_generation_arguments(parser)
     parser.set_defaults(seed=None)
-    parser.add_argument("--threads", type=int, default=None, help="CPU threads for the engine (default: all cores)")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT,
                         help=f"port (default {DEFAULT_PORT}; 0 = any free port)")

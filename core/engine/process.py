@@ -30,7 +30,7 @@ WATCH_INTERVAL_S = 0.5  # how often the watchdog checks the parent (the brief: a
 IDLE_POLL_S = 0.5
 
 _ERROR_KINDS_BY_CLASS = {
-    "ContextLengthError": ("context_length", "start a new conversation or shorten the message"),
+    "ContextLengthError": ("context_length", "shorten the message or the system prompt, or start a new conversation"),
     "InvalidSettingError": ("invalid_setting", "check the sampling and tree settings"),
     "ModelNotFoundError": ("model_not_found", "check the model path, or use 'builtin'"),
     "ModelFormatError": ("model_format", "the model files may be incomplete: download them again"),
@@ -255,6 +255,7 @@ class Engine:
             check_same_tokenizer(target.tokenizer, draft.tokenizer, request.target, request.draft)
         self.emit(P.LoadProgress("Loaded", total, total, 1.0))
         self.session = ChatSession(target.lm, draft.lm if draft else None, target.tokenizer)
+        self.session.context_cap = request.context_length
         self.load_request = request
         self.budget_cap = target.lm.max_tree_tokens
         self.models_info = {
@@ -304,6 +305,7 @@ class Engine:
         if prepared.dropped_messages:
             self.emit(P.ContextTrimmed(request.request_id, prepared.dropped_messages))
         turn = self.session.turn(prepared.prompt_ids, params, settings, request.reuse_cache, self.fault_hook)
+        self.emit(P.PromptStarted(request.request_id, len(prepared.prompt_ids), turn.reused_prefix_tokens))
         reason = None
         try:
             for item in turn:
@@ -360,14 +362,13 @@ def _watch_parent(parent_conn: Any, parent_pid: int) -> None:
 
 def engine_main(requests: Any, events: Any, parent_conn: Any, parent_pid: int, torch_threads: int | None = None) -> None:
     """Entry point of the engine process (see the module docstring). torch_threads: CPU threads for torch
-    (None: torch's default, one per core)."""
+    (None: core.threads' default, physical cores minus one)."""
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, signal.SIG_IGN)
     threading.Thread(target=_watch_parent, args=(parent_conn, parent_pid), name="parent-watch", daemon=True).start()
-    if torch_threads:
-        import torch
+    from core.threads import apply_torch_threads
 
-        torch.set_num_threads(torch_threads)
+    apply_torch_threads(torch_threads)
     events.put(P.EngineStarted(os.getpid()))
     engine = Engine(requests, events)
     try:

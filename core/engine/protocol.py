@@ -75,7 +75,8 @@ class Load(Request):
     offload (auto|on|off), vram_budget_gb (None: free VRAM minus the draft, caches, activations and a margin)
     and resident_layers ('auto' or a count) place an offloaded target (core.offload.routing); budget also sizes
     the activations it reserves. StatusReport.models["budget"] is the tree budget in force: lower than
-    `budget` when the GPU cannot hold the activations of the requested tree.
+    `budget` when the GPU cannot hold the activations of the requested tree. context_length caps the context
+    window below the models' own (None: theirs); StatusReport.models["max_context"] is the window in force.
     """
 
     target: str = "builtin"
@@ -89,6 +90,7 @@ class Load(Request):
     max_depth: int = 32
     expand: int = 32
     draft_top_p: bool = False
+    context_length: int | None = None
 
 
 @dataclass(frozen=True)
@@ -189,6 +191,17 @@ class TokenChunk(Event):
 
 
 @dataclass(frozen=True)
+class PromptStarted(Event):
+    """The engine starts reading the prompt (before the first pass): prompt_tokens in all, reused_tokens of
+    them already in the KV cache from the previous turn. A long paste takes a while to prefill; this lets a
+    client say so instead of showing nothing."""
+
+    request_id: str
+    prompt_tokens: int
+    reused_tokens: int = 0
+
+
+@dataclass(frozen=True)
 class PassStats(Event):
     """One target pass: tokens accepted, draft tokens scored by the target, timings."""
 
@@ -250,7 +263,7 @@ REQUEST_TYPES: dict[str, type[Request]] = {
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.__name__: cls
     for cls in (
-        EngineStarted, LoadProgress, StatusReport, TokenChunk, PassStats, ContextTrimmed, BudgetReduced,
+        EngineStarted, LoadProgress, StatusReport, PromptStarted, TokenChunk, PassStats, ContextTrimmed, BudgetReduced,
         Finished, Error,
     )
 }

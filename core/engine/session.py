@@ -84,7 +84,7 @@ def fit_conversation(
         what = "the last message alone is" if trim else "the messages are"
         raise ContextLengthError(
             f"{what} {len(ids)} tokens with the chat template, but the model's context "
-            f"window is {context_limit}; shorten the {'message' if trim else 'messages'} (or the system prompt)"
+            f"window is {context_limit}"  # what to do is the error's hint (core.engine.process)
         )
     return PreparedPrompt(ids, dropped)
 
@@ -94,7 +94,7 @@ def fit_text(tokenizer: PreTrainedTokenizerBase, text: str, context_limit: int) 
     ids = encode_prompt(tokenizer, Prompt(text=text))
     if len(ids) >= context_limit:
         raise ContextLengthError(
-            f"the prompt is {len(ids)} tokens, but the model's context window is {context_limit}; shorten the prompt"
+            f"the prompt is {len(ids)} tokens, but the model's context window is {context_limit}"
         )
     return PreparedPrompt(ids, 0)
 
@@ -115,10 +115,12 @@ class ChatSession:
         self.draft = draft
         self.tokenizer = tokenizer
         self.state: DecodeState | None = None
+        self.context_cap: int | None = None  # a smaller window asked for by the client (Load.context_length)
 
     @property
     def context_limit(self) -> int:
-        return min(m.max_context for m in (self.target, self.draft) if m is not None)
+        limit = min(m.max_context for m in (self.target, self.draft) if m is not None)
+        return min(limit, self.context_cap) if self.context_cap else limit
 
     def reset(self) -> None:
         """Forget the cached conversation (next turn prefills from scratch)."""
