@@ -207,6 +207,7 @@ class EngineBridge(QObject):
     status_changed = Signal(object)  # EngineStatus
     token = Signal(str, str)  # request id, text
     pass_stats = Signal(object)  # P.PassStats
+    auto_choice = Signal(object)  # P.AutoChoice: what the automatic method / budget chose, and why
     finished = Signal(object)  # P.Finished
     request_failed = Signal(object)  # P.Error ending one request (kind engine_died when the engine died)
     engine_failed = Signal(object)  # P.Error for the engine as a whole: died, did not start, load failed
@@ -313,6 +314,8 @@ class EngineBridge(QObject):
                 self._set(state=GENERATING)
         elif isinstance(event, P.PassStats):
             self.pass_stats.emit(event)
+        elif isinstance(event, P.AutoChoice):
+            self.auto_choice.emit(event)
         elif isinstance(event, P.Finished):
             self._end_request(event)
         elif isinstance(event, P.Error):

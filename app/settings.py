@@ -23,7 +23,7 @@ from core.engine import protocol as P
 
 log = logging.getLogger(__name__)
 
-SETTINGS_SCHEMA_VERSION = 2
+SETTINGS_SCHEMA_VERSION = 3
 
 
 class Offload(StrEnum):
@@ -38,6 +38,15 @@ class Theme(StrEnum):
     SYSTEM = "system"
     LIGHT = "light"
     DARK = "dark"
+
+
+class DecodingMethod(StrEnum):
+    """How answers are decoded (values serialized to disk: do not change). AUTO: plain decoding or SpecExec,
+    whichever is faster on this machine, with the tree budget chosen too (the engine explains its choice)."""
+
+    AUTO = "auto"
+    SPECEXEC = "specexec"
+    SEQUENTIAL = "sequential"
 
 
 class BudgetMode(StrEnum):
@@ -78,7 +87,8 @@ class AppSettings:
     theme: Theme = Theme.SYSTEM
     dtype: str = "auto"
     device: str = "auto"
-    tree_budget: int = 128
+    tree_budget: int = 0  # draft tokens per pass; 0 = automatic (chosen for this machine)
+    decoding_method: DecodingMethod = DecodingMethod.AUTO
     max_depth: int = 32
     expand: int = 32
     engine_threads: int = 0  # CPU threads for the engine; 0 = all cores but one
@@ -94,13 +104,14 @@ class AppSettings:
             device=self.device,
             offload=self.offload.value,
             vram_budget_gb=self.vram_budget_gb if self.vram_budget_gb > 0 else None,
-            budget=max(1, self.tree_budget),
+            budget=self.tree_budget if self.tree_budget > 0 else "auto",
             max_depth=max(1, self.max_depth),
             expand=max(1, self.expand),
         )
 
     def method(self) -> str:
-        return "specexec" if self.draft else "sequential"
+        """The Generate method: plain decoding without a draft, else the chosen one (auto by default)."""
+        return self.decoding_method.value if self.draft else DecodingMethod.SEQUENTIAL.value
 
     def thread_count(self) -> int:
         return self.engine_threads if self.engine_threads > 0 else max(1, (os.cpu_count() or 2) - 1)
@@ -184,7 +195,16 @@ def _v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-_MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _v1_to_v2}
+def _v2_to_v3(data: dict[str, Any]) -> dict[str, Any]:
+    """Version 2's tree budget defaulted to 128; version 3 chooses it automatically (0). A file still holding
+    the old default gets the new one; any other budget was picked by the user and stays."""
+    data = dict(data)
+    if data.get("tree_budget") == 128:
+        data["tree_budget"] = 0
+    return data
+
+
+_MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _v1_to_v2, 2: _v2_to_v3}
 
 
 def migrate(data: dict[str, Any]) -> dict[str, Any]:

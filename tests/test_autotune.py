@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from conftest import make_word_tokenizer, torch_threads
+from core.engine import protocol as P
 from core.autotune.acceptance import BUILTIN_TABLE, DEFAULT_TABLE, prior_table
 from core.autotune.chooser import (
     AUTO_MAX_BUDGET, SEQUENTIAL, SPECEXEC, AutoTuner, Choice, Config, candidate_configs, resolve_budget,
@@ -271,3 +272,43 @@ def test_measurement_stops_near_its_time_limit(tiny_target, tiny_draft):
         spent = time.perf_counter() - started
     # a zero limit still takes the two smallest sizes of each curve: a handful of tiny forwards
     assert spent < 5.0
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The engine: automatic by default, the choice sent as an AutoChoice event
+
+
+def test_engine_defaults_to_auto_and_explains_its_choice(tmp_path):
+    from core.engine.process import Engine
+    from core.loading import load_model
+    from test_engine import USER, save_tiny_pair
+
+    target_dir, draft_dir = save_tiny_pair(tmp_path)
+    events: queue.Queue = queue.Queue()
+    engine = Engine(queue.Queue(), events)
+
+    def serve(message) -> list:
+        engine.accept(message)
+        while engine.pending:
+            engine.handle(engine.pending.popleft())
+        return [events.get() for _ in range(events.qsize())]
+
+    with torch_threads(1):
+        loaded = serve(P.Load(target=target_dir, draft=draft_dir, dtype="float64", device="cpu", max_depth=8))
+        assert "Measuring this machine's speed" in [e.stage for e in loaded if isinstance(e, P.LoadProgress)]
+        assert engine.models_info["budget"] == "auto"
+        got = serve(P.Generate("a", tuple(USER), max_new_tokens=24, temperature=0.8, seed=4))
+        plain = serve(P.Generate("s", tuple(USER), max_new_tokens=24, temperature=0.8, seed=4, method="sequential"))
+        alone = serve(P.Load(target=target_dir, draft=None, dtype="float64", device="cpu"))
+        no_draft = serve(P.Generate("n", tuple(USER), max_new_tokens=4, temperature=0.8, seed=4))
+    assert not [e for e in loaded + alone if isinstance(e, P.Error)]
+    kinds = [type(e).__name__ for e in got]
+    assert kinds.index("AutoChoice") < kinds.index("TokenChunk") and kinds[-1] == "Finished"
+    choices = [e for e in got if isinstance(e, P.AutoChoice)]
+    assert all(e.method in ("sequential", "specexec") and e.reason for e in choices)
+    def tokens(evs):
+        return [t for e in evs if isinstance(e, P.TokenChunk) for t in e.token_ids]
+    assert tokens(got) == tokens(plain) and len(tokens(got)) > 0
+    assert not [e for e in plain if isinstance(e, P.AutoChoice)]  # an explicit method is not tuned
+    (only,) = [e for e in no_draft if isinstance(e, P.AutoChoice)]
+    assert only.reason == "plain decoding: no draft model is loaded"

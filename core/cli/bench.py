@@ -9,6 +9,7 @@ BENCHMARKS = {
     "acceptance": ("core.bench.acceptance", "tokens per target pass per method and budget"),
     "offload": ("core.bench.offload", "streamed target pass vs host-to-device copy rate"),
     "chat": ("core.bench.chat", "chat: time to first token with KV reuse, streaming latency through the engine"),
+    "autotune": ("core.bench.autotune", "automatic method and budget against a sweep of fixed settings"),
 }
 
 
