@@ -34,8 +34,8 @@ class AcceptanceTable:
 
 
 def _log_interpolate(points: tuple[tuple[int, float], ...], budget: int) -> float:
-    """Piecewise linear in log2(budget); beyond the ends, the end segments' slopes (gains keep shrinking
-    per doubling, so extending the last slope is generous enough and never decreasing)."""
+    """Piecewise linear in log2(budget), the end segments extended beyond the table; never below 1 (a pass
+    always emits at least one token)."""
     x = math.log2(max(budget, 1))
     xs = [math.log2(b) for b, _ in points]
     ys = [v for _, v in points]
