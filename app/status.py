@@ -104,8 +104,9 @@ class StatusPanel(QWidget):
             self.budget_label.setText(f"Tree budget: {budget}")
 
     def show_choice(self, choice: P.AutoChoice) -> None:
-        self.choice_label.setText(choice.reason)
-        self.choice_label.setToolTip("Chosen automatically for this machine, and re-checked every few passes")
+        """The reason's headline in the bar (it must fit beside the chart); the whole line in the tooltip."""
+        self.choice_label.setText(choice.reason.split(" (", 1)[0])
+        self.choice_label.setToolTip(f"{choice.reason}\nChosen automatically for this machine and re-checked every few passes")
 
     def show_stats(self) -> None:
         s = self.stats
