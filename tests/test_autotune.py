@@ -312,3 +312,18 @@ def test_engine_defaults_to_auto_and_explains_its_choice(tmp_path):
     assert not [e for e in plain if isinstance(e, P.AutoChoice)]  # an explicit method is not tuned
     (only,) = [e for e in no_draft if isinstance(e, P.AutoChoice)]
     assert only.reason == "plain decoding: no draft model is loaded"
+
+
+def test_cli_defaults_are_automatic_and_explicit_values_win():
+    from core.cli.main import build_parser
+    from core.cli.options import decoding_settings
+
+    parser = build_parser()
+    default = decoding_settings(parser.parse_args(["generate", "--prompt", "hi"]))
+    assert (default.method, default.auto_budget, default.tree.budget, default.tuned) == ("auto", True, AUTO_MAX_BUDGET, True)
+    fixed = decoding_settings(parser.parse_args(["generate", "--prompt", "hi", "--method", "specexec", "--budget", "48"]))
+    assert (fixed.method, fixed.auto_budget, fixed.tree.budget, fixed.tuned) == ("specexec", False, 48, False)
+    plain = decoding_settings(parser.parse_args(["chat", "--method", "sequential"]))
+    assert not plain.tuned
+    with pytest.raises(SystemExit):
+        parser.parse_args(["generate", "--prompt", "hi", "--budget", "lots"])
