@@ -149,7 +149,7 @@ class ApiServerHost(QObject):
 
         conversation = settings.defaults.validated()
         return Defaults(temperature=conversation.temperature, top_p=conversation.top_p,
-                        max_tokens=conversation.max_tokens, method=settings.method())
+                        max_tokens=conversation.max_tokens, method=conversation.decoding_method(bool(settings.draft)))
 
     def _start(self, config: ServerConfig, settings: AppSettings) -> None:
         from core.server.api import create_app

@@ -209,6 +209,7 @@ class EngineBridge(QObject):
     token = Signal(str, str)  # request id, text
     prompt_started = Signal(object)  # P.PromptStarted: the engine reads the prompt (prefill) before answering
     pass_stats = Signal(object)  # P.PassStats
+    auto_choice = Signal(object)  # P.AutoChoice: what the automatic method / budget chose, and why
     finished = Signal(object)  # P.Finished
     request_failed = Signal(object)  # P.Error ending one request (kind engine_died when the engine died)
     engine_failed = Signal(object)  # P.Error for the engine as a whole: died, did not start, load failed
@@ -317,6 +318,8 @@ class EngineBridge(QObject):
             self.pass_stats.emit(event)
         elif isinstance(event, P.PromptStarted):
             self.prompt_started.emit(event)
+        elif isinstance(event, P.AutoChoice):
+            self.auto_choice.emit(event)
         elif isinstance(event, P.Finished):
             self._end_request(event)
         elif isinstance(event, P.Error):

@@ -24,7 +24,7 @@ from core.threads import resolve_thread_count
 
 log = logging.getLogger(__name__)
 
-SETTINGS_SCHEMA_VERSION = 2
+SETTINGS_SCHEMA_VERSION = 3
 
 
 class Offload(StrEnum):
@@ -44,7 +44,7 @@ class Theme(StrEnum):
 class Method(StrEnum):
     """How answers are decoded (values serialized to disk: do not change)."""
 
-    AUTO = "auto"  # SpecExec with a draft model, plain decoding without one
+    AUTO = "auto"  # with a draft: plain decoding or SpecExec, whichever is faster here (core/autotune)
     SPECEXEC = "specexec"
     SPECINFER = "specinfer"
     SEQUENTIAL = "sequential"
@@ -84,9 +84,10 @@ class ConversationSettings:
         )
 
     def decoding_method(self, has_draft: bool) -> str:
-        """The engine's method for this conversation: a draft-based one needs a draft model."""
-        if self.method == Method.AUTO or (self.method != Method.SEQUENTIAL and not has_draft):
-            return Method.SPECEXEC.value if has_draft else Method.SEQUENTIAL.value
+        """The engine's method for this conversation: without a draft model, plain decoding; AUTO lets the
+        engine choose per pass (and explain its choice)."""
+        if not has_draft:
+            return Method.SEQUENTIAL.value
         return self.method.value
 
 
@@ -101,7 +102,7 @@ class AppSettings:
     theme: Theme = Theme.SYSTEM
     dtype: str = "auto"
     device: str = "auto"
-    tree_budget: int = 128
+    tree_budget: int = 0  # draft tokens per pass; 0 = automatic (chosen for this machine)
     max_depth: int = 32
     expand: int = 32
     context_length: int = 0  # tokens; 0 = the models' own context window
@@ -122,14 +123,11 @@ class AppSettings:
             device=self.device,
             offload=self.offload.value,
             vram_budget_gb=self.vram_budget_gb if self.vram_budget_gb > 0 else None,
-            budget=max(1, self.tree_budget),
+            budget=self.tree_budget if self.tree_budget > 0 else "auto",
             max_depth=max(1, self.max_depth),
             expand=max(1, self.expand),
             context_length=self.context_length if self.context_length > 0 else None,
         )
-
-    def method(self) -> str:
-        return "specexec" if self.draft else "sequential"
 
     def thread_count(self) -> int:
         return resolve_thread_count(self.engine_threads if self.engine_threads > 0 else None)
@@ -213,7 +211,16 @@ def _v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-_MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _v1_to_v2}
+def _v2_to_v3(data: dict[str, Any]) -> dict[str, Any]:
+    """Version 2's tree budget defaulted to 128; version 3 chooses it automatically (0). A file still holding
+    the old default gets the new one; any other budget was picked by the user and stays."""
+    data = dict(data)
+    if data.get("tree_budget") == 128:
+        data["tree_budget"] = 0
+    return data
+
+
+_MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _v1_to_v2, 2: _v2_to_v3}
 
 
 def migrate(data: dict[str, Any]) -> dict[str, Any]:

@@ -55,7 +55,7 @@ def test_sampling_settings_and_method_reach_the_engine(qtbot, controller):
     assert (settings["top_k"], settings["repetition_penalty"], settings["seed"], settings["method"]) == (
         40, 1.2, 7, "specinfer")
     assert ConversationSettings(method=Method.SPECINFER).decoding_method(has_draft=False) == "sequential"
-    assert ConversationSettings().decoding_method(has_draft=True) == "specexec"
+    assert ConversationSettings().decoding_method(has_draft=True) == "auto"  # the engine chooses per pass
     assert AppSettings(context_length=2048).load_request().context_length == 2048
     assert AppSettings().load_request().context_length is None
 

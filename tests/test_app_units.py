@@ -193,7 +193,7 @@ def test_first_run_loads_the_builtin_pair(quiet_window, app_paths):
     assert not app_paths.settings_file.exists()  # nothing configured
     (call,) = quiet_window.bridge.calls
     assert call == ("start", P.Load(target="builtin", draft="builtin-draft", dtype="auto", device="auto",
-                                    offload="auto", vram_budget_gb=None, budget=128, max_depth=32, expand=32))
+                                    offload="auto", vram_budget_gb=None, budget="auto", max_depth=32, expand=32))
     assert "SmolLM2 135M 4-bit" in quiet_window.chat_view.placeholder_text()
     assert quiet_window.status_panel.engine_label.text() == "Engine: Starting"
 

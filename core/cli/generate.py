@@ -33,7 +33,9 @@ def run(args: argparse.Namespace) -> int:
         target.lm, draft.lm if draft else None, target.tokenizer, prompt_ids, params, settings
     )
     text, token_ids, passes, finish, seconds = [], [], 0, "length", 0.0
+    choice = None
     for chunk in chunks:
+        choice = chunk.choice or choice
         if not args.json:
             print(chunk.text, end="", flush=True)
         text.append(chunk.text)
@@ -57,4 +59,6 @@ def run(args: argparse.Namespace) -> int:
             f"({len(token_ids) / max(passes, 1):.2f} tokens/pass, {len(token_ids) / max(seconds, 1e-9):.2f} tokens/s)",
             file=sys.stderr,
         )
+        if choice is not None:
+            print(f"[auto] {choice.reason}", file=sys.stderr)
     return 0

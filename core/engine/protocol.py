@@ -7,8 +7,8 @@ unknown type, with missing fields or with wrongly typed fields with an `Error` e
 goes on serving.
 
 Requests (client -> engine): Load, Generate, Cancel, Unload, Status, Shutdown.
-Events (engine -> client): EngineStarted, LoadProgress, StatusReport, TokenChunk, PassStats, ContextTrimmed,
-BudgetReduced, Finished, Error.
+Events (engine -> client): EngineStarted, LoadProgress, StatusReport, TokenChunk, PassStats, AutoChoice,
+ContextTrimmed, BudgetReduced, Finished, Error.
 
 A Generate request ends with exactly one Finished or one Error carrying its request_id (or, if the engine
 process dies, with the client's Error of kind "engine_died", which ends every request in flight). Generate
@@ -29,7 +29,7 @@ PROTOCOL_VERSION = 1
 
 EngineState = Literal["idle", "loading", "ready", "generating"]
 FinishReason = Literal["eos", "stop", "length", "cancelled"]
-Method = Literal["specexec", "specinfer", "sequential"]
+Method = Literal["specexec", "specinfer", "sequential", "auto"]
 
 # Error kinds the engine and client report (Error.kind).
 ERROR_KINDS = (
@@ -77,6 +77,8 @@ class Load(Request):
     the activations it reserves. StatusReport.models["budget"] is the tree budget in force: lower than
     `budget` when the GPU cannot hold the activations of the requested tree. context_length caps the context
     window below the models' own (None: theirs); StatusReport.models["max_context"] is the window in force.
+    budget "auto" (the default): chosen per pass for this machine (core/autotune), up to the largest budget
+    it may pick.
     """
 
     target: str = "builtin"
@@ -86,7 +88,7 @@ class Load(Request):
     offload: str = "auto"
     vram_budget_gb: float | None = None
     resident_layers: str = "auto"
-    budget: int = 128
+    budget: int | Literal["auto"] = "auto"
     max_depth: int = 32
     expand: int = 32
     draft_top_p: bool = False
@@ -97,7 +99,9 @@ class Load(Request):
 class Generate(Request):
     """Answer a conversation. `messages`: [{"role": ..., "content": ...}, ...] ending with the user's turn.
 
-    budget None means the budget of the Load (capped by any reduction after an out-of-memory error).
+    method "auto" (the default): plain decoding or SpecExec, whichever is faster on this machine, chosen per
+    pass (AutoChoice events say what and why). budget None means the budget of the Load (capped by any
+    reduction after an out-of-memory error); "auto" lets the engine choose it.
     reuse_cache False starts from empty KV caches (benchmarks; a cold run to compare with; the API server,
     whose requests are independent).
     prompt: plain text to continue without the chat template (the API's /v1/completions); `messages` is then
@@ -112,10 +116,10 @@ class Generate(Request):
     top_k: int = 0
     repetition_penalty: float = 1.0
     seed: int = 0
-    method: Method = "specexec"
+    method: Method = "auto"
     max_new_tokens: int = 256
     stop: tuple[str, ...] | list[str] = ()
-    budget: int | None = None
+    budget: int | Literal["auto"] | None = None
     reuse_cache: bool = True
     prompt: str | None = None
     trim_context: bool = True
@@ -215,6 +219,22 @@ class PassStats(Event):
 
 
 @dataclass(frozen=True)
+class AutoChoice(Event):
+    """What an automatic method or budget chose for the next passes, and why, in one line for people
+    (`reason`). Sent before the first pass's TokenChunk of a tuned answer and whenever the choice changes.
+    method: sequential | specexec; budget and expand: the tree's (0 for sequential); tokens_per_pass and
+    pass_seconds: what the choice is expected to deliver."""
+
+    request_id: str
+    method: str
+    budget: int
+    expand: int
+    reason: str
+    tokens_per_pass: float = 0.0
+    pass_seconds: float = 0.0
+
+
+@dataclass(frozen=True)
 class ContextTrimmed(Event):
     """The conversation did not fit: the `dropped_messages` oldest non-system messages were left out (a
     client that drops them from its own history keeps the KV cache reusable on the next turn)."""
@@ -263,8 +283,8 @@ REQUEST_TYPES: dict[str, type[Request]] = {
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.__name__: cls
     for cls in (
-        EngineStarted, LoadProgress, StatusReport, PromptStarted, TokenChunk, PassStats, ContextTrimmed, BudgetReduced,
-        Finished, Error,
+        EngineStarted, LoadProgress, StatusReport, PromptStarted, TokenChunk, PassStats, AutoChoice, ContextTrimmed,
+        BudgetReduced, Finished, Error,
     )
 }
 

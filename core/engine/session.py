@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import torch
 from transformers import PreTrainedTokenizerBase
 
+from core.autotune.chooser import AutoTuner
 from core.causal_lm import CausalLM
 from core.decode_state import DecodeState
 from core.detokenize import IncrementalDetokenizer
@@ -116,6 +117,15 @@ class ChatSession:
         self.tokenizer = tokenizer
         self.state: DecodeState | None = None
         self.context_cap: int | None = None  # a smaller window asked for by the client (Load.context_length)
+        self.tuner: AutoTuner | None = None  # learns across turns; built by tuner_for on first need
+
+    def tuner_for(self, max_depth: int) -> AutoTuner:
+        """The pair's AutoTuner (its cost model measured on first use, then read from the cache)."""
+        if self.tuner is None:
+            from core.autotune.setup import tuner_for_pair
+
+            self.tuner = tuner_for_pair(self.target, self.draft, max_depth)
+        return self.tuner
 
     @property
     def context_limit(self) -> int:
@@ -142,11 +152,11 @@ class ChatSession:
     ) -> "Turn":
         """Start a turn: the state is reset to `prompt_ids` now, so the reuse counts are known up front."""
         needs_draft = settings.method != "sequential"
-        if needs_draft and self.draft is None:
+        if needs_draft and self.draft is None and settings.method != "auto":
             raise InvalidSettingError(f"method '{settings.method}' needs a draft model; load one or use 'sequential'")
         if self.state is None or not reuse_cache:
             self.state = DecodeState.fresh(prompt_ids, self.target, self.draft)
-        elif needs_draft and self.state.draft_cache is None:
+        elif needs_draft and self.draft is not None and self.state.draft_cache is None:
             self.state.draft_cache = self.draft.new_cache()
         self.state.reset_tokens(prompt_ids)  # stream_generate repeats this; it is idempotent
         return Turn(self, prompt_ids, params, settings, fault_hook)
@@ -206,6 +216,7 @@ class Turn:
                 self.params,
                 dataclasses.replace(settings, max_new_tokens=settings.max_new_tokens - len(self.token_ids)),
                 state=state,
+                tuner=self.session.tuner_for(settings.tree.max_depth) if settings.tuned else None,
             )
             try:
                 for chunk in stream:
@@ -223,6 +234,9 @@ class Turn:
                 _crop_consistent(state.target_cache, committed[0])
                 _crop_consistent(state.draft_cache, committed[1])
                 old = settings.tree.budget
+                choice = self.session.tuner.current if settings.tuned and self.session.tuner else None
+                if choice is not None and choice.config.budget:
+                    old = min(old, choice.config.budget)  # the tree that ran out, below the tuner's cap
                 if settings.method == "sequential" or old <= 1:
                     raise
                 if torch.cuda.is_available():
