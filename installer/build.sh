@@ -2,7 +2,7 @@
 # Build the Linux installers here and self-test the bundle:
 #   dist/specexec-desktop/                                   the one-folder bundle (PyInstaller)
 #   dist/SpecExec-Desktop-<version>-linux-x86_64-<flavour>.tar.gz   bundle + .desktop file + icon
-#   dist/SpecExec-Desktop-<version>-linux-x86_64-<flavour>.AppImage when appimagetool is available
+#   dist/SpecExec-Desktop-<version>-linux-x86_64-<flavour>.AppImage when APPIMAGE_RUNTIME is set
 # then runs the bundle's --self-test in a clean environment (no venv, no Python packages on PATH) with an
 # empty model cache, so the frozen first-run conversion of the built-in model is exercised too.
 #
@@ -10,7 +10,8 @@
 #
 # Uses the active virtual environment, else the project's .venv (scripts/setup.sh). The torch in that
 # environment decides the flavour (cpu or cuda; see docs/installers.md). Slow (minutes): not part of the
-# default test command. Set APPIMAGETOOL to an appimagetool executable to get the AppImage.
+# default test command. Set APPIMAGE_RUNTIME to the type-2 AppImage runtime file to get the AppImage (no
+# registry here has appimagetool or the runtime: see docs/installers.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -81,11 +82,19 @@ cp installer/linux/AppRun "$appdir/AppRun"
 cp installer/linux/specexec-desktop.desktop "$appdir/"
 cp build/icons/app-256.png "$appdir/specexec-desktop.png"
 cp build/icons/app-256.png "$appdir/.DirIcon"
-appimagetool=${APPIMAGETOOL:-$(command -v appimagetool || true)}
-if [ -n "$appimagetool" ]; then
-    ARCH=$(uname -m) "$appimagetool" --no-appstream "$appdir" "dist/$name.AppImage"
+# An AppImage is the type-2 AppImage runtime (a static ELF) followed by a squashfs of the AppDir; the
+# runtime finds the image right after its own ELF end. appimagetool does the same, plus checks we do here.
+runtime=${APPIMAGE_RUNTIME:-}
+if [ -n "$runtime" ] && [ -f "$runtime" ] && command -v mksquashfs >/dev/null; then
+    if command -v desktop-file-validate >/dev/null; then desktop-file-validate "$appdir/specexec-desktop.desktop"; fi
+    rm -f "build/$name.squashfs"
+    nice -n 15 mksquashfs "$appdir" "build/$name.squashfs" -root-owned -noappend -comp zstd -quiet
+    cat "$runtime" "build/$name.squashfs" > "dist/$name.AppImage"
+    chmod +x "dist/$name.AppImage"
+    rm -f "build/$name.squashfs"
 else
-    echo "AppImage: AppDir ready in $appdir, but no appimagetool here (set APPIMAGETOOL=/path/to/appimagetool)"
+    echo "AppImage: skipped (AppDir ready in $appdir): set APPIMAGE_RUNTIME to the type-2 AppImage runtime" \
+        "(runtime-$(uname -m) of AppImage/type2-runtime) and install squashfs-tools"
 fi
 pack_seconds=$((SECONDS - build_seconds))
 
@@ -97,6 +106,12 @@ env -i HOME="$HOME" PATH=/usr/bin:/bin LANG=C.UTF-8 \
     SPECEXEC_DATA_DIR="$scratch/data" SPECEXEC_CACHE_DIR="$scratch/cache" \
     "$bundle/specexec-desktop" --self-test
 test_seconds=$((SECONDS - test_start))
+if [ -f "dist/$name.AppImage" ]; then
+    echo "== self-test of the AppImage (same clean environment; the model cache is now filled)"
+    env -i HOME="$HOME" PATH=/usr/bin:/bin LANG=C.UTF-8 APPIMAGE_EXTRACT_AND_RUN="${APPIMAGE_EXTRACT_AND_RUN:-}" \
+        SPECEXEC_DATA_DIR="$scratch/data" SPECEXEC_CACHE_DIR="$scratch/cache" \
+        "dist/$name.AppImage" --self-test
+fi
 
 echo "== summary"
 echo "bundle:    $(du -sh "$bundle" | cut -f1)  $bundle ($(find "$bundle" -type f | wc -l) files)"

@@ -12,7 +12,7 @@ if [ "${1:-}" = "--remove" ]; then
 fi
 mkdir -p "$apps" "$icons"
 cp "$here/specexec-desktop.png" "$icons/specexec-desktop.png"
-sed "s|^Exec=.*|Exec=\"$here/specexec-desktop/specexec-desktop\" %U|" "$here/specexec-desktop.desktop" \
+sed "s|^Exec=.*|Exec=\"$here/specexec-desktop/specexec-desktop\"|" "$here/specexec-desktop.desktop" \
     > "$apps/specexec-desktop.desktop"
 chmod +x "$apps/specexec-desktop.desktop"
 command -v update-desktop-database >/dev/null 2>&1 && update-desktop-database "$apps" >/dev/null 2>&1 || true
