@@ -88,7 +88,7 @@ runtime=${APPIMAGE_RUNTIME:-}
 if [ -n "$runtime" ] && [ -f "$runtime" ] && command -v mksquashfs >/dev/null; then
     if command -v desktop-file-validate >/dev/null; then desktop-file-validate "$appdir/specexec-desktop.desktop"; fi
     rm -f "build/$name.squashfs"
-    nice -n 15 mksquashfs "$appdir" "build/$name.squashfs" -root-owned -noappend -comp zstd -quiet
+    nice -n 15 mksquashfs "$appdir" "build/$name.squashfs" -root-owned -noappend -comp zstd -Xcompression-level 3 -quiet -no-progress
     cat "$runtime" "build/$name.squashfs" > "dist/$name.AppImage"
     chmod +x "dist/$name.AppImage"
     rm -f "build/$name.squashfs"

