@@ -35,6 +35,9 @@ FLAG = "--self-test"
 EXPECTATION_RESOURCE = "self-test.json"
 LOAD_TIMEOUT_S = 900.0  # the first run converts the GGUF (about 30 s on a desktop, minutes on a slow CI box)
 GENERATE_IDLE_TIMEOUT_S = 300.0
+# One torch thread: a 135M model needs no more for 12 tokens, and a busy machine (a CI runner, a desktop
+# compiling something) slows multi-threaded CPU kernels down many times over.
+ENGINE_THREADS = 1
 
 
 class SelfTestFailure(Exception):
@@ -141,7 +144,7 @@ def generate(expectation: Expectation, report=print) -> tuple[tuple[int, ...], s
     from core.engine.client import EngineClient
     from core.errors import EngineError
 
-    client = EngineClient()
+    client = EngineClient(torch_threads=ENGINE_THREADS)
     try:
         started = time.monotonic()
         try:
