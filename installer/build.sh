@@ -108,7 +108,10 @@ env -i HOME="$HOME" PATH=/usr/bin:/bin LANG=C.UTF-8 \
 test_seconds=$((SECONDS - test_start))
 if [ -f "dist/$name.AppImage" ]; then
     echo "== self-test of the AppImage (same clean environment; the model cache is now filled)"
-    env -i HOME="$HOME" PATH=/usr/bin:/bin LANG=C.UTF-8 APPIMAGE_EXTRACT_AND_RUN="${APPIMAGE_EXTRACT_AND_RUN:-}" \
+    # The runtime mounts the image with FUSE; APPIMAGE_EXTRACT_AND_RUN=1 (machines without FUSE) extracts it.
+    extract=()
+    [ -n "${APPIMAGE_EXTRACT_AND_RUN:-}" ] && extract=(APPIMAGE_EXTRACT_AND_RUN=1)
+    env -i HOME="$HOME" PATH=/usr/bin:/bin LANG=C.UTF-8 "${extract[@]}" \
         SPECEXEC_DATA_DIR="$scratch/data" SPECEXEC_CACHE_DIR="$scratch/cache" \
         "dist/$name.AppImage" --self-test
 fi
