@@ -1,7 +1,8 @@
 ; Inno Setup script: a per-user installer for SpecExec Desktop (no administrator rights), with a Start-menu
 ; entry, an optional desktop icon and an uninstaller. Build after PyInstaller (see installer/windows/build.ps1):
 ;   iscc /DAppVersion=0.1.0 /DFlavour=cpu installer\windows\specexec-desktop.iss
-; Relative paths are from this script's folder (Inno Setup's SourceDir). Input: dist\specexec-desktop\ (the one-folder bundle) and build\icons\app.ico (installer/make_icons.py).
+; Relative paths are from this script's folder (Inno Setup's SourceDir). Input: dist\specexec-desktop\
+; (the one-folder bundle) and build\icons\app.ico (installer/make_icons.py).
 ; Output: dist\SpecExec-Desktop-<version>-windows-x64-<flavour>-setup.exe
 ; Chats, settings and downloaded models live in %LOCALAPPDATA%\SpecExec\SpecExec Desktop, outside the
 ; install folder, so updating or uninstalling keeps them.
