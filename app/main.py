@@ -17,7 +17,7 @@ from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QApplication, QMessageBox
 
-from app import __version__, resources
+from app import __version__, resources, self_test
 from app.logging_setup import install_excepthook, setup_logging
 from app.main_window import MainWindow
 from app.paths import APP_NAME, AppPaths
@@ -75,6 +75,8 @@ def quit_on_terminal_signals(app: QApplication) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     multiprocessing.freeze_support()
+    if self_test.FLAG in (sys.argv if argv is None else argv)[1:]:
+        return self_test.main()
     paths = AppPaths.from_env().ensure()
     setup_logging(paths.log_file)
     install_excepthook()

