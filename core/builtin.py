@@ -25,6 +25,7 @@ from typing import Callable
 import torch
 
 from core.errors import ModelFormatError, ModelNotFoundError
+from core.model_files import LoadedModel, load_gguf_components, load_hf_folder
 
 BUILTIN = "builtin"
 BUILTIN_DRAFT = "builtin-draft"
@@ -160,8 +161,6 @@ def _remove_stale_temp_folders(parent: Path) -> None:
 
 def convert_gguf_to_folder(source: Path, out: Path, progress: Callable[[str], None]) -> None:
     """Dequantise the GGUF into float32 and save an HF folder (safetensors, tokenizer, generation config)."""
-    from core.loading import load_gguf_components
-
     model, tokenizer = load_gguf_components(source, BUILTIN, torch.float32, torch.device("cpu"), progress)
     progress("Saving the converted built-in model")
     # Float32 keeps the dequantised GGUF values exactly (Q4_1 blocks are d * q + m in float32).
@@ -182,9 +181,8 @@ def convert_gguf_to_folder(source: Path, out: Path, progress: Callable[[str], No
     )
 
 
-def load_builtin(spec: str, dtype: torch.dtype, device: torch.device, progress: Callable[[str], None] | None = None):
+def load_builtin(spec: str, dtype: torch.dtype, device: torch.device, progress: Callable[[str], None] | None = None) -> LoadedModel:
     """'builtin' or 'builtin-draft' as a LoadedModel (see core.loading.load_model)."""
-    from core.loading import load_hf_folder
     from core.rtn_quant import quantize_decoder_linears
 
     report = progress or (lambda _message: None)

@@ -92,3 +92,7 @@ class DownloadCancelledError(DownloadError):
     """The download was cancelled (Ctrl+C, SIGTERM, or the app's cancel button); partial files are kept."""
 
     kind = "cancelled"
+
+
+class HardwareDescriptionError(SpecExecError, ValueError):
+    """A hardware description file (a fixture given with --hw or SPECEXEC_HW_FIXTURE) is missing or malformed."""

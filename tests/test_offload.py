@@ -45,7 +45,8 @@ from core.offload.residency import (
 )
 from core.offload.routing import OffloadSettings
 from core.offload.schedule import Compute, Copy, check_plan, pass_timeline, plan_pass, plan_prefetch, streamed_layers
-from core.offload.weight_store import HostWeightStore, check_host_memory
+from core.offload.host_memory import check_host_memory
+from core.offload.weight_store import HostWeightStore
 from core.sampling import SamplingParams
 from core.tree_mask import additive_mask, causal_visibility
 

@@ -34,7 +34,8 @@ from core.offload.layout import LayerBinding, layer_layout
 from core.offload.residency import plan_residency
 from core.offload.schedule import pass_timeline, plan_pass
 from core.offload.streaming import LayerStreamer
-from core.offload.weight_store import HOST_MARGIN_BYTES, HostWeightStore, check_host_memory
+from core.offload.host_memory import HOST_MARGIN_BYTES, check_host_memory
+from core.offload.weight_store import HostWeightStore
 
 GB = 1e9
 FULL_MODEL_LAYERS = 80

@@ -13,6 +13,7 @@ ACTIONS: dict[str, tuple[str, str]] = {
     "import": ("core.cli.models_import", "add a model folder or a .gguf file you already have"),
     "login": ("core.cli.models_login", "keep a Hugging Face token for gated models"),
     "logout": ("core.cli.models_logout", "forget the stored Hugging Face token"),
+    "recommend": ("core.cli.models_recommend", "which model pairs this computer can run, how fast, and which to pick"),
 }
 
 

@@ -18,7 +18,9 @@ Modules, one job each:
     gptq_loader   GPTQ settings; swapping nn.Linear for GPTQLinear in a meta-built model; act-order re-pack
     checkpoint    safetensors shards, headers, checkpoint-name -> layer-entry mapping (MoE expert fusion)
     layout        a layer's tensors packed in one byte buffer; binding a layer module to such a buffer
-    weight_store  ONE host block for all layers, page-locked in place; the host RAM check
+    sizes         bytes of a layer / the non-layer weights / GPTQ scratch from a model's shape (pure, no torch)
+    host_memory   the host RAM check (pure, no torch)
+    weight_store  ONE host block for all layers, page-locked in place
     schedule      the streaming plan as pure data (Copy / Compute actions), its invariants and timeline
     streaming     LayerStreamer: executes the plan (CUDA streams + events, or synchronous CPU copies)
     residency     VRAM budget and resident-layer planning (pure functions)
@@ -26,16 +28,15 @@ Modules, one job each:
     loader        load_offloaded
 """
 
-from core.offload.gptq_loader import is_gptq_folder
-
 __all__ = ["OffloadReport", "OffloadedLM", "is_gptq_folder", "load_offloaded"]
 
-_LAZY = {"load_offloaded": "core.offload.loader", "OffloadedLM": "core.offload.offloaded_lm",
-         "OffloadReport": "core.offload.offloaded_lm"}
+_LAZY = {"is_gptq_folder": "core.offload.gptq_loader", "load_offloaded": "core.offload.loader",
+         "OffloadedLM": "core.offload.offloaded_lm", "OffloadReport": "core.offload.offloaded_lm"}
 
 
 def __getattr__(name: str):
-    """Import the loader (and transformers' model classes) only when it is used: `is_gptq_folder` stays cheap."""
+    """Import torch, the loader and transformers' model classes only when used: the pure planning modules
+    (residency, sizes, host_memory) import without torch, for the fit prediction in the app's process."""
     if name in _LAZY:
         import importlib
 

@@ -30,6 +30,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from core.offload.sizes import gptq_linear_tensors
+
 SUPPORTED_BITS = (2, 4, 8)
 
 # Rows of the int32 temporary a dequantisation chunk may hold, as a number of elements (64 MB of int32).
@@ -234,20 +236,15 @@ class GPTQLinear(nn.Module):
         self.bits, self.group_size, self.zero_offset = settings.bits, settings.group_size, settings.zero_offset
         self.scratch = scratch
         self.mode = "groups"
-        groups, per = settings.groups(in_features), settings.pack_factor
-        self.register_buffer("qweight", torch.empty(in_features // per, out_features, dtype=torch.int32, device=device))
-        self.register_buffer("qzeros", torch.empty(groups, -(-out_features // per), dtype=torch.int32, device=device))
-        self.register_buffer("scales", torch.empty(groups, out_features, dtype=torch.float16, device=device))
-        self.register_buffer("g_idx", torch.empty(in_features, dtype=torch.int32, device=device))
-        if settings.desc_act:
-            # the input permutation of "perm" mode (filled by the loader; unused in the other modes)
-            self.register_buffer("perm", torch.empty(in_features, dtype=torch.int32, device=device))
-        else:
-            self.perm = None
-        if bias:
-            self.register_buffer("bias", torch.empty(out_features, dtype=torch.float16, device=device))
-        else:
-            self.bias = None
+        dtypes = {"int32": torch.int32, "float16": torch.float16}
+        # Shapes from the one pure description the fit prediction also uses (core.offload.sizes). `perm`
+        # (act-order only) is the input permutation of "perm" mode, filled by the loader.
+        for spec in gptq_linear_tensors(in_features, out_features, settings.bits, settings.group_size,
+                                        settings.desc_act, bias):
+            self.register_buffer(spec.name, torch.empty(spec.shape, dtype=dtypes[spec.dtype], device=device))
+        for optional in ("perm", "bias"):
+            if optional not in self._buffers:
+                setattr(self, optional, None)
 
     def extra_repr(self) -> str:
         return f"in={self.in_features}, out={self.out_features}, bits={self.bits}, group={self.group_size}, mode={self.mode}"

@@ -24,10 +24,9 @@ from core.offload.gptq import (
     plan_gptq_rows,
     sort_rows_by_group,
 )
+from core.offload.sizes import EXPERT_NAMES
 
 QUANTIZE_CONFIG = "quantize_config.json"
-# checkpoint names of (gate, up, down) for MoE experts, per model type
-EXPERT_NAMES = {"mixtral": ("w1", "w3", "w2"), "qwen2_moe": ("gate_proj", "up_proj", "down_proj")}
 EXPERT_PREFIX = {"mixtral": "block_sparse_moe.experts", "qwen2_moe": "mlp.experts"}
 
 

@@ -32,13 +32,13 @@ from core.offload.gptq_loader import check_lm_head, finalize_gptq_layer, quantiz
 from core.offload.layout import LayerLayout, layer_layout
 from core.offload.offloaded_lm import OffloadedLM, OffloadReport
 from core.offload.streaming import LayerStreamer
-from core.offload.weight_store import HOST_MARGIN_BYTES, HostWeightStore, check_host_memory
+from core.offload.host_memory import check_host_memory, host_bytes_needed
+from core.offload.sizes import gptq_scratch_bytes
+from core.offload.weight_store import HostWeightStore
 
 log = logging.getLogger(__name__)
 
 Progress = Callable[[int, int], None]
-# GPTQ dequantisation temporaries besides the scratch matrix (one int32 chunk, see gptq.CHUNK_ELEMENTS)
-GPTQ_TEMP_BYTES = 128 * 1024**2
 
 
 def _dtype_bytes(dtype: torch.dtype) -> int:
@@ -189,9 +189,9 @@ def load_offloaded(
     # Memory checks before any big allocation.
     store_bytes = sum(layout.nbytes for layout in layouts)
     largest_tensor = max((info.nbytes for info in infos.values()), default=0)
-    needed = store_bytes + largest_tensor + HOST_MARGIN_BYTES + (top_bytes if device.type == "cpu" else 0)
+    needed = host_bytes_needed(store_bytes, largest_tensor, top_bytes, on_cpu=device.type == "cpu")
     check_host_memory(needed, available_ram_bytes, what=f"the offloaded weights of {folder_path.name}")
-    scratch_bytes = largest_linear * _dtype_bytes(dtype) + (GPTQ_TEMP_BYTES if largest_linear else 0)
+    scratch_bytes = gptq_scratch_bytes(largest_linear, _dtype_bytes(dtype))
     plan, fit = _plan_device(config, device, dtype, layouts, top_bytes + scratch_bytes, vram_budget_bytes,
                              resident_layers, n_slots, tree_budget, max_context, draft_weight_bytes, draft_kv_bytes,
                              stream_on_cpu)
@@ -277,7 +277,7 @@ def _plan_device(config, device, dtype, layouts, fixed_bytes, budget, resident_l
     free, _ = torch.cuda.mem_get_info(device)
     fit = None
     if budget is None:
-        minimum = fixed_bytes + min(n_slots, len(layer_bytes)) * max(layer_bytes)
+        minimum = residency.minimum_device_bytes(layer_bytes, fixed_bytes, n_slots)
         fit = residency.fit_default_budget(config, free, _dtype_bytes(dtype), max_context, draft_weight_bytes,
                                            draft_kv_bytes, minimum, tree_budget)
         budget = fit.budget_bytes

@@ -48,6 +48,11 @@ class ResidencyPlan:
         )
 
 
+def minimum_device_bytes(layer_bytes: Sequence[int], fixed_bytes: int, n_slots: int = DEFAULT_SLOTS) -> int:
+    """The least VRAM an offloaded target runs in: its fixed weights and the ring slots, no resident layer."""
+    return fixed_bytes + min(n_slots, len(layer_bytes)) * max(layer_bytes, default=0)
+
+
 def spread_layers(n_layers: int, count: int) -> tuple[int, ...]:
     """`count` layer indices spread evenly over 0..n_layers-1.
 

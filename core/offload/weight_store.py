@@ -1,5 +1,7 @@
 """All decoder layers' weights in ONE host allocation, each layer a contiguous byte range.
 
+(Whether it fits in host RAM is checked first, by core.offload.host_memory.)
+
 Why one allocation: PyTorch's pinned-memory allocator rounds every allocation up to a power of two (a
 0.43 GB layer would take 0.54 GB, and one 35 GB block would take 64 GB). So we allocate plain memory of
 the exact size (page aligned) and page-lock it in place with cudaHostRegister, which rounds nothing.
@@ -12,32 +14,11 @@ import logging
 import weakref
 from collections.abc import Sequence
 
-import psutil
 import torch
 
-from core.errors import InsufficientHostMemoryError
 from core.offload.layout import LAYER_ALIGN, LayerLayout
 
 log = logging.getLogger(__name__)
-
-GIB = 1024**3
-# Room left for the OS, the Python process and the largest tensor read while loading.
-HOST_MARGIN_BYTES = 1 * GIB
-
-
-def check_host_memory(needed_bytes: int, available_bytes: int | None = None, what: str = "the offloaded weights") -> None:
-    """Raise InsufficientHostMemoryError unless `needed_bytes` fit in available RAM (psutil when None).
-
-    Called before any allocation, so a model that cannot fit fails in a second instead of swapping.
-    """
-    available = psutil.virtual_memory().available if available_bytes is None else available_bytes
-    if needed_bytes > available:
-        raise InsufficientHostMemoryError(
-            f"not enough free RAM for {what}: they need {needed_bytes / GIB:.1f} GiB of page-locked host memory "
-            f"but only {available / GIB:.1f} GiB is available. Close other programs, use a smaller or more "
-            f"strongly quantised model (e.g. GPTQ 4-bit), or add RAM."
-        )
-
 
 def pin_in_place(buffer: torch.Tensor) -> bool:
     """Page-lock an existing CPU tensor's memory with cudaHostRegister. Returns False (and logs) on failure:
