@@ -24,13 +24,16 @@ from app.conversation_list import ConversationList
 from app.diagnostics import diagnostics_text
 from app.engine_bridge import CRASHED, FAILED, EngineBridge, EngineStatus
 from app.input_box import InputBox
+from app.model_manager import ModelManager, model_pair_name
 from app.paths import AppPaths
 from app.settings import AppSettings, load_settings, save_settings, to_dict
 from app.settings_dialog import AppSettingsDialog, ConversationSettingsDialog
 from app.status import StatusPanel
 from app.store import Store
+from app.wizard.wizard import FirstRunWizard
 from core.engine import protocol as P
 from core.engine.client import EngineClient
+from core.models.locations import models_dir
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +93,13 @@ class MainWindow(QMainWindow):
         self.conversation_settings_button = QPushButton("Conversation settings…")
         self.conversation_settings_button.setAccessibleName("Conversation settings")
         self.conversation_settings_button.setToolTip("System prompt, temperature, top-p, answer length, tree budget")
+        # The model in use; a click opens the model manager (Models > Model manager)
+        self.model_button = QPushButton()
+        self.model_button.setObjectName("modelButton")
+        self.model_button.setFlat(True)
+        self.model_button.setAccessibleName("Model in use: open the model manager")
         header.addWidget(self.title_label, 1)
+        header.addWidget(self.model_button)
         header.addWidget(self.conversation_settings_button)
         column.addLayout(header)
         self.banner = Banner()
@@ -157,6 +166,9 @@ class MainWindow(QMainWindow):
         chat.addSeparator()
         self._action(chat, "Find conversation", lambda: self.sidebar.search.setFocus(), QKeySequence.StandardKey.Find)
         self._action(chat, "Go to message box", lambda: self.input.setFocus(), "Ctrl+L")
+        models = bar.addMenu("&Models")
+        self._action(models, "&Model manager…", self.open_model_manager, "Ctrl+M")
+        self._action(models, "&Set-up wizard…", lambda: self.open_wizard())
         engine = bar.addMenu("&Engine")
         self._action(engine, "&Restart engine", self.restart_engine)
         help_menu = bar.addMenu("&Help")
@@ -171,6 +183,7 @@ class MainWindow(QMainWindow):
         self.stop_button.clicked.connect(c.stop)
         self.regenerate_button.clicked.connect(c.regenerate)
         self.conversation_settings_button.clicked.connect(self.open_conversation_settings)
+        self.model_button.clicked.connect(self.open_model_manager)
         self.sidebar.new_requested.connect(self.new_conversation)
         self.sidebar.selected.connect(c.open_conversation)
         self.sidebar.delete_requested.connect(self.delete_conversation)
@@ -229,6 +242,8 @@ class MainWindow(QMainWindow):
         s = self.settings
         pair = f"Model: {s.target}" + (f"  ·  draft: {s.draft}" if s.draft else "  (no draft)")
         self.chat_view.set_placeholder(f"Start a conversation: type a message below and press Enter.\n\n{pair}")
+        self.model_button.setText(f"{model_pair_name(s)} ▾")
+        self.model_button.setToolTip(pair.replace("  ·  ", "\n") + "\nClick to switch, add or remove models")
 
     def _conversation_opened(self, conversation_id: int | None) -> None:
         self.sidebar.select(conversation_id)
@@ -311,6 +326,40 @@ class MainWindow(QMainWindow):
         dialog = ConversationSettingsDialog(self.controller.conversation_settings(), self)
         if dialog.exec():
             self.controller.set_conversation_settings(dialog.values())
+
+    # -- models (app/model_manager.py, app/wizard/) ---------------------------------------------------------
+
+    def open_model_manager(self) -> ModelManager:
+        manager = ModelManager(self.settings, models_dir(), parent=self)
+        manager.switched.connect(self.switch_models)
+        manager.download_requested.connect(lambda pair_id: (manager.accept(), self.open_wizard(pair_id)))
+        manager.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        manager.show()
+        return manager
+
+    def switch_models(self, settings: AppSettings) -> None:
+        """Use another (already checked) pair: saved, the engine reloads it, the chat says so; conversations stay."""
+        self.apply_settings(settings)
+        self.statusBar().showMessage(f"Switched to {model_pair_name(settings)}: loading it", 10000)
+
+    def open_wizard(self, resume_pair: str | None = None) -> FirstRunWizard:
+        """The set-up wizard from the menu: it borrows this window's engine for its last page."""
+        wizard = FirstRunWizard(self.settings, models_dir(), resume_pair=resume_pair, bridge=self.bridge, parent=self)
+        wizard.finished.connect(lambda result: self._wizard_finished(wizard, result))
+        wizard.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        wizard.show()
+        return wizard
+
+    def _wizard_finished(self, wizard: FirstRunWizard, result: int) -> None:
+        chosen = wizard.chosen_settings
+        wizard.take_bridge()
+        if result and chosen is not None:
+            self.settings = chosen  # already loaded by the wizard: save without a second load
+            self.controller.app_settings = chosen
+            save_settings(chosen, self.paths.settings_file)
+            self._show_model_pair()
+        elif wizard.done_page.loaded:  # cancelled after it loaded another pair: back to the saved one
+            self.bridge.load(self.settings.load_request())
 
     # -- help ----------------------------------------------------------------------------------------------
 
