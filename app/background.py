@@ -32,6 +32,12 @@ class BackgroundCall(QObject):
             result = self._function()
         except Exception as error:  # reported in the window, never a silent dead thread
             log.exception("background call failed")
-            self.failed.emit(str(error) or type(error).__name__)
+            self._emit(self.failed, str(error) or type(error).__name__)
             return
-        self.done.emit(result)
+        self._emit(self.done, result)
+
+    def _emit(self, signal, value: Any) -> None:
+        try:
+            signal.emit(value)
+        except RuntimeError:  # the window that asked was closed meanwhile (this object went with it)
+            log.debug("background call finished after its window closed")

@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (
 from app.background import BackgroundCall
 from app.model_choice import choose, imported_models, installed_pairs, pair_paths
 from app.settings import AppSettings
-from app.wizard.pair_list import PairList
+from app.wizard.pair_list import CARD_STYLE, PairList
 from app.wizard.words import size_words
 from core.errors import SpecExecError
 from core.models.catalog import BUILTIN_PAIR_ID, Catalog, load_catalog
@@ -129,6 +129,7 @@ class ModelManager(QDialog):
         self.installed = QListWidget()
         self.installed.setAccessibleName("Installed models")
         self.installed.setSpacing(2)
+        self.installed.setStyleSheet(CARD_STYLE)
         self.installed.currentRowChanged.connect(lambda _row: self._update_buttons())
         row = QHBoxLayout()
         self.use_button = QPushButton("Use this model")
@@ -155,17 +156,20 @@ class ModelManager(QDialog):
     def _show_entries(self, entries: list[InstalledEntry]) -> None:
         self.entries = entries
         self.installed.clear()
-        for entry in entries:
+        active_row = 0
+        for row, entry in enumerate(entries):
             active = entry.target == self.settings.target and entry.draft == self.settings.draft
+            active_row = row if active else active_row
             size = "built in" if entry.size_bytes is None else size_words(entry.size_bytes)
-            text = f"{'● ' if active else ''}{entry.name}{'  (in use)' if active else ''}\n{size} · {entry.location}"
-            item = QListWidgetItem(text)
-            item.setToolTip(f"target: {entry.target}\ndraft: {entry.draft or 'none'}")
-            if active:
-                font = item.font()
-                font.setBold(True)
-                item.setFont(font)
+            badge = " &nbsp;<span style='background:#2e9d4f;color:white'>&nbsp;In use&nbsp;</span>" if active else ""
+            card = QLabel(f"<b>{entry.name}</b>{badge}<br><span style='color:#6b7280'>{size} · {entry.location}</span>")
+            card.setContentsMargins(10, 6, 10, 6)
+            card.setToolTip(f"target: {entry.target}\ndraft: {entry.draft or 'none'}")
+            item = QListWidgetItem()
+            item.setSizeHint(card.sizeHint())
             self.installed.addItem(item)
+            self.installed.setItemWidget(item, card)
+        self.installed.setCurrentRow(active_row if entries else -1)
         self._update_buttons()
 
     def selected_entry(self) -> InstalledEntry | None:
@@ -252,8 +256,9 @@ class ModelManager(QDialog):
         call.failed.connect(lambda text: self.catalog_status.setText(f"Could not check this computer: {text}"))
         self._calls.append(call.start())
 
-    def _show_catalog(self, _hardware) -> None:
+    def _show_catalog(self, prediction) -> None:
         state = self._catalog_state
+        state.apply(prediction)
         self.catalog_list.show_recommendation(state.recommendation, state.installed)
         self.catalog_status.setText("Pick a model and press Download; the set-up wizard takes it from there.")
 

@@ -107,6 +107,7 @@ def test_wizard_end_to_end_download_verify_load_answer(qtbot, served, app_paths)
     assert set(ids) == {"builtin", "tiny", "llama2-70b-chat-gptq"}
     assert wizard.state.recommendation.recommended == ids[0]  # the recommended pair comes first
     choose(wizard, "tiny")
+    assert wizard.state.chosen.fit == "fits" and wizard.button(QWizard.WizardButton.NextButton).isEnabled()
     screenshot(wizard, "wizard-2-choose")
     wizard.next()
     assert wizard.currentId() == DOWNLOAD
@@ -141,6 +142,30 @@ def test_wizard_end_to_end_download_verify_load_answer(qtbot, served, app_paths)
         bridge.shutdown()
 
 
+def test_real_catalog_on_a_24_gb_pc_in_plain_words(qtbot, tmp_path, monkeypatch):
+    """The shipped catalog on an RTX 4090 / 64 GB / PCIe 4 machine (these screenshots go in the README)."""
+    monkeypatch.delenv("SPECEXEC_CATALOG", raising=False)
+    monkeypatch.setenv("SPECEXEC_HW_FIXTURE", str(FIXTURES / "gpu24-ram64-pcie4.json"))
+    wizard = FirstRunWizard(tiny_settings("builtin", "builtin-draft"), tmp_path / "models")
+    qtbot.addWidget(wizard)
+    wizard.show()
+    qtbot.waitUntil(lambda: wizard.state.recommendation is not None, timeout=WAIT_MS)
+    assert wizard.hardware_page.summary.text() == \
+        "NVIDIA GeForce RTX 4090, 24 GB; 63 GB RAM; PCIe 4.0 x16; 466 GB free on disk"
+    screenshot(wizard, "wizard-1-computer-4090")
+    wizard.next()
+    first = wizard.choose_page.pairs.fits[0]
+    assert first.pair.id == wizard.state.recommendation.recommended != "builtin"
+    card = wizard.choose_page.pairs.itemWidget(wizard.choose_page.pairs.item(0))
+    text = " ".join(label.text() for label in card.findChildren(type(card.mark)))
+    assert "Recommended" in text and "Fits this computer" in text and "words per second" in text
+    assert "to download" in text and "Licence:" in text
+    assert "builtin" in [fit.pair.id for fit in wizard.choose_page.pairs.fits]  # always there, always fits
+    assert next(f for f in wizard.choose_page.pairs.fits if f.pair.id == "builtin").fit == "fits"
+    screenshot(wizard, "wizard-2-choose-4090")
+    wizard.reject()
+
+
 def test_red_pair_needs_an_explicit_confirmation(qtbot, served):
     wizard = open_wizard(qtbot, served)
     wizard.next()
@@ -162,12 +187,22 @@ def test_closing_mid_download_then_resume_on_next_start(qtbot, served, hub):
     from app.model_choice import unfinished_pairs
 
     wizard = open_wizard(qtbot, served)
-    hub.limit_rate(1 << 20)  # ~6 s for the padding file: time to close the app in its middle
+    hub.limit_rate(512 << 10)  # ~12 s for the padding file: time to pause, resume and close in its middle
     wizard.next()
     choose(wizard, "tiny")
     wizard.next()
     partial = served.models_dir / "org--tiny-target" / f"{PADDING}.incomplete"
-    qtbot.waitUntil(lambda: partial.exists() and partial.stat().st_size > (1 << 20), timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: partial.exists() and partial.stat().st_size > (512 << 10), timeout=WAIT_MS)
+    page = wizard.download_page
+    qtbot.waitUntil(lambda: "B/s ·" in page.detail.text(), timeout=WAIT_MS)
+    assert " of " in page.detail.text() and "left" in page.detail.text()
+    screenshot(wizard, "wizard-3-download-progress")
+    page.pause_button.click()  # pause: the process stops, the partial file stays; resume goes on from it
+    assert not page.worker.running and page.resume_button.isVisibleTo(page)
+    paused_at = partial.stat().st_size
+    page.resume_button.click()
+    qtbot.waitUntil(lambda: partial.exists() and partial.stat().st_size > paused_at + (128 << 10), timeout=WAIT_MS)
+    assert (PADDING, f"bytes={paused_at}-") in hub.requests
     wizard.close()  # closing the app: the download process stops, its partial files stay
     assert not wizard.download_page.worker.running
     kept = partial.stat().st_size
@@ -286,3 +321,38 @@ def test_manager_switch_pair_reloads_engine_and_keeps_conversations(qtbot, tiny_
     assert not (models / "org--tiny-target").exists() and not (models / "org--tiny-draft").exists()
     manager.close()
     window.close()
+
+
+def test_first_start_opens_the_wizard_and_cancelling_keeps_the_built_in_pair(qtbot, served, app_paths):
+    """No settings file: the wizard opens (modal); cancelling it still leaves a working app (the built-in
+    pair, saved). With settings saved and a download pending, the app asks before resuming."""
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QApplication
+
+    from app.first_run import before_main_window
+    from app.settings import AppSettings, load_settings
+
+    seen = []
+
+    def cancel_when_open() -> None:
+        wizard = QApplication.activeModalWidget()
+        if not isinstance(wizard, FirstRunWizard):
+            QTimer.singleShot(50, cancel_when_open)
+            return
+        seen.append(wizard.currentId())
+        wizard.reject()
+
+    QTimer.singleShot(50, cancel_when_open)
+    settings, bridge = before_main_window(app_paths, AppSettings(), served.models_dir)
+    assert seen == [HARDWARE] and bridge is None
+    assert settings.target == "builtin" and load_settings(app_paths.settings_file).target == "builtin"
+
+    (served.models_dir / "org--tiny-draft").mkdir(parents=True)  # an unfinished download of the tiny pair
+    from core.models.hub import fetch_listing
+    from core.models.manifest import write_manifest
+
+    write_manifest(served.models_dir / "org--tiny-draft", fetch_listing("org/tiny-draft"), complete=False)
+    asked = []
+    settings, bridge = before_main_window(app_paths, settings, served.models_dir,
+                                          ask=lambda pair: asked.append(pair) or False)
+    assert asked == ["tiny"] and bridge is None and settings.target == "builtin"

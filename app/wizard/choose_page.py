@@ -17,6 +17,7 @@ class ChoosePage(QWizardPage):
         self.setTitle("Choose a model")
         self.setSubTitle("Bigger models answer better but slower. The first one is what we recommend for this computer.")
         layout = QVBoxLayout(self)
+        self._shown = None
         self.pairs = PairList()
         self.pairs.chosen.connect(self._chosen)
         self.confirm_red = QCheckBox("I understand this model will probably not run on this computer; download it anyway")
@@ -30,7 +31,8 @@ class ChoosePage(QWizardPage):
         layout.addWidget(self.confirm_red)
 
     def initializePage(self) -> None:
-        if self.state.recommendation is not None and not self.pairs.fits:
+        if self.state.recommendation is not None and self.state.recommendation is not self._shown:
+            self._shown = self.state.recommendation  # refilled when a measured copy rate replaced the estimate
             wanted = self.state.chosen  # a resumed download names its pair before the list exists
             self.pairs.show_recommendation(self.state.recommendation, self.state.installed)
             if wanted is not None:

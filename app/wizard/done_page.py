@@ -25,6 +25,7 @@ class DonePage(QWizardPage):
         self.loaded = False  # a Load was sent (a borrowed engine then holds the new pair)
         self.chosen_settings: AppSettings | None = None
         self.setTitle("Almost there")
+        self.setSubTitle("The model is checked, then loaded into memory.")
         layout = QVBoxLayout(self)
         self.headline = QLabel()
         self.headline.setWordWrap(True)
@@ -69,8 +70,9 @@ class DonePage(QWizardPage):
     def _status(self, status: EngineStatus) -> None:
         if status.state == READY:
             self.bar.setValue(100)
-            self.stage.setText("Ready. Press Finish to start chatting.")
+            self.stage.setText("Ready. Press Start chatting.")
             self.setTitle("Done")
+            self.setSubTitle("Everything is set up.")
         elif status.state in (FAILED, CRASHED):
             self.stage.setText(f"<b>The model did not load:</b> {status.message}. {status.hint}")
             self.retry_button.setVisible(True)

@@ -22,6 +22,7 @@ class DownloadPage(QWizardPage):
         self.state = state
         self.done = False
         self.setTitle("Download")
+        self.setSubTitle("You can close the app at any time: the download continues where it stopped next time.")
         self.worker = DownloadProcess(state.models_dir, self)
         layout = QVBoxLayout(self)
         self.headline = QLabel()
@@ -82,8 +83,7 @@ class DownloadPage(QWizardPage):
     def initializePage(self) -> None:
         fit = self.state.chosen
         assert fit is not None, "the download page needs a chosen pair"
-        self.headline.setText(f"<b>{fit.pair.name}</b>: about {size_words(fit.pair.download_bytes)}. "
-                              "You can close the app: the download continues from where it stopped next time.")
+        self.headline.setText(f"Downloading <b>{fit.pair.name}</b>: about {size_words(fit.pair.download_bytes)}.")
         self.done = False
         self.start()
 
@@ -121,6 +121,10 @@ class DownloadPage(QWizardPage):
         self._note(f"Token saved in {where}")
         self.start()
 
+    def cleanupPage(self) -> None:
+        """Back to the list: stop (partial files kept) so another choice starts its own download."""
+        self.worker.pause()
+
     def stop_for_close(self) -> None:
         """The app is closing: stop, keeping partial files, so the next start can resume."""
         self.worker.pause()
@@ -137,6 +141,8 @@ class DownloadPage(QWizardPage):
         total, already = plan.get("total_bytes", 0), plan.get("already_bytes", 0)
         files = plan.get("files", [])
         resumed = f" ({size_words(already)} already here from before)" if already else ""
+        self.headline.setText(f"Downloading <b>{self.state.chosen.pair.name}</b>: {size_words(total)} in "
+                              f"{len(files)} files.")
         self._note(f"{len(files)} files, {size_words(total)} in all{resumed}")
         self._show_bytes(already, total)
 
@@ -181,7 +187,8 @@ class DownloadPage(QWizardPage):
     def _finished(self, folders: dict) -> None:
         self.done = True
         self.bar.setValue(1000)
-        self.detail.setText("Downloaded and checked.")
+        self.detail.setText("Downloaded and checked. Press Next to start it.")
+        self.file_label.setText(" ")
         self._note("All files downloaded and checked")
         self._buttons(running=False)
         self.cancel_button.setVisible(False)

@@ -15,7 +15,7 @@ from PySide6.QtCore import QProcess
 from PySide6.QtWidgets import QLabel, QPlainTextEdit, QPushButton, QVBoxLayout, QWizardPage
 
 from app.background import BackgroundCall
-from app.wizard.state import WizardState
+from app.wizard.state import Prediction, WizardState
 from app.wizard.words import hardware_summary
 from core.hardware.description import HardwareDescription, fixture_path
 
@@ -65,9 +65,10 @@ class HardwarePage(QWizardPage):
         call.failed.connect(lambda message: self.summary.setText(f"Could not look at this computer: {message}"))
         self._calls.append(call.start())
 
-    def _found(self, hw: HardwareDescription) -> None:
+    def _found(self, prediction: Prediction) -> None:
         from core.cli.hw import describe_lines
 
+        hw = self.state.apply(prediction)
         self.summary.setText(hardware_summary(hw))
         self.details.setPlainText("\n".join(describe_lines(hw)))
         self.completeChanged.emit()
@@ -93,9 +94,10 @@ class HardwarePage(QWizardPage):
         call.done.connect(self._found_measured)
         self._calls.append(call.start())
 
-    def _found_measured(self, hw: HardwareDescription) -> None:
+    def _found_measured(self, prediction: Prediction) -> None:
         from core.cli.hw import describe_lines
 
+        hw = self.state.apply(prediction)
         self.summary.setText(hardware_summary(hw))
         self.details.setPlainText("\n".join(describe_lines(hw)))
 

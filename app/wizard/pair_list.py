@@ -10,6 +10,11 @@ from PySide6.QtWidgets import QLabel, QListWidget, QListWidgetItem, QVBoxLayout,
 from app.wizard.words import FIT_COLOURS, FIT_WORDS, download_words, licence_words, speed_words
 from core.models.fit import PairFit, Recommendation
 
+# Rows drawn as cards: the selected one outlined, never filled with the dark selection colour (grey text stays
+# readable).
+CARD_STYLE = ("QListWidget::item { border: 1px solid #d0d4da; border-radius: 8px; }"
+              "QListWidget::item:selected { border: 2px solid #2e6fd8; background: #eef4ff; }")
+
 
 class PairCard(QWidget):
     def __init__(self, fit: PairFit, recommended: bool, installed: bool) -> None:
@@ -22,14 +27,15 @@ class PairCard(QWidget):
         if recommended:
             badges.append("<span style='background:#2e6fd8;color:white'>&nbsp;Recommended&nbsp;</span>")
         if installed:
-            badges.append("<span style='background:#6b7280;color:white'>&nbsp;Downloaded&nbsp;</span>")
+            word = "Built in" if fit.pair.download_bytes == 0 else "Downloaded"
+            badges.append(f"<span style='background:#6b7280;color:white'>&nbsp;{word}&nbsp;</span>")
         title = QLabel(f"<b>{fit.pair.name}</b> &nbsp; {' '.join(badges)}")
         font = title.font()
         font.setPointSizeF(font.pointSizeF() * 1.2)
         title.setFont(font)
         colour = FIT_COLOURS[fit.fit]
         self.mark = QLabel(f"<span style='color:{colour}'>●</span> "
-                           f"<b style='color:{colour}'>{FIT_WORDS[fit.fit]}</b>: {fit.reason}")
+                           f"<b style='color:{colour}'>{FIT_WORDS[fit.fit]}</b>: {fit.reason.removeprefix('fits: ')}")
         self.mark.setWordWrap(True)
         self.mark.setAccessibleName(f"Fit: {FIT_WORDS[fit.fit]}")
         facts = QLabel(f"{speed_words(fit).capitalize()} · {download_words(fit)} · {licence_words(fit)}")
@@ -50,8 +56,7 @@ class PairList(QListWidget):
         self.setAccessibleName("Model pairs")
         self.setSpacing(2)
         self.setVerticalScrollMode(QListWidget.ScrollMode.ScrollPerPixel)
-        self.setStyleSheet("QListWidget::item { border: 1px solid #d0d4da; border-radius: 8px; }"
-                           "QListWidget::item:selected { border: 2px solid #2e6fd8; background: #eef4ff; }")
+        self.setStyleSheet(CARD_STYLE)
         self.fits: list[PairFit] = []
         self.currentRowChanged.connect(lambda row: self.chosen.emit(self.fits[row] if 0 <= row < len(self.fits) else None))
 

@@ -12,6 +12,13 @@ from core.models.catalog import Catalog, load_catalog
 from core.models.fit import PairFit, Recommendation, recommend
 
 
+@dataclass(frozen=True)
+class Prediction:
+    hardware: HardwareDescription
+    recommendation: Recommendation
+    installed: set[str]
+
+
 @dataclass
 class WizardState:
     settings: AppSettings  # the app's settings; the wizard returns a copy with the chosen pair
@@ -22,18 +29,22 @@ class WizardState:
     chosen: PairFit | None = None
     installed: set[str] = field(default_factory=set)
 
-    def probe(self) -> HardwareDescription:
+    def probe(self) -> "Prediction":
         """Blocking (run it off the GUI thread): read the machine, then predict every pair."""
         from core.hardware.probe import describe_hardware
 
         return self.predict(describe_hardware())
 
-    def predict(self, hw: HardwareDescription) -> HardwareDescription:
-        """Blocking: the fit of every catalog pair on `hw`, and which pairs are already downloaded."""
-        self.recommendation = recommend(self.catalog, hw, self.settings.tree_budget)
-        self.installed = set(installed_pairs(self.catalog, self.models_dir))
-        self.hardware = hw
-        return hw
+    def predict(self, hw: HardwareDescription) -> "Prediction":
+        """Blocking: the fit of every catalog pair on `hw`, and which pairs are already downloaded. Changes
+        nothing here: the GUI thread hands the result to `apply`."""
+        return Prediction(hw, recommend(self.catalog, hw, self.settings.tree_budget),
+                          set(installed_pairs(self.catalog, self.models_dir)))
+
+    def apply(self, prediction: "Prediction") -> HardwareDescription:
+        self.hardware, self.recommendation, self.installed = (
+            prediction.hardware, prediction.recommendation, prediction.installed)
+        return prediction.hardware
 
     def chosen_paths(self) -> tuple[str, str]:
         assert self.chosen is not None, "no pair chosen"
