@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QSize, Qt, Signal
 from PySide6.QtWidgets import (
     QDialog, QDialogButtonBox, QFileDialog, QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QMessageBox,
     QPushButton, QTabWidget, QVBoxLayout, QWidget,
@@ -166,7 +166,7 @@ class ModelManager(QDialog):
             card.setContentsMargins(10, 6, 10, 6)
             card.setToolTip(f"target: {entry.target}\ndraft: {entry.draft or 'none'}")
             item = QListWidgetItem()
-            item.setSizeHint(card.sizeHint())
+            item.setSizeHint(card.sizeHint() + QSize(0, 6))  # room for the outline; descenders are not clipped
             self.installed.addItem(item)
             self.installed.setItemWidget(item, card)
         self.installed.setCurrentRow(active_row if entries else -1)
@@ -222,7 +222,7 @@ class ModelManager(QDialog):
         if dialog.exec() and dialog.chosen is not None:
             self.import_path(dialog.chosen)
 
-    def import_path(self, source: Path) -> BackgroundCall:
+    def import_path(self, source: Path) -> None:
         """Check and copy `source` into the models folder off the GUI thread; a bad one is refused here."""
         from core.models.importing import import_model
 
@@ -231,7 +231,6 @@ class ModelManager(QDialog):
         call.done.connect(lambda path: (self.message.setText(f"Imported {Path(path).name}."), self.refresh()))
         call.failed.connect(lambda text: self.message.setText(f"<b>Not imported:</b> {text}"))
         self._calls.append(call.start())
-        return call
 
     # -- catalog tab ---------------------------------------------------------------------------------------
 

@@ -11,12 +11,12 @@ import json
 import logging
 import sys
 
-from PySide6.QtCore import QProcess
+from PySide6.QtCore import QProcess, Qt
 from PySide6.QtWidgets import QLabel, QPlainTextEdit, QPushButton, QVBoxLayout, QWizardPage
 
 from app.background import BackgroundCall
 from app.wizard.state import Prediction, WizardState
-from app.wizard.words import hardware_summary
+from app.wizard.words import hardware_summary, recommendation_words
 from core.hardware.description import HardwareDescription, fixture_path
 
 log = logging.getLogger(__name__)
@@ -35,14 +35,20 @@ class HardwarePage(QWizardPage):
         font = self.summary.font()
         font.setPointSizeF(font.pointSizeF() * 1.3)
         self.summary.setFont(font)
+        self.advice = QLabel()
+        self.advice.setObjectName("hardwareAdvice")
+        self.advice.setWordWrap(True)
         self.details_button = QPushButton("Show details")
         self.details_button.setCheckable(True)
+        self.details_button.setFlat(True)
+        self.details_button.setStyleSheet("text-align: left; color: #2e6fd8;")
         self.details = QPlainTextEdit()
         self.details.setReadOnly(True)
         self.details.setVisible(False)
         self.details_button.toggled.connect(self._toggle_details)
         layout.addWidget(self.summary)
-        layout.addWidget(self.details_button)
+        layout.addWidget(self.advice)
+        layout.addWidget(self.details_button, 0, Qt.AlignmentFlag.AlignLeft)
         layout.addWidget(self.details, 1)
         layout.addStretch()
         self._calls: list[BackgroundCall] = []
@@ -70,6 +76,7 @@ class HardwarePage(QWizardPage):
 
         hw = self.state.apply(prediction)
         self.summary.setText(hardware_summary(hw))
+        self.advice.setText(recommendation_words(prediction.recommendation))
         self.details.setPlainText("\n".join(describe_lines(hw)))
         self.completeChanged.emit()
         if hw.gpus and fixture_path() is None and not any(gpu.h2d_bytes_per_second for gpu in hw.gpus):
@@ -99,6 +106,7 @@ class HardwarePage(QWizardPage):
 
         hw = self.state.apply(prediction)
         self.summary.setText(hardware_summary(hw))
+        self.advice.setText(recommendation_words(prediction.recommendation))
         self.details.setPlainText("\n".join(describe_lines(hw)))
 
     def cleanupPage(self) -> None:

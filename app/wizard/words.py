@@ -4,7 +4,7 @@ PCIe 4.0 x16; 466 GB free on disk", "about 5 words per second". The wizard and t
 from __future__ import annotations
 
 from core.hardware.description import HardwareDescription
-from core.models.fit import PairFit
+from core.models.fit import PairFit, Recommendation
 
 GB = 1024**3
 WORDS_PER_TOKEN = 0.75  # English text averages about 3 words to 4 tokens
@@ -72,3 +72,11 @@ def eta_words(seconds: float | None) -> str:
     if seconds < 3600:
         return f"about {seconds // 60} min left"
     return f"about {seconds // 3600} h {seconds % 3600 // 60} min left"
+
+
+def recommendation_words(recommendation: Recommendation) -> str:
+    """What the machine means for the choice: the pair we recommend and how fast it should answer."""
+    best = recommendation.pairs[0]
+    fitting = sum(1 for fit in recommendation.pairs if fit.fit != "no")
+    return (f"Best for this computer: <b>{best.pair.name}</b>, {speed_words(best)}. "
+            f"{fitting} of the {len(recommendation.pairs)} models in the catalog fit; the next page shows them all.")
