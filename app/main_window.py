@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
 )
 
 from app import resources
+from app.api_server import ApiServerHost
 from app.banner import Banner
 from app.chat_controller import ChatController
 from app.chat_view import ChatView
@@ -68,6 +69,9 @@ class MainWindow(QMainWindow):
         self._connect()
         if start_engine and self.bridge.worker is None:
             self.bridge.start(self.settings.load_request())
+        self.api_server = ApiServerHost(self.bridge, self)
+        self.api_server.notice.connect(self._notice)
+        self.api_server.apply(self.settings)
         self._show_model_pair()
         self._engine_status(self.bridge.status)
         self.controller.open_conversation(self.controller.conversations.id_at(0))
@@ -316,6 +320,7 @@ class MainWindow(QMainWindow):
         self.settings = settings
         self.controller.app_settings = settings
         save_settings(settings, self.paths.settings_file)
+        self.api_server.apply(settings)
         self._show_model_pair()
         if settings.load_request() != old.load_request() or self.bridge.status.state == FAILED:
             self.bridge.load(settings.load_request())
@@ -364,7 +369,8 @@ class MainWindow(QMainWindow):
     # -- help ----------------------------------------------------------------------------------------------
 
     def diagnostics(self, with_gpu: bool = True) -> str:
-        flat = {k: v for k, v in to_dict(self.settings).items() if k != "defaults"}
+        secret = ("defaults", "api_server_key")  # the key never goes into a bug report
+        flat = {k: v for k, v in to_dict(self.settings).items() if k not in secret}
         paths = {f.name: str(getattr(self.paths, f.name)) for f in dataclasses.fields(self.paths)}
         paths["log file"] = str(self.paths.log_file)
         return diagnostics_text(self.bridge.describe(), flat, paths, with_gpu=with_gpu)
@@ -386,6 +392,7 @@ class MainWindow(QMainWindow):
     # -- closing -------------------------------------------------------------------------------------------
 
     def closeEvent(self, event: QCloseEvent) -> None:
+        self.api_server.stop(quiet=True)
         self.controller.detach()
         for signal, slot in ((self.bridge.status_changed, self._engine_status),
                              (self.bridge.engine_failed, self._engine_failed),

@@ -84,6 +84,10 @@ class AppSettings:
     max_depth: int = 32
     expand: int = 32
     engine_threads: int = 0  # CPU threads for the engine; 0 = all cores but one
+    api_server: bool = False  # serve the OpenAI-compatible API on 127.0.0.1 (app.api_server)
+    api_server_port: int = 8765
+    api_server_require_key: bool = True
+    api_server_key: str = ""  # made by the settings dialog the first time it shows the server row
     defaults: ConversationSettings = field(default_factory=ConversationSettings)
     schema_version: int = SETTINGS_SCHEMA_VERSION
 

@@ -10,6 +10,7 @@ from PySide6.QtWidgets import (
     QLabel, QLineEdit, QPlainTextEdit, QPushButton, QSpinBox, QVBoxLayout, QWidget,
 )
 
+from app.api_server_settings import ApiServerSettingsRow
 from app.settings import AppSettings, BudgetMode, ConversationSettings, Offload, Theme
 
 OFFLOAD_LABELS = {Offload.AUTO: "Automatic", Offload.ON: "Always (stream weights from RAM)", Offload.OFF: "Never (all in GPU memory)"}
@@ -80,6 +81,11 @@ class AppSettingsDialog(QDialog):
             buddy = form.labelForField(widget)
             if isinstance(buddy, QLabel):
                 buddy.setBuddy(widget.edit if isinstance(widget, _ModelField) else widget)
+        self.api_server = ApiServerSettingsRow(settings)
+        form.addRow("Local &API server:", self.api_server)
+        buddy = form.labelForField(self.api_server)
+        if isinstance(buddy, QLabel):
+            buddy.setBuddy(self.api_server.enabled)
         note = QLabel("“builtin” / “builtin-draft” is the small model pair that comes with the app. "
                       "Leave the draft empty to decode without speculation.")
         note.setWordWrap(True)
@@ -96,6 +102,7 @@ class AppSettingsDialog(QDialog):
             offload=Offload(self.offload.currentData()),
             vram_budget_gb=float(self.vram.value()),
             theme=Theme(self.theme.currentData()),
+            **self.api_server.values(),
         )
 
 

@@ -96,3 +96,8 @@ class DownloadCancelledError(DownloadError):
 
 class HardwareDescriptionError(SpecExecError, ValueError):
     """A hardware description file (a fixture given with --hw or SPECEXEC_HW_FIXTURE) is missing or malformed."""
+
+
+class ServerError(SpecExecError, OSError):
+    """The API server could not start: the port is taken, the address is not this machine's, or binding a
+    non-loopback address was not allowed explicitly."""

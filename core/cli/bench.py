@@ -10,6 +10,7 @@ BENCHMARKS = {
     "offload": ("core.bench.offload", "streamed target pass vs host-to-device copy rate"),
     "download": ("core.bench.download", "model downloads: speed against the loopback server's raw rate, resume saving"),
     "chat": ("core.bench.chat", "chat: time to first token with KV reuse, streaming latency through the engine"),
+    "serve": ("core.bench.serve", "the API server: an answer over HTTP vs straight through the engine client"),
 }
 
 

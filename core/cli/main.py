@@ -13,6 +13,7 @@ COMMANDS = {
     "bench": ("core.cli.bench", "benchmarks: acceptance, offload"),
     "models": ("core.cli.models", "model pairs: recommend, download, list, delete, import"),
     "hw": ("core.cli.hw", "what this computer has: CPU, RAM, NVIDIA GPUs and their PCIe links, free disk"),
+    "serve": ("core.cli.serve", "a local OpenAI-compatible API server (chat and text completions)"),
 }
 
 

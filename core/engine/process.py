@@ -296,7 +296,11 @@ class Engine:
             max_new_tokens=request.max_new_tokens,
             stop=tuple(request.stop),
         )
-        prepared = self.session.prepare([dict(m) for m in request.messages], request.max_new_tokens)
+        if request.prompt is not None:
+            prepared = self.session.prepare_text(request.prompt)
+        else:
+            prepared = self.session.prepare([dict(m) for m in request.messages], request.max_new_tokens,
+                                            request.trim_context)
         if prepared.dropped_messages:
             self.emit(P.ContextTrimmed(request.request_id, prepared.dropped_messages))
         turn = self.session.turn(prepared.prompt_ids, params, settings, request.reuse_cache, self.fault_hook)

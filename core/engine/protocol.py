@@ -96,7 +96,11 @@ class Generate(Request):
     """Answer a conversation. `messages`: [{"role": ..., "content": ...}, ...] ending with the user's turn.
 
     budget None means the budget of the Load (capped by any reduction after an out-of-memory error).
-    reuse_cache False starts from empty KV caches (benchmarks; a cold run to compare with).
+    reuse_cache False starts from empty KV caches (benchmarks; a cold run to compare with; the API server,
+    whose requests are independent).
+    prompt: plain text to continue without the chat template (the API's /v1/completions); `messages` is then
+    empty. trim_context False answers a conversation that does not fit with a context_length Error instead
+    of leaving out its oldest messages (an API client must see what the model saw).
     """
 
     request_id: str
@@ -111,6 +115,8 @@ class Generate(Request):
     stop: tuple[str, ...] | list[str] = ()
     budget: int | None = None
     reuse_cache: bool = True
+    prompt: str | None = None
+    trim_context: bool = True
 
 
 @dataclass(frozen=True)
@@ -312,8 +318,10 @@ def validate(message: object, allowed: dict[str, type] | None = None) -> _Messag
         if not _type_ok(value, hint):
             raise ProtocolError(f"{cls.__name__}.{name} has the wrong type or value: {value!r}")
     if isinstance(message, Generate):
-        if not message.messages:
-            raise ProtocolError("Generate.messages is empty: send at least the user's message")
+        if not message.messages and message.prompt is None:
+            raise ProtocolError("Generate.messages is empty: send at least the user's message (or a prompt)")
+        if message.messages and message.prompt is not None:
+            raise ProtocolError("Generate has both messages and a prompt: send one of them")
         for item in message.messages:
             if not {"role", "content"} <= set(item):
                 raise ProtocolError("each message needs 'role' and 'content' fields")

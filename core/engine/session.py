@@ -53,7 +53,8 @@ def out_of_memory_errors() -> tuple[type[BaseException], ...]:
 
 
 def fit_conversation(
-    tokenizer: PreTrainedTokenizerBase, messages: list[Message], context_limit: int, max_new_tokens: int
+    tokenizer: PreTrainedTokenizerBase, messages: list[Message], context_limit: int, max_new_tokens: int,
+    trim: bool = True,
 ) -> PreparedPrompt:
     """Render `messages`; while prompt + max_new_tokens exceeds the context, drop the oldest turn.
 
@@ -61,7 +62,8 @@ def fit_conversation(
     turn is a user message plus the replies up to the next user message, so the kept conversation still
     starts with a user message. If even the shortest conversation leaves no room for max_new_tokens, it is
     used anyway (generation then stops at the context limit); if it leaves no room at all,
-    ContextLengthError.
+    ContextLengthError. With `trim` False nothing is dropped: a conversation that leaves no room at all is
+    a ContextLengthError.
     """
     messages = list(messages)
     system = 0
@@ -71,7 +73,7 @@ def fit_conversation(
     dropped = 0
     while True:
         ids = encode_prompt(tokenizer, Prompt(messages=tuple(head + body)))
-        if len(ids) + max_new_tokens <= context_limit or len(body) <= 1:
+        if len(ids) + max_new_tokens <= context_limit or len(body) <= 1 or not trim:
             break
         cut = 1  # drop the oldest message and the replies after it, up to the next user message
         while cut < len(body) - 1 and body[cut].get("role") != "user":
@@ -79,11 +81,22 @@ def fit_conversation(
         body = body[cut:]
         dropped += cut
     if len(ids) >= context_limit:
+        what = "the last message alone is" if trim else "the messages are"
         raise ContextLengthError(
-            f"the last message alone is {len(ids)} tokens with the chat template, but the model's context "
-            f"window is {context_limit}; shorten the message (or the system prompt)"
+            f"{what} {len(ids)} tokens with the chat template, but the model's context "
+            f"window is {context_limit}; shorten the {'message' if trim else 'messages'} (or the system prompt)"
         )
     return PreparedPrompt(ids, dropped)
+
+
+def fit_text(tokenizer: PreTrainedTokenizerBase, text: str, context_limit: int) -> PreparedPrompt:
+    """Token ids of a plain-text prompt (no chat template); ContextLengthError when it fills the context."""
+    ids = encode_prompt(tokenizer, Prompt(text=text))
+    if len(ids) >= context_limit:
+        raise ContextLengthError(
+            f"the prompt is {len(ids)} tokens, but the model's context window is {context_limit}; shorten the prompt"
+        )
+    return PreparedPrompt(ids, 0)
 
 
 def _crop_consistent(cache: InPlaceKVCache | None, length: int) -> None:
@@ -111,8 +124,11 @@ class ChatSession:
         """Forget the cached conversation (next turn prefills from scratch)."""
         self.state = None
 
-    def prepare(self, messages: list[Message], max_new_tokens: int) -> PreparedPrompt:
-        return fit_conversation(self.tokenizer, messages, self.context_limit, max_new_tokens)
+    def prepare(self, messages: list[Message], max_new_tokens: int, trim: bool = True) -> PreparedPrompt:
+        return fit_conversation(self.tokenizer, messages, self.context_limit, max_new_tokens, trim)
+
+    def prepare_text(self, text: str) -> PreparedPrompt:
+        return fit_text(self.tokenizer, text, self.context_limit)
 
     def turn(
         self,
