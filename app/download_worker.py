@@ -48,7 +48,9 @@ class DownloadProcess(QObject):
 
     def start(self, pair_id: str) -> None:
         if self.running:
-            return
+            if not self._reported:
+                return  # already downloading
+            self._process.waitForFinished(5000)  # it reported its error and is exiting: a retry waits for that
         self.pair_id, self._buffer, self._cancelled, self._reported = pair_id, b"", False, False
         process = QProcess(self)
         process.setProcessChannelMode(QProcess.ProcessChannelMode.SeparateChannels)

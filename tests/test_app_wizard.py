@@ -361,3 +361,40 @@ def test_first_start_opens_the_wizard_and_cancelling_keeps_the_built_in_pair(qtb
     settings, bridge = before_main_window(app_paths, settings, served.models_dir,
                                           ask=lambda pair: asked.append(pair) or False)
     assert asked == ["tiny"] and bridge is None and settings.target == "builtin"
+
+
+def test_gated_model_asks_for_the_token_and_a_damaged_file_is_fetched_again(qtbot, served, hub, tiny_repo_files):
+    import os
+
+    from core.models.token_store import current_token
+
+    target, _ = tiny_repo_files
+    hub.add_repo("org/gated-target", {path.name: path.read_bytes() for path in target.iterdir()}, gated=True,
+                 token="hf_right")
+    catalog_file = Path(os.environ["SPECEXEC_CATALOG"])
+    catalog = json.loads(catalog_file.read_text())
+    tiny = next(pair for pair in catalog["pairs"] if pair["id"] == "tiny")
+    gated = {**tiny, "id": "gated", "name": "Gated test pair", "gated": True,
+             "licence_url": "https://example.org/accept-the-licence",
+             "target": {**tiny["target"], "repo": "org/gated-target"}}
+    catalog["pairs"].append(gated)
+    catalog_file.write_text(json.dumps(catalog))
+    wizard = open_wizard(qtbot, served)
+    wizard.next()
+    choose(wizard, "gated")
+    assert "gated" in wizard.choose_page.note.text()
+    wizard.next()
+    page = wizard.download_page
+    qtbot.waitUntil(lambda: page.token_box.isVisibleTo(page), timeout=WAIT_MS)
+    assert "huggingface.co/org/gated-target" in page.message.text()  # the refusing repo's page: accept there
+    assert "huggingface.co/settings/tokens" in page.message.text()
+    screenshot(wizard, "wizard-3-download-gated")
+    hub.corrupt("model.safetensors", times=1)  # the first copy arrives damaged: shown, then fetched again
+    page.token_edit.setText("hf_right")
+    page.token_button.click()
+    assert current_token() == "hf_right"  # kept like `specexec models login` (a file here: no keyring)
+    qtbot.waitUntil(lambda: page.done or page.log.toPlainText().count("Stopped") > 1, timeout=WAIT_MS)
+    assert page.done, page.log.toPlainText()
+    assert "damaged on the way" in page.log.toPlainText()
+    assert not page.token_box.isVisibleTo(page)
+    wizard.reject()

@@ -92,7 +92,7 @@ class DownloadPage(QWizardPage):
 
     def start(self) -> None:
         fit = self.state.chosen
-        if fit is None or self.worker.running:
+        if fit is None:
             return
         self.message.clear()
         self.token_box.setVisible(False)
@@ -166,7 +166,10 @@ class DownloadPage(QWizardPage):
         self._buttons(running=False)
         kind, text = error.get("kind", ""), error.get("message", "")
         self._note(f"Stopped: {text}")
+        self.detail.setText("Stopped")
         if kind == "gated":
+            self.detail.setText("Waiting for your Hugging Face token")
+            self.resume_button.setVisible(False)
             url = error.get("licence_url") or self.state.chosen.pair.licence_url
             self.message.setText(
                 f"<b>This model needs your permission first.</b> Open <a href='{url}'>its licence page</a>, "
