@@ -19,12 +19,14 @@ from PySide6.QtWidgets import QApplication, QMessageBox
 
 from app import __version__, resources, self_test
 from app.logging_setup import install_excepthook, setup_logging
+from app.first_run import before_main_window
 from app.main_window import MainWindow
 from app.paths import APP_NAME, AppPaths
-from app.settings import load_settings, save_settings
+from app.settings import load_settings
 from app.store import Store, StoreError
 from app.system_check import platform_problem
 from app.theme import ThemeManager
+from core.models.locations import models_dir
 
 log = logging.getLogger(__name__)
 
@@ -87,15 +89,18 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     app = create_application(sys.argv if argv is None else argv)
     settings = load_settings(paths.settings_file)
-    if not paths.settings_file.exists():
-        save_settings(settings, paths.settings_file)  # first run: write the defaults (built-in model pair)
     theme = ThemeManager(app, settings.theme)
+    # First start (no settings file yet) or an unfinished download: the set-up wizard, which writes the settings
+    settings, bridge = before_main_window(paths, settings, models_dir())
     try:
         store = Store(paths.database)
     except StoreError as error:
         report_fatal(f"SpecExec Desktop cannot start: {error}")
+        if bridge is not None:
+            bridge.shutdown()
         return 1
-    window = MainWindow(paths, settings, store=store, theme=theme)
+    window = MainWindow(paths, settings, store=store, bridge=bridge, theme=theme)
+    window.owns_bridge = True  # the wizard's engine, if it started one, is the window's now
     window.show()
     quit_on_terminal_signals(app)
     code = app.exec()

@@ -28,13 +28,16 @@ from app.conversation_list import ConversationList
 from app.diagnostics import diagnostics_text
 from app.engine_bridge import CRASHED, FAILED, EngineBridge, EngineStatus
 from app.export import FORMATS, suggested_file_name, to_json, to_markdown, write_export
+from app.model_manager import ModelManager, model_pair_name
 from app.paths import AppPaths
 from app.settings import AppSettings, load_settings, save_settings, to_dict
 from app.settings_dialog import AppSettingsDialog, ConversationSettingsDialog
 from app.status import StatusPanel
 from app.store import Store
+from app.wizard.wizard import FirstRunWizard
 from core.engine import protocol as P
 from core.engine.client import EngineClient
+from core.models.locations import models_dir
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +97,7 @@ class MainWindow(QMainWindow):
         self.title_label = self.header.title_label
         self.conversation_settings_button = self.header.settings_button
         column.addWidget(self.header)
+        self.model_button = self.header.model_button  # shows the pair; a click opens the model manager
         self.banner = Banner()
         column.addWidget(self.banner)
         self.chat_view = ChatView(c.messages)
@@ -154,6 +158,9 @@ class MainWindow(QMainWindow):
         chat.addSeparator()
         self._action(chat, "Find conversation", lambda: self.sidebar.search.setFocus(), QKeySequence.StandardKey.Find)
         self._action(chat, "Go to message box", lambda: self.input.setFocus(), "Ctrl+L")
+        models = bar.addMenu("&Models")
+        self._action(models, "&Model manager…", self.open_model_manager, "Ctrl+M")
+        self._action(models, "&Set-up wizard…", lambda: self.open_wizard())
         engine = bar.addMenu("&Engine")
         self._action(engine, "&Restart engine", self.restart_engine)
         help_menu = bar.addMenu("&Help")
@@ -166,7 +173,7 @@ class MainWindow(QMainWindow):
         self.composer.send_requested.connect(self.send)
         self.composer.stop_requested.connect(c.stop)
         self.header.settings_requested.connect(self.open_conversation_settings)
-        self.header.model_switch_requested.connect(self.switch_models)
+        self.header.model_switch_requested.connect(self.open_model_manager)
         self.header.export_requested.connect(self.export_conversation_dialog)
         self.sidebar.new_requested.connect(self.new_conversation)
         self.sidebar.selected.connect(c.open_conversation)
@@ -232,6 +239,7 @@ class MainWindow(QMainWindow):
     def _show_model_pair(self) -> None:
         s = self.settings
         self.header.set_models(s.target, s.draft)
+        self.model_button.setText(f"{model_pair_name(s)}  ▾")  # the catalog's name for an installed pair
         self.status_panel.set_uses_draft(bool(s.draft))
         pair = short_model_name(s.target) + (f", drafted by {short_model_name(s.draft)}" if s.draft else "")
         self.chat_view.set_placeholder(f"Chatting with {pair}. Type a message below, or try one of these:")
@@ -312,11 +320,6 @@ class MainWindow(QMainWindow):
 
     # -- settings ------------------------------------------------------------------------------------------
 
-    def switch_models(self) -> None:
-        """The model chip in the header: choose another pair. Today the settings dialog; the model manager
-        (wizard) replaces this with its own chooser by connecting to ChatHeader.model_switch_requested."""
-        self.open_settings()
-
     def open_settings(self) -> None:
         dialog = AppSettingsDialog(self.settings, self)
         if dialog.exec():
@@ -339,6 +342,40 @@ class MainWindow(QMainWindow):
         dialog = ConversationSettingsDialog(self.controller.conversation_settings(), self)
         if dialog.exec():
             self.controller.set_conversation_settings(dialog.values())
+
+    # -- models (app/model_manager.py, app/wizard/) ---------------------------------------------------------
+
+    def open_model_manager(self) -> ModelManager:
+        manager = ModelManager(self.settings, models_dir(), parent=self)
+        manager.switched.connect(self.switch_models)
+        manager.download_requested.connect(lambda pair_id: (manager.accept(), self.open_wizard(pair_id)))
+        manager.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        manager.show()
+        return manager
+
+    def switch_models(self, settings: AppSettings) -> None:
+        """Use another (already checked) pair: saved, the engine reloads it, the chat says so; conversations stay."""
+        self.apply_settings(settings)
+        self.statusBar().showMessage(f"Switched to {model_pair_name(settings)}: loading it", 10000)
+
+    def open_wizard(self, resume_pair: str | None = None) -> FirstRunWizard:
+        """The set-up wizard from the menu: it borrows this window's engine for its last page."""
+        wizard = FirstRunWizard(self.settings, models_dir(), resume_pair=resume_pair, bridge=self.bridge, parent=self)
+        wizard.finished.connect(lambda result: self._wizard_finished(wizard, result))
+        wizard.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        wizard.show()
+        return wizard
+
+    def _wizard_finished(self, wizard: FirstRunWizard, result: int) -> None:
+        chosen = wizard.chosen_settings
+        wizard.take_bridge()
+        if result and chosen is not None:
+            self.settings = chosen  # already loaded by the wizard: save without a second load
+            self.controller.app_settings = chosen
+            save_settings(chosen, self.paths.settings_file)
+            self._show_model_pair()
+        elif wizard.done_page.loaded:  # cancelled after it loaded another pair: back to the saved one
+            self.bridge.load(self.settings.load_request())
 
     # -- help ----------------------------------------------------------------------------------------------
 

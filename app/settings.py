@@ -97,6 +97,8 @@ class AppSettings:
 
     target: str = "builtin"
     draft: str = "builtin-draft"  # "" = no draft (plain sequential decoding)
+    # The catalog pair the target and draft came from ("builtin", a catalog id), "" for models picked by path.
+    active_pair: str = ""
     offload: Offload = Offload.AUTO
     vram_budget_gb: float = 0.0  # 0 = automatic
     theme: Theme = Theme.SYSTEM

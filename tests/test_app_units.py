@@ -307,8 +307,9 @@ def test_controls_have_accessible_names_and_keyboard_paths(qtbot, quiet_window):
 
 
 def test_entry_point_first_run_opens_the_window_and_writes_its_files(tmp_path):
-    """`specexec-desktop`'s main() on an empty data dir: default settings (built-in pair) written, database
-    created, log started, window shown; closing the window stops the engine it started."""
+    """`specexec-desktop`'s main() on an empty data dir: the set-up wizard first; cancelling it leaves the
+    default settings (built-in pair) written, database created, log started, window shown; closing the window
+    stops the engine it started."""
     driver = (
         "import sys\n"
         "from PySide6.QtCore import QTimer\n"
@@ -320,7 +321,8 @@ def test_entry_point_first_run_opens_the_window_and_writes_its_files(tmp_path):
         "        names = [w.windowTitle() for w in a.topLevelWidgets() if w.isVisible()]\n"
         "        print('WINDOWS', names, flush=True)\n"
         "        [w.close() for w in a.topLevelWidgets()]\n"
-        "    QTimer.singleShot(1500, close)\n"
+        "    QTimer.singleShot(1500, close)\n"  # the wizard (modal, before the window)
+        "    QTimer.singleShot(1500, lambda: QTimer.singleShot(1500, close))\n"  # then the main window
         "    return a\n"
         "m.create_application = patched\n"
         "sys.exit(m.main([]))\n"
@@ -329,6 +331,7 @@ def test_entry_point_first_run_opens_the_window_and_writes_its_files(tmp_path):
            "HOME": str(tmp_path)}
     done = subprocess.run([sys.executable, "-c", driver], env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr[-2000:]
+    assert "WINDOWS ['Set up SpecExec Desktop']" in done.stdout
     assert "WINDOWS ['SpecExec Desktop']" in done.stdout
     settings = load_settings(tmp_path / "config" / "settings.json")
     assert (settings.target, settings.draft) == ("builtin", "builtin-draft")
