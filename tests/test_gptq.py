@@ -34,8 +34,39 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 # --- reference packer (the checkpoint format, written from its description) ------------------------------
 
+def _autogptq_pack_3bit(values: np.ndarray) -> np.ndarray:
+    """AutoGPTQ's 3-bit packing loop, transliterated: 32 values [32*m, C] -> 3 words [3*m, C], value j of a
+    block at bit 3j of its 96 bits (values 10 and 21 straddle a word boundary)."""
+    q = values.astype(np.uint64)
+    out = np.zeros((q.shape[0] // 32 * 3,) + q.shape[1:], dtype=np.uint64)
+    i = row = 0
+    while row < out.shape[0]:
+        for j in range(i, i + 10):
+            out[row] |= q[j] << np.uint64(3 * (j - i))
+        i += 10
+        out[row] |= q[i] << np.uint64(30)
+        row += 1
+        out[row] |= (q[i] >> np.uint64(2)) & np.uint64(1)
+        i += 1
+        for j in range(i, i + 10):
+            out[row] |= q[j] << np.uint64(3 * (j - i) + 1)
+        i += 10
+        out[row] |= q[i] << np.uint64(31)
+        row += 1
+        out[row] |= (q[i] >> np.uint64(1)) & np.uint64(3)
+        i += 1
+        for j in range(i, i + 10):
+            out[row] |= q[j] << np.uint64(3 * (j - i) + 2)
+        i += 10
+        row += 1
+    return (out & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+
+
 def ref_pack_rows(q: np.ndarray, bits: int) -> torch.Tensor:
-    """[K, N] values -> int32 [K*bits/32, N]: row k goes to word k // per at bit offset bits * (k % per)."""
+    """[K, N] values -> int32 [K*bits/32, N]: row k goes to word k // per at bit offset bits * (k % per);
+    3-bit: AutoGPTQ's layout, 32 rows in 3 words."""
+    if bits == 3:
+        return torch.from_numpy(_autogptq_pack_3bit(q).view(np.int32).copy())
     per = 32 // bits
     q = q.astype(np.uint32)
     out = np.zeros((q.shape[0] // per, q.shape[1]), dtype=np.uint32)
@@ -46,6 +77,10 @@ def ref_pack_rows(q: np.ndarray, bits: int) -> torch.Tensor:
 
 def ref_pack_cols(z: np.ndarray, bits: int) -> torch.Tensor:
     """[G, N] values -> int32 [G, ceil(N*bits/32)], packed along the output dim."""
+    if bits == 3:
+        padded = np.zeros((z.shape[0], -(-z.shape[1] // 32) * 32), dtype=np.int64)
+        padded[:, : z.shape[1]] = z
+        return torch.from_numpy(np.ascontiguousarray(_autogptq_pack_3bit(padded.T).T).view(np.int32).copy())
     per = 32 // bits
     z = z.astype(np.uint32)
     out = np.zeros((z.shape[0], -(-z.shape[1] // per)), dtype=np.uint32)
@@ -93,7 +128,7 @@ def gptq_linear(tensors: dict, k: int, n: int, bits: int, group_size: int, act_o
 
 # --- unpacking and dequantisation --------------------------------------------------------------------
 
-@pytest.mark.parametrize("bits", [2, 4, 8])
+@pytest.mark.parametrize("bits", [2, 3, 4, 8])
 def test_unpack_inverts_reference_packer(bits):
     rng = np.random.default_rng(bits)
     q = rng.integers(0, 2**bits, (64, 24))
@@ -102,12 +137,12 @@ def test_unpack_inverts_reference_packer(bits):
     assert torch.equal(pack_rows(torch.from_numpy(q), bits), ref_pack_rows(q, bits))
 
 
-@pytest.mark.parametrize("bits", [4, 8])
+@pytest.mark.parametrize("bits", [3, 4, 8])
 @pytest.mark.parametrize("group_size", [-1, 32, 64, 128])
 @pytest.mark.parametrize("act_order", [False, True])
 def test_dequantise_matches_reference(bits, group_size, act_order):
     rng = np.random.default_rng(100 * bits + group_size % 97 + act_order)
-    k, n = 256, 40
+    k, n = 256, 64 if bits == 3 else 40
     tensors, weight = random_gptq(rng, k, n, bits, group_size, act_order)
     linear = gptq_linear(tensors, k, n, bits, group_size, act_order)
     expected_mode = "perm" if act_order and group_size != -1 else "groups"
@@ -169,8 +204,9 @@ def test_settings_from_quantize_config_and_config_json(tmp_path):
 @pytest.mark.parametrize(
     ("raw", "message"),
     [
-        ({"bits": 3, "group_size": 128}, "3-bit weights is not supported"),
+        ({"bits": 5, "group_size": 128}, "5-bit weights is not supported"),
         ({"bits": 4, "group_size": 12}, "group size 12 is not supported"),
+        ({"bits": 3, "group_size": 16}, "group size 16 is not supported: use -1 or a positive multiple of 32"),
         ({"quant_method": "awq", "bits": 4}, "'awq' is not supported"),
         ({"group_size": 128}, "lack a valid 'bits'"),
     ],
@@ -275,6 +311,7 @@ IDS = [1, 5, 9, 33, 2, 17, 60, 4]
 @pytest.mark.parametrize(
     ("model_type", "bits", "group_size", "act_order", "shards"),
     [("llama", 4, 16, True, 1), ("llama", 4, -1, False, 2), ("llama", 8, 32, True, 3), ("qwen2", 4, 32, False, 1),
+     ("llama", 3, 32, True, 1), ("llama", 3, -1, False, 1),
      ("mixtral", 4, 16, True, 2)],
 )
 def test_gptq_checkpoint_offloaded_equals_dequantised_in_memory(tmp_path, model_type, bits, group_size, act_order, shards):
@@ -307,10 +344,11 @@ def test_gptq_wrong_shape_is_explained(tmp_path):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("bits", [3, 4])
 @pytest.mark.parametrize("act_order", [False, True])
-def test_cuda_gptq_linear_matches_reference(act_order):
-    tensors, weight = random_gptq(np.random.default_rng(0), 512, 256, 4, 128, act_order)
-    linear = gptq_linear(tensors, 512, 256, 4, 128, act_order).cuda()
+def test_cuda_gptq_linear_matches_reference(act_order, bits):
+    tensors, weight = random_gptq(np.random.default_rng(0), 512, 256, bits, 128, act_order)
+    linear = gptq_linear(tensors, 512, 256, bits, 128, act_order).cuda()
     assert torch.equal(linear.dequantize(torch.float16).cpu(), weight[linear.perm.long().cpu() if linear.mode == "perm" else torch.arange(512)].half())
     x = torch.randn(9, 512, dtype=torch.float16, device="cuda")
     torch.testing.assert_close(linear(x).double().cpu(), x.double().cpu() @ weight, rtol=2e-2, atol=2e-2)
