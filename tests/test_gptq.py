@@ -9,7 +9,10 @@ import numpy as np
 import pytest
 import torch
 from safetensors.torch import save_file
-from transformers import LlamaConfig, LlamaForCausalLM, MixtralConfig, MixtralForCausalLM, Qwen2Config, Qwen2ForCausalLM
+from transformers import (
+    LlamaConfig, LlamaForCausalLM, MixtralConfig, MixtralForCausalLM, Qwen2Config, Qwen2ForCausalLM, Qwen2MoeConfig,
+    Qwen2MoeForCausalLM,
+)
 
 from core.causal_lm import CausalLM
 from core.errors import ModelFormatError
@@ -225,16 +228,23 @@ def _fp16_round(model):
             p.copy_(p.half().double())
 
 
-def write_gptq_checkpoint(folder, model_type="llama", bits=4, group_size=16, act_order=True, shards=1, drop=(), seed=0) -> CausalLM:
+def write_gptq_checkpoint(folder, model_type="llama", bits=4, group_size=16, act_order=True, shards=1, drop=(), seed=0,
+                          experts=4) -> CausalLM:
     """Quantise a tiny random model with random GPTQ tensors, save it in the GPTQ layout, and return the
-    in-memory float64 model whose linears hold exactly the dequantised weights."""
+    in-memory float64 model whose linears hold exactly the dequantised weights. MoE models (mixtral,
+    qwen2_moe) get `experts` experts, 2 per token; their routers (and Qwen2-MoE's shared-expert gate) stay
+    16-bit, as in real GPTQ checkpoints."""
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     common = dict(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=3, num_attention_heads=4,
                   num_key_value_heads=2, max_position_embeddings=256, bos_token_id=1, eos_token_id=0)
     if model_type == "mixtral":
-        config = MixtralConfig(num_local_experts=4, num_experts_per_tok=2, **common)
+        config = MixtralConfig(num_local_experts=experts, num_experts_per_tok=2, **common)
         model = MixtralForCausalLM(config)
+    elif model_type == "qwen2_moe":  # routed experts plus an always-on shared expert behind a sigmoid gate
+        config = Qwen2MoeConfig(num_experts=experts, num_experts_per_tok=2, moe_intermediate_size=32,
+                                shared_expert_intermediate_size=64, **common)
+        model = Qwen2MoeForCausalLM(config)
     elif model_type == "qwen2":  # q/k/v carry a bias next to their GPTQ tensors
         config = Qwen2Config(**common)
         model = Qwen2ForCausalLM(config)
@@ -263,18 +273,20 @@ def write_gptq_checkpoint(folder, model_type="llama", bits=4, group_size=16, act
         for index, layer in enumerate(model.model.layers):
             prefix = f"model.layers.{index}."
             ck = (lambda name: name.replace("mlp.", "block_sparse_moe.", 1)) if model_type == "mixtral" else (lambda name: name)
-            for name, module in layer.named_modules():
-                if isinstance(module, torch.nn.Linear):
-                    module.weight.copy_(quantise(prefix + name, module.in_features, module.out_features).T)
-            if model_type == "mixtral":
-                experts = layer.mlp.experts
-                inter = experts.down_proj.shape[2]
-                for e in range(experts.gate_up_proj.shape[0]):
-                    base = f"{prefix}block_sparse_moe.experts.{e}."
-                    experts.gate_up_proj[e, :inter] = quantise(base + "w1", 32, inter).T
-                    experts.gate_up_proj[e, inter:] = quantise(base + "w3", 32, inter).T
-                    experts.down_proj[e] = quantise(base + "w2", inter, 32).T
-            linears = {f"{name}.weight" for name, module in layer.named_modules() if isinstance(module, torch.nn.Linear)}
+            linears = {name: module for name, module in layer.named_modules()
+                       if isinstance(module, torch.nn.Linear) and not name.endswith("shared_expert_gate")}
+            for name, module in linears.items():
+                module.weight.copy_(quantise(prefix + name, module.in_features, module.out_features).T)
+            if model_type in ("mixtral", "qwen2_moe"):
+                moe = layer.mlp.experts
+                inter = moe.down_proj.shape[2]
+                gate, up, down = ("w1", "w3", "w2") if model_type == "mixtral" else ("gate_proj", "up_proj", "down_proj")
+                for e in range(moe.gate_up_proj.shape[0]):
+                    base = f"{prefix}{ck('mlp.')}experts.{e}."
+                    moe.gate_up_proj[e, :inter] = quantise(base + gate, 32, inter).T
+                    moe.gate_up_proj[e, inter:] = quantise(base + up, 32, inter).T
+                    moe.down_proj[e] = quantise(base + down, inter, 32).T
+            linears = {f"{name}.weight" for name in linears}
             for name, p in layer.named_parameters():
                 if name not in linears and "experts" not in name:  # norms, the MoE router: plain fp16
                     tensors[prefix + ck(name)] = p.detach().half().contiguous()
@@ -312,7 +324,7 @@ IDS = [1, 5, 9, 33, 2, 17, 60, 4]
     ("model_type", "bits", "group_size", "act_order", "shards"),
     [("llama", 4, 16, True, 1), ("llama", 4, -1, False, 2), ("llama", 8, 32, True, 3), ("qwen2", 4, 32, False, 1),
      ("llama", 3, 32, True, 1), ("llama", 3, -1, False, 1),
-     ("mixtral", 4, 16, True, 2)],
+     ("mixtral", 4, 16, True, 2), ("qwen2_moe", 4, 16, True, 1), ("qwen2_moe", 3, 32, False, 1)],
 )
 def test_gptq_checkpoint_offloaded_equals_dequantised_in_memory(tmp_path, model_type, bits, group_size, act_order, shards):
     reference = write_gptq_checkpoint(tmp_path, model_type, bits, group_size, act_order, shards)
@@ -325,6 +337,37 @@ def test_gptq_checkpoint_offloaded_equals_dequantised_in_memory(tmp_path, model_
     # in-RAM mode (no ring) gives the same
     in_ram = load_offloaded(str(tmp_path), "cpu", torch.float64)
     torch.testing.assert_close(_logits(in_ram, IDS), _logits(reference, IDS), rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("model_type", ["mixtral", "qwen2_moe"])
+def test_gptq_moe_runs_each_token_only_through_its_routed_experts(tmp_path, model_type):
+    """8 experts, 2 per token, a 3-token prompt: at most 6 experts per layer are routed. Every expert
+    linear sees exactly the tokens routed to it, unrouted experts never run, and logits match."""
+    reference = write_gptq_checkpoint(tmp_path, model_type, experts=8)
+    offloaded = load_offloaded(str(tmp_path), "cpu", torch.float64)
+    routed: dict[int, torch.Tensor] = {}  # layer -> top_k_index [T, 2]
+    rows_seen: dict[tuple[int, int], list[int]] = {}  # (layer, expert) -> rows given to its gate linear
+    hooks = []
+    for index, layer in enumerate(offloaded.decoder_layers):
+        experts = layer.mlp.experts
+        gate_name = experts.names[0]
+        hooks.append(layer.mlp.gate.register_forward_hook(
+            lambda module, args, out, index=index: routed.__setitem__(index, out[2].clone())))
+        for e in range(experts.num_experts):
+            linear = getattr(getattr(experts, str(e)), gate_name)
+            hooks.append(linear.register_forward_pre_hook(
+                lambda module, args, key=(index, e): rows_seen.setdefault(key, []).append(args[0].shape[0])))
+    ids = IDS[:3]
+    torch.testing.assert_close(_logits(offloaded, ids), _logits(reference, ids), rtol=1e-9, atol=1e-9)
+    for hook in hooks:
+        hook.remove()
+    unrouted = 0
+    for index, top_k_index in routed.items():
+        counts = torch.bincount(top_k_index.reshape(-1), minlength=8).tolist()
+        for e, count in enumerate(counts):
+            assert rows_seen.get((index, e), []) == ([count] if count else [])
+            unrouted += count == 0
+    assert len(routed) == 3 and unrouted >= 2 * 3
 
 
 def test_gptq_missing_tensor_is_named(tmp_path):

@@ -330,9 +330,10 @@ class GPTQExperts(nn.Module):
     """MoE experts as separate GPTQ linears, with the call signature of transformers 5's fused
     `MixtralExperts` / `Qwen2MoeExperts`: (hidden [T, H], top_k_index [T, k], top_k_weights [T, k]) -> [T, H].
 
-    Dense routing: every expert runs on every token and is weighted by its routing weight (0 when not
-    selected), so there is no host sync for the expert/token lists; a tree pass is bandwidth-bound anyway.
-    `names` are the checkpoint's (gate, up, down) linear names: ("w1", "w3", "w2") for Mixtral.
+    Routed: each expert dequantises and runs only if some token chose it, on exactly those tokens (as
+    transformers' own eager and grouped_mm experts do for 16-bit weights). The (token, expert) pairs are
+    grouped by expert with one sort, and one host read per MoE layer learns how many tokens each expert
+    got. `names` are the checkpoint's (gate, up, down) linear names: ("w1", "w3", "w2") for Mixtral.
     """
 
     def __init__(self, num_experts: int, hidden: int, intermediate: int, names: tuple[str, str, str],
@@ -349,12 +350,22 @@ class GPTQExperts(nn.Module):
 
     def forward(self, hidden_states: torch.Tensor, top_k_index: torch.Tensor, top_k_weights: torch.Tensor) -> torch.Tensor:
         gate, up, down = self.names
-        # weights: [T, E], routing weight of each expert for each token (0 when not among its top k)
-        weights = torch.zeros(hidden_states.shape[0], self.num_experts, dtype=hidden_states.dtype, device=hidden_states.device)
-        weights.scatter_(1, top_k_index, top_k_weights.to(hidden_states.dtype))
+        top_k = top_k_index.shape[1]
+        # pairs [T * k] sorted by expert (stable: by token within an expert); token_of: the pair's token row
+        expert_of = top_k_index.reshape(-1)
+        order = torch.sort(expert_of, stable=True).indices
+        token_of = order // top_k
+        pair_weight = top_k_weights.reshape(-1)[order].to(hidden_states.dtype)[:, None]  # [T * k, 1]
+        counts = torch.bincount(expert_of, minlength=self.num_experts).tolist()  # host sync: once per MoE layer
         out = torch.zeros_like(hidden_states)
-        for e in range(self.num_experts):
+        start = 0
+        for e, count in enumerate(counts):
+            if count == 0:
+                continue  # no token chose this expert: its weights are neither dequantised nor multiplied
+            rows = token_of[start : start + count]
+            x = hidden_states.index_select(0, rows)  # [count, H]
             expert = getattr(self, str(e))
-            h = self.act_fn(getattr(expert, gate)(hidden_states)) * getattr(expert, up)(hidden_states)
-            out.add_(getattr(expert, down)(h) * weights[:, e : e + 1])
+            h = self.act_fn(getattr(expert, gate)(x)) * getattr(expert, up)(x)
+            out.index_add_(0, rows, getattr(expert, down)(h) * pair_weight[start : start + count])
+            start += count
         return out
