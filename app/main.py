@@ -13,11 +13,12 @@ import multiprocessing
 import signal
 import sys
 
-from PySide6.QtCore import Qt, QTimer
+from PySide6.QtCore import QTimer
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QApplication, QMessageBox
 
-from app import __version__, resources, self_test
+from app import __version__, self_test
+from app.application import create_application
 from app.logging_setup import install_excepthook, setup_logging
 from app.first_run import before_main_window
 from app.main_window import MainWindow
@@ -34,20 +35,6 @@ __all__ = ["MainWindow", "main", "create_application"]
 
 SIGNAL_POLL_MS = 200  # how often Python gets the chance to run a signal handler while Qt's loop runs
 
-
-def create_application(argv: list[str]) -> QApplication:
-    existing = QApplication.instance()
-    if existing is not None:
-        return existing  # type: ignore[return-value]
-    # Qt 6 scales for high-DPI screens by itself; PassThrough keeps fractional scales (125 %, 150 %) exact.
-    QGuiApplication.setHighDpiScaleFactorRoundingPolicy(Qt.HighDpiScaleFactorRoundingPolicy.PassThrough)
-    app = QApplication(argv)
-    app.setApplicationName(APP_NAME)
-    app.setApplicationVersion(__version__)
-    app.setOrganizationName("SpecExec")
-    app.setStyle("Fusion")
-    app.setWindowIcon(resources.icon("app"))
-    return app
 
 
 def report_fatal(message: str) -> None:

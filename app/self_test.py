@@ -86,7 +86,7 @@ def expectation_path() -> Path:
 
 def check_window() -> None:
     """Build and paint the main window offscreen against a throwaway data folder."""
-    from app.main import create_application
+    from app.application import create_application
     from app.main_window import MainWindow
     from app.paths import AppPaths
 

@@ -43,7 +43,7 @@ def add_tree_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--budget", type=budget_value, default="auto",
                         help="draft tokens per target pass (K), or auto: chosen for this machine (default)")
     parser.add_argument("--max-depth", type=int, default=DEFAULTS.max_depth, help="deepest draft node (D)")
-    parser.add_argument("--expand", type=int, default=DEFAULTS.expand, help="nodes expanded per draft forward (B)")
+    parser.add_argument("--expand", type=int, default=DEFAULTS.expand, help="nodes expanded per draft forward (B), at least; widened to budget/8 for big budgets")
     parser.add_argument("--draft-top-p", action="store_true", help="truncate the draft tree to the target's top-p nucleus")
 
 

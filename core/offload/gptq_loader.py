@@ -79,7 +79,7 @@ def read_gptq_settings(folder: str | Path) -> GPTQSettings | None:
             f"GPTQ with {bits}-bit weights is not supported; supported: {', '.join(map(str, SUPPORTED_BITS))}-bit "
             f"(4-bit is the common choice)"
         )
-    per = 32 // bits
+    per = GPTQSettings(bits, group_size).block_values
     if group_size != -1 and (group_size <= 0 or group_size % per):
         raise ModelFormatError(f"GPTQ group size {group_size} is not supported: use -1 or a positive multiple of {per}")
     fmt = str(raw.get("checkpoint_format", "gptq")).lower()
@@ -122,7 +122,7 @@ def quantize_layers(model: nn.Module, model_type: str, keys: set[str], settings:
 
 
 def _check_packable(in_features: int, out_features: int, settings: GPTQSettings, name: str) -> None:
-    per = settings.pack_factor
+    per = settings.block_values
     group = in_features if settings.group_size == -1 else settings.group_size
     if in_features % per or in_features % group:
         raise ModelFormatError(f"{name}: {in_features} inputs do not split into {settings.bits}-bit words and groups of {group}")

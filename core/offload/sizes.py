@@ -51,14 +51,25 @@ class TensorSpec:
         return count * DTYPE_BYTES[self.dtype]
 
 
+def block_shape(bits: int) -> tuple[int, int]:
+    """(values, int32 words) of the smallest whole GPTQ packing block: (32 / bits, 1), or (32, 3) for 3-bit
+    (AutoGPTQ packs 32 three-bit values into three words, two of them straddling a word boundary)."""
+    return (32, 3) if bits == 3 else (32 // bits, 1)
+
+
+def packed_rows(values: int, bits: int) -> int:
+    """int32 words holding `values` packed values (rounded up to whole blocks)."""
+    per, words = block_shape(bits)
+    return -(-values // per) * words
+
+
 def gptq_linear_tensors(in_features: int, out_features: int, bits: int, group_size: int, desc_act: bool,
                         bias: bool) -> tuple[TensorSpec, ...]:
     """The buffers of a GPTQLinear (see core.offload.gptq for their meaning), in registration order."""
-    per = 32 // bits
     groups = 1 if group_size == -1 else -(-in_features // group_size)
     specs = [
-        TensorSpec("qweight", (in_features // per, out_features), "int32"),
-        TensorSpec("qzeros", (groups, -(-out_features // per)), "int32"),
+        TensorSpec("qweight", (packed_rows(in_features, bits), out_features), "int32"),
+        TensorSpec("qzeros", (groups, packed_rows(out_features, bits)), "int32"),
         TensorSpec("scales", (groups, out_features), "float16"),
         TensorSpec("g_idx", (in_features,), "int32"),
     ]
