@@ -44,7 +44,8 @@ class BridgePort(QObject):
         self._submit_requested.connect(self._submit)
         self._cancel_requested.connect(self._cancel)
         self._links = ((bridge.token, self._on_token), (bridge.pass_stats, self._deliver_event),
-                       (bridge.finished, self._deliver_event), (bridge.request_failed, self._deliver_event))
+                       (bridge.auto_choice, self._deliver_event), (bridge.finished, self._deliver_event),
+                       (bridge.request_failed, self._deliver_event))
         for signal, slot in self._links:
             signal.connect(slot)
 

@@ -77,15 +77,13 @@ def main(argv: list[str] | None = None) -> int:
     app = create_application(sys.argv if argv is None else argv)
     settings = load_settings(paths.settings_file)
     theme = ThemeManager(app, settings.theme)
-    # First start (no settings file yet) or an unfinished download: the set-up wizard, which writes the settings
-    settings, bridge = before_main_window(paths, settings, models_dir())
-    try:
+    try:  # before the wizard: a broken database is reported at once, not after the set-up
         store = Store(paths.database)
     except StoreError as error:
         report_fatal(f"SpecExec Desktop cannot start: {error}")
-        if bridge is not None:
-            bridge.shutdown()
         return 1
+    # First start (no settings file yet) or an unfinished download: the set-up wizard, which writes the settings
+    settings, bridge = before_main_window(paths, settings, models_dir())
     window = MainWindow(paths, settings, store=store, bridge=bridge, theme=theme)
     window.owns_bridge = True  # the wizard's engine, if it started one, is the window's now
     window.show()

@@ -54,7 +54,8 @@ def test_the_app_answers_api_requests_and_its_chat_through_one_engine(qtbot, app
     assert "error" not in result, result.get("error")
     answer = result["answer"]
     assert answer.usage.completion_tokens == 5 and answer.choices[0].finish_reason == "length"
-    assert answer.choices[0].message.content and answer.specexec["method"] == "specexec"
+    assert answer.choices[0].message.content and answer.specexec["method"] == "auto"  # the app's default
+    assert answer.specexec["chosen"]["method"] in ("sequential", "specexec") and answer.specexec["chosen"]["reason"]
     chat = [m for m in window.controller.messages.rows if m.role == "assistant"]
     assert len(chat) == 1 and chat[0].status == COMPLETE and chat[0].content
 

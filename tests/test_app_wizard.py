@@ -148,7 +148,7 @@ def test_real_catalog_on_a_24_gb_pc_in_plain_words(qtbot, tmp_path, monkeypatch)
     monkeypatch.setenv("SPECEXEC_HW_FIXTURE", str(FIXTURES / "gpu24-ram64-pcie4.json"))
     from app.settings import AppSettings
 
-    wizard = FirstRunWizard(AppSettings(), tmp_path / "models")  # the app's defaults (tree budget 128)
+    wizard = FirstRunWizard(AppSettings(), tmp_path / "models")  # the app's defaults (automatic budget: predicted at 128)
     qtbot.addWidget(wizard)
     wizard.show()
     qtbot.waitUntil(lambda: wizard.state.recommendation is not None, timeout=WAIT_MS)

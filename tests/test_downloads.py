@@ -269,7 +269,8 @@ def test_unknown_repo_revision_and_name_are_not_found(hub, hub_env, capsys):
 
 
 def test_cancel_keeps_partials_and_list_shows_the_unfinished_download(hub, hub_env, capsys):
-    _, files = small_repo(hub)
+    _, files = small_repo(hub, big=6 << 20)
+    hub.limit_rate(2 << 20)  # ~3 s for the big file: progress (at most ~4 a second) arrives mid-file
     cancel = threading.Event()
 
     class CancelMidFile(Recorder):

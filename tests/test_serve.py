@@ -22,7 +22,7 @@ import pytest
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 KEY = "sk-test-key"
-FLAGS = ["--threads", "1", "--budget", "8", "--max-depth", "4", "--expand", "4", "--max-new-tokens", "8",
+FLAGS = ["--threads", "1", "--method", "specexec", "--budget", "8", "--max-depth", "4", "--expand", "4", "--max-new-tokens", "8",
          "--device", "cpu"]
 QUESTION = [{"role": "user", "content": "Why is the sky blue?"}]
 

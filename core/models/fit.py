@@ -35,7 +35,7 @@ from core.offload.sizes import (
 )
 
 GIB = 1024**3
-DEFAULT_TREE_BUDGET = 128  # the engine's and the app's default (core.methods.specexec.TreeSettings)
+DEFAULT_TREE_BUDGET = 128  # TreeSettings' default; predictions assume it where the engine chooses the budget (auto)
 GPU_DTYPE, GPU_DTYPE_BYTES = "float16", 2  # what a GPU computes in (bf16 or fp16: both 2 bytes)
 # Assumed sustained matmul rates for the compute term (estimates, named as such in the output): a mid-range
 # consumer GPU in fp16, and one CPU core in fp32.

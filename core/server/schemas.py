@@ -16,11 +16,11 @@ import random
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from core.engine import protocol as P
 
-METHODS = ("specexec", "specinfer", "sequential")
+METHODS: tuple[str, ...] = get_args(P.Method)  # the engine's own list, "auto" included
 CHAT_ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
 MAX_STOP_STRINGS = 16
 
@@ -271,6 +271,7 @@ class RunTally:
     passes: int = 0
     pass_tokens: int = 0
     budget: int = 0
+    choice: P.AutoChoice | None = None  # the tuner's latest choice, when the method or budget is "auto"
     finished: P.Finished | None = None
 
     def add(self, event: P.Event) -> str:
@@ -282,6 +283,8 @@ class RunTally:
             self.passes += 1
             self.pass_tokens += event.tokens
             self.budget = event.budget
+        elif isinstance(event, P.AutoChoice):
+            self.choice = event
         elif isinstance(event, P.Finished):
             self.finished = event
         return ""
@@ -297,13 +300,17 @@ class RunTally:
         return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
     def extra(self) -> dict[str, Any]:
-        """The `specexec` object: how the answer was decoded."""
-        return {
+        """The `specexec` object: how the answer was decoded (with "auto", also what the engine chose and why)."""
+        extra: dict[str, Any] = {
             "method": self.method,
             "target_passes": self.passes,
             "tokens_per_pass": round(self.pass_tokens / self.passes, 3) if self.passes else 0.0,
             "budget": self.budget,
         }
+        if self.choice is not None:
+            extra["chosen"] = {"method": self.choice.method, "budget": self.choice.budget,
+                               "reason": self.choice.reason}
+        return extra
 
 
 def new_id(prefix: str) -> str:
