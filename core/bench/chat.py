@@ -19,7 +19,7 @@ import sys
 import time
 
 from core.cli.pair import load_pair
-from core.cli.options import add_model_arguments, add_threads_argument, engine_load_settings
+from core.cli.options import add_engine_benchmark_arguments, engine_load_settings
 from core.engine import protocol as P
 from core.engine.client import EngineClient
 from core.errors import EngineError, InvalidSettingError
@@ -34,15 +34,10 @@ FOLLOW_UP = "Now summarise that in one sentence."
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_model_arguments(parser)
-    parser.add_argument("--method", choices=["specexec", "specinfer", "sequential"], default="specexec")
-    parser.add_argument("--budget", type=int, default=32)
-    parser.add_argument("--max-depth", type=int, default=8)
-    parser.add_argument("--expand", type=int, default=8)
+    add_engine_benchmark_arguments(parser)
     parser.add_argument("--first-turn-tokens", type=int, default=512, help="length of the long first user message")
     parser.add_argument("--max-new-tokens", type=int, default=32, help="answer length (turn 1 and the streaming run)")
     parser.add_argument("--repeats", type=int, default=3)
-    add_threads_argument(parser)  # both processes
     parser.add_argument("--json", action="store_true")
 
 

@@ -18,7 +18,7 @@ import statistics
 import sys
 import time
 
-from core.cli.options import add_model_arguments, engine_load_settings
+from core.cli.options import add_engine_benchmark_arguments, engine_load_settings
 from core.engine import protocol as P
 from core.engine.client import EngineClient
 from core.errors import EngineError
@@ -28,14 +28,9 @@ KEY = "bench"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_model_arguments(parser)
-    parser.add_argument("--method", choices=["specexec", "specinfer", "sequential"], default="specexec")
-    parser.add_argument("--budget", type=int, default=32)
-    parser.add_argument("--max-depth", type=int, default=8)
-    parser.add_argument("--expand", type=int, default=8)
+    add_engine_benchmark_arguments(parser)
     parser.add_argument("--max-new-tokens", type=int, default=64, help="answer length")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=None, help="CPU threads for the engine")
     parser.add_argument("--json", action="store_true")
 
 

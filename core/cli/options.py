@@ -67,6 +67,17 @@ def add_threads_argument(parser: argparse.ArgumentParser) -> None:
                         help="CPU threads for torch (default: physical cores minus one, at least 1)")
 
 
+def add_engine_benchmark_arguments(parser: argparse.ArgumentParser) -> None:
+    """What the benchmarks that drive the engine process share (bench chat, bench serve): the models, an
+    explicit method and a small tree, so runs compare like with like; threads for the engine."""
+    add_model_arguments(parser)
+    parser.add_argument("--method", choices=["specexec", "specinfer", "sequential"], default="specexec")
+    parser.add_argument("--budget", type=int, default=32)
+    parser.add_argument("--max-depth", type=int, default=8)
+    parser.add_argument("--expand", type=int, default=8)
+    add_threads_argument(parser)
+
+
 def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
     """Everything `generate` and `chat` share."""
     add_model_arguments(parser)

@@ -17,21 +17,28 @@ APP_NAME = "SpecExec Desktop"
 APP_AUTHOR = "SpecExec"
 
 
+def data_dir(environ: dict[str, str] | None = None) -> Path:
+    """The per-user data folder (conversations, models; not created here): SPECEXEC_DATA_DIR, else the
+    platform's."""
+    env = os.environ if environ is None else environ
+    if env.get(DATA_DIR_ENV):
+        return Path(env[DATA_DIR_ENV]).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir(APP_NAME, APP_AUTHOR))
+
+
 def models_dir(environ: dict[str, str] | None = None) -> Path:
     """The models folder (not created here)."""
     env = os.environ if environ is None else environ
     if env.get(MODELS_DIR_ENV):
         return Path(env[MODELS_DIR_ENV]).expanduser()
-    if env.get(DATA_DIR_ENV):
-        return Path(env[DATA_DIR_ENV]).expanduser() / "models"
-    import platformdirs
-
-    return Path(platformdirs.user_data_dir(APP_NAME, APP_AUTHOR)) / "models"
+    return data_dir(env) / "models"
 
 
 def config_dir(environ: dict[str, str] | None = None) -> Path:
-    """The per-user config folder (not created here), by the same rules as the app's settings
-    (app/paths.py): SPECEXEC_CONFIG_DIR, else `config/` under SPECEXEC_DATA_DIR, else the platform's."""
+    """The per-user config folder (not created here; the app keeps its settings there too):
+    SPECEXEC_CONFIG_DIR, else `config/` under SPECEXEC_DATA_DIR, else the platform's."""
     env = os.environ if environ is None else environ
     if env.get(CONFIG_DIR_ENV):
         return Path(env[CONFIG_DIR_ENV]).expanduser()
