@@ -59,12 +59,14 @@ class AnswerStats(QObject):
     def mean_tokens_per_pass(self) -> float:
         return self.tokens / self.passes if self.passes else 0.0
 
-    def summary(self) -> dict[str, Any]:
-        """Saved with the answer (messages.stats)."""
+    def summary(self, generated_tokens: int | None = None) -> dict[str, Any]:
+        """Saved with the answer (messages.stats). `generated_tokens`: the engine's count from Finished, which
+        wins over the sum of the passes (the answer's number is the engine's)."""
+        tokens = generated_tokens if generated_tokens else self.tokens
         return {
-            "tokens": self.tokens,
+            "tokens": tokens,
             "passes": self.passes,
-            "tokens_per_s": round(self.tokens_per_second, 2),
-            "tokens_per_pass": round(self.mean_tokens_per_pass, 3),
+            "tokens_per_s": round(tokens / self.engine_seconds, 2) if self.engine_seconds > 0 else 0.0,
+            "tokens_per_pass": round(tokens / self.passes, 3) if self.passes else 0.0,
             "budget": self.budget,
         }

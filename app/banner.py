@@ -1,10 +1,36 @@
 """A banner above the chat for things that need the user: the engine crashed (Restart), models failed to
-load (Settings / Retry)."""
+load (Settings / Retry). It speaks plainly; the technical words (signal, exit code) are one click away."""
 
 from __future__ import annotations
 
+import re
+
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QWidget
+
+
+# What a signal that ended the engine most likely means, for people.
+SIGNAL_MEANINGS = {
+    "SIGKILL": "It was ended by the system, most often because the computer ran out of memory.",
+    "SIGSEGV": "It crashed.",
+    "SIGABRT": "It crashed.",
+    "SIGBUS": "It crashed.",
+    "SIGTERM": "It was asked to quit by another program.",
+}
+
+
+def engine_stopped_text(message: str) -> str:
+    """Why the engine stopped, in a sentence for people (the client's message names pids and signals)."""
+    found = re.search(r"killed by (SIG[A-Z]+)", message)
+    if found:
+        return SIGNAL_MEANINGS.get(found.group(1), "It was stopped by the system.")
+    if "did not start" in message:
+        return "It could not start."
+    if "stopped answering" in message:
+        return "It stopped answering."
+    if re.search(r"exited with code", message):
+        return "It quit unexpectedly."
+    return "It stopped unexpectedly."
 
 
 class Banner(QFrame):
@@ -28,13 +54,28 @@ class Banner(QFrame):
             button.clicked.connect(lambda _=False, n=name: self.action_clicked.emit(n))
             layout.addWidget(button)
             self.buttons[name] = button
+        self.details_button = QPushButton("Details")
+        self.details_button.setAccessibleName("Show the technical details")
+        self.details_button.setCheckable(True)
+        self.details_button.toggled.connect(self._toggle_details)
+        layout.addWidget(self.details_button)
+        self._text = self._details = ""
         self.close_button = QPushButton("Dismiss")
         self.close_button.setAccessibleName("Dismiss alert")
         self.close_button.clicked.connect(self.hide)
         layout.addWidget(self.close_button)
         self.hide()
 
-    def show_message(self, text: str, actions: tuple[str, ...] = ()) -> None:
+    def details(self) -> str:
+        return self._details
+
+    def _toggle_details(self, shown: bool) -> None:
+        self.label.setText(self._text + (f"<br><small>Details: {self._details}</small>" if shown and self._details else ""))
+
+    def show_message(self, text: str, actions: tuple[str, ...] = (), details: str = "") -> None:
+        self._text, self._details = text, details
+        self.details_button.setVisible(bool(details))
+        self.details_button.setChecked(False)
         self.label.setText(text)
         self.setAccessibleDescription(text)
         for name, button in self.buttons.items():

@@ -180,13 +180,14 @@ class EngineWorker(QObject):
                 return
 
     def _start(self, client: EngineClient, load: P.Load | None, batch: list[P.Event]) -> None:
+        """Spawn the engine without waiting for it (EngineStarted comes through poll): a worker blocked for
+        the seconds a spawn takes could not stop when the app quits, and Qt aborts on a running QThread."""
         try:
-            client.start(wait=True)
+            client.start(wait=False)
         except Exception as error:
             batch.append(P.Error(None, "engine_start", f"the engine did not start: {error}",
                                  "see the log (Help > Open logs folder)"))
             return
-        batch.append(P.EngineStarted(client.engine_pid or 0))
         if load is not None:
             self._guarded(batch, None, lambda: client.load(load.target, load.draft, **load_kwargs(load)))
 
@@ -206,7 +207,9 @@ class EngineBridge(QObject):
 
     status_changed = Signal(object)  # EngineStatus
     token = Signal(str, str)  # request id, text
+    prompt_started = Signal(object)  # P.PromptStarted: the engine reads the prompt (prefill) before answering
     pass_stats = Signal(object)  # P.PassStats
+    auto_choice = Signal(object)  # P.AutoChoice: what the automatic method / budget chose, and why
     finished = Signal(object)  # P.Finished
     request_failed = Signal(object)  # P.Error ending one request (kind engine_died when the engine died)
     engine_failed = Signal(object)  # P.Error for the engine as a whole: died, did not start, load failed
@@ -287,7 +290,7 @@ class EngineBridge(QObject):
         if thread is None or worker is None:
             return
         worker.submit("shutdown", timeout)
-        if not thread.wait(int((timeout + 4.0) * 1000)):
+        if not thread.wait(int((timeout + 8.0) * 1000)):  # the client's shutdown: timeout + terminate + kill
             log.warning("the engine worker did not stop in time")  # keep the QThread alive: never destroy it running
             return
         self._thread = None
@@ -313,6 +316,10 @@ class EngineBridge(QObject):
                 self._set(state=GENERATING)
         elif isinstance(event, P.PassStats):
             self.pass_stats.emit(event)
+        elif isinstance(event, P.PromptStarted):
+            self.prompt_started.emit(event)
+        elif isinstance(event, P.AutoChoice):
+            self.auto_choice.emit(event)
         elif isinstance(event, P.Finished):
             self._end_request(event)
         elif isinstance(event, P.Error):

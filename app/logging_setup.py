@@ -1,4 +1,5 @@
-"""Logging for the app: a rotating file in the user log dir (plus stderr warnings), Qt messages included.
+"""Logging for the app: a rotating file in the user log dir, Qt messages included (Qt's critical and fatal
+messages also go to stderr, so a start-up abort is never silent).
 
 `setup_logging` is idempotent per log file and returns the handler, so tests can remove it again.
 """
@@ -67,7 +68,10 @@ def _install_qt_message_handler() -> None:
     }
 
     def handler(kind, context, message):  # noqa: ANN001 - Qt's signature
-        qt_log.log(levels.get(kind, logging.WARNING), "%s", message)
+        level = levels.get(kind, logging.WARNING)
+        qt_log.log(level, "%s", message)
+        if level >= logging.ERROR:  # Qt's own handler prints these; a fatal one is the last thing we see
+            print(f"Qt: {message}", file=sys.stderr, flush=True)
 
     qInstallMessageHandler(handler)
     _qt_handler_installed = True

@@ -10,59 +10,84 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import signal
 import sys
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QTimer
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QApplication, QMessageBox
 
-from app import __version__, resources
+from app import __version__, self_test
+from app.application import create_application
 from app.logging_setup import install_excepthook, setup_logging
+from app.first_run import before_main_window
 from app.main_window import MainWindow
 from app.paths import APP_NAME, AppPaths
-from app.settings import load_settings, save_settings
+from app.settings import load_settings
 from app.store import Store, StoreError
+from app.system_check import platform_problem
 from app.theme import ThemeManager
+from core.models.locations import models_dir
 
 log = logging.getLogger(__name__)
 
 __all__ = ["MainWindow", "main", "create_application"]
 
+SIGNAL_POLL_MS = 200  # how often Python gets the chance to run a signal handler while Qt's loop runs
 
-def create_application(argv: list[str]) -> QApplication:
-    existing = QApplication.instance()
-    if existing is not None:
-        return existing  # type: ignore[return-value]
-    # Qt 6 scales for high-DPI screens by itself; PassThrough keeps fractional scales (125 %, 150 %) exact.
-    QGuiApplication.setHighDpiScaleFactorRoundingPolicy(Qt.HighDpiScaleFactorRoundingPolicy.PassThrough)
-    app = QApplication(argv)
-    app.setApplicationName(APP_NAME)
-    app.setApplicationVersion(__version__)
-    app.setOrganizationName("SpecExec")
-    app.setStyle("Fusion")
-    app.setWindowIcon(resources.icon("app"))
-    return app
+
+
+def report_fatal(message: str) -> None:
+    """A start-up failure: to stderr (the terminal), to the log, and in a dialog where a window can open."""
+    print(message, file=sys.stderr, flush=True)
+    log.critical("%s", message)
+    app = QApplication.instance()
+    if app is not None and QGuiApplication.platformName() not in ("offscreen", "minimal"):
+        QMessageBox.critical(None, APP_NAME, message)
+
+
+def quit_on_terminal_signals(app: QApplication) -> None:
+    """Ctrl-C (SIGINT) or SIGTERM quits like File > Quit: windows close, the engine shuts down. Qt's loop
+    never returns to Python by itself, so a timer gives Python's signal handlers a chance to run."""
+
+    def close_all(signum: int, _frame: object) -> None:
+        log.info("%s received: quitting", signal.Signals(signum).name)
+        app.closeAllWindows()
+        app.quit()
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, close_all)
+    timer = QTimer(app)
+    timer.timeout.connect(lambda: None)
+    timer.start(SIGNAL_POLL_MS)
 
 
 def main(argv: list[str] | None = None) -> int:
     multiprocessing.freeze_support()
+    if self_test.FLAG in (sys.argv if argv is None else argv)[1:]:
+        return self_test.main()
     paths = AppPaths.from_env().ensure()
     setup_logging(paths.log_file)
     install_excepthook()
     log.info("SpecExec Desktop %s starting; data in %s", __version__, paths.data_dir)
+    problem = platform_problem()
+    if problem:  # Qt would abort the process (signal 6) with the reason only in the log
+        report_fatal(problem)
+        return 1
     app = create_application(sys.argv if argv is None else argv)
     settings = load_settings(paths.settings_file)
-    if not paths.settings_file.exists():
-        save_settings(settings, paths.settings_file)  # first run: write the defaults (built-in model pair)
     theme = ThemeManager(app, settings.theme)
-    try:
+    try:  # before the wizard: a broken database is reported at once, not after the set-up
         store = Store(paths.database)
     except StoreError as error:
-        log.error("%s", error)
-        QMessageBox.critical(None, APP_NAME, str(error))
+        report_fatal(f"SpecExec Desktop cannot start: {error}")
         return 1
-    window = MainWindow(paths, settings, store=store, theme=theme)
+    # First start (no settings file yet) or an unfinished download: the set-up wizard, which writes the settings
+    settings, bridge = before_main_window(paths, settings, models_dir())
+    window = MainWindow(paths, settings, store=store, bridge=bridge, theme=theme)
+    window.owns_bridge = True  # the wizard's engine, if it started one, is the window's now
     window.show()
+    quit_on_terminal_signals(app)
     code = app.exec()
     log.info("SpecExec Desktop exiting (%d)", code)
     return code

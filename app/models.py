@@ -141,6 +141,12 @@ class MessageListModel(QAbstractListModel):
         index = self.index(row)
         self.dataChanged.emit(index, index)
 
+    def replace(self, row: int, message: Message) -> None:
+        """Put another message in row `row` (an alternative answer chosen in its place)."""
+        self.rows[row] = message
+        index = self.index(row)
+        self.dataChanged.emit(index, index)
+
     def remove_from(self, row: int) -> None:
         """Remove row `row` and every row after it."""
         if not 0 <= row < len(self.rows):

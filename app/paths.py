@@ -11,10 +11,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-# The folder names are defined once, in core.models.locations: the models folder sits beside the chats.
-from core.models.locations import APP_AUTHOR, APP_NAME, DATA_DIR_ENV
+# The data and config folders are found once, in core.models.locations (the models folder sits beside the
+# chats, and the download token beside the settings).
+from core.models.locations import APP_AUTHOR, APP_NAME, DATA_DIR_ENV, config_dir, data_dir
 
-CONFIG_DIR_ENV = "SPECEXEC_CONFIG_DIR"
 LOG_DIR_ENV = "SPECEXEC_LOG_DIR"
 
 
@@ -39,21 +39,15 @@ class AppPaths:
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> "AppPaths":
         env = os.environ if environ is None else environ
-        root = env.get(DATA_DIR_ENV)
-        if root:
-            data = Path(root).expanduser()
-            config, logs = data / "config", data / "logs"
+        if env.get(LOG_DIR_ENV):
+            logs = Path(env[LOG_DIR_ENV]).expanduser()
+        elif env.get(DATA_DIR_ENV):
+            logs = data_dir(env) / "logs"
         else:
             import platformdirs
 
-            data = Path(platformdirs.user_data_dir(APP_NAME, APP_AUTHOR))
-            config = Path(platformdirs.user_config_dir(APP_NAME, APP_AUTHOR))
             logs = Path(platformdirs.user_log_dir(APP_NAME, APP_AUTHOR))
-        if env.get(CONFIG_DIR_ENV):
-            config = Path(env[CONFIG_DIR_ENV]).expanduser()
-        if env.get(LOG_DIR_ENV):
-            logs = Path(env[LOG_DIR_ENV]).expanduser()
-        return cls(data, config, logs)
+        return cls(data_dir(env), config_dir(env), logs)
 
     def ensure(self) -> "AppPaths":
         for folder in (self.data_dir, self.config_dir, self.log_dir):

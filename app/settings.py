@@ -20,10 +20,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 from core.engine import protocol as P
+from core.threads import resolve_thread_count
 
 log = logging.getLogger(__name__)
 
-SETTINGS_SCHEMA_VERSION = 2
+SETTINGS_SCHEMA_VERSION = 3
 
 
 class Offload(StrEnum):
@@ -38,6 +39,15 @@ class Theme(StrEnum):
     SYSTEM = "system"
     LIGHT = "light"
     DARK = "dark"
+
+
+class Method(StrEnum):
+    """How answers are decoded (values serialized to disk: do not change)."""
+
+    AUTO = "auto"  # with a draft: plain decoding or SpecExec, whichever is faster here (core/autotune)
+    SPECEXEC = "specexec"
+    SPECINFER = "specinfer"
+    SEQUENTIAL = "sequential"
 
 
 class BudgetMode(StrEnum):
@@ -55,6 +65,10 @@ class ConversationSettings:
     max_tokens: int = 512
     budget_mode: BudgetMode = BudgetMode.AUTO
     budget: int = 128
+    top_k: int = 0  # 0 = off
+    repetition_penalty: float = 1.0  # 1 = off
+    seed: int = -1  # -1 = a new random seed for every answer; a fixed seed repeats an answer exactly
+    method: Method = Method.AUTO
 
     def validated(self) -> "ConversationSettings":
         """A copy with every number clamped into its valid range."""
@@ -64,7 +78,17 @@ class ConversationSettings:
             top_p=min(max(float(self.top_p), 0.01), 1.0),
             max_tokens=min(max(int(self.max_tokens), 1), 32768),
             budget=min(max(int(self.budget), 1), 4096),
+            top_k=min(max(int(self.top_k), 0), 1000),
+            repetition_penalty=min(max(float(self.repetition_penalty), 1.0), 2.0),
+            seed=min(max(int(self.seed), -1), 2**31 - 1),
         )
+
+    def decoding_method(self, has_draft: bool) -> str:
+        """The engine's method for this conversation: without a draft model, plain decoding; AUTO lets the
+        engine choose per pass (and explain its choice)."""
+        if not has_draft:
+            return Method.SEQUENTIAL.value
+        return self.method.value
 
 
 @dataclass
@@ -73,15 +97,22 @@ class AppSettings:
 
     target: str = "builtin"
     draft: str = "builtin-draft"  # "" = no draft (plain sequential decoding)
+    # The catalog pair the target and draft came from ("builtin", a catalog id), "" for models picked by path.
+    active_pair: str = ""
     offload: Offload = Offload.AUTO
     vram_budget_gb: float = 0.0  # 0 = automatic
     theme: Theme = Theme.SYSTEM
     dtype: str = "auto"
     device: str = "auto"
-    tree_budget: int = 128
+    tree_budget: int = 0  # draft tokens per pass; 0 = automatic (chosen for this machine)
     max_depth: int = 32
     expand: int = 32
-    engine_threads: int = 0  # CPU threads for the engine; 0 = all cores but one
+    context_length: int = 0  # tokens the KV caches are planned for; 0 = 4,096 (or the models' limit if lower)
+    engine_threads: int = 0  # CPU threads for the engine; 0 = core.threads' default (physical cores minus one)
+    api_server: bool = False  # serve the OpenAI-compatible API on 127.0.0.1 (app.api_server)
+    api_server_port: int = 8765
+    api_server_require_key: bool = True
+    api_server_key: str = ""  # made by the settings dialog the first time it shows the server row
     defaults: ConversationSettings = field(default_factory=ConversationSettings)
     schema_version: int = SETTINGS_SCHEMA_VERSION
 
@@ -94,16 +125,14 @@ class AppSettings:
             device=self.device,
             offload=self.offload.value,
             vram_budget_gb=self.vram_budget_gb if self.vram_budget_gb > 0 else None,
-            budget=max(1, self.tree_budget),
+            budget=self.tree_budget if self.tree_budget > 0 else "auto",
             max_depth=max(1, self.max_depth),
             expand=max(1, self.expand),
+            context_length=self.context_length if self.context_length > 0 else None,
         )
 
-    def method(self) -> str:
-        return "specexec" if self.draft else "sequential"
-
     def thread_count(self) -> int:
-        return self.engine_threads if self.engine_threads > 0 else max(1, (os.cpu_count() or 2) - 1)
+        return resolve_thread_count(self.engine_threads if self.engine_threads > 0 else None)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -184,7 +213,16 @@ def _v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-_MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _v1_to_v2}
+def _v2_to_v3(data: dict[str, Any]) -> dict[str, Any]:
+    """Version 2's tree budget defaulted to 128; version 3 chooses it automatically (0). A file still holding
+    the old default gets the new one; any other budget was picked by the user and stays."""
+    data = dict(data)
+    if data.get("tree_budget") == 128:
+        data["tree_budget"] = 0
+    return data
+
+
+_MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _v1_to_v2, 2: _v2_to_v3}
 
 
 def migrate(data: dict[str, Any]) -> dict[str, Any]:

@@ -1,5 +1,6 @@
-"""The status bar: engine state, tokens/s, tokens per target pass, tree budget, and a live bar chart of
-tokens per pass for the current answer. Widgets bind to the bridge's EngineStatus and to AnswerStats."""
+"""The status bar: engine state, tokens/s, tokens per target pass, tree budget, a live bar chart of
+tokens per pass for the current answer, and the automatic choice of method and budget in one line. Widgets
+bind to the bridge's EngineStatus, its AutoChoice events and to AnswerStats."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QWidget
 
 from app.answer_stats import AnswerStats
 from app.engine_bridge import CRASHED, FAILED, EngineBridge, EngineStatus
+from core.engine import protocol as P
 
 MAX_BARS = 48
 
@@ -79,12 +81,23 @@ class StatusPanel(QWidget):
         self.budget_label = QLabel()
         self.budget_label.setAccessibleName("Tree budget")
         self.chart = PassChart(stats)
-        for widget in (self.engine_label, self.speed_label, self.per_pass_label, self.budget_label, self.chart):
+        self.choice_label = QLabel()
+        self.choice_label.setAccessibleName("Decoding method chosen for this machine")
+        for widget in (self.engine_label, self.speed_label, self.per_pass_label, self.budget_label, self.chart,
+                       self.choice_label):
             layout.addWidget(widget)
+        self.uses_draft = True
         bridge.status_changed.connect(self.show_status)
+        bridge.auto_choice.connect(self.show_choice)
         stats.changed.connect(self.show_stats)
         self.show_status(bridge.status)
         self.show_stats()
+
+    def set_uses_draft(self, uses_draft: bool) -> None:
+        """Without a draft there is no tree: hide its budget and the tokens-per-pass chart."""
+        self.uses_draft = uses_draft
+        for widget in (self.budget_label, self.per_pass_label, self.chart):
+            widget.setVisible(uses_draft)
 
     def show_status(self, status: EngineStatus) -> None:
         text = status.describe()
@@ -97,6 +110,11 @@ class StatusPanel(QWidget):
         if budget and not self.stats.budget:
             self.budget_label.setText(f"Tree budget: {budget}")
 
+    def show_choice(self, choice: P.AutoChoice) -> None:
+        """The reason's headline in the bar (it must fit beside the chart); the whole line in the tooltip."""
+        self.choice_label.setText(choice.reason.split(" (", 1)[0])
+        self.choice_label.setToolTip(f"{choice.reason}\nChosen automatically for this machine and re-checked every few passes")
+
     def show_stats(self) -> None:
         s = self.stats
         self.speed_label.setText(f"{s.tokens_per_second:.1f} tokens/s" if s.passes else "– tokens/s")
@@ -105,3 +123,4 @@ class StatusPanel(QWidget):
             self.budget_label.setText(f"Tree budget: {s.budget}")
         elif not self.budget_label.text():
             self.budget_label.setText("Tree budget: –")
+        self.chart.update()

@@ -55,6 +55,8 @@ class Message:
     status: str = COMPLETE
     stats: dict[str, Any] = field(default_factory=dict)
     created_at: float = 0.0
+    alt_index: int = 0  # this answer's place among the alternatives of its turn (0-based)
+    alt_count: int = 1  # how many answers the turn has (Regenerate adds one and keeps the old)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -88,6 +90,15 @@ _V2 = (
 )
 
 
+# Regenerated answers are kept as alternatives: `alt_of` is the first answer of the turn (NULL for that first
+# one and for every other message), `hidden` marks the alternatives not on screen.
+_V3 = (
+    "ALTER TABLE messages ADD COLUMN alt_of INTEGER",
+    "ALTER TABLE messages ADD COLUMN hidden INTEGER NOT NULL DEFAULT 0",
+    "CREATE INDEX messages_by_alternative ON messages(alt_of, id)",
+)
+
+
 def _statements(*sql: str) -> Callable[[sqlite3.Connection], None]:
     def step(db: sqlite3.Connection) -> None:
         for statement in sql:
@@ -97,7 +108,9 @@ def _statements(*sql: str) -> Callable[[sqlite3.Connection], None]:
 
 
 # MIGRATIONS[n]: schema n -> n+1, run inside one transaction. Append only; never edit a released step.
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {0: _statements(*_V1), 1: _statements(*_V2)}
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
+    0: _statements(*_V1), 1: _statements(*_V2), 2: _statements(*_V3),
+}
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -238,20 +251,59 @@ class Store:
 
     # -- messages ------------------------------------------------------------------------------------------
 
+    _SELECT = (  # alt_index / alt_count through the alt_of index: cheap however long the conversation
+        "SELECT m.id, m.conversation_id, m.role, m.content, m.status, m.stats, m.created_at,"
+        " CASE WHEN m.alt_of IS NULL THEN 0"
+        " ELSE 1 + (SELECT COUNT(*) FROM messages a WHERE a.alt_of = m.alt_of AND a.id < m.id) END,"
+        " 1 + (SELECT COUNT(*) FROM messages a WHERE a.alt_of = COALESCE(m.alt_of, m.id))"
+        " FROM messages m"
+    )
+
+    @staticmethod
+    def _message(r: tuple) -> Message:
+        return Message(r[0], r[1], r[2], r[3], r[4], _load_stats(r[5]), r[6], r[7], r[8])
+
     def messages(self, conversation_id: int) -> list[Message]:
-        rows = self.db.execute(
-            "SELECT id, conversation_id, role, content, status, stats, created_at FROM messages"
-            " WHERE conversation_id = ? ORDER BY id",
-            (conversation_id,),
-        )
-        return [Message(r[0], r[1], r[2], r[3], r[4], _load_stats(r[5]), r[6]) for r in rows]
+        """The conversation as shown: each turn with the answer chosen among its alternatives."""
+        rows = self.db.execute(f"{self._SELECT} WHERE m.conversation_id = ? AND m.hidden = 0 ORDER BY m.id",
+                               (conversation_id,))
+        return [self._message(r) for r in rows]
 
     def message(self, message_id: int) -> Message | None:
-        r = self.db.execute(
-            "SELECT id, conversation_id, role, content, status, stats, created_at FROM messages WHERE id = ?",
-            (message_id,),
-        ).fetchone()
-        return Message(r[0], r[1], r[2], r[3], r[4], _load_stats(r[5]), r[6]) if r else None
+        r = self.db.execute(f"{self._SELECT} WHERE m.id = ?", (message_id,)).fetchone()
+        return self._message(r) if r else None
+
+    def alternatives(self, message_id: int) -> list[int]:
+        """Ids of the answers of `message_id`'s turn, oldest first (just [message_id] when it has none)."""
+        row = self.db.execute("SELECT COALESCE(alt_of, id) FROM messages WHERE id = ?", (message_id,)).fetchone()
+        if row is None:
+            return []
+        rows = self.db.execute("SELECT id FROM messages WHERE id = ? OR alt_of = ? ORDER BY id", (row[0], row[0]))
+        return [r[0] for r in rows]
+
+    def add_alternative(self, message_id: int, status: str = STREAMING) -> Message:
+        """A new, empty answer for the turn of answer `message_id`, shown instead of it (which is kept)."""
+        old = self.message(message_id)
+        if old is None or old.role != "assistant":
+            raise ValueError(f"message {message_id} is not an answer")
+        group = self.alternatives(message_id)[0]
+        now = time.time()
+        with transaction(self.db):
+            self.db.execute("UPDATE messages SET hidden = 1 WHERE id = ? OR alt_of = ?", (group, group))
+            cursor = self.db.execute(
+                "INSERT INTO messages (conversation_id, role, content, status, stats, created_at, alt_of)"
+                " VALUES (?, 'assistant', '', ?, '{}', ?, ?)", (old.conversation_id, status, now, group))
+            self._touch(old.conversation_id)
+        new = self.message(int(cursor.lastrowid))
+        assert new is not None
+        return new
+
+    def show_alternative(self, message_id: int) -> None:
+        """Show answer `message_id` instead of the other answers of its turn."""
+        group = self.alternatives(message_id)[0]
+        with transaction(self.db):
+            self.db.execute("UPDATE messages SET hidden = (id != ?) WHERE id = ? OR alt_of = ?",
+                            (message_id, group, group))
 
     def add_message(self, conversation_id: int, role: str, content: str, status: str = COMPLETE) -> Message:
         now = time.time()

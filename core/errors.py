@@ -51,3 +51,53 @@ class EngineError(SpecExecError, RuntimeError):
 
 class CatalogError(SpecExecError, ValueError):
     """The model catalog file is missing, malformed, or does not name the pair asked for."""
+
+
+class DownloadError(SpecExecError, RuntimeError):
+    """A model download stopped; `kind` names why, in the words of `specexec models download --json`'s error event
+    ("gated", "disk", "network", "verify", "not_found", "cancelled"). Partial files are kept for a resume."""
+
+    kind = "network"
+
+
+class GatedModelError(DownloadError, PermissionError):
+    """The hub refused the files (401/403): the repo is gated or private and needs a token with accepted terms."""
+
+    kind = "gated"
+
+    def __init__(self, message: str, licence_url: str) -> None:
+        super().__init__(message)
+        self.licence_url = licence_url
+
+
+class DiskSpaceError(DownloadError):
+    """Too little free disk for the bytes still missing (checked before the first byte is fetched)."""
+
+    kind = "disk"
+
+
+class DownloadVerifyError(DownloadError):
+    """A file's sha256 differed from the hub's twice in a row."""
+
+    kind = "verify"
+
+
+class RemoteNotFoundError(DownloadError, FileNotFoundError):
+    """The hub has no such repo, revision or file."""
+
+    kind = "not_found"
+
+
+class DownloadCancelledError(DownloadError):
+    """The download was cancelled (Ctrl+C, SIGTERM, or the app's cancel button); partial files are kept."""
+
+    kind = "cancelled"
+
+
+class HardwareDescriptionError(SpecExecError, ValueError):
+    """A hardware description file (a fixture given with --hw or SPECEXEC_HW_FIXTURE) is missing or malformed."""
+
+
+class ServerError(SpecExecError, OSError):
+    """The API server could not start: the port is taken, the address is not this machine's, or binding a
+    non-loopback address was not allowed explicitly."""

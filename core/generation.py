@@ -15,27 +15,38 @@ from typing import Literal
 
 from transformers import PreTrainedTokenizerBase
 
+from core.autotune.chooser import AutoTuner, Choice, candidate_configs
 from core.causal_lm import CausalLM
 from core.decode_state import DecodeState
 from core.detokenize import IncrementalDetokenizer
 from core.errors import ContextLengthError, InvalidSettingError
+from core.methods.auto import auto_steps
 from core.methods.sequential import sequential_steps
 from core.methods.specexec import TreeSettings, specexec_steps
 from core.methods.specinfer import specinfer_steps
 from core.methods.step import PassStats, Step
 from core.sampling import SamplingParams
 
-Method = Literal["specexec", "specinfer", "sequential"]
+Method = Literal["specexec", "specinfer", "sequential", "auto"]
 FinishReason = Literal["eos", "stop", "length"]
-METHODS: tuple[str, ...] = ("specexec", "specinfer", "sequential")
+METHODS: tuple[str, ...] = ("specexec", "specinfer", "sequential", "auto")
 
 
 @dataclass(frozen=True)
 class DecodingSettings:
+    """method 'auto': plain decoding or SpecExec, chosen per pass by core/autotune. auto_budget: the tuner
+    picks the SpecExec budget and expansion width, with tree.budget as the largest it may pick."""
+
     method: Method = "specexec"
     tree: TreeSettings = field(default_factory=TreeSettings)
     max_new_tokens: int = 256
     stop: tuple[str, ...] = ()
+    auto_budget: bool = False
+
+    @property
+    def tuned(self) -> bool:
+        """Whether core/autotune drives the passes (auto method, or SpecExec with an automatic budget)."""
+        return self.method == "auto" or (self.method == "specexec" and self.auto_budget)
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -55,6 +66,7 @@ class GenerationChunk:
     text: str
     stats: PassStats
     finish_reason: FinishReason | None = None
+    choice: Choice | None = None  # the tuner's choice this pass ran with (tuned settings only)
 
 
 @dataclass(frozen=True)
@@ -103,8 +115,15 @@ class _StopStringFilter:
 
 def _method_steps(
     method: Method, state: DecodeState, target: CausalLM, draft: CausalLM | None,
-    params: SamplingParams, settings: DecodingSettings, max_new_tokens: int,
+    params: SamplingParams, settings: DecodingSettings, max_new_tokens: int, tuner: AutoTuner | None,
 ) -> Iterator[Step]:
+    """The step generator for the method; `tuner` (set exactly when the settings are tuned) picks per pass."""
+    if tuner is not None:
+        tuner.begin(candidate_configs(
+            settings.method, None if settings.auto_budget else settings.tree.budget, settings.tree.expand,
+            settings.tree.budget, draft is not None,
+        ))
+        return auto_steps(state, target, draft, params, settings.tree, tuner, max_new_tokens)
     if method == "sequential":
         return sequential_steps(state, target, params, max_new_tokens)
     if draft is None:
@@ -142,11 +161,13 @@ def stream_generate(
     params: SamplingParams,
     settings: DecodingSettings,
     state: DecodeState | None = None,
+    tuner: AutoTuner | None = None,
 ) -> Iterator[GenerationChunk]:
     """Yield one chunk per target pass until EOS, a stop string, or exactly max_new_tokens tokens.
 
     `state` lets a chat session reuse KV caches: it is reset to `prompt_ids` (keeping the shared prefix)
-    and left holding prompt + emitted tokens at the end.
+    and left holding prompt + emitted tokens at the end. `tuner` drives tuned settings (see
+    DecodingSettings.tuned) and keeps what it learned for the next call; None builds one for the pair.
     """
     if not prompt_ids:
         raise InvalidSettingError("the prompt is empty")
@@ -157,11 +178,19 @@ def stream_generate(
         state = DecodeState.fresh(prompt_ids, target, draft if settings.method != "sequential" else None)
     else:
         state.reset_tokens(prompt_ids)
+        if draft is not None and settings.method != "sequential" and state.draft_cache is None:
+            state.draft_cache = draft.new_cache()
     eos = set(target.eos_token_ids)
     detok = IncrementalDetokenizer(tokenizer, prompt_ids)
     stops = _StopStringFilter(settings.stop)
     emitted: list[int] = []
-    steps = _method_steps(settings.method, state, target, draft, params, settings, max_new)
+    if not settings.tuned:
+        tuner = None
+    elif tuner is None:
+        from core.autotune.setup import tuner_for_pair
+
+        tuner = tuner_for_pair(target, draft, settings.tree.max_depth)
+    steps = _method_steps(settings.method, state, target, draft, params, settings, max_new, tuner)
     try:
         for step in steps:
             chunk_ids: list[int] = []
@@ -177,7 +206,11 @@ def stream_generate(
                     finish = "length"
                 if finish:
                     break
-            yield GenerationChunk(chunk_ids, stops.release(final=finish is not None), step.stats, finish)
+            stats = step.stats
+            if len(chunk_ids) < stats.tokens:  # cut at EOS / stop / length: count what is delivered, not accepted
+                stats = dataclasses.replace(stats, tokens=len(chunk_ids))
+            choice = tuner.current if tuner is not None else None
+            yield GenerationChunk(chunk_ids, stops.release(final=finish is not None), stats, finish, choice)
             if finish:
                 return
     finally:

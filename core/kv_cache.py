@@ -107,6 +107,11 @@ class InPlaceKVCache(Cache):
     def length(self) -> int:
         return self.layers[0].length
 
+    @property
+    def capacity(self) -> int:
+        """Rows the cache was planned for; it never holds more."""
+        return self.layers[0].capacity
+
     def crop_to(self, length: int) -> None:
         """Keep the first `length` tokens."""
         for layer in self.layers:

@@ -115,6 +115,35 @@ def shared_bridge(qapp, tiny_models):
         bridge.shutdown()
 
 
+@pytest.fixture()
+def controller(qtbot, tmp_path):
+    """A ChatController on a tmp store and a recording bridge (no engine): tests feed it events."""
+    from app.chat_controller import ChatController
+    from app.settings import AppSettings, BudgetMode, ConversationSettings
+    from app.store import Store
+
+    bridge = recording_bridge_class()()
+    store = Store(tmp_path / "c.sqlite3")
+    settings = AppSettings(defaults=ConversationSettings(system_prompt="Be brief.", budget_mode=BudgetMode.MANUAL, budget=9))
+    c = ChatController(store, bridge, settings)
+    yield c
+    c.detach()
+    store.close()
+
+
+@pytest.fixture()
+def quiet_window(qtbot, app_paths):
+    """A main window on a tmp data dir with a recording bridge (no engine process)."""
+    from app.main_window import MainWindow
+
+    bridge = recording_bridge_class()()
+    window = MainWindow(app_paths, bridge=bridge, confirm_delete=False)
+    qtbot.addWidget(window)
+    window.show()
+    qtbot.waitExposed(window)
+    return window
+
+
 def screenshot(widget, name: str) -> Path:
     """Save `widget` as tests/artifacts/<name>.png (git-ignored) and return the path."""
     from PySide6.QtWidgets import QApplication
@@ -159,8 +188,12 @@ class FakeClient:
         self.threads.add(threading.get_ident())
 
     def start(self, wait: bool = True, timeout: float | None = None) -> None:
+        from core.engine import protocol as P
+
         self._note("start")
         self.alive, self.engine_pid = True, 4242
+        if not wait:  # like EngineClient: the started event comes through poll
+            self.queue.append(P.EngineStarted(4242))
 
     def load(self, target, draft, **settings) -> None:
         from core.engine import protocol as P

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -11,6 +12,28 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from core.causal_lm import CausalLM
+
+
+@pytest.fixture(scope="session", autouse=True)
+def session_cache_dir(tmp_path_factory) -> Iterator[None]:
+    """Point SPECEXEC_CACHE_DIR at a session folder, so what tests cache (the autotuner's cost models) never
+    lands in the user's cache; the converted built-in model is linked in from the real cache when it is
+    there, so tests do not convert it again. Engine processes inherit the variable."""
+    from core import builtin
+
+    real = builtin.cache_root()
+    folder = tmp_path_factory.mktemp("specexec-cache")
+    if (real / "builtin").is_dir():
+        (folder / "builtin").symlink_to(real / "builtin", target_is_directory=True)
+    previous = os.environ.get(builtin.CACHE_ENV)
+    os.environ[builtin.CACHE_ENV] = str(folder)
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(builtin.CACHE_ENV, None)
+        else:
+            os.environ[builtin.CACHE_ENV] = previous
 
 
 def make_tiny_llama(seed: int, vocab: int = 64, layers: int = 2, hidden: int = 32, dtype=torch.float64) -> CausalLM:

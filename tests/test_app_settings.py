@@ -6,7 +6,7 @@ import json
 
 from app.paths import AppPaths
 from app.settings import (
-    SETTINGS_SCHEMA_VERSION, AppSettings, BudgetMode, ConversationSettings, Offload, Theme, load_settings,
+    SETTINGS_SCHEMA_VERSION, AppSettings, BudgetMode, ConversationSettings, Method, Offload, Theme, load_settings,
     save_settings,
 )
 from core.engine import protocol as P
@@ -33,8 +33,11 @@ def test_first_run_defaults_load_the_builtin_pair(tmp_path):
     assert settings == AppSettings()
     load = settings.load_request()
     assert (load.target, load.draft, load.offload, load.vram_budget_gb) == ("builtin", "builtin-draft", "auto", None)
-    assert P.validate(load) is load and settings.method() == "specexec"
-    assert AppSettings(draft="").load_request().draft is None and AppSettings(draft="").method() == "sequential"
+    assert P.validate(load) is load and settings.defaults.decoding_method(has_draft=True) == "auto"
+    assert load.budget == "auto" and AppSettings(tree_budget=64).load_request().budget == 64
+    assert ConversationSettings(method=Method.SPECEXEC).decoding_method(has_draft=True) == "specexec"
+    assert AppSettings(draft="").load_request().draft is None
+    assert ConversationSettings().decoding_method(has_draft=False) == "sequential"
 
 
 def test_version_1_settings_are_migrated(tmp_path):
@@ -54,7 +57,7 @@ def test_bad_values_fall_back_to_defaults_field_by_field(tmp_path):
     }))
     settings = load_settings(path)
     assert (settings.target, settings.offload, settings.theme, settings.tree_budget, settings.vram_budget_gb) == (
-        "/m/x", Offload.AUTO, Theme.SYSTEM, 128, 8.0)
+        "/m/x", Offload.AUTO, Theme.SYSTEM, 0, 8.0)  # tree budget 0: automatic
     assert (settings.defaults.temperature, settings.defaults.max_tokens) == (0.7, 10)
     assert ConversationSettings(temperature=9, top_p=0, max_tokens=0, budget=-1).validated() == ConversationSettings(
         temperature=2.0, top_p=0.01, max_tokens=1, budget=1)

@@ -128,3 +128,29 @@ def test_delete_from_a_message_and_delete_a_conversation(tmp_path):
     store.delete_conversation(cid)
     assert store.conversation(cid) is None and store.messages(cid) == []
     store.close()
+
+
+def test_version_2_database_is_migrated_and_regenerated_answers_are_kept_as_alternatives(tmp_path):
+    path = tmp_path / "c.sqlite3"
+    db = S.connect(path)
+    S.migrate(db, target=2)  # a database as the app before alternatives wrote it
+    db.execute("INSERT INTO conversations (title, created_at, updated_at) VALUES ('Old', 1.0, 1.0)")
+    db.execute("INSERT INTO messages (conversation_id, role, content, created_at) VALUES (1, 'user', 'hi', 2.0)")
+    db.execute("INSERT INTO messages (conversation_id, role, content, created_at, status) "
+               "VALUES (1, 'assistant', 'first', 3.0, 'complete')")
+    db.close()
+    store = Store(path)
+    assert S.schema_version(store.db) == S.SCHEMA_VERSION and (tmp_path / "c.sqlite3.v2.bak").exists()
+    user, first = store.messages(1)
+    assert (first.content, first.alt_index, first.alt_count) == ("first", 0, 1)
+    second = store.add_alternative(first.id)
+    store.update_message(second.id, content="second", status=S.COMPLETE)
+    third = store.add_alternative(first.id)
+    assert [m.id for m in store.messages(1)] == [user.id, third.id]  # one answer on screen per turn
+    assert (third.alt_index, third.alt_count) == (2, 3) and store.alternatives(second.id) == [first.id, second.id, third.id]
+    store.show_alternative(second.id)
+    shown = store.messages(1)[-1]
+    assert (shown.content, shown.alt_index, shown.alt_count) == ("second", 1, 3)
+    store.delete_messages_from(1, first.id)  # edit-and-resend of the user message drops every alternative
+    assert [m.id for m in store.messages(1)] == [user.id] and store.alternatives(third.id) == []
+    store.close()

@@ -20,18 +20,15 @@ from PySide6.QtGui import QPalette  # noqa: E402
 from PySide6.QtWidgets import QAbstractButton, QLineEdit, QPlainTextEdit  # noqa: E402
 
 from app import store as S  # noqa: E402
-from app.chat_controller import ChatController  # noqa: E402
 from app.engine_bridge import CRASHED, FAILED, GENERATING, LOADING, READY, EngineBridge  # noqa: E402
-from app.main_window import MainWindow  # noqa: E402
 from app.markdown import close_open_fence, code_blocks, with_copy_links  # noqa: E402
-from app.settings import AppSettings, BudgetMode, ConversationSettings, Offload, Theme, load_settings  # noqa: E402
+from app.settings import BudgetMode, ConversationSettings, Offload, Theme, load_settings  # noqa: E402
 from app.settings_dialog import AppSettingsDialog, ConversationSettingsDialog  # noqa: E402
-from app.store import Store  # noqa: E402
 pytest.register_assert_rewrite("app_fixtures")  # it is also a plugin (pytest_plugins below)
-from app_fixtures import FakeClient, recording_bridge_class, screenshot  # noqa: E402
+from app_fixtures import FakeClient, screenshot  # noqa: E402
 from core.engine import protocol as P  # noqa: E402
 
-pytest_plugins = ["app_fixtures"]  # fixtures: app_paths
+pytest_plugins = ["app_fixtures"]  # fixtures: app_paths, controller, quiet_window
 pytestmark = [pytest.mark.qt, pytest.mark.timeout(60)]
 
 
@@ -127,17 +124,6 @@ def test_bridge_state_machine_for_crash_and_load_failure(qtbot):
 # Chat controller with a recording bridge: batching, periodic saves, stop, errors
 
 
-@pytest.fixture()
-def controller(qtbot, tmp_path):
-    bridge = recording_bridge_class()()
-    store = Store(tmp_path / "c.sqlite3")
-    settings = AppSettings(defaults=ConversationSettings(system_prompt="Be brief.", budget_mode=BudgetMode.MANUAL, budget=9))
-    c = ChatController(store, bridge, settings)
-    yield c
-    c.detach()
-    store.close()
-
-
 def test_stream_is_batched_for_the_view_and_saved_while_it_streams(qtbot, controller, tmp_path):
     from app.chat_view import ChatView
 
@@ -174,7 +160,8 @@ def test_stream_is_batched_for_the_view_and_saved_while_it_streams(qtbot, contro
     text = "".join(f" t{i}" for i in range(sent)) + " end"
     stored = controller.store.message(answer_id)
     assert (stored.content, stored.status) == (text, S.COMPLETE)
-    assert stored.stats["tokens"] == sent and stored.stats["budget"] == 9 and stored.stats["tokens_per_pass"] == 5.0
+    assert stored.stats["tokens"] == sent + 1 == stored.stats["generated_tokens"]  # the engine's count
+    assert stored.stats["budget"] == 9 and stored.stats["tokens_per_pass"] == pytest.approx((sent + 1) / (sent / 5), abs=1e-3)
     assert view.widgets[1].body.toPlainText().split() == text.split()
     peek.close()
 
@@ -202,22 +189,12 @@ def test_stop_request_error_and_regenerate_without_an_engine(qtbot, controller):
 # Main window without an engine: first run, sidebar, dialogs, theme, diagnostics, accessibility
 
 
-@pytest.fixture()
-def quiet_window(qtbot, app_paths):
-    bridge = recording_bridge_class()()
-    window = MainWindow(app_paths, bridge=bridge, confirm_delete=False)
-    qtbot.addWidget(window)
-    window.show()
-    qtbot.waitExposed(window)
-    return window
-
-
 def test_first_run_loads_the_builtin_pair(quiet_window, app_paths):
     assert not app_paths.settings_file.exists()  # nothing configured
     (call,) = quiet_window.bridge.calls
     assert call == ("start", P.Load(target="builtin", draft="builtin-draft", dtype="auto", device="auto",
-                                    offload="auto", vram_budget_gb=None, budget=128, max_depth=32, expand=32))
-    assert "builtin-draft" in quiet_window.chat_view.placeholder.text()
+                                    offload="auto", vram_budget_gb=None, budget="auto", max_depth=32, expand=32))
+    assert "SmolLM2 135M 4-bit" in quiet_window.chat_view.placeholder_text()
     assert quiet_window.status_panel.engine_label.text() == "Engine: Starting"
 
 
@@ -330,8 +307,9 @@ def test_controls_have_accessible_names_and_keyboard_paths(qtbot, quiet_window):
 
 
 def test_entry_point_first_run_opens_the_window_and_writes_its_files(tmp_path):
-    """`specexec-desktop`'s main() on an empty data dir: default settings (built-in pair) written, database
-    created, log started, window shown; closing the window stops the engine it started."""
+    """`specexec-desktop`'s main() on an empty data dir: the set-up wizard first; cancelling it leaves the
+    default settings (built-in pair) written, database created, log started, window shown; closing the window
+    stops the engine it started."""
     driver = (
         "import sys\n"
         "from PySide6.QtCore import QTimer\n"
@@ -343,7 +321,8 @@ def test_entry_point_first_run_opens_the_window_and_writes_its_files(tmp_path):
         "        names = [w.windowTitle() for w in a.topLevelWidgets() if w.isVisible()]\n"
         "        print('WINDOWS', names, flush=True)\n"
         "        [w.close() for w in a.topLevelWidgets()]\n"
-        "    QTimer.singleShot(1500, close)\n"
+        "    QTimer.singleShot(1500, close)\n"  # the wizard (modal, before the window)
+        "    QTimer.singleShot(1500, lambda: QTimer.singleShot(1500, close))\n"  # then the main window
         "    return a\n"
         "m.create_application = patched\n"
         "sys.exit(m.main([]))\n"
@@ -352,6 +331,7 @@ def test_entry_point_first_run_opens_the_window_and_writes_its_files(tmp_path):
            "HOME": str(tmp_path)}
     done = subprocess.run([sys.executable, "-c", driver], env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr[-2000:]
+    assert "WINDOWS ['Set up SpecExec Desktop']" in done.stdout
     assert "WINDOWS ['SpecExec Desktop']" in done.stdout
     settings = load_settings(tmp_path / "config" / "settings.json")
     assert (settings.target, settings.draft) == ("builtin", "builtin-draft")

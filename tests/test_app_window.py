@@ -116,21 +116,23 @@ def test_send_message_streams_the_answer_into_the_view_and_the_store(qtbot, wind
     assert "tokens/s" in view.footer.text()
     qtbot.waitUntil(lambda: window.status_panel.speed_label.text()[0].isdigit())
     assert window.status_panel.chart.bars() and window.status_panel.budget_label.text() == "Tree budget: 16"
-    assert window.title_label.text() == "Hello there w10 w11 w12"
-    assert not window.stop_button.isEnabled() and window.send_button.isEnabled() and window.regenerate_button.isEnabled()
+    assert window.title_label.text() == "Hello there"  # the automatic title: the first line
+    assert window.composer.mode == "send" and window.send_button.isEnabled()
+    assert window.chat_view.last_answer().regenerate_button.isEnabled()
+    assert window.chat_view.widgets[1].time_label.text()  # when it was written
 
 
 def test_stop_keeps_the_partial_answer(qtbot, window_factory):
     window = window_factory(max_tokens=LONG)
     send(qtbot, window, "w20 w21", wait=False)
     wait_streaming(qtbot, window)
-    assert window.stop_button.isEnabled() and not window.send_button.isEnabled()
+    assert window.composer.mode == "stop" and window.send_button.accessibleName() == "Stop the answer"
     assert window.chat_view.widgets[1].status_label.text() == "…"
     qtbot.waitUntil(lambda: window.status_panel.speed_label.text()[0].isdigit())
     qtbot.waitUntil(lambda: len(window.chat_view.widgets[1].body.toPlainText()) > 10)  # rendered while streaming
     screenshot(window, "02-streaming")
     with qtbot.waitSignal(window.controller.answer_finished, timeout=ANSWER_TIMEOUT_MS) as finished:
-        qtbot.mouseClick(window.stop_button, Qt.MouseButton.LeftButton)
+        qtbot.mouseClick(window.send_button, Qt.MouseButton.LeftButton)  # the send button stops while streaming
     assert finished.args[1] == S.STOPPED
     answer = window.controller.messages.rows[-1]
     assert answer.status == S.STOPPED and answer.content.strip()
@@ -139,17 +141,24 @@ def test_stop_keeps_the_partial_answer(qtbot, window_factory):
     assert window.chat_view.widgets[1].status_label.text() == "[stopped]"
 
 
-def test_regenerate_replaces_the_last_answer(qtbot, window_factory):
+def test_regenerate_keeps_the_old_answer_as_an_alternative(qtbot, window_factory):
     window = window_factory()
     send(qtbot, window, "w30 w31")
     old = window.controller.messages.rows[-1]
     with qtbot.waitSignal(window.controller.answer_finished, timeout=ANSWER_TIMEOUT_MS):
-        qtbot.mouseClick(window.regenerate_button, Qt.MouseButton.LeftButton)
+        qtbot.mouseClick(window.chat_view.last_answer().regenerate_button, Qt.MouseButton.LeftButton)
     assert rows(window) == [("user", S.COMPLETE), ("assistant", S.COMPLETE)]
     new = window.controller.messages.rows[-1]
-    assert new.id != old.id and new.content.strip()
-    assert window.store.message(old.id) is None
+    assert new.id != old.id and new.content.strip() and (new.alt_index, new.alt_count) == (1, 2)
+    assert window.store.message(old.id).content == old.content  # kept
     assert [m.id for m in window.store.messages(window.controller.conversation_id)][-1] == new.id
+    answer = window.chat_view.last_answer()
+    assert answer.alternative_label.text() == "2 / 2" and answer.previous_button.isEnabled()
+    qtbot.mouseClick(answer.previous_button, Qt.MouseButton.LeftButton)  # flip back
+    assert window.controller.messages.rows[-1].id == old.id
+    assert window.chat_view.last_answer().alternative_label.text() == "1 / 2"
+    assert [m.id for m in window.store.messages(window.controller.conversation_id)][-1] == old.id
+    assert window.controller.history(window.controller.conversation_id)[-1]["content"] == old.content
 
 
 def test_edit_and_resend_drops_the_later_turns(qtbot, window_factory):
@@ -205,7 +214,12 @@ def test_code_block_answer_renders_with_copy_links(qtbot, window_factory, app_pa
     assert window.controller.conversation_id == cid
     answer = window.chat_view.widgets[1]
     html = answer.body.toHtml()
-    assert "Copy python code" in answer.body.toPlainText() and "<table" in html and "sorted(words, key=len)" in html
+    assert "Copy python code" in answer.body.toPlainText() and "<table" in html
+    assert "print(sorted(words, key=len))" in answer.body.toPlainText()
+    from app.highlight import token_spans
+
+    builtin_colour = next(span.color for span in token_spans("print(1)", "python", dark=False) if span.start == 0)
+    assert f"color:{builtin_colour};\">print</span>" in html.replace(" color", "color")  # Pygments colours
     answer._link(QUrl("specexec-copy:0"))
     assert QGuiApplication.clipboard().text() == 'words = ["pear", "fig", "banana"]\nprint(sorted(words, key=len))'
     screenshot(window, "03-finished-code-block")
@@ -239,13 +253,14 @@ def test_killed_engine_shows_banner_keeps_chat_and_restart_works(qtbot, window_f
         os.kill(pid, signal.SIGKILL)
     assert ended.args[1] == S.INTERRUPTED
     assert window.bridge.status.state == CRASHED and window.status_panel.engine_label.text() == "Engine: Crashed"
-    assert window.banner.isVisible() and "SIGKILL" in window.banner.label.text()
+    assert window.banner.isVisible() and "SIGKILL" in window.banner.details()
     assert window.banner.buttons["restart"].isVisible()
     answer = window.controller.messages.rows[-1]
     assert answer.status == S.INTERRUPTED and answer.content.strip()
     assert window.store.message(answer.id).status == S.INTERRUPTED
     assert window.store.message(answer.id).content == answer.content
-    assert "[interrupted]" in window.chat_view.widgets[1].footer.text()
+    assert "Interrupted" in window.chat_view.widgets[1].footer.text()
+    assert "pid" not in window.chat_view.widgets[1].footer.text()  # plain words; the banner's Details has them
     assert not window.send_button.isEnabled()
     screenshot(window, "04-crashed")
 

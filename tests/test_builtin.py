@@ -287,7 +287,7 @@ def test_converted_folder_is_reused_without_reading_the_gguf(builtin_pair, monke
     import core.loading
 
     monkeypatch.setattr(builtin, "convert_gguf_to_folder", no_gguf)
-    monkeypatch.setattr(core.loading, "load_gguf_components", no_gguf)
+    monkeypatch.setattr(builtin, "load_gguf_components", no_gguf)
     again = core.loading.load_model("builtin", device="cpu")
     assert again.lm.name == "builtin"
     assert (folder.stat().st_mtime_ns, weights.stat().st_mtime_ns) == stamps

@@ -163,7 +163,7 @@ def test_protocol_round_trip_and_validation():
 
 def test_stream_matches_in_process_generation(client, local):
     prompt, chunks = reference(local, USER, 40, seed=3)
-    request_id = client.generate(USER, max_new_tokens=40, seed=3, **SAMPLING)
+    request_id = client.generate(USER, max_new_tokens=40, seed=3, method="specexec", **SAMPLING)
     events = collect(client, request_id)
     streamed = [e for e in events if isinstance(e, P.TokenChunk)]
     stats = [e for e in events if isinstance(e, P.PassStats)]
@@ -178,8 +178,8 @@ def test_stream_matches_in_process_generation(client, local):
 
 
 def test_generates_are_queued_in_order_and_status_answers_while_generating(client, local):
-    first = client.generate(USER, max_new_tokens=20, seed=1, **SAMPLING)
-    second = client.generate(USER, max_new_tokens=20, seed=2, **SAMPLING)
+    first = client.generate(USER, max_new_tokens=20, seed=1, method="specexec", **SAMPLING)
+    second = client.generate(USER, max_new_tokens=20, seed=2, method="specexec", **SAMPLING)
     client.status()
     order, reports = [], []
     while len([e for e in order if isinstance(e, P.Finished)]) < 2:
@@ -208,7 +208,7 @@ def test_cancel_mid_answer_keeps_streamed_tokens(client, local):
     assert streamed == ids_of(reference(local, USER, 100, seed, method="sequential")[1])[: len(streamed)]
     # a queued request can be cancelled before it starts
     running = client.generate(USER, max_new_tokens=30, seed=seed, method="sequential", **SAMPLING)
-    queued = client.generate(USER, max_new_tokens=5, seed=0, **SAMPLING)
+    queued = client.generate(USER, max_new_tokens=5, seed=0, method="specexec", **SAMPLING)
     client.cancel(queued)
     assert collect(client, running)[-1].reason == "length"
     assert collect(client, queued) == [P.Finished(queued, "cancelled")]
@@ -229,7 +229,7 @@ def test_malformed_messages_get_errors_and_engine_lives_on(client):
     assert all(isinstance(e, P.Error) and e.kind == "protocol" and e.request_id is None for e in errors), errors
     assert "version" in errors[2].message and "max_new_tokens" in errors[3].message
     os.kill(client.engine_pid, signal.SIGINT)  # Ctrl-C in a terminal reaches the engine too: it ignores it
-    request_id = client.generate(USER, max_new_tokens=5, seed=0, **SAMPLING)
+    request_id = client.generate(USER, max_new_tokens=5, seed=0, method="specexec", **SAMPLING)
     assert isinstance(collect(client, request_id)[-1], P.Finished) and client.alive
     # settings the engine refuses end the request with an Error, and it still serves the next one
     request_id = client.generate(USER, max_new_tokens=5, top_p=1.5)
@@ -243,7 +243,7 @@ def test_malformed_messages_get_errors_and_engine_lives_on(client):
 def test_turn_two_reuses_the_cache_and_equals_a_cold_run(client, local):
     tokenizer = local[0].tokenizer
     seed = long_answer_seed(local, USER, 12, method="specexec")
-    first = client.generate(USER, max_new_tokens=12, seed=seed, **SAMPLING, reuse_cache=False)
+    first = client.generate(USER, max_new_tokens=12, seed=seed, method="specexec", **SAMPLING, reuse_cache=False)
     events = collect(client, first)
     answer_ids = [t for e in events if isinstance(e, P.TokenChunk) for t in e.token_ids]
     answer = "".join(e.text for e in events if isinstance(e, P.TokenChunk))
@@ -257,7 +257,7 @@ def test_turn_two_reuses_the_cache_and_equals_a_cold_run(client, local):
     cached = turn1.prompt_tokens + len(answer_ids)
     assert prompt2[:cached] == encode_prompt(tokenizer, Prompt(messages=tuple(USER))) + answer_ids
 
-    warm = collect(client, client.generate(conversation, max_new_tokens=16, seed=6, **SAMPLING))
+    warm = collect(client, client.generate(conversation, max_new_tokens=16, seed=6, method="specexec", **SAMPLING))
     finished = warm[-1]
     # the target cached turn 1's prompt + answer except the last token (the next pass's root): only the
     # new tokens were prefilled; the draft reused at least turn 1's prompt
@@ -265,7 +265,7 @@ def test_turn_two_reuses_the_cache_and_equals_a_cold_run(client, local):
     assert finished.reused_prefix_tokens == cached - 1
     assert turn1.prompt_tokens <= finished.draft_reused_prefix_tokens <= cached
 
-    cold = collect(client, client.generate(conversation, max_new_tokens=16, seed=6, **SAMPLING, reuse_cache=False))
+    cold = collect(client, client.generate(conversation, max_new_tokens=16, seed=6, method="specexec", **SAMPLING, reuse_cache=False))
     assert cold[-1].reused_prefix_tokens == 0 and cold[-1].draft_reused_prefix_tokens == 0
     warm_ids = [t for e in warm if isinstance(e, P.TokenChunk) for t in e.token_ids]
     assert warm_ids == [t for e in cold if isinstance(e, P.TokenChunk) for t in e.token_ids]
@@ -281,7 +281,7 @@ def test_long_conversation_drops_oldest_turns_keeping_the_system_prompt(client, 
         turns.append({"role": "user", "content": " ".join(f"w{6 + (i * 5 + k) % 58}" for k in range(9))})
         turns.append({"role": "assistant", "content": " ".join(f"w{6 + (i * 7 + k) % 58}" for k in range(9))})
     messages = system + turns + [{"role": "user", "content": "w30 w31 w32"}]
-    events = collect(client, client.generate(messages, max_new_tokens=24, seed=2, **SAMPLING))
+    events = collect(client, client.generate(messages, max_new_tokens=24, seed=2, method="specexec", **SAMPLING))
     trimmed = [e for e in events if isinstance(e, P.ContextTrimmed)]
     finished = events[-1]
     assert len(trimmed) == 1 and trimmed[0].dropped_messages % 2 == 0 and trimmed[0].dropped_messages > 0
@@ -295,7 +295,7 @@ def test_long_conversation_drops_oldest_turns_keeping_the_system_prompt(client, 
     assert [t for e in events if isinstance(e, P.TokenChunk) for t in e.token_ids] == ids_of(chunks)
     # a message that cannot fit even alone is an error for that request only
     huge = [{"role": "user", "content": " ".join(["w9"] * 200)}]
-    request_id = client.generate(huge, max_new_tokens=4)
+    request_id = client.generate(huge, max_new_tokens=4, method="specexec")
     assert [e.kind for e in collect(client, request_id)] == ["context_length"]
 
 
@@ -330,7 +330,7 @@ def test_out_of_memory_halves_the_budget_and_retries(model_dirs, local):
     assert [type(e).__name__ for e in failed] == ["StatusReport", "LoadProgress", "Error"]
     assert failed[-1].kind == "model_not_found" and engine.status_report().state == "idle"
     serve(P.Load(target=model_dirs[0], draft=model_dirs[1], dtype="float64", device="cpu", **TREE))
-    got = serve(P.Generate("oom", tuple(USER), max_new_tokens=40, seed=3, **SAMPLING))
+    got = serve(P.Generate("oom", tuple(USER), max_new_tokens=40, seed=3, method="specexec", **SAMPLING))
     cuts = [(e.old_budget, e.new_budget) for e in got if isinstance(e, P.BudgetReduced)]
     assert cuts == [(16, 8), (8, 4)]
     ids = [t for e in got if isinstance(e, P.TokenChunk) for t in e.token_ids]
@@ -341,7 +341,7 @@ def test_out_of_memory_halves_the_budget_and_retries(model_dirs, local):
     budgets = [e.budget for e in got if isinstance(e, P.PassStats)]
     assert budgets[:2] == [16, 16] and set(budgets[2:]) == {4}
     # the reduced budget stays the cap for later requests
-    later = serve(P.Generate("after", tuple(USER), max_new_tokens=8, seed=4, **SAMPLING))
+    later = serve(P.Generate("after", tuple(USER), max_new_tokens=8, seed=4, method="specexec", **SAMPLING))
     assert {e.budget for e in later if isinstance(e, P.PassStats)} == {4}
 
 
@@ -381,6 +381,35 @@ def wait_gone(process: psutil.Process, timeout: float) -> float:
             return time.monotonic()
         time.sleep(0.05)
     raise AssertionError(f"process {process.pid} still runs after {timeout} s")
+
+
+def test_the_engine_says_when_it_starts_reading_the_prompt(client, local):
+    """A long paste takes a while to prefill: PromptStarted comes before the first chunk (issue 13, #6)."""
+    messages = [{"role": "user", "content": "w20 w21 w22"}]
+    prompt, _ = reference(local, messages, 4, seed=1)
+    request_id = client.generate(messages, max_new_tokens=4, seed=1, **SAMPLING)
+    events = [e for e in collect(client, request_id) if getattr(e, "request_id", None) == request_id]
+    started = events[0]
+    assert isinstance(started, P.PromptStarted) and started.prompt_tokens == len(prompt)
+    assert 0 <= started.reused_tokens < len(prompt)
+    first_chunk = next(i for i, e in enumerate(events) if isinstance(e, P.TokenChunk))
+    assert all(isinstance(e, P.AutoChoice) for e in events[1:first_chunk])  # only the tuner's choice between
+
+
+def test_the_window_is_the_planned_context(local):
+    """Load.context_length plans both models' context (load_model's context_length: the app's "Context
+    length" setting); the session trims or refuses conversations at the smaller of the two."""
+    import dataclasses
+
+    from core.engine.session import ChatSession
+    from core.errors import ContextLengthError
+
+    target, draft = local
+    session = ChatSession(dataclasses.replace(target.lm, max_context=64), draft.lm, target.tokenizer)
+    assert session.context_limit == 64 < draft.lm.max_context
+    with pytest.raises(ContextLengthError):
+        session.prepare([{"role": "user", "content": " ".join(["w9"] * 80)}], 4)
+    assert P.validate(P.Load(context_length=64)).context_length == 64
 
 
 def test_engine_exits_when_its_parent_is_killed(tmp_path):
@@ -428,7 +457,7 @@ def test_killed_engine_is_reported_within_a_second_and_restart_works(client, loc
 
     client.restart(reload=True, wait=True)
     assert client.engine_pid != old_pid and not psutil.pid_exists(old_pid)
-    request_id = client.generate(USER, max_new_tokens=10, seed=3, **SAMPLING)
+    request_id = client.generate(USER, max_new_tokens=10, seed=3, method="specexec", **SAMPLING)
     assert [t for e in collect(client, request_id) if isinstance(e, P.TokenChunk) for t in e.token_ids] == ids_of(
         reference(local, USER, 10, seed=3)[1]
     )
@@ -440,3 +469,4 @@ def test_killed_engine_is_reported_within_a_second_and_restart_works(client, loc
         if "resource_tracker" not in " ".join(p.cmdline()) and p.is_running() and p.status() != psutil.STATUS_ZOMBIE
     ]
     assert leftovers == []
+

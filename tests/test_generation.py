@@ -120,3 +120,19 @@ def test_incremental_detokenizer_matches_full_decode(text):
     full = tokenizer.decode(prompt + generated, skip_special_tokens=True)
     assert "".join(deltas) == full[len(tokenizer.decode(prompt, skip_special_tokens=True)):]
     assert "".join(deltas).startswith(" ")  # the SentencePiece space before the first new word survives
+
+
+def test_pass_stats_count_only_the_tokens_the_chunk_delivers(tiny_target, word_tokenizer):
+    """A pass that accepts tokens past an EOS or a stop string delivers only those up to it; its stats must
+    say so, or the per-answer count (the app's, from PassStats) exceeds what was generated (issue 13, #7).
+    The draft is the target itself, so passes accept several tokens and some cuts land mid-pass."""
+    reference = run(tiny_target, tiny_target, word_tokenizer, "sequential", max_new_tokens=30).token_ids
+    cases = [dict(eos=reference[cut]) for cut in range(3, 9)] + [dict(stop=word_tokenizer.decode([reference[cut]]))
+                                                                 for cut in range(3, 9)]
+    for case in cases:
+        target = dataclasses.replace(tiny_target, eos_token_ids=(case.get("eos", -1),))
+        stop = (case["stop"],) if "stop" in case else ()
+        chunks = list(stream_generate(target, tiny_target, word_tokenizer, PROMPT, PARAMS,
+                                      DecodingSettings(method="specexec", tree=TREE, max_new_tokens=30, stop=stop)))
+        assert chunks[-1].finish_reason in ("eos", "stop"), case
+        assert [c.stats.tokens for c in chunks] == [len(c.token_ids) for c in chunks], case

@@ -9,7 +9,10 @@ import numpy as np
 import pytest
 import torch
 from safetensors.torch import save_file
-from transformers import LlamaConfig, LlamaForCausalLM, MixtralConfig, MixtralForCausalLM, Qwen2Config, Qwen2ForCausalLM
+from transformers import (
+    LlamaConfig, LlamaForCausalLM, MixtralConfig, MixtralForCausalLM, Qwen2Config, Qwen2ForCausalLM, Qwen2MoeConfig,
+    Qwen2MoeForCausalLM,
+)
 
 from core.causal_lm import CausalLM
 from core.errors import ModelFormatError
@@ -34,8 +37,39 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 # --- reference packer (the checkpoint format, written from its description) ------------------------------
 
+def _autogptq_pack_3bit(values: np.ndarray) -> np.ndarray:
+    """AutoGPTQ's 3-bit packing loop, transliterated: 32 values [32*m, C] -> 3 words [3*m, C], value j of a
+    block at bit 3j of its 96 bits (values 10 and 21 straddle a word boundary)."""
+    q = values.astype(np.uint64)
+    out = np.zeros((q.shape[0] // 32 * 3,) + q.shape[1:], dtype=np.uint64)
+    i = row = 0
+    while row < out.shape[0]:
+        for j in range(i, i + 10):
+            out[row] |= q[j] << np.uint64(3 * (j - i))
+        i += 10
+        out[row] |= q[i] << np.uint64(30)
+        row += 1
+        out[row] |= (q[i] >> np.uint64(2)) & np.uint64(1)
+        i += 1
+        for j in range(i, i + 10):
+            out[row] |= q[j] << np.uint64(3 * (j - i) + 1)
+        i += 10
+        out[row] |= q[i] << np.uint64(31)
+        row += 1
+        out[row] |= (q[i] >> np.uint64(1)) & np.uint64(3)
+        i += 1
+        for j in range(i, i + 10):
+            out[row] |= q[j] << np.uint64(3 * (j - i) + 2)
+        i += 10
+        row += 1
+    return (out & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+
+
 def ref_pack_rows(q: np.ndarray, bits: int) -> torch.Tensor:
-    """[K, N] values -> int32 [K*bits/32, N]: row k goes to word k // per at bit offset bits * (k % per)."""
+    """[K, N] values -> int32 [K*bits/32, N]: row k goes to word k // per at bit offset bits * (k % per);
+    3-bit: AutoGPTQ's layout, 32 rows in 3 words."""
+    if bits == 3:
+        return torch.from_numpy(_autogptq_pack_3bit(q).view(np.int32).copy())
     per = 32 // bits
     q = q.astype(np.uint32)
     out = np.zeros((q.shape[0] // per, q.shape[1]), dtype=np.uint32)
@@ -46,6 +80,10 @@ def ref_pack_rows(q: np.ndarray, bits: int) -> torch.Tensor:
 
 def ref_pack_cols(z: np.ndarray, bits: int) -> torch.Tensor:
     """[G, N] values -> int32 [G, ceil(N*bits/32)], packed along the output dim."""
+    if bits == 3:
+        padded = np.zeros((z.shape[0], -(-z.shape[1] // 32) * 32), dtype=np.int64)
+        padded[:, : z.shape[1]] = z
+        return torch.from_numpy(np.ascontiguousarray(_autogptq_pack_3bit(padded.T).T).view(np.int32).copy())
     per = 32 // bits
     z = z.astype(np.uint32)
     out = np.zeros((z.shape[0], -(-z.shape[1] // per)), dtype=np.uint32)
@@ -93,7 +131,7 @@ def gptq_linear(tensors: dict, k: int, n: int, bits: int, group_size: int, act_o
 
 # --- unpacking and dequantisation --------------------------------------------------------------------
 
-@pytest.mark.parametrize("bits", [2, 4, 8])
+@pytest.mark.parametrize("bits", [2, 3, 4, 8])
 def test_unpack_inverts_reference_packer(bits):
     rng = np.random.default_rng(bits)
     q = rng.integers(0, 2**bits, (64, 24))
@@ -102,12 +140,12 @@ def test_unpack_inverts_reference_packer(bits):
     assert torch.equal(pack_rows(torch.from_numpy(q), bits), ref_pack_rows(q, bits))
 
 
-@pytest.mark.parametrize("bits", [4, 8])
+@pytest.mark.parametrize("bits", [3, 4, 8])
 @pytest.mark.parametrize("group_size", [-1, 32, 64, 128])
 @pytest.mark.parametrize("act_order", [False, True])
 def test_dequantise_matches_reference(bits, group_size, act_order):
     rng = np.random.default_rng(100 * bits + group_size % 97 + act_order)
-    k, n = 256, 40
+    k, n = 256, 64 if bits == 3 else 40
     tensors, weight = random_gptq(rng, k, n, bits, group_size, act_order)
     linear = gptq_linear(tensors, k, n, bits, group_size, act_order)
     expected_mode = "perm" if act_order and group_size != -1 else "groups"
@@ -169,8 +207,9 @@ def test_settings_from_quantize_config_and_config_json(tmp_path):
 @pytest.mark.parametrize(
     ("raw", "message"),
     [
-        ({"bits": 3, "group_size": 128}, "3-bit weights is not supported"),
+        ({"bits": 5, "group_size": 128}, "5-bit weights is not supported"),
         ({"bits": 4, "group_size": 12}, "group size 12 is not supported"),
+        ({"bits": 3, "group_size": 16}, "group size 16 is not supported: use -1 or a positive multiple of 32"),
         ({"quant_method": "awq", "bits": 4}, "'awq' is not supported"),
         ({"group_size": 128}, "lack a valid 'bits'"),
     ],
@@ -189,16 +228,23 @@ def _fp16_round(model):
             p.copy_(p.half().double())
 
 
-def write_gptq_checkpoint(folder, model_type="llama", bits=4, group_size=16, act_order=True, shards=1, drop=(), seed=0) -> CausalLM:
+def write_gptq_checkpoint(folder, model_type="llama", bits=4, group_size=16, act_order=True, shards=1, drop=(), seed=0,
+                          experts=4) -> CausalLM:
     """Quantise a tiny random model with random GPTQ tensors, save it in the GPTQ layout, and return the
-    in-memory float64 model whose linears hold exactly the dequantised weights."""
+    in-memory float64 model whose linears hold exactly the dequantised weights. MoE models (mixtral,
+    qwen2_moe) get `experts` experts, 2 per token; their routers (and Qwen2-MoE's shared-expert gate) stay
+    16-bit, as in real GPTQ checkpoints."""
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     common = dict(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=3, num_attention_heads=4,
                   num_key_value_heads=2, max_position_embeddings=256, bos_token_id=1, eos_token_id=0)
     if model_type == "mixtral":
-        config = MixtralConfig(num_local_experts=4, num_experts_per_tok=2, **common)
+        config = MixtralConfig(num_local_experts=experts, num_experts_per_tok=2, **common)
         model = MixtralForCausalLM(config)
+    elif model_type == "qwen2_moe":  # routed experts plus an always-on shared expert behind a sigmoid gate
+        config = Qwen2MoeConfig(num_experts=experts, num_experts_per_tok=2, moe_intermediate_size=32,
+                                shared_expert_intermediate_size=64, **common)
+        model = Qwen2MoeForCausalLM(config)
     elif model_type == "qwen2":  # q/k/v carry a bias next to their GPTQ tensors
         config = Qwen2Config(**common)
         model = Qwen2ForCausalLM(config)
@@ -227,18 +273,20 @@ def write_gptq_checkpoint(folder, model_type="llama", bits=4, group_size=16, act
         for index, layer in enumerate(model.model.layers):
             prefix = f"model.layers.{index}."
             ck = (lambda name: name.replace("mlp.", "block_sparse_moe.", 1)) if model_type == "mixtral" else (lambda name: name)
-            for name, module in layer.named_modules():
-                if isinstance(module, torch.nn.Linear):
-                    module.weight.copy_(quantise(prefix + name, module.in_features, module.out_features).T)
-            if model_type == "mixtral":
-                experts = layer.mlp.experts
-                inter = experts.down_proj.shape[2]
-                for e in range(experts.gate_up_proj.shape[0]):
-                    base = f"{prefix}block_sparse_moe.experts.{e}."
-                    experts.gate_up_proj[e, :inter] = quantise(base + "w1", 32, inter).T
-                    experts.gate_up_proj[e, inter:] = quantise(base + "w3", 32, inter).T
-                    experts.down_proj[e] = quantise(base + "w2", inter, 32).T
-            linears = {f"{name}.weight" for name, module in layer.named_modules() if isinstance(module, torch.nn.Linear)}
+            linears = {name: module for name, module in layer.named_modules()
+                       if isinstance(module, torch.nn.Linear) and not name.endswith("shared_expert_gate")}
+            for name, module in linears.items():
+                module.weight.copy_(quantise(prefix + name, module.in_features, module.out_features).T)
+            if model_type in ("mixtral", "qwen2_moe"):
+                moe = layer.mlp.experts
+                inter = moe.down_proj.shape[2]
+                gate, up, down = ("w1", "w3", "w2") if model_type == "mixtral" else ("gate_proj", "up_proj", "down_proj")
+                for e in range(moe.gate_up_proj.shape[0]):
+                    base = f"{prefix}{ck('mlp.')}experts.{e}."
+                    moe.gate_up_proj[e, :inter] = quantise(base + gate, 32, inter).T
+                    moe.gate_up_proj[e, inter:] = quantise(base + up, 32, inter).T
+                    moe.down_proj[e] = quantise(base + down, inter, 32).T
+            linears = {f"{name}.weight" for name in linears}
             for name, p in layer.named_parameters():
                 if name not in linears and "experts" not in name:  # norms, the MoE router: plain fp16
                     tensors[prefix + ck(name)] = p.detach().half().contiguous()
@@ -275,7 +323,8 @@ IDS = [1, 5, 9, 33, 2, 17, 60, 4]
 @pytest.mark.parametrize(
     ("model_type", "bits", "group_size", "act_order", "shards"),
     [("llama", 4, 16, True, 1), ("llama", 4, -1, False, 2), ("llama", 8, 32, True, 3), ("qwen2", 4, 32, False, 1),
-     ("mixtral", 4, 16, True, 2)],
+     ("llama", 3, 32, True, 1), ("llama", 3, -1, False, 1),
+     ("mixtral", 4, 16, True, 2), ("qwen2_moe", 4, 16, True, 1), ("qwen2_moe", 3, 32, False, 1)],
 )
 def test_gptq_checkpoint_offloaded_equals_dequantised_in_memory(tmp_path, model_type, bits, group_size, act_order, shards):
     reference = write_gptq_checkpoint(tmp_path, model_type, bits, group_size, act_order, shards)
@@ -288,6 +337,37 @@ def test_gptq_checkpoint_offloaded_equals_dequantised_in_memory(tmp_path, model_
     # in-RAM mode (no ring) gives the same
     in_ram = load_offloaded(str(tmp_path), "cpu", torch.float64)
     torch.testing.assert_close(_logits(in_ram, IDS), _logits(reference, IDS), rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("model_type", ["mixtral", "qwen2_moe"])
+def test_gptq_moe_runs_each_token_only_through_its_routed_experts(tmp_path, model_type):
+    """8 experts, 2 per token, a 3-token prompt: at most 6 experts per layer are routed. Every expert
+    linear sees exactly the tokens routed to it, unrouted experts never run, and logits match."""
+    reference = write_gptq_checkpoint(tmp_path, model_type, experts=8)
+    offloaded = load_offloaded(str(tmp_path), "cpu", torch.float64)
+    routed: dict[int, torch.Tensor] = {}  # layer -> top_k_index [T, 2]
+    rows_seen: dict[tuple[int, int], list[int]] = {}  # (layer, expert) -> rows given to its gate linear
+    hooks = []
+    for index, layer in enumerate(offloaded.decoder_layers):
+        experts = layer.mlp.experts
+        gate_name = experts.names[0]
+        hooks.append(layer.mlp.gate.register_forward_hook(
+            lambda module, args, out, index=index: routed.__setitem__(index, out[2].clone())))
+        for e in range(experts.num_experts):
+            linear = getattr(getattr(experts, str(e)), gate_name)
+            hooks.append(linear.register_forward_pre_hook(
+                lambda module, args, key=(index, e): rows_seen.setdefault(key, []).append(args[0].shape[0])))
+    ids = IDS[:3]
+    torch.testing.assert_close(_logits(offloaded, ids), _logits(reference, ids), rtol=1e-9, atol=1e-9)
+    for hook in hooks:
+        hook.remove()
+    unrouted = 0
+    for index, top_k_index in routed.items():
+        counts = torch.bincount(top_k_index.reshape(-1), minlength=8).tolist()
+        for e, count in enumerate(counts):
+            assert rows_seen.get((index, e), []) == ([count] if count else [])
+            unrouted += count == 0
+    assert len(routed) == 3 and unrouted >= 2 * 3
 
 
 def test_gptq_missing_tensor_is_named(tmp_path):
@@ -307,10 +387,11 @@ def test_gptq_wrong_shape_is_explained(tmp_path):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("bits", [3, 4])
 @pytest.mark.parametrize("act_order", [False, True])
-def test_cuda_gptq_linear_matches_reference(act_order):
-    tensors, weight = random_gptq(np.random.default_rng(0), 512, 256, 4, 128, act_order)
-    linear = gptq_linear(tensors, 512, 256, 4, 128, act_order).cuda()
+def test_cuda_gptq_linear_matches_reference(act_order, bits):
+    tensors, weight = random_gptq(np.random.default_rng(0), 512, 256, bits, 128, act_order)
+    linear = gptq_linear(tensors, 512, 256, bits, 128, act_order).cuda()
     assert torch.equal(linear.dequantize(torch.float16).cpu(), weight[linear.perm.long().cpu() if linear.mode == "perm" else torch.arange(512)].half())
     x = torch.randn(9, 512, dtype=torch.float16, device="cuda")
     torch.testing.assert_close(linear(x).double().cpu(), x.double().cpu() @ weight, rtol=2e-2, atol=2e-2)

@@ -18,13 +18,8 @@ from core.methods.sequential import sequential_steps
 from core.methods.specexec import TreeSettings, specexec_steps
 from core.offload import load_offloaded
 from core.offload.host_embedding import HostEmbedding
-from core.offload.residency import (
-    activation_bytes,
-    device_fixed_bytes,
-    host_ram_bytes,
-    kv_cache_bytes,
-    resolve_context_length,
-)
+from core.offload.host_memory import HOST_MARGIN_BYTES, host_bytes_needed, host_table_bytes
+from core.offload.residency import activation_bytes, device_fixed_bytes, kv_cache_bytes, resolve_context_length
 from core.sampling import SamplingParams
 
 from conftest import make_word_tokenizer
@@ -61,8 +56,11 @@ def test_host_memory_check_uses_the_streamed_figure(tmp_path):
 
 
 def test_host_ram_figure_is_streamed_layers_plus_host_tables_plus_one_tensor_and_margin():
-    assert host_ram_bytes([10, 20], largest_tensor_bytes=5, host_table_bytes=7, margin_bytes=100) == 142
-    assert host_ram_bytes([], 0, 0, margin_bytes=0) == 0
+    assert host_bytes_needed(30, largest_tensor_bytes=5, table_bytes=7) == 42 + HOST_MARGIN_BYTES
+    # a CPU run keeps every non-layer weight in host RAM; a streaming GPU run only the embedding table
+    assert host_table_bytes(100, 40, streaming=False, embedding_on_host=False) == 100
+    assert host_table_bytes(100, 40, streaming=True, embedding_on_host=True) == 40
+    assert host_table_bytes(100, 40, streaming=True, embedding_on_host=False) == 0
 
 
 # --- 2. KV caches sized once -----------------------------------------------------------------------------

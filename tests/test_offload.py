@@ -44,7 +44,8 @@ from core.offload.residency import (
 )
 from core.offload.routing import OffloadSettings
 from core.offload.schedule import Compute, Copy, check_plan, pass_timeline, plan_pass, plan_prefetch, streamed_layers
-from core.offload.weight_store import HostWeightStore, check_host_memory
+from core.offload.host_memory import check_host_memory
+from core.offload.weight_store import HostWeightStore
 from core.sampling import SamplingParams
 from core.tree_mask import additive_mask, causal_visibility
 
@@ -408,3 +409,7 @@ def test_bench_runs_on_cpu_with_a_note(capsys):
     assert all(row["pass_s"] > 0 and 0 <= row["hidden_fraction"] <= 1 for row in gptq["passes"] + fp16["passes"])
     assert "Lower the tree budget" in gptq["residency"][0]["error"]
     assert gptq["residency"][1]["resident_layers"] > fp16["residency"][1]["resident_layers"]
+    # the dequantisation-only column: on the CPU the eager reference runs
+    assert gptq["dequant_path"] == "eager reference" and gptq["reference_dequant_s_per_layer"] is None
+    assert all(row["dequant_s"] > 0 for row in gptq["passes"])
+    assert fp16["dequant_path"] is None and all(row["dequant_s"] == 0 for row in fp16["passes"])

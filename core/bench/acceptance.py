@@ -12,10 +12,11 @@ import sys
 from dataclasses import asdict, dataclass
 
 from core.cli.pair import load_pair
-from core.cli.options import add_model_arguments, sampling_params, tree_settings
+from core.cli.options import add_model_arguments, add_threads_argument, sampling_params, tree_settings
 from core.generation import METHODS, DecodingSettings, stream_generate
 from core.methods.specexec import TreeSettings
 from core.prompts import encode_prompt, read_prompt_file
+from core.threads import apply_torch_threads
 
 
 @dataclass
@@ -27,6 +28,7 @@ class Row:
     target_s: float
     tokens_per_s: float
     search_overhead: float  # share of a pass spent in the draft search beyond its forwards
+    draft_forwards: float  # draft model forwards per target pass (the search's sequential steps)
     speedup: float | None = None  # tokens/s against sequential, measured in this run
 
 
@@ -58,12 +60,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-depth", type=int, default=32)
     parser.add_argument("--expand", type=int, default=32)
     parser.add_argument("--draft-top-p", action="store_true", help="truncate the draft to the target's nucleus")
+    add_threads_argument(parser)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--plot", default=None, help="write a PNG of tokens per pass against budget")
 
 
 def measure(target, draft, prompts_ids, method: str, budget: int, args: argparse.Namespace) -> Row:
-    tokens = passes = 0
+    tokens = passes = forwards = 0
     draft_s = draft_forward_s = target_s = 0.0
     # sequential drafts nothing: its row has budget 0 and the tree settings are unused
     tree = tree_settings(args, budget=budget) if method != "sequential" else TreeSettings()
@@ -77,6 +80,7 @@ def measure(target, draft, prompts_ids, method: str, budget: int, args: argparse
                 passes += 1
                 draft_s += chunk.stats.draft_seconds
                 draft_forward_s += chunk.stats.draft_forward_seconds
+                forwards += chunk.stats.draft_forwards
                 target_s += chunk.stats.target_seconds
     total = draft_s + target_s
     return Row(
@@ -87,16 +91,17 @@ def measure(target, draft, prompts_ids, method: str, budget: int, args: argparse
         target_s=target_s / passes,
         tokens_per_s=tokens / total,
         search_overhead=(draft_s - draft_forward_s) / total,
+        draft_forwards=forwards / passes,
     )
 
 
 def print_table(rows: list[Row]) -> None:
-    print(f"{'method':<11}{'budget':>7}{'tok/pass':>10}{'draft s':>10}{'target s':>10}{'tok/s':>9}{'search%':>9}{'speedup':>9}")
+    print(f"{'method':<11}{'budget':>7}{'tok/pass':>10}{'draft s':>10}{'target s':>10}{'tok/s':>9}{'search%':>9}{'fwd/pass':>9}{'speedup':>9}")
     for row in rows:
         speedup = f"{row.speedup:.2f}x" if row.speedup is not None else "-"
         print(
             f"{row.method:<11}{row.budget:>7}{row.tokens_per_pass:>10.2f}{row.draft_s:>10.4f}{row.target_s:>10.4f}"
-            f"{row.tokens_per_s:>9.2f}{100 * row.search_overhead:>8.1f}%{speedup:>9}"
+            f"{row.tokens_per_s:>9.2f}{100 * row.search_overhead:>8.1f}%{row.draft_forwards:>9.1f}{speedup:>9}"
         )
 
 
@@ -120,6 +125,7 @@ def plot(rows: list[Row], path: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    apply_torch_threads(args.threads)
     methods = list(args.methods)
     if args.baseline and "sequential" not in methods:
         methods.insert(0, "sequential")

@@ -19,10 +19,11 @@ import sys
 import time
 
 from core.cli.pair import load_pair
-from core.cli.options import add_model_arguments, engine_load_settings
+from core.cli.options import add_engine_benchmark_arguments, engine_load_settings
 from core.engine import protocol as P
 from core.engine.client import EngineClient
 from core.errors import EngineError, InvalidSettingError
+from core.threads import apply_torch_threads
 
 FILLER = (
     "The history of the printing press begins with movable type in East Asia and continues with Gutenberg's "
@@ -33,15 +34,10 @@ FOLLOW_UP = "Now summarise that in one sentence."
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_model_arguments(parser)
-    parser.add_argument("--method", choices=["specexec", "specinfer", "sequential"], default="specexec")
-    parser.add_argument("--budget", type=int, default=32)
-    parser.add_argument("--max-depth", type=int, default=8)
-    parser.add_argument("--expand", type=int, default=8)
+    add_engine_benchmark_arguments(parser)
     parser.add_argument("--first-turn-tokens", type=int, default=512, help="length of the long first user message")
     parser.add_argument("--max-new-tokens", type=int, default=32, help="answer length (turn 1 and the streaming run)")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=None, help="CPU threads for torch (both processes)")
     parser.add_argument("--json", action="store_true")
 
 
@@ -94,8 +90,7 @@ def run(args: argparse.Namespace) -> int:
     from core.prompts import Prompt, encode_prompt
     from core.sampling import SamplingParams
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    args.threads = apply_torch_threads(args.threads)  # the same count for the engine process below
     say = (lambda text: None) if args.json else (lambda text: print(text, file=sys.stderr, flush=True))
     target, draft = load_pair(args, need_draft=args.method != "sequential")
     tokenizer = target.tokenizer

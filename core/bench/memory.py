@@ -24,7 +24,9 @@ from core.offload import residency
 from core.offload.gptq import DequantScratch, GPTQSettings
 from core.offload.gptq_loader import quantize_layers
 from core.offload.layout import layer_layout
-from core.offload.loader import EMBEDDING_KEY, GPTQ_TEMP_BYTES, build_meta_model
+from core.offload.host_memory import host_bytes_needed
+from core.offload.loader import EMBEDDING_KEY, build_meta_model
+from core.offload.sizes import gptq_scratch_bytes
 
 GIB = 1024**3
 GB = 1e9
@@ -81,7 +83,7 @@ def _layer_shapes(name: str) -> tuple[tuple[int, ...], int, int, int, int]:
     top = {name: p.numel() * p.element_size() for name, p in model.named_parameters() if not name.startswith("model.layers.")}
     largest_layer_tensor = max(t.numel() * t.element_size() for layer in model.model.layers[:1]
                                for t in list(layer.parameters()) + list(layer.buffers()))
-    scratch = largest_linear * 2 + GPTQ_TEMP_BYTES
+    scratch = gptq_scratch_bytes(largest_linear, 2)
     return layer_bytes, sum(top.values()), top[EMBEDDING_KEY], max(max(top.values()), largest_layer_tensor), scratch
 
 
@@ -106,14 +108,13 @@ def plan_for(model: str, card_gb: int, draft: str, context: int | None, tree_bud
                   draft_weight_bytes=draft_weights, kv_bytes=target_kv + draft_kv, activation_bytes=activation,
                   device_fixed_bytes=fixed, n_layers=len(layer_bytes))
     try:
-        minimum = fixed + residency.DEFAULT_SLOTS * max(layer_bytes)
+        minimum = residency.minimum_device_bytes(layer_bytes, fixed)
         fit = residency.fit_default_budget(config, free, 2, context, 0, draft_kv, minimum, tree_budget)
         plan = residency.plan_residency(layer_bytes, fit.budget_bytes, fixed, residency.DEFAULT_SLOTS)
     except Exception as error:  # does not fit: the row says why
         return MemoryPlan(**common, budget_bytes=None, resident_layers=None, streamed_bytes_per_pass=None,
                           host_ram_bytes=None, floor_s_per_pass=None, error=str(error))
-    streamed = [b for i, b in enumerate(layer_bytes) if i not in set(plan.resident)]
-    host = residency.host_ram_bytes(streamed, largest_tensor, embedding_bytes)
+    host = host_bytes_needed(plan.streamed_bytes_per_pass, largest_tensor, embedding_bytes)
     return MemoryPlan(**dict(common, tree_budget=fit.tree_budget), budget_bytes=fit.budget_bytes,
                       resident_layers=len(plan.resident), streamed_bytes_per_pass=plan.streamed_bytes_per_pass,
                       host_ram_bytes=host, floor_s_per_pass=plan.streamed_bytes_per_pass / PCIE4_BYTES_PER_S)

@@ -28,13 +28,17 @@ from torch import nn
 from transformers import LlamaConfig
 from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRotaryEmbedding
 
+from core.cli.options import add_threads_argument
 from core.kv_cache import InPlaceKVCache
-from core.offload.gptq import DequantScratch, GPTQLinear, GPTQSettings
+from core.offload.gptq import DequantScratch, GPTQLinear, GPTQSettings, dequantize_into
+from core.offload.gptq_kernel import fused_dequant_available
 from core.offload.layout import LayerBinding, layer_layout
 from core.offload.residency import plan_residency
 from core.offload.schedule import pass_timeline, plan_pass
 from core.offload.streaming import LayerStreamer
-from core.offload.weight_store import HOST_MARGIN_BYTES, HostWeightStore, check_host_memory
+from core.offload.host_memory import HOST_MARGIN_BYTES, check_host_memory
+from core.offload.weight_store import HostWeightStore
+from core.threads import apply_torch_threads
 
 GB = 1e9
 FULL_MODEL_LAYERS = 80
@@ -60,11 +64,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="tokens per pass, comma separated (default: 1,64,256,1024,2048 on a GPU, 1,16,64 on the CPU)")
     parser.add_argument("--vram-budgets", type=_float_list, default=[8.0, 12.0, 16.0, 20.0],
                         help="GB of VRAM for the target's weights, for the resident-layer sweep of an 80-layer model")
+    parser.add_argument("--bits", type=int, choices=[2, 3, 4, 8], default=4, help="GPTQ bits of the synthetic layers")
     parser.add_argument("--device", default="auto", help="auto, cpu or cuda[:i]")
     parser.add_argument("--context", type=int, default=256, help="tokens already in the KV cache under each pass")
     parser.add_argument("--repeats", type=int, default=None, help="timed passes per tree size (default: 5 on a GPU, 1 on the CPU)")
     parser.add_argument("--width-divisor", type=int, default=None,
                         help="divide hidden/intermediate/heads by this (default: 1 on a GPU = real 70B shape, 4 on the CPU)")
+    add_threads_argument(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
 
 
@@ -79,6 +85,7 @@ class PassRow:
     hidden_fraction: float  # share of compute that ran under copies
     model_s: float  # two-stream prediction from the plan (core.offload.schedule.pass_timeline)
     projected_80_layer_s: float
+    dequant_s: float  # GPTQ dequantisation alone for the pass's layers, no matmul (0 for fp16)
 
 
 @dataclass
@@ -99,8 +106,9 @@ def _config(divisor: int) -> LlamaConfig:
     return config
 
 
-def _build_layers(config: LlamaConfig, count: int, fmt: str, dtype: torch.dtype, scratch: DequantScratch) -> nn.ModuleList:
-    settings = GPTQSettings(bits=4, group_size=128, desc_act=True)
+def _build_layers(config: LlamaConfig, count: int, fmt: str, dtype: torch.dtype, scratch: DequantScratch,
+                  bits: int = 4) -> nn.ModuleList:
+    settings = GPTQSettings(bits=bits, group_size=128, desc_act=True)
     with torch.device("meta"):
         layers = nn.ModuleList([LlamaDecoderLayer(config, i).to(dtype) for i in range(count)])
     if fmt == "gptq":
@@ -157,6 +165,31 @@ def _copy_rate(store: HostWeightStore, device: torch.device, repeats: int) -> fl
     return source.numel() / statistics.median(times)
 
 
+def _time_dequant(layer: nn.Module, dtype: torch.dtype, device: torch.device, repeats: int, reference: bool) -> float:
+    """Median seconds to dequantise every GPTQ linear of `layer` (bound to device memory) into the scratch:
+    the engine's path (`GPTQLinear.dequantize`), or the eager reference with `reference`."""
+    linears = [m for m in layer.modules() if isinstance(m, GPTQLinear)]
+
+    def run() -> None:
+        for m in linears:
+            if reference:
+                out = m.scratch.matrix(m.in_features, m.out_features, dtype, device)
+                g_idx = m.g_idx if m.mode == "gather" else None
+                dequantize_into(out, m.qweight, m.qzeros, m.scales, g_idx, m.bits, m.group_size, m.mode, m.zero_offset)
+            else:
+                m.dequantize(dtype)
+
+    run()  # warm-up: kernel compilation, allocations
+    times = []
+    for _ in range(max(repeats, 3)):
+        _sync(device)
+        start = time.perf_counter()
+        run()
+        _sync(device)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
 class _Pass:
     """Inputs of one decoder pass over `tree` new tokens on top of `context` cached ones."""
 
@@ -184,7 +217,7 @@ class _Pass:
 @torch.no_grad()
 def _measure_format(fmt: str, args, config, device, dtype, tree_sizes, copy_repeats) -> dict:
     scratch = DequantScratch()
-    layers = _build_layers(config, args.layers, fmt, dtype, scratch)
+    layers = _build_layers(config, args.layers, fmt, dtype, scratch, args.bits)
     layouts = [layer_layout(layer) for layer in layers]
     layer_bytes = layouts[0].nbytes
     check_host_memory(sum(layout.nbytes for layout in layouts) + HOST_MARGIN_BYTES, what=f"{args.layers} synthetic layers")
@@ -200,6 +233,14 @@ def _measure_format(fmt: str, args, config, device, dtype, tree_sizes, copy_repe
     resident.copy_(store.layer_bytes(0))
     # No prefetch: each timed pass starts from an empty ring and copies all its layers (in the engine the
     # first two copies also hide under the draft search, so real passes are a little faster).
+    LayerBinding(layers[0], layouts[0]).bind(layouts[0].views(resident))
+    dequant = {"path": None, "s_per_layer": 0.0, "reference_s_per_layer": None}
+    if fmt == "gptq":
+        fused = fused_dequant_available(device)
+        dequant["path"] = "fused triton kernel" if fused else "eager reference"
+        dequant["s_per_layer"] = _time_dequant(layers[0], dtype, device, args.repeats, reference=False)
+        if fused:
+            dequant["reference_s_per_layer"] = _time_dequant(layers[0], dtype, device, args.repeats, reference=True)
     streamer = LayerStreamer(store, layers, resident=(), n_slots=2, device=device, stream=True, auto_prefetch=False)
     rows = []
     for tree in tree_sizes:
@@ -237,26 +278,29 @@ def _measure_format(fmt: str, args, config, device, dtype, tree_sizes, copy_repe
             tree_size=tree, pass_s=pass_s, achieved_gbps=streamer.bytes_streamed_per_pass / pass_s / GB,
             ratio_to_copy=(streamer.bytes_streamed_per_pass / pass_s) / copy_rate, compute_s=compute_s, copy_s=copy_s,
             hidden_fraction=hidden_fraction, model_s=model_s, projected_80_layer_s=pass_s * FULL_MODEL_LAYERS / args.layers,
+            dequant_s=dequant["s_per_layer"] * args.layers,
         ))
-    sweep = _residency_sweep(fmt, args.vram_budgets, copy_rate)
+    sweep = _residency_sweep(fmt, args.vram_budgets, copy_rate, args.bits)
     return {
-        "format": _format_label(fmt, device),
+        "format": _format_label(fmt, device, args.bits),
         "layer_bytes": layer_bytes, "pinned": store.pinned, "copy_rate_gbps": copy_rate / GB,
+        "dequant_path": dequant["path"], "dequant_s_per_layer": dequant["s_per_layer"],
+        "reference_dequant_s_per_layer": dequant["reference_s_per_layer"],
         "passes": [asdict(row) for row in rows], "residency": sweep,
     }
 
 
-def _format_label(fmt: str, device: torch.device) -> str:
+def _format_label(fmt: str, device: torch.device, bits: int) -> str:
     if fmt == "gptq":
-        return "gptq 4-bit g128 act-order"
+        return f"gptq {bits}-bit g128 act-order"
     return "fp16" if device.type == "cuda" else "fp16 (held as float32 on the CPU)"
 
 
-def _residency_sweep(fmt: str, budgets: list[float], copy_rate: float) -> list[dict]:
+def _residency_sweep(fmt: str, budgets: list[float], copy_rate: float, bits: int) -> list[dict]:
     """Resident layers of the real 80-layer Llama-2-70B (full width, fp16 compute) per VRAM budget, with the
     pass floor at the measured copy rate. Layouts come from meta-device layers: no memory is used."""
     full = _config(1)
-    layers = _build_layers(full, 1, fmt, torch.float16, DequantScratch())
+    layers = _build_layers(full, 1, fmt, torch.float16, DequantScratch(), bits)
     layer_bytes = layer_layout(layers[0]).nbytes
     fixed = 2 * full.vocab_size * full.hidden_size * 2  # fp16 embeddings + lm_head
     if fmt == "gptq":
@@ -284,12 +328,16 @@ def _print_tables(result: dict) -> None:
         pinned = "pinned" if fmt["pinned"] else "not pinned"
         print(f"\n[{fmt['format']}] layer {fmt['layer_bytes'] / GB:.3f} GB, host->device copy rate "
               f"{fmt['copy_rate_gbps']:.2f} GB/s ({pinned})")
-        print(f"{'tree':>6} {'s/pass':>9} {'GB/s':>7} {'/copy':>6} {'compute s':>10} {'copy s':>8} {'hidden':>7} "
-              f"{'model s':>8} {'80-layer s':>11}")
+        if fmt["dequant_path"]:
+            reference = fmt["reference_dequant_s_per_layer"]
+            against = f" (eager reference: {reference * 1000:.2f} ms)" if reference is not None else ""
+            print(f"dequantisation alone ({fmt['dequant_path']}): {fmt['dequant_s_per_layer'] * 1000:.2f} ms per layer{against}")
+        print(f"{'tree':>6} {'s/pass':>9} {'GB/s':>7} {'/copy':>6} {'compute s':>10} {'dequant s':>10} {'copy s':>8} "
+              f"{'hidden':>7} {'model s':>8} {'80-layer s':>11}")
         for row in fmt["passes"]:
             print(f"{row['tree_size']:>6} {row['pass_s']:>9.4f} {row['achieved_gbps']:>7.2f} {row['ratio_to_copy']:>6.2f} "
-                  f"{row['compute_s']:>10.4f} {row['copy_s']:>8.4f} {row['hidden_fraction']:>7.2f} {row['model_s']:>8.4f} "
-                  f"{row['projected_80_layer_s']:>11.3f}")
+                  f"{row['compute_s']:>10.4f} {row['dequant_s']:>10.4f} {row['copy_s']:>8.4f} {row['hidden_fraction']:>7.2f} "
+                  f"{row['model_s']:>8.4f} {row['projected_80_layer_s']:>11.3f}")
         print(f"resident layers of the full-width {FULL_MODEL_LAYERS}-layer model per VRAM budget for its weights "
               f"(floor = streamed bytes / copy rate above):")
         for row in fmt["residency"]:
@@ -301,6 +349,7 @@ def _print_tables(result: dict) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    apply_torch_threads(args.threads)
     requested = args.device
     if requested == "auto":
         requested = "cuda" if torch.cuda.is_available() else "cpu"

@@ -28,7 +28,6 @@ HELP = "commands: /reset (new conversation), /system TEXT (system prompt), /help
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_generation_arguments(parser)
     parser.add_argument("--system", default=None, help="system prompt")
-    parser.add_argument("--threads", type=int, default=None, help="CPU threads for the engine (default: all cores)")
 
 
 class _Interrupt:
@@ -151,6 +150,9 @@ class ChatLoop:
                     # drop them here too, so the next turn's prompt starts like this one (KV cache reuse)
                     self.history = self.history[event.dropped_messages:]
                     self.note(f"(conversation too long: left out the {event.dropped_messages} oldest messages)")
+                elif isinstance(event, P.AutoChoice) and event.request_id == request_id and self.interactive:
+                    if not pieces:  # before the answer only: a note must not cut a streamed line
+                        self.note(f"({event.reason})")
                 elif isinstance(event, P.BudgetReduced) and event.request_id == request_id:
                     self.note(f"(out of GPU memory: tree budget {event.old_budget} -> {event.new_budget})")
                 elif isinstance(event, P.Finished) and event.request_id == request_id:

@@ -9,6 +9,7 @@ import sys
 from core.cli.pair import load_pair
 from core.cli.options import add_generation_arguments, decoding_settings, sampling_params
 from core.generation import stream_generate
+from core.threads import apply_torch_threads
 from core.prompts import Prompt, encode_prompt, read_messages_file
 
 
@@ -23,6 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     settings = decoding_settings(args)
+    apply_torch_threads(args.threads)
     params = sampling_params(args)
     prompt = read_messages_file(args.messages_file) if args.messages_file else Prompt(text=args.prompt)
     target, draft = load_pair(args, need_draft=settings.method != "sequential")
@@ -31,7 +33,9 @@ def run(args: argparse.Namespace) -> int:
         target.lm, draft.lm if draft else None, target.tokenizer, prompt_ids, params, settings
     )
     text, token_ids, passes, finish, seconds = [], [], 0, "length", 0.0
+    choice = None
     for chunk in chunks:
+        choice = chunk.choice or choice
         if not args.json:
             print(chunk.text, end="", flush=True)
         text.append(chunk.text)
@@ -55,4 +59,6 @@ def run(args: argparse.Namespace) -> int:
             f"({len(token_ids) / max(passes, 1):.2f} tokens/pass, {len(token_ids) / max(seconds, 1e-9):.2f} tokens/s)",
             file=sys.stderr,
         )
+        if choice is not None:
+            print(f"[auto] {choice.reason}", file=sys.stderr)
     return 0

@@ -12,21 +12,28 @@ COMMANDS = {
     "chat": ("core.cli.chat", "chat in the terminal (the engine runs in its own process)"),
     "bench": ("core.cli.bench", "benchmarks: acceptance, offload"),
     "models": ("core.cli.models", "model pairs: recommend, download, list, delete, import"),
+    "hw": ("core.cli.hw", "what this computer has: CPU, RAM, NVIDIA GPUs and their PCIe links, free disk"),
+    "serve": ("core.cli.serve", "a local OpenAI-compatible API server (chat and text completions)"),
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """All subcommands; with `only`, just that one gets its arguments (the others' modules import torch and
+    transformers, which takes seconds: `specexec hw --json` must answer the app's wizard at once)."""
     parser = argparse.ArgumentParser(prog="specexec", description="SpecExec engine, headless.")
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (module, help_text) in COMMANDS.items():
         command = sub.add_parser(name, help=help_text)
-        importlib.import_module(module).add_arguments(command)
+        if only is None or name == only:
+            importlib.import_module(module).add_arguments(command)
         command.set_defaults(module=module)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    first = next((arg for arg in argv if not arg.startswith("-")), None)
+    args = build_parser(first if first in COMMANDS else None).parse_args(argv)
     from core.errors import SpecExecError
 
     try:

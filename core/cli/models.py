@@ -6,7 +6,15 @@ import argparse
 import importlib
 
 # action -> (module with add_arguments(parser) and run(args), help)
-ACTIONS: dict[str, tuple[str, str]] = {}
+ACTIONS: dict[str, tuple[str, str]] = {
+    "download": ("core.cli.models_download", "download a pair or a hub repo (resumable, verified)"),
+    "list": ("core.cli.models_list", "installed models, unfinished downloads and the catalog's pairs"),
+    "delete": ("core.cli.models_delete", "delete a model or a pair"),
+    "import": ("core.cli.models_import", "add a model folder or a .gguf file you already have"),
+    "login": ("core.cli.models_login", "keep a Hugging Face token for gated models"),
+    "logout": ("core.cli.models_logout", "forget the stored Hugging Face token"),
+    "recommend": ("core.cli.models_recommend", "which model pairs this computer can run, how fast, and which to pick"),
+}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

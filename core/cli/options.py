@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
+from core.autotune.chooser import AUTO_MAX_BUDGET, resolve_budget
 from core.generation import METHODS, DecodingSettings
 from core.methods.specexec import TreeSettings
 from core.sampling import SamplingParams
@@ -31,10 +32,21 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
                              "model's limit); longer conversations drop their oldest turns")
 
 
+def budget_value(text: str) -> int | str:
+    """--budget: a number of draft tokens or 'auto' (range checks are TreeSettings', with a plain error)."""
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of draft tokens or 'auto', got {text!r}") from None
+
+
 def add_tree_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--budget", type=int, default=DEFAULTS.budget, help="draft tokens per target pass (K)")
+    parser.add_argument("--budget", type=budget_value, default="auto",
+                        help="draft tokens per target pass (K), or auto: chosen for this machine (default)")
     parser.add_argument("--max-depth", type=int, default=DEFAULTS.max_depth, help="deepest draft node (D)")
-    parser.add_argument("--expand", type=int, default=DEFAULTS.expand, help="nodes expanded per draft forward (B)")
+    parser.add_argument("--expand", type=int, default=DEFAULTS.expand, help="nodes expanded per draft forward (B), at least; widened to budget/8 for big budgets")
     parser.add_argument("--draft-top-p", action="store_true", help="truncate the draft tree to the target's top-p nucleus")
 
 
@@ -46,10 +58,35 @@ def add_sampling_arguments(parser: argparse.ArgumentParser, temperature: float =
     parser.add_argument("--seed", type=int, default=0)
 
 
+def _thread_count(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"threads must be at least 1, got {value}")
+    return value
+
+
+def add_threads_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--threads", type=_thread_count, default=None, metavar="N",
+                        help="CPU threads for torch (default: physical cores minus one, at least 1)")
+
+
+def add_engine_benchmark_arguments(parser: argparse.ArgumentParser) -> None:
+    """What the benchmarks that drive the engine process share (bench chat, bench serve): the models, an
+    explicit method and a small tree, so runs compare like with like; threads for the engine."""
+    add_model_arguments(parser)
+    parser.add_argument("--method", choices=["specexec", "specinfer", "sequential"], default="specexec")
+    parser.add_argument("--budget", type=int, default=32)
+    parser.add_argument("--max-depth", type=int, default=8)
+    parser.add_argument("--expand", type=int, default=8)
+    add_threads_argument(parser)
+
+
 def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
     """Everything `generate` and `chat` share."""
     add_model_arguments(parser)
-    parser.add_argument("--method", choices=METHODS, default="specexec")
+    add_threads_argument(parser)
+    parser.add_argument("--method", choices=METHODS, default="auto",
+                        help="auto (default): plain decoding or SpecExec, whichever is faster on this machine")
     add_tree_arguments(parser)
     add_sampling_arguments(parser)
     parser.add_argument("--max-new-tokens", type=int, default=256)
@@ -83,12 +120,16 @@ def planned_memory(args: argparse.Namespace) -> dict[str, int | None]:
 
 def _largest_budget(args: argparse.Namespace) -> int:
     """The biggest tree the command will score: it sizes the activations an offloaded target reserves."""
-    return max(getattr(args, "budgets", None) or [getattr(args, "budget", DEFAULTS.budget)])
+    budgets = getattr(args, "budgets", None) or [getattr(args, "budget", DEFAULTS.budget)]
+    return max(AUTO_MAX_BUDGET if b == "auto" else b for b in budgets)
 
 
 def tree_settings(args: argparse.Namespace, budget: int | None = None) -> TreeSettings:
+    """The tree flags; an automatic --budget becomes the largest budget the tuner may pick."""
+    if budget is None:
+        budget, _ = resolve_budget(args.budget, getattr(args, "method", "specexec"))
     return TreeSettings(
-        budget=args.budget if budget is None else budget,
+        budget=budget,
         max_depth=args.max_depth,
         expand=args.expand,
         draft_top_p=args.draft_top_p,
@@ -106,6 +147,8 @@ def sampling_params(args: argparse.Namespace, seed: int | None = None) -> Sampli
 
 
 def decoding_settings(args: argparse.Namespace) -> DecodingSettings:
+    _, auto_budget = resolve_budget(args.budget, args.method)
     return DecodingSettings(
-        method=args.method, tree=tree_settings(args), max_new_tokens=args.max_new_tokens, stop=tuple(args.stop)
+        method=args.method, tree=tree_settings(args), max_new_tokens=args.max_new_tokens, stop=tuple(args.stop),
+        auto_budget=auto_budget,
     )

@@ -30,7 +30,7 @@ WATCH_INTERVAL_S = 0.5  # how often the watchdog checks the parent (the brief: a
 IDLE_POLL_S = 0.5
 
 _ERROR_KINDS_BY_CLASS = {
-    "ContextLengthError": ("context_length", "start a new conversation or shorten the message"),
+    "ContextLengthError": ("context_length", "shorten the message or the system prompt, or start a new conversation"),
     "InvalidSettingError": ("invalid_setting", "check the sampling and tree settings"),
     "ModelNotFoundError": ("model_not_found", "check the model path, or use 'builtin'"),
     "ModelFormatError": ("model_format", "the model files may be incomplete: download them again"),
@@ -53,6 +53,13 @@ def error_event(request_id: str | None, error: BaseException) -> P.Error:
         )
     where = "".join(traceback.format_exception_only(type(error), error)).strip()
     return P.Error(request_id, "internal", f"the engine failed: {where}", "this is a bug; the engine carries on")
+
+
+def auto_choice_event(request_id: str, choice: Any) -> P.AutoChoice:
+    """The AutoChoice event for a core.autotune.chooser.Choice."""
+    config = choice.config
+    return P.AutoChoice(request_id, config.method, config.budget, config.expand, choice.reason,
+                        choice.tokens_per_pass, choice.pass_seconds)
 
 
 def _is_user_error(error: BaseException) -> bool:
@@ -209,6 +216,7 @@ class Engine:
             torch.cuda.empty_cache()
 
     def load(self, request: P.Load) -> None:
+        from core.autotune.chooser import resolve_budget
         from core.engine.session import ChatSession
         from core.loading import check_same_tokenizer, load_model
         from core.offload.routing import OffloadSettings, parse_resident_layers
@@ -220,11 +228,12 @@ class Engine:
         roles = ([("draft", request.draft)] if request.draft else []) + [("target", request.target)]
         sizes = [_weight_bytes(spec) for _, spec in roles]
         total = sum(sizes)
+        tree_budget = resolve_budget(request.budget, "auto")[0]  # auto: room for the largest it may pick
         offload = OffloadSettings(
             mode=request.offload,
             vram_budget_gb=request.vram_budget_gb,
             resident_layers=parse_resident_layers(str(request.resident_layers)),
-            tree_budget=request.budget,
+            tree_budget=tree_budget,
         )
         loaded: dict[str, Any] = {}
         for index, (role, spec) in enumerate(roles):
@@ -249,13 +258,15 @@ class Engine:
                 spec, dtype=request.dtype, device=request.device, progress=progress,
                 offload=offload.with_draft(loaded["draft"].lm if "draft" in loaded else None) if role == "target" else None,
                 weight_progress=lambda done, all_bytes: progress(share=done / max(all_bytes, 1)),
-                context_length=request.context_length, tree_budget=request.budget,
+                context_length=request.context_length, tree_budget=tree_budget,
             )
         target, draft = loaded["target"], loaded.get("draft")
         if draft is not None:
             check_same_tokenizer(target.tokenizer, draft.tokenizer, request.target, request.draft)
-        self.emit(P.LoadProgress("Loaded", total, total, 1.0))
         self.session = ChatSession(target.lm, draft.lm if draft else None, target.tokenizer)
+        self.emit(P.LoadProgress("Measuring this machine's speed", total, total, 1.0))
+        self.session.tuner_for(request.max_depth)  # a second or two the first time, then read from the cache
+        self.emit(P.LoadProgress("Loaded", total, total, 1.0))
         self.load_request = request
         self.budget_cap = target.lm.max_tree_tokens
         self.models_info = {
@@ -264,7 +275,7 @@ class Engine:
             "device": str(target.lm.device),
             "dtype": str(target.lm.dtype).removeprefix("torch."),
             "max_context": self.session.context_limit,
-            "budget": min(request.budget, self.budget_cap or request.budget),
+            "budget": request.budget if request.budget == "auto" else min(request.budget, self.budget_cap or request.budget),
             "max_depth": request.max_depth,
             "expand": request.expand,
             "offload": request.offload,
@@ -275,6 +286,7 @@ class Engine:
         self.emit(self.status_report())
 
     def generate(self, request: P.Generate) -> None:
+        from core.autotune.chooser import resolve_budget
         from core.generation import DecodingSettings
         from core.methods.specexec import TreeSettings
         from core.sampling import SamplingParams
@@ -284,7 +296,7 @@ class Engine:
             return
         self.current, self.cancel_current = request.request_id, False
         load = self.load_request
-        budget = request.budget if request.budget is not None else load.budget
+        budget, auto_budget = resolve_budget(request.budget if request.budget is not None else load.budget, request.method)
         if self.budget_cap is not None:
             budget = min(budget, self.budget_cap)
         params = SamplingParams(
@@ -296,17 +308,29 @@ class Engine:
             tree=TreeSettings(budget=budget, max_depth=load.max_depth, expand=load.expand, draft_top_p=load.draft_top_p),
             max_new_tokens=request.max_new_tokens,
             stop=tuple(request.stop),
+            auto_budget=auto_budget,
         )
-        prepared = self.session.prepare([dict(m) for m in request.messages], request.max_new_tokens)
+        if request.prompt is not None:
+            prepared = self.session.prepare_text(request.prompt)
+        else:
+            prepared = self.session.prepare([dict(m) for m in request.messages], request.max_new_tokens,
+                                            request.trim_context)
         if prepared.dropped_messages:
             self.emit(P.ContextTrimmed(request.request_id, prepared.dropped_messages))
         turn = self.session.turn(prepared.prompt_ids, params, settings, request.reuse_cache, self.fault_hook)
+        self.emit(P.PromptStarted(request.request_id, len(prepared.prompt_ids), turn.reused_prefix_tokens))
         reason = None
+        shown = None  # the last AutoChoice sent
         try:
             for item in turn:
                 if hasattr(item, "new_budget"):
                     self.budget_cap = item.new_budget
                     self.emit(P.BudgetReduced(request.request_id, item.old_budget, item.new_budget))
+                elif item.choice is not None:
+                    if shown is None or (item.choice.config, item.choice.reason) != (shown.config, shown.reason):
+                        shown = item.choice
+                        self.emit(auto_choice_event(request.request_id, shown))
+                    self.emit_chunk(request.request_id, item, shown.config.budget)
                 else:
                     self.emit_chunk(request.request_id, item, turn.settings.tree.budget if request.method != "sequential" else 0)
                 self.drain()
@@ -357,14 +381,13 @@ def _watch_parent(parent_conn: Any, parent_pid: int) -> None:
 
 def engine_main(requests: Any, events: Any, parent_conn: Any, parent_pid: int, torch_threads: int | None = None) -> None:
     """Entry point of the engine process (see the module docstring). torch_threads: CPU threads for torch
-    (None: torch's default, one per core)."""
+    (None: core.threads' default, physical cores minus one)."""
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, signal.SIG_IGN)
     threading.Thread(target=_watch_parent, args=(parent_conn, parent_pid), name="parent-watch", daemon=True).start()
-    if torch_threads:
-        import torch
+    from core.threads import apply_torch_threads
 
-        torch.set_num_threads(torch_threads)
+    apply_torch_threads(torch_threads)
     events.put(P.EngineStarted(os.getpid()))
     engine = Engine(requests, events)
     try:

@@ -7,8 +7,8 @@ unknown type, with missing fields or with wrongly typed fields with an `Error` e
 goes on serving.
 
 Requests (client -> engine): Load, Generate, Cancel, Unload, Status, Shutdown.
-Events (engine -> client): EngineStarted, LoadProgress, StatusReport, TokenChunk, PassStats, ContextTrimmed,
-BudgetReduced, Finished, Error.
+Events (engine -> client): EngineStarted, LoadProgress, StatusReport, TokenChunk, PassStats, AutoChoice,
+ContextTrimmed, BudgetReduced, Finished, Error.
 
 A Generate request ends with exactly one Finished or one Error carrying its request_id (or, if the engine
 process dies, with the client's Error of kind "engine_died", which ends every request in flight). Generate
@@ -29,7 +29,7 @@ PROTOCOL_VERSION = 1
 
 EngineState = Literal["idle", "loading", "ready", "generating"]
 FinishReason = Literal["eos", "stop", "length", "cancelled"]
-Method = Literal["specexec", "specinfer", "sequential"]
+Method = Literal["specexec", "specinfer", "sequential", "auto"]
 
 # Error kinds the engine and client report (Error.kind).
 ERROR_KINDS = (
@@ -76,8 +76,10 @@ class Load(Request):
     and resident_layers ('auto' or a count) place an offloaded target (core.offload.routing); budget also sizes
     the activations it reserves. StatusReport.models["budget"] is the tree budget in force: lower than
     `budget` when the GPU cannot hold the activations of the requested tree. context_length: the tokens of
-    conversation both KV caches are preallocated for (None: 4,096, or the model's limit if lower);
+    conversation both KV caches are preallocated for (None: 4,096, or the models' limit if lower);
     StatusReport.models["max_context"] reports it, and longer conversations drop their oldest turns.
+    budget "auto" (the default): chosen per pass for this machine (core/autotune), up to the largest budget
+    it may pick (the caches and the activation reserve are sized for that one).
     """
 
     target: str = "builtin"
@@ -87,19 +89,25 @@ class Load(Request):
     offload: str = "auto"
     vram_budget_gb: float | None = None
     resident_layers: str = "auto"
-    context_length: int | None = None
-    budget: int = 128
+    budget: int | Literal["auto"] = "auto"
     max_depth: int = 32
     expand: int = 32
     draft_top_p: bool = False
+    context_length: int | None = None
 
 
 @dataclass(frozen=True)
 class Generate(Request):
     """Answer a conversation. `messages`: [{"role": ..., "content": ...}, ...] ending with the user's turn.
 
-    budget None means the budget of the Load (capped by any reduction after an out-of-memory error).
-    reuse_cache False starts from empty KV caches (benchmarks; a cold run to compare with).
+    method "auto" (the default): plain decoding or SpecExec, whichever is faster on this machine, chosen per
+    pass (AutoChoice events say what and why). budget None means the budget of the Load (capped by any
+    reduction after an out-of-memory error); "auto" lets the engine choose it.
+    reuse_cache False starts from empty KV caches (benchmarks; a cold run to compare with; the API server,
+    whose requests are independent).
+    prompt: plain text to continue without the chat template (the API's /v1/completions); `messages` is then
+    empty. trim_context False answers a conversation that does not fit with a context_length Error instead
+    of leaving out its oldest messages (an API client must see what the model saw).
     """
 
     request_id: str
@@ -109,11 +117,13 @@ class Generate(Request):
     top_k: int = 0
     repetition_penalty: float = 1.0
     seed: int = 0
-    method: Method = "specexec"
+    method: Method = "auto"
     max_new_tokens: int = 256
     stop: tuple[str, ...] | list[str] = ()
-    budget: int | None = None
+    budget: int | Literal["auto"] | None = None
     reuse_cache: bool = True
+    prompt: str | None = None
+    trim_context: bool = True
 
 
 @dataclass(frozen=True)
@@ -186,6 +196,17 @@ class TokenChunk(Event):
 
 
 @dataclass(frozen=True)
+class PromptStarted(Event):
+    """The engine starts reading the prompt (before the first pass): prompt_tokens in all, reused_tokens of
+    them already in the KV cache from the previous turn. A long paste takes a while to prefill; this lets a
+    client say so instead of showing nothing."""
+
+    request_id: str
+    prompt_tokens: int
+    reused_tokens: int = 0
+
+
+@dataclass(frozen=True)
 class PassStats(Event):
     """One target pass: tokens accepted, draft tokens scored by the target, timings."""
 
@@ -196,6 +217,22 @@ class PassStats(Event):
     target_ms: float
     tokens_per_s: float
     budget: int = 0
+
+
+@dataclass(frozen=True)
+class AutoChoice(Event):
+    """What an automatic method or budget chose for the next passes, and why, in one line for people
+    (`reason`). Sent before the first pass's TokenChunk of a tuned answer and whenever the choice changes.
+    method: sequential | specexec; budget and expand: the tree's (0 for sequential); tokens_per_pass and
+    pass_seconds: what the choice is expected to deliver."""
+
+    request_id: str
+    method: str
+    budget: int
+    expand: int
+    reason: str
+    tokens_per_pass: float = 0.0
+    pass_seconds: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -247,8 +284,8 @@ REQUEST_TYPES: dict[str, type[Request]] = {
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.__name__: cls
     for cls in (
-        EngineStarted, LoadProgress, StatusReport, TokenChunk, PassStats, ContextTrimmed, BudgetReduced,
-        Finished, Error,
+        EngineStarted, LoadProgress, StatusReport, PromptStarted, TokenChunk, PassStats, AutoChoice, ContextTrimmed,
+        BudgetReduced, Finished, Error,
     )
 }
 
@@ -315,8 +352,10 @@ def validate(message: object, allowed: dict[str, type] | None = None) -> _Messag
         if not _type_ok(value, hint):
             raise ProtocolError(f"{cls.__name__}.{name} has the wrong type or value: {value!r}")
     if isinstance(message, Generate):
-        if not message.messages:
-            raise ProtocolError("Generate.messages is empty: send at least the user's message")
+        if not message.messages and message.prompt is None:
+            raise ProtocolError("Generate.messages is empty: send at least the user's message (or a prompt)")
+        if message.messages and message.prompt is not None:
+            raise ProtocolError("Generate has both messages and a prompt: send one of them")
         for item in message.messages:
             if not {"role", "content"} <= set(item):
                 raise ProtocolError("each message needs 'role' and 'content' fields")

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import torch
 from transformers import PreTrainedTokenizerBase
 
+from core.autotune.chooser import AutoTuner
 from core.causal_lm import CausalLM
 from core.decode_state import DecodeState
 from core.detokenize import IncrementalDetokenizer
@@ -53,7 +54,8 @@ def out_of_memory_errors() -> tuple[type[BaseException], ...]:
 
 
 def fit_conversation(
-    tokenizer: PreTrainedTokenizerBase, messages: list[Message], context_limit: int, max_new_tokens: int
+    tokenizer: PreTrainedTokenizerBase, messages: list[Message], context_limit: int, max_new_tokens: int,
+    trim: bool = True,
 ) -> PreparedPrompt:
     """Render `messages`; while prompt + max_new_tokens exceeds the context, drop the oldest turn.
 
@@ -61,7 +63,8 @@ def fit_conversation(
     turn is a user message plus the replies up to the next user message, so the kept conversation still
     starts with a user message. If even the shortest conversation leaves no room for max_new_tokens, it is
     used anyway (generation then stops at the context limit); if it leaves no room at all,
-    ContextLengthError.
+    ContextLengthError. With `trim` False nothing is dropped: a conversation that leaves no room at all is
+    a ContextLengthError.
     """
     messages = list(messages)
     system = 0
@@ -71,7 +74,7 @@ def fit_conversation(
     dropped = 0
     while True:
         ids = encode_prompt(tokenizer, Prompt(messages=tuple(head + body)))
-        if len(ids) + max_new_tokens <= context_limit or len(body) <= 1:
+        if len(ids) + max_new_tokens <= context_limit or len(body) <= 1 or not trim:
             break
         cut = 1  # drop the oldest message and the replies after it, up to the next user message
         while cut < len(body) - 1 and body[cut].get("role") != "user":
@@ -79,11 +82,22 @@ def fit_conversation(
         body = body[cut:]
         dropped += cut
     if len(ids) >= context_limit:
+        what = "the last message alone is" if trim else "the messages are"
         raise ContextLengthError(
-            f"the last message alone is {len(ids)} tokens with the chat template, but the model's context "
-            f"window is {context_limit}; shorten the message (or the system prompt)"
+            f"{what} {len(ids)} tokens with the chat template, but the model's context "
+            f"window is {context_limit}"  # what to do is the error's hint (core.engine.process)
         )
     return PreparedPrompt(ids, dropped)
+
+
+def fit_text(tokenizer: PreTrainedTokenizerBase, text: str, context_limit: int) -> PreparedPrompt:
+    """Token ids of a plain-text prompt (no chat template); ContextLengthError when it fills the context."""
+    ids = encode_prompt(tokenizer, Prompt(text=text))
+    if len(ids) >= context_limit:
+        raise ContextLengthError(
+            f"the prompt is {len(ids)} tokens, but the model's context window is {context_limit}"
+        )
+    return PreparedPrompt(ids, 0)
 
 
 def _crop_consistent(cache: InPlaceKVCache | None, length: int) -> None:
@@ -102,6 +116,15 @@ class ChatSession:
         self.draft = draft
         self.tokenizer = tokenizer
         self.state: DecodeState | None = None
+        self.tuner: AutoTuner | None = None  # learns across turns; built by tuner_for on first need
+
+    def tuner_for(self, max_depth: int) -> AutoTuner:
+        """The pair's AutoTuner (its cost model measured on first use, then read from the cache)."""
+        if self.tuner is None:
+            from core.autotune.setup import tuner_for_pair
+
+            self.tuner = tuner_for_pair(self.target, self.draft, max_depth)
+        return self.tuner
 
     @property
     def context_limit(self) -> int:
@@ -111,8 +134,11 @@ class ChatSession:
         """Forget the cached conversation (next turn prefills from scratch)."""
         self.state = None
 
-    def prepare(self, messages: list[Message], max_new_tokens: int) -> PreparedPrompt:
-        return fit_conversation(self.tokenizer, messages, self.context_limit, max_new_tokens)
+    def prepare(self, messages: list[Message], max_new_tokens: int, trim: bool = True) -> PreparedPrompt:
+        return fit_conversation(self.tokenizer, messages, self.context_limit, max_new_tokens, trim)
+
+    def prepare_text(self, text: str) -> PreparedPrompt:
+        return fit_text(self.tokenizer, text, self.context_limit)
 
     def turn(
         self,
@@ -124,11 +150,11 @@ class ChatSession:
     ) -> "Turn":
         """Start a turn: the state is reset to `prompt_ids` now, so the reuse counts are known up front."""
         needs_draft = settings.method != "sequential"
-        if needs_draft and self.draft is None:
+        if needs_draft and self.draft is None and settings.method != "auto":
             raise InvalidSettingError(f"method '{settings.method}' needs a draft model; load one or use 'sequential'")
         if self.state is None or not reuse_cache:
             self.state = DecodeState.fresh(prompt_ids, self.target, self.draft)
-        elif needs_draft and self.state.draft_cache is None:
+        elif needs_draft and self.draft is not None and self.state.draft_cache is None:
             self.state.draft_cache = self.draft.new_cache()
         self.state.reset_tokens(prompt_ids)  # stream_generate repeats this; it is idempotent
         return Turn(self, prompt_ids, params, settings, fault_hook)
@@ -188,6 +214,7 @@ class Turn:
                 self.params,
                 dataclasses.replace(settings, max_new_tokens=settings.max_new_tokens - len(self.token_ids)),
                 state=state,
+                tuner=self.session.tuner_for(settings.tree.max_depth) if settings.tuned else None,
             )
             try:
                 for chunk in stream:
@@ -205,6 +232,9 @@ class Turn:
                 _crop_consistent(state.target_cache, committed[0])
                 _crop_consistent(state.draft_cache, committed[1])
                 old = settings.tree.budget
+                choice = self.session.tuner.current if settings.tuned and self.session.tuner else None
+                if choice is not None and choice.config.budget:
+                    old = min(old, choice.config.budget)  # the tree that ran out, below the tuner's cap
                 if settings.method == "sequential" or old <= 1:
                     raise
                 if torch.cuda.is_available():

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.errors import CatalogError
+from core.models.acceptance import Acceptance
+from core.offload.sizes import ModelShape, WeightFormat
 
 CATALOG_ENV = "SPECEXEC_CATALOG"
 SCHEMA_VERSION = 1
@@ -27,6 +29,10 @@ class ModelRef:
     revision: str
     quantization: str
     approx_bytes: int
+    # What the fit prediction sizes it by: config.json's shape fields, and how the weights are stored
+    # (GPTQ bits / group size / act-order, or the 16-bit dtype of the checkpoint).
+    shape: ModelShape | None = None
+    weights: WeightFormat = WeightFormat()
 
     @property
     def is_builtin(self) -> bool:
@@ -48,6 +54,7 @@ class Pair:
     context_length: int
     min_ram_gb: float
     min_vram_gb: float
+    acceptance: Acceptance | None = None  # measured tokens per target pass by tree budget, with its source
 
     @property
     def download_bytes(self) -> int:
@@ -101,9 +108,14 @@ def load_catalog(path: Path | None = None) -> Catalog:
 
 
 def _model(entry: dict) -> ModelRef:
+    gptq = entry.get("gptq")
+    weights = WeightFormat(
+        bits=int(gptq["bits"]), group_size=int(gptq["group_size"]), desc_act=bool(gptq["desc_act"]),
+    ) if gptq else WeightFormat(dtype=str(entry.get("dtype", "float16")))
     return ModelRef(
         repo=str(entry["repo"]), revision=str(entry.get("revision") or ""),
         quantization=str(entry["quantization"]), approx_bytes=int(entry["approx_bytes"]),
+        shape=ModelShape.from_config(entry["config"]) if "config" in entry else None, weights=weights,
     )
 
 
@@ -114,4 +126,5 @@ def _pair(entry: dict) -> Pair:
         licence=str(entry["licence"]), licence_url=str(entry.get("licence_url", "")), gated=bool(entry["gated"]),
         context_length=int(entry["context_length"]), min_ram_gb=float(entry["min_ram_gb"]),
         min_vram_gb=float(entry["min_vram_gb"]),
+        acceptance=Acceptance.from_dict(entry["acceptance"]) if "acceptance" in entry else None,
     )

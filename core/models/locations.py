@@ -12,8 +12,20 @@ from pathlib import Path
 
 MODELS_DIR_ENV = "SPECEXEC_MODELS_DIR"
 DATA_DIR_ENV = "SPECEXEC_DATA_DIR"
+CONFIG_DIR_ENV = "SPECEXEC_CONFIG_DIR"
 APP_NAME = "SpecExec Desktop"
 APP_AUTHOR = "SpecExec"
+
+
+def data_dir(environ: dict[str, str] | None = None) -> Path:
+    """The per-user data folder (conversations, models; not created here): SPECEXEC_DATA_DIR, else the
+    platform's."""
+    env = os.environ if environ is None else environ
+    if env.get(DATA_DIR_ENV):
+        return Path(env[DATA_DIR_ENV]).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir(APP_NAME, APP_AUTHOR))
 
 
 def models_dir(environ: dict[str, str] | None = None) -> Path:
@@ -21,11 +33,20 @@ def models_dir(environ: dict[str, str] | None = None) -> Path:
     env = os.environ if environ is None else environ
     if env.get(MODELS_DIR_ENV):
         return Path(env[MODELS_DIR_ENV]).expanduser()
+    return data_dir(env) / "models"
+
+
+def config_dir(environ: dict[str, str] | None = None) -> Path:
+    """The per-user config folder (not created here; the app keeps its settings there too):
+    SPECEXEC_CONFIG_DIR, else `config/` under SPECEXEC_DATA_DIR, else the platform's."""
+    env = os.environ if environ is None else environ
+    if env.get(CONFIG_DIR_ENV):
+        return Path(env[CONFIG_DIR_ENV]).expanduser()
     if env.get(DATA_DIR_ENV):
-        return Path(env[DATA_DIR_ENV]).expanduser() / "models"
+        return Path(env[DATA_DIR_ENV]).expanduser() / "config"
     import platformdirs
 
-    return Path(platformdirs.user_data_dir(APP_NAME, APP_AUTHOR)) / "models"
+    return Path(platformdirs.user_config_dir(APP_NAME, APP_AUTHOR))
 
 
 def repo_folder_name(repo: str, revision: str = "main") -> str:

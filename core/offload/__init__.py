@@ -18,8 +18,10 @@ Modules, one job each:
     gptq_loader   GPTQ settings; swapping nn.Linear for GPTQLinear in a meta-built model; act-order re-pack
     checkpoint    safetensors shards, headers, checkpoint-name -> layer-entry mapping (MoE expert fusion)
     layout        a layer's tensors packed in one byte buffer; binding a layer module to such a buffer
+    sizes         bytes of a layer / the non-layer weights / GPTQ scratch from a model's shape (pure, no torch)
+    host_memory   host RAM an offloaded load needs, and the check (pure, no torch)
     weight_store  layer blocks: the host store of the streamed layers (page-locked in place), the device
-                  block of the resident ones; the host RAM check
+                  block of the resident ones
     host_embedding  the embedding table kept in host RAM, only the looked-up rows copied to the GPU
     schedule      the streaming plan as pure data (Copy / Compute actions), its invariants and timeline
     streaming     LayerStreamer: executes the plan (CUDA streams + events, or synchronous CPU copies)
@@ -28,16 +30,15 @@ Modules, one job each:
     loader        load_offloaded
 """
 
-from core.offload.gptq_loader import is_gptq_folder
-
 __all__ = ["OffloadReport", "OffloadedLM", "is_gptq_folder", "load_offloaded"]
 
-_LAZY = {"load_offloaded": "core.offload.loader", "OffloadedLM": "core.offload.offloaded_lm",
-         "OffloadReport": "core.offload.offloaded_lm"}
+_LAZY = {"is_gptq_folder": "core.offload.gptq_loader", "load_offloaded": "core.offload.loader",
+         "OffloadedLM": "core.offload.offloaded_lm", "OffloadReport": "core.offload.offloaded_lm"}
 
 
 def __getattr__(name: str):
-    """Import the loader (and transformers' model classes) only when it is used: `is_gptq_folder` stays cheap."""
+    """Import torch, the loader and transformers' model classes only when used: the pure planning modules
+    (residency, sizes, host_memory) import without torch, for the fit prediction in the app's process."""
     if name in _LAZY:
         import importlib
 

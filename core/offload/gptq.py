@@ -1,11 +1,14 @@
 """GPTQ weights: unpacking, act-order reordering and a drop-in `GPTQLinear` that dequantises per forward.
 
 Checkpoint layout (the "v1" format written by AutoGPTQ / GPTQ-for-LLaMa), for a linear with K inputs and
-N outputs, bits b in {2, 4, 8} (p = 32 / b values per int32):
+N outputs, bits b in {2, 3, 4, 8}. Along the packed dim each column is one little-endian bit stream: value k
+occupies bits b*k .. b*k + b - 1 (word = bit // 32). For b in {2, 4, 8} that is p = 32 / b values per
+int32, none crossing a word; for b = 3, 32 values fill 3 int32s and values 10 and 21 of each block straddle
+two words (AutoGPTQ's 3-bit layout).
 
-    qweight int32 [K / p, N]   packed along the input dim, lowest bits first: row k is in qweight[k // p]
-                               at bit offset b * (k % p)
-    qzeros  int32 [G, N / p]   packed along the output dim the same way, stored minus 1 (v1)
+    qweight int32 [K * b / 32, N]   packed along the input dim
+    qzeros  int32 [G, ceil(N / v) * w]  packed along the output dim the same way (v values in w words per
+                               block: 32 in 3 for b = 3, p in 1 otherwise), stored minus 1 (v1)
     scales  fp16  [G, N]
     g_idx   int32 [K]          group of input row k (not monotone with act-order / desc_act)
     bias    fp16  [N]          optional
@@ -20,7 +23,8 @@ At load time each linear is put in one of three modes (`plan_gptq_rows`):
 
 The packed tensors stay packed in host RAM and over PCIe; `GPTQLinear` dequantises into one scratch
 buffer shared by every linear of the model (`DequantScratch`) and runs one matmul, which is what exllama
-and vLLM do for the 100-2,000 token batches of a tree pass.
+and vLLM do for the 100-2,000 token batches of a tree pass. On a CUDA device with Triton the dequantisation
+is one fused kernel (core.offload.gptq_kernel); `dequantize_into` here is its reference and fallback.
 """
 
 from __future__ import annotations
@@ -30,10 +34,15 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-SUPPORTED_BITS = (2, 4, 8)
+from core.offload.gptq_kernel import fused_dequant_available, fused_dequantize_into
+from core.offload.sizes import block_shape, gptq_linear_tensors, packed_rows
+
+SUPPORTED_BITS = (2, 3, 4, 8)
 
 # Rows of the int32 temporary a dequantisation chunk may hold, as a number of elements (64 MB of int32).
 CHUNK_ELEMENTS = 16 * 1024 * 1024
+# The same for paths with several int64 temporaries per value (3-bit unpacking, generic re-packing).
+WIDE_CHUNK_ELEMENTS = CHUNK_ELEMENTS // 8
 
 
 @dataclass(frozen=True)
@@ -48,8 +57,9 @@ class GPTQSettings:
     zero_offset: int = 1
 
     @property
-    def pack_factor(self) -> int:
-        return 32 // self.bits
+    def block_values(self) -> int:
+        """Values in one packing block (32 for 3-bit, 32 / bits otherwise): dims and groups split into these."""
+        return block_shape(self.bits)[0]
 
     def groups(self, in_features: int) -> int:
         return 1 if self.group_size == -1 else -(-in_features // self.group_size)
@@ -57,8 +67,34 @@ class GPTQSettings:
 
 # --- packing -------------------------------------------------------------------------------------------
 
+def _unpack_3bit(blocks: torch.Tensor) -> torch.Tensor:
+    """int32 [A, m, 3, B] (m blocks of 3 words) -> int32 [A, m, 32, B]: value j starts at bit 3j of the
+    block's 96-bit little-endian stream. int64 temporaries, so no sign bits leak into straddling values."""
+    j = torch.arange(32, device=blocks.device)
+    word, offset = (3 * j) // 32, ((3 * j) % 32).view(1, 1, 32, 1)
+    unsigned = blocks.to(torch.int64) & 0xFFFFFFFF
+    low = unsigned.index_select(2, word)
+    high = unsigned.index_select(2, (word + 1).clamp_max(2))  # only used where the value straddles
+    return (((low | (high << 32)) >> offset) & 7).to(torch.int32)
+
+
+def _pack_3bit(values: torch.Tensor) -> torch.Tensor:
+    """Inverse of _unpack_3bit: int [A, m, 32, B] -> int32 [A, m, 3, B]."""
+    v = values.to(torch.int64)
+    words = torch.zeros(v.shape[0], v.shape[1], 3, v.shape[3], dtype=torch.int64, device=v.device)
+    for j in range(32):
+        word, offset = divmod(3 * j, 32)
+        words[:, :, word] |= (v[:, :, j] << offset) & 0xFFFFFFFF
+        if offset > 29:  # the value's high bits continue in the next word
+            words[:, :, word + 1] |= v[:, :, j] >> (32 - offset)
+    return _to_int32_bits(words)
+
+
 def unpack_rows(packed: torch.Tensor, bits: int) -> torch.Tensor:
     """int32 [R, C] packed along dim 0 -> int32 [R * 32/bits, C] of values in [0, 2^bits)."""
+    if bits == 3:
+        blocks = packed.view(1, packed.shape[0] // 3, 3, packed.shape[1])
+        return _unpack_3bit(blocks).reshape(packed.shape[0] // 3 * 32, packed.shape[1])
     per = 32 // bits
     shifts = torch.arange(0, 32, bits, device=packed.device, dtype=torch.int32)
     # values: [R, per, C]; arithmetic shift of negative words is fixed by the mask
@@ -68,6 +104,9 @@ def unpack_rows(packed: torch.Tensor, bits: int) -> torch.Tensor:
 
 def unpack_cols(packed: torch.Tensor, bits: int) -> torch.Tensor:
     """int32 [R, C] packed along dim 1 -> int32 [R, C * 32/bits]."""
+    if bits == 3:
+        blocks = packed.reshape(packed.shape[0], packed.shape[1] // 3, 3, 1)
+        return _unpack_3bit(blocks).reshape(packed.shape[0], packed.shape[1] // 3 * 32)
     per = 32 // bits
     shifts = torch.arange(0, 32, bits, device=packed.device, dtype=torch.int32)
     values = (packed.unsqueeze(2) >> shifts.view(1, 1, per)) & ((1 << bits) - 1)
@@ -80,7 +119,10 @@ def _to_int32_bits(words: torch.Tensor) -> torch.Tensor:
 
 
 def pack_rows(values: torch.Tensor, bits: int) -> torch.Tensor:
-    """Inverse of unpack_rows: int [K, C] (K a multiple of 32/bits) -> int32 [K * bits/32, C]."""
+    """Inverse of unpack_rows: int [K, C] (K a multiple of the block's values) -> int32 [K * bits/32, C]."""
+    if bits == 3:
+        blocks = values.reshape(1, values.shape[0] // 32, 32, values.shape[1])
+        return _pack_3bit(blocks).reshape(values.shape[0] // 32 * 3, values.shape[1])
     per = 32 // bits
     shifts = torch.arange(0, 32, bits, device=values.device, dtype=torch.int64)
     grouped = values.to(torch.int64).reshape(values.shape[0] // per, per, values.shape[1])
@@ -116,6 +158,8 @@ def sort_rows_by_group(qweight: torch.Tensor, perm: torch.Tensor, bits: int, col
     """
     out = torch.empty_like(qweight)
     index = perm.to(torch.int64)
+    if bits != 4:  # the generic path holds int64 temporaries of every row for each column of the chunk
+        column_chunk = min(column_chunk, max(1, WIDE_CHUNK_ELEMENTS // perm.shape[0]))
     for c0 in range(0, qweight.shape[1], column_chunk):
         block = qweight[:, c0 : c0 + column_chunk]
         if bits == 4:
@@ -165,17 +209,18 @@ def dequantize_into(
     load time); "gather": row k belongs to group g_idx[k].
     """
     k, n = out.shape
-    per = 32 // bits
+    per, words = block_shape(bits)
     size = k if group_size == -1 else group_size
     # zeros1: [G, N] int32 (small); scales_c: [G, N] in the compute dtype so the product rounds once
     zeros1 = unpack_cols(qzeros, bits)[:, :n] + zero_offset
     scales_c = scales.to(out.dtype)
-    rows = max(per, (CHUNK_ELEMENTS // max(n, 1)) // per * per)
+    budget = WIDE_CHUNK_ELEMENTS if bits == 3 else CHUNK_ELEMENTS
+    rows = max(per, (budget // max(n, 1)) // per * per)
     if mode != "gather" and size < k:
         rows = size * max(1, rows // size)
     for r0 in range(0, k, rows):
         r1 = min(k, r0 + rows)
-        q = unpack_rows(qweight[r0 // per : -(-r1 // per)], bits)[: r1 - r0]  # int32 [c, N]
+        q = unpack_rows(qweight[r0 // per * words : packed_rows(r1, bits)], bits)[: r1 - r0]  # int32 [c, N]
         target = out[r0:r1]
         if mode == "gather":
             g = g_idx[r0:r1].to(torch.int64)
@@ -234,28 +279,26 @@ class GPTQLinear(nn.Module):
         self.bits, self.group_size, self.zero_offset = settings.bits, settings.group_size, settings.zero_offset
         self.scratch = scratch
         self.mode = "groups"
-        groups, per = settings.groups(in_features), settings.pack_factor
-        self.register_buffer("qweight", torch.empty(in_features // per, out_features, dtype=torch.int32, device=device))
-        self.register_buffer("qzeros", torch.empty(groups, -(-out_features // per), dtype=torch.int32, device=device))
-        self.register_buffer("scales", torch.empty(groups, out_features, dtype=torch.float16, device=device))
-        self.register_buffer("g_idx", torch.empty(in_features, dtype=torch.int32, device=device))
-        if settings.desc_act:
-            # the input permutation of "perm" mode (filled by the loader; unused in the other modes)
-            self.register_buffer("perm", torch.empty(in_features, dtype=torch.int32, device=device))
-        else:
-            self.perm = None
-        if bias:
-            self.register_buffer("bias", torch.empty(out_features, dtype=torch.float16, device=device))
-        else:
-            self.bias = None
+        dtypes = {"int32": torch.int32, "float16": torch.float16}
+        # Shapes from the one pure description the fit prediction also uses (core.offload.sizes). `perm`
+        # (act-order only) is the input permutation of "perm" mode, filled by the loader.
+        for spec in gptq_linear_tensors(in_features, out_features, settings.bits, settings.group_size,
+                                        settings.desc_act, bias):
+            self.register_buffer(spec.name, torch.empty(spec.shape, dtype=dtypes[spec.dtype], device=device))
+        for optional in ("perm", "bias"):
+            if optional not in self._buffers:
+                setattr(self, optional, None)
 
     def extra_repr(self) -> str:
         return f"in={self.in_features}, out={self.out_features}, bits={self.bits}, group={self.group_size}, mode={self.mode}"
 
     def dequantize(self, dtype: torch.dtype) -> torch.Tensor:
-        """W [K, N] in `dtype`, written into the shared scratch buffer (valid until the next dequantise)."""
+        """W [K, N] in `dtype`, written into the shared scratch buffer (valid until the next dequantise):
+        by the fused kernel on a CUDA device with Triton, else by the reference `dequantize_into`."""
         out = self.scratch.matrix(self.in_features, self.out_features, dtype, self.qweight.device)
         g_idx = self.g_idx if self.mode == "gather" else None
+        if fused_dequant_available(out.device):
+            return fused_dequantize_into(out, self.qweight, self.qzeros, self.scales, g_idx, self.bits, self.group_size, self.zero_offset)
         return dequantize_into(out, self.qweight, self.qzeros, self.scales, g_idx, self.bits, self.group_size, self.mode, self.zero_offset)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -272,9 +315,10 @@ class GPTQExperts(nn.Module):
     """MoE experts as separate GPTQ linears, with the call signature of transformers 5's fused
     `MixtralExperts` / `Qwen2MoeExperts`: (hidden [T, H], top_k_index [T, k], top_k_weights [T, k]) -> [T, H].
 
-    Dense routing: every expert runs on every token and is weighted by its routing weight (0 when not
-    selected), so there is no host sync for the expert/token lists; a tree pass is bandwidth-bound anyway.
-    `names` are the checkpoint's (gate, up, down) linear names: ("w1", "w3", "w2") for Mixtral.
+    Routed: each expert dequantises and runs only if some token chose it, on exactly those tokens (as
+    transformers' own eager and grouped_mm experts do for 16-bit weights). The (token, expert) pairs are
+    grouped by expert with one sort, and one host read per MoE layer learns how many tokens each expert
+    got. `names` are the checkpoint's (gate, up, down) linear names: ("w1", "w3", "w2") for Mixtral.
     """
 
     def __init__(self, num_experts: int, hidden: int, intermediate: int, names: tuple[str, str, str],
@@ -291,12 +335,22 @@ class GPTQExperts(nn.Module):
 
     def forward(self, hidden_states: torch.Tensor, top_k_index: torch.Tensor, top_k_weights: torch.Tensor) -> torch.Tensor:
         gate, up, down = self.names
-        # weights: [T, E], routing weight of each expert for each token (0 when not among its top k)
-        weights = torch.zeros(hidden_states.shape[0], self.num_experts, dtype=hidden_states.dtype, device=hidden_states.device)
-        weights.scatter_(1, top_k_index, top_k_weights.to(hidden_states.dtype))
+        top_k = top_k_index.shape[1]
+        # pairs [T * k] sorted by expert (stable: by token within an expert); token_of: the pair's token row
+        expert_of = top_k_index.reshape(-1)
+        order = torch.sort(expert_of, stable=True).indices
+        token_of = order // top_k
+        pair_weight = top_k_weights.reshape(-1)[order].to(hidden_states.dtype)[:, None]  # [T * k, 1]
+        counts = torch.bincount(expert_of, minlength=self.num_experts).tolist()  # host sync: once per MoE layer
         out = torch.zeros_like(hidden_states)
-        for e in range(self.num_experts):
+        start = 0
+        for e, count in enumerate(counts):
+            if count == 0:
+                continue  # no token chose this expert: its weights are neither dequantised nor multiplied
+            rows = token_of[start : start + count]
+            x = hidden_states.index_select(0, rows)  # [count, H]
             expert = getattr(self, str(e))
-            h = self.act_fn(getattr(expert, gate)(hidden_states)) * getattr(expert, up)(hidden_states)
-            out.add_(getattr(expert, down)(h) * weights[:, e : e + 1])
+            h = self.act_fn(getattr(expert, gate)(x)) * getattr(expert, up)(x)
+            out.index_add_(0, rows, getattr(expert, down)(h) * pair_weight[start : start + count])
+            start += count
         return out

@@ -24,10 +24,9 @@ from core.offload.gptq import (
     plan_gptq_rows,
     sort_rows_by_group,
 )
+from core.offload.sizes import EXPERT_NAMES
 
 QUANTIZE_CONFIG = "quantize_config.json"
-# checkpoint names of (gate, up, down) for MoE experts, per model type
-EXPERT_NAMES = {"mixtral": ("w1", "w3", "w2"), "qwen2_moe": ("gate_proj", "up_proj", "down_proj")}
 EXPERT_PREFIX = {"mixtral": "block_sparse_moe.experts", "qwen2_moe": "mlp.experts"}
 
 
@@ -80,7 +79,7 @@ def read_gptq_settings(folder: str | Path) -> GPTQSettings | None:
             f"GPTQ with {bits}-bit weights is not supported; supported: {', '.join(map(str, SUPPORTED_BITS))}-bit "
             f"(4-bit is the common choice)"
         )
-    per = 32 // bits
+    per = GPTQSettings(bits, group_size).block_values
     if group_size != -1 and (group_size <= 0 or group_size % per):
         raise ModelFormatError(f"GPTQ group size {group_size} is not supported: use -1 or a positive multiple of {per}")
     fmt = str(raw.get("checkpoint_format", "gptq")).lower()
@@ -123,7 +122,7 @@ def quantize_layers(model: nn.Module, model_type: str, keys: set[str], settings:
 
 
 def _check_packable(in_features: int, out_features: int, settings: GPTQSettings, name: str) -> None:
-    per = settings.pack_factor
+    per = settings.block_values
     group = in_features if settings.group_size == -1 else settings.group_size
     if in_features % per or in_features % group:
         raise ModelFormatError(f"{name}: {in_features} inputs do not split into {settings.bits}-bit words and groups of {group}")

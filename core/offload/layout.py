@@ -15,12 +15,7 @@ from functools import cached_property
 import torch
 from torch import nn
 
-TENSOR_ALIGN = 256  # bytes; every tensor starts at a multiple of this inside its layer
-LAYER_ALIGN = 4096  # bytes; every layer's size is rounded up to this (one page)
-
-
-def _round_up(value: int, multiple: int) -> int:
-    return -(-value // multiple) * multiple
+from core.offload.sizes import LAYER_ALIGN, TENSOR_ALIGN, packed_layer_bytes, round_up
 
 
 @dataclass(frozen=True)
@@ -82,8 +77,8 @@ def layer_layout(layer: nn.Module) -> LayerLayout:
             seen.add(full)
             entry = TensorEntry(full, tuple(tensor.shape), tensor.dtype, offset, is_parameter)
             entries.append(entry)
-            offset = _round_up(offset + entry.nbytes, TENSOR_ALIGN)
-    return LayerLayout(tuple(entries), _round_up(max(offset, 1), LAYER_ALIGN))
+            offset = round_up(offset + entry.nbytes, TENSOR_ALIGN)
+    return LayerLayout(tuple(entries), packed_layer_bytes(entry.nbytes for entry in entries))
 
 
 class LayerBinding:

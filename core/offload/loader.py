@@ -36,13 +36,13 @@ from core.offload.host_embedding import HostEmbedding
 from core.offload.layout import LayerLayout, layer_layout
 from core.offload.offloaded_lm import OffloadedLM, OffloadReport
 from core.offload.streaming import LayerStreamer
-from core.offload.weight_store import HostWeightStore, LayerBlock, check_host_memory
+from core.offload.host_memory import check_host_memory, embedding_in_host_ram, host_bytes_needed, host_table_bytes
+from core.offload.sizes import gptq_scratch_bytes
+from core.offload.weight_store import HostWeightStore, LayerBlock
 
 log = logging.getLogger(__name__)
 
 Progress = Callable[[int, int], None]
-# GPTQ dequantisation temporaries besides the scratch matrix (one int32 chunk, see gptq.CHUNK_ELEMENTS)
-GPTQ_TEMP_BYTES = 128 * 1024**2
 EMBEDDING_KEY = "model.embed_tokens.weight"
 
 
@@ -195,7 +195,7 @@ def load_offloaded(
     canonical: dict[LayerLayout, LayerLayout] = {}
     layouts = [canonical.setdefault(layout, layout) for layout in map(layer_layout, layers)]
     top_meta = _top_level_tensors(model)
-    top_bytes = sum(t.numel() * t.element_size() for _, _, _, t in {id(v[3]): v for v in top_meta.values()}.values())
+    top_bytes = sum(_meta_bytes(t) for _, _, _, t in {id(v[3]): v for v in top_meta.values()}.values())
 
     targets = _route_tensors(config.model_type, keys, layouts, top_meta)
     context = residency.resolve_context_length(context_length, int(getattr(config, "max_position_embeddings", 0) or
@@ -204,19 +204,19 @@ def load_offloaded(
     # Plan and memory checks before any big allocation.
     streaming = device.type == "cuda" or stream_on_cpu
     tied = bool(getattr(config, "tie_word_embeddings", False))
-    embedding_on_host = streaming and not tied and EMBEDDING_KEY in top_meta
+    embedding_on_host = embedding_in_host_ram(streaming, tied) and EMBEDDING_KEY in top_meta
     embedding_bytes = _meta_bytes(top_meta[EMBEDDING_KEY][3]) if EMBEDDING_KEY in top_meta else 0
-    scratch_bytes = largest_linear * _dtype_bytes(dtype) + (GPTQ_TEMP_BYTES if largest_linear else 0)
+    scratch_bytes = gptq_scratch_bytes(largest_linear, _dtype_bytes(dtype))
     fixed_bytes = residency.device_fixed_bytes(top_bytes, embedding_bytes, embedding_on_host, scratch_bytes)
     plan, fit = _plan_device(config, device, dtype, layouts, fixed_bytes, vram_budget_bytes, resident_layers, n_slots,
                              tree_budget, context, draft_weight_bytes, draft_kv_bytes, stream_on_cpu)
     lowered = fit if fit is not None and fit.lowered else None  # the tree budget VRAM forced down, if any
     resident = plan.resident if streaming else tuple(range(len(layouts)))
     streamed = [i for i in range(len(layouts)) if i not in set(resident)]
-    host_tables = embedding_bytes if embedding_on_host else (0 if streaming else top_bytes)
-    host_layers = [layouts[i].nbytes for i in (streamed if streaming else range(len(layouts)))]
+    host_tables = host_table_bytes(top_bytes, embedding_bytes, streaming, embedding_on_host)
+    host_layers = sum(layouts[i].nbytes for i in (streamed if streaming else range(len(layouts))))
     largest_tensor = max((info.nbytes for info in infos.values()), default=0)
-    host_needed = residency.host_ram_bytes(host_layers, largest_tensor, host_tables)
+    host_needed = host_bytes_needed(host_layers, largest_tensor, host_tables)
     check_host_memory(host_needed, available_ram_bytes, what=f"the offloaded weights of {folder_path.name}")
 
     store = HostWeightStore(layouts, pin=device.type == "cuda", layers=streamed)
@@ -307,7 +307,7 @@ def _plan_device(config, device, dtype, layouts, fixed_bytes, budget, resident_l
     free, _ = torch.cuda.mem_get_info(device)
     fit = None
     if budget is None:
-        minimum = fixed_bytes + min(n_slots, len(layer_bytes)) * max(layer_bytes)
+        minimum = residency.minimum_device_bytes(layer_bytes, fixed_bytes, n_slots)
         fit = residency.fit_default_budget(config, free, _dtype_bytes(dtype), context, draft_weight_bytes,
                                            draft_kv_bytes, minimum, tree_budget)
         budget = fit.budget_bytes

@@ -2,8 +2,8 @@
 
 CausalLM.forward's loop runs unchanged; `layers_to_run` hands it each layer through the streamer: wait for
 its weights, compute, release its slot. The final norm and lm_head live on the device; the embedding table
-stays in host RAM (core.offload.host_embedding) unless it is tied to lm_head. After a pass the first layers of the next one are already
-being copied while the draft model searches (automatic; `prefetch()` does it explicitly).
+stays in host RAM (core.offload.host_embedding) unless it is tied to lm_head. After a pass the first layers
+of the next one are already being copied while the draft model searches (automatic; `prefetch()` does it explicitly).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ class OffloadReport:
     budget_bytes: int | None
     tree_budget_fit: DefaultBudget | None = None  # set when the tree budget had to be lowered to fit VRAM
     host_table_bytes: int = 0  # non-layer weights kept in host RAM (the embedding table when streaming)
-    host_ram_bytes: int = 0  # what the host-memory check asked for (residency.host_ram_bytes)
+    host_ram_bytes: int = 0  # what the host-memory check asked for (host_memory.host_bytes_needed)
 
     def summary(self) -> str:
         if not self.streaming:

@@ -6,8 +6,9 @@ plus the tree) - a safety margin. Inside that budget the target needs its non-la
 (final norm, lm_head; the embedding table stays in host RAM), the GPTQ dequantisation scratch and the ring
 slots; whatever is left holds resident layers, which never stream, so every pass moves fewer bytes.
 
-Host RAM (`host_ram_bytes`) holds the streamed layers only: resident layers go from the checkpoint straight
-to the GPU. These functions are the single source of truth for both the loader and the fit prediction.
+Host RAM (`core.offload.host_memory`) holds the streamed layers only: resident layers go from the
+checkpoint straight to the GPU. These functions are the single source of truth for both the loader and the
+fit prediction.
 """
 
 from __future__ import annotations
@@ -27,8 +28,6 @@ MIN_CONTEXT = 64
 # Prompt tokens one forward takes at most: a long prompt is prefilled in chunks of this many, so a pass
 # holds at most this many prompt rows plus the tree (the activation reserve counts exactly that).
 PREFILL_CHUNK = 512
-# Room left in host RAM for the OS, the Python process and the largest tensor read while loading.
-HOST_MARGIN_BYTES = GIB
 
 
 def resolve_context_length(requested: int | None, model_limit: int) -> int:
@@ -45,18 +44,6 @@ def resolve_context_length(requested: int | None, model_limit: int) -> int:
             f"the context length {requested} is longer than this model supports: use at most {model_limit} tokens"
         )
     return requested
-
-
-def host_ram_bytes(
-    streamed_layer_bytes: Sequence[int],
-    largest_tensor_bytes: int,
-    host_table_bytes: int,
-    margin_bytes: int = HOST_MARGIN_BYTES,
-) -> int:
-    """Host RAM an offloaded load needs: the streamed layers' store, the tables kept in host RAM (the
-    embedding; on a CPU-only run every non-layer weight), one checkpoint tensor being read, and a margin.
-    Resident layers are not counted: they are uploaded from the checkpoint straight to the GPU."""
-    return sum(streamed_layer_bytes) + host_table_bytes + largest_tensor_bytes + margin_bytes
 
 
 def device_fixed_bytes(non_layer_bytes: int, embedding_bytes: int, embedding_on_host: bool, scratch_bytes: int) -> int:
@@ -95,6 +82,11 @@ class ResidencyPlan:
             f"{streamed} streamed through {self.n_slots} slots: {self.streamed_bytes_per_pass / GIB:.2f} GiB "
             f"per pass"
         )
+
+
+def minimum_device_bytes(layer_bytes: Sequence[int], fixed_bytes: int, n_slots: int = DEFAULT_SLOTS) -> int:
+    """The least VRAM an offloaded target runs in: its fixed weights and the ring slots, no resident layer."""
+    return fixed_bytes + min(n_slots, len(layer_bytes)) * max(layer_bytes, default=0)
 
 
 def spread_layers(n_layers: int, count: int) -> tuple[int, ...]:

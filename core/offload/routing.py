@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Callable
 import torch
 
 from core.errors import InvalidSettingError
+from core.model_files import LoadedModel, eos_token_ids, load_tokenizer
 from core.offload.gptq_loader import is_gptq_folder
 from core.offload.residency import config_kv_bytes
 
@@ -89,7 +90,6 @@ def load_offloaded_folder(folder: Path, name: str, dtype: torch.dtype, device: t
     `report` gets a sentence every 10% of the weights; `weight_progress` (bytes read, bytes in all) every 1%.
     `context_length`: the planned context (None: residency.resolve_context_length's default).
     """
-    from core.loading import LoadedModel, _load_tokenizer, eos_token_ids
     from core.offload import load_offloaded
 
     resident = settings.resident_layers
@@ -110,7 +110,7 @@ def load_offloaded_folder(folder: Path, name: str, dtype: torch.dtype, device: t
         if weight_progress is not None:
             weight_progress(done, total)
 
-    tokenizer = _load_tokenizer(name, folder)
+    tokenizer = load_tokenizer(name, folder)
     lm = load_offloaded(str(folder), str(device), dtype, budget, resident, bytes_progress,
                         tree_budget=settings.tree_budget, context_length=context_length,
                         draft_kv_bytes=settings.draft_kv_bytes)

@@ -3,6 +3,8 @@
 `LayerBlock` holds a chosen set of layers on one device: the host store holds the layers that stream (a
 resident layer is uploaded from the checkpoint straight into a device block and has no host copy).
 
+(Whether it fits in host RAM is checked first, by core.offload.host_memory.)
+
 Why one allocation: PyTorch's pinned-memory allocator rounds every allocation up to a power of two (a
 0.43 GB layer would take 0.54 GB, and one 35 GB block would take 64 GB). So we allocate plain memory of
 the exact size (page aligned) and page-lock it in place with cudaHostRegister, which rounds nothing.
@@ -15,31 +17,13 @@ import logging
 import weakref
 from collections.abc import Iterable, Sequence
 
-import psutil
 import torch
 
-from core.errors import InsufficientHostMemoryError
 from core.offload.layout import LAYER_ALIGN, LayerLayout
-from core.offload.residency import HOST_MARGIN_BYTES
 
 log = logging.getLogger(__name__)
 
-GIB = 1024**3
-__all__ = ["HOST_MARGIN_BYTES", "HostWeightStore", "LayerBlock", "check_host_memory", "pin_in_place"]
-
-
-def check_host_memory(needed_bytes: int, available_bytes: int | None = None, what: str = "the offloaded weights") -> None:
-    """Raise InsufficientHostMemoryError unless `needed_bytes` fit in available RAM (psutil when None).
-
-    Called before any allocation, so a model that cannot fit fails in a second instead of swapping.
-    """
-    available = psutil.virtual_memory().available if available_bytes is None else available_bytes
-    if needed_bytes > available:
-        raise InsufficientHostMemoryError(
-            f"not enough free RAM for {what}: they need {needed_bytes / GIB:.1f} GiB of page-locked host memory "
-            f"but only {available / GIB:.1f} GiB is available. Close other programs, use a smaller or more "
-            f"strongly quantised model (e.g. GPTQ 4-bit), or add RAM."
-        )
+__all__ = ["HostWeightStore", "LayerBlock", "pin_in_place"]
 
 
 def pin_in_place(buffer: torch.Tensor) -> bool:

@@ -1,0 +1,42 @@
+"""How much of the model's context window the conversation fills: a thin bar and "1,234 / 8,192"."""
+
+from __future__ import annotations
+
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QWidget
+
+WARN_SHARE = 0.8  # from here on the bar turns amber: the oldest messages will soon be left out
+
+
+class ContextMeter(QWidget):
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(6)
+        self.bar = QProgressBar()
+        self.bar.setObjectName("contextBar")
+        self.bar.setTextVisible(False)
+        self.bar.setFixedSize(90, 6)
+        self.label = QLabel()
+        self.label.setObjectName("contextLabel")
+        layout.addWidget(self.bar)
+        layout.addWidget(self.label)
+        self.setAccessibleName("Context used")
+        self.used = 0
+        self.limit = 0
+        self.set_usage(0, 0)
+
+    def set_usage(self, used: int, limit: int) -> None:
+        """`used` tokens of a `limit`-token window (limit 0: not known yet, e.g. no model loaded)."""
+        self.used, self.limit = used, limit
+        share = used / limit if limit else 0.0
+        self.bar.setRange(0, 1000)
+        self.bar.setValue(int(min(share, 1.0) * 1000))
+        self.bar.setProperty("warn", share >= WARN_SHARE)
+        self.bar.style().unpolish(self.bar)
+        self.bar.style().polish(self.bar)
+        self.label.setText(f"{used:,} / {limit:,} tokens" if limit else "– tokens")
+        self.setToolTip(f"The conversation uses {used:,} of the model's {limit:,}-token context window. When it is "
+                        "full, the oldest messages are left out of what the model sees." if limit else
+                        "Context window: known once a model is loaded")
+        self.setAccessibleDescription(self.label.text())

@@ -1,0 +1,60 @@
+"""What the app does before its main window opens: the set-up wizard on a first start (no settings file
+yet), and an offer to resume a download that a closed app, a crash or a reboot left unfinished."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Callable
+
+from PySide6.QtWidgets import QMessageBox, QWizard
+
+from app.engine_bridge import EngineBridge
+from app.model_choice import unfinished_pairs
+from app.paths import AppPaths
+from app.settings import AppSettings, save_settings
+from app.wizard.wizard import FirstRunWizard, default_bridge
+from core.errors import CatalogError
+from core.models.catalog import load_catalog
+
+log = logging.getLogger(__name__)
+
+
+def pending_download(models_dir: Path) -> str | None:
+    """A catalog pair with an unfinished download, or None (a broken catalog is logged, not fatal)."""
+    try:
+        pending = unfinished_pairs(load_catalog(), models_dir)
+    except CatalogError as error:
+        log.warning("%s", error)
+        return None
+    return pending[0] if pending else None
+
+
+def ask_resume(pair_id: str) -> bool:
+    name = load_catalog().pair(pair_id).name
+    answer = QMessageBox.question(None, "Resume the download?",
+                                  f"The download of {name} did not finish. Continue it now? "
+                                  "What was already downloaded is kept.")
+    return answer == QMessageBox.StandardButton.Yes
+
+
+def before_main_window(paths: AppPaths, settings: AppSettings, models_dir: Path,
+                       ask: Callable[[str], bool] = ask_resume,
+                       make_bridge: Callable[[AppSettings], EngineBridge] = default_bridge,
+                       ) -> tuple[AppSettings, EngineBridge | None]:
+    """Run the wizard when this is a first start or a download waits; returns the settings to use and the
+    engine the wizard started (None: the main window starts its own). Cancelling keeps what was there (the
+    built-in pair on a first start), so the app always opens."""
+    first_start = not paths.settings_file.exists()
+    resume = pending_download(models_dir)
+    if resume is not None and not ask(resume):
+        resume = None
+    if not first_start and resume is None:
+        return settings, None
+    wizard = FirstRunWizard(settings, models_dir, make_bridge=make_bridge, resume_pair=resume)
+    bridge = None
+    if wizard.exec() == QWizard.DialogCode.Accepted and wizard.chosen_settings is not None:
+        settings = wizard.chosen_settings
+        bridge = wizard.take_bridge()
+    save_settings(settings, paths.settings_file)
+    return settings, bridge

@@ -1,0 +1,82 @@
+"""Hardware and fit predictions in plain words for people (no Qt): "NVIDIA GeForce RTX 4090, 24 GB; 64 GB RAM;
+PCIe 4.0 x16; 466 GB free on disk", "about 5 words per second". The wizard and the model manager show these."""
+
+from __future__ import annotations
+
+from core.hardware.description import HardwareDescription
+from core.models.fit import PairFit, Recommendation
+
+GB = 1024**3
+WORDS_PER_TOKEN = 0.75  # English text averages about 3 words to 4 tokens
+FIT_COLOURS = {"fits": "#2e9d4f", "tight": "#d08a00", "no": "#c93c3c"}  # green / amber / red
+FIT_WORDS = {"fits": "Fits this computer", "tight": "Fits, just", "no": "Does not fit"}
+
+
+def size_words(nbytes: float) -> str:
+    """Bytes as a person's GB or MB ("45.5 GB", "820 MB")."""
+    if nbytes >= GB:
+        return f"{nbytes / GB:.1f} GB" if nbytes < 100 * GB else f"{nbytes / GB:.0f} GB"
+    if nbytes >= 1024**2:
+        return f"{nbytes / 1024**2:.0f} MB"
+    return f"{max(nbytes, 0) / 1024:.0f} KB"
+
+
+def hardware_summary(hw: HardwareDescription) -> str:
+    """One line: GPU and its memory; RAM; the PCIe link and the measured copy rate when there is one; free disk."""
+    parts = []
+    gpu = hw.best_gpu
+    if gpu is None:
+        parts.append("No NVIDIA graphics card (models run on the processor, slowly)")
+    else:
+        parts.append(f"{gpu.name}, {gpu.vram_total_bytes / GB:.0f} GB")
+    parts.append(f"{hw.ram.total_bytes / GB:.0f} GB RAM")
+    if gpu is not None and gpu.pcie.gen_max:
+        link = f"PCIe {gpu.pcie.gen_max}.0 x{gpu.pcie.width_max or '?'}"
+        if gpu.h2d_bytes_per_second:
+            link += f", measured {gpu.h2d_bytes_per_second / 1e9:.1f} GB/s"
+        parts.append(link)
+    if hw.disk.free_bytes is not None:
+        parts.append(f"{size_words(hw.disk.free_bytes)} free on disk")
+    return "; ".join(parts)
+
+
+def speed_words(fit: PairFit) -> str:
+    """"about 5 words per second (7.0 tokens/s)", or why there is no figure."""
+    if fit.tokens_per_second is None:
+        return "speed unknown: it does not fit"
+    words = fit.tokens_per_second * WORDS_PER_TOKEN
+    if words > 100:
+        return f"more than 100 words per second ({fit.tokens_per_second:.0f} tokens/s)"
+    figure = f"{words:.0f}" if words >= 2 else f"{words:.1f}"
+    unit = "word" if figure == "1" else "words"
+    return f"about {figure} {unit} per second ({fit.tokens_per_second:.1f} tokens/s)"
+
+
+def download_words(fit: PairFit) -> str:
+    size = fit.pair.download_bytes
+    return "built in, nothing to download" if size == 0 else f"{size_words(size)} to download"
+
+
+def licence_words(fit: PairFit) -> str:
+    pair = fit.pair
+    gated = " · needs a free Hugging Face account and accepting the licence" if pair.gated else ""
+    return f"Licence: {pair.licence}{gated}"
+
+
+def eta_words(seconds: float | None) -> str:
+    if seconds is None:
+        return "time left: working it out"
+    seconds = int(seconds)
+    if seconds < 60:
+        return f"about {seconds} s left"
+    if seconds < 3600:
+        return f"about {seconds // 60} min left"
+    return f"about {seconds // 3600} h {seconds % 3600 // 60} min left"
+
+
+def recommendation_words(recommendation: Recommendation) -> str:
+    """What the machine means for the choice: the pair we recommend and how fast it should answer."""
+    best = recommendation.pairs[0]
+    fitting = sum(1 for fit in recommendation.pairs if fit.fit != "no")
+    return (f"Best for this computer: <b>{best.pair.name}</b>, {speed_words(best)}. "
+            f"{fitting} of the {len(recommendation.pairs)} models in the catalog fit; the next page shows them all.")

@@ -1,0 +1,213 @@
+"""What a pass costs on this machine: target seconds against tree tokens, draft seconds against batch width,
+and the plain decoding step, measured with a few short timed forwards and cached per pair and machine.
+
+Why measured: a target pass costs the same for 1 and 1,000 tokens while copying offloaded weights dominates,
+and grows with the tokens once compute dominates (any CPU); which regime a machine is in decides whether a
+speculative pass pays. The measurement stops after about `time_limit` seconds: sizes not reached are
+extrapolated linearly from the last two measured points, which over-estimates a flat (offloaded) curve at
+worst and is exact for a compute-bound one; the online corrections in core/autotune/chooser.py refine it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import time
+from bisect import bisect_left
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+from core.causal_lm import CausalLM
+from core.sampling import SamplingParams, sample_token
+from core.timing import synchronize
+from core.tree_mask import additive_mask, causal_visibility
+
+CACHE_FILE = "cost-models.json"
+CACHE_FORMAT = 2  # 2: target passes timed with the LM head on one row (RowLogits), not every row
+MAX_AGE_S = 30 * 24 * 3600  # re-measure a month-old entry: drivers, load and thermals drift
+# Measured in this order (the span first, so a short time limit still brackets the range), then sorted.
+TARGET_SIZES = (1, 64, 256, 16, 1024)  # tree tokens + root
+DRAFT_WIDTHS = (1, 32, 8, 64)  # nodes per draft forward
+_CONTEXT_TOKENS = 32  # a short committed prefix, as in a conversation's first turn
+
+
+@dataclass(frozen=True)
+class Curve:
+    """Seconds against a size, from measured (size, seconds) points: linear in between, flat below the
+    first point, linear beyond the last with the slope of the last two (never falling)."""
+
+    points: tuple[tuple[int, float], ...]
+
+    def __call__(self, size: float) -> float:
+        sizes = [s for s, _ in self.points]
+        secs = [t for _, t in self.points]
+        if size <= sizes[0] or len(sizes) == 1:
+            return secs[0] if size <= sizes[0] else secs[-1]
+        if size >= sizes[-1]:
+            slope = max(0.0, (secs[-1] - secs[-2]) / (sizes[-1] - sizes[-2]))
+            return secs[-1] + slope * (size - sizes[-1])
+        i = bisect_left(sizes, size)
+        share = (size - sizes[i - 1]) / (sizes[i] - sizes[i - 1])
+        return secs[i - 1] + share * (secs[i] - secs[i - 1])
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """target_pass(n): one target forward over n tokens (a tree of n - 1 draft tokens plus its root);
+    draft_forward(b): one draft forward over b tree nodes; sequential_step: one plain decoding step."""
+
+    target_pass: Curve
+    draft_forward: Curve | None
+    sequential_step: float
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> "CostModel":
+        draft = data.get("draft_forward")
+        return cls(
+            target_pass=Curve(tuple((int(s), float(t)) for s, t in data["target_pass"]["points"])),
+            draft_forward=Curve(tuple((int(s), float(t)) for s, t in draft["points"])) if draft else None,
+            sequential_step=float(data["sequential_step"]),
+        )
+
+
+def _time_forward(model: CausalLM, cache, tokens: int, repeats: int, logit_rows: slice | None) -> float:
+    """Best of `repeats` forwards of `tokens` new causal tokens on top of `cache` (cropped back after each),
+    with the LM head on `logit_rows` (None: every row)."""
+    past = cache.length
+    ids = torch.randint(3, model.vocab_size, (tokens,))
+    positions = torch.arange(past, past + tokens)
+    mask = additive_mask(causal_visibility(past, tokens, model.device), model.dtype)
+    best = float("inf")
+    for _ in range(repeats):
+        started = time.perf_counter()
+        model.forward(ids, positions, mask, cache, logit_rows=logit_rows)
+        synchronize(model.device)
+        best = min(best, time.perf_counter() - started)
+        cache.crop_to(past)
+    return best
+
+
+def _prefilled_cache(model: CausalLM):
+    cache = model.new_cache()
+    ids = torch.randint(3, model.vocab_size, (_CONTEXT_TOKENS,))
+    mask = additive_mask(causal_visibility(0, _CONTEXT_TOKENS, model.device), model.dtype)
+    model.forward(ids, torch.arange(_CONTEXT_TOKENS), mask, cache, logit_rows=slice(-1, None))  # also warms up
+    return cache
+
+
+def _measure_curve(model: CausalLM, sizes: tuple[int, ...], deadline: float, logit_rows: slice | None) -> Curve:
+    """Time each size in turn (two tries for the small ones) until the deadline; at least two sizes.
+
+    logit_rows: the rows a forward of this kind needs logits for. A draft forward reads every row; a target
+    pass one row at a time, only those verification visits (`RowLogits`), so it is timed with one."""
+    cache = _prefilled_cache(model)
+    points: list[tuple[int, float]] = []
+    for size in (s for s in sizes if cache.length + s <= cache.capacity):  # a small planned context has fewer rows
+        if len(points) >= 2 and time.perf_counter() > deadline:
+            break
+        points.append((size, _time_forward(model, cache, size, 2 if size <= 16 else 1, logit_rows)))
+    return Curve(tuple(sorted(points)))
+
+
+def _measure_sequential_step(target: CausalLM) -> float:
+    """One plain step: a one-token forward plus sampling (its penalty and nucleus work is not free)."""
+    cache = _prefilled_cache(target)
+    past = cache.length
+    mask = additive_mask(causal_visibility(past, 1, target.device), target.dtype)
+    params = SamplingParams(temperature=0.7, top_p=0.9)
+    best = float("inf")
+    for _ in range(3):
+        started = time.perf_counter()
+        logits = target.forward(torch.tensor([5]), torch.tensor([past]), mask, cache, logit_rows=slice(-1, None))
+        sample_token(logits[0], params, past + 1)
+        best = min(best, time.perf_counter() - started)
+        cache.crop_to(past)
+    return best
+
+
+def measure_cost_model(target: CausalLM, draft: CausalLM | None, time_limit: float = 1.5,
+                       max_tree_tokens: int = 1024) -> CostModel:
+    """Time a few short forwards of each model (about `time_limit` seconds in all on a slow machine)."""
+    started = time.perf_counter()
+    target_sizes = tuple(s for s in TARGET_SIZES if s <= max_tree_tokens + 1) or (1,)
+    sequential = _measure_sequential_step(target)
+    target_curve = _measure_curve(target, target_sizes, started + time_limit * (0.6 if draft else 1.0), slice(0, 1))
+    draft_curve = _measure_curve(draft, DRAFT_WIDTHS, started + time_limit, None) if draft is not None else None
+    return CostModel(target_curve, draft_curve, sequential)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Cache
+
+
+def machine_fingerprint() -> dict[str, object]:
+    """What makes timings of this machine differ from another's (or from its own after an upgrade)."""
+    info: dict[str, object] = {
+        "machine": platform.machine(), "processor": platform.processor(), "cpus": os.cpu_count(),
+        "torch": torch.__version__, "threads": torch.get_num_threads(),
+    }
+    if torch.cuda.is_available():
+        info["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    return info
+
+
+def cost_key(target: CausalLM, draft: CausalLM | None) -> str:
+    """The cache key: the pair, how each is placed and run, and the machine."""
+    def describe(model: CausalLM | None) -> object:
+        if model is None:
+            return None
+        return [model.name, type(model).__name__, str(model.device), str(model.dtype), model.max_tree_tokens]
+
+    text = json.dumps([describe(target), describe(draft), machine_fingerprint(), CACHE_FORMAT], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def cache_path() -> Path:
+    from core.builtin import cache_root
+
+    return cache_root() / "autotune" / CACHE_FILE
+
+
+def _read_cache(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}  # missing or damaged: measure again and rewrite
+
+
+def cached_cost_model(target: CausalLM, draft: CausalLM | None, time_limit: float = 1.5,
+                      path: Path | None = None, now: float | None = None) -> tuple[CostModel, bool]:
+    """The pair's cost model from the cache, or measured now and stored; second value: it was measured.
+
+    The cache is a small JSON file (`cache_path()`: under SPECEXEC_CACHE_DIR when set) keyed by `cost_key`,
+    so a different pair, device, dtype, thread count or machine measures afresh; entries older than a month
+    are measured again.
+    """
+    path = path or cache_path()
+    now = time.time() if now is None else now
+    key = cost_key(target, draft)
+    entries = _read_cache(path)
+    entry = entries.get(key)
+    if isinstance(entry, dict) and now - float(entry.get("measured_at", 0)) < MAX_AGE_S:
+        try:
+            return CostModel.from_json(entry["model"]), False
+        except (KeyError, TypeError, ValueError):
+            pass  # an entry of another shape: measure again
+    model = measure_cost_model(target, draft, time_limit, max_tree_tokens=target.max_tree_tokens or 1024)
+    entries[key] = {"measured_at": now, "model": model.to_json()}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(entries, indent=1, sort_keys=True), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a read-only cache folder costs a re-measurement next time, nothing else
+    return model, True

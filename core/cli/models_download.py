@@ -1,0 +1,100 @@
+"""`specexec models download PAIR_OR_REPO`: fetch a catalog pair (target and draft) or one hub repo into the
+models folder, resumably and verified.
+
+Exit status: 0 done, 2 error, 130 cancelled (Ctrl+C or SIGTERM; partial files are kept, a rerun resumes).
+With --json, stdout carries one JSON object per line (`plan`, `progress`, `verify`, `retry`, `error`,
+`done`), a contract the app's download wizard parses.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from pathlib import Path
+
+EXIT_OK, EXIT_ERROR, EXIT_CANCELLED = 0, 2, 130
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("name", metavar="PAIR_OR_REPO",
+                        help="a pair id from `specexec models list` (downloads target and draft) or a hub repo id")
+    parser.add_argument("--revision", default=None, help="branch, tag or commit of a repo id (default: main)")
+    parser.add_argument("--dir", default=None, help="models folder to download into (default: the app's)")
+    parser.add_argument("--json", action="store_true", help="one JSON event per line on stdout (for programs)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from core.cli.download_output import HumanListener, JsonLinesListener, emit, folders_field
+    from core.errors import DownloadCancelledError, DownloadError, GatedModelError, SpecExecError
+
+    listener = JsonLinesListener() if args.json else HumanListener()
+    previous = signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM cancels like Ctrl+C: partials are kept
+    try:
+        folders = _download(args, listener)
+    except (KeyboardInterrupt, DownloadCancelledError):
+        message = "download cancelled; the partial files are kept: run the same command again to resume"
+        _report_error(args.json, "cancelled", message, listener)
+        return EXIT_CANCELLED
+    except GatedModelError as error:
+        _report_error(args.json, "gated", str(error), listener, licence_url=error.licence_url)
+        return EXIT_ERROR
+    except DownloadError as error:
+        _report_error(args.json, error.kind, str(error), listener)
+        return EXIT_ERROR
+    except SpecExecError as error:  # an unknown pair or repo id
+        _report_error(args.json, "not_found", str(error), listener)
+        return EXIT_ERROR
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    if args.json:
+        emit("done", **folders_field(folders))
+    else:
+        listener.finish()
+        _print_done(folders)
+    return EXIT_OK
+
+
+def _download(args: argparse.Namespace, listener) -> dict[str, Path]:
+    """Resolve the name, list the files on the hub, download; returns the folders by role."""
+    from core.models.catalog import load_catalog
+    from core.models.download import download
+    from core.models.download_jobs import download_jobs, wanted_repos
+    from core.models.locations import models_dir
+    from core.models.token_store import current_token
+
+    root = Path(args.dir).expanduser() if args.dir else models_dir()
+    wanted = wanted_repos(args.name, args.revision, load_catalog())
+    if not wanted:
+        print(f"'{args.name}' ships with the app: nothing to download. Use it with "
+              "`--target builtin --draft builtin-draft`.", file=sys.stderr)
+        return {}
+    token = current_token()
+    jobs = download_jobs(wanted, root, token)
+    download(jobs, root, listener, token=token)
+    return {job.label: job.folder for job in jobs}
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
+def _report_error(as_json: bool, kind: str, message: str, listener, **extra) -> None:
+    from core.cli.download_output import emit
+
+    if as_json:
+        emit("error", kind=kind, message=message, **extra)
+    else:
+        listener.finish()
+        print(f"error: {message}", file=sys.stderr)
+
+
+def _print_done(folders: dict[str, Path]) -> None:
+    if not folders:
+        return
+    for label, folder in folders.items():
+        print(f"{label}: {folder}")
+    if {"target", "draft"} <= set(folders):
+        print(f"Run it with: specexec chat --target '{folders['target']}' --draft '{folders['draft']}'")
+    else:
+        print(f"Use it with: specexec chat --target '{folders['model']}' (and a draft model)")

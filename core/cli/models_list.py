@@ -1,0 +1,56 @@
+"""`specexec models list [--json]`: the models in the models folder (with unfinished downloads and their
+progress) and the catalog's pairs, each marked installed when both of its models are complete."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--dir", default=None, help="models folder (default: the app's)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object (for programs)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from core.models.catalog import load_catalog
+    from core.models.download import format_bytes
+    from core.models.installed import pair_folders, scan_models
+    from core.models.locations import models_dir
+
+    root = Path(args.dir).expanduser() if args.dir else models_dir()
+    models = scan_models(root)
+    complete = {model.name for model in models if model.complete}
+    catalog = load_catalog()
+    pairs = []
+    for pair in catalog.pairs:
+        folders = pair_folders(catalog, pair.id)
+        pairs.append({"id": pair.id, "name": pair.name, "download_bytes": pair.download_bytes,
+                      "installed": all(folder in complete for folder in folders),
+                      "folders": [str(root / folder) for folder in folders]})
+    if args.json:
+        entries = [{**asdict(model), "path": str(model.path)} for model in models]
+        print(json.dumps({"models_dir": str(root), "models": entries, "pairs": pairs}, indent=1))
+        return 0
+    print(f"Models folder: {root}")
+    if not models:
+        print("  (empty: `specexec models download PAIR` fetches a pair)")
+    for model in models:
+        if model.complete:
+            state = format_bytes(model.done_bytes)
+        else:
+            percent = 100 * model.done_bytes / model.total_bytes if model.total_bytes else 0
+            state = (f"unfinished: {format_bytes(model.done_bytes)} of {format_bytes(model.total_bytes)} "
+                     f"({percent:.0f}%), `specexec models download {model.repo}` resumes it")
+        origin = f"  [{model.repo}@{model.revision}]" if model.repo else ("  [link]" if model.linked else "")
+        print(f"  {model.name}  {state}{origin}\n    {model.path}")
+    print("Pairs:")
+    for pair in pairs:
+        if pair["id"] == "builtin":
+            mark = "built in"
+        else:
+            mark = "installed" if pair["installed"] else f"not installed, {format_bytes(pair['download_bytes'])}"
+        print(f"  {pair['id']:<28} {pair['name']}  ({mark})")
+    return 0

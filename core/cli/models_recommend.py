@@ -1,0 +1,56 @@
+"""`specexec models recommend [--json] [--budget K] [--hw FILE] [--measure]`: which catalog pairs this
+computer can run, how fast, and which one to pick (core.models.fit)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from core.cli.hw import add_hw_argument, describe_lines
+
+GIB = 1024**3
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from core.models.fit import DEFAULT_TREE_BUDGET
+
+    parser.add_argument("--json", action="store_true", help="print one JSON object (a stable contract)")
+    parser.add_argument("--budget", type=int, default=DEFAULT_TREE_BUDGET,
+                        help="draft tokens per target pass to predict for (lowered where VRAM is short)")
+    parser.add_argument("--measure", action="store_true",
+                        help="measure the host-to-device copy rate instead of estimating it from the PCIe link")
+    add_hw_argument(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    from core.errors import InvalidSettingError
+    from core.hardware.probe import describe_hardware
+    from core.models.catalog import load_catalog
+    from core.models.fit import recommend
+
+    if args.budget < 1:
+        raise InvalidSettingError(f"--budget must be at least 1 draft token, got {args.budget}")
+    result = recommend(load_catalog(), describe_hardware(args.hw, measure=args.measure), args.budget)
+    print(json.dumps(result.to_dict(), indent=2) if args.json else "\n".join(table_lines(result)))
+    return 0
+
+
+def table_lines(result) -> list[str]:
+    lines = describe_lines(result.hardware) + [""]
+    best = result.pairs[0]
+    lines.append(f"Recommended: {best.pair.name} ({best.pair.id})")
+    lines.append("")
+    lines.append(f"  {'pair':<26} {'fit':<5} {'tokens/s':>8} {'on GPU':>7} {'download':>9}  why")
+    for fit in result.pairs:
+        speed = "-" if fit.tokens_per_second is None else f"{fit.tokens_per_second:.1f}"
+        layers = "-" if fit.resident_layers is None else f"{fit.resident_layers}/{fit.total_layers}"
+        download = f"{fit.pair.download_bytes / GIB:.1f} GB" if fit.pair.download_bytes else "built in"
+        lines.append(f"  {fit.pair.name:<26} {fit.fit:<5} {speed:>8} {layers:>7} {download:>9}  {fit.reason}")
+    lines.append("")
+    if best.pass_seconds is not None:
+        lines.append(f"{best.pair.name}: {best.pass_seconds:.2f} s per target pass + {best.draft_seconds:.2f} s drafting, "
+                     f"{best.tokens_per_pass:.1f} tokens per pass at budget {best.budget}")
+    lines.append(f"  copy rate: {best.rate_source}")
+    lines.append(f"  tokens per pass: {best.acceptance_source}")
+    lines.append("Speeds are estimates; `--json` has every figure and its source.")
+    return lines

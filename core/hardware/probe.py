@@ -1,0 +1,111 @@
+"""Read this machine: CPU, RAM, NVIDIA GPUs (NVML), platform, free disk at the models folder.
+
+Nothing here raises for missing hardware: no NVIDIA GPU, no driver, Apple silicon or an AMD card all come
+back as an empty GPU list and a `gpu_note` in plain words.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import subprocess
+from dataclasses import replace
+from pathlib import Path
+
+import psutil
+
+from core.hardware.description import (
+    CpuInfo,
+    DiskInfo,
+    HardwareDescription,
+    RamInfo,
+    fixture_path,
+    load_description,
+)
+from core.hardware.nvidia import read_nvidia_gpus
+from core.models.locations import models_dir
+
+CPU_ONLY = "models run on the processor, slowly"
+AMD_PCI_VENDOR = "0x1002"
+
+
+def describe_hardware(fixture: str | None = None, measure: bool = False) -> HardwareDescription:
+    """The fixture named by `fixture` or SPECEXEC_HW_FIXTURE, else a probe of this machine."""
+    path = fixture_path(fixture)
+    return load_description(path) if path else probe_hardware(measure=measure)
+
+
+def probe_hardware(measure: bool = False) -> HardwareDescription:
+    """Probe the machine. measure: also time a pinned host-to-device copy on each GPU (needs torch + CUDA;
+    call it in the CLI or engine process only)."""
+    gpus, missing = read_nvidia_gpus()
+    if measure and gpus:
+        from core.hardware.h2d import measure_h2d
+
+        gpus = [replace(gpu, h2d_bytes_per_second=measure_h2d(gpu.index)) for gpu in gpus]
+    memory = psutil.virtual_memory()
+    return HardwareDescription(
+        cpu=CpuInfo(model=cpu_model(), physical_cores=psutil.cpu_count(logical=False),
+                    logical_cores=psutil.cpu_count(logical=True)),
+        ram=RamInfo(total_bytes=int(memory.total), available_bytes=int(memory.available)),
+        gpus=tuple(gpus),
+        gpu_note=gpu_note(gpus, missing),
+        platform={"system": platform.system(), "release": platform.release(), "machine": platform.machine(),
+                  "python": platform.python_version()},
+        disk=disk_at(models_dir()),
+    )
+
+
+def gpu_note(gpus, missing: str | None) -> str:
+    """One sentence a person can read about the GPU situation."""
+    if gpus:
+        named = ", ".join(f"{gpu.name} ({gpu.vram_total_bytes / 1024**3:.0f} GB)" for gpu in gpus)
+        return f"{len(gpus)} NVIDIA GPU{'s' if len(gpus) > 1 else ''}: {named}"
+    if platform.system() == "Darwin" and platform.machine() == "arm64":
+        return f"Apple silicon: this program needs an NVIDIA GPU, so {CPU_ONLY}"
+    if _has_amd_gpu():
+        return f"AMD GPU found, but this program uses NVIDIA GPUs (CUDA) only: {CPU_ONLY}"
+    return f"No NVIDIA GPU found ({missing}): {CPU_ONLY}" if missing else f"No NVIDIA GPU found: {CPU_ONLY}"
+
+
+def _has_amd_gpu() -> bool:
+    """Linux only (PCI vendor ids in sysfs); elsewhere an AMD card reads as 'no NVIDIA GPU', which is as true."""
+    for vendor in Path("/sys/class/drm").glob("card*/device/vendor"):
+        try:
+            if vendor.read_text().strip() == AMD_PCI_VENDOR:
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def cpu_model() -> str:
+    system = platform.system()
+    if system == "Linux":
+        try:
+            for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
+                if line.lower().startswith(("model name", "hardware", "cpu model")):
+                    return line.split(":", 1)[1].strip()
+        except OSError:
+            pass
+    elif system == "Darwin":
+        try:
+            out = subprocess.run(["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True, text=True, timeout=5)
+            if out.returncode == 0 and out.stdout.strip():
+                return out.stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            pass
+    return platform.processor() or platform.machine() or "unknown processor"
+
+
+def disk_at(folder: Path) -> DiskInfo:
+    """Free bytes on the drive that holds `folder` (or would: the nearest existing parent is measured)."""
+    probe = Path(folder).expanduser().absolute()
+    while not probe.exists() and probe.parent != probe:
+        probe = probe.parent
+    try:
+        free = shutil.disk_usage(probe).free
+    except OSError:
+        free = None
+    return DiskInfo(path=os.fspath(folder), free_bytes=free)

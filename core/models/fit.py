@@ -1,0 +1,328 @@
+"""Will a catalog pair run on this machine, and how fast? Pure arithmetic, no torch (the app imports it).
+
+One source of truth: the memory questions are answered by the functions the loader itself calls
+(`core.offload.sizes` for layer / non-layer / scratch bytes, `core.offload.host_memory` for the RAM check,
+`core.offload.residency` for the default VRAM budget and the resident layers), so the prediction and a real
+load cannot disagree about what fits. Mirroring `core.cli.pair.load_pair`: the draft loads first, so free
+VRAM for the target's plan is what the draft leaves, and the draft's KV cache is reserved
+(`OffloadSettings.with_draft`).
+
+Speed, per target pass: the streamed layers' bytes over the host-to-device rate (measured, or estimated
+from the PCIe link: `core.hardware.link`) plus a compute term (2 x parameters x tree tokens at an assumed
+sustained rate; no overlap of copy and compute is assumed, and the draft's own time is not counted, two
+errors of opposite sign). Tokens per pass come from the pair's measured acceptance table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from core.errors import InsufficientHostMemoryError, InsufficientVRAMError
+from core.hardware.description import GpuInfo, HardwareDescription
+from core.hardware.link import h2d_rate
+from core.models.catalog import BUILTIN_PAIR_ID, Catalog, ModelRef, Pair
+from core.offload import residency
+from core.offload.host_memory import check_host_memory, embedding_in_host_ram, host_bytes_needed, host_table_bytes
+from core.offload.sizes import (
+    ModelShape,
+    WeightFormat,
+    decoder_layer_bytes,
+    embedding_bytes,
+    gptq_scratch_bytes,
+    largest_checkpoint_tensor,
+    largest_gptq_linear,
+    non_layer_bytes,
+)
+
+GIB = 1024**3
+DEFAULT_TREE_BUDGET = 128  # TreeSettings' default; predictions assume it where the engine chooses the budget (auto)
+GPU_DTYPE, GPU_DTYPE_BYTES = "float16", 2  # what a GPU computes in (bf16 or fp16: both 2 bytes)
+# Assumed sustained matmul rates for the compute term (estimates, named as such in the output): a mid-range
+# consumer GPU in fp16, and one CPU core in fp32.
+GPU_FLOPS = 50e12
+CPU_CORE_FLOPS = 25e9
+# A GPU forward is never faster than its kernel launches: about this long per decoder layer (estimate).
+GPU_LAYER_SECONDS = 1e-4
+DRAFT_EXPAND = 32  # nodes the draft expands per forward (TreeSettings.expand): budget / expand forwards per tree
+# Below this a pair is not recommended even when it fits: answers would crawl.
+MIN_RECOMMENDED_TOKENS_PER_SECOND = 1.0
+FIT_ORDER = {"fits": 0, "tight": 1, "no": 2}
+
+
+@dataclass(frozen=True)
+class PairFit:
+    """The prediction for one pair on one machine (`to_dict` is the `models recommend --json` contract)."""
+
+    pair: Pair
+    fit: str  # "fits" | "tight" | "no"
+    reason: str
+    resident_layers: int | None
+    total_layers: int
+    pass_seconds: float | None
+    budget: int
+    tokens_per_pass: float
+    acceptance_source: str
+    tokens_per_second: float | None  # tokens per pass / (target pass + draft tree)
+    draft_seconds: float | None  # building the draft tree for one pass (estimate)
+    rate_source: str
+    host_bytes_needed: int
+    disk_ok: bool | None
+
+    def to_dict(self) -> dict[str, Any]:
+        pair = self.pair
+        return {
+            "id": pair.id, "name": pair.name, "summary": pair.summary, "fit": self.fit, "reason": self.reason,
+            "resident_layers": self.resident_layers, "total_layers": self.total_layers,
+            "pass_seconds": _round(self.pass_seconds), "budget": self.budget,
+            "tokens_per_pass": round(self.tokens_per_pass, 2), "acceptance_source": self.acceptance_source,
+            "tokens_per_second": _round(self.tokens_per_second), "draft_seconds": _round(self.draft_seconds),
+            "rate_source": self.rate_source,
+            "host_bytes_needed": self.host_bytes_needed, "download_bytes": pair.download_bytes,
+            "disk_ok": self.disk_ok, "licence": pair.licence, "licence_url": pair.licence_url,
+            "gated": pair.gated, "context_length": pair.context_length,
+        }
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    hardware: HardwareDescription
+    recommended: str
+    pairs: tuple[PairFit, ...]  # the recommended pair first
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"hardware": self.hardware.to_dict(), "recommended": self.recommended,
+                "pairs": [fit.to_dict() for fit in self.pairs]}
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
+
+
+def gb(nbytes: float) -> str:
+    """Bytes as a person's 'GB' (binary, as Windows and most RAM sticks count them)."""
+    return f"{nbytes / GIB:.1f} GB"
+
+
+def _shape(model: ModelRef, pair: Pair) -> ModelShape:
+    if model.shape is None:
+        raise ValueError(f"catalog pair '{pair.id}' has no config shape for {model.repo}: the fit cannot size it")
+    return model.shape
+
+
+def model_bytes_on_gpu(model: ModelRef, pair: Pair) -> int:
+    """Weights of a model loaded whole onto the GPU in 16 bits (the draft), packed as the loader packs."""
+    shape = _shape(model, pair)
+    fmt = model.weights if model.weights.bits is not None else WeightFormat(dtype=GPU_DTYPE)
+    return shape.num_hidden_layers * decoder_layer_bytes(shape, fmt) + non_layer_bytes(shape, GPU_DTYPE)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """The offloaded target's plan under one amount of free VRAM, or the reason it does not fit."""
+
+    plan: residency.ResidencyPlan | None
+    tree_budget: int
+    problem: str | None
+
+
+def _target_on_gpu(pair: Pair) -> tuple[list[int], int]:
+    """(bytes of each decoder layer, fixed VRAM: non-layer weights less an embedding table kept in host RAM,
+    plus the GPTQ scratch), as the loader plans them."""
+    target = _shape(pair.target, pair)
+    layer_bytes = [decoder_layer_bytes(target, pair.target.weights)] * target.num_hidden_layers
+    scratch = gptq_scratch_bytes(largest_gptq_linear(target) if pair.target.weights.bits else 0, GPU_DTYPE_BYTES)
+    fixed = residency.device_fixed_bytes(non_layer_bytes(target, GPU_DTYPE), embedding_bytes(target, GPU_DTYPE),
+                                         _embedding_on_host(target), scratch)
+    return layer_bytes, fixed
+
+
+def _embedding_on_host(target: ModelShape) -> bool:
+    """An offloaded target on a GPU streams, so it keeps an untied embedding table in host RAM."""
+    return embedding_in_host_ram(streaming=True, tied=target.tie_word_embeddings)
+
+
+def _draft_kv_bytes(pair: Pair, tree_budget: int) -> int:
+    """The draft's KV cache as `OffloadSettings.with_draft` reserves it: the rows it is preallocated with."""
+    rows = residency.kv_rows(residency.PLANNED_CONTEXT, tree_budget)
+    return residency.config_kv_bytes(_shape(pair.draft, pair), rows, GPU_DTYPE_BYTES)
+
+
+def _plan_on_gpu(pair: Pair, free_vram: int, tree_budget: int) -> _Plan:
+    """What `load_pair` would do with `free_vram` free: load the draft, then plan the target's residency."""
+    target = _shape(pair.target, pair)
+    draft_bytes = model_bytes_on_gpu(pair.draft, pair)
+    if draft_bytes + residency.DEFAULT_MARGIN_BYTES > free_vram:
+        return _Plan(None, tree_budget, f"the draft model alone needs {gb(draft_bytes)} of VRAM, the GPU has {gb(free_vram)} free")
+    layer_bytes, fixed = _target_on_gpu(pair)
+    minimum = residency.minimum_device_bytes(layer_bytes, fixed)
+    try:
+        budget = residency.fit_default_budget(target, free_vram - draft_bytes, GPU_DTYPE_BYTES, residency.PLANNED_CONTEXT,
+                                              0, _draft_kv_bytes(pair, tree_budget), minimum, tree_budget)
+        plan = residency.plan_residency(layer_bytes, budget.budget_bytes, fixed)
+    except InsufficientVRAMError:
+        need = minimum_vram_bytes(pair, tree_budget)
+        return _Plan(None, tree_budget, f"needs at least {gb(need)} of VRAM, the GPU has {gb(free_vram)} free")
+    return _Plan(plan, budget.tree_budget, None)
+
+
+def minimum_vram_bytes(pair: Pair, tree_budget: int = DEFAULT_TREE_BUDGET) -> int:
+    """The least free VRAM the pair loads in: the draft and its KV cache, then the target at a tree of one
+    token (the default budget's terms, from the same functions) with no resident layer."""
+    target = _shape(pair.target, pair)
+    layer_bytes, fixed = _target_on_gpu(pair)
+    context = residency.PLANNED_CONTEXT
+    return (model_bytes_on_gpu(pair.draft, pair) + _draft_kv_bytes(pair, tree_budget)
+            + residency.minimum_device_bytes(layer_bytes, fixed)
+            + residency.config_kv_bytes(target, residency.kv_rows(context, 1), GPU_DTYPE_BYTES)
+            + residency.activation_bytes(target, 1, context, GPU_DTYPE_BYTES) + residency.DEFAULT_MARGIN_BYTES)
+
+
+def minimum_ram_bytes(pair: Pair) -> int:
+    """Host RAM an offloaded load of the pair's target needs on the smallest GPU it runs on (the loader's
+    check): there no layer stays resident, so every layer is in the host store. A bigger GPU keeps layers
+    resident, which then need no host RAM (`predict_pair` counts that for a given machine)."""
+    return _host_need(pair, plan=None, on_cpu=False)
+
+
+def _host_need(pair: Pair, plan: residency.ResidencyPlan | None, on_cpu: bool) -> int:
+    """The loader's host RAM need: the streamed layers of `plan` (every layer without one), the non-layer
+    weights kept in host RAM, the largest checkpoint tensor and the margin."""
+    target = _shape(pair.target, pair)
+    all_layers = target.num_hidden_layers * decoder_layer_bytes(target, pair.target.weights)
+    store = plan.streamed_bytes_per_pass if plan is not None else all_layers
+    tables = host_table_bytes(non_layer_bytes(target, GPU_DTYPE), embedding_bytes(target, GPU_DTYPE),
+                              streaming=not on_cpu, embedding_on_host=_embedding_on_host(target))
+    return host_bytes_needed(store, largest_checkpoint_tensor(target, pair.target.weights), tables)
+
+
+def _ram_verdict(needed: int, hw: HardwareDescription) -> tuple[str, str | None]:
+    """('fits' | 'tight' | 'no', the problem in words) from the loader's own host RAM check."""
+    try:
+        check_host_memory(needed, hw.ram.available_bytes)
+        return "fits", None
+    except InsufficientHostMemoryError:
+        pass
+    try:
+        check_host_memory(needed, hw.ram.total_bytes)
+    except InsufficientHostMemoryError:
+        return "no", f"needs {gb(needed)} of RAM, this PC has {gb(hw.ram.total_bytes)}"
+    return "tight", f"needs {gb(needed)} of RAM and {gb(hw.ram.available_bytes)} is free now: close other programs first"
+
+
+def predict_pair(pair: Pair, hw: HardwareDescription, tree_budget: int = DEFAULT_TREE_BUDGET) -> PairFit:
+    """Fit and speed of `pair` on `hw` at `tree_budget` draft tokens per pass (lowered when VRAM is short)."""
+    target = _shape(pair.target, pair)
+    gpu = hw.best_gpu
+    disk_ok = None if hw.disk.free_bytes is None else pair.download_bytes <= hw.disk.free_bytes
+    if pair.id == BUILTIN_PAIR_ID:
+        return _builtin_fit(pair, hw, gpu, tree_budget, disk_ok)
+    if gpu is None:
+        return _cpu_only_fit(pair, hw, tree_budget, _host_need(pair, None, on_cpu=True), disk_ok)
+    now = _plan_on_gpu(pair, gpu.vram_free_bytes, tree_budget)
+    if now.plan is None:
+        empty = _plan_on_gpu(pair, gpu.vram_total_bytes, tree_budget)
+        vram_fit = "tight" if empty.plan is not None else "no"
+        vram_problem = now.problem + (": close programs that use the GPU" if empty.plan is not None else "")
+        chosen = empty if empty.plan is not None else now
+    else:
+        vram_fit, vram_problem, chosen = "fits", None, now
+    if chosen.plan is not None and chosen.tree_budget < tree_budget:
+        vram_fit = "tight" if vram_fit == "fits" else vram_fit
+        vram_problem = vram_problem or (f"VRAM is short: the tree budget drops from {tree_budget} to "
+                                        f"{chosen.tree_budget} draft tokens per pass")
+    host_need = _host_need(pair, chosen.plan, on_cpu=False)  # resident layers take no host RAM
+    ram_fit, ram_problem = _ram_verdict(host_need, hw)
+    fit = max(ram_fit, vram_fit, key=FIT_ORDER.__getitem__)
+    problems = [p for p in (ram_problem, vram_problem) if p]
+    tokens, source = _tokens_per_pass(pair, chosen.tree_budget)
+    rate, rate_source = h2d_rate(gpu)
+    if chosen.plan is None:
+        return PairFit(pair, fit, "; ".join(problems), None, target.num_hidden_layers, None, chosen.tree_budget,
+                       tokens, source, None, None, rate_source, host_need, disk_ok)
+    plan = chosen.plan
+    seconds = plan.streamed_bytes_per_pass / rate + _gpu_compute_seconds(target, chosen.tree_budget + 1, 1)
+    draft = _draft_seconds(pair, chosen.tree_budget, GPU_FLOPS, on_gpu=True)
+    reason = "; ".join(problems) if problems else (
+        f"fits: {len(plan.resident)} of {plan.n_layers} layers stay on the GPU, "
+        f"{gb(plan.streamed_bytes_per_pass)} stream from RAM every pass"
+    )
+    return PairFit(pair, fit, reason, len(plan.resident), plan.n_layers, seconds, chosen.tree_budget, tokens, source,
+                   tokens / (seconds + draft), draft, rate_source, host_need, disk_ok)
+
+
+def _tokens_per_pass(pair: Pair, budget: int) -> tuple[float, str]:
+    if pair.acceptance is None:
+        return 1.0, "no acceptance table for this pair: one token per pass assumed"
+    return pair.acceptance.at(budget)
+
+
+def _flop_seconds(shape: ModelShape, tokens: int, flops: float) -> float:
+    """2 x parameters x tokens at `flops`: the arithmetic of a forward over `tokens` tokens."""
+    return 2 * shape.parameters * tokens / flops
+
+
+def _gpu_compute_seconds(shape: ModelShape, tokens: int, forwards: int) -> float:
+    """Compute of `forwards` GPU forwards over `tokens` tokens in all: FLOPs, or kernel launches when more."""
+    return max(_flop_seconds(shape, tokens, GPU_FLOPS), forwards * shape.num_hidden_layers * GPU_LAYER_SECONDS)
+
+
+def _draft_seconds(pair: Pair, tree_budget: int, flops: float, on_gpu: bool) -> float:
+    """Growing one tree: every tree token goes through the draft once, in budget / expand forwards."""
+    draft = _shape(pair.draft, pair)
+    if on_gpu:
+        return _gpu_compute_seconds(draft, tree_budget + 1, max(1, -(-tree_budget // DRAFT_EXPAND)))
+    return _flop_seconds(draft, tree_budget + 1, flops)
+
+
+def _cpu_flops(hw: HardwareDescription) -> float:
+    return (hw.cpu.physical_cores or hw.cpu.logical_cores or 1) * CPU_CORE_FLOPS
+
+
+def _builtin_fit(pair: Pair, hw: HardwareDescription, gpu: GpuInfo | None, tree_budget: int, disk_ok) -> PairFit:
+    """The built-in pair always fits: 135M parameters, everything in memory, nothing streams."""
+    target = _shape(pair.target, pair)
+    if gpu is not None:
+        where, seconds = "on the GPU", _gpu_compute_seconds(target, tree_budget + 1, 1)
+        draft, rate_source = _draft_seconds(pair, tree_budget, GPU_FLOPS, on_gpu=True), "estimate: compute only, nothing streams"
+    else:
+        flops = _cpu_flops(hw)
+        where, seconds = f"on the processor ({hw.cpu.physical_cores or '?'} cores)", _flop_seconds(target, tree_budget + 1, flops)
+        draft = _draft_seconds(pair, tree_budget, flops, on_gpu=False)
+        rate_source = f"estimate: compute only, nothing streams ({flops / 1e9:.0f} GFLOP/s assumed)"
+    tokens, source = _tokens_per_pass(pair, tree_budget)
+    need = target.num_hidden_layers * decoder_layer_bytes(target, pair.target.weights) + non_layer_bytes(target, "float32")
+    return PairFit(pair, "fits", f"fits: a small model that runs {where}; answers are quick but not clever",
+                   target.num_hidden_layers, target.num_hidden_layers, seconds, tree_budget, tokens, source,
+                   tokens / (seconds + draft), draft, rate_source, need, True if disk_ok is None else disk_ok)
+
+
+def _cpu_only_fit(pair: Pair, hw: HardwareDescription, tree_budget: int, host_need: int, disk_ok) -> PairFit:
+    """No NVIDIA GPU: say plainly what running a big model on the processor would mean."""
+    target, flops = _shape(pair.target, pair), _cpu_flops(hw)
+    seconds = _flop_seconds(target, tree_budget + 1, flops)
+    draft = _draft_seconds(pair, tree_budget, flops, on_gpu=False)
+    tokens, source = _tokens_per_pass(pair, tree_budget)
+    _, ram_problem = _ram_verdict(host_need, hw)
+    words = (f"needs an NVIDIA GPU: this PC has none, and on the processor alone each word would take about "
+             f"{(seconds + draft) / tokens:.0f} seconds")
+    reason = words + (f"; {ram_problem}" if ram_problem else "")
+    return PairFit(pair, "no", reason, 0, target.num_hidden_layers, seconds, tree_budget, tokens, source,
+                   tokens / (seconds + draft), draft, f"estimate: processor only ({flops / 1e9:.0f} GFLOP/s assumed)",
+                   host_need, disk_ok)
+
+
+def recommend(catalog: Catalog, hw: HardwareDescription, tree_budget: int = DEFAULT_TREE_BUDGET) -> Recommendation:
+    """Every pair's prediction, best first. The recommended pair is the largest target that fits (else is
+    tight) and runs at least MIN_RECOMMENDED_TOKENS_PER_SECOND; the built-in pair when none does."""
+    fits = [predict_pair(pair, hw, tree_budget) for pair in catalog.pairs]
+
+    def rank(fit: PairFit) -> tuple:
+        usable = fit.fit != "no" and (fit.tokens_per_second or 0) >= MIN_RECOMMENDED_TOKENS_PER_SECOND
+        return (not usable, FIT_ORDER[fit.fit], -_shape(fit.pair.target, fit.pair).parameters,
+                -(fit.tokens_per_second or 0))
+
+    ranked = sorted(fits, key=rank)
+    usable = not rank(ranked[0])[0]
+    best = ranked[0] if usable else next(fit for fit in fits if fit.pair.id == BUILTIN_PAIR_ID)
+    return Recommendation(hardware=hw, recommended=best.pair.id, pairs=(best, *(f for f in ranked if f is not best)))

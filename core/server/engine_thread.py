@@ -1,0 +1,121 @@
+"""The engine port of `specexec serve`: one thread that owns a started, loaded EngineClient.
+
+EngineClient is not thread-safe, so after the command has started the engine and loaded the models (in the
+main thread, where loading errors end the command), this thread alone uses it: it sends the requests and
+cancels the server asks for (one queue, in order) and hands every event to the gateway. If the engine dies,
+every open request ends with an engine_died Error (503) and the engine is restarted with the same models;
+requests that arrive meanwhile wait in the engine's queue behind the reload.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from core.engine import protocol as P
+from core.engine.client import EngineClient
+
+log = logging.getLogger(__name__)
+
+POLL_S = 0.02  # longest wait for an engine event before looking at the command queue again
+
+
+class EngineThread:
+    """An EnginePort (core.server.gateway) over an EngineClient driven from its own thread."""
+
+    def __init__(self, client: EngineClient) -> None:
+        self.client = client
+        self._models: dict[str, Any] = {}
+        self._commands: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
+        self._deliver: Callable[[P.Event], None] = lambda event: None
+        self._open: set[str] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="specexec-server-engine", daemon=True)
+
+    # -- EnginePort (any thread) ---------------------------------------------------------------------------
+
+    def attach(self, deliver: Callable[[P.Event], None]) -> None:
+        self._deliver = deliver
+
+    def submit(self, request: P.Generate) -> None:
+        self._commands.put(("generate", request))
+
+    def cancel(self, request_id: str) -> None:
+        self._commands.put(("cancel", request_id))
+
+    def model_info(self) -> dict[str, Any]:
+        return dict(self._models)
+
+    # -- lifecycle -----------------------------------------------------------------------------------------
+
+    def start(self, models: dict[str, Any]) -> None:
+        """Take over the client (started, models loaded: `models` is its StatusReport.models)."""
+        self._models = dict(models)
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop the thread (the caller then shuts the client down)."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+
+    # -- the thread ----------------------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._run_commands()
+                event = self.client.poll(POLL_S)
+                while event is not None:
+                    self._handle(event)
+                    event = self.client.poll(0.0)
+            except Exception:  # never let the thread die with requests waiting on it
+                log.exception("the server's engine thread failed; going on")
+
+    def _run_commands(self) -> None:
+        while True:
+            try:
+                command, argument = self._commands.get_nowait()
+            except queue.Empty:
+                return
+            if command == "generate":
+                self._send(argument)
+            elif command == "cancel" and argument in self._open and self.client.alive:
+                self.client.cancel(argument)
+
+    def _send(self, request: P.Generate) -> None:
+        try:
+            self.client.send(P.validate(request))
+        except P.ProtocolError as error:
+            self._deliver(P.Error(request.request_id, "invalid_setting", str(error)))
+            return
+        except Exception as error:
+            self._deliver(P.Error(request.request_id, "engine_died", f"the engine is not running ({error})",
+                                  "it is being restarted: try again in a moment"))
+            return
+        self._open.add(request.request_id)
+
+    def _handle(self, event: P.Event) -> None:
+        if isinstance(event, P.StatusReport) and event.state == "ready":
+            self._models = dict(event.models)
+        elif isinstance(event, P.BudgetReduced):
+            self._models["budget"] = event.new_budget
+        if isinstance(event, (P.Finished, P.Error)) and event.request_id is not None:
+            self._open.discard(event.request_id)
+        if isinstance(event, P.Error) and event.kind == "engine_died" and event.request_id is None:
+            self._engine_died(event)
+            return
+        self._deliver(event)
+
+    def _engine_died(self, error: P.Error) -> None:
+        log.error("%s; restarting the engine", error.message)
+        for request_id in sorted(self._open):
+            self._deliver(P.Error(request_id, "engine_died", error.message, "the engine is restarting: try again"))
+        self._open.clear()
+        try:
+            self.client.restart(reload=True, wait=False)  # the Load is queued first: later requests wait for it
+        except Exception:
+            log.exception("could not restart the engine")

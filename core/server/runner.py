@@ -1,0 +1,109 @@
+"""Running the ASGI app with uvicorn: in the calling thread (`specexec serve`) or in a background thread (the
+desktop app, whose main thread runs Qt).
+
+The socket is bound before uvicorn starts, so a port in use or a foreign address is a clear ServerError at
+once (not a log line from inside uvicorn) and port 0 picks a free port whose number `url` then shows.
+Binding an address other than loopback needs `allow_remote=True`: the caller has asked the user for it.
+uvicorn's own logging setup is skipped (log_config=None): its loggers propagate to whatever the program
+configured, so the app's log file is left alone.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+import threading
+import time
+
+import uvicorn
+from starlette.types import ASGIApp
+
+from core.errors import ServerError
+
+GRACEFUL_SHUTDOWN_S = 2.0
+START_TIMEOUT_S = 10.0
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def bind_socket(host: str, port: int, allow_remote: bool = False) -> socket.socket:
+    """A listening-ready TCP socket on (host, port).
+
+    Raises:
+        ServerError: a non-loopback host without allow_remote, a port in use, an address not on this machine.
+    """
+    if not is_loopback(host) and not allow_remote:
+        raise ServerError(
+            f"{host} is not a loopback address: anyone on your network could use the model. "
+            "Add --allow-remote if that is what you want (and keep the API key on)"
+        )
+    if not 0 <= port <= 65535:
+        raise ServerError(f"port {port} is not a valid port number (0-65535)")
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host.strip("[]"), port))
+    except OSError as error:
+        sock.close()
+        if error.errno in (98, 48, 10048):  # EADDRINUSE on Linux, macOS, Windows
+            raise ServerError(f"port {port} on {host} is already in use (by another program, or another copy "
+                              "of this server): pick another port") from error
+        raise ServerError(f"cannot listen on {host}:{port} ({error.strerror or error})") from error
+    sock.set_inheritable(True)
+    return sock
+
+
+class ApiServer:
+    """One uvicorn server on a pre-bound socket."""
+
+    def __init__(self, app: ASGIApp, host: str = "127.0.0.1", port: int = 8765, allow_remote: bool = False,
+                 access_log: bool = False) -> None:
+        self.host = host
+        self.socket = bind_socket(host, port, allow_remote)
+        self.port = self.socket.getsockname()[1]
+        config = uvicorn.Config(app, log_config=None, access_log=access_log, lifespan="off",
+                                timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S)
+        self.server = uvicorn.Server(config)
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        """The base URL clients use (OpenAI clients: base_url)."""
+        host = f"[{self.host.strip('[]')}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}/v1"
+
+    def run(self) -> None:
+        """Serve in this thread until Ctrl-C / SIGTERM (in the main thread) or `stop()`."""
+        try:
+            self.server.run(sockets=[self.socket])
+        finally:
+            self.socket.close()
+
+    def start(self, timeout: float = START_TIMEOUT_S) -> None:
+        """Serve in a background thread; return once it accepts connections."""
+        self._thread = threading.Thread(target=self.run, name="specexec-api-server", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + timeout
+        while not self.server.started:
+            if not self._thread.is_alive():
+                raise ServerError(f"the API server on {self.url} stopped while starting (see the log)")
+            if time.monotonic() > deadline:
+                raise ServerError(f"the API server on {self.url} did not start within {timeout:.0f} s")
+            time.sleep(0.01)
+
+    def stop(self, timeout: float = GRACEFUL_SHUTDOWN_S + 3.0) -> None:
+        """Ask uvicorn to finish (open streams get GRACEFUL_SHUTDOWN_S) and wait for its thread; safe to call
+        twice, and before or after `run`."""
+        self.server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+        self.socket.close()

@@ -1,0 +1,187 @@
+"""The everyday features of the chat window (issue 13): sampling settings and presets, the method, exports,
+automatic titles, syntax colours, the context meter; and the screenshots of the new look, light and dark.
+No engine process: a recording bridge is fed the events an engine sends."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("PySide6")
+
+from PySide6.QtGui import QPalette  # noqa: E402
+
+from app.chat_controller import title_from  # noqa: E402
+from app.settings import AppSettings, ConversationSettings, Method, Theme  # noqa: E402
+from app.settings_dialog import AppSettingsDialog, ConversationSettingsDialog  # noqa: E402
+pytest.register_assert_rewrite("app_fixtures")
+from app_fixtures import screenshot  # noqa: E402
+from core.engine import protocol as P  # noqa: E402
+
+pytest_plugins = ["app_fixtures"]  # fixtures: app_paths, controller, quiet_window
+pytestmark = [pytest.mark.qt, pytest.mark.timeout(90)]
+
+CODE_ANSWER = (
+    "Here is a palindrome check:\n\n```python\ndef is_palindrome(word: str) -> bool:\n"
+    "    \"\"\"True if `word` reads the same backwards.\"\"\"\n    cleaned = word.lower()\n"
+    "    return cleaned == cleaned[::-1]  # compare with its reverse\n\n\nprint(is_palindrome(\"Level\"))\n```\n\n"
+    "It ignores case, so **Level** counts."
+)
+
+
+def test_conversation_settings_dialog_has_presets_and_advanced_sampling(qtbot):
+    settings = ConversationSettings(system_prompt="Pirate.", temperature=1.1, top_p=0.5, max_tokens=77, top_k=40,
+                                    repetition_penalty=1.15, seed=1234, method=Method.SPECINFER)
+    dialog = ConversationSettingsDialog(settings)
+    qtbot.addWidget(dialog)
+    dialog.show()
+    assert dialog.values() == settings
+    assert dialog.preset.currentText() == "Custom" and not dialog.top_k.isVisible()  # Advanced starts folded
+    dialog.advanced.setChecked(True)
+    assert dialog.top_k.isVisible() and dialog.seed.isVisible() and dialog.method.isVisible()
+    dialog.preset.setCurrentText("Concise")
+    dialog._preset_chosen(dialog.preset.currentIndex())
+    assert dialog.values().system_prompt.startswith("Answer as briefly")
+    dialog.seed.setValue(-1)
+    assert dialog.seed.text() == "Random" and dialog.values().seed == -1
+
+
+def test_sampling_settings_and_method_reach_the_engine(qtbot, controller):
+    controller.set_conversation_settings(ConversationSettings(top_k=40, repetition_penalty=1.2, seed=7,
+                                                              method=Method.SPECINFER))
+    controller.send("hello")
+    settings = controller.bridge.calls[-1][3]
+    assert (settings["top_k"], settings["repetition_penalty"], settings["seed"], settings["method"]) == (
+        40, 1.2, 7, "specinfer")
+    assert ConversationSettings(method=Method.SPECINFER).decoding_method(has_draft=False) == "sequential"
+    assert ConversationSettings().decoding_method(has_draft=True) == "auto"  # the engine chooses per pass
+    assert AppSettings(context_length=2048).load_request().context_length == 2048
+    assert AppSettings().load_request().context_length is None
+
+
+def test_automatic_titles():
+    assert title_from("Which trains cross the Alps?") == "Which trains cross the Alps?"
+    assert title_from("# Sorting\n\nHow do I sort?") == "Sorting"
+    assert title_from("Explain speculative decoding. Then give an example of a draft tree.") == (
+        "Explain speculative decoding")
+    long = title_from("please " * 20)
+    assert len(long) <= 48 and long.endswith("…") and not long.endswith(" …")
+
+
+def test_export_markdown_and_json(qtbot, quiet_window, tmp_path):
+    w = quiet_window
+    w.send("Sort words by length?")
+    rid = w.controller.active.request_id
+    with qtbot.waitSignal(w.controller.answer_finished):
+        w.bridge.handle_events([P.TokenChunk(rid, "Use `sorted(words, key=len)`.", (1,)),
+                                P.Finished(rid, "eos", prompt_tokens=12, generated_tokens=9)])
+    w.export_conversation(tmp_path / "chat.md", "markdown")
+    text = (tmp_path / "chat.md").read_text()
+    assert text.startswith("# Sort words by length?") and "## You" in text and "## Assistant" in text
+    assert "Use `sorted(words, key=len)`." in text
+    w.export_conversation(tmp_path / "chat.json", "json")
+    data = json.loads((tmp_path / "chat.json").read_text())
+    assert data["title"] == "Sort words by length?" and [m["role"] for m in data["messages"]] == ["user", "assistant"]
+    assert data["messages"][1]["stats"]["tokens"] == 9 and data["settings"]["temperature"] == 0.7
+    assert data["messages"][0]["created_at"].endswith("+00:00")
+
+
+def test_syntax_colours_for_known_languages_only():
+    from app.highlight import token_spans
+
+    spans = token_spans("def f():\n    return 1", "python", dark=False)
+    keywords = [s for s in spans if s.start == 0]
+    assert keywords and keywords[0].length == 3 and keywords[0].color.startswith("#")  # "def"
+    assert token_spans("def f(): pass", "no-such-language", dark=False) == []
+    assert token_spans("def f(): pass", "", dark=True) == []
+    assert token_spans("x = 1", "python", dark=True) != token_spans("x = 1", "python", dark=False)
+
+
+def test_context_meter_follows_the_prompt_and_the_answer(qtbot, quiet_window):
+    w = quiet_window
+    w.bridge.handle_events([P.EngineStarted(pid=1), P.StatusReport("ready", {"budget": 16, "max_context": 8192})])
+    w.send("hello")
+    rid = w.controller.active.request_id
+    w.bridge.handle_events([P.PromptStarted(rid, prompt_tokens=6000, reused_tokens=0)])
+    assert w.header.context_meter.label.text() == "6,000 / 8,192 tokens"
+    assert w.header.context_meter.bar.property("warn") is False
+    with qtbot.waitSignal(w.controller.answer_finished):
+        w.bridge.handle_events([P.TokenChunk(rid, "Hi", (1,)), P.Finished(rid, "eos", prompt_tokens=6000,
+                                                                       generated_tokens=900)])
+    assert w.header.context_meter.label.text() == "6,900 / 8,192 tokens"
+    assert w.header.context_meter.bar.property("warn") is True
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Screenshots of the new look (tests/artifacts/, git-ignored): empty, streaming, code, error, settings
+
+
+@pytest.fixture(params=[Theme.LIGHT, Theme.DARK], ids=["light", "dark"])
+def themed(request, qapp):
+    from app.theme import ThemeManager
+
+    style = qapp.style().name()
+    qapp.setStyle("Fusion")
+    theme = ThemeManager(qapp, request.param)
+    yield request.param.value
+    qapp.setStyleSheet("")
+    qapp.styleHints().unsetColorScheme()
+    qapp.setStyle(style)
+    qapp.setPalette(QPalette())
+    theme.deleteLater()
+
+
+def ready(window) -> None:
+    window.bridge.handle_events([P.EngineStarted(pid=1), P.StatusReport(
+        "ready", {"budget": 64, "max_context": 8192, "target": "builtin", "draft": "builtin-draft"})])
+
+
+def test_screenshots_of_the_main_states(qtbot, quiet_window, themed, tmp_path):
+    w = quiet_window
+    w.resize(1180, 760)
+    ready(w)
+    assert w.chat_view.placeholder.isVisible()
+    screenshot(w, f"look-{themed}-1-empty")
+
+    w.send("Write a Python function that checks whether a word is a palindrome.")
+    rid = w.controller.active.request_id
+    w.bridge.handle_events([P.PromptStarted(rid, prompt_tokens=20480, reused_tokens=0)])
+    assert "Reading your message (20,480 tokens)" in w.chat_view.widgets[-1].progress_text()
+    screenshot(w, f"look-{themed}-2a-reading-a-long-prompt")
+    w.bridge.handle_events([P.TokenChunk(rid, CODE_ANSWER[:170], (1,)), P.PassStats(rid, 5, 60, 10.0, 40.0, 100.0, 64),
+                            P.PassStats(rid, 3, 60, 10.0, 40.0, 60.0, 64), P.PassStats(rid, 6, 60, 10.0, 40.0, 120.0, 64)])
+    qtbot.waitUntil(lambda: "palindrome" in w.chat_view.widgets[-1].body.toPlainText(), timeout=3000)
+    assert w.composer.mode == "stop"
+    screenshot(w, f"look-{themed}-2-streaming")
+
+    with qtbot.waitSignal(w.controller.answer_finished):
+        w.bridge.handle_events([P.TokenChunk(rid, CODE_ANSWER[170:], (1,)), P.Finished(rid, "eos", prompt_tokens=35,
+                                                                                     generated_tokens=14)])
+    w.chat_view.widgets[0].enterEvent(None)  # the mouse over your message: its actions show
+    screenshot(w, f"look-{themed}-3-code")
+
+    w.send("Paste: " + "lorem ipsum " * 40)
+    rid = w.controller.active.request_id
+    with qtbot.waitSignal(w.controller.answer_finished):
+        w.bridge.handle_events([P.Error(rid, "context_length", "the last message alone is 9,214 tokens with the "
+                                        "chat template, but the model's context window is 8192",
+                                        "shorten the message or the system prompt, or start a new conversation")])
+    assert w.chat_view.widgets[-1].bubble.property("failed") is True
+    screenshot(w, f"look-{themed}-4-error")
+
+    w.bridge.handle_events([P.Error(None, "engine_died", "the engine process (pid 77) was killed by SIGKILL", "")])
+    screenshot(w, f"look-{themed}-5-crashed")
+
+    dialog = ConversationSettingsDialog(ConversationSettings(system_prompt=(
+        "You are a helpful assistant. Answer clearly and accurately; say so when you are not sure.")), w)
+    qtbot.addWidget(dialog)
+    dialog.advanced.setChecked(True)
+    dialog.show()
+    screenshot(dialog, f"look-{themed}-6-conversation-settings")
+    app_dialog = AppSettingsDialog(AppSettings(), w)
+    qtbot.addWidget(app_dialog)
+    app_dialog.target.edit.setText(str(tmp_path / "missing-model"))
+    app_dialog.show()
+    app_dialog.accept()
+    screenshot(app_dialog, f"look-{themed}-7-app-settings-error")

@@ -1,0 +1,191 @@
+"""Fit and speed prediction (core.models.fit) on the hardware fixtures, against hand-computed numbers, and
+its agreement with the real loader's memory check."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from core.hardware.description import load_description
+from core.models.acceptance import Acceptance
+from core.models.catalog import BUILTIN_PAIR_ID, ModelRef, Pair, load_catalog
+from core.models.fit import GIB, minimum_ram_bytes, minimum_vram_bytes, model_bytes_on_gpu, predict_pair, recommend
+from core.offload.sizes import ModelShape, WeightFormat, decoder_layer_bytes, non_layer_bytes
+
+FIXTURES = Path(__file__).parent / "fixtures" / "hw"
+PAPER_PAIR = "llama2-70b-chat-gptq"
+
+
+def hw(name: str):
+    return load_description(FIXTURES / f"{name}.json")
+
+
+def fixture_names() -> list[str]:
+    return sorted(path.stem for path in FIXTURES.glob("*.json"))
+
+
+# --- Llama 2 70B GPTQ + Llama 2 7B, by hand ---------------------------------------------------------------
+LAYER = 428_687_360  # one packed GPTQ layer (tests/test_sizes.py derives it)
+STORE = 80 * LAYER
+HOST_NEED_ALL_STREAMED = STORE + 32000 * 8192 * 2 * 2 + GIB  # + embedding table + largest tensor (same size) + margin
+EMBEDDING = 32000 * 8192 * 2  # fp16; kept in host RAM by an offloaded target, and the largest checkpoint tensor
+DRAFT = 32 * 404_766_720 + (2 * 32000 * 4096 + 4096) * 2  # 7B fp16: 32 layers (a page multiple) + embed/head/norm
+DRAFT_KV = 2 * 32 * 32 * 4225 * 128 * 2  # 32 layers, 32 KV heads, preallocated for 4096 + 128 + 1 rows, fp16
+TARGET_KV = 2 * 80 * 8 * 4225 * 128 * 2
+# one pass: a 512-token prefill chunk + the 128-token tree (640 rows) over 4096 + 640 positions; logits of one row
+ACTIVATIONS = (6 * 640 * 8192 + 3 * 640 * 64 * 128 + 640 * 4736 + 64 * 640 * 4736 + 2 * 64 * 4736 * 128
+               + 3 * 640 * 28672) * 2 + 32000 * 14
+MARGIN = GIB // 2
+FIXED = (32000 * 8192 + 8192) * 2 + 8192 * 28672 * 2 + 128 * 1024**2  # head/norm (embedding in RAM) + GPTQ scratch
+PARAMS_70B = 80 * (2 * 8192 * 8192 + 2 * 8192 * 1024 + 3 * 8192 * 28672) + 2 * 32000 * 8192
+PARAMS_7B = 32 * (4 * 4096 * 4096 + 3 * 4096 * 11008) + 2 * 32000 * 4096
+
+
+def test_paper_pair_on_a_24gb_card_64gb_ram_pcie4_by_hand() -> None:
+    machine = hw("gpu24-ram64-pcie4")
+    fit = predict_pair(load_catalog().pair(PAPER_PAIR), machine)
+    budget = machine.gpus[0].vram_free_bytes - DRAFT - TARGET_KV - DRAFT_KV - ACTIVATIONS - MARGIN
+    assert budget == 6_524_588_288
+    resident = (budget - FIXED) // LAYER - 2  # two ring slots stream the rest
+    assert resident == 10
+    copy = (80 - resident) * LAYER / 25e9  # Gen4 x16 estimate
+    compute = 2 * PARAMS_70B * 129 / 50e12
+    draft = 2 * PARAMS_7B * 129 / 50e12
+    assert (fit.fit, fit.resident_layers, fit.total_layers, fit.budget) == ("fits", 10, 80, 128)
+    # host RAM: the 70 streamed layers (resident ones take none), the embedding table, the largest tensor, margin
+    assert fit.host_bytes_needed == 70 * LAYER + EMBEDDING + EMBEDDING + GIB
+    assert fit.pass_seconds == pytest.approx(copy + compute, rel=1e-9)
+    assert fit.pass_seconds == pytest.approx(1.5562, abs=1e-4)
+    assert fit.tokens_per_pass == 12.10 and "Table 2" in fit.acceptance_source and "measured at budget 128" in fit.acceptance_source
+    assert fit.tokens_per_second == pytest.approx(12.10 / (copy + compute + draft), rel=1e-9)
+    assert fit.tokens_per_second == pytest.approx(7.61, abs=0.01)
+    assert "estimate for PCIe Gen4 x16" in fit.rate_source
+    assert fit.reason == "fits: 10 of 80 layers stay on the GPU, 27.9 GB stream from RAM every pass"
+
+
+def test_paper_pair_on_pcie3_streams_the_same_bytes_at_half_the_rate() -> None:
+    fit = predict_pair(load_catalog().pair(PAPER_PAIR), hw("gpu24-ram64-pcie3"))
+    assert fit.resident_layers == 10
+    assert fit.pass_seconds == pytest.approx(70 * LAYER / 12e9 + 2 * PARAMS_70B * 129 / 50e12, rel=1e-9)
+
+
+def test_paper_pair_on_a_12gb_card_16gb_ram_does_not_fit_and_says_why() -> None:
+    fit = predict_pair(load_catalog().pair(PAPER_PAIR), hw("gpu12-ram16-pcie3"))
+    # no VRAM plan, so every layer would stream and be held in host RAM
+    assert HOST_NEED_ALL_STREAMED / GIB == pytest.approx(33.92, abs=0.01) and DRAFT / GIB == pytest.approx(12.55, abs=0.01)
+    assert fit.fit == "no" and fit.host_bytes_needed == HOST_NEED_ALL_STREAMED
+    assert fit.reason == ("needs 33.9 GB of RAM, this PC has 15.5 GB; "
+                          "the draft model alone needs 12.6 GB of VRAM, the GPU has 11.4 GB free")
+    assert fit.tokens_per_second is None and fit.resident_layers is None
+
+
+def test_paper_pair_runs_on_a_32gb_pc_with_a_24gb_card() -> None:
+    """Resident layers take no host RAM: 70 streamed layers + the embedding table + one tensor + margin is
+    29.9 GB, which a 32 GB PC (31.2 GB usable) has once other programs close (26.0 GB free in the fixture)."""
+    fit = predict_pair(load_catalog().pair(PAPER_PAIR), hw("gpu24-ram32-pcie4"))
+    assert fit.host_bytes_needed == 70 * LAYER + 2 * EMBEDDING + GIB
+    assert fit.fit == "tight" and fit.resident_layers == 10
+    assert fit.reason == "needs 29.9 GB of RAM and 26.0 GB is free now: close other programs first"
+
+
+def test_tight_when_only_an_empty_gpu_would_do() -> None:
+    from dataclasses import replace
+
+    pair, machine = load_catalog().pair("qwen2.5-72b-instruct-gptq"), hw("gpu24-ram64-pcie4")
+    busy = replace(machine.gpus[0], vram_free_bytes=minimum_vram_bytes(pair) - GIB)  # another program holds VRAM
+    fit = predict_pair(pair, replace(machine, gpus=(busy,)))
+    assert busy.vram_free_bytes < minimum_vram_bytes(pair) <= busy.vram_total_bytes
+    assert fit.fit == "tight" and "close programs that use the GPU" in fit.reason
+
+
+def test_cpu_only_machine_gets_the_builtin_pair_and_plain_words() -> None:
+    result = recommend(load_catalog(), hw("cpu-only-ram16"))
+    assert result.recommended == BUILTIN_PAIR_ID and result.pairs[0].pair.id == BUILTIN_PAIR_ID
+    for fit in result.pairs[1:]:
+        assert fit.fit == "no" and fit.reason.startswith("needs an NVIDIA GPU: this PC has none")
+        assert "seconds" in fit.reason and fit.tokens_per_second < 1
+
+
+@pytest.mark.parametrize("name", fixture_names())
+def test_every_fixture_recommends_something_that_fits_and_the_builtin_always_fits(name: str) -> None:
+    result = recommend(load_catalog(), hw(name))
+    assert result.pairs[0].pair.id == result.recommended and result.pairs[0].fit in ("fits", "tight")
+    assert len(result.pairs) == len(load_catalog().pairs)
+    assert next(f for f in result.pairs if f.pair.id == BUILTIN_PAIR_ID).fit == "fits"
+    json.dumps(result.to_dict())  # serialisable
+
+
+def test_recommendation_prefers_the_largest_pair_that_fits() -> None:
+    assert recommend(load_catalog(), hw("gpu24-ram64-pcie4")).recommended == "qwen2.5-72b-instruct-gptq"
+    assert recommend(load_catalog(), hw("gpu24-ram32-pcie4")).recommended == "mixtral-8x7b-instruct-gptq"  # 70Bs tight
+    assert recommend(load_catalog(), hw("gpu12-ram32-pcie4")).recommended == "qwen2.5-32b-instruct-gptq"
+
+
+def test_acceptance_table_interpolates_in_log_budget_and_never_extrapolates() -> None:
+    table = Acceptance.from_dict({"source": "s", "tokens_per_pass": {"128": 12.10, "256": 13.46}})
+    assert table.at(128) == (12.10, "s; measured at budget 128")
+    low, how = table.at(64)  # between the anchor (0 -> 1 token) and 128
+    assert low == pytest.approx(1 + (math.log2(65) / math.log2(129)) * 11.10) and "between budgets 0 and 128" in how
+    assert table.at(4096)[0] == 13.46 and "held flat" in table.at(4096)[1]
+    with pytest.raises(ValueError):
+        Acceptance.from_dict({"source": "s", "tokens_per_pass": {"16": 0.5}})
+
+
+def test_catalog_shapes_match_the_published_sizes_and_minimums() -> None:
+    """The shapes give each repo's download size within 0.5%, and min RAM/VRAM are what the fit computes."""
+    for pair in load_catalog().pairs:
+        for model in (pair.target, pair.draft):
+            dtype = "float16" if model.weights.bits else model.weights.dtype
+            computed = model.shape.num_hidden_layers * decoder_layer_bytes(model.shape, model.weights) + non_layer_bytes(model.shape, dtype)
+            assert computed == pytest.approx(model.approx_bytes, rel=0.005), model.repo
+        if pair.id != BUILTIN_PAIR_ID:
+            expected = (math.ceil(minimum_ram_bytes(pair) / GIB), math.ceil(minimum_vram_bytes(pair) / GIB))
+            assert (pair.min_ram_gb, pair.min_vram_gb) == expected, f"{pair.id}: set min_ram_gb/min_vram_gb to {expected}"
+    assert model_bytes_on_gpu(load_catalog().pair(PAPER_PAIR).draft, load_catalog().pair(PAPER_PAIR)) == DRAFT
+
+
+def test_host_need_is_exactly_what_the_loader_checks(tmp_path) -> None:
+    """Same functions, same number: the fit's RAM figure for a real tiny checkpoint is the loader's threshold."""
+    import torch
+    from transformers import AutoModelForCausalLM, LlamaConfig
+
+    from core.errors import InsufficientHostMemoryError
+    from core.offload.loader import load_offloaded
+
+    config = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=3,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256)
+    AutoModelForCausalLM.from_config(config).to(torch.float16).save_pretrained(str(tmp_path))
+    model = ModelRef("tiny", "", "fp16", 0, shape=ModelShape.from_config(config), weights=WeightFormat(dtype="float16"))
+    pair = Pair("tiny", "Tiny", "", model, model, "", "", False, 256, 0, 0)
+    need = predict_pair(pair, hw("cpu-only-ram16")).host_bytes_needed
+    with pytest.raises(InsufficientHostMemoryError):
+        load_offloaded(str(tmp_path), "cpu", torch.float16, available_ram_bytes=need - 1)
+    lm = load_offloaded(str(tmp_path), "cpu", torch.float16, available_ram_bytes=need)
+    assert lm.report.host_store_bytes == 3 * decoder_layer_bytes(model.shape, model.weights)
+
+
+@pytest.mark.parametrize("pair_id", ["llama2-70b-chat-gptq", "qwen2.5-72b-instruct-gptq", "mixtral-8x7b-instruct-gptq"])
+def test_minimum_vram_is_exactly_where_the_default_budget_starts_to_fit(pair_id: str) -> None:
+    from dataclasses import replace
+
+    pair, machine = load_catalog().pair(pair_id), hw("gpu24-ram64-pcie4")
+    need = minimum_vram_bytes(pair)
+
+    def on(free: int):
+        gpu = replace(machine.gpus[0], vram_free_bytes=free, vram_total_bytes=free)
+        return predict_pair(pair, replace(machine, gpus=(gpu,)))
+
+    below, at = on(need - 1), on(need)
+    assert below.fit == "no" and below.resident_layers is None and "needs at least" in below.reason
+    assert at.resident_layers == 0 and at.budget == 1  # the tree budget halved down to one token
+    assert at.fit == "tight" and "tree budget drops from 128 to 1" in at.reason
+
+
+def test_default_budget_is_the_engines() -> None:
+    from core.methods.specexec import TreeSettings
+    from core.models.fit import DEFAULT_TREE_BUDGET
+
+    assert DEFAULT_TREE_BUDGET == TreeSettings().budget

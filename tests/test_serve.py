@@ -1,0 +1,232 @@
+"""`specexec serve` end to end: the official `openai` client against a real server on loopback, driving a
+real engine process with the built-in pair (SmolLM2-135M and its 4-bit draft), short answers."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import openai
+import psutil
+import pytest
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+KEY = "sk-test-key"
+FLAGS = ["--threads", "1", "--method", "specexec", "--budget", "8", "--max-depth", "4", "--expand", "4", "--max-new-tokens", "8",
+         "--device", "cpu"]
+QUESTION = [{"role": "user", "content": "Why is the sky blue?"}]
+
+
+@pytest.fixture(scope="module")
+def served():
+    """A `specexec serve --port 0` process and its base URL. Stopped with SIGTERM, which must exit 0."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "core.cli.main", "serve", "--port", "0", "--api-key", KEY, *FLAGS],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    lines = []
+    try:
+        for line in process.stdout:
+            lines.append(line)
+            if line.startswith("API key:"):
+                break
+        url = next((l.split()[-1] for l in lines if l.startswith("Serving the OpenAI API at ")), None)
+        assert url is not None and lines[-1].strip() == f"API key: {KEY}", (lines, process.stderr.read())
+        yield url, process
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            assert process.wait(timeout=30) == 0, process.stderr.read()
+        finally:
+            if process.poll() is None:
+                process.kill()
+
+
+@pytest.fixture(scope="module")
+def server(served):
+    return served[0]
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    return openai.OpenAI(base_url=server, api_key=KEY, max_retries=0, timeout=120)
+
+
+def health(url: str) -> dict:
+    with urllib.request.urlopen(url.removesuffix("/v1") + "/health", timeout=10) as response:
+        return json.loads(response.read())
+
+
+def test_models_lists_the_target(client):
+    models = client.models.list().data
+    assert [m.id for m in models] == ["builtin"]
+    assert models[0].specexec["draft"] == "builtin-draft" and models[0].specexec["max_context"] == 8192
+
+
+def test_wrong_or_missing_key_is_401_in_openai_format(server):
+    wrong = openai.OpenAI(base_url=server, api_key="sk-wrong", max_retries=0)
+    with pytest.raises(openai.AuthenticationError) as caught:
+        wrong.chat.completions.create(model="builtin", messages=QUESTION, max_tokens=2)
+    assert caught.value.status_code == 401
+    assert caught.value.body == {"message": "incorrect API key", "type": "invalid_request_error", "param": None,
+                                 "code": "invalid_api_key"}
+    with pytest.raises(urllib.error.HTTPError) as missing:
+        urllib.request.urlopen(server + "/models", timeout=10)
+    assert missing.value.code == 401
+    assert json.loads(missing.value.read())["error"]["code"] == "missing_api_key"
+
+
+def test_same_seed_same_text_streaming_or_not(client):
+    """Two plain requests and one streamed request with one seed: the same text, usage and extra fields."""
+    settings = dict(model="builtin", messages=QUESTION, max_tokens=8, seed=1234, temperature=0.9)
+    first = client.chat.completions.create(**settings)
+    second = client.chat.completions.create(**settings)
+    assert first.choices[0].message.content == second.choices[0].message.content != ""
+    assert first.choices[0].finish_reason in ("length", "stop")
+    usage = first.usage
+    assert usage.completion_tokens <= 8 and usage.prompt_tokens > 5
+    assert usage.total_tokens == usage.prompt_tokens + usage.completion_tokens
+    extra = first.specexec
+    assert extra["method"] == "specexec" and extra["budget"] == 8
+    assert extra["target_passes"] >= 1
+    assert extra["tokens_per_pass"] == pytest.approx(usage.completion_tokens / extra["target_passes"], abs=1e-3)
+
+    chunks = list(client.chat.completions.create(**settings, stream=True, stream_options={"include_usage": True}))
+    assert chunks[0].choices[0].delta.role == "assistant"
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == first.choices[0].message.content
+    assert sum(1 for c in chunks if c.choices and c.choices[0].delta.content) >= 2  # streamed, not one block
+    finals = [c for c in chunks if c.choices and c.choices[0].finish_reason]
+    assert [c.choices[0].finish_reason for c in finals] == [first.choices[0].finish_reason]
+    assert finals[0].specexec["target_passes"] == extra["target_passes"]
+    assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens == usage.completion_tokens
+
+
+def test_max_tokens_and_stop_are_honoured(client):
+    """Text completions at temperature 0: max_tokens cuts the answer at that many tokens; a stop string taken
+    from inside the answer cuts it just before the stop string, with finish_reason 'stop'."""
+    settings = dict(model="builtin", prompt="The three primary colours are", temperature=0)
+    long = client.completions.create(**settings, max_tokens=12)
+    assert long.usage.completion_tokens == 12 and long.choices[0].finish_reason == "length"
+    short = client.completions.create(**settings, max_tokens=3)
+    assert short.usage.completion_tokens == 3 and short.choices[0].finish_reason == "length"
+    assert long.choices[0].text.startswith(short.choices[0].text)
+    text = long.choices[0].text
+    words = text.split()
+    stop = words[len(words) // 2]
+    cut = client.completions.create(**settings, max_tokens=12, stop=[stop, "never-seen-zz"])
+    assert cut.choices[0].finish_reason == "stop"
+    assert cut.choices[0].text == text[: text.index(stop)]
+    streamed = client.completions.create(**settings, max_tokens=12, stop=stop, stream=True)
+    assert "".join(c.choices[0].text for c in streamed if c.choices) == cut.choices[0].text
+
+
+def test_prompt_longer_than_the_context_is_400(client):
+    too_long = [{"role": "user", "content": "sky " * 9000}]
+    for stream in (False, True):
+        with pytest.raises(openai.BadRequestError) as caught:
+            client.chat.completions.create(model="builtin", messages=too_long, max_tokens=4, stream=stream)
+        error = caught.value
+        assert error.status_code == 400 and error.code == "context_length_exceeded"
+        assert "context window is 8192" in error.message and "shorten" in error.message
+
+
+def test_bad_parameters_are_400_naming_the_parameter(client):
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.chat.completions.create(model="builtin", messages=QUESTION, temperature=5)
+    assert caught.value.param == "temperature"
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.chat.completions.create(model="builtin", messages=QUESTION, n=2)
+    assert caught.value.param == "n" and "not supported" in caught.value.message
+
+
+def _open_stream(url: str, max_tokens: int) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+    host, port = url.removeprefix("http://").removesuffix("/v1").split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=60)
+    body = {"model": "builtin", "messages": QUESTION, "max_tokens": max_tokens, "stream": True, "seed": 3}
+    connection.request("POST", "/v1/chat/completions", json.dumps(body),
+                       {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"})
+    response = connection.getresponse()
+    assert response.status == 200
+    return connection, response
+
+
+def test_a_client_that_disconnects_cancels_its_generation(server, client):
+    """Read two chunks of a 400-token stream, hang up: the engine is free within a second plus the target pass
+    that was running (the engine checks for Cancel between passes; the bound allows two passes, as timed from
+    the stream, for a busy machine) instead of ~100 passes later, and answers the next request."""
+    connection, response = _open_stream(server, max_tokens=400)
+    stamps = []
+    while len(stamps) < 3:  # the role chunk, then two chunks of text (two target passes)
+        line = response.readline()
+        if line.startswith(b"data: "):
+            stamps.append(time.monotonic())
+    one_pass = stamps[2] - stamps[1]
+    sock = connection.sock
+    sock.shutdown(socket.SHUT_RDWR)
+    sock.close()
+    response.close()
+    hung_up = time.monotonic()
+    while True:
+        state = health(server)
+        if state["requests"] == 0 and state["cancelling"] == 0:
+            break
+        assert time.monotonic() - hung_up < 30, state
+        time.sleep(0.02)
+    freed_after = time.monotonic() - hung_up
+    print(f"engine free {freed_after:.2f} s after the disconnect (one target pass: {one_pass:.2f} s)")
+    assert freed_after < 1.0 + 2 * one_pass
+    after = client.chat.completions.create(model="builtin", messages=QUESTION, max_tokens=2)
+    assert after.usage.completion_tokens == 2
+
+
+def test_two_clients_at_once_are_both_answered_as_if_alone(client):
+    results: dict[int, str] = {}
+
+    def ask(seed: int) -> None:
+        answer = client.chat.completions.create(model="builtin", messages=QUESTION, max_tokens=6, seed=seed,
+                                                temperature=1.0)
+        results[seed] = answer.choices[0].message.content
+
+    threads = [threading.Thread(target=ask, args=(seed,)) for seed in (11, 12)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert set(results) == {11, 12} and all(results.values())
+    alone = client.chat.completions.create(model="builtin", messages=QUESTION, max_tokens=6, seed=12, temperature=1.0)
+    assert alone.choices[0].message.content == results[12]  # never interleaved, no KV state shared
+
+
+def test_a_killed_engine_ends_its_request_with_an_error_and_comes_back(served, client):
+    """SIGKILL the engine process mid-stream: the stream ends with an error (not a hang), the server starts a
+    new engine with the same models, and the next request is answered."""
+    url, process = served
+    engines = [p for p in psutil.Process(process.pid).children() if "spawn_main" in " ".join(p.cmdline())]
+    assert len(engines) == 1, engines
+    stream = client.chat.completions.create(model="builtin", messages=QUESTION, max_tokens=400, stream=True)
+    with pytest.raises(openai.APIError, match="killed by SIGKILL"):
+        for chunk in stream:
+            if chunk.choices and chunk.choices[0].delta.content:
+                engines[0].kill()
+    answer = client.chat.completions.create(model="builtin", messages=QUESTION, max_tokens=2)
+    assert answer.usage.completion_tokens == 2
+    assert health(url) == {"status": "ok", "model": "builtin", "requests": 0, "cancelling": 0}
+
+
+def test_a_non_loopback_host_needs_allow_remote(capsys):
+    from core.cli.main import main
+
+    assert main(["serve", "--host", "0.0.0.0", "--port", "0"]) == 2
+    error = capsys.readouterr().err
+    assert "0.0.0.0 is not a loopback address" in error and "--allow-remote" in error
