@@ -46,7 +46,7 @@ PARAMS_7B = 32 * (4 * 4096 * 4096 + 3 * 4096 * 11008) + 2 * 32000 * 4096
 
 def test_paper_pair_on_a_24gb_card_64gb_ram_pcie4_by_hand() -> None:
     machine = hw("gpu24-ram64-pcie4")
-    fit = predict_pair(load_catalog().pair(PAPER_PAIR), machine)
+    fit = predict_pair(load_catalog().pair(PAPER_PAIR), machine, 128)
     budget = machine.gpus[0].vram_free_bytes - DRAFT - TARGET_KV - DRAFT_KV - ACTIVATIONS - MARGIN
     assert budget == 6_524_588_288
     resident = (budget - FIXED) // LAYER - 2  # two ring slots stream the rest
@@ -67,13 +67,13 @@ def test_paper_pair_on_a_24gb_card_64gb_ram_pcie4_by_hand() -> None:
 
 
 def test_paper_pair_on_pcie3_streams_the_same_bytes_at_half_the_rate() -> None:
-    fit = predict_pair(load_catalog().pair(PAPER_PAIR), hw("gpu24-ram64-pcie3"))
+    fit = predict_pair(load_catalog().pair(PAPER_PAIR), hw("gpu24-ram64-pcie3"), 128)
     assert fit.resident_layers == 10
     assert fit.pass_seconds == pytest.approx(70 * LAYER / 12e9 + 2 * PARAMS_70B * 129 / 50e12, rel=1e-9)
 
 
 def test_paper_pair_on_a_12gb_card_16gb_ram_does_not_fit_and_says_why() -> None:
-    fit = predict_pair(load_catalog().pair(PAPER_PAIR), hw("gpu12-ram16-pcie3"))
+    fit = predict_pair(load_catalog().pair(PAPER_PAIR), hw("gpu12-ram16-pcie3"), 128)
     # no VRAM plan, so every layer would stream and be held in host RAM
     assert HOST_NEED_ALL_STREAMED / GIB == pytest.approx(33.92, abs=0.01) and DRAFT / GIB == pytest.approx(12.55, abs=0.01)
     assert fit.fit == "no" and fit.host_bytes_needed == HOST_NEED_ALL_STREAMED
@@ -85,7 +85,7 @@ def test_paper_pair_on_a_12gb_card_16gb_ram_does_not_fit_and_says_why() -> None:
 def test_paper_pair_runs_on_a_32gb_pc_with_a_24gb_card() -> None:
     """Resident layers take no host RAM: 70 streamed layers + the embedding table + one tensor + margin is
     29.9 GB, which a 32 GB PC (31.2 GB usable) has once other programs close (26.0 GB free in the fixture)."""
-    fit = predict_pair(load_catalog().pair(PAPER_PAIR), hw("gpu24-ram32-pcie4"))
+    fit = predict_pair(load_catalog().pair(PAPER_PAIR), hw("gpu24-ram32-pcie4"), 128)
     assert fit.host_bytes_needed == 70 * LAYER + 2 * EMBEDDING + GIB
     assert fit.fit == "tight" and fit.resident_layers == 10
     assert fit.reason == "needs 29.9 GB of RAM and 26.0 GB is free now: close other programs first"
@@ -172,11 +172,11 @@ def test_minimum_vram_is_exactly_where_the_default_budget_starts_to_fit(pair_id:
     from dataclasses import replace
 
     pair, machine = load_catalog().pair(pair_id), hw("gpu24-ram64-pcie4")
-    need = minimum_vram_bytes(pair)
+    need = minimum_vram_bytes(pair, 128)
 
     def on(free: int):
         gpu = replace(machine.gpus[0], vram_free_bytes=free, vram_total_bytes=free)
-        return predict_pair(pair, replace(machine, gpus=(gpu,)))
+        return predict_pair(pair, replace(machine, gpus=(gpu,)), 128)
 
     below, at = on(need - 1), on(need)
     assert below.fit == "no" and below.resident_layers is None and "needs at least" in below.reason
@@ -184,8 +184,16 @@ def test_minimum_vram_is_exactly_where_the_default_budget_starts_to_fit(pair_id:
     assert at.fit == "tight" and "tree budget drops from 128 to 1" in at.reason
 
 
-def test_default_budget_is_the_engines() -> None:
-    from core.methods.specexec import TreeSettings
-    from core.models.fit import DEFAULT_TREE_BUDGET
+def test_automatic_budget_is_planned_as_the_engine_loads_and_predicted_at_its_fastest() -> None:
+    """None (the app's default): memory planned for the largest budget the engine's tuner may pick (what
+    the engine loads with), speed at whichever of the tuner's budgets the model predicts fastest."""
+    from core.autotune.budgets import AUTO_BUDGETS, AUTO_MAX_BUDGET
+    from core.autotune.chooser import resolve_budget
 
-    assert DEFAULT_TREE_BUDGET == TreeSettings().budget
+    assert resolve_budget("auto", "auto") == (AUTO_MAX_BUDGET, True)  # what the engine plans its caches for
+    pair, machine = load_catalog().pair(PAPER_PAIR), hw("gpu24-ram64-pcie4")
+    auto, planned = predict_pair(pair, machine), predict_pair(pair, machine, AUTO_MAX_BUDGET)
+    assert (auto.resident_layers, auto.host_bytes_needed) == (planned.resident_layers, planned.host_bytes_needed)
+    assert auto.budget in AUTO_BUDGETS and auto.tokens_per_second >= planned.tokens_per_second
+    assert auto.budget == 128 and auto.tokens_per_second > planned.tokens_per_second  # compute grows with the tree
+    assert minimum_vram_bytes(pair) == minimum_vram_bytes(pair, AUTO_MAX_BUDGET) > minimum_vram_bytes(pair, 128)

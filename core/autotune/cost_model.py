@@ -21,6 +21,7 @@ from pathlib import Path
 
 import torch
 
+from core.autotune.budgets import AUTO_MAX_BUDGET
 from core.causal_lm import CausalLM
 from core.sampling import SamplingParams, sample_token
 from core.timing import synchronize
@@ -201,7 +202,7 @@ def cached_cost_model(target: CausalLM, draft: CausalLM | None, time_limit: floa
             return CostModel.from_json(entry["model"]), False
         except (KeyError, TypeError, ValueError):
             pass  # an entry of another shape: measure again
-    model = measure_cost_model(target, draft, time_limit, max_tree_tokens=target.max_tree_tokens or 1024)
+    model = measure_cost_model(target, draft, time_limit, max_tree_tokens=target.max_tree_tokens or AUTO_MAX_BUDGET)
     entries[key] = {"measured_at": now, "model": model.to_json()}
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
