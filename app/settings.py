@@ -107,7 +107,7 @@ class AppSettings:
     tree_budget: int = 0  # draft tokens per pass; 0 = automatic (chosen for this machine)
     max_depth: int = 32
     expand: int = 32
-    context_length: int = 0  # tokens; 0 = the models' own context window
+    context_length: int = 0  # tokens the KV caches are planned for; 0 = 4,096 (or the models' limit if lower)
     engine_threads: int = 0  # CPU threads for the engine; 0 = core.threads' default (physical cores minus one)
     api_server: bool = False  # serve the OpenAI-compatible API on 127.0.0.1 (app.api_server)
     api_server_port: int = 8765

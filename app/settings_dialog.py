@@ -18,6 +18,7 @@ from app.presets import SYSTEM_PRESETS, preset_for
 from app.settings import AppSettings, BudgetMode, ConversationSettings, Method, Offload, Theme
 from core.model_spec import spec_problem
 from core.models.locations import models_dir
+from core.offload.residency import PLANNED_CONTEXT
 
 OFFLOAD_LABELS = {Offload.AUTO: "Automatic", Offload.ON: "Always (stream weights from RAM)", Offload.OFF: "Never (all in GPU memory)"}
 THEME_LABELS = {Theme.SYSTEM: "Follow the system", Theme.LIGHT: "Light", Theme.DARK: "Dark"}
@@ -114,8 +115,10 @@ class AppSettingsDialog(QDialog):
         self.vram.setValue(settings.vram_budget_gb)
         self.theme = _combo(THEME_LABELS, settings.theme, "Theme")
         self.context_length = _spin("Context length in tokens", 0, 1_048_576, settings.context_length, 1024,
-                                    special="The model's own",
-                                    tip="A smaller window uses less memory; older messages are left out sooner")
+                                    special=f"Automatic ({PLANNED_CONTEXT:,} tokens)",
+                                    tip="How much of the conversation the model keeps in mind. Its memory is set "
+                                        "aside when the model loads: a longer context takes more, a shorter one "
+                                        "leaves out older messages sooner")
         for label, widget in (("&Model:", self.target), ("&Draft model:", self.draft), ("&Offloading:", self.offload),
                               ("GPU &memory budget:", self.vram), ("&Context length:", self.context_length),
                               ("&Theme:", self.theme)):

@@ -2,8 +2,9 @@
 
 We run the decoder loop ourselves (embed, each decoder layer, final norm, lm_head) instead of calling the
 HF model's forward, for three reasons: logits are computed only for the rows a caller needs (a 2,000-token
-prefill must not materialise 2,000 x 128k logits), an offloaded target can stream each layer's weights
-inside the same loop, and we never depend on how a model class slices its layer list.
+prefill must not materialise 2,000 x 128k logits, and a scored tree keeps its hidden states so that
+verification applies the LM head only to the rows it visits: `RowLogits`), an offloaded target can stream
+each layer's weights inside the same loop, and we never depend on how a model class slices its layer list.
 """
 
 from __future__ import annotations
@@ -16,6 +17,11 @@ from torch import nn
 
 from core.errors import UnsupportedArchitectureError
 from core.kv_cache import InPlaceKVCache
+from core.offload.residency import PREFILL_CHUNK, kv_rows
+from core.tree_mask import additive_mask, causal_visibility
+
+# Draft tokens per pass a model's KV cache has rows for when no tree budget was planned (max_tree_tokens).
+DEFAULT_TREE_ROWS = 2048
 
 # Architectures whose decoder stack is embed_tokens -> layers(hidden, mask, rope) -> norm -> lm_head.
 SUPPORTED_MODEL_TYPES = frozenset({"llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen2_moe"})
@@ -34,9 +40,12 @@ def check_architecture(model_type: str) -> None:
 class CausalLM:
     """A loaded HF causal LM plus what the engine needs to know about it.
 
-    max_tree_tokens: the most draft tokens one forward of this model may score (None: no limit). An
-    offloaded target sets it when free VRAM cannot hold the activations of the requested tree; generation
-    then caps its tree budget to it.
+    max_context: the planned context (the model's own limit or less, see residency.resolve_context_length);
+    conversations are trimmed to it and the KV caches are preallocated for it.
+    max_tree_tokens: the most draft tokens one pass may add to this model's cache (None: DEFAULT_TREE_ROWS).
+    Loading sets it to the planned tree budget (an offloaded target lowers it when free VRAM cannot hold the
+    activations of the requested tree); generation caps its tree budget to it.
+    prefill_chunk: the most prompt tokens one forward takes (longer prompts are prefilled in chunks).
     """
 
     model: nn.Module
@@ -44,6 +53,7 @@ class CausalLM:
     eos_token_ids: tuple[int, ...]
     max_context: int
     max_tree_tokens: int | None = None
+    prefill_chunk: int = PREFILL_CHUNK
 
     @property
     def config(self):
@@ -65,8 +75,18 @@ class CausalLM:
     def decoder_layers(self) -> nn.ModuleList:
         return self.model.model.layers
 
+    @property
+    def tree_rows(self) -> int:
+        """Draft tokens per pass the KV cache has room for."""
+        return self.max_tree_tokens if self.max_tree_tokens is not None else DEFAULT_TREE_ROWS
+
+    @property
+    def kv_rows(self) -> int:
+        """Rows each KV cache is preallocated with: the planned context plus one pass's tree and root."""
+        return kv_rows(self.max_context, self.tree_rows)
+
     def new_cache(self) -> InPlaceKVCache:
-        return InPlaceKVCache(len(self.decoder_layers))
+        return InPlaceKVCache(len(self.decoder_layers), self.kv_rows)
 
     def layers_to_run(self) -> Iterator[nn.Module]:
         """The decoder layers of one pass, in order, each ready to compute. An offloaded model overrides
@@ -85,8 +105,40 @@ class CausalLM:
         """Run new tokens on top of `cache` (which they extend) and return logits for `logit_rows`.
 
         input_ids, position_ids: long [n]; mask: additive [1, 1, n, cache.length + n] in the model dtype.
-        Returns float logits [rows, V].
+        Returns logits [rows, V] in the model dtype.
         """
+        return self.model.lm_head(self.hidden_states(input_ids, position_ids, mask, cache, logit_rows))
+
+    @torch.no_grad()
+    def row_logits(
+        self,
+        input_ids: torch.Tensor,
+        position_ids: torch.Tensor,
+        mask: torch.Tensor,
+        cache: InPlaceKVCache,
+        rows: torch.Tensor | slice | None = None,
+    ) -> "RowLogits":
+        """Like forward, but the LM head is applied later, to each row a caller reads (see RowLogits)."""
+        return RowLogits(self.hidden_states(input_ids, position_ids, mask, cache, rows), self.model.lm_head)
+
+    @torch.no_grad()
+    def extend(self, input_ids: torch.Tensor, cache: InPlaceKVCache) -> None:
+        """Append a causal chunk of tokens to `cache` without computing any logits (prefill)."""
+        n = input_ids.shape[0]
+        visible = causal_visibility(cache.length, n, self.device)
+        positions = torch.arange(cache.length, cache.length + n)
+        self.hidden_states(input_ids, positions, additive_mask(visible, self.dtype), cache, slice(0, 0))
+
+    @torch.no_grad()
+    def hidden_states(
+        self,
+        input_ids: torch.Tensor,
+        position_ids: torch.Tensor,
+        mask: torch.Tensor,
+        cache: InPlaceKVCache,
+        rows: torch.Tensor | slice | None = None,
+    ) -> torch.Tensor:
+        """The decoder stack over new tokens on top of `cache`; final-normed hidden states [rows, H]."""
         inner = self.model.model
         # hidden: [1, n, hidden]
         hidden = inner.embed_tokens(input_ids.to(self.device)[None])
@@ -107,5 +159,31 @@ class CausalLM:
                 hidden = out[0] if isinstance(out, tuple) else out
         finally:
             layers.close()  # after an error an offloaded model drops its prefetch state at once
-        rows = hidden[0] if logit_rows is None else hidden[0, logit_rows]
-        return self.model.lm_head(inner.norm(rows))
+        selected = hidden[0] if rows is None else hidden[0, rows]
+        return inner.norm(selected)
+
+
+class RowLogits:
+    """The logits of a scored tree, row by row: the LM head runs on one row when it is read.
+
+    Verification walks the tree from the root and reads the distribution of each node it visits (the
+    accepted path and the node it stops at): a handful of rows, where a 2,049-token tree times a 128k
+    vocabulary would be 0.5 GB of logits. One row through the head is also the exact computation a
+    sequential step does, so the two agree to the last bit whenever the hidden states do.
+    """
+
+    def __init__(self, hidden: torch.Tensor, head: nn.Module) -> None:
+        self._hidden = hidden  # [N, H], final-normed
+        self._head = head
+
+    @property
+    def device(self) -> torch.device:
+        return self._hidden.device
+
+    def __len__(self) -> int:
+        return self._hidden.shape[0]
+
+    @torch.no_grad()
+    def __getitem__(self, row: int) -> torch.Tensor:
+        """Logits [V] after node `row`."""
+        return self._head(self._hidden[row : row + 1])[0]

@@ -3,6 +3,10 @@
 Invariant: a cache holds exactly the first `cache.length` tokens of `tokens`; the rest are "pending" for
 that model and go into its next forward. The last token of the sequence is never cached by the target:
 it is the root of the next draft tree (or the input of the next sequential step).
+
+A long run of pending tokens (a new prompt) is prefilled in chunks of `model.prefill_chunk` before the pass
+that needs logits (`prefill_pending`), so no forward holds more than a chunk plus a tree: a 32k-token prompt
+in one pass with its tree would need a 32k-square attention mask (3 GB in 16 bits).
 """
 
 from __future__ import annotations
@@ -28,6 +32,15 @@ class DecodeState:
 
     def pending(self, cache: InPlaceKVCache) -> torch.Tensor:
         return torch.tensor(self.tokens[cache.length :], dtype=torch.long)
+
+    def prefill_pending(self, model: CausalLM, cache: InPlaceKVCache) -> torch.Tensor:
+        """Run all but the last `model.prefill_chunk` (or fewer) pending tokens through `model` in causal
+        chunks of that size, adding them to `cache`; return the tokens still pending (long [<= chunk])."""
+        pending = self.pending(cache)
+        while pending.shape[0] > model.prefill_chunk:
+            model.extend(pending[: model.prefill_chunk], cache)
+            pending = pending[model.prefill_chunk :]
+        return pending
 
     def reset_tokens(self, tokens: list[int]) -> None:
         """Start from a new token sequence, keeping the cached rows of the longest shared prefix.

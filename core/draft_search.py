@@ -182,8 +182,11 @@ def build_draft_tree(
         threshold = torch.topk(known, k).values[-1] if known.shape[0] >= k else known.new_tensor(-float("inf"))
         expandable = (c_cum >= threshold) & (c_depth < depth_cap) & torch.isfinite(c_cum)
         # the first `width` expandable entries of the sorted pool are the best; a stable sort on "not
-        # picked" lists them first (in pool order), then the rest of the pool (in pool order)
-        picked = expandable & (torch.cumsum(expandable, 0) <= width)
+        # picked" lists them first (in pool order), then the rest of the pool (in pool order). Never more
+        # than the draft cache has rows left: the search expands more nodes than the budget (the top K
+        # shifts as it goes), and near the planned context those rows run out; the tree is then the top K
+        # of the nodes found, as when max_forwards stops the search.
+        picked = expandable & (torch.cumsum(expandable, 0) <= min(width, cache.capacity - cache.length))
         count = int(picked.sum())  # host sync, deliberate: the batch size of the next draft forward
         if count == 0:
             break

@@ -133,11 +133,11 @@ def _method_steps(
     return specinfer_steps(state, target, draft, params, settings.tree, max_new_tokens)
 
 
-def fit_tree_to_target(settings: DecodingSettings, target: CausalLM) -> DecodingSettings:
-    """Cap the tree budget at what the target can score in one pass (`CausalLM.max_tree_tokens`: set by an
-    offloaded target that is short of VRAM for bigger trees)."""
-    cap = target.max_tree_tokens
-    if cap is None or settings.tree.budget <= cap:
+def fit_tree_to_target(settings: DecodingSettings, target: CausalLM, draft: CausalLM | None = None) -> DecodingSettings:
+    """Cap the tree budget at the tree rows both models' KV caches were planned with (`CausalLM.tree_rows`:
+    the planned tree budget, lowered by an offloaded target that is short of VRAM for bigger trees)."""
+    cap = min(model.tree_rows for model in (target, draft) if model is not None)
+    if settings.tree.budget <= cap:
         return settings
     return dataclasses.replace(settings, tree=dataclasses.replace(settings.tree, budget=cap))
 
@@ -172,7 +172,7 @@ def stream_generate(
     if not prompt_ids:
         raise InvalidSettingError("the prompt is empty")
     room = check_context(len(prompt_ids), [target] + ([draft] if draft is not None else []))
-    settings = fit_tree_to_target(settings, target)
+    settings = fit_tree_to_target(settings, target, draft if settings.method != "sequential" else None)
     max_new = min(settings.max_new_tokens, room)
     if state is None:
         state = DecodeState.fresh(prompt_ids, target, draft if settings.method != "sequential" else None)

@@ -1,15 +1,19 @@
-"""A KV cache that grows in place and commits an accepted tree path without copying the prefix.
+"""A KV cache preallocated once that commits an accepted tree path without copying the prefix.
 
 transformers' DynamicLayer concatenates on every forward, copying the whole prefix each time. Our layer
-keeps one buffer per layer with spare capacity (doubled when full), writes new keys at the end, and on
-commit moves only the accepted tokens' rows next to the kept prefix. Keys already carry RoPE for their
-absolute positions, so moving rows needs no re-rotation.
+keeps one buffer per layer, allocated at its first write with the planned number of rows (the planned
+context plus one pass's tree: what the VRAM plan counted), writes new keys at the end, and on commit moves
+only the accepted tokens' rows next to the kept prefix. Keys already carry RoPE for their absolute
+positions, so moving rows needs no re-rotation. It never grows: doubling a 70B's cache would take GBs the
+plan never counted, so a write past the planned rows is refused with ContextLengthError.
 """
 
 from __future__ import annotations
 
 import torch
 from transformers.cache_utils import Cache, CacheLayerMixin
+
+from core.errors import ContextLengthError
 
 
 class InPlaceKVLayer(CacheLayerMixin):
@@ -18,31 +22,28 @@ class InPlaceKVLayer(CacheLayerMixin):
     is_sliding = False
     is_croppable = True
 
-    def __init__(self, initial_capacity: int = 256) -> None:
+    def __init__(self, capacity: int) -> None:
         super().__init__()
         self.length = 0
-        self.initial_capacity = initial_capacity
+        self.capacity = capacity
         self._key_buffer: torch.Tensor | None = None
         self._value_buffer: torch.Tensor | None = None
 
     def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
         batch, heads, _, head_dim = key_states.shape
-        shape = (batch, heads, self.initial_capacity, head_dim)
+        shape = (batch, heads, self.capacity, head_dim)
         self._key_buffer = key_states.new_empty(shape)
         self._value_buffer = value_states.new_empty(shape[:3] + value_states.shape[-1:])
         self.dtype, self.device = key_states.dtype, key_states.device
         self.is_initialized = True
 
-    def _ensure_capacity(self, needed: int) -> None:
-        capacity = self._key_buffer.shape[-2]
-        if needed <= capacity:
-            return
-        new_capacity = max(needed, 2 * capacity)
-        for name in ("_key_buffer", "_value_buffer"):
-            old = getattr(self, name)
-            grown = old.new_empty(old.shape[:2] + (new_capacity,) + old.shape[3:])
-            grown[..., : self.length, :] = old[..., : self.length, :]
-            setattr(self, name, grown)
+    def _check_capacity(self, needed: int) -> None:
+        if needed > self.capacity:
+            raise ContextLengthError(
+                f"the conversation needs {needed} KV-cache rows but the cache was planned for {self.capacity} "
+                f"tokens (context length plus one draft tree); start a new conversation or load the model with "
+                f"a longer context length"
+            )
 
     def _refresh_views(self) -> None:
         self.keys = self._key_buffer[..., : self.length, :]
@@ -52,7 +53,7 @@ class InPlaceKVLayer(CacheLayerMixin):
         if not self.is_initialized:
             self.lazy_initialization(key_states, value_states)
         new = key_states.shape[-2]
-        self._ensure_capacity(self.length + new)
+        self._check_capacity(self.length + new)
         self._key_buffer[..., self.length : self.length + new, :] = key_states
         self._value_buffer[..., self.length : self.length + new, :] = value_states
         self.length += new
@@ -96,8 +97,8 @@ class InPlaceKVLayer(CacheLayerMixin):
 class InPlaceKVCache(Cache):
     """A transformers Cache made of InPlaceKVLayer, one per decoder layer."""
 
-    def __init__(self, num_layers: int, initial_capacity: int = 256) -> None:
-        super().__init__(layers=[InPlaceKVLayer(initial_capacity) for _ in range(num_layers)])
+    def __init__(self, num_layers: int, capacity: int) -> None:
+        super().__init__(layers=[InPlaceKVLayer(capacity) for _ in range(num_layers)])
 
     def __len__(self) -> int:
         return len(self.layers)
@@ -105,6 +106,11 @@ class InPlaceKVCache(Cache):
     @property
     def length(self) -> int:
         return self.layers[0].length
+
+    @property
+    def capacity(self) -> int:
+        """Rows the cache was planned for; it never holds more."""
+        return self.layers[0].capacity
 
     def crop_to(self, length: int) -> None:
         """Keep the first `length` tokens."""

@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Callable
 import torch
 
 from core.errors import InvalidSettingError, ModelFormatError, ModelNotFoundError, TokenizerMismatchError
-from core.model_files import LoadedModel, Progress, load_gguf_file, load_hf_folder
+from core.model_files import LoadedModel, Progress, checkpoint_dtype, load_gguf_file, load_hf_folder
 from core.model_spec import REPO_ID_RE
+from core.offload.residency import resolve_context_length
 
 # (bytes of weights read so far, bytes in all): reported by loaders that read tensor by tensor (offloaded targets)
 WeightProgress = Callable[[int, int], None]
@@ -72,8 +73,24 @@ def resolve_device(device: str) -> torch.device:
     return torch.device("cuda", index)
 
 
+def auto_dtype(device: torch.device, checkpoint_dtype: str | None, gptq: bool) -> torch.dtype:
+    """The compute dtype 'auto' picks for a model folder.
+
+    CPU: float32. GPU: float16 for GPTQ (its scales are float16, as exllama and vLLM compute) and for float16
+    checkpoints (no rounding of the stored weights, and the fastest 16-bit path on every NVIDIA card);
+    otherwise bfloat16 where the GPU supports it, else float16. In 16 bits SpecExec still emits exact samples
+    of the target, but a near-tie can flip a token against sequential decoding (README, "Same seed").
+    """
+    if device.type != "cuda":
+        return torch.float32
+    if gptq or checkpoint_dtype == "float16":
+        return torch.float16
+    return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+
+
 def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
-    """'auto' -> float32 on CPU; bfloat16 on a GPU that supports it, else float16."""
+    """'auto' -> float32 on CPU; bfloat16 on a GPU that supports it, else float16 (a model folder refines
+    'auto' with `auto_dtype`)."""
     if not isinstance(dtype, str) or dtype.strip().lower() not in DTYPE_CHOICES:
         raise InvalidSettingError(f"unknown dtype {dtype!r}: use one of {', '.join(DTYPE_CHOICES)}")
     text = dtype.strip().lower()
@@ -95,6 +112,8 @@ def load_model(
     progress: Progress | None = None,
     offload: "OffloadSettings | None" = None,
     weight_progress: WeightProgress | None = None,
+    context_length: int | None = None,
+    tree_budget: int | None = None,
 ) -> LoadedModel:
     """Load `spec`: a model folder, a .gguf file, a repo id in the local HF cache, 'builtin' or 'builtin-draft'.
 
@@ -103,7 +122,20 @@ def load_model(
     (core.offload): decoder weights in host RAM, streamed to the GPU per pass. `progress` gets a sentence per
     loading step; `weight_progress` gets (bytes read, bytes in all) while an offloaded target's weights are
     read, at most once per percent (a 35 GB model takes minutes: the app shows a moving bar).
+    `context_length` (None: 4,096 or the model's limit if lower) and `tree_budget` (None: no plan) are the
+    planned context and tree: the model's `max_context` and `max_tree_tokens`, which size its KV caches.
+
+    Raises InvalidSettingError for a context length above the model's limit (and bad device/dtype).
     """
+    loaded = _load(spec, dtype, device, progress, offload, weight_progress, context_length, tree_budget)
+    lm = loaded.lm
+    lm.max_context = resolve_context_length(context_length, lm.max_context)
+    if tree_budget is not None and lm.max_tree_tokens is None:
+        lm.max_tree_tokens = tree_budget
+    return loaded
+
+
+def _load(spec, dtype, device, progress, offload, weight_progress, context_length, tree_budget) -> LoadedModel:
     report: Progress = progress or (lambda _message: None)
     torch_device = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, torch_device)
@@ -119,11 +151,15 @@ def load_model(
     kind, path, name = resolve_spec(spec)
     if kind == "gguf":
         return load_gguf_file(path, name, torch_dtype, torch_device, report)
+    from core.offload import is_gptq_folder
     from core.offload.routing import OffloadSettings, load_offloaded_folder, should_offload
 
-    settings = offload or OffloadSettings()
+    if dtype.strip().lower() == "auto":
+        torch_dtype = auto_dtype(torch_device, checkpoint_dtype(path), is_gptq_folder(path))
+    settings = offload or OffloadSettings(tree_budget=tree_budget or OffloadSettings.tree_budget)
     if should_offload(path, settings, torch_device):
-        return load_offloaded_folder(path, name, torch_dtype, torch_device, settings, report, weight_progress)
+        return load_offloaded_folder(path, name, torch_dtype, torch_device, settings, report, weight_progress,
+                                     context_length)
     return load_hf_folder(path, name, torch_dtype, torch_device, report)
 
 

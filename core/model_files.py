@@ -64,6 +64,17 @@ def read_folder_config(folder: Path) -> dict:
     return config
 
 
+def checkpoint_dtype(folder: Path) -> str | None:
+    """The dtype a model folder's config.json says its weights are stored in ("dtype" or the older
+    "torch_dtype"), or None when it does not say."""
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    value = config.get("dtype", config.get("torch_dtype")) if isinstance(config, dict) else None
+    return value if isinstance(value, str) else None
+
+
 def check_weight_files(folder: Path) -> list[Path]:
     """The safetensors files the model needs; ModelFormatError if they are missing or the index is broken."""
     index_path = folder / SAFETENSORS_INDEX

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
+from core.causal_lm import RowLogits
 from core.sampling import SamplingParams, sample_token
 
 
@@ -32,7 +33,7 @@ class Verdict:
 def verify_tree(
     tokens: torch.Tensor,
     parents: torch.Tensor,
-    target_logits: torch.Tensor,
+    target_logits: torch.Tensor | RowLogits,
     params: SamplingParams,
     root_position: int,
     context_ids: torch.Tensor,
@@ -40,7 +41,8 @@ def verify_tree(
 ) -> Verdict:
     """Pure function of (tree, target logits, sampler) -> accepted path.
 
-    tokens, parents: long [N] (root at 0); target_logits: [N, V], row i = distribution after node i;
+    tokens, parents: long [N] (root at 0); target_logits: [N, V] or RowLogits (row i = distribution after
+    node i; only the rows of the visited nodes are read);
     root_position: absolute position of the root token; context_ids: long [T], every token up to and
     including the root (for the repetition penalty); max_tokens: stop once this many tokens are emitted.
     """

@@ -234,7 +234,7 @@ def test_builtin_is_smollm2_with_a_chat_template(builtin_pair):
     assert lm.name == "builtin"
     assert lm.vocab_size == 49152 and len(tok.get_vocab()) == 49152
     assert len(lm.decoder_layers) == 30
-    assert lm.max_context == 8192
+    assert lm.config.max_position_embeddings == 8192 and lm.max_context == 4096  # planned by default (issue 10)
     assert tok.convert_ids_to_tokens(list(lm.eos_token_ids)) == ["<|im_end|>"]
     assert lm.dtype == torch.float32 and not lm.model.training
     text = tok.apply_chat_template([{"role": "user", "content": "Hi"}], tokenize=False, add_generation_prompt=True)

@@ -396,16 +396,17 @@ def test_the_engine_says_when_it_starts_reading_the_prompt(client, local):
     assert all(isinstance(e, P.AutoChoice) for e in events[1:first_chunk])  # only the tuner's choice between
 
 
-def test_context_length_caps_the_window(local):
-    """Load.context_length: a smaller window than the models' (the app's "Context length" setting)."""
+def test_the_window_is_the_planned_context(local):
+    """Load.context_length plans both models' context (load_model's context_length: the app's "Context
+    length" setting); the session trims or refuses conversations at the smaller of the two."""
+    import dataclasses
+
     from core.engine.session import ChatSession
     from core.errors import ContextLengthError
 
     target, draft = local
-    session = ChatSession(target.lm, draft.lm, target.tokenizer)
-    full = session.context_limit
-    session.context_cap = 64
-    assert session.context_limit == 64 < full
+    session = ChatSession(dataclasses.replace(target.lm, max_context=64), draft.lm, target.tokenizer)
+    assert session.context_limit == 64 < draft.lm.max_context
     with pytest.raises(ContextLengthError):
         session.prepare([{"role": "user", "content": " ".join(["w9"] * 80)}], 4)
     assert P.validate(P.Load(context_length=64)).context_length == 64

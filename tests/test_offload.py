@@ -34,7 +34,6 @@ from core.methods.specexec import TreeSettings, specexec_steps
 from core.offload import OffloadedLM, OffloadReport, load_offloaded
 from core.offload.layout import LAYER_ALIGN, layer_layout
 from core.offload.residency import (
-    PLANNED_CONTEXT,
     activation_bytes,
     config_kv_bytes,
     default_vram_budget,
@@ -145,14 +144,14 @@ def test_plan_residency_errors():
 
 def test_default_budget_is_free_vram_minus_draft_caches_activations_and_margin():
     assert default_vram_budget(1000, 100, 50, 20, 30, margin_bytes=10) == 790
-    assert kv_cache_bytes(2, 8, 128, 300, 2) == 2 * 2 * 8 * 512 * 128 * 2  # capacity doubles 256 -> 512
+    assert kv_cache_bytes(2, 8, 128, 300, 2) == 2 * 2 * 8 * 300 * 128 * 2  # preallocated rows, no doubling
     config = LlamaConfig(hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2, vocab_size=100)
     assert activation_bytes(config, 2048, 4096, 2) > activation_bytes(config, 64, 4096, 2)
 
 
 def _default_budget(config, free, tree, draft_weights=10**6, draft_kv=10**5):
     """default_vram_budget spelled out for a tree of `tree` tokens and a 4096-token context (fp16)."""
-    return default_vram_budget(free, draft_weights, config_kv_bytes(config, 4096 + tree, 2), draft_kv,
+    return default_vram_budget(free, draft_weights, config_kv_bytes(config, 4096 + tree + 1, 2), draft_kv,
                                activation_bytes(config, tree, 4096, 2))
 
 
@@ -180,7 +179,7 @@ def test_default_budget_lowers_the_tree_until_the_minimum_fits():
 
 def test_draft_kv_cache_is_reserved_in_the_default_budget(tiny_draft):
     settings = OffloadSettings(tree_budget=96).with_draft(tiny_draft)
-    expected = config_kv_bytes(tiny_draft.config, PLANNED_CONTEXT + 96, 8)  # float64 tiny draft
+    expected = config_kv_bytes(tiny_draft.config, tiny_draft.kv_rows, 8)  # float64 tiny draft, its preallocated rows
     assert settings.draft_kv_bytes == expected > 0
     assert OffloadSettings().with_draft(None).draft_kv_bytes == 0
 
@@ -280,10 +279,11 @@ def test_16bit_offloaded_equals_in_memory(tmp_path, model_type, dtype):
 
 def test_ring_trace_follows_the_plan_and_reuses_slots(tmp_path):
     save_tiny(tmp_path, "llama", torch.float16)
-    probe = load_offloaded(str(tmp_path), "cpu", torch.float32)
-    layer = probe.report.layer_bytes
-    # budget for exactly one resident layer plus two slots
-    model = load_offloaded(str(tmp_path), "cpu", torch.float32, vram_budget_bytes=3 * layer, stream_on_cpu=True, record_trace=True)
+    probe = load_offloaded(str(tmp_path), "cpu", torch.float32, resident_layers=0, stream_on_cpu=True)
+    layer, fixed = probe.report.layer_bytes, probe.report.device_fixed_bytes
+    # budget for the non-layer weights and exactly one resident layer plus two slots
+    model = load_offloaded(str(tmp_path), "cpu", torch.float32, vram_budget_bytes=fixed + 3 * layer, stream_on_cpu=True,
+                           record_trace=True)
     assert model.report.resident_layers == (2,) and model.report.n_slots == 2
     assert model.report.bytes_streamed_per_pass == 3 * layer
     reference = in_memory(tmp_path, torch.float32)
@@ -389,7 +389,8 @@ def test_cuda_streaming_equals_cpu(tmp_path, resident_layers):
     copies = [a for a in model.streamer.trace if isinstance(a, Copy)]
     n_streamed = 4 - len(model.report.resident_layers)
     assert len(copies) == (3 * n_streamed + model.streamer.n_slots if n_streamed else 0)
-    assert model.report.pinned
+    assert model.report.pinned or not n_streamed  # the host store holds the streamed layers only
+    assert model.report.host_store_bytes == n_streamed * model.report.layer_bytes
 
 
 def test_bench_runs_on_cpu_with_a_note(capsys):

@@ -70,7 +70,7 @@ def health(url: str) -> dict:
 def test_models_lists_the_target(client):
     models = client.models.list().data
     assert [m.id for m in models] == ["builtin"]
-    assert models[0].specexec["draft"] == "builtin-draft" and models[0].specexec["max_context"] == 8192
+    assert models[0].specexec["draft"] == "builtin-draft" and models[0].specexec["max_context"] == 4096  # the planned context
 
 
 def test_wrong_or_missing_key_is_401_in_openai_format(server):
@@ -138,7 +138,7 @@ def test_prompt_longer_than_the_context_is_400(client):
             client.chat.completions.create(model="builtin", messages=too_long, max_tokens=4, stream=stream)
         error = caught.value
         assert error.status_code == 400 and error.code == "context_length_exceeded"
-        assert "context window is 8192" in error.message and "shorten" in error.message
+        assert "context window is 4096" in error.message and "shorten" in error.message
 
 
 def test_bad_parameters_are_400_naming_the_parameter(client):

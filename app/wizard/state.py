@@ -9,7 +9,7 @@ from app.model_choice import installed_pairs, pair_paths
 from app.settings import AppSettings
 from core.hardware.description import HardwareDescription
 from core.models.catalog import Catalog, load_catalog
-from core.models.fit import DEFAULT_TREE_BUDGET, PairFit, Recommendation, recommend
+from core.models.fit import PairFit, Recommendation, recommend
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ class WizardState:
     def predict(self, hw: HardwareDescription) -> "Prediction":
         """Blocking: the fit of every catalog pair on `hw`, and which pairs are already downloaded. Changes
         nothing here: the GUI thread hands the result to `apply`."""
-        budget = self.settings.tree_budget or DEFAULT_TREE_BUDGET  # 0: the engine chooses; predict at the default
+        budget = self.settings.tree_budget or None  # 0: the engine chooses (predicted as the fit's automatic budget)
         return Prediction(hw, recommend(self.catalog, hw, budget),
                           set(installed_pairs(self.catalog, self.models_dir)))
 

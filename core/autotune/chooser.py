@@ -21,13 +21,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from core.autotune.acceptance import AcceptanceTable
+from core.autotune.budgets import AUTO_BUDGETS, AUTO_MAX_BUDGET
 from core.autotune.cost_model import CostModel
 
 SEQUENTIAL = "sequential"
 SPECEXEC = "specexec"
-AUTO_BUDGETS = (16, 32, 64, 128, 256, 512, 1024)
 AUTO_EXPANDS = (16, 32, 64)
-AUTO_MAX_BUDGET = AUTO_BUDGETS[-1]
 
 
 @dataclass(frozen=True)

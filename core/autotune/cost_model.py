@@ -21,13 +21,14 @@ from pathlib import Path
 
 import torch
 
+from core.autotune.budgets import AUTO_MAX_BUDGET
 from core.causal_lm import CausalLM
 from core.sampling import SamplingParams, sample_token
 from core.timing import synchronize
 from core.tree_mask import additive_mask, causal_visibility
 
 CACHE_FILE = "cost-models.json"
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2  # 2: target passes timed with the LM head on one row (RowLogits), not every row
 MAX_AGE_S = 30 * 24 * 3600  # re-measure a month-old entry: drivers, load and thermals drift
 # Measured in this order (the span first, so a short time limit still brackets the range), then sorted.
 TARGET_SIZES = (1, 64, 256, 16, 1024)  # tree tokens + root
@@ -77,8 +78,9 @@ class CostModel:
         )
 
 
-def _time_forward(model: CausalLM, cache, tokens: int, repeats: int) -> float:
-    """Best of `repeats` forwards of `tokens` new causal tokens on top of `cache` (cropped back after each)."""
+def _time_forward(model: CausalLM, cache, tokens: int, repeats: int, logit_rows: slice | None) -> float:
+    """Best of `repeats` forwards of `tokens` new causal tokens on top of `cache` (cropped back after each),
+    with the LM head on `logit_rows` (None: every row)."""
     past = cache.length
     ids = torch.randint(3, model.vocab_size, (tokens,))
     positions = torch.arange(past, past + tokens)
@@ -86,7 +88,7 @@ def _time_forward(model: CausalLM, cache, tokens: int, repeats: int) -> float:
     best = float("inf")
     for _ in range(repeats):
         started = time.perf_counter()
-        model.forward(ids, positions, mask, cache)
+        model.forward(ids, positions, mask, cache, logit_rows=logit_rows)
         synchronize(model.device)
         best = min(best, time.perf_counter() - started)
         cache.crop_to(past)
@@ -101,14 +103,17 @@ def _prefilled_cache(model: CausalLM):
     return cache
 
 
-def _measure_curve(model: CausalLM, sizes: tuple[int, ...], deadline: float) -> Curve:
-    """Time each size in turn (two tries for the small ones) until the deadline; at least two sizes."""
+def _measure_curve(model: CausalLM, sizes: tuple[int, ...], deadline: float, logit_rows: slice | None) -> Curve:
+    """Time each size in turn (two tries for the small ones) until the deadline; at least two sizes.
+
+    logit_rows: the rows a forward of this kind needs logits for. A draft forward reads every row; a target
+    pass one row at a time, only those verification visits (`RowLogits`), so it is timed with one."""
     cache = _prefilled_cache(model)
     points: list[tuple[int, float]] = []
-    for size in sizes:
+    for size in (s for s in sizes if cache.length + s <= cache.capacity):  # a small planned context has fewer rows
         if len(points) >= 2 and time.perf_counter() > deadline:
             break
-        points.append((size, _time_forward(model, cache, size, repeats=2 if size <= 16 else 1)))
+        points.append((size, _time_forward(model, cache, size, 2 if size <= 16 else 1, logit_rows)))
     return Curve(tuple(sorted(points)))
 
 
@@ -134,8 +139,8 @@ def measure_cost_model(target: CausalLM, draft: CausalLM | None, time_limit: flo
     started = time.perf_counter()
     target_sizes = tuple(s for s in TARGET_SIZES if s <= max_tree_tokens + 1) or (1,)
     sequential = _measure_sequential_step(target)
-    target_curve = _measure_curve(target, target_sizes, started + time_limit * (0.6 if draft else 1.0))
-    draft_curve = _measure_curve(draft, DRAFT_WIDTHS, started + time_limit) if draft is not None else None
+    target_curve = _measure_curve(target, target_sizes, started + time_limit * (0.6 if draft else 1.0), slice(0, 1))
+    draft_curve = _measure_curve(draft, DRAFT_WIDTHS, started + time_limit, None) if draft is not None else None
     return CostModel(target_curve, draft_curve, sequential)
 
 
@@ -197,7 +202,7 @@ def cached_cost_model(target: CausalLM, draft: CausalLM | None, time_limit: floa
             return CostModel.from_json(entry["model"]), False
         except (KeyError, TypeError, ValueError):
             pass  # an entry of another shape: measure again
-    model = measure_cost_model(target, draft, time_limit, max_tree_tokens=target.max_tree_tokens or 1024)
+    model = measure_cost_model(target, draft, time_limit, max_tree_tokens=target.max_tree_tokens or AUTO_MAX_BUDGET)
     entries[key] = {"measured_at": now, "model": model.to_json()}
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -199,7 +199,7 @@ class _Pass:
         self.positions = torch.arange(context, context + tree, device=device)[None]
         self.rope = LlamaRotaryEmbedding(config).to(device)(self.hidden, position_ids=self.positions)
         self.mask = torch.zeros(1, 1, tree, context + tree, device=device, dtype=dtype)
-        self.cache = InPlaceKVCache(count)
+        self.cache = InPlaceKVCache(count, context + tree)
         head_dim = config.head_dim
         for layer in self.cache.layers:
             keys = torch.randn(1, config.num_key_value_heads, context, head_dim, device=device, dtype=dtype)

@@ -1,4 +1,4 @@
-"""`specexec models recommend [--json] [--budget K] [--hw FILE] [--measure]`: which catalog pairs this
+"""`specexec models recommend [--json] [--budget K|auto] [--hw FILE] [--measure]`: which catalog pairs this
 computer can run, how fast, and which one to pick (core.models.fit)."""
 
 from __future__ import annotations
@@ -12,11 +12,10 @@ GIB = 1024**3
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from core.models.fit import DEFAULT_TREE_BUDGET
-
     parser.add_argument("--json", action="store_true", help="print one JSON object (a stable contract)")
-    parser.add_argument("--budget", type=int, default=DEFAULT_TREE_BUDGET,
-                        help="draft tokens per target pass to predict for (lowered where VRAM is short)")
+    parser.add_argument("--budget", type=_budget, default="auto", metavar="K|auto",
+                        help="draft tokens per target pass to predict for (lowered where VRAM is short); auto "
+                             "(default): planned as the engine loads, at the fastest budget it may choose")
     parser.add_argument("--measure", action="store_true",
                         help="measure the host-to-device copy rate instead of estimating it from the PCIe link")
     add_hw_argument(parser)
@@ -28,11 +27,21 @@ def run(args: argparse.Namespace) -> int:
     from core.models.catalog import load_catalog
     from core.models.fit import recommend
 
-    if args.budget < 1:
+    if args.budget != "auto" and args.budget < 1:
         raise InvalidSettingError(f"--budget must be at least 1 draft token, got {args.budget}")
-    result = recommend(load_catalog(), describe_hardware(args.hw, measure=args.measure), args.budget)
+    budget = None if args.budget == "auto" else args.budget
+    result = recommend(load_catalog(), describe_hardware(args.hw, measure=args.measure), budget)
     print(json.dumps(result.to_dict(), indent=2) if args.json else "\n".join(table_lines(result)))
     return 0
+
+
+def _budget(text: str) -> int | str:
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a tree budget is a whole number of draft tokens or 'auto', not {text!r}")
 
 
 def table_lines(result) -> list[str]:

@@ -27,6 +27,9 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
                         help="VRAM for the offloaded target's weights (default: free VRAM minus draft, caches, margin)")
     parser.add_argument("--resident-layers", default="auto", metavar="N|auto",
                         help="offloaded target layers kept on the GPU (auto: as many as the budget allows)")
+    parser.add_argument("--context-length", type=int, default=None, metavar="N",
+                        help="tokens of conversation the KV caches are sized for (default 4096, at most the "
+                             "model's limit); longer conversations drop their oldest turns")
 
 
 def budget_value(text: str) -> int | str:
@@ -106,8 +109,13 @@ def engine_load_settings(args: argparse.Namespace) -> dict[str, object]:
     offload_settings(args)  # bad offload flags fail here, before an engine starts
     return dict(
         dtype=args.dtype, device=args.device, offload=args.offload, vram_budget_gb=args.vram_budget,
-        resident_layers=args.resident_layers,
+        resident_layers=args.resident_layers, context_length=args.context_length,
     )
+
+
+def planned_memory(args: argparse.Namespace) -> dict[str, int | None]:
+    """The context and tree every model of the command is planned for (load_model's keyword arguments)."""
+    return dict(context_length=args.context_length, tree_budget=_largest_budget(args))
 
 
 def _largest_budget(args: argparse.Namespace) -> int:

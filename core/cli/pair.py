@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from core.cli.options import offload_settings
+from core.cli.options import offload_settings, planned_memory
 from core.loading import LoadedModel, check_same_tokenizer, load_model
 
 
@@ -16,9 +16,10 @@ def load_pair(args: argparse.Namespace, need_draft: bool = True) -> tuple[Loaded
     """
     progress = (lambda message: print(message, file=sys.stderr)) if not getattr(args, "json", False) else None
     offload = offload_settings(args)
-    draft = load_model(args.draft, dtype=args.dtype, device=args.device, progress=progress) if need_draft else None
+    plan = planned_memory(args)
+    draft = load_model(args.draft, dtype=args.dtype, device=args.device, progress=progress, **plan) if need_draft else None
     target = load_model(args.target, dtype=args.dtype, device=args.device, progress=progress,
-                        offload=offload.with_draft(draft.lm if draft is not None else None))
+                        offload=offload.with_draft(draft.lm if draft is not None else None), **plan)
     if draft is not None:
         check_same_tokenizer(target.tokenizer, draft.tokenizer, args.target, args.draft)
     return target, draft

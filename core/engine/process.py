@@ -228,11 +228,12 @@ class Engine:
         roles = ([("draft", request.draft)] if request.draft else []) + [("target", request.target)]
         sizes = [_weight_bytes(spec) for _, spec in roles]
         total = sum(sizes)
+        tree_budget = resolve_budget(request.budget, "auto")[0]  # auto: room for the largest it may pick
         offload = OffloadSettings(
             mode=request.offload,
             vram_budget_gb=request.vram_budget_gb,
             resident_layers=parse_resident_layers(str(request.resident_layers)),
-            tree_budget=resolve_budget(request.budget, "auto")[0],  # auto: room for the largest it may pick
+            tree_budget=tree_budget,
         )
         loaded: dict[str, Any] = {}
         for index, (role, spec) in enumerate(roles):
@@ -257,12 +258,12 @@ class Engine:
                 spec, dtype=request.dtype, device=request.device, progress=progress,
                 offload=offload.with_draft(loaded["draft"].lm if "draft" in loaded else None) if role == "target" else None,
                 weight_progress=lambda done, all_bytes: progress(share=done / max(all_bytes, 1)),
+                context_length=request.context_length, tree_budget=tree_budget,
             )
         target, draft = loaded["target"], loaded.get("draft")
         if draft is not None:
             check_same_tokenizer(target.tokenizer, draft.tokenizer, request.target, request.draft)
         self.session = ChatSession(target.lm, draft.lm if draft else None, target.tokenizer)
-        self.session.context_cap = request.context_length
         self.emit(P.LoadProgress("Measuring this machine's speed", total, total, 1.0))
         self.session.tuner_for(request.max_depth)  # a second or two the first time, then read from the cache
         self.emit(P.LoadProgress("Loaded", total, total, 1.0))

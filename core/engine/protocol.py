@@ -75,10 +75,11 @@ class Load(Request):
     offload (auto|on|off), vram_budget_gb (None: free VRAM minus the draft, caches, activations and a margin)
     and resident_layers ('auto' or a count) place an offloaded target (core.offload.routing); budget also sizes
     the activations it reserves. StatusReport.models["budget"] is the tree budget in force: lower than
-    `budget` when the GPU cannot hold the activations of the requested tree. context_length caps the context
-    window below the models' own (None: theirs); StatusReport.models["max_context"] is the window in force.
+    `budget` when the GPU cannot hold the activations of the requested tree. context_length: the tokens of
+    conversation both KV caches are preallocated for (None: 4,096, or the models' limit if lower);
+    StatusReport.models["max_context"] reports it, and longer conversations drop their oldest turns.
     budget "auto" (the default): chosen per pass for this machine (core/autotune), up to the largest budget
-    it may pick.
+    it may pick (the caches and the activation reserve are sized for that one).
     """
 
     target: str = "builtin"

@@ -116,7 +116,6 @@ class ChatSession:
         self.draft = draft
         self.tokenizer = tokenizer
         self.state: DecodeState | None = None
-        self.context_cap: int | None = None  # a smaller window asked for by the client (Load.context_length)
         self.tuner: AutoTuner | None = None  # learns across turns; built by tuner_for on first need
 
     def tuner_for(self, max_depth: int) -> AutoTuner:
@@ -129,8 +128,7 @@ class ChatSession:
 
     @property
     def context_limit(self) -> int:
-        limit = min(m.max_context for m in (self.target, self.draft) if m is not None)
-        return min(limit, self.context_cap) if self.context_cap else limit
+        return min(m.max_context for m in (self.target, self.draft) if m is not None)
 
     def reset(self) -> None:
         """Forget the cached conversation (next turn prefills from scratch)."""

@@ -21,7 +21,7 @@ def sequential_steps(
     for _ in range(max_new_tokens):
         started = time.perf_counter()
         cache = state.target_cache
-        pending = state.pending(cache)
+        pending = state.prefill_pending(target, cache)
         positions = torch.arange(cache.length, cache.length + pending.shape[0])
         visible = causal_visibility(cache.length, pending.shape[0], target.device)
         logits = target.forward(pending, positions, additive_mask(visible, target.dtype), cache, logit_rows=slice(-1, None))

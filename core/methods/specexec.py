@@ -59,7 +59,7 @@ def specexec_steps(
             top_p=params.top_p if tree.draft_top_p and not params.greedy else None,
         )
         started = time.perf_counter()
-        draft_tree = build_draft_tree(draft, state.draft_cache, state.pending(state.draft_cache), search)
+        draft_tree = build_draft_tree(draft, state.draft_cache, state.prefill_pending(draft, state.draft_cache), search)
         drafted = time.perf_counter()
 
         verdict = target_pass(

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import torch
 
-from core.causal_lm import CausalLM
+from core.causal_lm import CausalLM, RowLogits
 from core.decode_state import DecodeState
 from core.kv_cache import InPlaceKVCache
 from core.methods.specexec import TreeSettings
@@ -232,7 +232,7 @@ def choose_among_candidates(
 def verify_chains(
     trie: ChainTrie,
     draft_probs: list[torch.Tensor],
-    target_logits: torch.Tensor,
+    target_logits: torch.Tensor | RowLogits,
     params: SamplingParams,
     root_position: int,
     context_ids: torch.Tensor,
@@ -240,7 +240,7 @@ def verify_chains(
 ) -> Verdict:
     """Pure function of (trie, draft and target distributions, sampler) -> accepted path and next token.
 
-    target_logits: [N, V], row u = target logits after trie node u; draft_probs: DraftChains.probs;
+    target_logits: [N, V] or RowLogits, row u = target logits after trie node u; draft_probs: DraftChains.probs;
     root_position: absolute position of the root; context_ids: long [T], the sequence up to the root (for
     the repetition penalty); max_tokens: emit at most this many tokens.
     """
@@ -295,7 +295,7 @@ def specinfer_steps(
             chains = no_chains(draft.device)
         else:
             generator = draft_generator(params.seed, root_position, draft.device)
-            pending_draft = state.pending(state.draft_cache)
+            pending_draft = state.prefill_pending(draft, state.draft_cache)
             chains = sample_chains(draft, state.draft_cache, pending_draft, params, width, length, generator)
         # host sync: the trie is built in Python from the sampled token ids
         trie = merge_chains(state.tokens[-1], chains.tokens.tolist(), chains.root_row)

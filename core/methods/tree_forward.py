@@ -6,15 +6,15 @@ from collections.abc import Callable
 
 import torch
 
-from core.causal_lm import CausalLM
+from core.causal_lm import CausalLM, RowLogits
 from core.decode_state import DecodeState
 from core.kv_cache import InPlaceKVCache
 from core.timing import synchronize
 from core.tree_mask import additive_mask, ancestor_matrix, causal_visibility
 from core.verification import Verdict
 
-# (target logits [N, V], absolute position of the root, sequence up to the root) -> Verdict
-Verifier = Callable[[torch.Tensor, int, torch.Tensor], Verdict]
+# (target logits of the N tree rows, absolute position of the root, sequence up to the root) -> Verdict
+Verifier = Callable[[RowLogits, int, torch.Tensor], Verdict]
 
 
 def score_tree(
@@ -24,11 +24,12 @@ def score_tree(
     tree_tokens: torch.Tensor,
     tree_parents: torch.Tensor,
     tree_depths: torch.Tensor,
-) -> torch.Tensor:
+) -> RowLogits:
     """One forward over pending tokens (a chain ending in the root) plus every draft node.
 
-    pending: long [P], its last token is tree node 0; tree_*: long [N]. Returns logits [N, V]: row i is the
-    model's distribution after tree node i. Explicit position ids: root position + depth.
+    pending: long [P], its last token is tree node 0; tree_*: long [N]. Returns the logits of the N tree
+    rows, computed when read (row i: the model's distribution after tree node i). Explicit position ids:
+    root position + depth.
     """
     device = model.device
     past, n_chain, n_tree = cache.length, pending.shape[0], tree_tokens.shape[0] - 1
@@ -43,7 +44,7 @@ def score_tree(
         root_position + tree_depths[1:].to(device),
     ])
     ids = torch.cat([pending.to(device), tree_tokens[1:].to(device)])
-    return model.forward(ids, positions, additive_mask(visible, model.dtype), cache, logit_rows=slice(n_chain - 1, None))
+    return model.row_logits(ids, positions, additive_mask(visible, model.dtype), cache, rows=slice(n_chain - 1, None))
 
 
 def commit_target_path(cache: InPlaceKVCache, chain_end: int, path: list[int]) -> None:
@@ -84,7 +85,7 @@ def target_pass(
 ) -> Verdict:
     """The target's half of a speculative pass, shared by the tree methods: score the tree in one forward,
     verify it, keep the accepted path in both caches and append the emitted tokens to the sequence."""
-    pending = state.pending(state.target_cache)
+    pending = state.prefill_pending(target, state.target_cache)
     chain_end = state.target_cache.length + pending.shape[0]
     logits = score_tree(target, state.target_cache, pending, tree_tokens, tree_parents, tree_depths)
     verdict = verify(logits, chain_end - 1, torch.tensor(state.tokens, dtype=torch.long))

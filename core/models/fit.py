@@ -7,6 +7,10 @@ load cannot disagree about what fits. Mirroring `core.cli.pair.load_pair`: the d
 VRAM for the target's plan is what the draft leaves, and the draft's KV cache is reserved
 (`OffloadSettings.with_draft`).
 
+A tree budget of None is the automatic one (the app's default): memory is planned for the largest budget
+the engine may choose (AUTO_MAX_BUDGET, as the engine loads), and the speed is the best of the budgets it
+chooses from (AUTO_BUDGETS) under this model, as the engine's tuner picks by measured speed.
+
 Speed, per target pass: the streamed layers' bytes over the host-to-device rate (measured, or estimated
 from the PCIe link: `core.hardware.link`) plus a compute term (2 x parameters x tree tokens at an assumed
 sustained rate; no overlap of copy and compute is assumed, and the draft's own time is not counted, two
@@ -15,19 +19,22 @@ errors of opposite sign). Tokens per pass come from the pair's measured acceptan
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from core.autotune.budgets import AUTO_BUDGETS, AUTO_MAX_BUDGET
 from core.errors import InsufficientHostMemoryError, InsufficientVRAMError
 from core.hardware.description import GpuInfo, HardwareDescription
 from core.hardware.link import h2d_rate
 from core.models.catalog import BUILTIN_PAIR_ID, Catalog, ModelRef, Pair
 from core.offload import residency
-from core.offload.host_memory import check_host_memory, host_bytes_needed
+from core.offload.host_memory import check_host_memory, embedding_in_host_ram, host_bytes_needed, host_table_bytes
 from core.offload.sizes import (
     ModelShape,
     WeightFormat,
     decoder_layer_bytes,
+    embedding_bytes,
     gptq_scratch_bytes,
     largest_checkpoint_tensor,
     largest_gptq_linear,
@@ -35,7 +42,6 @@ from core.offload.sizes import (
 )
 
 GIB = 1024**3
-DEFAULT_TREE_BUDGET = 128  # TreeSettings' default; predictions assume it where the engine chooses the budget (auto)
 GPU_DTYPE, GPU_DTYPE_BYTES = "float16", 2  # what a GPU computes in (bf16 or fp16: both 2 bytes)
 # Assumed sustained matmul rates for the compute term (estimates, named as such in the output): a mid-range
 # consumer GPU in fp16, and one CPU core in fp32.
@@ -126,16 +132,25 @@ class _Plan:
 
 
 def _target_on_gpu(pair: Pair) -> tuple[list[int], int]:
-    """(bytes of each decoder layer, fixed VRAM: non-layer weights + GPTQ scratch), as the loader plans them."""
+    """(bytes of each decoder layer, fixed VRAM: non-layer weights less an embedding table kept in host RAM,
+    plus the GPTQ scratch), as the loader plans them."""
     target = _shape(pair.target, pair)
     layer_bytes = [decoder_layer_bytes(target, pair.target.weights)] * target.num_hidden_layers
     scratch = gptq_scratch_bytes(largest_gptq_linear(target) if pair.target.weights.bits else 0, GPU_DTYPE_BYTES)
-    return layer_bytes, non_layer_bytes(target, GPU_DTYPE) + scratch
+    fixed = residency.device_fixed_bytes(non_layer_bytes(target, GPU_DTYPE), embedding_bytes(target, GPU_DTYPE),
+                                         _embedding_on_host(target), scratch)
+    return layer_bytes, fixed
+
+
+def _embedding_on_host(target: ModelShape) -> bool:
+    """An offloaded target on a GPU streams, so it keeps an untied embedding table in host RAM."""
+    return embedding_in_host_ram(streaming=True, tied=target.tie_word_embeddings)
 
 
 def _draft_kv_bytes(pair: Pair, tree_budget: int) -> int:
-    """The draft's KV cache as `OffloadSettings.with_draft` reserves it (planned context + requested tree)."""
-    return residency.config_kv_bytes(_shape(pair.draft, pair), residency.PLANNED_CONTEXT + tree_budget, GPU_DTYPE_BYTES)
+    """The draft's KV cache as `OffloadSettings.with_draft` reserves it: the rows it is preallocated with."""
+    rows = residency.kv_rows(residency.PLANNED_CONTEXT, tree_budget)
+    return residency.config_kv_bytes(_shape(pair.draft, pair), rows, GPU_DTYPE_BYTES)
 
 
 def _plan_on_gpu(pair: Pair, free_vram: int, tree_budget: int) -> _Plan:
@@ -156,28 +171,36 @@ def _plan_on_gpu(pair: Pair, free_vram: int, tree_budget: int) -> _Plan:
     return _Plan(plan, budget.tree_budget, None)
 
 
-def minimum_vram_bytes(pair: Pair, tree_budget: int = DEFAULT_TREE_BUDGET) -> int:
-    """The least free VRAM the pair loads in: the draft and its KV cache, then the target at a tree of one
-    token (the default budget's terms, from the same functions) with no resident layer."""
+def minimum_vram_bytes(pair: Pair, tree_budget: int | None = None) -> int:
+    """The least free VRAM the pair loads in: the draft and its KV cache (planned for `tree_budget`; None:
+    automatic), then the target at a tree of one token (the default budget's terms, from the same
+    functions) with no resident layer."""
+    tree_budget = tree_budget or AUTO_MAX_BUDGET
     target = _shape(pair.target, pair)
     layer_bytes, fixed = _target_on_gpu(pair)
     context = residency.PLANNED_CONTEXT
     return (model_bytes_on_gpu(pair.draft, pair) + _draft_kv_bytes(pair, tree_budget)
             + residency.minimum_device_bytes(layer_bytes, fixed)
-            + residency.config_kv_bytes(target, context + 1, GPU_DTYPE_BYTES)
+            + residency.config_kv_bytes(target, residency.kv_rows(context, 1), GPU_DTYPE_BYTES)
             + residency.activation_bytes(target, 1, context, GPU_DTYPE_BYTES) + residency.DEFAULT_MARGIN_BYTES)
 
 
 def minimum_ram_bytes(pair: Pair) -> int:
-    """Host RAM an offloaded load of the pair's target needs (the loader's check, target on a GPU)."""
-    return _host_need(pair, on_cpu=False)
+    """Host RAM an offloaded load of the pair's target needs on the smallest GPU it runs on (the loader's
+    check): there no layer stays resident, so every layer is in the host store. A bigger GPU keeps layers
+    resident, which then need no host RAM (`predict_pair` counts that for a given machine)."""
+    return _host_need(pair, plan=None, on_cpu=False)
 
 
-def _host_need(pair: Pair, on_cpu: bool) -> int:
+def _host_need(pair: Pair, plan: residency.ResidencyPlan | None, on_cpu: bool) -> int:
+    """The loader's host RAM need: the streamed layers of `plan` (every layer without one), the non-layer
+    weights kept in host RAM, the largest checkpoint tensor and the margin."""
     target = _shape(pair.target, pair)
-    store = target.num_hidden_layers * decoder_layer_bytes(target, pair.target.weights)
-    return host_bytes_needed(store, largest_checkpoint_tensor(target, pair.target.weights),
-                             non_layer_bytes(target, GPU_DTYPE), on_cpu=on_cpu)
+    all_layers = target.num_hidden_layers * decoder_layer_bytes(target, pair.target.weights)
+    store = plan.streamed_bytes_per_pass if plan is not None else all_layers
+    tables = host_table_bytes(non_layer_bytes(target, GPU_DTYPE), embedding_bytes(target, GPU_DTYPE),
+                              streaming=not on_cpu, embedding_on_host=_embedding_on_host(target))
+    return host_bytes_needed(store, largest_checkpoint_tensor(target, pair.target.weights), tables)
 
 
 def _ram_verdict(needed: int, hw: HardwareDescription) -> tuple[str, str | None]:
@@ -194,45 +217,77 @@ def _ram_verdict(needed: int, hw: HardwareDescription) -> tuple[str, str | None]
     return "tight", f"needs {gb(needed)} of RAM and {gb(hw.ram.available_bytes)} is free now: close other programs first"
 
 
-def predict_pair(pair: Pair, hw: HardwareDescription, tree_budget: int = DEFAULT_TREE_BUDGET) -> PairFit:
-    """Fit and speed of `pair` on `hw` at `tree_budget` draft tokens per pass (lowered when VRAM is short)."""
+def predict_pair(pair: Pair, hw: HardwareDescription, tree_budget: int | None = None) -> PairFit:
+    """Fit and speed of `pair` on `hw` at `tree_budget` draft tokens per pass (lowered when VRAM is short;
+    None: the automatic budget, see the module's docstring)."""
     target = _shape(pair.target, pair)
     gpu = hw.best_gpu
     disk_ok = None if hw.disk.free_bytes is None else pair.download_bytes <= hw.disk.free_bytes
+    planned = tree_budget or AUTO_MAX_BUDGET
     if pair.id == BUILTIN_PAIR_ID:
         return _builtin_fit(pair, hw, gpu, tree_budget, disk_ok)
-    host_need = _host_need(pair, on_cpu=gpu is None)
     if gpu is None:
-        return _cpu_only_fit(pair, hw, tree_budget, host_need, disk_ok)
-    ram_fit, ram_problem = _ram_verdict(host_need, hw)
-    now = _plan_on_gpu(pair, gpu.vram_free_bytes, tree_budget)
+        return _cpu_only_fit(pair, hw, tree_budget, _host_need(pair, None, on_cpu=True), disk_ok)
+    now = _plan_on_gpu(pair, gpu.vram_free_bytes, planned)
     if now.plan is None:
-        empty = _plan_on_gpu(pair, gpu.vram_total_bytes, tree_budget)
+        empty = _plan_on_gpu(pair, gpu.vram_total_bytes, planned)
         vram_fit = "tight" if empty.plan is not None else "no"
         vram_problem = now.problem + (": close programs that use the GPU" if empty.plan is not None else "")
         chosen = empty if empty.plan is not None else now
     else:
         vram_fit, vram_problem, chosen = "fits", None, now
-    if chosen.plan is not None and chosen.tree_budget < tree_budget:
+    if chosen.plan is not None and chosen.tree_budget < planned and tree_budget is not None:
         vram_fit = "tight" if vram_fit == "fits" else vram_fit
         vram_problem = vram_problem or (f"VRAM is short: the tree budget drops from {tree_budget} to "
                                         f"{chosen.tree_budget} draft tokens per pass")
+    host_need = _host_need(pair, chosen.plan, on_cpu=False)  # resident layers take no host RAM
+    ram_fit, ram_problem = _ram_verdict(host_need, hw)
     fit = max(ram_fit, vram_fit, key=FIT_ORDER.__getitem__)
     problems = [p for p in (ram_problem, vram_problem) if p]
-    tokens, source = _tokens_per_pass(pair, chosen.tree_budget)
     rate, rate_source = h2d_rate(gpu)
     if chosen.plan is None:
+        tokens, source = _tokens_per_pass(pair, chosen.tree_budget)
         return PairFit(pair, fit, "; ".join(problems), None, target.num_hidden_layers, None, chosen.tree_budget,
                        tokens, source, None, None, rate_source, host_need, disk_ok)
     plan = chosen.plan
-    seconds = plan.streamed_bytes_per_pass / rate + _gpu_compute_seconds(target, chosen.tree_budget + 1, 1)
-    draft = _draft_seconds(pair, chosen.tree_budget, GPU_FLOPS, on_gpu=True)
+    speed = _fastest(pair, _budgets(tree_budget, chosen.tree_budget),
+                     lambda b: plan.streamed_bytes_per_pass / rate + _gpu_compute_seconds(target, b + 1, 1),
+                     lambda b: _draft_seconds(pair, b, GPU_FLOPS, on_gpu=True))
     reason = "; ".join(problems) if problems else (
         f"fits: {len(plan.resident)} of {plan.n_layers} layers stay on the GPU, "
         f"{gb(plan.streamed_bytes_per_pass)} stream from RAM every pass"
     )
-    return PairFit(pair, fit, reason, len(plan.resident), plan.n_layers, seconds, chosen.tree_budget, tokens, source,
-                   tokens / (seconds + draft), draft, rate_source, host_need, disk_ok)
+    return PairFit(pair, fit, reason, len(plan.resident), plan.n_layers, speed.pass_seconds, speed.budget,
+                   speed.tokens_per_pass, speed.source, speed.tokens_per_second, speed.draft_seconds, rate_source,
+                   host_need, disk_ok)
+
+
+def _budgets(tree_budget: int | None, cap: int) -> tuple[int, ...]:
+    """The budgets a prediction weighs: the fixed one (`cap`: lowered where VRAM is short), or those the
+    automatic choice picks from, up to `cap`."""
+    if tree_budget is not None:
+        return (cap,)
+    return tuple(b for b in AUTO_BUDGETS if b <= cap) or (cap,)
+
+
+@dataclass(frozen=True)
+class _Speed:
+    budget: int
+    pass_seconds: float
+    draft_seconds: float
+    tokens_per_pass: float
+    source: str
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.tokens_per_pass / (self.pass_seconds + self.draft_seconds)
+
+
+def _fastest(pair: Pair, budgets: tuple[int, ...], pass_seconds: Callable[[int], float],
+             draft_seconds: Callable[[int], float]) -> _Speed:
+    """The predicted speed at each budget, and the fastest of them (the smallest on a tie)."""
+    speeds = [_Speed(b, pass_seconds(b), draft_seconds(b), *_tokens_per_pass(pair, b)) for b in budgets]
+    return max(speeds, key=lambda speed: speed.tokens_per_second)
 
 
 def _tokens_per_pass(pair: Pair, budget: int) -> tuple[float, str]:
@@ -263,40 +318,42 @@ def _cpu_flops(hw: HardwareDescription) -> float:
     return (hw.cpu.physical_cores or hw.cpu.logical_cores or 1) * CPU_CORE_FLOPS
 
 
-def _builtin_fit(pair: Pair, hw: HardwareDescription, gpu: GpuInfo | None, tree_budget: int, disk_ok) -> PairFit:
+def _builtin_fit(pair: Pair, hw: HardwareDescription, gpu: GpuInfo | None, tree_budget: int | None, disk_ok) -> PairFit:
     """The built-in pair always fits: 135M parameters, everything in memory, nothing streams."""
     target = _shape(pair.target, pair)
+    budgets = _budgets(tree_budget, tree_budget or AUTO_MAX_BUDGET)
     if gpu is not None:
-        where, seconds = "on the GPU", _gpu_compute_seconds(target, tree_budget + 1, 1)
-        draft, rate_source = _draft_seconds(pair, tree_budget, GPU_FLOPS, on_gpu=True), "estimate: compute only, nothing streams"
+        where, rate_source = "on the GPU", "estimate: compute only, nothing streams"
+        speed = _fastest(pair, budgets, lambda b: _gpu_compute_seconds(target, b + 1, 1),
+                         lambda b: _draft_seconds(pair, b, GPU_FLOPS, on_gpu=True))
     else:
         flops = _cpu_flops(hw)
-        where, seconds = f"on the processor ({hw.cpu.physical_cores or '?'} cores)", _flop_seconds(target, tree_budget + 1, flops)
-        draft = _draft_seconds(pair, tree_budget, flops, on_gpu=False)
+        where = f"on the processor ({hw.cpu.physical_cores or '?'} cores)"
         rate_source = f"estimate: compute only, nothing streams ({flops / 1e9:.0f} GFLOP/s assumed)"
-    tokens, source = _tokens_per_pass(pair, tree_budget)
+        speed = _fastest(pair, budgets, lambda b: _flop_seconds(target, b + 1, flops),
+                         lambda b: _draft_seconds(pair, b, flops, on_gpu=False))
     need = target.num_hidden_layers * decoder_layer_bytes(target, pair.target.weights) + non_layer_bytes(target, "float32")
     return PairFit(pair, "fits", f"fits: a small model that runs {where}; answers are quick but not clever",
-                   target.num_hidden_layers, target.num_hidden_layers, seconds, tree_budget, tokens, source,
-                   tokens / (seconds + draft), draft, rate_source, need, True if disk_ok is None else disk_ok)
+                   target.num_hidden_layers, target.num_hidden_layers, speed.pass_seconds, speed.budget,
+                   speed.tokens_per_pass, speed.source, speed.tokens_per_second, speed.draft_seconds, rate_source,
+                   need, True if disk_ok is None else disk_ok)
 
 
-def _cpu_only_fit(pair: Pair, hw: HardwareDescription, tree_budget: int, host_need: int, disk_ok) -> PairFit:
+def _cpu_only_fit(pair: Pair, hw: HardwareDescription, tree_budget: int | None, host_need: int, disk_ok) -> PairFit:
     """No NVIDIA GPU: say plainly what running a big model on the processor would mean."""
     target, flops = _shape(pair.target, pair), _cpu_flops(hw)
-    seconds = _flop_seconds(target, tree_budget + 1, flops)
-    draft = _draft_seconds(pair, tree_budget, flops, on_gpu=False)
-    tokens, source = _tokens_per_pass(pair, tree_budget)
+    speed = _fastest(pair, _budgets(tree_budget, tree_budget or AUTO_MAX_BUDGET),
+                     lambda b: _flop_seconds(target, b + 1, flops), lambda b: _draft_seconds(pair, b, flops, on_gpu=False))
     _, ram_problem = _ram_verdict(host_need, hw)
     words = (f"needs an NVIDIA GPU: this PC has none, and on the processor alone each word would take about "
-             f"{(seconds + draft) / tokens:.0f} seconds")
+             f"{(speed.pass_seconds + speed.draft_seconds) / speed.tokens_per_pass:.0f} seconds")
     reason = words + (f"; {ram_problem}" if ram_problem else "")
-    return PairFit(pair, "no", reason, 0, target.num_hidden_layers, seconds, tree_budget, tokens, source,
-                   tokens / (seconds + draft), draft, f"estimate: processor only ({flops / 1e9:.0f} GFLOP/s assumed)",
-                   host_need, disk_ok)
+    return PairFit(pair, "no", reason, 0, target.num_hidden_layers, speed.pass_seconds, speed.budget,
+                   speed.tokens_per_pass, speed.source, speed.tokens_per_second, speed.draft_seconds,
+                   f"estimate: processor only ({flops / 1e9:.0f} GFLOP/s assumed)", host_need, disk_ok)
 
 
-def recommend(catalog: Catalog, hw: HardwareDescription, tree_budget: int = DEFAULT_TREE_BUDGET) -> Recommendation:
+def recommend(catalog: Catalog, hw: HardwareDescription, tree_budget: int | None = None) -> Recommendation:
     """Every pair's prediction, best first. The recommended pair is the largest target that fits (else is
     tight) and runs at least MIN_RECOMMENDED_TOKENS_PER_SECOND; the built-in pair when none does."""
     fits = [predict_pair(pair, hw, tree_budget) for pair in catalog.pairs]

@@ -3,7 +3,7 @@
 Public API (what loading and the CLI use):
 
     load_offloaded(folder, device, dtype, vram_budget_bytes=None, resident_layers="auto", progress=None,
-                   *, n_slots=2, tree_budget=128, max_context=4096, draft_weight_bytes=0,
+                   *, n_slots=2, tree_budget=128, context_length=None, draft_weight_bytes=0,
                    draft_kv_bytes=0) -> OffloadedLM
         Load a GPTQ (2/4/8-bit, any group size, act-order) or 16-bit safetensors folder. `OffloadedLM` is a
         `core.causal_lm.CausalLM`, so SpecExec runs on it unchanged; `.report.summary()` says how many
@@ -19,8 +19,10 @@ Modules, one job each:
     checkpoint    safetensors shards, headers, checkpoint-name -> layer-entry mapping (MoE expert fusion)
     layout        a layer's tensors packed in one byte buffer; binding a layer module to such a buffer
     sizes         bytes of a layer / the non-layer weights / GPTQ scratch from a model's shape (pure, no torch)
-    host_memory   the host RAM check (pure, no torch)
-    weight_store  ONE host block for all layers, page-locked in place
+    host_memory   host RAM an offloaded load needs, and the check (pure, no torch)
+    weight_store  layer blocks: the host store of the streamed layers (page-locked in place), the device
+                  block of the resident ones
+    host_embedding  the embedding table kept in host RAM, only the looked-up rows copied to the GPU
     schedule      the streaming plan as pure data (Copy / Compute actions), its invariants and timeline
     streaming     LayerStreamer: executes the plan (CUDA streams + events, or synchronous CPU copies)
     residency     VRAM budget and resident-layer planning (pure functions)

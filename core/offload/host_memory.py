@@ -14,10 +14,26 @@ GIB = 1024**3
 HOST_MARGIN_BYTES = 1 * GIB
 
 
-def host_bytes_needed(store_bytes: int, largest_tensor_bytes: int, non_layer_bytes: int, on_cpu: bool) -> int:
-    """Host RAM an offloaded load needs: the one layer store, the largest tensor read whole from the
-    checkpoint, a margin, and the non-layer weights when the model runs on the CPU (on a GPU they live in VRAM)."""
-    return store_bytes + largest_tensor_bytes + HOST_MARGIN_BYTES + (non_layer_bytes if on_cpu else 0)
+def embedding_in_host_ram(streaming: bool, tied: bool) -> bool:
+    """Whether a target keeps its embedding table in host RAM (copying only the looked-up rows to the GPU):
+    when it streams, unless the table is tied to the LM head, which runs on the GPU and needs it there."""
+    return streaming and not tied
+
+
+def host_table_bytes(non_layer_bytes: int, embedding_bytes: int, streaming: bool, embedding_on_host: bool) -> int:
+    """Non-layer weights held in host RAM: all of them when nothing streams (a CPU run binds every weight in
+    place), the embedding table when an offloaded target keeps it there, else none (they live in VRAM)."""
+    if not streaming:
+        return non_layer_bytes
+    return embedding_bytes if embedding_on_host else 0
+
+
+def host_bytes_needed(store_bytes: int, largest_tensor_bytes: int, table_bytes: int) -> int:
+    """Host RAM an offloaded load needs: the store of the layers that stream (resident layers go from the
+    checkpoint straight to the GPU and take none; a CPU run stores every layer), the non-layer weights kept
+    in host RAM (`table_bytes`: `host_table_bytes`), the largest tensor read whole from the checkpoint, and
+    a margin."""
+    return store_bytes + table_bytes + largest_tensor_bytes + HOST_MARGIN_BYTES
 
 
 def check_host_memory(needed_bytes: int, available_bytes: int | None = None, what: str = "the offloaded weights") -> None:

@@ -1,8 +1,11 @@
 """Loading a GPTQ or 16-bit safetensors folder as an OffloadedLM.
 
 Order matters for memory: the model is built on the meta device (no weights), the layer layouts give the
-exact store size, host RAM and VRAM are checked BEFORE anything big is allocated, then the one store block
-is allocated and filled tensor by tensor from each shard (peak host RAM: the store plus one tensor).
+exact sizes, the residency plan is made and host RAM and VRAM are checked BEFORE anything big is allocated,
+then the host store (streamed layers only) and the device block (resident layers) are allocated and filled
+tensor by tensor from each shard: a resident layer goes from the checkpoint straight to the GPU, so peak
+host RAM is the streamed layers, the embedding table (kept in host RAM, see core.offload.host_embedding)
+and one tensor.
 """
 
 from __future__ import annotations
@@ -29,20 +32,26 @@ from core.offload.checkpoint import (
 )
 from core.offload.gptq import DequantScratch
 from core.offload.gptq_loader import check_lm_head, finalize_gptq_layer, quantize_layers, read_gptq_settings
+from core.offload.host_embedding import HostEmbedding
 from core.offload.layout import LayerLayout, layer_layout
 from core.offload.offloaded_lm import OffloadedLM, OffloadReport
 from core.offload.streaming import LayerStreamer
-from core.offload.host_memory import check_host_memory, host_bytes_needed
+from core.offload.host_memory import check_host_memory, embedding_in_host_ram, host_bytes_needed, host_table_bytes
 from core.offload.sizes import gptq_scratch_bytes
-from core.offload.weight_store import HostWeightStore
+from core.offload.weight_store import HostWeightStore, LayerBlock
 
 log = logging.getLogger(__name__)
 
 Progress = Callable[[int, int], None]
+EMBEDDING_KEY = "model.embed_tokens.weight"
 
 
 def _dtype_bytes(dtype: torch.dtype) -> int:
     return torch.empty((), dtype=dtype).element_size()
+
+
+def _meta_bytes(tensor: torch.Tensor) -> int:
+    return tensor.numel() * tensor.element_size()
 
 
 def _read_config(folder: Path):
@@ -101,14 +110,15 @@ def _top_level_tensors(model: nn.Module) -> dict[str, tuple[nn.Module, str, bool
     return found
 
 
-def _materialise_top_level(model: nn.Module, device: torch.device) -> dict[str, torch.Tensor]:
-    """Allocate non-layer weights on `device`, keeping ties (a tied lm_head shares the embedding)."""
+def _materialise_top_level(model: nn.Module, device: torch.device, host_names: set[str]) -> dict[str, torch.Tensor]:
+    """Allocate non-layer weights on `device` (those in `host_names` in host RAM), keeping ties (a tied
+    lm_head shares the embedding)."""
     allocated: dict[int, torch.Tensor] = {}
     targets: dict[str, torch.Tensor] = {}
     for name, (module, attr, is_parameter, meta) in _top_level_tensors(model).items():
         real = allocated.get(id(meta))
         if real is None:
-            real = torch.empty(meta.shape, dtype=meta.dtype, device=device)
+            real = torch.empty(meta.shape, dtype=meta.dtype, device="cpu" if name in host_names else device)
             real = nn.Parameter(real, requires_grad=False) if is_parameter else real
             allocated[id(meta)] = real
         (module._parameters if is_parameter else module._buffers)[attr] = real
@@ -131,7 +141,7 @@ def load_offloaded(
     *,
     n_slots: int = residency.DEFAULT_SLOTS,
     tree_budget: int = 128,
-    max_context: int = residency.PLANNED_CONTEXT,
+    context_length: int | None = None,
     draft_weight_bytes: int = 0,
     draft_kv_bytes: int = 0,
     stream_on_cpu: bool = False,
@@ -143,13 +153,16 @@ def load_offloaded(
     folder: config.json + model.safetensors or sharded with model.safetensors.index.json; GPTQ settings
         from quantize_config.json or config.json["quantization_config"].
     device: "cuda[:i]" streams layers through a ring of `n_slots` GPU slots; "cpu" keeps every layer in
-        host RAM and binds it in place (nothing streams) unless `stream_on_cpu` (tests: same ring, memcpy).
+        host RAM and binds it in place (nothing streams) unless `stream_on_cpu` (tests: the GPU's placement
+        and ring on the CPU, with memcpy: resident layers in their own block, the embedding table apart).
     dtype: compute dtype (float16/bfloat16 on a GPU; float32 on a CPU). 16-bit checkpoints are stored in
         this dtype; GPTQ tensors stay packed and dequantise into it.
     vram_budget_bytes: VRAM the target's weights may use (non-layer weights, dequantisation scratch, slots,
         resident layers). None: free VRAM - draft weights (`draft_weight_bytes`) - target and draft KV
-        caches (`max_context` + `tree_budget` tokens; `draft_kv_bytes`) - activations of a `tree_budget`
-        pass - a margin (core.offload.residency.default_vram_budget).
+        caches (the planned context + `tree_budget` + 1 rows; `draft_kv_bytes`) - activations of a prefill
+        chunk plus a `tree_budget` tree - a margin (core.offload.residency.default_vram_budget).
+    context_length: the planned context (None: 4,096 or the model's limit if lower); the result's
+        `max_context`, and the rows its KV caches are preallocated with.
     resident_layers: "auto" = as many as fit in the budget after the ring; or an explicit count.
     progress: called as progress(bytes_done, bytes_total) after each tensor read.
 
@@ -182,34 +195,47 @@ def load_offloaded(
     canonical: dict[LayerLayout, LayerLayout] = {}
     layouts = [canonical.setdefault(layout, layout) for layout in map(layer_layout, layers)]
     top_meta = _top_level_tensors(model)
-    top_bytes = sum(t.numel() * t.element_size() for _, _, _, t in {id(v[3]): v for v in top_meta.values()}.values())
+    top_bytes = sum(_meta_bytes(t) for _, _, _, t in {id(v[3]): v for v in top_meta.values()}.values())
 
     targets = _route_tensors(config.model_type, keys, layouts, top_meta)
+    context = residency.resolve_context_length(context_length, int(getattr(config, "max_position_embeddings", 0) or
+                                                                     residency.PLANNED_CONTEXT))
 
-    # Memory checks before any big allocation.
-    store_bytes = sum(layout.nbytes for layout in layouts)
-    largest_tensor = max((info.nbytes for info in infos.values()), default=0)
-    needed = host_bytes_needed(store_bytes, largest_tensor, top_bytes, on_cpu=device.type == "cpu")
-    check_host_memory(needed, available_ram_bytes, what=f"the offloaded weights of {folder_path.name}")
+    # Plan and memory checks before any big allocation.
+    streaming = device.type == "cuda" or stream_on_cpu
+    tied = bool(getattr(config, "tie_word_embeddings", False))
+    embedding_on_host = embedding_in_host_ram(streaming, tied) and EMBEDDING_KEY in top_meta
+    embedding_bytes = _meta_bytes(top_meta[EMBEDDING_KEY][3]) if EMBEDDING_KEY in top_meta else 0
     scratch_bytes = gptq_scratch_bytes(largest_linear, _dtype_bytes(dtype))
-    plan, fit = _plan_device(config, device, dtype, layouts, top_bytes + scratch_bytes, vram_budget_bytes,
-                             resident_layers, n_slots, tree_budget, max_context, draft_weight_bytes, draft_kv_bytes,
-                             stream_on_cpu)
+    fixed_bytes = residency.device_fixed_bytes(top_bytes, embedding_bytes, embedding_on_host, scratch_bytes)
+    plan, fit = _plan_device(config, device, dtype, layouts, fixed_bytes, vram_budget_bytes, resident_layers, n_slots,
+                             tree_budget, context, draft_weight_bytes, draft_kv_bytes, stream_on_cpu)
     lowered = fit if fit is not None and fit.lowered else None  # the tree budget VRAM forced down, if any
+    resident = plan.resident if streaming else tuple(range(len(layouts)))
+    streamed = [i for i in range(len(layouts)) if i not in set(resident)]
+    host_tables = host_table_bytes(top_bytes, embedding_bytes, streaming, embedding_on_host)
+    host_layers = sum(layouts[i].nbytes for i in (streamed if streaming else range(len(layouts))))
+    largest_tensor = max((info.nbytes for info in infos.values()), default=0)
+    host_needed = host_bytes_needed(host_layers, largest_tensor, host_tables)
+    check_host_memory(host_needed, available_ram_bytes, what=f"the offloaded weights of {folder_path.name}")
 
-    store = HostWeightStore(layouts, pin=device.type == "cuda")
-    top = _materialise_top_level(model, device)
-    _fill(files, infos, targets, top, store, progress)
-    _check_complete(store, layouts, targets, top, config, settings)
+    store = HostWeightStore(layouts, pin=device.type == "cuda", layers=streamed)
+    resident_block = LayerBlock(layouts, resident, device)
+    top = _materialise_top_level(model, device, {EMBEDDING_KEY} if embedding_on_host else set())
+    _fill(files, infos, targets, top, (store, resident_block), progress)
+    _check_complete((store, resident_block), layouts, targets, top, config, settings)
     if settings is not None:
         for index, layer in enumerate(layers):
-            finalize_gptq_layer(layer, lambda name, i=index: store.tensor(i, name), device)
+            block = store if index in store else resident_block
+            finalize_gptq_layer(layer, lambda name, i=index, b=block: b.tensor(i, name), device)
         scratch.reserve(largest_linear, dtype, device)
+    if embedding_on_host:
+        model.model.embed_tokens = HostEmbedding(top[EMBEDDING_KEY], device)
     _rebuild_rotary(model, device)
     _check_no_meta_outside_layers(model)
 
-    streaming = device.type == "cuda" or stream_on_cpu
-    streamer = LayerStreamer(store, layers, plan.resident, plan.n_slots or 1, device, stream=streaming, record_trace=record_trace)
+    streamer = LayerStreamer(store, layers, resident, plan.n_slots or 1, device, stream=streaming,
+                             record_trace=record_trace, resident_block=resident_block)
     weight_format = (
         f"GPTQ {settings.bits}-bit, group {settings.group_size}{', act-order' if settings.desc_act else ''}"
         if settings is not None else f"{dtype}".replace("torch.", "")
@@ -222,19 +248,21 @@ def load_offloaded(
         layer_bytes=max(layout.nbytes for layout in layouts),
         bytes_streamed_per_pass=streamer.bytes_streamed_per_pass if streaming else 0,
         device_layer_bytes=streamer.device_bytes,
-        device_fixed_bytes=(top_bytes + scratch_bytes) if device.type == "cuda" else 0,
-        host_store_bytes=store.nbytes,
+        device_fixed_bytes=fixed_bytes if streaming else 0,
+        host_store_bytes=store.nbytes if streaming else resident_block.nbytes,
         pinned=store.pinned,
         streaming=streaming,
         budget_bytes=plan.budget_bytes,
         tree_budget_fit=lowered,
+        host_table_bytes=host_tables,
+        host_ram_bytes=host_needed,
     )
     return OffloadedLM(
         model=model,
         name=folder_path.name,
         eos_token_ids=_eos_ids(folder_path, config),
-        max_context=int(getattr(config, "max_position_embeddings", max_context)),
-        max_tree_tokens=lowered.tree_budget if lowered is not None else None,
+        max_context=context,
+        max_tree_tokens=fit.tree_budget if fit is not None else tree_budget,
         streamer=streamer,
         report=report,
     )
@@ -264,21 +292,23 @@ def _route_tensors(model_type: str, keys: set[str], layouts: list[LayerLayout], 
 
 
 def _plan_device(config, device, dtype, layouts, fixed_bytes, budget, resident_layers, n_slots, tree_budget,
-                 max_context, draft_weight_bytes, draft_kv_bytes, stream_on_cpu
+                 context, draft_weight_bytes, draft_kv_bytes, stream_on_cpu
                  ) -> tuple[residency.ResidencyPlan, residency.DefaultBudget | None]:
-    """The residency plan, and the default budget's fit when one was computed (CUDA without --vram-budget)."""
+    """The residency plan, and the default budget's fit when one was computed (CUDA without --vram-budget).
+    With `stream_on_cpu` an explicit budget is planned as on a GPU (fixed weights counted)."""
     layer_bytes = [layout.nbytes for layout in layouts]
     if device.type == "cpu":
         if resident_layers == "auto" and budget is None:
             resident_layers = 0
         if not stream_on_cpu:
             return residency.plan_residency(layer_bytes, None, 0, n_slots, len(layer_bytes)), None
-        return residency.plan_residency(layer_bytes, budget, 0, n_slots, resident_layers), None
+        return residency.plan_residency(layer_bytes, budget, fixed_bytes if budget is not None else 0, n_slots,
+                                        resident_layers), None
     free, _ = torch.cuda.mem_get_info(device)
     fit = None
     if budget is None:
         minimum = residency.minimum_device_bytes(layer_bytes, fixed_bytes, n_slots)
-        fit = residency.fit_default_budget(config, free, _dtype_bytes(dtype), max_context, draft_weight_bytes,
+        fit = residency.fit_default_budget(config, free, _dtype_bytes(dtype), context, draft_weight_bytes,
                                            draft_kv_bytes, minimum, tree_budget)
         budget = fit.budget_bytes
     elif budget > free:
@@ -289,8 +319,13 @@ def _plan_device(config, device, dtype, layouts, fixed_bytes, budget, resident_l
     return residency.plan_residency(layer_bytes, budget, fixed_bytes, n_slots, resident_layers), fit
 
 
-def _fill(files, infos, targets, top, store: HostWeightStore, progress: Progress | None) -> None:
-    """Read every wanted tensor once and copy it to its place (store slice or device tensor)."""
+def _block_of(blocks: tuple[LayerBlock, ...], layer: int) -> LayerBlock:
+    """The block (host store or resident device block) that holds `layer`."""
+    return next(block for block in blocks if layer in block)
+
+
+def _fill(files, infos, targets, top, blocks: tuple[LayerBlock, ...], progress: Progress | None) -> None:
+    """Read every wanted tensor once and copy it to its place (a layer block's slice or a non-layer tensor)."""
     total = sum(infos[key].nbytes for key in targets)
     done = 0
     for key, tensor in iter_tensors(files, set(targets)):
@@ -298,7 +333,7 @@ def _fill(files, infos, targets, top, store: HostWeightStore, progress: Progress
         if target is None:
             destination = top[key]
         else:
-            destination = store.tensor(target.layer, target.name)
+            destination = _block_of(blocks, target.layer).tensor(target.layer, target.name)
             if target.part is not None:
                 destination = target.part(destination)
         if tuple(destination.shape) != tuple(tensor.shape):
@@ -315,7 +350,7 @@ def _fill(files, infos, targets, top, store: HostWeightStore, progress: Progress
         progress(0, total)
 
 
-def _check_complete(store, layouts, targets, top, config, settings) -> None:
+def _check_complete(blocks, layouts, targets, top, config, settings) -> None:
     """Every layer entry and non-layer weight must have come from the checkpoint (or have a default)."""
     filled: dict[tuple[int, str], set] = {}
     for target in targets.values():
@@ -332,7 +367,8 @@ def _check_complete(store, layouts, targets, top, config, settings) -> None:
             if entry.name.endswith(".g_idx") and settings is not None:
                 # old GPTQ checkpoints have no g_idx: groups are consecutive rows
                 size = entry.shape[0] if settings.group_size == -1 else settings.group_size
-                store.tensor(index, entry.name).copy_(torch.arange(entry.shape[0], dtype=torch.int32) // size)
+                groups = torch.arange(entry.shape[0], dtype=torch.int32) // size
+                _block_of(blocks, index).tensor(index, entry.name).copy_(groups)
                 continue
             missing.append(f"model.layers.{index}.{entry.name}")
     present = {key for key, target in targets.items() if target is None}

@@ -1,9 +1,9 @@
 """`OffloadedLM`: a CausalLM whose decoder layers stream from host RAM; the decoding loop cannot tell.
 
 CausalLM.forward's loop runs unchanged; `layers_to_run` hands it each layer through the streamer: wait for
-its weights, compute, release its slot. Embeddings, the
-final norm and lm_head live on the device. After a pass the first layers of the next one are already
-being copied while the draft model searches (automatic; `prefetch()` does it explicitly).
+its weights, compute, release its slot. The final norm and lm_head live on the device; the embedding table
+stays in host RAM (core.offload.host_embedding) unless it is tied to lm_head. After a pass the first layers
+of the next one are already being copied while the draft model searches (automatic; `prefetch()` does it explicitly).
 """
 
 from __future__ import annotations
@@ -37,6 +37,8 @@ class OffloadReport:
     streaming: bool
     budget_bytes: int | None
     tree_budget_fit: DefaultBudget | None = None  # set when the tree budget had to be lowered to fit VRAM
+    host_table_bytes: int = 0  # non-layer weights kept in host RAM (the embedding table when streaming)
+    host_ram_bytes: int = 0  # what the host-memory check asked for (host_memory.host_bytes_needed)
 
     def summary(self) -> str:
         if not self.streaming:
@@ -47,9 +49,12 @@ class OffloadReport:
             f"{self.weight_format}: {len(self.resident_layers)}/{self.n_layers} layers resident, "
             f"{self.n_layers - len(self.resident_layers)} streamed through {self.n_slots} slots, "
             f"{self.bytes_streamed_per_pass / GIB:.2f} GiB per pass from {self.host_store_bytes / GIB:.2f} GiB "
-            f"of {pinned} host RAM; {(self.device_layer_bytes + self.device_fixed_bytes) / GIB:.2f} GiB of VRAM "
-            f"for weights" + self._tree_note()
+            f"of {pinned} host RAM (streamed layers only){self._table_note()}; "
+            f"{(self.device_layer_bytes + self.device_fixed_bytes) / GIB:.2f} GiB of VRAM for weights" + self._tree_note()
         )
+
+    def _table_note(self) -> str:
+        return f" + {self.host_table_bytes / GIB:.2f} GiB embedding table" if self.host_table_bytes else ""
 
     def _tree_note(self) -> str:
         fit = self.tree_budget_fit

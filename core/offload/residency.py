@@ -1,9 +1,14 @@
 """How much VRAM the offloaded target may use, and how many layers it keeps resident: pure functions.
 
 Budget (bytes the target's weights may occupy on the GPU) = free VRAM - draft model weights - both KV
-caches - activations of one tree pass - a safety margin. Inside that budget the target needs its
-non-layer weights (embeddings, final norm, lm_head), the GPTQ dequantisation scratch and the ring slots;
-whatever is left holds resident layers, which never stream, so every pass moves fewer bytes.
+caches (preallocated once at the planned context + the tree) - activations of one pass (a prefill chunk
+plus the tree) - a safety margin. Inside that budget the target needs its non-layer weights on the GPU
+(final norm, lm_head; the embedding table stays in host RAM), the GPTQ dequantisation scratch and the ring
+slots; whatever is left holds resident layers, which never stream, so every pass moves fewer bytes.
+
+Host RAM (`core.offload.host_memory`) holds the streamed layers only: resident layers go from the
+checkpoint straight to the GPU. These functions are the single source of truth for both the loader and the
+fit prediction.
 """
 
 from __future__ import annotations
@@ -16,9 +21,40 @@ from core.errors import InsufficientVRAMError, InvalidSettingError
 GIB = 1024**3
 DEFAULT_MARGIN_BYTES = GIB // 2  # CUDA context slack, allocator fragmentation, cuBLAS workspaces
 DEFAULT_SLOTS = 2
-# Context the default VRAM budget reserves KV-cache rows for (both models). Longer conversations still run;
-# their extra KV rows come out of the safety margin, and an out-of-memory pass lowers the tree budget.
+# Context (tokens) both KV caches are preallocated for when the user sets none; a conversation that reaches
+# it is trimmed (oldest turns first) or refused with a clear error, never grown.
 PLANNED_CONTEXT = 4096
+MIN_CONTEXT = 64
+# Prompt tokens one forward takes at most: a long prompt is prefilled in chunks of this many, so a pass
+# holds at most this many prompt rows plus the tree (the activation reserve counts exactly that).
+PREFILL_CHUNK = 512
+
+
+def resolve_context_length(requested: int | None, model_limit: int) -> int:
+    """The planned context: `requested`, or PLANNED_CONTEXT capped at the model's own limit when None.
+
+    Raises InvalidSettingError for a value above the model's limit or below MIN_CONTEXT.
+    """
+    if requested is None:
+        return min(PLANNED_CONTEXT, model_limit)
+    if isinstance(requested, bool) or not isinstance(requested, int) or requested < MIN_CONTEXT:
+        raise InvalidSettingError(f"the context length must be at least {MIN_CONTEXT} tokens, got {requested!r}")
+    if requested > model_limit:
+        raise InvalidSettingError(
+            f"the context length {requested} is longer than this model supports: use at most {model_limit} tokens"
+        )
+    return requested
+
+
+def device_fixed_bytes(non_layer_bytes: int, embedding_bytes: int, embedding_on_host: bool, scratch_bytes: int) -> int:
+    """GPU bytes the target needs besides its layers: non-layer weights (less the embedding table when it
+    stays in host RAM) and the GPTQ dequantisation scratch."""
+    return non_layer_bytes - (embedding_bytes if embedding_on_host else 0) + scratch_bytes
+
+
+def kv_rows(context: int, tree_tokens: int) -> int:
+    """Rows a KV cache is preallocated with: the planned context, the draft tree of one pass and its root."""
+    return context + tree_tokens + 1
 
 
 @dataclass(frozen=True)
@@ -143,12 +179,9 @@ def _raise_too_small(plan: ResidencyPlan, budget_bytes: int, explicit: bool) -> 
 
 # --- the default budget ------------------------------------------------------------------------------
 
-def kv_cache_bytes(n_layers: int, kv_heads: int, head_dim: int, tokens: int, dtype_bytes: int, initial_capacity: int = 256) -> int:
-    """Bytes of an InPlaceKVCache holding `tokens` (keys + values; capacity doubles from 256 when full)."""
-    capacity = initial_capacity
-    while capacity < tokens:
-        capacity *= 2
-    return 2 * n_layers * kv_heads * capacity * head_dim * dtype_bytes
+def kv_cache_bytes(n_layers: int, kv_heads: int, head_dim: int, tokens: int, dtype_bytes: int) -> int:
+    """Bytes of an InPlaceKVCache preallocated for `tokens` rows (keys + values; it never grows)."""
+    return 2 * n_layers * kv_heads * tokens * head_dim * dtype_bytes
 
 
 def config_kv_bytes(config, tokens: int, dtype_bytes: int) -> int:
@@ -159,14 +192,17 @@ def config_kv_bytes(config, tokens: int, dtype_bytes: int) -> int:
     return kv_cache_bytes(config.num_hidden_layers, kv_heads, head_dim, tokens, dtype_bytes)
 
 
-def activation_bytes(config, tree_tokens: int, context: int, dtype_bytes: int) -> int:
-    """Peak activation bytes of one target pass over `tree_tokens` new tokens on top of `context` (estimate).
+def activation_bytes(config, tree_tokens: int, context: int, dtype_bytes: int, prefill_chunk: int = PREFILL_CHUNK) -> int:
+    """Peak activation bytes of one target pass over a prefill chunk and `tree_tokens` draft tokens on top of
+    `context` (estimate).
 
     Counted: a few hidden-state copies, q/k/v and the attention output, the attention mask and (worst case,
     the math fallback of sdpa) the attention scores, the MLP intermediates, keys/values expanded for GQA,
-    and float32 logits with the sampling copies made from them.
+    and float32 logits with their sampling copies for the ONE row verification is looking at (the LM head
+    runs row by row on the rows the walk visits).
     """
-    t, total = tree_tokens, context + tree_tokens
+    t = prefill_chunk + tree_tokens
+    total = context + t
     hidden, heads = config.hidden_size, config.num_attention_heads
     head_dim = getattr(config, "head_dim", None) or hidden // heads
     intermediate = getattr(config, "intermediate_size", 4 * hidden)
@@ -177,7 +213,7 @@ def activation_bytes(config, tree_tokens: int, context: int, dtype_bytes: int) -
     scores = heads * t * total * dtype_bytes
     expanded_kv = 2 * heads * total * head_dim * dtype_bytes
     mlp = 3 * t * intermediate * dtype_bytes
-    logits = t * vocab * (dtype_bytes + 3 * 4)
+    logits = vocab * (dtype_bytes + 3 * 4)
     return hidden_states + qkv + mask + scores + expanded_kv + mlp + logits
 
 
@@ -228,7 +264,7 @@ def fit_default_budget(
     tree = tree_budget
     while True:
         activation = activation_bytes(config, tree, context, dtype_bytes)
-        target_kv = config_kv_bytes(config, context + tree, dtype_bytes)
+        target_kv = config_kv_bytes(config, kv_rows(context, tree), dtype_bytes)
         budget = default_vram_budget(free_vram_bytes, draft_weight_bytes, target_kv, draft_kv_bytes, activation)
         if budget >= minimum_bytes:
             return DefaultBudget(budget, tree, tree_budget)

@@ -16,7 +16,7 @@ import torch
 from core.errors import InvalidSettingError
 from core.model_files import LoadedModel, eos_token_ids, load_tokenizer
 from core.offload.gptq_loader import is_gptq_folder
-from core.offload.residency import PLANNED_CONTEXT, config_kv_bytes
+from core.offload.residency import config_kv_bytes
 
 if TYPE_CHECKING:
     from core.causal_lm import CausalLM
@@ -49,12 +49,11 @@ class OffloadSettings:
             raise InvalidSettingError(f"resident layers must be 'auto' or a count >= 0, got {self.resident_layers!r}")
 
     def with_draft(self, draft: "CausalLM | None") -> "OffloadSettings":
-        """These settings with the draft's KV cache reserved in the default VRAM budget. The draft's weights
-        need no reserve: it loads first, so free VRAM is measured without them."""
+        """These settings with the draft's KV cache (the rows it is preallocated with) reserved in the default
+        VRAM budget. The draft's weights need no reserve: it loads first, so free VRAM is measured without them."""
         if draft is None:
             return self
-        tokens = PLANNED_CONTEXT + self.tree_budget
-        return dataclasses.replace(self, draft_kv_bytes=config_kv_bytes(draft.config, tokens, draft.dtype.itemsize))
+        return dataclasses.replace(self, draft_kv_bytes=config_kv_bytes(draft.config, draft.kv_rows, draft.dtype.itemsize))
 
 
 def parse_resident_layers(text: str) -> int | str:
@@ -84,10 +83,12 @@ def should_offload(folder: Path, settings: OffloadSettings, device: torch.device
 
 def load_offloaded_folder(folder: Path, name: str, dtype: torch.dtype, device: torch.device,
                           settings: OffloadSettings, report: Callable[[str], None],
-                          weight_progress: Callable[[int, int], None] | None = None):
+                          weight_progress: Callable[[int, int], None] | None = None,
+                          context_length: int | None = None):
     """Load `folder` as an OffloadedLM (GPTQ with `off` keeps every layer resident: nothing streams).
 
     `report` gets a sentence every 10% of the weights; `weight_progress` (bytes read, bytes in all) every 1%.
+    `context_length`: the planned context (None: residency.resolve_context_length's default).
     """
     from core.offload import load_offloaded
 
@@ -111,7 +112,8 @@ def load_offloaded_folder(folder: Path, name: str, dtype: torch.dtype, device: t
 
     tokenizer = load_tokenizer(name, folder)
     lm = load_offloaded(str(folder), str(device), dtype, budget, resident, bytes_progress,
-                        tree_budget=settings.tree_budget, draft_kv_bytes=settings.draft_kv_bytes)
+                        tree_budget=settings.tree_budget, context_length=context_length,
+                        draft_kv_bytes=settings.draft_kv_bytes)
     lm.name = name
     lm.eos_token_ids = eos_token_ids(lm.model, tokenizer)
     report(lm.report.summary())

@@ -189,10 +189,15 @@ def decoder_layer_bytes(shape: ModelShape, fmt: WeightFormat) -> int:
     return packed_layer_bytes(spec.nbytes for spec in decoder_layer_tensors(shape, fmt))
 
 
+def embedding_bytes(shape: ModelShape, dtype: str = "float16") -> int:
+    """The embedding table (vocabulary x hidden)."""
+    return shape.vocab_size * shape.hidden_size * DTYPE_BYTES[dtype]
+
+
 def non_layer_bytes(shape: ModelShape, dtype: str = "float16") -> int:
     """Embeddings, the final norm and the lm_head (shared with the embeddings when tied)."""
-    h, per = shape.hidden_size, DTYPE_BYTES[dtype]
-    return per * (shape.vocab_size * h * (1 if shape.tie_word_embeddings else 2) + h)
+    tables = 1 if shape.tie_word_embeddings else 2
+    return tables * embedding_bytes(shape, dtype) + shape.hidden_size * DTYPE_BYTES[dtype]
 
 
 def largest_gptq_linear(shape: ModelShape) -> int:
@@ -210,6 +215,5 @@ def gptq_scratch_bytes(largest_linear: int, dtype_bytes: int) -> int:
 def largest_checkpoint_tensor(shape: ModelShape, fmt: WeightFormat, checkpoint_dtype: str = "float16") -> int:
     """Bytes of the biggest single tensor in the checkpoint (read whole while loading): the embedding or
     lm_head matrix, or the largest layer tensor (16-bit MoE experts count fused, an upper bound)."""
-    embedding = shape.vocab_size * shape.hidden_size * DTYPE_BYTES[checkpoint_dtype]
     layer = max(spec.nbytes for spec in decoder_layer_tensors(shape, fmt))
-    return max(embedding, layer)
+    return max(embedding_bytes(shape, checkpoint_dtype), layer)

@@ -13,6 +13,9 @@ After a pass the first layers of the next one are copied right away (`prefetch`,
 the copies overlap the draft model's search. On the CPU the same plan runs with synchronous copies between
 host buffers (used by tests to check the ring logic end to end), or, by default, nothing streams at all and
 every layer is bound straight to the host store.
+
+Resident layers are bound to `resident_block`, a block on the device the loader filled straight from the
+checkpoint: they have no copy in the host store (which holds the streamed layers only).
 """
 
 from __future__ import annotations
@@ -33,14 +36,16 @@ from core.offload.schedule import (
     ring_size,
     streamed_layers,
 )
-from core.offload.weight_store import HostWeightStore
+from core.offload.weight_store import HostWeightStore, LayerBlock
 
 
 class LayerStreamer:
     """Keeps `resident` layers on `device` for good and streams the others through `n_slots` ring slots.
 
     layers: the model's decoder layer modules (built on the meta device; their tensors are bound here).
-    stream: False on the CPU means "no ring, bind every layer to the host store" (the in-RAM case).
+    store: the host block of the streamed layers. resident_block: the block holding the resident layers
+    (on the device; on a CPU run without streaming, the host block of every layer); needed when any are.
+    stream: False on the CPU means "no ring, every layer is resident in host RAM" (the in-RAM case).
     record_trace: keep the executed actions in `self.trace` (tests).
     """
 
@@ -54,6 +59,7 @@ class LayerStreamer:
         stream: bool = True,
         auto_prefetch: bool = True,
         record_trace: bool = False,
+        resident_block: LayerBlock | None = None,
     ) -> None:
         self.store = store
         self.device = torch.device(device)
@@ -74,7 +80,7 @@ class LayerStreamer:
         # slot -> id(layout) -> views (the loader shares one layout object between identical layers)
         self._slot_views: list[dict[int, list[torch.Tensor]]] = [{} for _ in range(self.n_slots)]
         self._cuda = self.device.type == "cuda"
-        self.resident_bytes = self._place_resident_layers()
+        self.resident_bytes = self._place_resident_layers(resident_block)
         self.slots = [torch.empty(self.slot_bytes, dtype=torch.uint8, device=self.device) for _ in range(self.n_slots)]
         if self._cuda:
             self.copy_stream = torch.cuda.Stream(self.device)
@@ -96,23 +102,16 @@ class LayerStreamer:
 
     # --- setup -----------------------------------------------------------------------------------------
 
-    def _place_resident_layers(self) -> int:
-        """Bind resident layers once: to the host store on the CPU, to one device buffer on a GPU."""
-        if not self._cuda:
-            for i in self.resident:
-                self.bindings[i].bind(self.store.layouts[i].views(self.store.layer_bytes(i)))
+    def _place_resident_layers(self, block: LayerBlock | None) -> int:
+        """Bind resident layers once to their block; returns the block's bytes."""
+        if not self.resident:
             return 0
-        total = sum(self.store.layouts[i].nbytes for i in self.resident)
-        self._resident_buffer = torch.empty(total, dtype=torch.uint8, device=self.device)
-        offset = 0
+        if block is None or any(i not in block for i in self.resident):
+            raise ValueError("resident layers need a block that holds them (resident_block)")
         for i in self.resident:
-            size = self.store.layouts[i].nbytes
-            target = self._resident_buffer[offset : offset + size]
-            target.copy_(self.store.layer_bytes(i), non_blocking=True)
-            self.bindings[i].bind(self.store.layouts[i].views(target))
-            offset += size
-        torch.cuda.synchronize(self.device)  # once, at load time
-        return total
+            self.bindings[i].bind(block.layouts[i].views(block.layer_bytes(i)))
+        self._resident_block = block
+        return block.nbytes
 
     def _views(self, slot: int, layout: LayerLayout) -> list[torch.Tensor]:
         cached = self._slot_views[slot].get(id(layout))

@@ -1,4 +1,7 @@
-"""All decoder layers' weights in ONE host allocation, each layer a contiguous byte range.
+"""Decoder layers' weights in ONE allocation per place, each layer a contiguous byte range.
+
+`LayerBlock` holds a chosen set of layers on one device: the host store holds the layers that stream (a
+resident layer is uploaded from the checkpoint straight into a device block and has no host copy).
 
 (Whether it fits in host RAM is checked first, by core.offload.host_memory.)
 
@@ -12,13 +15,16 @@ from __future__ import annotations
 
 import logging
 import weakref
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import torch
 
 from core.offload.layout import LAYER_ALIGN, LayerLayout
 
 log = logging.getLogger(__name__)
+
+__all__ = ["HostWeightStore", "LayerBlock", "pin_in_place"]
+
 
 def pin_in_place(buffer: torch.Tensor) -> bool:
     """Page-lock an existing CPU tensor's memory with cudaHostRegister. Returns False (and logs) on failure:
@@ -45,31 +51,35 @@ def _unpin(pointer: int, keep_alive: torch.Tensor) -> None:
         pass
 
 
-class HostWeightStore:
-    """One page-aligned host block holding every layer at an exact offset.
+class LayerBlock:
+    """One allocation on `device` holding `layers` (indices into `layouts`; None = all) at exact offsets.
 
     layer_bytes(i): uint8 view of layer i (what one host-to-device copy moves); tensor(i, name): typed
-    view of one of its tensors (what the loader writes into).
+    view of one of its tensors (what the loader writes into). Asking for a layer the block does not hold
+    raises KeyError.
     """
 
-    def __init__(self, layouts: Sequence[LayerLayout], pin: bool) -> None:
+    def __init__(self, layouts: Sequence[LayerLayout], layers: Iterable[int] | None = None,
+                 device: torch.device | str = "cpu") -> None:
         self.layouts = list(layouts)
-        self.offsets: list[int] = []
+        held = range(len(self.layouts)) if layers is None else sorted(set(layers))
+        self.offsets: dict[int, int] = {}
         total = 0
-        for layout in self.layouts:
-            self.offsets.append(total)
-            total += layout.nbytes
+        for index in held:
+            self.offsets[index] = total
+            total += self.layouts[index].nbytes
         self.nbytes = total
+        self.device = torch.device(device)
         # Over-allocate one page so the block can start on a page boundary (cudaHostRegister, DMA).
-        self._raw = torch.empty(total + LAYER_ALIGN, dtype=torch.uint8)
+        self._raw = torch.empty(total + LAYER_ALIGN, dtype=torch.uint8, device=self.device)
         start = (-self._raw.data_ptr()) % LAYER_ALIGN
         self.buffer = self._raw[start : start + total]
-        self.pinned = pin_in_place(self.buffer) if pin and total > 0 else False
-        if self.pinned:
-            weakref.finalize(self, _unpin, self.buffer.data_ptr(), self._raw)
 
     def __len__(self) -> int:
-        return len(self.layouts)
+        return len(self.offsets)
+
+    def __contains__(self, index: int) -> bool:
+        return index in self.offsets
 
     def layer_bytes(self, index: int) -> torch.Tensor:
         start = self.offsets[index]
@@ -80,3 +90,13 @@ class HostWeightStore:
         if entry is None:
             raise KeyError(name)
         return entry.view(self.layer_bytes(index))
+
+
+class HostWeightStore(LayerBlock):
+    """The host block of the layers that stream, page-locked in place when `pin` (and CUDA is there)."""
+
+    def __init__(self, layouts: Sequence[LayerLayout], pin: bool, layers: Iterable[int] | None = None) -> None:
+        super().__init__(layouts, layers, "cpu")
+        self.pinned = pin_in_place(self.buffer) if pin and self.nbytes > 0 else False
+        if self.pinned:
+            weakref.finalize(self, _unpin, self.buffer.data_ptr(), self._raw)

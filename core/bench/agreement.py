@@ -1,0 +1,94 @@
+"""`specexec bench agreement`: how often "same seed, same tokens" holds in a given dtype.
+
+For every prompt and seed, SpecExec and plain sequential decoding run with the same seed; the row says
+whether their tokens are identical and, if not, where they first differ. In float32/float64 they are
+identical (the tests check it on float64 models); in 16 bits the tree pass and the one-token pass round
+differently, so a near-tie between two tokens can flip. Each emitted token is still an exact sample of the
+target's 16-bit distribution; only the identity with the sequential run is lost after the flip. With
+`--reference-dtype` the sequential run is also repeated in that dtype (e.g. float32) to show how often
+16-bit and 32-bit decoding differ at all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+from dataclasses import asdict, dataclass
+
+from core.cli.options import add_model_arguments, sampling_params
+from core.cli.pair import load_pair
+from core.generation import DecodingSettings, generate
+from core.methods.specexec import TreeSettings
+from core.prompts import encode_prompt, read_prompt_file
+
+
+@dataclass(frozen=True)
+class Agreement:
+    prompt: int
+    seed: int
+    tokens: int
+    specexec_first_difference: int | None  # index of the first differing token, None when identical
+    reference_first_difference: int | None  # sequential in --dtype vs sequential in --reference-dtype
+
+
+def first_difference(a: list[int], b: list[int]) -> int | None:
+    """Index of the first position where the two sequences differ (a length mismatch counts), or None."""
+    for index, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return index
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_model_arguments(parser)
+    parser.add_argument("--prompts", required=True, help="JSON Lines prompt file (messages or text)")
+    parser.add_argument("--limit", type=int, default=None, help="use the first N prompts")
+    parser.add_argument("--seeds", type=int, default=1, help="seeds 0..N-1 per prompt")
+    parser.add_argument("--budget", type=int, default=16)
+    parser.add_argument("--max-depth", type=int, default=8)
+    parser.add_argument("--expand", type=int, default=8)
+    parser.add_argument("--temperature", type=float, default=0.6)
+    parser.add_argument("--top-p", type=float, default=0.9)
+    parser.add_argument("--top-k", type=int, default=0)
+    parser.add_argument("--max-new-tokens", type=int, default=32)
+    parser.add_argument("--reference-dtype", default=None, help="also run sequential decoding in this dtype")
+    parser.add_argument("--json", action="store_true")
+
+
+def run(args: argparse.Namespace) -> int:
+    target, draft = load_pair(args)
+    reference = None
+    if args.reference_dtype:
+        reference, _ = load_pair(argparse.Namespace(**{**vars(args), "dtype": args.reference_dtype}), need_draft=False)
+    prompts = [encode_prompt(target.tokenizer, p) for p in read_prompt_file(args.prompts)[: args.limit]]
+    tree = TreeSettings(budget=args.budget, max_depth=args.max_depth, expand=args.expand)
+    spec = DecodingSettings(method="specexec", tree=tree, max_new_tokens=args.max_new_tokens)
+    seq = dataclasses.replace(spec, method="sequential")
+    rows = []
+    for index, prompt in enumerate(prompts):
+        for seed in range(args.seeds):
+            params = sampling_params(args, seed=seed)
+            plain = generate(target.lm, None, target.tokenizer, prompt, params, seq).token_ids
+            tree_run = generate(target.lm, draft.lm, target.tokenizer, prompt, params, spec).token_ids
+            ref = generate(reference.lm, None, reference.tokenizer, prompt, params, seq).token_ids if reference else None
+            rows.append(Agreement(index, seed, len(plain), first_difference(tree_run, plain),
+                                  first_difference(plain, ref) if ref is not None else None))
+    flips = sum(r.specexec_first_difference is not None for r in rows)
+    summary = {"dtype": args.dtype, "runs": len(rows), "specexec_differs": flips,
+               "tokens": sum(r.tokens for r in rows), "rows": [asdict(r) for r in rows]}
+    if reference is not None:
+        summary["reference_dtype"] = args.reference_dtype
+        summary["reference_differs"] = sum(r.reference_first_difference is not None for r in rows)
+    if args.json:
+        print(json.dumps(summary, indent=2))
+        return 0
+    for r in rows:
+        print(f"prompt {r.prompt} seed {r.seed}: {r.tokens} tokens; SpecExec vs sequential "
+              f"{'identical' if r.specexec_first_difference is None else f'first differs at token {r.specexec_first_difference}'}"
+              + ("" if reference is None else f"; vs {args.reference_dtype} "
+                 f"{'identical' if r.reference_first_difference is None else f'first differs at token {r.reference_first_difference}'}"))
+    print(f"{args.dtype}: SpecExec differed from sequential in {flips} of {len(rows)} runs")
+    if reference is not None:
+        print(f"{args.dtype} sequential differed from {args.reference_dtype} in {summary['reference_differs']} of {len(rows)} runs")
+    return 0

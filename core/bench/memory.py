@@ -1,0 +1,158 @@
+"""`specexec bench memory`: the host RAM and VRAM plan of an offloaded 70B GPTQ target per GPU size.
+
+Nothing is loaded or allocated: each model is built on the meta device from its published shape, its GPTQ
+layer layout gives the exact bytes of a layer, and the plan is the one the loader makes, from the same
+functions (core.offload.residency): the default VRAM budget after the draft, both KV caches (preallocated
+at the planned context plus the tree) and the activations of one pass; the resident layers that fit in it;
+the bytes streamed per pass; and the host RAM the streamed layers and the embedding table take. The free
+VRAM of a card is its size less `--reserved-gb` (CUDA context, the desktop). The draft (when there is one)
+is counted as the loader counts it: its weights out of free VRAM, its KV cache in the budget.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+from dataclasses import asdict, dataclass
+
+import torch
+from torch import nn
+from transformers import LlamaConfig
+
+from core.offload import residency
+from core.offload.gptq import DequantScratch, GPTQSettings
+from core.offload.gptq_loader import quantize_layers
+from core.offload.layout import layer_layout
+from core.offload.host_memory import host_bytes_needed
+from core.offload.loader import EMBEDDING_KEY, build_meta_model
+from core.offload.sizes import gptq_scratch_bytes
+
+GIB = 1024**3
+GB = 1e9
+PCIE4_BYTES_PER_S = 25e9  # pinned host-to-device, PCIe 4.0 x16 (engineering-facts.md)
+
+_LLAMA_70B = dict(hidden_size=8192, intermediate_size=28672, num_hidden_layers=80, num_attention_heads=64,
+                  num_key_value_heads=8)
+MODELS = {
+    "llama-2-70b-gptq": (LlamaConfig(**_LLAMA_70B, vocab_size=32000, max_position_embeddings=4096),
+                         GPTQSettings(bits=4, group_size=128, desc_act=True)),
+    "llama-3.1-70b-gptq": (LlamaConfig(**_LLAMA_70B, vocab_size=128256, max_position_embeddings=131072,
+                                       rope_theta=500000.0), GPTQSettings(bits=4, group_size=128)),
+}
+DRAFTS = {
+    "none": None,
+    "llama-2-7b-fp16": LlamaConfig(hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
+                                   num_attention_heads=32, num_key_value_heads=32, vocab_size=32000),
+    "llama-3.1-8b-fp16": LlamaConfig(hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
+                                     num_attention_heads=32, num_key_value_heads=8, vocab_size=128256),
+}
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    """One target on one card: what the loader would decide, in bytes (None fields when it does not fit)."""
+
+    model: str
+    card_gb: int
+    draft: str
+    context: int
+    tree_budget: int
+    draft_weight_bytes: int
+    kv_bytes: int
+    activation_bytes: int
+    budget_bytes: int | None
+    device_fixed_bytes: int
+    resident_layers: int | None
+    n_layers: int
+    streamed_bytes_per_pass: int | None
+    host_ram_bytes: int | None
+    floor_s_per_pass: float | None
+    error: str | None = None
+
+
+@functools.cache
+def _layer_shapes(name: str) -> tuple[tuple[int, ...], int, int, int, int]:
+    """(layer bytes, non-layer bytes, embedding bytes, largest checkpoint tensor, dequantisation scratch)."""
+    config, gptq = MODELS[name]
+    model = build_meta_model(config, torch.float16)
+    linears = [name for name, module in model.model.layers[0].named_modules() if isinstance(module, nn.Linear)]
+    keys = {f"model.layers.{i}.{name}.qweight" for i in range(config.num_hidden_layers) for name in linears}
+    largest_linear = quantize_layers(model, "llama", keys, gptq, DequantScratch())
+    layer_bytes = tuple(layer_layout(layer).nbytes for layer in model.model.layers)
+    top = {name: p.numel() * p.element_size() for name, p in model.named_parameters() if not name.startswith("model.layers.")}
+    largest_layer_tensor = max(t.numel() * t.element_size() for layer in model.model.layers[:1]
+                               for t in list(layer.parameters()) + list(layer.buffers()))
+    scratch = gptq_scratch_bytes(largest_linear, 2)
+    return layer_bytes, sum(top.values()), top[EMBEDDING_KEY], max(max(top.values()), largest_layer_tensor), scratch
+
+
+def _weight_bytes(config: LlamaConfig) -> int:
+    model = build_meta_model(config, torch.float16)
+    return sum(p.numel() * p.element_size() for p in model.parameters())
+
+
+def plan_for(model: str, card_gb: int, draft: str, context: int | None, tree_budget: int, reserved_gb: float) -> MemoryPlan:
+    """The loader's plan for `model` on a `card_gb` GB card (free VRAM = card - reserved_gb)."""
+    config, _ = MODELS[model]
+    context = residency.resolve_context_length(context, config.max_position_embeddings)
+    layer_bytes, top_bytes, embedding_bytes, largest_tensor, scratch = _layer_shapes(model)
+    fixed = residency.device_fixed_bytes(top_bytes, embedding_bytes, embedding_on_host=True, scratch_bytes=scratch)
+    draft_config = DRAFTS[draft]
+    draft_weights = _weight_bytes(draft_config) if draft_config is not None else 0
+    draft_kv = residency.config_kv_bytes(draft_config, residency.kv_rows(context, tree_budget), 2) if draft_config else 0
+    free = int(card_gb * GIB - reserved_gb * GIB) - draft_weights  # the draft loads first
+    target_kv = residency.config_kv_bytes(config, residency.kv_rows(context, tree_budget), 2)
+    activation = residency.activation_bytes(config, tree_budget, context, 2)
+    common = dict(model=model, card_gb=card_gb, draft=draft, context=context, tree_budget=tree_budget,
+                  draft_weight_bytes=draft_weights, kv_bytes=target_kv + draft_kv, activation_bytes=activation,
+                  device_fixed_bytes=fixed, n_layers=len(layer_bytes))
+    try:
+        minimum = residency.minimum_device_bytes(layer_bytes, fixed)
+        fit = residency.fit_default_budget(config, free, 2, context, 0, draft_kv, minimum, tree_budget)
+        plan = residency.plan_residency(layer_bytes, fit.budget_bytes, fixed, residency.DEFAULT_SLOTS)
+    except Exception as error:  # does not fit: the row says why
+        return MemoryPlan(**common, budget_bytes=None, resident_layers=None, streamed_bytes_per_pass=None,
+                          host_ram_bytes=None, floor_s_per_pass=None, error=str(error))
+    host = host_bytes_needed(plan.streamed_bytes_per_pass, largest_tensor, embedding_bytes)
+    return MemoryPlan(**dict(common, tree_budget=fit.tree_budget), budget_bytes=fit.budget_bytes,
+                      resident_layers=len(plan.resident), streamed_bytes_per_pass=plan.streamed_bytes_per_pass,
+                      host_ram_bytes=host, floor_s_per_pass=plan.streamed_bytes_per_pass / PCIE4_BYTES_PER_S)
+
+
+def _int_list(text: str) -> list[int]:
+    return [int(part) for part in text.split(",") if part]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--models", default=",".join(MODELS), help=f"comma separated, from: {', '.join(MODELS)}")
+    parser.add_argument("--cards", type=_int_list, default=[12, 16, 24], help="GPU sizes in GB (GiB), comma separated")
+    parser.add_argument("--draft", choices=list(DRAFTS), default="none", help="draft model on the same GPU")
+    parser.add_argument("--context-length", type=int, default=None, help="planned context (default 4096)")
+    parser.add_argument("--tree-budget", type=int, default=128, help="draft tokens per pass the plan reserves for")
+    parser.add_argument("--reserved-gb", type=float, default=0.8, help="VRAM taken before loading (CUDA context, desktop)")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def run(args: argparse.Namespace) -> int:
+    names = [name for name in args.models.split(",") if name]
+    unknown = [name for name in names if name not in MODELS]
+    if unknown:
+        raise SystemExit(f"unknown model {', '.join(unknown)}: choose from {', '.join(MODELS)}")
+    plans = [plan_for(name, card, args.draft, args.context_length, args.tree_budget, args.reserved_gb)
+             for name in names for card in args.cards]
+    if args.json:
+        print(json.dumps([asdict(plan) for plan in plans], indent=2))
+        return 0
+    print(f"draft: {args.draft}; free VRAM = card - {args.reserved_gb} GiB; floor at {PCIE4_BYTES_PER_S / GB:.0f} GB/s")
+    print(f"{'model':<20} {'card':>5} {'ctx':>6} {'tree':>5} {'KV GiB':>7} {'act GiB':>8} {'fixed GiB':>9} "
+          f"{'budget GiB':>10} {'resident':>9} {'GB/pass':>8} {'floor s':>8} {'host RAM GiB':>12}")
+    for p in plans:
+        head = (f"{p.model:<20} {p.card_gb:>5} {p.context:>6} {p.tree_budget:>5} {p.kv_bytes / GIB:>7.2f} "
+                f"{p.activation_bytes / GIB:>8.2f} {p.device_fixed_bytes / GIB:>9.2f}")
+        if p.error is not None:
+            print(f"{head} does not fit: {p.error.split(':')[0]}")
+            continue
+        print(f"{head} {p.budget_bytes / GIB:>10.2f} {p.resident_layers:>4}/{p.n_layers:<4} "
+              f"{p.streamed_bytes_per_pass / GB:>8.2f} {p.floor_s_per_pass:>8.2f} {p.host_ram_bytes / GIB:>12.2f}")
+    return 0
