@@ -20,19 +20,10 @@ SCHEMA_VERSION = 1
 
 
 @dataclass(frozen=True)
-class Manifest:
-    repo: str
-    revision: str
-    commit: str
-    files: tuple[RemoteFile, ...]
+class Manifest(RemoteRepo):
+    """What a folder was downloaded from (the remote listing at a commit), and whether it finished."""
+
     complete: bool
-
-    @property
-    def total_bytes(self) -> int:
-        return sum(file.size for file in self.files)
-
-    def remote(self) -> RemoteRepo:
-        return RemoteRepo(repo=self.repo, revision=self.revision, commit=self.commit, files=self.files)
 
 
 def partial_path(final: Path) -> Path:
