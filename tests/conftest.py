@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import copy
 import os
-from collections.abc import Iterator
+import queue
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from core.causal_lm import CausalLM
+
+if TYPE_CHECKING:
+    from core.engine.process import Engine
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -77,6 +82,23 @@ def torch_threads(count: int) -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(previous)
+
+
+def in_process_engine(**engine_options) -> tuple["Engine", Callable[[object], list]]:
+    """An engine run in this process (no child process): `serve(message)` hands it one request, runs what it
+    queued to the end and returns the events it emitted meanwhile. engine_options: Engine's keywords."""
+    from core.engine.process import Engine
+
+    events: queue.Queue = queue.Queue()
+    engine = Engine(queue.Queue(), events, **engine_options)
+
+    def serve(message) -> list:
+        engine.accept(message)
+        while engine.pending:
+            engine.handle(engine.pending.popleft())
+        return [events.get() for _ in range(events.qsize())]
+
+    return engine, serve
 
 
 @pytest.fixture(scope="module")

@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import json
 import math
-import queue
 
 import numpy as np
 import pytest
-import torch
 
-from conftest import make_word_tokenizer, torch_threads
+from conftest import in_process_engine, make_word_tokenizer, torch_threads
 from core.engine import protocol as P
 from core.autotune.acceptance import BUILTIN_TABLE, DEFAULT_TABLE, prior_table
 from core.autotune.chooser import (
@@ -279,19 +277,10 @@ def test_measurement_stops_near_its_time_limit(tiny_target, tiny_draft):
 
 
 def test_engine_defaults_to_auto_and_explains_its_choice(tmp_path):
-    from core.engine.process import Engine
-    from core.loading import load_model
     from test_engine import USER, save_tiny_pair
 
     target_dir, draft_dir = save_tiny_pair(tmp_path)
-    events: queue.Queue = queue.Queue()
-    engine = Engine(queue.Queue(), events)
-
-    def serve(message) -> list:
-        engine.accept(message)
-        while engine.pending:
-            engine.handle(engine.pending.popleft())
-        return [events.get() for _ in range(events.qsize())]
+    engine, serve = in_process_engine()
 
     with torch_threads(1):
         loaded = serve(P.Load(target=target_dir, draft=draft_dir, dtype="float64", device="cpu", max_depth=8))

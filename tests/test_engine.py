@@ -7,7 +7,6 @@ The out-of-memory retry runs the Engine loop in-process (its fault seam injects 
 from __future__ import annotations
 
 import os
-import queue
 import signal
 import subprocess
 import sys
@@ -19,7 +18,7 @@ import psutil
 import pytest
 import torch
 
-from conftest import make_tiny_llama, noisy_copy, sharpen, torch_threads
+from conftest import in_process_engine, make_tiny_llama, noisy_copy, sharpen, torch_threads
 from core.engine import protocol as P
 from core.engine.client import EngineClient
 
@@ -304,8 +303,6 @@ def test_long_conversation_drops_oldest_turns_keeping_the_system_prompt(client, 
 
 
 def test_out_of_memory_halves_the_budget_and_retries(model_dirs, local):
-    from core.engine.process import Engine
-
     calls = []
 
     def fault():
@@ -313,17 +310,7 @@ def test_out_of_memory_halves_the_budget_and_retries(model_dirs, local):
         if len(calls) in (3, 4):  # the 3rd and 4th target forwards: mid-answer, twice in a row
             raise torch.cuda.OutOfMemoryError("CUDA out of memory (injected)")
 
-    events: queue.Queue = queue.Queue()
-    engine = Engine(queue.Queue(), events, fault_hook=fault)
-
-    def serve(message) -> list[P.Event]:
-        engine.accept(message)
-        while engine.pending:
-            engine.handle(engine.pending.popleft())
-        out = []
-        while not events.empty():
-            out.append(events.get())
-        return out
+    engine, serve = in_process_engine(fault_hook=fault)
 
     assert [e.kind for e in serve(P.Generate("early", tuple(USER)))] == ["not_loaded"]
     failed = serve(P.Load(target=str(Path(model_dirs[0]).parent / "missing"), draft=None))
@@ -348,13 +335,8 @@ def test_out_of_memory_halves_the_budget_and_retries(model_dirs, local):
 def test_offloaded_target_load_progress_moves_with_the_bytes_read(model_dirs):
     """Loading a target through the offloaded path reports byte-level progress: many LoadProgress events whose
     bytes and fraction only grow, weighted by file size across draft and target, ending at 1.0."""
-    from core.engine.process import Engine
-
-    events: queue.Queue = queue.Queue()
-    engine = Engine(queue.Queue(), events)
-    engine.accept(P.Load(target=model_dirs[0], draft=model_dirs[1], dtype="float64", device="cpu", offload="on", **TREE))
-    engine.handle(engine.pending.popleft())
-    got = [events.get() for _ in range(events.qsize())]
+    _, serve = in_process_engine()
+    got = serve(P.Load(target=model_dirs[0], draft=model_dirs[1], dtype="float64", device="cpu", offload="on", **TREE))
     assert isinstance(got[-1], P.StatusReport) and got[-1].state == "ready", got[-1]
     progress = [e for e in got if isinstance(e, P.LoadProgress)]
     sizes = [sum(p.stat().st_size for p in Path(d).glob("*.safetensors")) for d in model_dirs]

@@ -11,7 +11,6 @@ from __future__ import annotations
 import ast
 import json
 import logging
-import queue
 import sys
 from pathlib import Path
 
@@ -187,22 +186,10 @@ def test_self_test_expectation_matches_what_the_engine_generates():
     bundle whose self-test fails is broken, not out of date. After an intended change to the model, the sampler
     or the prompt: `python -m app.self_test --record`."""
     from core.engine import protocol as P
-    from core.engine.process import Engine
-
-    from conftest import torch_threads
+    from conftest import in_process_engine, torch_threads
 
     expectation = self_test.Expectation.load(self_test.expectation_path())
-    events: queue.Queue = queue.Queue()
-    engine = Engine(queue.Queue(), events)
-
-    def serve(message) -> list:
-        engine.accept(message)
-        while engine.pending:
-            engine.handle(engine.pending.popleft())
-        out = []
-        while not events.empty():
-            out.append(events.get())
-        return out
+    engine, serve = in_process_engine()
 
     with torch_threads(1):
         loaded = serve(self_test.load_request(expectation))
