@@ -76,3 +76,17 @@ def test_models_folder_and_folder_names(tmp_path) -> None:
     assert models_dir({"SPECEXEC_DATA_DIR": str(tmp_path)}) == tmp_path / "models"
     assert repo_folder_name("TheBloke/X-GPTQ") == "TheBloke--X-GPTQ"
     assert repo_folder_name("TheBloke/X-GPTQ", "gptq-3bit-128g") == "TheBloke--X-GPTQ@gptq-3bit-128g"
+
+
+def test_models_list_shows_each_pairs_drafts_and_which_are_installed(tmp_path, capsys) -> None:
+    from core.cli.main import main
+
+    draft = tmp_path / repo_folder_name("meta-llama/Llama-2-7b-chat-hf")
+    draft.mkdir()
+    (draft / "config.json").write_text("{}")  # an imported folder: complete without a download manifest
+    assert main(["models", "list", "--json", "--dir", str(tmp_path)]) == 0
+    pairs = {pair["id"]: pair for pair in json.loads(capsys.readouterr().out)["pairs"]}
+    assert [(d["id"], d["repo"]) for d in pairs["llama2-70b-chat-gptq"]["drafts"]] == [
+        ("4bit", "TheBloke/Llama-2-7B-Chat-GPTQ"), ("16bit", "meta-llama/Llama-2-7b-chat-hf")]
+    assert pairs["builtin"]["drafts"][0]["installed"] is True
+    assert [d["installed"] for d in pairs["llama2-70b-chat-gptq"]["drafts"]] == [False, True]

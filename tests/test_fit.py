@@ -275,3 +275,19 @@ def test_automatic_budget_is_planned_as_the_engine_loads_and_predicted_at_its_fa
     assert (auto.resident_layers, auto.host_bytes_needed) == (planned.resident_layers, planned.host_bytes_needed)
     assert auto.budget in AUTO_BUDGETS and auto.tokens_per_second >= planned.tokens_per_second
     assert minimum_vram_bytes(pair) == minimum_vram_bytes(pair, AUTO_MAX_BUDGET) > minimum_vram_bytes(pair, 128)
+
+
+def test_recommend_cli_ranks_with_another_draft_and_refuses_an_unknown_one(capsys) -> None:
+    from core.cli.main import main
+
+    fixture = str(FIXTURES / "gpu24-ram32-pcie4.json")
+    assert main(["models", "recommend", "--json", "--hw", fixture, "--draft", "16bit"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    llama = next(pair for pair in result["pairs"] if pair["id"] == PAPER_PAIR)
+    assert llama["draft"]["id"] == "16bit" and llama["draft_options"][0]["draft"]["id"] == "4bit"
+    assert result["recommended"] == "mixtral-8x7b-instruct-gptq"
+    assert main(["models", "recommend", "--hw", fixture]) == 0
+    table = capsys.readouterr().out
+    assert "4bit" in table and "16bit" in table and "--draft ID" in table
+    assert main(["models", "recommend", "--hw", fixture, "--draft", "fp8"]) == 2
+    assert "no pair offers a draft 'fp8'" in capsys.readouterr().err
