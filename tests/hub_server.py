@@ -14,16 +14,27 @@ Use it from a test module with `pytest_plugins = ["hub_server"]` and `from hub_s
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from core.bench.loopback_hub import HostedRepo, LoopbackHub, payload
+from core.bench.loopback_hub import HostedRepo, LoopbackHub, git_blob_id, payload
 
-__all__ = ["HostedRepo", "HubEnv", "LoopbackHub", "hub", "hub_env", "payload"]
+__all__ = ["MODELS_CLI", "HostedRepo", "HubEnv", "LoopbackHub", "cli_process", "git_blob_id", "hub", "hub_env",
+           "payload", "read_events_until"]
+
+# `specexec models ...` in a subprocess, through the models dispatcher alone: the full `specexec` parser
+# imports every command, and `generate`'s options import torch (8-30 s on a shared 2-core machine).
+MODELS_CLI = [sys.executable, "-c", (
+    "import argparse, sys; from core.cli import models; parser = argparse.ArgumentParser(); "
+    "models.add_arguments(parser); sys.exit(models.run(parser.parse_args(sys.argv[1:])))"
+)]
 
 
 @dataclass(frozen=True)
@@ -56,3 +67,20 @@ def hub_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hub: LoopbackHub) -
     monkeypatch.delenv("HF_TOKEN", raising=False)
     monkeypatch.delenv("SPECEXEC_DOWNLOAD_FREE_BYTES", raising=False)
     return HubEnv(models, config, dict(os.environ))
+
+
+def cli_process(hub_env: HubEnv, *args: str) -> subprocess.Popen:
+    """`specexec models ARGS` started as a real process against the loopback hub; JSON lines on stdout."""
+    return subprocess.Popen([*MODELS_CLI, *args], env=hub_env.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+def read_events_until(process: subprocess.Popen, predicate) -> list[dict]:
+    """The process's JSON events up to and including the first that `predicate` accepts (all of them when
+    none does and the process ends)."""
+    events = []
+    for line in process.stdout:
+        events.append(json.loads(line))
+        if predicate(events[-1]):
+            break
+    return events
