@@ -17,6 +17,7 @@ import errno
 import os
 import shutil
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from core.errors import (
@@ -29,7 +30,7 @@ from core.models.download_plan import (
 from core.models.download_progress import DownloadListener, ProgressMeter
 from core.models.folder_lock import folder_locks, is_downloading
 from core.models.hub import RemoteFile, file_url, gated_message, licence_page
-from core.models.manifest import FileStamp, bytes_present, write_manifest
+from core.models.manifest import FileStamp, bytes_present, partial_path, write_manifest
 from core.models.safe_paths import check_listing
 
 __all__ = ["DownloadJob", "DownloadSettings", "check_free_space", "download", "format_bytes"]
@@ -102,13 +103,29 @@ def _download_locked(jobs: list[DownloadJob], root: Path, listener: DownloadList
         listener.plan({job.label: job.folder for job in jobs}, [state.planned() for state in states], total,
                       total - missing)
         meter = ProgressMeter(listener, total, total - missing, settings.progress_interval_s)
-        for job in jobs:
-            for state in (state for state in states if state.job is job and not state.verified):
-                request = BodyRequest(job.remote.repo, job.remote.commit, state.file, state.final, state.name)
-                fetch_verified(session, request, meter, cancel, token, settings)
-                state.verified = FileStamp.of(state.final)
-                write_manifest(job.folder, job.remote, complete=False, verified=_stamps(states, job))
-            write_manifest(job.folder, job.remote, complete=True, verified=_stamps(states, job))
+        # The finisher flushes and renames each verified file while the next one streams; leaving the
+        # `with` waits for it, whatever happened meanwhile (a cancel keeps the files finished so far).
+        with ThreadPoolExecutor(1, thread_name_prefix="download-finish") as finisher:
+            for job in jobs:
+                finishing = []
+                for state in (state for state in states if state.job is job and not state.verified):
+                    request = BodyRequest(job.remote.repo, job.remote.commit, state.file, state.final, state.name)
+                    fetch_verified(session, request, meter, cancel, token, settings)
+                    finishing.append(finisher.submit(_make_final, state, states))
+                for future in finishing:
+                    future.result()
+                write_manifest(job.folder, job.remote, complete=True, verified=_stamps(states, job))
+
+
+def _make_final(state: FileState, states: list[FileState]) -> None:
+    """Flush a verified body to the device, rename it into place and record its stamp (so a power cut never
+    leaves a final name on bytes that were not written yet)."""
+    partial = partial_path(state.final)
+    with open(partial, "rb+") as handle:
+        os.fsync(handle.fileno())
+    os.replace(partial, state.final)
+    state.verified = FileStamp.of(state.final)
+    write_manifest(state.job.folder, state.job.remote, complete=False, verified=_stamps(states, state.job))
 
 
 def _stamps(states: list[FileState], job: DownloadJob) -> dict[str, FileStamp]:

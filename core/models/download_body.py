@@ -3,8 +3,8 @@ hub's checksum computed while the bytes stream.
 
 Each file grows in `<name>.incomplete` beside its final name; a rerun, even after a kill -9 or a reboot, asks
 only for the missing bytes (`Range: bytes=N-`; a server that answers 200 instead of 206 makes it start the
-file over). Every file is checked against the listing (sha256 for LFS files, git's blob id for the rest),
-flushed to the device, and only then renamed into place; a mismatch deletes it and fetches it once more.
+file over). Every file is checked against the listing (sha256 for LFS files, git's blob id for the rest);
+a mismatch deletes it and fetches it once more. core/models/download.py renames verified files into place.
 
 A reconnect counts as a failure unless the attempt before it took the file further than it had ever been,
 so a server that ignores Range and keeps breaking off is given up on after `max_attempts`, with words that
@@ -66,7 +66,8 @@ class _RangeNotSatisfiable(_Retryable):
 
 def fetch_verified(session, request: BodyRequest, meter: ProgressMeter, cancel: threading.Event,
                    token: str | None, settings: DownloadSettings) -> None:
-    """Fetch one file, check it, rename it into place; on a wrong checksum, delete it and fetch it once more.
+    """Fetch one file into its partial file and check it; on a wrong checksum, delete it and fetch it once
+    more. A verified body is left in the partial file: the caller flushes it and renames it into place.
 
     Raises:
         DownloadVerifyError: the file was wrong twice.
@@ -79,7 +80,6 @@ def fetch_verified(session, request: BodyRequest, meter: ProgressMeter, cancel: 
         ok = size == request.file.size and content.matches()
         meter.listener.verify(request.name, ok)
         if ok:
-            os.replace(partial, request.final)
             meter.add(request.name, 0, force=True)
             return
         meter.add(request.name, -size)
@@ -172,13 +172,6 @@ class _PartialWriter:
         self.offset = 0
         return dropped
 
-    def finish(self) -> int:
-        """Every byte written, hashed and on the device (before the rename that makes the file final); its length."""
-        self.drain()
-        self._handle.flush()
-        os.fsync(self._handle.fileno())
-        return self.offset
-
     def _write(self, chunk: bytes) -> None:
         self._handle.write(chunk)
         self._since_fsync += len(chunk)
@@ -228,7 +221,8 @@ def _fetch_body(session, request: BodyRequest, partial: Path, meter: ProgressMet
                 meter.listener.retry(name, failures, _reason(error, settings))
                 if cancel.wait(min(settings.backoff_s * 2 ** (failures - 1), settings.max_backoff_s)):
                     _raise_if_cancelled(cancel, name, body.offset)
-        return body.content, body.finish()
+        body.drain()
+        return body.content, body.offset
 
 
 def _give_up_words(request: BodyRequest, error: Exception, settings: DownloadSettings, furthest: int, kept: int,
