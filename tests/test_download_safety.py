@@ -84,7 +84,8 @@ class Recorder(DownloadListener):
     "model.safetensors:stream", "NUL.txt", "sub/com1", "specexec-download.json", "model.safetensors.incomplete",
     "trailing-dot.", "line\nbreak", "CONFIG.JSON", "config.json/inside",
 ])
-def test_a_later_commit_with_an_unsafe_path_is_refused_before_anything_on_disk_changes(hub, hub_env, capsys, tmp_path, path):
+def test_a_later_commit_with_an_unsafe_path_is_refused_before_anything_on_disk_changes(hub, hub_env, capsys, tmp_path,
+                                                                                      path):
     first = repo_files(0)
     hub.add_repo("org/tiny", first)
     assert run_cli(["models", "download", "org/tiny", "--json"], capsys)[0] == 0
@@ -166,7 +167,8 @@ def test_a_small_file_corrupted_in_transit_is_fetched_again_or_refused(hub, hub_
     hub.corrupt(CONFIG, times=1)
     code, events = run_cli(["models", "download", "org/tiny", "--json"], capsys)
     assert code == 0
-    assert [event["ok"] for event in events if event["event"] == "verify" and event["file"].endswith(CONFIG)] == [False, True]
+    checks = [event["ok"] for event in events if event["event"] == "verify" and event["file"].endswith(CONFIG)]
+    assert checks == [False, True]
     assert on_disk(hub_env.models_dir / "org--tiny") == digests(files)
 
     hub.add_repo("org/broken", files)

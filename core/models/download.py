@@ -108,7 +108,7 @@ def _download_locked(jobs: list[DownloadJob], root: Path, listener: DownloadList
         with ThreadPoolExecutor(1, thread_name_prefix="download-finish") as finisher:
             for job in jobs:
                 finishing = []
-                for state in (state for state in states if state.job is job and not state.verified):
+                for state in [state for state in states if state.job is job and not state.verified]:
                     request = BodyRequest(job.remote.repo, job.remote.commit, state.file, state.final, state.name)
                     fetch_verified(session, request, meter, cancel, token, settings)
                     finishing.append(finisher.submit(_make_final, state, states))
@@ -135,7 +135,8 @@ def _stamps(states: list[FileState], job: DownloadJob) -> dict[str, FileStamp]:
 def _follow(jobs: list[DownloadJob], root: Path, listener: DownloadListener, cancel: threading.Event,
             busy: DownloadBusyError) -> None:
     """Report the running download's progress from what it writes to disk, until it lets go of its folder."""
-    files = [(job, file, (job.folder / file.path).relative_to(root).as_posix()) for job in jobs for file in job.remote.files]
+    files = [(job, file, (job.folder / file.path).relative_to(root).as_posix())
+             for job in jobs for file in job.remote.files]
     listener.attach(busy.folder, busy.pid)
     present = _bytes_on_disk(files)
     meter = ProgressMeter(listener, sum(file.size for _, file, _ in files), sum(present.values()), 0.0)
@@ -179,7 +180,8 @@ def _disk_error(error: OSError, root: Path) -> DownloadError:
         return DownloadIOError(f"no permission to write in {root}{where}; choose another models folder with --dir "
                                "or in the app's settings")
     return DownloadIOError(f"reading or writing the model files in {root} failed: "
-                           f"{error.strerror or type(error).__name__}{where}. Check the drive and run the download again")
+                           f"{error.strerror or type(error).__name__}{where}. Check the drive and run the "
+                           "download again")
 
 
 def check_free_space(folder: Path, missing_bytes: int, margin_bytes: int) -> None:

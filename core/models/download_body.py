@@ -200,12 +200,7 @@ def _fetch_body(session, request: BodyRequest, partial: Path, meter: ProgressMet
                         meter.add(name, -body.restart())
                     elif body.offset > 0 and not _content_range_starts_at(response, body.offset):
                         raise _Retryable(f"the server answered a range other than bytes {body.offset}-")
-                    # read1: whatever has arrived, so a connection that breaks loses no byte it delivered;
-                    # never more than the listing says (a longer body fails the checksum).
-                    while body.offset < size and (chunk := response.raw.read1(min(settings.chunk_bytes, size - body.offset))):
-                        body.append(chunk)
-                        meter.add(name, len(chunk))
-                        _raise_if_cancelled(cancel, name, body.offset)
+                    _copy_body(response, body, size, name, meter, cancel, settings.chunk_bytes)
                 if body.offset < size:
                     raise _Retryable(f"the connection closed at {body.offset} of {size} bytes")
             except (requests.RequestException, urllib3.exceptions.HTTPError, _Retryable) as error:
@@ -217,12 +212,26 @@ def _fetch_body(session, request: BodyRequest, partial: Path, meter: ProgressMet
                 else:
                     failures += 1
                 if failures > settings.max_attempts:
-                    raise DownloadError(_give_up_words(request, error, settings, furthest, body.offset, range_ignored)) from error
+                    words = _give_up_words(request, error, settings, furthest, body.offset, range_ignored)
+                    raise DownloadError(words) from error
                 meter.listener.retry(name, failures, _reason(error, settings))
                 if cancel.wait(min(settings.backoff_s * 2 ** (failures - 1), settings.max_backoff_s)):
                     _raise_if_cancelled(cancel, name, body.offset)
         body.drain()
         return body.content, body.offset
+
+
+def _copy_body(response, body: _PartialWriter, size: int, name: str, meter: ProgressMeter,
+               cancel: threading.Event, chunk_bytes: int) -> None:
+    """Append what the response sends, never past `size`. `read1` returns whatever has arrived (up to a
+    chunk), so a connection that breaks off loses no byte it delivered."""
+    while body.offset < size:
+        chunk = response.raw.read1(min(chunk_bytes, size - body.offset))
+        if not chunk:
+            return
+        body.append(chunk)
+        meter.add(name, len(chunk))
+        _raise_if_cancelled(cancel, name, body.offset)
 
 
 def _give_up_words(request: BodyRequest, error: Exception, settings: DownloadSettings, furthest: int, kept: int,
@@ -261,7 +270,7 @@ def _open(session, url: str, offset: int, token: str | None, repo: str, settings
             response.close()
             url = urljoin(url, response.headers["Location"])
             if urlparse(url).scheme not in ("http", "https"):
-                raise DownloadError(f"the hub redirected {repo}'s file to a {urlparse(url).scheme!r} address; refusing it")
+                raise DownloadError(f"the hub sent {repo}'s file to a {urlparse(url).scheme!r} address; refusing it")
             continue
         if status in (200, 206):
             return response

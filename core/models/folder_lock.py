@@ -56,7 +56,7 @@ class FolderLock:
         """
         self.path.parent.mkdir(parents=True, exist_ok=True)
         while True:
-            descriptor = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            descriptor = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_BINARY", 0), 0o644)
             if not _try_lock(descriptor):
                 pid = _read_pid(descriptor)
                 os.close(descriptor)

@@ -58,7 +58,7 @@ def check_listing(remote: RemoteRepo) -> None:
             raise _refusal(remote, file.path, problem)
         key = file.path.casefold()
         if key in files:
-            raise _refusal(remote, file.path, f"it is the same file as {_shown(files[key])} on a disk that ignores case")
+            raise _refusal(remote, file.path, f"it is {_shown(files[key])} on a disk that ignores case")
         files[key] = file.path
     folders = {parent: path for key, path in files.items() for parent in _parents(key)}
     for key, path in files.items():

@@ -165,8 +165,8 @@ class DownloadPage(QWizardPage):
             self.message.setText(f"A file did not pass its check and is being fetched again: {file}")
 
     def _checked(self, file: str, ok: bool) -> None:
-        if not ok:
-            self._note(f"{file} was already here but differs from the hub's copy: replacing it")
+        self._note(f"{file} was already here and matches the hub's copy: kept" if ok else
+                   f"{file} was already here but differs from the hub's copy: replacing it")
 
     def _attached(self, _event: dict) -> None:
         self._note("This model is already downloading in another window or a terminal: showing its progress here")
