@@ -27,8 +27,7 @@ def test_a_second_app_download_attaches_to_a_running_one(qtbot, hub, hub_env):
     files = {"config.json": b'{"model_type": "llama"}', BIG: payload(6 << 20, seed=1)}
     hub.add_repo("org/tiny", files)
     hub.limit_rate(1 << 20)  # ~6 s: the terminal's download is still running when the app starts its own
-    terminal = cli_process(hub_env, "download", "org/tiny", "--json")
-    try:
+    with cli_process(hub_env, "download", "org/tiny", "--json") as terminal:
         read_events_until(terminal, lambda event: event["event"] == "progress" and event["done_bytes"] > 0)
         app = DownloadProcess(hub_env.models_dir)
         attached, progress, failed = [], [], []
@@ -38,11 +37,6 @@ def test_a_second_app_download_attaches_to_a_running_one(qtbot, hub, hub_env):
         with qtbot.waitSignal(app.finished, timeout=WAIT_MS) as finished:
             app.start("org/tiny")
         assert terminal.wait(timeout=60) == 0
-    finally:
-        terminal.kill()
-        terminal.wait()
-        terminal.stdout.close()
-        terminal.stderr.close()
     folder = hub_env.models_dir / "org--tiny"
     assert not failed and attached == [{"folder": str(folder), "pid": terminal.pid}]
     assert len(progress) >= 2 and progress == sorted(progress)
@@ -56,9 +50,8 @@ def test_cancelling_a_follower_keeps_the_running_download(qtbot, hub, hub_env):
     files = {"config.json": b'{"model_type": "llama"}', BIG: payload(6 << 20, seed=2)}
     hub.add_repo("org/tiny", files)
     hub.limit_rate(1 << 20)
-    terminal = cli_process(hub_env, "download", "org/tiny", "--json")
     folder = hub_env.models_dir / "org--tiny"
-    try:
+    with cli_process(hub_env, "download", "org/tiny", "--json") as terminal:
         read_events_until(terminal, lambda event: event["event"] == "progress" and event["done_bytes"] > 0)
         app = DownloadProcess(hub_env.models_dir)
         with qtbot.waitSignal(app.attached, timeout=WAIT_MS):
@@ -67,9 +60,4 @@ def test_cancelling_a_follower_keeps_the_running_download(qtbot, hub, hub_env):
         assert not app.running and is_downloading(folder)
         assert (folder / f"{BIG}.incomplete").exists()  # the terminal's partial file is still there
         assert terminal.wait(timeout=60) == 0
-    finally:
-        terminal.kill()
-        terminal.wait()
-        terminal.stdout.close()
-        terminal.stderr.close()
     assert (folder / BIG).read_bytes() == files[BIG]

@@ -15,14 +15,13 @@ import pytest
 from core.cli.main import main
 from core.errors import DownloadError
 from core.models.download import DownloadJob, DownloadSettings, download
-from core.models.download_progress import DownloadListener
 from core.models.folder_lock import FolderLock, is_downloading, lock_path
 from core.models.hub import fetch_listing
 from core.models.manifest import read_manifest
 from core.models.safe_paths import path_problem
 
 pytest.register_assert_rewrite("hub_server")
-from hub_server import cli_process, git_blob_id, payload, read_events_until  # noqa: E402
+from hub_server import Recorder, cli_process, git_blob_id, payload, read_events_until  # noqa: E402
 
 pytest_plugins = ["hub_server"]
 pytestmark = pytest.mark.timeout(90)
@@ -51,29 +50,6 @@ def on_disk(folder) -> dict[str, str]:
 
 def digests(files: dict[str, bytes]) -> dict[str, str]:
     return {path: hashlib.sha256(data).hexdigest() for path, data in files.items()}
-
-
-class Recorder(DownloadListener):
-    def __init__(self) -> None:
-        self.events: list[tuple] = []
-
-    def plan(self, folders, files, total_bytes, already_bytes):
-        self.events.append(("plan", total_bytes, already_bytes))
-
-    def progress(self, progress):
-        self.events.append(("progress", progress.done_bytes))
-
-    def verify(self, file, ok):
-        self.events.append(("verify", file, ok))
-
-    def check(self, file, ok):
-        self.events.append(("check", file, ok))
-
-    def retry(self, file, attempt, reason):
-        self.events.append(("retry", file, attempt, reason))
-
-    def of(self, kind: str) -> list[tuple]:
-        return [event for event in self.events if event[0] == kind]
 
 
 # -- hostile listings ----------------------------------------------------------------------------------------
@@ -282,24 +258,18 @@ def test_a_second_download_of_the_same_repo_says_already_downloading(hub, hub_en
     files = repo_files(0, big=6 << 20)
     hub.add_repo("org/tiny", files)
     hub.limit_rate(1 << 20)  # ~6 s for the big file: time for a second process to start on a busy machine
-    first = cli_process(hub_env, "download", "org/tiny", "--json")
-    try:
+    folder = hub_env.models_dir / "org--tiny"
+    with cli_process(hub_env, "download", "org/tiny", "--json") as first:
         events = read_events_until(first, lambda event: event["event"] == "progress" and event["done_bytes"] > 0)
-        second = cli_process(hub_env, "download", "org/tiny", "--json")
-        out, err = second.communicate(timeout=60)
+        with cli_process(hub_env, "download", "org/tiny", "--json") as second:
+            out, err = second.communicate(timeout=60)
         assert second.returncode == 75, err
         (busy,) = [json.loads(line) for line in out.splitlines()]
-        folder = hub_env.models_dir / "org--tiny"
         assert busy == {"event": "error", "kind": "busy", "folder": str(folder), "pid": first.pid,
                         "message": busy["message"]}
         assert "already downloading" in busy["message"] and str(first.pid) in busy["message"]
         events += [json.loads(line) for line in first.stdout]
         assert first.wait(timeout=60) == 0, first.stderr.read()
-    finally:
-        first.kill()
-        first.wait()
-        first.stdout.close()
-        first.stderr.close()
     assert events[-1]["event"] == "done"
     assert all(event["ok"] for event in events if event["event"] == "verify")
     assert on_disk(folder) == digests(files)
@@ -311,21 +281,12 @@ def test_attach_follows_the_running_download_and_fetches_nothing_itself(hub, hub
     files = repo_files(0, big=6 << 20)
     hub.add_repo("org/tiny", files)
     hub.limit_rate(1 << 20)
-    first = cli_process(hub_env, "download", "org/tiny", "--json")
-    follower = None
-    try:
+    with cli_process(hub_env, "download", "org/tiny", "--json") as first:
         read_events_until(first, lambda event: event["event"] == "progress" and event["done_bytes"] > 0)
-        follower = cli_process(hub_env, "download", "org/tiny", "--json", "--attach")
-        out, err = follower.communicate(timeout=60)
+        with cli_process(hub_env, "download", "org/tiny", "--json", "--attach") as follower:
+            out, err = follower.communicate(timeout=60)
         assert follower.returncode == 0, err
         assert first.wait(timeout=60) == 0
-    finally:
-        for process in (first, follower):
-            if process is not None:
-                process.kill()
-                process.wait()
-        first.stdout.close()
-        first.stderr.close()
     events = [json.loads(line) for line in out.splitlines()]
     folder = hub_env.models_dir / "org--tiny"
     assert events[0] == {"event": "attach", "folder": str(folder), "pid": first.pid}
@@ -342,25 +303,19 @@ def test_a_lock_left_by_a_killed_process_is_taken_over_and_the_download_resumes(
     hub.add_repo("org/tiny", files)
     hub.limit_rate(2 << 20)
     folder = hub_env.models_dir / "org--tiny"
-    first = cli_process(hub_env, "download", "org/tiny", "--json")
-    try:
+    with cli_process(hub_env, "download", "org/tiny", "--json") as first:
         read_events_until(first, lambda event: event["event"] == "progress" and event["done_bytes"] > 1 << 20)
         assert lock_path(folder).read_text().strip() == str(first.pid)
         os.kill(first.pid, signal.SIGKILL)
         assert first.wait(timeout=30) == -signal.SIGKILL
-    finally:
-        first.kill()
-        first.wait()
-        first.stdout.close()
-        first.stderr.close()
     assert lock_path(folder).read_text().strip() == str(first.pid)  # the dead owner's lock is still there
     assert not is_downloading(folder)
     hub.wait_idle()
     kept = (folder / f"{BIG}.incomplete").stat().st_size
     hub.limit_rate(None)
     hub.reset_counters()
-    second = cli_process(hub_env, "download", "org/tiny", "--json")
-    out, err = second.communicate(timeout=60)
+    with cli_process(hub_env, "download", "org/tiny", "--json") as second:
+        out, err = second.communicate(timeout=60)
     assert second.returncode == 0, err
     plan = json.loads(out.splitlines()[0])
     assert plan["event"] == "plan" and plan["already_bytes"] >= kept > 0
@@ -386,8 +341,8 @@ def test_an_unexpected_os_error_is_an_io_error_event_not_a_traceback(hub, hub_en
     hub.add_repo("org/tiny", repo_files(0))
     hub_env.models_dir.mkdir(parents=True)
     (hub_env.models_dir / "org--tiny").write_text("a file where the model folder goes")
-    process = cli_process(hub_env, "download", "org/tiny", "--json")
-    out, err = process.communicate(timeout=60)
+    with cli_process(hub_env, "download", "org/tiny", "--json") as process:
+        out, err = process.communicate(timeout=60)
     assert process.returncode == 2
     events = [json.loads(line) for line in out.splitlines()]
     assert [event["event"] for event in events] == ["error"] and events[0]["kind"] == "io"
@@ -397,14 +352,14 @@ def test_an_unexpected_os_error_is_an_io_error_event_not_a_traceback(hub, hub_en
 @pytest.mark.parametrize("token", ["hf_abc\x01def", "hf_abc def", "hf_abc\ndef", "hf_\u00e9t\u00e9"])
 def test_a_token_with_whitespace_or_control_characters_is_refused_when_saved_and_read(hub, hub_env, monkeypatch, token):
     hub.add_repo("org/gated", repo_files(0), gated=True, token="hf_right")
-    login = cli_process(hub_env, "login", "--token", token)
-    out, err = login.communicate(timeout=60)
+    with cli_process(hub_env, "login", "--token", token) as login:
+        out, err = login.communicate(timeout=60)
     assert login.returncode == 2 and "cannot be sent" in err and token not in out + err
     assert not (hub_env.config_dir / "hf-token").exists()
 
     env = {**hub_env.env, "HF_TOKEN": token}
-    process = cli_process(dataclasses.replace(hub_env, env=env), "download", "org/gated", "--json")
-    out, err = process.communicate(timeout=60)
+    with cli_process(dataclasses.replace(hub_env, env=env), "download", "org/gated", "--json") as process:
+        out, err = process.communicate(timeout=60)
     assert process.returncode == 2
     (error,) = [json.loads(line) for line in out.splitlines()]
     assert error["kind"] == "gated" and "HF_TOKEN" in error["message"] and "cannot be sent" in error["message"]
@@ -412,7 +367,7 @@ def test_a_token_with_whitespace_or_control_characters_is_refused_when_saved_and
 
     hub_env.config_dir.mkdir(parents=True, exist_ok=True)
     (hub_env.config_dir / "hf-token").write_text(token + "\n")  # stored by an older version, or edited by hand
-    process = cli_process(hub_env, "download", "org/gated", "--json")
-    out, err = process.communicate(timeout=60)
+    with cli_process(hub_env, "download", "org/gated", "--json") as process:
+        out, err = process.communicate(timeout=60)
     assert process.returncode == 2 and json.loads(out)["kind"] == "gated" and token not in out + err
     assert hub.requests == [] and not (hub_env.models_dir / "org--gated").exists()

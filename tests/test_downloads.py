@@ -23,7 +23,7 @@ from core.models.locations import repo_folder_name
 from core.models.manifest import read_manifest
 
 pytest.register_assert_rewrite("hub_server")
-from hub_server import MODELS_CLI, HubEnv, LoopbackHub, payload  # noqa: E402
+from hub_server import MODELS_CLI, HubEnv, LoopbackHub, Recorder, payload  # noqa: E402
 
 pytest_plugins = ["hub_server"]
 pytestmark = pytest.mark.timeout(60)
@@ -48,23 +48,6 @@ def assert_files(folder: Path, files: dict[str, bytes]) -> None:
     for path, data in files.items():
         assert hashlib.sha256((folder / path).read_bytes()).digest() == hashlib.sha256(data).digest(), path
     assert not list(folder.rglob("*.incomplete"))
-
-
-class Recorder(DownloadListener):
-    def __init__(self) -> None:
-        self.events: list[tuple] = []
-
-    def plan(self, folders, files, total_bytes, already_bytes):
-        self.events.append(("plan", total_bytes, already_bytes))
-
-    def progress(self, progress):
-        self.events.append(("progress", progress.done_bytes))
-
-    def verify(self, file, ok):
-        self.events.append(("verify", file, ok))
-
-    def retry(self, file, attempt, reason):
-        self.events.append(("retry", file, attempt, reason))
 
 
 def fetch(hub_env: HubEnv, repo: str, listener: DownloadListener, **kwargs) -> Path:
