@@ -56,7 +56,9 @@ def run(args: argparse.Namespace) -> int:
         _report_error(args.json, "not_found", str(error), listener)
         return EXIT_ERROR
     except OSError as error:  # the models folder cannot be made or read (before the downloader runs)
-        _report_error(args.json, "io", f"{error.strerror or type(error).__name__}: {error.filename or ''}", listener)
+        where = f" ({error.filename})" if error.filename else ""
+        _report_error(args.json, "io", f"cannot use the models folder: {error.strerror or type(error).__name__}"
+                      f"{where}; choose another with --dir", listener)
         return EXIT_ERROR
     except Exception as error:  # a defect: say so in an event; the stack (without the message) goes to stderr
         _report_error(args.json, "internal", f"the download stopped on an unexpected {type(error).__name__}; "
