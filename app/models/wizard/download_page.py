@@ -72,6 +72,8 @@ class DownloadPage(QWizardPage):
         self.worker.planned.connect(self._planned)
         self.worker.progress.connect(self._progress)
         self.worker.verified.connect(self._verified)
+        self.worker.checked.connect(self._checked)
+        self.worker.attached.connect(self._attached)
         self.worker.retrying.connect(lambda e: self._note(f"Connection trouble on {e.get('file')}: {e.get('reason')}; "
                                                           f"trying again (attempt {e.get('attempt')})"))
         self.worker.failed.connect(self._failed)
@@ -162,6 +164,13 @@ class DownloadPage(QWizardPage):
             self._note(f"{file} was damaged on the way (its checksum did not match): fetching it again")
             self.message.setText(f"A file did not pass its check and is being fetched again: {file}")
 
+    def _checked(self, file: str, ok: bool) -> None:
+        self._note(f"{file} was already here and matches the hub's copy: kept" if ok else
+                   f"{file} was already here but differs from the hub's copy: replacing it")
+
+    def _attached(self, _event: dict) -> None:
+        self._note("This model is already downloading in another window or a terminal: showing its progress here")
+
     def _failed(self, error: dict) -> None:
         self._buttons(running=False)
         kind, text = error.get("kind", ""), error.get("message", "")
@@ -178,7 +187,9 @@ class DownloadPage(QWizardPage):
             self.token_box.setVisible(True)
         else:
             words = {"disk": "There is not enough free disk space", "network": "The connection failed",
-                     "verify": "A file was damaged twice in a row", "not_found": "The model is not on the hub"}
+                     "verify": "A file was damaged twice in a row", "not_found": "The model is not on the hub",
+                     "unsafe": "The hub sent a file list that is not safe to write", "io": "The models folder "
+                     "cannot be written", "busy": "This model is already downloading elsewhere"}
             self.message.setText(f"<b>{words.get(kind, 'The download stopped')}.</b> {text}")
             self.retry_button.setVisible(True)
             self.resume_button.setVisible(False)
