@@ -4,6 +4,8 @@ Each class also inherits from the builtin that fits, so callers can catch either
 wrong and what to do about it; the CLI prints them without a traceback.
 """
 
+from pathlib import Path
+
 
 class SpecExecError(Exception):
     """Base class for every error the engine reports to a user."""
@@ -55,7 +57,8 @@ class CatalogError(SpecExecError, ValueError):
 
 class DownloadError(SpecExecError, RuntimeError):
     """A model download stopped; `kind` names why, in the words of `specexec models download --json`'s error event
-    ("gated", "disk", "network", "verify", "not_found", "cancelled"). Partial files are kept for a resume."""
+    ("gated", "disk", "network", "verify", "not_found", "cancelled", "unsafe", "io", "busy"). Partial files are
+    kept for a resume."""
 
     kind = "network"
 
@@ -92,6 +95,39 @@ class DownloadCancelledError(DownloadError):
     """The download was cancelled (Ctrl+C, SIGTERM, or the app's cancel button); partial files are kept."""
 
     kind = "cancelled"
+
+
+class UnsafeListingError(DownloadError, ValueError):
+    """The hub listed a file the downloader must not write: a path leaving the model folder, a drive, stream
+    or reserved name, one of the downloader's own names, or a size or checksum that makes no sense. Refused
+    before anything on disk is touched."""
+
+    kind = "unsafe"
+
+
+class DownloadIOError(DownloadError, OSError):
+    """Reading or writing the model folder failed for a reason other than a full disk (no permission, a
+    read-only or vanished drive)."""
+
+    kind = "io"
+
+
+class DownloadBusyError(DownloadError):
+    """Another process is downloading into the same model folder (it holds the folder's lock)."""
+
+    kind = "busy"
+
+    def __init__(self, message: str, folder: Path, pid: int | None) -> None:
+        super().__init__(message)
+        self.folder = folder
+        self.pid = pid
+
+
+class InvalidTokenError(DownloadError, ValueError):
+    """A Hugging Face token holds whitespace or control characters (a paste gone wrong): refused when saved
+    and when read, before it could reach an HTTP header. The remedy is a new token, as for a gated model."""
+
+    kind = "gated"
 
 
 class HardwareDescriptionError(SpecExecError, ValueError):
