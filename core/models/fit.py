@@ -398,7 +398,7 @@ def recommend(catalog: Catalog, hw: HardwareDescription, tree_budget: int | None
     pairs that offer that draft with it instead of their own."""
     pairs = [pair.with_draft(draft_id) if draft_id and any(o.id == draft_id for o in pair.drafts) else pair
              for pair in catalog.pairs]
-    fits = [predict_with_options(pair, hw, tree_budget) for pair in pairs]
+    fits = [_with_options(pair, hw, tree_budget) for pair in pairs]
 
     def rank(fit: PairFit) -> tuple:
         usable = fit.fit != "no" and (fit.tokens_per_second or 0) >= MIN_RECOMMENDED_TOKENS_PER_SECOND
@@ -411,7 +411,7 @@ def recommend(catalog: Catalog, hw: HardwareDescription, tree_budget: int | None
     return Recommendation(hardware=hw, recommended=best.pair.id, pairs=(best, *(f for f in ranked if f is not best)))
 
 
-def predict_with_options(pair: Pair, hw: HardwareDescription, tree_budget: int | None = None) -> PairFit:
+def _with_options(pair: Pair, hw: HardwareDescription, tree_budget: int | None = None) -> PairFit:
     """`predict_pair` with the pair's own draft, carrying the prediction with each of its other drafts."""
     options = tuple(predict_pair(pair.with_draft(option.id), hw, tree_budget) for option in pair.draft_options)
     return replace(predict_pair(pair, hw, tree_budget), draft_options=options)

@@ -49,11 +49,15 @@ KERNELS_PER_FORWARD = 16 + 80
 # Draft forwards per pass for each token a pass accepts, by tree budget. The search runs one forward per level
 # of the tree (plus catch-up), and a tree is as deep as the draft is sure of the continuation, which the
 # tokens accepted per pass measure: a pair that accepts 13 tokens a pass grows deeper trees, so runs more
-# forwards, than one that accepts 5. Measured on the built-in pair with `specexec bench acceptance` (draft
-# forwards per pass / tokens per pass; MT-Bench first turns, t=0.6, top-p 0.9; docs/benchmarks.md, issue 10
-# for 1024 and 2048 and issue 21 for 16-256); interpolated in log2(budget), held flat outside. To refresh
-# from `specexec bench trace` once it is merged.
-DRAFT_FORWARDS_PER_TOKEN: tuple[tuple[int, float], ...] = ((16, 8.26 / 4.13), (64, 12.72 / 5.12), (256, 15.8 / 5.82),
+# forwards, than one that accepts 5 (the paper's A100 GPTQ rows bear this out: their time beyond the copies
+# grows with their tokens per pass). Measured on the built-in pair, draft forwards per pass / tokens per pass,
+# MT-Bench first turns, t=0.6, top-p 0.9:
+#   16-256:    specexec bench acceptance --target builtin --draft builtin-draft --prompts
+#              ../shared/datasets/mtbench-first-turns.jsonl --limit 8 --budgets 16,64,256 --methods specexec
+#              --max-new-tokens 48 --seeds 1 --threads 1 --json      (docs/benchmarks.md, issue 21)
+#   1024-2048: docs/benchmarks.md, issue 10 (same prompts, 4 of them, 32 tokens)
+# Interpolated in log2(budget), held flat outside. To refresh from `specexec bench trace` once it is merged.
+DRAFT_FORWARDS_PER_TOKEN: tuple[tuple[int, float], ...] = ((16, 7.87 / 3.80), (64, 11.72 / 4.86), (256, 14.57 / 5.73),
                                                            (1024, 18.8 / 7.11), (2048, 20.0 / 8.00))
 MAX_DRAFT_FORWARDS = 32
 # Shares of the datasheet peaks (core.models.gpu_specs) that long reads and large GEMMs sustain.
