@@ -10,16 +10,12 @@ from typing import Any
 
 from transformers import PreTrainedTokenizerBase
 
+from core.engine.protocol import HERMES, LLAMA3_JSON
 from core.errors import InvalidSettingError, ModelFormatError
 
 Message = dict[str, Any]  # role and content; an assistant's tool_calls, a tool's tool_call_id
 Tool = dict[str, Any]  # {"type": "function", "function": {"name", "description", "parameters"}}
 
-# Tool-call formats the API server parses (core.server.tool_calls): Qwen2.5 / Hermes write
-# <tool_call>{"name": ..., "arguments": {...}}</tool_call>; Llama 3.1 / 3.2 write a bare JSON object
-# {"name": ..., "parameters": {...}} (after <|python_tag|> at times).
-HERMES = "hermes"
-LLAMA3_JSON = "llama3_json"
 _PROBE_TOOL: Tool = {"type": "function", "function": {
     "name": "specexec_probe_tool", "description": "probe", "parameters": {"type": "object", "properties": {}}}}
 

@@ -32,6 +32,13 @@ FinishReason = Literal["eos", "stop", "length", "cancelled"]
 Method = Literal["specexec", "specinfer", "sequential", "auto"]
 CacheOwner = Literal["chat", "api"]
 
+# How a model writes tool calls (StatusReport.models["tool_call_format"], read from its chat template by
+# core.prompts.tool_call_format; None: no tool support). Qwen2.5 / Hermes write
+# <tool_call>{"name": ..., "arguments": {...}}</tool_call>; Llama 3.1 / 3.2 a bare JSON object
+# {"name": ..., "parameters": {...}}. core.server.tool_calls reads both.
+HERMES = "hermes"
+LLAMA3_JSON = "llama3_json"
+
 # Error kinds the engine and client report (Error.kind).
 ERROR_KINDS = (
     "protocol",  # unknown / malformed message or wrong protocol version
@@ -206,7 +213,7 @@ class Queued(Event):
 class TokenChunk(Event):
     """What one target pass added. text may be empty (held back: incomplete character, possible stop string).
     sent_at: time.monotonic() in the engine when the chunk was queued (for latency measurements).
-    logprobs: per new token, {"token_id", "logprob", "top": [{"token_id", "logprob"}, ...]} from the target's
+    logprobs: per new token, {"token": text, "logprob", "top": [{"token", "logprob"}, ...]} from the target's
     distribution after the request's sampling settings; None when not asked for. (Issue 24: the decoding
     loop does not fill it yet; the API server refuses `logprobs` until it does.)"""
 

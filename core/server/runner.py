@@ -2,8 +2,14 @@
 desktop app, whose main thread runs Qt).
 
 The socket is bound before uvicorn starts, so a port in use or a foreign address is a clear ServerError at
-once (not a log line from inside uvicorn) and port 0 picks a free port whose number `url` then shows.
-Binding an address other than loopback needs `allow_remote=True`: the caller has asked the user for it.
+once (not a log line from inside uvicorn) and port 0 picks a free port whose number `url` then shows. It is
+not inheritable: a child process the program starts later (a download, the engine) must not keep the port
+open after the server closed it. Binding an address other than loopback needs `allow_remote=True`: the
+caller has asked the user for it.
+
+When the server stops (Ctrl-C, SIGTERM, `stop()`), `on_stopping` runs first: the caller ends its open
+requests there (the gateway sends them a server_stopping error), so open streams end with that error event
+instead of being cut off when the graceful-shutdown time runs out.
 uvicorn's own logging setup is skipped (log_config=None): its loggers propagate to whatever the program
 configured, so the app's log file is left alone.
 """
@@ -14,6 +20,7 @@ import ipaddress
 import socket
 import threading
 import time
+from collections.abc import Callable
 
 import uvicorn
 from starlette.types import ASGIApp
@@ -57,21 +64,34 @@ def bind_socket(host: str, port: int, allow_remote: bool = False) -> socket.sock
             raise ServerError(f"port {port} on {host} is already in use (by another program, or another copy "
                               "of this server): pick another port") from error
         raise ServerError(f"cannot listen on {host}:{port} ({error.strerror or error})") from error
-    sock.set_inheritable(True)
+    sock.set_inheritable(False)  # the default in Python; said here because it matters (see the module docstring)
     return sock
 
 
+class _Server(uvicorn.Server):
+    """uvicorn's server, telling the app that it stops before it waits for open connections."""
+
+    def __init__(self, config: uvicorn.Config, on_stopping: Callable[[], None] | None) -> None:
+        super().__init__(config)
+        self.on_stopping = on_stopping
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        if self.on_stopping is not None:
+            self.on_stopping()
+        await super().shutdown(sockets)
+
+
 class ApiServer:
-    """One uvicorn server on a pre-bound socket."""
+    """One uvicorn server on a pre-bound socket. on_stopping: called once the server starts to stop."""
 
     def __init__(self, app: ASGIApp, host: str = "127.0.0.1", port: int = 8765, allow_remote: bool = False,
-                 access_log: bool = False) -> None:
+                 access_log: bool = False, on_stopping: Callable[[], None] | None = None) -> None:
         self.host = host
         self.socket = bind_socket(host, port, allow_remote)
         self.port = self.socket.getsockname()[1]
         config = uvicorn.Config(app, log_config=None, access_log=access_log, lifespan="off",
                                 timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S)
-        self.server = uvicorn.Server(config)
+        self.server = _Server(config, on_stopping)
         self._thread: threading.Thread | None = None
 
     @property
