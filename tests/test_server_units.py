@@ -161,8 +161,8 @@ def test_logprob_shapes_match_the_openai_types():
 
 
 def test_openai_wording_for_context_and_key_errors():
-    too_long = S.engine_error(P.Error("r", "context_length", "the messages are 9000 tokens", "shorten them"))
-    assert too_long.message.startswith("This model's maximum context length")
+    too_long = S.engine_error(P.Error("r", "context_length", "the messages are 9000 tokens", "shorten them"), 4096)
+    assert too_long.message.startswith("This model's maximum context length is 4096 tokens: the messages are 9000")
     assert S.wrong_key_error("sk-abcdefghijk").message.startswith("Incorrect API key provided: sk-***jk.")
     assert "abcdefgh" not in S.wrong_key_error("sk-abcdefghijk").message
     assert S.missing_key_error().message.startswith("You didn't provide an API key")

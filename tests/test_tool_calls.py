@@ -105,3 +105,62 @@ def test_streamed_content_is_sent_before_the_call_and_no_tag_leaks():
 
 def test_without_a_format_everything_is_content():
     assert parse_answer(QWEN_ONE, None, NAMES) == (QWEN_ONE, [])
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Chat templates with tools
+
+
+def _tokenizer(template: str | None):
+    from conftest import make_word_tokenizer
+
+    tokenizer = make_word_tokenizer()
+    tokenizer.chat_template = template
+    return tokenizer
+
+
+WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Weather in a city",
+                                            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}
+ROUND_TRIP = [
+    {"role": "user", "content": "Weather in Oslo?"},
+    {"role": "assistant", "content": "", "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Oslo"}}}]},
+    {"role": "tool", "content": "-3 C and snow", "tool_call_id": "c1", "name": "get_weather"},
+]
+
+
+def test_the_tool_call_format_is_read_from_the_template():
+    from core.prompts import tool_call_format
+    from tool_templates import HERMES_TEMPLATE, LLAMA31_TEMPLATE
+
+    assert tool_call_format(_tokenizer(HERMES_TEMPLATE)) == HERMES
+    assert tool_call_format(_tokenizer(LLAMA31_TEMPLATE)) == LLAMA3_JSON
+    assert tool_call_format(_tokenizer(None)) is None
+    assert tool_call_format(_tokenizer("{% for m in messages %}{{ m.content }}{% endfor %}")) is None  # no tools
+
+
+@pytest.mark.parametrize("template_name, call_text", [
+    ("HERMES_TEMPLATE", '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>'),
+    ("LLAMA31_TEMPLATE", '<|python_tag|>{"name": "get_weather", "parameters": {"city": "Oslo"}}'),
+])
+def test_tools_calls_and_results_are_rendered_in_the_models_format(template_name, call_text):
+    """The prompt carries the tool's definition, the earlier call in the model's own format (so the model sees
+    what it wrote) and the tool's result; and what the model wrote reads back as the same call."""
+    import tool_templates
+    from core.prompts import render_chat, tool_call_format
+
+    tokenizer = _tokenizer(getattr(tool_templates, template_name))
+    prompt = render_chat(tokenizer, ROUND_TRIP, (WEATHER,))
+    assert json.dumps(WEATHER) in prompt and call_text in prompt and "-3 C and snow" in prompt
+    assert "Weather in Oslo?" in prompt
+    fmt = tool_call_format(tokenizer)
+    assert parse_answer(call_text, fmt, frozenset({"get_weather"})) == ("", [ToolCall("get_weather", '{"city": "Oslo"}')])
+
+
+def test_a_template_without_tools_refuses_them_clearly():
+    from core.errors import InvalidSettingError
+    from core.prompts import render_chat
+
+    tokenizer = _tokenizer("{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}")
+    with pytest.raises(InvalidSettingError, match="chat template has no tool support"):
+        render_chat(tokenizer, ROUND_TRIP[:1], (WEATHER,))

@@ -40,6 +40,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-queue", type=int, default=None, metavar="N",
                         help="requests that may wait while one is answered; more get 503 with Retry-After "
                              "(default 16)")
+    parser.add_argument("--keepalive", type=float, default=None, metavar="SECONDS",
+                        help="longest silence on a stream: a comment line says the request is queued or reading "
+                             "its prompt (default 5; lower it behind proxies with short idle timeouts)")
     keys = parser.add_mutually_exclusive_group()
     keys.add_argument("--api-key", default=None, metavar="KEY", help="the key clients must send (default: a new one)")
     keys.add_argument("--no-api-key", action="store_true", help="accept requests without a key")
@@ -76,7 +79,7 @@ def _note(text: str) -> None:
 def run(args: argparse.Namespace) -> int:
     from core.engine.client import EngineClient
     from core.errors import InvalidSettingError, ServerError
-    from core.server.api import DEFAULT_MAX_QUEUE, create_app
+    from core.server.api import DEFAULT_MAX_QUEUE, KEEPALIVE_S, create_app
     from core.server.engine_thread import EngineThread
     from core.server.gateway import EngineGateway
     from core.server.keys import new_api_key
@@ -93,6 +96,9 @@ def run(args: argparse.Namespace) -> int:
     max_queue = DEFAULT_MAX_QUEUE if args.max_queue is None else args.max_queue
     if max_queue < 0:
         raise InvalidSettingError(f"--max-queue must be 0 or more, got {max_queue}")
+    keepalive = KEEPALIVE_S if args.keepalive is None else args.keepalive
+    if not 0 < keepalive <= 600:
+        raise InvalidSettingError(f"--keepalive must be above 0 and at most 600 seconds, got {keepalive:g}")
     api_key = None if args.no_api_key else (args.api_key or new_api_key())
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
@@ -100,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
     engine = EngineThread(client)
     gateway = EngineGateway(engine)
     app = create_app(gateway, api_key, request_defaults(args), loopback_only=not remote, allowed_origins=origins,
-                     max_queue=max_queue)
+                     max_queue=max_queue, keepalive_s=keepalive)
     # binds now: a taken port fails before the models load
     server = ApiServer(app, args.host, args.port, allow_remote=args.allow_remote, access_log=args.access_log,
                        on_stopping=gateway.close)

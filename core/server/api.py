@@ -18,7 +18,7 @@ What a request must pass, in order (each refusal in OpenAI's error format, {"err
 
 A streamed request waits for its first engine event before answering, so an error the engine finds when it
 receives the request (the prompt does not fit the context) is a plain 400, not an error inside a 200 stream.
-Once streaming, a comment line is sent whenever KEEPALIVE_S pass without data, saying where the request is
+Once streaming, a comment line is sent whenever `keepalive_s` pass without data, saying where the request is
 (": queued, 2 ahead", ": reading the prompt"), so clients with first-byte timeouts keep waiting for a big
 model. A client that disconnects cancels its request (streaming: Starlette cancels the body; not
 streaming: a watcher task sees the disconnect).
@@ -51,7 +51,7 @@ from core.server.tool_calls import ToolCall, ToolCallStream, parse_answer
 log = logging.getLogger(__name__)
 
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1", "[::1]")
-KEEPALIVE_S = 5.0  # the longest a stream stays silent
+KEEPALIVE_S = 5.0  # the longest a stream stays silent (default)
 DEFAULT_MAX_QUEUE = 16
 MIN_BODY_BYTES = 1 << 20
 BODY_BYTES_PER_TOKEN = 64  # JSON-escaped text and tool schemas: far more than any real prompt needs per token
@@ -163,15 +163,18 @@ class Progress:
 class OpenAIServer:
     """The routes and their state. `gateway`: the shared engine; `api_key` None: no key required;
     `loopback_only`: refuse requests addressed to a host name that is not this machine's loopback;
-    `max_queue`: requests that may wait besides the one being answered."""
+    `max_queue`: requests that may wait besides the one being answered; `keepalive_s`: the longest a stream
+    stays silent."""
 
     def __init__(self, gateway: EngineGateway, api_key: str | None, defaults: S.Defaults,
-                 loopback_only: bool = True, max_queue: int = DEFAULT_MAX_QUEUE) -> None:
+                 loopback_only: bool = True, max_queue: int = DEFAULT_MAX_QUEUE,
+                 keepalive_s: float = KEEPALIVE_S) -> None:
         self.gateway = gateway
         self.api_key = api_key
         self.defaults = defaults
         self.loopback_only = loopback_only
         self.max_queue = max_queue
+        self.keepalive_s = keepalive_s
         self.created = int(time.time())
 
     # -- checks --------------------------------------------------------------------------------------------
@@ -303,7 +306,7 @@ class OpenAIServer:
         """The next event of the request, noted (an Error raises ApiError)."""
         event = await ticket.next()
         if isinstance(event, P.Error):
-            raise S.engine_error(event)
+            raise S.engine_error(event, self.gateway.model_info().get("max_context"))
         if event is not None:
             tally.add(event)
         progress.note(event)
@@ -311,10 +314,10 @@ class OpenAIServer:
 
     async def _first_event(self, ticket: Ticket, tally: S.RunTally, progress: Progress) -> P.Event | None | bool:
         """The first event that shows the engine took the request (queued behind others, reading the prompt,
-        answering, or done), read before the stream's headers go out; False if none came within KEEPALIVE_S
+        answering, or done), read before the stream's headers go out; False if none came within keepalive_s
         (the engine is in a long pass: the stream starts anyway and keeps the client waiting)."""
         try:
-            return await asyncio.wait_for(self._next(ticket, tally, progress), KEEPALIVE_S)
+            return await asyncio.wait_for(self._next(ticket, tally, progress), self.keepalive_s)
         except TimeoutError:
             return False
 
@@ -364,7 +367,7 @@ class OpenAIServer:
             elif event is None:  # abandoned: the client is gone
                 return
             try:
-                event = await asyncio.wait_for(self._next(ticket, tally, progress), KEEPALIVE_S)
+                event = await asyncio.wait_for(self._next(ticket, tally, progress), self.keepalive_s)
             except TimeoutError:
                 event = False
                 yield progress.comment()
@@ -375,10 +378,10 @@ class OpenAIServer:
 
 def create_app(gateway: EngineGateway, api_key: str | None, defaults: S.Defaults | None = None,
                loopback_only: bool = True, allowed_origins: tuple[str, ...] = (),
-               max_queue: int = DEFAULT_MAX_QUEUE) -> Starlette:
+               max_queue: int = DEFAULT_MAX_QUEUE, keepalive_s: float = KEEPALIVE_S) -> Starlette:
     """The ASGI app serving `gateway`'s engine. allowed_origins: web page origins (e.g.
     "http://localhost:3000", or "*" for any) that may call it from a browser; none by default."""
-    server = OpenAIServer(gateway, api_key, defaults or S.Defaults(), loopback_only, max_queue)
+    server = OpenAIServer(gateway, api_key, defaults or S.Defaults(), loopback_only, max_queue, keepalive_s)
 
     async def api_error(_request: Request, error: Exception) -> Response:
         assert isinstance(error, S.ApiError)

@@ -28,6 +28,7 @@ from starlette.types import ASGIApp
 from core.errors import ServerError
 
 GRACEFUL_SHUTDOWN_S = 2.0
+BACKLOG = 2048  # uvicorn's default
 START_TIMEOUT_S = 10.0
 
 
@@ -41,7 +42,7 @@ def is_loopback(host: str) -> bool:
 
 
 def bind_socket(host: str, port: int, allow_remote: bool = False) -> socket.socket:
-    """A listening-ready TCP socket on (host, port).
+    """A listening TCP socket on (host, port).
 
     Raises:
         ServerError: a non-loopback host without allow_remote, a port in use, an address not on this machine.
@@ -65,6 +66,7 @@ def bind_socket(host: str, port: int, allow_remote: bool = False) -> socket.sock
                               "of this server): pick another port") from error
         raise ServerError(f"cannot listen on {host}:{port} ({error.strerror or error})") from error
     sock.set_inheritable(False)  # the default in Python; said here because it matters (see the module docstring)
+    sock.listen(BACKLOG)  # clients that connect before uvicorn runs wait in the backlog instead of being refused
     return sock
 
 

@@ -79,14 +79,15 @@ _ENGINE_ERRORS: dict[str, tuple[int, str, str | None]] = {
 }
 
 
-def engine_error(event: P.Error) -> ApiError:
+def engine_error(event: P.Error, max_context: int | None = None) -> ApiError:
     """The API error for an engine Error event ending a request. A prompt that does not fit starts with
-    OpenAI's wording ("This model's maximum context length ..."), which clients such as litellm match to
-    raise their context-window error (and fall back to a model with a longer context)."""
+    OpenAI's wording ("This model's maximum context length is N tokens"), which clients such as litellm match
+    to raise their context-window error (and fall back to a model with a longer context)."""
     status, kind, code = _ENGINE_ERRORS.get(event.kind, (500, "server_error", event.kind))
     message = event.message + (f" ({event.hint})" if event.hint else "")
     if event.kind == "context_length":
-        message = f"This model's maximum context length was exceeded: {message}"
+        limit = f"{max_context} tokens" if max_context else "smaller than this request"
+        message = f"This model's maximum context length is {limit}: {message}"
     return ApiError(status, message, kind, "messages" if event.kind == "context_length" else None, code)
 
 
