@@ -244,15 +244,12 @@ def test_a_child_process_does_not_keep_the_listening_port():
     from core.server.runner import bind_socket
 
     sock = bind_socket("127.0.0.1", 0)
-    sock.listen()
     port = sock.getsockname()[1]
     assert os.get_inheritable(sock.fileno()) is False
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], close_fds=False)
     try:
         sock.close()
-        again = bind_socket("127.0.0.1", port)
-        again.listen()
-        again.close()
+        bind_socket("127.0.0.1", port).close()
     finally:
         child.kill()
         child.wait()
@@ -261,5 +258,5 @@ def test_a_child_process_does_not_keep_the_listening_port():
 def test_the_server_package_never_imports_torch():
     code = ("import sys, core.server.api, core.server.runner, core.server.gateway, core.server.engine_thread, "
             "core.server.tool_calls, core.server.origins, "
-            "app.api_server, app.api_server_settings; sys.exit(1 if 'torch' in sys.modules else 0)")
+            "app.api.server, app.api.settings_row; sys.exit(1 if 'torch' in sys.modules else 0)")
     assert subprocess.run([sys.executable, "-c", code], timeout=120).returncode == 0
