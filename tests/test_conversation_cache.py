@@ -142,3 +142,23 @@ def test_the_draft_rows_come_back_with_the_conversation(engine_and_serve):
     cold_text, _ = ask(serve, "d4", follow_up(chat, answer, 3), "api", max_new_tokens=6, method="specexec",
                        reuse_cache=False)
     assert text == cold_text
+
+
+def test_going_back_to_a_saved_conversation_when_the_store_is_full(engine_and_serve):
+    """With room for one saved conversation: returning to the saved one saves the live one in its place."""
+    engine, serve = engine_and_serve
+    cache = engine.session.conversations
+    cache.max_saved = 1
+    cache.saved.clear()  # the earlier tests' chat conversations would keep the one place (chats go last)
+    try:
+        first = [{"role": "user", "content": words(30, 150)}]
+        first_answer, first_done = ask(serve, "f1", first, "api", max_new_tokens=3)
+        other = [{"role": "user", "content": words(31, 150)}]
+        other_answer, other_done = ask(serve, "f2", other, "api", max_new_tokens=3)
+        _, back = ask(serve, "f3", follow_up(first, first_answer, 2), "api")
+        assert back.reused_prefix_tokens == first_done.prompt_tokens + 3 - 1
+        assert len(cache.saved) == 1
+        _, again = ask(serve, "f4", follow_up(other, other_answer, 4), "api")
+        assert again.reused_prefix_tokens == other_done.prompt_tokens + 3 - 1
+    finally:
+        cache.max_saved = MAX_SAVED

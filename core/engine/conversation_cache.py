@@ -128,6 +128,8 @@ class ConversationCache:
         best = max(reversed(self.saved), key=lambda s: s.usable(prompt_ids), default=None) if reuse else None
         from_saved = best is not None and best.usable(prompt_ids) > live_rows
         keep_live = reuse and not from_saved
+        if from_saved:
+            self.saved.remove(best)  # out of the store while the live one is saved: it cannot be evicted now
         if live.target_cache.length - (live_rows if keep_live else 0) >= MIN_ROWS_WORTH_SAVING:
             self._save_live()
         if from_saved:
@@ -161,11 +163,13 @@ class ConversationCache:
         )
         if any(saved.covers(snapshot) for saved in self.saved):
             return
-        budget = host_budget_bytes()
-        if snapshot.nbytes > budget:
-            return
         self.saved = [saved for saved in self.saved if not snapshot.covers(saved)] + [snapshot]
-        while len(self.saved) > self.max_saved or sum(s.nbytes for s in self.saved) > budget:
+        self._evict()
+
+    def _evict(self) -> None:
+        """Drop saved conversations until the store fits its count and its share of host RAM."""
+        budget = host_budget_bytes()
+        while self.saved and (len(self.saved) > self.max_saved or sum(s.nbytes for s in self.saved) > budget):
             self.saved.remove(self._eviction_victim())
 
     def _eviction_victim(self) -> SavedConversation:
@@ -185,6 +189,6 @@ class ConversationCache:
             write_rows(live.draft_cache, saved.draft_rows, min(saved.draft_length, shared, len(prompt_ids) - 1),
                        self.draft.device)
         live.tokens = list(saved.tokens[:shared])
-        self.saved.remove(saved)
         if target_length < saved.target_length:  # the request parts from it: keep it for a later return
             self.saved.append(saved)
+            self._evict()

@@ -288,8 +288,7 @@ class OpenAIServer:
                     event = await self._next(ticket, tally, progress)
                 if not chat:
                     return JSONResponse(S.text_response(response_id, model, tally))
-                content, calls = parse_answer(tally.text, tool_format, parsed.tool_names) if tool_format \
-                    else (tally.text, [])
+                content, calls = parse_answer(tally.text, tool_format, parsed.tool_names)
                 if not parsed.parallel_tool_calls:
                     calls = calls[:1]
                 return JSONResponse(S.chat_response(response_id, model, tally, content, calls))
@@ -325,7 +324,7 @@ class OpenAIServer:
                       model: str, first: P.Event | None | bool, progress: Progress,
                       tool_format: str | None) -> AsyncIterator[bytes]:
         chat = parsed.kind == "chat"
-        tools = ToolCallStream(tool_format, parsed.tool_names) if tool_format else None
+        tools = ToolCallStream(tool_format, parsed.tool_names)  # without a format: all content
         calls = 0
         if chat:
             yield _sse(S.chat_chunk(response_id, model, {"role": "assistant", "content": ""}))
@@ -334,7 +333,7 @@ class OpenAIServer:
             nonlocal calls
             if not chat:
                 return [_sse(S.text_chunk(response_id, model, text))] if text else []
-            found = (tools.push(text) + (tools.finish() if final else [])) if tools else ([text] if text else [])
+            found = tools.push(text) + (tools.finish() if final else [])
             out = []
             for piece in found:
                 if isinstance(piece, ToolCall):

@@ -76,7 +76,7 @@ def _llama_calls(text: str, names: frozenset[str]) -> list[ToolCall] | None:
     return calls
 
 
-def parse_answer(text: str, fmt: str, names: frozenset[str]) -> tuple[str, list[ToolCall]]:
+def parse_answer(text: str, fmt: str | None, names: frozenset[str]) -> tuple[str, list[ToolCall]]:
     """(content, calls) of a finished answer. `names`: the tools the request declared."""
     stream = ToolCallStream(fmt, names)
     pieces = stream.push(text) + stream.finish()
@@ -97,7 +97,7 @@ class ToolCallStream:
     """Reads an answer piece by piece; `push` and `finish` return what may be sent now, in order: content
     (str) and complete calls (ToolCall)."""
 
-    fmt: str
+    fmt: str | None  # None: the model has no tool format, everything is content
     names: frozenset[str]
     buffer: str = ""
     in_call: bool = False
