@@ -122,6 +122,7 @@ def run(args: argparse.Namespace) -> int:
             _note(f"WARNING: listening on {args.host}: other machines can reach this server (with the API key)")
         if origins:
             _note(f"web pages at {', '.join(origins)} may call this server from a browser")
+        server.listen()  # before the URL is printed: a client that reads it connects at once
         print(f"Serving the OpenAI API at {server.url}", flush=True)
         print(f"API key: {api_key}" if api_key else "No API key required (--no-api-key)", flush=True)
         _note(f"try: curl {server.url}/models" + (f" -H 'Authorization: Bearer {api_key}'" if api_key else "")

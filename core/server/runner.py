@@ -42,7 +42,7 @@ def is_loopback(host: str) -> bool:
 
 
 def bind_socket(host: str, port: int, allow_remote: bool = False) -> socket.socket:
-    """A listening TCP socket on (host, port).
+    """A bound TCP socket on (host, port), not listening yet.
 
     Raises:
         ServerError: a non-loopback host without allow_remote, a port in use, an address not on this machine.
@@ -66,7 +66,6 @@ def bind_socket(host: str, port: int, allow_remote: bool = False) -> socket.sock
                               "of this server): pick another port") from error
         raise ServerError(f"cannot listen on {host}:{port} ({error.strerror or error})") from error
     sock.set_inheritable(False)  # the default in Python; said here because it matters (see the module docstring)
-    sock.listen(BACKLOG)  # clients that connect before uvicorn runs wait in the backlog instead of being refused
     return sock
 
 
@@ -102,8 +101,14 @@ class ApiServer:
         host = f"[{self.host.strip('[]')}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}/v1"
 
+    def listen(self) -> None:
+        """Accept connections from now on (they wait in the backlog until uvicorn runs). Call it once the
+        server can answer: before, a client is refused at once instead of hanging while the models load."""
+        self.socket.listen(BACKLOG)
+
     def run(self) -> None:
         """Serve in this thread until Ctrl-C / SIGTERM (in the main thread) or `stop()`."""
+        self.listen()
         try:
             self.server.run(sockets=[self.socket])
         finally:
