@@ -98,12 +98,12 @@ def _over_http(host: str, port: int, args: argparse.Namespace, messages: list[di
     return first or 0.0, total, "".join(pieces), usage
 
 
-def _long_message(tokenizer_words: int, repeat: int) -> str:
-    """A first message of about `tokenizer_words` tokens that no earlier repeat sent (so it is read cold)."""
+def _long_message(tokens: int, repeat: int) -> str:
+    """A first message of about `tokens` tokens that no earlier repeat sent (so it is read cold)."""
     from core.bench.chat import FILLER
 
     text = f"Conversation {repeat}. "
-    while len(text.split()) * 4 // 3 < tokenizer_words:  # ~4 tokens per 3 English words
+    while len(text.split()) * 4 // 3 < tokens:  # ~4 tokens per 3 English words
         text += FILLER
     return text + "What was new about it?"
 

@@ -106,10 +106,10 @@ class Load(Request):
 
 @dataclass(frozen=True)
 class Generate(Request):
-    """Answer a conversation. `messages`: [{"role": ..., "content": ...}, ...] ending with the user's turn (or a
-tool's result); an assistant message may carry `tool_calls` and a tool message `tool_call_id`, in the form
-the model's chat template reads (arguments as objects). `tools`: OpenAI-style function definitions the chat
-template renders into the prompt (a template without tool support answers an invalid_setting Error).
+    """Answer a conversation. `messages`: [{"role": ..., "content": ...}, ...] ending with the user's turn (or
+    a tool's result); an assistant message may carry `tool_calls` and a tool message `tool_call_id`, in the
+    form the model's chat template reads (arguments as objects). `tools`: OpenAI-style function definitions the
+    chat template renders into the prompt (a template without tool support answers an invalid_setting Error).
 
     method "auto" (the default): plain decoding or SpecExec, whichever is faster on this machine, chosen per
     pass (AutoChoice events say what and why). budget None means the budget of the Load (capped by any
