@@ -113,6 +113,7 @@ class AppSettings:
     api_server_port: int = 8765
     api_server_require_key: bool = True
     api_server_key: str = ""  # made by the settings dialog the first time it shows the server row
+    api_server_allowed_origins: str = ""  # web pages that may call the API from a browser, comma-separated (CORS)
     defaults: ConversationSettings = field(default_factory=ConversationSettings)
     schema_version: int = SETTINGS_SCHEMA_VERSION
 
@@ -270,10 +271,14 @@ def load_settings(path: Path) -> AppSettings:
 
 
 def save_settings(settings: AppSettings, path: Path) -> None:
-    """Write atomically (a temporary file, then a rename), so a crash never leaves half a file."""
+    """Write atomically (a temporary file, then a rename), so a crash never leaves half a file; readable by
+    this user only (0600), because the file holds the API server's key."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(to_dict(settings), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    descriptor = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.chmod(tmp, 0o600)  # a stale .tmp from a crash may have had wider rights
+    with os.fdopen(descriptor, "w", encoding="utf-8") as file:
+        file.write(json.dumps(to_dict(settings), indent=2, sort_keys=True) + "\n")
     os.replace(tmp, path)
 
 
