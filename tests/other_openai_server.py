@@ -11,7 +11,8 @@ tested against more than our own server's habits:
 - errors are plain text, not OpenAI JSON: 401 "Unauthorized", 404 "model ... not found", 400 for a
   conversation over CONTEXT_WORDS words ("maximum context length"), 400 for bad JSON;
 - answers are made of words, one chunk per word, TOKEN_DELAY seconds apart: "You said: <the last user
-  message>." then words chosen by the seed, max_tokens words at most (finish_reason "length"), else 24;
+  message>." then words chosen by the seed, max_tokens words at most (finish_reason "length"), else 24 of
+  them (500 when the message has the word "long");
 - GET /_state (no key) tells what happened on the server's side: streams `active` now, `finished`,
   `disconnected` (the client left mid-stream: the server noticed at its next write and stopped), and the
   last request body received.
@@ -38,6 +39,7 @@ MODELS = [
 STRICT_REFUSES = ("seed", "top_k", "repetition_penalty", "stream_options")
 CONTEXT_WORDS = 400
 NATURAL_LENGTH = 24
+LONG_LENGTH = 500
 WORDS = ("amber", "birch", "cedar", "delta", "ember", "fjord", "grove", "harbor", "inlet", "juniper", "kelp",
          "lagoon", "meadow", "nectar", "orchid", "prairie")
 
@@ -62,7 +64,8 @@ def answer_words(body: dict) -> tuple[list[str], str]:
     seed = body.get("seed") or 0
     words = ["You", "said:"] + str(last_user).split()[:20]
     words[-1] += "."
-    words += [WORDS[(seed + i * 7) % len(WORDS)] for i in range(NATURAL_LENGTH)]
+    natural = LONG_LENGTH if "long" in str(last_user).split() else NATURAL_LENGTH
+    words += [WORDS[(seed + i * 7) % len(WORDS)] for i in range(natural)]
     limit = body.get("max_tokens") or body.get("max_completion_tokens")
     if isinstance(limit, int) and limit < len(words):
         return words[:limit], "length"

@@ -220,14 +220,27 @@ class RemoteEngine:
         if not self.alive:
             raise EngineError(f"the connection to {self.endpoint.label} is not running: call start() or restart()")
         self._in_flight.add(request_id)
-        self._call(self._submit(request))
+        self._loop.call_soon_threadsafe(self._submit, request)  # in call order with cancel()
         return request_id
 
-    async def _submit(self, request: P.Generate) -> None:
-        if request.request_id in self._tasks:
-            self._events.put(P.Error(request.request_id, "busy", f"request {request.request_id} is already queued"))
+    def _submit(self, request: P.Generate) -> None:
+        request_id = request.request_id
+        if request_id in self._tasks:
+            self._events.put(P.Error(request_id, "busy", f"request {request_id} is already queued"))
             return
-        self._tasks[request.request_id] = asyncio.create_task(self._answer(request))
+        task = asyncio.get_running_loop().create_task(self._stream(request))
+        self._tasks[request_id] = task
+        task.add_done_callback(lambda done: self._ended(request_id, done))
+
+    def _ended(self, request_id: str, task: asyncio.Task) -> None:
+        """Report how a request ended, unless it was dropped meanwhile (restart, shutdown, a lost connection).
+        A request cancelled before it began (queued) never ran: it ends here as cancelled."""
+        if self._tasks.get(request_id) is not task:
+            return
+        del self._tasks[request_id]
+        ending = P.Finished(request_id, "cancelled") if task.cancelled() else task.result()
+        if ending is not None:
+            self._events.put(ending)
 
     def cancel(self, request_id: str) -> None:
         if self._loop is not None:
@@ -245,18 +258,6 @@ class RemoteEngine:
     def unload(self) -> None:
         self._model, self._info, self._last_load = None, {}, None
         self._events.put(P.StatusReport("idle"))
-
-    async def _answer(self, request: P.Generate) -> None:
-        """Run one request; report how it ended unless it was dropped meanwhile (restart, shutdown, loss)."""
-        request_id = request.request_id
-        try:
-            ending = await self._stream(request)
-        finally:
-            listed = self._tasks.get(request_id) is asyncio.current_task()
-            if listed:
-                del self._tasks[request_id]
-        if listed and ending is not None:
-            self._events.put(ending)
 
     async def _stream(self, request: P.Generate) -> P.Finished | P.Error | None:
         """Stream the answer's text as TokenChunk events; the event that ends it (None: connection lost)."""

@@ -86,7 +86,7 @@ def transport_error(error: httpx2.TransportError, endpoint: Endpoint, answering:
                                       "or firewall between the two computers", details)
     if isinstance(error, httpx2.TimeoutException):
         return RemoteDroppedError(f"{server} sent nothing for {IDLE_TIMEOUT_S:.0f} s", "try again", details)
-    if not answering and isinstance(error, httpx2.RemoteProtocolError):
+    if not answering and isinstance(error, (httpx2.RemoteProtocolError, httpx2.ReadError)):
         return RemoteNotOpenAIError(
             f"{server} closed the connection without an HTTP answer",
             "if the server uses https, write https:// (and check the port)", details)

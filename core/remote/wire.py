@@ -107,7 +107,7 @@ def parse_chunk(chunk: object) -> StreamPiece:
         raise RemoteNotOpenAIError("the server's stream holds something that is not a completion chunk",
                                    details=_excerpt(json.dumps(chunk)))
     if "error" in chunk:
-        raise error_from_body(chunk, 500, "the server")
+        raise error_from_body(chunk, 0, "the server")
     text, finish = "", None
     choices = chunk.get("choices")
     if isinstance(choices, list) and choices and isinstance(choices[0], dict):
@@ -166,7 +166,7 @@ def decode_body(raw: bytes) -> object:
 
 def error_from_body(body: object, status: int, server: str, has_key: bool = False,
                     route: str = "") -> RemoteError:
-    """The plain-word error for an HTTP error answer (or an error object inside a stream)."""
+    """The plain-word error for an HTTP error answer, or (status 0) an error object inside a stream."""
     message, _param = error_message(body)
     said = f" (it said: {message})" if message else ""
     if status in (401, 403):
@@ -182,9 +182,11 @@ def error_from_body(body: object, status: int, server: str, has_key: bool = Fals
             "check the address: OpenAI-compatible servers usually answer under /v1 (e.g. http://host:8000/v1)",
             f"HTTP 404: {message}",
         )
-    if status in (400, 404, 413, 422) and _CONTEXT_WORDS.search(message):
+    if _CONTEXT_WORDS.search(message):
         return RemoteContextLengthError(f"the conversation is too long for the model on {server}{said}",
                                         "shorten it, or start a new conversation", f"HTTP {status}: {message}")
+    if status == 0:
+        return RemoteError(f"{server} stopped the answer with an error{said}", "try again", f"in the stream: {message}")
     if 400 <= status < 500 and status != 429:
         return RemoteRejectedError(f"{server} refused the request (HTTP {status}){said}",
                                    "check the model and the conversation's settings", f"HTTP {status}: {message}")
