@@ -466,7 +466,8 @@ class MessageWidget(QWidget):
             new = stats["prompt_tokens"] - stats.get("reused_tokens", 0)
             expected = stats.get("expected_s")  # from the speed the last long prompt was read at
             estimate = f" of about {expected:.0f} s" if expected and expected >= 2 else ""
-            return f"Reading your message ({new:,} tokens)… {seconds} s{estimate}"
+            what = "the conversation" if stats.get("whole_conversation") else "your message"
+            return f"Reading {what} ({new:,} tokens)… {seconds} s{estimate}"
         return f"Waiting for the engine… {seconds} s"
 
     def _show_progress(self) -> None:
