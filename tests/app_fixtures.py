@@ -262,3 +262,77 @@ def recording_bridge_class():
             self.calls.append(("restart",))
 
     return RecordingBridge
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Themes and contrast measured on pixels (issue 25)
+
+
+@pytest.fixture()
+def themes(qapp):
+    """A ThemeManager on the test application (undone afterwards). Text is drawn without antialiasing while
+    it lives, so every text pixel has its exact colour and contrast can be measured on the pixels; list this
+    fixture before the one that builds the widgets."""
+    from PySide6.QtGui import QFont, QPalette
+
+    from app.settings.schema import Theme
+    from app.theme.manager import ThemeManager
+
+    style, font = qapp.style().name(), qapp.font()
+    crisp = QFont(font)
+    crisp.setStyleStrategy(QFont.StyleStrategy.NoAntialias)
+    qapp.setFont(crisp)
+    qapp.setStyle("Fusion")
+    theme = ThemeManager(qapp, Theme.LIGHT)
+    yield theme
+    qapp.setFont(font)
+    qapp.setStyleSheet("")
+    qapp.styleHints().unsetColorScheme()
+    qapp.setStyle(style)
+    qapp.setPalette(QPalette())
+    theme.deleteLater()
+
+
+def relative_luminance(color) -> float:
+    """WCAG 2 relative luminance of a QColor."""
+    def channel(value: float) -> float:
+        return value / 12.92 if value <= 0.03928 else ((value + 0.055) / 1.055) ** 2.4
+
+    return 0.2126 * channel(color.redF()) + 0.7152 * channel(color.greenF()) + 0.0722 * channel(color.blueF())
+
+
+def contrast_ratio(a, b) -> float:
+    high, low = sorted((relative_luminance(a), relative_luminance(b)), reverse=True)
+    return (high + 0.05) / (low + 0.05)
+
+
+MIN_INK_PIXELS = 8  # a colour drawn on fewer pixels is an edge or a speck, not text
+
+
+def text_contrast(window, widget, inset: int = 0) -> float:
+    """The lowest contrast between the background and any text colour inside `widget`, measured on the
+    pixels of `window` as drawn (a scroll area: its viewport). The background is the most common colour; each
+    other colour on at least MIN_INK_PIXELS pixels counts as text (draw without antialiasing: the `themes`
+    fixture). No text at all: infinity."""
+    from collections import Counter
+
+    from PySide6.QtCore import QPoint, QRect
+    from PySide6.QtGui import QColor
+    from PySide6.QtWidgets import QAbstractScrollArea, QApplication
+
+    for _ in range(3):
+        QApplication.processEvents()
+    target = widget.viewport() if isinstance(widget, QAbstractScrollArea) else widget
+    image = window.grab().toImage()
+    scale = image.devicePixelRatio()
+    origin = target.mapTo(window, QPoint(0, 0))
+    rect = QRect(origin, target.size()).adjusted(inset, inset, -inset, -inset)
+    counts = Counter(image.pixel(int(x * scale), int(y * scale))
+                     for y in range(rect.top(), rect.bottom() + 1) for x in range(rect.left(), rect.right() + 1))
+    if not counts:
+        return float("inf")
+    background, _ = counts.most_common(1)[0]
+    inks = [rgb for rgb, count in counts.items() if rgb != background and count >= MIN_INK_PIXELS]
+    if not inks:
+        return float("inf")
+    return min(contrast_ratio(QColor(background), QColor(rgb)) for rgb in inks)

@@ -16,7 +16,7 @@ from datetime import datetime
 
 from PySide6.QtCore import QEvent, QModelIndex, Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import (
-    QColor, QFontDatabase, QGuiApplication, QTextBlockFormat, QTextCharFormat, QTextCursor, QTextDocument,
+    QColor, QFont, QFontDatabase, QGuiApplication, QTextBlockFormat, QTextCharFormat, QTextCursor, QTextDocument,
 )
 from PySide6.QtWidgets import (
     QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QScrollArea, QSizePolicy, QTextBrowser,
@@ -156,7 +156,9 @@ class CodeCard(QFrame):
         self.view = MarkdownView(wrap=False)
         self.view.setObjectName("codeText")
         self.view.setAccessibleName("Code")
-        font = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
+        font = QFont(QGuiApplication.font())  # the application's font settings (hinting, antialiasing) ...
+        font.setFamilies(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont).families())  # ... fixed pitch
+        font.setFixedPitch(True)
         font.setPointSizeF(body_font_size() * 0.9)  # fixed-pitch fonts look larger at the same size
         self.view.setFont(font)
         self.view.document().setDefaultFont(font)
