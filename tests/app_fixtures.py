@@ -307,13 +307,45 @@ def contrast_ratio(a, b) -> float:
 
 
 MIN_INK_PIXELS = 8  # a colour drawn on fewer pixels is an edge or a speck, not text
+LINE_RUN_PX = 24  # a colour running this far in a straight line is a rule or a border, not a letter
+AREA_SHARE = 0.5  # a colour whose pixels are mostly inside its own area is a background (a chip, a card)
+
+
+def _classify(pixels: dict[tuple[int, int], int], colour: int) -> tuple[str, int | None]:
+    """("area" | "line" | "ink", the colour most often beside it) for one colour of a crop."""
+    from collections import Counter
+
+    mine = [xy for xy, rgb in pixels.items() if rgb == colour]
+    inside, beside = 0, Counter()
+    longest = 0
+    for x, y in mine:
+        around = [pixels.get((x + dx, y + dy)) for dx, dy in ((1, 0), (-1, 0), (0, 1), (0, -1))]
+        if all(rgb == colour for rgb in around):
+            inside += 1
+        beside.update(rgb for rgb in around if rgb is not None and rgb != colour)
+        if pixels.get((x - 1, y)) != colour:  # the start of a horizontal run
+            run = 0
+            while pixels.get((x + run, y)) == colour:
+                run += 1
+            longest = max(longest, run)
+        if pixels.get((x, y - 1)) != colour:  # the start of a vertical run
+            run = 0
+            while pixels.get((x, y + run)) == colour:
+                run += 1
+            longest = max(longest, run)
+    around_most = beside.most_common(1)[0][0] if beside else None
+    if inside >= AREA_SHARE * len(mine):
+        return "area", around_most
+    return ("line" if longest >= LINE_RUN_PX else "ink"), around_most
 
 
 def text_contrast(window, widget, inset: int = 0) -> float:
-    """The lowest contrast between the background and any text colour inside `widget`, measured on the
-    pixels of `window` as drawn (a scroll area: its viewport). The background is the most common colour; each
-    other colour on at least MIN_INK_PIXELS pixels counts as text (draw without antialiasing: the `themes`
-    fixture). No text at all: infinity."""
+    """The lowest contrast between a text colour inside `widget` and the colour around it, measured on the
+    pixels of `window` as drawn (a scroll area: its viewport). Colours are sorted into backgrounds (areas:
+    the widget's own, a code chip's), rules and borders (long straight lines: not text) and ink (letters:
+    every other colour on at least MIN_INK_PIXELS pixels); each ink colour is compared with the colour
+    most often beside it. Draw without antialiasing (the `themes` fixture), so letters keep their exact
+    colour. No text at all: infinity."""
     from collections import Counter
 
     from PySide6.QtCore import QPoint, QRect
@@ -327,12 +359,17 @@ def text_contrast(window, widget, inset: int = 0) -> float:
     scale = image.devicePixelRatio()
     origin = target.mapTo(window, QPoint(0, 0))
     rect = QRect(origin, target.size()).adjusted(inset, inset, -inset, -inset)
-    counts = Counter(image.pixel(int(x * scale), int(y * scale))
-                     for y in range(rect.top(), rect.bottom() + 1) for x in range(rect.left(), rect.right() + 1))
+    pixels = {(x, y): image.pixel(int(x * scale), int(y * scale))
+              for y in range(rect.top(), rect.bottom() + 1) for x in range(rect.left(), rect.right() + 1)}
+    counts = Counter(pixels.values())
     if not counts:
         return float("inf")
     background, _ = counts.most_common(1)[0]
-    inks = [rgb for rgb, count in counts.items() if rgb != background and count >= MIN_INK_PIXELS]
-    if not inks:
-        return float("inf")
-    return min(contrast_ratio(QColor(background), QColor(rgb)) for rgb in inks)
+    ratios = []
+    for colour, count in counts.items():
+        if colour == background or count < MIN_INK_PIXELS:
+            continue
+        kind, beside = _classify(pixels, colour)
+        if kind == "ink" and beside is not None:
+            ratios.append(contrast_ratio(QColor(colour), QColor(beside)))
+    return min(ratios, default=float("inf"))

@@ -362,7 +362,7 @@ def test_11_settings_speak_plainly_and_hide_what_cannot_apply(qtbot):
     assert not any(text.startswith("Max") for text in texts) and "Longest answer:" in texts
     for field in (chat.temperature, chat.top_p, chat.max_tokens):  # each says what it does, in a line under it
         help_label = field.parentWidget().findChild(QLabel, "fieldHelp")
-        assert help_label.isVisible() and len(help_label.text().split()) >= 8
+        assert help_label.isVisible() and len(help_label.text().split()) >= 7
     assert not chat.advanced_box.isVisible()
     folded = chat.height()
     ok = chat.findChild(QDialogButtonBox).button(QDialogButtonBox.StandardButton.Ok)

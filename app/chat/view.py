@@ -17,6 +17,7 @@ from datetime import datetime
 from PySide6.QtCore import QEvent, QModelIndex, Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import (
     QColor, QFont, QFontDatabase, QGuiApplication, QTextBlockFormat, QTextCharFormat, QTextCursor, QTextDocument,
+    QTextFrameFormat, QTextTable,
 )
 from PySide6.QtWidgets import (
     QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QScrollArea, QSizePolicy, QTextBrowser,
@@ -29,7 +30,7 @@ from app.conversations import store as S
 from app.conversations.list_models import MessageListModel
 from app.conversations.store import Message
 from app.theme.icons import themed
-from app.theme.tokens import READABLE_COLUMN_PX, SPACE, TYPE, for_palette
+from app.theme.tokens import READABLE_COLUMN_PX, SPACE, TYPE, current
 
 # GitHub dialect (tables, fenced code, task lists); raw HTML in an answer is shown as text, not interpreted.
 MARKDOWN_FEATURES = QTextDocument.MarkdownFeature(
@@ -67,9 +68,11 @@ def set_line_height(document: QTextDocument, percent: int) -> None:
 
 
 def shade_inline_code(document: QTextDocument, background: str) -> None:
-    """Give `inline code` (setMarkdown's fixed-pitch fragments) a tinted background, like a chip."""
+    """Give `inline code` (setMarkdown's fixed-pitch fragments) a tinted background, like a chip (drawn with
+    the document's font settings, which setMarkdown's fixed-pitch font would otherwise drop)."""
     shade = QTextCharFormat()
     shade.setBackground(QColor(background))
+    shade.setFontStyleStrategy(document.defaultFont().styleStrategy())
     cursor = QTextCursor(document)
     block = document.begin()
     while block.isValid():
@@ -82,6 +85,24 @@ def shade_inline_code(document: QTextDocument, background: str) -> None:
                 cursor.mergeCharFormat(shade)
             it += 1
         block = block.next()
+
+
+def style_tables(document: QTextDocument, border: str) -> None:
+    """Tables with thin single borders in the theme's colour and room in their cells (setMarkdown's default
+    is a dark double border)."""
+    frames = list(document.rootFrame().childFrames())
+    while frames:
+        frame = frames.pop()
+        frames.extend(frame.childFrames())
+        if isinstance(frame, QTextTable):
+            look = frame.format()
+            look.setBorder(1)
+            look.setBorderBrush(QColor(border))
+            look.setBorderStyle(QTextFrameFormat.BorderStyle.BorderStyle_Solid)
+            look.setBorderCollapse(True)
+            look.setCellSpacing(0)
+            look.setCellPadding(SPACE.s - 2)
+            frame.setFormat(look)
 
 
 class MarkdownView(QTextBrowser):
@@ -167,7 +188,7 @@ class CodeCard(QFrame):
         layout.addWidget(self.view)
 
     def set_code(self, code: str, language: str) -> None:
-        dark = for_palette(self.palette()).dark
+        dark = current().dark
         if (code, language, dark) == (self.code, self.language, self._dark):
             return
         self.code, self.language, self._dark = code, language, dark
@@ -243,7 +264,7 @@ class MessageBody(QWidget):
         self._drop_from(1)
 
     def set_markdown(self, text: str, force: bool = False) -> None:
-        colors = for_palette(self.palette())
+        colors = current()
         pieces = segments(text) or []
         for index, piece in enumerate(pieces):
             part = self._part(index, piece.kind)
@@ -254,6 +275,7 @@ class MessageBody(QWidget):
                 part.document().setMarkdown(piece.text, MARKDOWN_FEATURES)
                 set_line_height(part.document(), TYPE.body_line_height)
                 shade_inline_code(part.document(), colors.surface_alt)
+                style_tables(part.document(), colors.border)
             self._texts[index] = key
         if not pieces:
             self.set_plain("")

@@ -50,8 +50,7 @@ def with_help(field: QWidget, text: str) -> QWidget:
     help_label = QLabel(text)
     help_label.setObjectName("fieldHelp")
     help_label.setProperty("muted", True)
-    help_label.setWordWrap(True)
-    column.addWidget(help_label)
+    column.addWidget(help_label)  # one line: wrapped labels in a form row can overlap the next row
     field.setToolTip(text)
     return box
 
@@ -161,10 +160,8 @@ class AppSettingsDialog(QDialog):
                                         "leaves out older messages sooner")
         self.has_gpu = has_nvidia_gpu() if has_gpu is None else has_gpu
         rows = [("&Model:", self.target, "The model that writes the answers."),
-                ("&Draft model:", self.draft, "A small model of the same family that guesses ahead, so answers "
-                                              "come faster. Leave it empty to answer without one."),
-                ("&Offloading:", self.offload, "Keep part of a model too big for the graphics card in the "
-                                               "computer's memory, and stream it in as needed."),
+                ("&Draft model:", self.draft, "A small model that guesses ahead to make answers faster (optional)."),
+                ("&Offloading:", self.offload, "Keep what does not fit on the graphics card in RAM, streamed in."),
                 ("GPU &memory:", self.vram, "How much of the graphics card's memory the models may use."),
                 ("&Context length:", self.context_length, "How much of the conversation the model keeps in mind."),
                 ("&Theme:", self.theme, "")]
@@ -255,8 +252,8 @@ class ConversationSettingsDialog(QDialog):
 
     def __init__(self, settings: ConversationSettings, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.setWindowTitle("Conversation settings")
-        self.setMinimumWidth(520)
+        self.setWindowTitle("Chat settings")
+        self.setMinimumWidth(620)
         form = QFormLayout()
         self.preset = QComboBox()
         self.preset.setAccessibleName("System prompt preset")
@@ -277,12 +274,9 @@ class ConversationSettingsDialog(QDialog):
         self.max_tokens.setSuffix(" tokens")
         for label, widget, help_text in (
                 ("Pre&set:", self.preset, ""), ("&System prompt:", self.system_prompt, ""),
-                ("T&emperature:", self.temperature, "How varied the answers are: 0 always picks the most likely "
-                                                    "word, higher values pick more freely."),
-                ("Top-&p:", self.top_p, "Pick only among the most likely words that together make up this share "
-                                        "of the chances (1 = no limit)."),
-                ("&Longest answer:", self.max_tokens, "An answer stops after this many tokens (a token is about "
-                                                      "three quarters of a word).")):
+                ("T&emperature:", self.temperature, "How varied answers are: 0 always takes the likeliest word."),
+                ("Top-&p:", self.top_p, "Choose only among the likeliest words, this share of the odds (1: all)."),
+                ("&Longest answer:", self.max_tokens, "Answers stop after this many tokens (about ¾ of a word each).")):
             form.addRow(label, with_help(widget, help_text) if help_text else widget)
             buddy = form.labelForField(form.itemAt(form.rowCount() - 1, QFormLayout.ItemRole.FieldRole).widget())
             if isinstance(buddy, QLabel):
@@ -317,11 +311,10 @@ class ConversationSettingsDialog(QDialog):
         row.addWidget(self.auto_budget)
         row.addWidget(self.budget, 1)
         for label, widget, help_text in (
-                ("Top-&k:", self.top_k, "Pick only among this many most likely words (Off: no limit)."),
+                ("Top-&k:", self.top_k, "Choose only among this many likeliest words (Off: no limit)."),
                 ("&Repetition penalty:", self.repetition_penalty, "Above 1, words already used become less likely."),
-                ("See&d:", self.seed, "A fixed number gives the same answer again, with or without speculation."),
-                ("&Method:", self.method, "How answers are sped up: SpecExec lets the draft guess a tree of "
-                                          "words ahead; plain decoding writes one word at a time."),
+                ("See&d:", self.seed, "A fixed number gives the same answer again."),
+                ("&Method:", self.method, "SpecExec: the draft guesses ahead. Plain: one word at a time."),
                 ("Tree &budget:", budget_row, "How many guessed words the big model checks at once.")):
             advanced.addRow(label, with_help(widget, help_text))
             buddy = advanced.labelForField(advanced.itemAt(advanced.rowCount() - 1, QFormLayout.ItemRole.FieldRole).widget())

@@ -15,7 +15,7 @@ from PySide6.QtSvg import QSvgRenderer
 from PySide6.QtWidgets import QAbstractButton
 
 from app.system import resources
-from app.theme.tokens import for_palette
+from app.theme.tokens import current
 
 SIZES = (16, 20, 24, 32, 48)  # drawn at each, so Qt never scales a bitmap up
 
@@ -59,7 +59,7 @@ class ThemedIcon(QObject):
         self.refresh()
 
     def refresh(self) -> None:
-        colors = for_palette(self.button.palette())
+        colors = current()
         self.button.setIcon(icon(self.name, getattr(colors, self.role), self.filled))
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:

@@ -2,9 +2,9 @@
 theme (light, dark), plus type and spacing steps.
 
 Widgets and the stylesheet read role names only (`colors.muted_text`, `@muted_text` in resources/style.qss),
-never a hex value, so a theme switch re-resolves every screen at once. `for_palette` picks the roles from a
-widget's palette, so code that draws (rendered chat HTML, the pass chart, icons) needs no global state: the
-application palette that ThemeManager sets is the theme.
+never a hex value, so a theme switch re-resolves every screen at once. `current()` picks the roles from the
+application palette, so code that draws (rendered chat HTML, the pass chart, icons) needs no global state of
+its own: the palette that ThemeManager sets is the theme.
 
 Text roles are chosen to reach WCAG AA (4.5:1) on the backgrounds they are used on; tests measure it on the
 rendered pixels of every screen (tests/test_app_contrast.py).
@@ -122,6 +122,14 @@ READABLE_COLUMN_PX = 760  # the conversation column's widest text (about 80-90 c
 def for_palette(palette: QPalette) -> Colors:
     """The roles of the theme a palette belongs to (dark when its view background is dark)."""
     return DARK if palette.color(QPalette.ColorRole.Base).lightness() < 128 else LIGHT
+
+
+def current() -> Colors:
+    """The roles of the theme in use: the application palette's (ThemeManager sets it). A widget's own
+    palette is not asked: a stylesheet's transparent background makes it look dark in any theme."""
+    from PySide6.QtGui import QGuiApplication
+
+    return for_palette(QGuiApplication.palette())
 
 
 def qpalette(colors: Colors) -> QPalette:

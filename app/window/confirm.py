@@ -15,6 +15,7 @@ def confirm_box(parent: QWidget | None, title: str, text: str, verb: str, destru
     act.setProperty("role", "destructive" if destructive else "primary")
     act.setObjectName("confirmButton")
     cancel = box.addButton("Cancel", QMessageBox.ButtonRole.RejectRole)
+    cancel.setProperty("role", "secondary")  # the default (Enter is safe), but not drawn as the main action
     box.setDefaultButton(cancel)
     box.setEscapeButton(cancel)
     return box

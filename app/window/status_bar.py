@@ -15,7 +15,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QStatusBar, QWid
 
 from app.chat.answer_stats import AnswerStats
 from app.engine.bridge import CRASHED, FAILED, EngineBridge, EngineStatus
-from app.theme.tokens import SPACE, for_palette
+from app.theme.tokens import SPACE, current
 from core.engine import protocol as P
 
 MAX_BARS = 48
@@ -83,7 +83,7 @@ class PassChart(QWidget):
 
     def paintEvent(self, event) -> None:  # noqa: ANN001 - Qt signature
         """Bars on a thin baseline; no box, so an empty chart (no answer yet) is just the line."""
-        colors = for_palette(self.palette())
+        colors = current()
         painter = QPainter(self)
         painter.setRenderHint(QPainter.RenderHint.Antialiasing, False)
         inner = QRectF(self.rect()).adjusted(1, 2, -1, -2)

@@ -100,7 +100,9 @@ class CardList(QListWidget):
         super().resizeEvent(event)
         for row in range(self.count()):
             item = self.item(row)
-            self._fit(item, self.itemWidget(item))
+            card = self.itemWidget(item)
+            if card is not None:  # None while the list is being cleared
+                self._fit(item, card)
 
 
 class PairList(CardList):
