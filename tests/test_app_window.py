@@ -222,7 +222,7 @@ def test_code_block_answer_renders_as_a_card_with_a_copy_button(qtbot, window_fa
 
     builtin_colour = next(span.color for span in token_spans("print(1)", "python", dark=False) if span.start == 0)
     html = card.view.toHtml()
-    assert f"color:{builtin_colour};\">print</span>" in html.replace(" color", "color")  # Pygments colours
+    assert f"color:{builtin_colour.lower()};\">print</span>" in html.replace(" color", "color")  # Pygments colours
     copied = []
     answer.copied.connect(copied.append)
     card.copy_button.click()
