@@ -30,9 +30,10 @@ from app.engine.bridge import CRASHED, FAILED, EngineBridge, EngineStatus
 from app.conversations.export import FORMATS, suggested_file_name, to_json, to_markdown, write_export
 from app.models.manager import ModelManager, model_pair_name
 from app.system.paths import AppPaths
-from app.settings.schema import AppSettings, load_settings, save_settings, to_dict
+from app.settings.schema import AppSettings, Method, load_settings, save_settings, to_dict
 from app.settings.dialogs import AppSettingsDialog, ConversationSettingsDialog
-from app.window.status_bar import StatusPanel
+from app.window.confirm import confirm_destructive
+from app.window.status_bar import AppStatusBar, StatusPanel
 from app.conversations.store import Store
 from app.models.wizard.wizard import FirstRunWizard
 from core.engine import protocol as P
@@ -121,6 +122,7 @@ class MainWindow(QMainWindow):
         splitter.setChildrenCollapsible(False)
         splitter.setHandleWidth(1)
         self.setCentralWidget(splitter)
+        self.setStatusBar(AppStatusBar(self))
         self.status_panel = StatusPanel(self.bridge, c.stats)
         self.statusBar().addPermanentWidget(self.status_panel)
         # Keyboard order: sidebar (new, search, list, rename, delete) -> header -> input -> send
@@ -185,6 +187,7 @@ class MainWindow(QMainWindow):
         c.conversation_opened.connect(self._conversation_opened)
         c.generating_changed.connect(lambda _on: self._update_actions())
         c.prompt_started.connect(lambda tokens: self._show_context(tokens))
+        c.stats.changed.connect(self._show_live_context)
         c.answer_finished.connect(lambda *_: self._show_context())
         c.messages.modelReset.connect(self._update_actions)
         c.messages.rowsInserted.connect(self._update_actions)
@@ -220,10 +223,10 @@ class MainWindow(QMainWindow):
         row = self.store.conversation(conversation_id)
         if row is None:
             return
-        if self.confirm_delete:
-            answer = QMessageBox.question(self, "Delete conversation", f"Delete “{row.title}”? This cannot be undone.")
-            if answer != QMessageBox.StandardButton.Yes:
-                return
+        if self.confirm_delete and not confirm_destructive(
+                self, "Delete this chat?", f"“{row.title}” and all its messages will be deleted. This cannot be undone.",
+                "Delete chat"):
+            return
         self.controller.delete_conversation(conversation_id)
 
     def _delete_current(self) -> None:
@@ -240,7 +243,7 @@ class MainWindow(QMainWindow):
         s = self.settings
         self.header.set_models(s.target, s.draft)
         self.model_button.setText(f"{model_pair_name(s)}  ▾")  # the catalog's name for an installed pair
-        self.status_panel.set_uses_draft(bool(s.draft))
+        self._show_speculation_items()
         pair = short_model_name(s.target) + (f", drafted by {short_model_name(s.draft)}" if s.draft else "")
         self.chat_view.set_placeholder(f"Chatting with {pair}. Type a message below, or try one of these:")
 
@@ -248,7 +251,14 @@ class MainWindow(QMainWindow):
         self.input.setPlainText(text)
         self.input.setFocus()
 
+    def _show_speculation_items(self) -> None:
+        """The tree budget, tokens per pass and their chart only where answers are speculative: a draft is
+        set and this chat has not chosen plain decoding."""
+        plain = self.controller.conversation_settings().method == Method.SEQUENTIAL
+        self.status_panel.set_uses_draft(bool(self.settings.draft) and not plain)
+
     def _conversation_opened(self, conversation_id: int | None) -> None:
+        self._show_speculation_items()
         self.sidebar.select(conversation_id)
         self._show_title()
         self._show_context()
@@ -267,6 +277,12 @@ class MainWindow(QMainWindow):
             answers = [m for m in self.controller.messages.rows if m.role == "assistant" and m.stats.get("prompt_tokens")]
             used = (answers[-1].stats["prompt_tokens"] + answers[-1].stats.get("generated_tokens", 0)) if answers else 0
         self.header.context_meter.set_usage(used, limit)
+
+    def _show_live_context(self) -> None:
+        """While an answer streams, the meter counts its tokens too (the prompt read, plus what is written)."""
+        active = self.controller.active
+        if active is not None and active.conversation_id == self.controller.conversation_id and active.reading:
+            self._show_context(active.reading["prompt_tokens"] + self.controller.stats.tokens)
 
     def _update_actions(self, *_: object) -> None:
         generating = self.controller.generating
@@ -342,6 +358,7 @@ class MainWindow(QMainWindow):
         dialog = ConversationSettingsDialog(self.controller.conversation_settings(), self)
         if dialog.exec():
             self.controller.set_conversation_settings(dialog.values())
+            self._show_speculation_items()
 
     # -- models (app/models/manager.py, app/models/wizard/) ---------------------------------------------------------
 
