@@ -1,5 +1,6 @@
 """The check made before a remote endpoint is saved: it lists the server's models and asks one of them for a
-very short answer, streamed like a chat answer, so a saved endpoint is known to work end to end.
+very short answer, streamed like a chat answer, so a saved endpoint is known to work end to end. Also the
+plain model list, for picking another model of a saved endpoint.
 
 Blocking (it runs its own asyncio loop): call it from a worker thread, never from a running event loop.
 """
@@ -41,6 +42,19 @@ def check_endpoint(endpoint: Endpoint, model: str = "", connect_timeout: float =
         RemoteError: in plain words, why the endpoint cannot be used (a subclass says which kind).
     """
     return asyncio.run(_check(endpoint, model, connect_timeout, idle_timeout))
+
+
+def list_models(endpoint: Endpoint, connect_timeout: float = CONNECT_TIMEOUT_S) -> list[RemoteModel]:
+    """The server's models (RemoteError when it cannot be asked). Blocking, like check_endpoint."""
+
+    async def ask() -> list[RemoteModel]:
+        client = OpenAICompatibleClient(endpoint, connect_timeout)
+        try:
+            return await client.list_models()
+        finally:
+            await client.aclose()
+
+    return asyncio.run(ask())
 
 
 async def _check(endpoint: Endpoint, model: str, connect_timeout: float, idle_timeout: float) -> EndpointCheck:

@@ -98,7 +98,8 @@ class RemoteEngine:
         return frozenset(self._client.refused) if self._client is not None else frozenset()
 
     def start(self, wait: bool = True, timeout: float | None = None) -> None:
-        """Start the HTTP loop thread and report EngineStarted (pid 0: no process). Nothing is sent yet."""
+        """Start the HTTP loop thread; nothing is sent yet. As with the engine process, EngineStarted (pid 0:
+        there is none) comes through `poll` only when not waiting."""
         if self._thread is not None and self._thread.is_alive():
             return
         self._loop = asyncio.new_event_loop()
@@ -108,7 +109,8 @@ class RemoteEngine:
         ready.wait()
         self._call(self._open_client()).result()
         self._lost = False
-        self._events.put(P.EngineStarted(0))
+        if not wait:
+            self._events.put(P.EngineStarted(0))
 
     def _run_loop(self, ready: threading.Event) -> None:
         loop = self._loop
@@ -136,7 +138,6 @@ class RemoteEngine:
             self._call(self._reopen()).result()
             self._in_flight.clear()
             self._lost = False
-            self._events.put(P.EngineStarted(0))
         if reload and self._last_load is not None:
             target, settings = self._last_load
             self.load(target, None, wait=wait, **settings)
