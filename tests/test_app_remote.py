@@ -23,27 +23,13 @@ from app.settings.schema import AppSettings, RemoteEndpoint, load_settings, save
 from app.window.main_window import MainWindow  # noqa: E402
 from other_openai_server import answer_words  # noqa: E402
 from remote_servers import other_server, server_state  # noqa: E402
+from test_app_window import styled  # noqa: E402,F401 - the app's look (light theme) for the screenshots
 
 pytest_plugins = ["app_fixtures"]
 pytestmark = [pytest.mark.qt, pytest.mark.timeout(240)]
 
 KEY = "sk-box-key"
 TIMEOUT_MS = 60_000
-
-
-@pytest.fixture(scope="module", autouse=True)
-def styled(qapp):
-    from app.settings.schema import Theme
-    from app.theme.manager import ThemeManager
-
-    style = qapp.style().name()
-    qapp.setStyle("Fusion")
-    theme = ThemeManager(qapp, Theme.LIGHT)
-    yield theme
-    qapp.setStyleSheet("")
-    qapp.styleHints().unsetColorScheme()
-    qapp.setStyle(style)
-    theme.deleteLater()
 
 
 @pytest.fixture()

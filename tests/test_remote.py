@@ -382,38 +382,13 @@ def test_without_a_keyring_keys_go_to_a_file_only_the_user_can_read(config_home)
     assert stored_key("http://b:2/v1") is None  # a damaged file is no key, not a crash
 
 
-def test_with_a_keyring_the_key_goes_there(config_home):
-    import keyring
-    from keyring.backend import KeyringBackend
-
+def test_with_a_keyring_the_key_goes_there(config_home, dict_keyring):
     from core.remote.key_store import delete_key, keys_file, save_key, stored_key
 
-    class DictKeyring(KeyringBackend):
-        priority = 1
-
-        def __init__(self) -> None:
-            super().__init__()
-            self.secrets: dict[tuple[str, str], str] = {}
-
-        def get_password(self, service, username):
-            return self.secrets.get((service, username))
-
-        def set_password(self, service, username, password):
-            self.secrets[(service, username)] = password
-
-        def delete_password(self, service, username):
-            del self.secrets[(service, username)]
-
-    previous = keyring.get_keyring()
-    backend = DictKeyring()
-    keyring.set_keyring(backend)
-    try:
-        assert save_key("http://a:1/v1", "sk-a") == "the system keyring"
-        assert not keys_file().exists() and stored_key("http://a:1/v1") == "sk-a"
-        assert backend.secrets == {("SpecExec Desktop", "endpoint-key:http://a:1/v1"): "sk-a"}
-        assert delete_key("http://a:1/v1") and backend.secrets == {}
-    finally:
-        keyring.set_keyring(previous)
+    assert save_key("http://a:1/v1", "sk-a") == "the system keyring"
+    assert not keys_file().exists() and stored_key("http://a:1/v1") == "sk-a"
+    assert dict_keyring == {("SpecExec Desktop", "endpoint-key:http://a:1/v1"): "sk-a"}
+    assert delete_key("http://a:1/v1") and dict_keyring == {}
 
 
 def chat(*args: str, script: str, env: dict | None = None) -> subprocess.CompletedProcess:
