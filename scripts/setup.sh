@@ -12,7 +12,9 @@ wanted="$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1) $(pyt
 if [ -x .venv/bin/python ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$wanted" ]; then
     exit 0
 fi
+first=yes
 if [ -d .venv ]; then
+    first=no
     echo "SpecExec Desktop: the dependencies changed; updating them..."
 else
     echo "SpecExec Desktop: first start, installing the dependencies (a few minutes, once)..."
@@ -33,7 +35,11 @@ python3 -m venv .venv
 echo "- pip"
 quietly python -m pip install --upgrade pip
 echo "- torch 2.13.0 (CPU)"
-python -m pip install --progress-bar on torch==2.13.0  # on a terminal, pip draws its download bar
+if [ "$first" = yes ]; then
+    python -m pip install --progress-bar on torch==2.13.0  # on a terminal, pip draws its download bar
+else
+    quietly python -m pip install torch==2.13.0
+fi
 echo "- the app and its libraries"
 quietly python -m pip install -e ".[test]"
 echo "- the built-in model (SmolLM2 135M)"
