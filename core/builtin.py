@@ -98,10 +98,16 @@ def package_version() -> str:
 
 
 def cache_root() -> Path:
-    """SPECEXEC_CACHE_DIR if set, else the platform's user cache dir for the app."""
+    """SPECEXEC_CACHE_DIR if set; else `cache/` under SPECEXEC_DATA_DIR, the one-folder override (so a portable
+    or test install keeps the converted built-in model and the speed measurements with its data); else the
+    platform's user cache dir for the app."""
     override = os.environ.get(CACHE_ENV)
     if override:
         return Path(override).expanduser()
+    from core.models.locations import DATA_DIR_ENV
+
+    if os.environ.get(DATA_DIR_ENV):
+        return Path(os.environ[DATA_DIR_ENV]).expanduser() / "cache"
     import platformdirs
 
     return Path(platformdirs.user_cache_dir(APP_NAME))

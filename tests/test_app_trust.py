@@ -466,3 +466,24 @@ def test_13_a_bad_import_is_a_warning_without_a_traceback(qtbot, tmp_path, caplo
         qtbot.waitUntil(lambda: manager.message.text().startswith("Not imported"), timeout=20000)
     records = [r for r in caplog.records if r.name.startswith("app.")]
     assert records and all(r.levelno <= logging.WARNING and r.exc_info is None for r in records)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# 14. SPECEXEC_DATA_DIR keeps everything in one folder, the built-in model's converted copy too
+
+
+def test_14_data_dir_moves_the_model_cache_too(tmp_path, monkeypatch):
+    from app.system.paths import AppPaths
+    from core.builtin import cache_root, converted_folder
+    from core.models.locations import models_dir
+
+    monkeypatch.delenv("SPECEXEC_CACHE_DIR", raising=False)
+    monkeypatch.delenv("SPECEXEC_MODELS_DIR", raising=False)
+    monkeypatch.delenv("SPECEXEC_CONFIG_DIR", raising=False)
+    monkeypatch.delenv("SPECEXEC_LOG_DIR", raising=False)
+    monkeypatch.setenv("SPECEXEC_DATA_DIR", str(tmp_path / "portable"))
+    paths = AppPaths.from_env()
+    folders = [paths.data_dir, paths.config_dir, paths.log_dir, models_dir(), cache_root(), converted_folder()]
+    assert all(folder.is_relative_to(tmp_path / "portable") for folder in folders), folders
+    monkeypatch.setenv("SPECEXEC_CACHE_DIR", str(tmp_path / "elsewhere"))  # the cache's own override still wins
+    assert cache_root() == tmp_path / "elsewhere"
