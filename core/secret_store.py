@@ -1,6 +1,6 @@
 """Where secrets the user gives us are kept: the OS keyring when one works, else a file only the user can
-read (headless Linux boxes have no keyring backend). Used for the Hugging Face token
-(core/models/token_store.py) and the API keys of remote endpoints (core/remote/key_store.py).
+read (headless Linux boxes have no keyring backend). Used for the API keys of remote endpoints
+(core/remote/key_store.py); core/models/token_store.py keeps the Hugging Face token the same way.
 """
 
 from __future__ import annotations

@@ -95,6 +95,14 @@ def test_unusable_addresses_are_refused_in_plain_words(given, words):
         normalise_base_url(given)
 
 
+def test_a_key_that_cannot_travel_as_a_header_is_refused_without_repeating_it():
+    assert Endpoint.from_address("h", "  sk-abc\n").api_key == "sk-abc" and Endpoint.from_address("h", " ").api_key is None
+    for bad in ("sk-a b", "sk-\x00", "sk-é"):
+        with pytest.raises(InvalidSettingError, match="copy it again") as caught:
+            Endpoint.from_address("h", bad)
+        assert bad not in str(caught.value)
+
+
 def test_a_key_over_plain_http_is_flagged_only_off_the_private_network():
     assert Endpoint.from_address("http://example.com", "k").key_in_clear
     assert not Endpoint.from_address("https://example.com", "k").key_in_clear

@@ -11,14 +11,14 @@ from collections.abc import Callable
 from app.settings.schema import AppSettings, RemoteEndpoint
 from core.engine.client import EngineClient
 from core.engine.connection import EngineConnection
-from core.remote.endpoint import Endpoint
+from core.remote.endpoint import Endpoint, checked_key
 from core.remote.engine import RemoteEngine
 from core.remote.key_store import stored_key
 
 
 def endpoint_of(remote: RemoteEndpoint) -> Endpoint:
     """The core endpoint of a saved one, with its key from the keyring."""
-    return Endpoint(remote.url, stored_key(remote.url), remote.name)
+    return Endpoint(remote.url, checked_key(stored_key(remote.url)), remote.name)
 
 
 def connection_factory(settings: AppSettings) -> Callable[[], EngineConnection]:

@@ -207,12 +207,12 @@ class ChatLoop:
 
 def run_remote(args: argparse.Namespace, interactive: bool) -> int:
     """The chat through an OpenAI-compatible server (RemoteError, in plain words, when it cannot be used)."""
-    from core.remote.endpoint import Endpoint, normalise_base_url
+    from core.remote.endpoint import Endpoint, checked_key, normalise_base_url
     from core.remote.engine import RemoteEngine
     from core.remote.key_store import stored_key
 
     base_url = normalise_base_url(args.remote)
-    endpoint = Endpoint(base_url, args.api_key or stored_key(base_url))
+    endpoint = Endpoint(base_url, checked_key(args.api_key or stored_key(base_url)))
     if endpoint.key_in_clear:
         print(f"warning: the API key travels unencrypted to {endpoint.host} (http, not https)", file=sys.stderr)
     engine = RemoteEngine(endpoint)

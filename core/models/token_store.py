@@ -11,14 +11,27 @@ import os
 from pathlib import Path
 
 from core.models.locations import config_dir
-from core.secret_store import KEYRING_SERVICE, usable_keyring as _keyring, write_private_file
 
+KEYRING_SERVICE = "SpecExec Desktop"
 KEYRING_USER = "huggingface-token"
 TOKEN_FILE_NAME = "hf-token"
 
 
 def token_file(environ: dict[str, str] | None = None) -> Path:
     return config_dir(environ) / TOKEN_FILE_NAME
+
+
+def _keyring():
+    """The keyring module when a real backend is present (priority > 0), else None."""
+    try:
+        import keyring
+        from keyring.backends import fail
+    except ImportError:
+        return None
+    backend = keyring.get_keyring()
+    if isinstance(backend, fail.Keyring) or getattr(backend, "priority", 0) <= 0:
+        return None
+    return keyring
 
 
 def save_token(token: str) -> str:
@@ -34,7 +47,12 @@ def save_token(token: str) -> str:
         except Exception:  # a listed backend can still fail (locked, no D-Bus session): fall back to the file
             pass
     path = token_file()
-    write_private_file(path, token + "\n")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # Created 0600 from the start (never world-readable for a moment), then rewritten in place.
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+        handle.write(token + "\n")
+    os.chmod(path, 0o600)
     return str(path)
 
 

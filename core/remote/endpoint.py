@@ -68,6 +68,20 @@ def normalise_base_url(text: str) -> str:
     return urlunsplit((scheme, parts.netloc.lower(), path, "", ""))  # no user info: the netloc is host:port
 
 
+def checked_key(key: str | None) -> str | None:
+    """The key without the spaces and line ends around it (a paste), None when empty. It travels as an HTTP
+    header, so anything but printable ASCII inside it is refused (the message never repeats the key).
+
+    Raises:
+        InvalidSettingError: the key holds a space, a control or a non-ASCII character.
+    """
+    key = (key or "").strip()
+    if key and not all(33 <= ord(character) <= 126 for character in key):
+        raise InvalidSettingError("the API key holds a space, a line break or a character that cannot be sent: "
+                                  "copy it again from the server")
+    return key or None
+
+
 def is_private_host(host: str) -> bool:
     """Whether `host` is this machine or a private network address (where plain http is the norm)."""
     if host.lower() == "localhost" or host.lower().endswith((".local", ".lan", ".home.arpa")):
@@ -90,8 +104,9 @@ class Endpoint:
 
     @classmethod
     def from_address(cls, address: str, api_key: str | None = None, name: str = "") -> "Endpoint":
-        """An endpoint from what a person typed (InvalidSettingError when the address is unusable)."""
-        return cls(normalise_base_url(address), (api_key or "").strip() or None, name.strip())
+        """An endpoint from what a person typed (InvalidSettingError when the address or the key is
+        unusable)."""
+        return cls(normalise_base_url(address), checked_key(api_key), name.strip())
 
     @property
     def host(self) -> str:
