@@ -206,6 +206,11 @@ class MainWindow(QMainWindow):
     # -- chat actions --------------------------------------------------------------------------------------
 
     def send(self, text: str) -> None:
+        remote = self.settings.remote_endpoint()
+        if remote is not None and self.bridge.status.state in (CRASHED, FAILED):
+            self.statusBar().showMessage(f"{remote.name} cannot be reached: press Retry above the chat, or pick "
+                                         "another connection", 6000)
+            return
         if self.bridge.status.state == CRASHED:
             self.statusBar().showMessage("The engine is not running: press Restart engine first", 6000)
             return
