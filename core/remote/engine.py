@@ -39,7 +39,7 @@ from core.remote.http_client import CONNECT_TIMEOUT_S, IDLE_TIMEOUT_S, OpenAICom
 
 log = logging.getLogger(__name__)
 _ids = itertools.count(1)
-LOST_HINT = "the answer so far is kept; press Retry when the server is back"
+LOST_HINT = "the answer so far is kept; try again when the server is back"
 
 
 def request_options(request: P.Generate) -> dict[str, Any]:
