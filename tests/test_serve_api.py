@@ -254,7 +254,7 @@ def test_a_waiting_stream_hears_its_place_and_a_full_queue_says_when_to_retry(se
 def test_litellm_maps_our_errors_to_its_own(server):
     """litellm (its own environment: it pins openai<3) raises ContextWindowExceededError for a prompt that
     does not fit and AuthenticationError for a wrong key, as it does against OpenAI, and answers otherwise."""
-    assert LITELLM_PYTHON.is_file(), "scripts/setup.sh creates .venv-litellm"
+    assert LITELLM_PYTHON.is_file(), "scripts/run-tests.sh creates .venv-litellm"
     script = f"""
 import json, litellm
 base = dict(model="openai/m", api_base={server!r}, max_tokens=2, num_retries=0)

@@ -413,6 +413,16 @@ def _watch_parent(parent_conn: Any, parent_pid: int) -> None:
     os._exit(3)  # no cleanup: the models die with the process, and nobody is left to read events
 
 
+def _quiet_progress_bars() -> None:
+    """The engine reports its loading progress as LoadProgress events; the libraries' own terminal bars
+    (transformers' "Loading weights", "Writing model shards") would only clutter the app's terminal."""
+    import huggingface_hub.utils
+    import transformers.utils.logging
+
+    transformers.utils.logging.disable_progress_bar()
+    huggingface_hub.utils.disable_progress_bars()
+
+
 def engine_main(requests: Any, events: Any, parent_conn: Any, parent_pid: int, torch_threads: int | None = None) -> None:
     """Entry point of the engine process (see the module docstring). torch_threads: CPU threads for torch
     (None: core.threads' default, physical cores minus one)."""
@@ -422,6 +432,7 @@ def engine_main(requests: Any, events: Any, parent_conn: Any, parent_pid: int, t
     from core.threads import apply_torch_threads
 
     apply_torch_threads(torch_threads)
+    _quiet_progress_bars()
     events.put(P.EngineStarted(os.getpid()))
     engine = Engine(requests, events)
     try:

@@ -55,6 +55,13 @@ ERROR_KINDS = (
     "internal",  # an unexpected exception inside the engine (it lives on)
     "engine_died",  # reported by the client: the engine process is gone
     "engine_start",  # reported by the client: the engine did not start in time
+    # a remote OpenAI-compatible server (core.remote.engine; the matching errors are in core.errors)
+    "remote_unreachable",  # nothing answered at its address
+    "remote_auth",  # the API key was refused, or one is needed
+    "remote_not_openai",  # what answered is not an OpenAI-compatible server
+    "remote_tls",  # the secure connection failed
+    "remote_rejected",  # the server refused the request (unknown model, a setting it does not take)
+    "remote_server",  # the server failed to answer (5xx, rate limits)
 )
 
 
