@@ -26,7 +26,7 @@ from typing import Callable
 import torch
 
 from core.errors import ModelFormatError, ModelNotFoundError
-from core.model_files import LoadedModel, load_gguf_components, load_hf_folder
+from core.model_files import LoadedModel, WeightProgress, load_gguf_components, load_hf_folder
 
 from core.model_spec import BUILTIN, BUILTIN_DRAFT, BUILTIN_NAMES  # noqa: F401 - defined torch-free there
 
@@ -98,10 +98,16 @@ def package_version() -> str:
 
 
 def cache_root() -> Path:
-    """SPECEXEC_CACHE_DIR if set, else the platform's user cache dir for the app."""
+    """SPECEXEC_CACHE_DIR if set; else `cache/` under SPECEXEC_DATA_DIR, the one-folder override (so a portable
+    or test install keeps the converted built-in model and the speed measurements with its data); else the
+    platform's user cache dir for the app."""
     override = os.environ.get(CACHE_ENV)
     if override:
         return Path(override).expanduser()
+    from core.models.locations import DATA_DIR_ENV
+
+    if os.environ.get(DATA_DIR_ENV):
+        return Path(os.environ[DATA_DIR_ENV]).expanduser() / "cache"
     import platformdirs
 
     return Path(platformdirs.user_cache_dir(APP_NAME))
@@ -116,15 +122,17 @@ def is_complete(folder: Path) -> bool:
     return (folder / MARKER).is_file() and (folder / "config.json").is_file() and any(folder.glob("*.safetensors"))
 
 
-def ensure_converted(progress: Callable[[str], None] | None = None) -> Path:
-    """The converted built-in folder, converting the GGUF first if there is no complete one yet."""
+def ensure_converted(progress: Callable[[str], None] | None = None,
+                     weight_progress: WeightProgress | None = None) -> Path:
+    """The converted built-in folder, converting the GGUF first if there is no complete one yet
+    (`weight_progress` gets (bytes dequantised, bytes in all) meanwhile)."""
     report = progress or (lambda _message: None)
     folder = converted_folder()
     if is_complete(folder):
         return folder
     source = gguf_path()
     report(f"Converting the built-in model to a fast-loading folder (one time only, about 30 s): {folder}")
-    return publish_atomically(folder, lambda tmp: convert_gguf_to_folder(source, tmp, report))
+    return publish_atomically(folder, lambda tmp: convert_gguf_to_folder(source, tmp, report, weight_progress))
 
 
 def publish_atomically(final: Path, write: Callable[[Path], None]) -> Path:
@@ -172,9 +180,11 @@ def _remove_stale_temp_folders(parent: Path) -> None:
             pass
 
 
-def convert_gguf_to_folder(source: Path, out: Path, progress: Callable[[str], None]) -> None:
+def convert_gguf_to_folder(source: Path, out: Path, progress: Callable[[str], None],
+                           weight_progress: WeightProgress | None = None) -> None:
     """Dequantise the GGUF into float32 and save an HF folder (safetensors, tokenizer, generation config)."""
-    model, tokenizer = load_gguf_components(source, BUILTIN, torch.float32, torch.device("cpu"), progress)
+    model, tokenizer = load_gguf_components(source, BUILTIN, torch.float32, torch.device("cpu"), progress,
+                                            weight_progress)
     progress("Saving the converted built-in model")
     # Float32 keeps the dequantised GGUF values exactly (Q4_1 blocks are d * q + m in float32).
     model.save_pretrained(out)
@@ -194,14 +204,16 @@ def convert_gguf_to_folder(source: Path, out: Path, progress: Callable[[str], No
     )
 
 
-def load_builtin(spec: str, dtype: torch.dtype, device: torch.device, progress: Callable[[str], None] | None = None) -> LoadedModel:
-    """'builtin' or 'builtin-draft' as a LoadedModel (see core.loading.load_model)."""
+def load_builtin(spec: str, dtype: torch.dtype, device: torch.device, progress: Callable[[str], None] | None = None,
+                 weight_progress: WeightProgress | None = None) -> LoadedModel:
+    """'builtin' or 'builtin-draft' as a LoadedModel (see core.loading.load_model); `weight_progress` moves
+    while the GGUF is dequantised on the first start (later starts read the converted folder at once)."""
     from core.rtn_quant import quantize_decoder_linears
 
     report = progress or (lambda _message: None)
     if spec not in BUILTIN_NAMES:
         raise ModelNotFoundError(f"unknown built-in model '{spec}': use one of {', '.join(BUILTIN_NAMES)}")
-    folder = ensure_converted(report)
+    folder = ensure_converted(report, weight_progress)
     if spec == BUILTIN:
         return load_hf_folder(folder, BUILTIN, dtype, device, report)
     # Quantise from the full float32 weights on the CPU, then cast / move: the result does not depend on the

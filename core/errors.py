@@ -137,3 +137,61 @@ class HardwareDescriptionError(SpecExecError, ValueError):
 class ServerError(SpecExecError, OSError):
     """The API server could not start: the port is taken, the address is not this machine's, or binding a
     non-loopback address was not allowed explicitly."""
+
+
+class RemoteError(SpecExecError, ConnectionError):
+    """An OpenAI-compatible server (a remote endpoint) could not be used. `kind` is the engine protocol's
+    Error.kind for it; `hint` says what to do, in plain words; `details` keeps the technical reason (the
+    exception or the start of the server's reply) for a Details button or a log."""
+
+    kind = "remote_server"
+
+    def __init__(self, message: str, hint: str = "", details: str = "") -> None:
+        super().__init__(message)
+        self.hint = hint
+        self.details = details
+
+
+class RemoteUnreachableError(RemoteError):
+    """Nothing answered at the address: wrong host or port, the server is not running, a firewall, no network."""
+
+    kind = "remote_unreachable"
+
+
+class RemoteAuthError(RemoteError, PermissionError):
+    """The server refused the API key (401/403), or wants one and none was given."""
+
+    kind = "remote_auth"
+
+
+class RemoteNotOpenAIError(RemoteError):
+    """Something answered, but not as an OpenAI-compatible server does (an HTML page, no /v1/models, bad JSON)."""
+
+    kind = "remote_not_openai"
+
+
+class RemoteTLSError(RemoteError):
+    """The secure connection failed: an untrusted or expired certificate, a name mismatch, or https to a server
+    that speaks plain http (or the other way round)."""
+
+    kind = "remote_tls"
+
+
+class RemoteRejectedError(RemoteError, ValueError):
+    """The server refused the request itself (4xx): an unknown model, a setting it does not accept. A prompt
+    that does not fit the server's context window is this error with kind "context_length"."""
+
+    kind = "remote_rejected"
+
+
+class RemoteContextLengthError(RemoteRejectedError, ContextLengthError):
+    """The server says the conversation does not fit its context window."""
+
+    kind = "context_length"
+
+
+class RemoteDroppedError(RemoteError):
+    """The connection was lost in the middle of an answer (the server stopped, the network dropped, or no word
+    came for too long); what arrived before is kept."""
+
+    kind = "remote_dropped"

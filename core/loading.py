@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -21,6 +21,7 @@ from core.errors import InvalidSettingError, ModelFormatError, ModelNotFoundErro
 from core.model_files import (
     LoadedModel,
     Progress,
+    WeightProgress,
     checkpoint_dtype,
     eos_token_ids,
     load_gguf_file,
@@ -29,9 +30,6 @@ from core.model_files import (
 )
 from core.model_spec import REPO_ID_RE
 from core.offload.residency import resolve_context_length
-
-# (bytes of weights read so far, bytes in all): reported by loaders that read tensor by tensor (offloaded targets)
-WeightProgress = Callable[[int, int], None]
 
 if TYPE_CHECKING:
     from core.offload.routing import OffloadSettings
@@ -133,7 +131,8 @@ def load_model(
     offloaded: it runs dozens of forwards per pass, so a GPTQ draft is loaded whole onto the device
     (`core.offload.loader.load_on_device`; 4-5 GB for a 7-8B model). `progress` gets a sentence per
     loading step; `weight_progress` gets (bytes read, bytes in all) while an offloaded target's weights are
-    read, at most once per percent (a 35 GB model takes minutes: the app shows a moving bar).
+    read or a GGUF's (the built-in pair's on its first start) are dequantised, at most once per percent (a
+    35 GB model takes minutes: the app shows a moving bar).
     `context_length` (None: 4,096 or the model's limit if lower) and `tree_budget` (None: no plan) are the
     planned context and tree: the model's `max_context` and `max_tree_tokens`, which size its KV caches.
 
@@ -160,11 +159,11 @@ def _load(spec, dtype, device, progress, offload, weight_progress, context_lengt
     from core import builtin  # imported here: it is only needed for the built-in pair
 
     if builtin.is_builtin(spec):
-        return builtin.load_builtin(spec, torch_dtype, torch_device, report)
+        return builtin.load_builtin(spec, torch_dtype, torch_device, report, weight_progress)
 
     kind, path, name = resolve_spec(spec)
     if kind == "gguf":
-        return load_gguf_file(path, name, torch_dtype, torch_device, report)
+        return load_gguf_file(path, name, torch_dtype, torch_device, report, weight_progress)
     from core.offload import is_gptq_folder
     from core.offload.routing import OffloadSettings, load_offloaded_folder, should_offload
 

@@ -9,10 +9,11 @@ Offline only: every transformers call gets `local_files_only=True`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import torch
 
@@ -25,6 +26,8 @@ except ImportError:  # pragma: no cover
     PreTrainedTokenizerBase = object  # type: ignore[misc,assignment]
 
 Progress = Callable[[str], None]
+# (bytes of weights read or dequantised so far, bytes in all): from loaders that go tensor by tensor
+WeightProgress = Callable[[int, int], None]
 
 SAFETENSORS_INDEX = "model.safetensors.index.json"
 # GGUF architecture names that differ from transformers' model_type.
@@ -198,8 +201,38 @@ def gguf_model_type(path: Path) -> str:
     return _GGUF_ARCH_TO_MODEL_TYPE.get(architecture, architecture)
 
 
-def load_gguf_components(path: Path, name: str, dtype: torch.dtype, device: torch.device, progress: Progress):
-    """(HF model, tokenizer) from a .gguf file, every weight dequantised into a plain dense model."""
+@contextlib.contextmanager
+def _counting_dequantised(weight_progress: WeightProgress | None) -> Iterator[None]:
+    """transformers dequantises a GGUF tensor by tensor behind a tqdm bar printed to the terminal. While it
+    runs, that bar is replaced by a silent counter that reports (bytes dequantised, bytes in all), at most once
+    per percent, so a progress bar can move through what is most of a first load."""
+    import transformers.modeling_gguf_pytorch_utils as gguf_utils
+
+    original = gguf_utils.tqdm
+
+    def counting(iterable, *_args, **_kwargs):  # noqa: ANN001, ANN202 - stands in for tqdm(iterable, desc=...)
+        items = list(iterable)
+        sizes = [max(int(getattr(item, "n_bytes", 0) or 0), 1) for item in items]
+        total, done, reported = sum(sizes), 0, -1
+        for item, size in zip(items, sizes):
+            yield item
+            done += size
+            percent = done * 100 // total
+            if weight_progress is not None and percent != reported:
+                reported = percent
+                weight_progress(done, total)
+
+    gguf_utils.tqdm = counting
+    try:
+        yield
+    finally:
+        gguf_utils.tqdm = original
+
+
+def load_gguf_components(path: Path, name: str, dtype: torch.dtype, device: torch.device, progress: Progress,
+                         weight_progress: WeightProgress | None = None):
+    """(HF model, tokenizer) from a .gguf file, every weight dequantised into a plain dense model;
+    `weight_progress` gets (bytes dequantised, bytes in all) as it goes."""
     from transformers import AutoModelForCausalLM, GgufConfig
 
     path = Path(path)
@@ -212,15 +245,16 @@ def load_gguf_components(path: Path, name: str, dtype: torch.dtype, device: torc
     progress(f"Dequantising the weights of {path.name} ({_dtype_name(dtype)} on {device}; this takes a while)")
     kwargs = {"device_map": {"": str(device)}} if device.type != "cpu" else {}
     try:
-        model = AutoModelForCausalLM.from_pretrained(
-            str(path.parent),
-            gguf_file=str(path),
-            dtype=dtype,
-            attn_implementation="sdpa",
-            quantization_config=GgufConfig(dequantize=True),  # plain nn.Linear weights, not packed GGUF blocks
-            local_files_only=True,
-            **kwargs,
-        )
+        with _counting_dequantised(weight_progress):
+            model = AutoModelForCausalLM.from_pretrained(
+                str(path.parent),
+                gguf_file=str(path),
+                dtype=dtype,
+                attn_implementation="sdpa",
+                quantization_config=GgufConfig(dequantize=True),  # plain nn.Linear weights, not packed GGUF blocks
+                local_files_only=True,
+                **kwargs,
+            )
     except (SpecExecError, MemoryError, torch.OutOfMemoryError):
         raise
     except Exception as error:
@@ -232,10 +266,11 @@ def load_gguf_components(path: Path, name: str, dtype: torch.dtype, device: torc
 
 
 def load_gguf_file(
-    path: Path, name: str, dtype: torch.dtype, device: torch.device, progress: Progress | None = None
+    path: Path, name: str, dtype: torch.dtype, device: torch.device, progress: Progress | None = None,
+    weight_progress: WeightProgress | None = None,
 ) -> LoadedModel:
     report: Progress = progress or (lambda _message: None)
-    model, tokenizer = load_gguf_components(path, name, dtype, device, report)
+    model, tokenizer = load_gguf_components(path, name, dtype, device, report, weight_progress)
     return _finish(model, tokenizer, name, device)
 
 

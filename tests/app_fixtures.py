@@ -262,3 +262,114 @@ def recording_bridge_class():
             self.calls.append(("restart",))
 
     return RecordingBridge
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Themes and contrast measured on pixels (issue 25)
+
+
+@pytest.fixture()
+def themes(qapp):
+    """A ThemeManager on the test application (undone afterwards). Text is drawn without antialiasing while
+    it lives, so every text pixel has its exact colour and contrast can be measured on the pixels; list this
+    fixture before the one that builds the widgets."""
+    from PySide6.QtGui import QFont, QPalette
+
+    from app.settings.schema import Theme
+    from app.theme.manager import ThemeManager
+
+    style, font = qapp.style().name(), qapp.font()
+    crisp = QFont(font)
+    crisp.setStyleStrategy(QFont.StyleStrategy.NoAntialias)
+    qapp.setFont(crisp)
+    qapp.setStyle("Fusion")
+    theme = ThemeManager(qapp, Theme.LIGHT)
+    yield theme
+    qapp.setFont(font)
+    qapp.setStyleSheet("")
+    qapp.styleHints().unsetColorScheme()
+    qapp.setStyle(style)
+    qapp.setPalette(QPalette())
+    theme.deleteLater()
+
+
+def relative_luminance(color) -> float:
+    """WCAG 2 relative luminance of a QColor."""
+    def channel(value: float) -> float:
+        return value / 12.92 if value <= 0.03928 else ((value + 0.055) / 1.055) ** 2.4
+
+    return 0.2126 * channel(color.redF()) + 0.7152 * channel(color.greenF()) + 0.0722 * channel(color.blueF())
+
+
+def contrast_ratio(a, b) -> float:
+    high, low = sorted((relative_luminance(a), relative_luminance(b)), reverse=True)
+    return (high + 0.05) / (low + 0.05)
+
+
+MIN_INK_PIXELS = 8  # a colour drawn on fewer pixels is an edge or a speck, not text
+LINE_RUN_PX = 24  # a colour running this far in a straight line is a rule or a border, not a letter
+AREA_SHARE = 0.5  # a colour whose pixels are mostly inside its own area is a background (a chip, a card)
+
+
+def _classify(pixels: dict[tuple[int, int], int], colour: int) -> tuple[str, int | None]:
+    """("area" | "line" | "ink", the colour most often beside it) for one colour of a crop."""
+    from collections import Counter
+
+    mine = [xy for xy, rgb in pixels.items() if rgb == colour]
+    inside, beside = 0, Counter()
+    longest = 0
+    for x, y in mine:
+        around = [pixels.get((x + dx, y + dy)) for dx, dy in ((1, 0), (-1, 0), (0, 1), (0, -1))]
+        if all(rgb == colour for rgb in around):
+            inside += 1
+        beside.update(rgb for rgb in around if rgb is not None and rgb != colour)
+        if pixels.get((x - 1, y)) != colour:  # the start of a horizontal run
+            run = 0
+            while pixels.get((x + run, y)) == colour:
+                run += 1
+            longest = max(longest, run)
+        if pixels.get((x, y - 1)) != colour:  # the start of a vertical run
+            run = 0
+            while pixels.get((x, y + run)) == colour:
+                run += 1
+            longest = max(longest, run)
+    around_most = beside.most_common(1)[0][0] if beside else None
+    if inside >= AREA_SHARE * len(mine):
+        return "area", around_most
+    return ("line" if longest >= LINE_RUN_PX else "ink"), around_most
+
+
+def text_contrast(window, widget, inset: int = 0) -> float:
+    """The lowest contrast between a text colour inside `widget` and the colour around it, measured on the
+    pixels of `window` as drawn (a scroll area: its viewport). Colours are sorted into backgrounds (areas:
+    the widget's own, a code chip's), rules and borders (long straight lines: not text) and ink (letters:
+    every other colour on at least MIN_INK_PIXELS pixels); each ink colour is compared with the colour
+    most often beside it. Draw without antialiasing (the `themes` fixture), so letters keep their exact
+    colour. No text at all: infinity."""
+    from collections import Counter
+
+    from PySide6.QtCore import QPoint, QRect
+    from PySide6.QtGui import QColor
+    from PySide6.QtWidgets import QAbstractScrollArea, QApplication
+
+    for _ in range(3):
+        QApplication.processEvents()
+    target = widget.viewport() if isinstance(widget, QAbstractScrollArea) else widget
+    image = window.grab().toImage()
+    scale = image.devicePixelRatio()
+    origin = target.mapTo(window, QPoint(0, 0))
+    rect = QRect(origin, target.size()).adjusted(inset, inset, -inset, -inset)
+    pixels = {(x, y): image.pixel(int(x * scale), int(y * scale))
+              for y in range(rect.top(), rect.bottom() + 1) for x in range(rect.left(), rect.right() + 1)}
+    counts = Counter(pixels.values())
+    if not counts:
+        return float("inf")
+    background, _ = counts.most_common(1)[0]
+    ratios = []
+    for colour, count in counts.items():
+        if colour == background or count < MIN_INK_PIXELS:
+            continue
+        kind, beside = _classify(pixels, colour)
+        if kind == "ink" and beside is not None:
+            ratios.append(contrast_ratio(QColor(colour), QColor(beside)))
+    return min(ratios, default=float("inf"))

@@ -21,7 +21,7 @@ from PySide6.QtWidgets import QAbstractButton, QLineEdit, QPlainTextEdit  # noqa
 
 from app.conversations import store as S  # noqa: E402
 from app.engine.bridge import CRASHED, FAILED, GENERATING, LOADING, READY, EngineBridge  # noqa: E402
-from app.chat.markdown import close_open_fence, code_blocks, with_copy_links  # noqa: E402
+from app.chat.markdown import Segment, code_blocks, segments  # noqa: E402
 from app.settings.schema import BudgetMode, ConversationSettings, Offload, Theme, load_settings  # noqa: E402
 from app.settings.dialogs import AppSettingsDialog, ConversationSettingsDialog  # noqa: E402
 pytest.register_assert_rewrite("app_fixtures")  # it is also a plugin (pytest_plugins below)
@@ -55,17 +55,17 @@ def test_void_qt_calls_do_not_leak_references_to_none(qapp):
 # Markdown
 
 
-def test_code_blocks_links_and_open_fences():
+def test_code_blocks_segments_and_open_fences():
     text = "Intro\n```python\nprint(1)\n```\ntext\n~~~\nraw ``` inside\n~~~\n"
     blocks = code_blocks(text)
     assert [(b.language, b.code, b.end_line is not None) for b in blocks] == [
         ("python", "print(1)", True), ("", "raw ``` inside", True)]
-    linked = with_copy_links(text)
-    assert "[Copy python code](specexec-copy:0)" in linked and "[Copy code](specexec-copy:1)" in linked
+    assert segments(text) == [Segment("prose", "Intro"), Segment("code", "print(1)", "python"),
+                              Segment("prose", "text"), Segment("code", "raw ``` inside", "")]
     streaming = "Look:\n```js\nlet x = 1"
     assert code_blocks(streaming)[0].end_line is None
-    assert close_open_fence(streaming) == streaming + "\n```"
-    assert "specexec-copy" not in with_copy_links(streaming) and with_copy_links(streaming).endswith("```")
+    assert segments(streaming) == [Segment("prose", "Look:"), Segment("code", "let x = 1", "js")]  # a card already
+    assert segments("") == [] and segments("no code") == [Segment("prose", "no code")]
 
 
 # ----------------------------------------------------------------------------------------------------------

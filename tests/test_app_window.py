@@ -15,7 +15,7 @@ import pytest
 
 pytest.importorskip("PySide6")
 
-from PySide6.QtCore import Qt, QUrl  # noqa: E402
+from PySide6.QtCore import Qt  # noqa: E402
 from PySide6.QtGui import QGuiApplication  # noqa: E402
 
 from app.conversations import store as S  # noqa: E402
@@ -127,7 +127,7 @@ def test_stop_keeps_the_partial_answer(qtbot, window_factory):
     send(qtbot, window, "w20 w21", wait=False)
     wait_streaming(qtbot, window)
     assert window.composer.mode == "stop" and window.send_button.accessibleName() == "Stop the answer"
-    assert window.chat_view.widgets[1].status_label.text() == "…"
+    assert window.chat_view.widgets[1].status_label.text() == "writing…"
     qtbot.waitUntil(lambda: window.status_panel.speed_label.text()[0].isdigit())
     qtbot.waitUntil(lambda: len(window.chat_view.widgets[1].body.toPlainText()) > 10)  # rendered while streaming
     screenshot(window, "02-streaming")
@@ -138,7 +138,8 @@ def test_stop_keeps_the_partial_answer(qtbot, window_factory):
     assert answer.status == S.STOPPED and answer.content.strip()
     assert 0 < answer.stats["generated_tokens"] < LONG and answer.stats["reason"] == "cancelled"
     assert window.store.message(answer.id).content == answer.content  # the kept text is the saved text
-    assert window.chat_view.widgets[1].status_label.text() == "[stopped]"
+    assert window.chat_view.widgets[1].status_label.text() == ""  # said once, in the footer
+    assert window.chat_view.widgets[1].footer.text().startswith("Stopped")
 
 
 def test_regenerate_keeps_the_old_answer_as_an_alternative(qtbot, window_factory):
@@ -200,7 +201,7 @@ def test_conversations_survive_an_app_restart(qtbot, window_factory, app_paths):
     assert len(again.chat_view.widgets) == 2
 
 
-def test_code_block_answer_renders_with_copy_links(qtbot, window_factory, app_paths):
+def test_code_block_answer_renders_as_a_card_with_a_copy_button(qtbot, window_factory, app_paths):
     setup = Store(app_paths.database)
     cid = setup.create_conversation("Sorting in Python")
     setup.add_message(cid, "user", "How do I sort a list of words by length?")
@@ -213,15 +214,20 @@ def test_code_block_answer_renders_with_copy_links(qtbot, window_factory, app_pa
     window = window_factory()
     assert window.controller.conversation_id == cid
     answer = window.chat_view.widgets[1]
-    html = answer.body.toHtml()
-    assert "Copy python code" in answer.body.toPlainText() and "<table" in html
-    assert "print(sorted(words, key=len))" in answer.body.toPlainText()
+    card, = answer.body.code_cards()
+    assert card.language_label.text() == "python" and card.copy_button.isVisibleTo(window)
+    prose_after = answer.body.parts[2]
+    assert "<table" in prose_after.toHtml() and "print(sorted(words, key=len))" in answer.body.toPlainText()
     from app.chat.highlight import token_spans
 
     builtin_colour = next(span.color for span in token_spans("print(1)", "python", dark=False) if span.start == 0)
-    assert f"color:{builtin_colour};\">print</span>" in html.replace(" color", "color")  # Pygments colours
-    answer._link(QUrl("specexec-copy:0"))
+    html = card.view.toHtml()
+    assert f"color:{builtin_colour.lower()};\">print</span>" in html.replace(" color", "color")  # Pygments colours
+    copied = []
+    answer.copied.connect(copied.append)
+    card.copy_button.click()
     assert QGuiApplication.clipboard().text() == 'words = ["pear", "fig", "banana"]\nprint(sorted(words, key=len))'
+    assert copied == ["python code"] and card.copy_button.text() == "Copied"
     screenshot(window, "03-finished-code-block")
 
 

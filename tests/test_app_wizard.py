@@ -283,8 +283,8 @@ def test_manager_switch_pair_reloads_engine_and_keeps_conversations(qtbot, tiny_
     shutil.copytree(tiny_repo_files[0], good)
     manager.import_path(good)
     qtbot.waitUntil(lambda: any(entry.key == "model:my-model" for entry in manager.entries), timeout=WAIT_MS)
-    dialog = ModelFileDialog(manager)  # the import dialog: opens in home, takes a model folder or a .gguf file
-    assert Path(dialog.directory().absolutePath()) == Path.home()
+    dialog = ModelFileDialog(models, manager)  # the import dialog: opens in the models folder, takes a folder or a .gguf
+    assert Path(dialog.directory().absolutePath()) == models
     dialog.setDirectory(str(tmp_path))
     dialog.selectFile(str(good))
     dialog.accept()
@@ -318,7 +318,7 @@ def test_manager_switch_pair_reloads_engine_and_keeps_conversations(qtbot, tiny_
 
     # Delete asks first; a no keeps the files, a yes removes them.
     answers = iter([False, True])
-    manager.confirm = lambda title, text: next(answers)
+    manager.confirm = lambda title, text, verb: next(answers)
     manager.select("tiny")
     manager.delete_selected()
     assert (models / "org--tiny-target").exists()

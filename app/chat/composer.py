@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import QSize, Signal
+from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
-from app.system import resources
 from app.chat.input_box import InputBox
+from app.theme.icons import themed
 
 SEND, STOP = "send", "stop"
 
@@ -28,7 +28,7 @@ class Composer(QFrame):
         self.button = QPushButton()
         self.button.setObjectName("sendButton")
         self.button.setFixedSize(38, 38)
-        self.button.setIconSize(QSize(20, 20))
+        self._icon = themed(self.button, "arrow-up", "on_accent", size=20)
         self.button.clicked.connect(self._clicked)
         row.addWidget(self.input, 1)
         row.addWidget(self.button)
@@ -44,7 +44,10 @@ class Composer(QFrame):
         """SEND: the button sends what is typed; STOP: an answer streams and the button stops it."""
         self.mode = mode
         sending = mode == SEND
-        self.button.setIcon(resources.icon("send" if sending else "stop"))
+        if sending:
+            self._icon.set("arrow-up", "on_accent", filled=False)
+        else:  # the stop button is drawn in the text colour: its square in the view's
+            self._icon.set("square", "view", filled=True)
         self.button.setProperty("stop", not sending)
         self.button.setAccessibleName("Send message" if sending else "Stop the answer")
         self.button.setToolTip("Send (Enter)" if sending else "Stop the answer; what was written so far is kept (Esc)")

@@ -309,6 +309,8 @@ class ChatController(QObject):
         active = self.active
         if active is not None and active.request_id == event.request_id:
             reading = {"prompt_tokens": event.prompt_tokens, "reused_tokens": event.reused_tokens}
+            if not event.reused_tokens and self._earlier_turns(active.conversation_id):
+                reading["whole_conversation"] = True  # nothing cached (a new engine, another chat): all re-read
             new_tokens = event.prompt_tokens - event.reused_tokens
             if self.prefill_tokens_per_s and new_tokens >= MIN_PREFILL_TOKENS:
                 reading["expected_s"] = round(new_tokens / self.prefill_tokens_per_s, 1)
@@ -317,6 +319,10 @@ class ChatController(QObject):
             if active.conversation_id == self.conversation_id:
                 self.messages.update(active.message_id, stats=reading)
             self.prompt_started.emit(event.prompt_tokens)
+
+    def _earlier_turns(self, conversation_id: int) -> bool:
+        """Whether the prompt holds more than the latest message (an earlier answer is in the history)."""
+        return any(m.role == "assistant" and m.content.strip() for m in self.store.messages(conversation_id))
 
     def _on_pass_stats(self, stats: P.PassStats) -> None:
         if self.active is not None and self.active.request_id == stats.request_id:

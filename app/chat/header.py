@@ -9,6 +9,8 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QMenu, QSizePolicy, QToolButton, QWidget
 
 from app.chat.context_meter import ContextMeter
+from app.theme.icons import themed
+from app.theme.tokens import SPACE
 
 
 def short_model_name(spec: str) -> str:
@@ -58,8 +60,8 @@ class ChatHeader(QFrame):
         super().__init__(parent)
         self.setObjectName("chatHeader")
         layout = QHBoxLayout(self)
-        layout.setContentsMargins(16, 8, 12, 8)
-        layout.setSpacing(10)
+        layout.setContentsMargins(SPACE.l, SPACE.s, SPACE.m, SPACE.s)
+        layout.setSpacing(SPACE.s + 2)
         self.title_label = ElidedLabel()
         self.title_label.setObjectName("conversationTitle")
         self.title_label.setAccessibleName("Conversation title")
@@ -71,12 +73,16 @@ class ChatHeader(QFrame):
         self.settings_button = QToolButton()
         self.settings_button.setText("Chat settings")
         self.settings_button.setObjectName("headerButton")
+        self.settings_button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        themed(self.settings_button, "sliders-horizontal", size=16)
         self.settings_button.setAccessibleName("Conversation settings")
         self.settings_button.setToolTip("System prompt, sampling, answer length and advanced settings")
         self.settings_button.clicked.connect(self.settings_requested)
         self.export_button = QToolButton()
         self.export_button.setText("Export")
         self.export_button.setObjectName("headerButton")
+        self.export_button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        themed(self.export_button, "share", size=16)
         self.export_button.setAccessibleName("Export conversation")
         self.export_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
         menu = QMenu(self.export_button)

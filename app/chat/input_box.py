@@ -14,7 +14,7 @@ class InputBox(QPlainTextEdit):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.setPlaceholderText("Message (Enter to send, Shift+Enter for a new line)")
+        self.setPlaceholderText("Message")  # the keys are in the hint under the box
         self.setAccessibleName("Message input")
         self.setAccessibleDescription("Type a message. Enter sends it, Shift+Enter starts a new line.")
         self.setTabChangesFocus(True)  # Tab moves on to the Send button (keyboard navigation)

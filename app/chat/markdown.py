@@ -1,16 +1,13 @@
-"""Markdown helpers for the chat view (Qt-free): find fenced code blocks, add "Copy code" links under them,
-and close a fence left open by an answer still streaming (so the partial code renders as code).
+"""Markdown helpers for the chat view (Qt-free): find fenced code blocks and cut an answer into prose and
+code segments (a block still open while the answer streams counts as code already).
 
-Qt's QTextDocument.setMarkdown (CommonMark + GitHub tables) does the rendering; this module only prepares
-the text.
+Qt's QTextDocument.setMarkdown (CommonMark + GitHub tables) renders the prose; code blocks become cards.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-
-COPY_SCHEME = "specexec-copy"  # links "specexec-copy:N" copy code block N
 
 _FENCE = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,}|~{3,})(?P<info>[^\n`]*)$")
 
@@ -50,28 +47,28 @@ def code_blocks(text: str) -> list[CodeBlock]:
     return blocks
 
 
-def close_open_fence(text: str) -> str:
-    """`text` with a closing fence added if its last code block is still open."""
-    blocks = code_blocks(text)
-    if blocks and blocks[-1].end_line is None:
-        opening = text.split("\n")[blocks[-1].start_line].strip()
-        fence = re.match(r"`+|~+", opening)
-        return text + ("" if text.endswith("\n") else "\n") + (fence.group(0) if fence else "```")
-    return text
+@dataclass(frozen=True)
+class Segment:
+    """A piece of an answer: prose (Markdown) or one code block (its code and language)."""
+
+    kind: str  # "prose" | "code"
+    text: str
+    language: str = ""
 
 
-def with_copy_links(text: str) -> str:
-    """Markdown for display: every closed code block gets a "Copy code" link on the line after it; an open
-    one (still streaming) is closed and gets no link yet."""
-    blocks = code_blocks(text)
-    if not blocks:
-        return text
-    ends = {b.end_line: i for i, b in enumerate(blocks) if b.end_line is not None}
-    out: list[str] = []
-    for number, line in enumerate(text.split("\n")):
-        out.append(line)
-        if number in ends:
-            index = ends[number]
-            label = f"Copy {blocks[index].language} code" if blocks[index].language else "Copy code"
-            out.extend(["", f"[{label}]({COPY_SCHEME}:{index})", ""])
-    return close_open_fence("\n".join(out))
+def segments(text: str) -> list[Segment]:
+    """`text` cut into prose and code blocks, in order, for the chat to render prose as Markdown and each code
+    block as a card of its own. A block still open (the answer is streaming) is a code segment already."""
+    lines = text.split("\n")
+    found: list[Segment] = []
+    position = 0
+    for block in code_blocks(text):
+        prose = "\n".join(lines[position:block.start_line]).strip("\n")
+        if prose.strip():
+            found.append(Segment("prose", prose))
+        found.append(Segment("code", block.code, block.language))
+        position = len(lines) if block.end_line is None else block.end_line + 1
+    rest = "\n".join(lines[position:]).strip("\n")
+    if rest.strip():
+        found.append(Segment("prose", rest))
+    return found

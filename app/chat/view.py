@@ -1,9 +1,12 @@
 """The conversation on screen: one MessageWidget per row of a MessageListModel, in a scroll area; your
-messages as bubbles on the right, answers as cards, actions on hover, code blocks coloured by Pygments.
+messages as bubbles on the right, answers in a readable column with room to breathe, code blocks as cards
+with their language and a copy button, actions (icons) on hover.
 
-Markdown goes through QTextBrowser.setMarkdown. While an answer streams, a message re-renders on a timer
-whose interval grows with the cost of the last render (at least 100 ms; three times the last render time), so
-a long answer never ties up the UI thread; the final render happens at once when the answer ends.
+Prose goes through QTextBrowser.setMarkdown; each code block is a CodeCard coloured by Pygments. While an
+answer streams, a message re-renders on a timer whose interval grows with the cost of the last render (at
+least 100 ms; three times the last render time), so a long answer never ties up the UI thread; the final
+render happens at once when the answer ends. A theme switch re-renders every message (links and code colours
+are baked into the rendered document from the palette).
 """
 
 from __future__ import annotations
@@ -11,18 +14,23 @@ from __future__ import annotations
 import time
 from datetime import datetime
 
-from PySide6.QtCore import QModelIndex, Qt, QTimer, QUrl, Signal
-from PySide6.QtGui import QGuiApplication, QPalette, QTextBlockFormat, QTextCursor, QTextDocument, QTextFormat
+from PySide6.QtCore import QEvent, QModelIndex, Qt, QTimer, QUrl, Signal
+from PySide6.QtGui import (
+    QColor, QFont, QFontDatabase, QGuiApplication, QTextBlockFormat, QTextCharFormat, QTextCursor, QTextDocument,
+    QTextFrameFormat, QTextTable,
+)
 from PySide6.QtWidgets import (
     QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QScrollArea, QSizePolicy, QTextBrowser,
     QToolButton, QVBoxLayout, QWidget,
 )
 
+from app.chat.highlight import highlight_document
+from app.chat.markdown import segments
 from app.conversations import store as S
-from app.chat.highlight import highlight_code_blocks
-from app.chat.markdown import COPY_SCHEME, code_blocks, with_copy_links
 from app.conversations.list_models import MessageListModel
 from app.conversations.store import Message
+from app.theme.icons import themed
+from app.theme.tokens import READABLE_COLUMN_PX, SPACE, TYPE, current
 
 # GitHub dialect (tables, fenced code, task lists); raw HTML in an answer is shown as text, not interpreted.
 MARKDOWN_FEATURES = QTextDocument.MarkdownFeature(
@@ -32,9 +40,11 @@ MIN_RENDER_MS = 100
 RENDER_COST_FACTOR = 3
 STICK_TO_BOTTOM_PX = 48
 PROGRESS_MS = 500  # the "reading your message… N s" line counts up
+WRITING = "writing…"  # beside the time while an answer streams
+COPIED_MS = 1500  # a copy button shows a tick this long
 USER_BUBBLE_SHARE = 0.78  # your messages take at most this share of the row
 MIN_BUBBLE_PX = 90
-MAX_COLUMN_PX = 880  # the conversation column stays readable on a wide window
+MAX_COLUMN_PX = READABLE_COLUMN_PX + 2 * SPACE.l  # the conversation column stays readable on a wide window
 SIDE_MARGIN_PX = 20
 SUGGESTIONS = (
     "Explain speculative decoding in two sentences.",
@@ -42,41 +52,73 @@ SUGGESTIONS = (
     "Give me three ideas for a weekend trip by train.",
 )
 
-STATUS_TAGS = {
-    S.STREAMING: "…",
-    S.STOPPED: "[stopped]",
-    S.INTERRUPTED: "[interrupted]",
-    S.FAILED: "[error]",
-}
+
+def body_font_size() -> float:
+    """Answers and your messages: a step above the controls' font."""
+    return QGuiApplication.font().pointSizeF() * TYPE.body
 
 
-def shade_code_blocks(document: QTextDocument, palette: QPalette) -> None:
-    """Give fenced code blocks a background (setMarkdown marks them with the BlockCodeFence property)."""
-    shade = QTextBlockFormat()
-    shade.setBackground(palette.color(QPalette.ColorRole.AlternateBase if palette.color(QPalette.ColorRole.Base).lightness() > 128
-                                      else QPalette.ColorRole.Window))
+def set_line_height(document: QTextDocument, percent: int) -> None:
+    """Every block of `document` at `percent` of its font's height (answers read better with air)."""
+    cursor = QTextCursor(document)
+    cursor.select(QTextCursor.SelectionType.Document)
+    spacing = QTextBlockFormat()
+    spacing.setLineHeight(percent, QTextBlockFormat.LineHeightTypes.ProportionalHeight.value)
+    cursor.mergeBlockFormat(spacing)
+
+
+def shade_inline_code(document: QTextDocument, background: str) -> None:
+    """Give `inline code` (setMarkdown's fixed-pitch fragments) a tinted background, like a chip (drawn with
+    the document's font settings, which setMarkdown's fixed-pitch font would otherwise drop)."""
+    shade = QTextCharFormat()
+    shade.setBackground(QColor(background))
+    shade.setFontStyleStrategy(document.defaultFont().styleStrategy())
+    cursor = QTextCursor(document)
     block = document.begin()
-    cursor = None
     while block.isValid():
-        if block.blockFormat().hasProperty(QTextFormat.Property.BlockCodeFence):
-            cursor = cursor or QTextCursor(document)
-            cursor.setPosition(block.position())
-            cursor.mergeBlockFormat(shade)
+        it = block.begin()
+        while not it.atEnd():
+            fragment = it.fragment()
+            if fragment.isValid() and fragment.charFormat().fontFixedPitch():
+                cursor.setPosition(fragment.position())
+                cursor.setPosition(fragment.position() + fragment.length(), QTextCursor.MoveMode.KeepAnchor)
+                cursor.mergeCharFormat(shade)
+            it += 1
         block = block.next()
 
 
+def style_tables(document: QTextDocument, border: str) -> None:
+    """Tables with thin single borders in the theme's colour and room in their cells (setMarkdown's default
+    is a dark double border)."""
+    frames = list(document.rootFrame().childFrames())
+    while frames:
+        frame = frames.pop()
+        frames.extend(frame.childFrames())
+        if isinstance(frame, QTextTable):
+            look = frame.format()
+            look.setBorder(1)
+            look.setBorderBrush(QColor(border))
+            look.setBorderStyle(QTextFrameFormat.BorderStyle.BorderStyle_Solid)
+            look.setBorderCollapse(True)
+            look.setCellSpacing(0)
+            look.setCellPadding(SPACE.s - 2)
+            frame.setFormat(look)
+
+
 class MarkdownView(QTextBrowser):
-    """A read-only markdown view as tall as its content (the chat's scroll area does the scrolling)."""
+    """A read-only text view as tall as its content (the chat's scroll area does the scrolling)."""
 
     link_activated = Signal(QUrl)
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, parent: QWidget | None = None, wrap: bool = True) -> None:
         super().__init__(parent)
         self.setOpenLinks(False)
         self.setOpenExternalLinks(False)
         self.setFrameShape(QFrame.Shape.NoFrame)
         self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
+        if not wrap:
+            self.setLineWrapMode(QTextBrowser.LineWrapMode.NoWrap)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
         self.setTextInteractionFlags(Qt.TextInteractionFlag.TextBrowserInteraction)
         self.anchorClicked.connect(self.link_activated)
@@ -87,7 +129,8 @@ class MarkdownView(QTextBrowser):
     def _fit(self, *_: object) -> None:
         height = int(self.document().size().height()) + 2 * self.frameWidth() + 2
         bar = self.horizontalScrollBar()
-        if bar.isVisible():
+        if bar.isVisible() or (self.lineWrapMode() == QTextBrowser.LineWrapMode.NoWrap
+                               and self.document().idealWidth() > self.viewport().width()):
             height += bar.sizeHint().height()
         if height != self.height():
             self.setFixedHeight(max(height, self.fontMetrics().height() + 8))
@@ -95,6 +138,165 @@ class MarkdownView(QTextBrowser):
     def resizeEvent(self, event) -> None:  # noqa: ANN001 - Qt signature
         super().resizeEvent(event)
         self._fit()
+
+
+class CodeCard(QFrame):
+    """One code block as a card: its language and a Copy button on a header strip, the code below in a
+    fixed-pitch font, coloured for the card's theme, scrolling sideways rather than wrapping."""
+
+    copied = Signal(str)  # what was copied ("python code")
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("codeCard")
+        self.code = ""
+        self.language = ""
+        self._dark: bool | None = None
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(1, 1, 1, 1)
+        layout.setSpacing(0)
+        header = QWidget()
+        header.setObjectName("codeHeader")
+        header.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
+        row = QHBoxLayout(header)
+        row.setContentsMargins(SPACE.m, 2, 4, 2)
+        self.language_label = QLabel()
+        self.language_label.setObjectName("codeLanguage")
+        self.copy_button = QToolButton()
+        self.copy_button.setObjectName("codeCopy")
+        self.copy_button.setText("Copy")
+        self.copy_button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self.copy_button.setAccessibleName("Copy code")
+        self.copy_button.setToolTip("Copy this code to the clipboard")
+        self.copy_button.setCursor(Qt.CursorShape.PointingHandCursor)
+        self._copy_icon = themed(self.copy_button, "copy", "muted_text", size=14)
+        self.copy_button.clicked.connect(self.copy)
+        row.addWidget(self.language_label)
+        row.addStretch(1)
+        row.addWidget(self.copy_button)
+        self.view = MarkdownView(wrap=False)
+        self.view.setObjectName("codeText")
+        self.view.setAccessibleName("Code")
+        font = QFont(QGuiApplication.font())  # the application's font settings (hinting, antialiasing) ...
+        font.setFamilies(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont).families())  # ... fixed pitch
+        font.setFixedPitch(True)
+        font.setPointSizeF(body_font_size() * 0.9)  # fixed-pitch fonts look larger at the same size
+        self.view.setFont(font)
+        self.view.document().setDefaultFont(font)
+        self.view.document().setDocumentMargin(SPACE.m)
+        layout.addWidget(header)
+        layout.addWidget(self.view)
+
+    def set_code(self, code: str, language: str) -> None:
+        dark = current().dark
+        if (code, language, dark) == (self.code, self.language, self._dark):
+            return
+        self.code, self.language, self._dark = code, language, dark
+        self.language_label.setText(language or "code")
+        self.view.setPlainText(code)
+        highlight_document(self.view.document(), language, dark)
+
+    def copy(self) -> None:
+        QGuiApplication.clipboard().setText(self.code)
+        self.copied.emit(f"{self.language} code".strip())
+        self._copy_icon.set("check")
+        self.copy_button.setText("Copied")
+        QTimer.singleShot(COPIED_MS, self._copy_done)
+
+    def _copy_done(self) -> None:
+        try:
+            self._copy_icon.set("copy")
+            self.copy_button.setText("Copy")
+        except RuntimeError:  # the card went away meanwhile
+            pass
+
+
+class MessageBody(QWidget):
+    """What a message says: plain text (yours, a placeholder, an error) in one view, or an answer's Markdown
+    as prose views and code cards in order. Widgets are reused while an answer streams, so the text so far
+    is not rebuilt from scratch on every render."""
+
+    link_activated = Signal(QUrl)
+    copied = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.column = QVBoxLayout(self)
+        self.column.setContentsMargins(0, 0, 0, 0)
+        self.column.setSpacing(SPACE.s)
+        self.parts: list[QWidget] = []
+        self._texts: list[tuple[str, str, str]] = []  # (kind, text, language) shown by each part
+
+    def _part(self, index: int, kind: str) -> QWidget:
+        """The part at `index`, of `kind`; a part of another kind there (and all after it) is replaced."""
+        if index < len(self.parts) and isinstance(self.parts[index], CodeCard) == (kind == "code"):
+            return self.parts[index]
+        self._drop_from(index)
+        if kind == "code":
+            part = CodeCard()
+            part.copied.connect(self.copied)
+        else:
+            part = MarkdownView()
+            part.link_activated.connect(self.link_activated)
+            font = part.font()
+            font.setPointSizeF(body_font_size())
+            part.setFont(font)
+            part.document().setDefaultFont(font)
+        self.column.addWidget(part)
+        self.parts.append(part)
+        self._texts.append(("", "", ""))
+        return part
+
+    def _drop_from(self, index: int) -> None:
+        for part in self.parts[index:]:
+            self.column.removeWidget(part)
+            part.hide()
+            part.deleteLater()
+        del self.parts[index:]
+        del self._texts[index:]
+
+    def set_plain(self, text: str) -> None:
+        view = self._part(0, "plain")
+        if self._texts[0] != ("plain", text, ""):
+            view.setPlainText(text)
+            set_line_height(view.document(), TYPE.body_line_height)
+            self._texts[0] = ("plain", text, "")
+        self._drop_from(1)
+
+    def set_markdown(self, text: str, force: bool = False) -> None:
+        colors = current()
+        pieces = segments(text) or []
+        for index, piece in enumerate(pieces):
+            part = self._part(index, piece.kind)
+            key = (piece.kind, piece.text, piece.language)
+            if isinstance(part, CodeCard):
+                part.set_code(piece.text, piece.language)
+            elif force or self._texts[index] != key:
+                part.document().setMarkdown(piece.text, MARKDOWN_FEATURES)
+                set_line_height(part.document(), TYPE.body_line_height)
+                shade_inline_code(part.document(), colors.surface_alt)
+                style_tables(part.document(), colors.border)
+            self._texts[index] = key
+        if not pieces:
+            self.set_plain("")
+            return
+        self._drop_from(len(pieces))
+
+    def toPlainText(self) -> str:  # noqa: N802 - mirrors QTextEdit's name, which tests and callers expect
+        return "\n".join(part.code if isinstance(part, CodeCard) else part.toPlainText() for part in self.parts)
+
+    def code_cards(self) -> list[CodeCard]:
+        return [part for part in self.parts if isinstance(part, CodeCard)]
+
+    def ideal_width(self) -> int:
+        """The width the text needs on one line per paragraph (for sizing your bubbles)."""
+        if not self.parts or isinstance(self.parts[0], CodeCard):
+            return self.width()
+        probe = self.parts[0].document().clone(self)
+        probe.setTextWidth(-1)
+        width = int(probe.idealWidth())
+        probe.deleteLater()
+        return width
 
 
 def sentence(text: str) -> str:
@@ -121,21 +323,23 @@ def format_time(timestamp: float, now: float | None = None) -> str:
     return moment.strftime("%H:%M") if moment.date() == today else moment.strftime("%d %b %H:%M").lstrip("0")
 
 
-def _action_button(text: str, name: str, tip: str) -> QToolButton:
+def _action_button(icon_name: str, name: str, tip: str) -> QToolButton:
+    """An icon button under a message; its words are in the tooltip and for screen readers."""
     button = QToolButton()
-    button.setText(text)
     button.setAccessibleName(name)
     button.setToolTip(tip)
     button.setObjectName("messageAction")
     button.setAutoRaise(True)
     button.setCursor(Qt.CursorShape.PointingHandCursor)
+    themed(button, icon_name, "muted_text", size=16)
     return button
 
 
 class MessageWidget(QWidget):
-    """One message as a bubble (yours, on the right) or a card (the answer): who and when, the rendered text,
-    progress while the engine reads a long prompt, stats or the error, and actions that appear on hover
-    (Copy, Edit for your messages; Copy, Regenerate and the alternatives of the last answer)."""
+    """One message as a bubble (yours, on the right) or an answer in the column: who and when, the rendered
+    text, progress while the engine reads a long prompt, stats or the error, and icon actions that appear on
+    hover (Copy, Edit for your messages; Copy, Regenerate on the last answer). An answer with alternatives
+    always shows its "‹ 2 / 3 ›" switcher."""
 
     edit_submitted = Signal(int, str)  # message id, new text
     copied = Signal(str)  # what was copied (for the status bar)
@@ -163,8 +367,8 @@ class MessageWidget(QWidget):
         row.addWidget(self.bubble, 0 if self.user else 1)
         outer.addLayout(row)
         layout = QVBoxLayout(self.bubble)
-        layout.setContentsMargins(14, 8, 14, 10)
-        layout.setSpacing(4)
+        layout.setContentsMargins(SPACE.m + 2, SPACE.s, SPACE.m + 2, SPACE.s + 2)
+        layout.setSpacing(SPACE.s)
 
         header = QHBoxLayout()
         header.setSpacing(8)
@@ -173,16 +377,17 @@ class MessageWidget(QWidget):
         self.time_label = QLabel()
         self.time_label.setObjectName("messageTime")
         self.status_label = QLabel()
-        self.status_label.setObjectName("messageStatus")
+        self.status_label.setObjectName("messageTime")
         header.addWidget(self.who)
         header.addWidget(self.time_label)
         header.addWidget(self.status_label)
         header.addStretch(1)
         layout.addLayout(header)
 
-        self.body = MarkdownView()
+        self.body = MessageBody()
         self.body.setAccessibleName("Your message" if self.user else "Answer")
         self.body.link_activated.connect(self._link)
+        self.body.copied.connect(self.copied)
         layout.addWidget(self.body)
 
         self.progress = QLabel()
@@ -205,28 +410,33 @@ class MessageWidget(QWidget):
         actions = QHBoxLayout(self.actions)
         actions.setContentsMargins(0, 0, 0, 0)
         actions.setSpacing(2)
-        self.copy_button = _action_button("Copy", "Copy message", "Copy this message as markdown")
+        self.copy_button = _action_button("copy", "Copy message", "Copy this message (as Markdown)")
         self.copy_button.clicked.connect(self.copy_text)
         actions.addWidget(self.copy_button)
         self.edit_button: QToolButton | None = None
         self.regenerate_button: QToolButton | None = None
         if self.user:
-            self.edit_button = _action_button("Edit", "Edit message and resend", "Edit this message and get a new answer")
+            self.edit_button = _action_button("pencil", "Edit message and resend", "Edit this message and get a new answer")
             self.edit_button.clicked.connect(self.start_editing)
             actions.addWidget(self.edit_button)
         else:
-            self.regenerate_button = _action_button("Regenerate", "Regenerate the answer",
+            self.regenerate_button = _action_button("refresh-cw", "Regenerate the answer",
                                                     "Another answer; this one is kept to flip back to (Ctrl+R)")
             self.regenerate_button.clicked.connect(self.regenerate_requested)
             actions.addWidget(self.regenerate_button)
-        self.previous_button = _action_button("‹", "Previous answer", "Show the previous answer")
+        self.previous_button = _action_button("chevron-left", "Previous answer", "Show the previous answer")
         self.previous_button.clicked.connect(lambda: self.alternative_requested.emit(self.message.id, -1))
         self.alternative_label = QLabel()
-        self.alternative_label.setObjectName("messageTime")
-        self.next_button = _action_button("›", "Next answer", "Show the next answer")
+        self.alternative_label.setObjectName("alternativeCount")
+        self.next_button = _action_button("chevron-right", "Next answer", "Show the next answer")
         self.next_button.clicked.connect(lambda: self.alternative_requested.emit(self.message.id, +1))
         for widget in (self.previous_button, self.alternative_label, self.next_button):
             actions.addWidget(widget)
+        for button in (self.copy_button, self.edit_button, self.regenerate_button):
+            if button is not None:  # appearing on hover moves nothing beside them
+                keep = button.sizePolicy()
+                keep.setRetainSizeWhenHidden(True)
+                button.setSizePolicy(keep)
         policy = self.actions.sizePolicy()
         policy.setRetainSizeWhenHidden(True)  # hover shows the actions without moving the text
         self.actions.setSizePolicy(policy)
@@ -255,8 +465,8 @@ class MessageWidget(QWidget):
 
     def set_message(self, message: Message) -> None:
         self.message = message
-        tag = STATUS_TAGS.get(message.status, "")
-        self.status_label.setText(tag)
+        # Only "writing…" here: the footer says stopped / interrupted / the error, once.
+        self.status_label.setText(WRITING if message.status == S.STREAMING else "")
         self.status_label.setAccessibleName(f"Status: {message.status}")
         self.time_label.setText(format_time(message.created_at))
         self.footer.setText(self._footer_text(message))
@@ -280,7 +490,8 @@ class MessageWidget(QWidget):
             new = stats["prompt_tokens"] - stats.get("reused_tokens", 0)
             expected = stats.get("expected_s")  # from the speed the last long prompt was read at
             estimate = f" of about {expected:.0f} s" if expected and expected >= 2 else ""
-            return f"Reading your message ({new:,} tokens)… {seconds} s{estimate}"
+            what = "the conversation" if stats.get("whole_conversation") else "your message"
+            return f"Reading {what} ({new:,} tokens)… {seconds} s{estimate}"
         return f"Waiting for the engine… {seconds} s"
 
     def _show_progress(self) -> None:
@@ -317,9 +528,10 @@ class MessageWidget(QWidget):
     def _footer_text(self, message: Message) -> str:
         stats = message.stats or {}
         parts = []
-        if message.status == S.INTERRUPTED:  # the banner says why the engine stopped; no pids or signals here
-            engine = stats.get("kind") == "engine_died" or "engine" in stats.get("error", "")
-            parts.append("Interrupted: " + ("the engine stopped before the answer was finished" if engine
+        if message.status == S.INTERRUPTED:  # the banner says why (the engine stopped, the connection was
+            # lost); no pids, signals or addresses here
+            lost = stats.get("kind") == "engine_died" or "engine" in stats.get("error", "")
+            parts.append("Interrupted: " + ("cut off before the answer was finished" if lost
                                             else stats.get("error") or "the answer was cut off"))
         elif message.status == S.FAILED and message.content:
             parts.append(error_text(message))
@@ -332,22 +544,24 @@ class MessageWidget(QWidget):
             )
         return "   ".join(parts)
 
-    def render(self) -> None:
+    def render(self, force: bool = False) -> None:
+        """Show the message's text; `force` re-renders unchanged text (the theme changed)."""
         text, status = self.message.content, self.message.status
-        if (text, status) == self._rendered:
+        if (text, status) == self._rendered and not force:
             return
         started = time.perf_counter()
         if not text and self.streaming:
-            self.body.setPlainText("…")
+            self.body.set_plain("…")
         elif not text and status == S.FAILED:  # nothing was written: the error is the message
-            self.body.setPlainText(error_text(self.message))
+            self.body.set_plain(error_text(self.message))
         elif self.user:  # what the user typed is shown as typed
-            self.body.setPlainText(text)
+            self.body.set_plain(text)
         else:
-            self.body.document().setMarkdown(with_copy_links(text), MARKDOWN_FEATURES)
-            shade_code_blocks(self.body.document(), self.palette())
-            highlight_code_blocks(self.body.document(), self.palette().color(QPalette.ColorRole.Base).lightness() < 128)
-        self.bubble.setProperty("failed", status == S.FAILED)
+            self.body.set_markdown(text, force=force)
+        if self.bubble.property("failed") != (status == S.FAILED):
+            self.bubble.setProperty("failed", status == S.FAILED)
+            self.bubble.style().unpolish(self.bubble)
+            self.bubble.style().polish(self.bubble)
         self._rendered = (text, status)
         self._rendered_at = time.perf_counter()
         self.last_render_ms = (self._rendered_at - started) * 1000
@@ -359,15 +573,7 @@ class MessageWidget(QWidget):
         self.copied.emit("message")
 
     def _link(self, url: QUrl) -> None:
-        if url.scheme() == COPY_SCHEME:
-            try:
-                index = int(url.path())
-                block = code_blocks(self.message.content)[index]
-            except (ValueError, IndexError):
-                return
-            QGuiApplication.clipboard().setText(block.code)
-            self.copied.emit(f"{block.language} code".strip())
-        elif url.scheme() in ("http", "https", "mailto"):
+        if url.scheme() in ("http", "https", "mailto"):
             from PySide6.QtGui import QDesktopServices
 
             QDesktopServices.openUrl(url)
@@ -379,12 +585,9 @@ class MessageWidget(QWidget):
         if not self.user or self.width() <= 0:
             return
         widest = int(self.width() * USER_BUBBLE_SHARE)
-        probe = self.body.document().clone(self)
-        probe.setTextWidth(-1)
         margins = self.bubble.layout().contentsMargins()
         header = self.bubble.layout().itemAt(0).sizeHint().width()  # "You 12:02" must fit too
-        ideal = max(int(probe.idealWidth()) + 16, header) + margins.left() + margins.right()
-        probe.deleteLater()
+        ideal = max(self.body.ideal_width() + 16, header) + margins.left() + margins.right()
         self.bubble.setFixedWidth(max(MIN_BUBBLE_PX, min(widest, ideal)))
 
     def resizeEvent(self, event) -> None:  # noqa: ANN001 - Qt signature
@@ -394,8 +597,6 @@ class MessageWidget(QWidget):
     def set_last(self, last: bool) -> None:
         """Regenerate is offered on the last answer only."""
         self._is_last = last
-        if self.regenerate_button is not None:
-            self.regenerate_button.setVisible(last)
         self._update_actions_visibility()
 
     def enterEvent(self, event) -> None:  # noqa: ANN001 - Qt signature
@@ -409,10 +610,28 @@ class MessageWidget(QWidget):
         super().leaveEvent(event)
 
     def _update_actions_visibility(self) -> None:
-        """Actions show on hover, on the last message (where the next step usually is), and for answers
-        with alternatives to flip through; never while editing or streaming."""
-        pinned = self._is_last or (self.message.alt_count > 1 and not self.user)
-        self.actions.setVisible((self._hovered or pinned) and self.editor is None and not self.streaming)
+        """Copy, Edit and Regenerate show on hover; an answer's switcher between alternatives always shows
+        (it says which answer this is); nothing while editing or streaming."""
+        several = self.message.alt_count > 1 and not self.user
+        idle = self.editor is None and not self.streaming
+        for button in (self.copy_button, self.edit_button):
+            if button is not None:
+                button.setVisible(self._hovered)
+        if self.regenerate_button is not None:
+            self.regenerate_button.setVisible(self._hovered and self._is_last)
+        self.actions.setVisible(idle and (self._hovered or several))
+
+    def changeEvent(self, event: QEvent) -> None:  # noqa: N802 - Qt signature
+        """A theme switch: render again, since links and code colours are baked into the rendered text."""
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.PaletteChange and self._rendered is not None:
+            QTimer.singleShot(0, self._rerender)
+
+    def _rerender(self) -> None:
+        try:
+            self.render(force=True)
+        except RuntimeError:  # deleted meanwhile
+            pass
 
     # -- editing (user messages) ---------------------------------------------------------------------------
 
@@ -492,12 +711,13 @@ class ChatView(QScrollArea):
         self.setWidgetResizable(True)
         self.setFrameShape(QFrame.Shape.NoFrame)
         self.setAccessibleName("Conversation")
+        self.setObjectName("chatView")
         self.setFocusPolicy(Qt.FocusPolicy.NoFocus)
         container = QWidget()
         container.setObjectName("chatContainer")
         self.column = QVBoxLayout(container)  # centred by its side margins (resizeEvent), not a nested layout
         self.column.setContentsMargins(SIDE_MARGIN_PX, 16, SIDE_MARGIN_PX, 16)
-        self.column.setSpacing(14)
+        self.column.setSpacing(SPACE.l)
         self.placeholder = self._welcome()
         self.column.addWidget(self.placeholder)
         self.column.addStretch(1)

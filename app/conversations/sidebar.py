@@ -1,12 +1,30 @@
-"""The sidebar: search box, conversation list (bound to ConversationListModel), New / Rename / Delete."""
+"""The sidebar: New chat, search box, conversation list (bound to ConversationListModel), Rename / Delete,
+and an empty state in the list's place when there is nothing to show ("No chats match …")."""
 
 from __future__ import annotations
 
 from PySide6.QtCore import QItemSelectionModel, QModelIndex, QPoint, Qt, Signal
 from PySide6.QtGui import QKeyEvent
-from PySide6.QtWidgets import QAbstractItemView, QHBoxLayout, QLineEdit, QListView, QMenu, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QAbstractItemView, QHBoxLayout, QLabel, QLineEdit, QListView, QMenu, QPushButton, QStyledItemDelegate,
+    QStyleOptionViewItem, QVBoxLayout, QWidget,
+)
 
 from app.conversations.list_models import ConversationListModel
+from app.theme.icons import themed
+from app.theme.tokens import SPACE
+
+RENAME_EXTRA_PX = 10  # the rename box: the text's height plus its own padding and border
+
+
+class _TitleDelegate(QStyledItemDelegate):
+    """Rows as the style draws them; the rename box over the whole row and at least a line of text tall (the
+    style's item padding would otherwise squeeze it to a few pixels)."""
+
+    def updateEditorGeometry(self, editor: QWidget, option: QStyleOptionViewItem, index: QModelIndex) -> None:  # noqa: N802
+        rect = option.rect
+        height = max(rect.height(), editor.fontMetrics().height() + RENAME_EXTRA_PX)
+        editor.setGeometry(rect.x(), rect.y() + (rect.height() - height) // 2, rect.width(), height)
 
 
 class _ListView(QListView):
@@ -30,20 +48,25 @@ class ConversationList(QWidget):
         super().__init__(parent)
         self.model = model
         layout = QVBoxLayout(self)
-        layout.setContentsMargins(8, 8, 4, 8)
+        layout.setContentsMargins(SPACE.s, SPACE.s, SPACE.xs, SPACE.s)
+        layout.setSpacing(SPACE.s)
         self.new_button = QPushButton("&New chat")
+        self.new_button.setObjectName("newChat")
+        themed(self.new_button, "square-pen")
         self.new_button.setAccessibleName("New conversation")
         self.new_button.setToolTip("Start a new conversation (Ctrl+N)")
         self.new_button.clicked.connect(self.new_requested)
         layout.addWidget(self.new_button)
         self.search = QLineEdit()
-        self.search.setPlaceholderText("Search conversations")
+        self.search.setObjectName("sidebarSearch")
+        self.search.setPlaceholderText("Search chats")
         self.search.setAccessibleName("Search conversations")
         self.search.setClearButtonEnabled(True)
         self.search.textChanged.connect(self.search_changed)
         layout.addWidget(self.search)
         self.view = _ListView()
         self.view.setModel(model)
+        self.view.setItemDelegate(_TitleDelegate(self.view))
         self.view.setAccessibleName("Conversations")
         self.view.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.view.setTextElideMode(Qt.TextElideMode.ElideRight)
@@ -55,12 +78,23 @@ class ConversationList(QWidget):
         self.view.selectionModel().currentChanged.connect(self._current_changed)
         self.view.delete_pressed.connect(self._delete_current)
         layout.addWidget(self.view, 1)
+        self.empty = QLabel()
+        self.empty.setObjectName("emptyState")
+        self.empty.setWordWrap(True)
+        self.empty.setAlignment(Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignTop)
+        self.empty.setAccessibleName("No chats")
+        layout.addWidget(self.empty, 1)
+        model.modelReset.connect(self._show_empty_state)
+        model.rowsInserted.connect(self._show_empty_state)
+        model.rowsRemoved.connect(self._show_empty_state)
         row = QHBoxLayout()
         self.rename_button = QPushButton("Rena&me")
         self.rename_button.setAccessibleName("Rename conversation")
         self.rename_button.setToolTip("Rename the selected conversation (F2)")
         self.rename_button.clicked.connect(self.rename_current)
+        themed(self.rename_button, "pencil", size=16)
         self.delete_button = QPushButton("&Delete")
+        themed(self.delete_button, "trash-2", size=16)
         self.delete_button.setAccessibleName("Delete conversation")
         self.delete_button.setToolTip("Delete the selected conversation (Del)")
         self.delete_button.clicked.connect(self._delete_current)
@@ -68,6 +102,18 @@ class ConversationList(QWidget):
         row.addWidget(self.delete_button)
         layout.addLayout(row)
         self._quiet = False
+        self._show_empty_state()
+
+    def _show_empty_state(self, *_: object) -> None:
+        """In the list's place when it is empty: why, and what to do."""
+        empty = self.model.rowCount() == 0
+        search = self.model.search.strip()
+        self.empty.setText(f"No chats match “{search}”." if search else
+                           "No chats yet. Type a message to start one.")
+        self.empty.setVisible(empty)
+        self.view.setVisible(not empty)
+        for button in (self.rename_button, self.delete_button):
+            button.setEnabled(not empty)
 
     def current_id(self) -> int | None:
         index = self.view.currentIndex()

@@ -1,5 +1,6 @@
 """The model manager: the installed pairs (size on disk, where they are), switching the active pair, deleting
-with confirmation, importing a model folder or a .gguf file, and the catalog for adding more.
+with confirmation, importing a model folder or a .gguf file, the catalog for adding more, and the
+connections: this computer or a server on another one (app.models.connections).
 
 Every choice is checked before it is saved (app.models.choice), so a missing or broken folder is reported
 here, not after a failed load. Scans, imports and fit predictions run off the GUI thread.
@@ -7,21 +8,24 @@ here, not after a failed load. Scans, imports and fit predictions run off the GU
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from PySide6.QtCore import QSize, Qt, Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
-    QDialog, QDialogButtonBox, QFileDialog, QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QMessageBox,
-    QPushButton, QTabWidget, QVBoxLayout, QWidget,
+    QDialog, QDialogButtonBox, QFileDialog, QHBoxLayout, QLabel, QPushButton, QTabWidget, QVBoxLayout, QWidget,
 )
 
-from app.system.background import BackgroundCall
+from app.models.connections import ConnectionsPage
 from app.models.choice import choose, imported_models, installed_pairs, pair_paths
-from app.settings.schema import AppSettings
-from app.models.wizard.pair_list import CARD_STYLE, PairList
+from app.models.wizard.pair_list import Card, CardList, PairList, badge, label
 from app.models.wizard.words import size_words
+from app.settings.schema import AppSettings
+from app.system.background import BackgroundCall
+from app.theme.icons import themed
+from app.window.confirm import confirm_destructive
 from core.errors import SpecExecError
 from core.models.catalog import BUILTIN_PAIR_ID, Catalog, load_catalog
 from core.models.installed import folder_bytes, pair_folders
@@ -62,31 +66,30 @@ def installed_entries(catalog: Catalog, root: Path) -> list[InstalledEntry]:
 
 
 class ModelFileDialog(QFileDialog):
-    """Opens in the user's home and accepts both a model folder and a .gguf file: pressing Open on a folder
-    that holds a model takes it, instead of going into it."""
+    """One chooser for both kinds of import: a model folder or a .gguf file. It opens in `start` (the models
+    folder) and shows folders and .gguf files. Import takes what is selected: a .gguf file, or a folder,
+    whatever is in it (the import then checks it and refuses a folder without a model, in words); with
+    nothing selected it takes the folder being shown. Double-click still opens a folder to look inside."""
 
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent, "Import a model folder or a .gguf file", str(Path.home()),
-                         "Models (*.gguf config.json);;All files (*)")
+    def __init__(self, start: Path, parent: QWidget | None = None) -> None:
+        super().__init__(parent, "Import a model folder or a .gguf file", str(start if start.is_dir() else Path.home()),
+                         "Model folders and .gguf files (*.gguf);;All files (*)")
         self.setOption(QFileDialog.Option.DontUseNativeDialog, True)
-        self.setFileMode(QFileDialog.FileMode.ExistingFile)
+        self.setFileMode(QFileDialog.FileMode.AnyFile)  # AnyFile: a folder can be the answer, not only a file
         self.setLabelText(QFileDialog.DialogLabel.Accept, "Import")
+        self.setLabelText(QFileDialog.DialogLabel.FileName, "Folder or file:")
         self.chosen: Path | None = None
 
     def accept(self) -> None:
         selected = [Path(path) for path in self.selectedFiles()]
-        if selected and selected[0].is_dir() and (
-                (selected[0] / "config.json").exists() or any(selected[0].glob("*.gguf"))):
-            self.chosen = selected[0]
-            QDialog.accept(self)
+        target = selected[0] if selected else Path(self.directory().absolutePath())
+        if target.name == "config.json":  # picked the folder's config.json: the folder is meant
+            target = target.parent
+        if not target.exists():
+            super().accept()  # Qt says the name does not exist and the dialog stays open
             return
-        if selected and selected[0].name == "config.json":  # picked the folder's config.json: the folder is meant
-            self.chosen = selected[0].parent
-            QDialog.accept(self)
-            return
-        super().accept()
-        if self.result() == QDialog.DialogCode.Accepted and self.selectedFiles():
-            self.chosen = Path(self.selectedFiles()[0])
+        self.chosen = target
+        QDialog.accept(self)
 
 
 class ModelManager(QDialog):
@@ -94,9 +97,10 @@ class ModelManager(QDialog):
 
     switched = Signal(object)  # AppSettings
     download_requested = Signal(str)  # a catalog pair id: the app opens the wizard on its download
+    endpoints_changed = Signal(object)  # AppSettings with a server added or removed (saved, nothing reloads)
 
     def __init__(self, settings: AppSettings, models_dir: Path, catalog: Catalog | None = None,
-                 confirm: Callable[[str, str], bool] | None = None, parent: QWidget | None = None) -> None:
+                 confirm: Callable[[str, str, str], bool] | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.settings = settings
         self.models_dir = models_dir
@@ -107,10 +111,12 @@ class ModelManager(QDialog):
         self.setWindowTitle("Models")
         self.resize(760, 560)
         layout = QVBoxLayout(self)
+        self.setObjectName("modelManager")
         self.tabs = QTabWidget()
         layout.addWidget(self.tabs, 1)
         self.message = QLabel()
         self.message.setObjectName("managerMessage")
+        self.message.setTextFormat(Qt.TextFormat.PlainText)
         self.message.setWordWrap(True)
         self.message.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         layout.addWidget(self.message)
@@ -119,22 +125,40 @@ class ModelManager(QDialog):
         layout.addWidget(close)
         self._build_installed()
         self._build_catalog()
+        self.connections = ConnectionsPage(settings, model_pair_name(settings), self.message.setText, self.confirm)
+        self.connections.use_requested.connect(self._use_connection)
+        self.connections.endpoints_changed.connect(self._endpoints_changed)
+        self.tabs.addTab(self.connections, "Connections")
         self.refresh()
+
+    def show_connections(self) -> "ModelManager":
+        self.tabs.setCurrentWidget(self.connections)
+        return self
+
+    def _use_connection(self, settings: AppSettings) -> None:
+        self.settings = settings
+        self._show_entries(self.entries)
+        self.switched.emit(settings)
+
+    def _endpoints_changed(self, settings: AppSettings) -> None:
+        self.settings = settings
+        self.endpoints_changed.emit(settings)
 
     # -- installed tab -------------------------------------------------------------------------------------
 
     def _build_installed(self) -> None:
         page = QWidget()
         column = QVBoxLayout(page)
-        self.installed = QListWidget()
+        self.installed = CardList()
         self.installed.setAccessibleName("Installed models")
-        self.installed.setSpacing(2)
-        self.installed.setStyleSheet(CARD_STYLE)
         self.installed.currentRowChanged.connect(lambda _row: self._update_buttons())
         row = QHBoxLayout()
         self.use_button = QPushButton("Use this model")
+        self.use_button.setProperty("role", "primary")
         self.delete_button = QPushButton("Delete…")
+        themed(self.delete_button, "trash-2", size=16)
         self.import_button = QPushButton("Import a folder or .gguf file…")
+        themed(self.import_button, "folder-open", size=16)
         row.addWidget(self.use_button)
         row.addWidget(self.delete_button)
         row.addStretch()
@@ -142,7 +166,7 @@ class ModelManager(QDialog):
         self.use_button.clicked.connect(self.use_selected)
         self.delete_button.clicked.connect(self.delete_selected)
         self.import_button.clicked.connect(self.import_dialog)
-        column.addWidget(QLabel(f"Models are kept in {self.models_dir}"))
+        column.addWidget(label(f"Models are kept in {self.models_dir}", muted=True))
         column.addWidget(self.installed, 1)
         column.addLayout(row)
         self.tabs.addTab(page, "Installed")
@@ -158,17 +182,13 @@ class ModelManager(QDialog):
         self.installed.clear()
         active_row = 0
         for row, entry in enumerate(entries):
-            active = entry.target == self.settings.target and entry.draft == self.settings.draft
+            active = self.is_active(entry)
             active_row = row if active else active_row
-            size = "built in" if entry.size_bytes is None else size_words(entry.size_bytes)
-            badge = " &nbsp;<span style='background:#2e9d4f;color:white'>&nbsp;In use&nbsp;</span>" if active else ""
-            card = QLabel(f"<b>{entry.name}</b>{badge}<br><span style='color:#6b7280'>{size} · {entry.location}</span>")
-            card.setContentsMargins(10, 6, 10, 6)
-            card.setToolTip(f"target: {entry.target}\ndraft: {entry.draft or 'none'}")
-            item = QListWidgetItem()
-            item.setSizeHint(card.sizeHint() + QSize(0, 6))  # room for the outline; descenders are not clipped
-            self.installed.addItem(item)
-            self.installed.setItemWidget(item, card)
+            size = "Built in" if entry.size_bytes is None else size_words(entry.size_bytes)
+            card = Card(entry.name, [badge("In use", "success")] if active else [],
+                        [label(f"{size} · {entry.location}", muted=True)])
+            card.setToolTip(f"Model: {entry.target}\nDraft: {entry.draft or 'none'}")
+            self.installed.add_card(card)
         self.installed.setCurrentRow(active_row if entries else -1)
         self._update_buttons()
 
@@ -179,22 +199,35 @@ class ModelManager(QDialog):
     def select(self, key: str) -> None:
         self.installed.setCurrentRow(next(i for i, entry in enumerate(self.entries) if entry.key == key))
 
+    def is_active(self, entry: InstalledEntry) -> bool:
+        """In use: the pair the engine on this computer runs, while answers come from this computer."""
+        return (not self.settings.connection and entry.target == self.settings.target
+                and entry.draft == self.settings.draft)
+
     def _update_buttons(self) -> None:
+        """Each button is enabled only when pressing it does something: not Use on the model in use, not
+        Delete on the built-in pair or the model in use."""
         entry = self.selected_entry()
-        self.use_button.setEnabled(entry is not None)
-        self.delete_button.setEnabled(entry is not None and bool(entry.paths))
+        active = entry is not None and self.is_active(entry)
+        self.use_button.setEnabled(entry is not None and not active)
+        self.use_button.setText("In use" if active else "Use this model")
+        self.delete_button.setEnabled(entry is not None and bool(entry.paths) and not active)
+        self.delete_button.setToolTip("The model in use cannot be deleted: switch to another first" if active
+                                      else "" if entry is None or entry.paths else "The built-in pair ships with the app")
 
     def use_selected(self) -> None:
         entry = self.selected_entry()
-        if entry is None:
+        if entry is None or self.is_active(entry):
             return
         pair_id = entry.key if not entry.key.startswith("model:") else ""
-        try:
-            settings = choose(self.settings, entry.target, entry.draft, pair_id)
+        try:  # a pair on this computer: answers come from here again
+            settings = dataclasses.replace(choose(self.settings, entry.target, entry.draft, pair_id), connection="")
         except SpecExecError as error:  # checked before it is saved: nothing changes
-            self.message.setText(f"<b>{entry.name} cannot be used:</b> {error}")
+            self.message.setText(f"{entry.name} cannot be used: {error}")
             return
         self.settings = settings
+        self.connections.settings = settings
+        self.connections.refresh()
         self.message.setText(f"Switching to {entry.name}: the engine is loading it.")
         self._show_entries(self.entries)
         self.switched.emit(settings)
@@ -207,8 +240,8 @@ class ModelManager(QDialog):
             self.message.setText(f"{entry.name} is in use: switch to another model before deleting it.")
             return
         size = "" if entry.size_bytes is None else f" ({size_words(entry.size_bytes)})"
-        if not self.confirm("Delete model", f"Delete {entry.name}{size} from this computer? "
-                                            "You would have to download or import it again."):
+        if not self.confirm("Delete this model?", f"{entry.name}{size} will be deleted from this computer. "
+                                                  "You would have to download or import it again.", "Delete model"):
             return
         from core.models.installed import delete_model
 
@@ -218,7 +251,7 @@ class ModelManager(QDialog):
         self.refresh()
 
     def import_dialog(self) -> None:
-        dialog = ModelFileDialog(self)
+        dialog = ModelFileDialog(self.models_dir, self)
         if dialog.exec() and dialog.chosen is not None:
             self.import_path(dialog.chosen)
 
@@ -229,7 +262,7 @@ class ModelManager(QDialog):
         self.message.setText(f"Importing {source}…")
         call = BackgroundCall(lambda: import_model(source, self.models_dir), self)
         call.done.connect(lambda path: (self.message.setText(f"Imported {Path(path).name}."), self.refresh()))
-        call.failed.connect(lambda text: self.message.setText(f"<b>Not imported:</b> {text}"))
+        call.failed.connect(lambda text: self.message.setText(f"Not imported: {text}"))
         self._calls.append(call.start())
 
     # -- catalog tab ---------------------------------------------------------------------------------------
@@ -238,9 +271,13 @@ class ModelManager(QDialog):
         page = QWidget()
         column = QVBoxLayout(page)
         self.catalog_list = PairList()
-        self.catalog_status = QLabel("Checking which models fit this computer…")
+        self.catalog_status = label("Checking which models fit this computer…", muted=True)
         self.download_button = QPushButton("Download…")
+        self.download_button.setProperty("role", "primary")
+        themed(self.download_button, "download", "on_accent", size=16)
+        self.download_button.setEnabled(False)
         self.download_button.clicked.connect(self._download)
+        self.catalog_list.chosen.connect(self._update_download)
         row = QHBoxLayout()
         row.addWidget(self.catalog_status, 1)
         row.addWidget(self.download_button)
@@ -260,20 +297,26 @@ class ModelManager(QDialog):
         state.apply(prediction)
         self.catalog_list.show_recommendation(state.recommendation, state.installed)
         self.catalog_status.setText("Pick a model and press Download; the set-up wizard takes it from there.")
+        self._update_download(self.catalog_list.current_fit())
+
+    def _update_download(self, fit) -> None:  # noqa: ANN001 - PairFit | None
+        """Download only for a pair not on this computer yet (the built-in one ships with the app)."""
+        installed = fit is not None and fit.pair.id in self._catalog_state.installed
+        self.download_button.setEnabled(fit is not None and not installed)
+        self.download_button.setText("Already on this computer" if installed else "Download…")
 
     def _download(self) -> None:
         fit = self.catalog_list.current_fit()
-        if fit is None:
+        if fit is None or fit.pair.id in self._catalog_state.installed:
             return
         if fit.fit == "no" and not self.confirm(
                 "Download anyway?", f"{fit.pair.name} will probably not run on this computer: {fit.reason}. "
-                                    "Download it anyway?"):
+                                    "Download it anyway?", "Download anyway"):
             return
         self.download_requested.emit(fit.pair.id)
 
-    def _ask(self, title: str, text: str) -> bool:
-        answer = QMessageBox.question(self, title, text)
-        return answer == QMessageBox.StandardButton.Yes
+    def _ask(self, title: str, text: str, verb: str) -> bool:
+        return confirm_destructive(self, title, text, verb, destructive=verb.startswith("Delete"))
 
 
 

@@ -1,24 +1,58 @@
-"""Dialogs for the app-wide settings (model pair, offloading, VRAM budget, context length, theme) and for one
+"""Dialogs for the app-wide settings (model pair, offloading, GPU memory, context length, theme) and for one
 conversation's settings (system prompt presets, sampling, answer length; method and tree budget under
-Advanced)."""
+Advanced).
+
+Every setting says in words what it does (a line of help under it), the built-in models are called by their
+name rather than their ids, and what cannot apply here (GPU memory on a computer without an NVIDIA GPU) is
+not shown.
+"""
 
 from __future__ import annotations
 
 import dataclasses
-
 from pathlib import Path
 
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
-    QCheckBox, QComboBox, QDialog, QDialogButtonBox, QDoubleSpinBox, QFileDialog, QFormLayout, QGroupBox,
-    QHBoxLayout, QLabel, QLineEdit, QMenu, QPlainTextEdit, QSpinBox, QToolButton, QVBoxLayout, QWidget,
+    QCheckBox, QComboBox, QDialog, QDialogButtonBox, QDoubleSpinBox, QFileDialog, QFormLayout, QHBoxLayout, QLabel,
+    QLineEdit, QMenu, QPlainTextEdit, QSpinBox, QToolButton, QVBoxLayout, QWidget,
 )
 
 from app.api.settings_row import ApiServerSettingsRow
 from app.settings.presets import SYSTEM_PRESETS, preset_for
 from app.settings.schema import AppSettings, BudgetMode, ConversationSettings, Method, Offload, Theme
-from core.model_spec import spec_problem
+from app.theme.icons import themed
+from core.model_spec import BUILTIN, BUILTIN_DRAFT, spec_problem
 from core.models.locations import models_dir
 from core.offload.residency import PLANNED_CONTEXT
+
+# The built-in models as people read them; the ids stay what is saved and typed.
+BUILTIN_NAMES = {BUILTIN: "SmolLM2 135M (built in)", BUILTIN_DRAFT: "SmolLM2 135M, 4-bit (built in draft)"}
+
+
+def has_nvidia_gpu() -> bool:
+    """Whether NVML finds an NVIDIA GPU (no torch; quick, and False wherever the driver is missing)."""
+    from core.hardware.nvidia import read_nvidia_gpus
+
+    try:
+        return bool(read_nvidia_gpus()[0])
+    except Exception:  # noqa: BLE001 - any NVML failure means: no usable GPU here
+        return False
+
+
+def with_help(field: QWidget, text: str) -> QWidget:
+    """`field` with a line of help in plain words under it (a form row people can read without hovering)."""
+    box = QWidget()
+    column = QVBoxLayout(box)
+    column.setContentsMargins(0, 0, 0, 2)
+    column.setSpacing(2)
+    column.addWidget(field)
+    help_label = QLabel(text)
+    help_label.setObjectName("fieldHelp")
+    help_label.setProperty("muted", True)
+    column.addWidget(help_label)  # one line: wrapped labels in a form row can overlap the next row
+    field.setToolTip(text)
+    return box
 
 OFFLOAD_LABELS = {Offload.AUTO: "Automatic", Offload.ON: "Always (stream weights from RAM)", Offload.OFF: "Never (all in GPU memory)"}
 THEME_LABELS = {Theme.SYSTEM: "Follow the system", Theme.LIGHT: "Light", Theme.DARK: "Dark"}
@@ -41,19 +75,22 @@ def _buttons(dialog: QDialog) -> QDialogButtonBox:
 
 
 class _ModelField(QWidget):
-    """A model: "builtin", a Hugging Face repo id in the local cache, a .gguf file or a model folder. Browse
-    offers both a file and a folder (one native dialog cannot pick either), starting in the models folder."""
+    """A model: the built-in one (shown by its name), a Hugging Face repo id in the local cache, a .gguf file or
+    a model folder. Browse offers both a file and a folder (one native dialog cannot pick either), starting in
+    the models folder."""
 
     def __init__(self, value: str, name: str, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.name = name
         layout = QHBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        self.edit = QLineEdit(value)
+        self.edit = QLineEdit(BUILTIN_NAMES.get(value, value))
         self.edit.setAccessibleName(name)
-        self.edit.setPlaceholderText("builtin, a .gguf file, a model folder or a Hugging Face repo id")
+        self.edit.setPlaceholderText("A .gguf file, a model folder or a Hugging Face repo id")
         browse = QToolButton()
         browse.setText("Browse…")
+        browse.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        themed(browse, "folder-open", size=16)
         browse.setAccessibleName(f"Browse for the {name.lower()}")
         browse.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
         menu = QMenu(browse)
@@ -92,11 +129,13 @@ class _ModelField(QWidget):
             self.take(dialog)
 
     def text(self) -> str:
-        return self.edit.text().strip()
+        """What is saved: a built-in model's id for its name, else the path or repo id as typed."""
+        typed = self.edit.text().strip()
+        return next((spec for spec, name in BUILTIN_NAMES.items() if typed == name), typed)
 
 
 class AppSettingsDialog(QDialog):
-    def __init__(self, settings: AppSettings, parent: QWidget | None = None) -> None:
+    def __init__(self, settings: AppSettings, parent: QWidget | None = None, has_gpu: bool | None = None) -> None:
         super().__init__(parent)
         self.setWindowTitle("Settings")
         self.setMinimumWidth(600)
@@ -119,11 +158,18 @@ class AppSettingsDialog(QDialog):
                                     tip="How much of the conversation the model keeps in mind. Its memory is set "
                                         "aside when the model loads: a longer context takes more, a shorter one "
                                         "leaves out older messages sooner")
-        for label, widget in (("&Model:", self.target), ("&Draft model:", self.draft), ("&Offloading:", self.offload),
-                              ("GPU &memory budget:", self.vram), ("&Context length:", self.context_length),
-                              ("&Theme:", self.theme)):
-            form.addRow(label, widget)
-            buddy = form.labelForField(widget)
+        self.has_gpu = has_nvidia_gpu() if has_gpu is None else has_gpu
+        rows = [("&Model:", self.target, "The model that writes the answers."),
+                ("&Draft model:", self.draft, "A small model that guesses ahead to make answers faster (optional)."),
+                ("&Offloading:", self.offload, "Keep what does not fit on the graphics card in RAM, streamed in."),
+                ("GPU &memory:", self.vram, "How much of the graphics card's memory the models may use."),
+                ("&Context length:", self.context_length, "How much of the conversation the model keeps in mind."),
+                ("&Theme:", self.theme, "")]
+        for label, widget, help_text in rows:
+            if widget in (self.offload, self.vram) and not self.has_gpu:
+                continue  # no NVIDIA GPU here: the models run in the computer's memory; nothing to set
+            form.addRow(label, with_help(widget, help_text) if help_text else widget)
+            buddy = form.labelForField(form.itemAt(form.rowCount() - 1, QFormLayout.ItemRole.FieldRole).widget())
             if isinstance(buddy, QLabel):
                 buddy.setBuddy(widget.edit if isinstance(widget, _ModelField) else widget)
         self.api_server = ApiServerSettingsRow(settings)
@@ -131,8 +177,9 @@ class AppSettingsDialog(QDialog):
         buddy = form.labelForField(self.api_server)
         if isinstance(buddy, QLabel):
             buddy.setBuddy(self.api_server.enabled)
-        note = QLabel("“builtin” / “builtin-draft” is the small model pair that comes with the app. "
-                      "Leave the draft empty to decode without speculation.")
+        note = QLabel("The built-in pair, SmolLM2 135M with its 4-bit draft, comes with the app. To try other "
+                      "models, use Models > Model manager.")
+        note.setProperty("muted", True)
         note.setWordWrap(True)
         self.error = QLabel()
         self.error.setObjectName("fieldError")
@@ -159,7 +206,7 @@ class AppSettingsDialog(QDialog):
     def accept(self) -> None:
         problems = self.problems()
         if problems:
-            self.error.setText(" ".join(problems) + " Pick it with Browse, or type builtin.")
+            self.error.setText(" ".join(problems) + " Pick it with Browse, or choose a model in the model manager.")
             self.error.show()
             return
         self.error.hide()
@@ -205,8 +252,8 @@ class ConversationSettingsDialog(QDialog):
 
     def __init__(self, settings: ConversationSettings, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.setWindowTitle("Conversation settings")
-        self.setMinimumWidth(520)
+        self.setWindowTitle("Chat settings")
+        self.setMinimumWidth(620)
         form = QFormLayout()
         self.preset = QComboBox()
         self.preset.setAccessibleName("System prompt preset")
@@ -221,30 +268,35 @@ class ConversationSettingsDialog(QDialog):
         self.system_prompt.setMaximumHeight(110)
         self.system_prompt.textChanged.connect(
             lambda: self.preset.setCurrentText(preset_for(self.system_prompt.toPlainText()) or "Custom"))
-        self.temperature = _spin("Temperature", 0.0, 2.0, settings.temperature, 0.05, 2,
-                                 tip="0 = always the most likely word; higher = more varied")
-        self.top_p = _spin("Top-p", 0.01, 1.0, settings.top_p, 0.05, 2,
-                           tip="Sample only from the most likely words that together have this probability")
-        self.max_tokens = _spin("Maximum answer length in tokens", 1, 32768, settings.max_tokens)
-        for label, widget in (("Pre&set:", self.preset), ("&System prompt:", self.system_prompt),
-                              ("T&emperature:", self.temperature), ("Top-&p:", self.top_p),
-                              ("Max &tokens:", self.max_tokens)):
-            form.addRow(label, widget)
-            buddy = form.labelForField(widget)
+        self.temperature = _spin("Temperature", 0.0, 2.0, settings.temperature, 0.05, 2)
+        self.top_p = _spin("Top-p", 0.01, 1.0, settings.top_p, 0.05, 2)
+        self.max_tokens = _spin("Longest answer in tokens", 1, 32768, settings.max_tokens)
+        self.max_tokens.setSuffix(" tokens")
+        for label, widget, help_text in (
+                ("Pre&set:", self.preset, ""), ("&System prompt:", self.system_prompt, ""),
+                ("T&emperature:", self.temperature, "How varied answers are: 0 always takes the likeliest word."),
+                ("Top-&p:", self.top_p, "Choose only among the likeliest words, this share of the odds (1: all)."),
+                ("&Longest answer:", self.max_tokens, "Answers stop after this many tokens (about ¾ of a word each).")):
+            form.addRow(label, with_help(widget, help_text) if help_text else widget)
+            buddy = form.labelForField(form.itemAt(form.rowCount() - 1, QFormLayout.ItemRole.FieldRole).widget())
             if isinstance(buddy, QLabel):
                 buddy.setBuddy(widget)
 
-        self.advanced = QGroupBox("Advanced")
+        self.advanced = QToolButton()  # a disclosure: folded, it takes one line and leaves no empty box
+        self.advanced.setText("Advanced")
         self.advanced.setCheckable(True)
         self.advanced.setChecked(False)
         self.advanced.setAccessibleName("Advanced settings")
-        advanced = QFormLayout(self.advanced)
-        self.top_k = _spin("Top-k", 0, 1000, settings.top_k, special="Off",
-                           tip="Sample only from the k most likely words (Off: no limit)")
+        self.advanced.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self._advanced_icon = themed(self.advanced, "chevron-right", size=16)
+        self.advanced_box = QWidget()
+        self.advanced_box.setObjectName("advancedSettings")
+        advanced = QFormLayout(self.advanced_box)
+        advanced.setContentsMargins(0, 0, 0, 0)
+        self.top_k = _spin("Top-k", 0, 1000, settings.top_k, special="Off")
         self.repetition_penalty = _spin("Repetition penalty", 1.0, 2.0, settings.repetition_penalty, 0.05, 2,
-                                        special="Off", tip="Above 1 makes repeating earlier words less likely")
-        self.seed = _spin("Seed", -1, 2**31 - 1, settings.seed, special="Random",
-                          tip="A fixed seed gives the same answer again, with or without speculation")
+                                        special="Off")
+        self.seed = _spin("Seed", -1, 2**31 - 1, settings.seed, special="Random")
         self.method = _combo(METHOD_LABELS, settings.method, "Decoding method")
         self.auto_budget = QCheckBox("Automatic")
         self.auto_budget.setAccessibleName("Automatic tree budget")
@@ -258,27 +310,29 @@ class ConversationSettingsDialog(QDialog):
         row.setContentsMargins(0, 0, 0, 0)
         row.addWidget(self.auto_budget)
         row.addWidget(self.budget, 1)
-        for label, widget in (("Top-&k:", self.top_k), ("&Repetition penalty:", self.repetition_penalty),
-                              ("See&d:", self.seed), ("&Method:", self.method), ("Tree &budget:", budget_row)):
-            advanced.addRow(label, widget)
-            buddy = advanced.labelForField(widget)
+        for label, widget, help_text in (
+                ("Top-&k:", self.top_k, "Choose only among this many likeliest words (Off: no limit)."),
+                ("&Repetition penalty:", self.repetition_penalty, "Above 1, words already used become less likely."),
+                ("See&d:", self.seed, "A fixed number gives the same answer again."),
+                ("&Method:", self.method, "SpecExec: the draft guesses ahead. Plain: one word at a time."),
+                ("Tree &budget:", budget_row, "How many guessed words the big model checks at once.")):
+            advanced.addRow(label, with_help(widget, help_text))
+            buddy = advanced.labelForField(advanced.itemAt(advanced.rowCount() - 1, QFormLayout.ItemRole.FieldRole).widget())
             if isinstance(buddy, QLabel):
                 buddy.setBuddy(self.auto_budget if widget is budget_row else widget)
-        self._advanced_fields = [self.top_k, self.repetition_penalty, self.seed, self.method, budget_row]
         self.advanced.toggled.connect(self._show_advanced)
         self._show_advanced(False)
         layout = QVBoxLayout(self)
         layout.addLayout(form)
-        layout.addWidget(self.advanced)
+        layout.addWidget(self.advanced, 0, Qt.AlignmentFlag.AlignLeft)
+        layout.addWidget(self.advanced_box)
+        layout.addStretch(1)
         layout.addWidget(_buttons(self))
 
     def _show_advanced(self, shown: bool) -> None:
-        layout = self.advanced.layout()
-        for widget in self._advanced_fields:
-            widget.setVisible(shown)
-            label = layout.labelForField(widget)
-            if label is not None:
-                label.setVisible(shown)
+        self.advanced_box.setVisible(shown)
+        self._advanced_icon.set("chevron-down" if shown else "chevron-right")
+        self.adjustSize()
 
     def _preset_chosen(self, index: int) -> None:
         name = self.preset.itemText(index)

@@ -1,5 +1,6 @@
 """Run a blocking call (a hardware probe, a fit prediction, a folder scan) off the GUI thread and get its
-result back as a signal in the GUI thread. Exceptions become the `failed` signal with their message."""
+result back as a signal in the GUI thread. Exceptions become the `failed` signal with their message; an
+expected refusal (core's SpecExecError, an OSError) is logged as a warning without a traceback."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import threading
 from typing import Any, Callable
 
 from PySide6.QtCore import QObject, Signal
+
+from core.errors import SpecExecError
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +33,11 @@ class BackgroundCall(QObject):
     def _run(self) -> None:
         try:
             result = self._function()
-        except Exception as error:  # reported in the window, never a silent dead thread
+        except (SpecExecError, OSError) as error:  # an expected refusal (a bad import, a missing folder): the
+            log.warning("%s", error)  # window says it in words; a traceback would only alarm a bug report
+            self._emit(self.failed, str(error) or type(error).__name__)
+            return
+        except Exception as error:  # a bug: reported in the window, never a silent dead thread
             log.exception("background call failed")
             self._emit(self.failed, str(error) or type(error).__name__)
             return

@@ -1,17 +1,30 @@
 """Wizard page 4, "Done": the chosen pair is checked (a missing or broken folder is reported here, before
-anything is saved), then the engine loads it with a progress bar; Finish opens the chat."""
+anything is saved), then the engine loads it with a progress bar that moves with the engine's real progress
+(bytes or tensors read and dequantised); once loaded the page says so, and only "Start chatting" is left."""
 
 from __future__ import annotations
 
 from typing import Callable
 
-from PySide6.QtWidgets import QLabel, QProgressBar, QPushButton, QVBoxLayout, QWizardPage
+from PySide6.QtWidgets import QLabel, QProgressBar, QPushButton, QVBoxLayout, QWizard, QWizardPage
 
 from app.engine.bridge import CRASHED, FAILED, READY, EngineBridge, EngineStatus
 from app.models.choice import choose
 from app.settings.schema import AppSettings
 from app.models.wizard.state import WizardState
 from core.errors import SpecExecError
+
+
+def stage_words(stage: str) -> str:
+    """The engine's loading step for people (its own words, with paths and dtypes, go in the tooltip)."""
+    lowered = stage.lower()
+    if "convert" in lowered or "dequantis" in lowered:
+        return "Unpacking the model's weights (the first start only)"
+    if "measuring" in lowered:
+        return "Measuring this computer's speed"
+    if "tokenizer" in lowered or "metadata" in lowered:
+        return "Reading the model's files"
+    return "Loading the model into memory"
 
 
 class DonePage(QWizardPage):
@@ -33,6 +46,7 @@ class DonePage(QWizardPage):
         self.bar.setRange(0, 100)
         self.bar.setAccessibleName("Loading the model")
         self.stage = QLabel(" ")
+        self.stage.setObjectName("loadStage")
         self.stage.setWordWrap(True)
         self.retry_button = QPushButton("Try loading again")
         self.retry_button.setVisible(False)
@@ -41,9 +55,16 @@ class DonePage(QWizardPage):
             layout.addWidget(widget)
         layout.addStretch()
 
+    def _show_cancel(self, shown: bool) -> None:
+        wizard = self.wizard()
+        if wizard is not None:
+            wizard.setOption(QWizard.WizardOption.NoCancelButtonOnLastPage, not shown)
+
     def initializePage(self) -> None:
         fit = self.state.chosen
-        self.headline.setText(f"Starting <b>{fit.pair.name}</b>. The first start of a big model takes a while.")
+        self._show_cancel(True)
+        self.setTitle("Almost there")
+        self.headline.setText(f"Loading <b>{fit.pair.name}</b>. The first start of a big model takes a while.")
         target, draft = self.state.chosen_paths()
         try:
             self.chosen_settings = choose(self.state.settings, target, draft, fit.pair.id)
@@ -70,16 +91,22 @@ class DonePage(QWizardPage):
     def _status(self, status: EngineStatus) -> None:
         if status.state == READY:
             self.bar.setValue(100)
-            self.stage.setText("Ready. Press Start chatting.")
+            name = self.state.chosen.pair.name if self.state.chosen else "The model"
+            self.headline.setText(f"<b>{name}</b> is loaded and ready.")
+            self.stage.setText("Press Start chatting.")
+            self.stage.setToolTip("")
             self.setTitle("Done")
             self.setSubTitle("Everything is set up.")
+            self._show_cancel(False)  # nothing left to cancel: the one way on is Start chatting
         elif status.state in (FAILED, CRASHED):
             self.stage.setText(f"<b>The model did not load:</b> {status.message}. {status.hint}")
             self.retry_button.setVisible(True)
         else:
             if status.progress is not None:
                 self.bar.setValue(int(status.progress * 100))
-            self.stage.setText(status.describe() + (f": {status.stage}" if status.stage else ""))
+            percent = f" ({status.progress * 100:.0f}%)" if status.progress is not None else ""
+            self.stage.setText((stage_words(status.stage) if status.stage else "Starting the engine") + f"…{percent}")
+            self.stage.setToolTip(status.stage)
         self.completeChanged.emit()
 
     def isComplete(self) -> bool:

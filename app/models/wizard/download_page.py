@@ -1,15 +1,34 @@
-"""Wizard page 3, "Download": progress over all files with size, speed and time left; pause, resume, cancel.
+"""Wizard page 3, "Download": progress over all files with size, speed and time left; pause, resume, delete.
 
 The download runs in its own process (app.models.download_worker). A gated model asks for the Hugging Face token,
 with a link to the licence page, and stores it with core.models.token_store; a failed check (a damaged
-file) is shown and fetched again, and an error offers Retry.
+file) is shown and fetched again. An error is said once, in plain words with the one thing to do (Retry);
+the downloader's own words (a resolver error, a status code) are in the details, one click away.
+
+One way out: the wizard's Cancel closes it and keeps the partial files (the next start resumes). While
+paused or stopped, "Delete partial download" frees the disk instead; then only "Download again" is offered.
 """
 
 from __future__ import annotations
 
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QHBoxLayout, QLabel, QLineEdit, QPlainTextEdit, QProgressBar, QPushButton, QVBoxLayout, QWidget, QWizardPage,
 )
+
+# What went wrong, for people, and the one thing to do; by the downloader's error kind.
+FAILURE_WORDS = {
+    "network": ("Could not reach the download server.", "Check that this computer is online, then press Retry."),
+    "disk": ("There is not enough free disk space.", "Free some space, then press Retry."),
+    "verify": ("A file arrived damaged twice in a row.", "Press Retry to fetch it again."),
+    "not_found": ("This model is not on the download server.", "Go back and choose another model."),
+    "unsafe": ("The download server sent a file list that is not safe to write.",
+               "Nothing was written; go back and choose another model."),
+    "io": ("The models folder cannot be written.", "Check that the folder exists and is yours, then press Retry."),
+    "busy": ("This model is already downloading in another window or a terminal.",
+             "Wait for it to finish, or close the other one, then press Retry."),
+}
+OTHER_FAILURE = ("The download stopped.", "Press Retry to go on where it stopped.")
 
 from app.models.download_worker import DownloadProcess
 from app.models.wizard.state import WizardState
@@ -33,14 +52,19 @@ class DownloadPage(QWizardPage):
         self.detail = QLabel(" ")
         self.file_label = QLabel(" ")
         self.file_label.setObjectName("downloadFile")
+        self.file_label.setProperty("muted", True)
         buttons = QHBoxLayout()
         self.pause_button = QPushButton("Pause")
         self.resume_button = QPushButton("Resume")
-        self.cancel_button = QPushButton("Cancel download")
         self.retry_button = QPushButton("Retry")
-        for button in (self.pause_button, self.resume_button, self.retry_button, self.cancel_button):
+        self.retry_button.setProperty("role", "primary")
+        self.cancel_button = QPushButton("Delete partial download")
+        self.cancel_button.setToolTip("Stop and delete the files downloaded so far (Cancel keeps them to resume)")
+        for button in (self.pause_button, self.resume_button, self.retry_button):
             buttons.addWidget(button)
         buttons.addStretch()
+        buttons.addWidget(self.cancel_button)
+        self.cancelled = False
         self.message = QLabel()
         self.message.setObjectName("downloadMessage")
         self.message.setWordWrap(True)
@@ -58,12 +82,20 @@ class DownloadPage(QWizardPage):
         self.log.setReadOnly(True)
         self.log.setMaximumBlockCount(200)
         self.log.setPlaceholderText("What the download did shows here.")
+        self.log.setVisible(False)
+        self.log_button = QPushButton("Show details")
+        self.log_button.setCheckable(True)
+        self.log_button.setProperty("role", "link")
+        self.log_button.toggled.connect(lambda shown: (self.log.setVisible(shown),
+                                                       self.log_button.setText("Hide details" if shown else "Show details")))
         for widget in (self.headline, self.bar, self.detail, self.file_label):
             layout.addWidget(widget)
         layout.addLayout(buttons)
         layout.addWidget(self.message)
         layout.addWidget(self.token_box)
+        layout.addWidget(self.log_button, 0, Qt.AlignmentFlag.AlignLeft)
         layout.addWidget(self.log, 1)
+        layout.addStretch(0)
         self.pause_button.clicked.connect(self.pause)
         self.resume_button.clicked.connect(self.start)
         self.retry_button.clicked.connect(self.start)
@@ -97,6 +129,7 @@ class DownloadPage(QWizardPage):
         if fit is None:
             return
         self.message.clear()
+        self.cancelled = False
         self.token_box.setVisible(False)
         self.detail.setText("Connecting…")
         self._buttons(running=True)
@@ -106,9 +139,14 @@ class DownloadPage(QWizardPage):
         self.worker.pause()
 
     def cancel(self) -> None:
+        """Stop and delete the partial files: afterwards there is nothing to resume, only to start again."""
         self.worker.cancel()
+        self.cancelled = True
         self.bar.setValue(0)
-        self.detail.setText("Download cancelled; its partial files were deleted.")
+        self.message.clear()
+        self.file_label.setText(" ")
+        self.detail.setText("Download deleted; its partial files were removed.")
+        self._note("Deleted the partial download")
         self._buttons(running=False)
 
     def save_token(self) -> None:
@@ -133,11 +171,15 @@ class DownloadPage(QWizardPage):
 
     # -- events --------------------------------------------------------------------------------------------
 
-    def _buttons(self, running: bool) -> None:
+    def _buttons(self, running: bool, failed: bool = False) -> None:
+        """Only the buttons that do something now: Pause while running; Resume (or Retry after an error,
+        "Download again" after a delete) and Delete while stopped; none once done."""
+        stopped = not running and not self.done
         self.pause_button.setVisible(running)
-        self.cancel_button.setVisible(running or not self.done)
-        self.resume_button.setVisible(not running and not self.done)
-        self.retry_button.setVisible(False)
+        self.resume_button.setVisible(stopped and not failed and not self.cancelled)
+        self.retry_button.setVisible(stopped and (failed or self.cancelled))
+        self.retry_button.setText("Download again" if self.cancelled else "Retry")
+        self.cancel_button.setVisible(stopped and not self.cancelled)
 
     def _planned(self, plan: dict) -> None:
         total, already = plan.get("total_bytes", 0), plan.get("already_bytes", 0)
@@ -154,7 +196,7 @@ class DownloadPage(QWizardPage):
         speed = event.get("bytes_per_second") or 0
         rate = f"{size_words(speed)}/s" if speed else "measuring speed"
         self.detail.setText(f"{size_words(done)} of {size_words(total)} · {rate} · {eta_words(event.get('eta_seconds'))}")
-        self.file_label.setText(f"<span style='color:#6b7280'>Now: {event.get('file', '')}</span>")
+        self.file_label.setText(f"Now: {event.get('file', '')}")
 
     def _show_bytes(self, done: int, total: int) -> None:
         self.bar.setValue(int(1000 * done / total) if total else 0)
@@ -172,10 +214,11 @@ class DownloadPage(QWizardPage):
         self._note("This model is already downloading in another window or a terminal: showing its progress here")
 
     def _failed(self, error: dict) -> None:
-        self._buttons(running=False)
         kind, text = error.get("kind", ""), error.get("message", "")
-        self._note(f"Stopped: {text}")
+        self._note(f"Stopped: {text}")  # the downloader's own words: in the details only
+        self._buttons(running=False, failed=kind != "gated")
         self.detail.setText("Stopped")
+        self.file_label.setText(" ")
         if kind == "gated":
             self.detail.setText("Waiting for your Hugging Face token")
             self.resume_button.setVisible(False)
@@ -186,17 +229,14 @@ class DownloadPage(QWizardPage):
                 "<a href='https://huggingface.co/settings/tokens'>huggingface.co/settings/tokens</a> and paste it here:")
             self.token_box.setVisible(True)
         else:
-            words = {"disk": "There is not enough free disk space", "network": "The connection failed",
-                     "verify": "A file was damaged twice in a row", "not_found": "The model is not on the hub",
-                     "unsafe": "The hub sent a file list that is not safe to write", "io": "The models folder "
-                     "cannot be written", "busy": "This model is already downloading elsewhere"}
-            self.message.setText(f"<b>{words.get(kind, 'The download stopped')}.</b> {text}")
-            self.retry_button.setVisible(True)
-            self.resume_button.setVisible(False)
+            what, action = FAILURE_WORDS.get(kind, OTHER_FAILURE)
+            self.message.setText(f"<b>{what}</b> {action}")
+            self.retry_button.setVisible(kind not in ("not_found", "unsafe"))
 
     def _stopped(self) -> None:
         self._buttons(running=False)
-        self.detail.setText(self.detail.text().split(" · ")[0] + " · paused")
+        if not self.cancelled:
+            self.detail.setText(self.detail.text().split(" · ")[0] + " · paused")
 
     def _finished(self, folders: dict) -> None:
         self.done = True
@@ -205,7 +245,6 @@ class DownloadPage(QWizardPage):
         self.file_label.setText(" ")
         self._note("All files downloaded and checked")
         self._buttons(running=False)
-        self.cancel_button.setVisible(False)
         self.completeChanged.emit()
 
     def _note(self, text: str) -> None:

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 
 from PySide6.QtCore import QProcess, Qt
-from PySide6.QtWidgets import QLabel, QPlainTextEdit, QPushButton, QVBoxLayout, QWizardPage
+from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QPushButton, QVBoxLayout, QWidget, QWizardPage
 
 from app.system.background import BackgroundCall
 from app.models.wizard.state import Prediction, WizardState
@@ -20,6 +21,48 @@ from app.models.wizard.words import hardware_summary, recommendation_words
 from core.hardware.description import HardwareDescription, fixture_path
 
 log = logging.getLogger(__name__)
+
+_ROW = re.compile(r"^ {0,2}(GPU \d+|[A-Z][A-Za-z]*):\s+(.*)$")
+
+
+def detail_rows(lines: list[str]) -> list[tuple[str, str]]:
+    """`specexec hw`'s lines (aligned with spaces for a terminal) as (name, value) rows for a grid; a
+    continuation line becomes a row with an empty name."""
+    rows = []
+    for line in lines:
+        match = _ROW.match(line)
+        rows.append((match.group(1), match.group(2).strip()) if match else ("", line.strip()))
+    return rows
+
+
+class DetailsGrid(QFrame):
+    """The computer's details as two columns: names (muted) and values (selectable)."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("hardwareDetails")
+        self.grid = QGridLayout(self)
+        self.grid.setContentsMargins(0, 4, 0, 0)
+        self.grid.setHorizontalSpacing(16)
+        self.grid.setVerticalSpacing(4)
+        self.grid.setColumnStretch(1, 1)
+        self.rows: list[tuple[str, str]] = []
+
+    def set_lines(self, lines: list[str]) -> None:
+        while self.grid.count():
+            self.grid.takeAt(0).widget().deleteLater()
+        self.rows = detail_rows(lines)
+        for number, (name, value) in enumerate(self.rows):
+            key = QLabel(name)
+            key.setProperty("muted", True)
+            shown = QLabel(value)
+            shown.setWordWrap(True)
+            shown.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+            self.grid.addWidget(key, number, 0, Qt.AlignmentFlag.AlignTop)
+            self.grid.addWidget(shown, number, 1)
+
+    def toPlainText(self) -> str:  # noqa: N802 - as a text view would answer
+        return "\n".join(f"{name}: {value}" if name else value for name, value in self.rows)
 
 
 class HardwarePage(QWizardPage):
@@ -40,17 +83,15 @@ class HardwarePage(QWizardPage):
         self.advice.setWordWrap(True)
         self.details_button = QPushButton("Show details")
         self.details_button.setCheckable(True)
-        self.details_button.setFlat(True)
-        self.details_button.setStyleSheet("text-align: left; color: #2e6fd8;")
-        self.details = QPlainTextEdit()
-        self.details.setReadOnly(True)
+        self.details_button.setProperty("role", "link")
+        self.details = DetailsGrid()
         self.details.setVisible(False)
         self.details_button.toggled.connect(self._toggle_details)
         layout.addWidget(self.summary)
         layout.addWidget(self.advice)
         layout.addWidget(self.details_button, 0, Qt.AlignmentFlag.AlignLeft)
-        layout.addWidget(self.details, 1)
-        layout.addStretch()
+        layout.addWidget(self.details)
+        layout.addStretch(1)
         self._calls: list[BackgroundCall] = []
         self._measure: QProcess | None = None
 
@@ -77,7 +118,7 @@ class HardwarePage(QWizardPage):
         hw = self.state.apply(prediction)
         self.summary.setText(hardware_summary(hw))
         self.advice.setText(recommendation_words(prediction.recommendation))
-        self.details.setPlainText("\n".join(describe_lines(hw)))
+        self.details.set_lines(describe_lines(hw))
         self.completeChanged.emit()
         if hw.gpus and fixture_path() is None and not any(gpu.h2d_bytes_per_second for gpu in hw.gpus):
             self._start_measure()
@@ -107,7 +148,7 @@ class HardwarePage(QWizardPage):
         hw = self.state.apply(prediction)
         self.summary.setText(hardware_summary(hw))
         self.advice.setText(recommendation_words(prediction.recommendation))
-        self.details.setPlainText("\n".join(describe_lines(hw)))
+        self.details.set_lines(describe_lines(hw))
 
     def cleanupPage(self) -> None:
         if self._measure is not None and self._measure.state() != QProcess.ProcessState.NotRunning:

@@ -1,52 +1,111 @@
 """The catalog's pairs as cards: name, fit mark (green / amber / red) with its reason, predicted speed in
 words and numbers, download size, licence and gated note. The recommended pair comes first. Used by the
-wizard's "Choose a model" page and the model manager's catalog tab."""
+wizard's "Choose a model" page and the model manager's catalog tab; `CardList` also lists the manager's
+installed models.
+
+Cards are plain labels on the list's item background, coloured by role in resources/style.qss (the selected
+card tinted and outlined, in both themes); each card's height follows the list's width, so no line is cut.
+"""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QSize, Signal
-from PySide6.QtWidgets import QLabel, QListWidget, QListWidgetItem, QVBoxLayout, QWidget
+from PySide6.QtCore import QSize, Qt, Signal
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QVBoxLayout, QWidget
 
-from app.models.wizard.words import FIT_COLOURS, FIT_WORDS, download_words, licence_words, speed_words
+from app.models.wizard.words import FIT_WORDS, download_words, licence_words, speed_words
+from app.theme.tokens import SPACE
 from core.models.fit import PairFit, Recommendation
 
-# Rows drawn as cards: the selected one outlined, never filled with the dark selection colour (grey text stays
-# readable).
-CARD_STYLE = ("QListWidget::item { border: 1px solid #d0d4da; border-radius: 8px; }"
-              "QListWidget::item:selected { border: 2px solid #2e6fd8; background: #eef4ff; }")
+CARD_CHROME_PX = 12  # the item's margin and border around a card (style.qss: QListWidget#cardList::item)
 
 
-class PairCard(QWidget):
-    def __init__(self, fit: PairFit, recommended: bool, installed: bool) -> None:
+def label(text: str, name: str = "", muted: bool = False, wrap: bool = True) -> QLabel:
+    widget = QLabel(text)
+    if name:
+        widget.setObjectName(name)
+    widget.setProperty("muted", muted)
+    widget.setWordWrap(wrap)
+    widget.setTextFormat(Qt.TextFormat.PlainText)
+    return widget
+
+
+def badge(text: str, kind: str) -> QLabel:
+    """A small pill: "Recommended" (accent), "In use" (success), "Downloaded" (neutral)."""
+    widget = label(text, "badge", wrap=False)
+    widget.setProperty("kind", kind)
+    return widget
+
+
+class Card(QWidget):
+    """A card's body: a title row (title and badges), then lines of text."""
+
+    def __init__(self, title: str, badges: list[QLabel], lines: list[QLabel]) -> None:
         super().__init__()
-        self.fit = fit
         layout = QVBoxLayout(self)
-        layout.setContentsMargins(10, 8, 10, 8)
-        layout.setSpacing(2)
-        badges = []
-        if recommended:
-            badges.append("<span style='background:#2e6fd8;color:white'>&nbsp;Recommended&nbsp;</span>")
+        layout.setContentsMargins(SPACE.m + 2, SPACE.s + 2, SPACE.m + 2, SPACE.s + 2)
+        layout.setSpacing(SPACE.xs)
+        row = QHBoxLayout()
+        row.setSpacing(SPACE.s)
+        self.title = label(title, "cardTitle", wrap=False)
+        row.addWidget(self.title)
+        for pill in badges:
+            row.addWidget(pill)
+        row.addStretch(1)
+        layout.addLayout(row)
+        for line in lines:
+            layout.addWidget(line)
+
+
+class PairCard(Card):
+    def __init__(self, fit: PairFit, recommended: bool, installed: bool) -> None:
+        self.fit = fit
+        badges = [badge("Recommended", "accent")] if recommended else []
         if installed:
-            word = "Built in" if fit.pair.download_bytes == 0 else "Downloaded"
-            badges.append(f"<span style='background:#6b7280;color:white'>&nbsp;{word}&nbsp;</span>")
-        title = QLabel(f"<b>{fit.pair.name}</b> &nbsp; {' '.join(badges)}")
-        font = title.font()
-        font.setPointSizeF(font.pointSizeF() * 1.2)
-        title.setFont(font)
-        colour = FIT_COLOURS[fit.fit]
-        self.mark = QLabel(f"<span style='color:{colour}'>●</span> "
-                           f"<b style='color:{colour}'>{FIT_WORDS[fit.fit]}</b>: {fit.reason.removeprefix('fits: ')}")
-        self.mark.setWordWrap(True)
+            badges.append(badge("Built in" if fit.pair.download_bytes == 0 else "Downloaded", "neutral"))
+        self.mark = label(f"● {FIT_WORDS[fit.fit]}", "fitMark", wrap=False)
+        self.mark.setProperty("fit", fit.fit)
         self.mark.setAccessibleName(f"Fit: {FIT_WORDS[fit.fit]}")
-        facts = QLabel(f"{speed_words(fit).capitalize()} · {download_words(fit)} · {licence_words(fit)}")
-        facts.setWordWrap(True)
-        summary = QLabel(f"<span style='color:#6b7280'>{fit.pair.summary}</span>")
-        summary.setWordWrap(True)
-        for label in (title, summary, self.mark, facts):
-            layout.addWidget(label)
+        reason = label(fit.reason.removeprefix("fits: ").rstrip(".") + ".")
+        mark_row = QWidget()
+        row = QHBoxLayout(mark_row)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.setSpacing(SPACE.s)
+        row.addWidget(self.mark, 0, Qt.AlignmentFlag.AlignTop)
+        row.addWidget(reason, 1)
+        facts = label(f"{speed_words(fit).capitalize()} · {download_words(fit)} · {licence_words(fit)}", muted=True)
+        super().__init__(fit.pair.name, badges, [label(fit.pair.summary, muted=True), mark_row, facts])
 
 
-class PairList(QListWidget):
+class CardList(QListWidget):
+    """Cards, one per row, as tall as their text needs at the list's current width."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("cardList")
+        self.setVerticalScrollMode(QListWidget.ScrollMode.ScrollPerPixel)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+
+    def add_card(self, card: QWidget) -> None:
+        item = QListWidgetItem()
+        self.addItem(item)
+        self.setItemWidget(item, card)
+        self._fit(item, card)
+
+    def _fit(self, item: QListWidgetItem, card: QWidget) -> None:
+        width = max(self.viewport().width(), 320) - CARD_CHROME_PX
+        height = card.heightForWidth(width) if card.hasHeightForWidth() else card.sizeHint().height()
+        item.setSizeHint(QSize(width, height + CARD_CHROME_PX))
+
+    def resizeEvent(self, event) -> None:  # noqa: ANN001 - Qt signature
+        super().resizeEvent(event)
+        for row in range(self.count()):
+            item = self.item(row)
+            card = self.itemWidget(item)
+            if card is not None:  # None while the list is being cleared
+                self._fit(item, card)
+
+
+class PairList(CardList):
     """Pick one pair; `chosen` carries its PairFit (or None when nothing is selected)."""
 
     chosen = Signal(object)
@@ -54,9 +113,6 @@ class PairList(QListWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setAccessibleName("Model pairs")
-        self.setSpacing(2)
-        self.setVerticalScrollMode(QListWidget.ScrollMode.ScrollPerPixel)
-        self.setStyleSheet(CARD_STYLE)
         self.fits: list[PairFit] = []
         self.currentRowChanged.connect(lambda row: self.chosen.emit(self.fits[row] if 0 <= row < len(self.fits) else None))
 
@@ -64,12 +120,7 @@ class PairList(QListWidget):
         self.clear()
         self.fits = list(recommendation.pairs)
         for fit in self.fits:
-            card = PairCard(fit, fit.pair.id == recommendation.recommended, fit.pair.id in installed)
-            item = QListWidgetItem()
-            width = max(self.viewport().width(), 560) - 16
-            item.setSizeHint(QSize(width, card.layout().totalHeightForWidth(width)))
-            self.addItem(item)
-            self.setItemWidget(item, card)
+            self.add_card(PairCard(fit, fit.pair.id == recommendation.recommended, fit.pair.id in installed))
         self.setCurrentRow(0)
 
     def select(self, pair_id: str) -> None:

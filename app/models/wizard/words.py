@@ -8,7 +8,6 @@ from core.models.fit import PairFit, Recommendation
 
 GB = 1024**3
 WORDS_PER_TOKEN = 0.75  # English text averages about 3 words to 4 tokens
-FIT_COLOURS = {"fits": "#2e9d4f", "tight": "#d08a00", "no": "#c93c3c"}  # green / amber / red
 FIT_WORDS = {"fits": "Fits this computer", "tight": "Fits, just", "no": "Does not fit"}
 
 

@@ -1,0 +1,179 @@
+"""Every screen of the app, built offscreen with the real widgets and plausible data (a hardware fixture for
+the wizard, a few chats in a real SQLite store, a recording bridge in place of the engine): used by the
+contrast test (tests/test_app_contrast.py) and by scripts/app-screenshots.py, which writes docs/images/.
+
+`build_screens` returns (name, top-level widget) pairs, shown and sized; a theme switch re-styles them all.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Callable
+
+from app_fixtures import recording_bridge_class
+
+HW_FIXTURE = Path(__file__).parent / "fixtures" / "hw" / "gpu12-ram16-pcie3.json"
+WINDOW_SIZE = (1180, 760)
+
+CODE_ANSWER = (
+    "Here is a short one. It ignores case and spaces, so `Never odd or even` counts:\n\n"
+    "```python\ndef is_palindrome(word: str) -> bool:\n    # compare the cleaned word with its reverse\n"
+    "    cleaned = word.replace(\" \", \"\").lower()\n    return cleaned == cleaned[::-1]\n```\n\n"
+    "| word | palindrome? |\n|---|---|\n| level | yes |\n| hello | no |\n\n"
+    "See [the Python docs](https://docs.python.org/3/library/stdtypes.html#str) for more string methods."
+)
+
+
+def settle(rounds: int = 8) -> None:
+    from PySide6.QtWidgets import QApplication
+
+    for _ in range(rounds):
+        QApplication.processEvents()
+        time.sleep(0.02)
+
+
+def _ready(bridge) -> None:
+    from core.engine import protocol as P
+
+    bridge.handle_events([P.EngineStarted(pid=1), P.StatusReport(
+        "ready", {"budget": 64, "max_context": 8192, "target": "builtin", "draft": "builtin-draft"})])
+
+
+def chat_window(paths, chats: bool = True):
+    """The main window with a few chats, the open one answered with code, a table and a link."""
+    from app.conversations import store as S
+    from app.window.main_window import MainWindow
+    from core.engine import protocol as P
+
+    bridge = recording_bridge_class()()
+    window = MainWindow(paths, bridge=bridge, confirm_delete=False)
+    window.resize(*WINDOW_SIZE)
+    _ready(bridge)
+    if chats:
+        store = window.store
+        for title in ("Weekend trip ideas", "Explain speculative decoding"):
+            store.create_conversation(title)
+        cid = store.create_conversation("Palindromes in Python")
+        store.add_message(cid, "user", "Write a Python function that checks whether a word is a palindrome.")
+        answer = store.add_message(cid, "assistant", CODE_ANSWER, S.COMPLETE)
+        store.update_message(answer.id, stats={"tokens": 96, "tokens_per_s": 14.2, "tokens_per_pass": 2.61,
+                                               "prompt_tokens": 61, "generated_tokens": 96})
+        window.controller.conversations.refresh()
+        window.controller.open_conversation(cid)
+        window.controller.stats.add(P.PassStats("x", 3, 64, 10.0, 60.0, 14.2, 64))
+        window.controller.stats.add(P.PassStats("x", 2, 64, 10.0, 60.0, 14.2, 64))
+        window.controller.stats.flush()
+    return window
+
+
+def crashed_window(paths):
+    """The chat after the engine died mid-answer: the banner, the interrupted answer."""
+    from core.engine import protocol as P
+
+    window = chat_window(paths)
+    window.send("And in JavaScript?")
+    request_id = window.bridge.calls[-1][1]
+    window.bridge.handle_events([P.TokenChunk(request_id, "In JavaScript you can", (7,))])
+    settle()
+    window.bridge.handle_events([P.Error(None, "engine_died", "the engine process was killed by SIGKILL",
+                                         "restart the engine to go on - the conversation is kept")])
+    return window
+
+
+def wizard(models_dir: Path):
+    from app.models.wizard.wizard import FirstRunWizard
+    from app.settings.schema import AppSettings
+
+    bridge = recording_bridge_class()()
+    wizard = FirstRunWizard(AppSettings(), models_dir, bridge=bridge)
+    wizard.bridge_for_screens = bridge
+    return wizard
+
+
+def build_screens(paths, models_dir: Path, wait: Callable[[Callable[[], bool]], None],
+                  details: bool = True) -> list[tuple[str, object]]:
+    """Every screen, shown. `wait(predicate)` processes events until the predicate holds (probes, scans);
+    `details`: the wizard's computer details open (they name the hardware fixture's file: not for docs)."""
+    from app.models.manager import ModelManager
+    from app.models.wizard.wizard import CHOOSE, DONE, DOWNLOAD
+    from app.settings.dialogs import AppSettingsDialog, ConversationSettingsDialog
+    from app.settings.schema import AppSettings, ConversationSettings
+    from app.window.confirm import confirm_box
+    from core.engine import protocol as P
+
+    screens: list[tuple[str, object]] = []
+
+    def add(name: str, widget) -> None:
+        widget.show()
+        screens.append((name, widget))
+
+    empty = chat_window(paths, chats=False)
+    add("chat-empty", empty)
+    main = chat_window(paths)
+    add("chat", main)
+    add("chat-engine-stopped", crashed_window(paths))
+
+    settings = AppSettingsDialog(AppSettings(), main, has_gpu=True)
+    add("settings", settings)
+    conversation = ConversationSettingsDialog(ConversationSettings(system_prompt="You are a helpful assistant."), main)
+    conversation.advanced.setChecked(True)
+    add("chat-settings", conversation)
+    add("delete-chat", confirm_box(main, "Delete this chat?",
+                                   "“Palindromes in Python” and all its messages will be deleted. This cannot be "
+                                   "undone.", "Delete chat"))
+
+    manager = ModelManager(AppSettings(), models_dir, parent=main)
+    manager.resize(780, 560)
+    add("models-installed", manager)
+    wait(lambda: bool(manager.entries) and bool(manager.catalog_list.fits))
+    catalog_manager = ModelManager(AppSettings(), models_dir, parent=main)
+    catalog_manager.resize(780, 640)
+    catalog_manager.tabs.setCurrentIndex(1)
+    add("models-catalog", catalog_manager)
+    wait(lambda: bool(catalog_manager.catalog_list.fits))
+
+    hardware = wizard(models_dir)
+    add("wizard-1-computer", hardware)
+    wait(lambda: hardware.state.recommendation is not None)
+    if details:
+        hardware.hardware_page.details_button.click()
+
+    choose = wizard(models_dir)
+    add("wizard-2-choose", choose)
+    wait(lambda: choose.state.recommendation is not None)
+    choose.next()
+    assert choose.currentId() == CHOOSE
+
+    download = wizard(models_dir)
+    add("wizard-3-download", download)
+    wait(lambda: download.state.recommendation is not None)
+    page = download.download_page
+    page.worker.start = lambda pair_id: None  # the screenshot shows a download under way, fed its events
+    download.next()
+    pick = next(fit for fit in download.state.recommendation.pairs if fit.pair.download_bytes and fit.fit != "no")
+    download.choose_page.pairs.select(pick.pair.id)
+    download.next()
+    assert download.currentId() == DOWNLOAD
+    total = download.state.chosen.pair.download_bytes
+    page._planned({"total_bytes": total, "already_bytes": 0, "files": ["model-00001-of-00004.safetensors"] * 4})
+    page._progress({"done_bytes": int(total * 0.37), "total_bytes": total, "bytes_per_second": 48_000_000,
+                    "eta_seconds": 512, "file": "model-00002-of-00004.safetensors"})
+
+    done = wizard(models_dir)
+    add("wizard-4-done", done)
+    wait(lambda: done.state.recommendation is not None)
+    done.next()
+    done.choose_page.pairs.select("builtin")
+    done.next()
+    assert done.currentId() == DONE
+    done.bridge_for_screens.handle_events([P.LoadProgress("Dequantising the weights of x.gguf", fraction=0.62)])
+    loaded = wizard(models_dir)
+    add("wizard-4-done-ready", loaded)
+    wait(lambda: loaded.state.recommendation is not None)
+    loaded.next()
+    loaded.choose_page.pairs.select("builtin")
+    loaded.next()
+    _ready(loaded.bridge_for_screens)
+    settle()
+    return screens

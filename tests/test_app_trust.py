@@ -1,0 +1,489 @@
+"""Issue 25, the window a person trusts: one test per defect found by trying the app as a new user would
+(numbered as in the issue), each on real widgets offscreen; contrast is measured on rendered pixels.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("PySide6")
+
+from PySide6.QtCore import QPoint, Qt  # noqa: E402
+from PySide6.QtWidgets import QApplication, QMessageBox, QWizard  # noqa: E402
+
+from app.conversations import store as S  # noqa: E402
+from app.settings.schema import AppSettings, ConversationSettings, Method, Theme  # noqa: E402
+from core.engine import protocol as P  # noqa: E402
+
+pytest.register_assert_rewrite("app_fixtures")
+from app_fixtures import ENGINE_TIMEOUT_S, screenshot, text_contrast  # noqa: E402
+
+pytest_plugins = ["app_fixtures"]
+pytestmark = [pytest.mark.qt, pytest.mark.timeout(120)]
+
+FIXTURES = Path(__file__).parent / "fixtures" / "hw"
+CODE_ANSWER = "Here:\n\n```python\ndef add(a, b):\n    # the sum\n    return a + b\n```\n\nSee [the docs](https://docs.python.org)."
+AA = 4.5  # WCAG AA for body text
+
+
+def ready(bridge, budget: int = 16) -> None:
+    bridge.handle_events([P.EngineStarted(pid=1), P.StatusReport("ready", {"budget": budget, "max_context": 8192})])
+
+
+def settle() -> None:
+    for _ in range(6):
+        QApplication.processEvents()
+        time.sleep(0.02)
+
+
+def open_chat_with(window, *messages: tuple[str, str]) -> int:
+    cid = window.store.create_conversation("Adding numbers")
+    for role, text in messages:
+        window.store.add_message(cid, role, text)
+    window.controller.conversations.refresh()
+    window.controller.open_conversation(cid)
+    settle()
+    return cid
+
+
+# ----------------------------------------------------------------------------------------------------------
+# 1. A theme switch with a chat open re-renders its code blocks and links
+
+
+def test_1_switching_theme_re_renders_code_blocks_and_links(qtbot, themes, quiet_window):
+    window = quiet_window
+    themes.apply(Theme.LIGHT)
+    open_chat_with(window, ("user", "Add two numbers"), ("assistant", CODE_ANSWER))
+    answer = window.chat_view.widgets[1]
+    card, = answer.body.code_cards()
+    assert text_contrast(window, card.view) >= AA
+    for theme in (Theme.DARK, Theme.LIGHT, Theme.DARK):
+        themes.apply(theme)
+        settle()
+        assert card.isVisible() and answer.body.code_cards() == [card]  # the same card, re-coloured
+        assert text_contrast(window, card.view) >= AA, theme
+        prose = answer.body.parts[-1]
+        link_colour = themes.colors.link.lower()
+        assert f"color:{link_colour}" in prose.toHtml().replace(" ", "").lower(), theme  # links in the new theme
+    screenshot(window, "trust-1-code-after-theme-switch")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# 2. Dark mode: a selected card is readable; scrollbars are themed
+
+
+def test_2_selected_cards_and_scrollbars_in_dark_mode(qtbot, themes, tmp_path, monkeypatch):
+    from app.models.manager import ModelManager
+
+    monkeypatch.setenv("SPECEXEC_HW_FIXTURE", str(FIXTURES / "gpu12-ram16-pcie3.json"))
+    themes.apply(Theme.DARK)
+    manager = ModelManager(AppSettings(), tmp_path / "models")
+    qtbot.addWidget(manager)
+    manager.resize(760, 420)
+    manager.show()
+    qtbot.waitUntil(lambda: bool(manager.entries) and bool(manager.catalog_list.fits), timeout=20000)
+    for tab, cards in ((0, manager.installed), (1, manager.catalog_list)):
+        manager.tabs.setCurrentIndex(tab)
+        cards.setCurrentRow(0)
+        settle()
+        card = cards.itemWidget(cards.item(0))
+        for label in card.findChildren(type(manager.message)):
+            if label.isVisible() and label.text().strip():
+                inset = 3 if label.objectName() == "badge" else 0  # a pill's rounded corners are not text
+                assert text_contrast(manager, label, inset) >= AA, label.text()
+    bar = manager.catalog_list.verticalScrollBar()
+    assert bar.isVisible()  # the catalog is longer than the list: its scrollbar is drawn in the dark theme
+    image = bar.grab().toImage()
+    lightness = [image.pixelColor(x, y).lightness() for x in range(image.width()) for y in range(image.height())]
+    assert max(lightness) < 140, "a light scrollbar in the dark theme"
+    screenshot(manager, "trust-2-dark-manager")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# 3. The sidebar's rename box is tall enough to read
+
+
+def test_3_rename_box_is_a_line_of_text_tall(qtbot, quiet_window):
+    window = quiet_window
+    open_chat_with(window, ("user", "hello"))
+    window.sidebar.rename_current()
+    settle()
+    from PySide6.QtWidgets import QLineEdit
+
+    editor = next(e for e in window.sidebar.view.findChildren(QLineEdit) if e.isVisible())
+    assert editor.height() >= editor.fontMetrics().height() + 6
+    editor.setText("A readable title")
+    qtbot.keyClick(editor, Qt.Key.Key_Return)
+    settle()  # the delegate commits through a queued call
+    assert window.store.conversation(window.controller.conversation_id).title == "A readable title"
+
+
+# ----------------------------------------------------------------------------------------------------------
+# 4. Import: one chooser that takes a folder (even an empty one, which is then refused) or a .gguf file
+
+
+def test_4_import_chooser_takes_a_folder_and_an_empty_one_is_refused(qtbot, tmp_path, monkeypatch):
+    from app.models.manager import ModelFileDialog, ModelManager
+
+    monkeypatch.setenv("SPECEXEC_HW_FIXTURE", str(FIXTURES / "gpu12-ram16-pcie3.json"))
+    models = tmp_path / "models"
+    models.mkdir()
+    manager = ModelManager(AppSettings(), models)
+    qtbot.addWidget(manager)
+    dialog = ModelFileDialog(models, manager)
+    assert Path(dialog.directory().absolutePath()) == models  # starts in the models folder
+    empty = tmp_path / "downloads" / "empty-folder"
+    empty.mkdir(parents=True)
+    dialog.setDirectory(str(empty.parent))
+    dialog.selectFile(str(empty))
+    dialog.accept()
+    assert dialog.chosen == empty and dialog.result() == dialog.DialogCode.Accepted
+    gguf = tmp_path / "downloads" / "model.gguf"
+    gguf.write_bytes(b"GGUF")
+    dialog = ModelFileDialog(models, manager)
+    dialog.setDirectory(str(gguf.parent))
+    dialog.selectFile(str(gguf))
+    dialog.accept()
+    assert dialog.chosen == gguf
+    manager.import_path(empty)
+    qtbot.waitUntil(lambda: manager.message.text().startswith("Not imported"), timeout=20000)
+    assert "<b>" not in manager.message.text() and not any(models.iterdir())
+
+
+# ----------------------------------------------------------------------------------------------------------
+# 5. Status-bar messages have their own area, apart from the engine state
+
+
+def test_5_status_messages_are_not_squeezed_against_the_engine_state(qtbot, quiet_window):
+    window = quiet_window
+    ready(window.bridge)
+    window.statusBar().showMessage("Copied the last answer to the clipboard", 3000)
+    settle()
+    message = window.statusBar().message_label
+    engine = window.status_panel.engine_label
+    assert message.isVisible() and engine.isVisible() and engine.text() == "Engine: Ready"
+    left = message.mapTo(window, QPoint(0, 0)).x()
+    assert left + message.fontMetrics().horizontalAdvance(message.text()) < engine.mapTo(window, QPoint(0, 0)).x()
+    assert window.statusBar().currentMessage() == "Copied the last answer to the clipboard"
+
+
+# ----------------------------------------------------------------------------------------------------------
+# 6. Model load: a bar that moves with the engine's real progress; once ready, no Cancel and no "Starting"
+
+
+def test_6_dequantising_a_gguf_reports_progress_and_prints_no_bar(tmp_path, capfd):
+    from test_loading import write_tiny_gguf
+
+    from core.loading import load_model
+
+    path = tmp_path / "tiny.gguf"
+    write_tiny_gguf(path)
+    seen: list[tuple[int, int]] = []
+    load_model(str(path), device="cpu", weight_progress=lambda done, total: seen.append((done, total)))
+    totals = {total for _, total in seen}
+    assert len(totals) == 1 and seen[-1][0] == seen[-1][1] > 0
+    dones = [done for done, _ in seen]
+    assert dones == sorted(dones) and len([d for d in dones if 0 < d < seen[-1][1]]) >= 5  # it moves
+    assert "de-quantizing" not in capfd.readouterr().err  # transformers' own bar is not printed
+
+
+def test_6_done_page_follows_the_load_and_ends_with_start_chatting_only(qtbot, tmp_path, monkeypatch):
+    from app_fixtures import recording_bridge_class
+
+    from app.models.wizard.wizard import DONE, FirstRunWizard
+
+    monkeypatch.setenv("SPECEXEC_HW_FIXTURE", str(FIXTURES / "gpu12-ram16-pcie3.json"))
+    bridge = recording_bridge_class()()
+    wizard = FirstRunWizard(AppSettings(), tmp_path / "models", bridge=bridge)
+    qtbot.addWidget(wizard)
+    wizard.show()
+    qtbot.waitUntil(lambda: wizard.state.recommendation is not None, timeout=20000)
+    wizard.next()
+    wizard.choose_page.pairs.select("builtin")
+    wizard.next()  # the built-in pair needs no download: straight to Done, which loads it
+    assert wizard.currentId() == DONE
+    page = wizard.done_page
+    cancel = wizard.button(QWizard.WizardButton.CancelButton)
+    assert cancel.isVisible()
+    for fraction in (0.0, 0.15, 0.45, 0.8):
+        bridge.handle_events([P.LoadProgress("Dequantising the weights of x.gguf (float32 on cpu)", fraction=fraction)])
+        assert page.bar.value() == int(fraction * 100)
+        assert page.stage.text().startswith("Unpacking the model's weights") and "float32" not in page.stage.text()
+    ready(bridge)
+    settle()
+    assert page.bar.value() == 100 and wizard.button(QWizard.WizardButton.FinishButton).isEnabled()
+    assert not cancel.isVisible()
+    shown = page.headline.text() + page.stage.text() + page.title()
+    assert "Starting" not in shown and "Loading" not in shown and "ready" in shown
+    screenshot(wizard, "trust-6-done-ready")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# 7. Download page without a network: plain words, once, one action; after a delete, no Resume
+
+
+def test_7_download_without_a_network_says_so_plainly_once(qtbot, tmp_path, monkeypatch):
+    from app.models.wizard.download_page import DownloadPage
+    from app.models.wizard.state import WizardState
+
+    monkeypatch.setenv("HF_ENDPOINT", "http://nonexistent.invalid")  # .invalid never resolves: a real failure
+    monkeypatch.setenv("SPECEXEC_HW_FIXTURE", str(FIXTURES / "gpu12-ram16-pcie3.json"))
+    state = WizardState(AppSettings(), tmp_path / "models")
+    state.apply(state.probe())
+    state.chosen = next(fit for fit in state.recommendation.pairs if fit.pair.download_bytes > 0)
+    page = DownloadPage(state)
+    qtbot.addWidget(page)
+    page.show()
+    page.initializePage()
+    qtbot.waitUntil(lambda: page.message.text() != "", timeout=int(ENGINE_TIMEOUT_S * 1000))
+    visible = [label.text() for label in page.findChildren(type(page.message)) if label.isVisible()]
+    assert not any("Errno" in text or "nonexistent" in text for text in visible), visible
+    assert sum("reach the download server" in text for text in visible) == 1
+    assert "Errno" in page.log.toPlainText() and not page.log.isVisible()  # the details, one click away
+    buttons = [b.text() for b in (page.pause_button, page.resume_button, page.retry_button, page.cancel_button)
+               if b.isVisible()]
+    assert buttons == ["Retry", "Delete partial download"]
+    page.cancel()
+    buttons = [b.text() for b in (page.pause_button, page.resume_button, page.retry_button, page.cancel_button)
+               if b.isVisible()]
+    assert buttons == ["Download again"] and "removed" in page.detail.text()
+    screenshot(page, "trust-7-download-offline")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# 8. Buttons are enabled only when they do something
+
+
+def test_8_use_and_download_are_off_where_they_would_do_nothing(qtbot, tmp_path, monkeypatch):
+    from app.models.manager import ModelManager
+
+    monkeypatch.setenv("SPECEXEC_HW_FIXTURE", str(FIXTURES / "gpu12-ram16-pcie3.json"))
+    manager = ModelManager(AppSettings(), tmp_path / "models")
+    qtbot.addWidget(manager)
+    switched = []
+    manager.switched.connect(switched.append)
+    qtbot.waitUntil(lambda: bool(manager.entries) and bool(manager.catalog_list.fits), timeout=20000)
+    manager.select("builtin")  # the pair in use
+    assert not manager.use_button.isEnabled() and manager.use_button.text() == "In use"
+    manager.use_selected()
+    assert switched == [] and "Switching" not in manager.message.text()
+    manager.catalog_list.select("builtin")  # ships with the app: nothing to download
+    assert not manager.download_button.isEnabled()
+    other = next(fit for fit in manager.catalog_list.fits if fit.pair.id != "builtin")
+    manager.catalog_list.select(other.pair.id)
+    assert manager.download_button.isEnabled()
+
+
+# ----------------------------------------------------------------------------------------------------------
+# 9. The context meter moves while an answer streams; "reading" says what is read
+
+
+def test_9_context_meter_moves_while_streaming_and_reading_says_what(qtbot, quiet_window):
+    window = quiet_window
+    ready(window.bridge)
+    open_chat_with(window, ("user", "first"), ("assistant", "an earlier answer"))
+    window.send("second question")
+    request_id = window.bridge.calls[-1][1]
+    window.bridge.handle_events([P.PromptStarted(request_id, 668, 0)])
+    answer = window.chat_view.widgets[-1]
+    assert answer.progress.text().startswith("Reading the conversation (668 tokens)")
+    meter = window.header.context_meter
+    assert meter.used == 668
+    window.bridge.handle_events([P.TokenChunk(request_id, "Hi", (7,)), P.PassStats(request_id, 1, 4, 1.0, 2.0, 333.0, 16)] * 3)
+    qtbot.waitUntil(lambda: meter.used == 668 + 3, timeout=3000)  # one token a pass
+    window.bridge.handle_events([P.Finished(request_id, "eos", prompt_tokens=668, generated_tokens=12)])
+    window.send("third")
+    request_id = window.bridge.calls[-1][1]
+    window.bridge.handle_events([P.PromptStarted(request_id, 700, 690)])  # the cache kept the rest
+    assert window.chat_view.widgets[-1].progress.text().startswith("Reading your message (10 tokens)")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# 10. Plain decoding: no tree budget, tokens/pass or chart; the row does not shift
+
+
+def test_10_plain_decoding_hides_speculation_and_the_row_stays_put(qtbot, quiet_window):
+    window = quiet_window
+    ready(window.bridge)
+    panel = window.status_panel
+    open_chat_with(window, ("user", "hello"))
+    assert panel.budget_label.isVisible() and panel.chart.isVisible()  # the built-in pair has a draft
+    window.controller.set_conversation_settings(ConversationSettings(method=Method.SEQUENTIAL))
+    window._show_speculation_items()
+    for widget in (panel.budget_label, panel.per_pass_label, panel.chart, panel.choice_label):
+        assert not widget.isVisible()
+    settle()
+    x = panel.speed_label.mapTo(window, QPoint(0, 0)).x()
+    for state in ("generating", "ready", "loading"):
+        window.bridge._set(state=state, progress=0.5 if state == "loading" else None)
+        settle()
+        assert panel.speed_label.mapTo(window, QPoint(0, 0)).x() == x, state
+
+
+def test_10_the_empty_chart_draws_no_box(qtbot, themes, quiet_window):
+    themes.apply(Theme.LIGHT)
+    chart = quiet_window.status_panel.chart
+    image = chart.grab().toImage()
+    background = image.pixelColor(image.width() // 2, 2)
+    left_edge = {image.pixelColor(0, y).name() for y in range(image.height() - 3)}
+    assert left_edge == {background.name()}  # no outline down the side: just a baseline
+
+
+# ----------------------------------------------------------------------------------------------------------
+# 11. Settings in plain words; nothing for a GPU that is not there; no empty strip under Advanced
+
+
+def test_11_settings_speak_plainly_and_hide_what_cannot_apply(qtbot):
+    from PySide6.QtWidgets import QDialogButtonBox, QLabel
+
+    from app.settings.dialogs import AppSettingsDialog, ConversationSettingsDialog
+
+    dialog = AppSettingsDialog(AppSettings(), has_gpu=False)
+    qtbot.addWidget(dialog)
+    dialog.show()
+    texts = " ".join(label.text() for label in dialog.findChildren(QLabel) if label.isVisible())
+    shown = dialog.target.edit.text() + dialog.draft.edit.text()
+    assert "builtin" not in shown and "SmolLM2 135M" in shown
+    assert "GPU" not in texts and not dialog.vram.isVisible() and not dialog.offload.isVisible()
+    assert dialog.values().target == "builtin" and dialog.values().draft == "builtin-draft"  # saved as ids
+    with_gpu = AppSettingsDialog(AppSettings(), has_gpu=True)
+    qtbot.addWidget(with_gpu)
+    with_gpu.show()
+    assert with_gpu.vram.isVisible()
+
+    chat = ConversationSettingsDialog(ConversationSettings())
+    qtbot.addWidget(chat)
+    chat.show()
+    settle()
+    texts = [label.text().replace("&", "") for label in chat.findChildren(QLabel) if label.isVisible()]
+    assert not any(text.startswith("Max") for text in texts) and "Longest answer:" in texts
+    for field in (chat.temperature, chat.top_p, chat.max_tokens):  # each says what it does, in a line under it
+        help_label = field.parentWidget().findChild(QLabel, "fieldHelp")
+        assert help_label.isVisible() and len(help_label.text().split()) >= 7
+    assert not chat.advanced_box.isVisible()
+    folded = chat.height()
+    ok = chat.findChild(QDialogButtonBox).button(QDialogButtonBox.StandardButton.Ok)
+    advanced_bottom = chat.advanced.mapTo(chat, QPoint(0, chat.advanced.height())).y()
+    assert ok.mapTo(chat, QPoint(0, 0)).y() - advanced_bottom < 48  # no empty strip between them
+    chat.advanced.setChecked(True)
+    settle()
+    assert chat.advanced_box.isVisible() and chat.top_k.isVisible() and chat.height() > folded
+    chat.advanced.setChecked(False)
+    settle()
+    assert chat.height() == folded
+
+
+# ----------------------------------------------------------------------------------------------------------
+# 12. Cosmetics: clipped cards, details columns, hover-only actions, a real delete dialog, "stopped" once,
+#     an empty search says so
+
+
+def test_12_wizard_cards_show_every_line(qtbot, tmp_path, monkeypatch):
+    from app.models.wizard.wizard import FirstRunWizard
+
+    monkeypatch.setenv("SPECEXEC_HW_FIXTURE", str(FIXTURES / "gpu12-ram16-pcie3.json"))
+    wizard = FirstRunWizard(AppSettings(), tmp_path / "models")
+    qtbot.addWidget(wizard)
+    wizard.show()
+    qtbot.waitUntil(lambda: wizard.state.recommendation is not None, timeout=20000)
+    wizard.hardware_page.details_button.click()
+    grid = wizard.hardware_page.details
+    assert grid.grid.columnCount() == 2 and all("  " not in value for _, value in grid.rows)
+    wizard.next()
+    cards = wizard.choose_page.pairs
+    settle()
+    for row in range(cards.count()):
+        card = cards.itemWidget(cards.item(row))
+        assert card.height() >= card.heightForWidth(card.width()), card.title.text()  # no line cut off
+    rects = [cards.visualItemRect(cards.item(row)) for row in range(cards.count())]
+    gaps = {rects[i + 1].top() - rects[i].bottom() for i in range(len(rects) - 1)}
+    assert len(gaps) == 1  # even spacing
+
+
+def test_12_answer_actions_show_on_hover_only_and_stopped_is_said_once(qtbot, quiet_window):
+    from PySide6.QtCore import QEvent
+    from PySide6.QtGui import QEnterEvent
+
+    window = quiet_window
+    open_chat_with(window, ("user", "hello"), ("assistant", "Hi there"))
+    answer = window.chat_view.widgets[1]
+    assert not answer.copy_button.isVisible()
+    QApplication.sendEvent(answer, QEnterEvent(answer.rect().center(), answer.rect().center(), answer.rect().center()))
+    assert answer.copy_button.isVisible() and answer.regenerate_button.isVisible()
+    QApplication.sendEvent(answer, QEvent(QEvent.Type.Leave))
+    assert not answer.copy_button.isVisible()
+    window.store.update_message(answer.message.id, status=S.STOPPED)
+    window.controller.open_conversation(window.controller.conversation_id)
+    answer = window.chat_view.widgets[1]
+    said = [answer.status_label.text(), answer.footer.text()]
+    assert sum("stopped" in text.lower() for text in said) == 1
+
+
+def test_12_delete_asks_with_verbs_and_marks_the_destructive_button(qtbot):
+    from PySide6.QtWidgets import QPushButton
+
+    from app.window.confirm import confirm_box
+
+    box = confirm_box(None, "Delete this chat?", "“Trip” will be deleted.", "Delete chat")
+    qtbot.addWidget(box)
+    texts = sorted(b.text() for b in box.findChildren(QPushButton))
+    assert texts == ["Cancel", "Delete chat"]
+    delete = next(b for b in box.findChildren(QPushButton) if b.text() == "Delete chat")
+    assert delete.property("role") == "destructive" and box.defaultButton().text() == "Cancel"
+    assert box.standardButtons() == QMessageBox.StandardButton.NoButton  # no generic Yes / No
+
+
+def test_12_an_empty_search_says_no_matches(qtbot, quiet_window):
+    window = quiet_window
+    open_chat_with(window, ("user", "hello"))
+    window.sidebar.search.setText("zebra crossings")
+    settle()
+    assert window.sidebar.empty.isVisible() and "No chats match “zebra crossings”" in window.sidebar.empty.text()
+    window.sidebar.search.clear()
+    settle()
+    assert not window.sidebar.empty.isVisible() and window.sidebar.view.isVisible()
+
+
+# ----------------------------------------------------------------------------------------------------------
+# 13. Expected user mistakes are logged without tracebacks
+
+
+def test_13_a_bad_import_is_a_warning_without_a_traceback(qtbot, tmp_path, caplog, monkeypatch):
+    import logging
+
+    from app.models.manager import ModelManager
+
+    monkeypatch.setenv("SPECEXEC_HW_FIXTURE", str(FIXTURES / "gpu12-ram16-pcie3.json"))
+    manager = ModelManager(AppSettings(), tmp_path / "models")
+    qtbot.addWidget(manager)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with caplog.at_level(logging.INFO):
+        manager.import_path(empty)
+        qtbot.waitUntil(lambda: manager.message.text().startswith("Not imported"), timeout=20000)
+    records = [r for r in caplog.records if r.name.startswith("app.")]
+    assert records and all(r.levelno <= logging.WARNING and r.exc_info is None for r in records)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# 14. SPECEXEC_DATA_DIR keeps everything in one folder, the built-in model's converted copy too
+
+
+def test_14_data_dir_moves_the_model_cache_too(tmp_path, monkeypatch):
+    from app.system.paths import AppPaths
+    from core.builtin import cache_root, converted_folder
+    from core.models.locations import models_dir
+
+    monkeypatch.delenv("SPECEXEC_CACHE_DIR", raising=False)
+    monkeypatch.delenv("SPECEXEC_MODELS_DIR", raising=False)
+    monkeypatch.delenv("SPECEXEC_CONFIG_DIR", raising=False)
+    monkeypatch.delenv("SPECEXEC_LOG_DIR", raising=False)
+    monkeypatch.setenv("SPECEXEC_DATA_DIR", str(tmp_path / "portable"))
+    paths = AppPaths.from_env()
+    folders = [paths.data_dir, paths.config_dir, paths.log_dir, models_dir(), cache_root(), converted_folder()]
+    assert all(folder.is_relative_to(tmp_path / "portable") for folder in folders), folders
+    monkeypatch.setenv("SPECEXEC_CACHE_DIR", str(tmp_path / "elsewhere"))  # the cache's own override still wins
+    assert cache_root() == tmp_path / "elsewhere"
