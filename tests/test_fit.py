@@ -291,3 +291,15 @@ def test_recommend_cli_ranks_with_another_draft_and_refuses_an_unknown_one(capsy
     assert "4bit" in table and "16bit" in table and "--draft ID" in table
     assert main(["models", "recommend", "--hw", fixture, "--draft", "fp8"]) == 2
     assert "no pair offers a draft 'fp8'" in capsys.readouterr().err
+
+
+def test_a_card_before_ampere_prices_the_4bit_draft_as_dequantise_then_gemm() -> None:
+    """Turing's tl.dot has no tensor-core path, so the engine dequantises a draft's wide batches there."""
+    from dataclasses import replace
+
+    machine = hw("gpu24-ram64-pcie4")
+    turing = replace(machine, gpus=(replace(machine.gpus[0], name="NVIDIA GeForce RTX 2080 Ti", compute_capability="7.5"),))
+    ampere = replace(machine, gpus=(replace(machine.gpus[0], name="NVIDIA GeForce RTX 2080 Ti", compute_capability="8.6"),))
+    pair = load_catalog().pair(PAPER_PAIR)
+    slow, fast = predict_pair(pair, turing, 128), predict_pair(pair, ampere, 128)
+    assert slow.draft_seconds > 2 * fast.draft_seconds and slow.resident_layers == fast.resident_layers

@@ -105,3 +105,13 @@ def test_the_rows_the_model_does_not_explain_are_the_documented_ones():
     assert off == {("Mixtral-8x7B", "A100"), ("Llama 2-70B", "RTX 4060")}
     mixtral = [r for r in PAPER_ROWS if r.target.startswith("Mixtral")]
     assert all(_ratio(r) > 1.5 for r in mixtral)  # the paper's MoE path was slow, not ours fast
+
+
+def test_moe_tokens_only_pay_for_their_routed_experts():
+    mixtral = ModelShape("mixtral", 32, 4096, 14336, 32, 8, 32000, 128, num_local_experts=8, num_experts_per_tok=2)
+    attention, expert = 2 * 4096 * 4096 + 2 * 4096 * 1024, 3 * 4096 * 14336
+    embeddings = 2 * 32000 * 4096
+    assert mixtral.parameters == 32 * (attention + 8 * expert) + embeddings
+    assert mixtral.active_parameters == 32 * (attention + 2 * expert) + embeddings
+    unrouted = ModelShape("mixtral", 32, 4096, 14336, 32, 8, 32000, 128, num_local_experts=8)  # count unknown
+    assert unrouted.active_parameters == unrouted.parameters
