@@ -6,6 +6,9 @@ then the host store (streamed layers only) and the device block (resident layers
 tensor by tensor from each shard: a resident layer goes from the checkpoint straight to the GPU, so peak
 host RAM is the streamed layers, the embedding table (kept in host RAM, see core.offload.host_embedding)
 and one tensor.
+
+`load_on_device` is the other route, for a GPTQ draft: the same checkpoint reading, every weight in one
+device block, nothing streams.
 """
 
 from __future__ import annotations
@@ -277,7 +280,7 @@ def _check_device(device: str) -> torch.device:
     if device.type == "cuda" and not torch.cuda.is_available():
         raise InvalidSettingError("device 'cuda' was requested but no CUDA GPU is available; use device 'cpu'")
     if device.type not in ("cpu", "cuda"):
-        raise InvalidSettingError(f"offloading supports the 'cpu' and 'cuda' devices, not '{device.type}'")
+        raise InvalidSettingError(f"GPTQ and offloaded models load on the 'cpu' and 'cuda' devices, not '{device.type}'")
     return device
 
 
