@@ -14,9 +14,10 @@ A layer's compute is the largest of: its matmul FLOPs at the GPU's sustained rat
 kernels read (a GPTQ layer above FUSED_MATMUL_MAX_ROWS rows is dequantised into 16 bits and read back: the
 packed bytes plus twice the 16-bit bytes), and its kernel launches.
 
-Draft: as many forwards per pass as the engine runs for trees that deep (DRAFT_FORWARDS_PER_TOKEN), each reading every draft weight once (the
-packed bytes through the fused 4-bit kernel, or 16-bit bytes; `DraftKernel`) and launching
-KERNELS_PER_LAYER kernels per layer plus KERNELS_PER_FORWARD, each LAUNCH_SECONDS of host time. The search
+Draft: as many forwards per pass as the engine runs for trees that deep (DRAFT_FORWARDS_PER_TOKEN), each
+reading every draft weight once (the packed bytes through the fused 4-bit kernel, or 16-bit bytes;
+`DraftKernel`) and launching KERNELS_PER_LAYER kernels per layer plus KERNELS_PER_FORWARD, each
+LAUNCH_SECONDS of host time. The search
 reads one value per forward back to the host, so the host cannot queue the next forward's launches while
 the GPU works: a forward costs the larger of its GPU time (bytes or FLOPs) and its launches.
 
@@ -36,12 +37,12 @@ from core.offload.sizes import ModelShape, WeightFormat, decoder_layer_bytes
 
 # Host time to launch one eager PyTorch kernel from Python (dispatch + cudaLaunchKernel). Engineering facts:
 # ~10 us. Dispatch alone measured 28 us per op on the 2-core development CPU at load average 8.6 (a quarter of
-# a core): /tmp-free command in docs/benchmarks.md (issue 21, "kernels per draft forward").
+# a core; docs/benchmarks.md, issue 21, "The speed model").
 LAUNCH_SECONDS = 10e-6
 # Kernels of one decoder layer's eager forward, and of the rest of a forward (embedding, rotary tables, norm,
 # LM head), counted with a dispatch counter (non-view aten ops) on a 32-layer Llama-2-7B-shaped model with 8
 # and 32 KV heads, 32 tree rows on a 256-token cache: 1,168 = 36 x 32 + 16 (28-layer Qwen2-shaped: 38 a layer).
-# Command: docs/benchmarks.md, issue 21. To refresh from `specexec bench trace` once it is merged.
+# Script: docs/benchmarks.md, issue 21, "The speed model". To refresh from `specexec bench trace` once merged.
 KERNELS_PER_LAYER = 36
 # ... and of one search step around it (top-k over the expanded rows, scores, the tree mask): a whole tree
 # search on that model launched 1,248 kernels per forward, 80 more than the forward alone.
