@@ -22,16 +22,11 @@ import torch
 from core.offload.gptq import dequantize_into
 from core.offload.gptq_matmul import FUSED_MATMUL_MAX_ROWS, fused_gptq_matmul, fused_matmul_available, tile_shape
 from test_gptq import gptq_linear, random_gptq
+from test_gptq_kernel import interpreter  # noqa: F401 - the fixture: kernels run in Triton's interpreter
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 UNIT_ROUNDOFF = {torch.float16: 2.0**-11, torch.bfloat16: 2.0**-8, torch.float32: 2.0**-24}
-
-
-@pytest.fixture
-def interpreter(monkeypatch):
-    """Kernels built under this fixture run in Triton's NumPy interpreter on CPU tensors."""
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
 
 
 def _weight(linear, dtype: torch.dtype) -> torch.Tensor:
