@@ -18,7 +18,16 @@ from typing import TYPE_CHECKING
 import torch
 
 from core.errors import InvalidSettingError, ModelFormatError, ModelNotFoundError, TokenizerMismatchError
-from core.model_files import LoadedModel, Progress, WeightProgress, checkpoint_dtype, load_gguf_file, load_hf_folder
+from core.model_files import (
+    LoadedModel,
+    Progress,
+    WeightProgress,
+    checkpoint_dtype,
+    eos_token_ids,
+    load_gguf_file,
+    load_hf_folder,
+    load_tokenizer,
+)
 from core.model_spec import REPO_ID_RE
 from core.offload.residency import resolve_context_length
 
@@ -33,6 +42,7 @@ DTYPES = {
 }
 DTYPE_CHOICES = ("auto", *DTYPES)
 DEVICE_CHOICES = ("auto", "cpu", "cuda")
+ROLES = ("target", "draft")
 
 # "owner/name" or a bare "name", the way the Hub spells repo ids.
 
@@ -111,21 +121,26 @@ def load_model(
     weight_progress: WeightProgress | None = None,
     context_length: int | None = None,
     tree_budget: int | None = None,
+    role: str = "target",
 ) -> LoadedModel:
     """Load `spec`: a model folder, a .gguf file, a repo id in the local HF cache, 'builtin' or 'builtin-draft'.
 
     The model comes back in eval mode with gradients off, attention 'sdpa', on `device` in `dtype`.
-    A GPTQ folder, or a 16-bit folder that `offload` says to offload, comes back as an OffloadedLM
-    (core.offload): decoder weights in host RAM, streamed to the GPU per pass. `progress` gets a sentence per
+    As a "target" (`role`), a GPTQ folder, or a 16-bit folder that `offload` says to offload, comes back as an
+    OffloadedLM (core.offload): decoder weights in host RAM, streamed to the GPU per pass. A "draft" is never
+    offloaded: it runs dozens of forwards per pass, so a GPTQ draft is loaded whole onto the device
+    (`core.offload.loader.load_on_device`; 4-5 GB for a 7-8B model). `progress` gets a sentence per
     loading step; `weight_progress` gets (bytes read, bytes in all) while an offloaded target's weights are
     read or a GGUF's (the built-in pair's on its first start) are dequantised, at most once per percent (a
     35 GB model takes minutes: the app shows a moving bar).
     `context_length` (None: 4,096 or the model's limit if lower) and `tree_budget` (None: no plan) are the
     planned context and tree: the model's `max_context` and `max_tree_tokens`, which size its KV caches.
 
-    Raises InvalidSettingError for a context length above the model's limit (and bad device/dtype).
+    Raises InvalidSettingError for a context length above the model's limit (and bad device/dtype/role).
     """
-    loaded = _load(spec, dtype, device, progress, offload, weight_progress, context_length, tree_budget)
+    if role not in ROLES:
+        raise InvalidSettingError(f"a model's role is one of {', '.join(ROLES)}, not {role!r}")
+    loaded = _load(spec, dtype, device, progress, offload, weight_progress, context_length, tree_budget, role)
     lm = loaded.lm
     lm.max_context = resolve_context_length(context_length, lm.max_context)
     if tree_budget is not None and lm.max_tree_tokens is None:
@@ -133,7 +148,7 @@ def load_model(
     return loaded
 
 
-def _load(spec, dtype, device, progress, offload, weight_progress, context_length, tree_budget) -> LoadedModel:
+def _load(spec, dtype, device, progress, offload, weight_progress, context_length, tree_budget, role) -> LoadedModel:
     report: Progress = progress or (lambda _message: None)
     torch_device = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, torch_device)
@@ -152,13 +167,31 @@ def _load(spec, dtype, device, progress, offload, weight_progress, context_lengt
     from core.offload import is_gptq_folder
     from core.offload.routing import OffloadSettings, load_offloaded_folder, should_offload
 
+    gptq = is_gptq_folder(path)
     if dtype.strip().lower() == "auto":
-        torch_dtype = auto_dtype(torch_device, checkpoint_dtype(path), is_gptq_folder(path))
+        torch_dtype = auto_dtype(torch_device, checkpoint_dtype(path), gptq)
+    if role == "draft":
+        if gptq:
+            return _load_gptq_on_device(path, name, torch_dtype, torch_device, report, context_length)
+        return load_hf_folder(path, name, torch_dtype, torch_device, report)
     settings = offload or OffloadSettings(tree_budget=tree_budget or OffloadSettings.tree_budget)
     if should_offload(path, settings, torch_device):
         return load_offloaded_folder(path, name, torch_dtype, torch_device, settings, report, weight_progress,
                                      context_length)
     return load_hf_folder(path, name, torch_dtype, torch_device, report)
+
+
+def _load_gptq_on_device(folder: Path, name: str, dtype: torch.dtype, device: torch.device, report: Progress,
+                         context_length: int | None) -> LoadedModel:
+    """A GPTQ draft with every weight on `device` (no streaming) and its tokenizer."""
+    from core.offload.loader import load_on_device
+
+    report(f"Loading the weights of {name} (GPTQ, {str(dtype).removeprefix('torch.')} on {device})")
+    tokenizer = load_tokenizer(name, folder)
+    lm = load_on_device(str(folder), str(device), dtype, context_length=context_length)
+    lm.name = name
+    lm.eos_token_ids = eos_token_ids(lm.model, tokenizer)
+    return LoadedModel(lm=lm, tokenizer=tokenizer)
 
 
 def resolve_spec(spec: str) -> tuple[str, Path, str]:

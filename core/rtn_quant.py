@@ -2,6 +2,8 @@
 
 Used to make the built-in draft model: the same SmolLM2 weights with every decoder linear layer rounded to
 4 bits, so it is a cheaper-quality copy of the target (what a real 4-bit draft of a big model looks like).
+`save_gptq_checkpoint` writes a model as a real GPTQ folder instead (packed 4-bit weights, GPTQ's
+symmetric scheme): the 4-bit drafts whose exactness and acceptance are measured here.
 
 Scheme, per group of `group_size` consecutive weights along the INPUT dimension of each output row
 (the layout GPTQ / AWQ checkpoints use): asymmetric, with `levels = 2**bits - 1`
@@ -16,6 +18,8 @@ group's min/max. An all-zero group (scale 0) stays zero.
 """
 
 from __future__ import annotations
+
+import json
 
 import torch
 from torch import nn
@@ -64,3 +68,69 @@ def quantize_decoder_linears(model: nn.Module, bits: int = 4, group_size: int = 
                 module.weight.copy_(rtn_quantize_dequantize(module.weight, bits=bits, group_size=group_size))
                 count += 1
     return count
+
+
+# --- real GPTQ checkpoints ---------------------------------------------------------------------------------
+
+def gptq_rtn_tensors(weight: torch.Tensor, bits: int = 4, group_size: int = 128) -> dict[str, torch.Tensor]:
+    """The GPTQ checkpoint tensors of one `[out_features, in_features]` linear, rounded to nearest: the
+    symmetric scheme GPTQ checkpoints use (sym=True, v1 format, no act-order), without GPTQ's error feedback.
+
+    Per group of `group_size` inputs of each output: scale = 2 * max|w| / (2^bits - 1) (1 for an all-zero
+    group), zero = 2^(bits-1), q = clamp(round(w / scale) + zero, 0, 2^bits - 1), so W = scale * (q - zero)
+    with the float16 scale that is stored. Layout as in core.offload.gptq (`qzeros` holds zero - 1).
+    """
+    from core.offload.gptq import GPTQSettings, pack_rows
+
+    if weight.dim() != 2:
+        raise ValueError(f"expected a 2-D [out, in] weight, got shape {tuple(weight.shape)}")
+    out_features, in_features = weight.shape
+    size = in_features if group_size == -1 else group_size
+    per = GPTQSettings(bits, group_size).block_values
+    if in_features % size or in_features % per or out_features % per:
+        raise ValueError(f"a {out_features} x {in_features} weight does not split into groups of {size} and "
+                         f"{bits}-bit words")
+    levels, zero = 2**bits - 1, 2 ** (bits - 1)
+    groups = weight.detach().double().T.reshape(in_features // size, size, out_features)  # [G, size, N]
+    peak = groups.abs().amax(dim=1)  # [G, N]
+    scales = torch.where(peak > 0, 2 * peak / levels, torch.ones_like(peak)).half()
+    q = (groups / scales.double()[:, None, :]).round().add(zero).clamp(0, levels).long()
+    stored_zeros = torch.full((out_features, scales.shape[0]), zero - 1, dtype=torch.int64)
+    return {
+        "qweight": pack_rows(q.reshape(in_features, out_features), bits),
+        "qzeros": pack_rows(stored_zeros, bits).T.contiguous(),
+        "scales": scales.contiguous(),
+        "g_idx": (torch.arange(in_features, dtype=torch.int32) // size).contiguous(),
+    }
+
+
+def save_gptq_checkpoint(model: nn.Module, folder, bits: int = 4, group_size: int = 128,
+                         dtype: torch.dtype = torch.float16) -> int:
+    """Write a transformers causal LM as a GPTQ model folder (config.json with its quantization_config,
+    model.safetensors): every nn.Linear of the decoder layers through `gptq_rtn_tensors`, the other weights
+    (embeddings, norms, lm_head) in `dtype`. A tokenizer is the caller's to save. Returns the linears
+    quantised. Used to make a 4-bit copy of a draft whose acceptance and exactness can be measured here."""
+    from pathlib import Path
+
+    from safetensors.torch import save_file
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    quantised = {f"model.layers.{name}" for name, module in model.model.layers.named_modules()
+                 if isinstance(module, nn.Linear)}
+    tensors: dict[str, torch.Tensor] = {}
+    for name, module in model.named_modules():
+        if name in quantised:
+            tensors.update({f"{name}.{part}": value for part, value in gptq_rtn_tensors(module.weight, bits, group_size).items()})
+            if module.bias is not None:
+                tensors[f"{name}.bias"] = module.bias.detach().half().contiguous()
+    for name, parameter in model.named_parameters():
+        if name.rpartition(".")[0] not in quantised:
+            tensors[name] = parameter.detach().to(dtype).contiguous()
+    config = model.config.to_dict()
+    config["quantization_config"] = {"quant_method": "gptq", "bits": bits, "group_size": group_size,
+                                     "desc_act": False, "sym": True, "checkpoint_format": "gptq"}
+    config["torch_dtype"] = str(dtype).removeprefix("torch.")
+    (folder / "config.json").write_text(json.dumps(config, indent=2))
+    save_file(tensors, str(folder / "model.safetensors"))
+    return len(quantised)

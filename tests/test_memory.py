@@ -248,6 +248,27 @@ def test_memory_plan_uses_the_loaders_figures():
     assert "not enough VRAM" in plan_for("llama-3.1-70b-gptq", 12, "llama-3.1-8b-fp16", None, 128, 0.8).error
 
 
+def test_memory_plan_with_a_4bit_draft_agrees_with_the_fit():
+    """The 4-bit draft's bytes as load_on_device checks them; on a 24 GB card it keeps as many resident layers as
+    `specexec models recommend` predicts for the catalog pair (both plan the tree the engine loads with)."""
+    from core.bench.memory import plan_for
+    from pathlib import Path
+
+    from core.hardware.description import load_description
+    from core.models.catalog import load_catalog
+    from core.models.fit import model_bytes_on_gpu, predict_pair
+
+    pair = load_catalog().pair("llama3.1-70b-instruct-gptq")
+    plan = plan_for("llama-3.1-70b-gptq", 24, "llama-3.1-8b-gptq", None, 256, 0.8)
+    assert plan.draft_weight_bytes == model_bytes_on_gpu(pair.draft, pair)
+    sixteen = plan_for("llama-3.1-70b-gptq", 24, "llama-3.1-8b-fp16", None, 256, 0.8)
+    assert plan.resident_layers - sixteen.resident_layers >= 20
+    machine = load_description(Path(__file__).parent / "fixtures" / "hw" / "gpu24-ram64-pcie4.json")
+    gpu = dataclasses.replace(machine.gpus[0], vram_free_bytes=int(24 * 1024**3 - 0.8 * 1024**3))
+    fit = predict_pair(pair, dataclasses.replace(machine, gpus=(gpu,)), 256)
+    assert fit.resident_layers == plan.resident_layers
+
+
 def test_first_difference():
     from core.bench.agreement import first_difference
 

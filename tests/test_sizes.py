@@ -89,6 +89,7 @@ def test_llama2_70b_gptq_layer_by_hand() -> None:
 
 def test_planning_modules_import_without_torch() -> None:
     code = ("import sys; import core.offload.residency, core.offload.sizes, core.offload.host_memory, "
-            "core.models.fit, core.hardware.probe, core.cli.hw, core.cli.models_recommend; print('torch' in sys.modules)")
+            "core.models.fit, core.models.speed, core.models.gpu_specs, core.hardware.probe, core.cli.hw, "
+            "core.cli.models_recommend; print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False", out.stderr

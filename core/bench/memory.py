@@ -6,7 +6,8 @@ functions (core.offload.residency): the default VRAM budget after the draft, bot
 at the planned context plus the tree) and the activations of one pass; the resident layers that fit in it;
 the bytes streamed per pass; and the host RAM the streamed layers and the embedding table take. The free
 VRAM of a card is its size less `--reserved-gb` (CUDA context, the desktop). The draft (when there is one)
-is counted as the loader counts it: its weights out of free VRAM, its KV cache in the budget.
+is counted as the loader counts it: its weights out of free VRAM (a GPTQ draft packed, with its dequantisation
+scratch, as `core.offload.loader.load_on_device` checks), its KV cache in the budget.
 """
 
 from __future__ import annotations
@@ -40,12 +41,17 @@ MODELS = {
     "llama-3.1-70b-gptq": (LlamaConfig(**_LLAMA_70B, vocab_size=128256, max_position_embeddings=131072,
                                        rope_theta=500000.0), GPTQSettings(bits=4, group_size=128)),
 }
+_LLAMA_2_7B = LlamaConfig(hidden_size=4096, intermediate_size=11008, num_hidden_layers=32, num_attention_heads=32,
+                          num_key_value_heads=32, vocab_size=32000)
+_LLAMA_31_8B = LlamaConfig(hidden_size=4096, intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32,
+                           num_key_value_heads=8, vocab_size=128256)
+# name -> (config, GPTQ settings of a 4-bit draft or None for 16 bits): the catalog's drafts
 DRAFTS = {
     "none": None,
-    "llama-2-7b-fp16": LlamaConfig(hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
-                                   num_attention_heads=32, num_key_value_heads=32, vocab_size=32000),
-    "llama-3.1-8b-fp16": LlamaConfig(hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
-                                     num_attention_heads=32, num_key_value_heads=8, vocab_size=128256),
+    "llama-2-7b-fp16": (_LLAMA_2_7B, None),
+    "llama-3.1-8b-fp16": (_LLAMA_31_8B, None),
+    "llama-2-7b-gptq": (_LLAMA_2_7B, GPTQSettings(bits=4, group_size=128)),
+    "llama-3.1-8b-gptq": (_LLAMA_31_8B, GPTQSettings(bits=4, group_size=128, desc_act=True)),
 }
 
 
@@ -73,8 +79,9 @@ class MemoryPlan:
 
 @functools.cache
 def _layer_shapes(name: str) -> tuple[tuple[int, ...], int, int, int, int]:
-    """(layer bytes, non-layer bytes, embedding bytes, largest checkpoint tensor, dequantisation scratch)."""
-    config, gptq = MODELS[name]
+    """(layer bytes, non-layer bytes, embedding bytes, largest checkpoint tensor, dequantisation scratch) of a
+    GPTQ target or draft."""
+    config, gptq = MODELS[name] if name in MODELS else DRAFTS[name]
     model = build_meta_model(config, torch.float16)
     linears = [name for name, module in model.model.layers[0].named_modules() if isinstance(module, nn.Linear)]
     keys = {f"model.layers.{i}.{name}.qweight" for i in range(config.num_hidden_layers) for name in linears}
@@ -87,7 +94,14 @@ def _layer_shapes(name: str) -> tuple[tuple[int, ...], int, int, int, int]:
     return layer_bytes, sum(top.values()), top[EMBEDDING_KEY], max(max(top.values()), largest_layer_tensor), scratch
 
 
-def _weight_bytes(config: LlamaConfig) -> int:
+def _draft_bytes(draft: str) -> int:
+    """VRAM of the draft's weights: 16-bit, or packed GPTQ layers + 16-bit non-layer weights + scratch."""
+    if DRAFTS[draft] is None:
+        return 0
+    config, gptq = DRAFTS[draft]
+    if gptq is not None:
+        layer_bytes, top_bytes, _, _, scratch = _layer_shapes(draft)
+        return sum(layer_bytes) + top_bytes + scratch
     model = build_meta_model(config, torch.float16)
     return sum(p.numel() * p.element_size() for p in model.parameters())
 
@@ -98,8 +112,8 @@ def plan_for(model: str, card_gb: int, draft: str, context: int | None, tree_bud
     context = residency.resolve_context_length(context, config.max_position_embeddings)
     layer_bytes, top_bytes, embedding_bytes, largest_tensor, scratch = _layer_shapes(model)
     fixed = residency.device_fixed_bytes(top_bytes, embedding_bytes, embedding_on_host=True, scratch_bytes=scratch)
-    draft_config = DRAFTS[draft]
-    draft_weights = _weight_bytes(draft_config) if draft_config is not None else 0
+    draft_config = DRAFTS[draft][0] if DRAFTS[draft] is not None else None
+    draft_weights = _draft_bytes(draft)
     draft_kv = residency.config_kv_bytes(draft_config, residency.kv_rows(context, tree_budget), 2) if draft_config else 0
     free = int(card_gb * GIB - reserved_gb * GIB) - draft_weights  # the draft loads first
     target_kv = residency.config_kv_bytes(config, residency.kv_rows(context, tree_budget), 2)

@@ -32,6 +32,7 @@ from core.cli.options import add_threads_argument
 from core.kv_cache import InPlaceKVCache
 from core.offload.gptq import DequantScratch, GPTQLinear, GPTQSettings, dequantize_into
 from core.offload.gptq_kernel import fused_dequant_available
+from core.offload.gptq_matmul import fused_matmul_available
 from core.offload.layout import LayerBinding, layer_layout
 from core.offload.residency import plan_residency
 from core.offload.schedule import pass_timeline, plan_pass
@@ -179,6 +180,35 @@ def _time_dequant(layer: nn.Module, dtype: torch.dtype, device: torch.device, re
             else:
                 m.dequantize(dtype)
 
+    return _median_seconds(run, device, repeats)
+
+
+DRAFT_ROWS = (1, 16, 64, 256)  # rows of a draft forward (the tree nodes it expands)
+
+
+def _time_draft_matmuls(layer: nn.Module, dtype: torch.dtype, device: torch.device, repeats: int) -> list[dict]:
+    """Median seconds to multiply `rows` rows by every GPTQ linear of `layer`, for each of DRAFT_ROWS: through
+    `GPTQLinear.forward` (the fused small-batch kernel where it runs) and through dequantise-then-GEMM."""
+    linears = [m for m in layer.modules() if isinstance(m, GPTQLinear)]
+    results = []
+    for rows in DRAFT_ROWS:
+        inputs = {m.in_features: torch.randn(1, rows, m.in_features, device=device, dtype=dtype) for m in linears}
+
+        def engine() -> None:
+            for m in linears:
+                m(inputs[m.in_features])
+
+        def eager() -> None:
+            for m in linears:
+                torch.matmul(inputs[m.in_features], m.dequantize(dtype))
+
+        fused = fused_matmul_available(inputs[linears[0].in_features])
+        results.append({"rows": rows, "fused": fused, "engine_s": _median_seconds(engine, device, repeats),
+                        "dequantise_gemm_s": _median_seconds(eager, device, repeats)})
+    return results
+
+
+def _median_seconds(run, device: torch.device, repeats: int) -> float:
     run()  # warm-up: kernel compilation, allocations
     times = []
     for _ in range(max(repeats, 3)):
@@ -241,6 +271,7 @@ def _measure_format(fmt: str, args, config, device, dtype, tree_sizes, copy_repe
         dequant["s_per_layer"] = _time_dequant(layers[0], dtype, device, args.repeats, reference=False)
         if fused:
             dequant["reference_s_per_layer"] = _time_dequant(layers[0], dtype, device, args.repeats, reference=True)
+        dequant["draft_matmuls"] = _time_draft_matmuls(layers[0], dtype, device, args.repeats)
     streamer = LayerStreamer(store, layers, resident=(), n_slots=2, device=device, stream=True, auto_prefetch=False)
     rows = []
     for tree in tree_sizes:
@@ -286,6 +317,7 @@ def _measure_format(fmt: str, args, config, device, dtype, tree_sizes, copy_repe
         "layer_bytes": layer_bytes, "pinned": store.pinned, "copy_rate_gbps": copy_rate / GB,
         "dequant_path": dequant["path"], "dequant_s_per_layer": dequant["s_per_layer"],
         "reference_dequant_s_per_layer": dequant["reference_s_per_layer"],
+        "draft_matmuls": dequant.get("draft_matmuls", []),
         "passes": [asdict(row) for row in rows], "residency": sweep,
     }
 
@@ -332,6 +364,10 @@ def _print_tables(result: dict) -> None:
             reference = fmt["reference_dequant_s_per_layer"]
             against = f" (eager reference: {reference * 1000:.2f} ms)" if reference is not None else ""
             print(f"dequantisation alone ({fmt['dequant_path']}): {fmt['dequant_s_per_layer'] * 1000:.2f} ms per layer{against}")
+        for row in fmt["draft_matmuls"]:
+            path = "fused small-batch kernel" if row["fused"] else "dequantise + GEMM (no fused kernel here)"
+            print(f"draft batch of {row['rows']:>3} rows through the layer's linears: {row['engine_s'] * 1000:.2f} ms "
+                  f"({path}); dequantise + GEMM {row['dequantise_gemm_s'] * 1000:.2f} ms")
         print(f"{'tree':>6} {'s/pass':>9} {'GB/s':>7} {'/copy':>6} {'compute s':>10} {'dequant s':>10} {'copy s':>8} "
               f"{'hidden':>7} {'model s':>8} {'80-layer s':>11}")
         for row in fmt["passes"]:

@@ -14,6 +14,7 @@ BENCHMARKS = {
     "memory": ("core.bench.memory", "host RAM and VRAM plan of an offloaded 70B GPTQ target per GPU size"),
     "serve": ("core.bench.serve", "the API server: an answer over HTTP vs straight through the engine client"),
     "autotune": ("core.bench.autotune", "automatic method and budget against a sweep of fixed settings"),
+    "calibration": ("core.bench.calibration", "the speed model against every offloaded row of the SpecExec paper"),
 }
 
 

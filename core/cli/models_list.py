@@ -18,7 +18,7 @@ def run(args: argparse.Namespace) -> int:
     from core.models.catalog import load_catalog
     from core.models.download import format_bytes
     from core.models.installed import pair_folders, scan_models
-    from core.models.locations import models_dir
+    from core.models.locations import models_dir, repo_folder_name
 
     root = Path(args.dir).expanduser() if args.dir else models_dir()
     models = scan_models(root)
@@ -27,9 +27,14 @@ def run(args: argparse.Namespace) -> int:
     pairs = []
     for pair in catalog.pairs:
         folders = pair_folders(catalog, pair.id)
+        drafts = [{"id": option.id, "label": option.label, "repo": option.model.repo,
+                   "revision": option.model.revision, "download_bytes": option.model.approx_bytes,
+                   "installed": option.model.is_builtin
+                   or repo_folder_name(option.model.repo, option.model.revision) in complete}
+                  for option in pair.drafts]  # the pair's own draft first, then the others it offers
         pairs.append({"id": pair.id, "name": pair.name, "download_bytes": pair.download_bytes,
                       "installed": all(folder in complete for folder in folders),
-                      "folders": [str(root / folder) for folder in folders]})
+                      "folders": [str(root / folder) for folder in folders], "drafts": drafts})
     if args.json:
         entries = [{**asdict(model), "path": str(model.path)} for model in models]
         print(json.dumps({"models_dir": str(root), "models": entries, "pairs": pairs}, indent=1))

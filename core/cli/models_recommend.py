@@ -1,5 +1,7 @@
-"""`specexec models recommend [--json] [--budget K|auto] [--hw FILE] [--measure]`: which catalog pairs this
-computer can run, how fast, and which one to pick (core.models.fit)."""
+"""`specexec models recommend [--json] [--budget K|auto] [--draft ID] [--hw FILE] [--measure]`: which catalog
+pairs this computer can run, how fast, and which one to pick (core.models.fit). Each pair is predicted with its
+own draft (`draft` in the JSON) and with every other draft it offers (`draft_options`); `--draft 16bit`
+predicts and ranks the pairs with that draft instead."""
 
 from __future__ import annotations
 
@@ -16,6 +18,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--budget", type=_budget, default="auto", metavar="K|auto",
                         help="draft tokens per target pass to predict for (lowered where VRAM is short); auto "
                              "(default): planned as the engine loads, at the fastest budget it may choose")
+    parser.add_argument("--draft", default=None, metavar="ID",
+                        help="predict the pairs that offer this draft (e.g. 16bit) with it instead of their own")
     parser.add_argument("--measure", action="store_true",
                         help="measure the host-to-device copy rate instead of estimating it from the PCIe link")
     add_hw_argument(parser)
@@ -30,7 +34,11 @@ def run(args: argparse.Namespace) -> int:
     if args.budget != "auto" and args.budget < 1:
         raise InvalidSettingError(f"--budget must be at least 1 draft token, got {args.budget}")
     budget = None if args.budget == "auto" else args.budget
-    result = recommend(load_catalog(), describe_hardware(args.hw, measure=args.measure), budget)
+    catalog = load_catalog()
+    offered = sorted({option.id for pair in catalog.pairs for option in pair.drafts})
+    if args.draft is not None and args.draft not in offered:
+        raise InvalidSettingError(f"no pair offers a draft '{args.draft}': the catalog's drafts are {', '.join(offered)}")
+    result = recommend(catalog, describe_hardware(args.hw, measure=args.measure), budget, args.draft)
     print(json.dumps(result.to_dict(), indent=2) if args.json else "\n".join(table_lines(result)))
     return 0
 
@@ -49,17 +57,24 @@ def table_lines(result) -> list[str]:
     best = result.pairs[0]
     lines.append(f"Recommended: {best.pair.name} ({best.pair.id})")
     lines.append("")
-    lines.append(f"  {'pair':<26} {'fit':<5} {'tokens/s':>8} {'on GPU':>7} {'download':>9}  why")
+    lines.append(f"  {'pair':<26} {'draft':<13} {'fit':<5} {'tokens/s':>8} {'on GPU':>7} {'download':>9}  why")
     for fit in result.pairs:
-        speed = "-" if fit.tokens_per_second is None else f"{fit.tokens_per_second:.1f}"
-        layers = "-" if fit.resident_layers is None else f"{fit.resident_layers}/{fit.total_layers}"
-        download = f"{fit.pair.download_bytes / GIB:.1f} GB" if fit.pair.download_bytes else "built in"
-        lines.append(f"  {fit.pair.name:<26} {fit.fit:<5} {speed:>8} {layers:>7} {download:>9}  {fit.reason}")
+        lines.append(_row(fit.pair.name, fit))
+        lines.extend(_row("", option) for option in fit.draft_options)
     lines.append("")
     if best.pass_seconds is not None:
         lines.append(f"{best.pair.name}: {best.pass_seconds:.2f} s per target pass + {best.draft_seconds:.2f} s drafting, "
                      f"{best.tokens_per_pass:.1f} tokens per pass at budget {best.budget}")
     lines.append(f"  copy rate: {best.rate_source}")
     lines.append(f"  tokens per pass: {best.acceptance_source}")
-    lines.append("Speeds are estimates; `--json` has every figure and its source.")
+    lines.append("Speeds are estimates; `--json` has every figure and its source. Indented rows: the same pair with "
+                 "another draft (`--draft ID` ranks with it).")
     return lines
+
+
+def _row(name: str, fit) -> str:
+    speed = "-" if fit.tokens_per_second is None else f"{fit.tokens_per_second:.1f}"
+    layers = "-" if fit.resident_layers is None else f"{fit.resident_layers}/{fit.total_layers}"
+    download = f"{fit.pair.download_bytes / GIB:.1f} GB" if fit.pair.download_bytes else "built in"
+    draft = fit.pair.draft_id if fit.pair.draft_options else ""
+    return f"  {name:<26} {draft:<13} {fit.fit:<5} {speed:>8} {layers:>7} {download:>9}  {fit.reason}"

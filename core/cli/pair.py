@@ -17,7 +17,8 @@ def load_pair(args: argparse.Namespace, need_draft: bool = True) -> tuple[Loaded
     progress = (lambda message: print(message, file=sys.stderr)) if not getattr(args, "json", False) else None
     offload = offload_settings(args)
     plan = planned_memory(args)
-    draft = load_model(args.draft, dtype=args.dtype, device=args.device, progress=progress, **plan) if need_draft else None
+    draft = load_model(args.draft, dtype=args.dtype, device=args.device, progress=progress, role="draft",
+                       **plan) if need_draft else None
     target = load_model(args.target, dtype=args.dtype, device=args.device, progress=progress,
                         offload=offload.with_draft(draft.lm if draft is not None else None), **plan)
     if draft is not None:

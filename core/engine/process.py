@@ -285,7 +285,7 @@ class Engine:
                 spec, dtype=request.dtype, device=request.device, progress=progress,
                 offload=offload.with_draft(loaded["draft"].lm if "draft" in loaded else None) if role == "target" else None,
                 weight_progress=lambda done, all_bytes: progress(share=done / max(all_bytes, 1)),
-                context_length=request.context_length, tree_budget=tree_budget,
+                context_length=request.context_length, tree_budget=tree_budget, role=role,
             )
         target, draft = loaded["target"], loaded.get("draft")
         if draft is not None:

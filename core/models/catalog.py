@@ -1,6 +1,11 @@
 """The curated catalog of model pairs (`resources/catalog.json`): what to download for each pair, and what
 it needs. Pure data: the CLI, the fit prediction and the app's wizard all read this one file.
 
+A pair's `draft` is its default draft (a 4-bit one for the big pairs: it leaves ~9-10 GB more of a 24 GB card
+to the target); `draft_options` are the others a person may pick instead (the 16-bit original), each with
+the acceptance table measured with it. `Pair.with_draft(id)` is the pair with another draft as its own, so
+the fit, the downloads and the app need no second code path.
+
 SPECEXEC_CATALOG points at another catalog file (tests, and people who curate their own list).
 """
 
@@ -8,7 +13,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from core.errors import CatalogError
@@ -33,10 +38,22 @@ class ModelRef:
     # (GPTQ bits / group size / act-order, or the 16-bit dtype of the checkpoint).
     shape: ModelShape | None = None
     weights: WeightFormat = WeightFormat()
+    gated: bool = False  # the hub asks for accepted licence terms and a token before the download
 
     @property
     def is_builtin(self) -> bool:
         return self.repo in ("builtin", "builtin-draft")
+
+
+@dataclass(frozen=True)
+class DraftOption:
+    """A draft a pair can run with: `id` (stable, e.g. "4bit", "16bit"), `label` (words for people), the model
+    and the acceptance table measured with it (None: none)."""
+
+    id: str
+    label: str
+    model: ModelRef
+    acceptance: Acceptance | None = None
 
 
 @dataclass(frozen=True)
@@ -54,12 +71,33 @@ class Pair:
     context_length: int
     min_ram_gb: float
     min_vram_gb: float
-    acceptance: Acceptance | None = None  # measured tokens per target pass by tree budget, with its source
+    acceptance: Acceptance | None = None  # measured tokens per target pass by tree budget, with `draft`
+    draft_id: str = "default"
+    draft_label: str = ""
+    draft_options: tuple[DraftOption, ...] = ()  # other drafts the model manager may pick
 
     @property
     def download_bytes(self) -> int:
         """Approximate bytes to fetch (0 for the built-in pair, which ships with the app)."""
         return sum(model.approx_bytes for model in (self.target, self.draft) if not model.is_builtin)
+
+    @property
+    def drafts(self) -> tuple[DraftOption, ...]:
+        """Every draft of the pair, its own first."""
+        return (DraftOption(self.draft_id, self.draft_label, self.draft, self.acceptance), *self.draft_options)
+
+    def with_draft(self, draft_id: str) -> "Pair":
+        """This pair with the draft `draft_id` as its own (the others become its options).
+
+        Raises CatalogError naming the drafts the pair has."""
+        drafts = self.drafts
+        chosen = next((option for option in drafts if option.id == draft_id), None)
+        if chosen is None:
+            raise CatalogError(f"pair '{self.id}' has no draft '{draft_id}'; it has: "
+                               f"{', '.join(option.id for option in drafts)}")
+        return replace(self, draft=chosen.model, acceptance=chosen.acceptance, draft_id=chosen.id,
+                       draft_label=chosen.label, draft_options=tuple(o for o in drafts if o is not chosen),
+                       gated=self.target.gated or chosen.model.gated)
 
 
 @dataclass(frozen=True)
@@ -116,10 +154,21 @@ def _model(entry: dict) -> ModelRef:
         repo=str(entry["repo"]), revision=str(entry.get("revision") or ""),
         quantization=str(entry["quantization"]), approx_bytes=int(entry["approx_bytes"]),
         shape=ModelShape.from_config(entry["config"]) if "config" in entry else None, weights=weights,
+        gated=bool(entry.get("gated", False)),
     )
 
 
+def _draft_option(entry: dict) -> DraftOption:
+    return DraftOption(id=str(entry["id"]), label=str(entry.get("label", "")), model=_model(entry["model"]),
+                       acceptance=Acceptance.from_dict(entry["acceptance"]) if "acceptance" in entry else None)
+
+
 def _pair(entry: dict) -> Pair:
+    draft = entry["draft"]
+    options = tuple(_draft_option(option) for option in entry.get("draft_options", ()))
+    ids = [str(draft.get("id", "default")), *(option.id for option in options)]
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"pair {entry.get('id')!r} names a draft id twice: {ids}")
     return Pair(
         id=str(entry["id"]), name=str(entry["name"]), summary=str(entry.get("summary", "")),
         target=_model(entry["target"]), draft=_model(entry["draft"]),
@@ -127,4 +176,5 @@ def _pair(entry: dict) -> Pair:
         context_length=int(entry["context_length"]), min_ram_gb=float(entry["min_ram_gb"]),
         min_vram_gb=float(entry["min_vram_gb"]),
         acceptance=Acceptance.from_dict(entry["acceptance"]) if "acceptance" in entry else None,
+        draft_id=ids[0], draft_label=str(draft.get("label", "")), draft_options=options,
     )

@@ -11,16 +11,22 @@ A tree budget of None is the automatic one (the app's default): memory is planne
 the engine may choose (AUTO_MAX_BUDGET, as the engine loads), and the speed is the best of the budgets it
 chooses from (AUTO_BUDGETS) under this model, as the engine's tuner picks by measured speed.
 
-Speed, per target pass: the streamed layers' bytes over the host-to-device rate (measured, or estimated
-from the PCIe link: `core.hardware.link`) plus a compute term (2 x parameters x tree tokens at an assumed
-sustained rate; no overlap of copy and compute is assumed, and the draft's own time is not counted, two
-errors of opposite sign). Tokens per pass come from the pair's measured acceptance table.
+Speed on a GPU (`core.models.speed`): per target layer the larger of its copy (streamed bytes over the
+host-to-device rate, measured or estimated from the PCIe link: `core.hardware.link`) and its compute, with the
+next pass's first layers copied while the draft searches; the draft priced from the bytes its forwards read
+and the kernels they launch, at the forward counts the engine runs; the card's memory and matmul rates from
+`core.models.gpu_specs`. docs/benchmarks.md (issue 21) checks this model against every offloaded row of the
+SpecExec paper (`specexec bench calibration`). Tokens per pass come from the acceptance table measured with
+the pair's draft. On a CPU: FLOPs at an assumed rate per core.
+
+Each pair is predicted with its own draft (4 bits for the big pairs) and, in `draft_options`, with each other
+draft it offers, so the model manager can show what the 16-bit draft would cost.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from core.autotune.budgets import AUTO_BUDGETS, AUTO_MAX_BUDGET
@@ -28,6 +34,8 @@ from core.errors import InsufficientHostMemoryError, InsufficientVRAMError
 from core.hardware.description import GpuInfo, HardwareDescription
 from core.hardware.link import h2d_rate
 from core.models.catalog import BUILTIN_PAIR_ID, Catalog, ModelRef, Pair
+from core.models.gpu_specs import gpu_specs
+from core.models.speed import DraftKernel, GpuRates, draft_seconds, layer_compute_seconds, target_pass_seconds
 from core.offload import residency
 from core.offload.host_memory import check_host_memory, embedding_in_host_ram, host_bytes_needed, host_table_bytes
 from core.offload.sizes import (
@@ -43,13 +51,9 @@ from core.offload.sizes import (
 
 GIB = 1024**3
 GPU_DTYPE, GPU_DTYPE_BYTES = "float16", 2  # what a GPU computes in (bf16 or fp16: both 2 bytes)
-# Assumed sustained matmul rates for the compute term (estimates, named as such in the output): a mid-range
-# consumer GPU in fp16, and one CPU core in fp32.
-GPU_FLOPS = 50e12
+GPU_FORMAT = WeightFormat(dtype=GPU_DTYPE)
+# Assumed sustained matmul rate of one CPU core in fp32 (an estimate, named as such in the output).
 CPU_CORE_FLOPS = 25e9
-# A GPU forward is never faster than its kernel launches: about this long per decoder layer (estimate).
-GPU_LAYER_SECONDS = 1e-4
-DRAFT_EXPAND = 32  # nodes the draft expands per forward (TreeSettings.expand): budget / expand forwards per tree
 # Below this a pair is not recommended even when it fits: answers would crawl.
 MIN_RECOMMENDED_TOKENS_PER_SECOND = 1.0
 FIT_ORDER = {"fits": 0, "tight": 1, "no": 2}
@@ -73,9 +77,11 @@ class PairFit:
     rate_source: str
     host_bytes_needed: int
     disk_ok: bool | None
+    draft_options: tuple["PairFit", ...] = ()  # the same pair with each other draft it offers
 
     def to_dict(self) -> dict[str, Any]:
         pair = self.pair
+        draft = pair.draft
         return {
             "id": pair.id, "name": pair.name, "summary": pair.summary, "fit": self.fit, "reason": self.reason,
             "resident_layers": self.resident_layers, "total_layers": self.total_layers,
@@ -86,6 +92,9 @@ class PairFit:
             "host_bytes_needed": self.host_bytes_needed, "download_bytes": pair.download_bytes,
             "disk_ok": self.disk_ok, "licence": pair.licence, "licence_url": pair.licence_url,
             "gated": pair.gated, "context_length": pair.context_length,
+            "draft": {"id": pair.draft_id, "label": pair.draft_label, "repo": draft.repo, "revision": draft.revision,
+                      "quantization": draft.quantization, "download_bytes": draft.approx_bytes, "gated": draft.gated},
+            "draft_options": [option.to_dict() for option in self.draft_options],
         }
 
 
@@ -116,10 +125,18 @@ def _shape(model: ModelRef, pair: Pair) -> ModelShape:
 
 
 def model_bytes_on_gpu(model: ModelRef, pair: Pair) -> int:
-    """Weights of a model loaded whole onto the GPU in 16 bits (the draft), packed as the loader packs."""
+    """VRAM of a model loaded whole onto the GPU (the draft), as the loader packs it: its layers (GPTQ stays
+    packed, with the dequantisation scratch that batches above the fused kernel's rows use; others in 16 bits)
+    and the non-layer weights in 16 bits (core.offload.loader.load_on_device checks the same sum)."""
     shape = _shape(model, pair)
-    fmt = model.weights if model.weights.bits is not None else WeightFormat(dtype=GPU_DTYPE)
-    return shape.num_hidden_layers * decoder_layer_bytes(shape, fmt) + non_layer_bytes(shape, GPU_DTYPE)
+    fmt = _gpu_format(model)
+    scratch = gptq_scratch_bytes(largest_gptq_linear(shape), GPU_DTYPE_BYTES) if fmt.bits is not None else 0
+    return shape.num_hidden_layers * decoder_layer_bytes(shape, fmt) + non_layer_bytes(shape, GPU_DTYPE) + scratch
+
+
+def _gpu_format(model: ModelRef) -> WeightFormat:
+    """How the model's layers sit on a GPU: packed GPTQ, or 16 bits."""
+    return model.weights if model.weights.bits is not None else GPU_FORMAT
 
 
 @dataclass(frozen=True)
@@ -250,9 +267,11 @@ def predict_pair(pair: Pair, hw: HardwareDescription, tree_budget: int | None = 
         return PairFit(pair, fit, "; ".join(problems), None, target.num_hidden_layers, None, chosen.tree_budget,
                        tokens, source, None, None, rate_source, host_need, disk_ok)
     plan = chosen.plan
+    rates = _gpu_rates(gpu, rate)
+    copy = decoder_layer_bytes(target, pair.target.weights) / rate
     speed = _fastest(pair, _budgets(tree_budget, chosen.tree_budget),
-                     lambda b: plan.streamed_bytes_per_pass / rate + _gpu_compute_seconds(target, b + 1, 1),
-                     lambda b: _draft_seconds(pair, b, GPU_FLOPS, on_gpu=True))
+                     lambda b, tokens: _gpu_pass(pair, plan.resident, plan.n_slots, copy, b, tokens, rates,
+                                                 _draft_kernel(gpu)))
     reason = "; ".join(problems) if problems else (
         f"fits: {len(plan.resident)} of {plan.n_layers} layers stay on the GPU, "
         f"{gb(plan.streamed_bytes_per_pass)} stream from RAM every pass"
@@ -283,10 +302,13 @@ class _Speed:
         return self.tokens_per_pass / (self.pass_seconds + self.draft_seconds)
 
 
-def _fastest(pair: Pair, budgets: tuple[int, ...], pass_seconds: Callable[[int], float],
-             draft_seconds: Callable[[int], float]) -> _Speed:
-    """The predicted speed at each budget, and the fastest of them (the smallest on a tie)."""
-    speeds = [_Speed(b, pass_seconds(b), draft_seconds(b), *_tokens_per_pass(pair, b)) for b in budgets]
+def _fastest(pair: Pair, budgets: tuple[int, ...], timing: Callable[[int, float], tuple[float, float]]) -> _Speed:
+    """The predicted speed at each budget, and the fastest of them (the smallest on a tie). timing(budget,
+    tokens per pass) -> (target pass seconds, draft seconds)."""
+    speeds = []
+    for budget in budgets:
+        tokens, source = _tokens_per_pass(pair, budget)
+        speeds.append(_Speed(budget, *timing(budget, tokens), tokens, source))
     return max(speeds, key=lambda speed: speed.tokens_per_second)
 
 
@@ -296,22 +318,37 @@ def _tokens_per_pass(pair: Pair, budget: int) -> tuple[float, str]:
     return pair.acceptance.at(budget)
 
 
+def _gpu_rates(gpu: GpuInfo, h2d: float) -> GpuRates:
+    return GpuRates.from_specs(h2d, gpu_specs(gpu.name))
+
+
+def _draft_kernel(gpu: GpuInfo) -> DraftKernel:
+    """A GPTQ draft's batches go through the fused kernel from Ampere on; older cards dequantise them
+    (core.offload.gptq_matmul.PRE_AMPERE_MAX_ROWS is below a draft forward's usual width)."""
+    major = (gpu.compute_capability or "8").split(".")[0]
+    return DraftKernel.FUSED if not major.isdigit() or int(major) >= 8 else DraftKernel.DEQUANTISE
+
+
+def _gpu_pass(pair: Pair, resident: tuple[int, ...], slots: int, copy_seconds: float, budget: int, tokens: float,
+              rates: GpuRates, kernel: DraftKernel) -> tuple[float, float]:
+    """(target pass, draft) seconds on a GPU: the draft first, the target's first streamed layers copied
+    meanwhile, then every layer at the larger of its copy and its compute (core.models.speed)."""
+    target, draft = _shape(pair.target, pair), _shape(pair.draft, pair)
+    drafting = draft_seconds(draft, _gpu_format(pair.draft), budget, tokens, rates, kernel)
+    compute = layer_compute_seconds(target, _gpu_format(pair.target), budget + 1, rates)
+    scoring = target_pass_seconds(target.num_hidden_layers, resident, copy_seconds, compute, slots, drafting)
+    return scoring, drafting
+
+
 def _flop_seconds(shape: ModelShape, tokens: int, flops: float) -> float:
-    """2 x parameters x tokens at `flops`: the arithmetic of a forward over `tokens` tokens."""
-    return 2 * shape.parameters * tokens / flops
+    """2 x active parameters x tokens at `flops`: the arithmetic of a forward over `tokens` tokens."""
+    return 2 * shape.active_parameters * tokens / flops
 
 
-def _gpu_compute_seconds(shape: ModelShape, tokens: int, forwards: int) -> float:
-    """Compute of `forwards` GPU forwards over `tokens` tokens in all: FLOPs, or kernel launches when more."""
-    return max(_flop_seconds(shape, tokens, GPU_FLOPS), forwards * shape.num_hidden_layers * GPU_LAYER_SECONDS)
-
-
-def _draft_seconds(pair: Pair, tree_budget: int, flops: float, on_gpu: bool) -> float:
-    """Growing one tree: every tree token goes through the draft once, in budget / expand forwards."""
-    draft = _shape(pair.draft, pair)
-    if on_gpu:
-        return _gpu_compute_seconds(draft, tree_budget + 1, max(1, -(-tree_budget // DRAFT_EXPAND)))
-    return _flop_seconds(draft, tree_budget + 1, flops)
+def _cpu_timing(pair: Pair, flops: float) -> Callable[[int, float], tuple[float, float]]:
+    """On the processor every token of the tree goes through the draft once and the target once."""
+    target, draft = _shape(pair.target, pair), _shape(pair.draft, pair)
+    return lambda budget, _tokens: (_flop_seconds(target, budget + 1, flops), _flop_seconds(draft, budget + 1, flops))
 
 
 def _cpu_flops(hw: HardwareDescription) -> float:
@@ -324,14 +361,14 @@ def _builtin_fit(pair: Pair, hw: HardwareDescription, gpu: GpuInfo | None, tree_
     budgets = _budgets(tree_budget, tree_budget or AUTO_MAX_BUDGET)
     if gpu is not None:
         where, rate_source = "on the GPU", "estimate: compute only, nothing streams"
-        speed = _fastest(pair, budgets, lambda b: _gpu_compute_seconds(target, b + 1, 1),
-                         lambda b: _draft_seconds(pair, b, GPU_FLOPS, on_gpu=True))
+        everything, rates = tuple(range(target.num_hidden_layers)), _gpu_rates(gpu, h2d_rate(gpu)[0])
+        speed = _fastest(pair, budgets, lambda b, tokens: _gpu_pass(pair, everything, 0, 0.0, b, tokens, rates,
+                                                                    _draft_kernel(gpu)))
     else:
         flops = _cpu_flops(hw)
         where = f"on the processor ({hw.cpu.physical_cores or '?'} cores)"
         rate_source = f"estimate: compute only, nothing streams ({flops / 1e9:.0f} GFLOP/s assumed)"
-        speed = _fastest(pair, budgets, lambda b: _flop_seconds(target, b + 1, flops),
-                         lambda b: _draft_seconds(pair, b, flops, on_gpu=False))
+        speed = _fastest(pair, budgets, _cpu_timing(pair, flops))
     need = target.num_hidden_layers * decoder_layer_bytes(target, pair.target.weights) + non_layer_bytes(target, "float32")
     return PairFit(pair, "fits", f"fits: a small model that runs {where}; answers are quick but not clever",
                    target.num_hidden_layers, target.num_hidden_layers, speed.pass_seconds, speed.budget,
@@ -342,21 +379,26 @@ def _builtin_fit(pair: Pair, hw: HardwareDescription, gpu: GpuInfo | None, tree_
 def _cpu_only_fit(pair: Pair, hw: HardwareDescription, tree_budget: int | None, host_need: int, disk_ok) -> PairFit:
     """No NVIDIA GPU: say plainly what running a big model on the processor would mean."""
     target, flops = _shape(pair.target, pair), _cpu_flops(hw)
-    speed = _fastest(pair, _budgets(tree_budget, tree_budget or AUTO_MAX_BUDGET),
-                     lambda b: _flop_seconds(target, b + 1, flops), lambda b: _draft_seconds(pair, b, flops, on_gpu=False))
+    speed = _fastest(pair, _budgets(tree_budget, tree_budget or AUTO_MAX_BUDGET), _cpu_timing(pair, flops))
     _, ram_problem = _ram_verdict(host_need, hw)
+    seconds = round((speed.pass_seconds + speed.draft_seconds) / speed.tokens_per_pass)
     words = (f"needs an NVIDIA GPU: this PC has none, and on the processor alone each word would take about "
-             f"{(speed.pass_seconds + speed.draft_seconds) / speed.tokens_per_pass:.0f} seconds")
+             f"{seconds} second{'' if seconds == 1 else 's'}")
     reason = words + (f"; {ram_problem}" if ram_problem else "")
     return PairFit(pair, "no", reason, 0, target.num_hidden_layers, speed.pass_seconds, speed.budget,
                    speed.tokens_per_pass, speed.source, speed.tokens_per_second, speed.draft_seconds,
                    f"estimate: processor only ({flops / 1e9:.0f} GFLOP/s assumed)", host_need, disk_ok)
 
 
-def recommend(catalog: Catalog, hw: HardwareDescription, tree_budget: int | None = None) -> Recommendation:
-    """Every pair's prediction, best first. The recommended pair is the largest target that fits (else is
-    tight) and runs at least MIN_RECOMMENDED_TOKENS_PER_SECOND; the built-in pair when none does."""
-    fits = [predict_pair(pair, hw, tree_budget) for pair in catalog.pairs]
+def recommend(catalog: Catalog, hw: HardwareDescription, tree_budget: int | None = None,
+              draft_id: str | None = None) -> Recommendation:
+    """Every pair's prediction, best first, each with its other drafts' predictions (`draft_options`). The
+    recommended pair is the largest target that fits (else is tight) and runs at least
+    MIN_RECOMMENDED_TOKENS_PER_SECOND; the built-in pair when none does. `draft_id` ("16bit", ...) predicts the
+    pairs that offer that draft with it instead of their own."""
+    pairs = [pair.with_draft(draft_id) if draft_id and any(o.id == draft_id for o in pair.drafts) else pair
+             for pair in catalog.pairs]
+    fits = [_with_options(pair, hw, tree_budget) for pair in pairs]
 
     def rank(fit: PairFit) -> tuple:
         usable = fit.fit != "no" and (fit.tokens_per_second or 0) >= MIN_RECOMMENDED_TOKENS_PER_SECOND
@@ -367,3 +409,9 @@ def recommend(catalog: Catalog, hw: HardwareDescription, tree_budget: int | None
     usable = not rank(ranked[0])[0]
     best = ranked[0] if usable else next(fit for fit in fits if fit.pair.id == BUILTIN_PAIR_ID)
     return Recommendation(hardware=hw, recommended=best.pair.id, pairs=(best, *(f for f in ranked if f is not best)))
+
+
+def _with_options(pair: Pair, hw: HardwareDescription, tree_budget: int | None = None) -> PairFit:
+    """`predict_pair` with the pair's own draft, carrying the prediction with each of its other drafts."""
+    options = tuple(predict_pair(pair.with_draft(option.id), hw, tree_budget) for option in pair.draft_options)
+    return replace(predict_pair(pair, hw, tree_budget), draft_options=options)

@@ -15,6 +15,8 @@ Public API (what loading and the CLI use):
 
 Modules, one job each:
     gptq          unpack / dequantise GPTQ tensors; GPTQLinear, GPTQExperts
+    gptq_kernel   the fused Triton dequantisation kernel (and the tile code it shares with gptq_matmul)
+    gptq_matmul   the fused small-batch GPTQ matmul (1-256 rows: a draft's forwards), Triton
     gptq_loader   GPTQ settings; swapping nn.Linear for GPTQLinear in a meta-built model; act-order re-pack
     checkpoint    safetensors shards, headers, checkpoint-name -> layer-entry mapping (MoE expert fusion)
     layout        a layer's tensors packed in one byte buffer; binding a layer module to such a buffer
@@ -27,7 +29,7 @@ Modules, one job each:
     streaming     LayerStreamer: executes the plan (CUDA streams + events, or synchronous CPU copies)
     residency     VRAM budget and resident-layer planning (pure functions)
     offloaded_lm  OffloadedLM and its OffloadReport
-    loader        load_offloaded
+    loader        load_offloaded; load_on_device (a GPTQ draft, whole on the GPU)
 """
 
 __all__ = ["OffloadReport", "OffloadedLM", "is_gptq_folder", "load_offloaded"]

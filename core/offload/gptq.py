@@ -35,6 +35,7 @@ import torch
 from torch import nn
 
 from core.offload.gptq_kernel import fused_dequant_available, fused_dequantize_into
+from core.offload.gptq_matmul import fused_gptq_matmul, fused_matmul_available
 from core.offload.sizes import block_shape, gptq_linear_tensors, packed_rows
 
 SUPPORTED_BITS = (2, 3, 4, 8)
@@ -302,10 +303,17 @@ class GPTQLinear(nn.Module):
         return dequantize_into(out, self.qweight, self.qzeros, self.scales, g_idx, self.bits, self.group_size, self.mode, self.zero_offset)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        weight = self.dequantize(x.dtype)
+        """x [..., K] -> [..., N]. Up to FUSED_MATMUL_MAX_ROWS rows on a GPU (a draft's forwards, a one-token
+        pass) go through the fused kernel, which never writes W; more rows (a tree pass) dequantise W once
+        into the scratch and run one GEMM."""
         if self.mode == "perm":
             x = x.index_select(-1, self.perm.to(torch.int64))
-        y = torch.matmul(x, weight)
+        if fused_matmul_available(x):
+            g_idx = self.g_idx if self.mode == "gather" else None
+            y = fused_gptq_matmul(x.reshape(-1, self.in_features), self.qweight, self.qzeros, self.scales, g_idx,
+                                  self.bits, self.group_size, self.zero_offset).view(*x.shape[:-1], self.out_features)
+        else:
+            y = torch.matmul(x, self.dequantize(x.dtype))
         if self.bias is not None:
             y = y + self.bias.to(y.dtype)
         return y

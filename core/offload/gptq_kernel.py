@@ -48,20 +48,17 @@ def fused_dequant_available(device: torch.device) -> bool:
     return device.type == "cuda" and triton_available()
 
 
-def _dequant_kernel(
-    qweight_ptr, qzeros_ptr, scales_ptr, g_idx_ptr, out_ptr,
-    K, N, zero_words, group_size, zero_offset,
-    BITS: tl.constexpr, USE_G_IDX: tl.constexpr, OUT_DTYPE: tl.constexpr, WORK_DTYPE: tl.constexpr,
-    BF16: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr,
+def _dequant_tile(
+    qweight_ptr, qzeros_ptr, scales_ptr, rows, cols, row_ok, col_ok, group, group_ok, N, zero_words, zero_offset,
+    BITS: tl.constexpr, WORK_DTYPE: tl.constexpr, BF16: tl.constexpr,
 ):
-    """One BLOCK_K x BLOCK_N tile of W (jitted by `_kernel`). BF16: round to bfloat16 by hand (nearest even,
-    on the float32 bits, as torch does), because Triton's interpreter truncates float32 -> bfloat16."""
-    rows = tl.program_id(0) * BLOCK_K + tl.arange(0, BLOCK_K)  # [BK]
-    cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)  # [BN]
-    row_ok = rows < K
-    mask = row_ok[:, None] & (cols < N)[None, :]  # [BK, BN]
+    """W[rows, cols] as a [BK, BN] tile in WORK_DTYPE, 0 where masked (jitted by `dequant_tile`; both the
+    dequantisation kernel and the fused matmul call it). rows, row_ok [BK]; cols, col_ok [BN]; group, group_ok:
+    the group of each row, [BK, 1], or [1, 1] when every row of the tile is in one group.
+    BF16: round to bfloat16 by hand (nearest even, on the float32 bits, as torch does), because Triton's
+    interpreter truncates float32 -> bfloat16."""
+    mask = row_ok[:, None] & col_ok[None, :]  # [BK, BN]
     value_mask = (1 << BITS) - 1
-
     # q [BK, BN]: row k of column n starts at bit BITS * k of the column's stream in qweight [K*BITS/32, N]
     bit = rows * BITS
     word, offset = (bit // 32)[:, None], (bit % 32)[:, None]
@@ -74,33 +71,50 @@ def _dequant_kernel(
         q = q | tl.where(straddle, high.to(tl.uint32, bitcast=True) << shift, 0).to(tl.uint32)
     q = (q & value_mask).to(tl.int32)
 
-    if USE_G_IDX:
-        group = tl.load(g_idx_ptr + rows, mask=row_ok, other=0)
-    else:
-        group = rows // group_size
-    # z [BK, BN]: qzeros [G, zero_words] is packed along the output dim, one bit stream per group
+    # z [G, BN]: qzeros [G, zero_words] is packed along the output dim, one bit stream per group
+    group_mask = group_ok & col_ok[None, :]  # [BK or 1, BN]
     zbit = cols * BITS
     zword, zoffset = (zbit // 32)[None, :], (zbit % 32)[None, :]
-    zrow = qzeros_ptr + group[:, None] * zero_words
-    zeros = tl.load(zrow + zword, mask=mask, other=0).to(tl.uint32, bitcast=True)
+    zrow = qzeros_ptr + group * zero_words
+    zeros = tl.load(zrow + zword, mask=group_mask, other=0).to(tl.uint32, bitcast=True)
     z = zeros >> zoffset.to(tl.uint32)
     if BITS == 3:
         zstraddle = zoffset > 29
-        zhigh = tl.load(zrow + zword + 1, mask=mask & zstraddle, other=0)
+        zhigh = tl.load(zrow + zword + 1, mask=group_mask & zstraddle, other=0)
         zshift = tl.where(zstraddle, 32 - zoffset, 0).to(tl.uint32)
         z = z | tl.where(zstraddle, zhigh.to(tl.uint32, bitcast=True) << zshift, 0).to(tl.uint32)
     z = (z & value_mask).to(tl.int32)
 
-    scale = tl.load(scales_ptr + group[:, None] * N + cols[None, :], mask=mask, other=0.0)
+    scale = tl.load(scales_ptr + group * N + cols[None, :], mask=group_mask, other=0.0)
     scale = scale.to(WORK_DTYPE)
     if BF16:  # the reference rounds the fp16 scale to bfloat16 first (a no-op for the other dtypes)
         bits = scale.to(tl.uint32, bitcast=True)
         scale = (((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16).to(tl.float32, bitcast=True)
     weight = (q - z - zero_offset).to(WORK_DTYPE) * scale
-    if BF16:  # after this the value is exact in bfloat16, so the cast below does not round again
+    if BF16:  # after this the value is exact in bfloat16, so a later cast does not round again
         bits = weight.to(tl.uint32, bitcast=True)
         weight = (((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16).to(tl.float32, bitcast=True)
-    tl.store(out_ptr + rows[:, None] * N + cols[None, :], weight.to(OUT_DTYPE), mask=mask)
+    return tl.where(mask, weight, 0.0)
+
+
+def _dequant_kernel(
+    qweight_ptr, qzeros_ptr, scales_ptr, g_idx_ptr, out_ptr,
+    K, N, zero_words, group_size, zero_offset,
+    BITS: tl.constexpr, USE_G_IDX: tl.constexpr, OUT_DTYPE: tl.constexpr, WORK_DTYPE: tl.constexpr,
+    BF16: tl.constexpr, DEQUANT_TILE: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr,
+):
+    """One BLOCK_K x BLOCK_N tile of W (jitted by `_kernel`); DEQUANT_TILE is the jitted `_dequant_tile`."""
+    rows = tl.program_id(0) * BLOCK_K + tl.arange(0, BLOCK_K)  # [BK]
+    cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)  # [BN]
+    row_ok = rows < K
+    if USE_G_IDX:
+        group = tl.load(g_idx_ptr + rows, mask=row_ok, other=0)
+    else:
+        group = rows // group_size
+    col_ok = cols < N
+    weight = DEQUANT_TILE(qweight_ptr, qzeros_ptr, scales_ptr, rows, cols, row_ok, col_ok, group[:, None],
+                          row_ok[:, None], N, zero_words, zero_offset, BITS, WORK_DTYPE, BF16)
+    tl.store(out_ptr + rows[:, None] * N + cols[None, :], weight.to(OUT_DTYPE), mask=row_ok[:, None] & col_ok[None, :])
 
 
 @functools.cache
@@ -108,6 +122,13 @@ def _kernel(interpret: bool):
     """The jitted kernel, built once per mode: Triton picks compiled or interpreted (TRITON_INTERPRET) when
     `jit` runs, so building it on first use lets tests interpret it whatever was imported before."""
     return triton.jit(_dequant_kernel)
+
+
+@functools.cache
+def dequant_tile(interpret: bool):
+    """`_dequant_tile` jitted for this mode: kernels receive it as a constexpr argument (a jitted helper called
+    by its global name could not be both compiled and interpreted in one process)."""
+    return triton.jit(_dequant_tile)
 
 
 def interpreted() -> bool:
@@ -145,6 +166,6 @@ def fused_dequantize_into(
         qweight, qzeros, scales, g_idx if g_idx is not None else qweight, out,
         k, n, qzeros.shape[1], k if group_size == -1 else group_size, zero_offset,
         BITS=bits, USE_G_IDX=g_idx is not None, OUT_DTYPE=out_dtype, WORK_DTYPE=work_dtype,
-        BF16=out.dtype == torch.bfloat16, BLOCK_K=BLOCK_K, BLOCK_N=BLOCK_N,
+        BF16=out.dtype == torch.bfloat16, DEQUANT_TILE=dequant_tile(interpreted()), BLOCK_K=BLOCK_K, BLOCK_N=BLOCK_N,
     )
     return out

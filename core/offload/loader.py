@@ -6,6 +6,9 @@ then the host store (streamed layers only) and the device block (resident layers
 tensor by tensor from each shard: a resident layer goes from the checkpoint straight to the GPU, so peak
 host RAM is the streamed layers, the embedding table (kept in host RAM, see core.offload.host_embedding)
 and one tensor.
+
+`load_on_device` is the other route, for a GPTQ draft: the same checkpoint reading, every weight in one
+device block, nothing streams.
 """
 
 from __future__ import annotations
@@ -13,13 +16,14 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from torch import nn
 from transformers import AutoConfig, AutoModelForCausalLM
 
-from core.causal_lm import check_architecture
+from core.causal_lm import CausalLM, check_architecture
 from core.errors import InsufficientVRAMError, InvalidSettingError, ModelFormatError
 from core.offload import residency
 from core.offload.checkpoint import (
@@ -30,10 +34,10 @@ from core.offload.checkpoint import (
     map_layer_key,
     read_headers,
 )
-from core.offload.gptq import DequantScratch
+from core.offload.gptq import DequantScratch, GPTQSettings
 from core.offload.gptq_loader import check_lm_head, finalize_gptq_layer, quantize_layers, read_gptq_settings
 from core.offload.host_embedding import HostEmbedding
-from core.offload.layout import LayerLayout, layer_layout
+from core.offload.layout import LayerBinding, LayerLayout, layer_layout
 from core.offload.offloaded_lm import OffloadedLM, OffloadReport
 from core.offload.streaming import LayerStreamer
 from core.offload.host_memory import check_host_memory, embedding_in_host_ram, host_bytes_needed, host_table_bytes
@@ -174,39 +178,19 @@ def load_offloaded(
     InvalidSettingError (bad device / resident count).
     """
     folder_path = Path(folder)
-    device = torch.device(device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise InvalidSettingError("device 'cuda' was requested but no CUDA GPU is available; use device 'cpu'")
-    if device.type not in ("cpu", "cuda"):
-        raise InvalidSettingError(f"offloading supports the 'cpu' and 'cuda' devices, not '{device.type}'")
-    files = checkpoint_files(folder_path)
-    config = _read_config(folder_path)
-    settings = read_gptq_settings(folder_path)
-    infos = read_headers(files)
-    keys = set(infos)
-    model = build_meta_model(config, dtype)
+    device = _check_device(device)
+    ck = _read_checkpoint(folder_path, dtype)
+    config, settings, model, layouts, top_meta = ck.config, ck.settings, ck.model, ck.layouts, ck.top_meta
+    top_bytes = ck.top_bytes
     layers = model.model.layers
-    scratch = DequantScratch()
-    largest_linear = 0
-    if settings is not None:
-        check_lm_head(keys)
-        largest_linear = quantize_layers(model, config.model_type, keys, settings, scratch)
-
-    canonical: dict[LayerLayout, LayerLayout] = {}
-    layouts = [canonical.setdefault(layout, layout) for layout in map(layer_layout, layers)]
-    top_meta = _top_level_tensors(model)
-    top_bytes = sum(_meta_bytes(t) for _, _, _, t in {id(v[3]): v for v in top_meta.values()}.values())
-
-    targets = _route_tensors(config.model_type, keys, layouts, top_meta)
-    context = residency.resolve_context_length(context_length, int(getattr(config, "max_position_embeddings", 0) or
-                                                                     residency.PLANNED_CONTEXT))
+    context = _context(config, context_length)
 
     # Plan and memory checks before any big allocation.
     streaming = device.type == "cuda" or stream_on_cpu
     tied = bool(getattr(config, "tie_word_embeddings", False))
     embedding_on_host = embedding_in_host_ram(streaming, tied) and EMBEDDING_KEY in top_meta
     embedding_bytes = _meta_bytes(top_meta[EMBEDDING_KEY][3]) if EMBEDDING_KEY in top_meta else 0
-    scratch_bytes = gptq_scratch_bytes(largest_linear, _dtype_bytes(dtype))
+    scratch_bytes = gptq_scratch_bytes(ck.largest_linear, _dtype_bytes(dtype))
     fixed_bytes = residency.device_fixed_bytes(top_bytes, embedding_bytes, embedding_on_host, scratch_bytes)
     plan, fit = _plan_device(config, device, dtype, layouts, fixed_bytes, vram_budget_bytes, resident_layers, n_slots,
                              tree_budget, context, draft_weight_bytes, draft_kv_bytes, stream_on_cpu)
@@ -215,24 +199,15 @@ def load_offloaded(
     streamed = [i for i in range(len(layouts)) if i not in set(resident)]
     host_tables = host_table_bytes(top_bytes, embedding_bytes, streaming, embedding_on_host)
     host_layers = sum(layouts[i].nbytes for i in (streamed if streaming else range(len(layouts))))
-    largest_tensor = max((info.nbytes for info in infos.values()), default=0)
-    host_needed = host_bytes_needed(host_layers, largest_tensor, host_tables)
+    host_needed = host_bytes_needed(host_layers, ck.largest_tensor, host_tables)
     check_host_memory(host_needed, available_ram_bytes, what=f"the offloaded weights of {folder_path.name}")
 
     store = HostWeightStore(layouts, pin=device.type == "cuda", layers=streamed)
     resident_block = LayerBlock(layouts, resident, device)
     top = _materialise_top_level(model, device, {EMBEDDING_KEY} if embedding_on_host else set())
-    _fill(files, infos, targets, top, (store, resident_block), progress)
-    _check_complete((store, resident_block), layouts, targets, top, config, settings)
-    if settings is not None:
-        for index, layer in enumerate(layers):
-            block = store if index in store else resident_block
-            finalize_gptq_layer(layer, lambda name, i=index, b=block: b.tensor(i, name), device)
-        scratch.reserve(largest_linear, dtype, device)
+    _fill_and_finish(ck, (store, resident_block), top, device, dtype, progress)
     if embedding_on_host:
         model.model.embed_tokens = HostEmbedding(top[EMBEDDING_KEY], device)
-    _rebuild_rotary(model, device)
-    _check_no_meta_outside_layers(model)
 
     streamer = LayerStreamer(store, layers, resident, plan.n_slots or 1, device, stream=streaming,
                              record_trace=record_trace, resident_block=resident_block)
@@ -266,6 +241,123 @@ def load_offloaded(
         streamer=streamer,
         report=report,
     )
+
+
+def load_on_device(folder: str, device: str, dtype: torch.dtype, progress: Progress | None = None, *,
+                   context_length: int | None = None, available_bytes: int | None = None) -> CausalLM:
+    """Load a GPTQ (or 16-bit) safetensors folder with every weight on `device`: one block holds the decoder
+    layers, the embeddings and LM head sit beside it, nothing streams and no host copy is kept.
+
+    This is the route of a GPTQ draft: a 7-8B model takes 4-5 GB in 4 bits, and it runs dozens of forwards
+    per pass, so it stays on the GPU, where its GPTQ linears multiply the draft's 1-256-row batches with the
+    fused kernel (core.offload.gptq_matmul). On the CPU it runs through the eager path.
+    available_bytes: free memory on `device` to check against (None: free VRAM on a GPU, available RAM on
+    the CPU). context_length: as in `load_offloaded`.
+
+    Raises: the errors of `load_offloaded` (ModelFormatError, InvalidSettingError, ...), and
+    InsufficientVRAMError / InsufficientHostMemoryError before anything big is allocated when the weights
+    do not fit.
+    """
+    folder_path = Path(folder)
+    device = _check_device(device)
+    ck = _read_checkpoint(folder_path, dtype)
+    model = ck.model
+    needed = (sum(layout.nbytes for layout in ck.layouts) + ck.top_bytes
+              + gptq_scratch_bytes(ck.largest_linear, _dtype_bytes(dtype)))
+    _check_device_memory(needed, device, available_bytes, folder_path.name)
+    block = LayerBlock(ck.layouts, None, device)
+    top = _materialise_top_level(model, device, set())
+    _fill_and_finish(ck, (block,), top, device, dtype, progress)
+    for index, layer in enumerate(model.model.layers):
+        LayerBinding(layer, ck.layouts[index]).bind(ck.layouts[index].views(block.layer_bytes(index)))
+    return CausalLM(model=model, name=folder_path.name, eos_token_ids=_eos_ids(folder_path, ck.config),
+                    max_context=_context(ck.config, context_length))
+
+
+def _check_device(device: str) -> torch.device:
+    """Raises InvalidSettingError for a device other than the CPU or a usable CUDA GPU."""
+    device = torch.device(device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise InvalidSettingError("device 'cuda' was requested but no CUDA GPU is available; use device 'cpu'")
+    if device.type not in ("cpu", "cuda"):
+        raise InvalidSettingError(f"GPTQ and offloaded models load on the 'cpu' and 'cuda' devices, not '{device.type}'")
+    return device
+
+
+def _check_device_memory(needed: int, device: torch.device, available: int | None, name: str) -> None:
+    """Raises InsufficientVRAMError (GPU) or InsufficientHostMemoryError (CPU) when `needed` bytes do not fit."""
+    if device.type == "cpu":
+        check_host_memory(host_bytes_needed(needed, 0, 0), available, what=f"the weights of {name}")
+        return
+    free = available if available is not None else torch.cuda.mem_get_info(device)[0]
+    if needed + residency.DEFAULT_MARGIN_BYTES > free:
+        raise InsufficientVRAMError(
+            f"{name} needs {needed / 1024**3:.2f} GiB of VRAM for its weights and {free / 1024**3:.2f} GiB is free "
+            f"on {device}: close programs that use the GPU, or use a smaller model")
+
+
+def _context(config, requested: int | None) -> int:
+    return residency.resolve_context_length(
+        requested, int(getattr(config, "max_position_embeddings", 0) or residency.PLANNED_CONTEXT))
+
+
+@dataclass(frozen=True)
+class _Checkpoint:
+    """A model folder read as far as its headers: the meta-built model (GPTQ linears swapped in), its
+    packed layer layouts, and where each checkpoint tensor goes. Nothing big is allocated yet."""
+
+    files: list[Path]
+    config: object
+    settings: GPTQSettings | None
+    infos: dict
+    model: nn.Module
+    scratch: DequantScratch
+    largest_linear: int
+    layouts: list[LayerLayout]
+    top_meta: dict
+    top_bytes: int
+    targets: dict
+
+    @property
+    def largest_tensor(self) -> int:
+        """Bytes of the biggest checkpoint tensor (read whole while loading)."""
+        return max((info.nbytes for info in self.infos.values()), default=0)
+
+
+def _read_checkpoint(folder: Path, dtype: torch.dtype) -> _Checkpoint:
+    files = checkpoint_files(folder)
+    config = _read_config(folder)
+    settings = read_gptq_settings(folder)
+    infos = read_headers(files)
+    keys = set(infos)
+    model = build_meta_model(config, dtype)
+    scratch = DequantScratch()
+    largest_linear = 0
+    if settings is not None:
+        check_lm_head(keys)
+        largest_linear = quantize_layers(model, config.model_type, keys, settings, scratch)
+    canonical: dict[LayerLayout, LayerLayout] = {}
+    layouts = [canonical.setdefault(layout, layout) for layout in map(layer_layout, model.model.layers)]
+    top_meta = _top_level_tensors(model)
+    top_bytes = sum(_meta_bytes(t) for _, _, _, t in {id(v[3]): v for v in top_meta.values()}.values())
+    targets = _route_tensors(config.model_type, keys, layouts, top_meta)
+    return _Checkpoint(files, config, settings, infos, model, scratch, largest_linear, layouts, top_meta, top_bytes,
+                       targets)
+
+
+def _fill_and_finish(ck: _Checkpoint, blocks: tuple[LayerBlock, ...], top: dict, device: torch.device,
+                     dtype: torch.dtype, progress: Progress | None) -> None:
+    """Read every tensor into `blocks` / `top`, check nothing is missing, finalise GPTQ layers (act-order
+    re-pack, the shared scratch) and rebuild the rotary embedding on `device`."""
+    _fill(ck.files, ck.infos, ck.targets, top, blocks, progress)
+    _check_complete(blocks, ck.layouts, ck.targets, top, ck.config, ck.settings)
+    if ck.settings is not None:
+        for index, layer in enumerate(ck.model.model.layers):
+            block = _block_of(blocks, index)
+            finalize_gptq_layer(layer, lambda name, i=index, b=block: b.tensor(i, name), device)
+        ck.scratch.reserve(ck.largest_linear, dtype, device)
+    _rebuild_rotary(ck.model, device)
+    _check_no_meta_outside_layers(ck.model)
 
 
 def _route_tensors(model_type: str, keys: set[str], layouts: list[LayerLayout], top_meta: dict) -> dict:

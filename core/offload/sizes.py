@@ -99,6 +99,7 @@ class ModelShape:
     num_local_experts: int = 0
     tie_word_embeddings: bool = False
     attention_bias: bool = False
+    num_experts_per_tok: int = 0  # experts each token is routed to (MoE; 0 for a dense model)
 
     @classmethod
     def from_config(cls, config: Any) -> "ModelShape":
@@ -122,6 +123,7 @@ class ModelShape:
             vocab_size=int(get("vocab_size")),
             head_dim=int(get("head_dim") or hidden // heads),
             num_local_experts=int(get("num_local_experts") or 0),
+            num_experts_per_tok=int(get("num_experts_per_tok") or 0),
             tie_word_embeddings=bool(get("tie_word_embeddings", False)),
             # Qwen2 always has q/k/v biases; Llama-family configs say so in `attention_bias`.
             attention_bias=model_type == "qwen2" or bool(get("attention_bias", False)),
@@ -129,11 +131,22 @@ class ModelShape:
 
     @property
     def parameters(self) -> int:
-        """Parameter count (decoder layers + embeddings + lm_head): the FLOPs of one token are twice this."""
+        """Parameter count (decoder layers + embeddings + lm_head), every expert of an MoE model included."""
+        return self._parameters(max(self.num_local_experts, 1))
+
+    @property
+    def active_parameters(self) -> int:
+        """Parameters one token is multiplied by (only its routed experts; all of them when the config does not
+        say how many): the FLOPs of one token are twice this."""
+        if not self.num_local_experts:
+            return self.parameters
+        return self._parameters(self.num_experts_per_tok or self.num_local_experts)
+
+    def _parameters(self, experts: int) -> int:
         h, kv = self.hidden_size, self.num_key_value_heads * self.head_dim
         q = self.num_attention_heads * self.head_dim
         attention = 2 * h * q + 2 * h * kv
-        mlp = 3 * h * self.intermediate_size * max(self.num_local_experts, 1)
+        mlp = 3 * h * self.intermediate_size * experts
         embeddings = self.vocab_size * h * (1 if self.tie_word_embeddings else 2)
         return self.num_hidden_layers * (attention + mlp) + embeddings
 

@@ -1,0 +1,176 @@
+"""Seconds per SpecExec pass on a GPU with an offloaded target: pure arithmetic, no torch (the app imports it).
+
+A pass is the draft growing a tree (`draft_seconds`), then the target scoring it (`target_pass_seconds`).
+
+Target: the copy engine moves the streamed layers one after another into a ring of `slots` device buffers;
+the GPU computes a layer as soon as its bytes have arrived and the previous layer is done, and a slot is
+refilled only after the layer that used it has run. So a layer costs the larger of its copy and its compute
+wherever the ring keeps up, and resident layers (spread over the stack, as the planner spreads them) cost
+their compute only while the copy engine works ahead. The first `slots` streamed layers of a pass are copied
+while the draft searches (the engine prefetches them as soon as the previous pass ends), which hides up to
+the draft's time of their copies. `target_pass_seconds` simulates exactly this schedule.
+
+A layer's compute is the largest of: its matmul FLOPs at the GPU's sustained rate, the weight bytes its
+kernels read (a GPTQ layer above FUSED_MATMUL_MAX_ROWS rows is dequantised into 16 bits and read back: the
+packed bytes plus twice the 16-bit bytes), and its kernel launches.
+
+Draft: as many forwards per pass as the engine runs for trees that deep (DRAFT_FORWARDS_PER_TOKEN), each
+reading every draft weight once (the packed bytes through the fused 4-bit kernel, or 16-bit bytes;
+`DraftKernel`) and launching KERNELS_PER_LAYER kernels per layer plus KERNELS_PER_FORWARD, each
+LAUNCH_SECONDS of host time. The search
+reads one value per forward back to the host, so the host cannot queue the next forward's launches while
+the GPU works: a forward costs the larger of its GPU time (bytes or FLOPs) and its launches.
+
+Not modelled: reading the KV caches (small at the planned context), the LM head over visited rows, sampling
+and verification on the host (milliseconds), and the dequantisation arithmetic inside the fused kernel.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from dataclasses import dataclass
+from enum import Enum
+
+from core.models.gpu_specs import GpuSpecs
+from core.offload.sizes import ModelShape, WeightFormat, decoder_layer_bytes
+
+# Host time to launch one eager PyTorch kernel from Python (dispatch + cudaLaunchKernel). Engineering facts:
+# ~10 us. Dispatch alone measured 28 us per op on the 2-core development CPU at load average 8.6 (a quarter of
+# a core; docs/benchmarks.md, issue 21, "The speed model").
+LAUNCH_SECONDS = 10e-6
+# Kernels of one decoder layer's eager forward, and of the rest of a forward (embedding, rotary tables, norm,
+# LM head), counted with a dispatch counter (non-view aten ops) on a 32-layer Llama-2-7B-shaped model with 8
+# and 32 KV heads, 32 tree rows on a 256-token cache: 1,168 = 36 x 32 + 16 (28-layer Qwen2-shaped: 38 a layer).
+# Script: docs/benchmarks.md, issue 21, "The speed model". To refresh from `specexec bench trace` once merged.
+KERNELS_PER_LAYER = 36
+# ... and of one search step around it (top-k over the expanded rows, scores, the tree mask): a whole tree
+# search on that model launched 1,248 kernels per forward, 80 more than the forward alone.
+KERNELS_PER_FORWARD = 16 + 80
+# Draft forwards per pass for each token a pass accepts, by tree budget. The search runs one forward per level
+# of the tree (plus catch-up), and a tree is as deep as the draft is sure of the continuation, which the
+# tokens accepted per pass measure: a pair that accepts 13 tokens a pass grows deeper trees, so runs more
+# forwards, than one that accepts 5 (the paper's A100 GPTQ rows bear this out: their time beyond the copies
+# grows with their tokens per pass). Measured on the built-in pair, draft forwards per pass / tokens per pass,
+# MT-Bench first turns, t=0.6, top-p 0.9:
+#   16-256:    specexec bench acceptance --target builtin --draft builtin-draft --prompts
+#              ../shared/datasets/mtbench-first-turns.jsonl --limit 8 --budgets 16,64,256 --methods specexec
+#              --max-new-tokens 48 --seeds 1 --threads 1 --json      (docs/benchmarks.md, issue 21)
+#   1024-2048: docs/benchmarks.md, issue 10 (same prompts, 4 of them, 32 tokens)
+# Interpolated in log2(budget), held flat outside. To refresh from `specexec bench trace` once it is merged.
+DRAFT_FORWARDS_PER_TOKEN: tuple[tuple[int, float], ...] = ((16, 7.87 / 3.80), (64, 11.72 / 4.86), (256, 14.57 / 5.73),
+                                                           (1024, 18.8 / 7.11), (2048, 20.0 / 8.00))
+MAX_DRAFT_FORWARDS = 32
+# Shares of the datasheet peaks (core.models.gpu_specs) that long reads and large GEMMs sustain.
+MEMORY_EFFICIENCY = 0.8
+MATMUL_EFFICIENCY = 0.6
+# Rows up to which a GPTQ linear multiplies with the fused kernel (core.offload.gptq_matmul; repeated here
+# because that module imports torch, which the app's process never does). tests/test_speed.py checks they agree.
+FUSED_MATMUL_MAX_ROWS = 256
+DTYPE_BYTES = 2  # a GPU computes in float16 or bfloat16
+
+
+class DraftKernel(Enum):
+    """How a GPTQ draft multiplies: FUSED reads the packed weights once (this engine's kernel);
+    DEQUANTISE writes them out in 16 bits and reads them back (dequantise-then-GEMM engines)."""
+
+    FUSED = "fused"
+    DEQUANTISE = "dequantise"
+
+
+@dataclass(frozen=True)
+class GpuRates:
+    """What the speed model needs of a GPU: host-to-device, memory and matmul rates (bytes/s, FLOP/s)."""
+
+    h2d: float
+    memory: float
+    flops: float
+
+    @classmethod
+    def from_specs(cls, h2d: float, specs: GpuSpecs) -> "GpuRates":
+        return cls(h2d, specs.memory_bytes_per_second * MEMORY_EFFICIENCY, specs.flops * MATMUL_EFFICIENCY)
+
+
+def draft_forwards(budget: int, tokens_per_pass: float) -> float:
+    """Draft forwards per pass for a tree of `budget` tokens of which `tokens_per_pass` are accepted: the
+    measured forwards per accepted token times the tokens, between 1 and the search's cap."""
+    if budget <= 1:
+        return 1.0
+    return max(1.0, min(MAX_DRAFT_FORWARDS, _per_token(budget) * tokens_per_pass))
+
+
+def _per_token(budget: int) -> float:
+    budgets = [b for b, _ in DRAFT_FORWARDS_PER_TOKEN]
+    if budget <= budgets[0]:
+        return DRAFT_FORWARDS_PER_TOKEN[0][1]
+    if budget >= budgets[-1]:
+        return DRAFT_FORWARDS_PER_TOKEN[-1][1]
+    i = bisect.bisect_right(budgets, budget)
+    (low, low_n), (high, high_n) = DRAFT_FORWARDS_PER_TOKEN[i - 1], DRAFT_FORWARDS_PER_TOKEN[i]
+    t = (math.log2(budget) - math.log2(low)) / (math.log2(high) - math.log2(low))
+    return low_n + t * (high_n - low_n)
+
+
+def layer_parameters(shape: ModelShape) -> int:
+    """Weights of one decoder layer a token is multiplied by (its routed experts only, for MoE)."""
+    return (shape.active_parameters - _embedding_parameters(shape)) // shape.num_hidden_layers
+
+
+def _embedding_parameters(shape: ModelShape) -> int:
+    return shape.vocab_size * shape.hidden_size * (1 if shape.tie_word_embeddings else 2)
+
+
+def _launch_seconds(layers: int) -> float:
+    return (KERNELS_PER_LAYER * layers + KERNELS_PER_FORWARD) * LAUNCH_SECONDS
+
+
+def layer_compute_seconds(shape: ModelShape, weights: WeightFormat, tokens: int, gpu: GpuRates) -> float:
+    """One decoder layer over `tokens` rows: the largest of FLOPs, weight bytes read, and launches."""
+    flops = 2 * layer_parameters(shape) * tokens / gpu.flops
+    read = decoder_layer_bytes(shape, weights)
+    if weights.bits is not None and tokens > FUSED_MATMUL_MAX_ROWS:
+        read += 2 * DTYPE_BYTES * _linear_parameters(shape)  # dequantised into 16 bits, then read by the GEMM
+    return max(flops, read / gpu.memory, KERNELS_PER_LAYER * LAUNCH_SECONDS)
+
+
+def _linear_parameters(shape: ModelShape) -> int:
+    """Weights of one decoder layer's linears, all experts included (what dequantisation writes)."""
+    return (shape.parameters - _embedding_parameters(shape)) // shape.num_hidden_layers
+
+
+def draft_seconds(shape: ModelShape, weights: WeightFormat, budget: int, tokens_per_pass: float, gpu: GpuRates,
+                  kernel: DraftKernel = DraftKernel.FUSED, forwards: float | None = None) -> float:
+    """Growing one tree of `budget` tokens with a draft kept on the GPU: `forwards` forwards (None:
+    draft_forwards(budget, tokens_per_pass)), each the larger of its GPU time and its launches (see the
+    module's docstring)."""
+    forwards = forwards or draft_forwards(budget, tokens_per_pass)
+    read = shape.num_hidden_layers * decoder_layer_bytes(shape, weights)
+    if weights.bits is not None and kernel is DraftKernel.DEQUANTISE:
+        read += 2 * DTYPE_BYTES * shape.num_hidden_layers * _linear_parameters(shape)
+    read += shape.vocab_size * shape.hidden_size * DTYPE_BYTES  # the LM head
+    rows = (budget + 1) / forwards  # every tree token goes through the draft once
+    gpu_seconds = max(read / gpu.memory, 2 * shape.active_parameters * rows / gpu.flops)
+    return forwards * max(gpu_seconds, _launch_seconds(shape.num_hidden_layers))
+
+
+def target_pass_seconds(n_layers: int, resident: tuple[int, ...], copy_seconds: float, compute_seconds: float,
+                        slots: int, prefetch_seconds: float = 0.0) -> float:
+    """One target pass: layers in order, resident ones computed in place, the others copied through a ring of
+    `slots` buffers (the copies of the first `slots` started `prefetch_seconds` before the pass). Returns the
+    time from the end of drafting to the end of the last layer."""
+    kept = set(resident)
+    copy_free = -prefetch_seconds
+    slot_free = [-prefetch_seconds] * max(slots, 1)
+    done = 0.0
+    streamed = 0
+    for layer in range(n_layers):
+        if layer in kept:
+            done += compute_seconds
+            continue
+        slot = streamed % len(slot_free)
+        copied = max(copy_free, slot_free[slot]) + copy_seconds
+        copy_free = copied
+        done = max(done, copied) + compute_seconds
+        slot_free[slot] = done
+        streamed += 1
+    return done
