@@ -265,7 +265,7 @@ class MessageBody(QWidget):
 
     def set_markdown(self, text: str, force: bool = False) -> None:
         colors = current()
-        pieces = segments(text) or []
+        pieces = segments(text)
         for index, piece in enumerate(pieces):
             part = self._part(index, piece.kind)
             key = (piece.kind, piece.text, piece.language)
