@@ -785,6 +785,7 @@ class ChatView(QScrollArea):
     def _rebuild(self) -> None:
         for widget in self.widgets:
             self.column.removeWidget(widget)
+            widget.hide()  # at once: deleteLater waits for the event loop, and a shown widget would linger
             widget.deleteLater()
         self.widgets = []
         for message in self.model.rows:
