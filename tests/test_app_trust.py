@@ -487,3 +487,12 @@ def test_14_data_dir_moves_the_model_cache_too(tmp_path, monkeypatch):
     assert all(folder.is_relative_to(tmp_path / "portable") for folder in folders), folders
     monkeypatch.setenv("SPECEXEC_CACHE_DIR", str(tmp_path / "elsewhere"))  # the cache's own override still wins
     assert cache_root() == tmp_path / "elsewhere"
+
+
+def test_12_reopening_a_chat_leaves_no_ghost_of_its_old_messages(qtbot, quiet_window):
+    window = quiet_window
+    cid = open_chat_with(window, ("user", "hello"), ("assistant", CODE_ANSWER))
+    old = list(window.chat_view.widgets)
+    window.controller.open_conversation(cid)  # rebuilt: the old widgets go at once, not when Qt deletes them
+    assert old and not any(widget.isVisible() for widget in old)
+    assert len([w for w in window.chat_view.widgets if w.isVisible()]) == 2
