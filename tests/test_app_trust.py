@@ -495,4 +495,5 @@ def test_12_reopening_a_chat_leaves_no_ghost_of_its_old_messages(qtbot, quiet_wi
     old = list(window.chat_view.widgets)
     window.controller.open_conversation(cid)  # rebuilt: the old widgets go at once, not when Qt deletes them
     assert old and not any(widget.isVisible() for widget in old)
+    settle()  # the new ones are shown by the layout on the next turn of the event loop
     assert len([w for w in window.chat_view.widgets if w.isVisible()]) == 2
