@@ -4,6 +4,8 @@ Each class also inherits from the builtin that fits, so callers can catch either
 wrong and what to do about it; the CLI prints them without a traceback.
 """
 
+from pathlib import Path
+
 
 class SpecExecError(Exception):
     """Base class for every error the engine reports to a user."""
@@ -55,7 +57,8 @@ class CatalogError(SpecExecError, ValueError):
 
 class DownloadError(SpecExecError, RuntimeError):
     """A model download stopped; `kind` names why, in the words of `specexec models download --json`'s error event
-    ("gated", "disk", "network", "verify", "not_found", "cancelled"). Partial files are kept for a resume."""
+    ("gated", "disk", "network", "verify", "not_found", "cancelled", "unsafe", "io", "busy"). Partial files are
+    kept for a resume."""
 
     kind = "network"
 
@@ -94,6 +97,39 @@ class DownloadCancelledError(DownloadError):
     kind = "cancelled"
 
 
+class UnsafeListingError(DownloadError, ValueError):
+    """The hub listed a file the downloader must not write: a path leaving the model folder, a drive, stream
+    or reserved name, one of the downloader's own names, or a size or checksum that makes no sense. Refused
+    before anything on disk is touched."""
+
+    kind = "unsafe"
+
+
+class DownloadIOError(DownloadError, OSError):
+    """Reading or writing the model folder failed for a reason other than a full disk (no permission, a
+    read-only or vanished drive)."""
+
+    kind = "io"
+
+
+class DownloadBusyError(DownloadError):
+    """Another process is downloading into the same model folder (it holds the folder's lock)."""
+
+    kind = "busy"
+
+    def __init__(self, message: str, folder: Path, pid: int | None) -> None:
+        super().__init__(message)
+        self.folder = folder
+        self.pid = pid
+
+
+class InvalidTokenError(DownloadError, ValueError):
+    """A Hugging Face token holds whitespace or control characters (a paste gone wrong): refused when saved
+    and when read, before it could reach an HTTP header. The remedy is a new token, as for a gated model."""
+
+    kind = "gated"
+
+
 class HardwareDescriptionError(SpecExecError, ValueError):
     """A hardware description file (a fixture given with --hw or SPECEXEC_HW_FIXTURE) is missing or malformed."""
 
@@ -101,3 +137,61 @@ class HardwareDescriptionError(SpecExecError, ValueError):
 class ServerError(SpecExecError, OSError):
     """The API server could not start: the port is taken, the address is not this machine's, or binding a
     non-loopback address was not allowed explicitly."""
+
+
+class RemoteError(SpecExecError, ConnectionError):
+    """An OpenAI-compatible server (a remote endpoint) could not be used. `kind` is the engine protocol's
+    Error.kind for it; `hint` says what to do, in plain words; `details` keeps the technical reason (the
+    exception or the start of the server's reply) for a Details button or a log."""
+
+    kind = "remote_server"
+
+    def __init__(self, message: str, hint: str = "", details: str = "") -> None:
+        super().__init__(message)
+        self.hint = hint
+        self.details = details
+
+
+class RemoteUnreachableError(RemoteError):
+    """Nothing answered at the address: wrong host or port, the server is not running, a firewall, no network."""
+
+    kind = "remote_unreachable"
+
+
+class RemoteAuthError(RemoteError, PermissionError):
+    """The server refused the API key (401/403), or wants one and none was given."""
+
+    kind = "remote_auth"
+
+
+class RemoteNotOpenAIError(RemoteError):
+    """Something answered, but not as an OpenAI-compatible server does (an HTML page, no /v1/models, bad JSON)."""
+
+    kind = "remote_not_openai"
+
+
+class RemoteTLSError(RemoteError):
+    """The secure connection failed: an untrusted or expired certificate, a name mismatch, or https to a server
+    that speaks plain http (or the other way round)."""
+
+    kind = "remote_tls"
+
+
+class RemoteRejectedError(RemoteError, ValueError):
+    """The server refused the request itself (4xx): an unknown model, a setting it does not accept. A prompt
+    that does not fit the server's context window is this error with kind "context_length"."""
+
+    kind = "remote_rejected"
+
+
+class RemoteContextLengthError(RemoteRejectedError, ContextLengthError):
+    """The server says the conversation does not fit its context window."""
+
+    kind = "context_length"
+
+
+class RemoteDroppedError(RemoteError):
+    """The connection was lost in the middle of an answer (the server stopped, the network dropped, or no word
+    came for too long); what arrived before is kept."""
+
+    kind = "remote_dropped"

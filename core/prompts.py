@@ -1,37 +1,80 @@
-"""Turning user input into prompt token ids: plain text, or chat messages through the model's template."""
+"""Turning user input into prompt token ids: plain text, or chat messages (and tools) through the model's
+template; and which tool-call format a model's template asks the model to write."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from transformers import PreTrainedTokenizerBase
 
+from core.engine.protocol import HERMES, LLAMA3_JSON
 from core.errors import InvalidSettingError, ModelFormatError
 
-Message = dict[str, str]
+Message = dict[str, Any]  # role and content; an assistant's tool_calls, a tool's tool_call_id
+Tool = dict[str, Any]  # {"type": "function", "function": {"name", "description", "parameters"}}
+
+_PROBE_TOOL: Tool = {"type": "function", "function": {
+    "name": "specexec_probe_tool", "description": "probe", "parameters": {"type": "object", "properties": {}}}}
 
 
 @dataclass(frozen=True)
 class Prompt:
-    """One prompt: chat `messages` or plain `text` (exactly one is set)."""
+    """One prompt: chat `messages` (with the `tools` the template renders) or plain `text` (exactly one of
+    messages and text is set)."""
 
     messages: tuple[Message, ...] | None = None
     text: str | None = None
+    tools: tuple[Tool, ...] = ()
 
 
-def render_chat(tokenizer: PreTrainedTokenizerBase, messages: list[Message]) -> str:
-    """The model's own chat template, ending with the assistant's turn header."""
+def _template_source(tokenizer: PreTrainedTokenizerBase) -> str:
+    template = getattr(tokenizer, "chat_template", None) or ""
+    return "\n".join(template.values()) if isinstance(template, dict) else template
+
+
+def tool_call_format(tokenizer: PreTrainedTokenizerBase) -> str | None:
+    """How the model's chat template asks it to write tool calls: HERMES, LLAMA3_JSON, or None when the
+    template renders no tools (a probe tool's name does not reach the prompt) or asks for another format."""
+    source = _template_source(tokenizer)
+    if not source:
+        return None
+    try:
+        rendered = tokenizer.apply_chat_template([{"role": "user", "content": "hi"}], tools=[_PROBE_TOOL],
+                                                 add_generation_prompt=True, tokenize=False)
+    except Exception:  # a template that fails on tools does not support them
+        return None
+    if _PROBE_TOOL["function"]["name"] not in rendered:
+        return None
+    if "<tool_call>" in source:
+        return HERMES
+    if "<|python_tag|>" in source or '"parameters"' in source:
+        return LLAMA3_JSON
+    return None
+
+
+def render_chat(tokenizer: PreTrainedTokenizerBase, messages: list[Message], tools: tuple[Tool, ...] = ()) -> str:
+    """The model's own chat template (with `tools` when given), ending with the assistant's turn header.
+
+    Raises:
+        ModelFormatError: the model has no chat template.
+        InvalidSettingError: tools were given but the template has no tool support.
+    """
     if not getattr(tokenizer, "chat_template", None):
         raise ModelFormatError("this model has no chat template; use a plain --prompt without --chat")
-    return tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=False)
+    if tools and tool_call_format(tokenizer) is None:
+        raise InvalidSettingError("this model's chat template has no tool support (tool calls need a model such as "
+                                  "Qwen2.5 or Llama 3.1); send the request without tools")
+    extra = {"tools": list(tools)} if tools else {}
+    return tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=False, **extra)
 
 
 def encode_prompt(tokenizer: PreTrainedTokenizerBase, prompt: Prompt, chat: bool = False) -> list[int]:
     """Token ids for a prompt. Messages always use the chat template; text uses it when `chat` is set."""
     if prompt.messages is not None:
-        rendered = render_chat(tokenizer, list(prompt.messages))
+        rendered = render_chat(tokenizer, list(prompt.messages), prompt.tools)
         return tokenizer(rendered, add_special_tokens=False)["input_ids"]
     if chat:
         return encode_prompt(tokenizer, Prompt(messages=({"role": "user", "content": prompt.text},)))

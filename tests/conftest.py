@@ -137,3 +137,36 @@ def make_word_tokenizer(vocab: int = 64):
 @pytest.fixture(scope="session")
 def word_tokenizer():
     return make_word_tokenizer()
+
+
+@pytest.fixture
+def dict_keyring() -> Iterator[dict[tuple[str, str], str]]:
+    """A working keyring backend for this test (the OS keyrings cannot run on a headless machine): a
+    dictionary behind keyring's own backend API, which is all the secret stores talk to. Yields the secrets,
+    keyed by (service, user name)."""
+    import keyring
+    from keyring.backend import KeyringBackend
+
+    class DictKeyring(KeyringBackend):
+        priority = 1
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.secrets: dict[tuple[str, str], str] = {}
+
+        def get_password(self, service, username):
+            return self.secrets.get((service, username))
+
+        def set_password(self, service, username, password):
+            self.secrets[(service, username)] = password
+
+        def delete_password(self, service, username):
+            del self.secrets[(service, username)]
+
+    previous = keyring.get_keyring()
+    backend = DictKeyring()
+    keyring.set_keyring(backend)
+    try:
+        yield backend.secrets
+    finally:
+        keyring.set_keyring(previous)

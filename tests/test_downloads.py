@@ -23,21 +23,13 @@ from core.models.locations import repo_folder_name
 from core.models.manifest import read_manifest
 
 pytest.register_assert_rewrite("hub_server")
-from hub_server import HubEnv, LoopbackHub, payload  # noqa: E402
+from hub_server import MODELS_CLI, HubEnv, LoopbackHub, Recorder, payload  # noqa: E402
 
 pytest_plugins = ["hub_server"]
 pytestmark = pytest.mark.timeout(60)
 
 FAST = DownloadSettings(stall_timeout_s=0.5, connect_timeout_s=2, backoff_s=0.05, progress_interval_s=0.05)
 BIG = "model.safetensors"
-
-
-# `specexec models ...` in a subprocess, through the models dispatcher alone: the full `specexec` parser
-# imports every command, and `generate`'s options import torch (8-30 s on a shared 2-core machine).
-MODELS_CLI = [sys.executable, "-c", (
-    "import argparse, sys; from core.cli import models; parser = argparse.ArgumentParser(); "
-    "models.add_arguments(parser); sys.exit(models.run(parser.parse_args(sys.argv[1:])))"
-)]
 
 
 def small_repo(hub: LoopbackHub, repo: str = "org/tiny", seed: int = 0, big: int = 3 << 20, **kwargs):
@@ -56,23 +48,6 @@ def assert_files(folder: Path, files: dict[str, bytes]) -> None:
     for path, data in files.items():
         assert hashlib.sha256((folder / path).read_bytes()).digest() == hashlib.sha256(data).digest(), path
     assert not list(folder.rglob("*.incomplete"))
-
-
-class Recorder(DownloadListener):
-    def __init__(self) -> None:
-        self.events: list[tuple] = []
-
-    def plan(self, folders, files, total_bytes, already_bytes):
-        self.events.append(("plan", total_bytes, already_bytes))
-
-    def progress(self, progress):
-        self.events.append(("progress", progress.done_bytes))
-
-    def verify(self, file, ok):
-        self.events.append(("verify", file, ok))
-
-    def retry(self, file, attempt, reason):
-        self.events.append(("retry", file, attempt, reason))
 
 
 def fetch(hub_env: HubEnv, repo: str, listener: DownloadListener, **kwargs) -> Path:
@@ -206,7 +181,7 @@ def test_too_little_disk_refuses_before_the_first_byte(hub, hub_env, capsys, mon
     assert code == 2 and [e["event"] for e in events] == ["error"]
     assert events[0]["kind"] == "disk"
     needed = format_bytes(sum(map(len, files.values())) + DownloadSettings().free_margin_bytes)
-    assert f"needs {needed} free on {hub_env.models_dir.parent}, has 10.5 MB" in events[0]["message"]
+    assert f"needs {needed} free on {hub_env.models_dir}, has 10.5 MB" in events[0]["message"]
     assert hub.bytes_served == 0 and hub.requests == []
     code, _, err = run_cli(["models", "download", "org/tiny"], capsys)
     assert code == 2 and "not enough disk space" in err
@@ -373,7 +348,10 @@ def test_a_new_commit_on_the_branch_refetches_only_the_changed_files(hub, hub_en
     assert second.commit != first.commit
     hub.reset_counters()
     code, events, _ = run_cli(["models", "download", "org/tiny", "--json"], capsys)
-    assert code == 0 and events[0]["already_bytes"] == events[0]["total_bytes"] - len(changed[BIG])
+    # The changed file has the same size: it is hashed, found different and fetched again.
+    assert events[0] == {"event": "check", "file": f"org--tiny/{BIG}", "ok": False}
+    plan = next(event for event in events if event["event"] == "plan")
+    assert code == 0 and plan["already_bytes"] == plan["total_bytes"] - len(changed[BIG])
     assert hub.bytes_served == len(changed[BIG])
     folder = hub_env.models_dir / "org--tiny"
     assert_files(folder, changed)

@@ -180,13 +180,14 @@ def test_generates_are_queued_in_order_and_status_answers_while_generating(clien
     first = client.generate(USER, max_new_tokens=20, seed=1, method="specexec", **SAMPLING)
     second = client.generate(USER, max_new_tokens=20, seed=2, method="specexec", **SAMPLING)
     client.status()
-    order, reports = [], []
+    order, reports, queued = [], [], []
     while len([e for e in order if isinstance(e, P.Finished)]) < 2:
         event = client.poll(READ_TIMEOUT)
         assert event is not None and not isinstance(event, P.Error), event
-        (reports if isinstance(event, P.StatusReport) else order).append(event)
+        (reports if isinstance(event, P.StatusReport) else queued if isinstance(event, P.Queued) else order).append(event)
     ids = [e.request_id for e in order]
     assert ids == sorted(ids, key=lambda r: r != first)  # every event of the first before any of the second
+    assert queued == [P.Queued(second, 1)]  # the second was told it waits behind one answer
     assert reports[0].state == "generating" and reports[0].queued == 1
     for request_id, seed in ((first, 1), (second, 2)):
         got = [t for e in order if isinstance(e, P.TokenChunk) and e.request_id == request_id for t in e.token_ids]
@@ -210,7 +211,7 @@ def test_cancel_mid_answer_keeps_streamed_tokens(client, local):
     queued = client.generate(USER, max_new_tokens=5, seed=0, method="specexec", **SAMPLING)
     client.cancel(queued)
     assert collect(client, running)[-1].reason == "length"
-    assert collect(client, queued) == [P.Finished(queued, "cancelled")]
+    assert collect(client, queued) == [P.Queued(queued, 1), P.Finished(queued, "cancelled")]
 
 
 def test_malformed_messages_get_errors_and_engine_lives_on(client):

@@ -3,6 +3,7 @@ rules the server relies on (plain-text prompts, no silent trimming), and the no-
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -33,7 +34,7 @@ def test_chat_request_defaults_roles_and_content_parts():
     assert (request.temperature, request.top_p, request.max_tokens, request.stop) == (0.5, 0.8, 32, ("###",))
     generate = request.to_generate("r1")
     assert P.validate(generate) is generate
-    assert generate.reuse_cache is False and generate.trim_context is False and generate.prompt is None
+    assert generate.cache_owner == "api" and generate.trim_context is False and generate.prompt is None
     # no seed: a new one per request (the OpenAI behaviour); a seed is kept as given
     seeds = {S.parse_chat_request({"messages": USER}, DEFAULTS).seed for _ in range(8)}
     assert len(seeds) > 1
@@ -43,7 +44,18 @@ def test_chat_request_defaults_roles_and_content_parts():
 
 @pytest.mark.parametrize("body, param", [
     ({"messages": []}, "messages"),
-    ({"messages": [{"role": "tool", "content": "x"}]}, "messages[0].role"),
+    ({"messages": [{"role": "function", "content": "x"}]}, "messages[0].role"),
+    ({"messages": [{"role": "tool", "content": "x"}]}, "messages[0].tool_call_id"),
+    ({"messages": USER + [{"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "[1]"}}]}]}, "messages[1].tool_calls[0]"),
+    ({"messages": USER, "tools": [{"type": "function", "function": {"name": "bad name"}}]}, "tools[0].function.name"),
+    ({"messages": USER, "tools": [{"type": "function", "function": {"name": "f"}}] * 2}, "tools"),
+    ({"messages": USER, "tool_choice": "sometimes"}, "tool_choice"),
+    ({"messages": USER, "response_format": {"type": "xml"}}, "response_format"),
+    ({"messages": USER, "response_format": {"type": "json_schema", "json_schema": {"schema": {}}}},
+     "response_format.json_schema"),
+    ({"messages": USER, "top_logprobs": 3}, "top_logprobs"),
+    ({"messages": USER, "top_logprobs": 21, "logprobs": True}, "top_logprobs"),
     ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]}, "messages[0].content"),
     ({"messages": USER, "temperature": 2.5}, "temperature"),
     ({"messages": USER, "top_p": 0}, "top_p"),
@@ -51,7 +63,7 @@ def test_chat_request_defaults_roles_and_content_parts():
     ({"messages": USER, "max_tokens": True}, "max_tokens"),
     ({"messages": USER, "stop": ["ok", ""]}, "stop"),
     ({"messages": USER, "n": 2}, "n"),
-    ({"messages": USER, "tools": [{"type": "function"}]}, "tools"),
+    ({"messages": USER, "tools": [{"type": "function"}]}, "tools[0]"),
     ({"messages": USER, "method": "beam"}, "method"),
 ])
 def test_bad_chat_requests_name_the_parameter(body, param):
@@ -60,8 +72,111 @@ def test_bad_chat_requests_name_the_parameter(body, param):
 
 def test_neutral_values_of_unsupported_fields_are_accepted():
     request = S.parse_chat_request({"messages": USER, "n": 1, "presence_penalty": 0, "logprobs": False,
-                                    "tool_choice": "none", "user": "someone"}, DEFAULTS)
-    assert request.kind == "chat"
+                                    "tool_choice": "none", "user": "someone", "response_format": {"type": "text"}},
+                                   DEFAULTS)
+    assert request.kind == "chat" and request.tools == ()
+
+
+WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Weather in a city",
+                                            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+                                            "strict": False}}
+
+
+def test_tools_and_a_tool_round_trip_become_template_messages():
+    """Tools reach the engine as the template reads them; an assistant's call has its arguments decoded and the
+    tool's result carries the call's id and function name; tool_choice none sends no tools."""
+    body = {"messages": USER + [
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": [{"type": "text", "text": "-3 C"}]},
+    ], "tools": [WEATHER], "parallel_tool_calls": False}
+    request = S.parse_chat_request(body, DEFAULTS)
+    assert request.tools == ({"type": "function", "function": {k: WEATHER["function"][k]
+                                                               for k in ("name", "description", "parameters")}},)
+    assert request.tool_names == {"get_weather"} and request.parallel_tool_calls is False
+    assert request.messages[1] == {"role": "assistant", "content": "", "tool_calls": [
+        {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Oslo"}}}]}
+    assert request.messages[2] == {"role": "tool", "content": "-3 C", "tool_call_id": "call_1", "name": "get_weather"}
+    generate = request.to_generate("r")
+    assert P.validate(generate) is generate and generate.tools == request.tools
+    assert P.from_dict(P.to_dict(generate)) == generate  # survives the JSON form too
+    assert S.parse_chat_request({**body, "tool_choice": "none"}, DEFAULTS).tools == ()
+
+
+@pytest.mark.parametrize("extra, param", [
+    ({"response_format": {"type": "json_object"}}, "response_format"),
+    ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object"}}}},
+     "response_format"),
+    ({"logprobs": True, "top_logprobs": 2}, "logprobs"),
+    ({"tools": [WEATHER], "tool_choice": "required"}, "tool_choice"),
+    ({"tools": [WEATHER], "tool_choice": {"type": "function", "function": {"name": "get_weather"}}}, "tool_choice"),
+    ({"tools": [{"type": "function", "function": {"name": "f", "strict": True}}]}, "tools[0].function.strict"),
+])
+def test_what_needs_the_grammar_or_logprobs_is_refused_until_it_comes(extra, param):
+    """Well-formed requests for structured output, forced tool calls and log-probabilities are a clear 400,
+    never silently ignored (they are built on the decoding loop's rewrite)."""
+    error = _error(S.parse_chat_request, {"messages": USER, **extra})
+    assert error.param == param and error.code == "unsupported_parameter" and "not supported by this server yet" in error.message
+    if "logprobs" in extra:
+        assert _error(S.parse_completion_request, {"prompt": "x", "logprobs": 2}).param == "logprobs"
+
+
+def test_usage_reports_cached_tokens_and_answers_carry_tool_calls():
+    tally = S.RunTally("specexec")
+    for event in (P.TokenChunk("r", "hi", (5,)), P.PassStats("r", 1, 4, 1.0, 2.0, 3.0, 8),
+                  P.Finished("r", "eos", prompt_tokens=120, reused_prefix_tokens=100, generated_tokens=1)):
+        tally.add(event)
+    assert tally.usage() == {"prompt_tokens": 120, "completion_tokens": 1, "total_tokens": 121,
+                             "prompt_tokens_details": {"cached_tokens": 100}}
+    from core.server.tool_calls import ToolCall
+
+    body = S.chat_response("id", "m", tally, "", [ToolCall("get_weather", '{"city": "Oslo"}')])
+    choice = body["choices"][0]
+    assert choice["finish_reason"] == "tool_calls" and choice["message"]["content"] is None
+    assert choice["message"]["tool_calls"][0]["function"] == {"name": "get_weather", "arguments": '{"city": "Oslo"}'}
+    import openai.types.chat as types
+
+    parsed = types.ChatCompletion.model_validate(body)  # the official client's own types read it
+    assert parsed.choices[0].message.tool_calls[0].function.name == "get_weather"
+    assert parsed.usage.prompt_tokens_details.cached_tokens == 100
+    delta = S.chat_chunk("id", "m", {"tool_calls": [S.tool_call_json(ToolCall("f", "{}"), 0)]})
+    assert types.ChatCompletionChunk.model_validate(delta).choices[0].delta.tool_calls[0].index == 0
+
+
+def test_logprob_shapes_match_the_openai_types():
+    """The response shapes for log-probabilities, ready for the decoding loop's entries (issue 24's hook)."""
+    import openai.types as types
+
+    entries = [{"token": "Hi", "logprob": -0.1, "top": [{"token": "Hi", "logprob": -0.1}, {"token": "Yo", "logprob": -2.5}]},
+               {"token": "!", "logprob": -0.7, "top": [{"token": "!", "logprob": -0.7}]}]
+    tally = S.RunTally("specexec")
+    tally.add(P.TokenChunk("r", "Hi!", (1, 2), logprobs=tuple(entries)))
+    tally.add(P.Finished("r", "eos", 3, 0, 2))
+    chat = types.chat.ChatCompletion.model_validate(S.chat_response("id", "m", tally, tally.text))
+    assert [(t.token, t.logprob, t.bytes) for t in chat.choices[0].logprobs.content] == [("Hi", -0.1, [72, 105]),
+                                                                                        ("!", -0.7, [33])]
+    assert chat.choices[0].logprobs.content[0].top_logprobs[1].token == "Yo"
+    text = types.Completion.model_validate(S.text_response("id", "m", tally))
+    assert text.choices[0].logprobs.text_offset == [0, 2] and text.choices[0].logprobs.top_logprobs[0] == {"Hi": -0.1, "Yo": -2.5}
+
+
+def test_openai_wording_for_context_and_key_errors():
+    too_long = S.engine_error(P.Error("r", "context_length", "the messages are 9000 tokens", "shorten them"), 4096)
+    assert too_long.message.startswith("This model's maximum context length is 4096 tokens: the messages are 9000")
+    assert S.wrong_key_error("sk-abcdefghijk").message.startswith("Incorrect API key provided: sk-***jk.")
+    assert "abcdefgh" not in S.wrong_key_error("sk-abcdefghijk").message
+    assert S.missing_key_error().message.startswith("You didn't provide an API key")
+
+
+def test_origins_are_checked():
+    from core.server.origins import parse_origins
+
+    assert parse_origins("http://localhost:3000, https://chat.example.com/,http://localhost:3000") == (
+        "http://localhost:3000", "https://chat.example.com")
+    assert parse_origins(["*"]) == ("*",) and parse_origins("") == ()
+    for bad in ("localhost:3000", "http://x/path", "ftp://x"):
+        with pytest.raises(ServerError, match="is not a web origin"):
+            parse_origins(bad)
 
 
 def test_completion_request_takes_one_text_prompt():
@@ -74,7 +189,7 @@ def test_completion_request_takes_one_text_prompt():
 def test_engine_errors_map_to_openai_statuses():
     too_long = S.engine_error(P.Error("r", "context_length", "the prompt is 9000 tokens", "shorten it"))
     assert (too_long.status, too_long.code, too_long.param) == (400, "context_length_exceeded", "messages")
-    assert too_long.body()["error"]["message"] == "the prompt is 9000 tokens (shorten it)"
+    assert too_long.body()["error"]["message"].endswith("the prompt is 9000 tokens (shorten it)")
     assert S.engine_error(P.Error("r", "engine_died", "gone")).status == 503
     assert S.engine_error(P.Error("r", "internal", "bug")).status == 500
 
@@ -123,7 +238,25 @@ def test_sockets_refuse_foreign_hosts_and_taken_ports():
         taken.close()
 
 
+def test_a_child_process_does_not_keep_the_listening_port():
+    """The socket is not inheritable: a child started while the server listens (a download, the engine) does
+    not hold the port once the server closed it, so the port can be bound again at once."""
+    from core.server.runner import bind_socket
+
+    sock = bind_socket("127.0.0.1", 0)
+    port = sock.getsockname()[1]
+    assert os.get_inheritable(sock.fileno()) is False
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], close_fds=False)
+    try:
+        sock.close()
+        bind_socket("127.0.0.1", port).close()
+    finally:
+        child.kill()
+        child.wait()
+
+
 def test_the_server_package_never_imports_torch():
     code = ("import sys, core.server.api, core.server.runner, core.server.gateway, core.server.engine_thread, "
+            "core.server.tool_calls, core.server.origins, "
             "app.api.server, app.api.settings_row; sys.exit(1 if 'torch' in sys.modules else 0)")
     assert subprocess.run([sys.executable, "-c", code], timeout=120).returncode == 0

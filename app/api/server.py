@@ -43,7 +43,8 @@ class BridgePort(QObject):
         self._closed = False
         self._submit_requested.connect(self._submit)
         self._cancel_requested.connect(self._cancel)
-        self._links = ((bridge.token, self._on_token), (bridge.pass_stats, self._deliver_event),
+        self._links = ((bridge.token, self._on_token), (bridge.prompt_started, self._deliver_event),
+                       (bridge.pass_stats, self._deliver_event),
                        (bridge.auto_choice, self._deliver_event), (bridge.finished, self._deliver_event),
                        (bridge.request_failed, self._deliver_event))
         for signal, slot in self._links:
@@ -101,13 +102,14 @@ class ServerConfig:
 
     port: int
     api_key: str | None
+    allowed_origins: str = ""
 
     @staticmethod
     def of(settings: AppSettings) -> "ServerConfig | None":
         if not settings.api_server:
             return None
         key = settings.api_server_key if settings.api_server_require_key else None
-        return ServerConfig(settings.api_server_port, key)
+        return ServerConfig(settings.api_server_port, key, settings.api_server_allowed_origins)
 
 
 class ApiServerHost(QObject):
@@ -155,12 +157,14 @@ class ApiServerHost(QObject):
     def _start(self, config: ServerConfig, settings: AppSettings) -> None:
         from core.server.api import create_app
         from core.server.gateway import EngineGateway
+        from core.server.origins import parse_origins
         from core.server.runner import ApiServer
 
         port = BridgePort(self.bridge)
         gateway = EngineGateway(port)
-        app = create_app(gateway, config.api_key, self._defaults(settings), loopback_only=True)
         try:
+            app = create_app(gateway, config.api_key, self._defaults(settings), loopback_only=True,
+                             allowed_origins=parse_origins(config.allowed_origins))
             server = ApiServer(app, HOST, config.port)
             server.start()
         except ServerError as error:

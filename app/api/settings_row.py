@@ -1,5 +1,6 @@
-"""The settings dialog's row for the local API server: on/off, port, whether a key is required, and the
-key itself with Copy and New key buttons (a key is made when the server is first turned on with a key)."""
+"""The settings dialog's row for the local API server: on/off, port, whether a key is required, the key
+itself with Copy and New key buttons (a key is made when the server is first turned on with a key), and the
+web pages allowed to call it from a browser (none by default; a malformed entry is explained under it)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QLineEdit, QPushBu
 
 from app.api.server import HOST
 from app.settings.schema import AppSettings
+from core.errors import ServerError
 from core.server.keys import new_api_key
+from core.server.origins import parse_origins
 
 
 class ApiServerSettingsRow(QWidget):
@@ -34,6 +37,14 @@ class ApiServerSettingsRow(QWidget):
         self.key.setReadOnly(True)
         self.key.setPlaceholderText("made when you turn the server on")
         self.key.setMinimumWidth(self.key.fontMetrics().horizontalAdvance(new_api_key()) + 16)
+        self.origins = QLineEdit(settings.api_server_allowed_origins)
+        self.origins.setAccessibleName("Web pages allowed to use the API")
+        self.origins.setPlaceholderText("none (for example http://localhost:3000)")
+        self.origins.setToolTip("Browser front ends at these addresses may call the API (comma-separated; * for any "
+                                "page). Leave empty unless you use one: other web pages are refused.")
+        self.origins_problem = QLabel()
+        self.origins_problem.setAccessibleName("Allowed web pages problem")
+        self.origins_problem.setWordWrap(True)
         self.address = QLabel()
         self.address.setAccessibleName("API server address")
         self.address.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -60,10 +71,16 @@ class ApiServerSettingsRow(QWidget):
         layout.addWidget(self.enabled)
         layout.addLayout(port_row)
         layout.addLayout(key_row)
+        origins_row = QHBoxLayout()
+        origins_row.addWidget(QLabel("Web pages:"))
+        origins_row.addWidget(self.origins, 1)
+        layout.addLayout(origins_row)
+        layout.addWidget(self.origins_problem)
         layout.addWidget(self.address)
         self.enabled.toggled.connect(self._update)
         self.require_key.toggled.connect(self._update)
         self.port.valueChanged.connect(self._update)
+        self.origins.textChanged.connect(self._update)
         self._update()
 
     def _update(self) -> None:
@@ -74,10 +91,18 @@ class ApiServerSettingsRow(QWidget):
         self.address.setEnabled(on)
         self.port.setEnabled(on)
         self.require_key.setEnabled(on)
+        self.origins.setEnabled(on)
+        try:
+            parse_origins(self.origins.text())
+            self.origins_problem.setText("")
+        except ServerError as error:
+            self.origins_problem.setText(str(error))
+        self.origins_problem.setVisible(bool(self.origins_problem.text()))
         for widget in (self.key, self.copy_button, self.new_key_button):
             widget.setEnabled(on and self.require_key.isChecked())
 
     def values(self) -> dict[str, Any]:
         """The AppSettings fields this row edits."""
         return dict(api_server=self.enabled.isChecked(), api_server_port=int(self.port.value()),
-                    api_server_require_key=self.require_key.isChecked(), api_server_key=self.key.text())
+                    api_server_require_key=self.require_key.isChecked(), api_server_key=self.key.text(),
+                    api_server_allowed_origins=self.origins.text().strip())

@@ -528,9 +528,10 @@ class MessageWidget(QWidget):
     def _footer_text(self, message: Message) -> str:
         stats = message.stats or {}
         parts = []
-        if message.status == S.INTERRUPTED:  # the banner says why the engine stopped; no pids or signals here
-            engine = stats.get("kind") == "engine_died" or "engine" in stats.get("error", "")
-            parts.append("Interrupted: " + ("the engine stopped before the answer was finished" if engine
+        if message.status == S.INTERRUPTED:  # the banner says why (the engine stopped, the connection was
+            # lost); no pids, signals or addresses here
+            lost = stats.get("kind") == "engine_died" or "engine" in stats.get("error", "")
+            parts.append("Interrupted: " + ("cut off before the answer was finished" if lost
                                             else stats.get("error") or "the answer was cut off"))
         elif message.status == S.FAILED and message.content:
             parts.append(error_text(message))

@@ -1,6 +1,8 @@
 """The bridge between the Qt UI and the engine process.
 
-`EngineWorker` lives on its own QThread and owns the `EngineClient` (a plain, blocking, one-thread client).
+`EngineWorker` lives on its own QThread and owns the engine connection (core.engine.connection: the local
+engine process's `EngineClient`, or a remote server's `RemoteEngine`; both plain, one-thread clients that
+speak the same protocol, so nothing here or in the chat asks which one it has). `connect()` swaps it.
 A 30 ms timer in that thread sends what the UI asked for and drains the engine's events, emitting them as
 one batch per tick (so the UI gets at most ~33 event signals a second however fast tokens come). Requests
 reach the worker through a thread-safe queue and Stop through a locked set checked every tick (never a
@@ -27,6 +29,7 @@ from PySide6.QtCore import QObject, QThread, QTimer, Signal, Slot
 
 from core.engine import protocol as P
 from core.engine.client import EngineClient
+from core.engine.connection import EngineConnection
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +56,10 @@ class EngineStatus:
     pid: int | None = None
 
     def describe(self) -> str:
+        if self.state == LOADING and self.stage.startswith("Connecting"):  # a remote server (core.remote.engine)
+            return "Connecting"
+        if self.state == CRASHED and self.models.get("remote"):
+            return "Disconnected"
         if self.state == LOADING:
             percent = f" {self.progress * 100:.0f}%" if self.progress is not None else ""
             return f"Loading models{percent}"
@@ -67,21 +74,21 @@ def load_kwargs(load: P.Load) -> dict[str, Any]:
 
 
 class EngineWorker(QObject):
-    """Owns the EngineClient; runs in the bridge's QThread. Public methods marked thread-safe may be called
+    """Owns the engine connection; runs in the bridge's QThread. Public methods marked thread-safe may be called
     from the UI thread; everything else runs in the worker thread."""
 
     events = Signal(object)  # list[P.Event], one batch per tick
     failed = Signal(str)  # an exception in the worker, with its traceback
     stopped = Signal()
 
-    def __init__(self, client_factory: Callable[[], EngineClient], tick_ms: int = TICK_MS) -> None:
+    def __init__(self, client_factory: Callable[[], EngineConnection], tick_ms: int = TICK_MS) -> None:
         super().__init__()
         self._factory = client_factory
         self._tick_ms = tick_ms
         self._commands: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
         self._cancel_lock = threading.Lock()
         self._cancels: set[str] = set()
-        self.client: EngineClient | None = None
+        self.client: EngineConnection | None = None
         self._timer: QTimer | None = None
 
     # -- thread-safe ---------------------------------------------------------------------------------------
@@ -142,6 +149,9 @@ class EngineWorker(QObject):
             except queue.Empty:
                 return
             client = self.client
+            if command == "connect":
+                self._connect(client, *argument, batch)
+                continue
             if client is None:  # the factory failed in begin()
                 request_id = argument.request_id if command == "generate" else None
                 batch.append(P.Error(request_id, "engine_start", "the engine client could not be created",
@@ -179,7 +189,23 @@ class EngineWorker(QObject):
                 thread.quit()
                 return
 
-    def _start(self, client: EngineClient, load: P.Load | None, batch: list[P.Event]) -> None:
+    def _connect(self, old: EngineConnection | None, factory: Callable[[], EngineConnection], load: P.Load,
+                 batch: list[P.Event]) -> None:
+        """Replace the engine connection (this computer <-> a remote server): the old one is shut down (a
+        local engine process exits and frees its memory), the new one started and given `load`."""
+        if old is not None:
+            old.shutdown(timeout=5.0)
+        self._factory = factory
+        try:
+            self.client = factory()
+        except Exception as error:
+            self.client = None
+            batch.append(P.Error(None, "engine_start", f"the engine connection could not be made: {error}",
+                                 "see the log (Help > Open logs folder)"))
+            return
+        self._start(self.client, load, batch)
+
+    def _start(self, client: EngineConnection, load: P.Load | None, batch: list[P.Event]) -> None:
         """Spawn the engine without waiting for it (EngineStarted comes through poll): a worker blocked for
         the seconds a spawn takes could not stop when the app quits, and Qt aborts on a running QThread."""
         try:
@@ -215,7 +241,7 @@ class EngineBridge(QObject):
     engine_failed = Signal(object)  # P.Error for the engine as a whole: died, did not start, load failed
     notice = Signal(str)  # something worth a line in the status bar
 
-    def __init__(self, client_factory: Callable[[], EngineClient] | None = None, parent: QObject | None = None,
+    def __init__(self, client_factory: Callable[[], EngineConnection] | None = None, parent: QObject | None = None,
                  tick_ms: int = TICK_MS) -> None:
         super().__init__(parent)
         self._factory = client_factory or EngineClient
@@ -274,8 +300,22 @@ class EngineBridge(QObject):
         if self.worker is not None:
             self.worker.request_cancel(request_id)
 
+    def connect(self, client_factory: Callable[[], EngineConnection], load: P.Load) -> None:
+        """Talk to another engine from now on (this computer's, or a remote server): the answers in flight end
+        as interrupted, the old connection is shut down and the new one loads `load`."""
+        self._factory = client_factory
+        if self.worker is None:
+            self.start(load)
+            return
+        for request_id in list(self.in_flight):
+            self._end_request(P.Error(request_id, "engine_died", "the model was switched", ""))
+        self._load_pending = True
+        self._set(state=STARTING, progress=None, stage="", message="", hint="", pid=None, models={})
+        self.worker.submit("connect", (client_factory, load))
+
     def restart(self) -> None:
-        """Start a new engine process and load the last models again (also after a crash)."""
+        """Start a new engine process and load the last models again (also after a crash; for a remote
+        server: connect again)."""
         if self.worker is None:
             return
         for request_id in list(self.in_flight):
@@ -327,9 +367,9 @@ class EngineBridge(QObject):
         elif isinstance(event, P.EngineStarted):
             log.info("engine started (pid %s)", event.pid)
             if self._load_pending:
-                self._set(state=LOADING, progress=0.0, stage="Loading models", pid=event.pid)
+                self._set(state=LOADING, progress=0.0, stage="Loading models", pid=event.pid or None)
             else:
-                self._set(state=IDLE, pid=event.pid)
+                self._set(state=IDLE, pid=event.pid or None)  # 0: a remote server, no process
         elif isinstance(event, P.LoadProgress):
             self._set(state=LOADING, progress=event.fraction, stage=event.stage)
         elif isinstance(event, P.StatusReport):

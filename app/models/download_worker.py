@@ -4,6 +4,8 @@ The downloader (core.models.download) runs outside the GUI thread and outside th
 stuck network or an engine crash never freezes the window. Its JSON-lines events (a stable contract, see
 the README) become Qt signals. Pause and closing the app send SIGTERM: the CLI keeps the partial files
 and exits 130, and starting the same pair again fetches only the missing bytes, even after a reboot.
+It runs with --attach: when another window or a terminal is already downloading the same model, this one
+shows that download's progress (and carries on by itself if that one stops) instead of competing with it.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ class DownloadProcess(QObject):
     planned = Signal(dict)  # plan: folders, files, total_bytes, already_bytes
     progress = Signal(dict)  # file, done_bytes, total_bytes, bytes_per_second, eta_seconds
     verified = Signal(str, bool)  # file, ok (a False is fetched again by the downloader)
+    checked = Signal(str, bool)  # file already in the folder, ok (a False is replaced by the downloader)
+    attached = Signal(dict)  # folder, pid: another process is downloading it; its progress follows
     retrying = Signal(dict)  # file, attempt, reason
     failed = Signal(dict)  # kind, message, licence_url (gated)
     finished = Signal(dict)  # folders by role
@@ -58,7 +62,8 @@ class DownloadProcess(QObject):
         process.finished.connect(self._ended)
         process.errorOccurred.connect(self._process_error)
         self._process = process
-        arguments = ["-m", "core.cli.main", "models", "download", pair_id, "--json", "--dir", str(self.models_dir)]
+        arguments = ["-m", "core.cli.main", "models", "download", pair_id, "--json", "--attach",
+                     "--dir", str(self.models_dir)]
         log.info("download: %s %s", sys.executable, " ".join(arguments))
         process.start(sys.executable, arguments)
 
@@ -71,14 +76,16 @@ class DownloadProcess(QObject):
                 self._process.waitForFinished(2000)
 
     def cancel(self) -> None:
-        """Stop and delete what this download left unfinished (finished models of the pair stay)."""
+        """Stop and delete what this download left unfinished (finished models of the pair stay, and so does a
+        folder another process is still downloading into)."""
         self._cancelled = True
         self.pause()
+        from core.models.folder_lock import is_downloading
         from core.models.installed import scan_models
 
         planned = {Path(folder).name for folder in self.folders.values()}
         for model in scan_models(self.models_dir):
-            if model.name in planned and not model.complete:
+            if model.name in planned and not model.complete and not is_downloading(model.path):
                 shutil.rmtree(model.path, ignore_errors=True)
 
     # -- process output ------------------------------------------------------------------------------------
@@ -104,6 +111,11 @@ class DownloadProcess(QObject):
             self.progress.emit(event)
         elif kind == "verify":
             self.verified.emit(str(event.get("file", "")), bool(event.get("ok")))
+        elif kind == "check":
+            self.checked.emit(str(event.get("file", "")), bool(event.get("ok")))
+        elif kind == "attach":
+            self.folders = self.folders or {"model": event.get("folder", "")}
+            self.attached.emit(event)
         elif kind == "retry":
             self.retrying.emit(event)
         elif kind == "error" and event.get("kind") != "cancelled":

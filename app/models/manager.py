@@ -1,5 +1,6 @@
 """The model manager: the installed pairs (size on disk, where they are), switching the active pair, deleting
-with confirmation, importing a model folder or a .gguf file, and the catalog for adding more.
+with confirmation, importing a model folder or a .gguf file, the catalog for adding more, and the
+connections: this computer or a server on another one (app.models.connections).
 
 Every choice is checked before it is saved (app.models.choice), so a missing or broken folder is reported
 here, not after a failed load. Scans, imports and fit predictions run off the GUI thread.
@@ -7,6 +8,7 @@ here, not after a failed load. Scans, imports and fit predictions run off the GU
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -16,6 +18,7 @@ from PySide6.QtWidgets import (
     QDialog, QDialogButtonBox, QFileDialog, QHBoxLayout, QLabel, QPushButton, QTabWidget, QVBoxLayout, QWidget,
 )
 
+from app.models.connections import ConnectionsPage
 from app.models.choice import choose, imported_models, installed_pairs, pair_paths
 from app.models.wizard.pair_list import Card, CardList, PairList, badge, label
 from app.models.wizard.words import size_words
@@ -94,6 +97,7 @@ class ModelManager(QDialog):
 
     switched = Signal(object)  # AppSettings
     download_requested = Signal(str)  # a catalog pair id: the app opens the wizard on its download
+    endpoints_changed = Signal(object)  # AppSettings with a server added or removed (saved, nothing reloads)
 
     def __init__(self, settings: AppSettings, models_dir: Path, catalog: Catalog | None = None,
                  confirm: Callable[[str, str, str], bool] | None = None, parent: QWidget | None = None) -> None:
@@ -121,7 +125,24 @@ class ModelManager(QDialog):
         layout.addWidget(close)
         self._build_installed()
         self._build_catalog()
+        self.connections = ConnectionsPage(settings, model_pair_name(settings), self.message.setText, self.confirm)
+        self.connections.use_requested.connect(self._use_connection)
+        self.connections.endpoints_changed.connect(self._endpoints_changed)
+        self.tabs.addTab(self.connections, "Connections")
         self.refresh()
+
+    def show_connections(self) -> "ModelManager":
+        self.tabs.setCurrentWidget(self.connections)
+        return self
+
+    def _use_connection(self, settings: AppSettings) -> None:
+        self.settings = settings
+        self._show_entries(self.entries)
+        self.switched.emit(settings)
+
+    def _endpoints_changed(self, settings: AppSettings) -> None:
+        self.settings = settings
+        self.endpoints_changed.emit(settings)
 
     # -- installed tab -------------------------------------------------------------------------------------
 
@@ -179,7 +200,9 @@ class ModelManager(QDialog):
         self.installed.setCurrentRow(next(i for i, entry in enumerate(self.entries) if entry.key == key))
 
     def is_active(self, entry: InstalledEntry) -> bool:
-        return entry.target == self.settings.target and entry.draft == self.settings.draft
+        """In use: the pair the engine on this computer runs, while answers come from this computer."""
+        return (not self.settings.connection and entry.target == self.settings.target
+                and entry.draft == self.settings.draft)
 
     def _update_buttons(self) -> None:
         """Each button is enabled only when pressing it does something: not Use on the model in use, not
@@ -197,12 +220,14 @@ class ModelManager(QDialog):
         if entry is None or self.is_active(entry):
             return
         pair_id = entry.key if not entry.key.startswith("model:") else ""
-        try:
-            settings = choose(self.settings, entry.target, entry.draft, pair_id)
+        try:  # a pair on this computer: answers come from here again
+            settings = dataclasses.replace(choose(self.settings, entry.target, entry.draft, pair_id), connection="")
         except SpecExecError as error:  # checked before it is saved: nothing changes
             self.message.setText(f"{entry.name} cannot be used: {error}")
             return
         self.settings = settings
+        self.connections.settings = settings
+        self.connections.refresh()
         self.message.setText(f"Switching to {entry.name}: the engine is loading it.")
         self._show_entries(self.entries)
         self.switched.emit(settings)

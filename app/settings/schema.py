@@ -92,6 +92,17 @@ class ConversationSettings:
 
 
 @dataclass
+class RemoteEndpoint:
+    """An OpenAI-compatible server the user added in the model manager (its API key is in the OS keyring,
+    core.remote.key_store, never in this file). url: the API root as core.remote.endpoint normalises it;
+    model: the one last used there."""
+
+    name: str = ""
+    url: str = ""
+    model: str = ""
+
+
+@dataclass
 class AppSettings:
     """App-wide settings. The model pair defaults to the built-in pair, so a first run can chat at once."""
 
@@ -109,15 +120,26 @@ class AppSettings:
     expand: int = 32
     context_length: int = 0  # tokens the KV caches are planned for; 0 = 4,096 (or the models' limit if lower)
     engine_threads: int = 0  # CPU threads for the engine; 0 = core.threads' default (physical cores minus one)
+    # Where answers come from: "" = this computer (the engine process), else the name of one of `endpoints`.
+    connection: str = ""
+    endpoints: list[RemoteEndpoint] = field(default_factory=list)
     api_server: bool = False  # serve the OpenAI-compatible API on 127.0.0.1 (app.api.server)
     api_server_port: int = 8765
     api_server_require_key: bool = True
     api_server_key: str = ""  # made by the settings dialog the first time it shows the server row
+    api_server_allowed_origins: str = ""  # web pages that may call the API from a browser, comma-separated (CORS)
     defaults: ConversationSettings = field(default_factory=ConversationSettings)
     schema_version: int = SETTINGS_SCHEMA_VERSION
 
+    def remote_endpoint(self) -> RemoteEndpoint | None:
+        """The endpoint answers come from; None for this computer (or a connection no longer listed)."""
+        return next((e for e in self.endpoints if e.name == self.connection), None) if self.connection else None
+
     def load_request(self) -> P.Load:
-        """The engine's Load for these settings."""
+        """The engine's Load for these settings (for a remote endpoint: its model, no draft)."""
+        remote = self.remote_endpoint()
+        if remote is not None:
+            return P.Load(target=remote.model, draft=None)
         return P.Load(
             target=self.target or "builtin",
             draft=self.draft or None,
@@ -145,6 +167,8 @@ def to_dict(settings: Any) -> dict[str, Any]:
         value = getattr(settings, f.name)
         if dataclasses.is_dataclass(value):
             value = to_dict(value)
+        elif isinstance(value, list):
+            value = [to_dict(item) if dataclasses.is_dataclass(item) else item for item in value]
         elif isinstance(value, StrEnum):
             value = value.value
         data[f.name] = value
@@ -173,6 +197,11 @@ def from_dict(cls: type, data: object) -> Any:
 
 
 def _coerce(raw: object, hint: Any) -> Any:
+    if typing.get_origin(hint) is list:
+        if not isinstance(raw, list):
+            raise TypeError("expected a list")
+        (item,) = typing.get_args(hint)
+        return [_coerce(value, item) for value in raw]
     if isinstance(hint, type) and issubclass(hint, StrEnum):
         return hint(raw)  # ValueError for an unknown string
     if dataclasses.is_dataclass(hint):
@@ -266,14 +295,42 @@ def load_settings(path: Path) -> AppSettings:
         return AppSettings()
     settings = from_dict(AppSettings, migrate(data))
     settings.schema_version = SETTINGS_SCHEMA_VERSION
+    settings.endpoints = checked_endpoints(settings.endpoints)
+    if settings.connection and settings.remote_endpoint() is None:
+        log.warning("the connection %r is not among the saved endpoints: using this computer", settings.connection)
+        settings.connection = ""
     return settings
 
 
+def checked_endpoints(endpoints: list[RemoteEndpoint]) -> list[RemoteEndpoint]:
+    """The endpoints of a settings file that are usable: a name (unique) and an address that passes
+    core.remote.endpoint's checks (stored normalised). The file may have been edited by hand."""
+    from core.remote.endpoint import normalise_base_url
+
+    kept: list[RemoteEndpoint] = []
+    for endpoint in endpoints:
+        name = " ".join(endpoint.name.split())
+        try:
+            url = normalise_base_url(endpoint.url)
+        except ValueError as error:
+            log.warning("dropping the saved endpoint %r: %s", endpoint.name, error)
+            continue
+        if not name or any(e.name == name for e in kept):
+            log.warning("dropping a saved endpoint without a name of its own (%r)", endpoint.name)
+            continue
+        kept.append(RemoteEndpoint(name, url, endpoint.model))
+    return kept
+
+
 def save_settings(settings: AppSettings, path: Path) -> None:
-    """Write atomically (a temporary file, then a rename), so a crash never leaves half a file."""
+    """Write atomically (a temporary file, then a rename), so a crash never leaves half a file; readable by
+    this user only (0600), because the file holds the API server's key."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(to_dict(settings), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    descriptor = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.chmod(tmp, 0o600)  # a stale .tmp from a crash may have had wider rights
+    with os.fdopen(descriptor, "w", encoding="utf-8") as file:
+        file.write(json.dumps(to_dict(settings), indent=2, sort_keys=True) + "\n")
     os.replace(tmp, path)
 
 

@@ -1,5 +1,5 @@
 """A banner above the chat for things that need the user: the engine crashed (Restart), models failed to
-load (Settings / Retry). It speaks plainly; the technical words (signal, exit code) are one click away."""
+load (Settings / Retry), a remote server's connection was lost (Retry the answer / Connections). It speaks plainly; the technical words (signal, exit code) are one click away."""
 
 from __future__ import annotations
 
@@ -48,7 +48,8 @@ class Banner(QFrame):
         self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         layout.addWidget(self.label, 1)
         self.buttons: dict[str, QPushButton] = {}
-        for name, text in (("restart", "&Restart engine"), ("retry", "&Retry"), ("settings", "Open &settings")):
+        for name, text in (("restart", "&Restart engine"), ("retry", "&Retry"), ("retry_answer", "&Retry"),
+                           ("connections", "&Connections"), ("settings", "Open &settings")):
             button = QPushButton(text)
             button.setAccessibleName(text.replace("&", ""))
             button.clicked.connect(lambda _=False, n=name: self.action_clicked.emit(n))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from html import escape
 from pathlib import Path
 
 from PySide6.QtCore import Qt, QUrl
@@ -27,6 +28,7 @@ from app.chat.composer import SEND, STOP, Composer
 from app.conversations.sidebar import ConversationList
 from app.system.diagnostics import diagnostics_text
 from app.engine.bridge import CRASHED, FAILED, EngineBridge, EngineStatus
+from app.engine.connections import connection_factory, connection_key, source_words
 from app.conversations.export import FORMATS, suggested_file_name, to_json, to_markdown, write_export
 from app.models.manager import ModelManager, model_pair_name
 from app.system.paths import AppPaths
@@ -37,7 +39,6 @@ from app.window.status_bar import AppStatusBar, StatusPanel
 from app.conversations.store import Store
 from app.models.wizard.wizard import FirstRunWizard
 from core.engine import protocol as P
-from core.engine.client import EngineClient
 from core.models.locations import models_dir
 
 log = logging.getLogger(__name__)
@@ -60,8 +61,7 @@ class MainWindow(QMainWindow):
         self.owns_store = store is None
         self.store = store if store is not None else Store(self.paths.database)
         self.owns_bridge = bridge is None
-        threads = self.settings.thread_count()
-        self.bridge = bridge if bridge is not None else EngineBridge(lambda: EngineClient(torch_threads=threads))
+        self.bridge = bridge if bridge is not None else EngineBridge(connection_factory(self.settings))
         self.theme = theme
         self.confirm_delete = confirm_delete
         self.controller = ChatController(self.store, self.bridge, self.settings, self)
@@ -206,6 +206,11 @@ class MainWindow(QMainWindow):
     # -- chat actions --------------------------------------------------------------------------------------
 
     def send(self, text: str) -> None:
+        remote = self.settings.remote_endpoint()
+        if remote is not None and self.bridge.status.state in (CRASHED, FAILED):
+            self.statusBar().showMessage(f"{remote.name} cannot be reached: press Retry above the chat, or pick "
+                                         "another connection", 6000)
+            return
         if self.bridge.status.state == CRASHED:
             self.statusBar().showMessage("The engine is not running: press Restart engine first", 6000)
             return
@@ -241,9 +246,18 @@ class MainWindow(QMainWindow):
 
     def _show_model_pair(self) -> None:
         s = self.settings
+        remote = s.remote_endpoint()
+        self._show_speculation_items()
+        if remote is not None:
+            self.status_panel.set_source(f"From {source_words(s)}", f"An OpenAI-compatible server at {remote.url}")
+            self.header.set_models(remote.model, "")
+            self.model_button.setText(f"{source_words(s)}  ▾")
+            self.chat_view.set_placeholder(f"Chatting with {source_words(s)}, a server on another computer. "
+                                           "Type a message below, or try one of these:")
+            return
+        self.status_panel.set_source("On this computer", "The model runs in an engine process on this computer")
         self.header.set_models(s.target, s.draft)
         self.model_button.setText(f"{model_pair_name(s)}  ▾")  # the catalog's name for an installed pair
-        self._show_speculation_items()
         pair = short_model_name(s.target) + (f", drafted by {short_model_name(s.draft)}" if s.draft else "")
         self.chat_view.set_placeholder(f"Chatting with {pair}. Type a message below, or try one of these:")
 
@@ -255,7 +269,8 @@ class MainWindow(QMainWindow):
         """The tree budget, tokens per pass and their chart only where answers are speculative: a draft is
         set and this chat has not chosen plain decoding."""
         plain = self.controller.conversation_settings().method == Method.SEQUENTIAL
-        self.status_panel.set_uses_draft(bool(self.settings.draft) and not plain)
+        remote = self.settings.remote_endpoint() is not None  # a server decodes its own way
+        self.status_panel.set_uses_draft(bool(self.settings.draft) and not plain and not remote)
 
     def _conversation_opened(self, conversation_id: int | None) -> None:
         self._show_speculation_items()
@@ -306,7 +321,10 @@ class MainWindow(QMainWindow):
         self._update_actions()
 
     def _engine_failed(self, error: P.Error) -> None:
-        if error.kind in ("engine_died", "engine_start"):
+        remote = self.settings.remote_endpoint()
+        if remote is not None:
+            self._connection_failed(remote.name, error)
+        elif error.kind in ("engine_died", "engine_start"):
             text = (f"<b>The engine stopped.</b> {engine_stopped_text(error.message)} Your conversation is kept; "
                     "the answer in progress was marked interrupted.")
             self.banner.show_message(text, ("restart",), details=error.message)
@@ -315,8 +333,26 @@ class MainWindow(QMainWindow):
             self.banner.show_message(f"<b>The models could not be loaded.</b> {sentence(error.message)}.{hint}",
                                      ("settings", "retry"), details=f"{error.kind}: {error.message}")
 
+    def _connection_failed(self, name: str, error: P.Error) -> None:
+        """The banner for a remote server: the connection was lost mid-use (Retry connects again and answers
+        the last message again, keeping the cut-off answer), or it could not be used at all."""
+        hint = f" {sentence(error.hint)}." if error.hint else ""
+        if error.kind == "engine_died":
+            text = (f"<b>Lost the connection to {escape(name)}.</b> Your conversation is kept, and so is the answer "
+                    "so far, marked interrupted. Retry answers again once the server is back.")
+            self.banner.show_message(text, ("retry_answer", "connections"), details=error.message)
+        else:
+            self.banner.show_message(f"<b>{escape(name)} cannot be used.</b> {escape(sentence(error.message))}."
+                                     f"{escape(hint)}", ("retry", "connections"), details=f"{error.kind}: {error.message}")
+
     def _banner_action(self, name: str) -> None:
-        if name == "restart":
+        if name == "retry_answer":
+            self.banner.hide()
+            self.bridge.restart()
+            self.controller.regenerate()
+        elif name == "connections":
+            self.open_model_manager().show_connections()
+        elif name == "restart":
             self.restart_engine()
         elif name == "retry":
             self.banner.hide()
@@ -349,7 +385,9 @@ class MainWindow(QMainWindow):
         save_settings(settings, self.paths.settings_file)
         self.api_server.apply(settings)
         self._show_model_pair()
-        if settings.load_request() != old.load_request() or self.bridge.status.state == FAILED:
+        if connection_key(settings) != connection_key(old):  # this computer <-> a server, or another server
+            self.bridge.connect(connection_factory(settings), settings.load_request())
+        elif settings.load_request() != old.load_request() or self.bridge.status.state == FAILED:
             self.bridge.load(settings.load_request())
         if self.theme is not None and settings.theme != old.theme:
             self.theme.apply(settings.theme)
@@ -365,6 +403,7 @@ class MainWindow(QMainWindow):
     def open_model_manager(self) -> ModelManager:
         manager = ModelManager(self.settings, models_dir(), parent=self)
         manager.switched.connect(self.switch_models)
+        manager.endpoints_changed.connect(self.apply_settings)
         manager.download_requested.connect(lambda pair_id: (manager.accept(), self.open_wizard(pair_id)))
         manager.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         manager.show()
@@ -373,10 +412,15 @@ class MainWindow(QMainWindow):
     def switch_models(self, settings: AppSettings) -> None:
         """Use another (already checked) pair: saved, the engine reloads it, the chat says so; conversations stay."""
         self.apply_settings(settings)
-        self.statusBar().showMessage(f"Switched to {model_pair_name(settings)}: loading it", 10000)
+        if settings.remote_endpoint() is not None:
+            self.statusBar().showMessage(f"Switched to {source_words(settings)}: connecting", 10000)
+        else:
+            self.statusBar().showMessage(f"Switched to {model_pair_name(settings)}: loading it", 10000)
 
     def open_wizard(self, resume_pair: str | None = None) -> FirstRunWizard:
         """The set-up wizard from the menu: it borrows this window's engine for its last page."""
+        if self.settings.remote_endpoint() is not None:  # it sets up and loads a model on this computer
+            self.apply_settings(dataclasses.replace(self.settings, connection=""))
         wizard = FirstRunWizard(self.settings, models_dir(), resume_pair=resume_pair, bridge=self.bridge, parent=self)
         wizard.finished.connect(lambda result: self._wizard_finished(wizard, result))
         wizard.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)

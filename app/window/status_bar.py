@@ -1,4 +1,5 @@
-"""The status bar: its own message area on the left ("Copied …", "Switched to …"), then the engine state,
+"""The status bar: its own message area on the left ("Copied …", "Switched to …"), then where answers come
+from (this computer, or a server on another one), the engine state,
 tokens/s, and, when the answer is speculative, tokens per target pass, tree budget, a live bar chart of
 tokens per pass for the current answer, and the automatic choice of method and budget in one line. Widgets
 bind to the bridge's EngineStatus, its AutoChoice events and to AnswerStats.
@@ -113,6 +114,8 @@ class StatusPanel(QWidget):
         layout = QHBoxLayout(self)
         layout.setContentsMargins(SPACE.l, 0, SPACE.xs, 0)
         layout.setSpacing(SPACE.l)
+        self.source_label = QLabel()
+        self.source_label.setAccessibleName("Where answers come from")
         self.engine_label = QLabel()
         self.engine_label.setAccessibleName("Engine state")
         self.speed_label = QLabel()
@@ -127,7 +130,7 @@ class StatusPanel(QWidget):
         self.chart = PassChart(stats)
         self.choice_label = QLabel()
         self.choice_label.setAccessibleName("Decoding method chosen for this machine")
-        for widget in (self.engine_label, self.speed_label, self.per_pass_label, self.budget_label, self.chart,
+        for widget in (self.source_label, self.engine_label, self.speed_label, self.per_pass_label, self.budget_label, self.chart,
                        self.choice_label):
             layout.addWidget(widget)
         self.uses_draft = True
@@ -143,6 +146,11 @@ class StatusPanel(QWidget):
         self.uses_draft = uses_draft
         for widget in (self.budget_label, self.per_pass_label, self.chart, self.choice_label):
             widget.setVisible(uses_draft)
+
+    def set_source(self, words: str, details: str) -> None:
+        """Where answers come from ("On this computer", "From alpha-7b on GPU box"); details in the tooltip."""
+        self.source_label.setText(words)
+        self.source_label.setToolTip(details)
 
     def show_status(self, status: EngineStatus) -> None:
         text = status.describe()

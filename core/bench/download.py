@@ -2,13 +2,15 @@
 bytes a resume saves.
 
 A loopback hub (core/bench/loopback_hub.py) serves a repo of `--megabytes` in `--files` LFS files (each a
-302 to the "CDN" path, as on the hub). In the same process, alternating `--repeats` times:
+302 to the "CDN" path, as on the hub), each response paced to `--link-mb-per-s` (a network line; 0 for none,
+then loopback runs at memory speed, faster than one core can hash). In the same process, alternating
+`--repeats` times:
 - raw: a bare streaming GET of every file, bytes read and thrown away (the ceiling of server + HTTP client);
-- download: `core.models.download.download` into a fresh folder (Range, sha256 while streaming, writes to
-  disk, fsync, rename), from the hub listing onward.
+- download: `core.models.download.download` into a fresh folder (Range, checksums while streaming, writes
+  to disk, fsync, rename), from the hub listing onward.
 Then the resume: a download cancelled half way, resumed; the bytes the server sent for the resume against
 the whole repo (huggingface_hub's own downloader would send all of it again). sha256 alone is timed too,
-because hashing while streaming bounds the downloader on a fast link.
+because hashing while streaming bounds the downloader on a link faster than one core hashes.
 """
 
 from __future__ import annotations
@@ -30,6 +32,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--megabytes", type=int, default=300, help="size of the served repo in MB (default 300)")
     parser.add_argument("--files", type=int, default=3, help="LFS files the repo is split into (default 3)")
     parser.add_argument("--repeats", type=int, default=2, help="raw/download rounds; the best of each is kept")
+    parser.add_argument("--link-mb-per-s", type=float, default=125.0,
+                        help="pace each response to this many MB/s, a network line (default 125: 1 Gbit/s; "
+                             "0: no pacing, loopback at memory speed)")
     parser.add_argument("--dir", default=None, help="folder to download into (default: a temporary folder)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -50,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
         os.environ["HF_ENDPOINT"] = hub.url
         try:
             hub.add_repo("bench/model", files)
+            hub.limit_rate(args.link_mb_per_s * MB if args.link_mb_per_s > 0 else None)
             raw_times, download_times = [], []
             for round_number in range(args.repeats):
                 raw_times.append(_raw_fetch_seconds(hub, fetch_listing("bench/model")))
@@ -96,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
 
     raw_rate, download_rate = total / min(raw_times), total / min(download_times)
     result = {
-        "repo_bytes": total, "files": args.files, "repeats": args.repeats,
+        "repo_bytes": total, "files": args.files, "repeats": args.repeats, "link_mb_per_s": args.link_mb_per_s,
         "raw_mb_per_s": round(raw_rate / MB, 1), "download_mb_per_s": round(download_rate / MB, 1),
         "download_vs_raw": round(download_rate / raw_rate, 3), "sha256_mb_per_s": round(sha_rate / MB, 1),
         "resume_kept_bytes": kept, "resume_fetched_bytes": resumed_bytes,
@@ -105,9 +111,10 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result))
         return 0
-    print(f"repo: {total / MB:.0f} MB in {args.files} LFS files, served on loopback; best of {args.repeats}")
+    link = f"paced to {args.link_mb_per_s:g} MB/s" if args.link_mb_per_s > 0 else "unpaced"
+    print(f"repo: {total / MB:.0f} MB in {args.files} LFS files, served on loopback ({link}); best of {args.repeats}")
     print(f"raw GET (read and discard):        {result['raw_mb_per_s']:8.1f} MB/s")
-    print(f"download (Range, sha256, disk):    {result['download_mb_per_s']:8.1f} MB/s"
+    print(f"download (Range, checksum, disk):  {result['download_mb_per_s']:8.1f} MB/s"
           f"   = {result['download_vs_raw']:.2f} x raw")
     print(f"sha256 alone (one core):           {result['sha256_mb_per_s']:8.1f} MB/s")
     print(f"resume after a cancel at half way: fetched {resumed_bytes / MB:.1f} MB of {total / MB:.1f} MB "

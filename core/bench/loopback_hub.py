@@ -5,8 +5,11 @@ It serves what huggingface_hub's `model_info(files_metadata=True)` and our downl
 `GET /api/models/{repo}[/revision/{rev}]`, and `GET /{repo}/resolve/{rev}/{path}` with Range. LFS files
 answer 302 to `/cdn/{sha256}` on another host name (`localhost` instead of `127.0.0.1`, the same socket),
 like the hub's CDN, so a test can check the token never travels there. A gated repo answers 401 to file
-requests without its token. Faults switch on per file and fire once (or n times): stall, drop the connection,
-corrupt the bytes; a rate limit slows every body. It counts the body bytes it wrote, per file and in all.
+requests without its token. Like the hub, the listing gives every file's git blob id (`blobId`: for an LFS
+file, that of its pointer) and, for LFS files, the body's sha256; a repo can carry extra raw listing entries
+(`HostedRepo.extra_siblings`) to play a hostile hub. Faults switch on per file and fire once (or n times):
+stall, drop the connection, corrupt the bytes; a server can ignore Range; a rate limit slows every body. It
+counts the body bytes it wrote, per file and in all.
 """
 
 from __future__ import annotations
@@ -31,21 +34,27 @@ def payload(size: int, seed: int = 0) -> bytes:
     return random.Random(seed).randbytes(size)
 
 
+def git_blob_id(data: bytes) -> str:
+    """What git (and the hub's `blobId`) calls a file: the sha1 of `blob <size>\0` and the bytes."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
 @dataclass
 class HostedFile:
     path: str
     data: bytes
     lfs: bool
+    sha256: str = field(init=False)  # hashed once: the server answers many requests per file
 
-    @property
-    def sha256(self) -> str:
-        return hashlib.sha256(self.data).hexdigest()
+    def __post_init__(self) -> None:
+        self.sha256 = hashlib.sha256(self.data).hexdigest()
 
     def sibling(self) -> dict:
-        entry = {"rfilename": self.path, "size": len(self.data), "blobId": hashlib.sha1(self.data).hexdigest()}
-        if self.lfs:
-            entry["lfs"] = {"size": len(self.data), "sha256": self.sha256, "pointerSize": 134}
-        return entry
+        if not self.lfs:
+            return {"rfilename": self.path, "size": len(self.data), "blobId": git_blob_id(self.data)}
+        pointer = f"version https://git-lfs.github.com/spec/v1\noid sha256:{self.sha256}\nsize {len(self.data)}\n"
+        return {"rfilename": self.path, "size": len(self.data), "blobId": git_blob_id(pointer.encode()),
+                "lfs": {"size": len(self.data), "sha256": self.sha256, "pointerSize": len(pointer)}}
 
 
 @dataclass
@@ -56,12 +65,13 @@ class HostedRepo:
     files: dict[str, HostedFile]
     gated: bool = False
     token: str | None = None
+    extra_siblings: list[dict] = field(default_factory=list)  # raw listing entries served after the files
 
 
 @dataclass
 class _Faults:
     stall: dict[str, tuple[int, float]] = field(default_factory=dict)  # path -> (after bytes, seconds), once
-    drop: dict[str, int] = field(default_factory=dict)  # path -> close the connection after this many bytes, once
+    drop: dict[str, tuple[int, int]] = field(default_factory=dict)  # path -> (close after bytes, times left)
     corrupt: dict[str, int] = field(default_factory=dict)  # path -> serve flipped bytes this many more times
     ignore_range: bool = False  # answer 200 with the whole file to every Range request
     bytes_per_second: float | None = None  # rate limit per response
@@ -121,9 +131,10 @@ class LoopbackHub:
         with self._lock:
             self.faults.stall[path] = (after_bytes, seconds)
 
-    def drop_once(self, path: str, after_bytes: int) -> None:
+    def drop_once(self, path: str, after_bytes: int, times: int = 1) -> None:
+        """Close the connection after `after_bytes` of the body, in the next `times` responses for `path`."""
         with self._lock:
-            self.faults.drop[path] = after_bytes
+            self.faults.drop[path] = (after_bytes, times)
 
     def corrupt(self, path: str, times: int = 1) -> None:
         """Flip the first 256 bytes of the next `times` responses for `path`."""
@@ -185,12 +196,17 @@ class LoopbackHub:
         return None
 
     def take_faults(self, path: str) -> tuple[tuple[int, float] | None, int | None, bool]:
-        """The one-shot faults for `path` (removed as they are taken)."""
+        """The faults for the next response for `path` (counted down as they are taken)."""
         with self._lock:
             corrupt = self.faults.corrupt.get(path, 0) > 0
             if corrupt:
                 self.faults.corrupt[path] -= 1
-            return self.faults.stall.pop(path, None), self.faults.drop.pop(path, None), corrupt
+            drop = None
+            if path in self.faults.drop:
+                drop, times = self.faults.drop.pop(path)
+                if times > 1:
+                    self.faults.drop[path] = (drop, times - 1)
+            return self.faults.stall.pop(path, None), drop, corrupt
 
     def count(self, path: str, count: int) -> None:
         with self._lock:
@@ -244,7 +260,7 @@ def _handler_for(hub: LoopbackHub) -> type[BaseHTTPRequestHandler]:
             payload = json.dumps({
                 "id": hosted.repo, "sha": hosted.commit, "private": False,
                 "gated": "manual" if hosted.gated else False,
-                "siblings": [file.sibling() for file in hosted.files.values()],
+                "siblings": [file.sibling() for file in hosted.files.values()] + hosted.extra_siblings,
             }).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")

@@ -1,11 +1,16 @@
-"""`specexec bench serve`: what the OpenAI-compatible API server's HTTP layer adds to an answer.
+"""`specexec bench serve`: what the OpenAI-compatible API server's HTTP layer adds to an answer, and what
+the conversation cache saves a follow-up turn.
 
-One engine process, driven by the server's engine thread, answers the same greedy request alternately
-through the gateway in this process (the baseline: everything but HTTP) and through the API server on
-loopback (HTTP, JSON, server-sent events), --repeats times each; alternating keeps a machine whose load
-drifts from favouring either. For each: time to the first text and to the end of the answer, medians, and
-their ratios. The answers must be the same text both ways, or the benchmark fails. (The engine thread
-itself adds at most its 20 ms poll interval to a request's start, in both measurements.)
+1. One engine process, driven by the server's engine thread, answers the same greedy request alternately
+   through the gateway in this process (the baseline: everything but HTTP) and through the API server on
+   loopback (HTTP, JSON, server-sent events), --repeats times each; alternating keeps a machine whose load
+   drifts from favouring either. For each: time to the first text and to the end of the answer, medians,
+   and their ratios. The answers must be the same text both ways, or the benchmark fails. (The engine thread
+   itself adds at most its 20 ms poll interval to a request's start, in both measurements.)
+2. A two-turn conversation over HTTP, as a chat client sends it: a first turn with a long user message
+   (--first-turn-tokens), then the whole history plus a short follow-up question. Time to the first text of
+   each, medians over --repeats conversations (each first message is new, so each first turn is read cold),
+   and the follow-up's cached prompt tokens (usage.prompt_tokens_details.cached_tokens).
 """
 
 from __future__ import annotations
@@ -24,12 +29,15 @@ from core.engine.client import EngineClient
 from core.errors import EngineError
 
 QUESTION = [{"role": "user", "content": "Explain in a few sentences why the sky is blue."}]
+FOLLOW_UP = "Now summarise that in one sentence."
 KEY = "bench"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_engine_benchmark_arguments(parser)
     parser.add_argument("--max-new-tokens", type=int, default=64, help="answer length")
+    parser.add_argument("--first-turn-tokens", type=int, default=1500,
+                        help="length of the conversation's long first message (0: skip the two-turn measurement)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", action="store_true")
 
@@ -57,9 +65,12 @@ async def _through_gateway(gateway, args: argparse.Namespace) -> tuple[float, fl
             return first or 0.0, time.monotonic() - started, "".join(pieces)
 
 
-def _over_http(host: str, port: int, args: argparse.Namespace) -> tuple[float, float, str]:
-    """The same through the API server: a streamed chat completion read with the standard library."""
-    body = json.dumps({**_request(args), "stream": True})
+def _over_http(host: str, port: int, args: argparse.Namespace, messages: list[dict] | None = None
+               ) -> tuple[float, float, str, dict]:
+    """The same through the API server (or `messages` instead of the question): a streamed chat completion
+    read with the standard library. (seconds to the first text, seconds to the end, text, usage)."""
+    request = {**_request(args), "stream": True, "stream_options": {"include_usage": True}}
+    body = json.dumps({**request, "messages": messages} if messages else request)
     connection = http.client.HTTPConnection(host, port, timeout=600)
     started = time.monotonic()
     connection.request("POST", "/v1/chat/completions", body,
@@ -67,7 +78,7 @@ def _over_http(host: str, port: int, args: argparse.Namespace) -> tuple[float, f
     response = connection.getresponse()
     if response.status != 200:
         raise EngineError(f"the server answered {response.status}: {response.read()[:500]!r}")
-    first, pieces = None, []
+    first, pieces, usage = None, [], {}
     for line in response:
         if not line.startswith(b"data: "):
             continue
@@ -77,13 +88,35 @@ def _over_http(host: str, port: int, args: argparse.Namespace) -> tuple[float, f
         chunk = json.loads(data)
         if "error" in chunk:
             raise EngineError(f"the stream failed: {chunk['error']['message']}")
+        usage = chunk.get("usage") or usage
         text = chunk["choices"][0]["delta"].get("content") if chunk["choices"] else None
         if text:
             first = first if first is not None else time.monotonic() - started
             pieces.append(text)
     total = time.monotonic() - started
     connection.close()
-    return first or 0.0, total, "".join(pieces)
+    return first or 0.0, total, "".join(pieces), usage
+
+
+def _long_message(tokens: int, repeat: int) -> str:
+    """A first message of about `tokens` tokens that no earlier repeat sent (so it is read cold)."""
+    from core.bench.chat import FILLER
+
+    text = f"Conversation {repeat}. "
+    while len(text.split()) * 4 // 3 < tokens:  # ~4 tokens per 3 English words
+        text += FILLER
+    return text + "What was new about it?"
+
+
+def _two_turns(port: int, args: argparse.Namespace, repeat: int) -> dict:
+    """One conversation over HTTP: the first turn's and the follow-up's time to first text, and usage."""
+    first_turn = [{"role": "user", "content": _long_message(args.first_turn_tokens, repeat)}]
+    first_ttft, _, answer, first_usage = _over_http("127.0.0.1", port, args, first_turn)
+    history = first_turn + [{"role": "assistant", "content": answer}, {"role": "user", "content": FOLLOW_UP}]
+    follow_ttft, _, _, follow_usage = _over_http("127.0.0.1", port, args, history)
+    return {"first_ttft_s": first_ttft, "first_prompt_tokens": first_usage.get("prompt_tokens", 0),
+            "follow_up_ttft_s": follow_ttft, "follow_up_prompt_tokens": follow_usage.get("prompt_tokens", 0),
+            "follow_up_cached_tokens": (follow_usage.get("prompt_tokens_details") or {}).get("cached_tokens", 0)}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -98,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
     engine = EngineThread(client)
     gateway = EngineGateway(engine)
     server = ApiServer(create_app(gateway, KEY, Defaults(method=args.method)), "127.0.0.1", 0)
-    through_gateway, http = [], []
+    through_gateway, http, conversations = [], [], []
     try:
         say("Starting the engine process")
         client.start()
@@ -113,7 +146,10 @@ def run(args: argparse.Namespace) -> int:
         for repeat in range(args.repeats):
             say(f"Repeat {repeat + 1}/{args.repeats}: through the gateway, then over HTTP")
             through_gateway.append(asyncio.run(_through_gateway(gateway, args)))
-            http.append(_over_http("127.0.0.1", server.port, args))
+            http.append(_over_http("127.0.0.1", server.port, args)[:3])
+        for repeat in range(args.repeats if args.first_turn_tokens > 0 else 0):
+            say(f"Conversation {repeat + 1}/{args.repeats}: a long first turn, then a follow-up")
+            conversations.append(_two_turns(server.port, args, repeat))
     finally:
         server.stop()
         engine.stop()
@@ -137,6 +173,10 @@ def run(args: argparse.Namespace) -> int:
     result["ttft_ratio"] = result["http_ttft_s"] / result["gateway_ttft_s"]
     result["total_ratio"] = result["http_total_s"] / result["gateway_total_s"]
     result["http_overhead_ms"] = 1000 * (result["http_total_s"] - result["gateway_total_s"])
+    if conversations:
+        for key in conversations[0]:
+            result[key] = statistics.median(c[key] for c in conversations)
+        result["follow_up_speedup"] = result["first_ttft_s"] / result["follow_up_ttft_s"]
     if args.json:
         print(json.dumps(result))
         return 0
@@ -146,4 +186,9 @@ def run(args: argparse.Namespace) -> int:
           f"the gateway ({result['ttft_ratio']:.2f}x)")
     print(f"whole answer: {result['http_total_s']:.3f} s over HTTP vs {result['gateway_total_s']:.3f} s "
           f"({result['total_ratio']:.2f}x, {result['http_overhead_ms']:+.1f} ms per answer); same text both ways")
+    if conversations:
+        print(f"two-turn conversation over HTTP: first turn {result['first_ttft_s']:.3f} s to first text "
+              f"({result['first_prompt_tokens']:.0f} prompt tokens), follow-up {result['follow_up_ttft_s']:.3f} s "
+              f"({result['follow_up_cached_tokens']:.0f} of {result['follow_up_prompt_tokens']:.0f} prompt tokens "
+              f"cached) -> {result['follow_up_speedup']:.2f}x")
     return 0

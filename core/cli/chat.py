@@ -8,6 +8,13 @@ already shown stay in the history) but not the program; Ctrl-D (end of input) le
 When stdin is not a terminal, each input line is answered in turn (one answer per output line, no prompts)
 and the command exits at the end of input: 0 if every turn was answered, 1 otherwise. Loading steps (and
 where an offloaded target's layers went) are reported on stderr in both modes.
+
+`--remote URL` chats with a model on an OpenAI-compatible server instead (`specexec serve` on another
+computer, vLLM, Ollama, LM Studio...) through core.remote.engine.RemoteEngine, which the loop drives exactly
+like the engine process. `--model` picks the server's model (default: the first it lists); the key is
+`--api-key`, else the one the app keeps for that address, else none. The sampling flags are sent with every
+request; the model, tree and offload flags do not apply to a server. A lost connection is reported, and the
+next message tries again.
 """
 
 from __future__ import annotations
@@ -21,6 +28,8 @@ from contextlib import contextmanager
 from core.cli.options import add_generation_arguments, decoding_settings, engine_load_settings, sampling_params
 from core.engine import protocol as P
 from core.engine.client import EngineClient
+from core.engine.connection import EngineConnection
+from core.errors import RemoteError, SpecExecError
 
 HELP = "commands: /reset (new conversation), /system TEXT (system prompt), /help, /quit; Ctrl-C stops an answer"
 
@@ -28,6 +37,12 @@ HELP = "commands: /reset (new conversation), /system TEXT (system prompt), /help
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_generation_arguments(parser)
     parser.add_argument("--system", default=None, help="system prompt")
+    remote = parser.add_argument_group("a model on another computer (any OpenAI-compatible server)")
+    remote.add_argument("--remote", default=None, metavar="URL",
+                        help="chat through the server at URL (e.g. http://192.168.1.20:8765/v1) instead of a local engine")
+    remote.add_argument("--api-key", default=None, metavar="KEY",
+                        help="the server's API key (default: the key saved for that address in the app, else none)")
+    remote.add_argument("--model", default="", metavar="M", help="the server's model (default: the first it lists)")
 
 
 class _Interrupt:
@@ -55,10 +70,14 @@ def _catch_interrupt():
 
 
 class ChatLoop:
-    def __init__(self, client: EngineClient, args: argparse.Namespace, interactive: bool) -> None:
+    """source: where answers come from, for a remote server ("alpha-7b on gpu-box"); None for this computer."""
+
+    def __init__(self, client: EngineConnection, args: argparse.Namespace, interactive: bool,
+                 source: str | None = None) -> None:
         settings = decoding_settings(args)  # checks the flags before anything is loaded
         params = sampling_params(args)
         self.client = client
+        self.source = source
         self.interactive = interactive
         self.system: str | None = args.system
         self.history: list[dict[str, str]] = []
@@ -158,10 +177,7 @@ class ChatLoop:
                 elif isinstance(event, P.Finished) and event.request_id == request_id:
                     print(flush=True)
                     if self.interactive:
-                        self.note(
-                            f"[{event.reason}] {event.generated_tokens} tokens; prompt {event.prompt_tokens} tokens, "
-                            f"{event.reused_prefix_tokens} reused from the cache"
-                        )
+                        self.note(self.finish_line(event))
                     return "".join(pieces), True
                 elif isinstance(event, P.Error) and event.request_id in (request_id, None):
                     if event.kind == "protocol" and event.request_id is None:
@@ -169,13 +185,56 @@ class ChatLoop:
                     print(flush=True)
                     self.note(f"error: {event.message}" + (f" ({event.hint})" if event.hint else ""))
                     if event.kind == "engine_died":
-                        self.note("(restarting the engine)")
-                        client.restart(reload=True, wait=True)
+                        self.reconnect()
                     return "".join(pieces), False
+
+    def finish_line(self, event: P.Finished) -> str:
+        if self.source is None:
+            return (f"[{event.reason}] {event.generated_tokens} tokens; prompt {event.prompt_tokens} tokens, "
+                    f"{event.reused_prefix_tokens} reused from the cache")
+        counts = f" {event.generated_tokens} tokens; prompt {event.prompt_tokens} tokens" if event.prompt_tokens else ""
+        return f"[{event.reason}]{counts} ({self.source})"
+
+    def reconnect(self) -> None:
+        """After a lost engine: start it again (a remote server: connect again); if that fails, say so and go
+        on (the next message tries again)."""
+        self.note("(restarting the engine)" if self.source is None else "(connecting again)")
+        try:
+            self.client.restart(reload=True, wait=True)
+        except (SpecExecError, OSError, TimeoutError) as error:
+            self.note(f"(could not: {error})")
+
+
+def run_remote(args: argparse.Namespace, interactive: bool) -> int:
+    """The chat through an OpenAI-compatible server (RemoteError, in plain words, when it cannot be used)."""
+    from core.remote.endpoint import Endpoint, checked_key, normalise_base_url
+    from core.remote.engine import RemoteEngine
+    from core.remote.key_store import stored_key
+
+    base_url = normalise_base_url(args.remote)
+    endpoint = Endpoint(base_url, checked_key(args.api_key or stored_key(base_url)))
+    if endpoint.key_in_clear:
+        print(f"warning: the API key travels unencrypted to {endpoint.host} (http, not https)", file=sys.stderr)
+    engine = RemoteEngine(endpoint)
+    try:
+        engine.start()
+        try:
+            ready = engine.load(args.model, wait=True,
+                                on_progress=lambda event: print(event.stage, file=sys.stderr, flush=True))
+        except RemoteError as error:
+            print(f"error: {error}" + (f" ({error.hint})" if error.hint else ""), file=sys.stderr)
+            return 2
+        source = f"{ready.models['target']} on {endpoint.label}"
+        print(f"chatting with {source}", file=sys.stderr, flush=True)
+        return ChatLoop(engine, args, interactive, source).run()
+    finally:
+        engine.shutdown()
 
 
 def run(args: argparse.Namespace) -> int:
     decoding_settings(args)  # bad flags fail here, before the engine starts
+    if args.remote is not None:
+        return run_remote(args, sys.stdin.isatty())
     load_settings = engine_load_settings(args)
     interactive = sys.stdin.isatty()
     client = EngineClient(torch_threads=args.threads)

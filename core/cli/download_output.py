@@ -28,7 +28,7 @@ def folders_field(folders: dict[str, Path]) -> dict:
 
 
 class JsonLinesListener(DownloadListener):
-    """Events `plan`, `progress`, `verify`, `retry` (the CLI adds `error` and `done`)."""
+    """Events `plan`, `check`, `attach`, `progress`, `verify`, `retry` (the CLI adds `error` and `done`)."""
 
     def plan(self, folders: dict[str, Path], files: list[PlannedFile], total_bytes: int, already_bytes: int) -> None:
         emit("plan", **folders_field(folders), files=[{"path": f.path, "size": f.size} for f in files],
@@ -41,6 +41,12 @@ class JsonLinesListener(DownloadListener):
 
     def verify(self, file: str, ok: bool) -> None:
         emit("verify", file=file, ok=ok)
+
+    def check(self, file: str, ok: bool) -> None:
+        emit("check", file=file, ok=ok)
+
+    def attach(self, folder: Path, pid: int | None) -> None:
+        emit("attach", folder=str(folder), pid=pid)
 
     def retry(self, file: str, attempt: int, reason: str) -> None:
         emit("retry", file=file, attempt=attempt, reason=reason)
@@ -75,6 +81,14 @@ class HumanListener(DownloadListener):
         if not ok:
             self._newline()
             print(f"{file} arrived corrupted: fetching it again", file=self.stream)
+
+    def check(self, file: str, ok: bool) -> None:
+        if not ok:
+            print(f"{file} is here but differs from the hub's: replacing it", file=self.stream)
+
+    def attach(self, folder: Path, pid: int | None) -> None:
+        who = f"process {pid}" if pid is not None else "another process"
+        print(f"Already downloading into {folder} in {who}: showing its progress", file=self.stream)
 
     def retry(self, file: str, attempt: int, reason: str) -> None:
         self._newline()

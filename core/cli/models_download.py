@@ -1,9 +1,10 @@
 """`specexec models download PAIR_OR_REPO`: fetch a catalog pair (target and draft) or one hub repo into the
 models folder, resumably and verified.
 
-Exit status: 0 done, 2 error, 130 cancelled (Ctrl+C or SIGTERM; partial files are kept, a rerun resumes).
-With --json, stdout carries one JSON object per line (`plan`, `progress`, `verify`, `retry`, `error`,
-`done`), a contract the app's download wizard parses.
+Exit status: 0 done, 2 error, 75 already downloading (another process holds the model folder; nothing was
+touched), 130 cancelled (Ctrl+C or SIGTERM; partial files are kept, a rerun resumes). With --json, stdout
+carries one JSON object per line (`plan`, `check`, `attach`, `progress`, `verify`, `retry`, `error`, `done`),
+a contract the app's download wizard parses; every failure ends in an `error` event with a `kind`.
 """
 
 from __future__ import annotations
@@ -11,9 +12,10 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+import traceback
 from pathlib import Path
 
-EXIT_OK, EXIT_ERROR, EXIT_CANCELLED = 0, 2, 130
+EXIT_OK, EXIT_ERROR, EXIT_BUSY, EXIT_CANCELLED = 0, 2, 75, 130  # 75: EX_TEMPFAIL, "try again later"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -22,11 +24,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--revision", default=None, help="branch, tag or commit of a repo id (default: main)")
     parser.add_argument("--dir", default=None, help="models folder to download into (default: the app's)")
     parser.add_argument("--json", action="store_true", help="one JSON event per line on stdout (for programs)")
+    parser.add_argument("--attach", action="store_true",
+                        help="when another process is downloading the same model, show its progress (and go on "
+                             "by itself if that one stops) instead of exiting with status 75")
+    parser.epilog = ("exit status: 0 done, 2 error, 75 already downloading in another process (one download per "
+                     "model folder), 130 cancelled (partial files are kept: run the same command to resume)")
 
 
 def run(args: argparse.Namespace) -> int:
     from core.cli.download_output import HumanListener, JsonLinesListener, emit, folders_field
-    from core.errors import DownloadCancelledError, DownloadError, GatedModelError, SpecExecError
+    from core.errors import DownloadBusyError, DownloadCancelledError, DownloadError, GatedModelError, SpecExecError
 
     listener = JsonLinesListener() if args.json else HumanListener()
     previous = signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM cancels like Ctrl+C: partials are kept
@@ -39,11 +46,24 @@ def run(args: argparse.Namespace) -> int:
     except GatedModelError as error:
         _report_error(args.json, "gated", str(error), listener, licence_url=error.licence_url)
         return EXIT_ERROR
+    except DownloadBusyError as error:
+        _report_error(args.json, "busy", str(error), listener, folder=str(error.folder), pid=error.pid)
+        return EXIT_BUSY
     except DownloadError as error:
         _report_error(args.json, error.kind, str(error), listener)
         return EXIT_ERROR
-    except SpecExecError as error:  # an unknown pair or repo id
+    except SpecExecError as error:  # an unknown pair or repo id, an unreadable catalog
         _report_error(args.json, "not_found", str(error), listener)
+        return EXIT_ERROR
+    except OSError as error:  # the models folder cannot be made or read (before the downloader runs)
+        where = f" ({error.filename})" if error.filename else ""
+        _report_error(args.json, "io", f"cannot use the models folder: {error.strerror or type(error).__name__}"
+                      f"{where}; choose another with --dir", listener)
+        return EXIT_ERROR
+    except Exception as error:  # a defect: say so in an event; the stack (without the message) goes to stderr
+        _report_error(args.json, "internal", f"the download stopped on an unexpected {type(error).__name__}; "
+                      "please report it with the log. Running the same command again resumes.", listener)
+        print("".join(traceback.format_tb(error.__traceback__)), file=sys.stderr)
         return EXIT_ERROR
     finally:
         signal.signal(signal.SIGTERM, previous)
@@ -71,7 +91,7 @@ def _download(args: argparse.Namespace, listener) -> dict[str, Path]:
         return {}
     token = current_token()
     jobs = download_jobs(wanted, root, token)
-    download(jobs, root, listener, token=token)
+    download(jobs, root, listener, token=token, follow_running=args.attach)
     return {job.label: job.folder for job in jobs}
 
 

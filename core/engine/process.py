@@ -103,6 +103,7 @@ class Engine:
         self.budget_cap: int | None = None
         self.current: str | None = None  # request id being generated
         self.cancel_current = False
+        self.prepared: dict[str, Any] = {}  # request id -> PreparedPrompt of queued Generates checked on arrival
 
     # ------------------------------------------------------------------------------------------------------
     # Queue handling
@@ -153,14 +154,38 @@ class Engine:
                 if isinstance(queued, P.Generate):
                     self.emit(P.Finished(queued.request_id, "cancelled"))
             self.pending.clear()
+            self.prepared.clear()
         elif isinstance(request, P.Generate) and (
             request.request_id == self.current
             or any(isinstance(q, P.Generate) and q.request_id == request.request_id for q in self.pending)
         ):
             self.emit(P.Error(request.request_id, "busy", f"request id {request.request_id!r} is already queued or running",
                               "use a new request id for each Generate"))
+        elif isinstance(request, P.Generate):
+            self.admit(request)
         else:
             self.pending.append(request)
+
+    def admit(self, request: P.Generate) -> None:
+        """Queue a Generate, checking its prompt at once when the models it will run on are loaded: a prompt
+        that does not fit is refused now, not after the answers ahead of it (an API client gets a plain 400
+        instead of an error inside a stream it was kept waiting on). Says its place when others are ahead."""
+        if self.session is not None and not any(isinstance(q, (P.Load, P.Unload)) for q in self.pending):
+            try:
+                self.prepared[request.request_id] = self.prepare(request)
+            except Exception as error:
+                self.emit(error_event(request.request_id, error))
+                return
+        self.pending.append(request)
+        ahead = (self.current is not None) + sum(isinstance(q, P.Generate) for q in self.pending) - 1
+        if ahead:
+            self.emit(P.Queued(request.request_id, ahead))
+
+    def announce_queue(self) -> None:
+        """Tell every waiting Generate its new place (the queue moved: one answer started)."""
+        waiting = [q for q in self.pending if isinstance(q, P.Generate)]
+        for place, queued in enumerate(waiting, start=1):
+            self.emit(P.Queued(queued.request_id, place))
 
     def cancel(self, request_id: str) -> None:
         if request_id == self.current:
@@ -169,6 +194,7 @@ class Engine:
         for queued in list(self.pending):
             if isinstance(queued, P.Generate) and queued.request_id == request_id:
                 self.pending.remove(queued)
+                self.prepared.pop(request_id, None)
                 self.emit(P.Finished(request_id, "cancelled"))
                 return
         # unknown or already finished: nothing to do (cancel races with the end of an answer)
@@ -220,6 +246,7 @@ class Engine:
         from core.engine.session import ChatSession
         from core.loading import check_same_tokenizer, load_model
         from core.offload.routing import OffloadSettings, parse_resident_layers
+        from core.prompts import tool_call_format
 
         self.unload()
         self.state = "loading"
@@ -271,6 +298,7 @@ class Engine:
         self.budget_cap = target.lm.max_tree_tokens
         self.models_info = {
             "target": target.lm.name,
+            "tool_call_format": tool_call_format(target.tokenizer),
             "draft": draft.lm.name if draft else None,
             "device": str(target.lm.device),
             "dtype": str(target.lm.dtype).removeprefix("torch."),
@@ -295,6 +323,8 @@ class Engine:
             self.emit(P.Error(request.request_id, "not_loaded", "no model is loaded", "send Load first"))
             return
         self.current, self.cancel_current = request.request_id, False
+        self.announce_queue()
+        prepared = self.prepared.pop(request.request_id, None)
         load = self.load_request
         budget, auto_budget = resolve_budget(request.budget if request.budget is not None else load.budget, request.method)
         if self.budget_cap is not None:
@@ -310,14 +340,11 @@ class Engine:
             stop=tuple(request.stop),
             auto_budget=auto_budget,
         )
-        if request.prompt is not None:
-            prepared = self.session.prepare_text(request.prompt)
-        else:
-            prepared = self.session.prepare([dict(m) for m in request.messages], request.max_new_tokens,
-                                            request.trim_context)
+        prepared = prepared or self.prepare(request)
         if prepared.dropped_messages:
             self.emit(P.ContextTrimmed(request.request_id, prepared.dropped_messages))
-        turn = self.session.turn(prepared.prompt_ids, params, settings, request.reuse_cache, self.fault_hook)
+        turn = self.session.turn(prepared.prompt_ids, params, settings, request.reuse_cache, self.fault_hook,
+                                 request.cache_owner)
         self.emit(P.PromptStarted(request.request_id, len(prepared.prompt_ids), turn.reused_prefix_tokens))
         reason = None
         shown = None  # the last AutoChoice sent
@@ -347,6 +374,13 @@ class Engine:
             generated_tokens=len(turn.token_ids),
             draft_reused_prefix_tokens=turn.draft_reused_prefix_tokens,
         ))
+
+    def prepare(self, request: P.Generate) -> Any:
+        """The request's prompt ids after the context policy (a PreparedPrompt); raises what the checks find."""
+        if request.prompt is not None:
+            return self.session.prepare_text(request.prompt)
+        return self.session.prepare([dict(m) for m in request.messages], request.max_new_tokens,
+                                    request.trim_context, tuple(request.tools))
 
     def emit_chunk(self, request_id: str, chunk: Any, budget: int) -> None:
         stats = chunk.stats

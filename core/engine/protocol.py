@@ -7,8 +7,8 @@ unknown type, with missing fields or with wrongly typed fields with an `Error` e
 goes on serving.
 
 Requests (client -> engine): Load, Generate, Cancel, Unload, Status, Shutdown.
-Events (engine -> client): EngineStarted, LoadProgress, StatusReport, TokenChunk, PassStats, AutoChoice,
-ContextTrimmed, BudgetReduced, Finished, Error.
+Events (engine -> client): EngineStarted, LoadProgress, StatusReport, Queued, PromptStarted, TokenChunk, PassStats,
+AutoChoice, ContextTrimmed, BudgetReduced, Finished, Error.
 
 A Generate request ends with exactly one Finished or one Error carrying its request_id (or, if the engine
 process dies, with the client's Error of kind "engine_died", which ends every request in flight). Generate
@@ -30,6 +30,14 @@ PROTOCOL_VERSION = 1
 EngineState = Literal["idle", "loading", "ready", "generating"]
 FinishReason = Literal["eos", "stop", "length", "cancelled"]
 Method = Literal["specexec", "specinfer", "sequential", "auto"]
+CacheOwner = Literal["chat", "api"]
+
+# How a model writes tool calls (StatusReport.models["tool_call_format"], read from its chat template by
+# core.prompts.tool_call_format; None: no tool support). Qwen2.5 / Hermes write
+# <tool_call>{"name": ..., "arguments": {...}}</tool_call>; Llama 3.1 / 3.2 a bare JSON object
+# {"name": ..., "parameters": {...}}. core.server.tool_calls reads both.
+HERMES = "hermes"
+LLAMA3_JSON = "llama3_json"
 
 # Error kinds the engine and client report (Error.kind).
 ERROR_KINDS = (
@@ -47,6 +55,13 @@ ERROR_KINDS = (
     "internal",  # an unexpected exception inside the engine (it lives on)
     "engine_died",  # reported by the client: the engine process is gone
     "engine_start",  # reported by the client: the engine did not start in time
+    # a remote OpenAI-compatible server (core.remote.engine; the matching errors are in core.errors)
+    "remote_unreachable",  # nothing answered at its address
+    "remote_auth",  # the API key was refused, or one is needed
+    "remote_not_openai",  # what answered is not an OpenAI-compatible server
+    "remote_tls",  # the secure connection failed
+    "remote_rejected",  # the server refused the request (unknown model, a setting it does not take)
+    "remote_server",  # the server failed to answer (5xx, rate limits)
 )
 
 
@@ -98,20 +113,25 @@ class Load(Request):
 
 @dataclass(frozen=True)
 class Generate(Request):
-    """Answer a conversation. `messages`: [{"role": ..., "content": ...}, ...] ending with the user's turn.
+    """Answer a conversation. `messages`: [{"role": ..., "content": ...}, ...] ending with the user's turn (or
+    a tool's result); an assistant message may carry `tool_calls` and a tool message `tool_call_id`, in the
+    form the model's chat template reads (arguments as objects). `tools`: OpenAI-style function definitions the
+    chat template renders into the prompt (a template without tool support answers an invalid_setting Error).
 
     method "auto" (the default): plain decoding or SpecExec, whichever is faster on this machine, chosen per
     pass (AutoChoice events say what and why). budget None means the budget of the Load (capped by any
     reduction after an out-of-memory error); "auto" lets the engine choose it.
-    reuse_cache False starts from empty KV caches (benchmarks; a cold run to compare with; the API server,
-    whose requests are independent).
+    reuse_cache False reads no cached rows (benchmarks: a cold run to compare with); the conversations the
+    engine keeps are not lost by it. cache_owner: whose conversation this is, for the engine's conversation
+    cache (core.engine.conversation_cache): the app's chat ("chat") or the API server ("api"), whose
+    conversations are evicted first.
     prompt: plain text to continue without the chat template (the API's /v1/completions); `messages` is then
     empty. trim_context False answers a conversation that does not fit with a context_length Error instead
     of leaving out its oldest messages (an API client must see what the model saw).
     """
 
     request_id: str
-    messages: tuple[dict[str, str], ...] | list[dict[str, str]]
+    messages: tuple[dict[str, Any], ...] | list[dict[str, Any]]
     temperature: float = 0.7
     top_p: float = 0.9
     top_k: int = 0
@@ -124,6 +144,8 @@ class Generate(Request):
     reuse_cache: bool = True
     prompt: str | None = None
     trim_context: bool = True
+    tools: tuple[dict[str, Any], ...] | list[dict[str, Any]] = ()
+    cache_owner: CacheOwner = "chat"
 
 
 @dataclass(frozen=True)
@@ -185,14 +207,28 @@ class StatusReport(Event):
 
 
 @dataclass(frozen=True)
+class Queued(Event):
+    """A Generate waits behind others: `position` answers are ahead of it (the running one included). Sent
+    when it is accepted behind another and again whenever the queue moves, so a client can say so (the API
+    server puts it in its keep-alive comments)."""
+
+    request_id: str
+    position: int
+
+
+@dataclass(frozen=True)
 class TokenChunk(Event):
     """What one target pass added. text may be empty (held back: incomplete character, possible stop string).
-    sent_at: time.monotonic() in the engine when the chunk was queued (for latency measurements)."""
+    sent_at: time.monotonic() in the engine when the chunk was queued (for latency measurements).
+    logprobs: per new token, {"token": text, "logprob", "top": [{"token", "logprob"}, ...]} from the target's
+    distribution after the request's sampling settings; None when not asked for. (Issue 24: the decoding
+    loop does not fill it yet; the API server refuses `logprobs` until it does.)"""
 
     request_id: str
     text: str
     token_ids: tuple[int, ...] | list[int]
     sent_at: float = 0.0
+    logprobs: tuple[dict[str, Any], ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -284,7 +320,7 @@ REQUEST_TYPES: dict[str, type[Request]] = {
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.__name__: cls
     for cls in (
-        EngineStarted, LoadProgress, StatusReport, PromptStarted, TokenChunk, PassStats, AutoChoice, ContextTrimmed,
+        EngineStarted, LoadProgress, StatusReport, Queued, PromptStarted, TokenChunk, PassStats, AutoChoice, ContextTrimmed,
         BudgetReduced, Finished, Error,
     )
 }
@@ -377,7 +413,7 @@ def from_dict(data: object, allowed: dict[str, type] | None = None) -> _Message:
     unknown = sorted(set(fields) - known)
     if unknown:
         raise ProtocolError(f"{cls.__name__} has no field(s) {', '.join(unknown)}")
-    for key in ("messages", "stop", "token_ids"):
+    for key in ("messages", "stop", "token_ids", "tools", "logprobs"):
         if isinstance(fields.get(key), list):
             fields[key] = tuple(fields[key])
     try:

@@ -1,10 +1,10 @@
 """Chat turns inside the engine: chat-template rendering, KV-cache reuse across turns, the context policy and
 the out-of-memory retry.
 
-One DecodeState (the last conversation's tokens and both models' KV caches) is kept between turns. A new turn
-whose prompt starts with the previous turn's prompt + answer (the usual case: the client appends the answer
-and the next user message) keeps the cached rows of that shared prefix, so both models prefill only the new
-tokens. Any other prompt keeps whatever prefix it happens to share (at least the system prompt, often).
+The conversations are kept between turns by a ConversationCache (core.engine.conversation_cache): a new turn
+starts from the kept conversation that shares the longest prefix with its prompt. When the prompt starts with
+a previous turn's prompt + answer (the usual case: the client appends the answer and the next user message),
+both models prefill only the new tokens.
 
 Accounting: the target never caches the last token of the sequence (it is the root of the next draft tree),
 so after a turn the target cache holds prompt + answer - 1 tokens, and a turn-2 prompt that extends the
@@ -25,10 +25,11 @@ from core.autotune.chooser import AutoTuner
 from core.causal_lm import CausalLM
 from core.decode_state import DecodeState
 from core.detokenize import IncrementalDetokenizer
+from core.engine.conversation_cache import ConversationCache
 from core.errors import ContextLengthError, InvalidSettingError
 from core.generation import DecodingSettings, GenerationChunk, stream_generate
 from core.kv_cache import InPlaceKVCache
-from core.prompts import Message, Prompt, encode_prompt
+from core.prompts import Message, Prompt, Tool, encode_prompt
 from core.sampling import SamplingParams
 
 
@@ -55,9 +56,9 @@ def out_of_memory_errors() -> tuple[type[BaseException], ...]:
 
 def fit_conversation(
     tokenizer: PreTrainedTokenizerBase, messages: list[Message], context_limit: int, max_new_tokens: int,
-    trim: bool = True,
+    trim: bool = True, tools: tuple[Tool, ...] = (),
 ) -> PreparedPrompt:
-    """Render `messages`; while prompt + max_new_tokens exceeds the context, drop the oldest turn.
+    """Render `messages` (and `tools`); while prompt + max_new_tokens exceeds the context, drop the oldest turn.
 
     System messages at the start are always kept, and so is the last message (the one being answered). A
     turn is a user message plus the replies up to the next user message, so the kept conversation still
@@ -73,7 +74,7 @@ def fit_conversation(
     head, body = messages[:system], messages[system:]
     dropped = 0
     while True:
-        ids = encode_prompt(tokenizer, Prompt(messages=tuple(head + body)))
+        ids = encode_prompt(tokenizer, Prompt(messages=tuple(head + body), tools=tools))
         if len(ids) + max_new_tokens <= context_limit or len(body) <= 1 or not trim:
             break
         cut = 1  # drop the oldest message and the replies after it, up to the next user message
@@ -109,13 +110,13 @@ def _crop_consistent(cache: InPlaceKVCache | None, length: int) -> None:
 
 
 class ChatSession:
-    """The models of a loaded engine plus the DecodeState kept from the last turn."""
+    """The models of a loaded engine plus the conversations kept from earlier turns."""
 
     def __init__(self, target: CausalLM, draft: CausalLM | None, tokenizer: PreTrainedTokenizerBase) -> None:
         self.target = target
         self.draft = draft
         self.tokenizer = tokenizer
-        self.state: DecodeState | None = None
+        self.conversations = ConversationCache(target, draft)
         self.tuner: AutoTuner | None = None  # learns across turns; built by tuner_for on first need
 
     def tuner_for(self, max_depth: int) -> AutoTuner:
@@ -130,12 +131,18 @@ class ChatSession:
     def context_limit(self) -> int:
         return min(m.max_context for m in (self.target, self.draft) if m is not None)
 
-    def reset(self) -> None:
-        """Forget the cached conversation (next turn prefills from scratch)."""
-        self.state = None
+    @property
+    def state(self) -> DecodeState | None:
+        """The live conversation: the last turn's tokens and both models' KV caches."""
+        return self.conversations.live
 
-    def prepare(self, messages: list[Message], max_new_tokens: int, trim: bool = True) -> PreparedPrompt:
-        return fit_conversation(self.tokenizer, messages, self.context_limit, max_new_tokens, trim)
+    def reset(self) -> None:
+        """Forget the live conversation (its caches may be half-written); the saved ones stay."""
+        self.conversations.drop_live()
+
+    def prepare(self, messages: list[Message], max_new_tokens: int, trim: bool = True,
+                tools: tuple[Tool, ...] = ()) -> PreparedPrompt:
+        return fit_conversation(self.tokenizer, messages, self.context_limit, max_new_tokens, trim, tools)
 
     def prepare_text(self, text: str) -> PreparedPrompt:
         return fit_text(self.tokenizer, text, self.context_limit)
@@ -147,16 +154,13 @@ class ChatSession:
         settings: DecodingSettings,
         reuse_cache: bool = True,
         fault_hook: Callable[[], None] | None = None,
+        cache_owner: str = "chat",
     ) -> "Turn":
-        """Start a turn: the state is reset to `prompt_ids` now, so the reuse counts are known up front."""
-        needs_draft = settings.method != "sequential"
-        if needs_draft and self.draft is None and settings.method != "auto":
+        """Start a turn: the live state is set to `prompt_ids` now (from the kept conversation sharing the
+        longest prefix, unless `reuse_cache` is False), so the reuse counts are known up front."""
+        if settings.method not in ("sequential", "auto") and self.draft is None:
             raise InvalidSettingError(f"method '{settings.method}' needs a draft model; load one or use 'sequential'")
-        if self.state is None or not reuse_cache:
-            self.state = DecodeState.fresh(prompt_ids, self.target, self.draft)
-        elif needs_draft and self.draft is not None and self.state.draft_cache is None:
-            self.state.draft_cache = self.draft.new_cache()
-        self.state.reset_tokens(prompt_ids)  # stream_generate repeats this; it is idempotent
+        self.conversations.checkout(prompt_ids, cache_owner, reuse_cache)
         return Turn(self, prompt_ids, params, settings, fault_hook)
 
 

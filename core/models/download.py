@@ -1,124 +1,165 @@
-"""Resumable, verified downloads of a repo's files over plain HTTP Range requests.
+"""Resumable, verified downloads of a repo's files, that a broken or hostile hub cannot turn against the user.
 
 huggingface_hub gives the file list (core/models/hub.py) but its own downloader deletes partial files on
-any failure and cannot resume after the process dies, which a 35 GB model cannot afford. Here each file
-grows in `<name>.incomplete` beside its final name; a rerun, even after a kill -9 or a reboot, asks only for
-the missing bytes (`Range: bytes=N-`; a server that answers 200 instead of 206 makes it start the file
-over). LFS files are checked against the hub's sha256 (hashed while they stream, so no second pass) and only
-then renamed into place; a mismatch deletes the file and fetches it once more. Failed or stalled
-connections (no byte for `stall_timeout_s`) reconnect with exponential backoff. Redirects are followed by
-hand so the token only ever goes to the hub's own host, never to the CDN a large file redirects to.
+any failure and cannot resume after the process dies, which a 35 GB model cannot afford; the bodies come
+through core/models/download_body.py instead. In order, so that each refusal comes before the disk is touched:
+1. every listed path is checked (core/models/safe_paths.py): one bad path refuses the whole repo;
+2. each model folder's lock is taken (core/models/folder_lock.py): one download per folder, whoever runs it;
+3. the folder is surveyed (core/models/download_plan.py) and files present but not known verified are hashed;
+4. a gated repo is asked about, and the free disk space is checked against the missing bytes;
+5. only then are stale files deleted, the manifest written and the missing bytes fetched.
+Every failure leaves as a DownloadError whose `kind` says why (core/errors.py).
 """
 
 from __future__ import annotations
 
 import errno
-import hashlib
 import os
 import shutil
 import threading
-from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
-from urllib.parse import urljoin, urlparse
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 from core.errors import (
-    DiskSpaceError, DownloadCancelledError, DownloadError, DownloadVerifyError, GatedModelError, RemoteNotFoundError,
+    DiskSpaceError, DownloadBusyError, DownloadCancelledError, DownloadError, DownloadIOError, GatedModelError,
 )
-from core.models.download_progress import DownloadListener, PlannedFile, ProgressMeter
-from core.models.hub import RemoteFile, RemoteRepo, file_url, gated_message, hub_endpoint, licence_page
-from core.models.manifest import bytes_present, partial_path, read_manifest, write_manifest
+from core.models.download_body import BodyRequest, DownloadSettings, fetch_verified
+from core.models.download_plan import (
+    DownloadJob, FileState, check_present_files, discard_leftovers, survey,
+)
+from core.models.download_progress import DownloadListener, ProgressMeter
+from core.models.folder_lock import folder_locks, is_downloading
+from core.models.hub import RemoteFile, file_url, gated_message, licence_page
+from core.models.manifest import FileStamp, bytes_present, partial_path, write_manifest
+from core.models.safe_paths import check_listing
+
+__all__ = ["DownloadJob", "DownloadSettings", "check_free_space", "download", "format_bytes"]
 
 # Tests only: pretend the download disk has this many bytes free (a real full disk cannot be made here).
 FREE_BYTES_OVERRIDE_ENV = "SPECEXEC_DOWNLOAD_FREE_BYTES"
-MAX_REDIRECTS = 5
-FSYNC_EVERY_BYTES = 256 << 20
-
-
-@dataclass(frozen=True)
-class DownloadSettings:
-    stall_timeout_s: float = 30.0
-    connect_timeout_s: float = 20.0
-    max_attempts: int = 8  # failed connections in a row that delivered no byte, per file
-    backoff_s: float = 1.0  # first wait; doubles per failed attempt
-    max_backoff_s: float = 60.0
-    chunk_bytes: int = 1 << 20
-    progress_interval_s: float = 0.25
-    free_margin_bytes: int = 512 << 20  # room left on the disk after the download
-
-
-@dataclass(frozen=True)
-class DownloadJob:
-    """One repo at a fixed commit into one folder; `label` names it in events ('target', 'draft' or 'model')."""
-
-    remote: RemoteRepo
-    folder: Path
-    label: str = "model"
-
-
-class _Retryable(Exception):
-    """A connection that failed in a way a reconnect can fix (5xx, early close, stall)."""
-
-
-class _RangeNotSatisfiable(_Retryable):
-    """HTTP 416: the partial file does not fit the server's file; the next attempt starts it over."""
+FOLLOW_POLL_S = 0.5
 
 
 def download(jobs: list[DownloadJob], root: Path, listener: DownloadListener | None = None,
              cancel: threading.Event | None = None, token: str | None = None,
-             settings: DownloadSettings = DownloadSettings()) -> None:
+             settings: DownloadSettings = DownloadSettings(), follow_running: bool = False) -> None:
     """Bring every file of every job onto disk, verified, resuming whatever earlier runs left.
 
     `root` is the folder the event paths are relative to (the models folder). Cancelling (the event, or
     KeyboardInterrupt) keeps partial files for the next run; the event is seen at the next chunk or retry
     wait, so a stalled connection can hold it for up to `stall_timeout_s` (the CLI turns SIGINT and SIGTERM
-    into an immediate KeyboardInterrupt instead).
+    into an immediate KeyboardInterrupt instead). With `follow_running`, a download already running into
+    one of the folders is followed (`listener.attach`, then its progress) and continued if it stops unfinished.
 
     Raises:
-        DiskSpaceError: before the first byte, when the missing bytes plus a margin exceed the free space.
+        UnsafeListingError: a listed path must not be written (nothing on disk was touched).
+        DownloadBusyError: another process downloads into one of the folders (unless `follow_running`).
+        DiskSpaceError: before the first byte, when the missing bytes plus a margin exceed the free space,
+            or when the disk fills up.
         GatedModelError: the hub refused a file (401/403).
         RemoteNotFoundError: a file is gone (404).
-        DownloadVerifyError: a file's sha256 was wrong twice.
+        DownloadVerifyError: a file's checksum was wrong twice.
         DownloadCancelledError: `cancel` was set.
+        DownloadIOError: the folder could not be read or written.
         DownloadError: the network failed `settings.max_attempts` times in a row.
     """
-    import requests
-
     listener = listener or DownloadListener()
     cancel = cancel or threading.Event()
-    planned: list[tuple[DownloadJob, RemoteFile, PlannedFile]] = []
     for job in jobs:
-        _forget_changed_files(job)
-        for file in job.remote.files:
-            _check_safe_path(file.path)
-            relative = (job.folder / file.path).relative_to(root).as_posix()
-            planned.append((job, file, PlannedFile(relative, file.size, bytes_present(job.folder, file))))
-    total = sum(item.size for _, _, item in planned)
-    already = sum(item.already_bytes for _, _, item in planned)
+        check_listing(job.remote)
+    try:
+        while True:
+            try:
+                with folder_locks([job.folder for job in jobs]):
+                    return _download_locked(jobs, root, listener, cancel, token, settings)
+            except DownloadBusyError as busy:
+                if not follow_running:
+                    raise
+                _follow(jobs, root, listener, cancel, busy)
+    except DownloadError:
+        raise
+    except OSError as error:
+        raise _disk_error(error, root) from error
+
+
+def _download_locked(jobs: list[DownloadJob], root: Path, listener: DownloadListener, cancel: threading.Event,
+                     token: str | None, settings: DownloadSettings) -> None:
+    import requests
+
+    states = survey(jobs, root)
+    check_present_files(states, listener)
+    total = sum(state.file.size for state in states)
+    missing = sum(state.missing_bytes for state in states)
     with requests.Session() as session:
-        for job in jobs:  # a gated repo says so now, before any folder is made
-            missing = [file for j, file, item in planned if j is job and item.already_bytes < file.size]
-            if missing:
-                _check_access(session, job, missing[0], token, settings)
-        check_free_space(root, total - already, settings.free_margin_bytes)
-        for job in jobs:  # only now: a refused download leaves nothing behind
-            job.folder.mkdir(parents=True, exist_ok=True)
-            write_manifest(job.folder, job.remote, complete=False)
-        listener.plan({job.label: job.folder for job in jobs}, [item for _, _, item in planned], total, already)
-        meter = ProgressMeter(listener, total, already, settings.progress_interval_s)
+        for job in jobs:  # a gated repo says so now, before anything is deleted or a folder is made
+            wanted = [state for state in states if state.job is job and not state.verified]
+            if wanted:
+                _check_access(session, job, wanted[0], token, settings)
+        check_free_space(root, missing, settings.free_margin_bytes)
+        discard_leftovers(states)
         for job in jobs:
-            for file, item in ((file, item) for j, file, item in planned if j is job):
-                if item.already_bytes == file.size and (job.folder / file.path).is_file():
-                    continue
-                _fetch_verified(session, job, file, item.path, meter, cancel, token, settings)
-            write_manifest(job.folder, job.remote, complete=True)
+            job.folder.mkdir(parents=True, exist_ok=True)
+            write_manifest(job.folder, job.remote, complete=False, verified=_stamps(states, job))
+        listener.plan({job.label: job.folder for job in jobs}, [state.planned() for state in states], total,
+                      total - missing)
+        meter = ProgressMeter(listener, total, total - missing, settings.progress_interval_s)
+        # The finisher flushes and renames each verified file while the next one streams; leaving the
+        # `with` waits for it, whatever happened meanwhile (a cancel keeps the files finished so far).
+        with ThreadPoolExecutor(1, thread_name_prefix="download-finish") as finisher:
+            for job in jobs:
+                finishing = []
+                for state in [state for state in states if state.job is job and not state.verified]:
+                    request = BodyRequest(job.remote.repo, job.remote.commit, state.file, state.final, state.name)
+                    fetch_verified(session, request, meter, cancel, token, settings)
+                    finishing.append(finisher.submit(_make_final, state, states))
+                for future in finishing:
+                    future.result()
+                write_manifest(job.folder, job.remote, complete=True, verified=_stamps(states, job))
 
 
-def _check_access(session, job: DownloadJob, file: RemoteFile, token: str | None, settings: DownloadSettings) -> None:
+def _make_final(state: FileState, states: list[FileState]) -> None:
+    """Flush a verified body to the device, rename it into place and record its stamp (so a power cut never
+    leaves a final name on bytes that were not written yet)."""
+    partial = partial_path(state.final)
+    with open(partial, "rb+") as handle:
+        os.fsync(handle.fileno())
+    os.replace(partial, state.final)
+    state.verified = FileStamp.of(state.final)
+    write_manifest(state.job.folder, state.job.remote, complete=False, verified=_stamps(states, state.job))
+
+
+def _stamps(states: list[FileState], job: DownloadJob) -> dict[str, FileStamp]:
+    return {state.file.path: state.verified for state in states if state.job is job and state.verified}
+
+
+def _follow(jobs: list[DownloadJob], root: Path, listener: DownloadListener, cancel: threading.Event,
+            busy: DownloadBusyError) -> None:
+    """Report the running download's progress from what it writes to disk, until it lets go of its folder."""
+    files = [(job, file, (job.folder / file.path).relative_to(root).as_posix())
+             for job in jobs for file in job.remote.files]
+    listener.attach(busy.folder, busy.pid)
+    present = _bytes_on_disk(files)
+    meter = ProgressMeter(listener, sum(file.size for _, file, _ in files), sum(present.values()), 0.0)
+    while is_downloading(busy.folder):
+        if cancel.wait(FOLLOW_POLL_S):
+            raise DownloadCancelledError("stopped following the other download; it goes on by itself")
+        now = _bytes_on_disk(files)
+        grown = [name for name in now if now[name] != present[name]]
+        if grown:
+            meter.add(grown[-1], sum(now.values()) - meter.done_bytes)
+            present = now
+
+
+def _bytes_on_disk(files: list[tuple[DownloadJob, RemoteFile, str]]) -> dict[str, int]:
+    return {name: bytes_present(job.folder, file) for job, file, name in files}
+
+
+def _check_access(session, job: DownloadJob, state: FileState, token: str | None, settings: DownloadSettings) -> None:
     """A HEAD of one file, redirect not followed: the hub answers 401/403 for a gated repo without a token
     with accepted terms. Network trouble here is left to the download's own retries."""
     import requests
 
-    url = file_url(job.remote.repo, job.remote.commit, file.path)
+    url = file_url(job.remote.repo, job.remote.commit, state.file.path)
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     try:
         response = session.head(url, headers=headers, allow_redirects=False,
@@ -127,6 +168,20 @@ def _check_access(session, job: DownloadJob, file: RemoteFile, token: str | None
         return
     if response.status_code in (401, 403):
         raise GatedModelError(gated_message(job.remote.repo, bool(token)), licence_page(job.remote.repo))
+
+
+def _disk_error(error: OSError, root: Path) -> DownloadError:
+    """An unexpected OSError from the models folder, in plain words."""
+    where = f" ({error.filename})" if error.filename else ""
+    if error.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
+        return DiskSpaceError(f"the disk holding {root} filled up; free some space and run the download again "
+                              "to resume (the bytes fetched are kept)")
+    if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return DownloadIOError(f"no permission to write in {root}{where}; choose another models folder with --dir "
+                               "or in the app's settings")
+    return DownloadIOError(f"reading or writing the model files in {root} failed: "
+                           f"{error.strerror or type(error).__name__}{where}. Check the drive and run the "
+                           "download again")
 
 
 def check_free_space(folder: Path, missing_bytes: int, margin_bytes: int) -> None:
@@ -153,184 +208,3 @@ def _existing_parent(path: Path) -> Path:
     while not path.exists() and path != path.parent:
         path = path.parent
     return path
-
-
-def _check_safe_path(path: str) -> None:
-    """A hub file path must stay inside the model folder (never absolute, never '..')."""
-    parts = PurePosixPath(path).parts
-    if not parts or PurePosixPath(path).is_absolute() or ".." in parts or "\\" in path:
-        raise DownloadError(f"the hub listed a file with an unsafe path {path!r}; refusing to write it")
-
-
-def _forget_changed_files(job: DownloadJob) -> None:
-    """A folder downloaded at another commit keeps the files that did not change; the others are deleted so
-    an old body is never resumed or kept under a new file's name."""
-    old = read_manifest(job.folder)
-    if old is None or old.commit == job.remote.commit:
-        return
-    before = {file.path: file for file in old.files}
-    for file in job.remote.files:
-        if before.get(file.path) != file:
-            for stale in (job.folder / file.path, partial_path(job.folder / file.path)):
-                stale.unlink(missing_ok=True)
-
-
-def _fetch_verified(session, job: DownloadJob, file: RemoteFile, label: str, meter: ProgressMeter,
-                    cancel: threading.Event, token: str | None, settings: DownloadSettings) -> None:
-    """Fetch one file, check it, rename it into place; on a wrong checksum, delete it and fetch it once more."""
-    final = job.folder / file.path
-    partial = partial_path(final)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    for round_number in (1, 2):
-        digest = _fetch_body(session, job, file, partial, label, meter, cancel, token, settings)
-        ok = partial.stat().st_size == file.size and (file.sha256 is None or digest == file.sha256)
-        meter.listener.verify(label, ok)
-        if ok:
-            with open(partial, "rb+") as handle:
-                os.fsync(handle.fileno())
-            os.replace(partial, final)
-            meter.add(label, 0, force=True)
-            return
-        meter.add(label, -partial.stat().st_size)
-        partial.unlink()
-        if round_number == 2:
-            raise DownloadVerifyError(
-                f"{label} arrived corrupted twice (its sha256 differs from the hub's {file.sha256}); the file was "
-                "deleted. Check the disk and the network (a proxy rewriting files?) and run the download again."
-            )
-
-
-class _PartialFile:
-    """The `.incomplete` file of one download with the running sha256 of its bytes; `offset` is its length."""
-
-    def __init__(self, handle, chunk_bytes: int) -> None:
-        self.handle = handle
-        self.hasher = hashlib.sha256()
-        handle.seek(0)
-        while block := handle.read(chunk_bytes):  # resume: hash what an earlier run left
-            self.hasher.update(block)
-        self.offset = handle.tell()
-        self._since_fsync = 0
-
-    def append(self, chunk: bytes) -> None:
-        self.handle.write(chunk)
-        self.hasher.update(chunk)
-        self.offset += len(chunk)
-        self._since_fsync += len(chunk)
-        if self._since_fsync >= FSYNC_EVERY_BYTES:  # bound what a power cut can lose
-            self.handle.flush()
-            os.fsync(self.handle.fileno())
-            self._since_fsync = 0
-
-    def restart(self) -> int:
-        """Empty the file (the server cannot continue it); returns the bytes thrown away."""
-        dropped = self.offset
-        self.handle.truncate(0)
-        self.handle.seek(0)
-        self.hasher, self.offset = hashlib.sha256(), 0
-        return dropped
-
-
-def _fetch_body(session, job: DownloadJob, file: RemoteFile, partial: Path, label: str, meter: ProgressMeter,
-                cancel: threading.Event, token: str | None, settings: DownloadSettings) -> str:
-    """Append the missing bytes of `file` to `partial`, reconnecting as needed; returns the sha256 of it all."""
-    import requests
-
-    url = file_url(job.remote.repo, job.remote.commit, file.path)
-    with open(partial, "ab+") as handle:
-        body = _PartialFile(handle, settings.chunk_bytes)
-        failures = 0
-        while body.offset < file.size:
-            received = 0
-            try:
-                _raise_if_cancelled(cancel, label, body.offset)
-                with _open(session, url, body.offset, token, job.remote.repo, settings) as response:
-                    if body.offset > 0 and response.status_code == 200:  # the server ignored Range: start over
-                        meter.add(label, -body.restart())
-                    elif body.offset > 0 and not _content_range_starts_at(response, body.offset):
-                        raise _Retryable(f"the server answered a range other than bytes {body.offset}-")
-                    for chunk in response.iter_content(settings.chunk_bytes):
-                        _raise_if_cancelled(cancel, label, body.offset)
-                        body.append(chunk)
-                        received += len(chunk)
-                        meter.add(label, len(chunk))
-                if body.offset < file.size:
-                    raise _Retryable(f"the connection closed at {body.offset} of {file.size} bytes")
-            except (requests.RequestException, _Retryable) as error:
-                if isinstance(error, _RangeNotSatisfiable):
-                    meter.add(label, -body.restart())
-                failures = 1 if received else failures + 1
-                if failures > settings.max_attempts:
-                    raise DownloadError(
-                        f"the network failed {settings.max_attempts} times in a row while fetching {label} "
-                        f"({_reason(error, settings)}); the {body.offset} bytes fetched are kept: run the download "
-                        "again to resume"
-                    ) from error
-                meter.listener.retry(label, failures, _reason(error, settings))
-                if cancel.wait(min(settings.backoff_s * 2 ** (failures - 1), settings.max_backoff_s)):
-                    _raise_if_cancelled(cancel, label, body.offset)
-            except OSError as error:
-                if error.errno == errno.ENOSPC:
-                    raise DiskSpaceError(f"the disk filled up while writing {label}; free some space and resume") from error
-                raise
-        handle.flush()
-        return body.hasher.hexdigest()
-
-
-def _raise_if_cancelled(cancel: threading.Event, label: str, offset: int) -> None:
-    if cancel.is_set():
-        raise DownloadCancelledError(f"download cancelled; {label} is kept at {offset} bytes for a resume")
-
-
-def _open(session, url: str, offset: int, token: str | None, repo: str, settings: DownloadSettings):
-    """GET `url` from `offset`, following redirects by hand; the token goes only to the hub's own host."""
-    hub_host = urlparse(hub_endpoint()).netloc
-    for _ in range(MAX_REDIRECTS + 1):
-        headers = {"Accept-Encoding": "identity"}  # byte offsets must count the file's bytes, not gzip's
-        if offset:
-            headers["Range"] = f"bytes={offset}-"
-        if token and urlparse(url).netloc == hub_host:
-            headers["Authorization"] = f"Bearer {token}"
-        response = session.get(url, headers=headers, stream=True, allow_redirects=False,
-                               timeout=(settings.connect_timeout_s, settings.stall_timeout_s))
-        status = response.status_code
-        if status in (301, 302, 303, 307, 308) and "Location" in response.headers:
-            response.close()
-            url = urljoin(url, response.headers["Location"])
-            continue
-        if status in (200, 206):
-            return response
-        response.close()
-        if status in (401, 403):
-            raise GatedModelError(gated_message(repo, bool(token)), licence_page(repo))
-        if status == 404:
-            raise RemoteNotFoundError(f"the hub has no file at {url}: the repo changed; run the download again")
-        if status == 416:
-            raise _RangeNotSatisfiable(f"the server refused the range bytes={offset}- (HTTP 416)")
-        if status == 429 or status >= 500:
-            raise _Retryable(f"the server answered HTTP {status}")
-        raise DownloadError(f"the server answered HTTP {status} for {url}")
-    raise DownloadError(f"more than {MAX_REDIRECTS} redirects for {url}")
-
-
-def _content_range_starts_at(response, offset: int) -> bool:
-    """A 206's `Content-Range: bytes START-END/SIZE` must start where the partial file ends."""
-    value = response.headers.get("Content-Range", "")
-    try:
-        return response.status_code == 206 and int(value.split()[1].split("-")[0]) == offset
-    except (IndexError, ValueError):
-        return False
-
-
-def _reason(error: Exception, settings: DownloadSettings) -> str:
-    """Why a connection failed, in words for the retry event."""
-    import requests
-
-    text = str(error)
-    if isinstance(error, requests.Timeout) or "timed out" in text.lower():
-        return f"no byte for {settings.stall_timeout_s:g} s"
-    if isinstance(error, requests.exceptions.ChunkedEncodingError) or "IncompleteRead" in text:
-        return "the connection broke mid-file"
-    if isinstance(error, requests.ConnectionError):
-        return f"cannot connect: {text}"
-    return text or type(error).__name__

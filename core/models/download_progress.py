@@ -39,7 +39,16 @@ class DownloadListener:
         """At most every `DownloadSettings.progress_interval_s`, and when a file ends."""
 
     def verify(self, file: str, ok: bool) -> None:
-        """A file was checked (sha256 for LFS files, size for the rest)."""
+        """A fetched file was checked against the hub's checksum (sha256 for LFS files, the git blob id for the
+        rest); a False is fetched once more."""
+
+    def check(self, file: str, ok: bool) -> None:
+        """A file already in the folder, not known verified, was hashed before the plan: True keeps it, False
+        means it differs from the hub's and is replaced."""
+
+    def attach(self, folder: Path, pid: int | None) -> None:
+        """Another process is downloading into `folder`: its progress follows (read from the disk), and this
+        download goes on by itself if that one stops before the end."""
 
     def retry(self, file: str, attempt: int, reason: str) -> None:
         """The connection failed or stalled; the download waits and reconnects, keeping the bytes it has."""

@@ -1,28 +1,39 @@
-"""What a hub repo holds at a revision: its commit, and every file's path, size and sha256, through
+"""What a hub repo holds at a revision: its commit, and every file's path, size and checksum, through
 huggingface_hub's API (`GET {endpoint}/api/models/{repo}/revision/{rev}?blobs=true`), without downloading.
+
+The checksum is the sha256 of the body for LFS files (the big ones) and git's blob id for the rest (the sha1
+of `blob <size>\0` followed by the body), so every file can be verified. Whatever the hub sends is checked
+here for type and form (sizes are counts, checksums are hex of the right length); the paths are checked by
+core/models/safe_paths.py before the downloader touches the disk.
 
 File bodies are not fetched here (core/models/download.py does that, resumably). HF_ENDPOINT is read at call
 time, so a loopback server can stand in for the hub, and the token comes from core/models/token_store.py.
+Transport errors are described by their type, never by their text, which can quote request headers.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from urllib.parse import quote
 
-from core.errors import DownloadError, GatedModelError, RemoteNotFoundError
+from core.errors import DownloadError, GatedModelError, RemoteNotFoundError, UnsafeListingError
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
+SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
+SHA1_HEX = re.compile(r"^[0-9a-f]{40}$")
 
 
 @dataclass(frozen=True)
 class RemoteFile:
-    """One file of a repo: `sha256` is set for LFS files (the big ones), None for small git files."""
+    """One file of a repo: `sha256` is set for LFS files (the big ones); the small git files carry their
+    git `blob_id` instead."""
 
     path: str
     size: int
     sha256: str | None
+    blob_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -88,17 +99,44 @@ def fetch_listing(repo: str, revision: str = "main", token: str | None = None) -
         status = error.response.status_code if error.response is not None else None
         if status in (401, 403):
             raise GatedModelError(gated_message(repo, bool(token)), licence_page(repo)) from error
-        raise DownloadError(f"the hub at {hub_endpoint()} answered an error for '{repo}': {error}") from error
+        raise DownloadError(f"the hub at {hub_endpoint()} answered HTTP {status} for '{repo}'; try again later"
+                            ) from error
     except hub_errors.HFValidationError as error:
         raise RemoteNotFoundError(f"'{repo}' is not a repo id (expected 'owner/name'): {error}") from error
-    except (httpx2.TransportError, OSError) as error:  # connection refused, DNS, timeouts
-        raise DownloadError(f"cannot reach the hub at {hub_endpoint()}: {error}") from error
-    if not info.sha or info.siblings is None:
+    except httpx2.TimeoutException as error:
+        raise DownloadError(f"the hub at {hub_endpoint()} did not answer in time; check the network") from error
+    except (httpx2.TransportError, OSError) as error:  # connection refused, DNS, TLS; its text can quote headers
+        raise DownloadError(
+            f"cannot reach the hub at {hub_endpoint()} ({type(error).__name__}); check the network and HF_ENDPOINT"
+        ) from error
+    except (KeyError, TypeError, ValueError, AttributeError) as error:  # JSON without the fields a listing has
+        raise DownloadError(f"the hub at {hub_endpoint()} sent a file list for '{repo}' that cannot be read") from error
+    if not isinstance(info.sha, str) or not SHA1_HEX.match(info.sha) or not isinstance(info.siblings, list):
         raise DownloadError(f"the hub at {hub_endpoint()} sent no commit or file list for '{repo}'")
-    files = []
-    for sibling in info.siblings:
-        if sibling.size is None:
-            raise DownloadError(f"the hub at {hub_endpoint()} sent no size for '{sibling.rfilename}' of '{repo}'")
-        sha256 = sibling.lfs.sha256 if sibling.lfs is not None else None
-        files.append(RemoteFile(path=sibling.rfilename, size=int(sibling.size), sha256=sha256))
-    return RemoteRepo(repo=repo, revision=revision or "main", commit=info.sha, files=tuple(files))
+    files = tuple(_remote_file(repo, sibling) for sibling in info.siblings)
+    return RemoteRepo(repo=repo, revision=revision or "main", commit=info.sha, files=files)
+
+
+def _remote_file(repo: str, sibling) -> RemoteFile:
+    """One listed file, its fields checked for type and form (a hub's JSON is not trusted).
+
+    Raises:
+        UnsafeListingError: a path that is not text, a size that is not a count, a missing or malformed checksum.
+    """
+    path, size = sibling.rfilename, sibling.size
+    if not isinstance(path, str):
+        raise UnsafeListingError(f"the hub at {hub_endpoint()} listed a file of '{repo}' whose name is not text")
+    shown = repr(path[:120])
+    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+        raise UnsafeListingError(f"the hub at {hub_endpoint()} sent no usable size for {shown} of '{repo}'")
+    if sibling.lfs is not None:
+        sha256 = sibling.lfs.get("sha256") if isinstance(sibling.lfs, dict) else None
+        if not isinstance(sha256, str) or not SHA256_HEX.match(sha256):
+            raise UnsafeListingError(f"the hub at {hub_endpoint()} sent no usable sha256 for {shown} of '{repo}'")
+        return RemoteFile(path=path, size=size, sha256=sha256)
+    blob_id = sibling.blob_id
+    if not isinstance(blob_id, str) or not SHA1_HEX.match(blob_id):
+        raise UnsafeListingError(
+            f"the hub at {hub_endpoint()} sent no git blob id for {shown} of '{repo}', so it cannot be verified"
+        )
+    return RemoteFile(path=path, size=size, sha256=None, blob_id=blob_id)

@@ -1,17 +1,27 @@
 """The OpenAI-compatible HTTP API as a Starlette (ASGI) app.
 
-Routes: GET /v1/models, POST /v1/chat/completions, POST /v1/completions (both streaming with server-sent
-events when the body says "stream": true), and GET /health (no key needed; says whether the engine is busy).
+Routes: GET /v1/models, GET /v1/models/{id}, POST /v1/chat/completions, POST /v1/completions (both streaming
+with server-sent events when the body says "stream": true), and GET /health (no key needed; says whether the
+engine is busy).
 
-Every /v1 route needs `Authorization: Bearer <key>` unless the server was started without a key. When the
-server listens on a loopback address only, requests must also be addressed to a loopback host name: a web
-page cannot reach it through DNS rebinding. Errors use OpenAI's format, {"error": {"message", "type",
-"param", "code"}}, with the matching HTTP status.
+What a request must pass, in order (each refusal in OpenAI's error format, {"error": {"message", "type",
+"param", "code"}}):
+- its Host, when the server listens on loopback only, is a loopback name (a web page cannot reach it through
+  DNS rebinding); an `Origin` header (a browser page) is one the user allowed (`allowed_origins`; none by
+  default, so no web page can use the server), and those get CORS headers and preflight answers;
+- the API key, `Authorization: Bearer <key>`, unless the server was started without one;
+- a POST says `Content-Type: application/json` (a page cannot send a "simple" text/plain request) and its
+  body is at most `max_body_bytes` (413; derived from the model's context length, so a 300 MB body is
+  refused before it is read whole);
+- the queue has room (at most `max_queue` requests waiting besides the one being answered; else 503 with
+  Retry-After).
 
-A streamed request waits for its first engine event before answering, so an error the engine finds before
-generating (the prompt does not fit the context) is a plain 400, not an error inside a 200 stream. A client
-that disconnects cancels its request (streaming: Starlette cancels the body; not streaming: a watcher task
-sees the disconnect).
+A streamed request waits for its first engine event before answering, so an error the engine finds when it
+receives the request (the prompt does not fit the context) is a plain 400, not an error inside a 200 stream.
+Once streaming, a comment line is sent whenever `keepalive_s` pass without data, saying where the request is
+(": queued, 2 ahead", ": reading the prompt"), so clients with first-byte timeouts keep waiting for a big
+model. A client that disconnects cancels its request (streaming: Starlette cancels the body; not
+streaming: a watcher task sees the disconnect).
 """
 
 from __future__ import annotations
@@ -25,24 +35,48 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from core.engine import protocol as P
 from core.server import schemas as S
 from core.server.gateway import EngineGateway, Ticket
 from core.server.keys import key_matches
+from core.server.tool_calls import ToolCall, ToolCallStream, parse_answer
 
 log = logging.getLogger(__name__)
 
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1", "[::1]")
+KEEPALIVE_S = 5.0  # the longest a stream stays silent (default)
+DEFAULT_MAX_QUEUE = 16
+MIN_BODY_BYTES = 1 << 20
+BODY_BYTES_PER_TOKEN = 64  # JSON-escaped text and tool schemas: far more than any real prompt needs per token
+DEFAULT_CONTEXT = 4096  # for the body cap while no model reports its context
 
 
-def error_response(error: S.ApiError) -> JSONResponse:
-    headers = {"WWW-Authenticate": "Bearer"} if error.status == 401 else None
-    return JSONResponse(error.body(), status_code=error.status, headers=headers)
+def max_body_bytes(context_tokens: int) -> int:
+    """The largest request body worth reading for a model with this context length."""
+    return max(MIN_BODY_BYTES, BODY_BYTES_PER_TOKEN * context_tokens)
+
+
+def error_response(error: S.ApiError, headers: dict[str, str] | None = None) -> JSONResponse:
+    headers = dict(headers or {})
+    if error.status == 401:
+        headers["WWW-Authenticate"] = "Bearer"
+    return JSONResponse(error.body(), status_code=error.status, headers=headers or None)
+
+
+class QueueFull(S.ApiError):
+    """503: too many requests waiting; `retry_after` seconds is when one is likely to have room."""
+
+    def __init__(self, waiting: int, retry_after: int) -> None:
+        super().__init__(503, f"the server is busy: {waiting} requests are waiting for the model; try again in "
+                         f"about {retry_after} s", "server_error", code="queue_full")
+        self.retry_after = retry_after
 
 
 def _sse(data: dict[str, Any] | str) -> bytes:
@@ -68,6 +102,27 @@ class EventStream(StreamingResponse):
             await self._body.aclose()  # type: ignore[attr-defined]
 
 
+class OriginGate:
+    """Refuses requests from web pages (an `Origin` header) whose origin the user did not allow; the allowed
+    ones go on to the CORS middleware inside it."""
+
+    def __init__(self, app: ASGIApp, allowed_origins: tuple[str, ...]) -> None:
+        self.app = app
+        self.allowed = set(allowed_origins)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            origin = dict(scope["headers"]).get(b"origin")
+            if origin is not None and "*" not in self.allowed and origin.decode("latin-1") not in self.allowed:
+                error = S.ApiError(403, f"requests from web pages at {origin.decode('latin-1')!r} are not allowed: add "
+                                   "the origin to the server's allowed origins (--allowed-origins, or the app's "
+                                   "settings) to let that page use the model", "permission_error",
+                                   code="origin_not_allowed")
+                await error_response(error)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
 async def _abandon_on_disconnect(request: Request, ticket: Ticket) -> None:
     """Wait for the client to disconnect, then abandon its ticket (runs while a request is answered)."""
     while True:
@@ -77,16 +132,49 @@ async def _abandon_on_disconnect(request: Request, ticket: Ticket) -> None:
             return
 
 
+class Progress:
+    """Where a request is before its answer streams, for the keep-alive comments."""
+
+    def __init__(self) -> None:
+        self.ahead: int | None = None
+        self.reading: int | None = None  # prompt tokens to read, once the engine started on it
+        self.answering = False
+
+    def note(self, event: P.Event | None) -> None:
+        if isinstance(event, P.Queued):
+            self.ahead = event.position
+        elif isinstance(event, P.PromptStarted):
+            self.ahead, self.reading = None, event.prompt_tokens - event.reused_tokens
+        elif isinstance(event, P.TokenChunk):
+            self.answering = True
+
+    def comment(self) -> bytes:
+        if self.answering:
+            text = "answering"
+        elif self.reading is not None:
+            text = f"reading the prompt ({self.reading} new tokens)"
+        elif self.ahead is not None:
+            text = f"queued, {self.ahead} ahead"
+        else:
+            text = "waiting for the model"
+        return f": {text}\n\n".encode()
+
+
 class OpenAIServer:
     """The routes and their state. `gateway`: the shared engine; `api_key` None: no key required;
-    `loopback_only`: refuse requests addressed to a host name that is not this machine's loopback."""
+    `loopback_only`: refuse requests addressed to a host name that is not this machine's loopback;
+    `max_queue`: requests that may wait besides the one being answered; `keepalive_s`: the longest a stream
+    stays silent."""
 
     def __init__(self, gateway: EngineGateway, api_key: str | None, defaults: S.Defaults,
-                 loopback_only: bool = True) -> None:
+                 loopback_only: bool = True, max_queue: int = DEFAULT_MAX_QUEUE,
+                 keepalive_s: float = KEEPALIVE_S) -> None:
         self.gateway = gateway
         self.api_key = api_key
         self.defaults = defaults
         self.loopback_only = loopback_only
+        self.max_queue = max_queue
+        self.keepalive_s = keepalive_s
         self.created = int(time.time())
 
     # -- checks --------------------------------------------------------------------------------------------
@@ -106,14 +194,51 @@ class OpenAIServer:
         header = request.headers.get("authorization", "")
         scheme, _, given = header.partition(" ")
         if scheme.lower() != "bearer" or not given.strip():
-            raise S.ApiError(401, "no API key: send it as 'Authorization: Bearer <key>' (the key is shown by "
-                             "`specexec serve` and in the app's settings)", code="missing_api_key")
+            raise S.missing_key_error()
         if not key_matches(given.strip(), self.api_key):
-            raise S.ApiError(401, "incorrect API key", code="invalid_api_key")
+            raise S.wrong_key_error(given.strip())
 
     def model_id(self) -> str:
         info = self.gateway.model_info()
         return str(info.get("target") or "specexec")
+
+    async def read_json(self, request: Request) -> object:
+        """The body of a POST, checked for its type and size before and while it is read."""
+        media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if media_type != "application/json":
+            raise S.ApiError(415, f"send the body as JSON with 'Content-Type: application/json' (got "
+                             f"{media_type or 'no content type'!r})", code="unsupported_media_type")
+        limit = max_body_bytes(int(self.gateway.model_info().get("max_context") or DEFAULT_CONTEXT))
+        too_big = S.ApiError(413, f"the request body is larger than {limit:,} bytes, far more than the model's "
+                             "context window can hold", code="request_too_large")
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > limit:
+            raise too_big
+        body = bytearray()
+        async for piece in request.stream():
+            body += piece
+            if len(body) > limit:
+                raise too_big
+        try:
+            return json.loads(body or b"null")
+        except ValueError as error:
+            raise S.ApiError(400, f"the request body is not valid JSON ({error})", code="invalid_json") from error
+
+    def check_tools(self, parsed: S.CompletionRequest) -> str | None:
+        """The model's tool-call format when the request uses tools (or tool messages); a clear 400 for a
+        model whose chat template has none."""
+        uses_tools = bool(parsed.tools) or any("tool_calls" in m or m["role"] == "tool" for m in parsed.messages)
+        fmt = self.gateway.model_info().get("tool_call_format")
+        if uses_tools and fmt is None:
+            raise S.ApiError(400, f"the model {self.model_id()!r} has no tool support in its chat template: send the "
+                             "request without 'tools' and tool messages, or serve a model that has it (Qwen2.5, "
+                             "Llama 3.1)", param="tools", code="tools_not_supported")
+        return fmt if parsed.tools else None
+
+    def check_queue(self) -> None:
+        waiting = self.gateway.health()["requests"]
+        if waiting > self.max_queue:
+            raise QueueFull(waiting, self.gateway.retry_after())
 
     # -- routes --------------------------------------------------------------------------------------------
 
@@ -128,6 +253,15 @@ class OpenAIServer:
         self.check_key(request)
         return JSONResponse(S.model_list(self.model_id(), self.created, self.gateway.model_info()))
 
+    async def model(self, request: Request) -> Response:
+        self.check_host(request)
+        self.check_key(request)
+        asked = request.path_params["model_id"]
+        if asked != self.model_id():
+            raise S.ApiError(404, f"The model '{asked}' does not exist: this server runs '{self.model_id()}' (any "
+                             "name is accepted in completion requests)", param="model", code="model_not_found")
+        return JSONResponse(S.model_card(self.model_id(), self.created, self.gateway.model_info()))
+
     async def chat_completions(self, request: Request) -> Response:
         return await self._complete(request, S.parse_chat_request)
 
@@ -137,61 +271,90 @@ class OpenAIServer:
     async def _complete(self, request: Request, parse: Callable[[object, S.Defaults], S.CompletionRequest]) -> Response:
         self.check_host(request)
         self.check_key(request)
-        try:
-            body = json.loads(await request.body() or b"null")
-        except ValueError as error:
-            raise S.ApiError(400, f"the request body is not valid JSON ({error})", code="invalid_json") from error
-        parsed = parse(body, self.defaults)
+        parsed = parse(await self.read_json(request), self.defaults)
+        tool_format = self.check_tools(parsed)
+        self.check_queue()
         chat = parsed.kind == "chat"
         response_id = S.new_id("chatcmpl" if chat else "cmpl")
         ticket = self.gateway.open(parsed.to_generate(response_id))
         tally = S.RunTally(parsed.method)
         model = self.model_id()
+        progress = Progress()
         watcher = asyncio.create_task(_abandon_on_disconnect(request, ticket))
         try:
-            first = await self._next_content_event(ticket, tally)
             if not parsed.stream:
-                event = first
+                event = await self._next(ticket, tally, progress)
                 while event is not None and not isinstance(event, P.Finished):
-                    event = await ticket.next()
-                    self._check(event, tally)
-                build = S.chat_response if chat else S.text_response
-                return JSONResponse(build(response_id, model, tally))
+                    event = await self._next(ticket, tally, progress)
+                if not chat:
+                    return JSONResponse(S.text_response(response_id, model, tally))
+                content, calls = parse_answer(tally.text, tool_format, parsed.tool_names)
+                if not parsed.parallel_tool_calls:
+                    calls = calls[:1]
+                return JSONResponse(S.chat_response(response_id, model, tally, content, calls))
+            first = await self._first_event(ticket, tally, progress)
         except BaseException:
             ticket.abandon()
             raise
         finally:
             watcher.cancel()
-        return EventStream(self._stream(ticket, tally, parsed, response_id, model, first), ticket.abandon)
+        return EventStream(self._stream(ticket, tally, parsed, response_id, model, first, progress, tool_format),
+                           ticket.abandon)
 
-    async def _next_content_event(self, ticket: Ticket, tally: S.RunTally) -> P.Event | None:
-        """The first event that carries text or ends the request (an Error raises ApiError)."""
-        while True:
-            event = await ticket.next()
-            self._check(event, tally)
-            if event is None or isinstance(event, P.Finished) or (isinstance(event, P.TokenChunk) and event.text):
-                return event
-
-    @staticmethod
-    def _check(event: P.Event | None, tally: S.RunTally) -> None:
+    async def _next(self, ticket: Ticket, tally: S.RunTally, progress: Progress) -> P.Event | None:
+        """The next event of the request, noted (an Error raises ApiError)."""
+        event = await ticket.next()
         if isinstance(event, P.Error):
-            raise S.engine_error(event)
+            raise S.engine_error(event, self.gateway.model_info().get("max_context"))
         if event is not None:
             tally.add(event)
+        progress.note(event)
+        return event
+
+    async def _first_event(self, ticket: Ticket, tally: S.RunTally, progress: Progress) -> P.Event | None | bool:
+        """The first event that shows the engine took the request (queued behind others, reading the prompt,
+        answering, or done), read before the stream's headers go out; False if none came within keepalive_s
+        (the engine is in a long pass: the stream starts anyway and keeps the client waiting)."""
+        try:
+            return await asyncio.wait_for(self._next(ticket, tally, progress), self.keepalive_s)
+        except TimeoutError:
+            return False
 
     async def _stream(self, ticket: Ticket, tally: S.RunTally, parsed: S.CompletionRequest, response_id: str,
-                      model: str, first: P.Event | None) -> AsyncIterator[bytes]:
+                      model: str, first: P.Event | None | bool, progress: Progress,
+                      tool_format: str | None) -> AsyncIterator[bytes]:
         chat = parsed.kind == "chat"
+        tools = ToolCallStream(tool_format, parsed.tool_names)  # without a format: all content
+        calls = 0
         if chat:
             yield _sse(S.chat_chunk(response_id, model, {"role": "assistant", "content": ""}))
-        event = first
-        while event is not None:
+
+        def pieces(text: str, final: bool) -> list[bytes]:
+            nonlocal calls
+            if not chat:
+                return [_sse(S.text_chunk(response_id, model, text))] if text else []
+            found = tools.push(text) + (tools.finish() if final else [])
+            out = []
+            for piece in found:
+                if isinstance(piece, ToolCall):
+                    if calls and not parsed.parallel_tool_calls:
+                        continue
+                    delta = {"tool_calls": [S.tool_call_json(piece, calls)]}
+                    calls += 1
+                else:
+                    delta = {"content": piece}
+                out.append(_sse(S.chat_chunk(response_id, model, delta)))
+            return out
+
+        event = first  # False: nothing yet (the engine is in a long pass)
+        while True:
             if isinstance(event, P.TokenChunk) and event.text:
-                piece = S.chat_chunk(response_id, model, {"content": event.text}) if chat else \
-                    S.text_chunk(response_id, model, event.text)
-                yield _sse(piece)
+                for piece in pieces(event.text, final=False):
+                    yield piece
             elif isinstance(event, P.Finished):
-                reason = S.finish_reason(event.reason)
+                for piece in pieces("", final=True):
+                    yield piece
+                reason = "tool_calls" if calls else tally.finish_reason
                 extra = tally.extra()
                 yield _sse(S.chat_chunk(response_id, model, {}, reason, extra) if chat else
                            S.text_chunk(response_id, model, "", reason, extra))
@@ -200,22 +363,29 @@ class OpenAIServer:
                     yield _sse(build(response_id, model, {} if chat else "", usage=tally.usage(), choices=False))
                 yield _sse("[DONE]")
                 return
+            elif event is None:  # abandoned: the client is gone
+                return
             try:
-                event = await ticket.next()
-                self._check(event, tally)
+                event = await asyncio.wait_for(self._next(ticket, tally, progress), self.keepalive_s)
+            except TimeoutError:
+                event = False
+                yield progress.comment()
             except S.ApiError as error:  # headers are sent: the error goes into the stream
                 yield _sse(error.body())
                 return
 
 
 def create_app(gateway: EngineGateway, api_key: str | None, defaults: S.Defaults | None = None,
-               loopback_only: bool = True) -> Starlette:
-    """The ASGI app serving `gateway`'s engine."""
-    server = OpenAIServer(gateway, api_key, defaults or S.Defaults(), loopback_only)
+               loopback_only: bool = True, allowed_origins: tuple[str, ...] = (),
+               max_queue: int = DEFAULT_MAX_QUEUE, keepalive_s: float = KEEPALIVE_S) -> Starlette:
+    """The ASGI app serving `gateway`'s engine. allowed_origins: web page origins (e.g.
+    "http://localhost:3000", or "*" for any) that may call it from a browser; none by default."""
+    server = OpenAIServer(gateway, api_key, defaults or S.Defaults(), loopback_only, max_queue, keepalive_s)
 
     async def api_error(_request: Request, error: Exception) -> Response:
         assert isinstance(error, S.ApiError)
-        return error_response(error)
+        headers = {"Retry-After": str(error.retry_after)} if isinstance(error, QueueFull) else None
+        return error_response(error, headers)
 
     async def http_error(_request: Request, error: Exception) -> Response:
         assert isinstance(error, HTTPException)
@@ -230,10 +400,16 @@ def create_app(gateway: EngineGateway, api_key: str | None, defaults: S.Defaults
     routes = [
         Route("/health", server.health, methods=["GET"]),
         Route("/v1/models", server.models, methods=["GET"]),
+        Route("/v1/models/{model_id:path}", server.model, methods=["GET"]),
         Route("/v1/chat/completions", server.chat_completions, methods=["POST"]),
         Route("/v1/completions", server.completions, methods=["POST"]),
     ]
-    app = Starlette(routes=routes, exception_handlers={S.ApiError: api_error, HTTPException: http_error,
-                                                       Exception: server_error})
+    middleware = [
+        Middleware(OriginGate, allowed_origins=tuple(allowed_origins)),
+        Middleware(CORSMiddleware, allow_origins=list(allowed_origins), allow_methods=["GET", "POST"],
+                   allow_headers=["Authorization", "Content-Type"], allow_private_network=True),
+    ]
+    app = Starlette(routes=routes, middleware=middleware,
+                    exception_handlers={S.ApiError: api_error, HTTPException: http_error, Exception: server_error})
     app.state.server = server
     return app

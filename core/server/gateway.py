@@ -1,8 +1,8 @@
 """The gateway between the API server's event loop and the one engine it shares.
 
-The engine answers Generate requests one at a time, in the order they arrive, each from fresh KV caches
-(the server sends reuse_cache=False), so sending every request straight to the engine's queue is what
-serialises them: two clients are both answered, one after the other, never interleaved. The gateway only
+The engine answers Generate requests one at a time, in the order they arrive (each starting from the
+conversation it keeps that shares the longest prefix with it), so sending every request straight to the
+engine's queue is what serialises them: two clients are both answered, one after the other, never interleaved. The gateway only
 routes: each HTTP request opens a `Ticket` in the server's event loop; the engine side (an `EnginePort`,
 running in another thread) hands every event to `deliver`, which wakes the ticket's reader with
 `call_soon_threadsafe`.
@@ -18,7 +18,11 @@ EngineClient) and `app.api.server.BridgePort` (the desktop app shares its engine
 from __future__ import annotations
 
 import asyncio
+import math
+import statistics
 import threading
+import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -66,12 +70,18 @@ class Ticket:
         self.gateway._abandon(self)
 
 
+RECENT_REQUESTS = 8  # how many finished requests the Retry-After estimate averages
+DEFAULT_RETRY_AFTER_S = 10
+
+
 class EngineGateway:
     def __init__(self, port: EnginePort) -> None:
         self.port = port
         self._lock = threading.Lock()
         self._open: dict[str, Ticket] = {}
         self._cancelling: set[str] = set()
+        self._opened_at: dict[str, float] = {}
+        self._durations: deque[float] = deque(maxlen=RECENT_REQUESTS)
         port.attach(self.deliver)
 
     def open(self, request: P.Generate) -> Ticket:
@@ -79,8 +89,16 @@ class EngineGateway:
         ticket = Ticket(self, request.request_id, asyncio.get_running_loop())
         with self._lock:
             self._open[request.request_id] = ticket
+            self._opened_at[request.request_id] = time.monotonic()
         self.port.submit(request)
         return ticket
+
+    def retry_after(self) -> int:
+        """Seconds until a full queue is likely to have room: the mean time of recent requests (each frees a
+        place when it ends), or DEFAULT_RETRY_AFTER_S before any ended."""
+        with self._lock:
+            recent = list(self._durations)
+        return min(300, max(1, math.ceil(statistics.mean(recent)))) if recent else DEFAULT_RETRY_AFTER_S
 
     def deliver(self, event: P.Event) -> None:
         """Route one engine event to its ticket (any thread). Events of other requests are ignored."""
@@ -92,6 +110,9 @@ class EngineGateway:
             ticket = self._open.pop(request_id, None) if ending else self._open.get(request_id)
             if ending:
                 self._cancelling.discard(request_id)
+                opened = self._opened_at.pop(request_id, None)
+                if opened is not None:
+                    self._durations.append(time.monotonic() - opened)
         if ticket is not None:
             try:
                 ticket.loop.call_soon_threadsafe(ticket.queue.put_nowait, event)

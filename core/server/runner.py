@@ -2,8 +2,14 @@
 desktop app, whose main thread runs Qt).
 
 The socket is bound before uvicorn starts, so a port in use or a foreign address is a clear ServerError at
-once (not a log line from inside uvicorn) and port 0 picks a free port whose number `url` then shows.
-Binding an address other than loopback needs `allow_remote=True`: the caller has asked the user for it.
+once (not a log line from inside uvicorn) and port 0 picks a free port whose number `url` then shows. It is
+not inheritable: a child process the program starts later (a download, the engine) must not keep the port
+open after the server closed it. Binding an address other than loopback needs `allow_remote=True`: the
+caller has asked the user for it.
+
+When the server stops (Ctrl-C, SIGTERM, `stop()`), `on_stopping` runs first: the caller ends its open
+requests there (the gateway sends them a server_stopping error), so open streams end with that error event
+instead of being cut off when the graceful-shutdown time runs out.
 uvicorn's own logging setup is skipped (log_config=None): its loggers propagate to whatever the program
 configured, so the app's log file is left alone.
 """
@@ -14,6 +20,7 @@ import ipaddress
 import socket
 import threading
 import time
+from collections.abc import Callable
 
 import uvicorn
 from starlette.types import ASGIApp
@@ -21,6 +28,7 @@ from starlette.types import ASGIApp
 from core.errors import ServerError
 
 GRACEFUL_SHUTDOWN_S = 2.0
+BACKLOG = 2048  # uvicorn's default
 START_TIMEOUT_S = 10.0
 
 
@@ -34,7 +42,7 @@ def is_loopback(host: str) -> bool:
 
 
 def bind_socket(host: str, port: int, allow_remote: bool = False) -> socket.socket:
-    """A listening-ready TCP socket on (host, port).
+    """A bound TCP socket on (host, port), not listening yet.
 
     Raises:
         ServerError: a non-loopback host without allow_remote, a port in use, an address not on this machine.
@@ -57,21 +65,34 @@ def bind_socket(host: str, port: int, allow_remote: bool = False) -> socket.sock
             raise ServerError(f"port {port} on {host} is already in use (by another program, or another copy "
                               "of this server): pick another port") from error
         raise ServerError(f"cannot listen on {host}:{port} ({error.strerror or error})") from error
-    sock.set_inheritable(True)
+    sock.set_inheritable(False)  # the default in Python; said here because it matters (see the module docstring)
     return sock
 
 
+class _Server(uvicorn.Server):
+    """uvicorn's server, telling the app that it stops before it waits for open connections."""
+
+    def __init__(self, config: uvicorn.Config, on_stopping: Callable[[], None] | None) -> None:
+        super().__init__(config)
+        self.on_stopping = on_stopping
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        if self.on_stopping is not None:
+            self.on_stopping()
+        await super().shutdown(sockets)
+
+
 class ApiServer:
-    """One uvicorn server on a pre-bound socket."""
+    """One uvicorn server on a pre-bound socket. on_stopping: called once the server starts to stop."""
 
     def __init__(self, app: ASGIApp, host: str = "127.0.0.1", port: int = 8765, allow_remote: bool = False,
-                 access_log: bool = False) -> None:
+                 access_log: bool = False, on_stopping: Callable[[], None] | None = None) -> None:
         self.host = host
         self.socket = bind_socket(host, port, allow_remote)
         self.port = self.socket.getsockname()[1]
         config = uvicorn.Config(app, log_config=None, access_log=access_log, lifespan="off",
                                 timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S)
-        self.server = uvicorn.Server(config)
+        self.server = _Server(config, on_stopping)
         self._thread: threading.Thread | None = None
 
     @property
@@ -80,8 +101,14 @@ class ApiServer:
         host = f"[{self.host.strip('[]')}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}/v1"
 
+    def listen(self) -> None:
+        """Accept connections from now on (they wait in the backlog until uvicorn runs). Call it once the
+        server can answer: before, a client is refused at once instead of hanging while the models load."""
+        self.socket.listen(BACKLOG)
+
     def run(self) -> None:
         """Serve in this thread until Ctrl-C / SIGTERM (in the main thread) or `stop()`."""
+        self.listen()
         try:
             self.server.run(sockets=[self.socket])
         finally:

@@ -7,22 +7,33 @@ clients parse; `RunTally` adds up the engine's events of one request (text, pass
 
 Every response carries a `specexec` object besides the OpenAI fields (clients keep unknown fields):
 method, target_passes, tokens_per_pass and budget of the run.
+
+Structured output (`response_format` json_object / json_schema, `tool_choice` required or a named function,
+strict tool schemas) needs grammar-constrained decoding, and `logprobs` the target's log-probabilities from
+the decoding loop; both come with the loop's rewrite (issue 20). Until then those requests are checked in
+full here and refused with a 400 in one place, `_refuse_until_supported`, never silently ignored.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import random
+import re
 import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 from core.engine import protocol as P
+from core.server.tool_calls import ToolCall
 
 METHODS: tuple[str, ...] = get_args(P.Method)  # the engine's own list, "auto" included
-CHAT_ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
+CHAT_ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant", "tool": "tool"}
 MAX_STOP_STRINGS = 16
+MAX_TOOLS = 128
+MAX_TOP_LOGPROBS = 20
+TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")  # OpenAI's rule for function names
 
 # Fields some clients always send: harmless at these values, refused (not silently ignored) at others.
 _NEUTRAL = {
@@ -30,13 +41,10 @@ _NEUTRAL = {
     "best_of": (None, 1),
     "presence_penalty": (None, 0, 0.0),
     "frequency_penalty": (None, 0, 0.0),
-    "logprobs": (None, False),
-    "top_logprobs": (None, 0),
     "echo": (None, False),
     "suffix": (None, ""),
-    "tools": (None, []),
     "functions": (None, []),
-    "tool_choice": (None, "none", "auto"),
+    "function_call": (None, "none", "auto"),
     "logit_bias": (None, {}),
 }
 
@@ -71,11 +79,30 @@ _ENGINE_ERRORS: dict[str, tuple[int, str, str | None]] = {
 }
 
 
-def engine_error(event: P.Error) -> ApiError:
-    """The API error for an engine Error event ending a request."""
+def engine_error(event: P.Error, max_context: int | None = None) -> ApiError:
+    """The API error for an engine Error event ending a request. A prompt that does not fit starts with
+    OpenAI's wording ("This model's maximum context length is N tokens"), which clients such as litellm match
+    to raise their context-window error (and fall back to a model with a longer context)."""
     status, kind, code = _ENGINE_ERRORS.get(event.kind, (500, "server_error", event.kind))
     message = event.message + (f" ({event.hint})" if event.hint else "")
+    if event.kind == "context_length":
+        limit = f"{max_context} tokens" if max_context else "smaller than this request"
+        message = f"This model's maximum context length is {limit}: {message}"
     return ApiError(status, message, kind, "messages" if event.kind == "context_length" else None, code)
+
+
+def missing_key_error() -> ApiError:
+    """401 for a request without a key, in OpenAI's words."""
+    return ApiError(401, "You didn't provide an API key. Send it as 'Authorization: Bearer <key>' (the key is shown "
+                    "by `specexec serve` and in the app's settings).", code="missing_api_key")
+
+
+def wrong_key_error(given: str) -> ApiError:
+    """401 for a wrong key, in OpenAI's words (clients such as litellm match "Incorrect API key provided" to
+    raise their authentication error); only the key's first and last characters are repeated."""
+    shown = f"{given[:3]}***{given[-2:]}" if len(given) > 8 else "***"
+    return ApiError(401, f"Incorrect API key provided: {shown}. The key is shown by `specexec serve` and in the "
+                    "app's settings.", code="invalid_api_key")
 
 
 @dataclass(frozen=True)
@@ -95,11 +122,14 @@ class Defaults:
 
 @dataclass(frozen=True)
 class CompletionRequest:
-    """One checked request. kind: chat (messages, chat template) or text (a plain prompt to continue)."""
+    """One checked request. kind: chat (messages, chat template) or text (a plain prompt to continue).
+    tools: the function definitions the model may call (empty with tool_choice "none"), in OpenAI's form."""
 
     kind: Literal["chat", "text"]
     model: str
-    messages: tuple[dict[str, str], ...] = ()
+    messages: tuple[dict[str, Any], ...] = ()
+    tools: tuple[dict[str, Any], ...] = ()
+    parallel_tool_calls: bool = True
     prompt: str | None = None
     stream: bool = False
     include_usage: bool = False
@@ -112,13 +142,18 @@ class CompletionRequest:
     stop: tuple[str, ...] = ()
     method: str = "specexec"
 
+    @property
+    def tool_names(self) -> frozenset[str]:
+        return frozenset(tool["function"]["name"] for tool in self.tools)
+
     def to_generate(self, request_id: str) -> P.Generate:
-        """The engine request: fresh KV caches (requests are independent) and no silent trimming."""
+        """The engine request: the conversation cache's prefix of it is reused (an API conversation), and
+        nothing is trimmed silently."""
         return P.Generate(
             request_id=request_id, messages=self.messages, prompt=self.prompt, temperature=self.temperature,
             top_p=self.top_p, top_k=self.top_k, repetition_penalty=self.repetition_penalty, seed=self.seed,
-            method=self.method, max_new_tokens=self.max_tokens, stop=self.stop, reuse_cache=False,
-            trim_context=False,
+            method=self.method, max_new_tokens=self.max_tokens, stop=self.stop, trim_context=False,
+            tools=self.tools, cache_owner="api",
         )
 
 
@@ -171,10 +206,65 @@ def _refuse_unsupported(body: dict) -> None:
                            code="unsupported_parameter")
 
 
-def _common(body: object, defaults: Defaults) -> dict[str, Any]:
+def _not_yet(param: str, what: str, instead: str) -> ApiError:
+    return ApiError(400, f"{what} is not supported by this server yet (it is coming with grammar-constrained "
+                    f"decoding and log-probabilities); {instead}", param=param, code="unsupported_parameter")
+
+
+def _response_format(body: dict) -> str | None:
+    """The checked response_format type: None for plain text, "json_object" or "json_schema"."""
+    value = body.get("response_format")
+    if value is None:
+        return None
+    kind = value.get("type") if isinstance(value, dict) else None
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return kind
+    if kind == "json_schema":
+        spec = value.get("json_schema")
+        if not isinstance(spec, dict) or not isinstance(spec.get("name"), str) or not isinstance(spec.get("schema", {}), dict):
+            raise ApiError(400, "'response_format.json_schema' needs a 'name' and a 'schema' object",
+                           param="response_format.json_schema", code="invalid_value")
+        return kind
+    raise ApiError(400, "'response_format' must be {\"type\": \"text\"}, {\"type\": \"json_object\"} or "
+                   "{\"type\": \"json_schema\", \"json_schema\": {...}}", param="response_format", code="invalid_value")
+
+
+def _logprobs(body: dict, chat: bool) -> int | None:
+    """The checked log-probability request: None when not asked for, else how many alternatives per token."""
+    value = body.get("logprobs")
+    if chat:
+        if value is not None and not isinstance(value, bool):
+            raise ApiError(400, "'logprobs' must be true or false", param="logprobs", code="invalid_type")
+        top = _integer(body, "top_logprobs", 0, 0, MAX_TOP_LOGPROBS)
+        if top and not value:
+            raise ApiError(400, "'top_logprobs' needs 'logprobs': true", param="top_logprobs", code="invalid_value")
+        return top if value else None
+    top = _integer(body, "logprobs", None, 0, 5)  # /v1/completions: an integer, the alternatives per token
+    return top
+
+
+def _refuse_until_supported(response_format: str | None, logprobs: int | None, tool_choice: object) -> None:
+    """The one place where checked requests for features the decoding loop cannot serve yet are refused."""
+    if response_format is not None:
+        raise _not_yet("response_format", f"'response_format' {response_format}",
+                       "leave it out and ask for JSON in the prompt")
+    if logprobs is not None:
+        raise _not_yet("logprobs", "'logprobs'", "leave it out")
+    if tool_choice == "required" or isinstance(tool_choice, dict):
+        raise _not_yet("tool_choice", "forcing a tool call ('tool_choice' required or a named function)",
+                       "send 'tool_choice': 'auto' and let the model choose")
+
+
+def _common(body: object, defaults: Defaults, chat: bool) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise ApiError(400, "the request body must be a JSON object", code="invalid_json")
     _refuse_unsupported(body)
+    if not chat and ("tools" in body or "response_format" in body):
+        name = "tools" if "tools" in body else "response_format"
+        raise ApiError(400, f"'{name}' belongs to /v1/chat/completions", param=name, code="unsupported_parameter")
+    _refuse_until_supported(_response_format(body), _logprobs(body, chat), body.get("tool_choice"))
     model = body.get("model", "")
     if not isinstance(model, str):
         raise ApiError(400, "'model' must be a string", param="model", code="invalid_type")
@@ -206,10 +296,12 @@ def _common(body: object, defaults: Defaults) -> dict[str, Any]:
     )
 
 
-def _content(message: dict, index: int) -> str:
+def _content(message: dict, index: int, optional: bool = False) -> str:
     content = message.get("content")
     if isinstance(content, str):
         return content
+    if content is None and optional:
+        return ""
     if isinstance(content, list):  # content parts: only text parts can be read by a text model
         parts = []
         for part in content:
@@ -222,26 +314,117 @@ def _content(message: dict, index: int) -> str:
                    param=f"messages[{index}].content", code="invalid_type")
 
 
+def _tools(body: dict) -> tuple[dict[str, Any], ...]:
+    """The checked function definitions, as the chat template reads them."""
+    tools = body.get("tools")
+    if tools is None:
+        return ()
+    if not isinstance(tools, list) or len(tools) > MAX_TOOLS:
+        raise ApiError(400, f"'tools' must be a list of at most {MAX_TOOLS} functions", param="tools",
+                       code="invalid_value")
+    checked = []
+    for index, tool in enumerate(tools):
+        where = f"tools[{index}]"
+        function = tool.get("function") if isinstance(tool, dict) and tool.get("type") == "function" else None
+        if not isinstance(function, dict):
+            raise ApiError(400, f"{where} must be {{\"type\": \"function\", \"function\": {{...}}}}", param=where,
+                           code="invalid_value")
+        name = function.get("name")
+        if not isinstance(name, str) or not TOOL_NAME.fullmatch(name):
+            raise ApiError(400, f"{where}.function.name must be 1-64 letters, digits, '_' or '-', got {name!r}",
+                           param=f"{where}.function.name", code="invalid_value")
+        if not isinstance(function.get("description", ""), str) or not isinstance(function.get("parameters", {}), dict):
+            raise ApiError(400, f"{where}.function: 'description' must be a string and 'parameters' an object",
+                           param=f"{where}.function", code="invalid_value")
+        if function.get("strict"):
+            raise _not_yet(f"{where}.function.strict", "'strict' function schemas",
+                           "send 'strict': false (the model's arguments are then checked only as JSON)")
+        kept = {key: function[key] for key in ("name", "description", "parameters") if key in function}
+        checked.append({"type": "function", "function": kept})
+    if len({t["function"]["name"] for t in checked}) != len(checked):
+        raise ApiError(400, "'tools' names a function twice", param="tools", code="invalid_value")
+    return tuple(checked)
+
+
+def _tool_choice(body: dict, tools: tuple[dict[str, Any], ...]) -> str:
+    """"auto" or "none" (what _refuse_until_supported lets through), checked against the tools."""
+    choice = body.get("tool_choice")
+    if choice is None:
+        return "auto"
+    if choice not in ("auto", "none"):
+        raise ApiError(400, "'tool_choice' must be 'auto' or 'none'", param="tool_choice", code="invalid_value")
+    return choice
+
+
+def _arguments(call: object, where: str) -> tuple[str, str, dict[str, Any]]:
+    """(id, name, arguments) of an assistant message's tool call; the arguments decoded (templates read objects)."""
+    function = call.get("function") if isinstance(call, dict) else None
+    if not isinstance(function, dict) or not isinstance(function.get("name"), str) or not isinstance(call.get("id", ""), str):
+        raise ApiError(400, f"{where} must be {{\"id\", \"type\": \"function\", \"function\": {{\"name\", \"arguments\"}}}}",
+                       param=where, code="invalid_value")
+    try:
+        arguments = json.loads(function.get("arguments") or "{}")
+    except (TypeError, ValueError) as error:
+        raise ApiError(400, f"{where}.function.arguments must be a JSON object in a string", param=where,
+                       code="invalid_value") from error
+    if not isinstance(arguments, dict):
+        raise ApiError(400, f"{where}.function.arguments must be a JSON object in a string", param=where,
+                       code="invalid_value")
+    return call.get("id", ""), function["name"], arguments
+
+
+def _message(message: object, index: int, call_names: dict[str, str]) -> dict[str, Any]:
+    """One checked message in the form chat templates read; `call_names` maps earlier call ids to names."""
+    where = f"messages[{index}]"
+    role = message.get("role") if isinstance(message, dict) else None
+    if role not in CHAT_ROLES:
+        raise ApiError(400, f"{where}.role must be one of {', '.join(CHAT_ROLES)}, got {role!r}",
+                       param=f"{where}.role", code="invalid_value")
+    calls = message.get("tool_calls") if role == "assistant" else None
+    if calls is not None and (not isinstance(calls, list) or not calls):
+        raise ApiError(400, f"{where}.tool_calls must be a non-empty list", param=f"{where}.tool_calls",
+                       code="invalid_value")
+    checked: dict[str, Any] = {"role": CHAT_ROLES[role], "content": _content(message, index, optional=bool(calls))}
+    if calls:
+        checked["tool_calls"] = []
+        for number, call in enumerate(calls):
+            call_id, name, arguments = _arguments(call, f"{where}.tool_calls[{number}]")
+            call_names[call_id] = name
+            checked["tool_calls"].append({"id": call_id, "type": "function",
+                                          "function": {"name": name, "arguments": arguments}})
+    if role == "tool":
+        call_id = message.get("tool_call_id")
+        if not isinstance(call_id, str):
+            raise ApiError(400, f"{where}.tool_call_id must name the call this is the result of",
+                           param=f"{where}.tool_call_id", code="invalid_value")
+        checked["tool_call_id"] = call_id
+        if call_id in call_names:
+            checked["name"] = call_names[call_id]
+    return checked
+
+
 def parse_chat_request(body: object, defaults: Defaults) -> CompletionRequest:
     """A /v1/chat/completions body; ApiError(400) naming the bad field otherwise."""
-    common = _common(body, defaults)
+    common = _common(body, defaults, chat=True)
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise ApiError(400, "'messages' must be a non-empty list of {role, content} objects", param="messages",
                        code="invalid_value")
-    checked = []
-    for index, message in enumerate(messages):
-        role = message.get("role") if isinstance(message, dict) else None
-        if role not in CHAT_ROLES:
-            raise ApiError(400, f"messages[{index}].role must be one of {', '.join(CHAT_ROLES)}, got {role!r}",
-                           param=f"messages[{index}].role", code="invalid_value")
-        checked.append({"role": CHAT_ROLES[role], "content": _content(message, index)})
-    return CompletionRequest(kind="chat", messages=tuple(checked), **common)
+    call_names: dict[str, str] = {}
+    checked = tuple(_message(message, index, call_names) for index, message in enumerate(messages))
+    tools = _tools(body)
+    parallel = body.get("parallel_tool_calls", True)
+    if not isinstance(parallel, bool):
+        raise ApiError(400, "'parallel_tool_calls' must be true or false", param="parallel_tool_calls",
+                       code="invalid_type")
+    if _tool_choice(body, tools) == "none":
+        tools = ()
+    return CompletionRequest(kind="chat", messages=checked, tools=tools, parallel_tool_calls=parallel, **common)
 
 
 def parse_completion_request(body: object, defaults: Defaults) -> CompletionRequest:
     """A /v1/completions body (one text prompt); ApiError(400) naming the bad field otherwise."""
-    common = _common(body, defaults)
+    common = _common(body, defaults, chat=False)
     prompt = body.get("prompt")
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
         prompt = prompt[0]
@@ -273,11 +456,14 @@ class RunTally:
     budget: int = 0
     choice: P.AutoChoice | None = None  # the tuner's latest choice, when the method or budget is "auto"
     finished: P.Finished | None = None
+    logprobs: list[dict[str, Any]] | None = None  # the engine's per-token entries, when the request asked
 
     def add(self, event: P.Event) -> str:
         """Take one event; returns the text it adds (empty for other events)."""
         if isinstance(event, P.TokenChunk):
             self.pieces.append(event.text)
+            if event.logprobs is not None:
+                self.logprobs = (self.logprobs or []) + list(event.logprobs)
             return event.text
         if isinstance(event, P.PassStats):
             self.passes += 1
@@ -293,11 +479,17 @@ class RunTally:
     def text(self) -> str:
         return "".join(self.pieces)
 
-    def usage(self) -> dict[str, int]:
+    @property
+    def finish_reason(self) -> str:
+        return finish_reason(self.finished.reason if self.finished else "length")
+
+    def usage(self) -> dict[str, Any]:
+        """OpenAI's usage, with the prompt tokens read from the engine's conversation cache as cached_tokens."""
         done = self.finished
         prompt = done.prompt_tokens if done else 0
         completion = done.generated_tokens if done else self.pass_tokens
-        return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+        return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
+                "prompt_tokens_details": {"cached_tokens": done.reused_prefix_tokens if done else 0}}
 
     def extra(self) -> dict[str, Any]:
         """The `specexec` object: how the answer was decoded (with "auto", also what the engine chose and why)."""
@@ -321,22 +513,57 @@ def now() -> int:
     return int(time.time())
 
 
-def chat_response(response_id: str, model: str, tally: RunTally) -> dict[str, Any]:
-    reason = tally.finished.reason if tally.finished else "length"
+def tool_call_json(call: ToolCall, index: int | None = None) -> dict[str, Any]:
+    """One call as OpenAI sends it: in a message, or (with `index`) as a streamed delta."""
+    entry: dict[str, Any] = {"id": new_id("call"), "type": "function",
+                             "function": {"name": call.name, "arguments": call.arguments}}
+    return entry if index is None else {"index": index, **entry}
+
+
+def _token_logprob(entry: dict[str, Any]) -> dict[str, Any]:
+    return {"token": entry["token"], "logprob": entry["logprob"], "bytes": list(entry["token"].encode())}
+
+
+def chat_logprobs(entries: list[dict[str, Any]] | None) -> dict[str, Any] | None:
+    """A chat choice's `logprobs` from the engine's entries ({"token", "logprob", "top": [...]})."""
+    if entries is None:
+        return None
+    return {"content": [{**_token_logprob(e), "top_logprobs": [_token_logprob(t) for t in e["top"]]} for e in entries]}
+
+
+def text_logprobs(entries: list[dict[str, Any]] | None) -> dict[str, Any] | None:
+    """A text completion choice's (legacy) `logprobs`: parallel lists and offsets into the choice's text."""
+    if entries is None:
+        return None
+    offsets, at = [], 0
+    for entry in entries:
+        offsets.append(at)
+        at += len(entry["token"])
+    return {"tokens": [e["token"] for e in entries], "token_logprobs": [e["logprob"] for e in entries],
+            "top_logprobs": [{t["token"]: t["logprob"] for t in e["top"]} for e in entries], "text_offset": offsets}
+
+
+def chat_response(response_id: str, model: str, tally: RunTally, content: str,
+                  calls: list[ToolCall] = ()) -> dict[str, Any]:
+    """A chat completion: `content` (None when the answer is only tool calls) and the calls it made."""
+    message: dict[str, Any] = {"role": "assistant", "content": content if content or not calls else None}
+    if calls:
+        message["tool_calls"] = [tool_call_json(call) for call in calls]
     return {
         "id": response_id, "object": "chat.completion", "created": now(), "model": model,
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": tally.text},
-                     "logprobs": None, "finish_reason": finish_reason(reason)}],
+        "choices": [{"index": 0, "message": message, "logprobs": chat_logprobs(tally.logprobs),
+                     "finish_reason": "tool_calls" if calls else tally.finish_reason}],
         "usage": tally.usage(), "specexec": tally.extra(),
     }
 
 
 def chat_chunk(response_id: str, model: str, delta: dict[str, Any], finish: str | None = None,
-               extra: dict[str, Any] | None = None, usage: dict[str, int] | None = None,
-               choices: bool = True) -> dict[str, Any]:
+               extra: dict[str, Any] | None = None, usage: dict[str, Any] | None = None,
+               choices: bool = True, logprobs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     chunk: dict[str, Any] = {
         "id": response_id, "object": "chat.completion.chunk", "created": now(), "model": model,
-        "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}] if choices else [],
+        "choices": [{"index": 0, "delta": delta, "logprobs": chat_logprobs(logprobs), "finish_reason": finish}]
+        if choices else [],
     }
     if usage is not None:
         chunk["usage"] = usage
@@ -346,20 +573,21 @@ def chat_chunk(response_id: str, model: str, delta: dict[str, Any], finish: str 
 
 
 def text_response(response_id: str, model: str, tally: RunTally) -> dict[str, Any]:
-    reason = tally.finished.reason if tally.finished else "length"
     return {
         "id": response_id, "object": "text_completion", "created": now(), "model": model,
-        "choices": [{"index": 0, "text": tally.text, "logprobs": None, "finish_reason": finish_reason(reason)}],
+        "choices": [{"index": 0, "text": tally.text, "logprobs": text_logprobs(tally.logprobs),
+                     "finish_reason": tally.finish_reason}],
         "usage": tally.usage(), "specexec": tally.extra(),
     }
 
 
 def text_chunk(response_id: str, model: str, text: str, finish: str | None = None,
-               extra: dict[str, Any] | None = None, usage: dict[str, int] | None = None,
-               choices: bool = True) -> dict[str, Any]:
+               extra: dict[str, Any] | None = None, usage: dict[str, Any] | None = None,
+               choices: bool = True, logprobs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     chunk: dict[str, Any] = {
         "id": response_id, "object": "text_completion", "created": now(), "model": model,
-        "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish}] if choices else [],
+        "choices": [{"index": 0, "text": text, "logprobs": text_logprobs(logprobs), "finish_reason": finish}]
+        if choices else [],
     }
     if usage is not None:
         chunk["usage"] = usage
@@ -368,9 +596,13 @@ def text_chunk(response_id: str, model: str, text: str, finish: str | None = Non
     return chunk
 
 
+def model_card(model_id: str, created: int, info: dict[str, Any]) -> dict[str, Any]:
+    """The one model this server runs (with its draft, context window and tool support), as OpenAI's Model."""
+    keys = ("draft", "device", "dtype", "max_context", "budget", "tool_call_format")
+    return {"id": model_id, "object": "model", "created": created, "owned_by": "specexec",
+            "specexec": {k: info.get(k) for k in keys}}
+
+
 def model_list(model_id: str, created: int, info: dict[str, Any]) -> dict[str, Any]:
-    """GET /v1/models: the one model this server runs (with its draft and context window)."""
-    return {"object": "list", "data": [{
-        "id": model_id, "object": "model", "created": created, "owned_by": "specexec",
-        "specexec": {k: info.get(k) for k in ("draft", "device", "dtype", "max_context", "budget")},
-    }]}
+    """GET /v1/models."""
+    return {"object": "list", "data": [model_card(model_id, created, info)]}

@@ -11,6 +11,7 @@ paused or stopped, "Delete partial download" frees the disk instead; then only "
 
 from __future__ import annotations
 
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QHBoxLayout, QLabel, QLineEdit, QPlainTextEdit, QProgressBar, QPushButton, QVBoxLayout, QWidget, QWizardPage,
 )
@@ -21,10 +22,13 @@ FAILURE_WORDS = {
     "disk": ("There is not enough free disk space.", "Free some space, then press Retry."),
     "verify": ("A file arrived damaged twice in a row.", "Press Retry to fetch it again."),
     "not_found": ("This model is not on the download server.", "Go back and choose another model."),
+    "unsafe": ("The download server sent a file list that is not safe to write.",
+               "Nothing was written; go back and choose another model."),
+    "io": ("The models folder cannot be written.", "Check that the folder exists and is yours, then press Retry."),
+    "busy": ("This model is already downloading in another window or a terminal.",
+             "Wait for it to finish, or close the other one, then press Retry."),
 }
 OTHER_FAILURE = ("The download stopped.", "Press Retry to go on where it stopped.")
-
-from PySide6.QtCore import Qt
 
 from app.models.download_worker import DownloadProcess
 from app.models.wizard.state import WizardState
@@ -100,6 +104,8 @@ class DownloadPage(QWizardPage):
         self.worker.planned.connect(self._planned)
         self.worker.progress.connect(self._progress)
         self.worker.verified.connect(self._verified)
+        self.worker.checked.connect(self._checked)
+        self.worker.attached.connect(self._attached)
         self.worker.retrying.connect(lambda e: self._note(f"Connection trouble on {e.get('file')}: {e.get('reason')}; "
                                                           f"trying again (attempt {e.get('attempt')})"))
         self.worker.failed.connect(self._failed)
@@ -200,6 +206,13 @@ class DownloadPage(QWizardPage):
             self._note(f"{file} was damaged on the way (its checksum did not match): fetching it again")
             self.message.setText(f"A file did not pass its check and is being fetched again: {file}")
 
+    def _checked(self, file: str, ok: bool) -> None:
+        self._note(f"{file} was already here and matches the hub's copy: kept" if ok else
+                   f"{file} was already here but differs from the hub's copy: replacing it")
+
+    def _attached(self, _event: dict) -> None:
+        self._note("This model is already downloading in another window or a terminal: showing its progress here")
+
     def _failed(self, error: dict) -> None:
         kind, text = error.get("kind", ""), error.get("message", "")
         self._note(f"Stopped: {text}")  # the downloader's own words: in the details only
@@ -218,7 +231,7 @@ class DownloadPage(QWizardPage):
         else:
             what, action = FAILURE_WORDS.get(kind, OTHER_FAILURE)
             self.message.setText(f"<b>{what}</b> {action}")
-            self.retry_button.setVisible(kind != "not_found")
+            self.retry_button.setVisible(kind not in ("not_found", "unsafe"))
 
     def _stopped(self) -> None:
         self._buttons(running=False)

@@ -1,0 +1,42 @@
+"""Which engine the app talks to: this computer's engine process, or a remote OpenAI-compatible server.
+
+Both are core.engine.connection.EngineConnection implementations, so the bridge and the chat never ask which
+one they have; only this module (and the window's words for people) does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from app.settings.schema import AppSettings, RemoteEndpoint
+from core.engine.client import EngineClient
+from core.engine.connection import EngineConnection
+from core.remote.endpoint import Endpoint, checked_key
+from core.remote.engine import RemoteEngine
+from core.remote.key_store import stored_key
+
+
+def endpoint_of(remote: RemoteEndpoint) -> Endpoint:
+    """The core endpoint of a saved one, with its key from the keyring."""
+    return Endpoint(remote.url, checked_key(stored_key(remote.url)), remote.name)
+
+
+def connection_factory(settings: AppSettings) -> Callable[[], EngineConnection]:
+    """What the bridge's worker calls (in its thread) to make the engine connection the settings ask for."""
+    remote = settings.remote_endpoint()
+    if remote is not None:
+        return lambda: RemoteEngine(endpoint_of(remote))
+    threads = settings.thread_count()
+    return lambda: EngineClient(torch_threads=threads)
+
+
+def connection_key(settings: AppSettings) -> tuple[str, str]:
+    """What identifies the connection (not the model): a change means a new engine connection."""
+    remote = settings.remote_endpoint()
+    return ("remote", remote.url) if remote is not None else ("local", "")
+
+
+def source_words(settings: AppSettings) -> str:
+    """Where answers come from, for people: "this computer" or "alpha-7b on GPU box"."""
+    remote = settings.remote_endpoint()
+    return f"{remote.model or 'its model'} on {remote.name}" if remote is not None else "this computer"

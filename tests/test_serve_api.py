@@ -1,0 +1,302 @@
+"""`specexec serve` for real tools (issue 24), end to end: a real server process on loopback serving a tiny
+pair whose chat template has tools (Hermes format), driven by the official `openai` client, langchain-openai,
+litellm (from its own virtual environment, in a subprocess), and raw HTTP for the hardening cases.
+
+The tiny pair never emits its EOS (answers run to max_tokens) and cannot be steered to write a tool call
+without grammar-constrained decoding, so tool calls are tested here as a round trip: tools and tool results
+reach the model through its template (the prompt token counts match a local rendering), and requests with
+tools are answered; reading calls out of answers is tested on real-format strings in test_tool_calls.py.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import openai
+import pytest
+
+from app_fixtures import save_tiny_pair
+from tool_templates import HERMES_TEMPLATE
+
+pytestmark = pytest.mark.timeout(300)
+
+KEY = "sk-tools-test-key"
+ORIGIN = "http://localhost:5173"
+FLAGS = ["--threads", "1", "--device", "cpu", "--method", "specexec", "--budget", "8", "--max-depth", "4", "--expand", "4",
+         "--max-new-tokens", "6", "--max-queue", "1", "--keepalive", "0.3", "--allowed-origins", ORIGIN]
+WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Weather in a city",
+                                            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}
+QUESTION = [{"role": "user", "content": "w10 w11 w12"}]
+LITELLM_PYTHON = Path(__file__).resolve().parents[1] / ".venv-litellm" / "bin" / "python"
+
+
+@pytest.fixture(scope="module")
+def tool_models(tmp_path_factory) -> tuple[str, str]:
+    """The tiny pair with a chat template in the Hermes tool format."""
+    from transformers import AutoTokenizer
+
+    folders = save_tiny_pair(tmp_path_factory.mktemp("tool-models"))
+    for folder in folders:
+        tokenizer = AutoTokenizer.from_pretrained(folder)
+        tokenizer.chat_template = HERMES_TEMPLATE
+        tokenizer.save_pretrained(folder)
+    return folders
+
+
+def start_server(models: tuple[str, str], *extra: str) -> tuple[subprocess.Popen, str]:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "core.cli.main", "serve", "--port", "0", "--api-key", KEY, "--target", models[0],
+         "--draft", models[1], *FLAGS, *extra],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    lines = []
+    for line in process.stdout:
+        lines.append(line)
+        if line.startswith("API key:"):
+            break
+    url = next((l.split()[-1] for l in lines if l.startswith("Serving the OpenAI API at ")), None)
+    if url is None:
+        process.kill()
+        raise AssertionError((lines, process.stderr.read()))
+    return process, url
+
+
+def stop_server(process: subprocess.Popen) -> str:
+    """SIGTERM, which must exit 0; returns what the server wrote on stderr."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+    try:
+        assert process.wait(timeout=30) == 0
+        return process.stderr.read()
+    finally:
+        if process.poll() is None:
+            process.kill()
+
+
+@pytest.fixture(scope="module")
+def server(tool_models):
+    process, url = start_server(tool_models)
+    try:
+        yield url
+    finally:
+        stop_server(process)
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    return openai.OpenAI(base_url=server, api_key=KEY, max_retries=0, timeout=120)
+
+
+def connect(url: str) -> http.client.HTTPConnection:
+    host, port = url.removeprefix("http://").removesuffix("/v1").split(":")
+    return http.client.HTTPConnection(host, int(port), timeout=60)
+
+
+def post(url: str, body: bytes | str, headers: dict[str, str], path: str = "/v1/chat/completions"):
+    connection = connect(url)
+    connection.request("POST", path, body, {"Authorization": f"Bearer {KEY}", **headers})
+    response = connection.getresponse()
+    return response.status, response.headers, response.read()
+
+
+def local_prompt_tokens(models: tuple[str, str], body: dict) -> int:
+    """The prompt tokens of a chat request rendered here, with the served model's tokenizer."""
+    from transformers import AutoTokenizer
+
+    from core.prompts import Prompt, encode_prompt
+    from core.server.schemas import Defaults, parse_chat_request
+
+    request = parse_chat_request(body, Defaults())
+    tokenizer = AutoTokenizer.from_pretrained(models[0])
+    return len(encode_prompt(tokenizer, Prompt(messages=request.messages, tools=request.tools)))
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Tools
+
+
+def test_the_model_card_says_how_it_calls_tools(client):
+    model = client.models.list().data[0]
+    assert client.models.retrieve(model.id).specexec["tool_call_format"] == "hermes"
+    with pytest.raises(openai.NotFoundError) as caught:
+        client.models.retrieve("gpt-4o")
+    assert caught.value.code == "model_not_found" and model.id in caught.value.message
+
+
+def test_a_tool_round_trip_reaches_the_model_through_its_template(client, tool_models):
+    """A request with tools is answered; the next one carries the assistant's call and the tool's result, and
+    the server reads exactly the prompt the template renders for them (counted here with the same tokenizer);
+    a longer tool result is that many more prompt tokens."""
+    first = client.chat.completions.create(model="m", messages=QUESTION, tools=[WEATHER], seed=1)
+    assert first.choices[0].finish_reason == "length" and isinstance(first.choices[0].message.content, str)
+
+    def round_trip(result: str) -> dict:
+        return {"model": "m", "tools": [WEATHER], "max_tokens": 2, "messages": QUESTION + [
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "w20"}'}}]},
+            {"role": "tool", "tool_call_id": "call_1", "content": result}]}
+
+    short, long = round_trip("w30"), round_trip("w30 w31 w32")
+    answer = client.chat.completions.create(**short)
+    assert answer.usage.prompt_tokens == local_prompt_tokens(tool_models, short)
+    assert client.chat.completions.create(**long).usage.prompt_tokens == answer.usage.prompt_tokens + 2
+    chunks = list(client.chat.completions.create(**long, stream=True))
+    assert chunks[-1].choices[0].finish_reason == "length"
+    assert "".join(c.choices[0].delta.content or "" for c in chunks)  # streamed through the tool-call reader
+
+
+def test_a_follow_up_turn_reports_its_cached_tokens(client):
+    messages = [{"role": "user", "content": " ".join(f"w{6 + i % 50}" for i in range(300))}]
+    first = client.chat.completions.create(model="m", messages=messages, seed=3, max_tokens=6)
+    assert first.usage.prompt_tokens_details.cached_tokens <= 1
+    messages += [{"role": "assistant", "content": first.choices[0].message.content},
+                 {"role": "user", "content": "w40 w41"}]
+    second = client.chat.completions.create(model="m", messages=messages, seed=3, max_tokens=2)
+    cached = second.usage.prompt_tokens_details.cached_tokens
+    assert cached == first.usage.prompt_tokens + first.usage.completion_tokens - 1  # all of turn 1 and its answer
+    assert second.usage.prompt_tokens - cached < 20
+
+
+def test_langchain_agents_get_answers_tools_bound_and_streams(server):
+    from langchain_core.messages import HumanMessage, ToolMessage
+    from langchain_openai import ChatOpenAI
+
+    chat = ChatOpenAI(model="m", base_url=server, api_key=KEY, max_retries=0, timeout=60, max_tokens=4, seed=2)
+    answer = chat.invoke([HumanMessage("w10 w11")])
+    assert answer.content and answer.response_metadata["finish_reason"] == "length"
+    assert answer.usage_metadata["input_tokens"] > 0
+    with_tools = chat.bind_tools([WEATHER])
+    reply = with_tools.invoke([HumanMessage("w10"), answer.model_copy(update={"tool_calls": [
+        {"name": "get_weather", "args": {"city": "w20"}, "id": "call_9", "type": "tool_call"}]}),
+        ToolMessage("w30", tool_call_id="call_9")])
+    assert reply.response_metadata["finish_reason"] == "length" and reply.tool_calls == []
+    assert "".join(chunk.content for chunk in chat.stream("w10")) == chat.invoke("w10").content
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Hardening
+
+
+def test_only_json_bodies_of_a_sane_size_are_read(server):
+    body = json.dumps({"model": "m", "messages": QUESTION})
+    status, _, text = post(server, body, {"Content-Type": "text/plain"})
+    assert status == 415 and json.loads(text)["error"]["code"] == "unsupported_media_type"
+    huge = json.dumps({"model": "m", "messages": [{"role": "user", "content": "w10 " * 600_000}]})  # 2.4 MB
+    status, _, text = post(server, huge, {"Content-Type": "application/json"})
+    assert status == 413 and json.loads(text)["error"]["code"] == "request_too_large"
+
+    def chunks():  # no Content-Length: the cap holds while the body streams in
+        for _ in range(40):
+            yield b" " * 65536
+
+    connection = connect(server)
+    connection.request("POST", "/v1/chat/completions", chunks(), {"Authorization": f"Bearer {KEY}",
+                                                                   "Content-Type": "application/json"},
+                       encode_chunked=True)
+    assert connection.getresponse().status == 413
+
+
+def test_web_pages_need_an_allowed_origin(server):
+    connection = connect(server)
+    connection.request("GET", "/v1/models", headers={"Authorization": f"Bearer {KEY}", "Origin": "https://evil.example"})
+    refused = connection.getresponse()
+    assert refused.status == 403 and json.loads(refused.read())["error"]["code"] == "origin_not_allowed"
+    connection.request("OPTIONS", "/v1/chat/completions", headers={
+        "Origin": ORIGIN, "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "authorization, content-type"})
+    preflight = connection.getresponse()
+    preflight.read()
+    assert preflight.status == 200 and preflight.getheader("Access-Control-Allow-Origin") == ORIGIN
+    assert "authorization" in preflight.getheader("Access-Control-Allow-Headers").lower()
+    connection.request("GET", "/v1/models", headers={"Authorization": f"Bearer {KEY}", "Origin": ORIGIN})
+    allowed = connection.getresponse()
+    allowed.read()
+    assert allowed.status == 200 and allowed.getheader("Access-Control-Allow-Origin") == ORIGIN
+
+
+def _open_stream(url: str, max_tokens: int, method: str = "sequential") -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+    connection = connect(url)
+    body = {"model": "m", "messages": QUESTION, "max_tokens": max_tokens, "stream": True, "method": method}
+    connection.request("POST", "/v1/chat/completions", json.dumps(body),
+                       {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"})
+    response = connection.getresponse()
+    assert response.status == 200
+    return connection, response
+
+
+def test_a_waiting_stream_hears_its_place_and_a_full_queue_says_when_to_retry(server):
+    """With --max-queue 1: one request answered, one waiting (its stream's keep-alive comments say it is
+    queued behind one), and a third refused with 503 and Retry-After."""
+    running, running_body = _open_stream(server, max_tokens=4000)
+    running_body.readline()
+    waiting, waiting_body = _open_stream(server, max_tokens=2)
+    try:
+        deadline = time.monotonic() + 30
+        while (line := waiting_body.readline()) != b": queued, 1 ahead\n":
+            assert time.monotonic() < deadline and line, line
+        status, headers, text = post(server, json.dumps({"model": "m", "messages": QUESTION}),
+                                     {"Content-Type": "application/json"})
+        assert status == 503 and json.loads(text)["error"]["code"] == "queue_full"
+        assert 1 <= int(headers["Retry-After"]) <= 300
+    finally:
+        for connection in (running, waiting):
+            connection.sock.close()
+
+
+def test_litellm_maps_our_errors_to_its_own(server):
+    """litellm (its own environment: it pins openai<3) raises ContextWindowExceededError for a prompt that
+    does not fit and AuthenticationError for a wrong key, as it does against OpenAI, and answers otherwise."""
+    assert LITELLM_PYTHON.is_file(), "scripts/run-tests.sh creates .venv-litellm"
+    script = f"""
+import json, litellm
+base = dict(model="openai/m", api_base={server!r}, max_tokens=2, num_retries=0)
+out = {{}}
+def kind(**settings):
+    try:
+        reply = litellm.completion(**{{**base, **settings}})
+        return "ok:" + reply.choices[0].message.content
+    except Exception as error:
+        return type(error).__name__
+out["answer"] = kind(api_key={KEY!r}, messages=[{{"role": "user", "content": "w10"}}])
+out["too_long"] = kind(api_key={KEY!r}, messages=[{{"role": "user", "content": "w10 " * 5000}}])
+out["wrong_key"] = kind(api_key="sk-wrong-key-123", messages=[{{"role": "user", "content": "w10"}}])
+print(json.dumps(out))
+"""
+    result = subprocess.run([str(LITELLM_PYTHON), "-c", script], capture_output=True, text=True, timeout=240,
+                            env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    assert out["answer"].startswith("ok:") and len(out["answer"]) > 3
+    assert out["too_long"] == "ContextWindowExceededError"
+    assert out["wrong_key"] == "AuthenticationError"
+
+
+def test_remote_listening_needs_a_key(capsys):
+    from core.cli.main import main
+
+    assert main(["serve", "--host", "0.0.0.0", "--allow-remote", "--no-api-key", "--port", "0"]) == 2
+    assert "--allow-remote needs an API key" in capsys.readouterr().err
+
+
+def test_sigterm_ends_open_streams_with_server_stopping(tool_models):
+    """SIGTERM while a stream is open: the stream ends with a server_stopping error event (not cut off), the
+    server exits 0 and logs no traceback."""
+    process, url = start_server(tool_models)
+    try:
+        _, response = _open_stream(url, max_tokens=4000)
+        while not response.readline().startswith(b"data: {"):
+            pass
+        process.send_signal(signal.SIGTERM)
+        events = [line for line in response.read().split(b"\n") if line.startswith(b"data: ")]
+        assert json.loads(events[-1][6:])["error"]["code"] == "server_stopping"
+    finally:
+        stderr = stop_server(process)
+    assert "Traceback" not in stderr, stderr[-3000:]
