@@ -137,6 +137,12 @@ def build_screens(paths, models_dir: Path, wait: Callable[[Callable[[], bool]], 
     add("models-catalog", catalog_manager)
     wait(lambda: bool(catalog_manager.catalog_list.fits))
 
+    for index in range(2, manager.tabs.count()):  # later tabs (Connections) as screens of their own
+        other = ModelManager(AppSettings(), models_dir, parent=main)
+        other.resize(780, 560)
+        other.tabs.setCurrentIndex(index)
+        add("models-" + other.tabs.tabText(index).lower().replace(" ", "-").replace("&", ""), other)
+
     hardware = wizard(models_dir)
     add("wizard-1-computer", hardware)
     wait(lambda: hardware.state.recommendation is not None)
