@@ -7,11 +7,12 @@ import logging
 from pathlib import Path
 from typing import Callable
 
-from PySide6.QtWidgets import QMessageBox, QWizard
+from PySide6.QtWidgets import QWizard
 
 from app.engine.bridge import EngineBridge
 from app.models.choice import unfinished_pairs
 from app.system.paths import AppPaths
+from app.window.confirm import confirm_destructive
 from app.settings.schema import AppSettings, save_settings
 from app.models.wizard.wizard import FirstRunWizard, default_bridge
 from core.errors import CatalogError
@@ -32,10 +33,9 @@ def pending_download(models_dir: Path) -> str | None:
 
 def ask_resume(pair_id: str) -> bool:
     name = load_catalog().pair(pair_id).name
-    answer = QMessageBox.question(None, "Resume the download?",
-                                  f"The download of {name} did not finish. Continue it now? "
-                                  "What was already downloaded is kept.")
-    return answer == QMessageBox.StandardButton.Yes
+    return confirm_destructive(None, "Resume the download?", f"The download of {name} did not finish. Continue "
+                               "it now? What was already downloaded is kept either way.", "Resume download",
+                               destructive=False)
 
 
 def before_main_window(paths: AppPaths, settings: AppSettings, models_dir: Path,

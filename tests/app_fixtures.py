@@ -340,27 +340,34 @@ def _classify(pixels: dict[tuple[int, int], int], colour: int) -> tuple[str, int
 
 
 def text_contrast(window, widget, inset: int = 0) -> float:
-    """The lowest contrast between a text colour inside `widget` and the colour around it, measured on the
-    pixels of `window` as drawn (a scroll area: its viewport). Colours are sorted into backgrounds (areas:
-    the widget's own, a code chip's), rules and borders (long straight lines: not text) and ink (letters:
-    every other colour on at least MIN_INK_PIXELS pixels); each ink colour is compared with the colour
-    most often beside it. Draw without antialiasing (the `themes` fixture), so letters keep their exact
-    colour. No text at all: infinity."""
+    """The lowest contrast of any text inside `widget` (a scroll area: its viewport), `inset` pixels in from
+    its edges, as drawn in `window` (see region_contrast)."""
+    from PySide6.QtWidgets import QAbstractScrollArea
+
+    target = widget.viewport() if isinstance(widget, QAbstractScrollArea) else widget
+    return region_contrast(window, target, target.rect().adjusted(inset, inset, -inset, -inset))
+
+
+def region_contrast(window, widget, rect) -> float:
+    """The lowest contrast between a text colour in `rect` (in `widget`'s coordinates) and the colour around
+    it, measured on the pixels of `window` as drawn. Colours are sorted into backgrounds (areas: the widget's
+    own, a code chip's), rules and borders (long straight lines: not text) and ink (letters: every other
+    colour on at least MIN_INK_PIXELS pixels); each ink colour is compared with the colour most often beside
+    it. Draw without antialiasing (the `themes` fixture), so letters keep their exact colour. No text at all:
+    infinity."""
     from collections import Counter
 
-    from PySide6.QtCore import QPoint, QRect
+    from PySide6.QtCore import QRect
     from PySide6.QtGui import QColor
-    from PySide6.QtWidgets import QAbstractScrollArea, QApplication
+    from PySide6.QtWidgets import QApplication
 
     for _ in range(3):
         QApplication.processEvents()
-    target = widget.viewport() if isinstance(widget, QAbstractScrollArea) else widget
     image = window.grab().toImage()
     scale = image.devicePixelRatio()
-    origin = target.mapTo(window, QPoint(0, 0))
-    rect = QRect(origin, target.size()).adjusted(inset, inset, -inset, -inset)
+    area = QRect(widget.mapTo(window, rect.topLeft()), rect.size())
     pixels = {(x, y): image.pixel(int(x * scale), int(y * scale))
-              for y in range(rect.top(), rect.bottom() + 1) for x in range(rect.left(), rect.right() + 1)}
+              for y in range(area.top(), area.bottom() + 1) for x in range(area.left(), area.right() + 1)}
     counts = Counter(pixels.values())
     if not counts:
         return float("inf")

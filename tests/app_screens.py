@@ -108,11 +108,15 @@ def build_screens(paths, models_dir: Path, wait: Callable[[Callable[[], bool]], 
         widget.show()
         screens.append((name, widget))
 
-    empty = chat_window(paths, chats=False)
+    def own(name: str):
+        """Each window its own folders: windows that share a database would list each other's chats."""
+        return type(paths)(*(folder / name for folder in (paths.data_dir, paths.config_dir, paths.log_dir))).ensure()
+
+    empty = chat_window(own("empty"), chats=False)
     add("chat-empty", empty)
-    main = chat_window(paths)
+    main = chat_window(own("chat"))
     add("chat", main)
-    add("chat-engine-stopped", crashed_window(paths))
+    add("chat-engine-stopped", crashed_window(own("crashed")))
 
     settings = AppSettingsDialog(AppSettings(), main, has_gpu=True)
     add("settings", settings)
@@ -132,6 +136,12 @@ def build_screens(paths, models_dir: Path, wait: Callable[[Callable[[], bool]], 
     catalog_manager.tabs.setCurrentIndex(1)
     add("models-catalog", catalog_manager)
     wait(lambda: bool(catalog_manager.catalog_list.fits))
+
+    for index in range(2, manager.tabs.count()):  # later tabs (Connections) as screens of their own
+        other = ModelManager(AppSettings(), models_dir, parent=main)
+        other.resize(780, 560)
+        other.tabs.setCurrentIndex(index)
+        add("models-" + other.tabs.tabText(index).lower().replace(" ", "-").replace("&", ""), other)
 
     hardware = wizard(models_dir)
     add("wizard-1-computer", hardware)

@@ -8,7 +8,7 @@ import pytest
 
 pytest.importorskip("PySide6")
 
-from PySide6.QtCore import QPoint, QRect  # noqa: E402
+from PySide6.QtCore import QRect  # noqa: E402
 from PySide6.QtWidgets import (  # noqa: E402
     QAbstractButton, QCheckBox, QLabel, QLineEdit, QListView, QMenuBar, QPlainTextEdit,
     QTabBar, QTextBrowser,
@@ -19,7 +19,7 @@ from PySide6.QtGui import QIcon  # noqa: E402
 from app.settings.schema import Theme  # noqa: E402
 
 pytest.register_assert_rewrite("app_fixtures", "app_screens")
-from app_fixtures import ARTIFACTS, contrast_ratio, text_contrast  # noqa: E402
+from app_fixtures import ARTIFACTS, region_contrast, text_contrast  # noqa: E402
 from app_screens import HW_FIXTURE, build_screens, settle  # noqa: E402
 
 pytest_plugins = ["app_fixtures"]
@@ -70,22 +70,6 @@ def list_rows(top) -> list[tuple[str, object, QRect]]:
     return rows
 
 
-def rect_contrast(top, viewport, rect: QRect) -> float:
-    from collections import Counter
-
-    from PySide6.QtGui import QColor
-
-    image = top.grab().toImage()
-    scale = image.devicePixelRatio()
-    origin = viewport.mapTo(top, rect.topLeft())
-    area = QRect(origin, rect.size())
-    counts = Counter(image.pixel(int(x * scale), int(y * scale))
-                     for y in range(area.top(), area.bottom() + 1) for x in range(area.left(), area.right() + 1))
-    background, _ = counts.most_common(1)[0]
-    inks = [rgb for rgb, count in counts.items() if rgb != background and count >= 8]
-    return min((contrast_ratio(QColor(background), QColor(rgb)) for rgb in inks), default=float("inf"))
-
-
 @pytest.mark.parametrize("theme", [Theme.LIGHT, Theme.DARK], ids=["light", "dark"])
 def test_every_screen_reaches_aa_contrast(qtbot, themes, app_paths, tmp_path, monkeypatch, theme):
     monkeypatch.setenv("SPECEXEC_HW_FIXTURE", str(HW_FIXTURE))
@@ -108,7 +92,7 @@ def test_every_screen_reaches_aa_contrast(qtbot, themes, app_paths, tmp_path, mo
             if ratio < AA:
                 failures.append(f"{name}: {what}: {ratio:.2f}")
         for what, viewport, rect in list_rows(top):
-            ratio = rect_contrast(top, viewport, rect)
+            ratio = region_contrast(top, viewport, rect)
             measured += 1
             if ratio < AA:
                 failures.append(f"{name}: {what}: {ratio:.2f}")

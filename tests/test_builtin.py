@@ -197,7 +197,7 @@ def test_an_incomplete_folder_is_replaced_and_stale_temp_folders_removed(tmp_pat
 def test_conversion_runs_once_then_the_folder_is_reused(monkeypatch, tmp_path):
     monkeypatch.setenv(builtin.CACHE_ENV, str(tmp_path))
     calls: list = []
-    monkeypatch.setattr(builtin, "convert_gguf_to_folder", lambda source, out, progress: fake_writer(calls)(out))
+    monkeypatch.setattr(builtin, "convert_gguf_to_folder", lambda source, out, progress, weight_progress=None: fake_writer(calls)(out))
     first = builtin.ensure_converted()
     second = builtin.ensure_converted()
     assert first == second == builtin.converted_folder() and len(calls) == 1

@@ -265,7 +265,7 @@ class MessageBody(QWidget):
 
     def set_markdown(self, text: str, force: bool = False) -> None:
         colors = current()
-        pieces = segments(text) or []
+        pieces = segments(text)
         for index, piece in enumerate(pieces):
             part = self._part(index, piece.kind)
             key = (piece.kind, piece.text, piece.language)
@@ -786,6 +786,7 @@ class ChatView(QScrollArea):
     def _rebuild(self) -> None:
         for widget in self.widgets:
             self.column.removeWidget(widget)
+            widget.hide()  # at once: deleteLater waits for the event loop, and a shown widget would linger
             widget.deleteLater()
         self.widgets = []
         for message in self.model.rows:

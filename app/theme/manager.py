@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 
 from PySide6.QtCore import QObject, Qt, Signal
-from PySide6.QtGui import QGuiApplication
+from PySide6.QtGui import QFontInfo, QGuiApplication
 from PySide6.QtWidgets import QApplication
 
 from app.settings.schema import Theme
@@ -24,7 +24,8 @@ def system_is_dark() -> bool:
 def apply_colors(app: QApplication, colors: Colors) -> None:
     """Set the palette and the filled-in stylesheet of `colors` on the whole application."""
     app.setPalette(qpalette(colors))
-    app.setStyleSheet(fill_stylesheet(resources.text("style.qss"), colors, app.font().pointSizeF()))
+    base_pt = QFontInfo(app.font()).pointSizeF()  # also right for a font set in pixels (pointSizeF() is -1)
+    app.setStyleSheet(fill_stylesheet(resources.text("style.qss"), colors, base_pt))
 
 
 class ThemeManager(QObject):

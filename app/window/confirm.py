@@ -1,5 +1,6 @@
-"""Questions before something that cannot be undone: the verb on the button ("Delete chat"), marked as
-destructive, beside Cancel, which is the default (Enter or Esc never deletes)."""
+"""Questions with the verb on the button ("Delete chat", "Resume download") beside Cancel. Before something
+that cannot be undone the verb is marked destructive and Cancel is the default (Enter or Esc never
+deletes); otherwise the verb is the default."""
 
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ def confirm_box(parent: QWidget | None, title: str, text: str, verb: str, destru
     act.setProperty("role", "destructive" if destructive else "primary")
     act.setObjectName("confirmButton")
     cancel = box.addButton("Cancel", QMessageBox.ButtonRole.RejectRole)
-    cancel.setProperty("role", "secondary")  # the default (Enter is safe), but not drawn as the main action
-    box.setDefaultButton(cancel)
+    cancel.setProperty("role", "secondary")  # never drawn as the main action, even as the default
+    box.setDefaultButton(cancel if destructive else act)
     box.setEscapeButton(cancel)
     return box
 
