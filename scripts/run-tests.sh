@@ -6,7 +6,7 @@ bash scripts/setup.sh
 # litellm pins openai<3 and huggingface-hub<2, so it cannot share .venv: tests/test_serve_api.py drives it
 # from its own environment, in a subprocess, against a real server (the version its error mapping was tested
 # with). Only the tests need it, so the app's start never installs it.
-if [ ! -x .venv-litellm/bin/python ] || ! .venv-litellm/bin/python -c "import litellm" 2>/dev/null; then
+if [ ! -x .venv-litellm/bin/python ] || ! LITELLM_LOCAL_MODEL_COST_MAP=True .venv-litellm/bin/python -c "import litellm" 2>/dev/null; then
     python3 -m venv .venv-litellm
     .venv-litellm/bin/python -m pip install -q --disable-pip-version-check litellm==1.106.0
 fi
