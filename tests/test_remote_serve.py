@@ -107,7 +107,7 @@ def test_stop_frees_the_remote_engine_at_once(keyed):
 
 @pytest.mark.slow
 def test_a_wrong_or_missing_key_is_refused_in_plain_words(keyed):
-    with pytest.raises(RemoteAuthError, match="refused the API key.*incorrect API key"):
+    with pytest.raises(RemoteAuthError, match="refused the API key.*Incorrect API key provided"):
         check_endpoint(Endpoint(keyed, "sk-wrong"))
     with pytest.raises(RemoteAuthError, match="needs an API key"):
         check_endpoint(Endpoint(keyed))
