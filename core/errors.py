@@ -101,3 +101,7 @@ class HardwareDescriptionError(SpecExecError, ValueError):
 class ServerError(SpecExecError, OSError):
     """The API server could not start: the port is taken, the address is not this machine's, or binding a
     non-loopback address was not allowed explicitly."""
+
+
+class DoctorReportError(SpecExecError, ValueError):
+    """A GPU check report (`specexec doctor`) or fixture is missing, unreadable, or not in the report's format."""

@@ -1,25 +1,46 @@
 #!/usr/bin/env bash
 # Build the Linux installers here and self-test the bundle:
-#   dist/specexec-desktop/                                   the one-folder bundle (PyInstaller)
-#   dist/SpecExec-Desktop-<version>-linux-x86_64-<flavour>.tar.gz   bundle + .desktop file + icon
+#   dist/specexec-desktop/                                         the one-folder bundle (PyInstaller)
+#   dist/SpecExec-Desktop-<version>-linux-x86_64-<flavour>.tar.gz  bundle + .desktop file + icon
+#   dist/SpecExec-Desktop-<version>-linux-x86_64-<flavour>.tar.xz  the same, smaller (see docs/installers.md)
 #   dist/SpecExec-Desktop-<version>-linux-x86_64-<flavour>.AppImage when APPIMAGE_RUNTIME is set
 # then runs the bundle's --self-test in a clean environment (no venv, no Python packages on PATH) with an
 # empty model cache, so the frozen first-run conversion of the built-in model is exercised too.
 #
-#   bash installer/build.sh [--reuse-bundle]     # --reuse-bundle: skip PyInstaller, re-pack and re-test
+#   bash installer/build.sh [--flavour cpu|cuda] [--reuse-bundle]
 #
-# Uses the active virtual environment, else the project's .venv (scripts/setup.sh). The torch in that
-# environment decides the flavour (cpu or cuda; see docs/installers.md). Slow (minutes): not part of the
-# default test command. Set APPIMAGE_RUNTIME to the type-2 AppImage runtime file to get the AppImage (no
-# registry here has appimagetool or the runtime: see docs/installers.md).
+# --flavour: build in the flavour's own environment, build/venv-<flavour> (made on first use, reused
+#   after): `cpu` takes the pinned CPU torch like scripts/setup.sh, `cuda` the registry's CUDA build of the
+#   same torch version with its NVIDIA libraries and triton (see docs/installers.md). Without --flavour the
+#   active virtual environment is used, else the project's .venv, and its torch decides the flavour.
+# --reuse-bundle: skip PyInstaller, re-pack and re-test.
+#
+# Slow (minutes): not part of the default test command. Set APPIMAGE_RUNTIME to the type-2 AppImage runtime
+# file to get the AppImage (no registry here has appimagetool or the runtime: see docs/installers.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 SECONDS=0
 reuse_bundle=0
-[ "${1:-}" = "--reuse-bundle" ] && reuse_bundle=1
+want_flavour=
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --reuse-bundle) reuse_bundle=1 ;;
+        --flavour) want_flavour=${2:-}; shift ;;
+        --flavour=*) want_flavour=${1#--flavour=} ;;
+        *) echo "build.sh: unknown argument $1 (use --flavour cpu|cuda, --reuse-bundle)" >&2; exit 2 ;;
+    esac
+    shift
+done
+case "$want_flavour" in
+    ""|cpu|cuda) ;;
+    *) echo "build.sh: --flavour must be cpu or cuda, not '$want_flavour'" >&2; exit 2 ;;
+esac
 
-if [ -z "${VIRTUAL_ENV:-}" ]; then
+if [ -n "$want_flavour" ]; then
+    bash installer/build-env.sh "$want_flavour" "build/venv-$want_flavour"
+    . "build/venv-$want_flavour/bin/activate"
+elif [ -z "${VIRTUAL_ENV:-}" ]; then
     bash scripts/setup.sh
     . .venv/bin/activate
 fi
@@ -28,6 +49,10 @@ export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
 
 version=$(python -c 'import tomllib; print(tomllib.load(open("pyproject.toml", "rb"))["project"]["version"])')
 flavour=$(python -c 'from installer import layout; print(layout.torch_flavour())')
+if [ -n "$want_flavour" ] && [ "$flavour" != "$want_flavour" ]; then
+    echo "build.sh: build/venv-$want_flavour holds a $flavour torch, not $want_flavour: delete it and run again" >&2
+    exit 1
+fi
 name="SpecExec-Desktop-$version-linux-$(uname -m)-$flavour"
 bundle=dist/specexec-desktop
 
