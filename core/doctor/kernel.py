@@ -96,7 +96,7 @@ def decide(m: KernelMeasurement) -> CheckResult:
     if wrong:
         return CheckResult(NAME, Status.FAIL,
                            f"The GPU's GPTQ kernel gave different weights from the reference in {len(wrong)} of "
-                           f"{len(m.cases)} random layers (first: {_case_label(wrong[0])}): the app uses the processor.",
+                           f"{len(m.cases)} random layer tests (first: {_case_label(wrong[0])}): the app uses the processor.",
                            measured)
     if not m.cases:
         return CheckResult(NAME, Status.SKIPPED, "The GPU's GPTQ kernel was not checked.", measured)

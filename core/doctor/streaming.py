@@ -144,6 +144,6 @@ def decide(m: StreamingMeasurement) -> CheckResult:
                     "the GPU work fast enough)")
     figures = f"streamed layer {m.target_ratio:.2f}x its copy time, draft forward {m.draft_ratio:.1f}x its memory time"
     if slow:
-        return CheckResult(NAME, Status.DEGRADED, "The GPU works, but slower than it should: " + "; ".join(slow) + ".",
+        return CheckResult(NAME, Status.DEGRADED, "It runs slower than it should: " + "; ".join(slow) + ".",
                            measured)
     return CheckResult(NAME, Status.PASS, f"Streaming keeps up with the copies ({figures}).", measured)
