@@ -75,6 +75,11 @@ fi
 if [ "$reuse_bundle" = 0 ] || [ ! -x "$bundle/specexec-desktop" ]; then
     echo "== icons"
     python installer/make_icons.py build/icons
+    if [ "$flavour" = cuda ]; then
+        echo "== Triton's CUDA helper module, compiled now (a desktop has no C compiler for it)"
+        rm -rf build/triton-prebuilt
+        python installer/triton_prebuild.py build/triton-prebuilt
+    fi
     echo "== PyInstaller (several minutes: it analyses torch, transformers and Qt)"
     nice -n 15 pyinstaller --noconfirm --log-level WARN --distpath dist --workpath build/pyinstaller \
         installer/specexec-desktop.spec

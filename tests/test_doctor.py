@@ -175,6 +175,8 @@ def test_kernel_mismatch_and_errors_fail():
     assert wrong.status is Status.FAIL and "1 of 2" in wrong.sentence and "2-bit, group 128, act-order, tiny scales" in wrong.sentence
     broken = kernel.decide(kernel.KernelMeasurement("cuda:0", error="CompilationError: ptxas fatal"))
     assert broken.status is Status.FAIL and "ptxas fatal" in broken.sentence
+    without = kernel.decide(kernel.KernelMeasurement("cuda:0", triton=False))  # Windows: no Triton, eager unpacking
+    assert without.status is Status.DEGRADED and "no Triton" in without.sentence
 
 
 def test_token_mismatch_fails_and_crash_fails():
