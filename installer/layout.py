@@ -70,10 +70,12 @@ def excludes(flavour: str) -> list[str]:
 
 
 def triton_prebuilt(flavour: str) -> tuple[list[tuple[str, str]], list[str]]:
-    """(datas, runtime hooks) that ship Triton's prebuilt helper module: none in the CPU bundle.
+    """(datas, runtime hooks) that ship Triton's prebuilt helper module: none in the CPU bundle, nor where the
+    CUDA torch has no Triton (Windows).
 
-    Raises FileNotFoundError for a CUDA build without it (build.sh runs installer/triton_prebuild.py first)."""
-    if flavour != "cuda":
+    Raises FileNotFoundError for a CUDA build with Triton but without the module (build.sh runs
+    installer/triton_prebuild.py first)."""
+    if flavour != "cuda" or importlib.util.find_spec("triton") is None:
         return [], []
     if not any(TRITON_PREBUILT_SOURCE.glob("cuda_utils*.so")):
         raise FileNotFoundError(f"{TRITON_PREBUILT_SOURCE} holds no prebuilt Triton module: run "

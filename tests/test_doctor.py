@@ -353,3 +353,41 @@ def test_report_keeps_measurements_apart_from_decisions():
     changed = dataclasses.replace(check, status=Status.PASS, sentence="edited")
     again = redecide(dataclasses.replace(report, checks=tuple(changed if c.name == "streaming" else c for c in report.checks)))
     assert again.check("streaming").status is Status.DEGRADED and again.check("streaming").seconds == check.seconds
+
+
+def _dies(messages, device, save_folder) -> None:
+    """A child that crashes half-way, as a driver fault would (module level: spawn pickles it by name)."""
+    import os
+
+    messages.put(("progress", 1, 6, "driver and GPU"))
+    messages.close()
+    messages.join_thread()  # the message is out; then the process dies without any clean-up
+    os._exit(3)
+
+
+def _hangs(messages, device, save_folder) -> None:
+    import time
+
+    time.sleep(60)
+
+
+def test_doctor_in_its_own_process_reports_progress_and_saves(tmp_path):
+    from core.doctor.process import run_doctor_in_subprocess
+
+    steps = []
+    report = run_doctor_in_subprocess(tmp_path / "logs", lambda step, total, what: steps.append(what))
+    assert steps[0] == "driver and GPU" and len(steps) == len(CHECKS)
+    assert load_report(tmp_path / "logs" / "doctor-report.json") == report
+    if not _has_nvidia():
+        assert report.conclusion.summary == "No NVIDIA GPU found: using the processor."
+
+
+def test_doctor_process_that_dies_or_hangs_is_an_error_not_a_hang():
+    from core.doctor.process import run_doctor_in_subprocess
+
+    steps = []
+    with pytest.raises(DoctorReportError, match="stopped without a report \\(exit code 3\\)"):
+        run_doctor_in_subprocess(progress=lambda *a: steps.append(a), child=_dies)
+    assert steps == [(1, 6, "driver and GPU")]
+    with pytest.raises(DoctorReportError, match="longer than 2 s"):
+        run_doctor_in_subprocess(timeout=2.0, child=_hangs)
