@@ -2,7 +2,7 @@
 # Build the Linux installers here and self-test the bundle:
 #   dist/specexec-desktop/                                         the one-folder bundle (PyInstaller)
 #   dist/SpecExec-Desktop-<version>-linux-x86_64-<flavour>.tar.gz  bundle + .desktop file + icon
-#   dist/SpecExec-Desktop-<version>-linux-x86_64-<flavour>.tar.xz  the same, smaller (see docs/installers.md)
+#   dist/SpecExec-Desktop-<version>-linux-x86_64-<flavour>.tar.xz  the same, smaller (docs/installers.md)
 #   dist/SpecExec-Desktop-<version>-linux-x86_64-<flavour>.AppImage when APPIMAGE_RUNTIME is set
 # then runs the bundle's --self-test in a clean environment (no venv, no Python packages on PATH) with an
 # empty model cache, so the frozen first-run conversion of the built-in model is exercised too.
@@ -96,13 +96,16 @@ for lib in "${xcb_libs[@]}"; do
     [ -n "$(find "$internal" -name "$lib*" -print -quit)" ] || { echo "build.sh: the bundle lacks $lib" >&2; exit 1; }
 done
 
-echo "== $name.tar.gz"
+echo "== $name.tar.gz and .tar.xz"
 stage="build/$name"
 rm -rf "$stage" && mkdir -p "$stage"
 cp -al "$bundle" "$stage/specexec-desktop"
 cp installer/linux/specexec-desktop.desktop installer/linux/install-desktop-entry.sh installer/linux/README.txt "$stage/"
 cp build/icons/app-256.png "$stage/specexec-desktop.png"
+# gzip opens everywhere; xz (multi-threaded) is the smaller download (docs/installers.md, "Compression",
+# has the measurements behind the choice).
 tar -C build -czf "dist/$name.tar.gz" "$name"
+tar -C build -cf - "$name" | nice -n 5 xz -6 -T0 > "dist/$name.tar.xz"
 
 echo "== $name.AppImage"
 appdir=build/AppDir
@@ -148,6 +151,8 @@ fi
 
 echo "== summary"
 echo "bundle:    $(du -sh "$bundle" | cut -f1)  $bundle ($(find "$bundle" -type f | wc -l) files)"
-echo "archive:   $(du -h "dist/$name.tar.gz" | cut -f1)  dist/$name.tar.gz"
+for archive in "dist/$name.tar.gz" "dist/$name.tar.xz"; do
+    echo "archive:   $(du -h "$archive" | cut -f1)  $archive ($(stat -c %s "$archive") bytes)"
+done
 [ -f "dist/$name.AppImage" ] && echo "AppImage:  $(du -h "dist/$name.AppImage" | cut -f1)  dist/$name.AppImage"
 echo "time:      build ${build_seconds} s, pack ${pack_seconds} s, self-test ${test_seconds} s, total ${SECONDS} s"
