@@ -6,8 +6,9 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QApplication
 
-from app import __version__, resources
-from app.paths import APP_NAME
+from app import __version__
+from app.system import resources
+from app.system.paths import APP_NAME
 
 
 def create_application(argv: list[str]) -> QApplication:

@@ -9,11 +9,11 @@ from typing import Callable
 
 from PySide6.QtWidgets import QMessageBox, QWizard
 
-from app.engine_bridge import EngineBridge
-from app.model_choice import unfinished_pairs
-from app.paths import AppPaths
-from app.settings import AppSettings, save_settings
-from app.wizard.wizard import FirstRunWizard, default_bridge
+from app.engine.bridge import EngineBridge
+from app.models.choice import unfinished_pairs
+from app.system.paths import AppPaths
+from app.settings.schema import AppSettings, save_settings
+from app.models.wizard.wizard import FirstRunWizard, default_bridge
 from core.errors import CatalogError
 from core.models.catalog import load_catalog
 

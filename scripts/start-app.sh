@@ -6,5 +6,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 . .venv/bin/activate
-python -m app.system_check >/dev/null || exit 1
+python -m app.system.library_check >/dev/null || exit 1
 exec specexec-desktop "$@"

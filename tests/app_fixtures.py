@@ -62,7 +62,7 @@ ENGINE_TIMEOUT_S = 90.0
 
 def tiny_settings(target: str, draft: str, **defaults):
     """App settings pointing at the tiny pair: CPU, one engine thread, a small tree, short answers."""
-    from app.settings import AppSettings, ConversationSettings
+    from app.settings.schema import AppSettings, ConversationSettings
 
     conversation = dict(max_tokens=24, temperature=0.8, top_p=0.95)
     conversation.update(defaults)
@@ -92,7 +92,7 @@ def tiny_models(tmp_path_factory):
 @pytest.fixture()
 def app_paths(tmp_path, monkeypatch):
     """Data, config and logs under a tmp folder (through SPECEXEC_DATA_DIR, as a user could set it)."""
-    from app.paths import DATA_DIR_ENV, AppPaths
+    from app.system.paths import DATA_DIR_ENV, AppPaths
 
     monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path / "specexec-data"))
     return AppPaths.from_env().ensure()
@@ -101,7 +101,7 @@ def app_paths(tmp_path, monkeypatch):
 @pytest.fixture(scope="module")
 def shared_bridge(qapp, tiny_models):
     """One real engine (spawned process, tiny pair loaded) shared by the windows of a test module."""
-    from app.engine_bridge import READY, EngineBridge
+    from app.engine.bridge import READY, EngineBridge
     from core.engine.client import EngineClient
 
     settings = tiny_settings(*tiny_models)
@@ -118,9 +118,9 @@ def shared_bridge(qapp, tiny_models):
 @pytest.fixture()
 def controller(qtbot, tmp_path):
     """A ChatController on a tmp store and a recording bridge (no engine): tests feed it events."""
-    from app.chat_controller import ChatController
-    from app.settings import AppSettings, BudgetMode, ConversationSettings
-    from app.store import Store
+    from app.chat.controller import ChatController
+    from app.settings.schema import AppSettings, BudgetMode, ConversationSettings
+    from app.conversations.store import Store
 
     bridge = recording_bridge_class()()
     store = Store(tmp_path / "c.sqlite3")
@@ -134,7 +134,7 @@ def controller(qtbot, tmp_path):
 @pytest.fixture()
 def quiet_window(qtbot, app_paths):
     """A main window on a tmp data dir with a recording bridge (no engine process)."""
-    from app.main_window import MainWindow
+    from app.window.main_window import MainWindow
 
     bridge = recording_bridge_class()()
     window = MainWindow(app_paths, bridge=bridge, confirm_delete=False)
@@ -234,7 +234,7 @@ class FakeClient:
 def recording_bridge_class():
     """An EngineBridge that records what the UI asks for and starts no thread or process; tests feed it
     events with `handle_events`."""
-    from app.engine_bridge import STARTING, EngineBridge
+    from app.engine.bridge import STARTING, EngineBridge
 
     class RecordingBridge(EngineBridge):
         def __init__(self) -> None:

@@ -34,8 +34,8 @@ def _ask_in_thread(url: str, result: dict, **settings) -> threading.Thread:
 
 
 def test_the_app_answers_api_requests_and_its_chat_through_one_engine(qtbot, app_paths, shared_bridge, tiny_models):
-    from app.main_window import MainWindow
-    from app.store import COMPLETE
+    from app.window.main_window import MainWindow
+    from app.conversations.store import COMPLETE
 
     settings = dataclasses.replace(tiny_settings(*tiny_models), api_server=True, api_server_port=0,
                                    api_server_key=KEY)
@@ -70,7 +70,7 @@ def test_the_app_answers_api_requests_and_its_chat_through_one_engine(qtbot, app
 
 
 def test_with_the_key_turned_off_any_client_is_answered(qtbot, app_paths, shared_bridge, tiny_models):
-    from app.main_window import MainWindow
+    from app.window.main_window import MainWindow
 
     settings = dataclasses.replace(tiny_settings(*tiny_models), api_server=True, api_server_port=0,
                                    api_server_require_key=False)
@@ -88,7 +88,7 @@ def test_with_the_key_turned_off_any_client_is_answered(qtbot, app_paths, shared
 def test_a_taken_port_is_reported_not_fatal(qtbot, app_paths, shared_bridge, tiny_models):
     import socket
 
-    from app.main_window import MainWindow
+    from app.window.main_window import MainWindow
 
     taken = socket.socket()
     taken.bind(("127.0.0.1", 0))
@@ -107,7 +107,7 @@ def test_a_taken_port_is_reported_not_fatal(qtbot, app_paths, shared_bridge, tin
 def test_settings_row_shows_a_key_to_copy_and_saves_the_switch(qtbot, tiny_models):
     from PySide6.QtGui import QGuiApplication
 
-    from app.settings_dialog import AppSettingsDialog
+    from app.settings.dialogs import AppSettingsDialog
 
     settings = tiny_settings(*tiny_models)
     assert settings.api_server is False  # off by default

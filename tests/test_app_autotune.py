@@ -9,9 +9,9 @@ import pytest
 
 pytest.importorskip("PySide6")
 
-from app.settings import SETTINGS_SCHEMA_VERSION, AppSettings, ConversationSettings, Method, load_settings  # noqa: E402
-from app.status import StatusPanel  # noqa: E402
-from app.answer_stats import AnswerStats  # noqa: E402
+from app.settings.schema import SETTINGS_SCHEMA_VERSION, AppSettings, ConversationSettings, Method, load_settings  # noqa: E402
+from app.window.status_bar import StatusPanel  # noqa: E402
+from app.chat.answer_stats import AnswerStats  # noqa: E402
 from app_fixtures import recording_bridge_class, screenshot  # noqa: E402
 from core.engine import protocol as P  # noqa: E402
 

@@ -18,8 +18,8 @@ pytest.importorskip("PySide6")
 from PySide6.QtCore import Qt  # noqa: E402
 from PySide6.QtWidgets import QDialog, QFileDialog  # noqa: E402
 
-from app.settings import AppSettings  # noqa: E402
-from app.settings_dialog import AppSettingsDialog  # noqa: E402
+from app.settings.schema import AppSettings  # noqa: E402
+from app.settings.dialogs import AppSettingsDialog  # noqa: E402
 from core.engine import protocol as P  # noqa: E402
 
 pytest.register_assert_rewrite("app_fixtures")
@@ -52,7 +52,7 @@ def test_1_a_window_that_cannot_open_says_why_on_stderr(tmp_path):
 
 
 def test_1_missing_libraries_are_named_with_the_packages_to_install():
-    from app.system_check import install_advice, missing_from_ldd
+    from app.system.library_check import install_advice, missing_from_ldd
 
     ldd = ("\tlibxcb-icccm.so.4 => not found\n\tlibc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x1)\n"
            "\tlibxcb-keysyms.so.1 => not found\n\tlibxcb-icccm.so.4 => not found\n")
@@ -161,7 +161,7 @@ def test_5_context_length_error_gives_its_advice_once(qtbot, controller):
     event = error_event(controller.active.request_id, raised.value)
     with qtbot.waitSignal(controller.answer_finished):
         controller.bridge.handle_events([event])
-    from app.chat_view import error_text
+    from app.chat.view import error_text
 
     shown = error_text(controller.messages.rows[-1])
     assert shown.lower().count("shorten") == 1, shown
@@ -172,7 +172,7 @@ def test_5_context_length_error_gives_its_advice_once(qtbot, controller):
 
 
 def test_6_a_long_prompt_shows_that_it_is_being_read(qtbot, controller):
-    from app.chat_view import ChatView
+    from app.chat.view import ChatView
 
     view = ChatView(controller.messages)
     qtbot.addWidget(view)
@@ -319,7 +319,7 @@ XCB_DRIVER = (
 def test_1_with_a_display_and_the_libraries_the_real_window_opens(tmp_path):
     """The other side of the check: on X11 (a virtual display here) with the libraries present, the app
     opens its window through the real xcb plugin; the check must not stop it."""
-    from app.system_check import missing_xcb_libraries
+    from app.system.library_check import missing_xcb_libraries
 
     if missing_xcb_libraries():
         pytest.skip("this machine lacks the xcb libraries: the missing-library path is tested above")

@@ -12,9 +12,9 @@ pytest.importorskip("PySide6")
 
 from PySide6.QtGui import QPalette  # noqa: E402
 
-from app.chat_controller import title_from  # noqa: E402
-from app.settings import AppSettings, ConversationSettings, Method, Theme  # noqa: E402
-from app.settings_dialog import AppSettingsDialog, ConversationSettingsDialog  # noqa: E402
+from app.chat.controller import title_from  # noqa: E402
+from app.settings.schema import AppSettings, ConversationSettings, Method, Theme  # noqa: E402
+from app.settings.dialogs import AppSettingsDialog, ConversationSettingsDialog  # noqa: E402
 pytest.register_assert_rewrite("app_fixtures")
 from app_fixtures import screenshot  # noqa: E402
 from core.engine import protocol as P  # noqa: E402
@@ -88,7 +88,7 @@ def test_export_markdown_and_json(qtbot, quiet_window, tmp_path):
 
 
 def test_syntax_colours_for_known_languages_only():
-    from app.highlight import token_spans
+    from app.chat.highlight import token_spans
 
     spans = token_spans("def f():\n    return 1", "python", dark=False)
     keywords = [s for s in spans if s.start == 0]
@@ -119,7 +119,7 @@ def test_context_meter_follows_the_prompt_and_the_answer(qtbot, quiet_window):
 
 @pytest.fixture(params=[Theme.LIGHT, Theme.DARK], ids=["light", "dark"])
 def themed(request, qapp):
-    from app.theme import ThemeManager
+    from app.theme.manager import ThemeManager
 
     style = qapp.style().name()
     qapp.setStyle("Fusion")

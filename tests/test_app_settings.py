@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from app.paths import AppPaths
-from app.settings import (
+from app.system.paths import AppPaths
+from app.settings.schema import (
     SETTINGS_SCHEMA_VERSION, AppSettings, BudgetMode, ConversationSettings, Method, Offload, Theme, load_settings,
     save_settings,
 )

@@ -6,8 +6,8 @@ import sqlite3
 
 import pytest
 
-from app import store as S
-from app.store import Store, StoreError
+from app.conversations import store as S
+from app.conversations.store import Store, StoreError
 
 
 def test_new_database_is_at_the_current_schema_and_round_trips(tmp_path):

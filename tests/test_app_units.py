@@ -19,11 +19,11 @@ from PySide6.QtCore import Qt  # noqa: E402
 from PySide6.QtGui import QPalette  # noqa: E402
 from PySide6.QtWidgets import QAbstractButton, QLineEdit, QPlainTextEdit  # noqa: E402
 
-from app import store as S  # noqa: E402
-from app.engine_bridge import CRASHED, FAILED, GENERATING, LOADING, READY, EngineBridge  # noqa: E402
-from app.markdown import close_open_fence, code_blocks, with_copy_links  # noqa: E402
-from app.settings import BudgetMode, ConversationSettings, Offload, Theme, load_settings  # noqa: E402
-from app.settings_dialog import AppSettingsDialog, ConversationSettingsDialog  # noqa: E402
+from app.conversations import store as S  # noqa: E402
+from app.engine.bridge import CRASHED, FAILED, GENERATING, LOADING, READY, EngineBridge  # noqa: E402
+from app.chat.markdown import close_open_fence, code_blocks, with_copy_links  # noqa: E402
+from app.settings.schema import BudgetMode, ConversationSettings, Offload, Theme, load_settings  # noqa: E402
+from app.settings.dialogs import AppSettingsDialog, ConversationSettingsDialog  # noqa: E402
 pytest.register_assert_rewrite("app_fixtures")  # it is also a plugin (pytest_plugins below)
 from app_fixtures import FakeClient, screenshot  # noqa: E402
 from core.engine import protocol as P  # noqa: E402
@@ -33,7 +33,7 @@ pytestmark = [pytest.mark.qt, pytest.mark.timeout(60)]
 
 
 def test_app_never_imports_torch():
-    code = "import sys, app.main, app.main_window; sys.exit(1 if 'torch' in sys.modules else 0)"
+    code = "import sys, app.main, app.window.main_window; sys.exit(1 if 'torch' in sys.modules else 0)"
     env = {"QT_QPA_PLATFORM": "offscreen", "PATH": "/usr/bin:/bin"}
     assert subprocess.run([sys.executable, "-c", code], env=env, timeout=60).returncode == 0
 
@@ -125,7 +125,7 @@ def test_bridge_state_machine_for_crash_and_load_failure(qtbot):
 
 
 def test_stream_is_batched_for_the_view_and_saved_while_it_streams(qtbot, controller, tmp_path):
-    from app.chat_view import ChatView
+    from app.chat.view import ChatView
 
     view = ChatView(controller.messages)
     qtbot.addWidget(view)
@@ -245,7 +245,7 @@ def test_settings_dialogs_round_trip_and_apply(qtbot, quiet_window, app_paths):
 
 
 def test_dark_theme_and_following_the_system_scheme(qtbot, qapp, quiet_window, monkeypatch):
-    from app.theme import ThemeManager
+    from app.theme.manager import ThemeManager
 
     style = qapp.style().name()
     qapp.setStyle("Fusion")
@@ -257,7 +257,7 @@ def test_dark_theme_and_following_the_system_scheme(qtbot, qapp, quiet_window, m
         screenshot(quiet_window, "05-dark-theme-no-engine")
         theme.apply(Theme.SYSTEM)  # offscreen reports no scheme: light
         assert not theme.dark and qapp.palette().color(QPalette.ColorRole.Window).lightness() > 150
-        monkeypatch.setattr("app.theme.system_is_dark", lambda: True)  # the OS switches to dark
+        monkeypatch.setattr("app.theme.manager.system_is_dark", lambda: True)  # the OS switches to dark
         theme._system_changed(Qt.ColorScheme.Dark)
         assert theme.dark and qapp.palette().color(QPalette.ColorRole.Window).lightness() < 80
     finally:
@@ -269,7 +269,7 @@ def test_dark_theme_and_following_the_system_scheme(qtbot, qapp, quiet_window, m
 
 
 def test_diagnostics_logs_and_open_logs_folder(qtbot, quiet_window, app_paths, monkeypatch):
-    from app.logging_setup import remove_logging, setup_logging
+    from app.system.logging_setup import remove_logging, setup_logging
 
     handler = setup_logging(app_paths.log_file)
     try:
@@ -285,7 +285,7 @@ def test_diagnostics_logs_and_open_logs_folder(qtbot, quiet_window, app_paths, m
                    "target: builtin", str(app_paths.log_dir)):
         assert needle in text
     opened = []
-    monkeypatch.setattr("app.main_window.QDesktopServices.openUrl", lambda url: opened.append(url.toLocalFile()))
+    monkeypatch.setattr("app.window.main_window.QDesktopServices.openUrl", lambda url: opened.append(url.toLocalFile()))
     quiet_window.open_logs_folder()
     assert opened == [str(app_paths.log_dir)]
 

@@ -18,11 +18,11 @@ pytest.importorskip("PySide6")
 from PySide6.QtCore import Qt, QUrl  # noqa: E402
 from PySide6.QtGui import QGuiApplication  # noqa: E402
 
-from app import store as S  # noqa: E402
-from app.engine_bridge import CRASHED, FAILED, READY  # noqa: E402
-from app.main_window import MainWindow  # noqa: E402
-from app.settings import ConversationSettings, save_settings  # noqa: E402
-from app.store import Store  # noqa: E402
+from app.conversations import store as S  # noqa: E402
+from app.engine.bridge import CRASHED, FAILED, READY  # noqa: E402
+from app.window.main_window import MainWindow  # noqa: E402
+from app.settings.schema import ConversationSettings, save_settings  # noqa: E402
+from app.conversations.store import Store  # noqa: E402
 pytest.register_assert_rewrite("app_fixtures")  # it is also a plugin (pytest_plugins below)
 from app_fixtures import process_alive, screenshot, tiny_settings  # noqa: E402
 
@@ -37,8 +37,8 @@ LONG = 2000  # max tokens for answers that must still be running when we press S
 @pytest.fixture(scope="module", autouse=True)
 def styled(qapp):
     """The app's look (Fusion, light theme, stylesheet) for the screenshots; undone after the module."""
-    from app.theme import ThemeManager
-    from app.settings import Theme
+    from app.theme.manager import ThemeManager
+    from app.settings.schema import Theme
 
     style = qapp.style().name()
     qapp.setStyle("Fusion")
@@ -216,7 +216,7 @@ def test_code_block_answer_renders_with_copy_links(qtbot, window_factory, app_pa
     html = answer.body.toHtml()
     assert "Copy python code" in answer.body.toPlainText() and "<table" in html
     assert "print(sorted(words, key=len))" in answer.body.toPlainText()
-    from app.highlight import token_spans
+    from app.chat.highlight import token_spans
 
     builtin_colour = next(span.color for span in token_spans("print(1)", "python", dark=False) if span.start == 0)
     assert f"color:{builtin_colour};\">print</span>" in html.replace(" color", "color")  # Pygments colours

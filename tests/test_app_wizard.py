@@ -16,8 +16,8 @@ pytest.importorskip("PySide6")
 
 from PySide6.QtWidgets import QWizard  # noqa: E402
 
-from app.engine_bridge import READY, EngineBridge  # noqa: E402
-from app.wizard.wizard import CHOOSE, DONE, DOWNLOAD, HARDWARE, FirstRunWizard  # noqa: E402
+from app.engine.bridge import READY, EngineBridge  # noqa: E402
+from app.models.wizard.wizard import CHOOSE, DONE, DOWNLOAD, HARDWARE, FirstRunWizard  # noqa: E402
 from core.models.catalog import load_catalog  # noqa: E402
 from core.models.installed import scan_models  # noqa: E402
 
@@ -127,7 +127,7 @@ def test_wizard_end_to_end_download_verify_load_answer(qtbot, served, app_paths)
     bridge = wizard.take_bridge()
     wizard.accept()
     try:
-        from app.main_window import MainWindow
+        from app.window.main_window import MainWindow
 
         window = MainWindow(app_paths, settings, bridge=bridge, confirm_delete=False)
         qtbot.addWidget(window)
@@ -146,7 +146,7 @@ def test_real_catalog_on_a_24_gb_pc_in_plain_words(qtbot, tmp_path, monkeypatch)
     """The shipped catalog on an RTX 4090 / 64 GB / PCIe 4 machine (these screenshots go in the README)."""
     monkeypatch.delenv("SPECEXEC_CATALOG", raising=False)
     monkeypatch.setenv("SPECEXEC_HW_FIXTURE", str(FIXTURES / "gpu24-ram64-pcie4.json"))
-    from app.settings import AppSettings
+    from app.settings.schema import AppSettings
 
     wizard = FirstRunWizard(AppSettings(), tmp_path / "models")  # the app's defaults (automatic budget)
     qtbot.addWidget(wizard)
@@ -190,7 +190,7 @@ def test_red_pair_needs_an_explicit_confirmation(qtbot, served):
 
 
 def test_closing_mid_download_then_resume_on_next_start(qtbot, served, hub):
-    from app.model_choice import unfinished_pairs
+    from app.models.choice import unfinished_pairs
 
     wizard = open_wizard(qtbot, served)
     hub.limit_rate(512 << 10)  # ~12 s for the padding file: time to pause, resume and close in its middle
@@ -243,9 +243,9 @@ def tiny_installed(served, tiny_repo_files):
 
 def test_manager_switch_pair_reloads_engine_and_keeps_conversations(qtbot, tiny_installed, tiny_repo_files,
                                                                     app_paths, tmp_path):
-    from app.main_window import MainWindow
-    from app.model_manager import ModelFileDialog
-    from app.store import Store
+    from app.window.main_window import MainWindow
+    from app.models.manager import ModelFileDialog
+    from app.conversations.store import Store
 
     models = tiny_installed.models_dir
     settings = dataclasses.replace(tiny_settings(str(models / "org--tiny-target"), str(models / "org--tiny-draft")),
@@ -309,7 +309,7 @@ def test_manager_switch_pair_reloads_engine_and_keeps_conversations(qtbot, tiny_
     assert window.settings.target == str(models / "my-model") and window.settings.draft == ""
     assert "Switched to my-model" in window.statusBar().currentMessage()
     assert window.model_button.text().startswith("my-model")
-    from app.settings import load_settings
+    from app.settings.schema import load_settings
 
     assert load_settings(app_paths.settings_file).target == str(models / "my-model")
     assert [c.title for c in window.controller.conversations.rows] == before
@@ -335,7 +335,7 @@ def test_first_start_opens_the_wizard_and_cancelling_keeps_the_built_in_pair(qtb
     from PySide6.QtWidgets import QApplication
 
     from app.first_run import before_main_window
-    from app.settings import AppSettings, load_settings
+    from app.settings.schema import AppSettings, load_settings
 
     seen = []
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from app import self_test
+from app.system import self_test
 from installer import layout
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,7 +40,7 @@ def test_spec_takes_its_contents_from_the_layout_module():
 
 
 def test_resources_ship_wholesale_where_the_frozen_code_looks_for_them():
-    import app.resources
+    import app.system.resources
     import core.models.catalog
 
     [(source, dest)] = layout.resource_datas()
@@ -48,8 +48,8 @@ def test_resources_ship_wholesale_where_the_frozen_code_looks_for_them():
     for name in ("catalog.json", "self-test.json", "icons/app.svg", "style.qss"):
         assert (Path(source) / name).is_file(), name
     # In a bundle the packages sit at the bundle root beside `resources/`, as they sit beside it here.
-    bundle_root = Path(app.resources.__file__).resolve().parent.parent
-    assert app.resources.RESOURCE_DIR == bundle_root / dest
+    bundle_root = Path(app.system.resources.__file__).resolve().parents[2]
+    assert app.system.resources.RESOURCE_DIR == bundle_root / dest
     assert core.models.catalog.DEFAULT_CATALOG == bundle_root / dest / "catalog.json"
 
 
@@ -248,7 +248,7 @@ def test_failed_self_test_exits_1_with_the_reason_on_stderr_and_in_the_log(tmp_p
 def test_self_test_expectation_matches_what_the_engine_generates():
     """The stored tokens are what the engine produces now (in-process, same requests as the self-test), so a
     bundle whose self-test fails is broken, not out of date. After an intended change to the model, the sampler
-    or the prompt: `python -m app.self_test --record`."""
+    or the prompt: `python -m app.system.self_test --record`."""
     from core.engine import protocol as P
     from conftest import in_process_engine, torch_threads
 

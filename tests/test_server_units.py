@@ -125,5 +125,5 @@ def test_sockets_refuse_foreign_hosts_and_taken_ports():
 
 def test_the_server_package_never_imports_torch():
     code = ("import sys, core.server.api, core.server.runner, core.server.gateway, core.server.engine_thread, "
-            "app.api_server, app.api_server_settings; sys.exit(1 if 'torch' in sys.modules else 0)")
+            "app.api.server, app.api.settings_row; sys.exit(1 if 'torch' in sys.modules else 0)")
     assert subprocess.run([sys.executable, "-c", code], timeout=120).returncode == 0

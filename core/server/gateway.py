@@ -12,7 +12,7 @@ pass, or drops the request if it was still queued) and counts the request as `ca
 engine's Finished arrives, so `/health` shows when the engine is free again.
 
 Two ports exist: `core.server.engine_thread.EngineThread` (the `specexec serve` command owns an
-EngineClient) and `app.api_server.BridgePort` (the desktop app shares its engine with its chat).
+EngineClient) and `app.api.server.BridgePort` (the desktop app shares its engine with its chat).
 """
 
 from __future__ import annotations

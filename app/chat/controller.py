@@ -1,0 +1,371 @@
+"""The chat logic between the widgets, the store and the engine bridge (no widgets here).
+
+One answer streams at a time. Its tokens collect in a buffer that a 33 ms timer moves into the message model
+(at most ~30 view updates a second however fast the engine is); a 500 ms timer writes the text so far to
+SQLite (status "streaming"), and the end of the answer writes it once more with its final status:
+complete, stopped (Stop; the partial answer is kept), interrupted (the engine died; kept too) or error.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import re
+import time
+from dataclasses import dataclass, field
+
+from PySide6.QtCore import QObject, QTimer, Signal
+
+from app.conversations import store as S
+from app.chat.answer_stats import AnswerStats
+from app.engine.bridge import EngineBridge
+from app.conversations.list_models import ConversationListModel, MessageListModel
+from app.settings.schema import AppSettings, BudgetMode, ConversationSettings, conversation_settings_from_json, conversation_settings_to_json
+from core.engine import protocol as P
+
+log = logging.getLogger(__name__)
+
+FLUSH_MS = 33  # buffer -> model (~30 updates/s)
+SAVE_MS = 500  # model -> SQLite while streaming
+MIN_PREFILL_TOKENS = 256  # shorter prompts are read too fast to time (or to need an estimate)
+DEFAULT_TITLE = "New chat"
+TITLE_LENGTH = 48
+
+# Failures that a Regenerate would only repeat: the conversation or the settings must change first.
+REPEATING_FAILURES = ("context_length", "invalid_setting")
+
+# Hints for people rather than client programs, where the engine's hint is about the protocol.
+USER_HINTS = {
+    "not_loaded": "pick a model in File > Settings (or press Retry), then Regenerate",
+    "busy": "wait for the answer in progress, then Regenerate",
+    "protocol": "this is a bug: please send the diagnostics (Help > Copy diagnostics)",
+}
+
+
+@dataclass
+class ActiveAnswer:
+    request_id: str
+    conversation_id: int
+    message_id: int
+    text: str = ""
+    pending: str = ""
+    saved: str = ""
+    reading: dict = field(default_factory=dict)  # prompt_tokens / reused_tokens once the engine reads the prompt
+    reading_since: float | None = None  # time.monotonic() at PromptStarted, until the first token
+
+
+def title_from(text: str) -> str:
+    """An automatic title from the first message: its first line without markdown marks, cut after the
+    first sentence or at a word boundary near TITLE_LENGTH characters."""
+    first = next((line for line in text.strip().splitlines() if line.strip() and not line.strip().startswith("```")), "")
+    line = " ".join(re.sub(r"[#*_`>]+", " ", first).split())
+    sentence = re.match(r"(.+?[.?!])(\s|$)", line)
+    if sentence and len(sentence.group(1)) >= 12:
+        line = sentence.group(1).rstrip(".")
+    if len(line) <= TITLE_LENGTH:
+        return line or DEFAULT_TITLE
+    cut = line[: TITLE_LENGTH - 1].rsplit(" ", 1)[0]
+    return (cut if len(cut) > TITLE_LENGTH // 2 else line[: TITLE_LENGTH - 1]) + "…"
+
+
+class ChatController(QObject):
+    conversation_opened = Signal(object)  # conversation id or None
+    title_changed = Signal(int, str)  # conversation id, new title
+    generating_changed = Signal(bool)
+    answer_finished = Signal(int, str)  # message id, final status
+    prompt_started = Signal(int)  # tokens of the prompt the engine is reading
+    message = Signal(str)  # a line for the status bar
+
+    def __init__(self, store: S.Store, bridge: EngineBridge, settings: AppSettings, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.store = store
+        self.bridge = bridge
+        self.app_settings = settings
+        self.conversations = ConversationListModel(store, self)
+        self.messages = MessageListModel(self)
+        self.stats = AnswerStats(self)
+        self.conversation_id: int | None = None
+        self.active: ActiveAnswer | None = None
+        self.prefill_tokens_per_s: float | None = None  # measured on the last long prompt: estimates the next
+        self._flush_timer = QTimer(self)
+        self._flush_timer.setInterval(FLUSH_MS)
+        self._flush_timer.timeout.connect(self._flush)
+        self._save_timer = QTimer(self)
+        self._save_timer.setInterval(SAVE_MS)
+        self._save_timer.timeout.connect(self._save)
+        bridge.token.connect(self._on_token)
+        bridge.prompt_started.connect(self._on_prompt_started)
+        bridge.pass_stats.connect(self._on_pass_stats)
+        bridge.finished.connect(self._on_finished)
+        bridge.request_failed.connect(self._on_failed)
+
+    def detach(self) -> None:
+        """Stop listening to the bridge (a window closing while the bridge lives on, e.g. in tests)."""
+        for signal, slot in ((self.bridge.token, self._on_token), (self.bridge.pass_stats, self._on_pass_stats),
+                             (self.bridge.prompt_started, self._on_prompt_started),
+                             (self.bridge.finished, self._on_finished), (self.bridge.request_failed, self._on_failed)):
+            try:
+                signal.disconnect(slot)
+            except (RuntimeError, TypeError):
+                pass
+        if self.active is not None:
+            self.bridge.cancel(self.active.request_id)
+            self._end_answer(S.INTERRUPTED, {"error": "the window was closed"})
+
+    @property
+    def generating(self) -> bool:
+        return self.active is not None
+
+    # -- conversations -------------------------------------------------------------------------------------
+
+    def open_conversation(self, conversation_id: int | None) -> None:
+        if conversation_id is not None and self.store.conversation(conversation_id) is None:
+            conversation_id = None
+        self.conversation_id = conversation_id
+        rows = self.store.messages(conversation_id) if conversation_id is not None else []
+        self.messages.set_messages(rows)
+        active = self.active
+        if active is not None and active.conversation_id == conversation_id:
+            self.messages.update(active.message_id, content=active.text, status=S.STREAMING)
+        elif active is None:
+            self.stats.reset()  # the status bar shows this conversation's answers, not the last one's
+        self.conversation_opened.emit(conversation_id)
+
+    def empty_conversation(self) -> int | None:
+        """A conversation still called "New chat" with no messages, if there is one (New chat reuses it)."""
+        for row in self.store.conversations():
+            if row.title == DEFAULT_TITLE and not self.store.messages(row.id):
+                return row.id
+        return None
+
+    def new_conversation(self, title: str = DEFAULT_TITLE) -> int:
+        empty = self.empty_conversation() if title == DEFAULT_TITLE else None
+        if empty is not None:
+            self.conversations.refresh()
+            self.open_conversation(empty)
+            return empty
+        conversation_id = self.store.create_conversation(
+            title, conversation_settings_to_json(self.app_settings.defaults.validated()))
+        self.conversations.refresh()
+        self.open_conversation(conversation_id)
+        return conversation_id
+
+    def rename_conversation(self, conversation_id: int, title: str) -> None:
+        if title.strip():
+            self.store.rename_conversation(conversation_id, title.strip())
+            self.conversations.refresh()
+
+    def delete_conversation(self, conversation_id: int) -> None:
+        if self.active is not None and self.active.conversation_id == conversation_id:
+            self.stop()
+            self._end_answer(S.STOPPED, {})
+        self.store.delete_conversation(conversation_id)
+        self.conversations.refresh()
+        if self.conversation_id == conversation_id:
+            self.open_conversation(self.conversations.id_at(0))
+
+    def search(self, text: str) -> None:
+        self.conversations.refresh(text)
+
+    def conversation_settings(self, conversation_id: int | None = None) -> ConversationSettings:
+        conversation_id = self.conversation_id if conversation_id is None else conversation_id
+        row = self.store.conversation(conversation_id) if conversation_id is not None else None
+        if row is None:
+            return self.app_settings.defaults.validated()
+        return conversation_settings_from_json(row.settings_json, self.app_settings.defaults).validated()
+
+    def set_conversation_settings(self, settings: ConversationSettings, conversation_id: int | None = None) -> None:
+        conversation_id = self.conversation_id if conversation_id is None else conversation_id
+        if conversation_id is None:
+            conversation_id = self.new_conversation()
+        self.store.set_conversation_settings(conversation_id, conversation_settings_to_json(settings.validated()))
+
+    # -- chatting ------------------------------------------------------------------------------------------
+
+    def send(self, text: str) -> bool:
+        """Add the user's message and ask for an answer; False (nothing done) if empty or already answering."""
+        text = text.strip()
+        if not text or self.generating:
+            return False
+        if self.conversation_id is None:
+            self.new_conversation(title_from(text))
+        conversation_id = self.conversation_id
+        assert conversation_id is not None
+        row = self.store.conversation(conversation_id)
+        if row is not None and row.title == DEFAULT_TITLE and not self.messages.rows:
+            self.store.rename_conversation(conversation_id, title_from(text))
+            self.title_changed.emit(conversation_id, title_from(text))
+        self.messages.append(self.store.add_message(conversation_id, "user", text))
+        self.conversations.refresh()
+        self._start_answer(conversation_id)
+        return True
+
+    def stop(self) -> None:
+        """Ask the engine to stop the answer (it ends within one target pass; the text so far is kept)."""
+        if self.active is not None:
+            self.bridge.cancel(self.active.request_id)
+
+    def can_regenerate(self) -> bool:
+        """An answer can be asked for again unless one is streaming or the last one failed in a way a new
+        try would repeat (the message is too long for the context window, a setting is invalid)."""
+        if self.generating or not any(m.role == "user" for m in self.messages.rows):
+            return False
+        last = self.messages.rows[-1]
+        return not (last.role == "assistant" and last.status == S.FAILED
+                    and last.stats.get("kind") in REPEATING_FAILURES)
+
+    def regenerate(self) -> bool:
+        """A new answer to the last user message; the old answer, unless empty, is kept as an alternative to
+        flip back to."""
+        if not self.can_regenerate() or self.conversation_id is None:
+            return False
+        last = self.messages.rows[-1]
+        answer = None
+        if last.role == "assistant" and last.content.strip():
+            answer = self.store.add_alternative(last.id)
+            self.messages.remove_from(len(self.messages.rows) - 1)
+        elif last.role == "assistant":  # an answer that never got a word (an error): nothing worth keeping
+            self.store.delete_messages_from(self.conversation_id, last.id)
+            self.messages.remove_from(len(self.messages.rows) - 1)
+        self._start_answer(self.conversation_id, answer)
+        return True
+
+    def show_alternative(self, message_id: int, step: int) -> bool:
+        """Show the previous (step -1) or next (+1) answer of `message_id`'s turn instead of it."""
+        if self.generating or self.conversation_id is None:
+            return False
+        ids = self.store.alternatives(message_id)
+        index = ids.index(message_id) + step if message_id in ids else -1
+        if not 0 <= index < len(ids):
+            return False
+        self.store.show_alternative(ids[index])
+        row = self.messages.row_of(message_id)
+        shown = self.store.message(ids[index])
+        if row >= 0 and shown is not None:
+            self.messages.replace(row, shown)
+        return True
+
+    def edit_and_resend(self, message_id: int, text: str) -> bool:
+        """Replace a user message's text, drop everything after it, and answer again."""
+        text = text.strip()
+        row = self.messages.row_of(message_id)
+        if not text or self.generating or row < 0 or self.messages.rows[row].role != "user" or self.conversation_id is None:
+            return False
+        self.store.update_message(message_id, content=text)
+        self.store.delete_messages_from(self.conversation_id, message_id + 1)
+        self.messages.remove_from(row + 1)
+        self.messages.update(message_id, content=text)
+        self._start_answer(self.conversation_id)
+        return True
+
+    def history(self, conversation_id: int) -> list[dict[str, str]]:
+        """What the model sees: the system prompt, then every non-empty user / assistant message."""
+        settings = self.conversation_settings(conversation_id)
+        turns = [{"role": "system", "content": settings.system_prompt}] if settings.system_prompt.strip() else []
+        turns += [{"role": m.role, "content": m.content} for m in self.store.messages(conversation_id)
+                  if m.role in ("user", "assistant") and m.content.strip()]
+        return turns
+
+    def _start_answer(self, conversation_id: int, answer: S.Message | None = None) -> None:
+        settings = self.conversation_settings(conversation_id)
+        messages = self.history(conversation_id)
+        if answer is None:
+            answer = self.store.add_message(conversation_id, "assistant", "", S.STREAMING)
+        if conversation_id == self.conversation_id:
+            self.messages.append(answer)
+        request_id = self.bridge.new_request_id()
+        self.active = ActiveAnswer(request_id, conversation_id, answer.id)
+        self.stats.reset()
+        self._flush_timer.start()
+        self._save_timer.start()
+        self.generating_changed.emit(True)
+        self.bridge.generate(  # may end the answer at once (engine not running): then active is None again
+            messages,
+            request_id=request_id,
+            temperature=settings.temperature,
+            top_p=settings.top_p,
+            top_k=settings.top_k,
+            repetition_penalty=settings.repetition_penalty,
+            max_new_tokens=settings.max_tokens,
+            budget=settings.budget if settings.budget_mode == BudgetMode.MANUAL else None,
+            method=settings.decoding_method(bool(self.app_settings.draft)),
+            seed=settings.seed if settings.seed >= 0 else random.randrange(2**31),
+        )
+
+    # -- engine events -------------------------------------------------------------------------------------
+
+    def _on_token(self, request_id: str, text: str) -> None:
+        active = self.active
+        if active is not None and active.request_id == request_id:
+            active.pending += text
+            if active.reading_since is not None:  # the first token: the prompt has been read
+                seconds = time.monotonic() - active.reading_since
+                new_tokens = active.reading["prompt_tokens"] - active.reading["reused_tokens"]
+                if new_tokens >= MIN_PREFILL_TOKENS and seconds > 0:
+                    self.prefill_tokens_per_s = new_tokens / seconds
+                active.reading_since = None
+
+    def _on_prompt_started(self, event: P.PromptStarted) -> None:
+        active = self.active
+        if active is not None and active.request_id == event.request_id:
+            reading = {"prompt_tokens": event.prompt_tokens, "reused_tokens": event.reused_tokens}
+            new_tokens = event.prompt_tokens - event.reused_tokens
+            if self.prefill_tokens_per_s and new_tokens >= MIN_PREFILL_TOKENS:
+                reading["expected_s"] = round(new_tokens / self.prefill_tokens_per_s, 1)
+            active.reading = reading
+            active.reading_since = time.monotonic()
+            if active.conversation_id == self.conversation_id:
+                self.messages.update(active.message_id, stats=reading)
+            self.prompt_started.emit(event.prompt_tokens)
+
+    def _on_pass_stats(self, stats: P.PassStats) -> None:
+        if self.active is not None and self.active.request_id == stats.request_id:
+            self.stats.add(stats)
+
+    def _on_finished(self, event: P.Finished) -> None:
+        if self.active is None or self.active.request_id != event.request_id:
+            return
+        status = S.STOPPED if event.reason == "cancelled" else S.COMPLETE
+        self._end_answer(status, {"reason": event.reason, "prompt_tokens": event.prompt_tokens,
+                                  "generated_tokens": event.generated_tokens})
+
+    def _on_failed(self, error: P.Error) -> None:
+        if self.active is None or self.active.request_id != error.request_id:
+            return
+        status = S.INTERRUPTED if error.kind == "engine_died" else S.FAILED
+        hint = USER_HINTS.get(error.kind, error.hint)
+        self._end_answer(status, {"error": error.message, "hint": hint, "kind": error.kind})
+
+    def _end_answer(self, status: str, extra: dict) -> None:
+        active = self.active
+        if active is None:
+            return
+        self._flush()
+        self._flush_timer.stop()
+        self._save_timer.stop()
+        self.stats.flush()
+        stats = {**active.reading, **self.stats.summary(extra.get("generated_tokens")), **extra}
+        self.store.update_message(active.message_id, content=active.text, status=status, stats=stats)
+        self.messages.update(active.message_id, content=active.text, status=status, stats=stats)
+        self.active = None
+        self.conversations.refresh()
+        self.generating_changed.emit(False)
+        self.answer_finished.emit(active.message_id, status)
+        log.info("answer %d ended: %s (%d chars)", active.message_id, status, len(active.text))
+
+    def _flush(self) -> None:
+        active = self.active
+        if active is None or not active.pending:
+            return
+        active.text += active.pending
+        active.pending = ""
+        self.messages.update(active.message_id, content=active.text)
+
+    def _save(self) -> None:
+        active = self.active
+        if active is None:
+            return
+        self._flush()
+        if active.text != active.saved:
+            self.store.update_message(active.message_id, content=active.text)
+            active.saved = active.text

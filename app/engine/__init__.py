@@ -1,0 +1,1 @@
+"""The app's side of the engine: the bridge between Qt and the engine process."""

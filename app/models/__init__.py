@@ -1,0 +1,1 @@
+"""Models: the model manager, what a pair choice means on disk, downloads, and the first-run wizard."""

@@ -1,0 +1,69 @@
+"""What a model-pair choice means on disk, and whether it can load, checked before it is saved (no Qt).
+
+A catalog pair lives in its download folders (core.models.installed.pair_folders); the built-in pair ships
+with the app. The checks are core.models.importing's cheap ones (config.json and weights, or a GGUF header),
+so a missing or broken folder is reported in the dialog, not after a failed load.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from app.settings.schema import AppSettings
+from core.errors import ModelNotFoundError
+from core.models.catalog import BUILTIN_PAIR_ID, Catalog
+from core.models.importing import check_model_folder
+from core.models.installed import InstalledModel, pair_folders, scan_models
+
+BUILTIN_NAMES = ("builtin", "builtin-draft")
+
+
+def pair_paths(catalog: Catalog, pair_id: str, root: Path) -> tuple[str, str]:
+    """(target, draft) as the engine's Load takes them: folder paths, or the built-in names."""
+    if pair_id == BUILTIN_PAIR_ID:
+        return BUILTIN_NAMES
+    target, draft = (str(root / folder) for folder in pair_folders(catalog, pair_id))
+    return target, draft
+
+
+def check_model(name: str) -> None:
+    """A model the engine can load: a built-in name, or a folder (or a folder's single .gguf) that passes the
+    cheap checks.
+
+    Raises:
+        ModelNotFoundError: the folder is gone.
+        ModelFormatError: it is not a complete model (what is missing, in words).
+    """
+    if not name or name in BUILTIN_NAMES:
+        return
+    path = Path(name).expanduser()
+    if not path.exists():
+        raise ModelNotFoundError(f"the model folder {path} does not exist: it was moved or deleted")
+    check_model_folder(path if path.is_dir() else path.parent)
+
+
+def choose(settings: AppSettings, target: str, draft: str, pair_id: str) -> AppSettings:
+    """`settings` with this pair, after checking both models (raises what `check_model` raises)."""
+    check_model(target)
+    check_model(draft)
+    return dataclasses.replace(settings, target=target, draft=draft, active_pair=pair_id)
+
+
+def installed_pairs(catalog: Catalog, root: Path) -> list[str]:
+    """Catalog pair ids whose models are all downloaded and complete (the built-in pair always is)."""
+    complete = {model.name for model in scan_models(root) if model.complete}
+    return [pair.id for pair in catalog.pairs
+            if pair.id == BUILTIN_PAIR_ID or all(folder in complete for folder in pair_folders(catalog, pair.id))]
+
+
+def unfinished_pairs(catalog: Catalog, root: Path) -> list[str]:
+    """Catalog pair ids with a download left unfinished (closed app, crash, reboot): the app offers to resume."""
+    unfinished = {model.name for model in scan_models(root) if not model.complete and model.repo is not None}
+    return [pair.id for pair in catalog.pairs if unfinished & set(pair_folders(catalog, pair.id))]
+
+
+def imported_models(catalog: Catalog, root: Path) -> list[InstalledModel]:
+    """Complete models in the models folder that belong to no catalog pair (imported, or downloaded by repo id)."""
+    in_pairs = {folder for pair in catalog.pairs for folder in pair_folders(catalog, pair.id)}
+    return [model for model in scan_models(root) if model.complete and model.name not in in_pairs]

@@ -1,0 +1,59 @@
+"""Wizard page 2, "Choose a model": the catalog's pairs, recommended first, each with its fit mark and reason.
+A pair marked red ("does not fit") can still be chosen, but only after ticking an explicit confirmation."""
+
+from __future__ import annotations
+
+from PySide6.QtWidgets import QCheckBox, QLabel, QVBoxLayout, QWizardPage
+
+from app.models.wizard.pair_list import PairList
+from app.models.wizard.state import WizardState
+from core.models.fit import PairFit
+
+
+class ChoosePage(QWizardPage):
+    def __init__(self, state: WizardState) -> None:
+        super().__init__()
+        self.state = state
+        self.setTitle("Choose a model")
+        self.setSubTitle("Bigger models answer better but slower. The first one is what we recommend for this computer.")
+        layout = QVBoxLayout(self)
+        self._shown = None
+        self.pairs = PairList()
+        self.pairs.chosen.connect(self._chosen)
+        self.confirm_red = QCheckBox("I understand this model will probably not run on this computer; download it anyway")
+        self.confirm_red.setObjectName("confirmRed")
+        self.confirm_red.setVisible(False)
+        self.confirm_red.toggled.connect(lambda _on: self.completeChanged.emit())
+        self.note = QLabel()
+        self.note.setWordWrap(True)
+        layout.addWidget(self.pairs, 1)
+        layout.addWidget(self.note)
+        layout.addWidget(self.confirm_red)
+
+    def initializePage(self) -> None:
+        if self.state.recommendation is not None and self.state.recommendation is not self._shown:
+            self._shown = self.state.recommendation  # refilled when a measured copy rate replaced the estimate
+            wanted = self.state.chosen  # a resumed download names its pair before the list exists
+            self.pairs.show_recommendation(self.state.recommendation, self.state.installed)
+            if wanted is not None:
+                self.pairs.select(wanted.pair.id)
+
+    def _chosen(self, fit: PairFit | None) -> None:
+        self.state.chosen = fit
+        red = fit is not None and fit.fit == "no"
+        self.confirm_red.setChecked(False)
+        self.confirm_red.setVisible(red)
+        if fit is None:
+            self.note.clear()
+        elif fit.pair.id in self.state.installed:
+            self.note.setText("Already on this computer: no download needed.")
+        elif fit.pair.gated:
+            self.note.setText(f"{fit.pair.name} is gated: accept its licence at {fit.pair.licence_url} with a free "
+                              "Hugging Face account; the download asks for your access token.")
+        else:
+            self.note.clear()
+        self.completeChanged.emit()
+
+    def isComplete(self) -> bool:
+        fit = self.state.chosen
+        return fit is not None and (fit.fit != "no" or self.confirm_red.isChecked())

@@ -1,0 +1,93 @@
+"""Wizard page 4, "Done": the chosen pair is checked (a missing or broken folder is reported here, before
+anything is saved), then the engine loads it with a progress bar; Finish opens the chat."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from PySide6.QtWidgets import QLabel, QProgressBar, QPushButton, QVBoxLayout, QWizardPage
+
+from app.engine.bridge import CRASHED, FAILED, READY, EngineBridge, EngineStatus
+from app.models.choice import choose
+from app.settings.schema import AppSettings
+from app.models.wizard.state import WizardState
+from core.errors import SpecExecError
+
+
+class DonePage(QWizardPage):
+    def __init__(self, state: WizardState, make_bridge: Callable[[AppSettings], EngineBridge],
+                 bridge: EngineBridge | None = None) -> None:
+        super().__init__()
+        self.state = state
+        self.make_bridge = make_bridge
+        self.bridge: EngineBridge | None = bridge  # given: the app's running engine, borrowed (never shut down)
+        self.borrowed = bridge is not None
+        self.loaded = False  # a Load was sent (a borrowed engine then holds the new pair)
+        self.chosen_settings: AppSettings | None = None
+        self.setTitle("Almost there")
+        self.setSubTitle("The model is checked, then loaded into memory.")
+        layout = QVBoxLayout(self)
+        self.headline = QLabel()
+        self.headline.setWordWrap(True)
+        self.bar = QProgressBar()
+        self.bar.setRange(0, 100)
+        self.bar.setAccessibleName("Loading the model")
+        self.stage = QLabel(" ")
+        self.stage.setWordWrap(True)
+        self.retry_button = QPushButton("Try loading again")
+        self.retry_button.setVisible(False)
+        self.retry_button.clicked.connect(self._load)
+        for widget in (self.headline, self.bar, self.stage, self.retry_button):
+            layout.addWidget(widget)
+        layout.addStretch()
+
+    def initializePage(self) -> None:
+        fit = self.state.chosen
+        self.headline.setText(f"Starting <b>{fit.pair.name}</b>. The first start of a big model takes a while.")
+        target, draft = self.state.chosen_paths()
+        try:
+            self.chosen_settings = choose(self.state.settings, target, draft, fit.pair.id)
+        except SpecExecError as error:  # checked before it is saved: the load is never tried
+            self.chosen_settings = None
+            self.stage.setText(f"<b>This model cannot be used:</b> {error}. Go back and choose or download it again.")
+            self.bar.setValue(0)
+            return
+        self._load()
+
+    def _load(self) -> None:
+        self.retry_button.setVisible(False)
+        settings = self.chosen_settings
+        if self.bridge is None:
+            self.bridge = self.make_bridge(settings)
+        if not self.loaded:
+            self.bridge.status_changed.connect(self._status)
+        self.loaded = True
+        if self.bridge.worker is None:
+            self.bridge.start(settings.load_request())
+        else:
+            self.bridge.load(settings.load_request())
+
+    def _status(self, status: EngineStatus) -> None:
+        if status.state == READY:
+            self.bar.setValue(100)
+            self.stage.setText("Ready. Press Start chatting.")
+            self.setTitle("Done")
+            self.setSubTitle("Everything is set up.")
+        elif status.state in (FAILED, CRASHED):
+            self.stage.setText(f"<b>The model did not load:</b> {status.message}. {status.hint}")
+            self.retry_button.setVisible(True)
+        else:
+            if status.progress is not None:
+                self.bar.setValue(int(status.progress * 100))
+            self.stage.setText(status.describe() + (f": {status.stage}" if status.stage else ""))
+        self.completeChanged.emit()
+
+    def isComplete(self) -> bool:
+        return self.loaded and self.bridge is not None and self.bridge.status.state == READY
+
+    def release_bridge(self) -> EngineBridge | None:
+        """Hand the running engine to the main window (the page no longer watches it)."""
+        bridge, self.bridge = self.bridge, None
+        if bridge is not None and self.loaded:
+            bridge.status_changed.disconnect(self._status)
+        return bridge

@@ -1,0 +1,114 @@
+"""Wizard page 1, "Your computer": what was found, in one plain line, with the details a click away.
+
+The probe (NVML, RAM, disk) and the fit prediction run on a background thread. Where there is an NVIDIA GPU
+and no fixture, the host-to-device copy rate is measured by `specexec hw --json --measure` in a separate
+process (it needs torch, which the app never imports); without CUDA that figure is simply left out.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+
+from PySide6.QtCore import QProcess, Qt
+from PySide6.QtWidgets import QLabel, QPlainTextEdit, QPushButton, QVBoxLayout, QWizardPage
+
+from app.system.background import BackgroundCall
+from app.models.wizard.state import Prediction, WizardState
+from app.models.wizard.words import hardware_summary, recommendation_words
+from core.hardware.description import HardwareDescription, fixture_path
+
+log = logging.getLogger(__name__)
+
+
+class HardwarePage(QWizardPage):
+    def __init__(self, state: WizardState) -> None:
+        super().__init__()
+        self.state = state
+        self.setTitle("Your computer")
+        self.setSubTitle("SpecExec picks a model that suits this computer. This is what it found:")
+        layout = QVBoxLayout(self)
+        self.summary = QLabel("Looking at this computer…")
+        self.summary.setObjectName("hardwareSummary")
+        self.summary.setWordWrap(True)
+        font = self.summary.font()
+        font.setPointSizeF(font.pointSizeF() * 1.3)
+        self.summary.setFont(font)
+        self.advice = QLabel()
+        self.advice.setObjectName("hardwareAdvice")
+        self.advice.setWordWrap(True)
+        self.details_button = QPushButton("Show details")
+        self.details_button.setCheckable(True)
+        self.details_button.setFlat(True)
+        self.details_button.setStyleSheet("text-align: left; color: #2e6fd8;")
+        self.details = QPlainTextEdit()
+        self.details.setReadOnly(True)
+        self.details.setVisible(False)
+        self.details_button.toggled.connect(self._toggle_details)
+        layout.addWidget(self.summary)
+        layout.addWidget(self.advice)
+        layout.addWidget(self.details_button, 0, Qt.AlignmentFlag.AlignLeft)
+        layout.addWidget(self.details, 1)
+        layout.addStretch()
+        self._calls: list[BackgroundCall] = []
+        self._measure: QProcess | None = None
+
+    def initializePage(self) -> None:
+        if self.state.recommendation is None:
+            self._probe()
+
+    def isComplete(self) -> bool:
+        return self.state.recommendation is not None
+
+    def _toggle_details(self, shown: bool) -> None:
+        self.details.setVisible(shown)
+        self.details_button.setText("Hide details" if shown else "Show details")
+
+    def _probe(self) -> None:
+        call = BackgroundCall(self.state.probe, self)
+        call.done.connect(self._found)
+        call.failed.connect(lambda message: self.summary.setText(f"Could not look at this computer: {message}"))
+        self._calls.append(call.start())
+
+    def _found(self, prediction: Prediction) -> None:
+        from core.cli.hw import describe_lines
+
+        hw = self.state.apply(prediction)
+        self.summary.setText(hardware_summary(hw))
+        self.advice.setText(recommendation_words(prediction.recommendation))
+        self.details.setPlainText("\n".join(describe_lines(hw)))
+        self.completeChanged.emit()
+        if hw.gpus and fixture_path() is None and not any(gpu.h2d_bytes_per_second for gpu in hw.gpus):
+            self._start_measure()
+
+    def _start_measure(self) -> None:
+        """The copy rate needs torch with CUDA: ask a separate process; on any failure keep the estimate."""
+        process = QProcess(self)
+        process.finished.connect(lambda code, _s: self._measured(code, bytes(process.readAllStandardOutput())))
+        process.start(sys.executable, ["-m", "core.cli.main", "hw", "--json", "--measure"])
+        self._measure = process
+        self.summary.setText(self.summary.text() + " (measuring the graphics card's link…)")
+
+    def _measured(self, code: int, output: bytes) -> None:
+        hw = self.state.hardware
+        if code == 0:
+            try:
+                hw = HardwareDescription.from_dict(json.loads(output))
+            except (ValueError, Exception) as error:  # a malformed answer keeps the estimate
+                log.warning("hw --measure gave no usable answer: %s", error)
+        call = BackgroundCall(lambda: self.state.predict(hw), self)
+        call.done.connect(self._found_measured)
+        self._calls.append(call.start())
+
+    def _found_measured(self, prediction: Prediction) -> None:
+        from core.cli.hw import describe_lines
+
+        hw = self.state.apply(prediction)
+        self.summary.setText(hardware_summary(hw))
+        self.advice.setText(recommendation_words(prediction.recommendation))
+        self.details.setPlainText("\n".join(describe_lines(hw)))
+
+    def cleanupPage(self) -> None:
+        if self._measure is not None and self._measure.state() != QProcess.ProcessState.NotRunning:
+            self._measure.kill()

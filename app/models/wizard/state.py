@@ -1,0 +1,55 @@
+"""What the wizard's pages share (no Qt): the machine, the prediction, the choice, where models go."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from app.models.choice import installed_pairs, pair_paths
+from app.settings.schema import AppSettings
+from core.hardware.description import HardwareDescription
+from core.models.catalog import Catalog, load_catalog
+from core.models.fit import PairFit, Recommendation, recommend
+
+
+@dataclass(frozen=True)
+class Prediction:
+    hardware: HardwareDescription
+    recommendation: Recommendation
+    installed: set[str]
+
+
+@dataclass
+class WizardState:
+    settings: AppSettings  # the app's settings; the wizard returns a copy with the chosen pair
+    models_dir: Path
+    catalog: Catalog = field(default_factory=load_catalog)
+    hardware: HardwareDescription | None = None
+    recommendation: Recommendation | None = None
+    chosen: PairFit | None = None
+    installed: set[str] = field(default_factory=set)
+
+    def probe(self) -> "Prediction":
+        """Blocking (run it off the GUI thread): read the machine, then predict every pair."""
+        from core.hardware.probe import describe_hardware
+
+        return self.predict(describe_hardware())
+
+    def predict(self, hw: HardwareDescription) -> "Prediction":
+        """Blocking: the fit of every catalog pair on `hw`, and which pairs are already downloaded. Changes
+        nothing here: the GUI thread hands the result to `apply`."""
+        budget = self.settings.tree_budget or None  # 0: the engine chooses (predicted as the fit's automatic budget)
+        return Prediction(hw, recommend(self.catalog, hw, budget),
+                          set(installed_pairs(self.catalog, self.models_dir)))
+
+    def apply(self, prediction: "Prediction") -> HardwareDescription:
+        self.hardware, self.recommendation, self.installed = (
+            prediction.hardware, prediction.recommendation, prediction.installed)
+        return prediction.hardware
+
+    def chosen_paths(self) -> tuple[str, str]:
+        assert self.chosen is not None, "no pair chosen"
+        return pair_paths(self.catalog, self.chosen.pair.id, self.models_dir)
+
+    def needs_download(self) -> bool:
+        return self.chosen is not None and self.chosen.pair.id not in self.installed

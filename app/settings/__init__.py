@@ -1,0 +1,1 @@
+"""Settings: the typed schema on disk, the settings dialogs, system prompt presets."""

@@ -1,0 +1,292 @@
+"""Typed settings: app-wide (settings.json in the config dir) and per conversation (stored with it).
+
+One schema, defaults in one place (the dataclass field defaults below). On disk: JSON with a
+`schema_version`; enums are written as their string values, which never change meaning once released
+(add new values, never rename). Reading is forgiving: an unknown key is dropped, a value of the wrong type or
+an unknown enum string falls back to the default (logged), a file of an older schema goes through
+`_MIGRATIONS`, a broken file is set aside as settings.json.broken and defaults are used.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import typing
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Callable
+
+from core.engine import protocol as P
+from core.threads import resolve_thread_count
+
+log = logging.getLogger(__name__)
+
+SETTINGS_SCHEMA_VERSION = 3
+
+
+class Offload(StrEnum):
+    """Whether to stream weights from host RAM (values serialized to disk: do not change)."""
+
+    AUTO = "auto"
+    ON = "on"
+    OFF = "off"
+
+
+class Theme(StrEnum):
+    SYSTEM = "system"
+    LIGHT = "light"
+    DARK = "dark"
+
+
+class Method(StrEnum):
+    """How answers are decoded (values serialized to disk: do not change)."""
+
+    AUTO = "auto"  # with a draft: plain decoding or SpecExec, whichever is faster here (core/autotune)
+    SPECEXEC = "specexec"
+    SPECINFER = "specinfer"
+    SEQUENTIAL = "sequential"
+
+
+class BudgetMode(StrEnum):
+    AUTO = "auto"  # the engine's budget (from the Load, reduced after out-of-memory)
+    MANUAL = "manual"
+
+
+@dataclass
+class ConversationSettings:
+    """Per conversation: what the model is told and how it samples."""
+
+    system_prompt: str = ""
+    temperature: float = 0.7
+    top_p: float = 0.9
+    max_tokens: int = 512
+    budget_mode: BudgetMode = BudgetMode.AUTO
+    budget: int = 128
+    top_k: int = 0  # 0 = off
+    repetition_penalty: float = 1.0  # 1 = off
+    seed: int = -1  # -1 = a new random seed for every answer; a fixed seed repeats an answer exactly
+    method: Method = Method.AUTO
+
+    def validated(self) -> "ConversationSettings":
+        """A copy with every number clamped into its valid range."""
+        return dataclasses.replace(
+            self,
+            temperature=min(max(float(self.temperature), 0.0), 2.0),
+            top_p=min(max(float(self.top_p), 0.01), 1.0),
+            max_tokens=min(max(int(self.max_tokens), 1), 32768),
+            budget=min(max(int(self.budget), 1), 4096),
+            top_k=min(max(int(self.top_k), 0), 1000),
+            repetition_penalty=min(max(float(self.repetition_penalty), 1.0), 2.0),
+            seed=min(max(int(self.seed), -1), 2**31 - 1),
+        )
+
+    def decoding_method(self, has_draft: bool) -> str:
+        """The engine's method for this conversation: without a draft model, plain decoding; AUTO lets the
+        engine choose per pass (and explain its choice)."""
+        if not has_draft:
+            return Method.SEQUENTIAL.value
+        return self.method.value
+
+
+@dataclass
+class AppSettings:
+    """App-wide settings. The model pair defaults to the built-in pair, so a first run can chat at once."""
+
+    target: str = "builtin"
+    draft: str = "builtin-draft"  # "" = no draft (plain sequential decoding)
+    # The catalog pair the target and draft came from ("builtin", a catalog id), "" for models picked by path.
+    active_pair: str = ""
+    offload: Offload = Offload.AUTO
+    vram_budget_gb: float = 0.0  # 0 = automatic
+    theme: Theme = Theme.SYSTEM
+    dtype: str = "auto"
+    device: str = "auto"
+    tree_budget: int = 0  # draft tokens per pass; 0 = automatic (chosen for this machine)
+    max_depth: int = 32
+    expand: int = 32
+    context_length: int = 0  # tokens the KV caches are planned for; 0 = 4,096 (or the models' limit if lower)
+    engine_threads: int = 0  # CPU threads for the engine; 0 = core.threads' default (physical cores minus one)
+    api_server: bool = False  # serve the OpenAI-compatible API on 127.0.0.1 (app.api.server)
+    api_server_port: int = 8765
+    api_server_require_key: bool = True
+    api_server_key: str = ""  # made by the settings dialog the first time it shows the server row
+    defaults: ConversationSettings = field(default_factory=ConversationSettings)
+    schema_version: int = SETTINGS_SCHEMA_VERSION
+
+    def load_request(self) -> P.Load:
+        """The engine's Load for these settings."""
+        return P.Load(
+            target=self.target or "builtin",
+            draft=self.draft or None,
+            dtype=self.dtype,
+            device=self.device,
+            offload=self.offload.value,
+            vram_budget_gb=self.vram_budget_gb if self.vram_budget_gb > 0 else None,
+            budget=self.tree_budget if self.tree_budget > 0 else "auto",
+            max_depth=max(1, self.max_depth),
+            expand=max(1, self.expand),
+            context_length=self.context_length if self.context_length > 0 else None,
+        )
+
+    def thread_count(self) -> int:
+        return resolve_thread_count(self.engine_threads if self.engine_threads > 0 else None)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Dict form (what goes to disk)
+
+
+def to_dict(settings: Any) -> dict[str, Any]:
+    data: dict[str, Any] = {}
+    for f in dataclasses.fields(settings):
+        value = getattr(settings, f.name)
+        if dataclasses.is_dataclass(value):
+            value = to_dict(value)
+        elif isinstance(value, StrEnum):
+            value = value.value
+        data[f.name] = value
+    return data
+
+
+def from_dict(cls: type, data: object) -> Any:
+    """Build `cls` from a dict, keeping every valid field and defaulting the rest."""
+    if not isinstance(data, dict):
+        log.warning("settings for %s are not an object (%r): using defaults", cls.__name__, type(data).__name__)
+        return cls()
+    hints = typing.get_type_hints(cls)
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        if f.name not in data:
+            continue
+        raw, hint = data[f.name], hints[f.name]
+        try:
+            values[f.name] = _coerce(raw, hint)
+        except (TypeError, ValueError) as error:
+            log.warning("setting %s.%s=%r is invalid (%s): using the default", cls.__name__, f.name, raw, error)
+    unknown = set(data) - {f.name for f in dataclasses.fields(cls)}
+    if unknown:
+        log.info("ignoring unknown settings of %s: %s", cls.__name__, ", ".join(sorted(unknown)))
+    return cls(**values)
+
+
+def _coerce(raw: object, hint: Any) -> Any:
+    if isinstance(hint, type) and issubclass(hint, StrEnum):
+        return hint(raw)  # ValueError for an unknown string
+    if dataclasses.is_dataclass(hint):
+        return from_dict(hint, raw)
+    if hint is bool:
+        if not isinstance(raw, bool):
+            raise TypeError("expected true or false")
+        return raw
+    if hint is int:
+        if isinstance(raw, bool) or not isinstance(raw, int):
+            raise TypeError("expected a whole number")
+        return raw
+    if hint is float:
+        if isinstance(raw, bool) or not isinstance(raw, (int, float)):
+            raise TypeError("expected a number")
+        return float(raw)
+    if hint is str:
+        if not isinstance(raw, str):
+            raise TypeError("expected text")
+        return raw
+    raise TypeError(f"unsupported setting type {hint!r}")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Migrations: _MIGRATIONS[n] turns a schema-n dict into a schema-(n+1) dict. Only ever append.
+
+
+def _v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
+    """Version 1 named the model pair `model` / `draft_model` and had a boolean `dark_mode`."""
+    data = dict(data)
+    if "model" in data:
+        data["target"] = data.pop("model")
+    if "draft_model" in data:
+        data["draft"] = data.pop("draft_model") or ""
+    dark = data.pop("dark_mode", None)
+    if isinstance(dark, bool):
+        data["theme"] = Theme.DARK.value if dark else Theme.LIGHT.value
+    return data
+
+
+def _v2_to_v3(data: dict[str, Any]) -> dict[str, Any]:
+    """Version 2's tree budget defaulted to 128; version 3 chooses it automatically (0). A file still holding
+    the old default gets the new one; any other budget was picked by the user and stays."""
+    data = dict(data)
+    if data.get("tree_budget") == 128:
+        data["tree_budget"] = 0
+    return data
+
+
+_MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _v1_to_v2, 2: _v2_to_v3}
+
+
+def migrate(data: dict[str, Any]) -> dict[str, Any]:
+    version = data.get("schema_version", 1)
+    if not isinstance(version, int) or version < 1:
+        version = 1
+    if version > SETTINGS_SCHEMA_VERSION:
+        log.warning("settings were written by a newer version (schema %d): reading what this version knows", version)
+        return data
+    while version < SETTINGS_SCHEMA_VERSION:
+        data = _MIGRATIONS[version](data)
+        version += 1
+    data["schema_version"] = SETTINGS_SCHEMA_VERSION
+    return data
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Files
+
+
+def load_settings(path: Path) -> AppSettings:
+    """The settings in `path`; defaults when it does not exist or cannot be read."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return AppSettings()
+    except OSError as error:
+        log.warning("cannot read %s (%s): using default settings", path, error)
+        return AppSettings()
+    try:
+        data = json.loads(text)
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
+    except ValueError as error:
+        broken = path.with_name(path.name + ".broken")
+        log.warning("%s is not valid settings (%s): moved to %s, using defaults", path, error, broken)
+        try:
+            os.replace(path, broken)
+        except OSError:
+            pass
+        return AppSettings()
+    settings = from_dict(AppSettings, migrate(data))
+    settings.schema_version = SETTINGS_SCHEMA_VERSION
+    return settings
+
+
+def save_settings(settings: AppSettings, path: Path) -> None:
+    """Write atomically (a temporary file, then a rename), so a crash never leaves half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(to_dict(settings), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def conversation_settings_from_json(text: str | None, defaults: ConversationSettings | None = None) -> ConversationSettings:
+    if not text:
+        return dataclasses.replace(defaults) if defaults else ConversationSettings()
+    try:
+        data = json.loads(text)
+    except ValueError:
+        log.warning("conversation settings are not valid JSON: using defaults")
+        return ConversationSettings()
+    return from_dict(ConversationSettings, data)
+
+
+def conversation_settings_to_json(settings: ConversationSettings) -> str:
+    return json.dumps(to_dict(settings), sort_keys=True)

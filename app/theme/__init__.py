@@ -1,0 +1,1 @@
+"""The look: light and dark themes."""

@@ -1,0 +1,467 @@
+"""The main window: conversation list | banner, chat, input row; menus; status bar.
+
+It wires the pieces together and owns nothing clever: chat logic is in ChatController, the engine in
+EngineBridge, persistence in Store. A window may be given a running bridge and an open store (tests share
+one engine between windows); it then leaves them running when it closes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from pathlib import Path
+
+from PySide6.QtCore import Qt, QUrl
+from PySide6.QtGui import QAction, QCloseEvent, QDesktopServices, QGuiApplication, QKeySequence
+from PySide6.QtWidgets import (
+    QFileDialog, QHBoxLayout, QMainWindow, QMessageBox, QSizePolicy, QSplitter, QVBoxLayout, QWidget,
+)
+
+from app.system import resources
+from app.api.server import ApiServerHost
+from app.window.banner import Banner, engine_stopped_text
+from app.chat.controller import ChatController
+from app.chat.header import ChatHeader, short_model_name
+from app.chat.view import ChatView, sentence
+from app.chat.composer import SEND, STOP, Composer
+from app.conversations.sidebar import ConversationList
+from app.system.diagnostics import diagnostics_text
+from app.engine.bridge import CRASHED, FAILED, EngineBridge, EngineStatus
+from app.conversations.export import FORMATS, suggested_file_name, to_json, to_markdown, write_export
+from app.models.manager import ModelManager, model_pair_name
+from app.system.paths import AppPaths
+from app.settings.schema import AppSettings, load_settings, save_settings, to_dict
+from app.settings.dialogs import AppSettingsDialog, ConversationSettingsDialog
+from app.window.status_bar import StatusPanel
+from app.conversations.store import Store
+from app.models.wizard.wizard import FirstRunWizard
+from core.engine import protocol as P
+from core.engine.client import EngineClient
+from core.models.locations import models_dir
+
+log = logging.getLogger(__name__)
+
+
+class MainWindow(QMainWindow):
+    def __init__(
+        self,
+        paths: AppPaths | None = None,
+        settings: AppSettings | None = None,
+        store: Store | None = None,
+        bridge: EngineBridge | None = None,
+        theme=None,  # app.theme.manager.ThemeManager | None
+        start_engine: bool = True,
+        confirm_delete: bool = True,
+    ) -> None:
+        super().__init__()
+        self.paths = (paths or AppPaths.from_env()).ensure()
+        self.settings = settings if settings is not None else load_settings(self.paths.settings_file)
+        self.owns_store = store is None
+        self.store = store if store is not None else Store(self.paths.database)
+        self.owns_bridge = bridge is None
+        threads = self.settings.thread_count()
+        self.bridge = bridge if bridge is not None else EngineBridge(lambda: EngineClient(torch_threads=threads))
+        self.theme = theme
+        self.confirm_delete = confirm_delete
+        self.controller = ChatController(self.store, self.bridge, self.settings, self)
+        self.logs_dialog: QMessageBox | None = None
+        self.setWindowTitle("SpecExec Desktop")
+        self.setWindowIcon(resources.icon("app"))
+        self.resize(1100, 720)
+        self._build()
+        self._build_menus()
+        self._connect()
+        if start_engine and self.bridge.worker is None:
+            self.bridge.start(self.settings.load_request())
+        self.api_server = ApiServerHost(self.bridge, self)
+        self.api_server.notice.connect(self._notice)
+        self.api_server.apply(self.settings)
+        self._show_model_pair()
+        self._engine_status(self.bridge.status)
+        self.controller.open_conversation(self.controller.conversations.id_at(0))
+        if self.store.recovered:
+            self.statusBar().showMessage(f"{self.store.recovered} answer(s) cut off by a crash were kept and marked [interrupted]", 10000)
+
+    # -- layout --------------------------------------------------------------------------------------------
+
+    def _build(self) -> None:
+        c = self.controller
+        self.sidebar = ConversationList(c.conversations)
+        self.sidebar.setObjectName("sidebar")
+        chat = QWidget()
+        chat.setObjectName("chatPane")
+        column = QVBoxLayout(chat)
+        column.setContentsMargins(0, 0, 0, 0)
+        column.setSpacing(0)
+        self.header = ChatHeader()
+        self.title_label = self.header.title_label
+        self.conversation_settings_button = self.header.settings_button
+        column.addWidget(self.header)
+        self.model_button = self.header.model_button  # shows the pair; a click opens the model manager
+        self.banner = Banner()
+        column.addWidget(self.banner)
+        self.chat_view = ChatView(c.messages)
+        column.addWidget(self.chat_view, 1)
+        self.composer = Composer()
+        self.input = self.composer.input
+        self.send_button = self.composer.button  # sends; while an answer streams, stops it
+        composer_row = QHBoxLayout()
+        composer_row.setContentsMargins(20, 4, 20, 12)
+        composer_row.addStretch(1)
+        composer_row.addWidget(self.composer, 100)  # as wide as the conversation column, at most
+        composer_row.addStretch(1)
+        self.composer.setMaximumWidth(880)
+        self.composer.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
+        column.addLayout(composer_row)
+        splitter = QSplitter(Qt.Orientation.Horizontal)
+        splitter.addWidget(self.sidebar)
+        splitter.addWidget(chat)
+        splitter.setStretchFactor(1, 1)
+        splitter.setSizes([250, 850])
+        splitter.setChildrenCollapsible(False)
+        splitter.setHandleWidth(1)
+        self.setCentralWidget(splitter)
+        self.status_panel = StatusPanel(self.bridge, c.stats)
+        self.statusBar().addPermanentWidget(self.status_panel)
+        # Keyboard order: sidebar (new, search, list, rename, delete) -> header -> input -> send
+        QWidget.setTabOrder(self.sidebar.delete_button, self.header.model_button)
+        QWidget.setTabOrder(self.header.model_button, self.conversation_settings_button)
+        QWidget.setTabOrder(self.conversation_settings_button, self.header.export_button)
+        QWidget.setTabOrder(self.header.export_button, self.input)
+        QWidget.setTabOrder(self.input, self.send_button)
+
+    def _action(self, menu, text: str, slot, shortcut: str | QKeySequence.StandardKey | None = None) -> QAction:
+        action = QAction(text, self)
+        if shortcut is not None:
+            action.setShortcut(QKeySequence(shortcut))
+        action.triggered.connect(slot)
+        menu.addAction(action)
+        return action
+
+    def _build_menus(self) -> None:
+        bar = self.menuBar()
+        file = bar.addMenu("&File")
+        self.new_action = self._action(file, "&New conversation", self.new_conversation, QKeySequence.StandardKey.New)
+        self._action(file, "&Settings…", self.open_settings, "Ctrl+,")
+        file.addSeparator()
+        self._action(file, "&Quit", self.close, QKeySequence.StandardKey.Quit)
+        chat = bar.addMenu("&Conversation")
+        self._action(chat, "&Rename", self.sidebar.rename_current, "F2")
+        self._action(chat, "&Delete", self._delete_current)
+        self._action(chat, "&Settings…", self.open_conversation_settings)
+        chat.addSeparator()
+        self.stop_action = self._action(chat, "S&top answer", self.controller.stop, "Esc")
+        self.regenerate_action = self._action(chat, "Re&generate answer", self.controller.regenerate, "Ctrl+R")
+        self._action(chat, "&Copy last answer", self.copy_last_answer, "Ctrl+Shift+C")
+        self._action(chat, "Export as &Markdown…", lambda: self.export_conversation_dialog("markdown"))
+        self._action(chat, "Export as &JSON…", lambda: self.export_conversation_dialog("json"))
+        chat.addSeparator()
+        self._action(chat, "Find conversation", lambda: self.sidebar.search.setFocus(), QKeySequence.StandardKey.Find)
+        self._action(chat, "Go to message box", lambda: self.input.setFocus(), "Ctrl+L")
+        models = bar.addMenu("&Models")
+        self._action(models, "&Model manager…", self.open_model_manager, "Ctrl+M")
+        self._action(models, "&Set-up wizard…", lambda: self.open_wizard())
+        engine = bar.addMenu("&Engine")
+        self._action(engine, "&Restart engine", self.restart_engine)
+        help_menu = bar.addMenu("&Help")
+        self._action(help_menu, "Open &logs folder", self.open_logs_folder)
+        self._action(help_menu, "&Copy diagnostics", self.copy_diagnostics)
+        self._action(help_menu, "&About SpecExec Desktop", self.about)
+
+    def _connect(self) -> None:
+        c, b = self.controller, self.bridge
+        self.composer.send_requested.connect(self.send)
+        self.composer.stop_requested.connect(c.stop)
+        self.header.settings_requested.connect(self.open_conversation_settings)
+        self.header.model_switch_requested.connect(self.open_model_manager)
+        self.header.export_requested.connect(self.export_conversation_dialog)
+        self.sidebar.new_requested.connect(self.new_conversation)
+        self.sidebar.selected.connect(c.open_conversation)
+        self.sidebar.delete_requested.connect(self.delete_conversation)
+        self.sidebar.search_changed.connect(c.search)
+        c.conversations.modelReset.connect(lambda: self.sidebar.select(c.conversation_id))
+        c.conversations.renamed.connect(lambda *_: self._show_title())
+        c.title_changed.connect(lambda *_: self._show_title())
+        c.conversation_opened.connect(self._conversation_opened)
+        c.generating_changed.connect(lambda _on: self._update_actions())
+        c.prompt_started.connect(lambda tokens: self._show_context(tokens))
+        c.answer_finished.connect(lambda *_: self._show_context())
+        c.messages.modelReset.connect(self._update_actions)
+        c.messages.rowsInserted.connect(self._update_actions)
+        c.messages.rowsRemoved.connect(self._update_actions)
+        c.messages.dataChanged.connect(self._update_actions)
+        self.chat_view.edit_submitted.connect(c.edit_and_resend)
+        self.chat_view.regenerate_requested.connect(c.regenerate)
+        self.chat_view.alternative_requested.connect(lambda mid, step: (c.show_alternative(mid, step), self._show_context()))
+        self.chat_view.suggestion_clicked.connect(self._use_suggestion)
+        self.chat_view.copied.connect(lambda what: self.statusBar().showMessage(f"Copied {what} to the clipboard", 3000))
+        b.status_changed.connect(self._engine_status)
+        b.engine_failed.connect(self._engine_failed)
+        b.notice.connect(self._notice)
+        self.banner.action_clicked.connect(self._banner_action)
+
+    # -- chat actions --------------------------------------------------------------------------------------
+
+    def send(self, text: str) -> None:
+        if self.bridge.status.state == CRASHED:
+            self.statusBar().showMessage("The engine is not running: press Restart engine first", 6000)
+            return
+        if self.bridge.status.state == FAILED:
+            self.statusBar().showMessage("No model is loaded: pick one in File > Settings, or press Retry", 6000)
+            return
+        if self.controller.send(text):
+            self.input.clear()
+
+    def new_conversation(self) -> None:
+        self.controller.new_conversation()
+        self.input.setFocus()
+
+    def delete_conversation(self, conversation_id: int) -> None:
+        row = self.store.conversation(conversation_id)
+        if row is None:
+            return
+        if self.confirm_delete:
+            answer = QMessageBox.question(self, "Delete conversation", f"Delete “{row.title}”? This cannot be undone.")
+            if answer != QMessageBox.StandardButton.Yes:
+                return
+        self.controller.delete_conversation(conversation_id)
+
+    def _delete_current(self) -> None:
+        if self.controller.conversation_id is not None:
+            self.delete_conversation(self.controller.conversation_id)
+
+    def copy_last_answer(self) -> None:
+        answers = [m for m in self.controller.messages.rows if m.role == "assistant" and m.content]
+        if answers:
+            QGuiApplication.clipboard().setText(answers[-1].content)
+            self.statusBar().showMessage("Copied the last answer to the clipboard", 3000)
+
+    def _show_model_pair(self) -> None:
+        s = self.settings
+        self.header.set_models(s.target, s.draft)
+        self.model_button.setText(f"{model_pair_name(s)}  ▾")  # the catalog's name for an installed pair
+        self.status_panel.set_uses_draft(bool(s.draft))
+        pair = short_model_name(s.target) + (f", drafted by {short_model_name(s.draft)}" if s.draft else "")
+        self.chat_view.set_placeholder(f"Chatting with {pair}. Type a message below, or try one of these:")
+
+    def _use_suggestion(self, text: str) -> None:
+        self.input.setPlainText(text)
+        self.input.setFocus()
+
+    def _conversation_opened(self, conversation_id: int | None) -> None:
+        self.sidebar.select(conversation_id)
+        self._show_title()
+        self._show_context()
+        self._update_actions()
+
+    def _show_title(self) -> None:
+        cid = self.controller.conversation_id
+        row = self.store.conversation(cid) if cid is not None else None
+        self.header.set_title(row.title if row else "New chat")
+
+    def _show_context(self, reading: int | None = None) -> None:
+        """The context meter: the prompt being read, else the last answer's prompt plus its tokens."""
+        limit = int(self.bridge.status.models.get("max_context") or 0) if self.bridge.status.models else 0
+        used = reading
+        if used is None:
+            answers = [m for m in self.controller.messages.rows if m.role == "assistant" and m.stats.get("prompt_tokens")]
+            used = (answers[-1].stats["prompt_tokens"] + answers[-1].stats.get("generated_tokens", 0)) if answers else 0
+        self.header.context_meter.set_usage(used, limit)
+
+    def _update_actions(self, *_: object) -> None:
+        generating = self.controller.generating
+        crashed = self.bridge.status.state in (CRASHED, FAILED)
+        self.composer.set_mode(STOP if generating else SEND)
+        self.send_button.setEnabled(generating or not crashed)
+        self.stop_action.setEnabled(generating)
+        can_regenerate = self.controller.can_regenerate() and not crashed
+        self.regenerate_action.setEnabled(can_regenerate)
+        self.chat_view.set_regenerate_enabled(can_regenerate)
+        self.chat_view.set_actions_enabled(not generating)
+
+    # -- engine --------------------------------------------------------------------------------------------
+
+    def _engine_status(self, status: EngineStatus) -> None:
+        if status.state not in (CRASHED, FAILED) and self.banner.isVisible():
+            self.banner.hide()
+        if status.state == CRASHED and not self.banner.isVisible():
+            self._engine_failed(P.Error(None, "engine_died", status.message, status.hint))
+        self._show_context()
+        self._update_actions()
+
+    def _engine_failed(self, error: P.Error) -> None:
+        if error.kind in ("engine_died", "engine_start"):
+            text = (f"<b>The engine stopped.</b> {engine_stopped_text(error.message)} Your conversation is kept; "
+                    "the answer in progress was marked interrupted.")
+            self.banner.show_message(text, ("restart",), details=error.message)
+        else:
+            hint = f" {sentence(error.hint)}." if error.hint else ""
+            self.banner.show_message(f"<b>The models could not be loaded.</b> {sentence(error.message)}.{hint}",
+                                     ("settings", "retry"), details=f"{error.kind}: {error.message}")
+
+    def _banner_action(self, name: str) -> None:
+        if name == "restart":
+            self.restart_engine()
+        elif name == "retry":
+            self.banner.hide()
+            self.bridge.load(self.settings.load_request())
+        elif name == "settings":
+            self.open_settings()
+
+    def _notice(self, text: str) -> None:
+        self.statusBar().showMessage(text, 8000)
+
+    def restart_engine(self) -> None:
+        self.banner.hide()
+        if self.bridge.worker is None:
+            self.bridge.start(self.settings.load_request())
+        else:
+            self.bridge.restart()
+
+    # -- settings ------------------------------------------------------------------------------------------
+
+    def open_settings(self) -> None:
+        dialog = AppSettingsDialog(self.settings, self)
+        if dialog.exec():
+            self.apply_settings(dialog.values())
+
+    def apply_settings(self, settings: AppSettings) -> None:
+        """Save new app settings; reload the models if the pair or memory settings changed."""
+        old = self.settings
+        self.settings = settings
+        self.controller.app_settings = settings
+        save_settings(settings, self.paths.settings_file)
+        self.api_server.apply(settings)
+        self._show_model_pair()
+        if settings.load_request() != old.load_request() or self.bridge.status.state == FAILED:
+            self.bridge.load(settings.load_request())
+        if self.theme is not None and settings.theme != old.theme:
+            self.theme.apply(settings.theme)
+
+    def open_conversation_settings(self) -> None:
+        dialog = ConversationSettingsDialog(self.controller.conversation_settings(), self)
+        if dialog.exec():
+            self.controller.set_conversation_settings(dialog.values())
+
+    # -- models (app/models/manager.py, app/models/wizard/) ---------------------------------------------------------
+
+    def open_model_manager(self) -> ModelManager:
+        manager = ModelManager(self.settings, models_dir(), parent=self)
+        manager.switched.connect(self.switch_models)
+        manager.download_requested.connect(lambda pair_id: (manager.accept(), self.open_wizard(pair_id)))
+        manager.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        manager.show()
+        return manager
+
+    def switch_models(self, settings: AppSettings) -> None:
+        """Use another (already checked) pair: saved, the engine reloads it, the chat says so; conversations stay."""
+        self.apply_settings(settings)
+        self.statusBar().showMessage(f"Switched to {model_pair_name(settings)}: loading it", 10000)
+
+    def open_wizard(self, resume_pair: str | None = None) -> FirstRunWizard:
+        """The set-up wizard from the menu: it borrows this window's engine for its last page."""
+        wizard = FirstRunWizard(self.settings, models_dir(), resume_pair=resume_pair, bridge=self.bridge, parent=self)
+        wizard.finished.connect(lambda result: self._wizard_finished(wizard, result))
+        wizard.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        wizard.show()
+        return wizard
+
+    def _wizard_finished(self, wizard: FirstRunWizard, result: int) -> None:
+        chosen = wizard.chosen_settings
+        wizard.take_bridge()
+        if result and chosen is not None:
+            self.settings = chosen  # already loaded by the wizard: save without a second load
+            self.controller.app_settings = chosen
+            save_settings(chosen, self.paths.settings_file)
+            self._show_model_pair()
+        elif wizard.done_page.loaded:  # cancelled after it loaded another pair: back to the saved one
+            self.bridge.load(self.settings.load_request())
+
+    # -- help ----------------------------------------------------------------------------------------------
+
+    def diagnostics(self, with_gpu: bool = True) -> str:
+        secret = ("defaults", "api_server_key")  # the key never goes into a bug report
+        flat = {k: v for k, v in to_dict(self.settings).items() if k not in secret}
+        paths = {f.name: str(getattr(self.paths, f.name)) for f in dataclasses.fields(self.paths)}
+        paths["log file"] = str(self.paths.log_file)
+        return diagnostics_text(self.bridge.describe(), flat, paths, with_gpu=with_gpu)
+
+    def copy_diagnostics(self) -> None:
+        QGuiApplication.clipboard().setText(self.diagnostics())
+        self.statusBar().showMessage("Diagnostics copied: paste them into your bug report", 4000)
+
+    def open_logs_folder(self) -> None:
+        """Open the logs folder in the file manager; where none can (no file manager, a bare window
+        manager), show its path to copy instead of failing silently."""
+        self.paths.log_dir.mkdir(parents=True, exist_ok=True)
+        if QDesktopServices.openUrl(QUrl.fromLocalFile(str(self.paths.log_dir))):
+            return
+        box = QMessageBox(QMessageBox.Icon.Information, "Logs folder",
+                          f"No file manager could open the logs folder. It is here:\n\n{self.paths.log_dir}", parent=self)
+        box.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        copy = box.addButton("Copy path", QMessageBox.ButtonRole.ActionRole)
+        copy.clicked.disconnect()
+        copy.clicked.connect(lambda: QGuiApplication.clipboard().setText(str(self.paths.log_dir)))
+        box.addButton(QMessageBox.StandardButton.Close)
+        self.logs_dialog = box
+        box.open()
+
+    # -- export --------------------------------------------------------------------------------------------
+
+    def export_text(self, kind: str) -> str:
+        """The open conversation as `kind` ("markdown" | "json")."""
+        cid = self.controller.conversation_id
+        row = self.store.conversation(cid) if cid is not None else None
+        if row is None:
+            raise ValueError("there is no conversation to export")
+        messages = self.store.messages(cid)
+        settings = self.controller.conversation_settings(cid)
+        if kind == "json":
+            return to_json(row, messages, to_dict(settings))
+        return to_markdown(row, messages, settings.system_prompt)
+
+    def export_conversation(self, path: Path, kind: str) -> None:
+        write_export(path, self.export_text(kind))
+        self.statusBar().showMessage(f"Exported the conversation to {path}", 6000)
+
+    def export_conversation_dialog(self, kind: str) -> None:
+        cid = self.controller.conversation_id
+        row = self.store.conversation(cid) if cid is not None else None
+        if row is None:
+            self.statusBar().showMessage("Nothing to export yet: start a conversation first", 4000)
+            return
+        suffix = FORMATS[kind]
+        start = str(Path.home() / suggested_file_name(row.title, kind))
+        name, _ = QFileDialog.getSaveFileName(self, "Export conversation", start,
+                                              f"{'Markdown' if kind == 'markdown' else 'JSON'} (*{suffix})")
+        if name:
+            path = Path(name) if name.endswith(suffix) else Path(name + suffix)
+            try:
+                self.export_conversation(path, kind)
+            except OSError as error:
+                QMessageBox.warning(self, "Export", f"Could not write {path}: {error.strerror or error}")
+
+    def about(self) -> None:
+        from app import __version__
+
+        QMessageBox.about(self, "About SpecExec Desktop",
+                          f"SpecExec Desktop {__version__}<br>Chat with large local models using speculative decoding.")
+
+    # -- closing -------------------------------------------------------------------------------------------
+
+    def closeEvent(self, event: QCloseEvent) -> None:
+        self.api_server.stop(quiet=True)
+        self.controller.detach()
+        for signal, slot in ((self.bridge.status_changed, self._engine_status),
+                             (self.bridge.engine_failed, self._engine_failed),
+                             (self.bridge.notice, self._notice),
+                             (self.bridge.status_changed, self.status_panel.show_status)):
+            try:
+                signal.disconnect(slot)
+            except (RuntimeError, TypeError):
+                pass
+        if self.owns_bridge:
+            self.bridge.shutdown()
+        if self.owns_store:
+            self.store.close()
+        super().closeEvent(event)
