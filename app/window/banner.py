@@ -69,6 +69,10 @@ class Banner(QFrame):
     def details(self) -> str:
         return self._details
 
+    def text(self) -> str:
+        """The message shown (or last shown), without its details."""
+        return self._text
+
     def _toggle_details(self, shown: bool) -> None:
         self.label.setText(self._text + (f"<br><small>Details: {self._details}</small>" if shown and self._details else ""))
 

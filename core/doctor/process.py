@@ -66,3 +66,23 @@ def run_doctor_in_subprocess(save_folder: str | Path | None = None, progress: Ca
             process.kill()
             process.join()
         messages.close()
+
+
+def crash_report(reason: str, gpu=None) -> DoctorReport:  # gpu: core.hardware.description.GpuInfo | None
+    """The report of a check that could not finish (its process died or hung): no measurements, and the GPU
+    is not used, since something on it brought the check down."""
+    import dataclasses
+    import platform
+    from datetime import datetime, timezone
+
+    from core.doctor.report import Conclusion
+    from core.doctor.run import app_version
+
+    return DoctorReport(
+        created=datetime.now(timezone.utc).isoformat(timespec="seconds"), app_version=app_version(), device="none",
+        torch={}, gpu=dataclasses.asdict(gpu) if gpu is not None else None,
+        platform={"system": platform.system(), "release": platform.release(), "machine": platform.machine(),
+                  "python": platform.python_version()},
+        checks=(), conclusion=Conclusion(use_gpu=False, cuda_graphs=False,
+                                         summary=f"The GPU check did not finish ({reason}): the app uses the processor."),
+    )
