@@ -391,3 +391,15 @@ def test_doctor_process_that_dies_or_hangs_is_an_error_not_a_hang():
     assert steps == [(1, 6, "driver and GPU")]
     with pytest.raises(DoctorReportError, match="longer than 2 s"):
         run_doctor_in_subprocess(timeout=2.0, child=_hangs)
+
+
+def test_a_check_that_crashed_is_kept_as_it_is_when_decided_again(monkeypatch):
+    from core.doctor import run as run_module
+
+    def boom():
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    crashed = run_module._timed(offload.NAME, boom)
+    assert crashed.status is Status.FAIL and "illegal memory access" in crashed.sentence
+    assert redecide(dataclasses.replace(load_report(FIXTURES / "rtx4090-gen4-x16-pass.json"),
+                                        checks=(crashed,))).check(offload.NAME) == crashed

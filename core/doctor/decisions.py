@@ -50,10 +50,11 @@ def conclude(checks: tuple[CheckResult, ...] | list[CheckResult], gpu_name: str 
 
 
 def redecide_check(check: CheckResult) -> CheckResult:
-    """The same check decided again from its measurements; a skipped check (nothing measured) stays as it is.
+    """The same check decided again from its measurements. A check with nothing measured (skipped, or crashed
+    inside its measurement: then `measured` holds only the error) stays as it is.
 
     Raises DoctorReportError for an unknown check or measurements that do not fit its type."""
-    if check.status is Status.SKIPPED and not check.measured:
+    if set(check.measured) <= {"error"}:
         return check
     if check.name not in CHECKS:
         raise DoctorReportError(f"unknown check '{check.name}' (known: {', '.join(CHECKS)})")

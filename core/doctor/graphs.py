@@ -59,8 +59,9 @@ def tiny_draft_forward_pair(device):  # -> tuple[torch.Tensor, torch.Tensor]: (c
     return captured.clone(), eager
 
 
-def measure(device, forward_pair: Callable | None = None, source: str = "tiny random Llama (2 layers)") -> GraphMeasurement:
+def measure(device, forward_pair: Callable | None = None, source: str | None = None) -> GraphMeasurement:
     """Run `forward_pair(device)` (default: tiny_draft_forward_pair) and compare its two logits."""
+    source = source or ("tiny random Llama (2 layers)" if forward_pair is None else getattr(forward_pair, "__qualname__", "engine"))
     try:
         captured, eager = (forward_pair or tiny_draft_forward_pair)(device)
         diff = float((captured.double() - eager.double()).abs().nan_to_num(float("inf")).max())

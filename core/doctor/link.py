@@ -23,7 +23,7 @@ SLOW_SHARE = 0.6
 @dataclass(frozen=True)
 class LinkMeasurement:
     """h2d_bytes_per_second: best of several pinned 256 MiB copies; the link as NVML reports it right after
-    them (an idle GPU drops to Gen1, so `*_current` is read while it is busy)."""
+    them (`*_max`: the most card and slot allow together; `*_current` only a hint, as an idle GPU drops to Gen1)."""
 
     h2d_bytes_per_second: float | None
     gen_current: int | None = None

@@ -36,7 +36,7 @@ def app_version() -> str:
 
     try:
         return version("specexec-desktop")
-    except PackageNotFoundError:  # a frozen bundle carries no metadata for the app itself
+    except PackageNotFoundError:  # run from a source tree that was never installed
         return "unknown"
 
 
@@ -56,7 +56,7 @@ def _gpu_measurements(device, forward_pair) -> dict[str, Callable[[], object]]:
         kernel.NAME: lambda: kernel.measure(device),
         link.NAME: lambda: link.measure(device.index or 0),
         offload.NAME: lambda: offload.measure(device),
-        graphs.NAME: lambda: graphs.measure(device, forward_pair) if forward_pair else graphs.measure(device),
+        graphs.NAME: lambda: graphs.measure(device, forward_pair),
         streaming.NAME: lambda: streaming.measure(device),
     }
 
