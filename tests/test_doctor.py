@@ -268,6 +268,7 @@ def test_tiny_gptq_model_streamed_with_the_gpu_placement_gives_the_cpu_tokens():
     assert len(measured.tokens_reference) == offload.NEW_TOKENS and len(set(measured.tokens_reference)) > 1
     assert measured.tokens_offloaded == measured.tokens_reference
     assert measured.max_abs_logit_diff < 1e-4
+    assert measured.reference_min_margin > 1.0  # no near tie a GPU's rounding could flip
     assert measured.placement["resident_layers"] == 1 and measured.placement["streamed_layers"] == 3
     assert measured.placement["embedding_on_host"] is True
     assert offload.decide(measured).status is Status.PASS
