@@ -52,5 +52,5 @@ def banner_text(report: DoctorReport | None) -> str | None:
 def diagnostics_section(report: DoctorReport | None) -> dict[str, str]:
     """For Help > Copy diagnostics: the verdict, and the whole report for us to read."""
     if report is None:
-        return {"GPU check": "not run on this machine yet"}
-    return {"GPU check": report.conclusion.summary, "report": json.dumps(report.to_dict(), separators=(",", ":"))}
+        return {"verdict": "not run on this machine yet"}
+    return {"verdict": report.conclusion.summary, "report": json.dumps(report.to_dict(), separators=(",", ":"))}
