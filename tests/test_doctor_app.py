@@ -39,6 +39,9 @@ def test_an_automatic_device_avoids_a_gpu_that_failed_and_only_that():
     for report in (passed, warned, None):
         assert gpu_check.checked_load(auto, report) is auto
     assert gpu_check.banner_text(refused).startswith("<b>Your graphics card is not used.</b> Update the NVIDIA driver")
+    assert '(yours is 550.54.14): <a href="https://www.nvidia.com/drivers">https://www.nvidia.com/drivers</a>. Until' \
+        in gpu_check.banner_text(refused)
+    assert gpu_check.linked("a <b> & https://x.org/y.") == 'a &lt;b&gt; &amp; <a href="https://x.org/y">https://x.org/y</a>.'
     assert gpu_check.banner_text(passed) is None and gpu_check.banner_text(None) is None
     section = gpu_check.diagnostics_section(refused)
     assert section["verdict"].startswith("Update the NVIDIA driver") and '"driver_version":"550.54.14"' in section["report"]
@@ -108,6 +111,7 @@ def test_window_without_a_failed_check_shows_no_banner(qtbot, app_paths):
 def test_wizard_shows_the_verdict_and_fits_models_for_the_processor(qtbot, app_paths, tmp_path):
     from app.models.wizard.hardware_page import HardwarePage
     from app.models.wizard.state import WizardState
+    from app.models.wizard.words import hardware_summary
     from app.settings.schema import AppSettings
     from core.hardware.description import load_description
 
@@ -122,6 +126,7 @@ def test_wizard_shows_the_verdict_and_fits_models_for_the_processor(qtbot, app_p
     assert page.gpu_check.text().startswith("Update the NVIDIA driver") and not page.gpu_check.isHidden()
     qtbot.waitUntil(lambda: not state.hardware.gpus, timeout=30000)
     assert state.hardware.gpu_note.startswith("Update the NVIDIA driver")
+    qtbot.waitUntil(lambda: page.summary.text() == hardware_summary(gpu_machine), timeout=5000)  # the card, as it is
     after = {fit.pair.id: fit.fit for fit in state.recommendation.pairs}
     assert after != before  # the 24 GB card's fits are gone: every pair is judged for the processor
 

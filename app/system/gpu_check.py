@@ -7,8 +7,10 @@ diagnostics adds. A GPU that failed a check is never used: the app runs on the p
 from __future__ import annotations
 
 import dataclasses
+import html
 import json
 import logging
+import re
 from pathlib import Path
 
 from core.doctor.report import REPORT_FILE, DoctorReport, load_report
@@ -42,11 +44,19 @@ def checked_load(load: P.Load, report: DoctorReport | None) -> P.Load:
     return load
 
 
+_URL = re.compile(r"https://[^\s<>\"]+[^\s<>\".,:;)]")
+
+
+def linked(sentence: str) -> str:
+    """A plain sentence as rich text for a QLabel, its web addresses (the driver download) clickable."""
+    return _URL.sub(lambda m: f'<a href="{m.group(0)}">{m.group(0)}</a>', html.escape(sentence, quote=False))
+
+
 def banner_text(report: DoctorReport | None) -> str | None:
     """The window's banner for a GPU that failed its check (None: nothing to say)."""
     if not gpu_refused(report):
         return None
-    return f"<b>Your graphics card is not used.</b> {report.conclusion.summary}"
+    return f"<b>Your graphics card is not used.</b> {linked(report.conclusion.summary)}"
 
 
 def diagnostics_section(report: DoctorReport | None) -> dict[str, str]:

@@ -45,7 +45,8 @@ class Banner(QFrame):
         layout.setContentsMargins(12, 8, 8, 8)
         self.label = QLabel()
         self.label.setWordWrap(True)
-        self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextBrowserInteraction)
+        self.label.setOpenExternalLinks(True)  # e.g. the NVIDIA driver download in the GPU check's banner
         layout.addWidget(self.label, 1)
         self.buttons: dict[str, QPushButton] = {}
         for name, text in (("restart", "&Restart engine"), ("retry", "&Retry"), ("settings", "Open &settings")):

@@ -19,7 +19,7 @@ from PySide6.QtCore import QProcess, Qt, Signal
 from PySide6.QtWidgets import QLabel, QPlainTextEdit, QPushButton, QVBoxLayout, QWizardPage
 
 from app.system.background import BackgroundCall
-from app.system.gpu_check import gpu_refused, read_report
+from app.system.gpu_check import gpu_refused, linked, read_report
 from app.system.paths import AppPaths
 from app.models.wizard.state import Prediction, WizardState
 from app.models.wizard.words import hardware_summary, recommendation_words
@@ -49,6 +49,7 @@ class HardwarePage(QWizardPage):
         self.gpu_check = QLabel()
         self.gpu_check.setObjectName("gpuCheck")
         self.gpu_check.setWordWrap(True)
+        self.gpu_check.setOpenExternalLinks(True)
         self.gpu_check.setVisible(False)
         self.gpu_check_progress.connect(
             lambda step, steps, what: self.gpu_check.setText(f"Checking the graphics card ({step} of {steps}: {what})…"))
@@ -126,14 +127,19 @@ class HardwarePage(QWizardPage):
         self._checked(report)
 
     def _checked(self, report) -> None:  # report: core.doctor.report.DoctorReport
-        self.gpu_check.setText(report.conclusion.summary)
+        self.gpu_check.setText(linked(report.conclusion.summary))
         self.gpu_check.setVisible(True)
         hw = self.state.hardware
         if gpu_refused(report) and hw is not None and hw.gpus:  # choose models for the processor instead
             cpu_only = dataclasses.replace(hw, gpus=(), gpu_note=report.conclusion.summary)
             call = BackgroundCall(lambda: self.state.predict(cpu_only), self)
-            call.done.connect(self._found_measured)
+            call.done.connect(lambda prediction: self._fitted_without_gpu(prediction, hardware_summary(hw)))
             self._calls.append(call.start())
+
+    def _fitted_without_gpu(self, prediction: Prediction, summary: str) -> None:
+        """The fit for the processor; the computer is still described as it is (its card, not used)."""
+        self._found_measured(prediction)
+        self.summary.setText(summary)
 
     def _start_measure(self) -> None:
         """The copy rate needs torch with CUDA: ask a separate process; on any failure keep the estimate."""
