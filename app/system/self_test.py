@@ -9,6 +9,9 @@ What it does, in order, each step failing with a plain reason:
 3. Model: loads the built-in pair (converting the bundled GGUF on first use), generates a few tokens for a
    fixed prompt and seed on the CPU in float32, and compares them with the stored expectation in
    `resources/self-test.json`.
+4. GPU: runs the GPU check (`specexec doctor`, core.doctor) in its own process and prints its verdict, e.g.
+   "No NVIDIA GPU found: using the processor.", saving its report in the log folder. The verdict is not
+   judged (a GPU that fails the check is simply not used); a check that cannot run at all fails the test.
 
 Exit status 0 when all pass; otherwise 1, with the reason on stderr and in the app's log file.
 `python -m app.system.self_test --record` rewrites the expectation from this machine's run (after an intended
@@ -198,8 +201,21 @@ def compare(expectation: Expectation, token_ids: tuple[int, ...], text: str) -> 
         )
 
 
-def run(report=print) -> None:
-    """All three steps; SelfTestFailure on the first that fails."""
+def check_gpu(log_dir: Path, report=print) -> None:
+    """The GPU check in its own process (torch stays out of this one); its report goes to `log_dir`."""
+    from core.doctor.process import run_doctor_in_subprocess
+    from core.errors import DoctorReportError
+
+    started = time.monotonic()
+    try:
+        doctor = run_doctor_in_subprocess(log_dir, lambda step, steps, what: log.info("GPU check %d/%d: %s", step, steps, what))
+    except DoctorReportError as error:
+        raise SelfTestFailure(f"the GPU check did not run: {error}") from error
+    report(f"GPU check ({time.monotonic() - started:.1f} s): {doctor.conclusion.summary}")
+
+
+def run(log_dir: Path, report=print) -> None:
+    """All four steps; SelfTestFailure on the first that fails."""
     os.environ["QT_QPA_PLATFORM"] = "offscreen"  # before any QApplication exists
     expectation = Expectation.load(expectation_path())
     check_window()
@@ -207,6 +223,7 @@ def run(report=print) -> None:
     token_ids, text = generate(expectation, report)
     compare(expectation, token_ids, text)
     report(f"tokens match the expectation for seed {expectation.seed}: {text!r}")
+    check_gpu(log_dir, report)
 
 
 def say(message: str, stream) -> None:  # noqa: ANN001 - a text stream or None
@@ -229,7 +246,7 @@ def main() -> int:
 
     report(f"running {sys.executable} (frozen: {bool(getattr(sys, 'frozen', False))}); log: {paths.log_file}")
     try:
-        run(report)
+        run(paths.log_dir, report)
     except SelfTestFailure as failure:
         log.error("self-test FAILED: %s", failure)
         say(f"self-test FAILED: {failure}", sys.stderr)

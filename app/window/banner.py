@@ -45,7 +45,8 @@ class Banner(QFrame):
         layout.setContentsMargins(12, 8, 8, 8)
         self.label = QLabel()
         self.label.setWordWrap(True)
-        self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextBrowserInteraction)
+        self.label.setOpenExternalLinks(True)  # e.g. the NVIDIA driver download in the GPU check's banner
         layout.addWidget(self.label, 1)
         self.buttons: dict[str, QPushButton] = {}
         for name, text in (("restart", "&Restart engine"), ("retry", "&Retry"), ("retry_answer", "&Retry"),
@@ -69,6 +70,10 @@ class Banner(QFrame):
 
     def details(self) -> str:
         return self._details
+
+    def text(self) -> str:
+        """The message shown (or last shown), without its details."""
+        return self._text
 
     def _toggle_details(self, shown: bool) -> None:
         self.label.setText(self._text + (f"<br><small>Details: {self._details}</small>" if shown and self._details else ""))

@@ -62,10 +62,12 @@ class MainWindow(QMainWindow):
         self.store = store if store is not None else Store(self.paths.database)
         self.owns_bridge = bridge is None
         self.bridge = bridge if bridge is not None else EngineBridge(connection_factory(self.settings))
+        self.bridge.gpu_report_dir = self.paths.log_dir
         self.theme = theme
         self.confirm_delete = confirm_delete
         self.controller = ChatController(self.store, self.bridge, self.settings, self)
         self.logs_dialog: QMessageBox | None = None
+        self._gpu_banner: str | None = None  # the banner's text while it reports a GPU that failed its check
         self.setWindowTitle("SpecExec Desktop")
         self.setWindowIcon(resources.icon("app"))
         self.resize(1100, 720)
@@ -79,6 +81,7 @@ class MainWindow(QMainWindow):
         self.api_server.apply(self.settings)
         self._show_model_pair()
         self._engine_status(self.bridge.status)
+        self._show_gpu_check()
         self.controller.open_conversation(self.controller.conversations.id_at(0))
         if self.store.recovered:
             self.statusBar().showMessage(f"{self.store.recovered} answer(s) cut off by a crash were kept and marked [interrupted]", 10000)
@@ -313,12 +316,22 @@ class MainWindow(QMainWindow):
     # -- engine --------------------------------------------------------------------------------------------
 
     def _engine_status(self, status: EngineStatus) -> None:
-        if status.state not in (CRASHED, FAILED) and self.banner.isVisible():
+        if status.state not in (CRASHED, FAILED) and self.banner.isVisible() and self.banner.text() != self._gpu_banner:
             self.banner.hide()
         if status.state == CRASHED and not self.banner.isVisible():
             self._engine_failed(P.Error(None, "engine_died", status.message, status.hint))
         self._show_context()
         self._update_actions()
+
+    def _show_gpu_check(self) -> None:
+        """A GPU that failed its check is not used (the engine bridge loads on the processor instead): say so
+        once, at start, with the check's findings one click away."""
+        from app.system.gpu_check import banner_text, read_report
+
+        report = read_report(self.paths.log_dir)
+        self._gpu_banner = banner_text(report)
+        if self._gpu_banner is not None:
+            self.banner.show_message(self._gpu_banner, details="<br>".join(report.lines()))
 
     def _engine_failed(self, error: P.Error) -> None:
         remote = self.settings.remote_endpoint()
@@ -445,7 +458,10 @@ class MainWindow(QMainWindow):
         flat = {k: v for k, v in to_dict(self.settings).items() if k not in secret}
         paths = {f.name: str(getattr(self.paths, f.name)) for f in dataclasses.fields(self.paths)}
         paths["log file"] = str(self.paths.log_file)
-        return diagnostics_text(self.bridge.describe(), flat, paths, with_gpu=with_gpu)
+        from app.system.gpu_check import diagnostics_section, read_report
+
+        return diagnostics_text(self.bridge.describe(), flat, paths, with_gpu=with_gpu,
+                                gpu_check=diagnostics_section(read_report(self.paths.log_dir)))
 
     def copy_diagnostics(self) -> None:
         QGuiApplication.clipboard().setText(self.diagnostics())

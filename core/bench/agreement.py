@@ -21,6 +21,7 @@ from core.cli.pair import load_pair
 from core.generation import DecodingSettings, generate
 from core.methods.specexec import TreeSettings
 from core.prompts import encode_prompt, read_prompt_file
+from core.token_diff import first_difference
 
 
 @dataclass(frozen=True)
@@ -30,14 +31,6 @@ class Agreement:
     tokens: int
     specexec_first_difference: int | None  # index of the first differing token, None when identical
     reference_first_difference: int | None  # sequential in --dtype vs sequential in --reference-dtype
-
-
-def first_difference(a: list[int], b: list[int]) -> int | None:
-    """Index of the first position where the two sequences differ (a length mismatch counts), or None."""
-    for index, (x, y) in enumerate(zip(a, b)):
-        if x != y:
-            return index
-    return None if len(a) == len(b) else min(len(a), len(b))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -14,6 +14,7 @@ COMMANDS = {
     "models": ("core.cli.models", "model pairs: recommend, download, list, delete, import"),
     "hw": ("core.cli.hw", "what this computer has: CPU, RAM, NVIDIA GPUs and their PCIe links, free disk"),
     "serve": ("core.cli.serve", "a local OpenAI-compatible API server (chat and text completions)"),
+    "doctor": ("core.cli.doctor", "check that this machine's NVIDIA GPU runs the engine correctly, and report"),
 }
 
 

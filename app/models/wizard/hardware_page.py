@@ -3,19 +3,25 @@
 The probe (NVML, RAM, disk) and the fit prediction run on a background thread. Where there is an NVIDIA GPU
 and no fixture, the host-to-device copy rate is measured by `specexec hw --json --measure` in a separate
 process (it needs torch, which the app never imports); without CUDA that figure is simply left out.
+On a machine with an NVIDIA GPU the GPU check (`specexec doctor`, core.doctor) runs once, in its own process
+with its progress on the page; its verdict is one line here, its report goes to the log folder, and a GPU
+that failed it is left out of the fit (the models are chosen for the processor).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import re
 import sys
 
-from PySide6.QtCore import QProcess, Qt
+from PySide6.QtCore import QProcess, Qt, Signal
 from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QPushButton, QVBoxLayout, QWidget, QWizardPage
 
 from app.system.background import BackgroundCall
+from app.system.gpu_check import gpu_refused, linked, read_report
+from app.system.paths import AppPaths
 from app.models.wizard.state import Prediction, WizardState
 from app.models.wizard.words import hardware_summary, recommendation_words
 from core.hardware.description import HardwareDescription, fixture_path
@@ -66,6 +72,8 @@ class DetailsGrid(QFrame):
 
 
 class HardwarePage(QWizardPage):
+    gpu_check_progress = Signal(int, int, str)  # step, steps, what: emitted from the check's waiting thread
+
     def __init__(self, state: WizardState) -> None:
         super().__init__()
         self.state = state
@@ -81,6 +89,13 @@ class HardwarePage(QWizardPage):
         self.advice = QLabel()
         self.advice.setObjectName("hardwareAdvice")
         self.advice.setWordWrap(True)
+        self.gpu_check = QLabel()
+        self.gpu_check.setObjectName("gpuCheck")
+        self.gpu_check.setWordWrap(True)
+        self.gpu_check.setOpenExternalLinks(True)
+        self.gpu_check.setVisible(False)
+        self.gpu_check_progress.connect(
+            lambda step, steps, what: self.gpu_check.setText(f"Checking the graphics card ({step} of {steps}: {what})…"))
         self.details_button = QPushButton("Show details")
         self.details_button.setCheckable(True)
         self.details_button.setProperty("role", "link")
@@ -89,6 +104,7 @@ class HardwarePage(QWizardPage):
         self.details_button.toggled.connect(self._toggle_details)
         layout.addWidget(self.summary)
         layout.addWidget(self.advice)
+        layout.addWidget(self.gpu_check)
         layout.addWidget(self.details_button, 0, Qt.AlignmentFlag.AlignLeft)
         layout.addWidget(self.details)
         layout.addStretch(1)
@@ -122,6 +138,49 @@ class HardwarePage(QWizardPage):
         self.completeChanged.emit()
         if hw.gpus and fixture_path() is None and not any(gpu.h2d_bytes_per_second for gpu in hw.gpus):
             self._start_measure()
+        if hw.gpus and fixture_path() is None:
+            self._gpu_check()
+
+    def _gpu_check(self) -> None:
+        """Once per machine: a stored report is shown as it is; otherwise the check runs now."""
+        log_dir = AppPaths.from_env().log_dir
+        report = read_report(log_dir)
+        if report is not None:
+            self._checked(report)
+            return
+        from core.doctor.process import run_doctor_in_subprocess
+
+        self.gpu_check.setText("Checking the graphics card…")
+        self.gpu_check.setVisible(True)
+        call = BackgroundCall(lambda: run_doctor_in_subprocess(log_dir, self.gpu_check_progress.emit), self)
+        call.done.connect(self._checked)
+        call.failed.connect(lambda message: self._check_crashed(message, log_dir))
+        self._calls.append(call.start())
+
+    def _check_crashed(self, message: str, log_dir) -> None:
+        """A check that died took the GPU down with it: record that, so the app keeps to the processor."""
+        from core.doctor.process import crash_report
+        from core.doctor.report import save_report
+
+        hw = self.state.hardware
+        report = crash_report(message, hw.gpus[0] if hw is not None and hw.gpus else None)
+        save_report(report, log_dir)
+        self._checked(report)
+
+    def _checked(self, report) -> None:  # report: core.doctor.report.DoctorReport
+        self.gpu_check.setText(linked(report.conclusion.summary))
+        self.gpu_check.setVisible(True)
+        hw = self.state.hardware
+        if gpu_refused(report) and hw is not None and hw.gpus:  # choose models for the processor instead
+            cpu_only = dataclasses.replace(hw, gpus=(), gpu_note=report.conclusion.summary)
+            call = BackgroundCall(lambda: self.state.predict(cpu_only), self)
+            call.done.connect(lambda prediction: self._fitted_without_gpu(prediction, hardware_summary(hw)))
+            self._calls.append(call.start())
+
+    def _fitted_without_gpu(self, prediction: Prediction, summary: str) -> None:
+        """The fit for the processor; the computer is still described as it is (its card, not used)."""
+        self._found_measured(prediction)
+        self.summary.setText(summary)
 
     def _start_measure(self) -> None:
         """The copy rate needs torch with CUDA: ask a separate process; on any failure keep the estimate."""

@@ -1,0 +1,406 @@
+"""The GPU check (`specexec doctor`), without a GPU.
+
+- Decisions: from recorded fixtures (tests/fixtures/doctor/*.json, what a real GPU machine's doctor writes;
+  docs/doctor.md) and from hand-made measurements at each rule's edge: driver too old (Linux and Windows
+  minimums, by the driver's CUDA version or its version number), card too old for the build's architectures,
+  degraded PCIe links, kernel mismatch, token mismatch, slow ratios, CUDA graphs that differ.
+- Measurements that torch can run on the CPU run here: the fused GPTQ kernel against the eager reference in
+  Triton's interpreter (2/3/4/8-bit, act-order at groups 32 and 128, 2-bit act-order, float16-subnormal
+  scales, irregular groups), the tiny GPTQ model streamed with the GPU's placement (`stream_on_cpu`) against
+  the CPU float32 path, and the 70B-layer/draft timing machinery at reduced width.
+- The whole doctor and its CLI on this GPU-less machine: "No NVIDIA GPU found: using the processor."
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from core.doctor import compat, graphs, kernel, link, offload, streaming
+from core.doctor.decisions import CHECKS, conclude, redecide
+from core.doctor.report import CheckResult, DoctorReport, Status, load_report, save_report
+from core.doctor.run import run_doctor
+from core.errors import DoctorReportError
+from core.hardware.torch_build import TorchBuild
+
+FIXTURES = Path(__file__).parent / "fixtures" / "doctor"
+CU130 = TorchBuild("2.13.0+cu130", "13.0", ("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"))
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+def _compat(**fields) -> compat.CompatMeasurement:
+    base = dict(system="Linux", torch_version=CU130.torch_version, torch_cuda="13.0", arch_list=list(CU130.arch_list),
+                gpu_name="NVIDIA GeForce RTX 4090", driver_version="580.95.05", driver_cuda="13.0", compute_capability="8.9")
+    return compat.CompatMeasurement(**{**base, **fields})
+
+
+# --- fixtures: what a real GPU would report ---------------------------------------------------------------
+
+# fixture -> (use the GPU, CUDA graphs on, {check: status}, words the summary must contain)
+EXPECTED = {
+    "rtx4090-gen4-x16-pass": (True, True, {}, "passed every check"),
+    "driver-too-old": (False, False, {"compat": Status.FAIL, "kernel": Status.SKIPPED},
+                       "Update the NVIDIA driver to version 580.65.06 or newer (yours is 550.54.14)"),
+    "driver-too-old-windows": (False, False, {"compat": Status.FAIL},
+                               "Update the NVIDIA driver to version 580.88 or newer (yours is 552.22)"),
+    "gtx1080-too-old": (False, False, {"compat": Status.FAIL, "streaming": Status.SKIPPED},
+                        "GTX 1080 (compute capability 6.1) is too old for this program"),
+    "link-x8-gen3-degraded": (True, True, {"link": Status.DEGRADED}, "x8"),
+    "kernel-mismatch": (False, False, {"kernel": Status.FAIL, "link": Status.SKIPPED}, "3-bit, group 128, act-order, bfloat16"),
+    "token-mismatch": (False, False, {"offload": Status.FAIL, "graphs": Status.SKIPPED}, "from token 10 of 24"),
+    "slow-ratio": (True, True, {"streaming": Status.DEGRADED}, "2.1 times its copy time"),
+    "graphs-differ": (True, False, {"graphs": Status.DEGRADED}, "graphs stay off"),
+}
+
+
+def test_every_fixture_has_an_expectation():
+    assert {path.stem for path in FIXTURES.glob("*.json")} == set(EXPECTED)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_fixture_is_decided_as_expected(name):
+    stored = load_report(FIXTURES / f"{name}.json")
+    report = redecide(stored)  # today's rules on the recorded measurements, not the stored verdicts
+    use_gpu, cuda_graphs, statuses, words = EXPECTED[name]
+    assert report.conclusion.use_gpu is use_gpu
+    assert report.conclusion.cuda_graphs is cuda_graphs
+    assert words in report.conclusion.summary
+    assert [check.name for check in report.checks] == list(CHECKS)
+    failed = False
+    for check in report.checks:  # unnamed checks pass, or are skipped after a failure
+        assert check.status is statuses.get(check.name, Status.SKIPPED if failed else Status.PASS), check
+        failed = failed or check.status is Status.FAIL
+    assert report.to_dict() == stored.to_dict(), "the fixture is stale: the rules changed (see docs/doctor.md)"
+
+
+def test_report_round_trips_and_bad_reports_are_named(tmp_path):
+    report = load_report(FIXTURES / "rtx4090-gen4-x16-pass.json")
+    path = save_report(report, tmp_path / "logs")
+    assert path.name == "doctor-report.json" and not list(path.parent.glob("*.incomplete"))
+    assert load_report(path) == report
+    with pytest.raises(DoctorReportError, match="no doctor report"):
+        load_report(tmp_path / "missing.json")
+    (tmp_path / "bad.json").write_text("[1, 2]")
+    with pytest.raises(DoctorReportError, match="JSON object"):
+        load_report(tmp_path / "bad.json")
+    broken = report.to_dict()
+    del broken["checks"][1]["measured"]["cases"]
+    broken["checks"][1]["measured"]["surprise"] = 1
+    (tmp_path / "broken.json").write_text(json.dumps(broken))
+    assert redecide(load_report(tmp_path / "broken.json")).check("kernel").status is Status.SKIPPED  # no cases
+    broken["checks"][2]["measured"] = {"gen_max": 4}
+    (tmp_path / "broken.json").write_text(json.dumps(broken))
+    with pytest.raises(DoctorReportError, match="measurements of check 'link' are incomplete"):
+        redecide(load_report(tmp_path / "broken.json"))
+    broken["checks"][2]["name"] = "telepathy"
+    (tmp_path / "broken.json").write_text(json.dumps(broken))
+    with pytest.raises(DoctorReportError, match="unknown check 'telepathy'"):
+        redecide(load_report(tmp_path / "broken.json"))
+
+
+# --- driver and card ---------------------------------------------------------------------------------------
+
+def test_driver_too_old_by_its_cuda_version_or_its_version_number():
+    old = compat.decide(_compat(driver_version="550.54.14", driver_cuda="12.4"))
+    assert old.status is Status.FAIL
+    assert old.sentence.startswith("Update the NVIDIA driver to version 580.65.06 or newer (yours is 550.54.14): "
+                                   "https://www.nvidia.com/drivers")
+    windows = compat.decide(_compat(system="Windows", driver_version="566.36", driver_cuda="12.7"))
+    assert "version 580.88 or newer (yours is 566.36)" in windows.sentence
+    # NVML without the CUDA version: the driver's own number decides
+    assert compat.decide(_compat(driver_version="575.51.02", driver_cuda=None)).status is Status.FAIL
+    assert compat.decide(_compat(driver_version="580.65.06", driver_cuda=None)).status is Status.PASS
+    # a newer major CUDA driver runs an older build; minor versions are compatible
+    assert compat.decide(_compat(driver_version="590.10", driver_cuda="13.1")).status is Status.PASS
+    assert compat.decide(_compat(driver_version="610.01", driver_cuda="14.0")).status is Status.PASS
+
+
+@pytest.mark.parametrize(("capability", "runs"), [("7.5", True), ("8.6", True), ("8.9", True), ("9.0", True),
+                                                   ("12.0", True), ("12.1", True), ("6.1", False), ("7.0", False),
+                                                   ("5.2", False)])
+def test_card_must_have_kernels_in_the_build(capability, runs):
+    result = compat.decide(_compat(compute_capability=capability, gpu_name="Some GPU"))
+    assert (result.status is Status.PASS) is runs
+    if not runs:
+        assert f"(compute capability {capability}) is too old for this program, which needs compute capability 7.5" in result.sentence
+
+
+def test_no_gpu_cpu_build_and_cuda_start_failure():
+    none = compat.decide(_compat(gpu_name=None, driver_version=None, driver_cuda=None, compute_capability=None))
+    assert none.status is Status.SKIPPED and none.sentence == "No NVIDIA GPU found: using the processor."
+    cpu_build = compat.decide(_compat(torch_cuda=None, arch_list=[]))
+    assert cpu_build.status is Status.FAIL and "NVIDIA download" in cpu_build.sentence
+    broken = compat.decide(_compat(cuda_error="RuntimeError: CUDA driver initialization failed"))
+    assert broken.status is Status.FAIL and "CUDA did not start" in broken.sentence
+    assert conclude([broken], "RTX").use_gpu is False
+
+
+def test_compat_measures_the_card_and_the_build():
+    from core.hardware.description import GpuInfo, PcieLink
+
+    gpu = GpuInfo(0, "NVIDIA GeForce RTX 3060", 12 * 2**30, 11 * 2**30, "535.183.01", "12.2", "8.6", PcieLink(4, 4, 16, 16))
+    measured = compat.measure(CU130, gpu, "Linux")
+    assert (measured.driver_version, measured.driver_cuda, measured.compute_capability) == ("535.183.01", "12.2", "8.6")
+    assert measured.arch_list == list(CU130.arch_list) and measured.torch_cuda == "13.0"
+    assert compat.decide(measured).status is Status.FAIL
+
+
+# --- link, kernel, tokens, graphs, ratios: decisions -------------------------------------------------------
+
+def test_link_decisions():
+    healthy = link.decide(link.LinkMeasurement(24.6e9, 1, 4, 16, 16))  # idle link read as Gen1: not a problem
+    assert healthy.status is Status.PASS and "24.6 GB/s on PCIe Gen4 x16" in healthy.sentence
+    x8 = link.decide(link.LinkMeasurement(12.3e9, 4, 4, 8, 8))
+    assert x8.status is Status.DEGRADED and "x8, not x16" in x8.sentence and "Gen3" not in x8.sentence
+    gen3 = link.decide(link.LinkMeasurement(11.8e9, 3, 3, 16, 16))
+    assert gen3.status is Status.DEGRADED and "PCIe Gen3" in gen3.sentence
+    slow = link.decide(link.LinkMeasurement(9.0e9, 2, 4, 16, 16))
+    assert slow.status is Status.DEGRADED and "only 9.0 GB/s of the link's ~25 GB/s" in slow.sentence
+    assert "Gen2 during the test" in slow.sentence
+    assert link.decide(link.LinkMeasurement(None)).status is Status.SKIPPED
+
+
+def test_kernel_mismatch_and_errors_fail():
+    case = {"bits": 2, "group_size": 128, "act_order": True, "variant": "tiny", "mode": "perm", "dtype": "float16",
+            "k": 1024, "n": 768, "differing": 0, "max_abs_diff": 0.0}
+    assert kernel.decide(kernel.KernelMeasurement("cuda:0", [case])).status is Status.PASS
+    wrong = kernel.decide(kernel.KernelMeasurement("cuda:0", [case, {**case, "differing": 5}]))
+    assert wrong.status is Status.FAIL and "1 of 2" in wrong.sentence and "2-bit, group 128, act-order, tiny scales" in wrong.sentence
+    broken = kernel.decide(kernel.KernelMeasurement("cuda:0", error="CompilationError: ptxas fatal"))
+    assert broken.status is Status.FAIL and "ptxas fatal" in broken.sentence
+    without = kernel.decide(kernel.KernelMeasurement("cuda:0", triton=False))  # Windows: no Triton, eager unpacking
+    assert without.status is Status.DEGRADED and "no Triton" in without.sentence
+
+
+def test_token_mismatch_fails_and_crash_fails():
+    same = offload.decide(offload.OffloadMeasurement("cuda:0", [1, 2, 3], [1, 2, 3], 0.0, {"streamed_layers": 3, "pinned": True}))
+    assert same.status is Status.PASS and "pinned" in same.sentence
+    shorter = offload.decide(offload.OffloadMeasurement("cuda:0", [1, 2, 3], [1, 2]))
+    assert shorter.status is Status.FAIL and "from token 3 of 3" in shorter.sentence
+    crashed = offload.decide(offload.OffloadMeasurement("cuda:0", error="RuntimeError: CUDA error: an illegal memory access"))
+    assert crashed.status is Status.FAIL and "illegal memory access" in crashed.sentence
+
+
+def test_graphs_and_ratio_decisions():
+    assert graphs.decide(graphs.GraphMeasurement("cuda:0", "x", 0.0)).status is Status.PASS
+    assert graphs.decide(graphs.GraphMeasurement("cuda:0", "x", graphs.TOLERANCE * 2)).status is Status.DEGRADED
+    assert graphs.decide(graphs.GraphMeasurement("cuda:0", "x", error="RuntimeError: capture")).status is Status.DEGRADED
+    base = dict(device="cuda:0", width_divisor=1, tree_tokens=256, layer_bytes=445_186_048, copy_bytes_per_second=24.6e9,
+                copy_seconds=4 * 445_186_048 / 24.6e9, draft_tokens=16, draft_bytes=1_619_066_880,
+                device_bytes_per_second=1.71e12)
+    floor = base["copy_seconds"]
+    fine = streaming.StreamingMeasurement(**base, pass_seconds=floor * 1.1, draft_seconds=0.002)
+    assert streaming.decide(fine).status is Status.PASS and "1.10x its copy time" in streaming.decide(fine).sentence
+    slow_target = streaming.StreamingMeasurement(**base, pass_seconds=floor * 1.5, draft_seconds=0.002)
+    assert "1.5 times its copy time" in streaming.decide(slow_target).sentence
+    slow_draft = streaming.StreamingMeasurement(**base, pass_seconds=floor, draft_seconds=0.02)
+    result = streaming.decide(slow_draft)
+    assert result.status is Status.DEGRADED and "draft forward takes 21.1 times its memory time" in result.sentence
+    assert result.measured["draft_ratio"] == pytest.approx(slow_draft.draft_ratio)
+
+
+def test_conclusion_uses_the_first_failure_and_counts_warnings():
+    checks = [CheckResult("compat", Status.PASS, "ok"), CheckResult("link", Status.DEGRADED, "Link slow."),
+              CheckResult("graphs", Status.DEGRADED, "Graphs off."), CheckResult("streaming", Status.DEGRADED, "Slow.")]
+    warned = conclude(checks, "RTX 4080")
+    assert warned.use_gpu and not warned.cuda_graphs
+    assert warned.summary == "RTX 4080 works, with a warning: Link slow. (2 more warnings in the report)"
+    failed = conclude(checks + [CheckResult("offload", Status.FAIL, "Tokens differ.")], "RTX 4080")
+    assert not failed.use_gpu and failed.summary == "Tokens differ."
+
+
+# --- measurements that run on the CPU ----------------------------------------------------------------------
+
+def test_kernel_cases_cover_what_checkpoints_hold():
+    cases = set(kernel.CASES)
+    assert {(2, 128, True, "normal"), (2, 32, True, "normal"), (4, 128, True, "normal"), (3, 128, True, "normal")} <= cases
+    assert {bits for bits, *_ in cases} == {2, 3, 4, 8} and {group for _, group, *_ in cases} == {32, 128, -1}
+    assert any(variant == "tiny" and bits == 2 and act for bits, _, act, variant in cases)
+    assert any(variant == "irregular" for *_, variant in cases)
+
+
+def test_kernel_equals_eager_in_the_interpreter(monkeypatch):
+    """Every doctor case (2-bit act-order, act-order at group 128, float16-subnormal scales, ...) through the
+    fused kernel in Triton's interpreter, bit for bit against the reference."""
+    pytest.importorskip("triton")
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    measured = kernel.measure(torch.device("cpu"), shape=(256, 72))
+    assert measured.error is None and len(measured.cases) == len(kernel.CASES) * len(kernel.DTYPES)
+    modes = {(c["act_order"], c["group_size"], c["variant"]): c["mode"] for c in measured.cases}
+    assert modes[(True, 128, "normal")] == "perm" and modes[(True, 128, "irregular")] == "gather"
+    assert all(c["differing"] == 0 and c["max_abs_diff"] == 0.0 for c in measured.cases), measured.cases
+    assert kernel.decide(measured).status is Status.PASS
+
+
+def test_kernel_measurement_sees_a_single_wrong_bit(monkeypatch):
+    pytest.importorskip("triton")
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    from core.offload import gptq_kernel
+
+    real = gptq_kernel.fused_dequantize_into
+
+    def off_by_one_bit(out, *args, **kwargs):
+        result = real(out, *args, **kwargs)
+        result.view(-1)[7:8].view(torch.int16).bitwise_xor_(1)  # the lowest mantissa bit of one element
+        return result
+
+    monkeypatch.setattr(gptq_kernel, "fused_dequantize_into", off_by_one_bit)
+    measured = kernel.measure(torch.device("cpu"), shape=(128, 40), cases=((4, 32, True, "normal"),), dtypes=("float16",))
+    assert measured.cases[0]["differing"] == 1
+    assert kernel.decide(measured).status is Status.FAIL
+
+
+def test_kernel_on_the_cpu_without_the_interpreter_is_refused(monkeypatch):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    assert kernel.measure(torch.device("cpu")).error is not None
+
+
+def test_tiny_gptq_model_streamed_with_the_gpu_placement_gives_the_cpu_tokens():
+    measured = offload.measure(torch.device("cpu"))
+    assert measured.error is None, measured.error
+    assert len(measured.tokens_reference) == offload.NEW_TOKENS and len(set(measured.tokens_reference)) > 1
+    assert measured.tokens_offloaded == measured.tokens_reference
+    assert measured.max_abs_logit_diff < 1e-4
+    assert measured.reference_min_margin > 1.0  # no near tie a GPU's rounding could flip
+    assert measured.placement["resident_layers"] == 1 and measured.placement["streamed_layers"] == 3
+    assert measured.placement["embedding_on_host"] is True
+    assert offload.decide(measured).status is Status.PASS
+
+
+def test_streaming_machinery_measures_both_ratios_at_reduced_width():
+    measured = streaming.measure(torch.device("cpu"), width_divisor=8, repeats=1, target_layers=2)
+    assert measured.layer_bytes > 0 and measured.pass_seconds > 0 and measured.copy_seconds > 0
+    assert measured.draft_bytes > 0 and measured.draft_seconds > 0 and measured.device_bytes_per_second > 0
+    assert measured.target_ratio == pytest.approx(measured.pass_seconds / measured.copy_seconds)
+    decided = streaming.decide(measured)
+    assert decided.measured["target_ratio"] == pytest.approx(measured.target_ratio)
+
+
+def test_graph_check_needs_cuda_and_reports_it():
+    measured = graphs.measure(torch.device("cpu"))
+    assert measured.error is not None and graphs.decide(measured).status is Status.DEGRADED
+    pair = graphs.measure(torch.device("cpu"), lambda device: (torch.ones(3), torch.ones(3) + 0.5), source="stand-in")
+    assert pair.max_abs_diff == 0.5 and pair.source == "stand-in"
+
+
+# --- the doctor on this machine ----------------------------------------------------------------------------
+
+def _has_nvidia() -> bool:
+    return Path("/proc/driver/nvidia").exists()
+
+
+@pytest.mark.skipif(_has_nvidia(), reason="this machine has an NVIDIA driver")
+def test_doctor_without_a_gpu_says_so_and_skips_the_rest():
+    steps = []
+    report = run_doctor(progress=lambda step, total, what: steps.append((step, total, what)))
+    assert report.conclusion.summary == "No NVIDIA GPU found: using the processor."
+    assert not report.conclusion.use_gpu and report.gpu is None
+    assert [s for s, _, _ in steps] == list(range(1, len(CHECKS) + 1))
+    assert all(check.status is Status.SKIPPED for check in report.checks)
+    assert report.torch["torch_version"] == torch.__version__
+
+
+def test_doctor_on_a_gpu_it_may_not_use_stops_after_the_first_check(monkeypatch):
+    """NVML reports a card (a stand-in: no NVIDIA driver exists here) but this torch is the CPU build."""
+    from core.hardware import nvidia
+    from core.hardware.description import GpuInfo, PcieLink
+
+    card = GpuInfo(0, "NVIDIA GeForce RTX 4070", 12 * 2**30, 11 * 2**30, "580.95.05", "13.0", "8.9", PcieLink(4, 4, 16, 16))
+    monkeypatch.setattr(nvidia, "read_nvidia_gpus", lambda nvml=None: ([card], None))
+    report = run_doctor()
+    first = report.checks[0]
+    if torch.version.cuda:
+        pytest.skip("this torch is a CUDA build")
+    assert first.status is Status.FAIL and "processor-only download" in first.sentence
+    assert all(check.status is Status.SKIPPED for check in report.checks[1:])
+    assert report.gpu["name"] == "NVIDIA GeForce RTX 4070" and not report.conclusion.use_gpu
+
+
+def test_doctor_on_the_cpu_runs_the_correctness_checks(monkeypatch):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    report = run_doctor("cpu")
+    assert report.device == "cpu" and report.check("offload").status is Status.PASS
+    assert report.check("kernel").status is Status.SKIPPED  # compiled only on a GPU; interpreted when asked
+    assert not report.conclusion.use_gpu
+
+
+def test_cli_json_save_and_replay(tmp_path):
+    run = subprocess.run([sys.executable, "-m", "core.cli.main", "doctor", "--json", "--save", str(tmp_path)],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    data = json.loads(run.stdout)
+    assert {"schema_version", "created", "app_version", "device", "torch", "gpu", "platform", "conclusion", "checks"} <= set(data)
+    assert "[1/6] checking driver and GPU" in run.stderr
+    assert DoctorReport.from_dict(data) == load_report(tmp_path / "doctor-report.json")
+    replay = subprocess.run([sys.executable, "-m", "core.cli.main", "doctor", "--replay", str(FIXTURES / "driver-too-old.json")],
+                            capture_output=True, text=True, timeout=120)
+    assert replay.returncode == 0 and replay.stdout.startswith("Update the NVIDIA driver to version 580.65.06")
+    assert "[FAIL]" in replay.stdout and "[skip]" in replay.stdout
+    missing = subprocess.run([sys.executable, "-m", "core.cli.main", "doctor", "--replay", str(tmp_path / "nope.json")],
+                             capture_output=True, text=True, timeout=120)
+    assert missing.returncode == 2 and "no doctor report" in missing.stderr
+
+
+def test_report_keeps_measurements_apart_from_decisions():
+    report = load_report(FIXTURES / "slow-ratio.json")
+    check = report.check("streaming")
+    changed = dataclasses.replace(check, status=Status.PASS, sentence="edited")
+    again = redecide(dataclasses.replace(report, checks=tuple(changed if c.name == "streaming" else c for c in report.checks)))
+    assert again.check("streaming").status is Status.DEGRADED and again.check("streaming").seconds == check.seconds
+
+
+def _dies(messages, device, save_folder) -> None:
+    """A child that crashes half-way, as a driver fault would (module level: spawn pickles it by name)."""
+    import os
+
+    messages.put(("progress", 1, 6, "driver and GPU"))
+    messages.close()
+    messages.join_thread()  # the message is out; then the process dies without any clean-up
+    os._exit(3)
+
+
+def _hangs(messages, device, save_folder) -> None:
+    import time
+
+    time.sleep(60)
+
+
+def test_doctor_in_its_own_process_reports_progress_and_saves(tmp_path):
+    from core.doctor.process import run_doctor_in_subprocess
+
+    steps = []
+    report = run_doctor_in_subprocess(tmp_path / "logs", lambda step, total, what: steps.append(what))
+    assert steps[0] == "driver and GPU" and len(steps) == len(CHECKS)
+    assert load_report(tmp_path / "logs" / "doctor-report.json") == report
+    if not _has_nvidia():
+        assert report.conclusion.summary == "No NVIDIA GPU found: using the processor."
+
+
+def test_doctor_process_that_dies_or_hangs_is_an_error_not_a_hang():
+    from core.doctor.process import run_doctor_in_subprocess
+
+    steps = []
+    with pytest.raises(DoctorReportError, match="stopped without a report \\(exit code 3\\)"):
+        run_doctor_in_subprocess(progress=lambda *a: steps.append(a), child=_dies)
+    assert steps == [(1, 6, "driver and GPU")]
+    with pytest.raises(DoctorReportError, match="longer than 2 s"):
+        run_doctor_in_subprocess(timeout=2.0, child=_hangs)
+
+
+def test_a_check_that_crashed_is_kept_as_it_is_when_decided_again(monkeypatch):
+    from core.doctor import run as run_module
+
+    def boom():
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    crashed = run_module._timed(offload.NAME, boom)
+    assert crashed.status is Status.FAIL and "illegal memory access" in crashed.sentence
+    assert redecide(dataclasses.replace(load_report(FIXTURES / "rtx4090-gen4-x16-pass.json"),
+                                        checks=(crashed,))).check(offload.NAME) == crashed
