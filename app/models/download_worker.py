@@ -13,10 +13,11 @@ from __future__ import annotations
 import json
 import logging
 import shutil
-import sys
 from pathlib import Path
 
 from PySide6.QtCore import QObject, QProcess, Signal
+
+from app.system.cli_process import cli_command
 
 log = logging.getLogger(__name__)
 
@@ -62,10 +63,10 @@ class DownloadProcess(QObject):
         process.finished.connect(self._ended)
         process.errorOccurred.connect(self._process_error)
         self._process = process
-        arguments = ["-m", "core.cli.main", "models", "download", pair_id, "--json", "--attach",
-                     "--dir", str(self.models_dir)]
-        log.info("download: %s %s", sys.executable, " ".join(arguments))
-        process.start(sys.executable, arguments)
+        program, arguments = cli_command("models", "download", pair_id, "--json", "--attach",
+                                         "--dir", str(self.models_dir))
+        log.info("download: %s %s", program, " ".join(arguments))
+        process.start(program, arguments)
 
     def pause(self, wait_ms: int = 10000) -> None:
         """Stop, keeping the partial files (SIGTERM: the CLI exits 130 after closing its files)."""

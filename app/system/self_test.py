@@ -3,13 +3,15 @@
 What it does, in order, each step failing with a plain reason:
 1. Qt: creates the application on the offscreen platform and builds the main window (with its stylesheet and
    icons) against a temporary data folder, so the installed UI code, Qt plugins and resources are all there.
-2. Engine: starts the engine process the way the app does (`EngineClient`, multiprocessing "spawn"), and
+2. Command line: runs `specexec hw --json` as a child process the way the wizard starts its downloads
+   (app.system.cli_process: in a frozen bundle, this executable with `--cli`), and reads its JSON.
+3. Engine: starts the engine process the way the app does (`EngineClient`, multiprocessing "spawn"), and
    checks it runs the same executable as this process (a frozen bundle must re-launch itself, not look for
    a Python).
-3. Model: loads the built-in pair (converting the bundled GGUF on first use), generates a few tokens for a
+4. Model: loads the built-in pair (converting the bundled GGUF on first use), generates a few tokens for a
    fixed prompt and seed on the CPU in float32, and compares them with the stored expectation in
    `resources/self-test.json`.
-4. GPU: runs the GPU check (`specexec doctor`, core.doctor) in its own process and prints its verdict, e.g.
+5. GPU: runs the GPU check (`specexec doctor`, core.doctor) in its own process and prints its verdict, e.g.
    "No NVIDIA GPU found: using the processor.", saving its report in the log folder. The verdict is not
    judged (a GPU that fails the check is simply not used); a check that cannot run at all fails the test.
 
@@ -24,6 +26,7 @@ import argparse
 import json
 import logging
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -214,12 +217,33 @@ def check_gpu(log_dir: Path, report=print) -> None:
     report(f"GPU check ({time.monotonic() - started:.1f} s): {doctor.conclusion.summary}")
 
 
+def check_command_line(report=print) -> None:
+    """`specexec hw --json` in a child process started as the app starts its downloads and measurements."""
+
+    from app.system.cli_process import cli_command
+
+    program, arguments = cli_command("hw", "--json")
+    try:
+        done = subprocess.run([program, *arguments], capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise SelfTestFailure(f"the command line could not run as a child process: {error}") from error
+    try:
+        described = json.loads(done.stdout) if done.returncode == 0 else None
+    except ValueError:
+        described = None
+    if not isinstance(described, dict):
+        raise SelfTestFailure(f"`specexec hw --json` as a child process gave exit code {done.returncode} and no JSON: "
+                              f"{(done.stderr or done.stdout).strip()[-300:]}")
+    report("command line as a child process: ok")
+
+
 def run(log_dir: Path, report=print) -> None:
-    """All four steps; SelfTestFailure on the first that fails."""
+    """All five steps; SelfTestFailure on the first that fails."""
     os.environ["QT_QPA_PLATFORM"] = "offscreen"  # before any QApplication exists
     expectation = Expectation.load(expectation_path())
     check_window()
     report("main window: ok")
+    check_command_line(report)
     token_ids, text = generate(expectation, report)
     compare(expectation, token_ids, text)
     report(f"tokens match the expectation for seed {expectation.seed}: {text!r}")

@@ -14,12 +14,12 @@ import dataclasses
 import json
 import logging
 import re
-import sys
 
 from PySide6.QtCore import QProcess, Qt, Signal
 from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QPushButton, QVBoxLayout, QWidget, QWizardPage
 
 from app.system.background import BackgroundCall
+from app.system.cli_process import cli_command
 from app.system.gpu_check import gpu_refused, linked, read_report
 from app.system.paths import AppPaths
 from app.models.wizard.state import Prediction, WizardState
@@ -186,7 +186,7 @@ class HardwarePage(QWizardPage):
         """The copy rate needs torch with CUDA: ask a separate process; on any failure keep the estimate."""
         process = QProcess(self)
         process.finished.connect(lambda code, _s: self._measured(code, bytes(process.readAllStandardOutput())))
-        process.start(sys.executable, ["-m", "core.cli.main", "hw", "--json", "--measure"])
+        process.start(*cli_command("hw", "--json", "--measure"))
         self._measure = process
         self.summary.setText(self.summary.text() + " (measuring the graphics card's link…)")
 
