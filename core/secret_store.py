@@ -1,6 +1,6 @@
 """Where secrets the user gives us are kept: the OS keyring when one works, else a file only the user can
 read (headless Linux boxes have no keyring backend). Used for the API keys of remote endpoints
-(core/remote/key_store.py); core/models/token_store.py keeps the Hugging Face token the same way.
+(core/remote/key_store.py) and the Hugging Face token (core/models/token_store.py).
 """
 
 from __future__ import annotations

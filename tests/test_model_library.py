@@ -134,37 +134,12 @@ def test_import_refuses_to_overwrite(home, tmp_path):
         import_model(source, home / "models")
 
 
-def test_with_a_keyring_backend_the_token_goes_there_and_no_file_is_written(home):
+def test_with_a_keyring_backend_the_token_goes_there_and_no_file_is_written(home, dict_keyring):
     """The OS keyrings cannot run on this headless machine; a dictionary backend stands in for one through
     keyring's own backend API, which is all token_store talks to."""
-    import keyring
-    from keyring.backend import KeyringBackend
-
     from core.models.token_store import delete_token, save_token
 
-    class DictKeyring(KeyringBackend):
-        priority = 1
-
-        def __init__(self) -> None:
-            super().__init__()
-            self.secrets: dict[tuple[str, str], str] = {}
-
-        def get_password(self, service, username):
-            return self.secrets.get((service, username))
-
-        def set_password(self, service, username, password):
-            self.secrets[(service, username)] = password
-
-        def delete_password(self, service, username):
-            del self.secrets[(service, username)]
-
-    previous = keyring.get_keyring()
-    backend = DictKeyring()
-    keyring.set_keyring(backend)
-    try:
-        assert save_token("hf_in_keyring") == "the system keyring"
-        assert not token_file().exists() and stored_token() == "hf_in_keyring"
-        assert list(backend.secrets.values()) == ["hf_in_keyring"]
-        assert delete_token() and backend.secrets == {} and stored_token() is None
-    finally:
-        keyring.set_keyring(previous)
+    assert save_token("hf_in_keyring") == "the system keyring"
+    assert not token_file().exists() and stored_token() == "hf_in_keyring"
+    assert list(dict_keyring.values()) == ["hf_in_keyring"]
+    assert delete_token() and dict_keyring == {} and stored_token() is None

@@ -16,27 +16,14 @@ from pathlib import Path
 
 from core.errors import InvalidTokenError
 from core.models.locations import config_dir
+from core.secret_store import KEYRING_SERVICE, usable_keyring, write_private_file
 
-KEYRING_SERVICE = "SpecExec Desktop"
 KEYRING_USER = "huggingface-token"
 TOKEN_FILE_NAME = "hf-token"
 
 
 def token_file(environ: dict[str, str] | None = None) -> Path:
     return config_dir(environ) / TOKEN_FILE_NAME
-
-
-def _keyring():
-    """The keyring module when a real backend is present (priority > 0), else None."""
-    try:
-        import keyring
-        from keyring.backends import fail
-    except ImportError:
-        return None
-    backend = keyring.get_keyring()
-    if isinstance(backend, fail.Keyring) or getattr(backend, "priority", 0) <= 0:
-        return None
-    return keyring
 
 
 def checked_token(token: str, source: str) -> str:
@@ -66,7 +53,7 @@ def save_token(token: str) -> str:
         InvalidTokenError: see `checked_token` (a ValueError).
     """
     token = checked_token(token, "given")
-    keyring = _keyring()
+    keyring = usable_keyring()
     if keyring is not None:
         try:
             keyring.set_password(KEYRING_SERVICE, KEYRING_USER, token)
@@ -74,12 +61,7 @@ def save_token(token: str) -> str:
         except Exception:  # a listed backend can still fail (locked, no D-Bus session): fall back to the file
             pass
     path = token_file()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # Created 0600 from the start (never world-readable for a moment), then rewritten in place.
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-        handle.write(token + "\n")
-    os.chmod(path, 0o600)
+    write_private_file(path, token + "\n")
     return str(path)
 
 
@@ -89,7 +71,7 @@ def stored_token() -> str | None:
     Raises:
         InvalidTokenError: the stored token is malformed (see `checked_token`).
     """
-    keyring = _keyring()
+    keyring = usable_keyring()
     if keyring is not None:
         try:
             token = keyring.get_password(KEYRING_SERVICE, KEYRING_USER)
@@ -107,7 +89,7 @@ def stored_token() -> str | None:
 def delete_token() -> bool:
     """Forget the stored token (keyring and file). True when there was one."""
     removed = False
-    keyring = _keyring()
+    keyring = usable_keyring()
     if keyring is not None:
         try:
             if keyring.get_password(KEYRING_SERVICE, KEYRING_USER):
