@@ -97,7 +97,7 @@ class ResidencyRow:
     floor_s_per_pass: float  # streamed bytes / measured copy rate
 
 
-def _config(divisor: int) -> LlamaConfig:
+def layer_config(divisor: int) -> LlamaConfig:
     config = LlamaConfig(
         hidden_size=8192 // divisor, intermediate_size=28672 // divisor, num_attention_heads=64 // divisor,
         num_key_value_heads=max(1, 8 // divisor), head_dim=128, vocab_size=32000, num_hidden_layers=FULL_MODEL_LAYERS,
@@ -146,7 +146,7 @@ def _fill_random(store: HostWeightStore, fmt: str) -> None:
                     piece.copy_(source[: piece.numel()])
 
 
-def _sync(device: torch.device) -> None:
+def sync_device(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
 
@@ -156,12 +156,12 @@ def _copy_rate(store: HostWeightStore, device: torch.device, repeats: int) -> fl
     source = store.layer_bytes(0)
     target = torch.empty_like(source, device=device)
     target.copy_(source, non_blocking=True)
-    _sync(device)
+    sync_device(device)
     times = []
     for _ in range(max(repeats, 3)):
         start = time.perf_counter()
         target.copy_(source, non_blocking=True)
-        _sync(device)
+        sync_device(device)
         times.append(time.perf_counter() - start)
     return source.numel() / statistics.median(times)
 
@@ -180,7 +180,7 @@ def _time_dequant(layer: nn.Module, dtype: torch.dtype, device: torch.device, re
             else:
                 m.dequantize(dtype)
 
-    return _median_seconds(run, device, repeats)
+    return median_seconds(run, device, repeats)
 
 
 DRAFT_ROWS = (1, 16, 64, 256)  # rows of a draft forward (the tree nodes it expands)
@@ -203,24 +203,24 @@ def _time_draft_matmuls(layer: nn.Module, dtype: torch.dtype, device: torch.devi
                 torch.matmul(inputs[m.in_features], m.dequantize(dtype))
 
         fused = fused_matmul_available(inputs[linears[0].in_features])
-        results.append({"rows": rows, "fused": fused, "engine_s": _median_seconds(engine, device, repeats),
-                        "dequantise_gemm_s": _median_seconds(eager, device, repeats)})
+        results.append({"rows": rows, "fused": fused, "engine_s": median_seconds(engine, device, repeats),
+                        "dequantise_gemm_s": median_seconds(eager, device, repeats)})
     return results
 
 
-def _median_seconds(run, device: torch.device, repeats: int) -> float:
+def median_seconds(run, device: torch.device, repeats: int) -> float:
     run()  # warm-up: kernel compilation, allocations
     times = []
     for _ in range(max(repeats, 3)):
-        _sync(device)
+        sync_device(device)
         start = time.perf_counter()
         run()
-        _sync(device)
+        sync_device(device)
         times.append(time.perf_counter() - start)
     return statistics.median(times)
 
 
-class _Pass:
+class PassInputs:
     """Inputs of one decoder pass over `tree` new tokens on top of `context` cached ones."""
 
     def __init__(self, config: LlamaConfig, tree: int, context: int, count: int, device: torch.device, dtype: torch.dtype) -> None:
@@ -245,7 +245,7 @@ class _Pass:
 
 
 @torch.no_grad()
-def _measure_format(fmt: str, args, config, device, dtype, tree_sizes, copy_repeats) -> dict:
+def measure_format(fmt: str, args, config, device, dtype, tree_sizes, copy_repeats) -> dict:
     scratch = DequantScratch()
     layers = _build_layers(config, args.layers, fmt, dtype, scratch, args.bits)
     layouts = [layer_layout(layer) for layer in layers]
@@ -275,28 +275,28 @@ def _measure_format(fmt: str, args, config, device, dtype, tree_sizes, copy_repe
     streamer = LayerStreamer(store, layers, resident=(), n_slots=2, device=device, stream=True, auto_prefetch=False)
     rows = []
     for tree in tree_sizes:
-        inputs = _Pass(config, tree, args.context, args.layers, device, dtype)
+        inputs = PassInputs(config, tree, args.context, args.layers, device, dtype)
         LayerBinding(layers[0], layouts[0]).bind(layouts[0].views(resident))
         compute_times = []
         for repeat in range(args.repeats + 1):
-            _sync(device)
+            sync_device(device)
             start = time.perf_counter()
             hidden = inputs.hidden
             for _ in range(args.layers):
                 hidden = inputs.run_layer(layers[0], hidden)
                 inputs.reset()  # layer 0's cache again holds only the context (the mask covers context + tree)
-            _sync(device)
+            sync_device(device)
             if repeat:  # the first run warms up kernels and allocations
                 compute_times.append(time.perf_counter() - start)
             inputs.reset()
         pass_times = []
         for repeat in range(args.repeats + 1):
-            _sync(device)
+            sync_device(device)
             start = time.perf_counter()
             hidden = inputs.hidden
             for layer in streamer.run(layers):
                 hidden = inputs.run_layer(layer, hidden)
-            _sync(device)
+            sync_device(device)
             if repeat:
                 pass_times.append(time.perf_counter() - start)
             inputs.reset()
@@ -331,7 +331,7 @@ def _format_label(fmt: str, device: torch.device, bits: int) -> str:
 def _residency_sweep(fmt: str, budgets: list[float], copy_rate: float, bits: int) -> list[dict]:
     """Resident layers of the real 80-layer Llama-2-70B (full width, fp16 compute) per VRAM budget, with the
     pass floor at the measured copy rate. Layouts come from meta-device layers: no memory is used."""
-    full = _config(1)
+    full = layer_config(1)
     layers = _build_layers(full, 1, fmt, torch.float16, DequantScratch(), bits)
     layer_bytes = layer_layout(layers[0]).nbytes
     fixed = 2 * full.vocab_size * full.hidden_size * 2  # fp16 embeddings + lm_head
@@ -402,13 +402,13 @@ def run(args: argparse.Namespace) -> int:
         print("error: --layers must be >= 1 and --width-divisor one of 1, 2, 4, 8")
         return 2
     dtype = torch.float16 if gpu else torch.float32
-    config = _config(args.width_divisor)
+    config = layer_config(args.width_divisor)
     formats = ["gptq", "fp16"] if args.format == "both" else [args.format]
     result = {
         "device": torch.cuda.get_device_name(device) if gpu else "cpu",
         "note": None if gpu else NO_GPU_NOTE,
         "layers": args.layers, "width_divisor": args.width_divisor, "context": args.context, "dtype": str(dtype),
-        "formats": [_measure_format(fmt, args, config, device, dtype, tree_sizes, args.repeats) for fmt in formats],
+        "formats": [measure_format(fmt, args, config, device, dtype, tree_sizes, args.repeats) for fmt in formats],
     }
     if args.json:
         print(json.dumps(result, indent=2))

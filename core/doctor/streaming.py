@@ -18,8 +18,6 @@ reports are how they get set.
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 from dataclasses import asdict, dataclass
 
 from core.doctor.report import CheckResult, Status
@@ -63,32 +61,13 @@ class StreamingMeasurement:
         return self.draft_seconds / (self.draft_bytes / self.device_bytes_per_second)
 
 
-def _sync(device) -> None:
-    import torch
-
-    if device.type == "cuda":
-        torch.cuda.current_stream(device).synchronize()
-
-
-def _median_seconds(run, device, repeats: int) -> float:
-    run()  # warm-up: kernels, allocations
-    times = []
-    for _ in range(repeats):
-        _sync(device)
-        start = time.perf_counter()
-        run()
-        _sync(device)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
 def _draft(device, dtype, divisor: int, repeats: int) -> tuple[int, float, float]:
     """(weight bytes, device copy rate, seconds per forward) of DRAFT_LAYERS 7B-shaped resident layers."""
     import torch
     from transformers import LlamaConfig
     from transformers.models.llama.modeling_llama import LlamaDecoderLayer
 
-    from core.bench.offload import _Pass
+    from core.bench.offload import PassInputs, median_seconds
 
     config = LlamaConfig(hidden_size=4096 // divisor, intermediate_size=11008 // divisor,
                          num_attention_heads=32 // divisor, num_key_value_heads=32 // divisor, head_dim=128,
@@ -97,7 +76,7 @@ def _draft(device, dtype, divisor: int, repeats: int) -> tuple[int, float, float
     with torch.device(device):
         layers = [LlamaDecoderLayer(config, i).to(dtype).eval() for i in range(DRAFT_LAYERS)]
     weight_bytes = sum(p.numel() * p.element_size() for layer in layers for p in layer.parameters())
-    inputs = _Pass(config, DRAFT_TOKENS, CONTEXT, DRAFT_LAYERS, device, dtype)
+    inputs = PassInputs(config, DRAFT_TOKENS, CONTEXT, DRAFT_LAYERS, device, dtype)
 
     def forward() -> None:
         hidden = inputs.hidden
@@ -107,9 +86,9 @@ def _draft(device, dtype, divisor: int, repeats: int) -> tuple[int, float, float
 
     block = torch.empty(weight_bytes // len(layers), dtype=torch.uint8, device=device)
     copy = torch.empty_like(block)
-    copy_seconds = _median_seconds(lambda: copy.copy_(block), device, repeats)
+    copy_seconds = median_seconds(lambda: copy.copy_(block), device, repeats)
     with torch.no_grad():
-        seconds = _median_seconds(forward, device, repeats)
+        seconds = median_seconds(forward, device, repeats)
     return weight_bytes, 2 * block.numel() / copy_seconds, seconds
 
 
@@ -117,12 +96,12 @@ def measure(device, width_divisor: int = 1, repeats: int = REPEATS, target_layer
     """On a GPU at full width in float16; the CPU (tests) runs shrunk layers in float32."""
     import torch
 
-    from core.bench.offload import _config, _measure_format
+    from core.bench.offload import layer_config, measure_format
 
     dtype = torch.float16 if device.type == "cuda" else torch.float32
     args = argparse.Namespace(layers=target_layers, bits=4, repeats=repeats, context=CONTEXT, vram_budgets=[])
     with torch.no_grad():
-        result = _measure_format("gptq", args, _config(width_divisor), device, dtype, [TREE_TOKENS], repeats)
+        result = measure_format("gptq", args, layer_config(width_divisor), device, dtype, [TREE_TOKENS], repeats)
     row = result["passes"][0]
     draft_bytes, device_rate, draft_seconds = _draft(device, dtype, width_divisor, repeats)
     return StreamingMeasurement(
