@@ -14,6 +14,7 @@ BENCHMARKS = {
     "memory": ("core.bench.memory", "host RAM and VRAM plan of an offloaded 70B GPTQ target per GPU size"),
     "serve": ("core.bench.serve", "the API server: an answer over HTTP vs straight through the engine client"),
     "autotune": ("core.bench.autotune", "automatic method and budget against a sweep of fixed settings"),
+    "trace": ("core.bench.trace", "GPU proxies per SpecExec pass: host syncs, kernels, host-to-device bytes"),
 }
 
 
