@@ -234,8 +234,8 @@ class DeviceTrace:
         self._stack.close()
 
     def _patch_device_waits(self) -> None:
-        """Count `core.timing.synchronize` (a whole-device wait on CUDA, a no-op on the CPU) wherever a
-        module imported it by name."""
+        """Count `core.timing.synchronize` (a whole-device wait on CUDA, a no-op on the CPU) in every module
+        that holds it by name."""
         import core.timing
 
         original = core.timing.synchronize
@@ -245,7 +245,7 @@ class DeviceTrace:
             original(device)
 
         for module in list(sys.modules.values()):
-            if getattr(module, "__name__", "").startswith("core") and getattr(module, "synchronize", None) is original:
+            if getattr(module, "__dict__", {}).get("synchronize") is original:
                 setattr(module, "synchronize", counted)
                 self._undo.append(lambda m=module: setattr(m, "synchronize", original))
 
