@@ -153,7 +153,7 @@ def test_inverse_cdf_never_picks_a_zero_weight_and_survives_rounding():
     assert inverse_cdf(probs, u).tolist() == [1, 1, 3, 3]
 
 
-def test_gumbel_sampling_matches_distribution():
+def test_keyed_sampling_matches_distribution():
     probs = torch.tensor([0.1, 0.2, 0.3, 0.4], dtype=torch.float64)
     params = SamplingParams(temperature=1.0, seed=3)
     counts = torch.zeros(4)
