@@ -24,14 +24,15 @@ asynchronous: the loop's host data goes through core.device_io.to_device, which 
 of the ids, one copy of the looked-up rows.
 
 While a trace is active the loops also take their GPU path (core.device_io.gpu_semantics): no early exits
-on host reads. `watch_draft(model)` attributes counts to the draft model's forwards; `snapshot()` returns
-the totals so far, so a caller can difference them per pass.
+on host reads. `watch_draft(model)` attributes counts to the draft model's forwards and `watch_search()` to
+the draft search; `snapshot()` returns the totals so far, so a caller can difference them per pass.
 """
 
 from __future__ import annotations
 
 import copy
 import sys
+import weakref
 from collections import Counter
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -41,7 +42,6 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
-from torch.multiprocessing.reductions import StorageWeakRef
 
 from core.device_io import gpu_semantics
 
@@ -61,7 +61,7 @@ _THIS_FILE = __file__
 @dataclass
 class TraceCounts:
     """Totals of one trace (or the difference of two snapshots). syncs: sites -> count; draft_*: the part
-    inside the watched draft forwards."""
+    inside the watched draft forwards; search_*: inside the watched draft search (its forwards included)."""
 
     syncs: Counter = field(default_factory=Counter)
     kernels: int = 0
@@ -69,6 +69,8 @@ class TraceCounts:
     draft_forwards: int = 0
     draft_syncs: int = 0
     draft_kernels: int = 0
+    search_syncs: int = 0
+    search_kernels: int = 0
 
     @property
     def sync_count(self) -> int:
@@ -79,6 +81,7 @@ class TraceCounts:
             syncs=self.syncs - other.syncs, kernels=self.kernels - other.kernels,
             h2d_bytes=self.h2d_bytes - other.h2d_bytes, draft_forwards=self.draft_forwards - other.draft_forwards,
             draft_syncs=self.draft_syncs - other.draft_syncs, draft_kernels=self.draft_kernels - other.draft_kernels,
+            search_syncs=self.search_syncs - other.search_syncs, search_kernels=self.search_kernels - other.search_kernels,
         )
 
 
@@ -117,9 +120,12 @@ class DeviceTrace:
     """
 
     def __init__(self) -> None:
-        self._on_device: dict[int, StorageWeakRef] = {}  # storage address -> weak reference (reuse check)
+        # storage address -> weak references to device tensors on that storage (any alive: the storage is)
+        self._on_device: dict[int, list[weakref.ref]] = {}
+        self._marks = 0
         self.counts = TraceCounts()
         self._in_draft = 0
+        self._in_search = 0
         self._quiet = 0  # inside an op this trace accounts for as a whole (HostEmbedding)
         self._factory_on_device = 0
         self._stack: ExitStack | None = None
@@ -127,20 +133,23 @@ class DeviceTrace:
 
     # -- what lives where ----------------------------------------------------------------------------------
 
+    # Keyed by the storage's address, with weak references to tensors rather than to the storage: a storage
+    # is alive while a tensor on it is, so an address whose tensors are all gone may have been reused. (Weak
+    # references to storages kept whole storages alive under a function mode plus a dispatch mode, torch 2.13.)
+
     def is_on_device(self, tensor: torch.Tensor) -> bool:
-        storage = tensor.untyped_storage()
-        ref = self._on_device.get(storage._cdata)
-        if ref is None:
-            return False
-        if ref.expired():  # that storage is gone and its address was reused
-            del self._on_device[storage._cdata]
-            return False
-        return True
+        refs = self._on_device.get(tensor.untyped_storage().data_ptr())
+        return refs is not None and any(ref() is not None for ref in refs)
 
     def mark_device(self, *tensors: torch.Tensor) -> None:
         for tensor in _tensors(tensors):
-            storage = tensor.untyped_storage()
-            self._on_device[storage._cdata] = StorageWeakRef(storage)
+            key = tensor.untyped_storage().data_ptr()
+            refs = [ref for ref in self._on_device.get(key, ()) if ref() is not None]
+            refs.append(weakref.ref(tensor))
+            self._on_device[key] = refs
+            self._marks += 1
+            if self._marks % 100_000 == 0:  # forget addresses whose tensors are all gone
+                self._on_device = {k: v for k, v in self._on_device.items() if any(r() is not None for r in v)}
 
     def mark_model(self, model) -> None:
         """A CausalLM's weights (an offloaded model's too: ring slots and resident block) on the device,
@@ -181,6 +190,22 @@ class DeviceTrace:
         model.forward = traced_forward
         self._undo.append(lambda: vars(model).pop("forward", None))
 
+    def watch_search(self) -> None:
+        """Attribute what happens inside `core.draft_search.build_draft_tree` to the draft search (patched, for
+        the duration of the trace, in every module that holds it by name)."""
+        import core.draft_search
+
+        search = core.draft_search.build_draft_tree
+
+        def traced_search(*args, **kwargs):
+            self._in_search += 1
+            try:
+                return search(*args, **kwargs)
+            finally:
+                self._in_search -= 1
+
+        self._patch_everywhere(search, traced_search)
+
     # -- counting ------------------------------------------------------------------------------------------
 
     def sync(self, site: str) -> None:
@@ -189,6 +214,8 @@ class DeviceTrace:
         self.counts.syncs[site] += 1
         if self._in_draft:
             self.counts.draft_syncs += 1
+        if self._in_search:
+            self.counts.search_syncs += 1
 
     def _h2d(self, nbytes: int, blocking: bool, site: str) -> None:
         if self._quiet:
@@ -203,6 +230,8 @@ class DeviceTrace:
         self.counts.kernels += 1
         if self._in_draft:
             self.counts.draft_kernels += 1
+        if self._in_search:
+            self.counts.search_kernels += 1
 
     def _host_embedding_enter(self, module, args) -> None:
         if any(self.is_on_device(t) for t in _tensors(args)):
@@ -244,10 +273,16 @@ class DeviceTrace:
             self.sync(f"{_site()} [whole-device synchronize]")
             original(device)
 
+        self._patch_everywhere(original, counted)
+
+    def _patch_everywhere(self, original, replacement) -> None:
+        """Replace the function `original` by `replacement` in every loaded module that holds it by name."""
         for module in list(sys.modules.values()):
-            if getattr(module, "__dict__", {}).get("synchronize") is original:
-                setattr(module, "synchronize", counted)
-                self._undo.append(lambda m=module: setattr(m, "synchronize", original))
+            namespace = getattr(module, "__dict__", {})
+            for name, value in list(namespace.items()):
+                if value is original:
+                    setattr(module, name, replacement)
+                    self._undo.append(lambda m=module, n=name: setattr(m, n, original))
 
 
 class _FunctionLevel(TorchFunctionMode):
@@ -307,7 +342,7 @@ class _FunctionLevel(TorchFunctionMode):
         blocking = not kwargs.get("non_blocking", False) and not (len(args) > 2 and isinstance(args[2], bool) and args[2])
         trace._h2d(source.numel() * source.element_size(), blocking, _site())
         result = func(*args, **kwargs)
-        if result.untyped_storage()._cdata == source.untyped_storage()._cdata:
+        if result.untyped_storage().data_ptr() == source.untyped_storage().data_ptr():
             result = result.clone()  # a CPU run's .to('cpu') returns the tensor itself: the copy gets its own storage
         trace.mark_device(result)
         return result

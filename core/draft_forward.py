@@ -57,6 +57,7 @@ class CapturedForward:
         stream.wait_stream(torch.cuda.current_stream(device))
         with torch.cuda.stream(stream):
             self.first_logits = _eager(draft, cache, self.ids, self.positions, self.mask, self.rows, cols)
+        self.first_logits.record_stream(torch.cuda.current_stream(device))  # read there, allocated here
         self.graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(self.graph, pool=pool, stream=stream):
             self.logits = _eager(draft, cache, self.ids, self.positions, self.mask, self.rows, cols)

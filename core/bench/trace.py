@@ -3,7 +3,8 @@
 Per tree budget and per target placement (resident; offloaded: the target's layers streamed from a host
 store through device ring slots, `stream_on_cpu` on a CPU), SpecExec answers one prompt and every pass after
 the first (which also prefills the prompt) is traced: host syncs per pass (by site) and inside draft
-forwards, kernels per draft forward and per pass, bytes copied host to device per pass, tokens per pass.
+forwards (and in the whole draft search, per forward), kernels per draft forward and per pass, bytes copied
+host to device per pass, tokens per pass.
 `PassTrace` is also what `bench acceptance --trace` adds its columns from.
 """
 
@@ -39,6 +40,8 @@ class PassTrace:
     draft_forwards: int = 0
     draft_syncs: int = 0
     draft_kernels: int = 0
+    search_syncs: int = 0
+    search_kernels: int = 0
 
     def add(self, counts: TraceCounts, tokens: int) -> None:
         """One pass: its counts (a difference of two snapshots) and the tokens it emitted."""
@@ -51,6 +54,8 @@ class PassTrace:
         self.draft_forwards += counts.draft_forwards
         self.draft_syncs += counts.draft_syncs
         self.draft_kernels += counts.draft_kernels
+        self.search_syncs += counts.search_syncs
+        self.search_kernels += counts.search_kernels
 
     def summary(self) -> dict[str, object]:
         passes = max(self.passes, 1)
@@ -61,10 +66,12 @@ class PassTrace:
             "syncs_per_pass": sum(self.syncs.values()) / passes,
             "max_syncs_in_a_pass": self.max_syncs,
             "syncs_per_draft_forward": self.draft_syncs / forwards,
+            "search_syncs_per_draft_forward": self.search_syncs / forwards,  # the search's bookkeeping too
             "draft_forwards_per_pass": self.draft_forwards / passes,
             "kernels_per_draft_forward": self.draft_kernels / forwards,
             "kernels_per_pass": self.kernels / passes,
-            "kernels_per_pass_outside_draft_forwards": (self.kernels - self.draft_kernels) / passes,
+            "search_kernels_per_pass_outside_draft_forwards": (self.search_kernels - self.draft_kernels) / passes,
+            "kernels_per_pass_after_the_search": (self.kernels - self.search_kernels) / passes,
             "h2d_bytes_per_pass": self.h2d_bytes / passes,
             "sync_sites_per_pass": {site: n / passes for site, n in self.syncs.most_common()},
         }
@@ -78,6 +85,7 @@ def traced_stream(target, draft, tokenizer, prompt_ids, params, settings: Decodi
             trace.mark_model(model)
     if draft is not None:
         trace.watch_draft(draft)
+        trace.watch_search()
     with trace:
         before = trace.snapshot()
         for index, chunk in enumerate(stream_generate(target, draft, tokenizer, prompt_ids, params, settings)):
@@ -157,11 +165,12 @@ def measure(args: argparse.Namespace) -> list[dict[str, object]]:
 
 
 def print_table(rows: list[dict[str, object]]) -> None:
-    print(f"{'target':<10}{'budget':>7}{'syncs/pass':>11}{'max':>5}{'syncs/fwd':>10}{'fwd/pass':>9}"
+    print(f"{'target':<10}{'budget':>7}{'syncs/pass':>11}{'max':>5}{'in fwd':>7}{'search/fwd':>11}{'fwd/pass':>9}"
           f"{'kern/fwd':>9}{'kern/pass':>10}{'H2D MB/pass':>12}{'tok/pass':>9}")
     for r in rows:
         print(f"{r['target']:<10}{r['budget']:>7}{r['syncs_per_pass']:>11.2f}{r['max_syncs_in_a_pass']:>5}"
-              f"{r['syncs_per_draft_forward']:>10.2f}{r['draft_forwards_per_pass']:>9.1f}{r['kernels_per_draft_forward']:>9.0f}"
+              f"{r['syncs_per_draft_forward']:>7.2f}{r['search_syncs_per_draft_forward']:>11.2f}"
+              f"{r['draft_forwards_per_pass']:>9.1f}{r['kernels_per_draft_forward']:>9.0f}"
               f"{r['kernels_per_pass']:>10.0f}{r['h2d_bytes_per_pass'] / 1e6:>12.2f}{r['tokens_per_pass']:>9.2f}")
     print("\nhost syncs per pass by site:")
     for r in rows:
