@@ -126,7 +126,7 @@ class CausalLM:
         """Append a causal chunk of tokens to `cache` without computing any logits (prefill)."""
         n = input_ids.shape[0]
         visible = causal_visibility(cache.length, n, self.device)
-        positions = torch.arange(cache.length, cache.length + n)
+        positions = torch.arange(cache.length, cache.length + n, device=self.device)
         self.hidden_states(input_ids, positions, additive_mask(visible, self.dtype), cache, slice(0, 0))
 
     @torch.no_grad()
@@ -187,3 +187,8 @@ class RowLogits:
     def __getitem__(self, row: int) -> torch.Tensor:
         """Logits [V] after node `row`."""
         return self._head(self._hidden[row : row + 1])[0]
+
+    @torch.no_grad()
+    def rows(self, index: torch.Tensor) -> torch.Tensor:
+        """Logits [n, V] after the nodes in `index` (long [n], on the device: nothing is read back)."""
+        return self._head(self._hidden.index_select(0, index))

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import torch
 
 from core.causal_lm import CausalLM
+from core.device_io import to_device
 from core.kv_cache import InPlaceKVCache
 
 
@@ -30,13 +31,11 @@ class DecodeState:
     def fresh(cls, prompt_ids: list[int], target: CausalLM, draft: CausalLM | None) -> "DecodeState":
         return cls(list(prompt_ids), target.new_cache(), draft.new_cache() if draft is not None else None)
 
-    def pending(self, cache: InPlaceKVCache) -> torch.Tensor:
-        return torch.tensor(self.tokens[cache.length :], dtype=torch.long)
-
     def prefill_pending(self, model: CausalLM, cache: InPlaceKVCache) -> torch.Tensor:
         """Run all but the last `model.prefill_chunk` (or fewer) pending tokens through `model` in causal
-        chunks of that size, adding them to `cache`; return the tokens still pending (long [<= chunk])."""
-        pending = self.pending(cache)
+        chunks of that size, adding them to `cache`; return the tokens still pending (long [<= chunk]), on
+        the model's device (copied without stalling the host: core.device_io.to_device)."""
+        pending = to_device(self.tokens[cache.length :], model.device)
         while pending.shape[0] > model.prefill_chunk:
             model.extend(pending[: model.prefill_chunk], cache)
             pending = pending[model.prefill_chunk :]

@@ -9,14 +9,23 @@ unseen node can enter it: the final trim gives exactly the top K.
 Cost per target pass: the number of draft forwards is what counts (each is a whole draft model pass, and
 on a GPU a forward of a few hundred tokens costs about as much as one of a few). So B grows with the
 budget (`expansion_width`: at least K / WIDTH_DIVISOR), which changes which nodes are expanded together
-but not the final tree, and `max_forwards` caps the forwards of one pass; when the cap stops the search
-early the tree is the top K of the nodes found so far (still a connected subtree, by the same argument).
+but not the final tree. The caller says how many forwards a pass makes (adaptive depth,
+core/autotune/depth.py, or `max_forwards`); when that stops the search early the tree is the top K of the
+nodes found so far (still a connected subtree, by the same argument).
 
-Bookkeeping is in tensors: the expanded nodes ("E") in expansion order, which is also their order in
-the draft KV cache after the root, and a bounded pool of candidate children ("C"). Children come from one
-top-k over the flattened [rows x vocabulary] scores. No Python loop runs over nodes, nothing indexes by a
-boolean mask, and one host read per draft forward decides how many nodes to expand; forward time is
-measured with CUDA events on a GPU, so timing adds no synchronisation.
+Static shapes, no host reads (the GPU loop): the search runs a number of forwards fixed on the host, every
+forward expands exactly B rows (the picked candidates first, padding rows after them, masked), and all the
+bookkeeping is in device tensors of fixed size: the expanded nodes ("E") in expansion order, which is also
+their order in the draft KV cache after the root, and a pool of the K best candidate children ("C").
+Children come from one top-k over the flattened [rows x vocabulary] scores. The forward writes its KV rows
+at a device-held offset and attends over a bucketed column count (core/draft_forward.py), so on CUDA it is
+replayed from a CUDA graph. The tree comes out at its full size K + 1 with a `valid` mask (a tree has fewer
+real nodes only when the draft excludes tokens or the search is cut short), together with its ancestor
+matrix, so the target pass needs no read either.
+
+On a CPU, where reading a value costs nothing (core.device_io.host_reads_are_free), the same search reads
+how many nodes each forward expands: it runs forwards of exactly that width and stops when nothing is left
+to expand, which builds the identical tree without computing padding rows.
 """
 
 from __future__ import annotations
@@ -26,6 +35,8 @@ from dataclasses import dataclass
 import torch
 
 from core.causal_lm import CausalLM
+from core.device_io import host_reads_are_free
+from core.draft_forward import run_draft_forward
 from core.kv_cache import InPlaceKVCache
 from core.sampling import draft_logprobs, draft_top_k
 from core.timing import ForwardTimer
@@ -35,9 +46,12 @@ from core.tree_mask import additive_mask, causal_visibility
 # tree's depth, since each forward extends a path by one node).
 WIDTH_DIVISOR = 8
 # Draft forwards per target pass, the prefill/catch-up forward included: enough for a full-depth chain at
-# the default depth cap of 32 (forward j adds the nodes of depth j), so with the default settings the cap
-# only stops searches that the width limit would stretch further (65 forwards at K=2048 with B=32 before).
+# the default depth cap of 32 (forward j adds the nodes of depth j). With adaptive depth off a GPU pass
+# makes exactly this many (it cannot see that the tree is complete without a host read).
 DEFAULT_MAX_FORWARDS = 32
+# Attention columns of a search forward are rounded up to a multiple of this, so that one captured graph
+# serves every forward whose columns fall in the bucket.
+COLUMN_BUCKET = 128
 
 
 def expansion_width(budget: int, minimum: int) -> int:
@@ -60,10 +74,15 @@ class SearchConfig:
 
 @dataclass
 class DraftTree:
-    """A draft tree in topological order; node 0 is the root (the last known token, not a draft token).
+    """A draft tree of fixed size N (= budget + 1, or 1 without draft tokens) in topological order; node 0
+    is the root (the last known token, not a draft token). All tensors are on the draft's device.
 
-    tokens, parents (-1 for the root), depths: long [N]; cum_logp: [N]; cache_rows: long [N], the node's
-    row in the draft KV cache, or -1 when the draft never expanded it (its KV must be recomputed later).
+    tokens, parents (-1 for the root), depths: long [N]; cum_logp: float64 [N]; cache_rows: long [N], the
+    node's row in the draft KV cache, or -1 when the draft never expanded it (its KV must be recomputed
+    later); births: long [N], the draft forward (1-based) whose logits proposed the node, 0 for the root;
+    valid: bool [N], False for padding nodes (they have no parent, depth 0, and see only themselves);
+    reach: bool [N, N], reach[i, j] when j is i or an ancestor of i.
+    root_row: the root's row in the draft cache; max_depth: a host bound on the depth of any node.
     """
 
     tokens: torch.Tensor
@@ -71,30 +90,18 @@ class DraftTree:
     depths: torch.Tensor
     cum_logp: torch.Tensor
     cache_rows: torch.Tensor
+    births: torch.Tensor
+    valid: torch.Tensor
+    reach: torch.Tensor
+    root_row: int
+    max_depth: int
     draft_forwards: int
-    forward_seconds: float
+    timer: ForwardTimer
 
     @property
     def size(self) -> int:
+        """N, padding nodes included."""
         return int(self.tokens.shape[0])
-
-
-def _grow(tensor: torch.Tensor, rows: int, fill) -> torch.Tensor:
-    """Return `tensor` with at least `rows` rows along dim 0 (doubling), new rows set to `fill`."""
-    if tensor.shape[0] >= rows:
-        return tensor
-    new = tensor.new_full((max(rows, 2 * tensor.shape[0]),) + tensor.shape[1:], fill)
-    new[: tensor.shape[0]] = tensor
-    return new
-
-
-def _grow_square(reach: torch.Tensor, size: int) -> torch.Tensor:
-    if reach.shape[0] >= size:
-        return reach
-    new_size = max(size, 2 * reach.shape[0])
-    new = reach.new_zeros((new_size, new_size))
-    new[: reach.shape[0], : reach.shape[1]] = reach
-    return new
 
 
 def _best_children(logits: torch.Tensor, parents: torch.Tensor, e_cum: torch.Tensor, e_depth: torch.Tensor,
@@ -102,8 +109,9 @@ def _best_children(logits: torch.Tensor, parents: torch.Tensor, e_cum: torch.Ten
     """The `budget` best children of the rows just expanded, by cumulative log-prob, from one top-k over
     the flattened scores (only these can enter the pool, which keeps the budget best).
 
-    logits: [b, V] for the nodes `parents` (E indices, long [b]). Returns (token, parent, depth, cum), each
-    [c] with c = min(budget, b * V), best first; cum is float64, -inf for tokens the draft excludes.
+    logits: [b, V] for the nodes `parents` (E indices, long [b]; a padding row's node scores -inf, so its
+    children do too). Returns (token, parent, depth, cum), each [c] with c = min(budget, b * V), best
+    first; cum is float64, -inf for tokens the draft excludes.
     """
     if config.top_p is None or config.top_p >= 1.0:
         logp, ids = draft_logprobs(logits, config.temperature, None), None  # [b, V] in the work dtype
@@ -119,139 +127,168 @@ def _best_children(logits: torch.Tensor, parents: torch.Tensor, e_cum: torch.Ten
     return tokens, parents[rows], e_depth[parents][rows] + 1, cum
 
 
+def _root_only(pending: torch.Tensor, root_row: int) -> DraftTree:
+    device = pending.device
+    zero = torch.zeros(1, dtype=torch.long, device=device)
+    return DraftTree(
+        tokens=pending[-1:].clone(), parents=zero - 1, depths=zero, cum_logp=torch.zeros(1, dtype=torch.float64, device=device),
+        cache_rows=zero - 1, births=zero, valid=torch.ones(1, dtype=torch.bool, device=device),
+        reach=torch.ones((1, 1), dtype=torch.bool, device=device), root_row=root_row, max_depth=0,
+        draft_forwards=0, timer=ForwardTimer(device),
+    )
+
+
+def _columns(root_row: int, tree_columns: int, capacity: int) -> int:
+    """Attention columns of a search forward: the prefix and root plus `tree_columns`, bucketed, capped."""
+    needed = root_row + tree_columns
+    return min(capacity, -(-needed // COLUMN_BUCKET) * COLUMN_BUCKET)
+
+
 def build_draft_tree(
     draft: CausalLM,
     cache: InPlaceKVCache,
     pending: torch.Tensor,
     config: SearchConfig,
+    forwards: int | None = None,
 ) -> DraftTree:
     """Grow the draft tree rooted at the last of `pending` on top of `cache`.
 
-    `pending`: long [P], tokens the draft cache does not hold yet; the last one is the root. The first
-    forward processes them all (prefill or catch-up) together with the root's expansion. Afterwards the
-    cache holds its old rows, the pending tokens, then every expanded node in expansion order.
+    `pending`: long [P] on the draft's device, tokens the draft cache does not hold yet; the last one is the
+    root. The first forward processes them all (prefill or catch-up) together with the root's expansion.
+    `forwards`: draft forwards to make, the first included (None: config.max_forwards; never more).
+    Afterwards the cache holds its old rows and the pending tokens (`length`), and beyond them, written
+    through a window, every expanded node in expansion order (committed by keep_rows after verification).
     """
     device = draft.device
     k = config.budget
     depth_cap = config.max_depth
-    width = expansion_width(k, config.expand)
-    pending = pending.to(device)
     root_row = cache.length + pending.shape[0] - 1  # cache row and absolute position of the root
-
     if depth_cap <= 0 or k <= 0:
-        zero = torch.zeros(1, dtype=torch.long, device=device)
-        return DraftTree(
-            tokens=pending[-1:].clone(), parents=zero - 1, depths=zero, cum_logp=torch.zeros(1, device=device),
-            cache_rows=zero - 1, draft_forwards=0, forward_seconds=0.0,
-        )
+        return _root_only(pending, root_row)
+    total_forwards = max(1, min(config.max_forwards, forwards or config.max_forwards))
+    # Each expansion forward writes a block of `width` rows after the last expanded node; every block must
+    # fit below the cache's capacity, so near the planned context the tree is the top K of fewer nodes.
+    room = cache.capacity - root_row - 1
+    width = min(expansion_width(k, config.expand), k, room)
+    if width <= 0:
+        total_forwards = 1
+    expand_limit = room + 1 - width  # E indices a block may start at, at most
+    read_free = host_reads_are_free(device)
 
     timer = ForwardTimer(device)
     visible = causal_visibility(cache.length, pending.shape[0], device)
     positions = torch.arange(cache.length, cache.length + pending.shape[0], device=device)
     with timer:
         logits = draft.forward(pending, positions, additive_mask(visible, draft.dtype), cache, logit_rows=slice(-1, None))
-    forwards = 1
 
-    # Expanded nodes E (index 0 = root); E index j lives at cache row root_row + j.
-    capacity = k + width + 1
-    e_token = torch.full((capacity,), -1, dtype=torch.long, device=device)
-    e_parent = torch.full((capacity,), -1, dtype=torch.long, device=device)
-    e_depth = torch.zeros(capacity, dtype=torch.long, device=device)
-    e_cum = torch.zeros(capacity, dtype=torch.float64, device=device)
-    reach = torch.zeros((capacity, capacity), dtype=torch.bool, device=device)  # reach[i, j]: j is i or its ancestor
-    e_token[0] = pending[-1]
+    # Expanded nodes E (index 0 = root); E index j lives at cache row root_row + j. Unused slots score -inf.
+    e_size = min(1 + max(width, 0) * (total_forwards - 1), room + 1) if total_forwards > 1 else 1
+    e_token = torch.zeros(e_size, dtype=torch.long, device=device)
+    e_token[:1] = pending[-1:]
+    e_parent = torch.full((e_size,), -1, dtype=torch.long, device=device)
+    e_depth = torch.zeros(e_size, dtype=torch.long, device=device)
+    e_birth = torch.zeros(e_size, dtype=torch.long, device=device)
+    e_cum = torch.full((e_size,), -torch.inf, dtype=torch.float64, device=device)
+    e_cum[:1] = 0.0
+    reach = torch.zeros((e_size, e_size), dtype=torch.bool, device=device)  # reach[i, j]: j is i or its ancestor
     reach[0, 0] = True
-    n_expanded = 1
+    n_expanded = torch.ones(1, dtype=torch.long, device=device)  # E nodes so far, on the device
 
-    # Candidate pool C: children of expanded nodes, never expanded, the k best, sorted best first.
-    c_token = c_parent = c_depth = torch.empty(0, dtype=torch.long, device=device)
-    c_cum = torch.empty(0, dtype=torch.float64, device=device)
+    # Candidate pool C: children of expanded nodes, never expanded, the k best, best first (-inf = empty).
+    c_token = torch.zeros(k, dtype=torch.long, device=device)
+    c_parent = torch.zeros(k, dtype=torch.long, device=device)
+    c_depth = torch.zeros(k, dtype=torch.long, device=device)
+    c_birth = torch.zeros(k, dtype=torch.long, device=device)
+    c_cum = torch.full((k,), -torch.inf, dtype=torch.float64, device=device)
 
     new_parents = torch.zeros(1, dtype=torch.long, device=device)  # E indices of the rows in `logits`
+    forward = 1
     while True:
-        children = _best_children(logits, new_parents, e_cum, e_depth, config)
-        c_token, c_parent, c_depth, c_cum = (torch.cat([old, new]) for old, new in zip((c_token, c_parent, c_depth, c_cum), children))
-        # trim the pool to its k best (a stable sort keeps earlier entries first on ties)
-        order = torch.sort(c_cum, descending=True, stable=True).indices[:k]
-        c_token, c_parent, c_depth, c_cum = c_token[order], c_parent[order], c_depth[order], c_cum[order]
-        if forwards >= config.max_forwards:
+        token, parent, depth, cum = _best_children(logits, new_parents, e_cum, e_depth, config)
+        birth = torch.full_like(token, forward)
+        # the pool's k best (a stable sort keeps earlier entries first on ties: parents before children)
+        merged = [torch.cat(pair) for pair in ((c_token, token), (c_parent, parent), (c_depth, depth), (c_birth, birth), (c_cum, cum))]
+        order = torch.sort(merged[-1], descending=True, stable=True).indices[:k]
+        c_token, c_parent, c_depth, c_birth, c_cum = (values[order] for values in merged)
+        if forward >= total_forwards:
             break
 
         # global threshold: the k-th best cumulative log-prob among all non-root nodes known so far
-        known = torch.cat([e_cum[1:n_expanded], c_cum])
-        threshold = torch.topk(known, k).values[-1] if known.shape[0] >= k else known.new_tensor(-float("inf"))
+        threshold = torch.topk(torch.cat([e_cum[1:], c_cum]), k).values[-1]
         expandable = (c_cum >= threshold) & (c_depth < depth_cap) & torch.isfinite(c_cum)
-        # the first `width` expandable entries of the sorted pool are the best; a stable sort on "not
-        # picked" lists them first (in pool order), then the rest of the pool (in pool order). Never more
-        # than the draft cache has rows left: the search expands more nodes than the budget (the top K
-        # shifts as it goes), and near the planned context those rows run out; the tree is then the top K
-        # of the nodes found, as when max_forwards stops the search.
-        picked = expandable & (torch.cumsum(expandable, 0) <= min(width, cache.capacity - cache.length))
-        count = int(picked.sum())  # host sync, deliberate: the batch size of the next draft forward
-        if count == 0:
-            break
-        moved = torch.sort((~picked).to(torch.uint8), stable=True).indices
-        take, rest = moved[:count], moved[count:]
+        rank = torch.cumsum(expandable, 0)
+        picked = expandable & (rank <= width) & (n_expanded + rank <= expand_limit)
+        rows_now = width
+        if read_free:  # a CPU: read how many were picked (free) and compute only those rows
+            rows_now = int(picked.sum())
+            if rows_now == 0:
+                break
+        # the picked entries of the sorted pool first (in pool order), then padding rows
+        take = torch.sort((~picked).to(torch.uint8), stable=True).indices[:rows_now]
+        real = picked[take]  # bool [rows_now]: False for padding rows
+        new_index = n_expanded + torch.arange(rows_now, device=device)  # E indices of this block
+        e_token.index_copy_(0, new_index, c_token[take])
+        e_parent.index_copy_(0, new_index, c_parent[take])
+        e_depth.index_copy_(0, new_index, c_depth[take])
+        e_birth.index_copy_(0, new_index, c_birth[take])
+        e_cum.index_copy_(0, new_index, torch.where(real, c_cum[take], -torch.inf))
+        own = torch.zeros((rows_now, e_size), dtype=torch.bool, device=device).scatter_(1, new_index[:, None], True)
+        reach.index_copy_(0, new_index, (reach[c_parent[take]] | own) & real[:, None])
+        c_cum = c_cum.index_put((take,), torch.where(real, -torch.inf, c_cum[take]))  # they leave the pool
+        # the block starts at E index n_expanded: read it where that is free, else its bound
+        bound = int(n_expanded) if read_free else min(1 + width * (forward - 1), expand_limit)
 
-        # move the picked candidates from C to E
-        new_index = torch.arange(n_expanded, n_expanded + count, device=device)
-        capacity = n_expanded + count
-        e_token, e_parent = _grow(e_token, capacity, -1), _grow(e_parent, capacity, -1)
-        e_depth, e_cum = _grow(e_depth, capacity, 0), _grow(e_cum, capacity, 0.0)
-        reach = _grow_square(reach, capacity)
-        e_token[new_index] = c_token[take]
-        e_parent[new_index] = c_parent[take]
-        e_depth[new_index] = c_depth[take]
-        e_cum[new_index] = c_cum[take]
-        reach[new_index] = reach[c_parent[take]]
-        reach[new_index, new_index] = True
-        c_token, c_parent, c_depth, c_cum = c_token[rest], c_parent[rest], c_depth[rest], c_cum[rest]
-
-        # draft forward over the new nodes: each sees the committed prefix, its ancestors and itself
-        # visible: [count, cache.length + count]
-        tree_cols = cache.length - root_row
-        visible = torch.zeros((count, cache.length + count), dtype=torch.bool, device=device)
+        # draft forward over the block: each row sees the committed prefix, its ancestors and itself
+        # visible: [rows_now, cols]; E index j is column root_row + j
+        cols = _columns(root_row, bound + rows_now, cache.capacity)
+        visible = torch.zeros((rows_now, cols), dtype=torch.bool, device=device)
         visible[:, :root_row] = True
-        visible[:, root_row:cache.length] = reach[new_index, :tree_cols]
-        visible[:, cache.length:] = torch.eye(count, dtype=torch.bool, device=device)
+        tree_cols = min(cols - root_row, e_size)
+        visible[:, root_row : root_row + tree_cols] = reach[new_index, :tree_cols]
         with timer:
-            logits = draft.forward(
-                e_token[new_index], root_row + e_depth[new_index], additive_mask(visible, draft.dtype), cache
+            logits = run_draft_forward(
+                draft, cache, e_token[new_index], root_row + e_depth[new_index],
+                additive_mask(visible, draft.dtype), root_row + new_index, cols,
             )
-        forwards += 1
+        n_expanded = n_expanded + real.sum()
         new_parents = new_index
-        n_expanded += count
+        forward += 1
 
     return _final_tree(
-        e_token[:n_expanded], e_parent[:n_expanded], e_depth[:n_expanded], e_cum[:n_expanded],
-        c_token, c_parent, c_depth, c_cum, k, root_row, forwards, timer.seconds(),
+        (e_token, e_parent, e_depth, e_birth, e_cum), (c_token, c_parent, c_depth, c_birth, c_cum), reach,
+        k, root_row, min(depth_cap, forward), forward, timer,
     )
 
 
-def _final_tree(
-    e_token, e_parent, e_depth, e_cum, c_token, c_parent, c_depth, c_cum,
-    k: int, root_row: int, forwards: int, forward_seconds: float,
-) -> DraftTree:
-    """Trim E (minus the root) and C to the k best nodes, in topological order, parents re-indexed."""
-    n_e = e_token.shape[0]
-    device = e_token.device
+def _final_tree(e_nodes: tuple[torch.Tensor, ...], c_nodes: tuple[torch.Tensor, ...], e_reach: torch.Tensor,
+                k: int, root_row: int, max_depth: int, forwards: int, timer: ForwardTimer) -> DraftTree:
+    """Trim E (minus the root) and C to the k best nodes, in topological order, parents re-indexed, with
+    the ancestor matrix of the result. Fixed size k + 1; slots past the finite nodes are padding."""
+    e_size = e_nodes[0].shape[0]
+    device = e_reach.device
     # all nodes: E first (expansion order is topological), then C (parents always in E)
-    token = torch.cat([e_token, c_token])
-    parent = torch.cat([e_parent, c_parent])
-    depth = torch.cat([e_depth, c_depth])
-    cum = torch.cat([e_cum, c_cum])
-    rows = torch.cat([root_row + torch.arange(n_e, device=device), torch.full_like(c_token, -1)])
+    token, parent, depth, birth, cum = (torch.cat(pair) for pair in zip(e_nodes, c_nodes))
+    is_e = torch.arange(token.shape[0], device=device) < e_size
     # stable sort by cumulative log-prob: a parent never scores below its child and comes first on ties;
-    # candidates the draft excludes (-inf) sort last and never enter the tree
-    finite = int(torch.isfinite(cum[1:]).sum())  # host sync, once per search: the tree's size
-    order = torch.sort(cum[1:], descending=True, stable=True).indices[: min(k, finite)] + 1
-    # sorting by score is already topological (see above); the root goes first
-    selected = torch.cat([torch.zeros(1, dtype=torch.long, device=device), order])
+    # candidates the draft excludes (-inf) sort last and are padding
+    order = torch.sort(cum[1:], descending=True, stable=True).indices[:k] + 1
+    selected = torch.cat([torch.zeros(1, dtype=torch.long, device=device), order])  # [n], root first
+    n = selected.shape[0]
+    valid = torch.isfinite(cum[selected])
     new_index = torch.full((token.shape[0],), -1, dtype=torch.long, device=device)
-    new_index[selected] = torch.arange(selected.shape[0], device=device)
+    new_index[selected] = torch.arange(n, device=device)
     old_parent = parent[selected]
-    new_parent = torch.where(old_parent >= 0, new_index[old_parent.clamp_min(0)], old_parent)
+    new_parent = torch.where(valid & (old_parent >= 0), new_index[old_parent.clamp_min(0)], -1)
+    # ancestors: an E node's row of e_reach, a C node's parent's row; then the columns of the selected E nodes
+    sel_e = is_e[selected]
+    e_row = torch.where(sel_e, selected, parent[selected].clamp_min(0))
+    columns = torch.where(sel_e, selected, e_size)  # e_size: an all-False column for C nodes
+    ancestors = torch.cat([e_reach[e_row], torch.zeros((n, 1), dtype=torch.bool, device=device)], dim=1)[:, columns]
+    eye = torch.eye(n, dtype=torch.bool, device=device)
+    reach = (ancestors & valid[:, None] & valid[None, :]) | eye
     return DraftTree(
-        tokens=token[selected], parents=new_parent, depths=depth[selected], cum_logp=cum[selected],
-        cache_rows=rows[selected], draft_forwards=forwards, forward_seconds=forward_seconds,
+        tokens=token[selected], parents=new_parent, depths=torch.where(valid, depth[selected], 0),
+        cum_logp=cum[selected], cache_rows=torch.where(sel_e & valid, root_row + selected, -1),
+        births=birth[selected], valid=valid, reach=reach, root_row=root_row, max_depth=max_depth,
+        draft_forwards=forwards, timer=timer,
     )

@@ -117,19 +117,25 @@ def _method_steps(
     method: Method, state: DecodeState, target: CausalLM, draft: CausalLM | None,
     params: SamplingParams, settings: DecodingSettings, max_new_tokens: int, tuner: AutoTuner | None,
 ) -> Iterator[Step]:
-    """The step generator for the method; `tuner` (set exactly when the settings are tuned) picks per pass."""
+    """The step generator for the method; `tuner` (set exactly when the settings are tuned) picks per pass.
+    SpecExec passes take their draft forwards from the pair's adaptive-depth policy when the setting is on."""
+    depth = None
+    if draft is not None and settings.tree.adaptive_depth and method in ("specexec", "auto"):
+        from core.autotune.setup import depth_policy_for
+
+        depth = depth_policy_for(target, draft)
     if tuner is not None:
         tuner.begin(candidate_configs(
             settings.method, None if settings.auto_budget else settings.tree.budget, settings.tree.expand,
             settings.tree.budget, draft is not None,
         ))
-        return auto_steps(state, target, draft, params, settings.tree, tuner, max_new_tokens)
+        return auto_steps(state, target, draft, params, settings.tree, tuner, max_new_tokens, depth)
     if method == "sequential":
         return sequential_steps(state, target, params, max_new_tokens)
     if draft is None:
         raise InvalidSettingError(f"method '{method}' needs a draft model")
     if method == "specexec":
-        return specexec_steps(state, target, draft, params, settings.tree, max_new_tokens)
+        return specexec_steps(state, target, draft, params, settings.tree, max_new_tokens, depth)
     return specinfer_steps(state, target, draft, params, settings.tree, max_new_tokens)
 
 

@@ -1,23 +1,27 @@
-"""Sampling as pure functions over logits, with a random draw keyed by (seed, position).
+"""Sampling as pure functions over logits, with random draws keyed by (seed, position).
 
 The order of processors follows transformers' `generate`: repetition penalty, then temperature, top-k and
 top-p. Greedy decoding is temperature 0.
 
 Why position-keyed draws: SpecExec samples every emitted token from the target's own distribution, so if the
 randomness used for absolute position t depends only on (seed, t), SpecExec at any budget and plain
-sequential sampling emit exactly the same tokens for the same seed. We use Gumbel-max: the token at
-position t is argmax(log p + g_t), with g_t Gumbel noise from a generator seeded by hash(seed, t).
+sequential sampling emit exactly the same tokens for the same seed. The token at position t is drawn by
+inverse CDF with one uniform u_t from the counter-based generator in core/keyed_random.py: the first token
+(in vocabulary order) whose cumulative probability exceeds u_t times the total. One number per position, made
+on the device in one batch per pass, the same bits on every device.
 """
 
 from __future__ import annotations
 
-import hashlib
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 
+from core.device_io import host_reads_are_free, to_device
 from core.errors import InvalidSettingError
+from core.keyed_random import STREAM_TOKEN, keyed_uniforms
 
 
 @dataclass(frozen=True)
@@ -50,18 +54,26 @@ def _work_dtype(logits: torch.Tensor) -> torch.dtype:
     return torch.promote_types(logits.dtype, torch.float32)
 
 
+def context_mask(context_ids: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """bool [V]: True for every token id in `context_ids` (long [T], on the device the mask is wanted on)."""
+    mask = torch.zeros(vocab_size, dtype=torch.bool, device=context_ids.device)
+    return mask.index_fill_(0, context_ids.reshape(-1), True)
+
+
+def apply_penalty_mask(logits: torch.Tensor, penalized: torch.Tensor, penalty: float) -> torch.Tensor:
+    """transformers' repetition penalty on the tokens marked in `penalized` (bool, broadcast to `logits`):
+    their logits are divided by the penalty when positive and multiplied by it when negative."""
+    if penalty == 1.0:
+        return logits
+    return torch.where(penalized, torch.where(logits < 0, logits * penalty, logits / penalty), logits)
+
+
 def apply_repetition_penalty(logits: torch.Tensor, context_ids: torch.Tensor, penalty: float) -> torch.Tensor:
-    """transformers semantics: logits of tokens already in the context are divided by the penalty when
-    positive and multiplied by it when negative. `logits`: [V] or [N, V]; `context_ids`: [T] or [N, T]."""
+    """The repetition penalty for the tokens of `context_ids` (long [T]); `logits`: [V] or [N, V]. A token
+    repeated in the context is penalised once, as in transformers."""
     if penalty == 1.0 or context_ids.numel() == 0:
         return logits
-    squeeze = logits.dim() == 1
-    scores = logits.unsqueeze(0) if squeeze else logits
-    ids = context_ids.to(scores.device).reshape(scores.shape[0], -1)
-    picked = torch.gather(scores, 1, ids)
-    picked = torch.where(picked < 0, picked * penalty, picked / penalty)
-    scores = scores.scatter(1, ids, picked)
-    return scores.squeeze(0) if squeeze else scores
+    return apply_penalty_mask(logits, context_mask(context_ids.to(logits.device), logits.shape[-1]), penalty)
 
 
 def apply_top_k(logits: torch.Tensor, k: int) -> torch.Tensor:
@@ -89,14 +101,15 @@ def apply_top_p(logits: torch.Tensor, p: float) -> torch.Tensor:
     return logits.masked_fill(remove, -math.inf)
 
 
-def process_logits(logits: torch.Tensor, params: SamplingParams, context_ids: torch.Tensor | None = None) -> torch.Tensor:
+def process_logits(logits: torch.Tensor, params: SamplingParams, penalized: torch.Tensor | None = None) -> torch.Tensor:
     """Penalty, temperature, top-k, top-p: the scores whose softmax is the sampling distribution.
 
+    penalized: bool [V] or [N, V], the tokens the repetition penalty applies to (None: none).
     For greedy params only the penalty applies (temperature and filters cannot change the argmax).
     """
     scores = logits.to(_work_dtype(logits))
-    if context_ids is not None:
-        scores = apply_repetition_penalty(scores, context_ids, params.repetition_penalty)
+    if penalized is not None:
+        scores = apply_penalty_mask(scores, penalized, params.repetition_penalty)
     if params.greedy:
         return scores
     scores = scores / params.temperature
@@ -105,48 +118,63 @@ def process_logits(logits: torch.Tensor, params: SamplingParams, context_ids: to
 
 
 def target_probs(logits: torch.Tensor, params: SamplingParams, context_ids: torch.Tensor | None = None) -> torch.Tensor:
-    """The distribution a token is drawn from (one-hot at the argmax for greedy)."""
-    scores = process_logits(logits, params, context_ids)
+    """The distribution a token is drawn from (one-hot at the argmax for greedy); context_ids: long [T] on
+    the logits' device, the tokens the repetition penalty applies to."""
+    penalized = context_mask(context_ids, logits.shape[-1]) if context_ids is not None else None
+    scores = process_logits(logits, params, penalized)
     if params.greedy:
         return torch.nn.functional.one_hot(scores.argmax(-1), scores.shape[-1]).to(scores.dtype)
     return torch.softmax(scores, dim=-1)
 
 
-def draw_key(seed: int, position: int, stream: str = "") -> int:
-    """A 63-bit generator seed that depends only on (seed, position, stream)."""
-    digest = hashlib.blake2b(f"{seed}:{position}:{stream}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "little") & ((1 << 63) - 1)
+def inverse_cdf(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
+    """One index per row of `probs` [N, V] (any non-negative weights): the first index whose cumulative
+    weight exceeds uniforms [N] (in (0, 1)) times the row's total. A token of weight 0 is never picked, and a
+    threshold that rounds up to the total picks the last token of positive weight."""
+    cdf = probs.cumsum(-1)
+    total = cdf[..., -1:]
+    below = (cdf <= uniforms.to(cdf.dtype).unsqueeze(-1) * total).sum(-1)
+    last_positive = (cdf >= total).to(torch.uint8).argmax(-1)  # argmax gives the first maximal entry
+    return torch.minimum(below, last_positive)
 
 
-def gumbel_noise(seed: int, position: int, vocab_size: int, device: torch.device | str, dtype: torch.dtype) -> torch.Tensor:
-    """Gumbel(0, 1) noise for one absolute position. Drawn on the CPU in float64 so the same seed gives the
-    same tokens on every device."""
-    generator = torch.Generator().manual_seed(draw_key(seed, position))
-    uniform = torch.rand(vocab_size, generator=generator, dtype=torch.float64)
-    noise = -torch.log(-torch.log(uniform.clamp_min(1e-300)))
-    return noise.to(device=device, dtype=dtype)
+def sample_rows(logits: torch.Tensor, params: SamplingParams, uniforms: torch.Tensor | None,
+                penalized: torch.Tensor | None = None) -> torch.Tensor:
+    """Sample one token per row of logits [N, V] with the keyed uniforms [N] (float64; unused when greedy);
+    penalized: as in process_logits. Returns long [N] on the logits' device, without reading it."""
+    scores = process_logits(logits, params, penalized)
+    if params.greedy:
+        return scores.argmax(-1)
+    return inverse_cdf(torch.softmax(scores, dim=-1), uniforms)
 
 
-def uniform_draw(seed: int, position: int, stream: str) -> float:
-    """One uniform number in [0, 1) keyed by (seed, position, stream); used by SpecInfer's acceptance tests."""
-    generator = torch.Generator().manual_seed(draw_key(seed, position, stream))
-    return float(torch.rand((), generator=generator, dtype=torch.float64))
+def position_uniforms(seed: int, first_position: int, count: int, device: torch.device | str) -> torch.Tensor:
+    """The token draws for absolute positions first_position .. first_position + count - 1: float64 [count]."""
+    positions = torch.arange(first_position, first_position + count, device=device)
+    return keyed_uniforms(seed, positions, STREAM_TOKEN)
 
 
-def sample_token(logits: torch.Tensor, params: SamplingParams, position: int, context_ids: torch.Tensor | None = None) -> int:
-    """Sample the token at absolute `position` from one row of logits [V]."""
-    scores = process_logits(logits, params, context_ids)
-    if not params.greedy:
-        scores = scores + gumbel_noise(params.seed, position, scores.shape[-1], scores.device, scores.dtype)
-    return int(scores.argmax())  # host sync: the caller needs the token id
+def sample_token(logits: torch.Tensor, params: SamplingParams, position: int,
+                 context_ids: Sequence[int] | torch.Tensor | None = None) -> int:
+    """Sample the token at absolute `position` from one row of logits [V]; context_ids: the tokens the
+    repetition penalty applies to (a list or a long tensor, host or device)."""
+    device = logits.device
+    penalized = None
+    if context_ids is not None and params.repetition_penalty != 1.0:
+        penalized = context_mask(to_device(context_ids, device), logits.shape[-1])
+    uniforms = None if params.greedy else position_uniforms(params.seed, position, 1, device)
+    return int(sample_rows(logits[None], params, uniforms, penalized)[0])  # host sync: the caller needs the id
 
 
-def sample_from_probs(probs: torch.Tensor, seed: int, position: int, stream: str) -> int:
+def uniform_draw(seed: int, position: int, stream: int, index: int = 0) -> float:
+    """One keyed uniform in (0, 1), computed on the host (SpecInfer's acceptance tests)."""
+    return float(keyed_uniforms(seed, torch.tensor([position]), stream, index)[0])
+
+
+def sample_from_probs(probs: torch.Tensor, seed: int, position: int, stream: int) -> int:
     """Inverse-CDF sample from an explicit distribution [V] with a keyed uniform (SpecInfer residuals)."""
-    u = uniform_draw(seed, position, stream)
-    cdf = torch.cumsum(probs.double(), dim=-1)
-    index = int(torch.searchsorted(cdf, torch.tensor([u * float(cdf[-1])], dtype=cdf.dtype, device=cdf.device), right=True))
-    return min(index, probs.shape[-1] - 1)
+    u = torch.tensor([uniform_draw(seed, position, stream)], dtype=torch.float64, device=probs.device)
+    return int(inverse_cdf(probs.double()[None], u)[0])  # host sync: SpecInfer's walk runs on the host
 
 
 def draft_logprobs(logits: torch.Tensor, temperature: float, top_p: float | None) -> torch.Tensor:
@@ -168,11 +196,12 @@ def draft_top_k(logits: torch.Tensor, temperature: float, top_p: float | None, k
     without sorting the whole vocabulary.
 
     With truncation, topk over the best `_NUCLEUS_PROBE` tokens usually contains the whole nucleus; rows
-    whose nucleus runs past the probe fall back to the exact full sort.
+    whose nucleus runs past the probe fall back to the exact full sort. That fallback needs a host read, so
+    where reads are not free (a GPU) every row takes the exact full sort instead (one batched kernel).
     """
     k = min(k, logits.shape[-1])
-    if top_p is None or top_p >= 1.0:
-        return torch.topk(draft_logprobs(logits, temperature, None), k, dim=-1)
+    if top_p is None or top_p >= 1.0 or not host_reads_are_free(logits.device):
+        return torch.topk(draft_logprobs(logits, temperature, top_p), k, dim=-1)
     logp = torch.log_softmax(logits.to(_work_dtype(logits)) / temperature, dim=-1)
     probe = min(max(k, _NUCLEUS_PROBE), logp.shape[-1])
     vals, ids = torch.topk(logp, probe, dim=-1)  # sorted descending

@@ -27,20 +27,17 @@ def causal_visibility(past_len: int, n_new: int, device: torch.device | str) -> 
 def ancestor_matrix(parents: torch.Tensor) -> torch.Tensor:
     """bool [N, N]: entry (i, j) is True when node j is node i or one of its ancestors.
 
-    `parents`: long [N] in topological order, -1 for roots. Built by repeated pointer jumping
-    (log2(depth) tensor steps, no Python loop over nodes).
+    `parents`: long [N] in topological order, -1 for roots. Built by pointer jumping: after step s every
+    node knows its ancestors up to 2^s levels up, so ceil(log2(N)) steps cover any depth. The step count
+    depends only on N, so nothing is read back to the host.
     """
     n = parents.shape[0]
     device = parents.device
-    reach = torch.eye(n, dtype=torch.bool, device=device)
-    has_parent = parents >= 0
     rows = torch.arange(n, device=device)
-    reach[rows[has_parent], parents[has_parent]] = True
-    # Doubling: reach := reach OR reach @ reach, until depth is covered.
-    hop = torch.where(has_parent, parents, rows)
-    while True:
-        grand = hop[hop]
-        extended = reach | reach[hop]
-        if torch.equal(extended, reach) and torch.equal(grand, hop):
-            return reach
-        reach, hop = extended, grand
+    hop = torch.where(parents >= 0, parents, rows)  # a root is its own parent
+    reach = torch.eye(n, dtype=torch.bool, device=device)
+    reach[rows, hop] = True
+    for _ in range(max(n - 1, 1).bit_length()):
+        reach = reach | reach[hop]
+        hop = hop[hop]
+    return reach

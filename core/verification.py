@@ -1,9 +1,15 @@
-"""Verification: walk the draft tree with tokens sampled from the target's own distributions.
+"""Verification: walk the draft tree with tokens sampled from the target's own distributions, on the device.
 
 Starting at the root, sample the next token at the current node with the draw keyed by its absolute
 position; if a child of the node carries that token, descend and repeat; otherwise the sampled token is
 appended and the walk stops. Every emitted token is a plain sample from the target, so the output is
 exactly what sequential sampling with the same seed gives.
+
+The walk runs on the device without reading anything back: a fixed number of steps (the tree's depth bound
+plus one), each step sampling one row of the target's logits and finding the matching child with tensor
+ops; once the walk has stopped, later steps change nothing. The caller reads the result once per pass
+(`Walk` -> `read_verdict`). Only the rows the walk visits go through the LM head (`RowLogits`), so the cost
+is (depth + 1) rows, not the whole tree. On a CPU, where reads are free, the walk stops at its last step.
 """
 
 from __future__ import annotations
@@ -13,7 +19,8 @@ from dataclasses import dataclass
 import torch
 
 from core.causal_lm import RowLogits
-from core.sampling import SamplingParams, sample_token
+from core.device_io import host_reads_are_free
+from core.sampling import SamplingParams, position_uniforms, sample_rows
 
 
 @dataclass(frozen=True)
@@ -30,36 +37,58 @@ class Verdict:
         return self.accepted_tokens + [self.new_token]
 
 
-def verify_tree(
+@dataclass(frozen=True)
+class Walk:
+    """A walk on the device, not read yet. path: long [S], the node reached at each depth (0 = the root;
+    -1 once the walk has stopped); tokens: long [S], the token sampled at each depth."""
+
+    path: torch.Tensor
+    tokens: torch.Tensor
+
+
+def walk_tree(
     tokens: torch.Tensor,
     parents: torch.Tensor,
-    target_logits: torch.Tensor | RowLogits,
+    valid: torch.Tensor,
+    target_logits: RowLogits,
     params: SamplingParams,
     root_position: int,
-    context_ids: torch.Tensor,
-    max_tokens: int,
-) -> Verdict:
-    """Pure function of (tree, target logits, sampler) -> accepted path.
+    penalized: torch.Tensor | None,
+    steps: int,
+) -> Walk:
+    """Pure function of (tree, target logits, sampler) -> the walk, all on the device.
 
-    tokens, parents: long [N] (root at 0); target_logits: [N, V] or RowLogits (row i = distribution after
-    node i; only the rows of the visited nodes are read);
-    root_position: absolute position of the root token; context_ids: long [T], every token up to and
-    including the root (for the repetition penalty); max_tokens: stop once this many tokens are emitted.
+    tokens, parents: long [N] (root at 0); valid: bool [N] (padding nodes never match); target_logits: row i
+    = the distribution after node i; root_position: absolute position of the root token; penalized: bool [V],
+    the tokens up to and including the root (`context_mask`, for the repetition penalty; None when it is
+    off); steps: nodes to sample at most (the depth bound + 1; at most the tokens left to emit).
     """
-    tokens = tokens.to(target_logits.device)
-    parents = parents.to(target_logits.device)
-    node, depth = 0, 0
-    path, accepted = [0], []
-    context = context_ids.to(target_logits.device)
-    while True:
-        token = sample_token(target_logits[node], params, root_position + depth + 1, context)
-        if len(accepted) + 1 >= max_tokens:
-            return Verdict(path, accepted, token)
-        match = torch.nonzero((parents == node) & (tokens == token))
-        if match.shape[0] == 0:  # host sync: one per emitted token, the walk is sequential by nature
-            return Verdict(path, accepted, token)
-        node = int(match[0, 0])
-        depth += 1
-        path.append(node)
-        accepted.append(token)
-        context = torch.cat([context, context.new_tensor([token])])
+    device = target_logits.device
+    uniforms = None if params.greedy else position_uniforms(params.seed, root_position + 1, steps, device)  # [S]
+    node = torch.zeros(1, dtype=torch.long, device=device)
+    alive = torch.ones(1, dtype=torch.bool, device=device)
+    path = torch.full((steps,), -1, dtype=torch.long, device=device)
+    path[0] = 0
+    sampled = torch.zeros(steps, dtype=torch.long, device=device)
+    read_free = host_reads_are_free(device)
+    for depth in range(steps):
+        draw = None if uniforms is None else uniforms[depth : depth + 1]
+        token = sample_rows(target_logits.rows(node), params, draw, penalized)  # [1]
+        sampled[depth : depth + 1] = token
+        if depth + 1 == steps:
+            break
+        match = (parents == node) & (tokens == token) & valid  # [N]: children differ in token, so at most one
+        alive = alive & match.any()
+        node = torch.where(alive, match.to(torch.uint8).argmax(), node)
+        path[depth + 1 : depth + 2] = torch.where(alive, node, -1)
+        if penalized is not None:  # an accepted token joins the context of the next step
+            penalized = penalized.index_put((token,), penalized[token] | alive)
+        if read_free and not bool(alive):  # a CPU: stop at once (free there; a GPU runs every step)
+            break
+    return Walk(path, sampled)
+
+
+def read_verdict(path: list[int], tokens: list[int]) -> Verdict:
+    """The Verdict of a walk read back to the host (Walk.path and Walk.tokens as lists)."""
+    accepted = sum(1 for node in path if node >= 0) - 1
+    return Verdict(path[: accepted + 1], tokens[:accepted], tokens[accepted])

@@ -217,7 +217,8 @@ def test_switching_methods_mid_answer_keeps_the_sequential_tokens(tiny_target, t
     assert tokens == plain.token_ids
     methods = [c.choice.config.method for c in chunks]
     assert SEQUENTIAL in methods and SPECEXEC in methods and len(chunks) < len(tokens)
-    assert all((c.stats.tree_size == 0) == (c.choice.config.method == SEQUENTIAL) for c in chunks)
+    # a SpecExec pass drafts unless it has a single token left to emit (then it is a plain target step)
+    assert all((c.stats.tree_size == 0) == (c.choice.config.method == SEQUENTIAL) for c in chunks[:-1])
 
 
 def test_real_tuner_gives_the_sequential_tokens(tiny_target, tiny_draft, tmp_path, monkeypatch):

@@ -1,13 +1,18 @@
-"""SpecExec == sequential, token for token, for the same seed (float64 tiny Llama pairs)."""
+"""SpecExec == sequential, token for token, for the same seed (float64 and float32 tiny Llama pairs), on the
+CPU's read-driven path and on the GPU's fixed-shape one, with adaptive depth on or off."""
 
 import pytest
 import torch
 
+from core.autotune.cost_model import CostModel, Curve
+from core.autotune.depth import DepthPolicy
 from core.decode_state import DecodeState
+from core.device_io import gpu_semantics
 from core.methods.sequential import sequential_steps
 from core.methods.specexec import TreeSettings, specexec_steps
 from core.sampling import SamplingParams
 from core.tree_mask import additive_mask, causal_visibility
+from conftest import make_tiny_llama, noisy_copy, sharpen
 
 PROMPT = [1, 17, 5, 33, 8, 2, 40]
 
@@ -17,10 +22,16 @@ def run_sequential(target, params, n, prompt=PROMPT):
     return [t for step in sequential_steps(state, target, params, n) for t in step.token_ids]
 
 
-def run_specexec(target, draft, params, tree, n, prompt=PROMPT):
+def run_specexec(target, draft, params, tree, n, prompt=PROMPT, depth=None):
     state = DecodeState.fresh(prompt, target, draft)
-    steps = list(specexec_steps(state, target, draft, params, tree, n))
+    steps = list(specexec_steps(state, target, draft, params, tree, n, depth))
     return [t for step in steps for t in step.token_ids], steps, state
+
+
+def cost_model(draft_seconds: float) -> CostModel:
+    """A machine where a target pass costs 1 s and a draft forward `draft_seconds`, whatever its size."""
+    flat = Curve(((1, 1.0), (2048, 1.0)))
+    return CostModel(flat, Curve(((1, draft_seconds), (2048, draft_seconds))), 0.5)
 
 
 @pytest.mark.parametrize("temperature", [0.0, 0.6, 1.0])
@@ -37,10 +48,56 @@ def test_specexec_equals_sequential(tiny_target, tiny_draft, temperature, top_p,
 
 def test_specexec_accepts_several_tokens_per_pass(tiny_target, tiny_draft):
     """A good draft makes passes count; also guards against a verifier that silently accepts nothing."""
-    params = SamplingParams(temperature=0.6, seed=0)
-    got, steps, _ = run_specexec(tiny_target, tiny_draft, params, TreeSettings(64, 16, 16), 60)
-    assert len(got) == 60
-    assert len(got) / len(steps) > 2.0
+    tokens = passes = 0
+    for seed in range(4):
+        got, steps, _ = run_specexec(tiny_target, tiny_draft, SamplingParams(temperature=0.6, seed=seed), TreeSettings(64, 16, 16), 60)
+        assert len(got) == 60
+        tokens, passes = tokens + len(got), passes + len(steps)
+    assert tokens / passes > 2.0
+
+
+@pytest.mark.parametrize("temperature,top_p,penalty", [(0.0, 1.0, 1.0), (0.8, 0.9, 1.0), (1.0, 1.0, 1.3)])
+def test_gpu_path_equals_sequential(tiny_target, tiny_draft, temperature, top_p, penalty):
+    """The path a GPU runs (fixed-shape search, a walk of fixed length, one read per pass) emits the
+    sequential tokens and the same passes as the CPU path."""
+    params = SamplingParams(temperature=temperature, top_p=top_p, repetition_penalty=penalty, seed=3)
+    expected = run_sequential(tiny_target, params, 24)
+    cpu, cpu_steps, _ = run_specexec(tiny_target, tiny_draft, params, TreeSettings(48, 8, 8), 24)
+    with gpu_semantics():
+        gpu, gpu_steps, state = run_specexec(tiny_target, tiny_draft, params, TreeSettings(48, 8, 8), 24)
+    assert gpu == cpu == expected
+    assert [s.token_ids for s in gpu_steps] == [s.token_ids for s in cpu_steps]
+    assert all(s.stats.tree_size == c.stats.tree_size and s.stats.tree_depth == c.stats.tree_depth
+               for s, c in zip(gpu_steps, cpu_steps))
+    assert state.target_cache.length == len(state.tokens) - 1
+
+
+@pytest.mark.parametrize("draft_seconds", [0.001, 0.2])
+def test_adaptive_depth_keeps_the_tokens_and_drafts_less_when_drafting_is_dear(tiny_target, tiny_draft, draft_seconds):
+    params = SamplingParams(temperature=0.7, seed=1)
+    tree = TreeSettings(64, 16, 16)
+    expected = run_sequential(tiny_target, params, 40)
+    policy = DepthPolicy(cost_model(draft_seconds))
+    fixed, fixed_steps, _ = run_specexec(tiny_target, tiny_draft, params, tree, 40)
+    for _ in range(3):  # it learns from every pass, across answers
+        adaptive, steps, _ = run_specexec(tiny_target, tiny_draft, params, tree, 40, depth=policy)
+        assert adaptive == fixed == expected
+    forwards = sum(s.stats.draft_forwards for s in steps) / len(steps)
+    fixed_forwards = sum(s.stats.draft_forwards for s in fixed_steps) / len(fixed_steps)
+    if draft_seconds > 0.1:  # a draft forward costs a fifth of a pass: few forwards pay
+        assert forwards < 0.6 * fixed_forwards
+    off, off_steps, _ = run_specexec(tiny_target, tiny_draft, params, TreeSettings(64, 16, 16, adaptive_depth=False), 40, depth=policy)
+    assert off == expected and [s.stats.draft_forwards for s in off_steps] == [s.stats.draft_forwards for s in fixed_steps]
+
+
+def test_float32_specexec_equals_sequential():
+    target = sharpen(make_tiny_llama(20, dtype=torch.float32), 8.0)
+    draft = noisy_copy(target, seed=2)
+    for params in (SamplingParams(temperature=0.0), SamplingParams(temperature=0.8, top_p=0.9, seed=9)):
+        expected = run_sequential(target, params, 30)
+        for budget in (8, 64):
+            got, _, _ = run_specexec(target, draft, params, TreeSettings(budget, 12, 8), 30)
+            assert got == expected
 
 
 def test_draft_equal_to_target_greedy_accepts_every_draft_token(tiny_target):

@@ -1,4 +1,5 @@
-"""Sampling processors against hand-computed four-element cases, and the position-keyed draw."""
+"""Sampling processors against hand-computed four-element cases, and the position-keyed draw: the counter-based
+generator pinned to published Philox test vectors and to values computed by a plain-Python reference."""
 
 import math
 
@@ -6,9 +7,11 @@ import pytest
 import torch
 
 from core.errors import InvalidSettingError
+from core.device_io import gpu_semantics
+from core.keyed_random import STREAM_TOKEN, keyed_uniforms, philox4x32
 from core.sampling import (
-    SamplingParams, apply_repetition_penalty, apply_top_k, apply_top_p, draft_logprobs, draft_top_k, gumbel_noise,
-    process_logits, sample_token,
+    SamplingParams, apply_repetition_penalty, apply_top_k, apply_top_p, draft_logprobs, draft_top_k, inverse_cdf,
+    position_uniforms, process_logits, sample_token,
 )
 
 INF = -math.inf
@@ -69,14 +72,88 @@ def test_greedy_is_argmax_after_penalty():
     assert sample_token(logits, SamplingParams(temperature=0.0, repetition_penalty=2.0), 3, torch.tensor([1])) == 2
 
 
+MASK32 = 0xFFFFFFFF
+
+
+def philox_reference(counter, key, rounds=10):
+    """Philox4x32-R in plain Python integers, written from the paper (Salmon et al., SC 2011), independently
+    of core/keyed_random.py (which avoids 64-bit products so that int64 tensors never overflow)."""
+    x, (k0, k1) = list(counter), key
+    for r in range(rounds):
+        if r:
+            k0, k1 = (k0 + 0x9E3779B9) & MASK32, (k1 + 0xBB67AE85) & MASK32
+        p0, p1 = 0xD2511F53 * x[0], 0xCD9E8D57 * x[2]
+        x = [((p1 >> 32) ^ x[1] ^ k0) & MASK32, p1 & MASK32, ((p0 >> 32) ^ x[3] ^ k1) & MASK32, p0 & MASK32]
+    return x
+
+
+def uniform_reference(seed, position, stream, index):
+    """The documented mapping: counter (index, position lo, position hi, stream), key (seed lo, seed hi), 52 bits
+    of the first two output words, u = (2m + 1) / 2^53."""
+    seed %= 1 << 64
+    w = philox_reference((index, position & MASK32, position >> 32, stream), (seed & MASK32, seed >> 32))
+    return (2 * ((w[0] << 20) | (w[1] >> 12)) + 1) / 2**53
+
+
+# Random123's known-answer vectors (kat_vectors): counter, key -> output, Philox4x32-10.
+PHILOX_KAT = [
+    ((0, 0, 0, 0), (0, 0), (0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8)),
+    ((MASK32,) * 4, (MASK32, MASK32), (0x408F276D, 0x41C83B0E, 0xA20BC7C6, 0x6D5451FD)),
+    ((0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344), (0xA4093822, 0x299F31D0), (0xD16CFE09, 0x94FDCCEB, 0x5001E420, 0x24126EA1)),
+]
+
+# The generator's first values, pinned: (seed, position, stream, index) -> u. Every device's implementation
+# must give these exact float64 bit patterns (seeds past 2^63 and negative seeds are taken mod 2^64).
+PINNED_UNIFORMS = [
+    ((0, 0, 0, 0), float.fromhex("0x1.989fa35785a72p-2")),
+    ((0, 1, 0, 0), float.fromhex("0x1.ab4317b3a88dap-2")),
+    ((0, 2, 0, 0), float.fromhex("0x1.63f9b34c19ffap-2")),
+    ((1234, 57, 0, 0), float.fromhex("0x1.69ffd28d70512p-2")),
+    ((1234, 57, 1, 3), float.fromhex("0x1.48323da1f6d5bp-1")),
+    ((2**63 + 5, 2**40 + 7, 2, 9), float.fromhex("0x1.3ab611392ac14p-3")),
+    ((-1, 12, 3, 0), float.fromhex("0x1.5f9a8742b153bp-1")),
+]
+
+
+@pytest.mark.parametrize("counter,key,expected", PHILOX_KAT)
+def test_philox_matches_the_published_test_vectors(counter, key, expected):
+    assert tuple(philox_reference(counter, key)) == expected
+    words = philox4x32(tuple(torch.tensor([c]) for c in counter), key)
+    assert tuple(int(w) for w in words) == expected
+
+
+@pytest.mark.parametrize("inputs,expected", PINNED_UNIFORMS)
+def test_generator_first_values_are_pinned(inputs, expected):
+    seed, position, stream, index = inputs
+    assert uniform_reference(seed, position, stream, index) == expected
+    got = keyed_uniforms(seed, torch.tensor([position]), stream, index)
+    assert got.dtype == torch.float64 and got[0].item() == expected  # bit for bit
+
+
+def test_generator_batches_equal_single_draws_and_stay_inside_the_open_interval():
+    positions = torch.arange(1000, 1300)
+    batch = keyed_uniforms(77, positions, STREAM_TOKEN)
+    assert batch.tolist() == [uniform_reference(77, p, STREAM_TOKEN, 0) for p in range(1000, 1300)]
+    assert torch.equal(position_uniforms(77, 1000, 300, "cpu"), batch)
+    assert bool(((batch > 0) & (batch < 1)).all())
+    assert len(set(batch.tolist())) == 300
+    assert 0.4 < float(batch.mean()) < 0.6  # 300 uniforms: standard error 0.017
+
+
 def test_draw_depends_only_on_seed_and_position():
-    a = gumbel_noise(7, 11, 32, "cpu", torch.float64)
-    assert torch.equal(a, gumbel_noise(7, 11, 32, "cpu", torch.float64))
-    assert not torch.equal(a, gumbel_noise(7, 12, 32, "cpu", torch.float64))
-    assert not torch.equal(a, gumbel_noise(8, 11, 32, "cpu", torch.float64))
+    a = position_uniforms(7, 11, 4, "cpu")
+    assert torch.equal(a, position_uniforms(7, 11, 4, "cpu"))
+    assert torch.equal(a[1:], position_uniforms(7, 12, 3, "cpu"))  # position 12 is the same draw in any batch
+    assert not torch.equal(a, position_uniforms(8, 11, 4, "cpu"))
 
 
-def test_gumbel_sampling_matches_distribution():
+def test_inverse_cdf_never_picks_a_zero_weight_and_survives_rounding():
+    probs = torch.tensor([[0.0, 0.5, 0.0, 0.5, 0.0]] * 4, dtype=torch.float32)
+    u = torch.tensor([1e-12, 0.49, 0.51, 1 - 2**-53], dtype=torch.float64)  # the last rounds to 1.0 in float32
+    assert inverse_cdf(probs, u).tolist() == [1, 1, 3, 3]
+
+
+def test_keyed_sampling_matches_distribution():
     probs = torch.tensor([0.1, 0.2, 0.3, 0.4], dtype=torch.float64)
     params = SamplingParams(temperature=1.0, seed=3)
     counts = torch.zeros(4)
@@ -85,6 +162,15 @@ def test_gumbel_sampling_matches_distribution():
         counts[sample_token(torch.log(probs), params, position)] += 1
     # standard error of each frequency <= sqrt(0.25 / 4000) = 0.008; allow 4 sigma
     assert torch.allclose(counts / n, probs.float(), atol=0.032)
+
+
+def test_repetition_penalty_in_sampling_uses_context_tokens_once():
+    logits = torch.log(torch.tensor([0.25, 0.25, 0.25, 0.25], dtype=torch.float64))
+    params = SamplingParams(temperature=1.0, repetition_penalty=4.0, seed=2)
+    # token 0 and 1 penalised (log 0.25 < 0: multiplied by 4); repeats in the context change nothing
+    picks = [sample_token(logits, params, t, [0, 1, 1, 0]) for t in range(400)]
+    assert picks == [sample_token(logits, params, t, torch.tensor([1, 0])) for t in range(400)]
+    assert sum(p in (0, 1) for p in picks) < 40  # each penalised token keeps 0.25^4 / (2 * 0.25 + 2 * 0.25^4)
 
 
 def test_top_p_sampling_never_leaves_nucleus():
@@ -114,9 +200,11 @@ def test_draft_top_k_equals_top_k_of_full_draft_logprobs(top_p, k):
     peaked = torch.randn(3, 2000, generator=generator, dtype=torch.float64) * 6
     flat = torch.randn(2, 2000, generator=generator, dtype=torch.float64) * 0.1
     logits = torch.cat([peaked, flat])
-    vals, ids = draft_top_k(logits, 0.7, top_p, k)
     ref_vals, ref_ids = torch.topk(draft_logprobs(logits, 0.7, top_p), k, dim=-1)
     finite = torch.isfinite(ref_vals)
-    assert torch.equal(torch.isfinite(vals), finite)
-    assert torch.allclose(vals[finite], ref_vals[finite], atol=1e-12)
-    assert torch.equal(ids[finite], ref_ids[finite])
+    with gpu_semantics():  # the path without host reads: the exact sort for every row
+        gpu_vals, gpu_ids = draft_top_k(logits, 0.7, top_p, k)
+    for vals, ids in (draft_top_k(logits, 0.7, top_p, k), (gpu_vals, gpu_ids)):
+        assert torch.equal(torch.isfinite(vals), finite)
+        assert torch.allclose(vals[finite], ref_vals[finite], atol=1e-12)
+        assert torch.equal(ids[finite], ref_ids[finite])

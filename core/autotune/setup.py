@@ -1,11 +1,23 @@
-"""Building the tuner for a loaded pair: the cached cost model, the pair's acceptance table, the device."""
+"""Building the tuner for a loaded pair (the cached cost model, the pair's acceptance table, the device) and
+the pair's adaptive-depth policy."""
 
 from __future__ import annotations
+
+import weakref
+
+from torch import nn
 
 from core.autotune.acceptance import prior_table
 from core.autotune.chooser import AutoTuner
 from core.autotune.cost_model import cached_cost_model
+from core.autotune.depth import DepthPolicy
 from core.causal_lm import CausalLM
+
+# One adaptive-depth policy per loaded pair (target module -> draft module -> policy), so what it learned
+# carries over from one answer to the next whoever asks; weak keys: an unloaded pair takes its policy along.
+_DEPTH_POLICIES: weakref.WeakKeyDictionary[nn.Module, weakref.WeakKeyDictionary[nn.Module, DepthPolicy]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def device_kind(model: CausalLM) -> str:
@@ -17,3 +29,12 @@ def tuner_for_pair(target: CausalLM, draft: CausalLM | None, max_depth: int = 32
     """An AutoTuner for this pair on this machine (measures the cost model on first use, then reads the cache)."""
     cost, _ = cached_cost_model(target, draft)
     return AutoTuner(cost, prior_table(target.name, draft.name if draft else None), device_kind(target), max_depth)
+
+
+def depth_policy_for(target: CausalLM, draft: CausalLM) -> DepthPolicy:
+    """The pair's adaptive-depth policy, built on first use from the pair's cached cost model."""
+    by_draft = _DEPTH_POLICIES.setdefault(target.model, weakref.WeakKeyDictionary())
+    policy = by_draft.get(draft.model)
+    if policy is None:
+        policy = by_draft[draft.model] = DepthPolicy(cached_cost_model(target, draft)[0])
+    return policy

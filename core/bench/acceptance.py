@@ -2,17 +2,21 @@
 
 Every row runs the same prompts and seeds. With `sequential` among the methods (or --baseline) the
 plain decoding speed is measured in the same process and each row reports its speed-up against it.
+`--trace` adds the GPU proxies of `bench trace` (host syncs, kernels, host-to-device bytes per pass, every
+pass of an answer after the first); tracing slows the run, so its seconds are then not comparable.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from dataclasses import asdict, dataclass
 
-from core.cli.pair import load_pair
+from core.bench.trace import PassTrace, traced_stream
 from core.cli.options import add_model_arguments, add_threads_argument, sampling_params, tree_settings
+from core.cli.pair import load_pair
 from core.generation import METHODS, DecodingSettings, stream_generate
 from core.methods.specexec import TreeSettings
 from core.prompts import encode_prompt, read_prompt_file
@@ -30,6 +34,11 @@ class Row:
     search_overhead: float  # share of a pass spent in the draft search beyond its forwards
     draft_forwards: float  # draft model forwards per target pass (the search's sequential steps)
     speedup: float | None = None  # tokens/s against sequential, measured in this run
+    # --trace: per pass (after each answer's first), as a GPU would see it (core/device_trace.py)
+    syncs_per_pass: float | None = None
+    kernels_per_draft_forward: float | None = None
+    kernels_per_pass: float | None = None
+    h2d_bytes_per_pass: float | None = None
 
 
 def _int_list(text: str) -> list[int]:
@@ -60,6 +69,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-depth", type=int, default=32)
     parser.add_argument("--expand", type=int, default=32)
     parser.add_argument("--draft-top-p", action="store_true", help="truncate the draft to the target's nucleus")
+    parser.add_argument("--no-adaptive-depth", action="store_true",
+                        help="every pass makes the search's full draft forwards (adaptive depth off)")
+    parser.add_argument("--trace", action="store_true", help="add host syncs, kernels and copies per pass (slower)")
     add_threads_argument(parser)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--plot", default=None, help="write a PNG of tokens per pass against budget")
@@ -70,11 +82,15 @@ def measure(target, draft, prompts_ids, method: str, budget: int, args: argparse
     draft_s = draft_forward_s = target_s = 0.0
     # sequential drafts nothing: its row has budget 0 and the tree settings are unused
     tree = tree_settings(args, budget=budget) if method != "sequential" else TreeSettings()
+    if args.no_adaptive_depth:
+        tree = dataclasses.replace(tree, adaptive_depth=False)
     settings = DecodingSettings(method=method, tree=tree, max_new_tokens=args.max_new_tokens)
+    traced = PassTrace()
     for seed in range(args.seed, args.seed + args.seeds):
         params = sampling_params(args, seed=seed)
         for prompt_ids in prompts_ids:
-            stream = stream_generate(target.lm, draft.lm if draft else None, target.tokenizer, prompt_ids, params, settings)
+            pair = (target.lm, draft.lm if draft else None, target.tokenizer, prompt_ids, params, settings)
+            stream = traced_stream(*pair, traced) if args.trace else stream_generate(*pair)
             for chunk in stream:
                 tokens += len(chunk.token_ids)
                 passes += 1
@@ -83,6 +99,7 @@ def measure(target, draft, prompts_ids, method: str, budget: int, args: argparse
                 forwards += chunk.stats.draft_forwards
                 target_s += chunk.stats.target_seconds
     total = draft_s + target_s
+    trace = traced.summary() if args.trace else {}
     return Row(
         method=method,
         budget=budget if method != "sequential" else 0,
@@ -92,16 +109,27 @@ def measure(target, draft, prompts_ids, method: str, budget: int, args: argparse
         tokens_per_s=tokens / total,
         search_overhead=(draft_s - draft_forward_s) / total,
         draft_forwards=forwards / passes,
+        syncs_per_pass=trace.get("syncs_per_pass"),
+        kernels_per_draft_forward=trace.get("kernels_per_draft_forward"),
+        kernels_per_pass=trace.get("kernels_per_pass"),
+        h2d_bytes_per_pass=trace.get("h2d_bytes_per_pass"),
     )
 
 
 def print_table(rows: list[Row]) -> None:
-    print(f"{'method':<11}{'budget':>7}{'tok/pass':>10}{'draft s':>10}{'target s':>10}{'tok/s':>9}{'search%':>9}{'fwd/pass':>9}{'speedup':>9}")
+    traced = any(row.syncs_per_pass is not None for row in rows)
+    trace_header = f"{'syncs/pass':>11}{'kern/fwd':>9}{'kern/pass':>10}{'H2D KB/pass':>12}" if traced else ""
+    print(f"{'method':<11}{'budget':>7}{'tok/pass':>10}{'draft s':>10}{'target s':>10}{'tok/s':>9}{'search%':>9}{'fwd/pass':>9}{'speedup':>9}"
+          + trace_header)
     for row in rows:
         speedup = f"{row.speedup:.2f}x" if row.speedup is not None else "-"
+        trace = ""
+        if traced and row.syncs_per_pass is not None:
+            trace = (f"{row.syncs_per_pass:>11.2f}{row.kernels_per_draft_forward:>9.0f}{row.kernels_per_pass:>10.0f}"
+                     f"{row.h2d_bytes_per_pass / 1e3:>12.1f}")
         print(
             f"{row.method:<11}{row.budget:>7}{row.tokens_per_pass:>10.2f}{row.draft_s:>10.4f}{row.target_s:>10.4f}"
-            f"{row.tokens_per_s:>9.2f}{100 * row.search_overhead:>8.1f}%{row.draft_forwards:>9.1f}{speedup:>9}"
+            f"{row.tokens_per_s:>9.2f}{100 * row.search_overhead:>8.1f}%{row.draft_forwards:>9.1f}{speedup:>9}" + trace
         )
 
 

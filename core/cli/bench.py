@@ -15,6 +15,7 @@ BENCHMARKS = {
     "serve": ("core.bench.serve", "the API server: an answer over HTTP vs straight through the engine client"),
     "autotune": ("core.bench.autotune", "automatic method and budget against a sweep of fixed settings"),
     "calibration": ("core.bench.calibration", "the speed model against every offloaded row of the SpecExec paper"),
+    "trace": ("core.bench.trace", "GPU proxies per SpecExec pass: host syncs, kernels, host-to-device bytes"),
 }
 
 

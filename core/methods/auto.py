@@ -14,6 +14,7 @@ import itertools
 from collections.abc import Iterator
 
 from core.autotune.chooser import SEQUENTIAL, AutoTuner
+from core.autotune.depth import DepthPolicy
 from core.causal_lm import CausalLM
 from core.decode_state import DecodeState
 from core.methods.sequential import sequential_steps
@@ -30,9 +31,11 @@ def auto_steps(
     tree: TreeSettings,
     tuner: AutoTuner,
     max_new_tokens: int,
+    depth: DepthPolicy | None = None,
 ) -> Iterator[Step]:
     """One Step per pass; tuner.current is the choice the last yielded pass ran with. `tree` gives the
-    depth cap and draft truncation; budget and expand come from the tuner's choice."""
+    depth cap, draft truncation and adaptive depth (`depth` chooses the forwards); budget and expand come
+    from the tuner's choice."""
     emitted = 0
     previous_method: str | None = None
     for first in itertools.chain([True], itertools.repeat(False)):
@@ -44,7 +47,7 @@ def auto_steps(
             steps = sequential_steps(state, target, params, 1)
         else:
             pass_tree = dataclasses.replace(tree, budget=config.budget, expand=config.expand)
-            steps = specexec_steps(state, target, draft, params, pass_tree, remaining)
+            steps = specexec_steps(state, target, draft, params, pass_tree, remaining, depth)
         try:
             step = next(steps)
         finally:

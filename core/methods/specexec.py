@@ -1,30 +1,44 @@
-"""SpecExec: a deterministic best-first draft tree, verified by sampling from the target itself."""
+"""SpecExec: a deterministic best-first draft tree, verified by sampling from the target itself.
+
+One pass, as the host issues it: the draft search (a fixed number of forwards, no host reads), the target's
+forward over the tree, the verification walk, and then the pass's one read: the walk together with what the
+stats, the draft-cache commit and adaptive depth need, in one tensor. The KV commits that follow use index
+tensors on the device. Nothing waits for the whole device: an offloaded target's prefetch of the next
+pass's first layers, issued at the end of its forward on the copy stream, runs on under the next search.
+"""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import torch
+
+from core.autotune.depth import DepthPolicy
 from core.causal_lm import CausalLM
 from core.decode_state import DecodeState
-from core.draft_search import SearchConfig, build_draft_tree
+from core.device_io import to_device
+from core.draft_search import DEFAULT_MAX_FORWARDS, DraftTree, SearchConfig, build_draft_tree, expansion_width
 from core.errors import InvalidSettingError
-from core.methods.step import Step, tree_step
-from core.methods.tree_forward import target_pass
-from core.sampling import SamplingParams
-from core.verification import verify_tree
+from core.methods.step import PassStats, Step
+from core.methods.tree_forward import commit_draft_path, commit_target_path, score_tree
+from core.sampling import SamplingParams, context_mask
+from core.timing import PassClock
+from core.verification import Verdict, read_verdict, walk_tree
 
 
 @dataclass(frozen=True)
 class TreeSettings:
     """budget K: draft tokens per target pass; max_depth D; expand B: nodes per draft forward;
-    draft_top_p: truncate the draft to the target's nucleus (measured in docs/benchmarks.md)."""
+    draft_top_p: truncate the draft to the target's nucleus (measured in docs/benchmarks.md);
+    adaptive_depth: stop drafting when one more forward is worth less than it costs (core/autotune/depth.py;
+    off: every pass makes the search's full DEFAULT_MAX_FORWARDS forwards on a GPU)."""
 
     budget: int = 128
     max_depth: int = 32
     expand: int = 32
     draft_top_p: bool = False
+    adaptive_depth: bool = True
 
     def __post_init__(self) -> None:
         if self.budget < 1:
@@ -40,6 +54,34 @@ def draft_temperature(params: SamplingParams) -> float:
     return params.temperature if params.temperature > 0 else 1.0
 
 
+@dataclass(frozen=True)
+class _PassRead:
+    """What the pass's one host read brings back (see `_read_pass`)."""
+
+    verdict: Verdict
+    path_births: list[int]  # birth forward of each accepted node (root excluded)
+    expanded: int  # leading path nodes (root included) whose KV the draft cache holds
+    tree_size: int  # real draft nodes (root and padding excluded)
+    tree_depth: int
+
+
+def _read_pass(tree: DraftTree, path: torch.Tensor, tokens: torch.Tensor) -> _PassRead:
+    """The pass's one host read: the walk (path, tokens: long [S]) with the births and draft-cache rows of
+    its nodes and the tree's real size and depth, packed into one tensor."""
+    steps = path.shape[0]
+    nodes = path.clamp_min(0)
+    packed = torch.cat([
+        path, tokens, tree.births[nodes], (tree.cache_rows[nodes] >= 0).long(),
+        tree.valid.sum().reshape(1), tree.depths.max().reshape(1),
+    ])
+    values = packed.tolist()  # host sync, deliberate: the pass's one read
+    verdict = read_verdict(values[:steps], values[steps : 2 * steps])
+    accepted = len(verdict.path)
+    expanded_flags = values[3 * steps : 3 * steps + accepted]
+    expanded = next((i for i, flag in enumerate(expanded_flags) if not flag), accepted)
+    return _PassRead(verdict, values[2 * steps + 1 : 2 * steps + accepted], expanded, values[-2] - 1, values[-1])
+
+
 def specexec_steps(
     state: DecodeState,
     target: CausalLM,
@@ -47,8 +89,12 @@ def specexec_steps(
     params: SamplingParams,
     tree: TreeSettings,
     max_new_tokens: int,
+    depth: DepthPolicy | None = None,
 ) -> Iterator[Step]:
+    """One Step per target pass, never more than max_new_tokens tokens in all. `depth` chooses the draft
+    forwards of each pass when tree.adaptive_depth is on (None: the search's cap)."""
     emitted = 0
+    width = min(expansion_width(tree.budget, tree.expand), tree.budget)
     while emitted < max_new_tokens:
         remaining = max_new_tokens - emitted
         search = SearchConfig(
@@ -58,20 +104,37 @@ def specexec_steps(
             temperature=draft_temperature(params),
             top_p=params.top_p if tree.draft_top_p and not params.greedy else None,
         )
-        started = time.perf_counter()
-        draft_tree = build_draft_tree(draft, state.draft_cache, state.prefill_pending(draft, state.draft_cache), search)
-        drafted = time.perf_counter()
+        forwards = DEFAULT_MAX_FORWARDS
+        if depth is not None and tree.adaptive_depth:
+            forwards = depth.forwards(tree.budget, width, DEFAULT_MAX_FORWARDS, len(state.tokens) - state.draft_cache.length)
+        clock = PassClock(target.device)
+        draft_tree = build_draft_tree(draft, state.draft_cache, state.prefill_pending(draft, state.draft_cache), search, forwards)
+        clock.mark()
 
-        verdict = target_pass(
-            state, target, draft_tree.tokens, draft_tree.parents, draft_tree.depths, draft_tree.cache_rows,
-            lambda logits, root_position, context: verify_tree(
-                draft_tree.tokens, draft_tree.parents, logits, params, root_position, context, remaining
-            ),
-        )
-        finished = time.perf_counter()
+        pending = state.prefill_pending(target, state.target_cache)
+        chain_end = state.target_cache.length + pending.shape[0]
+        logits = score_tree(target, state.target_cache, pending, draft_tree.tokens, draft_tree.depths, draft_tree.reach)
+        penalized = None
+        if params.repetition_penalty != 1.0:
+            penalized = context_mask(to_device(state.tokens, target.device), target.vocab_size)
+        steps = min(draft_tree.max_depth, remaining - 1) + 1
+        walk = walk_tree(draft_tree.tokens, draft_tree.parents, draft_tree.valid, logits, params, chain_end - 1, penalized, steps)
+        clock.mark()
+        result = _read_pass(draft_tree, walk.path, walk.tokens)
 
+        verdict = result.verdict
+        commit_target_path(state.target_cache, chain_end, walk.path[: len(verdict.path)])
+        commit_draft_path(state.draft_cache, draft_tree.root_row, draft_tree.cache_rows[walk.path[: result.expanded]])
+        state.tokens.extend(verdict.emitted)
+        if depth is not None and tree.adaptive_depth and search.max_depth > 0:
+            depth.observe(tree.budget, width, forwards, result.path_births)
+        draft_seconds, target_seconds = clock.intervals()
         emitted += len(verdict.emitted)
-        yield tree_step(
-            verdict.emitted, draft_tree.depths, started, drafted, finished,
-            draft_tree.forward_seconds, draft_tree.draft_forwards,
+        yield Step(
+            token_ids=verdict.emitted,
+            stats=PassStats(
+                tokens=len(verdict.emitted), tree_size=result.tree_size, tree_depth=result.tree_depth,
+                draft_seconds=draft_seconds, draft_forward_seconds=draft_tree.timer.seconds(),
+                target_seconds=target_seconds, draft_forwards=draft_tree.draft_forwards,
+            ),
         )

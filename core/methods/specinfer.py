@@ -15,8 +15,9 @@ it are still i.i.d. draft samples given their prefix (they are independent of th
 the argument repeats at every depth. Unlike SpecExec, the tokens differ from sequential sampling with the
 same seed: only their distribution is the same.
 
-Randomness is keyed, so a run is reproducible: the chains by (seed, root position, "specinfer-draft"), the
-acceptance tests and residual samples by (seed, absolute position of the token being chosen, stream).
+Randomness is keyed (core/keyed_random.py), so a run is reproducible on any device: chain c's token at
+absolute position t by (seed, t, the draft stream, c), the acceptance tests and residual samples by (seed,
+absolute position of the token being chosen, their stream, the round).
 """
 
 from __future__ import annotations
@@ -30,13 +31,15 @@ import torch
 
 from core.causal_lm import CausalLM, RowLogits
 from core.decode_state import DecodeState
+from core.device_io import to_device
+from core.keyed_random import STREAM_SPECINFER_ACCEPT, STREAM_SPECINFER_DRAFT, STREAM_SPECINFER_RESIDUAL, keyed_uniforms
 from core.kv_cache import InPlaceKVCache
 from core.methods.specexec import TreeSettings
-from core.methods.step import Step, tree_step
-from core.methods.tree_forward import target_pass
-from core.sampling import SamplingParams, draw_key, sample_from_probs, sample_token, target_probs, uniform_draw
-from core.timing import synchronize
-from core.tree_mask import additive_mask, causal_visibility
+from core.methods.step import PassStats, Step
+from core.methods.tree_forward import commit_draft_path, commit_target_path, score_tree
+from core.sampling import SamplingParams, inverse_cdf, sample_from_probs, sample_token, target_probs, uniform_draw
+from core.timing import ForwardTimer
+from core.tree_mask import additive_mask, ancestor_matrix, causal_visibility
 from core.verification import Verdict
 
 
@@ -78,7 +81,7 @@ class DraftChains:
     probs: list[torch.Tensor]
     root_row: int
     forwards: int
-    forward_seconds: float
+    timer: ForwardTimer
 
     @property
     def width(self) -> int:
@@ -91,12 +94,13 @@ class DraftChains:
 
 def no_chains(device: torch.device | str) -> DraftChains:
     """The empty draft of a pass with no room for draft tokens (the draft cache is left untouched)."""
-    return DraftChains(torch.empty((0, 0), dtype=torch.long, device=device), [], -1, 0, 0.0)
+    return DraftChains(torch.empty((0, 0), dtype=torch.long, device=device), [], -1, 0, ForwardTimer(device))
 
 
-def _draw(probs: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-    """One token per row of probs [w, V] -> long [w]."""
-    return torch.multinomial(probs, 1, replacement=True, generator=generator)[:, 0]
+def _draw(probs: torch.Tensor, seed: int, position: int) -> torch.Tensor:
+    """Chain c's token at absolute `position` from row c of probs [w, V], by its keyed uniform -> long [w]."""
+    chains = torch.arange(probs.shape[0], device=probs.device)
+    return inverse_cdf(probs, keyed_uniforms(seed, torch.full_like(chains, position), STREAM_SPECINFER_DRAFT, chains))
 
 
 def sample_chains(
@@ -106,25 +110,24 @@ def sample_chains(
     params: SamplingParams,
     width: int,
     length: int,
-    generator: torch.Generator,
 ) -> DraftChains:
     """Sample `width` chains of `length` tokens, all chains advanced together by one draft forward per depth.
 
-    `pending`: long [P], tokens the draft cache does not hold yet, the root last. The first forward runs them
+    `pending`: long [P] on the draft's device, tokens the draft cache does not hold yet, the root last. The first forward runs them
     (prefill or catch-up) and gives q at the root; forward d runs the w tips at depth d, each seeing the
     committed prefix, the root and its own chain only. q uses the target's sampling settings without the
     repetition penalty (any q is correct as long as it is the distribution the tokens were drawn from).
     """
     device = draft.device
-    pending = pending.to(device)
     root_row = cache.length + pending.shape[0] - 1
-    started = time.perf_counter()
+    timer = ForwardTimer(device)
     visible = causal_visibility(cache.length, pending.shape[0], device)
     positions = torch.arange(cache.length, cache.length + pending.shape[0], device=device)
-    logits = draft.forward(pending, positions, additive_mask(visible, draft.dtype), cache, logit_rows=slice(-1, None))
+    with timer:
+        logits = draft.forward(pending, positions, additive_mask(visible, draft.dtype), cache, logit_rows=slice(-1, None))
     # q: [1, V] at the root, shared by every chain
     q = target_probs(logits, params).expand(width, -1)
-    probs, tips = [q], [_draw(q, generator)]
+    probs, tips = [q], [_draw(q, params.seed, root_row + 1)]
     own_chain = torch.eye(width, dtype=torch.bool, device=device)
     for depth in range(1, length):
         # visible: [w, cache.length + w]; tree columns are depth blocks of w, a tip sees its own column in each
@@ -132,16 +135,13 @@ def sample_chains(
         visible[:, : root_row + 1] = True
         visible[:, root_row + 1 :] = own_chain.repeat(1, depth)
         positions = torch.full((width,), root_row + depth, dtype=torch.long, device=device)
-        logits = draft.forward(tips[-1], positions, additive_mask(visible, draft.dtype), cache)
+        with timer:
+            logits = draft.forward(tips[-1], positions, additive_mask(visible, draft.dtype), cache)
         # q: [w, V], row c = distribution after chain c's first `depth` tokens
         q = target_probs(logits, params)
         probs.append(q)
-        tips.append(_draw(q, generator))
-    synchronize(device)
-    return DraftChains(
-        tokens=torch.stack(tips, dim=1), probs=probs, root_row=root_row,
-        forwards=length, forward_seconds=time.perf_counter() - started,
-    )
+        tips.append(_draw(q, params.seed, root_row + depth + 1))
+    return DraftChains(tokens=torch.stack(tips, dim=1), probs=probs, root_row=root_row, forwards=length, timer=timer)
 
 
 @dataclass(frozen=True)
@@ -221,12 +221,12 @@ def choose_among_candidates(
     """Multi-round speculative sampling at one node: (token, True) for an accepted candidate, (token, False)
     for a sample from the final residual. p, q: [V] float64; candidates: i.i.d. samples from q."""
     for index, token in enumerate(candidates):
-        u = uniform_draw(seed, position, f"accept{index}")
+        u = uniform_draw(seed, position, STREAM_SPECINFER_ACCEPT, index)
         p_x, q_x = torch.stack([p[token], q[token]]).tolist()  # host sync: one acceptance test per round
         if u * q_x < p_x:  # u < min(1, p(x) / q(x)), without dividing
             return token, True
         p = residual_distribution(p, q)
-    return sample_from_probs(p, seed, position, "residual"), False
+    return sample_from_probs(p, seed, position, STREAM_SPECINFER_RESIDUAL), False
 
 
 def verify_chains(
@@ -264,12 +264,6 @@ def verify_chains(
         context = torch.cat([context, context.new_tensor([token])])
 
 
-def draft_generator(seed: int, root_position: int, device: torch.device) -> torch.Generator:
-    """The generator the chains of one pass are drawn with: keyed by (seed, root position), so reproducible
-    on a given device (CUDA and CPU multinomial draw different samples from the same seed)."""
-    return torch.Generator(device=device).manual_seed(draw_key(seed, root_position, "specinfer-draft"))
-
-
 def specinfer_steps(
     state: DecodeState,
     target: CausalLM,
@@ -289,27 +283,35 @@ def specinfer_steps(
     while emitted < max_new_tokens:
         remaining = max_new_tokens - emitted
         width, length = chain_shape(tree.budget, min(tree.max_depth, remaining - 1))
-        root_position = len(state.tokens) - 1
         started = time.perf_counter()
         if length == 0:
             chains = no_chains(draft.device)
         else:
-            generator = draft_generator(params.seed, root_position, draft.device)
             pending_draft = state.prefill_pending(draft, state.draft_cache)
-            chains = sample_chains(draft, state.draft_cache, pending_draft, params, width, length, generator)
+            chains = sample_chains(draft, state.draft_cache, pending_draft, params, width, length)
         # host sync: the trie is built in Python from the sampled token ids
         trie = merge_chains(state.tokens[-1], chains.tokens.tolist(), chains.root_row)
         drafted = time.perf_counter()
 
-        verdict = target_pass(
-            state, target, trie.tokens, trie.parents, trie.depths, trie.cache_rows,
-            lambda logits, position, context: verify_chains(
-                trie, chains.probs, logits, params, position, context, remaining
-            ),
-        )
+        device = target.device
+        pending = state.prefill_pending(target, state.target_cache)
+        chain_end = state.target_cache.length + pending.shape[0]
+        reach = ancestor_matrix(to_device(trie.parents, device))
+        logits = score_tree(target, state.target_cache, pending, to_device(trie.tokens, device), to_device(trie.depths, device), reach)
+        verdict = verify_chains(trie, chains.probs, logits, params, chain_end - 1, to_device(state.tokens, device), remaining)
+        commit_target_path(state.target_cache, chain_end, to_device(verdict.path, device))
+        rows = trie.cache_rows[verdict.path].tolist()
+        expanded = next((i for i, row in enumerate(rows) if row < 0), len(rows))
+        commit_draft_path(state.draft_cache, chains.root_row, to_device(rows[:expanded], draft.device))
+        state.tokens.extend(verdict.emitted)
         finished = time.perf_counter()
 
         emitted += len(verdict.emitted)
-        yield tree_step(
-            verdict.emitted, trie.depths, started, drafted, finished, chains.forward_seconds, chains.forwards
+        yield Step(
+            token_ids=verdict.emitted,
+            stats=PassStats(
+                tokens=len(verdict.emitted), tree_size=trie.size - 1, tree_depth=int(trie.depths.max()),
+                draft_seconds=drafted - started, draft_forward_seconds=chains.timer.seconds(),
+                target_seconds=finished - drafted, draft_forwards=chains.forwards,
+            ),
         )

@@ -129,8 +129,8 @@ class LayerStreamer:
                 self.copy_stream.wait_event(self.released[action.slot])
                 target.copy_(source, non_blocking=True)
                 self.loaded[action.slot].record(self.copy_stream)
-        else:
-            target.copy_(source)
+        else:  # the same asynchronous copy call as on CUDA (a CPU runs it at once)
+            target.copy_(source, non_blocking=True)
         if self.trace is not None:
             self.trace.append(action)
 

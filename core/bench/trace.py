@@ -1,0 +1,190 @@
+"""`specexec bench trace`: the GPU proxies of a SpecExec pass, counted on any device (core/device_trace.py).
+
+Per tree budget and per target placement (resident; offloaded: the target's layers streamed from a host
+store through device ring slots, `stream_on_cpu` on a CPU), SpecExec answers one prompt and every pass after
+the first (which also prefills the prompt) is traced: host syncs per pass (by site) and inside draft
+forwards (and in the whole draft search, per forward), kernels per draft forward and per pass, bytes copied
+host to device per pass, tokens per pass.
+`PassTrace` is also what `bench acceptance --trace` adds its columns from.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+
+from core.cli.options import add_model_arguments, add_threads_argument, sampling_params
+from core.device_trace import DeviceTrace, TraceCounts
+from core.generation import DecodingSettings, stream_generate
+from core.methods.specexec import TreeSettings
+from core.prompts import Prompt, encode_prompt, read_prompt_file
+from core.threads import apply_torch_threads
+
+TARGET_KINDS = ("resident", "offloaded")
+
+
+@dataclass
+class PassTrace:
+    """Per-pass trace totals over the traced passes of one configuration."""
+
+    passes: int = 0
+    tokens: int = 0
+    syncs: Counter = field(default_factory=Counter)
+    max_syncs: int = 0
+    kernels: int = 0
+    h2d_bytes: int = 0
+    draft_forwards: int = 0
+    draft_syncs: int = 0
+    draft_kernels: int = 0
+    search_syncs: int = 0
+    search_kernels: int = 0
+
+    def add(self, counts: TraceCounts, tokens: int) -> None:
+        """One pass: its counts (a difference of two snapshots) and the tokens it emitted."""
+        self.passes += 1
+        self.tokens += tokens
+        self.syncs += counts.syncs
+        self.max_syncs = max(self.max_syncs, counts.sync_count)
+        self.kernels += counts.kernels
+        self.h2d_bytes += counts.h2d_bytes
+        self.draft_forwards += counts.draft_forwards
+        self.draft_syncs += counts.draft_syncs
+        self.draft_kernels += counts.draft_kernels
+        self.search_syncs += counts.search_syncs
+        self.search_kernels += counts.search_kernels
+
+    def summary(self) -> dict[str, object]:
+        passes = max(self.passes, 1)
+        forwards = max(self.draft_forwards, 1)
+        return {
+            "passes": self.passes,
+            "tokens_per_pass": self.tokens / passes,
+            "syncs_per_pass": sum(self.syncs.values()) / passes,
+            "max_syncs_in_a_pass": self.max_syncs,
+            "syncs_per_draft_forward": self.draft_syncs / forwards,
+            "search_syncs_per_draft_forward": self.search_syncs / forwards,  # the search's bookkeeping too
+            "draft_forwards_per_pass": self.draft_forwards / passes,
+            "kernels_per_draft_forward": self.draft_kernels / forwards,
+            "kernels_per_pass": self.kernels / passes,
+            "search_kernels_per_pass_outside_draft_forwards": (self.search_kernels - self.draft_kernels) / passes,
+            "kernels_per_pass_after_the_search": (self.kernels - self.search_kernels) / passes,
+            "h2d_bytes_per_pass": self.h2d_bytes / passes,
+            "sync_sites_per_pass": {site: n / passes for site, n in self.syncs.most_common()},
+        }
+
+
+def traced_stream(target, draft, tokenizer, prompt_ids, params, settings: DecodingSettings, totals: PassTrace):
+    """stream_generate under a DeviceTrace, adding every pass after the first to `totals`; yields the chunks."""
+    trace = DeviceTrace()
+    for model in (target, draft):
+        if model is not None:
+            trace.mark_model(model)
+    if draft is not None:
+        trace.watch_draft(draft)
+        trace.watch_search()
+    with trace:
+        before = trace.snapshot()
+        for index, chunk in enumerate(stream_generate(target, draft, tokenizer, prompt_ids, params, settings)):
+            after = trace.snapshot()
+            if index > 0:  # the first pass also prefills the prompt
+                totals.add(after - before, len(chunk.token_ids))
+            before = after
+            yield chunk
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_model_arguments(parser)
+    parser.add_argument("--budgets", type=lambda t: [int(p) for p in t.split(",") if p], default=[64, 256, 1024])
+    parser.add_argument("--targets", type=lambda t: [p for p in t.split(",") if p], default=list(TARGET_KINDS),
+                        help="resident and/or offloaded (the target's layers streamed; on a CPU through host copies)")
+    parser.add_argument("--offload-resident-layers", type=int, default=8,
+                        help="layers of the offloaded target kept resident (the rest stream every pass)")
+    parser.add_argument("--prompts", default=None, help="JSON Lines prompt file (default: a built-in chat prompt)")
+    parser.add_argument("--prompt-index", type=int, default=0)
+    parser.add_argument("--passes", type=int, default=6, help="passes traced per configuration (after the first)")
+    parser.add_argument("--temperature", type=float, default=0.6)
+    parser.add_argument("--top-p", type=float, default=0.9)
+    parser.add_argument("--top-k", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--max-depth", type=int, default=32)
+    parser.add_argument("--expand", type=int, default=32)
+    parser.add_argument("--no-adaptive-depth", action="store_true", help="every pass makes the search's full forwards")
+    add_threads_argument(parser)
+    parser.add_argument("--json", action="store_true")
+
+
+_DEFAULT_PROMPT = Prompt(messages=({"role": "user", "content": "Explain why the sky is blue in a few sentences."},))
+
+
+def _load(args: argparse.Namespace, kind: str):
+    """(target CausalLM, draft LoadedModel, tokenizer) for a target placement."""
+    import torch
+
+    from core.builtin import ensure_converted, is_builtin
+    from core.cli.pair import load_pair
+    from core.loading import resolve_spec
+    from core.offload import load_offloaded
+
+    target, draft = load_pair(args)
+    if kind == "resident":
+        return target.lm, draft, target.tokenizer
+    folder = ensure_converted() if is_builtin(args.target) else resolve_spec(args.target)[1]
+    offloaded = load_offloaded(
+        str(folder), str(target.lm.device), target.lm.dtype, resident_layers=args.offload_resident_layers,
+        n_slots=2, tree_budget=max(args.budgets), stream_on_cpu=target.lm.device.type == "cpu",
+    )
+    return offloaded, draft, target.tokenizer
+
+
+def measure(args: argparse.Namespace) -> list[dict[str, object]]:
+    prompts = read_prompt_file(args.prompts) if args.prompts else [_DEFAULT_PROMPT]
+    params = sampling_params(args)
+    rows = []
+    for kind in args.targets:
+        target, draft, tokenizer = _load(args, kind)
+        prompt_ids = encode_prompt(tokenizer, prompts[args.prompt_index])
+        for budget in args.budgets:
+            tree = TreeSettings(budget=budget, max_depth=args.max_depth, expand=args.expand)
+            if args.no_adaptive_depth:
+                tree = dataclasses.replace(tree, adaptive_depth=False)
+            settings = DecodingSettings(method="specexec", tree=tree, max_new_tokens=1024)
+            totals = PassTrace()
+            stream = traced_stream(target, draft.lm, tokenizer, prompt_ids, params, settings, totals)
+            for _ in stream:
+                if totals.passes >= args.passes:
+                    break
+            stream.close()
+            rows.append({"target": kind, "budget": budget, **totals.summary()})
+            print(f"  traced {kind} target, budget {budget}: {rows[-1]['syncs_per_pass']:.1f} syncs per pass",
+                  file=sys.stderr)
+    return rows
+
+
+def print_table(rows: list[dict[str, object]]) -> None:
+    print(f"{'target':<10}{'budget':>7}{'syncs/pass':>11}{'max':>5}{'in fwd':>7}{'search/fwd':>11}{'fwd/pass':>9}"
+          f"{'kern/fwd':>9}{'kern/pass':>10}{'H2D MB/pass':>12}{'tok/pass':>9}")
+    for r in rows:
+        print(f"{r['target']:<10}{r['budget']:>7}{r['syncs_per_pass']:>11.2f}{r['max_syncs_in_a_pass']:>5}"
+              f"{r['syncs_per_draft_forward']:>7.2f}{r['search_syncs_per_draft_forward']:>11.2f}"
+              f"{r['draft_forwards_per_pass']:>9.1f}{r['kernels_per_draft_forward']:>9.0f}"
+              f"{r['kernels_per_pass']:>10.0f}{r['h2d_bytes_per_pass'] / 1e6:>12.2f}{r['tokens_per_pass']:>9.2f}")
+    print("\nhost syncs per pass by site:")
+    for r in rows:
+        print(f"  {r['target']} target, budget {r['budget']}:")
+        for site, count in r["sync_sites_per_pass"].items():
+            print(f"    {count:6.2f}  {site}")
+
+
+def run(args: argparse.Namespace) -> int:
+    apply_torch_threads(args.threads)
+    rows = measure(args)
+    if args.json:
+        print(json.dumps({"rows": rows}))
+    else:
+        print_table(rows)
+    return 0
+

@@ -1,0 +1,75 @@
+"""Random numbers keyed by (seed, absolute position, stream, index): the same values on every device.
+
+SpecExec emits exactly the tokens of plain sequential sampling when the draw for absolute position t depends
+only on (seed, t): both then sample every token from the target's distribution with the same number. A
+counter-based generator gives that draw directly, with no generator state to carry or replay: the value for
+(seed, t, stream, index) is a fixed function of those integers.
+
+The function is Philox4x32-10 (Salmon, Moraes, Dror, Shaw: "Parallel random numbers: as easy as 1, 2, 3",
+SC 2011; the generator cuRAND and PyTorch's CUDA backend use), computed with torch integer ops so that it runs
+on the device where the draws are needed, in one batch per pass:
+
+    counter = (index, position mod 2^32, position div 2^32, stream), key = (seed mod 2^32, seed div 2^32 mod 2^32)
+
+Every word is held in an int64 tensor as a value in [0, 2^32). The only products are a 32-bit word times a
+16-bit half of a Philox multiplier (< 2^48), so no int64 operation can overflow and every step is exact
+integer arithmetic on any device. The result is one float64 uniform per counter, from the first two output
+words: m = (w0 << 20) | (w1 >> 12), 52 random bits, and u = (2m + 1) * 2^-53. That conversion is exact: 2m + 1
+is an odd integer below 2^53, which float64 represents exactly (int64 -> float64 rounds only above 2^53), and
+multiplying by a power of two only changes the exponent. So u lies in (0, 1), never 0 or 1, and is the same
+bit pattern on a CPU and a GPU.
+"""
+
+from __future__ import annotations
+
+import torch
+
+MASK32 = 0xFFFFFFFF
+# Philox4x32 round multipliers and Weyl key increments (Random123, philox.h).
+PHILOX_M0 = 0xD2511F53
+PHILOX_M1 = 0xCD9E8D57
+PHILOX_W0 = 0x9E3779B9
+PHILOX_W1 = 0xBB67AE85
+PHILOX_ROUNDS = 10
+
+# Streams: independent families of draws at the same (seed, position).
+STREAM_TOKEN = 0  # the token sampled at a position (every method)
+STREAM_SPECINFER_DRAFT = 1  # SpecInfer's draft chains (index = chain)
+STREAM_SPECINFER_ACCEPT = 2  # SpecInfer's acceptance tests (index = round at the node)
+STREAM_SPECINFER_RESIDUAL = 3  # SpecInfer's residual sample
+
+
+def _mulhilo(a: torch.Tensor, multiplier: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(high, low) 32-bit words of a * multiplier for words a in [0, 2^32) and a 32-bit constant.
+
+    a * M = a * M_hi * 2^16 + a * M_lo with 16-bit halves; each partial product is below 2^48.
+    """
+    p_hi = a * (multiplier >> 16)
+    s = a * (multiplier & 0xFFFF) + ((p_hi & 0xFFFF) << 16)  # < 2^49
+    return (p_hi >> 16) + (s >> 32), s & MASK32
+
+
+def philox4x32(counter: tuple[torch.Tensor, ...], key: tuple[int, int], rounds: int = PHILOX_ROUNDS) -> tuple[torch.Tensor, ...]:
+    """Philox4x32-R on int64 word tensors in [0, 2^32) (broadcast together); key: two 32-bit ints."""
+    x0, x1, x2, x3 = counter
+    k0, k1 = key
+    for round_index in range(rounds):
+        if round_index:
+            k0, k1 = (k0 + PHILOX_W0) & MASK32, (k1 + PHILOX_W1) & MASK32
+        hi0, lo0 = _mulhilo(x0, PHILOX_M0)
+        hi1, lo1 = _mulhilo(x2, PHILOX_M1)
+        x0, x1, x2, x3 = hi1 ^ x1 ^ k0, lo1, hi0 ^ x3 ^ k1, lo0
+    return x0, x1, x2, x3
+
+
+def keyed_uniforms(seed: int, positions: torch.Tensor, stream: int, index: torch.Tensor | int = 0) -> torch.Tensor:
+    """float64 uniforms in (0, 1), one per element of `positions` and `index` broadcast together, on their
+    device. positions, index: long tensors of absolute positions (>= 0) and indices in [0, 2^32)."""
+    seed %= 1 << 64
+    positions = positions.long()
+    index = torch.full_like(positions, index) if isinstance(index, int) else index.long()
+    positions, index = torch.broadcast_tensors(positions, index)
+    counter = (index, positions & MASK32, positions >> 32, torch.full_like(positions, stream))
+    w0, w1, _, _ = philox4x32(counter, (seed & MASK32, seed >> 32))
+    mantissa = (w0 << 20) | (w1 >> 12)  # 52 random bits
+    return (2 * mantissa + 1).double() * 2.0**-53  # exact: an odd integer below 2^53, scaled by a power of two

@@ -1,0 +1,133 @@
+"""The GPU proxies (core/device_trace.py) and the ceilings they hold the decoding loop to: at most 6 host syncs
+per SpecExec pass whatever the tree, none inside a draft forward, on a resident and on an offloaded target."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from core.bench.trace import PassTrace, traced_stream
+from core.device_trace import DeviceTrace
+from core.generation import DecodingSettings, generate
+from core.methods.specexec import TreeSettings
+from core.offload import load_offloaded
+from core.sampling import SamplingParams
+from core.timing import synchronize
+from conftest import make_word_tokenizer
+from test_cli import save_tiny_model, specexec
+
+MAX_SYNCS_PER_PASS = 6
+PROMPT = [1, 17, 5, 33, 8, 2, 40]
+
+
+def test_tracer_counts_what_would_block_a_gpu_and_nothing_on_the_host():
+    device_tensor, host = torch.arange(6.0), torch.arange(6.0)
+    trace = DeviceTrace()
+    trace.mark_device(device_tensor)
+    with trace:
+        int(host[1]), host.tolist(), host[host > 2], host + 1  # host work: free
+        assert trace.snapshot().sync_count == 0 and trace.snapshot().kernels == 0
+        int(device_tensor[1])
+        device_tensor.tolist()
+        torch.nonzero(device_tensor)
+        device_tensor[device_tensor > 2]
+        torch.where(device_tensor > 2)
+        torch.equal(device_tensor, device_tensor)
+        device_tensor[torch.tensor([0, 2])]  # a host index: copied to the device, blocking
+        host.to("cpu")  # host to device, blocking
+        synchronize("cpu")  # a whole-device wait on CUDA
+        reads = trace.snapshot()
+        view = device_tensor[1:4].unsqueeze(0)  # views: no kernel
+        pinned = host.to("cpu", non_blocking=True)  # asynchronous (to_device pins it on CUDA)
+        total = (view * 2 + pinned[:3]).sum()  # mul, add, sum: three kernels on the device
+        made = torch.zeros(3, device="cpu")  # an explicit device: a device tensor
+        float(total), bool(made[0] == 0)
+    after = trace.snapshot()
+    kinds = " ".join(reads.syncs)
+    for kind in ("[__int__]", "[tolist]", "[nonzero]", "[boolean-mask indexing]", "[where(condition)]", "[equal]",
+                 "[host operand of index]", "[blocking host-to-device copy]", "[whole-device synchronize]"):
+        assert kind in kinds, kind
+    assert all(site.startswith("tests/test_trace.py:") for site in reads.syncs)
+    assert reads.h2d_bytes == 2 * 8 + 6 * 4  # the index, then the host tensor
+    new = after - reads
+    assert new.sync_count == 2 and new.h2d_bytes == 6 * 4 and new.kernels >= 4
+
+
+def _trace_specexec(target, draft, params, tree, max_new_tokens=24) -> tuple[PassTrace, list[int]]:
+    totals = PassTrace()
+    tokenizer = make_word_tokenizer()
+    chunks = list(traced_stream(target, draft, tokenizer, PROMPT, params,
+                                DecodingSettings(method="specexec", tree=tree, max_new_tokens=max_new_tokens), totals))
+    return totals, [t for c in chunks for t in c.token_ids]
+
+
+TREES = [TreeSettings(1, 1, 1), TreeSettings(16, 4, 4), TreeSettings(128, 32, 8), TreeSettings(256, 32, 32, draft_top_p=True),
+         TreeSettings(64, 16, 16, adaptive_depth=False)]
+SAMPLING = [SamplingParams(temperature=0.0), SamplingParams(temperature=0.8, top_p=0.9, seed=4),
+            SamplingParams(temperature=1.0, top_k=7, repetition_penalty=1.3, seed=5)]
+
+
+@pytest.mark.parametrize("tree", TREES, ids=lambda t: f"K{t.budget}-D{t.max_depth}-B{t.expand}")
+@pytest.mark.parametrize("params", SAMPLING, ids=["greedy", "top-p", "penalty"])
+def test_specexec_passes_stay_under_the_sync_ceilings(tiny_target, tiny_draft, tree, params, one_torch_thread):
+    totals, tokens = _trace_specexec(tiny_target, tiny_draft, params, tree)
+    summary = totals.summary()
+    assert totals.passes >= 2
+    assert summary["max_syncs_in_a_pass"] <= MAX_SYNCS_PER_PASS, summary["sync_sites_per_pass"]
+    assert totals.draft_syncs == 0 and totals.search_syncs == 0 and totals.draft_forwards >= totals.passes
+    assert summary["kernels_per_draft_forward"] > 0
+    plain = generate(tiny_target, None, make_word_tokenizer(), PROMPT, params,
+                     DecodingSettings(method="sequential", max_new_tokens=24))
+    assert tokens == plain.token_ids  # the GPU path the trace runs is exact too
+
+
+def test_offloaded_target_stays_under_the_ceiling_and_streams_its_layers(tmp_path, tiny_target, tiny_draft, one_torch_thread):
+    tiny_target.model.save_pretrained(str(tmp_path))
+    offloaded = load_offloaded(str(tmp_path), "cpu", torch.float64, resident_layers=0, n_slots=1, stream_on_cpu=True)
+    assert offloaded.streamer.bytes_streamed_per_pass > 0
+    params = SamplingParams(temperature=0.8, seed=3)
+    totals, tokens = _trace_specexec(offloaded, tiny_draft, params, TreeSettings(32, 8, 8))
+    summary = totals.summary()
+    assert summary["max_syncs_in_a_pass"] <= MAX_SYNCS_PER_PASS, summary["sync_sites_per_pass"]
+    assert totals.draft_syncs == 0
+    # every streamed layer is copied once per pass (asynchronously: no sync for it)
+    assert summary["h2d_bytes_per_pass"] >= offloaded.streamer.bytes_streamed_per_pass
+    assert not any("blocking" in site for site in totals.syncs)
+    resident, resident_tokens = _trace_specexec(tiny_target, tiny_draft, params, TreeSettings(32, 8, 8))
+    assert tokens == resident_tokens
+    assert resident.summary()["h2d_bytes_per_pass"] < 1000  # only token ids cross on a resident target
+
+
+@pytest.fixture(scope="module")
+def tiny_folders(tmp_path_factory):
+    root = tmp_path_factory.mktemp("trace-models")
+    return str(save_tiny_model(root / "target", seed=0)), str(save_tiny_model(root / "draft", seed=1))
+
+
+def test_bench_trace_command_reports_both_targets(tiny_folders):
+    target, draft = tiny_folders
+    result = specexec("bench", "trace", "--target", target, "--draft", draft, "--budgets", "4,16", "--passes", "2",
+                      "--offload-resident-layers", "1", "--json")
+    assert result.returncode == 0, result.stderr
+    rows = json.loads(result.stdout)["rows"]
+    assert [(r["target"], r["budget"]) for r in rows] == [("resident", 4), ("resident", 16), ("offloaded", 4), ("offloaded", 16)]
+    for row in rows:
+        assert row["passes"] == 2 and row["max_syncs_in_a_pass"] <= MAX_SYNCS_PER_PASS
+        assert row["syncs_per_draft_forward"] == 0 and row["kernels_per_draft_forward"] > 0
+    assert all(r["h2d_bytes_per_pass"] > 10_000 for r in rows if r["target"] == "offloaded")
+
+
+def test_bench_acceptance_adds_the_trace_columns(tiny_folders, tmp_path):
+    target, draft = tiny_folders
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text(json.dumps({"text": "w5 w6 w7"}) + "\n")
+    result = specexec("bench", "acceptance", "--target", target, "--draft", draft, "--prompts", str(prompts),
+                      "--budgets", "8", "--methods", "specexec", "--max-new-tokens", "10", "--trace",
+                      "--no-adaptive-depth", "--json")
+    assert result.returncode == 0, result.stderr
+    (row,) = json.loads(result.stdout)["rows"]
+    assert 0 < row["syncs_per_pass"] <= MAX_SYNCS_PER_PASS
+    assert row["kernels_per_draft_forward"] > 0 and row["kernels_per_pass"] > row["kernels_per_draft_forward"]
+    assert row["h2d_bytes_per_pass"] > 0
