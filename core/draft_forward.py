@@ -8,8 +8,9 @@ over a column count rounded up to a bucket, so one graph per (width, columns) se
 that shape: the inputs (ids, positions, mask, rows) are copied into the graph's static buffers and the
 graph is replayed.
 
-Capture is on by default on CUDA and never elsewhere; SPECEXEC_CUDA_GRAPHS=0 turns it off. The CPU runs the
-same windowed forward eagerly, so everything but the capture itself is exercised by the CPU tests.
+Capture is on by default on CUDA and never elsewhere; SPECEXEC_CUDA_GRAPHS=0 turns it off (the app sets it
+for its engine when the GPU check's graphs check did not pass). The CPU runs the same windowed forward
+eagerly, so everything but the capture itself is exercised by the CPU tests.
 `compare_captured_with_eager` checks capture on the user's own GPU (the installer's GPU check).
 """
 
@@ -21,10 +22,9 @@ import weakref
 import torch
 
 from core.causal_lm import CausalLM
+from core.doctor.report import CUDA_GRAPHS_ENV
 from core.errors import InvalidSettingError
 from core.kv_cache import InPlaceKVCache
-
-CAPTURE_ENV = "SPECEXEC_CUDA_GRAPHS"
 
 # One entry per draft KV cache (graphs bake in its buffers' addresses): its memory pool and its graphs by
 # (width, columns). Weak keys: a finished conversation's cache takes its graphs with it.
@@ -33,7 +33,7 @@ _GRAPHS: weakref.WeakKeyDictionary[InPlaceKVCache, dict] = weakref.WeakKeyDictio
 
 def capture_enabled(device: torch.device) -> bool:
     """Whether draft forwards are replayed from CUDA graphs on this device."""
-    return device.type == "cuda" and os.environ.get(CAPTURE_ENV, "1") != "0"
+    return device.type == "cuda" and os.environ.get(CUDA_GRAPHS_ENV, "1") != "0"
 
 
 def _eager(draft: CausalLM, cache: InPlaceKVCache, ids, positions, mask, rows, cols: int) -> torch.Tensor:

@@ -283,11 +283,22 @@ def test_streaming_machinery_measures_both_ratios_at_reduced_width():
     assert decided.measured["target_ratio"] == pytest.approx(measured.target_ratio)
 
 
-def test_graph_check_needs_cuda_and_reports_it():
-    measured = graphs.measure(torch.device("cpu"))
-    assert measured.error is not None and graphs.decide(measured).status is Status.DEGRADED
-    pair = graphs.measure(torch.device("cpu"), lambda device: (torch.ones(3), torch.ones(3) + 0.5), source="stand-in")
-    assert pair.max_abs_diff == 0.5 and pair.source == "stand-in"
+def test_graph_check_runs_the_engines_capture_which_needs_cuda(monkeypatch):
+    measured = graphs.measure(torch.device("cpu"))  # the engine's own capture (core.draft_forward) refuses a CPU
+    assert measured.error == "InvalidSettingError: CUDA graphs need a CUDA device; the draft is on cpu"
+    assert graphs.decide(measured).status is Status.DEGRADED and "engine's draft search forward" in measured.source
+    assert graphs.measure(torch.device("cpu"), lambda device: 0.5).max_abs_diff == 0.5
+    assert graphs.measure(torch.device("cpu"), lambda device: float("nan")).max_abs_diff == float("inf")
+
+
+def test_capture_is_on_only_on_cuda_and_the_environment_turns_it_off(monkeypatch):
+    from core.doctor.report import CUDA_GRAPHS_ENV
+    from core.draft_forward import capture_enabled
+
+    monkeypatch.delenv(CUDA_GRAPHS_ENV, raising=False)
+    assert capture_enabled(torch.device("cuda", 0)) and not capture_enabled(torch.device("cpu"))
+    monkeypatch.setenv(CUDA_GRAPHS_ENV, "0")
+    assert not capture_enabled(torch.device("cuda", 0))
 
 
 # --- the doctor on this machine ----------------------------------------------------------------------------

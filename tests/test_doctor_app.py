@@ -48,6 +48,20 @@ def test_an_automatic_device_avoids_a_gpu_that_failed_and_only_that():
     assert gpu_check.diagnostics_section(None) == {"verdict": "not run on this machine yet"}
 
 
+def test_engines_run_without_cuda_graphs_only_when_their_check_did_not_pass():
+    from core.doctor.report import CUDA_GRAPHS_ENV
+
+    for name, graphs_off in (("graphs-differ", True), ("rtx4090-gen4-x16-pass", False), ("driver-too-old", False)):
+        environ: dict[str, str] = {}
+        gpu_check.apply_graphs_verdict(load_report(FIXTURES / f"{name}.json"), environ)
+        assert environ == ({CUDA_GRAPHS_ENV: "0"} if graphs_off else {}), name
+    gpu_check.apply_graphs_verdict(None, environ)
+    assert environ == {}
+    chosen = {CUDA_GRAPHS_ENV: "1"}  # the person's own setting wins
+    gpu_check.apply_graphs_verdict(load_report(FIXTURES / "graphs-differ.json"), chosen)
+    assert chosen == {CUDA_GRAPHS_ENV: "1"}
+
+
 def test_a_damaged_report_is_ignored_so_the_check_runs_again(tmp_path):
     (tmp_path / REPORT_FILE).write_text("{not json")
     assert gpu_check.read_report(tmp_path) is None and gpu_check.read_report(None) is None

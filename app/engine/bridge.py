@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import queue
 import threading
 import traceback
@@ -263,7 +264,11 @@ class EngineBridge(QObject):
         return checked_load(load, read_report(self.gpu_report_dir))
 
     def start(self, load: P.Load | None = None) -> None:
-        """Start the worker thread and the engine, then load `load` (the UI shows starting / loading n%)."""
+        """Start the worker thread and the engine, then load `load` (the UI shows starting / loading n%).
+        The engine inherits this process's environment: CUDA graphs off when the GPU check said so."""
+        from app.system.gpu_check import apply_graphs_verdict, read_report
+
+        apply_graphs_verdict(read_report(self.gpu_report_dir), os.environ)
         load = self._checked(load) if load is not None else None
         if self._thread is None:
             self._thread = QThread()

@@ -11,9 +11,10 @@ import html
 import json
 import logging
 import re
+from collections.abc import MutableMapping
 from pathlib import Path
 
-from core.doctor.report import REPORT_FILE, DoctorReport, load_report
+from core.doctor.report import CUDA_GRAPHS_ENV, REPORT_FILE, DoctorReport, load_report
 from core.engine import protocol as P
 from core.errors import DoctorReportError
 
@@ -42,6 +43,13 @@ def checked_load(load: P.Load, report: DoctorReport | None) -> P.Load:
     if load.device == "auto" and gpu_refused(report):
         return dataclasses.replace(load, device="cpu")
     return load
+
+
+def apply_graphs_verdict(report: DoctorReport | None, environ: MutableMapping[str, str]) -> None:
+    """Turn the draft's CUDA graphs off for engines started from now on (they inherit `environ`) when the GPU
+    is used but its graphs check did not pass; a value the person set themselves is left alone."""
+    if report is not None and report.gpu is not None and report.conclusion.use_gpu and not report.conclusion.cuda_graphs:
+        environ.setdefault(CUDA_GRAPHS_ENV, "0")
 
 
 _URL = re.compile(r"https://[^\s<>\"]+[^\s<>\".,:;)]")

@@ -2,12 +2,11 @@
 
 CUDA graphs remove the host's kernel-launch time from every draft forward (~14 ms of an eager 7B draft's
 forward on an RTX 4090: engineering facts); they are only safe if replaying the capture computes what the
-eager code computes. A difference or an error is DEGRADED: graphs stay off, the draft runs eagerly.
+eager code computes. A difference or an error is DEGRADED: graphs stay off (the app starts its engine with
+CUDA_GRAPHS_ENV=0), the draft runs eagerly.
 
-`forward_pair` is the seam for the decoding loop's own capture (issue 20 exposes a function that runs a
-captured and an eager draft forward on the same inputs): until the lead wires it in, `tiny_draft_forward_pair`
-captures a small random Llama's forward, which checks that capture and replay work on this GPU and driver
-but not the engine's own static-shape draft step.
+The check runs the engine's own capture (`core.draft_forward.compare_captured_with_eager`: the static-shape
+search forward, windowed KV writes, bucketed columns) on a small random Llama draft in float16.
 """
 
 from __future__ import annotations
@@ -21,6 +20,7 @@ NAME = "graphs"
 # Replaying a capture launches the same kernels on the same inputs, so the logits are normally identical;
 # the tolerance only forgives a library that picks another algorithm inside a capture (float16 logits).
 TOLERANCE = 1e-2
+SOURCE = "the engine's draft search forward (tiny random Llama, 2 layers, float16)"
 
 
 @dataclass(frozen=True)
@@ -33,41 +33,32 @@ class GraphMeasurement:
     error: str | None = None
 
 
-def tiny_draft_forward_pair(device):  # -> tuple[torch.Tensor, torch.Tensor]: (captured logits, eager logits)
-    """A 2-layer random Llama in float16: eager logits, then the same forward captured and replayed."""
+def engine_capture_difference(device) -> float:
+    """The largest logit difference between the engine's captured and eager draft search forward, on a
+    2-layer random Llama draft in float16 on `device` (core.draft_forward.compare_captured_with_eager)."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
+    from core.causal_lm import CausalLM
+    from core.draft_forward import compare_captured_with_eager
+
     torch.manual_seed(0)
     config = LlamaConfig(vocab_size=1024, hidden_size=256, intermediate_size=512, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256)
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512)
     model = LlamaForCausalLM(config).to(device=device, dtype=torch.float16).eval()
-    ids = torch.randint(0, config.vocab_size, (1, 16), device=device)
+    draft = CausalLM(model=model, name="doctor-draft", eos_token_ids=(0,), max_context=256)
     with torch.no_grad():
-        eager = model(ids, use_cache=False).logits.clone()
-        side = torch.cuda.Stream(device)
-        side.wait_stream(torch.cuda.current_stream(device))
-        with torch.cuda.stream(side):  # warm-up outside the capture, as torch's documentation asks
-            for _ in range(3):
-                model(ids, use_cache=False)
-        torch.cuda.current_stream(device).wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            captured = model(ids, use_cache=False).logits
-        graph.replay()
-        torch.cuda.current_stream(device).synchronize()
-    return captured.clone(), eager
+        return compare_captured_with_eager(draft)
 
 
-def measure(device, forward_pair: Callable | None = None, source: str | None = None) -> GraphMeasurement:
-    """Run `forward_pair(device)` (default: tiny_draft_forward_pair) and compare its two logits."""
-    source = source or ("tiny random Llama (2 layers)" if forward_pair is None else getattr(forward_pair, "__qualname__", "engine"))
+def measure(device, capture_difference: Callable[[object], float] | None = None) -> GraphMeasurement:
+    """Run `capture_difference(device)` (default: engine_capture_difference); an exception is the finding."""
     try:
-        captured, eager = (forward_pair or tiny_draft_forward_pair)(device)
-        diff = float((captured.double() - eager.double()).abs().nan_to_num(float("inf")).max())
+        diff = (capture_difference or engine_capture_difference)(device)
+        diff = float("inf") if diff != diff else float(diff)  # NaN logits are a difference too
     except Exception as error:  # noqa: BLE001 - a capture error is this check's finding
-        return GraphMeasurement(str(device), source, error=f"{type(error).__name__}: {error}")
-    return GraphMeasurement(str(device), source, diff)
+        return GraphMeasurement(str(device), SOURCE, error=f"{type(error).__name__}: {error}")
+    return GraphMeasurement(str(device), SOURCE, diff)
 
 
 def decide(m: GraphMeasurement) -> CheckResult:

@@ -50,6 +50,12 @@ class CheckResult:
         return data
 
 
+# The environment variable that turns the draft's CUDA graphs off (core.draft_forward reads it; the app sets
+# it to "0" for its engine when the graphs check did not pass). Here, not there, because the app's process
+# must not import torch.
+CUDA_GRAPHS_ENV = "SPECEXEC_CUDA_GRAPHS"
+
+
 @dataclass(frozen=True)
 class Conclusion:
     """What the app does with the report: use the GPU or not, CUDA graphs or not, and one line for people."""

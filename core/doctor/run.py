@@ -51,12 +51,12 @@ def _timed(name: str, measure: Callable[[], object]) -> CheckResult:
     return dataclasses.replace(result, seconds=time.perf_counter() - started)
 
 
-def _gpu_measurements(device, forward_pair) -> dict[str, Callable[[], object]]:
+def _gpu_measurements(device) -> dict[str, Callable[[], object]]:
     return {
         kernel.NAME: lambda: kernel.measure(device),
         link.NAME: lambda: link.measure(device.index or 0),
         offload.NAME: lambda: offload.measure(device),
-        graphs.NAME: lambda: graphs.measure(device, forward_pair),
+        graphs.NAME: lambda: graphs.measure(device),
         streaming.NAME: lambda: streaming.measure(device),
     }
 
@@ -71,9 +71,8 @@ def _cpu_measurements(device) -> dict[str, Callable[[], object] | None]:
     }
 
 
-def run_doctor(device: str = "auto", progress: Progress | None = None, forward_pair: Callable | None = None) -> DoctorReport:
-    """device: "auto" (the first NVIDIA GPU when the checks allow it, else nothing more to check), or "cpu".
-    forward_pair: the decoding loop's captured/eager draft forward for the graphs check (see core.doctor.graphs)."""
+def run_doctor(device: str = "auto", progress: Progress | None = None) -> DoctorReport:
+    """device: "auto" (the first NVIDIA GPU when the checks allow it, else nothing more to check), or "cpu"."""
     import torch
 
     from core.hardware.nvidia import read_nvidia_gpus
@@ -98,7 +97,7 @@ def run_doctor(device: str = "auto", progress: Progress | None = None, forward_p
         plan = _cpu_measurements(target)
     elif first.status is Status.PASS:
         target = torch.device("cuda", 0)
-        plan = _gpu_measurements(target, forward_pair)
+        plan = _gpu_measurements(target)
     else:
         target, plan = torch.device("cpu"), {}
     for step, name in enumerate(list(CHECKS)[1:], start=2):
