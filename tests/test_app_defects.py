@@ -201,6 +201,23 @@ def test_6_a_long_prompt_shows_that_it_is_being_read(qtbot, controller):
     qtbot.waitUntil(lambda: f"of about {expected} s" in widget.progress_text(), timeout=2000)
 
 
+def test_6_an_answer_queued_behind_api_requests_says_how_many(qtbot, controller):
+    from app.chat.view import ChatView
+
+    view = ChatView(controller.messages)
+    qtbot.addWidget(view)
+    view.show()
+    controller.send("hello")
+    rid = controller.active.request_id
+    widget = view.widgets[-1]
+    controller.bridge.handle_events([P.Queued(rid, position=2)])
+    qtbot.waitUntil(lambda: "Waiting for 2 other answers to finish" in widget.progress_text(), timeout=2000)
+    controller.bridge.handle_events([P.Queued(rid, position=1)])
+    qtbot.waitUntil(lambda: "Waiting for 1 other answer to finish" in widget.progress_text(), timeout=2000)
+    controller.bridge.handle_events([P.PromptStarted(rid, prompt_tokens=12, reused_tokens=0)])
+    qtbot.waitUntil(lambda: widget.progress_text().startswith("Reading your message (12 tokens)"), timeout=2000)
+
+
 # 7 ---------------------------------------------------------------------------------------------------------
 
 

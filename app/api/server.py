@@ -44,6 +44,7 @@ class BridgePort(QObject):
         self._submit_requested.connect(self._submit)
         self._cancel_requested.connect(self._cancel)
         self._links = ((bridge.token, self._on_token), (bridge.prompt_started, self._deliver_event),
+                       (bridge.queued, self._deliver_event),
                        (bridge.pass_stats, self._deliver_event),
                        (bridge.auto_choice, self._deliver_event), (bridge.finished, self._deliver_event),
                        (bridge.request_failed, self._deliver_event))

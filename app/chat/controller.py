@@ -95,6 +95,7 @@ class ChatController(QObject):
         self._save_timer.timeout.connect(self._save)
         bridge.token.connect(self._on_token)
         bridge.prompt_started.connect(self._on_prompt_started)
+        bridge.queued.connect(self._on_queued)
         bridge.pass_stats.connect(self._on_pass_stats)
         bridge.finished.connect(self._on_finished)
         bridge.request_failed.connect(self._on_failed)
@@ -102,7 +103,7 @@ class ChatController(QObject):
     def detach(self) -> None:
         """Stop listening to the bridge (a window closing while the bridge lives on, e.g. in tests)."""
         for signal, slot in ((self.bridge.token, self._on_token), (self.bridge.pass_stats, self._on_pass_stats),
-                             (self.bridge.prompt_started, self._on_prompt_started),
+                             (self.bridge.prompt_started, self._on_prompt_started), (self.bridge.queued, self._on_queued),
                              (self.bridge.finished, self._on_finished), (self.bridge.request_failed, self._on_failed)):
             try:
                 signal.disconnect(slot)
@@ -304,6 +305,12 @@ class ChatController(QObject):
                 if new_tokens >= MIN_PREFILL_TOKENS and seconds > 0:
                     self.prefill_tokens_per_s = new_tokens / seconds
                 active.reading_since = None
+
+    def _on_queued(self, event: P.Queued) -> None:
+        """The answer waits behind others (the local API server's): the bubble says how many."""
+        active = self.active
+        if active is not None and active.request_id == event.request_id and active.conversation_id == self.conversation_id:
+            self.messages.update(active.message_id, stats={"queued_behind": event.position})
 
     def _on_prompt_started(self, event: P.PromptStarted) -> None:
         active = self.active

@@ -492,6 +492,9 @@ class MessageWidget(QWidget):
             estimate = f" of about {expected:.0f} s" if expected and expected >= 2 else ""
             what = "the conversation" if stats.get("whole_conversation") else "your message"
             return f"Reading {what} ({new:,} tokens)… {seconds} s{estimate}"
+        if stats.get("queued_behind"):
+            ahead = stats["queued_behind"]
+            return f"Waiting for {ahead} other answer{'s' if ahead > 1 else ''} to finish (programs using the local API)… {seconds} s"
         return f"Waiting for the engine… {seconds} s"
 
     def _show_progress(self) -> None:

@@ -236,6 +236,7 @@ class EngineBridge(QObject):
     status_changed = Signal(object)  # EngineStatus
     token = Signal(str, str)  # request id, text
     prompt_started = Signal(object)  # P.PromptStarted: the engine reads the prompt (prefill) before answering
+    queued = Signal(object)  # P.Queued: a request waits behind `position` others (e.g. the API server's)
     pass_stats = Signal(object)  # P.PassStats
     auto_choice = Signal(object)  # P.AutoChoice: what the automatic method / budget chose, and why
     finished = Signal(object)  # P.Finished
@@ -373,6 +374,8 @@ class EngineBridge(QObject):
             self.pass_stats.emit(event)
         elif isinstance(event, P.PromptStarted):
             self.prompt_started.emit(event)
+        elif isinstance(event, P.Queued):
+            self.queued.emit(event)
         elif isinstance(event, P.AutoChoice):
             self.auto_choice.emit(event)
         elif isinstance(event, P.Finished):
