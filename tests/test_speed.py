@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from core.bench.calibration import PAPER_ROWS, TOLERANCE, predict_row
@@ -56,13 +58,24 @@ def test_draft_forwards_scale_with_the_depth_the_accepted_tokens_imply():
     assert per_token[64] < draft_forwards(128, 1.0) < per_token[256] or per_token[256] < draft_forwards(128, 1.0) < per_token[64]
 
 
-def test_a_4bit_draft_forward_is_launch_bound_and_a_16bit_one_reads_its_weights():
+def test_an_eager_4bit_draft_forward_is_launch_bound_and_a_16bit_one_reads_its_weights():
     gpu = GpuRates(h2d=25e9, memory=800e9, flops=100e12)
-    launches = (speed.KERNELS_PER_LAYER * 32 + speed.KERNELS_PER_FORWARD) * speed.LAUNCH_SECONDS
+    kernels = speed.KERNELS_PER_LAYER * 32 + speed.KERNELS_PER_FORWARD + speed.SEARCH_STEP_KERNELS
     forwards = draft_forwards(64, 6.0)
     fp16_bytes = 32 * decoder_layer_bytes(LLAMA_7B, WeightFormat()) + 32000 * 4096 * 2
-    assert draft_seconds(LLAMA_7B, FOUR_BIT, 64, 6.0, gpu) == pytest.approx(forwards * launches)
-    assert draft_seconds(LLAMA_7B, WeightFormat(), 64, 6.0, gpu) == pytest.approx(forwards * fp16_bytes / 800e9)
+    packed_bytes = 32 * decoder_layer_bytes(LLAMA_7B, FOUR_BIT) + 32000 * 4096 * 2
+    eager = speed.DraftLaunch.EAGER
+    assert draft_seconds(LLAMA_7B, FOUR_BIT, 64, 6.0, gpu, launch=eager) == pytest.approx(forwards * kernels * speed.LAUNCH_SECONDS)
+    assert draft_seconds(LLAMA_7B, WeightFormat(), 64, 6.0, gpu, launch=eager) == pytest.approx(forwards * fp16_bytes / 800e9)
+    # replayed from a CUDA graph (the engine's default on CUDA): the GPU's time plus a gap per kernel, the
+    # host's launches hidden behind it
+    gaps = kernels * speed.GRAPH_KERNEL_GAP_SECONDS
+    assert draft_seconds(LLAMA_7B, FOUR_BIT, 64, 6.0, gpu) == pytest.approx(forwards * (packed_bytes / 800e9 + gaps))
+    assert draft_seconds(LLAMA_7B, FOUR_BIT, 64, 6.0, gpu) < 0.7 * draft_seconds(LLAMA_7B, FOUR_BIT, 64, 6.0, gpu, launch=eager)
+    tiny = dataclasses.replace(LLAMA_7B, num_hidden_layers=1, hidden_size=64, intermediate_size=128, vocab_size=64,
+                               num_attention_heads=2, num_key_value_heads=2, head_dim=32)
+    host = speed.SEARCH_STEP_KERNELS * speed.LAUNCH_SECONDS + speed.GRAPH_REPLAY_SECONDS  # a tiny draft: host-bound
+    assert draft_seconds(tiny, FOUR_BIT, 64, 6.0, gpu) == pytest.approx(forwards * host)
     # dequantise-then-GEMM writes the 16-bit weights and reads them back: slower than a 16-bit draft
     assert draft_seconds(LLAMA_7B, FOUR_BIT, 64, 6.0, gpu, DraftKernel.DEQUANTISE) > draft_seconds(
         LLAMA_7B, WeightFormat(), 64, 6.0, gpu)

@@ -24,6 +24,7 @@ from core.methods.specinfer import chain_shape
 from core.models.speed import (
     MAX_DRAFT_FORWARDS,
     DraftKernel,
+    DraftLaunch,
     GpuRates,
     draft_seconds,
     layer_compute_seconds,
@@ -143,7 +144,7 @@ def predict_row(row: PaperRow) -> Prediction:
     gpu = GpuRates.from_specs(rate, specs)
     forwards = chain_shape(row.budget, MAX_DRAFT_FORWARDS)[1] if row.method == "SI" else None
     drafting = draft_seconds(draft, draft_format, row.budget, row.tokens_per_pass, gpu, DraftKernel.DEQUANTISE,
-                             forwards)
+                             forwards, DraftLaunch.EAGER)  # the paper's code: eager, a host read per forward
     compute = layer_compute_seconds(target, target_format, row.budget + 1, gpu)
     scoring = target_pass_seconds(layers, (), layer_bytes / rate, compute, RING_SLOTS, prefetch_seconds=drafting)
     return Prediction(row, rate, drafting, scoring, row.tokens_per_pass / (drafting + scoring))

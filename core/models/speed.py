@@ -16,10 +16,15 @@ packed bytes plus twice the 16-bit bytes), and its kernel launches.
 
 Draft: as many forwards per pass as the engine runs for trees that deep (DRAFT_FORWARDS_PER_TOKEN), each
 reading every draft weight once (the packed bytes through the fused 4-bit kernel, or 16-bit bytes;
-`DraftKernel`) and launching KERNELS_PER_LAYER kernels per layer plus KERNELS_PER_FORWARD, each
-LAUNCH_SECONDS of host time. The search
-reads one value per forward back to the host, so the host cannot queue the next forward's launches while
-the GPU works: a forward costs the larger of its GPU time (bytes or FLOPs) and its launches.
+`DraftKernel`). A forward is KERNELS_PER_LAYER kernels per layer plus KERNELS_PER_FORWARD, and the search
+step around it SEARCH_STEP_KERNELS more. How they reach the GPU (`DraftLaunch`):
+- GRAPH (this engine on CUDA, issue 20): the forward is replayed from a CUDA graph and the search reads
+  nothing back per forward, so the host runs ahead: it launches only the search step's kernels and the
+  replay, while the GPU pays a small gap per kernel of the graph. A forward costs the larger of its GPU time
+  (bytes or FLOPs, plus those gaps) and the host's launches.
+- EAGER (the paper's code, and ours with SPECEXEC_CUDA_GRAPHS=0 before issue 20): every kernel is launched
+  from Python (LAUNCH_SECONDS each) and one value is read back per forward, so the host cannot queue the
+  next forward while the GPU works: a forward costs the larger of its GPU time and all its launches.
 
 Not modelled: reading the KV caches (small at the planned context), the LM head over visited rows, sampling
 and verification on the host (milliseconds), and the dequantisation arithmetic inside the fused kernel.
@@ -42,11 +47,19 @@ LAUNCH_SECONDS = 10e-6
 # Kernels of one decoder layer's eager forward, and of the rest of a forward (embedding, rotary tables, norm,
 # LM head), counted with a dispatch counter (non-view aten ops) on a 32-layer Llama-2-7B-shaped model with 8
 # and 32 KV heads, 32 tree rows on a 256-token cache: 1,168 = 36 x 32 + 16 (28-layer Qwen2-shaped: 38 a layer).
-# Script: docs/benchmarks.md, issue 21, "The speed model". To refresh from `specexec bench trace` once merged.
+# Script: docs/benchmarks.md, issue 21, "The speed model". `specexec bench trace` (issue 20) counts 1,153 per
+# forward of the 30-layer built-in draft with the fixed-shape search's windowed KV writes: 38 a layer.
 KERNELS_PER_LAYER = 36
-# ... and of one search step around it (top-k over the expanded rows, scores, the tree mask): a whole tree
-# search on that model launched 1,248 kernels per forward, 80 more than the forward alone.
-KERNELS_PER_FORWARD = 16 + 80
+KERNELS_PER_FORWARD = 16
+# ... and of one search step around it (top-k over the flattened rows, the candidate pool, scores, the tree
+# mask): `specexec bench trace` on the built-in pair counts 85 kernels per forward outside the draft's
+# forwards in the fixed-shape search (1,660 per pass at 19.6 forwards, budget 256; 1,795 at 21.2, 1024).
+SEARCH_STEP_KERNELS = 85
+# A replayed CUDA graph: the host's cost of one replay (copying the step's inputs into the graph's buffers
+# and cudaGraphLaunch), and the GPU's gap between two kernels of the graph. Assumed, not measured here (no
+# GPU): a few microseconds a kernel is what graph replays are reported to cost.
+GRAPH_REPLAY_SECONDS = 50e-6
+GRAPH_KERNEL_GAP_SECONDS = 2e-6
 # Draft forwards per pass for each token a pass accepts, by tree budget. The search runs one forward per level
 # of the tree (plus catch-up), and a tree is as deep as the draft is sure of the continuation, which the
 # tokens accepted per pass measure: a pair that accepts 13 tokens a pass grows deeper trees, so runs more
@@ -57,7 +70,9 @@ KERNELS_PER_FORWARD = 16 + 80
 #              ../shared/datasets/mtbench-first-turns.jsonl --limit 8 --budgets 16,64,256 --methods specexec
 #              --max-new-tokens 48 --seeds 1 --threads 1 --json      (docs/benchmarks.md, issue 21)
 #   1024-2048: docs/benchmarks.md, issue 10 (same prompts, 4 of them, 32 tokens)
-# Interpolated in log2(budget), held flat outside. To refresh from `specexec bench trace` once it is merged.
+# Interpolated in log2(budget), held flat outside. These are counts of the search run until its tree is
+# complete; adaptive depth (issue 20, core/autotune/depth.py) stops a pass earlier when one more forward is
+# worth less than its cost, so they are the upper end of what the engine runs.
 DRAFT_FORWARDS_PER_TOKEN: tuple[tuple[int, float], ...] = ((16, 7.87 / 3.80), (64, 11.72 / 4.86), (256, 14.57 / 5.73),
                                                            (1024, 18.8 / 7.11), (2048, 20.0 / 8.00))
 MAX_DRAFT_FORWARDS = 32
@@ -68,6 +83,13 @@ MATMUL_EFFICIENCY = 0.6
 # because that module imports torch, which the app's process never does). tests/test_speed.py checks they agree.
 FUSED_MATMUL_MAX_ROWS = 256
 DTYPE_BYTES = 2  # a GPU computes in float16 or bfloat16
+
+
+class DraftLaunch(Enum):
+    """How a draft forward's kernels are launched (see the module docstring)."""
+
+    GRAPH = "graph"
+    EAGER = "eager"
 
 
 class DraftKernel(Enum):
@@ -120,8 +142,16 @@ def _embedding_parameters(shape: ModelShape) -> int:
     return shape.vocab_size * shape.hidden_size * (1 if shape.tie_word_embeddings else 2)
 
 
-def _launch_seconds(layers: int) -> float:
-    return (KERNELS_PER_LAYER * layers + KERNELS_PER_FORWARD) * LAUNCH_SECONDS
+def _forward_kernels(layers: int) -> int:
+    return KERNELS_PER_LAYER * layers + KERNELS_PER_FORWARD
+
+
+def _draft_forward_seconds(layers: int, gpu_seconds: float, launch: DraftLaunch) -> float:
+    """One search forward: the larger of the GPU's time and the host's launches (module docstring)."""
+    if launch is DraftLaunch.EAGER:
+        return max(gpu_seconds, (_forward_kernels(layers) + SEARCH_STEP_KERNELS) * LAUNCH_SECONDS)
+    gpu = gpu_seconds + (_forward_kernels(layers) + SEARCH_STEP_KERNELS) * GRAPH_KERNEL_GAP_SECONDS
+    return max(gpu, SEARCH_STEP_KERNELS * LAUNCH_SECONDS + GRAPH_REPLAY_SECONDS)
 
 
 def layer_compute_seconds(shape: ModelShape, weights: WeightFormat, tokens: int, gpu: GpuRates) -> float:
@@ -139,7 +169,8 @@ def _linear_parameters(shape: ModelShape) -> int:
 
 
 def draft_seconds(shape: ModelShape, weights: WeightFormat, budget: int, tokens_per_pass: float, gpu: GpuRates,
-                  kernel: DraftKernel = DraftKernel.FUSED, forwards: float | None = None) -> float:
+                  kernel: DraftKernel = DraftKernel.FUSED, forwards: float | None = None,
+                  launch: DraftLaunch = DraftLaunch.GRAPH) -> float:
     """Growing one tree of `budget` tokens with a draft kept on the GPU: `forwards` forwards (None:
     draft_forwards(budget, tokens_per_pass)), each the larger of its GPU time and its launches (see the
     module's docstring)."""
@@ -150,7 +181,7 @@ def draft_seconds(shape: ModelShape, weights: WeightFormat, budget: int, tokens_
     read += shape.vocab_size * shape.hidden_size * DTYPE_BYTES  # the LM head
     rows = (budget + 1) / forwards  # every tree token goes through the draft once
     gpu_seconds = max(read / gpu.memory, 2 * shape.active_parameters * rows / gpu.flops)
-    return forwards * max(gpu_seconds, _launch_seconds(shape.num_hidden_layers))
+    return forwards * _draft_forward_seconds(shape.num_hidden_layers, gpu_seconds, launch)
 
 
 def target_pass_seconds(n_layers: int, resident: tuple[int, ...], copy_seconds: float, compute_seconds: float,
