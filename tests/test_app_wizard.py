@@ -316,12 +316,19 @@ def test_manager_switch_pair_reloads_engine_and_keeps_conversations(qtbot, tiny_
     with qtbot.waitSignal(window.controller.answer_finished, timeout=WAIT_MS):
         window.send("w6 w7")
 
-    # Delete asks first; a no keeps the files, a yes removes them.
-    answers = iter([False, True])
+    # Delete asks first; a no keeps the files, a folder still downloading is kept, a yes removes them.
+    from core.models.folder_lock import FolderLock
+
+    answers = iter([False, True, True])
     manager.confirm = lambda title, text, verb: next(answers)
     manager.select("tiny")
     manager.delete_selected()
     assert (models / "org--tiny-target").exists()
+    with FolderLock(models / "org--tiny-target"):  # a download holds it (flock: a second open file conflicts)
+        manager.delete_selected()
+    assert "still downloading: stop its download first" in manager.message.text()
+    assert (models / "org--tiny-target" / "config.json").exists()
+    manager.select("tiny")
     manager.delete_selected()
     assert not (models / "org--tiny-target").exists() and not (models / "org--tiny-draft").exists()
     manager.close()

@@ -99,6 +99,28 @@ def test_delete_refuses_without_a_terminal_unless_yes(home, monkeypatch, capsys)
     assert "--yes" in capsys.readouterr().err and (home / "models" / "some-model").is_dir()
 
 
+def test_delete_refuses_a_folder_another_process_is_downloading_into(home, capsys):
+    import subprocess
+    import sys
+
+    folder = hf_folder(home / "models" / "busy-model")
+    holder = subprocess.Popen(  # a real second process holding the folder's download lock, as a download does
+        [sys.executable, "-c", "import sys, time; from pathlib import Path; from core.models.folder_lock import FolderLock;"
+         f"lock = FolderLock(Path({str(folder)!r})); lock.acquire(); print('held', flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE, text=True, cwd=Path(__file__).parents[1])
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert main(["models", "delete", "busy-model", "--yes"]) == 75
+        error = capsys.readouterr().err
+        assert f"not deleted: {folder} is downloading in another process (pid {holder.pid})" in error
+        assert (folder / "model.safetensors").exists()  # nothing was removed
+    finally:
+        holder.kill()
+        holder.wait()
+    assert main(["models", "delete", "busy-model", "--yes"]) == 0  # the dead holder's lock is taken over
+    assert not folder.exists() and not any(p.name.endswith(".download-lock") for p in (home / "models").iterdir())
+
+
 def test_import_gguf_into_a_folder_the_loader_accepts(home, tmp_path, capsys):
     from core.loading import _folder_or_gguf
 

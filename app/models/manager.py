@@ -243,11 +243,16 @@ class ModelManager(QDialog):
         if not self.confirm("Delete this model?", f"{entry.name}{size} will be deleted from this computer. "
                                                   "You would have to download or import it again.", "Delete model"):
             return
+        from core.errors import DownloadBusyError
         from core.models.installed import delete_model
 
-        for path in entry.paths:
-            delete_model(path)
-        self.message.setText(f"Deleted {entry.name}.")
+        try:
+            for path in entry.paths:
+                delete_model(path)
+        except DownloadBusyError:
+            self.message.setText(f"{entry.name} is still downloading: stop its download first, then delete it.")
+        else:
+            self.message.setText(f"Deleted {entry.name}.")
         self.refresh()
 
     def import_dialog(self) -> None:

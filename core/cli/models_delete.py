@@ -15,6 +15,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from core.cli.models_download import EXIT_BUSY
+    from core.errors import DownloadBusyError
     from core.models.catalog import load_catalog
     from core.models.download import format_bytes
     from core.models.installed import delete_model, folder_bytes, resolve_name
@@ -32,6 +34,12 @@ def run(args: argparse.Namespace) -> int:
             if input(f"Delete {what}? [y/N] ").strip().lower() not in ("y", "yes"):
                 print("kept")
                 continue
-        delete_model(path)
+        try:
+            delete_model(path)
+        except DownloadBusyError as error:
+            who = f" (pid {error.pid})" if error.pid is not None else ""
+            print(f"error: not deleted: {path} is downloading in another process{who}. Stop that download "
+                  "first, then delete it.", file=sys.stderr)
+            return EXIT_BUSY
         print(f"deleted {path}")
     return 0

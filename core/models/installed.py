@@ -98,10 +98,18 @@ def resolve_name(root: Path, name: str, catalog: Catalog) -> list[Path]:
 
 
 def delete_model(path: Path) -> None:
-    """Remove a model entry: a link goes (the files it points at stay), a folder goes with its files."""
+    """Remove a model entry: a link goes (the files it points at stay), a folder goes with its files, under
+    its download lock so that a download running into it is never pulled from under its feet.
+
+    Raises:
+        DownloadBusyError: a download (another process) is writing into the folder.
+    """
+    from core.models.folder_lock import FolderLock
+
     if path.is_symlink():
         path.unlink()
     elif path.is_dir():
-        shutil.rmtree(path)
+        with FolderLock(path):
+            shutil.rmtree(path)
     else:
         path.unlink()
