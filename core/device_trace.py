@@ -35,7 +35,7 @@ import sys
 import weakref
 from collections import Counter
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import torch
@@ -76,13 +76,11 @@ class TraceCounts:
     def sync_count(self) -> int:
         return sum(self.syncs.values())
 
+    def __add__(self, other: "TraceCounts") -> "TraceCounts":
+        return TraceCounts(**{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)})
+
     def __sub__(self, other: "TraceCounts") -> "TraceCounts":
-        return TraceCounts(
-            syncs=self.syncs - other.syncs, kernels=self.kernels - other.kernels,
-            h2d_bytes=self.h2d_bytes - other.h2d_bytes, draft_forwards=self.draft_forwards - other.draft_forwards,
-            draft_syncs=self.draft_syncs - other.draft_syncs, draft_kernels=self.draft_kernels - other.draft_kernels,
-            search_syncs=self.search_syncs - other.search_syncs, search_kernels=self.search_kernels - other.search_kernels,
-        )
+        return TraceCounts(**{f.name: getattr(self, f.name) - getattr(other, f.name) for f in fields(self)})
 
 
 def _site() -> str:

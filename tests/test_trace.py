@@ -76,7 +76,7 @@ def test_specexec_passes_stay_under_the_sync_ceilings(tiny_target, tiny_draft, t
     summary = totals.summary()
     assert totals.passes >= 2
     assert summary["max_syncs_in_a_pass"] <= MAX_SYNCS_PER_PASS, summary["sync_sites_per_pass"]
-    assert totals.draft_syncs == 0 and totals.search_syncs == 0 and totals.draft_forwards >= totals.passes
+    assert totals.counts.draft_syncs == 0 and totals.counts.search_syncs == 0 and totals.counts.draft_forwards >= totals.passes
     assert summary["kernels_per_draft_forward"] > 0
     plain = generate(tiny_target, None, make_word_tokenizer(), PROMPT, params,
                      DecodingSettings(method="sequential", max_new_tokens=24))
@@ -91,10 +91,10 @@ def test_offloaded_target_stays_under_the_ceiling_and_streams_its_layers(tmp_pat
     totals, tokens = _trace_specexec(offloaded, tiny_draft, params, TreeSettings(32, 8, 8))
     summary = totals.summary()
     assert summary["max_syncs_in_a_pass"] <= MAX_SYNCS_PER_PASS, summary["sync_sites_per_pass"]
-    assert totals.draft_syncs == 0
+    assert totals.counts.draft_syncs == 0
     # every streamed layer is copied once per pass (asynchronously: no sync for it)
     assert summary["h2d_bytes_per_pass"] >= offloaded.streamer.bytes_streamed_per_pass
-    assert not any("blocking" in site for site in totals.syncs)
+    assert not any("blocking" in site for site in totals.counts.syncs)
     resident, resident_tokens = _trace_specexec(tiny_target, tiny_draft, params, TreeSettings(32, 8, 8))
     assert tokens == resident_tokens
     assert resident.summary()["h2d_bytes_per_pass"] < 1000  # only token ids cross on a resident target

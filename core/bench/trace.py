@@ -14,7 +14,6 @@ import argparse
 import dataclasses
 import json
 import sys
-from collections import Counter
 from dataclasses import dataclass, field
 
 from core.cli.options import add_model_arguments, add_threads_argument, sampling_params
@@ -29,51 +28,38 @@ TARGET_KINDS = ("resident", "offloaded")
 
 @dataclass
 class PassTrace:
-    """Per-pass trace totals over the traced passes of one configuration."""
+    """Trace totals over the traced passes of one configuration (`counts`: their sum), and per-pass figures."""
 
     passes: int = 0
     tokens: int = 0
-    syncs: Counter = field(default_factory=Counter)
     max_syncs: int = 0
-    kernels: int = 0
-    h2d_bytes: int = 0
-    draft_forwards: int = 0
-    draft_syncs: int = 0
-    draft_kernels: int = 0
-    search_syncs: int = 0
-    search_kernels: int = 0
+    counts: TraceCounts = field(default_factory=TraceCounts)
 
     def add(self, counts: TraceCounts, tokens: int) -> None:
         """One pass: its counts (a difference of two snapshots) and the tokens it emitted."""
         self.passes += 1
         self.tokens += tokens
-        self.syncs += counts.syncs
         self.max_syncs = max(self.max_syncs, counts.sync_count)
-        self.kernels += counts.kernels
-        self.h2d_bytes += counts.h2d_bytes
-        self.draft_forwards += counts.draft_forwards
-        self.draft_syncs += counts.draft_syncs
-        self.draft_kernels += counts.draft_kernels
-        self.search_syncs += counts.search_syncs
-        self.search_kernels += counts.search_kernels
+        self.counts = self.counts + counts
 
     def summary(self) -> dict[str, object]:
+        c = self.counts
         passes = max(self.passes, 1)
-        forwards = max(self.draft_forwards, 1)
+        forwards = max(c.draft_forwards, 1)
         return {
             "passes": self.passes,
             "tokens_per_pass": self.tokens / passes,
-            "syncs_per_pass": sum(self.syncs.values()) / passes,
+            "syncs_per_pass": c.sync_count / passes,
             "max_syncs_in_a_pass": self.max_syncs,
-            "syncs_per_draft_forward": self.draft_syncs / forwards,
-            "search_syncs_per_draft_forward": self.search_syncs / forwards,  # the search's bookkeeping too
-            "draft_forwards_per_pass": self.draft_forwards / passes,
-            "kernels_per_draft_forward": self.draft_kernels / forwards,
-            "kernels_per_pass": self.kernels / passes,
-            "search_kernels_per_pass_outside_draft_forwards": (self.search_kernels - self.draft_kernels) / passes,
-            "kernels_per_pass_after_the_search": (self.kernels - self.search_kernels) / passes,
-            "h2d_bytes_per_pass": self.h2d_bytes / passes,
-            "sync_sites_per_pass": {site: n / passes for site, n in self.syncs.most_common()},
+            "syncs_per_draft_forward": c.draft_syncs / forwards,
+            "search_syncs_per_draft_forward": c.search_syncs / forwards,  # the search's bookkeeping too
+            "draft_forwards_per_pass": c.draft_forwards / passes,
+            "kernels_per_draft_forward": c.draft_kernels / forwards,
+            "kernels_per_pass": c.kernels / passes,
+            "search_kernels_per_pass_outside_draft_forwards": (c.search_kernels - c.draft_kernels) / passes,
+            "kernels_per_pass_after_the_search": (c.kernels - c.search_kernels) / passes,
+            "h2d_bytes_per_pass": c.h2d_bytes / passes,
+            "sync_sites_per_pass": {site: n / passes for site, n in c.syncs.most_common()},
         }
 
 
@@ -122,8 +108,6 @@ _DEFAULT_PROMPT = Prompt(messages=({"role": "user", "content": "Explain why the 
 
 def _load(args: argparse.Namespace, kind: str):
     """(target CausalLM, draft LoadedModel, tokenizer) for a target placement."""
-    import torch
-
     from core.builtin import ensure_converted, is_builtin
     from core.cli.pair import load_pair
     from core.loading import resolve_spec
