@@ -30,6 +30,7 @@ to expand, which builds the identical tree without computing padding rows.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -70,6 +71,9 @@ class SearchConfig:
     temperature: float
     top_p: float | None
     max_forwards: int = DEFAULT_MAX_FORWARDS
+    # A grammar's masks for the children of expanded nodes (core.constraints.GrammarConstraint.child_allowed:
+    # (E tokens, E parents, E indices of the rows) -> bool [rows, V]); None: every token may be proposed.
+    child_mask: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor] | None = None
 
 
 @dataclass
@@ -125,6 +129,13 @@ def _best_children(logits: torch.Tensor, parents: torch.Tensor, e_cum: torch.Ten
     tokens = flat % width if ids is None else ids.reshape(-1)[flat]
     cum = parent_cum[rows] + logp.reshape(-1)[flat].double()  # exact sum in float64
     return tokens, parents[rows], e_depth[parents][rows] + 1, cum
+
+
+def _fit_vocab(mask: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """A mask over the target's vocabulary [b, V'] cut or padded (with False) to the draft's V."""
+    if mask.shape[-1] >= vocab_size:
+        return mask[:, :vocab_size]
+    return torch.nn.functional.pad(mask, (0, vocab_size - mask.shape[-1]))
 
 
 def _root_only(pending: torch.Tensor, root_row: int) -> DraftTree:
@@ -204,6 +215,8 @@ def build_draft_tree(
     new_parents = torch.zeros(1, dtype=torch.long, device=device)  # E indices of the rows in `logits`
     forward = 1
     while True:
+        if config.child_mask is not None:  # a grammar: the draft proposes only what it allows
+            logits = logits.masked_fill(~_fit_vocab(config.child_mask(e_token, e_parent, new_parents), logits.shape[-1]), -torch.inf)
         token, parent, depth, cum = _best_children(logits, new_parents, e_cum, e_depth, config)
         birth = torch.full_like(token, forward)
         # the pool's k best (a stable sort keeps earlier entries first on ties: parents before children)

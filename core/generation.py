@@ -24,7 +24,7 @@ from core.methods.auto import auto_steps
 from core.methods.sequential import sequential_steps
 from core.methods.specexec import TreeSettings, specexec_steps
 from core.methods.specinfer import specinfer_steps
-from core.methods.step import PassStats, Step
+from core.methods.step import OutputControls, PassStats, Step, TokenLogprob
 from core.sampling import SamplingParams
 
 Method = Literal["specexec", "specinfer", "sequential", "auto"]
@@ -67,6 +67,7 @@ class GenerationChunk:
     stats: PassStats
     finish_reason: FinishReason | None = None
     choice: Choice | None = None  # the tuner's choice this pass ran with (tuned settings only)
+    logprobs: list[TokenLogprob] | None = None  # one per token in token_ids, when asked for (OutputControls)
 
 
 @dataclass(frozen=True)
@@ -116,9 +117,14 @@ class _StopStringFilter:
 def _method_steps(
     method: Method, state: DecodeState, target: CausalLM, draft: CausalLM | None,
     params: SamplingParams, settings: DecodingSettings, max_new_tokens: int, tuner: AutoTuner | None,
+    controls: OutputControls | None = None,
 ) -> Iterator[Step]:
     """The step generator for the method; `tuner` (set exactly when the settings are tuned) picks per pass.
-    SpecExec passes take their draft forwards from the pair's adaptive-depth policy when the setting is on."""
+    SpecExec passes take their draft forwards from the pair's adaptive-depth policy when the setting is on.
+    `controls` (a grammar, log-probabilities) work with plain decoding and SpecExec, not SpecInfer."""
+    if controls is not None and controls.active and method == "specinfer":
+        raise InvalidSettingError("structured output and log-probabilities need SpecExec or plain decoding, "
+                                  "not SpecInfer: choose another method")
     depth = None
     if draft is not None and settings.tree.adaptive_depth and method in ("specexec", "auto"):
         from core.autotune.setup import depth_policy_for
@@ -129,13 +135,13 @@ def _method_steps(
             settings.method, None if settings.auto_budget else settings.tree.budget, settings.tree.expand,
             settings.tree.budget, draft is not None,
         ))
-        return auto_steps(state, target, draft, params, settings.tree, tuner, max_new_tokens, depth)
+        return auto_steps(state, target, draft, params, settings.tree, tuner, max_new_tokens, depth, controls)
     if method == "sequential":
-        return sequential_steps(state, target, params, max_new_tokens)
+        return sequential_steps(state, target, params, max_new_tokens, controls)
     if draft is None:
         raise InvalidSettingError(f"method '{method}' needs a draft model")
     if method == "specexec":
-        return specexec_steps(state, target, draft, params, settings.tree, max_new_tokens, depth)
+        return specexec_steps(state, target, draft, params, settings.tree, max_new_tokens, depth, controls)
     return specinfer_steps(state, target, draft, params, settings.tree, max_new_tokens)
 
 
@@ -168,12 +174,14 @@ def stream_generate(
     settings: DecodingSettings,
     state: DecodeState | None = None,
     tuner: AutoTuner | None = None,
+    controls: OutputControls | None = None,
 ) -> Iterator[GenerationChunk]:
     """Yield one chunk per target pass until EOS, a stop string, or exactly max_new_tokens tokens.
 
     `state` lets a chat session reuse KV caches: it is reset to `prompt_ids` (keeping the shared prefix)
     and left holding prompt + emitted tokens at the end. `tuner` drives tuned settings (see
     DecodingSettings.tuned) and keeps what it learned for the next call; None builds one for the pair.
+    `controls`: a grammar the answer must match and log-probabilities to report (core.methods.step).
     """
     if not prompt_ids:
         raise InvalidSettingError("the prompt is empty")
@@ -196,7 +204,7 @@ def stream_generate(
         from core.autotune.setup import tuner_for_pair
 
         tuner = tuner_for_pair(target, draft, settings.tree.max_depth)
-    steps = _method_steps(settings.method, state, target, draft, params, settings, max_new, tuner)
+    steps = _method_steps(settings.method, state, target, draft, params, settings, max_new, tuner, controls)
     try:
         for step in steps:
             chunk_ids: list[int] = []
@@ -216,7 +224,8 @@ def stream_generate(
             if len(chunk_ids) < stats.tokens:  # cut at EOS / stop / length: count what is delivered, not accepted
                 stats = dataclasses.replace(stats, tokens=len(chunk_ids))
             choice = tuner.current if tuner is not None else None
-            yield GenerationChunk(chunk_ids, stops.release(final=finish is not None), stats, finish, choice)
+            logprobs = None if step.logprobs is None else step.logprobs[: len(chunk_ids)]
+            yield GenerationChunk(chunk_ids, stops.release(final=finish is not None), stats, finish, choice, logprobs)
             if finish:
                 return
     finally:

@@ -101,13 +101,17 @@ def apply_top_p(logits: torch.Tensor, p: float) -> torch.Tensor:
     return logits.masked_fill(remove, -math.inf)
 
 
-def process_logits(logits: torch.Tensor, params: SamplingParams, penalized: torch.Tensor | None = None) -> torch.Tensor:
-    """Penalty, temperature, top-k, top-p: the scores whose softmax is the sampling distribution.
+def process_logits(logits: torch.Tensor, params: SamplingParams, penalized: torch.Tensor | None = None,
+                   allowed: torch.Tensor | None = None) -> torch.Tensor:
+    """Grammar mask, penalty, temperature, top-k, top-p: the scores whose softmax is the sampling distribution.
 
     penalized: bool [V] or [N, V], the tokens the repetition penalty applies to (None: none).
-    For greedy params only the penalty applies (temperature and filters cannot change the argmax).
+    allowed: bool [V] or [N, V], the tokens a grammar allows next (core.constraints; None: all).
+    For greedy params only the mask and the penalty apply (temperature and filters cannot change the argmax).
     """
     scores = logits.to(_work_dtype(logits))
+    if allowed is not None:
+        scores = scores.masked_fill(~allowed, -math.inf)
     if penalized is not None:
         scores = apply_penalty_mask(scores, penalized, params.repetition_penalty)
     if params.greedy:
@@ -139,10 +143,10 @@ def inverse_cdf(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
 
 
 def sample_rows(logits: torch.Tensor, params: SamplingParams, uniforms: torch.Tensor | None,
-                penalized: torch.Tensor | None = None) -> torch.Tensor:
+                penalized: torch.Tensor | None = None, allowed: torch.Tensor | None = None) -> torch.Tensor:
     """Sample one token per row of logits [N, V] with the keyed uniforms [N] (float64; unused when greedy);
-    penalized: as in process_logits. Returns long [N] on the logits' device, without reading it."""
-    scores = process_logits(logits, params, penalized)
+    penalized, allowed: as in process_logits. Returns long [N] on the logits' device, without reading it."""
+    scores = process_logits(logits, params, penalized, allowed)
     if params.greedy:
         return scores.argmax(-1)
     return inverse_cdf(torch.softmax(scores, dim=-1), uniforms)
@@ -154,16 +158,35 @@ def position_uniforms(seed: int, first_position: int, count: int, device: torch.
     return keyed_uniforms(seed, positions, STREAM_TOKEN)
 
 
+def penalty_mask(context_ids: Sequence[int] | torch.Tensor | None, params: SamplingParams, vocab_size: int,
+                 device: torch.device | str) -> torch.Tensor | None:
+    """bool [V] of the tokens the repetition penalty applies to (None when it is off)."""
+    if context_ids is None or params.repetition_penalty == 1.0:
+        return None
+    return context_mask(to_device(context_ids, device), vocab_size)
+
+
 def sample_token(logits: torch.Tensor, params: SamplingParams, position: int,
-                 context_ids: Sequence[int] | torch.Tensor | None = None) -> int:
+                 context_ids: Sequence[int] | torch.Tensor | None = None, allowed: torch.Tensor | None = None) -> int:
     """Sample the token at absolute `position` from one row of logits [V]; context_ids: the tokens the
-    repetition penalty applies to (a list or a long tensor, host or device)."""
+    repetition penalty applies to (a list or a long tensor, host or device); allowed: bool [V], a grammar's."""
     device = logits.device
-    penalized = None
-    if context_ids is not None and params.repetition_penalty != 1.0:
-        penalized = context_mask(to_device(context_ids, device), logits.shape[-1])
+    penalized = penalty_mask(context_ids, params, logits.shape[-1], device)
     uniforms = None if params.greedy else position_uniforms(params.seed, position, 1, device)
-    return int(sample_rows(logits[None], params, uniforms, penalized)[0])  # host sync: the caller needs the id
+    return int(sample_rows(logits[None], params, uniforms, penalized, allowed)[0])  # host sync: the caller needs the id
+
+
+def token_logprobs(logits: torch.Tensor, params: SamplingParams, tokens: torch.Tensor, top: int,
+                   penalized: torch.Tensor | None = None, allowed: torch.Tensor | None = None,
+                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Log-probabilities of the sampled `tokens` (long [N]) under the distribution each was drawn from
+    (logits [N, V] after the grammar mask, penalty, temperature, top-k and top-p; for greedy decoding the
+    model's own distribution after the mask and the penalty, at temperature 1), and the `top` most likely
+    tokens of each row: (logprob [N], top values [N, top], top ids [N, top]), float64, on the device."""
+    logp = torch.log_softmax(process_logits(logits, params, penalized, allowed).double(), dim=-1)
+    chosen = logp.gather(-1, tokens[:, None])[:, 0]
+    values, ids = torch.topk(logp, min(top, logp.shape[-1]), dim=-1)
+    return chosen, values, ids
 
 
 def uniform_draw(seed: int, position: int, stream: int, index: int = 0) -> float:

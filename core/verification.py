@@ -20,7 +20,7 @@ import torch
 
 from core.causal_lm import RowLogits
 from core.device_io import host_reads_are_free
-from core.sampling import SamplingParams, position_uniforms, sample_rows
+from core.sampling import SamplingParams, position_uniforms, sample_rows, token_logprobs
 
 
 @dataclass(frozen=True)
@@ -40,10 +40,14 @@ class Verdict:
 @dataclass(frozen=True)
 class Walk:
     """A walk on the device, not read yet. path: long [S], the node reached at each depth (0 = the root;
-    -1 once the walk has stopped); tokens: long [S], the token sampled at each depth."""
+    -1 once the walk has stopped); tokens: long [S], the token sampled at each depth. With log-probabilities
+    asked for: logprobs float64 [S] of those tokens, top_values float64 [S, k] and top_ids long [S, k]."""
 
     path: torch.Tensor
     tokens: torch.Tensor
+    logprobs: torch.Tensor | None = None
+    top_values: torch.Tensor | None = None
+    top_ids: torch.Tensor | None = None
 
 
 def walk_tree(
@@ -55,13 +59,17 @@ def walk_tree(
     root_position: int,
     penalized: torch.Tensor | None,
     steps: int,
+    allowed: torch.Tensor | None = None,
+    top_logprobs: int | None = None,
 ) -> Walk:
     """Pure function of (tree, target logits, sampler) -> the walk, all on the device.
 
     tokens, parents: long [N] (root at 0); valid: bool [N] (padding nodes never match); target_logits: row i
     = the distribution after node i; root_position: absolute position of the root token; penalized: bool [V],
     the tokens up to and including the root (`context_mask`, for the repetition penalty; None when it is
-    off); steps: nodes to sample at most (the depth bound + 1; at most the tokens left to emit).
+    off); steps: nodes to sample at most (the depth bound + 1; at most the tokens left to emit);
+    allowed: bool [N, V], row i the grammar's mask after node i (core.constraints; None: no grammar);
+    top_logprobs: also compute each sampled token's log-probability and this many alternatives (None: not).
     """
     device = target_logits.device
     uniforms = None if params.greedy else position_uniforms(params.seed, root_position + 1, steps, device)  # [S]
@@ -70,11 +78,20 @@ def walk_tree(
     path = torch.full((steps,), -1, dtype=torch.long, device=device)
     path[0] = 0
     sampled = torch.zeros(steps, dtype=torch.long, device=device)
+    want = top_logprobs is not None
+    logprobs = torch.zeros(steps, dtype=torch.float64, device=device) if want else None
+    top_values = torch.zeros((steps, top_logprobs), dtype=torch.float64, device=device) if want else None
+    top_ids = torch.zeros((steps, top_logprobs), dtype=torch.long, device=device) if want else None
     read_free = host_reads_are_free(device)
     for depth in range(steps):
         draw = None if uniforms is None else uniforms[depth : depth + 1]
-        token = sample_rows(target_logits.rows(node), params, draw, penalized)  # [1]
+        rows = target_logits.rows(node)
+        mask = None if allowed is None else allowed[node]
+        token = sample_rows(rows, params, draw, penalized, mask)  # [1]
         sampled[depth : depth + 1] = token
+        if want:
+            chosen, values, ids = token_logprobs(rows, params, token, top_logprobs, penalized, mask)
+            logprobs[depth : depth + 1], top_values[depth : depth + 1], top_ids[depth : depth + 1] = chosen, values, ids
         if depth + 1 == steps:
             break
         match = (parents == node) & (tokens == token) & valid  # [N]: children differ in token, so at most one
@@ -85,7 +102,7 @@ def walk_tree(
             penalized = penalized.index_put((token,), penalized[token] | alive)
         if read_free and not bool(alive):  # a CPU: stop at once (free there; a GPU runs every step)
             break
-    return Walk(path, sampled)
+    return Walk(path, sampled, logprobs, top_values, top_ids)
 
 
 def read_verdict(path: list[int], tokens: list[int]) -> Verdict:

@@ -63,8 +63,10 @@ class PassTrace:
         }
 
 
-def traced_stream(target, draft, tokenizer, prompt_ids, params, settings: DecodingSettings, totals: PassTrace):
-    """stream_generate under a DeviceTrace, adding every pass after the first to `totals`; yields the chunks."""
+def traced_stream(target, draft, tokenizer, prompt_ids, params, settings: DecodingSettings, totals: PassTrace,
+                  controls=None):
+    """stream_generate under a DeviceTrace, adding every pass after the first to `totals`; yields the chunks.
+    `controls`: a grammar or log-probabilities (core.methods.step.OutputControls), to count what they cost."""
     trace = DeviceTrace()
     for model in (target, draft):
         if model is not None:
@@ -74,7 +76,8 @@ def traced_stream(target, draft, tokenizer, prompt_ids, params, settings: Decodi
         trace.watch_search()
     with trace:
         before = trace.snapshot()
-        for index, chunk in enumerate(stream_generate(target, draft, tokenizer, prompt_ids, params, settings)):
+        for index, chunk in enumerate(stream_generate(target, draft, tokenizer, prompt_ids, params, settings,
+                                                      controls=controls)):
             after = trace.snapshot()
             if index > 0:  # the first pass also prefills the prompt
                 totals.add(after - before, len(chunk.token_ids))

@@ -340,11 +340,12 @@ class Engine:
             stop=tuple(request.stop),
             auto_budget=auto_budget,
         )
+        controls = self.output_controls(request)
         prepared = prepared or self.prepare(request)
         if prepared.dropped_messages:
             self.emit(P.ContextTrimmed(request.request_id, prepared.dropped_messages))
         turn = self.session.turn(prepared.prompt_ids, params, settings, request.reuse_cache, self.fault_hook,
-                                 request.cache_owner)
+                                 request.cache_owner, controls)
         self.emit(P.PromptStarted(request.request_id, len(prepared.prompt_ids), turn.reused_prefix_tokens))
         reason = None
         shown = None  # the last AutoChoice sent
@@ -375,6 +376,20 @@ class Engine:
             draft_reused_prefix_tokens=turn.draft_reused_prefix_tokens,
         ))
 
+    def output_controls(self, request: P.Generate) -> Any:
+        """The request's grammar (checked against the target's tokenizer) and log-probabilities, or None."""
+        if request.grammar_kind is None and request.top_logprobs is None:
+            return None
+        from core.constraints import GrammarConstraint, GrammarSpec
+        from core.methods.step import OutputControls
+
+        target = self.session.target
+        grammar = None
+        if request.grammar_kind is not None:
+            grammar = GrammarConstraint(GrammarSpec(request.grammar_kind, request.grammar_source), self.session.tokenizer,
+                                        target.vocab_size, tuple(target.eos_token_ids))
+        return OutputControls(grammar, request.top_logprobs)
+
     def prepare(self, request: P.Generate) -> Any:
         """The request's prompt ids after the context policy (a PreparedPrompt); raises what the checks find."""
         if request.prompt is not None:
@@ -382,10 +397,24 @@ class Engine:
         return self.session.prepare([dict(m) for m in request.messages], request.max_new_tokens,
                                     request.trim_context, tuple(request.tools))
 
+    def logprob_entries(self, logprobs: Any, token_ids: list[int]) -> tuple[dict[str, Any], ...] | None:
+        """TokenChunk.logprobs: each token's text and log-probability, with its alternatives'."""
+        if logprobs is None:
+            return None
+        decode = self.session.tokenizer.decode
+
+        def text(token: int) -> str:
+            return decode([token])
+
+        return tuple({"token": text(token), "logprob": entry.logprob,
+                      "top": [{"token": text(other), "logprob": value} for other, value in entry.top]}
+                     for token, entry in zip(token_ids, logprobs))
+
     def emit_chunk(self, request_id: str, chunk: Any, budget: int) -> None:
         stats = chunk.stats
         seconds = stats.draft_seconds + stats.target_seconds
-        self.emit(P.TokenChunk(request_id, chunk.text, tuple(chunk.token_ids), time.monotonic()))
+        self.emit(P.TokenChunk(request_id, chunk.text, tuple(chunk.token_ids), time.monotonic(),
+                               self.logprob_entries(chunk.logprobs, chunk.token_ids)))
         self.emit(P.PassStats(
             request_id, stats.tokens, stats.tree_size, 1000 * stats.draft_seconds, 1000 * stats.target_seconds,
             stats.tokens / seconds if seconds > 0 else 0.0, budget,

@@ -31,6 +31,9 @@ EngineState = Literal["idle", "loading", "ready", "generating"]
 FinishReason = Literal["eos", "stop", "length", "cancelled"]
 Method = Literal["specexec", "specinfer", "sequential", "auto"]
 CacheOwner = Literal["chat", "api"]
+# What an answer must match (core.constraints): any JSON object, a JSON schema, or an llguidance Lark grammar
+GrammarKind = Literal["json_object", "json_schema", "lark"]
+MAX_TOP_LOGPROBS = 20  # alternatives per token, at most (OpenAI's limit)
 
 # How a model writes tool calls (StatusReport.models["tool_call_format"], read from its chat template by
 # core.prompts.tool_call_format; None: no tool support). Qwen2.5 / Hermes write
@@ -128,6 +131,10 @@ class Generate(Request):
     prompt: plain text to continue without the chat template (the API's /v1/completions); `messages` is then
     empty. trim_context False answers a conversation that does not fit with a context_length Error instead
     of leaving out its oldest messages (an API client must see what the model saw).
+    grammar_kind / grammar_source: a grammar the answer must match (core.constraints.GrammarSpec; the source is
+    the schema's JSON text or the Lark grammar; None: free text); a grammar the engine cannot use answers an
+    invalid_setting Error. top_logprobs: report each token's log-probability and this many alternatives in
+    TokenChunk.logprobs (None: none). Both work with SpecExec and plain decoding, not SpecInfer.
     """
 
     request_id: str
@@ -146,6 +153,9 @@ class Generate(Request):
     trim_context: bool = True
     tools: tuple[dict[str, Any], ...] | list[dict[str, Any]] = ()
     cache_owner: CacheOwner = "chat"
+    grammar_kind: GrammarKind | None = None
+    grammar_source: str = ""
+    top_logprobs: int | None = None
 
 
 @dataclass(frozen=True)
@@ -221,8 +231,7 @@ class TokenChunk(Event):
     """What one target pass added. text may be empty (held back: incomplete character, possible stop string).
     sent_at: time.monotonic() in the engine when the chunk was queued (for latency measurements).
     logprobs: per new token, {"token": text, "logprob", "top": [{"token", "logprob"}, ...]} from the target's
-    distribution after the request's sampling settings; None when not asked for. (Issue 24: the decoding
-    loop does not fill it yet; the API server refuses `logprobs` until it does.)"""
+    distribution after the request's sampling settings (and grammar); None when not asked for."""
 
     request_id: str
     text: str
@@ -397,6 +406,10 @@ def validate(message: object, allowed: dict[str, type] | None = None) -> _Messag
                 raise ProtocolError("each message needs 'role' and 'content' fields")
         if not message.request_id:
             raise ProtocolError("Generate.request_id is empty")
+        if message.grammar_kind not in (None, *typing.get_args(GrammarKind)):
+            raise ProtocolError(f"Generate.grammar_kind must be one of {', '.join(typing.get_args(GrammarKind))} or null")
+        if message.top_logprobs is not None and not 0 <= message.top_logprobs <= MAX_TOP_LOGPROBS:
+            raise ProtocolError(f"Generate.top_logprobs must be between 0 and {MAX_TOP_LOGPROBS}")
     return message
 
 

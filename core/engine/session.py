@@ -29,6 +29,7 @@ from core.engine.conversation_cache import ConversationCache
 from core.errors import ContextLengthError, InvalidSettingError
 from core.generation import DecodingSettings, GenerationChunk, stream_generate
 from core.kv_cache import InPlaceKVCache
+from core.methods.step import OutputControls
 from core.prompts import Message, Prompt, Tool, encode_prompt
 from core.sampling import SamplingParams
 
@@ -155,13 +156,15 @@ class ChatSession:
         reuse_cache: bool = True,
         fault_hook: Callable[[], None] | None = None,
         cache_owner: str = "chat",
+        controls: OutputControls | None = None,
     ) -> "Turn":
         """Start a turn: the live state is set to `prompt_ids` now (from the kept conversation sharing the
-        longest prefix, unless `reuse_cache` is False), so the reuse counts are known up front."""
+        longest prefix, unless `reuse_cache` is False), so the reuse counts are known up front. `controls`: a
+        grammar and log-probabilities (core.methods.step.OutputControls)."""
         if settings.method not in ("sequential", "auto") and self.draft is None:
             raise InvalidSettingError(f"method '{settings.method}' needs a draft model; load one or use 'sequential'")
         self.conversations.checkout(prompt_ids, cache_owner, reuse_cache)
-        return Turn(self, prompt_ids, params, settings, fault_hook)
+        return Turn(self, prompt_ids, params, settings, fault_hook, controls)
 
 
 class Turn:
@@ -175,8 +178,10 @@ class Turn:
         params: SamplingParams,
         settings: DecodingSettings,
         fault_hook: Callable[[], None] | None,
+        controls: OutputControls | None = None,
     ) -> None:
         self.session = session
+        self.controls = controls
         self.state = session.state
         self.prompt_ids = list(prompt_ids)
         self.params = params
@@ -219,6 +224,7 @@ class Turn:
                 dataclasses.replace(settings, max_new_tokens=settings.max_new_tokens - len(self.token_ids)),
                 state=state,
                 tuner=self.session.tuner_for(settings.tree.max_depth) if settings.tuned else None,
+                controls=self.controls,
             )
             try:
                 for chunk in stream:

@@ -19,7 +19,7 @@ from core.causal_lm import CausalLM
 from core.decode_state import DecodeState
 from core.methods.sequential import sequential_steps
 from core.methods.specexec import TreeSettings, specexec_steps
-from core.methods.step import Step
+from core.methods.step import OutputControls, Step
 from core.sampling import SamplingParams
 
 
@@ -32,6 +32,7 @@ def auto_steps(
     tuner: AutoTuner,
     max_new_tokens: int,
     depth: DepthPolicy | None = None,
+    controls: OutputControls | None = None,
 ) -> Iterator[Step]:
     """One Step per pass; tuner.current is the choice the last yielded pass ran with. `tree` gives the
     depth cap, draft truncation and adaptive depth (`depth` chooses the forwards); budget and expand come
@@ -44,10 +45,10 @@ def auto_steps(
         config = tuner.choose().config
         remaining = max_new_tokens - emitted
         if config.method == SEQUENTIAL or draft is None:
-            steps = sequential_steps(state, target, params, 1)
+            steps = sequential_steps(state, target, params, 1, controls)
         else:
             pass_tree = dataclasses.replace(tree, budget=config.budget, expand=config.expand)
-            steps = specexec_steps(state, target, draft, params, pass_tree, remaining, depth)
+            steps = specexec_steps(state, target, draft, params, pass_tree, remaining, depth, controls)
         try:
             step = next(steps)
         finally:

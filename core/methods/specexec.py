@@ -20,11 +20,11 @@ from core.decode_state import DecodeState
 from core.device_io import to_device
 from core.draft_search import DEFAULT_MAX_FORWARDS, DraftTree, SearchConfig, build_draft_tree, expansion_width
 from core.errors import InvalidSettingError
-from core.methods.step import PassStats, Step
+from core.methods.step import OutputControls, PassStats, Step, TokenLogprob
 from core.methods.tree_forward import commit_draft_path, commit_target_path, score_tree
 from core.sampling import SamplingParams, context_mask
 from core.timing import PassClock
-from core.verification import Verdict, read_verdict, walk_tree
+from core.verification import Verdict, Walk, read_verdict, walk_tree
 
 
 @dataclass(frozen=True)
@@ -63,23 +63,38 @@ class _PassRead:
     expanded: int  # leading path nodes (root included) whose KV the draft cache holds
     tree_size: int  # real draft nodes (root and padding excluded)
     tree_depth: int
+    logprobs: list[TokenLogprob] | None  # per emitted token, when asked for
 
 
-def _read_pass(tree: DraftTree, path: torch.Tensor, tokens: torch.Tensor) -> _PassRead:
+def _read_pass(tree: DraftTree, walk: Walk) -> _PassRead:
     """The pass's one host read: the walk (path, tokens: long [S]) with the births and draft-cache rows of
-    its nodes and the tree's real size and depth, packed into one tensor."""
+    its nodes and the tree's real size and depth, and the walk's log-probabilities when it has them (their
+    float64 bits ride along as int64), packed into one tensor."""
+    path, tokens = walk.path, walk.tokens
     steps = path.shape[0]
     nodes = path.clamp_min(0)
-    packed = torch.cat([
-        path, tokens, tree.births[nodes], (tree.cache_rows[nodes] >= 0).long(),
-        tree.valid.sum().reshape(1), tree.depths.max().reshape(1),
-    ])
-    values = packed.tolist()  # host sync, deliberate: the pass's one read
+    parts = [path, tokens, tree.births[nodes], (tree.cache_rows[nodes] >= 0).long(),
+             tree.valid.sum().reshape(1), tree.depths.max().reshape(1)]
+    if walk.logprobs is not None:
+        parts += [walk.logprobs.view(torch.int64), walk.top_values.reshape(-1).view(torch.int64), walk.top_ids.reshape(-1)]
+    values = torch.cat(parts).tolist()  # host sync, deliberate: the pass's one read
     verdict = read_verdict(values[:steps], values[steps : 2 * steps])
     accepted = len(verdict.path)
     expanded_flags = values[3 * steps : 3 * steps + accepted]
     expanded = next((i for i, flag in enumerate(expanded_flags) if not flag), accepted)
-    return _PassRead(verdict, values[2 * steps + 1 : 2 * steps + accepted], expanded, values[-2] - 1, values[-1])
+    logprobs = None
+    if walk.logprobs is not None:
+        logprobs = _logprobs(values[4 * steps + 2 :], steps, walk.top_ids.shape[1], len(verdict.emitted))
+    return _PassRead(verdict, values[2 * steps + 1 : 2 * steps + accepted], expanded, values[4 * steps] - 1,
+                     values[4 * steps + 1], logprobs)
+
+
+def _logprobs(values: list[int], steps: int, top: int, emitted: int) -> list[TokenLogprob]:
+    """The walk's log-probabilities from their int64 bit patterns: [S] chosen, [S * top] values, [S * top] ids."""
+    floats = torch.tensor(values[: steps * (1 + top)], dtype=torch.int64).view(torch.float64).tolist()
+    ids = values[steps * (1 + top) :]
+    return [TokenLogprob(floats[i], tuple(zip(ids[i * top : (i + 1) * top], floats[steps + i * top : steps + (i + 1) * top])))
+            for i in range(emitted)]
 
 
 def specexec_steps(
@@ -90,9 +105,14 @@ def specexec_steps(
     tree: TreeSettings,
     max_new_tokens: int,
     depth: DepthPolicy | None = None,
+    controls: OutputControls | None = None,
 ) -> Iterator[Step]:
     """One Step per target pass, never more than max_new_tokens tokens in all. `depth` chooses the draft
-    forwards of each pass when tree.adaptive_depth is on (None: the search's cap)."""
+    forwards of each pass when tree.adaptive_depth is on (None: the search's cap). `controls`: a grammar masks
+    the draft's proposals and every tree node's target row (core.constraints: a read of the tree and one per
+    draft forward more), and log-probabilities ride along in the pass's one read."""
+    controls = controls or OutputControls()
+    grammar = controls.grammar
     emitted = 0
     width = min(expansion_width(tree.budget, tree.expand), tree.budget)
     while emitted < max_new_tokens:
@@ -103,6 +123,7 @@ def specexec_steps(
             expand=tree.expand,
             temperature=draft_temperature(params),
             top_p=params.top_p if tree.draft_top_p and not params.greedy else None,
+            child_mask=None if grammar is None else grammar.child_allowed,
         )
         forwards = DEFAULT_MAX_FORWARDS
         if depth is not None and tree.adaptive_depth:
@@ -118,14 +139,18 @@ def specexec_steps(
         if params.repetition_penalty != 1.0:
             penalized = context_mask(to_device(state.tokens, target.device), target.vocab_size)
         steps = min(draft_tree.max_depth, remaining - 1) + 1
-        walk = walk_tree(draft_tree.tokens, draft_tree.parents, draft_tree.valid, logits, params, chain_end - 1, penalized, steps)
+        allowed = None if grammar is None else grammar.tree_allowed(draft_tree.tokens, draft_tree.parents, draft_tree.valid)
+        walk = walk_tree(draft_tree.tokens, draft_tree.parents, draft_tree.valid, logits, params, chain_end - 1, penalized,
+                         steps, allowed, controls.top_logprobs)
         clock.mark()
-        result = _read_pass(draft_tree, walk.path, walk.tokens)
+        result = _read_pass(draft_tree, walk)
 
         verdict = result.verdict
         commit_target_path(state.target_cache, chain_end, walk.path[: len(verdict.path)])
         commit_draft_path(state.draft_cache, draft_tree.root_row, draft_tree.cache_rows[walk.path[: result.expanded]])
         state.tokens.extend(verdict.emitted)
+        if grammar is not None:
+            grammar.advance(verdict.emitted)
         if depth is not None and tree.adaptive_depth and search.max_depth > 0:
             depth.observe(tree.budget, width, forwards, result.path_births)
         draft_seconds, target_seconds = clock.intervals()
@@ -137,4 +162,5 @@ def specexec_steps(
                 draft_seconds=draft_seconds, draft_forward_seconds=draft_tree.timer.seconds(),
                 target_seconds=target_seconds, draft_forwards=draft_tree.draft_forwards,
             ),
+            logprobs=result.logprobs,
         )

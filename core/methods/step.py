@@ -1,8 +1,12 @@
-"""What a decoding method yields per target pass."""
+"""What a decoding method yields per target pass, and what a request asks of it beyond sampling."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from core.constraints import GrammarConstraint
 
 
 @dataclass(frozen=True)
@@ -21,7 +25,33 @@ class PassStats:
 
 
 @dataclass(frozen=True)
+class TokenLogprob:
+    """An emitted token's log-probability under the distribution it was sampled from, and the `top` most
+    likely tokens of that distribution as (token id, log-probability), best first."""
+
+    logprob: float
+    top: tuple[tuple[int, float], ...]
+
+
+@dataclass
+class OutputControls:
+    """What a request asks of the decoding loop besides sampling: a grammar the answer must match
+    (core.constraints; its state advances as tokens are emitted), and log-probabilities with `top_logprobs`
+    alternatives per emitted token (None: none)."""
+
+    grammar: GrammarConstraint | None = None
+    top_logprobs: int | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.grammar is not None or self.top_logprobs is not None
+
+
+@dataclass(frozen=True)
 class Step:
+    """token_ids: emitted this pass; logprobs: one per emitted token when asked for (OutputControls)."""
+
     token_ids: list[int]
     stats: PassStats
+    logprobs: list[TokenLogprob] | None = None
 

@@ -1,0 +1,195 @@
+"""Structured output and log-probabilities in the decoding loop (issue 24): under a grammar, SpecExec emits
+exactly the tokens of sequential sampling with the same seed and the answer parses; the draft proposes only
+what the grammar allows; each emitted token's log-probability is that of the distribution it was drawn from,
+equal between SpecExec and sequential decoding (float64) and to a direct computation."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from core.constraints import GrammarConstraint, GrammarSpec, check_grammar
+from core.errors import InvalidSettingError
+from core.generation import DecodingSettings, generate, stream_generate
+from core.methods.specexec import TreeSettings
+from core.methods.step import OutputControls
+from core.sampling import SamplingParams, process_logits
+from core.server.tool_calls import forced_call_grammar
+
+pytestmark = pytest.mark.timeout(600)
+
+PERSON = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 12},
+                                           "age": {"type": "integer", "minimum": 0, "maximum": 120}},
+          "required": ["name", "age"], "additionalProperties": False}
+
+
+@pytest.fixture(scope="module")
+def builtin():
+    """The built-in pair in float32 on the CPU (a real tokenizer that can spell JSON), and a prompt."""
+    from core.loading import load_model
+    from core.prompts import Prompt, encode_prompt
+
+    torch.set_num_threads(1)
+    target = load_model("builtin", dtype="float32", device="cpu")
+    draft = load_model("builtin-draft", dtype="float32", device="cpu", role="draft")
+    prompt = encode_prompt(target.tokenizer, Prompt(messages=({"role": "user", "content": "Describe a person in JSON."},)))
+    return target, draft, prompt
+
+
+def _constraint(builtin, spec: GrammarSpec) -> GrammarConstraint:
+    target = builtin[0]
+    return GrammarConstraint(spec, target.tokenizer, target.lm.vocab_size, target.lm.eos_token_ids)
+
+
+def _run(builtin, spec, params, method, budget=32, top=None, max_new=40):
+    target, draft, prompt = builtin
+    controls = OutputControls(_constraint(builtin, spec), top)
+    settings = DecodingSettings(method=method, tree=TreeSettings(budget, 12, 8), max_new_tokens=max_new)
+    return generate(target.lm, draft.lm if method == "specexec" else None, target.tokenizer, prompt, params,
+                    settings, controls=controls)
+
+
+@pytest.mark.parametrize("spec", [GrammarSpec("json_schema", json.dumps(PERSON)), GrammarSpec("json_object")],
+                         ids=["schema", "json-mode"])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_specexec_under_a_grammar_equals_sequential_and_parses(builtin, spec, seed):
+    params = SamplingParams(temperature=0.9, top_p=0.95, seed=seed)
+    sequential = _run(builtin, spec, params, "sequential")
+    for budget in (8, 48):
+        specexec = _run(builtin, spec, params, "specexec", budget)
+        assert specexec.token_ids == sequential.token_ids, (budget, specexec.text, sequential.text)
+    if spec.kind == "json_schema":  # small enough to finish: it always parses and matches the schema
+        assert sequential.finish_reason == "eos", sequential.text
+        person = json.loads(sequential.text)
+        assert set(person) == {"name", "age"} and isinstance(person["age"], int) and len(person["name"]) <= 12
+    elif sequential.finish_reason == "eos":
+        assert isinstance(json.loads(sequential.text), dict)
+    else:  # cut by max_new_tokens: still a prefix of a JSON object
+        assert sequential.text.startswith("{")
+
+
+def test_greedy_under_a_grammar_equals_greedy(builtin):
+    spec = GrammarSpec("json_schema", json.dumps(PERSON))
+    params = SamplingParams(temperature=0.0)
+    assert _run(builtin, spec, params, "specexec", 64).token_ids == _run(builtin, spec, params, "sequential").token_ids
+
+
+def test_the_draft_proposes_only_what_the_grammar_allows(builtin):
+    """Every real node of every draft tree is a legal continuation of its path (checked with a fresh matcher)."""
+    from core.decode_state import DecodeState
+    from core.draft_search import SearchConfig, build_draft_tree
+
+    target, draft, prompt = builtin
+    spec = GrammarSpec("json_schema", json.dumps(PERSON))
+    grammar = _constraint(builtin, spec)
+    state = DecodeState.fresh(prompt, target.lm, draft.lm)
+    config = SearchConfig(48, 8, 8, 1.0, None, child_mask=grammar.child_allowed)
+    tree = build_draft_tree(draft.lm, state.draft_cache, state.prefill_pending(draft.lm, state.draft_cache), config)
+    tokens, parents, valid = tree.tokens.tolist(), tree.parents.tolist(), tree.valid.tolist()
+    assert sum(valid) > 10
+    import llguidance
+
+    from core.constraints import bridge_for
+
+    for node in range(1, len(tokens)):
+        if not valid[node]:
+            continue
+        path, walk = [], node
+        while walk > 0:
+            path.append(tokens[walk])
+            walk = parents[walk]
+        checker = llguidance.LLMatcher(bridge_for(target.tokenizer, target.lm.vocab_size, target.lm.eos_token_ids),
+                                       spec.grammar(), log_level=0)
+        assert checker.try_consume_tokens(path[::-1]) == len(path), target.tokenizer.decode(path[::-1])
+
+
+def test_a_forced_tool_call_is_written_in_the_models_format(builtin):
+    from core.engine.protocol import HERMES, LLAMA3_JSON
+    from core.server.tool_calls import parse_answer
+
+    tools = ({"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"unit": {"enum": ["celsius", "fahrenheit"]}}, "required": ["unit"]}}},
+             {"type": "function", "function": {"name": "search", "parameters": {
+                 "type": "object", "properties": {"page": {"type": "integer", "minimum": 1, "maximum": 9}},
+                 "required": ["page"]}}})
+    names = frozenset({"get_weather", "search"})
+    for fmt, name in ((HERMES, "search"), (LLAMA3_JSON, None)):
+        spec = GrammarSpec("lark", forced_call_grammar(fmt, tools, name))
+        answer = _run(builtin, spec, SamplingParams(temperature=1.0, seed=3), "specexec", max_new=60)
+        assert answer.token_ids == _run(builtin, spec, SamplingParams(temperature=1.0, seed=3), "sequential", max_new=60).token_ids
+        content, calls = parse_answer(answer.text, fmt, names)
+        assert content == "" and len(calls) == 1, answer.text
+        assert calls[0].name == (name or calls[0].name) and isinstance(json.loads(calls[0].arguments), dict)
+
+
+def test_a_constrained_pass_reads_the_tree_and_each_draft_forwards_nodes_once(builtin):
+    """The host cost of a grammar, counted as a GPU would pay it: the pass's one read, plus one read of the
+    tree (its masks) and one per draft forward (the expanded nodes' masks); nothing inside a draft forward."""
+    from core.bench.trace import PassTrace, traced_stream
+
+    target, draft, prompt = builtin
+    totals = PassTrace()
+    controls = OutputControls(_constraint(builtin, GrammarSpec("json_schema", json.dumps(PERSON))))
+    settings = DecodingSettings(method="specexec", tree=TreeSettings(16, 6, 8, adaptive_depth=False), max_new_tokens=12)
+    list(traced_stream(target.lm, draft.lm, target.tokenizer, prompt, SamplingParams(seed=1), settings, totals, controls))
+    counts = totals.counts
+    assert totals.passes >= 1 and counts.draft_syncs == 0
+    assert counts.sync_count == totals.passes * 2 + counts.draft_forwards, counts.syncs
+
+
+def test_a_grammar_the_engine_cannot_use_is_a_clear_error(builtin):
+    target = builtin[0]
+    with pytest.raises(InvalidSettingError, match="the JSON schema cannot be used"):
+        GrammarSpec("json_schema", "{not json").grammar()
+    with pytest.raises(InvalidSettingError, match="the grammar cannot be used"):
+        check_grammar(GrammarSpec("lark", "start: undefined_rule"), target.tokenizer, target.lm.vocab_size,
+                      target.lm.eos_token_ids)
+
+
+# -- log-probabilities ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("params", [SamplingParams(temperature=0.8, top_p=0.9, top_k=20, repetition_penalty=1.2, seed=7),
+                                    SamplingParams(temperature=0.0)], ids=["sampled", "greedy"])
+def test_logprobs_are_the_sampling_distributions_in_specexec_and_sequential(tiny_target, tiny_draft, params):
+    """float64 tiny pair: SpecExec's log-probabilities (from its verification walk, no extra pass) equal
+    sequential decoding's, and both equal log_softmax of the processed target logits recomputed here."""
+    from conftest import make_word_tokenizer
+
+    tokenizer = make_word_tokenizer()
+    prompt = [1, 17, 5, 33, 9]
+    runs = {}
+    for method in ("sequential", "specexec"):
+        settings = DecodingSettings(method=method, tree=TreeSettings(16, 6, 4), max_new_tokens=24)
+        chunks = list(stream_generate(tiny_target, tiny_draft if method == "specexec" else None, tokenizer, prompt,
+                                      params, settings, controls=OutputControls(top_logprobs=3)))
+        runs[method] = ([t for c in chunks for t in c.token_ids], [e for c in chunks for e in c.logprobs])
+    (tokens, logprobs), (spec_tokens, spec_logprobs) = runs["sequential"], runs["specexec"]
+    assert spec_tokens == tokens and len(spec_logprobs) == len(logprobs) == len(tokens) >= 5
+    for ours, theirs in zip(spec_logprobs, logprobs):
+        assert ours.logprob == pytest.approx(theirs.logprob, abs=1e-12)
+        assert [i for i, _ in ours.top] == [i for i, _ in theirs.top]
+    # recomputed from the target's own logits, one position at a time
+    context = list(prompt)
+    for token, entry in zip(tokens, logprobs):
+        with torch.no_grad():
+            logits = tiny_target.model(torch.tensor([context])).logits[0, -1]
+        penalized = torch.zeros(logits.shape[-1], dtype=torch.bool)
+        penalized[context] = True
+        expected = torch.log_softmax(process_logits(logits[None], params, penalized[None]).double(), -1)[0]
+        assert entry.logprob == pytest.approx(float(expected[token]), abs=1e-9)
+        assert [i for i, _ in entry.top] == expected.topk(3).indices.tolist()
+        assert entry.top[0][1] == pytest.approx(float(expected.max()), abs=1e-9)
+        context.append(token)
+    if params.greedy:  # the model's own distribution after the penalty: the chosen token is its best
+        assert all(entry.top[0][0] == token for token, entry in zip(tokens, logprobs))
+
+
+def test_specinfer_refuses_what_it_cannot_give(tiny_target, tiny_draft):
+    from conftest import make_word_tokenizer
+
+    settings = DecodingSettings(method="specinfer", tree=TreeSettings(16, 4, 4), max_new_tokens=4)
+    with pytest.raises(InvalidSettingError, match="not SpecInfer"):
+        generate(tiny_target, tiny_draft, make_word_tokenizer(), [1, 5], SamplingParams(), settings,
+                 controls=OutputControls(top_logprobs=1))
