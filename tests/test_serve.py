@@ -147,9 +147,54 @@ def test_a_model_without_tools_in_its_template_refuses_tools_clearly(client):
     with pytest.raises(openai.BadRequestError) as caught:
         client.chat.completions.create(model="builtin", messages=QUESTION, tools=[tool], max_tokens=2)
     assert caught.value.code == "tools_not_supported" and "no tool support" in caught.value.message
-    with pytest.raises(openai.BadRequestError) as caught:  # structured output waits for the grammar engine
-        client.chat.completions.create(model="builtin", messages=QUESTION, response_format={"type": "json_object"})
-    assert caught.value.param == "response_format" and "not supported by this server yet" in caught.value.message
+
+
+PERSON = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 10},
+                                           "age": {"type": "integer", "minimum": 0, "maximum": 99}},
+          "required": ["name", "age"], "additionalProperties": False}
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_json_mode_and_a_json_schema_always_parse(client, seed):
+    """Structured output through the official client: the answer is JSON (a schema's answer matches it) on
+    every seed, including with SpecExec's trees (the server's method)."""
+    ask = [{"role": "user", "content": "Describe a person as JSON."}]
+    answer = client.chat.completions.create(
+        model="builtin", messages=ask, seed=seed, max_tokens=40, temperature=0.9,
+        response_format={"type": "json_schema", "json_schema": {"name": "person", "schema": PERSON, "strict": True}})
+    person = json.loads(answer.choices[0].message.content)
+    assert set(person) == {"name", "age"} and isinstance(person["age"], int)
+    assert answer.choices[0].finish_reason == "stop" and answer.specexec["method"] == "specexec"
+    mode = client.chat.completions.create(model="builtin", messages=ask, seed=seed, max_tokens=60,
+                                          response_format={"type": "json_object"})
+    text = mode.choices[0].message.content
+    assert isinstance(json.loads(text), dict) if mode.choices[0].finish_reason == "stop" else text.startswith("{")
+
+
+def test_a_schema_the_grammar_engine_cannot_use_is_a_clear_400(client):
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.chat.completions.create(model="builtin", messages=QUESTION, max_tokens=4, response_format={
+            "type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object", "$ref": "#/nowhere"}}})
+    assert "cannot be used" in caught.value.message
+
+
+def test_logprobs_come_with_every_token_streamed_or_not(client):
+    """Each token's log-probability and its alternatives, in OpenAI's shape; greedy reports the model's own
+    distribution, so the chosen token is the most likely one."""
+    answer = client.chat.completions.create(model="builtin", messages=QUESTION, max_tokens=8, temperature=0,
+                                            logprobs=True, top_logprobs=3)
+    content = answer.choices[0].logprobs.content
+    assert "".join(t.token for t in content) == answer.choices[0].message.content and len(content) == 8
+    for token in content:
+        assert token.logprob <= 0 and len(token.top_logprobs) == 3
+        assert token.top_logprobs[0].token == token.token and token.top_logprobs[0].logprob == pytest.approx(token.logprob)
+        assert [t.logprob for t in token.top_logprobs] == sorted((t.logprob for t in token.top_logprobs), reverse=True)
+    streamed = client.chat.completions.create(model="builtin", messages=QUESTION, max_tokens=8, temperature=0,
+                                              logprobs=True, top_logprobs=3, stream=True)
+    tokens = [t for chunk in streamed if chunk.choices and chunk.choices[0].logprobs for t in chunk.choices[0].logprobs.content]
+    assert [(t.token, t.logprob) for t in tokens] == [(t.token, t.logprob) for t in content]
+    text = client.completions.create(model="builtin", prompt="The sky is", max_tokens=4, temperature=0, logprobs=2)
+    assert len(text.choices[0].logprobs.token_logprobs) == 4 and len(text.choices[0].logprobs.top_logprobs[0]) == 2
 
 
 def test_bad_parameters_are_400_naming_the_parameter(client):

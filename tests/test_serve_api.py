@@ -153,6 +153,76 @@ def test_a_tool_round_trip_reaches_the_model_through_its_template(client, tool_m
     assert "".join(c.choices[0].delta.content or "" for c in chunks)  # streamed through the tool-call reader
 
 
+@pytest.fixture(scope="module")
+def spelling_models(tmp_path_factory) -> tuple[str, str]:
+    """A tiny random pair that can spell anything: the built-in model's tokenizer (byte-level BPE), its
+    vocabulary, and a chat template in the Hermes tool format. Random weights, so only a grammar makes it
+    write a tool call."""
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    from core.builtin import ensure_converted
+
+    tokenizer = AutoTokenizer.from_pretrained(ensure_converted())
+    tokenizer.chat_template = HERMES_TEMPLATE
+    folders = []
+    for seed, name in ((0, "target"), (1, "draft")):
+        torch_seed(seed)
+        config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                             num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
+                             eos_token_id=tokenizer.eos_token_id, tie_word_embeddings=True)
+        folder = tmp_path_factory.mktemp("spelling") / name
+        LlamaForCausalLM(config).save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+        folders.append(str(folder))
+    return folders[0], folders[1]
+
+
+def torch_seed(seed: int) -> None:
+    import torch
+
+    torch.manual_seed(seed)
+
+
+def test_a_forced_tool_call_round_trip_through_the_official_client(spelling_models):
+    """tool_choice required and a named function: the grammar makes even a random model write one call in its
+    template's format, with arguments matching the function's schema; the client reads it as tool_calls,
+    whole and streamed; the tool's result goes back in the next turn."""
+    unit = {"type": "function", "function": {"name": "get_weather", "strict": True, "parameters": {
+        "type": "object", "properties": {"unit": {"enum": ["celsius", "fahrenheit"]}}, "required": ["unit"],
+        "additionalProperties": False}}}
+    pages = {"type": "function", "function": {"name": "search", "parameters": {
+        "type": "object", "properties": {"page": {"type": "integer", "minimum": 1, "maximum": 9}}, "required": ["page"],
+        "additionalProperties": False}}}
+    process, url = start_server(spelling_models)
+    try:
+        client = openai.OpenAI(base_url=url, api_key=KEY, max_retries=0, timeout=120)
+        ask = [{"role": "user", "content": "What is the weather?"}]
+        for seed in range(3):
+            answer = client.chat.completions.create(model="m", messages=ask, tools=[unit, pages], tool_choice="required",
+                                                    seed=seed, max_tokens=48)
+            choice = answer.choices[0]
+            assert choice.finish_reason == "tool_calls" and len(choice.message.tool_calls) == 1, choice.message
+            call = choice.message.tool_calls[0].function
+            arguments = json.loads(call.arguments)
+            assert (call.name, sorted(arguments)) in (("get_weather", ["unit"]), ("search", ["page"]))
+        named = client.chat.completions.create(model="m", messages=ask, tools=[unit, pages], max_tokens=48,
+                                               tool_choice={"type": "function", "function": {"name": "get_weather"}})
+        call = named.choices[0].message.tool_calls[0]
+        assert call.function.name == "get_weather" and json.loads(call.function.arguments)["unit"] in ("celsius", "fahrenheit")
+        streamed = list(client.chat.completions.create(
+            model="m", messages=ask, tools=[unit, pages], max_tokens=48, stream=True,
+            tool_choice={"type": "function", "function": {"name": "get_weather"}}))
+        deltas = [c.choices[0].delta.tool_calls for c in streamed if c.choices and c.choices[0].delta.tool_calls]
+        assert deltas and deltas[0][0].function.name == "get_weather" and streamed[-1].choices[0].finish_reason == "tool_calls"
+        follow_up = ask + [{"role": "assistant", "content": None, "tool_calls": [
+            {"id": call.id, "type": "function", "function": {"name": "get_weather", "arguments": call.function.arguments}}]},
+            {"role": "tool", "tool_call_id": call.id, "content": "21 degrees"}]
+        done = client.chat.completions.create(model="m", messages=follow_up, tools=[unit, pages], max_tokens=4)
+        assert done.choices[0].finish_reason in ("length", "stop")
+    finally:
+        stop_server(process)
+
+
 def test_a_follow_up_turn_reports_its_cached_tokens(client):
     messages = [{"role": "user", "content": " ".join(f"w{6 + i % 50}" for i in range(300))}]
     first = client.chat.completions.create(model="m", messages=messages, seed=3, max_tokens=6)

@@ -3,6 +3,7 @@ rules the server relies on (plain-text prompts, no silent trimming), and the no-
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -103,22 +104,41 @@ def test_tools_and_a_tool_round_trip_become_template_messages():
     assert S.parse_chat_request({**body, "tool_choice": "none"}, DEFAULTS).tools == ()
 
 
+def test_structured_output_forced_calls_and_logprobs_reach_the_engine():
+    """response_format becomes the engine's grammar, logprobs its top_logprobs, and a forced tool call is
+    marked for the grammar of the model's own format (built once the server knows it)."""
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    cases = [
+        ({"response_format": {"type": "json_object"}}, ("json_object", "")),
+        ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}},
+         ("json_schema", json.dumps(schema))),
+    ]
+    for extra, grammar in cases:
+        request = S.parse_chat_request({"messages": USER, **extra}, DEFAULTS)
+        generate = request.to_generate("r")
+        assert (generate.grammar_kind, generate.grammar_source) == grammar and P.validate(generate) is generate
+        assert P.from_dict(P.to_dict(generate)) == generate
+    logprobs = S.parse_chat_request({"messages": USER, "logprobs": True, "top_logprobs": 2}, DEFAULTS)
+    assert logprobs.to_generate("r").top_logprobs == 2
+    assert S.parse_chat_request({"messages": USER, "logprobs": True}, DEFAULTS).top_logprobs == 0
+    assert S.parse_completion_request({"prompt": "x", "logprobs": 3}, DEFAULTS).top_logprobs == 3
+    assert S.parse_chat_request({"messages": USER}, DEFAULTS).to_generate("r").top_logprobs is None
+    required = S.parse_chat_request({"messages": USER, "tools": [WEATHER], "tool_choice": "required"}, DEFAULTS)
+    assert required.forces_tool_call and required.forced_tool is None
+    strict = {**WEATHER, "function": {**WEATHER["function"], "strict": True}}
+    named = S.parse_chat_request({"messages": USER, "tools": [strict],
+                                  "tool_choice": {"type": "function", "function": {"name": "get_weather"}}}, DEFAULTS)
+    assert named.tool_choice == "named" and named.forced_tool == "get_weather" and "strict" not in named.tools[0]["function"]
+
+
 @pytest.mark.parametrize("extra, param", [
-    ({"response_format": {"type": "json_object"}}, "response_format"),
-    ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object"}}}},
-     "response_format"),
-    ({"logprobs": True, "top_logprobs": 2}, "logprobs"),
-    ({"tools": [WEATHER], "tool_choice": "required"}, "tool_choice"),
-    ({"tools": [WEATHER], "tool_choice": {"type": "function", "function": {"name": "get_weather"}}}, "tool_choice"),
-    ({"tools": [{"type": "function", "function": {"name": "f", "strict": True}}]}, "tools[0].function.strict"),
+    ({"tool_choice": "required"}, "tool_choice"),  # no tools to call
+    ({"tools": [WEATHER], "tool_choice": {"type": "function", "function": {"name": "nope"}}}, "tool_choice"),
+    ({"tools": [WEATHER], "tool_choice": {"type": "function"}}, "tool_choice"),
+    ({"tools": [WEATHER], "tool_choice": "required", "response_format": {"type": "json_object"}}, "response_format"),
 ])
-def test_what_needs_the_grammar_or_logprobs_is_refused_until_it_comes(extra, param):
-    """Well-formed requests for structured output, forced tool calls and log-probabilities are a clear 400,
-    never silently ignored (they are built on the decoding loop's rewrite)."""
-    error = _error(S.parse_chat_request, {"messages": USER, **extra})
-    assert error.param == param and error.code == "unsupported_parameter" and "not supported by this server yet" in error.message
-    if "logprobs" in extra:
-        assert _error(S.parse_completion_request, {"prompt": "x", "logprobs": 2}).param == "logprobs"
+def test_forced_calls_and_strict_schemas_are_checked(extra, param):
+    assert _error(S.parse_chat_request, {"messages": USER, **extra}).param == param
 
 
 def test_usage_reports_cached_tokens_and_answers_carry_tool_calls():

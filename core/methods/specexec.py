@@ -123,7 +123,7 @@ def specexec_steps(
             expand=tree.expand,
             temperature=draft_temperature(params),
             top_p=params.top_p if tree.draft_top_p and not params.greedy else None,
-            child_mask=None if grammar is None else grammar.child_allowed,
+            child_mask=grammar.child_allowed if grammar is not None and controls.mask_draft else None,
         )
         forwards = DEFAULT_MAX_FORWARDS
         if depth is not None and tree.adaptive_depth:

@@ -37,10 +37,13 @@ class TokenLogprob:
 class OutputControls:
     """What a request asks of the decoding loop besides sampling: a grammar the answer must match
     (core.constraints; its state advances as tokens are emitted), and log-probabilities with `top_logprobs`
-    alternatives per emitted token (None: none)."""
+    alternatives per emitted token (None: none). mask_draft False leaves the draft's proposals unmasked (the
+    target is masked all the same; `bench acceptance --grammar-target-only` measures what the draft's mask
+    is worth)."""
 
     grammar: GrammarConstraint | None = None
     top_logprobs: int | None = None
+    mask_draft: bool = True
 
     @property
     def active(self) -> bool:

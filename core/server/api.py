@@ -27,6 +27,7 @@ streaming: a watcher task sees the disconnect).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import time
@@ -46,7 +47,7 @@ from core.engine import protocol as P
 from core.server import schemas as S
 from core.server.gateway import EngineGateway, Ticket
 from core.server.keys import key_matches
-from core.server.tool_calls import ToolCall, ToolCallStream, parse_answer
+from core.server.tool_calls import ToolCall, ToolCallStream, forced_call_grammar, parse_answer
 
 log = logging.getLogger(__name__)
 
@@ -273,6 +274,9 @@ class OpenAIServer:
         self.check_key(request)
         parsed = parse(await self.read_json(request), self.defaults)
         tool_format = self.check_tools(parsed)
+        if parsed.forces_tool_call:  # a grammar for one call in the model's own format
+            parsed = dataclasses.replace(parsed, grammar_kind="lark",
+                                         grammar_source=forced_call_grammar(tool_format, parsed.tools, parsed.forced_tool))
         self.check_queue()
         chat = parsed.kind == "chat"
         response_id = S.new_id("chatcmpl" if chat else "cmpl")
@@ -326,13 +330,19 @@ class OpenAIServer:
         chat = parsed.kind == "chat"
         tools = ToolCallStream(tool_format, parsed.tool_names)  # without a format: all content
         calls = 0
+        logprobs: list[dict] = []  # the tokens' entries not sent yet: they ride on the next piece of text
         if chat:
             yield _sse(S.chat_chunk(response_id, model, {"role": "assistant", "content": ""}))
+
+        def take_logprobs() -> list[dict] | None:
+            taken = list(logprobs) if logprobs else None
+            logprobs.clear()
+            return taken
 
         def pieces(text: str, final: bool) -> list[bytes]:
             nonlocal calls
             if not chat:
-                return [_sse(S.text_chunk(response_id, model, text))] if text else []
+                return [_sse(S.text_chunk(response_id, model, text, logprobs=take_logprobs()))] if text else []
             found = tools.push(text) + (tools.finish() if final else [])
             out = []
             for piece in found:
@@ -343,21 +353,22 @@ class OpenAIServer:
                     calls += 1
                 else:
                     delta = {"content": piece}
-                out.append(_sse(S.chat_chunk(response_id, model, delta)))
+                out.append(_sse(S.chat_chunk(response_id, model, delta, logprobs=take_logprobs())))
             return out
 
         event = first  # False: nothing yet (the engine is in a long pass)
         while True:
-            if isinstance(event, P.TokenChunk) and event.text:
-                for piece in pieces(event.text, final=False):
+            if isinstance(event, P.TokenChunk):
+                logprobs.extend(event.logprobs or ())
+                for piece in pieces(event.text, final=False) if event.text else ():
                     yield piece
             elif isinstance(event, P.Finished):
                 for piece in pieces("", final=True):
                     yield piece
                 reason = "tool_calls" if calls else tally.finish_reason
                 extra = tally.extra()
-                yield _sse(S.chat_chunk(response_id, model, {}, reason, extra) if chat else
-                           S.text_chunk(response_id, model, "", reason, extra))
+                yield _sse(S.chat_chunk(response_id, model, {}, reason, extra, logprobs=take_logprobs()) if chat else
+                           S.text_chunk(response_id, model, "", reason, extra, logprobs=take_logprobs()))
                 if parsed.include_usage:
                     build = S.chat_chunk if chat else S.text_chunk
                     yield _sse(build(response_id, model, {} if chat else "", usage=tally.usage(), choices=False))

@@ -9,9 +9,11 @@ Every response carries a `specexec` object besides the OpenAI fields (clients ke
 method, target_passes, tokens_per_pass and budget of the run.
 
 Structured output (`response_format` json_object / json_schema, `tool_choice` required or a named function,
-strict tool schemas) needs grammar-constrained decoding, and `logprobs` the target's log-probabilities from
-the decoding loop; both come with the loop's rewrite (issue 20). Until then those requests are checked in
-full here and refused with a 400 in one place, `_refuse_until_supported`, never silently ignored.
+strict tool schemas) becomes a grammar the engine decodes under (core.constraints; the forced tool call's
+grammar is built by core.server.tool_calls.forced_call_grammar once the model's format is known), and
+`logprobs` / `top_logprobs` the engine's `top_logprobs`. A forced call's arguments always match the function's
+schema (the grammar is built from it); with `tool_choice` auto the model may answer in prose or call, and its
+calls are read as JSON, `strict` or not (agents send `strict` with every turn: refusing it would break them).
 """
 
 from __future__ import annotations
@@ -32,7 +34,6 @@ METHODS: tuple[str, ...] = get_args(P.Method)  # the engine's own list, "auto" i
 CHAT_ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant", "tool": "tool"}
 MAX_STOP_STRINGS = 16
 MAX_TOOLS = 128
-MAX_TOP_LOGPROBS = 20
 TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")  # OpenAI's rule for function names
 
 # Fields some clients always send: harmless at these values, refused (not silently ignored) at others.
@@ -141,6 +142,15 @@ class CompletionRequest:
     max_tokens: int = 256
     stop: tuple[str, ...] = ()
     method: str = "specexec"
+    grammar_kind: str | None = None  # P.GrammarKind: response_format's (or a forced tool call's) grammar
+    grammar_source: str = ""
+    top_logprobs: int | None = None  # None: no log-probabilities
+    tool_choice: str = "auto"  # auto | required | named (with forced_tool); "none" drops the tools
+    forced_tool: str | None = None
+
+    @property
+    def forces_tool_call(self) -> bool:
+        return self.tool_choice in ("required", "named")
 
     @property
     def tool_names(self) -> frozenset[str]:
@@ -153,7 +163,8 @@ class CompletionRequest:
             request_id=request_id, messages=self.messages, prompt=self.prompt, temperature=self.temperature,
             top_p=self.top_p, top_k=self.top_k, repetition_penalty=self.repetition_penalty, seed=self.seed,
             method=self.method, max_new_tokens=self.max_tokens, stop=self.stop, trim_context=False,
-            tools=self.tools, cache_owner="api",
+            tools=self.tools, cache_owner="api", grammar_kind=self.grammar_kind, grammar_source=self.grammar_source,
+            top_logprobs=self.top_logprobs,
         )
 
 
@@ -206,13 +217,9 @@ def _refuse_unsupported(body: dict) -> None:
                            code="unsupported_parameter")
 
 
-def _not_yet(param: str, what: str, instead: str) -> ApiError:
-    return ApiError(400, f"{what} is not supported by this server yet (it is coming with grammar-constrained "
-                    f"decoding and log-probabilities); {instead}", param=param, code="unsupported_parameter")
-
-
-def _response_format(body: dict) -> str | None:
-    """The checked response_format type: None for plain text, "json_object" or "json_schema"."""
+def _response_format(body: dict) -> tuple[str, str] | None:
+    """The checked response_format as a grammar (kind, source): None for plain text, ("json_object", "") or
+    ("json_schema", the schema's JSON text; an absent schema allows any JSON value)."""
     value = body.get("response_format")
     if value is None:
         return None
@@ -220,13 +227,13 @@ def _response_format(body: dict) -> str | None:
     if kind == "text":
         return None
     if kind == "json_object":
-        return kind
+        return kind, ""
     if kind == "json_schema":
         spec = value.get("json_schema")
         if not isinstance(spec, dict) or not isinstance(spec.get("name"), str) or not isinstance(spec.get("schema", {}), dict):
             raise ApiError(400, "'response_format.json_schema' needs a 'name' and a 'schema' object",
                            param="response_format.json_schema", code="invalid_value")
-        return kind
+        return kind, json.dumps(spec.get("schema", {}))
     raise ApiError(400, "'response_format' must be {\"type\": \"text\"}, {\"type\": \"json_object\"} or "
                    "{\"type\": \"json_schema\", \"json_schema\": {...}}", param="response_format", code="invalid_value")
 
@@ -237,24 +244,12 @@ def _logprobs(body: dict, chat: bool) -> int | None:
     if chat:
         if value is not None and not isinstance(value, bool):
             raise ApiError(400, "'logprobs' must be true or false", param="logprobs", code="invalid_type")
-        top = _integer(body, "top_logprobs", 0, 0, MAX_TOP_LOGPROBS)
+        top = _integer(body, "top_logprobs", 0, 0, P.MAX_TOP_LOGPROBS)
         if top and not value:
             raise ApiError(400, "'top_logprobs' needs 'logprobs': true", param="top_logprobs", code="invalid_value")
         return top if value else None
     top = _integer(body, "logprobs", None, 0, 5)  # /v1/completions: an integer, the alternatives per token
     return top
-
-
-def _refuse_until_supported(response_format: str | None, logprobs: int | None, tool_choice: object) -> None:
-    """The one place where checked requests for features the decoding loop cannot serve yet are refused."""
-    if response_format is not None:
-        raise _not_yet("response_format", f"'response_format' {response_format}",
-                       "leave it out and ask for JSON in the prompt")
-    if logprobs is not None:
-        raise _not_yet("logprobs", "'logprobs'", "leave it out")
-    if tool_choice == "required" or isinstance(tool_choice, dict):
-        raise _not_yet("tool_choice", "forcing a tool call ('tool_choice' required or a named function)",
-                       "send 'tool_choice': 'auto' and let the model choose")
 
 
 def _common(body: object, defaults: Defaults, chat: bool) -> dict[str, Any]:
@@ -264,7 +259,7 @@ def _common(body: object, defaults: Defaults, chat: bool) -> dict[str, Any]:
     if not chat and ("tools" in body or "response_format" in body):
         name = "tools" if "tools" in body else "response_format"
         raise ApiError(400, f"'{name}' belongs to /v1/chat/completions", param=name, code="unsupported_parameter")
-    _refuse_until_supported(_response_format(body), _logprobs(body, chat), body.get("tool_choice"))
+    grammar = _response_format(body)
     model = body.get("model", "")
     if not isinstance(model, str):
         raise ApiError(400, "'model' must be a string", param="model", code="invalid_type")
@@ -293,6 +288,9 @@ def _common(body: object, defaults: Defaults, chat: bool) -> dict[str, Any]:
         max_tokens=max_tokens,
         stop=_stop(body, defaults.stop),
         method=method,
+        grammar_kind=grammar[0] if grammar else None,
+        grammar_source=grammar[1] if grammar else "",
+        top_logprobs=_logprobs(body, chat),
     )
 
 
@@ -336,9 +334,6 @@ def _tools(body: dict) -> tuple[dict[str, Any], ...]:
         if not isinstance(function.get("description", ""), str) or not isinstance(function.get("parameters", {}), dict):
             raise ApiError(400, f"{where}.function: 'description' must be a string and 'parameters' an object",
                            param=f"{where}.function", code="invalid_value")
-        if function.get("strict"):
-            raise _not_yet(f"{where}.function.strict", "'strict' function schemas",
-                           "send 'strict': false (the model's arguments are then checked only as JSON)")
         kept = {key: function[key] for key in ("name", "description", "parameters") if key in function}
         checked.append({"type": "function", "function": kept})
     if len({t["function"]["name"] for t in checked}) != len(checked):
@@ -346,14 +341,26 @@ def _tools(body: dict) -> tuple[dict[str, Any], ...]:
     return tuple(checked)
 
 
-def _tool_choice(body: dict, tools: tuple[dict[str, Any], ...]) -> str:
-    """"auto" or "none" (what _refuse_until_supported lets through), checked against the tools."""
+def _tool_choice(body: dict, tools: tuple[dict[str, Any], ...]) -> tuple[str, str | None]:
+    """(mode, function name): "auto", "none", "required" (some call), or "named" (that function), checked
+    against the tools."""
     choice = body.get("tool_choice")
-    if choice is None:
-        return "auto"
-    if choice not in ("auto", "none"):
-        raise ApiError(400, "'tool_choice' must be 'auto' or 'none'", param="tool_choice", code="invalid_value")
-    return choice
+    if choice is None or choice in ("auto", "none"):
+        return choice or "auto", None
+    if choice == "required":
+        mode, name = "required", None
+    elif isinstance(choice, dict) and choice.get("type") == "function" and isinstance(choice.get("function"), dict) \
+            and isinstance(choice["function"].get("name"), str):
+        mode, name = "named", choice["function"]["name"]
+    else:
+        raise ApiError(400, "'tool_choice' must be 'auto', 'none', 'required' or {\"type\": \"function\", "
+                       "\"function\": {\"name\": ...}}", param="tool_choice", code="invalid_value")
+    if not tools:
+        raise ApiError(400, f"'tool_choice' {mode} needs 'tools'", param="tool_choice", code="invalid_value")
+    if name is not None and name not in {t["function"]["name"] for t in tools}:
+        raise ApiError(400, f"'tool_choice' names {name!r}, which is not in 'tools'", param="tool_choice",
+                       code="invalid_value")
+    return mode, name
 
 
 def _arguments(call: object, where: str) -> tuple[str, str, dict[str, Any]]:
@@ -417,9 +424,14 @@ def parse_chat_request(body: object, defaults: Defaults) -> CompletionRequest:
     if not isinstance(parallel, bool):
         raise ApiError(400, "'parallel_tool_calls' must be true or false", param="parallel_tool_calls",
                        code="invalid_type")
-    if _tool_choice(body, tools) == "none":
+    choice, forced = _tool_choice(body, tools)
+    if choice == "none":
         tools = ()
-    return CompletionRequest(kind="chat", messages=checked, tools=tools, parallel_tool_calls=parallel, **common)
+    if choice in ("required", "named") and common["grammar_kind"] is not None:
+        raise ApiError(400, "'response_format' and a forced tool call ('tool_choice' required or a named function) "
+                       "cannot be combined: send one of them", param="response_format", code="invalid_value")
+    return CompletionRequest(kind="chat", messages=checked, tools=tools, parallel_tool_calls=parallel,
+                             tool_choice=choice, forced_tool=forced, **common)
 
 
 def parse_completion_request(body: object, defaults: Defaults) -> CompletionRequest:

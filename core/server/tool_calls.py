@@ -197,3 +197,26 @@ class ToolCallStream:
                 return
         self._content(self.buffer)
         self.buffer = ""
+
+
+# JSON inside a forced call is written compactly, as the chat templates show it, never padded with newlines
+_COMPACT_JSON = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
+
+
+def forced_call_grammar(fmt: str, tools: tuple[dict, ...], name: str | None = None) -> str:
+    """An llguidance Lark grammar for exactly one call, in the model's own format `fmt`, to the function
+    `name` (None: any of `tools`), its arguments matching the function's JSON schema: what `tool_choice`
+    "required" or a named function asks for (core.constraints decodes under it)."""
+    key = "arguments" if fmt == HERMES else "parameters"
+    options = [
+        {"type": "object", "properties": {"name": {"const": f["name"]}, key: f.get("parameters") or {"type": "object"}},
+         "required": ["name", key], "additionalProperties": False}
+        for f in (tool["function"] for tool in tools) if name is None or f["name"] == name
+    ]
+    schema = dict(options[0]) if len(options) == 1 else {"anyOf": options}
+    schema["x-guidance"] = _COMPACT_JSON
+    call = "call: %json " + json.dumps(schema)
+    if fmt == HERMES:
+        return f'start: "{OPEN}\\n" call "\\n{CLOSE}"\n{call}'
+    return f"start: call\n{call}"
+
