@@ -10,7 +10,8 @@ What it does, in order, each step failing with a plain reason:
    a Python).
 4. Model: loads the built-in pair (converting the bundled GGUF on first use), generates a few tokens for a
    fixed prompt and seed on the CPU in float32, and compares them with the stored expectation in
-   `resources/self-test.json`.
+   `resources/self-test.json`; then asks for JSON mode and checks the answer is JSON (the grammar engine,
+   llguidance, is a native library the bundle must carry).
 5. GPU: runs the GPU check (`specexec doctor`, core.doctor) in its own process and prints its verdict, e.g.
    "No NVIDIA GPU found: using the processor.", saving its report in the log folder. The verdict is not
    judged (a GPU that fails the check is simply not used); a check that cannot run at all fails the test.
@@ -23,6 +24,7 @@ change to the model, the sampler or the prompt).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import os
@@ -146,7 +148,6 @@ def generate(expectation: Expectation, report=print) -> tuple[tuple[int, ...], s
 
     Returns (token ids, text). Raises SelfTestFailure naming the step that failed.
     """
-    from core.engine import protocol as P
     from core.engine.client import EngineClient
     from core.errors import EngineError
 
@@ -170,27 +171,51 @@ def generate(expectation: Expectation, report=print) -> tuple[tuple[int, ...], s
         report(f"built-in pair loaded in {time.monotonic() - started:.1f} s")
         started = time.monotonic()
         request = generate_request(expectation, f"self-test-{os.getpid()}")
-        client.send(request)
-        token_ids: list[int] = []
-        text: list[str] = []
-        finished = False
-        try:
-            for event in client.iter_request(request.request_id, idle_timeout=GENERATE_IDLE_TIMEOUT_S):
-                if isinstance(event, P.TokenChunk):
-                    token_ids.extend(event.token_ids)
-                    text.append(event.text)
-                elif isinstance(event, P.Error):
-                    raise SelfTestFailure(f"generation failed: {event.message} ({event.kind})")
-                elif isinstance(event, P.Finished):
-                    finished = True
-        except TimeoutError as error:
-            raise SelfTestFailure(f"generation stalled: {error}") from error
-        if not finished:
-            raise SelfTestFailure("generation ended without a Finished event")
+        token_ids, text, _ = _answer(client, request)
         report(f"{len(token_ids)} tokens generated in {time.monotonic() - started:.1f} s")
-        return tuple(token_ids), "".join(text)
+        _check_structured_output(client, request, report)
+        return token_ids, text
     finally:
         client.shutdown()
+
+
+def _answer(client, request) -> tuple[tuple[int, ...], str, str]:  # client: EngineClient; request: P.Generate
+    """Send `request` and collect its answer: (token ids, text, finish reason); SelfTestFailure otherwise."""
+    from core.engine import protocol as P
+
+    client.send(request)
+    token_ids: list[int] = []
+    text: list[str] = []
+    reason = None
+    try:
+        for event in client.iter_request(request.request_id, idle_timeout=GENERATE_IDLE_TIMEOUT_S):
+            if isinstance(event, P.TokenChunk):
+                token_ids.extend(event.token_ids)
+                text.append(event.text)
+            elif isinstance(event, P.Error):
+                raise SelfTestFailure(f"generation failed: {event.message} ({event.kind})")
+            elif isinstance(event, P.Finished):
+                reason = event.reason
+    except TimeoutError as error:
+        raise SelfTestFailure(f"generation stalled: {error}") from error
+    if reason is None:
+        raise SelfTestFailure("generation ended without a Finished event")
+    return tuple(token_ids), "".join(text), reason
+
+
+def _check_structured_output(client, request, report=print) -> None:
+    """The grammar engine (llguidance, a native library the bundle must carry) makes the answer JSON."""
+    started = time.monotonic()
+    asked = dataclasses.replace(request, request_id=request.request_id + "-json", grammar_kind="json_object",
+                                max_new_tokens=48)
+    _, text, reason = _answer(client, asked)
+    try:
+        parsed = json.loads(text) if reason == "eos" else None
+    except ValueError:
+        parsed = None
+    if not text.startswith("{") or (reason == "eos" and not isinstance(parsed, dict)):
+        raise SelfTestFailure(f"structured output is not JSON: {text!r} (finished by {reason})")
+    report(f"structured output (JSON mode) in {time.monotonic() - started:.1f} s: {text[:40]!r}")
 
 
 def compare(expectation: Expectation, token_ids: tuple[int, ...], text: str) -> None:
@@ -238,7 +263,7 @@ def check_command_line(report=print) -> None:
 
 
 def run(log_dir: Path, report=print) -> None:
-    """All five steps; SelfTestFailure on the first that fails."""
+    """All the steps; SelfTestFailure on the first that fails."""
     os.environ["QT_QPA_PLATFORM"] = "offscreen"  # before any QApplication exists
     expectation = Expectation.load(expectation_path())
     check_window()
