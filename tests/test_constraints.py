@@ -193,3 +193,19 @@ def test_specinfer_refuses_what_it_cannot_give(tiny_target, tiny_draft):
     with pytest.raises(InvalidSettingError, match="not SpecInfer"):
         generate(tiny_target, tiny_draft, make_word_tokenizer(), [1, 5], SamplingParams(), settings,
                  controls=OutputControls(top_logprobs=1))
+
+
+def test_generate_command_decodes_under_a_schema_and_reports_logprobs(tmp_path, capsys):
+    from core.cli.main import main
+
+    schema = tmp_path / "answer.json"
+    schema.write_text(json.dumps({"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"],
+                                  "additionalProperties": False}))
+    assert main(["generate", "--prompt", "Is the sky blue? Answer in JSON.", "--chat", "--json-schema", str(schema),
+                 "--logprobs", "2", "--json", "--threads", "1", "--max-new-tokens", "20", "--seed", "3"]) == 0
+    out = json.loads(capsys.readouterr().out, parse_constant=lambda name: pytest.fail(f"{name} is not JSON"))
+    assert isinstance(json.loads(out["text"])["ok"], bool) and out["finish_reason"] == "eos"
+    assert len(out["logprobs"]) == len(out["token_ids"]) and all(len(e["top"]) == 2 for e in out["logprobs"])
+    assert min(value for e in out["logprobs"] for _, value in e["top"]) >= -9999.0  # JSON has no -inf
+    assert main(["generate", "--prompt", "x", "--logprobs", "2"]) == 2
+    assert "--logprobs N needs --json" in capsys.readouterr().err

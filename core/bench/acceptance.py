@@ -15,7 +15,14 @@ import sys
 from dataclasses import asdict, dataclass
 
 from core.bench.trace import PassTrace, traced_stream
-from core.cli.options import add_model_arguments, add_threads_argument, sampling_params, tree_settings
+from core.cli.options import (
+    add_grammar_argument,
+    add_model_arguments,
+    add_threads_argument,
+    output_controls,
+    sampling_params,
+    tree_settings,
+)
 from core.cli.pair import load_pair
 from core.generation import METHODS, DecodingSettings, stream_generate
 from core.methods.specexec import TreeSettings
@@ -72,8 +79,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-adaptive-depth", action="store_true",
                         help="every pass makes the search's full draft forwards (adaptive depth off)")
     parser.add_argument("--trace", action="store_true", help="add host syncs, kernels and copies per pass (slower)")
-    parser.add_argument("--json-schema", default=None, metavar="FILE|object",
-                        help="decode every answer under a grammar: this JSON schema file, or 'object' (JSON mode)")
+    add_grammar_argument(parser)
     parser.add_argument("--grammar-target-only", action="store_true",
                         help="with --json-schema: mask the target only, not the draft's proposals")
     add_threads_argument(parser)
@@ -94,7 +100,7 @@ def measure(target, draft, prompts_ids, method: str, budget: int, args: argparse
         params = sampling_params(args, seed=seed)
         for prompt_ids in prompts_ids:
             pair = (target.lm, draft.lm if draft else None, target.tokenizer, prompt_ids, params, settings)
-            controls = _controls(target, args)
+            controls = output_controls(args, target, mask_draft=not args.grammar_target_only)
             stream = traced_stream(*pair, traced, controls) if args.trace else stream_generate(*pair, controls=controls)
             for chunk in stream:
                 tokens += len(chunk.token_ids)
@@ -119,21 +125,6 @@ def measure(target, draft, prompts_ids, method: str, budget: int, args: argparse
         kernels_per_pass=trace.get("kernels_per_pass"),
         h2d_bytes_per_pass=trace.get("h2d_bytes_per_pass"),
     )
-
-
-def _controls(target, args: argparse.Namespace):
-    """A fresh grammar for one answer (--json-schema), or None."""
-    if args.json_schema is None:
-        return None
-    from pathlib import Path
-
-    from core.constraints import GrammarConstraint, GrammarSpec
-    from core.methods.step import OutputControls
-
-    spec = GrammarSpec("json_object") if args.json_schema == "object" else GrammarSpec(
-        "json_schema", Path(args.json_schema).read_text())
-    grammar = GrammarConstraint(spec, target.tokenizer, target.lm.vocab_size, tuple(target.lm.eos_token_ids))
-    return OutputControls(grammar, mask_draft=not args.grammar_target_only)
 
 
 def print_table(rows: list[Row]) -> None:

@@ -7,8 +7,17 @@ import json
 import sys
 
 from core.cli.pair import load_pair
-from core.cli.options import add_generation_arguments, decoding_settings, sampling_params
+from core.cli.options import (
+    add_generation_arguments,
+    add_grammar_argument,
+    decoding_settings,
+    output_controls,
+    sampling_params,
+)
+from core.engine.protocol import MAX_TOP_LOGPROBS
+from core.errors import InvalidSettingError
 from core.generation import stream_generate
+from core.methods.step import reported_logprob
 from core.threads import apply_torch_threads
 from core.prompts import Prompt, encode_prompt, read_messages_file
 
@@ -19,20 +28,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     source.add_argument("--messages-file", help="JSON Lines conversation (role/content per line)")
     parser.add_argument("--chat", action="store_true", help="wrap --prompt in the model's chat template")
     add_generation_arguments(parser)
+    add_grammar_argument(parser)
+    parser.add_argument("--logprobs", type=int, default=None, metavar="N",
+                        help="with --json: each token's log-probability and its N most likely alternatives")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of streaming text")
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.logprobs is not None and not (args.json and 0 <= args.logprobs <= MAX_TOP_LOGPROBS):
+        raise InvalidSettingError(f"--logprobs N needs --json and N between 0 and {MAX_TOP_LOGPROBS}")
     settings = decoding_settings(args)
     apply_torch_threads(args.threads)
     params = sampling_params(args)
     prompt = read_messages_file(args.messages_file) if args.messages_file else Prompt(text=args.prompt)
     target, draft = load_pair(args, need_draft=settings.method != "sequential")
     prompt_ids = encode_prompt(target.tokenizer, prompt, chat=args.chat)
+    controls = output_controls(args, target, args.logprobs)
     chunks = stream_generate(
-        target.lm, draft.lm if draft else None, target.tokenizer, prompt_ids, params, settings
+        target.lm, draft.lm if draft else None, target.tokenizer, prompt_ids, params, settings, controls=controls
     )
     text, token_ids, passes, finish, seconds = [], [], 0, "length", 0.0
+    logprobs = []
     choice = None
     for chunk in chunks:
         choice = chunk.choice or choice
@@ -40,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
             print(chunk.text, end="", flush=True)
         text.append(chunk.text)
         token_ids.extend(chunk.token_ids)
+        logprobs.extend(chunk.logprobs or ())
         passes += 1
         seconds += chunk.stats.draft_seconds + chunk.stats.target_seconds
         finish = chunk.finish_reason or finish
@@ -51,6 +68,9 @@ def run(args: argparse.Namespace) -> int:
             "target_passes": passes,
             "tokens_per_pass": len(token_ids) / max(passes, 1),
             "seconds": seconds,
+            **({"logprobs": [{"logprob": reported_logprob(entry.logprob),
+                              "top": [[token, reported_logprob(value)] for token, value in entry.top]} for entry in logprobs]}
+               if args.logprobs is not None else {}),
         }))
     else:
         print()

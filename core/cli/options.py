@@ -152,3 +152,34 @@ def decoding_settings(args: argparse.Namespace) -> DecodingSettings:
         method=args.method, tree=tree_settings(args), max_new_tokens=args.max_new_tokens, stop=tuple(args.stop),
         auto_budget=auto_budget,
     )
+
+
+def add_grammar_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json-schema", default=None, metavar="FILE|object",
+                        help="decode under a grammar: the JSON schema in FILE, or 'object' (any JSON object)")
+
+
+def output_controls(args: argparse.Namespace, target, top_logprobs: int | None = None, mask_draft: bool = True):
+    """OutputControls for one answer (a fresh grammar state) from --json-schema, or None when nothing is asked.
+    target: the LoadedModel whose tokenizer the grammar reads. Raises InvalidSettingError for an unreadable
+    schema file."""
+    if args.json_schema is None and top_logprobs is None:
+        return None
+    from pathlib import Path
+
+    from core.constraints import GrammarConstraint, GrammarSpec
+    from core.errors import InvalidSettingError
+    from core.methods.step import OutputControls
+
+    grammar = None
+    if args.json_schema is not None:
+        if args.json_schema == "object":
+            spec = GrammarSpec("json_object")
+        else:
+            try:
+                spec = GrammarSpec("json_schema", Path(args.json_schema).read_text(encoding="utf-8"))
+            except OSError as error:
+                raise InvalidSettingError(f"cannot read the JSON schema file {args.json_schema}: {error.strerror}") from error
+        grammar = GrammarConstraint(spec, target.tokenizer, target.lm.vocab_size, tuple(target.lm.eos_token_ids))
+    return OutputControls(grammar, top_logprobs, mask_draft)
+

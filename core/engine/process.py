@@ -406,8 +406,10 @@ class Engine:
         def text(token: int) -> str:
             return decode([token])
 
-        return tuple({"token": text(token), "logprob": entry.logprob,
-                      "top": [{"token": text(other), "logprob": value} for other, value in entry.top]}
+        from core.methods.step import reported_logprob
+
+        return tuple({"token": text(token), "logprob": reported_logprob(entry.logprob),
+                      "top": [{"token": text(other), "logprob": reported_logprob(value)} for other, value in entry.top]}
                      for token, entry in zip(token_ids, logprobs))
 
     def emit_chunk(self, request_id: str, chunk: Any, budget: int) -> None:

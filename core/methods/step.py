@@ -24,6 +24,16 @@ class PassStats:
     draft_forwards: int
 
 
+# What an impossible token's log-probability (-inf: masked by the grammar or cut by top-k/top-p) is reported
+# as outside the engine: JSON has no infinity, and OpenAI's API uses this value.
+REPORTED_MIN_LOGPROB = -9999.0
+
+
+def reported_logprob(value: float) -> float:
+    """A log-probability as JSON can carry it (see REPORTED_MIN_LOGPROB)."""
+    return max(value, REPORTED_MIN_LOGPROB)
+
+
 @dataclass(frozen=True)
 class TokenLogprob:
     """An emitted token's log-probability under the distribution it was sampled from, and the `top` most
