@@ -192,7 +192,8 @@ def test_logprobs_come_with_every_token_streamed_or_not(client):
     streamed = client.chat.completions.create(model="builtin", messages=QUESTION, max_tokens=8, temperature=0,
                                               logprobs=True, top_logprobs=3, stream=True)
     tokens = [t for chunk in streamed if chunk.choices and chunk.choices[0].logprobs for t in chunk.choices[0].logprobs.content]
-    assert [(t.token, t.logprob) for t in tokens] == [(t.token, t.logprob) for t in content]
+    assert [t.token for t in tokens] == [t.token for t in content]  # the prompt's KV may be reused: equal to rounding
+    assert [t.logprob for t in tokens] == pytest.approx([t.logprob for t in content], abs=1e-4)
     text = client.completions.create(model="builtin", prompt="The sky is", max_tokens=4, temperature=0, logprobs=2)
     assert len(text.choices[0].logprobs.token_logprobs) == 4 and len(text.choices[0].logprobs.top_logprobs[0]) == 2
 
