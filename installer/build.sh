@@ -106,7 +106,7 @@ cp build/icons/app-256.png "$stage/specexec-desktop.png"
 # and unpacks several times faster (docs/installers.md, "Compression", has the measurements; xz was far slower
 # to pack here, and the AppImage runtime reads only zstd). A 128 MiB window needs no flag to unpack.
 tar -C build -czf "dist/$name.tar.gz" "$name"
-tar -C build -cf - "$name" | nice -n 5 zstd -10 --long=27 -T0 -q -o "dist/$name.tar.zst"
+tar -C build -cf - "$name" | nice -n 5 zstd -10 --long=27 -T0 -q -f -o "dist/$name.tar.zst"  # -f: a rebuild replaces it
 
 echo "== $name.AppImage"
 appdir=build/AppDir
