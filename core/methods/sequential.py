@@ -9,6 +9,7 @@ import torch
 
 from core.causal_lm import CausalLM
 from core.decode_state import DecodeState
+from core.device_io import to_device
 from core.methods.step import OutputControls, PassStats, Step, TokenLogprob
 from core.sampling import SamplingParams, penalty_mask, sample_token, token_logprobs
 from core.tree_mask import additive_mask, causal_visibility
@@ -35,7 +36,7 @@ def sequential_steps(
         logprobs = None
         if controls.top_logprobs is not None:
             penalized = penalty_mask(state.tokens, params, logits.shape[-1], device)
-            logprobs = [_read_logprob(*token_logprobs(logits[:1], params, torch.tensor([token], device=device),
+            logprobs = [_read_logprob(*token_logprobs(logits[:1], params, to_device([token], device),
                                                       controls.top_logprobs, penalized, allowed))]
         state.tokens.append(token)
         if controls.grammar is not None:
