@@ -78,15 +78,6 @@ def bridge_for(tokenizer: Any, vocab_size: int, eos_token_ids: tuple[int, ...]) 
     return bridge
 
 
-def check_grammar(spec: GrammarSpec, tokenizer: Any, vocab_size: int, eos_token_ids: tuple[int, ...]) -> None:
-    """Raise InvalidSettingError, with llguidance's reason, for a grammar it refuses (before any decoding)."""
-    import llguidance
-
-    error = llguidance.LLMatcher.validate_grammar(spec.grammar(), bridge_for(tokenizer, vocab_size, eos_token_ids))
-    if error:
-        raise InvalidSettingError(f"the grammar cannot be used: {error}")
-
-
 class GrammarConstraint:
     """The grammar state of one answer: masks for the next token, for a draft tree's nodes, and for the
     draft search's expanded nodes; `advance` with what was emitted."""
@@ -97,7 +88,10 @@ class GrammarConstraint:
         self.vocab_size = vocab_size
         self._eos = frozenset(eos_token_ids)
         # log_level 0: tried paths the grammar refuses are expected (padding rows), not worth a warning
-        self._matcher = llguidance.LLMatcher(bridge_for(tokenizer, vocab_size, eos_token_ids), spec.grammar(), log_level=0)
+        try:
+            self._matcher = llguidance.LLMatcher(bridge_for(tokenizer, vocab_size, eos_token_ids), spec.grammar(), log_level=0)
+        except ValueError as error:  # llguidance refuses the grammar (an unsupported schema feature, a bad rule)
+            raise InvalidSettingError(f"the grammar cannot be used: {error}") from error
         if self._matcher.is_error():
             raise InvalidSettingError(f"the grammar cannot be used: {self._matcher.get_error()}")
         self._words = (vocab_size + 31) // 32
@@ -160,11 +154,6 @@ class GrammarConstraint:
                 raise RuntimeError(f"the grammar refused a token it had allowed: {self._matcher.get_error()}")
             if token in self._eos:
                 return
-
-    @property
-    def finished(self) -> bool:
-        """The grammar is complete: only an end of sequence may follow."""
-        return self._matcher.is_stopped()
 
 
 def _paths(tokens: list[int], parents: list[int], valid: list[bool], nodes) -> list[list[int]]:

@@ -10,7 +10,7 @@ import json
 import pytest
 import torch
 
-from core.constraints import GrammarConstraint, GrammarSpec, check_grammar
+from core.constraints import GrammarConstraint, GrammarSpec
 from core.errors import InvalidSettingError
 from core.generation import DecodingSettings, generate, stream_generate
 from core.methods.specexec import TreeSettings
@@ -144,8 +144,8 @@ def test_a_grammar_the_engine_cannot_use_is_a_clear_error(builtin):
     with pytest.raises(InvalidSettingError, match="the JSON schema cannot be used"):
         GrammarSpec("json_schema", "{not json").grammar()
     with pytest.raises(InvalidSettingError, match="the grammar cannot be used"):
-        check_grammar(GrammarSpec("lark", "start: undefined_rule"), target.tokenizer, target.lm.vocab_size,
-                      target.lm.eos_token_ids)
+        GrammarConstraint(GrammarSpec("lark", "start: undefined_rule"), target.tokenizer, target.lm.vocab_size,
+                          target.lm.eos_token_ids)
 
 
 # -- log-probabilities ----------------------------------------------------------------------------------------
