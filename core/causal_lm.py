@@ -180,6 +180,10 @@ class RowLogits:
     def device(self) -> torch.device:
         return self._hidden.device
 
+    @property
+    def vocab_size(self) -> int:
+        return self._head.out_features
+
     def __len__(self) -> int:
         return self._hidden.shape[0]
 
