@@ -31,6 +31,7 @@ from typing import Any
 
 from core.autotune.budgets import AUTO_BUDGETS, AUTO_MAX_BUDGET
 from core.errors import InsufficientHostMemoryError, InsufficientVRAMError
+from core.graph_plan import draft_graph_bytes, scratch_estimate_bytes, search_width
 from core.hardware.description import GpuInfo, HardwareDescription
 from core.hardware.link import h2d_rate
 from core.models.catalog import BUILTIN_PAIR_ID, Catalog, ModelRef, Pair
@@ -78,6 +79,7 @@ class PairFit:
     host_bytes_needed: int
     disk_ok: bool | None
     draft_options: tuple["PairFit", ...] = ()  # the same pair with each other draft it offers
+    draft_graph_bytes: int = 0  # VRAM the draft's CUDA graphs may keep, reserved in the plan (GPU only)
 
     def to_dict(self) -> dict[str, Any]:
         pair = self.pair
@@ -89,7 +91,8 @@ class PairFit:
             "tokens_per_pass": round(self.tokens_per_pass, 2), "acceptance_source": self.acceptance_source,
             "tokens_per_second": _round(self.tokens_per_second), "draft_seconds": _round(self.draft_seconds),
             "rate_source": self.rate_source,
-            "host_bytes_needed": self.host_bytes_needed, "download_bytes": pair.download_bytes,
+            "host_bytes_needed": self.host_bytes_needed, "draft_graph_bytes": self.draft_graph_bytes,
+            "download_bytes": pair.download_bytes,
             "disk_ok": self.disk_ok, "licence": pair.licence, "licence_url": pair.licence_url,
             "gated": pair.gated, "context_length": pair.context_length,
             "draft": {"id": pair.draft_id, "label": pair.draft_label, "repo": draft.repo, "revision": draft.revision,
@@ -170,6 +173,16 @@ def _draft_kv_bytes(pair: Pair, tree_budget: int) -> int:
     return residency.config_kv_bytes(_shape(pair.draft, pair), rows, GPU_DTYPE_BYTES)
 
 
+def _draft_graph_bytes(pair: Pair, tree_budget: int) -> int:
+    """What the draft's CUDA graphs may keep, as `OffloadSettings.with_draft` reserves it, from the torch-free
+    estimate of their scratch (core/graph_plan.py; the engine computes it on the meta device)."""
+    draft = _shape(pair.draft, pair)
+    rows = residency.kv_rows(residency.PLANNED_CONTEXT, tree_budget)
+    width = search_width(tree_budget)
+    scratch = scratch_estimate_bytes(draft, GPU_DTYPE_BYTES, width, rows)
+    return draft_graph_bytes(scratch, draft.hidden_size, GPU_DTYPE_BYTES, width, rows)
+
+
 def _plan_on_gpu(pair: Pair, free_vram: int, tree_budget: int) -> _Plan:
     """What `load_pair` would do with `free_vram` free: load the draft, then plan the target's residency."""
     target = _shape(pair.target, pair)
@@ -180,7 +193,8 @@ def _plan_on_gpu(pair: Pair, free_vram: int, tree_budget: int) -> _Plan:
     minimum = residency.minimum_device_bytes(layer_bytes, fixed)
     try:
         budget = residency.fit_default_budget(target, free_vram - draft_bytes, GPU_DTYPE_BYTES, residency.PLANNED_CONTEXT,
-                                              0, _draft_kv_bytes(pair, tree_budget), minimum, tree_budget)
+                                              0, _draft_kv_bytes(pair, tree_budget), minimum, tree_budget,
+                                              _draft_graph_bytes(pair, tree_budget))
         plan = residency.plan_residency(layer_bytes, budget.budget_bytes, fixed)
     except InsufficientVRAMError:
         need = minimum_vram_bytes(pair, tree_budget)
@@ -196,7 +210,7 @@ def minimum_vram_bytes(pair: Pair, tree_budget: int | None = None) -> int:
     target = _shape(pair.target, pair)
     layer_bytes, fixed = _target_on_gpu(pair)
     context = residency.PLANNED_CONTEXT
-    return (model_bytes_on_gpu(pair.draft, pair) + _draft_kv_bytes(pair, tree_budget)
+    return (model_bytes_on_gpu(pair.draft, pair) + _draft_kv_bytes(pair, tree_budget) + _draft_graph_bytes(pair, tree_budget)
             + residency.minimum_device_bytes(layer_bytes, fixed)
             + residency.config_kv_bytes(target, residency.kv_rows(context, 1), GPU_DTYPE_BYTES)
             + residency.activation_bytes(target, 1, context, GPU_DTYPE_BYTES) + residency.DEFAULT_MARGIN_BYTES)
@@ -278,7 +292,7 @@ def predict_pair(pair: Pair, hw: HardwareDescription, tree_budget: int | None = 
     )
     return PairFit(pair, fit, reason, len(plan.resident), plan.n_layers, speed.pass_seconds, speed.budget,
                    speed.tokens_per_pass, speed.source, speed.tokens_per_second, speed.draft_seconds, rate_source,
-                   host_need, disk_ok)
+                   host_need, disk_ok, draft_graph_bytes=_draft_graph_bytes(pair, chosen.tree_budget))
 
 
 def _budgets(tree_budget: int | None, cap: int) -> tuple[int, ...]:

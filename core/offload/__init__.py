@@ -4,7 +4,7 @@ Public API (what loading and the CLI use):
 
     load_offloaded(folder, device, dtype, vram_budget_bytes=None, resident_layers="auto", progress=None,
                    *, n_slots=2, tree_budget=128, context_length=None, draft_weight_bytes=0,
-                   draft_kv_bytes=0) -> OffloadedLM
+                   draft_kv_bytes=0, draft_graph_bytes=0) -> OffloadedLM
         Load a GPTQ (2/4/8-bit, any group size, act-order) or 16-bit safetensors folder. `OffloadedLM` is a
         `core.causal_lm.CausalLM`, so SpecExec runs on it unchanged; `.report.summary()` says how many
         layers are resident and how many bytes stream per pass. See `core.offload.loader.load_offloaded`

@@ -148,6 +148,7 @@ def load_offloaded(
     context_length: int | None = None,
     draft_weight_bytes: int = 0,
     draft_kv_bytes: int = 0,
+    draft_graph_bytes: int = 0,
     stream_on_cpu: bool = False,
     record_trace: bool = False,
     available_ram_bytes: int | None = None,
@@ -163,7 +164,8 @@ def load_offloaded(
         this dtype; GPTQ tensors stay packed and dequantise into it.
     vram_budget_bytes: VRAM the target's weights may use (non-layer weights, dequantisation scratch, slots,
         resident layers). None: free VRAM - draft weights (`draft_weight_bytes`) - target and draft KV
-        caches (the planned context + `tree_budget` + 1 rows; `draft_kv_bytes`) - activations of a prefill
+        caches (the planned context + `tree_budget` + 1 rows; `draft_kv_bytes`) - what the draft's CUDA
+        graphs keep (`draft_graph_bytes`, core/graph_plan.py) - activations of a prefill
         chunk plus a `tree_budget` tree - a margin (core.offload.residency.default_vram_budget).
     context_length: the planned context (None: 4,096 or the model's limit if lower); the result's
         `max_context`, and the rows its KV caches are preallocated with.
@@ -193,7 +195,7 @@ def load_offloaded(
     scratch_bytes = gptq_scratch_bytes(ck.largest_linear, _dtype_bytes(dtype))
     fixed_bytes = residency.device_fixed_bytes(top_bytes, embedding_bytes, embedding_on_host, scratch_bytes)
     plan, fit = _plan_device(config, device, dtype, layouts, fixed_bytes, vram_budget_bytes, resident_layers, n_slots,
-                             tree_budget, context, draft_weight_bytes, draft_kv_bytes, stream_on_cpu)
+                             tree_budget, context, draft_weight_bytes, draft_kv_bytes, draft_graph_bytes, stream_on_cpu)
     lowered = fit if fit is not None and fit.lowered else None  # the tree budget VRAM forced down, if any
     resident = plan.resident if streaming else tuple(range(len(layouts)))
     streamed = [i for i in range(len(layouts)) if i not in set(resident)]
@@ -384,7 +386,7 @@ def _route_tensors(model_type: str, keys: set[str], layouts: list[LayerLayout], 
 
 
 def _plan_device(config, device, dtype, layouts, fixed_bytes, budget, resident_layers, n_slots, tree_budget,
-                 context, draft_weight_bytes, draft_kv_bytes, stream_on_cpu
+                 context, draft_weight_bytes, draft_kv_bytes, draft_graph_bytes, stream_on_cpu
                  ) -> tuple[residency.ResidencyPlan, residency.DefaultBudget | None]:
     """The residency plan, and the default budget's fit when one was computed (CUDA without --vram-budget).
     With `stream_on_cpu` an explicit budget is planned as on a GPU (fixed weights counted)."""
@@ -401,7 +403,7 @@ def _plan_device(config, device, dtype, layouts, fixed_bytes, budget, resident_l
     if budget is None:
         minimum = residency.minimum_device_bytes(layer_bytes, fixed_bytes, n_slots)
         fit = residency.fit_default_budget(config, free, _dtype_bytes(dtype), context, draft_weight_bytes,
-                                           draft_kv_bytes, minimum, tree_budget)
+                                           draft_kv_bytes, minimum, tree_budget, draft_graph_bytes)
         budget = fit.budget_bytes
     elif budget > free:
         raise InsufficientVRAMError(
