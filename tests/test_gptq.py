@@ -16,7 +16,7 @@ from transformers import (
 
 from core.causal_lm import CausalLM
 from core.errors import ModelFormatError
-from core.offload import is_gptq_folder, load_offloaded
+from core.offload import is_quantized_folder, load_offloaded
 from core.offload.gptq import (
     DequantScratch,
     GPTQLinear,
@@ -192,7 +192,7 @@ def test_scratch_is_shared_and_reused():
 
 def test_settings_from_quantize_config_and_config_json(tmp_path):
     (tmp_path / "quantize_config.json").write_text(json.dumps({"bits": 4, "group_size": 128, "desc_act": True, "sym": False}))
-    assert is_gptq_folder(tmp_path)
+    assert is_quantized_folder(tmp_path)
     assert read_gptq_settings(tmp_path) == GPTQSettings(4, 128, desc_act=True, sym=False)
     other = tmp_path / "b"
     other.mkdir()
@@ -201,17 +201,17 @@ def test_settings_from_quantize_config_and_config_json(tmp_path):
     plain = tmp_path / "c"
     plain.mkdir()
     (plain / "config.json").write_text(json.dumps({"model_type": "llama"}))
-    assert not is_gptq_folder(plain) and read_gptq_settings(plain) is None
+    assert not is_quantized_folder(plain) and read_gptq_settings(plain) is None
 
 
 @pytest.mark.parametrize(
     ("raw", "message"),
     [
-        ({"bits": 5, "group_size": 128}, "5-bit weights is not supported"),
-        ({"bits": 4, "group_size": 12}, "group size 12 is not supported"),
-        ({"bits": 3, "group_size": 16}, "group size 16 is not supported: use -1 or a positive multiple of 32"),
-        ({"quant_method": "awq", "bits": 4}, "'awq' is not supported"),
-        ({"group_size": 128}, "lack a valid 'bits'"),
+        ({"bits": 5, "group_size": 128}, "stored as GPTQ with 5-bit weights .*cannot read"),
+        ({"bits": 4, "group_size": 12}, "group size 12 .* is not supported"),
+        ({"bits": 3, "group_size": 16}, "group size 16 .* is not supported: use -1 or a positive multiple of 32"),
+        ({"quant_method": "gptq", "bits": 4, "checkpoint_format": "marlin"}, "GPTQ in the marlin layout"),
+        ({"group_size": 128}, "lack 'bits'"),
     ],
 )
 def test_settings_errors(tmp_path, raw, message):
