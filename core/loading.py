@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from core.errors import InvalidSettingError, ModelFormatError, ModelNotFoundError, TokenizerMismatchError
-from core.model_format import check_weight_format
+from core.model_format import check_gguf_size, check_weight_format
 from core.model_files import (
     LoadedModel,
     Progress,
@@ -169,6 +169,7 @@ def _load(spec, dtype, device, progress, offload, weight_progress, context_lengt
 
     kind, path, name = resolve_spec(spec)
     if kind == "gguf":
+        check_gguf_size(path)  # a 70B k-quant would expand to ~140 GB: refused before it is read
         return load_gguf_file(path, name, torch_dtype, torch_device, report, weight_progress)
     from core.offload.routing import OffloadSettings, load_offloaded_folder, should_offload
 

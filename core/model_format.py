@@ -358,3 +358,96 @@ def _stored_dtype(folder: Path, dtype_of: dict[str, str], ending: str) -> str:
         raise ModelFormatError(f"the '{ending[1:]}' tensors in {folder} are stored as {', '.join(sorted(found))}: "
                                "expected one of float16, bfloat16 or float32 for all of them")
     return _FLOAT_DTYPES[found.pop()]
+
+
+# ----------------------------------------------------------------------------------------------------------
+# GGUF files: read whole into memory, so only small ones
+
+
+_GGUF_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+_GGUF_STRING, _GGUF_ARRAY = 8, 9
+
+
+def gguf_parameters(path: Path) -> tuple[int, int | None]:
+    """(parameters, general.file_type) of a GGUF file, from its header and tensor list only (no tensor data).
+
+    Raises: ModelFormatError for a file that is not GGUF or is cut short."""
+    try:
+        with open(path, "rb") as handle:
+            def read(fmt: str):
+                size = struct.calcsize(fmt)
+                data = handle.read(size)
+                if len(data) < size:
+                    raise DamagedModelError(f"{path} is cut short inside its header: download it again")
+                return struct.unpack(fmt, data)[0]
+
+            def skip_value(kind: int):
+                if kind == _GGUF_STRING:
+                    return handle.read(read("<Q"))
+                if kind == _GGUF_ARRAY:
+                    item, count = read("<I"), read("<Q")
+                    if item in _GGUF_SCALARS:
+                        handle.seek(count * struct.calcsize(_GGUF_SCALARS[item]), 1)
+                        return None
+                    for _ in range(count):
+                        skip_value(item)
+                    return None
+                if kind not in _GGUF_SCALARS:
+                    raise ModelFormatError(f"{path} has an unknown GGUF value type {kind}")
+                return read(_GGUF_SCALARS[kind])
+
+            if handle.read(4) != b"GGUF":
+                raise ModelFormatError(f"{path} is not a GGUF file (it does not start with 'GGUF')")
+            read("<I")  # version
+            tensors, entries = read("<Q"), read("<Q")
+            file_type = None
+            for _ in range(entries):
+                key = handle.read(read("<Q")).decode("utf-8", "replace")
+                value = skip_value(read("<I"))
+                if key == "general.file_type" and isinstance(value, int):
+                    file_type = value
+            parameters = 0
+            for _ in range(tensors):
+                handle.seek(read("<Q"), 1)  # the tensor's name
+                count = 1
+                for _ in range(read("<I")):
+                    count *= read("<Q")
+                read("<I"), read("<Q")  # type, offset
+                parameters += count
+    except OSError as error:
+        raise ModelFormatError(f"{path} cannot be read: {error}") from error
+    return parameters, file_type
+
+
+def check_gguf_size(path: Path, ram_bytes: int | None = None) -> None:
+    """GGUF files are expanded to 16 or 32 bits when they load (transformers dequantises them), whole, with no
+    offloading: one that would need more than `ram_bytes` (None: this PC's RAM) even in 16 bits (a 70B
+    k-quant: ~140 GB) is refused before it is read, with what to download instead.
+
+    Raises: UnsupportedFormatError; ModelFormatError for a file that is not GGUF."""
+    if ram_bytes is None:
+        import psutil
+
+        ram_bytes = psutil.virtual_memory().total
+    parameters, file_type = gguf_parameters(path)
+    needed = 2 * parameters
+    if needed <= ram_bytes:
+        return
+    kind = _gguf_file_type(file_type)
+    raise UnsupportedFormatError(
+        f"{path.name} is a GGUF file{f' ({kind})' if kind else ''} of a {parameters / 1e9:.1f}B-parameter model. "
+        f"This app reads GGUF only for small models: it expands the weights to 16 bits or more as it loads them, "
+        f"which would take {needed / 1024**3:.0f} GB of memory, and this PC has {ram_bytes / 1024**3:.0f} GB. "
+        f"{READS}, which it streams to the GPU without expanding them: {INSTEAD}. The file is not damaged")
+
+
+def _gguf_file_type(file_type: int | None) -> str:
+    """llama.cpp's name for a GGUF file type ("Q4_K_M"), when the gguf package knows it."""
+    if file_type is None:
+        return ""
+    try:
+        from gguf.constants import LlamaFileType
+
+        return LlamaFileType(file_type).name.removeprefix("MOSTLY_")
+    except (ImportError, ValueError):
+        return f"file type {file_type}"
