@@ -36,9 +36,8 @@ from core.model_format import QuantScheme
 from core.offload.gptq import pack_rows, pack_rows_4bit_u8
 from core.offload.sizes import block_shape
 
-# AutoAWQ's packing order: nibble i of a word holds column 8c + AWQ_ORDER[i]; column j is nibble REVERSE[j]
+# AutoAWQ's packing order: nibble i of a word holds column 8c + AWQ_ORDER[i]
 AWQ_ORDER = (0, 2, 4, 6, 1, 3, 5, 7)
-AWQ_REVERSE_ORDER = (0, 4, 1, 5, 2, 6, 3, 7)
 # packed words converted per step: bounds the uint8 temporaries to ~K x 4,096 bytes
 _COLUMN_WORDS = 512
 
@@ -62,11 +61,17 @@ def _expect(tensor: torch.Tensor, shape: tuple[int, ...], what: str) -> None:
 
 
 def _awq_nibbles(packed: torch.Tensor) -> torch.Tensor:
-    """int32 [R, W] AWQ-packed -> uint8 [R, 8W] in column order (byte j of a word: nibbles 2j, 2j + 1)."""
+    """int32 [R, W] AWQ-packed -> uint8 [R, 8W] of the values in column order.
+
+    Byte j of a little-endian word holds nibbles 2j (low) and 2j + 1 (high), i.e. columns AWQ_ORDER[2j] and
+    AWQ_ORDER[2j + 1]: byte 0 columns 0 and 2, byte 1 columns 4 and 6, byte 2 columns 1 and 3, byte 3
+    columns 5 and 7. Stacking the eight nibble planes in column order is one pass (a gather by index is
+    several times slower on a 70B layer: docs/benchmarks.md, issue 32)."""
     rows, words = packed.shape
     raw = packed.contiguous().view(torch.uint8).view(rows, words, 4)
-    nibbles = torch.stack((raw & 15, raw >> 4), dim=-1).view(rows, words, 8)  # [R, W, nibble index]
-    return nibbles[:, :, list(AWQ_REVERSE_ORDER)].reshape(rows, words * 8)
+    low, high = raw & 15, raw >> 4
+    columns = (low[..., 0], low[..., 2], high[..., 0], high[..., 2], low[..., 1], low[..., 3], high[..., 1], high[..., 3])
+    return torch.stack(columns, dim=-1).view(rows, words * 8)
 
 
 def awq_qweight(qweight: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
