@@ -192,3 +192,48 @@ def test_compressed_tensors_bf16_scales_are_kept_and_a_changed_weight_shape_is_n
     save_file(tensors, str(folder / "model.safetensors"))
     with pytest.raises(Exception, match=r"model\.layers\.1\.mlp\.down_proj\.weight_scale.*does config\.json belong"):
         load_offloaded(str(folder), "cpu", torch.float32)
+
+
+@pytest.mark.parametrize(("bits", "group", "sym"), [(3, 32, False), (8, 64, True), (8, -1, False), (4, 128, False),
+                                                   (2, 32, True)])
+def test_compressed_tensors_other_widths_with_its_own_packer(bits, group, sym):
+    """compressed-tensors 0.20's own pack_to_int32 packs random weights and zero points of other widths and
+    group sizes (its dense bit streams: 3-bit values straddle words); its decompressor is the reference."""
+    from compressed_tensors.compressors import PackedQuantizationCompressor
+    from compressed_tensors.compressors.pack_quantized.helpers import pack_to_int32
+    from compressed_tensors.quantization import QuantizationArgs, QuantizationScheme
+
+    from core.model_format import QuantScheme
+    from core.offload.quant_formats import CheckpointFormat
+
+    generator = torch.Generator().manual_seed(bits * 100 + (group if group > 0 else 1))
+    n, k = 96, 256
+    groups = 1 if group == -1 else k // group
+    low, high = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    q = torch.randint(low, high + 1, (n, k), generator=generator, dtype=torch.int8)
+    scale = (torch.rand(n, groups, generator=generator) * 0.05 + 0.001).to(torch.bfloat16)
+    state = {"weight_packed": pack_to_int32(q, bits), "weight_scale": scale, "weight_shape": torch.tensor([n, k])}
+    weights = {"num_bits": bits, "type": "int", "symmetric": sym,
+               "strategy": "channel" if group == -1 else "group", **({} if group == -1 else {"group_size": group})}
+    if not sym:
+        zero = torch.randint(low, high + 1, (n, groups), generator=generator, dtype=torch.int8)
+        state["weight_zero_point"] = pack_to_int32(zero, bits, packed_dim=0)
+    scheme = QuantizationScheme(targets=["Linear"], weights=QuantizationArgs(**weights))
+    theirs = PackedQuantizationCompressor.decompress({**state, "weight_scale": scale.float()}, scheme)["weight"]
+
+    fmt = CheckpointFormat(QuantScheme("compressed-tensors", bits, group, sym=sym, zero_offset=0))
+    per, words = (32, 3) if bits == 3 else (32 // bits, 1)
+    shapes = {"qweight": (k // per * words, n), "qzeros": (groups, -(-n // per) * words), "scales": (groups, n)}
+    ours = {}
+    for part, tensor in state.items():
+        translated = fmt.translate(f"model.layers.0.mlp.down_proj.{part}")
+        if translated is None:
+            continue
+        name, convert = translated
+        entry = name.rpartition(".")[2]
+        ours[entry] = convert(tensor, shapes[entry])
+    if sym:
+        ours["qzeros"] = fmt.default("x.qzeros", shapes["qzeros"], group)
+    g_idx = fmt.default("x.g_idx", (k,), group)
+    got = dequantize_reference(ours["qweight"], ours["qzeros"], ours["scales"], g_idx, bits, zero_offset=0)
+    assert torch.equal(got, theirs.T)

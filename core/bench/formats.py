@@ -8,6 +8,7 @@ seconds one Llama-3.3-70B layer (q/k/v/o, gate/up/down; 4-bit, group 128) takes 
 against the seconds the loader spends on that layer anyway (copying its packed bytes into the store) and the
 host-to-device copy of the layer every pass would make at PCIe 4.0 x16 (engineering-facts.md: ~25 GB/s).
 The packed tensors are random: conversion moves bits, so its speed does not depend on their values.
+`--device cuda` converts on the GPU, as the loader does when it loads onto one.
 """
 
 from __future__ import annotations
@@ -39,19 +40,22 @@ FORMATS = {
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--formats", nargs="+", choices=list(FORMATS), default=list(FORMATS))
     parser.add_argument("--repeat", type=int, default=2, help="timed conversions of the layer per format (best kept)")
+    parser.add_argument("--device", default="cpu", help="where to convert: cpu (default) or cuda, as the loader does "
+                        "when it loads onto a GPU")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
 
 
-def _checkpoint_tensors(method: str, sym: bool, generator: torch.Generator) -> dict[str, tuple[torch.Tensor, tuple]]:
-    """name -> (the checkpoint tensor, the GPTQLinear buffer shape it converts into) for one layer."""
+def _checkpoint_tensors(method: str, sym: bool, generator: torch.Generator, device: torch.device
+                        ) -> dict[str, tuple[torch.Tensor, tuple]]:
+    """name -> (the checkpoint tensor on `device`, the GPTQLinear buffer shape it converts into) for one layer."""
     def words(*shape: int) -> torch.Tensor:
-        return torch.randint(-2**31, 2**31 - 1, shape, dtype=torch.int32, generator=generator)
+        return torch.randint(-2**31, 2**31 - 1, shape, dtype=torch.int32, generator=generator).to(device)
 
     tensors = {}
     for name, (k, n) in LINEARS.items():
         groups = k // GROUP
         buffers = {"qweight": (k // 8, n), "qzeros": (groups, n // 8), "scales": (groups, n)}
-        scales = torch.rand(groups, n, generator=generator).half()
+        scales = torch.rand(groups, n, generator=generator).half().to(device)
         if method in ("gptq", "awq"):
             stored = {"qweight": words(k // 8, n) if method == "gptq" else words(k, n // 8),
                       "qzeros": words(groups, n // 8), "scales": scales}
@@ -65,34 +69,46 @@ def _checkpoint_tensors(method: str, sym: bool, generator: torch.Generator) -> d
     return tensors
 
 
-def convert_layer(fmt: CheckpointFormat, tensors: dict) -> float:
-    """Seconds to route and convert every tensor of the layer into buffers, as the loader's fill does."""
-    buffers = {key: torch.empty(shape, dtype=tensor.dtype if tensor.is_floating_point() else torch.int32)
+def convert_layer(fmt: CheckpointFormat, tensors: dict, device: torch.device) -> float:
+    """Seconds to route and convert every tensor of the layer into buffers on `device`, as the loader's fill
+    does (on a GPU: waited for, so the figure is the work's, not the launches')."""
+    buffers = {key: torch.empty(shape, dtype=tensor.dtype if tensor.is_floating_point() else torch.int32, device=device)
                for key, (tensor, shape) in tensors.items()}
+    _synchronize(device)
     start = time.perf_counter()
     for key, (tensor, shape) in tensors.items():
         _, convert = fmt.translate(key)
         buffers[key].copy_(convert(tensor, shape) if convert is not None else tensor)
+    _synchronize(device)
     return time.perf_counter() - start
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)  # a benchmark's own wait: nothing else runs
 
 
 def run(args: argparse.Namespace) -> int:
     generator = torch.Generator().manual_seed(0)
+    device = torch.device(args.device)
     rows = []
     for name in args.formats:
         scheme = FORMATS[name]
-        tensors = _checkpoint_tensors(scheme.method, scheme.sym, generator)
+        tensors = _checkpoint_tensors(scheme.method, scheme.sym, generator, device)
         layer_bytes = sum(tensor.numel() * tensor.element_size() for tensor, _ in tensors.values())
-        seconds = min(convert_layer(CheckpointFormat(scheme), tensors) for _ in range(args.repeat))
+        convert_layer(CheckpointFormat(scheme), tensors, device)  # warm-up: allocator, kernels, page faults
+        seconds = min(convert_layer(CheckpointFormat(scheme), tensors, device) for _ in range(args.repeat))
         rows.append({"format": name, "label": scheme.label, "layer_bytes": layer_bytes, "seconds_per_layer": seconds,
                      "gb_per_s": layer_bytes / seconds / 1e9, "seconds_70b_load": seconds * LAYERS_70B,
                      "pcie4_copy_seconds_per_layer": layer_bytes / PCIE4_BYTES_PER_S})
         del tensors
     if args.json:
-        print(json.dumps({"torch_threads": torch.get_num_threads(), "rows": rows}, indent=2))
+        print(json.dumps({"device": str(device), "torch_threads": torch.get_num_threads(), "rows": rows}, indent=2))
         return 0
-    print(f"one Llama-3.3-70B decoder layer, 4-bit group {GROUP}, converted on the processor "
-          f"({torch.get_num_threads()} threads); best of {args.repeat}")
+    where = (torch.cuda.get_device_name(device) if device.type == "cuda"
+             else f"the processor ({torch.get_num_threads()} threads)")
+    print(f"one Llama-3.3-70B decoder layer, 4-bit group {GROUP}, converted on {where}; best of {args.repeat} "
+          "after a warm-up")
     print(f"{'format':<44}{'MB':>8}{'s/layer':>10}{'GB/s':>8}{'80 layers':>11}{'PCIe4 copy':>12}")
     for row in rows:
         print(f"{row['label']:<44}{row['layer_bytes'] / 1e6:>8.0f}{row['seconds_per_layer']:>10.3f}"

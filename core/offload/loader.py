@@ -365,7 +365,7 @@ def _fill_and_finish(ck: _Checkpoint, blocks: tuple[LayerBlock, ...], top: dict,
                      dtype: torch.dtype, progress: Progress | None) -> None:
     """Read every tensor into `blocks` / `top`, check nothing is missing, finalise GPTQ layers (act-order
     re-pack, the shared scratch) and rebuild the rotary embedding on `device`."""
-    _fill(ck.files, ck.infos, ck.targets, top, blocks, progress)
+    _fill(ck.files, ck.infos, ck.targets, top, blocks, progress, device if device.type == "cuda" else None)
     _check_complete(blocks, ck.layouts, ck.targets, top, ck.config, ck.settings, ck.checkpoint_format)
     if ck.settings is not None:
         for index, layer in enumerate(ck.model.model.layers):
@@ -439,8 +439,11 @@ def _block_of(blocks: tuple[LayerBlock, ...], layer: int) -> LayerBlock:
     return next(block for block in blocks if layer in block)
 
 
-def _fill(files, infos, targets, top, blocks: tuple[LayerBlock, ...], progress: Progress | None) -> None:
-    """Read every wanted tensor once and copy it to its place (a layer block's slice or a non-layer tensor)."""
+def _fill(files, infos, targets, top, blocks: tuple[LayerBlock, ...], progress: Progress | None,
+          work_device: torch.device | None = None) -> None:
+    """Read every wanted tensor once and copy it to its place (a layer block's slice or a non-layer tensor).
+    A tensor of another format is converted into the GPTQ layout on `work_device` when given (a GPU turns a
+    70B layer around in milliseconds; a processor takes seconds: docs/benchmarks.md, issue 32)."""
     total = sum(infos[key].nbytes for key in targets)
     done = 0
     for key, tensor in iter_tensors(files, set(targets)):
@@ -452,6 +455,8 @@ def _fill(files, infos, targets, top, blocks: tuple[LayerBlock, ...], progress: 
             if target.part is not None:
                 destination = target.part(destination)
             if target.convert is not None:
+                if work_device is not None:
+                    tensor = tensor.to(work_device)
                 try:
                     tensor = target.convert(tensor, tuple(destination.shape))
                 except ModelFormatError as error:

@@ -78,7 +78,7 @@ def awq_qweight(qweight: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
     """AWQ qweight int32 [K, N/8] (packed along the output dim) -> int32 [K/8, N] packed along the input dim."""
     k, words = qweight.shape
     _expect(qweight, (shape[0] * 8, shape[1] // 8), "AWQ qweight")
-    out = torch.empty(shape, dtype=torch.int32)
+    out = torch.empty(shape, dtype=torch.int32, device=qweight.device)
     for w0 in range(0, words, _COLUMN_WORDS):
         w1 = min(words, w0 + _COLUMN_WORDS)
         out[:, w0 * 8 : w1 * 8] = pack_rows_4bit_u8(_awq_nibbles(qweight[:, w0:w1]))  # [K, 8w] -> [K/8, 8w]
@@ -109,7 +109,7 @@ def ct_zero_point(bits: int) -> Convert:
     def convert(tensor: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
         if tensor.dim() != 2 or tensor.shape[1] != shape[0] or tensor.shape[0] > shape[1]:
             _expect(tensor, (shape[1], shape[0]), "compressed-tensors weight_zero_point")
-        out = torch.zeros(shape, dtype=torch.int32)
+        out = torch.zeros(shape, dtype=torch.int32, device=tensor.device)
         out[:, : tensor.shape[0]] = tensor.t()
         return out
 
