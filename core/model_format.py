@@ -9,6 +9,7 @@ Read (each converted at load into the engine's one 4-bit layout, `core.offload.g
   by AutoRound's auto_awq export and GPTQModel.
 - compressed-tensors `pack-quantized` integer weights with 16-bit activations (llm-compressor's W4A16 /
   W8A16, symmetric or asymmetric, group or channel scales, act-order through `weight_g_idx`).
+- AutoRound's own export (`quant_method: auto-round`), which stores one of the layouts above.
 - 16-bit safetensors (no quantisation settings).
 
 Everything else is refused before a weight is read (`UnsupportedFormatError`), naming the format, what the
@@ -41,7 +42,6 @@ _METHOD_NAMES = {
     "nvfp4": "NVFP4", "mxfp8": "MXFP8", "exl2": "EXL2 (ExLlamaV2)", "exl3": "EXL3 (ExLlamaV3)", "hqq": "HQQ",
     "quanto": "Quanto", "eetq": "EETQ", "aqlm": "AQLM", "vptq": "VPTQ", "higgs": "HIGGS", "torchao": "torchao",
     "spqr": "SpQR", "bitnet": "BitNet", "quark": "Quark", "fp_quant": "FP-Quant", "gguf": "GGUF",
-    "auto-round": "AutoRound's own format", "intel/auto-round": "AutoRound's own format",
     "fouroversix": "Four Over Six", "sinq": "SINQ", "metal": "Metal", "marlin": "Marlin",
 }
 # tensor name endings that give a format away when config.json says nothing
@@ -131,6 +131,8 @@ def quant_scheme(folder: str | Path) -> QuantScheme | None:
         return _awq(folder, raw)
     if method == "compressed-tensors":
         return _compressed_tensors(folder, raw)
+    if method in ("auto-round", "intel/auto-round"):
+        return _autoround(folder, raw)
     if method == "bitsandbytes":
         bits = "4-bit (NF4/FP4)" if raw.get("load_in_4bit") else "8-bit" if raw.get("load_in_8bit") else ""
         raise refuse(folder, f"bitsandbytes {bits}".strip(), "its weights are packed for bitsandbytes' own kernels")
@@ -190,6 +192,31 @@ def _awq(folder: Path, raw: dict) -> QuantScheme:
     _check_bits_and_group(folder, "AWQ", bits, group_size)
     group = "one group" if group_size == -1 else f"group {group_size}"
     return QuantScheme("awq", 4, group_size, False, False, 0, f"AWQ 4-bit, {group}")
+
+
+def _autoround(folder: Path, raw: dict) -> QuantScheme:
+    """AutoRound's own export (`quant_method: auto-round`) stores one of the layouts above, named by its
+    `packing_format` (auto_round/export/export_to_autoround/export.py, AutoRound 0.15): "...awq" is AWQ's GEMM
+    layout (bit for bit the auto_awq export's: scripts/quant_fixtures/make_fixtures.py checks it), "...gptq"
+    GPTQ v1 (its qlinear_torch_zp stores zeros minus one), "...gptqmodel" and a plain "auto_round" the GPTQ
+    layout with zeros as they are (its qlinear_torch)."""
+    packing = str(raw.get("packing_format") or "auto_round:auto_gptq").strip().lower()
+    data_type = str(raw.get("data_type", "int")).strip().lower()
+    if data_type != "int":
+        raise refuse(folder, f"AutoRound's {data_type.upper()} format", "integer weights are read")
+    if int(raw.get("act_bits") or 16) < 16:
+        raise refuse(folder, "AutoRound with quantised activations", "only weight-only schemes are read")
+    if "awq" in packing:
+        return replace(_awq(folder, {**raw, "zero_point": True, "version": "gemm"}),
+                       label=f"AutoRound (AWQ layout) 4-bit, group {raw.get('group_size', -1)}")
+    if "gptqmodel" in packing or "gptq" not in packing:
+        return replace(_gptq(folder, {**raw, "checkpoint_format": "gptq_v2"}), label=f"AutoRound {_gptq_words(raw)}")
+    return replace(_gptq(folder, {**raw, "checkpoint_format": "gptq"}), label=f"AutoRound (GPTQ layout) {_gptq_words(raw)}")
+
+
+def _gptq_words(raw: dict) -> str:
+    group = int(raw.get("group_size", -1))
+    return f"{int(raw.get('bits', 4))}-bit, {'one group' if group == -1 else f'group {group}'}"
 
 
 # compressed-tensors formats other than pack-quantized, in words

@@ -54,8 +54,8 @@ REFUSED = {
     "nvfp4": (dict(ct_group({"num_bits": 4, "type": "float", "strategy": "tensor_group", "group_size": 16}),
                    format="nvfp4-pack-quantized"), "NVFP4"),
     "unknown": ({"quant_method": "fancy-quant", "bits": 3}, "'fancy-quant' quantisation"),
-    "auto-round-native": ({"quant_method": "auto-round", "bits": 4, "group_size": 128, "packing_format": "auto_round:auto_gptq"},
-                          "AutoRound's own format"),
+    "auto-round-mxfp4": ({"quant_method": "auto-round", "bits": 4, "group_size": 32, "data_type": "mx_fp",
+                          "packing_format": "auto_round:llm_compressor"}, "AutoRound's MX_FP format"),
 }
 
 
@@ -124,6 +124,20 @@ def test_read_formats_are_described(tmp_path):
         format="pack-quantized")))
     assert (w4.method, w4.desc_act, w4.zero_offset) == ("compressed-tensors", False, 0)
     assert quant_scheme(model_folder(tmp_path / "plain")) is None
+
+
+def test_autoround_exports_are_read_as_the_layout_their_packing_format_names(tmp_path):
+    """AutoRound's own export stores GPTQ v1 (auto_gptq packing: zeros minus one), GPTQ with plain zeros (its
+    own and gptqmodel packing) or AWQ GEMM (auto_awq packing)."""
+    def scheme(packing):
+        folder = tmp_path / packing.replace(":", "_")
+        return quant_scheme(model_folder(folder, {"quant_method": "auto-round", "bits": 4, "group_size": 128,
+                                                  "sym": True, "packing_format": packing}))
+    assert (scheme("auto_round:auto_gptq").method, scheme("auto_round:auto_gptq").zero_offset) == ("gptq", 1)
+    assert (scheme("auto_round").method, scheme("auto_round").zero_offset) == ("gptq", 0)
+    assert (scheme("auto_round:gptqmodel").method, scheme("auto_round:gptqmodel").zero_offset) == ("gptq", 0)
+    awq = scheme("auto_round:auto_awq")
+    assert (awq.method, awq.zero_offset, awq.label) == ("awq", 0, "AutoRound (AWQ layout) 4-bit, group 128")
 
 
 def test_mixed_precision_compressed_tensors_is_refused(tmp_path):

@@ -237,3 +237,19 @@ def test_compressed_tensors_other_widths_with_its_own_packer(bits, group, sym):
     g_idx = fmt.default("x.g_idx", (k,), group)
     got = dequantize_reference(ours["qweight"], ours["qzeros"], ours["scales"], g_idx, bits, zero_offset=0)
     assert torch.equal(got, theirs.T)
+
+
+def test_autoround_own_export_reads_as_the_tools_awq_layout(tmp_path):
+    """AutoRound's own format ('auto_round', asymmetric) wrote the same tensors as its auto_awq export
+    (make_fixtures.py checks that when it makes the fixture) under another quantization_config: read with that
+    config, every linear is still the reference bit for bit."""
+    folder = Path(shutil.copytree(FIXTURES / "awq-gemm-g32", tmp_path / "native"))
+    config = json.loads((folder / "config.json").read_text())
+    config["quantization_config"] = json.loads((folder / "autoround_native_quantization_config.json").read_text())
+    (folder / "config.json").write_text(json.dumps(config))
+    assert config["quantization_config"]["quant_method"] == "auto-round"
+    reference = load_file(str(folder / "reference.safetensors"))
+    lm = load_offloaded(str(folder), "cpu", torch.float32)
+    assert lm.report.weight_format == "AutoRound (AWQ layout) 4-bit, group 32"
+    for name, module in quantised_linears(lm).items():
+        assert torch.equal(module.dequantize(torch.float32), reference[f"{name}.weight"].T), name

@@ -13,7 +13,9 @@ Fixtures (a 2-layer Llama, hidden 64, intermediate 128, vocabulary 64 = the test
 - ct-w4a16-actorder-g32: compressed-tensors 0.12.2's own compress_weight with a shuffled g_idx (act-order,
   `actorder: group`; the current tools no longer write it), bfloat16; reference: its decompress_weight.
 - awq-gemm-g32: AutoRound 0.15's auto_awq export (AutoAWQ's GEMM layout), float16, asymmetric, group 32;
-  reference: AutoAWQ 0.2.9's awq/utils/packing_utils.dequantize_gemm.
+  reference: AutoAWQ 0.2.9's awq/utils/packing_utils.dequantize_gemm. AutoRound's own format ("auto_round")
+  is exported too: its tensors are checked equal to these, and its quantization_config is kept beside them
+  (autoround_native_quantization_config.json).
 The scales are cast to float32 before each reference dequantises, so the reference is exact (q - z and the
 16-bit scales multiply without rounding in float32).
 """
@@ -35,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "tests" / "fixtures" / "quantized"
 VENV = ROOT / ".venv-llmc"
 KEEP = ("config.json", "generation_config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
-        "reference.safetensors")
+        "reference.safetensors", "autoround_native_quantization_config.json")
 
 
 def save_base(folder: Path, dtype: torch.dtype) -> None:
@@ -68,7 +70,8 @@ def finish(source: Path, name: str, reference: dict[str, torch.Tensor]) -> None:
     target.mkdir(parents=True)
     save_file({key: value.float().contiguous() for key, value in reference.items()}, str(source / "reference.safetensors"))
     for file in KEEP:
-        shutil.copy2(source / file, target / file)
+        if (source / file).exists():
+            shutil.copy2(source / file, target / file)
     print(f"{name}: {sum(f.stat().st_size for f in target.iterdir()) / 1024:.0f} KB, {len(reference)} linears")
 
 
@@ -176,9 +179,18 @@ def awq_autoround(name: str) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         base, out = Path(tmp) / "base", Path(tmp) / "out"
         save_base(base, torch.float16)
-        AutoRound(str(base), bits=4, group_size=32, sym=False, iters=0, device_map="cpu").quantize_and_save(
-            str(out), format="auto_awq")
+        native = Path(tmp) / "native"
+        for target, fmt in ((out, "auto_awq"), (native, "auto_round")):
+            AutoRound(str(base), bits=4, group_size=32, sym=False, iters=0, device_map="cpu").quantize_and_save(
+                str(target), format=fmt)
         written = next(path.parent for path in out.rglob("model.safetensors"))
+        # AutoRound's own format with asymmetric weights packs AWQ's GEMM layout: the same bytes, another config
+        native_written = next(path.parent for path in native.rglob("model.safetensors"))
+        native_tensors = tensors(native_written)
+        assert native_tensors.keys() == tensors(written).keys() and all(
+            torch.equal(native_tensors[key], value) for key, value in tensors(written).items())
+        native_config = json.loads((native_written / "config.json").read_text())["quantization_config"]
+        (written / "autoround_native_quantization_config.json").write_text(json.dumps(native_config, indent=2))
         config = json.loads((written / "config.json").read_text())["quantization_config"]
         packed = tensors(written)
         reference = {}
