@@ -133,8 +133,9 @@ def load_model(
 
     The model comes back in eval mode with gradients off, attention 'sdpa', on `device` in `dtype`.
     As a "target" (`role`), a 4-bit folder (GPTQ, AWQ, compressed-tensors), or a 16-bit folder that `offload`
-    says to offload, comes back as an OffloadedLM (core.offload): decoder weights in host RAM, streamed to the GPU per pass. A "draft" is never
-    offloaded: it runs dozens of forwards per pass, so a 4-bit draft is loaded whole onto the device
+    says to offload, comes back as an OffloadedLM (core.offload): decoder weights in host RAM, streamed to the
+    GPU per pass. A "draft" is never offloaded: it runs dozens of forwards per pass, so a 4-bit draft is loaded
+    whole onto the device
     (`core.offload.loader.load_on_device`; 4-5 GB for a 7-8B model). `progress` gets a sentence per
     loading step; `weight_progress` gets (bytes read, bytes in all) while an offloaded target's weights are
     read or a GGUF's (the built-in pair's on its first start) are dequantised, at most once per percent (a
@@ -142,7 +143,9 @@ def load_model(
     `context_length` (None: 4,096 or the model's limit if lower) and `tree_budget` (None: no plan) are the
     planned context and tree: the model's `max_context` and `max_tree_tokens`, which size its KV caches.
 
-    Raises InvalidSettingError for a context length above the model's limit (and bad device/dtype/role).
+    Raises InvalidSettingError for a context length above the model's limit (and bad device/dtype/role);
+    UnsupportedFormatError for weights in a format the engine does not read (FP8, MXFP4, bitsandbytes, a big
+    GGUF, ...) and DamagedModelError for truncated files or missing shards, both before any weight is read.
     """
     if role not in ROLES:
         raise InvalidSettingError(f"a model's role is one of {', '.join(ROLES)}, not {role!r}")

@@ -145,7 +145,8 @@ def _int(folder: Path, raw: dict, keys: tuple[str, ...], default: int | None = N
             try:
                 return int(raw[key])
             except (TypeError, ValueError) as error:
-                raise ModelFormatError(f"the quantisation settings in {folder} have a bad '{key}': {raw[key]!r}") from error
+                raise ModelFormatError(
+                    f"the quantisation settings in {folder} have a bad '{key}': {raw[key]!r}") from error
     if default is None:
         raise ModelFormatError(f"the quantisation settings in {folder} lack '{keys[0]}'")
     return default
@@ -166,7 +167,8 @@ def _gptq(folder: Path, raw: dict) -> QuantScheme:
     if raw.get("is_marlin_format"):
         fmt = "marlin"
     if fmt not in ("gptq", "gptq_v2"):
-        raise refuse(folder, f"GPTQ in the {fmt} layout", f"checkpoint_format \"{fmt}\"; only gptq and gptq_v2 are read")
+        raise refuse(folder, f"GPTQ in the {fmt} layout",
+                     f"checkpoint_format \"{fmt}\"; only gptq and gptq_v2 are read")
     bits = _int(folder, raw, ("bits",))
     group_size = _int(folder, raw, ("group_size",), -1)
     _check_bits_and_group(folder, "GPTQ", bits, group_size)
@@ -211,7 +213,8 @@ def _autoround(folder: Path, raw: dict) -> QuantScheme:
                        label=f"AutoRound (AWQ layout) 4-bit, group {raw.get('group_size', -1)}")
     if "gptqmodel" in packing or "gptq" not in packing:
         return replace(_gptq(folder, {**raw, "checkpoint_format": "gptq_v2"}), label=f"AutoRound {_gptq_words(raw)}")
-    return replace(_gptq(folder, {**raw, "checkpoint_format": "gptq"}), label=f"AutoRound (GPTQ layout) {_gptq_words(raw)}")
+    return replace(_gptq(folder, {**raw, "checkpoint_format": "gptq"}),
+                   label=f"AutoRound (GPTQ layout) {_gptq_words(raw)}")
 
 
 def _gptq_words(raw: dict) -> str:
@@ -244,7 +247,8 @@ def _compressed_tensors(folder: Path, raw: dict) -> QuantScheme:
         raise refuse(folder, "rotated weights (compressed-tensors transforms, e.g. SpinQuant / QuIP)")
     status = str(raw.get("quantization_status", "compressed")).lower()
     if status != "compressed":
-        raise refuse(folder, f"compressed-tensors weights in the '{status}' state", "only packed (compressed) weights are read")
+        raise refuse(folder, f"compressed-tensors weights in the '{status}' state",
+                     "only packed (compressed) weights are read")
     top = str(raw.get("format") or "").lower()
     schemes = set()
     for name, group in groups.items():
@@ -264,7 +268,8 @@ def _compressed_tensors(folder: Path, raw: dict) -> QuantScheme:
             raise refuse(folder, f"compressed-tensors '{fmt}'")
         strategy = str(weights.get("strategy") or "").lower()
         if strategy not in ("group", "channel"):
-            raise refuse(folder, f"compressed-tensors with '{strategy or 'tensor'}' scales", "group and channel scales are read")
+            raise refuse(folder, f"compressed-tensors with '{strategy or 'tensor'}' scales",
+                         "group and channel scales are read")
         if weights.get("dynamic"):
             raise refuse(folder, "compressed-tensors with dynamic weight scales")
         actorder = weights.get("actorder")

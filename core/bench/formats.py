@@ -111,6 +111,7 @@ def run(args: argparse.Namespace) -> int:
           "after a warm-up")
     print(f"{'format':<44}{'MB':>8}{'s/layer':>10}{'GB/s':>8}{'80 layers':>11}{'PCIe4 copy':>12}")
     for row in rows:
+        copy_ms = row["pcie4_copy_seconds_per_layer"] * 1e3
         print(f"{row['label']:<44}{row['layer_bytes'] / 1e6:>8.0f}{row['seconds_per_layer']:>10.3f}"
-              f"{row['gb_per_s']:>8.2f}{row['seconds_70b_load']:>10.1f}s{row['pcie4_copy_seconds_per_layer'] * 1e3:>10.1f}ms")
+              f"{row['gb_per_s']:>8.2f}{row['seconds_70b_load']:>10.1f}s{copy_ms:>10.1f}ms")
     return 0

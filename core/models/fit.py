@@ -401,10 +401,11 @@ def recommend(catalog: Catalog, hw: HardwareDescription, tree_budget: int | None
               draft_id: str | None = None) -> Recommendation:
     """Every offered pair's prediction, best first, each with its other drafts' predictions (`draft_options`).
     Ranked by: usable (fits or is tight, and runs at least MIN_RECOMMENDED_TOKENS_PER_SECOND), the paper's
-    calibration pair after the other usable ones, fits before tight, bigger size class first, then the catalog's own
-    order (the curated preference among models of one size: Llama 3.3 70B before Qwen2.5 72B). The
-    recommended pair is the first usable one that is not the calibration pair; the built-in pair when none
-    is. `draft_id` ("16bit", ...) predicts the pairs that offer that draft with it instead of their own."""
+    calibration pair after the other usable ones, fits before tight, bigger size class first (`size_class`),
+    then the catalog's own order (the curated preference among models of one size: Llama 3.3 70B before
+    Qwen2.5 72B). The recommended pair is the first usable one that is not the calibration pair; the built-in
+    pair when none is. Retired pairs are not predicted. `draft_id` ("16bit", ...) predicts the pairs that
+    offer that draft with it instead of their own."""
     pairs = [pair.with_draft(draft_id) if draft_id and any(o.id == draft_id for o in pair.drafts) else pair
              for pair in catalog.pairs]
     fits = [_with_options(pair, hw, tree_budget) for pair in pairs]

@@ -51,8 +51,9 @@ def checkpoint_files(folder: str | Path) -> list[Path]:
         files = [folder / name for name in sorted(set(weight_map.values()))]
         missing = [str(f.name) for f in files if not f.is_file()]
         if missing:
-            raise DamagedModelError(f"shards listed in {index.name} are missing from {folder}: {', '.join(missing[:5])}. "
-                                    "The download is incomplete: download the missing files again")
+            raise DamagedModelError(
+                f"shards listed in {index.name} are missing from {folder}: {', '.join(missing[:5])}. "
+                "The download is incomplete: download the missing files again")
         return files
     single = folder / SINGLE_FILE
     if single.is_file():

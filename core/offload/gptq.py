@@ -291,7 +291,8 @@ class GPTQLinear(nn.Module):
         self.bits, self.group_size, self.zero_offset = settings.bits, settings.group_size, settings.zero_offset
         self.scratch = scratch
         self.mode = "groups"
-        dtypes = {"int32": torch.int32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
+        dtypes = {"int32": torch.int32, "float16": torch.float16, "bfloat16": torch.bfloat16,
+                  "float32": torch.float32}
         # Shapes from the one pure description the fit prediction also uses (core.offload.sizes). `perm`
         # (act-order only) is the input permutation of "perm" mode, filled by the loader.
         for spec in gptq_linear_tensors(in_features, out_features, settings.bits, settings.group_size,

@@ -91,7 +91,8 @@ def _check_packable(in_features: int, out_features: int, settings: GPTQSettings,
         raise ModelFormatError(f"{name}: {in_features} inputs do not split into {settings.bits}-bit words and groups of {group}")
 
 
-def _swap_experts(layer: nn.Module, model_type: str, prefix: str, keys: set[str], settings, scratch, marker: str) -> int:
+def _swap_experts(layer: nn.Module, model_type: str, prefix: str, keys: set[str], settings, scratch,
+                  marker: str) -> int:
     names = EXPERT_NAMES.get(model_type)
     if names is None:
         return 0

@@ -181,8 +181,7 @@ def load_offloaded(
 
     Raises: ModelNotFoundError, ModelFormatError (bad folder, missing tensors, shapes), UnsupportedFormatError
     (a format the engine does not read, before anything is read), DamagedModelError (truncated files, missing
-    shards),
-    UnsupportedArchitectureError, InsufficientHostMemoryError (checked before loading starts),
+    shards), UnsupportedArchitectureError, InsufficientHostMemoryError (checked before loading starts),
     InsufficientVRAMError (budget too small even for a tree of one token, or an explicit budget / resident
     count that does not fit). With the default budget, a tree budget whose activations leave too little VRAM
     is halved until it fits: the result's `max_tree_tokens` and `report` say so.
@@ -253,12 +252,12 @@ def load_offloaded(
 
 def load_on_device(folder: str, device: str, dtype: torch.dtype, progress: Progress | None = None, *,
                    context_length: int | None = None, available_bytes: int | None = None) -> CausalLM:
-    """Load a quantised (or 16-bit) safetensors folder with every weight on `device`: one block holds the decoder
-    layers, the embeddings and LM head sit beside it, nothing streams and no host copy is kept.
+    """Load a quantised (or 16-bit) safetensors folder with every weight on `device`: one block holds the
+    decoder layers, the embeddings and LM head sit beside it, nothing streams and no host copy is kept.
 
-    This is the route of a 4-bit draft (GPTQ, AWQ or compressed-tensors): a 7-8B model takes 4-5 GB in 4 bits, and it runs dozens of forwards
-    per pass, so it stays on the GPU, where its GPTQ linears multiply the draft's 1-256-row batches with the
-    fused kernel (core.offload.gptq_matmul). On the CPU it runs through the eager path.
+    This is the route of a 4-bit draft (GPTQ, AWQ or compressed-tensors): a 7-8B model takes 4-5 GB in 4 bits,
+    and it runs dozens of forwards per pass, so it stays on the GPU, where its GPTQ linears multiply the draft's
+    1-256-row batches with the fused kernel (core.offload.gptq_matmul). On the CPU it runs through the eager path.
     available_bytes: free memory on `device` to check against (None: free VRAM on a GPU, available RAM on
     the CPU). context_length: as in `load_offloaded`.
 
@@ -288,7 +287,8 @@ def _check_device(device: str) -> torch.device:
     if device.type == "cuda" and not torch.cuda.is_available():
         raise InvalidSettingError("device 'cuda' was requested but no CUDA GPU is available; use device 'cpu'")
     if device.type not in ("cpu", "cuda"):
-        raise InvalidSettingError(f"4-bit and offloaded models load on the 'cpu' and 'cuda' devices, not '{device.type}'")
+        raise InvalidSettingError(
+            f"4-bit and offloaded models load on the 'cpu' and 'cuda' devices, not '{device.type}'")
     return device
 
 
@@ -332,9 +332,9 @@ class _Checkpoint:
         """Bytes of the biggest checkpoint tensor (read whole while loading)."""
         return max((info.nbytes for info in self.infos.values()), default=0)
 
-
     @property
     def checkpoint_format(self) -> CheckpointFormat | None:
+        """How the checkpoint's quantised tensors become GPTQ buffers (None: a 16-bit model)."""
         return CheckpointFormat(self.scheme) if self.scheme is not None else None
 
 
@@ -348,7 +348,7 @@ def _read_checkpoint(folder: Path, dtype: torch.dtype) -> _Checkpoint:
     model = build_meta_model(config, dtype)
     scratch = DequantScratch()
     largest_linear = 0
-    fmt = CheckpointFormat(scheme) if scheme is not None else None
+    fmt = CheckpointFormat(scheme) if scheme is not None else None  # None: a 16-bit checkpoint
     if settings is not None:
         check_lm_head(keys, folder)
         largest_linear = quantize_layers(model, config.model_type, keys, settings, scratch, fmt.marker)

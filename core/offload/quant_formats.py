@@ -70,7 +70,8 @@ def _awq_nibbles(packed: torch.Tensor) -> torch.Tensor:
     rows, words = packed.shape
     raw = packed.contiguous().view(torch.uint8).view(rows, words, 4)
     low, high = raw & 15, raw >> 4
-    columns = (low[..., 0], low[..., 2], high[..., 0], high[..., 2], low[..., 1], low[..., 3], high[..., 1], high[..., 3])
+    columns = (low[..., 0], low[..., 2], high[..., 0], high[..., 2],
+               low[..., 1], low[..., 3], high[..., 1], high[..., 3])
     return torch.stack(columns, dim=-1).view(rows, words * 8)
 
 
