@@ -130,3 +130,19 @@ def test_models_list_shows_each_pairs_drafts_and_which_are_installed(tmp_path, c
         ("4bit", "TheBloke/Llama-2-7B-Chat-GPTQ"), ("16bit", "meta-llama/Llama-2-7b-chat-hf")]
     assert pairs["builtin"]["drafts"][0]["installed"] is True
     assert [d["installed"] for d in pairs["llama2-70b-chat-gptq"]["drafts"]] == [False, True]
+
+
+def test_a_retired_pairs_downloads_stay_usable(tmp_path) -> None:
+    """Folders downloaded for a pair that is no longer offered are still that pair's: `models delete <id>`
+    finds them, and `models download <id>` still names its repos (a download in progress resumes)."""
+    from core.models.download_jobs import wanted_repos
+    from core.models.installed import pair_folders, resolve_name
+
+    catalog = load_catalog()
+    folders = pair_folders(catalog, "mixtral-8x7b-instruct-gptq")
+    for folder in folders:
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "config.json").write_text("{}")
+    assert resolve_name(tmp_path, "mixtral-8x7b-instruct-gptq", catalog) == [tmp_path / folder for folder in folders]
+    assert wanted_repos("mixtral-8x7b-instruct-gptq", None, catalog)["target"] == (
+        "TheBloke/Mixtral-8x7B-Instruct-v0.1-GPTQ", "main")

@@ -211,3 +211,13 @@ def test_a_big_models_gguf_is_refused_before_it_is_read(tmp_path):
     check_gguf_size(gguf_header(tmp_path / "small.gguf", 1_000_000, 30), ram_bytes=64 * 1024**3)  # fine
     result = specexec("generate", "--target", str(big), "--prompt", "hi")
     assert result.returncode == 2 and "70.4B-parameter" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_awq_and_compressed_tensors_folders_import(tmp_path):
+    """`models import` checks a folder with the same reader the loader uses: the formats it reads go in."""
+    from core.models.importing import import_model
+
+    fixtures = Path(__file__).parent / "fixtures" / "quantized"
+    for name in ("awq-gemm-g32", "ct-w4a16-actorder-g32"):
+        imported = import_model(fixtures / name, tmp_path / "models")
+        assert (imported / "model.safetensors").read_bytes() == (fixtures / name / "model.safetensors").read_bytes()
