@@ -25,6 +25,7 @@ draft it offers, so the model manager can show what the 16-bit draft would cost.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -404,24 +405,36 @@ def _cpu_only_fit(pair: Pair, hw: HardwareDescription, tree_budget: int | None, 
                    f"estimate: processor only ({flops / 1e9:.0f} GFLOP/s assumed)", host_need, disk_ok)
 
 
+def size_class(parameters: int) -> int:
+    """Half-octaves of the parameter count: 70.6B and 72.7B are one class (the catalog's order decides
+    between them), 32.8B the next one down."""
+    return math.floor(2 * math.log2(max(parameters, 1)))
+
+
 def recommend(catalog: Catalog, hw: HardwareDescription, tree_budget: int | None = None,
               draft_id: str | None = None) -> Recommendation:
-    """Every pair's prediction, best first, each with its other drafts' predictions (`draft_options`). The
-    recommended pair is the largest target that fits (else is tight) and runs at least
-    MIN_RECOMMENDED_TOKENS_PER_SECOND; the built-in pair when none does. `draft_id` ("16bit", ...) predicts the
-    pairs that offer that draft with it instead of their own."""
+    """Every offered pair's prediction, best first, each with its other drafts' predictions (`draft_options`).
+    Ranked by: usable (fits or is tight, and runs at least MIN_RECOMMENDED_TOKENS_PER_SECOND), the paper's
+    calibration pair after the other usable ones, fits before tight, bigger size class first (`size_class`),
+    then the catalog's own order (the curated preference among models of one size: Llama 3.3 70B before
+    Qwen2.5 72B). The recommended pair is the first usable one that is not the calibration pair; the built-in
+    pair when none is. Retired pairs are not predicted. `draft_id` ("16bit", ...) predicts the pairs that
+    offer that draft with it instead of their own."""
     pairs = [pair.with_draft(draft_id) if draft_id and any(o.id == draft_id for o in pair.drafts) else pair
              for pair in catalog.pairs]
     fits = [_with_options(pair, hw, tree_budget) for pair in pairs]
+    order = {pair.id: index for index, pair in enumerate(pairs)}
+
+    def usable(fit: PairFit) -> bool:
+        return fit.fit != "no" and (fit.tokens_per_second or 0) >= MIN_RECOMMENDED_TOKENS_PER_SECOND
 
     def rank(fit: PairFit) -> tuple:
-        usable = fit.fit != "no" and (fit.tokens_per_second or 0) >= MIN_RECOMMENDED_TOKENS_PER_SECOND
-        return (not usable, FIT_ORDER[fit.fit], -_shape(fit.pair.target, fit.pair).parameters,
-                -(fit.tokens_per_second or 0))
+        return (not usable(fit), fit.pair.calibration, FIT_ORDER[fit.fit],
+                -size_class(_shape(fit.pair.target, fit.pair).parameters), order[fit.pair.id])
 
     ranked = sorted(fits, key=rank)
-    usable = not rank(ranked[0])[0]
-    best = ranked[0] if usable else next(fit for fit in fits if fit.pair.id == BUILTIN_PAIR_ID)
+    best = next((fit for fit in ranked if usable(fit) and not fit.pair.calibration),
+                next(fit for fit in fits if fit.pair.id == BUILTIN_PAIR_ID))
     return Recommendation(hardware=hw, recommended=best.pair.id, pairs=(best, *(f for f in ranked if f is not best)))
 
 

@@ -1,7 +1,8 @@
 """When to offload a target, and loading it through the offloaded path with its tokenizer.
 
-GPTQ folders always take this path (transformers 5 cannot load GPTQ without gptqmodel); 16-bit folders
-take it when asked (`on`) or, with `auto`, when their weights would not fit in free VRAM.
+Quantised folders (GPTQ, AWQ, compressed-tensors) always take this path: it is the engine's own reader of
+their layouts (transformers 5 needs gptqmodel or compressed-tensors' kernels for them); 16-bit folders take
+it when asked (`on`) or, with `auto`, when their weights would not fit in free VRAM.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import torch
 from core.errors import InvalidSettingError
 from core.graph_plan import search_width
 from core.model_files import LoadedModel, eos_token_ids, load_tokenizer
-from core.offload.gptq_loader import is_gptq_folder
+from core.offload.gptq_loader import is_quantized_folder
 from core.offload.residency import config_kv_bytes
 
 if TYPE_CHECKING:
@@ -83,7 +84,7 @@ def _weight_bytes(folder: Path) -> int:
 
 
 def should_offload(folder: Path, settings: OffloadSettings, device: torch.device) -> bool:
-    if is_gptq_folder(folder):
+    if is_quantized_folder(folder):
         return True
     if settings.mode != "auto":
         return settings.mode == "on"
