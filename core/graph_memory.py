@@ -4,14 +4,18 @@ The graphs of one draft cache share one memory pool, which keeps the scratch of 
 captured (every forward's intermediates are dead once it ends, and captures on one stream reuse the pool's
 freed blocks). That forward is the search forward at the planned width over the cache's whole capacity.
 Here the draft's architecture is built on the meta device (shapes only, no memory) and that forward runs
-under `PeakMemoryMode`, which adds up the bytes of the tensors alive at each moment. The meta device runs
-attention unfused (a scores matrix per head, keys and values in float32), an upper bound for the fused
-kernels a GPU runs. core/graph_plan.py adds what each graph keeps (`planned_graph_bytes`).
+under `PeakMemoryMode`, which adds up the bytes of the tensors alive at each moment. Attention is counted as
+a GPU runs the engine's masked attention: PyTorch's memory-efficient kernel, whose meta version allocates
+what the kernel does (its output and log-sum-exp), not the unfused fallback the meta device would otherwise
+take (a float32 scores matrix per head). core/graph_plan.py adds what each graph keeps
+(`planned_graph_bytes`).
 """
 
 from __future__ import annotations
 
 import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -59,6 +63,25 @@ class PeakMemoryMode(TorchDispatchMode):
         return out
 
 
+@contextmanager
+def fused_attention() -> Iterator[None]:
+    """Within this block scaled_dot_product_attention calls the memory-efficient kernel's op directly (what a
+    GPU dispatches masked 16-bit attention to), so the meta device allocates as that kernel does."""
+    functional = torch.nn.functional
+    original = functional.scaled_dot_product_attention
+
+    def efficient(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+        bias = None if attn_mask is None else attn_mask.expand(*query.shape[:-1], key.shape[-2])
+        return torch.ops.aten._scaled_dot_product_efficient_attention(
+            query, key, value, bias, False, dropout_p, is_causal, scale=scale)[0]
+
+    functional.scaled_dot_product_attention = efficient
+    try:
+        yield
+    finally:
+        functional.scaled_dot_product_attention = original
+
+
 def search_forward_peak_bytes(config, dtype: torch.dtype, width: int, capacity: int) -> int:
     """Peak bytes of intermediates of one windowed draft search forward of `width` rows over `capacity`
     attention columns, for a draft of this transformers config in `dtype`, computed on the meta device."""
@@ -77,7 +100,7 @@ def search_forward_peak_bytes(config, dtype: torch.dtype, width: int, capacity: 
     ids = torch.zeros(width, dtype=torch.long, device=meta)
     rows = torch.arange(capacity - width, capacity, device=meta)
     mask = additive_mask(torch.ones((width, capacity), dtype=torch.bool, device=meta), dtype)
-    with torch.no_grad(), PeakMemoryMode() as counter:
+    with torch.no_grad(), fused_attention(), PeakMemoryMode() as counter:
         search_hidden_states(lm, cache, ids, rows, mask, rows, capacity)
     return counter.peak
 

@@ -66,23 +66,23 @@ def grouped_attention(rows: int, kv_heads: int, head_dim: int) -> bool:
 
 
 def scratch_estimate_bytes(config, dtype_bytes: int, width: int, capacity: int) -> int:
-    """For a draft of this config (a transformers config or a core.offload.sizes.ModelShape), an upper bound of a search forward's intermediates at `width` rows over `capacity` columns, as the
-    meta device counts them (core.graph_memory): attention computed by the unfused path (keys, values and
-    the scaled transposed keys in float32; float32 scores and their softmax; the mask repeated per group),
-    the MLP's three intermediates and a few hidden-state copies."""
+    """For a draft of this config (a transformers config or a core.offload.sizes.ModelShape), an upper bound
+    of a search forward's intermediates at `width` rows over `capacity` columns, as core.graph_memory counts
+    them on the meta device with the GPU's fused attention: the mask repeated once per group of query heads
+    (or, past `grouped_attention`'s rows, the keys and values repeated per head), the query, key and output
+    copies around attention, the MLP's three intermediates and a few hidden-state copies."""
     hidden, heads, intermediate = config.hidden_size, config.num_attention_heads, config.intermediate_size
     kv_heads = getattr(config, "num_key_value_heads", None) or heads
     head_dim = getattr(config, "head_dim", None) or hidden // heads
     groups = heads // kv_heads
-    if grouped_attention(width, kv_heads, head_dim):
-        attention_heads, query_rows = kv_heads, groups * width
-        mask = query_rows * capacity * dtype_bytes
+    if groups == 1:
+        repeated = 0
+    elif grouped_attention(width, kv_heads, head_dim):
+        repeated = groups * width * capacity * dtype_bytes
     else:
-        attention_heads, query_rows = heads, width
-        mask = 2 * heads * capacity * head_dim * dtype_bytes  # the keys and values repeated per head
-    keys_values = 3 * attention_heads * capacity * head_dim * 4
-    scores = 2 * attention_heads * query_rows * capacity * 4
-    return keys_values + scores + mask + 3 * width * intermediate * dtype_bytes + 6 * width * hidden * dtype_bytes
+        repeated = 2 * heads * capacity * head_dim * dtype_bytes
+    attention = 8 * width * heads * head_dim * dtype_bytes
+    return repeated + attention + 3 * width * intermediate * dtype_bytes + 6 * width * hidden * dtype_bytes
 
 
 def graph_kept_bytes(hidden: int, dtype_bytes: int, width: int, capacity: int) -> int:

@@ -112,7 +112,7 @@ def test_meta_device_scratch_grows_with_width_and_columns_and_bounds_the_estimat
     for width, capacity in ((16, 1024), (32, 4353), (128, 5121)):
         meta = search_forward_peak_bytes(config, torch.float16, width, capacity)
         estimate = scratch_estimate_bytes(config, 2, width, capacity)
-        assert meta <= estimate <= 1.6 * meta, (width, capacity, meta, estimate)
+        assert meta <= estimate <= 2.5 * meta + MIB, (width, capacity, meta, estimate)
 
 
 def test_catalog_drafts_estimate_at_least_their_meta_scratch():

@@ -235,6 +235,7 @@ def load_offloaded(
         device_fixed_bytes=fixed_bytes if streaming else 0,
         host_store_bytes=store.nbytes if streaming else resident_block.nbytes,
         pinned=store.pinned,
+        pinned_bytes=store.pinned_bytes,
         streaming=streaming,
         budget_bytes=plan.budget_bytes,
         tree_budget_fit=lowered,
