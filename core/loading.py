@@ -98,7 +98,13 @@ def auto_dtype(device: torch.device, checkpoint_dtype: str | None, gptq: bool,
         return torch.float32
     if (gptq and scale_dtype != "bfloat16") or (not gptq and checkpoint_dtype == "float16"):
         return torch.float16
-    return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    return torch.bfloat16 if native_bf16(device) else torch.float16
+
+
+def native_bf16(device: torch.device) -> bool:
+    """bfloat16 arithmetic in hardware (Ampere and newer). `torch.cuda.is_bf16_supported()` alone also says
+    True on Turing, where bfloat16 is emulated (slowly) and the fused kernels have no bfloat16 products."""
+    return torch.cuda.is_bf16_supported(including_emulation=False) and torch.cuda.get_device_capability(device)[0] >= 8
 
 
 def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
@@ -110,7 +116,7 @@ def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
     if text != "auto":
         return DTYPES[text]
     if device.type == "cuda":
-        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        return torch.bfloat16 if native_bf16(device) else torch.float16
     return torch.float32
 
 

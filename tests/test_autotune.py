@@ -252,6 +252,28 @@ def test_cost_model_is_measured_once_and_cached_per_pair(tiny_target, tiny_draft
     assert len(json.loads(path.read_text())) == 2
 
 
+def test_every_size_is_warmed_up_and_the_draft_timed_through_the_search_forward(tiny_target, tiny_draft, monkeypatch):
+    """Issue 31: a first call of a size compiles Triton kernels (and captures a graph on CUDA), so it is never
+    timed; the draft's figure is the search forward the engine runs (windowed, bucketed columns)."""
+    import core.draft_forward as draft_forward
+
+    widths: list[int] = []
+    real = draft_forward.run_draft_forward
+    monkeypatch.setattr(draft_forward, "run_draft_forward",
+                        lambda draft, cache, ids, *rest: widths.append(ids.shape[0]) or real(draft, cache, ids, *rest))
+    forwards: list[int] = []
+    forward = tiny_target.forward
+    monkeypatch.setattr(tiny_target, "forward", lambda ids, *rest, **kw: forwards.append(ids.shape[0]) or forward(ids, *rest, **kw))
+    with torch_threads(1):
+        model = measure_cost_model(tiny_target, tiny_draft, time_limit=30.0, max_tree_tokens=64)
+    timed_widths = [width for width, _ in model.draft_forward.points]
+    assert timed_widths == sorted({1, 8, 32, 64})
+    for width in timed_widths:  # one untimed call, then 2 (small) or 1 timed
+        assert widths.count(width) == 1 + (2 if width <= 16 else 1)
+    for size in (1, 16, 64):  # the target's sizes: the same warm-up (size 1 also by the plain step: 1 + 3 more)
+        assert forwards.count(size) >= 1 + (2 if size <= 16 else 1)
+
+
 def test_a_damaged_cache_file_is_measured_again(tiny_target, tmp_path):
     path = tmp_path / "cost.json"
     path.write_text("{not json")

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from core.doctor import compat, graphs, kernel, link, offload, streaming
+from core.doctor import compat, draft, graphs, kernel, link, offload, streaming
 from core.doctor.decisions import CHECKS, conclude, redecide
 from core.doctor.report import CheckResult, DoctorReport, Status, load_report, save_report
 from core.doctor.run import run_doctor
@@ -57,6 +57,10 @@ EXPECTED = {
     "token-mismatch": (False, False, {"offload": Status.FAIL, "graphs": Status.SKIPPED}, "from token 10 of 24"),
     "slow-ratio": (True, True, {"streaming": Status.DEGRADED}, "2.1 times its copy time"),
     "graphs-differ": (True, False, {"graphs": Status.DEGRADED}, "graphs stay off"),
+    # an NVIDIA H100 80GB HBM3 (driver 580.159.04, PCIe Gen5 x16), 2026-11-24: its report said DEGRADED for
+    # an eager 16-bit draft forward 5.6x its memory time, a path the engine does not run on a GPU; today's
+    # streaming check times the target alone (1.17x its copy time)
+    "h100-2026-11-24": (True, True, {"draft": Status.SKIPPED}, "passed every check"),
 }
 
 
@@ -95,11 +99,12 @@ def test_report_round_trips_and_bad_reports_are_named(tmp_path):
     broken["checks"][1]["measured"]["surprise"] = 1
     (tmp_path / "broken.json").write_text(json.dumps(broken))
     assert redecide(load_report(tmp_path / "broken.json")).check("kernel").status is Status.SKIPPED  # no cases
-    broken["checks"][2]["measured"] = {"gen_max": 4}
+    link_index = [check["name"] for check in broken["checks"]].index("link")
+    broken["checks"][link_index]["measured"] = {"gen_max": 4}
     (tmp_path / "broken.json").write_text(json.dumps(broken))
     with pytest.raises(DoctorReportError, match="measurements of check 'link' are incomplete"):
         redecide(load_report(tmp_path / "broken.json"))
-    broken["checks"][2]["name"] = "telepathy"
+    broken["checks"][link_index]["name"] = "telepathy"
     (tmp_path / "broken.json").write_text(json.dumps(broken))
     with pytest.raises(DoctorReportError, match="unknown check 'telepathy'"):
         redecide(load_report(tmp_path / "broken.json"))
@@ -193,17 +198,33 @@ def test_graphs_and_ratio_decisions():
     assert graphs.decide(graphs.GraphMeasurement("cuda:0", "x", graphs.TOLERANCE * 2)).status is Status.DEGRADED
     assert graphs.decide(graphs.GraphMeasurement("cuda:0", "x", error="RuntimeError: capture")).status is Status.DEGRADED
     base = dict(device="cuda:0", width_divisor=1, tree_tokens=256, layer_bytes=445_186_048, copy_bytes_per_second=24.6e9,
-                copy_seconds=4 * 445_186_048 / 24.6e9, draft_tokens=16, draft_bytes=1_619_066_880,
-                device_bytes_per_second=1.71e12)
+                copy_seconds=4 * 445_186_048 / 24.6e9)
     floor = base["copy_seconds"]
-    fine = streaming.StreamingMeasurement(**base, pass_seconds=floor * 1.1, draft_seconds=0.002)
+    fine = streaming.StreamingMeasurement(**base, pass_seconds=floor * 1.1)
     assert streaming.decide(fine).status is Status.PASS and "1.10x its copy time" in streaming.decide(fine).sentence
-    slow_target = streaming.StreamingMeasurement(**base, pass_seconds=floor * 1.5, draft_seconds=0.002)
-    assert "1.5 times its copy time" in streaming.decide(slow_target).sentence
-    slow_draft = streaming.StreamingMeasurement(**base, pass_seconds=floor, draft_seconds=0.02)
-    result = streaming.decide(slow_draft)
-    assert result.status is Status.DEGRADED and "draft forward takes 21.1 times its memory time" in result.sentence
-    assert result.measured["draft_ratio"] == pytest.approx(slow_draft.draft_ratio)
+    slow_target = streaming.decide(streaming.StreamingMeasurement(**base, pass_seconds=floor * 1.5))
+    assert slow_target.status is Status.DEGRADED and "1.5 times its copy time" in slow_target.sentence
+    assert slow_target.measured["target_ratio"] == pytest.approx(1.5)
+
+
+def test_draft_check_decisions():
+    case = dict(k=4096, n=1024, rows=32, dtype="float16", split_k="default")
+    right = draft.DraftMeasurement("cuda:0", [{**case, "worst_ratio": 0.7}], bytes_per_second=812e9)
+    decided = draft.decide(right)
+    assert decided.status is Status.PASS and "812 GB/s" in decided.sentence
+    wrong = draft.decide(draft.DraftMeasurement("cuda:0", [{**case, "worst_ratio": 0.7}, {**case, "worst_ratio": float("nan")}]))
+    assert wrong.status is Status.FAIL and "1 of 2 tests" in wrong.sentence and "4096x1024, 32 rows" in wrong.sentence
+    assert draft.decide(draft.DraftMeasurement("cuda:0", error="CompilationError: x")).status is Status.FAIL
+    assert draft.decide(draft.DraftMeasurement("cuda:0", triton=False)).status is Status.DEGRADED
+
+
+def test_draft_check_runs_the_fused_product_at_draft_shapes_in_the_interpreter(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    measured = draft.measure(torch.device("cpu"), shapes=((256, 96),), rows_list=(1, 20), bandwidth=False)
+    assert measured.error is None and len(measured.cases) == 2 * 2 * 2  # rows x dtypes x (default, unsplit)
+    assert all(0 <= case["worst_ratio"] <= 1 for case in measured.cases)
+    assert {case["split_k"] for case in measured.cases} == {"default", 1}
+    assert draft.decide(measured).status is Status.PASS
 
 
 def test_conclusion_uses_the_first_failure_and_counts_warnings():
@@ -274,10 +295,9 @@ def test_tiny_gptq_model_streamed_with_the_gpu_placement_gives_the_cpu_tokens():
     assert offload.decide(measured).status is Status.PASS
 
 
-def test_streaming_machinery_measures_both_ratios_at_reduced_width():
+def test_streaming_machinery_measures_the_ratio_at_reduced_width():
     measured = streaming.measure(torch.device("cpu"), width_divisor=8, repeats=1, target_layers=2)
     assert measured.layer_bytes > 0 and measured.pass_seconds > 0 and measured.copy_seconds > 0
-    assert measured.draft_bytes > 0 and measured.draft_seconds > 0 and measured.device_bytes_per_second > 0
     assert measured.target_ratio == pytest.approx(measured.pass_seconds / measured.copy_seconds)
     decided = streaming.decide(measured)
     assert decided.measured["target_ratio"] == pytest.approx(measured.target_ratio)
@@ -348,7 +368,7 @@ def test_cli_json_save_and_replay(tmp_path):
     assert run.returncode == 0, run.stderr
     data = json.loads(run.stdout)
     assert {"schema_version", "created", "app_version", "device", "torch", "gpu", "platform", "conclusion", "checks"} <= set(data)
-    assert "[1/6] checking driver and GPU" in run.stderr
+    assert "[1/7] checking driver and GPU" in run.stderr
     assert DoctorReport.from_dict(data) == load_report(tmp_path / "doctor-report.json")
     replay = subprocess.run([sys.executable, "-m", "core.cli.main", "doctor", "--replay", str(FIXTURES / "driver-too-old.json")],
                             capture_output=True, text=True, timeout=120)

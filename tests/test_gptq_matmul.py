@@ -15,12 +15,16 @@ result by no more than twice it.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
 
 from core.offload.gptq import dequantize_into
-from core.offload.gptq_matmul import FUSED_MATMUL_MAX_ROWS, fused_gptq_matmul, fused_matmul_available, tile_shape
+from core.offload.gptq_matmul import (
+    FUSED_MATMUL_MAX_ROWS, TARGET_PROGRAMS, LaunchConfig, fused_gptq_matmul, fused_matmul_available, launch_config,
+)
 from test_gptq import gptq_linear, random_gptq
 from test_gptq_kernel import interpreter  # noqa: F401 - the fixture: kernels run in Triton's interpreter
 
@@ -37,9 +41,10 @@ def _weight(linear, dtype: torch.dtype) -> torch.Tensor:
                            linear.bits, linear.group_size, linear.mode)
 
 
-def _fused(linear, x: torch.Tensor) -> torch.Tensor:
+def _fused(linear, x: torch.Tensor, config: LaunchConfig | None = None) -> torch.Tensor:
     g_idx = linear.g_idx if linear.mode == "gather" else None
-    return fused_gptq_matmul(x, linear.qweight, linear.qzeros, linear.scales, g_idx, linear.bits, linear.group_size)
+    return fused_gptq_matmul(x, linear.qweight, linear.qzeros, linear.scales, g_idx, linear.bits, linear.group_size,
+                             config=config)
 
 
 def _bound(x: torch.Tensor, weight: torch.Tensor, exact: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -112,11 +117,37 @@ def test_not_available_on_the_cpu_without_the_interpreter(monkeypatch):
         fused_gptq_matmul(torch.zeros(2, 24), torch.zeros(4, 8, dtype=torch.int32), *(torch.empty(0),) * 3, 4, 32)
 
 
-def test_tile_shapes():
-    assert tile_shape(1, 11008, 128, False) == (16, 64, 64, True)
-    assert tile_shape(1, 4096, 128, False) == (16, 32, 64, True)  # 64 tiles of 64 columns would leave SMs idle
-    assert tile_shape(200, 4096, 32, False) == (64, 64, 32, True)
-    assert tile_shape(20, 1024, 128, True)[3] is False  # g_idx: groups are read per row
+def test_launch_configs_split_k_until_the_gpu_has_enough_programs():
+    # a 32-row key projection of an 8B draft: 16 tiles, so K is split 16 ways (each split 256 inputs)
+    assert launch_config(32, 1024, 4096, 128) == LaunchConfig(32, 64, 64, 16)
+    # an MLP projection has 224 tiles at one row: split in 3
+    assert launch_config(1, 14336, 4096, 128) == LaunchConfig(16, 64, 64, 3)
+    assert launch_config(200, 28672, 8192, 32) == LaunchConfig(64, 64, 32, 1)  # 1,792 tiles: enough already
+    # never a split of fewer than MIN_SPLIT_STEPS steps
+    assert launch_config(1, 64, 256, 64).split_k == 1
+    for rows, n, k in ((1, 4096, 4096), (16, 1024, 14336), (64, 4096, 4096)):
+        config = launch_config(rows, n, k, 128)
+        tiles = -(-rows // config.block_m) * -(-n // config.block_n)
+        assert config.split_k == 1 or tiles * (config.split_k - 1) < TARGET_PROGRAMS
+
+
+@pytest.mark.parametrize("split_k", [2, 3, 4])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+def test_split_k_sums_within_the_bound(interpreter, split_k, dtype):
+    """Partial float32 sums per split, added in a fixed order: the same bound as one pass over K, and the
+    same result on every call (no atomics)."""
+    rng = np.random.default_rng(split_k)
+    k, n, rows = 256, 80, 5
+    tensors, _ = random_gptq(rng, k, n, 4, 32, True)
+    linear = gptq_linear(tensors, k, n, 4, 32, True)
+    x = torch.from_numpy(rng.standard_normal((rows, k))).to(dtype)
+    weight = _weight(linear, dtype)
+    exact = x.double() @ weight.double()
+    config = LaunchConfig(16, 32, 32, split_k)
+    fused = _fused(linear, x, config)
+    assert fused.dtype == dtype and fused.shape == (rows, n)
+    assert ((fused.double() - exact).abs() <= _bound(x, weight, exact, dtype)).all()
+    assert torch.equal(fused, _fused(linear, x, config))
 
 
 @pytest.mark.parametrize(("capability", "dtype"), [(75, "fp16"), (80, "bf16"), (89, "fp16"), (90, "fp32")])
@@ -134,12 +165,12 @@ def test_kernel_compiles_for_the_gpus_the_torch_build_targets(capability, dtype)
 
     signature = {name: kind for name, kind in zip(
         ["x_ptr", "qweight_ptr", "qzeros_ptr", "scales_ptr", "g_idx_ptr", "out_ptr", "M", "N", "K", "zero_words",
-         "group_size", "zero_offset"],
-        [f"*{dtype}", "*i32", "*i32", "*fp16", "*i32", f"*{dtype}"] + ["i32"] * 6)}
+         "group_size", "zero_offset", "k_per_split"],
+        [f"*{dtype}", "*i32", "*i32", "*fp16", "*i32", f"*{dtype}"] + ["i32"] * 7)}
     value = {"fp16": tl.float16, "bf16": tl.bfloat16, "fp32": tl.float32}[dtype]
     constants = dict(BITS=4, USE_G_IDX=False, SAME_GROUP=True, DOT_DTYPE=value, OUT_DTYPE=value,
                      BF16=dtype == "bf16", IEEE=dtype == "fp32", DEQUANT_TILE=dequant_tile(False), BLOCK_M=16,
-                     BLOCK_N=64, BLOCK_K=64)
+                     BLOCK_N=64, BLOCK_K=64, SPLIT_K=1)
     signature.update({name: "constexpr" for name in constants})
     compiled = triton.compile(ASTSource(triton.jit(gptq_matmul._matmul_kernel), signature, constants),
                               target=GPUTarget("cuda", capability, 32))
@@ -151,7 +182,8 @@ def test_kernel_compiles_for_the_gpus_the_torch_build_targets(capability, dtype)
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 @pytest.mark.parametrize("rows", [1, 16, 64, 256])
-def test_compiled_matmul_on_cuda_within_the_bound(rows):
+@pytest.mark.parametrize("split_k", [None, 1, 4])
+def test_compiled_matmul_on_cuda_within_the_bound(rows, split_k):
     rng = np.random.default_rng(rows)
     k, n = 1024, 768
     tensors, _ = random_gptq(rng, k, n, 4, 128, True)
@@ -160,5 +192,6 @@ def test_compiled_matmul_on_cuda_within_the_bound(rows):
     x = torch.from_numpy(rng.standard_normal((rows, k))).half()
     assert fused_matmul_available(x.cuda()) == (rows <= 16 or torch.cuda.get_device_capability()[0] >= 8)
     exact = x.double() @ weight.double()
-    fused = _fused(linear, x.cuda()).cpu()
+    config = None if split_k is None else dataclasses.replace(launch_config(rows, n, k, 128), split_k=split_k)
+    fused = _fused(linear, x.cuda(), config).cpu()
     assert ((fused.double() - exact).abs() <= _bound(x, weight, exact, torch.float16)).all()

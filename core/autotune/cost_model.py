@@ -6,6 +6,11 @@ and grows with the tokens once compute dominates (any CPU); which regime a machi
 speculative pass pays. The measurement stops after about `time_limit` seconds: sizes not reached are
 extrapolated linearly from the last two measured points, which over-estimates a flat (offloaded) curve at
 worst and is exact for a compute-bound one; the online corrections in core/autotune/chooser.py refine it.
+
+What is timed is what the engine runs, warmed up: every size runs once untimed first (a Triton kernel
+compiles on its first call of a shape, 0.3-2.5 s, and a CUDA graph is captured on its first), and the
+draft is timed through the search's own forward (core.draft_forward.run_draft_forward: windowed KV writes,
+bucketed columns, replayed from a CUDA graph on CUDA), so no cached figure includes a compile or a capture.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from core.timing import synchronize
 from core.tree_mask import additive_mask, causal_visibility
 
 CACHE_FILE = "cost-models.json"
-CACHE_FORMAT = 2  # 2: target passes timed with the LM head on one row (RowLogits), not every row
+CACHE_FORMAT = 3  # 3: every size warmed up first, the draft timed through the search's forward (graphs)
 MAX_AGE_S = 30 * 24 * 3600  # re-measure a month-old entry: drivers, load and thermals drift
 # Measured in this order (the span first, so a short time limit still brackets the range), then sorted.
 TARGET_SIZES = (1, 64, 256, 16, 1024)  # tree tokens + root
@@ -78,21 +83,50 @@ class CostModel:
         )
 
 
+def _best_seconds(run, device, repeats: int) -> float:
+    """Best of `repeats` timed calls of `run`, after one untimed call (compiles, captures, allocations)."""
+    run()
+    synchronize(device)
+    best = float("inf")
+    for _ in range(repeats):
+        started = time.perf_counter()
+        run()
+        synchronize(device)
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
 def _time_forward(model: CausalLM, cache, tokens: int, repeats: int, logit_rows: slice | None) -> float:
-    """Best of `repeats` forwards of `tokens` new causal tokens on top of `cache` (cropped back after each),
-    with the LM head on `logit_rows` (None: every row)."""
+    """A forward of `tokens` new causal tokens on top of `cache` (cropped back after each), with the LM head
+    on `logit_rows` (None: every row): best of `repeats`, warmed up."""
     past = cache.length
     ids = torch.randint(3, model.vocab_size, (tokens,))
     positions = torch.arange(past, past + tokens)
     mask = additive_mask(causal_visibility(past, tokens, model.device), model.dtype)
-    best = float("inf")
-    for _ in range(repeats):
-        started = time.perf_counter()
+
+    def forward() -> None:
         model.forward(ids, positions, mask, cache, logit_rows=logit_rows)
-        synchronize(model.device)
-        best = min(best, time.perf_counter() - started)
         cache.crop_to(past)
-    return best
+
+    return _best_seconds(forward, model.device, repeats)
+
+
+def _time_search_forward(draft: CausalLM, cache, width: int, repeats: int) -> float:
+    """A draft search forward of `width` rows above `cache`'s prefix, through the engine's own path
+    (core.draft_forward.run_draft_forward: on CUDA the first call captures, the timed ones replay): best of
+    `repeats`, warmed up."""
+    from core.draft_forward import run_draft_forward
+    from core.graph_plan import column_bucket
+
+    device, past = draft.device, cache.length
+    ids = torch.randint(3, draft.vocab_size, (width,), device=device)
+    rows = torch.arange(past, past + width, device=device)
+    cols = column_bucket(past + width, cache.capacity)
+    visible = torch.zeros((width, cols), dtype=torch.bool, device=device)
+    visible[:, :past] = True
+    visible[:, past : past + width] = torch.eye(width, dtype=torch.bool, device=device)
+    mask = additive_mask(visible, draft.dtype)
+    return _best_seconds(lambda: run_draft_forward(draft, cache, ids, rows, mask, rows, cols), device, repeats)
 
 
 def _prefilled_cache(model: CausalLM):
@@ -103,17 +137,21 @@ def _prefilled_cache(model: CausalLM):
     return cache
 
 
-def _measure_curve(model: CausalLM, sizes: tuple[int, ...], deadline: float, logit_rows: slice | None) -> Curve:
+def _measure_curve(model: CausalLM, sizes: tuple[int, ...], deadline: float, draft: bool) -> Curve:
     """Time each size in turn (two tries for the small ones) until the deadline; at least two sizes.
 
-    logit_rows: the rows a forward of this kind needs logits for. A draft forward reads every row; a target
-    pass one row at a time, only those verification visits (`RowLogits`), so it is timed with one."""
+    A draft forward is the search's (every row's logits); a target pass reads its LM head one row at a time,
+    only on the rows verification visits (`RowLogits`), so it is timed with one."""
     cache = _prefilled_cache(model)
     points: list[tuple[int, float]] = []
     for size in (s for s in sizes if cache.length + s <= cache.capacity):  # a small planned context has fewer rows
         if len(points) >= 2 and time.perf_counter() > deadline:
             break
-        points.append((size, _time_forward(model, cache, size, 2 if size <= 16 else 1, logit_rows)))
+        repeats = 2 if size <= 16 else 1
+        if draft:
+            points.append((size, _time_search_forward(model, cache, size, repeats)))
+        else:
+            points.append((size, _time_forward(model, cache, size, repeats, slice(0, 1))))
     return Curve(tuple(sorted(points)))
 
 
@@ -123,14 +161,13 @@ def _measure_sequential_step(target: CausalLM) -> float:
     past = cache.length
     mask = additive_mask(causal_visibility(past, 1, target.device), target.dtype)
     params = SamplingParams(temperature=0.7, top_p=0.9)
-    best = float("inf")
-    for _ in range(3):
-        started = time.perf_counter()
+
+    def step() -> None:
         logits = target.forward(torch.tensor([5]), torch.tensor([past]), mask, cache, logit_rows=slice(-1, None))
-        sample_token(logits[0], params, past + 1)
-        best = min(best, time.perf_counter() - started)
+        sample_token(logits[0], params, past + 1)  # reads the token: the step's own sync
         cache.crop_to(past)
-    return best
+
+    return _best_seconds(step, target.device, 3)
 
 
 def measure_cost_model(target: CausalLM, draft: CausalLM | None, time_limit: float = 1.5,
@@ -139,8 +176,8 @@ def measure_cost_model(target: CausalLM, draft: CausalLM | None, time_limit: flo
     started = time.perf_counter()
     target_sizes = tuple(s for s in TARGET_SIZES if s <= max_tree_tokens + 1) or (1,)
     sequential = _measure_sequential_step(target)
-    target_curve = _measure_curve(target, target_sizes, started + time_limit * (0.6 if draft else 1.0), slice(0, 1))
-    draft_curve = _measure_curve(draft, DRAFT_WIDTHS, started + time_limit, None) if draft is not None else None
+    target_curve = _measure_curve(target, target_sizes, started + time_limit * (0.6 if draft else 1.0), draft=False)
+    draft_curve = _measure_curve(draft, DRAFT_WIDTHS, started + time_limit, draft=True) if draft is not None else None
     return CostModel(target_curve, draft_curve, sequential)
 
 

@@ -10,7 +10,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from core.doctor import compat, graphs, kernel, link, offload, streaming
+from core.doctor import compat, draft, graphs, kernel, link, offload, streaming
 from core.doctor.report import CheckResult, Conclusion, DoctorReport, Status
 from core.errors import DoctorReportError
 
@@ -18,6 +18,7 @@ from core.errors import DoctorReportError
 CHECKS: dict[str, tuple[type, Callable[[Any], CheckResult]]] = {
     compat.NAME: (compat.CompatMeasurement, compat.decide),
     kernel.NAME: (kernel.KernelMeasurement, kernel.decide),
+    draft.NAME: (draft.DraftMeasurement, draft.decide),
     link.NAME: (link.LinkMeasurement, link.decide),
     offload.NAME: (offload.OffloadMeasurement, offload.decide),
     graphs.NAME: (graphs.GraphMeasurement, graphs.decide),

@@ -6,7 +6,9 @@ eager code computes. A difference or an error is DEGRADED: graphs stay off (the 
 CUDA_GRAPHS_ENV=0), the draft runs eagerly.
 
 The check runs the engine's own capture (`core.draft_forward.compare_captured_with_eager`: the static-shape
-search forward, windowed KV writes, bucketed columns) on a small random Llama draft in float16.
+search forward, windowed KV writes, bucketed columns) on a small random 4-bit draft, written as a GPTQ
+checkpoint and loaded by the engine's draft loader (so its linears multiply with the fused 4-bit kernel, as a
+real draft's do), in float16, over several column buckets of one cache (several graphs sharing its pool).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ NAME = "graphs"
 # Replaying a capture launches the same kernels on the same inputs, so the logits are normally identical;
 # the tolerance only forgives a library that picks another algorithm inside a capture (float16 logits).
 TOLERANCE = 1e-2
-SOURCE = "the engine's draft search forward (tiny random Llama, 2 layers, float16)"
+SOURCE = "the engine's draft search forward (random 4-bit Llama, 4 layers, float16, 4 column buckets)"
 
 
 @dataclass(frozen=True)
@@ -34,21 +36,22 @@ class GraphMeasurement:
 
 
 def engine_capture_difference(device) -> float:
-    """The largest logit difference between the engine's captured and eager draft search forward, on a
-    2-layer random Llama draft in float16 on `device` (core.draft_forward.compare_captured_with_eager)."""
+    """The largest logit difference between the engine's captured and eager draft search forwards, on a
+    random 4-bit draft loaded onto `device` in float16 by the engine's draft loader, at contexts in four
+    column buckets (core.draft_forward.compare_captured_with_eager)."""
+    import tempfile
+
     import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
 
-    from core.causal_lm import CausalLM
+    from core.doctor.synthetic_gptq import write_tiny_gptq_model
     from core.draft_forward import compare_captured_with_eager
+    from core.offload.loader import load_on_device
 
-    torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=1024, hidden_size=256, intermediate_size=512, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512)
-    model = LlamaForCausalLM(config).to(device=device, dtype=torch.float16).eval()
-    draft = CausalLM(model=model, name="doctor-draft", eos_token_ids=(0,), max_context=256)
+    with tempfile.TemporaryDirectory(prefix="specexec-doctor-draft-") as folder:
+        write_tiny_gptq_model(folder)
+        draft = load_on_device(folder, str(device), torch.float16, context_length=512)
     with torch.no_grad():
-        return compare_captured_with_eager(draft)
+        return compare_captured_with_eager(draft, width=32, contexts=(64, 300, 700, 1100))
 
 
 def measure(device, capture_difference: Callable[[object], float] | None = None) -> GraphMeasurement:

@@ -17,14 +17,15 @@ import time
 from collections.abc import Callable
 from datetime import datetime, timezone
 
-from core.doctor import compat, graphs, kernel, link, offload, streaming
+from core.doctor import compat, draft, graphs, kernel, link, offload, streaming
 from core.doctor.decisions import CHECKS, conclude, skipped
 from core.doctor.report import CheckResult, DoctorReport, Status
 
 # progress(step, steps, what is being checked, in words)
 Progress = Callable[[int, int, str], None]
 TITLES = {
-    compat.NAME: "driver and GPU", kernel.NAME: "GPTQ kernel", link.NAME: "copy speed to the GPU",
+    compat.NAME: "driver and GPU", kernel.NAME: "GPTQ kernel", draft.NAME: "the draft model's 4-bit product",
+    link.NAME: "copy speed to the GPU",
     offload.NAME: "a test model streamed to the GPU", graphs.NAME: "CUDA graphs",
     streaming.NAME: "streaming speed of a 70B layer",
 }
@@ -54,6 +55,7 @@ def _timed(name: str, measure: Callable[[], object]) -> CheckResult:
 def _gpu_measurements(device) -> dict[str, Callable[[], object]]:
     return {
         kernel.NAME: lambda: kernel.measure(device),
+        draft.NAME: lambda: draft.measure(device),
         link.NAME: lambda: link.measure(device.index or 0),
         offload.NAME: lambda: offload.measure(device),
         graphs.NAME: lambda: graphs.measure(device),
@@ -67,6 +69,7 @@ def _cpu_measurements(device) -> dict[str, Callable[[], object] | None]:
     run_kernel = triton_available() and interpreted()
     return {
         kernel.NAME: (lambda: kernel.measure(device, shape=(256, 96))) if run_kernel else None,
+        draft.NAME: (lambda: draft.measure(device, shapes=((256, 96),), bandwidth=False)) if run_kernel else None,
         link.NAME: None, offload.NAME: lambda: offload.measure(device), graphs.NAME: None, streaming.NAME: None,
     }
 

@@ -40,6 +40,8 @@ class GpuInfo:
     compute_capability: str | None = None
     pcie: PcieLink = field(default_factory=PcieLink)
     h2d_bytes_per_second: float | None = None  # measured pinned host-to-device copy rate (`hw --measure`)
+    # measured read rate of the fused 4-bit matmul at a draft's shapes (`hw --measure`, core.bench.matmul)
+    fused_matmul_bytes_per_second: float | None = None
 
 
 @dataclass(frozen=True)

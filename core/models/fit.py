@@ -59,6 +59,11 @@ CPU_CORE_FLOPS = 25e9
 # Below this a pair is not recommended even when it fits: answers would crawl.
 MIN_RECOMMENDED_TOKENS_PER_SECOND = 1.0
 FIT_ORDER = {"fits": 0, "tight": 1, "no": 2}
+# Windows lets a program page-lock about this share of RAM (engineering facts); streamed layers past it are
+# copied from pageable memory, at about PAGEABLE_SHARE of the pinned rate (an estimate: the copy is staged
+# through a driver buffer and blocks the host). The loader locks layer by layer and reports what it got.
+WINDOWS_LOCKABLE_SHARE = 0.5
+PAGEABLE_SHARE = 0.5
 
 
 @dataclass(frozen=True)
@@ -283,10 +288,14 @@ def predict_pair(pair: Pair, hw: HardwareDescription, tree_budget: int | None = 
                        tokens, source, None, None, rate_source, host_need, disk_ok)
     plan = chosen.plan
     rates = _gpu_rates(gpu, rate)
-    copy = decoder_layer_bytes(target, pair.target.weights) / rate
+    locked = _locked_share(plan.streamed_bytes_per_pass, hw)
+    copy = decoder_layer_bytes(target, pair.target.weights) / rate * (locked + (1 - locked) / PAGEABLE_SHARE)
+    if locked < 1:
+        problems.append(f"Windows lets a program lock only about half of the memory, so "
+                        f"{gb((1 - locked) * plan.streamed_bytes_per_pass)} of the model copies to the GPU more slowly")
     speed = _fastest(pair, _budgets(tree_budget, chosen.tree_budget),
                      lambda b, tokens: _gpu_pass(pair, plan.resident, plan.n_slots, copy, b, tokens, rates,
-                                                 _draft_kernel(gpu)))
+                                                 _draft_kernel(gpu, hw)))
     reason = "; ".join(problems) if problems else (
         f"fits: {len(plan.resident)} of {plan.n_layers} layers stay on the GPU, "
         f"{gb(plan.streamed_bytes_per_pass)} stream from RAM every pass"
@@ -294,6 +303,14 @@ def predict_pair(pair: Pair, hw: HardwareDescription, tree_budget: int | None = 
     return PairFit(pair, fit, reason, len(plan.resident), plan.n_layers, speed.pass_seconds, speed.budget,
                    speed.tokens_per_pass, speed.source, speed.tokens_per_second, speed.draft_seconds, rate_source,
                    host_need, disk_ok, draft_graph_bytes=_draft_graph_bytes(pair, chosen.tree_budget))
+
+
+def _locked_share(streamed_bytes: int, hw: HardwareDescription) -> float:
+    """The share of the streamed layers the loader can page-lock: all of them, except on Windows past
+    WINDOWS_LOCKABLE_SHARE of RAM."""
+    if hw.platform.get("system") != "Windows" or streamed_bytes <= 0:
+        return 1.0
+    return min(1.0, WINDOWS_LOCKABLE_SHARE * hw.ram.total_bytes / streamed_bytes)
 
 
 def _budgets(tree_budget: int | None, cap: int) -> tuple[int, ...]:
@@ -334,12 +351,15 @@ def _tokens_per_pass(pair: Pair, budget: int) -> tuple[float, str]:
 
 
 def _gpu_rates(gpu: GpuInfo, h2d: float) -> GpuRates:
-    return GpuRates.from_specs(h2d, gpu_specs(gpu.name))
+    return GpuRates.from_specs(h2d, gpu_specs(gpu.name), gpu.fused_matmul_bytes_per_second)
 
 
-def _draft_kernel(gpu: GpuInfo) -> DraftKernel:
+def _draft_kernel(gpu: GpuInfo, hw: HardwareDescription) -> DraftKernel:
     """A GPTQ draft's batches go through the fused kernel from Ampere on; older cards dequantise them
-    (core.offload.gptq_matmul.PRE_AMPERE_MAX_ROWS is below a draft forward's usual width)."""
+    (core.offload.gptq_matmul.PRE_AMPERE_MAX_ROWS is below a draft forward's usual width); torch's Windows
+    builds have no Triton, so there they are unpacked by PyTorch operations."""
+    if hw.platform.get("system") == "Windows":
+        return DraftKernel.EAGER_DEQUANTISE
     major = (gpu.compute_capability or "8").split(".")[0]
     return DraftKernel.FUSED if not major.isdigit() or int(major) >= 8 else DraftKernel.DEQUANTISE
 
@@ -378,7 +398,7 @@ def _builtin_fit(pair: Pair, hw: HardwareDescription, gpu: GpuInfo | None, tree_
         where, rate_source = "on the GPU", "estimate: compute only, nothing streams"
         everything, rates = tuple(range(target.num_hidden_layers)), _gpu_rates(gpu, h2d_rate(gpu)[0])
         speed = _fastest(pair, budgets, lambda b, tokens: _gpu_pass(pair, everything, 0, 0.0, b, tokens, rates,
-                                                                    _draft_kernel(gpu)))
+                                                                    _draft_kernel(gpu, hw)))
     else:
         flops = _cpu_flops(hw)
         where = f"on the processor ({hw.cpu.physical_cores or '?'} cores)"

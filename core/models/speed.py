@@ -15,8 +15,11 @@ kernels read (a GPTQ layer above FUSED_MATMUL_MAX_ROWS rows is dequantised into 
 packed bytes plus twice the 16-bit bytes), and its kernel launches.
 
 Draft: as many forwards per pass as the engine runs for trees that deep (DRAFT_FORWARDS_PER_TOKEN), each
-reading every draft weight once (the packed bytes through the fused 4-bit kernel, or 16-bit bytes;
-`DraftKernel`). A forward is KERNELS_PER_LAYER kernels per layer plus KERNELS_PER_FORWARD, and the search
+reading every draft weight once (`DraftKernel`): 16-bit bytes at the sustained memory rate, or the packed
+4-bit bytes through the fused kernel at the rate that kernel reaches (`GpuRates.fused`: measured on the card
+by `specexec hw --measure` / the doctor, else FUSED_MATMUL_SHARE of the sustained rate), or, without Triton
+(torch's Windows builds), through the eager dequantisation, which moves EAGER_DEQUANT_BYTES_PER_WEIGHT bytes
+per weight. A forward is KERNELS_PER_LAYER kernels per layer plus KERNELS_PER_FORWARD, and the search
 step around it SEARCH_STEP_KERNELS more. How they reach the GPU (`DraftLaunch`):
 - GRAPH (this engine on CUDA, issue 20): the forward is replayed from a CUDA graph and the search reads
   nothing back per forward, so the host runs ahead: it launches only the search step's kernels and the
@@ -79,6 +82,14 @@ MAX_DRAFT_FORWARDS = 32
 # Shares of the datasheet peaks (core.models.gpu_specs) that long reads and large GEMMs sustain.
 MEMORY_EFFICIENCY = 0.8
 MATMUL_EFFICIENCY = 0.6
+# The fused 4-bit matmul's read rate at a draft's shapes as a share of the sustained memory rate, for a card
+# whose rate was not measured: see docs/benchmarks.md, issue 31 (`specexec bench matmul` on an H100).
+FUSED_MATMUL_SHARE = 0.25
+# Bytes moved per weight by the eager dequantisation a GPU runs without Triton (core.offload.gptq
+# dequantize_into, per linear, then one GEMM), for 4-bit weights: the packed read (0.5), the shifted int32
+# values written and masked (4 + 4 + 4), the zero subtracted in place (4 + 4), the scaled 16-bit weight
+# (4 + 2), read again by the GEMM (2).
+EAGER_DEQUANT_BYTES_PER_WEIGHT = 28.5
 # Rows up to which a GPTQ linear multiplies with the fused kernel (core.offload.gptq_matmul; repeated here
 # because that module imports torch, which the app's process never does). tests/test_speed.py checks they agree.
 FUSED_MATMUL_MAX_ROWS = 256
@@ -94,23 +105,33 @@ class DraftLaunch(Enum):
 
 class DraftKernel(Enum):
     """How a GPTQ draft multiplies: FUSED reads the packed weights once (this engine's kernel);
-    DEQUANTISE writes them out in 16 bits and reads them back (dequantise-then-GEMM engines)."""
+    DEQUANTISE writes them out in 16 bits and reads them back (a dequantisation kernel, then a GEMM: this
+    engine before Ampere, and dequantise-then-GEMM engines); EAGER_DEQUANTISE unpacks them with PyTorch
+    operations first (this engine without Triton: torch's Windows builds)."""
 
     FUSED = "fused"
     DEQUANTISE = "dequantise"
+    EAGER_DEQUANTISE = "eager dequantise"
 
 
 @dataclass(frozen=True)
 class GpuRates:
-    """What the speed model needs of a GPU: host-to-device, memory and matmul rates (bytes/s, FLOP/s)."""
+    """What the speed model needs of a GPU: host-to-device, memory and matmul rates (bytes/s, FLOP/s), and
+    the fused 4-bit matmul's read rate (None: FUSED_MATMUL_SHARE of `memory`)."""
 
     h2d: float
     memory: float
     flops: float
+    measured_fused: float | None = None
+
+    @property
+    def fused(self) -> float:
+        return self.measured_fused or self.memory * FUSED_MATMUL_SHARE
 
     @classmethod
-    def from_specs(cls, h2d: float, specs: GpuSpecs) -> "GpuRates":
-        return cls(h2d, specs.memory_bytes_per_second * MEMORY_EFFICIENCY, specs.flops * MATMUL_EFFICIENCY)
+    def from_specs(cls, h2d: float, specs: GpuSpecs, measured_fused: float | None = None) -> "GpuRates":
+        return cls(h2d, specs.memory_bytes_per_second * MEMORY_EFFICIENCY, specs.flops * MATMUL_EFFICIENCY,
+                   measured_fused)
 
 
 def draft_forwards(budget: int, tokens_per_pass: float) -> float:
@@ -175,12 +196,17 @@ def draft_seconds(shape: ModelShape, weights: WeightFormat, budget: int, tokens_
     draft_forwards(budget, tokens_per_pass)), each the larger of its GPU time and its launches (see the
     module's docstring)."""
     forwards = forwards or draft_forwards(budget, tokens_per_pass)
-    read = shape.num_hidden_layers * decoder_layer_bytes(shape, weights)
-    if weights.bits is not None and kernel is DraftKernel.DEQUANTISE:
-        read += 2 * DTYPE_BYTES * shape.num_hidden_layers * _linear_parameters(shape)
-    read += shape.vocab_size * shape.hidden_size * DTYPE_BYTES  # the LM head
+    layers = shape.num_hidden_layers * decoder_layer_bytes(shape, weights)
+    head = shape.vocab_size * shape.hidden_size * DTYPE_BYTES  # the LM head, 16 bits
+    if weights.bits is None:
+        read_seconds = (layers + head) / gpu.memory
+    elif kernel is DraftKernel.FUSED:
+        read_seconds = layers / gpu.fused + head / gpu.memory
+    else:
+        per_weight = 2 * DTYPE_BYTES if kernel is DraftKernel.DEQUANTISE else EAGER_DEQUANT_BYTES_PER_WEIGHT
+        read_seconds = (layers + head + per_weight * shape.num_hidden_layers * _linear_parameters(shape)) / gpu.memory
     rows = (budget + 1) / forwards  # every tree token goes through the draft once
-    gpu_seconds = max(read / gpu.memory, 2 * shape.active_parameters * rows / gpu.flops)
+    gpu_seconds = max(read_seconds, 2 * shape.active_parameters * rows / gpu.flops)
     return forwards * _draft_forward_seconds(shape.num_hidden_layers, gpu_seconds, launch)
 
 

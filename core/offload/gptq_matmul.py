@@ -17,10 +17,16 @@ is that bound). The draft's numerics change acceptance, never the output: verifi
 target alone.
 
 Tiles: BLOCK_M rows of x (16 for up to 16 rows, the smallest `tl.dot` takes; 32; else 64), BLOCK_N output
-columns (64, or 32 when that leaves fewer than MIN_PROGRAMS programs to fill the GPU), BLOCK_K inputs per
-step (64, or 32 when the group size is not a multiple of 64). When a step's rows are all in one group (no
-g_idx and the group size a multiple of BLOCK_K, act-order rows already sorted by group) the zeros and scales
-are read once per step instead of once per row.
+columns (64), BLOCK_K inputs per step (64, or 32 when the group size is not a multiple of 64). When a step's
+rows are all in one group (no g_idx and the group size a multiple of BLOCK_K, act-order rows already sorted
+by group) the zeros and scales are read once per step instead of once per row.
+
+Split K: a draft's few rows make few tiles (a 4096 x 1024 key projection at 32 rows is 16 programs, for a
+GPU with 30-170 multiprocessors), which leaves most of the memory system idle: a GEMV is bound by how many
+loads are in flight. So the K range is split among SPLIT_K programs per tile (`launch_config`: about
+TARGET_PROGRAMS programs in all, each with at least MIN_SPLIT_STEPS steps of BLOCK_K), each writes its float32
+partial sums, and one sum over the splits (in a fixed order: deterministic, no atomics) gives y. The float32
+sums are added in another order than without splitting, which the bound below covers.
 
 On the CPU the kernel runs through Triton's interpreter (TRITON_INTERPRET=1; see
 `core.offload.gptq_kernel.interpreted`), where NumPy cannot multiply bfloat16: there the same bfloat16
@@ -34,6 +40,7 @@ tests/test_gptq_matmul.py compiles it to PTX for sm_75-sm_90 without a GPU.
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 
 import torch
 
@@ -45,8 +52,11 @@ FUSED_MATMUL_MAX_ROWS = 256
 # Before Ampere (compute capability 8.0) Triton's tl.dot has no tensor-core path and runs on FMA units: there
 # the kernel only wins where the product is small, and wider batches dequantise and use cuBLAS.
 PRE_AMPERE_MAX_ROWS = 16
-# Fewer programs than this leave SMs of a large GPU idle: the tiles are made narrower.
-MIN_PROGRAMS = 128
+# Programs a launch aims at (about four per multiprocessor of a large GPU), splitting K to get there; each
+# split keeps at least MIN_SPLIT_STEPS steps of BLOCK_K, and there are at most MAX_SPLIT_K of them.
+TARGET_PROGRAMS = 512
+MIN_SPLIT_STEPS = 4
+MAX_SPLIT_K = 16
 _DOT_DTYPES = {torch.float16: "float16", torch.bfloat16: "bfloat16", torch.float32: "float32"}
 
 
@@ -71,17 +81,20 @@ def _capability(device: torch.device) -> tuple[int, int]:
 
 def _matmul_kernel(
     x_ptr, qweight_ptr, qzeros_ptr, scales_ptr, g_idx_ptr, out_ptr,
-    M, N, K, zero_words, group_size, zero_offset,
+    M, N, K, zero_words, group_size, zero_offset, k_per_split,
     BITS: tl.constexpr, USE_G_IDX: tl.constexpr, SAME_GROUP: tl.constexpr, DOT_DTYPE: tl.constexpr,
     OUT_DTYPE: tl.constexpr, BF16: tl.constexpr, IEEE: tl.constexpr, DEQUANT_TILE: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr,
 ):
-    """One BLOCK_M x BLOCK_N tile of y = x @ W (jitted by `_kernel`), looping over K in BLOCK_K steps."""
+    """One BLOCK_M x BLOCK_N tile of y = x @ W (jitted by `_kernel`) over the K range [k_per_split * s,
+    k_per_split * (s + 1)) of split s = program_id(2), in BLOCK_K steps. With SPLIT_K > 1 it writes its
+    float32 partial sums to out[s] (out: float32 [SPLIT_K, M, N]); else y in OUT_DTYPE to out [M, N]."""
     m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)  # [BM]
     cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)  # [BN]
     m_ok, col_ok = m < M, cols < N
     acc = tl.full((BLOCK_M, BLOCK_N), 0.0, tl.float32)  # tl.full: see the module's docstring
-    for k0 in range(0, K, BLOCK_K):
+    k_start = tl.program_id(2) * k_per_split
+    for k0 in range(k_start, k_start + k_per_split, BLOCK_K):  # rows past K are masked
         rows = k0 + tl.arange(0, BLOCK_K)  # [BK]
         row_ok = rows < K
         if SAME_GROUP:
@@ -101,10 +114,14 @@ def _matmul_kernel(
             acc += tl.dot(x.to(DOT_DTYPE), w.to(DOT_DTYPE), input_precision="ieee")
         else:
             acc += tl.dot(x.to(DOT_DTYPE), w.to(DOT_DTYPE))
-    if BF16:  # round to nearest even by hand, as `_dequant_tile` does: the interpreter's cast truncates
-        bits = acc.to(tl.uint32, bitcast=True)
-        acc = (((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16).to(tl.float32, bitcast=True)
-    tl.store(out_ptr + m[:, None] * N + cols[None, :], acc.to(OUT_DTYPE), mask=m_ok[:, None] & col_ok[None, :])
+    out_mask = m_ok[:, None] & col_ok[None, :]
+    if SPLIT_K > 1:
+        tl.store(out_ptr + tl.program_id(2) * M * N + m[:, None] * N + cols[None, :], acc, mask=out_mask)
+    else:
+        if BF16:  # round to nearest even by hand, as `_dequant_tile` does: the interpreter's cast truncates
+            bits = acc.to(tl.uint32, bitcast=True)
+            acc = (((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16).to(tl.float32, bitcast=True)
+        tl.store(out_ptr + m[:, None] * N + cols[None, :], acc.to(OUT_DTYPE), mask=out_mask)
 
 
 @functools.cache
@@ -113,14 +130,27 @@ def _kernel(interpret: bool):
     return triton.jit(_matmul_kernel)
 
 
-def tile_shape(rows: int, n: int, group_size: int, use_g_idx: bool) -> tuple[int, int, int, bool]:
-    """(BLOCK_M, BLOCK_N, BLOCK_K, SAME_GROUP) for `rows` rows of x and N = `n` outputs; group_size is the
-    rows per group (K for a single group)."""
+@dataclass(frozen=True)
+class LaunchConfig:
+    """How one fused matmul is launched: tile sizes, K splits, and Triton's warps and pipeline stages."""
+
+    block_m: int
+    block_n: int
+    block_k: int
+    split_k: int
+    num_warps: int = 4
+    num_stages: int = 3
+
+
+def launch_config(rows: int, n: int, k: int, group_size: int) -> LaunchConfig:
+    """The launch for `rows` rows of x, N = `n` outputs and K = `k` inputs; group_size: rows per group (K for
+    a single group). Tiles as the module's docstring says, then K split until about TARGET_PROGRAMS programs."""
     block_m = 16 if rows <= 16 else 32 if rows <= 32 else 64
-    row_tiles = -(-rows // block_m)
-    block_n = 64 if -(-n // 64) * row_tiles >= MIN_PROGRAMS else 32
     block_k = 64 if group_size % 64 == 0 else 32
-    return block_m, block_n, block_k, not use_g_idx and group_size % block_k == 0
+    block_n = 64
+    tiles = -(-rows // block_m) * -(-n // block_n)
+    split = max(1, min(MAX_SPLIT_K, -(-TARGET_PROGRAMS // tiles), k // (block_k * MIN_SPLIT_STEPS)))
+    return LaunchConfig(block_m, block_n, block_k, split)
 
 
 def fused_gptq_matmul(
@@ -132,11 +162,13 @@ def fused_gptq_matmul(
     bits: int,
     group_size: int,
     zero_offset: int = 1,
+    config: LaunchConfig | None = None,
 ) -> torch.Tensor:
-    """y [M, N] = x [M, K] @ W in x's dtype, W given by the GPTQ tensors (layout in core.offload.gptq), with
-    one kernel launch. g_idx given: row k of W is in group g_idx[k] ("gather" mode); None: row k is in group
-    k // group_size (group_size -1: one group; act-order weights re-packed by the loader, x permuted by the
-    caller, as `GPTQLinear.forward` does).
+    """y [M, N] = x [M, K] @ W in x's dtype, W given by the GPTQ tensors (layout in core.offload.gptq): one
+    kernel launch, and with a split K one sum over the splits. g_idx given: row k of W is in group g_idx[k]
+    ("gather" mode); None: row k is in group k // group_size (group_size -1: one group; act-order weights
+    re-packed by the loader, x permuted by the caller, as `GPTQLinear.forward` does). `config`: the launch
+    (None: `launch_config`'s; benchmarks try others).
 
     Raises: ValueError for a dtype the kernel does not multiply, or an x that is not [rows, K].
     """
@@ -147,18 +179,24 @@ def fused_gptq_matmul(
                          f"qweight {tuple(qweight.shape)}")
     x = x.contiguous()
     (m, k), n = x.shape, scales.shape[1]
-    out = torch.empty(m, n, dtype=x.dtype, device=x.device)
     size = k if group_size == -1 else group_size
-    block_m, block_n, block_k, same_group = tile_shape(m, n, size, g_idx is not None)
+    config = config or launch_config(m, n, k, size)
+    k_per_split = -(-k // (config.split_k * config.block_k)) * config.block_k
+    splits = -(-k // k_per_split)
+    if splits > 1:
+        out = torch.empty(splits, m, n, dtype=torch.float32, device=x.device)
+    else:
+        out = torch.empty(m, n, dtype=x.dtype, device=x.device)
     name = _DOT_DTYPES[x.dtype]
     bf16 = x.dtype == torch.bfloat16
     dot_dtype = tl.float32 if bf16 and interpreted() else getattr(tl, name)  # see the module's docstring
-    grid = (-(-m // block_m), -(-n // block_n))
+    grid = (-(-m // config.block_m), -(-n // config.block_n), splits)
     _kernel(interpreted())[grid](
         x, qweight, qzeros, scales, g_idx if g_idx is not None else qweight, out,
-        m, n, k, qzeros.shape[1], size, zero_offset,
-        BITS=bits, USE_G_IDX=g_idx is not None, SAME_GROUP=same_group, DOT_DTYPE=dot_dtype,
-        OUT_DTYPE=getattr(tl, name), BF16=bf16, IEEE=x.dtype == torch.float32,
-        DEQUANT_TILE=dequant_tile(interpreted()), BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
+        m, n, k, qzeros.shape[1], size, zero_offset, k_per_split,
+        BITS=bits, USE_G_IDX=g_idx is not None, SAME_GROUP=g_idx is None and size % config.block_k == 0,
+        DOT_DTYPE=dot_dtype, OUT_DTYPE=getattr(tl, name), BF16=bf16, IEEE=x.dtype == torch.float32,
+        DEQUANT_TILE=dequant_tile(interpreted()), BLOCK_M=config.block_m, BLOCK_N=config.block_n,
+        BLOCK_K=config.block_k, SPLIT_K=splits, num_warps=config.num_warps, num_stages=config.num_stages,
     )
-    return out
+    return out.sum(0).to(x.dtype) if splits > 1 else out

@@ -169,6 +169,8 @@ def load_offloaded(
     device: "cuda[:i]" streams layers through a ring of `n_slots` GPU slots; "cpu" keeps every layer in
         host RAM and binds it in place (nothing streams) unless `stream_on_cpu` (tests: the GPU's placement
         and ring on the CPU, with memcpy: resident layers in their own block, the embedding table apart).
+        "meta" with `stream_on_cpu` (tests): the same placement with the device's tensors on the meta device,
+        which stands in for a GPU (shapes only): an op that mixes it with a host tensor raises, as on CUDA.
     dtype: compute dtype (float16/bfloat16 on a GPU; float32 on a CPU). 16-bit checkpoints are stored in
         this dtype; quantised tensors stay packed (converted to the GPTQ layout) and dequantise into it.
     vram_budget_bytes: VRAM the target's weights may use (non-layer weights, dequantisation scratch, slots,
@@ -190,7 +192,7 @@ def load_offloaded(
     InvalidSettingError (bad device / resident count).
     """
     folder_path = Path(folder)
-    device = _check_device(device)
+    device = _check_device(device, stream_on_cpu)
     ck = _read_checkpoint(folder_path, dtype)
     config, settings, model, layouts, top_meta = ck.config, ck.settings, ck.model, ck.layouts, ck.top_meta
     top_bytes = ck.top_bytes
@@ -284,12 +286,13 @@ def load_on_device(folder: str, device: str, dtype: torch.dtype, progress: Progr
                     max_context=_context(ck.config, context_length))
 
 
-def _check_device(device: str) -> torch.device:
-    """Raises InvalidSettingError for a device other than the CPU or a usable CUDA GPU."""
+def _check_device(device: str, stream_on_cpu: bool = False) -> torch.device:
+    """Raises InvalidSettingError for a device other than the CPU or a usable CUDA GPU (or, streaming as on a
+    GPU, the meta device standing in for one)."""
     device = torch.device(device)
     if device.type == "cuda" and not torch.cuda.is_available():
         raise InvalidSettingError("device 'cuda' was requested but no CUDA GPU is available; use device 'cpu'")
-    if device.type not in ("cpu", "cuda"):
+    if device.type not in ("cpu", "cuda") and not (device.type == "meta" and stream_on_cpu):
         raise InvalidSettingError(
             f"4-bit and offloaded models load on the 'cpu' and 'cuda' devices, not '{device.type}'")
     return device
@@ -376,7 +379,8 @@ def _fill_and_finish(ck: _Checkpoint, blocks: tuple[LayerBlock, ...], top: dict,
             finalize_gptq_layer(layer, lambda name, i=index, b=block: b.tensor(i, name), device)
         ck.scratch.reserve(ck.largest_linear, dtype, device)
     _rebuild_rotary(ck.model, device)
-    _check_no_meta_outside_layers(ck.model)
+    if device.type != "meta":  # on the meta device standing in for a GPU every weight is a meta tensor
+        _check_no_meta_outside_layers(ck.model)
 
 
 def _route_tensors(model_type: str, keys: set[str], layouts: list[LayerLayout], top_meta: dict,
@@ -415,7 +419,7 @@ def _plan_device(config, device, dtype, layouts, fixed_bytes, budget, resident_l
     """The residency plan, and the default budget's fit when one was computed (CUDA without --vram-budget).
     With `stream_on_cpu` an explicit budget is planned as on a GPU (fixed weights counted)."""
     layer_bytes = [layout.nbytes for layout in layouts]
-    if device.type == "cpu":
+    if device.type != "cuda":  # the CPU, or the meta device standing in for a GPU
         if resident_layers == "auto" and budget is None:
             resident_layers = 0
         if not stream_on_cpu:
