@@ -25,8 +25,10 @@ def _both(linear, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
     k, n = linear.in_features, linear.out_features
     g_idx = linear.g_idx if linear.mode == "gather" else None
     args = (linear.qweight, linear.qzeros, linear.scales, g_idx, linear.bits, linear.group_size)
-    reference = dequantize_into(torch.full((k, n), float("nan"), dtype=dtype), *args[:5], linear.group_size, linear.mode)
-    fused = fused_dequantize_into(torch.full((k, n), float("nan"), dtype=dtype), *args)
+    device = linear.qweight.device  # the CPU under the interpreter, a GPU for the compiled kernel
+    reference = dequantize_into(torch.full((k, n), float("nan"), dtype=dtype, device=device), *args[:5],
+                                linear.group_size, linear.mode)
+    fused = fused_dequantize_into(torch.full((k, n), float("nan"), dtype=dtype, device=device), *args)
     return reference, fused
 
 
