@@ -118,17 +118,20 @@ def test_not_available_on_the_cpu_without_the_interpreter(monkeypatch):
 
 
 def test_launch_configs_split_k_until_the_gpu_has_enough_programs():
-    # a 32-row key projection of an 8B draft: 16 tiles, so K is split 16 ways (each split 256 inputs)
-    assert launch_config(32, 1024, 4096, 128) == LaunchConfig(32, 64, 64, 16)
+    # a one-row key projection of an 8B draft: 16 tiles, so K is split 16 ways (each split 256 inputs)
+    assert launch_config(1, 1024, 4096, 128) == LaunchConfig(16, 64, 64, 16)
+    # at 32 rows the partial sums would outweigh the packed weights: 2 splits at most (a quarter of their bytes)
+    assert launch_config(32, 1024, 4096, 128) == LaunchConfig(32, 64, 64, 2)
     # an MLP projection has 224 tiles at one row: split in 3
     assert launch_config(1, 14336, 4096, 128) == LaunchConfig(16, 64, 64, 3)
     assert launch_config(200, 28672, 8192, 32) == LaunchConfig(64, 64, 32, 1)  # 1,792 tiles: enough already
     # never a split of fewer than MIN_SPLIT_STEPS steps
     assert launch_config(1, 64, 256, 64).split_k == 1
-    for rows, n, k in ((1, 4096, 4096), (16, 1024, 14336), (64, 4096, 4096)):
+    for rows, n, k in ((1, 4096, 4096), (16, 1024, 14336), (64, 4096, 4096), (1, 8192, 8192), (32, 14336, 4096)):
         config = launch_config(rows, n, k, 128)
         tiles = -(-rows // config.block_m) * -(-n // config.block_n)
         assert config.split_k == 1 or tiles * (config.split_k - 1) < TARGET_PROGRAMS
+        assert config.split_k * rows * n * 4 * 2 <= k * n / 2 / 4 or config.split_k == 1
 
 
 @pytest.mark.parametrize("split_k", [2, 3, 4])
@@ -150,8 +153,9 @@ def test_split_k_sums_within_the_bound(interpreter, split_k, dtype):
     assert torch.equal(fused, _fused(linear, x, config))
 
 
+@pytest.mark.parametrize("split_k", [1, 4])
 @pytest.mark.parametrize(("capability", "dtype"), [(75, "fp16"), (80, "bf16"), (89, "fp16"), (90, "fp32")])
-def test_kernel_compiles_for_the_gpus_the_torch_build_targets(capability, dtype):
+def test_kernel_compiles_for_the_gpus_the_torch_build_targets(capability, dtype, split_k):
     """Compiled to PTX and machine code with Triton's own ptxas, without a GPU: the compiled path builds, and
     from Ampere on 16-bit products use the tensor cores (mma instructions; before it Triton has only FMAs,
     which is why PRE_AMPERE_MAX_ROWS is small)."""
@@ -170,7 +174,7 @@ def test_kernel_compiles_for_the_gpus_the_torch_build_targets(capability, dtype)
     value = {"fp16": tl.float16, "bf16": tl.bfloat16, "fp32": tl.float32}[dtype]
     constants = dict(BITS=4, USE_G_IDX=False, SAME_GROUP=True, DOT_DTYPE=value, OUT_DTYPE=value,
                      BF16=dtype == "bf16", IEEE=dtype == "fp32", DEQUANT_TILE=dequant_tile(False), BLOCK_M=16,
-                     BLOCK_N=64, BLOCK_K=64, SPLIT_K=1)
+                     BLOCK_N=64, BLOCK_K=64, SPLIT_K=split_k)
     signature.update({name: "constexpr" for name in constants})
     compiled = triton.compile(ASTSource(triton.jit(gptq_matmul._matmul_kernel), signature, constants),
                               target=GPUTarget("cuda", capability, 32))

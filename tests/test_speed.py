@@ -59,7 +59,7 @@ def test_draft_forwards_scale_with_the_depth_the_accepted_tokens_imply():
 
 
 def test_an_eager_4bit_draft_forward_is_launch_bound_and_a_16bit_one_reads_its_weights():
-    gpu = GpuRates(h2d=25e9, memory=800e9, flops=100e12)
+    gpu = GpuRates(h2d=25e9, memory=800e9, flops=100e12, measured_fused=800e9)  # a fused kernel at full speed
     kernels = speed.KERNELS_PER_LAYER * 32 + speed.KERNELS_PER_FORWARD + speed.SEARCH_STEP_KERNELS
     forwards = draft_forwards(64, 6.0)
     fp16_bytes = 32 * decoder_layer_bytes(LLAMA_7B, WeightFormat()) + 32000 * 4096 * 2
@@ -81,12 +81,32 @@ def test_an_eager_4bit_draft_forward_is_launch_bound_and_a_16bit_one_reads_its_w
         LLAMA_7B, WeightFormat(), 64, 6.0, gpu)
 
 
+def test_the_draft_reads_its_packed_weights_at_the_fused_kernels_rate_or_its_eager_unpacking():
+    """Issue 31: a card's measured fused rate (hw --measure, the doctor) prices the packed weights; without
+    one, FUSED_MATMUL_SHARE of the memory rate; without Triton (Windows), the eager dequantisation's bytes."""
+    layers = 32 * decoder_layer_bytes(LLAMA_7B, FOUR_BIT)
+    head = 32000 * 4096 * 2
+    linears = 32 * (4 * 4096 * 4096 + 3 * 4096 * 11008)
+    kernels = speed.KERNELS_PER_LAYER * 32 + speed.KERNELS_PER_FORWARD + speed.SEARCH_STEP_KERNELS
+    gaps = kernels * speed.GRAPH_KERNEL_GAP_SECONDS
+    forwards = draft_forwards(64, 6.0)
+    unmeasured = GpuRates(h2d=25e9, memory=800e9, flops=1e18)
+    assert unmeasured.fused == 800e9 * speed.FUSED_MATMUL_SHARE
+    assert draft_seconds(LLAMA_7B, FOUR_BIT, 64, 6.0, unmeasured) == pytest.approx(
+        forwards * (layers / (800e9 * speed.FUSED_MATMUL_SHARE) + head / 800e9 + gaps))
+    measured = dataclasses.replace(unmeasured, measured_fused=500e9)
+    assert draft_seconds(LLAMA_7B, FOUR_BIT, 64, 6.0, measured) == pytest.approx(forwards * (layers / 500e9 + head / 800e9 + gaps))
+    eager = draft_seconds(LLAMA_7B, FOUR_BIT, 64, 6.0, unmeasured, DraftKernel.EAGER_DEQUANTISE)
+    assert eager == pytest.approx(forwards * ((layers + head + speed.EAGER_DEQUANT_BYTES_PER_WEIGHT * linears) / 800e9 + gaps))
+    assert eager > 5 * draft_seconds(LLAMA_7B, WeightFormat(), 64, 6.0, unmeasured)  # worse than a 16-bit draft
+
+
 def test_target_layer_compute_dequantises_above_the_fused_kernels_rows():
     gpu = GpuRates(h2d=25e9, memory=1e12, flops=1e18)  # memory-bound
     packed = decoder_layer_bytes(LLAMA_70B, FOUR_BIT)
-    assert layer_compute_seconds(LLAMA_70B, FOUR_BIT, 256, gpu) == pytest.approx(packed / 1e12)
+    assert layer_compute_seconds(LLAMA_70B, FOUR_BIT, 64, gpu) == pytest.approx(packed / 1e12)
     linears = 2 * 8192 * 8192 + 2 * 8192 * 1024 + 3 * 8192 * 28672
-    assert layer_compute_seconds(LLAMA_70B, FOUR_BIT, 257, gpu) == pytest.approx((packed + 4 * linears) / 1e12)
+    assert layer_compute_seconds(LLAMA_70B, FOUR_BIT, 65, gpu) == pytest.approx((packed + 4 * linears) / 1e12)
 
 
 def test_fused_row_limit_agrees_with_the_kernel():

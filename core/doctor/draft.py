@@ -1,6 +1,6 @@
 """Check: the fused 4-bit matmul every draft forward runs, at a draft's own shapes, and how fast it reads.
 
-A 4-bit draft multiplies its 1-256-row batches with the fused kernel (core/offload/gptq_matmul.py), which the
+A 4-bit draft multiplies its small batches with the fused kernel (core/offload/gptq_matmul.py), which the
 GPTQ kernel check does not run (it checks the dequantisation kernel). Here the fused matmul multiplies rows
 of random inputs by random 4-bit layers of an 8B Llama draft's shapes (q/o, k/v, gate/up, down), with and
 without a split of K, in float16 and bfloat16, and each output must lie within the float32-sum bound of

@@ -82,9 +82,12 @@ MAX_DRAFT_FORWARDS = 32
 # Shares of the datasheet peaks (core.models.gpu_specs) that long reads and large GEMMs sustain.
 MEMORY_EFFICIENCY = 0.8
 MATMUL_EFFICIENCY = 0.6
-# The fused 4-bit matmul's read rate at a draft's shapes as a share of the sustained memory rate, for a card
-# whose rate was not measured: see docs/benchmarks.md, issue 31 (`specexec bench matmul` on an H100).
-FUSED_MATMUL_SHARE = 0.25
+# The fused 4-bit matmul's read rate as a share of the sustained memory rate, for a card whose rate was not
+# measured (`specexec hw --measure` and the doctor measure it): an H100 80GB HBM3 read a 70B layer's packed
+# weights at 316 GB/s at 1-16 rows with the kernel before its split K (`specexec bench offload --device
+# cuda`, docs/benchmarks.md, issue 31), 0.118 of its 3,350 GB/s x MEMORY_EFFICIENCY. Conservative on purpose:
+# the split K was written to raise it and has not run on a GPU yet.
+FUSED_MATMUL_SHARE = 0.12
 # Bytes moved per weight by the eager dequantisation a GPU runs without Triton (core.offload.gptq
 # dequantize_into, per linear, then one GEMM), for 4-bit weights: the packed read (0.5), the shifted int32
 # values written and masked (4 + 4 + 4), the zero subtracted in place (4 + 4), the scaled 16-bit weight
@@ -92,7 +95,7 @@ FUSED_MATMUL_SHARE = 0.25
 EAGER_DEQUANT_BYTES_PER_WEIGHT = 28.5
 # Rows up to which a GPTQ linear multiplies with the fused kernel (core.offload.gptq_matmul; repeated here
 # because that module imports torch, which the app's process never does). tests/test_speed.py checks they agree.
-FUSED_MATMUL_MAX_ROWS = 256
+FUSED_MATMUL_MAX_ROWS = 64
 DTYPE_BYTES = 2  # a GPU computes in float16 or bfloat16
 
 

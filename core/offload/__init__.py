@@ -17,7 +17,7 @@ Public API (what loading and the CLI use):
 Modules, one job each:
     gptq          unpack / dequantise GPTQ tensors; GPTQLinear, GPTQExperts
     gptq_kernel   the fused Triton dequantisation kernel (and the tile code it shares with gptq_matmul)
-    gptq_matmul   the fused small-batch GPTQ matmul (1-256 rows: a draft's forwards), Triton
+    gptq_matmul   the fused small-batch GPTQ matmul (1-64 rows: most draft forwards), Triton
     gptq_loader   GPTQLinear settings of a quantised folder; swapping nn.Linear for GPTQLinear in a meta-built
                   model; act-order re-pack
     quant_formats converting AWQ and compressed-tensors tensors into the GPTQ layout as they are read

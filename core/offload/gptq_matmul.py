@@ -1,7 +1,8 @@
-"""Fused small-batch GPTQ matrix multiply: y = x @ W for 1-256 rows of x, W dequantised in registers.
+"""Fused small-batch GPTQ matrix multiply: y = x @ W for 1-64 rows of x, W dequantised in registers.
 
-A draft model's forward multiplies 1-256 rows (one per tree node it expands) by every weight matrix. The
-eager route (`GPTQLinear.dequantize` then one GEMM) writes W [K, N] in 16 bits and reads it back: for 4-bit
+A draft model's forward multiplies 1-256 rows (one per tree node it expands) by every weight matrix; up to
+FUSED_MATMUL_MAX_ROWS rows (most of its forwards) come here. The eager route (`GPTQLinear.dequantize` then
+one GEMM) writes W [K, N] in 16 bits and reads it back: for 4-bit
 weights that moves 0.25 + 1 + 1 = 2.25x the bytes of a 16-bit model, where the packed weights alone are
 0.25x. This kernel reads the packed words, zeros and scales once per tile of rows of x, dequantises the
 tile in registers (the same `_dequant_tile` the dequantisation kernel uses, so W is bit for bit the
@@ -23,10 +24,14 @@ by group) the zeros and scales are read once per step instead of once per row.
 
 Split K: a draft's few rows make few tiles (a 4096 x 1024 key projection at 32 rows is 16 programs, for a
 GPU with 30-170 multiprocessors), which leaves most of the memory system idle: a GEMV is bound by how many
-loads are in flight. So the K range is split among SPLIT_K programs per tile (`launch_config`: about
-TARGET_PROGRAMS programs in all, each with at least MIN_SPLIT_STEPS steps of BLOCK_K), each writes its float32
-partial sums, and one sum over the splits (in a fixed order: deterministic, no atomics) gives y. The float32
-sums are added in another order than without splitting, which the bound below covers.
+loads are in flight (an H100 read the 70B layer's packed weights at 316 GB/s of its 3,350 at 1-16 rows
+without a split: docs/benchmarks.md, issue 31). So the K range is split among SPLIT_K programs per tile
+(`launch_config`: about TARGET_PROGRAMS programs in all, each split at least MIN_SPLIT_STEPS steps of BLOCK_K,
+and the float32 partial sums, written and read back, at most a quarter of the packed weights' bytes), each
+writes its partial sums, and one sum over the splits (in a fixed order: deterministic, no atomics) gives y.
+The float32 sums are added in another order than without splitting, which the bound below covers. The
+split's speed is not measured (no GPU since it was written); `specexec bench matmul --sweep` times it
+against other launches, and the doctor measures what the default reaches on the user's card.
 
 On the CPU the kernel runs through Triton's interpreter (TRITON_INTERPRET=1; see
 `core.offload.gptq_kernel.interpreted`), where NumPy cannot multiply bfloat16: there the same bfloat16
@@ -48,7 +53,9 @@ from core.offload.gptq_kernel import dequant_tile, interpreted, tl, triton, trit
 from core.offload.sizes import packed_rows
 
 # Rows of x up to which a GPTQ linear on CUDA multiplies with this kernel instead of dequantise-then-GEMM.
-FUSED_MATMUL_MAX_ROWS = 256
+# Measured on an H100 80GB HBM3 with a 70B layer's linears (before the split K; docs/benchmarks.md, issue 31):
+# 1.41 ms against 1.88 ms at 1-16 rows, even at 64 rows (1.93 / 1.89), 3x slower at 256 (5.97 / 1.99).
+FUSED_MATMUL_MAX_ROWS = 64
 # Before Ampere (compute capability 8.0) Triton's tl.dot has no tensor-core path and runs on FMA units: there
 # the kernel only wins where the product is small, and wider batches dequantise and use cuBLAS.
 PRE_AMPERE_MAX_ROWS = 16
@@ -149,7 +156,9 @@ def launch_config(rows: int, n: int, k: int, group_size: int) -> LaunchConfig:
     block_k = 64 if group_size % 64 == 0 else 32
     block_n = 64
     tiles = -(-rows // block_m) * -(-n // block_n)
-    split = max(1, min(MAX_SPLIT_K, -(-TARGET_PROGRAMS // tiles), k // (block_k * MIN_SPLIT_STEPS)))
+    # partial sums: split * rows * n * 4 bytes, written and read, against k * n / 2 packed bytes
+    traffic_cap = k // (64 * rows)
+    split = max(1, min(MAX_SPLIT_K, -(-TARGET_PROGRAMS // tiles), k // (block_k * MIN_SPLIT_STEPS), traffic_cap))
     return LaunchConfig(block_m, block_n, block_k, split)
 
 

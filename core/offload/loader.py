@@ -262,7 +262,7 @@ def load_on_device(folder: str, device: str, dtype: torch.dtype, progress: Progr
 
     This is the route of a 4-bit draft (GPTQ, AWQ or compressed-tensors): a 7-8B model takes 4-5 GB in 4 bits,
     and it runs dozens of forwards per pass, so it stays on the GPU, where its GPTQ linears multiply the draft's
-    1-256-row batches with the fused kernel (core.offload.gptq_matmul). On the CPU it runs through the eager path.
+    small batches with the fused kernel (core.offload.gptq_matmul). On the CPU it runs through the eager path.
     available_bytes: free memory on `device` to check against (None: free VRAM on a GPU, available RAM on
     the CPU). context_length: as in `load_offloaded`.
 
