@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from core.doctor import compat, draft, graphs, kernel, link, offload, streaming
+from core.doctor import agreement, compat, draft, graphs, kernel, link, offload, streaming
 from core.doctor.decisions import CHECKS, conclude, redecide
 from core.doctor.report import CheckResult, DoctorReport, Status, load_report, save_report
 from core.doctor.run import run_doctor
@@ -45,22 +45,22 @@ def _compat(**fields) -> compat.CompatMeasurement:
 
 # fixture -> (use the GPU, CUDA graphs on, {check: status}, words the summary must contain)
 EXPECTED = {
-    "rtx4090-gen4-x16-pass": (True, True, {}, "passed every check"),
+    "rtx4090-gen4-x16-pass": (True, True, {"agreement": Status.SKIPPED}, "passed every check"),
     "driver-too-old": (False, False, {"compat": Status.FAIL, "kernel": Status.SKIPPED},
                        "Update the NVIDIA driver to version 580.65.06 or newer (yours is 550.54.14)"),
     "driver-too-old-windows": (False, False, {"compat": Status.FAIL},
                                "Update the NVIDIA driver to version 580.88 or newer (yours is 552.22)"),
     "gtx1080-too-old": (False, False, {"compat": Status.FAIL, "streaming": Status.SKIPPED},
                         "GTX 1080 (compute capability 6.1) is too old for this program"),
-    "link-x8-gen3-degraded": (True, True, {"link": Status.DEGRADED}, "x8"),
+    "link-x8-gen3-degraded": (True, True, {"link": Status.DEGRADED, "agreement": Status.SKIPPED}, "x8"),
     "kernel-mismatch": (False, False, {"kernel": Status.FAIL, "link": Status.SKIPPED}, "3-bit, group 128, act-order, bfloat16"),
     "token-mismatch": (False, False, {"offload": Status.FAIL, "graphs": Status.SKIPPED}, "from token 10 of 24"),
-    "slow-ratio": (True, True, {"streaming": Status.DEGRADED}, "2.1 times its copy time"),
-    "graphs-differ": (True, False, {"graphs": Status.DEGRADED}, "graphs stay off"),
+    "slow-ratio": (True, True, {"streaming": Status.DEGRADED, "agreement": Status.SKIPPED}, "2.1 times its copy time"),
+    "graphs-differ": (True, False, {"graphs": Status.DEGRADED, "agreement": Status.SKIPPED}, "graphs stay off"),
     # an NVIDIA H100 80GB HBM3 (driver 580.159.04, PCIe Gen5 x16), 2026-11-24: its report said DEGRADED for
     # an eager 16-bit draft forward 5.6x its memory time, a path the engine does not run on a GPU; today's
     # streaming check times the target alone (1.17x its copy time)
-    "h100-2026-11-24": (True, True, {"draft": Status.SKIPPED}, "passed every check"),
+    "h100-2026-11-24": (True, True, {"draft": Status.SKIPPED, "agreement": Status.SKIPPED}, "passed every check"),
 }
 
 
@@ -205,6 +205,23 @@ def test_graphs_and_ratio_decisions():
     slow_target = streaming.decide(streaming.StreamingMeasurement(**base, pass_seconds=floor * 1.5))
     assert slow_target.status is Status.DEGRADED and "1.5 times its copy time" in slow_target.sentence
     assert slow_target.measured["target_ratio"] == pytest.approx(1.5)
+
+
+def test_agreement_check_reports_the_rate_and_never_fails_the_gpu():
+    none = agreement.decide(agreement.AgreementMeasurement("cuda:0", "float16", 8, 0, 384, 0.0))
+    assert none.status is Status.PASS and "8 of 8 short answers" in none.sentence and "no word choice" in none.sentence
+    some = agreement.decide(agreement.AgreementMeasurement("cuda:0", "bfloat16", 8, 3, 250, 120.0))
+    assert some.status is Status.PASS and "5 of 8" in some.sentence and "about 120 word choices in 10,000" in some.sentence
+    broken = agreement.decide(agreement.AgreementMeasurement("cuda:0", error="RuntimeError: out of memory"))
+    assert broken.status is Status.DEGRADED and "exact samples" in broken.sentence
+
+
+@pytest.mark.slow
+def test_agreement_check_runs_the_built_in_pair(monkeypatch):
+    """On the processor in float32 (a GPU would use 16 bits): the same machinery, and no flip at all."""
+    measured = agreement.measure(torch.device("cpu"), prompts=("Hello!",), seeds=1, new_tokens=12, dtype="float32")
+    assert measured.error is None and (measured.runs, measured.specexec_differs, measured.dtype) == (1, 0, "float32")
+    assert measured.tokens_compared == 12 and measured.flips_per_10k_tokens == 0.0
 
 
 def test_draft_check_decisions():
@@ -368,7 +385,7 @@ def test_cli_json_save_and_replay(tmp_path):
     assert run.returncode == 0, run.stderr
     data = json.loads(run.stdout)
     assert {"schema_version", "created", "app_version", "device", "torch", "gpu", "platform", "conclusion", "checks"} <= set(data)
-    assert "[1/7] checking driver and GPU" in run.stderr
+    assert "[1/8] checking driver and GPU" in run.stderr
     assert DoctorReport.from_dict(data) == load_report(tmp_path / "doctor-report.json")
     replay = subprocess.run([sys.executable, "-m", "core.cli.main", "doctor", "--replay", str(FIXTURES / "driver-too-old.json")],
                             capture_output=True, text=True, timeout=120)

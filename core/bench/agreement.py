@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from core.cli.options import add_model_arguments, sampling_params
@@ -21,6 +22,7 @@ from core.cli.pair import load_pair
 from core.generation import DecodingSettings, generate
 from core.methods.specexec import TreeSettings
 from core.prompts import encode_prompt, read_prompt_file
+from core.sampling import SamplingParams
 from core.token_diff import first_difference
 
 
@@ -57,6 +59,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true")
 
 
+def compare_runs(target, draft, prompts: list[list[int]], seeds: int, params: Callable[[int], SamplingParams],
+                 tree: TreeSettings, max_new_tokens: int, reference=None) -> list[Agreement]:
+    """For every prompt (token ids) and seed 0..seeds-1: plain sequential decoding and SpecExec with the
+    same seed (`params(seed)`), and sequential decoding of `reference` (the same model in another dtype; a
+    LoadedModel or None); target, draft: LoadedModel."""
+    spec = DecodingSettings(method="specexec", tree=tree, max_new_tokens=max_new_tokens)
+    seq = dataclasses.replace(spec, method="sequential")
+    rows = []
+    for index, prompt in enumerate(prompts):
+        for seed in range(seeds):
+            plain = generate(target.lm, None, target.tokenizer, prompt, params(seed), seq).token_ids
+            tree_run = generate(target.lm, draft.lm, target.tokenizer, prompt, params(seed), spec).token_ids
+            ref = None
+            if reference is not None:
+                ref = generate(reference.lm, None, reference.tokenizer, prompt, params(seed), seq).token_ids
+            rows.append(Agreement(index, seed, len(plain), first_difference(tree_run, plain),
+                                  first_difference(plain, ref) if ref is not None else None))
+    return rows
+
+
+def flip_summary(rows: list[Agreement]) -> dict[str, float | int]:
+    """runs, specexec_differs, tokens, tokens_compared and flips_per_10k_tokens of a comparison."""
+    flips = sum(r.specexec_first_difference is not None for r in rows)
+    compared = sum(r.tokens_compared for r in rows)
+    return {"runs": len(rows), "specexec_differs": flips, "tokens": sum(r.tokens for r in rows),
+            "tokens_compared": compared, "flips_per_10k_tokens": 10_000 * flips / max(compared, 1)}
+
+
 def run(args: argparse.Namespace) -> int:
     target, draft = load_pair(args)
     reference = None
@@ -64,22 +94,10 @@ def run(args: argparse.Namespace) -> int:
         reference, _ = load_pair(argparse.Namespace(**{**vars(args), "dtype": args.reference_dtype}), need_draft=False)
     prompts = [encode_prompt(target.tokenizer, p) for p in read_prompt_file(args.prompts)[: args.limit]]
     tree = TreeSettings(budget=args.budget, max_depth=args.max_depth, expand=args.expand)
-    spec = DecodingSettings(method="specexec", tree=tree, max_new_tokens=args.max_new_tokens)
-    seq = dataclasses.replace(spec, method="sequential")
-    rows = []
-    for index, prompt in enumerate(prompts):
-        for seed in range(args.seeds):
-            params = sampling_params(args, seed=seed)
-            plain = generate(target.lm, None, target.tokenizer, prompt, params, seq).token_ids
-            tree_run = generate(target.lm, draft.lm, target.tokenizer, prompt, params, spec).token_ids
-            ref = generate(reference.lm, None, reference.tokenizer, prompt, params, seq).token_ids if reference else None
-            rows.append(Agreement(index, seed, len(plain), first_difference(tree_run, plain),
-                                  first_difference(plain, ref) if ref is not None else None))
-    flips = sum(r.specexec_first_difference is not None for r in rows)
-    compared = sum(r.tokens_compared for r in rows)
-    summary = {"dtype": args.dtype, "runs": len(rows), "specexec_differs": flips,
-               "tokens": sum(r.tokens for r in rows), "tokens_compared": compared,
-               "flips_per_10k_tokens": 10_000 * flips / max(compared, 1), "rows": [asdict(r) for r in rows]}
+    rows = compare_runs(target, draft, prompts, args.seeds, lambda seed: sampling_params(args, seed=seed), tree,
+                        args.max_new_tokens, reference)
+    summary = {"dtype": args.dtype, **flip_summary(rows), "rows": [asdict(r) for r in rows]}
+    flips, compared = summary["specexec_differs"], summary["tokens_compared"]
     if reference is not None:
         summary["reference_dtype"] = args.reference_dtype
         summary["reference_differs"] = sum(r.reference_first_difference is not None for r in rows)

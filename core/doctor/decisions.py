@@ -10,7 +10,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from core.doctor import compat, draft, graphs, kernel, link, offload, streaming
+from core.doctor import agreement, compat, draft, graphs, kernel, link, offload, streaming
 from core.doctor.report import CheckResult, Conclusion, DoctorReport, Status
 from core.errors import DoctorReportError
 
@@ -23,6 +23,7 @@ CHECKS: dict[str, tuple[type, Callable[[Any], CheckResult]]] = {
     offload.NAME: (offload.OffloadMeasurement, offload.decide),
     graphs.NAME: (graphs.GraphMeasurement, graphs.decide),
     streaming.NAME: (streaming.StreamingMeasurement, streaming.decide),
+    agreement.NAME: (agreement.AgreementMeasurement, agreement.decide),
 }
 
 

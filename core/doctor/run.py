@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from datetime import datetime, timezone
 
-from core.doctor import compat, draft, graphs, kernel, link, offload, streaming
+from core.doctor import agreement, compat, draft, graphs, kernel, link, offload, streaming
 from core.doctor.decisions import CHECKS, conclude, skipped
 from core.doctor.report import CheckResult, DoctorReport, Status
 
@@ -27,7 +27,7 @@ TITLES = {
     compat.NAME: "driver and GPU", kernel.NAME: "GPTQ kernel", draft.NAME: "the draft model's 4-bit product",
     link.NAME: "copy speed to the GPU",
     offload.NAME: "a test model streamed to the GPU", graphs.NAME: "CUDA graphs",
-    streaming.NAME: "streaming speed of a 70B layer",
+    streaming.NAME: "streaming speed of a 70B layer", agreement.NAME: "same seed, same words",
 }
 ON_CPU = "it measures the GPU, not the processor"
 
@@ -60,6 +60,7 @@ def _gpu_measurements(device) -> dict[str, Callable[[], object]]:
         offload.NAME: lambda: offload.measure(device),
         graphs.NAME: lambda: graphs.measure(device),
         streaming.NAME: lambda: streaming.measure(device),
+        agreement.NAME: lambda: agreement.measure(device),
     }
 
 
@@ -71,6 +72,7 @@ def _cpu_measurements(device) -> dict[str, Callable[[], object] | None]:
         kernel.NAME: (lambda: kernel.measure(device, shape=(256, 96))) if run_kernel else None,
         draft.NAME: (lambda: draft.measure(device, shapes=((256, 96),), bandwidth=False)) if run_kernel else None,
         link.NAME: None, offload.NAME: lambda: offload.measure(device), graphs.NAME: None, streaming.NAME: None,
+        agreement.NAME: None,
     }
 
 
