@@ -36,10 +36,10 @@ if [ -z "$PY" ]; then
     {
         echo "SpecExec Desktop needs Python 3.11 or newer; ${PYTHON:-python3} here is ${found:-not installed}."
         echo "Install one, then run this again:"
-        echo "  Ubuntu 22.04:           sudo apt install python3.11 python3.11-venv"
+        echo "  Ubuntu 22.04:            sudo apt install python3.11 python3.11-venv"
         echo "  Debian 12, Ubuntu 24.04: sudo apt install python3 python3-venv"
-        echo "  Fedora:                 sudo dnf install python3"
-        echo "  macOS:                  brew install python@3.12 (or the installer from python.org)"
+        echo "  Fedora:                  sudo dnf install python3"
+        echo "  macOS:                   brew install python@3.12 (or the installer from python.org)"
         echo "Or name one: put PYTHON=/path/to/python3.12 in front of the command."
     } >&2
     exit 1
