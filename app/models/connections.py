@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.chat.view import sentence
-from app.engine.connections import endpoint_of
+from app.engine.connections import endpoint_of, own_api_server_words
 from app.models.wizard.pair_list import Card, CardList, badge, label
 from app.settings.schema import AppSettings, RemoteEndpoint
 from app.system.background import BackgroundCall
@@ -85,11 +85,13 @@ class EndpointDialog(QDialog):
     """Add a server: name, address, key; Check connection; then Save (only after a check that passed, of
     exactly what is in the fields)."""
 
-    def __init__(self, saved: list[RemoteEndpoint], parent: QWidget | None = None) -> None:
+    def __init__(self, saved: list[RemoteEndpoint], own_api_url: str | None = None,
+                 parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setWindowTitle("Add a server")
         self.setObjectName("endpointDialog")
         self.saved = saved
+        self.own_api_url = own_api_url  # this app's API server, refused as a connection
         self.checked: EndpointCheck | None = None
         self.endpoint: Endpoint | None = None
         self._calls: list[BackgroundCall] = []
@@ -162,6 +164,10 @@ class EndpointDialog(QDialog):
         if twin is not None:
             self.outcome.say(f"{endpoint.base_url} is saved already, as “{twin.name}”.")
             return
+        own = own_api_server_words(endpoint.base_url, self.own_api_url)
+        if own is not None:
+            self.outcome.say(own)
+            return
         self.endpoint = endpoint
         self.check_button.setEnabled(False)
         self.outcome.say(f"Connecting to {endpoint.base_url}: listing its models and asking one for a short answer…")
@@ -208,12 +214,14 @@ class ConnectionsPage(QWidget):
     endpoints_changed = Signal(object)  # AppSettings
 
     def __init__(self, settings: AppSettings, local_name: str, say: Callable[[str], None],
-                 confirm: Callable[[str, str, str], bool], parent: QWidget | None = None) -> None:
+                 confirm: Callable[[str, str, str], bool], own_api_url: str | None = None,
+                 parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.settings = settings
         self.local_name = local_name
         self.say = say
         self.confirm = confirm
+        self.own_api_url = own_api_url  # this app's API server (None while off): not a connection
         self.dialog: EndpointDialog | None = None
         self._calls: list[BackgroundCall] = []
         column = QVBoxLayout(self)
@@ -333,6 +341,10 @@ class ConnectionsPage(QWidget):
         name = self.selected_name()
         if name is None or self._in_use(name, self.model_box.currentText()):
             return
+        own = own_api_server_words(self.selected_endpoint().url, self.own_api_url) if name else None
+        if own is not None:
+            self.say(own)
+            return
         if not name:
             settings = dataclasses.replace(self.settings, connection="")
             self.say("Switching to this computer: the engine is loading the model.")
@@ -358,7 +370,7 @@ class ConnectionsPage(QWidget):
 
     def add_dialog(self) -> EndpointDialog:
         """Open the Add a server dialog (not modal: tests and people can both drive it)."""
-        self.dialog = EndpointDialog(self.settings.endpoints, self)
+        self.dialog = EndpointDialog(self.settings.endpoints, self.own_api_url, self)
         self.dialog.accepted.connect(lambda: self.add(*self.dialog.values()))
         self.dialog.open()
         return self.dialog

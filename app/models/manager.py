@@ -100,7 +100,8 @@ class ModelManager(QDialog):
     endpoints_changed = Signal(object)  # AppSettings with a server added or removed (saved, nothing reloads)
 
     def __init__(self, settings: AppSettings, models_dir: Path, catalog: Catalog | None = None,
-                 confirm: Callable[[str, str, str], bool] | None = None, parent: QWidget | None = None) -> None:
+                 confirm: Callable[[str, str, str], bool] | None = None, own_api_url: str | None = None,
+                 parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.settings = settings
         self.models_dir = models_dir
@@ -125,7 +126,8 @@ class ModelManager(QDialog):
         layout.addWidget(close)
         self._build_installed()
         self._build_catalog()
-        self.connections = ConnectionsPage(settings, model_pair_name(settings), self.message.setText, self.confirm)
+        self.connections = ConnectionsPage(settings, model_pair_name(settings), self.message.setText, self.confirm,
+                                           own_api_url)
         self.connections.use_requested.connect(self._use_connection)
         self.connections.endpoints_changed.connect(self._endpoints_changed)
         self.tabs.addTab(self.connections, "Connections")

@@ -414,7 +414,7 @@ class MainWindow(QMainWindow):
     # -- models (app/models/manager.py, app/models/wizard/) ---------------------------------------------------------
 
     def open_model_manager(self) -> ModelManager:
-        manager = ModelManager(self.settings, models_dir(), parent=self)
+        manager = ModelManager(self.settings, models_dir(), own_api_url=self.api_server.url, parent=self)
         manager.switched.connect(self.switch_models)
         manager.endpoints_changed.connect(self.apply_settings)
         manager.download_requested.connect(lambda pair_id: (manager.accept(), self.open_wizard(pair_id)))
