@@ -233,6 +233,23 @@ def test_real_tuner_gives_the_sequential_tokens(tiny_target, tiny_draft, tmp_pat
     assert (tmp_path / "autotune" / "cost-models.json").is_file()
 
 
+def test_the_tuner_keeps_its_expected_speed_for_predictions(tiny_target, tiny_draft, tmp_path, monkeypatch):
+    """What `models recommend` and the wizard show for a pair loaded here: the speed of the tuner's own first
+    choice, from this machine's timings (core.models.measured, which needs no torch to read)."""
+    from core.autotune.setup import tuner_for_pair
+    from core.models.measured import measured_speed
+
+    monkeypatch.setenv("SPECEXEC_CACHE_DIR", str(tmp_path))
+    with torch_threads(1):
+        tuner = tuner_for_pair(tiny_target, tiny_draft)
+    tuner.begin(candidate_configs("auto", None, 16, tiny_target.max_tree_tokens or 256, True))
+    first = tuner.choose()
+    kept = measured_speed(tiny_target.name, tiny_draft.name, "CPU")
+    assert kept is not None and kept.method == first.config.method and kept.budget == first.config.budget
+    assert kept.tokens_per_second == pytest.approx(first.tokens_per_second)
+    assert measured_speed(tiny_target.name, None, "CPU") is None and measured_speed(tiny_target.name, tiny_draft.name, "GPU") is None
+
+
 # ----------------------------------------------------------------------------------------------------------
 # Cost model measurement and cache
 
