@@ -99,7 +99,7 @@ def test_a_taken_port_is_reported_not_fatal(qtbot, app_paths, shared_bridge, tin
         window = MainWindow(paths=app_paths, settings=settings, bridge=shared_bridge, confirm_delete=False)
         qtbot.addWidget(window)
         assert window.api_server.url is None and "already in use" in window.api_server.error
-        assert "already in use" in window.statusBar().currentMessage()
+        assert "already in use" in window.toast.text()
     finally:
         taken.close()
 
@@ -133,11 +133,11 @@ def test_the_apps_own_api_server_is_refused_as_a_connection(qtbot, app_paths, sh
 def test_settings_row_shows_a_key_to_copy_and_saves_the_switch(qtbot, tiny_models):
     from PySide6.QtGui import QGuiApplication
 
-    from app.settings.dialogs import AppSettingsDialog
+    from app.settings.settings_page import SettingsPage
 
     settings = tiny_settings(*tiny_models)
     assert settings.api_server is False  # off by default
-    dialog = AppSettingsDialog(settings)
+    dialog = SettingsPage(settings)
     qtbot.addWidget(dialog)
     row = dialog.api_server
     assert row.key.text() == "" and dialog.values() == settings  # an untouched dialog changes nothing
@@ -150,7 +150,7 @@ def test_settings_row_shows_a_key_to_copy_and_saves_the_switch(qtbot, tiny_model
     screenshot(dialog, "settings_api_server")
     row.copy_button.click()
     assert QGuiApplication.clipboard().text() == key
-    row.port.setValue(9123)
+    row.port.setText("9123")
     assert "http://127.0.0.1:9123/v1" in row.address.text()
     values = dialog.values()
     assert (values.api_server, values.api_server_port, values.api_server_require_key, values.api_server_key) == \

@@ -31,6 +31,7 @@ from app.conversations.list_models import MessageListModel
 from app.conversations.store import Message
 from app.theme.icons import themed
 from app.theme.tokens import READABLE_COLUMN_PX, SPACE, TYPE, current
+from app.window.buttons import LINK, PRIMARY, SECONDARY, button
 
 # GitHub dialect (tables, fenced code, task lists); raw HTML in an answer is shown as text, not interpreted.
 MARKDOWN_FEATURES = QTextDocument.MarkdownFeature(
@@ -47,9 +48,9 @@ MIN_BUBBLE_PX = 90
 MAX_COLUMN_PX = READABLE_COLUMN_PX + 2 * SPACE.l  # the conversation column stays readable on a wide window
 SIDE_MARGIN_PX = 20
 SUGGESTIONS = (
-    "Explain speculative decoding in two sentences.",
-    "Write a Python function that checks whether a word is a palindrome.",
+    "What is the capital of France?",
     "Give me three ideas for a weekend trip by train.",
+    "Write a Python function that checks whether a word is a palindrome.",
 )
 
 
@@ -470,6 +471,7 @@ class MessageWidget(QWidget):
         self.status_label.setAccessibleName(f"Status: {message.status}")
         self.time_label.setText(format_time(message.created_at))
         self.footer.setText(self._footer_text(message))
+        self.footer.setToolTip(self._footer_details(message))
         self.footer.setVisible(bool(self.footer.text()))
         self.body.setAccessibleDescription(message.content[:200])
         self._show_progress()
@@ -541,11 +543,19 @@ class MessageWidget(QWidget):
         elif message.status == S.STOPPED:
             parts.append("Stopped")
         if message.role == "assistant" and stats.get("tokens"):
-            parts.append(
-                f"{stats['tokens']} tokens · {stats.get('tokens_per_s', 0):.1f} tokens/s · "
-                f"{stats.get('tokens_per_pass', 0):.2f} tokens/pass"
-            )
+            parts.append(f"{stats['tokens']} tokens · {stats.get('tokens_per_s', 0):.1f} tokens/s")
         return "   ".join(parts)
+
+    def _footer_details(self, message: Message) -> str:
+        """The answer's technical figures, one hover away."""
+        stats = message.stats or {}
+        if message.role != "assistant" or not stats.get("tokens"):
+            return ""
+        lines = [f"{stats['tokens']} tokens in {stats.get('passes', 0)} passes of the model"]
+        if stats.get("tokens_per_pass", 0) > 1:
+            lines.append(f"{stats['tokens_per_pass']:.2f} tokens per pass (the draft model's guesses that were "
+                         f"kept), tree budget {stats.get('budget', 0)}")
+        return "\n".join(lines)
 
     def render(self, force: bool = False) -> None:
         """Show the message's text; `force` re-renders unchanged text (the theme changed)."""
@@ -649,15 +659,14 @@ class MessageWidget(QWidget):
         row = QHBoxLayout(self.edit_row)
         row.setContentsMargins(0, 0, 0, 0)
         row.addStretch(1)
-        self.resend_button = QPushButton("Save && resend")
+        self.resend_button = button("Save && resend", PRIMARY)
         self.resend_button.setAccessibleName("Save edited message and resend")
-        self.resend_button.setDefault(True)
         self.resend_button.clicked.connect(self._submit_edit)
-        self.cancel_edit_button = QPushButton("Cancel")
+        self.cancel_edit_button = button("Cancel", SECONDARY)
         self.cancel_edit_button.setAccessibleName("Cancel editing")
         self.cancel_edit_button.clicked.connect(self.stop_editing)
-        row.addWidget(self.resend_button)
         row.addWidget(self.cancel_edit_button)
+        row.addWidget(self.resend_button)
         layout = self.bubble.layout()
         index = layout.indexOf(self.body)
         layout.insertWidget(index + 1, self.editor)
@@ -704,6 +713,7 @@ class ChatView(QScrollArea):
     regenerate_requested = Signal()
     alternative_requested = Signal(int, int)  # message id, step
     suggestion_clicked = Signal(str)
+    models_requested = Signal()  # "Get a bigger model" in the empty chat
 
     def __init__(self, model: MessageListModel, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -752,25 +762,39 @@ class ChatView(QScrollArea):
         self.placeholder_label.setObjectName("welcomeText")
         self.placeholder_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.placeholder_label.setWordWrap(True)
+        self.placeholder_label.setMinimumWidth(420)
+        self.placeholder_label.setMaximumWidth(560)
+        self.models_button = button("Get a bigger model", LINK,
+                                    "Models that answer better, and how fast each would run on this computer")
+        self.models_button.clicked.connect(self.models_requested)
+        self.models_button.hide()
         layout.addWidget(title)
-        layout.addWidget(self.placeholder_label)
-        self.suggestion_buttons = []
-        for text in SUGGESTIONS:
-            button = QPushButton(text)
-            button.setObjectName("suggestion")
-            button.setAccessibleName(f"Suggestion: {text}")
-            button.setCursor(Qt.CursorShape.PointingHandCursor)
-            button.clicked.connect(lambda _=False, t=text: self.suggestion_clicked.emit(t))
+        for widget in (self.placeholder_label, self.models_button):
             row = QHBoxLayout()
             row.addStretch(1)
-            row.addWidget(button)
+            row.addWidget(widget)
             row.addStretch(1)
             layout.addLayout(row)
-            self.suggestion_buttons.append(button)
+        layout.addSpacing(SPACE.s)
+        self.suggestion_buttons = []
+        for text in SUGGESTIONS:
+            suggestion = QPushButton(text)
+            suggestion.setObjectName("suggestion")
+            suggestion.setAccessibleName(f"Suggestion: {text}")
+            suggestion.setCursor(Qt.CursorShape.PointingHandCursor)
+            suggestion.clicked.connect(lambda _=False, t=text: self.suggestion_clicked.emit(t))
+            row = QHBoxLayout()
+            row.addStretch(1)
+            row.addWidget(suggestion)
+            row.addStretch(1)
+            layout.addLayout(row)
+            self.suggestion_buttons.append(suggestion)
         return welcome
 
-    def set_placeholder(self, text: str) -> None:
+    def set_welcome(self, text: str, offer_models: bool = False) -> None:
+        """What the empty chat says about the model in use; `offer_models`: a link to bigger ones."""
         self.placeholder_label.setText(text)
+        self.models_button.setVisible(offer_models)
 
     def placeholder_text(self) -> str:
         return self.placeholder_label.text()

@@ -17,8 +17,7 @@ from typing import Any
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
-    QComboBox, QDialog, QDialogButtonBox, QFormLayout, QHBoxLayout, QLabel, QLineEdit, QPushButton, QVBoxLayout,
-    QWidget,
+    QComboBox, QDialog, QFormLayout, QHBoxLayout, QLabel, QLineEdit, QVBoxLayout, QWidget,
 )
 
 from app.chat.view import sentence
@@ -27,6 +26,7 @@ from app.models.wizard.pair_list import Card, CardList, badge, label
 from app.settings.schema import AppSettings, RemoteEndpoint
 from app.system.background import BackgroundCall
 from app.theme.icons import themed
+from app.window.buttons import LINK, PRIMARY, SECONDARY, button, footer
 from core.errors import InvalidSettingError, RemoteError
 from core.remote.check import EndpointCheck, check_endpoint, list_models
 from core.remote.endpoint import Endpoint
@@ -63,7 +63,7 @@ class Outcome(QWidget):
         row.setContentsMargins(0, 0, 0, 0)
         self.text = label("", "connectionOutcome")
         self.text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.details_button = QPushButton("Details")
+        self.details_button = button("Details", LINK)
         self.details_button.setCheckable(True)
         self.details_button.toggled.connect(self._show)
         row.addWidget(self.text, 1)
@@ -110,7 +110,7 @@ class EndpointDialog(QDialog):
         column.addLayout(form)
         column.addWidget(label(ADDRESS_EXAMPLES, muted=True))
         check_row = QHBoxLayout()
-        self.check_button = QPushButton("Check connection")
+        self.check_button = button("Check connection", SECONDARY)
         themed(self.check_button, "refresh-cw", size=16)
         self.check_button.clicked.connect(self.check)
         check_row.addWidget(self.check_button)
@@ -127,14 +127,13 @@ class EndpointDialog(QDialog):
         self.model_row.hide()
         column.addWidget(self.model_row)
         column.addStretch()
-        self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel)
-        self.save_button = self.buttons.button(QDialogButtonBox.StandardButton.Save)
-        self.save_button.setProperty("role", "primary")
+        self.save_button = button("Save", PRIMARY)
         self.save_button.setEnabled(False)
         self.save_button.setToolTip("Check the connection first")
-        self.buttons.accepted.connect(self.accept)
-        self.buttons.rejected.connect(self.reject)
-        column.addWidget(self.buttons)
+        self.cancel_button = button("Cancel", SECONDARY)
+        self.save_button.clicked.connect(self.accept)
+        self.cancel_button.clicked.connect(self.reject)
+        column.addWidget(footer(self, self.cancel_button, self.save_button))
         for edit in (self.name_edit, self.address_edit, self.key_edit):
             edit.textChanged.connect(self._edited)
         self.resize(560, 360)
@@ -243,11 +242,10 @@ class ConnectionsPage(QWidget):
         model_line.addWidget(self.model_status, 1)
         column.addWidget(self.model_row)
         row = QHBoxLayout()
-        self.use_button = QPushButton("Use this connection")
-        self.use_button.setProperty("role", "primary")
-        self.remove_button = QPushButton("Remove…")
+        self.use_button = button("Use this connection", PRIMARY)
+        self.remove_button = button("Remove…", SECONDARY, "Forget the selected server and its API key")
         themed(self.remove_button, "trash-2", size=16)
-        self.add_button = QPushButton("Add a server…")
+        self.add_button = button("Add a server…", SECONDARY)
         themed(self.add_button, "square-pen", size=16)
         row.addWidget(self.use_button)
         row.addWidget(self.remove_button)
