@@ -103,11 +103,13 @@ def test_add_a_server_chat_stop_and_regenerate(qtbot, app_paths, tiny_models, ke
         qtbot.waitUntil(lambda: window.bridge.status.state == READY, timeout=90_000)
         engine_pid = window.bridge.status.pid
         assert engine_pid and process_alive(engine_pid)
-        assert window.status_panel.source_label.text() == "On this computer"
+        assert window.status_line.state_text().endswith("on this computer")
 
         manager = add_server(qtbot, window, "GPU box", url.removesuffix("/v1"), KEY, "beta-13b")
         qtbot.waitUntil(lambda: window.bridge.status.state == READY and "remote" in window.bridge.status.models,
                         timeout=TIMEOUT_MS)
+        assert manager.message.text() == "Now using beta-13b on GPU box."  # not "Switching…" once connected
+        assert manager.connections.use_button.text() == "In use" and not manager.connections.use_button.isEnabled()
         manager.close()
         saved = load_settings(app_paths.settings_file)
         assert saved.connection == "GPU box" and saved.endpoints == [RemoteEndpoint("GPU box", url, "beta-13b")]
@@ -115,9 +117,9 @@ def test_add_a_server_chat_stop_and_regenerate(qtbot, app_paths, tiny_models, ke
         keys = app_paths.config_dir / "endpoint-keys.json"
         assert KEY in keys.read_text() and stat.S_IMODE(keys.stat().st_mode) == 0o600  # ...but kept apart
         qtbot.waitUntil(lambda: not process_alive(engine_pid), timeout=20_000)  # the local engine was let go
-        assert window.status_panel.source_label.text() == "From beta-13b on GPU box"
+        assert window.status_line.state_text() == "Ready · beta-13b on GPU box"
         assert window.model_button.text().startswith("beta-13b on GPU box")
-        assert not window.status_panel.chart.isVisible()  # no tree on a server
+        assert not window.status_line.details.uses_draft  # no tree on a server
 
         send(qtbot, window, "hello from the app")
         answer = window.controller.messages.rows[-1]

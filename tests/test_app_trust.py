@@ -535,3 +535,57 @@ def test_12_reopening_a_chat_leaves_no_ghost_of_its_old_messages(qtbot, quiet_wi
     assert old and not any(widget.isVisible() for widget in old)
     settle()  # the new ones are shown by the layout on the next turn of the event loop
     assert len([w for w in window.chat_view.widgets if w.isVisible()]) == 2
+
+
+# ----------------------------------------------------------------------------------------------------------
+# 15. Issue 33's smaller things: an edit opens in sight, lists read as lists, the pager keeps its place, the
+#     title has room at the first size
+
+
+def test_15_edit_in_place_is_scrolled_into_sight(qtbot, quiet_window):
+    window = quiet_window
+    window.resize(1280, 800)
+    window.show()
+    turns = [turn for n in range(6) for turn in (("user", f"question {n}"), ("assistant", "an answer\n\n" * 6))]
+    open_chat_with(window, *turns, ("user", "the last question, long enough\n" * 4))
+    view = window.chat_view
+    settle()
+    middle = view.widgets[6]  # a question half-way up, its last line at the bottom edge of the view
+    bottom = middle.mapTo(view.widget(), QPoint(0, middle.height())).y()
+    view.verticalScrollBar().setValue(bottom - view.viewport().height())
+    settle()
+    middle.start_editing()
+    settle()
+    top = middle.edit_row.mapTo(view.viewport(), QPoint(0, 0)).y()
+    assert 0 <= top and top + middle.edit_row.height() <= view.viewport().height()  # Save & resend is in sight
+
+
+def test_15_list_items_sit_close_and_the_pager_keeps_its_place(qtbot, quiet_window):
+    window = quiet_window
+    open_chat_with(window, ("user", "ideas?"), ("assistant", "Three:\n\n1. one\n2. two\n3. three\n\nThat is all."))
+    document = window.chat_view.widgets[1].body.parts[0].document()
+    margins = {}
+    block = document.begin()
+    while block.isValid():
+        margins[block.text()] = (block.blockFormat().topMargin(), block.blockFormat().bottomMargin())
+        block = block.next()
+    assert margins["two"] == (2.0, 2.0)  # between items: close together
+    assert margins["one"][0] > 2 and margins["three"][1] > 2  # the list as a whole keeps a paragraph's room
+    answer = window.chat_view.widgets[1]
+    actions = answer.actions.layout()
+    order = [actions.itemAt(i).widget() for i in range(actions.count())]
+    assert order.index(answer.previous_button) < order.index(answer.copy_button)  # anchored at the edge, first
+
+
+def test_15_the_first_size_leaves_the_title_room(qtbot, quiet_window):
+    from PySide6.QtCore import QSize
+
+    from app.window.main_window import default_size
+
+    assert default_size(QSize(1280, 800)) == (1152, 720) and default_size(QSize(2560, 1440)) == (1240, 800)
+    window = quiet_window
+    window.resize(*default_size(QSize(1366, 768)))
+    window.show()
+    window.header.set_title("Which trains cross the Alps in winter?")
+    settle()
+    assert window.title_label.text_shown() == "Which trains cross the Alps in winter?"  # not cut short

@@ -68,6 +68,25 @@ def set_line_height(document: QTextDocument, percent: int) -> None:
     cursor.mergeBlockFormat(spacing)
 
 
+def tighten_lists(document: QTextDocument, gap: float = 2.0) -> None:
+    """List items close together (setMarkdown spaces each like a paragraph); the list as a whole keeps the
+    paragraph spacing above and below it."""
+    cursor = QTextCursor(document)
+    block = document.begin()
+    while block.isValid():
+        items = block.textList()
+        if items is not None:
+            previous, following = block.previous(), block.next()
+            look = block.blockFormat()
+            if previous.isValid() and previous.textList() is not None:
+                look.setTopMargin(gap)
+            if following.isValid() and following.textList() is not None:
+                look.setBottomMargin(gap)
+            cursor.setPosition(block.position())
+            cursor.setBlockFormat(look)
+        block = block.next()
+
+
 def shade_inline_code(document: QTextDocument, background: str) -> None:
     """Give `inline code` (setMarkdown's fixed-pitch fragments) a tinted background, like a chip (drawn with
     the document's font settings, which setMarkdown's fixed-pitch font would otherwise drop)."""
@@ -275,6 +294,7 @@ class MessageBody(QWidget):
             elif force or self._texts[index] != key:
                 part.document().setMarkdown(piece.text, MARKDOWN_FEATURES)
                 set_line_height(part.document(), TYPE.body_line_height)
+                tighten_lists(part.document())
                 shade_inline_code(part.document(), colors.surface_alt)
                 style_tables(part.document(), colors.border)
             self._texts[index] = key
@@ -343,6 +363,7 @@ class MessageWidget(QWidget):
     always shows its "‹ 2 / 3 ›" switcher."""
 
     edit_submitted = Signal(int, str)  # message id, new text
+    editing_started = Signal()  # the editor opened in place (the view scrolls it into sight)
     copied = Signal(str)  # what was copied (for the status bar)
     regenerate_requested = Signal()
     alternative_requested = Signal(int, int)  # message id, step (-1 previous, +1 next)
@@ -431,8 +452,8 @@ class MessageWidget(QWidget):
         self.alternative_label.setObjectName("alternativeCount")
         self.next_button = _action_button("chevron-right", "Next answer", "Show the next answer")
         self.next_button.clicked.connect(lambda: self.alternative_requested.emit(self.message.id, +1))
-        for widget in (self.previous_button, self.alternative_label, self.next_button):
-            actions.addWidget(widget)
+        for position, widget in enumerate((self.previous_button, self.alternative_label, self.next_button)):
+            actions.insertWidget(position, widget)  # first, against the answer's edge: hovering adds beside it
         for button in (self.copy_button, self.edit_button, self.regenerate_button):
             if button is not None:  # appearing on hover moves nothing beside them
                 keep = button.sizePolicy()
@@ -675,6 +696,7 @@ class MessageWidget(QWidget):
         self.body.hide()
         self._update_actions_visibility()
         self.editor.setFocus()
+        self.editing_started.emit()
 
     def stop_editing(self) -> None:
         if self.editor is None:
@@ -736,6 +758,7 @@ class ChatView(QScrollArea):
         self.column.addStretch(1)
         self.setWidget(container)
         self._stick = True
+        self._editing: MessageWidget | None = None  # a message being edited in place, kept in sight
         self.verticalScrollBar().rangeChanged.connect(self._range_changed)
         self.verticalScrollBar().valueChanged.connect(self._value_changed)
         model.modelReset.connect(self._rebuild)
@@ -804,11 +827,27 @@ class ChatView(QScrollArea):
     def _make(self, message: Message) -> MessageWidget:
         widget = MessageWidget(message)
         widget.edit_submitted.connect(self.edit_submitted)
+        widget.editing_started.connect(lambda: self._show_editor(widget))
         widget.copied.connect(self.copied)
         widget.regenerate_requested.connect(self.regenerate_requested)
         widget.alternative_requested.connect(self.alternative_requested)
         widget.set_actions_enabled(self._actions_enabled)
         return widget
+
+    def _show_editor(self, widget: MessageWidget) -> None:
+        """A message edited in place: its editor and buttons in sight (one near the bottom edge may open below
+        it). The editor's height is known only once laid out, which also grows the scroll range: the view
+        scrolls to it then, and again whenever the range changes while it is open."""
+        self._stick = False
+        self._editing = widget
+        QTimer.singleShot(0, self._reveal_editor)
+
+    def _reveal_editor(self) -> None:
+        widget = self._editing
+        if widget is None or widget.edit_row is None or widget not in self.widgets:
+            self._editing = None
+            return
+        self.ensureWidgetVisible(widget.edit_row, 0, SPACE.xl)
 
     def _rebuild(self) -> None:
         for widget in self.widgets:
@@ -874,7 +913,9 @@ class ChatView(QScrollArea):
         self._stick = bar.maximum() - value <= STICK_TO_BOTTOM_PX
 
     def _range_changed(self, _minimum: int, maximum: int) -> None:
-        if self._stick:
+        if self._editing is not None:
+            self._reveal_editor()
+        elif self._stick:
             self.verticalScrollBar().setValue(maximum)
 
     def scroll_to_bottom(self) -> None:

@@ -32,8 +32,9 @@ from core.remote.check import EndpointCheck, check_endpoint, list_models
 from core.remote.endpoint import Endpoint
 from core.remote.key_store import delete_key, save_key
 
-ADDRESS_EXAMPLES = ("Another computer running specexec serve: the address and key it prints. "
-                    "Ollama: http://HOST:11434/v1 · LM Studio: http://HOST:1234/v1 · vLLM: http://HOST:8000/v1")
+# One address a line: a label wraps at the slashes of an address that does not fit beside another.
+ADDRESS_EXAMPLES = ("Another computer running specexec serve: the address and key it prints.\n"
+                    "Ollama: http://HOST:11434/v1\nLM Studio: http://HOST:1234/v1\nvLLM: http://HOST:8000/v1")
 
 
 def returning_errors(function: Callable[[], Any]) -> Callable[[], Any]:

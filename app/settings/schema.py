@@ -95,7 +95,7 @@ class ConversationSettings:
 # answers "What is the capital of France?" in made-up French and, asked again, loops on a word; calmer
 # sampling with a light repetition penalty keeps it on track (measured: docs/benchmarks.md, "The built-in
 # model's sampling"). Bigger models keep the general defaults.
-BUILTIN_SAMPLING = {"temperature": 0.2, "top_p": 0.9, "top_k": 0, "repetition_penalty": 1.1}
+BUILTIN_SAMPLING = {"temperature": 0.2, "top_p": 0.5, "top_k": 0, "repetition_penalty": 1.1}
 
 
 @dataclass

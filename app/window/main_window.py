@@ -12,7 +12,7 @@ import logging
 from html import escape
 from pathlib import Path
 
-from PySide6.QtCore import Qt, QUrl
+from PySide6.QtCore import QSize, Qt, QUrl
 from PySide6.QtGui import QAction, QCloseEvent, QDesktopServices, QGuiApplication, QKeySequence
 from PySide6.QtWidgets import (
     QFileDialog, QHBoxLayout, QMainWindow, QSizePolicy, QSplitter, QStackedWidget, QVBoxLayout, QWidget,
@@ -49,6 +49,15 @@ log = logging.getLogger(__name__)
 SIDEBAR_MIN_PX = 180
 
 
+def default_size(available: QSize | None) -> tuple[int, int]:
+    """The window's first size: roomy enough for a chat's title beside the header's buttons, and never more
+    than 90% of the screen (a 1280 x 800 laptop gets a window that fits)."""
+    width, height = 1240, 800
+    if available is None:
+        return width, height
+    return min(width, int(available.width() * 0.9)), min(height, int(available.height() * 0.9))
+
+
 class MainWindow(QMainWindow):
     def __init__(
         self,
@@ -75,7 +84,7 @@ class MainWindow(QMainWindow):
         self._gpu_banner: str | None = None  # the banner's text while it reports a GPU that failed its check
         self.setWindowTitle("SpecExec Desktop")
         self.setWindowIcon(resources.icon("app"))
-        self.resize(1100, 720)
+        self.resize(*default_size(self.screen().availableGeometry().size() if self.screen() else None))
         self._build()
         self._build_menus()
         self._connect()

