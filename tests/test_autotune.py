@@ -294,8 +294,12 @@ def test_measurement_stops_near_its_time_limit(tiny_target, tiny_draft):
 # The engine: automatic by default, the choice sent as an AutoChoice event
 
 
-def test_engine_defaults_to_auto_and_explains_its_choice(tmp_path):
+def test_engine_defaults_to_auto_and_explains_its_choice(tmp_path, monkeypatch):
     from test_engine import USER, save_tiny_pair
+
+    from core.models.measured import measured_speed
+
+    monkeypatch.setenv("SPECEXEC_CACHE_DIR", str(tmp_path / "cache"))
 
     target_dir, draft_dir = save_tiny_pair(tmp_path)
     engine, serve = in_process_engine()
@@ -304,7 +308,15 @@ def test_engine_defaults_to_auto_and_explains_its_choice(tmp_path):
         loaded = serve(P.Load(target=target_dir, draft=draft_dir, dtype="float64", device="cpu", max_depth=8))
         assert "Measuring this machine's speed" in [e.stage for e in loaded if isinstance(e, P.LoadProgress)]
         assert engine.models_info["budget"] == "auto"
+        pair = (engine.session.target.name, engine.session.draft.name, "CPU")
+        at_load = measured_speed(*pair)  # kept at load for the predictions...
+        assert at_load is not None
         got = serve(P.Generate("a", tuple(USER), max_new_tokens=24, temperature=0.8, seed=4))
+        after = measured_speed(*pair)  # ...and again after an answer, from the passes it saw
+        assert after is not None and after.measured_at > at_load.measured_at
+        assert after.tokens_per_second == pytest.approx(
+            max(engine.session.tuner.rate(c) for c in candidate_configs("auto", None, 16, 256, True)
+                if c.method == after.method and c.budget == after.budget))
         plain = serve(P.Generate("s", tuple(USER), max_new_tokens=24, temperature=0.8, seed=4, method="sequential"))
         alone = serve(P.Load(target=target_dir, draft=None, dtype="float64", device="cpu"))
         no_draft = serve(P.Generate("n", tuple(USER), max_new_tokens=4, temperature=0.8, seed=4))

@@ -38,8 +38,9 @@ def tuner_for_pair(target: CausalLM, draft: CausalLM | None, max_depth: int = 32
 
 
 def record_expected_speed(tuner: AutoTuner, target: CausalLM, draft: CausalLM | None) -> MeasuredSpeed:
-    """The tokens per second of the configuration the tuner would pick first on its own ('auto'), from this
-    machine's measured timings, kept for `specexec models recommend` and the app's wizard."""
+    """The tokens per second of the configuration the tuner would pick on its own ('auto'), from this
+    machine's measured timings and the passes it has seen, kept for `specexec models recommend` and the app's
+    wizard (at load, and by the engine after each tuned answer)."""
     budgets = target.max_tree_tokens or AUTO_MAX_BUDGET
     candidates = candidate_configs("auto", None, AUTO_EXPANDS[0], budgets, draft is not None)
     best = max(candidates, key=tuner.rate)

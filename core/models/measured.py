@@ -3,9 +3,11 @@
 
 The engine times a few short forwards of each model when it loads a pair (core/autotune/cost_model.py) and
 works out the fastest way to answer here: plain decoding or SpecExec at some tree budget. That figure,
-tokens per second, is kept here per pair and kind of device, so a prediction for the same pair on the same
-computer says what was measured instead of an estimate from the hardware's specifications (which misses
-what dominates a tiny model on a processor: the fixed cost of each forward).
+tokens per second, is kept here per pair and kind of device, and kept again after each answer the engine
+tuned (by then corrected by the passes it saw, so a load measured while the machine was busy does not stand
+for a month). A prediction for the same pair on the same computer then says what was measured instead of an
+estimate from the hardware's specifications, which misses what dominates a tiny model on a processor: the
+fixed cost of each forward.
 """
 
 from __future__ import annotations
