@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("PySide6")
 
-from app.settings.schema import SETTINGS_SCHEMA_VERSION, AppSettings, ConversationSettings, Method, load_settings  # noqa: E402
+from app.settings.schema import SETTINGS_SCHEMA_VERSION, ConversationSettings, Method, load_settings  # noqa: E402
 from app.window.status_bar import SpeedDetails  # noqa: E402
 from app.chat.answer_stats import AnswerStats  # noqa: E402
 from app_fixtures import recording_bridge_class, screenshot  # noqa: E402

@@ -454,11 +454,11 @@ class MessageWidget(QWidget):
         self.next_button.clicked.connect(lambda: self.alternative_requested.emit(self.message.id, +1))
         for position, widget in enumerate((self.previous_button, self.alternative_label, self.next_button)):
             actions.insertWidget(position, widget)  # first, against the answer's edge: hovering adds beside it
-        for button in (self.copy_button, self.edit_button, self.regenerate_button):
-            if button is not None:  # appearing on hover moves nothing beside them
-                keep = button.sizePolicy()
+        for action in (self.copy_button, self.edit_button, self.regenerate_button):
+            if action is not None:  # appearing on hover moves nothing beside them
+                keep = action.sizePolicy()
                 keep.setRetainSizeWhenHidden(True)
-                button.setSizePolicy(keep)
+                action.setSizePolicy(keep)
         policy = self.actions.sizePolicy()
         policy.setRetainSizeWhenHidden(True)  # hover shows the actions without moving the text
         self.actions.setSizePolicy(policy)
@@ -648,9 +648,9 @@ class MessageWidget(QWidget):
         (it says which answer this is); nothing while editing or streaming."""
         several = self.message.alt_count > 1 and not self.user
         idle = self.editor is None and not self.streaming
-        for button in (self.copy_button, self.edit_button):
-            if button is not None:
-                button.setVisible(self._hovered)
+        for action in (self.copy_button, self.edit_button):
+            if action is not None:
+                action.setVisible(self._hovered)
         if self.regenerate_button is not None:
             self.regenerate_button.setVisible(self._hovered and self._is_last)
         self.actions.setVisible(idle and (self._hovered or several))
@@ -719,9 +719,9 @@ class MessageWidget(QWidget):
 
     def set_actions_enabled(self, enabled: bool) -> None:
         """Edit and the alternatives are off while an answer streams."""
-        for button in (self.edit_button, self.previous_button, self.next_button):
-            if button is not None:
-                button.setEnabled(enabled)
+        for action in (self.edit_button, self.previous_button, self.next_button):
+            if action is not None:
+                action.setEnabled(enabled)
         if enabled:
             self._show_alternatives()
 

@@ -113,8 +113,8 @@ class ConversationList(QWidget):
                            "No chats yet. Type a message to start one.")
         self.empty.setVisible(empty)
         self.view.setVisible(not empty)
-        for button in (self.rename_button, self.delete_button):
-            button.setEnabled(not empty)
+        for action in (self.rename_button, self.delete_button):
+            action.setEnabled(not empty)
 
     def current_id(self) -> int | None:
         index = self.view.currentIndex()

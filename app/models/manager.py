@@ -116,6 +116,11 @@ class ModelManager(QDialog):
         self.tabs.setCurrentWidget(self.connections)
         return self
 
+    def show_catalog(self) -> "ModelManager":
+        """On "Get more models" (the empty chat's "Get a bigger model")."""
+        self.tabs.setCurrentWidget(self.catalog_page)
+        return self
+
     def _use_connection(self, settings: AppSettings) -> None:
         self.settings = settings
         remote = settings.remote_endpoint()
@@ -296,6 +301,7 @@ class ModelManager(QDialog):
         column.addWidget(self.catalog_list, 1)
         column.addLayout(row)
         self.tabs.addTab(page, "Get more models")
+        self.catalog_page = page
         from app.models.wizard.state import WizardState
 
         self._catalog_state = WizardState(self.settings, self.models_dir, self.catalog)

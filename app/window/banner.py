@@ -86,8 +86,8 @@ class Banner(QFrame):
         self.details_button.setChecked(False)
         self.label.setText(text)
         self.setAccessibleDescription(text)
-        for name, button in self.buttons.items():
-            button.setVisible(name in actions)
+        for name, action in self.buttons.items():
+            action.setVisible(name in actions)
         self.show()
         for name, action in self.buttons.items():  # the first action is the main one: one primary button
             set_role(action, PRIMARY if name == next(iter(actions), None) else SECONDARY)

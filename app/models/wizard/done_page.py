@@ -69,7 +69,9 @@ class DonePage(QWizardPage):
         fit = self.state.chosen
         self._show_cancel(True)
         self.setTitle("Almost there")
-        self.headline.setText(f"Loading <b>{fit.pair.name}</b>. The first start of a big model takes a while.")
+        first = ("The first start unpacks its weights: about half a minute." if fit.pair.download_bytes == 0
+                 else "The first start of a big model takes a while.")
+        self.headline.setText(f"Loading <b>{fit.pair.name}</b>. {first}")
         target, draft = self.state.chosen_paths()
         try:
             self.chosen_settings = choose(self.state.settings, target, draft, fit.pair.id)
