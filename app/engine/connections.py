@@ -44,7 +44,6 @@ def source_words(settings: AppSettings) -> str:
     return f"{remote.model or 'its model'} on {remote.name}" if remote is not None else "this computer"
 
 
-
 def own_api_server_words(url: str, own_url: str | None) -> str | None:
     """Why `url` cannot be a connection when it is this app's own API server, which answers at `own_url` (None
     while it is off); None otherwise. Through it, answers would come from the engine that "This computer"

@@ -9,7 +9,7 @@ the window's width: its line is elided, so the window fits a 1280 px laptop scre
 
 from __future__ import annotations
 
-from PySide6.QtCore import QEvent, QObject, QPoint, QRectF, QSize, Qt, Signal
+from PySide6.QtCore import QEvent, QObject, QPoint, QRectF, QSize, Qt
 from PySide6.QtGui import QColor, QPainter
 from PySide6.QtWidgets import QFrame, QLabel, QSizePolicy, QStatusBar, QToolButton, QVBoxLayout, QWidget
 
@@ -200,8 +200,6 @@ class AppStatusBar(QStatusBar):
     """One line of state on the left, the speed button on the right; the details card is a child of the
     window (`details`), shown above the button's corner while the button is checked."""
 
-    details_toggled = Signal(bool)
-
     def __init__(self, bridge: EngineBridge, stats: AnswerStats, window: QWidget) -> None:
         super().__init__(window)
         self.setSizeGripEnabled(False)
@@ -256,7 +254,6 @@ class AppStatusBar(QStatusBar):
             self._place_details()
             self.details.raise_()
         self.details.setVisible(shown)
-        self.details_toggled.emit(shown)
 
     def _place_details(self) -> None:
         """Above the speed button, right-aligned with the window's edge."""
