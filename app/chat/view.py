@@ -74,8 +74,7 @@ def tighten_lists(document: QTextDocument, gap: float = 2.0) -> None:
     cursor = QTextCursor(document)
     block = document.begin()
     while block.isValid():
-        items = block.textList()
-        if items is not None:
+        if block.textList() is not None:
             previous, following = block.previous(), block.next()
             look = block.blockFormat()
             if previous.isValid() and previous.textList() is not None:
