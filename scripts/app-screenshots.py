@@ -61,7 +61,7 @@ def main() -> int:
                 settle(3)
                 path = args.out / f"app-{name.value}-{screen}.png"
                 widget.grab().save(str(path))
-                print(path.relative_to(ROOT))
+                print(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path)
         for _, widget in screens:
             widget.close()
     return 0

@@ -7,7 +7,7 @@ bash scripts/setup.sh
 # from its own environment, in a subprocess, against a real server (the version its error mapping was tested
 # with). Only the tests need it, so the app's start never installs it.
 if [ ! -x .venv-litellm/bin/python ] || ! LITELLM_LOCAL_MODEL_COST_MAP=True .venv-litellm/bin/python -c "import litellm" 2>/dev/null; then
-    python3 -m venv .venv-litellm
+    .venv/bin/python -m venv .venv-litellm  # the interpreter setup.sh checked (3.11+, with venv)
     .venv-litellm/bin/python -m pip install -q --disable-pip-version-check litellm==1.106.0
 fi
 . .venv/bin/activate

@@ -14,7 +14,7 @@ from typing import Callable
 from app_fixtures import recording_bridge_class
 
 HW_FIXTURE = Path(__file__).parent / "fixtures" / "hw" / "gpu12-ram16-pcie3.json"
-WINDOW_SIZE = (1180, 760)
+WINDOW_SIZE = (1280, 800)  # a 13-14 inch laptop's screen, the smallest the window is made for
 
 CODE_ANSWER = (
     "Here is a short one. It ignores case and spaces, so `Never odd or even` counts:\n\n"
@@ -52,7 +52,7 @@ def chat_window(paths, chats: bool = True):
     _ready(bridge)
     if chats:
         store = window.store
-        for title in ("Weekend trip ideas", "Explain speculative decoding"):
+        for title in ("Weekend trip ideas", "A birthday poem for Anna"):
             store.create_conversation(title)
         cid = store.create_conversation("Palindromes in Python")
         store.add_message(cid, "user", "Write a Python function that checks whether a word is a palindrome.")
@@ -61,8 +61,8 @@ def chat_window(paths, chats: bool = True):
                                                "prompt_tokens": 61, "generated_tokens": 96})
         window.controller.conversations.refresh()
         window.controller.open_conversation(cid)
-        window.controller.stats.add(P.PassStats("x", 3, 64, 10.0, 60.0, 14.2, 64))
-        window.controller.stats.add(P.PassStats("x", 2, 64, 10.0, 60.0, 14.2, 64))
+        window.controller.stats.add(P.PassStats("x", 3, 64, 50.0, 126.0, 14.2, 64))  # 5 tokens in 0.352 s: 14.2/s
+        window.controller.stats.add(P.PassStats("x", 2, 64, 50.0, 126.0, 14.2, 64))
         window.controller.stats.flush()
     return window
 
@@ -97,7 +97,6 @@ def build_screens(paths, models_dir: Path, wait: Callable[[Callable[[], bool]], 
     `details`: the wizard's computer details open (they name the hardware fixture's file: not for docs)."""
     from app.models.manager import ModelManager
     from app.models.wizard.wizard import CHOOSE, DONE, DOWNLOAD
-    from app.settings.dialogs import AppSettingsDialog, ConversationSettingsDialog
     from app.settings.schema import AppSettings, ConversationSettings
     from app.window.confirm import confirm_box
     from core.engine import protocol as P
@@ -118,11 +117,17 @@ def build_screens(paths, models_dir: Path, wait: Callable[[Callable[[], bool]], 
     add("chat", main)
     add("chat-engine-stopped", crashed_window(own("crashed")))
 
-    settings = AppSettingsDialog(AppSettings(), main, has_gpu=True)
-    add("settings", settings)
-    conversation = ConversationSettingsDialog(ConversationSettings(system_prompt="You are a helpful assistant."), main)
-    conversation.advanced.setChecked(True)
-    add("chat-settings", conversation)
+    speed = chat_window(own("speed"))
+    speed.status_line.speed_button.setChecked(True)
+    add("chat-speed-details", speed)
+    panel = chat_window(own("panel"))
+    panel.controller.set_conversation_settings(ConversationSettings(system_prompt="You are a helpful assistant."))
+    panel.open_conversation_settings()
+    panel.chat_settings.advanced.setChecked(True)
+    add("chat-settings", panel)
+    settings_window = chat_window(own("settings"))
+    settings_window.open_settings(has_gpu=True)
+    add("settings", settings_window)
     add("delete-chat", confirm_box(main, "Delete this chat?",
                                    "“Palindromes in Python” and all its messages will be deleted. This cannot be "
                                    "undone.", "Delete chat"))

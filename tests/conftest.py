@@ -26,10 +26,13 @@ def session_cache_dir(tmp_path_factory) -> Iterator[None]:
     there, so tests do not convert it again. Engine processes inherit the variable."""
     from core import builtin
 
-    real = builtin.cache_root()
+    from core.models.locations import old_cache_dir
+
     folder = tmp_path_factory.mktemp("specexec-cache")
-    if (real / "builtin").is_dir():
-        (folder / "builtin").symlink_to(real / "builtin", target_is_directory=True)
+    for real in (builtin.cache_root(), old_cache_dir()):  # the user's cache, under its name before an update too
+        if real is not None and (real / "builtin").is_dir():
+            (folder / "builtin").symlink_to(real / "builtin", target_is_directory=True)
+            break
     previous = os.environ.get(builtin.CACHE_ENV)
     os.environ[builtin.CACHE_ENV] = str(folder)
     try:

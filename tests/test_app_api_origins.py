@@ -32,9 +32,9 @@ def test_settings_are_written_for_their_user_only(tmp_path):
 
 
 def test_the_settings_row_takes_allowed_origins_and_explains_a_bad_one(qtbot, tiny_models):
-    from app.settings.dialogs import AppSettingsDialog
+    from app.settings.settings_page import SettingsPage
 
-    dialog = AppSettingsDialog(tiny_settings(*tiny_models))
+    dialog = SettingsPage(tiny_settings(*tiny_models))
     qtbot.addWidget(dialog)
     row = dialog.api_server
     row.enabled.setChecked(True)

@@ -99,19 +99,45 @@ def test_a_taken_port_is_reported_not_fatal(qtbot, app_paths, shared_bridge, tin
         window = MainWindow(paths=app_paths, settings=settings, bridge=shared_bridge, confirm_delete=False)
         qtbot.addWidget(window)
         assert window.api_server.url is None and "already in use" in window.api_server.error
-        assert "already in use" in window.statusBar().currentMessage()
+        assert "already in use" in window.toast.text()
     finally:
         taken.close()
+
+
+def test_the_apps_own_api_server_is_refused_as_a_connection(qtbot, app_paths, shared_bridge, tiny_models):
+    """Using it would shut the engine it answers from: it is refused in words, before anything is saved."""
+    from app.engine.connections import own_api_server_words
+    from app.window.main_window import MainWindow
+
+    settings = dataclasses.replace(tiny_settings(*tiny_models), api_server=True, api_server_port=0,
+                                   api_server_key=KEY)
+    window = MainWindow(paths=app_paths, settings=settings, bridge=shared_bridge, confirm_delete=False)
+    qtbot.addWidget(window)
+    port = window.api_server.url.rsplit(":", 1)[1].split("/")[0]
+    page = window.open_model_manager().show_connections().connections
+    dialog = page.add_dialog()
+    for address in (f"127.0.0.1:{port}", f"http://localhost:{port}/v1", f"http://[::1]:{port}/v1"):
+        dialog.name_edit.setText("Myself")
+        dialog.address_edit.setText(address)
+        dialog.key_edit.setText(KEY)
+        dialog.check()
+        words = dialog.outcome.text.text()
+        assert "this app's own API server" in words and f"port {port}" in words, (address, words)
+        assert not dialog.save_button.isEnabled() and dialog.check_button.isEnabled()  # nothing was tried
+    assert own_api_server_words(f"http://192.168.1.20:{port}/v1", window.api_server.url) is None  # another PC
+    assert own_api_server_words(f"http://127.0.0.1:{int(port) + 1}/v1", window.api_server.url) is None
+    assert own_api_server_words(f"http://127.0.0.1:{port}/v1", None) is None  # the server is off: not ours
+    dialog.close()
 
 
 def test_settings_row_shows_a_key_to_copy_and_saves_the_switch(qtbot, tiny_models):
     from PySide6.QtGui import QGuiApplication
 
-    from app.settings.dialogs import AppSettingsDialog
+    from app.settings.settings_page import SettingsPage
 
     settings = tiny_settings(*tiny_models)
     assert settings.api_server is False  # off by default
-    dialog = AppSettingsDialog(settings)
+    dialog = SettingsPage(settings)
     qtbot.addWidget(dialog)
     row = dialog.api_server
     assert row.key.text() == "" and dialog.values() == settings  # an untouched dialog changes nothing
@@ -124,7 +150,7 @@ def test_settings_row_shows_a_key_to_copy_and_saves_the_switch(qtbot, tiny_model
     screenshot(dialog, "settings_api_server")
     row.copy_button.click()
     assert QGuiApplication.clipboard().text() == key
-    row.port.setValue(9123)
+    row.port.setText("9123")
     assert "http://127.0.0.1:9123/v1" in row.address.text()
     values = dialog.values()
     assert (values.api_server, values.api_server_port, values.api_server_require_key, values.api_server_key) == \

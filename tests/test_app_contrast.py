@@ -10,7 +10,7 @@ pytest.importorskip("PySide6")
 
 from PySide6.QtCore import QRect  # noqa: E402
 from PySide6.QtWidgets import (  # noqa: E402
-    QAbstractButton, QCheckBox, QLabel, QLineEdit, QListView, QMenuBar, QPlainTextEdit,
+    QAbstractButton, QCheckBox, QFrame, QLabel, QLineEdit, QListView, QMenuBar, QPlainTextEdit,
     QTabBar, QTextBrowser,
 )
 
@@ -29,10 +29,23 @@ AA = 4.5
 BUTTON_INSET = 5  # inside a button's border and rounded corners
 
 
+def covered(widget, top) -> bool:
+    """Whether a card floating over the window (the speed details, a toast) hides part of `widget`: its
+    pixels there are the card's, measured as the card's own text."""
+    for card in top.findChildren(QFrame):
+        if card.objectName() in ("speedDetails", "toast") and card.isVisible() and card is not widget \
+                and not card.isAncestorOf(widget):
+            here = QRect(widget.mapTo(top, widget.rect().topLeft()), widget.size())
+            if here.intersects(QRect(card.mapTo(top, card.rect().topLeft()), card.size())):
+                return True
+    return False
+
+
 def on(top, widgets: list) -> list:
     """The visible ones drawn in `top` itself (a dialog parented to the window is a window of its own)."""
     return [widget for widget in widgets if widget.isVisible() and widget.window() is top
-            and widget.visibleRegion().boundingRect() == widget.rect()]  # not scrolled partly out of sight
+            and widget.visibleRegion().boundingRect() == widget.rect()  # not scrolled partly out of sight
+            and not covered(widget, top)]
 
 
 def text_widgets(top) -> list[tuple[str, object, int]]:

@@ -16,10 +16,10 @@ import pytest
 pytest.importorskip("PySide6")
 
 from PySide6.QtCore import Qt  # noqa: E402
-from PySide6.QtWidgets import QDialog, QFileDialog  # noqa: E402
+from PySide6.QtWidgets import QFileDialog  # noqa: E402
 
 from app.settings.schema import AppSettings  # noqa: E402
-from app.settings.dialogs import AppSettingsDialog  # noqa: E402
+from app.settings.settings_page import SettingsPage  # noqa: E402
 from core.engine import protocol as P  # noqa: E402
 
 pytest.register_assert_rewrite("app_fixtures")
@@ -104,7 +104,7 @@ def test_3_browse_picks_a_gguf_file_starting_in_the_models_folder(qtbot, tmp_pat
     gguf = models / "tiny.Q4_0.gguf"
     gguf.write_bytes(b"GGUF")
     monkeypatch.setenv("SPECEXEC_MODELS_DIR", str(models))
-    dialog = AppSettingsDialog(AppSettings())
+    dialog = SettingsPage(AppSettings())
     qtbot.addWidget(dialog)
     picker = dialog.target.file_dialog(folder=False)
     assert Path(picker.directory().absolutePath()) == models
@@ -117,20 +117,20 @@ def test_3_browse_picks_a_gguf_file_starting_in_the_models_folder(qtbot, tmp_pat
     assert folders.fileMode() == QFileDialog.FileMode.Directory and Path(folders.directory().absolutePath()) == models
 
 
-def test_4_a_model_path_that_does_not_exist_is_refused_in_the_dialog(qtbot, tmp_path):
-    dialog = AppSettingsDialog(AppSettings())
+def test_4_a_model_path_that_does_not_exist_is_refused_in_the_settings(qtbot, tmp_path):
+    dialog = SettingsPage(AppSettings())
     qtbot.addWidget(dialog)
+    saved = []
+    dialog.saved.connect(saved.append)
     dialog.target.edit.setText(str(tmp_path / "no-such-model"))
-    dialog.accept()
-    assert dialog.result() != QDialog.DialogCode.Accepted and dialog.error.isVisibleTo(dialog)
+    assert not dialog.accept() and not saved and dialog.error.isVisibleTo(dialog)
     assert "no-such-model" in dialog.error.text() and "not found" in dialog.error.text()
     folder = tmp_path / "model"
     folder.mkdir()
     (folder / "config.json").write_text("{}")
     dialog.target.edit.setText(str(folder))
     dialog.draft.edit.setText("")
-    dialog.accept()
-    assert dialog.result() == QDialog.DialogCode.Accepted
+    assert dialog.accept() and saved[0].target == str(folder) and not dialog.error.isVisibleTo(dialog)
 
 
 # 5 ---------------------------------------------------------------------------------------------------------
@@ -259,7 +259,7 @@ def test_10_open_logs_folder_shows_the_path_where_nothing_can_open_it(qtbot, qui
     quiet_window.open_logs_folder()
     box = quiet_window.logs_dialog
     assert box is not None and box.isVisible()
-    assert str(quiet_window.paths.log_dir) in box.text()
+    assert str(quiet_window.paths.log_dir) in box.text.text()
     box.close()
 
 
@@ -273,14 +273,15 @@ def test_11_status_bar_starts_clean_in_a_new_chat_and_hides_the_tree_without_a_d
     with qtbot.waitSignal(c.answer_finished):
         w.bridge.handle_events([P.TokenChunk(rid, "Hi", (1,)), P.PassStats(rid, 3, 8, 1.0, 1.0, 1500.0, 16),
                                 P.Finished(rid, "eos", generated_tokens=3)])
-    assert w.status_panel.speed_label.text()[0].isdigit()
+    details = w.status_line.details
+    assert details.speed_label.text()[0].isdigit() and w.status_line.speed_button.text()[0].isdigit()
     qtbot.mouseClick(w.sidebar.new_button, Qt.MouseButton.LeftButton)
-    assert w.status_panel.speed_label.text().startswith("–")
-    assert not w.status_panel.chart.bars()
+    assert details.speed_label.text().startswith("No answer yet") and w.status_line.speed_button.text() == "Speed"
+    assert not details.chart.bars()
     w.apply_settings(AppSettings(target="builtin", draft=""))
-    assert w.status_panel.budget_label.isHidden() and w.status_panel.chart.isHidden()
+    assert details.budget_label.isHidden() and details.chart.isHidden()
     w.apply_settings(AppSettings())
-    assert not w.status_panel.budget_label.isHidden()
+    assert not details.budget_label.isHidden()
 
 
 def test_11_quitting_from_the_terminal_closes_cleanly(tmp_path):

@@ -14,7 +14,7 @@ from PySide6.QtGui import QPalette  # noqa: E402
 
 from app.chat.controller import title_from  # noqa: E402
 from app.settings.schema import AppSettings, ConversationSettings, Method, Theme  # noqa: E402
-from app.settings.dialogs import AppSettingsDialog, ConversationSettingsDialog  # noqa: E402
+from app.settings.chat_panel import ChatSettingsPanel  # noqa: E402
 pytest.register_assert_rewrite("app_fixtures")
 from app_fixtures import screenshot  # noqa: E402
 from core.engine import protocol as P  # noqa: E402
@@ -30,21 +30,32 @@ CODE_ANSWER = (
 )
 
 
-def test_conversation_settings_dialog_has_presets_and_advanced_sampling(qtbot):
+def test_chat_settings_panel_has_presets_and_advanced_sampling_and_saves_each_change(qtbot):
     settings = ConversationSettings(system_prompt="Pirate.", temperature=1.1, top_p=0.5, max_tokens=77, top_k=40,
                                     repetition_penalty=1.15, seed=1234, method=Method.SPECINFER)
-    dialog = ConversationSettingsDialog(settings)
-    qtbot.addWidget(dialog)
-    dialog.show()
-    assert dialog.values() == settings
-    assert dialog.preset.currentText() == "Custom" and not dialog.top_k.isVisible()  # Advanced starts folded
-    dialog.advanced.setChecked(True)
-    assert dialog.top_k.isVisible() and dialog.seed.isVisible() and dialog.method.isVisible()
-    dialog.preset.setCurrentText("Concise")
-    dialog._preset_chosen(dialog.preset.currentIndex())
-    assert dialog.values().system_prompt.startswith("Answer as briefly")
-    dialog.seed.setValue(-1)
-    assert dialog.seed.text() == "Random" and dialog.values().seed == -1
+    panel = ChatSettingsPanel(settings, conversation_id=7)
+    qtbot.addWidget(panel)
+    panel.resize(340, 900)
+    panel.show()
+    assert panel.values() == settings  # every value exactly, off the sliders' steps too (77 tokens, 1.15)
+    assert panel.preset.currentText() == "Custom" and not panel.top_k.isVisible()  # Advanced starts folded
+    panel.advanced.setChecked(True)
+    assert panel.top_k.isVisible() and panel.seed.isVisible() and panel.method.isVisible()
+    saved = []
+    panel.changed.connect(lambda conversation_id, values: saved.append((conversation_id, values)))
+    panel.preset.setCurrentText("Concise")
+    panel._preset_chosen(panel.preset.currentIndex())
+    assert saved[-1][0] == 7 and saved[-1][1].system_prompt.startswith("Answer as briefly")
+    panel.seed.edit.clear()
+    assert panel.seed.edit.placeholderText() == "Random" and saved[-1][1].seed == -1
+    panel.temperature.slider.setValue(panel.temperature.slider.value() - 5)  # one step to the left
+    assert saved[-1][1].temperature == 1.05
+    panel.system_prompt.setPlainText("Talk like a sailor.")  # typing is saved once it pauses...
+    assert saved[-1][1].system_prompt != "Talk like a sailor."
+    panel.set_settings(ConversationSettings(), conversation_id=8)  # ...or when another chat opens, to its own chat
+    assert saved[-1][0] == 7 and saved[-1][1].system_prompt == "Talk like a sailor."
+    count = len(saved)
+    assert panel.values() == ConversationSettings() and len(saved) == count  # showing another chat saves nothing
 
 
 def test_sampling_settings_and_method_reach_the_engine(qtbot, controller):
@@ -83,7 +94,7 @@ def test_export_markdown_and_json(qtbot, quiet_window, tmp_path):
     w.export_conversation(tmp_path / "chat.json", "json")
     data = json.loads((tmp_path / "chat.json").read_text())
     assert data["title"] == "Sort words by length?" and [m["role"] for m in data["messages"]] == ["user", "assistant"]
-    assert data["messages"][1]["stats"]["tokens"] == 9 and data["settings"]["temperature"] == 0.7
+    assert data["messages"][1]["stats"]["tokens"] == 9 and data["settings"]["temperature"] == 0.2  # the built-in's
     assert data["messages"][0]["created_at"].endswith("+00:00")
 
 
@@ -104,13 +115,24 @@ def test_context_meter_follows_the_prompt_and_the_answer(qtbot, quiet_window):
     w.send("hello")
     rid = w.controller.active.request_id
     w.bridge.handle_events([P.PromptStarted(rid, prompt_tokens=6000, reused_tokens=0)])
-    assert w.header.context_meter.label.text() == "6,000 / 8,192 tokens"
+    assert w.header.context_meter.label.text() == "6,000 / 8,192"
     assert w.header.context_meter.bar.property("warn") is False
     with qtbot.waitSignal(w.controller.answer_finished):
         w.bridge.handle_events([P.TokenChunk(rid, "Hi", (1,)), P.Finished(rid, "eos", prompt_tokens=6000,
                                                                        generated_tokens=900)])
-    assert w.header.context_meter.label.text() == "6,900 / 8,192 tokens"
+    assert w.header.context_meter.label.text() == "6,900 / 8,192"
     assert w.header.context_meter.bar.property("warn") is True
+    w.send("and again")  # stopped: its Finished carries no counts, yet the meter keeps what it showed
+    rid = w.controller.active.request_id
+    w.bridge.handle_events([P.PromptStarted(rid, prompt_tokens=6910, reused_tokens=6900),
+                            P.TokenChunk(rid, "Well", (1,)), P.PassStats(rid, 4, 1, 1.0, 2.0, 100.0, 16)])
+    qtbot.waitUntil(lambda: w.header.context_meter.label.text() == "6,914 / 8,192", timeout=3000)
+    with qtbot.waitSignal(w.controller.answer_finished):
+        w.bridge.handle_events([P.Finished(rid, "cancelled")])
+    chat = w.controller.conversation_id
+    w.new_conversation()
+    w.controller.open_conversation(chat)
+    assert w.header.context_meter.label.text() == "6,914 / 8,192"  # the same after opening the chat again
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -173,15 +195,11 @@ def test_screenshots_of_the_main_states(qtbot, quiet_window, themed, tmp_path):
     w.bridge.handle_events([P.Error(None, "engine_died", "the engine process (pid 77) was killed by SIGKILL", "")])
     screenshot(w, f"look-{themed}-5-crashed")
 
-    dialog = ConversationSettingsDialog(ConversationSettings(system_prompt=(
-        "You are a helpful assistant. Answer clearly and accurately; say so when you are not sure.")), w)
-    qtbot.addWidget(dialog)
-    dialog.advanced.setChecked(True)
-    dialog.show()
-    screenshot(dialog, f"look-{themed}-6-conversation-settings")
-    app_dialog = AppSettingsDialog(AppSettings(), w)
-    qtbot.addWidget(app_dialog)
-    app_dialog.target.edit.setText(str(tmp_path / "missing-model"))
-    app_dialog.show()
-    app_dialog.accept()
-    screenshot(app_dialog, f"look-{themed}-7-app-settings-error")
+    w.open_conversation_settings()
+    w.chat_settings.advanced.setChecked(True)
+    screenshot(w, f"look-{themed}-6-chat-settings")
+    page = w.open_settings()
+    page.target.edit.setText(str(tmp_path / "missing-model"))
+    page.accept()
+    screenshot(w, f"look-{themed}-7-app-settings-error")
+    page.cancelled.emit()

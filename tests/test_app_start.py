@@ -14,8 +14,15 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 FAKE_PYTHON3 = """#!/usr/bin/env bash
-# Stands in for the system python3: `--version`, and `-m venv DIR`, which makes a venv whose python logs calls.
-if [ "$1" = "--version" ]; then echo "Python 3.11.0"; exit 0; fi
+# Stands in for the system python3: `--version`, the version and venv checks (FAKE_VERSION, FAKE_NO_VENV), and
+# `-m venv DIR`, which makes a venv whose python logs calls.
+if [ "$1" = "--version" ]; then echo "Python ${FAKE_VERSION:-3.11}.0"; exit 0; fi
+if [ "$1" = "-c" ]; then
+    case "$2" in
+        *version_info*) echo "${FAKE_VERSION:-3.11}"; exit 0 ;;
+        *ensurepip*) [ -z "${FAKE_NO_VENV:-}" ] || { echo "No module named 'ensurepip'" >&2; exit 1; }; exit 0 ;;
+    esac
+fi
 if [ "$1" = "-m" ] && [ "$2" = "venv" ]; then
     mkdir -p "$3/bin"
     printf 'export PATH="%s/bin:$PATH"\\n' "$(cd "$3" && pwd)" > "$3/bin/activate"
@@ -39,6 +46,10 @@ def project(tmp_path):
     fake = bin_dir / "python3"
     fake.write_text(FAKE_PYTHON3)
     fake.chmod(0o755)
+    for other in ("python3.11", "python3.12", "python3.13", "python3.14"):  # none besides python3 on this "PC"
+        absent = bin_dir / other
+        absent.write_text("#!/usr/bin/env bash\nexit 127\n")
+        absent.chmod(0o755)
     calls = tmp_path / "calls.log"
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "CALLS": str(calls)}
     env.pop("VIRTUAL_ENV", None)
@@ -79,3 +90,19 @@ def test_a_failed_step_shows_its_output_and_leaves_no_stamp(project):
                             timeout=60)
     assert result.returncode != 0 and "broken build" in result.stderr
     assert not (copy / ".venv" / ".installed").exists()  # the next start tries again
+
+
+@pytest.mark.parametrize("fake, says", [
+    ({"FAKE_VERSION": "3.10"}, ["needs Python 3.11 or newer; python3 here is 3.10",
+                                "sudo apt install python3.11 python3.11-venv"]),
+    ({"FAKE_NO_VENV": "1"}, ["its venv module is not installed", "sudo apt install python3.11-venv"]),
+])
+def test_an_old_python_or_a_missing_venv_module_is_said_before_anything_is_made(project, fake, says):
+    """Ubuntu 22.04's python3 is 3.10; Debian and Ubuntu ship venv's pip bootstrap apart (python3.X-venv)."""
+    copy, env, calls = project
+    result = subprocess.run(["bash", "scripts/setup.sh"], cwd=copy, env={**env, **fake}, capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 1 and result.stdout == ""
+    for words in says:
+        assert words in result.stderr, result.stderr
+    assert not (copy / ".venv").exists() and not calls.exists()  # nothing created, nothing installed

@@ -11,8 +11,9 @@ import pytest
 
 pytest.importorskip("PySide6")
 
-from PySide6.QtCore import QPoint, Qt  # noqa: E402
-from PySide6.QtWidgets import QApplication, QMessageBox, QWizard  # noqa: E402
+from PySide6.QtCore import QEvent, QPoint, QPointF, Qt  # noqa: E402
+from PySide6.QtGui import QMouseEvent  # noqa: E402
+from PySide6.QtWidgets import QApplication, QWizard  # noqa: E402
 
 from app.conversations import store as S  # noqa: E402
 from app.settings.schema import AppSettings, ConversationSettings, Method, Theme  # noqa: E402
@@ -122,52 +123,75 @@ def test_3_rename_box_is_a_line_of_text_tall(qtbot, quiet_window):
 
 
 # ----------------------------------------------------------------------------------------------------------
-# 4. Import: one chooser that takes a folder (even an empty one, which is then refused) or a .gguf file
+# 4. Import: a chooser for a .gguf file and one for a folder, in the models folder (made if it is not there
+#    yet); whatever is picked is checked, a folder without a model refused in words that replace older ones
 
 
-def test_4_import_chooser_takes_a_folder_and_an_empty_one_is_refused(qtbot, tmp_path, monkeypatch):
-    from app.models.manager import ModelFileDialog, ModelManager
+def test_4_import_choosers_start_in_the_models_folder_and_a_bad_pick_is_said(qtbot, tmp_path, monkeypatch):
+    from PySide6.QtWidgets import QFileDialog
+
+    from app.models.manager import ModelManager
+    from app.system.model_chooser import chosen_path
 
     monkeypatch.setenv("SPECEXEC_HW_FIXTURE", str(FIXTURES / "gpu12-ram16-pcie3.json"))
-    models = tmp_path / "models"
-    models.mkdir()
+    models = tmp_path / "models"  # not made yet: a first start
     manager = ModelManager(AppSettings(), models)
     qtbot.addWidget(manager)
-    dialog = ModelFileDialog(models, manager)
-    assert Path(dialog.directory().absolutePath()) == models  # starts in the models folder
-    empty = tmp_path / "downloads" / "empty-folder"
-    empty.mkdir(parents=True)
-    dialog.setDirectory(str(empty.parent))
-    dialog.selectFile(str(empty))
-    dialog.accept()
-    assert dialog.chosen == empty and dialog.result() == dialog.DialogCode.Accepted
+    folders = manager.import_chooser(folder=True)
+    assert models.is_dir() and Path(folders.directory().absolutePath()) == models  # made, and opened there
+    assert folders.fileMode() == QFileDialog.FileMode.Directory
+    files = manager.import_chooser(folder=False)
+    assert files.fileMode() == QFileDialog.FileMode.ExistingFile and any("*.gguf" in f for f in files.nameFilters())
     gguf = tmp_path / "downloads" / "model.gguf"
+    gguf.parent.mkdir()
     gguf.write_bytes(b"GGUF")
-    dialog = ModelFileDialog(models, manager)
-    dialog.setDirectory(str(gguf.parent))
-    dialog.selectFile(str(gguf))
-    dialog.accept()
-    assert dialog.chosen == gguf
+    files.setDirectory(str(gguf.parent))
+    files.selectFile(str(gguf))
+    files.accept()
+    assert chosen_path(files) == gguf
+    manager.message.setText("Not imported: an older mistake")
+    empty = tmp_path / "downloads" / "empty-folder"
+    empty.mkdir()
     manager.import_path(empty)
+    assert manager.message.text().startswith("Importing")  # the older words are gone at once
     qtbot.waitUntil(lambda: manager.message.text().startswith("Not imported"), timeout=20000)
-    assert "<b>" not in manager.message.text() and not any(models.iterdir())
+    assert "older mistake" not in manager.message.text() and "<b>" not in manager.message.text()
+    manager.import_path(tmp_path / "no" / "such" / "model")
+    qtbot.waitUntil(lambda: manager.message.text().startswith("Not imported") and "such" in manager.message.text(),
+                    timeout=20000)
+    assert not any(models.iterdir())
 
 
 # ----------------------------------------------------------------------------------------------------------
-# 5. Status-bar messages have their own area, apart from the engine state
+# 5. Transient messages are toasts over the chat; the status bar keeps one line of state and never widens
+#    the window (it used to grow from 1100 to 1294 px after the first answer, too wide for a 1280 px laptop)
 
 
-def test_5_status_messages_are_not_squeezed_against_the_engine_state(qtbot, quiet_window):
+def test_5_messages_are_toasts_and_the_status_bar_never_widens_the_window(qtbot, quiet_window):
     window = quiet_window
+    window.resize(1280, 800)
     ready(window.bridge)
-    window.statusBar().showMessage("Copied the last answer to the clipboard", 3000)
     settle()
-    message = window.statusBar().message_label
-    engine = window.status_panel.engine_label
-    assert message.isVisible() and engine.isVisible() and engine.text() == "Engine: Ready"
-    left = message.mapTo(window, QPoint(0, 0)).x()
-    assert left + message.fontMetrics().horizontalAdvance(message.text()) < engine.mapTo(window, QPoint(0, 0)).x()
-    assert window.statusBar().currentMessage() == "Copied the last answer to the clipboard"
+    narrowest = window.minimumSizeHint().width()
+    assert narrowest <= 1000
+    window.copy_last_answer()
+    window.toast.show_message("Copied the last answer to the clipboard, and a sentence long enough to wrap " * 3)
+    settle()
+    assert window.toast.isVisible() and window.toast.text().startswith("Copied the last answer")
+    assert window.toast.width() <= 560 and window.toast.label.height() > window.toast.label.fontMetrics().height()
+    assert window.status_line.state_text() == "Ready · SmolLM2 135M (built-in) on this computer"
+    window.bridge._set(state="loading", progress=0.5, stage="Loading " + "a very long stage name " * 20)
+    open_chat_with(window, ("user", "hello"))
+    request_id = window.controller.send("again") and window.bridge.calls[-1][1]
+    window.bridge.handle_events([P.TokenChunk(request_id, "Hi", (7,)), P.PassStats(request_id, 3, 64, 1.0, 2.0, 888.8, 64),
+                                 P.AutoChoice(request_id, "specexec", 64, 8, "SpecExec, 64-token trees: " + "x" * 300)])
+    settle()
+    assert window.minimumSizeHint().width() == narrowest  # nothing in the bar asks for more room
+    assert window.status_line.speed_button.text().endswith("tokens/s")
+    window.toast.mousePressEvent(QMouseEvent(QEvent.Type.MouseButtonPress, QPointF(1, 1), QPointF(1, 1),
+                                             Qt.MouseButton.LeftButton, Qt.MouseButton.LeftButton,
+                                             Qt.KeyboardModifier.NoModifier))
+    assert not window.toast.isVisible()  # a click dismisses it
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -305,27 +329,31 @@ def test_9_context_meter_moves_while_streaming_and_reading_says_what(qtbot, quie
 # 10. Plain decoding: no tree budget, tokens/pass or chart; the row does not shift
 
 
-def test_10_plain_decoding_hides_speculation_and_the_row_stays_put(qtbot, quiet_window):
+def test_10_plain_decoding_hides_speculation_and_the_bar_stays_put(qtbot, quiet_window):
     window = quiet_window
     ready(window.bridge)
-    panel = window.status_panel
+    details = window.status_line.details
     open_chat_with(window, ("user", "hello"))
-    assert panel.budget_label.isVisible() and panel.chart.isVisible()  # the built-in pair has a draft
+    window.status_line.speed_button.click()  # the details, one click away
+    settle()
+    assert details.isVisible() and details.budget_label.isVisible() and details.chart.isVisible()  # a draft: a tree
     window.controller.set_conversation_settings(ConversationSettings(method=Method.SEQUENTIAL))
     window._show_speculation_items()
-    for widget in (panel.budget_label, panel.per_pass_label, panel.chart, panel.choice_label):
+    for widget in (details.budget_label, details.per_pass_label, details.chart, details.choice_label):
         assert not widget.isVisible()
     settle()
-    x = panel.speed_label.mapTo(window, QPoint(0, 0)).x()
+    x = window.status_line.speed_button.mapTo(window, QPoint(0, 0)).x()
     for state in ("generating", "ready", "loading"):
         window.bridge._set(state=state, progress=0.5 if state == "loading" else None)
         settle()
-        assert panel.speed_label.mapTo(window, QPoint(0, 0)).x() == x, state
+        assert window.status_line.speed_button.mapTo(window, QPoint(0, 0)).x() == x, state
+    window.status_line.speed_button.click()
+    assert not details.isVisible()
 
 
 def test_10_the_empty_chart_draws_no_box(qtbot, themes, quiet_window):
     themes.apply(Theme.LIGHT)
-    chart = quiet_window.status_panel.chart
+    chart = quiet_window.status_line.details.chart
     image = chart.grab().toImage()
     background = image.pixelColor(image.width() // 2, 2)
     left_edge = {image.pixelColor(0, y).name() for y in range(image.height() - 3)}
@@ -337,43 +365,47 @@ def test_10_the_empty_chart_draws_no_box(qtbot, themes, quiet_window):
 
 
 def test_11_settings_speak_plainly_and_hide_what_cannot_apply(qtbot):
-    from PySide6.QtWidgets import QDialogButtonBox, QLabel
+    from PySide6.QtWidgets import QAbstractSpinBox, QLabel
 
-    from app.settings.dialogs import AppSettingsDialog, ConversationSettingsDialog
+    from app.settings.chat_panel import ChatSettingsPanel
+    from app.settings.settings_page import SettingsPage
 
-    dialog = AppSettingsDialog(AppSettings(), has_gpu=False)
+    dialog = SettingsPage(AppSettings(), has_gpu=False)
     qtbot.addWidget(dialog)
+    dialog.resize(1000, 900)
     dialog.show()
     texts = " ".join(label.text() for label in dialog.findChildren(QLabel) if label.isVisible())
     shown = dialog.target.edit.text() + dialog.draft.edit.text()
-    assert "builtin" not in shown and "SmolLM2 135M" in shown
+    assert "builtin" not in shown and "SmolLM2 135M (built-in)" in shown
     assert "GPU" not in texts and not dialog.vram.isVisible() and not dialog.offload.isVisible()
     assert dialog.values().target == "builtin" and dialog.values().draft == "builtin-draft"  # saved as ids
-    with_gpu = AppSettingsDialog(AppSettings(), has_gpu=True)
+    assert not dialog.findChildren(QAbstractSpinBox)  # sliders, lists and fields, not spin boxes
+    assert [b.property("role") for b in (dialog.cancel_button, dialog.save_button)] == ["secondary", "primary"]
+    with_gpu = SettingsPage(AppSettings(), has_gpu=True)
     qtbot.addWidget(with_gpu)
     with_gpu.show()
     assert with_gpu.vram.isVisible()
 
-    chat = ConversationSettingsDialog(ConversationSettings())
+    chat = ChatSettingsPanel(ConversationSettings())
     qtbot.addWidget(chat)
+    chat.resize(340, 900)
     chat.show()
     settle()
+    assert not chat.findChildren(QAbstractSpinBox)
     texts = [label.text().replace("&", "") for label in chat.findChildren(QLabel) if label.isVisible()]
-    assert not any(text.startswith("Max") for text in texts) and "Longest answer:" in texts
+    assert not any(text.startswith("Max") for text in texts) and "Longest answer" in texts
     for field in (chat.temperature, chat.top_p, chat.max_tokens):  # each says what it does, in a line under it
-        help_label = field.parentWidget().findChild(QLabel, "fieldHelp")
-        assert help_label.isVisible() and len(help_label.text().split()) >= 7
+        assert field.help_label.isVisible() and len(field.help_label.text().split()) >= 5
     assert not chat.advanced_box.isVisible()
-    folded = chat.height()
-    ok = chat.findChild(QDialogButtonBox).button(QDialogButtonBox.StandardButton.Ok)
     advanced_bottom = chat.advanced.mapTo(chat, QPoint(0, chat.advanced.height())).y()
-    assert ok.mapTo(chat, QPoint(0, 0)).y() - advanced_bottom < 48  # no empty strip between them
+    assert chat.reset_button.mapTo(chat, QPoint(0, 0)).y() - advanced_bottom < 48  # no empty strip between them
     chat.advanced.setChecked(True)
     settle()
-    assert chat.advanced_box.isVisible() and chat.top_k.isVisible() and chat.height() > folded
+    assert chat.advanced_box.isVisible() and chat.top_k.isVisible() and chat.seed.isVisible()
+    assert chat.reset_button.mapTo(chat, QPoint(0, 0)).y() - advanced_bottom > 200
     chat.advanced.setChecked(False)
     settle()
-    assert chat.height() == folded
+    assert not chat.top_k.isVisible()
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -423,17 +455,23 @@ def test_12_answer_actions_show_on_hover_only_and_stopped_is_said_once(qtbot, qu
 
 
 def test_12_delete_asks_with_verbs_and_marks_the_destructive_button(qtbot):
-    from PySide6.QtWidgets import QPushButton
+    from PySide6.QtWidgets import QLabel, QPushButton
 
     from app.window.confirm import confirm_box
 
     box = confirm_box(None, "Delete this chat?", "“Trip” will be deleted.", "Delete chat")
     qtbot.addWidget(box)
     texts = sorted(b.text() for b in box.findChildren(QPushButton))
-    assert texts == ["Cancel", "Delete chat"]
+    assert texts == ["Cancel", "Delete chat"]  # no generic Yes / No
     delete = next(b for b in box.findChildren(QPushButton) if b.text() == "Delete chat")
-    assert delete.property("role") == "destructive" and box.defaultButton().text() == "Cancel"
-    assert box.standardButtons() == QMessageBox.StandardButton.NoButton  # no generic Yes / No
+    assert delete.property("role") == "destructive" and box.default_button().text() == "Cancel"
+    assert not any(label.pixmap() and not label.pixmap().isNull() for label in box.findChildren(QLabel))  # no stock icon
+    remove = confirm_box(None, "Remove this server?", "GPU box will be forgotten.", "Remove server")
+    qtbot.addWidget(remove)
+    assert remove.default_button().text() == "Cancel"  # Enter never removes
+    download = confirm_box(None, "Download anyway?", "It will not fit.", "Download anyway", destructive=False)
+    qtbot.addWidget(download)
+    assert download.default_button().text() == "Download anyway" and download.confirm_button.property("role") == "primary"
 
 
 def test_12_an_empty_search_says_no_matches(qtbot, quiet_window):
@@ -497,3 +535,57 @@ def test_12_reopening_a_chat_leaves_no_ghost_of_its_old_messages(qtbot, quiet_wi
     assert old and not any(widget.isVisible() for widget in old)
     settle()  # the new ones are shown by the layout on the next turn of the event loop
     assert len([w for w in window.chat_view.widgets if w.isVisible()]) == 2
+
+
+# ----------------------------------------------------------------------------------------------------------
+# 15. Issue 33's smaller things: an edit opens in sight, lists read as lists, the pager keeps its place, the
+#     title has room at the first size
+
+
+def test_15_edit_in_place_is_scrolled_into_sight(qtbot, quiet_window):
+    window = quiet_window
+    window.resize(1280, 800)
+    window.show()
+    turns = [turn for n in range(6) for turn in (("user", f"question {n}"), ("assistant", "an answer\n\n" * 6))]
+    open_chat_with(window, *turns, ("user", "the last question, long enough\n" * 4))
+    view = window.chat_view
+    settle()
+    middle = view.widgets[6]  # a question half-way up, its last line at the bottom edge of the view
+    bottom = middle.mapTo(view.widget(), QPoint(0, middle.height())).y()
+    view.verticalScrollBar().setValue(bottom - view.viewport().height())
+    settle()
+    middle.start_editing()
+    settle()
+    top = middle.edit_row.mapTo(view.viewport(), QPoint(0, 0)).y()
+    assert 0 <= top and top + middle.edit_row.height() <= view.viewport().height()  # Save & resend is in sight
+
+
+def test_15_list_items_sit_close_and_the_pager_keeps_its_place(qtbot, quiet_window):
+    window = quiet_window
+    open_chat_with(window, ("user", "ideas?"), ("assistant", "Three:\n\n1. one\n2. two\n3. three\n\nThat is all."))
+    document = window.chat_view.widgets[1].body.parts[0].document()
+    margins = {}
+    block = document.begin()
+    while block.isValid():
+        margins[block.text()] = (block.blockFormat().topMargin(), block.blockFormat().bottomMargin())
+        block = block.next()
+    assert margins["two"] == (2.0, 2.0)  # between items: close together
+    assert margins["one"][0] > 2 and margins["three"][1] > 2  # the list as a whole keeps a paragraph's room
+    answer = window.chat_view.widgets[1]
+    actions = answer.actions.layout()
+    order = [actions.itemAt(i).widget() for i in range(actions.count())]
+    assert order.index(answer.previous_button) < order.index(answer.copy_button)  # anchored at the edge, first
+
+
+def test_15_the_first_size_leaves_the_title_room(qtbot, quiet_window):
+    from PySide6.QtCore import QSize
+
+    from app.window.main_window import default_size
+
+    assert default_size(QSize(1280, 800)) == (1152, 720) and default_size(QSize(2560, 1440)) == (1240, 800)
+    window = quiet_window
+    window.resize(*default_size(QSize(1366, 768)))
+    window.show()
+    window.header.set_title("Which trains cross the Alps in winter?")
+    settle()
+    assert window.title_label.text_shown() == "Which trains cross the Alps in winter?"  # not cut short

@@ -23,7 +23,8 @@ from app.conversations import store as S  # noqa: E402
 from app.engine.bridge import CRASHED, FAILED, GENERATING, LOADING, READY, EngineBridge  # noqa: E402
 from app.chat.markdown import Segment, code_blocks, segments  # noqa: E402
 from app.settings.schema import BudgetMode, ConversationSettings, Offload, Theme, load_settings  # noqa: E402
-from app.settings.dialogs import AppSettingsDialog, ConversationSettingsDialog  # noqa: E402
+from app.settings.chat_panel import ChatSettingsPanel  # noqa: E402
+from app.settings.settings_page import SettingsPage  # noqa: E402
 pytest.register_assert_rewrite("app_fixtures")  # it is also a plugin (pytest_plugins below)
 from app_fixtures import FakeClient, screenshot  # noqa: E402
 from core.engine import protocol as P  # noqa: E402
@@ -194,8 +195,9 @@ def test_first_run_loads_the_builtin_pair(quiet_window, app_paths):
     (call,) = quiet_window.bridge.calls
     assert call == ("start", P.Load(target="builtin", draft="builtin-draft", dtype="auto", device="auto",
                                     offload="auto", vram_budget_gb=None, budget="auto", max_depth=32, expand=32))
-    assert "SmolLM2 135M 4-bit" in quiet_window.chat_view.placeholder_text()
-    assert quiet_window.status_panel.engine_label.text() == "Engine: Starting"
+    assert "tiny demo model" in quiet_window.chat_view.placeholder_text()  # the built-in model, said plainly
+    assert quiet_window.chat_view.models_button.isVisibleTo(quiet_window.chat_view)
+    assert quiet_window.status_line.state_text() == "Starting…"
 
 
 def test_sidebar_new_rename_delete_and_search(qtbot, quiet_window):
@@ -220,14 +222,14 @@ def test_sidebar_new_rename_delete_and_search(qtbot, quiet_window):
     assert c.conversation_id == second
 
 
-def test_settings_dialogs_round_trip_and_apply(qtbot, quiet_window, app_paths):
-    dialog = AppSettingsDialog(quiet_window.settings)
+def test_settings_page_and_chat_panel_round_trip_and_apply(qtbot, quiet_window, app_paths):
+    dialog = SettingsPage(quiet_window.settings, has_gpu=True)
     qtbot.addWidget(dialog)
     assert dialog.values() == quiet_window.settings
     dialog.target.edit.setText("/models/big")
-    dialog.offload.setCurrentIndex(dialog.offload.findData("on"))
-    dialog.vram.setValue(10.5)
-    dialog.theme.setCurrentIndex(dialog.theme.findData("dark"))
+    dialog.offload.combo.setCurrentIndex(dialog.offload.combo.findData("on"))
+    dialog.vram.set_value(10.5)
+    dialog.theme.combo.setCurrentIndex(dialog.theme.combo.findData("dark"))
     new = dialog.values()
     assert (new.target, new.offload, new.vram_budget_gb, new.theme) == ("/models/big", Offload.ON, 10.5, Theme.DARK)
     quiet_window.apply_settings(new)
@@ -235,11 +237,11 @@ def test_settings_dialogs_round_trip_and_apply(qtbot, quiet_window, app_paths):
     assert quiet_window.bridge.calls[-1] == ("load", new.load_request())
     conversation = ConversationSettings(system_prompt="Pirate.", temperature=1.1, top_p=0.5, max_tokens=77,
                                         budget_mode=BudgetMode.MANUAL, budget=48)
-    per_chat = ConversationSettingsDialog(conversation)
+    per_chat = ChatSettingsPanel(conversation)
     qtbot.addWidget(per_chat)
     assert per_chat.values() == conversation
-    per_chat.auto_budget.setChecked(True)
-    assert per_chat.values().budget_mode == BudgetMode.AUTO and not per_chat.budget.isEnabled()
+    per_chat.budget.combo.setCurrentIndex(0)  # Automatic
+    assert per_chat.values().budget_mode == BudgetMode.AUTO
     quiet_window.controller.set_conversation_settings(conversation)
     assert quiet_window.controller.conversation_settings() == conversation
 

@@ -96,7 +96,7 @@ def wait_streaming(qtbot, window: MainWindow, chars: int = 30) -> None:
 def test_send_message_streams_the_answer_into_the_view_and_the_store(qtbot, window_factory):
     window = window_factory()
     assert window.chat_view.placeholder.isVisible()
-    assert window.bridge.status.state == READY and "Ready" in window.status_panel.engine_label.text()
+    assert window.bridge.status.state == READY and window.status_line.state_text().startswith("Ready")
     screenshot(window, "01-empty")
 
     qtbot.keyClicks(window.input, "Hello there")
@@ -114,8 +114,10 @@ def test_send_message_streams_the_answer_into_the_view_and_the_store(qtbot, wind
     view = window.chat_view.widgets[1]
     assert view.body.toPlainText().split() == answer.content.split()  # rendered (markdown: whitespace may fold)
     assert "tokens/s" in view.footer.text()
-    qtbot.waitUntil(lambda: window.status_panel.speed_label.text()[0].isdigit())
-    assert window.status_panel.chart.bars() and window.status_panel.budget_label.text() == "Tree budget: 16"
+    details = window.status_line.details
+    qtbot.waitUntil(lambda: details.speed_label.text()[0].isdigit())
+    assert details.chart.bars() and details.budget_label.text().startswith("Tree budget: 16 ")
+    assert window.status_line.speed_button.text().endswith("tokens/s")  # the speed on the bar, details a click away
     assert window.title_label.text() == "Hello there"  # the automatic title: the first line
     assert window.composer.mode == "send" and window.send_button.isEnabled()
     assert window.chat_view.last_answer().regenerate_button.isEnabled()
@@ -128,7 +130,7 @@ def test_stop_keeps_the_partial_answer(qtbot, window_factory):
     wait_streaming(qtbot, window)
     assert window.composer.mode == "stop" and window.send_button.accessibleName() == "Stop the answer"
     assert window.chat_view.widgets[1].status_label.text() == "writing…"
-    qtbot.waitUntil(lambda: window.status_panel.speed_label.text()[0].isdigit())
+    qtbot.waitUntil(lambda: window.status_line.speed_button.text()[0].isdigit())
     qtbot.waitUntil(lambda: len(window.chat_view.widgets[1].body.toPlainText()) > 10)  # rendered while streaming
     screenshot(window, "02-streaming")
     with qtbot.waitSignal(window.controller.answer_finished, timeout=ANSWER_TIMEOUT_MS) as finished:
@@ -237,7 +239,7 @@ def test_model_that_fails_to_load_shows_a_banner_and_good_settings_recover(qtbot
     with qtbot.waitSignal(window.bridge.engine_failed, timeout=ANSWER_TIMEOUT_MS) as failed:
         window.apply_settings(dataclasses.replace(good, target=str(window.paths.data_dir / "no-such-model")))
     assert failed.args[0].kind == "model_not_found"
-    assert window.bridge.status.state == FAILED and "failed to load" in window.status_panel.engine_label.text()
+    assert window.bridge.status.state == FAILED and window.status_line.state_text().startswith("No model loaded")
     assert window.banner.isVisible() and "could not be loaded" in window.banner.label.text()
     assert window.banner.buttons["settings"].isVisible() and window.banner.buttons["retry"].isVisible()
     assert not window.send_button.isEnabled()
@@ -258,7 +260,7 @@ def test_killed_engine_shows_banner_keeps_chat_and_restart_works(qtbot, window_f
     with qtbot.waitSignal(window.controller.answer_finished, timeout=10_000) as ended:
         os.kill(pid, signal.SIGKILL)
     assert ended.args[1] == S.INTERRUPTED
-    assert window.bridge.status.state == CRASHED and window.status_panel.engine_label.text() == "Engine: Crashed"
+    assert window.bridge.status.state == CRASHED and window.status_line.state_text().startswith("The engine stopped")
     assert window.banner.isVisible() and "SIGKILL" in window.banner.details()
     assert window.banner.buttons["restart"].isVisible()
     answer = window.controller.messages.rows[-1]

@@ -154,7 +154,10 @@ def test_real_catalog_on_a_24_gb_pc_in_plain_words(qtbot, tmp_path, monkeypatch)
     qtbot.waitUntil(lambda: wizard.state.recommendation is not None, timeout=WAIT_MS)
     assert wizard.hardware_page.summary.text() == \
         "NVIDIA GeForce RTX 4090, 24 GB; 63 GB RAM; PCIe 4.0 x16; 466 GB free on disk"
-    assert "Best for this computer: <b>Llama 3.3 70B Instruct</b>" in wizard.hardware_page.advice.text()
+    advice = wizard.hardware_page.advice.text()
+    assert advice.startswith("We recommend <b>Llama 3.3 70B Instruct</b>. A very strong model") and "words per second" in advice
+    for jargon in ("drafted", "tokens/pass", "tree budget", "SpecExec paper", "4-bit"):  # what a person gains, not how
+        assert jargon not in advice
     wizard.hardware_page.details_button.click()
     assert "PCIe Gen4 x16" in wizard.hardware_page.details.toPlainText()
     screenshot(wizard, "wizard-1-computer-4090")
@@ -166,6 +169,11 @@ def test_real_catalog_on_a_24_gb_pc_in_plain_words(qtbot, tmp_path, monkeypatch)
     assert "Recommended" in text and "Fits this computer" in text and "words per second" in text
     assert "to download" in text and "Licence:" in text
     assert "About 9 words per second (12.3 tokens/s)" in text  # as `specexec models recommend` predicts
+    assert "drafted" not in text and "SpecExec paper" not in text  # the details are one click away:
+    page = wizard.choose_page
+    assert not page.details.isVisible()
+    page.details_button.click()
+    assert page.details.isVisible() and "drafted by" in page.details.text() and "tokens per pass" in page.details.text()
     assert "builtin" in [fit.pair.id for fit in wizard.choose_page.pairs.fits]  # always there, always fits
     assert next(f for f in wizard.choose_page.pairs.fits if f.pair.id == "builtin").fit == "fits"
     screenshot(wizard, "wizard-2-choose-4090")
@@ -244,7 +252,7 @@ def tiny_installed(served, tiny_repo_files):
 def test_manager_switch_pair_reloads_engine_and_keeps_conversations(qtbot, tiny_installed, tiny_repo_files,
                                                                     app_paths, tmp_path):
     from app.window.main_window import MainWindow
-    from app.models.manager import ModelFileDialog
+    from app.system.model_chooser import chosen_path
     from app.conversations.store import Store
 
     models = tiny_installed.models_dir
@@ -283,12 +291,12 @@ def test_manager_switch_pair_reloads_engine_and_keeps_conversations(qtbot, tiny_
     shutil.copytree(tiny_repo_files[0], good)
     manager.import_path(good)
     qtbot.waitUntil(lambda: any(entry.key == "model:my-model" for entry in manager.entries), timeout=WAIT_MS)
-    dialog = ModelFileDialog(models, manager)  # the import dialog: opens in the models folder, takes a folder or a .gguf
+    dialog = manager.import_chooser(folder=True)  # the folder chooser: opens in the models folder
     assert Path(dialog.directory().absolutePath()) == models
     dialog.setDirectory(str(tmp_path))
     dialog.selectFile(str(good))
     dialog.accept()
-    assert dialog.chosen == good and dialog.result() == dialog.DialogCode.Accepted
+    assert chosen_path(dialog) == good and dialog.result() == dialog.DialogCode.Accepted
     screenshot(manager, "wizard-5-manager")
     manager.tabs.setCurrentIndex(1)
     screenshot(manager, "wizard-6-manager-catalog")
@@ -307,7 +315,8 @@ def test_manager_switch_pair_reloads_engine_and_keeps_conversations(qtbot, tiny_
         manager.use_selected()
     qtbot.waitUntil(lambda: bridge.status.state == READY, timeout=WAIT_MS)
     assert window.settings.target == str(models / "my-model") and window.settings.draft == ""
-    assert "Switched to my-model" in window.statusBar().currentMessage()
+    assert "Switched to my-model" in window.toast.text()
+    assert manager.message.text() == "Now using my-model (imported, no draft model)."  # not "Switching…" once loaded
     assert window.model_button.text().startswith("my-model")
     from app.settings.schema import load_settings
 

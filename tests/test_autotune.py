@@ -233,6 +233,23 @@ def test_real_tuner_gives_the_sequential_tokens(tiny_target, tiny_draft, tmp_pat
     assert (tmp_path / "autotune" / "cost-models.json").is_file()
 
 
+def test_the_tuner_keeps_its_expected_speed_for_predictions(tiny_target, tiny_draft, tmp_path, monkeypatch):
+    """What `models recommend` and the wizard show for a pair loaded here: the speed of the tuner's own first
+    choice, from this machine's timings (core.models.measured, which needs no torch to read)."""
+    from core.autotune.setup import tuner_for_pair
+    from core.models.measured import measured_speed
+
+    monkeypatch.setenv("SPECEXEC_CACHE_DIR", str(tmp_path))
+    with torch_threads(1):
+        tuner = tuner_for_pair(tiny_target, tiny_draft)
+    tuner.begin(candidate_configs("auto", None, 16, tiny_target.max_tree_tokens or 256, True))
+    first = tuner.choose()
+    kept = measured_speed(tiny_target.name, tiny_draft.name, "CPU")
+    assert kept is not None and kept.method == first.config.method and kept.budget == first.config.budget
+    assert kept.tokens_per_second == pytest.approx(first.tokens_per_second)
+    assert measured_speed(tiny_target.name, None, "CPU") is None and measured_speed(tiny_target.name, tiny_draft.name, "GPU") is None
+
+
 # ----------------------------------------------------------------------------------------------------------
 # Cost model measurement and cache
 
@@ -299,8 +316,12 @@ def test_measurement_stops_near_its_time_limit(tiny_target, tiny_draft):
 # The engine: automatic by default, the choice sent as an AutoChoice event
 
 
-def test_engine_defaults_to_auto_and_explains_its_choice(tmp_path):
+def test_engine_defaults_to_auto_and_explains_its_choice(tmp_path, monkeypatch):
     from test_engine import USER, save_tiny_pair
+
+    from core.models.measured import measured_speed
+
+    monkeypatch.setenv("SPECEXEC_CACHE_DIR", str(tmp_path / "cache"))
 
     target_dir, draft_dir = save_tiny_pair(tmp_path)
     engine, serve = in_process_engine()
@@ -309,7 +330,15 @@ def test_engine_defaults_to_auto_and_explains_its_choice(tmp_path):
         loaded = serve(P.Load(target=target_dir, draft=draft_dir, dtype="float64", device="cpu", max_depth=8))
         assert "Measuring this machine's speed" in [e.stage for e in loaded if isinstance(e, P.LoadProgress)]
         assert engine.models_info["budget"] == "auto"
+        pair = (engine.session.target.name, engine.session.draft.name, "CPU")
+        at_load = measured_speed(*pair)  # kept at load for the predictions...
+        assert at_load is not None
         got = serve(P.Generate("a", tuple(USER), max_new_tokens=24, temperature=0.8, seed=4))
+        after = measured_speed(*pair)  # ...and again after an answer, from the passes it saw
+        assert after is not None and after.measured_at > at_load.measured_at
+        assert after.tokens_per_second == pytest.approx(
+            max(engine.session.tuner.rate(c) for c in candidate_configs("auto", None, 16, 256, True)
+                if c.method == after.method and c.budget == after.budget))
         plain = serve(P.Generate("s", tuple(USER), max_new_tokens=24, temperature=0.8, seed=4, method="sequential"))
         alone = serve(P.Load(target=target_dir, draft=None, dtype="float64", device="cpu"))
         no_draft = serve(P.Generate("n", tuple(USER), max_new_tokens=4, temperature=0.8, seed=4))

@@ -142,7 +142,24 @@ def test_cache_location_honours_the_environment(monkeypatch, tmp_path):
     assert builtin.cache_root() == tmp_path
     assert builtin.converted_folder() == tmp_path / "builtin" / builtin.package_version()
     monkeypatch.delenv(builtin.CACHE_ENV)
-    assert builtin.cache_root().name == "specexec-desktop"
+    monkeypatch.delenv("SPECEXEC_DATA_DIR", raising=False)
+    assert builtin.cache_root().name == "SpecExec Desktop"  # named like the data and config folders
+
+
+def test_a_cache_under_the_old_folder_name_is_adopted_not_converted_again(monkeypatch, tmp_path):
+    from core.models.locations import adopt_old_cache, cache_dir, old_cache_dir
+
+    for name in ("SPECEXEC_CACHE_DIR", "SPECEXEC_DATA_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    (tmp_path / "specexec-desktop" / "builtin").mkdir(parents=True)
+    (tmp_path / "specexec-desktop" / "builtin" / "marker").write_text("converted")
+    assert cache_dir() == tmp_path / "SpecExec Desktop" and not cache_dir().exists()  # finding it moves nothing
+    assert adopt_old_cache()
+    assert (tmp_path / "SpecExec Desktop" / "builtin" / "marker").read_text() == "converted"
+    assert not (tmp_path / "specexec-desktop").exists() and not adopt_old_cache()  # once moved, left alone
+    monkeypatch.setenv("SPECEXEC_CACHE_DIR", str(tmp_path / "mine"))
+    assert old_cache_dir() is None and not adopt_old_cache()  # a chosen folder is never filled from elsewhere
 
 
 def fake_writer(calls: list):

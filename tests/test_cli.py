@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -93,6 +94,26 @@ def test_bench_acceptance_json_rows_baseline_and_plot(tiny_pair, tmp_path):
 def test_missing_model(tmp_path):
     result = specexec("generate", "--target", str(tmp_path / "nope"), "--prompt", "hi", "--method", "sequential")
     assert_clear_error(result, "nope")
+
+
+def test_a_missing_model_is_said_before_the_other_one_loads(tmp_path, tiny_pair):
+    """The built-in draft takes seconds to load and quantise: a missing target is said first, alone."""
+    result = specexec("generate", "--target", str(tmp_path / "nope"), "--draft", "builtin-draft", "--prompt", "hi")
+    assert_clear_error(result, "nope")
+    assert result.stderr.strip().splitlines() == [line for line in result.stderr.strip().splitlines()
+                                                  if line.startswith("error: ")]  # no loading progress at all
+    result = specexec("generate", "--target", str(tiny_pair[0]), "--draft", str(tmp_path / "gone"), "--prompt", "hi")
+    assert_clear_error(result, "gone")
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_help_names_every_benchmark():
+    from core.cli.bench import BENCHMARKS
+
+    result = subprocess.run([sys.executable, "-m", "core.cli.main", "--help"], capture_output=True, text=True,
+                            timeout=120, env={**os.environ, "COLUMNS": "400"})
+    bench_line = next(line for line in result.stdout.splitlines() if line.strip().startswith("bench "))
+    assert len(BENCHMARKS) >= 9 and all(name in bench_line for name in BENCHMARKS)
 
 
 def test_budget_below_one():

@@ -391,6 +391,11 @@ def test_cli_json_save_and_replay(tmp_path):
                             capture_output=True, text=True, timeout=120)
     assert replay.returncode == 0 and replay.stdout.startswith("Update the NVIDIA driver to version 580.65.06")
     assert "[FAIL]" in replay.stdout and "[skip]" in replay.stdout
+    if not _has_nvidia():  # the terminal's report says the conclusion once, not again as the first check
+        plain = subprocess.run([sys.executable, "-m", "core.cli.main", "doctor"], capture_output=True, text=True,
+                               timeout=300)
+        assert plain.returncode == 0 and plain.stdout.count("No NVIDIA GPU found") == 1, plain.stdout
+        assert plain.stdout.count("[skip] Not checked") == len(CHECKS) - 1
     missing = subprocess.run([sys.executable, "-m", "core.cli.main", "doctor", "--replay", str(tmp_path / "nope.json")],
                              capture_output=True, text=True, timeout=120)
     assert missing.returncode == 2 and "no doctor report" in missing.stderr

@@ -183,6 +183,27 @@ def test_cpu_only_machine_gets_the_builtin_pair_and_plain_words() -> None:
         assert "second" in fit.reason and fit.tokens_per_second < 2
 
 
+def test_the_builtin_pairs_speed_is_the_one_measured_on_this_computer(monkeypatch, tmp_path) -> None:
+    """The estimate from the processor's arithmetic misses what rules a tiny model on a CPU (each forward's fixed
+    cost): once the engine has loaded the pair here, its measured figure is what is predicted."""
+    import time
+
+    from core.models.measured import MeasuredSpeed, record_speed
+
+    monkeypatch.setenv("SPECEXEC_CACHE_DIR", str(tmp_path))
+    pair, cpu = load_catalog().pair(BUILTIN_PAIR_ID), hw("cpu-only-ram16")
+    estimate = predict_pair(pair, cpu)
+    assert estimate.rate_source.startswith("estimate") and estimate.reason.startswith("fits: it runs on the processor")
+    record_speed("builtin", "builtin-draft", "CPU", MeasuredSpeed(1.6, "sequential", 0, time.time()))
+    fit = predict_pair(pair, cpu)
+    assert (fit.tokens_per_second, fit.tokens_per_pass, fit.budget, fit.draft_seconds) == (1.6, 1.0, 0, 0.0)
+    assert fit.rate_source == "measured on this computer today (plain decoding)" and fit.pass_seconds == 1 / 1.6
+    assert recommend(load_catalog(), cpu).pairs[0].tokens_per_second == 1.6  # models recommend says the same
+    assert predict_pair(pair, hw("gpu12-ram16-pcie3")).rate_source.startswith("estimate")  # CPU timings: not a GPU's
+    record_speed("builtin", "builtin-draft", "CPU", MeasuredSpeed(9.0, "specexec", 64, time.time() - 40 * 86400))
+    assert predict_pair(pair, cpu).rate_source.startswith("estimate")  # a month-old figure is measured again
+
+
 @pytest.mark.parametrize("name", fixture_names())
 def test_every_fixture_recommends_something_that_fits_and_the_builtin_always_fits(name: str) -> None:
     result = recommend(load_catalog(), hw(name))

@@ -179,7 +179,7 @@ def test_recommend_cli_json_contract_and_table() -> None:
     assert all(PAIR_KEYS <= set(pair) for pair in data["pairs"])
     assert {pair["fit"] for pair in data["pairs"]} <= {"fits", "tight", "no"}
     table = _cli("models", "recommend", "--hw", str(FIXTURES / "cpu-only-ram16.json"), "--budget", "64")
-    assert table.returncode == 0 and "Recommended: SmolLM2 135M (built in)" in table.stdout
+    assert table.returncode == 0 and "Recommended: SmolLM2 135M (built-in)" in table.stdout
     assert "needs an NVIDIA GPU" in table.stdout
     assert _cli("models", "recommend", "--budget", "0").returncode == 2
 

@@ -151,7 +151,7 @@ class ApiServerHost(QObject):
     def _defaults(self, settings: AppSettings):
         from core.server.schemas import Defaults
 
-        conversation = settings.defaults.validated()
+        conversation = settings.conversation_defaults()
         return Defaults(temperature=conversation.temperature, top_p=conversation.top_p,
                         max_tokens=conversation.max_tokens, method=conversation.decoding_method(bool(settings.draft)))
 

@@ -1,4 +1,4 @@
-"""The settings dialog's row for the local API server: on/off, port, whether a key is required, the key
+"""The settings page's section for the local API server: on/off, port, whether a key is required, the key
 itself with Copy and New key buttons (a key is made when the server is first turned on with a key), and the
 web pages allowed to call it from a browser (none by default; a malformed entry is explained under it)."""
 
@@ -7,11 +7,12 @@ from __future__ import annotations
 from typing import Any
 
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QGuiApplication
-from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QLineEdit, QPushButton, QSpinBox, QVBoxLayout, QWidget
+from PySide6.QtGui import QGuiApplication, QIntValidator
+from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QLineEdit, QVBoxLayout, QWidget
 
 from app.api.server import HOST
 from app.settings.schema import AppSettings
+from app.window.buttons import SECONDARY, button
 from core.errors import ServerError
 from core.server.keys import new_api_key
 from core.server.origins import parse_origins
@@ -25,10 +26,11 @@ class ApiServerSettingsRow(QWidget):
         self.enabled.setToolTip("Other programs on this computer can use the model at http://127.0.0.1:PORT/v1; "
                                 "their requests wait in line with your chats")
         self.enabled.setChecked(settings.api_server)
-        self.port = QSpinBox()
+        self.port = QLineEdit(str(min(max(settings.api_server_port, 1024), 65535)))
         self.port.setAccessibleName("API server port")
-        self.port.setRange(1024, 65535)
-        self.port.setValue(min(max(settings.api_server_port, 1024), 65535))
+        self.port.setValidator(QIntValidator(1024, 65535, self.port))
+        self.port.setMaximumWidth(self.port.fontMetrics().horizontalAdvance("655350") + 20)
+        self._port = int(self.port.text())
         self.require_key = QCheckBox("Require an API key")
         self.require_key.setAccessibleName("Require an API key")
         self.require_key.setChecked(settings.api_server_require_key)
@@ -48,10 +50,10 @@ class ApiServerSettingsRow(QWidget):
         self.address = QLabel()
         self.address.setAccessibleName("API server address")
         self.address.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.copy_button = QPushButton("Copy")
+        self.copy_button = button("Copy", SECONDARY)
         self.copy_button.setAccessibleName("Copy the API key")
         self.copy_button.clicked.connect(lambda: QGuiApplication.clipboard().setText(self.key.text()))
-        self.new_key_button = QPushButton("New key")
+        self.new_key_button = button("New key", SECONDARY)
         self.new_key_button.setAccessibleName("Make a new API key")
         self.new_key_button.setToolTip("Programs using the old key will need the new one")
         self.new_key_button.clicked.connect(lambda: self.key.setText(new_api_key()))
@@ -79,7 +81,7 @@ class ApiServerSettingsRow(QWidget):
         layout.addWidget(self.address)
         self.enabled.toggled.connect(self._update)
         self.require_key.toggled.connect(self._update)
-        self.port.valueChanged.connect(self._update)
+        self.port.textChanged.connect(self._update)
         self.origins.textChanged.connect(self._update)
         self._update()
 
@@ -87,7 +89,9 @@ class ApiServerSettingsRow(QWidget):
         on = self.enabled.isChecked()
         if on and self.require_key.isChecked() and not self.key.text():
             self.key.setText(new_api_key())
-        self.address.setText(f"Programs connect to http://{HOST}:{self.port.value()}/v1 (OpenAI API)")
+        if self.port.hasAcceptableInput():
+            self._port = int(self.port.text())
+        self.address.setText(f"Programs connect to http://{HOST}:{self._port}/v1 (OpenAI API)")
         self.address.setEnabled(on)
         self.port.setEnabled(on)
         self.require_key.setEnabled(on)
@@ -103,6 +107,6 @@ class ApiServerSettingsRow(QWidget):
 
     def values(self) -> dict[str, Any]:
         """The AppSettings fields this row edits."""
-        return dict(api_server=self.enabled.isChecked(), api_server_port=int(self.port.value()),
+        return dict(api_server=self.enabled.isChecked(), api_server_port=self._port,
                     api_server_require_key=self.require_key.isChecked(), api_server_key=self.key.text(),
                     api_server_allowed_origins=self.origins.text().strip())

@@ -1,4 +1,5 @@
-"""How much of the model's context window the conversation fills: a thin bar and "1,234 / 8,192"."""
+"""How much of the model's context window the chat fills: a thin bar and "1,234 / 8,192" (tokens; the
+tooltip says what that means)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ class ContextMeter(QWidget):
         self.bar = QProgressBar()
         self.bar.setObjectName("contextBar")
         self.bar.setTextVisible(False)
-        self.bar.setFixedSize(90, 6)
+        self.bar.setFixedSize(64, 6)
         self.label = QLabel()
         self.label.setObjectName("contextLabel")
         layout.addWidget(self.bar)
@@ -35,8 +36,8 @@ class ContextMeter(QWidget):
         self.bar.setProperty("warn", share >= WARN_SHARE)
         self.bar.style().unpolish(self.bar)
         self.bar.style().polish(self.bar)
-        self.label.setText(f"{used:,} / {limit:,} tokens" if limit else "– tokens")
-        self.setToolTip(f"The conversation uses {used:,} of the model's {limit:,}-token context window. When it is "
-                        "full, the oldest messages are left out of what the model sees." if limit else
-                        "Context window: known once a model is loaded")
+        self.label.setText(f"{used:,} / {limit:,}" if limit else "–")
+        self.setToolTip(f"This chat uses {used:,} of the {limit:,} tokens the model can keep in mind. When they are "
+                        "used up, the oldest messages are left out of what the model sees." if limit else
+                        "How much of the chat the model keeps in mind: known once a model is loaded")
         self.setAccessibleDescription(self.label.text())

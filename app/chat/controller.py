@@ -146,7 +146,7 @@ class ChatController(QObject):
             self.open_conversation(empty)
             return empty
         conversation_id = self.store.create_conversation(
-            title, conversation_settings_to_json(self.app_settings.defaults.validated()))
+            title, conversation_settings_to_json(self.app_settings.conversation_defaults()))
         self.conversations.refresh()
         self.open_conversation(conversation_id)
         return conversation_id
@@ -172,8 +172,8 @@ class ChatController(QObject):
         conversation_id = self.conversation_id if conversation_id is None else conversation_id
         row = self.store.conversation(conversation_id) if conversation_id is not None else None
         if row is None:
-            return self.app_settings.defaults.validated()
-        return conversation_settings_from_json(row.settings_json, self.app_settings.defaults).validated()
+            return self.app_settings.conversation_defaults()
+        return conversation_settings_from_json(row.settings_json, self.app_settings.conversation_defaults()).validated()
 
     def set_conversation_settings(self, settings: ConversationSettings, conversation_id: int | None = None) -> None:
         conversation_id = self.conversation_id if conversation_id is None else conversation_id
@@ -339,8 +339,11 @@ class ChatController(QObject):
         if self.active is None or self.active.request_id != event.request_id:
             return
         status = S.STOPPED if event.reason == "cancelled" else S.COMPLETE
-        self._end_answer(status, {"reason": event.reason, "prompt_tokens": event.prompt_tokens,
-                                  "generated_tokens": event.generated_tokens})
+        # A stopped answer's Finished carries no counts (and a server may send none): keep what was seen, so
+        # the context meter shows the same figure after the chat is opened again as while it was written.
+        self._end_answer(status, {"reason": event.reason,
+                                  "prompt_tokens": event.prompt_tokens or self.active.reading.get("prompt_tokens", 0),
+                                  "generated_tokens": event.generated_tokens or self.stats.tokens})
 
     def _on_failed(self, error: P.Error) -> None:
         if self.active is None or self.active.request_id != error.request_id:

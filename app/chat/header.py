@@ -1,9 +1,7 @@
-"""The bar above the chat: the conversation's title, the active model pair (click to change it), the
-context meter, and the conversation's settings and export."""
+"""The bar above the chat: the chat's title, the model in use (click to change it), the context meter, and
+the chat's settings (a panel at the window's right) and export."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QMenu, QSizePolicy, QToolButton, QWidget
@@ -11,16 +9,6 @@ from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QMenu, QSizePolicy, Q
 from app.chat.context_meter import ContextMeter
 from app.theme.icons import themed
 from app.theme.tokens import SPACE
-
-
-def short_model_name(spec: str) -> str:
-    """What to call a model in the header: a folder or file name without the path, a repo id's name."""
-    if not spec:
-        return ""
-    if spec.startswith("builtin"):
-        return {"builtin": "SmolLM2 135M (built-in)", "builtin-draft": "SmolLM2 135M 4-bit"}.get(spec, spec)
-    name = Path(spec).name or spec
-    return name.removesuffix(".gguf")
 
 
 class ElidedLabel(QLabel):
@@ -49,10 +37,12 @@ class ElidedLabel(QLabel):
         self.setText(self.fontMetrics().elidedText(self.full_text, Qt.TextElideMode.ElideRight, max(self.width(), 40)))
 
 
+MIN_TITLE_PX = 140  # the title keeps this much of a narrow window; the model's name gives way first
+MAX_MODEL_PX = 220
+
+
 class ChatHeader(QFrame):
-    # The hook for choosing another model pair: the main window opens the settings today; the model manager
-    # (wizard) connects here to offer the downloaded and recommended pairs instead.
-    model_switch_requested = Signal()
+    model_switch_requested = Signal()  # the model manager opens
     settings_requested = Signal()
     export_requested = Signal(str)  # "markdown" | "json"
 
@@ -64,26 +54,28 @@ class ChatHeader(QFrame):
         layout.setSpacing(SPACE.s + 2)
         self.title_label = ElidedLabel()
         self.title_label.setObjectName("conversationTitle")
-        self.title_label.setAccessibleName("Conversation title")
+        self.title_label.setAccessibleName("Chat title")
+        self.title_label.setMinimumWidth(MIN_TITLE_PX)
         self.model_button = QToolButton()
         self.model_button.setObjectName("modelChip")
-        self.model_button.setAccessibleName("Model pair")
+        self.model_button.setAccessibleName("Model")
         self.model_button.clicked.connect(self.model_switch_requested)
         self.context_meter = ContextMeter()
         self.settings_button = QToolButton()
         self.settings_button.setText("Chat settings")
         self.settings_button.setObjectName("headerButton")
+        self.settings_button.setCheckable(True)  # checked while the panel is open
         self.settings_button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
         themed(self.settings_button, "sliders-horizontal", size=16)
-        self.settings_button.setAccessibleName("Conversation settings")
-        self.settings_button.setToolTip("System prompt, sampling, answer length and advanced settings")
+        self.settings_button.setAccessibleName("Chat settings")
+        self.settings_button.setToolTip("System prompt, how varied answers are, answer length (Ctrl+Shift+S)")
         self.settings_button.clicked.connect(self.settings_requested)
         self.export_button = QToolButton()
-        self.export_button.setText("Export")
         self.export_button.setObjectName("headerButton")
-        self.export_button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self.export_button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonIconOnly)
         themed(self.export_button, "share", size=16)
-        self.export_button.setAccessibleName("Export conversation")
+        self.export_button.setAccessibleName("Export chat")
+        self.export_button.setToolTip("Export this chat as Markdown or JSON")
         self.export_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
         menu = QMenu(self.export_button)
         menu.addAction("As Markdown…", lambda: self.export_requested.emit("markdown"))
@@ -99,8 +91,10 @@ class ChatHeader(QFrame):
         self.title_label.set_full_text(title)
         self.title_label.setToolTip(title)
 
-    def set_models(self, target: str, draft: str) -> None:
-        text = short_model_name(target) + (f"  ·  draft: {short_model_name(draft)}" if draft else "  ·  no draft")
-        self.model_button.setText(f"{text}  ▾")
-        self.model_button.setToolTip(f"Model: {target}\nDraft: {draft or 'none (plain decoding)'}\nClick to change")
-        self.model_button.setAccessibleDescription(text)
+    def set_model(self, name: str, details: str) -> None:
+        """The model in use as people call it ("SmolLM2 135M (built-in)", "beta-13b on GPU box"); the paths
+        in the tooltip."""
+        shown = self.model_button.fontMetrics().elidedText(name, Qt.TextElideMode.ElideRight, MAX_MODEL_PX)
+        self.model_button.setText(f"{shown}  ▾")
+        self.model_button.setToolTip(details)
+        self.model_button.setAccessibleDescription(name)

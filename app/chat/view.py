@@ -31,6 +31,7 @@ from app.conversations.list_models import MessageListModel
 from app.conversations.store import Message
 from app.theme.icons import themed
 from app.theme.tokens import READABLE_COLUMN_PX, SPACE, TYPE, current
+from app.window.buttons import LINK, PRIMARY, SECONDARY, button
 
 # GitHub dialect (tables, fenced code, task lists); raw HTML in an answer is shown as text, not interpreted.
 MARKDOWN_FEATURES = QTextDocument.MarkdownFeature(
@@ -47,9 +48,9 @@ MIN_BUBBLE_PX = 90
 MAX_COLUMN_PX = READABLE_COLUMN_PX + 2 * SPACE.l  # the conversation column stays readable on a wide window
 SIDE_MARGIN_PX = 20
 SUGGESTIONS = (
-    "Explain speculative decoding in two sentences.",
-    "Write a Python function that checks whether a word is a palindrome.",
+    "What is the capital of France?",
     "Give me three ideas for a weekend trip by train.",
+    "Write a Python function that checks whether a word is a palindrome.",
 )
 
 
@@ -65,6 +66,24 @@ def set_line_height(document: QTextDocument, percent: int) -> None:
     spacing = QTextBlockFormat()
     spacing.setLineHeight(percent, QTextBlockFormat.LineHeightTypes.ProportionalHeight.value)
     cursor.mergeBlockFormat(spacing)
+
+
+def tighten_lists(document: QTextDocument, gap: float = 2.0) -> None:
+    """List items close together (setMarkdown spaces each like a paragraph); the list as a whole keeps the
+    paragraph spacing above and below it."""
+    cursor = QTextCursor(document)
+    block = document.begin()
+    while block.isValid():
+        if block.textList() is not None:
+            previous, following = block.previous(), block.next()
+            look = block.blockFormat()
+            if previous.isValid() and previous.textList() is not None:
+                look.setTopMargin(gap)
+            if following.isValid() and following.textList() is not None:
+                look.setBottomMargin(gap)
+            cursor.setPosition(block.position())
+            cursor.setBlockFormat(look)
+        block = block.next()
 
 
 def shade_inline_code(document: QTextDocument, background: str) -> None:
@@ -274,6 +293,7 @@ class MessageBody(QWidget):
             elif force or self._texts[index] != key:
                 part.document().setMarkdown(piece.text, MARKDOWN_FEATURES)
                 set_line_height(part.document(), TYPE.body_line_height)
+                tighten_lists(part.document())
                 shade_inline_code(part.document(), colors.surface_alt)
                 style_tables(part.document(), colors.border)
             self._texts[index] = key
@@ -342,6 +362,7 @@ class MessageWidget(QWidget):
     always shows its "‹ 2 / 3 ›" switcher."""
 
     edit_submitted = Signal(int, str)  # message id, new text
+    editing_started = Signal()  # the editor opened in place (the view scrolls it into sight)
     copied = Signal(str)  # what was copied (for the status bar)
     regenerate_requested = Signal()
     alternative_requested = Signal(int, int)  # message id, step (-1 previous, +1 next)
@@ -430,13 +451,13 @@ class MessageWidget(QWidget):
         self.alternative_label.setObjectName("alternativeCount")
         self.next_button = _action_button("chevron-right", "Next answer", "Show the next answer")
         self.next_button.clicked.connect(lambda: self.alternative_requested.emit(self.message.id, +1))
-        for widget in (self.previous_button, self.alternative_label, self.next_button):
-            actions.addWidget(widget)
-        for button in (self.copy_button, self.edit_button, self.regenerate_button):
-            if button is not None:  # appearing on hover moves nothing beside them
-                keep = button.sizePolicy()
+        for position, widget in enumerate((self.previous_button, self.alternative_label, self.next_button)):
+            actions.insertWidget(position, widget)  # first, against the answer's edge: hovering adds beside it
+        for action in (self.copy_button, self.edit_button, self.regenerate_button):
+            if action is not None:  # appearing on hover moves nothing beside them
+                keep = action.sizePolicy()
                 keep.setRetainSizeWhenHidden(True)
-                button.setSizePolicy(keep)
+                action.setSizePolicy(keep)
         policy = self.actions.sizePolicy()
         policy.setRetainSizeWhenHidden(True)  # hover shows the actions without moving the text
         self.actions.setSizePolicy(policy)
@@ -470,6 +491,7 @@ class MessageWidget(QWidget):
         self.status_label.setAccessibleName(f"Status: {message.status}")
         self.time_label.setText(format_time(message.created_at))
         self.footer.setText(self._footer_text(message))
+        self.footer.setToolTip(self._footer_details(message))
         self.footer.setVisible(bool(self.footer.text()))
         self.body.setAccessibleDescription(message.content[:200])
         self._show_progress()
@@ -541,11 +563,19 @@ class MessageWidget(QWidget):
         elif message.status == S.STOPPED:
             parts.append("Stopped")
         if message.role == "assistant" and stats.get("tokens"):
-            parts.append(
-                f"{stats['tokens']} tokens · {stats.get('tokens_per_s', 0):.1f} tokens/s · "
-                f"{stats.get('tokens_per_pass', 0):.2f} tokens/pass"
-            )
+            parts.append(f"{stats['tokens']} tokens · {stats.get('tokens_per_s', 0):.1f} tokens/s")
         return "   ".join(parts)
+
+    def _footer_details(self, message: Message) -> str:
+        """The answer's technical figures, one hover away."""
+        stats = message.stats or {}
+        if message.role != "assistant" or not stats.get("tokens"):
+            return ""
+        lines = [f"{stats['tokens']} tokens in {stats.get('passes', 0)} passes of the model"]
+        if stats.get("tokens_per_pass", 0) > 1:
+            lines.append(f"{stats['tokens_per_pass']:.2f} tokens per pass (the draft model's guesses that were "
+                         f"kept), tree budget {stats.get('budget', 0)}")
+        return "\n".join(lines)
 
     def render(self, force: bool = False) -> None:
         """Show the message's text; `force` re-renders unchanged text (the theme changed)."""
@@ -617,9 +647,9 @@ class MessageWidget(QWidget):
         (it says which answer this is); nothing while editing or streaming."""
         several = self.message.alt_count > 1 and not self.user
         idle = self.editor is None and not self.streaming
-        for button in (self.copy_button, self.edit_button):
-            if button is not None:
-                button.setVisible(self._hovered)
+        for action in (self.copy_button, self.edit_button):
+            if action is not None:
+                action.setVisible(self._hovered)
         if self.regenerate_button is not None:
             self.regenerate_button.setVisible(self._hovered and self._is_last)
         self.actions.setVisible(idle and (self._hovered or several))
@@ -649,15 +679,14 @@ class MessageWidget(QWidget):
         row = QHBoxLayout(self.edit_row)
         row.setContentsMargins(0, 0, 0, 0)
         row.addStretch(1)
-        self.resend_button = QPushButton("Save && resend")
+        self.resend_button = button("Save && resend", PRIMARY)
         self.resend_button.setAccessibleName("Save edited message and resend")
-        self.resend_button.setDefault(True)
         self.resend_button.clicked.connect(self._submit_edit)
-        self.cancel_edit_button = QPushButton("Cancel")
+        self.cancel_edit_button = button("Cancel", SECONDARY)
         self.cancel_edit_button.setAccessibleName("Cancel editing")
         self.cancel_edit_button.clicked.connect(self.stop_editing)
-        row.addWidget(self.resend_button)
         row.addWidget(self.cancel_edit_button)
+        row.addWidget(self.resend_button)
         layout = self.bubble.layout()
         index = layout.indexOf(self.body)
         layout.insertWidget(index + 1, self.editor)
@@ -666,6 +695,7 @@ class MessageWidget(QWidget):
         self.body.hide()
         self._update_actions_visibility()
         self.editor.setFocus()
+        self.editing_started.emit()
 
     def stop_editing(self) -> None:
         if self.editor is None:
@@ -688,9 +718,9 @@ class MessageWidget(QWidget):
 
     def set_actions_enabled(self, enabled: bool) -> None:
         """Edit and the alternatives are off while an answer streams."""
-        for button in (self.edit_button, self.previous_button, self.next_button):
-            if button is not None:
-                button.setEnabled(enabled)
+        for action in (self.edit_button, self.previous_button, self.next_button):
+            if action is not None:
+                action.setEnabled(enabled)
         if enabled:
             self._show_alternatives()
 
@@ -704,6 +734,7 @@ class ChatView(QScrollArea):
     regenerate_requested = Signal()
     alternative_requested = Signal(int, int)  # message id, step
     suggestion_clicked = Signal(str)
+    models_requested = Signal()  # "Get a bigger model" in the empty chat
 
     def __init__(self, model: MessageListModel, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -726,6 +757,7 @@ class ChatView(QScrollArea):
         self.column.addStretch(1)
         self.setWidget(container)
         self._stick = True
+        self._editing: MessageWidget | None = None  # a message being edited in place, kept in sight
         self.verticalScrollBar().rangeChanged.connect(self._range_changed)
         self.verticalScrollBar().valueChanged.connect(self._value_changed)
         model.modelReset.connect(self._rebuild)
@@ -752,25 +784,39 @@ class ChatView(QScrollArea):
         self.placeholder_label.setObjectName("welcomeText")
         self.placeholder_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.placeholder_label.setWordWrap(True)
+        self.placeholder_label.setMinimumWidth(420)
+        self.placeholder_label.setMaximumWidth(560)
+        self.models_button = button("Get a bigger model", LINK,
+                                    "Models that answer better, and how fast each would run on this computer")
+        self.models_button.clicked.connect(self.models_requested)
+        self.models_button.hide()
         layout.addWidget(title)
-        layout.addWidget(self.placeholder_label)
-        self.suggestion_buttons = []
-        for text in SUGGESTIONS:
-            button = QPushButton(text)
-            button.setObjectName("suggestion")
-            button.setAccessibleName(f"Suggestion: {text}")
-            button.setCursor(Qt.CursorShape.PointingHandCursor)
-            button.clicked.connect(lambda _=False, t=text: self.suggestion_clicked.emit(t))
+        for widget in (self.placeholder_label, self.models_button):
             row = QHBoxLayout()
             row.addStretch(1)
-            row.addWidget(button)
+            row.addWidget(widget)
             row.addStretch(1)
             layout.addLayout(row)
-            self.suggestion_buttons.append(button)
+        layout.addSpacing(SPACE.s)
+        self.suggestion_buttons = []
+        for text in SUGGESTIONS:
+            suggestion = QPushButton(text)
+            suggestion.setObjectName("suggestion")
+            suggestion.setAccessibleName(f"Suggestion: {text}")
+            suggestion.setCursor(Qt.CursorShape.PointingHandCursor)
+            suggestion.clicked.connect(lambda _=False, t=text: self.suggestion_clicked.emit(t))
+            row = QHBoxLayout()
+            row.addStretch(1)
+            row.addWidget(suggestion)
+            row.addStretch(1)
+            layout.addLayout(row)
+            self.suggestion_buttons.append(suggestion)
         return welcome
 
-    def set_placeholder(self, text: str) -> None:
+    def set_welcome(self, text: str, offer_models: bool = False) -> None:
+        """What the empty chat says about the model in use; `offer_models`: a link to bigger ones."""
         self.placeholder_label.setText(text)
+        self.models_button.setVisible(offer_models)
 
     def placeholder_text(self) -> str:
         return self.placeholder_label.text()
@@ -780,11 +826,27 @@ class ChatView(QScrollArea):
     def _make(self, message: Message) -> MessageWidget:
         widget = MessageWidget(message)
         widget.edit_submitted.connect(self.edit_submitted)
+        widget.editing_started.connect(lambda: self._show_editor(widget))
         widget.copied.connect(self.copied)
         widget.regenerate_requested.connect(self.regenerate_requested)
         widget.alternative_requested.connect(self.alternative_requested)
         widget.set_actions_enabled(self._actions_enabled)
         return widget
+
+    def _show_editor(self, widget: MessageWidget) -> None:
+        """A message edited in place: its editor and buttons in sight (one near the bottom edge may open below
+        it). The editor's height is known only once laid out, which also grows the scroll range: the view
+        scrolls to it then, and again whenever the range changes while it is open."""
+        self._stick = False
+        self._editing = widget
+        QTimer.singleShot(0, self._reveal_editor)
+
+    def _reveal_editor(self) -> None:
+        widget = self._editing
+        if widget is None or widget.edit_row is None or widget not in self.widgets:
+            self._editing = None
+            return
+        self.ensureWidgetVisible(widget.edit_row, 0, SPACE.xl)
 
     def _rebuild(self) -> None:
         for widget in self.widgets:
@@ -850,7 +912,9 @@ class ChatView(QScrollArea):
         self._stick = bar.maximum() - value <= STICK_TO_BOTTOM_PX
 
     def _range_changed(self, _minimum: int, maximum: int) -> None:
-        if self._stick:
+        if self._editing is not None:
+            self._reveal_editor()
+        elif self._stick:
             self.verticalScrollBar().setValue(maximum)
 
     def scroll_to_bottom(self) -> None:

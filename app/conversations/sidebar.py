@@ -13,6 +13,7 @@ from PySide6.QtWidgets import (
 from app.conversations.list_models import ConversationListModel
 from app.theme.icons import themed
 from app.theme.tokens import SPACE
+from app.window.buttons import SECONDARY, button
 
 RENAME_EXTRA_PX = 10  # the rename box: the text's height plus its own padding and border
 
@@ -53,14 +54,14 @@ class ConversationList(QWidget):
         self.new_button = QPushButton("&New chat")
         self.new_button.setObjectName("newChat")
         themed(self.new_button, "square-pen")
-        self.new_button.setAccessibleName("New conversation")
-        self.new_button.setToolTip("Start a new conversation (Ctrl+N)")
+        self.new_button.setAccessibleName("New chat")
+        self.new_button.setToolTip("Start a new chat (Ctrl+N)")
         self.new_button.clicked.connect(self.new_requested)
         layout.addWidget(self.new_button)
         self.search = QLineEdit()
         self.search.setObjectName("sidebarSearch")
         self.search.setPlaceholderText("Search chats")
-        self.search.setAccessibleName("Search conversations")
+        self.search.setAccessibleName("Search chats")
         self.search.setClearButtonEnabled(True)
         self.search.textChanged.connect(self.search_changed)
         layout.addWidget(self.search)
@@ -88,15 +89,15 @@ class ConversationList(QWidget):
         model.rowsInserted.connect(self._show_empty_state)
         model.rowsRemoved.connect(self._show_empty_state)
         row = QHBoxLayout()
-        self.rename_button = QPushButton("Rena&me")
-        self.rename_button.setAccessibleName("Rename conversation")
-        self.rename_button.setToolTip("Rename the selected conversation (F2)")
+        self.rename_button = button("Rena&me", SECONDARY)
+        self.rename_button.setAccessibleName("Rename chat")
+        self.rename_button.setToolTip("Rename the selected chat (F2)")
         self.rename_button.clicked.connect(self.rename_current)
         themed(self.rename_button, "pencil", size=16)
-        self.delete_button = QPushButton("&Delete")
+        self.delete_button = button("&Delete…", SECONDARY)
         themed(self.delete_button, "trash-2", size=16)
-        self.delete_button.setAccessibleName("Delete conversation")
-        self.delete_button.setToolTip("Delete the selected conversation (Del)")
+        self.delete_button.setAccessibleName("Delete chat")
+        self.delete_button.setToolTip("Delete the selected chat (Del)")
         self.delete_button.clicked.connect(self._delete_current)
         row.addWidget(self.rename_button)
         row.addWidget(self.delete_button)
@@ -112,8 +113,8 @@ class ConversationList(QWidget):
                            "No chats yet. Type a message to start one.")
         self.empty.setVisible(empty)
         self.view.setVisible(not empty)
-        for button in (self.rename_button, self.delete_button):
-            button.setEnabled(not empty)
+        for action in (self.rename_button, self.delete_button):
+            action.setEnabled(not empty)
 
     def current_id(self) -> int | None:
         index = self.view.currentIndex()

@@ -6,7 +6,9 @@ one they have; only this module (and the window's words for people) does.
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Callable
+from urllib.parse import urlsplit
 
 from app.settings.schema import AppSettings, RemoteEndpoint
 from core.engine.client import EngineClient
@@ -40,3 +42,23 @@ def source_words(settings: AppSettings) -> str:
     """Where answers come from, for people: "this computer" or "alpha-7b on GPU box"."""
     remote = settings.remote_endpoint()
     return f"{remote.model or 'its model'} on {remote.name}" if remote is not None else "this computer"
+
+
+def own_api_server_words(url: str, own_url: str | None) -> str | None:
+    """Why `url` cannot be a connection when it is this app's own API server, which answers at `own_url` (None
+    while it is off); None otherwise. Through it, answers would come from the engine that "This computer"
+    already is, and using it as a connection shuts that engine down: the server goes with it."""
+    if own_url is None:
+        return None
+    parts, own = urlsplit(url), urlsplit(own_url)
+    host = (parts.hostname or "").lower()
+    try:
+        this_machine = host == "localhost" or ipaddress.ip_address(host).is_loopback or host in ("0.0.0.0", "::")
+    except ValueError:
+        this_machine = False
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    if not this_machine or port != own.port:
+        return None
+    return (f"That address is this app's own API server (Settings, Local API server, port {port}): it answers with "
+            "the model on this computer, which “This computer” already uses. To chat with another computer's "
+            "model, give that computer's address.")

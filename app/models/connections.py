@@ -17,23 +17,24 @@ from typing import Any
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
-    QComboBox, QDialog, QDialogButtonBox, QFormLayout, QHBoxLayout, QLabel, QLineEdit, QPushButton, QVBoxLayout,
-    QWidget,
+    QComboBox, QDialog, QFormLayout, QHBoxLayout, QLabel, QLineEdit, QVBoxLayout, QWidget,
 )
 
 from app.chat.view import sentence
-from app.engine.connections import endpoint_of
+from app.engine.connections import endpoint_of, own_api_server_words
 from app.models.wizard.pair_list import Card, CardList, badge, label
 from app.settings.schema import AppSettings, RemoteEndpoint
 from app.system.background import BackgroundCall
 from app.theme.icons import themed
+from app.window.buttons import LINK, PRIMARY, SECONDARY, button, footer
 from core.errors import InvalidSettingError, RemoteError
 from core.remote.check import EndpointCheck, check_endpoint, list_models
 from core.remote.endpoint import Endpoint
 from core.remote.key_store import delete_key, save_key
 
-ADDRESS_EXAMPLES = ("Another computer running specexec serve: the address and key it prints. "
-                    "Ollama: http://HOST:11434/v1 · LM Studio: http://HOST:1234/v1 · vLLM: http://HOST:8000/v1")
+# One address a line: a label wraps at the slashes of an address that does not fit beside another.
+ADDRESS_EXAMPLES = ("Another computer running specexec serve: the address and key it prints.\n"
+                    "Ollama: http://HOST:11434/v1\nLM Studio: http://HOST:1234/v1\nvLLM: http://HOST:8000/v1")
 
 
 def returning_errors(function: Callable[[], Any]) -> Callable[[], Any]:
@@ -63,7 +64,7 @@ class Outcome(QWidget):
         row.setContentsMargins(0, 0, 0, 0)
         self.text = label("", "connectionOutcome")
         self.text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.details_button = QPushButton("Details")
+        self.details_button = button("Details", LINK)
         self.details_button.setCheckable(True)
         self.details_button.toggled.connect(self._show)
         row.addWidget(self.text, 1)
@@ -85,11 +86,13 @@ class EndpointDialog(QDialog):
     """Add a server: name, address, key; Check connection; then Save (only after a check that passed, of
     exactly what is in the fields)."""
 
-    def __init__(self, saved: list[RemoteEndpoint], parent: QWidget | None = None) -> None:
+    def __init__(self, saved: list[RemoteEndpoint], own_api_url: str | None = None,
+                 parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setWindowTitle("Add a server")
         self.setObjectName("endpointDialog")
         self.saved = saved
+        self.own_api_url = own_api_url  # this app's API server, refused as a connection
         self.checked: EndpointCheck | None = None
         self.endpoint: Endpoint | None = None
         self._calls: list[BackgroundCall] = []
@@ -108,7 +111,7 @@ class EndpointDialog(QDialog):
         column.addLayout(form)
         column.addWidget(label(ADDRESS_EXAMPLES, muted=True))
         check_row = QHBoxLayout()
-        self.check_button = QPushButton("Check connection")
+        self.check_button = button("Check connection", SECONDARY)
         themed(self.check_button, "refresh-cw", size=16)
         self.check_button.clicked.connect(self.check)
         check_row.addWidget(self.check_button)
@@ -125,14 +128,13 @@ class EndpointDialog(QDialog):
         self.model_row.hide()
         column.addWidget(self.model_row)
         column.addStretch()
-        self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel)
-        self.save_button = self.buttons.button(QDialogButtonBox.StandardButton.Save)
-        self.save_button.setProperty("role", "primary")
+        self.save_button = button("Save", PRIMARY)
         self.save_button.setEnabled(False)
         self.save_button.setToolTip("Check the connection first")
-        self.buttons.accepted.connect(self.accept)
-        self.buttons.rejected.connect(self.reject)
-        column.addWidget(self.buttons)
+        self.cancel_button = button("Cancel", SECONDARY)
+        self.save_button.clicked.connect(self.accept)
+        self.cancel_button.clicked.connect(self.reject)
+        column.addWidget(footer(self, self.cancel_button, self.save_button))
         for edit in (self.name_edit, self.address_edit, self.key_edit):
             edit.textChanged.connect(self._edited)
         self.resize(560, 360)
@@ -161,6 +163,10 @@ class EndpointDialog(QDialog):
         twin = next((e for e in self.saved if e.url == endpoint.base_url), None)
         if twin is not None:
             self.outcome.say(f"{endpoint.base_url} is saved already, as “{twin.name}”.")
+            return
+        own = own_api_server_words(endpoint.base_url, self.own_api_url)
+        if own is not None:
+            self.outcome.say(own)
             return
         self.endpoint = endpoint
         self.check_button.setEnabled(False)
@@ -208,12 +214,14 @@ class ConnectionsPage(QWidget):
     endpoints_changed = Signal(object)  # AppSettings
 
     def __init__(self, settings: AppSettings, local_name: str, say: Callable[[str], None],
-                 confirm: Callable[[str, str, str], bool], parent: QWidget | None = None) -> None:
+                 confirm: Callable[[str, str, str], bool], own_api_url: str | None = None,
+                 parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.settings = settings
         self.local_name = local_name
         self.say = say
         self.confirm = confirm
+        self.own_api_url = own_api_url  # this app's API server (None while off): not a connection
         self.dialog: EndpointDialog | None = None
         self._calls: list[BackgroundCall] = []
         column = QVBoxLayout(self)
@@ -235,11 +243,10 @@ class ConnectionsPage(QWidget):
         model_line.addWidget(self.model_status, 1)
         column.addWidget(self.model_row)
         row = QHBoxLayout()
-        self.use_button = QPushButton("Use this connection")
-        self.use_button.setProperty("role", "primary")
-        self.remove_button = QPushButton("Remove…")
+        self.use_button = button("Use this connection", PRIMARY)
+        self.remove_button = button("Remove…", SECONDARY, "Forget the selected server and its API key")
         themed(self.remove_button, "trash-2", size=16)
-        self.add_button = QPushButton("Add a server…")
+        self.add_button = button("Add a server…", SECONDARY)
         themed(self.add_button, "square-pen", size=16)
         row.addWidget(self.use_button)
         row.addWidget(self.remove_button)
@@ -333,6 +340,10 @@ class ConnectionsPage(QWidget):
         name = self.selected_name()
         if name is None or self._in_use(name, self.model_box.currentText()):
             return
+        own = own_api_server_words(self.selected_endpoint().url, self.own_api_url) if name else None
+        if own is not None:
+            self.say(own)
+            return
         if not name:
             settings = dataclasses.replace(self.settings, connection="")
             self.say("Switching to this computer: the engine is loading the model.")
@@ -358,7 +369,7 @@ class ConnectionsPage(QWidget):
 
     def add_dialog(self) -> EndpointDialog:
         """Open the Add a server dialog (not modal: tests and people can both drive it)."""
-        self.dialog = EndpointDialog(self.settings.endpoints, self)
+        self.dialog = EndpointDialog(self.settings.endpoints, self.own_api_url, self)
         self.dialog.accepted.connect(lambda: self.add(*self.dialog.values()))
         self.dialog.open()
         return self.dialog

@@ -14,21 +14,26 @@ from pathlib import Path
 from typing import Callable
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import (
-    QDialog, QDialogButtonBox, QFileDialog, QHBoxLayout, QLabel, QPushButton, QTabWidget, QVBoxLayout, QWidget,
-)
+from PySide6.QtWidgets import QDialog, QFileDialog, QHBoxLayout, QLabel, QMenu, QTabWidget, QVBoxLayout, QWidget
 
 from app.models.connections import ConnectionsPage
 from app.models.choice import choose, imported_models, installed_pairs, pair_paths
 from app.models.wizard.pair_list import Card, CardList, PairList, badge, label
 from app.models.wizard.words import size_words
+from app.engine.bridge import CRASHED, FAILED, READY, EngineStatus
+from app.engine.connections import source_words
 from app.settings.schema import AppSettings
 from app.system.background import BackgroundCall
+from app.system.model_chooser import chosen_path, model_chooser
+from app.window.buttons import PRIMARY, SECONDARY, button, footer
 from app.theme.icons import themed
 from app.window.confirm import confirm_destructive
 from core.errors import SpecExecError
 from core.models.catalog import BUILTIN_PAIR_ID, Catalog, load_catalog
 from core.models.installed import folder_bytes, pair_folders
+
+
+DESTRUCTIVE_VERBS = ("Delete", "Remove")
 
 
 @dataclass(frozen=True)
@@ -65,33 +70,6 @@ def installed_entries(catalog: Catalog, root: Path) -> list[InstalledEntry]:
     return entries
 
 
-class ModelFileDialog(QFileDialog):
-    """One chooser for both kinds of import: a model folder or a .gguf file. It opens in `start` (the models
-    folder) and shows folders and .gguf files. Import takes what is selected: a .gguf file, or a folder,
-    whatever is in it (the import then checks it and refuses a folder without a model, in words); with
-    nothing selected it takes the folder being shown. Double-click still opens a folder to look inside."""
-
-    def __init__(self, start: Path, parent: QWidget | None = None) -> None:
-        super().__init__(parent, "Import a model folder or a .gguf file", str(start if start.is_dir() else Path.home()),
-                         "Model folders and .gguf files (*.gguf);;All files (*)")
-        self.setOption(QFileDialog.Option.DontUseNativeDialog, True)
-        self.setFileMode(QFileDialog.FileMode.AnyFile)  # AnyFile: a folder can be the answer, not only a file
-        self.setLabelText(QFileDialog.DialogLabel.Accept, "Import")
-        self.setLabelText(QFileDialog.DialogLabel.FileName, "Folder or file:")
-        self.chosen: Path | None = None
-
-    def accept(self) -> None:
-        selected = [Path(path) for path in self.selectedFiles()]
-        target = selected[0] if selected else Path(self.directory().absolutePath())
-        if target.name == "config.json":  # picked the folder's config.json: the folder is meant
-            target = target.parent
-        if not target.exists():
-            super().accept()  # Qt says the name does not exist and the dialog stays open
-            return
-        self.chosen = target
-        QDialog.accept(self)
-
-
 class ModelManager(QDialog):
     """Emits `switched` with the new settings after the user picked another pair and it passed the checks."""
 
@@ -100,13 +78,15 @@ class ModelManager(QDialog):
     endpoints_changed = Signal(object)  # AppSettings with a server added or removed (saved, nothing reloads)
 
     def __init__(self, settings: AppSettings, models_dir: Path, catalog: Catalog | None = None,
-                 confirm: Callable[[str, str, str], bool] | None = None, parent: QWidget | None = None) -> None:
+                 confirm: Callable[[str, str, str], bool] | None = None, own_api_url: str | None = None,
+                 parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.settings = settings
         self.models_dir = models_dir
         self.catalog = catalog or load_catalog()
         self.confirm = confirm or self._ask
         self.entries: list[InstalledEntry] = []
+        self.switching: str | None = None  # what a switch started here is loading, until the engine says
         self._calls: list[BackgroundCall] = []
         self.setWindowTitle("Models")
         self.resize(760, 560)
@@ -120,12 +100,13 @@ class ModelManager(QDialog):
         self.message.setWordWrap(True)
         self.message.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         layout.addWidget(self.message)
-        close = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
-        close.rejected.connect(self.reject)
-        layout.addWidget(close)
+        self.close_button = button("Close", SECONDARY)
+        self.close_button.clicked.connect(self.reject)
+        layout.addWidget(footer(self, self.close_button))
         self._build_installed()
         self._build_catalog()
-        self.connections = ConnectionsPage(settings, model_pair_name(settings), self.message.setText, self.confirm)
+        self.connections = ConnectionsPage(settings, model_pair_name(settings), self.message.setText, self.confirm,
+                                           own_api_url)
         self.connections.use_requested.connect(self._use_connection)
         self.connections.endpoints_changed.connect(self._endpoints_changed)
         self.tabs.addTab(self.connections, "Connections")
@@ -135,10 +116,32 @@ class ModelManager(QDialog):
         self.tabs.setCurrentWidget(self.connections)
         return self
 
+    def show_catalog(self) -> "ModelManager":
+        """On "Get more models" (the empty chat's "Get a bigger model")."""
+        self.tabs.setCurrentWidget(self.catalog_page)
+        return self
+
     def _use_connection(self, settings: AppSettings) -> None:
         self.settings = settings
+        remote = settings.remote_endpoint()
+        self.switching = source_words(settings) if remote is not None else "this computer"
         self._show_entries(self.entries)
         self.switched.emit(settings)
+
+    def show_engine_status(self, status: EngineStatus) -> None:
+        """A switch the manager started: once the engine has the new model (or failed to), say so instead of
+        leaving "Switching to …" on screen."""
+        if self.switching is None:
+            return
+        if status.state == READY:
+            self.message.setText(f"Now using {self.switching}.")
+        elif status.state in (FAILED, CRASHED):
+            self.message.setText(f"{self.switching} could not be used: the message above the chat says why.")
+        else:
+            return
+        self.switching = None
+        self.connections.refresh()
+        self._update_buttons()
 
     def _endpoints_changed(self, settings: AppSettings) -> None:
         self.settings = settings
@@ -153,19 +156,21 @@ class ModelManager(QDialog):
         self.installed.setAccessibleName("Installed models")
         self.installed.currentRowChanged.connect(lambda _row: self._update_buttons())
         row = QHBoxLayout()
-        self.use_button = QPushButton("Use this model")
-        self.use_button.setProperty("role", "primary")
-        self.delete_button = QPushButton("Delete…")
+        self.use_button = button("Use this model", PRIMARY)
+        self.delete_button = button("Delete…", SECONDARY, "Delete the selected model from this computer")
         themed(self.delete_button, "trash-2", size=16)
-        self.import_button = QPushButton("Import a folder or .gguf file…")
+        self.import_button = button("Import…", SECONDARY, "Add a model you already have: a .gguf file or a model folder")
         themed(self.import_button, "folder-open", size=16)
+        import_menu = QMenu(self.import_button)
+        import_menu.addAction("A .gguf file…", lambda: self.import_dialog(folder=False))
+        import_menu.addAction("A model folder…", lambda: self.import_dialog(folder=True))
+        self.import_button.setMenu(import_menu)
         row.addWidget(self.use_button)
         row.addWidget(self.delete_button)
         row.addStretch()
         row.addWidget(self.import_button)
         self.use_button.clicked.connect(self.use_selected)
         self.delete_button.clicked.connect(self.delete_selected)
-        self.import_button.clicked.connect(self.import_dialog)
         column.addWidget(label(f"Models are kept in {self.models_dir}", muted=True))
         column.addWidget(self.installed, 1)
         column.addLayout(row)
@@ -184,7 +189,7 @@ class ModelManager(QDialog):
         for row, entry in enumerate(entries):
             active = self.is_active(entry)
             active_row = row if active else active_row
-            size = "Built in" if entry.size_bytes is None else size_words(entry.size_bytes)
+            size = "Built-in" if entry.size_bytes is None else size_words(entry.size_bytes)
             card = Card(entry.name, [badge("In use", "success")] if active else [],
                         [label(f"{size} · {entry.location}", muted=True)])
             card.setToolTip(f"Model: {entry.target}\nDraft: {entry.draft or 'none'}")
@@ -229,6 +234,7 @@ class ModelManager(QDialog):
         self.connections.settings = settings
         self.connections.refresh()
         self.message.setText(f"Switching to {entry.name}: the engine is loading it.")
+        self.switching = entry.name
         self._show_entries(self.entries)
         self.switched.emit(settings)
 
@@ -255,10 +261,17 @@ class ModelManager(QDialog):
             self.message.setText(f"Deleted {entry.name}.")
         self.refresh()
 
-    def import_dialog(self) -> None:
-        dialog = ModelFileDialog(self.models_dir, self)
-        if dialog.exec() and dialog.chosen is not None:
-            self.import_path(dialog.chosen)
+    def import_chooser(self, folder: bool) -> QFileDialog:
+        """The chooser for an import, in the models folder (made if it is not there yet)."""
+        return model_chooser(self, "Import a model folder" if folder else "Import a .gguf model file",
+                             self.models_dir, folder)
+
+    def import_dialog(self, folder: bool) -> None:
+        dialog = self.import_chooser(folder)
+        if dialog.exec():
+            chosen = chosen_path(dialog)
+            if chosen is not None:
+                self.import_path(chosen)
 
     def import_path(self, source: Path) -> None:
         """Check and copy `source` into the models folder off the GUI thread; a bad one is refused here."""
@@ -277,8 +290,7 @@ class ModelManager(QDialog):
         column = QVBoxLayout(page)
         self.catalog_list = PairList()
         self.catalog_status = label("Checking which models fit this computer…", muted=True)
-        self.download_button = QPushButton("Download…")
-        self.download_button.setProperty("role", "primary")
+        self.download_button = button("Download…", PRIMARY)
         themed(self.download_button, "download", "on_accent", size=16)
         self.download_button.setEnabled(False)
         self.download_button.clicked.connect(self._download)
@@ -289,6 +301,7 @@ class ModelManager(QDialog):
         column.addWidget(self.catalog_list, 1)
         column.addLayout(row)
         self.tabs.addTab(page, "Get more models")
+        self.catalog_page = page
         from app.models.wizard.state import WizardState
 
         self._catalog_state = WizardState(self.settings, self.models_dir, self.catalog)
@@ -321,7 +334,8 @@ class ModelManager(QDialog):
         self.download_requested.emit(fit.pair.id)
 
     def _ask(self, title: str, text: str, verb: str) -> bool:
-        return confirm_destructive(self, title, text, verb, destructive=verb.startswith("Delete"))
+        """A question; deleting or forgetting something is destructive (Cancel is the default)."""
+        return confirm_destructive(self, title, text, verb, destructive=verb.split()[0] in DESTRUCTIVE_VERBS)
 
 
 
@@ -334,5 +348,5 @@ def model_pair_name(settings: AppSettings) -> str:
         except SpecExecError:
             pass
     if settings.target in ("builtin", ""):
-        return "SmolLM2 135M (built in)"
+        return "SmolLM2 135M (built-in)"
     return Path(settings.target).name

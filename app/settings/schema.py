@@ -91,6 +91,13 @@ class ConversationSettings:
         return self.method.value
 
 
+# The built-in SmolLM2 135M is a tiny demo model. At the general defaults (temperature 0.7, top-p 0.9) it often
+# answers "What is the capital of France?" in made-up French and, asked again, loops on a word; calmer
+# sampling with a light repetition penalty keeps it on track (measured: docs/benchmarks.md, "The built-in
+# model's sampling"). Bigger models keep the general defaults.
+BUILTIN_SAMPLING = {"temperature": 0.2, "top_p": 0.5, "top_k": 0, "repetition_penalty": 1.1}
+
+
 @dataclass
 class RemoteEndpoint:
     """An OpenAI-compatible server the user added in the model manager (its API key is in the OS keyring,
@@ -130,6 +137,16 @@ class AppSettings:
     api_server_allowed_origins: str = ""  # web pages that may call the API from a browser, comma-separated (CORS)
     defaults: ConversationSettings = field(default_factory=ConversationSettings)
     schema_version: int = SETTINGS_SCHEMA_VERSION
+
+    def conversation_defaults(self) -> ConversationSettings:
+        """What a new chat starts with (and the API server's requests leave out): `defaults`, except that the
+        tiny built-in model, while in use on this computer, gets sampling of its own where `defaults` keep the
+        schema's (BUILTIN_SAMPLING says why)."""
+        defaults = self.defaults.validated()
+        untouched = all(getattr(defaults, name) == getattr(ConversationSettings, name) for name in BUILTIN_SAMPLING)
+        if self.target == "builtin" and not self.connection and untouched:
+            return dataclasses.replace(defaults, **BUILTIN_SAMPLING)
+        return defaults
 
     def remote_endpoint(self) -> RemoteEndpoint | None:
         """The endpoint answers come from; None for this computer (or a connection no longer listed)."""

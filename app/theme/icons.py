@@ -8,6 +8,9 @@ changes (a theme switch), so no widget holds a stale dark-on-dark icon.
 from __future__ import annotations
 
 import functools
+import hashlib
+import tempfile
+from pathlib import Path
 
 from PySide6.QtCore import QByteArray, QEvent, QObject, QRectF, QSize, Qt
 from PySide6.QtGui import QIcon, QPainter, QPixmap
@@ -71,3 +74,15 @@ class ThemedIcon(QObject):
 def themed(button: QAbstractButton, name: str, role: str = "text", filled: bool = False, size: int = 18) -> ThemedIcon:
     """Shorthand: a ThemedIcon on `button` (kept alive by the button, its parent)."""
     return ThemedIcon(button, name, role, filled, size)
+
+
+def icon_file(name: str, color: str) -> str:
+    """The Lucide icon `name` stroked in `color`, as an SVG file (for the stylesheet's `image: url(...)`, which
+    takes a file, not a QIcon), written once per user in the temporary folder; '/' separators."""
+    svg = resources.path(f"icons/lucide/{name}.svg").read_text(encoding="utf-8").replace("currentColor", color)
+    folder = Path(tempfile.gettempdir()) / "specexec-desktop-icons"
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / f"{name}-{hashlib.sha256(svg.encode()).hexdigest()[:12]}.svg"
+    if not target.is_file():
+        target.write_text(svg, encoding="utf-8")
+    return target.as_posix()

@@ -12,6 +12,7 @@ from PySide6.QtWidgets import QApplication
 
 from app.settings.schema import Theme
 from app.system import resources
+from app.theme.icons import icon_file
 from app.theme.tokens import DARK, LIGHT, Colors, fill_stylesheet, qpalette
 
 log = logging.getLogger(__name__)
@@ -25,7 +26,8 @@ def apply_colors(app: QApplication, colors: Colors) -> None:
     """Set the palette and the filled-in stylesheet of `colors` on the whole application."""
     app.setPalette(qpalette(colors))
     base_pt = QFontInfo(app.font()).pointSizeF()  # also right for a font set in pixels (pointSizeF() is -1)
-    app.setStyleSheet(fill_stylesheet(resources.text("style.qss"), colors, base_pt))
+    images = {"combo_arrow": icon_file("chevron-down", colors.muted_text)}
+    app.setStyleSheet(fill_stylesheet(resources.text("style.qss"), colors, base_pt, images))
 
 
 class ThemeManager(QObject):

@@ -46,6 +46,7 @@ class Colors:
     placeholder_text: str
     disabled_text: str  # exempt from the contrast rule, still readable
     accent: str  # primary buttons, focus, progress
+    accent_hover: str  # a primary button under the pointer
     on_accent: str  # text and icons on `accent`
     link: str  # links and link-like buttons on view / window
     selected: str  # background of a selected row or card
@@ -54,6 +55,7 @@ class Colors:
     code_background: str
     code_border: str
     danger: str  # destructive buttons' background
+    danger_hover: str
     on_danger: str
     danger_text: str  # error text on view / window
     failed_background: str  # a failed answer's card
@@ -65,30 +67,32 @@ class Colors:
     scrollbar: str
     scrollbar_hover: str
     chart_bar: str
+    toast_background: str  # transient feedback over the chat (app/window/toast.py)
+    toast_text: str
 
 
 LIGHT = Colors(
     dark=False,
     window=GRAY[50], view=GRAY[0], surface=GRAY[0], surface_alt=GRAY[100], border=GRAY[200], divider=GRAY[150],
     text="#1f2328", muted_text=GRAY[600], placeholder_text="#5f6670", disabled_text=GRAY[400],
-    accent=BLUE[600], on_accent=GRAY[0], link=BLUE[700], selected=BLUE[50], selected_border=BLUE[600],
-    user_bubble="#edf1f7", code_background=GRAY[50], code_border=GRAY[200],
-    danger=RED[700], on_danger=GRAY[0], danger_text=RED[700], failed_background=RED[50],
+    accent=BLUE[600], accent_hover=BLUE[700], on_accent=GRAY[0], link=BLUE[700], selected=BLUE[50],
+    selected_border=BLUE[600], user_bubble="#edf1f7", code_background=GRAY[50], code_border=GRAY[200],
+    danger=RED[700], danger_hover="#912018", on_danger=GRAY[0], danger_text=RED[700], failed_background=RED[50],
     warning_background=AMBER[50], warning_border=AMBER[300], warning_text=AMBER[800],
     success_text="#17732f", caution_text=AMBER[700], scrollbar=GRAY[300], scrollbar_hover=GRAY[400],
-    chart_bar=BLUE[600],
+    chart_bar=BLUE[600], toast_background=GRAY[800], toast_text=GRAY[0],
 )
 
 DARK = Colors(
     dark=True,
     window=GRAY[900], view=GRAY[850], surface=GRAY[800], surface_alt=GRAY[750], border=GRAY[700],
     divider=GRAY[800], text="#e8e9ec", muted_text="#a3a9b3", placeholder_text="#9198a2", disabled_text=GRAY[500],
-    accent=BLUE[600], on_accent=GRAY[0], link=BLUE[300], selected=BLUE[900], selected_border=BLUE[400],
-    user_bubble="#2c3441", code_background=GRAY[950], code_border=GRAY[700],
-    danger=RED[700], on_danger=GRAY[0], danger_text=RED[300], failed_background=RED[900],
+    accent=BLUE[600], accent_hover=BLUE[700], on_accent=GRAY[0], link=BLUE[300], selected=BLUE[900],
+    selected_border=BLUE[400], user_bubble="#2c3441", code_background=GRAY[950], code_border=GRAY[700],
+    danger=RED[700], danger_hover="#912018", on_danger=GRAY[0], danger_text=RED[300], failed_background=RED[900],
     warning_background=AMBER[900], warning_border="#6b5520", warning_text="#ffe3a0",
     success_text=GREEN[300], caution_text=AMBER[400], scrollbar="#4a4e56", scrollbar_hover="#60656e",
-    chart_bar=BLUE[400],
+    chart_bar=BLUE[400], toast_background=GRAY[100], toast_text="#1f2328",
 )
 
 
@@ -154,11 +158,12 @@ def qpalette(colors: Colors) -> QPalette:
 _TOKEN = re.compile(r"@([a-z_]+)")
 
 
-def fill_stylesheet(template: str, colors: Colors, base_pt: float) -> str:
-    """resources/style.qss with every `@role` replaced by its colour and every `@<step>_pt` (body_pt,
-    small_pt, title_pt, headline_pt) by a point size relative to `base_pt`, the application font's; an unknown
-    name fails loudly."""
+def fill_stylesheet(template: str, colors: Colors, base_pt: float, images: dict[str, str] | None = None) -> str:
+    """resources/style.qss with every `@role` replaced by its colour, every `@<step>_pt` (body_pt, small_pt,
+    title_pt, headline_pt) by a point size relative to `base_pt`, the application font's, and every
+    `@<name>_image` by the file of `images[name]` (an icon in the theme's colour); an unknown name fails loudly."""
     values = {f.name: getattr(colors, f.name) for f in dataclasses.fields(colors) if f.name != "dark"}
+    values.update({f"{name}_image": path for name, path in (images or {}).items()})
     for step in ("body", "small", "title", "headline"):
         values[f"{step}_pt"] = f"{base_pt * getattr(TYPE, step):.1f}pt"
 

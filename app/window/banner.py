@@ -8,6 +8,8 @@ import re
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QWidget
 
+from app.window.buttons import LINK, PRIMARY, SECONDARY, button, set_role
+
 
 # What a signal that ended the engine most likely means, for people.
 SIGNAL_MEANINGS = {
@@ -51,18 +53,18 @@ class Banner(QFrame):
         self.buttons: dict[str, QPushButton] = {}
         for name, text in (("restart", "&Restart engine"), ("retry", "&Retry"), ("retry_answer", "&Retry"),
                            ("connections", "&Connections"), ("settings", "Open &settings")):
-            button = QPushButton(text)
-            button.setAccessibleName(text.replace("&", ""))
-            button.clicked.connect(lambda _=False, n=name: self.action_clicked.emit(n))
-            layout.addWidget(button)
-            self.buttons[name] = button
-        self.details_button = QPushButton("Details")
+            action = button(text, SECONDARY)
+            action.setAccessibleName(text.replace("&", ""))
+            action.clicked.connect(lambda _=False, n=name: self.action_clicked.emit(n))
+            layout.addWidget(action)
+            self.buttons[name] = action
+        self.details_button = button("Details", LINK)
         self.details_button.setAccessibleName("Show the technical details")
         self.details_button.setCheckable(True)
         self.details_button.toggled.connect(self._toggle_details)
         layout.addWidget(self.details_button)
         self._text = self._details = ""
-        self.close_button = QPushButton("Dismiss")
+        self.close_button = button("Dismiss", LINK)
         self.close_button.setAccessibleName("Dismiss alert")
         self.close_button.clicked.connect(self.hide)
         layout.addWidget(self.close_button)
@@ -84,9 +86,8 @@ class Banner(QFrame):
         self.details_button.setChecked(False)
         self.label.setText(text)
         self.setAccessibleDescription(text)
-        for name, button in self.buttons.items():
-            button.setVisible(name in actions)
+        for name, action in self.buttons.items():
+            action.setVisible(name in actions)
         self.show()
-        first = next((self.buttons[a] for a in actions if a in self.buttons), None)
-        if first is not None:
-            first.setDefault(True)
+        for name, action in self.buttons.items():  # the first action is the main one: one primary button
+            set_role(action, PRIMARY if name == next(iter(actions), None) else SECONDARY)

@@ -12,17 +12,17 @@ import logging
 from html import escape
 from pathlib import Path
 
-from PySide6.QtCore import Qt, QUrl
+from PySide6.QtCore import QSize, Qt, QUrl
 from PySide6.QtGui import QAction, QCloseEvent, QDesktopServices, QGuiApplication, QKeySequence
 from PySide6.QtWidgets import (
-    QFileDialog, QHBoxLayout, QMainWindow, QMessageBox, QSizePolicy, QSplitter, QVBoxLayout, QWidget,
+    QFileDialog, QHBoxLayout, QMainWindow, QSizePolicy, QSplitter, QStackedWidget, QVBoxLayout, QWidget,
 )
 
 from app.system import resources
 from app.api.server import ApiServerHost
 from app.window.banner import Banner, engine_stopped_text
 from app.chat.controller import ChatController
-from app.chat.header import ChatHeader, short_model_name
+from app.chat.header import ChatHeader
 from app.chat.view import ChatView, sentence
 from app.chat.composer import SEND, STOP, Composer
 from app.conversations.sidebar import ConversationList
@@ -32,16 +32,30 @@ from app.engine.connections import connection_factory, connection_key, source_wo
 from app.conversations.export import FORMATS, suggested_file_name, to_json, to_markdown, write_export
 from app.models.manager import ModelManager, model_pair_name
 from app.system.paths import AppPaths
-from app.settings.schema import AppSettings, Method, load_settings, save_settings, to_dict
-from app.settings.dialogs import AppSettingsDialog, ConversationSettingsDialog
-from app.window.confirm import confirm_destructive
-from app.window.status_bar import AppStatusBar, StatusPanel
+from app.settings.schema import AppSettings, ConversationSettings, Method, load_settings, save_settings, to_dict
+from app.settings.chat_panel import ChatSettingsPanel
+from app.settings.settings_page import SettingsPage
+from app.window.confirm import ConfirmDialog, confirm_box, confirm_destructive
+from app.window.status_bar import AppStatusBar
+from app.window.toast import Toast
 from app.conversations.store import Store
 from app.models.wizard.wizard import FirstRunWizard
 from core.engine import protocol as P
+from core.model_spec import BUILTIN
 from core.models.locations import models_dir
 
 log = logging.getLogger(__name__)
+
+SIDEBAR_MIN_PX = 180
+
+
+def default_size(available: QSize | None) -> tuple[int, int]:
+    """The window's first size: roomy enough for a chat's title beside the header's buttons, and never more
+    than 90% of the screen (a 1280 x 800 laptop gets a window that fits)."""
+    width, height = 1240, 800
+    if available is None:
+        return width, height
+    return min(width, int(available.width() * 0.9)), min(height, int(available.height() * 0.9))
 
 
 class MainWindow(QMainWindow):
@@ -66,11 +80,11 @@ class MainWindow(QMainWindow):
         self.theme = theme
         self.confirm_delete = confirm_delete
         self.controller = ChatController(self.store, self.bridge, self.settings, self)
-        self.logs_dialog: QMessageBox | None = None
+        self.logs_dialog: ConfirmDialog | None = None
         self._gpu_banner: str | None = None  # the banner's text while it reports a GPU that failed its check
         self.setWindowTitle("SpecExec Desktop")
         self.setWindowIcon(resources.icon("app"))
-        self.resize(1100, 720)
+        self.resize(*default_size(self.screen().availableGeometry().size() if self.screen() else None))
         self._build()
         self._build_menus()
         self._connect()
@@ -84,7 +98,8 @@ class MainWindow(QMainWindow):
         self._show_gpu_check()
         self.controller.open_conversation(self.controller.conversations.id_at(0))
         if self.store.recovered:
-            self.statusBar().showMessage(f"{self.store.recovered} answer(s) cut off by a crash were kept and marked [interrupted]", 10000)
+            self.toast.show_message(f"{self.store.recovered} answer(s) cut off by a crash were kept, marked "
+                                    "interrupted", 10000)
 
     # -- layout --------------------------------------------------------------------------------------------
 
@@ -92,6 +107,7 @@ class MainWindow(QMainWindow):
         c = self.controller
         self.sidebar = ConversationList(c.conversations)
         self.sidebar.setObjectName("sidebar")
+        self.sidebar.setMinimumWidth(SIDEBAR_MIN_PX)
         chat = QWidget()
         chat.setObjectName("chatPane")
         column = QVBoxLayout(chat)
@@ -101,7 +117,7 @@ class MainWindow(QMainWindow):
         self.title_label = self.header.title_label
         self.conversation_settings_button = self.header.settings_button
         column.addWidget(self.header)
-        self.model_button = self.header.model_button  # shows the pair; a click opens the model manager
+        self.model_button = self.header.model_button  # shows the model; a click opens the model manager
         self.banner = Banner()
         column.addWidget(self.banner)
         self.chat_view = ChatView(c.messages)
@@ -117,17 +133,28 @@ class MainWindow(QMainWindow):
         self.composer.setMaximumWidth(880)
         self.composer.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
         column.addLayout(composer_row)
+        self.chat_settings = ChatSettingsPanel(c.conversation_settings(), c.conversation_id)
+        self.chat_settings.hide()
+        main = QWidget()
+        row = QHBoxLayout(main)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.setSpacing(0)
+        row.addWidget(chat, 1)
+        row.addWidget(self.chat_settings)
         splitter = QSplitter(Qt.Orientation.Horizontal)
         splitter.addWidget(self.sidebar)
-        splitter.addWidget(chat)
+        splitter.addWidget(main)
         splitter.setStretchFactor(1, 1)
-        splitter.setSizes([250, 850])
+        splitter.setSizes([250, 950])
         splitter.setChildrenCollapsible(False)
         splitter.setHandleWidth(1)
-        self.setCentralWidget(splitter)
-        self.setStatusBar(AppStatusBar(self))
-        self.status_panel = StatusPanel(self.bridge, c.stats)
-        self.statusBar().addPermanentWidget(self.status_panel)
+        self.pages = QStackedWidget()  # the chat; Settings over it while open
+        self.pages.addWidget(splitter)
+        self.setCentralWidget(self.pages)
+        self.settings_page: SettingsPage | None = None
+        self.status_line = AppStatusBar(self.bridge, c.stats, self)
+        self.setStatusBar(self.status_line)
+        self.toast = Toast(chat)  # transient feedback, over the bottom of the chat
         # Keyboard order: sidebar (new, search, list, rename, delete) -> header -> input -> send
         QWidget.setTabOrder(self.sidebar.delete_button, self.header.model_button)
         QWidget.setTabOrder(self.header.model_button, self.conversation_settings_button)
@@ -144,30 +171,31 @@ class MainWindow(QMainWindow):
         return action
 
     def _build_menus(self) -> None:
+        """One name for each thing, the same as on the buttons: a chat, the chat's settings, the models."""
         bar = self.menuBar()
         file = bar.addMenu("&File")
-        self.new_action = self._action(file, "&New conversation", self.new_conversation, QKeySequence.StandardKey.New)
-        self._action(file, "&Settings…", self.open_settings, "Ctrl+,")
+        self.new_action = self._action(file, "&New chat", self.new_conversation, QKeySequence.StandardKey.New)
+        self._action(file, "&Settings…", lambda: self.open_settings(), "Ctrl+,")
         file.addSeparator()
         self._action(file, "&Quit", self.close, QKeySequence.StandardKey.Quit)
-        chat = bar.addMenu("&Conversation")
-        self._action(chat, "&Rename", self.sidebar.rename_current, "F2")
-        self._action(chat, "&Delete", self._delete_current)
-        self._action(chat, "&Settings…", self.open_conversation_settings)
+        chat = bar.addMenu("&Chat")
+        self._action(chat, "Search chats", lambda: self.sidebar.search.setFocus(), QKeySequence.StandardKey.Find)
+        self._action(chat, "&Rename chat", self.sidebar.rename_current, "F2")
+        self._action(chat, "&Delete chat…", self._delete_current)
+        self._action(chat, "Chat &settings", self.open_conversation_settings, "Ctrl+Shift+S")
         chat.addSeparator()
-        self.stop_action = self._action(chat, "S&top answer", self.controller.stop, "Esc")
-        self.regenerate_action = self._action(chat, "Re&generate answer", self.controller.regenerate, "Ctrl+R")
-        self._action(chat, "&Copy last answer", self.copy_last_answer, "Ctrl+Shift+C")
+        self.stop_action = self._action(chat, "S&top the answer", self.controller.stop, "Esc")
+        self.regenerate_action = self._action(chat, "Re&generate the answer", self.controller.regenerate, "Ctrl+R")
+        self._action(chat, "&Copy the last answer", self.copy_last_answer, "Ctrl+Shift+C")
         self._action(chat, "Export as &Markdown…", lambda: self.export_conversation_dialog("markdown"))
         self._action(chat, "Export as &JSON…", lambda: self.export_conversation_dialog("json"))
         chat.addSeparator()
-        self._action(chat, "Find conversation", lambda: self.sidebar.search.setFocus(), QKeySequence.StandardKey.Find)
-        self._action(chat, "Go to message box", lambda: self.input.setFocus(), "Ctrl+L")
+        self._action(chat, "Go to the message box", lambda: self.input.setFocus(), "Ctrl+L")
         models = bar.addMenu("&Models")
         self._action(models, "&Model manager…", self.open_model_manager, "Ctrl+M")
         self._action(models, "&Set-up wizard…", lambda: self.open_wizard())
-        engine = bar.addMenu("&Engine")
-        self._action(engine, "&Restart engine", self.restart_engine)
+        models.addSeparator()
+        self._action(models, "&Restart engine", self.restart_engine)
         help_menu = bar.addMenu("&Help")
         self._action(help_menu, "Open &logs folder", self.open_logs_folder)
         self._action(help_menu, "&Copy diagnostics", self.copy_diagnostics)
@@ -177,7 +205,10 @@ class MainWindow(QMainWindow):
         c, b = self.controller, self.bridge
         self.composer.send_requested.connect(self.send)
         self.composer.stop_requested.connect(c.stop)
-        self.header.settings_requested.connect(self.open_conversation_settings)
+        self.header.settings_requested.connect(self.toggle_conversation_settings)
+        self.chat_settings.changed.connect(self._conversation_settings_changed)
+        self.chat_settings.closed.connect(lambda: self.show_conversation_settings(False))
+        self.chat_settings.reset_requested.connect(self._reset_conversation_settings)
         self.header.model_switch_requested.connect(self.open_model_manager)
         self.header.export_requested.connect(self.export_conversation_dialog)
         self.sidebar.new_requested.connect(self.new_conversation)
@@ -200,7 +231,8 @@ class MainWindow(QMainWindow):
         self.chat_view.regenerate_requested.connect(c.regenerate)
         self.chat_view.alternative_requested.connect(lambda mid, step: (c.show_alternative(mid, step), self._show_context()))
         self.chat_view.suggestion_clicked.connect(self._use_suggestion)
-        self.chat_view.copied.connect(lambda what: self.statusBar().showMessage(f"Copied {what} to the clipboard", 3000))
+        self.chat_view.models_requested.connect(lambda: self.open_model_manager().show_catalog())
+        self.chat_view.copied.connect(lambda what: self.toast.show_message(f"Copied {what} to the clipboard", 3000))
         b.status_changed.connect(self._engine_status)
         b.engine_failed.connect(self._engine_failed)
         b.notice.connect(self._notice)
@@ -211,14 +243,16 @@ class MainWindow(QMainWindow):
     def send(self, text: str) -> None:
         remote = self.settings.remote_endpoint()
         if remote is not None and self.bridge.status.state in (CRASHED, FAILED):
-            self.statusBar().showMessage(f"{remote.name} cannot be reached: press Retry above the chat, or pick "
-                                         "another connection", 6000)
+            self.toast.show_message(f"Not sent: {remote.name} cannot be reached. Press Retry above the chat, or "
+                                    "pick another connection.", 6000)
             return
         if self.bridge.status.state == CRASHED:
-            self.statusBar().showMessage("The engine is not running: press Restart engine first", 6000)
+            self.toast.show_message("Not sent: the engine is not running. Press Restart engine above the chat, "
+                                    "then send again.", 6000)
             return
         if self.bridge.status.state == FAILED:
-            self.statusBar().showMessage("No model is loaded: pick one in File > Settings, or press Retry", 6000)
+            self.toast.show_message("Not sent: no model is loaded. Press Retry above the chat, or pick a model in "
+                                    "Models > Model manager.", 6000)
             return
         if self.controller.send(text):
             self.input.clear()
@@ -245,24 +279,30 @@ class MainWindow(QMainWindow):
         answers = [m for m in self.controller.messages.rows if m.role == "assistant" and m.content]
         if answers:
             QGuiApplication.clipboard().setText(answers[-1].content)
-            self.statusBar().showMessage("Copied the last answer to the clipboard", 3000)
+            self.toast.show_message("Copied the last answer to the clipboard", 3000)
 
     def _show_model_pair(self) -> None:
+        """The model's name above the chat, where answers come from in the status line, and the empty chat's
+        words: what this model is good for (the built-in one is a tiny demo), details one click away."""
         s = self.settings
         remote = s.remote_endpoint()
         self._show_speculation_items()
         if remote is not None:
-            self.status_panel.set_source(f"From {source_words(s)}", f"An OpenAI-compatible server at {remote.url}")
-            self.header.set_models(remote.model, "")
-            self.model_button.setText(f"{source_words(s)}  ▾")
-            self.chat_view.set_placeholder(f"Chatting with {source_words(s)}, a server on another computer. "
-                                           "Type a message below, or try one of these:")
+            where = source_words(s)
+            self.status_line.set_source(where, f"Answers come from {where}: an OpenAI-compatible server at {remote.url}.")
+            self.header.set_model(where, f"Model: {remote.model}\nServer: {remote.name} ({remote.url})")
+            self.chat_view.set_welcome(f"You are chatting with {where}, a server on another computer.")
             return
-        self.status_panel.set_source("On this computer", "The model runs in an engine process on this computer")
-        self.header.set_models(s.target, s.draft)
-        self.model_button.setText(f"{model_pair_name(s)}  ▾")  # the catalog's name for an installed pair
-        pair = short_model_name(s.target) + (f", drafted by {short_model_name(s.draft)}" if s.draft else "")
-        self.chat_view.set_placeholder(f"Chatting with {pair}. Type a message below, or try one of these:")
+        name = model_pair_name(s)  # the catalog's name for an installed pair
+        self.status_line.set_source(f"{name} on this computer",
+                                    "Answers come from this computer: the model runs in an engine process here.")
+        self.header.set_model(name, f"Model: {s.target}\nDraft model: {s.draft or 'none'}\nClick to change")
+        if s.target == BUILTIN:
+            self.chat_view.set_welcome(
+                f"{name} is a tiny demo model that comes with the app: it answers at once, but often wrongly. "
+                "For real answers, get a bigger model.", offer_models=True)
+        else:
+            self.chat_view.set_welcome(f"{name} runs on this computer: nothing you type leaves it.")
 
     def _use_suggestion(self, text: str) -> None:
         self.input.setPlainText(text)
@@ -273,9 +313,10 @@ class MainWindow(QMainWindow):
         set and this chat has not chosen plain decoding."""
         plain = self.controller.conversation_settings().method == Method.SEQUENTIAL
         remote = self.settings.remote_endpoint() is not None  # a server decodes its own way
-        self.status_panel.set_uses_draft(bool(self.settings.draft) and not plain and not remote)
+        self.status_line.details.set_uses_draft(bool(self.settings.draft) and not plain and not remote)
 
     def _conversation_opened(self, conversation_id: int | None) -> None:
+        self.chat_settings.set_settings(self.controller.conversation_settings(conversation_id), conversation_id)
         self._show_speculation_items()
         self.sidebar.select(conversation_id)
         self._show_title()
@@ -374,7 +415,7 @@ class MainWindow(QMainWindow):
             self.open_settings()
 
     def _notice(self, text: str) -> None:
-        self.statusBar().showMessage(text, 8000)
+        self.toast.show_message(text, 8000)
 
     def restart_engine(self) -> None:
         self.banner.hide()
@@ -385,10 +426,27 @@ class MainWindow(QMainWindow):
 
     # -- settings ------------------------------------------------------------------------------------------
 
-    def open_settings(self) -> None:
-        dialog = AppSettingsDialog(self.settings, self)
-        if dialog.exec():
-            self.apply_settings(dialog.values())
+    def open_settings(self, has_gpu: bool | None = None) -> SettingsPage:
+        """Settings as a page over the chat (Save or Cancel brings the chat back); `has_gpu`: shown as on a
+        computer with (True) or without an NVIDIA GPU, instead of asking the driver."""
+        if self.settings_page is not None:
+            return self.settings_page
+        page = SettingsPage(self.settings, self, has_gpu)
+        page.saved.connect(lambda settings: (self.close_settings(), self.apply_settings(settings)))
+        page.cancelled.connect(self.close_settings)
+        page.models_requested.connect(lambda: (self.close_settings(), self.open_model_manager()))
+        self.pages.addWidget(page)
+        self.pages.setCurrentWidget(page)
+        page.target.edit.setFocus()
+        self.settings_page = page
+        return page
+
+    def close_settings(self) -> None:
+        page, self.settings_page = self.settings_page, None
+        if page is not None:
+            self.pages.setCurrentIndex(0)
+            self.pages.removeWidget(page)
+            page.deleteLater()
 
     def apply_settings(self, settings: AppSettings) -> None:
         """Save new app settings; reload the models if the pair or memory settings changed."""
@@ -406,18 +464,39 @@ class MainWindow(QMainWindow):
             self.theme.apply(settings.theme)
 
     def open_conversation_settings(self) -> None:
-        dialog = ConversationSettingsDialog(self.controller.conversation_settings(), self)
-        if dialog.exec():
-            self.controller.set_conversation_settings(dialog.values())
-            self._show_speculation_items()
+        self.show_conversation_settings(True)
+
+    def toggle_conversation_settings(self) -> None:
+        self.show_conversation_settings(not self.chat_settings.isVisible())
+
+    def show_conversation_settings(self, shown: bool) -> None:
+        """The chat settings panel at the window's right, open or closed; the header's button says which."""
+        if not shown:
+            self.chat_settings.flush()
+        self.chat_settings.setVisible(shown)
+        self.conversation_settings_button.setChecked(shown)
+        if shown:
+            self.chat_settings.temperature.slider.setFocus()
+
+    def _conversation_settings_changed(self, conversation_id: int | None, settings: ConversationSettings) -> None:
+        """An edit in the panel: saved to its chat at once (a chat is made if there is none yet)."""
+        self.controller.set_conversation_settings(settings, conversation_id)
+        self._show_speculation_items()
+
+    def _reset_conversation_settings(self) -> None:
+        defaults = self.settings.conversation_defaults()
+        self.chat_settings.set_settings(defaults, self.controller.conversation_id)
+        self._conversation_settings_changed(self.controller.conversation_id, defaults)
+        self.toast.show_message("This chat's settings are back to the defaults", 3000)
 
     # -- models (app/models/manager.py, app/models/wizard/) ---------------------------------------------------------
 
     def open_model_manager(self) -> ModelManager:
-        manager = ModelManager(self.settings, models_dir(), parent=self)
+        manager = ModelManager(self.settings, models_dir(), own_api_url=self.api_server.url, parent=self)
         manager.switched.connect(self.switch_models)
         manager.endpoints_changed.connect(self.apply_settings)
         manager.download_requested.connect(lambda pair_id: (manager.accept(), self.open_wizard(pair_id)))
+        self.bridge.status_changed.connect(manager.show_engine_status)
         manager.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         manager.show()
         return manager
@@ -426,9 +505,9 @@ class MainWindow(QMainWindow):
         """Use another (already checked) pair: saved, the engine reloads it, the chat says so; conversations stay."""
         self.apply_settings(settings)
         if settings.remote_endpoint() is not None:
-            self.statusBar().showMessage(f"Switched to {source_words(settings)}: connecting", 10000)
+            self.toast.show_message(f"Switched to {source_words(settings)}: connecting", 6000)
         else:
-            self.statusBar().showMessage(f"Switched to {model_pair_name(settings)}: loading it", 10000)
+            self.toast.show_message(f"Switched to {model_pair_name(settings)}: loading it", 6000)
 
     def open_wizard(self, resume_pair: str | None = None) -> FirstRunWizard:
         """The set-up wizard from the menu: it borrows this window's engine for its last page."""
@@ -465,7 +544,7 @@ class MainWindow(QMainWindow):
 
     def copy_diagnostics(self) -> None:
         QGuiApplication.clipboard().setText(self.diagnostics())
-        self.statusBar().showMessage("Diagnostics copied: paste them into your bug report", 4000)
+        self.toast.show_message("Diagnostics copied: paste them into your bug report", 4000)
 
     def open_logs_folder(self) -> None:
         """Open the logs folder in the file manager; where none can (no file manager, a bare window
@@ -473,13 +552,9 @@ class MainWindow(QMainWindow):
         self.paths.log_dir.mkdir(parents=True, exist_ok=True)
         if QDesktopServices.openUrl(QUrl.fromLocalFile(str(self.paths.log_dir))):
             return
-        box = QMessageBox(QMessageBox.Icon.Information, "Logs folder",
-                          f"No file manager could open the logs folder. It is here:\n\n{self.paths.log_dir}", parent=self)
-        box.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        copy = box.addButton("Copy path", QMessageBox.ButtonRole.ActionRole)
-        copy.clicked.disconnect()
-        copy.clicked.connect(lambda: QGuiApplication.clipboard().setText(str(self.paths.log_dir)))
-        box.addButton(QMessageBox.StandardButton.Close)
+        box = confirm_box(self, "Logs folder", f"No file manager could open the logs folder. It is here:\n\n"
+                                               f"{self.paths.log_dir}", "Copy path", destructive=False, cancel="Close")
+        box.accepted.connect(lambda: QGuiApplication.clipboard().setText(str(self.paths.log_dir)))
         self.logs_dialog = box
         box.open()
 
@@ -499,13 +574,13 @@ class MainWindow(QMainWindow):
 
     def export_conversation(self, path: Path, kind: str) -> None:
         write_export(path, self.export_text(kind))
-        self.statusBar().showMessage(f"Exported the conversation to {path}", 6000)
+        self.toast.show_message(f"Exported the chat to {path}", 6000)
 
     def export_conversation_dialog(self, kind: str) -> None:
         cid = self.controller.conversation_id
         row = self.store.conversation(cid) if cid is not None else None
         if row is None:
-            self.statusBar().showMessage("Nothing to export yet: start a conversation first", 4000)
+            self.toast.show_message("Nothing to export yet: start a chat first", 4000)
             return
         suffix = FORMATS[kind]
         start = str(Path.home() / suggested_file_name(row.title, kind))
@@ -516,13 +591,15 @@ class MainWindow(QMainWindow):
             try:
                 self.export_conversation(path, kind)
             except OSError as error:
-                QMessageBox.warning(self, "Export", f"Could not write {path}: {error.strerror or error}")
+                self.toast.show_message(f"Not exported: could not write {path} ({error.strerror or error})", 8000)
 
     def about(self) -> None:
         from app import __version__
 
-        QMessageBox.about(self, "About SpecExec Desktop",
-                          f"SpecExec Desktop {__version__}<br>Chat with large local models using speculative decoding.")
+        confirm_box(self, "About SpecExec Desktop",
+                    f"Version {__version__}.\n\nChat with a big model on your own computer: it keeps the model's "
+                    "weights in RAM, streams them to the graphics card, and a small draft model guesses ahead so "
+                    "answers come faster.", None, cancel="Close").exec()
 
     # -- closing -------------------------------------------------------------------------------------------
 
@@ -532,7 +609,9 @@ class MainWindow(QMainWindow):
         for signal, slot in ((self.bridge.status_changed, self._engine_status),
                              (self.bridge.engine_failed, self._engine_failed),
                              (self.bridge.notice, self._notice),
-                             (self.bridge.status_changed, self.status_panel.show_status)):
+                             (self.bridge.status_changed, self.status_line.show_status),
+                             (self.bridge.status_changed, self.status_line.details.show_status),
+                             (self.bridge.auto_choice, self.status_line.details.show_choice)):
             try:
                 signal.disconnect(slot)
             except (RuntimeError, TypeError):

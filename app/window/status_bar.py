@@ -1,61 +1,72 @@
-"""The status bar: its own message area on the left ("Copied …", "Switched to …"), then where answers come
-from (this computer, or a server on another one), the engine state,
-tokens/s, and, when the answer is speculative, tokens per target pass, tree budget, a live bar chart of
-tokens per pass for the current answer, and the automatic choice of method and budget in one line. Widgets
-bind to the bridge's EngineStatus, its AutoChoice events and to AnswerStats.
+"""The status bar: one calm line of state ("Ready · SmolLM2 135M on this computer", "Loading the model… 62%",
+"Answering…") and, on the right, the speed of the answer with its details one click away.
 
-The message area is a label of its own (QStatusBar's temporary message would be squeezed against, or hide,
-the engine state); `showMessage` / `currentMessage` keep QStatusBar's names so callers need not know.
+Transient feedback ("Copied", "Exported") is not here: it is a toast (app.window.toast). The details (tokens
+per target pass, the tree budget, a chart of tokens per pass, why the method was chosen, where answers come
+from) sit in a card the speed button opens over the window's corner; the bar itself holds nothing that sets
+the window's width: its line is elided, so the window fits a 1280 px laptop screen whatever it says.
 """
 
 from __future__ import annotations
 
-from PySide6.QtCore import QRectF, QSize, Qt, QTimer
+from PySide6.QtCore import QEvent, QObject, QPoint, QRectF, QSize, Qt
 from PySide6.QtGui import QColor, QPainter
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QStatusBar, QWidget
+from PySide6.QtWidgets import QFrame, QLabel, QSizePolicy, QStatusBar, QToolButton, QVBoxLayout, QWidget
 
 from app.chat.answer_stats import AnswerStats
-from app.engine.bridge import CRASHED, FAILED, EngineBridge, EngineStatus
+from app.engine.bridge import CRASHED, FAILED, GENERATING, IDLE, LOADING, READY, STARTING, EngineBridge, EngineStatus
+from app.theme.icons import themed
 from app.theme.tokens import SPACE, current
 from core.engine import protocol as P
 
 MAX_BARS = 48
-# The longest texts each label shows: its width is reserved, so the row never shifts sideways
-ENGINE_TEXTS = ("Engine: Loading models 100%", "Engine: Models failed to load", "Engine: Generating")
-SPEED_TEXT = "888.8 tokens/s"
-PER_PASS_TEXT = "88.88 tokens/pass"
+DETAILS_WIDTH_PX = 360
+WORDS_PER_TOKEN = 0.75
 
 
-class AppStatusBar(QStatusBar):
-    """A status bar whose messages have their own area on the left, never over the engine's state."""
+class ElidingLabel(QLabel):
+    """One line that ends in "…" when it does not fit, and never asks for more width than it is given."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.setSizeGripEnabled(False)
-        self.message_label = QLabel()
-        self.message_label.setObjectName("statusMessage")
-        self.message_label.setAccessibleName("Status message")
-        self.message_label.setTextFormat(Qt.TextFormat.PlainText)
-        self.message_label.setMinimumWidth(40)
-        self.message_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-        self.addWidget(self.message_label, 1)
-        self._timer = QTimer(self)
-        self._timer.setSingleShot(True)
-        self._timer.timeout.connect(self.clearMessage)
+        self.full_text = ""
+        self.setTextFormat(Qt.TextFormat.PlainText)
+        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.setMinimumWidth(20)
 
-    def showMessage(self, text: str, timeout: int = 0) -> None:  # noqa: N802 - QStatusBar's name
-        self.message_label.setText(text)
-        self.message_label.setToolTip(text)
-        self._timer.stop()
-        if timeout > 0:
-            self._timer.start(timeout)
+    def set_full_text(self, text: str) -> None:
+        self.full_text = text
+        self.setToolTip(text)
+        self.setAccessibleDescription(text)
+        self._elide()
 
-    def clearMessage(self) -> None:  # noqa: N802 - QStatusBar's name
-        self.message_label.clear()
-        self.message_label.setToolTip("")
+    def resizeEvent(self, event) -> None:  # noqa: ANN001 - Qt signature
+        super().resizeEvent(event)
+        self._elide()
 
-    def currentMessage(self) -> str:  # noqa: N802 - QStatusBar's name
-        return self.message_label.text()
+    def _elide(self) -> None:
+        self.setText(self.fontMetrics().elidedText(self.full_text, Qt.TextElideMode.ElideRight, max(self.width(), 20)))
+
+
+def state_words(status: EngineStatus, source: str) -> str:
+    """The engine's state for people, in a few words; `source` names where answers come from ("SmolLM2 135M
+    on this computer", "beta-13b on GPU box")."""
+    state = status.state
+    remote = bool(status.models.get("remote")) if status.models else False
+    if state == LOADING and status.stage.startswith("Connecting"):
+        return f"Connecting to {source}…"
+    if state == LOADING:
+        percent = f" {status.progress * 100:.0f}%" if status.progress is not None else ""
+        return f"Loading the model…{percent}"
+    if state == CRASHED:
+        return f"Disconnected from {source}" if remote else "The engine stopped: Restart engine brings it back"
+    return {
+        STARTING: "Starting…",
+        READY: f"Ready · {source}",
+        GENERATING: f"Answering · {source}",
+        IDLE: "No model loaded",
+        FAILED: "No model loaded: the message above says why",
+    }.get(state, "Stopped")
 
 
 class PassChart(QWidget):
@@ -65,12 +76,12 @@ class PassChart(QWidget):
         super().__init__(parent)
         self.stats = stats
         self.setAccessibleName("Tokens per pass chart")
-        self.setToolTip("Tokens accepted per target pass (current answer)")
-        self.setSizePolicy(QSizePolicy.Policy.Fixed, QSizePolicy.Policy.Fixed)
+        self.setToolTip("Tokens accepted per pass of the big model (this answer)")
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
         stats.changed.connect(self._changed)
 
     def sizeHint(self) -> QSize:
-        return QSize(150, 20)
+        return QSize(DETAILS_WIDTH_PX - 2 * SPACE.l, 36)
 
     def bars(self) -> list[int]:
         return self.stats.tokens_per_pass[-MAX_BARS:]
@@ -105,35 +116,43 @@ class PassChart(QWidget):
         painter.end()
 
 
-class StatusPanel(QWidget):
-    """Permanent widgets of the status bar."""
+def _line(name: str, muted: bool = False) -> QLabel:
+    label = QLabel()
+    label.setAccessibleName(name)
+    label.setWordWrap(True)
+    label.setTextFormat(Qt.TextFormat.PlainText)
+    label.setProperty("muted", muted)
+    return label
+
+
+class SpeedDetails(QFrame):
+    """The speed details card: tokens per second in numbers and words; with speculation, tokens per pass, the
+    tree budget and the chart; why this method was chosen; where answers come from. Binds to the bridge's
+    status and automatic choice, and to AnswerStats."""
 
     def __init__(self, bridge: EngineBridge, stats: AnswerStats, parent: QWidget | None = None) -> None:
         super().__init__(parent)
+        self.setObjectName("speedDetails")
+        self.setAccessibleName("Speed details")
+        self.setFixedWidth(DETAILS_WIDTH_PX)
         self.stats = stats
-        layout = QHBoxLayout(self)
-        layout.setContentsMargins(SPACE.l, 0, SPACE.xs, 0)
-        layout.setSpacing(SPACE.l)
-        self.source_label = QLabel()
-        self.source_label.setAccessibleName("Where answers come from")
-        self.engine_label = QLabel()
-        self.engine_label.setAccessibleName("Engine state")
-        self.speed_label = QLabel()
-        self.speed_label.setAccessibleName("Tokens per second")
-        self.per_pass_label = QLabel()
-        self.per_pass_label.setAccessibleName("Tokens per target pass")
-        for label, longest in ((self.engine_label, ENGINE_TEXTS), (self.speed_label, (SPEED_TEXT,)),
-                               (self.per_pass_label, (PER_PASS_TEXT,))):
-            label.setMinimumWidth(max(label.fontMetrics().horizontalAdvance(text) for text in longest) + 4)
-        self.budget_label = QLabel()
-        self.budget_label.setAccessibleName("Tree budget")
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(SPACE.l, SPACE.m, SPACE.l, SPACE.m)
+        layout.setSpacing(SPACE.xs + 2)
+        title = QLabel("Speed")
+        title.setObjectName("detailsTitle")
+        self.speed_label = _line("Tokens per second")
+        self.per_pass_label = _line("Tokens per pass", muted=True)
+        self.budget_label = _line("Tree budget", muted=True)
         self.chart = PassChart(stats)
-        self.choice_label = QLabel()
-        self.choice_label.setAccessibleName("Decoding method chosen for this machine")
-        for widget in (self.source_label, self.engine_label, self.speed_label, self.per_pass_label, self.budget_label, self.chart,
-                       self.choice_label):
+        self.choice_label = _line("Why this method", muted=True)
+        self.source_label = _line("Where answers come from", muted=True)
+        for widget in (title, self.speed_label, self.per_pass_label, self.budget_label, self.chart, self.choice_label,
+                       self.source_label):
             layout.addWidget(widget)
+        self.choice_label.hide()  # until the engine has chosen
         self.uses_draft = True
+        self._budget = 0
         bridge.status_changed.connect(self.show_status)
         bridge.auto_choice.connect(self.show_choice)
         stats.changed.connect(self.show_stats)
@@ -141,39 +160,109 @@ class StatusPanel(QWidget):
         self.show_stats()
 
     def set_uses_draft(self, uses_draft: bool) -> None:
-        """Without speculation (no draft, or plain decoding chosen) there is no tree: hide its budget, the
-        tokens per pass (always 1) and the chart, and the automatic choice's line."""
+        """Without speculation (no draft, plain decoding chosen, a server) there is no tree: no budget, no
+        tokens per pass (always 1), no chart."""
         self.uses_draft = uses_draft
-        for widget in (self.budget_label, self.per_pass_label, self.chart, self.choice_label):
+        for widget in (self.budget_label, self.per_pass_label, self.chart):
             widget.setVisible(uses_draft)
+        self.choice_label.setVisible(uses_draft and bool(self.choice_label.text()))
+        self.adjustSize()
 
-    def set_source(self, words: str, details: str) -> None:
-        """Where answers come from ("On this computer", "From alpha-7b on GPU box"); details in the tooltip."""
+    def set_source(self, words: str) -> None:
         self.source_label.setText(words)
-        self.source_label.setToolTip(details)
 
     def show_status(self, status: EngineStatus) -> None:
-        text = status.describe()
-        self.engine_label.setText(f"Engine: {text}")
-        self.engine_label.setProperty("alert", status.state in (CRASHED, FAILED))
-        self.engine_label.style().unpolish(self.engine_label)  # re-apply the stylesheet ([alert="true"])
-        self.engine_label.style().polish(self.engine_label)
-        self.engine_label.updateGeometry()
         budget = status.models.get("budget") if status.models else None
         if budget and not self.stats.budget:
-            self.budget_label.setText(f"Tree budget: {budget}")
+            self._budget = budget
+            self.show_stats()
 
     def show_choice(self, choice: P.AutoChoice) -> None:
-        """The reason's headline in the bar (it must fit beside the chart); the whole line in the tooltip."""
-        self.choice_label.setText(choice.reason.split(" (", 1)[0])
-        self.choice_label.setToolTip(f"{choice.reason}\nChosen automatically for this machine and re-checked every few passes")
+        self.choice_label.setText(f"Chosen for this computer: {choice.reason}. It is checked again every few passes.")
+        self.choice_label.setVisible(self.uses_draft)
+        self.adjustSize()
 
     def show_stats(self) -> None:
         s = self.stats
-        self.speed_label.setText(f"{s.tokens_per_second:.1f} tokens/s" if s.passes else "– tokens/s")
-        self.per_pass_label.setText(f"{s.mean_tokens_per_pass:.2f} tokens/pass" if s.passes else "– tokens/pass")
-        if s.budget:
-            self.budget_label.setText(f"Tree budget: {s.budget}")
-        elif not self.budget_label.text():
-            self.budget_label.setText("Tree budget: –")
+        if s.passes:
+            speed = s.tokens_per_second
+            self.speed_label.setText(f"{speed:.1f} tokens/s, about {speed * WORDS_PER_TOKEN:.0f} words per second")
+            self.per_pass_label.setText(f"{s.mean_tokens_per_pass:.2f} tokens per pass of the big model")
+        else:
+            self.speed_label.setText("No answer yet: the speed shows while one is written")
+            self.per_pass_label.setText("Tokens per pass: –")
+        budget = s.budget or self._budget
+        self.budget_label.setText(f"Tree budget: {budget} draft tokens checked per pass" if budget else "Tree budget: –")
         self.chart.update()
+
+
+class AppStatusBar(QStatusBar):
+    """One line of state on the left, the speed button on the right; the details card is a child of the
+    window (`details`), shown above the button's corner while the button is checked."""
+
+    def __init__(self, bridge: EngineBridge, stats: AnswerStats, window: QWidget) -> None:
+        super().__init__(window)
+        self.setSizeGripEnabled(False)
+        self.stats = stats
+        self.status = bridge.status
+        self.source = "this computer"
+        self.state_label = ElidingLabel()
+        self.state_label.setObjectName("stateLine")
+        self.state_label.setAccessibleName("State")
+        self.addWidget(self.state_label, 1)
+        self.speed_button = QToolButton()
+        self.speed_button.setObjectName("speedButton")
+        self.speed_button.setCheckable(True)
+        self.speed_button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self.speed_button.setAccessibleName("Speed details")
+        self.speed_button.setToolTip("Speed details: tokens per second, per pass, and why this method")
+        self.speed_button.setCursor(Qt.CursorShape.PointingHandCursor)
+        themed(self.speed_button, "gauge", "muted_text", size=14)
+        self.addPermanentWidget(self.speed_button)
+        self.details = SpeedDetails(bridge, stats, window)
+        self.details.hide()
+        self.speed_button.toggled.connect(self._toggle_details)
+        window.installEventFilter(self)
+        bridge.status_changed.connect(self.show_status)
+        stats.changed.connect(self._show_speed)
+        self.show_status(bridge.status)
+        self._show_speed()
+
+    def set_source(self, words: str, details: str) -> None:
+        """Where answers come from ("SmolLM2 135M on this computer", "beta-13b on GPU box"); details in the
+        card."""
+        self.source = words
+        self.details.set_source(details)
+        self.show_status(self.status)
+
+    def show_status(self, status: EngineStatus) -> None:
+        self.status = status
+        self.state_label.set_full_text(state_words(status, self.source))
+        self.state_label.setProperty("alert", status.state in (CRASHED, FAILED))
+        self.state_label.style().unpolish(self.state_label)  # re-apply the stylesheet ([alert="true"])
+        self.state_label.style().polish(self.state_label)
+
+    def state_text(self) -> str:
+        return self.state_label.full_text
+
+    def _show_speed(self) -> None:
+        self.speed_button.setText(f"{self.stats.tokens_per_second:.1f} tokens/s" if self.stats.passes else "Speed")
+
+    def _toggle_details(self, shown: bool) -> None:
+        if shown:
+            self.details.adjustSize()
+            self._place_details()
+            self.details.raise_()
+        self.details.setVisible(shown)
+
+    def _place_details(self) -> None:
+        """Above the speed button, right-aligned with the window's edge."""
+        window = self.details.parentWidget()
+        corner = self.mapTo(window, QPoint(self.width(), 0))
+        self.details.move(corner.x() - self.details.width() - SPACE.s, corner.y() - self.details.height() - SPACE.xs)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        """The card follows the window's size (and finds its place when a window opened with it shows)."""
+        if event.type() in (QEvent.Type.Resize, QEvent.Type.Show) and self.speed_button.isChecked():
+            self._place_details()
+        return False

@@ -40,5 +40,17 @@ def run(args: argparse.Namespace) -> int:
     if args.save:
         path = save_report(report, args.save)
         print(f"report written to {path}", file=sys.stderr)
-    print(json.dumps(report.to_dict(), indent=2) if args.json else "\n".join(report.lines()))
+    print(json.dumps(report.to_dict(), indent=2) if args.json else report_text(report))
     return 0
+
+
+def report_text(report) -> str:  # report: core.doctor.report.DoctorReport
+    """The report for a terminal: its conclusion, then the checks, leaving out a skipped check whose sentence
+    is the conclusion itself (without a GPU, "No NVIDIA GPU found: using the processor." would be said twice;
+    a failed check keeps its line, for its FAIL mark)."""
+    from core.doctor.report import Status
+
+    head, check_lines = report.lines()[:2], report.lines()[2:]
+    said = report.conclusion.summary
+    return "\n".join(head + [line for line, check in zip(check_lines, report.checks)
+                             if not (check.status is Status.SKIPPED and check.sentence == said)])

@@ -6,11 +6,13 @@ import argparse
 import importlib
 import sys
 
+from core.cli.bench import BENCHMARKS  # names only: core.cli.bench imports no benchmark until one runs
+
 # command name -> module with add_arguments(parser) and run(args)
 COMMANDS = {
     "generate": ("core.cli.generate", "generate text from a prompt"),
     "chat": ("core.cli.chat", "chat in the terminal (the engine runs in its own process)"),
-    "bench": ("core.cli.bench", "benchmarks: acceptance, offload"),
+    "bench": ("core.cli.bench", f"benchmarks: {', '.join(BENCHMARKS)}"),
     "models": ("core.cli.models", "model pairs: recommend, download, list, delete, import"),
     "hw": ("core.cli.hw", "what this computer has: CPU, RAM, NVIDIA GPUs and their PCIe links, free disk"),
     "serve": ("core.cli.serve", "a local OpenAI-compatible API server (chat and text completions)"),

@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     print("Pairs:")
     for pair in pairs:
         if pair["id"] == "builtin":
-            mark = "built in"
+            mark = "built-in"
         else:
             mark = "installed" if pair["installed"] else f"not installed, {format_bytes(pair['download_bytes'])}"
         print(f"  {pair['id']:<28} {pair['name']}  ({mark})")

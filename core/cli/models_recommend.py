@@ -75,6 +75,6 @@ def table_lines(result) -> list[str]:
 def _row(name: str, fit) -> str:
     speed = "-" if fit.tokens_per_second is None else f"{fit.tokens_per_second:.1f}"
     layers = "-" if fit.resident_layers is None else f"{fit.resident_layers}/{fit.total_layers}"
-    download = f"{fit.pair.download_bytes / GIB:.1f} GB" if fit.pair.download_bytes else "built in"
+    download = f"{fit.pair.download_bytes / GIB:.1f} GB" if fit.pair.download_bytes else "built-in"
     draft = fit.pair.draft_id if fit.pair.draft_options else ""
     return f"  {name:<26} {draft:<13} {fit.fit:<5} {speed:>8} {layers:>7} {download:>9}  {fit.reason}"

@@ -6,14 +6,18 @@ import argparse
 import sys
 
 from core.cli.options import offload_settings, planned_memory
-from core.loading import LoadedModel, check_same_tokenizer, load_model
+from core.loading import LoadedModel, check_model_exists, check_same_tokenizer, load_model
 
 
 def load_pair(args: argparse.Namespace, need_draft: bool = True) -> tuple[LoadedModel, LoadedModel | None]:
     """Load --draft (when the method needs one) and then --target; refuse pairs whose tokenizers differ.
 
-    The draft loads first so that an offloaded target's default VRAM budget already excludes it.
+    The draft loads first so that an offloaded target's default VRAM budget already excludes it; both are
+    looked for before either loads, so a missing target is said at once, not after the draft's load.
     """
+    check_model_exists(args.target)
+    if need_draft:
+        check_model_exists(args.draft)
     progress = (lambda message: print(message, file=sys.stderr)) if not getattr(args, "json", False) else None
     offload = offload_settings(args)
     plan = planned_memory(args)

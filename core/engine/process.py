@@ -380,6 +380,10 @@ class Engine:
             generated_tokens=len(turn.token_ids),
             draft_reused_prefix_tokens=turn.draft_reused_prefix_tokens,
         ))
+        if shown is not None and self.session.tuner is not None:  # a tuned answer: keep the speed it saw here
+            from core.autotune.setup import record_expected_speed
+
+            record_expected_speed(self.session.tuner, self.session.target, self.session.draft)
 
     def output_controls(self, request: P.Generate) -> Any:
         """The request's grammar (checked against the target's tokenizer) and log-probabilities, or None."""

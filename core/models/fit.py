@@ -36,6 +36,7 @@ from core.graph_plan import draft_graph_bytes, scratch_estimate_bytes, search_wi
 from core.hardware.description import GpuInfo, HardwareDescription
 from core.hardware.link import h2d_rate
 from core.models.catalog import BUILTIN_PAIR_ID, Catalog, ModelRef, Pair
+from core.models.measured import measured_speed
 from core.models.gpu_specs import gpu_specs
 from core.models.speed import DraftKernel, GpuRates, draft_seconds, layer_compute_seconds, target_pass_seconds
 from core.offload import residency
@@ -391,24 +392,36 @@ def _cpu_flops(hw: HardwareDescription) -> float:
 
 
 def _builtin_fit(pair: Pair, hw: HardwareDescription, gpu: GpuInfo | None, tree_budget: int | None, disk_ok) -> PairFit:
-    """The built-in pair always fits: 135M parameters, everything in memory, nothing streams."""
+    """The built-in pair always fits: 135M parameters, everything in memory, nothing streams. Its speed is the
+    one measured on this computer when the engine has loaded it here (core.models.measured); before that,
+    an estimate from the hardware."""
     target = _shape(pair.target, pair)
+    need = target.num_hidden_layers * decoder_layer_bytes(target, pair.target.weights) + non_layer_bytes(target, "float32")
+    where = "on the GPU" if gpu is not None else f"on the processor ({hw.cpu.physical_cores or '?'} cores)"
+    reason = f"fits: it runs {where}, with memory to spare"
+    layers = target.num_hidden_layers
+    measured = measured_speed(pair.target.repo, pair.draft.repo, "GPU" if gpu is not None else "CPU")
+    if measured is not None and (tree_budget is None or measured.method == "sequential"):
+        plain = measured.method == "sequential"
+        tokens, source = (1.0, "plain decoding: one token per step") if plain else _tokens_per_pass(pair, measured.budget)
+        how = "plain decoding" if plain else f"SpecExec with {measured.budget}-token trees"
+        return PairFit(pair, "fits", reason, layers, layers, tokens / measured.tokens_per_second, measured.budget, tokens,
+                       source, measured.tokens_per_second, 0.0 if plain else None,
+                       f"measured on this computer {measured.age_words()} ({how})", need,
+                       True if disk_ok is None else disk_ok)
     budgets = _budgets(tree_budget, tree_budget or AUTO_MAX_BUDGET)
     if gpu is not None:
-        where, rate_source = "on the GPU", "estimate: compute only, nothing streams"
+        rate_source = "estimate: compute only, nothing streams"
         everything, rates = tuple(range(target.num_hidden_layers)), _gpu_rates(gpu, h2d_rate(gpu)[0])
         speed = _fastest(pair, budgets, lambda b, tokens: _gpu_pass(pair, everything, 0, 0.0, b, tokens, rates,
                                                                     _draft_kernel(gpu, hw)))
     else:
         flops = _cpu_flops(hw)
-        where = f"on the processor ({hw.cpu.physical_cores or '?'} cores)"
         rate_source = f"estimate: compute only, nothing streams ({flops / 1e9:.0f} GFLOP/s assumed)"
         speed = _fastest(pair, budgets, _cpu_timing(pair, flops))
-    need = target.num_hidden_layers * decoder_layer_bytes(target, pair.target.weights) + non_layer_bytes(target, "float32")
-    return PairFit(pair, "fits", f"fits: a small model that runs {where}; answers are quick but not clever",
-                   target.num_hidden_layers, target.num_hidden_layers, speed.pass_seconds, speed.budget,
-                   speed.tokens_per_pass, speed.source, speed.tokens_per_second, speed.draft_seconds, rate_source,
-                   need, True if disk_ok is None else disk_ok)
+    return PairFit(pair, "fits", reason, layers, layers, speed.pass_seconds, speed.budget, speed.tokens_per_pass,
+                   speed.source, speed.tokens_per_second, speed.draft_seconds, rate_source, need,
+                   True if disk_ok is None else disk_ok)
 
 
 def _cpu_only_fit(pair: Pair, hw: HardwareDescription, tree_budget: int | None, host_need: int, disk_ok) -> PairFit:

@@ -13,8 +13,10 @@ from pathlib import Path
 MODELS_DIR_ENV = "SPECEXEC_MODELS_DIR"
 DATA_DIR_ENV = "SPECEXEC_DATA_DIR"
 CONFIG_DIR_ENV = "SPECEXEC_CONFIG_DIR"
+CACHE_DIR_ENV = "SPECEXEC_CACHE_DIR"
 APP_NAME = "SpecExec Desktop"
 APP_AUTHOR = "SpecExec"
+OLD_CACHE_NAME = "specexec-desktop"  # the cache folder's name before it took the app's name like the others
 
 
 def data_dir(environ: dict[str, str] | None = None) -> Path:
@@ -47,6 +49,45 @@ def config_dir(environ: dict[str, str] | None = None) -> Path:
     import platformdirs
 
     return Path(platformdirs.user_config_dir(APP_NAME, APP_AUTHOR))
+
+
+def cache_dir(environ: dict[str, str] | None = None) -> Path:
+    """The per-user cache folder (the built-in model's converted copy, speed measurements; not created here):
+    SPECEXEC_CACHE_DIR, else `cache/` under SPECEXEC_DATA_DIR (a portable or test install keeps it with its
+    data), else the platform's, named like the data and config folders."""
+    env = os.environ if environ is None else environ
+    if env.get(CACHE_DIR_ENV):
+        return Path(env[CACHE_DIR_ENV]).expanduser()
+    if env.get(DATA_DIR_ENV):
+        return Path(env[DATA_DIR_ENV]).expanduser() / "cache"
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir(APP_NAME, APP_AUTHOR))
+
+
+def old_cache_dir(environ: dict[str, str] | None = None) -> Path | None:
+    """The platform cache folder under its name before it took the app's name (None where a variable picks
+    the folder): the built-in model's converted copy there is adopted rather than converted again."""
+    env = os.environ if environ is None else environ
+    if env.get(CACHE_DIR_ENV) or env.get(DATA_DIR_ENV):
+        return None
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir(OLD_CACHE_NAME))
+
+
+def adopt_old_cache(environ: dict[str, str] | None = None) -> bool:
+    """Move a cache left under the old folder name to `cache_dir()` when that is not there yet (an update);
+    True if it moved. Best effort: on failure the new folder is filled afresh."""
+    old, new = old_cache_dir(environ), cache_dir(environ)
+    if old is None or old == new or not old.is_dir() or new.exists():
+        return False
+    try:
+        new.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(old, new)
+    except OSError:
+        return False
+    return True
 
 
 def repo_folder_name(repo: str, revision: str = "main") -> str:

@@ -3,10 +3,13 @@ A pair marked red ("does not fit") can still be chosen, but only after ticking a
 
 from __future__ import annotations
 
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QCheckBox, QLabel, QVBoxLayout, QWizardPage
 
 from app.models.wizard.pair_list import PairList
 from app.models.wizard.state import WizardState
+from app.models.wizard.words import technical_lines
+from app.window.buttons import LINK, button
 from core.models.fit import PairFit
 
 
@@ -15,7 +18,7 @@ class ChoosePage(QWizardPage):
         super().__init__()
         self.state = state
         self.setTitle("Choose a model")
-        self.setSubTitle("Bigger models answer better but slower. The first one is what we recommend for this computer.")
+        self.setSubTitle("Bigger models answer better, but more slowly. The first one suits this computer best.")
         layout = QVBoxLayout(self)
         self._shown = None
         self.pairs = PairList()
@@ -26,9 +29,22 @@ class ChoosePage(QWizardPage):
         self.confirm_red.toggled.connect(lambda _on: self.completeChanged.emit())
         self.note = QLabel()
         self.note.setWordWrap(True)
+        self.details_button = button("Show details", LINK, "The models behind it, how they are stored, how the "
+                                                          "speed was worked out")
+        self.details_button.setCheckable(True)
+        self.details_button.toggled.connect(self._show_details)
+        self.details = QLabel()
+        self.details.setObjectName("pairDetails")
+        self.details.setProperty("muted", True)
+        self.details.setWordWrap(True)
+        self.details.setTextFormat(Qt.TextFormat.PlainText)
+        self.details.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.details.hide()
         layout.addWidget(self.pairs, 1)
         layout.addWidget(self.note)
         layout.addWidget(self.confirm_red)
+        layout.addWidget(self.details_button, 0, Qt.AlignmentFlag.AlignLeft)
+        layout.addWidget(self.details)
 
     def initializePage(self) -> None:
         if self.state.recommendation is not None and self.state.recommendation is not self._shown:
@@ -38,8 +54,13 @@ class ChoosePage(QWizardPage):
             if wanted is not None:
                 self.pairs.select(wanted.pair.id)
 
+    def _show_details(self, shown: bool) -> None:
+        self.details.setVisible(shown)
+        self.details_button.setText("Hide details" if shown else "Show details")
+
     def _chosen(self, fit: PairFit | None) -> None:
         self.state.chosen = fit
+        self.details.setText("\n".join(technical_lines(fit)) if fit is not None else "")
         red = fit is not None and fit.fit == "no"
         self.confirm_red.setChecked(False)
         self.confirm_red.setVisible(red)

@@ -6,13 +6,16 @@ from __future__ import annotations
 
 from typing import Callable
 
-from PySide6.QtWidgets import QLabel, QProgressBar, QPushButton, QVBoxLayout, QWizard, QWizardPage
+from PySide6.QtWidgets import QLabel, QProgressBar, QVBoxLayout, QWizard, QWizardPage
 
 from app.engine.bridge import CRASHED, FAILED, READY, EngineBridge, EngineStatus
 from app.models.choice import choose
 from app.settings.schema import AppSettings
 from app.models.wizard.state import WizardState
+from app.window.buttons import PRIMARY, button
+from app.models.wizard.words import speed_words
 from core.errors import SpecExecError
+from core.models.fit import predict_pair
 
 
 def stage_words(stage: str) -> str:
@@ -43,12 +46,14 @@ class DonePage(QWizardPage):
         self.headline = QLabel()
         self.headline.setWordWrap(True)
         self.bar = QProgressBar()
+        self.bar.setObjectName("loadBar")
         self.bar.setRange(0, 100)
+        self.bar.setTextVisible(False)  # the words are under it, never squeezed into the bar
         self.bar.setAccessibleName("Loading the model")
         self.stage = QLabel(" ")
         self.stage.setObjectName("loadStage")
         self.stage.setWordWrap(True)
-        self.retry_button = QPushButton("Try loading again")
+        self.retry_button = button("Try loading again", PRIMARY)
         self.retry_button.setVisible(False)
         self.retry_button.clicked.connect(self._load)
         for widget in (self.headline, self.bar, self.stage, self.retry_button):
@@ -64,7 +69,9 @@ class DonePage(QWizardPage):
         fit = self.state.chosen
         self._show_cancel(True)
         self.setTitle("Almost there")
-        self.headline.setText(f"Loading <b>{fit.pair.name}</b>. The first start of a big model takes a while.")
+        first = ("The first start unpacks its weights: about half a minute." if fit.pair.download_bytes == 0
+                 else "The first start of a big model takes a while.")
+        self.headline.setText(f"Loading <b>{fit.pair.name}</b>. {first}")
         target, draft = self.state.chosen_paths()
         try:
             self.chosen_settings = choose(self.state.settings, target, draft, fit.pair.id)
@@ -93,7 +100,7 @@ class DonePage(QWizardPage):
             self.bar.setValue(100)
             name = self.state.chosen.pair.name if self.state.chosen else "The model"
             self.headline.setText(f"<b>{name}</b> is loaded and ready.")
-            self.stage.setText("Press Start chatting.")
+            self.stage.setText(f"{self._speed_here()}Press Start chatting.")
             self.stage.setToolTip("")
             self.setTitle("Done")
             self.setSubTitle("Everything is set up.")
@@ -108,6 +115,16 @@ class DonePage(QWizardPage):
             self.stage.setText((stage_words(status.stage) if status.stage else "Starting the engine") + f"…{percent}")
             self.stage.setToolTip(status.stage)
         self.completeChanged.emit()
+
+    def _speed_here(self) -> str:
+        """The speed measured while the model loaded, where there is one (the built-in pair's), as a sentence."""
+        fit, hardware = self.state.chosen, self.state.hardware
+        if fit is None or hardware is None:
+            return ""
+        measured = predict_pair(fit.pair, hardware)
+        if not measured.rate_source.startswith("measured") or measured.tokens_per_second is None:
+            return ""
+        return f"On this computer it writes {speed_words(measured).split(' (')[0]}. "
 
     def isComplete(self) -> bool:
         return self.loaded and self.bridge is not None and self.bridge.status.state == READY

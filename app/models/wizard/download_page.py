@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
-    QHBoxLayout, QLabel, QLineEdit, QPlainTextEdit, QProgressBar, QPushButton, QVBoxLayout, QWidget, QWizardPage,
+    QHBoxLayout, QLabel, QLineEdit, QPlainTextEdit, QProgressBar, QVBoxLayout, QWidget, QWizardPage,
 )
 
 # What went wrong, for people, and the one thing to do; by the downloader's error kind.
@@ -33,6 +33,7 @@ OTHER_FAILURE = ("The download stopped.", "Press Retry to go on where it stopped
 from app.models.download_worker import DownloadProcess
 from app.models.wizard.state import WizardState
 from app.models.wizard.words import eta_words, size_words
+from app.window.buttons import DESTRUCTIVE, LINK, PRIMARY, SECONDARY, button
 
 
 class DownloadPage(QWizardPage):
@@ -47,6 +48,8 @@ class DownloadPage(QWizardPage):
         self.headline = QLabel()
         self.headline.setWordWrap(True)
         self.bar = QProgressBar()
+        self.bar.setObjectName("downloadBar")
+        self.bar.setTextVisible(False)
         self.bar.setRange(0, 1000)
         self.bar.setAccessibleName("Download progress")
         self.detail = QLabel(" ")
@@ -54,14 +57,13 @@ class DownloadPage(QWizardPage):
         self.file_label.setObjectName("downloadFile")
         self.file_label.setProperty("muted", True)
         buttons = QHBoxLayout()
-        self.pause_button = QPushButton("Pause")
-        self.resume_button = QPushButton("Resume")
-        self.retry_button = QPushButton("Retry")
-        self.retry_button.setProperty("role", "primary")
-        self.cancel_button = QPushButton("Delete partial download")
+        self.pause_button = button("Pause", SECONDARY)
+        self.resume_button = button("Resume", PRIMARY)
+        self.retry_button = button("Retry", PRIMARY)
+        self.cancel_button = button("Delete partial download", DESTRUCTIVE)
         self.cancel_button.setToolTip("Stop and delete the files downloaded so far (Cancel keeps them to resume)")
-        for button in (self.pause_button, self.resume_button, self.retry_button):
-            buttons.addWidget(button)
+        for action in (self.pause_button, self.resume_button, self.retry_button):
+            buttons.addWidget(action)
         buttons.addStretch()
         buttons.addWidget(self.cancel_button)
         self.cancelled = False
@@ -75,7 +77,7 @@ class DownloadPage(QWizardPage):
         self.token_edit = QLineEdit()
         self.token_edit.setPlaceholderText("hf_… (your Hugging Face access token)")
         self.token_edit.setEchoMode(QLineEdit.EchoMode.Password)
-        self.token_button = QPushButton("Save token and continue")
+        self.token_button = button("Save token and continue", PRIMARY)
         token_row.addWidget(self.token_edit, 1)
         token_row.addWidget(self.token_button)
         self.log = QPlainTextEdit()
@@ -83,9 +85,8 @@ class DownloadPage(QWizardPage):
         self.log.setMaximumBlockCount(200)
         self.log.setPlaceholderText("What the download did shows here.")
         self.log.setVisible(False)
-        self.log_button = QPushButton("Show details")
+        self.log_button = button("Show details", LINK)
         self.log_button.setCheckable(True)
-        self.log_button.setProperty("role", "link")
         self.log_button.toggled.connect(lambda shown: (self.log.setVisible(shown),
                                                        self.log_button.setText("Hide details" if shown else "Show details")))
         for widget in (self.headline, self.bar, self.detail, self.file_label):

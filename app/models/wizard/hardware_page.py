@@ -16,7 +16,7 @@ import logging
 import re
 
 from PySide6.QtCore import QProcess, Qt, Signal
-from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QPushButton, QVBoxLayout, QWidget, QWizardPage
+from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QVBoxLayout, QWidget, QWizardPage
 
 from app.system.background import BackgroundCall
 from app.system.cli_process import cli_command
@@ -25,6 +25,7 @@ from app.system.paths import AppPaths
 from app.models.wizard.state import Prediction, WizardState
 from app.models.wizard.words import hardware_summary, recommendation_words
 from core.hardware.description import HardwareDescription, fixture_path
+from app.window.buttons import LINK, button
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +79,7 @@ class HardwarePage(QWizardPage):
         super().__init__()
         self.state = state
         self.setTitle("Your computer")
-        self.setSubTitle("SpecExec picks a model that suits this computer. This is what it found:")
+        self.setSubTitle("A look at this computer first, to pick a model that runs well on it.")
         layout = QVBoxLayout(self)
         self.summary = QLabel("Looking at this computer…")
         self.summary.setObjectName("hardwareSummary")
@@ -96,9 +97,8 @@ class HardwarePage(QWizardPage):
         self.gpu_check.setVisible(False)
         self.gpu_check_progress.connect(
             lambda step, steps, what: self.gpu_check.setText(f"Checking the graphics card ({step} of {steps}: {what})…"))
-        self.details_button = QPushButton("Show details")
+        self.details_button = button("Show details", LINK)
         self.details_button.setCheckable(True)
-        self.details_button.setProperty("role", "link")
         self.details = DetailsGrid()
         self.details.setVisible(False)
         self.details_button.toggled.connect(self._toggle_details)

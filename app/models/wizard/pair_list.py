@@ -1,5 +1,6 @@
-"""The catalog's pairs as cards: name, fit mark (green / amber / red) with its reason, predicted speed in
-words and numbers, download size, licence and gated note. The recommended pair comes first. Used by the
+"""The catalog's pairs as cards: name, what the model is good for, fit mark (green / amber / red) with its
+reason, predicted speed in words and numbers, download size, licence and gated note; the technical details
+(draft model, quantisation, tokens per pass) are in the tooltip and the page's Details. The recommended pair comes first. Used by the
 wizard's "Choose a model" page and the model manager's catalog tab; `CardList` also lists the manager's
 installed models.
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 from PySide6.QtCore import QSize, Qt, Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QVBoxLayout, QWidget
 
-from app.models.wizard.words import FIT_WORDS, download_words, licence_words, speed_words
+from app.models.wizard.words import FIT_WORDS, download_words, licence_words, quality_words, speed_words, technical_lines
 from app.theme.tokens import SPACE
 from core.models.fit import PairFit, Recommendation
 
@@ -61,7 +62,7 @@ class PairCard(Card):
         self.fit = fit
         badges = [badge("Recommended", "accent")] if recommended else []
         if installed:
-            badges.append(badge("Built in" if fit.pair.download_bytes == 0 else "Downloaded", "neutral"))
+            badges.append(badge("Built-in" if fit.pair.download_bytes == 0 else "Downloaded", "neutral"))
         self.mark = label(f"● {FIT_WORDS[fit.fit]}", "fitMark", wrap=False)
         self.mark.setProperty("fit", fit.fit)
         self.mark.setAccessibleName(f"Fit: {FIT_WORDS[fit.fit]}")
@@ -73,7 +74,8 @@ class PairCard(Card):
         row.addWidget(self.mark, 0, Qt.AlignmentFlag.AlignTop)
         row.addWidget(reason, 1)
         facts = label(f"{speed_words(fit).capitalize()} · {download_words(fit)} · {licence_words(fit)}", muted=True)
-        super().__init__(fit.pair.name, badges, [label(fit.pair.summary, muted=True), mark_row, facts])
+        super().__init__(fit.pair.name, badges, [label(quality_words(fit)), mark_row, facts])
+        self.setToolTip("\n".join(technical_lines(fit)))
 
 
 class CardList(QListWidget):

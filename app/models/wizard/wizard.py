@@ -19,6 +19,7 @@ from app.models.wizard.done_page import DonePage
 from app.models.wizard.download_page import DownloadPage
 from app.models.wizard.hardware_page import HardwarePage
 from app.models.wizard.state import WizardState
+from app.window.buttons import PRIMARY, SECONDARY, set_role
 from core.models.catalog import Catalog
 
 HARDWARE, CHOOSE, DOWNLOAD, DONE = range(4)
@@ -42,6 +43,11 @@ class FirstRunWizard(QWizard):
         self.setWizardStyle(QWizard.WizardStyle.ModernStyle)
         self.setOption(QWizard.WizardOption.NoBackButtonOnLastPage, True)
         self.setButtonText(QWizard.WizardButton.FinishButton, "Start chatting")
+        self.setButtonText(QWizard.WizardButton.NextButton, "Next")
+        self.setButtonText(QWizard.WizardButton.BackButton, "Back")
+        for kind, role in ((QWizard.WizardButton.NextButton, PRIMARY), (QWizard.WizardButton.FinishButton, PRIMARY),
+                           (QWizard.WizardButton.BackButton, SECONDARY), (QWizard.WizardButton.CancelButton, SECONDARY)):
+            set_role(self.button(kind), role)  # the way on looks like the main action; no stock icons
         self.resize(760, 620)
         self.hardware_page = HardwarePage(self.state)
         self.choose_page = ChoosePage(self.state)

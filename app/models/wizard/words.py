@@ -40,20 +40,54 @@ def hardware_summary(hw: HardwareDescription) -> str:
 
 
 def speed_words(fit: PairFit) -> str:
-    """"about 5 words per second (7.0 tokens/s)", or why there is no figure."""
+    """"about 5 words per second (7.0 tokens/s)", "…, measured here" when it was, or why there is no figure."""
     if fit.tokens_per_second is None:
         return "speed unknown: it does not fit"
     words = fit.tokens_per_second * WORDS_PER_TOKEN
+    measured = ", measured on this computer" if fit.rate_source.startswith("measured") else ""
     if words > 100:
-        return f"more than 100 words per second ({fit.tokens_per_second:.0f} tokens/s)"
+        return f"more than 100 words per second ({fit.tokens_per_second:.0f} tokens/s{measured})"
     figure = f"{words:.0f}" if words >= 2 else f"{words:.1f}"
     unit = "word" if figure == "1" else "words"
-    return f"about {figure} {unit} per second ({fit.tokens_per_second:.1f} tokens/s)"
+    return f"about {figure} {unit} per second ({fit.tokens_per_second:.1f} tokens/s{measured})"
+
+
+# What a model of this size is good for, by the parameters one token goes through (an MoE's routed experts).
+QUALITY_WORDS = (
+    (1e9, "A tiny demo model: it answers at once, but often wrongly"),
+    (10e9, "A small model: fine for simple questions and short texts"),
+    (40e9, "A strong model: good answers to most questions, code and writing"),
+    (float("inf"), "A very strong model: among the best that run on a home computer"),
+)
+
+
+def quality_words(fit: PairFit) -> str:
+    """What a person gains with this model, in one sentence."""
+    shape = fit.pair.target.shape
+    parameters = shape.active_parameters if shape is not None else 0
+    return next(words for limit, words in QUALITY_WORDS if parameters < limit) + "."
+
+
+def technical_lines(fit: PairFit) -> list[str]:
+    """The pair's details, for people who want them (one click away): the models, how they are stored, how the
+    speed figure was made."""
+    pair = fit.pair
+    lines = [pair.summary]
+    if fit.pair.draft is not None and not pair.target.is_builtin:
+        lines.append(f"Draft model: {pair.draft_label} ({pair.draft.repo}), {pair.draft.quantization}.")
+    lines.append(f"Model: {pair.target.repo or pair.name}, {pair.target.quantization}; "
+                 f"{fit.resident_layers or 0} of {fit.total_layers} layers kept on the graphics card.")
+    per_pass = f"{fit.tokens_per_pass:.1f} tokens per pass of the big model"
+    budget = f" with {fit.budget}-token trees" if fit.budget else ""
+    lines.append(f"Speed: {per_pass}{budget} ({fit.acceptance_source}); {fit.rate_source}.")
+    lines.append(f"Memory: needs {size_words(fit.host_bytes_needed)} of RAM; reads up to "
+                 f"{pair.context_length:,} tokens of a chat.")
+    return lines
 
 
 def download_words(fit: PairFit) -> str:
     size = fit.pair.download_bytes
-    return "built in, nothing to download" if size == 0 else f"{size_words(size)} to download"
+    return "built-in, nothing to download" if size == 0 else f"{size_words(size)} to download"
 
 
 def licence_words(fit: PairFit) -> str:
@@ -74,8 +108,10 @@ def eta_words(seconds: float | None) -> str:
 
 
 def recommendation_words(recommendation: Recommendation) -> str:
-    """What the machine means for the choice: the pair we recommend and how fast it should answer."""
+    """What the machine means for the choice: the model we recommend, what it is good for, how fast it
+    should answer."""
     best = recommendation.pairs[0]
     fitting = sum(1 for fit in recommendation.pairs if fit.fit != "no")
-    return (f"Best for this computer: <b>{best.pair.name}</b>, {speed_words(best)}. "
-            f"{fitting} of the {len(recommendation.pairs)} models in the catalog fit; the next page shows them all.")
+    quality = quality_words(best)
+    return (f"We recommend <b>{best.pair.name}</b>. {quality} Here it should write {speed_words(best)}. "
+            f"{fitting} of the {len(recommendation.pairs)} models fit this computer; the next page shows them all.")
