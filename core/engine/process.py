@@ -247,6 +247,7 @@ class Engine:
         from core.loading import check_same_tokenizer, load_model
         from core.offload.routing import OffloadSettings, parse_resident_layers
         from core.prompts import tool_call_format
+        from core.reasoning import thinking_control
 
         self.unload()
         self.state = "loading"
@@ -299,6 +300,7 @@ class Engine:
         self.models_info = {
             "target": target.lm.name,
             "tool_call_format": tool_call_format(target.tokenizer),
+            "thinking": thinking_control(target.tokenizer),
             "draft": draft.lm.name if draft else None,
             "device": str(target.lm.device),
             "dtype": str(target.lm.dtype).removeprefix("torch."),
@@ -345,7 +347,7 @@ class Engine:
         if prepared.dropped_messages:
             self.emit(P.ContextTrimmed(request.request_id, prepared.dropped_messages))
         turn = self.session.turn(prepared.prompt_ids, params, settings, request.reuse_cache, self.fault_hook,
-                                 request.cache_owner, controls)
+                                 request.cache_owner, controls, prepared.thinking)
         self.emit(P.PromptStarted(request.request_id, len(prepared.prompt_ids), turn.reused_prefix_tokens))
         reason = None
         shown = None  # the last AutoChoice sent
@@ -394,8 +396,11 @@ class Engine:
         """The request's prompt ids after the context policy (a PreparedPrompt); raises what the checks find."""
         if request.prompt is not None:
             return self.session.prepare_text(request.prompt)
+        from core.template_kwargs import check_template_kwargs
+
         return self.session.prepare([dict(m) for m in request.messages], request.max_new_tokens,
-                                    request.trim_context, tuple(request.tools))
+                                    request.trim_context, tuple(request.tools),
+                                    check_template_kwargs(request.chat_template_kwargs))
 
     def logprob_entries(self, logprobs: Any, token_ids: list[int]) -> tuple[dict[str, Any], ...] | None:
         """TokenChunk.logprobs: each token's text and log-probability, with its alternatives'."""
@@ -416,7 +421,7 @@ class Engine:
         stats = chunk.stats
         seconds = stats.draft_seconds + stats.target_seconds
         self.emit(P.TokenChunk(request_id, chunk.text, tuple(chunk.token_ids), time.monotonic(),
-                               self.logprob_entries(chunk.logprobs, chunk.token_ids)))
+                               self.logprob_entries(chunk.logprobs, chunk.token_ids), chunk.reasoning))
         self.emit(P.PassStats(
             request_id, stats.tokens, stats.tree_size, 1000 * stats.draft_seconds, 1000 * stats.target_seconds,
             stats.tokens / seconds if seconds > 0 else 0.0, budget,

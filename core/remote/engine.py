@@ -53,6 +53,8 @@ def request_options(request: P.Generate) -> dict[str, Any]:
         options["top_k"] = request.top_k
     if request.repetition_penalty != 1.0:
         options["repetition_penalty"] = request.repetition_penalty
+    if request.chat_template_kwargs:  # vLLM, SGLang and llama.cpp's server read it (e.g. enable_thinking)
+        options["chat_template_kwargs"] = dict(request.chat_template_kwargs)
     return options
 
 
@@ -273,8 +275,9 @@ class RemoteEngine:
                                    "pick a model in the model manager")
                 messages = [{"role": m["role"], "content": m["content"]} for m in request.messages]
                 async for piece in self._client.stream_chat(self._model, messages, request_options(request)):
-                    if piece.text:
-                        self._put(request_id, P.TokenChunk(request_id, piece.text, (), time.monotonic()))
+                    if piece.text or piece.reasoning:
+                        self._put(request_id, P.TokenChunk(request_id, piece.text, (), time.monotonic(),
+                                                           reasoning=piece.reasoning))
                     if piece.usage is not None:
                         usage = piece.usage
                     if piece.finish_reason is not None:

@@ -360,6 +360,9 @@ class OpenAIServer:
         while True:
             if isinstance(event, P.TokenChunk):
                 logprobs.extend(event.logprobs or ())
+                if event.reasoning and chat:  # a thinking model's thinking: never inside `content`
+                    yield _sse(S.chat_chunk(response_id, model, {"reasoning_content": event.reasoning},
+                                            logprobs=take_logprobs()))
                 for piece in pieces(event.text, final=False) if event.text else ():
                     yield piece
             elif isinstance(event, P.Finished):

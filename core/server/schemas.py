@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 from core.engine import protocol as P
+from core.errors import InvalidSettingError
+from core.template_kwargs import check_template_kwargs
 from core.server.tool_calls import ToolCall
 
 METHODS: tuple[str, ...] = get_args(P.Method)  # the engine's own list, "auto" included
@@ -147,6 +149,7 @@ class CompletionRequest:
     top_logprobs: int | None = None  # None: no log-probabilities
     tool_choice: str = "auto"  # auto | required | named (with forced_tool); "none" drops the tools
     forced_tool: str | None = None
+    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
 
     @property
     def forces_tool_call(self) -> bool:
@@ -164,7 +167,7 @@ class CompletionRequest:
             top_p=self.top_p, top_k=self.top_k, repetition_penalty=self.repetition_penalty, seed=self.seed,
             method=self.method, max_new_tokens=self.max_tokens, stop=self.stop, trim_context=False,
             tools=self.tools, cache_owner="api", grammar_kind=self.grammar_kind, grammar_source=self.grammar_source,
-            top_logprobs=self.top_logprobs,
+            top_logprobs=self.top_logprobs, chat_template_kwargs=dict(self.chat_template_kwargs),
         )
 
 
@@ -392,6 +395,13 @@ def _message(message: object, index: int, call_names: dict[str, str]) -> dict[st
         raise ApiError(400, f"{where}.tool_calls must be a non-empty list", param=f"{where}.tool_calls",
                        code="invalid_value")
     checked: dict[str, Any] = {"role": CHAT_ROLES[role], "content": _content(message, index, optional=bool(calls))}
+    if role == "assistant":  # its thinking, sent back as vLLM, llama.cpp and DeepSeek return it
+        reasoning = message.get("reasoning_content", message.get("reasoning"))
+        if reasoning is not None and not isinstance(reasoning, str):
+            raise ApiError(400, f"{where}.reasoning_content must be a string", param=f"{where}.reasoning_content",
+                           code="invalid_type")
+        if reasoning:
+            checked["reasoning_content"] = reasoning
     if calls:
         checked["tool_calls"] = []
         for number, call in enumerate(calls):
@@ -430,8 +440,12 @@ def parse_chat_request(body: object, defaults: Defaults) -> CompletionRequest:
     if choice in ("required", "named") and common["grammar_kind"] is not None:
         raise ApiError(400, "'response_format' and a forced tool call ('tool_choice' required or a named function) "
                        "cannot be combined: send one of them", param="response_format", code="invalid_value")
+    try:
+        template_kwargs = check_template_kwargs(body.get("chat_template_kwargs"))
+    except InvalidSettingError as error:
+        raise ApiError(400, str(error), param="chat_template_kwargs", code="invalid_value") from error
     return CompletionRequest(kind="chat", messages=checked, tools=tools, parallel_tool_calls=parallel,
-                             tool_choice=choice, forced_tool=forced, **common)
+                             tool_choice=choice, forced_tool=forced, chat_template_kwargs=template_kwargs, **common)
 
 
 def parse_completion_request(body: object, defaults: Defaults) -> CompletionRequest:
@@ -463,6 +477,7 @@ class RunTally:
 
     method: str
     pieces: list[str] = field(default_factory=list)
+    reasoning_pieces: list[str] = field(default_factory=list)
     passes: int = 0
     pass_tokens: int = 0
     budget: int = 0
@@ -474,6 +489,7 @@ class RunTally:
         """Take one event; returns the text it adds (empty for other events)."""
         if isinstance(event, P.TokenChunk):
             self.pieces.append(event.text)
+            self.reasoning_pieces.append(event.reasoning)
             if event.logprobs is not None:
                 self.logprobs = (self.logprobs or []) + list(event.logprobs)
             return event.text
@@ -490,6 +506,11 @@ class RunTally:
     @property
     def text(self) -> str:
         return "".join(self.pieces)
+
+    @property
+    def reasoning(self) -> str:
+        """A thinking model's thinking (TokenChunk.reasoning), apart from the answer's text."""
+        return "".join(self.reasoning_pieces)
 
     @property
     def finish_reason(self) -> str:
@@ -559,6 +580,8 @@ def chat_response(response_id: str, model: str, tally: RunTally, content: str,
                   calls: list[ToolCall] = ()) -> dict[str, Any]:
     """A chat completion: `content` (None when the answer is only tool calls) and the calls it made."""
     message: dict[str, Any] = {"role": "assistant", "content": content if content or not calls else None}
+    if tally.reasoning:
+        message["reasoning_content"] = tally.reasoning
     if calls:
         message["tool_calls"] = [tool_call_json(call) for call in calls]
     return {
@@ -610,7 +633,7 @@ def text_chunk(response_id: str, model: str, text: str, finish: str | None = Non
 
 def model_card(model_id: str, created: int, info: dict[str, Any]) -> dict[str, Any]:
     """The one model this server runs (with its draft, context window and tool support), as OpenAI's Model."""
-    keys = ("draft", "device", "dtype", "max_context", "budget", "tool_call_format")
+    keys = ("draft", "device", "dtype", "max_context", "budget", "tool_call_format", "thinking")
     return {"id": model_id, "object": "model", "created": created, "owned_by": "specexec",
             "specexec": {k: info.get(k) for k in keys}}
 
