@@ -132,6 +132,9 @@ def _method_steps(
     if controls is not None and controls.active and method == "specinfer":
         raise InvalidSettingError("structured output and log-probabilities need SpecExec or plain decoding, "
                                   "not SpecInfer: choose another method")
+    if params.occurrence_penalties and method == "specinfer":
+        raise InvalidSettingError("presence and frequency penalties need SpecExec or plain decoding, not SpecInfer: "
+                                  "choose another method")
     depth = None
     if draft is not None and settings.tree.adaptive_depth and method in ("specexec", "auto"):
         from core.autotune.setup import depth_policy_for
@@ -193,6 +196,7 @@ def stream_generate(
     tuner: AutoTuner | None = None,
     controls: OutputControls | None = None,
     thinking: ThinkingFormat | None = None,
+    answer_start: int | None = None,
 ) -> Iterator[GenerationChunk]:
     """Yield one chunk per target pass until EOS, a stop string, or exactly max_new_tokens tokens.
 
@@ -202,6 +206,8 @@ def stream_generate(
     `controls`: a grammar the answer must match and log-probabilities to report (core.methods.step).
     `thinking`: a thinking model's markers (core.reasoning.thinking_format): each chunk's reasoning and
     answer text come apart (GenerationChunk.reasoning); stop strings apply to both, as they are generated.
+    `answer_start`: where the answer begins in `prompt_ids` for the presence and frequency penalties (None:
+    after the prompt; a retried answer's prompt holds its first tokens).
     """
     if not prompt_ids:
         raise InvalidSettingError("the prompt is empty")
@@ -214,6 +220,7 @@ def stream_generate(
         state.reset_tokens(prompt_ids)
         if draft is not None and settings.method != "sequential" and state.draft_cache is None:
             state.draft_cache = draft.new_cache()
+    state.answer_start = len(prompt_ids) if answer_start is None else answer_start
     eos = set(target.eos_token_ids)
     detok = IncrementalDetokenizer(tokenizer, prompt_ids)
     stops = _StopStringFilter(settings.stop)

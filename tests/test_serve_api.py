@@ -30,7 +30,8 @@ pytestmark = pytest.mark.timeout(300)
 
 KEY = "sk-tools-test-key"
 ORIGIN = "http://localhost:5173"
-FLAGS = ["--threads", "1", "--device", "cpu", "--method", "specexec", "--budget", "8", "--max-depth", "4", "--expand", "4",
+FLAGS = ["--served-model-name", "m", "--threads", "1", "--device", "cpu", "--method", "specexec", "--budget", "8",
+         "--max-depth", "4", "--expand", "4",
          "--max-new-tokens", "6", "--max-queue", "1", "--keepalive", "0.3", "--allowed-origins", ORIGIN]
 WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Weather in a city",
                                             "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}

@@ -159,8 +159,14 @@ def test_usage_reports_cached_tokens_and_answers_carry_tool_calls():
     parsed = types.ChatCompletion.model_validate(body)  # the official client's own types read it
     assert parsed.choices[0].message.tool_calls[0].function.name == "get_weather"
     assert parsed.usage.prompt_tokens_details.cached_tokens == 100
-    delta = S.chat_chunk("id", "m", {"tool_calls": [S.tool_call_json(ToolCall("f", "{}"), 0)]})
-    assert types.ChatCompletionChunk.model_validate(delta).choices[0].delta.tool_calls[0].index == 0
+    from core.server.tool_calls import CallDelta
+
+    first = S.chat_chunk("id", "m", {"tool_calls": [S.tool_call_delta(CallDelta(0, "f"), "call_1")]})
+    more = S.chat_chunk("id", "m", {"tool_calls": [S.tool_call_delta(CallDelta(0, arguments='{"a"'), "call_1")]})
+    call = types.ChatCompletionChunk.model_validate(first).choices[0].delta.tool_calls[0]
+    assert (call.index, call.id, call.function.name, call.function.arguments) == (0, "call_1", "f", "")
+    call = types.ChatCompletionChunk.model_validate(more).choices[0].delta.tool_calls[0]
+    assert (call.index, call.id, call.function.name, call.function.arguments) == (0, None, None, '{"a"')
 
 
 def test_logprob_shapes_match_the_openai_types():

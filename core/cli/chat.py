@@ -88,6 +88,7 @@ class ChatLoop:
         self.generate_settings = dict(
             temperature=params.temperature, top_p=params.top_p, top_k=params.top_k,
             repetition_penalty=params.repetition_penalty, seed=params.seed, method=settings.method,
+            presence_penalty=params.presence_penalty, frequency_penalty=params.frequency_penalty,
             max_new_tokens=settings.max_new_tokens, stop=settings.stop, chat_template_kwargs=template_kwargs(args),
         )
 

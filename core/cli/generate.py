@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     if prompt.messages is not None:  # a chat: a thinking model's reasoning comes apart from its answer
         thinking = thinking_format(target.tokenizer, list(prompt.messages),
                                    **template_variables(target.tokenizer, prompt.template_kwargs))
-    controls = output_controls(args, target, args.logprobs)
+    controls = output_controls(args, target, args.logprobs, thinking=thinking)
     chunks = stream_generate(
         target.lm, draft.lm if draft else None, target.tokenizer, prompt_ids, params, settings, controls=controls,
         thinking=thinking,

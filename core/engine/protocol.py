@@ -147,8 +147,10 @@ class Generate(Request):
     top_k: int = 0
     repetition_penalty: float = 1.0
     seed: int = 0
+    presence_penalty: float = 0.0  # OpenAI's (core.sampling.apply_occurrence_penalties)
+    frequency_penalty: float = 0.0
     method: Method = "auto"
-    max_new_tokens: int = 256
+    max_new_tokens: int | None = 256  # None: as many as the context window holds
     stop: tuple[str, ...] | list[str] = ()
     budget: int | Literal["auto"] | None = None
     reuse_cache: bool = True
@@ -239,8 +241,10 @@ class TokenChunk(Event):
     left out; core.reasoning), shown apart from the answer; `text` is then the answer proper, and either may
     be empty. Models without thinking markers always send reasoning "".
     sent_at: time.monotonic() in the engine when the chunk was queued (for latency measurements).
-    logprobs: per new token, {"token": text, "logprob", "top": [{"token", "logprob"}, ...]} from the target's
-    distribution after the request's sampling settings (and grammar); None when not asked for."""
+    logprobs: per new token, {"token": text, "logprob", "top": [{"token", "logprob"}, ...]}: the model's own
+    log-probabilities (after a grammar's mask; before penalties, temperature, top-k and top-p, as vLLM and
+    llama.cpp report them); None when not asked for. The end-of-sequence token that ends an answer has none
+    (it is not part of the answer, and Finished.generated_tokens does not count it either)."""
 
     request_id: str
     text: str
@@ -312,7 +316,8 @@ class BudgetReduced(Event):
 
 @dataclass(frozen=True)
 class Finished(Event):
-    """reused_prefix_tokens: prompt tokens whose target KV rows were reused from the previous turn (so the
+    """generated_tokens: the answer's tokens (its closing end-of-sequence token not counted);
+    reused_prefix_tokens: prompt tokens whose target KV rows were reused from the previous turn (so the
     target prefilled prompt_tokens - reused_prefix_tokens); draft_reused_prefix_tokens: the same for the draft."""
 
     request_id: str

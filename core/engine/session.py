@@ -239,6 +239,7 @@ class Turn:
                 state=state,
                 tuner=self.session.tuner_for(settings.tree.max_depth) if settings.tuned else None,
                 controls=self.controls,
+                answer_start=len(self.prompt_ids),
             )
             try:
                 for chunk in stream:

@@ -30,11 +30,14 @@ from typing import Any, Literal, get_args
 from core.engine import protocol as P
 from core.errors import InvalidSettingError
 from core.template_kwargs import check_template_kwargs
-from core.server.tool_calls import ToolCall
+from core.server.tool_calls import CallDelta, ToolCall
 
 METHODS: tuple[str, ...] = get_args(P.Method)  # the engine's own list, "auto" included
 CHAT_ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant", "tool": "tool"}
 MAX_STOP_STRINGS = 16
+# /v1/completions without max_tokens: 16 tokens, OpenAI's documented default for it (vLLM's too); chat and
+# responses without one answer until the end of the context, as vLLM and llama.cpp do
+LEGACY_COMPLETION_MAX_TOKENS = 16
 MAX_TOOLS = 128
 TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")  # OpenAI's rule for function names
 
@@ -42,8 +45,6 @@ TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")  # OpenAI's rule for function nam
 _NEUTRAL = {
     "n": (None, 1),
     "best_of": (None, 1),
-    "presence_penalty": (None, 0, 0.0),
-    "frequency_penalty": (None, 0, 0.0),
     "echo": (None, False),
     "suffix": (None, ""),
     "functions": (None, []),
@@ -94,6 +95,27 @@ def engine_error(event: P.Error, max_context: int | None = None) -> ApiError:
     return ApiError(status, message, kind, "messages" if event.kind == "context_length" else None, code)
 
 
+def check_grammar(kind: str, source: str, param: str) -> None:
+    """A request's grammar (response_format's schema, a forced call's) checked before it is queued, so a
+    schema the grammar engine cannot read is a 400 naming `param` at once (llguidance, no tokenizer needed)."""
+    if kind == "json_object":
+        return
+    import llguidance
+
+    try:
+        if kind == "lark":
+            grammar = llguidance.LLMatcher.grammar_from_lark(source)
+        else:
+            grammar = llguidance.LLMatcher.grammar_from_json_schema(json.loads(source))
+        problem = llguidance.LLMatcher.validate_grammar(grammar)
+    except ValueError as error:
+        problem = str(error)
+    if problem:
+        what = "the tools' parameters" if param == "tools" else "the JSON schema"
+        raise ApiError(400, f"{what} cannot be used for structured output: {problem.strip()}", param=param,
+                       code="invalid_schema")
+
+
 def missing_key_error() -> ApiError:
     """401 for a request without a key, in OpenAI's words."""
     return ApiError(401, "You didn't provide an API key. Send it as 'Authorization: Bearer <key>' (the key is shown "
@@ -119,7 +141,7 @@ class Defaults:
     repetition_penalty: float = 1.0
     seed: int | None = None
     method: str = "specexec"
-    max_tokens: int = 256
+    max_tokens: int | None = None  # None: as many as the context holds (vLLM's and llama.cpp's default)
     stop: tuple[str, ...] = ()
 
 
@@ -140,8 +162,10 @@ class CompletionRequest:
     top_p: float = 0.9
     top_k: int = 0
     repetition_penalty: float = 1.0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
     seed: int = 0
-    max_tokens: int = 256
+    max_tokens: int | None = None  # None: as many as the context holds
     stop: tuple[str, ...] = ()
     method: str = "specexec"
     grammar_kind: str | None = None  # P.GrammarKind: response_format's (or a forced tool call's) grammar
@@ -165,6 +189,7 @@ class CompletionRequest:
         return P.Generate(
             request_id=request_id, messages=self.messages, prompt=self.prompt, temperature=self.temperature,
             top_p=self.top_p, top_k=self.top_k, repetition_penalty=self.repetition_penalty, seed=self.seed,
+            presence_penalty=self.presence_penalty, frequency_penalty=self.frequency_penalty,
             method=self.method, max_new_tokens=self.max_tokens, stop=self.stop, trim_context=False,
             tools=self.tools, cache_owner="api", grammar_kind=self.grammar_kind, grammar_source=self.grammar_source,
             top_logprobs=self.top_logprobs, chat_template_kwargs=dict(self.chat_template_kwargs),
@@ -213,10 +238,20 @@ def _stop(body: dict, default: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(items)
 
 
+# Why a field is refused, where there is more to say than "not supported".
+_WHY_REFUSED = {
+    "n": "one answer per request: the engine answers requests one at a time, so n answers would take n times "
+         "as long as one while holding the queue; send n requests instead (with different seeds: they share the "
+         "prompt's cached tokens)",
+    "best_of": "one answer per request (see 'n')",
+}
+
+
 def _refuse_unsupported(body: dict) -> None:
     for name, neutral in _NEUTRAL.items():
         if name in body and body[name] not in neutral:
-            raise ApiError(400, f"'{name}' is not supported by this server (leave it out)", param=name,
+            why = _WHY_REFUSED.get(name, "leave it out")
+            raise ApiError(400, f"'{name}' is not supported by this server: {why}", param=name,
                            code="unsupported_parameter")
 
 
@@ -277,7 +312,8 @@ def _common(body: object, defaults: Defaults, chat: bool) -> dict[str, Any]:
         raise ApiError(400, f"'method' must be one of {', '.join(METHODS)}, got {method!r}", param="method",
                        code="invalid_value")
     max_tokens = _integer(body, "max_completion_tokens", None, 1)
-    max_tokens = _integer(body, "max_tokens", max_tokens if max_tokens is not None else defaults.max_tokens, 1)
+    default = defaults.max_tokens if chat or defaults.max_tokens is not None else LEGACY_COMPLETION_MAX_TOKENS
+    max_tokens = _integer(body, "max_tokens", max_tokens if max_tokens is not None else default, 1)
     seed = _integer(body, "seed", defaults.seed, -(2**63), 2**63 - 1)
     return dict(
         model=model,
@@ -287,6 +323,8 @@ def _common(body: object, defaults: Defaults, chat: bool) -> dict[str, Any]:
         top_p=_number(body, "top_p", defaults.top_p, 0.0, 1.0, low_open=True),
         top_k=_integer(body, "top_k", defaults.top_k, 0),
         repetition_penalty=_number(body, "repetition_penalty", defaults.repetition_penalty, 0.0, 10.0, low_open=True),
+        presence_penalty=_number(body, "presence_penalty", 0.0, -2.0, 2.0),
+        frequency_penalty=_number(body, "frequency_penalty", 0.0, -2.0, 2.0),
         seed=seed if seed is not None else random.randrange(2**31),
         max_tokens=max_tokens,
         stop=_stop(body, defaults.stop),
@@ -546,11 +584,24 @@ def now() -> int:
     return int(time.time())
 
 
-def tool_call_json(call: ToolCall, index: int | None = None) -> dict[str, Any]:
-    """One call as OpenAI sends it: in a message, or (with `index`) as a streamed delta."""
-    entry: dict[str, Any] = {"id": new_id("call"), "type": "function",
-                             "function": {"name": call.name, "arguments": call.arguments}}
-    return entry if index is None else {"index": index, **entry}
+def tool_call_json(call: ToolCall) -> dict[str, Any]:
+    """One call as OpenAI sends it in a message."""
+    return {"id": new_id("call"), "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
+
+
+def tool_call_delta(piece: CallDelta, call_id: str) -> dict[str, Any]:
+    """A streamed piece of a call as OpenAI sends it: the first carries its id, type and name, the next ones
+    more of its arguments."""
+    if piece.name is None:
+        return {"index": piece.index, "function": {"arguments": piece.arguments}}
+    return {"index": piece.index, "id": call_id, "type": "function",
+            "function": {"name": piece.name, "arguments": piece.arguments}}
+
+
+def choice_finish_reason(reason: str, called: bool) -> str:
+    """A choice's finish_reason: "tool_calls" when the answer called a tool, unless max_tokens cut it
+    ("length", as OpenAI says, with the call's arguments as far as they were written)."""
+    return "tool_calls" if called and reason != "length" else reason
 
 
 def _token_logprob(entry: dict[str, Any]) -> dict[str, Any]:
@@ -587,7 +638,7 @@ def chat_response(response_id: str, model: str, tally: RunTally, content: str,
     return {
         "id": response_id, "object": "chat.completion", "created": now(), "model": model,
         "choices": [{"index": 0, "message": message, "logprobs": chat_logprobs(tally.logprobs),
-                     "finish_reason": "tool_calls" if calls else tally.finish_reason}],
+                     "finish_reason": choice_finish_reason(tally.finish_reason, bool(calls))}],
         "usage": tally.usage(), "specexec": tally.extra(),
     }
 
@@ -638,6 +689,6 @@ def model_card(model_id: str, created: int, info: dict[str, Any]) -> dict[str, A
             "specexec": {k: info.get(k) for k in keys}}
 
 
-def model_list(model_id: str, created: int, info: dict[str, Any]) -> dict[str, Any]:
-    """GET /v1/models."""
-    return {"object": "list", "data": [model_card(model_id, created, info)]}
+def model_list(model_ids: tuple[str, ...], created: int, info: dict[str, Any]) -> dict[str, Any]:
+    """GET /v1/models: the model under each name it is served as."""
+    return {"object": "list", "data": [model_card(model_id, created, info) for model_id in model_ids]}
