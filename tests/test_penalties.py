@@ -95,3 +95,22 @@ def test_through_the_generation_stream_and_specinfer_refuses(tiny_target, tiny_d
     with pytest.raises(InvalidSettingError, match="not SpecInfer"):
         generate(tiny_target, tiny_draft, word_tokenizer, PROMPT, params,
                  DecodingSettings(method="specinfer", tree=TreeSettings(16, 4, 4), max_new_tokens=4))
+
+
+def test_an_answer_without_max_new_tokens_runs_to_the_end_of_the_context(tmp_path):
+    """Generate.max_new_tokens None (the API's request without max_tokens): the answer stops at the context's
+    end, not at a fixed count (a tiny pair that never writes its EOS, a 64-token context)."""
+    from app_fixtures import save_tiny_pair
+    from conftest import in_process_engine, torch_threads
+    from core.engine import protocol as P
+
+    target, draft = save_tiny_pair(tmp_path)
+    with torch_threads(1):
+        _, serve = in_process_engine()
+        serve(P.Load(target=target, draft=draft, dtype="float32", device="cpu", budget=8, max_depth=4, expand=4,
+                     context_length=64))
+        events = serve(P.Generate(request_id="r", messages=({"role": "user", "content": "w10 w11"},),
+                                  max_new_tokens=None, presence_penalty=0.5, method="specexec"))
+    finished = events[-1]
+    assert isinstance(finished, P.Finished) and finished.reason == "length"
+    assert finished.prompt_tokens + finished.generated_tokens == 64

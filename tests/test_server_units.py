@@ -286,3 +286,58 @@ def test_the_server_package_never_imports_torch():
             "core.server.tool_calls, core.server.origins, "
             "app.api.server, app.api.settings_row; sys.exit(1 if 'torch' in sys.modules else 0)")
     assert subprocess.run([sys.executable, "-c", code], timeout=120).returncode == 0
+
+
+def test_the_defaults_agents_assume():
+    """No max_tokens: the rest of the context for chat (None reaches the engine), OpenAI's 16 for
+    /v1/completions; presence and frequency penalties reach the engine (and are checked); n > 1 is refused
+    with its reason; a context error on /v1/completions names `prompt`."""
+    chat = S.parse_chat_request({"messages": USER}, S.Defaults())
+    assert chat.max_tokens is None and P.validate(chat.to_generate("r")).max_new_tokens is None
+    assert S.parse_completion_request({"prompt": "Once"}, S.Defaults()).max_tokens == 16
+    assert S.parse_chat_request({"messages": USER}, DEFAULTS).max_tokens == 32  # a server's own default stays
+    penalised = S.parse_chat_request({"messages": USER, "presence_penalty": 0.5, "frequency_penalty": -1}, DEFAULTS)
+    generate = penalised.to_generate("r")
+    assert (generate.presence_penalty, generate.frequency_penalty) == (0.5, -1.0)
+    for name in ("presence_penalty", "frequency_penalty"):
+        assert _error(S.parse_chat_request, {"messages": USER, name: 2.5}).param == name
+    refused = _error(S.parse_chat_request, {"messages": USER, "n": 3})
+    assert refused.param == "n" and "one at a time" in refused.message
+    too_long = S.engine_error(P.Error("r", "context_length", "the prompt is 9000 tokens"), 4096, "prompt")
+    assert too_long.param == "prompt"
+
+
+def test_chat_template_kwargs_and_reasoning_in_history_are_checked():
+    request = S.parse_chat_request({"messages": [*USER, {"role": "assistant", "content": "a", "reasoning_content": "t"},
+                                                 *USER], "chat_template_kwargs": {"enable_thinking": False}}, DEFAULTS)
+    assert request.messages[1] == {"role": "assistant", "content": "a", "reasoning_content": "t"}
+    assert P.validate(request.to_generate("r")).chat_template_kwargs == {"enable_thinking": False}
+    for bad in ({"add_generation_prompt": False}, ["x"], {"eos_token": "<x>"}):
+        assert _error(S.parse_chat_request, {"messages": USER, "chat_template_kwargs": bad}).param == "chat_template_kwargs"
+
+
+def test_forced_calls_move_every_functions_defs_to_the_grammars_root():
+    """Nested Pydantic models put their classes in `$defs` and point at them from anywhere; inside a forced
+    call the parameters sit under the call's object, so the definitions move to the root (renamed where two
+    functions define one name differently) and the grammar validates."""
+    import llguidance
+
+    from core.server.tool_calls import forced_call_grammar
+
+    address = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    person = {"type": "object", "properties": {"home": {"$ref": "#/$defs/Address"},
+                                               "past": {"type": "array", "items": {"$ref": "#/$defs/Address"}}},
+              "$defs": {"Address": address}}
+    other = {"type": "object", "properties": {"at": {"$ref": "#/definitions/Address"}},
+             "definitions": {"Address": {"type": "integer"}}}
+    tools = ({"type": "function", "function": {"name": "person", "parameters": person}},
+             {"type": "function", "function": {"name": "other", "parameters": other}})
+    grammar = forced_call_grammar("hermes", tools)
+    assert llguidance.LLMatcher.validate_grammar(llguidance.LLMatcher.grammar_from_lark(grammar)) == ""
+    schema = json.loads(grammar.split("%json ", 1)[1])
+    assert schema["$defs"] == {"Address": address, "other__Address": {"type": "integer"}}
+    assert '"#/$defs/other__Address"' in grammar and "#/definitions/" not in grammar
+    S.check_grammar("lark", grammar, "tools")  # no error
+    with pytest.raises(S.ApiError) as caught:
+        S.check_grammar("json_schema", json.dumps({"$ref": "#/$defs/Nowhere"}), "response_format")
+    assert (caught.value.param, caught.value.code) == ("response_format", "invalid_schema")

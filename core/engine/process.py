@@ -404,7 +404,9 @@ class Engine:
             return self.session.prepare_text(request.prompt)
         from core.template_kwargs import check_template_kwargs
 
-        return self.session.prepare([dict(m) for m in request.messages], request.max_new_tokens or 1,
+        # room kept for the answer when old turns are dropped (no max_new_tokens: a quarter of the context)
+        room = request.max_new_tokens or min(1024, self.session.context_limit // 4)
+        return self.session.prepare([dict(m) for m in request.messages], room,
                                     request.trim_context, tuple(request.tools),
                                     check_template_kwargs(request.chat_template_kwargs))
 

@@ -1,8 +1,9 @@
 """The OpenAI-compatible HTTP API as a Starlette (ASGI) app.
 
-Routes: GET /v1/models, GET /v1/models/{id}, POST /v1/chat/completions, POST /v1/completions (both streaming
-with server-sent events when the body says "stream": true), and GET /health (no key needed; says whether the
-engine is busy).
+Routes: GET /v1/models, GET /v1/models/{id}, POST /v1/chat/completions, POST /v1/completions, POST
+/v1/responses (core.server.responses; all three streaming with server-sent events when the body says
+"stream": true), and GET /health (no key needed; says whether the engine is busy). docs/api.md says what is
+served and what is refused.
 
 What a request must pass, in order (each refusal in OpenAI's error format, {"error": {"message", "type",
 "param", "code"}}):
@@ -47,6 +48,7 @@ from core.engine import protocol as P
 from core.server import schemas as S
 from core.server.gateway import EngineGateway, Ticket
 from core.server.keys import key_matches
+from core.server.responses import ResponseBuilder, parse_responses_request, sse_event
 from core.server.tool_calls import CallDelta, ToolCallStream, forced_call_grammar, parse_answer
 
 log = logging.getLogger(__name__)
@@ -279,10 +281,9 @@ class OpenAIServer:
     async def completions(self, request: Request) -> Response:
         return await self._complete(request, S.parse_completion_request)
 
-    async def _complete(self, request: Request, parse: Callable[[object, S.Defaults], S.CompletionRequest]) -> Response:
-        self.check_host(request)
-        self.check_key(request)
-        parsed = parse(await self.read_json(request), self.defaults)
+    def prepare(self, parsed: S.CompletionRequest) -> tuple[S.CompletionRequest, str | None]:
+        """The checks every answer passes before it is queued; the request with its grammar in place (a forced
+        call's, built in the model's own format) and the model's tool-call format (None without tools)."""
         self.check_model(parsed.model)
         tool_format = self.check_tools(parsed)
         if parsed.forces_tool_call:  # a grammar for one call in the model's own format
@@ -292,10 +293,16 @@ class OpenAIServer:
             S.check_grammar(parsed.grammar_kind, parsed.grammar_source,
                             "tools" if parsed.forces_tool_call else "response_format")
         self.check_queue()
+        return parsed, tool_format
+
+    async def _complete(self, request: Request, parse: Callable[[object, S.Defaults], S.CompletionRequest]) -> Response:
+        self.check_host(request)
+        self.check_key(request)
+        parsed, tool_format = self.prepare(parse(await self.read_json(request), self.defaults))
         chat = parsed.kind == "chat"
         response_id = S.new_id("chatcmpl" if chat else "cmpl")
         ticket = self.gateway.open(parsed.to_generate(response_id))
-        tally = S.RunTally(parsed.method)
+        tally = S.RunTally(parsed.method, "messages" if chat else "prompt")
         model = self.model_id()
         progress = Progress()
         watcher = asyncio.create_task(_abandon_on_disconnect(request, ticket))
@@ -319,11 +326,85 @@ class OpenAIServer:
         return EventStream(self._stream(ticket, tally, parsed, response_id, model, first, progress, tool_format),
                            ticket.abandon)
 
+    async def responses(self, request: Request) -> Response:
+        """POST /v1/responses (core.server.responses): the same engine request as a chat completion, answered
+        as Responses output items, whole or as streaming events."""
+        self.check_host(request)
+        self.check_key(request)
+        asked = parse_responses_request(await self.read_json(request), self.defaults)
+        parsed, tool_format = self.prepare(asked.completion)
+        response_id = S.new_id("resp")
+        ticket = self.gateway.open(parsed.to_generate(response_id))
+        tally = S.RunTally(parsed.method, "input")
+        builder = ResponseBuilder(response_id, self.model_id(), asked.echo, S.now())
+        progress = Progress()
+        watcher = asyncio.create_task(_abandon_on_disconnect(request, ticket))
+        try:
+            if not parsed.stream:
+                event = await self._next(ticket, tally, progress)
+                while event is not None and not isinstance(event, P.Finished):
+                    event = await self._next(ticket, tally, progress)
+                builder.reasoning(tally.reasoning)
+                reader = ToolCallStream(tool_format, parsed.tool_names, parsed.forces_tool_call)
+                for piece in reader.push(tally.text) + reader.finish():
+                    self._build(builder, piece, parsed)
+                builder.finish(tally)
+                return JSONResponse(builder.response())
+            first = await self._first_event(ticket, tally, progress)
+        except BaseException:
+            ticket.abandon()
+            raise
+        finally:
+            watcher.cancel()
+        return EventStream(self._stream_response(ticket, tally, parsed, builder, first, progress, tool_format),
+                           ticket.abandon)
+
+    @staticmethod
+    def _build(builder: ResponseBuilder, piece: str | CallDelta, parsed: S.CompletionRequest) -> list[dict]:
+        """Add one piece of the answer (content or a piece of a call) to a Responses answer; its events."""
+        if isinstance(piece, CallDelta):
+            if piece.index and not parsed.parallel_tool_calls:
+                return []
+            return builder.call(piece)
+        return builder.text(piece)
+
+    async def _stream_response(self, ticket: Ticket, tally: S.RunTally, parsed: S.CompletionRequest,
+                               builder: ResponseBuilder, first: P.Event | None | bool, progress: Progress,
+                               tool_format: str | None) -> AsyncIterator[bytes]:
+        reader = ToolCallStream(tool_format, parsed.tool_names, parsed.forces_tool_call)
+        for out in builder.start():
+            yield sse_event(out)
+        event = first
+        while True:
+            events: list[dict] = []
+            if isinstance(event, P.TokenChunk):
+                events += builder.reasoning(event.reasoning)
+                for piece in reader.push(event.text) if event.text else ():
+                    events += self._build(builder, piece, parsed)
+            elif isinstance(event, P.Finished):
+                for piece in reader.finish():
+                    events += self._build(builder, piece, parsed)
+                events += builder.finish(tally)
+            elif event is None:  # abandoned: the client is gone
+                return
+            for out in events:
+                yield sse_event(out)
+            if isinstance(event, P.Finished):
+                return
+            try:
+                event = await asyncio.wait_for(self._next(ticket, tally, progress), self.keepalive_s)
+            except TimeoutError:
+                event = False
+                yield progress.comment()
+            except S.ApiError as error:  # headers are sent: the error goes into the stream
+                yield sse_event(builder.error(error))
+                return
+
     async def _next(self, ticket: Ticket, tally: S.RunTally, progress: Progress) -> P.Event | None:
         """The next event of the request, noted (an Error raises ApiError)."""
         event = await ticket.next()
         if isinstance(event, P.Error):
-            raise S.engine_error(event, self.gateway.model_info().get("max_context"))
+            raise S.engine_error(event, self.gateway.model_info().get("max_context"), tally.prompt_param)
         if event is not None:
             tally.add(event)
         progress.note(event)
@@ -437,6 +518,7 @@ def create_app(gateway: EngineGateway, api_key: str | None, defaults: S.Defaults
         Route("/v1/models/{model_id:path}", server.model, methods=["GET"]),
         Route("/v1/chat/completions", server.chat_completions, methods=["POST"]),
         Route("/v1/completions", server.completions, methods=["POST"]),
+        Route("/v1/responses", server.responses, methods=["POST"]),
     ]
     middleware = [
         Middleware(OriginGate, allowed_origins=tuple(allowed_origins)),

@@ -83,7 +83,7 @@ _ENGINE_ERRORS: dict[str, tuple[int, str, str | None]] = {
 }
 
 
-def engine_error(event: P.Error, max_context: int | None = None) -> ApiError:
+def engine_error(event: P.Error, max_context: int | None = None, prompt_param: str = "messages") -> ApiError:
     """The API error for an engine Error event ending a request. A prompt that does not fit starts with
     OpenAI's wording ("This model's maximum context length is N tokens"), which clients such as litellm match
     to raise their context-window error (and fall back to a model with a longer context)."""
@@ -92,7 +92,7 @@ def engine_error(event: P.Error, max_context: int | None = None) -> ApiError:
     if event.kind == "context_length":
         limit = f"{max_context} tokens" if max_context else "smaller than this request"
         message = f"This model's maximum context length is {limit}: {message}"
-    return ApiError(status, message, kind, "messages" if event.kind == "context_length" else None, code)
+    return ApiError(status, message, kind, prompt_param if event.kind == "context_length" else None, code)
 
 
 def check_grammar(kind: str, source: str, param: str) -> None:
@@ -174,6 +174,7 @@ class CompletionRequest:
     tool_choice: str = "auto"  # auto | required | named (with forced_tool); "none" drops the tools
     forced_tool: str | None = None
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
+    trim_context: bool = False  # drop the oldest turns that do not fit (the Responses API's truncation "auto")
 
     @property
     def forces_tool_call(self) -> bool:
@@ -185,12 +186,12 @@ class CompletionRequest:
 
     def to_generate(self, request_id: str) -> P.Generate:
         """The engine request: the conversation cache's prefix of it is reused (an API conversation), and
-        nothing is trimmed silently."""
+        nothing is trimmed unless the request asked for it (`trim_context`)."""
         return P.Generate(
             request_id=request_id, messages=self.messages, prompt=self.prompt, temperature=self.temperature,
             top_p=self.top_p, top_k=self.top_k, repetition_penalty=self.repetition_penalty, seed=self.seed,
             presence_penalty=self.presence_penalty, frequency_penalty=self.frequency_penalty,
-            method=self.method, max_new_tokens=self.max_tokens, stop=self.stop, trim_context=False,
+            method=self.method, max_new_tokens=self.max_tokens, stop=self.stop, trim_context=self.trim_context,
             tools=self.tools, cache_owner="api", grammar_kind=self.grammar_kind, grammar_source=self.grammar_source,
             top_logprobs=self.top_logprobs, chat_template_kwargs=dict(self.chat_template_kwargs),
         )
@@ -514,6 +515,7 @@ class RunTally:
     """The events of one request added up."""
 
     method: str
+    prompt_param: str = "messages"  # the request field holding the prompt (a context-length error names it)
     pieces: list[str] = field(default_factory=list)
     reasoning_pieces: list[str] = field(default_factory=list)
     passes: int = 0
