@@ -129,13 +129,15 @@ def test_structured_output_forced_calls_and_logprobs_reach_the_engine():
     named = S.parse_chat_request({"messages": USER, "tools": [strict],
                                   "tool_choice": {"type": "function", "function": {"name": "get_weather"}}}, DEFAULTS)
     assert named.tool_choice == "named" and named.forced_tool == "get_weather" and "strict" not in named.tools[0]["function"]
+    both = S.parse_chat_request({"messages": USER, "tools": [WEATHER], "tool_choice": "required",  # openai-agents
+                                 "response_format": {"type": "json_object"}}, DEFAULTS)  # sends both: the call wins
+    assert both.forces_tool_call and both.grammar_kind is None
 
 
 @pytest.mark.parametrize("extra, param", [
     ({"tool_choice": "required"}, "tool_choice"),  # no tools to call
     ({"tools": [WEATHER], "tool_choice": {"type": "function", "function": {"name": "nope"}}}, "tool_choice"),
     ({"tools": [WEATHER], "tool_choice": {"type": "function"}}, "tool_choice"),
-    ({"tools": [WEATHER], "tool_choice": "required", "response_format": {"type": "json_object"}}, "response_format"),
 ])
 def test_forced_calls_and_strict_schemas_are_checked(extra, param):
     assert _error(S.parse_chat_request, {"messages": USER, **extra}).param == param

@@ -476,9 +476,8 @@ def parse_chat_request(body: object, defaults: Defaults) -> CompletionRequest:
     choice, forced = _tool_choice(body, tools)
     if choice == "none":
         tools = ()
-    if choice in ("required", "named") and common["grammar_kind"] is not None:
-        raise ApiError(400, "'response_format' and a forced tool call ('tool_choice' required or a named function) "
-                       "cannot be combined: send one of them", param="response_format", code="invalid_value")
+    if choice in ("required", "named"):  # the answer is the call: response_format is for text (openai-agents
+        common.update(grammar_kind=None, grammar_source="")  # sends both), the call's grammar holds instead
     try:
         template_kwargs = check_template_kwargs(body.get("chat_template_kwargs"))
     except InvalidSettingError as error:
