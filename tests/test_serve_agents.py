@@ -255,3 +255,16 @@ print(json.dumps({{"finish": reply.choices[0].finish_reason, "tokens": reply.usa
     assert result.returncode == 0, result.stderr[-3000:]
     out = json.loads(result.stdout.strip().splitlines()[-1])
     assert out == {"finish": "length", "tokens": 4} or out["finish"] == "stop"
+
+
+def test_context_errors_name_the_field_that_holds_the_prompt(client):
+    too_long = "w10 " * 3000  # the tiny models' context is 2048 tokens
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.completions.create(model="m", prompt=too_long, max_tokens=2)
+    assert caught.value.param == "prompt" and caught.value.code == "context_length_exceeded"
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.responses.create(model="m", input=too_long, max_output_tokens=2)
+    assert caught.value.param == "input" and caught.value.code == "context_length_exceeded"
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.chat.completions.create(model="m", messages=[{"role": "user", "content": too_long}], max_tokens=2)
+    assert caught.value.param == "messages"

@@ -343,3 +343,55 @@ def test_forced_calls_move_every_functions_defs_to_the_grammars_root():
     with pytest.raises(S.ApiError) as caught:
         S.check_grammar("json_schema", json.dumps({"$ref": "#/$defs/Nowhere"}), "response_format")
     assert (caught.value.param, caught.value.code) == ("response_format", "invalid_schema")
+
+
+def test_responses_requests_become_the_chat_the_model_reads():
+    from core.server.responses import parse_responses_request
+
+    simple = parse_responses_request({"model": "m", "instructions": "Be brief.", "input": "hi",
+                                      "max_output_tokens": 7, "truncation": "auto"}, DEFAULTS).completion
+    assert simple.messages == ({"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"})
+    assert simple.max_tokens == 7 and simple.to_generate("r").trim_context
+    items = [
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Weather in Oslo?"}]},
+        {"type": "reasoning", "id": "rs_1", "summary": [], "content": [{"type": "reasoning_text", "text": "look it up"}]},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Checking.", "annotations": []}]},
+        {"type": "function_call", "call_id": "c1", "name": "get_weather", "arguments": '{"city": "Oslo"}'},
+        {"type": "function_call_output", "call_id": "c1", "output": "-3 C"},
+    ]
+    tool = {"type": "function", "name": "get_weather", "parameters": WEATHER["function"]["parameters"], "strict": True}
+    request = parse_responses_request({"input": items, "tools": [tool], "tool_choice": {"type": "function",
+                                       "name": "get_weather"}, "reasoning": {"effort": "none"},
+                                       "text": {"format": {"type": "json_object"}}}, DEFAULTS).completion
+    user, assistant, result = request.messages
+    assert user == {"role": "user", "content": "Weather in Oslo?"}
+    assert assistant["content"] == "Checking." and assistant["reasoning_content"] == "look it up"
+    assert assistant["tool_calls"][0]["function"] == {"name": "get_weather", "arguments": {"city": "Oslo"}}
+    assert result == {"role": "tool", "content": "-3 C", "tool_call_id": "c1", "name": "get_weather"}
+    assert request.forced_tool == "get_weather" and request.tools[0]["function"]["name"] == "get_weather"
+    assert request.chat_template_kwargs == {"enable_thinking": False}
+
+
+@pytest.mark.parametrize("body, param", [
+    ({"input": 5}, "input"),
+    ({"input": []}, "input"),
+    ({"input": ["hi"]}, "input[0]"),
+    ({"input": [{"type": "item_reference", "id": "msg_1"}]}, "input[0]"),
+    ({"input": [{"type": "function_call", "name": "f", "arguments": "{}"}]}, "input[0]"),
+    ({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]}, "input[0].content"),
+    ({"input": [{"role": "wizard", "content": "x"}]}, "input"),
+    ({"input": "hi", "previous_response_id": "resp_1"}, "previous_response_id"),
+    ({"input": "hi", "background": True}, "background"),
+    ({"input": "hi", "tools": [{"type": "web_search"}]}, "tools[0].type"),
+    ({"input": "hi", "tools": "all"}, "tools"),
+    ({"input": "hi", "truncation": "sometimes"}, "truncation"),
+    ({"input": "hi", "max_output_tokens": 0}, "max_output_tokens"),
+    ({"input": "hi", "text": {"format": {"type": "xml"}}}, "text.format"),
+    ({"input": "hi", "chat_template_kwargs": ["enable_thinking"], "reasoning": {"effort": "none"}}, "chat_template_kwargs"),
+    ({"input": "hi", "instructions": 3}, "instructions"),
+    ([], None),
+])
+def test_bad_responses_requests_name_the_field(body, param):
+    from core.server.responses import parse_responses_request
+
+    assert _error(parse_responses_request, body).param == param

@@ -178,10 +178,10 @@ def parse_responses_request(body: object, defaults: S.Defaults) -> ResponsesRequ
         if value is not None:
             chat_body[key] = value
     reasoning = body.get("reasoning")
-    template_kwargs = dict(body.get("chat_template_kwargs") or {})
-    if isinstance(reasoning, dict) and reasoning.get("effort") == "none":
-        template_kwargs.setdefault("enable_thinking", False)
-    if template_kwargs:
+    template_kwargs = body.get("chat_template_kwargs")  # checked with the chat request
+    if isinstance(reasoning, dict) and reasoning.get("effort") == "none" and isinstance(template_kwargs, (dict, type(None))):
+        template_kwargs = {"enable_thinking": False, **(template_kwargs or {})}
+    if template_kwargs is not None:
         chat_body["chat_template_kwargs"] = template_kwargs
     truncation = body.get("truncation", "disabled")
     if truncation not in (None, "disabled", "auto"):
