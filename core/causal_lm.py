@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from core.attention import use_grouped_attention
 from core.errors import UnsupportedArchitectureError
 from core.kv_cache import InPlaceKVCache
 from core.offload.residency import PREFILL_CHUNK, kv_rows
@@ -54,6 +55,9 @@ class CausalLM:
     max_context: int
     max_tree_tokens: int | None = None
     prefill_chunk: int = PREFILL_CHUNK
+
+    def __post_init__(self) -> None:
+        use_grouped_attention(self.model)  # grouped key/value heads read once, not copied per head
 
     @property
     def config(self):
@@ -179,6 +183,10 @@ class RowLogits:
     @property
     def device(self) -> torch.device:
         return self._hidden.device
+
+    @property
+    def vocab_size(self) -> int:
+        return self._head.out_features
 
     def __len__(self) -> int:
         return self._hidden.shape[0]

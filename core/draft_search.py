@@ -8,8 +8,8 @@ unseen node can enter it: the final trim gives exactly the top K.
 
 Cost per target pass: the number of draft forwards is what counts (each is a whole draft model pass, and
 on a GPU a forward of a few hundred tokens costs about as much as one of a few). So B grows with the
-budget (`expansion_width`: at least K / WIDTH_DIVISOR), which changes which nodes are expanded together
-but not the final tree. The caller says how many forwards a pass makes (adaptive depth,
+budget (core.graph_plan.search_width: at least K / WIDTH_DIVISOR), which changes which nodes are expanded
+together but not the final tree. The caller says how many forwards a pass makes (adaptive depth,
 core/autotune/depth.py, or `max_forwards`); when that stops the search early the tree is the top K of the
 nodes found so far (still a connected subtree, by the same argument).
 
@@ -38,32 +38,22 @@ import torch
 from core.causal_lm import CausalLM
 from core.device_io import host_reads_are_free
 from core.draft_forward import run_draft_forward
+from core.graph_plan import column_bucket, search_width
 from core.kv_cache import InPlaceKVCache
 from core.sampling import draft_logprobs, draft_top_k
 from core.timing import ForwardTimer
 from core.tree_mask import additive_mask, causal_visibility
 
-# B is at least budget / WIDTH_DIVISOR: a whole budget is expanded in about this many forwards (plus the
-# tree's depth, since each forward extends a path by one node).
-WIDTH_DIVISOR = 8
 # Draft forwards per target pass, the prefill/catch-up forward included: enough for a full-depth chain at
 # the default depth cap of 32 (forward j adds the nodes of depth j). With adaptive depth off a GPU pass
 # makes exactly this many (it cannot see that the tree is complete without a host read).
 DEFAULT_MAX_FORWARDS = 32
-# Attention columns of a search forward are rounded up to a multiple of this, so that one captured graph
-# serves every forward whose columns fall in the bucket.
-COLUMN_BUCKET = 128
-
-
-def expansion_width(budget: int, minimum: int) -> int:
-    """Nodes expanded per draft forward: `minimum` (the user's B), widened to budget / WIDTH_DIVISOR."""
-    return max(minimum, -(-budget // WIDTH_DIVISOR))
 
 
 @dataclass(frozen=True)
 class SearchConfig:
     """budget: draft tokens in the tree (root excluded); max_depth: deepest node; expand: the least number
-    of nodes per forward (widened by `expansion_width`); max_forwards: draft forwards per pass, at most."""
+    of nodes per forward (widened by core.graph_plan.expansion_width); max_forwards: draft forwards per pass, at most."""
 
     budget: int
     max_depth: int
@@ -149,12 +139,6 @@ def _root_only(pending: torch.Tensor, root_row: int) -> DraftTree:
     )
 
 
-def _columns(root_row: int, tree_columns: int, capacity: int) -> int:
-    """Attention columns of a search forward: the prefix and root plus `tree_columns`, bucketed, capped."""
-    needed = root_row + tree_columns
-    return min(capacity, -(-needed // COLUMN_BUCKET) * COLUMN_BUCKET)
-
-
 def build_draft_tree(
     draft: CausalLM,
     cache: InPlaceKVCache,
@@ -180,7 +164,7 @@ def build_draft_tree(
     # Each expansion forward writes a block of `width` rows after the last expanded node; every block must
     # fit below the cache's capacity, so near the planned context the tree is the top K of fewer nodes.
     room = cache.capacity - root_row - 1
-    width = min(expansion_width(k, config.expand), k, room)
+    width = min(search_width(k, config.expand), room)
     if width <= 0:
         total_forwards = 1
     expand_limit = room + 1 - width  # E indices a block may start at, at most
@@ -253,7 +237,7 @@ def build_draft_tree(
 
         # draft forward over the block: each row sees the committed prefix, its ancestors and itself
         # visible: [rows_now, cols]; E index j is column root_row + j
-        cols = _columns(root_row, bound + rows_now, cache.capacity)
+        cols = column_bucket(root_row + bound + rows_now, cache.capacity)  # the prefix, root and tree so far
         visible = torch.zeros((rows_now, cols), dtype=torch.bool, device=device)
         visible[:, :root_row] = True
         tree_cols = min(cols - root_row, e_size)

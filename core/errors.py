@@ -19,6 +19,17 @@ class ModelFormatError(SpecExecError, ValueError):
     """A model folder or file exists but cannot be loaded (missing weights, bad config)."""
 
 
+class UnsupportedFormatError(ModelFormatError):
+    """The model's weights are stored in a format the engine does not read (FP8, MXFP4, bitsandbytes, EXL2, a
+    big GGUF, ...): refused before any weight is read, in words that name the format, say what the app reads
+    and which download to pick instead. The files themselves are fine."""
+
+
+class DamagedModelError(ModelFormatError):
+    """The model's files are damaged or incomplete: a truncated safetensors file, a shard the index names but
+    the folder lacks. Downloading them again is the remedy."""
+
+
 class UnsupportedArchitectureError(SpecExecError, ValueError):
     """The model's architecture (config.model_type) is not one the engine can run."""
 

@@ -73,3 +73,18 @@ def keyed_uniforms(seed: int, positions: torch.Tensor, stream: int, index: torch
     w0, w1, _, _ = philox4x32(counter, (seed & MASK32, seed >> 32))
     mantissa = (w0 << 20) | (w1 >> 12)  # 52 random bits
     return (2 * mantissa + 1).double() * 2.0**-53  # exact: an odd integer below 2^53, scaled by a power of two
+
+
+def keyed_gumbels(seed: int, positions: torch.Tensor, stream: int, slots: int, draws: torch.Tensor | int = 0) -> torch.Tensor:
+    """Standard Gumbel noise -log(-log u), float64 [n, slots]: row i holds slots 0 .. slots-1 of draw
+    `draws` (an int, or long [n]) at absolute position positions[i] (long [n]).
+
+    Slot j of draw d is the keyed uniform with index d * slots + j, so every noise value is a fixed function
+    of (seed, position, stream, draw, slot), whatever else is drawn in the same batch. The uniforms are the
+    same bits on every device; the two logarithms may differ in the last bit between a CPU's and a GPU's
+    math library, which moves a draw only where two perturbed scores tie to that bit.
+    """
+    positions = positions.long().reshape(-1, 1)
+    draws = draws.long().reshape(-1, 1) if isinstance(draws, torch.Tensor) else draws
+    index = draws * slots + torch.arange(slots, device=positions.device)
+    return -torch.log(-torch.log(keyed_uniforms(seed, positions, stream, index)))

@@ -5,7 +5,8 @@ every transformers call gets `local_files_only=True`, so nothing ever reaches fo
 
 Checks run cheapest first so a bad model fails in milliseconds, not after minutes of reading weights:
 settings -> path / cache lookup -> config.json (model_type checked against the engine's supported list)
--> weight files present (index shards included) -> tokenizer -> weights.
+-> the weights' format (core.model_format: a format the engine does not read is refused by name, and
+only truncated files or missing shards are called damaged) -> tokenizer -> weights.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from core.errors import InvalidSettingError, ModelFormatError, ModelNotFoundError, TokenizerMismatchError
+from core.model_format import check_gguf_size, check_weight_format
 from core.model_files import (
     LoadedModel,
     Progress,
@@ -27,6 +29,7 @@ from core.model_files import (
     load_gguf_file,
     load_hf_folder,
     load_tokenizer,
+    read_folder_config,
 )
 from core.model_spec import REPO_ID_RE
 from core.offload.residency import resolve_context_length
@@ -80,17 +83,20 @@ def resolve_device(device: str) -> torch.device:
     return torch.device("cuda", index)
 
 
-def auto_dtype(device: torch.device, checkpoint_dtype: str | None, gptq: bool) -> torch.dtype:
+def auto_dtype(device: torch.device, checkpoint_dtype: str | None, gptq: bool,
+               scale_dtype: str | None = None) -> torch.dtype:
     """The compute dtype 'auto' picks for a model folder.
 
-    CPU: float32. GPU: float16 for GPTQ (its scales are float16, as exllama and vLLM compute) and for float16
-    checkpoints (no rounding of the stored weights, and the fastest 16-bit path on every NVIDIA card);
-    otherwise bfloat16 where the GPU supports it, else float16. In 16 bits SpecExec still emits exact samples
-    of the target, but a near-tie can flip a token against sequential decoding (README, "Same seed").
+    CPU: float32. GPU: for a 4-bit model (`gptq`: GPTQ, AWQ or compressed-tensors) the dtype of its scales:
+    float16 (GPTQ and AWQ store float16, as exllama and vLLM compute), bfloat16 for bfloat16 scales
+    (compressed-tensors repos of bfloat16 models) where the GPU supports it; float16 for float16 checkpoints
+    (no rounding of the stored weights, and the fastest 16-bit path on every NVIDIA card); otherwise bfloat16
+    where the GPU supports it, else float16. In 16 bits SpecExec still emits exact samples of the target, but
+    a near-tie can flip a token against sequential decoding (README, "Same seed").
     """
     if device.type != "cuda":
         return torch.float32
-    if gptq or checkpoint_dtype == "float16":
+    if (gptq and scale_dtype != "bfloat16") or (not gptq and checkpoint_dtype == "float16"):
         return torch.float16
     return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
 
@@ -126,9 +132,10 @@ def load_model(
     """Load `spec`: a model folder, a .gguf file, a repo id in the local HF cache, 'builtin' or 'builtin-draft'.
 
     The model comes back in eval mode with gradients off, attention 'sdpa', on `device` in `dtype`.
-    As a "target" (`role`), a GPTQ folder, or a 16-bit folder that `offload` says to offload, comes back as an
-    OffloadedLM (core.offload): decoder weights in host RAM, streamed to the GPU per pass. A "draft" is never
-    offloaded: it runs dozens of forwards per pass, so a GPTQ draft is loaded whole onto the device
+    As a "target" (`role`), a 4-bit folder (GPTQ, AWQ, compressed-tensors), or a 16-bit folder that `offload`
+    says to offload, comes back as an OffloadedLM (core.offload): decoder weights in host RAM, streamed to the
+    GPU per pass. A "draft" is never offloaded: it runs dozens of forwards per pass, so a 4-bit draft is loaded
+    whole onto the device
     (`core.offload.loader.load_on_device`; 4-5 GB for a 7-8B model). `progress` gets a sentence per
     loading step; `weight_progress` gets (bytes read, bytes in all) while an offloaded target's weights are
     read or a GGUF's (the built-in pair's on its first start) are dequantised, at most once per percent (a
@@ -136,7 +143,9 @@ def load_model(
     `context_length` (None: 4,096 or the model's limit if lower) and `tree_budget` (None: no plan) are the
     planned context and tree: the model's `max_context` and `max_tree_tokens`, which size its KV caches.
 
-    Raises InvalidSettingError for a context length above the model's limit (and bad device/dtype/role).
+    Raises InvalidSettingError for a context length above the model's limit (and bad device/dtype/role);
+    UnsupportedFormatError for weights in a format the engine does not read (FP8, MXFP4, bitsandbytes, a big
+    GGUF, ...) and DamagedModelError for truncated files or missing shards, both before any weight is read.
     """
     if role not in ROLES:
         raise InvalidSettingError(f"a model's role is one of {', '.join(ROLES)}, not {role!r}")
@@ -163,13 +172,15 @@ def _load(spec, dtype, device, progress, offload, weight_progress, context_lengt
 
     kind, path, name = resolve_spec(spec)
     if kind == "gguf":
+        check_gguf_size(path)  # a 70B k-quant would expand to ~140 GB: refused before it is read
         return load_gguf_file(path, name, torch_dtype, torch_device, report, weight_progress)
-    from core.offload import is_gptq_folder
     from core.offload.routing import OffloadSettings, load_offloaded_folder, should_offload
 
-    gptq = is_gptq_folder(path)
+    read_folder_config(path)
+    scheme = check_weight_format(path)  # a format the engine does not read is refused here, in words
+    gptq = scheme is not None
     if dtype.strip().lower() == "auto":
-        torch_dtype = auto_dtype(torch_device, checkpoint_dtype(path), gptq)
+        torch_dtype = auto_dtype(torch_device, checkpoint_dtype(path), gptq, scheme.scale_dtype if gptq else None)
     if role == "draft":
         if gptq:
             return _load_gptq_on_device(path, name, torch_dtype, torch_device, report, context_length)
@@ -183,10 +194,11 @@ def _load(spec, dtype, device, progress, offload, weight_progress, context_lengt
 
 def _load_gptq_on_device(folder: Path, name: str, dtype: torch.dtype, device: torch.device, report: Progress,
                          context_length: int | None) -> LoadedModel:
-    """A GPTQ draft with every weight on `device` (no streaming) and its tokenizer."""
+    """A 4-bit draft (GPTQ, AWQ, compressed-tensors) with every weight on `device` (no streaming) and its
+    tokenizer."""
     from core.offload.loader import load_on_device
 
-    report(f"Loading the weights of {name} (GPTQ, {str(dtype).removeprefix('torch.')} on {device})")
+    report(f"Loading the weights of {name} (4-bit, {str(dtype).removeprefix('torch.')} on {device})")
     tokenizer = load_tokenizer(name, folder)
     lm = load_on_device(str(folder), str(device), dtype, context_length=context_length)
     lm.name = name

@@ -19,6 +19,7 @@ import torch
 
 from core.causal_lm import CausalLM, check_architecture
 from core.errors import ModelFormatError, ModelNotFoundError, SpecExecError
+from core.model_format import SAFETENSORS_INDEX, weight_files
 
 try:  # only for type annotations; transformers is imported lazily (it takes seconds)
     from transformers import PreTrainedTokenizerBase
@@ -29,7 +30,6 @@ Progress = Callable[[str], None]
 # (bytes of weights read or dequantised so far, bytes in all): from loaders that go tensor by tensor
 WeightProgress = Callable[[int, int], None]
 
-SAFETENSORS_INDEX = "model.safetensors.index.json"
 # GGUF architecture names that differ from transformers' model_type.
 _GGUF_ARCH_TO_MODEL_TYPE = {"qwen2moe": "qwen2_moe", "qwen3moe": "qwen3_moe"}
 
@@ -79,25 +79,9 @@ def checkpoint_dtype(folder: Path) -> str | None:
 
 
 def check_weight_files(folder: Path) -> list[Path]:
-    """The safetensors files the model needs; ModelFormatError if they are missing or the index is broken."""
-    index_path = folder / SAFETENSORS_INDEX
-    if index_path.is_file():
-        try:
-            index = json.loads(index_path.read_text(encoding="utf-8"))
-            shards = sorted(set(index["weight_map"].values()))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, AttributeError) as error:
-            raise ModelFormatError(
-                f"{index_path} is not a valid safetensors index (a JSON object with a 'weight_map'): {error}"
-            ) from error
-        missing = [shard for shard in shards if not (folder / shard).is_file()]
-        if missing:
-            shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
-            raise ModelFormatError(
-                f"{index_path.name} in {folder} names {len(missing)} weight shard(s) that are missing: {shown}. "
-                "The download is incomplete: download the missing files again"
-            )
-        return [folder / shard for shard in shards]
-    files = sorted(folder.glob("*.safetensors"))
+    """The safetensors files the model needs; DamagedModelError if shards the index names are missing,
+    ModelFormatError if there are no safetensors weights."""
+    files = weight_files(folder)
     if files:
         return files
     if list(folder.glob("*.bin")) or list(folder.glob("*.pt")) or list(folder.glob("*.pth")):
@@ -149,10 +133,9 @@ def load_hf_folder(
         )
     except (SpecExecError, MemoryError, torch.OutOfMemoryError):
         raise
-    except Exception as error:
+    except Exception as error:  # the files are whole (core.model_format checked them): say what failed, no more
         raise ModelFormatError(
-            f"could not load the weights of {name} from {folder}: {type(error).__name__}: {error}. "
-            "The files may be damaged or incomplete: download them again"
+            f"could not load the weights of {name} from {folder}: {type(error).__name__}: {error}"
         ) from error
     return _finish(model, tokenizer, name, device)
 

@@ -6,10 +6,23 @@ decoding is temperature 0.
 
 Why position-keyed draws: SpecExec samples every emitted token from the target's own distribution, so if the
 randomness used for absolute position t depends only on (seed, t), SpecExec at any budget and plain
-sequential sampling emit exactly the same tokens for the same seed. The token at position t is drawn by
-inverse CDF with one uniform u_t from the counter-based generator in core/keyed_random.py: the first token
-(in vocabulary order) whose cumulative probability exceeds u_t times the total. One number per position, made
-on the device in one batch per pass, the same bits on every device.
+sequential sampling emit exactly the same tokens for the same seed.
+
+Why a Gumbel-max draw, in two levels: the tree pass and the one-token pass compute the same logits in a
+different order, so they differ by rounding (~1e-6 to 1e-5 in float32). A draw by inverse CDF (one uniform
+against the cumulative sum in vocabulary order) turns that into a different token whenever the uniform falls
+within the cumulative sum's error of any boundary, and in the long tail of a 50k-150k vocabulary the error is
+larger than the tokens' own probabilities: a run at temperature 1 flipped about once in a few hundred tokens.
+Gumbel-max picks argmax(score + noise) with noise keyed by (seed, position, token), so two nearby score
+vectors give different tokens only when the two best perturbed scores lie within the scores' difference of
+each other: a rate proportional to that difference (docs/benchmarks.md, issue 30, measures both).
+To keep the noise small, the vocabulary is split into blocks of DRAW_BLOCK tokens: one Gumbel per block picks
+a block by its total (log-sum-exp of its scores), then one Gumbel per slot picks the token inside it. That is
+an exact sample (a block with probability equal to its mass, then a token in proportion to its probability
+within the block), it needs V / DRAW_BLOCK + DRAW_BLOCK noise values per position instead of V, and each
+level flips only at a near-tie, like a one-level Gumbel-max. The noise of every position of a pass comes
+from one batched call of the counter-based generator (core/keyed_random.py), on the device.
+DRAW_BLOCK is part of what a seed means: changing it changes every sampled text.
 """
 
 from __future__ import annotations
@@ -22,7 +35,10 @@ import torch
 
 from core.device_io import host_reads_are_free, to_device
 from core.errors import InvalidSettingError
-from core.keyed_random import STREAM_TOKEN, keyed_uniforms
+from core.keyed_random import STREAM_TOKEN, keyed_gumbels, keyed_uniforms
+
+# Tokens per block of the two-level Gumbel-max draw (see the module docstring).
+DRAW_BLOCK = 256
 
 
 @dataclass(frozen=True)
@@ -163,32 +179,48 @@ def target_probs(logits: torch.Tensor, params: SamplingParams, context_ids: torc
     return torch.softmax(scores, dim=-1)
 
 
-def inverse_cdf(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
-    """One index per row of `probs` [N, V] (any non-negative weights): the first index whose cumulative
-    weight exceeds uniforms [N] (in (0, 1)) times the row's total. A token of weight 0 is never picked, and a
-    threshold that rounds up to the total picks the last token of positive weight."""
-    cdf = probs.cumsum(-1)
-    total = cdf[..., -1:]
-    below = (cdf <= uniforms.to(cdf.dtype).unsqueeze(-1) * total).sum(-1)
-    last_positive = (cdf >= total).to(torch.uint8).argmax(-1)  # argmax gives the first maximal entry
-    return torch.minimum(below, last_positive)
+def draw_slots(vocab_size: int) -> int:
+    """Noise values one draw needs over a vocabulary of `vocab_size`: one per block, then one per slot."""
+    return -(-vocab_size // DRAW_BLOCK) + DRAW_BLOCK
 
 
-def sample_rows(logits: torch.Tensor, params: SamplingParams, uniforms: torch.Tensor | None,
+def gumbel_pick(scores: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+    """One index per row of scores [N, V] (log-weights; -inf never picked), drawn with the matching row of
+    noise [N, draw_slots(V)] (standard Gumbels from `position_noise` / `keyed_gumbels`): the block of
+    DRAW_BLOCK indices with the largest log-sum-exp + block noise, then the index in it with the largest
+    score + slot noise. Returns long [N] on the scores' device, without reading it.
+
+    An exact sample from softmax(scores): the first level picks a block with probability equal to its mass,
+    the second picks inside it in proportion, and the two levels' noises are independent. Computed in float64
+    so that the sum over a block and the comparisons add no rounding of their own to the scores'."""
+    rows, vocab = scores.shape
+    blocks = -(-vocab // DRAW_BLOCK)
+    padded = torch.nn.functional.pad(scores.double(), (0, blocks * DRAW_BLOCK - vocab), value=-math.inf)
+    padded = padded.view(rows, blocks, DRAW_BLOCK)
+    block = (torch.logsumexp(padded, dim=-1) + noise[:, :blocks]).argmax(-1)  # [N]
+    inside = padded.gather(1, block.view(rows, 1, 1).expand(rows, 1, DRAW_BLOCK)).squeeze(1)  # [N, DRAW_BLOCK]
+    slot = (inside + noise[:, blocks:]).argmax(-1)
+    return block * DRAW_BLOCK + slot
+
+
+def sample_rows(logits: torch.Tensor, params: SamplingParams, noise: torch.Tensor | None,
                 penalized: torch.Tensor | None = None, allowed: torch.Tensor | None = None,
                 counts: torch.Tensor | None = None) -> torch.Tensor:
-    """Sample one token per row of logits [N, V] with the keyed uniforms [N] (float64; unused when greedy);
-    penalized, allowed, counts: as in process_logits. Returns long [N] on the logits' device, without reading it."""
+    """Sample one token per row of logits [N, V] with the keyed noise [N, draw_slots(V)] of each row's
+    position (`position_noise`; unused when greedy); penalized, allowed, counts: as in process_logits.
+    Returns long [N] on the logits' device, without reading it."""
     scores = process_logits(logits, params, penalized, allowed, counts)
     if params.greedy:
         return scores.argmax(-1)
-    return inverse_cdf(torch.softmax(scores, dim=-1), uniforms)
+    return gumbel_pick(scores, noise)
 
 
-def position_uniforms(seed: int, first_position: int, count: int, device: torch.device | str) -> torch.Tensor:
-    """The token draws for absolute positions first_position .. first_position + count - 1: float64 [count]."""
+def position_noise(seed: int, first_position: int, count: int, vocab_size: int, device: torch.device | str,
+                   stream: int = STREAM_TOKEN) -> torch.Tensor:
+    """The token draws' noise for absolute positions first_position .. first_position + count - 1:
+    float64 [count, draw_slots(vocab_size)], in one batch."""
     positions = torch.arange(first_position, first_position + count, device=device)
-    return keyed_uniforms(seed, positions, STREAM_TOKEN)
+    return keyed_gumbels(seed, positions, stream, draw_slots(vocab_size))
 
 
 def penalty_mask(context_ids: Sequence[int] | torch.Tensor | None, params: SamplingParams, vocab_size: int,
@@ -207,8 +239,8 @@ def sample_token(logits: torch.Tensor, params: SamplingParams, position: int,
     counts: [V], the answer's token counts for the presence and frequency penalties."""
     device = logits.device
     penalized = penalty_mask(context_ids, params, logits.shape[-1], device)
-    uniforms = None if params.greedy else position_uniforms(params.seed, position, 1, device)
-    return int(sample_rows(logits[None], params, uniforms, penalized, allowed, counts)[0])  # host sync: the caller needs the id
+    noise = None if params.greedy else position_noise(params.seed, position, 1, logits.shape[-1], device)
+    return int(sample_rows(logits[None], params, noise, penalized, allowed, counts)[0])  # host sync: the caller needs the id
 
 
 def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor, top: int, allowed: torch.Tensor | None = None,
@@ -233,9 +265,9 @@ def uniform_draw(seed: int, position: int, stream: int, index: int = 0) -> float
 
 
 def sample_from_probs(probs: torch.Tensor, seed: int, position: int, stream: int) -> int:
-    """Inverse-CDF sample from an explicit distribution [V] with a keyed uniform (SpecInfer residuals)."""
-    u = torch.tensor([uniform_draw(seed, position, stream)], dtype=torch.float64, device=probs.device)
-    return int(inverse_cdf(probs.double()[None], u)[0])  # host sync: SpecInfer's walk runs on the host
+    """A keyed sample from an explicit distribution [V] (SpecInfer's residuals), by the same draw as tokens."""
+    noise = position_noise(seed, position, 1, probs.shape[-1], probs.device, stream)
+    return int(gumbel_pick(probs.double().log()[None], noise)[0])  # host sync: SpecInfer's walk runs on the host
 
 
 def draft_logprobs(logits: torch.Tensor, temperature: float, top_p: float | None) -> torch.Tensor:

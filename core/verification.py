@@ -20,7 +20,7 @@ import torch
 
 from core.causal_lm import RowLogits
 from core.device_io import host_reads_are_free
-from core.sampling import SamplingParams, position_uniforms, sample_rows, token_logprobs
+from core.sampling import SamplingParams, position_noise, sample_rows, token_logprobs
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,9 @@ def walk_tree(
     penalties (`DecodeState.answer_counts`; None when they are off).
     """
     device = target_logits.device
-    uniforms = None if params.greedy else position_uniforms(params.seed, root_position + 1, steps, device)  # [S]
+    noise = None
+    if not params.greedy:  # every step's draw noise in one batch: [S, draw_slots(V)]
+        noise = position_noise(params.seed, root_position + 1, steps, target_logits.vocab_size, device)
     node = torch.zeros(1, dtype=torch.long, device=device)
     alive = torch.ones(1, dtype=torch.bool, device=device)
     path = torch.full((steps,), -1, dtype=torch.long, device=device)
@@ -87,7 +89,7 @@ def walk_tree(
     top_ids = torch.zeros((steps, top_logprobs), dtype=torch.long, device=device) if want else None
     read_free = host_reads_are_free(device)
     for depth in range(steps):
-        draw = None if uniforms is None else uniforms[depth : depth + 1]
+        draw = None if noise is None else noise[depth : depth + 1]
         rows = target_logits.rows(node)
         mask = None if allowed is None else allowed[node]
         token = sample_rows(rows, params, draw, penalized, mask, counts)  # [1]

@@ -11,30 +11,70 @@ from core.models.catalog import BUILTIN_PAIR_ID, catalog_path, load_catalog
 from core.models.locations import models_dir, repo_folder_name
 
 
+PROMISED = {  # issue 32: the models people run with offloading in 2026, and the paper's calibration pair
+    "llama3.3-70b-instruct-awq": "Llama-3.3-70B", "deepseek-r1-distill-llama-70b-awq": "DeepSeek-R1-Distill-Llama-70B",
+    "qwen2.5-72b-instruct-gptq": "Qwen2.5-72B", "qwen3-32b-awq": "Qwen3-32B", "llama2-70b-chat-gptq": "Llama-2-70B",
+}
+RETIRED = ("llama3.1-70b-instruct-gptq", "mixtral-8x7b-instruct-gptq", "qwen2.5-32b-instruct-gptq")
+
+
 def test_shipped_catalog_has_the_promised_pairs() -> None:
     catalog = load_catalog()
-    repos = {pair.target.repo for pair in catalog.pairs}
-    assert {"TheBloke/Llama-2-70B-Chat-GPTQ", "Qwen/Qwen2.5-72B-Instruct-GPTQ-Int4"} <= repos
-    assert any("Llama-3.1-70B" in repo for repo in repos)
-    assert any("Mixtral" in repo for repo in repos)
+    assert [pair.id for pair in catalog.pairs] == [BUILTIN_PAIR_ID, *PROMISED]
+    for pair_id, name in PROMISED.items():
+        assert name.lower() in catalog.pair(pair_id).target.repo.lower(), pair_id
     builtin = catalog.pair(BUILTIN_PAIR_ID)
     assert builtin.target.is_builtin and builtin.download_bytes == 0
     paper = catalog.pair("llama2-70b-chat-gptq")
+    assert paper.calibration and not any(pair.calibration for pair in catalog.pairs if pair is not paper)
     assert not paper.gated and paper.download_bytes > 39e9 and paper.licence_url.startswith("https://")
     assert paper.with_draft("16bit").gated and paper.with_draft("16bit").download_bytes > 48e9
+    # the targets are published in the formats people download in 2026
+    quantizations = {catalog.pair(pair_id).target.quantization.split("-")[0] for pair_id in PROMISED}
+    assert quantizations == {"awq", "gptq"}
 
 
-def test_big_pairs_draft_in_4_bits_and_offer_the_16bit_original() -> None:
-    """Each big pair's own draft is a published 4-bit GPTQ checkpoint, with what was checked written down; the
-    16-bit original stays as an option; every acceptance table names the draft it was measured with."""
+def test_retired_pairs_are_not_offered_but_still_found_by_id() -> None:
+    """What someone downloaded with an earlier version stays theirs: the pair is found by id (downloads resume,
+    `models delete <id>` works, the app still names it), it is never offered, and it says what replaces it."""
+    catalog = load_catalog()
+    assert [pair.id for pair in catalog.retired] == list(RETIRED)
+    for pair_id in RETIRED:
+        pair = catalog.pair(pair_id)
+        assert catalog.has(pair_id) and pair not in catalog.pairs and pair.retired
+    assert "llama3.3-70b-instruct-awq" in catalog.pair("llama3.1-70b-instruct-gptq").retired
+    assert all(not pair.retired for pair in catalog.pairs)
+
+
+def test_every_entry_says_what_was_read_for_it() -> None:
+    """Each new model names the stored hub pages it was read from (or says none was found), and each acceptance
+    table says whether it was measured, published, or estimated from a named neighbour."""
+    raw = {entry["id"]: entry for entry in json.loads(catalog_path().read_text())["pairs"]}
+    for pair_id in ("llama3.3-70b-instruct-awq", "deepseek-r1-distill-llama-70b-awq", "qwen3-32b-awq"):
+        entry = raw[pair_id]
+        models = [entry["target"], entry["draft"], *(option["model"] for option in entry.get("draft_options", ()))]
+        for model in models:
+            assert model.get("checked", "").startswith(("Stored copies", "No stored copy")), (pair_id, model["repo"])
+        tables = [entry["acceptance"], *(option["acceptance"] for option in entry.get("draft_options", ()))]
+        assert all(table["source"].startswith("estimated from a named neighbour: SpecExec paper") for table in tables)
+    assert "No stored copy of this repo's own pages was found" in raw["qwen3-32b-awq"]["target"]["checked"]
+
+
+def test_big_pairs_draft_small_and_offer_the_16bit_original() -> None:
+    """Each big pair's own draft is small: a published 4-bit checkpoint with the 16-bit original as an option,
+    or a draft small enough in 16 bits (Qwen3 0.6B, 1.5 GB) to need no 4-bit copy; what was checked is written
+    down; every acceptance table names the draft it was measured with."""
     raw = {entry["id"]: entry for entry in json.loads(catalog_path().read_text())["pairs"]}
     for pair in load_catalog().pairs:
         for option in pair.drafts:
             assert option.acceptance is None or option.acceptance.draft == option.model.repo, (pair.id, option.id)
         if pair.id == BUILTIN_PAIR_ID:
             continue
+        assert raw[pair.id]["draft"]["checked"].startswith("Stored copies")
+        if pair.draft.weights.bits is None:
+            assert pair.draft_id == "16bit" and pair.draft.approx_bytes < 2e9 and not pair.draft_options
+            continue
         assert pair.draft_id == "4bit" and pair.draft.weights.bits == 4 and pair.draft.approx_bytes < 6e9
-        assert "checked" in raw[pair.id]["draft"] and raw[pair.id]["draft"]["checked"].startswith("Stored copies")
         [sixteen] = pair.draft_options
         assert sixteen.id == "16bit" and sixteen.model.weights.bits is None and sixteen.label
         swapped = pair.with_draft("16bit")
@@ -90,3 +130,19 @@ def test_models_list_shows_each_pairs_drafts_and_which_are_installed(tmp_path, c
         ("4bit", "TheBloke/Llama-2-7B-Chat-GPTQ"), ("16bit", "meta-llama/Llama-2-7b-chat-hf")]
     assert pairs["builtin"]["drafts"][0]["installed"] is True
     assert [d["installed"] for d in pairs["llama2-70b-chat-gptq"]["drafts"]] == [False, True]
+
+
+def test_a_retired_pairs_downloads_stay_usable(tmp_path) -> None:
+    """Folders downloaded for a pair that is no longer offered are still that pair's: `models delete <id>`
+    finds them, and `models download <id>` still names its repos (a download in progress resumes)."""
+    from core.models.download_jobs import wanted_repos
+    from core.models.installed import pair_folders, resolve_name
+
+    catalog = load_catalog()
+    folders = pair_folders(catalog, "mixtral-8x7b-instruct-gptq")
+    for folder in folders:
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "config.json").write_text("{}")
+    assert resolve_name(tmp_path, "mixtral-8x7b-instruct-gptq", catalog) == [tmp_path / folder for folder in folders]
+    assert wanted_repos("mixtral-8x7b-instruct-gptq", None, catalog)["target"] == (
+        "TheBloke/Mixtral-8x7B-Instruct-v0.1-GPTQ", "main")

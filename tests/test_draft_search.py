@@ -7,7 +7,8 @@ import torch
 
 from core.device_io import gpu_semantics
 from core.device_trace import DeviceTrace
-from core.draft_search import DEFAULT_MAX_FORWARDS, WIDTH_DIVISOR, SearchConfig, build_draft_tree, expansion_width
+from core.draft_search import DEFAULT_MAX_FORWARDS, SearchConfig, build_draft_tree
+from core.graph_plan import WIDTH_DIVISOR, expansion_width
 from core.sampling import draft_logprobs
 from core.tree_mask import additive_mask, ancestor_matrix, causal_visibility
 from conftest import make_tiny_llama

@@ -16,7 +16,7 @@ from transformers import (
 
 from core.causal_lm import CausalLM
 from core.errors import ModelFormatError
-from core.offload import is_gptq_folder, load_offloaded
+from core.offload import is_quantized_folder, load_offloaded
 from core.offload.gptq import (
     DequantScratch,
     GPTQLinear,
@@ -93,12 +93,14 @@ def ref_pack_cols(z: np.ndarray, bits: int) -> torch.Tensor:
     return torch.from_numpy(out.view(np.int32).copy())
 
 
-def random_gptq(rng, k: int, n: int, bits: int, group_size: int, act_order: bool) -> tuple[dict, torch.Tensor]:
-    """Random checkpoint tensors of one linear (asymmetric zeros) and its exact W [K, N] in float64."""
+def random_gptq(rng, k: int, n: int, bits: int, group_size: int, act_order: bool, zero_offset: int = 1
+                ) -> tuple[dict, torch.Tensor]:
+    """Random checkpoint tensors of one linear (asymmetric zeros) and its exact W [K, N] in float64.
+    zero_offset 1: the v1 format (zeros stored minus one); 0: gptq_v2 (zeros as they are)."""
     size = k if group_size == -1 else group_size
     groups = k // size
     q = rng.integers(0, 2**bits, (k, n))
-    stored_zeros = rng.integers(0, 2**bits, (groups, n))  # v1: the real zero point minus 1
+    stored_zeros = rng.integers(0, 2**bits, (groups, n))  # v1: the real zero point minus 1; v2: the zero point
     scales = torch.from_numpy(rng.uniform(0.002, 0.05, (groups, n))).half()
     if act_order:
         order = rng.permutation(k)
@@ -106,7 +108,7 @@ def random_gptq(rng, k: int, n: int, bits: int, group_size: int, act_order: bool
         g_idx[order] = np.arange(k) // size
     else:
         g_idx = np.arange(k) // size
-    weight = scales.double()[g_idx] * torch.from_numpy(q - stored_zeros[g_idx] - 1).double()
+    weight = scales.double()[g_idx] * torch.from_numpy(q - stored_zeros[g_idx] - zero_offset).double()
     tensors = {
         "qweight": ref_pack_rows(q, bits),
         "qzeros": ref_pack_cols(stored_zeros, bits),
@@ -192,7 +194,7 @@ def test_scratch_is_shared_and_reused():
 
 def test_settings_from_quantize_config_and_config_json(tmp_path):
     (tmp_path / "quantize_config.json").write_text(json.dumps({"bits": 4, "group_size": 128, "desc_act": True, "sym": False}))
-    assert is_gptq_folder(tmp_path)
+    assert is_quantized_folder(tmp_path)
     assert read_gptq_settings(tmp_path) == GPTQSettings(4, 128, desc_act=True, sym=False)
     other = tmp_path / "b"
     other.mkdir()
@@ -201,17 +203,17 @@ def test_settings_from_quantize_config_and_config_json(tmp_path):
     plain = tmp_path / "c"
     plain.mkdir()
     (plain / "config.json").write_text(json.dumps({"model_type": "llama"}))
-    assert not is_gptq_folder(plain) and read_gptq_settings(plain) is None
+    assert not is_quantized_folder(plain) and read_gptq_settings(plain) is None
 
 
 @pytest.mark.parametrize(
     ("raw", "message"),
     [
-        ({"bits": 5, "group_size": 128}, "5-bit weights is not supported"),
-        ({"bits": 4, "group_size": 12}, "group size 12 is not supported"),
-        ({"bits": 3, "group_size": 16}, "group size 16 is not supported: use -1 or a positive multiple of 32"),
-        ({"quant_method": "awq", "bits": 4}, "'awq' is not supported"),
-        ({"group_size": 128}, "lack a valid 'bits'"),
+        ({"bits": 5, "group_size": 128}, "stored as GPTQ with 5-bit weights .*cannot read"),
+        ({"bits": 4, "group_size": 12}, "group size 12 .* is not supported"),
+        ({"bits": 3, "group_size": 16}, "group size 16 .* is not supported: use -1 or a positive multiple of 32"),
+        ({"quant_method": "gptq", "bits": 4, "checkpoint_format": "marlin"}, "GPTQ in the marlin layout"),
+        ({"group_size": 128}, "lack 'bits'"),
     ],
 )
 def test_settings_errors(tmp_path, raw, message):
@@ -229,11 +231,11 @@ def _fp16_round(model):
 
 
 def write_gptq_checkpoint(folder, model_type="llama", bits=4, group_size=16, act_order=True, shards=1, drop=(), seed=0,
-                          experts=4) -> CausalLM:
+                          experts=4, v2=False) -> CausalLM:
     """Quantise a tiny random model with random GPTQ tensors, save it in the GPTQ layout, and return the
     in-memory float64 model whose linears hold exactly the dequantised weights. MoE models (mixtral,
     qwen2_moe) get `experts` experts, 2 per token; their routers (and Qwen2-MoE's shared-expert gate) stay
-    16-bit, as in real GPTQ checkpoints."""
+    16-bit, as in real GPTQ checkpoints. v2: GPTQModel's gptq_v2 format (zero points without v1's minus one)."""
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     common = dict(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=3, num_attention_heads=4,
@@ -264,7 +266,7 @@ def write_gptq_checkpoint(folder, model_type="llama", bits=4, group_size=16, act
     tensors: dict[str, torch.Tensor] = {}
 
     def quantise(key: str, k: int, n: int) -> torch.Tensor:
-        parts, weight = random_gptq(rng, k, n, bits, group_size, act_order)
+        parts, weight = random_gptq(rng, k, n, bits, group_size, act_order, 0 if v2 else 1)
         for part, value in parts.items():
             tensors[f"{key}.{part}"] = value
         return weight  # [K, N]
@@ -295,7 +297,8 @@ def write_gptq_checkpoint(folder, model_type="llama", bits=4, group_size=16, act
     for key in drop:
         del tensors[key]
     data = config.to_dict()
-    data["quantization_config"] = {"quant_method": "gptq", "bits": bits, "group_size": group_size, "desc_act": act_order, "sym": False}
+    data["quantization_config"] = {"quant_method": "gptq", "bits": bits, "group_size": group_size, "desc_act": act_order, "sym": False,
+                                   "checkpoint_format": "gptq_v2" if v2 else "gptq"}
     (folder / "config.json").write_text(json.dumps(data))
     names = sorted(tensors)
     if shards == 1:

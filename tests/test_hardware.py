@@ -175,7 +175,7 @@ def test_recommend_cli_json_contract_and_table() -> None:
     out = _cli("models", "recommend", "--json", env={"SPECEXEC_HW_FIXTURE": str(FIXTURES / "gpu24-ram64-pcie4.json")})
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
-    assert HW_KEYS <= set(data["hardware"]) and data["recommended"] == data["pairs"][0]["id"] == "qwen2.5-72b-instruct-gptq"
+    assert HW_KEYS <= set(data["hardware"]) and data["recommended"] == data["pairs"][0]["id"] == "llama3.3-70b-instruct-awq"
     assert all(PAIR_KEYS <= set(pair) for pair in data["pairs"])
     assert {pair["fit"] for pair in data["pairs"]} <= {"fits", "tight", "no"}
     table = _cli("models", "recommend", "--hw", str(FIXTURES / "cpu-only-ram16.json"), "--budget", "64")

@@ -16,6 +16,7 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 
 from core.errors import (
+    DamagedModelError,
     InvalidSettingError,
     ModelFormatError,
     ModelNotFoundError,
@@ -227,14 +228,15 @@ def test_index_naming_a_missing_shard(tmp_path, tiny_target):
     assert shards[-1].name in str(info.value) and "missing" in str(info.value)
 
 
-def test_damaged_weights_are_a_format_error_with_the_cause_kept(tmp_path, tiny_folder):
+def test_truncated_weights_are_called_damaged_before_any_weight_is_read(tmp_path, tiny_folder):
     folder = copy_of(tiny_folder, tmp_path)
     weights = folder / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
-    with pytest.raises(ModelFormatError) as info:
+    with pytest.raises(DamagedModelError, match=r"model\.safetensors .* bytes shorter than its header says.*download it again"):
         load_model(str(folder), device="cpu")
-    assert "could not load the weights" in str(info.value) and "download them again" in str(info.value)
-    assert info.value.__cause__ is not None
+    weights.write_bytes(b"\x10")  # not even a header
+    with pytest.raises(DamagedModelError, match="cut short"):
+        load_model(str(folder), device="cpu")
 
 
 def test_invalid_config_json(tmp_path, tiny_folder):

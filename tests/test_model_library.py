@@ -29,16 +29,24 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
+def safetensors_bytes(size: int = 1000) -> bytes:
+    """A whole safetensors file: its header, then `size` bytes of one uint8 tensor."""
+    header = json.dumps({"model.norm.weight": {"dtype": "U8", "shape": [size], "data_offsets": [0, size]}}).encode()
+    return struct.pack("<Q", len(header)) + header + b"\0" * size
+
+
 def hf_folder(path: Path, weights: bool = True) -> Path:
     path.mkdir(parents=True)
     (path / "config.json").write_text('{"model_type": "llama"}')
     if weights:
-        (path / "model.safetensors").write_bytes(b"\0" * 1000)
+        (path / "model.safetensors").write_bytes(safetensors_bytes())
     return path
 
 
 def gguf_file(path: Path, version: int = 3, tensors: int = 2) -> Path:
-    path.write_bytes(b"GGUF" + struct.pack("<IQQ", version, tensors, 5) + b"\0" * 100)
+    """A GGUF header (no metadata) listing `tensors` tensors of 4 values, then a little padding for their data."""
+    infos = b"".join(struct.pack("<Q", 2) + b"t%d" % i + struct.pack("<IQIQ", 1, 4, 0, 0) for i in range(tensors))
+    path.write_bytes(b"GGUF" + struct.pack("<IQQ", version, tensors, 0) + infos + b"\0" * 32)
     return path
 
 
@@ -71,7 +79,7 @@ def test_import_folder_copy_and_link_then_list_and_delete(home, tmp_path, capsys
     source = hf_folder(tmp_path / "src" / "my-model")
     assert main(["models", "import", str(source)]) == 0
     copied = home / "models" / "my-model"
-    assert (copied / "model.safetensors").read_bytes() == b"\0" * 1000 and not copied.is_symlink()
+    assert (copied / "model.safetensors").read_bytes() == safetensors_bytes() and not copied.is_symlink()
     assert "--target" in capsys.readouterr().out
 
     kept = hf_folder(tmp_path / "elsewhere" / "linked-model")

@@ -216,6 +216,29 @@ def test_store_is_one_exact_allocation():
     assert not store.pinned
 
 
+def test_store_is_page_locked_layer_by_layer_until_the_system_refuses():
+    """Windows locks about half of RAM: the layers locked before a refusal stay locked (each a whole page
+    range), the rest copy from pageable memory, and the store says how much is locked."""
+    config = LlamaConfig(hidden_size=32, intermediate_size=64, num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=4)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float16)
+    layouts = [layer_layout(layer) for layer in model.model.layers]
+    locked: list[tuple[int, int]] = []
+
+    def lock_two_layers(layer: torch.Tensor) -> bool:
+        if len(locked) == 2:
+            return False
+        locked.append((layer.data_ptr(), layer.numel()))
+        return True
+
+    store = HostWeightStore(layouts, pin=True, pin_layer=lock_two_layers)
+    assert locked == [(store.layer_bytes(i).data_ptr(), layouts[i].nbytes) for i in (0, 1)]
+    assert all(pointer % LAYER_ALIGN == 0 for pointer, _ in locked)
+    assert store.pinned_bytes == layouts[0].nbytes + layouts[1].nbytes and not store.pinned
+    everything = HostWeightStore(layouts, pin=True, pin_layer=lambda layer: True)
+    assert everything.pinned and everything.pinned_bytes == everything.nbytes
+
+
 def test_host_memory_check_message():
     with pytest.raises(InsufficientHostMemoryError, match=r"need 2\.0 GiB .* only 1\.0 GiB is available"):
         check_host_memory(2 * 1024**3, 1024**3)

@@ -9,7 +9,7 @@ import sys
 import pytest
 import torch
 from torch import nn
-from transformers import LlamaConfig, MistralConfig, MixtralConfig, Qwen2Config
+from transformers import LlamaConfig, MistralConfig, MixtralConfig, Qwen2Config, Qwen3Config
 
 from core.offload.gptq import DequantScratch, GPTQSettings
 from core.offload.gptq_loader import EXPERT_PREFIX, quantize_layers
@@ -30,6 +30,7 @@ CONFIGS = {
     "llama": LlamaConfig(**SMALL),
     "llama-bias": LlamaConfig(**SMALL, attention_bias=True),
     "qwen2": Qwen2Config(**SMALL),
+    "qwen3": Qwen3Config(**SMALL, head_dim=16),  # per-head query and key norms
     "mistral": MistralConfig(**SMALL),
     "mixtral": MixtralConfig(**SMALL, num_local_experts=3),
     "tied": LlamaConfig(**SMALL, tie_word_embeddings=True),

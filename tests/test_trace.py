@@ -3,6 +3,7 @@ per SpecExec pass whatever the tree, none inside a draft forward, on a resident 
 
 from __future__ import annotations
 
+import copy
 import json
 
 import pytest
@@ -55,9 +56,19 @@ def test_tracer_counts_what_would_block_a_gpu_and_nothing_on_the_host():
     assert new.sync_count == 2 and new.h2d_bytes == 6 * 4 and new.kernels >= 4
 
 
+def endless(model):
+    """The same model (weights, caches and streamer shared) with no end-of-sequence token."""
+    model = copy.copy(model)
+    model.eos_token_ids = ()
+    return model
+
+
 def _trace_specexec(target, draft, params, tree, max_new_tokens=24) -> tuple[PassTrace, list[int]]:
+    """Traces SpecExec on `target` with its end-of-sequence tokens ignored, so that every configuration makes
+    several passes whatever the sampled tokens are."""
     totals = PassTrace()
     tokenizer = make_word_tokenizer()
+    target = endless(target)
     chunks = list(traced_stream(target, draft, tokenizer, PROMPT, params,
                                 DecodingSettings(method="specexec", tree=tree, max_new_tokens=max_new_tokens), totals))
     return totals, [t for c in chunks for t in c.token_ids]
@@ -78,7 +89,7 @@ def test_specexec_passes_stay_under_the_sync_ceilings(tiny_target, tiny_draft, t
     assert summary["max_syncs_in_a_pass"] <= MAX_SYNCS_PER_PASS, summary["sync_sites_per_pass"]
     assert totals.counts.draft_syncs == 0 and totals.counts.search_syncs == 0 and totals.counts.draft_forwards >= totals.passes
     assert summary["kernels_per_draft_forward"] > 0
-    plain = generate(tiny_target, None, make_word_tokenizer(), PROMPT, params,
+    plain = generate(endless(tiny_target), None, make_word_tokenizer(), PROMPT, params,
                      DecodingSettings(method="sequential", max_new_tokens=24))
     assert tokens == plain.token_ids  # the GPU path the trace runs is exact too
 

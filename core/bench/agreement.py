@@ -32,6 +32,14 @@ class Agreement:
     specexec_first_difference: int | None  # index of the first differing token, None when identical
     reference_first_difference: int | None  # sequential in --dtype vs sequential in --reference-dtype
 
+    @property
+    def tokens_compared(self) -> int:
+        """Tokens sampled by both runs from the same context: all of them, or up to and including the first
+        that differs (after it the two texts go their own ways, so later tokens say nothing about flips)."""
+        if self.specexec_first_difference is None:
+            return self.tokens
+        return self.specexec_first_difference + 1
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_model_arguments(parser)
@@ -68,8 +76,10 @@ def run(args: argparse.Namespace) -> int:
             rows.append(Agreement(index, seed, len(plain), first_difference(tree_run, plain),
                                   first_difference(plain, ref) if ref is not None else None))
     flips = sum(r.specexec_first_difference is not None for r in rows)
+    compared = sum(r.tokens_compared for r in rows)
     summary = {"dtype": args.dtype, "runs": len(rows), "specexec_differs": flips,
-               "tokens": sum(r.tokens for r in rows), "rows": [asdict(r) for r in rows]}
+               "tokens": sum(r.tokens for r in rows), "tokens_compared": compared,
+               "flips_per_10k_tokens": 10_000 * flips / max(compared, 1), "rows": [asdict(r) for r in rows]}
     if reference is not None:
         summary["reference_dtype"] = args.reference_dtype
         summary["reference_differs"] = sum(r.reference_first_difference is not None for r in rows)
@@ -81,7 +91,8 @@ def run(args: argparse.Namespace) -> int:
               f"{'identical' if r.specexec_first_difference is None else f'first differs at token {r.specexec_first_difference}'}"
               + ("" if reference is None else f"; vs {args.reference_dtype} "
                  f"{'identical' if r.reference_first_difference is None else f'first differs at token {r.reference_first_difference}'}"))
-    print(f"{args.dtype}: SpecExec differed from sequential in {flips} of {len(rows)} runs")
+    print(f"{args.dtype}: SpecExec differed from sequential in {flips} of {len(rows)} runs "
+          f"({summary['flips_per_10k_tokens']:.2f} flips per 10,000 tokens compared, {compared} tokens)")
     if reference is not None:
         print(f"{args.dtype} sequential differed from {args.reference_dtype} in {summary['reference_differs']} of {len(rows)} runs")
     return 0

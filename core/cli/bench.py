@@ -16,6 +16,7 @@ BENCHMARKS = {
     "autotune": ("core.bench.autotune", "automatic method and budget against a sweep of fixed settings"),
     "calibration": ("core.bench.calibration", "the speed model against every offloaded row of the SpecExec paper"),
     "trace": ("core.bench.trace", "GPU proxies per SpecExec pass: host syncs, kernels, host-to-device bytes"),
+    "formats": ("core.bench.formats", "converting AWQ / compressed-tensors layers into the GPTQ layout, per 70B layer"),
 }
 
 

@@ -35,7 +35,12 @@ _ERROR_KINDS_BY_CLASS = {
                      "something structured output cannot read: simplify it"),
     "InvalidSettingError": ("invalid_setting", "check the request's settings"),
     "ModelNotFoundError": ("model_not_found", "check the model path, or use 'builtin'"),
-    "ModelFormatError": ("model_format", "the model files may be incomplete: download them again"),
+    # the most specific class first (error_event walks the exception's classes in order)
+    "UnsupportedFormatError": ("model_format", "download a GPTQ, AWQ or compressed-tensors W4A16 version of the "
+                               "model (or its 16-bit original): the message says which"),
+    "DamagedModelError": ("model_format", "the model files are damaged or incomplete: download them again"),
+    "ModelFormatError": ("model_format", "check that the folder holds one complete model (config.json, tokenizer "
+                         "files, *.safetensors)"),
     "UnsupportedArchitectureError": ("unsupported_architecture", "pick a Llama, Mistral or Qwen family model"),
     "TokenizerMismatchError": ("tokenizer_mismatch", "pick a draft from the same model family as the target"),
     "InsufficientMemoryError": ("insufficient_memory", "use a smaller model or offload more layers"),

@@ -18,8 +18,9 @@ from core.autotune.depth import DepthPolicy
 from core.causal_lm import CausalLM
 from core.decode_state import DecodeState
 from core.device_io import to_device
-from core.draft_search import DEFAULT_MAX_FORWARDS, DraftTree, SearchConfig, build_draft_tree, expansion_width
+from core.draft_search import DEFAULT_MAX_FORWARDS, DraftTree, SearchConfig, build_draft_tree
 from core.errors import InvalidSettingError
+from core.graph_plan import DEFAULT_EXPAND, search_width
 from core.methods.step import OutputControls, PassStats, Step, TokenLogprob
 from core.methods.tree_forward import commit_draft_path, commit_target_path, score_tree
 from core.sampling import SamplingParams, context_mask
@@ -36,7 +37,7 @@ class TreeSettings:
 
     budget: int = 128
     max_depth: int = 32
-    expand: int = 32
+    expand: int = DEFAULT_EXPAND
     draft_top_p: bool = False
     adaptive_depth: bool = True
 
@@ -114,7 +115,7 @@ def specexec_steps(
     controls = controls or OutputControls()
     grammar = controls.grammar
     emitted = 0
-    width = min(expansion_width(tree.budget, tree.expand), tree.budget)
+    width = search_width(tree.budget, tree.expand)
     while emitted < max_new_tokens:
         remaining = max_new_tokens - emitted
         search = SearchConfig(

@@ -32,12 +32,14 @@ import torch
 from core.causal_lm import CausalLM, RowLogits
 from core.decode_state import DecodeState
 from core.device_io import to_device
-from core.keyed_random import STREAM_SPECINFER_ACCEPT, STREAM_SPECINFER_DRAFT, STREAM_SPECINFER_RESIDUAL, keyed_uniforms
+from core.keyed_random import STREAM_SPECINFER_ACCEPT, STREAM_SPECINFER_DRAFT, STREAM_SPECINFER_RESIDUAL, keyed_gumbels
 from core.kv_cache import InPlaceKVCache
 from core.methods.specexec import TreeSettings
 from core.methods.step import PassStats, Step
 from core.methods.tree_forward import commit_draft_path, commit_target_path, score_tree
-from core.sampling import SamplingParams, inverse_cdf, sample_from_probs, sample_token, target_probs, uniform_draw
+from core.sampling import (
+    SamplingParams, draw_slots, gumbel_pick, sample_from_probs, sample_token, target_probs, uniform_draw,
+)
 from core.timing import ForwardTimer
 from core.tree_mask import additive_mask, ancestor_matrix, causal_visibility
 from core.verification import Verdict
@@ -98,9 +100,11 @@ def no_chains(device: torch.device | str) -> DraftChains:
 
 
 def _draw(probs: torch.Tensor, seed: int, position: int) -> torch.Tensor:
-    """Chain c's token at absolute `position` from row c of probs [w, V], by its keyed uniform -> long [w]."""
+    """Chain c's token at absolute `position` from row c of probs [w, V], by its keyed draw (draw index c)
+    -> long [w]."""
     chains = torch.arange(probs.shape[0], device=probs.device)
-    return inverse_cdf(probs, keyed_uniforms(seed, torch.full_like(chains, position), STREAM_SPECINFER_DRAFT, chains))
+    noise = keyed_gumbels(seed, torch.full_like(chains, position), STREAM_SPECINFER_DRAFT, draw_slots(probs.shape[-1]), chains)
+    return gumbel_pick(probs.double().log(), noise)
 
 
 def sample_chains(

@@ -6,6 +6,16 @@ to the target); `draft_options` are the others a person may pick instead (the 16
 the acceptance table measured with it. `Pair.with_draft(id)` is the pair with another draft as its own, so
 the fit, the downloads and the app need no second code path.
 
+A pair's `role` is "calibration" for the SpecExec paper's own pair (Llama 2 70B), kept to check the speed
+model against the paper's rows but never recommended first. `retired_pairs` are the pairs earlier versions
+offered (Llama 3.1 70B, Mixtral 8x7B, Qwen2.5 32B): no longer shown or recommended (`Catalog.pairs` leaves
+them out), but still found by id (`Catalog.pair`), so a download of one resumes, `models delete <id>`
+works, and the app still names a retired pair someone already uses; its folders load as they always did.
+
+Quantised models describe their stored layout under "quantized" (method gptq / awq / compressed-tensors,
+bits, group size, act-order), the older entries under "gptq": both size the same GPTQ layout the engine
+converts every format into.
+
 SPECEXEC_CATALOG points at another catalog file (tests, and people who curate their own list).
 """
 
@@ -75,6 +85,8 @@ class Pair:
     draft_id: str = "default"
     draft_label: str = ""
     draft_options: tuple[DraftOption, ...] = ()  # other drafts the model manager may pick
+    calibration: bool = False  # the paper's pair: kept for checking the speed model, never recommended first
+    retired: str = ""  # why an earlier version's pair is no longer offered, and what replaces it
 
     @property
     def download_bytes(self) -> int:
@@ -103,17 +115,18 @@ class Pair:
 @dataclass(frozen=True)
 class Catalog:
     schema_version: int
-    pairs: tuple[Pair, ...]
+    pairs: tuple[Pair, ...]  # the pairs offered
+    retired: tuple[Pair, ...] = ()  # pairs earlier versions offered: found by id, never offered
 
     def pair(self, pair_id: str) -> Pair:
-        """The pair with this id. Raises CatalogError naming the known ids."""
-        for pair in self.pairs:
+        """The pair with this id, offered or retired. Raises CatalogError naming the offered ids."""
+        for pair in (*self.pairs, *self.retired):
             if pair.id == pair_id:
                 return pair
         raise CatalogError(f"no model pair '{pair_id}' in the catalog; known: {', '.join(p.id for p in self.pairs)}")
 
     def has(self, pair_id: str) -> bool:
-        return any(pair.id == pair_id for pair in self.pairs)
+        return any(pair.id == pair_id for pair in (*self.pairs, *self.retired))
 
 
 def catalog_path() -> Path:
@@ -137,19 +150,27 @@ def load_catalog(path: Path | None = None) -> Catalog:
         )
     try:
         pairs = tuple(_pair(entry) for entry in data["pairs"])
+        retired = tuple(_pair(entry) for entry in data.get("retired_pairs", ()))
     except (KeyError, TypeError, ValueError) as error:
         raise CatalogError(f"the model catalog {source} has a malformed pair entry: {error!r}") from error
-    ids = [pair.id for pair in pairs]
+    ids = [pair.id for pair in (*pairs, *retired)]
     if len(set(ids)) != len(ids):
         raise CatalogError(f"the model catalog {source} lists a pair id twice: {ids}")
-    return Catalog(schema_version=SCHEMA_VERSION, pairs=pairs)
+    if any(not pair.retired for pair in retired) or any(pair.retired for pair in pairs):
+        raise CatalogError(f"the model catalog {source} needs a 'retired' reason on exactly the retired pairs")
+    return Catalog(schema_version=SCHEMA_VERSION, pairs=pairs, retired=retired)
+
+
+QUANTIZED_METHODS = ("gptq", "awq", "compressed-tensors")
 
 
 def _model(entry: dict) -> ModelRef:
-    gptq = entry.get("gptq")
+    quantized = entry.get("quantized") or entry.get("gptq")
+    if entry.get("quantized") and entry["quantized"].get("method") not in QUANTIZED_METHODS:
+        raise ValueError(f"{entry.get('repo')!r}: quantized.method must be one of {', '.join(QUANTIZED_METHODS)}")
     weights = WeightFormat(
-        bits=int(gptq["bits"]), group_size=int(gptq["group_size"]), desc_act=bool(gptq["desc_act"]),
-    ) if gptq else WeightFormat(dtype=str(entry.get("dtype", "float16")))
+        bits=int(quantized["bits"]), group_size=int(quantized["group_size"]), desc_act=bool(quantized["desc_act"]),
+    ) if quantized else WeightFormat(dtype=str(entry.get("dtype", "float16")))
     return ModelRef(
         repo=str(entry["repo"]), revision=str(entry.get("revision") or ""),
         quantization=str(entry["quantization"]), approx_bytes=int(entry["approx_bytes"]),
@@ -177,4 +198,5 @@ def _pair(entry: dict) -> Pair:
         min_vram_gb=float(entry["min_vram_gb"]),
         acceptance=Acceptance.from_dict(entry["acceptance"]) if "acceptance" in entry else None,
         draft_id=ids[0], draft_label=str(draft.get("label", "")), draft_options=options,
+        calibration=entry.get("role") == "calibration", retired=str(entry.get("retired", "")),
     )

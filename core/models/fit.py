@@ -25,12 +25,14 @@ draft it offers, so the model manager can show what the 16-bit draft would cost.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
 from core.autotune.budgets import AUTO_BUDGETS, AUTO_MAX_BUDGET
 from core.errors import InsufficientHostMemoryError, InsufficientVRAMError
+from core.graph_plan import draft_graph_bytes, scratch_estimate_bytes, search_width
 from core.hardware.description import GpuInfo, HardwareDescription
 from core.hardware.link import h2d_rate
 from core.models.catalog import BUILTIN_PAIR_ID, Catalog, ModelRef, Pair
@@ -78,6 +80,7 @@ class PairFit:
     host_bytes_needed: int
     disk_ok: bool | None
     draft_options: tuple["PairFit", ...] = ()  # the same pair with each other draft it offers
+    draft_graph_bytes: int = 0  # VRAM the draft's CUDA graphs may keep, reserved in the plan (GPU only)
 
     def to_dict(self) -> dict[str, Any]:
         pair = self.pair
@@ -89,7 +92,8 @@ class PairFit:
             "tokens_per_pass": round(self.tokens_per_pass, 2), "acceptance_source": self.acceptance_source,
             "tokens_per_second": _round(self.tokens_per_second), "draft_seconds": _round(self.draft_seconds),
             "rate_source": self.rate_source,
-            "host_bytes_needed": self.host_bytes_needed, "download_bytes": pair.download_bytes,
+            "host_bytes_needed": self.host_bytes_needed, "draft_graph_bytes": self.draft_graph_bytes,
+            "download_bytes": pair.download_bytes,
             "disk_ok": self.disk_ok, "licence": pair.licence, "licence_url": pair.licence_url,
             "gated": pair.gated, "context_length": pair.context_length,
             "draft": {"id": pair.draft_id, "label": pair.draft_label, "repo": draft.repo, "revision": draft.revision,
@@ -170,6 +174,16 @@ def _draft_kv_bytes(pair: Pair, tree_budget: int) -> int:
     return residency.config_kv_bytes(_shape(pair.draft, pair), rows, GPU_DTYPE_BYTES)
 
 
+def _draft_graph_bytes(pair: Pair, tree_budget: int) -> int:
+    """What the draft's CUDA graphs may keep, as `OffloadSettings.with_draft` reserves it, from the torch-free
+    estimate of their scratch (core/graph_plan.py; the engine computes it on the meta device)."""
+    draft = _shape(pair.draft, pair)
+    rows = residency.kv_rows(residency.PLANNED_CONTEXT, tree_budget)
+    width = search_width(tree_budget)
+    scratch = scratch_estimate_bytes(draft, GPU_DTYPE_BYTES, width, rows)
+    return draft_graph_bytes(scratch, draft.hidden_size, GPU_DTYPE_BYTES, width, rows)
+
+
 def _plan_on_gpu(pair: Pair, free_vram: int, tree_budget: int) -> _Plan:
     """What `load_pair` would do with `free_vram` free: load the draft, then plan the target's residency."""
     target = _shape(pair.target, pair)
@@ -180,7 +194,8 @@ def _plan_on_gpu(pair: Pair, free_vram: int, tree_budget: int) -> _Plan:
     minimum = residency.minimum_device_bytes(layer_bytes, fixed)
     try:
         budget = residency.fit_default_budget(target, free_vram - draft_bytes, GPU_DTYPE_BYTES, residency.PLANNED_CONTEXT,
-                                              0, _draft_kv_bytes(pair, tree_budget), minimum, tree_budget)
+                                              0, _draft_kv_bytes(pair, tree_budget), minimum, tree_budget,
+                                              _draft_graph_bytes(pair, tree_budget))
         plan = residency.plan_residency(layer_bytes, budget.budget_bytes, fixed)
     except InsufficientVRAMError:
         need = minimum_vram_bytes(pair, tree_budget)
@@ -196,7 +211,7 @@ def minimum_vram_bytes(pair: Pair, tree_budget: int | None = None) -> int:
     target = _shape(pair.target, pair)
     layer_bytes, fixed = _target_on_gpu(pair)
     context = residency.PLANNED_CONTEXT
-    return (model_bytes_on_gpu(pair.draft, pair) + _draft_kv_bytes(pair, tree_budget)
+    return (model_bytes_on_gpu(pair.draft, pair) + _draft_kv_bytes(pair, tree_budget) + _draft_graph_bytes(pair, tree_budget)
             + residency.minimum_device_bytes(layer_bytes, fixed)
             + residency.config_kv_bytes(target, residency.kv_rows(context, 1), GPU_DTYPE_BYTES)
             + residency.activation_bytes(target, 1, context, GPU_DTYPE_BYTES) + residency.DEFAULT_MARGIN_BYTES)
@@ -278,7 +293,7 @@ def predict_pair(pair: Pair, hw: HardwareDescription, tree_budget: int | None = 
     )
     return PairFit(pair, fit, reason, len(plan.resident), plan.n_layers, speed.pass_seconds, speed.budget,
                    speed.tokens_per_pass, speed.source, speed.tokens_per_second, speed.draft_seconds, rate_source,
-                   host_need, disk_ok)
+                   host_need, disk_ok, draft_graph_bytes=_draft_graph_bytes(pair, chosen.tree_budget))
 
 
 def _budgets(tree_budget: int | None, cap: int) -> tuple[int, ...]:
@@ -390,24 +405,36 @@ def _cpu_only_fit(pair: Pair, hw: HardwareDescription, tree_budget: int | None, 
                    f"estimate: processor only ({flops / 1e9:.0f} GFLOP/s assumed)", host_need, disk_ok)
 
 
+def size_class(parameters: int) -> int:
+    """Half-octaves of the parameter count: 70.6B and 72.7B are one class (the catalog's order decides
+    between them), 32.8B the next one down."""
+    return math.floor(2 * math.log2(max(parameters, 1)))
+
+
 def recommend(catalog: Catalog, hw: HardwareDescription, tree_budget: int | None = None,
               draft_id: str | None = None) -> Recommendation:
-    """Every pair's prediction, best first, each with its other drafts' predictions (`draft_options`). The
-    recommended pair is the largest target that fits (else is tight) and runs at least
-    MIN_RECOMMENDED_TOKENS_PER_SECOND; the built-in pair when none does. `draft_id` ("16bit", ...) predicts the
-    pairs that offer that draft with it instead of their own."""
+    """Every offered pair's prediction, best first, each with its other drafts' predictions (`draft_options`).
+    Ranked by: usable (fits or is tight, and runs at least MIN_RECOMMENDED_TOKENS_PER_SECOND), the paper's
+    calibration pair after the other usable ones, fits before tight, bigger size class first (`size_class`),
+    then the catalog's own order (the curated preference among models of one size: Llama 3.3 70B before
+    Qwen2.5 72B). The recommended pair is the first usable one that is not the calibration pair; the built-in
+    pair when none is. Retired pairs are not predicted. `draft_id` ("16bit", ...) predicts the pairs that
+    offer that draft with it instead of their own."""
     pairs = [pair.with_draft(draft_id) if draft_id and any(o.id == draft_id for o in pair.drafts) else pair
              for pair in catalog.pairs]
     fits = [_with_options(pair, hw, tree_budget) for pair in pairs]
+    order = {pair.id: index for index, pair in enumerate(pairs)}
+
+    def usable(fit: PairFit) -> bool:
+        return fit.fit != "no" and (fit.tokens_per_second or 0) >= MIN_RECOMMENDED_TOKENS_PER_SECOND
 
     def rank(fit: PairFit) -> tuple:
-        usable = fit.fit != "no" and (fit.tokens_per_second or 0) >= MIN_RECOMMENDED_TOKENS_PER_SECOND
-        return (not usable, FIT_ORDER[fit.fit], -_shape(fit.pair.target, fit.pair).parameters,
-                -(fit.tokens_per_second or 0))
+        return (not usable(fit), fit.pair.calibration, FIT_ORDER[fit.fit],
+                -size_class(_shape(fit.pair.target, fit.pair).parameters), order[fit.pair.id])
 
     ranked = sorted(fits, key=rank)
-    usable = not rank(ranked[0])[0]
-    best = ranked[0] if usable else next(fit for fit in fits if fit.pair.id == BUILTIN_PAIR_ID)
+    best = next((fit for fit in ranked if usable(fit) and not fit.pair.calibration),
+                next(fit for fit in fits if fit.pair.id == BUILTIN_PAIR_ID))
     return Recommendation(hardware=hw, recommended=best.pair.id, pairs=(best, *(f for f in ranked if f is not best)))
 
 

@@ -14,6 +14,7 @@ import struct
 from pathlib import Path
 
 from core.errors import ModelFormatError, ModelNotFoundError
+from core.model_format import check_gguf_size, check_weight_format
 
 WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.pt", "*.pth")
 GGUF_MAGIC = b"GGUF"
@@ -21,10 +22,12 @@ GGUF_VERSIONS = (1, 2, 3)
 
 
 def check_model_folder(folder: Path) -> None:
-    """A folder the loader can read: a parseable config.json and weight files, or exactly one .gguf file.
+    """A folder the loader can read: a parseable config.json and weight files in a format the engine reads
+    (core.model_format: headers and settings only, no weight data), or exactly one .gguf file.
 
     Raises:
-        ModelFormatError: what is missing, in words.
+        ModelFormatError: what is missing, in words; UnsupportedFormatError: a format the engine does not read
+        (named, with what to download instead); DamagedModelError: a truncated file or a missing shard.
     """
     ggufs = sorted(folder.glob("*.gguf"))
     config = folder / "config.json"
@@ -43,13 +46,15 @@ def check_model_folder(folder: Path) -> None:
         raise ModelFormatError(
             f"{folder} has a config.json but no weights (*.safetensors or *.bin): the download may be unfinished"
         )
+    check_weight_format(folder)
 
 
 def check_gguf_file(path: Path) -> None:
-    """The first 24 bytes of a GGUF file: magic, a known version, tensor and metadata counts.
+    """The first 24 bytes of a GGUF file: magic, a known version, tensor and metadata counts; then its size
+    once expanded (core.model_format.check_gguf_size: a big model's GGUF cannot load).
 
     Raises:
-        ModelFormatError: not a GGUF file, or a truncated one.
+        ModelFormatError: not a GGUF file, or a truncated one; UnsupportedFormatError: too big to expand.
     """
     try:
         with open(path, "rb") as handle:
@@ -63,6 +68,7 @@ def check_gguf_file(path: Path) -> None:
         raise ModelFormatError(f"{path} is GGUF version {version}; this program reads versions 1 to 3")
     if tensors == 0:
         raise ModelFormatError(f"{path} is a GGUF file with no tensors: it holds no model")
+    check_gguf_size(path)
 
 
 def import_model(source: Path, root: Path, link: bool = False) -> Path:

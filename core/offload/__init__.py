@@ -4,20 +4,23 @@ Public API (what loading and the CLI use):
 
     load_offloaded(folder, device, dtype, vram_budget_bytes=None, resident_layers="auto", progress=None,
                    *, n_slots=2, tree_budget=128, context_length=None, draft_weight_bytes=0,
-                   draft_kv_bytes=0) -> OffloadedLM
-        Load a GPTQ (2/4/8-bit, any group size, act-order) or 16-bit safetensors folder. `OffloadedLM` is a
+                   draft_kv_bytes=0, draft_graph_bytes=0) -> OffloadedLM
+        Load a quantised (GPTQ v1/v2 2/3/4/8-bit, AWQ GEMM, compressed-tensors pack-quantized; any group
+        size, act-order) or 16-bit safetensors folder. `OffloadedLM` is a
         `core.causal_lm.CausalLM`, so SpecExec runs on it unchanged; `.report.summary()` says how many
         layers are resident and how many bytes stream per pass. See `core.offload.loader.load_offloaded`
         for every argument and the errors raised.
 
-    is_gptq_folder(folder) -> bool
-        True when the folder's quantize_config.json or config.json["quantization_config"] is GPTQ.
+    is_quantized_folder(folder) -> bool
+        True when the folder's quantisation settings are a format the engine reads (core.model_format).
 
 Modules, one job each:
     gptq          unpack / dequantise GPTQ tensors; GPTQLinear, GPTQExperts
     gptq_kernel   the fused Triton dequantisation kernel (and the tile code it shares with gptq_matmul)
     gptq_matmul   the fused small-batch GPTQ matmul (1-256 rows: a draft's forwards), Triton
-    gptq_loader   GPTQ settings; swapping nn.Linear for GPTQLinear in a meta-built model; act-order re-pack
+    gptq_loader   GPTQLinear settings of a quantised folder; swapping nn.Linear for GPTQLinear in a meta-built
+                  model; act-order re-pack
+    quant_formats converting AWQ and compressed-tensors tensors into the GPTQ layout as they are read
     checkpoint    safetensors shards, headers, checkpoint-name -> layer-entry mapping (MoE expert fusion)
     layout        a layer's tensors packed in one byte buffer; binding a layer module to such a buffer
     sizes         bytes of a layer / the non-layer weights / GPTQ scratch from a model's shape (pure, no torch)
@@ -32,9 +35,9 @@ Modules, one job each:
     loader        load_offloaded; load_on_device (a GPTQ draft, whole on the GPU)
 """
 
-__all__ = ["OffloadReport", "OffloadedLM", "is_gptq_folder", "load_offloaded"]
+__all__ = ["OffloadReport", "OffloadedLM", "is_quantized_folder", "load_offloaded"]
 
-_LAZY = {"is_gptq_folder": "core.offload.gptq_loader", "load_offloaded": "core.offload.loader",
+_LAZY = {"is_quantized_folder": "core.offload.gptq_loader", "load_offloaded": "core.offload.loader",
          "OffloadedLM": "core.offload.offloaded_lm", "OffloadReport": "core.offload.offloaded_lm"}
 
 

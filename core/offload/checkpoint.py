@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 from safetensors import safe_open
 
-from core.errors import ModelFormatError, ModelNotFoundError
+from core.errors import DamagedModelError, ModelFormatError, ModelNotFoundError
 
 SINGLE_FILE = "model.safetensors"
 INDEX_FILE = "model.safetensors.index.json"
@@ -51,7 +51,9 @@ def checkpoint_files(folder: str | Path) -> list[Path]:
         files = [folder / name for name in sorted(set(weight_map.values()))]
         missing = [str(f.name) for f in files if not f.is_file()]
         if missing:
-            raise ModelFormatError(f"shards listed in {index.name} are missing from {folder}: {', '.join(missing[:5])}")
+            raise DamagedModelError(
+                f"shards listed in {index.name} are missing from {folder}: {', '.join(missing[:5])}. "
+                "The download is incomplete: download the missing files again")
         return files
     single = folder / SINGLE_FILE
     if single.is_file():
@@ -68,6 +70,7 @@ class TensorInfo:
     key: str
     shape: tuple[int, ...]
     nbytes: int
+    dtype: str  # safetensors' name: "F16", "BF16", "I32", ...
 
 
 def read_headers(files: list[Path]) -> dict[str, TensorInfo]:
@@ -82,7 +85,8 @@ def read_headers(files: list[Path]) -> dict[str, TensorInfo]:
                     count = 1
                     for size in shape:
                         count *= size
-                    infos[key] = TensorInfo(path, key, shape, count * _DTYPE_BYTES.get(piece.get_dtype(), 4))
+                    dtype = piece.get_dtype()
+                    infos[key] = TensorInfo(path, key, shape, count * _DTYPE_BYTES.get(dtype, 4), dtype)
         except (OSError, RuntimeError, ValueError) as error:  # safetensors raises SafetensorError (a ValueError-ish)
             raise ModelFormatError(f"cannot read safetensors file {path}: {error}") from error
     return infos
@@ -99,12 +103,15 @@ def iter_tensors(files: list[Path], keys: set[str]) -> Iterator[tuple[str, torch
 
 @dataclass(frozen=True)
 class LayerTarget:
-    """Where a checkpoint tensor goes: layer `layer`, entry `name`, optionally a slice of it (`part`)."""
+    """Where a checkpoint tensor goes: layer `layer`, entry `name`, optionally a slice of it (`part`), and
+    how it becomes that entry (`convert(tensor, entry shape)`: another format's tensor turned into the
+    GPTQ layout, core.offload.quant_formats; None: copied as it is)."""
 
     layer: int
     name: str
     part: Callable[[torch.Tensor], torch.Tensor] | None = None
     part_id: tuple | None = None
+    convert: Callable[[torch.Tensor, tuple[int, ...]], torch.Tensor] | None = None
 
 
 def is_ignored(key: str) -> bool:

@@ -38,8 +38,6 @@ from core.offload.gptq_kernel import fused_dequant_available, fused_dequantize_i
 from core.offload.gptq_matmul import fused_gptq_matmul, fused_matmul_available
 from core.offload.sizes import block_shape, gptq_linear_tensors, packed_rows
 
-SUPPORTED_BITS = (2, 3, 4, 8)
-
 # Rows of the int32 temporary a dequantisation chunk may hold, as a number of elements (64 MB of int32).
 CHUNK_ELEMENTS = 16 * 1024 * 1024
 # The same for paths with several int64 temporaries per value (3-bit unpacking, generic re-packing).
@@ -49,13 +47,17 @@ WIDE_CHUNK_ELEMENTS = CHUNK_ELEMENTS // 8
 @dataclass(frozen=True)
 class GPTQSettings:
     """bits per weight; group_size (-1 = one group per output column); desc_act (act-order); sym;
-    zero_offset: 1 for the v1 format (zeros stored minus 1), 0 for gptq_v2."""
+    zero_offset: 1 for the v1 format (zeros stored minus 1), 0 for gptq_v2 and every format converted into
+    this layout (AWQ, compressed-tensors); scale_dtype / bias_dtype: the checkpoint's (float16, bfloat16 or
+    float32), kept as stored so that the dequantised weights are exactly the checkpoint's."""
 
     bits: int
     group_size: int
     desc_act: bool = False
     sym: bool = True
     zero_offset: int = 1
+    scale_dtype: str = "float16"
+    bias_dtype: str = "float16"
 
     @property
     def block_values(self) -> int:
@@ -172,12 +174,21 @@ def sort_rows_by_group(qweight: torch.Tensor, perm: torch.Tensor, bits: int, col
 
 def _sort_rows_4bit(block: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     """4-bit row reorder with uint8 temporaries (1 byte per weight instead of 8). Little-endian words."""
-    rows, cols = block.shape
-    # bytes: [R, C, 4]; byte j of a word holds rows 8r + 2j (low nibble) and 8r + 2j + 1 (high nibble)
-    raw = block.contiguous().view(torch.uint8).view(rows, cols, 4).permute(0, 2, 1)
-    nibbles = torch.stack([raw & 15, raw >> 4], dim=2)  # [R, 4, 2, C]
-    values = nibbles.reshape(rows * 8, cols)[index]  # [K, C] uint8, sorted
-    pairs = values.view(rows, 4, 2, cols)
+    return pack_rows_4bit_u8(unpack_rows_4bit_u8(block)[index])
+
+
+def unpack_rows_4bit_u8(packed: torch.Tensor) -> torch.Tensor:
+    """int32 [R, C] of 4-bit values packed along dim 0 -> uint8 [8R, C] (1 byte per value; little-endian words)."""
+    rows, cols = packed.shape
+    # bytes: [R, 4, C]; byte j of a word holds rows 8r + 2j (low nibble) and 8r + 2j + 1 (high nibble)
+    raw = packed.contiguous().view(torch.uint8).view(rows, cols, 4).permute(0, 2, 1)
+    return torch.stack([raw & 15, raw >> 4], dim=2).reshape(rows * 8, cols)
+
+
+def pack_rows_4bit_u8(values: torch.Tensor) -> torch.Tensor:
+    """Inverse of unpack_rows_4bit_u8: uint8 [K, C] of values in [0, 16), K a multiple of 8 -> int32 [K/8, C]."""
+    rows, cols = values.shape[0] // 8, values.shape[1]
+    pairs = values.reshape(rows, 4, 2, cols)
     packed = pairs[:, :, 0] | (pairs[:, :, 1] << 4)  # [R, 4, C]
     return packed.permute(0, 2, 1).contiguous().view(torch.int32).view(rows, cols)
 
@@ -280,11 +291,12 @@ class GPTQLinear(nn.Module):
         self.bits, self.group_size, self.zero_offset = settings.bits, settings.group_size, settings.zero_offset
         self.scratch = scratch
         self.mode = "groups"
-        dtypes = {"int32": torch.int32, "float16": torch.float16}
+        dtypes = {"int32": torch.int32, "float16": torch.float16, "bfloat16": torch.bfloat16,
+                  "float32": torch.float32}
         # Shapes from the one pure description the fit prediction also uses (core.offload.sizes). `perm`
         # (act-order only) is the input permutation of "perm" mode, filled by the loader.
         for spec in gptq_linear_tensors(in_features, out_features, settings.bits, settings.group_size,
-                                        settings.desc_act, bias):
+                                        settings.desc_act, bias, settings.scale_dtype, settings.bias_dtype):
             self.register_buffer(spec.name, torch.empty(spec.shape, dtype=dtypes[spec.dtype], device=device))
         for optional in ("perm", "bias"):
             if optional not in self._buffers:

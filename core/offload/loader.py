@@ -1,4 +1,4 @@
-"""Loading a GPTQ or 16-bit safetensors folder as an OffloadedLM.
+"""Loading a quantised (GPTQ, AWQ, compressed-tensors) or 16-bit safetensors folder as an OffloadedLM.
 
 Order matters for memory: the model is built on the meta device (no weights), the layer layouts give the
 exact sizes, the residency plan is made and host RAM and VRAM are checked BEFORE anything big is allocated,
@@ -7,12 +7,18 @@ tensor by tensor from each shard: a resident layer goes from the checkpoint stra
 host RAM is the streamed layers, the embedding table (kept in host RAM, see core.offload.host_embedding)
 and one tensor.
 
-`load_on_device` is the other route, for a GPTQ draft: the same checkpoint reading, every weight in one
+`load_on_device` is the other route, for a 4-bit draft: the same checkpoint reading, every weight in one
 device block, nothing streams.
+
+Every quantised format is converted tensor by tensor, as it is read, into the one GPTQ layout the store,
+the kernels and the streaming know (core.offload.quant_formats); the folder's format is checked before
+anything is read (core.model_format.check_weight_format), so a format the engine does not read is refused
+in words, not after minutes of loading.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from collections.abc import Callable
@@ -25,6 +31,7 @@ from transformers import AutoConfig, AutoModelForCausalLM
 
 from core.causal_lm import CausalLM, check_architecture
 from core.errors import InsufficientVRAMError, InvalidSettingError, ModelFormatError
+from core.model_format import QuantScheme, check_weight_format
 from core.offload import residency
 from core.offload.checkpoint import (
     checkpoint_files,
@@ -35,7 +42,8 @@ from core.offload.checkpoint import (
     read_headers,
 )
 from core.offload.gptq import DequantScratch, GPTQSettings
-from core.offload.gptq_loader import check_lm_head, finalize_gptq_layer, quantize_layers, read_gptq_settings
+from core.offload.gptq_loader import check_lm_head, finalize_gptq_layer, gptq_settings, quantize_layers
+from core.offload.quant_formats import CheckpointFormat
 from core.offload.host_embedding import HostEmbedding
 from core.offload.layout import LayerBinding, LayerLayout, layer_layout
 from core.offload.offloaded_lm import OffloadedLM, OffloadReport
@@ -148,30 +156,34 @@ def load_offloaded(
     context_length: int | None = None,
     draft_weight_bytes: int = 0,
     draft_kv_bytes: int = 0,
+    draft_graph_bytes: int = 0,
     stream_on_cpu: bool = False,
     record_trace: bool = False,
     available_ram_bytes: int | None = None,
 ) -> OffloadedLM:
-    """Load a GPTQ or 16-bit safetensors model folder with its decoder layers in (pinned) host RAM.
+    """Load a quantised (GPTQ, AWQ, compressed-tensors) or 16-bit safetensors model folder with its decoder
+    layers in (pinned) host RAM.
 
-    folder: config.json + model.safetensors or sharded with model.safetensors.index.json; GPTQ settings
-        from quantize_config.json or config.json["quantization_config"].
+    folder: config.json + model.safetensors or sharded with model.safetensors.index.json; quantisation
+        settings from quantize_config.json or config.json["quantization_config"] (core.model_format).
     device: "cuda[:i]" streams layers through a ring of `n_slots` GPU slots; "cpu" keeps every layer in
         host RAM and binds it in place (nothing streams) unless `stream_on_cpu` (tests: the GPU's placement
         and ring on the CPU, with memcpy: resident layers in their own block, the embedding table apart).
     dtype: compute dtype (float16/bfloat16 on a GPU; float32 on a CPU). 16-bit checkpoints are stored in
-        this dtype; GPTQ tensors stay packed and dequantise into it.
+        this dtype; quantised tensors stay packed (converted to the GPTQ layout) and dequantise into it.
     vram_budget_bytes: VRAM the target's weights may use (non-layer weights, dequantisation scratch, slots,
         resident layers). None: free VRAM - draft weights (`draft_weight_bytes`) - target and draft KV
-        caches (the planned context + `tree_budget` + 1 rows; `draft_kv_bytes`) - activations of a prefill
+        caches (the planned context + `tree_budget` + 1 rows; `draft_kv_bytes`) - what the draft's CUDA
+        graphs keep (`draft_graph_bytes`, core/graph_plan.py) - activations of a prefill
         chunk plus a `tree_budget` tree - a margin (core.offload.residency.default_vram_budget).
     context_length: the planned context (None: 4,096 or the model's limit if lower); the result's
         `max_context`, and the rows its KV caches are preallocated with.
     resident_layers: "auto" = as many as fit in the budget after the ring; or an explicit count.
     progress: called as progress(bytes_done, bytes_total) after each tensor read.
 
-    Raises: ModelNotFoundError, ModelFormatError (bad folder, missing tensors, shapes, unsupported bits),
-    UnsupportedArchitectureError, InsufficientHostMemoryError (checked before loading starts),
+    Raises: ModelNotFoundError, ModelFormatError (bad folder, missing tensors, shapes), UnsupportedFormatError
+    (a format the engine does not read, before anything is read), DamagedModelError (truncated files, missing
+    shards), UnsupportedArchitectureError, InsufficientHostMemoryError (checked before loading starts),
     InsufficientVRAMError (budget too small even for a tree of one token, or an explicit budget / resident
     count that does not fit). With the default budget, a tree budget whose activations leave too little VRAM
     is halved until it fits: the result's `max_tree_tokens` and `report` say so.
@@ -193,7 +205,7 @@ def load_offloaded(
     scratch_bytes = gptq_scratch_bytes(ck.largest_linear, _dtype_bytes(dtype))
     fixed_bytes = residency.device_fixed_bytes(top_bytes, embedding_bytes, embedding_on_host, scratch_bytes)
     plan, fit = _plan_device(config, device, dtype, layouts, fixed_bytes, vram_budget_bytes, resident_layers, n_slots,
-                             tree_budget, context, draft_weight_bytes, draft_kv_bytes, stream_on_cpu)
+                             tree_budget, context, draft_weight_bytes, draft_kv_bytes, draft_graph_bytes, stream_on_cpu)
     lowered = fit if fit is not None and fit.lowered else None  # the tree budget VRAM forced down, if any
     resident = plan.resident if streaming else tuple(range(len(layouts)))
     streamed = [i for i in range(len(layouts)) if i not in set(resident)]
@@ -211,10 +223,7 @@ def load_offloaded(
 
     streamer = LayerStreamer(store, layers, resident, plan.n_slots or 1, device, stream=streaming,
                              record_trace=record_trace, resident_block=resident_block)
-    weight_format = (
-        f"GPTQ {settings.bits}-bit, group {settings.group_size}{', act-order' if settings.desc_act else ''}"
-        if settings is not None else f"{dtype}".replace("torch.", "")
-    )
+    weight_format = ck.scheme.label if ck.scheme is not None else f"{dtype}".replace("torch.", "")
     report = OffloadReport(
         weight_format=weight_format,
         n_layers=len(layers),
@@ -226,6 +235,7 @@ def load_offloaded(
         device_fixed_bytes=fixed_bytes if streaming else 0,
         host_store_bytes=store.nbytes if streaming else resident_block.nbytes,
         pinned=store.pinned,
+        pinned_bytes=store.pinned_bytes,
         streaming=streaming,
         budget_bytes=plan.budget_bytes,
         tree_budget_fit=lowered,
@@ -245,12 +255,12 @@ def load_offloaded(
 
 def load_on_device(folder: str, device: str, dtype: torch.dtype, progress: Progress | None = None, *,
                    context_length: int | None = None, available_bytes: int | None = None) -> CausalLM:
-    """Load a GPTQ (or 16-bit) safetensors folder with every weight on `device`: one block holds the decoder
-    layers, the embeddings and LM head sit beside it, nothing streams and no host copy is kept.
+    """Load a quantised (or 16-bit) safetensors folder with every weight on `device`: one block holds the
+    decoder layers, the embeddings and LM head sit beside it, nothing streams and no host copy is kept.
 
-    This is the route of a GPTQ draft: a 7-8B model takes 4-5 GB in 4 bits, and it runs dozens of forwards
-    per pass, so it stays on the GPU, where its GPTQ linears multiply the draft's 1-256-row batches with the
-    fused kernel (core.offload.gptq_matmul). On the CPU it runs through the eager path.
+    This is the route of a 4-bit draft (GPTQ, AWQ or compressed-tensors): a 7-8B model takes 4-5 GB in 4 bits,
+    and it runs dozens of forwards per pass, so it stays on the GPU, where its GPTQ linears multiply the draft's
+    1-256-row batches with the fused kernel (core.offload.gptq_matmul). On the CPU it runs through the eager path.
     available_bytes: free memory on `device` to check against (None: free VRAM on a GPU, available RAM on
     the CPU). context_length: as in `load_offloaded`.
 
@@ -280,7 +290,8 @@ def _check_device(device: str) -> torch.device:
     if device.type == "cuda" and not torch.cuda.is_available():
         raise InvalidSettingError("device 'cuda' was requested but no CUDA GPU is available; use device 'cpu'")
     if device.type not in ("cpu", "cuda"):
-        raise InvalidSettingError(f"GPTQ and offloaded models load on the 'cpu' and 'cuda' devices, not '{device.type}'")
+        raise InvalidSettingError(
+            f"4-bit and offloaded models load on the 'cpu' and 'cuda' devices, not '{device.type}'")
     return device
 
 
@@ -308,6 +319,7 @@ class _Checkpoint:
 
     files: list[Path]
     config: object
+    scheme: QuantScheme | None
     settings: GPTQSettings | None
     infos: dict
     model: nn.Module
@@ -323,34 +335,41 @@ class _Checkpoint:
         """Bytes of the biggest checkpoint tensor (read whole while loading)."""
         return max((info.nbytes for info in self.infos.values()), default=0)
 
+    @property
+    def checkpoint_format(self) -> CheckpointFormat | None:
+        """How the checkpoint's quantised tensors become GPTQ buffers (None: a 16-bit model)."""
+        return CheckpointFormat(self.scheme) if self.scheme is not None else None
+
 
 def _read_checkpoint(folder: Path, dtype: torch.dtype) -> _Checkpoint:
     files = checkpoint_files(folder)
     config = _read_config(folder)
-    settings = read_gptq_settings(folder)
+    scheme = check_weight_format(folder)  # refuses unread formats and damaged files before any weight is read
     infos = read_headers(files)
+    settings = gptq_settings(scheme)
     keys = set(infos)
     model = build_meta_model(config, dtype)
     scratch = DequantScratch()
     largest_linear = 0
+    fmt = CheckpointFormat(scheme) if scheme is not None else None  # None: a 16-bit checkpoint
     if settings is not None:
-        check_lm_head(keys)
-        largest_linear = quantize_layers(model, config.model_type, keys, settings, scratch)
+        check_lm_head(keys, folder)
+        largest_linear = quantize_layers(model, config.model_type, keys, settings, scratch, fmt.marker)
     canonical: dict[LayerLayout, LayerLayout] = {}
     layouts = [canonical.setdefault(layout, layout) for layout in map(layer_layout, model.model.layers)]
     top_meta = _top_level_tensors(model)
     top_bytes = sum(_meta_bytes(t) for _, _, _, t in {id(v[3]): v for v in top_meta.values()}.values())
-    targets = _route_tensors(config.model_type, keys, layouts, top_meta)
-    return _Checkpoint(files, config, settings, infos, model, scratch, largest_linear, layouts, top_meta, top_bytes,
-                       targets)
+    targets = _route_tensors(config.model_type, keys, layouts, top_meta, fmt)
+    return _Checkpoint(files, config, scheme, settings, infos, model, scratch, largest_linear, layouts, top_meta,
+                       top_bytes, targets)
 
 
 def _fill_and_finish(ck: _Checkpoint, blocks: tuple[LayerBlock, ...], top: dict, device: torch.device,
                      dtype: torch.dtype, progress: Progress | None) -> None:
     """Read every tensor into `blocks` / `top`, check nothing is missing, finalise GPTQ layers (act-order
     re-pack, the shared scratch) and rebuild the rotary embedding on `device`."""
-    _fill(ck.files, ck.infos, ck.targets, top, blocks, progress)
-    _check_complete(blocks, ck.layouts, ck.targets, top, ck.config, ck.settings)
+    _fill(ck.files, ck.infos, ck.targets, top, blocks, progress, device if device.type == "cuda" else None)
+    _check_complete(blocks, ck.layouts, ck.targets, top, ck.config, ck.settings, ck.checkpoint_format)
     if ck.settings is not None:
         for index, layer in enumerate(ck.model.model.layers):
             block = _block_of(blocks, index)
@@ -360,9 +379,11 @@ def _fill_and_finish(ck: _Checkpoint, blocks: tuple[LayerBlock, ...], top: dict,
     _check_no_meta_outside_layers(ck.model)
 
 
-def _route_tensors(model_type: str, keys: set[str], layouts: list[LayerLayout], top_meta: dict) -> dict:
+def _route_tensors(model_type: str, keys: set[str], layouts: list[LayerLayout], top_meta: dict,
+                   fmt: CheckpointFormat | None = None) -> dict:
     """Where every checkpoint tensor goes, from the headers only: None for a non-layer weight, else a
-    LayerTarget. Tensors the model has no place for are left out (and logged)."""
+    LayerTarget (with the conversion of a quantised format's tensor into the GPTQ layout). Tensors the model
+    has no place for are left out (and logged)."""
 
     def has_entry(layer: int, name: str) -> bool:
         return layer < len(layouts) and layouts[layer].entry(name) is not None
@@ -374,8 +395,13 @@ def _route_tensors(model_type: str, keys: set[str], layouts: list[LayerLayout], 
     for key in sorted(keys):
         if key in top_meta:
             targets[key] = None
-        elif (target := map_layer_key(model_type, key, has_entry, entry_shape)) is not None:
-            targets[key] = target
+            continue
+        translated = fmt.translate(key) if fmt is not None else (key, None)
+        if translated is None:
+            continue  # a tensor that carries nothing to load
+        name, convert = translated
+        if (target := map_layer_key(model_type, name, has_entry, entry_shape)) is not None:
+            targets[key] = dataclasses.replace(target, convert=convert)
         elif not is_ignored(key):
             unused.append(key)
     if unused:
@@ -384,7 +410,7 @@ def _route_tensors(model_type: str, keys: set[str], layouts: list[LayerLayout], 
 
 
 def _plan_device(config, device, dtype, layouts, fixed_bytes, budget, resident_layers, n_slots, tree_budget,
-                 context, draft_weight_bytes, draft_kv_bytes, stream_on_cpu
+                 context, draft_weight_bytes, draft_kv_bytes, draft_graph_bytes, stream_on_cpu
                  ) -> tuple[residency.ResidencyPlan, residency.DefaultBudget | None]:
     """The residency plan, and the default budget's fit when one was computed (CUDA without --vram-budget).
     With `stream_on_cpu` an explicit budget is planned as on a GPU (fixed weights counted)."""
@@ -401,7 +427,7 @@ def _plan_device(config, device, dtype, layouts, fixed_bytes, budget, resident_l
     if budget is None:
         minimum = residency.minimum_device_bytes(layer_bytes, fixed_bytes, n_slots)
         fit = residency.fit_default_budget(config, free, _dtype_bytes(dtype), context, draft_weight_bytes,
-                                           draft_kv_bytes, minimum, tree_budget)
+                                           draft_kv_bytes, minimum, tree_budget, draft_graph_bytes)
         budget = fit.budget_bytes
     elif budget > free:
         raise InsufficientVRAMError(
@@ -416,8 +442,11 @@ def _block_of(blocks: tuple[LayerBlock, ...], layer: int) -> LayerBlock:
     return next(block for block in blocks if layer in block)
 
 
-def _fill(files, infos, targets, top, blocks: tuple[LayerBlock, ...], progress: Progress | None) -> None:
-    """Read every wanted tensor once and copy it to its place (a layer block's slice or a non-layer tensor)."""
+def _fill(files, infos, targets, top, blocks: tuple[LayerBlock, ...], progress: Progress | None,
+          work_device: torch.device | None = None) -> None:
+    """Read every wanted tensor once and copy it to its place (a layer block's slice or a non-layer tensor).
+    A tensor of another format is converted into the GPTQ layout on `work_device` when given (a GPU turns a
+    70B layer around in milliseconds; a processor takes seconds: docs/benchmarks.md, issue 32)."""
     total = sum(infos[key].nbytes for key in targets)
     done = 0
     for key, tensor in iter_tensors(files, set(targets)):
@@ -428,6 +457,13 @@ def _fill(files, infos, targets, top, blocks: tuple[LayerBlock, ...], progress: 
             destination = _block_of(blocks, target.layer).tensor(target.layer, target.name)
             if target.part is not None:
                 destination = target.part(destination)
+            if target.convert is not None:
+                if work_device is not None:
+                    tensor = tensor.to(work_device)
+                try:
+                    tensor = target.convert(tensor, tuple(destination.shape))
+                except ModelFormatError as error:
+                    raise ModelFormatError(f"tensor {key}: {error}") from error
         if tuple(destination.shape) != tuple(tensor.shape):
             raise ModelFormatError(
                 f"tensor {key} has shape {tuple(tensor.shape)} in the checkpoint but the model built from "
@@ -442,8 +478,9 @@ def _fill(files, infos, targets, top, blocks: tuple[LayerBlock, ...], progress: 
         progress(0, total)
 
 
-def _check_complete(blocks, layouts, targets, top, config, settings) -> None:
-    """Every layer entry and non-layer weight must have come from the checkpoint (or have a default)."""
+def _check_complete(blocks, layouts, targets, top, config, settings, fmt: CheckpointFormat | None) -> None:
+    """Every layer entry and non-layer weight must have come from the checkpoint (or have a default: the
+    format's computed g_idx or symmetric zero points)."""
     filled: dict[tuple[int, str], set] = {}
     for target in targets.values():
         if target is not None:
@@ -456,11 +493,9 @@ def _check_complete(blocks, layouts, targets, top, config, settings) -> None:
                 continue
             if entry.name.endswith(".perm"):
                 continue  # computed from g_idx by finalize_gptq_layer
-            if entry.name.endswith(".g_idx") and settings is not None:
-                # old GPTQ checkpoints have no g_idx: groups are consecutive rows
-                size = entry.shape[0] if settings.group_size == -1 else settings.group_size
-                groups = torch.arange(entry.shape[0], dtype=torch.int32) // size
-                _block_of(blocks, index).tensor(index, entry.name).copy_(groups)
+            default = fmt.default(entry.name, entry.shape, settings.group_size) if fmt is not None else None
+            if default is not None:
+                _block_of(blocks, index).tensor(index, entry.name).copy_(default)
                 continue
             missing.append(f"model.layers.{index}.{entry.name}")
     present = {key for key, target in targets.items() if target is None}

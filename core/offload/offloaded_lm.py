@@ -39,12 +39,19 @@ class OffloadReport:
     tree_budget_fit: DefaultBudget | None = None  # set when the tree budget had to be lowered to fit VRAM
     host_table_bytes: int = 0  # non-layer weights kept in host RAM (the embedding table when streaming)
     host_ram_bytes: int = 0  # what the host-memory check asked for (host_memory.host_bytes_needed)
+    pinned_bytes: int = 0  # of host_store_bytes, page-locked (the system may refuse part: Windows locks ~half of RAM)
 
     def summary(self) -> str:
         if not self.streaming:
             return (f"{self.weight_format}: {self.n_layers} layers in host RAM ({self.host_store_bytes / GIB:.2f} GiB), "
                     f"nothing streams (no GPU)")
-        pinned = "pinned" if self.pinned else "NOT pinned (slow pageable copies)"
+        if self.pinned:
+            pinned = "pinned"
+        elif self.pinned_bytes:
+            pinned = (f"partly pinned ({self.pinned_bytes / GIB:.2f} GiB; the system refused to lock more, the rest "
+                      f"copies more slowly)")
+        else:
+            pinned = "NOT pinned (slow pageable copies)"
         return (
             f"{self.weight_format}: {len(self.resident_layers)}/{self.n_layers} layers resident, "
             f"{self.n_layers - len(self.resident_layers)} streamed through {self.n_slots} slots, "

@@ -224,9 +224,12 @@ def default_vram_budget(
     draft_kv_bytes: int,
     activation_bytes_: int,
     margin_bytes: int = DEFAULT_MARGIN_BYTES,
+    draft_graph_bytes: int = 0,
 ) -> int:
-    """VRAM the offloaded target's weights may use; may be negative (plan_residency then explains)."""
-    return free_vram_bytes - draft_weight_bytes - target_kv_bytes - draft_kv_bytes - activation_bytes_ - margin_bytes
+    """VRAM the offloaded target's weights may use; may be negative (plan_residency then explains).
+    draft_graph_bytes: what the draft's CUDA graphs keep (core/graph_plan.py)."""
+    return (free_vram_bytes - draft_weight_bytes - target_kv_bytes - draft_kv_bytes - draft_graph_bytes
+            - activation_bytes_ - margin_bytes)
 
 
 @dataclass(frozen=True)
@@ -253,9 +256,11 @@ def fit_default_budget(
     draft_kv_bytes: int,
     minimum_bytes: int,
     tree_budget: int,
+    draft_graph_bytes: int = 0,
 ) -> DefaultBudget:
     """The default budget (`default_vram_budget`) at the requested tree budget, halving the tree until the
     budget holds `minimum_bytes` (the target's non-layer weights and ring slots, which it cannot run without).
+    draft_graph_bytes: what the draft's CUDA graphs keep, planned for the requested tree (core/graph_plan.py).
 
     A smaller tree accepts fewer tokens per pass but still runs; refusing to load would leave a non-technical
     user with nothing. Raises InsufficientVRAMError, naming what takes the memory, when not even a tree of one
@@ -265,7 +270,8 @@ def fit_default_budget(
     while True:
         activation = activation_bytes(config, tree, context, dtype_bytes)
         target_kv = config_kv_bytes(config, kv_rows(context, tree), dtype_bytes)
-        budget = default_vram_budget(free_vram_bytes, draft_weight_bytes, target_kv, draft_kv_bytes, activation)
+        budget = default_vram_budget(free_vram_bytes, draft_weight_bytes, target_kv, draft_kv_bytes, activation,
+                                     draft_graph_bytes=draft_graph_bytes)
         if budget >= minimum_bytes:
             return DefaultBudget(budget, tree, tree_budget)
         if tree <= 1:
@@ -273,7 +279,8 @@ def fit_default_budget(
             raise InsufficientVRAMError(
                 f"not enough VRAM for the target model even with a tree budget of 1 token: of "
                 f"{free_vram_bytes / GIB:.2f} GiB free on the GPU, {draft}the KV caches for {context} tokens take "
-                f"{(target_kv + draft_kv_bytes) / GIB:.2f} GiB, activations {activation / GIB:.2f} GiB and a safety "
+                f"{(target_kv + draft_kv_bytes) / GIB:.2f} GiB, the draft's CUDA graphs {draft_graph_bytes / GIB:.2f} "
+                f"GiB, activations {activation / GIB:.2f} GiB and a safety "
                 f"margin {DEFAULT_MARGIN_BYTES / GIB:.2f} GiB, leaving {max(budget, 0) / GIB:.2f} GiB for the "
                 f"target's weights, which need at least {minimum_bytes / GIB:.2f} GiB (embeddings/lm_head and the "
                 f"streaming slots). Use a smaller draft model, close programs that use the GPU, or run on the CPU."

@@ -1,7 +1,8 @@
 """When to offload a target, and loading it through the offloaded path with its tokenizer.
 
-GPTQ folders always take this path (transformers 5 cannot load GPTQ without gptqmodel); 16-bit folders
-take it when asked (`on`) or, with `auto`, when their weights would not fit in free VRAM.
+Quantised folders (GPTQ, AWQ, compressed-tensors) always take this path: it is the engine's own reader of
+their layouts (transformers 5 needs gptqmodel or compressed-tensors' kernels for them); 16-bit folders take
+it when asked (`on`) or, with `auto`, when their weights would not fit in free VRAM.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from typing import TYPE_CHECKING, Callable
 import torch
 
 from core.errors import InvalidSettingError
+from core.graph_plan import search_width
 from core.model_files import LoadedModel, eos_token_ids, load_tokenizer
-from core.offload.gptq_loader import is_gptq_folder
+from core.offload.gptq_loader import is_quantized_folder
 from core.offload.residency import config_kv_bytes
 
 if TYPE_CHECKING:
@@ -32,13 +34,15 @@ _AUTO_FIT_SHARE = 0.8
 class OffloadSettings:
     """mode: auto|on|off; vram_budget_gb: VRAM for the target's weights (None = free VRAM minus the
     draft, caches, activations and a margin); resident_layers: 'auto' or a count; tree_budget: sizes the
-    activations reserved for a target pass; draft_kv_bytes: VRAM the draft's KV cache will take (`with_draft`)."""
+    activations reserved for a target pass; draft_kv_bytes, draft_graph_bytes: VRAM the draft's KV cache and
+    its CUDA graphs will take (`with_draft`)."""
 
     mode: str = "auto"
     vram_budget_gb: float | None = None
     resident_layers: int | str = "auto"
     tree_budget: int = 128
     draft_kv_bytes: int = 0
+    draft_graph_bytes: int = 0
 
     def __post_init__(self) -> None:
         if self.mode not in OFFLOAD_MODES:
@@ -49,11 +53,20 @@ class OffloadSettings:
             raise InvalidSettingError(f"resident layers must be 'auto' or a count >= 0, got {self.resident_layers!r}")
 
     def with_draft(self, draft: "CausalLM | None") -> "OffloadSettings":
-        """These settings with the draft's KV cache (the rows it is preallocated with) reserved in the default
-        VRAM budget. The draft's weights need no reserve: it loads first, so free VRAM is measured without them."""
+        """These settings with the draft's KV cache (the rows it is preallocated with) and, where its search
+        forwards are captured in CUDA graphs, what the graphs keep (core.graph_memory.planned_graph_bytes, at
+        the search width of this tree budget) reserved in the default VRAM budget. The draft's weights need
+        no reserve: it loads first, so free VRAM is measured without them."""
         if draft is None:
             return self
-        return dataclasses.replace(self, draft_kv_bytes=config_kv_bytes(draft.config, draft.kv_rows, draft.dtype.itemsize))
+        from core.draft_forward import capture_enabled
+        from core.graph_memory import planned_graph_bytes
+
+        graphs = 0
+        if capture_enabled(draft.device):
+            graphs = planned_graph_bytes(draft.config, draft.dtype, search_width(self.tree_budget), draft.kv_rows)
+        return dataclasses.replace(self, draft_kv_bytes=config_kv_bytes(draft.config, draft.kv_rows, draft.dtype.itemsize),
+                                   draft_graph_bytes=graphs)
 
 
 def parse_resident_layers(text: str) -> int | str:
@@ -71,7 +84,7 @@ def _weight_bytes(folder: Path) -> int:
 
 
 def should_offload(folder: Path, settings: OffloadSettings, device: torch.device) -> bool:
-    if is_gptq_folder(folder):
+    if is_quantized_folder(folder):
         return True
     if settings.mode != "auto":
         return settings.mode == "on"
@@ -113,7 +126,7 @@ def load_offloaded_folder(folder: Path, name: str, dtype: torch.dtype, device: t
     tokenizer = load_tokenizer(name, folder)
     lm = load_offloaded(str(folder), str(device), dtype, budget, resident, bytes_progress,
                         tree_budget=settings.tree_budget, context_length=context_length,
-                        draft_kv_bytes=settings.draft_kv_bytes)
+                        draft_kv_bytes=settings.draft_kv_bytes, draft_graph_bytes=settings.draft_graph_bytes)
     lm.name = name
     lm.eos_token_ids = eos_token_ids(lm.model, tokenizer)
     report(lm.report.summary())

@@ -64,19 +64,20 @@ def packed_rows(values: int, bits: int) -> int:
 
 
 def gptq_linear_tensors(in_features: int, out_features: int, bits: int, group_size: int, desc_act: bool,
-                        bias: bool) -> tuple[TensorSpec, ...]:
-    """The buffers of a GPTQLinear (see core.offload.gptq for their meaning), in registration order."""
+                        bias: bool, scale_dtype: str = "float16", bias_dtype: str = "float16") -> tuple[TensorSpec, ...]:
+    """The buffers of a GPTQLinear (see core.offload.gptq for their meaning), in registration order: the one
+    4-bit layout every quantised format (GPTQ, AWQ, compressed-tensors) is converted into at load time."""
     groups = 1 if group_size == -1 else -(-in_features // group_size)
     specs = [
         TensorSpec("qweight", (packed_rows(in_features, bits), out_features), "int32"),
         TensorSpec("qzeros", (groups, packed_rows(out_features, bits)), "int32"),
-        TensorSpec("scales", (groups, out_features), "float16"),
+        TensorSpec("scales", (groups, out_features), scale_dtype),
         TensorSpec("g_idx", (in_features,), "int32"),
     ]
     if desc_act:
         specs.append(TensorSpec("perm", (in_features,), "int32"))
     if bias:
-        specs.append(TensorSpec("bias", (out_features,), "float16"))
+        specs.append(TensorSpec("bias", (out_features,), bias_dtype))
     return tuple(specs)
 
 
@@ -179,6 +180,8 @@ def decoder_layer_tensors(shape: ModelShape, fmt: WeightFormat) -> list[TensorSp
         _linear("self_attn.q_proj", h, q, bias, fmt) + _linear("self_attn.k_proj", h, kv, bias, fmt)
         + _linear("self_attn.v_proj", h, kv, bias, fmt) + _linear("self_attn.o_proj", q, h, False, fmt)
     )
+    if shape.model_type == "qwen3":  # Qwen3 normalises queries and keys per head
+        specs += [TensorSpec("self_attn.q_norm.weight", (hd,), fmt.dtype), TensorSpec("self_attn.k_norm.weight", (hd,), fmt.dtype)]
     experts = shape.num_local_experts
     if experts:
         specs += _linear("mlp.gate", h, experts, False, WeightFormat(dtype=fmt.dtype))

@@ -8,6 +8,9 @@ resident layer is uploaded from the checkpoint straight into a device block and 
 Why one allocation: PyTorch's pinned-memory allocator rounds every allocation up to a power of two (a
 0.43 GB layer would take 0.54 GB, and one 35 GB block would take 64 GB). So we allocate plain memory of
 the exact size (page aligned) and page-lock it in place with cudaHostRegister, which rounds nothing.
+It is page-locked layer by layer (every layer starts on a page): where the system refuses to lock more
+(Windows lets a program lock about half of RAM), the layers locked so far keep fast asynchronous copies
+and the rest are copied from pageable memory, slower, and the load report says how much is locked.
 On a machine without CUDA the block stays plain memory and nothing streams.
 """
 
@@ -15,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import weakref
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import torch
 
@@ -26,21 +29,24 @@ log = logging.getLogger(__name__)
 __all__ = ["HostWeightStore", "LayerBlock", "pin_in_place"]
 
 
+# cudaHostRegisterPortable: the locked memory counts as pinned for every CUDA context of the process, not
+# only the current device's (torch's own registration helper passes it too).
+HOST_REGISTER_PORTABLE = 1
+
+
 def pin_in_place(buffer: torch.Tensor) -> bool:
-    """Page-lock an existing CPU tensor's memory with cudaHostRegister. Returns False (and logs) on failure:
-    copies then still work, but as slower pageable copies."""
+    """Page-lock an existing CPU tensor's memory with cudaHostRegister (portable). Returns False on failure
+    (the caller logs once): copies then still work, but as slower pageable copies."""
     if not torch.cuda.is_available():
         return False
     try:
         cudart = torch.cuda.cudart()
-        status = int(cudart.cudaHostRegister(buffer.data_ptr(), buffer.numel() * buffer.element_size(), 0))
+        status = int(cudart.cudaHostRegister(buffer.data_ptr(), buffer.numel() * buffer.element_size(),
+                                             HOST_REGISTER_PORTABLE))
     except (RuntimeError, AttributeError, AssertionError) as error:  # no cudart bindings in this build
-        log.warning("could not page-lock the weight store (%s); host-to-device copies will be slower", error)
+        log.warning("could not page-lock host memory (%s)", error)
         return False
-    if status != 0:
-        log.warning("cudaHostRegister failed with CUDA error %d; host-to-device copies will be slower", status)
-        return False
-    return True
+    return status == 0
 
 
 def _unpin(pointer: int, keep_alive: torch.Tensor) -> None:
@@ -93,10 +99,25 @@ class LayerBlock:
 
 
 class HostWeightStore(LayerBlock):
-    """The host block of the layers that stream, page-locked in place when `pin` (and CUDA is there)."""
+    """The host block of the layers that stream, page-locked in place layer by layer when `pin` (and CUDA
+    is there), until the system refuses: `pinned_bytes` of `nbytes` are locked (`pinned`: all of them).
+    `pin_layer` is the locking call (tests pass one that refuses past a limit, as Windows does)."""
 
-    def __init__(self, layouts: Sequence[LayerLayout], pin: bool, layers: Iterable[int] | None = None) -> None:
+    def __init__(self, layouts: Sequence[LayerLayout], pin: bool, layers: Iterable[int] | None = None,
+                 pin_layer: Callable[[torch.Tensor], bool] = pin_in_place) -> None:
         super().__init__(layouts, layers, "cpu")
-        self.pinned = pin_in_place(self.buffer) if pin and self.nbytes > 0 else False
-        if self.pinned:
-            weakref.finalize(self, _unpin, self.buffer.data_ptr(), self._raw)
+        self.pinned_bytes = 0
+        for index in self.offsets if pin else ():
+            layer = self.layer_bytes(index)
+            if not pin_layer(layer):
+                log.warning("page-locked %.1f of %.1f GiB of the weight store, then the system refused more: "
+                            "the other layers are copied from pageable memory, more slowly",
+                            self.pinned_bytes / 1024**3, self.nbytes / 1024**3)
+                break
+            weakref.finalize(self, _unpin, layer.data_ptr(), self._raw)
+            self.pinned_bytes += layer.numel()
+
+    @property
+    def pinned(self) -> bool:
+        """Every layer is page-locked (a store of no layers counts as not pinned, as before)."""
+        return self.nbytes > 0 and self.pinned_bytes == self.nbytes

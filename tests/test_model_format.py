@@ -1,0 +1,223 @@
+"""Formats the engine does not read are refused before any weight is read, in words that name the format, say
+what the app reads and what to download instead; only damaged files are called damaged. Checked on the
+library call, `specexec generate --target`, `specexec models import` and the engine's error event."""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from safetensors.numpy import save_file
+
+from core.engine.process import error_event
+from core.errors import DamagedModelError, ModelFormatError, UnsupportedFormatError
+from core.model_format import check_gguf_size, check_weight_format, gguf_parameters, quant_scheme
+
+LLAMA = {"model_type": "llama", "vocab_size": 64, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,
+         "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 64}
+READS = "This app reads 4-bit GPTQ, AWQ (GEMM) and compressed-tensors W4A16 models"
+
+
+def ct_group(weights: dict, **extra) -> dict:
+    return {"quant_method": "compressed-tensors", "quantization_status": "compressed",
+            "config_groups": {"group_0": {"targets": ["Linear"], "weights": weights, **extra}}}
+
+
+FP8 = {"num_bits": 8, "type": "float", "strategy": "channel", "symmetric": True}
+INT8 = {"num_bits": 8, "type": "int", "strategy": "channel", "symmetric": True}
+REFUSED = {
+    "fp8-compressed-tensors": (dict(ct_group(FP8, input_activations={"num_bits": 8, "type": "float", "dynamic": True}),
+                                    format="float-quantized"), "FP8 (compressed-tensors float-quantized)"),
+    "fp8-method": ({"quant_method": "fp8", "weight_block_size": [128, 128]}, "stored as FP8"),
+    "mxfp4": ({"quant_method": "mxfp4"}, "stored as MXFP4"),
+    "bitsandbytes-nf4": ({"quant_method": "bitsandbytes", "load_in_4bit": True, "bnb_4bit_quant_type": "nf4"},
+                         "bitsandbytes 4-bit"),
+    "exl2-method": ({"quant_method": "exl2", "bits": 4.65}, "EXL2"),
+    "hqq": ({"quant_method": "hqq", "nbits": 4}, "stored as HQQ"),
+    "awq-gemv": ({"quant_method": "awq", "version": "gemv", "bits": 4, "group_size": 128, "zero_point": True},
+                 "AWQ in the GEMV layout"),
+    "awq-marlin": ({"quant_method": "awq", "version": "marlin", "bits": 4, "group_size": 128, "zero_point": True},
+                   "AWQ in the MARLIN layout"),
+    "awq-llm-awq": ({"quant_method": "awq", "backend": "llm-awq", "bits": 4, "group_size": 128}, "AWQ in the LLM-AWQ layout"),
+    "gptq-marlin": ({"quant_method": "gptq", "bits": 4, "group_size": 128, "checkpoint_format": "marlin"},
+                    "GPTQ in the marlin layout"),
+    "w8a8-int": (dict(ct_group(INT8, input_activations={"num_bits": 8, "type": "int", "dynamic": True}),
+                      format="int-quantized"), "W8A8"),
+    "w4a8": (ct_group({**INT8, "num_bits": 4, "strategy": "group", "group_size": 128},
+                      input_activations={"num_bits": 8, "type": "int"}, format="pack-quantized"), "quantised activations"),
+    "nvfp4": (dict(ct_group({"num_bits": 4, "type": "float", "strategy": "tensor_group", "group_size": 16}),
+                   format="nvfp4-pack-quantized"), "NVFP4"),
+    "unknown": ({"quant_method": "fancy-quant", "bits": 3}, "'fancy-quant' quantisation"),
+    "auto-round-mxfp4": ({"quant_method": "auto-round", "bits": 4, "group_size": 32, "data_type": "mx_fp",
+                          "packing_format": "auto_round:llm_compressor"}, "AutoRound's MX_FP format"),
+}
+
+
+def model_folder(path: Path, quantization: dict | None = None, tensors: dict | None = None, cut: int = 0) -> Path:
+    """A folder with config.json (and `quantization` as its quantization_config) and one safetensors file of
+    `tensors` (name -> numpy array); `cut` bytes removed from its end."""
+    path.mkdir(parents=True, exist_ok=True)
+    config = dict(LLAMA, **({"quantization_config": quantization} if quantization is not None else {}))
+    (path / "config.json").write_text(json.dumps(config))
+    weights = path / "model.safetensors"
+    save_file(tensors or {"model.norm.weight": np.ones(32, dtype=np.float16)}, str(weights))
+    if cut:
+        weights.write_bytes(weights.read_bytes()[:-cut])
+    return path
+
+
+def assert_plain_refusal(message: str, what: str) -> None:
+    assert what in message, message
+    assert READS in message and "-AWQ" in message and "quantized.w4a16" in message and "16-bit original" in message
+    assert "download them again" not in message and "download it again" not in message
+
+
+@pytest.mark.parametrize("name", REFUSED)
+def test_unread_formats_are_refused_by_name_before_any_weight_is_read(tmp_path, name):
+    quantization, what = REFUSED[name]
+    # the weight file is cut short: the refusal names the format, so no weight file was even opened
+    folder = model_folder(tmp_path / name, quantization, cut=10)
+    with pytest.raises(UnsupportedFormatError) as info:
+        check_weight_format(folder)
+    assert_plain_refusal(str(info.value), what)
+
+
+@pytest.mark.parametrize(("tensors", "what"), [
+    ({"model.layers.0.self_attn.q_proj.q_weight": np.zeros((4, 8), dtype=np.int32),
+      "model.layers.0.self_attn.q_proj.q_invperm": np.zeros(32, dtype=np.int16)}, "EXL2 (ExLlamaV2)"),
+    ({"model.layers.0.mlp.experts.gate_up_proj_blocks": np.zeros((2, 8), dtype=np.uint8)}, "MXFP4"),
+    ({"model.layers.0.mlp.down_proj.weight.absmax": np.zeros(4, dtype=np.float32)}, "bitsandbytes"),
+])
+def test_formats_known_by_their_tensors_when_config_json_says_nothing(tmp_path, tensors, what):
+    with pytest.raises(UnsupportedFormatError) as info:
+        check_weight_format(model_folder(tmp_path / "m", tensors=tensors))
+    assert_plain_refusal(str(info.value), what)
+
+
+def test_fp8_weights_without_settings_are_named_from_the_header(tmp_path):
+    folder = model_folder(tmp_path / "m")
+    header = json.dumps({"model.layers.0.mlp.down_proj.weight": {"dtype": "F8_E4M3", "shape": [4, 4], "data_offsets": [0, 16]}})
+    (folder / "model.safetensors").write_bytes(struct.pack("<Q", len(header)) + header.encode() + b"\0" * 16)
+    with pytest.raises(UnsupportedFormatError) as info:
+        check_weight_format(folder)
+    assert_plain_refusal(str(info.value), "stored as FP8")
+
+
+def test_read_formats_are_described(tmp_path):
+    awq = quant_scheme(model_folder(tmp_path / "awq", {"quant_method": "awq", "bits": 4, "group_size": 128,
+                                                       "zero_point": True, "version": "GEMM"}))
+    assert (awq.method, awq.bits, awq.group_size, awq.zero_offset, awq.label) == ("awq", 4, 128, 0, "AWQ 4-bit, group 128")
+    old_awq = tmp_path / "old-awq"
+    model_folder(old_awq)
+    (old_awq / "quant_config.json").write_text(json.dumps({"w_bit": 4, "q_group_size": 64, "zero_point": True, "version": "GEMM"}))
+    assert quant_scheme(old_awq).label == "AWQ 4-bit, group 64"
+    v2 = quant_scheme(model_folder(tmp_path / "v2", {"quant_method": "gptq", "bits": 4, "group_size": 128, "format": "gptq_v2"}))
+    assert (v2.zero_offset, v2.label) == (0, "GPTQ v2 4-bit, group 128")
+    w4 = quant_scheme(model_folder(tmp_path / "ct", dict(ct_group(
+        {"num_bits": 4, "type": "int", "strategy": "group", "group_size": 128, "symmetric": True, "actorder": "weight"}),
+        format="pack-quantized")))
+    assert (w4.method, w4.desc_act, w4.zero_offset) == ("compressed-tensors", False, 0)
+    assert quant_scheme(model_folder(tmp_path / "plain")) is None
+
+
+def test_autoround_exports_are_read_as_the_layout_their_packing_format_names(tmp_path):
+    """AutoRound's own export stores GPTQ v1 (auto_gptq packing: zeros minus one), GPTQ with plain zeros (its
+    own and gptqmodel packing) or AWQ GEMM (auto_awq packing)."""
+    def scheme(packing):
+        folder = tmp_path / packing.replace(":", "_")
+        return quant_scheme(model_folder(folder, {"quant_method": "auto-round", "bits": 4, "group_size": 128,
+                                                  "sym": True, "packing_format": packing}))
+    assert (scheme("auto_round:auto_gptq").method, scheme("auto_round:auto_gptq").zero_offset) == ("gptq", 1)
+    assert (scheme("auto_round").method, scheme("auto_round").zero_offset) == ("gptq", 0)
+    assert (scheme("auto_round:gptqmodel").method, scheme("auto_round:gptqmodel").zero_offset) == ("gptq", 0)
+    awq = scheme("auto_round:auto_awq")
+    assert (awq.method, awq.zero_offset, awq.label) == ("awq", 0, "AutoRound (AWQ layout) 4-bit, group 128")
+
+
+def test_mixed_precision_compressed_tensors_is_refused(tmp_path):
+    raw = ct_group({"num_bits": 4, "type": "int", "strategy": "group", "group_size": 128})
+    raw["config_groups"]["group_1"] = {"targets": ["re:.*down_proj"], "weights": {"num_bits": 8, "type": "int", "strategy": "channel"}}
+    with pytest.raises(UnsupportedFormatError, match="mixed-precision compressed-tensors"):
+        quant_scheme(model_folder(tmp_path / "m", raw))
+
+
+def test_only_damaged_files_are_called_damaged(tmp_path):
+    with pytest.raises(DamagedModelError, match="shorter than its header says.*download it again"):
+        check_weight_format(model_folder(tmp_path / "cut", cut=4))
+    sharded = model_folder(tmp_path / "sharded")
+    (sharded / "model.safetensors").rename(sharded / "model-00001-of-00002.safetensors")
+    (sharded / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {
+        "model.norm.weight": "model-00001-of-00002.safetensors", "lm_head.weight": "model-00002-of-00002.safetensors"}}))
+    with pytest.raises(DamagedModelError, match="model-00002-of-00002.safetensors.*download the missing files again"):
+        check_weight_format(sharded)
+
+
+def specexec(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "core.cli.main", *args], capture_output=True, text=True, timeout=600)
+
+
+def test_the_command_line_refuses_an_fp8_model_in_words(tmp_path):
+    folder = model_folder(tmp_path / "Llama-3.3-70B-Instruct-FP8", REFUSED["fp8-compressed-tensors"][0])
+    result = specexec("generate", "--target", str(folder), "--prompt", "hi", "--max-new-tokens", "2")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert_plain_refusal(result.stderr, "FP8")
+    models = tmp_path / "models"
+    result = subprocess.run([sys.executable, "-m", "core.cli.main", "models", "import", str(folder)], capture_output=True,
+                            text=True, timeout=600, env={**os.environ, "SPECEXEC_MODELS_DIR": str(models),
+                                                         "SPECEXEC_CONFIG_DIR": str(tmp_path / "config")})
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert_plain_refusal(result.stderr, "FP8")
+    assert not models.exists() or not any(models.iterdir())  # nothing was copied
+
+
+def test_the_engine_tells_the_app_what_to_do_for_each_kind_of_format_error():
+    unsupported = error_event("r1", UnsupportedFormatError("stored as FP8"))
+    damaged = error_event("r2", DamagedModelError("model.safetensors is cut short"))
+    other = error_event("r3", ModelFormatError("no config.json"))
+    assert unsupported.kind == damaged.kind == other.kind == "model_format"
+    assert "GPTQ, AWQ or compressed-tensors W4A16" in unsupported.hint and "again" not in unsupported.hint
+    assert "download them again" in damaged.hint
+    assert "again" not in other.hint
+
+
+def gguf_header(path: Path, parameters_per_tensor: int, tensors: int, file_type: int = 15) -> Path:
+    """A GGUF file's header and tensor list (general.file_type and `tensors` 1-D tensors), no tensor data."""
+    def string(text: str) -> bytes:
+        return struct.pack("<Q", len(text)) + text.encode()
+
+    body = b"GGUF" + struct.pack("<IQQ", 3, tensors, 2)
+    body += string("general.architecture") + struct.pack("<I", 8) + string("llama")
+    body += string("general.file_type") + struct.pack("<II", 4, file_type)
+    for index in range(tensors):
+        body += string(f"blk.{index}.weight") + struct.pack("<IQIQ", 1, parameters_per_tensor, 12, 0)
+    path.write_bytes(body)
+    return path
+
+
+def test_a_big_models_gguf_is_refused_before_it_is_read(tmp_path):
+    big = gguf_header(tmp_path / "Llama-3.3-70B-Instruct-Q4_K_M.gguf", 880_000_000, 80)
+    assert gguf_parameters(big) == (70_400_000_000, 15)
+    with pytest.raises(UnsupportedFormatError) as info:
+        check_gguf_size(big, ram_bytes=64 * 1024**3)
+    message = str(info.value)
+    assert "GGUF file (Q4_K_M) of a 70.4B-parameter model" in message and "131 GB" in message
+    assert_plain_refusal(message, "reads GGUF only for small models")
+    check_gguf_size(gguf_header(tmp_path / "small.gguf", 1_000_000, 30), ram_bytes=64 * 1024**3)  # fine
+    result = specexec("generate", "--target", str(big), "--prompt", "hi")
+    assert result.returncode == 2 and "70.4B-parameter" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_awq_and_compressed_tensors_folders_import(tmp_path):
+    """`models import` checks a folder with the same reader the loader uses: the formats it reads go in."""
+    from core.models.importing import import_model
+
+    fixtures = Path(__file__).parent / "fixtures" / "quantized"
+    for name in ("awq-gemm-g32", "ct-w4a16-actorder-g32"):
+        imported = import_model(fixtures / name, tmp_path / "models")
+        assert (imported / "model.safetensors").read_bytes() == (fixtures / name / "model.safetensors").read_bytes()
