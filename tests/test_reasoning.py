@@ -301,3 +301,37 @@ def test_a_remote_servers_reasoning_deltas_are_read_apart():
     assert parse_chunk({"choices": [{"delta": {"reasoning_content": 5, "content": "x"}}]}).reasoning == ""
     request = P.Generate(request_id="r", messages=tuple(USER), chat_template_kwargs={"enable_thinking": False})
     assert request_options(request)["chat_template_kwargs"] == {"enable_thinking": False}
+
+
+@pytest.mark.parametrize("inside", [True, False])
+def test_a_grammar_holds_after_the_thinking_block(inside):
+    """Structured output for a thinking model: free thinking (that cannot close early), then the grammar's
+    answer; a block opened by the prompt must be closed first, one the model may open is optional."""
+    import llguidance
+    import llguidance.hf
+    from transformers import AutoTokenizer
+
+    from core.builtin import ensure_converted
+    from core.constraints import GrammarSpec, after_thinking
+    from core.server.tool_calls import forced_call_grammar
+
+    tokenizer = AutoTokenizer.from_pretrained(ensure_converted())
+    bridge = llguidance.hf.from_tokenizer(tokenizer)
+    tool = {"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"], "additionalProperties": False}}}
+    cases = [(GrammarSpec("json_object"), '{"a": 1}'),
+             (GrammarSpec("lark", forced_call_grammar("hermes", (tool,))), '<tool_call>\n{"name": "f", "arguments": {"a": 1}}\n</tool_call>')]
+    thought = "Let me see: is a < b? </thi nk> is not the end.</think>\n\n"
+    for spec, answer in cases:
+        grammar = llguidance.LLMatcher.grammar_from_lark(after_thinking(spec, ThinkingFormat(starts_inside=inside)).source)
+
+        def accepts(text: str) -> bool:
+            matcher = llguidance.LLMatcher(bridge, grammar, log_level=0)
+            ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+            return bool(matcher.consume_tokens(ids)) and matcher.is_accepting()
+
+        opened = "" if inside else "<think>"
+        assert accepts(opened + thought + answer)
+        assert not accepts(opened + thought + "plain words")  # after the block, the grammar holds
+        assert not accepts(opened + "x</think> y</think>" + answer)  # the block closes once
+        assert accepts(answer) is (not inside)  # the prompt opened the block: it must close first
