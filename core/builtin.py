@@ -210,7 +210,7 @@ def load_builtin(spec: str, dtype: torch.dtype, device: torch.device, progress: 
         raise ModelNotFoundError(f"unknown built-in model '{spec}': use one of {', '.join(BUILTIN_NAMES)}")
     folder = ensure_converted(report, weight_progress)
     if spec == BUILTIN:
-        return load_hf_folder(folder, BUILTIN, dtype, device, report)
+        return _with_tools_template(load_hf_folder(folder, BUILTIN, dtype, device, report))
     # Quantise from the full float32 weights on the CPU, then cast / move: the result does not depend on the
     # dtype or device asked for (beyond the final cast).
     loaded = load_hf_folder(folder, BUILTIN_DRAFT, torch.float32, torch.device("cpu"), report)
@@ -218,4 +218,12 @@ def load_builtin(spec: str, dtype: torch.dtype, device: torch.device, progress: 
     quantize_decoder_linears(loaded.lm.model, bits=DRAFT_BITS, group_size=DRAFT_GROUP_SIZE)
     if dtype != torch.float32 or device.type != "cpu":
         loaded.lm.model.to(device=device, dtype=dtype)
+    return _with_tools_template(loaded)
+
+
+def _with_tools_template(loaded: LoadedModel) -> LoadedModel:
+    """The model with SmolLM2's ChatML template extended with Hermes tool calls (core.builtin_template)."""
+    from core.builtin_template import BUILTIN_CHAT_TEMPLATE
+
+    loaded.tokenizer.chat_template = BUILTIN_CHAT_TEMPLATE
     return loaded

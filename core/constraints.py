@@ -22,6 +22,7 @@ and cached (`bridge_for`).
 from __future__ import annotations
 
 import json
+import re
 import weakref
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -29,7 +30,8 @@ from typing import Any, Literal
 import torch
 
 from core.device_io import to_device
-from core.errors import InvalidSettingError
+from core.errors import GrammarError, InvalidSettingError
+from core.reasoning import ThinkingFormat
 
 GrammarKind = Literal["json_object", "json_schema", "lark"]
 
@@ -59,7 +61,27 @@ class GrammarSpec:
             schema = _ANY_OBJECT_SCHEMA if self.kind == "json_object" else json.loads(self.source)
             return llguidance.LLMatcher.grammar_from_json_schema(schema, overrides=_JSON_OPTIONS)
         except ValueError as error:
-            raise InvalidSettingError(f"the JSON schema cannot be used: {error}") from error
+            raise GrammarError(f"the JSON schema cannot be used: {error}") from error
+
+
+def after_thinking(spec: GrammarSpec, fmt: ThinkingFormat) -> GrammarSpec:
+    """`spec` for a thinking model's answer: its reasoning block first, free text that does not close it
+    (mandatory when the prompt opened the block, optional when the model opens it), then whitespace, then
+    what `spec` asks for. Without this the grammar would hold from the first token and a model whose prompt
+    opened `<think>` would have to write its JSON (or call) inside the block, where it is not the answer."""
+    if spec.kind == "lark":
+        answer = re.sub(r"(?m)^start\s*:", "answer:", spec.source)
+    else:
+        schema = _ANY_OBJECT_SCHEMA if spec.kind == "json_object" else json.loads(spec.source)
+        schema = dict(schema) if isinstance(schema, dict) else {"allOf": [schema]}
+        answer = "answer: %json " + json.dumps({**schema, "x-guidance": _JSON_OPTIONS})
+    # one lexeme from the thought to its closing marker (the lexer does not backtrack, so the marker cannot be
+    # a lexeme of its own after free text): text ending with the marker, with no marker before the end
+    close = re.escape(fmt.close).replace("/", "\\/")  # a Lark regex ends at an unescaped "/"
+    thought = f"THOUGHT: /(?s:.)*{close}/ & ~/(?s:.)*{close}(?s:.)+/"
+    block = "THOUGHT GAP"
+    start = f"start: {block} answer" if fmt.starts_inside else f"start: ({json.dumps(fmt.open)} {block})? answer"
+    return GrammarSpec("lark", "\n".join([start, thought, "GAP: /[ \\t\\r\\n]*/", answer]))
 
 
 def bridge_for(tokenizer: Any, vocab_size: int, eos_token_ids: tuple[int, ...]) -> Any:
@@ -91,9 +113,9 @@ class GrammarConstraint:
         try:
             self._matcher = llguidance.LLMatcher(bridge_for(tokenizer, vocab_size, eos_token_ids), spec.grammar(), log_level=0)
         except ValueError as error:  # llguidance refuses the grammar (an unsupported schema feature, a bad rule)
-            raise InvalidSettingError(f"the grammar cannot be used: {error}") from error
+            raise GrammarError(f"the grammar cannot be used: {error}") from error
         if self._matcher.is_error():
-            raise InvalidSettingError(f"the grammar cannot be used: {self._matcher.get_error()}")
+            raise GrammarError(f"the grammar cannot be used: {self._matcher.get_error()}")
         self._words = (vocab_size + 31) // 32
         self._bits = torch.tensor([1 << i for i in range(31)] + [-(1 << 31)], dtype=torch.int32)
 

@@ -22,10 +22,20 @@ from core.kv_cache import InPlaceKVCache
 
 @dataclass
 class DecodeState:
+    """`answer_start`: where in `tokens` the answer being generated begins (the presence and frequency
+    penalties count the tokens from there on; core.generation.stream_generate sets it)."""
+
     tokens: list[int]
     target_cache: InPlaceKVCache
     draft_cache: InPlaceKVCache | None = None
     prefill_tokens: dict[str, int] = field(default_factory=dict)
+    answer_start: int = 0
+
+    def answer_counts(self, vocab_size: int, device: torch.device | str) -> torch.Tensor:
+        """float32 [V] on `device`: how often each token occurs in the answer so far."""
+        from core.sampling import occurrence_counts
+
+        return occurrence_counts(self.tokens[self.answer_start:], vocab_size, device)
 
     @classmethod
     def fresh(cls, prompt_ids: list[int], target: CausalLM, draft: CausalLM | None) -> "DecodeState":

@@ -46,6 +46,11 @@ class InvalidSettingError(SpecExecError, ValueError):
     """A generation or search setting is out of range (budget < 1, top-p outside (0, 1], ...)."""
 
 
+class GrammarError(InvalidSettingError):
+    """A grammar for structured output (a JSON schema, a tool's parameters) that the grammar engine cannot
+    use: a reference that points nowhere, a schema feature it does not read."""
+
+
 class InsufficientMemoryError(SpecExecError, MemoryError):
     """Not enough host RAM or GPU memory for what was asked; the message says which and what to change."""
 

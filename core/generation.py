@@ -25,6 +25,7 @@ from core.methods.sequential import sequential_steps
 from core.methods.specexec import TreeSettings, specexec_steps
 from core.methods.specinfer import specinfer_steps
 from core.methods.step import OutputControls, PassStats, Step, TokenLogprob
+from core.reasoning import ReasoningSplitter, ThinkingFormat
 from core.sampling import SamplingParams
 
 Method = Literal["specexec", "specinfer", "sequential", "auto"]
@@ -60,7 +61,11 @@ class DecodingSettings:
 @dataclass(frozen=True)
 class GenerationChunk:
     """What one target pass delivered: new token ids, the text they complete, stats, and the finish
-    reason on the last chunk (None before)."""
+    reason on the last chunk (None before).
+
+    With a thinking model's markers given (stream_generate's `thinking`), the text is cut in two:
+    `reasoning` is the model's thinking (its `<think>` block, markers left out) and `text` the answer
+    proper; without, `reasoning` stays empty and `text` is everything. Either may be empty in a chunk."""
 
     token_ids: list[int]
     text: str
@@ -68,6 +73,7 @@ class GenerationChunk:
     finish_reason: FinishReason | None = None
     choice: Choice | None = None  # the tuner's choice this pass ran with (tuned settings only)
     logprobs: list[TokenLogprob] | None = None  # one per token in token_ids, when asked for (OutputControls)
+    reasoning: str = ""
 
 
 @dataclass(frozen=True)
@@ -77,6 +83,7 @@ class GenerationResult:
     finish_reason: FinishReason
     target_passes: int
     seconds: float
+    reasoning: str = ""
 
     @property
     def tokens_per_pass(self) -> float:
@@ -125,6 +132,9 @@ def _method_steps(
     if controls is not None and controls.active and method == "specinfer":
         raise InvalidSettingError("structured output and log-probabilities need SpecExec or plain decoding, "
                                   "not SpecInfer: choose another method")
+    if params.occurrence_penalties and method == "specinfer":
+        raise InvalidSettingError("presence and frequency penalties need SpecExec or plain decoding, not SpecInfer: "
+                                  "choose another method")
     depth = None
     if draft is not None and settings.tree.adaptive_depth and method in ("specexec", "auto"):
         from core.autotune.setup import depth_policy_for
@@ -143,6 +153,16 @@ def _method_steps(
     if method == "specexec":
         return specexec_steps(state, target, draft, params, settings.tree, max_new_tokens, depth, controls)
     return specinfer_steps(state, target, draft, params, settings.tree, max_new_tokens)
+
+
+def split_reasoning(chunk: GenerationChunk, splitter: ReasoningSplitter) -> GenerationChunk:
+    """The chunk with its text cut into reasoning and answer text by `splitter` (which holds back what may
+    be the start of a marker, and lets it go with the last chunk)."""
+    split = splitter.push(chunk.text)
+    if chunk.finish_reason is not None:
+        last = splitter.finish()
+        split = dataclasses.replace(split, reasoning=split.reasoning + last.reasoning, content=split.content + last.content)
+    return dataclasses.replace(chunk, text=split.content, reasoning=chunk.reasoning + split.reasoning)
 
 
 def fit_tree_to_target(settings: DecodingSettings, target: CausalLM, draft: CausalLM | None = None) -> DecodingSettings:
@@ -175,6 +195,8 @@ def stream_generate(
     state: DecodeState | None = None,
     tuner: AutoTuner | None = None,
     controls: OutputControls | None = None,
+    thinking: ThinkingFormat | None = None,
+    answer_start: int | None = None,
 ) -> Iterator[GenerationChunk]:
     """Yield one chunk per target pass until EOS, a stop string, or exactly max_new_tokens tokens.
 
@@ -182,6 +204,10 @@ def stream_generate(
     and left holding prompt + emitted tokens at the end. `tuner` drives tuned settings (see
     DecodingSettings.tuned) and keeps what it learned for the next call; None builds one for the pair.
     `controls`: a grammar the answer must match and log-probabilities to report (core.methods.step).
+    `thinking`: a thinking model's markers (core.reasoning.thinking_format): each chunk's reasoning and
+    answer text come apart (GenerationChunk.reasoning); stop strings apply to both, as they are generated.
+    `answer_start`: where the answer begins in `prompt_ids` for the presence and frequency penalties (None:
+    after the prompt; a retried answer's prompt holds its first tokens).
     """
     if not prompt_ids:
         raise InvalidSettingError("the prompt is empty")
@@ -194,6 +220,7 @@ def stream_generate(
         state.reset_tokens(prompt_ids)
         if draft is not None and settings.method != "sequential" and state.draft_cache is None:
             state.draft_cache = draft.new_cache()
+    state.answer_start = len(prompt_ids) if answer_start is None else answer_start
     eos = set(target.eos_token_ids)
     detok = IncrementalDetokenizer(tokenizer, prompt_ids)
     stops = _StopStringFilter(settings.stop)
@@ -205,6 +232,7 @@ def stream_generate(
 
         tuner = tuner_for_pair(target, draft, settings.tree.max_depth)
     steps = _method_steps(settings.method, state, target, draft, params, settings, max_new, tuner, controls)
+    splitter = ReasoningSplitter(thinking) if thinking is not None else None
     try:
         for step in steps:
             chunk_ids: list[int] = []
@@ -225,7 +253,8 @@ def stream_generate(
                 stats = dataclasses.replace(stats, tokens=len(chunk_ids))
             choice = tuner.current if tuner is not None else None
             logprobs = None if step.logprobs is None else step.logprobs[: len(chunk_ids)]
-            yield GenerationChunk(chunk_ids, stops.release(final=finish is not None), stats, finish, choice, logprobs)
+            chunk = GenerationChunk(chunk_ids, stops.release(final=finish is not None), stats, finish, choice, logprobs)
+            yield chunk if splitter is None else split_reasoning(chunk, splitter)
             if finish:
                 return
     finally:
@@ -236,10 +265,11 @@ def stream_generate(
 def generate(*args, **kwargs) -> GenerationResult:
     """Blocking convenience call over stream_generate (same arguments)."""
     started = time.perf_counter()
-    text, ids, passes, finish = [], [], 0, "length"
+    text, reasoning, ids, passes, finish = [], [], [], 0, "length"
     for chunk in stream_generate(*args, **kwargs):
         text.append(chunk.text)
+        reasoning.append(chunk.reasoning)
         ids.extend(chunk.token_ids)
         passes += 1
         finish = chunk.finish_reason or finish
-    return GenerationResult("".join(text), ids, finish, passes, time.perf_counter() - started)
+    return GenerationResult("".join(text), ids, finish, passes, time.perf_counter() - started, "".join(reasoning))

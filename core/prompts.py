@@ -4,7 +4,7 @@ template; and which tool-call format a model's template asks the model to write.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +12,7 @@ from transformers import PreTrainedTokenizerBase
 
 from core.engine.protocol import HERMES, LLAMA3_JSON
 from core.errors import InvalidSettingError, ModelFormatError
+from core.template_kwargs import template_source, template_variables
 
 Message = dict[str, Any]  # role and content; an assistant's tool_calls, a tool's tool_call_id
 Tool = dict[str, Any]  # {"type": "function", "function": {"name", "description", "parameters"}}
@@ -22,23 +23,20 @@ _PROBE_TOOL: Tool = {"type": "function", "function": {
 
 @dataclass(frozen=True)
 class Prompt:
-    """One prompt: chat `messages` (with the `tools` the template renders) or plain `text` (exactly one of
-    messages and text is set)."""
+    """One prompt: chat `messages` (with the `tools` the template renders, and `template_kwargs`: variables
+    for the template such as Qwen3's enable_thinking) or plain `text` (exactly one of messages and text is
+    set)."""
 
     messages: tuple[Message, ...] | None = None
     text: str | None = None
     tools: tuple[Tool, ...] = ()
-
-
-def _template_source(tokenizer: PreTrainedTokenizerBase) -> str:
-    template = getattr(tokenizer, "chat_template", None) or ""
-    return "\n".join(template.values()) if isinstance(template, dict) else template
+    template_kwargs: dict[str, Any] = field(default_factory=dict)
 
 
 def tool_call_format(tokenizer: PreTrainedTokenizerBase) -> str | None:
     """How the model's chat template asks it to write tool calls: HERMES, LLAMA3_JSON, or None when the
     template renders no tools (a probe tool's name does not reach the prompt) or asks for another format."""
-    source = _template_source(tokenizer)
+    source = template_source(tokenizer)
     if not source:
         return None
     try:
@@ -55,8 +53,10 @@ def tool_call_format(tokenizer: PreTrainedTokenizerBase) -> str | None:
     return None
 
 
-def render_chat(tokenizer: PreTrainedTokenizerBase, messages: list[Message], tools: tuple[Tool, ...] = ()) -> str:
-    """The model's own chat template (with `tools` when given), ending with the assistant's turn header.
+def render_chat(tokenizer: PreTrainedTokenizerBase, messages: list[Message], tools: tuple[Tool, ...] = (),
+                template_kwargs: dict[str, Any] | None = None) -> str:
+    """The model's own chat template (with `tools` when given, and the `template_kwargs` it reads),
+    ending with the assistant's turn header.
 
     Raises:
         ModelFormatError: the model has no chat template.
@@ -67,17 +67,27 @@ def render_chat(tokenizer: PreTrainedTokenizerBase, messages: list[Message], too
     if tools and tool_call_format(tokenizer) is None:
         raise InvalidSettingError("this model's chat template has no tool support (tool calls need a model such as "
                                   "Qwen2.5 or Llama 3.1); send the request without tools")
-    extra = {"tools": list(tools)} if tools else {}
+    extra = template_variables(tokenizer, template_kwargs or {})
+    if tools:
+        extra["tools"] = list(tools)
     return tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=False, **extra)
+
+
+def chat_prompt(prompt: Prompt) -> Prompt:
+    """A plain-text prompt as a one-message chat (messages are kept as they are)."""
+    if prompt.messages is not None:
+        return prompt
+    return Prompt(messages=({"role": "user", "content": prompt.text},), tools=prompt.tools,
+                  template_kwargs=prompt.template_kwargs)
 
 
 def encode_prompt(tokenizer: PreTrainedTokenizerBase, prompt: Prompt, chat: bool = False) -> list[int]:
     """Token ids for a prompt. Messages always use the chat template; text uses it when `chat` is set."""
     if prompt.messages is not None:
-        rendered = render_chat(tokenizer, list(prompt.messages), prompt.tools)
+        rendered = render_chat(tokenizer, list(prompt.messages), prompt.tools, prompt.template_kwargs)
         return tokenizer(rendered, add_special_tokens=False)["input_ids"]
     if chat:
-        return encode_prompt(tokenizer, Prompt(messages=({"role": "user", "content": prompt.text},)))
+        return encode_prompt(tokenizer, chat_prompt(prompt))
     return tokenizer(prompt.text)["input_ids"]
 
 

@@ -1,7 +1,8 @@
 """Sampling as pure functions over logits, with random draws keyed by (seed, position).
 
 The order of processors follows transformers' `generate`: repetition penalty, then temperature, top-k and
-top-p. Greedy decoding is temperature 0.
+top-p; OpenAI's presence and frequency penalties come right after the repetition penalty, as in vLLM. Greedy
+decoding is temperature 0.
 
 Why position-keyed draws: SpecExec samples every emitted token from the target's own distribution, so if the
 randomness used for absolute position t depends only on (seed, t), SpecExec at any budget and plain
@@ -49,6 +50,8 @@ class SamplingParams:
     top_k: int = 0
     repetition_penalty: float = 1.0
     seed: int = 0
+    presence_penalty: float = 0.0  # OpenAI's: subtracted once from every token the answer already has
+    frequency_penalty: float = 0.0  # OpenAI's: subtracted per occurrence in the answer so far
 
     def __post_init__(self) -> None:
         if not math.isfinite(self.temperature) or self.temperature < 0:
@@ -59,10 +62,18 @@ class SamplingParams:
             raise InvalidSettingError(f"top-k must be >= 0 (0 = off), got {self.top_k}")
         if not self.repetition_penalty > 0:
             raise InvalidSettingError(f"repetition penalty must be > 0 (1 = off), got {self.repetition_penalty}")
+        for name, value in (("presence", self.presence_penalty), ("frequency", self.frequency_penalty)):
+            if not (math.isfinite(value) and -2.0 <= value <= 2.0):
+                raise InvalidSettingError(f"{name} penalty must be between -2 and 2 (0 = off), got {value}")
 
     @property
     def greedy(self) -> bool:
         return self.temperature == 0
+
+    @property
+    def occurrence_penalties(self) -> bool:
+        """Whether the presence or frequency penalty is on (the decoding loop then counts the answer's tokens)."""
+        return self.presence_penalty != 0.0 or self.frequency_penalty != 0.0
 
 
 def _work_dtype(logits: torch.Tensor) -> torch.dtype:
@@ -92,6 +103,23 @@ def apply_repetition_penalty(logits: torch.Tensor, context_ids: torch.Tensor, pe
     return apply_penalty_mask(logits, context_mask(context_ids.to(logits.device), logits.shape[-1]), penalty)
 
 
+def occurrence_counts(token_ids: Sequence[int] | torch.Tensor, vocab_size: int, device: torch.device | str) -> torch.Tensor:
+    """float32 [V]: how often each token id occurs in `token_ids` (the answer so far), made on `device` without
+    a host read (index_add, not bincount)."""
+    ids = to_device(token_ids, device)
+    return torch.zeros(vocab_size, dtype=torch.float32, device=ids.device).index_add_(
+        0, ids, torch.ones(ids.shape[0], dtype=torch.float32, device=ids.device))
+
+
+def apply_occurrence_penalties(logits: torch.Tensor, counts: torch.Tensor, presence: float,
+                               frequency: float) -> torch.Tensor:
+    """OpenAI's presence and frequency penalties: logit[j] - frequency * c[j] - presence * (c[j] > 0), where
+    c[j] (`counts`, [V] or [N, V]) is how often token j occurs in the answer so far (as vLLM counts: generated
+    tokens only, not the prompt)."""
+    counts = counts.to(logits.dtype)
+    return logits - frequency * counts - presence * (counts > 0).to(logits.dtype)
+
+
 def apply_top_k(logits: torch.Tensor, k: int) -> torch.Tensor:
     """Keep the k largest logits per row (ties with the k-th are kept, as in transformers)."""
     if k <= 0 or k >= logits.shape[-1]:
@@ -118,18 +146,22 @@ def apply_top_p(logits: torch.Tensor, p: float) -> torch.Tensor:
 
 
 def process_logits(logits: torch.Tensor, params: SamplingParams, penalized: torch.Tensor | None = None,
-                   allowed: torch.Tensor | None = None) -> torch.Tensor:
-    """Grammar mask, penalty, temperature, top-k, top-p: the scores whose softmax is the sampling distribution.
+                   allowed: torch.Tensor | None = None, counts: torch.Tensor | None = None) -> torch.Tensor:
+    """Grammar mask, penalties, temperature, top-k, top-p: the scores whose softmax is the sampling distribution.
 
     penalized: bool [V] or [N, V], the tokens the repetition penalty applies to (None: none).
     allowed: bool [V] or [N, V], the tokens a grammar allows next (core.constraints; None: all).
-    For greedy params only the mask and the penalty apply (temperature and filters cannot change the argmax).
+    counts: [V] or [N, V], each token's occurrences in the answer so far, for the presence and frequency
+    penalties (`occurrence_counts`; None: they are off).
+    For greedy params only the mask and the penalties apply (temperature and filters cannot change the argmax).
     """
     scores = logits.to(_work_dtype(logits))
     if allowed is not None:
         scores = scores.masked_fill(~allowed, -math.inf)
     if penalized is not None:
         scores = apply_penalty_mask(scores, penalized, params.repetition_penalty)
+    if counts is not None:
+        scores = apply_occurrence_penalties(scores, counts, params.presence_penalty, params.frequency_penalty)
     if params.greedy:
         return scores
     scores = scores / params.temperature
@@ -172,11 +204,12 @@ def gumbel_pick(scores: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
 
 
 def sample_rows(logits: torch.Tensor, params: SamplingParams, noise: torch.Tensor | None,
-                penalized: torch.Tensor | None = None, allowed: torch.Tensor | None = None) -> torch.Tensor:
+                penalized: torch.Tensor | None = None, allowed: torch.Tensor | None = None,
+                counts: torch.Tensor | None = None) -> torch.Tensor:
     """Sample one token per row of logits [N, V] with the keyed noise [N, draw_slots(V)] of each row's
-    position (`position_noise`; unused when greedy); penalized, allowed: as in process_logits. Returns long
-    [N] on the logits' device, without reading it."""
-    scores = process_logits(logits, params, penalized, allowed)
+    position (`position_noise`; unused when greedy); penalized, allowed, counts: as in process_logits.
+    Returns long [N] on the logits' device, without reading it."""
+    scores = process_logits(logits, params, penalized, allowed, counts)
     if params.greedy:
         return scores.argmax(-1)
     return gumbel_pick(scores, noise)
@@ -199,23 +232,28 @@ def penalty_mask(context_ids: Sequence[int] | torch.Tensor | None, params: Sampl
 
 
 def sample_token(logits: torch.Tensor, params: SamplingParams, position: int,
-                 context_ids: Sequence[int] | torch.Tensor | None = None, allowed: torch.Tensor | None = None) -> int:
+                 context_ids: Sequence[int] | torch.Tensor | None = None, allowed: torch.Tensor | None = None,
+                 counts: torch.Tensor | None = None) -> int:
     """Sample the token at absolute `position` from one row of logits [V]; context_ids: the tokens the
-    repetition penalty applies to (a list or a long tensor, host or device); allowed: bool [V], a grammar's."""
+    repetition penalty applies to (a list or a long tensor, host or device); allowed: bool [V], a grammar's;
+    counts: [V], the answer's token counts for the presence and frequency penalties."""
     device = logits.device
     penalized = penalty_mask(context_ids, params, logits.shape[-1], device)
     noise = None if params.greedy else position_noise(params.seed, position, 1, logits.shape[-1], device)
-    return int(sample_rows(logits[None], params, noise, penalized, allowed)[0])  # host sync: the caller needs the id
+    return int(sample_rows(logits[None], params, noise, penalized, allowed, counts)[0])  # host sync: the caller needs the id
 
 
-def token_logprobs(logits: torch.Tensor, params: SamplingParams, tokens: torch.Tensor, top: int,
-                   penalized: torch.Tensor | None = None, allowed: torch.Tensor | None = None,
+def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor, top: int, allowed: torch.Tensor | None = None,
                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Log-probabilities of the sampled `tokens` (long [N]) under the distribution each was drawn from
-    (logits [N, V] after the grammar mask, penalty, temperature, top-k and top-p; for greedy decoding the
-    model's own distribution after the mask and the penalty, at temperature 1), and the `top` most likely
-    tokens of each row: (logprob [N], top values [N, top], top ids [N, top]), float64, on the device."""
-    logp = torch.log_softmax(process_logits(logits, params, penalized, allowed).double(), dim=-1)
+    """Log-probabilities of the sampled `tokens` (long [N]) under the model's own distribution (logits [N, V]
+    at temperature 1, after a grammar's mask `allowed`, before penalties, temperature, top-k and top-p: what
+    vLLM reports by default and llama.cpp's server too), and the `top` most likely tokens of each row:
+    (logprob [N], top values [N, top], top ids [N, top]), float64, on the device. The sampling settings change
+    which token is drawn, not how likely the model found it."""
+    scores = logits.double()
+    if allowed is not None:
+        scores = scores.masked_fill(~allowed, -math.inf)
+    logp = torch.log_softmax(scores, dim=-1)
     chosen = logp.gather(-1, tokens[:, None])[:, 0]
     values, ids = torch.topk(logp, min(top, logp.shape[-1]), dim=-1)
     return chosen, values, ids

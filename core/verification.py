@@ -61,6 +61,7 @@ def walk_tree(
     steps: int,
     allowed: torch.Tensor | None = None,
     top_logprobs: int | None = None,
+    counts: torch.Tensor | None = None,
 ) -> Walk:
     """Pure function of (tree, target logits, sampler) -> the walk, all on the device.
 
@@ -69,7 +70,9 @@ def walk_tree(
     the tokens up to and including the root (`context_mask`, for the repetition penalty; None when it is
     off); steps: nodes to sample at most (the depth bound + 1; at most the tokens left to emit);
     allowed: bool [N, V], row i the grammar's mask after node i (core.constraints; None: no grammar);
-    top_logprobs: also compute each sampled token's log-probability and this many alternatives (None: not).
+    top_logprobs: also compute each sampled token's log-probability and this many alternatives (None: not);
+    counts: [V], how often each token occurs in the answer up to the root, for the presence and frequency
+    penalties (`DecodeState.answer_counts`; None when they are off).
     """
     device = target_logits.device
     noise = None
@@ -89,10 +92,10 @@ def walk_tree(
         draw = None if noise is None else noise[depth : depth + 1]
         rows = target_logits.rows(node)
         mask = None if allowed is None else allowed[node]
-        token = sample_rows(rows, params, draw, penalized, mask)  # [1]
+        token = sample_rows(rows, params, draw, penalized, mask, counts)  # [1]
         sampled[depth : depth + 1] = token
         if want:
-            chosen, values, ids = token_logprobs(rows, params, token, top_logprobs, penalized, mask)
+            chosen, values, ids = token_logprobs(rows, token, top_logprobs, mask)
             logprobs[depth : depth + 1], top_values[depth : depth + 1], top_ids[depth : depth + 1] = chosen, values, ids
         if depth + 1 == steps:
             break
@@ -102,6 +105,8 @@ def walk_tree(
         path[depth + 1 : depth + 2] = torch.where(alive, node, -1)
         if penalized is not None:  # an accepted token joins the context of the next step
             penalized = penalized.index_put((token,), penalized[token] | alive)
+        if counts is not None:  # and the answer's counts
+            counts = counts.index_put((token,), counts[token] + alive.to(counts.dtype))
         if read_free and not bool(alive):  # a CPU: stop at once (free there; a GPU runs every step)
             break
     return Walk(path, sampled, logprobs, top_values, top_ids)

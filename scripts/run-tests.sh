@@ -10,6 +10,12 @@ if [ ! -x .venv-litellm/bin/python ] || ! LITELLM_LOCAL_MODEL_COST_MAP=True .ven
     .venv/bin/python -m venv .venv-litellm  # the interpreter setup.sh checked (3.11+, with venv)
     .venv-litellm/bin/python -m pip install -q --disable-pip-version-check litellm==1.106.0
 fi
+# instructor 1.17.0 pins jiter<0.15, which the openai 3 client in .venv cannot use: tests/test_serve_agents.py
+# drives it from its own environment too, the same way.
+if [ ! -x .venv-instructor/bin/python ] || ! .venv-instructor/bin/python -c "import instructor" 2>/dev/null; then
+    python3 -m venv .venv-instructor
+    .venv-instructor/bin/python -m pip install -q --disable-pip-version-check instructor==1.17.0
+fi
 . .venv/bin/activate
 export QT_QPA_PLATFORM=offscreen
 python -m pytest -q

@@ -45,7 +45,7 @@ def test_the_app_answers_api_requests_and_its_chat_through_one_engine(qtbot, app
     assert url is not None and url.startswith("http://127.0.0.1:"), window.api_server.error
 
     result: dict = {}
-    thread = _ask_in_thread(url, result, model="any", messages=[{"role": "user", "content": "w10 w11"}],
+    thread = _ask_in_thread(url, result, model="", messages=[{"role": "user", "content": "w10 w11"}],
                             max_tokens=5, seed=5)
     window.send("w12 w13")  # the chat's answer and the API's request wait in the same engine queue
     qtbot.waitUntil(lambda: ("answer" in result or "error" in result) and not window.controller.generating,
@@ -77,7 +77,7 @@ def test_with_the_key_turned_off_any_client_is_answered(qtbot, app_paths, shared
     window = MainWindow(paths=app_paths, settings=settings, bridge=shared_bridge, confirm_delete=False)
     qtbot.addWidget(window)
     result: dict = {}
-    thread = _ask_in_thread(window.api_server.url, result, model="any", max_tokens=3,
+    thread = _ask_in_thread(window.api_server.url, result, model="", max_tokens=3,
                             messages=[{"role": "user", "content": "w20"}])  # its key is not checked
     qtbot.waitUntil(lambda: "answer" in result or "error" in result, timeout=120_000)
     thread.join(10)

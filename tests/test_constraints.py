@@ -15,7 +15,7 @@ from core.errors import InvalidSettingError
 from core.generation import DecodingSettings, generate, stream_generate
 from core.methods.specexec import TreeSettings
 from core.methods.step import OutputControls
-from core.sampling import SamplingParams, process_logits
+from core.sampling import SamplingParams
 from core.server.tool_calls import forced_call_grammar
 
 pytestmark = pytest.mark.timeout(600)
@@ -150,11 +150,15 @@ def test_a_grammar_the_engine_cannot_use_is_a_clear_error(builtin):
 
 # -- log-probabilities ----------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("params", [SamplingParams(temperature=0.8, top_p=0.9, top_k=20, repetition_penalty=1.2, seed=7),
+@pytest.mark.parametrize("params", [SamplingParams(temperature=0.8, top_p=0.9, top_k=20, repetition_penalty=1.2,
+                                                   presence_penalty=0.5, frequency_penalty=0.3, seed=7),
                                     SamplingParams(temperature=0.0)], ids=["sampled", "greedy"])
-def test_logprobs_are_the_sampling_distributions_in_specexec_and_sequential(tiny_target, tiny_draft, params):
+def test_logprobs_are_the_models_own_in_specexec_and_sequential(tiny_target, tiny_draft, params):
     """float64 tiny pair: SpecExec's log-probabilities (from its verification walk, no extra pass) equal
-    sequential decoding's, and both equal log_softmax of the processed target logits recomputed here."""
+    sequential decoding's, and both equal log_softmax of the target's raw logits recomputed here (vLLM's and
+    llama.cpp's default: before penalties, temperature, top-k and top-p), so the alternatives top-p would cut
+    still have their real values (never -9999), and the sampled token never reads 0.0 for having been alone
+    in the nucleus."""
     from conftest import make_word_tokenizer
 
     tokenizer = make_word_tokenizer()
@@ -175,14 +179,13 @@ def test_logprobs_are_the_sampling_distributions_in_specexec_and_sequential(tiny
     for token, entry in zip(tokens, logprobs):
         with torch.no_grad():
             logits = tiny_target.model(torch.tensor([context])).logits[0, -1]
-        penalized = torch.zeros(logits.shape[-1], dtype=torch.bool)
-        penalized[context] = True
-        expected = torch.log_softmax(process_logits(logits[None], params, penalized[None]).double(), -1)[0]
+        expected = torch.log_softmax(logits.double(), -1)
         assert entry.logprob == pytest.approx(float(expected[token]), abs=1e-9)
         assert [i for i, _ in entry.top] == expected.topk(3).indices.tolist()
         assert entry.top[0][1] == pytest.approx(float(expected.max()), abs=1e-9)
+        assert all(value > -100 for _, value in entry.top) and entry.logprob < 0
         context.append(token)
-    if params.greedy:  # the model's own distribution after the penalty: the chosen token is its best
+    if params.greedy:  # without penalties the chosen token is the model's best
         assert all(entry.top[0][0] == token for token, entry in zip(tokens, logprobs))
 
 

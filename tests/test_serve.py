@@ -22,7 +22,7 @@ import pytest
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 KEY = "sk-test-key"
-FLAGS = ["--threads", "1", "--method", "specexec", "--budget", "8", "--max-depth", "4", "--expand", "4", "--max-new-tokens", "8",
+FLAGS = ["--threads", "1", "--method", "specexec", "--budget", "8", "--max-depth", "4", "--expand", "4",
          "--device", "cpu"]
 QUESTION = [{"role": "user", "content": "Why is the sky blue?"}]
 
@@ -141,12 +141,56 @@ def test_prompt_longer_than_the_context_is_400(client):
         assert "context window is 4096" in error.message and "shorten" in error.message
 
 
-def test_a_model_without_tools_in_its_template_refuses_tools_clearly(client):
-    assert client.models.retrieve("builtin").specexec["tool_call_format"] is None
-    tool = {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}
+def test_the_built_in_pair_calls_tools_in_the_hermes_format(client):
+    """The built-in pair's ChatML template has Hermes tool calls: a forced call whose parameters are a nested
+    Pydantic model ($defs, $ref) is written under a grammar, read back as tool_calls, streamed with its
+    arguments in fragments, and a call cut by max_tokens shows no template text."""
+    from pydantic import BaseModel, Field
+
+    class Address(BaseModel):
+        city: str = Field(max_length=12)
+        street: str = Field(max_length=12)
+
+    class Person(BaseModel):
+        name: str = Field(max_length=12)
+        home: Address
+        past: list[Address] = Field(max_length=2)
+
+    assert client.models.retrieve("builtin").specexec["tool_call_format"] == "hermes"
+    tool = openai.pydantic_function_tool(Person, name="final_result")
+    assert "$defs" in tool["function"]["parameters"]
+    ask = [{"role": "user", "content": "Describe Ada, who lives in Oslo."}]
+    answer = client.chat.completions.create(model="builtin", messages=ask, tools=[tool], tool_choice="required",
+                                            max_tokens=300, seed=2)
+    call = answer.choices[0].message.tool_calls[0]
+    assert answer.choices[0].finish_reason == "tool_calls" and call.function.name == "final_result"
+    Person.model_validate_json(call.function.arguments)
+    stream = client.chat.completions.create(model="builtin", messages=ask, tools=[tool], tool_choice="required",
+                                            max_tokens=300, seed=2, stream=True)
+    pieces = [d for chunk in stream if chunk.choices for d in chunk.choices[0].delta.tool_calls or ()]
+    assert pieces[0].function.name == "final_result" and len(pieces) > 3  # the arguments grow piece by piece
+    assert "".join(p.function.arguments or "" for p in pieces) == call.function.arguments  # same seed, same call
+    cut = client.chat.completions.create(model="builtin", messages=ask, tools=[tool], tool_choice="required",
+                                         max_tokens=3, seed=2)
+    assert cut.choices[0].finish_reason == "length" and not cut.choices[0].message.content
+
+
+def test_a_nested_schema_the_grammar_cannot_read_names_the_tools(client):
+    broken = {"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {"a": {"$ref": "#/$defs/Missing"}}}}}
     with pytest.raises(openai.BadRequestError) as caught:
-        client.chat.completions.create(model="builtin", messages=QUESTION, tools=[tool], max_tokens=2)
-    assert caught.value.code == "tools_not_supported" and "no tool support" in caught.value.message
+        client.chat.completions.create(model="builtin", messages=QUESTION, tools=[broken], tool_choice="required")
+    assert caught.value.param == "tools" and caught.value.code == "invalid_schema"
+    assert "Missing" in caught.value.message and "sampling" not in caught.value.message
+
+
+def test_requests_for_another_model_are_404(client):
+    for call in (lambda: client.chat.completions.create(model="gpt-4o", messages=QUESTION, max_tokens=2),
+                 lambda: client.completions.create(model="gpt-4o", prompt="Hi", max_tokens=2)):
+        with pytest.raises(openai.NotFoundError) as caught:
+            call()
+        assert caught.value.code == "model_not_found" and "builtin" in caught.value.message
+    assert client.chat.completions.create(model="builtin", messages=QUESTION, max_tokens=1).model == "builtin"
 
 
 PERSON = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 10},
@@ -204,7 +248,7 @@ def test_bad_parameters_are_400_naming_the_parameter(client):
     assert caught.value.param == "temperature"
     with pytest.raises(openai.BadRequestError) as caught:
         client.chat.completions.create(model="builtin", messages=QUESTION, n=2)
-    assert caught.value.param == "n" and "not supported" in caught.value.message
+    assert caught.value.param == "n" and "send n requests" in caught.value.message
 
 
 def _open_stream(url: str, max_tokens: int) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:

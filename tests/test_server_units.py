@@ -129,13 +129,15 @@ def test_structured_output_forced_calls_and_logprobs_reach_the_engine():
     named = S.parse_chat_request({"messages": USER, "tools": [strict],
                                   "tool_choice": {"type": "function", "function": {"name": "get_weather"}}}, DEFAULTS)
     assert named.tool_choice == "named" and named.forced_tool == "get_weather" and "strict" not in named.tools[0]["function"]
+    both = S.parse_chat_request({"messages": USER, "tools": [WEATHER], "tool_choice": "required",  # openai-agents
+                                 "response_format": {"type": "json_object"}}, DEFAULTS)  # sends both: the call wins
+    assert both.forces_tool_call and both.grammar_kind is None
 
 
 @pytest.mark.parametrize("extra, param", [
     ({"tool_choice": "required"}, "tool_choice"),  # no tools to call
     ({"tools": [WEATHER], "tool_choice": {"type": "function", "function": {"name": "nope"}}}, "tool_choice"),
     ({"tools": [WEATHER], "tool_choice": {"type": "function"}}, "tool_choice"),
-    ({"tools": [WEATHER], "tool_choice": "required", "response_format": {"type": "json_object"}}, "response_format"),
 ])
 def test_forced_calls_and_strict_schemas_are_checked(extra, param):
     assert _error(S.parse_chat_request, {"messages": USER, **extra}).param == param
@@ -159,8 +161,14 @@ def test_usage_reports_cached_tokens_and_answers_carry_tool_calls():
     parsed = types.ChatCompletion.model_validate(body)  # the official client's own types read it
     assert parsed.choices[0].message.tool_calls[0].function.name == "get_weather"
     assert parsed.usage.prompt_tokens_details.cached_tokens == 100
-    delta = S.chat_chunk("id", "m", {"tool_calls": [S.tool_call_json(ToolCall("f", "{}"), 0)]})
-    assert types.ChatCompletionChunk.model_validate(delta).choices[0].delta.tool_calls[0].index == 0
+    from core.server.tool_calls import CallDelta
+
+    first = S.chat_chunk("id", "m", {"tool_calls": [S.tool_call_delta(CallDelta(0, "f"), "call_1")]})
+    more = S.chat_chunk("id", "m", {"tool_calls": [S.tool_call_delta(CallDelta(0, arguments='{"a"'), "call_1")]})
+    call = types.ChatCompletionChunk.model_validate(first).choices[0].delta.tool_calls[0]
+    assert (call.index, call.id, call.function.name, call.function.arguments) == (0, "call_1", "f", "")
+    call = types.ChatCompletionChunk.model_validate(more).choices[0].delta.tool_calls[0]
+    assert (call.index, call.id, call.function.name, call.function.arguments) == (0, None, None, '{"a"')
 
 
 def test_logprob_shapes_match_the_openai_types():
@@ -280,3 +288,110 @@ def test_the_server_package_never_imports_torch():
             "core.server.tool_calls, core.server.origins, "
             "app.api.server, app.api.settings_row; sys.exit(1 if 'torch' in sys.modules else 0)")
     assert subprocess.run([sys.executable, "-c", code], timeout=120).returncode == 0
+
+
+def test_the_defaults_agents_assume():
+    """No max_tokens: the rest of the context for chat (None reaches the engine), OpenAI's 16 for
+    /v1/completions; presence and frequency penalties reach the engine (and are checked); n > 1 is refused
+    with its reason; a context error on /v1/completions names `prompt`."""
+    chat = S.parse_chat_request({"messages": USER}, S.Defaults())
+    assert chat.max_tokens is None and P.validate(chat.to_generate("r")).max_new_tokens is None
+    assert S.parse_completion_request({"prompt": "Once"}, S.Defaults()).max_tokens == 16
+    assert S.parse_chat_request({"messages": USER}, DEFAULTS).max_tokens == 32  # a server's own default stays
+    penalised = S.parse_chat_request({"messages": USER, "presence_penalty": 0.5, "frequency_penalty": -1}, DEFAULTS)
+    generate = penalised.to_generate("r")
+    assert (generate.presence_penalty, generate.frequency_penalty) == (0.5, -1.0)
+    for name in ("presence_penalty", "frequency_penalty"):
+        assert _error(S.parse_chat_request, {"messages": USER, name: 2.5}).param == name
+    refused = _error(S.parse_chat_request, {"messages": USER, "n": 3})
+    assert refused.param == "n" and "one at a time" in refused.message
+    too_long = S.engine_error(P.Error("r", "context_length", "the prompt is 9000 tokens"), 4096, "prompt")
+    assert too_long.param == "prompt"
+
+
+def test_chat_template_kwargs_and_reasoning_in_history_are_checked():
+    request = S.parse_chat_request({"messages": [*USER, {"role": "assistant", "content": "a", "reasoning_content": "t"},
+                                                 *USER], "chat_template_kwargs": {"enable_thinking": False}}, DEFAULTS)
+    assert request.messages[1] == {"role": "assistant", "content": "a", "reasoning_content": "t"}
+    assert P.validate(request.to_generate("r")).chat_template_kwargs == {"enable_thinking": False}
+    for bad in ({"add_generation_prompt": False}, ["x"], {"eos_token": "<x>"}):
+        assert _error(S.parse_chat_request, {"messages": USER, "chat_template_kwargs": bad}).param == "chat_template_kwargs"
+
+
+def test_forced_calls_move_every_functions_defs_to_the_grammars_root():
+    """Nested Pydantic models put their classes in `$defs` and point at them from anywhere; inside a forced
+    call the parameters sit under the call's object, so the definitions move to the root (renamed where two
+    functions define one name differently) and the grammar validates."""
+    import llguidance
+
+    from core.server.tool_calls import forced_call_grammar
+
+    address = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    person = {"type": "object", "properties": {"home": {"$ref": "#/$defs/Address"},
+                                               "past": {"type": "array", "items": {"$ref": "#/$defs/Address"}}},
+              "$defs": {"Address": address}}
+    other = {"type": "object", "properties": {"at": {"$ref": "#/definitions/Address"}},
+             "definitions": {"Address": {"type": "integer"}}}
+    tools = ({"type": "function", "function": {"name": "person", "parameters": person}},
+             {"type": "function", "function": {"name": "other", "parameters": other}})
+    grammar = forced_call_grammar("hermes", tools)
+    assert llguidance.LLMatcher.validate_grammar(llguidance.LLMatcher.grammar_from_lark(grammar)) == ""
+    schema = json.loads(grammar.split("%json ", 1)[1])
+    assert schema["$defs"] == {"Address": address, "other__Address": {"type": "integer"}}
+    assert '"#/$defs/other__Address"' in grammar and "#/definitions/" not in grammar
+    S.check_grammar("lark", grammar, "tools")  # no error
+    with pytest.raises(S.ApiError) as caught:
+        S.check_grammar("json_schema", json.dumps({"$ref": "#/$defs/Nowhere"}), "response_format")
+    assert (caught.value.param, caught.value.code) == ("response_format", "invalid_schema")
+
+
+def test_responses_requests_become_the_chat_the_model_reads():
+    from core.server.responses import parse_responses_request
+
+    simple = parse_responses_request({"model": "m", "instructions": "Be brief.", "input": "hi",
+                                      "max_output_tokens": 7, "truncation": "auto"}, DEFAULTS).completion
+    assert simple.messages == ({"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"})
+    assert simple.max_tokens == 7 and simple.to_generate("r").trim_context
+    items = [
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Weather in Oslo?"}]},
+        {"type": "reasoning", "id": "rs_1", "summary": [], "content": [{"type": "reasoning_text", "text": "look it up"}]},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Checking.", "annotations": []}]},
+        {"type": "function_call", "call_id": "c1", "name": "get_weather", "arguments": '{"city": "Oslo"}'},
+        {"type": "function_call_output", "call_id": "c1", "output": "-3 C"},
+    ]
+    tool = {"type": "function", "name": "get_weather", "parameters": WEATHER["function"]["parameters"], "strict": True}
+    request = parse_responses_request({"input": items, "tools": [tool], "tool_choice": {"type": "function",
+                                       "name": "get_weather"}, "reasoning": {"effort": "none"},
+                                       "text": {"format": {"type": "json_object"}}}, DEFAULTS).completion
+    user, assistant, result = request.messages
+    assert user == {"role": "user", "content": "Weather in Oslo?"}
+    assert assistant["content"] == "Checking." and assistant["reasoning_content"] == "look it up"
+    assert assistant["tool_calls"][0]["function"] == {"name": "get_weather", "arguments": {"city": "Oslo"}}
+    assert result == {"role": "tool", "content": "-3 C", "tool_call_id": "c1", "name": "get_weather"}
+    assert request.forced_tool == "get_weather" and request.tools[0]["function"]["name"] == "get_weather"
+    assert request.chat_template_kwargs == {"enable_thinking": False}
+
+
+@pytest.mark.parametrize("body, param", [
+    ({"input": 5}, "input"),
+    ({"input": []}, "input"),
+    ({"input": ["hi"]}, "input[0]"),
+    ({"input": [{"type": "item_reference", "id": "msg_1"}]}, "input[0]"),
+    ({"input": [{"type": "function_call", "name": "f", "arguments": "{}"}]}, "input[0]"),
+    ({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]}, "input[0].content"),
+    ({"input": [{"role": "wizard", "content": "x"}]}, "input"),
+    ({"input": "hi", "previous_response_id": "resp_1"}, "previous_response_id"),
+    ({"input": "hi", "background": True}, "background"),
+    ({"input": "hi", "tools": [{"type": "web_search"}]}, "tools[0].type"),
+    ({"input": "hi", "tools": "all"}, "tools"),
+    ({"input": "hi", "truncation": "sometimes"}, "truncation"),
+    ({"input": "hi", "max_output_tokens": 0}, "max_output_tokens"),
+    ({"input": "hi", "text": {"format": {"type": "xml"}}}, "text.format"),
+    ({"input": "hi", "chat_template_kwargs": ["enable_thinking"], "reasoning": {"effort": "none"}}, "chat_template_kwargs"),
+    ({"input": "hi", "instructions": 3}, "instructions"),
+    ([], None),
+])
+def test_bad_responses_requests_name_the_field(body, param):
+    from core.server.responses import parse_responses_request
+
+    assert _error(parse_responses_request, body).param == param

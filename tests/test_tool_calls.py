@@ -11,7 +11,7 @@ import random
 import pytest
 
 from core.engine.protocol import HERMES, LLAMA3_JSON
-from core.server.tool_calls import ToolCall, ToolCallStream, parse_answer
+from core.server.tool_calls import CallDelta, ToolCall, ToolCallStream, parse_answer
 
 NAMES = frozenset({"get_current_temperature", "get_current_conditions", "search"})
 
@@ -37,13 +37,27 @@ def test_hermes_calls_are_read_with_arguments_as_json_text():
     assert content == "Let me check the weather for you." and [c.name for c in calls] == ["get_current_temperature"]
 
 
-def test_hermes_text_without_calls_or_with_a_broken_call_is_kept_as_content():
+def test_hermes_text_that_is_not_a_call_is_kept_as_content():
     assert parse_answer("The sky is blue.\n", HERMES, NAMES) == ("The sky is blue.\n", [])
-    broken = "<tool_call>\n{\"name\": \"search\", \"arguments\": {\"query\": }\n</tool_call>"
-    assert parse_answer(broken, HERMES, NAMES) == (broken, [])
+    not_a_call = "<tool_call>\nI would call search here.\n</tool_call>"
+    assert parse_answer(not_a_call, HERMES, NAMES) == (not_a_call, [])
     assert parse_answer("a < b and <tool", HERMES, NAMES) == ("a < b and <tool", [])  # a tag never finished
     unclosed = QWEN_ONE.removesuffix("</tool_call>")  # cut by the end of the answer after the JSON
     assert [c.name for c in parse_answer(unclosed, HERMES, NAMES)[1]] == ["get_current_temperature"]
+    # once `{"name": ..., "arguments": ` is read it is a call (its arguments stream from there), as written
+    broken = "<tool_call>\n{\"name\": \"search\", \"arguments\": {\"query\": }\n</tool_call>"
+    assert parse_answer(broken, HERMES, NAMES) == ("", [ToolCall("search", '{"query": }')])
+
+
+def test_a_forced_call_cut_by_max_tokens_never_shows_the_template():
+    """With a grammar forcing the call, an answer cut before the call's name is complete is no call and no
+    content; one cut inside the arguments is the call with the arguments written so far."""
+    for cut in ("<tool_call>\n{\"name", "<tool", "<tool_call>\n{\"name\": \"sea"):
+        assert parse_answer(cut, HERMES, NAMES, forced=True) == ("", [])
+        assert parse_answer(cut, HERMES, NAMES) == (cut, [])  # unforced: the text as written
+    cut = '<tool_call>\n{"name": "search", "arguments": {"query": "wea'
+    assert parse_answer(cut, HERMES, NAMES, forced=True) == ("", [ToolCall("search", '{"query": "wea')])
+    assert parse_answer('{"name": "sea', LLAMA3_JSON, NAMES, forced=True) == ("", [])
 
 
 def test_llama_json_calls_need_declared_names_and_nothing_else():
@@ -54,7 +68,9 @@ def test_llama_json_calls_need_declared_names_and_nothing_else():
     assert [c.name for c in parse_answer(LLAMA_TWO, LLAMA3_JSON, NAMES)[1]] == ["get_current_conditions", "search"]
     plain_json = '{"name": "Ada", "parameters": {"age": 36}}'  # a JSON answer, not a declared tool
     assert parse_answer(plain_json, LLAMA3_JSON, NAMES) == (plain_json, [])
-    assert parse_answer(LLAMA_ONE + " and more", LLAMA3_JSON, NAMES) == (LLAMA_ONE + " and more", [])
+    assert parse_answer(plain_json + "; " + LLAMA_ONE, LLAMA3_JSON, NAMES) == (plain_json + "; " + LLAMA_ONE, [])
+    content, calls = parse_answer(LLAMA_ONE + " and more", LLAMA3_JSON, NAMES)  # prose after a call is content
+    assert content == " and more" and [c.name for c in calls] == ["get_current_conditions"]
     assert parse_answer("It is sunny.", LLAMA3_JSON, NAMES) == ("It is sunny.", [])
 
 
@@ -68,11 +84,16 @@ def _stream(text: str, fmt: str, cuts: list[int]) -> list:
 
 
 def _merged(pieces: list) -> list:
-    """Adjacent content pieces joined (how a client concatenates content deltas)."""
+    """Adjacent content pieces joined and each call's pieces added up into a ToolCall (how a client
+    concatenates content and argument deltas)."""
     out: list = []
     for piece in pieces:
         if isinstance(piece, str) and out and isinstance(out[-1], str):
             out[-1] += piece
+        elif isinstance(piece, CallDelta) and piece.name is None:
+            out[-1] = ToolCall(out[-1].name, out[-1].arguments + piece.arguments)
+        elif isinstance(piece, CallDelta):
+            out.append(ToolCall(piece.name, piece.arguments))
         elif piece != "":
             out.append(piece)
     return out
@@ -99,7 +120,23 @@ def test_streamed_content_is_sent_before_the_call_and_no_tag_leaks():
     assert stream.push("Let me check.") == ["Let me check."]  # content goes out at once
     assert stream.push("\n\n<tool") == []  # a possible tag start and the whitespace before it are held
     assert stream.push('_call>\n{"name": "search", ') == []
-    assert stream.push('"arguments": {"query": "x"}}\n</tool_call>') == [ToolCall("search", '{"query": "x"}')]
+    assert stream.push('"arguments": {"query": "x"}}\n</tool_call>') == [
+        CallDelta(0, "search"), CallDelta(0, arguments='{"query": "x"}')]
+    assert stream.finish() == []
+
+
+@pytest.mark.parametrize("fmt, head", [(HERMES, '<tool_call>\n{"name": "search", "arguments": '),
+                                       (LLAMA3_JSON, '<|python_tag|>{"name": "search", "parameters": ')])
+def test_arguments_stream_in_fragments_as_they_are_written(fmt, head):
+    """The name goes out once the arguments' key is read, then every piece of the arguments as it comes
+    (instructor's partial objects and the Responses API's argument deltas need them), and nothing of the
+    template's own text."""
+    stream = ToolCallStream(fmt, NAMES)
+    assert stream.push(head) == [CallDelta(0, "search")]
+    pieces = ['{"query": ', '"weather ', 'in {Oslo}', '", "page": ', "2}"]
+    for piece in pieces:
+        assert stream.push(piece) == [CallDelta(0, arguments=piece)]
+    assert stream.push("}" + ("\n</tool_call>" if fmt == HERMES else "")) == []
     assert stream.finish() == []
 
 

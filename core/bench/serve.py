@@ -43,7 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _request(args: argparse.Namespace) -> dict:
-    return {"model": "bench", "messages": QUESTION, "temperature": 0, "max_tokens": args.max_new_tokens,
+    return {"model": "", "messages": QUESTION,  # no model named: the one served "temperature": 0, "max_tokens": args.max_new_tokens,
             "method": args.method}
 
 

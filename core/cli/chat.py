@@ -26,6 +26,7 @@ import threading
 from contextlib import contextmanager
 
 from core.cli.options import add_generation_arguments, decoding_settings, engine_load_settings, sampling_params
+from core.cli.thinking_output import ThinkingPrinter, add_thinking_arguments, template_kwargs
 from core.engine import protocol as P
 from core.engine.client import EngineClient
 from core.engine.connection import EngineConnection
@@ -37,6 +38,7 @@ HELP = "commands: /reset (new conversation), /system TEXT (system prompt), /help
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_generation_arguments(parser)
     parser.add_argument("--system", default=None, help="system prompt")
+    add_thinking_arguments(parser)
     remote = parser.add_argument_group("a model on another computer (any OpenAI-compatible server)")
     remote.add_argument("--remote", default=None, metavar="URL",
                         help="chat through the server at URL (e.g. http://192.168.1.20:8765/v1) instead of a local engine")
@@ -82,10 +84,12 @@ class ChatLoop:
         self.system: str | None = args.system
         self.history: list[dict[str, str]] = []
         self.failed_turns = 0
+        self.hide_thinking = args.hide_thinking
         self.generate_settings = dict(
             temperature=params.temperature, top_p=params.top_p, top_k=params.top_k,
             repetition_penalty=params.repetition_penalty, seed=params.seed, method=settings.method,
-            max_new_tokens=settings.max_new_tokens, stop=settings.stop,
+            presence_penalty=params.presence_penalty, frequency_penalty=params.frequency_penalty,
+            max_new_tokens=settings.max_new_tokens, stop=settings.stop, chat_template_kwargs=template_kwargs(args),
         )
 
     def note(self, text: str) -> None:
@@ -142,17 +146,23 @@ class ChatLoop:
     def turn(self, user_text: str) -> None:
         user = {"role": "user", "content": user_text}
         system = [{"role": "system", "content": self.system}] if self.system else []
-        answer, ok = self.answer(system + self.history + [user])
+        (answer, reasoning), ok = self.answer(system + self.history + [user])
         if ok:
-            self.history += [user, {"role": "assistant", "content": answer}]
+            reply = {"role": "assistant", "content": answer}
+            if reasoning:  # for templates that render earlier thinking (the others leave it out)
+                reply["reasoning_content"] = reasoning
+            self.history += [user, reply]
         else:
             self.failed_turns += 1
 
-    def answer(self, messages: list[dict[str, str]]) -> tuple[str, bool]:
-        """Stream one answer to stdout; returns (text, answered)."""
+    def answer(self, messages: list[dict[str, str]]) -> tuple[tuple[str, str], bool]:
+        """Stream one answer to stdout (a thinking model's reasoning dimmed before it); returns ((text,
+        reasoning), answered)."""
         client = self.client
         request_id = client.generate(messages, **self.generate_settings)
         pieces: list[str] = []
+        thoughts: list[str] = []
+        printer = ThinkingPrinter(self.hide_thinking)
         cancel_sent = False
         with _catch_interrupt() as interrupt:
             while True:
@@ -164,29 +174,32 @@ class ChatLoop:
                     continue
                 if isinstance(event, P.TokenChunk) and event.request_id == request_id:
                     pieces.append(event.text)
-                    print(event.text, end="", flush=True)
+                    thoughts.append(event.reasoning)
+                    printer.write(event.reasoning, event.text)
                 elif isinstance(event, P.ContextTrimmed) and event.request_id == request_id:
                     # drop them here too, so the next turn's prompt starts like this one (KV cache reuse)
                     self.history = self.history[event.dropped_messages:]
                     self.note(f"(conversation too long: left out the {event.dropped_messages} oldest messages)")
                 elif isinstance(event, P.AutoChoice) and event.request_id == request_id and self.interactive:
-                    if not pieces:  # before the answer only: a note must not cut a streamed line
+                    if not pieces and not thoughts:  # before the answer only: a note must not cut a streamed line
                         self.note(f"({event.reason})")
                 elif isinstance(event, P.BudgetReduced) and event.request_id == request_id:
                     self.note(f"(out of GPU memory: tree budget {event.old_budget} -> {event.new_budget})")
                 elif isinstance(event, P.Finished) and event.request_id == request_id:
+                    printer.end()
                     print(flush=True)
                     if self.interactive:
                         self.note(self.finish_line(event))
-                    return "".join(pieces), True
+                    return ("".join(pieces), "".join(thoughts)), True
                 elif isinstance(event, P.Error) and event.request_id in (request_id, None):
                     if event.kind == "protocol" and event.request_id is None:
                         continue
+                    printer.end()
                     print(flush=True)
                     self.note(f"error: {event.message}" + (f" ({event.hint})" if event.hint else ""))
                     if event.kind == "engine_died":
                         self.reconnect()
-                    return "".join(pieces), False
+                    return ("".join(pieces), "".join(thoughts)), False
 
     def finish_line(self, event: P.Finished) -> str:
         if self.source is None:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 
 from core.cli.pair import load_pair
+from core.cli.thinking_output import ThinkingPrinter, add_thinking_arguments, template_kwargs
 from core.cli.options import (
     add_generation_arguments,
     add_grammar_argument,
@@ -19,7 +21,9 @@ from core.errors import InvalidSettingError
 from core.generation import stream_generate
 from core.methods.step import reported_logprob
 from core.threads import apply_torch_threads
-from core.prompts import Prompt, encode_prompt, read_messages_file
+from core.prompts import Prompt, chat_prompt, encode_prompt, read_messages_file
+from core.reasoning import thinking_format
+from core.template_kwargs import template_variables
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -29,9 +33,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--chat", action="store_true", help="wrap --prompt in the model's chat template")
     add_generation_arguments(parser)
     add_grammar_argument(parser)
+    add_thinking_arguments(parser)
     parser.add_argument("--logprobs", type=int, default=None, metavar="N",
                         help="with --json: each token's log-probability and its N most likely alternatives")
-    parser.add_argument("--json", action="store_true", help="print one JSON object instead of streaming text")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of streaming text "
+                        "(a thinking model's reasoning in its own field)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -41,20 +47,29 @@ def run(args: argparse.Namespace) -> int:
     apply_torch_threads(args.threads)
     params = sampling_params(args)
     prompt = read_messages_file(args.messages_file) if args.messages_file else Prompt(text=args.prompt)
+    if args.messages_file or args.chat:
+        prompt = dataclasses.replace(chat_prompt(prompt), template_kwargs=template_kwargs(args))
     target, draft = load_pair(args, need_draft=settings.method != "sequential")
-    prompt_ids = encode_prompt(target.tokenizer, prompt, chat=args.chat)
-    controls = output_controls(args, target, args.logprobs)
+    prompt_ids = encode_prompt(target.tokenizer, prompt)
+    thinking = None
+    if prompt.messages is not None:  # a chat: a thinking model's reasoning comes apart from its answer
+        thinking = thinking_format(target.tokenizer, list(prompt.messages),
+                                   **template_variables(target.tokenizer, prompt.template_kwargs))
+    controls = output_controls(args, target, args.logprobs, thinking=thinking)
     chunks = stream_generate(
-        target.lm, draft.lm if draft else None, target.tokenizer, prompt_ids, params, settings, controls=controls
+        target.lm, draft.lm if draft else None, target.tokenizer, prompt_ids, params, settings, controls=controls,
+        thinking=thinking,
     )
-    text, token_ids, passes, finish, seconds = [], [], 0, "length", 0.0
+    printer = ThinkingPrinter(hide=args.hide_thinking)
+    text, reasoning, token_ids, passes, finish, seconds = [], [], [], 0, "length", 0.0
     logprobs = []
     choice = None
     for chunk in chunks:
         choice = chunk.choice or choice
         if not args.json:
-            print(chunk.text, end="", flush=True)
+            printer.write(chunk.reasoning, chunk.text)
         text.append(chunk.text)
+        reasoning.append(chunk.reasoning)
         token_ids.extend(chunk.token_ids)
         logprobs.extend(chunk.logprobs or ())
         passes += 1
@@ -63,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({
             "text": "".join(text),
+            **({"reasoning": "".join(reasoning)} if thinking is not None else {}),  # a thinking model's chat
             "token_ids": token_ids,
             "finish_reason": finish,
             "target_passes": passes,
@@ -73,6 +89,7 @@ def run(args: argparse.Namespace) -> int:
                if args.logprobs is not None else {}),
         }))
     else:
+        printer.end()
         print()
         print(
             f"[{finish}] {len(token_ids)} tokens in {passes} target passes "

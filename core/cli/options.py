@@ -55,6 +55,10 @@ def add_sampling_arguments(parser: argparse.ArgumentParser, temperature: float =
     parser.add_argument("--top-p", type=float, default=top_p)
     parser.add_argument("--top-k", type=int, default=0, help="0 = off")
     parser.add_argument("--repetition-penalty", type=float, default=1.0)
+    parser.add_argument("--presence-penalty", type=float, default=0.0,
+                        help="OpenAI's: lowers every token the answer already has (-2..2, 0 = off)")
+    parser.add_argument("--frequency-penalty", type=float, default=0.0,
+                        help="OpenAI's: lowers a token by how often the answer already has it (-2..2, 0 = off)")
     parser.add_argument("--seed", type=int, default=0)
 
 
@@ -143,6 +147,8 @@ def sampling_params(args: argparse.Namespace, seed: int | None = None) -> Sampli
         top_k=args.top_k,
         repetition_penalty=getattr(args, "repetition_penalty", 1.0),
         seed=args.seed if seed is None else seed,
+        presence_penalty=getattr(args, "presence_penalty", 0.0),
+        frequency_penalty=getattr(args, "frequency_penalty", 0.0),
     )
 
 
@@ -159,15 +165,16 @@ def add_grammar_argument(parser: argparse.ArgumentParser) -> None:
                         help="decode under a grammar: the JSON schema in FILE, or 'object' (any JSON object)")
 
 
-def output_controls(args: argparse.Namespace, target, top_logprobs: int | None = None, mask_draft: bool = True):
+def output_controls(args: argparse.Namespace, target, top_logprobs: int | None = None, mask_draft: bool = True,
+                    thinking=None):
     """OutputControls for one answer (a fresh grammar state) from --json-schema, or None when nothing is asked.
-    target: the LoadedModel whose tokenizer the grammar reads. Raises InvalidSettingError for an unreadable
-    schema file."""
+    target: the LoadedModel whose tokenizer the grammar reads; thinking: a thinking model's ThinkingFormat
+    (the grammar then holds after its reasoning). Raises InvalidSettingError for an unreadable schema file."""
     if args.json_schema is None and top_logprobs is None:
         return None
     from pathlib import Path
 
-    from core.constraints import GrammarConstraint, GrammarSpec
+    from core.constraints import GrammarConstraint, GrammarSpec, after_thinking
     from core.errors import InvalidSettingError
     from core.methods.step import OutputControls
 
@@ -180,6 +187,8 @@ def output_controls(args: argparse.Namespace, target, top_logprobs: int | None =
                 spec = GrammarSpec("json_schema", Path(args.json_schema).read_text(encoding="utf-8"))
             except OSError as error:
                 raise InvalidSettingError(f"cannot read the JSON schema file {args.json_schema}: {error.strerror}") from error
+        if thinking is not None:
+            spec = after_thinking(spec, thinking)
         grammar = GrammarConstraint(spec, target.tokenizer, target.lm.vocab_size, tuple(target.lm.eos_token_ids))
     return OutputControls(grammar, top_logprobs, mask_draft)
 

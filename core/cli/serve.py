@@ -1,7 +1,8 @@
 """`specexec serve`: a local OpenAI-compatible API server over the engine process.
 
 It takes the model, method and sampling flags of `specexec chat`; the sampling flags are the defaults of
-requests that leave a setting out (a request without `seed` gets a new random seed unless --seed is given).
+requests that leave a setting out (a request without `seed` gets a new random seed unless --seed is given; a
+chat request without `max_tokens` may answer up to the end of the context unless --max-new-tokens is given).
 It listens on 127.0.0.1 only unless --host names another address *and* --allow-remote is given, which also
 needs an API key. An API key is required unless --no-api-key: --api-key sets it, otherwise a new one is made
 and printed. No web page may call it unless its origin is in --allowed-origins. Requests are answered one at
@@ -28,7 +29,7 @@ DEFAULT_PORT = 8765
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_generation_arguments(parser)
-    parser.set_defaults(seed=None)
+    parser.set_defaults(seed=None, max_new_tokens=None)  # requests without max_tokens: the rest of the context
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT,
                         help=f"port (default {DEFAULT_PORT}; 0 = any free port)")
@@ -47,6 +48,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     keys.add_argument("--api-key", default=None, metavar="KEY", help="the key clients must send (default: a new one)")
     keys.add_argument("--no-api-key", action="store_true", help="accept requests without a key")
     parser.add_argument("--access-log", action="store_true", help="log every HTTP request on stderr")
+    parser.add_argument("--served-model-name", action="append", default=[], metavar="NAME",
+                        help="a name requests may give the model (repeatable; the first is the one responses "
+                             "carry; default: the model's own name). Requests naming another model get 404")
 
 
 def request_defaults(args: argparse.Namespace):
@@ -86,7 +90,8 @@ def run(args: argparse.Namespace) -> int:
     from core.server.origins import parse_origins
     from core.server.runner import ApiServer, is_loopback
 
-    decoding_settings(args)  # bad flags fail here, before anything starts
+    # bad flags fail here, before anything starts (without --max-new-tokens, answers may run to the context's end)
+    decoding_settings(argparse.Namespace(**{**vars(args), "max_new_tokens": args.max_new_tokens or 1}))
     load_settings = engine_load_settings(args)
     origins = parse_origins(args.allowed_origins)
     remote = not is_loopback(args.host)
@@ -106,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
     engine = EngineThread(client)
     gateway = EngineGateway(engine)
     app = create_app(gateway, api_key, request_defaults(args), loopback_only=not remote, allowed_origins=origins,
-                     max_queue=max_queue, keepalive_s=keepalive)
+                     max_queue=max_queue, keepalive_s=keepalive, model_names=tuple(args.served_model_name))
     # binds now: a taken port fails before the models load
     server = ApiServer(app, args.host, args.port, allow_remote=args.allow_remote, access_log=args.access_log,
                        on_stopping=gateway.close)

@@ -31,7 +31,9 @@ IDLE_POLL_S = 0.5
 
 _ERROR_KINDS_BY_CLASS = {
     "ContextLengthError": ("context_length", "shorten the message or the system prompt, or start a new conversation"),
-    "InvalidSettingError": ("invalid_setting", "check the sampling and tree settings"),
+    "GrammarError": ("invalid_setting", "the JSON schema (response_format, or a forced tool's parameters) uses "
+                     "something structured output cannot read: simplify it"),
+    "InvalidSettingError": ("invalid_setting", "check the request's settings"),
     "ModelNotFoundError": ("model_not_found", "check the model path, or use 'builtin'"),
     # the most specific class first (error_event walks the exception's classes in order)
     "UnsupportedFormatError": ("model_format", "download a GPTQ, AWQ or compressed-tensors W4A16 version of the "
@@ -252,6 +254,7 @@ class Engine:
         from core.loading import check_same_tokenizer, load_model
         from core.offload.routing import OffloadSettings, parse_resident_layers
         from core.prompts import tool_call_format
+        from core.reasoning import thinking_control
 
         self.unload()
         self.state = "loading"
@@ -304,6 +307,7 @@ class Engine:
         self.models_info = {
             "target": target.lm.name,
             "tool_call_format": tool_call_format(target.tokenizer),
+            "thinking": thinking_control(target.tokenizer),
             "draft": draft.lm.name if draft else None,
             "device": str(target.lm.device),
             "dtype": str(target.lm.dtype).removeprefix("torch."),
@@ -337,20 +341,21 @@ class Engine:
         params = SamplingParams(
             temperature=request.temperature, top_p=request.top_p, top_k=request.top_k,
             repetition_penalty=request.repetition_penalty, seed=request.seed,
+            presence_penalty=request.presence_penalty, frequency_penalty=request.frequency_penalty,
         )
         settings = DecodingSettings(
             method=request.method,
             tree=TreeSettings(budget=budget, max_depth=load.max_depth, expand=load.expand, draft_top_p=load.draft_top_p),
-            max_new_tokens=request.max_new_tokens,
+            max_new_tokens=request.max_new_tokens or self.session.context_limit,  # None: the context's end
             stop=tuple(request.stop),
             auto_budget=auto_budget,
         )
-        controls = self.output_controls(request)
         prepared = prepared or self.prepare(request)
+        controls = self.output_controls(request, prepared.thinking)
         if prepared.dropped_messages:
             self.emit(P.ContextTrimmed(request.request_id, prepared.dropped_messages))
         turn = self.session.turn(prepared.prompt_ids, params, settings, request.reuse_cache, self.fault_hook,
-                                 request.cache_owner, controls)
+                                 request.cache_owner, controls, prepared.thinking)
         self.emit(P.PromptStarted(request.request_id, len(prepared.prompt_ids), turn.reused_prefix_tokens))
         reason = None
         shown = None  # the last AutoChoice sent
@@ -377,7 +382,7 @@ class Engine:
             reason or turn.finish_reason or "length",
             prompt_tokens=len(prepared.prompt_ids),
             reused_prefix_tokens=turn.reused_prefix_tokens,
-            generated_tokens=len(turn.token_ids),
+            generated_tokens=len(turn.token_ids) - (turn.finish_reason == "eos"),  # the end of turn is no answer token
             draft_reused_prefix_tokens=turn.draft_reused_prefix_tokens,
         ))
         if shown is not None and self.session.tuner is not None:  # a tuned answer: keep the speed it saw here
@@ -385,26 +390,34 @@ class Engine:
 
             record_expected_speed(self.session.tuner, self.session.target, self.session.draft)
 
-    def output_controls(self, request: P.Generate) -> Any:
-        """The request's grammar (checked against the target's tokenizer) and log-probabilities, or None."""
+    def output_controls(self, request: P.Generate, thinking: Any = None) -> Any:
+        """The request's grammar (checked against the target's tokenizer) and log-probabilities, or None. A
+        thinking model (`thinking`: the answer's ThinkingFormat) thinks freely before the grammar holds."""
         if request.grammar_kind is None and request.top_logprobs is None:
             return None
-        from core.constraints import GrammarConstraint, GrammarSpec
+        from core.constraints import GrammarConstraint, GrammarSpec, after_thinking
         from core.methods.step import OutputControls
 
         target = self.session.target
         grammar = None
         if request.grammar_kind is not None:
-            grammar = GrammarConstraint(GrammarSpec(request.grammar_kind, request.grammar_source), self.session.tokenizer,
-                                        target.vocab_size, tuple(target.eos_token_ids))
+            spec = GrammarSpec(request.grammar_kind, request.grammar_source)
+            if thinking is not None:
+                spec = after_thinking(spec, thinking)
+            grammar = GrammarConstraint(spec, self.session.tokenizer, target.vocab_size, tuple(target.eos_token_ids))
         return OutputControls(grammar, request.top_logprobs)
 
     def prepare(self, request: P.Generate) -> Any:
         """The request's prompt ids after the context policy (a PreparedPrompt); raises what the checks find."""
         if request.prompt is not None:
             return self.session.prepare_text(request.prompt)
-        return self.session.prepare([dict(m) for m in request.messages], request.max_new_tokens,
-                                    request.trim_context, tuple(request.tools))
+        from core.template_kwargs import check_template_kwargs
+
+        # room kept for the answer when old turns are dropped (no max_new_tokens: a quarter of the context)
+        room = request.max_new_tokens or min(1024, self.session.context_limit // 4)
+        return self.session.prepare([dict(m) for m in request.messages], room,
+                                    request.trim_context, tuple(request.tools),
+                                    check_template_kwargs(request.chat_template_kwargs))
 
     def logprob_entries(self, logprobs: Any, token_ids: list[int]) -> tuple[dict[str, Any], ...] | None:
         """TokenChunk.logprobs: each token's text and log-probability, with its alternatives'."""
@@ -424,8 +437,11 @@ class Engine:
     def emit_chunk(self, request_id: str, chunk: Any, budget: int) -> None:
         stats = chunk.stats
         seconds = stats.draft_seconds + stats.target_seconds
-        self.emit(P.TokenChunk(request_id, chunk.text, tuple(chunk.token_ids), time.monotonic(),
-                               self.logprob_entries(chunk.logprobs, chunk.token_ids)))
+        entries = self.logprob_entries(chunk.logprobs, chunk.token_ids)
+        if entries and chunk.finish_reason == "eos":  # the end-of-turn token is not part of the answer
+            entries = entries[:-1]
+        self.emit(P.TokenChunk(request_id, chunk.text, tuple(chunk.token_ids), time.monotonic(), entries,
+                               chunk.reasoning))
         self.emit(P.PassStats(
             request_id, stats.tokens, stats.tree_size, 1000 * stats.draft_seconds, 1000 * stats.target_seconds,
             stats.tokens / seconds if seconds > 0 else 0.0, budget,

@@ -135,6 +135,9 @@ class Generate(Request):
     the schema's JSON text or the Lark grammar; None: free text); a grammar the engine cannot use answers an
     invalid_setting Error. top_logprobs: report each token's log-probability and this many alternatives in
     TokenChunk.logprobs (None: none). Both work with SpecExec and plain decoding, not SpecInfer.
+    chat_template_kwargs: variables for the model's chat template (e.g. {"enable_thinking": False} for Qwen3;
+    checked by core.prompts.check_template_kwargs; names the template does not read are left out).
+    An assistant message may carry `reasoning_content` (its thinking, for templates that render it).
     """
 
     request_id: str
@@ -144,8 +147,10 @@ class Generate(Request):
     top_k: int = 0
     repetition_penalty: float = 1.0
     seed: int = 0
+    presence_penalty: float = 0.0  # OpenAI's (core.sampling.apply_occurrence_penalties)
+    frequency_penalty: float = 0.0
     method: Method = "auto"
-    max_new_tokens: int = 256
+    max_new_tokens: int | None = 256  # None: as many as the context window holds
     stop: tuple[str, ...] | list[str] = ()
     budget: int | Literal["auto"] | None = None
     reuse_cache: bool = True
@@ -156,6 +161,7 @@ class Generate(Request):
     grammar_kind: GrammarKind | None = None
     grammar_source: str = ""
     top_logprobs: int | None = None
+    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -209,7 +215,9 @@ class LoadProgress(Event):
 
 @dataclass(frozen=True)
 class StatusReport(Event):
-    """state: idle (no models) | loading | ready | generating. models: what is loaded (empty when idle)."""
+    """state: idle (no models) | loading | ready | generating. models: what is loaded (empty when idle);
+    models["thinking"] says whether the target writes its thinking apart (core.reasoning.thinking_control):
+    "switchable" (chat_template_kwargs {"enable_thinking": false} turns it off), "always", or None."""
 
     state: EngineState
     models: dict[str, Any] = field(default_factory=dict)
@@ -229,15 +237,21 @@ class Queued(Event):
 @dataclass(frozen=True)
 class TokenChunk(Event):
     """What one target pass added. text may be empty (held back: incomplete character, possible stop string).
+    reasoning: a thinking model's thinking that the pass added (the `<think>` block of its answer, markers
+    left out; core.reasoning), shown apart from the answer; `text` is then the answer proper, and either may
+    be empty. Models without thinking markers always send reasoning "".
     sent_at: time.monotonic() in the engine when the chunk was queued (for latency measurements).
-    logprobs: per new token, {"token": text, "logprob", "top": [{"token", "logprob"}, ...]} from the target's
-    distribution after the request's sampling settings (and grammar); None when not asked for."""
+    logprobs: per new token, {"token": text, "logprob", "top": [{"token", "logprob"}, ...]}: the model's own
+    log-probabilities (after a grammar's mask; before penalties, temperature, top-k and top-p, as vLLM and
+    llama.cpp report them); None when not asked for. The end-of-sequence token that ends an answer has none
+    (it is not part of the answer, and Finished.generated_tokens does not count it either)."""
 
     request_id: str
     text: str
     token_ids: tuple[int, ...] | list[int]
     sent_at: float = 0.0
     logprobs: tuple[dict[str, Any], ...] | None = None
+    reasoning: str = ""
 
 
 @dataclass(frozen=True)
@@ -302,7 +316,8 @@ class BudgetReduced(Event):
 
 @dataclass(frozen=True)
 class Finished(Event):
-    """reused_prefix_tokens: prompt tokens whose target KV rows were reused from the previous turn (so the
+    """generated_tokens: the answer's tokens (its closing end-of-sequence token not counted);
+    reused_prefix_tokens: prompt tokens whose target KV rows were reused from the previous turn (so the
     target prefilled prompt_tokens - reused_prefix_tokens); draft_reused_prefix_tokens: the same for the draft."""
 
     request_id: str

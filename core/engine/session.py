@@ -27,19 +27,23 @@ from core.decode_state import DecodeState
 from core.detokenize import IncrementalDetokenizer
 from core.engine.conversation_cache import ConversationCache
 from core.errors import ContextLengthError, InvalidSettingError
-from core.generation import DecodingSettings, GenerationChunk, stream_generate
+from core.generation import DecodingSettings, GenerationChunk, split_reasoning, stream_generate
 from core.kv_cache import InPlaceKVCache
 from core.methods.step import OutputControls
 from core.prompts import Message, Prompt, Tool, encode_prompt
+from core.template_kwargs import template_variables
+from core.reasoning import ReasoningSplitter, ThinkingFormat, thinking_format
 from core.sampling import SamplingParams
 
 
 @dataclass(frozen=True)
 class PreparedPrompt:
-    """The prompt ids of a conversation after the context policy, and how many messages it left out."""
+    """The prompt ids of a conversation after the context policy, how many messages it left out, and the
+    reasoning markers of the answer (a thinking model's chat; None otherwise)."""
 
     prompt_ids: list[int]
     dropped_messages: int
+    thinking: ThinkingFormat | None = None
 
 
 @dataclass(frozen=True)
@@ -57,9 +61,10 @@ def out_of_memory_errors() -> tuple[type[BaseException], ...]:
 
 def fit_conversation(
     tokenizer: PreTrainedTokenizerBase, messages: list[Message], context_limit: int, max_new_tokens: int,
-    trim: bool = True, tools: tuple[Tool, ...] = (),
+    trim: bool = True, tools: tuple[Tool, ...] = (), template_kwargs: dict | None = None,
 ) -> PreparedPrompt:
-    """Render `messages` (and `tools`); while prompt + max_new_tokens exceeds the context, drop the oldest turn.
+    """Render `messages` (and `tools`, and the `template_kwargs` the template reads); while prompt +
+    max_new_tokens exceeds the context, drop the oldest turn.
 
     System messages at the start are always kept, and so is the last message (the one being answered). A
     turn is a user message plus the replies up to the next user message, so the kept conversation still
@@ -75,7 +80,7 @@ def fit_conversation(
     head, body = messages[:system], messages[system:]
     dropped = 0
     while True:
-        ids = encode_prompt(tokenizer, Prompt(messages=tuple(head + body), tools=tools))
+        ids = encode_prompt(tokenizer, Prompt(messages=tuple(head + body), tools=tools, template_kwargs=template_kwargs or {}))
         if len(ids) + max_new_tokens <= context_limit or len(body) <= 1 or not trim:
             break
         cut = 1  # drop the oldest message and the replies after it, up to the next user message
@@ -89,7 +94,10 @@ def fit_conversation(
             f"{what} {len(ids)} tokens with the chat template, but the model's context "
             f"window is {context_limit}"  # what to do is the error's hint (core.engine.process)
         )
-    return PreparedPrompt(ids, dropped)
+    variables = template_variables(tokenizer, template_kwargs or {})
+    if tools:
+        variables["tools"] = list(tools)
+    return PreparedPrompt(ids, dropped, thinking_format(tokenizer, head + body, **variables))
 
 
 def fit_text(tokenizer: PreTrainedTokenizerBase, text: str, context_limit: int) -> PreparedPrompt:
@@ -142,8 +150,9 @@ class ChatSession:
         self.conversations.drop_live()
 
     def prepare(self, messages: list[Message], max_new_tokens: int, trim: bool = True,
-                tools: tuple[Tool, ...] = ()) -> PreparedPrompt:
-        return fit_conversation(self.tokenizer, messages, self.context_limit, max_new_tokens, trim, tools)
+                tools: tuple[Tool, ...] = (), template_kwargs: dict | None = None) -> PreparedPrompt:
+        return fit_conversation(self.tokenizer, messages, self.context_limit, max_new_tokens, trim, tools,
+                                template_kwargs)
 
     def prepare_text(self, text: str) -> PreparedPrompt:
         return fit_text(self.tokenizer, text, self.context_limit)
@@ -157,14 +166,16 @@ class ChatSession:
         fault_hook: Callable[[], None] | None = None,
         cache_owner: str = "chat",
         controls: OutputControls | None = None,
+        thinking: ThinkingFormat | None = None,
     ) -> "Turn":
         """Start a turn: the live state is set to `prompt_ids` now (from the kept conversation sharing the
         longest prefix, unless `reuse_cache` is False), so the reuse counts are known up front. `controls`: a
-        grammar and log-probabilities (core.methods.step.OutputControls)."""
+        grammar and log-probabilities (core.methods.step.OutputControls); `thinking`: the answer's reasoning
+        markers (PreparedPrompt.thinking), which part its chunks' reasoning from their text."""
         if settings.method not in ("sequential", "auto") and self.draft is None:
             raise InvalidSettingError(f"method '{settings.method}' needs a draft model; load one or use 'sequential'")
         self.conversations.checkout(prompt_ids, cache_owner, reuse_cache)
-        return Turn(self, prompt_ids, params, settings, fault_hook, controls)
+        return Turn(self, prompt_ids, params, settings, fault_hook, controls, thinking)
 
 
 class Turn:
@@ -179,9 +190,12 @@ class Turn:
         settings: DecodingSettings,
         fault_hook: Callable[[], None] | None,
         controls: OutputControls | None = None,
+        thinking: ThinkingFormat | None = None,
     ) -> None:
         self.session = session
         self.controls = controls
+        # one splitter for the whole answer, across out-of-memory retries (each retry is a new stream)
+        self.splitter = ReasoningSplitter(thinking) if thinking is not None else None
         self.state = session.state
         self.prompt_ids = list(prompt_ids)
         self.params = params
@@ -225,6 +239,7 @@ class Turn:
                 state=state,
                 tuner=self.session.tuner_for(settings.tree.max_depth) if settings.tuned else None,
                 controls=self.controls,
+                answer_start=len(self.prompt_ids),
             )
             try:
                 for chunk in stream:
@@ -232,6 +247,8 @@ class Turn:
                         chunk, carry = dataclasses.replace(chunk, text=carry + chunk.text), ""
                     self.token_ids.extend(chunk.token_ids)
                     released.append(chunk.text)
+                    if self.splitter is not None:
+                        chunk = split_reasoning(chunk, self.splitter)
                     if chunk.finish_reason is not None:
                         self.finish_reason = chunk.finish_reason
                     yield chunk

@@ -11,7 +11,7 @@ from core.causal_lm import CausalLM
 from core.decode_state import DecodeState
 from core.device_io import to_device
 from core.methods.step import OutputControls, PassStats, Step, TokenLogprob
-from core.sampling import SamplingParams, penalty_mask, sample_token, token_logprobs
+from core.sampling import SamplingParams, sample_token, token_logprobs
 from core.tree_mask import additive_mask, causal_visibility
 
 
@@ -32,12 +32,12 @@ def sequential_steps(
         visible = causal_visibility(cache.length, pending.shape[0], device)
         logits = target.forward(pending, positions, additive_mask(visible, target.dtype), cache, logit_rows=slice(-1, None))
         allowed = None if controls.grammar is None else controls.grammar.allowed(device)
-        token = sample_token(logits[0], params, len(state.tokens), state.tokens, allowed)  # the step's one host read
+        counts = state.answer_counts(logits.shape[-1], device) if params.occurrence_penalties else None
+        token = sample_token(logits[0], params, len(state.tokens), state.tokens, allowed, counts)  # the step's one host read
         logprobs = None
         if controls.top_logprobs is not None:
-            penalized = penalty_mask(state.tokens, params, logits.shape[-1], device)
-            logprobs = [_read_logprob(*token_logprobs(logits[:1], params, to_device([token], device),
-                                                      controls.top_logprobs, penalized, allowed))]
+            logprobs = [_read_logprob(*token_logprobs(logits[:1], to_device([token], device), controls.top_logprobs,
+                                                      None if allowed is None else allowed[None]))]
         state.tokens.append(token)
         if controls.grammar is not None:
             controls.grammar.advance([token])

@@ -139,10 +139,11 @@ def specexec_steps(
         penalized = None
         if params.repetition_penalty != 1.0:
             penalized = context_mask(to_device(state.tokens, target.device), target.vocab_size)
+        counts = state.answer_counts(target.vocab_size, target.device) if params.occurrence_penalties else None
         steps = min(draft_tree.max_depth, remaining - 1) + 1
         allowed = None if grammar is None else grammar.tree_allowed(draft_tree.tokens, draft_tree.parents, draft_tree.valid)
         walk = walk_tree(draft_tree.tokens, draft_tree.parents, draft_tree.valid, logits, params, chain_end - 1, penalized,
-                         steps, allowed, controls.top_logprobs)
+                         steps, allowed, controls.top_logprobs, counts)
         clock.mark()
         result = _read_pass(draft_tree, walk)
 

@@ -45,14 +45,20 @@ LOST_HINT = "the answer so far is kept; try again when the server is back"
 def request_options(request: P.Generate) -> dict[str, Any]:
     """The OpenAI fields for a Generate's settings. top_k and repetition_penalty are not OpenAI's own (vLLM,
     SGLang, llama.cpp and `specexec serve` take them), so they are sent only when they change something."""
-    options: dict[str, Any] = {"temperature": request.temperature, "top_p": request.top_p,
-                               "max_tokens": request.max_new_tokens, "seed": request.seed}
+    options: dict[str, Any] = {"temperature": request.temperature, "top_p": request.top_p, "seed": request.seed}
+    if request.max_new_tokens is not None:
+        options["max_tokens"] = request.max_new_tokens
     if request.stop:
         options["stop"] = list(request.stop)
     if request.top_k:
         options["top_k"] = request.top_k
     if request.repetition_penalty != 1.0:
         options["repetition_penalty"] = request.repetition_penalty
+    for name in ("presence_penalty", "frequency_penalty"):  # OpenAI's own: sent when on
+        if getattr(request, name):
+            options[name] = getattr(request, name)
+    if request.chat_template_kwargs:  # vLLM, SGLang and llama.cpp's server read it (e.g. enable_thinking)
+        options["chat_template_kwargs"] = dict(request.chat_template_kwargs)
     return options
 
 
@@ -273,8 +279,9 @@ class RemoteEngine:
                                    "pick a model in the model manager")
                 messages = [{"role": m["role"], "content": m["content"]} for m in request.messages]
                 async for piece in self._client.stream_chat(self._model, messages, request_options(request)):
-                    if piece.text:
-                        self._put(request_id, P.TokenChunk(request_id, piece.text, (), time.monotonic()))
+                    if piece.text or piece.reasoning:
+                        self._put(request_id, P.TokenChunk(request_id, piece.text, (), time.monotonic(),
+                                                           reasoning=piece.reasoning))
                     if piece.usage is not None:
                         usage = piece.usage
                     if piece.finish_reason is not None:

@@ -47,11 +47,14 @@ class Usage:
 
 @dataclass(frozen=True)
 class StreamPiece:
-    """What one stream chunk adds: text, the finish reason (on the last one), token counts (when reported)."""
+    """What one stream chunk adds: text, the finish reason (on the last one), token counts (when reported), and
+    a thinking model's reasoning (`delta.reasoning_content` as vLLM, llama.cpp and DeepSeek send it, or
+    `delta.reasoning`)."""
 
     text: str = ""
     finish_reason: str | None = None
     usage: Usage | None = None
+    reasoning: str = ""
 
 
 def _count(value: object, limit: int = MAX_CONTEXT) -> int | None:
@@ -108,7 +111,7 @@ def parse_chunk(chunk: object) -> StreamPiece:
                                    details=_excerpt(json.dumps(chunk)))
     if "error" in chunk:
         raise error_from_body(chunk, 0, "the server")
-    text, finish = "", None
+    text, finish, reasoning = "", None, ""
     choices = chunk.get("choices")
     if isinstance(choices, list) and choices and isinstance(choices[0], dict):
         choice = choices[0]
@@ -118,6 +121,9 @@ def parse_chunk(chunk: object) -> StreamPiece:
             raise RemoteNotOpenAIError("the server's stream sent text that is not a string",
                                        details=_excerpt(json.dumps(chunk)))
         text = content or ""
+        if isinstance(delta, dict):
+            thought = delta.get("reasoning_content", delta.get("reasoning"))
+            reasoning = thought if isinstance(thought, str) else ""
         reason = choice.get("finish_reason")
         finish = reason if isinstance(reason, str) and reason else None
     usage = chunk.get("usage")
@@ -126,7 +132,7 @@ def parse_chunk(chunk: object) -> StreamPiece:
         prompt, completion = _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens"))
         if prompt is not None and completion is not None:
             counts = Usage(prompt, completion)
-    return StreamPiece(text, finish, counts)
+    return StreamPiece(text, finish, counts, reasoning)
 
 
 def _excerpt(text: str) -> str:

@@ -1,8 +1,9 @@
 """The OpenAI-compatible HTTP API as a Starlette (ASGI) app.
 
-Routes: GET /v1/models, GET /v1/models/{id}, POST /v1/chat/completions, POST /v1/completions (both streaming
-with server-sent events when the body says "stream": true), and GET /health (no key needed; says whether the
-engine is busy).
+Routes: GET /v1/models, GET /v1/models/{id}, POST /v1/chat/completions, POST /v1/completions, POST
+/v1/responses (core.server.responses; all three streaming with server-sent events when the body says
+"stream": true), and GET /health (no key needed; says whether the engine is busy). docs/api.md says what is
+served and what is refused.
 
 What a request must pass, in order (each refusal in OpenAI's error format, {"error": {"message", "type",
 "param", "code"}}):
@@ -47,7 +48,8 @@ from core.engine import protocol as P
 from core.server import schemas as S
 from core.server.gateway import EngineGateway, Ticket
 from core.server.keys import key_matches
-from core.server.tool_calls import ToolCall, ToolCallStream, forced_call_grammar, parse_answer
+from core.server.responses import ResponseBuilder, parse_responses_request, sse_event
+from core.server.tool_calls import CallDelta, ToolCallStream, forced_call_grammar, parse_answer
 
 log = logging.getLogger(__name__)
 
@@ -165,12 +167,13 @@ class OpenAIServer:
     """The routes and their state. `gateway`: the shared engine; `api_key` None: no key required;
     `loopback_only`: refuse requests addressed to a host name that is not this machine's loopback;
     `max_queue`: requests that may wait besides the one being answered; `keepalive_s`: the longest a stream
-    stays silent."""
+    stays silent; `model_names`: the names the model is served under (none: the target's own name)."""
 
     def __init__(self, gateway: EngineGateway, api_key: str | None, defaults: S.Defaults,
                  loopback_only: bool = True, max_queue: int = DEFAULT_MAX_QUEUE,
-                 keepalive_s: float = KEEPALIVE_S) -> None:
+                 keepalive_s: float = KEEPALIVE_S, model_names: tuple[str, ...] = ()) -> None:
         self.gateway = gateway
+        self.model_names = tuple(model_names)
         self.api_key = api_key
         self.defaults = defaults
         self.loopback_only = loopback_only
@@ -199,9 +202,20 @@ class OpenAIServer:
         if not key_matches(given.strip(), self.api_key):
             raise S.wrong_key_error(given.strip())
 
+    def model_ids(self) -> tuple[str, ...]:
+        """The names the model answers to, the first one in responses."""
+        return self.model_names or (str(self.gateway.model_info().get("target") or "specexec"),)
+
     def model_id(self) -> str:
-        info = self.gateway.model_info()
-        return str(info.get("target") or "specexec")
+        return self.model_ids()[0]
+
+    def check_model(self, asked: str) -> None:
+        """A request naming another model gets 404 model_not_found, as from vLLM and Ollama (none named: this
+        one, as vLLM does)."""
+        if asked and asked not in self.model_ids():
+            raise S.ApiError(404, f"The model '{asked}' does not exist: this server runs "
+                             f"{' / '.join(repr(name) for name in self.model_ids())} (see GET /v1/models)",
+                             "not_found_error", param="model", code="model_not_found")
 
     async def read_json(self, request: Request) -> object:
         """The body of a POST, checked for its type and size before and while it is read."""
@@ -252,16 +266,14 @@ class OpenAIServer:
     async def models(self, request: Request) -> Response:
         self.check_host(request)
         self.check_key(request)
-        return JSONResponse(S.model_list(self.model_id(), self.created, self.gateway.model_info()))
+        return JSONResponse(S.model_list(self.model_ids(), self.created, self.gateway.model_info()))
 
     async def model(self, request: Request) -> Response:
         self.check_host(request)
         self.check_key(request)
         asked = request.path_params["model_id"]
-        if asked != self.model_id():
-            raise S.ApiError(404, f"The model '{asked}' does not exist: this server runs '{self.model_id()}' (any "
-                             "name is accepted in completion requests)", param="model", code="model_not_found")
-        return JSONResponse(S.model_card(self.model_id(), self.created, self.gateway.model_info()))
+        self.check_model(asked or "-")
+        return JSONResponse(S.model_card(asked, self.created, self.gateway.model_info()))
 
     async def chat_completions(self, request: Request) -> Response:
         return await self._complete(request, S.parse_chat_request)
@@ -269,19 +281,28 @@ class OpenAIServer:
     async def completions(self, request: Request) -> Response:
         return await self._complete(request, S.parse_completion_request)
 
-    async def _complete(self, request: Request, parse: Callable[[object, S.Defaults], S.CompletionRequest]) -> Response:
-        self.check_host(request)
-        self.check_key(request)
-        parsed = parse(await self.read_json(request), self.defaults)
+    def prepare(self, parsed: S.CompletionRequest) -> tuple[S.CompletionRequest, str | None]:
+        """The checks every answer passes before it is queued; the request with its grammar in place (a forced
+        call's, built in the model's own format) and the model's tool-call format (None without tools)."""
+        self.check_model(parsed.model)
         tool_format = self.check_tools(parsed)
         if parsed.forces_tool_call:  # a grammar for one call in the model's own format
             parsed = dataclasses.replace(parsed, grammar_kind="lark",
                                          grammar_source=forced_call_grammar(tool_format, parsed.tools, parsed.forced_tool))
+        if parsed.grammar_kind is not None:
+            S.check_grammar(parsed.grammar_kind, parsed.grammar_source,
+                            "tools" if parsed.forces_tool_call else "response_format")
         self.check_queue()
+        return parsed, tool_format
+
+    async def _complete(self, request: Request, parse: Callable[[object, S.Defaults], S.CompletionRequest]) -> Response:
+        self.check_host(request)
+        self.check_key(request)
+        parsed, tool_format = self.prepare(parse(await self.read_json(request), self.defaults))
         chat = parsed.kind == "chat"
         response_id = S.new_id("chatcmpl" if chat else "cmpl")
         ticket = self.gateway.open(parsed.to_generate(response_id))
-        tally = S.RunTally(parsed.method)
+        tally = S.RunTally(parsed.method, "messages" if chat else "prompt")
         model = self.model_id()
         progress = Progress()
         watcher = asyncio.create_task(_abandon_on_disconnect(request, ticket))
@@ -292,7 +313,7 @@ class OpenAIServer:
                     event = await self._next(ticket, tally, progress)
                 if not chat:
                     return JSONResponse(S.text_response(response_id, model, tally))
-                content, calls = parse_answer(tally.text, tool_format, parsed.tool_names)
+                content, calls = parse_answer(tally.text, tool_format, parsed.tool_names, parsed.forces_tool_call)
                 if not parsed.parallel_tool_calls:
                     calls = calls[:1]
                 return JSONResponse(S.chat_response(response_id, model, tally, content, calls))
@@ -305,11 +326,85 @@ class OpenAIServer:
         return EventStream(self._stream(ticket, tally, parsed, response_id, model, first, progress, tool_format),
                            ticket.abandon)
 
+    async def responses(self, request: Request) -> Response:
+        """POST /v1/responses (core.server.responses): the same engine request as a chat completion, answered
+        as Responses output items, whole or as streaming events."""
+        self.check_host(request)
+        self.check_key(request)
+        asked = parse_responses_request(await self.read_json(request), self.defaults)
+        parsed, tool_format = self.prepare(asked.completion)
+        response_id = S.new_id("resp")
+        ticket = self.gateway.open(parsed.to_generate(response_id))
+        tally = S.RunTally(parsed.method, "input")
+        builder = ResponseBuilder(response_id, self.model_id(), asked.echo, S.now())
+        progress = Progress()
+        watcher = asyncio.create_task(_abandon_on_disconnect(request, ticket))
+        try:
+            if not parsed.stream:
+                event = await self._next(ticket, tally, progress)
+                while event is not None and not isinstance(event, P.Finished):
+                    event = await self._next(ticket, tally, progress)
+                builder.reasoning(tally.reasoning)
+                reader = ToolCallStream(tool_format, parsed.tool_names, parsed.forces_tool_call)
+                for piece in reader.push(tally.text) + reader.finish():
+                    self._build(builder, piece, parsed)
+                builder.finish(tally)
+                return JSONResponse(builder.response())
+            first = await self._first_event(ticket, tally, progress)
+        except BaseException:
+            ticket.abandon()
+            raise
+        finally:
+            watcher.cancel()
+        return EventStream(self._stream_response(ticket, tally, parsed, builder, first, progress, tool_format),
+                           ticket.abandon)
+
+    @staticmethod
+    def _build(builder: ResponseBuilder, piece: str | CallDelta, parsed: S.CompletionRequest) -> list[dict]:
+        """Add one piece of the answer (content or a piece of a call) to a Responses answer; its events."""
+        if isinstance(piece, CallDelta):
+            if piece.index and not parsed.parallel_tool_calls:
+                return []
+            return builder.call(piece)
+        return builder.text(piece)
+
+    async def _stream_response(self, ticket: Ticket, tally: S.RunTally, parsed: S.CompletionRequest,
+                               builder: ResponseBuilder, first: P.Event | None | bool, progress: Progress,
+                               tool_format: str | None) -> AsyncIterator[bytes]:
+        reader = ToolCallStream(tool_format, parsed.tool_names, parsed.forces_tool_call)
+        for out in builder.start():
+            yield sse_event(out)
+        event = first
+        while True:
+            events: list[dict] = []
+            if isinstance(event, P.TokenChunk):
+                events += builder.reasoning(event.reasoning)
+                for piece in reader.push(event.text) if event.text else ():
+                    events += self._build(builder, piece, parsed)
+            elif isinstance(event, P.Finished):
+                for piece in reader.finish():
+                    events += self._build(builder, piece, parsed)
+                events += builder.finish(tally)
+            elif event is None:  # abandoned: the client is gone
+                return
+            for out in events:
+                yield sse_event(out)
+            if isinstance(event, P.Finished):
+                return
+            try:
+                event = await asyncio.wait_for(self._next(ticket, tally, progress), self.keepalive_s)
+            except TimeoutError:
+                event = False
+                yield progress.comment()
+            except S.ApiError as error:  # headers are sent: the error goes into the stream
+                yield sse_event(builder.error(error))
+                return
+
     async def _next(self, ticket: Ticket, tally: S.RunTally, progress: Progress) -> P.Event | None:
         """The next event of the request, noted (an Error raises ApiError)."""
         event = await ticket.next()
         if isinstance(event, P.Error):
-            raise S.engine_error(event, self.gateway.model_info().get("max_context"))
+            raise S.engine_error(event, self.gateway.model_info().get("max_context"), tally.prompt_param)
         if event is not None:
             tally.add(event)
         progress.note(event)
@@ -328,8 +423,9 @@ class OpenAIServer:
                       model: str, first: P.Event | None | bool, progress: Progress,
                       tool_format: str | None) -> AsyncIterator[bytes]:
         chat = parsed.kind == "chat"
-        tools = ToolCallStream(tool_format, parsed.tool_names)  # without a format: all content
+        tools = ToolCallStream(tool_format, parsed.tool_names, parsed.forces_tool_call)  # no format: all content
         calls = 0
+        call_ids: dict[int, str] = {}
         logprobs: list[dict] = []  # the tokens' entries not sent yet: they ride on the next piece of text
         if chat:
             yield _sse(S.chat_chunk(response_id, model, {"role": "assistant", "content": ""}))
@@ -346,11 +442,13 @@ class OpenAIServer:
             found = tools.push(text) + (tools.finish() if final else [])
             out = []
             for piece in found:
-                if isinstance(piece, ToolCall):
-                    if calls and not parsed.parallel_tool_calls:
+                if isinstance(piece, CallDelta):
+                    if piece.index and not parsed.parallel_tool_calls:
                         continue
-                    delta = {"tool_calls": [S.tool_call_json(piece, calls)]}
-                    calls += 1
+                    if piece.name is not None:
+                        calls += 1
+                        call_ids[piece.index] = S.new_id("call")
+                    delta = {"tool_calls": [S.tool_call_delta(piece, call_ids[piece.index])]}
                 else:
                     delta = {"content": piece}
                 out.append(_sse(S.chat_chunk(response_id, model, delta, logprobs=take_logprobs())))
@@ -360,12 +458,15 @@ class OpenAIServer:
         while True:
             if isinstance(event, P.TokenChunk):
                 logprobs.extend(event.logprobs or ())
+                if event.reasoning and chat:  # a thinking model's thinking: never inside `content`
+                    yield _sse(S.chat_chunk(response_id, model, {"reasoning_content": event.reasoning},
+                                            logprobs=take_logprobs()))
                 for piece in pieces(event.text, final=False) if event.text else ():
                     yield piece
             elif isinstance(event, P.Finished):
                 for piece in pieces("", final=True):
                     yield piece
-                reason = "tool_calls" if calls else tally.finish_reason
+                reason = S.choice_finish_reason(tally.finish_reason, bool(calls))
                 extra = tally.extra()
                 yield _sse(S.chat_chunk(response_id, model, {}, reason, extra, logprobs=take_logprobs()) if chat else
                            S.text_chunk(response_id, model, "", reason, extra, logprobs=take_logprobs()))
@@ -388,10 +489,13 @@ class OpenAIServer:
 
 def create_app(gateway: EngineGateway, api_key: str | None, defaults: S.Defaults | None = None,
                loopback_only: bool = True, allowed_origins: tuple[str, ...] = (),
-               max_queue: int = DEFAULT_MAX_QUEUE, keepalive_s: float = KEEPALIVE_S) -> Starlette:
+               max_queue: int = DEFAULT_MAX_QUEUE, keepalive_s: float = KEEPALIVE_S,
+               model_names: tuple[str, ...] = ()) -> Starlette:
     """The ASGI app serving `gateway`'s engine. allowed_origins: web page origins (e.g.
-    "http://localhost:3000", or "*" for any) that may call it from a browser; none by default."""
-    server = OpenAIServer(gateway, api_key, defaults or S.Defaults(), loopback_only, max_queue, keepalive_s)
+    "http://localhost:3000", or "*" for any) that may call it from a browser; none by default. model_names: the
+    names requests may give the model (none: its own name)."""
+    server = OpenAIServer(gateway, api_key, defaults or S.Defaults(), loopback_only, max_queue, keepalive_s,
+                          model_names)
 
     async def api_error(_request: Request, error: Exception) -> Response:
         assert isinstance(error, S.ApiError)
@@ -414,6 +518,7 @@ def create_app(gateway: EngineGateway, api_key: str | None, defaults: S.Defaults
         Route("/v1/models/{model_id:path}", server.model, methods=["GET"]),
         Route("/v1/chat/completions", server.chat_completions, methods=["POST"]),
         Route("/v1/completions", server.completions, methods=["POST"]),
+        Route("/v1/responses", server.responses, methods=["POST"]),
     ]
     middleware = [
         Middleware(OriginGate, allowed_origins=tuple(allowed_origins)),

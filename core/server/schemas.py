@@ -28,11 +28,16 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 from core.engine import protocol as P
-from core.server.tool_calls import ToolCall
+from core.errors import InvalidSettingError
+from core.template_kwargs import check_template_kwargs
+from core.server.tool_calls import CallDelta, ToolCall
 
 METHODS: tuple[str, ...] = get_args(P.Method)  # the engine's own list, "auto" included
 CHAT_ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant", "tool": "tool"}
 MAX_STOP_STRINGS = 16
+# /v1/completions without max_tokens: 16 tokens, OpenAI's documented default for it (vLLM's too); chat and
+# responses without one answer until the end of the context, as vLLM and llama.cpp do
+LEGACY_COMPLETION_MAX_TOKENS = 16
 MAX_TOOLS = 128
 TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")  # OpenAI's rule for function names
 
@@ -40,8 +45,6 @@ TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")  # OpenAI's rule for function nam
 _NEUTRAL = {
     "n": (None, 1),
     "best_of": (None, 1),
-    "presence_penalty": (None, 0, 0.0),
-    "frequency_penalty": (None, 0, 0.0),
     "echo": (None, False),
     "suffix": (None, ""),
     "functions": (None, []),
@@ -80,7 +83,7 @@ _ENGINE_ERRORS: dict[str, tuple[int, str, str | None]] = {
 }
 
 
-def engine_error(event: P.Error, max_context: int | None = None) -> ApiError:
+def engine_error(event: P.Error, max_context: int | None = None, prompt_param: str = "messages") -> ApiError:
     """The API error for an engine Error event ending a request. A prompt that does not fit starts with
     OpenAI's wording ("This model's maximum context length is N tokens"), which clients such as litellm match
     to raise their context-window error (and fall back to a model with a longer context)."""
@@ -89,7 +92,28 @@ def engine_error(event: P.Error, max_context: int | None = None) -> ApiError:
     if event.kind == "context_length":
         limit = f"{max_context} tokens" if max_context else "smaller than this request"
         message = f"This model's maximum context length is {limit}: {message}"
-    return ApiError(status, message, kind, "messages" if event.kind == "context_length" else None, code)
+    return ApiError(status, message, kind, prompt_param if event.kind == "context_length" else None, code)
+
+
+def check_grammar(kind: str, source: str, param: str) -> None:
+    """A request's grammar (response_format's schema, a forced call's) checked before it is queued, so a
+    schema the grammar engine cannot read is a 400 naming `param` at once (llguidance, no tokenizer needed)."""
+    if kind == "json_object":
+        return
+    import llguidance
+
+    try:
+        if kind == "lark":
+            grammar = llguidance.LLMatcher.grammar_from_lark(source)
+        else:
+            grammar = llguidance.LLMatcher.grammar_from_json_schema(json.loads(source))
+        problem = llguidance.LLMatcher.validate_grammar(grammar)
+    except ValueError as error:
+        problem = str(error)
+    if problem:
+        what = "the tools' parameters" if param == "tools" else "the JSON schema"
+        raise ApiError(400, f"{what} cannot be used for structured output: {problem.strip()}", param=param,
+                       code="invalid_schema")
 
 
 def missing_key_error() -> ApiError:
@@ -117,7 +141,7 @@ class Defaults:
     repetition_penalty: float = 1.0
     seed: int | None = None
     method: str = "specexec"
-    max_tokens: int = 256
+    max_tokens: int | None = None  # None: as many as the context holds (vLLM's and llama.cpp's default)
     stop: tuple[str, ...] = ()
 
 
@@ -138,8 +162,10 @@ class CompletionRequest:
     top_p: float = 0.9
     top_k: int = 0
     repetition_penalty: float = 1.0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
     seed: int = 0
-    max_tokens: int = 256
+    max_tokens: int | None = None  # None: as many as the context holds
     stop: tuple[str, ...] = ()
     method: str = "specexec"
     grammar_kind: str | None = None  # P.GrammarKind: response_format's (or a forced tool call's) grammar
@@ -147,6 +173,8 @@ class CompletionRequest:
     top_logprobs: int | None = None  # None: no log-probabilities
     tool_choice: str = "auto"  # auto | required | named (with forced_tool); "none" drops the tools
     forced_tool: str | None = None
+    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
+    trim_context: bool = False  # drop the oldest turns that do not fit (the Responses API's truncation "auto")
 
     @property
     def forces_tool_call(self) -> bool:
@@ -158,13 +186,14 @@ class CompletionRequest:
 
     def to_generate(self, request_id: str) -> P.Generate:
         """The engine request: the conversation cache's prefix of it is reused (an API conversation), and
-        nothing is trimmed silently."""
+        nothing is trimmed unless the request asked for it (`trim_context`)."""
         return P.Generate(
             request_id=request_id, messages=self.messages, prompt=self.prompt, temperature=self.temperature,
             top_p=self.top_p, top_k=self.top_k, repetition_penalty=self.repetition_penalty, seed=self.seed,
-            method=self.method, max_new_tokens=self.max_tokens, stop=self.stop, trim_context=False,
+            presence_penalty=self.presence_penalty, frequency_penalty=self.frequency_penalty,
+            method=self.method, max_new_tokens=self.max_tokens, stop=self.stop, trim_context=self.trim_context,
             tools=self.tools, cache_owner="api", grammar_kind=self.grammar_kind, grammar_source=self.grammar_source,
-            top_logprobs=self.top_logprobs,
+            top_logprobs=self.top_logprobs, chat_template_kwargs=dict(self.chat_template_kwargs),
         )
 
 
@@ -210,10 +239,20 @@ def _stop(body: dict, default: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(items)
 
 
+# Why a field is refused, where there is more to say than "not supported".
+_WHY_REFUSED = {
+    "n": "one answer per request: the engine answers requests one at a time, so n answers would take n times "
+         "as long as one while holding the queue; send n requests instead (with different seeds: they share the "
+         "prompt's cached tokens)",
+    "best_of": "one answer per request (see 'n')",
+}
+
+
 def _refuse_unsupported(body: dict) -> None:
     for name, neutral in _NEUTRAL.items():
         if name in body and body[name] not in neutral:
-            raise ApiError(400, f"'{name}' is not supported by this server (leave it out)", param=name,
+            why = _WHY_REFUSED.get(name, "leave it out")
+            raise ApiError(400, f"'{name}' is not supported by this server: {why}", param=name,
                            code="unsupported_parameter")
 
 
@@ -274,7 +313,8 @@ def _common(body: object, defaults: Defaults, chat: bool) -> dict[str, Any]:
         raise ApiError(400, f"'method' must be one of {', '.join(METHODS)}, got {method!r}", param="method",
                        code="invalid_value")
     max_tokens = _integer(body, "max_completion_tokens", None, 1)
-    max_tokens = _integer(body, "max_tokens", max_tokens if max_tokens is not None else defaults.max_tokens, 1)
+    default = defaults.max_tokens if chat or defaults.max_tokens is not None else LEGACY_COMPLETION_MAX_TOKENS
+    max_tokens = _integer(body, "max_tokens", max_tokens if max_tokens is not None else default, 1)
     seed = _integer(body, "seed", defaults.seed, -(2**63), 2**63 - 1)
     return dict(
         model=model,
@@ -284,6 +324,8 @@ def _common(body: object, defaults: Defaults, chat: bool) -> dict[str, Any]:
         top_p=_number(body, "top_p", defaults.top_p, 0.0, 1.0, low_open=True),
         top_k=_integer(body, "top_k", defaults.top_k, 0),
         repetition_penalty=_number(body, "repetition_penalty", defaults.repetition_penalty, 0.0, 10.0, low_open=True),
+        presence_penalty=_number(body, "presence_penalty", 0.0, -2.0, 2.0),
+        frequency_penalty=_number(body, "frequency_penalty", 0.0, -2.0, 2.0),
         seed=seed if seed is not None else random.randrange(2**31),
         max_tokens=max_tokens,
         stop=_stop(body, defaults.stop),
@@ -392,6 +434,13 @@ def _message(message: object, index: int, call_names: dict[str, str]) -> dict[st
         raise ApiError(400, f"{where}.tool_calls must be a non-empty list", param=f"{where}.tool_calls",
                        code="invalid_value")
     checked: dict[str, Any] = {"role": CHAT_ROLES[role], "content": _content(message, index, optional=bool(calls))}
+    if role == "assistant":  # its thinking, sent back as vLLM, llama.cpp and DeepSeek return it
+        reasoning = message.get("reasoning_content", message.get("reasoning"))
+        if reasoning is not None and not isinstance(reasoning, str):
+            raise ApiError(400, f"{where}.reasoning_content must be a string", param=f"{where}.reasoning_content",
+                           code="invalid_type")
+        if reasoning:
+            checked["reasoning_content"] = reasoning
     if calls:
         checked["tool_calls"] = []
         for number, call in enumerate(calls):
@@ -427,11 +476,14 @@ def parse_chat_request(body: object, defaults: Defaults) -> CompletionRequest:
     choice, forced = _tool_choice(body, tools)
     if choice == "none":
         tools = ()
-    if choice in ("required", "named") and common["grammar_kind"] is not None:
-        raise ApiError(400, "'response_format' and a forced tool call ('tool_choice' required or a named function) "
-                       "cannot be combined: send one of them", param="response_format", code="invalid_value")
+    if choice in ("required", "named"):  # the answer is the call: response_format is for text (openai-agents
+        common.update(grammar_kind=None, grammar_source="")  # sends both), the call's grammar holds instead
+    try:
+        template_kwargs = check_template_kwargs(body.get("chat_template_kwargs"))
+    except InvalidSettingError as error:
+        raise ApiError(400, str(error), param="chat_template_kwargs", code="invalid_value") from error
     return CompletionRequest(kind="chat", messages=checked, tools=tools, parallel_tool_calls=parallel,
-                             tool_choice=choice, forced_tool=forced, **common)
+                             tool_choice=choice, forced_tool=forced, chat_template_kwargs=template_kwargs, **common)
 
 
 def parse_completion_request(body: object, defaults: Defaults) -> CompletionRequest:
@@ -462,7 +514,9 @@ class RunTally:
     """The events of one request added up."""
 
     method: str
+    prompt_param: str = "messages"  # the request field holding the prompt (a context-length error names it)
     pieces: list[str] = field(default_factory=list)
+    reasoning_pieces: list[str] = field(default_factory=list)
     passes: int = 0
     pass_tokens: int = 0
     budget: int = 0
@@ -474,6 +528,7 @@ class RunTally:
         """Take one event; returns the text it adds (empty for other events)."""
         if isinstance(event, P.TokenChunk):
             self.pieces.append(event.text)
+            self.reasoning_pieces.append(event.reasoning)
             if event.logprobs is not None:
                 self.logprobs = (self.logprobs or []) + list(event.logprobs)
             return event.text
@@ -490,6 +545,11 @@ class RunTally:
     @property
     def text(self) -> str:
         return "".join(self.pieces)
+
+    @property
+    def reasoning(self) -> str:
+        """A thinking model's thinking (TokenChunk.reasoning), apart from the answer's text."""
+        return "".join(self.reasoning_pieces)
 
     @property
     def finish_reason(self) -> str:
@@ -525,11 +585,24 @@ def now() -> int:
     return int(time.time())
 
 
-def tool_call_json(call: ToolCall, index: int | None = None) -> dict[str, Any]:
-    """One call as OpenAI sends it: in a message, or (with `index`) as a streamed delta."""
-    entry: dict[str, Any] = {"id": new_id("call"), "type": "function",
-                             "function": {"name": call.name, "arguments": call.arguments}}
-    return entry if index is None else {"index": index, **entry}
+def tool_call_json(call: ToolCall) -> dict[str, Any]:
+    """One call as OpenAI sends it in a message."""
+    return {"id": new_id("call"), "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
+
+
+def tool_call_delta(piece: CallDelta, call_id: str) -> dict[str, Any]:
+    """A streamed piece of a call as OpenAI sends it: the first carries its id, type and name, the next ones
+    more of its arguments."""
+    if piece.name is None:
+        return {"index": piece.index, "function": {"arguments": piece.arguments}}
+    return {"index": piece.index, "id": call_id, "type": "function",
+            "function": {"name": piece.name, "arguments": piece.arguments}}
+
+
+def choice_finish_reason(reason: str, called: bool) -> str:
+    """A choice's finish_reason: "tool_calls" when the answer called a tool, unless max_tokens cut it
+    ("length", as OpenAI says, with the call's arguments as far as they were written)."""
+    return "tool_calls" if called and reason != "length" else reason
 
 
 def _token_logprob(entry: dict[str, Any]) -> dict[str, Any]:
@@ -559,12 +632,14 @@ def chat_response(response_id: str, model: str, tally: RunTally, content: str,
                   calls: list[ToolCall] = ()) -> dict[str, Any]:
     """A chat completion: `content` (None when the answer is only tool calls) and the calls it made."""
     message: dict[str, Any] = {"role": "assistant", "content": content if content or not calls else None}
+    if tally.reasoning:
+        message["reasoning_content"] = tally.reasoning
     if calls:
         message["tool_calls"] = [tool_call_json(call) for call in calls]
     return {
         "id": response_id, "object": "chat.completion", "created": now(), "model": model,
         "choices": [{"index": 0, "message": message, "logprobs": chat_logprobs(tally.logprobs),
-                     "finish_reason": "tool_calls" if calls else tally.finish_reason}],
+                     "finish_reason": choice_finish_reason(tally.finish_reason, bool(calls))}],
         "usage": tally.usage(), "specexec": tally.extra(),
     }
 
@@ -610,11 +685,11 @@ def text_chunk(response_id: str, model: str, text: str, finish: str | None = Non
 
 def model_card(model_id: str, created: int, info: dict[str, Any]) -> dict[str, Any]:
     """The one model this server runs (with its draft, context window and tool support), as OpenAI's Model."""
-    keys = ("draft", "device", "dtype", "max_context", "budget", "tool_call_format")
+    keys = ("draft", "device", "dtype", "max_context", "budget", "tool_call_format", "thinking")
     return {"id": model_id, "object": "model", "created": created, "owned_by": "specexec",
             "specexec": {k: info.get(k) for k in keys}}
 
 
-def model_list(model_id: str, created: int, info: dict[str, Any]) -> dict[str, Any]:
-    """GET /v1/models."""
-    return {"object": "list", "data": [model_card(model_id, created, info)]}
+def model_list(model_ids: tuple[str, ...], created: int, info: dict[str, Any]) -> dict[str, Any]:
+    """GET /v1/models: the model under each name it is served as."""
+    return {"object": "list", "data": [model_card(model_id, created, info) for model_id in model_ids]}
