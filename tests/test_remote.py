@@ -279,7 +279,7 @@ def test_a_killed_server_ends_the_answer_as_a_lost_connection_keeping_its_text()
         try:
             engine.start()
             engine.load("alpha-7b", wait=True)
-            request_id = engine.generate([{"role": "user", "content": "a long answer"}], max_new_tokens=400)
+            engine.generate([{"role": "user", "content": "a long answer"}], max_new_tokens=400)
             text = ""
             while len(text.split()) < 4:
                 event = engine.poll(5)

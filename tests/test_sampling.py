@@ -261,3 +261,20 @@ def test_draft_top_k_equals_top_k_of_full_draft_logprobs(top_p, k):
         assert torch.equal(torch.isfinite(vals), finite)
         assert torch.allclose(vals[finite], ref_vals[finite], atol=1e-12)
         assert torch.equal(ids[finite], ref_ids[finite])
+
+
+def test_bench_draws_candidates_are_draws_of_the_same_distribution():
+    """The candidates `specexec bench draws` compares (issue 30): each picks only possible tokens, the old
+    inverse CDF survives rounding at the top of the sum, and on identical logits none can flip."""
+    from core.bench.draws import CANDIDATES, _draw, inverse_cdf
+
+    probs = torch.tensor([[0.0, 0.5, 0.0, 0.5, 0.0]] * 4, dtype=torch.float32)
+    u = torch.tensor([1e-12, 0.49, 0.51, 1 - 2**-53], dtype=torch.float64)  # the last rounds to 1.0 in float32
+    assert inverse_cdf(probs, u).tolist() == [1, 1, 3, 3]
+    scores = torch.full((6, 300), -math.inf)
+    scores[:, [7, 150, 299]] = torch.tensor([0.0, 0.5, -0.5])
+    positions = torch.arange(10, 16)
+    for name in CANDIDATES:
+        picks = _draw(name, scores, 3, positions)
+        assert set(picks.tolist()) <= {7, 150, 299}, name
+        assert torch.equal(picks, _draw(name, scores.clone(), 3, positions))

@@ -83,8 +83,6 @@ def _intervals(times: list[float]) -> list[float]:
 
 
 def run(args: argparse.Namespace) -> int:
-    import torch
-
     from core.generation import DecodingSettings, stream_generate
     from core.methods.specexec import TreeSettings
     from core.prompts import Prompt, encode_prompt

@@ -7,7 +7,9 @@ at the planned context plus the tree) and the activations of one pass; the resid
 the bytes streamed per pass; and the host RAM the streamed layers and the embedding table take. The free
 VRAM of a card is its size less `--reserved-gb` (CUDA context, the desktop). The draft (when there is one)
 is counted as the loader counts it: its weights out of free VRAM (a GPTQ draft packed, with its dequantisation
-scratch, as `core.offload.loader.load_on_device` checks), its KV cache in the budget.
+scratch, as `core.offload.loader.load_on_device` checks), its KV cache and what its CUDA graphs keep
+(`draft_graph_bytes`: core.graph_memory.planned_graph_bytes, the engine's own search forward on the meta
+device at the plan's search width over the cache's capacity) in the budget.
 """
 
 from __future__ import annotations
@@ -65,6 +67,7 @@ class MemoryPlan:
     context: int
     tree_budget: int
     draft_weight_bytes: int
+    draft_graph_bytes: int
     kv_bytes: int
     activation_bytes: int
     budget_bytes: int | None
@@ -106,6 +109,16 @@ def _draft_bytes(draft: str) -> int:
     return sum(p.numel() * p.element_size() for p in model.parameters())
 
 
+@functools.cache
+def _draft_graph_bytes(draft: str, context: int, tree_budget: int) -> int:
+    """What the draft's CUDA graphs may keep, as `OffloadSettings.with_draft` reserves it (float16)."""
+    from core.graph_memory import planned_graph_bytes
+    from core.graph_plan import search_width
+
+    config, _ = DRAFTS[draft]
+    return planned_graph_bytes(config, torch.float16, search_width(tree_budget), residency.kv_rows(context, tree_budget))
+
+
 def plan_for(model: str, card_gb: int, draft: str, context: int | None, tree_budget: int, reserved_gb: float) -> MemoryPlan:
     """The loader's plan for `model` on a `card_gb` GB card (free VRAM = card - reserved_gb)."""
     config, _ = MODELS[model]
@@ -115,15 +128,17 @@ def plan_for(model: str, card_gb: int, draft: str, context: int | None, tree_bud
     draft_config = DRAFTS[draft][0] if DRAFTS[draft] is not None else None
     draft_weights = _draft_bytes(draft)
     draft_kv = residency.config_kv_bytes(draft_config, residency.kv_rows(context, tree_budget), 2) if draft_config else 0
+    draft_graphs = _draft_graph_bytes(draft, context, tree_budget) if draft_config else 0
     free = int(card_gb * GIB - reserved_gb * GIB) - draft_weights  # the draft loads first
     target_kv = residency.config_kv_bytes(config, residency.kv_rows(context, tree_budget), 2)
     activation = residency.activation_bytes(config, tree_budget, context, 2)
     common = dict(model=model, card_gb=card_gb, draft=draft, context=context, tree_budget=tree_budget,
-                  draft_weight_bytes=draft_weights, kv_bytes=target_kv + draft_kv, activation_bytes=activation,
+                  draft_weight_bytes=draft_weights, draft_graph_bytes=draft_graphs, kv_bytes=target_kv + draft_kv,
+                  activation_bytes=activation,
                   device_fixed_bytes=fixed, n_layers=len(layer_bytes))
     try:
         minimum = residency.minimum_device_bytes(layer_bytes, fixed)
-        fit = residency.fit_default_budget(config, free, 2, context, 0, draft_kv, minimum, tree_budget)
+        fit = residency.fit_default_budget(config, free, 2, context, 0, draft_kv, minimum, tree_budget, draft_graphs)
         plan = residency.plan_residency(layer_bytes, fit.budget_bytes, fixed, residency.DEFAULT_SLOTS)
     except Exception as error:  # does not fit: the row says why
         return MemoryPlan(**common, budget_bytes=None, resident_layers=None, streamed_bytes_per_pass=None,
@@ -145,10 +160,61 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--context-length", type=int, default=None, help="planned context (default 4096)")
     parser.add_argument("--tree-budget", type=int, default=128, help="draft tokens per pass the plan reserves for")
     parser.add_argument("--reserved-gb", type=float, default=0.8, help="VRAM taken before loading (CUDA context, desktop)")
+    parser.add_argument("--graphs", action="store_true",
+                        help="instead: what the draft's CUDA graphs keep, per catalog draft and context")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
+GRAPH_CASES = ((4096, 256), (8192, 256), (32768, 256), (4096, 1024))  # (context, tree budget)
+
+
+def graph_rows() -> list[dict]:
+    """Per catalog draft and (context, tree budget) of GRAPH_CASES: the search width, the column buckets, the
+    pool's scratch from the engine's forward on the meta device, the app's torch-free bound, and the plan."""
+    from transformers import AutoConfig
+
+    from core.graph_memory import planned_graph_bytes, search_forward_peak_bytes
+    from core.graph_plan import column_buckets, scratch_estimate_bytes, search_width
+    from core.models.catalog import load_catalog
+
+    shapes = {}
+    for pair in load_catalog().pairs:
+        for option in pair.drafts:
+            if option.model.shape is not None:
+                shapes.setdefault(option.model.repo, option.model.shape)
+    rows = []
+    for repo, shape in shapes.items():
+        config = AutoConfig.for_model(shape.model_type, hidden_size=shape.hidden_size, num_hidden_layers=1,
+                                      intermediate_size=shape.intermediate_size, vocab_size=shape.vocab_size,
+                                      num_attention_heads=shape.num_attention_heads, head_dim=shape.head_dim,
+                                      num_key_value_heads=shape.num_key_value_heads)
+        for context, tree in GRAPH_CASES:
+            width, capacity = search_width(tree), residency.kv_rows(context, tree)
+            rows.append({"draft": repo, "context": context, "tree_budget": tree, "width": width,
+                         "buckets": len(column_buckets(capacity)),
+                         "scratch_meta_bytes": search_forward_peak_bytes(config, torch.float16, width, capacity),
+                         "scratch_bound_bytes": scratch_estimate_bytes(shape, 2, width, capacity),
+                         "planned_bytes": planned_graph_bytes(config, torch.float16, width, capacity)})
+    return rows
+
+
+def _print_graphs(rows: list[dict]) -> None:
+    mib = 1024**2
+    print(f"{'draft':<52} {'ctx':>6} {'tree':>5} {'width':>5} {'buckets':>7} {'scratch MiB':>11} {'bound MiB':>9} "
+          f"{'planned MiB':>11}")
+    for r in rows:
+        print(f"{r['draft']:<52} {r['context']:>6} {r['tree_budget']:>5} {r['width']:>5} {r['buckets']:>7} "
+              f"{r['scratch_meta_bytes'] / mib:>11.1f} {r['scratch_bound_bytes'] / mib:>9.1f} {r['planned_bytes'] / mib:>11.0f}")
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.graphs:
+        rows = graph_rows()
+        if args.json:
+            print(json.dumps(rows, indent=2))
+        else:
+            _print_graphs(rows)
+        return 0
     names = [name for name in args.models.split(",") if name]
     unknown = [name for name in names if name not in MODELS]
     if unknown:
@@ -159,11 +225,11 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps([asdict(plan) for plan in plans], indent=2))
         return 0
     print(f"draft: {args.draft}; free VRAM = card - {args.reserved_gb} GiB; floor at {PCIE4_BYTES_PER_S / GB:.0f} GB/s")
-    print(f"{'model':<20} {'card':>5} {'ctx':>6} {'tree':>5} {'KV GiB':>7} {'act GiB':>8} {'fixed GiB':>9} "
+    print(f"{'model':<20} {'card':>5} {'ctx':>6} {'tree':>5} {'KV GiB':>7} {'graphs GiB':>10} {'act GiB':>8} {'fixed GiB':>9} "
           f"{'budget GiB':>10} {'resident':>9} {'GB/pass':>8} {'floor s':>8} {'host RAM GiB':>12}")
     for p in plans:
         head = (f"{p.model:<20} {p.card_gb:>5} {p.context:>6} {p.tree_budget:>5} {p.kv_bytes / GIB:>7.2f} "
-                f"{p.activation_bytes / GIB:>8.2f} {p.device_fixed_bytes / GIB:>9.2f}")
+                f"{p.draft_graph_bytes / GIB:>10.2f} {p.activation_bytes / GIB:>8.2f} {p.device_fixed_bytes / GIB:>9.2f}")
         if p.error is not None:
             print(f"{head} does not fit: {p.error.split(':')[0]}")
             continue

@@ -11,6 +11,7 @@ BENCHMARKS = {
     "download": ("core.bench.download", "model downloads: speed against the loopback server's raw rate, resume saving"),
     "chat": ("core.bench.chat", "chat: time to first token with KV reuse, streaming latency through the engine"),
     "agreement": ("core.bench.agreement", "same seed, same tokens: SpecExec vs sequential in a dtype (16-bit flips)"),
+    "draws": ("core.bench.draws", "how often each token draw flips between a tree pass's and a one-row pass's logits"),
     "memory": ("core.bench.memory", "host RAM and VRAM plan of an offloaded 70B GPTQ target per GPU size"),
     "serve": ("core.bench.serve", "the API server: an answer over HTTP vs straight through the engine client"),
     "autotune": ("core.bench.autotune", "automatic method and budget against a sweep of fixed settings"),

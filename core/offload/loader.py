@@ -194,7 +194,7 @@ def load_offloaded(
     folder_path = Path(folder)
     device = _check_device(device, stream_on_cpu)
     ck = _read_checkpoint(folder_path, dtype)
-    config, settings, model, layouts, top_meta = ck.config, ck.settings, ck.model, ck.layouts, ck.top_meta
+    config, model, layouts, top_meta = ck.config, ck.model, ck.layouts, ck.top_meta
     top_bytes = ck.top_bytes
     layers = model.model.layers
     context = _context(config, context_length)
