@@ -137,7 +137,7 @@ def load_model(
 ) -> LoadedModel:
     """Load `spec`: a model folder, a .gguf file, a repo id in the local HF cache, 'builtin' or 'builtin-draft'.
 
-    The model comes back in eval mode with gradients off, attention 'sdpa', on `device` in `dtype`.
+    The model comes back in eval mode with gradients off, attention sdpa (grouped key/value heads read once: core/attention.py), on `device` in `dtype`.
     As a "target" (`role`), a 4-bit folder (GPTQ, AWQ, compressed-tensors), or a 16-bit folder that `offload`
     says to offload, comes back as an OffloadedLM (core.offload): decoder weights in host RAM, streamed to the
     GPU per pass. A "draft" is never offloaded: it runs dozens of forwards per pass, so a 4-bit draft is loaded

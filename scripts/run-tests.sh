@@ -13,7 +13,7 @@ fi
 # instructor 1.17.0 pins jiter<0.15, which the openai 3 client in .venv cannot use: tests/test_serve_agents.py
 # drives it from its own environment too, the same way.
 if [ ! -x .venv-instructor/bin/python ] || ! .venv-instructor/bin/python -c "import instructor" 2>/dev/null; then
-    python3 -m venv .venv-instructor
+    .venv/bin/python -m venv .venv-instructor  # the interpreter setup.sh checked, as for litellm
     .venv-instructor/bin/python -m pip install -q --disable-pip-version-check instructor==1.17.0
 fi
 . .venv/bin/activate

@@ -15,6 +15,7 @@ import torch
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 
+from core.attention import GROUPED_SDPA
 from core.errors import (
     DamagedModelError,
     InvalidSettingError,
@@ -95,7 +96,7 @@ def test_sharded_folder_gives_the_same_logits_as_the_in_memory_model(tmp_path, t
     assert lm.dtype == torch.float64 and lm.device.type == "cpu"
     assert not lm.model.training
     assert not any(p.requires_grad for p in lm.model.parameters())
-    assert lm.model.config._attn_implementation == "sdpa"
+    assert lm.model.config._attn_implementation == GROUPED_SDPA  # sdpa, grouped heads read once (core/attention.py)
     assert loaded.tokenizer("w5 w9").input_ids == [5, 9]
     assert messages and all(isinstance(m, str) for m in messages)
 
@@ -334,7 +335,7 @@ def test_gguf_file_loads_dequantised_into_a_plain_model(tmp_path):
     assert lm.max_context == 256
     assert lm.vocab_size == VOCAB and len(lm.decoder_layers) == 2
     assert lm.dtype == torch.float32 and not lm.model.training
-    assert lm.model.config._attn_implementation == "sdpa"
+    assert lm.model.config._attn_implementation == GROUPED_SDPA
     assert type(lm.model.model.layers[0].mlp.down_proj) is torch.nn.Linear
     assert torch.equal(lm.model.model.embed_tokens.weight, torch.from_numpy(tensors["token_embd.weight"]))
     assert torch.equal(lm.model.model.layers[1].mlp.down_proj.weight, torch.from_numpy(tensors["blk.1.ffn_down.weight"]))
