@@ -69,6 +69,9 @@ class ConversationSettings:
     repetition_penalty: float = 1.0  # 1 = off
     seed: int = -1  # -1 = a new random seed for every answer; a fixed seed repeats an answer exactly
     method: Method = Method.AUTO
+    # Whether a model that can answer without thinking first (its template reads `enable_thinking`, as Qwen3's
+    # does) thinks before it answers; models that always think, and models that never do, ignore it.
+    thinking: bool = True
 
     def validated(self) -> "ConversationSettings":
         """A copy with every number clamped into its valid range."""
