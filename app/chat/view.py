@@ -418,7 +418,7 @@ class ThinkingBlock(QFrame):
         self._set_expanded(self.reader_choice)
 
     def _set_expanded(self, expanded: bool) -> None:
-        if expanded == self.expanded and self.text_frame.isVisible() == expanded:
+        if expanded == self.expanded and self.text_frame.isHidden() != expanded:
             return
         self.expanded = expanded
         self.text_frame.setVisible(expanded)
