@@ -372,3 +372,25 @@ def test_the_block_is_open_while_the_model_thinks_and_folds_when_the_answer_star
     assert not window.composer.think_button.isVisible()
     bridge.handle_events([P.StatusReport("ready", {"thinking": None})])
     assert not window.composer.think_button.isVisible()
+
+
+def test_a_new_chat_with_a_thinking_model_has_room_for_its_thinking(qtbot, quiet_window):
+    """Thinking counts against the longest answer: where the defaults keep the schema's 512 tokens, a new chat
+    with a model that thinks gets half the context window, at most 4,096; a longest answer set by the user
+    stays, and so does every chat made before."""
+    from app.settings.schema import THINKING_MAX_TOKENS, AppSettings, ConversationSettings
+    from core.engine import protocol as P
+
+    window, bridge = quiet_window, quiet_window.bridge
+    assert AppSettings(target="m").conversation_defaults({"thinking": None, "max_context": 32768}).max_tokens == 512
+    assert AppSettings(target="m").conversation_defaults({"thinking": "always", "max_context": 32768}).max_tokens == THINKING_MAX_TOKENS
+    mine = AppSettings(target="m", defaults=ConversationSettings(max_tokens=300))
+    assert mine.conversation_defaults({"thinking": "switchable", "max_context": 32768}).max_tokens == 300
+    before = window.controller.new_conversation()
+    window.store.add_message(before, "user", "w40")  # not empty: New chat makes another
+    bridge.handle_events([P.EngineStarted(pid=1), P.StatusReport("ready", {"thinking": "always", "max_context": 4096})])
+    window.new_conversation()
+    assert window.controller.conversation_settings().max_tokens == 2048
+    assert window.chat_settings.max_tokens.value() == 2048 and not window.composer.think_button.isVisible()
+    window.controller.open_conversation(before)
+    assert window.controller.conversation_settings().max_tokens == 512

@@ -165,7 +165,7 @@ class ChatController(QObject):
             self.open_conversation(empty)
             return empty
         conversation_id = self.store.create_conversation(
-            title, conversation_settings_to_json(self.app_settings.conversation_defaults()))
+            title, conversation_settings_to_json(self.conversation_defaults()))
         self.conversations.refresh()
         self.open_conversation(conversation_id)
         return conversation_id
@@ -191,8 +191,12 @@ class ChatController(QObject):
         conversation_id = self.conversation_id if conversation_id is None else conversation_id
         row = self.store.conversation(conversation_id) if conversation_id is not None else None
         if row is None:
-            return self.app_settings.conversation_defaults()
-        return conversation_settings_from_json(row.settings_json, self.app_settings.conversation_defaults()).validated()
+            return self.conversation_defaults()
+        return conversation_settings_from_json(row.settings_json, self.conversation_defaults()).validated()
+
+    def conversation_defaults(self) -> ConversationSettings:
+        """A new chat's settings for the model in use (AppSettings.conversation_defaults)."""
+        return self.app_settings.conversation_defaults(self.bridge.status.models)
 
     def set_conversation_settings(self, settings: ConversationSettings, conversation_id: int | None = None) -> None:
         conversation_id = self.conversation_id if conversation_id is None else conversation_id

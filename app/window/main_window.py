@@ -363,6 +363,8 @@ class MainWindow(QMainWindow):
             self.banner.hide()
         if status.state == CRASHED and not self.banner.isVisible():
             self._engine_failed(P.Error(None, "engine_died", status.message, status.hint))
+        if self.controller.conversation_id is None:  # no chat yet: its defaults follow the model (a thinking one's)
+            self.chat_settings.set_settings(self.controller.conversation_settings(), None)
         self._show_think_switch()
         self._show_context()
         self._update_actions()
@@ -491,7 +493,7 @@ class MainWindow(QMainWindow):
         self._show_speculation_items()
 
     def _reset_conversation_settings(self) -> None:
-        defaults = self.settings.conversation_defaults()
+        defaults = self.controller.conversation_defaults()
         self.chat_settings.set_settings(defaults, self.controller.conversation_id)
         self._conversation_settings_changed(self.controller.conversation_id, defaults)
         self.toast.show_message("This chat's settings are back to the defaults", 3000)
