@@ -316,6 +316,43 @@ def test_earlier_thinking_goes_back_only_where_the_template_renders_it(qtbot, op
         window.close()
 
 
+def test_the_apps_api_server_sends_the_thinking_apart(qtbot, open_window):
+    """The app's own API server shares the window's engine through the bridge: a thinking model's thinking
+    reaches its clients as reasoning_content (message and stream deltas), with the log-probabilities."""
+    import threading
+
+    import openai
+
+    window = open_window("qwen3", max_tokens=12)
+    window.apply_settings(dataclasses.replace(window.settings, api_server=True, api_server_port=0,
+                                              api_server_require_key=False))
+    url = window.api_server.url
+    assert url is not None, window.api_server.error
+    result: dict = {}
+
+    def ask() -> None:
+        try:
+            client = openai.OpenAI(base_url=url, api_key="none", max_retries=0, timeout=120)
+            request = dict(model="", messages=[{"role": "user", "content": "w40 w41"}], max_tokens=8, seed=1)
+            result["answer"] = client.chat.completions.create(**request, logprobs=True, top_logprobs=2)
+            result["chunks"] = list(client.chat.completions.create(**request, stream=True))
+        except Exception as error:  # reported below
+            result["error"] = error
+
+    thread = threading.Thread(target=ask)
+    thread.start()
+    qtbot.waitUntil(lambda: "chunks" in result or "error" in result, timeout=ANSWER_TIMEOUT_MS)
+    thread.join(10)
+    assert "error" not in result, result.get("error")
+    message = result["answer"].choices[0].message
+    assert (message.model_extra["reasoning_content"], message.content) == (THOUGHT_TEXT, "w30 w31 w32")
+    assert [entry.token for entry in result["answer"].choices[0].logprobs.content][-3:] == ["w30", "w31", "w32"]
+    deltas = [chunk.choices[0].delta for chunk in result["chunks"] if chunk.choices]
+    assert "".join((d.model_extra or {}).get("reasoning_content") or "" for d in deltas) == THOUGHT_TEXT
+    assert "".join(d.content or "" for d in deltas) == "w30 w31 w32"
+    window.apply_settings(dataclasses.replace(window.settings, api_server=False))
+
+
 # ----------------------------------------------------------------------------------------------------------
 # The engine's events of one answer, one at a time
 
