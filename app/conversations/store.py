@@ -4,8 +4,8 @@ Schema changes live in `MIGRATIONS` only: MIGRATIONS[n] takes a database of sche
 edited once released. `schema_version` holds the current number. Before migrating an existing database the
 file is copied to `<name>.v<old>.bak`. A database from a newer version is refused (StoreError), not touched.
 
-A thinking model's answer keeps its thinking apart from the answer (`reasoning`; schema 4), so the answer
-alone is copied, searched and sent back as the conversation, and the thinking is shown folded above it.
+A thinking model's answer keeps its thinking apart from the answer (`reasoning`; schema 4): the answer alone
+is copied and searched, the thinking is shown folded above it and goes back to the model in its own field.
 
 Answers are written while they stream (status "streaming"); a database opened with such rows left over (the
 app or the machine died mid-answer) marks them "interrupted", keeping the text saved so far. WAL journal with

@@ -161,6 +161,7 @@ class MainWindow(QMainWindow):
         QWidget.setTabOrder(self.conversation_settings_button, self.header.export_button)
         QWidget.setTabOrder(self.header.export_button, self.input)
         QWidget.setTabOrder(self.input, self.send_button)
+        QWidget.setTabOrder(self.send_button, self.composer.think_button)
 
     def _action(self, menu, text: str, slot, shortcut: str | QKeySequence.StandardKey | None = None) -> QAction:
         action = QAction(text, self)
