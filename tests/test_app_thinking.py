@@ -431,3 +431,24 @@ def test_a_new_chat_with_a_thinking_model_has_room_for_its_thinking(qtbot, quiet
     assert window.chat_settings.max_tokens.value() == 2048 and not window.composer.think_button.isVisible()
     window.controller.open_conversation(before)
     assert window.controller.conversation_settings().max_tokens == 512
+
+
+def test_thinking_words_and_the_markdown_section():
+    from app.chat.thinking_words import duration_words, thought_summary
+    from app.conversations.export import thinking_section, to_json, to_markdown
+    from app.conversations.store import Conversation, Message
+
+    assert [duration_words(s) for s in (0.3, 1.4, 59.6, 60, 125)] == ["a moment", "1 s", "1 min", "1 min", "2 min 5 s"]
+    assert (thought_summary({"thinking_seconds": 12.2}), thought_summary({"thinking_started_at": 5.0})) == (
+        "Thought for 12 s", "Thoughts")  # never measured: an answer cut off by a crash while it thought
+    answer = Message(2, 1, "assistant", "It is 4.", S.COMPLETE, {"thinking_seconds": 3.0}, 1.0,
+                     reasoning="Two plus two.\n\nThat makes 4.")
+    assert thinking_section(answer) == ["<details>", "<summary>Thought for 3 s</summary>", "",
+                                        "> Two plus two.", ">", "> That makes 4.", "", "</details>", ""]
+    chat = Conversation(1, "Sums", 1.0, 1.0)
+    question = Message(1, 1, "user", "2 + 2?", S.COMPLETE, {}, 1.0)
+    assert "> Two plus two.\n>\n> That makes 4.\n\n</details>\n\nIt is 4.\n" in to_markdown(chat, [question, answer])
+    plain = Message(3, 1, "assistant", "Hi.", S.COMPLETE, {}, 1.0)
+    assert "<details>" not in to_markdown(chat, [question, plain])
+    exported = json.loads(to_json(chat, [question, answer, plain]))["messages"]
+    assert [m.get("reasoning") for m in exported] == [None, "Two plus two.\n\nThat makes 4.", None]
