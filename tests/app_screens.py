@@ -111,10 +111,12 @@ def thinking_window(paths, answered: bool):
         return window
     window.send(PRIME_QUESTION)
     request_id = window.bridge.calls[-1][1]
-    thought = PRIME_THOUGHT.split("\n\n")[0] + "\n\n391 is odd, so not 2. Digit sum 3 + 9 + 1 = 13: not 3."
-    window.bridge.handle_events([P.PromptStarted(request_id, 98, 85), P.TokenChunk(request_id, "", (7,), reasoning=thought)])
-    window.controller.active.thinking["thinking_started_at"] -= 8  # it has been thinking for a while
-    window.controller._flush()
+    window.bridge.handle_events([P.PromptStarted(request_id, 98, 85)])
+    for piece in (PRIME_THOUGHT.split("\n\n")[0], "\n\n391 is odd, so not 2.", " Digit sum 3 + 9 + 1 = 13: not 3."):
+        window.bridge.handle_events([P.TokenChunk(request_id, "", (7,), reasoning=piece)])  # it streams in
+        window.controller.active.thinking["thinking_started_at"] = time.time() - 8  # for a while already
+        window.controller._flush()
+        window.chat_view.last_answer().render()
     return window
 
 

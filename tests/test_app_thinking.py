@@ -405,6 +405,7 @@ def test_the_block_is_open_while_the_model_thinks_and_folds_when_the_answer_star
     assert set(thinking) == {(False, True, True, "Thinking…")}  # open, counting up, while it thinks
     assert set(answering) == {(True, True, False, "Thought")}  # folded from the answer's first word on
     assert window.controller.messages.rows[-1].reasoning == THOUGHT_TEXT
+    assert window.chat_view.last_answer().thinking.view.toPlainText() == THOUGHT_TEXT  # grown a piece at a time
     bridge.handle_events([P.StatusReport("ready", {"thinking": "always"})])
     assert not window.composer.think_button.isVisible()
     bridge.handle_events([P.StatusReport("ready", {"thinking": None})])

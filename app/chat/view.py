@@ -399,9 +399,14 @@ class ThinkingBlock(QFrame):
     def show_thinking(self, text: str, title: str, open_by_default: bool) -> None:
         """Show `text` under `title`; open or folded as `open_by_default` says unless the reader chose."""
         if text != self._text:
+            if self._text and text.startswith(self._text):  # it grew while streaming: add the new words only
+                cursor = QTextCursor(self.view.document())
+                cursor.movePosition(QTextCursor.MoveOperation.End)
+                cursor.insertText(text[len(self._text):])  # new lines take the last one's line height
+            else:
+                self.view.setPlainText(text)
+                set_line_height(self.view.document(), TYPE.body_line_height - 10)
             self._text = text
-            self.view.setPlainText(text)
-            set_line_height(self.view.document(), TYPE.body_line_height - 10)
         self.set_title(title)
         self._set_expanded(open_by_default if self.reader_choice is None else self.reader_choice)
 
