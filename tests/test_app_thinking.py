@@ -453,3 +453,21 @@ def test_thinking_words_and_the_markdown_section():
     assert "<details>" not in to_markdown(chat, [question, plain])
     exported = json.loads(to_json(chat, [question, answer, plain]))["messages"]
     assert [m.get("reasoning") for m in exported] == [None, "Two plus two.\n\nThat makes 4.", None]
+
+
+def test_each_answer_of_a_turn_shows_its_own_thinking(qtbot, open_window):
+    """Regenerate keeps the old answer: flipping between the two shows each one's thinking, folded again."""
+    window = open_window("qwen3", max_tokens=9)
+    window.new_conversation()
+    send(qtbot, window, "w40 w41")
+    first = window.controller.messages.rows[-1]
+    with qtbot.waitSignal(window.controller.answer_finished, timeout=ANSWER_TIMEOUT_MS):
+        qtbot.mouseClick(window.chat_view.last_answer().regenerate_button, Qt.MouseButton.LeftButton)
+    second = window.controller.messages.rows[-1]
+    assert second.id != first.id and second.reasoning == THOUGHT_TEXT and second.alt_count == 2
+    qtbot.mouseClick(window.chat_view.last_answer().thinking.toggle, Qt.MouseButton.LeftButton)  # this one opened
+    assert window.chat_view.last_answer().thinking.text_frame.isVisible()
+    qtbot.mouseClick(window.chat_view.last_answer().previous_button, Qt.MouseButton.LeftButton)
+    widget = window.chat_view.last_answer()
+    assert widget.message.id == first.id and widget.thinking.view.toPlainText() == THOUGHT_TEXT
+    assert widget.thinking.isVisible() and not widget.thinking.text_frame.isVisible()

@@ -584,6 +584,8 @@ class MessageWidget(QWidget):
         return self.message.status == S.STREAMING
 
     def set_message(self, message: Message) -> None:
+        if self.thinking is not None and message.id != self.message.id:  # another answer of the turn shown here
+            self.thinking.reader_choice = None
         self.message = message
         # Only "writing…" here: the footer says stopped / interrupted / the error, once.
         self.status_label.setText(WRITING if message.status == S.STREAMING else "")
