@@ -81,8 +81,9 @@ PRIME_ANSWER = (
 
 
 def thinking_window(paths, answered: bool):
-    """A chat with Qwen3 32B, a model that thinks (its template can turn it off: the Think switch shows). `answered`: its answer came and the
-    thinking is folded above it; else the model is still thinking, the block open and counting up."""
+    """A chat with Qwen3 32B, a model that thinks (its template can turn it off: the Think switch shows).
+    `answered`: its answer came and the thinking is folded above it; else the model is still thinking, the
+    block open and counting up."""
     from app.conversations import store as S
     from app.settings.schema import AppSettings, save_settings
     from core.engine import protocol as P

@@ -46,7 +46,8 @@ def to_markdown(conversation: Conversation, messages: list[Message], system_prom
 def thinking_section(message: Message) -> list[str]:
     """A thinking model's thinking as Markdown lines: folded under "Thought for 12 s", quoted."""
     quoted = [f"> {line}".rstrip() for line in message.reasoning.strip().splitlines()]
-    return ["<details>", f"<summary>{thought_summary(message.stats or {})}</summary>", "", *quoted, "", "</details>", ""]
+    summary = f"<summary>{thought_summary(message.stats or {})}</summary>"
+    return ["<details>", summary, "", *quoted, "", "</details>", ""]
 
 
 def to_json(conversation: Conversation, messages: list[Message], settings: dict[str, Any] | None = None) -> str:

@@ -159,7 +159,8 @@ class AppSettings:
             defaults = dataclasses.replace(defaults, **BUILTIN_SAMPLING)
         model = model or {}
         room = int(model.get("max_context") or 0) // 2
-        if model.get("thinking") and defaults.max_tokens == ConversationSettings.max_tokens and room > defaults.max_tokens:
+        default_length = defaults.max_tokens == ConversationSettings.max_tokens
+        if model.get("thinking") and default_length and room > defaults.max_tokens:
             defaults = dataclasses.replace(defaults, max_tokens=min(THINKING_MAX_TOKENS, room))
         return defaults
 
