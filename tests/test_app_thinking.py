@@ -10,8 +10,8 @@ One engine is shared by the module and loaded with the model each test needs. Th
   template: the model opens the block; enable_thinking=False pre-fills an empty one, and it answers at once);
 - "r1": the same model under a DeepSeek-R1-style template (the prompt opens the block; no switch);
 - "r1-endless": thinks "w20 w21 w22 w23 w20 ..." and never answers (R1-style).
-The moment the answer starts passes in milliseconds here, so the fold is watched step by step on the engine's
-own events of one answer, replayed one at a time into a window (the last test).
+The moment the answer starts passes in milliseconds here, so the fold is also watched step by step on the
+engine's own events of one answer, replayed one at a time into a window.
 """
 
 from __future__ import annotations
@@ -69,7 +69,8 @@ def model_settings(pair: tuple[str, str], **conversation):
 
 @pytest.fixture(scope="module")
 def engine(qapp, pairs):
-    """One real engine process for the module (EngineBridge over EngineClient); `use` loads a model in it."""
+    """One real engine process for the module (EngineBridge over EngineClient); open_window loads the model a
+    test needs in it (`bridge.loaded`: the test's note of which one is in it)."""
     from app.engine.bridge import EngineBridge
     from core.engine.client import EngineClient
 
@@ -201,7 +202,7 @@ def test_a_reopened_chat_shows_its_thinking_folded_and_exports_it(qtbot, open_wi
     again.export_conversation(tmp_path / "chat.md", "markdown")
     markdown = (tmp_path / "chat.md").read_text(encoding="utf-8")
     folded = f"<details>\n<summary>{widget.thinking.toggle.text()}</summary>\n\n> {THOUGHT_TEXT}\n\n</details>\n\n"
-    assert f"## Assistant · " in markdown and folded + answer.content + "\n" in markdown
+    assert "## Assistant · " in markdown and folded + answer.content + "\n" in markdown
     again.export_conversation(tmp_path / "chat.json", "json")
     data = json.loads((tmp_path / "chat.json").read_text(encoding="utf-8"))
     user, exported = data["messages"]
