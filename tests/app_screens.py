@@ -67,6 +67,60 @@ def chat_window(paths, chats: bool = True):
     return window
 
 
+PRIME_QUESTION = "Is 391 a prime number?"
+PRIME_THOUGHT = (
+    "The question is whether 391 is prime. Check small factors up to √391 ≈ 19.8.\n\n"
+    "391 is odd, so not 2. Digit sum 3 + 9 + 1 = 13: not 3. It ends in 1: not 5. "
+    "7 × 55 = 385, remainder 6. 11 × 35 = 385, remainder 6. 13 × 30 = 390, remainder 1. "
+    "17 × 23 = 391. So it factors: 391 = 17 × 23, not prime."
+)
+PRIME_ANSWER = (
+    "No. **391 = 17 × 23**, so it is not a prime number.\n\n"
+    "A quick way to find it: try the primes up to √391 ≈ 19.8 (2, 3, 5, 7, 11, 13, 17, 19); 17 divides it."
+)
+
+
+def thinking_window(paths, answered: bool):
+    """A chat with Qwen3 32B, a model that thinks (its template can turn it off: the Think switch shows).
+    `answered`: its answer came and the thinking is folded above it; else the model is still thinking, the
+    block open and counting up."""
+    from app.conversations import store as S
+    from app.settings.schema import AppSettings, save_settings
+    from core.engine import protocol as P
+
+    models = Path("/home/you/.local/share/specexec-desktop/models")
+    save_settings(AppSettings(target=str(models / "Qwen3-32B-AWQ"), draft=str(models / "Qwen3-0.6B"),
+                              active_pair="qwen3-32b-awq"), paths.settings_file)
+    window = chat_window(paths, chats=False)
+    window.bridge.handle_events([P.StatusReport("ready", {"budget": 64, "max_context": 32768, "thinking": "switchable",
+                                                           "target": "Qwen3-32B", "draft": "Qwen3-0.6B"})])
+    store = window.store
+    cid = store.create_conversation("Is 391 prime?")
+    store.add_message(cid, "user", "What is 17 squared?")
+    first = store.add_message(cid, "assistant", "17² = **289**.", S.COMPLETE)
+    store.update_message(first.id, reasoning="17 × 17 = 17 × 10 + 17 × 7 = 170 + 119 = 289.",
+                         stats={"tokens": 61, "tokens_per_s": 9.8, "prompt_tokens": 24, "generated_tokens": 61,
+                                "thinking_seconds": 3.1})
+    window.controller.conversations.refresh()
+    window.controller.open_conversation(cid)
+    if answered:
+        store.add_message(cid, "user", PRIME_QUESTION)
+        answer = store.add_message(cid, "assistant", PRIME_ANSWER, S.COMPLETE)
+        store.update_message(answer.id, reasoning=PRIME_THOUGHT, stats={
+            "tokens": 214, "tokens_per_s": 10.3, "prompt_tokens": 98, "generated_tokens": 214, "thinking_seconds": 14.2})
+        window.controller.open_conversation(cid)
+        return window
+    window.send(PRIME_QUESTION)
+    request_id = window.bridge.calls[-1][1]
+    window.bridge.handle_events([P.PromptStarted(request_id, 98, 85)])
+    for piece in (PRIME_THOUGHT.split("\n\n")[0], "\n\n391 is odd, so not 2.", " Digit sum 3 + 9 + 1 = 13: not 3."):
+        window.bridge.handle_events([P.TokenChunk(request_id, "", (7,), reasoning=piece)])  # it streams in
+        window.controller.active.thinking["thinking_started_at"] = time.time() - 8  # for a while already
+        window.controller._flush()
+        window.chat_view.last_answer().render()
+    return window
+
+
 def crashed_window(paths):
     """The chat after the engine died mid-answer: the banner, the interrupted answer."""
     from core.engine import protocol as P
@@ -116,6 +170,8 @@ def build_screens(paths, models_dir: Path, wait: Callable[[Callable[[], bool]], 
     main = chat_window(own("chat"))
     add("chat", main)
     add("chat-engine-stopped", crashed_window(own("crashed")))
+    add("chat-thinking", thinking_window(own("thinking"), answered=False))
+    add("chat-thought", thinking_window(own("thought"), answered=True))
 
     speed = chat_window(own("speed"))
     speed.status_line.speed_button.setChecked(True)

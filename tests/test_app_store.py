@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import shutil
 import sqlite3
+from pathlib import Path
 
 import pytest
 
@@ -154,3 +157,41 @@ def test_version_2_database_is_migrated_and_regenerated_answers_are_kept_as_alte
     store.delete_messages_from(1, first.id)  # edit-and-resend of the user message drops every alternative
     assert [m.id for m in store.messages(1)] == [user.id] and store.alternatives(third.id) == []
     store.close()
+
+
+OLD_CHATS = Path(__file__).parent / "fixtures" / "chats" / "chats-v3.sqlite3"
+
+
+def test_a_real_version_3_database_opens_with_its_chats_and_gains_room_for_thinking(tmp_path):
+    """tests/fixtures/chats/chats-v3.sqlite3 was written by the app before thinking was stored (its
+    app/conversations/store.py at commit 5b80967, schema 3): two chats, a regenerated answer kept as an
+    alternative, a stopped answer, one cut off mid-answer (still "streaming"), per-chat settings, stats."""
+    path = tmp_path / "chats.sqlite3"
+    shutil.copyfile(OLD_CHATS, path)
+    store = Store(path)
+    assert S.schema_version(store.db) == S.SCHEMA_VERSION == 4 and (tmp_path / "chats.sqlite3.v3.bak").exists()
+    assert store.recovered == 1  # the answer cut off mid-stream: kept, marked interrupted
+    poem, capitals = store.conversations()
+    assert (capitals.title, json.loads(capitals.settings_json)["system_prompt"]) == ("Capital of France", "Answer briefly.")
+    shown = store.messages(capitals.id)
+    assert [(m.role, m.content, m.status, m.reasoning) for m in shown] == [
+        ("user", "What is the capital of France?", S.COMPLETE, ""),
+        ("assistant", "The capital of France is Paris.", S.COMPLETE, ""),
+        ("user", "And of Italy?", S.COMPLETE, ""),
+        ("assistant", "Rome", S.STOPPED, "")]
+    assert (shown[1].alt_index, shown[1].alt_count, shown[1].stats["tokens_per_s"]) == (1, 2, 12.0)
+    assert [m.content for m in map(store.message, store.alternatives(shown[1].id))] == [
+        "Paris.", "The capital of France is Paris."]
+    assert [(m.content, m.status) for m in store.messages(poem.id)][1] == ("Waves fold into foam", S.INTERRUPTED)
+    answer = store.add_alternative(shown[3].id)  # a thinking model answers the old chat: its thinking is kept
+    store.update_message(answer.id, reasoning="Italy's capital...", content="Rome.", status=S.COMPLETE,
+                         stats={"thinking_seconds": 4.2})
+    store.close()
+    store = Store(path)
+    last = store.messages(capitals.id)[-1]
+    assert (last.reasoning, last.content, last.stats, last.alt_count) == ("Italy's capital...", "Rome.",
+                                                                           {"thinking_seconds": 4.2}, 2)
+    store.close()
+    old = sqlite3.connect(tmp_path / "chats.sqlite3.v3.bak")  # the backup is the untouched old file
+    assert S.schema_version(old) == 3 and "reasoning" not in [c[1] for c in old.execute("PRAGMA table_info(messages)")]
+    old.close()

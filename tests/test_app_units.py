@@ -79,7 +79,7 @@ def test_bridge_worker_thread_turns_events_into_signals(qtbot):
     states: list[str] = []
     bridge.status_changed.connect(lambda s: states.append(s.state))
     tokens: list[tuple[str, str]] = []
-    bridge.token.connect(lambda rid, text: tokens.append((rid, text)))
+    bridge.chunk.connect(lambda chunk: tokens.append((chunk.request_id, chunk.text)))
     try:
         bridge.start(P.Load(target="t", draft="d"))
         qtbot.waitUntil(lambda: bridge.status.state == READY, timeout=5000)

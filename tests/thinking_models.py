@@ -60,9 +60,11 @@ def make_thinking_tokenizer(template: str):
     return tokenizer
 
 
-def make_scripted_llama(script: list[int] = SCRIPT, vocab: int = VOCAB, context: int = 512):
+def make_scripted_llama(script: list[int] = SCRIPT, vocab: int = VOCAB, context: int = 512, loop_to: int | None = None):
     """A LlamaForCausalLM (float32) that continues `script` from any of its tokens (see the module docstring).
-    The script's tokens must be distinct: each names the one that follows it."""
+    The script's tokens must be distinct: each names the one that follows it. `loop_to`: a token of the
+    script that follows its last one, so the model goes round from there for as long as it may write (a
+    thought or an answer that never ends, for tests that act while it streams)."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -78,17 +80,19 @@ def make_scripted_llama(script: list[int] = SCRIPT, vocab: int = VOCAB, context:
             layer.self_attn.o_proj.weight.zero_()
             layer.mlp.down_proj.weight.zero_()
         model.lm_head.weight.zero_()
-        for current, following in zip(script, script[1:]):
-            model.lm_head.weight[following, current] = 4.0  # normed one-hot is 8 e_a: a logit of 32
+        following = list(script[1:]) + ([loop_to] if loop_to is not None else [])
+        for current, after in zip(script, following):
+            model.lm_head.weight[after, current] = 4.0  # normed one-hot is 8 e_a: a logit of 32
     return model
 
 
-def save_thinking_pair(root: Path, template: str) -> tuple[str, str]:
+def save_thinking_pair(root: Path, template: str, script: list[int] = SCRIPT, loop_to: int | None = None,
+                       context: int = 512) -> tuple[str, str]:
     """Target and draft folders (the same scripted model, so every draft token is accepted) with `template`."""
     folders = []
     for name in ("target", "draft"):
         folder = root / name
-        make_scripted_llama().save_pretrained(folder)
+        make_scripted_llama(script, context=context, loop_to=loop_to).save_pretrained(folder)
         make_thinking_tokenizer(template).save_pretrained(folder)
         folders.append(str(folder))
     return folders[0], folders[1]

@@ -43,7 +43,7 @@ class BridgePort(QObject):
         self._closed = False
         self._submit_requested.connect(self._submit)
         self._cancel_requested.connect(self._cancel)
-        self._links = ((bridge.token, self._on_token), (bridge.prompt_started, self._deliver_event),
+        self._links = ((bridge.chunk, self._deliver_event), (bridge.prompt_started, self._deliver_event),
                        (bridge.queued, self._deliver_event),
                        (bridge.pass_stats, self._deliver_event),
                        (bridge.auto_choice, self._deliver_event), (bridge.finished, self._deliver_event),
@@ -87,10 +87,6 @@ class BridgePort(QObject):
     @Slot(str)
     def _cancel(self, request_id: str) -> None:
         self.bridge.cancel(request_id)
-
-    @Slot(str, str)
-    def _on_token(self, request_id: str, text: str) -> None:
-        self._deliver(P.TokenChunk(request_id, text, ()))
 
     @Slot(object)
     def _deliver_event(self, event: P.Event) -> None:

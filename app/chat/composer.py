@@ -1,9 +1,11 @@
-"""The composer: the message box and one round button that sends, and stops the answer while it streams."""
+"""The composer: the message box and one round button that sends, and stops the answer while it streams; under
+them, for a model that can answer with or without thinking first (Qwen3), the chat's Think switch, as Jan
+and ChatGPT put it beside the message box."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QToolButton, QVBoxLayout, QWidget
 
 from app.chat.input_box import InputBox
 from app.theme.icons import themed
@@ -14,6 +16,7 @@ SEND, STOP = "send", "stop"
 class Composer(QFrame):
     send_requested = Signal(str)
     stop_requested = Signal()
+    think_changed = Signal(bool)  # the reader flipped the Think switch (never emitted by set_think_switch)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -33,9 +36,23 @@ class Composer(QFrame):
         row.addWidget(self.input, 1)
         row.addWidget(self.button)
         outer.addLayout(row)
+        under = QHBoxLayout()
+        under.setSpacing(10)
+        self.think_button = QToolButton()
+        self.think_button.setObjectName("thinkSwitch")
+        self.think_button.setText("Think")
+        self.think_button.setCheckable(True)
+        self.think_button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self.think_button.setCursor(Qt.CursorShape.PointingHandCursor)
+        self.think_button.setAccessibleName("Think before answering")
+        self._think_icon = themed(self.think_button, "lightbulb", "muted_text", size=14)
+        self.think_button.clicked.connect(self._think_clicked)
+        self.think_button.hide()
         self.hint = QLabel("Enter to send · Shift+Enter for a new line · Esc stops the answer")
         self.hint.setObjectName("composerHint")
-        outer.addWidget(self.hint)
+        under.addWidget(self.think_button)
+        under.addWidget(self.hint, 1)
+        outer.addLayout(under)
         self.input.submitted.connect(self.send_requested)
         self.mode = SEND
         self.set_mode(SEND)
@@ -53,6 +70,24 @@ class Composer(QFrame):
         self.button.setToolTip("Send (Enter)" if sending else "Stop the answer; what was written so far is kept (Esc)")
         self.button.style().unpolish(self.button)
         self.button.style().polish(self.button)
+
+    def set_think_switch(self, shown: bool, on: bool) -> None:
+        """Show the Think switch (only for a model that can turn its thinking off) in the chat's position."""
+        self.think_button.setVisible(shown)
+        self.think_button.setChecked(on)
+        self._show_think(on)
+
+    def _think_clicked(self, on: bool) -> None:
+        self._show_think(on)
+        self.think_changed.emit(on)
+
+    def _show_think(self, on: bool) -> None:
+        self._think_icon.set("lightbulb", "link" if on else "muted_text")
+        self.think_button.setToolTip(
+            "On: the model thinks before it answers (slower, often better on hard questions); its thinking shows "
+            "above the answer. Click to have it answer at once." if on else
+            "Off: the model answers at once, without thinking first. Click to let it think.")
+        self.think_button.setAccessibleDescription("On" if on else "Off")
 
     def _clicked(self) -> None:
         if self.mode == STOP:

@@ -4,6 +4,14 @@ One answer streams at a time. Its tokens collect in a buffer that a 33 ms timer 
 (at most ~30 view updates a second however fast the engine is); a 500 ms timer writes the text so far to
 SQLite (status "streaming"), and the end of the answer writes it once more with its final status:
 complete, stopped (Stop; the partial answer is kept), interrupted (the engine died; kept too) or error.
+
+A thinking model's thinking (TokenChunk.reasoning) collects apart from the answer, into Message.reasoning; how
+long it thought, from its first thought to the answer's first word (or to the end of an answer cut off while
+thinking), goes into the answer's stats as `thinking_seconds` (`thinking_started_at`, a time.time(), while it
+thinks). Earlier answers go back to the model with their thinking as `reasoning_content`, for the chat
+template to keep or drop as the model expects (Qwen3's and DeepSeek-R1's drop it; a remote server gets the
+answers alone). A chat's Think switch reaches a model whose template can turn thinking off as
+chat_template_kwargs {"enable_thinking": ...}.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ from app.engine.bridge import EngineBridge
 from app.conversations.list_models import ConversationListModel, MessageListModel
 from app.settings.schema import AppSettings, BudgetMode, ConversationSettings, conversation_settings_from_json, conversation_settings_to_json
 from core.engine import protocol as P
+from core.reasoning import THINKING_SWITCH
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +61,15 @@ class ActiveAnswer:
     saved: str = ""
     reading: dict = field(default_factory=dict)  # prompt_tokens / reused_tokens once the engine reads the prompt
     reading_since: float | None = None  # time.monotonic() at PromptStarted, until the first token
+    reasoning: str = ""  # a thinking model's thinking so far (shown)
+    pending_reasoning: str = ""
+    saved_reasoning: str = ""
+    thinking: dict = field(default_factory=dict)  # thinking_started_at while it thinks, then thinking_seconds
+    thinking_since: float | None = None  # time.monotonic() at the first thought, until the answer's first word
+
+    def live_stats(self) -> dict:
+        """What the answer's bubble shows while it streams: the prompt being read, how long it has thought."""
+        return {**self.reading, **self.thinking}
 
 
 def title_from(text: str) -> str:
@@ -93,7 +111,7 @@ class ChatController(QObject):
         self._save_timer = QTimer(self)
         self._save_timer.setInterval(SAVE_MS)
         self._save_timer.timeout.connect(self._save)
-        bridge.token.connect(self._on_token)
+        bridge.chunk.connect(self._on_chunk)
         bridge.prompt_started.connect(self._on_prompt_started)
         bridge.queued.connect(self._on_queued)
         bridge.pass_stats.connect(self._on_pass_stats)
@@ -102,7 +120,7 @@ class ChatController(QObject):
 
     def detach(self) -> None:
         """Stop listening to the bridge (a window closing while the bridge lives on, e.g. in tests)."""
-        for signal, slot in ((self.bridge.token, self._on_token), (self.bridge.pass_stats, self._on_pass_stats),
+        for signal, slot in ((self.bridge.chunk, self._on_chunk), (self.bridge.pass_stats, self._on_pass_stats),
                              (self.bridge.prompt_started, self._on_prompt_started), (self.bridge.queued, self._on_queued),
                              (self.bridge.finished, self._on_finished), (self.bridge.request_failed, self._on_failed)):
             try:
@@ -127,7 +145,8 @@ class ChatController(QObject):
         self.messages.set_messages(rows)
         active = self.active
         if active is not None and active.conversation_id == conversation_id:
-            self.messages.update(active.message_id, content=active.text, status=S.STREAMING)
+            self.messages.update(active.message_id, content=active.text, reasoning=active.reasoning,
+                                 status=S.STREAMING, stats=active.live_stats())
         elif active is None:
             self.stats.reset()  # the status bar shows this conversation's answers, not the last one's
         self.conversation_opened.emit(conversation_id)
@@ -146,7 +165,7 @@ class ChatController(QObject):
             self.open_conversation(empty)
             return empty
         conversation_id = self.store.create_conversation(
-            title, conversation_settings_to_json(self.app_settings.conversation_defaults()))
+            title, conversation_settings_to_json(self.conversation_defaults()))
         self.conversations.refresh()
         self.open_conversation(conversation_id)
         return conversation_id
@@ -172,8 +191,12 @@ class ChatController(QObject):
         conversation_id = self.conversation_id if conversation_id is None else conversation_id
         row = self.store.conversation(conversation_id) if conversation_id is not None else None
         if row is None:
-            return self.app_settings.conversation_defaults()
-        return conversation_settings_from_json(row.settings_json, self.app_settings.conversation_defaults()).validated()
+            return self.conversation_defaults()
+        return conversation_settings_from_json(row.settings_json, self.conversation_defaults()).validated()
+
+    def conversation_defaults(self) -> ConversationSettings:
+        """A new chat's settings for the model in use (AppSettings.conversation_defaults)."""
+        return self.app_settings.conversation_defaults(self.bridge.status.models)
 
     def set_conversation_settings(self, settings: ConversationSettings, conversation_id: int | None = None) -> None:
         conversation_id = self.conversation_id if conversation_id is None else conversation_id
@@ -260,12 +283,29 @@ class ChatController(QObject):
         return True
 
     def history(self, conversation_id: int) -> list[dict[str, str]]:
-        """What the model sees: the system prompt, then every non-empty user / assistant message."""
+        """What the model sees: the system prompt, then every non-empty user / assistant message; an answer's
+        thinking rides along as `reasoning_content` for the chat template to render or drop (the answer's
+        text never holds it)."""
         settings = self.conversation_settings(conversation_id)
         turns = [{"role": "system", "content": settings.system_prompt}] if settings.system_prompt.strip() else []
-        turns += [{"role": m.role, "content": m.content} for m in self.store.messages(conversation_id)
-                  if m.role in ("user", "assistant") and m.content.strip()]
+        for m in self.store.messages(conversation_id):
+            if m.role in ("user", "assistant") and m.content.strip():
+                turn = {"role": m.role, "content": m.content}
+                if m.role == "assistant" and m.reasoning:
+                    turn["reasoning_content"] = m.reasoning
+                turns.append(turn)
         return turns
+
+    def thinking_control(self) -> str | None:
+        """Whether the model in use thinks: "switchable" (its template can turn thinking off, which the
+        chat's Think switch does), "always", or None (it does not think, or it is not known: no model yet, a
+        remote server)."""
+        control = self.bridge.status.models.get("thinking")
+        return control if control in ("switchable", "always") else None
+
+    def template_kwargs(self, settings: ConversationSettings) -> dict[str, bool]:
+        """The chat template's variables for an answer: the Think switch, where the model has one."""
+        return {THINKING_SWITCH: settings.thinking} if self.thinking_control() == "switchable" else {}
 
     def _start_answer(self, conversation_id: int, answer: S.Message | None = None) -> None:
         settings = self.conversation_settings(conversation_id)
@@ -291,14 +331,22 @@ class ChatController(QObject):
             budget=settings.budget if settings.budget_mode == BudgetMode.MANUAL else None,
             method=settings.decoding_method(bool(self.app_settings.draft)),
             seed=settings.seed if settings.seed >= 0 else random.randrange(2**31),
+            chat_template_kwargs=self.template_kwargs(settings),
         )
 
     # -- engine events -------------------------------------------------------------------------------------
 
-    def _on_token(self, request_id: str, text: str) -> None:
+    def _on_chunk(self, chunk: P.TokenChunk) -> None:
         active = self.active
-        if active is not None and active.request_id == request_id:
-            active.pending += text
+        if active is not None and active.request_id == chunk.request_id:
+            if chunk.reasoning:
+                if active.thinking_since is None and not active.thinking:  # the first thought
+                    active.thinking_since = time.monotonic()
+                    active.thinking = {"thinking_started_at": time.time()}
+                active.pending_reasoning += chunk.reasoning
+            if chunk.text:
+                self._end_thinking()  # the answer's first word: the thinking is over
+                active.pending += chunk.text
             if active.reading_since is not None:  # the first token: the prompt has been read
                 seconds = time.monotonic() - active.reading_since
                 new_tokens = active.reading["prompt_tokens"] - active.reading["reused_tokens"]
@@ -356,32 +404,45 @@ class ChatController(QObject):
         active = self.active
         if active is None:
             return
+        self._end_thinking()  # an answer cut off while thinking thought until now
         self._flush()
         self._flush_timer.stop()
         self._save_timer.stop()
         self.stats.flush()
-        stats = {**active.reading, **self.stats.summary(extra.get("generated_tokens")), **extra}
-        self.store.update_message(active.message_id, content=active.text, status=status, stats=stats)
-        self.messages.update(active.message_id, content=active.text, status=status, stats=stats)
+        stats = {**active.reading, **self.stats.summary(extra.get("generated_tokens")), **active.thinking, **extra}
+        self.store.update_message(active.message_id, content=active.text, reasoning=active.reasoning, status=status,
+                                  stats=stats)
+        self.messages.update(active.message_id, content=active.text, reasoning=active.reasoning, status=status,
+                             stats=stats)
         self.active = None
         self.conversations.refresh()
         self.generating_changed.emit(False)
         self.answer_finished.emit(active.message_id, status)
         log.info("answer %d ended: %s (%d chars)", active.message_id, status, len(active.text))
 
+    def _end_thinking(self) -> None:
+        """The thinking is over: how long it took replaces when it started."""
+        active = self.active
+        if active is not None and active.thinking_since is not None:
+            active.thinking = {"thinking_seconds": round(time.monotonic() - active.thinking_since, 1)}
+            active.thinking_since = None
+
     def _flush(self) -> None:
         active = self.active
-        if active is None or not active.pending:
+        if active is None or not (active.pending or active.pending_reasoning):
             return
         active.text += active.pending
-        active.pending = ""
-        self.messages.update(active.message_id, content=active.text)
+        active.reasoning += active.pending_reasoning
+        active.pending = active.pending_reasoning = ""
+        self.messages.update(active.message_id, content=active.text, reasoning=active.reasoning,
+                             stats=active.live_stats())
 
     def _save(self) -> None:
         active = self.active
         if active is None:
             return
         self._flush()
-        if active.text != active.saved:
-            self.store.update_message(active.message_id, content=active.text)
-            active.saved = active.text
+        if (active.text, active.reasoning) != (active.saved, active.saved_reasoning):
+            self.store.update_message(active.message_id, content=active.text, reasoning=active.reasoning,
+                                      stats=active.live_stats())
+            active.saved, active.saved_reasoning = active.text, active.reasoning

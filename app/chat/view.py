@@ -7,6 +7,10 @@ answer streams, a message re-renders on a timer whose interval grows with the co
 least 100 ms; three times the last render time), so a long answer never ties up the UI thread; the final
 render happens at once when the answer ends. A theme switch re-renders every message (links and code colours
 are baked into the rendered document from the palette).
+
+A thinking model's thinking is a ThinkingBlock above its answer, in muted words: open while the model thinks
+("Thinking… 5 s"), folded to one line ("Thought for 12 s") once the answer starts, one click to open again. It
+stays open when there is no answer (the answer was cut off while the model was still thinking).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from PySide6.QtWidgets import (
 
 from app.chat.highlight import highlight_document
 from app.chat.markdown import segments
+from app.chat.thinking_words import thought_summary
 from app.conversations import store as S
 from app.conversations.list_models import MessageListModel
 from app.conversations.store import Message
@@ -343,6 +348,94 @@ def format_time(timestamp: float, now: float | None = None) -> str:
     return moment.strftime("%H:%M") if moment.date() == today else moment.strftime("%d %b %H:%M").lstrip("0")
 
 
+def thinking_title(message: Message, now: float | None = None) -> str:
+    """The thinking block's one line: "Thinking… 5 s" while the model thinks, then "Thought for 12 s"."""
+    stats = message.stats or {}
+    started = stats.get("thinking_started_at")
+    if message.status == S.STREAMING and "thinking_seconds" not in stats:
+        if isinstance(started, (int, float)):
+            return f"Thinking… {int(max(0.0, (time.time() if now is None else now) - started))} s"
+        return "Thinking…"
+    return thought_summary(stats)
+
+
+class ThinkingBlock(QFrame):
+    """A thinking model's thinking above its answer: a one-line toggle (a chevron and the title) over the
+    thinking in muted words with a rule at its left. Folded or open as `show_thinking` says, until the reader
+    clicks: from then on this block stays as the reader left it."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("thinkingBlock")
+        column = QVBoxLayout(self)
+        column.setContentsMargins(0, 0, 0, 0)
+        column.setSpacing(SPACE.xs)
+        self.toggle = QToolButton()
+        self.toggle.setObjectName("thinkingToggle")
+        self.toggle.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self.toggle.setAutoRaise(True)
+        self.toggle.setCursor(Qt.CursorShape.PointingHandCursor)
+        self._icon = themed(self.toggle, "chevron-right", "muted_text", size=14)
+        self.toggle.clicked.connect(self._clicked)
+        self.text_frame = QFrame()
+        self.text_frame.setObjectName("thinkingText")
+        inner = QVBoxLayout(self.text_frame)
+        inner.setContentsMargins(SPACE.m, 0, 0, 0)
+        self.view = MarkdownView()
+        self.view.setObjectName("thinkingView")
+        self.view.setAccessibleName("The model's thinking")
+        font = self.view.font()
+        font.setPointSizeF(QGuiApplication.font().pointSizeF())  # a step below the answer's words
+        self.view.setFont(font)
+        self.view.document().setDefaultFont(font)
+        inner.addWidget(self.view)
+        column.addWidget(self.toggle, 0, Qt.AlignmentFlag.AlignLeft)
+        column.addWidget(self.text_frame)
+        self.expanded = False
+        self.reader_choice: bool | None = None  # open (True) or folded (False) by a click
+        self._text = ""
+        self._set_expanded(False)
+
+    def show_thinking(self, text: str, title: str, open_by_default: bool) -> None:
+        """Show `text` under `title`; open or folded as `open_by_default` says unless the reader chose."""
+        if text != self._text:
+            if self._text and text.startswith(self._text):  # it grew while streaming: add the new words only
+                cursor = QTextCursor(self.view.document())
+                cursor.movePosition(QTextCursor.MoveOperation.End)
+                cursor.insertText(text[len(self._text):])  # new lines take the last one's line height
+            else:
+                self.view.setPlainText(text)
+                set_line_height(self.view.document(), TYPE.body_line_height - 10)
+            self._text = text
+        self.set_title(title)
+        self._set_expanded(open_by_default if self.reader_choice is None else self.reader_choice)
+
+    def set_title(self, title: str) -> None:
+        if self.toggle.text() != title:
+            self.toggle.setText(title)
+            self._describe()
+
+    def text(self) -> str:
+        return self._text
+
+    def _clicked(self) -> None:
+        self.reader_choice = not self.expanded
+        self._set_expanded(self.reader_choice)
+
+    def _set_expanded(self, expanded: bool) -> None:
+        if expanded == self.expanded and self.text_frame.isHidden() != expanded:
+            return
+        self.expanded = expanded
+        self.text_frame.setVisible(expanded)
+        self._icon.set("chevron-down" if expanded else "chevron-right")
+        self._describe()
+
+    def _describe(self) -> None:
+        what = "Hide the model's thinking" if self.expanded else "Show the model's thinking"
+        self.toggle.setAccessibleName(f"{self.toggle.text()}: {what.lower()}")
+        self.toggle.setToolTip(what)
+
+
 def _action_button(icon_name: str, name: str, tip: str) -> QToolButton:
     """An icon button under a message; its words are in the tooltip and for screen readers."""
     button = QToolButton()
@@ -404,6 +497,12 @@ class MessageWidget(QWidget):
         header.addWidget(self.status_label)
         header.addStretch(1)
         layout.addLayout(header)
+
+        self.thinking: ThinkingBlock | None = None  # a thinking model's thinking, above its answer
+        if not self.user:
+            self.thinking = ThinkingBlock()
+            self.thinking.hide()
+            layout.addWidget(self.thinking)
 
         self.body = MessageBody()
         self.body.setAccessibleName("Your message" if self.user else "Answer")
@@ -485,6 +584,8 @@ class MessageWidget(QWidget):
         return self.message.status == S.STREAMING
 
     def set_message(self, message: Message) -> None:
+        if self.thinking is not None and message.id != self.message.id:  # another answer of the turn shown here
+            self.thinking.reader_choice = None
         self.message = message
         # Only "writing…" here: the footer says stopped / interrupted / the error, once.
         self.status_label.setText(WRITING if message.status == S.STREAMING else "")
@@ -503,8 +604,9 @@ class MessageWidget(QWidget):
             self.render()
 
     def progress_text(self) -> str:
-        """While the answer has no text yet: what the engine is doing and for how long; "" otherwise."""
-        if not self.streaming or self.message.content:
+        """While the answer has no text (nor thinking) yet: what the engine is doing and for how long; ""
+        otherwise."""
+        if not self.streaming or self.message.content or self.message.reasoning:
             return ""
         seconds = int(max(0.0, time.time() - self.message.created_at))
         stats = self.message.stats or {}
@@ -519,14 +621,28 @@ class MessageWidget(QWidget):
             return f"Waiting for {ahead} other answer{'s' if ahead > 1 else ''} to finish (programs using the local API)… {seconds} s"
         return f"Waiting for the engine… {seconds} s"
 
+    def _thinking_now(self) -> bool:
+        """Whether the model is thinking right now (its thinking streams, no answer yet)."""
+        m = self.message
+        return self.streaming and bool(m.reasoning) and not m.content
+
     def _show_progress(self) -> None:
+        """The progress line while the prompt is read, the thinking's running time while the model thinks
+        (both count up on a timer), and the body only where it has something to say."""
         text = self.progress_text()
         self.progress.setText(text)
         self.progress.setVisible(bool(text))
-        self.body.setVisible(not text and self.editor is None)  # the progress line stands in for the "…"
-        if text and not self._progress_timer.isActive():
+        if self.thinking is not None and self.message.reasoning:
+            self.thinking.set_title(thinking_title(self.message))
+        m = self.message
+        # the progress line stands in for the "…", the open thinking block too; a thinking that is all there
+        # is (cut off) needs no empty body under it
+        has_words = bool(m.content) or not m.reasoning or m.status == S.FAILED
+        self.body.setVisible(not text and self.editor is None and has_words)
+        ticking = bool(text) or self._thinking_now()
+        if ticking and not self._progress_timer.isActive():
             self._progress_timer.start()
-        elif not text:
+        elif not ticking:
             self._progress_timer.stop()
 
     def _show_alternatives(self) -> None:
@@ -562,8 +678,12 @@ class MessageWidget(QWidget):
             parts.append(error_text(message))
         elif message.status == S.STOPPED:
             parts.append("Stopped")
+        if (message.role == "assistant" and message.reasoning and not message.content
+                and message.status == S.COMPLETE and stats.get("reason") == "length"):
+            parts.append("Cut off while still thinking: raise Longest answer in Chat settings")
         if message.role == "assistant" and stats.get("tokens"):
-            parts.append(f"{stats['tokens']} tokens · {stats.get('tokens_per_s', 0):.1f} tokens/s")
+            with_thinking = ", thinking included" if message.reasoning else ""
+            parts.append(f"{stats['tokens']} tokens{with_thinking} · {stats.get('tokens_per_s', 0):.1f} tokens/s")
         return "   ".join(parts)
 
     def _footer_details(self, message: Message) -> str:
@@ -571,18 +691,24 @@ class MessageWidget(QWidget):
         stats = message.stats or {}
         if message.role != "assistant" or not stats.get("tokens"):
             return ""
-        lines = [f"{stats['tokens']} tokens in {stats.get('passes', 0)} passes of the model"]
+        lines = [f"{stats['tokens']} tokens in {stats.get('passes', 0)} passes of the model"
+                 + (" (the thinking and the answer)" if message.reasoning else "")]
         if stats.get("tokens_per_pass", 0) > 1:
             lines.append(f"{stats['tokens_per_pass']:.2f} tokens per pass (the draft model's guesses that were "
                          f"kept), tree budget {stats.get('budget', 0)}")
         return "\n".join(lines)
 
     def render(self, force: bool = False) -> None:
-        """Show the message's text; `force` re-renders unchanged text (the theme changed)."""
+        """Show the message's text (and a thinking model's thinking); `force` re-renders unchanged text (the
+        theme changed)."""
         text, status = self.message.content, self.message.status
-        if (text, status) == self._rendered and not force:
-            return
         started = time.perf_counter()
+        thought = self._show_thinking()
+        if (text, status) == self._rendered and not force:
+            if thought:  # the thinking grew: its cost counts for the next render's wait too
+                self._rendered_at = time.perf_counter()
+                self.last_render_ms = (self._rendered_at - started) * 1000
+            return
         if not text and self.streaming:
             self.body.set_plain("…")
         elif not text and status == S.FAILED:  # nothing was written: the error is the message
@@ -600,6 +726,19 @@ class MessageWidget(QWidget):
         self.last_render_ms = (self._rendered_at - started) * 1000
         self.render_count += 1
         self._fit_bubble()
+
+    def _show_thinking(self) -> bool:
+        """The thinking block as the message says: hidden without thinking; open while there is no answer
+        (the model thinks, or the answer never came), folded once there is. True if its text changed."""
+        if self.thinking is None:
+            return False
+        reasoning = self.message.reasoning
+        self.thinking.setVisible(bool(reasoning))
+        if not reasoning:
+            return False
+        changed = reasoning != self.thinking.text()
+        self.thinking.show_thinking(reasoning, thinking_title(self.message), open_by_default=not self.message.content)
+        return changed
 
     def copy_text(self) -> None:
         QGuiApplication.clipboard().setText(self.message.content)

@@ -1,8 +1,13 @@
 """A conversation as Markdown (to read or share) or JSON (for programs). Qt-free.
 
 JSON layout (a stable contract): {"title", "created_at", "exported_at", "settings": {...}, "messages":
-[{"role", "content", "status", "created_at", "stats"}]} with times in ISO 8601, UTC. The messages are the
-conversation as shown: for a turn with several answers, the one on screen.
+[{"role", "content", "status", "created_at", "stats"}]} with times in ISO 8601, UTC; an answer of a thinking
+model also has "reasoning" (its thinking, apart from "content"; how long it thought is stats' "thinking_seconds").
+The messages are the conversation as shown: for a turn with several answers, the one on screen.
+
+In Markdown a thinking model's thinking comes before its answer as a collapsible section (`<details>`, which
+GitHub and most Markdown viewers fold) whose lines are quoted, so a viewer without `<details>` still sets it
+apart from the answer.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from app.chat.thinking_words import thought_summary
 from app.conversations.store import COMPLETE, Conversation, Message
 
 FORMATS = {"markdown": ".md", "json": ".json"}
@@ -30,9 +36,18 @@ def to_markdown(conversation: Conversation, messages: list[Message], system_prom
     for message in messages:
         when = datetime.fromtimestamp(message.created_at).strftime("%Y-%m-%d %H:%M") if message.created_at else ""
         status = "" if message.status == COMPLETE else f" [{message.status}]"
-        lines += [f"## {ROLE_NAMES.get(message.role, message.role)}{status}" + (f" · {when}" if when else ""), "",
-                  message.content.rstrip(), ""]
+        lines += [f"## {ROLE_NAMES.get(message.role, message.role)}{status}" + (f" · {when}" if when else ""), ""]
+        if message.reasoning.strip():
+            lines += thinking_section(message)
+        lines += [message.content.rstrip(), ""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def thinking_section(message: Message) -> list[str]:
+    """A thinking model's thinking as Markdown lines: folded under "Thought for 12 s", quoted."""
+    quoted = [f"> {line}".rstrip() for line in message.reasoning.strip().splitlines()]
+    summary = f"<summary>{thought_summary(message.stats or {})}</summary>"
+    return ["<details>", summary, "", *quoted, "", "</details>", ""]
 
 
 def to_json(conversation: Conversation, messages: list[Message], settings: dict[str, Any] | None = None) -> str:
@@ -41,10 +56,17 @@ def to_json(conversation: Conversation, messages: list[Message], settings: dict[
         "created_at": _iso(conversation.created_at),
         "exported_at": _iso(time.time()),
         "settings": settings or {},
-        "messages": [{"role": m.role, "content": m.content, "status": m.status, "created_at": _iso(m.created_at),
-                      "stats": m.stats} for m in messages],
+        "messages": [_json_message(m) for m in messages],
     }
     return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+
+
+def _json_message(message: Message) -> dict[str, Any]:
+    data = {"role": message.role, "content": message.content, "status": message.status,
+            "created_at": _iso(message.created_at), "stats": message.stats}
+    if message.reasoning:
+        data["reasoning"] = message.reasoning
+    return data
 
 
 def suggested_file_name(title: str, kind: str) -> str:

@@ -88,6 +88,7 @@ class MessageListModel(QAbstractListModel):
     RoleRole = Qt.ItemDataRole.UserRole + 2
     StatusRole = Qt.ItemDataRole.UserRole + 3
     StatsRole = Qt.ItemDataRole.UserRole + 4
+    ReasoningRole = Qt.ItemDataRole.UserRole + 5  # a thinking model's thinking, apart from the answer
 
     def __init__(self, parent: Any = None) -> None:
         super().__init__(parent)
@@ -110,11 +111,13 @@ class MessageListModel(QAbstractListModel):
             return message.status
         if role == self.StatsRole:
             return message.stats
+        if role == self.ReasoningRole:
+            return message.reasoning
         return None
 
     def roleNames(self) -> dict[int, bytes]:
         return {Qt.ItemDataRole.DisplayRole: b"content", self.IdRole: b"messageId", self.RoleRole: b"role",
-                self.StatusRole: b"status", self.StatsRole: b"stats"}
+                self.StatusRole: b"status", self.StatsRole: b"stats", self.ReasoningRole: b"reasoning"}
 
     def set_messages(self, messages: list[Message]) -> None:
         self.beginResetModel()
@@ -133,7 +136,7 @@ class MessageListModel(QAbstractListModel):
         return -1
 
     def update(self, message_id: int, **changes: Any) -> None:
-        """Change content / status / stats of one message (no-op if it is not on screen)."""
+        """Change content / reasoning / status / stats of one message (no-op if it is not on screen)."""
         row = self.row_of(message_id)
         if row < 0:
             return

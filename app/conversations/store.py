@@ -4,6 +4,9 @@ Schema changes live in `MIGRATIONS` only: MIGRATIONS[n] takes a database of sche
 edited once released. `schema_version` holds the current number. Before migrating an existing database the
 file is copied to `<name>.v<old>.bak`. A database from a newer version is refused (StoreError), not touched.
 
+A thinking model's answer keeps its thinking apart from the answer (`reasoning`; schema 4): the answer alone
+is copied and searched, the thinking is shown folded above it and goes back to the model in its own field.
+
 Answers are written while they stream (status "streaming"); a database opened with such rows left over (the
 app or the machine died mid-answer) marks them "interrupted", keeping the text saved so far. WAL journal with
 synchronous=NORMAL: each commit is cheap enough to run twice a second while streaming, and a crash of the app
@@ -57,6 +60,7 @@ class Message:
     created_at: float = 0.0
     alt_index: int = 0  # this answer's place among the alternatives of its turn (0-based)
     alt_count: int = 1  # how many answers the turn has (Regenerate adds one and keeps the old)
+    reasoning: str = ""  # a thinking model's thinking before the answer (core.reasoning), "" for the others
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -99,6 +103,10 @@ _V3 = (
 )
 
 
+# A thinking model's thinking, apart from the answer (issue 32). How long it thought is in `stats`.
+_V4 = ("ALTER TABLE messages ADD COLUMN reasoning TEXT NOT NULL DEFAULT ''",)
+
+
 def _statements(*sql: str) -> Callable[[sqlite3.Connection], None]:
     def step(db: sqlite3.Connection) -> None:
         for statement in sql:
@@ -109,7 +117,7 @@ def _statements(*sql: str) -> Callable[[sqlite3.Connection], None]:
 
 # MIGRATIONS[n]: schema n -> n+1, run inside one transaction. Append only; never edit a released step.
 MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
-    0: _statements(*_V1), 1: _statements(*_V2), 2: _statements(*_V3),
+    0: _statements(*_V1), 1: _statements(*_V2), 2: _statements(*_V3), 3: _statements(*_V4),
 }
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -255,13 +263,13 @@ class Store:
         "SELECT m.id, m.conversation_id, m.role, m.content, m.status, m.stats, m.created_at,"
         " CASE WHEN m.alt_of IS NULL THEN 0"
         " ELSE 1 + (SELECT COUNT(*) FROM messages a WHERE a.alt_of = m.alt_of AND a.id < m.id) END,"
-        " 1 + (SELECT COUNT(*) FROM messages a WHERE a.alt_of = COALESCE(m.alt_of, m.id))"
+        " 1 + (SELECT COUNT(*) FROM messages a WHERE a.alt_of = COALESCE(m.alt_of, m.id)), m.reasoning"
         " FROM messages m"
     )
 
     @staticmethod
     def _message(r: tuple) -> Message:
-        return Message(r[0], r[1], r[2], r[3], r[4], _load_stats(r[5]), r[6], r[7], r[8])
+        return Message(r[0], r[1], r[2], r[3], r[4], _load_stats(r[5]), r[6], r[7], r[8], r[9])
 
     def messages(self, conversation_id: int) -> list[Message]:
         """The conversation as shown: each turn with the answer chosen among its alternatives."""
@@ -318,10 +326,10 @@ class Store:
 
     def update_message(
         self, message_id: int, *, content: str | None = None, status: str | None = None,
-        stats: dict[str, Any] | None = None,
+        stats: dict[str, Any] | None = None, reasoning: str | None = None,
     ) -> None:
         sets, args = [], []
-        for column, value in (("content", content), ("status", status)):
+        for column, value in (("content", content), ("status", status), ("reasoning", reasoning)):
             if value is not None:
                 sets.append(f"{column} = ?")
                 args.append(value)

@@ -234,7 +234,7 @@ class EngineBridge(QObject):
     """UI-thread face of the engine. Signals carry protocol events (frozen dataclasses)."""
 
     status_changed = Signal(object)  # EngineStatus
-    token = Signal(str, str)  # request id, text
+    chunk = Signal(object)  # P.TokenChunk: the answer's text and a thinking model's thinking (`reasoning`) apart
     prompt_started = Signal(object)  # P.PromptStarted: the engine reads the prompt (prefill) before answering
     queued = Signal(object)  # P.Queued: a request waits behind `position` others (e.g. the API server's)
     pass_stats = Signal(object)  # P.PassStats
@@ -366,8 +366,8 @@ class EngineBridge(QObject):
 
     def handle_event(self, event: P.Event) -> None:
         if isinstance(event, P.TokenChunk):
-            if event.text:
-                self.token.emit(event.request_id, event.text)
+            if event.text or event.reasoning or event.logprobs:
+                self.chunk.emit(event)
             if self.status.state == READY:
                 self._set(state=GENERATING)
         elif isinstance(event, P.PassStats):

@@ -10,6 +10,8 @@ into the chat it names.
 
 from __future__ import annotations
 
+import dataclasses
+
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (
     QComboBox, QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QScrollArea, QToolButton, QVBoxLayout, QWidget,
@@ -200,8 +202,11 @@ class ChatSettingsPanel(QFrame):
         self.budget.set_value(s.budget if s.budget_mode == BudgetMode.MANUAL else AUTOMATIC)
 
     def values(self) -> ConversationSettings:
+        """The chat's settings as the panel shows them; those it does not show (the Think switch, beside the
+        message box) stay as they were."""
         budget = int(self.budget.value())
-        return ConversationSettings(
+        return dataclasses.replace(
+            self._settings,
             system_prompt=self.system_prompt.toPlainText(),
             temperature=self.temperature.value(),
             top_p=self.top_p.value(),

@@ -69,6 +69,9 @@ class ConversationSettings:
     repetition_penalty: float = 1.0  # 1 = off
     seed: int = -1  # -1 = a new random seed for every answer; a fixed seed repeats an answer exactly
     method: Method = Method.AUTO
+    # Whether a model that can answer without thinking first (its template reads `enable_thinking`, as Qwen3's
+    # does) thinks before it answers; models that always think, and models that never do, ignore it.
+    thinking: bool = True
 
     def validated(self) -> "ConversationSettings":
         """A copy with every number clamped into its valid range."""
@@ -96,6 +99,12 @@ class ConversationSettings:
 # sampling with a light repetition penalty keeps it on track (measured: docs/benchmarks.md, "The built-in
 # model's sampling"). Bigger models keep the general defaults.
 BUILTIN_SAMPLING = {"temperature": 0.2, "top_p": 0.5, "top_k": 0, "repetition_penalty": 1.1}
+
+# A thinking model's thinking counts against the longest answer, and it often thinks for 1,000 tokens or more:
+# at the schema's 512 most answers would be cut off before they begin. A new chat with such a model gets half
+# the context window instead, at most this many tokens (the other half keeps the conversation: the engine
+# leaves out old turns to keep room for the longest answer).
+THINKING_MAX_TOKENS = 4096
 
 
 @dataclass
@@ -138,14 +147,21 @@ class AppSettings:
     defaults: ConversationSettings = field(default_factory=ConversationSettings)
     schema_version: int = SETTINGS_SCHEMA_VERSION
 
-    def conversation_defaults(self) -> ConversationSettings:
+    def conversation_defaults(self, model: dict[str, Any] | None = None) -> ConversationSettings:
         """What a new chat starts with (and the API server's requests leave out): `defaults`, except that the
         tiny built-in model, while in use on this computer, gets sampling of its own where `defaults` keep the
-        schema's (BUILTIN_SAMPLING says why)."""
+        schema's (BUILTIN_SAMPLING says why), and that a model that thinks (`model`: the engine's
+        StatusReport.models) gets a longer longest answer where `defaults` keep the schema's
+        (THINKING_MAX_TOKENS says why)."""
         defaults = self.defaults.validated()
         untouched = all(getattr(defaults, name) == getattr(ConversationSettings, name) for name in BUILTIN_SAMPLING)
         if self.target == "builtin" and not self.connection and untouched:
-            return dataclasses.replace(defaults, **BUILTIN_SAMPLING)
+            defaults = dataclasses.replace(defaults, **BUILTIN_SAMPLING)
+        model = model or {}
+        room = int(model.get("max_context") or 0) // 2
+        default_length = defaults.max_tokens == ConversationSettings.max_tokens
+        if model.get("thinking") and default_length and room > defaults.max_tokens:
+            defaults = dataclasses.replace(defaults, max_tokens=min(THINKING_MAX_TOKENS, room))
         return defaults
 
     def remote_endpoint(self) -> RemoteEndpoint | None:

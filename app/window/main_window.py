@@ -161,6 +161,7 @@ class MainWindow(QMainWindow):
         QWidget.setTabOrder(self.conversation_settings_button, self.header.export_button)
         QWidget.setTabOrder(self.header.export_button, self.input)
         QWidget.setTabOrder(self.input, self.send_button)
+        QWidget.setTabOrder(self.send_button, self.composer.think_button)
 
     def _action(self, menu, text: str, slot, shortcut: str | QKeySequence.StandardKey | None = None) -> QAction:
         action = QAction(text, self)
@@ -205,6 +206,7 @@ class MainWindow(QMainWindow):
         c, b = self.controller, self.bridge
         self.composer.send_requested.connect(self.send)
         self.composer.stop_requested.connect(c.stop)
+        self.composer.think_changed.connect(self._think_changed)
         self.header.settings_requested.connect(self.toggle_conversation_settings)
         self.chat_settings.changed.connect(self._conversation_settings_changed)
         self.chat_settings.closed.connect(lambda: self.show_conversation_settings(False))
@@ -317,6 +319,7 @@ class MainWindow(QMainWindow):
 
     def _conversation_opened(self, conversation_id: int | None) -> None:
         self.chat_settings.set_settings(self.controller.conversation_settings(conversation_id), conversation_id)
+        self._show_think_switch()
         self._show_speculation_items()
         self.sidebar.select(conversation_id)
         self._show_title()
@@ -361,6 +364,9 @@ class MainWindow(QMainWindow):
             self.banner.hide()
         if status.state == CRASHED and not self.banner.isVisible():
             self._engine_failed(P.Error(None, "engine_died", status.message, status.hint))
+        if self.controller.conversation_id is None:  # no chat yet: its defaults follow the model (a thinking one's)
+            self.chat_settings.set_settings(self.controller.conversation_settings(), None)
+        self._show_think_switch()
         self._show_context()
         self._update_actions()
 
@@ -479,15 +485,31 @@ class MainWindow(QMainWindow):
             self.chat_settings.temperature.slider.setFocus()
 
     def _conversation_settings_changed(self, conversation_id: int | None, settings: ConversationSettings) -> None:
-        """An edit in the panel: saved to its chat at once (a chat is made if there is none yet)."""
+        """An edit in the panel or the Think switch: saved to its chat at once (a chat is made if there is
+        none yet; opening it showed the defaults, so the panel and the switch then show what was saved)."""
         self.controller.set_conversation_settings(settings, conversation_id)
+        if conversation_id is None:
+            self.chat_settings.set_settings(self.controller.conversation_settings(), self.controller.conversation_id)
+        self._show_think_switch()
         self._show_speculation_items()
 
     def _reset_conversation_settings(self) -> None:
-        defaults = self.settings.conversation_defaults()
+        defaults = self.controller.conversation_defaults()
         self.chat_settings.set_settings(defaults, self.controller.conversation_id)
         self._conversation_settings_changed(self.controller.conversation_id, defaults)
         self.toast.show_message("This chat's settings are back to the defaults", 3000)
+
+    def _think_changed(self, on: bool) -> None:
+        """The Think switch beside the message box: one of the chat's settings (the panel shows the others)."""
+        self.chat_settings.flush()  # a system prompt still being typed is saved first, not lost
+        settings = dataclasses.replace(self.controller.conversation_settings(), thinking=on)
+        self.chat_settings.set_settings(settings, self.controller.conversation_id)
+        self._conversation_settings_changed(self.controller.conversation_id, settings)
+
+    def _show_think_switch(self) -> None:
+        """The Think switch only for a model whose template can turn thinking off, in the open chat's position."""
+        self.composer.set_think_switch(self.controller.thinking_control() == "switchable",
+                                       self.controller.conversation_settings().thinking)
 
     # -- models (app/models/manager.py, app/models/wizard/) ---------------------------------------------------------
 
