@@ -183,7 +183,7 @@ def compare_captured_with_eager(draft: CausalLM, width: int = 32, contexts: tupl
     """
     if draft.device.type != "cuda":
         raise InvalidSettingError(f"CUDA graphs need a CUDA device; the draft is on {draft.device}")
-    from core.tree_mask import additive_mask
+    from core.tree_mask import additive_mask, block_visibility
 
     device = draft.device
     generator = torch.Generator(device=device).manual_seed(seed)
@@ -195,10 +195,7 @@ def compare_captured_with_eager(draft: CausalLM, width: int = 32, contexts: tupl
         ids = torch.randint(3, draft.vocab_size, (width,), device=device, generator=generator)
         rows = torch.arange(context, context + width, device=device)
         cols = column_bucket(context + width, cache.capacity)
-        visible = torch.zeros((width, cols), dtype=torch.bool, device=device)
-        visible[:, :context] = True
-        visible[:, context : context + width] = torch.eye(width, dtype=torch.bool, device=device)
-        mask = additive_mask(visible, draft.dtype)
+        mask = additive_mask(block_visibility(context, width, cols, device), draft.dtype)
         eager = _eager_logits(draft, cache, ids, rows, mask, rows, cols).double()
         outputs = [run_draft_forward(draft, cache, ids, rows, mask, rows, cols).double() for _ in range(2)]
         if _capture_failure is not None:

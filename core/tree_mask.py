@@ -41,3 +41,13 @@ def ancestor_matrix(parents: torch.Tensor) -> torch.Tensor:
         reach = reach | reach[hop]
         hop = hop[hop]
     return reach
+
+
+def block_visibility(prefix: int, width: int, cols: int, device: torch.device | str) -> torch.Tensor:
+    """bool [width, cols]: `width` new rows at columns prefix .. prefix + width - 1, each seeing the first
+    `prefix` columns and itself, nothing else (a draft search forward of unrelated nodes, as the doctor's
+    check and the cost model's timing run one)."""
+    visible = torch.zeros((width, cols), dtype=torch.bool, device=device)
+    visible[:, :prefix] = True
+    visible[:, prefix : prefix + width] = torch.eye(width, dtype=torch.bool, device=device)
+    return visible

@@ -28,9 +28,10 @@ import torch
 
 from core.autotune.budgets import AUTO_MAX_BUDGET
 from core.causal_lm import CausalLM
+from core.json_cache import read_entries, write_entries
 from core.sampling import SamplingParams, sample_token
 from core.timing import synchronize
-from core.tree_mask import additive_mask, causal_visibility
+from core.tree_mask import additive_mask, block_visibility, causal_visibility
 
 CACHE_FILE = "cost-models.json"
 CACHE_FORMAT = 3  # 3: every size warmed up first, the draft timed through the search's forward (graphs)
@@ -122,10 +123,7 @@ def _time_search_forward(draft: CausalLM, cache, width: int, repeats: int) -> fl
     ids = torch.randint(3, draft.vocab_size, (width,), device=device)
     rows = torch.arange(past, past + width, device=device)
     cols = column_bucket(past + width, cache.capacity)
-    visible = torch.zeros((width, cols), dtype=torch.bool, device=device)
-    visible[:, :past] = True
-    visible[:, past : past + width] = torch.eye(width, dtype=torch.bool, device=device)
-    mask = additive_mask(visible, draft.dtype)
+    mask = additive_mask(block_visibility(past, width, cols, device), draft.dtype)
     return _best_seconds(lambda: run_draft_forward(draft, cache, ids, rows, mask, rows, cols), device, repeats)
 
 
@@ -213,14 +211,6 @@ def cache_path() -> Path:
     return cache_root() / "autotune" / CACHE_FILE
 
 
-def _read_cache(path: Path) -> dict:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        return data if isinstance(data, dict) else {}
-    except (OSError, ValueError):
-        return {}  # missing or damaged: measure again and rewrite
-
-
 def cached_cost_model(target: CausalLM, draft: CausalLM | None, time_limit: float = 1.5,
                       path: Path | None = None, now: float | None = None) -> tuple[CostModel, bool]:
     """The pair's cost model from the cache, or measured now and stored; second value: it was measured.
@@ -232,7 +222,7 @@ def cached_cost_model(target: CausalLM, draft: CausalLM | None, time_limit: floa
     path = path or cache_path()
     now = time.time() if now is None else now
     key = cost_key(target, draft)
-    entries = _read_cache(path)
+    entries = read_entries(path)
     entry = entries.get(key)
     if isinstance(entry, dict) and now - float(entry.get("measured_at", 0)) < MAX_AGE_S:
         try:
@@ -241,11 +231,5 @@ def cached_cost_model(target: CausalLM, draft: CausalLM | None, time_limit: floa
             pass  # an entry of another shape: measure again
     model = measure_cost_model(target, draft, time_limit, max_tree_tokens=target.max_tree_tokens or AUTO_MAX_BUDGET)
     entries[key] = {"measured_at": now, "model": model.to_json()}
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(entries, indent=1, sort_keys=True), encoding="utf-8")
-        os.replace(tmp, path)
-    except OSError:
-        pass  # a read-only cache folder costs a re-measurement next time, nothing else
+    write_entries(path, entries)
     return model, True

@@ -13,10 +13,11 @@ fixed cost of each forward.
 from __future__ import annotations
 
 import json
-import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from core.json_cache import read_entries, write_entries
 
 SPEEDS_FILE = "measured-speeds.json"
 MAX_AGE_S = 30 * 24 * 3600  # as the cost models' cache: drivers, load and thermals drift
@@ -48,32 +49,18 @@ def _key(target: str, draft: str | None, device: str) -> str:
     return json.dumps([target, draft or "", device])
 
 
-def _read(path: Path) -> dict:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
 def record_speed(target: str, draft: str | None, device: str, speed: MeasuredSpeed, path: Path | None = None) -> None:
     """Keep `speed` for the pair; a cache folder that cannot be written costs only the prediction."""
     path = path or speeds_path()
-    entries = _read(path)
+    entries = read_entries(path)
     entries[_key(target, draft, device)] = asdict(speed)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(entries, indent=1, sort_keys=True), encoding="utf-8")
-        os.replace(tmp, path)
-    except OSError:
-        pass
+    write_entries(path, entries)
 
 
 def measured_speed(target: str, draft: str | None, device: str, path: Path | None = None,
                    now: float | None = None) -> MeasuredSpeed | None:
     """The pair's measured speed on this computer, unless there is none, it is damaged or over a month old."""
-    entry = _read(path or speeds_path()).get(_key(target, draft, device))
+    entry = read_entries(path or speeds_path()).get(_key(target, draft, device))
     if not isinstance(entry, dict):
         return None
     try:

@@ -308,9 +308,7 @@ class OpenAIServer:
         watcher = asyncio.create_task(_abandon_on_disconnect(request, ticket))
         try:
             if not parsed.stream:
-                event = await self._next(ticket, tally, progress)
-                while event is not None and not isinstance(event, P.Finished):
-                    event = await self._next(ticket, tally, progress)
+                await self._drain(ticket, tally, progress)
                 if not chat:
                     return JSONResponse(S.text_response(response_id, model, tally))
                 content, calls = parse_answer(tally.text, tool_format, parsed.tool_names, parsed.forces_tool_call)
@@ -341,9 +339,7 @@ class OpenAIServer:
         watcher = asyncio.create_task(_abandon_on_disconnect(request, ticket))
         try:
             if not parsed.stream:
-                event = await self._next(ticket, tally, progress)
-                while event is not None and not isinstance(event, P.Finished):
-                    event = await self._next(ticket, tally, progress)
+                await self._drain(ticket, tally, progress)
                 builder.reasoning(tally.reasoning)
                 reader = ToolCallStream(tool_format, parsed.tool_names, parsed.forces_tool_call)
                 for piece in reader.push(tally.text) + reader.finish():
@@ -409,6 +405,12 @@ class OpenAIServer:
             tally.add(event)
         progress.note(event)
         return event
+
+    async def _drain(self, ticket: Ticket, tally: S.RunTally, progress: Progress) -> None:
+        """Read the request's events into `tally` until it is finished (a non-streamed answer)."""
+        event = await self._next(ticket, tally, progress)
+        while event is not None and not isinstance(event, P.Finished):
+            event = await self._next(ticket, tally, progress)
 
     async def _first_event(self, ticket: Ticket, tally: S.RunTally, progress: Progress) -> P.Event | None | bool:
         """The first event that shows the engine took the request (queued behind others, reading the prompt,
