@@ -9,11 +9,11 @@ randomness used for absolute position t depends only on (seed, t), SpecExec at a
 sequential sampling emit exactly the same tokens for the same seed.
 
 Why a Gumbel-max draw, in two levels: the tree pass and the one-token pass compute the same logits in a
-different order, so they differ by rounding (~1e-6 to 1e-5 in float32). A draw by inverse CDF (one uniform
+different order, so they differ by rounding (up to ~1e-4 in float32). A draw by inverse CDF (one uniform
 against the cumulative sum in vocabulary order) turns that into a different token whenever the uniform falls
 within the cumulative sum's error of any boundary, and in the long tail of a 50k-150k vocabulary the error is
 larger than the tokens' own probabilities: a run at temperature 1 flipped about once in a few hundred tokens.
-Gumbel-max picks argmax(score + noise) with noise keyed by (seed, position, token), so two nearby score
+Gumbel-max picks argmax(score + noise) with noise keyed by (seed, position, candidate), so two nearby score
 vectors give different tokens only when the two best perturbed scores lie within the scores' difference of
 each other: a rate proportional to that difference (docs/benchmarks.md, issue 30, measures both).
 To keep the noise small, the vocabulary is split into blocks of DRAW_BLOCK tokens: one Gumbel per block picks
