@@ -14,10 +14,10 @@ import dataclasses
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (
-    QComboBox, QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QScrollArea, QToolButton, QVBoxLayout, QWidget,
+    QComboBox, QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QToolButton, QVBoxLayout, QWidget,
 )
 
-from app.settings.fields import ChoiceField, OptionalNumberField, SliderField, StepsField, help_line
+from app.settings.fields import ChoiceField, OptionalNumberField, SliderField, StepsField, help_line, scrolled_body
 from app.settings.presets import SYSTEM_PRESETS, preset_for
 from app.settings.schema import BudgetMode, ConversationSettings, Method
 from app.theme.icons import themed
@@ -76,17 +76,10 @@ class ChatSettingsPanel(QFrame):
         top.addWidget(title, 1)
         top.addWidget(self.close_button)
         outer.addLayout(top)
-        scroll = QScrollArea()
-        scroll.setObjectName("panelScroll")
-        scroll.setWidgetResizable(True)
-        scroll.setFrameShape(QFrame.Shape.NoFrame)
-        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        body = QWidget()
-        body.setObjectName("panelBody")
+        scroll, body = scrolled_body("panelScroll", "panelBody")
         column = QVBoxLayout(body)
         column.setContentsMargins(SPACE.l, SPACE.xs, SPACE.l, SPACE.l)
         column.setSpacing(SPACE.l)
-        scroll.setWidget(body)
         outer.addWidget(scroll, 1)
 
         s = self._settings

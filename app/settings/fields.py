@@ -12,7 +12,9 @@ from collections.abc import Callable, Sequence
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QIntValidator
-from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QLineEdit, QSlider, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QComboBox, QFrame, QHBoxLayout, QLabel, QLineEdit, QScrollArea, QSlider, QVBoxLayout, QWidget,
+)
 
 from app.theme.tokens import SPACE
 
@@ -24,6 +26,20 @@ def help_line(text: str) -> QLabel:
     label.setProperty("muted", True)
     label.setWordWrap(True)
     return label
+
+
+def scrolled_body(scroll_name: str, body_name: str) -> tuple[QScrollArea, QWidget]:
+    """A frameless area that scrolls up and down only, and the body widget inside it that a page lays its
+    fields out on (the names are the style sheet's)."""
+    scroll = QScrollArea()
+    scroll.setObjectName(scroll_name)
+    scroll.setWidgetResizable(True)
+    scroll.setFrameShape(QFrame.Shape.NoFrame)
+    scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+    body = QWidget()
+    body.setObjectName(body_name)
+    scroll.setWidget(body)
+    return scroll, body
 
 
 class Field(QWidget):
@@ -55,31 +71,27 @@ class Field(QWidget):
             control.setAccessibleDescription(help_text)
 
 
-class SliderField(Field):
-    """A number on a slider, from `low` to `high` in steps of 1/`scale`; `words(value)` is what the value
-    label says (e.g. "Off" at the bottom of the range)."""
+class _SliderChoice(Field):
+    """A value chosen on a slider: the value label says `words(value)`, and `changed` is emitted when the
+    person moves it (never when the program sets it). Subclasses set the slider's range, then `_ready`."""
 
     changed = Signal()
 
-    def __init__(self, name: str, low: float, high: float, value: float, scale: int = 100,
-                 words: Callable[[float], str] | None = None, help_text: str = "", step: float | None = None,
-                 parent: QWidget | None = None) -> None:
+    def __init__(self, name: str, words: Callable, help_text: str, parent: QWidget | None) -> None:
         self.slider = QSlider(Qt.Orientation.Horizontal)
         super().__init__(name, self.slider, help_text, parent)
-        self.scale = scale
-        self.words = words or (lambda v: f"{v:.2f}")
-        self.slider.setRange(round(low * scale), round(high * scale))
-        self.slider.setSingleStep(round((step or 1 / scale) * scale))
-        self.slider.setPageStep(max(self.slider.singleStep() * 4, 1))
+        self.words = words
+
+    def _ready(self, value) -> None:
         self.slider.valueChanged.connect(self._moved)
         self.set_value(value)
 
-    def value(self) -> float:
-        return self.slider.value() / self.scale
-
-    def set_value(self, value: float) -> None:
+    def _place(self, position: int, count: int | None = None) -> None:
+        """Put the slider at `position` (of `count` positions, when the range changes) without `changed`."""
         self.slider.blockSignals(True)
-        self.slider.setValue(round(value * self.scale))
+        if count is not None:
+            self.slider.setRange(0, count - 1)
+        self.slider.setValue(position)
         self.slider.blockSignals(False)
         self._show()
 
@@ -91,40 +103,45 @@ class SliderField(Field):
         self.value_label.setText(self.words(self.value()))
 
 
-class StepsField(Field):
+class SliderField(_SliderChoice):
+    """A number on a slider, from `low` to `high` in steps of 1/`scale`; `words(value)` is what the value
+    label says (e.g. "Off" at the bottom of the range)."""
+
+    def __init__(self, name: str, low: float, high: float, value: float, scale: int = 100,
+                 words: Callable[[float], str] | None = None, help_text: str = "", step: float | None = None,
+                 parent: QWidget | None = None) -> None:
+        super().__init__(name, words or (lambda v: f"{v:.2f}"), help_text, parent)
+        self.scale = scale
+        self.slider.setRange(round(low * scale), round(high * scale))
+        self.slider.setSingleStep(round((step or 1 / scale) * scale))
+        self.slider.setPageStep(max(self.slider.singleStep() * 4, 1))
+        self._ready(value)
+
+    def value(self) -> float:
+        return self.slider.value() / self.scale
+
+    def set_value(self, value: float) -> None:
+        self._place(round(value * self.scale))
+
+
+class StepsField(_SliderChoice):
     """One of a few values on a slider (answer lengths: 256, 512, 1024, ...); a value outside the list (set
     by hand in settings.json, or by a test) joins it, so nothing is rounded away."""
 
-    changed = Signal()
-
     def __init__(self, name: str, steps: Sequence[int], value: int, words: Callable[[int], str],
                  help_text: str = "", parent: QWidget | None = None) -> None:
-        self.slider = QSlider(Qt.Orientation.Horizontal)
-        super().__init__(name, self.slider, help_text, parent)
+        super().__init__(name, words, help_text, parent)
         self.base_steps = tuple(sorted(steps))
         self.steps = list(self.base_steps)
-        self.words = words
         self.slider.setPageStep(1)
-        self.slider.valueChanged.connect(self._moved)
-        self.set_value(value)
+        self._ready(value)
 
     def value(self) -> int:
         return self.steps[self.slider.value()]
 
     def set_value(self, value: int) -> None:
         self.steps = sorted(set(self.base_steps) | {int(value)})
-        self.slider.blockSignals(True)
-        self.slider.setRange(0, len(self.steps) - 1)
-        self.slider.setValue(self.steps.index(int(value)))
-        self.slider.blockSignals(False)
-        self._show()
-
-    def _moved(self) -> None:
-        self._show()
-        self.changed.emit()
-
-    def _show(self) -> None:
-        self.value_label.setText(self.words(self.value()))
+        self._place(self.steps.index(int(value)), len(self.steps))
 
 
 class ChoiceField(Field):

@@ -14,11 +14,11 @@ from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
-    QFileDialog, QFrame, QHBoxLayout, QLabel, QLineEdit, QMenu, QScrollArea, QToolButton, QVBoxLayout, QWidget,
+    QFileDialog, QFrame, QHBoxLayout, QLabel, QLineEdit, QMenu, QToolButton, QVBoxLayout, QWidget,
 )
 
 from app.api.settings_row import ApiServerSettingsRow
-from app.settings.fields import ChoiceField, Field, SliderField, help_line
+from app.settings.fields import ChoiceField, Field, SliderField, help_line, scrolled_body
 from app.settings.schema import AppSettings, Offload, Theme
 from app.system.model_chooser import chosen_path, model_chooser
 from app.theme.icons import themed
@@ -127,13 +127,7 @@ class SettingsPage(QFrame):
         outer = QVBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 0)
         outer.setSpacing(0)
-        scroll = QScrollArea()
-        scroll.setObjectName("pageScroll")
-        scroll.setWidgetResizable(True)
-        scroll.setFrameShape(QFrame.Shape.NoFrame)
-        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        body = QWidget()
-        body.setObjectName("pageBody")
+        scroll, body = scrolled_body("pageScroll", "pageBody")
         centre = QHBoxLayout(body)
         centre.setContentsMargins(SPACE.xl, SPACE.xl, SPACE.xl, SPACE.xl)
         page = QWidget()
@@ -144,7 +138,6 @@ class SettingsPage(QFrame):
         centre.addStretch(1)
         centre.addWidget(page, 100)
         centre.addStretch(1)
-        scroll.setWidget(body)
         outer.addWidget(scroll, 1)
 
         title = QLabel("Settings")

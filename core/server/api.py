@@ -315,7 +315,7 @@ class OpenAIServer:
                 if not parsed.parallel_tool_calls:
                     calls = calls[:1]
                 return JSONResponse(S.chat_response(response_id, model, tally, content, calls))
-            first = await self._first_event(ticket, tally, progress)
+            first = await self._next_within_keepalive(ticket, tally, progress)
         except BaseException:
             ticket.abandon()
             raise
@@ -346,7 +346,7 @@ class OpenAIServer:
                     self._build(builder, piece, parsed)
                 builder.finish(tally)
                 return JSONResponse(builder.response())
-            first = await self._first_event(ticket, tally, progress)
+            first = await self._next_within_keepalive(ticket, tally, progress)
         except BaseException:
             ticket.abandon()
             raise
@@ -388,13 +388,12 @@ class OpenAIServer:
             if isinstance(event, P.Finished):
                 return
             try:
-                event = await asyncio.wait_for(self._next(ticket, tally, progress), self.keepalive_s)
-            except TimeoutError:
-                event = False
-                yield progress.comment()
+                event = await self._next_within_keepalive(ticket, tally, progress)
             except S.ApiError as error:  # headers are sent: the error goes into the stream
                 yield sse_event(builder.error(error))
                 return
+            if event is False:
+                yield progress.comment()
 
     async def _next(self, ticket: Ticket, tally: S.RunTally, progress: Progress) -> P.Event | None:
         """The next event of the request, noted (an Error raises ApiError)."""
@@ -412,10 +411,12 @@ class OpenAIServer:
         while event is not None and not isinstance(event, P.Finished):
             event = await self._next(ticket, tally, progress)
 
-    async def _first_event(self, ticket: Ticket, tally: S.RunTally, progress: Progress) -> P.Event | None | bool:
-        """The first event that shows the engine took the request (queued behind others, reading the prompt,
-        answering, or done), read before the stream's headers go out; False if none came within keepalive_s
-        (the engine is in a long pass: the stream starts anyway and keeps the client waiting)."""
+    async def _next_within_keepalive(self, ticket: Ticket, tally: S.RunTally,
+                                     progress: Progress) -> P.Event | None | bool:
+        """The next event as `_next` reads it, or False if none came within keepalive_s (the engine is in a
+        long pass). Before the stream's headers go out the first such event shows the engine took the request
+        (queued behind others, reading the prompt, answering, or done; the stream starts anyway on False);
+        once streaming, False is the moment for a keep-alive comment."""
         try:
             return await asyncio.wait_for(self._next(ticket, tally, progress), self.keepalive_s)
         except TimeoutError:
@@ -480,13 +481,12 @@ class OpenAIServer:
             elif event is None:  # abandoned: the client is gone
                 return
             try:
-                event = await asyncio.wait_for(self._next(ticket, tally, progress), self.keepalive_s)
-            except TimeoutError:
-                event = False
-                yield progress.comment()
+                event = await self._next_within_keepalive(ticket, tally, progress)
             except S.ApiError as error:  # headers are sent: the error goes into the stream
                 yield _sse(error.body())
                 return
+            if event is False:
+                yield progress.comment()
 
 
 def create_app(gateway: EngineGateway, api_key: str | None, defaults: S.Defaults | None = None,
