@@ -23,7 +23,7 @@ import json
 import torch
 
 from core.keyed_random import STREAM_TOKEN, keyed_gumbels, keyed_uniforms
-from core.sampling import SamplingParams, draw_slots, gumbel_pick, position_noise, process_logits
+from core.sampling import SamplingParams, draw_slots, gumbel_pick, process_logits
 
 CANDIDATES = ("inverse-cdf-f32", "inverse-cdf-f64", "gumbel-two-level", "gumbel-full")
 
@@ -53,9 +53,8 @@ def inverse_cdf(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
 
 def _draw(candidate: str, scores: torch.Tensor, seed: int, positions: torch.Tensor) -> torch.Tensor:
     """One token per row of scores [N, V] (log-weights, float32) at these absolute positions."""
-    if candidate == "gumbel-two-level":
-        noise = torch.cat([position_noise(seed, int(p), 1, scores.shape[-1], scores.device) for p in positions])
-        return gumbel_pick(scores, noise)
+    if candidate == "gumbel-two-level":  # the noise position_noise makes, at any positions
+        return gumbel_pick(scores, keyed_gumbels(seed, positions, STREAM_TOKEN, draw_slots(scores.shape[-1])))
     if candidate == "gumbel-full":
         noise = keyed_gumbels(seed, positions, STREAM_TOKEN, scores.shape[-1])
         return (scores.double() + noise).argmax(-1)
