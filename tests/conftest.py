@@ -13,7 +13,7 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from core.causal_lm import CausalLM
+from core.modeling.causal_lm import CausalLM
 
 if TYPE_CHECKING:
     from core.engine.process import Engine
@@ -24,9 +24,9 @@ def session_cache_dir(tmp_path_factory) -> Iterator[None]:
     """Point SPECEXEC_CACHE_DIR at a session folder, so what tests cache (the autotuner's cost models) never
     lands in the user's cache; the converted built-in model is linked in from the real cache when it is
     there, so tests do not convert it again. Engine processes inherit the variable."""
-    from core import builtin
+    from core.loading import builtin
 
-    from core.models.locations import old_cache_dir
+    from core.system.locations import old_cache_dir
 
     folder = tmp_path_factory.mktemp("specexec-cache")
     for real in (builtin.cache_root(), old_cache_dir()):  # the user's cache, under its name before an update too

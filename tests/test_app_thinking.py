@@ -294,7 +294,7 @@ def test_earlier_thinking_goes_back_only_where_the_template_renders_it(qtbot, op
     """The app sends each earlier answer's thinking as reasoning_content; the template keeps it (the test's
     Qwen3-style one renders it) or drops it (the R1-style one, like DeepSeek-R1's and Qwen3's own templates
     for turns before the last question): the engine's prompt is what each template makes of the history."""
-    from core.prompts import Prompt, encode_prompt
+    from core.text.prompts import Prompt, encode_prompt
 
     for model in ("qwen3", "r1"):
         window = open_window(model, max_tokens=12)

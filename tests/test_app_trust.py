@@ -201,7 +201,7 @@ def test_5_messages_are_toasts_and_the_status_bar_never_widens_the_window(qtbot,
 def test_6_dequantising_a_gguf_reports_progress_and_prints_no_bar(tmp_path, capfd):
     from test_loading import write_tiny_gguf
 
-    from core.loading import load_model
+    from core.loading.load import load_model
 
     path = tmp_path / "tiny.gguf"
     write_tiny_gguf(path)
@@ -512,8 +512,8 @@ def test_13_a_bad_import_is_a_warning_without_a_traceback(qtbot, tmp_path, caplo
 
 def test_14_data_dir_moves_the_model_cache_too(tmp_path, monkeypatch):
     from app.system.paths import AppPaths
-    from core.builtin import cache_root, converted_folder
-    from core.models.locations import models_dir
+    from core.loading.builtin import cache_root, converted_folder
+    from core.system.locations import models_dir
 
     monkeypatch.delenv("SPECEXEC_CACHE_DIR", raising=False)
     monkeypatch.delenv("SPECEXEC_MODELS_DIR", raising=False)

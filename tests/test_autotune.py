@@ -1,4 +1,4 @@
-"""The automatic method and budget (core/autotune): convergence on synthetic machines, exact tokens across
+"""The automatic method and budget (core/decoding/autotune): convergence on synthetic machines, exact tokens across
 switches, the cost model's cache, and the settings plumbing (CLI flags, engine events)."""
 
 from __future__ import annotations
@@ -11,14 +11,14 @@ import pytest
 
 from conftest import in_process_engine, make_word_tokenizer, torch_threads
 from core.engine import protocol as P
-from core.autotune.acceptance import BUILTIN_TABLE, DEFAULT_TABLE, prior_table
-from core.autotune.chooser import (
+from core.decoding.autotune.acceptance import BUILTIN_TABLE, DEFAULT_TABLE, prior_table
+from core.decoding.autotune.chooser import (
     AUTO_MAX_BUDGET, SEQUENTIAL, SPECEXEC, AutoTuner, Choice, Config, candidate_configs, resolve_budget,
 )
-from core.autotune.cost_model import CostModel, Curve, cached_cost_model, cost_key, measure_cost_model
-from core.generation import DecodingSettings, generate, stream_generate
-from core.methods.specexec import TreeSettings
-from core.sampling import SamplingParams
+from core.decoding.autotune.cost_model import CostModel, Curve, cached_cost_model, cost_key, measure_cost_model
+from core.decoding.generation import DecodingSettings, generate, stream_generate
+from core.decoding.methods.specexec import TreeSettings
+from core.decoding.sampling import SamplingParams
 
 # ----------------------------------------------------------------------------------------------------------
 # Synthetic machines
@@ -236,7 +236,7 @@ def test_real_tuner_gives_the_sequential_tokens(tiny_target, tiny_draft, tmp_pat
 def test_the_tuner_keeps_its_expected_speed_for_predictions(tiny_target, tiny_draft, tmp_path, monkeypatch):
     """What `models recommend` and the wizard show for a pair loaded here: the speed of the tuner's own first
     choice, from this machine's timings (core.models.measured, which needs no torch to read)."""
-    from core.autotune.setup import tuner_for_pair
+    from core.decoding.autotune.setup import tuner_for_pair
     from core.models.measured import measured_speed
 
     monkeypatch.setenv("SPECEXEC_CACHE_DIR", str(tmp_path))
@@ -272,7 +272,7 @@ def test_cost_model_is_measured_once_and_cached_per_pair(tiny_target, tiny_draft
 def test_every_size_is_warmed_up_and_the_draft_timed_through_the_search_forward(tiny_target, tiny_draft, monkeypatch):
     """Issue 31: a first call of a size compiles Triton kernels (and captures a graph on CUDA), so it is never
     timed; the draft's figure is the search forward the engine runs (windowed, bucketed columns)."""
-    import core.draft_forward as draft_forward
+    import core.decoding.draft_forward as draft_forward
 
     widths: list[int] = []
     real = draft_forward.run_draft_forward

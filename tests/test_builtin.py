@@ -16,9 +16,9 @@ import time
 import pytest
 import torch
 
-from core import builtin
+from core.loading import builtin
 from core.errors import ModelFormatError, ModelNotFoundError
-from core.rtn_quant import quantize_decoder_linears, rtn_quantize_dequantize
+from core.loading.rtn_quant import quantize_decoder_linears, rtn_quantize_dequantize
 
 # ----------------------------------------------------------------------------------------------------------
 # RTN quantisation
@@ -147,7 +147,7 @@ def test_cache_location_honours_the_environment(monkeypatch, tmp_path):
 
 
 def test_a_cache_under_the_old_folder_name_is_adopted_not_converted_again(monkeypatch, tmp_path):
-    from core.models.locations import adopt_old_cache, cache_dir, old_cache_dir
+    from core.system.locations import adopt_old_cache, cache_dir, old_cache_dir
 
     for name in ("SPECEXEC_CACHE_DIR", "SPECEXEC_DATA_DIR"):
         monkeypatch.delenv(name, raising=False)
@@ -237,7 +237,7 @@ CONVERSATIONS = [
 
 @pytest.fixture(scope="session")
 def builtin_pair():
-    from core.loading import load_model
+    from core.loading.load import load_model
 
     target = load_model("builtin", device="cpu")
     draft = load_model("builtin-draft", device="cpu")
@@ -301,10 +301,10 @@ def test_converted_folder_is_reused_without_reading_the_gguf(builtin_pair, monke
     def no_gguf(*args, **kwargs):
         raise AssertionError("the GGUF was read again")
 
-    import core.loading
+    import core.loading.load
 
     monkeypatch.setattr(builtin, "convert_gguf_to_folder", no_gguf)
     monkeypatch.setattr(builtin, "load_gguf_components", no_gguf)
-    again = core.loading.load_model("builtin", device="cpu")
+    again = core.loading.load.load_model("builtin", device="cpu")
     assert again.lm.name == "builtin"
     assert (folder.stat().st_mtime_ns, weights.stat().st_mtime_ns) == stamps

@@ -8,7 +8,7 @@ import pytest
 
 from core.errors import CatalogError
 from core.models.catalog import BUILTIN_PAIR_ID, catalog_path, load_catalog
-from core.models.locations import models_dir, repo_folder_name
+from core.system.locations import models_dir, repo_folder_name
 
 
 PROMISED = {  # issue 32: the models people run with offloading in 2026, and the paper's calibration pair

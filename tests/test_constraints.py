@@ -10,12 +10,12 @@ import json
 import pytest
 import torch
 
-from core.constraints import GrammarConstraint, GrammarSpec
+from core.decoding.constraints import GrammarConstraint, GrammarSpec
 from core.errors import InvalidSettingError
-from core.generation import DecodingSettings, generate, stream_generate
-from core.methods.specexec import TreeSettings
-from core.methods.step import OutputControls
-from core.sampling import SamplingParams
+from core.decoding.generation import DecodingSettings, generate, stream_generate
+from core.decoding.methods.specexec import TreeSettings
+from core.decoding.methods.step import OutputControls
+from core.decoding.sampling import SamplingParams
 from core.server.tool_calls import forced_call_grammar
 
 pytestmark = pytest.mark.timeout(600)
@@ -28,8 +28,8 @@ PERSON = {"type": "object", "properties": {"name": {"type": "string", "maxLength
 @pytest.fixture(scope="module")
 def builtin():
     """The built-in pair in float32 on the CPU (a real tokenizer that can spell JSON), and a prompt."""
-    from core.loading import load_model
-    from core.prompts import Prompt, encode_prompt
+    from core.loading.load import load_model
+    from core.text.prompts import Prompt, encode_prompt
 
     torch.set_num_threads(1)
     target = load_model("builtin", dtype="float32", device="cpu")
@@ -78,8 +78,8 @@ def test_greedy_under_a_grammar_equals_greedy(builtin):
 
 def test_the_draft_proposes_only_what_the_grammar_allows(builtin):
     """Every real node of every draft tree is a legal continuation of its path (checked with a fresh matcher)."""
-    from core.decode_state import DecodeState
-    from core.draft_search import SearchConfig, build_draft_tree
+    from core.decoding.decode_state import DecodeState
+    from core.decoding.draft_search import SearchConfig, build_draft_tree
 
     target, draft, prompt = builtin
     spec = GrammarSpec("json_schema", json.dumps(PERSON))
@@ -91,7 +91,7 @@ def test_the_draft_proposes_only_what_the_grammar_allows(builtin):
     assert sum(valid) > 10
     import llguidance
 
-    from core.constraints import bridge_for
+    from core.decoding.constraints import bridge_for
 
     for node in range(1, len(tokens)):
         if not valid[node]:

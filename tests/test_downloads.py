@@ -19,7 +19,7 @@ from core.errors import DownloadCancelledError, DownloadError
 from core.models.download import DownloadJob, DownloadSettings, download, format_bytes
 from core.models.download_progress import DownloadListener
 from core.models.hub import fetch_listing
-from core.models.locations import repo_folder_name
+from core.system.locations import repo_folder_name
 from core.models.manifest import read_manifest
 
 pytest.register_assert_rewrite("hub_server")

@@ -11,15 +11,15 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-from core import draft_forward
-from core.attention import grouped_sdpa_attention
-from core.causal_lm import CausalLM
-from core.graph_memory import PeakMemoryMode, planned_graph_bytes, search_forward_peak_bytes
-from core.graph_plan import (
+from core.decoding import draft_forward
+from core.modeling.attention import grouped_sdpa_attention
+from core.modeling.causal_lm import CausalLM
+from core.decoding.graph_memory import PeakMemoryMode, planned_graph_bytes, search_forward_peak_bytes
+from core.planning.graph_plan import (
     CUBLAS_WORKSPACE_BYTES, GROWTH, MAX_WIDTHS, SMALL_STEP, column_bucket, column_buckets, draft_graph_bytes,
     grouped_attention, scratch_estimate_bytes, search_width,
 )
-from core.tree_mask import additive_mask
+from core.modeling.tree_mask import additive_mask
 
 MIB = 1024**2
 

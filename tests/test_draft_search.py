@@ -5,12 +5,12 @@ with the GPU's fixed-shape search as with the CPU's read-driven one, and the GPU
 import pytest
 import torch
 
-from core.device_io import gpu_semantics
-from core.device_trace import DeviceTrace
-from core.draft_search import DEFAULT_MAX_FORWARDS, SearchConfig, build_draft_tree
-from core.graph_plan import WIDTH_DIVISOR, expansion_width
-from core.sampling import draft_logprobs
-from core.tree_mask import additive_mask, ancestor_matrix, causal_visibility
+from core.decoding.device_io import gpu_semantics
+from core.bench.device_trace import DeviceTrace
+from core.decoding.draft_search import DEFAULT_MAX_FORWARDS, SearchConfig, build_draft_tree
+from core.planning.graph_plan import WIDTH_DIVISOR, expansion_width
+from core.decoding.sampling import draft_logprobs
+from core.modeling.tree_mask import additive_mask, ancestor_matrix, causal_visibility
 from conftest import make_tiny_llama
 
 PROMPT = [3, 1, 4, 1, 5]

@@ -74,7 +74,7 @@ def model_dirs(tmp_path_factory):
 @pytest.fixture(scope="module")
 def local(model_dirs):
     """The same pair loaded in this process, for reference runs of stream_generate."""
-    from core.loading import load_model
+    from core.loading.load import load_model
 
     with torch_threads(1):
         target = load_model(model_dirs[0], dtype="float64", device="cpu")
@@ -99,10 +99,10 @@ def collect(client: EngineClient, request_id: str) -> list[P.Event]:
 
 def reference(local, messages, max_new_tokens, seed, method="specexec", **sampling):
     """In-process stream_generate for the same conversation: (prompt ids, chunks)."""
-    from core.generation import DecodingSettings, stream_generate
-    from core.methods.specexec import TreeSettings
-    from core.prompts import Prompt, encode_prompt
-    from core.sampling import SamplingParams
+    from core.decoding.generation import DecodingSettings, stream_generate
+    from core.decoding.methods.specexec import TreeSettings
+    from core.text.prompts import Prompt, encode_prompt
+    from core.decoding.sampling import SamplingParams
 
     target, draft = local
     prompt = encode_prompt(target.tokenizer, Prompt(messages=tuple(messages)))
@@ -251,7 +251,7 @@ def test_turn_two_reuses_the_cache_and_equals_a_cold_run(client, local):
     assert turn1.reused_prefix_tokens == 0 and turn1.generated_tokens == len(answer_ids) == 12
 
     conversation = USER + [{"role": "assistant", "content": answer}, {"role": "user", "content": "w20 w21 w22"}]
-    from core.prompts import Prompt, encode_prompt
+    from core.text.prompts import Prompt, encode_prompt
 
     prompt2 = encode_prompt(tokenizer, Prompt(messages=tuple(conversation)))
     cached = turn1.prompt_tokens + len(answer_ids)

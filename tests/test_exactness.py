@@ -4,14 +4,14 @@ CPU's read-driven path and on the GPU's fixed-shape one, with adaptive depth on 
 import pytest
 import torch
 
-from core.autotune.cost_model import CostModel, Curve
-from core.autotune.depth import DepthPolicy
-from core.decode_state import DecodeState
-from core.device_io import gpu_semantics
-from core.methods.sequential import sequential_steps
-from core.methods.specexec import TreeSettings, specexec_steps
-from core.sampling import SamplingParams
-from core.tree_mask import additive_mask, causal_visibility
+from core.decoding.autotune.cost_model import CostModel, Curve
+from core.decoding.autotune.depth import DepthPolicy
+from core.decoding.decode_state import DecodeState
+from core.decoding.device_io import gpu_semantics
+from core.decoding.methods.sequential import sequential_steps
+from core.decoding.methods.specexec import TreeSettings, specexec_steps
+from core.decoding.sampling import SamplingParams
+from core.modeling.tree_mask import additive_mask, causal_visibility
 from conftest import make_tiny_llama, noisy_copy, sharpen
 
 PROMPT = [1, 17, 5, 33, 8, 2, 40]

@@ -13,7 +13,7 @@ from core.hardware.description import load_description
 from core.models.acceptance import Acceptance
 from core.models.catalog import BUILTIN_PAIR_ID, ModelRef, Pair, load_catalog
 from core.models.fit import GIB, minimum_ram_bytes, minimum_vram_bytes, model_bytes_on_gpu, predict_pair, recommend
-from core.offload.sizes import ModelShape, WeightFormat, decoder_layer_bytes, embedding_bytes, non_layer_bytes
+from core.planning.sizes import ModelShape, WeightFormat, decoder_layer_bytes, embedding_bytes, non_layer_bytes
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hw"
 PAPER_PAIR = "llama2-70b-chat-gptq"
@@ -45,7 +45,7 @@ TARGET_KV = 2 * 80 * 8 * 4225 * 128 * 2
 ACTIVATIONS = (6 * 640 * 8192 + 3 * 640 * 64 * 128 + 640 * 4736 + 64 * 640 * 4736 + 2 * 64 * 4736 * 128
                + 3 * 640 * 28672) * 2 + 32000 * 14
 MARGIN = GIB // 2
-# what the draft's CUDA graphs may keep (core/graph_plan.py), at the search width of budget 128 (32 rows) over
+# what the draft's CUDA graphs may keep (core/planning/graph_plan.py), at the search width of budget 128 (32 rows) over
 # its cache's 4,225 rows: the scratch bound (no group of heads to repeat the mask for; query, key and output
 # copies around attention, the MLP and hidden copies), then per width (4 at most) every column bucket's
 # inputs, hidden output and executable (2 MiB), and the capture stream's cuBLAS workspace (32 MiB)
@@ -62,7 +62,7 @@ RTX_4090 = (1008e9 * 0.8, 165e12 * 0.6)  # datasheet memory and fp16 tensor rate
 def test_paper_pair_on_a_24gb_card_64gb_ram_pcie4_by_hand() -> None:
     from core.models.speed import (FUSED_MATMUL_SHARE, GRAPH_KERNEL_GAP_SECONDS, KERNELS_PER_FORWARD, KERNELS_PER_LAYER,
                                    SEARCH_STEP_KERNELS, target_pass_seconds)
-    from core.offload.residency import spread_layers
+    from core.planning.residency import spread_layers
 
     machine = hw("gpu24-ram64-pcie4")
     pair = load_catalog().pair(PAPER_PAIR)
@@ -116,7 +116,7 @@ def test_the_16bit_draft_option_costs_22_resident_layers_by_hand() -> None:
 def test_paper_pair_on_pcie3_streams_the_same_bytes_at_half_the_rate() -> None:
     """The PCIe 3 fixture's RTX 3090: the same 48 layers stream at 12 GB/s; its own memory and matmul rates."""
     from core.models.speed import target_pass_seconds
-    from core.offload.residency import spread_layers
+    from core.planning.residency import spread_layers
 
     fit = predict_pair(load_catalog().pair(PAPER_PAIR), hw("gpu24-ram64-pcie3"), 128)
     assert fit.resident_layers == 32 and "PCIe Gen3 x16" in fit.rate_source
@@ -335,8 +335,8 @@ def test_minimum_vram_is_exactly_where_the_default_budget_starts_to_fit(pair_id:
 def test_automatic_budget_is_planned_as_the_engine_loads_and_predicted_at_its_fastest() -> None:
     """None (the app's default): memory planned for the largest budget the engine's tuner may pick (what
     the engine loads with), speed at whichever of the tuner's budgets the model predicts fastest."""
-    from core.autotune.budgets import AUTO_BUDGETS, AUTO_MAX_BUDGET
-    from core.autotune.chooser import resolve_budget
+    from core.planning.budgets import AUTO_BUDGETS, AUTO_MAX_BUDGET
+    from core.decoding.autotune.chooser import resolve_budget
 
     assert resolve_budget("auto", "auto") == (AUTO_MAX_BUDGET, True)  # what the engine plans its caches for
     pair, machine = load_catalog().pair(PAPER_PAIR), hw("gpu24-ram64-pcie4")

@@ -6,11 +6,11 @@ import pytest
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
-from core.detokenize import IncrementalDetokenizer
+from core.text.detokenize import IncrementalDetokenizer
 from core.errors import ContextLengthError, InvalidSettingError
-from core.generation import DecodingSettings, generate, stream_generate
-from core.methods.specexec import TreeSettings
-from core.sampling import SamplingParams
+from core.decoding.generation import DecodingSettings, generate, stream_generate
+from core.decoding.methods.specexec import TreeSettings
+from core.decoding.sampling import SamplingParams
 
 PROMPT = [1, 9, 12, 30, 7]
 PARAMS = SamplingParams(temperature=0.8, top_p=0.95, seed=5)

@@ -14,7 +14,7 @@ from transformers import (
     Qwen2MoeForCausalLM,
 )
 
-from core.causal_lm import CausalLM
+from core.modeling.causal_lm import CausalLM
 from core.errors import ModelFormatError
 from core.offload import is_quantized_folder, load_offloaded
 from core.offload.gptq import (
@@ -29,7 +29,7 @@ from core.offload.gptq import (
     unpack_rows,
 )
 from core.offload.gptq_loader import read_gptq_settings
-from core.tree_mask import additive_mask, causal_visibility
+from core.modeling.tree_mask import additive_mask, causal_visibility
 
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

@@ -1,4 +1,4 @@
-"""A 4-bit GPTQ draft: written from a float model by core/rtn_quant.py's round-to-nearest packer, loaded whole
+"""A 4-bit GPTQ draft: written from a float model by core/loading/rtn_quant.py's round-to-nearest packer, loaded whole
 onto the device (no streaming) by `load_model(..., role="draft")`, and SpecExec with it stays exact: the same
 tokens as plain sequential sampling of the target with the same seed, in float32 - through the eager route
 and through the fused small-batch kernel (run by Triton's interpreter on the CPU)."""
@@ -11,17 +11,17 @@ import pytest
 import torch
 from torch import nn
 
-from core.causal_lm import CausalLM
+from core.modeling.causal_lm import CausalLM
 from core.errors import InsufficientHostMemoryError, InvalidSettingError
-from core.loading import load_model
-from core.methods.specexec import TreeSettings
+from core.loading.load import load_model
+from core.decoding.methods.specexec import TreeSettings
 from core.offload.gptq import GPTQLinear, dequantize_reference
 from core.offload.loader import load_on_device
 from core.offload.offloaded_lm import OffloadedLM
-from core.rtn_quant import gptq_rtn_tensors, save_gptq_checkpoint
+from core.loading.rtn_quant import gptq_rtn_tensors, save_gptq_checkpoint
 from core.offload.gptq_matmul import fused_matmul_available
-from core.sampling import SamplingParams
-from core.tree_mask import additive_mask, causal_visibility
+from core.decoding.sampling import SamplingParams
+from core.modeling.tree_mask import additive_mask, causal_visibility
 from conftest import make_tiny_llama, make_word_tokenizer, noisy_copy, sharpen, torch_threads
 from test_exactness import run_sequential, run_specexec
 

@@ -1,8 +1,8 @@
 """No import cycles among our own modules: every `import` counts, also the ones inside functions.
 
 A function-level import hides a cycle from the interpreter but not from the design: two modules that need
-each other are one module split in the wrong place (this test was written when core.builtin, core.loading
-and core.offload.routing imported each other; the format readers now live in core.model_files, below all
+each other are one module split in the wrong place (this test was written when core.loading.builtin, core.loading.load
+and core.loading.offload_policy imported each other; the format readers now live in core.modeling.model_files, below all
 three). `if TYPE_CHECKING:` imports never run and are left out.
 """
 
@@ -95,6 +95,6 @@ def test_find_cycle_finds_a_function_level_cycle() -> None:
 
 def test_our_modules_import_no_cycle() -> None:
     graph = import_graph()
-    assert {"core.loading", "core.builtin", "core.offload.routing"} <= set(graph)
+    assert {"core.loading.load", "core.loading.builtin", "core.loading.offload_policy"} <= set(graph)
     cycle = find_cycle(graph)
     assert cycle is None, "import cycle: " + " -> ".join(cycle)

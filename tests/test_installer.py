@@ -71,7 +71,7 @@ def test_every_app_and_core_module_and_the_engine_entry_point_are_collected():
 
 
 def test_transformers_keeps_every_supported_model_family_and_excludes_the_rest():
-    from core.causal_lm import SUPPORTED_MODEL_TYPES
+    from core.modeling.causal_lm import SUPPORTED_MODEL_TYPES
 
     assert set(layout.supported_model_types()) == set(SUPPORTED_MODEL_TYPES)
     kept = {f"transformers.models.{family}" for family in layout.kept_transformers_families()}
@@ -185,7 +185,7 @@ def test_entry_script_runs_freeze_support_before_importing_the_app():
 
 
 def test_the_builtin_gguf_is_bundled_where_a_frozen_app_finds_it(tmp_path, monkeypatch):
-    from core import builtin
+    from core.loading import builtin
 
     assert layout.BUILTIN_PACKAGE_DEST == builtin.PACKAGE and layout.BUILTIN_GGUF_NAME == builtin.GGUF_NAME
     assert layout.BUILTIN_DISTRIBUTION in layout.METADATA  # so the conversion cache keeps its version key

@@ -15,7 +15,7 @@ import torch
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 
-from core.attention import GROUPED_SDPA
+from core.modeling.attention import GROUPED_SDPA
 from core.errors import (
     DamagedModelError,
     InvalidSettingError,
@@ -25,7 +25,7 @@ from core.errors import (
     TokenizerMismatchError,
     UnsupportedArchitectureError,
 )
-from core.loading import (
+from core.loading.load import (
     LoadedModel,
     check_same_tokenizer,
     load_model,
@@ -96,7 +96,7 @@ def test_sharded_folder_gives_the_same_logits_as_the_in_memory_model(tmp_path, t
     assert lm.dtype == torch.float64 and lm.device.type == "cpu"
     assert not lm.model.training
     assert not any(p.requires_grad for p in lm.model.parameters())
-    assert lm.model.config._attn_implementation == GROUPED_SDPA  # sdpa, grouped heads read once (core/attention.py)
+    assert lm.model.config._attn_implementation == GROUPED_SDPA  # sdpa, grouped heads read once (core/modeling/attention.py)
     assert loaded.tokenizer("w5 w9").input_ids == [5, 9]
     assert messages and all(isinstance(m, str) for m in messages)
 

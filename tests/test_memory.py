@@ -10,17 +10,17 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, LlamaConfig
 
-from core.decode_state import DecodeState
+from core.decoding.decode_state import DecodeState
 from core.errors import ContextLengthError, InsufficientHostMemoryError, InvalidSettingError
-from core.generation import DecodingSettings, stream_generate
-from core.kv_cache import InPlaceKVCache
-from core.methods.sequential import sequential_steps
-from core.methods.specexec import TreeSettings, specexec_steps
+from core.decoding.generation import DecodingSettings, stream_generate
+from core.modeling.kv_cache import InPlaceKVCache
+from core.decoding.methods.sequential import sequential_steps
+from core.decoding.methods.specexec import TreeSettings, specexec_steps
 from core.offload import load_offloaded
 from core.offload.host_embedding import HostEmbedding
-from core.offload.host_memory import HOST_MARGIN_BYTES, host_bytes_needed, host_table_bytes
-from core.offload.residency import activation_bytes, device_fixed_bytes, kv_cache_bytes, resolve_context_length
-from core.sampling import SamplingParams
+from core.planning.host_memory import HOST_MARGIN_BYTES, host_bytes_needed, host_table_bytes
+from core.planning.residency import activation_bytes, device_fixed_bytes, kv_cache_bytes, resolve_context_length
+from core.decoding.sampling import SamplingParams
 
 from conftest import make_word_tokenizer
 from test_offload import COMMON, IDS, in_memory, logits, save_tiny
@@ -122,8 +122,8 @@ def test_cli_and_engine_carry_the_context_length():
 
 @pytest.mark.parametrize("offload", ["off", "on"])
 def test_loaded_models_are_planned_for_the_context_and_tree(tmp_path, offload):
-    from core.loading import load_model
-    from core.offload.routing import OffloadSettings
+    from core.loading.load import load_model
+    from core.loading.offload_policy import OffloadSettings
 
     save_tiny(tmp_path, "llama", torch.float16)  # max_position_embeddings 256
     make_word_tokenizer().save_pretrained(str(tmp_path))
@@ -222,7 +222,7 @@ def test_host_embedding_copies_only_the_looked_up_rows():
 # --- 9. default dtype ----------------------------------------------------------------------------------
 
 def test_auto_dtype_is_float16_for_gptq_and_fp16_checkpoints_on_a_gpu():
-    from core.loading import auto_dtype
+    from core.loading.load import auto_dtype
 
     cuda = torch.device("cuda")
     assert auto_dtype(cuda, checkpoint_dtype="float16", gptq=False) == torch.float16

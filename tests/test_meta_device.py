@@ -15,21 +15,21 @@ import pytest
 import torch
 
 from conftest import make_tiny_llama, make_word_tokenizer
-from core.autotune.cost_model import _measure_curve
-from core.causal_lm import CausalLM
-from core.constraints import GrammarConstraint, GrammarSpec
-from core.generation import DecodingSettings, stream_generate
-from core.methods.specexec import TreeSettings
-from core.methods.step import OutputControls
+from core.decoding.autotune.cost_model import _measure_curve
+from core.modeling.causal_lm import CausalLM
+from core.decoding.constraints import GrammarConstraint, GrammarSpec
+from core.decoding.generation import DecodingSettings, stream_generate
+from core.decoding.methods.specexec import TreeSettings
+from core.decoding.methods.step import OutputControls
 from core.offload import load_offloaded
 from core.offload.loader import load_on_device
-from core.rtn_quant import save_gptq_checkpoint
-from core.sampling import SamplingParams
+from core.loading.rtn_quant import save_gptq_checkpoint
+from core.decoding.sampling import SamplingParams
 
 META = torch.device("meta")
 # (file, function) of the reads the design names; anything else that reads on a GPU would stall it
-DESIGNATED_READS = {("core/methods/specexec.py", "_read_pass"), ("core/constraints.py", "tree_allowed"),
-                    ("core/constraints.py", "child_allowed")}
+DESIGNATED_READS = {("core/decoding/methods/specexec.py", "_read_pass"), ("core/decoding/constraints.py", "tree_allowed"),
+                    ("core/decoding/constraints.py", "child_allowed")}
 PROMPT = [1, 17, 5, 33, 8, 2, 40]
 
 
@@ -93,7 +93,7 @@ def test_a_pass_on_meta_mixes_no_devices_and_reads_only_where_designed(folders, 
                                 max_new_tokens=16)
     params = SamplingParams(temperature=0.8, top_p=0.9, seed=3)
     stop = _first_stop(lambda: list(stream_generate(target, draft, tokenizer, PROMPT, params, settings, controls=controls)))
-    expected = ("core/constraints.py", "child_allowed") if grammar else ("core/methods/specexec.py", "_read_pass")
+    expected = ("core/decoding/constraints.py", "child_allowed") if grammar else ("core/decoding/methods/specexec.py", "_read_pass")
     assert stop == expected and stop in DESIGNATED_READS
 
 

@@ -17,7 +17,7 @@ from safetensors.numpy import save_file
 
 from core.engine.process import error_event
 from core.errors import DamagedModelError, ModelFormatError, UnsupportedFormatError
-from core.model_format import check_gguf_size, check_weight_format, gguf_parameters, quant_scheme
+from core.modeling.model_format import check_gguf_size, check_weight_format, gguf_parameters, quant_scheme
 
 LLAMA = {"model_type": "llama", "vocab_size": 64, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,
          "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 64}

@@ -130,7 +130,7 @@ def test_delete_refuses_a_folder_another_process_is_downloading_into(home, capsy
 
 
 def test_import_gguf_into_a_folder_the_loader_accepts(home, tmp_path, capsys):
-    from core.loading import _folder_or_gguf
+    from core.loading.load import _folder_or_gguf
 
     source = gguf_file(tmp_path / "tiny.Q4_0.gguf")
     destination = import_model(source, home / "models")

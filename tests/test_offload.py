@@ -19,8 +19,8 @@ from transformers import (
     Qwen2MoeConfig,
 )
 
-from core.causal_lm import CausalLM
-from core.decode_state import DecodeState
+from core.modeling.causal_lm import CausalLM
+from core.decoding.decode_state import DecodeState
 from core.errors import (
     InsufficientHostMemoryError,
     InsufficientVRAMError,
@@ -29,11 +29,11 @@ from core.errors import (
     ModelNotFoundError,
     UnsupportedArchitectureError,
 )
-from core.generation import DecodingSettings, stream_generate
-from core.methods.specexec import TreeSettings, specexec_steps
+from core.decoding.generation import DecodingSettings, stream_generate
+from core.decoding.methods.specexec import TreeSettings, specexec_steps
 from core.offload import OffloadedLM, OffloadReport, load_offloaded
 from core.offload.layout import LAYER_ALIGN, layer_layout
-from core.offload.residency import (
+from core.planning.residency import (
     activation_bytes,
     config_kv_bytes,
     default_vram_budget,
@@ -42,12 +42,12 @@ from core.offload.residency import (
     plan_residency,
     spread_layers,
 )
-from core.offload.routing import OffloadSettings
+from core.loading.offload_policy import OffloadSettings
 from core.offload.schedule import Compute, Copy, check_plan, pass_timeline, plan_pass, plan_prefetch, streamed_layers
-from core.offload.host_memory import check_host_memory
+from core.planning.host_memory import check_host_memory
 from core.offload.weight_store import HostWeightStore
-from core.sampling import SamplingParams
-from core.tree_mask import additive_mask, causal_visibility
+from core.decoding.sampling import SamplingParams
+from core.modeling.tree_mask import additive_mask, causal_visibility
 
 from conftest import make_word_tokenizer
 

@@ -9,10 +9,10 @@ import pytest
 import torch
 
 from core.errors import InvalidSettingError
-from core.loading import load_model
+from core.loading.load import load_model
 from core.offload.offloaded_lm import OffloadedLM
-from core.offload.routing import OffloadSettings
-from core.tree_mask import additive_mask, causal_visibility
+from core.loading.offload_policy import OffloadSettings
+from core.modeling.tree_mask import additive_mask, causal_visibility
 from conftest import make_word_tokenizer
 from test_cli import save_tiny_model, specexec
 from test_gptq import write_gptq_checkpoint

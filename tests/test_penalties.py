@@ -5,13 +5,13 @@ the answer only (not the prompt), as vLLM counts them."""
 import pytest
 import torch
 
-from core.decode_state import DecodeState
-from core.device_io import gpu_semantics
+from core.decoding.decode_state import DecodeState
+from core.decoding.device_io import gpu_semantics
 from core.errors import InvalidSettingError
-from core.generation import DecodingSettings, generate
-from core.methods.sequential import sequential_steps
-from core.methods.specexec import TreeSettings, specexec_steps
-from core.sampling import SamplingParams, apply_occurrence_penalties, occurrence_counts, process_logits
+from core.decoding.generation import DecodingSettings, generate
+from core.decoding.methods.sequential import sequential_steps
+from core.decoding.methods.specexec import TreeSettings, specexec_steps
+from core.decoding.sampling import SamplingParams, apply_occurrence_penalties, occurrence_counts, process_logits
 
 PROMPT = [1, 17, 5, 33, 8, 2, 40]
 

@@ -19,14 +19,14 @@ import torch
 from safetensors.torch import load_file, save_file
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from core.causal_lm import CausalLM
-from core.loading import load_model
-from core.methods.specexec import TreeSettings
-from core.model_format import check_weight_format
+from core.modeling.causal_lm import CausalLM
+from core.loading.load import load_model
+from core.decoding.methods.specexec import TreeSettings
+from core.modeling.model_format import check_weight_format
 from core.offload import load_offloaded
 from core.offload.gptq import GPTQLinear, dequantize_reference
 from core.offload.quant_formats import AWQ_ORDER, awq_qweight, awq_qzeros
-from core.sampling import SamplingParams
+from core.decoding.sampling import SamplingParams
 from conftest import torch_threads
 from test_exactness import run_sequential, run_specexec
 from test_gptq import IDS, _logits, write_gptq_checkpoint
@@ -203,7 +203,7 @@ def test_compressed_tensors_other_widths_with_its_own_packer(bits, group, sym):
     from compressed_tensors.compressors.pack_quantized.helpers import pack_to_int32
     from compressed_tensors.quantization import QuantizationArgs, QuantizationScheme
 
-    from core.model_format import QuantScheme
+    from core.modeling.model_format import QuantScheme
     from core.offload.quant_formats import CheckpointFormat
 
     generator = torch.Generator().manual_seed(bits * 100 + (group if group > 0 else 1))

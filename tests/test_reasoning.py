@@ -17,8 +17,8 @@ import pytest
 from conftest import in_process_engine, torch_threads
 from core.engine import protocol as P
 from core.errors import InvalidSettingError
-from core.reasoning import ReasoningSplitter, ThinkingFormat, split_text, thinking_control, thinking_format
-from core.template_kwargs import check_template_kwargs, template_variables
+from core.text.reasoning import ReasoningSplitter, ThinkingFormat, split_text, thinking_control, thinking_format
+from core.text.template_kwargs import check_template_kwargs, template_variables
 from thinking_models import (
     ANSWER, ANSWER_TEXT, QWEN3_TEMPLATE, R1_TEMPLATE, THOUGHT, THOUGHT_TEXT, make_thinking_tokenizer,
     save_thinking_pair,
@@ -109,11 +109,11 @@ def qwen3_pair(tmp_path_factory):
 
 
 def _stream(pair, messages, method, **template_kwargs):
-    from core.generation import DecodingSettings, stream_generate
-    from core.loading import load_model
-    from core.methods.specexec import TreeSettings
-    from core.prompts import Prompt, encode_prompt
-    from core.sampling import SamplingParams
+    from core.decoding.generation import DecodingSettings, stream_generate
+    from core.loading.load import load_model
+    from core.decoding.methods.specexec import TreeSettings
+    from core.text.prompts import Prompt, encode_prompt
+    from core.decoding.sampling import SamplingParams
 
     target, draft = (load_model(folder, dtype="float32", device="cpu") for folder in pair)
     tokenizer = target.tokenizer
@@ -311,8 +311,8 @@ def test_a_grammar_holds_after_the_thinking_block(inside):
     import llguidance.hf
     from transformers import AutoTokenizer
 
-    from core.builtin import ensure_converted
-    from core.constraints import GrammarSpec, after_thinking
+    from core.loading.builtin import ensure_converted
+    from core.decoding.constraints import GrammarSpec, after_thinking
     from core.server.tool_calls import forced_call_grammar
 
     tokenizer = AutoTokenizer.from_pretrained(ensure_converted())

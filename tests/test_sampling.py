@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from core.errors import InvalidSettingError
-from core.device_io import gpu_semantics
-from core.keyed_random import STREAM_TOKEN, keyed_gumbels, keyed_uniforms, philox4x32
-from core.sampling import (
+from core.decoding.device_io import gpu_semantics
+from core.decoding.keyed_random import STREAM_TOKEN, keyed_gumbels, keyed_uniforms, philox4x32
+from core.decoding.sampling import (
     DRAW_BLOCK, SamplingParams, apply_repetition_penalty, apply_top_k, apply_top_p, draft_logprobs, draft_top_k,
     draw_slots, gumbel_pick, position_noise, process_logits, sample_token,
 )
@@ -77,7 +77,7 @@ MASK32 = 0xFFFFFFFF
 
 def philox_reference(counter, key, rounds=10):
     """Philox4x32-R in plain Python integers, written from the paper (Salmon et al., SC 2011), independently
-    of core/keyed_random.py (which avoids 64-bit products so that int64 tensors never overflow)."""
+    of core/decoding/keyed_random.py (which avoids 64-bit products so that int64 tensors never overflow)."""
     x, (k0, k1) = list(counter), key
     for r in range(rounds):
         if r:

@@ -111,8 +111,8 @@ def local_prompt_tokens(models: tuple[str, str], body: dict) -> int:
     """The prompt tokens of a chat request rendered here, with the served model's tokenizer."""
     from transformers import AutoTokenizer
 
-    from core.prompts import Prompt, encode_prompt
-    from core.server.schemas import Defaults, parse_chat_request
+    from core.text.prompts import Prompt, encode_prompt
+    from core.server.requests import Defaults, parse_chat_request
 
     request = parse_chat_request(body, Defaults())
     tokenizer = AutoTokenizer.from_pretrained(models[0])
@@ -160,7 +160,7 @@ def spelling_models(tmp_path_factory) -> tuple[str, str]:
     write a tool call."""
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-    from core.builtin import ensure_converted
+    from core.loading.builtin import ensure_converted
 
     tokenizer = AutoTokenizer.from_pretrained(ensure_converted())
     tokenizer.chat_template = HERMES_TEMPLATE

@@ -13,7 +13,7 @@ import pytest
 
 from core.engine import protocol as P
 from core.errors import ContextLengthError, ServerError
-from core.server import schemas as S
+from core.server import requests as S
 
 DEFAULTS = S.Defaults(temperature=0.5, top_p=0.8, max_tokens=32, seed=None, stop=("###",))
 USER = [{"role": "user", "content": "hi"}]

@@ -1,4 +1,4 @@
-"""The pure size arithmetic (core.offload.sizes) equals what the loader really builds, and the planning
+"""The pure size arithmetic (core.planning.sizes) equals what the loader really builds, and the planning
 modules the app's fit prediction imports stay free of torch."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from core.offload.gptq import DequantScratch, GPTQSettings
 from core.offload.gptq_loader import EXPERT_PREFIX, quantize_layers
 from core.offload.layout import layer_layout
 from core.offload.loader import _top_level_tensors, build_meta_model
-from core.offload.sizes import (
+from core.planning.sizes import (
     ModelShape,
     WeightFormat,
     decoder_layer_bytes,
@@ -89,7 +89,7 @@ def test_llama2_70b_gptq_layer_by_hand() -> None:
 
 
 def test_planning_modules_import_without_torch() -> None:
-    code = ("import sys; import core.offload.residency, core.offload.sizes, core.offload.host_memory, "
+    code = ("import sys; import core.planning.residency, core.planning.sizes, core.planning.host_memory, "
             "core.models.fit, core.models.speed, core.models.gpu_specs, core.hardware.probe, core.cli.hw, "
             "core.cli.models_recommend; print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -12,13 +12,13 @@ import math
 import pytest
 import torch
 
-from core.decode_state import DecodeState
-from core.methods import specinfer
-from core.methods.sequential import sequential_steps
-from core.methods.specexec import TreeSettings
-from core.methods.specinfer import chain_shape, choose_among_candidates, merge_chains, specinfer_steps
-from core.sampling import SamplingParams, target_probs
-from core.tree_mask import additive_mask, causal_visibility
+from core.decoding.decode_state import DecodeState
+from core.decoding.methods import specinfer
+from core.decoding.methods.sequential import sequential_steps
+from core.decoding.methods.specexec import TreeSettings
+from core.decoding.methods.specinfer import chain_shape, choose_among_candidates, merge_chains, specinfer_steps
+from core.decoding.sampling import SamplingParams, target_probs
+from core.modeling.tree_mask import additive_mask, causal_visibility
 from conftest import make_tiny_llama, sharpen
 
 VOCAB = 8  # small, so a few thousand samples pin a distribution down

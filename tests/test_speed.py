@@ -18,7 +18,7 @@ from core.models.speed import (
     layer_compute_seconds,
     target_pass_seconds,
 )
-from core.offload.sizes import ModelShape, WeightFormat, decoder_layer_bytes
+from core.planning.sizes import ModelShape, WeightFormat, decoder_layer_bytes
 
 LLAMA_7B = ModelShape("llama", 32, 4096, 11008, 32, 32, 32000, 128)
 LLAMA_70B = ModelShape("llama", 80, 8192, 28672, 64, 8, 32000, 128)

@@ -8,7 +8,7 @@ import torch
 
 from conftest import torch_threads
 from core.cli.main import build_parser, main
-from core.threads import default_thread_count
+from core.system.threads import default_thread_count
 from test_cli import tiny_pair  # noqa: F401 - fixture
 
 

@@ -167,7 +167,7 @@ ROUND_TRIP = [
 
 
 def test_the_tool_call_format_is_read_from_the_template():
-    from core.prompts import tool_call_format
+    from core.text.prompts import tool_call_format
     from tool_templates import HERMES_TEMPLATE, LLAMA31_TEMPLATE
 
     assert tool_call_format(_tokenizer(HERMES_TEMPLATE)) == HERMES
@@ -184,7 +184,7 @@ def test_tools_calls_and_results_are_rendered_in_the_models_format(template_name
     """The prompt carries the tool's definition, the earlier call in the model's own format (so the model sees
     what it wrote) and the tool's result; and what the model wrote reads back as the same call."""
     import tool_templates
-    from core.prompts import render_chat, tool_call_format
+    from core.text.prompts import render_chat, tool_call_format
 
     tokenizer = _tokenizer(getattr(tool_templates, template_name))
     prompt = render_chat(tokenizer, ROUND_TRIP, (WEATHER,))
@@ -196,7 +196,7 @@ def test_tools_calls_and_results_are_rendered_in_the_models_format(template_name
 
 def test_a_template_without_tools_refuses_them_clearly():
     from core.errors import InvalidSettingError
-    from core.prompts import render_chat
+    from core.text.prompts import render_chat
 
     tokenizer = _tokenizer("{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}")
     with pytest.raises(InvalidSettingError, match="chat template has no tool support"):

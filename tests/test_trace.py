@@ -1,4 +1,4 @@
-"""The GPU proxies (core/device_trace.py) and the ceilings they hold the decoding loop to: at most 6 host syncs
+"""The GPU proxies (core/bench/device_trace.py) and the ceilings they hold the decoding loop to: at most 6 host syncs
 per SpecExec pass whatever the tree, none inside a draft forward, on a resident and on an offloaded target."""
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ import pytest
 import torch
 
 from core.bench.trace import PassTrace, traced_stream
-from core.device_trace import DeviceTrace
-from core.generation import DecodingSettings, generate
-from core.methods.specexec import TreeSettings
+from core.bench.device_trace import DeviceTrace
+from core.decoding.generation import DecodingSettings, generate
+from core.decoding.methods.specexec import TreeSettings
 from core.offload import load_offloaded
-from core.sampling import SamplingParams
-from core.timing import synchronize
+from core.decoding.sampling import SamplingParams
+from core.decoding.timing import synchronize
 from conftest import make_word_tokenizer
 from test_cli import save_tiny_model, specexec
 

@@ -145,7 +145,7 @@ class ApiServerHost(QObject):
         self._start(config, settings)
 
     def _defaults(self, settings: AppSettings):
-        from core.server.schemas import Defaults
+        from core.server.requests import Defaults
 
         conversation = settings.conversation_defaults()
         return Defaults(temperature=conversation.temperature, top_p=conversation.top_p,

@@ -30,7 +30,7 @@ from app.engine.bridge import EngineBridge
 from app.conversations.list_models import ConversationListModel, MessageListModel
 from app.settings.schema import AppSettings, BudgetMode, ConversationSettings, conversation_settings_from_json, conversation_settings_to_json
 from core.engine import protocol as P
-from core.reasoning import THINKING_SWITCH
+from core.text.reasoning import THINKING_SWITCH
 
 log = logging.getLogger(__name__)
 

@@ -60,7 +60,7 @@ class Message:
     created_at: float = 0.0
     alt_index: int = 0  # this answer's place among the alternatives of its turn (0-based)
     alt_count: int = 1  # how many answers the turn has (Regenerate adds one and keeps the old)
-    reasoning: str = ""  # a thinking model's thinking before the answer (core.reasoning), "" for the others
+    reasoning: str = ""  # a thinking model's thinking before the answer (core.text.reasoning), "" for the others
 
 
 # ----------------------------------------------------------------------------------------------------------

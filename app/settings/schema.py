@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from core.engine import protocol as P
-from core.threads import resolve_thread_count
+from core.system.threads import resolve_thread_count
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ class Theme(StrEnum):
 class Method(StrEnum):
     """How answers are decoded (values serialized to disk: do not change)."""
 
-    AUTO = "auto"  # with a draft: plain decoding or SpecExec, whichever is faster here (core/autotune)
+    AUTO = "auto"  # with a draft: plain decoding or SpecExec, whichever is faster here (core/decoding/autotune)
     SPECEXEC = "specexec"
     SPECINFER = "specinfer"
     SEQUENTIAL = "sequential"
@@ -135,7 +135,7 @@ class AppSettings:
     max_depth: int = 32
     expand: int = 32
     context_length: int = 0  # tokens the KV caches are planned for; 0 = 4,096 (or the models' limit if lower)
-    engine_threads: int = 0  # CPU threads for the engine; 0 = core.threads' default (physical cores minus one)
+    engine_threads: int = 0  # CPU threads for the engine; 0 = core.system.threads' default (physical cores minus one)
     # Where answers come from: "" = this computer (the engine process), else the name of one of `endpoints`.
     connection: str = ""
     endpoints: list[RemoteEndpoint] = field(default_factory=list)

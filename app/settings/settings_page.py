@@ -24,9 +24,9 @@ from app.system.model_chooser import chosen_path, model_chooser
 from app.theme.icons import themed
 from app.theme.tokens import SPACE
 from app.window.buttons import LINK, PRIMARY, SECONDARY, button, footer
-from core.model_spec import BUILTIN, BUILTIN_DRAFT, spec_problem
-from core.models.locations import models_dir
-from core.offload.residency import PLANNED_CONTEXT
+from core.models.model_spec import BUILTIN, BUILTIN_DRAFT, spec_problem
+from core.system.locations import models_dir
+from core.planning.residency import PLANNED_CONTEXT
 
 # The built-in models as people read them; the ids stay what is saved and typed.
 BUILTIN_NAMES = {BUILTIN: "SmolLM2 135M (built-in)", BUILTIN_DRAFT: "SmolLM2 135M, 4-bit (built-in draft)"}

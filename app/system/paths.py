@@ -11,9 +11,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-# The data and config folders are found once, in core.models.locations (the models folder sits beside the
+# The data and config folders are found once, in core.system.locations (the models folder sits beside the
 # chats, and the download token beside the settings).
-from core.models.locations import APP_AUTHOR, APP_NAME, DATA_DIR_ENV, config_dir, data_dir
+from core.system.locations import APP_AUTHOR, APP_NAME, DATA_DIR_ENV, config_dir, data_dir
 
 LOG_DIR_ENV = "SPECEXEC_LOG_DIR"
 

@@ -41,8 +41,8 @@ from app.window.toast import Toast
 from app.conversations.store import Store
 from app.models.wizard.wizard import FirstRunWizard
 from core.engine import protocol as P
-from core.model_spec import BUILTIN
-from core.models.locations import models_dir
+from core.models.model_spec import BUILTIN
+from core.system.locations import models_dir
 
 log = logging.getLogger(__name__)
 

@@ -24,10 +24,10 @@ from core.cli.options import (
     tree_settings,
 )
 from core.cli.pair import load_pair
-from core.generation import METHODS, DecodingSettings, stream_generate
-from core.methods.specexec import TreeSettings
-from core.prompts import encode_prompt, read_prompt_file
-from core.threads import apply_torch_threads
+from core.decoding.generation import METHODS, DecodingSettings, stream_generate
+from core.decoding.methods.specexec import TreeSettings
+from core.text.prompts import encode_prompt, read_prompt_file
+from core.system.threads import apply_torch_threads
 
 
 @dataclass
@@ -41,7 +41,7 @@ class Row:
     search_overhead: float  # share of a pass spent in the draft search beyond its forwards
     draft_forwards: float  # draft model forwards per target pass (the search's sequential steps)
     speedup: float | None = None  # tokens/s against sequential, measured in this run
-    # --trace: per pass (after each answer's first), as a GPU would see it (core/device_trace.py)
+    # --trace: per pass (after each answer's first), as a GPU would see it (core/bench/device_trace.py)
     syncs_per_pass: float | None = None
     kernels_per_draft_forward: float | None = None
     kernels_per_pass: float | None = None

@@ -19,11 +19,11 @@ from dataclasses import asdict, dataclass
 
 from core.cli.options import add_model_arguments, sampling_params
 from core.cli.pair import load_pair
-from core.generation import DecodingSettings, generate
-from core.methods.specexec import TreeSettings
-from core.prompts import encode_prompt, read_prompt_file
-from core.sampling import SamplingParams
-from core.token_diff import first_difference
+from core.decoding.generation import DecodingSettings, generate
+from core.decoding.methods.specexec import TreeSettings
+from core.text.prompts import encode_prompt, read_prompt_file
+from core.decoding.sampling import SamplingParams
+from core.decoding.agreement import first_difference
 
 
 @dataclass(frozen=True)

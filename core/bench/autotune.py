@@ -19,9 +19,9 @@ from dataclasses import asdict, dataclass, field
 
 from core.cli.options import add_model_arguments, sampling_params
 from core.cli.pair import load_pair
-from core.generation import DecodingSettings, stream_generate
-from core.methods.specexec import TreeSettings
-from core.prompts import Prompt, encode_prompt, read_prompt_file
+from core.decoding.generation import DecodingSettings, stream_generate
+from core.decoding.methods.specexec import TreeSettings
+from core.text.prompts import Prompt, encode_prompt, read_prompt_file
 
 # Used when no --prompts file is given: short chat questions like the app's first turns.
 DEFAULT_PROMPTS = (
@@ -79,8 +79,8 @@ def _settings(args: argparse.Namespace) -> dict[str, DecodingSettings]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from core.autotune.cost_model import cached_cost_model
-    from core.autotune.setup import tuner_for_pair
+    from core.decoding.autotune.cost_model import cached_cost_model
+    from core.decoding.autotune.setup import tuner_for_pair
 
     say = (lambda text: None) if args.json else (lambda text: print(text, file=sys.stderr, flush=True))
     target, draft = load_pair(args, need_draft=True)

@@ -10,7 +10,7 @@ memory and matmul rates, and the draft in the form the paper ran it: 16-bit next
 4-bit GPTQ next to a GPTQ target (its Appendix: "we also quantize the draft (7B) model using the same GPTQ
 algorithm"; an 8 GB RTX 4060 could not hold a 13.5 GB 16-bit draft), multiplied the way GPTQ engines of 2024
 did for batches of tens to hundreds of rows: dequantised into 16 bits, then a GEMM (DraftKernel.DEQUANTISE).
-SpecInfer rows draft chains: as many forwards as a chain is long (core.methods.specinfer.chain_shape).
+SpecInfer rows draft chains: as many forwards as a chain is long (core.decoding.methods.specinfer.chain_shape).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import json
 from dataclasses import asdict, dataclass
 
 from core.models.gpu_specs import gpu_specs
-from core.methods.specinfer import chain_shape
+from core.decoding.methods.specinfer import chain_shape
 from core.models.speed import (
     MAX_DRAFT_FORWARDS,
     DraftKernel,
@@ -30,7 +30,7 @@ from core.models.speed import (
     layer_compute_seconds,
     target_pass_seconds,
 )
-from core.offload.sizes import ModelShape, WeightFormat, decoder_layer_bytes
+from core.planning.sizes import ModelShape, WeightFormat, decoder_layer_bytes
 
 RING_SLOTS = 2
 TOLERANCE = 0.20  # a row further off than this needs its sentence in docs/benchmarks.md

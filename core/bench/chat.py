@@ -23,7 +23,7 @@ from core.cli.options import add_engine_benchmark_arguments, engine_load_setting
 from core.engine import protocol as P
 from core.engine.client import EngineClient
 from core.errors import EngineError, InvalidSettingError
-from core.threads import apply_torch_threads
+from core.system.threads import apply_torch_threads
 
 FILLER = (
     "The history of the printing press begins with movable type in East Asia and continues with Gutenberg's "
@@ -83,10 +83,10 @@ def _intervals(times: list[float]) -> list[float]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from core.generation import DecodingSettings, stream_generate
-    from core.methods.specexec import TreeSettings
-    from core.prompts import Prompt, encode_prompt
-    from core.sampling import SamplingParams
+    from core.decoding.generation import DecodingSettings, stream_generate
+    from core.decoding.methods.specexec import TreeSettings
+    from core.text.prompts import Prompt, encode_prompt
+    from core.decoding.sampling import SamplingParams
 
     args.threads = apply_torch_threads(args.threads)  # the same count for the engine process below
     say = (lambda text: None) if args.json else (lambda text: print(text, file=sys.stderr, flush=True))

@@ -10,7 +10,7 @@ both sets of logits, counting draws that differ. Candidates:
 - inverse-cdf-f32: one keyed uniform against the float32 cumulative sum in vocabulary order (the draw before
   issue 30);
 - inverse-cdf-f64: the same, the softmax and sum in float64;
-- gumbel-two-level: core.sampling's draw (a Gumbel per block of DRAW_BLOCK tokens, then per slot);
+- gumbel-two-level: core.decoding.sampling's draw (a Gumbel per block of DRAW_BLOCK tokens, then per slot);
 - gumbel-full: one Gumbel per vocabulary entry (the textbook Gumbel-max; V noise values a position).
 Each row also says how many keyed noise values one draw needs, the host-side cost that chose among them.
 """
@@ -22,8 +22,8 @@ import json
 
 import torch
 
-from core.keyed_random import STREAM_TOKEN, keyed_gumbels, keyed_uniforms
-from core.sampling import SamplingParams, draw_slots, gumbel_pick, process_logits
+from core.decoding.keyed_random import STREAM_TOKEN, keyed_gumbels, keyed_uniforms
+from core.decoding.sampling import SamplingParams, draw_slots, gumbel_pick, process_logits
 
 CANDIDATES = ("inverse-cdf-f32", "inverse-cdf-f64", "gumbel-two-level", "gumbel-full")
 
@@ -72,8 +72,8 @@ def noise_values(candidate: str, vocab: int) -> int:
 def logit_pairs(target, prompt: list[int], tokens: int, params: SamplingParams) -> tuple[torch.Tensor, torch.Tensor, int]:
     """(one-row logits [T, V], many-row logits [T, V], first position) over `tokens` positions after the
     prompt: the sequence is sampled once, then scored one token at a time and in one pass."""
-    from core.generation import DecodingSettings, generate
-    from core.tree_mask import additive_mask, causal_visibility
+    from core.decoding.generation import DecodingSettings, generate
+    from core.modeling.tree_mask import additive_mask, causal_visibility
 
     lm = target.lm
     sequence = generate(lm, None, target.tokenizer, prompt, params,
@@ -96,7 +96,7 @@ def logit_pairs(target, prompt: list[int], tokens: int, params: SamplingParams) 
 
 def run(args: argparse.Namespace) -> int:
     from core.cli.pair import load_pair
-    from core.prompts import encode_prompt, read_prompt_file
+    from core.text.prompts import encode_prompt, read_prompt_file
 
     target, _ = load_pair(args, need_draft=False)
     params = SamplingParams(temperature=args.temperature, top_p=args.top_p)

@@ -19,7 +19,7 @@ import time
 
 import torch
 
-from core.model_format import QuantScheme
+from core.modeling.model_format import QuantScheme
 from core.offload.quant_formats import CheckpointFormat
 
 HIDDEN, INTERMEDIATE, KV = 8192, 28672, 1024  # Llama 3.3 70B

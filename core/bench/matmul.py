@@ -51,7 +51,7 @@ class _Weights:
 
 
 def _weights(k: int, n: int, device: torch.device, generator: torch.Generator) -> _Weights:
-    from core.doctor.synthetic_gptq import finalised_linear, random_gptq_tensors
+    from core.offload.synthetic_gptq import finalised_linear, random_gptq_tensors
 
     tensors = random_gptq_tensors(generator, k, n, 4, GROUP_SIZE, False)
     first = finalised_linear(tensors, k, n, 4, GROUP_SIZE, False, device)
@@ -131,7 +131,7 @@ def measured_bandwidth(device: torch.device, rows: int = 32, repeats: int = 20) 
 
 
 def run(args: argparse.Namespace) -> int:
-    from core.loading import resolve_device
+    from core.loading.load import resolve_device
 
     device = resolve_device(args.device)
     shapes = DRAFT_SHAPES + (TARGET_SHAPES if args.target_shapes else ())

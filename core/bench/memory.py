@@ -2,13 +2,13 @@
 
 Nothing is loaded or allocated: each model is built on the meta device from its published shape, its GPTQ
 layer layout gives the exact bytes of a layer, and the plan is the one the loader makes, from the same
-functions (core.offload.residency): the default VRAM budget after the draft, both KV caches (preallocated
+functions (core.planning.residency): the default VRAM budget after the draft, both KV caches (preallocated
 at the planned context plus the tree) and the activations of one pass; the resident layers that fit in it;
 the bytes streamed per pass; and the host RAM the streamed layers and the embedding table take. The free
 VRAM of a card is its size less `--reserved-gb` (CUDA context, the desktop). The draft (when there is one)
 is counted as the loader counts it: its weights out of free VRAM (a GPTQ draft packed, with its dequantisation
 scratch, as `core.offload.loader.load_on_device` checks), its KV cache and what its CUDA graphs keep
-(`draft_graph_bytes`: core.graph_memory.planned_graph_bytes, the engine's own search forward on the meta
+(`draft_graph_bytes`: core.decoding.graph_memory.planned_graph_bytes, the engine's own search forward on the meta
 device at the plan's search width over the cache's capacity) in the budget.
 """
 
@@ -23,13 +23,13 @@ import torch
 from torch import nn
 from transformers import LlamaConfig
 
-from core.offload import residency
+from core.planning import residency
 from core.offload.gptq import DequantScratch, GPTQSettings
 from core.offload.gptq_loader import quantize_layers
 from core.offload.layout import layer_layout
-from core.offload.host_memory import host_bytes_needed
+from core.planning.host_memory import host_bytes_needed
 from core.offload.loader import EMBEDDING_KEY, build_meta_model
-from core.offload.sizes import gptq_scratch_bytes
+from core.planning.sizes import gptq_scratch_bytes
 
 GIB = 1024**3
 GB = 1e9
@@ -112,8 +112,8 @@ def _draft_bytes(draft: str) -> int:
 @functools.cache
 def _draft_graph_bytes(draft: str, context: int, tree_budget: int) -> int:
     """What the draft's CUDA graphs may keep, as `OffloadSettings.with_draft` reserves it (float16)."""
-    from core.graph_memory import planned_graph_bytes
-    from core.graph_plan import search_width
+    from core.decoding.graph_memory import planned_graph_bytes
+    from core.planning.graph_plan import search_width
 
     config, _ = DRAFTS[draft]
     return planned_graph_bytes(config, torch.float16, search_width(tree_budget), residency.kv_rows(context, tree_budget))
@@ -173,8 +173,8 @@ def graph_rows() -> list[dict]:
     pool's scratch from the engine's forward on the meta device, the app's torch-free bound, and the plan."""
     from transformers import AutoConfig
 
-    from core.graph_memory import planned_graph_bytes, search_forward_peak_bytes
-    from core.graph_plan import column_buckets, scratch_estimate_bytes, search_width
+    from core.decoding.graph_memory import planned_graph_bytes, search_forward_peak_bytes
+    from core.planning.graph_plan import column_buckets, scratch_estimate_bytes, search_width
     from core.models.catalog import load_catalog
 
     shapes = {}

@@ -29,17 +29,17 @@ from transformers import LlamaConfig
 from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRotaryEmbedding
 
 from core.cli.options import add_threads_argument
-from core.kv_cache import InPlaceKVCache
+from core.modeling.kv_cache import InPlaceKVCache
 from core.offload.gptq import DequantScratch, GPTQLinear, GPTQSettings, dequantize_into
 from core.offload.gptq_kernel import fused_dequant_available
 from core.offload.gptq_matmul import fused_matmul_available
 from core.offload.layout import LayerBinding, layer_layout
-from core.offload.residency import plan_residency
+from core.planning.residency import plan_residency
 from core.offload.schedule import pass_timeline, plan_pass
 from core.offload.streaming import LayerStreamer
-from core.offload.host_memory import HOST_MARGIN_BYTES, check_host_memory
+from core.planning.host_memory import HOST_MARGIN_BYTES, check_host_memory
 from core.offload.weight_store import HostWeightStore
-from core.threads import apply_torch_threads
+from core.system.threads import apply_torch_threads
 
 GB = 1e9
 FULL_MODEL_LAYERS = 80

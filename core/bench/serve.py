@@ -49,7 +49,7 @@ def _request(args: argparse.Namespace) -> dict:
 
 async def _through_gateway(gateway, args: argparse.Namespace) -> tuple[float, float, str]:
     """(seconds to the first text, seconds to Finished, text) through the gateway, without HTTP."""
-    from core.server.schemas import Defaults, new_id, parse_chat_request
+    from core.server.requests import Defaults, new_id, parse_chat_request
 
     started = time.monotonic()
     ticket = gateway.open(parse_chat_request(_request(args), Defaults()).to_generate(new_id("bench")))
@@ -124,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
     from core.server.engine_thread import EngineThread
     from core.server.gateway import EngineGateway
     from core.server.runner import ApiServer
-    from core.server.schemas import Defaults
+    from core.server.requests import Defaults
 
     say = (lambda text: None) if args.json else (lambda text: print(text, file=sys.stderr, flush=True))
     client = EngineClient(torch_threads=args.threads)

@@ -1,4 +1,4 @@
-"""`specexec bench trace`: the GPU proxies of a SpecExec pass, counted on any device (core/device_trace.py).
+"""`specexec bench trace`: the GPU proxies of a SpecExec pass, counted on any device (core/bench/device_trace.py).
 
 Per tree budget and per target placement (resident; offloaded: the target's layers streamed from a host
 store through device ring slots, `stream_on_cpu` on a CPU), SpecExec answers one prompt and every pass after
@@ -17,11 +17,11 @@ import sys
 from dataclasses import dataclass, field
 
 from core.cli.options import add_model_arguments, add_threads_argument, sampling_params
-from core.device_trace import DeviceTrace, TraceCounts
-from core.generation import DecodingSettings, stream_generate
-from core.methods.specexec import TreeSettings
-from core.prompts import Prompt, encode_prompt, read_prompt_file
-from core.threads import apply_torch_threads
+from core.bench.device_trace import DeviceTrace, TraceCounts
+from core.decoding.generation import DecodingSettings, stream_generate
+from core.decoding.methods.specexec import TreeSettings
+from core.text.prompts import Prompt, encode_prompt, read_prompt_file
+from core.system.threads import apply_torch_threads
 
 TARGET_KINDS = ("resident", "offloaded")
 
@@ -66,7 +66,7 @@ class PassTrace:
 def traced_stream(target, draft, tokenizer, prompt_ids, params, settings: DecodingSettings, totals: PassTrace,
                   controls=None):
     """stream_generate under a DeviceTrace, adding every pass after the first to `totals`; yields the chunks.
-    `controls`: a grammar or log-probabilities (core.methods.step.OutputControls), to count what they cost."""
+    `controls`: a grammar or log-probabilities (core.decoding.methods.step.OutputControls), to count what they cost."""
     trace = DeviceTrace()
     for model in (target, draft):
         if model is not None:
@@ -111,9 +111,9 @@ _DEFAULT_PROMPT = Prompt(messages=({"role": "user", "content": "Explain why the 
 
 def _load(args: argparse.Namespace, kind: str):
     """(target CausalLM, draft LoadedModel, tokenizer) for a target placement."""
-    from core.builtin import ensure_converted, is_builtin
+    from core.loading.builtin import ensure_converted, is_builtin
     from core.cli.pair import load_pair
-    from core.loading import resolve_spec
+    from core.loading.load import resolve_spec
     from core.offload import load_offloaded
 
     target, draft = load_pair(args)

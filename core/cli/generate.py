@@ -18,12 +18,12 @@ from core.cli.options import (
 )
 from core.engine.protocol import MAX_TOP_LOGPROBS
 from core.errors import InvalidSettingError
-from core.generation import stream_generate
-from core.methods.step import reported_logprob
-from core.threads import apply_torch_threads
-from core.prompts import Prompt, chat_prompt, encode_prompt, read_messages_file
-from core.reasoning import thinking_format
-from core.template_kwargs import template_variables
+from core.decoding.generation import stream_generate
+from core.decoding.methods.step import reported_logprob
+from core.system.threads import apply_torch_threads
+from core.text.prompts import Prompt, chat_prompt, encode_prompt, read_messages_file
+from core.text.reasoning import thinking_format
+from core.text.template_kwargs import template_variables
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

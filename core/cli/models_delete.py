@@ -20,7 +20,7 @@ def run(args: argparse.Namespace) -> int:
     from core.models.catalog import load_catalog
     from core.models.download import format_bytes
     from core.models.installed import delete_model, folder_bytes, resolve_name
-    from core.models.locations import models_dir
+    from core.system.locations import models_dir
 
     root = Path(args.dir).expanduser() if args.dir else models_dir()
     paths = resolve_name(root, args.name, load_catalog())

@@ -80,7 +80,7 @@ def _download(args: argparse.Namespace, listener) -> dict[str, Path]:
     from core.models.catalog import load_catalog
     from core.models.download import download
     from core.models.download_jobs import download_jobs, wanted_repos
-    from core.models.locations import models_dir
+    from core.system.locations import models_dir
     from core.models.token_store import current_token
 
     root = Path(args.dir).expanduser() if args.dir else models_dir()

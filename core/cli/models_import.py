@@ -15,7 +15,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from core.models.importing import import_model
-    from core.models.locations import models_dir
+    from core.system.locations import models_dir
 
     root = Path(args.dir).expanduser() if args.dir else models_dir()
     destination = import_model(Path(args.path), root, link=args.link)

@@ -18,7 +18,7 @@ def run(args: argparse.Namespace) -> int:
     from core.models.catalog import load_catalog
     from core.models.download import format_bytes
     from core.models.installed import pair_folders, scan_models
-    from core.models.locations import models_dir, repo_folder_name
+    from core.system.locations import models_dir, repo_folder_name
 
     root = Path(args.dir).expanduser() if args.dir else models_dir()
     models = scan_models(root)

@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from core.autotune.chooser import AUTO_MAX_BUDGET, resolve_budget
-from core.generation import METHODS, DecodingSettings
-from core.methods.specexec import TreeSettings
-from core.sampling import SamplingParams
+from core.decoding.autotune.chooser import AUTO_MAX_BUDGET, resolve_budget
+from core.decoding.generation import METHODS, DecodingSettings
+from core.decoding.methods.specexec import TreeSettings
+from core.decoding.sampling import SamplingParams
 
 if TYPE_CHECKING:
-    from core.offload.routing import OffloadSettings
+    from core.loading.offload_policy import OffloadSettings
 
 DEFAULTS = TreeSettings()
 
@@ -98,7 +98,7 @@ def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def offload_settings(args: argparse.Namespace) -> "OffloadSettings":
-    from core.offload.routing import OffloadSettings, parse_resident_layers
+    from core.loading.offload_policy import OffloadSettings, parse_resident_layers
 
     return OffloadSettings(
         mode=args.offload,
@@ -174,9 +174,9 @@ def output_controls(args: argparse.Namespace, target, top_logprobs: int | None =
         return None
     from pathlib import Path
 
-    from core.constraints import GrammarConstraint, GrammarSpec, after_thinking
+    from core.decoding.constraints import GrammarConstraint, GrammarSpec, after_thinking
     from core.errors import InvalidSettingError
-    from core.methods.step import OutputControls
+    from core.decoding.methods.step import OutputControls
 
     grammar = None
     if args.json_schema is not None:

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from core.cli.options import offload_settings, planned_memory
-from core.loading import LoadedModel, check_model_exists, check_same_tokenizer, load_model
+from core.loading.load import LoadedModel, check_model_exists, check_same_tokenizer, load_model
 
 
 def load_pair(args: argparse.Namespace, need_draft: bool = True) -> tuple[LoadedModel, LoadedModel | None]:

@@ -54,7 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def request_defaults(args: argparse.Namespace):
-    from core.server.schemas import Defaults
+    from core.server.requests import Defaults
 
     return Defaults(
         temperature=args.temperature, top_p=args.top_p, top_k=args.top_k,

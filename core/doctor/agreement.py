@@ -4,7 +4,7 @@ Every token SpecExec emits is sampled from the target's own distribution, so an 
 sample of the model. With the same seed it is also the same text as sequential decoding, except where two
 tokens are within rounding of each other: on a GPU the tree pass and the one-token pass use different
 kernels (a GEMM for the tree, a fused kernel for one row) and add in different orders, so their logits
-differ in the last bits, and a near-tie can go the other way (core/sampling.py: the keyed Gumbel-max draw
+differ in the last bits, and a near-tie can go the other way (core/decoding/sampling.py: the keyed Gumbel-max draw
 flips only at such near-ties). This runs a short comparison with the built-in pair on the GPU in the dtype
 the app uses there (float16 or bfloat16): PROMPTS x SEEDS answers of NEW_TOKENS tokens at temperature 1.0,
 top-p 1.0 (the widest distributions, the most near-ties), and reports the rate, per 10,000 tokens compared.
@@ -44,10 +44,10 @@ class AgreementMeasurement:
 def measure(device, prompts=PROMPTS, seeds: int = SEEDS, new_tokens: int = NEW_TOKENS, dtype: str = "auto") -> AgreementMeasurement:
     """The built-in pair on `device` (a torch.device) in `dtype` ("auto": the app's choice for the device)."""
     from core.bench.agreement import compare_runs, flip_summary
-    from core.loading import load_model
-    from core.methods.specexec import TreeSettings
-    from core.prompts import Prompt, encode_prompt
-    from core.sampling import SamplingParams
+    from core.loading.load import load_model
+    from core.decoding.methods.specexec import TreeSettings
+    from core.text.prompts import Prompt, encode_prompt
+    from core.decoding.sampling import SamplingParams
 
     try:
         target = load_model("builtin", dtype=dtype, device=str(device))

@@ -66,7 +66,7 @@ def measure(device, shapes=SHAPES, rows_list=ROWS, dtypes=DTYPES, bandwidth: boo
     import torch
 
     from core.bench.matmul import measured_bandwidth
-    from core.doctor.synthetic_gptq import finalised_linear, random_gptq_tensors
+    from core.offload.synthetic_gptq import finalised_linear, random_gptq_tensors
     from core.offload.gptq_kernel import interpreted, triton_available
 
     if not triton_available():

@@ -48,7 +48,7 @@ def measure(device, shape: tuple[int, int] = GPU_SHAPE, seed: int = 0, cases=CAS
     """Run every case through the fused kernel and the reference on `device` (a torch.device)."""
     import torch
 
-    from core.doctor.synthetic_gptq import SCALES, TINY_SCALES, finalised_linear, random_gptq_tensors
+    from core.offload.synthetic_gptq import SCALES, TINY_SCALES, finalised_linear, random_gptq_tensors
     from core.offload.gptq import dequantize_into
     from core.offload.gptq_kernel import fused_dequantize_into, interpreted, triton_available
 

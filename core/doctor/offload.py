@@ -1,6 +1,6 @@
 """Check: a tiny GPTQ model through the real offload path gives the same greedy tokens as the CPU.
 
-The model (core.doctor.synthetic_gptq, made in a temporary folder) is loaded twice: once on the CPU in
+The model (core.offload.synthetic_gptq, made in a temporary folder) is loaded twice: once on the CPU in
 float32 with every layer in RAM (the reference), once on the device the app would use, with the GPU's
 placement: one resident layer, the others in a pinned host store streamed through a ring of two slots on the
 copy stream with events, and the embedding table in host RAM. Both compute in float32, so the tokens must be
@@ -15,7 +15,7 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 
 from core.doctor.report import CheckResult, Status
-from core.token_diff import first_difference
+from core.decoding.agreement import first_difference
 
 NAME = "offload"
 PROMPT = (1, 17, 42, 99, 7, 256, 3, 128)
@@ -42,9 +42,9 @@ class OffloadMeasurement:
 
 
 def _greedy(model, prompt: tuple[int, ...], count: int) -> list[int]:
-    from core.decode_state import DecodeState
-    from core.methods.sequential import sequential_steps
-    from core.sampling import SamplingParams
+    from core.decoding.decode_state import DecodeState
+    from core.decoding.methods.sequential import sequential_steps
+    from core.decoding.sampling import SamplingParams
 
     state = DecodeState.fresh(list(prompt), model, None)
     return [token for step in sequential_steps(state, model, SamplingParams(temperature=0.0), count) for token in step.token_ids]
@@ -53,7 +53,7 @@ def _greedy(model, prompt: tuple[int, ...], count: int) -> list[int]:
 def _logits(model, ids: list[int], rows: slice):  # -> torch.Tensor [rows, V] float64 on the CPU
     import torch
 
-    from core.tree_mask import additive_mask, causal_visibility
+    from core.modeling.tree_mask import additive_mask, causal_visibility
 
     n = len(ids)
     mask = additive_mask(causal_visibility(0, n, model.device), model.dtype)
@@ -71,7 +71,7 @@ def measure(device) -> OffloadMeasurement:
     """Build the tiny model, run both paths, return the tokens (a torch.device; cuda or cpu)."""
     import torch
 
-    from core.doctor.synthetic_gptq import write_tiny_gptq_model
+    from core.offload.synthetic_gptq import write_tiny_gptq_model
     from core.offload import load_offloaded
 
     try:

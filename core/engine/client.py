@@ -54,7 +54,7 @@ class EngineClient:
     """Owns one engine process at a time. Not thread-safe: use it from one thread."""
 
     def __init__(self, start_timeout: float = DEFAULT_START_TIMEOUT_S, torch_threads: int | None = None) -> None:
-        """torch_threads: CPU threads the engine's torch may use (None: core.threads' default, physical
+        """torch_threads: CPU threads the engine's torch may use (None: core.system.threads' default, physical
         cores minus one, which leaves a core for the UI or the terminal)."""
         self.start_timeout = start_timeout
         self.torch_threads = torch_threads

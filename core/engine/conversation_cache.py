@@ -5,7 +5,7 @@ few conversations and starts each request from the one that shares the longest p
 prompt: a follow-up turn (history + the last answer + one new message) then prefills only the new message.
 
 Where the kept conversations live (the decision): the live conversation uses the one KV cache per model
-that the memory plan counted (core.offload.residency.kv_rows: the planned context plus one tree); the
+that the memory plan counted (core.planning.residency.kv_rows: the planned context plus one tree); the
 others are copies of their rows in host RAM. Several caches on the GPU would not fit the plan (a 70B's
 cache at 4,096 tokens is ~1.3 GB of VRAM, taken from resident layers), and a single cache shared by longest
 common prefix keeps only one conversation. Switching conversations copies rows: the live one's out (device
@@ -29,9 +29,9 @@ from dataclasses import dataclass
 import psutil
 import torch
 
-from core.causal_lm import CausalLM
-from core.decode_state import DecodeState
-from core.kv_cache import InPlaceKVCache
+from core.modeling.causal_lm import CausalLM
+from core.decoding.decode_state import DecodeState
+from core.modeling.kv_cache import InPlaceKVCache
 
 MAX_SAVED = 4
 HOST_BYTES_CAP = 4 << 30

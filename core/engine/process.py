@@ -63,7 +63,7 @@ def error_event(request_id: str | None, error: BaseException) -> P.Error:
 
 
 def auto_choice_event(request_id: str, choice: Any) -> P.AutoChoice:
-    """The AutoChoice event for a core.autotune.chooser.Choice."""
+    """The AutoChoice event for a core.decoding.autotune.chooser.Choice."""
     config = choice.config
     return P.AutoChoice(request_id, config.method, config.budget, config.expand, choice.reason,
                         choice.tokens_per_pass, choice.pass_seconds)
@@ -249,12 +249,12 @@ class Engine:
             torch.cuda.empty_cache()
 
     def load(self, request: P.Load) -> None:
-        from core.autotune.chooser import resolve_budget
+        from core.decoding.autotune.chooser import resolve_budget
         from core.engine.session import ChatSession
-        from core.loading import check_same_tokenizer, load_model
-        from core.offload.routing import OffloadSettings, parse_resident_layers
-        from core.prompts import tool_call_format
-        from core.reasoning import thinking_control
+        from core.loading.load import check_same_tokenizer, load_model
+        from core.loading.offload_policy import OffloadSettings, parse_resident_layers
+        from core.text.prompts import tool_call_format
+        from core.text.reasoning import thinking_control
 
         self.unload()
         self.state = "loading"
@@ -323,10 +323,10 @@ class Engine:
         self.emit(self.status_report())
 
     def generate(self, request: P.Generate) -> None:
-        from core.autotune.chooser import resolve_budget
-        from core.generation import DecodingSettings
-        from core.methods.specexec import TreeSettings
-        from core.sampling import SamplingParams
+        from core.decoding.autotune.chooser import resolve_budget
+        from core.decoding.generation import DecodingSettings
+        from core.decoding.methods.specexec import TreeSettings
+        from core.decoding.sampling import SamplingParams
 
         if self.session is None:
             self.emit(P.Error(request.request_id, "not_loaded", "no model is loaded", "send Load first"))
@@ -386,7 +386,7 @@ class Engine:
             draft_reused_prefix_tokens=turn.draft_reused_prefix_tokens,
         ))
         if shown is not None and self.session.tuner is not None:  # a tuned answer: keep the speed it saw here
-            from core.autotune.setup import record_expected_speed
+            from core.decoding.autotune.setup import record_expected_speed
 
             record_expected_speed(self.session.tuner, self.session.target, self.session.draft)
 
@@ -395,8 +395,8 @@ class Engine:
         thinking model (`thinking`: the answer's ThinkingFormat) thinks freely before the grammar holds."""
         if request.grammar_kind is None and request.top_logprobs is None:
             return None
-        from core.constraints import GrammarConstraint, GrammarSpec, after_thinking
-        from core.methods.step import OutputControls
+        from core.decoding.constraints import GrammarConstraint, GrammarSpec, after_thinking
+        from core.decoding.methods.step import OutputControls
 
         target = self.session.target
         grammar = None
@@ -411,7 +411,7 @@ class Engine:
         """The request's prompt ids after the context policy (a PreparedPrompt); raises what the checks find."""
         if request.prompt is not None:
             return self.session.prepare_text(request.prompt)
-        from core.template_kwargs import check_template_kwargs
+        from core.text.template_kwargs import check_template_kwargs
 
         # room kept for the answer when old turns are dropped (no max_new_tokens: a quarter of the context)
         room = request.max_new_tokens or min(1024, self.session.context_limit // 4)
@@ -428,7 +428,7 @@ class Engine:
         def text(token: int) -> str:
             return decode([token])
 
-        from core.methods.step import reported_logprob
+        from core.decoding.methods.step import reported_logprob
 
         return tuple({"token": text(token), "logprob": reported_logprob(entry.logprob),
                       "top": [{"token": text(other), "logprob": reported_logprob(value)} for other, value in entry.top]}
@@ -481,11 +481,11 @@ def _quiet_progress_bars() -> None:
 
 def engine_main(requests: Any, events: Any, parent_conn: Any, parent_pid: int, torch_threads: int | None = None) -> None:
     """Entry point of the engine process (see the module docstring). torch_threads: CPU threads for torch
-    (None: core.threads' default, physical cores minus one)."""
+    (None: core.system.threads' default, physical cores minus one)."""
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, signal.SIG_IGN)
     threading.Thread(target=_watch_parent, args=(parent_conn, parent_pid), name="parent-watch", daemon=True).start()
-    from core.threads import apply_torch_threads
+    from core.system.threads import apply_torch_threads
 
     apply_torch_threads(torch_threads)
     _quiet_progress_bars()

@@ -31,12 +31,12 @@ EngineState = Literal["idle", "loading", "ready", "generating"]
 FinishReason = Literal["eos", "stop", "length", "cancelled"]
 Method = Literal["specexec", "specinfer", "sequential", "auto"]
 CacheOwner = Literal["chat", "api"]
-# What an answer must match (core.constraints): any JSON object, a JSON schema, or an llguidance Lark grammar
+# What an answer must match (core.decoding.constraints): any JSON object, a JSON schema, or an llguidance Lark grammar
 GrammarKind = Literal["json_object", "json_schema", "lark"]
 MAX_TOP_LOGPROBS = 20  # alternatives per token, at most (OpenAI's limit)
 
 # How a model writes tool calls (StatusReport.models["tool_call_format"], read from its chat template by
-# core.prompts.tool_call_format; None: no tool support). Qwen2.5 / Hermes write
+# core.text.prompts.tool_call_format; None: no tool support). Qwen2.5 / Hermes write
 # <tool_call>{"name": ..., "arguments": {...}}</tool_call>; Llama 3.1 / 3.2 a bare JSON object
 # {"name": ..., "parameters": {...}}. core.server.tool_calls reads both.
 HERMES = "hermes"
@@ -91,12 +91,12 @@ class Load(Request):
     """Load a target (and a draft unless None). Replaces the models already loaded.
 
     offload (auto|on|off), vram_budget_gb (None: free VRAM minus the draft, caches, activations and a margin)
-    and resident_layers ('auto' or a count) place an offloaded target (core.offload.routing); budget also sizes
+    and resident_layers ('auto' or a count) place an offloaded target (core.loading.offload_policy); budget also sizes
     the activations it reserves. StatusReport.models["budget"] is the tree budget in force: lower than
     `budget` when the GPU cannot hold the activations of the requested tree. context_length: the tokens of
     conversation both KV caches are preallocated for (None: 4,096, or the models' limit if lower);
     StatusReport.models["max_context"] reports it, and longer conversations drop their oldest turns.
-    budget "auto" (the default): chosen per pass for this machine (core/autotune), up to the largest budget
+    budget "auto" (the default): chosen per pass for this machine (core/decoding/autotune), up to the largest budget
     it may pick (the caches and the activation reserve are sized for that one).
     """
 
@@ -131,12 +131,12 @@ class Generate(Request):
     prompt: plain text to continue without the chat template (the API's /v1/completions); `messages` is then
     empty. trim_context False answers a conversation that does not fit with a context_length Error instead
     of leaving out its oldest messages (an API client must see what the model saw).
-    grammar_kind / grammar_source: a grammar the answer must match (core.constraints.GrammarSpec; the source is
+    grammar_kind / grammar_source: a grammar the answer must match (core.decoding.constraints.GrammarSpec; the source is
     the schema's JSON text or the Lark grammar; None: free text); a grammar the engine cannot use answers an
     invalid_setting Error. top_logprobs: report each token's log-probability and this many alternatives in
     TokenChunk.logprobs (None: none). Both work with SpecExec and plain decoding, not SpecInfer.
     chat_template_kwargs: variables for the model's chat template (e.g. {"enable_thinking": False} for Qwen3;
-    checked by core.prompts.check_template_kwargs; names the template does not read are left out).
+    checked by core.text.prompts.check_template_kwargs; names the template does not read are left out).
     An assistant message may carry `reasoning_content` (its thinking, for templates that render it).
     """
 
@@ -147,7 +147,7 @@ class Generate(Request):
     top_k: int = 0
     repetition_penalty: float = 1.0
     seed: int = 0
-    presence_penalty: float = 0.0  # OpenAI's (core.sampling.apply_occurrence_penalties)
+    presence_penalty: float = 0.0  # OpenAI's (core.decoding.sampling.apply_occurrence_penalties)
     frequency_penalty: float = 0.0
     method: Method = "auto"
     max_new_tokens: int | None = 256  # None: as many as the context window holds
@@ -216,7 +216,7 @@ class LoadProgress(Event):
 @dataclass(frozen=True)
 class StatusReport(Event):
     """state: idle (no models) | loading | ready | generating. models: what is loaded (empty when idle);
-    models["thinking"] says whether the target writes its thinking apart (core.reasoning.thinking_control):
+    models["thinking"] says whether the target writes its thinking apart (core.text.reasoning.thinking_control):
     "switchable" (chat_template_kwargs {"enable_thinking": false} turns it off), "always", or None."""
 
     state: EngineState
@@ -238,7 +238,7 @@ class Queued(Event):
 class TokenChunk(Event):
     """What one target pass added. text may be empty (held back: incomplete character, possible stop string).
     reasoning: a thinking model's thinking that the pass added (the `<think>` block of its answer, markers
-    left out; core.reasoning), shown apart from the answer; `text` is then the answer proper, and either may
+    left out; core.text.reasoning), shown apart from the answer; `text` is then the answer proper, and either may
     be empty. Models without thinking markers always send reasoning "".
     sent_at: time.monotonic() in the engine when the chunk was queued (for latency measurements).
     logprobs: per new token, {"token": text, "logprob", "top": [{"token", "logprob"}, ...]}: the model's own

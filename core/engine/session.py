@@ -21,19 +21,19 @@ from dataclasses import dataclass
 import torch
 from transformers import PreTrainedTokenizerBase
 
-from core.autotune.chooser import AutoTuner
-from core.causal_lm import CausalLM
-from core.decode_state import DecodeState
-from core.detokenize import IncrementalDetokenizer
+from core.decoding.autotune.chooser import AutoTuner
+from core.modeling.causal_lm import CausalLM
+from core.decoding.decode_state import DecodeState
+from core.text.detokenize import IncrementalDetokenizer
 from core.engine.conversation_cache import ConversationCache
 from core.errors import ContextLengthError, InvalidSettingError
-from core.generation import DecodingSettings, GenerationChunk, split_reasoning, stream_generate
-from core.kv_cache import InPlaceKVCache
-from core.methods.step import OutputControls
-from core.prompts import Message, Prompt, Tool, encode_prompt
-from core.template_kwargs import template_variables
-from core.reasoning import ReasoningSplitter, ThinkingFormat, thinking_format
-from core.sampling import SamplingParams
+from core.decoding.generation import DecodingSettings, GenerationChunk, split_reasoning, stream_generate
+from core.modeling.kv_cache import InPlaceKVCache
+from core.decoding.methods.step import OutputControls
+from core.text.prompts import Message, Prompt, Tool, encode_prompt
+from core.text.template_kwargs import template_variables
+from core.text.reasoning import ReasoningSplitter, ThinkingFormat, thinking_format
+from core.decoding.sampling import SamplingParams
 
 
 @dataclass(frozen=True)
@@ -131,7 +131,7 @@ class ChatSession:
     def tuner_for(self, max_depth: int) -> AutoTuner:
         """The pair's AutoTuner (its cost model measured on first use, then read from the cache)."""
         if self.tuner is None:
-            from core.autotune.setup import tuner_for_pair
+            from core.decoding.autotune.setup import tuner_for_pair
 
             self.tuner = tuner_for_pair(self.target, self.draft, max_depth)
         return self.tuner
@@ -170,7 +170,7 @@ class ChatSession:
     ) -> "Turn":
         """Start a turn: the live state is set to `prompt_ids` now (from the kept conversation sharing the
         longest prefix, unless `reuse_cache` is False), so the reuse counts are known up front. `controls`: a
-        grammar and log-probabilities (core.methods.step.OutputControls); `thinking`: the answer's reasoning
+        grammar and log-probabilities (core.decoding.methods.step.OutputControls); `thinking`: the answer's reasoning
         markers (PreparedPrompt.thinking), which part its chunks' reasoning from their text."""
         if settings.method not in ("sequential", "auto") and self.draft is None:
             raise InvalidSettingError(f"method '{settings.method}' needs a draft model; load one or use 'sequential'")

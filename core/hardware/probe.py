@@ -24,7 +24,7 @@ from core.hardware.description import (
     load_description,
 )
 from core.hardware.nvidia import read_nvidia_gpus
-from core.models.locations import models_dir
+from core.system.locations import models_dir
 
 CPU_ONLY = "models run on the processor, slowly"
 AMD_PCI_VENDOR = "0x1002"

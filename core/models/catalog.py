@@ -28,7 +28,7 @@ from pathlib import Path
 
 from core.errors import CatalogError
 from core.models.acceptance import Acceptance
-from core.offload.sizes import ModelShape, WeightFormat
+from core.planning.sizes import ModelShape, WeightFormat
 
 CATALOG_ENV = "SPECEXEC_CATALOG"
 SCHEMA_VERSION = 1

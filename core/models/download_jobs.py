@@ -10,7 +10,7 @@ from core.errors import RemoteNotFoundError
 from core.models.catalog import Catalog
 from core.models.download import DownloadJob
 from core.models.hub import fetch_listing
-from core.models.locations import repo_folder_name
+from core.system.locations import repo_folder_name
 
 REPO_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
 

@@ -1,8 +1,8 @@
 """Will a catalog pair run on this machine, and how fast? Pure arithmetic, no torch (the app imports it).
 
 One source of truth: the memory questions are answered by the functions the loader itself calls
-(`core.offload.sizes` for layer / non-layer / scratch bytes, `core.offload.host_memory` for the RAM check,
-`core.offload.residency` for the default VRAM budget and the resident layers), so the prediction and a real
+(`core.planning.sizes` for layer / non-layer / scratch bytes, `core.planning.host_memory` for the RAM check,
+`core.planning.residency` for the default VRAM budget and the resident layers), so the prediction and a real
 load cannot disagree about what fits. Mirroring `core.cli.pair.load_pair`: the draft loads first, so free
 VRAM for the target's plan is what the draft leaves, and the draft's KV cache is reserved
 (`OffloadSettings.with_draft`).
@@ -30,18 +30,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from core.autotune.budgets import AUTO_BUDGETS, AUTO_MAX_BUDGET
+from core.planning.budgets import AUTO_BUDGETS, AUTO_MAX_BUDGET
 from core.errors import InsufficientHostMemoryError, InsufficientVRAMError
-from core.graph_plan import draft_graph_bytes, scratch_estimate_bytes, search_width
+from core.planning.graph_plan import draft_graph_bytes, scratch_estimate_bytes, search_width
 from core.hardware.description import GpuInfo, HardwareDescription
 from core.hardware.link import h2d_rate
 from core.models.catalog import BUILTIN_PAIR_ID, Catalog, ModelRef, Pair
 from core.models.measured import measured_speed
 from core.models.gpu_specs import gpu_specs
 from core.models.speed import DraftKernel, GpuRates, draft_seconds, layer_compute_seconds, target_pass_seconds
-from core.offload import residency
-from core.offload.host_memory import check_host_memory, embedding_in_host_ram, host_bytes_needed, host_table_bytes
-from core.offload.sizes import (
+from core.planning import residency
+from core.planning.host_memory import check_host_memory, embedding_in_host_ram, host_bytes_needed, host_table_bytes
+from core.planning.sizes import (
     ModelShape,
     WeightFormat,
     decoder_layer_bytes,
@@ -182,7 +182,7 @@ def _draft_kv_bytes(pair: Pair, tree_budget: int) -> int:
 
 def _draft_graph_bytes(pair: Pair, tree_budget: int) -> int:
     """What the draft's CUDA graphs may keep, as `OffloadSettings.with_draft` reserves it, from the torch-free
-    estimate of their scratch (core/graph_plan.py; the engine computes it on the meta device)."""
+    estimate of their scratch (core/planning/graph_plan.py; the engine computes it on the meta device)."""
     draft = _shape(pair.draft, pair)
     rows = residency.kv_rows(residency.PLANNED_CONTEXT, tree_budget)
     width = search_width(tree_budget)

@@ -14,7 +14,7 @@ import struct
 from pathlib import Path
 
 from core.errors import ModelFormatError, ModelNotFoundError
-from core.model_format import check_gguf_size, check_weight_format
+from core.modeling.model_format import check_gguf_size, check_weight_format
 
 WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.pt", "*.pth")
 GGUF_MAGIC = b"GGUF"
@@ -23,7 +23,7 @@ GGUF_VERSIONS = (1, 2, 3)
 
 def check_model_folder(folder: Path) -> None:
     """A folder the loader can read: a parseable config.json and weight files in a format the engine reads
-    (core.model_format: headers and settings only, no weight data), or exactly one .gguf file.
+    (core.modeling.model_format: headers and settings only, no weight data), or exactly one .gguf file.
 
     Raises:
         ModelFormatError: what is missing, in words; UnsupportedFormatError: a format the engine does not read
@@ -51,7 +51,7 @@ def check_model_folder(folder: Path) -> None:
 
 def check_gguf_file(path: Path) -> None:
     """The first 24 bytes of a GGUF file: magic, a known version, tensor and metadata counts; then its size
-    once expanded (core.model_format.check_gguf_size: a big model's GGUF cannot load).
+    once expanded (core.modeling.model_format.check_gguf_size: a big model's GGUF cannot load).
 
     Raises:
         ModelFormatError: not a GGUF file, or a truncated one; UnsupportedFormatError: too big to expand.

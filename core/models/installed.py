@@ -13,7 +13,7 @@ from pathlib import Path
 
 from core.errors import ModelNotFoundError
 from core.models.catalog import Catalog
-from core.models.locations import repo_folder_name
+from core.system.locations import repo_folder_name
 from core.models.manifest import MANIFEST_NAME, bytes_present, read_manifest
 
 

@@ -1,7 +1,7 @@
 """What a model pair's answers run at on this computer, as measured (no torch: the app's wizard and
 `specexec models recommend` read it; the engine writes it).
 
-The engine times a few short forwards of each model when it loads a pair (core/autotune/cost_model.py) and
+The engine times a few short forwards of each model when it loads a pair (core/decoding/autotune/cost_model.py) and
 works out the fastest way to answer here: plain decoding or SpecExec at some tree budget. That figure,
 tokens per second, is kept here per pair and kind of device, and kept again after each answer the engine
 tuned (by then corrected by the passes it saw, so a load measured while the machine was busy does not stand
@@ -17,7 +17,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from core.json_cache import read_entries, write_entries
+from core.system.json_cache import read_entries, write_entries
 
 SPEEDS_FILE = "measured-speeds.json"
 MAX_AGE_S = 30 * 24 * 3600  # as the cost models' cache: drivers, load and thermals drift
@@ -39,7 +39,7 @@ class MeasuredSpeed:
 
 
 def speeds_path() -> Path:
-    from core.models.locations import cache_dir
+    from core.system.locations import cache_dir
 
     return cache_dir() / "autotune" / SPEEDS_FILE
 

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from core.models.gpu_specs import GpuSpecs
-from core.offload.sizes import ModelShape, WeightFormat, decoder_layer_bytes
+from core.planning.sizes import ModelShape, WeightFormat, decoder_layer_bytes
 
 # Host time to launch one eager PyTorch kernel from Python (dispatch + cudaLaunchKernel). Engineering facts:
 # ~10 us. Dispatch alone measured 28 us per op on the 2-core development CPU at load average 8.6 (a quarter of
@@ -74,7 +74,7 @@ GRAPH_KERNEL_GAP_SECONDS = 2e-6
 #              --max-new-tokens 48 --seeds 1 --threads 1 --json      (docs/benchmarks.md, issue 21)
 #   1024-2048: docs/benchmarks.md, issue 10 (same prompts, 4 of them, 32 tokens)
 # Interpolated in log2(budget), held flat outside. These are counts of the search run until its tree is
-# complete; adaptive depth (issue 20, core/autotune/depth.py) stops a pass earlier when one more forward is
+# complete; adaptive depth (issue 20, core/decoding/autotune/depth.py) stops a pass earlier when one more forward is
 # worth less than its cost, so they are the upper end of what the engine runs.
 DRAFT_FORWARDS_PER_TOKEN: tuple[tuple[int, float], ...] = ((16, 7.87 / 3.80), (64, 11.72 / 4.86), (256, 14.57 / 5.73),
                                                            (1024, 18.8 / 7.11), (2048, 20.0 / 8.00))

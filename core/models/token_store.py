@@ -15,8 +15,8 @@ import os
 from pathlib import Path
 
 from core.errors import InvalidTokenError
-from core.models.locations import config_dir
-from core.secret_store import KEYRING_SERVICE, usable_keyring, write_private_file
+from core.system.locations import config_dir
+from core.system.secret_store import KEYRING_SERVICE, usable_keyring, write_private_file
 
 KEYRING_USER = "huggingface-token"
 TOKEN_FILE_NAME = "hf-token"

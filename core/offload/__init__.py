@@ -7,12 +7,12 @@ Public API (what loading and the CLI use):
                    draft_kv_bytes=0, draft_graph_bytes=0) -> OffloadedLM
         Load a quantised (GPTQ v1/v2 2/3/4/8-bit, AWQ GEMM, compressed-tensors pack-quantized; any group
         size, act-order) or 16-bit safetensors folder. `OffloadedLM` is a
-        `core.causal_lm.CausalLM`, so SpecExec runs on it unchanged; `.report.summary()` says how many
+        `core.modeling.causal_lm.CausalLM`, so SpecExec runs on it unchanged; `.report.summary()` says how many
         layers are resident and how many bytes stream per pass. See `core.offload.loader.load_offloaded`
         for every argument and the errors raised.
 
     is_quantized_folder(folder) -> bool
-        True when the folder's quantisation settings are a format the engine reads (core.model_format).
+        True when the folder's quantisation settings are a format the engine reads (core.modeling.model_format).
 
 Modules, one job each:
     gptq          unpack / dequantise GPTQ tensors; GPTQLinear, GPTQExperts

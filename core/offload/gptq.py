@@ -36,7 +36,7 @@ from torch import nn
 
 from core.offload.gptq_kernel import fused_dequant_available, fused_dequantize_into
 from core.offload.gptq_matmul import fused_gptq_matmul, fused_matmul_available
-from core.offload.sizes import block_shape, gptq_linear_tensors, packed_rows
+from core.planning.sizes import block_shape, gptq_linear_tensors, packed_rows
 
 # Rows of the int32 temporary a dequantisation chunk may hold, as a number of elements (64 MB of int32).
 CHUNK_ELEMENTS = 16 * 1024 * 1024
@@ -293,7 +293,7 @@ class GPTQLinear(nn.Module):
         self.mode = "groups"
         dtypes = {"int32": torch.int32, "float16": torch.float16, "bfloat16": torch.bfloat16,
                   "float32": torch.float32}
-        # Shapes from the one pure description the fit prediction also uses (core.offload.sizes). `perm`
+        # Shapes from the one pure description the fit prediction also uses (core.planning.sizes). `perm`
         # (act-order only) is the input permutation of "perm" mode, filled by the loader.
         for spec in gptq_linear_tensors(in_features, out_features, settings.bits, settings.group_size,
                                         settings.desc_act, bias, settings.scale_dtype, settings.bias_dtype):

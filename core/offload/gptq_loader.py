@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from core.errors import ModelFormatError, UnsupportedFormatError
-from core.model_format import QuantScheme, check_weight_format, quant_scheme
+from core.modeling.model_format import QuantScheme, check_weight_format, quant_scheme
 from core.offload.gptq import (
     DequantScratch,
     GPTQExperts,
@@ -25,14 +25,14 @@ from core.offload.gptq import (
     plan_gptq_rows,
     sort_rows_by_group,
 )
-from core.offload.sizes import EXPERT_NAMES
+from core.planning.sizes import EXPERT_NAMES
 
 EXPERT_PREFIX = {"mixtral": "block_sparse_moe.experts", "qwen2_moe": "mlp.experts"}
 
 
 def is_quantized_folder(folder: str | Path) -> bool:
     """True when the folder's settings describe a format the engine reads as 4-bit (or 2/3/8-bit) linears:
-    GPTQ, AWQ or compressed-tensors pack-quantized (core.model_format). Raises what `quant_scheme` raises
+    GPTQ, AWQ or compressed-tensors pack-quantized (core.modeling.model_format). Raises what `quant_scheme` raises
     for a format it does not read."""
     return quant_scheme(Path(folder)) is not None
 
@@ -40,7 +40,7 @@ def is_quantized_folder(folder: str | Path) -> bool:
 def read_gptq_settings(folder: str | Path) -> GPTQSettings | None:
     """The GPTQLinear settings a folder's checkpoint converts into, or None for an unquantised one.
 
-    Raises: UnsupportedFormatError, DamagedModelError, ModelFormatError (core.model_format.check_weight_format).
+    Raises: UnsupportedFormatError, DamagedModelError, ModelFormatError (core.modeling.model_format.check_weight_format).
     """
     return gptq_settings(check_weight_format(Path(folder)))
 

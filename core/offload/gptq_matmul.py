@@ -50,7 +50,7 @@ from dataclasses import dataclass
 import torch
 
 from core.offload.gptq_kernel import dequant_tile, interpreted, tl, triton, triton_available
-from core.offload.sizes import packed_rows
+from core.planning.sizes import packed_rows
 
 # Rows of x up to which a GPTQ linear on CUDA multiplies with this kernel instead of dequantise-then-GEMM.
 # Measured on an H100 80GB HBM3 with a 70B layer's linears (before the split K; docs/benchmarks.md, issue 31):

@@ -12,7 +12,7 @@ device block, nothing streams.
 
 Every quantised format is converted tensor by tensor, as it is read, into the one GPTQ layout the store,
 the kernels and the streaming know (core.offload.quant_formats); the folder's format is checked before
-anything is read (core.model_format.check_weight_format), so a format the engine does not read is refused
+anything is read (core.modeling.model_format.check_weight_format), so a format the engine does not read is refused
 in words, not after minutes of loading.
 """
 
@@ -29,10 +29,10 @@ import torch
 from torch import nn
 from transformers import AutoConfig, AutoModelForCausalLM
 
-from core.causal_lm import CausalLM, check_architecture
+from core.modeling.causal_lm import CausalLM, check_architecture
 from core.errors import InsufficientVRAMError, InvalidSettingError, ModelFormatError
-from core.model_format import QuantScheme, check_weight_format
-from core.offload import residency
+from core.modeling.model_format import QuantScheme, check_weight_format
+from core.planning import residency
 from core.offload.checkpoint import (
     checkpoint_files,
     expected_parts,
@@ -48,8 +48,8 @@ from core.offload.host_embedding import HostEmbedding
 from core.offload.layout import LayerBinding, LayerLayout, layer_layout
 from core.offload.offloaded_lm import OffloadedLM, OffloadReport
 from core.offload.streaming import LayerStreamer
-from core.offload.host_memory import check_host_memory, embedding_in_host_ram, host_bytes_needed, host_table_bytes
-from core.offload.sizes import gptq_scratch_bytes
+from core.planning.host_memory import check_host_memory, embedding_in_host_ram, host_bytes_needed, host_table_bytes
+from core.planning.sizes import gptq_scratch_bytes
 from core.offload.weight_store import HostWeightStore, LayerBlock
 
 log = logging.getLogger(__name__)
@@ -165,7 +165,7 @@ def load_offloaded(
     layers in (pinned) host RAM.
 
     folder: config.json + model.safetensors or sharded with model.safetensors.index.json; quantisation
-        settings from quantize_config.json or config.json["quantization_config"] (core.model_format).
+        settings from quantize_config.json or config.json["quantization_config"] (core.modeling.model_format).
     device: "cuda[:i]" streams layers through a ring of `n_slots` GPU slots; "cpu" keeps every layer in
         host RAM and binds it in place (nothing streams) unless `stream_on_cpu` (tests: the GPU's placement
         and ring on the CPU, with memcpy: resident layers in their own block, the embedding table apart).
@@ -176,8 +176,8 @@ def load_offloaded(
     vram_budget_bytes: VRAM the target's weights may use (non-layer weights, dequantisation scratch, slots,
         resident layers). None: free VRAM - draft weights (`draft_weight_bytes`) - target and draft KV
         caches (the planned context + `tree_budget` + 1 rows; `draft_kv_bytes`) - what the draft's CUDA
-        graphs keep (`draft_graph_bytes`, core/graph_plan.py) - activations of a prefill
-        chunk plus a `tree_budget` tree - a margin (core.offload.residency.default_vram_budget).
+        graphs keep (`draft_graph_bytes`, core/planning/graph_plan.py) - activations of a prefill
+        chunk plus a `tree_budget` tree - a margin (core.planning.residency.default_vram_budget).
     context_length: the planned context (None: 4,096 or the model's limit if lower); the result's
         `max_context`, and the rows its KV caches are preallocated with.
     resident_layers: "auto" = as many as fit in the budget after the ring; or an explicit count.

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 from torch import nn
 
-from core.causal_lm import CausalLM
-from core.offload.residency import DefaultBudget
+from core.modeling.causal_lm import CausalLM
+from core.planning.residency import DefaultBudget
 from core.offload.streaming import LayerStreamer
 
 GIB = 1024**3

@@ -32,9 +32,9 @@ from dataclasses import dataclass
 import torch
 
 from core.errors import ModelFormatError
-from core.model_format import QuantScheme
+from core.modeling.model_format import QuantScheme
 from core.offload.gptq import pack_rows, pack_rows_4bit_u8
-from core.offload.sizes import block_shape
+from core.planning.sizes import block_shape
 
 # AutoAWQ's packing order: nibble i of a word holds column 8c + AWQ_ORDER[i]
 AWQ_ORDER = (0, 2, 4, 6, 1, 3, 5, 7)

@@ -3,7 +3,7 @@
 `LayerBlock` holds a chosen set of layers on one device: the host store holds the layers that stream (a
 resident layer is uploaded from the checkpoint straight into a device block and has no host copy).
 
-(Whether it fits in host RAM is checked first, by core.offload.host_memory.)
+(Whether it fits in host RAM is checked first, by core.planning.host_memory.)
 
 Why one allocation: PyTorch's pinned-memory allocator rounds every allocation up to a power of two (a
 0.43 GB layer would take 0.54 GB, and one 35 GB block would take 64 GB). So we allocate plain memory of

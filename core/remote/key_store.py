@@ -1,4 +1,4 @@
-"""API keys of remote endpoints, kept like the Hugging Face token (core/secret_store.py): in the OS keyring
+"""API keys of remote endpoints, kept like the Hugging Face token (core/system/secret_store.py): in the OS keyring
 when one works, else in `endpoint-keys.json` in the config folder, a file only the user can read. Keys are
 filed under the endpoint's normalised base URL, so the app and `specexec chat --remote URL` find the same
 key, and a key is never sent to an address it was not saved for.
@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from core.models.locations import config_dir
-from core.secret_store import KEYRING_SERVICE, usable_keyring, write_private_file
+from core.system.locations import config_dir
+from core.system.secret_store import KEYRING_SERVICE, usable_keyring, write_private_file
 
 KEYS_FILE_NAME = "endpoint-keys.json"
 

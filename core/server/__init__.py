@@ -1,6 +1,6 @@
 """The local OpenAI-compatible API server (torch-free: the desktop app hosts it in its Qt process).
 
-- `core.server.schemas`: request checks and response bodies in the OpenAI format.
+- `core.server.requests`: request checks and response bodies in the OpenAI format.
 - `core.server.gateway`: routes the server's requests to the one shared engine and its events back.
 - `core.server.engine_thread`: the engine port of `specexec serve` (a thread owning an EngineClient).
 - `core.server.api`: the Starlette app (routes, API key, origin and body checks, streaming, keep-alives).

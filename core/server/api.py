@@ -45,7 +45,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from core.engine import protocol as P
-from core.server import schemas as S
+from core.server import requests as S
 from core.server.gateway import EngineGateway, Ticket
 from core.server.keys import key_matches
 from core.server.responses import ResponseBuilder, parse_responses_request, sse_event

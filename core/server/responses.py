@@ -24,7 +24,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.server import schemas as S
+from core.server import requests as S
 from core.server.tool_calls import CallDelta
 
 # Fields that ask for state this server does not keep, and what to send instead.

@@ -1,6 +1,6 @@
 """Reading tool calls out of a model's answer, in the format its chat template asked for (pure functions).
 
-Two formats (core.engine.protocol names them; core.prompts finds a model's):
+Two formats (core.engine.protocol names them; core.text.prompts finds a model's):
 - HERMES (Qwen2.5, Qwen3, Hermes, the built-in pair): each call is
   `<tool_call>{"name": ..., "arguments": {...}}</tool_call>`; text outside the tags is the answer's content.
 - LLAMA3_JSON (Llama 3.1 / 3.2): the answer is a JSON object `{"name": ..., "parameters": {...}}` (or several
@@ -421,7 +421,7 @@ def hoist_definitions(functions: list[dict]) -> tuple[list[dict], dict[str, obje
 def forced_call_grammar(fmt: str, tools: tuple[dict, ...], name: str | None = None) -> str:
     """An llguidance Lark grammar for exactly one call, in the model's own format `fmt`, to the function
     `name` (None: any of `tools`), its arguments matching the function's JSON schema: what `tool_choice`
-    "required" or a named function asks for (core.constraints decodes under it). The functions' `$defs` move
+    "required" or a named function asks for (core.decoding.constraints decodes under it). The functions' `$defs` move
     to the grammar's root (nested Pydantic models refer to them from anywhere in the parameters)."""
     key = "arguments" if fmt == HERMES else "parameters"
     functions, definitions = hoist_definitions(

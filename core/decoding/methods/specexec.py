@@ -1,0 +1,168 @@
+"""SpecExec: a deterministic best-first draft tree, verified by sampling from the target itself.
+
+One pass, as the host issues it: the draft search (a fixed number of forwards, no host reads), the target's
+forward over the tree, the verification walk, and then the pass's one read: the walk together with what the
+stats, the draft-cache commit and adaptive depth need, in one tensor. The KV commits that follow use index
+tensors on the device. Nothing waits for the whole device: an offloaded target's prefetch of the next
+pass's first layers, issued at the end of its forward on the copy stream, runs on under the next search.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+
+from core.decoding.autotune.depth import DepthPolicy
+from core.modeling.causal_lm import CausalLM
+from core.decoding.decode_state import DecodeState
+from core.decoding.device_io import to_device
+from core.decoding.draft_search import DEFAULT_MAX_FORWARDS, DraftTree, SearchConfig, build_draft_tree
+from core.errors import InvalidSettingError
+from core.planning.graph_plan import DEFAULT_EXPAND, search_width
+from core.decoding.methods.step import OutputControls, PassStats, Step, TokenLogprob
+from core.decoding.methods.tree_forward import commit_draft_path, commit_target_path, score_tree
+from core.decoding.sampling import SamplingParams, context_mask
+from core.decoding.timing import PassClock
+from core.decoding.verification import Verdict, Walk, read_verdict, walk_tree
+
+
+@dataclass(frozen=True)
+class TreeSettings:
+    """budget K: draft tokens per target pass; max_depth D; expand B: nodes per draft forward;
+    draft_top_p: truncate the draft to the target's nucleus (measured in docs/benchmarks.md);
+    adaptive_depth: stop drafting when one more forward is worth less than it costs (core/decoding/autotune/depth.py;
+    off: every pass makes the search's full DEFAULT_MAX_FORWARDS forwards on a GPU)."""
+
+    budget: int = 128
+    max_depth: int = 32
+    expand: int = DEFAULT_EXPAND
+    draft_top_p: bool = False
+    adaptive_depth: bool = True
+
+    def __post_init__(self) -> None:
+        if self.budget < 1:
+            raise InvalidSettingError(f"budget must be at least 1 draft token, got {self.budget}")
+        if self.max_depth < 1:
+            raise InvalidSettingError(f"max depth must be at least 1, got {self.max_depth}")
+        if self.expand < 1:
+            raise InvalidSettingError(f"expand (nodes per draft forward) must be at least 1, got {self.expand}")
+
+
+def draft_temperature(params: SamplingParams) -> float:
+    """Draft logits use the target's temperature; greedy targets rank the tree at temperature 1."""
+    return params.temperature if params.temperature > 0 else 1.0
+
+
+@dataclass(frozen=True)
+class _PassRead:
+    """What the pass's one host read brings back (see `_read_pass`)."""
+
+    verdict: Verdict
+    path_births: list[int]  # birth forward of each accepted node (root excluded)
+    expanded: int  # leading path nodes (root included) whose KV the draft cache holds
+    tree_size: int  # real draft nodes (root and padding excluded)
+    tree_depth: int
+    logprobs: list[TokenLogprob] | None  # per emitted token, when asked for
+
+
+def _read_pass(tree: DraftTree, walk: Walk) -> _PassRead:
+    """The pass's one host read: the walk (path, tokens: long [S]) with the births and draft-cache rows of
+    its nodes and the tree's real size and depth, and the walk's log-probabilities when it has them (their
+    float64 bits ride along as int64), packed into one tensor."""
+    path, tokens = walk.path, walk.tokens
+    steps = path.shape[0]
+    nodes = path.clamp_min(0)
+    parts = [path, tokens, tree.births[nodes], (tree.cache_rows[nodes] >= 0).long(),
+             tree.valid.sum().reshape(1), tree.depths.max().reshape(1)]
+    if walk.logprobs is not None:
+        parts += [walk.logprobs.view(torch.int64), walk.top_values.reshape(-1).view(torch.int64), walk.top_ids.reshape(-1)]
+    values = torch.cat(parts).tolist()  # host sync, deliberate: the pass's one read
+    verdict = read_verdict(values[:steps], values[steps : 2 * steps])
+    accepted = len(verdict.path)
+    expanded_flags = values[3 * steps : 3 * steps + accepted]
+    expanded = next((i for i, flag in enumerate(expanded_flags) if not flag), accepted)
+    logprobs = None
+    if walk.logprobs is not None:
+        logprobs = _logprobs(values[4 * steps + 2 :], steps, walk.top_ids.shape[1], len(verdict.emitted))
+    return _PassRead(verdict, values[2 * steps + 1 : 2 * steps + accepted], expanded, values[4 * steps] - 1,
+                     values[4 * steps + 1], logprobs)
+
+
+def _logprobs(values: list[int], steps: int, top: int, emitted: int) -> list[TokenLogprob]:
+    """The walk's log-probabilities from their int64 bit patterns: [S] chosen, [S * top] values, [S * top] ids."""
+    floats = torch.tensor(values[: steps * (1 + top)], dtype=torch.int64).view(torch.float64).tolist()
+    ids = values[steps * (1 + top) :]
+    return [TokenLogprob(floats[i], tuple(zip(ids[i * top : (i + 1) * top], floats[steps + i * top : steps + (i + 1) * top])))
+            for i in range(emitted)]
+
+
+def specexec_steps(
+    state: DecodeState,
+    target: CausalLM,
+    draft: CausalLM,
+    params: SamplingParams,
+    tree: TreeSettings,
+    max_new_tokens: int,
+    depth: DepthPolicy | None = None,
+    controls: OutputControls | None = None,
+) -> Iterator[Step]:
+    """One Step per target pass, never more than max_new_tokens tokens in all. `depth` chooses the draft
+    forwards of each pass when tree.adaptive_depth is on (None: the search's cap). `controls`: a grammar masks
+    the draft's proposals and every tree node's target row (core.decoding.constraints: a read of the tree and one per
+    draft forward more), and log-probabilities ride along in the pass's one read."""
+    controls = controls or OutputControls()
+    grammar = controls.grammar
+    emitted = 0
+    width = search_width(tree.budget, tree.expand)
+    while emitted < max_new_tokens:
+        remaining = max_new_tokens - emitted
+        search = SearchConfig(
+            budget=tree.budget,
+            max_depth=min(tree.max_depth, remaining - 1),
+            expand=tree.expand,
+            temperature=draft_temperature(params),
+            top_p=params.top_p if tree.draft_top_p and not params.greedy else None,
+            child_mask=grammar.child_allowed if grammar is not None and controls.mask_draft else None,
+        )
+        forwards = DEFAULT_MAX_FORWARDS
+        if depth is not None and tree.adaptive_depth:
+            forwards = depth.forwards(tree.budget, width, DEFAULT_MAX_FORWARDS, len(state.tokens) - state.draft_cache.length)
+        clock = PassClock(target.device)
+        draft_tree = build_draft_tree(draft, state.draft_cache, state.prefill_pending(draft, state.draft_cache), search, forwards)
+        clock.mark()
+
+        pending = state.prefill_pending(target, state.target_cache)
+        chain_end = state.target_cache.length + pending.shape[0]
+        logits = score_tree(target, state.target_cache, pending, draft_tree.tokens, draft_tree.depths, draft_tree.reach)
+        penalized = None
+        if params.repetition_penalty != 1.0:
+            penalized = context_mask(to_device(state.tokens, target.device), target.vocab_size)
+        counts = state.answer_counts(target.vocab_size, target.device) if params.occurrence_penalties else None
+        steps = min(draft_tree.max_depth, remaining - 1) + 1
+        allowed = None if grammar is None else grammar.tree_allowed(draft_tree.tokens, draft_tree.parents, draft_tree.valid)
+        walk = walk_tree(draft_tree.tokens, draft_tree.parents, draft_tree.valid, logits, params, chain_end - 1, penalized,
+                         steps, allowed, controls.top_logprobs, counts)
+        clock.mark()
+        result = _read_pass(draft_tree, walk)
+
+        verdict = result.verdict
+        commit_target_path(state.target_cache, chain_end, walk.path[: len(verdict.path)])
+        commit_draft_path(state.draft_cache, draft_tree.root_row, draft_tree.cache_rows[walk.path[: result.expanded]])
+        state.tokens.extend(verdict.emitted)
+        if grammar is not None:
+            grammar.advance(verdict.emitted)
+        if depth is not None and tree.adaptive_depth and search.max_depth > 0:
+            depth.observe(tree.budget, width, forwards, result.path_births)
+        draft_seconds, target_seconds = clock.intervals()
+        emitted += len(verdict.emitted)
+        yield Step(
+            token_ids=verdict.emitted,
+            stats=PassStats(
+                tokens=len(verdict.emitted), tree_size=result.tree_size, tree_depth=result.tree_depth,
+                draft_seconds=draft_seconds, draft_forward_seconds=draft_tree.timer.seconds(),
+                target_seconds=target_seconds, draft_forwards=draft_tree.draft_forwards,
+            ),
+            logprobs=result.logprobs,
+        )

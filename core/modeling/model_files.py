@@ -1,0 +1,295 @@
+"""Reading one model from its files: a Hugging Face folder (config.json + safetensors + tokenizer) or a
+.gguf file, into a `LoadedModel`.
+
+The format readers sit below everything that chooses between them: `core.loading.load` (which spec is which),
+`core.loading.builtin` (the bundled pair) and `core.loading.offload_policy` (offloaded targets) all import this module, and
+it imports none of them, so the loading modules form no import cycle (tests/test_import_cycles.py).
+Offline only: every transformers call gets `local_files_only=True`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+import torch
+
+from core.modeling.causal_lm import CausalLM, check_architecture
+from core.errors import ModelFormatError, ModelNotFoundError, SpecExecError
+from core.modeling.model_format import SAFETENSORS_INDEX, weight_files
+
+try:  # only for type annotations; transformers is imported lazily (it takes seconds)
+    from transformers import PreTrainedTokenizerBase
+except ImportError:  # pragma: no cover
+    PreTrainedTokenizerBase = object  # type: ignore[misc,assignment]
+
+Progress = Callable[[str], None]
+# (bytes of weights read or dequantised so far, bytes in all): from loaders that go tensor by tensor
+WeightProgress = Callable[[int, int], None]
+
+# GGUF architecture names that differ from transformers' model_type.
+_GGUF_ARCH_TO_MODEL_TYPE = {"qwen2moe": "qwen2_moe", "qwen3moe": "qwen3_moe"}
+
+
+@dataclass
+class LoadedModel:
+    """A model the engine can run, plus the tokenizer that goes with it."""
+
+    lm: CausalLM
+    tokenizer: PreTrainedTokenizerBase
+
+
+
+# ----------------------------------------------------------------------------------------------------------
+# HF folders
+
+
+def read_folder_config(folder: Path) -> dict:
+    """Parse config.json and check the architecture, before anything heavy is read."""
+    if not folder.is_dir():
+        raise ModelNotFoundError(f"model folder {folder} does not exist or is not a folder")
+    config_path = folder / "config.json"
+    if not config_path.is_file():
+        raise ModelFormatError(
+            f"folder {folder} has no config.json, so it is not a Hugging Face model folder: it needs config.json, "
+            "tokenizer files and *.safetensors weights (or pass a .gguf file instead)"
+        )
+    try:
+        config = json.loads(config_path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ModelFormatError(f"{config_path} is not valid JSON ({error}): re-download the model") from error
+    if not isinstance(config, dict) or not isinstance(config.get("model_type"), str):
+        raise ModelFormatError(f"{config_path} has no 'model_type' field: re-download the model's config.json")
+    check_architecture(config["model_type"])
+    return config
+
+
+def checkpoint_dtype(folder: Path) -> str | None:
+    """The dtype a model folder's config.json says its weights are stored in ("dtype" or the older
+    "torch_dtype"), or None when it does not say."""
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    value = config.get("dtype", config.get("torch_dtype")) if isinstance(config, dict) else None
+    return value if isinstance(value, str) else None
+
+
+def check_weight_files(folder: Path) -> list[Path]:
+    """The safetensors files the model needs; DamagedModelError if shards the index names are missing,
+    ModelFormatError if there are no safetensors weights."""
+    files = weight_files(folder)
+    if files:
+        return files
+    if list(folder.glob("*.bin")) or list(folder.glob("*.pt")) or list(folder.glob("*.pth")):
+        raise ModelFormatError(
+            f"folder {folder} has only PyTorch pickle weights (.bin/.pt); SpecExec loads *.safetensors only "
+            "(safe to open, memory-mapped). Download the safetensors version of the model, or convert it "
+            "with save_pretrained(..., safe_serialization=True)"
+        )
+    raise ModelFormatError(
+        f"folder {folder} has config.json but no weights: expected model.safetensors, "
+        f"{SAFETENSORS_INDEX} with its shards, or other *.safetensors files"
+    )
+
+
+def load_hf_folder(
+    folder: Path,
+    name: str,
+    dtype: torch.dtype,
+    device: torch.device,
+    progress: Progress | None = None,
+) -> LoadedModel:
+    """Load an HF model folder (config.json + tokenizer + safetensors, sharded or not)."""
+    report: Progress = progress or (lambda _message: None)
+    folder = Path(folder)
+    report(f"Reading the config of {name}")
+    read_folder_config(folder)
+    check_weight_files(folder)
+
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    try:
+        config = AutoConfig.from_pretrained(folder, local_files_only=True)
+    except (SpecExecError, MemoryError):
+        raise
+    except Exception as error:
+        raise ModelFormatError(
+            f"transformers cannot read the config of {name} ({folder / 'config.json'}): "
+            f"{type(error).__name__}: {error}"
+        ) from error
+    check_architecture(config.model_type)
+
+    tokenizer = load_tokenizer(name, folder)
+
+    report(f"Loading the weights of {name} ({_dtype_name(dtype)} on {device})")
+    kwargs = {"device_map": {"": str(device)}} if device.type != "cpu" else {}
+    try:
+        model = AutoModelForCausalLM.from_pretrained(
+            folder, config=config, dtype=dtype, attn_implementation="sdpa", local_files_only=True, **kwargs
+        )
+    except (SpecExecError, MemoryError, torch.OutOfMemoryError):
+        raise
+    except Exception as error:  # the files are whole (core.modeling.model_format checked them): say what failed, no more
+        raise ModelFormatError(
+            f"could not load the weights of {name} from {folder}: {type(error).__name__}: {error}"
+        ) from error
+    return _finish(model, tokenizer, name, device)
+
+
+def load_tokenizer(name: str, folder: Path, gguf_file: Path | None = None):
+    from transformers import AutoTokenizer
+
+    try:
+        if gguf_file is not None:
+            return AutoTokenizer.from_pretrained(str(folder), gguf_file=str(gguf_file), local_files_only=True)
+        return AutoTokenizer.from_pretrained(folder, local_files_only=True)
+    except (SpecExecError, MemoryError):
+        raise
+    except Exception as error:
+        if gguf_file is not None:
+            raise ModelFormatError(
+                f"could not read the tokenizer stored in {gguf_file}: {type(error).__name__}: {error}"
+            ) from error
+        raise ModelFormatError(
+            f"could not load the tokenizer of {name} from {folder}: {type(error).__name__}: {error}. A model "
+            "folder needs its tokenizer files (tokenizer.json or tokenizer.model, tokenizer_config.json)"
+        ) from error
+
+
+# ----------------------------------------------------------------------------------------------------------
+# GGUF files
+
+
+def gguf_model_type(path: Path) -> str:
+    """transformers' model_type for a GGUF file, read from its metadata only (no tensor data)."""
+    try:
+        from transformers.integrations.gguf.reader import read_gguf_metadata
+
+        metadata, _ = read_gguf_metadata(str(path))
+        architecture = str(metadata["general.architecture"])
+        model_name = str(metadata.get("general.name", ""))
+    except (SpecExecError, MemoryError):
+        raise
+    except Exception as error:
+        raise ModelFormatError(
+            f"{path} is not a readable GGUF file ({type(error).__name__}: {error}): re-download it"
+        ) from error
+    # llama.cpp files Mistral models under the llama architecture; transformers tells them apart by name.
+    if "llama" in architecture and "mistral" in model_name.lower():
+        return "mistral"
+    return _GGUF_ARCH_TO_MODEL_TYPE.get(architecture, architecture)
+
+
+@contextlib.contextmanager
+def _counting_dequantised(weight_progress: WeightProgress | None) -> Iterator[None]:
+    """transformers dequantises a GGUF tensor by tensor behind a tqdm bar printed to the terminal. While it
+    runs, that bar is replaced by a silent counter that reports (bytes dequantised, bytes in all), at most once
+    per percent, so a progress bar can move through what is most of a first load."""
+    import transformers.modeling_gguf_pytorch_utils as gguf_utils
+
+    original = gguf_utils.tqdm
+
+    def counting(iterable, *_args, **_kwargs):  # noqa: ANN001, ANN202 - stands in for tqdm(iterable, desc=...)
+        items = list(iterable)
+        sizes = [max(int(getattr(item, "n_bytes", 0) or 0), 1) for item in items]
+        total, done, reported = sum(sizes), 0, -1
+        for item, size in zip(items, sizes):
+            yield item
+            done += size
+            percent = done * 100 // total
+            if weight_progress is not None and percent != reported:
+                reported = percent
+                weight_progress(done, total)
+
+    gguf_utils.tqdm = counting
+    try:
+        yield
+    finally:
+        gguf_utils.tqdm = original
+
+
+def load_gguf_components(path: Path, name: str, dtype: torch.dtype, device: torch.device, progress: Progress,
+                         weight_progress: WeightProgress | None = None):
+    """(HF model, tokenizer) from a .gguf file, every weight dequantised into a plain dense model;
+    `weight_progress` gets (bytes dequantised, bytes in all) as it goes."""
+    from transformers import AutoModelForCausalLM, GgufConfig
+
+    path = Path(path)
+    if not path.is_file():
+        raise ModelNotFoundError(f"GGUF file {path} does not exist")
+    progress(f"Reading the metadata of {path.name}")
+    check_architecture(gguf_model_type(path))
+    progress(f"Reading the tokenizer of {path.name}")
+    tokenizer = load_tokenizer(name, path.parent, gguf_file=path)
+    progress(f"Dequantising the weights of {path.name} ({_dtype_name(dtype)} on {device}; this takes a while)")
+    kwargs = {"device_map": {"": str(device)}} if device.type != "cpu" else {}
+    try:
+        with _counting_dequantised(weight_progress):
+            model = AutoModelForCausalLM.from_pretrained(
+                str(path.parent),
+                gguf_file=str(path),
+                dtype=dtype,
+                attn_implementation="sdpa",
+                quantization_config=GgufConfig(dequantize=True),  # plain nn.Linear weights, not packed GGUF blocks
+                local_files_only=True,
+                **kwargs,
+            )
+    except (SpecExecError, MemoryError, torch.OutOfMemoryError):
+        raise
+    except Exception as error:
+        raise ModelFormatError(
+            f"could not load the GGUF file {path}: {type(error).__name__}: {error}"
+        ) from error
+    check_architecture(model.config.model_type)
+    return model, tokenizer
+
+
+def load_gguf_file(
+    path: Path, name: str, dtype: torch.dtype, device: torch.device, progress: Progress | None = None,
+    weight_progress: WeightProgress | None = None,
+) -> LoadedModel:
+    report: Progress = progress or (lambda _message: None)
+    model, tokenizer = load_gguf_components(path, name, dtype, device, report, weight_progress)
+    return _finish(model, tokenizer, name, device)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Common
+
+
+def _finish(model, tokenizer, name: str, device: torch.device) -> LoadedModel:
+    model.eval()
+    model.requires_grad_(False)
+    max_context = getattr(model.config, "max_position_embeddings", None)
+    if not isinstance(max_context, int) or max_context < 1:
+        raise ModelFormatError(f"the config of {name} has no usable max_position_embeddings ({max_context!r})")
+    lm = CausalLM(
+        model=model,
+        name=name,
+        eos_token_ids=eos_token_ids(model, tokenizer),
+        max_context=max_context,
+    )
+    return LoadedModel(lm=lm, tokenizer=tokenizer)
+
+
+def eos_token_ids(model, tokenizer) -> tuple[int, ...]:
+    """Union of generation_config.eos_token_id (int or list) and tokenizer.eos_token_id, in that order."""
+    ids: list[int] = []
+    generation_config = getattr(model, "generation_config", None)
+    configured = getattr(generation_config, "eos_token_id", None) if generation_config is not None else None
+    if configured is None:
+        configured = getattr(model.config, "eos_token_id", None)
+    if isinstance(configured, int):
+        configured = [configured]
+    for candidate in [*(configured or []), getattr(tokenizer, "eos_token_id", None)]:
+        if isinstance(candidate, int) and candidate >= 0 and candidate not in ids:
+            ids.append(candidate)
+    return tuple(ids)
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")

@@ -1,0 +1,1 @@
+"""Torch-free sizing: layer and cache sizes, residency, host memory, draft-graph plans, tree budgets."""

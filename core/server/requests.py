@@ -1,0 +1,695 @@
+"""The OpenAI API's request and response shapes, checked and built by hand (plain dicts, no torch).
+
+Requests: `parse_chat_request` / `parse_completion_request` turn a decoded JSON body into a
+`CompletionRequest` or raise `ApiError` (400, with the offending `param`), so bad input never reaches the
+engine. Responses: `chat_response`, `chat_chunk`, `text_response`, `text_chunk` build the bodies the official
+clients parse; `RunTally` adds up the engine's events of one request (text, passes, finish, token counts).
+
+Every response carries a `specexec` object besides the OpenAI fields (clients keep unknown fields):
+method, target_passes, tokens_per_pass and budget of the run.
+
+Structured output (`response_format` json_object / json_schema, `tool_choice` required or a named function,
+strict tool schemas) becomes a grammar the engine decodes under (core.decoding.constraints; the forced tool call's
+grammar is built by core.server.tool_calls.forced_call_grammar once the model's format is known), and
+`logprobs` / `top_logprobs` the engine's `top_logprobs`. A forced call's arguments always match the function's
+schema (the grammar is built from it); with `tool_choice` auto the model may answer in prose or call, and its
+calls are read as JSON, `strict` or not (agents send `strict` with every turn: refusing it would break them).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import re
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Literal, get_args
+
+from core.engine import protocol as P
+from core.errors import InvalidSettingError
+from core.text.template_kwargs import check_template_kwargs
+from core.server.tool_calls import CallDelta, ToolCall
+
+METHODS: tuple[str, ...] = get_args(P.Method)  # the engine's own list, "auto" included
+CHAT_ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant", "tool": "tool"}
+MAX_STOP_STRINGS = 16
+# /v1/completions without max_tokens: 16 tokens, OpenAI's documented default for it (vLLM's too); chat and
+# responses without one answer until the end of the context, as vLLM and llama.cpp do
+LEGACY_COMPLETION_MAX_TOKENS = 16
+MAX_TOOLS = 128
+TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")  # OpenAI's rule for function names
+
+# Fields some clients always send: harmless at these values, refused (not silently ignored) at others.
+_NEUTRAL = {
+    "n": (None, 1),
+    "best_of": (None, 1),
+    "echo": (None, False),
+    "suffix": (None, ""),
+    "functions": (None, []),
+    "function_call": (None, "none", "auto"),
+    "logit_bias": (None, {}),
+}
+
+
+class ApiError(Exception):
+    """An error answered in the OpenAI format: {"error": {"message", "type", "param", "code"}}."""
+
+    def __init__(self, status: int, message: str, type: str = "invalid_request_error", param: str | None = None,
+                 code: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.type = type
+        self.param = param
+        self.code = code
+
+    def body(self) -> dict[str, Any]:
+        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+
+
+# How engine error kinds reach API clients: (HTTP status, error type, code).
+_ENGINE_ERRORS: dict[str, tuple[int, str, str | None]] = {
+    "context_length": (400, "invalid_request_error", "context_length_exceeded"),
+    "invalid_setting": (400, "invalid_request_error", "invalid_value"),
+    "protocol": (400, "invalid_request_error", "invalid_value"),
+    "not_loaded": (503, "server_error", "model_not_loaded"),
+    "engine_died": (503, "server_error", "engine_unavailable"),
+    "engine_start": (503, "server_error", "engine_unavailable"),
+    "out_of_memory": (507, "server_error", "out_of_memory"),
+    "busy": (409, "invalid_request_error", "request_id_in_use"),
+    "server_stopping": (503, "server_error", "server_stopping"),
+}
+
+
+def engine_error(event: P.Error, max_context: int | None = None, prompt_param: str = "messages") -> ApiError:
+    """The API error for an engine Error event ending a request. A prompt that does not fit starts with
+    OpenAI's wording ("This model's maximum context length is N tokens"), which clients such as litellm match
+    to raise their context-window error (and fall back to a model with a longer context)."""
+    status, kind, code = _ENGINE_ERRORS.get(event.kind, (500, "server_error", event.kind))
+    message = event.message + (f" ({event.hint})" if event.hint else "")
+    if event.kind == "context_length":
+        limit = f"{max_context} tokens" if max_context else "smaller than this request"
+        message = f"This model's maximum context length is {limit}: {message}"
+    return ApiError(status, message, kind, prompt_param if event.kind == "context_length" else None, code)
+
+
+def check_grammar(kind: str, source: str, param: str) -> None:
+    """A request's grammar (response_format's schema, a forced call's) checked before it is queued, so a
+    schema the grammar engine cannot read is a 400 naming `param` at once (llguidance, no tokenizer needed)."""
+    if kind == "json_object":
+        return
+    import llguidance
+
+    try:
+        if kind == "lark":
+            grammar = llguidance.LLMatcher.grammar_from_lark(source)
+        else:
+            grammar = llguidance.LLMatcher.grammar_from_json_schema(json.loads(source))
+        problem = llguidance.LLMatcher.validate_grammar(grammar)
+    except ValueError as error:
+        problem = str(error)
+    if problem:
+        what = "the tools' parameters" if param == "tools" else "the JSON schema"
+        raise ApiError(400, f"{what} cannot be used for structured output: {problem.strip()}", param=param,
+                       code="invalid_schema")
+
+
+def missing_key_error() -> ApiError:
+    """401 for a request without a key, in OpenAI's words."""
+    return ApiError(401, "You didn't provide an API key. Send it as 'Authorization: Bearer <key>' (the key is shown "
+                    "by `specexec serve` and in the app's settings).", code="missing_api_key")
+
+
+def wrong_key_error(given: str) -> ApiError:
+    """401 for a wrong key, in OpenAI's words (clients such as litellm match "Incorrect API key provided" to
+    raise their authentication error); only the key's first and last characters are repeated."""
+    shown = f"{given[:3]}***{given[-2:]}" if len(given) > 8 else "***"
+    return ApiError(401, f"Incorrect API key provided: {shown}. The key is shown by `specexec serve` and in the "
+                    "app's settings.", code="invalid_api_key")
+
+
+@dataclass(frozen=True)
+class Defaults:
+    """What a request that leaves a setting out gets (the `specexec serve` flags, or the app's settings).
+    seed None: a new random seed for each request that sends none, as the OpenAI API does."""
+
+    temperature: float = 0.7
+    top_p: float = 0.9
+    top_k: int = 0
+    repetition_penalty: float = 1.0
+    seed: int | None = None
+    method: str = "specexec"
+    max_tokens: int | None = None  # None: as many as the context holds (vLLM's and llama.cpp's default)
+    stop: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class CompletionRequest:
+    """One checked request. kind: chat (messages, chat template) or text (a plain prompt to continue).
+    tools: the function definitions the model may call (empty with tool_choice "none"), in OpenAI's form."""
+
+    kind: Literal["chat", "text"]
+    model: str
+    messages: tuple[dict[str, Any], ...] = ()
+    tools: tuple[dict[str, Any], ...] = ()
+    parallel_tool_calls: bool = True
+    prompt: str | None = None
+    stream: bool = False
+    include_usage: bool = False
+    temperature: float = 0.7
+    top_p: float = 0.9
+    top_k: int = 0
+    repetition_penalty: float = 1.0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    seed: int = 0
+    max_tokens: int | None = None  # None: as many as the context holds
+    stop: tuple[str, ...] = ()
+    method: str = "specexec"
+    grammar_kind: str | None = None  # P.GrammarKind: response_format's (or a forced tool call's) grammar
+    grammar_source: str = ""
+    top_logprobs: int | None = None  # None: no log-probabilities
+    tool_choice: str = "auto"  # auto | required | named (with forced_tool); "none" drops the tools
+    forced_tool: str | None = None
+    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
+    trim_context: bool = False  # drop the oldest turns that do not fit (the Responses API's truncation "auto")
+
+    @property
+    def forces_tool_call(self) -> bool:
+        return self.tool_choice in ("required", "named")
+
+    @property
+    def tool_names(self) -> frozenset[str]:
+        return frozenset(tool["function"]["name"] for tool in self.tools)
+
+    def to_generate(self, request_id: str) -> P.Generate:
+        """The engine request: the conversation cache's prefix of it is reused (an API conversation), and
+        nothing is trimmed unless the request asked for it (`trim_context`)."""
+        return P.Generate(
+            request_id=request_id, messages=self.messages, prompt=self.prompt, temperature=self.temperature,
+            top_p=self.top_p, top_k=self.top_k, repetition_penalty=self.repetition_penalty, seed=self.seed,
+            presence_penalty=self.presence_penalty, frequency_penalty=self.frequency_penalty,
+            method=self.method, max_new_tokens=self.max_tokens, stop=self.stop, trim_context=self.trim_context,
+            tools=self.tools, cache_owner="api", grammar_kind=self.grammar_kind, grammar_source=self.grammar_source,
+            top_logprobs=self.top_logprobs, chat_template_kwargs=dict(self.chat_template_kwargs),
+        )
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Parsing
+
+
+def _number(body: dict, name: str, default: float, low: float, high: float, low_open: bool = False) -> float:
+    value = body.get(name)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ApiError(400, f"'{name}' must be a number, got {value!r}", param=name, code="invalid_type")
+    if value > high or value < low or (low_open and value == low):
+        bounds = f"{'above' if low_open else 'at least'} {low:g} and at most {high:g}"
+        raise ApiError(400, f"'{name}' must be {bounds}, got {value!r}", param=name, code="invalid_value")
+    return float(value)
+
+
+def _integer(body: dict, name: str, default: int | None, low: int, high: int | None = None) -> int | None:
+    value = body.get(name)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ApiError(400, f"'{name}' must be a whole number, got {value!r}", param=name, code="invalid_type")
+    if value < low or (high is not None and value > high):
+        raise ApiError(400, f"'{name}' must be at least {low}" + (f" and at most {high}" if high is not None else "")
+                       + f", got {value}", param=name, code="invalid_value")
+    return value
+
+
+def _stop(body: dict, default: tuple[str, ...]) -> tuple[str, ...]:
+    value = body.get("stop")
+    if value is None:
+        return default
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list) or not all(isinstance(s, str) for s in items):
+        raise ApiError(400, "'stop' must be a string or a list of strings", param="stop", code="invalid_type")
+    if any(s == "" for s in items):
+        raise ApiError(400, "'stop' strings must not be empty", param="stop", code="invalid_value")
+    if len(items) > MAX_STOP_STRINGS:
+        raise ApiError(400, f"'stop' takes at most {MAX_STOP_STRINGS} strings", param="stop", code="invalid_value")
+    return tuple(items)
+
+
+# Why a field is refused, where there is more to say than "not supported".
+_WHY_REFUSED = {
+    "n": "one answer per request: the engine answers requests one at a time, so n answers would take n times "
+         "as long as one while holding the queue; send n requests instead (with different seeds: they share the "
+         "prompt's cached tokens)",
+    "best_of": "one answer per request (see 'n')",
+}
+
+
+def _refuse_unsupported(body: dict) -> None:
+    for name, neutral in _NEUTRAL.items():
+        if name in body and body[name] not in neutral:
+            why = _WHY_REFUSED.get(name, "leave it out")
+            raise ApiError(400, f"'{name}' is not supported by this server: {why}", param=name,
+                           code="unsupported_parameter")
+
+
+def _response_format(body: dict) -> tuple[str, str] | None:
+    """The checked response_format as a grammar (kind, source): None for plain text, ("json_object", "") or
+    ("json_schema", the schema's JSON text; an absent schema allows any JSON value)."""
+    value = body.get("response_format")
+    if value is None:
+        return None
+    kind = value.get("type") if isinstance(value, dict) else None
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return kind, ""
+    if kind == "json_schema":
+        spec = value.get("json_schema")
+        if not isinstance(spec, dict) or not isinstance(spec.get("name"), str) or not isinstance(spec.get("schema", {}), dict):
+            raise ApiError(400, "'response_format.json_schema' needs a 'name' and a 'schema' object",
+                           param="response_format.json_schema", code="invalid_value")
+        return kind, json.dumps(spec.get("schema", {}))
+    raise ApiError(400, "'response_format' must be {\"type\": \"text\"}, {\"type\": \"json_object\"} or "
+                   "{\"type\": \"json_schema\", \"json_schema\": {...}}", param="response_format", code="invalid_value")
+
+
+def _logprobs(body: dict, chat: bool) -> int | None:
+    """The checked log-probability request: None when not asked for, else how many alternatives per token."""
+    value = body.get("logprobs")
+    if chat:
+        if value is not None and not isinstance(value, bool):
+            raise ApiError(400, "'logprobs' must be true or false", param="logprobs", code="invalid_type")
+        top = _integer(body, "top_logprobs", 0, 0, P.MAX_TOP_LOGPROBS)
+        if top and not value:
+            raise ApiError(400, "'top_logprobs' needs 'logprobs': true", param="top_logprobs", code="invalid_value")
+        return top if value else None
+    top = _integer(body, "logprobs", None, 0, 5)  # /v1/completions: an integer, the alternatives per token
+    return top
+
+
+def _common(body: object, defaults: Defaults, chat: bool) -> dict[str, Any]:
+    if not isinstance(body, dict):
+        raise ApiError(400, "the request body must be a JSON object", code="invalid_json")
+    _refuse_unsupported(body)
+    if not chat and ("tools" in body or "response_format" in body):
+        name = "tools" if "tools" in body else "response_format"
+        raise ApiError(400, f"'{name}' belongs to /v1/chat/completions", param=name, code="unsupported_parameter")
+    grammar = _response_format(body)
+    model = body.get("model", "")
+    if not isinstance(model, str):
+        raise ApiError(400, "'model' must be a string", param="model", code="invalid_type")
+    stream = body.get("stream", False)
+    if not isinstance(stream, bool) and stream is not None:
+        raise ApiError(400, "'stream' must be true or false", param="stream", code="invalid_type")
+    options = body.get("stream_options") or {}
+    if not isinstance(options, dict):
+        raise ApiError(400, "'stream_options' must be an object", param="stream_options", code="invalid_type")
+    method = body.get("method", defaults.method)
+    if method not in METHODS:
+        raise ApiError(400, f"'method' must be one of {', '.join(METHODS)}, got {method!r}", param="method",
+                       code="invalid_value")
+    max_tokens = _integer(body, "max_completion_tokens", None, 1)
+    default = defaults.max_tokens if chat or defaults.max_tokens is not None else LEGACY_COMPLETION_MAX_TOKENS
+    max_tokens = _integer(body, "max_tokens", max_tokens if max_tokens is not None else default, 1)
+    seed = _integer(body, "seed", defaults.seed, -(2**63), 2**63 - 1)
+    return dict(
+        model=model,
+        stream=bool(stream),
+        include_usage=bool(options.get("include_usage", False)),
+        temperature=_number(body, "temperature", defaults.temperature, 0.0, 2.0),
+        top_p=_number(body, "top_p", defaults.top_p, 0.0, 1.0, low_open=True),
+        top_k=_integer(body, "top_k", defaults.top_k, 0),
+        repetition_penalty=_number(body, "repetition_penalty", defaults.repetition_penalty, 0.0, 10.0, low_open=True),
+        presence_penalty=_number(body, "presence_penalty", 0.0, -2.0, 2.0),
+        frequency_penalty=_number(body, "frequency_penalty", 0.0, -2.0, 2.0),
+        seed=seed if seed is not None else random.randrange(2**31),
+        max_tokens=max_tokens,
+        stop=_stop(body, defaults.stop),
+        method=method,
+        grammar_kind=grammar[0] if grammar else None,
+        grammar_source=grammar[1] if grammar else "",
+        top_logprobs=_logprobs(body, chat),
+    )
+
+
+def _content(message: dict, index: int, optional: bool = False) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if content is None and optional:
+        return ""
+    if isinstance(content, list):  # content parts: only text parts can be read by a text model
+        parts = []
+        for part in content:
+            if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
+                raise ApiError(400, f"messages[{index}].content: only text parts are supported",
+                               param=f"messages[{index}].content", code="unsupported_content")
+            parts.append(part["text"])
+        return "".join(parts)
+    raise ApiError(400, f"messages[{index}].content must be a string or a list of text parts",
+                   param=f"messages[{index}].content", code="invalid_type")
+
+
+def _tools(body: dict) -> tuple[dict[str, Any], ...]:
+    """The checked function definitions, as the chat template reads them."""
+    tools = body.get("tools")
+    if tools is None:
+        return ()
+    if not isinstance(tools, list) or len(tools) > MAX_TOOLS:
+        raise ApiError(400, f"'tools' must be a list of at most {MAX_TOOLS} functions", param="tools",
+                       code="invalid_value")
+    checked = []
+    for index, tool in enumerate(tools):
+        where = f"tools[{index}]"
+        function = tool.get("function") if isinstance(tool, dict) and tool.get("type") == "function" else None
+        if not isinstance(function, dict):
+            raise ApiError(400, f"{where} must be {{\"type\": \"function\", \"function\": {{...}}}}", param=where,
+                           code="invalid_value")
+        name = function.get("name")
+        if not isinstance(name, str) or not TOOL_NAME.fullmatch(name):
+            raise ApiError(400, f"{where}.function.name must be 1-64 letters, digits, '_' or '-', got {name!r}",
+                           param=f"{where}.function.name", code="invalid_value")
+        if not isinstance(function.get("description", ""), str) or not isinstance(function.get("parameters", {}), dict):
+            raise ApiError(400, f"{where}.function: 'description' must be a string and 'parameters' an object",
+                           param=f"{where}.function", code="invalid_value")
+        kept = {key: function[key] for key in ("name", "description", "parameters") if key in function}
+        checked.append({"type": "function", "function": kept})
+    if len({t["function"]["name"] for t in checked}) != len(checked):
+        raise ApiError(400, "'tools' names a function twice", param="tools", code="invalid_value")
+    return tuple(checked)
+
+
+def _tool_choice(body: dict, tools: tuple[dict[str, Any], ...]) -> tuple[str, str | None]:
+    """(mode, function name): "auto", "none", "required" (some call), or "named" (that function), checked
+    against the tools."""
+    choice = body.get("tool_choice")
+    if choice is None or choice in ("auto", "none"):
+        return choice or "auto", None
+    if choice == "required":
+        mode, name = "required", None
+    elif isinstance(choice, dict) and choice.get("type") == "function" and isinstance(choice.get("function"), dict) \
+            and isinstance(choice["function"].get("name"), str):
+        mode, name = "named", choice["function"]["name"]
+    else:
+        raise ApiError(400, "'tool_choice' must be 'auto', 'none', 'required' or {\"type\": \"function\", "
+                       "\"function\": {\"name\": ...}}", param="tool_choice", code="invalid_value")
+    if not tools:
+        raise ApiError(400, f"'tool_choice' {mode} needs 'tools'", param="tool_choice", code="invalid_value")
+    if name is not None and name not in {t["function"]["name"] for t in tools}:
+        raise ApiError(400, f"'tool_choice' names {name!r}, which is not in 'tools'", param="tool_choice",
+                       code="invalid_value")
+    return mode, name
+
+
+def _arguments(call: object, where: str) -> tuple[str, str, dict[str, Any]]:
+    """(id, name, arguments) of an assistant message's tool call; the arguments decoded (templates read objects)."""
+    function = call.get("function") if isinstance(call, dict) else None
+    if not isinstance(function, dict) or not isinstance(function.get("name"), str) or not isinstance(call.get("id", ""), str):
+        raise ApiError(400, f"{where} must be {{\"id\", \"type\": \"function\", \"function\": {{\"name\", \"arguments\"}}}}",
+                       param=where, code="invalid_value")
+    try:
+        arguments = json.loads(function.get("arguments") or "{}")
+    except (TypeError, ValueError) as error:
+        raise ApiError(400, f"{where}.function.arguments must be a JSON object in a string", param=where,
+                       code="invalid_value") from error
+    if not isinstance(arguments, dict):
+        raise ApiError(400, f"{where}.function.arguments must be a JSON object in a string", param=where,
+                       code="invalid_value")
+    return call.get("id", ""), function["name"], arguments
+
+
+def _message(message: object, index: int, call_names: dict[str, str]) -> dict[str, Any]:
+    """One checked message in the form chat templates read; `call_names` maps earlier call ids to names."""
+    where = f"messages[{index}]"
+    role = message.get("role") if isinstance(message, dict) else None
+    if role not in CHAT_ROLES:
+        raise ApiError(400, f"{where}.role must be one of {', '.join(CHAT_ROLES)}, got {role!r}",
+                       param=f"{where}.role", code="invalid_value")
+    calls = message.get("tool_calls") if role == "assistant" else None
+    if calls is not None and (not isinstance(calls, list) or not calls):
+        raise ApiError(400, f"{where}.tool_calls must be a non-empty list", param=f"{where}.tool_calls",
+                       code="invalid_value")
+    checked: dict[str, Any] = {"role": CHAT_ROLES[role], "content": _content(message, index, optional=bool(calls))}
+    if role == "assistant":  # its thinking, sent back as vLLM, llama.cpp and DeepSeek return it
+        reasoning = message.get("reasoning_content", message.get("reasoning"))
+        if reasoning is not None and not isinstance(reasoning, str):
+            raise ApiError(400, f"{where}.reasoning_content must be a string", param=f"{where}.reasoning_content",
+                           code="invalid_type")
+        if reasoning:
+            checked["reasoning_content"] = reasoning
+    if calls:
+        checked["tool_calls"] = []
+        for number, call in enumerate(calls):
+            call_id, name, arguments = _arguments(call, f"{where}.tool_calls[{number}]")
+            call_names[call_id] = name
+            checked["tool_calls"].append({"id": call_id, "type": "function",
+                                          "function": {"name": name, "arguments": arguments}})
+    if role == "tool":
+        call_id = message.get("tool_call_id")
+        if not isinstance(call_id, str):
+            raise ApiError(400, f"{where}.tool_call_id must name the call this is the result of",
+                           param=f"{where}.tool_call_id", code="invalid_value")
+        checked["tool_call_id"] = call_id
+        if call_id in call_names:
+            checked["name"] = call_names[call_id]
+    return checked
+
+
+def parse_chat_request(body: object, defaults: Defaults) -> CompletionRequest:
+    """A /v1/chat/completions body; ApiError(400) naming the bad field otherwise."""
+    common = _common(body, defaults, chat=True)
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise ApiError(400, "'messages' must be a non-empty list of {role, content} objects", param="messages",
+                       code="invalid_value")
+    call_names: dict[str, str] = {}
+    checked = tuple(_message(message, index, call_names) for index, message in enumerate(messages))
+    tools = _tools(body)
+    parallel = body.get("parallel_tool_calls", True)
+    if not isinstance(parallel, bool):
+        raise ApiError(400, "'parallel_tool_calls' must be true or false", param="parallel_tool_calls",
+                       code="invalid_type")
+    choice, forced = _tool_choice(body, tools)
+    if choice == "none":
+        tools = ()
+    if choice in ("required", "named"):  # the answer is the call: response_format is for text (openai-agents
+        common.update(grammar_kind=None, grammar_source="")  # sends both), the call's grammar holds instead
+    try:
+        template_kwargs = check_template_kwargs(body.get("chat_template_kwargs"))
+    except InvalidSettingError as error:
+        raise ApiError(400, str(error), param="chat_template_kwargs", code="invalid_value") from error
+    return CompletionRequest(kind="chat", messages=checked, tools=tools, parallel_tool_calls=parallel,
+                             tool_choice=choice, forced_tool=forced, chat_template_kwargs=template_kwargs, **common)
+
+
+def parse_completion_request(body: object, defaults: Defaults) -> CompletionRequest:
+    """A /v1/completions body (one text prompt); ApiError(400) naming the bad field otherwise."""
+    common = _common(body, defaults, chat=False)
+    prompt = body.get("prompt")
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
+        prompt = prompt[0]
+    if not isinstance(prompt, str):
+        raise ApiError(400, "'prompt' must be one string (lists of prompts and token ids are not supported)",
+                       param="prompt", code="invalid_value")
+    if not prompt:
+        raise ApiError(400, "'prompt' is empty", param="prompt", code="invalid_value")
+    return CompletionRequest(kind="text", prompt=prompt, **common)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Responses
+
+
+def finish_reason(engine_reason: str) -> str:
+    """OpenAI's finish_reason for the engine's: an end-of-sequence token or a stop string is "stop"."""
+    return "length" if engine_reason == "length" else "stop"
+
+
+@dataclass
+class RunTally:
+    """The events of one request added up."""
+
+    method: str
+    prompt_param: str = "messages"  # the request field holding the prompt (a context-length error names it)
+    pieces: list[str] = field(default_factory=list)
+    reasoning_pieces: list[str] = field(default_factory=list)
+    passes: int = 0
+    pass_tokens: int = 0
+    budget: int = 0
+    choice: P.AutoChoice | None = None  # the tuner's latest choice, when the method or budget is "auto"
+    finished: P.Finished | None = None
+    logprobs: list[dict[str, Any]] | None = None  # the engine's per-token entries, when the request asked
+
+    def add(self, event: P.Event) -> str:
+        """Take one event; returns the text it adds (empty for other events)."""
+        if isinstance(event, P.TokenChunk):
+            self.pieces.append(event.text)
+            self.reasoning_pieces.append(event.reasoning)
+            if event.logprobs is not None:
+                self.logprobs = (self.logprobs or []) + list(event.logprobs)
+            return event.text
+        if isinstance(event, P.PassStats):
+            self.passes += 1
+            self.pass_tokens += event.tokens
+            self.budget = event.budget
+        elif isinstance(event, P.AutoChoice):
+            self.choice = event
+        elif isinstance(event, P.Finished):
+            self.finished = event
+        return ""
+
+    @property
+    def text(self) -> str:
+        return "".join(self.pieces)
+
+    @property
+    def reasoning(self) -> str:
+        """A thinking model's thinking (TokenChunk.reasoning), apart from the answer's text."""
+        return "".join(self.reasoning_pieces)
+
+    @property
+    def finish_reason(self) -> str:
+        return finish_reason(self.finished.reason if self.finished else "length")
+
+    def usage(self) -> dict[str, Any]:
+        """OpenAI's usage, with the prompt tokens read from the engine's conversation cache as cached_tokens."""
+        done = self.finished
+        prompt = done.prompt_tokens if done else 0
+        completion = done.generated_tokens if done else self.pass_tokens
+        return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
+                "prompt_tokens_details": {"cached_tokens": done.reused_prefix_tokens if done else 0}}
+
+    def extra(self) -> dict[str, Any]:
+        """The `specexec` object: how the answer was decoded (with "auto", also what the engine chose and why)."""
+        extra: dict[str, Any] = {
+            "method": self.method,
+            "target_passes": self.passes,
+            "tokens_per_pass": round(self.pass_tokens / self.passes, 3) if self.passes else 0.0,
+            "budget": self.budget,
+        }
+        if self.choice is not None:
+            extra["chosen"] = {"method": self.choice.method, "budget": self.choice.budget,
+                               "reason": self.choice.reason}
+        return extra
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:24]}"
+
+
+def now() -> int:
+    return int(time.time())
+
+
+def tool_call_json(call: ToolCall) -> dict[str, Any]:
+    """One call as OpenAI sends it in a message."""
+    return {"id": new_id("call"), "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
+
+
+def tool_call_delta(piece: CallDelta, call_id: str) -> dict[str, Any]:
+    """A streamed piece of a call as OpenAI sends it: the first carries its id, type and name, the next ones
+    more of its arguments."""
+    if piece.name is None:
+        return {"index": piece.index, "function": {"arguments": piece.arguments}}
+    return {"index": piece.index, "id": call_id, "type": "function",
+            "function": {"name": piece.name, "arguments": piece.arguments}}
+
+
+def choice_finish_reason(reason: str, called: bool) -> str:
+    """A choice's finish_reason: "tool_calls" when the answer called a tool, unless max_tokens cut it
+    ("length", as OpenAI says, with the call's arguments as far as they were written)."""
+    return "tool_calls" if called and reason != "length" else reason
+
+
+def _token_logprob(entry: dict[str, Any]) -> dict[str, Any]:
+    return {"token": entry["token"], "logprob": entry["logprob"], "bytes": list(entry["token"].encode())}
+
+
+def chat_logprobs(entries: list[dict[str, Any]] | None) -> dict[str, Any] | None:
+    """A chat choice's `logprobs` from the engine's entries ({"token", "logprob", "top": [...]})."""
+    if entries is None:
+        return None
+    return {"content": [{**_token_logprob(e), "top_logprobs": [_token_logprob(t) for t in e["top"]]} for e in entries]}
+
+
+def text_logprobs(entries: list[dict[str, Any]] | None) -> dict[str, Any] | None:
+    """A text completion choice's (legacy) `logprobs`: parallel lists and offsets into the choice's text."""
+    if entries is None:
+        return None
+    offsets, at = [], 0
+    for entry in entries:
+        offsets.append(at)
+        at += len(entry["token"])
+    return {"tokens": [e["token"] for e in entries], "token_logprobs": [e["logprob"] for e in entries],
+            "top_logprobs": [{t["token"]: t["logprob"] for t in e["top"]} for e in entries], "text_offset": offsets}
+
+
+def chat_response(response_id: str, model: str, tally: RunTally, content: str,
+                  calls: list[ToolCall] = ()) -> dict[str, Any]:
+    """A chat completion: `content` (None when the answer is only tool calls) and the calls it made."""
+    message: dict[str, Any] = {"role": "assistant", "content": content if content or not calls else None}
+    if tally.reasoning:
+        message["reasoning_content"] = tally.reasoning
+    if calls:
+        message["tool_calls"] = [tool_call_json(call) for call in calls]
+    return {
+        "id": response_id, "object": "chat.completion", "created": now(), "model": model,
+        "choices": [{"index": 0, "message": message, "logprobs": chat_logprobs(tally.logprobs),
+                     "finish_reason": choice_finish_reason(tally.finish_reason, bool(calls))}],
+        "usage": tally.usage(), "specexec": tally.extra(),
+    }
+
+
+def chat_chunk(response_id: str, model: str, delta: dict[str, Any], finish: str | None = None,
+               extra: dict[str, Any] | None = None, usage: dict[str, Any] | None = None,
+               choices: bool = True, logprobs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    chunk: dict[str, Any] = {
+        "id": response_id, "object": "chat.completion.chunk", "created": now(), "model": model,
+        "choices": [{"index": 0, "delta": delta, "logprobs": chat_logprobs(logprobs), "finish_reason": finish}]
+        if choices else [],
+    }
+    if usage is not None:
+        chunk["usage"] = usage
+    if extra is not None:
+        chunk["specexec"] = extra
+    return chunk
+
+
+def text_response(response_id: str, model: str, tally: RunTally) -> dict[str, Any]:
+    return {
+        "id": response_id, "object": "text_completion", "created": now(), "model": model,
+        "choices": [{"index": 0, "text": tally.text, "logprobs": text_logprobs(tally.logprobs),
+                     "finish_reason": tally.finish_reason}],
+        "usage": tally.usage(), "specexec": tally.extra(),
+    }
+
+
+def text_chunk(response_id: str, model: str, text: str, finish: str | None = None,
+               extra: dict[str, Any] | None = None, usage: dict[str, Any] | None = None,
+               choices: bool = True, logprobs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    chunk: dict[str, Any] = {
+        "id": response_id, "object": "text_completion", "created": now(), "model": model,
+        "choices": [{"index": 0, "text": text, "logprobs": text_logprobs(logprobs), "finish_reason": finish}]
+        if choices else [],
+    }
+    if usage is not None:
+        chunk["usage"] = usage
+    if extra is not None:
+        chunk["specexec"] = extra
+    return chunk
+
+
+def model_card(model_id: str, created: int, info: dict[str, Any]) -> dict[str, Any]:
+    """The one model this server runs (with its draft, context window and tool support), as OpenAI's Model."""
+    keys = ("draft", "device", "dtype", "max_context", "budget", "tool_call_format", "thinking")
+    return {"id": model_id, "object": "model", "created": created, "owned_by": "specexec",
+            "specexec": {k: info.get(k) for k in keys}}
+
+
+def model_list(model_ids: tuple[str, ...], created: int, info: dict[str, Any]) -> dict[str, Any]:
+    """GET /v1/models: the model under each name it is served as."""
+    return {"object": "list", "data": [model_card(model_id, created, info) for model_id in model_ids]}

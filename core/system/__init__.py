@@ -1,0 +1,1 @@
+"""The process's surroundings: environment variables, folders, threads, caches on disk, secrets."""

@@ -1,0 +1,1 @@
+"""Text around the model, torch-free: prompts, template arguments, reasoning blocks, detokenising."""

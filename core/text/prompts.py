@@ -1,0 +1,141 @@
+"""Turning user input into prompt token ids: plain text, or chat messages (and tools) through the model's
+template; and which tool-call format a model's template asks the model to write."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from transformers import PreTrainedTokenizerBase
+
+from core.engine.protocol import HERMES, LLAMA3_JSON
+from core.errors import InvalidSettingError, ModelFormatError
+from core.text.template_kwargs import template_source, template_variables
+
+Message = dict[str, Any]  # role and content; an assistant's tool_calls, a tool's tool_call_id
+Tool = dict[str, Any]  # {"type": "function", "function": {"name", "description", "parameters"}}
+
+_PROBE_TOOL: Tool = {"type": "function", "function": {
+    "name": "specexec_probe_tool", "description": "probe", "parameters": {"type": "object", "properties": {}}}}
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """One prompt: chat `messages` (with the `tools` the template renders, and `template_kwargs`: variables
+    for the template such as Qwen3's enable_thinking) or plain `text` (exactly one of messages and text is
+    set)."""
+
+    messages: tuple[Message, ...] | None = None
+    text: str | None = None
+    tools: tuple[Tool, ...] = ()
+    template_kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+def tool_call_format(tokenizer: PreTrainedTokenizerBase) -> str | None:
+    """How the model's chat template asks it to write tool calls: HERMES, LLAMA3_JSON, or None when the
+    template renders no tools (a probe tool's name does not reach the prompt) or asks for another format."""
+    source = template_source(tokenizer)
+    if not source:
+        return None
+    try:
+        rendered = tokenizer.apply_chat_template([{"role": "user", "content": "hi"}], tools=[_PROBE_TOOL],
+                                                 add_generation_prompt=True, tokenize=False)
+    except Exception:  # a template that fails on tools does not support them
+        return None
+    if _PROBE_TOOL["function"]["name"] not in rendered:
+        return None
+    if "<tool_call>" in source:
+        return HERMES
+    if "<|python_tag|>" in source or '"parameters"' in source:
+        return LLAMA3_JSON
+    return None
+
+
+def render_chat(tokenizer: PreTrainedTokenizerBase, messages: list[Message], tools: tuple[Tool, ...] = (),
+                template_kwargs: dict[str, Any] | None = None) -> str:
+    """The model's own chat template (with `tools` when given, and the `template_kwargs` it reads),
+    ending with the assistant's turn header.
+
+    Raises:
+        ModelFormatError: the model has no chat template.
+        InvalidSettingError: tools were given but the template has no tool support.
+    """
+    if not getattr(tokenizer, "chat_template", None):
+        raise ModelFormatError("this model has no chat template; use a plain --prompt without --chat")
+    if tools and tool_call_format(tokenizer) is None:
+        raise InvalidSettingError("this model's chat template has no tool support (tool calls need a model such as "
+                                  "Qwen2.5 or Llama 3.1); send the request without tools")
+    extra = template_variables(tokenizer, template_kwargs or {})
+    if tools:
+        extra["tools"] = list(tools)
+    return tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=False, **extra)
+
+
+def chat_prompt(prompt: Prompt) -> Prompt:
+    """A plain-text prompt as a one-message chat (messages are kept as they are)."""
+    if prompt.messages is not None:
+        return prompt
+    return Prompt(messages=({"role": "user", "content": prompt.text},), tools=prompt.tools,
+                  template_kwargs=prompt.template_kwargs)
+
+
+def encode_prompt(tokenizer: PreTrainedTokenizerBase, prompt: Prompt, chat: bool = False) -> list[int]:
+    """Token ids for a prompt. Messages always use the chat template; text uses it when `chat` is set."""
+    if prompt.messages is not None:
+        rendered = render_chat(tokenizer, list(prompt.messages), prompt.tools, prompt.template_kwargs)
+        return tokenizer(rendered, add_special_tokens=False)["input_ids"]
+    if chat:
+        return encode_prompt(tokenizer, chat_prompt(prompt))
+    return tokenizer(prompt.text)["input_ids"]
+
+
+def _check_messages(messages: object, where: str) -> tuple[Message, ...]:
+    if not isinstance(messages, list) or not messages:
+        raise InvalidSettingError(f"{where}: 'messages' must be a non-empty list")
+    for message in messages:
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str) or not isinstance(message.get("content"), str):
+            raise InvalidSettingError(f"{where}: each message needs string 'role' and 'content' fields")
+    return tuple(messages)
+
+
+def read_prompt_file(path: str | Path) -> list[Prompt]:
+    """JSON Lines: each line has `messages` (chat) or `text` (plain)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"prompt file not found: {path}")
+    prompts = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"{path}:{number}"
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise InvalidSettingError(f"{where}: not valid JSON ({error.msg})") from error
+        if isinstance(record, dict) and "messages" in record:
+            prompts.append(Prompt(messages=_check_messages(record["messages"], where)))
+        elif isinstance(record, dict) and isinstance(record.get("text"), str):
+            prompts.append(Prompt(text=record["text"]))
+        else:
+            raise InvalidSettingError(f"{where}: each line needs 'messages' (chat) or 'text' (plain prompt)")
+    if not prompts:
+        raise InvalidSettingError(f"{path}: no prompts in file")
+    return prompts
+
+
+def read_messages_file(path: str | Path) -> Prompt:
+    """A conversation for `generate --messages-file`: either one message object per line, or the first
+    line of a prompt file (an object with `messages`)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"messages file not found: {path}")
+    lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    try:
+        records = [json.loads(line) for line in lines]
+    except json.JSONDecodeError as error:
+        raise InvalidSettingError(f"{path}: not valid JSON Lines ({error.msg})") from error
+    if records and isinstance(records[0], dict) and "messages" in records[0]:
+        return Prompt(messages=_check_messages(records[0]["messages"], str(path)))
+    return Prompt(messages=_check_messages(records, str(path)))
