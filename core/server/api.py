@@ -49,7 +49,8 @@ from core.server import requests as S
 from core.server.gateway import EngineGateway, Ticket
 from core.server.keys import key_matches
 from core.server.responses import ResponseBuilder, parse_responses_request, sse_event
-from core.server.tool_calls import CallDelta, ToolCallStream, forced_call_grammar, parse_answer
+from core.server.tool_calls import forced_call_grammar
+from core.text.tool_calls import CallDelta, ToolCallStream, parse_answer
 
 log = logging.getLogger(__name__)
 

@@ -30,7 +30,7 @@ from typing import Any, Literal, get_args
 from core.engine import protocol as P
 from core.errors import InvalidSettingError
 from core.text.template_kwargs import check_template_kwargs
-from core.server.tool_calls import CallDelta, ToolCall
+from core.text.tool_calls import CallDelta, ToolCall
 
 METHODS: tuple[str, ...] = get_args(P.Method)  # the engine's own list, "auto" included
 CHAT_ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant", "tool": "tool"}

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.server import requests as S
-from core.server.tool_calls import CallDelta
+from core.text.tool_calls import CallDelta
 
 # Fields that ask for state this server does not keep, and what to send instead.
 _STATEFUL = {

@@ -10,7 +10,7 @@ from typing import Any
 
 from transformers import PreTrainedTokenizerBase
 
-from core.engine.protocol import HERMES, LLAMA3_JSON
+from core.text.tool_format import HERMES, LLAMA3_JSON
 from core.errors import InvalidSettingError, ModelFormatError
 from core.text.template_kwargs import template_source, template_variables
 
