@@ -13,6 +13,7 @@ events; run_tool_turn strings them together for the terminal, where an answer is
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import secrets
 from collections.abc import Callable
@@ -26,7 +27,17 @@ from core.tools.toolbox import Toolbox
 MAX_ROUNDS = 8  # answers with tool calls per question: a model that calls forever is stopped here
 Decision = Literal["once", "always", "deny"]
 DENIED_TEXT = "The user did not allow this call."
-CAP_NOTE = f"stopped after {MAX_ROUNDS} rounds of tool calls (the most one answer may make)"
+STOPPED_TEXT = "The user stopped this call."
+Waiter = Callable[[concurrent.futures.Future], "ToolResult | None"]  # a call's result, or None: stopped
+
+
+def cap_note(max_rounds: int = MAX_ROUNDS) -> str:
+    """What the user is told when an answer reaches the round cap."""
+    return f"stopped after {max_rounds} rounds of tool calls (the most one answer may make)"
+
+
+def wait_for_result(future: concurrent.futures.Future) -> ToolResult:
+    return future.result()
 
 
 @dataclass(frozen=True)
@@ -60,6 +71,7 @@ class Approvals:
 def read_calls(answer: str, fmt: str | None, toolbox: Toolbox) -> tuple[str, list[PendingCall]]:
     """(content, calls) of a finished answer, each call checked against the toolbox."""
     content, calls = parse_answer(answer, fmt, frozenset(toolbox.tools))
+    content = content.strip()
     pending = []
     for call in calls:
         call_id = f"call_{secrets.token_hex(6)}"
@@ -97,20 +109,22 @@ def tool_message(call: PendingCall, result: ToolResult) -> dict[str, Any]:
 @dataclass
 class TurnOutcome:
     """The messages one question added after the user's (answers with calls, results, the final answer);
-    `answered`: the final answer came; `capped`: stopped at MAX_ROUNDS."""
+    `answered`: the final answer came; `capped`: stopped at MAX_ROUNDS; `stopped`: the user stopped a tool."""
 
     messages: list[dict[str, Any]]
     answered: bool
     capped: bool = False
+    stopped: bool = False
 
 
 def run_tool_turn(messages: list[dict[str, Any]], generate: Callable[[list[dict[str, Any]]], tuple[str, str] | None],
                   toolbox: Toolbox, fmt: str | None, approvals: Approvals,
                   approve: Callable[[PendingCall], Decision],
                   on_result: Callable[[PendingCall, ToolResult], None] = lambda call, result: None,
-                  max_rounds: int = MAX_ROUNDS) -> TurnOutcome:
+                  max_rounds: int = MAX_ROUNDS, wait: Waiter = wait_for_result) -> TurnOutcome:
     """Answer the conversation `messages` (ending with the user's question), running the calls the user
-    allows. `generate(messages)` gives (answer text, reasoning) or None when the answer failed or was stopped.
+    allows. `generate(messages)` gives (answer text, reasoning) or None when the answer failed or was stopped;
+    `wait(future)` waits for a running call (None: the user stopped it, which ends the turn).
     """
     added: list[dict[str, Any]] = []
     for round_number in range(max_rounds + 1):
@@ -128,15 +142,18 @@ def run_tool_turn(messages: list[dict[str, Any]], generate: Callable[[list[dict[
             return TurnOutcome(added + [{"role": "assistant", "content": content}], answered=True, capped=True)
         added.append(assistant_message(content, calls, reasoning))
         for call in calls:
-            result = run_call(call, toolbox, approvals, approve)
+            result = run_call(call, toolbox, approvals, approve, wait)
+            if result is None:
+                added.append(tool_message(call, ToolResult(STOPPED_TEXT, is_error=True)))
+                return TurnOutcome(added, answered=False, stopped=True)
             on_result(call, result)
             added.append(tool_message(call, result))
     raise AssertionError("unreachable: the last round returns")
 
 
-def run_call(call: PendingCall, toolbox: Toolbox, approvals: Approvals,
-             approve: Callable[[PendingCall], Decision]) -> ToolResult:
-    """One call: its problem, the user's refusal, or the tool's result."""
+def run_call(call: PendingCall, toolbox: Toolbox, approvals: Approvals, approve: Callable[[PendingCall], Decision],
+             wait: Waiter = wait_for_result) -> ToolResult | None:
+    """One call: its problem, the user's refusal, or the tool's result (None: the user stopped it)."""
     if call.problem is not None:
         return ToolResult(call.problem, is_error=True)
     if approvals.needs_asking(call.name):
@@ -144,4 +161,4 @@ def run_call(call: PendingCall, toolbox: Toolbox, approvals: Approvals,
         approvals.record(call.name, decision)
         if decision == "deny":
             return ToolResult(DENIED_TEXT, is_error=True)
-    return toolbox.call(call.name, call.arguments)
+    return wait(toolbox.submit(call.name, call.arguments))
