@@ -25,9 +25,6 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Literal, Union
 
-# How a model writes tool calls (StatusReport.models["tool_call_format"]), named where torch-free code reads them
-from core.text.tool_format import HERMES, LLAMA3_JSON  # noqa: F401
-
 PROTOCOL_VERSION = 1
 
 EngineState = Literal["idle", "loading", "ready", "generating"]
@@ -37,6 +34,7 @@ CacheOwner = Literal["chat", "api"]
 # What an answer must match (core.decoding.constraints): any JSON object, a JSON schema, or an llguidance Lark grammar
 GrammarKind = Literal["json_object", "json_schema", "lark"]
 MAX_TOP_LOGPROBS = 20  # alternatives per token, at most (OpenAI's limit)
+
 
 # Error kinds the engine and client report (Error.kind).
 ERROR_KINDS = (
