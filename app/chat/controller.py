@@ -383,9 +383,9 @@ class ChatController(QObject):
         if self.active is not None:
             self.active.raw = ""
             self.active.calls = ToolCallStream(self.tool_format(), frozenset(self.toolbox.tools)) if tools else None
+        offered = {"tools": tools} if tools else {}  # a request without tools stays as it was
         self.bridge.generate(  # may end the answer at once (engine not running): then active is None again
             messages,
-            tools=tools,
             request_id=request_id,
             temperature=settings.temperature,
             top_p=settings.top_p,
@@ -396,6 +396,7 @@ class ChatController(QObject):
             method=settings.decoding_method(bool(self.app_settings.draft)),
             seed=settings.seed if settings.seed >= 0 else random.randrange(2**31),
             chat_template_kwargs=self.template_kwargs(settings),
+            **offered,
         )
 
     # -- engine events -------------------------------------------------------------------------------------
