@@ -157,3 +157,25 @@ def test_always_stops_asking_and_stop_closes_an_open_question(qtbot, window):
     assert answer.status == S.STOPPED and answer.tool_rounds[0]["calls"][0]["status"] == T.STOPPED
     assert calls(window) == ["add 2 3", "add 2 3"] and not window.controller.generating
     assert window.chat_view.last_answer().tool_calls.card(card.record["id"]).title.text().endswith("stopped")
+
+
+def test_settings_list_the_servers_tools_and_add_servers_checked_as_hostile_input(qtbot, window, app_paths):
+    page = window.open_settings(has_gpu=False)
+    section = page.tools
+    assert section is not None and set(section.switches) == {"calc"}
+    listed = [w.text() for w in section.findChildren(type(section.message)) if w.text().startswith("Tools: ")]
+    assert listed and {"add", "echo", "hang"} <= set(listed[0].removeprefix("Tools: ").split(", "))
+    section.paste.setPlainText(json.dumps({"mcpServers": {"evil": {"url": "file:///etc/passwd"}}}))
+    qtbot.mouseClick(section.add_button, Qt.MouseButton.LeftButton)
+    assert "http:// or https://" in section.message.text() and set(section.switches) == {"calc"}
+    section.paste.setPlainText("https://tools.example.com/mcp")
+    qtbot.mouseClick(section.add_button, Qt.MouseButton.LeftButton)
+    section.paste.setPlainText("uvx mcp-server-fetch --ignore-robots-txt")
+    qtbot.mouseClick(section.add_button, Qt.MouseButton.LeftButton)
+    assert set(section.switches) == {"calc", "tools.example.com", "uvx"}
+    section.switches["calc"].setChecked(False)
+    screenshot(page, "settings-tools")
+    qtbot.mouseClick(page.save_button, Qt.MouseButton.LeftButton)
+    saved = json.loads((app_paths.config_dir / T.TOOLS_CONFIG_NAME).read_text())["mcpServers"]
+    assert saved["calc"]["disabled"] is True and saved["tools.example.com"] == {"url": "https://tools.example.com/mcp"}
+    assert saved["uvx"] == {"command": "uvx", "args": ["mcp-server-fetch", "--ignore-robots-txt"]}

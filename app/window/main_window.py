@@ -37,6 +37,7 @@ from app.system.paths import AppPaths
 from app.settings.schema import AppSettings, ConversationSettings, Method, load_settings, save_settings, to_dict
 from app.settings.chat_panel import ChatSettingsPanel
 from app.settings.settings_page import SettingsPage
+from app.settings.tool_servers_section import ToolServersSection
 from app.window.confirm import ConfirmDialog, confirm_box, confirm_destructive
 from app.window.status_bar import AppStatusBar
 from app.window.toast import Toast
@@ -445,7 +446,8 @@ class MainWindow(QMainWindow):
         computer with (True) or without an NVIDIA GPU, instead of asking the driver."""
         if self.settings_page is not None:
             return self.settings_page
-        page = SettingsPage(self.settings, self, has_gpu)
+        tools = ToolServersSection(self.paths.config_dir / TOOLS_CONFIG_NAME, self.controller.toolbox)
+        page = SettingsPage(self.settings, self, has_gpu, tools)
         page.saved.connect(lambda settings: (self.close_settings(), self.apply_settings(settings)))
         page.cancelled.connect(self.close_settings)
         page.models_requested.connect(lambda: (self.close_settings(), self.open_model_manager()))
