@@ -16,6 +16,7 @@ import pytest
 pytest.importorskip("PySide6")
 
 from PySide6.QtCore import Qt  # noqa: E402
+from PySide6.QtWidgets import QScrollArea  # noqa: E402
 
 from app.chat import tool_turns as T  # noqa: E402
 from app.conversations import store as S  # noqa: E402
@@ -174,6 +175,7 @@ def test_settings_list_the_servers_tools_and_add_servers_checked_as_hostile_inpu
     qtbot.mouseClick(section.add_button, Qt.MouseButton.LeftButton)
     assert set(section.switches) == {"calc", "tools.example.com", "uvx"}
     section.switches["calc"].setChecked(False)
+    page.findChild(QScrollArea).ensureWidgetVisible(section.add_button)
     screenshot(page, "settings-tools")
     qtbot.mouseClick(page.save_button, Qt.MouseButton.LeftButton)
     saved = json.loads((app_paths.config_dir / T.TOOLS_CONFIG_NAME).read_text())["mcpServers"]
