@@ -151,9 +151,14 @@ class OpenAIServer:
             if len(body) > limit:
                 raise too_big
         try:
-            return json.loads(body or b"null")
+            decoded = json.loads(body or b"null")
         except ValueError as error:
             raise E.ApiError(400, f"the request body is not valid JSON ({error})", code="invalid_json") from error
+        except RecursionError as error:  # nested thousands deep: hostile, and nothing to log
+            raise E.ApiError(400, f"the request body is nested more than {S.MAX_JSON_DEPTH} levels deep",
+                             code="invalid_json") from error
+        S.check_tree(decoded)
+        return decoded
 
     def check_tools(self, parsed: S.CompletionRequest) -> str | None:
         """The model's tool-call format when the request uses tools (or tool messages); a clear 400 for a
@@ -174,8 +179,14 @@ class OpenAIServer:
     # -- routes --------------------------------------------------------------------------------------------
 
     async def health(self, request: Request) -> Response:
+        """200 {"status": "ok"} (or "no_model") when the engine can answer; 503 with the engine's state
+        ("loading", "restarting", "down") and a `message` saying what happened when it cannot."""
         self.check_host(request)
         info = self.gateway.model_info()
+        engine = self.gateway.engine_health()
+        if engine.state != "ready":
+            return JSONResponse({"status": engine.state, "message": engine.message, "model": info.get("target"),
+                                 **self.gateway.health()}, status_code=503, headers={"Retry-After": "5"})
         return JSONResponse({"status": "ok" if info else "no_model", "model": info.get("target"),
                              **self.gateway.health()})
 
@@ -197,10 +208,16 @@ class OpenAIServer:
     async def completions(self, request: Request) -> Response:
         return await self._complete(request, S.parse_completion_request)
 
-    def prepare(self, parsed: S.CompletionRequest) -> tuple[S.CompletionRequest, str | None]:
+    def prepare(self, parsed: S.CompletionRequest,
+                max_tokens_param: str = "max_tokens") -> tuple[S.CompletionRequest, str | None]:
         """The checks every answer passes before it is queued; the request with its grammar in place (a forced
         call's, built in the model's own format) and the model's tool-call format (None without tools)."""
         self.check_model(parsed.model)
+        context = self.gateway.model_info().get("max_context")
+        if parsed.max_tokens is not None and context and parsed.max_tokens > context:
+            raise E.ApiError(400, f"'{max_tokens_param}' is {parsed.max_tokens}, more than the model's whole context "
+                             f"window of {context} tokens (prompt and answer together): ask for fewer, or leave it "
+                             "out to answer until the context is full", param=max_tokens_param, code="invalid_value")
         tool_format = self.check_tools(parsed)
         if parsed.forces_tool_call:  # a grammar for one call in the model's own format
             parsed = dataclasses.replace(parsed, grammar_kind="lark",
@@ -247,7 +264,7 @@ class OpenAIServer:
         self.check_host(request)
         self.check_key(request)
         asked = parse_responses_request(await self.read_json(request), self.defaults)
-        parsed, tool_format = self.prepare(asked.completion)
+        parsed, tool_format = self.prepare(asked.completion, "max_output_tokens")
         response_id = R.new_id("resp")
         ticket = self.gateway.open(parsed.to_generate(response_id))
         tally = R.RunTally(parsed.method, "input")

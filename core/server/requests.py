@@ -24,6 +24,7 @@ from typing import Any, Literal, get_args
 from core.engine import protocol as P
 from core.errors import InvalidSettingError
 from core.server.api_errors import ApiError
+from core.server.schema_check import has_finite_instance
 from core.text.template_kwargs import check_template_kwargs
 
 METHODS: tuple[str, ...] = get_args(P.Method)  # the engine's own list, "auto" included
@@ -33,6 +34,8 @@ MAX_STOP_STRINGS = 16
 # responses without one answer until the end of the context, as vLLM and llama.cpp do
 LEGACY_COMPLETION_MAX_TOKENS = 16
 MAX_TOOLS = 128
+MAX_JSON_DEPTH = 64  # far deeper than any real request (a tool schema nests a few levels); deeper is hostile
+MAX_TOKENS_LIMIT = 2**31 - 1  # beyond any context: a larger max_tokens is a client's mistake (vLLM: 400 too)
 TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")  # OpenAI's rule for function names
 
 # Fields some clients always send: harmless at these values, refused (not silently ignored) at others.
@@ -62,6 +65,9 @@ def check_grammar(kind: str, source: str, param: str) -> None:
         problem = llguidance.LLMatcher.validate_grammar(grammar)
     except ValueError as error:
         problem = str(error)
+    if not problem and kind == "json_schema" and not has_finite_instance(json.loads(source)):
+        problem = ("no finite JSON value matches it (a '$ref' leads back to itself through required properties "
+                   "or only to itself), so no answer could ever be complete: give the recursion a way to end")
     if problem:
         what = "the tools' parameters" if param == "tools" else "the JSON schema"
         raise ApiError(400, f"{what} cannot be used for structured output: {problem.strip()}", param=param,
@@ -231,9 +237,35 @@ def _logprobs(body: dict, chat: bool) -> int | None:
     return top
 
 
+def check_tree(body: object) -> None:
+    """The decoded body walked once, without recursion: nested at most MAX_JSON_DEPTH deep (deeper would make
+    the schema and template code recurse until Python's limit), and every string (and key) UTF-8 text: a lone
+    surrogate ("\\ud800", which JSON's escapes allow and no tokenizer can read) is a 400 naming where it is."""
+    stack: list[tuple[object, str, int]] = [(body, "", 0)]
+    while stack:
+        value, where, depth = stack.pop()
+        if depth > MAX_JSON_DEPTH:
+            raise ApiError(400, f"the request body is nested more than {MAX_JSON_DEPTH} levels deep", code="invalid_json")
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as error:
+                name = where or "the request body"
+                raise ApiError(400, f"{name} holds a lone surrogate (\\u{ord(value[error.start]):04x} at character "
+                               f"{error.start}), which is not text: send the character's whole pair, or leave it out",
+                               param=where or None, code="invalid_value") from error
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                stack.append((key, where, depth + 1))
+                stack.append((item, f"{where}.{key}" if where else str(key), depth + 1))
+        elif isinstance(value, list):
+            stack.extend((item, f"{where}[{index}]", depth + 1) for index, item in enumerate(value))
+
+
 def _common(body: object, defaults: Defaults, chat: bool) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise ApiError(400, "the request body must be a JSON object", code="invalid_json")
+    check_tree(body)
     _refuse_unsupported(body)
     if not chat and ("tools" in body or "response_format" in body):
         name = "tools" if "tools" in body else "response_format"
@@ -245,16 +277,20 @@ def _common(body: object, defaults: Defaults, chat: bool) -> dict[str, Any]:
     stream = body.get("stream", False)
     if not isinstance(stream, bool) and stream is not None:
         raise ApiError(400, "'stream' must be true or false", param="stream", code="invalid_type")
-    options = body.get("stream_options") or {}
+    options = body.get("stream_options")
+    if options is not None and not stream:
+        raise ApiError(400, "'stream_options' is only for streamed answers: send it with \"stream\": true, or leave "
+                       "it out", param="stream_options", code="invalid_value")
+    options = options or {}
     if not isinstance(options, dict):
         raise ApiError(400, "'stream_options' must be an object", param="stream_options", code="invalid_type")
     method = body.get("method", defaults.method)
     if method not in METHODS:
         raise ApiError(400, f"'method' must be one of {', '.join(METHODS)}, got {method!r}", param="method",
                        code="invalid_value")
-    max_tokens = _integer(body, "max_completion_tokens", None, 1)
+    max_tokens = _integer(body, "max_completion_tokens", None, 1, MAX_TOKENS_LIMIT)
     default = defaults.max_tokens if chat or defaults.max_tokens is not None else LEGACY_COMPLETION_MAX_TOKENS
-    max_tokens = _integer(body, "max_tokens", max_tokens if max_tokens is not None else default, 1)
+    max_tokens = _integer(body, "max_tokens", max_tokens if max_tokens is not None else default, 1, MAX_TOKENS_LIMIT)
     seed = _integer(body, "seed", defaults.seed, -(2**63), 2**63 - 1)
     return dict(
         model=model,
@@ -316,6 +352,10 @@ def _tools(body: dict) -> tuple[dict[str, Any], ...]:
         if not isinstance(function.get("description", ""), str) or not isinstance(function.get("parameters", {}), dict):
             raise ApiError(400, f"{where}.function: 'description' must be a string and 'parameters' an object",
                            param=f"{where}.function", code="invalid_value")
+        if not has_finite_instance(function.get("parameters", {})):
+            raise ApiError(400, f"{where}.function.parameters: no finite JSON value matches the schema (a '$ref' "
+                           "leads back to itself through required properties), so no call could be complete: give "
+                           "the recursion a way to end", param=f"{where}.function.parameters", code="invalid_schema")
         kept = {key: function[key] for key in ("name", "description", "parameters") if key in function}
         checked.append({"type": "function", "function": kept})
     if len({t["function"]["name"] for t in checked}) != len(checked):
