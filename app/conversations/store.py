@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from core.system.private_files import private_file, private_folder
+
 log = logging.getLogger(__name__)
 
 # Message statuses (stored as strings; do not rename).
@@ -37,7 +39,13 @@ STATUSES = (COMPLETE, STREAMING, STOPPED, INTERRUPTED, FAILED)
 
 
 class StoreError(RuntimeError):
-    """The conversation database cannot be used (newer schema, corrupt file)."""
+    """The conversation database cannot be used: `reason` "newer" (written by a newer version of the app),
+    "damaged" (SQLite cannot read it) or "unavailable" (locked, the disk full: trying again later may work).
+    A newer or damaged file can be set aside (`Store.set_aside`) and a fresh one started; nothing is deleted."""
+
+    def __init__(self, message: str, reason: str = "damaged") -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 @dataclass(frozen=True)
@@ -154,7 +162,7 @@ def migrate(db: sqlite3.Connection, target: int = SCHEMA_VERSION) -> int:
     if found > SCHEMA_VERSION:
         raise StoreError(
             f"the conversation database has schema version {found}, newer than this app's {SCHEMA_VERSION}: "
-            "update SpecExec Desktop to open it"
+            "update SpecExec Desktop to open it", reason="newer"
         )
     for version in range(found, target):
         with transaction(db):  # one transaction per step: a failed step leaves the previous version intact
@@ -175,19 +183,50 @@ class Store:
 
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        private_folder(self.path.parent)
         existed = self.path.exists() and self.path.stat().st_size > 0
+        for file in (self.path, *self._companions()):  # 0600 from the start; SQLite gives its -wal and -shm
+            if file == self.path or file.exists():      # files the database file's mode
+                private_file(file)
         try:
             self.db = connect(self.path)
             self.db.execute("PRAGMA journal_mode = WAL")
             self.db.execute("PRAGMA synchronous = NORMAL")
+            problem = self.db.execute("PRAGMA quick_check").fetchone()[0] if existed else "ok"
+            if problem != "ok":
+                raise sqlite3.DatabaseError(problem)
             found = schema_version(self.db)
             if existed and 0 < found < SCHEMA_VERSION:
                 self._backup(found)
             migrate(self.db)
+            self.recovered = self._recover_streaming()
         except sqlite3.DatabaseError as error:
-            raise StoreError(f"cannot open the conversation database {self.path}: {error}") from error
-        self.recovered = self._recover_streaming()
+            with contextlib.suppress(AttributeError, sqlite3.Error):
+                self.db.close()
+            if isinstance(error, sqlite3.OperationalError) and "malformed" not in str(error):  # locked, full, ...
+                raise StoreError(f"the conversation database {self.path} cannot be opened: SQLite says "
+                                 f"\"{error}\"", reason="unavailable") from error
+            raise StoreError(f"the conversation database {self.path} is damaged: SQLite says \"{error}\"") from error
+        except StoreError:
+            self.db.close()
+            raise
+
+    def _companions(self) -> tuple[Path, Path]:
+        return self.path.with_name(self.path.name + "-wal"), self.path.with_name(self.path.name + "-shm")
+
+    @staticmethod
+    def set_aside(path: Path | str) -> Path:
+        """Move a database that cannot be used (and its -wal / -shm files) out of the way, to
+        `<name>.unreadable-<time>`, so a fresh one can start where it was; returns where it went. Nothing is
+        deleted: a newer app can still open it, and a damaged one can still be rescued by hand."""
+        path = Path(path)
+        aside = path.with_name(f"{path.name}.unreadable-{time.strftime('%Y%m%d-%H%M%S')}")
+        for suffix in ("", "-wal", "-shm"):
+            source = path.with_name(path.name + suffix)
+            if source.exists():
+                source.replace(aside.with_name(aside.name + suffix))
+        log.warning("set the conversation database %s aside as %s", path, aside)
+        return aside
 
     def _backup(self, version: int) -> None:
         backup = self.path.with_name(f"{self.path.name}.v{version}.bak")

@@ -13,7 +13,14 @@ from pathlib import Path
 
 # The data and config folders are found once, in core.system.locations (the models folder sits beside the
 # chats, and the download token beside the settings).
-from core.system.locations import APP_AUTHOR, APP_NAME, DATA_DIR_ENV, config_dir, data_dir
+from core.system.locations import (
+    APP_AUTHOR,
+    APP_NAME,
+    DATA_DIR_ENV,
+    config_dir,
+    data_dir,
+)
+from core.system.private_files import private_folder
 
 LOG_DIR_ENV = "SPECEXEC_LOG_DIR"
 
@@ -50,6 +57,7 @@ class AppPaths:
         return cls(data_dir(env), config_dir(env), logs)
 
     def ensure(self) -> "AppPaths":
+        """The three folders, created (or tightened) to 0700: conversations and logs are the user's alone."""
         for folder in (self.data_dir, self.config_dir, self.log_dir):
-            folder.mkdir(parents=True, exist_ok=True)
+            private_folder(folder)
         return self

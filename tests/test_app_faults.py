@@ -1,0 +1,102 @@
+"""Faults of the machine and of a careless user, on real files (issue 41): a damaged or newer conversation database
+(kept aside, a fresh one offered in words, the app starts), the modes of the user's files (0600 in 0700 folders),
+and a second app on the same data."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from app.conversations.store import Store, StoreError
+from app.main import open_store
+from app.system.logging_setup import remove_logging, setup_logging
+from app.system.paths import AppPaths
+
+POSIX = os.name == "posix"
+
+
+def _filled_store(path: Path) -> None:
+    store = Store(path)
+    for n in range(40):
+        cid = store.create_conversation(f"chat {n}")
+        store.add_message(cid, "user", "a question " * 200)
+        store.add_message(cid, "assistant", "an answer " * 200)
+    store.close()
+
+
+def _damage_last_page(path: Path) -> bytes:
+    """Overwrite the database file's last page with noise, as a disk or a crash can; returns the file before."""
+    before = path.read_bytes()
+    page = sqlite3.connect(path).execute("PRAGMA page_size").fetchone()[0]
+    with open(path, "r+b") as handle:
+        handle.seek(len(before) - page)
+        handle.write(bytes((n * 151 + 7) % 256 for n in range(page)))
+    return before
+
+
+def test_a_damaged_database_is_kept_aside_and_a_fresh_one_offered(tmp_path):
+    path = tmp_path / "conversations.sqlite3"
+    _filled_store(path)
+    _damage_last_page(path)
+    damaged = path.read_bytes()
+    with pytest.raises(StoreError) as caught:  # not a raw sqlite3.DatabaseError
+        Store(path)
+    assert caught.value.reason == "damaged" and "is damaged: SQLite says" in str(caught.value)
+    questions: list[str] = []
+    store = open_store(path, lambda question: questions.append(question) or True)
+    assert store is not None and store.conversations() == []  # a fresh, working database
+    store.add_message(store.create_conversation(), "user", "hello again")
+    store.close()
+    assert "it is damaged and cannot be read" in questions[0] and "move it aside, untouched" in questions[0]
+    [aside] = tmp_path.glob("conversations.sqlite3.unreadable-*[0-9]")
+    assert aside.read_bytes() == damaged  # kept as it was
+
+
+def test_a_newer_database_is_refused_unless_the_person_agrees(tmp_path, capsys):
+    path = tmp_path / "conversations.sqlite3"
+    Store(path).close()
+    db = sqlite3.connect(path)
+    db.execute("UPDATE schema_version SET version = 99")
+    db.commit()
+    db.close()
+    asked: list[str] = []
+    assert open_store(path, lambda question: asked.append(question) or False) is None
+    assert "written by a newer version" in asked[0] and "cannot start" in capsys.readouterr().err
+    assert path.exists() and not list(tmp_path.glob("*.unreadable-*"))  # refused: nothing moved
+    store = open_store(path, lambda question: True)
+    assert store is not None and store.conversations() == []
+    store.close()
+
+
+@pytest.mark.skipif(not POSIX, reason="file modes are POSIX")
+def test_conversations_and_logs_are_the_users_alone(tmp_path):
+    """Folders 0700 (tightened when an older version made them 0755), the database, its WAL files and the log
+    0600, a rotated log too."""
+    data = tmp_path / "data"
+    data.mkdir(mode=0o755)
+    os.chmod(data, 0o755)
+    paths = AppPaths(data, tmp_path / "config", tmp_path / "logs").ensure()
+    for folder in (paths.data_dir, paths.config_dir, paths.log_dir):
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700, folder
+    store = Store(paths.database)
+    store.add_message(store.create_conversation(), "user", "private")
+    for file in (paths.database, *paths.data_dir.glob("conversations.sqlite3-*")):
+        assert stat.S_IMODE(file.stat().st_mode) == 0o600, file
+    store.close()
+    handler = setup_logging(paths.log_file)
+    try:
+        handler.maxBytes = 200
+        for n in range(10):
+            logging.getLogger("app.test").warning("a line long enough to roll the log over %d %s", n, "x" * 50)
+        logs = list(paths.log_dir.glob("specexec-desktop.log*"))
+        assert len(logs) >= 2
+        assert all(stat.S_IMODE(log.stat().st_mode) == 0o600 for log in logs), logs
+    finally:
+        remove_logging(handler)
