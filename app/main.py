@@ -30,6 +30,7 @@ from app.system.paths import APP_NAME, AppPaths
 from app.settings.schema import load_settings
 from app.conversations.store import Store, StoreError
 from app.system.library_check import platform_problem
+from app.system.single_instance import SingleInstance
 from app.theme.manager import ThemeManager
 from core.system.locations import models_dir
 
@@ -87,6 +88,13 @@ def ask_to_start_fresh(question: str) -> bool:
     return box.exec() == QDialog.DialogCode.Accepted
 
 
+def bring_to_front(window: MainWindow) -> None:
+    """Show the window above others (a second start of the app asked for it)."""
+    window.showNormal() if window.isMinimized() else window.show()
+    window.raise_()
+    window.activateWindow()
+
+
 def quit_on_terminal_signals(app: QApplication) -> None:
     """Ctrl-C (SIGINT) or SIGTERM quits like File > Quit: windows close, the engine shuts down. Qt's loop
     never returns to Python by itself, so a timer gives Python's signal handlers a chance to run."""
@@ -121,6 +129,10 @@ def main(argv: list[str] | None = None) -> int:
     app = create_application(sys.argv if argv is None else argv)
     settings = load_settings(paths.settings_file)
     theme = ThemeManager(app, settings.theme)
+    instance = SingleInstance(paths.data_dir, app)
+    if not instance.acquire():
+        report_fatal(instance.message(instance.bring_first_to_front()))
+        return 1
     store = open_store(paths.database, ask_to_start_fresh)  # before the wizard: a broken database is met at once
     if store is None:
         return 1
@@ -129,8 +141,10 @@ def main(argv: list[str] | None = None) -> int:
     window = MainWindow(paths, settings, store=store, bridge=bridge, theme=theme)
     window.owns_bridge = True  # the wizard's engine, if it started one, is the window's now
     window.show()
+    instance.activated.connect(lambda: bring_to_front(window))
     quit_on_terminal_signals(app)
     code = app.exec()
+    instance.release()
     log.info("SpecExec Desktop exiting (%d)", code)
     return code
 

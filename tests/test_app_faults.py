@@ -100,3 +100,45 @@ def test_conversations_and_logs_are_the_users_alone(tmp_path):
         assert all(stat.S_IMODE(log.stat().st_mode) == 0o600 for log in logs), logs
     finally:
         remove_logging(handler)
+
+
+FIRST_APP = """
+import sys
+from pathlib import Path
+from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import QApplication
+from app.system.single_instance import SingleInstance
+
+app = QApplication([])
+instance = SingleInstance(Path(sys.argv[1]), app)
+assert instance.acquire()
+instance.activated.connect(lambda: (print("asked to show its window", flush=True), app.quit()))
+QTimer.singleShot(120_000, app.quit)
+print("ready", flush=True)
+sys.exit(app.exec())
+"""
+
+
+def test_a_second_app_on_the_same_data_brings_the_first_to_front_and_says_so(tmp_path, qapp):
+    """A real first app (another process) holds the data folder's lock: a second start cannot take it, names
+    the first's process, asks it to show its window (the first hears it), and can start once the first is gone."""
+    from app.system.single_instance import SingleInstance
+
+    first = subprocess.Popen([sys.executable, "-c", FIRST_APP, str(tmp_path)], stdout=subprocess.PIPE, text=True,
+                             env={**os.environ, "QT_QPA_PLATFORM": "offscreen"})
+    try:
+        assert first.stdout.readline().strip() == "ready"
+        second = SingleInstance(tmp_path)
+        assert not second.acquire()
+        assert second.owner() == first.pid
+        shown = second.bring_first_to_front()
+        assert shown and first.stdout.readline().strip() == "asked to show its window"
+        message = second.message(shown)
+        assert message == (f"SpecExec Desktop is already running with these conversations (process {first.pid}): "
+                           "its window was brought to the front.")
+        assert first.wait(timeout=60) == 0
+        assert second.acquire()  # the first is gone: its lock is taken over
+        second.release()
+    finally:
+        if first.poll() is None:
+            first.kill()
