@@ -142,3 +142,72 @@ def test_a_second_app_on_the_same_data_brings_the_first_to_front_and_says_so(tmp
     finally:
         if first.poll() is None:
             first.kill()
+
+
+@pytest.fixture()
+def small_disk(tmp_path):
+    """A real 2 MB filesystem (tmpfs), mounted for the test: needs root and a kernel that lets it mount."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if not POSIX or os.geteuid() != 0:
+        pytest.skip("mounting a small filesystem needs root")
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(disk)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=True)
+
+
+def _fill(disk: Path) -> Path:
+    """Write a file until the filesystem has no room left; returns it (delete it to free the space)."""
+    filler = disk / "filler"
+    descriptor = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        while True:
+            os.write(descriptor, b"\0" * 4096)
+    except OSError:  # ENOSPC: full
+        pass
+    finally:
+        os.close(descriptor)
+    return filler
+
+
+def test_a_full_disk_loses_no_answer_and_says_so(qtbot, small_disk):
+    """The disk fills while an answer streams: the answer ends (not stuck generating), is shown, the person is
+    told, and it is saved once space is freed; a message sent while the disk is full is refused in words and
+    stays to be sent again."""
+    from app.chat.controller import ChatController
+    from app.conversations import store as S
+    from app.settings.schema import AppSettings
+    from app_fixtures import recording_bridge_class
+    from core.engine import protocol as P
+
+    store = Store(small_disk / "conversations.sqlite3")
+    bridge = recording_bridge_class()()
+    controller = ChatController(store, bridge, AppSettings())
+    said: list[str] = []
+    controller.message.connect(said.append)
+    try:
+        assert controller.send("Tell me a long story.")
+        request_id = bridge.calls[-1][1]
+        answer = "Once upon a time " * 20_000  # 340 kB: the database must grow to hold it
+        filler = _fill(small_disk)
+        bridge.handle_events([P.TokenChunk(request_id, answer, (1,)), P.Finished(request_id, "eos")])
+        assert not controller.generating and controller.active is None
+        shown = controller.messages.rows[-1]
+        assert (shown.content, shown.status) == (answer, S.COMPLETE)
+        assert any("The answer is shown but not saved: could not save to the conversation database (the disk is "
+                   "full: free some space)" in line for line in said), said
+        assert not controller.send("And another one?")  # refused, in words: the input keeps it
+        assert said[-1].startswith("Your message was not sent: could not save to the conversation database")
+        filler.unlink()
+        qtbot.waitUntil(lambda: not controller.unsaved, timeout=30_000)
+        saved = store.message(shown.id)
+        assert (saved.content, saved.status) == (answer, S.COMPLETE)
+        assert said[-1] == "The answer that could not be saved is saved now."
+        assert controller.send("And another one?")
+    finally:
+        controller.detach()
+        store.close()

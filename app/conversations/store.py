@@ -16,6 +16,7 @@ loses nothing committed.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import shutil
@@ -40,7 +41,8 @@ STATUSES = (COMPLETE, STREAMING, STOPPED, INTERRUPTED, FAILED)
 
 class StoreError(RuntimeError):
     """The conversation database cannot be used: `reason` "newer" (written by a newer version of the app),
-    "damaged" (SQLite cannot read it) or "unavailable" (locked, the disk full: trying again later may work).
+    "damaged" (SQLite cannot read it), "full" (the disk is full) or "unavailable" (locked by another program):
+    after the last two, trying again later may work.
     A newer or damaged file can be set aside (`Store.set_aside`) and a fresh one started; nothing is deleted."""
 
     def __init__(self, message: str, reason: str = "damaged") -> None:
@@ -136,10 +138,11 @@ def transaction(db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     db.execute("BEGIN IMMEDIATE")
     try:
         yield db
+        db.execute("COMMIT")  # fails when the disk is full: rolled back below, so the next BEGIN works
     except BaseException:
-        db.execute("ROLLBACK")
+        if db.in_transaction:
+            db.execute("ROLLBACK")
         raise
-    db.execute("COMMIT")
 
 
 def connect(path: Path | str) -> sqlite3.Connection:
@@ -172,6 +175,23 @@ def migrate(db: sqlite3.Connection, target: int = SCHEMA_VERSION) -> int:
             db.execute("INSERT INTO schema_version (version) VALUES (?)", (version + 1,))
         log.info("conversation database migrated to schema %d", version + 1)
     return found
+
+
+def _writes(method: Callable[..., Any]) -> Callable[..., Any]:
+    """A Store method that writes: SQLite's failures to write (the disk is full, the file is locked by another
+    program) become a StoreError in words, with reason "full" or "unavailable"; the database is unchanged (each
+    write is one transaction), so the caller can keep what it meant to save and try again."""
+
+    @functools.wraps(method)
+    def write(self: "Store", *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except sqlite3.OperationalError as error:
+            full = "full" in str(error)
+            why = "the disk is full: free some space" if full else f"SQLite says \"{error}\""
+            raise StoreError(f"could not save to the conversation database ({why})",
+                             reason="full" if full else "unavailable") from error
+    return write
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -251,6 +271,7 @@ class Store:
 
     # -- conversations -------------------------------------------------------------------------------------
 
+    @_writes
     def create_conversation(self, title: str = "New chat", settings_json: str = "{}") -> int:
         now = time.time()
         with transaction(self.db):
@@ -280,14 +301,17 @@ class Store:
         query += " ORDER BY updated_at DESC, id DESC"
         return [Conversation(*row) for row in self.db.execute(query, args)]
 
+    @_writes
     def rename_conversation(self, conversation_id: int, title: str) -> None:
         with transaction(self.db):
             self.db.execute("UPDATE conversations SET title = ? WHERE id = ?", (title, conversation_id))
 
+    @_writes
     def set_conversation_settings(self, conversation_id: int, settings_json: str) -> None:
         with transaction(self.db):
             self.db.execute("UPDATE conversations SET settings = ? WHERE id = ?", (settings_json, conversation_id))
 
+    @_writes
     def delete_conversation(self, conversation_id: int) -> None:
         with transaction(self.db):
             self.db.execute("DELETE FROM messages WHERE conversation_id = ?", (conversation_id,))
@@ -328,6 +352,7 @@ class Store:
         rows = self.db.execute("SELECT id FROM messages WHERE id = ? OR alt_of = ? ORDER BY id", (row[0], row[0]))
         return [r[0] for r in rows]
 
+    @_writes
     def add_alternative(self, message_id: int, status: str = STREAMING) -> Message:
         """A new, empty answer for the turn of answer `message_id`, shown instead of it (which is kept)."""
         old = self.message(message_id)
@@ -345,6 +370,7 @@ class Store:
         assert new is not None
         return new
 
+    @_writes
     def show_alternative(self, message_id: int) -> None:
         """Show answer `message_id` instead of the other answers of its turn."""
         group = self.alternatives(message_id)[0]
@@ -352,6 +378,7 @@ class Store:
             self.db.execute("UPDATE messages SET hidden = (id != ?) WHERE id = ? OR alt_of = ?",
                             (message_id, group, group))
 
+    @_writes
     def add_message(self, conversation_id: int, role: str, content: str, status: str = COMPLETE) -> Message:
         now = time.time()
         with transaction(self.db):
@@ -363,6 +390,7 @@ class Store:
             self._touch(conversation_id)
         return Message(int(cursor.lastrowid), conversation_id, role, content, status, {}, now)
 
+    @_writes
     def update_message(
         self, message_id: int, *, content: str | None = None, status: str | None = None,
         stats: dict[str, Any] | None = None, reasoning: str | None = None,
@@ -380,6 +408,7 @@ class Store:
         with transaction(self.db):
             self.db.execute(f"UPDATE messages SET {', '.join(sets)} WHERE id = ?", (*args, message_id))
 
+    @_writes
     def delete_messages_from(self, conversation_id: int, message_id: int) -> None:
         """Delete `message_id` and every later message of the conversation (regenerate / edit-and-resend)."""
         with transaction(self.db):
