@@ -235,6 +235,7 @@ HYBRIDS = {
               "28 of its 32 layers are Mamba"),
     "lfm2": ({"model_type": "lfm2", "layer_types": ["conv", "conv", "full_attention"]}, "short-convolution"),
     "mamba": ({"model_type": "mamba", "num_hidden_layers": 4}, "its layers are Mamba"),
+    "falcon-h1": ({"model_type": "falcon_h1", "num_hidden_layers": 24}, "(falcon_h1)"),
 }
 
 

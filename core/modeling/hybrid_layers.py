@@ -27,6 +27,7 @@ RECURRENT_KINDS = {
 RECURRENT_MODEL_TYPES = {
     "mamba": "Mamba", "mamba2": "Mamba-2", "rwkv": "RWKV", "rwkv7": "RWKV", "recurrent_gemma": "RecurrentGemma",
     "xlstm": "xLSTM", "zamba": "Zamba", "zamba2": "Zamba2", "falcon_mamba": "Falcon Mamba",
+    "falcon_h1": "Mamba", "bamba": "Mamba", "jamba": "Mamba", "nemotron_h": "Mamba", "qwen3_next": "linear-attention",
 }
 # config keys that list each layer's kind (transformers' names differ by model family)
 _LAYER_LISTS = ("layer_types", "layers_block_type", "block_types", "layer_block_types")
