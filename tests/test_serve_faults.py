@@ -17,10 +17,10 @@ import pytest
 from starlette.applications import Starlette
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
+from test_serve_api import KEY, post, start_server, stop_server, tool_models  # noqa: F401 - the fixture
 
 from core.server.engine_thread import RESTART_BACKOFF_MAX_S, restart_delay
 from core.server.runner import ApiServer
-from test_serve_api import KEY, post, start_server, stop_server, tool_models  # noqa: F401 - the fixture
 
 WAIT_S = 240.0  # the longest any state below may take to come, on a loaded 2-core machine
 

@@ -89,8 +89,9 @@ def test_max_tokens_beyond_any_context_and_stream_options_without_stream_are_ref
 def test_a_prompt_too_long_names_what_takes_its_tokens():
     """Many tools: the error names the tools' definitions first; long instructions (system messages): those."""
     from app_fixtures import make_no_eos_tokenizer
-    from core.engine.session import fit_conversation
     from tool_templates import HERMES_TEMPLATE
+
+    from core.engine.session import fit_conversation
 
     tokenizer = make_no_eos_tokenizer()
     tools = tuple({"type": "function", "function": {"name": f"tool_{n}", "description": "w5 w6 " * 20,

@@ -183,7 +183,7 @@ def _writes(method: Callable[..., Any]) -> Callable[..., Any]:
     write is one transaction), so the caller can keep what it meant to save and try again."""
 
     @functools.wraps(method)
-    def write(self: "Store", *args: Any, **kwargs: Any) -> Any:
+    def write(self: Store, *args: Any, **kwargs: Any) -> Any:
         try:
             return method(self, *args, **kwargs)
         except sqlite3.OperationalError as error:
