@@ -32,7 +32,9 @@ Modules, one job each:
     streaming     LayerStreamer: executes the plan (CUDA streams + events, or synchronous CPU copies)
     residency     VRAM budget and resident-layer planning (pure functions)
     offloaded_lm  OffloadedLM and its OffloadReport
-    loader        load_offloaded; load_on_device (a GPTQ draft, whole on the GPU)
+    meta_model    a folder read as far as its headers: the meta-built model, its layouts, where each tensor goes
+    checkpoint_fill  filling the allocated blocks from the checkpoint, and the checks that every weight came
+    loader        load_offloaded; load_on_device (a GPTQ draft, whole on the GPU): plan, check, allocate, fill
 """
 
 __all__ = ["OffloadReport", "OffloadedLM", "is_quantized_folder", "load_offloaded"]
