@@ -23,6 +23,7 @@ in words, not after minutes of loading.
 from __future__ import annotations
 
 import logging
+import platform
 from pathlib import Path
 
 import torch
@@ -37,7 +38,9 @@ from core.offload.checkpoint_fill import (
 from core.offload.host_embedding import HostEmbedding
 from core.offload.layout import LayerBinding
 from core.offload.meta_model import EMBEDDING_KEY, eos_ids, meta_bytes, read_checkpoint
-from core.offload.offloaded_lm import OffloadedLM, OffloadReport
+from core.offload.offloaded_lm import OffloadedLM, OffloadReport, PinningReport
+from core.offload.pin_budget import PinBudget, lock_on_cpu, pin_in_place
+from core.offload.staging import open_ring
 from core.offload.streaming import LayerStreamer
 from core.offload.weight_store import HostWeightStore, LayerBlock
 from core.planning import residency
@@ -46,6 +49,11 @@ from core.planning.host_memory import (
     embedding_in_host_ram,
     host_bytes_needed,
     host_table_bytes,
+)
+from core.planning.pinning import (
+    pin_limit_from_env,
+    platform_name,
+    running_under_wsl,
 )
 from core.planning.sizes import gptq_scratch_bytes
 
@@ -73,6 +81,7 @@ def load_offloaded(
     stream_on_cpu: bool = False,
     record_trace: bool = False,
     available_ram_bytes: int | None = None,
+    pin_limit_bytes: int | None = None,
 ) -> OffloadedLM:
     """Load a quantised (GPTQ, AWQ, compressed-tensors) or 16-bit safetensors model folder with its decoder
     layers in (pinned) host RAM.
@@ -95,6 +104,10 @@ def load_offloaded(
         `max_context`, and the rows its KV caches are preallocated with.
     resident_layers: "auto" = as many as fit in the budget after the ring; or an explicit count.
     progress: called as progress(bytes_done, bytes_total) after each tensor read.
+    pin_limit_bytes: bytes of streamed layers the load may page-lock (None: SPECEXEC_PIN_LIMIT_GB, else as
+        much as the system allows). Streamed layers past it copy through the pinned staging ring
+        (core.offload.staging), whose slots are taken beside the limit; on a CPU run that streams, the limit
+        decides the same split without locking.
 
     Raises: ModelNotFoundError, ModelFormatError (bad folder, missing tensors, shapes), UnsupportedFormatError
     (a format the engine does not read, before anything is read), DamagedModelError (truncated files, missing
@@ -106,6 +119,7 @@ def load_offloaded(
     """
     folder_path = Path(folder)
     device = _check_device(device, stream_on_cpu)
+    pin_limit_bytes = pin_limit_bytes if pin_limit_bytes is not None else pin_limit_from_env()
     ck = read_checkpoint(folder_path, dtype)
     config, model, layouts, top_meta = ck.config, ck.model, ck.layouts, ck.top_meta
     top_bytes = ck.top_bytes
@@ -129,7 +143,15 @@ def load_offloaded(
     host_needed = host_bytes_needed(host_layers, ck.largest_tensor, host_tables)
     check_host_memory(host_needed, available_ram_bytes, what=f"the offloaded weights of {folder_path.name}")
 
-    store = HostWeightStore(layouts, pin=device.type == "cuda", layers=streamed)
+    # Pinned memory first, before the large GPU allocations: the staging ring, then the store's layers.
+    budget = PinBudget(pin_limit_bytes, pin_in_place if device.type == "cuda" else lock_on_cpu)
+    store = HostWeightStore(layouts, pin=False, layers=streamed)
+    ring, ring_rates = open_ring(store, device, budget, record_trace) if streaming else (None, None)
+    if streaming:
+        store.pin_layers(budget)
+    if ring is not None and store.pinned:
+        ring.close()  # every streamed layer stays pinned: nothing to stage
+        ring = None
     resident_block = LayerBlock(layouts, resident, device)
     top = materialise_top_level(model, device, {EMBEDDING_KEY} if embedding_on_host else set())
     fill_and_finish(ck, (store, resident_block), top, device, dtype, progress)
@@ -137,7 +159,7 @@ def load_offloaded(
         model.model.embed_tokens = HostEmbedding(top[EMBEDDING_KEY], device)
 
     streamer = LayerStreamer(store, layers, resident, plan.n_slots or 1, device, stream=streaming,
-                             record_trace=record_trace, resident_block=resident_block)
+                             record_trace=record_trace, resident_block=resident_block, ring=ring)
     weight_format = ck.scheme.label if ck.scheme is not None else f"{dtype}".replace("torch.", "")
     report = OffloadReport(
         weight_format=weight_format,
@@ -151,6 +173,14 @@ def load_offloaded(
         host_store_bytes=store.nbytes if streaming else resident_block.nbytes,
         pinned=store.pinned,
         pinned_bytes=store.pinned_bytes,
+        pinning=PinningReport(
+            limit_bytes=budget.limit, locked_bytes=budget.locked_bytes, refused=budget.refused,
+            ring_slots=ring.depth if streamer.ring is not None else 0,
+            staged_bytes_per_pass=streamer.staged_bytes_per_pass,
+            copy_bytes_per_second=ring_rates.copy if ring_rates else 0.0,
+            fill_bytes_per_second=ring_rates.fill if ring_rates else 0.0,
+            system=platform_name(platform.system(), running_under_wsl()),
+        ) if streaming else None,
         streaming=streaming,
         budget_bytes=plan.budget_bytes,
         tree_budget_fit=lowered,
