@@ -219,3 +219,36 @@ def test_the_report_says_what_copies_how_in_words():
     assert "from pageable memory" in pageable.sentence(2 * gib)
     assert PinningReport(None, 0, False, 0, 0, 0.0, 0.0, "Linux").sentence(gib) == (
         "all 1.00 GiB streamed per pass copy from pinned memory")
+
+
+# --- the bench option ------------------------------------------------------------------------------------
+
+def test_bench_offload_stages_through_the_ring_with_a_pin_limit(capsys):
+    import argparse
+    import json
+
+    from core.bench.offload import add_arguments, run
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args(["--device", "cpu", "--format", "fp16", "--layers", "3", "--width-divisor", "8",
+                              "--tree-sizes", "1", "--context", "8", "--vram-budgets", "12", "--pin-limit-gb", "0",
+                              "--json"])
+    assert run(args) == 0
+    fp16 = json.loads(capsys.readouterr().out)["formats"][0]
+    assert fp16["ring_slots"] == 2 and fp16["pinned_gb"] == 0 and fp16["copy_from"] == "pageable"
+    assert fp16["staged_gb_per_pass"] == pytest.approx(3 * fp16["layer_bytes"] / 1e9)
+    assert fp16["passes"][0]["pass_s"] > 0
+
+
+@pytest.mark.parametrize("text", ["-2", "lots", "nan"])
+def test_bench_offload_refuses_a_hostile_pin_limit(text, capsys):
+    import argparse
+
+    from core.bench.offload import add_arguments
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--pin-limit-gb", text])
+    assert "--pin-limit-gb must be a number of gigabytes" in capsys.readouterr().err
