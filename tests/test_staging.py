@@ -252,3 +252,31 @@ def test_bench_offload_refuses_a_hostile_pin_limit(text, capsys):
     with pytest.raises(SystemExit):
         parser.parse_args(["--pin-limit-gb", text])
     assert "--pin-limit-gb must be a number of gigabytes" in capsys.readouterr().err
+
+
+# --- the doctor's check -----------------------------------------------------------------------------------
+
+def test_doctor_pinning_check_runs_its_path_on_the_cpu():
+    from core.doctor import pinning
+
+    measured = pinning.measure(torch.device("cpu"), layer_bytes=1 << 20, layers=3)
+    assert measured.ring_slots == 2 and measured.device == "cpu"
+    assert min(measured.pinned_bytes_per_second, measured.pageable_bytes_per_second,
+               measured.ring_bytes_per_second) > 0
+    assert pinning.decide(measured).status.value == "pass"
+
+
+def test_doctor_pinning_check_judges_the_gpu_rates():
+    from core.doctor import pinning
+    from core.doctor.report import Status
+
+    def on_gpu(ring, pinned=25e9, system="Windows"):
+        return pinning.PinningMeasurement("cuda:0", system, 1 << 28, pinned, 9.6e9, ring, 3 if ring else 0)
+
+    good = pinning.decide(on_gpu(23e9))
+    assert good.status is Status.PASS and "pinned 25.0 GB/s, through the staging ring 23.0 GB/s, pageable 9.6" in good.sentence
+    slow = pinning.decide(on_gpu(10e9))
+    assert slow.status is Status.DEGRADED and "cannot fill the ring" in slow.sentence
+    refused = pinning.decide(on_gpu(None, pinned=None, system="WSL2"))
+    assert refused.status is Status.DEGRADED and "WSL2 refused to page-lock" in refused.sentence
+    assert "Windows itself allows more" in refused.sentence
