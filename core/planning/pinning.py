@@ -8,7 +8,8 @@ layer costs the slower of the two rates instead of a pageable copy's (about a th
 
 The loader (core.offload.loader) and the fit (core.models.fit) read the same functions here: the cap a
 person set (SPECEXEC_PIN_LIMIT_GB), the platform's cap estimated before a load, the ring's depth from the
-measured fill and copy rates, and the copy seconds of a pass split into its pinned and staged parts.
+measured fill and copy rates and the rate a layer stages at (the speed model, core.models.speed.CopyPaths,
+prices the pinned and staged parts of a pass with them).
 """
 
 from __future__ import annotations
@@ -107,10 +108,3 @@ def staged_rate(copy_bytes_per_second: float, fill_bytes_per_second: float, dept
     """Bytes/s of a layer through the ring in steady state: the copy engine's rate, or the fillers' (depth - 1
     workers filling at once) when they are slower."""
     return min(copy_bytes_per_second, max(depth - 1, 1) * fill_bytes_per_second)
-
-
-def layer_copy_seconds(layer_bytes: int, pinned_share: float, pinned_rate: float, staged: float) -> float:
-    """Average copy seconds of one streamed layer when `pinned_share` of the streamed bytes is locked and the
-    rest goes through the ring at `staged` bytes/s."""
-    share = min(1.0, max(0.0, pinned_share))
-    return layer_bytes * (share / pinned_rate + (1 - share) / staged)
