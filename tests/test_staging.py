@@ -287,3 +287,9 @@ def test_the_probe_names_wsl_and_the_installed_triton():
     platform = probe_hardware().platform
     assert platform["wsl"] in ("yes", "no")
     assert platform["triton"] == triton_version() == metadata.version("triton")  # this venv's Triton, not imported
+
+
+def test_a_hostile_pin_limit_stops_a_load_before_any_file_is_read(tmp_path, monkeypatch):
+    monkeypatch.setenv(PIN_LIMIT_ENV, "-5")
+    with pytest.raises(InvalidSettingError, match="SPECEXEC_PIN_LIMIT_GB must be a number"):
+        load_offloaded(str(tmp_path / "no such folder"), "cpu", torch.float32, stream_on_cpu=True)
