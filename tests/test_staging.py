@@ -293,3 +293,26 @@ def test_a_hostile_pin_limit_stops_a_load_before_any_file_is_read(tmp_path, monk
     monkeypatch.setenv(PIN_LIMIT_ENV, "-5")
     with pytest.raises(InvalidSettingError, match="SPECEXEC_PIN_LIMIT_GB must be a number"):
         load_offloaded(str(tmp_path / "no such folder"), "cpu", torch.float32, stream_on_cpu=True)
+
+
+def test_the_budget_a_load_measured_is_kept_for_the_fit(tmp_path):
+    from core.hardware.description import load_description
+    from core.models.fit import copy_paths
+    from core.planning.pin_record import measured_pin_budget, record_load
+
+    path = tmp_path / "pin-budget.json"
+    assert measured_pin_budget(path) is None
+    record_load(3 * 10**9, refused=True, path=path, now=1000.0)
+    assert measured_pin_budget(path, now=2000.0) == 3 * 10**9
+    assert measured_pin_budget(path, now=1000.0 + 31 * 86400) is None  # a month on: measured again
+    record_load(2 * 10**9, refused=False, path=path, now=3000.0)  # locked less, no refusal: the wall stands
+    assert measured_pin_budget(path, now=3000.0) == 3 * 10**9
+    record_load(5 * 10**9, refused=False, path=path, now=3000.0)  # locked more without a refusal: it moved
+    assert measured_pin_budget(path, now=3000.0) is None
+    path.write_text("{not json")
+    assert measured_pin_budget(path) is None
+    machine = load_description("tests/fixtures/hw/gpu24-ram64-pcie4.json")
+    layer = 428_687_360
+    paths, words = copy_paths(layer, 60 * layer, machine, 25e9, measured=4 * 10**9)
+    assert paths.pinned_share == pytest.approx((4 * 10**9 - 4 * layer) / (60 * layer))
+    assert words.startswith("Linux let the last load here lock only 3.7 GB")

@@ -49,6 +49,7 @@ from core.models.speed import (
     target_pass_seconds,
 )
 from core.planning import residency
+from core.planning.pin_record import measured_pin_budget
 from core.planning.pinning import (
     ASSUMED_FILL_BYTES_PER_SECOND,
     MIN_RING_DEPTH,
@@ -304,7 +305,7 @@ def predict_pair(pair: Pair, hw: HardwareDescription, tree_budget: int | None = 
     plan = chosen.plan
     rates = _gpu_rates(gpu, rate)
     layer = decoder_layer_bytes(target, pair.target.weights)
-    paths, staging = copy_paths(layer, plan.streamed_bytes_per_pass, hw, rate)
+    paths, staging = copy_paths(layer, plan.streamed_bytes_per_pass, hw, rate, measured=_measured_pin_budget(hw))
     copy = paths.layer_seconds(layer)
     if staging:
         problems.append(staging)
@@ -321,16 +322,17 @@ def predict_pair(pair: Pair, hw: HardwareDescription, tree_budget: int | None = 
 
 
 def copy_paths(layer_bytes: int, streamed_bytes: int, hw: HardwareDescription, rate: float,
-               limit: int | None = None) -> tuple[CopyPaths, str | None]:
+               limit: int | None = None, measured: int | None = None) -> tuple[CopyPaths, str | None]:
     """How the streamed layers will copy, as the loader will place them (core.offload.loader): the system's cap
-    on locked memory (Windows about half of RAM, WSL2 under 1 GiB: core.planning.pinning) and `limit`
+    on locked memory (`measured`: what a load on this computer could lock before the system refused,
+    core.planning.pin_record; else Windows about half of RAM, WSL2 under 1 GiB: core.planning.pinning) and `limit`
     (SPECEXEC_PIN_LIMIT_GB when None and set) decide what stays pinned; the staging ring is taken first, at
     the depth the copy rate and the assumed fill rate ask for, where the cap leaves room for it; the rest
     copies through it, or from pageable memory without one. Returns the paths and, when part stages, what
     that means in words."""
     system, wsl = hw.platform.get("system", ""), hw.platform.get("wsl") == "yes"
     limit = limit if limit is not None else _env_pin_limit()
-    cap = lockable_bytes(system, wsl, hw.ram.total_bytes)
+    cap = lockable_bytes(system, wsl, hw.ram.total_bytes, measured=measured)
     if streamed_bytes <= 0 or all(c is None or c >= streamed_bytes for c in (cap, limit)):
         return CopyPaths(rate, rate), None
     depth = ring_depth(rate, ASSUMED_FILL_BYTES_PER_SECOND)
@@ -349,12 +351,19 @@ def copy_paths(layer_bytes: int, streamed_bytes: int, hw: HardwareDescription, r
     where = platform_name(system, wsl)
     if limit is not None and limit == store:
         why = f"SPECEXEC_PIN_LIMIT_GB caps locking at {limit / 1e9:.1f} GB"
+    elif measured is not None:
+        why = f"{where} let the last load here lock only {gb(measured)}"
     elif where == "WSL2":
         why = "WSL2 lets a program lock under 1 GiB of memory (the app on Windows itself may lock more)"
     else:
         why = f"{where} lets a program lock only about half of the memory"
     return (CopyPaths(rate, staged, share),
             f"{why}, so {gb((1 - share) * streamed_bytes)} of the model copies to the GPU {how}")
+
+
+def _measured_pin_budget(hw: HardwareDescription) -> int | None:
+    """The budget a load measured on this computer (a description from a fixture file is another machine)."""
+    return measured_pin_budget() if hw.source == "probe" else None
 
 
 def _env_pin_limit() -> int | None:

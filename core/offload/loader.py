@@ -50,6 +50,7 @@ from core.planning.host_memory import (
     host_bytes_needed,
     host_table_bytes,
 )
+from core.planning.pin_record import record_load
 from core.planning.pinning import (
     pin_limit_from_env,
     platform_name,
@@ -149,6 +150,8 @@ def load_offloaded(
     ring, ring_rates = open_ring(store, device, budget, record_trace) if streaming else (None, None)
     if streaming:
         store.pin_layers(budget)
+    if device.type == "cuda":
+        record_load(budget.locked_bytes, budget.refused)  # the fit's next prediction plans with it
     if ring is not None and store.pinned:
         ring.close()  # every streamed layer stays pinned: nothing to stage
         ring = None
