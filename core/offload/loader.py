@@ -35,6 +35,7 @@ from core.offload.checkpoint_fill import (
     fill_and_finish,
     materialise_top_level,
 )
+from core.offload.draft_kernels import apply_draft_kernel, choose_draft_kernel
 from core.offload.host_embedding import HostEmbedding
 from core.offload.layout import LayerBinding
 from core.offload.meta_model import EMBEDDING_KEY, eos_ids, meta_bytes, read_checkpoint
@@ -208,7 +209,8 @@ def load_on_device(folder: str, device: str, dtype: torch.dtype, progress: Progr
 
     This is the route of a 4-bit draft (GPTQ, AWQ or compressed-tensors): a 7-8B model takes 4-5 GB in 4 bits,
     and it runs dozens of forwards per pass, so it stays on the GPU, where its GPTQ linears multiply the draft's
-    small batches with the fused kernel (core.offload.gptq_matmul). On the CPU it runs through the eager path.
+    small batches with the kernel measured fastest on the card (core.offload.draft_kernels: torch's int4 kernel,
+    the fused Triton matmul, or a dequantisation). On the CPU it runs through the eager path.
     available_bytes: free memory on `device` to check against (None: free VRAM on a GPU, available RAM on
     the CPU). context_length: as in `load_offloaded`.
 
@@ -228,6 +230,10 @@ def load_on_device(folder: str, device: str, dtype: torch.dtype, progress: Progr
     fill_and_finish(ck, (block,), top, device, dtype, progress)
     for index, layer in enumerate(model.model.layers):
         LayerBinding(layer, ck.layouts[index]).bind(ck.layouts[index].views(block.layer_bytes(index)))
+    choice = choose_draft_kernel(model, device)
+    changed = apply_draft_kernel(model, choice.kernel)
+    if progress is not None and changed:
+        progress(f"4-bit kernel: {choice.kernel} ({choice.source})")
     return CausalLM(model=model, name=folder_path.name, eos_token_ids=eos_ids(folder_path, ck.config),
                     max_context=_context(ck.config, context_length))
 
