@@ -75,7 +75,7 @@ def serve_http(key: str | None) -> None:
     if key is not None:
         inner = app
 
-        async def app(scope, receive, send):  # noqa: F811 - the same app behind a key check
+        async def app(scope, receive, send):
             headers = dict(scope.get("headers") or [])
             if scope["type"] == "http" and headers.get(b"authorization") != f"Bearer {key}".encode():
                 await send({"type": "http.response.start", "status": 401, "headers": [(b"content-type", b"text/plain")]})

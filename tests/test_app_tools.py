@@ -15,19 +15,20 @@ import pytest
 
 pytest.importorskip("PySide6")
 
-from PySide6.QtCore import Qt  # noqa: E402
-from PySide6.QtWidgets import QScrollArea  # noqa: E402
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QScrollArea
 
-from app.chat import tool_turns as T  # noqa: E402
-from app.conversations import store as S  # noqa: E402
-from app.conversations.export import to_json, to_markdown  # noqa: E402
-from app.conversations.store import Store  # noqa: E402
-from app.engine.bridge import READY  # noqa: E402
-from app.settings.schema import save_settings  # noqa: E402
-from app.window.main_window import MainWindow  # noqa: E402
+from app.chat import tool_turns as T
+from app.conversations import store as S
+from app.conversations.export import to_json, to_markdown
+from app.conversations.store import Store
+from app.engine.bridge import READY
+from app.settings.schema import save_settings
+from app.window.main_window import MainWindow
+
 pytest.register_assert_rewrite("app_fixtures")
-from app_fixtures import ENGINE_TIMEOUT_S, screenshot, tiny_settings, wait_for  # noqa: E402
-from tool_models import ANSWER_TEXT, save_tool_pair  # noqa: E402
+from app_fixtures import ENGINE_TIMEOUT_S, screenshot, tiny_settings, wait_for
+from tool_models import ANSWER_TEXT, save_tool_pair
 
 pytest_plugins = ["app_fixtures"]
 pytestmark = [pytest.mark.qt, pytest.mark.timeout(400)]

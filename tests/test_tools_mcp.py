@@ -11,12 +11,17 @@ from pathlib import Path
 import pytest
 
 from core.errors import InvalidSettingError, ToolServerError
-from core.tools.config import MAX_CONFIG_BYTES, ServerConfig, parse_servers, read_config_file
+from core.tools.config import (
+    MAX_CONFIG_BYTES,
+    ServerConfig,
+    parse_servers,
+    read_config_file,
+)
 from core.tools.connection import MAX_RESULT_CHARS, ServerConnection
 from core.tools.toolbox import Toolbox, model_name
 
 sys.path.insert(0, str(Path(__file__).parent))
-from remote_servers import stop  # noqa: E402
+from remote_servers import stop
 
 SERVER = str(Path(__file__).parent / "mcp_test_server.py")
 

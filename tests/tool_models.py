@@ -12,6 +12,7 @@ model calls the tool in every round (the round cap's test).
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 from thinking_models import EOS, WORDS, make_scripted_llama
@@ -68,7 +69,7 @@ def make_tool_llama(context: int = 2048):
     model = make_scripted_llama(call, vocab=VOCAB, context=context)
     answer = [RESUME, *ANSWER, EOS]
     with torch.no_grad():
-        for current, after in zip(answer, answer[1:]):
+        for current, after in itertools.pairwise(answer):
             model.lm_head.weight[after, current] = 4.0  # as make_scripted_llama writes a script
     return model
 

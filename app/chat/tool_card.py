@@ -13,7 +13,15 @@ from typing import Any
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QFontDatabase, QKeyEvent
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QToolButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QPlainTextEdit,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
 
 from app.chat import tool_turns as T
 from app.theme.tokens import SPACE
@@ -110,7 +118,7 @@ class ToolCallCard(QFrame):
         self.result_toggle.setText(("Hide the result" if shown else "Show the result")
                                    + (" (error)" if self.record.get("is_error") else ""))
 
-    def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802 - Qt signature
+    def keyPressEvent(self, event: QKeyEvent) -> None:
         if event.key() == Qt.Key.Key_Escape and self.asking:
             self._decide("deny")
             return
@@ -131,7 +139,7 @@ class ToolCallsBlock(QWidget):
         self._shape: list[str] = []
 
     def show_rounds(self, rounds: list[dict[str, Any]]) -> None:
-        shape = [f"{i}:{str(r.get('content', ''))}:{c.get('id')}" for i, r in enumerate(rounds)
+        shape = [f"{i}:{r.get('content', '')!s}:{c.get('id')}" for i, r in enumerate(rounds)
                  for c in r.get("calls", [])]
         if shape != self._shape:  # calls added or another answer shown: build the cards again
             while self.column.count():

@@ -11,7 +11,13 @@ from __future__ import annotations
 from typing import Any
 
 from core.tools.connection import ToolResult
-from core.tools.loop import DENIED_TEXT, STOPPED_TEXT, PendingCall, assistant_message, tool_message
+from core.tools.loop import (
+    DENIED_TEXT,
+    STOPPED_TEXT,
+    PendingCall,
+    assistant_message,
+    tool_message,
+)
 
 ASKING, RUNNING, DONE, FAILED, DENIED, STOPPED = "asking", "running", "done", "failed", "denied", "stopped"
 OPEN_STATUSES = (ASKING, RUNNING)

@@ -16,7 +16,13 @@ from PySide6.QtWidgets import QCheckBox, QLabel, QPlainTextEdit, QVBoxLayout, QW
 from app.settings.fields import help_line
 from app.window.buttons import SECONDARY, button
 from core.errors import InvalidSettingError
-from core.tools.config import ServerConfig, check_url, parse_server, parse_servers, read_config_file
+from core.tools.config import (
+    ServerConfig,
+    check_url,
+    parse_server,
+    parse_servers,
+    read_config_file,
+)
 from core.tools.toolbox import Toolbox
 
 

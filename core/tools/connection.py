@@ -136,7 +136,7 @@ class ServerConnection:
             ready: concurrent.futures.Future = concurrent.futures.Future()
             self._broken = False
             if self.config.transport == "stdio":
-                self._stderr = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")
+                self._stderr = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")  # noqa: SIM115 - open while the server lives; closed by close()
             self._thread = threading.Thread(target=self._run, args=(ready,), daemon=True,
                                             name=f"mcp-{self.config.name}")
             self._thread.start()
@@ -278,7 +278,7 @@ class ServerConnection:
         name = self.config.name
         try:
             result = await asyncio.wait_for(self._session.call_tool(tool, arguments), self.call_timeout)
-        except (TimeoutError, asyncio.TimeoutError):
+        except TimeoutError:
             return ToolResult(f"the tool {tool!r} on MCP server {name!r} gave no answer within "
                               f"{self.call_timeout:.0f} s", is_error=True)
         except MCPError as error:

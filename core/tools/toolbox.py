@@ -14,7 +14,13 @@ from typing import Any
 
 from core.errors import ToolServerError
 from core.tools.config import ServerConfig
-from core.tools.connection import CALL_TIMEOUT_S, START_TIMEOUT_S, ServerConnection, ToolInfo, ToolResult
+from core.tools.connection import (
+    CALL_TIMEOUT_S,
+    START_TIMEOUT_S,
+    ServerConnection,
+    ToolInfo,
+    ToolResult,
+)
 
 _NOT_NAME = re.compile(r"[^A-Za-z0-9_-]+")
 MAX_NAME = 64
