@@ -307,7 +307,7 @@ def test_earlier_thinking_goes_back_only_where_the_template_renders_it(qtbot, op
                    {"role": "user", "content": "w42"}]
         tokenizer = make_thinking_tokenizer(QWEN3_TEMPLATE if model == "qwen3" else R1_TEMPLATE)
 
-        def prompt_tokens(messages) -> int:
+        def prompt_tokens(messages, tokenizer=tokenizer) -> int:
             return len(encode_prompt(tokenizer, Prompt(messages=tuple(messages))))
 
         with_thinking = [*history[:1], {**history[1], "reasoning_content": first.reasoning}, history[2]]
@@ -337,7 +337,7 @@ def test_the_apps_api_server_sends_the_thinking_apart(qtbot, open_window):
             request = dict(model="", messages=[{"role": "user", "content": "w40 w41"}], max_tokens=8, seed=1)
             result["answer"] = client.chat.completions.create(**request, logprobs=True, top_logprobs=2)
             result["chunks"] = list(client.chat.completions.create(**request, stream=True))
-        except Exception as error:  # reported below
+        except Exception as error:  # noqa: BLE001 - reported below
             result["error"] = error
 
     thread = threading.Thread(target=ask)

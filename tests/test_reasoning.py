@@ -325,7 +325,7 @@ def test_a_grammar_holds_after_the_thinking_block(inside):
     for spec, answer in cases:
         grammar = llguidance.LLMatcher.grammar_from_lark(after_thinking(spec, ThinkingFormat(starts_inside=inside)).source)
 
-        def accepts(text: str) -> bool:
+        def accepts(text: str, grammar: str = grammar) -> bool:
             matcher = llguidance.LLMatcher(bridge, grammar, log_level=0)
             ids = tokenizer(text, add_special_tokens=False)["input_ids"]
             return bool(matcher.consume_tokens(ids)) and matcher.is_accepting()

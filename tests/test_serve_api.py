@@ -62,7 +62,7 @@ def start_server(models: tuple[str, str], *extra: str) -> tuple[subprocess.Popen
         lines.append(line)
         if line.startswith("API key:"):
             break
-    url = next((l.split()[-1] for l in lines if l.startswith("Serving the OpenAI API at ")), None)
+    url = next((line.split()[-1] for line in lines if line.startswith("Serving the OpenAI API at ")), None)
     if url is None:
         process.kill()
         raise AssertionError((lines, process.stderr.read()))

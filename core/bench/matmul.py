@@ -109,7 +109,7 @@ def measure_shapes(device: torch.device, shapes, rows_list, repeats: int, sweep:
         for rows in rows_list:
             x = torch.randn(rows, k, generator=generator).to(device=device, dtype=torch.float16)
             fused = _time(_fused(x), weights.copies, repeats, device)
-            dequant = _time(lambda linear: x @ linear.dequantize(x.dtype), weights.copies, repeats, device)
+            dequant = _time(lambda linear, x=x: x @ linear.dequantize(x.dtype), weights.copies, repeats, device)
             row = {"shape": name, "k": k, "n": n, "rows": rows, "bytes": weights.bytes_read,
                    "fused_s": fused, "fused_gbps": weights.bytes_read / fused / 1e9,
                    "dequantise_gemm_s": dequant}

@@ -53,7 +53,7 @@ def _unpin(pointer: int, keep_alive: torch.Tensor) -> None:
     """Unregister before the memory goes: `keep_alive` (the block itself) is only released after this."""
     try:
         torch.cuda.cudart().cudaHostUnregister(pointer)
-    except Exception:  # interpreter shutdown: nothing left to protect
+    except Exception:  # noqa: BLE001 - interpreter shutdown: nothing left to protect
         pass
 
 
