@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import os
 import queue
+import subprocess
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
@@ -102,6 +103,25 @@ def in_process_engine(**engine_options) -> tuple["Engine", Callable[[object], li
         return [events.get() for _ in range(events.qsize())]
 
     return engine, serve
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> subprocess.CompletedProcess:
+    """`specexec ARGS` run in this process, as a finished process would report it (exit code, stdout, stderr):
+    for tests of what a command says and returns, where no process boundary is under test. A child process
+    pays 5-14 s to import torch and transformers again; this pays nothing. torch's thread count, which the
+    command sets, is put back."""
+    from core.cli.main import main
+
+    threads = torch.get_num_threads()
+    capsys.readouterr()  # what the test printed before is not the command's
+    try:
+        code = main(list(args))
+    except SystemExit as exit_:  # argparse's usage errors
+        code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+    finally:
+        torch.set_num_threads(threads)
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(["specexec", *args], code, out, err)
 
 
 @pytest.fixture(scope="module")
