@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
+import doctor_children
+from conftest import run_cli
 from core.doctor import agreement, compat, draft, graphs, kernel, link, offload, streaming
 from core.doctor.decisions import CHECKS, conclude, redecide
 from core.doctor.report import CheckResult, DoctorReport, Status, load_report, save_report
@@ -379,25 +379,21 @@ def test_doctor_on_the_cpu_runs_the_correctness_checks(monkeypatch):
     assert not report.conclusion.use_gpu
 
 
-def test_cli_json_save_and_replay(tmp_path):
-    run = subprocess.run([sys.executable, "-m", "core.cli.main", "doctor", "--json", "--save", str(tmp_path)],
-                         capture_output=True, text=True, timeout=300)
+def test_cli_json_save_and_replay(tmp_path, capsys):
+    run = run_cli(capsys, "doctor", "--json", "--save", str(tmp_path))
     assert run.returncode == 0, run.stderr
     data = json.loads(run.stdout)
     assert {"schema_version", "created", "app_version", "device", "torch", "gpu", "platform", "conclusion", "checks"} <= set(data)
     assert "[1/8] checking driver and GPU" in run.stderr
     assert DoctorReport.from_dict(data) == load_report(tmp_path / "doctor-report.json")
-    replay = subprocess.run([sys.executable, "-m", "core.cli.main", "doctor", "--replay", str(FIXTURES / "driver-too-old.json")],
-                            capture_output=True, text=True, timeout=120)
+    replay = run_cli(capsys, "doctor", "--replay", str(FIXTURES / "driver-too-old.json"))
     assert replay.returncode == 0 and replay.stdout.startswith("Update the NVIDIA driver to version 580.65.06")
     assert "[FAIL]" in replay.stdout and "[skip]" in replay.stdout
     if not _has_nvidia():  # the terminal's report says the conclusion once, not again as the first check
-        plain = subprocess.run([sys.executable, "-m", "core.cli.main", "doctor"], capture_output=True, text=True,
-                               timeout=300)
+        plain = run_cli(capsys, "doctor")
         assert plain.returncode == 0 and plain.stdout.count("No NVIDIA GPU found") == 1, plain.stdout
         assert plain.stdout.count("[skip] Not checked") == len(CHECKS) - 1
-    missing = subprocess.run([sys.executable, "-m", "core.cli.main", "doctor", "--replay", str(tmp_path / "nope.json")],
-                             capture_output=True, text=True, timeout=120)
+    missing = run_cli(capsys, "doctor", "--replay", str(tmp_path / "nope.json"))
     assert missing.returncode == 2 and "no doctor report" in missing.stderr
 
 
@@ -407,22 +403,6 @@ def test_report_keeps_measurements_apart_from_decisions():
     changed = dataclasses.replace(check, status=Status.PASS, sentence="edited")
     again = redecide(dataclasses.replace(report, checks=tuple(changed if c.name == "streaming" else c for c in report.checks)))
     assert again.check("streaming").status is Status.DEGRADED and again.check("streaming").seconds == check.seconds
-
-
-def _dies(messages, device, save_folder) -> None:
-    """A child that crashes half-way, as a driver fault would (module level: spawn pickles it by name)."""
-    import os
-
-    messages.put(("progress", 1, 6, "driver and GPU"))
-    messages.close()
-    messages.join_thread()  # the message is out; then the process dies without any clean-up
-    os._exit(3)
-
-
-def _hangs(messages, device, save_folder) -> None:
-    import time
-
-    time.sleep(60)
 
 
 def test_doctor_in_its_own_process_reports_progress_and_saves(tmp_path):
@@ -441,10 +421,10 @@ def test_doctor_process_that_dies_or_hangs_is_an_error_not_a_hang():
 
     steps = []
     with pytest.raises(DoctorReportError, match="stopped without a report \\(exit code 3\\)"):
-        run_doctor_in_subprocess(progress=lambda *a: steps.append(a), child=_dies)
+        run_doctor_in_subprocess(progress=lambda *a: steps.append(a), child=doctor_children.dies)
     assert steps == [(1, 6, "driver and GPU")]
     with pytest.raises(DoctorReportError, match="longer than 2 s"):
-        run_doctor_in_subprocess(timeout=2.0, child=_hangs)
+        run_doctor_in_subprocess(timeout=2.0, child=doctor_children.hangs)
 
 
 def test_a_check_that_crashed_is_kept_as_it_is_when_decided_again(monkeypatch):
