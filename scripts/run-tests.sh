@@ -23,4 +23,6 @@ ruff check .
 # The formatter's check joins once the tree has been formatted in one commit (ruff format .): until then it
 # would fail on 237 files. Uncomment this line in that commit.
 # ruff format --check .
-python -m pytest -q
+# One worker per core (pytest-xdist); a test file stays on one worker, so its module-scoped servers and
+# engines start once. The edit-test loop: docs/development.md.
+python -m pytest -q -n auto --dist loadfile

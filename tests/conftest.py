@@ -19,6 +19,9 @@ from core.modeling.causal_lm import CausalLM
 if TYPE_CHECKING:
     from core.engine.process import Engine
 
+if os.environ.get("PYTEST_XDIST_WORKER"):  # parallel workers (scripts/run-tests.sh) already fill the cores:
+    torch.set_num_threads(1)  # torch's own threads on top would only wait on each other (see torch_threads)
+
 
 @pytest.fixture(scope="session", autouse=True)
 def session_cache_dir(tmp_path_factory) -> Iterator[None]:
