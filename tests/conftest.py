@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import copy
+import io
 import os
 import queue
 import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
@@ -108,21 +110,24 @@ def in_process_engine(**engine_options) -> tuple["Engine", Callable[[object], li
     return engine, serve
 
 
-def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> subprocess.CompletedProcess:
+def run_cli(capsys: pytest.CaptureFixture[str], *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
     """`specexec ARGS` run in this process, as a finished process would report it (exit code, stdout, stderr):
     for tests of what a command says and returns, where no process boundary is under test. A child process
-    pays 5-14 s to import torch and transformers again; this pays nothing. torch's thread count, which the
-    command sets, is put back."""
+    pays 5-14 s to import torch and transformers again; this pays nothing. `stdin`: what the command reads
+    (not a terminal, as from a pipe). torch's thread count, which the command sets, is put back."""
     from core.cli.main import main
 
-    threads = torch.get_num_threads()
+    threads, previous_stdin = torch.get_num_threads(), sys.stdin
     capsys.readouterr()  # what the test printed before is not the command's
+    if stdin is not None:
+        sys.stdin = io.StringIO(stdin)
     try:
         code = main(list(args))
     except SystemExit as exit_:  # argparse's usage errors
         code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
     finally:
         torch.set_num_threads(threads)
+        sys.stdin = previous_stdin
     out, err = capsys.readouterr()
     return subprocess.CompletedProcess(["specexec", *args], code, out, err)
 

@@ -56,6 +56,7 @@ def _get_models(url: str, origin: str) -> tuple[int, str | None]:
         return error.code, json.loads(error.read())["error"]["code"]
 
 
+@pytest.mark.slow
 def test_the_app_server_refuses_web_pages_unless_allowed(qtbot, app_paths, shared_bridge, tiny_models):
     from app.window.main_window import MainWindow
 

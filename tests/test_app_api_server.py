@@ -33,6 +33,7 @@ def _ask_in_thread(url: str, result: dict, **settings) -> threading.Thread:
     return thread
 
 
+@pytest.mark.slow
 def test_the_app_answers_api_requests_and_its_chat_through_one_engine(qtbot, app_paths, shared_bridge, tiny_models):
     from app.window.main_window import MainWindow
     from app.conversations.store import COMPLETE
@@ -69,6 +70,7 @@ def test_the_app_answers_api_requests_and_its_chat_through_one_engine(qtbot, app
         urllib.request.urlopen(url + "/models", timeout=5)
 
 
+@pytest.mark.slow
 def test_with_the_key_turned_off_any_client_is_answered(qtbot, app_paths, shared_bridge, tiny_models):
     from app.window.main_window import MainWindow
 
@@ -85,6 +87,7 @@ def test_with_the_key_turned_off_any_client_is_answered(qtbot, app_paths, shared
     assert result["answer"].usage.completion_tokens == 3
 
 
+@pytest.mark.slow
 def test_a_taken_port_is_reported_not_fatal(qtbot, app_paths, shared_bridge, tiny_models):
     import socket
 
@@ -104,6 +107,7 @@ def test_a_taken_port_is_reported_not_fatal(qtbot, app_paths, shared_bridge, tin
         taken.close()
 
 
+@pytest.mark.slow
 def test_the_apps_own_api_server_is_refused_as_a_connection(qtbot, app_paths, shared_bridge, tiny_models):
     """Using it would shut the engine it answers from: it is refused in words, before anything is saved."""
     from app.engine.connections import own_api_server_words

@@ -40,6 +40,7 @@ def app_env(tmp_path: Path, **extra: str) -> dict[str, str]:
 # Start-up failures, said on stderr -------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_window_that_cannot_open_says_why_on_stderr(tmp_path):
     """No display (and on machines without libxcb-cursor0 etc., missing libraries): Qt aborts with signal 6
     after telling only the log file. The reason and what to do must reach the terminal."""
@@ -64,6 +65,7 @@ def test_missing_libraries_are_named_with_the_packages_to_install():
     assert "pacman -S xcb-util-cursor xcb-util-wm xcb-util-keysyms" in advice  # Arch
 
 
+@pytest.mark.slow
 def test_unreadable_database_is_reported_on_stderr(tmp_path):
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "conversations.sqlite3").write_bytes(b"this is not a database" * 100)
@@ -285,6 +287,7 @@ def test_status_bar_starts_clean_in_a_new_chat_and_hides_the_tree_without_a_draf
     assert not details.budget_label.isHidden()
 
 
+@pytest.mark.slow
 def test_quitting_from_the_terminal_closes_cleanly(tmp_path):
     """Ctrl-C (SIGINT) or SIGTERM in the terminal quits like File > Quit: the engine is shut down, nothing
     leaks ("leaked semaphore objects"), no traceback, exit code 0. Both apps run at once (time)."""
@@ -333,6 +336,7 @@ XCB_DRIVER = (
 )
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(sys.platform != "linux" or not __import__("shutil").which("xvfb-run"),
                     reason="needs xvfb-run (a virtual X display)")
 def test_with_a_display_and_the_libraries_the_real_window_opens(tmp_path):

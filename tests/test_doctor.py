@@ -235,6 +235,7 @@ def test_draft_check_decisions():
     assert draft.decide(draft.DraftMeasurement("cuda:0", triton=False)).status is Status.DEGRADED
 
 
+@pytest.mark.slow
 def test_draft_check_runs_the_fused_product_at_draft_shapes_in_the_interpreter(monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     measured = draft.measure(torch.device("cpu"), shapes=((256, 96),), rows_list=(1, 20), bandwidth=False)
@@ -264,6 +265,7 @@ def test_kernel_cases_cover_what_checkpoints_hold():
     assert any(variant == "irregular" for *_, variant in cases)
 
 
+@pytest.mark.slow
 def test_kernel_equals_eager_in_the_interpreter(monkeypatch):
     """Every doctor case (2-bit act-order, act-order at group 128, float16-subnormal scales, ...) through the
     fused kernel in Triton's interpreter, bit for bit against the reference."""
@@ -312,6 +314,7 @@ def test_tiny_gptq_model_streamed_with_the_gpu_placement_gives_the_cpu_tokens():
     assert offload.decide(measured).status is Status.PASS
 
 
+@pytest.mark.slow
 def test_streaming_machinery_measures_the_ratio_at_reduced_width():
     measured = streaming.measure(torch.device("cpu"), width_divisor=8, repeats=1, target_layers=2)
     assert measured.layer_bytes > 0 and measured.pass_seconds > 0 and measured.copy_seconds > 0
@@ -371,6 +374,7 @@ def test_doctor_on_a_gpu_it_may_not_use_stops_after_the_first_check(monkeypatch)
     assert report.gpu["name"] == "NVIDIA GeForce RTX 4070" and not report.conclusion.use_gpu
 
 
+@pytest.mark.slow
 def test_doctor_on_the_cpu_runs_the_correctness_checks(monkeypatch):
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     report = run_doctor("cpu")
@@ -405,6 +409,7 @@ def test_report_keeps_measurements_apart_from_decisions():
     assert again.check("streaming").status is Status.DEGRADED and again.check("streaming").seconds == check.seconds
 
 
+@pytest.mark.slow
 def test_doctor_in_its_own_process_reports_progress_and_saves(tmp_path):
     from core.doctor.process import run_doctor_in_subprocess
 
@@ -416,6 +421,7 @@ def test_doctor_in_its_own_process_reports_progress_and_saves(tmp_path):
         assert report.conclusion.summary == "No NVIDIA GPU found: using the processor."
 
 
+@pytest.mark.slow
 def test_doctor_process_that_dies_or_hangs_is_an_error_not_a_hang():
     from core.doctor.process import run_doctor_in_subprocess
 
