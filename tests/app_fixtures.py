@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -99,13 +100,12 @@ def app_paths(tmp_path, monkeypatch):
     return AppPaths.from_env().ensure()
 
 
-@pytest.fixture(scope="module")
-def shared_bridge(qapp, tiny_models):
-    """One real engine (spawned process, tiny pair loaded) shared by the windows of a test module."""
+def _running_bridge(models: tuple[str, str]) -> Iterator:
+    """A real engine (spawned process) with `models` loaded, behind an EngineBridge; shut down after."""
     from app.engine.bridge import READY, EngineBridge
     from core.engine.client import EngineClient
 
-    settings = tiny_settings(*tiny_models)
+    settings = tiny_settings(*models)
     bridge = EngineBridge(lambda: EngineClient(torch_threads=1, start_timeout=ENGINE_TIMEOUT_S))
     bridge.start(settings.load_request())
     try:
@@ -114,6 +114,26 @@ def shared_bridge(qapp, tiny_models):
         yield bridge
     finally:
         bridge.shutdown()
+
+
+@pytest.fixture(scope="module")
+def shared_bridge(qapp, tiny_models):
+    """One real engine (spawned process, tiny pair loaded) shared by the windows of a test module."""
+    yield from _running_bridge(tiny_models)
+
+
+@pytest.fixture(scope="session")
+def session_tiny_models(tmp_path_factory):
+    """The tiny pair of session_bridge."""
+    return save_tiny_pair(tmp_path_factory.mktemp("app-session-models"))
+
+
+@pytest.fixture(scope="session")
+def session_bridge(qapp, session_tiny_models):
+    """One real engine (tiny pair loaded) for every module of the session (of an xdist worker) that only
+    sends requests through it: a test that kills it, restarts it or loads another pair takes shared_bridge.
+    Take it through `pytest_plugins = ["app_fixtures"]`, not by importing it, or each module gets its own."""
+    yield from _running_bridge(session_tiny_models)
 
 
 @pytest.fixture()
