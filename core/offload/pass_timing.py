@@ -130,9 +130,7 @@ def _time_dequant(layer: nn.Module, dtype: torch.dtype, device: torch.device, re
     def run() -> None:
         for m in linears:
             if reference:
-                out = m.scratch.matrix(m.in_features, m.out_features, dtype, device)
-                g_idx = m.g_idx if m.mode == "gather" else None
-                dequantize_into(out, m.qweight, m.qzeros, m.scales, g_idx, m.bits, m.group_size, m.mode, m.zero_offset)
+                dequantize_into(m.scratch.matrix(m.in_features, m.out_features, dtype, device), m.packed)
             else:
                 m.dequantize(dtype)
 
@@ -207,7 +205,7 @@ def measure_format(fmt: str, config: LlamaConfig, device: torch.device, dtype: t
     per tree size on top of `context` cached tokens, `repeats` timed passes each; with the copy rate, the
     dequantisation and draft-matmul timings and the resident-layer sweep for `vram_budgets` (GB)."""
     scratch = DequantScratch()
-    count = layers  # `layers` is the modules from here on
+    count = layers  # the number; `layers` becomes the modules
     layers = _build_layers(config, count, fmt, dtype, scratch, bits)
     layouts = [layer_layout(layer) for layer in layers]
     layer_bytes = layouts[0].nbytes
