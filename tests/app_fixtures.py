@@ -10,8 +10,10 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 VOCAB = 64
@@ -98,13 +100,12 @@ def app_paths(tmp_path, monkeypatch):
     return AppPaths.from_env().ensure()
 
 
-@pytest.fixture(scope="module")
-def shared_bridge(qapp, tiny_models):
-    """One real engine (spawned process, tiny pair loaded) shared by the windows of a test module."""
+def _running_bridge(models: tuple[str, str]) -> Iterator:
+    """A real engine (spawned process) with `models` loaded, behind an EngineBridge; shut down after."""
     from app.engine.bridge import READY, EngineBridge
     from core.engine.client import EngineClient
 
-    settings = tiny_settings(*tiny_models)
+    settings = tiny_settings(*models)
     bridge = EngineBridge(lambda: EngineClient(torch_threads=1, start_timeout=ENGINE_TIMEOUT_S))
     bridge.start(settings.load_request())
     try:
@@ -113,6 +114,26 @@ def shared_bridge(qapp, tiny_models):
         yield bridge
     finally:
         bridge.shutdown()
+
+
+@pytest.fixture(scope="module")
+def shared_bridge(qapp, tiny_models):
+    """One real engine (spawned process, tiny pair loaded) shared by the windows of a test module."""
+    yield from _running_bridge(tiny_models)
+
+
+@pytest.fixture(scope="session")
+def session_tiny_models(tmp_path_factory):
+    """The tiny pair of session_bridge."""
+    return save_tiny_pair(tmp_path_factory.mktemp("app-session-models"))
+
+
+@pytest.fixture(scope="session")
+def session_bridge(qapp, session_tiny_models):
+    """One real engine (tiny pair loaded) for every module of the session (of an xdist worker) that only
+    sends requests through it: a test that kills it, restarts it or loads another pair takes shared_bridge.
+    Take it through `pytest_plugins = ["app_fixtures"]`, not by importing it, or each module gets its own."""
+    yield from _running_bridge(session_tiny_models)
 
 
 @pytest.fixture()
@@ -311,72 +332,106 @@ LINE_RUN_PX = 24  # a colour running this far in a straight line is a rule or a 
 AREA_SHARE = 0.5  # a colour whose pixels are mostly inside its own area is a background (a chip, a card)
 
 
-def _classify(pixels: dict[tuple[int, int], int], colour: int) -> tuple[str, int | None]:
-    """("area" | "line" | "ink", the colour most often beside it) for one colour of a crop."""
-    from collections import Counter
+def _most_common_beside(crop: np.ndarray, mine: np.ndarray, colour: int) -> int | None:
+    """The colour most often found left, right, above or below a pixel of `colour` (ties: the one met first
+    reading the crop row by row, each pixel's neighbours in the order right, left, below, above)."""
+    padded = np.pad(crop, 1, constant_values=-1)  # -1: outside the crop, never a colour
+    rows, cols = np.nonzero(mine)
+    order = np.arange(rows.size) * 4
+    values, seen = [], []
+    for k, (dx, dy) in enumerate(((1, 0), (-1, 0), (0, 1), (0, -1))):
+        around = padded[rows + 1 + dy, cols + 1 + dx]
+        keep = (around != -1) & (around != colour)
+        values.append(around[keep])
+        seen.append(order[keep] + k)
+    values, seen = np.concatenate(values), np.concatenate(seen)
+    if values.size == 0:
+        return None
+    colours, inverse, counts = np.unique(values, return_inverse=True, return_counts=True)
+    first = np.full(colours.size, np.iinfo(np.int64).max)
+    np.minimum.at(first, inverse, seen)
+    best = np.flatnonzero(counts == counts.max())
+    return int(colours[best[np.argmin(first[best])]])
 
-    mine = [xy for xy, rgb in pixels.items() if rgb == colour]
-    inside, beside = 0, Counter()
+
+def _longest_run(mine: np.ndarray) -> int:
+    """The longest straight run of True, along rows or columns."""
     longest = 0
-    for x, y in mine:
-        around = [pixels.get((x + dx, y + dy)) for dx, dy in ((1, 0), (-1, 0), (0, 1), (0, -1))]
-        if all(rgb == colour for rgb in around):
-            inside += 1
-        beside.update(rgb for rgb in around if rgb is not None and rgb != colour)
-        if pixels.get((x - 1, y)) != colour:  # the start of a horizontal run
-            run = 0
-            while pixels.get((x + run, y)) == colour:
-                run += 1
-            longest = max(longest, run)
-        if pixels.get((x, y - 1)) != colour:  # the start of a vertical run
-            run = 0
-            while pixels.get((x, y + run)) == colour:
-                run += 1
-            longest = max(longest, run)
-    around_most = beside.most_common(1)[0][0] if beside else None
-    if inside >= AREA_SHARE * len(mine):
+    for grid in (mine, mine.T):
+        edges = np.diff(np.pad(grid, ((0, 0), (1, 1))).astype(np.int8), axis=1)
+        starts, ends = np.nonzero(edges == 1)[1], np.nonzero(edges == -1)[1]  # row by row, so they pair up
+        if starts.size:
+            longest = max(longest, int((ends - starts).max()))
+    return longest
+
+
+def _classify(crop: np.ndarray, colour: int) -> tuple[str, int | None]:
+    """("area" | "line" | "ink", the colour most often beside it) for one colour of a crop (rows of QRgb
+    values, as QImage.pixel gives them)."""
+    mine = crop == colour
+    padded = np.pad(crop, 1, constant_values=-1)
+    inside = int((mine & (padded[1:-1, 2:] == colour) & (padded[1:-1, :-2] == colour)
+                  & (padded[2:, 1:-1] == colour) & (padded[:-2, 1:-1] == colour)).sum())
+    around_most = _most_common_beside(crop, mine, colour)
+    if inside >= AREA_SHARE * int(mine.sum()):
         return "area", around_most
-    return ("line" if longest >= LINE_RUN_PX else "ink"), around_most
+    return ("line" if _longest_run(mine) >= LINE_RUN_PX else "ink"), around_most
 
 
-def text_contrast(window, widget, inset: int = 0) -> float:
-    """The lowest contrast of any text inside `widget` (a scroll area: its viewport), `inset` pixels in from
-    its edges, as drawn in `window` (see region_contrast)."""
-    from PySide6.QtWidgets import QAbstractScrollArea
-
-    target = widget.viewport() if isinstance(widget, QAbstractScrollArea) else widget
-    return region_contrast(window, target, target.rect().adjusted(inset, inset, -inset, -inset))
-
-
-def region_contrast(window, widget, rect) -> float:
-    """The lowest contrast between a text colour in `rect` (in `widget`'s coordinates) and the colour around
-    it, measured on the pixels of `window` as drawn. Colours are sorted into backgrounds (areas: the widget's
-    own, a code chip's), rules and borders (long straight lines: not text) and ink (letters: every other
-    colour on at least MIN_INK_PIXELS pixels); each ink colour is compared with the colour most often beside
-    it. Draw without antialiasing (the `themes` fixture), so letters keep their exact colour. No text at all:
-    infinity."""
-    from collections import Counter
-
-    from PySide6.QtCore import QRect
-    from PySide6.QtGui import QColor
+def grab_pixels(window) -> tuple[np.ndarray, float]:
+    """`window` as drawn, after the pending events: its pixels as QRgb values (rows of 0xAARRGGBB, what
+    QImage.pixel gives) and the device pixel ratio. One grab serves every region measured on it."""
+    from PySide6.QtGui import QImage
     from PySide6.QtWidgets import QApplication
 
     for _ in range(3):
         QApplication.processEvents()
     image = window.grab().toImage()
     scale = image.devicePixelRatio()
+    image = image.convertToFormat(QImage.Format.Format_ARGB32)
+    rows = np.frombuffer(image.constBits(), dtype=np.uint32, count=image.height() * image.bytesPerLine() // 4)
+    rows = rows.reshape(image.height(), image.bytesPerLine() // 4)[:, :image.width()].astype(np.int64)
+    return rows, scale
+
+
+def text_contrast(window, widget, inset: int = 0, grabbed: tuple[np.ndarray, float] | None = None) -> float:
+    """The lowest contrast of any text inside `widget` (a scroll area: its viewport), `inset` pixels in from
+    its edges, as drawn in `window` (see region_contrast)."""
+    from PySide6.QtWidgets import QAbstractScrollArea
+
+    target = widget.viewport() if isinstance(widget, QAbstractScrollArea) else widget
+    return region_contrast(window, target, target.rect().adjusted(inset, inset, -inset, -inset), grabbed)
+
+
+def region_contrast(window, widget, rect, grabbed: tuple[np.ndarray, float] | None = None) -> float:
+    """The lowest contrast between a text colour in `rect` (in `widget`'s coordinates) and the colour around
+    it, measured on the pixels of `window` as drawn (`grabbed`: grab_pixels(window), when several regions
+    are measured on one drawing). Colours are sorted into backgrounds (areas: the widget's own, a code
+    chip's), rules and borders (long straight lines: not text) and ink (letters: every other colour on at
+    least MIN_INK_PIXELS pixels); each ink colour is compared with the colour most often beside it. Draw
+    without antialiasing (the `themes` fixture), so letters keep their exact colour. No text at all:
+    infinity."""
+    from PySide6.QtCore import QRect
+    from PySide6.QtGui import QColor
+
+    pixels, scale = grabbed if grabbed is not None else grab_pixels(window)
     area = QRect(widget.mapTo(window, rect.topLeft()), rect.size())
-    pixels = {(x, y): image.pixel(int(x * scale), int(y * scale))
-              for y in range(area.top(), area.bottom() + 1) for x in range(area.left(), area.right() + 1)}
-    counts = Counter(pixels.values())
-    if not counts:
+    ys = (np.arange(area.top(), area.bottom() + 1) * scale).astype(np.int64)
+    xs = (np.arange(area.left(), area.right() + 1) * scale).astype(np.int64)
+    crop = np.zeros((ys.size, xs.size), dtype=np.int64)  # outside the image: 0, as QImage.pixel answers
+    inside_y = (ys >= 0) & (ys < pixels.shape[0])
+    inside_x = (xs >= 0) & (xs < pixels.shape[1])
+    crop[np.ix_(inside_y, inside_x)] = pixels[np.ix_(ys[inside_y], xs[inside_x])]
+    if crop.size == 0:
         return float("inf")
-    background, _ = counts.most_common(1)[0]
+    colours, first, counts = np.unique(crop, return_index=True, return_counts=True)
+    most = np.flatnonzero(counts == counts.max())
+    background = colours[most[np.argmin(first[most])]]  # ties: the colour met first, row by row
     ratios = []
-    for colour, count in counts.items():
+    for colour, count in zip(colours.tolist(), counts.tolist()):
         if colour == background or count < MIN_INK_PIXELS:
             continue
-        kind, beside = _classify(pixels, colour)
+        kind, beside = _classify(crop, colour)
         if kind == "ink" and beside is not None:
             ratios.append(contrast_ratio(QColor(colour), QColor(beside)))
     return min(ratios, default=float("inf"))

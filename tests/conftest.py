@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import copy
+import io
 import os
 import queue
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
@@ -17,6 +20,9 @@ from core.modeling.causal_lm import CausalLM
 
 if TYPE_CHECKING:
     from core.engine.process import Engine
+
+if os.environ.get("PYTEST_XDIST_WORKER"):  # parallel workers (scripts/run-tests.sh) already fill the cores:
+    torch.set_num_threads(1)  # torch's own threads on top would only wait on each other (see torch_threads)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -101,6 +107,28 @@ def in_process_engine(**engine_options) -> tuple["Engine", Callable[[object], li
         return [events.get() for _ in range(events.qsize())]
 
     return engine, serve
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    """`specexec ARGS` run in this process, as a finished process would report it (exit code, stdout, stderr):
+    for tests of what a command says and returns, where no process boundary is under test. A child process
+    pays 5-14 s to import torch and transformers again; this pays nothing. `stdin`: what the command reads
+    (not a terminal, as from a pipe). torch's thread count, which the command sets, is put back."""
+    from core.cli.main import main
+
+    threads, previous_stdin = torch.get_num_threads(), sys.stdin
+    capsys.readouterr()  # what the test printed before is not the command's
+    if stdin is not None:
+        sys.stdin = io.StringIO(stdin)
+    try:
+        code = main(list(args))
+    except SystemExit as exit_:  # argparse's usage errors
+        code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+    finally:
+        torch.set_num_threads(threads)
+        sys.stdin = previous_stdin
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(["specexec", *args], code, out, err)
 
 
 @pytest.fixture(scope="module")

@@ -41,7 +41,7 @@ def specexec_serve(*args: str) -> Iterator[tuple[str, subprocess.Popen]]:
             lines.append(line)
             if line.startswith(("API key:", "No API key required")):
                 break
-        url = next((l.split()[-1] for l in lines if l.startswith("Serving the OpenAI API at ")), None)
+        url = next((line.split()[-1] for line in lines if line.startswith("Serving the OpenAI API at ")), None)
         assert url is not None, (lines, process.stderr.read() if process.poll() is not None else "")
         yield url, process
     finally:

@@ -12,7 +12,10 @@ import urllib.request
 
 import pytest
 
-from app_fixtures import app_paths, screenshot, shared_bridge, tiny_models, tiny_settings  # noqa: F401
+pytest.register_assert_rewrite("app_fixtures")
+from app_fixtures import screenshot, tiny_settings  # noqa: E402
+
+pytest_plugins = ["app_fixtures"]  # fixtures: app_paths, session_bridge, session_tiny_models
 
 pytestmark = [pytest.mark.qt, pytest.mark.timeout(300)]
 
@@ -31,10 +34,10 @@ def test_settings_are_written_for_their_user_only(tmp_path):
     assert load_settings(path).api_server_key == "sk-secret"
 
 
-def test_the_settings_row_takes_allowed_origins_and_explains_a_bad_one(qtbot, tiny_models):
+def test_the_settings_row_takes_allowed_origins_and_explains_a_bad_one(qtbot, session_tiny_models):
     from app.settings.settings_page import SettingsPage
 
-    dialog = SettingsPage(tiny_settings(*tiny_models))
+    dialog = SettingsPage(tiny_settings(*session_tiny_models))
     qtbot.addWidget(dialog)
     row = dialog.api_server
     row.enabled.setChecked(True)
@@ -56,12 +59,13 @@ def _get_models(url: str, origin: str) -> tuple[int, str | None]:
         return error.code, json.loads(error.read())["error"]["code"]
 
 
-def test_the_app_server_refuses_web_pages_unless_allowed(qtbot, app_paths, shared_bridge, tiny_models):
+@pytest.mark.slow
+def test_the_app_server_refuses_web_pages_unless_allowed(qtbot, app_paths, session_bridge, session_tiny_models):
     from app.window.main_window import MainWindow
 
-    settings = dataclasses.replace(tiny_settings(*tiny_models), api_server=True, api_server_port=0,
+    settings = dataclasses.replace(tiny_settings(*session_tiny_models), api_server=True, api_server_port=0,
                                    api_server_key=KEY)
-    window = MainWindow(paths=app_paths, settings=settings, bridge=shared_bridge, confirm_delete=False)
+    window = MainWindow(paths=app_paths, settings=settings, bridge=session_bridge, confirm_delete=False)
     qtbot.addWidget(window)
     assert _get_models(window.api_server.url, PAGE) == (403, "origin_not_allowed")  # none allowed by default
     window.apply_settings(dataclasses.replace(settings, api_server_allowed_origins=PAGE))

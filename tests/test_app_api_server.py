@@ -11,7 +11,10 @@ import urllib.request
 import openai
 import pytest
 
-from app_fixtures import app_paths, screenshot, shared_bridge, tiny_models, tiny_settings  # noqa: F401
+pytest.register_assert_rewrite("app_fixtures")
+from app_fixtures import screenshot, tiny_settings  # noqa: E402
+
+pytest_plugins = ["app_fixtures"]  # fixtures: app_paths, session_bridge, session_tiny_models
 
 pytestmark = [pytest.mark.qt, pytest.mark.timeout(300)]
 
@@ -25,7 +28,7 @@ def _ask_in_thread(url: str, result: dict, **settings) -> threading.Thread:
         try:
             client = openai.OpenAI(base_url=url, api_key=KEY, max_retries=0, timeout=120)
             result["answer"] = client.chat.completions.create(**settings)
-        except Exception as error:  # reported by the test
+        except Exception as error:  # noqa: BLE001 - reported by the test
             result["error"] = error
 
     thread = threading.Thread(target=ask)
@@ -33,13 +36,14 @@ def _ask_in_thread(url: str, result: dict, **settings) -> threading.Thread:
     return thread
 
 
-def test_the_app_answers_api_requests_and_its_chat_through_one_engine(qtbot, app_paths, shared_bridge, tiny_models):
+@pytest.mark.slow
+def test_the_app_answers_api_requests_and_its_chat_through_one_engine(qtbot, app_paths, session_bridge, session_tiny_models):
     from app.window.main_window import MainWindow
     from app.conversations.store import COMPLETE
 
-    settings = dataclasses.replace(tiny_settings(*tiny_models), api_server=True, api_server_port=0,
+    settings = dataclasses.replace(tiny_settings(*session_tiny_models), api_server=True, api_server_port=0,
                                    api_server_key=KEY)
-    window = MainWindow(paths=app_paths, settings=settings, bridge=shared_bridge, confirm_delete=False)
+    window = MainWindow(paths=app_paths, settings=settings, bridge=session_bridge, confirm_delete=False)
     qtbot.addWidget(window)
     url = window.api_server.url
     assert url is not None and url.startswith("http://127.0.0.1:"), window.api_server.error
@@ -69,12 +73,13 @@ def test_the_app_answers_api_requests_and_its_chat_through_one_engine(qtbot, app
         urllib.request.urlopen(url + "/models", timeout=5)
 
 
-def test_with_the_key_turned_off_any_client_is_answered(qtbot, app_paths, shared_bridge, tiny_models):
+@pytest.mark.slow
+def test_with_the_key_turned_off_any_client_is_answered(qtbot, app_paths, session_bridge, session_tiny_models):
     from app.window.main_window import MainWindow
 
-    settings = dataclasses.replace(tiny_settings(*tiny_models), api_server=True, api_server_port=0,
+    settings = dataclasses.replace(tiny_settings(*session_tiny_models), api_server=True, api_server_port=0,
                                    api_server_require_key=False)
-    window = MainWindow(paths=app_paths, settings=settings, bridge=shared_bridge, confirm_delete=False)
+    window = MainWindow(paths=app_paths, settings=settings, bridge=session_bridge, confirm_delete=False)
     qtbot.addWidget(window)
     result: dict = {}
     thread = _ask_in_thread(window.api_server.url, result, model="", max_tokens=3,
@@ -85,7 +90,8 @@ def test_with_the_key_turned_off_any_client_is_answered(qtbot, app_paths, shared
     assert result["answer"].usage.completion_tokens == 3
 
 
-def test_a_taken_port_is_reported_not_fatal(qtbot, app_paths, shared_bridge, tiny_models):
+@pytest.mark.slow
+def test_a_taken_port_is_reported_not_fatal(qtbot, app_paths, session_bridge, session_tiny_models):
     import socket
 
     from app.window.main_window import MainWindow
@@ -94,9 +100,9 @@ def test_a_taken_port_is_reported_not_fatal(qtbot, app_paths, shared_bridge, tin
     taken.bind(("127.0.0.1", 0))
     taken.listen()
     try:
-        settings = dataclasses.replace(tiny_settings(*tiny_models), api_server=True,
+        settings = dataclasses.replace(tiny_settings(*session_tiny_models), api_server=True,
                                        api_server_port=taken.getsockname()[1], api_server_key=KEY)
-        window = MainWindow(paths=app_paths, settings=settings, bridge=shared_bridge, confirm_delete=False)
+        window = MainWindow(paths=app_paths, settings=settings, bridge=session_bridge, confirm_delete=False)
         qtbot.addWidget(window)
         assert window.api_server.url is None and "already in use" in window.api_server.error
         assert "already in use" in window.toast.text()
@@ -104,14 +110,15 @@ def test_a_taken_port_is_reported_not_fatal(qtbot, app_paths, shared_bridge, tin
         taken.close()
 
 
-def test_the_apps_own_api_server_is_refused_as_a_connection(qtbot, app_paths, shared_bridge, tiny_models):
+@pytest.mark.slow
+def test_the_apps_own_api_server_is_refused_as_a_connection(qtbot, app_paths, session_bridge, session_tiny_models):
     """Using it would shut the engine it answers from: it is refused in words, before anything is saved."""
     from app.engine.connections import own_api_server_words
     from app.window.main_window import MainWindow
 
-    settings = dataclasses.replace(tiny_settings(*tiny_models), api_server=True, api_server_port=0,
+    settings = dataclasses.replace(tiny_settings(*session_tiny_models), api_server=True, api_server_port=0,
                                    api_server_key=KEY)
-    window = MainWindow(paths=app_paths, settings=settings, bridge=shared_bridge, confirm_delete=False)
+    window = MainWindow(paths=app_paths, settings=settings, bridge=session_bridge, confirm_delete=False)
     qtbot.addWidget(window)
     port = window.api_server.url.rsplit(":", 1)[1].split("/")[0]
     page = window.open_model_manager().show_connections().connections
@@ -130,12 +137,12 @@ def test_the_apps_own_api_server_is_refused_as_a_connection(qtbot, app_paths, sh
     dialog.close()
 
 
-def test_settings_row_shows_a_key_to_copy_and_saves_the_switch(qtbot, tiny_models):
+def test_settings_row_shows_a_key_to_copy_and_saves_the_switch(qtbot, session_tiny_models):
     from PySide6.QtGui import QGuiApplication
 
     from app.settings.settings_page import SettingsPage
 
-    settings = tiny_settings(*tiny_models)
+    settings = tiny_settings(*session_tiny_models)
     assert settings.api_server is False  # off by default
     dialog = SettingsPage(settings)
     qtbot.addWidget(dialog)

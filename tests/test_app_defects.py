@@ -1,5 +1,6 @@
-"""The defects a new user found in the chat window (issue 13), one test each, without an engine process
-except where the defect is about the process (start-up, quitting)."""
+"""The chat window as a new user meets it (the defects of issue 13, one test each, named by the behaviour):
+start-up failures, the header, model paths, errors, a long prompt, the queue, quitting; without an engine
+process except where the behaviour is about the process (start-up, quitting)."""
 
 from __future__ import annotations
 
@@ -36,10 +37,11 @@ def app_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-# 1 ---------------------------------------------------------------------------------------------------------
+# Start-up failures, said on stderr -------------------------------------------------------------------------
 
 
-def test_1_a_window_that_cannot_open_says_why_on_stderr(tmp_path):
+@pytest.mark.slow
+def test_a_window_that_cannot_open_says_why_on_stderr(tmp_path):
     """No display (and on machines without libxcb-cursor0 etc., missing libraries): Qt aborts with signal 6
     after telling only the log file. The reason and what to do must reach the terminal."""
     done = subprocess.run([sys.executable, "-c", ENTRY], env=app_env(tmp_path, QT_QPA_PLATFORM="xcb"),
@@ -51,7 +53,7 @@ def test_1_a_window_that_cannot_open_says_why_on_stderr(tmp_path):
     assert "cannot open its window" in log
 
 
-def test_1_missing_libraries_are_named_with_the_packages_to_install():
+def test_missing_libraries_are_named_with_the_packages_to_install():
     from app.system.library_check import install_advice, missing_from_ldd
 
     ldd = ("\tlibxcb-icccm.so.4 => not found\n\tlibc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x1)\n"
@@ -63,7 +65,8 @@ def test_1_missing_libraries_are_named_with_the_packages_to_install():
     assert "pacman -S xcb-util-cursor xcb-util-wm xcb-util-keysyms" in advice  # Arch
 
 
-def test_1_unreadable_database_is_reported_on_stderr(tmp_path):
+@pytest.mark.slow
+def test_unreadable_database_is_reported_on_stderr(tmp_path):
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "conversations.sqlite3").write_bytes(b"this is not a database" * 100)
     done = subprocess.run([sys.executable, "-c", ENTRY], env=app_env(tmp_path, QT_QPA_PLATFORM="offscreen"),
@@ -72,10 +75,10 @@ def test_1_unreadable_database_is_reported_on_stderr(tmp_path):
     assert "cannot open the conversation database" in done.stderr
 
 
-# 2, 8 -----------------------------------------------------------------------------------------------------
+# The chat header and new chats ----------------------------------------------------------------------------
 
 
-def test_2_header_shows_the_title_once_the_first_message_names_the_chat(qtbot, quiet_window):
+def test_header_shows_the_title_once_the_first_message_names_the_chat(qtbot, quiet_window):
     w = quiet_window
     qtbot.mouseClick(w.sidebar.new_button, Qt.MouseButton.LeftButton)
     assert w.title_label.text() == "New chat"
@@ -84,7 +87,7 @@ def test_2_header_shows_the_title_once_the_first_message_names_the_chat(qtbot, q
     assert w.title_label.text() == "Which trains cross the Alps?"
 
 
-def test_8_new_chat_reuses_the_empty_one(qtbot, quiet_window):
+def test_new_chat_reuses_the_empty_one(qtbot, quiet_window):
     w, c = quiet_window, quiet_window.controller
     for _ in range(3):
         qtbot.mouseClick(w.sidebar.new_button, Qt.MouseButton.LeftButton)
@@ -95,10 +98,10 @@ def test_8_new_chat_reuses_the_empty_one(qtbot, quiet_window):
     assert c.conversations.rowCount() == 2 and c.conversation_id != first
 
 
-# 3, 4 -----------------------------------------------------------------------------------------------------
+# Model paths in the settings ------------------------------------------------------------------------------
 
 
-def test_3_browse_picks_a_gguf_file_starting_in_the_models_folder(qtbot, tmp_path, monkeypatch):
+def test_browse_picks_a_gguf_file_starting_in_the_models_folder(qtbot, tmp_path, monkeypatch):
     models = tmp_path / "models"
     models.mkdir()
     gguf = models / "tiny.Q4_0.gguf"
@@ -117,7 +120,7 @@ def test_3_browse_picks_a_gguf_file_starting_in_the_models_folder(qtbot, tmp_pat
     assert folders.fileMode() == QFileDialog.FileMode.Directory and Path(folders.directory().absolutePath()) == models
 
 
-def test_4_a_model_path_that_does_not_exist_is_refused_in_the_settings(qtbot, tmp_path):
+def test_a_model_path_that_does_not_exist_is_refused_in_the_settings(qtbot, tmp_path):
     dialog = SettingsPage(AppSettings())
     qtbot.addWidget(dialog)
     saved = []
@@ -133,10 +136,10 @@ def test_4_a_model_path_that_does_not_exist_is_refused_in_the_settings(qtbot, tm
     assert dialog.accept() and saved[0].target == str(folder) and not dialog.error.isVisibleTo(dialog)
 
 
-# 5 ---------------------------------------------------------------------------------------------------------
+# Errors in plain words -------------------------------------------------------------------------------------
 
 
-def test_5_crash_banner_speaks_plainly(qtbot, quiet_window):
+def test_crash_banner_speaks_plainly(qtbot, quiet_window):
     w = quiet_window
     w.bridge.handle_events([P.EngineStarted(pid=6506), P.StatusReport("ready", {"budget": 16}),
                             P.Error(None, "engine_died", "the engine process (pid 6506) was killed by SIGKILL",
@@ -149,7 +152,7 @@ def test_5_crash_banner_speaks_plainly(qtbot, quiet_window):
     assert "SIGKILL" in w.banner.details()  # the technical words are one click away
 
 
-def test_5_context_length_error_gives_its_advice_once(qtbot, controller):
+def test_context_length_error_gives_its_advice_once(qtbot, controller):
     from conftest import make_word_tokenizer
     from core.engine.process import error_event
     from core.engine.session import fit_conversation
@@ -168,10 +171,10 @@ def test_5_context_length_error_gives_its_advice_once(qtbot, controller):
     assert shown[0].isupper()
 
 
-# 6 ---------------------------------------------------------------------------------------------------------
+# Reading a prompt, waiting in the queue --------------------------------------------------------------------
 
 
-def test_6_a_long_prompt_shows_that_it_is_being_read(qtbot, controller):
+def test_a_long_prompt_shows_that_it_is_being_read(qtbot, controller):
     from app.chat.view import ChatView
 
     view = ChatView(controller.messages)
@@ -201,7 +204,7 @@ def test_6_a_long_prompt_shows_that_it_is_being_read(qtbot, controller):
     qtbot.waitUntil(lambda: f"of about {expected} s" in widget.progress_text(), timeout=2000)
 
 
-def test_6_an_answer_queued_behind_api_requests_says_how_many(qtbot, controller):
+def test_an_answer_queued_behind_api_requests_says_how_many(qtbot, controller):
     from app.chat.view import ChatView
 
     view = ChatView(controller.messages)
@@ -218,10 +221,10 @@ def test_6_an_answer_queued_behind_api_requests_says_how_many(qtbot, controller)
     qtbot.waitUntil(lambda: widget.progress_text().startswith("Reading your message (12 tokens)"), timeout=2000)
 
 
-# 7 ---------------------------------------------------------------------------------------------------------
+# Token counts ----------------------------------------------------------------------------------------------
 
 
-def test_7_the_answer_counts_the_engines_tokens(qtbot, controller):
+def test_the_answer_counts_the_engines_tokens(qtbot, controller):
     controller.send("count")
     rid = controller.active.request_id
     events = [P.TokenChunk(rid, f" t{i}", (i,)) for i in range(3)] + [P.PassStats(rid, 5, 8, 1.0, 1.0, 2500.0, 9)] * 3
@@ -232,10 +235,10 @@ def test_7_the_answer_counts_the_engines_tokens(qtbot, controller):
     assert stats["tokens_per_s"] == pytest.approx(13 / 0.006, rel=0.01)
 
 
-# 9 ---------------------------------------------------------------------------------------------------------
+# A failed answer -------------------------------------------------------------------------------------------
 
 
-def test_9_a_failed_answer_shows_the_error_and_cannot_be_regenerated_into_the_same_error(qtbot, quiet_window):
+def test_a_failed_answer_shows_the_error_and_cannot_be_regenerated_into_the_same_error(qtbot, quiet_window):
     w = quiet_window
     w.bridge.handle_events([P.EngineStarted(pid=1), P.StatusReport("ready", {"budget": 16})])
     w.send("too long")
@@ -251,10 +254,10 @@ def test_9_a_failed_answer_shows_the_error_and_cannot_be_regenerated_into_the_sa
     assert w.controller.generating
 
 
-# 10 --------------------------------------------------------------------------------------------------------
+# The logs folder -------------------------------------------------------------------------------------------
 
 
-def test_10_open_logs_folder_shows_the_path_where_nothing_can_open_it(qtbot, quiet_window, monkeypatch, tmp_path):
+def test_open_logs_folder_shows_the_path_where_nothing_can_open_it(qtbot, quiet_window, monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))  # no xdg-open, no file manager
     quiet_window.open_logs_folder()
     box = quiet_window.logs_dialog
@@ -263,10 +266,10 @@ def test_10_open_logs_folder_shows_the_path_where_nothing_can_open_it(qtbot, qui
     box.close()
 
 
-# 11 --------------------------------------------------------------------------------------------------------
+# The status bar; quitting ----------------------------------------------------------------------------------
 
 
-def test_11_status_bar_starts_clean_in_a_new_chat_and_hides_the_tree_without_a_draft(qtbot, quiet_window):
+def test_status_bar_starts_clean_in_a_new_chat_and_hides_the_tree_without_a_draft(qtbot, quiet_window):
     w, c = quiet_window, quiet_window.controller
     w.send("hello")
     rid = c.active.request_id
@@ -284,7 +287,8 @@ def test_11_status_bar_starts_clean_in_a_new_chat_and_hides_the_tree_without_a_d
     assert not details.budget_label.isHidden()
 
 
-def test_11_quitting_from_the_terminal_closes_cleanly(tmp_path):
+@pytest.mark.slow
+def test_quitting_from_the_terminal_closes_cleanly(tmp_path):
     """Ctrl-C (SIGINT) or SIGTERM in the terminal quits like File > Quit: the engine is shut down, nothing
     leaks ("leaked semaphore objects"), no traceback, exit code 0. Both apps run at once (time)."""
     apps = {}
@@ -332,9 +336,10 @@ XCB_DRIVER = (
 )
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(sys.platform != "linux" or not __import__("shutil").which("xvfb-run"),
                     reason="needs xvfb-run (a virtual X display)")
-def test_1_with_a_display_and_the_libraries_the_real_window_opens(tmp_path):
+def test_with_a_display_and_the_libraries_the_real_window_opens(tmp_path):
     """The other side of the check: on X11 (a virtual display here) with the libraries present, the app
     opens its window through the real xcb plugin; the check must not stop it."""
     from app.system.library_check import missing_xcb_libraries

@@ -23,6 +23,7 @@ BIG = "model.safetensors"
 WAIT_MS = 60_000
 
 
+@pytest.mark.slow
 def test_a_second_app_download_attaches_to_a_running_one(qtbot, hub, hub_env):
     files = {"config.json": b'{"model_type": "llama"}', BIG: payload(6 << 20, seed=1)}
     hub.add_repo("org/tiny", files)
@@ -46,6 +47,7 @@ def test_a_second_app_download_attaches_to_a_running_one(qtbot, hub, hub_env):
         assert hashlib.sha256((folder / path).read_bytes()).digest() == hashlib.sha256(data).digest()
 
 
+@pytest.mark.slow
 def test_cancelling_a_follower_keeps_the_running_download(qtbot, hub, hub_env):
     files = {"config.json": b'{"model_type": "llama"}', BIG: payload(6 << 20, seed=2)}
     hub.add_repo("org/tiny", files)

@@ -144,6 +144,7 @@ def stop(qtbot, window: MainWindow) -> None:
 # Through the engine
 
 
+@pytest.mark.slow
 def test_the_thinking_folds_above_the_answer_opens_with_a_click_and_is_never_copied(qtbot, open_window):
     window = open_window("qwen3", max_tokens=12)
     assert window.composer.think_button.isVisible() and window.composer.think_button.isChecked()
@@ -185,6 +186,7 @@ def test_the_thinking_folds_above_the_answer_opens_with_a_click_and_is_never_cop
         "role": "assistant", "content": answer.content, "reasoning_content": THOUGHT_TEXT}
 
 
+@pytest.mark.slow
 def test_a_reopened_chat_shows_its_thinking_folded_and_exports_it(qtbot, open_window, tmp_path):
     window = open_window("qwen3", max_tokens=12)
     send(qtbot, window, "w40 w41")
@@ -210,6 +212,7 @@ def test_a_reopened_chat_shows_its_thinking_folded_and_exports_it(qtbot, open_wi
     assert (exported["reasoning"], exported["stats"]["thinking_seconds"]) == (THOUGHT_TEXT, answer.stats["thinking_seconds"])
 
 
+@pytest.mark.slow
 def test_the_block_is_folded_while_the_answer_streams(qtbot, open_window):
     window = open_window("qwen3", max_tokens=LONG, method=Method.SEQUENTIAL)
     send(qtbot, window, "w40 w41", wait=False)
@@ -226,6 +229,7 @@ def test_the_block_is_folded_while_the_answer_streams(qtbot, open_window):
     assert answer.status == S.STOPPED and answer.reasoning == THOUGHT_TEXT and answer.content.startswith("w30 w31")
 
 
+@pytest.mark.slow
 def test_the_thinking_shows_live_and_a_stop_keeps_it_open_when_no_answer_came(qtbot, open_window):
     window = open_window("r1-endless", max_tokens=LONG, method=Method.SEQUENTIAL)
     assert not window.composer.think_button.isVisible()  # it always thinks: no switch
@@ -247,6 +251,7 @@ def test_the_thinking_shows_live_and_a_stop_keeps_it_open_when_no_answer_came(qt
     assert window.controller.history(window.controller.conversation_id) == [{"role": "user", "content": "w40 w41"}]
 
 
+@pytest.mark.slow
 def test_cut_off_while_thinking_says_how_to_get_an_answer(qtbot, open_window):
     window = open_window("r1-endless", max_tokens=10)
     send(qtbot, window, "w40 w41")
@@ -256,6 +261,7 @@ def test_cut_off_while_thinking_says_how_to_get_an_answer(qtbot, open_window):
     assert "Cut off while still thinking: raise Longest answer in Chat settings" in widget.footer.text()
 
 
+@pytest.mark.slow
 def test_the_think_switch_is_per_chat_and_reaches_the_engine(qtbot, open_window):
     window = open_window("qwen3", max_tokens=12)
     switch = window.composer.think_button
@@ -290,6 +296,7 @@ def test_the_think_switch_is_per_chat_and_reaches_the_engine(qtbot, open_window)
     assert window.chat_settings.values().thinking
 
 
+@pytest.mark.slow
 def test_earlier_thinking_goes_back_only_where_the_template_renders_it(qtbot, open_window, pairs):
     """The app sends each earlier answer's thinking as reasoning_content; the template keeps it (the test's
     Qwen3-style one renders it) or drops it (the R1-style one, like DeepSeek-R1's and Qwen3's own templates
@@ -307,7 +314,7 @@ def test_earlier_thinking_goes_back_only_where_the_template_renders_it(qtbot, op
                    {"role": "user", "content": "w42"}]
         tokenizer = make_thinking_tokenizer(QWEN3_TEMPLATE if model == "qwen3" else R1_TEMPLATE)
 
-        def prompt_tokens(messages) -> int:
+        def prompt_tokens(messages, tokenizer=tokenizer) -> int:
             return len(encode_prompt(tokenizer, Prompt(messages=tuple(messages))))
 
         with_thinking = [*history[:1], {**history[1], "reasoning_content": first.reasoning}, history[2]]
@@ -317,6 +324,7 @@ def test_earlier_thinking_goes_back_only_where_the_template_renders_it(qtbot, op
         window.close()
 
 
+@pytest.mark.slow
 def test_the_apps_api_server_sends_the_thinking_apart(qtbot, open_window):
     """The app's own API server shares the window's engine through the bridge: a thinking model's thinking
     reaches its clients as reasoning_content (message and stream deltas), with the log-probabilities."""
@@ -337,7 +345,7 @@ def test_the_apps_api_server_sends_the_thinking_apart(qtbot, open_window):
             request = dict(model="", messages=[{"role": "user", "content": "w40 w41"}], max_tokens=8, seed=1)
             result["answer"] = client.chat.completions.create(**request, logprobs=True, top_logprobs=2)
             result["chunks"] = list(client.chat.completions.create(**request, stream=True))
-        except Exception as error:  # reported below
+        except Exception as error:  # noqa: BLE001 - reported below
             result["error"] = error
 
     thread = threading.Thread(target=ask)
@@ -456,6 +464,7 @@ def test_thinking_words_and_the_markdown_section():
     assert [m.get("reasoning") for m in exported] == [None, "Two plus two.\n\nThat makes 4.", None]
 
 
+@pytest.mark.slow
 def test_each_answer_of_a_turn_shows_its_own_thinking(qtbot, open_window):
     """Regenerate keeps the old answer: flipping between the two shows each one's thinking, folded again."""
     window = open_window("qwen3", max_tokens=9)

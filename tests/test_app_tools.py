@@ -27,8 +27,8 @@ from app.settings.schema import save_settings
 from app.window.main_window import MainWindow
 
 pytest.register_assert_rewrite("app_fixtures")
-from app_fixtures import ENGINE_TIMEOUT_S, screenshot, tiny_settings, wait_for
-from tool_models import ANSWER_TEXT, save_tool_pair
+from app_fixtures import ENGINE_TIMEOUT_S, screenshot, tiny_settings, wait_for  # noqa: E402
+from tool_models import ANSWER_TEXT, save_tool_pair  # noqa: E402
 
 pytest_plugins = ["app_fixtures"]
 pytestmark = [pytest.mark.qt, pytest.mark.timeout(400)]

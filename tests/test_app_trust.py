@@ -1,5 +1,5 @@
-"""Issue 25, the window a person trusts: one test per defect found by trying the app as a new user would
-(numbered as in the issue), each on real widgets offscreen; contrast is measured on rendered pixels.
+"""The window a person trusts (issue 25): one test per defect found by trying the app as a new user would,
+named by the behaviour it checks, each on real widgets offscreen; contrast is measured on rendered pixels.
 """
 
 from __future__ import annotations
@@ -51,10 +51,10 @@ def open_chat_with(window, *messages: tuple[str, str]) -> int:
 
 
 # ----------------------------------------------------------------------------------------------------------
-# 1. A theme switch with a chat open re-renders its code blocks and links
+# A theme switch with a chat open re-renders its code blocks and links
 
 
-def test_1_switching_theme_re_renders_code_blocks_and_links(qtbot, themes, quiet_window):
+def test_switching_theme_re_renders_code_blocks_and_links(qtbot, themes, quiet_window):
     window = quiet_window
     themes.apply(Theme.LIGHT)
     open_chat_with(window, ("user", "Add two numbers"), ("assistant", CODE_ANSWER))
@@ -73,10 +73,10 @@ def test_1_switching_theme_re_renders_code_blocks_and_links(qtbot, themes, quiet
 
 
 # ----------------------------------------------------------------------------------------------------------
-# 2. Dark mode: a selected card is readable; scrollbars are themed
+# Dark mode: a selected card is readable; scrollbars are themed
 
 
-def test_2_selected_cards_and_scrollbars_in_dark_mode(qtbot, themes, tmp_path, monkeypatch):
+def test_selected_cards_and_scrollbars_in_dark_mode(qtbot, themes, tmp_path, monkeypatch):
     from app.models.manager import ModelManager
 
     monkeypatch.setenv("SPECEXEC_HW_FIXTURE", str(FIXTURES / "gpu12-ram16-pcie3.json"))
@@ -104,10 +104,10 @@ def test_2_selected_cards_and_scrollbars_in_dark_mode(qtbot, themes, tmp_path, m
 
 
 # ----------------------------------------------------------------------------------------------------------
-# 3. The sidebar's rename box is tall enough to read
+# The sidebar's rename box is tall enough to read
 
 
-def test_3_rename_box_is_a_line_of_text_tall(qtbot, quiet_window):
+def test_rename_box_is_a_line_of_text_tall(qtbot, quiet_window):
     window = quiet_window
     open_chat_with(window, ("user", "hello"))
     window.sidebar.rename_current()
@@ -123,11 +123,11 @@ def test_3_rename_box_is_a_line_of_text_tall(qtbot, quiet_window):
 
 
 # ----------------------------------------------------------------------------------------------------------
-# 4. Import: a chooser for a .gguf file and one for a folder, in the models folder (made if it is not there
+# Import: a chooser for a .gguf file and one for a folder, in the models folder (made if it is not there
 #    yet); whatever is picked is checked, a folder without a model refused in words that replace older ones
 
 
-def test_4_import_choosers_start_in_the_models_folder_and_a_bad_pick_is_said(qtbot, tmp_path, monkeypatch):
+def test_import_choosers_start_in_the_models_folder_and_a_bad_pick_is_said(qtbot, tmp_path, monkeypatch):
     from PySide6.QtWidgets import QFileDialog
 
     from app.models.manager import ModelManager
@@ -163,11 +163,11 @@ def test_4_import_choosers_start_in_the_models_folder_and_a_bad_pick_is_said(qtb
 
 
 # ----------------------------------------------------------------------------------------------------------
-# 5. Transient messages are toasts over the chat; the status bar keeps one line of state and never widens
+# Transient messages are toasts over the chat; the status bar keeps one line of state and never widens
 #    the window (it used to grow from 1100 to 1294 px after the first answer, too wide for a 1280 px laptop)
 
 
-def test_5_messages_are_toasts_and_the_status_bar_never_widens_the_window(qtbot, quiet_window):
+def test_messages_are_toasts_and_the_status_bar_never_widens_the_window(qtbot, quiet_window):
     window = quiet_window
     window.resize(1280, 800)
     ready(window.bridge)
@@ -195,10 +195,10 @@ def test_5_messages_are_toasts_and_the_status_bar_never_widens_the_window(qtbot,
 
 
 # ----------------------------------------------------------------------------------------------------------
-# 6. Model load: a bar that moves with the engine's real progress; once ready, no Cancel and no "Starting"
+# Model load: a bar that moves with the engine's real progress; once ready, no Cancel and no "Starting"
 
 
-def test_6_dequantising_a_gguf_reports_progress_and_prints_no_bar(tmp_path, capfd):
+def test_dequantising_a_gguf_reports_progress_and_prints_no_bar(tmp_path, capfd):
     from test_loading import write_tiny_gguf
 
     from core.loading.load import load_model
@@ -214,7 +214,7 @@ def test_6_dequantising_a_gguf_reports_progress_and_prints_no_bar(tmp_path, capf
     assert "de-quantizing" not in capfd.readouterr().err  # transformers' own bar is not printed
 
 
-def test_6_done_page_follows_the_load_and_ends_with_start_chatting_only(qtbot, tmp_path, monkeypatch):
+def test_done_page_follows_the_load_and_ends_with_start_chatting_only(qtbot, tmp_path, monkeypatch):
     from app_fixtures import recording_bridge_class
 
     from app.models.wizard.wizard import DONE, FirstRunWizard
@@ -246,10 +246,10 @@ def test_6_done_page_follows_the_load_and_ends_with_start_chatting_only(qtbot, t
 
 
 # ----------------------------------------------------------------------------------------------------------
-# 7. Download page without a network: plain words, once, one action; after a delete, no Resume
+# Download page without a network: plain words, once, one action; after a delete, no Resume
 
 
-def test_7_download_without_a_network_says_so_plainly_once(qtbot, tmp_path, monkeypatch):
+def test_download_without_a_network_says_so_plainly_once(qtbot, tmp_path, monkeypatch):
     from app.models.wizard.download_page import DownloadPage
     from app.models.wizard.state import WizardState
 
@@ -278,10 +278,10 @@ def test_7_download_without_a_network_says_so_plainly_once(qtbot, tmp_path, monk
 
 
 # ----------------------------------------------------------------------------------------------------------
-# 8. Buttons are enabled only when they do something
+# Buttons are enabled only when they do something
 
 
-def test_8_use_and_download_are_off_where_they_would_do_nothing(qtbot, tmp_path, monkeypatch):
+def test_use_and_download_are_off_where_they_would_do_nothing(qtbot, tmp_path, monkeypatch):
     from app.models.manager import ModelManager
 
     monkeypatch.setenv("SPECEXEC_HW_FIXTURE", str(FIXTURES / "gpu12-ram16-pcie3.json"))
@@ -302,10 +302,10 @@ def test_8_use_and_download_are_off_where_they_would_do_nothing(qtbot, tmp_path,
 
 
 # ----------------------------------------------------------------------------------------------------------
-# 9. The context meter moves while an answer streams; "reading" says what is read
+# The context meter moves while an answer streams; "reading" says what is read
 
 
-def test_9_context_meter_moves_while_streaming_and_reading_says_what(qtbot, quiet_window):
+def test_context_meter_moves_while_streaming_and_reading_says_what(qtbot, quiet_window):
     window = quiet_window
     ready(window.bridge)
     open_chat_with(window, ("user", "first"), ("assistant", "an earlier answer"))
@@ -326,10 +326,10 @@ def test_9_context_meter_moves_while_streaming_and_reading_says_what(qtbot, quie
 
 
 # ----------------------------------------------------------------------------------------------------------
-# 10. Plain decoding: no tree budget, tokens/pass or chart; the row does not shift
+# Plain decoding: no tree budget, tokens/pass or chart; the row does not shift
 
 
-def test_10_plain_decoding_hides_speculation_and_the_bar_stays_put(qtbot, quiet_window):
+def test_plain_decoding_hides_speculation_and_the_bar_stays_put(qtbot, quiet_window):
     window = quiet_window
     ready(window.bridge)
     details = window.status_line.details
@@ -351,7 +351,7 @@ def test_10_plain_decoding_hides_speculation_and_the_bar_stays_put(qtbot, quiet_
     assert not details.isVisible()
 
 
-def test_10_the_empty_chart_draws_no_box(qtbot, themes, quiet_window):
+def test_the_empty_chart_draws_no_box(qtbot, themes, quiet_window):
     themes.apply(Theme.LIGHT)
     chart = quiet_window.status_line.details.chart
     image = chart.grab().toImage()
@@ -361,10 +361,10 @@ def test_10_the_empty_chart_draws_no_box(qtbot, themes, quiet_window):
 
 
 # ----------------------------------------------------------------------------------------------------------
-# 11. Settings in plain words; nothing for a GPU that is not there; no empty strip under Advanced
+# Settings in plain words; nothing for a GPU that is not there; no empty strip under Advanced
 
 
-def test_11_settings_speak_plainly_and_hide_what_cannot_apply(qtbot):
+def test_settings_speak_plainly_and_hide_what_cannot_apply(qtbot):
     from PySide6.QtWidgets import QAbstractSpinBox, QLabel
 
     from app.settings.chat_panel import ChatSettingsPanel
@@ -409,11 +409,11 @@ def test_11_settings_speak_plainly_and_hide_what_cannot_apply(qtbot):
 
 
 # ----------------------------------------------------------------------------------------------------------
-# 12. Cosmetics: clipped cards, details columns, hover-only actions, a real delete dialog, "stopped" once,
+# Cosmetics: clipped cards, details columns, hover-only actions, a real delete dialog, "stopped" once,
 #     an empty search says so
 
 
-def test_12_wizard_cards_show_every_line(qtbot, tmp_path, monkeypatch):
+def test_wizard_cards_show_every_line(qtbot, tmp_path, monkeypatch):
     from app.models.wizard.wizard import FirstRunWizard
 
     monkeypatch.setenv("SPECEXEC_HW_FIXTURE", str(FIXTURES / "gpu12-ram16-pcie3.json"))
@@ -435,7 +435,7 @@ def test_12_wizard_cards_show_every_line(qtbot, tmp_path, monkeypatch):
     assert len(gaps) == 1  # even spacing
 
 
-def test_12_answer_actions_show_on_hover_only_and_stopped_is_said_once(qtbot, quiet_window):
+def test_answer_actions_show_on_hover_only_and_stopped_is_said_once(qtbot, quiet_window):
     from PySide6.QtCore import QEvent
     from PySide6.QtGui import QEnterEvent
 
@@ -454,7 +454,7 @@ def test_12_answer_actions_show_on_hover_only_and_stopped_is_said_once(qtbot, qu
     assert sum("stopped" in text.lower() for text in said) == 1
 
 
-def test_12_delete_asks_with_verbs_and_marks_the_destructive_button(qtbot):
+def test_delete_asks_with_verbs_and_marks_the_destructive_button(qtbot):
     from PySide6.QtWidgets import QLabel, QPushButton
 
     from app.window.confirm import confirm_box
@@ -474,7 +474,7 @@ def test_12_delete_asks_with_verbs_and_marks_the_destructive_button(qtbot):
     assert download.default_button().text() == "Download anyway" and download.confirm_button.property("role") == "primary"
 
 
-def test_12_an_empty_search_says_no_matches(qtbot, quiet_window):
+def test_an_empty_search_says_no_matches(qtbot, quiet_window):
     window = quiet_window
     open_chat_with(window, ("user", "hello"))
     window.sidebar.search.setText("zebra crossings")
@@ -486,10 +486,10 @@ def test_12_an_empty_search_says_no_matches(qtbot, quiet_window):
 
 
 # ----------------------------------------------------------------------------------------------------------
-# 13. Expected user mistakes are logged without tracebacks
+# Expected user mistakes are logged without tracebacks
 
 
-def test_13_a_bad_import_is_a_warning_without_a_traceback(qtbot, tmp_path, caplog, monkeypatch):
+def test_a_bad_import_is_a_warning_without_a_traceback(qtbot, tmp_path, caplog, monkeypatch):
     import logging
 
     from app.models.manager import ModelManager
@@ -507,10 +507,10 @@ def test_13_a_bad_import_is_a_warning_without_a_traceback(qtbot, tmp_path, caplo
 
 
 # ----------------------------------------------------------------------------------------------------------
-# 14. SPECEXEC_DATA_DIR keeps everything in one folder, the built-in model's converted copy too
+# SPECEXEC_DATA_DIR keeps everything in one folder, the built-in model's converted copy too
 
 
-def test_14_data_dir_moves_the_model_cache_too(tmp_path, monkeypatch):
+def test_data_dir_moves_the_model_cache_too(tmp_path, monkeypatch):
     from app.system.paths import AppPaths
     from core.loading.builtin import converted_folder
     from core.system.locations import cache_dir
@@ -528,7 +528,7 @@ def test_14_data_dir_moves_the_model_cache_too(tmp_path, monkeypatch):
     assert cache_dir() == tmp_path / "elsewhere"
 
 
-def test_12_reopening_a_chat_leaves_no_ghost_of_its_old_messages(qtbot, quiet_window):
+def test_reopening_a_chat_leaves_no_ghost_of_its_old_messages(qtbot, quiet_window):
     window = quiet_window
     cid = open_chat_with(window, ("user", "hello"), ("assistant", CODE_ANSWER))
     old = list(window.chat_view.widgets)
@@ -539,11 +539,11 @@ def test_12_reopening_a_chat_leaves_no_ghost_of_its_old_messages(qtbot, quiet_wi
 
 
 # ----------------------------------------------------------------------------------------------------------
-# 15. Issue 33's smaller things: an edit opens in sight, lists read as lists, the pager keeps its place, the
+# Issue 33's smaller things: an edit opens in sight, lists read as lists, the pager keeps its place, the
 #     title has room at the first size
 
 
-def test_15_edit_in_place_is_scrolled_into_sight(qtbot, quiet_window):
+def test_edit_in_place_is_scrolled_into_sight(qtbot, quiet_window):
     window = quiet_window
     window.resize(1280, 800)
     window.show()
@@ -561,7 +561,7 @@ def test_15_edit_in_place_is_scrolled_into_sight(qtbot, quiet_window):
     assert 0 <= top and top + middle.edit_row.height() <= view.viewport().height()  # Save & resend is in sight
 
 
-def test_15_list_items_sit_close_and_the_pager_keeps_its_place(qtbot, quiet_window):
+def test_list_items_sit_close_and_the_pager_keeps_its_place(qtbot, quiet_window):
     window = quiet_window
     open_chat_with(window, ("user", "ideas?"), ("assistant", "Three:\n\n1. one\n2. two\n3. three\n\nThat is all."))
     document = window.chat_view.widgets[1].body.parts[0].document()
@@ -578,7 +578,7 @@ def test_15_list_items_sit_close_and_the_pager_keeps_its_place(qtbot, quiet_wind
     assert order.index(answer.previous_button) < order.index(answer.copy_button)  # anchored at the edge, first
 
 
-def test_15_the_first_size_leaves_the_title_room(qtbot, quiet_window):
+def test_the_first_size_leaves_the_title_room(qtbot, quiet_window):
     from PySide6.QtCore import QSize
 
     from app.window.main_window import default_size

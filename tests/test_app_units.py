@@ -33,6 +33,7 @@ pytest_plugins = ["app_fixtures"]  # fixtures: app_paths, controller, quiet_wind
 pytestmark = [pytest.mark.qt, pytest.mark.timeout(60)]
 
 
+@pytest.mark.slow
 def test_app_never_imports_torch():
     code = "import sys, app.main, app.window.main_window; sys.exit(1 if 'torch' in sys.modules else 0)"
     env = {"QT_QPA_PLATFORM": "offscreen", "PATH": "/usr/bin:/bin"}
@@ -308,6 +309,7 @@ def test_controls_have_accessible_names_and_keyboard_paths(qtbot, quiet_window):
         assert any(a.shortcut().toString() == text for a in w.findChildren(type(w.new_action))), text
 
 
+@pytest.mark.slow
 def test_entry_point_first_run_opens_the_window_and_writes_its_files(tmp_path):
     """`specexec-desktop`'s main() on an empty data dir: the set-up wizard first; cancelling it leaves the
     default settings (built-in pair) written, database created, log started, window shown; closing the window

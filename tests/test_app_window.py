@@ -93,6 +93,7 @@ def wait_streaming(qtbot, window: MainWindow, chars: int = 30) -> None:
     assert window.controller.generating
 
 
+@pytest.mark.slow
 def test_send_message_streams_the_answer_into_the_view_and_the_store(qtbot, window_factory):
     window = window_factory()
     assert window.chat_view.placeholder.isVisible()
@@ -124,6 +125,7 @@ def test_send_message_streams_the_answer_into_the_view_and_the_store(qtbot, wind
     assert window.chat_view.widgets[1].time_label.text()  # when it was written
 
 
+@pytest.mark.slow
 def test_stop_keeps_the_partial_answer(qtbot, window_factory):
     window = window_factory(max_tokens=LONG)
     send(qtbot, window, "w20 w21", wait=False)
@@ -144,6 +146,7 @@ def test_stop_keeps_the_partial_answer(qtbot, window_factory):
     assert window.chat_view.widgets[1].footer.text().startswith("Stopped")
 
 
+@pytest.mark.slow
 def test_regenerate_keeps_the_old_answer_as_an_alternative(qtbot, window_factory):
     window = window_factory()
     send(qtbot, window, "w30 w31")
@@ -164,6 +167,7 @@ def test_regenerate_keeps_the_old_answer_as_an_alternative(qtbot, window_factory
     assert window.controller.history(window.controller.conversation_id)[-1]["content"] == old.content
 
 
+@pytest.mark.slow
 def test_edit_and_resend_drops_the_later_turns(qtbot, window_factory):
     window = window_factory()
     send(qtbot, window, "w40 w41")
@@ -181,6 +185,7 @@ def test_edit_and_resend_drops_the_later_turns(qtbot, window_factory):
     assert window.chat_view.widgets[0].body.toPlainText().strip() == "w50 w51 edited"
 
 
+@pytest.mark.slow
 def test_conversations_survive_an_app_restart(qtbot, window_factory, app_paths):
     window = window_factory()
     send(qtbot, window, "w11 first chat")
@@ -203,6 +208,7 @@ def test_conversations_survive_an_app_restart(qtbot, window_factory, app_paths):
     assert len(again.chat_view.widgets) == 2
 
 
+@pytest.mark.slow
 def test_code_block_answer_renders_as_a_card_with_a_copy_button(qtbot, window_factory, app_paths):
     setup = Store(app_paths.database)
     cid = setup.create_conversation("Sorting in Python")
@@ -233,6 +239,7 @@ def test_code_block_answer_renders_as_a_card_with_a_copy_button(qtbot, window_fa
     screenshot(window, "03-finished-code-block")
 
 
+@pytest.mark.slow
 def test_model_that_fails_to_load_shows_a_banner_and_good_settings_recover(qtbot, window_factory, tiny_models):
     window = window_factory()
     good = window.settings
@@ -250,6 +257,7 @@ def test_model_that_fails_to_load_shows_a_banner_and_good_settings_recover(qtbot
     assert rows(window) == [("user", S.COMPLETE), ("assistant", S.COMPLETE)]
 
 
+@pytest.mark.slow
 def test_killed_engine_shows_banner_keeps_chat_and_restart_works(qtbot, window_factory):
     """Runs last in this module: it kills the shared engine and restarts it through the banner."""
     window = window_factory(max_tokens=LONG)

@@ -93,6 +93,7 @@ def choose(wizard: FirstRunWizard, pair_id: str) -> None:
     wizard.choose_page.pairs.select(pair_id)
 
 
+@pytest.mark.slow
 def test_wizard_end_to_end_download_verify_load_answer(qtbot, served, app_paths):
     wizard = open_wizard(qtbot, served)
     assert wizard.currentId() == HARDWARE
@@ -199,6 +200,7 @@ def test_red_pair_needs_an_explicit_confirmation(qtbot, served):
     assert not page.confirm_red.isChecked() and not page.isComplete()
 
 
+@pytest.mark.slow
 def test_closing_mid_download_then_resume_on_next_start(qtbot, served, hub):
     from app.models.choice import unfinished_pairs
 
@@ -251,6 +253,7 @@ def tiny_installed(served, tiny_repo_files):
     return served
 
 
+@pytest.mark.slow
 def test_manager_switch_pair_reloads_engine_and_keeps_conversations(qtbot, tiny_installed, tiny_repo_files,
                                                                     app_paths, tmp_path):
     from app.window.main_window import MainWindow
@@ -381,6 +384,7 @@ def test_first_start_opens_the_wizard_and_cancelling_keeps_the_built_in_pair(qtb
     assert asked == ["tiny"] and bridge is None and settings.target == "builtin"
 
 
+@pytest.mark.slow
 def test_gated_model_asks_for_the_token_and_a_damaged_file_is_fetched_again(qtbot, served, hub, tiny_repo_files):
     import os
 

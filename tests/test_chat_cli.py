@@ -45,6 +45,7 @@ def greedy_answer(model_dirs, messages, max_new_tokens) -> str:
         return generate(target.lm, draft.lm, target.tokenizer, prompt, SamplingParams(temperature=0), settings).text
 
 
+@pytest.mark.slow
 def test_scripted_chat_answers_each_line_and_keeps_history(model_dirs):
     script = "w10 w11\n/system w7 w8\n\nw12 w13 w14\n/reset\nw15\n"
     result = subprocess.run(
@@ -61,6 +62,7 @@ def test_scripted_chat_answers_each_line_and_keeps_history(model_dirs):
     assert answers[2] == greedy_answer(model_dirs, [system, user3], 12)  # /reset forgot turns 1-2
 
 
+@pytest.mark.slow
 def test_offload_flags_reach_the_engine(model_dirs):
     """--offload on loads the target through the offloaded path (its report is on stderr) with the same
     answer; a bad --resident-layers is a clear error before any engine starts."""
@@ -77,6 +79,7 @@ def test_offload_flags_reach_the_engine(model_dirs):
     assert "error: --resident-layers takes 'auto' or a number" in bad.stderr
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_the_answer_not_the_program(model_dirs):
     """Interactive mode (stdin is a terminal): Ctrl-C goes to the whole process group, as a terminal sends
     it; the answer stops (or had just finished), the chat and its engine live on and answer the next line."""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,10 +11,11 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from conftest import make_word_tokenizer
+from conftest import make_word_tokenizer, run_cli
 
 
 def specexec(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    """`specexec ARGS` in a child process: for the built-in pair, whose load must not stay in pytest's memory."""
     return subprocess.run(
         [sys.executable, "-m", "core.cli.main", *args], capture_output=True, text=True, timeout=timeout
     )
@@ -46,12 +46,12 @@ def assert_clear_error(result: subprocess.CompletedProcess, *fragments: str) -> 
         assert fragment in result.stderr, result.stderr
 
 
-def test_generate_json_contract_on_tiny_models(tiny_pair):
+def test_generate_json_contract_on_tiny_models(tiny_pair, capsys):
     target, draft = map(str, tiny_pair)
     outputs = {}
     for method in ("specexec", "sequential", "specinfer"):
-        result = specexec(
-            "generate", "--target", target, "--draft", draft, "--prompt", "w5 w6 w7", "--method", method,
+        result = run_cli(
+            capsys, "generate", "--target", target, "--draft", draft, "--prompt", "w5 w6 w7", "--method", method,
             "--temperature", "0.8", "--seed", "3", "--max-new-tokens", "12", "--budget", "8", "--json",
         )
         assert result.returncode == 0, result.stderr
@@ -64,7 +64,7 @@ def test_generate_json_contract_on_tiny_models(tiny_pair):
     assert outputs["specexec"]["text"] == outputs["sequential"]["text"]
 
 
-def test_bench_acceptance_json_rows_baseline_and_plot(tiny_pair, tmp_path):
+def test_bench_acceptance_json_rows_baseline_and_plot(tiny_pair, tmp_path, capsys):
     target, draft = map(str, tiny_pair)
     prompts = tmp_path / "prompts.jsonl"
     prompts.write_text(
@@ -73,8 +73,8 @@ def test_bench_acceptance_json_rows_baseline_and_plot(tiny_pair, tmp_path):
         + json.dumps({"text": "not used: past --limit"}) + "\n"
     )
     plot = tmp_path / "rates.png"
-    result = specexec(
-        "bench", "acceptance", "--target", target, "--draft", draft, "--prompts", str(prompts), "--limit", "2",
+    result = run_cli(
+        capsys, "bench", "acceptance", "--target", target, "--draft", draft, "--prompts", str(prompts), "--limit", "2",
         "--budgets", "4,16", "--methods", "specexec,specinfer", "--baseline", "--max-new-tokens", "6",
         "--seeds", "2", "--json", "--plot", str(plot),
     )
@@ -91,54 +91,57 @@ def test_bench_acceptance_json_rows_baseline_and_plot(tiny_pair, tmp_path):
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_missing_model(tmp_path):
-    result = specexec("generate", "--target", str(tmp_path / "nope"), "--prompt", "hi", "--method", "sequential")
+def test_missing_model(tmp_path, capsys):
+    result = run_cli(capsys, "generate", "--target", str(tmp_path / "nope"), "--prompt", "hi",
+                     "--method", "sequential")
     assert_clear_error(result, "nope")
 
 
-def test_a_missing_model_is_said_before_the_other_one_loads(tmp_path, tiny_pair):
+def test_a_missing_model_is_said_before_the_other_one_loads(tmp_path, tiny_pair, capsys):
     """The built-in draft takes seconds to load and quantise: a missing target is said first, alone."""
-    result = specexec("generate", "--target", str(tmp_path / "nope"), "--draft", "builtin-draft", "--prompt", "hi")
+    result = run_cli(capsys, "generate", "--target", str(tmp_path / "nope"), "--draft", "builtin-draft",
+                     "--prompt", "hi")
     assert_clear_error(result, "nope")
     assert result.stderr.strip().splitlines() == [line for line in result.stderr.strip().splitlines()
                                                   if line.startswith("error: ")]  # no loading progress at all
-    result = specexec("generate", "--target", str(tiny_pair[0]), "--draft", str(tmp_path / "gone"), "--prompt", "hi")
+    result = run_cli(capsys, "generate", "--target", str(tiny_pair[0]), "--draft", str(tmp_path / "gone"),
+                     "--prompt", "hi")
     assert_clear_error(result, "gone")
     assert len(result.stderr.strip().splitlines()) == 1
 
 
-def test_help_names_every_benchmark():
+def test_help_names_every_benchmark(capsys, monkeypatch):
     from core.cli.bench import BENCHMARKS
 
-    result = subprocess.run([sys.executable, "-m", "core.cli.main", "--help"], capture_output=True, text=True,
-                            timeout=120, env={**os.environ, "COLUMNS": "400"})
+    monkeypatch.setenv("COLUMNS", "400")  # one line per command
+    result = run_cli(capsys, "--help")
     bench_line = next(line for line in result.stdout.splitlines() if line.strip().startswith("bench "))
     assert len(BENCHMARKS) >= 9 and all(name in bench_line for name in BENCHMARKS)
 
 
-def test_budget_below_one():
-    assert_clear_error(specexec("generate", "--prompt", "hi", "--budget", "0"), "budget")
+def test_budget_below_one(capsys):
+    assert_clear_error(run_cli(capsys, "generate", "--prompt", "hi", "--budget", "0"), "budget")
 
 
-def test_prompt_longer_than_context(tiny_pair):
+def test_prompt_longer_than_context(tiny_pair, capsys):
     target, draft = map(str, tiny_pair)
     prompt = " ".join(["w5"] * 80)
-    result = specexec("generate", "--target", target, "--draft", draft, "--prompt", prompt)
+    result = run_cli(capsys, "generate", "--target", target, "--draft", draft, "--prompt", prompt)
     assert_clear_error(result, "context window is 64")
 
 
-def test_tokenizer_mismatch(tmp_path, tiny_pair):
+def test_tokenizer_mismatch(tmp_path, tiny_pair, capsys):
     target = str(tiny_pair[0])
     other = save_tiny_model(tmp_path / "other", tokenizer_vocab=60)
-    result = specexec("generate", "--target", target, "--draft", str(other), "--prompt", "w5")
+    result = run_cli(capsys, "generate", "--target", target, "--draft", str(other), "--prompt", "w5")
     assert_clear_error(result, "tokenizer")
 
 
-def test_unsupported_architecture(tmp_path):
+def test_unsupported_architecture(tmp_path, capsys):
     folder = tmp_path / "gpt2"
     folder.mkdir()
     (folder / "config.json").write_text(json.dumps({"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"]}))
-    result = specexec("generate", "--target", str(folder), "--prompt", "hi", "--method", "sequential")
+    result = run_cli(capsys, "generate", "--target", str(folder), "--prompt", "hi", "--method", "sequential")
     assert_clear_error(result, "gpt2", "not supported")
 
 

@@ -27,7 +27,8 @@ PERSON = {"type": "object", "properties": {"name": {"type": "string", "maxLength
 
 @pytest.fixture(scope="module")
 def builtin():
-    """The built-in pair in float32 on the CPU (a real tokenizer that can spell JSON), and a prompt."""
+    """The built-in pair in float32 on the CPU (a real tokenizer that can spell JSON), and a prompt: the tests
+    that take it are marked slow."""
     from core.loading.load import load_model
     from core.text.prompts import Prompt, encode_prompt
 
@@ -51,6 +52,7 @@ def _run(builtin, spec, params, method, budget=32, top=None, max_new=40):
                     settings, controls=controls)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("spec", [GrammarSpec("json_schema", json.dumps(PERSON)), GrammarSpec("json_object")],
                          ids=["schema", "json-mode"])
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -70,12 +72,14 @@ def test_specexec_under_a_grammar_equals_sequential_and_parses(builtin, spec, se
         assert sequential.text.startswith("{")
 
 
+@pytest.mark.slow
 def test_greedy_under_a_grammar_equals_greedy(builtin):
     spec = GrammarSpec("json_schema", json.dumps(PERSON))
     params = SamplingParams(temperature=0.0)
     assert _run(builtin, spec, params, "specexec", 64).token_ids == _run(builtin, spec, params, "sequential").token_ids
 
 
+@pytest.mark.slow
 def test_the_draft_proposes_only_what_the_grammar_allows(builtin):
     """Every real node of every draft tree is a legal continuation of its path (checked with a fresh matcher)."""
     from core.decoding.decode_state import DecodeState
@@ -105,6 +109,7 @@ def test_the_draft_proposes_only_what_the_grammar_allows(builtin):
         assert checker.try_consume_tokens(path[::-1]) == len(path), target.tokenizer.decode(path[::-1])
 
 
+@pytest.mark.slow
 def test_a_forced_tool_call_is_written_in_the_models_format(builtin):
     from core.text.tool_format import HERMES, LLAMA3_JSON
     from core.text.tool_calls import parse_answer
@@ -124,6 +129,7 @@ def test_a_forced_tool_call_is_written_in_the_models_format(builtin):
         assert calls[0].name == (name or calls[0].name) and isinstance(json.loads(calls[0].arguments), dict)
 
 
+@pytest.mark.slow
 def test_a_constrained_pass_reads_the_tree_and_each_draft_forwards_nodes_once(builtin):
     """The host cost of a grammar, counted as a GPU would pay it: the pass's one read, plus one read of the
     tree (its masks) and one per draft forward (the expanded nodes' masks); nothing inside a draft forward."""
@@ -139,6 +145,7 @@ def test_a_constrained_pass_reads_the_tree_and_each_draft_forwards_nodes_once(bu
     assert counts.sync_count == totals.passes * 2 + counts.draft_forwards, counts.syncs
 
 
+@pytest.mark.slow
 def test_a_grammar_the_engine_cannot_use_is_a_clear_error(builtin):
     target = builtin[0]
     with pytest.raises(InvalidSettingError, match="the JSON schema cannot be used"):
@@ -198,6 +205,7 @@ def test_specinfer_refuses_what_it_cannot_give(tiny_target, tiny_draft):
                  controls=OutputControls(top_logprobs=1))
 
 
+@pytest.mark.slow
 def test_generate_command_decodes_under_a_schema_and_reports_logprobs(tmp_path, capsys):
     from core.cli.main import main
 

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
+import doctor_children
+from conftest import run_cli
 from core.doctor import agreement, compat, draft, graphs, kernel, link, offload, streaming
 from core.doctor.decisions import CHECKS, conclude, redecide
 from core.doctor.report import CheckResult, DoctorReport, Status, load_report, save_report
@@ -244,6 +244,7 @@ def test_draft_check_decisions():
     assert draft.decide(draft.DraftMeasurement("cuda:0", triton=False)).status is Status.DEGRADED
 
 
+@pytest.mark.slow
 def test_draft_check_runs_the_fused_product_at_draft_shapes_in_the_interpreter(monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     measured = draft.measure(torch.device("cpu"), shapes=((256, 96),), rows_list=(1, 20), bandwidth=False)
@@ -273,6 +274,7 @@ def test_kernel_cases_cover_what_checkpoints_hold():
     assert any(variant == "irregular" for *_, variant in cases)
 
 
+@pytest.mark.slow
 def test_kernel_equals_eager_in_the_interpreter(monkeypatch):
     """Every doctor case (2-bit act-order, act-order at group 128, float16-subnormal scales, ...) through the
     fused kernel in Triton's interpreter, bit for bit against the reference."""
@@ -321,6 +323,7 @@ def test_tiny_gptq_model_streamed_with_the_gpu_placement_gives_the_cpu_tokens():
     assert offload.decide(measured).status is Status.PASS
 
 
+@pytest.mark.slow
 def test_streaming_machinery_measures_the_ratio_at_reduced_width():
     measured = streaming.measure(torch.device("cpu"), width_divisor=8, repeats=1, target_layers=2)
     assert measured.layer_bytes > 0 and measured.pass_seconds > 0 and measured.copy_seconds > 0
@@ -380,6 +383,7 @@ def test_doctor_on_a_gpu_it_may_not_use_stops_after_the_first_check(monkeypatch)
     assert report.gpu["name"] == "NVIDIA GeForce RTX 4070" and not report.conclusion.use_gpu
 
 
+@pytest.mark.slow
 def test_doctor_on_the_cpu_runs_the_correctness_checks(monkeypatch):
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     report = run_doctor("cpu")
@@ -391,25 +395,21 @@ def test_doctor_on_the_cpu_runs_the_correctness_checks(monkeypatch):
     assert not report.conclusion.use_gpu
 
 
-def test_cli_json_save_and_replay(tmp_path):
-    run = subprocess.run([sys.executable, "-m", "core.cli.main", "doctor", "--json", "--save", str(tmp_path)],
-                         capture_output=True, text=True, timeout=300)
+def test_cli_json_save_and_replay(tmp_path, capsys):
+    run = run_cli(capsys, "doctor", "--json", "--save", str(tmp_path))
     assert run.returncode == 0, run.stderr
     data = json.loads(run.stdout)
     assert {"schema_version", "created", "app_version", "device", "torch", "gpu", "platform", "conclusion", "checks"} <= set(data)
     assert f"[1/{len(CHECKS)}] checking driver and GPU" in run.stderr
     assert DoctorReport.from_dict(data) == load_report(tmp_path / "doctor-report.json")
-    replay = subprocess.run([sys.executable, "-m", "core.cli.main", "doctor", "--replay", str(FIXTURES / "driver-too-old.json")],
-                            capture_output=True, text=True, timeout=120)
+    replay = run_cli(capsys, "doctor", "--replay", str(FIXTURES / "driver-too-old.json"))
     assert replay.returncode == 0 and replay.stdout.startswith("Update the NVIDIA driver to version 580.65.06")
     assert "[FAIL]" in replay.stdout and "[skip]" in replay.stdout
     if not _has_nvidia():  # the terminal's report says the conclusion once, not again as the first check
-        plain = subprocess.run([sys.executable, "-m", "core.cli.main", "doctor"], capture_output=True, text=True,
-                               timeout=300)
+        plain = run_cli(capsys, "doctor")
         assert plain.returncode == 0 and plain.stdout.count("No NVIDIA GPU found") == 1, plain.stdout
         assert plain.stdout.count("[skip] Not checked") == len(CHECKS) - 1
-    missing = subprocess.run([sys.executable, "-m", "core.cli.main", "doctor", "--replay", str(tmp_path / "nope.json")],
-                             capture_output=True, text=True, timeout=120)
+    missing = run_cli(capsys, "doctor", "--replay", str(tmp_path / "nope.json"))
     assert missing.returncode == 2 and "no doctor report" in missing.stderr
 
 
@@ -421,22 +421,7 @@ def test_report_keeps_measurements_apart_from_decisions():
     assert again.check("streaming").status is Status.DEGRADED and again.check("streaming").seconds == check.seconds
 
 
-def _dies(messages, device, save_folder) -> None:
-    """A child that crashes half-way, as a driver fault would (module level: spawn pickles it by name)."""
-    import os
-
-    messages.put(("progress", 1, 6, "driver and GPU"))
-    messages.close()
-    messages.join_thread()  # the message is out; then the process dies without any clean-up
-    os._exit(3)
-
-
-def _hangs(messages, device, save_folder) -> None:
-    import time
-
-    time.sleep(60)
-
-
+@pytest.mark.slow
 def test_doctor_in_its_own_process_reports_progress_and_saves(tmp_path):
     from core.doctor.process import run_doctor_in_subprocess
 
@@ -448,15 +433,16 @@ def test_doctor_in_its_own_process_reports_progress_and_saves(tmp_path):
         assert report.conclusion.summary == "No NVIDIA GPU found: using the processor."
 
 
+@pytest.mark.slow
 def test_doctor_process_that_dies_or_hangs_is_an_error_not_a_hang():
     from core.doctor.process import run_doctor_in_subprocess
 
     steps = []
     with pytest.raises(DoctorReportError, match="stopped without a report \\(exit code 3\\)"):
-        run_doctor_in_subprocess(progress=lambda *a: steps.append(a), child=_dies)
+        run_doctor_in_subprocess(progress=lambda *a: steps.append(a), child=doctor_children.dies)
     assert steps == [(1, 6, "driver and GPU")]
     with pytest.raises(DoctorReportError, match="longer than 2 s"):
-        run_doctor_in_subprocess(timeout=2.0, child=_hangs)
+        run_doctor_in_subprocess(timeout=2.0, child=doctor_children.hangs)
 
 
 def test_a_check_that_crashed_is_kept_as_it_is_when_decided_again(monkeypatch):

@@ -257,12 +257,14 @@ def test_a_server_that_breaks_off_but_resumes_is_followed_to_the_end(hub, hub_en
 def test_a_second_download_of_the_same_repo_says_already_downloading(hub, hub_env):
     files = repo_files(0, big=6 << 20)
     hub.add_repo("org/tiny", files)
-    hub.limit_rate(1 << 20)  # ~6 s for the big file: time for a second process to start on a busy machine
+    hub.limit_rate(1 << 16)
     folder = hub_env.models_dir / "org--tiny"
     with cli_process(hub_env, "download", "org/tiny", "--json") as first:
         events = read_events_until(first, lambda event: event["event"] == "progress" and event["done_bytes"] > 0)
+        hub.limit_rate(1)  # held until the second process has answered, however long it takes to start
         with cli_process(hub_env, "download", "org/tiny", "--json") as second:
-            out, err = second.communicate(timeout=60)
+            out, err = second.communicate(timeout=120)
+        hub.limit_rate(None)
         assert second.returncode == 75, err
         (busy,) = [json.loads(line) for line in out.splitlines()]
         assert busy == {"event": "error", "kind": "busy", "folder": str(folder), "pid": first.pid,
@@ -280,14 +282,17 @@ def test_a_second_download_of_the_same_repo_says_already_downloading(hub, hub_en
 def test_attach_follows_the_running_download_and_fetches_nothing_itself(hub, hub_env):
     files = repo_files(0, big=6 << 20)
     hub.add_repo("org/tiny", files)
-    hub.limit_rate(1 << 20)
+    hub.limit_rate(1 << 16)
     with cli_process(hub_env, "download", "org/tiny", "--json") as first:
         read_events_until(first, lambda event: event["event"] == "progress" and event["done_bytes"] > 0)
+        hub.limit_rate(1)  # held until the follower has attached, however long it takes to start
         with cli_process(hub_env, "download", "org/tiny", "--json", "--attach") as follower:
-            out, err = follower.communicate(timeout=60)
+            events = read_events_until(follower, lambda event: event["event"] in ("attach", "plan"))
+            hub.limit_rate(1 << 20)  # ~6 s: the follower sees the bytes grow
+            out, err = follower.communicate(timeout=120)
         assert follower.returncode == 0, err
         assert first.wait(timeout=60) == 0
-    events = [json.loads(line) for line in out.splitlines()]
+    events += [json.loads(line) for line in out.splitlines()]
     folder = hub_env.models_dir / "org--tiny"
     assert events[0] == {"event": "attach", "folder": str(folder), "pid": first.pid}
     followed = [event["done_bytes"] for event in events if event["event"] == "progress"]

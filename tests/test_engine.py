@@ -160,6 +160,7 @@ def test_protocol_round_trip_and_validation():
 # Streaming, ordering, cancel, malformed input (shared engine)
 
 
+@pytest.mark.slow
 def test_stream_matches_in_process_generation(client, local):
     prompt, chunks = reference(local, USER, 40, seed=3)
     request_id = client.generate(USER, max_new_tokens=40, seed=3, method="specexec", **SAMPLING)
@@ -176,6 +177,7 @@ def test_stream_matches_in_process_generation(client, local):
     assert finished.generated_tokens == len(ids_of(chunks)) - (finished.reason == "eos")  # the EOS is not counted
 
 
+@pytest.mark.slow
 def test_generates_are_queued_in_order_and_status_answers_while_generating(client, local):
     first = client.generate(USER, max_new_tokens=20, seed=1, method="specexec", **SAMPLING)
     second = client.generate(USER, max_new_tokens=20, seed=2, method="specexec", **SAMPLING)
@@ -194,6 +196,7 @@ def test_generates_are_queued_in_order_and_status_answers_while_generating(clien
         assert got == ids_of(reference(local, USER, 20, seed)[1])
 
 
+@pytest.mark.slow
 def test_cancel_mid_answer_keeps_streamed_tokens(client, local):
     seed = long_answer_seed(local, USER, 100)
     request_id = client.generate(USER, max_new_tokens=100, seed=seed, method="sequential", **SAMPLING)
@@ -214,6 +217,7 @@ def test_cancel_mid_answer_keeps_streamed_tokens(client, local):
     assert collect(client, queued) == [P.Queued(queued, 1), P.Finished(queued, "cancelled")]
 
 
+@pytest.mark.slow
 def test_malformed_messages_get_errors_and_engine_lives_on(client):
     bad = [
         "garbage",
@@ -240,6 +244,7 @@ def test_malformed_messages_get_errors_and_engine_lives_on(client):
 # Chat sessions: KV reuse across turns, context trimming
 
 
+@pytest.mark.slow
 def test_turn_two_reuses_the_cache_and_equals_a_cold_run(client, local):
     tokenizer = local[0].tokenizer
     seed = long_answer_seed(local, USER, 12, method="specexec")
@@ -272,6 +277,7 @@ def test_turn_two_reuses_the_cache_and_equals_a_cold_run(client, local):
     assert warm_ids == ids_of(reference(local, conversation, 16, seed=6)[1])
 
 
+@pytest.mark.slow
 def test_long_conversation_drops_oldest_turns_keeping_the_system_prompt(client, local):
     from core.engine.session import fit_conversation
 
@@ -366,6 +372,7 @@ def wait_gone(process: psutil.Process, timeout: float) -> float:
     raise AssertionError(f"process {process.pid} still runs after {timeout} s")
 
 
+@pytest.mark.slow
 def test_the_engine_says_when_it_starts_reading_the_prompt(client, local):
     """A long paste takes a while to prefill: PromptStarted comes before the first chunk (issue 13, #6)."""
     messages = [{"role": "user", "content": "w20 w21 w22"}]
@@ -395,6 +402,7 @@ def test_the_window_is_the_planned_context(local):
     assert P.validate(P.Load(context_length=64)).context_length == 64
 
 
+@pytest.mark.slow
 def test_engine_exits_when_its_parent_is_killed(tmp_path):
     pid_file = tmp_path / "engine.pid"
     helper = textwrap.dedent(f"""
@@ -422,6 +430,7 @@ def test_engine_exits_when_its_parent_is_killed(tmp_path):
             process.kill()
 
 
+@pytest.mark.slow
 def test_killed_engine_is_reported_within_a_second_and_restart_works(client, local):
     seed = long_answer_seed(local, USER, 100)
     old_pid = client.engine_pid

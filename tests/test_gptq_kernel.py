@@ -34,6 +34,7 @@ def _bits_of(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.view({2: torch.int16, 4: torch.int32, 8: torch.int64}[tensor.element_size()])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("bits", "group_size", "act_order"),
     [(2, 32, False), (3, 32, True), (3, -1, False), (3, 64, False), (4, 32, True), (4, -1, False), (4, 128, False),
@@ -51,6 +52,7 @@ def test_fused_kernel_equals_reference_bit_for_bit(interpreter, bits, group_size
     assert torch.equal(_both(linear, torch.float64)[1], weight[rows])  # exact in float64
 
 
+@pytest.mark.slow
 def test_fused_kernel_gather_mode(interpreter):
     rng = np.random.default_rng(11)
     k, n, bits = 64, 96, 3

@@ -48,6 +48,7 @@ def _bound(x: torch.Tensor, weight: torch.Tensor, exact: torch.Tensor, dtype: to
     return UNIT_ROUNDOFF[dtype] * exact.abs() + k * 2.0**-24 * (x.double().abs() @ weight.double().abs())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("bits", "group_size", "act_order", "rows"),
     [(4, 128, True, 1), (4, 128, False, 16), (4, 32, True, 33), (4, -1, False, 256), (4, 64, True, 100),
@@ -71,6 +72,7 @@ def test_fused_matmul_within_the_float32_sum_bound(interpreter, bits, group_size
         assert ((fused.double() - eager.double()).abs() <= 2 * bound).all()
 
 
+@pytest.mark.slow
 def test_fused_matmul_gather_mode_irregular_groups(interpreter):
     rng = np.random.default_rng(5)
     k, n, bits = 128, 64, 4
@@ -84,6 +86,7 @@ def test_fused_matmul_gather_mode_irregular_groups(interpreter):
     assert ((_fused(linear, x).double() - exact).abs() <= _bound(x, weight, exact, torch.float32)).all()
 
 
+@pytest.mark.slow
 def test_gptq_linear_takes_the_fused_route_for_small_batches_only(interpreter):
     """Through GPTQLinear.forward (act-order: x permuted first): up to FUSED_MATMUL_MAX_ROWS rows use the
     kernel, more use dequantise-then-multiply; both give the exact product within the bound."""
@@ -131,6 +134,7 @@ def test_launch_configs_split_k_until_the_gpu_has_enough_programs():
         assert config.split_k * rows * n * 4 * 2 <= k * n / 2 / 4 or config.split_k == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("split_k", [2, 3, 4])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
 def test_split_k_sums_within_the_bound(interpreter, split_k, dtype):

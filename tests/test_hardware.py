@@ -4,13 +4,13 @@ fixture files, and the `specexec hw` / `specexec models recommend` JSON contract
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from conftest import run_cli
 from core.errors import HardwareDescriptionError
 from core.hardware.description import GpuInfo, HardwareDescription, PcieLink, load_description
 from core.hardware.link import h2d_rate
@@ -155,33 +155,39 @@ def test_fixture_env_wins_and_bad_fixtures_are_named(tmp_path, monkeypatch) -> N
         load_description(tmp_path / "absent.json")
 
 
-def _cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "core.cli.main", *args], capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, timeout=120)
+@pytest.fixture
+def cli(capsys, monkeypatch) -> Callable[..., subprocess.CompletedProcess]:
+    """`specexec ARGS` in this process, with `env` added to the environment for that one call."""
+    def run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+        with monkeypatch.context() as scoped:
+            for name, value in (env or {}).items():
+                scoped.setenv(name, value)
+            return run_cli(capsys, *args)
+    return run
 
 
-def test_hw_cli_json_contract_and_text(tmp_path) -> None:
-    out = _cli("hw", "--json", env={"SPECEXEC_MODELS_DIR": str(tmp_path)})
+def test_hw_cli_json_contract_and_text(tmp_path, cli) -> None:
+    out = cli("hw", "--json", env={"SPECEXEC_MODELS_DIR": str(tmp_path)})
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     assert HW_KEYS <= set(data) and data["disk"]["path"] == str(tmp_path)
-    text = _cli("hw", "--hw", str(FIXTURES / "gpu24-ram64-pcie3.json"))
+    text = cli("hw", "--hw", str(FIXTURES / "gpu24-ram64-pcie3.json"))
     assert text.returncode == 0 and "NVIDIA GeForce RTX 3090" in text.stdout and "PCIe Gen3 x16" in text.stdout
-    bad = _cli("hw", "--hw", str(tmp_path / "absent.json"))
+    bad = cli("hw", "--hw", str(tmp_path / "absent.json"))
     assert bad.returncode == 2 and "does not exist" in bad.stderr and "Traceback" not in bad.stderr
 
 
-def test_recommend_cli_json_contract_and_table() -> None:
-    out = _cli("models", "recommend", "--json", env={"SPECEXEC_HW_FIXTURE": str(FIXTURES / "gpu24-ram64-pcie4.json")})
+def test_recommend_cli_json_contract_and_table(cli) -> None:
+    out = cli("models", "recommend", "--json", env={"SPECEXEC_HW_FIXTURE": str(FIXTURES / "gpu24-ram64-pcie4.json")})
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     assert HW_KEYS <= set(data["hardware"]) and data["recommended"] == data["pairs"][0]["id"] == "llama3.3-70b-instruct-awq"
     assert all(PAIR_KEYS <= set(pair) for pair in data["pairs"])
     assert {pair["fit"] for pair in data["pairs"]} <= {"fits", "tight", "no"}
-    table = _cli("models", "recommend", "--hw", str(FIXTURES / "cpu-only-ram16.json"), "--budget", "64")
+    table = cli("models", "recommend", "--hw", str(FIXTURES / "cpu-only-ram16.json"), "--budget", "64")
     assert table.returncode == 0 and "Recommended: SmolLM2 135M (built-in)" in table.stdout
     assert "needs an NVIDIA GPU" in table.stdout
-    assert _cli("models", "recommend", "--budget", "0").returncode == 2
+    assert cli("models", "recommend", "--budget", "0").returncode == 2
 
 
 def test_torch_build_is_read_without_starting_cuda() -> None:

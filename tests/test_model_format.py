@@ -5,16 +5,14 @@ library call, `specexec generate --target`, `specexec models import` and the eng
 from __future__ import annotations
 
 import json
-import os
 import struct
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
+from conftest import run_cli
 from core.engine.process import error_event
 from core.errors import DamagedModelError, ModelFormatError, UnsupportedFormatError
 from core.modeling.model_format import check_gguf_size, check_weight_format, gguf_parameters, quant_scheme
@@ -158,19 +156,15 @@ def test_only_damaged_files_are_called_damaged(tmp_path):
         check_weight_format(sharded)
 
 
-def specexec(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "core.cli.main", *args], capture_output=True, text=True, timeout=600)
-
-
-def test_the_command_line_refuses_an_fp8_model_in_words(tmp_path):
+def test_the_command_line_refuses_an_fp8_model_in_words(tmp_path, capsys, monkeypatch):
     folder = model_folder(tmp_path / "Llama-3.3-70B-Instruct-FP8", REFUSED["fp8-compressed-tensors"][0])
-    result = specexec("generate", "--target", str(folder), "--prompt", "hi", "--max-new-tokens", "2")
+    result = run_cli(capsys, "generate", "--target", str(folder), "--prompt", "hi", "--max-new-tokens", "2")
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert_plain_refusal(result.stderr, "FP8")
     models = tmp_path / "models"
-    result = subprocess.run([sys.executable, "-m", "core.cli.main", "models", "import", str(folder)], capture_output=True,
-                            text=True, timeout=600, env={**os.environ, "SPECEXEC_MODELS_DIR": str(models),
-                                                         "SPECEXEC_CONFIG_DIR": str(tmp_path / "config")})
+    monkeypatch.setenv("SPECEXEC_MODELS_DIR", str(models))
+    monkeypatch.setenv("SPECEXEC_CONFIG_DIR", str(tmp_path / "config"))
+    result = run_cli(capsys, "models", "import", str(folder))
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert_plain_refusal(result.stderr, "FP8")
     assert not models.exists() or not any(models.iterdir())  # nothing was copied
@@ -200,7 +194,7 @@ def gguf_header(path: Path, parameters_per_tensor: int, tensors: int, file_type:
     return path
 
 
-def test_a_big_models_gguf_is_refused_before_it_is_read(tmp_path):
+def test_a_big_models_gguf_is_refused_before_it_is_read(tmp_path, capsys):
     big = gguf_header(tmp_path / "Llama-3.3-70B-Instruct-Q4_K_M.gguf", 880_000_000, 80)
     assert gguf_parameters(big) == (70_400_000_000, 15)
     with pytest.raises(UnsupportedFormatError) as info:
@@ -209,7 +203,7 @@ def test_a_big_models_gguf_is_refused_before_it_is_read(tmp_path):
     assert "GGUF file (Q4_K_M) of a 70.4B-parameter model" in message and "131 GB" in message
     assert_plain_refusal(message, "reads GGUF only for small models")
     check_gguf_size(gguf_header(tmp_path / "small.gguf", 1_000_000, 30), ram_bytes=64 * 1024**3)  # fine
-    result = specexec("generate", "--target", str(big), "--prompt", "hi")
+    result = run_cli(capsys, "generate", "--target", str(big), "--prompt", "hi")
     assert result.returncode == 2 and "70.4B-parameter" in result.stderr and "Traceback" not in result.stderr
 
 

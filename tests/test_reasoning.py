@@ -213,6 +213,7 @@ def _generate(pair, *extra: str, tty: bool = False) -> tuple[str, str]:
     return output.decode().replace("\r\n", "\n"), process.stderr.read().decode()
 
 
+@pytest.mark.slow
 def test_generate_shows_thinking_dimmed_on_a_terminal_and_apart_otherwise(r1_pair):
     from core.cli.thinking_output import DIM, RESET
 
@@ -226,6 +227,7 @@ def test_generate_shows_thinking_dimmed_on_a_terminal_and_apart_otherwise(r1_pai
     assert (record["reasoning"], record["text"], record["finish_reason"]) == (THOUGHT_TEXT, ANSWER_TEXT, "eos")
 
 
+@pytest.mark.slow
 def test_chat_keeps_the_thinking_out_of_the_answer_and_can_turn_it_off(qwen3_pair):
     command = [sys.executable, "-m", "core.cli.main", "chat", "--target", qwen3_pair[0], "--draft", qwen3_pair[1],
                *CLI_FLAGS]
@@ -258,6 +260,7 @@ def client(server):
     return openai.OpenAI(base_url=server, api_key=KEY, max_retries=0, timeout=120)
 
 
+@pytest.mark.slow
 def test_the_api_sends_reasoning_content_on_the_message_and_the_deltas(client):
     answer = client.chat.completions.create(model="m", messages=USER, max_tokens=20, seed=1)
     message = answer.choices[0].message
@@ -275,6 +278,7 @@ def test_the_api_sends_reasoning_content_on_the_message_and_the_deltas(client):
     assert off.choices[0].message.content == ANSWER_TEXT and "reasoning_content" not in off.choices[0].message.model_extra
 
 
+@pytest.mark.slow
 def test_the_api_takes_reasoning_content_back_in_history(client):
     history = [*USER, {"role": "assistant", "content": ANSWER_TEXT}, {"role": "user", "content": "w42"}]
     plain = client.chat.completions.create(model="m", messages=history, max_tokens=20)
@@ -325,7 +329,7 @@ def test_a_grammar_holds_after_the_thinking_block(inside):
     for spec, answer in cases:
         grammar = llguidance.LLMatcher.grammar_from_lark(after_thinking(spec, ThinkingFormat(starts_inside=inside)).source)
 
-        def accepts(text: str) -> bool:
+        def accepts(text: str, grammar: str = grammar) -> bool:
             matcher = llguidance.LLMatcher(bridge, grammar, log_level=0)
             ids = tokenizer(text, add_special_tokens=False)["input_ids"]
             return bool(matcher.consume_tokens(ids)) and matcher.is_accepting()

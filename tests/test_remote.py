@@ -12,9 +12,11 @@ import stat
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 
 import pytest
 
+from conftest import run_cli
 from core.engine import protocol as P
 from core.engine.client import EngineClient
 from core.engine.connection import EngineConnection
@@ -399,17 +401,20 @@ def test_with_a_keyring_the_key_goes_there(config_home, dict_keyring):
     assert delete_key("http://a:1/v1") and dict_keyring == {}
 
 
-def chat(*args: str, script: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "core.cli.main", "chat", *args], input=script, capture_output=True,
-                          text=True, timeout=90, env=env)
+@pytest.fixture
+def chat(capsys) -> Callable[..., subprocess.CompletedProcess]:
+    """`specexec chat ARGS` in this process, reading `script` as piped input."""
+    def run(*args: str, script: str) -> subprocess.CompletedProcess:
+        return run_cli(capsys, "chat", *args, stdin=script)
+    return run
 
 
-def test_terminal_chat_through_a_remote_server_keeps_the_history(other, config_home):
+def test_terminal_chat_through_a_remote_server_keeps_the_history(other, config_home, chat):
     from core.remote.key_store import save_key
 
     save_key(other, KEY)  # as the app keeps it: `chat --remote` finds it without --api-key
     result = chat("--remote", other.removesuffix("/v1"), "--model", "beta-13b", "--max-new-tokens", "5",
-                  "--seed", "2", script="hello there\n/system be brief\nsecond question\n", env=dict(os.environ))
+                  "--seed", "2", script="hello there\n/system be brief\nsecond question\n")
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [" ".join(answer_words({"messages": [{"role": "user", "content": q}],
                                                                  "seed": 2, "max_tokens": 5})[0])
@@ -420,7 +425,7 @@ def test_terminal_chat_through_a_remote_server_keeps_the_history(other, config_h
     assert sent["messages"][2]["content"] == result.stdout.splitlines()[0]
 
 
-def test_terminal_chat_says_why_a_server_cannot_be_used(other):
+def test_terminal_chat_says_why_a_server_cannot_be_used(other, chat):
     wrong = chat("--remote", other, "--api-key", "sk-wrong", script="hi\n")
     assert wrong.returncode == 2 and "Traceback" not in wrong.stderr
     assert "refused the API key" in wrong.stderr and "check the key" in wrong.stderr

@@ -39,7 +39,7 @@ def served():
             lines.append(line)
             if line.startswith("API key:"):
                 break
-        url = next((l.split()[-1] for l in lines if l.startswith("Serving the OpenAI API at ")), None)
+        url = next((line.split()[-1] for line in lines if line.startswith("Serving the OpenAI API at ")), None)
         assert url is not None and lines[-1].strip() == f"API key: {KEY}", (lines, process.stderr.read())
         yield url, process
     finally:

@@ -68,6 +68,7 @@ WEATHER = {"type": "function", "name": "get_weather", "description": "Weather in
 # The Responses API, through the official client
 
 
+@pytest.mark.slow
 def test_a_response_whole_and_streamed(client):
     """Instructions and input become the chat the model reads; the answer is one message item, streamed as
     the events the client's types read (created, item added, text deltas, done, completed) with the same
@@ -87,6 +88,7 @@ def test_a_response_whole_and_streamed(client):
     assert text == whole.output_text == events[-1].response.output_text
 
 
+@pytest.mark.slow
 def test_function_tools_calls_and_their_outputs(client):
     """tool_choice required: a function_call item (its arguments match the schema), streamed with argument
     deltas; the call and its output go back in `input` and are read (more input tokens)."""
@@ -107,6 +109,7 @@ def test_function_tools_calls_and_their_outputs(client):
     assert answer.usage.input_tokens > first.usage.input_tokens and answer.output
 
 
+@pytest.mark.slow
 def test_structured_output_and_refusals_in_words(client):
     schema = Person.model_json_schema()
     answer = client.responses.create(model="m", input=ASK, extra_body={"seed": 2}, text={"format": {
@@ -126,6 +129,7 @@ def test_structured_output_and_refusals_in_words(client):
         client.responses.create(model="gpt-5", input="w10")
 
 
+@pytest.mark.slow
 def test_reasoning_items_of_a_model_that_thinks(tmp_path):
     """A thinking model's thinking is a reasoning item before the message (never in output_text), streamed
     as reasoning_text deltas; a reasoning item sent back in `input` reaches a template that reads it."""
@@ -153,6 +157,7 @@ def test_reasoning_items_of_a_model_that_thinks(tmp_path):
 # Agent frameworks
 
 
+@pytest.mark.slow
 def test_openai_agents_on_its_default_responses_path(server):
     """openai-agents' Runner with OpenAIResponsesModel (its default, streamed): a function tool called under
     tool_choice "required" and run by the agent, its output sent back, then a nested output type through
@@ -181,6 +186,7 @@ def test_openai_agents_on_its_default_responses_path(server):
     assert [item.type for item in result.new_items][:2] == ["tool_call_item", "tool_call_output_item"]
 
 
+@pytest.mark.slow
 def test_pydantic_ai_with_a_nested_output_model(server):
     """pydantic-ai's default structured output: a forced `final_result` tool whose parameters refer to the
     nested model through $defs (hoisted to the grammar's root), whole and streamed."""
@@ -208,6 +214,7 @@ def test_pydantic_ai_with_a_nested_output_model(server):
     assert len(partials) > 1 and isinstance(partials[-1], Family)
 
 
+@pytest.mark.slow
 def test_instructor_tools_mode_and_partial_objects(server):
     """instructor (its own environment) in TOOLS mode: the object whole, and partial objects that grow as the
     call's arguments stream (one update per argument piece, not one at the end)."""
@@ -239,6 +246,7 @@ print(json.dumps({{"person": person.model_dump(), "partials": partials}}))
     assert partials[0]["home"] is None or partials[0]["name"] != partials[-1]["name"]  # it grew
 
 
+@pytest.mark.slow
 def test_litellm_drop_params_reaches_the_penalties(server):
     """litellm with drop_params (its own environment: it pins openai<3): presence and frequency penalties
     are sent and served (they used to be a 400 that drop_params could not help with)."""
@@ -257,6 +265,7 @@ print(json.dumps({{"finish": reply.choices[0].finish_reason, "tokens": reply.usa
     assert out == {"finish": "length", "tokens": 4} or out["finish"] == "stop"
 
 
+@pytest.mark.slow
 def test_context_errors_name_the_field_that_holds_the_prompt(client):
     too_long = "w10 " * 3000  # the tiny models' context is 2048 tokens
     with pytest.raises(openai.BadRequestError) as caught:

@@ -62,7 +62,7 @@ def start_server(models: tuple[str, str], *extra: str) -> tuple[subprocess.Popen
         lines.append(line)
         if line.startswith("API key:"):
             break
-    url = next((l.split()[-1] for l in lines if l.startswith("Serving the OpenAI API at ")), None)
+    url = next((line.split()[-1] for line in lines if line.startswith("Serving the OpenAI API at ")), None)
     if url is None:
         process.kill()
         raise AssertionError((lines, process.stderr.read()))
@@ -123,6 +123,7 @@ def local_prompt_tokens(models: tuple[str, str], body: dict) -> int:
 # Tools
 
 
+@pytest.mark.slow
 def test_the_model_card_says_how_it_calls_tools(client):
     model = client.models.list().data[0]
     assert client.models.retrieve(model.id).specexec["tool_call_format"] == "hermes"
@@ -131,6 +132,7 @@ def test_the_model_card_says_how_it_calls_tools(client):
     assert caught.value.code == "model_not_found" and model.id in caught.value.message
 
 
+@pytest.mark.slow
 def test_a_tool_round_trip_reaches_the_model_through_its_template(client, tool_models):
     """A request with tools is answered; the next one carries the assistant's call and the tool's result, and
     the server reads exactly the prompt the template renders for them (counted here with the same tokenizer);
@@ -183,6 +185,7 @@ def torch_seed(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+@pytest.mark.slow
 def test_a_forced_tool_call_round_trip_through_the_official_client(spelling_models):
     """tool_choice required and a named function: the grammar makes even a random model write one call in its
     template's format, with arguments matching the function's schema; the client reads it as tool_calls,
@@ -223,6 +226,7 @@ def test_a_forced_tool_call_round_trip_through_the_official_client(spelling_mode
         stop_server(process)
 
 
+@pytest.mark.slow
 def test_a_follow_up_turn_reports_its_cached_tokens(client):
     messages = [{"role": "user", "content": " ".join(f"w{6 + i % 50}" for i in range(300))}]
     first = client.chat.completions.create(model="m", messages=messages, seed=3, max_tokens=6)
@@ -239,6 +243,7 @@ def test_a_follow_up_turn_reports_its_cached_tokens(client):
     assert second.usage.prompt_tokens - cached < 20
 
 
+@pytest.mark.slow
 def test_langchain_agents_get_answers_tools_bound_and_streams(server):
     from langchain_core.messages import HumanMessage, ToolMessage
     from langchain_openai import ChatOpenAI
@@ -259,6 +264,7 @@ def test_langchain_agents_get_answers_tools_bound_and_streams(server):
 # Hardening
 
 
+@pytest.mark.slow
 def test_only_json_bodies_of_a_sane_size_are_read(server):
     body = json.dumps({"model": "m", "messages": QUESTION})
     status, _, text = post(server, body, {"Content-Type": "text/plain"})
@@ -278,6 +284,7 @@ def test_only_json_bodies_of_a_sane_size_are_read(server):
     assert connection.getresponse().status == 413
 
 
+@pytest.mark.slow
 def test_web_pages_need_an_allowed_origin(server):
     connection = connect(server)
     connection.request("GET", "/v1/models", headers={"Authorization": f"Bearer {KEY}", "Origin": "https://evil.example"})
@@ -306,6 +313,7 @@ def _open_stream(url: str, max_tokens: int, method: str = "sequential") -> tuple
     return connection, response
 
 
+@pytest.mark.slow
 def test_a_waiting_stream_hears_its_place_and_a_full_queue_says_when_to_retry(server):
     """With --max-queue 1: one request answered, one waiting (its stream's keep-alive comments say it is
     queued behind one), and a third refused with 503 and Retry-After."""
@@ -325,6 +333,7 @@ def test_a_waiting_stream_hears_its_place_and_a_full_queue_says_when_to_retry(se
             connection.sock.close()
 
 
+@pytest.mark.slow
 def test_litellm_maps_our_errors_to_its_own(server):
     """litellm (its own environment: it pins openai<3) raises ContextWindowExceededError for a prompt that
     does not fit and AuthenticationError for a wrong key, as it does against OpenAI, and answers otherwise."""
@@ -360,6 +369,7 @@ def test_remote_listening_needs_a_key(capsys):
     assert "--allow-remote needs an API key" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_sigterm_ends_open_streams_with_server_stopping(tool_models):
     """SIGTERM while a stream is open: the stream ends with a server_stopping error event (not cut off), the
     server exits 0 and logs no traceback."""

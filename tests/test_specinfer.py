@@ -119,6 +119,7 @@ CASES = {
 }
 
 
+@pytest.mark.slow  # thousands of sampled answers per case
 @pytest.mark.parametrize("case", list(CASES))
 def test_first_tokens_follow_target_distribution(case, request, small_target):
     """Over RUNS seeds, the first token, the second token and the (first, second) pair all follow the

@@ -129,7 +129,7 @@ class EngineWorker(QObject):
                     if event is None:
                         break
                     batch.append(event)
-        except Exception:  # never let the thread die: report and keep ticking
+        except Exception:  # noqa: BLE001 - never let the thread die: report and keep ticking
             text = traceback.format_exc()
             log.error("engine worker failed:\n%s", text)
             self.failed.emit(text)
@@ -165,13 +165,15 @@ class EngineWorker(QObject):
             if command == "start":
                 self._start(client, argument, batch)
             elif command == "load":
-                self._guarded(batch, None, lambda: client.load(argument.target, argument.draft, **load_kwargs(argument)))
+                self._guarded(batch, None, lambda client=client, load=argument: client.load(
+                    load.target, load.draft, **load_kwargs(load)))
             elif command == "generate":
                 request: P.Generate = argument
                 settings = {f.name: getattr(request, f.name) for f in dataclasses.fields(request)
                             if f.name not in ("version", "request_id", "messages")}
                 self._guarded(batch, request.request_id,
-                              lambda: client.generate(list(request.messages), request_id=request.request_id, **settings))
+                              lambda client=client, request=request, settings=settings: client.generate(
+                                  list(request.messages), request_id=request.request_id, **settings))
             elif command == "status":
                 if client.alive:
                     client.status()
@@ -179,7 +181,7 @@ class EngineWorker(QObject):
                 try:
                     client.restart(reload=True, wait=False)
                     batch.append(P.EngineStarted(client.engine_pid or 0))
-                except Exception as error:
+                except Exception as error:  # noqa: BLE001 - any failure to restart is reported to the window as an Error
                     batch.append(P.Error(None, "engine_start", f"the engine did not start: {error}",
                                          "see the log (Help > Open logs folder)"))
             elif command == "shutdown":
@@ -200,7 +202,7 @@ class EngineWorker(QObject):
         self._factory = factory
         try:
             self.client = factory()
-        except Exception as error:
+        except Exception as error:  # noqa: BLE001 - any failure to connect is reported to the window as an Error
             self.client = None
             batch.append(P.Error(None, "engine_start", f"the engine connection could not be made: {error}",
                                  "see the log (Help > Open logs folder)"))
@@ -212,7 +214,7 @@ class EngineWorker(QObject):
         the seconds a spawn takes could not stop when the app quits, and Qt aborts on a running QThread."""
         try:
             client.start(wait=False)
-        except Exception as error:
+        except Exception as error:  # noqa: BLE001 - any failure to spawn is reported to the window as an Error
             batch.append(P.Error(None, "engine_start", f"the engine did not start: {error}",
                                  "see the log (Help > Open logs folder)"))
             return
@@ -225,7 +227,7 @@ class EngineWorker(QObject):
             action()
         except P.ProtocolError as error:
             batch.append(P.Error(request_id, "invalid_setting", str(error), "check the settings"))
-        except Exception as error:
+        except Exception as error:  # noqa: BLE001 - a dead engine fails a send with any error: reported as an Error
             batch.append(P.Error(request_id, "engine_died", f"the engine is not running ({error})",
                                  "restart the engine to go on - the conversation is kept"))
 

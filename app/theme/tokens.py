@@ -138,7 +138,7 @@ def current() -> Colors:
 
 def qpalette(colors: Colors) -> QPalette:
     """A QPalette from the roles, for widgets the stylesheet does not reach (menus, tooltips, native parts)."""
-    R = QPalette.ColorRole
+    R = QPalette.ColorRole  # noqa: N806 - short, so the table below reads as a table
     roles = {
         R.Window: colors.window, R.WindowText: colors.text, R.Base: colors.view, R.AlternateBase: colors.surface_alt,
         R.ToolTipBase: colors.surface, R.ToolTipText: colors.text, R.PlaceholderText: colors.placeholder_text,

@@ -324,7 +324,7 @@ def _handler_for(hub: LoopbackHub) -> type[BaseHTTPRequestHandler]:
 
         def _send(self, path: str, data: bytes, start: int, stop: int, stall, drop) -> None:
             sent = 0
-            began = time.monotonic()
+            paced = (hub.faults.bytes_per_second, time.monotonic(), 0)  # the limit, since when, bytes sent then
             with hub._lock:
                 hub._active_bodies += 1
             try:
@@ -341,11 +341,15 @@ def _handler_for(hub: LoopbackHub) -> type[BaseHTTPRequestHandler]:
                     self.wfile.write(chunk)
                     sent += len(chunk)
                     hub.count(path, len(chunk))
-                    rate = hub.faults.bytes_per_second
-                    if rate:
-                        ahead = sent / rate - (time.monotonic() - began)
-                        if ahead > 0:
-                            time.sleep(ahead)
+                    while True:  # in steps: a new limit (or none) applies at once, counted from when it came
+                        rate, since, base = paced
+                        if hub.faults.bytes_per_second != rate:
+                            paced = (hub.faults.bytes_per_second, time.monotonic(), sent)
+                            continue
+                        ahead = (sent - base) / rate - (time.monotonic() - since) if rate else 0
+                        if ahead <= 0:
+                            break
+                        time.sleep(min(ahead, 0.05))
             except (BrokenPipeError, ConnectionResetError):  # the client went away (killed, cancelled, reconnected)
                 self.close_connection = True
             finally:

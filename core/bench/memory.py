@@ -140,7 +140,7 @@ def plan_for(model: str, card_gb: int, draft: str, context: int | None, tree_bud
         minimum = residency.minimum_device_bytes(layer_bytes, fixed)
         fit = residency.fit_default_budget(config, free, 2, context, 0, draft_kv, minimum, tree_budget, draft_graphs)
         plan = residency.plan_residency(layer_bytes, fit.budget_bytes, fixed, residency.DEFAULT_SLOTS)
-    except Exception as error:  # does not fit: the row says why
+    except Exception as error:  # noqa: BLE001 - does not fit: the row says why
         return MemoryPlan(**common, budget_bytes=None, resident_layers=None, streamed_bytes_per_pass=None,
                           host_ram_bytes=None, floor_s_per_pass=None, error=str(error))
     host = host_bytes_needed(plan.streamed_bytes_per_pass, largest_tensor, embedding_bytes)

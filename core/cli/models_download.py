@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
         _report_error(args.json, "io", f"cannot use the models folder: {error.strerror or type(error).__name__}"
                       f"{where}; choose another with --dir", listener)
         return EXIT_ERROR
-    except Exception as error:  # a defect: say so in an event; the stack (without the message) goes to stderr
+    except Exception as error:  # noqa: BLE001 - a defect: said in an event; the stack (no message) to stderr
         _report_error(args.json, "internal", f"the download stopped on an unexpected {type(error).__name__}; "
                       "please report it with the log. Running the same command again resumes.", listener)
         print("".join(traceback.format_tb(error.__traceback__)), file=sys.stderr)

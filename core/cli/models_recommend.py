@@ -50,7 +50,8 @@ def _budget(text: str) -> int | str:
     try:
         return int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"a tree budget is a whole number of draft tokens or 'auto', not {text!r}")
+        raise argparse.ArgumentTypeError(
+            f"a tree budget is a whole number of draft tokens or 'auto', not {text!r}") from None
 
 
 def table_lines(result) -> list[str]:

@@ -147,7 +147,7 @@ class Engine:
         except P.ProtocolError as error:
             self.emit(P.Error(None, "protocol", str(error), f"send messages of core.engine.protocol version {P.PROTOCOL_VERSION}"))
             return
-        except Exception as error:  # a message whose attributes blow up when read
+        except Exception as error:  # noqa: BLE001 - a message whose attributes blow up when read
             self.emit(P.Error(None, "protocol", f"malformed message: {error!r}", "send core.engine.protocol messages"))
             return
         if isinstance(request, P.Status):
@@ -180,7 +180,7 @@ class Engine:
         if self.session is not None and not any(isinstance(q, (P.Load, P.Unload)) for q in self.pending):
             try:
                 self.prepared[request.request_id] = self.prepare(request)
-            except Exception as error:
+            except Exception as error:  # noqa: BLE001 - a request that cannot be prepared ends with an Error event
                 self.emit(error_event(request.request_id, error))
                 return
         self.pending.append(request)
@@ -226,7 +226,7 @@ class Engine:
                 self.generate(request)
         except _Cancelled:
             self.unload()
-        except Exception as error:  # the engine lives on; the request ends with an Error
+        except Exception as error:  # noqa: BLE001 - the engine lives on; the request ends with an Error
             self.emit(error_event(request_id, error))
             if isinstance(request, P.Load):
                 self.unload()
@@ -490,7 +490,7 @@ def engine_main(requests: Any, events: Any, parent_conn: Any, parent_pid: int, t
     engine = Engine(requests, events)
     try:
         engine.run()
-    except BaseException as error:  # a bug in the loop itself: tell the client, then exit
+    except BaseException as error:  # noqa: BLE001 - a bug in the loop itself: tell the client, then exit
         try:
             events.put(error_event(None, error))
         finally:

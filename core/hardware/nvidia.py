@@ -30,14 +30,14 @@ def read_nvidia_gpus(nvml: Any = None) -> tuple[list[GpuInfo], str | None]:
             return [], "the NVIDIA management library bindings (nvidia-ml-py) are not installed"
     try:
         nvml.nvmlInit()
-    except Exception as error:  # pynvml.NVMLError: library or driver not found / not loaded
+    except Exception as error:  # noqa: BLE001 - pynvml.NVMLError: library or driver not found / not loaded
         log.info("NVML is not available: %s", error)
         return [], "no NVIDIA driver was found"
     try:
         def field(call: Callable[..., T], *args: Any) -> T | None:
             try:
                 return call(*args)
-            except Exception as error:  # NVMLError_NotSupported and friends: that field stays unknown
+            except Exception as error:  # noqa: BLE001 - NVMLError_NotSupported and friends: that field stays unknown
                 log.info("NVML %s failed: %s", getattr(call, "__name__", call), error)
                 return None
 
@@ -68,5 +68,5 @@ def read_nvidia_gpus(nvml: Any = None) -> tuple[list[GpuInfo], str | None]:
     finally:
         try:
             nvml.nvmlShutdown()
-        except Exception:  # nothing to release
+        except Exception:  # noqa: BLE001 - nothing to release
             pass

@@ -123,7 +123,7 @@ class _Worker:
             try:
                 if self._error is None:
                     self._job(item)
-            except BaseException as error:  # handed to the downloading thread
+            except BaseException as error:  # noqa: BLE001 - handed to the downloading thread
                 self._error = error
             finally:
                 self._queue.task_done()

@@ -58,7 +58,7 @@ def save_token(token: str) -> str:
         try:
             keyring.set_password(KEYRING_SERVICE, KEYRING_USER, token)
             return "the system keyring"
-        except Exception:  # a listed backend can still fail (locked, no D-Bus session): fall back to the file
+        except Exception:  # noqa: BLE001 - a listed backend can fail (locked, no D-Bus): use the file
             pass
     path = token_file()
     write_private_file(path, token + "\n")
@@ -75,7 +75,7 @@ def stored_token() -> str | None:
     if keyring is not None:
         try:
             token = keyring.get_password(KEYRING_SERVICE, KEYRING_USER)
-        except Exception:  # an unusable keyring: the file may still hold a token
+        except Exception:  # noqa: BLE001 - an unusable keyring: the file may still hold a token
             token = None
         if token:
             return checked_token(token, "in the system keyring")
@@ -95,7 +95,7 @@ def delete_token() -> bool:
             if keyring.get_password(KEYRING_SERVICE, KEYRING_USER):
                 keyring.delete_password(KEYRING_SERVICE, KEYRING_USER)
                 removed = True
-        except Exception:  # nothing usable to delete from
+        except Exception:  # noqa: BLE001 - nothing usable to delete from
             pass
     try:
         token_file().unlink()

@@ -91,7 +91,7 @@ def time_kernels(linears: list[GPTQLinear], device: torch.device, kernels: tuple
             nbytes = sum(t.numel() * t.element_size() for t in (linear.qweight, linear.qzeros, linear.scales))
             for count in rows:
                 x = torch.randn(count, linear.in_features, generator=generator).to(device=device, dtype=dtype)
-                seconds += time_calls(lambda run: run(x), [call], repeats, device)
+                seconds += time_calls(lambda run, x=x: run(x), [call], repeats, device)
                 read += nbytes
         rates[kernel] = read / seconds
         del calls

@@ -15,7 +15,7 @@ from functools import cached_property
 import torch
 from torch import nn
 
-from core.planning.sizes import LAYER_ALIGN, TENSOR_ALIGN, packed_layer_bytes, round_up
+from core.planning.sizes import LAYER_ALIGN, TENSOR_ALIGN, packed_layer_bytes, round_up  # noqa: F401 - re-exported
 
 
 @dataclass(frozen=True)

@@ -142,14 +142,14 @@ def measure_shapes(device: torch.device, shapes, rows_list, repeats: int, sweep:
                  for _ in range(len(weights.copies) if device.type != "cuda" else min(MAX_COPIES, max(2, -(-L2_BYTES // (2 * k * n)))))]
         for rows in rows_list:
             x = torch.randn(rows, k, generator=generator).to(device=device, dtype=dtype)
-            dense_s = time_calls(lambda w: x @ w, dense, repeats, device)
+            dense_s = time_calls(lambda w, x=x: x @ w, dense, repeats, device)
             row = {"shape": name, "k": k, "n": n, "rows": rows, "bytes": weights.bytes_read,
                    "dense16_s": dense_s, "dense16_gbps": 2 * k * n / dense_s / 1e9,
                    "floor_s": weights.bytes_read / (2 * k * n / dense_s)}
             for kernel, runs in calls.items():
                 if any(run is None for run in runs):
                     continue
-                seconds = time_calls(lambda run: run(x), runs, repeats, device)
+                seconds = time_calls(lambda run, x=x: run(x), runs, repeats, device)
                 key = kernel.replace(" ", "_")
                 row.update({f"{key}_s": seconds, f"{key}_gbps": weights.bytes_read / seconds / 1e9})
             if sweep and FUSED in calls:

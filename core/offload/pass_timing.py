@@ -154,11 +154,11 @@ def _time_draft_matmuls(layer: nn.Module, dtype: torch.dtype, device: torch.devi
     for rows in DRAFT_ROWS:
         inputs = {m.in_features: torch.randn(1, rows, m.in_features, device=device, dtype=dtype) for m in linears}
 
-        def engine() -> None:
+        def engine(inputs: dict[int, torch.Tensor] = inputs) -> None:
             for m in linears:
                 m(inputs[m.in_features])
 
-        def eager() -> None:
+        def eager(inputs: dict[int, torch.Tensor] = inputs) -> None:
             for m in linears:
                 torch.matmul(inputs[m.in_features], m.dequantize(dtype))
 
@@ -329,7 +329,7 @@ def _residency_sweep(fmt: str, budgets: list[float], copy_rate: float, bits: int
     for budget in budgets:
         try:
             plan = plan_residency([layer_bytes] * FULL_MODEL_LAYERS, int(budget * GB), fixed, 2)
-        except Exception as error:  # a budget below the minimum: report it in the row
+        except Exception as error:  # noqa: BLE001 - a budget below the minimum: report it in the row
             sweep.append({"budget_gb": budget, "error": str(error)})
             continue
         sweep.append(asdict(ResidencyRow(

@@ -309,7 +309,7 @@ class RemoteEngine:
         if self._lost:
             return
         self._lost = True
-        for request_id, task in list(self._tasks.items()):
+        for task in list(self._tasks.values()):
             if task is not asyncio.current_task():
                 task.cancel()
         self._tasks.clear()

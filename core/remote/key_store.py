@@ -49,7 +49,7 @@ def save_key(base_url: str, key: str) -> str:
         try:
             keyring.set_password(KEYRING_SERVICE, _keyring_user(base_url), key)
             return "the system keyring"
-        except Exception:  # a listed backend can still fail (locked, no D-Bus session): fall back to the file
+        except Exception:  # noqa: BLE001 - a listed backend can fail (locked, no D-Bus): use the file
             pass
     keys = _file_keys()
     keys[base_url] = key
@@ -65,7 +65,7 @@ def stored_key(base_url: str) -> str | None:
             key = keyring.get_password(KEYRING_SERVICE, _keyring_user(base_url))
             if key:
                 return key
-        except Exception:  # an unusable keyring: the file may still hold the key
+        except Exception:  # noqa: BLE001 - an unusable keyring: the file may still hold the key
             pass
     return _file_keys().get(base_url) or None
 
@@ -79,7 +79,7 @@ def delete_key(base_url: str) -> bool:
             if keyring.get_password(KEYRING_SERVICE, _keyring_user(base_url)):
                 keyring.delete_password(KEYRING_SERVICE, _keyring_user(base_url))
                 removed = True
-        except Exception:  # nothing usable to delete from
+        except Exception:  # noqa: BLE001 - nothing usable to delete from
             pass
     keys = _file_keys()
     if keys.pop(base_url, None) is not None:

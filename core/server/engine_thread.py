@@ -112,7 +112,7 @@ class EngineThread:
         except P.ProtocolError as error:
             self._deliver(P.Error(request.request_id, "invalid_setting", str(error)))
             return
-        except Exception as error:
+        except Exception as error:  # noqa: BLE001 - a dead engine fails a send with any error: the client gets an Error
             self._deliver(P.Error(request.request_id, "engine_died", f"the engine is not running ({error})",
                                   self._health.message or "it is being restarted: try again in a moment"))
             return

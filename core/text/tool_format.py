@@ -33,7 +33,7 @@ def tool_call_format(tokenizer: PreTrainedTokenizerBase) -> str | None:
     try:
         rendered = tokenizer.apply_chat_template([{"role": "user", "content": "hi"}], tools=[_PROBE_TOOL],
                                                  add_generation_prompt=True, tokenize=False)
-    except Exception:  # a template that fails on tools does not support them
+    except Exception:  # noqa: BLE001 - a template that fails on tools does not support them
         return None
     if _PROBE_TOOL["function"]["name"] not in rendered:
         return None

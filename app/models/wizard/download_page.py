@@ -16,6 +16,11 @@ from PySide6.QtWidgets import (
     QHBoxLayout, QLabel, QLineEdit, QPlainTextEdit, QProgressBar, QVBoxLayout, QWidget, QWizardPage,
 )
 
+from app.models.download_worker import DownloadProcess
+from app.models.wizard.state import WizardState
+from app.models.wizard.words import eta_words, size_words
+from app.window.buttons import DESTRUCTIVE, LINK, PRIMARY, SECONDARY, button
+
 # What went wrong, for people, and the one thing to do; by the downloader's error kind.
 FAILURE_WORDS = {
     "network": ("Could not reach the download server.", "Check that this computer is online, then press Retry."),
@@ -29,11 +34,6 @@ FAILURE_WORDS = {
              "Wait for it to finish, or close the other one, then press Retry."),
 }
 OTHER_FAILURE = ("The download stopped.", "Press Retry to go on where it stopped.")
-
-from app.models.download_worker import DownloadProcess
-from app.models.wizard.state import WizardState
-from app.models.wizard.words import eta_words, size_words
-from app.window.buttons import DESTRUCTIVE, LINK, PRIMARY, SECONDARY, button
 
 
 class DownloadPage(QWizardPage):

@@ -195,7 +195,7 @@ class HardwarePage(QWizardPage):
         if code == 0:
             try:
                 hw = HardwareDescription.from_dict(json.loads(output))
-            except (ValueError, Exception) as error:  # a malformed answer keeps the estimate
+            except Exception as error:  # noqa: BLE001 - a malformed answer keeps the estimate
                 log.warning("hw --measure gave no usable answer: %s", error)
         call = BackgroundCall(lambda: self.state.predict(hw), self)
         call.done.connect(self._found_measured)
