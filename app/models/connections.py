@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (
     QComboBox, QDialog, QFormLayout, QHBoxLayout, QLabel, QLineEdit, QVBoxLayout, QWidget,
 )
 
-from app.chat.view import sentence
+from app.chat.message_words import sentence
 from app.engine.connections import endpoint_of, own_api_server_words
 from app.models.wizard.pair_list import Card, CardList, badge, label
 from app.settings.schema import AppSettings, RemoteEndpoint
