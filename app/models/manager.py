@@ -28,6 +28,7 @@ from app.system.model_chooser import chosen_path, model_chooser
 from app.window.buttons import PRIMARY, SECONDARY, button, footer
 from app.theme.icons import themed
 from app.window.confirm import confirm_destructive
+from app.window.wheel_guard import install_wheel_guard
 from core.errors import SpecExecError
 from core.models.catalog import BUILTIN_PAIR_ID, Catalog, load_catalog
 from core.models.installed import folder_bytes, pair_folders
@@ -81,6 +82,7 @@ class ModelManager(QDialog):
                  confirm: Callable[[str, str, str], bool] | None = None, own_api_url: str | None = None,
                  parent: QWidget | None = None) -> None:
         super().__init__(parent)
+        install_wheel_guard()
         self.settings = settings
         self.models_dir = models_dir
         self.catalog = catalog or load_catalog()

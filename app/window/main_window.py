@@ -41,6 +41,7 @@ from app.window.menus import MenusMixin
 from app.window.settings_host import SettingsHostMixin
 from app.conversations.store import Store
 from app.models.wizard.wizard import FirstRunWizard
+from app.window.wheel_guard import install_wheel_guard
 from core.engine import protocol as P
 from core.models.model_spec import BUILTIN
 from core.system.locations import models_dir
@@ -74,6 +75,7 @@ class MainWindow(MenusMixin, SettingsHostMixin, FileActionsMixin, QMainWindow):
         confirm_delete: bool = True,
     ) -> None:
         super().__init__()
+        install_wheel_guard()
         self.paths = (paths or AppPaths.from_env()).ensure()
         self.settings = settings if settings is not None else load_settings(self.paths.settings_file)
         self.owns_store = store is None
@@ -104,6 +106,7 @@ class MainWindow(MenusMixin, SettingsHostMixin, FileActionsMixin, QMainWindow):
         if self.store.recovered:
             self.toast.show_message(f"{self.store.recovered} answer(s) cut off by a crash were kept, marked "
                                     "interrupted", 10000)
+        self.input.setFocus()  # the first words typed go into the message box (given once the window shows)
 
     # -- layout --------------------------------------------------------------------------------------------
 
@@ -111,7 +114,7 @@ class MainWindow(MenusMixin, SettingsHostMixin, FileActionsMixin, QMainWindow):
         c = self.controller
         self.sidebar = ConversationList(c.conversations)
         self.sidebar.setObjectName("sidebar")
-        self.sidebar.setMinimumWidth(SIDEBAR_MIN_PX)
+        self.sidebar.setMinimumWidth(max(SIDEBAR_MIN_PX, self.sidebar.minimumSizeHint().width()))  # no clipped button
         chat = QWidget()
         chat.setObjectName("chatPane")
         column = QVBoxLayout(chat)
@@ -158,6 +161,7 @@ class MainWindow(MenusMixin, SettingsHostMixin, FileActionsMixin, QMainWindow):
         self.settings_page: SettingsPage | None = None
         self.status_line = AppStatusBar(self.bridge, c.stats, self)
         self.setStatusBar(self.status_line)
+        self.pages.currentChanged.connect(lambda _page: self.status_line.close_details())  # Settings covers it
         self.toast = Toast(chat)  # transient feedback, over the bottom of the chat
         # Keyboard order: sidebar (new, search, list, rename, delete) -> header -> input -> send
         QWidget.setTabOrder(self.sidebar.delete_button, self.header.model_button)

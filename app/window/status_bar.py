@@ -17,6 +17,7 @@ from app.chat.answer_stats import AnswerStats
 from app.engine.bridge import CRASHED, FAILED, GENERATING, IDLE, LOADING, READY, STARTING, EngineBridge, EngineStatus
 from app.theme.icons import themed
 from app.theme.tokens import SPACE, current
+from app.window.dismiss import Dismisser
 from core.engine import protocol as P
 
 MAX_BARS = 48
@@ -222,6 +223,7 @@ class AppStatusBar(QStatusBar):
         self.details = SpeedDetails(bridge, stats, window)
         self.details.hide()
         self.speed_button.toggled.connect(self._toggle_details)
+        self._dismisser = Dismisser(self.details, self.speed_button, self.close_details)
         window.installEventFilter(self)
         bridge.status_changed.connect(self.show_status)
         stats.changed.connect(self._show_speed)
@@ -253,7 +255,14 @@ class AppStatusBar(QStatusBar):
             self.details.adjustSize()
             self._place_details()
             self.details.raise_()
+            self._dismisser.start()
+        else:
+            self._dismisser.stop()
         self.details.setVisible(shown)
+
+    def close_details(self) -> None:
+        """Close the card (Esc, a click outside it, another page over the chat)."""
+        self.speed_button.setChecked(False)
 
     def _place_details(self) -> None:
         """Above the speed button, right-aligned with the window's edge."""
