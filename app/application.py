@@ -9,7 +9,6 @@ from PySide6.QtWidgets import QApplication
 from app import __version__
 from app.system import resources
 from app.system.paths import APP_NAME
-from app.window.wheel_guard import install_wheel_guard
 
 
 def create_application(argv: list[str]) -> QApplication:
@@ -24,5 +23,4 @@ def create_application(argv: list[str]) -> QApplication:
     app.setOrganizationName("SpecExec")
     app.setStyle("Fusion")
     app.setWindowIcon(resources.icon("app"))
-    install_wheel_guard()
     return app

@@ -115,6 +115,23 @@ def test_the_wheel_changes_nothing_on_the_settings_page(qtbot, styled_window):
     assert page.values() == styled_window.settings
 
 
+def test_every_combo_and_slider_of_every_screen_is_guarded(qtbot, styled_window, tmp_path):
+    from app.models.wizard.wizard import FirstRunWizard
+    from app.settings.schema import AppSettings
+    from app.window.wheel_guard import unguarded
+
+    w = styled_window
+    w.show_conversation_settings(True)
+    page = w.open_settings(has_gpu=True)
+    manager = w.open_model_manager()
+    manager.show_connections()
+    wizard = FirstRunWizard(AppSettings(), tmp_path / "models")
+    qtbot.addWidget(wizard)
+    for screen in (w, page, manager, wizard):
+        assert not unguarded(screen), f"{screen.objectName()}: {[c.accessibleName() for c in unguarded(screen)]}"
+    manager.close()
+
+
 def test_a_slider_still_moves_by_the_keyboard(qtbot, styled_window):
     w = styled_window
     w.show_conversation_settings(True)
@@ -206,3 +223,106 @@ def test_the_round_send_button_gets_a_round_ring(qtbot, styled_window):
     side = focused.width() - 1
     for x, y in ((0, 0), (side, 0), (0, side), (side, side), (2, 2)):  # outside the circle: untouched
         assert focused.pixelColor(x, y) == plain.pixelColor(x, y), f"a square ring at ({x}, {y})"
+
+
+# 6, 8, 9, 10: the keyboard in editing, the chat settings panel, the sidebar and the Settings page -----------
+
+
+def ready(bridge) -> None:
+    from core.engine import protocol as P
+
+    bridge.handle_events([P.EngineStarted(pid=1), P.StatusReport("ready", {"budget": 16, "max_context": 8192})])
+
+
+def answered(w, question: str = "first question", answer: str = "an answer", generated: int = 3) -> None:
+    """Send `question` and finish its answer through the recording bridge (no engine process)."""
+    from core.engine import protocol as P
+
+    w.send(question)
+    request_id = w.bridge.calls[-1][1]
+    w.bridge.handle_events([P.TokenChunk(request_id, answer, (7,)), P.PassStats(request_id, 1, 4, 1.0, 2.0, 333.0, 16),
+                            P.Finished(request_id, "eos", prompt_tokens=10, generated_tokens=generated)])
+
+
+def test_a_sent_message_is_edited_by_the_keyboard(qtbot, styled_window):
+    w = styled_window
+    ready(w.bridge)
+    answered(w)
+    mine = w.chat_view.widgets[0]
+    mine.start_editing()
+    editor = mine.editor
+    qtbot.waitUntil(editor.hasFocus)
+    assert editor.textCursor().position() == len("first question")  # the caret at the end
+    qtbot.keyClick(editor, Qt.Key.Key_Escape)
+    assert mine.editor is None and w.controller.messages.rows[0].content == "first question"
+    mine.start_editing()
+    qtbot.keyClicks(mine.editor, " again")
+    qtbot.keyClick(mine.editor, Qt.Key.Key_Return, Qt.KeyboardModifier.ShiftModifier)  # a new line, not sent
+    assert mine.editor is not None
+    qtbot.keyClick(mine.editor, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
+    qtbot.waitUntil(lambda: w.controller.messages.rows[0].content == "first question again")
+
+
+def test_ctrl_shift_s_and_esc_close_chat_settings(qtbot, styled_window):
+    w = styled_window
+    qtbot.keyClick(w.input, Qt.Key.Key_S, Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
+    assert w.chat_settings.isVisible()
+    qtbot.keyClick(w.chat_settings.temperature.slider, Qt.Key.Key_S,
+                   Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
+    assert not w.chat_settings.isVisible()
+    w.show_conversation_settings(True)
+    qtbot.keyClick(w.chat_settings.temperature.slider, Qt.Key.Key_Escape)
+    assert not w.chat_settings.isVisible() and not w.conversation_settings_button.isChecked()
+    qtbot.waitUntil(w.input.hasFocus)
+
+
+def test_rename_and_delete_are_off_while_a_search_hides_the_open_chat(qtbot, styled_window):
+    w = styled_window
+    ready(w.bridge)
+    answered(w, "apples and pears")
+    assert w.sidebar.rename_button.isEnabled() and w.sidebar.delete_button.isEnabled()
+    w.sidebar.search.setText("zebra")
+    qtbot.waitUntil(lambda: not w.sidebar.rename_button.isEnabled())
+    assert not w.sidebar.delete_button.isEnabled()
+    w.sidebar.search.setText("apples")
+    qtbot.waitUntil(w.sidebar.rename_button.isEnabled)
+    assert w.sidebar.delete_button.isEnabled()
+
+
+@pytest.mark.parametrize("key", ["enter", "ctrl+s"])
+def test_the_settings_page_saves_by_the_keyboard(qtbot, styled_window, key):
+    w = styled_window
+    page = w.open_settings(has_gpu=False)
+    page.target.edit.setFocus()
+    if key == "enter":
+        qtbot.keyClick(page.target.edit, Qt.Key.Key_Return)
+    else:
+        qtbot.keyClick(page.target.edit, Qt.Key.Key_S, Qt.KeyboardModifier.ControlModifier)
+    qtbot.waitUntil(lambda: w.settings_page is None)
+    assert w.paths.settings_file.exists()
+
+
+def test_enter_on_cancel_cancels_the_settings_page(qtbot, styled_window):
+    w = styled_window
+    page = w.open_settings(has_gpu=False)
+    page.cancel_button.setFocus()
+    qtbot.keyClick(page.cancel_button, Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: w.settings_page is None)
+    assert not w.paths.settings_file.exists()
+
+
+def test_the_theme_is_previewed_and_cancel_puts_it_back(qtbot, themes, app_paths):
+    from app.settings.schema import Theme
+    from app.window.main_window import MainWindow
+
+    w = MainWindow(app_paths, bridge=recording_bridge_class()(), theme=themes, confirm_delete=False)
+    qtbot.addWidget(w)
+    page = w.open_settings(has_gpu=False)
+    page.theme.combo.setCurrentIndex(page.theme.combo.findData(Theme.DARK))
+    assert themes.theme == Theme.DARK and themes.dark, "the theme was not previewed"
+    page.cancel_button.click()
+    assert themes.theme == w.settings.theme != Theme.DARK
+    page = w.open_settings(has_gpu=False)
+    page.theme.combo.setCurrentIndex(page.theme.combo.findData(Theme.DARK))
+    page.save_button.click()
+    assert themes.theme == w.settings.theme == Theme.DARK

@@ -408,8 +408,7 @@ class ChatController(QObject):
         self._flush()
         self._flush_timer.stop()
         self._save_timer.stop()
-        self.stats.flush()
-        stats = {**active.reading, **self.stats.summary(extra.get("generated_tokens")), **active.thinking, **extra}
+        stats = {**active.reading, **self.stats.finish(extra.get("generated_tokens")), **active.thinking, **extra}
         self.store.update_message(active.message_id, content=active.text, reasoning=active.reasoning, status=status,
                                   stats=stats)
         self.messages.update(active.message_id, content=active.text, reasoning=active.reasoning, status=status,

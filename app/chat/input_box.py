@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QEvent, Qt, Signal
 from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import QPlainTextEdit, QSizePolicy, QWidget
+
+from app.window.keys import claims_escape
 
 MIN_LINES, MAX_LINES = 2, 8
 
 
 class InputBox(QPlainTextEdit):
-    submitted = Signal(str)
+    """Enter submits, Shift+Enter adds a line; with `cancellable`, Esc emits `cancelled` (a message edited in
+    place), taking Esc before the window's shortcut on it."""
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    submitted = Signal(str)
+    cancelled = Signal()
+
+    def __init__(self, parent: QWidget | None = None, cancellable: bool = False) -> None:
         super().__init__(parent)
+        self.cancellable = cancellable
         self.setPlaceholderText("Message")  # the keys are in the hint under the box
         self.setAccessibleName("Message input")
         self.setAccessibleDescription("Type a message. Enter sends it, Shift+Enter starts a new line.")
@@ -22,7 +29,16 @@ class InputBox(QPlainTextEdit):
         self.document().contentsChanged.connect(self._fit)
         self._fit()
 
+    def event(self, event: QEvent) -> bool:
+        if self.cancellable and claims_escape(event):
+            return True
+        return super().event(event)
+
     def keyPressEvent(self, event: QKeyEvent) -> None:
+        if self.cancellable and event.key() == Qt.Key.Key_Escape:
+            self.cancelled.emit()
+            event.accept()
+            return
         if event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter):
             if event.modifiers() & Qt.KeyboardModifier.ShiftModifier:
                 self.insertPlainText("\n")

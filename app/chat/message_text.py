@@ -189,7 +189,7 @@ class MessageBody(QWidget):
                 set_line_height(part.document(), TYPE.body_line_height)
                 tighten_lists(part.document())
                 shade_inline_code(part.document(), colors.surface_alt)
-                style_tables(part.document(), colors.border)
+                style_tables(part.document(), colors.border, colors.surface_alt)
             self._texts[index] = key
         if not pieces:
             self.set_plain("")

@@ -12,17 +12,18 @@ from __future__ import annotations
 import time
 
 from PySide6.QtCore import QEvent, Qt, QTimer, QUrl, Signal
-from PySide6.QtGui import QGuiApplication
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QToolButton, QVBoxLayout, QWidget
+from PySide6.QtGui import QGuiApplication, QTextCursor
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QToolButton, QVBoxLayout, QWidget
 
+from app.chat.input_box import InputBox
 from app.chat.message_text import MessageBody
-from app.chat.message_words import error_text, format_time
+from app.chat.message_words import error_text, format_time, speed_words
 from app.chat.thinking_block import ThinkingBlock, thinking_title
 from app.conversations import store as S
 from app.conversations.store import Message
 from app.theme.icons import themed
 from app.theme.tokens import SPACE
-from app.window.buttons import PRIMARY, SECONDARY, button
+from app.window.buttons import LINK, PRIMARY, SECONDARY, button
 
 MIN_RENDER_MS = 100
 RENDER_COST_FACTOR = 3
@@ -30,6 +31,8 @@ PROGRESS_MS = 500  # the "reading your message… N s" line counts up
 WRITING = "writing…"  # beside the time while an answer streams
 USER_BUBBLE_SHARE = 0.78  # your messages take at most this share of the row
 MIN_BUBBLE_PX = 90
+FOLD_CHARS = 3000  # a message of yours longer than this (a pasted document) is shown folded ...
+FOLDED_CHARS = 1200  # ... to its first characters, with "Show more"
 
 
 def _action_button(icon_name: str, name: str, tip: str) -> QToolButton:
@@ -80,19 +83,14 @@ class MessageWidget(QWidget):
         layout.setContentsMargins(SPACE.m + 2, SPACE.s, SPACE.m + 2, SPACE.s + 2)
         layout.setSpacing(SPACE.s)
 
-        header = QHBoxLayout()
-        header.setSpacing(8)
-        self.who = QLabel("You" if self.user else "Assistant")
-        self.who.setObjectName("messageAuthor")
+        # No "You" / "Assistant" over every turn (the side and the bubble say who); the time shows on hover,
+        # beside the actions; "writing…" above an answer while it streams.
         self.time_label = QLabel()
         self.time_label.setObjectName("messageTime")
         self.status_label = QLabel()
         self.status_label.setObjectName("messageTime")
-        header.addWidget(self.who)
-        header.addWidget(self.time_label)
-        header.addWidget(self.status_label)
-        header.addStretch(1)
-        layout.addLayout(header)
+        self.status_label.hide()
+        layout.addWidget(self.status_label)
 
         self.thinking: ThinkingBlock | None = None  # a thinking model's thinking, above its answer
         if not self.user:
@@ -105,6 +103,12 @@ class MessageWidget(QWidget):
         self.body.link_activated.connect(self._link)
         self.body.copied.connect(self.copied)
         layout.addWidget(self.body)
+        self.fold_button = button("Show more", LINK)  # a long message of yours, folded to its start
+        self.fold_button.setAccessibleName("Show the whole message")
+        self.fold_button.clicked.connect(self._toggle_fold)
+        self.fold_button.hide()
+        self.folded = True
+        layout.addWidget(self.fold_button, 0, Qt.AlignmentFlag.AlignLeft)
 
         self.progress = QLabel()
         self.progress.setObjectName("messageProgress")
@@ -112,7 +116,7 @@ class MessageWidget(QWidget):
         self.progress.hide()
         layout.addWidget(self.progress)
 
-        self.editor: QPlainTextEdit | None = None
+        self.editor: InputBox | None = None
         self.edit_row: QWidget | None = None
 
         self.footer = QLabel()
@@ -140,6 +144,11 @@ class MessageWidget(QWidget):
                                                     "Another answer; this one is kept to flip back to (Ctrl+R)")
             self.regenerate_button.clicked.connect(self.regenerate_requested)
             actions.addWidget(self.regenerate_button)
+        self.speed_label = QLabel()  # an answer's speed in plain words, beside its actions on hover
+        self.speed_label.setObjectName("answerSpeed")
+        self.speed_label.setAccessibleName("Answer speed")
+        actions.addWidget(self.speed_label)
+        actions.addWidget(self.time_label)
         self.previous_button = _action_button("chevron-left", "Previous answer", "Show the previous answer")
         self.previous_button.clicked.connect(lambda: self.alternative_requested.emit(self.message.id, -1))
         self.alternative_label = QLabel()
@@ -185,11 +194,13 @@ class MessageWidget(QWidget):
         self.message = message
         # Only "writing…" here: the footer says stopped / interrupted / the error, once.
         self.status_label.setText(WRITING if message.status == S.STREAMING else "")
+        self.status_label.setVisible(message.status == S.STREAMING)
         self.status_label.setAccessibleName(f"Status: {message.status}")
         self.time_label.setText(format_time(message.created_at))
         self.footer.setText(self._footer_text(message))
-        self.footer.setToolTip(self._footer_details(message))
         self.footer.setVisible(bool(self.footer.text()))
+        self.speed_label.setText(speed_words(message))
+        self.speed_label.setToolTip(self._footer_details(message))
         self.body.setAccessibleDescription(message.content[:200])
         self._show_progress()
         self._show_alternatives()
@@ -277,18 +288,21 @@ class MessageWidget(QWidget):
         if (message.role == "assistant" and message.reasoning and not message.content
                 and message.status == S.COMPLETE and stats.get("reason") == "length"):
             parts.append("Cut off while still thinking: raise Longest answer in Chat settings")
-        if message.role == "assistant" and stats.get("tokens"):
-            with_thinking = ", thinking included" if message.reasoning else ""
-            parts.append(f"{stats['tokens']} tokens{with_thinking} · {stats.get('tokens_per_s', 0):.1f} tokens/s")
+        if (message.role == "assistant" and message.status == S.COMPLETE and not message.content
+                and not message.reasoning):
+            parts.append("The model ended its answer without writing anything. Regenerate asks it again; "
+                         "rewording your message may help")
         return "   ".join(parts)
 
     def _footer_details(self, message: Message) -> str:
-        """The answer's technical figures, one hover away."""
+        """The answer's exact figures, on the speed's tooltip."""
         stats = message.stats or {}
         if message.role != "assistant" or not stats.get("tokens"):
             return ""
-        lines = [f"{stats['tokens']} tokens in {stats.get('passes', 0)} passes of the model"
-                 + (" (the thinking and the answer)" if message.reasoning else "")]
+        tokens = stats["tokens"]
+        lines = [f"{tokens} token{'s' if tokens != 1 else ''}{', thinking included' if message.reasoning else ''}"
+                 f" · {stats.get('tokens_per_s', 0):.1f} tokens/s",
+                 f"{stats.get('passes', 0)} passes of the model"]
         if stats.get("tokens_per_pass", 0) > 1:
             lines.append(f"{stats['tokens_per_pass']:.2f} tokens per pass (the draft model's guesses that were "
                          f"kept), tree budget {stats.get('budget', 0)}")
@@ -309,8 +323,10 @@ class MessageWidget(QWidget):
             self.body.set_plain("…")
         elif not text and status == S.FAILED:  # nothing was written: the error is the message
             self.body.set_plain(error_text(self.message))
-        elif self.user:  # what the user typed is shown as typed
-            self.body.set_plain(text)
+        elif self.user:  # what the user typed is shown as typed; a very long paste folded to its start
+            long = len(text) > FOLD_CHARS
+            self.fold_button.setVisible(long)
+            self.body.set_plain(text[:FOLDED_CHARS].rstrip() + "…" if long and self.folded else text)
         else:
             self.body.set_markdown(text, force=force)
         if self.bubble.property("failed") != (status == S.FAILED):
@@ -354,8 +370,7 @@ class MessageWidget(QWidget):
             return
         widest = int(self.width() * USER_BUBBLE_SHARE)
         margins = self.bubble.layout().contentsMargins()
-        header = self.bubble.layout().itemAt(0).sizeHint().width()  # "You 12:02" must fit too
-        ideal = max(self.body.ideal_width() + 16, header) + margins.left() + margins.right()
+        ideal = self.body.ideal_width() + 16 + margins.left() + margins.right()
         self.bubble.setFixedWidth(max(MIN_BUBBLE_PX, min(widest, ideal)))
 
     def resizeEvent(self, event) -> None:  # noqa: ANN001 - Qt signature
@@ -387,6 +402,8 @@ class MessageWidget(QWidget):
                 action.setVisible(self._hovered)
         if self.regenerate_button is not None:
             self.regenerate_button.setVisible(self._hovered and self._is_last)
+        self.speed_label.setVisible(self._hovered and bool(self.speed_label.text()))
+        self.time_label.setVisible(self._hovered)
         self.actions.setVisible(idle and (self._hovered or several))
 
     def changeEvent(self, event: QEvent) -> None:  # noqa: N802 - Qt signature
@@ -401,24 +418,37 @@ class MessageWidget(QWidget):
         except RuntimeError:  # deleted meanwhile
             pass
 
+    def _toggle_fold(self) -> None:
+        self.folded = not self.folded
+        self.fold_button.setText("Show more" if self.folded else "Show less")
+        self.fold_button.setAccessibleName("Show the whole message" if self.folded else "Fold the message")
+        self.render(force=True)
+
     # -- editing (user messages) ---------------------------------------------------------------------------
 
     def start_editing(self) -> None:
         if self.editor is not None:
             self.editor.setFocus()
             return
-        self.editor = QPlainTextEdit(self.message.content)
+        self.editor = InputBox(cancellable=True)
+        self.editor.setPlainText(self.message.content)
+        self.editor.setPlaceholderText("")
         self.editor.setAccessibleName("Edit message")
-        self.editor.setMaximumHeight(160)
+        self.editor.setAccessibleDescription("Enter saves and resends, Shift+Enter starts a new line, Esc cancels.")
+        self.editor.moveCursor(QTextCursor.MoveOperation.End)  # go on typing where the message ends
+        self.editor.submitted.connect(lambda _text: self._submit_edit())
+        self.editor.cancelled.connect(self.stop_editing)
         self.edit_row = QWidget()
         row = QHBoxLayout(self.edit_row)
         row.setContentsMargins(0, 0, 0, 0)
         row.addStretch(1)
         self.resend_button = button("Save && resend", PRIMARY)
         self.resend_button.setAccessibleName("Save edited message and resend")
+        self.resend_button.setToolTip("Save and resend (Enter)")
         self.resend_button.clicked.connect(self._submit_edit)
         self.cancel_edit_button = button("Cancel", SECONDARY)
         self.cancel_edit_button.setAccessibleName("Cancel editing")
+        self.cancel_edit_button.setToolTip("Cancel (Esc)")
         self.cancel_edit_button.clicked.connect(self.stop_editing)
         row.addWidget(self.cancel_edit_button)
         row.addWidget(self.resend_button)

@@ -67,9 +67,9 @@ def shade_inline_code(document: QTextDocument, background: str) -> None:
         block = block.next()
 
 
-def style_tables(document: QTextDocument, border: str) -> None:
-    """Tables with thin single borders in the theme's colour and room in their cells (setMarkdown's default
-    is a dark double border)."""
+def style_tables(document: QTextDocument, border: str, header: str) -> None:
+    """Tables with thin single borders in the theme's colour, room in their cells and the header row shaded in
+    `header` (setMarkdown's default is a dark double border and no shade)."""
     frames = list(document.rootFrame().childFrames())
     while frames:
         frame = frames.pop()
@@ -81,5 +81,39 @@ def style_tables(document: QTextDocument, border: str) -> None:
             look.setBorderStyle(QTextFrameFormat.BorderStyle.BorderStyle_Solid)
             look.setBorderCollapse(True)
             look.setCellSpacing(0)
-            look.setCellPadding(SPACE.s - 2)
+            look.setCellPadding(SPACE.xs + 1)
+            look.setHeaderRowCount(1)
             frame.setFormat(look)
+            drop_empty_last_rows(frame)
+            tighten_cells(frame)
+            shade_header(frame, header)
+
+
+def drop_empty_last_rows(table: QTextTable) -> None:
+    """An answer stopped in the middle of a table ends with a row begun but not written ("|"): no empty row
+    under the table for it."""
+    def empty(row: int) -> bool:
+        return all(table.cellAt(row, c).firstPosition() == table.cellAt(row, c).lastPosition()
+                   for c in range(table.columns()))
+
+    while table.rows() > 1 and empty(table.rows() - 1):
+        table.removeRows(table.rows() - 1, 1)
+
+
+def tighten_cells(table: QTextTable, percent: int = 115) -> None:
+    """Table rows a line tall, not the prose's airy line height (37 px rows read as a spreadsheet)."""
+    spacing = QTextBlockFormat()
+    spacing.setLineHeight(percent, QTextBlockFormat.LineHeightTypes.ProportionalHeight.value)
+    cursor = table.cellAt(0, 0).firstCursorPosition()
+    cursor.setPosition(table.cellAt(table.rows() - 1, table.columns() - 1).lastPosition(),
+                       QTextCursor.MoveMode.KeepAnchor)
+    cursor.mergeBlockFormat(spacing)
+
+
+def shade_header(table: QTextTable, background: str) -> None:
+    """The header row on a shade, as chat apps draw tables."""
+    for column in range(table.columns()):
+        cell = table.cellAt(0, column)
+        look = cell.format()
+        look.setBackground(QColor(background))
+        cell.setFormat(look)

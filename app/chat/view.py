@@ -50,7 +50,7 @@ class ChatView(QScrollArea):
         container.setObjectName("chatContainer")
         self.column = QVBoxLayout(container)  # centred by its side margins (resizeEvent), not a nested layout
         self.column.setContentsMargins(SIDE_MARGIN_PX, 16, SIDE_MARGIN_PX, 16)
-        self.column.setSpacing(SPACE.l)
+        self.column.setSpacing(SPACE.xs)  # the actions row under each turn (kept when hidden) spaces them too
         self.placeholder = self._welcome()
         self.column.addWidget(self.placeholder)
         self.column.addStretch(1)

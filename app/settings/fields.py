@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.theme.tokens import SPACE
+from app.window.wheel_guard import guard_wheel, is_value_control
 
 
 def help_line(text: str) -> QLabel:
@@ -48,6 +49,8 @@ class Field(QWidget):
     def __init__(self, name: str, control: QWidget, help_text: str = "", parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.control = control
+        if is_value_control(control):
+            guard_wheel(control)  # the wheel scrolls the page past it, never changes it
         column = QVBoxLayout(self)
         column.setContentsMargins(0, 0, 0, 0)
         column.setSpacing(SPACE.xs)

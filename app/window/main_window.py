@@ -41,7 +41,6 @@ from app.window.menus import MenusMixin
 from app.window.settings_host import SettingsHostMixin
 from app.conversations.store import Store
 from app.models.wizard.wizard import FirstRunWizard
-from app.window.wheel_guard import install_wheel_guard
 from core.engine import protocol as P
 from core.models.model_spec import BUILTIN
 from core.system.locations import models_dir
@@ -75,7 +74,6 @@ class MainWindow(MenusMixin, SettingsHostMixin, FileActionsMixin, QMainWindow):
         confirm_delete: bool = True,
     ) -> None:
         super().__init__()
-        install_wheel_guard()
         self.paths = (paths or AppPaths.from_env()).ensure()
         self.settings = settings if settings is not None else load_settings(self.paths.settings_file)
         self.owns_store = store is None
@@ -276,8 +274,10 @@ class MainWindow(MenusMixin, SettingsHostMixin, FileActionsMixin, QMainWindow):
             self.chat_view.set_welcome(f"{name} runs on this computer: nothing you type leaves it.")
 
     def _use_suggestion(self, text: str) -> None:
+        """A suggestion is a message: sent at once, as chat apps do (it stays in the box if it cannot be)."""
         self.input.setPlainText(text)
         self.input.setFocus()
+        self.send(text)
 
     def _show_speculation_items(self) -> None:
         """The tree budget, tokens per pass and their chart only where answers are speculative: a draft is
@@ -414,6 +414,7 @@ class MainWindow(MenusMixin, SettingsHostMixin, FileActionsMixin, QMainWindow):
     def switch_models(self, settings: AppSettings) -> None:
         """Use another (already checked) pair: saved, the engine reloads it, the chat says so; conversations stay."""
         self.apply_settings(settings)
+        self.controller.stats.reset()  # the last answer's speed was the other model's
         if settings.remote_endpoint() is not None:
             self.toast.show_message(f"Switched to {source_words(settings)}: connecting", 6000)
         else:
@@ -443,6 +444,7 @@ class MainWindow(MenusMixin, SettingsHostMixin, FileActionsMixin, QMainWindow):
     # -- closing -------------------------------------------------------------------------------------------
 
     def closeEvent(self, event: QCloseEvent) -> None:
+        self.status_line.close_details()  # its Esc / click-outside watch ends with it
         self.api_server.stop(quiet=True)
         self.controller.detach()
         for signal, slot in ((self.bridge.status_changed, self._engine_status),

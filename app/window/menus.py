@@ -28,7 +28,7 @@ class MenusMixin:
         self._action(chat, "Search chats", lambda: self.sidebar.search.setFocus(), QKeySequence.StandardKey.Find)
         self._action(chat, "&Rename chat", self.sidebar.rename_current, "F2")
         self._action(chat, "&Delete chat…", self._delete_current)
-        self._action(chat, "Chat &settings", self.open_conversation_settings, "Ctrl+Shift+S")
+        self._action(chat, "Chat &settings", self.toggle_conversation_settings, "Ctrl+Shift+S")
         chat.addSeparator()
         self.stop_action = self._action(chat, "S&top the answer", self.controller.stop, "Esc")
         self.regenerate_action = self._action(chat, "Re&generate the answer", self.controller.regenerate, "Ctrl+R")

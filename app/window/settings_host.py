@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import dataclasses
 
+from PySide6.QtWidgets import QApplication
+
 from app.engine.bridge import FAILED
 from app.engine.connections import connection_factory, connection_key
-from app.settings.schema import AppSettings, ConversationSettings, save_settings
+from app.settings.schema import AppSettings, ConversationSettings, Theme, save_settings
 from app.settings.settings_page import SettingsPage
 
 
@@ -21,13 +23,18 @@ class SettingsHostMixin:
             return self.settings_page
         page = SettingsPage(self.settings, self, has_gpu)
         page.saved.connect(lambda settings: (self.close_settings(), self.apply_settings(settings)))
-        page.cancelled.connect(self.close_settings)
+        page.cancelled.connect(lambda: (self._preview_theme(self.settings.theme), self.close_settings()))
+        page.theme_previewed.connect(self._preview_theme)
         page.models_requested.connect(lambda: (self.close_settings(), self.open_model_manager()))
         self.pages.addWidget(page)
         self.pages.setCurrentWidget(page)
         page.target.edit.setFocus()
         self.settings_page = page
         return page
+
+    def _preview_theme(self, theme: Theme) -> None:
+        if self.theme is not None and self.theme.theme != theme:
+            self.theme.apply(theme)
 
     def close_settings(self) -> None:
         page, self.settings_page = self.settings_page, None
@@ -48,7 +55,7 @@ class SettingsHostMixin:
             self.bridge.connect(connection_factory(settings), settings.load_request())
         elif settings.load_request() != old.load_request() or self.bridge.status.state == FAILED:
             self.bridge.load(settings.load_request())
-        if self.theme is not None and settings.theme != old.theme:
+        if self.theme is not None and settings.theme != self.theme.theme:  # Settings previewed it already
             self.theme.apply(settings.theme)
 
     def open_conversation_settings(self) -> None:
@@ -61,6 +68,8 @@ class SettingsHostMixin:
         """The chat settings panel at the window's right, open or closed; the header's button says which."""
         if not shown:
             self.chat_settings.flush()
+            if self.chat_settings.isAncestorOf(QApplication.focusWidget()):
+                self.input.setFocus()  # the keyboard goes back to the message box, not to the next control
         self.chat_settings.setVisible(shown)
         self.conversation_settings_button.setChecked(shown)
         if shown:

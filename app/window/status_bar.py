@@ -14,6 +14,7 @@ from PySide6.QtGui import QColor, QPainter
 from PySide6.QtWidgets import QFrame, QLabel, QSizePolicy, QStatusBar, QToolButton, QVBoxLayout, QWidget
 
 from app.chat.answer_stats import AnswerStats
+from app.chat.message_words import WORDS_PER_TOKEN
 from app.engine.bridge import CRASHED, FAILED, GENERATING, IDLE, LOADING, READY, STARTING, EngineBridge, EngineStatus
 from app.theme.icons import themed
 from app.theme.tokens import SPACE, current
@@ -22,7 +23,6 @@ from core.engine import protocol as P
 
 MAX_BARS = 48
 DETAILS_WIDTH_PX = 360
-WORDS_PER_TOKEN = 0.75
 
 
 class ElidingLabel(QLabel):

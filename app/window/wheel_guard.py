@@ -2,9 +2,13 @@
 
 Qt gives a combo box, a spin box and a slider the wheel: scrolling the chat settings panel or the Settings page
 with the pointer over one changed it (Method to "Plain decoding", Context length two steps), unseen and, in
-the panel, applied at once. One filter on the application holds for every such control in every window: it
-takes the wheel event from the control and hands it to the scroll area the control sits in, which scrolls as
-if the control were not there. A control still changes by the keyboard, a click or a drag.
+the panel, applied at once. `guard_wheel` puts one filter on such a control (the form fields' base does it
+for each field, the few other boxes call it): it takes the wheel event from the control and hands it to the
+scroll area the control sits in, which scrolls as if the control were not there; and the wheel no longer
+gives the control the keyboard focus. A control still changes by the keyboard, a click or a drag.
+
+The filter sits on the controls themselves, not on the application: an application-wide Python filter would
+run for every event of every widget.
 """
 
 from __future__ import annotations
@@ -14,19 +18,7 @@ from PySide6.QtWidgets import (
     QAbstractScrollArea, QAbstractSlider, QAbstractSpinBox, QApplication, QComboBox, QScrollBar, QWidget,
 )
 
-_GUARD_NAME = "specexecWheelGuard"
-
-
-def _value_control(watched: QObject) -> QWidget | None:
-    """The combo, spin box or slider (not a scroll bar) that `watched` is, or is the line edit of."""
-    if isinstance(watched, QScrollBar):
-        return None
-    if isinstance(watched, (QComboBox, QAbstractSpinBox, QAbstractSlider)):
-        return watched
-    parent = watched.parent() if isinstance(watched, QWidget) else None  # a spin box's or combo's line edit
-    if isinstance(parent, (QComboBox, QAbstractSpinBox)):
-        return parent
-    return None
+VALUE_CONTROLS = (QComboBox, QAbstractSpinBox, QAbstractSlider)
 
 
 def _scroll_area_of(widget: QWidget) -> QAbstractScrollArea | None:
@@ -39,34 +31,33 @@ def _scroll_area_of(widget: QWidget) -> QAbstractScrollArea | None:
 
 
 class WheelGuard(QObject):
-    """An application event filter: a wheel over a value control goes to its scroll area instead."""
+    """The filter: a wheel over the control it watches goes to the control's scroll area instead."""
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt signature
-        kind = event.type()
-        if kind not in (QEvent.Type.Wheel, QEvent.Type.Polish):
+        if event.type() != QEvent.Type.Wheel or not isinstance(watched, QWidget):
             return False
-        control = _value_control(watched)
-        if control is None:
-            return False
-        if kind == QEvent.Type.Polish:  # a wheel passing over must not take the keyboard focus either
-            if control is watched and control.focusPolicy() == Qt.FocusPolicy.WheelFocus:
-                control.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
-            return False
-        area = _scroll_area_of(control)
+        area = _scroll_area_of(watched)
         if area is not None:
             QApplication.sendEvent(area.verticalScrollBar(), event)
         return True  # the control never sees it
 
 
-def install_wheel_guard() -> WheelGuard | None:
-    """Install the guard on the running application, once (each window calls this; tests build windows on
-    an application they did not create). None without an application."""
-    app = QApplication.instance()
-    if app is None:
-        return None
-    guard = app.findChild(WheelGuard, _GUARD_NAME)
-    if guard is None:
-        guard = WheelGuard(app)
-        guard.setObjectName(_GUARD_NAME)
-        app.installEventFilter(guard)
-    return guard
+def is_value_control(widget: QWidget) -> bool:
+    """A combo box, spin box or slider (a scroll bar is a slider that should keep the wheel)."""
+    return isinstance(widget, VALUE_CONTROLS) and not isinstance(widget, QScrollBar)
+
+
+def guard_wheel(control: QWidget) -> QWidget:
+    """Guard `control` (and a spin box's or editable combo's line edit) against the wheel; returns it."""
+    guard = WheelGuard(control)
+    for widget in (control, *control.findChildren(QWidget)):
+        widget.installEventFilter(guard)
+    if control.focusPolicy() == Qt.FocusPolicy.WheelFocus:
+        control.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
+    control.setProperty("wheelGuarded", True)
+    return control
+
+
+def unguarded(root: QWidget) -> list[QWidget]:
+    """The value controls under `root` without the guard (a test walks every screen with this)."""
+    return [w for w in root.findChildren(QWidget) if is_value_control(w) and not w.property("wheelGuarded")]

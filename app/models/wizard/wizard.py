@@ -20,7 +20,6 @@ from app.models.wizard.download_page import DownloadPage
 from app.models.wizard.hardware_page import HardwarePage
 from app.models.wizard.state import WizardState
 from app.window.buttons import PRIMARY, SECONDARY, set_role
-from app.window.wheel_guard import install_wheel_guard
 from core.models.catalog import Catalog
 
 HARDWARE, CHOOSE, DOWNLOAD, DONE = range(4)
@@ -39,7 +38,6 @@ class FirstRunWizard(QWizard):
                  resume_pair: str | None = None, bridge: EngineBridge | None = None,
                  parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        install_wheel_guard()  # the wizard can open before the main window
         self.state = WizardState(settings, models_dir) if catalog is None else WizardState(settings, models_dir, catalog)
         self.setWindowTitle("Set up SpecExec Desktop")
         self.setWizardStyle(QWizard.WizardStyle.ModernStyle)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from core.hardware.description import HardwareDescription
 from core.models.fit import PairFit, Recommendation
+from app.chat.message_words import WORDS_PER_TOKEN
 
 GB = 1024**3
-WORDS_PER_TOKEN = 0.75  # English text averages about 3 words to 4 tokens
 FIT_WORDS = {"fits": "Fits this computer", "tight": "Fits, just", "no": "Does not fit"}
 
 
