@@ -14,7 +14,7 @@ from PySide6.QtGui import QWheelEvent  # noqa: E402
 from PySide6.QtWidgets import QAbstractSlider, QApplication, QComboBox, QScrollBar, QWidget  # noqa: E402
 
 pytest.register_assert_rewrite("app_fixtures")
-from app_fixtures import recording_bridge_class  # noqa: E402
+from app_fixtures import answered, ready, recording_bridge_class  # noqa: E402
 
 pytest_plugins = ["app_fixtures"]  # fixtures: app_paths, themes
 pytestmark = [pytest.mark.qt, pytest.mark.timeout(60)]
@@ -226,22 +226,6 @@ def test_the_round_send_button_gets_a_round_ring(qtbot, styled_window):
 
 
 # 6, 8, 9, 10: the keyboard in editing, the chat settings panel, the sidebar and the Settings page -----------
-
-
-def ready(bridge) -> None:
-    from core.engine import protocol as P
-
-    bridge.handle_events([P.EngineStarted(pid=1), P.StatusReport("ready", {"budget": 16, "max_context": 8192})])
-
-
-def answered(w, question: str = "first question", answer: str = "an answer", generated: int = 3) -> None:
-    """Send `question` and finish its answer through the recording bridge (no engine process)."""
-    from core.engine import protocol as P
-
-    w.send(question)
-    request_id = w.bridge.calls[-1][1]
-    w.bridge.handle_events([P.TokenChunk(request_id, answer, (7,)), P.PassStats(request_id, 1, 4, 1.0, 2.0, 333.0, 16),
-                            P.Finished(request_id, "eos", prompt_tokens=10, generated_tokens=generated)])
 
 
 def test_a_sent_message_is_edited_by_the_keyboard(qtbot, styled_window):

@@ -37,6 +37,7 @@ from app.window.confirm import ConfirmDialog, confirm_destructive
 from app.window.status_bar import AppStatusBar
 from app.window.toast import Toast
 from app.window.file_actions import FileActionsMixin
+from app.window.geometry import restore_geometry, save_geometry
 from app.window.menus import MenusMixin
 from app.window.settings_host import SettingsHostMixin
 from app.conversations.store import Store
@@ -89,6 +90,7 @@ class MainWindow(MenusMixin, SettingsHostMixin, FileActionsMixin, QMainWindow):
         self.setWindowTitle("SpecExec Desktop")
         self.setWindowIcon(resources.icon("app"))
         self.resize(*default_size(self.screen().availableGeometry().size() if self.screen() else None))
+        restore_geometry(self, self.paths.window_file)  # where it was last time, if that is known
         self._build()
         self._build_menus()
         self._connect()
@@ -96,6 +98,7 @@ class MainWindow(MenusMixin, SettingsHostMixin, FileActionsMixin, QMainWindow):
             self.bridge.start(self.settings.load_request())
         self.api_server = ApiServerHost(self.bridge, self)
         self.api_server.notice.connect(self._notice)
+        self.api_server.serving.connect(self.status_line.show_api_server)
         self.api_server.apply(self.settings)
         self._show_model_pair()
         self._engine_status(self.bridge.status)
@@ -445,6 +448,7 @@ class MainWindow(MenusMixin, SettingsHostMixin, FileActionsMixin, QMainWindow):
 
     def closeEvent(self, event: QCloseEvent) -> None:
         self.status_line.close_details()  # its Esc / click-outside watch ends with it
+        save_geometry(self, self.paths.window_file)
         self.api_server.stop(quiet=True)
         self.controller.detach()
         for signal, slot in ((self.bridge.status_changed, self._engine_status),

@@ -219,6 +219,11 @@ class AppStatusBar(QStatusBar):
         self.speed_button.setToolTip("Speed details: tokens per second, per pass, and why this method")
         self.speed_button.setCursor(Qt.CursorShape.PointingHandCursor)
         themed(self.speed_button, "gauge", "muted_text", size=14)
+        self.api_label = QLabel()  # "API server on 127.0.0.1:8000" while it runs (not a toast over the chat)
+        self.api_label.setObjectName("apiServerLine")
+        self.api_label.setAccessibleName("API server")
+        self.api_label.hide()
+        self.addPermanentWidget(self.api_label)
         self.addPermanentWidget(self.speed_button)
         self.details = SpeedDetails(bridge, stats, window)
         self.details.hide()
@@ -243,6 +248,14 @@ class AppStatusBar(QStatusBar):
         self.state_label.setProperty("alert", status.state in (CRASHED, FAILED))
         self.state_label.style().unpolish(self.state_label)  # re-apply the stylesheet ([alert="true"])
         self.state_label.style().polish(self.state_label)
+
+    def show_api_server(self, url: str | None) -> None:
+        """The local API server's address while it runs; nothing once it stopped."""
+        if url:
+            self.api_label.setText(f"API server on {url.removeprefix('http://').rstrip('/')}")
+            self.api_label.setToolTip(f"Other programs on this computer can use the model at {url}/v1 "
+                                      "(OpenAI API). Settings > Local API server turns it off.")
+        self.api_label.setVisible(bool(url))
 
     def state_text(self) -> str:
         return self.state_label.full_text
