@@ -6,8 +6,9 @@ the system prompt; /system alone clears it), /help, /quit. Ctrl-C stops the curr
 already shown stay in the history) but not the program; Ctrl-D (end of input) leaves.
 
 When stdin is not a terminal, each input line is answered in turn (one answer per output line, no prompts)
-and the command exits at the end of input: 0 if every turn was answered, 1 otherwise. Loading steps (and
-where an offloaded target's layers went) are reported on stderr in both modes.
+and the command exits at the end of input: 0 if every turn was answered, 1 otherwise. Loading is one line on
+stderr ("Loading the model… 40%"); --verbose reports each step instead (files read, conversions, where an
+offloaded target's layers went).
 
 `--remote URL` chats with a model on an OpenAI-compatible server instead (`specexec serve` on another
 computer, vLLM, Ollama, LM Studio...) through core.remote.engine.RemoteEngine, which the loop drives exactly
@@ -24,6 +25,7 @@ import signal
 import sys
 import threading
 from contextlib import contextmanager
+from typing import TextIO
 
 from core.cli.options import add_generation_arguments, decoding_settings, engine_load_settings, sampling_params
 from core.cli.thinking_output import ThinkingPrinter, add_thinking_arguments, template_kwargs
@@ -38,6 +40,8 @@ HELP = "commands: /reset (new conversation), /system TEXT (system prompt), /help
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_generation_arguments(parser)
     parser.add_argument("--system", default=None, help="system prompt")
+    parser.add_argument("--verbose", action="store_true",
+                        help="report every loading step (which file is read, how the weights are converted)")
     add_thinking_arguments(parser)
     remote = parser.add_argument_group("a model on another computer (any OpenAI-compatible server)")
     remote.add_argument("--remote", default=None, metavar="URL",
@@ -45,6 +49,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     remote.add_argument("--api-key", default=None, metavar="KEY",
                         help="the server's API key (default: the key saved for that address in the app, else none)")
     remote.add_argument("--model", default="", metavar="M", help="the server's model (default: the first it lists)")
+
+
+class LoadReport:
+    """What loading says on stderr: one line, "Loading the model… 40%", kept up to date on a terminal; each
+    engine step (files read, weights converted, their paths) only with --verbose."""
+
+    def __init__(self, verbose: bool, stream: TextIO) -> None:
+        self.verbose, self.stream = verbose, stream
+        self.terminal = stream.isatty()
+        self.said = False
+
+    def __call__(self, event: P.LoadProgress) -> None:
+        if self.verbose:
+            print(event.stage, file=self.stream, flush=True)
+            return
+        percent = f" {event.fraction * 100:.0f}%" if event.fraction is not None else ""
+        if self.terminal:
+            print(f"\rLoading the model…{percent}   ", end="", file=self.stream, flush=True)
+        elif not self.said:
+            print("Loading the model…", file=self.stream, flush=True)
+        self.said = True
+
+    def done(self) -> None:
+        if self.said and self.terminal and not self.verbose:
+            print(file=self.stream, flush=True)  # end the progress line
 
 
 class _Interrupt:
@@ -251,15 +280,17 @@ def run(args: argparse.Namespace) -> int:
     load_settings = engine_load_settings(args)
     interactive = sys.stdin.isatty()
     client = EngineClient(torch_threads=args.threads)
+    report = LoadReport(args.verbose, sys.stderr)
     try:
         client.start()
         client.load(
             args.target,
             args.draft if args.method != "sequential" else None,
             budget=args.budget, max_depth=args.max_depth, expand=args.expand, draft_top_p=args.draft_top_p,
-            wait=True, on_progress=lambda event: print(event.stage, file=sys.stderr, flush=True),
+            wait=True, on_progress=report,
             **load_settings,
         )
+        report.done()
         return ChatLoop(client, args, interactive).run()
     finally:
         client.shutdown()
