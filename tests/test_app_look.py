@@ -187,3 +187,22 @@ def test_the_api_server_shows_in_the_status_bar_not_over_the_chat(qtbot, app_pat
         assert not window.status_line.api_label.isVisibleTo(window)
     finally:
         window.close()
+
+
+def test_regenerate_samples_freely_enough_to_give_another_answer(qtbot, quiet_window):
+    from app.chat.controller import REGENERATE_TEMPERATURE, REGENERATE_TOP_P
+    from app.settings.schema import ConversationSettings
+
+    w = quiet_window
+    ready(w.bridge)
+    answered(w, "tell me a fact")
+    w.controller.set_conversation_settings(ConversationSettings(temperature=0.2, top_p=0.5))  # the built-in's
+    w.controller.regenerate()
+    asked = w.bridge.calls[-1][3]
+    assert (asked["temperature"], asked["top_p"]) == (REGENERATE_TEMPERATURE, REGENERATE_TOP_P)
+    assert w.controller.conversation_settings().temperature == 0.2  # the chat's own settings stay
+    rid = w.bridge.calls[-1][1]
+    w.bridge.handle_events([P.TokenChunk(rid, "another", (7,)), P.Finished(rid, "eos", prompt_tokens=4, generated_tokens=1)])
+    w.controller.set_conversation_settings(ConversationSettings(temperature=0.2, top_p=0.5, seed=7))
+    w.controller.regenerate()  # a fixed seed asks for the same answer: left as set
+    assert (w.bridge.calls[-1][3]["temperature"], w.bridge.calls[-1][3]["seed"]) == (0.2, 7)
