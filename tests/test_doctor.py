@@ -329,7 +329,7 @@ def test_graph_check_runs_the_engines_capture_which_needs_cuda(monkeypatch):
 
 
 def test_capture_is_on_only_on_cuda_and_the_environment_turns_it_off(monkeypatch):
-    from core.doctor.report import CUDA_GRAPHS_ENV
+    from core.system.env import CUDA_GRAPHS_ENV
     from core.decoding.draft_forward import capture_enabled
 
     monkeypatch.delenv(CUDA_GRAPHS_ENV, raising=False)

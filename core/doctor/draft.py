@@ -6,7 +6,7 @@ of random inputs by random 4-bit layers of an 8B Llama draft's shapes (q/o, k/v,
 without a split of K, in float16 and bfloat16, and each output must lie within the float32-sum bound of
 the exact product (tests/test_gptq_matmul.py explains the bound): a wrong result is a FAIL, since the draft
 would propose garbage (the answer stays right, verification samples from the target alone, but the app
-would be slow for no visible reason). Then its read rate at 32 rows (core.bench.matmul.measured_bandwidth):
+would be slow for no visible reason). Then its read rate at 32 rows (core.offload.matmul_rate.measured_bandwidth):
 the figure the speed model uses for this card's draft (`specexec hw --measure` records the same).
 """
 
@@ -65,7 +65,7 @@ def measure(device, shapes=SHAPES, rows_list=ROWS, dtypes=DTYPES, bandwidth: boo
     """Every product on `device` (a torch.device; the CPU runs under TRITON_INTERPRET=1, at small shapes)."""
     import torch
 
-    from core.bench.matmul import measured_bandwidth
+    from core.offload.matmul_rate import measured_bandwidth
     from core.offload.synthetic_gptq import finalised_linear, random_gptq_tensors
     from core.offload.gptq_kernel import interpreted, triton_available
 

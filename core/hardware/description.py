@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import HardwareDescriptionError
+from core.system.env import HW_FIXTURE_ENV
 
-HW_FIXTURE_ENV = "SPECEXEC_HW_FIXTURE"
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Measure how fast one GPU's fused 4-bit matmul reads a draft's weights: the speed model's draft rate.
 
 Needs torch with CUDA and Triton, so it runs only in the CLI / engine process (`specexec hw --measure`),
-never in the app's Qt process. The measurement is core.bench.matmul.measured_bandwidth (32 rows over an 8B
+never in the app's Qt process. The measurement is core.offload.matmul_rate.measured_bandwidth (32 rows over an 8B
 draft's linears, the weights rotated past the L2 cache), a few seconds including the kernels' compiles.
 """
 
@@ -18,7 +18,7 @@ def measure_fused_matmul(index: int) -> float | None:
     try:
         import torch
 
-        from core.bench.matmul import measured_bandwidth
+        from core.offload.matmul_rate import measured_bandwidth
         from core.offload.gptq_kernel import triton_available
     except ImportError:
         return None
