@@ -206,3 +206,21 @@ def test_regenerate_samples_freely_enough_to_give_another_answer(qtbot, quiet_wi
     w.controller.set_conversation_settings(ConversationSettings(temperature=0.2, top_p=0.5, seed=7))
     w.controller.regenerate()  # a fixed seed asks for the same answer: left as set
     assert (w.bridge.calls[-1][3]["temperature"], w.bridge.calls[-1][3]["seed"]) == (0.2, 7)
+
+
+def test_new_users_are_not_offered_llama_2(qtbot, tmp_path, monkeypatch):
+    from pathlib import Path
+
+    from app.models.wizard.wizard import FirstRunWizard
+    from app.settings.schema import AppSettings
+
+    monkeypatch.setenv("SPECEXEC_HW_FIXTURE", str(Path(__file__).parent / "fixtures" / "hw" / "gpu12-ram16-pcie3.json"))
+    wizard = FirstRunWizard(AppSettings(), tmp_path / "models")
+    qtbot.addWidget(wizard)
+    wizard.show()
+    qtbot.waitUntil(lambda: wizard.state.recommendation is not None, timeout=20000)
+    wizard.next()
+    ids = [fit.pair.id for fit in wizard.choose_page.pairs.fits]
+    assert "builtin" in ids and len(ids) >= 3
+    assert not any(fit.pair.calibration for fit in wizard.choose_page.pairs.fits)
+    wizard.reject()

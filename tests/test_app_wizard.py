@@ -62,6 +62,7 @@ def served(hub, hub_env, tiny_repo_files, tmp_path, monkeypatch):
     real = json.loads(Path("resources/catalog.json").read_text())
     builtin = next(pair for pair in real["pairs"] if pair["id"] == "builtin")
     huge = next(pair for pair in real["pairs"] if pair["id"] == "llama2-70b-chat-gptq")
+    huge = {key: value for key, value in huge.items() if key != "role"}  # offered here (the calibration pair is not)
     tiny = {"id": "tiny", "name": "Tiny test pair", "summary": "Two random layers.", "licence": "MIT",
             "licence_url": "https://example.org/licence", "gated": False, "context_length": 4096,
             "min_ram_gb": 1, "min_vram_gb": 0,

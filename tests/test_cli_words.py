@@ -62,3 +62,15 @@ def test_loading_is_one_line_unless_verbose():
     for event in stages:
         loud(event)
     assert verbose.getvalue().splitlines() == [event.stage for event in stages]
+
+
+def test_the_wizard_and_models_list_give_a_pair_the_same_size(tmp_path, capsys):
+    from app.models.wizard.words import size_words
+    from core.models.catalog import load_catalog
+
+    assert main(["models", "list", "--dir", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    for pair in load_catalog().pairs:
+        if pair.download_bytes:
+            line = next(line for line in lines if line.strip().startswith(pair.id + " "))
+            assert size_words(pair.download_bytes) in line, (pair.id, line)

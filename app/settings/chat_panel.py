@@ -15,7 +15,7 @@ import dataclasses
 from PySide6.QtCore import QEvent, Qt, QTimer, Signal
 from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import (
-    QComboBox, QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QToolButton, QVBoxLayout, QWidget,
+    QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QToolButton, QVBoxLayout, QWidget,
 )
 
 from app.chat.message_words import WORDS_PER_TOKEN
@@ -26,7 +26,7 @@ from app.theme.icons import themed
 from app.theme.tokens import SPACE
 from app.window.buttons import LINK, button
 from app.window.keys import claims_escape
-from app.window.wheel_guard import guard_wheel
+from app.window.wheel_guard import NoWheelComboBox
 
 PANEL_WIDTH_PX = 340
 ANSWER_LENGTHS = (64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
@@ -93,7 +93,7 @@ class ChatSettingsPanel(QFrame):
         prompt_top = QHBoxLayout()
         prompt_label = QLabel("System prompt")
         prompt_label.setObjectName("fieldName")
-        self.preset = guard_wheel(QComboBox())
+        self.preset = NoWheelComboBox()
         self.preset.setAccessibleName("System prompt preset")
         self.preset.addItems(list(SYSTEM_PRESETS))
         self.preset.addItem("Custom")
