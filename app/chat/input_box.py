@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import QEvent, Qt, Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import QPlainTextEdit, QSizePolicy, QWidget
-
-from app.window.keys import claims_escape
 
 MIN_LINES, MAX_LINES = 2, 8
 
 
 class InputBox(QPlainTextEdit):
     """Enter submits, Shift+Enter adds a line; with `cancellable`, Esc emits `cancelled` (a message edited in
-    place), taking Esc before the window's shortcut on it."""
+    place: the window's Esc shortcut, Stop, is off then, as nothing streams while a message is edited)."""
 
     submitted = Signal(str)
     cancelled = Signal()
@@ -28,11 +26,6 @@ class InputBox(QPlainTextEdit):
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
         self.document().contentsChanged.connect(self._fit)
         self._fit()
-
-    def event(self, event: QEvent) -> bool:
-        if self.cancellable and claims_escape(event):
-            return True
-        return super().event(event)
 
     def keyPressEvent(self, event: QKeyEvent) -> None:
         if self.cancellable and event.key() == Qt.Key.Key_Escape:

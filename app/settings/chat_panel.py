@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from PySide6.QtCore import QEvent, Qt, QTimer, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import (
     QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QToolButton, QVBoxLayout, QWidget,
@@ -25,7 +25,6 @@ from app.settings.schema import BudgetMode, ConversationSettings, Method
 from app.theme.icons import themed
 from app.theme.tokens import SPACE
 from app.window.buttons import LINK, button
-from app.window.keys import claims_escape
 from app.window.wheel_guard import NoWheelComboBox
 
 PANEL_WIDTH_PX = 340
@@ -215,11 +214,8 @@ class ChatSettingsPanel(QFrame):
             method=Method(self.method.value()),
         ).validated()
 
-    def event(self, event: QEvent) -> bool:
-        return claims_escape(event) or super().event(event)
-
     def keyPressEvent(self, event: QKeyEvent) -> None:
-        """Esc closes the panel (the focus is in it)."""
+        """Esc closes the panel (the focus is in it; while an answer streams, Esc stops it first)."""
         if event.key() == Qt.Key.Key_Escape:
             self.closed.emit()
             return

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from PySide6.QtCore import QEvent, Qt, Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QAbstractButton, QApplication, QFileDialog, QFrame, QHBoxLayout, QLabel, QLineEdit, QMenu, QToolButton, QVBoxLayout,
@@ -26,7 +26,6 @@ from app.system.model_chooser import chosen_path, model_chooser
 from app.theme.icons import themed
 from app.theme.tokens import SPACE
 from app.window.buttons import LINK, PRIMARY, SECONDARY, button, footer
-from app.window.keys import claims_escape
 from core.models.model_spec import BUILTIN, BUILTIN_DRAFT, spec_problem
 from core.system.locations import models_dir
 from core.planning.residency import PLANNED_CONTEXT
@@ -230,9 +229,6 @@ class SettingsPage(QFrame):
         self.error.hide()
         self.saved.emit(self.values())
         return True
-
-    def event(self, event: QEvent) -> bool:
-        return claims_escape(event) or super().event(event)
 
     def keyPressEvent(self, event) -> None:  # noqa: ANN001 - Qt signature
         """Esc cancels; Enter (outside a button, which Enter presses) saves, as Ctrl+S does."""
