@@ -52,6 +52,25 @@ def control_value(control: QWidget) -> object:
     return control.currentIndex() if isinstance(control, QComboBox) else control.value()
 
 
+@pytest.mark.timeout(240)  # a theme switch restyles every widget the test process still holds: first, and
+# with room under load
+def test_the_theme_is_previewed_and_cancel_puts_it_back(qtbot, themes, app_paths):
+    from app.settings.schema import Theme
+    from app.window.main_window import MainWindow
+
+    w = MainWindow(app_paths, bridge=recording_bridge_class()(), theme=themes, confirm_delete=False)
+    qtbot.addWidget(w)
+    page = w.open_settings(has_gpu=False)
+    page.theme.combo.setCurrentIndex(page.theme.combo.findData(Theme.DARK))
+    assert themes.theme == Theme.DARK and themes.dark, "the theme was not previewed"
+    page.cancel_button.click()
+    assert themes.theme == w.settings.theme != Theme.DARK
+    page = w.open_settings(has_gpu=False)
+    page.theme.combo.setCurrentIndex(page.theme.combo.findData(Theme.DARK))
+    page.save_button.click()
+    assert themes.theme == w.settings.theme == Theme.DARK
+
+
 # 1 -----------------------------------------------------------------------------------------------------------
 
 
@@ -293,20 +312,3 @@ def test_enter_on_cancel_cancels_the_settings_page(qtbot, styled_window):
     qtbot.keyClick(page.cancel_button, Qt.Key.Key_Return)
     qtbot.waitUntil(lambda: w.settings_page is None)
     assert not w.paths.settings_file.exists()
-
-
-def test_the_theme_is_previewed_and_cancel_puts_it_back(qtbot, themes, app_paths):
-    from app.settings.schema import Theme
-    from app.window.main_window import MainWindow
-
-    w = MainWindow(app_paths, bridge=recording_bridge_class()(), theme=themes, confirm_delete=False)
-    qtbot.addWidget(w)
-    page = w.open_settings(has_gpu=False)
-    page.theme.combo.setCurrentIndex(page.theme.combo.findData(Theme.DARK))
-    assert themes.theme == Theme.DARK and themes.dark, "the theme was not previewed"
-    page.cancel_button.click()
-    assert themes.theme == w.settings.theme != Theme.DARK
-    page = w.open_settings(has_gpu=False)
-    page.theme.combo.setCurrentIndex(page.theme.combo.findData(Theme.DARK))
-    page.save_button.click()
-    assert themes.theme == w.settings.theme == Theme.DARK
