@@ -21,6 +21,11 @@ LOG_DIR_ENV = "SPECEXEC_LOG_DIR"
 # What the engine runs
 CUDA_GRAPHS_ENV = "SPECEXEC_CUDA_GRAPHS"
 """0 turns the draft's CUDA graphs off (capture is on by default on CUDA, never elsewhere)."""
+PIN_LIMIT_ENV = "SPECEXEC_PIN_LIMIT_GB"
+"""GB (10^9 bytes) of streamed layers the weight store may page-lock (core.planning.pinning parses it): a cap
+like Windows' or WSL2's, imposed on any machine, so the staging ring runs where pinning never fails. The
+ring's few pinned slots are taken beside it. Unset: as much as the system allows. 0: every streamed layer
+stages through the ring."""
 
 # Inputs that stand in for the real world (tests, fixtures, people who curate their own lists)
 HW_FIXTURE_ENV = "SPECEXEC_HW_FIXTURE"
