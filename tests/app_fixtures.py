@@ -285,6 +285,24 @@ def recording_bridge_class():
     return RecordingBridge
 
 
+def ready(bridge) -> None:
+    """A recording bridge's engine, started and ready (budget 16, 8,192 tokens of context)."""
+    from core.engine import protocol as P
+
+    bridge.handle_events([P.EngineStarted(pid=1), P.StatusReport("ready", {"budget": 16, "max_context": 8192})])
+
+
+def answered(window, question: str = "first question", answer: str = "an answer", generated: int = 3) -> None:
+    """Send `question` in `window` and finish its answer through the recording bridge (no engine process)."""
+    from core.engine import protocol as P
+
+    window.send(question)
+    request_id = window.bridge.calls[-1][1]
+    window.bridge.handle_events([
+        P.TokenChunk(request_id, answer, (7,)), P.PassStats(request_id, 1, 4, 1.0, 2.0, 333.0, 16),
+        P.Finished(request_id, "eos", prompt_tokens=10, generated_tokens=generated)])
+
+
 # ----------------------------------------------------------------------------------------------------------
 # Themes and contrast measured on pixels (issue 25)
 

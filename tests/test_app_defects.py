@@ -164,7 +164,7 @@ def test_context_length_error_gives_its_advice_once(qtbot, controller):
     event = error_event(controller.active.request_id, raised.value)
     with qtbot.waitSignal(controller.answer_finished):
         controller.bridge.handle_events([event])
-    from app.chat.view import error_text
+    from app.chat.message_words import error_text
 
     shown = error_text(controller.messages.rows[-1])
     assert shown.lower().count("shorten") == 1, shown

@@ -176,7 +176,8 @@ def test_the_thinking_folds_above_the_answer_opens_with_a_click_and_is_never_cop
 
     # the tokens, their speed and the context meter count the thinking too (the engine's count)
     assert answer.stats["tokens"] == answer.stats["generated_tokens"] == 12
-    assert answer.stats["tokens_per_s"] > 0 and widget.footer.text().startswith("12 tokens, thinking included · ")
+    assert answer.stats["tokens_per_s"] > 0 and widget.speed_label.toolTip().startswith(
+        "12 tokens, thinking included · ")
     assert window.header.context_meter.used == answer.stats["prompt_tokens"] + 12
 
     stored = window.store.message(answer.id)
@@ -274,7 +275,7 @@ def test_the_think_switch_is_per_chat_and_reaches_the_engine(qtbot, open_window)
     quick = window.controller.messages.rows[-1]
     assert (quick.reasoning, quick.content.split()[:3]) == ("", ANSWER_WORDS)  # it answered at once
     assert not window.chat_view.last_answer().thinking.isVisible()
-    assert window.chat_view.last_answer().footer.text().startswith("12 tokens · ")
+    assert window.chat_view.last_answer().speed_label.toolTip().startswith("12 tokens · ")
 
     qtbot.mouseClick(window.sidebar.new_button, Qt.MouseButton.LeftButton)
     assert switch.isChecked()  # a new chat thinks (the default)

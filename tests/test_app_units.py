@@ -288,7 +288,7 @@ def test_diagnostics_logs_and_open_logs_folder(qtbot, quiet_window, app_paths, m
                    "target: builtin", str(app_paths.log_dir)):
         assert needle in text
     opened = []
-    monkeypatch.setattr("app.window.main_window.QDesktopServices.openUrl", lambda url: opened.append(url.toLocalFile()))
+    monkeypatch.setattr("app.window.file_actions.QDesktopServices.openUrl", lambda url: opened.append(url.toLocalFile()))
     quiet_window.open_logs_folder()
     assert opened == [str(app_paths.log_dir)]
 

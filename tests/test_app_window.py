@@ -114,7 +114,8 @@ def test_send_message_streams_the_answer_into_the_view_and_the_store(qtbot, wind
     assert [(m.role, m.content, m.status) for m in stored] == [(m.role, m.content, m.status) for m in (user, answer)]
     view = window.chat_view.widgets[1]
     assert view.body.toPlainText().split() == answer.content.split()  # rendered (markdown: whitespace may fold)
-    assert "tokens/s" in view.footer.text()
+    assert view.speed_label.text().startswith("about ") and "tokens/s" in view.speed_label.toolTip()
+    assert not view.footer.isVisible()  # nothing to say beside the speed, which shows on hover
     details = window.status_line.details
     qtbot.waitUntil(lambda: details.speed_label.text()[0].isdigit())
     assert details.chart.bars() and details.budget_label.text().startswith("Tree budget: 16 ")

@@ -64,10 +64,10 @@ def test_scripted_chat_answers_each_line_and_keeps_history(model_dirs):
 
 @pytest.mark.slow
 def test_offload_flags_reach_the_engine(model_dirs):
-    """--offload on loads the target through the offloaded path (its report is on stderr) with the same
-    answer; a bad --resident-layers is a clear error before any engine starts."""
+    """--offload on loads the target through the offloaded path (its report is on stderr with --verbose) with
+    the same answer; a bad --resident-layers is a clear error before any engine starts."""
     result = subprocess.run(
-        chat_command(model_dirs, "--max-new-tokens", "8", "--offload", "on", "--resident-layers", "1"),
+        chat_command(model_dirs, "--max-new-tokens", "8", "--offload", "on", "--resident-layers", "1", "--verbose"),
         input="w10 w11\n", capture_output=True, text=True, timeout=140,
     )
     assert result.returncode == 0, result.stderr

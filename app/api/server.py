@@ -135,7 +135,8 @@ class ServerConfig:
 class ApiServerHost(QObject):
     """Runs the API server while the settings say so."""
 
-    notice = Signal(str)  # a line for the status bar: started (with its URL), stopped, or why it could not start
+    notice = Signal(str)  # a toast: stopped, or why it could not start
+    serving = Signal(object)  # its URL while it runs, None once it stopped (the status bar shows it, no toast)
 
     def __init__(self, bridge: EngineBridge, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -196,7 +197,7 @@ class ApiServerHost(QObject):
         self._server, self._app, self._gateway, self._port = server, app, gateway, port
         self.config, self.error = config, ""
         log.info("API server listening on %s", server.url)
-        self.notice.emit(f"API server on {server.url}")
+        self.serving.emit(server.url)
 
     def stop(self, quiet: bool = False) -> None:
         """End open requests, stop the server and wait for its thread (a few seconds at most)."""
@@ -208,5 +209,6 @@ class ApiServerHost(QObject):
         self._port.detach()
         self._server = self._app = self._gateway = self._port = self.config = None
         log.info("API server stopped")
+        self.serving.emit(None)
         if not quiet:
             self.notice.emit("API server stopped")

@@ -59,10 +59,18 @@ class AnswerStats(QObject):
     def mean_tokens_per_pass(self) -> float:
         return self.tokens / self.passes if self.passes else 0.0
 
-    def summary(self, generated_tokens: int | None = None) -> dict[str, Any]:
-        """Saved with the answer (messages.stats). `generated_tokens`: the engine's count from Finished, which
-        wins over the sum of the passes (the answer's number is the engine's)."""
-        tokens = generated_tokens if generated_tokens else self.tokens
+    def finish(self, generated_tokens: int | None = None) -> dict[str, Any]:
+        """The answer ended: the engine's count of its tokens (`generated_tokens`, when it sent one) replaces
+        the sum of the passes, so the status bar and the figures under the answer say the same speed; emits
+        `changed` now and returns the summary saved with the answer."""
+        if generated_tokens:
+            self.tokens = generated_tokens
+        self.flush()
+        return self.summary()
+
+    def summary(self) -> dict[str, Any]:
+        """Saved with the answer (messages.stats)."""
+        tokens = self.tokens
         return {
             "tokens": tokens,
             "passes": self.passes,

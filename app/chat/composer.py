@@ -5,8 +5,9 @@ and ChatGPT put it beside the message box."""
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QToolButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QPushButton, QToolButton, QVBoxLayout, QWidget
 
+from app.chat.header import ElidedLabel
 from app.chat.input_box import InputBox
 from app.theme.icons import themed
 
@@ -48,7 +49,8 @@ class Composer(QFrame):
         self._think_icon = themed(self.think_button, "lightbulb", "muted_text", size=14)
         self.think_button.clicked.connect(self._think_clicked)
         self.think_button.hide()
-        self.hint = QLabel("Enter to send · Shift+Enter for a new line · Esc stops the answer")
+        self.hint = ElidedLabel()  # never wider than the composer is given
+        self.hint.set_full_text("Enter to send · Shift+Enter for a new line · Esc stops the answer")
         self.hint.setObjectName("composerHint")
         under.addWidget(self.think_button)
         under.addWidget(self.hint, 1)

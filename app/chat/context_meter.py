@@ -27,6 +27,10 @@ class ContextMeter(QWidget):
         self.limit = 0
         self.set_usage(0, 0)
 
+    def set_compact(self, compact: bool) -> None:
+        """The bar alone (the figures in the tooltip), where the header is narrow."""
+        self.label.setVisible(not compact)
+
     def set_usage(self, used: int, limit: int) -> None:
         """`used` tokens of a `limit`-token window (limit 0: not known yet, e.g. no model loaded)."""
         self.used, self.limit = used, limit

@@ -32,7 +32,7 @@ import logging
 import random
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
@@ -66,6 +66,20 @@ USER_HINTS = {
     "busy": "wait for the answer in progress, then Regenerate",
     "protocol": "this is a bug: please send the diagnostics (Help > Copy diagnostics)",
 }
+
+REGENERATE_TEMPERATURE = 0.7  # a regenerated answer samples at least this freely ...
+REGENERATE_TOP_P = 0.9  # ... from at least this share of the odds
+
+
+def varied(settings: ConversationSettings) -> ConversationSettings:
+    """The settings Regenerate samples with: a new answer is the point, so near-greedy settings (the built-in
+    model's are temperature 0.2, top-p 0.5, which repeat an answer word for word) are loosened to
+    REGENERATE_TEMPERATURE / REGENERATE_TOP_P for that one answer. A fixed seed asks for the same answer
+    again, and greedy (temperature 0) for the likeliest one: both are left as they are."""
+    if settings.seed >= 0 or settings.temperature == 0:
+        return settings
+    return replace(settings, temperature=max(settings.temperature, REGENERATE_TEMPERATURE),
+                   top_p=max(settings.top_p, REGENERATE_TOP_P))
 
 
 @dataclass
@@ -316,7 +330,7 @@ class ChatController(QObject):
         elif last.role == "assistant":  # an answer that never got a word (an error): nothing worth keeping
             self.store.delete_messages_from(self.conversation_id, last.id)
             self.messages.remove_from(len(self.messages.rows) - 1)
-        self._start_answer(self.conversation_id, answer)
+        self._start_answer(self.conversation_id, answer, vary=True)
         return True
 
     def show_alternative(self, message_id: int, step: int) -> bool:
@@ -376,8 +390,10 @@ class ChatController(QObject):
         """The chat template's variables for an answer: the Think switch, where the model has one."""
         return {THINKING_SWITCH: settings.thinking} if self.thinking_control() == "switchable" else {}
 
-    def _start_answer(self, conversation_id: int, answer: S.Message | None = None) -> None:
+    def _start_answer(self, conversation_id: int, answer: S.Message | None = None, vary: bool = False) -> None:
         settings = self.conversation_settings(conversation_id)
+        if vary:
+            settings = varied(settings)
         messages = self.history(conversation_id)
         if answer is None:
             try:
@@ -494,8 +510,7 @@ class ChatController(QObject):
         self._flush()
         self._flush_timer.stop()
         self._save_timer.stop()
-        self.stats.flush()
-        stats = {**active.reading, **self.stats.summary(extra.get("generated_tokens")), **active.thinking, **extra}
+        stats = {**active.reading, **self.stats.finish(extra.get("generated_tokens")), **active.thinking, **extra}
         final = {"content": active.text, "reasoning": active.reasoning, "status": status, "stats": stats}
         try:
             self.store.update_message(active.message_id, **final)

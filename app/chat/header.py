@@ -37,8 +37,11 @@ class ElidedLabel(QLabel):
         self.setText(self.fontMetrics().elidedText(self.full_text, Qt.TextElideMode.ElideRight, max(self.width(), 40)))
 
 
-MIN_TITLE_PX = 140  # the title keeps this much of a narrow window; the model's name gives way first
+MIN_TITLE_PX = 96  # the title keeps this much of a narrow window; the model's name gives way first
 MAX_MODEL_PX = 220
+MIN_MODEL_PX = 64  # the model's name elides down to this much
+COMPACT_PX = 600  # below this width the header drops words it can spare: Chat settings becomes its icon, the
+# context meter its bar (both say it all on hover), so the chat settings panel fits beside it on a 1024 px screen
 
 
 class ChatHeader(QFrame):
@@ -60,6 +63,9 @@ class ChatHeader(QFrame):
         self.model_button.setObjectName("modelChip")
         self.model_button.setAccessibleName("Model")
         self.model_button.clicked.connect(self.model_switch_requested)
+        self.model_button.setMinimumWidth(MIN_MODEL_PX)
+        self.model_button.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
+        self._model_name = ""
         self.context_meter = ContextMeter()
         self.settings_button = QToolButton()
         self.settings_button.setText("Chat settings")
@@ -94,7 +100,31 @@ class ChatHeader(QFrame):
     def set_model(self, name: str, details: str) -> None:
         """The model in use as people call it ("SmolLM2 135M (built-in)", "beta-13b on GPU box"); the paths
         in the tooltip."""
-        shown = self.model_button.fontMetrics().elidedText(name, Qt.TextElideMode.ElideRight, MAX_MODEL_PX)
-        self.model_button.setText(f"{shown}  ▾")
+        self._model_name = name
         self.model_button.setToolTip(details)
         self.model_button.setAccessibleDescription(name)
+        self._fit()
+
+    def resizeEvent(self, event) -> None:  # noqa: ANN001 - Qt signature
+        super().resizeEvent(event)
+        self._fit()
+
+    def _fit(self) -> None:
+        """Words as the width allows: compact below COMPACT_PX, the model's name elided to what is left
+        beside the title's minimum and the buttons (never more than MAX_MODEL_PX)."""
+        compact = self.width() < COMPACT_PX
+        style = Qt.ToolButtonStyle.ToolButtonIconOnly if compact else Qt.ToolButtonStyle.ToolButtonTextBesideIcon
+        if self.settings_button.toolButtonStyle() != style:
+            self.settings_button.setToolButtonStyle(style)
+        self.context_meter.set_compact(compact)
+        layout = self.layout()
+        margins = layout.contentsMargins()
+        others = sum(w.sizeHint().width() for w in (self.context_meter, self.settings_button, self.export_button))
+        spare = (self.width() - margins.left() - margins.right() - 4 * layout.spacing() - MIN_TITLE_PX - others
+                 - 2 * self.title_label.fontMetrics().averageCharWidth())
+        chrome = self.model_button.sizeHint().width() - self.model_button.fontMetrics().horizontalAdvance(
+            self.model_button.text())  # the chip's padding and border
+        room = max(MIN_MODEL_PX - chrome, min(MAX_MODEL_PX, spare - chrome - 24))
+        shown = self.model_button.fontMetrics().elidedText(self._model_name, Qt.TextElideMode.ElideRight, room)
+        if self.model_button.text() != f"{shown}  ▾":
+            self.model_button.setText(f"{shown}  ▾")

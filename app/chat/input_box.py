@@ -10,10 +10,15 @@ MIN_LINES, MAX_LINES = 2, 8
 
 
 class InputBox(QPlainTextEdit):
-    submitted = Signal(str)
+    """Enter submits, Shift+Enter adds a line; with `cancellable`, Esc emits `cancelled` (a message edited in
+    place: the window's Esc shortcut, Stop, is off then, as nothing streams while a message is edited)."""
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    submitted = Signal(str)
+    cancelled = Signal()
+
+    def __init__(self, parent: QWidget | None = None, cancellable: bool = False) -> None:
         super().__init__(parent)
+        self.cancellable = cancellable
         self.setPlaceholderText("Message")  # the keys are in the hint under the box
         self.setAccessibleName("Message input")
         self.setAccessibleDescription("Type a message. Enter sends it, Shift+Enter starts a new line.")
@@ -23,6 +28,10 @@ class InputBox(QPlainTextEdit):
         self._fit()
 
     def keyPressEvent(self, event: QKeyEvent) -> None:
+        if self.cancellable and event.key() == Qt.Key.Key_Escape:
+            self.cancelled.emit()
+            event.accept()
+            return
         if event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter):
             if event.modifiers() & Qt.KeyboardModifier.ShiftModifier:
                 self.insertPlainText("\n")

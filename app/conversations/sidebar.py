@@ -113,8 +113,13 @@ class ConversationList(QWidget):
                            "No chats yet. Type a message to start one.")
         self.empty.setVisible(empty)
         self.view.setVisible(not empty)
+        self._enable_actions()
+
+    def _enable_actions(self) -> None:
+        """Rename and Delete act on the open chat: off while it is not in the list (a search hides it)."""
+        shown = self.current_id() is not None and self.view.isVisibleTo(self)
         for action in (self.rename_button, self.delete_button):
-            action.setEnabled(not empty)
+            action.setEnabled(shown)
 
     def current_id(self) -> int | None:
         index = self.view.currentIndex()
@@ -132,6 +137,7 @@ class ConversationList(QWidget):
                 self.view.selectionModel().clear()
         finally:
             self._quiet = False
+        self._enable_actions()
 
     def rename_current(self) -> None:
         index = self.view.currentIndex()
@@ -145,6 +151,7 @@ class ConversationList(QWidget):
             self.delete_requested.emit(conversation_id)
 
     def _current_changed(self, current: QModelIndex, _previous: QModelIndex) -> None:
+        self._enable_actions()
         if self._quiet or not current.isValid():
             return
         conversation_id = self.model.id_at(current.row())

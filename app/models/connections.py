@@ -17,16 +17,17 @@ from typing import Any
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
-    QComboBox, QDialog, QFormLayout, QHBoxLayout, QLabel, QLineEdit, QVBoxLayout, QWidget,
+    QDialog, QFormLayout, QHBoxLayout, QLabel, QLineEdit, QVBoxLayout, QWidget,
 )
 
-from app.chat.view import sentence
+from app.chat.message_words import sentence
 from app.engine.connections import endpoint_of, own_api_server_words
 from app.models.wizard.pair_list import Card, CardList, badge, label
 from app.settings.schema import AppSettings, RemoteEndpoint
 from app.system.background import BackgroundCall
 from app.theme.icons import themed
 from app.window.buttons import LINK, PRIMARY, SECONDARY, button, footer
+from app.window.wheel_guard import NoWheelComboBox
 from core.errors import InvalidSettingError, RemoteError
 from core.remote.check import EndpointCheck, check_endpoint, list_models
 from core.remote.endpoint import Endpoint
@@ -122,7 +123,7 @@ class EndpointDialog(QDialog):
         self.model_row = QWidget()
         model_form = QFormLayout(self.model_row)
         model_form.setContentsMargins(0, 0, 0, 0)
-        self.model_box = QComboBox()
+        self.model_box = NoWheelComboBox()
         self.model_box.setAccessibleName("Model on this server")
         model_form.addRow("Model", self.model_box)
         self.model_row.hide()
@@ -234,7 +235,7 @@ class ConnectionsPage(QWidget):
         self.model_row = QWidget()
         model_line = QHBoxLayout(self.model_row)
         model_line.setContentsMargins(0, 0, 0, 0)
-        self.model_box = QComboBox()
+        self.model_box = NoWheelComboBox()
         self.model_box.setAccessibleName("Model on this server")
         self.model_box.setMinimumWidth(260)
         self.model_status = label("", muted=True)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Callable
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QDialog, QFileDialog, QHBoxLayout, QLabel, QMenu, QTabWidget, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QDialog, QFileDialog, QHBoxLayout, QLabel, QMenu, QSizePolicy, QTabWidget, QVBoxLayout, QWidget
 
 from app.models.connections import ConnectionsPage
 from app.models.choice import choose, imported_models, installed_pairs, pair_paths
@@ -99,6 +99,8 @@ class ModelManager(QDialog):
         self.message.setTextFormat(Qt.TextFormat.PlainText)
         self.message.setWordWrap(True)
         self.message.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        # a long path or error wraps in the width there is: it never widens the dialog nor moves its buttons
+        self.message.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Minimum)
         layout.addWidget(self.message)
         self.close_button = button("Close", SECONDARY)
         self.close_button.clicked.connect(self.reject)
@@ -277,7 +279,7 @@ class ModelManager(QDialog):
         """Check and copy `source` into the models folder off the GUI thread; a bad one is refused here."""
         from core.models.importing import import_model
 
-        self.message.setText(f"Importing {source}…")
+        self.message.setText(f"Importing {source.name}…")
         call = BackgroundCall(lambda: import_model(source, self.models_dir), self)
         call.done.connect(lambda path: (self.message.setText(f"Imported {Path(path).name}."), self.refresh()))
         call.failed.connect(lambda text: self.message.setText(f"Not imported: {text}"))

@@ -13,22 +13,24 @@ from __future__ import annotations
 import dataclasses
 
 from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import (
-    QComboBox, QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QToolButton, QVBoxLayout, QWidget,
+    QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QToolButton, QVBoxLayout, QWidget,
 )
 
+from app.chat.message_words import WORDS_PER_TOKEN
 from app.settings.fields import ChoiceField, OptionalNumberField, SliderField, StepsField, help_line, scrolled_body
 from app.settings.presets import SYSTEM_PRESETS, preset_for
 from app.settings.schema import BudgetMode, ConversationSettings, Method
 from app.theme.icons import themed
 from app.theme.tokens import SPACE
 from app.window.buttons import LINK, button
+from app.window.wheel_guard import NoWheelComboBox
 
 PANEL_WIDTH_PX = 340
 ANSWER_LENGTHS = (64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
 TREE_BUDGETS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
 PROMPT_SAVE_MS = 400  # typing in the system prompt is saved once the typing pauses
-WORDS_PER_TOKEN = 0.75
 
 METHOD_CHOICES = (
     ("Automatic (fastest here)", Method.AUTO), ("SpecExec (the draft guesses ahead)", Method.SPECEXEC),
@@ -90,7 +92,7 @@ class ChatSettingsPanel(QFrame):
         prompt_top = QHBoxLayout()
         prompt_label = QLabel("System prompt")
         prompt_label.setObjectName("fieldName")
-        self.preset = QComboBox()
+        self.preset = NoWheelComboBox()
         self.preset.setAccessibleName("System prompt preset")
         self.preset.addItems(list(SYSTEM_PRESETS))
         self.preset.addItem("Custom")
@@ -211,6 +213,13 @@ class ChatSettingsPanel(QFrame):
             seed=self.seed.value(),
             method=Method(self.method.value()),
         ).validated()
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:
+        """Esc closes the panel (the focus is in it; while an answer streams, Esc stops it first)."""
+        if event.key() == Qt.Key.Key_Escape:
+            self.closed.emit()
+            return
+        super().keyPressEvent(event)
 
     def flush(self) -> None:
         """Save a system prompt still being typed (the panel closes, or another chat opens)."""

@@ -13,10 +13,11 @@ from collections.abc import Callable, Sequence
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QIntValidator
 from PySide6.QtWidgets import (
-    QComboBox, QFrame, QHBoxLayout, QLabel, QLineEdit, QScrollArea, QSlider, QVBoxLayout, QWidget,
+    QFrame, QHBoxLayout, QLabel, QLineEdit, QScrollArea, QVBoxLayout, QWidget,
 )
 
 from app.theme.tokens import SPACE
+from app.window.wheel_guard import NoWheelComboBox, NoWheelSlider
 
 
 def help_line(text: str) -> QLabel:
@@ -78,7 +79,7 @@ class _SliderChoice(Field):
     changed = Signal()
 
     def __init__(self, name: str, words: Callable, help_text: str, parent: QWidget | None) -> None:
-        self.slider = QSlider(Qt.Orientation.Horizontal)
+        self.slider = NoWheelSlider(Qt.Orientation.Horizontal)  # the wheel scrolls the page past it
         super().__init__(name, self.slider, help_text, parent)
         self.words = words
 
@@ -151,7 +152,7 @@ class ChoiceField(Field):
 
     def __init__(self, name: str, choices: Sequence[tuple[str, object]], value: object, help_text: str = "",
                  parent: QWidget | None = None) -> None:
-        self.combo = QComboBox()
+        self.combo = NoWheelComboBox()
         super().__init__(name, self.combo, help_text, parent)
         for label, data in choices:
             self.combo.addItem(label, data)

@@ -13,8 +13,10 @@ import dataclasses
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import (
-    QFileDialog, QFrame, QHBoxLayout, QLabel, QLineEdit, QMenu, QToolButton, QVBoxLayout, QWidget,
+    QAbstractButton, QApplication, QFileDialog, QFrame, QHBoxLayout, QLabel, QLineEdit, QMenu, QToolButton, QVBoxLayout,
+    QWidget,
 )
 
 from app.api.settings_row import ApiServerSettingsRow
@@ -117,6 +119,7 @@ class SettingsPage(QFrame):
 
     saved = Signal(object)  # AppSettings
     cancelled = Signal()
+    theme_previewed = Signal(object)  # Theme: shown at once, kept by Save, undone by Cancel
     models_requested = Signal()  # "Model manager" in the Model section
 
     def __init__(self, settings: AppSettings, parent: QWidget | None = None, has_gpu: bool | None = None,
@@ -199,6 +202,10 @@ class SettingsPage(QFrame):
         self.save_button = button("Save", PRIMARY)
         self.cancel_button.clicked.connect(self.cancelled)
         self.save_button.clicked.connect(self.accept)
+        self.save_button.setToolTip("Save (Ctrl+S or Enter)")
+        save = QShortcut(QKeySequence.StandardKey.Save, self, self.accept)
+        save.setContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
+        self.theme.changed.connect(lambda: self.theme_previewed.emit(Theme(self.theme.value())))
         bar = QFrame()
         bar.setObjectName("pageFooter")
         bar_column = QVBoxLayout(bar)
@@ -237,8 +244,16 @@ class SettingsPage(QFrame):
         return True
 
     def keyPressEvent(self, event) -> None:  # noqa: ANN001 - Qt signature
+        """Esc cancels; Enter (outside a button, which Enter presses) saves, as Ctrl+S does."""
         if event.key() == Qt.Key.Key_Escape:
             self.cancelled.emit()
+            return
+        if event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter):
+            focus = QApplication.focusWidget()
+            if isinstance(focus, QAbstractButton):  # Enter on Cancel cancels
+                focus.click()
+            else:
+                self.accept()
             return
         super().keyPressEvent(event)
 

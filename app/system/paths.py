@@ -34,6 +34,11 @@ class AppPaths:
         return self.config_dir / "settings.json"
 
     @property
+    def window_file(self) -> Path:
+        """Where the main window was, and how big (app.window.geometry)."""
+        return self.config_dir / "window.json"
+
+    @property
     def log_file(self) -> Path:
         return self.log_dir / "specexec-desktop.log"
 

@@ -10,12 +10,11 @@ from __future__ import annotations
 import dataclasses
 import logging
 from html import escape
-from pathlib import Path
 
-from PySide6.QtCore import QSize, Qt, QUrl
-from PySide6.QtGui import QAction, QCloseEvent, QDesktopServices, QGuiApplication, QKeySequence
+from PySide6.QtCore import QSize, Qt
+from PySide6.QtGui import QCloseEvent, QGuiApplication
 from PySide6.QtWidgets import (
-    QFileDialog, QHBoxLayout, QMainWindow, QSizePolicy, QSplitter, QStackedWidget, QVBoxLayout, QWidget,
+    QHBoxLayout, QMainWindow, QSizePolicy, QSplitter, QStackedWidget, QVBoxLayout, QWidget,
 )
 
 from app.system import resources
@@ -25,22 +24,24 @@ from app.chat.controller import ChatController
 from app.chat.header import ChatHeader
 from app.chat.tool_servers import ToolServers
 from app.chat.tool_turns import TOOLS_CONFIG_NAME
-from app.chat.view import ChatView, sentence
+from app.chat.message_words import sentence
+from app.chat.view import ChatView
 from app.chat.composer import SEND, STOP, Composer
 from app.conversations.sidebar import ConversationList
-from app.system.diagnostics import diagnostics_text
 from app.engine.bridge import CRASHED, FAILED, EngineBridge, EngineStatus
-from app.engine.connections import connection_factory, connection_key, source_words
-from app.conversations.export import FORMATS, suggested_file_name, to_json, to_markdown, write_export
+from app.engine.connections import connection_factory, source_words
 from app.models.manager import ModelManager, model_pair_name
 from app.system.paths import AppPaths
-from app.settings.schema import AppSettings, ConversationSettings, Method, load_settings, save_settings, to_dict
+from app.settings.schema import AppSettings, Method, load_settings, save_settings
 from app.settings.chat_panel import ChatSettingsPanel
 from app.settings.settings_page import SettingsPage
-from app.settings.tool_servers_section import ToolServersSection
-from app.window.confirm import ConfirmDialog, confirm_box, confirm_destructive
+from app.window.confirm import ConfirmDialog, confirm_destructive
 from app.window.status_bar import AppStatusBar
 from app.window.toast import Toast
+from app.window.file_actions import FileActionsMixin
+from app.window.geometry import restore_geometry, save_geometry
+from app.window.menus import MenusMixin
+from app.window.settings_host import SettingsHostMixin
 from app.conversations.store import Store
 from app.models.wizard.wizard import FirstRunWizard
 from core.engine import protocol as P
@@ -61,7 +62,10 @@ def default_size(available: QSize | None) -> tuple[int, int]:
     return min(width, int(available.width() * 0.9)), min(height, int(available.height() * 0.9))
 
 
-class MainWindow(QMainWindow):
+class MainWindow(MenusMixin, SettingsHostMixin, FileActionsMixin, QMainWindow):
+    """The sidebar, the chat, the status bar; menus (menus.py), settings (settings_host.py) and file actions
+    (file_actions.py) come from their mixins."""
+
     def __init__(
         self,
         paths: AppPaths | None = None,
@@ -88,6 +92,7 @@ class MainWindow(QMainWindow):
         self.setWindowTitle("SpecExec Desktop")
         self.setWindowIcon(resources.icon("app"))
         self.resize(*default_size(self.screen().availableGeometry().size() if self.screen() else None))
+        restore_geometry(self, self.paths.window_file)  # where it was last time, if that is known
         self._build()
         self._build_menus()
         self._connect()
@@ -99,6 +104,7 @@ class MainWindow(QMainWindow):
             self.bridge.start(self.settings.load_request())
         self.api_server = ApiServerHost(self.bridge, self)
         self.api_server.notice.connect(self._notice)
+        self.api_server.serving.connect(self.status_line.show_api_server)
         self.api_server.apply(self.settings)
         self._show_model_pair()
         self._engine_status(self.bridge.status)
@@ -107,6 +113,7 @@ class MainWindow(QMainWindow):
         if self.store.recovered:
             self.toast.show_message(f"{self.store.recovered} answer(s) cut off by a crash were kept, marked "
                                     "interrupted", 10000)
+        self.input.setFocus()  # the first words typed go into the message box (given once the window shows)
 
     # -- layout --------------------------------------------------------------------------------------------
 
@@ -114,7 +121,7 @@ class MainWindow(QMainWindow):
         c = self.controller
         self.sidebar = ConversationList(c.conversations)
         self.sidebar.setObjectName("sidebar")
-        self.sidebar.setMinimumWidth(SIDEBAR_MIN_PX)
+        self.sidebar.setMinimumWidth(max(SIDEBAR_MIN_PX, self.sidebar.minimumSizeHint().width()))  # no clipped button
         chat = QWidget()
         chat.setObjectName("chatPane")
         column = QVBoxLayout(chat)
@@ -161,6 +168,7 @@ class MainWindow(QMainWindow):
         self.settings_page: SettingsPage | None = None
         self.status_line = AppStatusBar(self.bridge, c.stats, self)
         self.setStatusBar(self.status_line)
+        self.pages.currentChanged.connect(lambda _page: self.status_line.close_details())  # Settings covers it
         self.toast = Toast(chat)  # transient feedback, over the bottom of the chat
         # Keyboard order: sidebar (new, search, list, rename, delete) -> header -> input -> send
         QWidget.setTabOrder(self.sidebar.delete_button, self.header.model_button)
@@ -169,45 +177,6 @@ class MainWindow(QMainWindow):
         QWidget.setTabOrder(self.header.export_button, self.input)
         QWidget.setTabOrder(self.input, self.send_button)
         QWidget.setTabOrder(self.send_button, self.composer.think_button)
-
-    def _action(self, menu, text: str, slot, shortcut: str | QKeySequence.StandardKey | None = None) -> QAction:
-        action = QAction(text, self)
-        if shortcut is not None:
-            action.setShortcut(QKeySequence(shortcut))
-        action.triggered.connect(slot)
-        menu.addAction(action)
-        return action
-
-    def _build_menus(self) -> None:
-        """One name for each thing, the same as on the buttons: a chat, the chat's settings, the models."""
-        bar = self.menuBar()
-        file = bar.addMenu("&File")
-        self.new_action = self._action(file, "&New chat", self.new_conversation, QKeySequence.StandardKey.New)
-        self._action(file, "&Settings…", lambda: self.open_settings(), "Ctrl+,")
-        file.addSeparator()
-        self._action(file, "&Quit", self.close, QKeySequence.StandardKey.Quit)
-        chat = bar.addMenu("&Chat")
-        self._action(chat, "Search chats", lambda: self.sidebar.search.setFocus(), QKeySequence.StandardKey.Find)
-        self._action(chat, "&Rename chat", self.sidebar.rename_current, "F2")
-        self._action(chat, "&Delete chat…", self._delete_current)
-        self._action(chat, "Chat &settings", self.open_conversation_settings, "Ctrl+Shift+S")
-        chat.addSeparator()
-        self.stop_action = self._action(chat, "S&top the answer", self._escape, "Esc")
-        self.regenerate_action = self._action(chat, "Re&generate the answer", self.controller.regenerate, "Ctrl+R")
-        self._action(chat, "&Copy the last answer", self.copy_last_answer, "Ctrl+Shift+C")
-        self._action(chat, "Export as &Markdown…", lambda: self.export_conversation_dialog("markdown"))
-        self._action(chat, "Export as &JSON…", lambda: self.export_conversation_dialog("json"))
-        chat.addSeparator()
-        self._action(chat, "Go to the message box", lambda: self.input.setFocus(), "Ctrl+L")
-        models = bar.addMenu("&Models")
-        self._action(models, "&Model manager…", self.open_model_manager, "Ctrl+M")
-        self._action(models, "&Set-up wizard…", lambda: self.open_wizard())
-        models.addSeparator()
-        self._action(models, "&Restart engine", self.restart_engine)
-        help_menu = bar.addMenu("&Help")
-        self._action(help_menu, "Open &logs folder", self.open_logs_folder)
-        self._action(help_menu, "&Copy diagnostics", self.copy_diagnostics)
-        self._action(help_menu, "&About SpecExec Desktop", self.about)
 
     def _connect(self) -> None:
         c, b = self.controller, self.bridge
@@ -316,8 +285,10 @@ class MainWindow(QMainWindow):
             self.chat_view.set_welcome(f"{name} runs on this computer: nothing you type leaves it.")
 
     def _use_suggestion(self, text: str) -> None:
+        """A suggestion is a message: sent at once, as chat apps do (it stays in the box if it cannot be)."""
         self.input.setPlainText(text)
         self.input.setFocus()
+        self.send(text)
 
     def _show_speculation_items(self) -> None:
         """The tree budget, tokens per pass and their chart only where answers are speculative: a draft is
@@ -439,88 +410,6 @@ class MainWindow(QMainWindow):
         else:
             self.bridge.restart()
 
-    # -- settings ------------------------------------------------------------------------------------------
-
-    def open_settings(self, has_gpu: bool | None = None) -> SettingsPage:
-        """Settings as a page over the chat (Save or Cancel brings the chat back); `has_gpu`: shown as on a
-        computer with (True) or without an NVIDIA GPU, instead of asking the driver."""
-        if self.settings_page is not None:
-            return self.settings_page
-        tools = ToolServersSection(self.paths.config_dir / TOOLS_CONFIG_NAME, self.controller.toolbox)
-        page = SettingsPage(self.settings, self, has_gpu, tools)
-        page.saved.connect(lambda settings: (self.close_settings(), self.apply_settings(settings)))
-        page.cancelled.connect(self.close_settings)
-        page.models_requested.connect(lambda: (self.close_settings(), self.open_model_manager()))
-        self.pages.addWidget(page)
-        self.pages.setCurrentWidget(page)
-        page.target.edit.setFocus()
-        self.settings_page = page
-        return page
-
-    def close_settings(self) -> None:
-        page, self.settings_page = self.settings_page, None
-        if page is not None:
-            self.pages.setCurrentIndex(0)
-            self.pages.removeWidget(page)
-            page.deleteLater()
-
-    def apply_settings(self, settings: AppSettings) -> None:
-        """Save new app settings; reload the models if the pair or memory settings changed."""
-        old = self.settings
-        self.settings = settings
-        self.controller.app_settings = settings
-        save_settings(settings, self.paths.settings_file)
-        self.api_server.apply(settings)
-        self._show_model_pair()
-        if connection_key(settings) != connection_key(old):  # this computer <-> a server, or another server
-            self.bridge.connect(connection_factory(settings), settings.load_request())
-        elif settings.load_request() != old.load_request() or self.bridge.status.state == FAILED:
-            self.bridge.load(settings.load_request())
-        if self.theme is not None and settings.theme != old.theme:
-            self.theme.apply(settings.theme)
-
-    def open_conversation_settings(self) -> None:
-        self.show_conversation_settings(True)
-
-    def toggle_conversation_settings(self) -> None:
-        self.show_conversation_settings(not self.chat_settings.isVisible())
-
-    def show_conversation_settings(self, shown: bool) -> None:
-        """The chat settings panel at the window's right, open or closed; the header's button says which."""
-        if not shown:
-            self.chat_settings.flush()
-        self.chat_settings.setVisible(shown)
-        self.conversation_settings_button.setChecked(shown)
-        if shown:
-            self.chat_settings.temperature.slider.setFocus()
-
-    def _conversation_settings_changed(self, conversation_id: int | None, settings: ConversationSettings) -> None:
-        """An edit in the panel or the Think switch: saved to its chat at once (a chat is made if there is
-        none yet; opening it showed the defaults, so the panel and the switch then show what was saved)."""
-        self.controller.set_conversation_settings(settings, conversation_id)
-        if conversation_id is None:
-            self.chat_settings.set_settings(self.controller.conversation_settings(), self.controller.conversation_id)
-        self._show_think_switch()
-        self._show_speculation_items()
-
-    def _reset_conversation_settings(self) -> None:
-        defaults = self.controller.conversation_defaults()
-        self.chat_settings.set_settings(defaults, self.controller.conversation_id)
-        self._conversation_settings_changed(self.controller.conversation_id, defaults)
-        self.toast.show_message("This chat's settings are back to the defaults", 3000)
-
-    def _think_changed(self, on: bool) -> None:
-        """The Think switch beside the message box: one of the chat's settings (the panel shows the others)."""
-        self.chat_settings.flush()  # a system prompt still being typed is saved first, not lost
-        settings = dataclasses.replace(self.controller.conversation_settings(), thinking=on)
-        self.chat_settings.set_settings(settings, self.controller.conversation_id)
-        self._conversation_settings_changed(self.controller.conversation_id, settings)
-
-    def _show_think_switch(self) -> None:
-        """The Think switch only for a model whose template can turn thinking off, in the open chat's position."""
-        self.composer.set_think_switch(self.controller.thinking_control() == "switchable",
-                                       self.controller.conversation_settings().thinking)
-
     # -- models (app/models/manager.py, app/models/wizard/) ---------------------------------------------------------
 
     def open_model_manager(self) -> ModelManager:
@@ -536,6 +425,7 @@ class MainWindow(QMainWindow):
     def switch_models(self, settings: AppSettings) -> None:
         """Use another (already checked) pair: saved, the engine reloads it, the chat says so; conversations stay."""
         self.apply_settings(settings)
+        self.controller.stats.reset()  # the last answer's speed was the other model's
         if settings.remote_endpoint() is not None:
             self.toast.show_message(f"Switched to {source_words(settings)}: connecting", 6000)
         else:
@@ -562,77 +452,6 @@ class MainWindow(QMainWindow):
         elif wizard.done_page.loaded:  # cancelled after it loaded another pair: back to the saved one
             self.bridge.load(self.settings.load_request())
 
-    # -- help ----------------------------------------------------------------------------------------------
-
-    def diagnostics(self, with_gpu: bool = True) -> str:
-        secret = ("defaults", "api_server_key")  # the key never goes into a bug report
-        flat = {k: v for k, v in to_dict(self.settings).items() if k not in secret}
-        paths = {f.name: str(getattr(self.paths, f.name)) for f in dataclasses.fields(self.paths)}
-        paths["log file"] = str(self.paths.log_file)
-        from app.system.gpu_check import diagnostics_section, read_report
-
-        return diagnostics_text(self.bridge.describe(), flat, paths, with_gpu=with_gpu,
-                                gpu_check=diagnostics_section(read_report(self.paths.log_dir)))
-
-    def copy_diagnostics(self) -> None:
-        QGuiApplication.clipboard().setText(self.diagnostics())
-        self.toast.show_message("Diagnostics copied: paste them into your bug report", 4000)
-
-    def open_logs_folder(self) -> None:
-        """Open the logs folder in the file manager; where none can (no file manager, a bare window
-        manager), show its path to copy instead of failing silently."""
-        self.paths.log_dir.mkdir(parents=True, exist_ok=True)
-        if QDesktopServices.openUrl(QUrl.fromLocalFile(str(self.paths.log_dir))):
-            return
-        box = confirm_box(self, "Logs folder", f"No file manager could open the logs folder. It is here:\n\n"
-                                               f"{self.paths.log_dir}", "Copy path", destructive=False, cancel="Close")
-        box.accepted.connect(lambda: QGuiApplication.clipboard().setText(str(self.paths.log_dir)))
-        self.logs_dialog = box
-        box.open()
-
-    # -- export --------------------------------------------------------------------------------------------
-
-    def export_text(self, kind: str) -> str:
-        """The open conversation as `kind` ("markdown" | "json")."""
-        cid = self.controller.conversation_id
-        row = self.store.conversation(cid) if cid is not None else None
-        if row is None:
-            raise ValueError("there is no conversation to export")
-        messages = self.store.messages(cid)
-        settings = self.controller.conversation_settings(cid)
-        if kind == "json":
-            return to_json(row, messages, to_dict(settings))
-        return to_markdown(row, messages, settings.system_prompt)
-
-    def export_conversation(self, path: Path, kind: str) -> None:
-        write_export(path, self.export_text(kind))
-        self.toast.show_message(f"Exported the chat to {path}", 6000)
-
-    def export_conversation_dialog(self, kind: str) -> None:
-        cid = self.controller.conversation_id
-        row = self.store.conversation(cid) if cid is not None else None
-        if row is None:
-            self.toast.show_message("Nothing to export yet: start a chat first", 4000)
-            return
-        suffix = FORMATS[kind]
-        start = str(Path.home() / suggested_file_name(row.title, kind))
-        name, _ = QFileDialog.getSaveFileName(self, "Export conversation", start,
-                                              f"{'Markdown' if kind == 'markdown' else 'JSON'} (*{suffix})")
-        if name:
-            path = Path(name) if name.endswith(suffix) else Path(name + suffix)
-            try:
-                self.export_conversation(path, kind)
-            except OSError as error:
-                self.toast.show_message(f"Not exported: could not write {path} ({error.strerror or error})", 8000)
-
-    def about(self) -> None:
-        from app import __version__
-
-        confirm_box(self, "About SpecExec Desktop",
-                    f"Version {__version__}.\n\nChat with a big model on your own computer: it keeps the model's "
-                    "weights in RAM, streams them to the graphics card, and a small draft model guesses ahead so "
-                    "answers come faster.", None, cancel="Close").exec()
-
     # -- closing -------------------------------------------------------------------------------------------
 
     def _escape(self) -> None:
@@ -650,6 +469,8 @@ class MainWindow(QMainWindow):
             self.toast.show_message("MCP servers not started: " + "; ".join(failures.values()), 8000)
 
     def closeEvent(self, event: QCloseEvent) -> None:
+        self.status_line.close_details()  # its Esc / click-outside watch ends with it
+        save_geometry(self, self.paths.window_file)
         self.api_server.stop(quiet=True)
         self.controller.detach()
         self.tool_servers.close()

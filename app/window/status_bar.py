@@ -14,14 +14,15 @@ from PySide6.QtGui import QColor, QPainter
 from PySide6.QtWidgets import QFrame, QLabel, QSizePolicy, QStatusBar, QToolButton, QVBoxLayout, QWidget
 
 from app.chat.answer_stats import AnswerStats
+from app.chat.message_words import WORDS_PER_TOKEN
 from app.engine.bridge import CRASHED, FAILED, GENERATING, IDLE, LOADING, READY, STARTING, EngineBridge, EngineStatus
 from app.theme.icons import themed
 from app.theme.tokens import SPACE, current
+from app.window.dismiss import Dismisser
 from core.engine import protocol as P
 
 MAX_BARS = 48
 DETAILS_WIDTH_PX = 360
-WORDS_PER_TOKEN = 0.75
 
 
 class ElidingLabel(QLabel):
@@ -218,10 +219,16 @@ class AppStatusBar(QStatusBar):
         self.speed_button.setToolTip("Speed details: tokens per second, per pass, and why this method")
         self.speed_button.setCursor(Qt.CursorShape.PointingHandCursor)
         themed(self.speed_button, "gauge", "muted_text", size=14)
+        self.api_label = QLabel()  # "API server on 127.0.0.1:8000" while it runs (not a toast over the chat)
+        self.api_label.setObjectName("apiServerLine")
+        self.api_label.setAccessibleName("API server")
+        self.api_label.hide()
+        self.addPermanentWidget(self.api_label)
         self.addPermanentWidget(self.speed_button)
         self.details = SpeedDetails(bridge, stats, window)
         self.details.hide()
         self.speed_button.toggled.connect(self._toggle_details)
+        self._dismisser = Dismisser(self.details, self.speed_button, self.close_details)
         window.installEventFilter(self)
         bridge.status_changed.connect(self.show_status)
         stats.changed.connect(self._show_speed)
@@ -242,6 +249,14 @@ class AppStatusBar(QStatusBar):
         self.state_label.style().unpolish(self.state_label)  # re-apply the stylesheet ([alert="true"])
         self.state_label.style().polish(self.state_label)
 
+    def show_api_server(self, url: str | None) -> None:
+        """The local API server's address while it runs; nothing once it stopped."""
+        if url:
+            self.api_label.setText(f"API server on {url.removeprefix('http://').rstrip('/')}")
+            self.api_label.setToolTip(f"Other programs on this computer can use the model at {url}/v1 "
+                                      "(OpenAI API). Settings > Local API server turns it off.")
+        self.api_label.setVisible(bool(url))
+
     def state_text(self) -> str:
         return self.state_label.full_text
 
@@ -253,7 +268,14 @@ class AppStatusBar(QStatusBar):
             self.details.adjustSize()
             self._place_details()
             self.details.raise_()
+            self._dismisser.start()
+        else:
+            self._dismisser.stop()
         self.details.setVisible(shown)
+
+    def close_details(self) -> None:
+        """Close the card (Esc, a click outside it, another page over the chat)."""
+        self.speed_button.setChecked(False)
 
     def _place_details(self) -> None:
         """Above the speed button, right-aligned with the window's edge."""

@@ -6,8 +6,9 @@ the system prompt; /system alone clears it), /help, /quit. Ctrl-C stops the curr
 already shown stay in the history) but not the program; Ctrl-D (end of input) leaves.
 
 When stdin is not a terminal, each input line is answered in turn (one answer per output line, no prompts)
-and the command exits at the end of input: 0 if every turn was answered, 1 otherwise. Loading steps (and
-where an offloaded target's layers went) are reported on stderr in both modes.
+and the command exits at the end of input: 0 if every turn was answered, 1 otherwise. Loading is one line on
+stderr ("Loading the model… 40%"); --verbose reports each step instead (files read, conversions, where an
+offloaded target's layers went).
 
 `--mcp-config FILE` gives the model tools: the MCP servers of FILE (the common {"mcpServers": {...}} JSON of
 LM Studio, Claude Desktop and Jan) are started before the model loads, their tools are shown to the model
@@ -33,6 +34,7 @@ import signal
 import sys
 import threading
 from contextlib import contextmanager
+from typing import TextIO
 
 from core.cli.options import add_generation_arguments, decoding_settings, engine_load_settings, sampling_params
 from core.cli.thinking_output import ThinkingPrinter, add_thinking_arguments, template_kwargs
@@ -51,6 +53,8 @@ HELP = "commands: /reset (new conversation), /system TEXT (system prompt), /help
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_generation_arguments(parser)
     parser.add_argument("--system", default=None, help="system prompt")
+    parser.add_argument("--verbose", action="store_true",
+                        help="report every loading step (which file is read, how the weights are converted)")
     add_thinking_arguments(parser)
     tools = parser.add_argument_group("tools (MCP servers the model may call)")
     tools.add_argument("--mcp-config", default=None, metavar="FILE",
@@ -62,6 +66,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     remote.add_argument("--api-key", default=None, metavar="KEY",
                         help="the server's API key (default: the key saved for that address in the app, else none)")
     remote.add_argument("--model", default="", metavar="M", help="the server's model (default: the first it lists)")
+
+
+class LoadReport:
+    """What loading says on stderr: one line, "Loading the model… 40%", kept up to date on a terminal; each
+    engine step (files read, weights converted, their paths) only with --verbose."""
+
+    def __init__(self, verbose: bool, stream: TextIO) -> None:
+        self.verbose, self.stream = verbose, stream
+        self.terminal = stream.isatty()
+        self.said = False
+
+    def __call__(self, event: P.LoadProgress) -> None:
+        if self.verbose:
+            print(event.stage, file=self.stream, flush=True)
+            return
+        percent = f" {event.fraction * 100:.0f}%" if event.fraction is not None else ""
+        if self.terminal:
+            print(f"\rLoading the model…{percent}   ", end="", file=self.stream, flush=True)
+        elif not self.said:
+            print("Loading the model…", file=self.stream, flush=True)
+        self.said = True
+
+    def done(self) -> None:
+        if self.said and self.terminal and not self.verbose:
+            print(file=self.stream, flush=True)  # end the progress line
 
 
 class _Interrupt:
@@ -319,15 +348,17 @@ def run(args: argparse.Namespace) -> int:
         tools = TerminalTools.start(args.mcp_config, args.allow_tools, prompt_reader(interactive),
                                     lambda text: print(text, file=sys.stderr, flush=True))
     client = EngineClient(torch_threads=args.threads)
+    report = LoadReport(args.verbose, sys.stderr)
     try:
         client.start()
         ready = client.load(
             args.target,
             args.draft if args.method != "sequential" else None,
             budget=args.budget, max_depth=args.max_depth, expand=args.expand, draft_top_p=args.draft_top_p,
-            wait=True, on_progress=lambda event: print(event.stage, file=sys.stderr, flush=True),
+            wait=True, on_progress=report,
             **load_settings,
         )
+        report.done()
         if tools is not None:
             tools.fmt = ready.models.get("tool_call_format")
             if tools.fmt is None:

@@ -21,8 +21,9 @@ COMMANDS = {
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    """All subcommands; with `only`, just that one gets its arguments (the others' modules import torch and
-    transformers, which takes seconds: `specexec hw --json` must answer the app's wizard at once)."""
+    """All subcommands; with `only`, just that one gets its arguments, and with only="" none does (their
+    modules import torch and transformers, which takes seconds: `specexec hw --json` must answer the app's
+    wizard at once, and `specexec --help` lists the commands without loading any of it)."""
     parser = argparse.ArgumentParser(prog="specexec", description="SpecExec engine, headless.")
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (module, help_text) in COMMANDS.items():
@@ -36,7 +37,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     first = next((arg for arg in argv if not arg.startswith("-")), None)
-    args = build_parser(first if first in COMMANDS else None).parse_args(argv)
+    args = build_parser(first if first in COMMANDS else "").parse_args(argv)  # no command: its help, at once
     from core.errors import SpecExecError
 
     try:

@@ -52,10 +52,11 @@ def run(args: argparse.Namespace) -> int:
         origin = f"  [{model.repo}@{model.revision}]" if model.repo else ("  [link]" if model.linked else "")
         print(f"  {model.name}  {state}{origin}\n    {model.path}")
     print("Pairs:")
+    width = max(len(pair["id"]) for pair in pairs) + 2  # one column for the ids, however long
     for pair in pairs:
         if pair["id"] == "builtin":
-            mark = "built-in"
+            mark = "" if "built-in" in pair["name"] else "  (built-in)"  # the catalog's name says it already
         else:
-            mark = "installed" if pair["installed"] else f"not installed, {format_bytes(pair['download_bytes'])}"
-        print(f"  {pair['id']:<28} {pair['name']}  ({mark})")
+            mark = "  (installed)" if pair["installed"] else f"  (not installed, {format_bytes(pair['download_bytes'])})"
+        print(f"  {pair['id']:<{width}}{pair['name']}{mark}")
     return 0

@@ -19,8 +19,11 @@ DEFAULTS = TreeSettings()
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target", default="builtin", help="folder, .gguf file, cached repo id, or 'builtin'")
     parser.add_argument("--draft", default="builtin-draft", help="folder, .gguf file, cached repo id, or 'builtin-draft'")
-    parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
-    parser.add_argument("--dtype", choices=["auto", "float32", "float16", "bfloat16"], default="auto")
+    parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
+                        help="where the models run (auto: the NVIDIA GPU if there is one that works, else the CPU)")
+    parser.add_argument("--dtype", choices=["auto", "float32", "float16", "bfloat16"], default="auto",
+                        help="number format of the weights in use (auto: bfloat16 or float16 on a GPU, float32 on "
+                             "the CPU)")
     parser.add_argument("--offload", choices=["auto", "on", "off"], default="auto",
                         help="stream the target's layers from host RAM (auto: GPTQ, or when it does not fit in VRAM)")
     parser.add_argument("--vram-budget", type=float, default=None, metavar="GB",
@@ -51,15 +54,22 @@ def add_tree_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_sampling_arguments(parser: argparse.ArgumentParser, temperature: float = 0.7, top_p: float = 0.9) -> None:
-    parser.add_argument("--temperature", type=float, default=temperature, help="0 = greedy")
-    parser.add_argument("--top-p", type=float, default=top_p)
-    parser.add_argument("--top-k", type=int, default=0, help="0 = off")
-    parser.add_argument("--repetition-penalty", type=float, default=1.0)
+    parser.add_argument("--temperature", type=float, default=temperature,
+                        help="how varied answers are (0 = always the likeliest token; default %(default)s)")
+    parser.add_argument("--top-p", type=float, default=top_p,
+                        help="sample only from the likeliest tokens that make up this share of the probability "
+                             "(1 = off; default %(default)s)")
+    parser.add_argument("--top-k", type=int, default=0,
+                        help="sample only from this many likeliest tokens (0 = off)")
+    parser.add_argument("--repetition-penalty", type=float, default=1.0,
+                        help="lower the odds of tokens already in the conversation (1 = off; 1.1 is mild)")
     parser.add_argument("--presence-penalty", type=float, default=0.0,
                         help="OpenAI's: lowers every token the answer already has (-2..2, 0 = off)")
     parser.add_argument("--frequency-penalty", type=float, default=0.0,
                         help="OpenAI's: lowers a token by how often the answer already has it (-2..2, 0 = off)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0,
+                        help="the random draws' seed: the same seed and settings give the same text "
+                             "(default %(default)s)")
 
 
 def _thread_count(text: str) -> int:
@@ -78,10 +88,12 @@ def add_engine_benchmark_arguments(parser: argparse.ArgumentParser) -> None:
     """What the benchmarks that drive the engine process share (bench chat, bench serve): the models, an
     explicit method and a small tree, so runs compare like with like; threads for the engine."""
     add_model_arguments(parser)
-    parser.add_argument("--method", choices=["specexec", "specinfer", "sequential"], default="specexec")
-    parser.add_argument("--budget", type=int, default=32)
-    parser.add_argument("--max-depth", type=int, default=8)
-    parser.add_argument("--expand", type=int, default=8)
+    parser.add_argument("--method", choices=["specexec", "specinfer", "sequential"], default="specexec",
+                        help="how the engine decodes (default %(default)s; sequential: the target alone)")
+    parser.add_argument("--budget", type=int, default=32, help="draft tokens per target pass (default %(default)s)")
+    parser.add_argument("--max-depth", type=int, default=8, help="deepest draft node (default %(default)s)")
+    parser.add_argument("--expand", type=int, default=8,
+                        help="nodes expanded per draft forward (default %(default)s)")
     add_threads_argument(parser)
 
 
@@ -93,7 +105,8 @@ def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
                         help="auto (default): plain decoding or SpecExec, whichever is faster on this machine")
     add_tree_arguments(parser)
     add_sampling_arguments(parser)
-    parser.add_argument("--max-new-tokens", type=int, default=256)
+    parser.add_argument("--max-new-tokens", type=int, default=256,
+                        help="the longest answer, in tokens (about 3/4 of a word each; default %(default)s)")
     parser.add_argument("--stop", action="append", default=[], metavar="STR", help="stop string (repeatable)")
 
 

@@ -40,8 +40,13 @@ def check_model_folder(folder: Path) -> None:
         )
     try:
         json.loads(config.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
-        raise ModelFormatError(f"{config} cannot be read as JSON: {error}") from error
+    except OSError as error:
+        raise ModelFormatError(f"{config} cannot be read ({error.strerror or error})") from error
+    except ValueError as error:  # the parser's words ("Expecting property name ...") stay in the chain
+        where = f" near line {error.lineno}" if isinstance(error, json.JSONDecodeError) else ""
+        raise ModelFormatError(
+            f"the model's settings file {config.name} in {folder.name} is damaged{where}: copy or download the "
+            "model again") from error
     if not any(any(folder.glob(pattern)) for pattern in WEIGHT_PATTERNS):
         raise ModelFormatError(
             f"{folder} has a config.json but no weights (*.safetensors or *.bin): the download may be unfinished"

@@ -4,8 +4,10 @@ anything is saved), then the engine loads it with a progress bar that moves with
 
 from __future__ import annotations
 
+import time
 from typing import Callable
 
+from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QLabel, QProgressBar, QVBoxLayout, QWizard, QWizardPage
 
 from app.engine.bridge import CRASHED, FAILED, READY, EngineBridge, EngineStatus
@@ -50,6 +52,11 @@ class DonePage(QWizardPage):
         self.bar.setRange(0, 100)
         self.bar.setTextVisible(False)  # the words are under it, never squeezed into the bar
         self.bar.setAccessibleName("Loading the model")
+        self._started = time.monotonic()
+        self._last_status: EngineStatus | None = None
+        self._clock = QTimer(self)  # the seconds count up while the load shows no percentage to move
+        self._clock.setInterval(1000)
+        self._clock.timeout.connect(lambda: self._last_status is not None and self._status(self._last_status))
         self.stage = QLabel(" ")
         self.stage.setObjectName("loadStage")
         self.stage.setWordWrap(True)
@@ -69,7 +76,8 @@ class DonePage(QWizardPage):
         fit = self.state.chosen
         self._show_cancel(True)
         self.setTitle("Almost there")
-        first = ("The first start unpacks its weights: about half a minute." if fit.pair.download_bytes == 0
+        first = ("The first start unpacks its weights once: about half a minute on an idle computer, a few "
+                 "minutes on a busy one." if fit.pair.download_bytes == 0
                  else "The first start of a big model takes a while.")
         self.headline.setText(f"Loading <b>{fit.pair.name}</b>. {first}")
         target, draft = self.state.chosen_paths()
@@ -90,13 +98,19 @@ class DonePage(QWizardPage):
         if not self.loaded:
             self.bridge.status_changed.connect(self._status)
         self.loaded = True
+        self._started = time.monotonic()
+        self._clock.start()
         if self.bridge.worker is None:
             self.bridge.start(settings.load_request())
         else:
             self.bridge.load(settings.load_request())
 
     def _status(self, status: EngineStatus) -> None:
+        self._last_status = status
+        if status.state in (READY, FAILED, CRASHED):
+            self._clock.stop()
         if status.state == READY:
+            self.bar.setRange(0, 100)
             self.bar.setValue(100)
             name = self.state.chosen.pair.name if self.state.chosen else "The model"
             self.headline.setText(f"<b>{name}</b> is loaded and ready.")
@@ -108,11 +122,15 @@ class DonePage(QWizardPage):
         elif status.state in (FAILED, CRASHED):
             self.stage.setText(f"<b>The model did not load:</b> {status.message}. {status.hint}")
             self.retry_button.setVisible(True)
-        else:
-            if status.progress is not None:
+        else:  # an honest bar: it moves as the engine says (a busy bar while it says nothing measurable)
+            busy = not status.progress
+            self.bar.setRange(0, 0 if busy else 100)
+            if not busy:
                 self.bar.setValue(int(status.progress * 100))
-            percent = f" ({status.progress * 100:.0f}%)" if status.progress is not None else ""
-            self.stage.setText((stage_words(status.stage) if status.stage else "Starting the engine") + f"…{percent}")
+            percent = "" if busy else f" {status.progress * 100:.0f}%"
+            elapsed = int(time.monotonic() - self._started)
+            self.stage.setText((stage_words(status.stage) if status.stage else "Starting the engine")
+                               + f"…{percent} · {elapsed} s")
             self.stage.setToolTip(status.stage)
         self.completeChanged.emit()
 

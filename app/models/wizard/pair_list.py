@@ -119,8 +119,11 @@ class PairList(CardList):
         self.currentRowChanged.connect(lambda row: self.chosen.emit(self.fits[row] if 0 <= row < len(self.fits) else None))
 
     def show_recommendation(self, recommendation: Recommendation, installed: set[str]) -> None:
+        """The catalog's pairs in the recommendation's order; the SpecExec paper's calibration pair (Llama 2
+        70B, 2023) only where it is installed already: newer models answer better (`specexec models list`
+        still lists it)."""
         self.clear()
-        self.fits = list(recommendation.pairs)
+        self.fits = [fit for fit in recommendation.pairs if not fit.pair.calibration or fit.pair.id in installed]
         for fit in self.fits:
             self.add_card(PairCard(fit, fit.pair.id == recommendation.recommended, fit.pair.id in installed))
         self.setCurrentRow(0)

@@ -5,19 +5,18 @@ from __future__ import annotations
 
 from core.hardware.description import HardwareDescription
 from core.models.fit import PairFit, Recommendation
+from app.chat.message_words import WORDS_PER_TOKEN
+from core.models.download import format_bytes
 
 GB = 1024**3
-WORDS_PER_TOKEN = 0.75  # English text averages about 3 words to 4 tokens
 FIT_WORDS = {"fits": "Fits this computer", "tight": "Fits, just", "no": "Does not fit"}
 
 
 def size_words(nbytes: float) -> str:
-    """Bytes as a person's GB or MB ("45.5 GB", "820 MB")."""
-    if nbytes >= GB:
-        return f"{nbytes / GB:.1f} GB" if nbytes < 100 * GB else f"{nbytes / GB:.0f} GB"
-    if nbytes >= 1024**2:
-        return f"{nbytes / 1024**2:.0f} MB"
-    return f"{max(nbytes, 0) / 1024:.0f} KB"
+    """A file's or a download's size in decimal units, as disks are sold and as the command line says it
+    (core.models.download.format_bytes: "45.5 GB", "98.2 MB"), so the wizard and `specexec models list`
+    agree. Memory (RAM, VRAM) is in GB of 1024**3, as the cards and the system say it."""
+    return format_bytes(max(nbytes, 0))
 
 
 def hardware_summary(hw: HardwareDescription) -> str:

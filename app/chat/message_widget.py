@@ -1,0 +1,510 @@
+"""One message on screen: your messages as bubbles on the right, answers in the readable column, actions
+(icons) on hover, editing in place.
+
+While an answer streams, a message re-renders on a timer whose interval grows with the cost of the last render
+(at least 100 ms; three times the last render time), so a long answer never ties up the UI thread; the final
+render happens at once when the answer ends. A theme switch re-renders every message (links and code colours
+are baked into the rendered document from the palette).
+
+An answer that called tools shows a card per call (app/chat/tool_card.py) between its thinking and its words;
+the cards' Allow / Deny reach the controller through MessageWidget.tool_decided and ChatView.tool_decided.
+"""
+
+from __future__ import annotations
+
+import time
+
+from PySide6.QtCore import QEvent, Qt, QTimer, QUrl, Signal
+from PySide6.QtGui import QGuiApplication, QTextCursor
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QToolButton, QVBoxLayout, QWidget
+
+from app.chat.input_box import InputBox
+from app.chat.message_text import MessageBody
+from app.chat.message_words import error_text, format_time, speed_words
+from app.chat.tool_card import ToolCallsBlock
+from app.chat.thinking_block import ThinkingBlock, thinking_title
+from app.conversations import store as S
+from app.conversations.store import Message
+from app.theme.icons import themed
+from app.theme.tokens import SPACE
+from app.window.buttons import LINK, PRIMARY, SECONDARY, button
+
+MIN_RENDER_MS = 100
+RENDER_COST_FACTOR = 3
+PROGRESS_MS = 500  # the "reading your message… N s" line counts up
+WRITING = "writing…"  # beside the time while an answer streams
+USER_BUBBLE_SHARE = 0.78  # your messages take at most this share of the row
+MIN_BUBBLE_PX = 90
+FOLD_CHARS = 3000  # a message of yours longer than this (a pasted document) is shown folded ...
+FOLDED_CHARS = 1200  # ... to its first characters, with "Show more"
+
+
+def _action_button(icon_name: str, name: str, tip: str) -> QToolButton:
+    """An icon button under a message; its words are in the tooltip and for screen readers."""
+    button = QToolButton()
+    button.setAccessibleName(name)
+    button.setToolTip(tip)
+    button.setObjectName("messageAction")
+    button.setAutoRaise(True)
+    button.setCursor(Qt.CursorShape.PointingHandCursor)
+    themed(button, icon_name, "muted_text", size=16)
+    return button
+
+
+class MessageWidget(QWidget):
+    """One message as a bubble (yours, on the right) or an answer in the column: who and when, the rendered
+    text, progress while the engine reads a long prompt, stats or the error, and icon actions that appear on
+    hover (Copy, Edit for your messages; Copy, Regenerate on the last answer). An answer with alternatives
+    always shows its "‹ 2 / 3 ›" switcher."""
+
+    edit_submitted = Signal(int, str)  # message id, new text
+    editing_started = Signal()  # the editor opened in place (the view scrolls it into sight)
+    copied = Signal(str)  # what was copied (for the status bar)
+    regenerate_requested = Signal()
+    alternative_requested = Signal(int, int)  # message id, step (-1 previous, +1 next)
+    tool_decided = Signal(str, str)  # call id, decision (once / always / deny)
+
+    def __init__(self, message: Message, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.message = message
+        self.user = message.role == "user"
+        self.render_count = 0
+        self.last_render_ms = 0.0
+        self._rendered: tuple[str, str] | None = None  # (text, status) last rendered
+        self._rendered_at = float("-inf")
+        self._is_last = False
+        self._hovered = False
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 0)
+        outer.setSpacing(2)
+        row = QHBoxLayout()
+        self.bubble = QFrame()
+        self.bubble.setObjectName("userMessage" if self.user else "assistantMessage")
+        if self.user:
+            row.addStretch(1)
+        row.addWidget(self.bubble, 0 if self.user else 1)
+        outer.addLayout(row)
+        layout = QVBoxLayout(self.bubble)
+        layout.setContentsMargins(SPACE.m + 2, SPACE.s, SPACE.m + 2, SPACE.s + 2)
+        layout.setSpacing(SPACE.s)
+
+        # No "You" / "Assistant" over every turn (the side and the bubble say who); the time shows on hover,
+        # beside the actions; "writing…" above an answer while it streams.
+        self.time_label = QLabel()
+        self.time_label.setObjectName("messageTime")
+        self.status_label = QLabel()
+        self.status_label.setObjectName("messageTime")
+        self.status_label.hide()
+        layout.addWidget(self.status_label)
+
+        self.thinking: ThinkingBlock | None = None  # a thinking model's thinking, above its answer
+        if not self.user:
+            self.thinking = ThinkingBlock()
+            self.thinking.hide()
+            layout.addWidget(self.thinking)
+        self.tool_calls: ToolCallsBlock | None = None  # the answer's tool calls, as cards
+        if not self.user:
+            self.tool_calls = ToolCallsBlock()
+            self.tool_calls.decided.connect(self.tool_decided)
+            self.tool_calls.hide()
+            layout.addWidget(self.tool_calls)
+
+        self.body = MessageBody()
+        self.body.setAccessibleName("Your message" if self.user else "Answer")
+        self.body.link_activated.connect(self._link)
+        self.body.copied.connect(self.copied)
+        layout.addWidget(self.body)
+        self.fold_button = button("Show more", LINK)  # a long message of yours, folded to its start
+        self.fold_button.setAccessibleName("Show the whole message")
+        self.fold_button.clicked.connect(self._toggle_fold)
+        self.fold_button.hide()
+        self.folded = True
+        layout.addWidget(self.fold_button, 0, Qt.AlignmentFlag.AlignLeft)
+
+        self.progress = QLabel()
+        self.progress.setObjectName("messageProgress")
+        self.progress.setAccessibleName("Answer progress")
+        self.progress.hide()
+        layout.addWidget(self.progress)
+
+        self.editor: InputBox | None = None
+        self.edit_row: QWidget | None = None
+
+        self.footer = QLabel()
+        self.footer.setObjectName("messageFooter")
+        self.footer.setWordWrap(True)
+        self.footer.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        layout.addWidget(self.footer)
+
+        self.actions = QWidget()
+        self.actions.setObjectName("messageActions")
+        actions = QHBoxLayout(self.actions)
+        actions.setContentsMargins(0, 0, 0, 0)
+        actions.setSpacing(2)
+        self.copy_button = _action_button("copy", "Copy message", "Copy this message (as Markdown)")
+        self.copy_button.clicked.connect(self.copy_text)
+        actions.addWidget(self.copy_button)
+        self.edit_button: QToolButton | None = None
+        self.regenerate_button: QToolButton | None = None
+        if self.user:
+            self.edit_button = _action_button("pencil", "Edit message and resend", "Edit this message and get a new answer")
+            self.edit_button.clicked.connect(self.start_editing)
+            actions.addWidget(self.edit_button)
+        else:
+            self.regenerate_button = _action_button("refresh-cw", "Regenerate the answer",
+                                                    "Another answer; this one is kept to flip back to (Ctrl+R)")
+            self.regenerate_button.clicked.connect(self.regenerate_requested)
+            actions.addWidget(self.regenerate_button)
+        self.speed_label = QLabel()  # an answer's speed in plain words, beside its actions on hover
+        self.speed_label.setObjectName("answerSpeed")
+        self.speed_label.setAccessibleName("Answer speed")
+        actions.addWidget(self.speed_label)
+        actions.addWidget(self.time_label)
+        self.previous_button = _action_button("chevron-left", "Previous answer", "Show the previous answer")
+        self.previous_button.clicked.connect(lambda: self.alternative_requested.emit(self.message.id, -1))
+        self.alternative_label = QLabel()
+        self.alternative_label.setObjectName("alternativeCount")
+        self.next_button = _action_button("chevron-right", "Next answer", "Show the next answer")
+        self.next_button.clicked.connect(lambda: self.alternative_requested.emit(self.message.id, +1))
+        for position, widget in enumerate((self.previous_button, self.alternative_label, self.next_button)):
+            actions.insertWidget(position, widget)  # first, against the answer's edge: hovering adds beside it
+        for action in (self.copy_button, self.edit_button, self.regenerate_button):
+            if action is not None:  # appearing on hover moves nothing beside them
+                keep = action.sizePolicy()
+                keep.setRetainSizeWhenHidden(True)
+                action.setSizePolicy(keep)
+        policy = self.actions.sizePolicy()
+        policy.setRetainSizeWhenHidden(True)  # hover shows the actions without moving the text
+        self.actions.setSizePolicy(policy)
+        under = QHBoxLayout()  # the actions sit under the bubble, on its side
+        under.setContentsMargins(8 if not self.user else 0, 0, 8 if self.user else 0, 0)
+        if self.user:
+            under.addStretch(1)
+        under.addWidget(self.actions)
+        if not self.user:
+            under.addStretch(1)
+        outer.addLayout(under)
+
+        self._render_timer = QTimer(self)
+        self._render_timer.setSingleShot(True)
+        self._render_timer.timeout.connect(self.render)
+        self._progress_timer = QTimer(self)
+        self._progress_timer.setInterval(PROGRESS_MS)
+        self._progress_timer.timeout.connect(self._show_progress)
+        self.set_message(message)
+
+    # -- content -------------------------------------------------------------------------------------------
+
+    @property
+    def streaming(self) -> bool:
+        return self.message.status == S.STREAMING
+
+    def set_message(self, message: Message) -> None:
+        if self.thinking is not None and message.id != self.message.id:  # another answer of the turn shown here
+            self.thinking.reader_choice = None
+        self.message = message
+        # Only "writing…" here: the footer says stopped / interrupted / the error, once.
+        self.status_label.setText(WRITING if message.status == S.STREAMING else "")
+        self.status_label.setVisible(message.status == S.STREAMING)
+        self.status_label.setAccessibleName(f"Status: {message.status}")
+        self.time_label.setText(format_time(message.created_at))
+        self.footer.setText(self._footer_text(message))
+        self.footer.setVisible(bool(self.footer.text()))
+        self.speed_label.setText(speed_words(message))
+        self.speed_label.setToolTip(self._footer_details(message))
+        self.body.setAccessibleDescription(message.content[:200])
+        if self.tool_calls is not None:
+            self.tool_calls.show_rounds(message.tool_rounds)
+        self._show_progress()
+        self._show_alternatives()
+        if self.streaming:
+            self._throttled_render()
+        else:
+            self._render_timer.stop()
+            self.render()
+
+    def progress_text(self) -> str:
+        """While the answer has no text (nor thinking) yet: what the engine is doing and for how long; ""
+        otherwise."""
+        if not self.streaming or self.message.content or self.message.reasoning:
+            return ""
+        open_calls = {c.get("status") for r in self.message.tool_rounds for c in r.get("calls", [])}
+        if "asking" in open_calls:
+            return ""  # the card asks; nothing runs meanwhile
+        if "running" in open_calls:
+            return "Running the tool…"
+        seconds = int(max(0.0, time.time() - self.message.created_at))
+        stats = self.message.stats or {}
+        if "prompt_tokens" in stats:
+            new = stats["prompt_tokens"] - stats.get("reused_tokens", 0)
+            expected = stats.get("expected_s")  # from the speed the last long prompt was read at
+            estimate = f" of about {expected:.0f} s" if expected and expected >= 2 else ""
+            what = "the conversation" if stats.get("whole_conversation") else "your message"
+            return f"Reading {what} ({new:,} tokens)… {seconds} s{estimate}"
+        if stats.get("queued_behind"):
+            ahead = stats["queued_behind"]
+            return f"Waiting for {ahead} other answer{'s' if ahead > 1 else ''} to finish (programs using the local API)… {seconds} s"
+        return f"Waiting for the engine… {seconds} s"
+
+    def _thinking_now(self) -> bool:
+        """Whether the model is thinking right now (its thinking streams, no answer yet)."""
+        m = self.message
+        return self.streaming and bool(m.reasoning) and not m.content
+
+    def _show_progress(self) -> None:
+        """The progress line while the prompt is read, the thinking's running time while the model thinks
+        (both count up on a timer), and the body only where it has something to say."""
+        text = self.progress_text()
+        self.progress.setText(text)
+        self.progress.setVisible(bool(text))
+        if self.thinking is not None and self.message.reasoning:
+            self.thinking.set_title(thinking_title(self.message))
+        m = self.message
+        # the progress line stands in for the "…", the open thinking block too; a thinking that is all there
+        # is (cut off) needs no empty body under it
+        has_words = bool(m.content) or not m.reasoning or m.status == S.FAILED
+        self.body.setVisible(not text and self.editor is None and has_words)
+        ticking = bool(text) or self._thinking_now()
+        if ticking and not self._progress_timer.isActive():
+            self._progress_timer.start()
+        elif not ticking:
+            self._progress_timer.stop()
+
+    def _show_alternatives(self) -> None:
+        m = self.message
+        several = m.alt_count > 1 and not self.user
+        for widget in (self.previous_button, self.alternative_label, self.next_button):
+            widget.setVisible(several)
+        if several:
+            self.alternative_label.setText(f"{m.alt_index + 1} / {m.alt_count}")
+            self.previous_button.setEnabled(m.alt_index > 0)
+            self.next_button.setEnabled(m.alt_index < m.alt_count - 1)
+        self._update_actions_visibility()
+
+    def _throttled_render(self) -> None:
+        """Render now if the last render is old enough, else once when it is (leading and trailing edge)."""
+        interval_ms = max(MIN_RENDER_MS, RENDER_COST_FACTOR * self.last_render_ms)
+        waited_ms = (time.perf_counter() - self._rendered_at) * 1000
+        if waited_ms >= interval_ms:
+            self._render_timer.stop()
+            self.render()
+        elif not self._render_timer.isActive():
+            self._render_timer.start(int(interval_ms - waited_ms) + 1)
+
+    def _footer_text(self, message: Message) -> str:
+        stats = message.stats or {}
+        parts = []
+        if message.status == S.INTERRUPTED:  # the banner says why (the engine stopped, the connection was
+            # lost); no pids, signals or addresses here
+            lost = stats.get("kind") == "engine_died" or "engine" in stats.get("error", "")
+            parts.append("Interrupted: " + ("cut off before the answer was finished" if lost
+                                            else stats.get("error") or "the answer was cut off"))
+        elif message.status == S.FAILED and message.content:
+            parts.append(error_text(message))
+        elif message.status == S.STOPPED:
+            parts.append("Stopped")
+        if (message.role == "assistant" and message.reasoning and not message.content
+                and message.status == S.COMPLETE and stats.get("reason") == "length"):
+            parts.append("Cut off while still thinking: raise Longest answer in Chat settings")
+        if message.role == "assistant" and stats.get("tool_note"):
+            parts.append(stats["tool_note"][0].upper() + stats["tool_note"][1:])
+        if (message.role == "assistant" and message.status == S.COMPLETE and not message.content
+                and not message.reasoning):
+            parts.append("The model ended its answer without writing anything. Regenerate asks it again; "
+                         "rewording your message may help")
+        return "   ".join(parts)
+
+    def _footer_details(self, message: Message) -> str:
+        """The answer's exact figures, on the speed's tooltip."""
+        stats = message.stats or {}
+        if message.role != "assistant" or not stats.get("tokens"):
+            return ""
+        tokens = stats["tokens"]
+        lines = [f"{tokens} token{'s' if tokens != 1 else ''}{', thinking included' if message.reasoning else ''}"
+                 f" · {stats.get('tokens_per_s', 0):.1f} tokens/s",
+                 f"{stats.get('passes', 0)} passes of the model"]
+        if stats.get("tokens_per_pass", 0) > 1:
+            lines.append(f"{stats['tokens_per_pass']:.2f} tokens per pass (the draft model's guesses that were "
+                         f"kept), tree budget {stats.get('budget', 0)}")
+        return "\n".join(lines)
+
+    def render(self, force: bool = False) -> None:
+        """Show the message's text (and a thinking model's thinking); `force` re-renders unchanged text (the
+        theme changed)."""
+        text, status = self.message.content, self.message.status
+        started = time.perf_counter()
+        thought = self._show_thinking()
+        if (text, status) == self._rendered and not force:
+            if thought:  # the thinking grew: its cost counts for the next render's wait too
+                self._rendered_at = time.perf_counter()
+                self.last_render_ms = (self._rendered_at - started) * 1000
+            return
+        if not text and self.streaming:
+            self.body.set_plain("…")
+        elif not text and status == S.FAILED:  # nothing was written: the error is the message
+            self.body.set_plain(error_text(self.message))
+        elif self.user:  # what the user typed is shown as typed; a very long paste folded to its start
+            long = len(text) > FOLD_CHARS
+            self.fold_button.setVisible(long)
+            self.body.set_plain(text[:FOLDED_CHARS].rstrip() + "…" if long and self.folded else text)
+        else:
+            self.body.set_markdown(text, force=force)
+        if self.bubble.property("failed") != (status == S.FAILED):
+            self.bubble.setProperty("failed", status == S.FAILED)
+            self.bubble.style().unpolish(self.bubble)
+            self.bubble.style().polish(self.bubble)
+        self._rendered = (text, status)
+        self._rendered_at = time.perf_counter()
+        self.last_render_ms = (self._rendered_at - started) * 1000
+        self.render_count += 1
+        self._fit_bubble()
+
+    def _show_thinking(self) -> bool:
+        """The thinking block as the message says: hidden without thinking; open while there is no answer
+        (the model thinks, or the answer never came), folded once there is. True if its text changed."""
+        if self.thinking is None:
+            return False
+        reasoning = self.message.reasoning
+        self.thinking.setVisible(bool(reasoning))
+        if not reasoning:
+            return False
+        changed = reasoning != self.thinking.text()
+        self.thinking.show_thinking(reasoning, thinking_title(self.message), open_by_default=not self.message.content)
+        return changed
+
+    def copy_text(self) -> None:
+        QGuiApplication.clipboard().setText(self.message.content)
+        self.copied.emit("message")
+
+    def _link(self, url: QUrl) -> None:
+        if url.scheme() in ("http", "https", "mailto"):
+            from PySide6.QtGui import QDesktopServices
+
+            QDesktopServices.openUrl(url)
+
+    # -- layout and hover ----------------------------------------------------------------------------------
+
+    def _fit_bubble(self) -> None:
+        """Your messages: a bubble as wide as the text, at most USER_BUBBLE_SHARE of the row."""
+        if not self.user or self.width() <= 0:
+            return
+        widest = int(self.width() * USER_BUBBLE_SHARE)
+        margins = self.bubble.layout().contentsMargins()
+        ideal = self.body.ideal_width() + 16 + margins.left() + margins.right()
+        self.bubble.setFixedWidth(max(MIN_BUBBLE_PX, min(widest, ideal)))
+
+    def resizeEvent(self, event) -> None:  # noqa: ANN001 - Qt signature
+        super().resizeEvent(event)
+        self._fit_bubble()
+
+    def set_last(self, last: bool) -> None:
+        """Regenerate is offered on the last answer only."""
+        self._is_last = last
+        self._update_actions_visibility()
+
+    def enterEvent(self, event) -> None:  # noqa: ANN001 - Qt signature
+        self._hovered = True
+        self._update_actions_visibility()
+        super().enterEvent(event)
+
+    def leaveEvent(self, event) -> None:  # noqa: ANN001 - Qt signature
+        self._hovered = False
+        self._update_actions_visibility()
+        super().leaveEvent(event)
+
+    def _update_actions_visibility(self) -> None:
+        """Copy, Edit and Regenerate show on hover; an answer's switcher between alternatives always shows
+        (it says which answer this is); nothing while editing or streaming."""
+        several = self.message.alt_count > 1 and not self.user
+        idle = self.editor is None and not self.streaming
+        for action in (self.copy_button, self.edit_button):
+            if action is not None:
+                action.setVisible(self._hovered)
+        if self.regenerate_button is not None:
+            self.regenerate_button.setVisible(self._hovered and self._is_last)
+        self.speed_label.setVisible(self._hovered and bool(self.speed_label.text()))
+        self.time_label.setVisible(self._hovered)
+        self.actions.setVisible(idle and (self._hovered or several))
+
+    def changeEvent(self, event: QEvent) -> None:  # noqa: N802 - Qt signature
+        """A theme switch: render again, since links and code colours are baked into the rendered text."""
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.PaletteChange and self._rendered is not None:
+            QTimer.singleShot(0, self._rerender)
+
+    def _rerender(self) -> None:
+        try:
+            self.render(force=True)
+        except RuntimeError:  # deleted meanwhile
+            pass
+
+    def _toggle_fold(self) -> None:
+        self.folded = not self.folded
+        self.fold_button.setText("Show more" if self.folded else "Show less")
+        self.fold_button.setAccessibleName("Show the whole message" if self.folded else "Fold the message")
+        self.render(force=True)
+
+    # -- editing (user messages) ---------------------------------------------------------------------------
+
+    def start_editing(self) -> None:
+        if self.editor is not None:
+            self.editor.setFocus()
+            return
+        self.editor = InputBox(cancellable=True)
+        self.editor.setPlainText(self.message.content)
+        self.editor.setPlaceholderText("")
+        self.editor.setAccessibleName("Edit message")
+        self.editor.setAccessibleDescription("Enter saves and resends, Shift+Enter starts a new line, Esc cancels.")
+        self.editor.moveCursor(QTextCursor.MoveOperation.End)  # go on typing where the message ends
+        self.editor.submitted.connect(lambda _text: self._submit_edit())
+        self.editor.cancelled.connect(self.stop_editing)
+        self.edit_row = QWidget()
+        row = QHBoxLayout(self.edit_row)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.addStretch(1)
+        self.resend_button = button("Save && resend", PRIMARY)
+        self.resend_button.setAccessibleName("Save edited message and resend")
+        self.resend_button.setToolTip("Save and resend (Enter)")
+        self.resend_button.clicked.connect(self._submit_edit)
+        self.cancel_edit_button = button("Cancel", SECONDARY)
+        self.cancel_edit_button.setAccessibleName("Cancel editing")
+        self.cancel_edit_button.setToolTip("Cancel (Esc)")
+        self.cancel_edit_button.clicked.connect(self.stop_editing)
+        row.addWidget(self.cancel_edit_button)
+        row.addWidget(self.resend_button)
+        layout = self.bubble.layout()
+        index = layout.indexOf(self.body)
+        layout.insertWidget(index + 1, self.editor)
+        layout.insertWidget(index + 2, self.edit_row)
+        self.bubble.setFixedWidth(int(self.width() * USER_BUBBLE_SHARE))
+        self.body.hide()
+        self._update_actions_visibility()
+        self.editor.setFocus()
+        self.editing_started.emit()
+
+    def stop_editing(self) -> None:
+        if self.editor is None:
+            return
+        for widget in (self.editor, self.edit_row):
+            widget.hide()
+            widget.deleteLater()
+        self.editor = self.edit_row = None
+        self.body.show()
+        self._fit_bubble()
+        self._update_actions_visibility()
+
+    def _submit_edit(self) -> None:
+        if self.editor is None:
+            return
+        text = self.editor.toPlainText().strip()
+        if text:
+            self.stop_editing()
+            self.edit_submitted.emit(self.message.id, text)
+
+    def set_actions_enabled(self, enabled: bool) -> None:
+        """Edit and the alternatives are off while an answer streams."""
+        for action in (self.edit_button, self.previous_button, self.next_button):
+            if action is not None:
+                action.setEnabled(enabled)
+        if enabled:
+            self._show_alternatives()

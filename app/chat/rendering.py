@@ -1,0 +1,119 @@
+"""How an answer's Markdown is drawn into a QTextDocument: the body font, line height, tight lists, shaded
+inline code and thin-bordered tables, all from the theme's roles (a theme switch renders again)."""
+
+from __future__ import annotations
+
+from PySide6.QtGui import (
+    QColor, QGuiApplication, QTextBlockFormat, QTextCharFormat, QTextCursor, QTextDocument, QTextFrameFormat, QTextTable,
+)
+
+from app.theme.tokens import SPACE, TYPE
+
+# GitHub dialect (tables, fenced code, task lists); raw HTML in an answer is shown as text, not interpreted.
+MARKDOWN_FEATURES = QTextDocument.MarkdownFeature(
+    QTextDocument.MarkdownFeature.MarkdownDialectGitHub.value | QTextDocument.MarkdownFeature.MarkdownNoHTML.value
+)
+
+
+def body_font_size() -> float:
+    """Answers and your messages: a step above the controls' font."""
+    return QGuiApplication.font().pointSizeF() * TYPE.body
+
+
+def set_line_height(document: QTextDocument, percent: int) -> None:
+    """Every block of `document` at `percent` of its font's height (answers read better with air)."""
+    cursor = QTextCursor(document)
+    cursor.select(QTextCursor.SelectionType.Document)
+    spacing = QTextBlockFormat()
+    spacing.setLineHeight(percent, QTextBlockFormat.LineHeightTypes.ProportionalHeight.value)
+    cursor.mergeBlockFormat(spacing)
+
+
+def tighten_lists(document: QTextDocument, gap: float = 2.0) -> None:
+    """List items close together (setMarkdown spaces each like a paragraph); the list as a whole keeps the
+    paragraph spacing above and below it."""
+    cursor = QTextCursor(document)
+    block = document.begin()
+    while block.isValid():
+        if block.textList() is not None:
+            previous, following = block.previous(), block.next()
+            look = block.blockFormat()
+            if previous.isValid() and previous.textList() is not None:
+                look.setTopMargin(gap)
+            if following.isValid() and following.textList() is not None:
+                look.setBottomMargin(gap)
+            cursor.setPosition(block.position())
+            cursor.setBlockFormat(look)
+        block = block.next()
+
+
+def shade_inline_code(document: QTextDocument, background: str) -> None:
+    """Give `inline code` (setMarkdown's fixed-pitch fragments) a tinted background, like a chip (drawn with
+    the document's font settings, which setMarkdown's fixed-pitch font would otherwise drop)."""
+    shade = QTextCharFormat()
+    shade.setBackground(QColor(background))
+    shade.setFontStyleStrategy(document.defaultFont().styleStrategy())
+    cursor = QTextCursor(document)
+    block = document.begin()
+    while block.isValid():
+        it = block.begin()
+        while not it.atEnd():
+            fragment = it.fragment()
+            if fragment.isValid() and fragment.charFormat().fontFixedPitch():
+                cursor.setPosition(fragment.position())
+                cursor.setPosition(fragment.position() + fragment.length(), QTextCursor.MoveMode.KeepAnchor)
+                cursor.mergeCharFormat(shade)
+            it += 1
+        block = block.next()
+
+
+def style_tables(document: QTextDocument, border: str, header: str) -> None:
+    """Tables with thin single borders in the theme's colour, room in their cells and the header row shaded in
+    `header` (setMarkdown's default is a dark double border and no shade)."""
+    frames = list(document.rootFrame().childFrames())
+    while frames:
+        frame = frames.pop()
+        frames.extend(frame.childFrames())
+        if isinstance(frame, QTextTable):
+            look = frame.format()
+            look.setBorder(1)
+            look.setBorderBrush(QColor(border))
+            look.setBorderStyle(QTextFrameFormat.BorderStyle.BorderStyle_Solid)
+            look.setBorderCollapse(True)
+            look.setCellSpacing(0)
+            look.setCellPadding(SPACE.xs + 1)
+            look.setHeaderRowCount(1)
+            frame.setFormat(look)
+            drop_empty_last_rows(frame)
+            tighten_cells(frame)
+            shade_header(frame, header)
+
+
+def drop_empty_last_rows(table: QTextTable) -> None:
+    """An answer stopped in the middle of a table ends with a row begun but not written ("|"): no empty row
+    under the table for it."""
+    def empty(row: int) -> bool:
+        return all(table.cellAt(row, c).firstPosition() == table.cellAt(row, c).lastPosition()
+                   for c in range(table.columns()))
+
+    while table.rows() > 1 and empty(table.rows() - 1):
+        table.removeRows(table.rows() - 1, 1)
+
+
+def tighten_cells(table: QTextTable, percent: int = 115) -> None:
+    """Table rows a line tall, not the prose's airy line height (37 px rows read as a spreadsheet)."""
+    spacing = QTextBlockFormat()
+    spacing.setLineHeight(percent, QTextBlockFormat.LineHeightTypes.ProportionalHeight.value)
+    cursor = table.cellAt(0, 0).firstCursorPosition()
+    cursor.setPosition(table.cellAt(table.rows() - 1, table.columns() - 1).lastPosition(),
+                       QTextCursor.MoveMode.KeepAnchor)
+    cursor.mergeBlockFormat(spacing)
+
+
+def shade_header(table: QTextTable, background: str) -> None:
+    """The header row on a shade, as chat apps draw tables."""
+    for column in range(table.columns()):
+        cell = table.cellAt(0, column)
+        look = cell.format()
+        look.setBackground(QColor(background))
+        cell.setFormat(look)

@@ -1,0 +1,88 @@
+"""The window's file and help actions: export a chat, diagnostics, the logs folder, About."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from PySide6.QtCore import QUrl
+from PySide6.QtGui import QDesktopServices, QGuiApplication
+from PySide6.QtWidgets import QFileDialog
+
+from app.conversations.export import FORMATS, suggested_file_name, to_json, to_markdown, write_export
+from app.settings.schema import to_dict
+from app.system.diagnostics import diagnostics_text
+from app.window.confirm import confirm_box
+
+
+class FileActionsMixin:
+    """MainWindow's export and help actions (a mixin: they read the window's store, paths and toast)."""
+
+    def diagnostics(self, with_gpu: bool = True) -> str:
+        secret = ("defaults", "api_server_key")  # the key never goes into a bug report
+        flat = {k: v for k, v in to_dict(self.settings).items() if k not in secret}
+        paths = {f.name: str(getattr(self.paths, f.name)) for f in dataclasses.fields(self.paths)}
+        paths["log file"] = str(self.paths.log_file)
+        from app.system.gpu_check import diagnostics_section, read_report
+
+        return diagnostics_text(self.bridge.describe(), flat, paths, with_gpu=with_gpu,
+                                gpu_check=diagnostics_section(read_report(self.paths.log_dir)))
+
+    def copy_diagnostics(self) -> None:
+        QGuiApplication.clipboard().setText(self.diagnostics())
+        self.toast.show_message("Diagnostics copied: paste them into your bug report", 4000)
+
+    def open_logs_folder(self) -> None:
+        """Open the logs folder in the file manager; where none can (no file manager, a bare window
+        manager), show its path to copy instead of failing silently."""
+        self.paths.log_dir.mkdir(parents=True, exist_ok=True)
+        if QDesktopServices.openUrl(QUrl.fromLocalFile(str(self.paths.log_dir))):
+            return
+        box = confirm_box(self, "Logs folder", f"No file manager could open the logs folder. It is here:\n\n"
+                                               f"{self.paths.log_dir}", "Copy path", destructive=False, cancel="Close")
+        box.accepted.connect(lambda: QGuiApplication.clipboard().setText(str(self.paths.log_dir)))
+        self.logs_dialog = box
+        box.open()
+
+    # -- export --------------------------------------------------------------------------------------------
+
+    def export_text(self, kind: str) -> str:
+        """The open conversation as `kind` ("markdown" | "json")."""
+        cid = self.controller.conversation_id
+        row = self.store.conversation(cid) if cid is not None else None
+        if row is None:
+            raise ValueError("there is no conversation to export")
+        messages = self.store.messages(cid)
+        settings = self.controller.conversation_settings(cid)
+        if kind == "json":
+            return to_json(row, messages, to_dict(settings))
+        return to_markdown(row, messages, settings.system_prompt)
+
+    def export_conversation(self, path: Path, kind: str) -> None:
+        write_export(path, self.export_text(kind))
+        self.toast.show_message(f"Exported the chat to {path}", 6000)
+
+    def export_conversation_dialog(self, kind: str) -> None:
+        cid = self.controller.conversation_id
+        row = self.store.conversation(cid) if cid is not None else None
+        if row is None:
+            self.toast.show_message("Nothing to export yet: start a chat first", 4000)
+            return
+        suffix = FORMATS[kind]
+        start = str(Path.home() / suggested_file_name(row.title, kind))
+        name, _ = QFileDialog.getSaveFileName(self, "Export conversation", start,
+                                              f"{'Markdown' if kind == 'markdown' else 'JSON'} (*{suffix})")
+        if name:
+            path = Path(name) if name.endswith(suffix) else Path(name + suffix)
+            try:
+                self.export_conversation(path, kind)
+            except OSError as error:
+                self.toast.show_message(f"Not exported: could not write {path} ({error.strerror or error})", 8000)
+
+    def about(self) -> None:
+        from app import __version__
+
+        confirm_box(self, "About SpecExec Desktop",
+                    f"Version {__version__}.\n\nChat with a big model on your own computer: it keeps the model's "
+                    "weights in RAM, streams them to the graphics card, and a small draft model guesses ahead so "
+                    "answers come faster.", None, cancel="Close").exec()

@@ -1,0 +1,47 @@
+"""The window's size and place, kept between runs (beside the settings, not in them: it is not a choice the
+person made in Settings, and a broken file must never cost them their settings).
+
+The file holds Qt's own geometry record in base64 inside JSON. Anything else found there (an old format, a
+hand edit, a truncated write) is ignored and the window opens at its default size; Qt itself moves a window
+that would open off every screen back onto one.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import logging
+from pathlib import Path
+
+from PySide6.QtCore import QByteArray
+from PySide6.QtWidgets import QWidget
+
+log = logging.getLogger(__name__)
+
+MAX_FILE_BYTES = 4096  # a geometry record is about 70 bytes: a bigger file is not ours
+
+
+def restore_geometry(window: QWidget, path: Path) -> bool:
+    """Put `window` where it was, from `path`; False (and the window as it is) when there is nothing usable."""
+    try:
+        if not path.is_file() or path.stat().st_size > MAX_FILE_BYTES:
+            return False
+        record = json.loads(path.read_text(encoding="utf-8"))
+        data = base64.b64decode(record["geometry"], validate=True)
+    except (OSError, ValueError, KeyError, TypeError, binascii.Error) as error:
+        log.info("window geometry in %s not used: %s", path, error)
+        return False
+    return bool(window.restoreGeometry(QByteArray(data)))
+
+
+def save_geometry(window: QWidget, path: Path) -> None:
+    """Write where `window` is now; a failure to write is logged, never raised (the window is closing)."""
+    record = {"geometry": base64.b64encode(bytes(window.saveGeometry().data())).decode("ascii")}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_suffix(".tmp")
+        temporary.write_text(json.dumps(record), encoding="utf-8")
+        temporary.replace(path)
+    except OSError as error:
+        log.warning("window geometry not saved to %s: %s", path, error)

@@ -1,0 +1,107 @@
+"""Where the window hosts settings: the Settings page over the chat, and the chat settings panel at its right
+(edits saved to the open chat at once, the Think switch beside the message box being one of them)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from PySide6.QtWidgets import QApplication
+
+from app.engine.bridge import FAILED
+from app.engine.connections import connection_factory, connection_key
+from app.settings.schema import AppSettings, ConversationSettings, Theme, save_settings
+from app.chat.tool_turns import TOOLS_CONFIG_NAME
+from app.settings.settings_page import SettingsPage
+from app.settings.tool_servers_section import ToolServersSection
+
+
+class SettingsHostMixin:
+    """MainWindow's settings hosting (a mixin: it reads the window's controller, bridge and panels)."""
+
+    def open_settings(self, has_gpu: bool | None = None) -> SettingsPage:
+        """Settings as a page over the chat (Save or Cancel brings the chat back); `has_gpu`: shown as on a
+        computer with (True) or without an NVIDIA GPU, instead of asking the driver."""
+        if self.settings_page is not None:
+            return self.settings_page
+        tools = ToolServersSection(self.paths.config_dir / TOOLS_CONFIG_NAME, self.controller.toolbox)
+        page = SettingsPage(self.settings, self, has_gpu, tools)
+        page.saved.connect(lambda settings: (self.close_settings(), self.apply_settings(settings)))
+        page.cancelled.connect(lambda: (self._preview_theme(self.settings.theme), self.close_settings()))
+        page.theme_previewed.connect(self._preview_theme)
+        page.models_requested.connect(lambda: (self.close_settings(), self.open_model_manager()))
+        self.pages.addWidget(page)
+        self.pages.setCurrentWidget(page)
+        page.target.edit.setFocus()
+        self.settings_page = page
+        return page
+
+    def _preview_theme(self, theme: Theme) -> None:
+        if self.theme is not None and self.theme.theme != theme:
+            self.theme.apply(theme)
+
+    def close_settings(self) -> None:
+        page, self.settings_page = self.settings_page, None
+        if page is not None:
+            self.pages.setCurrentIndex(0)
+            self.pages.removeWidget(page)
+            page.deleteLater()
+
+    def apply_settings(self, settings: AppSettings) -> None:
+        """Save new app settings; reload the models if the pair or memory settings changed."""
+        old = self.settings
+        self.settings = settings
+        self.controller.app_settings = settings
+        save_settings(settings, self.paths.settings_file)
+        self.api_server.apply(settings)
+        self._show_model_pair()
+        if connection_key(settings) != connection_key(old):  # this computer <-> a server, or another server
+            self.bridge.connect(connection_factory(settings), settings.load_request())
+        elif settings.load_request() != old.load_request() or self.bridge.status.state == FAILED:
+            self.bridge.load(settings.load_request())
+        if self.theme is not None and settings.theme != self.theme.theme:  # Settings previewed it already
+            self.theme.apply(settings.theme)
+
+    def open_conversation_settings(self) -> None:
+        self.show_conversation_settings(True)
+
+    def toggle_conversation_settings(self) -> None:
+        self.show_conversation_settings(not self.chat_settings.isVisible())
+
+    def show_conversation_settings(self, shown: bool) -> None:
+        """The chat settings panel at the window's right, open or closed; the header's button says which."""
+        if not shown:
+            self.chat_settings.flush()
+            if self.chat_settings.isAncestorOf(QApplication.focusWidget()):
+                self.input.setFocus()  # the keyboard goes back to the message box, not to the next control
+        self.chat_settings.setVisible(shown)
+        self.conversation_settings_button.setChecked(shown)
+        if shown:
+            self.chat_settings.temperature.slider.setFocus()
+
+    def _conversation_settings_changed(self, conversation_id: int | None, settings: ConversationSettings) -> None:
+        """An edit in the panel or the Think switch: saved to its chat at once (a chat is made if there is
+        none yet; opening it showed the defaults, so the panel and the switch then show what was saved)."""
+        self.controller.set_conversation_settings(settings, conversation_id)
+        if conversation_id is None:
+            self.chat_settings.set_settings(self.controller.conversation_settings(), self.controller.conversation_id)
+        self._show_think_switch()
+        self._show_speculation_items()
+
+    def _reset_conversation_settings(self) -> None:
+        defaults = self.controller.conversation_defaults()
+        self.chat_settings.set_settings(defaults, self.controller.conversation_id)
+        self._conversation_settings_changed(self.controller.conversation_id, defaults)
+        self.toast.show_message("This chat's settings are back to the defaults", 3000)
+
+    def _think_changed(self, on: bool) -> None:
+        """The Think switch beside the message box: one of the chat's settings (the panel shows the others)."""
+        self.chat_settings.flush()  # a system prompt still being typed is saved first, not lost
+        settings = dataclasses.replace(self.controller.conversation_settings(), thinking=on)
+        self.chat_settings.set_settings(settings, self.controller.conversation_id)
+        self._conversation_settings_changed(self.controller.conversation_id, settings)
+
+    def _show_think_switch(self) -> None:
+        """The Think switch only for a model whose template can turn thinking off, in the open chat's position."""
+        self.composer.set_think_switch(self.controller.thinking_control() == "switchable",
+                                       self.controller.conversation_settings().thinking)
+
