@@ -138,6 +138,9 @@ class Generate(Request):
     chat_template_kwargs: variables for the model's chat template (e.g. {"enable_thinking": False} for Qwen3;
     checked by core.text.prompts.check_template_kwargs; names the template does not read are left out).
     An assistant message may carry `reasoning_content` (its thinking, for templates that render it).
+    thinking_token_budget: the most tokens a thinking model may think before its block is closed for it
+    (core.decoding.thinking_budget; vLLM's field of that name). None: no bound, except under a grammar, where
+    it is half the tokens the answer may have, so that the forced answer comes after the thought.
     """
 
     request_id: str
@@ -162,6 +165,7 @@ class Generate(Request):
     grammar_source: str = ""
     top_logprobs: int | None = None
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
+    thinking_token_budget: int | None = None
 
 
 @dataclass(frozen=True)
@@ -425,6 +429,8 @@ def validate(message: object, allowed: dict[str, type] | None = None) -> _Messag
             raise ProtocolError(f"Generate.grammar_kind must be one of {', '.join(typing.get_args(GrammarKind))} or null")
         if message.top_logprobs is not None and not 0 <= message.top_logprobs <= MAX_TOP_LOGPROBS:
             raise ProtocolError(f"Generate.top_logprobs must be between 0 and {MAX_TOP_LOGPROBS}")
+        if message.thinking_token_budget is not None and message.thinking_token_budget < 0:
+            raise ProtocolError("Generate.thinking_token_budget cannot be negative")
     return message
 
 
