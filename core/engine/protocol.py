@@ -57,6 +57,7 @@ ERROR_KINDS = (
     "out_of_memory",  # out of memory even at the smallest tree budget
     "internal",  # an unexpected exception inside the engine (it lives on)
     "engine_died",  # reported by the client: the engine process is gone
+    "engine_died_loading",  # reported by the client: the engine process died while it loaded the models
     "engine_start",  # reported by the client: the engine did not start in time
     # a remote OpenAI-compatible server (core.remote.engine; the matching errors are in core.errors)
     "remote_unreachable",  # nothing answered at its address
