@@ -30,8 +30,8 @@ from typing import Any, Literal
 import torch
 
 from core.decoding.device_io import to_device
-from core.errors import GrammarError, InvalidSettingError
 from core.decoding.thinking_budget import ThoughtState, llguidance_budget
+from core.errors import GrammarError, InvalidSettingError
 from core.text.reasoning import ThinkingFormat
 
 GrammarKind = Literal["json_object", "json_schema", "lark"]
