@@ -8,7 +8,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from core.cli.hw import add_hw_argument, describe_lines
+from core.cli.hw import add_hw_argument
+from core.hardware.summary import describe_lines
 
 GIB = 1024**3
 
