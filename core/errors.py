@@ -67,6 +67,11 @@ class EngineError(SpecExecError, RuntimeError):
     """The engine process could not be started, died, or answered a request with an error."""
 
 
+class LoadDiedError(EngineError):
+    """The engine process died while it loaded the models (most often: the system ran out of memory and
+    killed it). A second try can work once memory is freed; a smaller model is the sure way."""
+
+
 class CatalogError(SpecExecError, ValueError):
     """The model catalog file is missing, malformed, or does not name the pair asked for."""
 

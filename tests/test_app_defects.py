@@ -152,6 +152,25 @@ def test_crash_banner_speaks_plainly(qtbot, quiet_window):
     assert "SIGKILL" in w.banner.details()  # the technical words are one click away
 
 
+def test_an_engine_killed_while_loading_is_said_as_a_load_failure(qtbot, quiet_window, tmp_path):
+    """The same words as `specexec chat` (core.engine.client.LOAD_DIED_HINT): the models could not be loaded,
+    most likely for memory, with what to try; Restart loads again, Settings picks a smaller model."""
+    w = quiet_window
+    w.bridge.handle_events([P.EngineStarted(pid=6507), P.StatusReport("loading", {}),
+                            P.LoadProgress("Loading the target model big-70b"),
+                            P.Error(None, "engine_died", "the engine process (pid 6507) was killed by SIGKILL",
+                                    "the engine crashed or was killed (out of memory?); restart it to go on - the "
+                                    "conversation is kept")])
+    plain = re.sub(r"<[^>]+>", " ", w.banner.label.text())
+    assert w.banner.isVisible() and "could not be loaded" in plain and "stopped while loading" in plain
+    assert "out of memory" in plain and "smaller model" in plain and "close other programs" in plain
+    assert "restart it to go on" not in plain and "interrupted" not in plain and "pid" not in plain
+    assert not re.search(r"[.!?]\s+[a-z]", plain), plain
+    assert "SIGKILL" in w.banner.details()
+    assert w.banner.buttons["restart"].isVisible() and w.banner.buttons["settings"].isVisible()
+    w.banner.grab().save(str(tmp_path / "load-died-banner.png"))
+
+
 def test_context_length_error_gives_its_advice_once(qtbot, controller):
     from conftest import make_word_tokenizer
     from core.engine.process import error_event

@@ -105,3 +105,69 @@ def test_ctrl_c_stops_the_answer_not_the_program(model_dirs):
         if process.poll() is None:
             process.kill()
         os.close(master)
+
+
+def _engine_children(process: subprocess.Popen) -> list[psutil.Process]:
+    """The chat's engine processes (multiprocessing children, not its resource tracker)."""
+    found = []
+    for child in psutil.Process(process.pid).children(recursive=True):
+        try:
+            command = " ".join(child.cmdline())
+        except psutil.Error:
+            continue
+        if "spawn_main" in command and "resource_tracker" not in command:
+            found.append(child)
+    return found
+
+
+def _kill_engine_while_loading(process: subprocess.Popen, lines: list[str]) -> None:
+    """Read the chat's stderr until it reports loading the target (whose weights are a FIFO nobody writes:
+    the engine waits there, loading), then SIGKILL that engine, as the system's out-of-memory killer would."""
+    for line in process.stderr:
+        lines.append(line)
+        if line.startswith("Loading the target model"):
+            break
+    engines = _engine_children(process)
+    assert len(engines) == 1, (engines, lines)
+    engines[0].send_signal(signal.SIGKILL)
+    engines[0].wait(timeout=30)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_an_engine_killed_while_loading_is_a_load_failure_tried_again_and_the_chat_goes_on(model_dirs, tmp_path):
+    """The weights of the target are a named pipe: the engine blocks reading them, as a big model's load takes
+    its time, and is killed there twice (the first load and its one retry). The chat says it as a load failure
+    with what to try, does not exit, and loads again for the next line, which (the real weights back in place)
+    it answers."""
+    import shutil
+
+    target = tmp_path / "target"
+    shutil.copytree(model_dirs[0], target)
+    weights = target / "model.safetensors"
+    real = tmp_path / "weights.safetensors"
+    weights.rename(real)
+    os.mkfifo(weights)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "core.cli.main", "chat", "--target", str(target), "--draft", model_dirs[1], *FLAGS,
+         "--max-new-tokens", "8"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    lines: list[str] = []
+    try:
+        _kill_engine_while_loading(process, lines)  # the first load
+        _kill_engine_while_loading(process, lines)  # the retry
+        said = "".join(lines)
+        assert "error: the models could not be loaded: the engine stopped while loading them" in said
+        assert "SIGKILL" in said and "Try a smaller model" in said and "close other programs" in said
+        assert "(loading once more)" in said and "restart it to go on" not in said
+        weights.unlink()
+        real.rename(weights)
+        out, err = process.communicate("w10 w11\n", timeout=400)
+        err = said + err
+        assert "(the next message tries again)" in err and "Traceback" not in err, err
+        assert out == greedy_answer(model_dirs, [{"role": "user", "content": "w10 w11"}], 8) + "\n"
+        assert process.returncode == 0, err
+    finally:
+        if process.poll() is None:
+            process.kill()

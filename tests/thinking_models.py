@@ -96,3 +96,57 @@ def save_thinking_pair(root: Path, template: str, script: list[int] = SCRIPT, lo
         make_thinking_tokenizer(template).save_pretrained(folder)
         folders.append(str(folder))
     return folders[0], folders[1]
+
+
+# ----------------------------------------------------------------------------------------------------------
+# A byte-level tokenizer (one symbol per byte, as GPT-2's and Qwen's spell what they have no merge for), so the
+# scripted model can write JSON and tool calls under a grammar; a few words are added tokens, as `<think>` is.
+
+BYTE_WORDS = ("<|end|>", "<|system|>", "<|user|>", "<|assistant|>", "<think>", "</think>", "Because", " sky", "Blue")
+BYTE_VOCAB = 272  # the words, the 256 byte symbols, padding to a multiple of 8 (the head size must divide it)
+# Qwen3's way with the block (the model opens it) and Hermes tool calls (tools in a system turn, <tool_call> tags)
+QWEN3_TOOLS_TEMPLATE = (
+    "{% if tools %}<|system|> Tools:{% for tool in tools %} {{ tool | tojson }}{% endfor %} "
+    "Call one as <tool_call>{\"name\": ..., \"arguments\": ...}</tool_call> <|end|>{% endif %}"
+    "{% for m in messages %}<|{{ m.role }}|> {{ m.content }} <|end|>{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>"
+    "{% if enable_thinking is defined and enable_thinking is false %}<think>\n\n</think>\n\n{% endif %}{% endif %}"
+)
+
+
+def make_byte_tokenizer(template: str):
+    """Byte-level BPE without merges plus BYTE_WORDS as added tokens (ids 0-8; `<|end|>`, id 0, is the EOS)."""
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+    from tokenizers.pre_tokenizers import ByteLevel
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {word: i for i, word in enumerate(BYTE_WORDS)}
+    for symbol in sorted(ByteLevel.alphabet()):
+        vocab[symbol] = len(vocab)
+    backend = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    backend.decoder = decoders.ByteLevel()
+    backend.add_tokens([AddedToken(word, normalized=False) for word in BYTE_WORDS])
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, eos_token="<|end|>", unk_token=None)
+    tokenizer.chat_template = template
+    return tokenizer
+
+
+def save_byte_thinking_pair(root: Path, answer: str, template: str = QWEN3_TOOLS_TEMPLATE,
+                            loop_from: str | None = None) -> tuple[str, str]:
+    """Target and draft folders of a scripted model that answers `answer` after its generation prompt
+    (`<|assistant|>`), then ends; with `loop_from` (a piece of `answer`, ending it), it goes round from that
+    piece's first token instead of ending: a thought that never closes."""
+    tokenizer = make_byte_tokenizer(template)
+    encode = lambda text: tokenizer(text, add_special_tokens=False)["input_ids"]  # noqa: E731
+    script = [*encode("<|assistant|>"), *encode(answer)]
+    loop_to = encode(loop_from)[0] if loop_from is not None else None
+    if loop_to is None:
+        script.append(EOS)
+    folders = []
+    for name in ("target", "draft"):
+        folder = root / name
+        make_scripted_llama(script, vocab=BYTE_VOCAB, context=2048, loop_to=loop_to).save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+        folders.append(str(folder))
+    return folders[0], folders[1]

@@ -30,7 +30,7 @@ from typing import Any, Callable
 from PySide6.QtCore import QObject, QThread, QTimer, Signal, Slot
 
 from core.engine import protocol as P
-from core.engine.client import EngineClient
+from core.engine.client import EngineClient, died_while_loading
 from core.engine.connection import EngineConnection
 
 log = logging.getLogger(__name__)
@@ -411,7 +411,9 @@ class EngineBridge(QObject):
             self._set(state=IDLE, models={})
 
     def _error(self, error: P.Error) -> None:
-        if (error.kind == "engine_died" and error.request_id is None) or error.kind == "engine_start":
+        if error.kind == "engine_died" and error.request_id is None and self.status.state == LOADING:
+            error = died_while_loading(error)  # a load that failed, with what to try, not a crash to restart from
+        if (error.kind in ("engine_died", "engine_died_loading") and error.request_id is None) or error.kind == "engine_start":
             log.error("engine %s: %s", error.kind, error.message)
             for request_id in list(self.in_flight):
                 self._end_request(P.Error(request_id, "engine_died", error.message, error.hint))

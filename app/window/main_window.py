@@ -45,6 +45,7 @@ from app.window.settings_host import SettingsHostMixin
 from app.conversations.store import Store
 from app.models.wizard.wizard import FirstRunWizard
 from core.engine import protocol as P
+from core.engine.client import LOAD_DIED_HINT
 from core.models.model_spec import BUILTIN
 from core.system.locations import models_dir
 
@@ -343,7 +344,8 @@ class MainWindow(MenusMixin, SettingsHostMixin, FileActionsMixin, QMainWindow):
         if status.state not in (CRASHED, FAILED) and self.banner.isVisible() and self.banner.text() != self._gpu_banner:
             self.banner.hide()
         if status.state == CRASHED and not self.banner.isVisible():
-            self._engine_failed(P.Error(None, "engine_died", status.message, status.hint))
+            kind = "engine_died_loading" if status.hint == LOAD_DIED_HINT else "engine_died"
+            self._engine_failed(P.Error(None, kind, status.message, status.hint))
         if self.controller.conversation_id is None:  # no chat yet: its defaults follow the model (a thinking one's)
             self.chat_settings.set_settings(self.controller.conversation_settings(), None)
         self._show_think_switch()
@@ -364,6 +366,10 @@ class MainWindow(MenusMixin, SettingsHostMixin, FileActionsMixin, QMainWindow):
         remote = self.settings.remote_endpoint()
         if remote is not None:
             self._connection_failed(remote.name, error)
+        elif error.kind == "engine_died_loading":  # most often out of memory: a smaller model is the way on
+            text = (f"<b>The models could not be loaded.</b> The engine stopped while loading them. "
+                    f"{engine_stopped_text(error.message)} {sentence(error.hint)}.")
+            self.banner.show_message(text, ("restart", "settings"), details=error.message)
         elif error.kind in ("engine_died", "engine_start"):
             text = (f"<b>The engine stopped.</b> {engine_stopped_text(error.message)} Your conversation is kept; "
                     "the answer in progress was marked interrupted.")

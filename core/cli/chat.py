@@ -39,10 +39,10 @@ from typing import TextIO
 from core.cli.options import add_generation_arguments, decoding_settings, engine_load_settings, sampling_params
 from core.cli.thinking_output import ThinkingPrinter, add_thinking_arguments, template_kwargs
 from core.engine import protocol as P
-from core.engine.client import EngineClient
 from core.cli.chat_tools import TerminalTools, prompt_reader
+from core.engine.client import LOAD_DIED_HINT, EngineClient
 from core.engine.connection import EngineConnection
-from core.errors import InvalidSettingError, RemoteError, SpecExecError
+from core.errors import InvalidSettingError, LoadDiedError, RemoteError, SpecExecError
 from core.text.tool_calls import ToolCallStream
 from core.tools.connection import ToolResult
 from core.tools.loop import cap_note, run_tool_turn
@@ -117,15 +117,62 @@ def _catch_interrupt():
         signal.signal(signal.SIGINT, previous)
 
 
+def say_load_died(error: LoadDiedError, then: str) -> None:
+    """A load the engine died in, in plain words: what happened, what to try, and what happens `then`."""
+    print(f"error: {error}.\n  {LOAD_DIED_HINT[0].upper()}{LOAD_DIED_HINT[1:]}. ({then})", file=sys.stderr, flush=True)
+
+
+class ModelLoader:
+    """Loads the models into the local engine, and again after the engine died while loading them (each time
+    in a fresh engine process): `load(tries)` says a death in plain words and is True once they are loaded."""
+
+    def __init__(self, client: EngineClient, args: argparse.Namespace, report: LoadReport) -> None:
+        self.client = client
+        self.report = report
+        self.loaded = False
+        self.tool_call_format: str | None = None  # how the loaded model writes tool calls (None: it cannot)
+        self._settings = dict(budget=args.budget, max_depth=args.max_depth, expand=args.expand,
+                              draft_top_p=args.draft_top_p, **engine_load_settings(args))
+        self._models = (args.target, args.draft if args.method != "sequential" else None)
+        self._fresh = True  # the engine process has not died since it started
+
+    def load(self, tries: int) -> bool:
+        """Up to `tries` loads; a failure other than the engine's death (a missing model, a bad file) raises,
+        since trying again cannot help."""
+        for attempt in range(1, tries + 1):
+            try:
+                if not self._fresh:
+                    self.client.restart(reload=False, wait=True)
+                    self._fresh = True
+                ready = self.client.load(*self._models, wait=True, **self._settings, on_progress=self.report)
+                self.report.done()
+                self.tool_call_format = ready.models.get("tool_call_format")
+                self.loaded = True
+                return True
+            except LoadDiedError as error:
+                self.report.done()
+                self.lost()
+                say_load_died(error, "loading once more" if attempt < tries else "the next message tries again")
+        return False
+
+    def lost(self) -> None:
+        """The engine died while loading the models: the next load starts a fresh engine."""
+        self.loaded, self._fresh = False, False
+
+
 class ChatLoop:
-    """source: where answers come from, for a remote server ("alpha-7b on gpu-box"); None for this computer."""
+    """source: where answers come from, for a remote server ("alpha-7b on gpu-box"); None for this computer.
+    loader: the local engine's models (None: the connection loads its own), loaded again before a turn when
+    the engine died while loading them."""
 
     def __init__(self, client: EngineConnection, args: argparse.Namespace, interactive: bool,
-                 source: str | None = None, tools: TerminalTools | None = None) -> None:
+                 source: str | None = None, loader: ModelLoader | None = None,
+                 tools: TerminalTools | None = None) -> None:
         settings = decoding_settings(args)  # checks the flags before anything is loaded
         params = sampling_params(args)
         self.client = client
         self.source = source
+        self.loader = loader
         self.interactive = interactive
         self.system: str | None = args.system
         self.history: list[dict[str, str]] = []
@@ -194,6 +241,12 @@ class ChatLoop:
         return True
 
     def turn(self, user_text: str) -> None:
+        if self.loader is not None and not self.loader.loaded:
+            if not self.loader.load(tries=1):
+                self.failed_turns += 1
+                return
+            if self.tools is not None and self.tools.fmt is None:  # the first load died: the format is known now
+                self.tools.fmt = self.loader.tool_call_format
         user = {"role": "user", "content": user_text}
         system = [{"role": "system", "content": self.system}] if self.system else []
         if self.tools is not None:
@@ -303,6 +356,10 @@ class ChatLoop:
         self.note("(restarting the engine)" if self.source is None else "(connecting again)")
         try:
             self.client.restart(reload=True, wait=True)
+        except LoadDiedError as error:  # the reload died as well: the next message loads again
+            if self.loader is not None:
+                self.loader.lost()
+            say_load_died(error, "the next message tries again")
         except (SpecExecError, OSError, TimeoutError) as error:
             self.note(f"(could not: {error})")
 
@@ -341,7 +398,6 @@ def run(args: argparse.Namespace) -> int:
         if args.mcp_config is not None:
             raise InvalidSettingError("--mcp-config works with a model on this computer, not with --remote")
         return run_remote(args, sys.stdin.isatty())
-    load_settings = engine_load_settings(args)
     interactive = sys.stdin.isatty()
     tools = None
     if args.mcp_config is not None:
@@ -350,21 +406,15 @@ def run(args: argparse.Namespace) -> int:
     client = EngineClient(torch_threads=args.threads)
     report = LoadReport(args.verbose, sys.stderr)
     try:
+        loader = ModelLoader(client, args, report)  # checks the load flags before the engine starts
         client.start()
-        ready = client.load(
-            args.target,
-            args.draft if args.method != "sequential" else None,
-            budget=args.budget, max_depth=args.max_depth, expand=args.expand, draft_top_p=args.draft_top_p,
-            wait=True, on_progress=report,
-            **load_settings,
-        )
-        report.done()
-        if tools is not None:
-            tools.fmt = ready.models.get("tool_call_format")
+        # a death while loading (out of memory?) is said, tried once more, then the chat goes on
+        if loader.load(tries=2) and tools is not None:
+            tools.fmt = loader.tool_call_format
             if tools.fmt is None:
                 raise InvalidSettingError("this model's chat template has no tool support, so --mcp-config cannot "
                                           "be used with it (tools need a model such as Qwen2.5, Qwen3 or Llama 3.1)")
-        return ChatLoop(client, args, interactive, tools=tools).run()
+        return ChatLoop(client, args, interactive, loader=loader, tools=tools).run()
     finally:
         client.shutdown()
         if tools is not None:

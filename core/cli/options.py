@@ -187,7 +187,7 @@ def output_controls(args: argparse.Namespace, target, top_logprobs: int | None =
         return None
     from pathlib import Path
 
-    from core.decoding.constraints import GrammarConstraint, GrammarSpec, after_thinking
+    from core.decoding.constraints import GrammarConstraint, GrammarSpec
     from core.errors import InvalidSettingError
     from core.decoding.methods.step import OutputControls
 
@@ -200,8 +200,9 @@ def output_controls(args: argparse.Namespace, target, top_logprobs: int | None =
                 spec = GrammarSpec("json_schema", Path(args.json_schema).read_text(encoding="utf-8"))
             except OSError as error:
                 raise InvalidSettingError(f"cannot read the JSON schema file {args.json_schema}: {error.strerror}") from error
-        if thinking is not None:
-            spec = after_thinking(spec, thinking)
-        grammar = GrammarConstraint(spec, target.tokenizer, target.lm.vocab_size, tuple(target.lm.eos_token_ids))
+        # a thought may take half the answer's tokens, so that the answer the schema asks for comes after it
+        budget = args.max_new_tokens // 2 if thinking is not None and args.max_new_tokens else None
+        grammar = GrammarConstraint(spec, target.tokenizer, target.lm.vocab_size, tuple(target.lm.eos_token_ids),
+                                    thinking, budget)
     return OutputControls(grammar, top_logprobs, mask_draft)
 

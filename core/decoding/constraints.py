@@ -30,6 +30,7 @@ from typing import Any, Literal
 import torch
 
 from core.decoding.device_io import to_device
+from core.decoding.thinking_budget import ThoughtState, llguidance_budget
 from core.errors import GrammarError, InvalidSettingError
 from core.text.reasoning import ThinkingFormat
 
@@ -64,11 +65,22 @@ class GrammarSpec:
             raise GrammarError(f"the JSON schema cannot be used: {error}") from error
 
 
-def after_thinking(spec: GrammarSpec, fmt: ThinkingFormat) -> GrammarSpec:
+# any answer: what a thinking budget without a grammar decodes under (after_thinking puts the thought before it)
+FREE_TEXT = GrammarSpec("lark", "start: TEXT\nTEXT: /(?s:.)*/")
+
+
+def after_thinking(spec: GrammarSpec, fmt: ThinkingFormat, open_token: int | None = None,
+                   close_token: int | None = None) -> GrammarSpec:
     """`spec` for a thinking model's answer: its reasoning block first, free text that does not close it
-    (mandatory when the prompt opened the block, optional when the model opens it), then whitespace, then
-    what `spec` asks for. Without this the grammar would hold from the first token and a model whose prompt
-    opened `<think>` would have to write its JSON (or call) inside the block, where it is not the answer."""
+    (mandatory when the prompt opened the block, optional when the model opens it, whitespace before the
+    opening marker included), then whitespace, then what `spec` asks for. Without this the grammar would hold
+    from the first token and a model whose prompt opened `<think>` would have to write its JSON (or call)
+    inside the block, where it is not the answer; and a model that writes a newline before `<think>` (several
+    fine-tunes do) would have that newline read as the answer's start, its `<think>` masked.
+
+    `open_token` / `close_token`: a marker's token where llguidance reads it as a special token (Qwen3's and
+    the R1 distills' `<think>` and `</think>`, added tokens of the form `<...>`), which text in the grammar
+    never matches: the marker is then that token or its text."""
     if spec.kind == "lark":
         answer = re.sub(r"(?m)^start\s*:", "answer:", spec.source)
     else:
@@ -78,10 +90,32 @@ def after_thinking(spec: GrammarSpec, fmt: ThinkingFormat) -> GrammarSpec:
     # one lexeme from the thought to its closing marker (the lexer does not backtrack, so the marker cannot be
     # a lexeme of its own after free text): text ending with the marker, with no marker before the end
     close = re.escape(fmt.close).replace("/", "\\/")  # a Lark regex ends at an unescaped "/"
-    thought = f"THOUGHT: /(?s:.)*{close}/ & ~/(?s:.)*{close}(?s:.)+/"
-    block = "THOUGHT GAP"
-    start = f"start: {block} answer" if fmt.starts_inside else f"start: ({json.dumps(fmt.open)} {block})? answer"
-    return GrammarSpec("lark", "\n".join([start, thought, "GAP: /[ \\t\\r\\n]*/", answer]))
+    rules = [f"THOUGHT: /(?s:.)*{close}/ & ~/(?s:.)*{close}(?s:.)+/", "GAP: /[ \\t\\r\\n]*/", answer]
+    thought = "THOUGHT"
+    if close_token is not None:  # or text without the marker (maybe none), then the marker's token
+        thought = "thought"
+        rules += [f"thought: THOUGHT | OPEN_THOUGHT? <[{close_token}]>", f"OPEN_THOUGHT: /(?s:.)+/ & ~/(?s:.)*{close}(?s:.)*/"]
+    if fmt.starts_inside:
+        return GrammarSpec("lark", "\n".join([f"start: {thought} GAP answer", *rules]))
+    # the whitespace before the opening marker is one lexeme with it: the thought's, not the answer's
+    rules.append("OPEN: /[ \\t\\r\\n]*/ " + json.dumps(fmt.open))
+    opening = "OPEN"
+    if open_token is not None:
+        opening = "opening"
+        rules += [f"opening: OPEN | SPACE? <[{open_token}]>", "SPACE: /[ \\t\\r\\n]+/"]
+    return GrammarSpec("lark", "\n".join([f"start: ({opening} {thought} GAP)? answer", *rules]))
+
+
+def marker_tokens(tokenizer: Any, bridge: Any, fmt: ThinkingFormat) -> tuple[int | None, int | None]:
+    """The tokens of `fmt`'s opening and closing markers that llguidance reads as special (None: a marker
+    that is not one token, or one that llguidance reads as its text)."""
+    vocab = tokenizer.get_vocab()
+
+    def special(marker: str) -> int | None:
+        token = vocab.get(marker)
+        return token if token is not None and bridge.is_special_token(token) else None
+
+    return special(fmt.open), special(fmt.close)
 
 
 def bridge_for(tokenizer: Any, vocab_size: int, eos_token_ids: tuple[int, ...]) -> Any:
@@ -102,16 +136,27 @@ def bridge_for(tokenizer: Any, vocab_size: int, eos_token_ids: tuple[int, ...]) 
 
 class GrammarConstraint:
     """The grammar state of one answer: masks for the next token, for a draft tree's nodes, and for the
-    draft search's expanded nodes; `advance` with what was emitted."""
+    draft search's expanded nodes; `advance` with what was emitted. A thinking model's answer (`thinking`: its
+    markers) thinks freely before `spec` holds (after_thinking); with a thinking budget (`thinking_budget`:
+    tokens; core.decoding.thinking_budget) a thought that has spent it may only be closed, on every path alike."""
 
-    def __init__(self, spec: GrammarSpec, tokenizer: Any, vocab_size: int, eos_token_ids: tuple[int, ...]) -> None:
+    def __init__(self, spec: GrammarSpec, tokenizer: Any, vocab_size: int, eos_token_ids: tuple[int, ...],
+                 thinking: ThinkingFormat | None = None, thinking_budget: int | None = None) -> None:
         import llguidance
 
         self.vocab_size = vocab_size
         self._eos = frozenset(eos_token_ids)
+        bridge = bridge_for(tokenizer, vocab_size, eos_token_ids)
+        self._budget = None
+        if thinking is not None:
+            markers = marker_tokens(tokenizer, bridge, thinking)
+            spec = after_thinking(spec, thinking, *markers)
+            if thinking_budget is not None:
+                self._budget = llguidance_budget(thinking, thinking_budget, bridge, vocab_size, markers[1])
+                self._thought = self._budget.start()
         # log_level 0: tried paths the grammar refuses are expected (padding rows), not worth a warning
         try:
-            self._matcher = llguidance.LLMatcher(bridge_for(tokenizer, vocab_size, eos_token_ids), spec.grammar(), log_level=0)
+            self._matcher = llguidance.LLMatcher(bridge, spec.grammar(), log_level=0)
         except ValueError as error:  # llguidance refuses the grammar (an unsupported schema feature, a bad rule)
             raise GrammarError(f"the grammar cannot be used: {error}") from error
         if self._matcher.is_error():
@@ -121,15 +166,30 @@ class GrammarConstraint:
 
     # -- masks ---------------------------------------------------------------------------------------------
 
-    def _mask(self) -> torch.Tensor:
-        """bool [V] on the host: the tokens allowed in the matcher's current state."""
+    def _mask(self, thought: ThoughtState | None = None) -> torch.Tensor:
+        """bool [V] on the host: the tokens allowed in the matcher's current state, where the thought stands
+        at `thought` (the budget's say: only the closing marker once it is spent; kept out where the grammar
+        allows none of it, e.g. after a token that ended inside a character, until the next one)."""
         words = torch.frombuffer(bytearray(self._matcher.compute_bitmask()), dtype=torch.int32)[: self._words]
         bits = (words[:, None] & self._bits) != 0
-        return bits.reshape(-1)[: self.vocab_size]
+        mask = bits.reshape(-1)[: self.vocab_size]
+        closing = None if thought is None else self._budget.closing(thought)
+        if closing is not None and (mask & closing).any():
+            mask = mask & closing
+        return mask
+
+    def _thought_after(self, path: list[int]) -> ThoughtState | None:
+        """The thought's state after `path` below what was emitted (None: no budget)."""
+        if self._budget is None:
+            return None
+        thought = self._thought
+        for token in path:
+            thought = self._budget.step(thought, token)
+        return thought
 
     def allowed(self, device: torch.device | str) -> torch.Tensor:
         """bool [V] on `device`: the tokens allowed after what has been emitted so far."""
-        return to_device(self._mask(), device, torch.bool)
+        return to_device(self._mask(self._thought_after([])), device, torch.bool)
 
     def _masks_along(self, paths: list[list[int]]) -> torch.Tensor:
         """bool [len(paths), V]: for each path of tokens after the current state, the mask at its end.
@@ -141,7 +201,7 @@ class GrammarConstraint:
         for i, path in enumerate(paths):
             consumed = self._matcher.try_consume_tokens(path) if path else 0
             if consumed == len(path):
-                mask = self._mask()
+                mask = self._mask(self._thought_after(path))
                 if mask.any():
                     rows[i] = mask
             if consumed:
@@ -174,6 +234,8 @@ class GrammarConstraint:
                 return  # a complete grammar takes no more tokens, its end of sequence included
             if not self._matcher.consume_token(token):
                 raise RuntimeError(f"the grammar refused a token it had allowed: {self._matcher.get_error()}")
+            if self._budget is not None:
+                self._thought = self._budget.step(self._thought, token)
             if token in self._eos:
                 return
 

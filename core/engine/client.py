@@ -28,9 +28,11 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from core.engine import protocol as P
-from core.errors import EngineError
+from core.errors import EngineError, LoadDiedError
 
 LIVENESS_INTERVAL_S = 0.1
+# what to do when the engine dies while it loads (the CLI's chat and the app's banner say the same)
+LOAD_DIED_HINT = "try a smaller model (or a 4-bit one), or close other programs to free memory, then load again"
 DEFAULT_START_TIMEOUT_S = 180.0
 
 _ids = itertools.count(1)
@@ -48,6 +50,14 @@ def _describe_exit(pid: int | None, exitcode: int | None) -> str:
             name = f"signal {-exitcode}"
         return f"the engine process (pid {pid}) was killed by {name}"
     return f"the engine process (pid {pid}) exited with code {exitcode}"
+
+
+def died_while_loading(error: P.Error) -> P.Error:
+    """The engine's death (an engine_died Error) during a load, said as the load failure it is, with what to
+    try (LOAD_DIED_HINT) instead of "restart it to go on"."""
+    return P.Error(None, "engine_died_loading",
+                   f"the models could not be loaded: the engine stopped while loading them ({error.message})",
+                   LOAD_DIED_HINT)
 
 
 class EngineClient:
@@ -228,6 +238,9 @@ class EngineClient:
                     on_progress(event)
             elif isinstance(event, P.StatusReport) and event.state == "ready":
                 return event
+            elif isinstance(event, P.Error) and event.request_id is None and event.kind == "engine_died":
+                died = died_while_loading(event)
+                raise LoadDiedError(died.message)
             elif isinstance(event, P.Error) and event.request_id is None and event.kind != "protocol":
                 raise EngineError(f"{event.message}" + (f" ({event.hint})" if event.hint else ""))
             elif not isinstance(event, P.StatusReport):

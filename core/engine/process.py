@@ -348,7 +348,8 @@ class Engine:
             auto_budget=auto_budget,
         )
         prepared = prepared or self.prepare(request)
-        controls = self.output_controls(request, prepared.thinking)
+        room = min(settings.max_new_tokens, self.session.context_limit - len(prepared.prompt_ids))
+        controls = self.output_controls(request, prepared.thinking, room)
         if prepared.dropped_messages:
             self.emit(P.ContextTrimmed(request.request_id, prepared.dropped_messages))
         turn = self.session.turn(prepared.prompt_ids, params, settings, request.reuse_cache, self.fault_hook,
@@ -387,21 +388,24 @@ class Engine:
 
             record_expected_speed(self.session.tuner, self.session.target, self.session.draft)
 
-    def output_controls(self, request: P.Generate, thinking: Any = None) -> Any:
+    def output_controls(self, request: P.Generate, thinking: Any = None, room: int | None = None) -> Any:
         """The request's grammar (checked against the target's tokenizer) and log-probabilities, or None. A
-        thinking model (`thinking`: the answer's ThinkingFormat) thinks freely before the grammar holds."""
-        if request.grammar_kind is None and request.top_logprobs is None:
+        thinking model (`thinking`: the answer's ThinkingFormat) thinks freely before the grammar holds, for
+        at most its thinking budget: the request's, or under a grammar half the answer's `room` (tokens)."""
+        budget = request.thinking_token_budget if thinking is not None else None
+        if budget is None and thinking is not None and request.grammar_kind is not None and room is not None:
+            budget = max(room // 2, 0)
+        if request.grammar_kind is None and request.top_logprobs is None and budget is None:
             return None
-        from core.decoding.constraints import GrammarConstraint, GrammarSpec, after_thinking
+        from core.decoding.constraints import FREE_TEXT, GrammarConstraint, GrammarSpec
         from core.decoding.methods.step import OutputControls
 
         target = self.session.target
         grammar = None
-        if request.grammar_kind is not None:
-            spec = GrammarSpec(request.grammar_kind, request.grammar_source)
-            if thinking is not None:
-                spec = after_thinking(spec, thinking)
-            grammar = GrammarConstraint(spec, self.session.tokenizer, target.vocab_size, tuple(target.eos_token_ids))
+        if request.grammar_kind is not None or budget is not None:
+            spec = GrammarSpec(request.grammar_kind, request.grammar_source) if request.grammar_kind else FREE_TEXT
+            grammar = GrammarConstraint(spec, self.session.tokenizer, target.vocab_size, tuple(target.eos_token_ids),
+                                        thinking, budget)
         return OutputControls(grammar, request.top_logprobs)
 
     def prepare(self, request: P.Generate) -> Any:

@@ -51,6 +51,7 @@ ERROR_KINDS = (
     "out_of_memory",  # out of memory even at the smallest tree budget
     "internal",  # an unexpected exception inside the engine (it lives on)
     "engine_died",  # reported by the client: the engine process is gone
+    "engine_died_loading",  # reported by the client: the engine process died while it loaded the models
     "engine_start",  # reported by the client: the engine did not start in time
     # a remote OpenAI-compatible server (core.remote.engine; the matching errors are in core.errors)
     "remote_unreachable",  # nothing answered at its address
@@ -132,6 +133,9 @@ class Generate(Request):
     chat_template_kwargs: variables for the model's chat template (e.g. {"enable_thinking": False} for Qwen3;
     checked by core.text.prompts.check_template_kwargs; names the template does not read are left out).
     An assistant message may carry `reasoning_content` (its thinking, for templates that render it).
+    thinking_token_budget: the most tokens a thinking model may think before its block is closed for it
+    (core.decoding.thinking_budget; vLLM's field of that name). None: no bound, except under a grammar, where
+    it is half the tokens the answer may have, so that the forced answer comes after the thought.
     """
 
     request_id: str
@@ -156,6 +160,7 @@ class Generate(Request):
     grammar_source: str = ""
     top_logprobs: int | None = None
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
+    thinking_token_budget: int | None = None
 
 
 @dataclass(frozen=True)
@@ -419,6 +424,8 @@ def validate(message: object, allowed: dict[str, type] | None = None) -> _Messag
             raise ProtocolError(f"Generate.grammar_kind must be one of {', '.join(typing.get_args(GrammarKind))} or null")
         if message.top_logprobs is not None and not 0 <= message.top_logprobs <= MAX_TOP_LOGPROBS:
             raise ProtocolError(f"Generate.top_logprobs must be between 0 and {MAX_TOP_LOGPROBS}")
+        if message.thinking_token_budget is not None and message.thinking_token_budget < 0:
+            raise ProtocolError("Generate.thinking_token_budget cannot be negative")
     return message
 
 

@@ -121,6 +121,7 @@ class CompletionRequest:
     forced_tool: str | None = None
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
     trim_context: bool = False  # drop the oldest turns that do not fit (the Responses API's truncation "auto")
+    thinking_token_budget: int | None = None  # a thinking model's thought, at most (P.Generate's field)
 
     @property
     def forces_tool_call(self) -> bool:
@@ -140,6 +141,7 @@ class CompletionRequest:
             method=self.method, max_new_tokens=self.max_tokens, stop=self.stop, trim_context=self.trim_context,
             tools=self.tools, cache_owner="api", grammar_kind=self.grammar_kind, grammar_source=self.grammar_source,
             top_logprobs=self.top_logprobs, chat_template_kwargs=dict(self.chat_template_kwargs),
+            thinking_token_budget=self.thinking_token_budget,
         )
 
 
@@ -309,6 +311,7 @@ def _common(body: object, defaults: Defaults, chat: bool) -> dict[str, Any]:
         grammar_kind=grammar[0] if grammar else None,
         grammar_source=grammar[1] if grammar else "",
         top_logprobs=_logprobs(body, chat),
+        thinking_token_budget=_integer(body, "thinking_token_budget", None, 0),
     )
 
 
