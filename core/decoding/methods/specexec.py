@@ -34,7 +34,7 @@ from core.planning.graph_plan import DEFAULT_EXPAND, search_width
 from core.decoding.methods.step import OutputControls, PassStats, Step, TokenLogprob
 from core.decoding.methods.tree_forward import commit_draft_path, commit_target_path, score_tree
 from core.decoding.sampling import SamplingParams, context_mask
-from core.decoding.timing import PassClock
+from core.decoding.timing import ForwardTimer, PassClock
 from core.decoding.verification import Verdict, Walk, read_verdict, walk_tree
 
 
@@ -204,6 +204,7 @@ def specexec_steps(
         grown = draft_tree.search if overlap else None
         shadow_made = 0
         if grown is not None and shadow_planned:
+            grown.timer = ForwardTimer(draft.device)  # the shadow's forwards are off the pass's critical path
             with lane.run():  # on the draft's stream while the target's pass runs on its own
                 shadow_made = grown.grow(grown.pool, shadow_planned)
         clock.mark()
