@@ -24,24 +24,23 @@ def session_cache_dir(tmp_path_factory) -> Iterator[None]:
     """Point SPECEXEC_CACHE_DIR at a session folder, so what tests cache (the autotuner's cost models) never
     lands in the user's cache; the converted built-in model is linked in from the real cache when it is
     there, so tests do not convert it again. Engine processes inherit the variable."""
-    from core.loading import builtin
-
-    from core.system.locations import old_cache_dir
+    from core.system.env import CACHE_DIR_ENV
+    from core.system.locations import cache_dir, old_cache_dir
 
     folder = tmp_path_factory.mktemp("specexec-cache")
-    for real in (builtin.cache_root(), old_cache_dir()):  # the user's cache, under its name before an update too
+    for real in (cache_dir(), old_cache_dir()):  # the user's cache, under its name before an update too
         if real is not None and (real / "builtin").is_dir():
             (folder / "builtin").symlink_to(real / "builtin", target_is_directory=True)
             break
-    previous = os.environ.get(builtin.CACHE_ENV)
-    os.environ[builtin.CACHE_ENV] = str(folder)
+    previous = os.environ.get(CACHE_DIR_ENV)
+    os.environ[CACHE_DIR_ENV] = str(folder)
     try:
         yield
     finally:
         if previous is None:
-            os.environ.pop(builtin.CACHE_ENV, None)
+            os.environ.pop(CACHE_DIR_ENV, None)
         else:
-            os.environ[builtin.CACHE_ENV] = previous
+            os.environ[CACHE_DIR_ENV] = previous
 
 
 def make_tiny_llama(seed: int, vocab: int = 64, layers: int = 2, hidden: int = 32, dtype=torch.float64) -> CausalLM:

@@ -512,7 +512,8 @@ def test_13_a_bad_import_is_a_warning_without_a_traceback(qtbot, tmp_path, caplo
 
 def test_14_data_dir_moves_the_model_cache_too(tmp_path, monkeypatch):
     from app.system.paths import AppPaths
-    from core.loading.builtin import cache_root, converted_folder
+    from core.loading.builtin import converted_folder
+    from core.system.locations import cache_dir
     from core.system.locations import models_dir
 
     monkeypatch.delenv("SPECEXEC_CACHE_DIR", raising=False)
@@ -521,10 +522,10 @@ def test_14_data_dir_moves_the_model_cache_too(tmp_path, monkeypatch):
     monkeypatch.delenv("SPECEXEC_LOG_DIR", raising=False)
     monkeypatch.setenv("SPECEXEC_DATA_DIR", str(tmp_path / "portable"))
     paths = AppPaths.from_env()
-    folders = [paths.data_dir, paths.config_dir, paths.log_dir, models_dir(), cache_root(), converted_folder()]
+    folders = [paths.data_dir, paths.config_dir, paths.log_dir, models_dir(), cache_dir(), converted_folder()]
     assert all(folder.is_relative_to(tmp_path / "portable") for folder in folders), folders
     monkeypatch.setenv("SPECEXEC_CACHE_DIR", str(tmp_path / "elsewhere"))  # the cache's own override still wins
-    assert cache_root() == tmp_path / "elsewhere"
+    assert cache_dir() == tmp_path / "elsewhere"
 
 
 def test_12_reopening_a_chat_leaves_no_ghost_of_its_old_messages(qtbot, quiet_window):

@@ -19,6 +19,8 @@ import torch
 from core.loading import builtin
 from core.errors import ModelFormatError, ModelNotFoundError
 from core.loading.rtn_quant import quantize_decoder_linears, rtn_quantize_dequantize
+from core.system.env import CACHE_DIR_ENV
+from core.system.locations import cache_dir
 
 # ----------------------------------------------------------------------------------------------------------
 # RTN quantisation
@@ -138,12 +140,12 @@ def test_gguf_is_found_without_importing_the_package():
 
 
 def test_cache_location_honours_the_environment(monkeypatch, tmp_path):
-    monkeypatch.setenv(builtin.CACHE_ENV, str(tmp_path))
-    assert builtin.cache_root() == tmp_path
+    monkeypatch.setenv(CACHE_DIR_ENV, str(tmp_path))
+    assert cache_dir() == tmp_path
     assert builtin.converted_folder() == tmp_path / "builtin" / builtin.package_version()
-    monkeypatch.delenv(builtin.CACHE_ENV)
+    monkeypatch.delenv(CACHE_DIR_ENV)
     monkeypatch.delenv("SPECEXEC_DATA_DIR", raising=False)
-    assert builtin.cache_root().name == "SpecExec Desktop"  # named like the data and config folders
+    assert cache_dir().name == "SpecExec Desktop"  # named like the data and config folders
 
 
 def test_a_cache_under_the_old_folder_name_is_adopted_not_converted_again(monkeypatch, tmp_path):
@@ -212,7 +214,7 @@ def test_an_incomplete_folder_is_replaced_and_stale_temp_folders_removed(tmp_pat
 
 
 def test_conversion_runs_once_then_the_folder_is_reused(monkeypatch, tmp_path):
-    monkeypatch.setenv(builtin.CACHE_ENV, str(tmp_path))
+    monkeypatch.setenv(CACHE_DIR_ENV, str(tmp_path))
     calls: list = []
     monkeypatch.setattr(builtin, "convert_gguf_to_folder", lambda source, out, progress, weight_progress=None: fake_writer(calls)(out))
     first = builtin.ensure_converted()

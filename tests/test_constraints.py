@@ -106,7 +106,7 @@ def test_the_draft_proposes_only_what_the_grammar_allows(builtin):
 
 
 def test_a_forced_tool_call_is_written_in_the_models_format(builtin):
-    from core.engine.protocol import HERMES, LLAMA3_JSON
+    from core.text.tool_format import HERMES, LLAMA3_JSON
     from core.server.tool_calls import parse_answer
 
     tools = ({"type": "function", "function": {"name": "get_weather", "parameters": {

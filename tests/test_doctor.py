@@ -229,6 +229,9 @@ def test_draft_check_decisions():
     right = draft.DraftMeasurement("cuda:0", [{**case, "worst_ratio": 0.7}], bytes_per_second=812e9)
     decided = draft.decide(right)
     assert decided.status is Status.PASS and "812 GB/s" in decided.sentence
+    rates = {"tinygemm": 1900e9, "fused": 400e9}
+    fastest = draft.decide(draft.DraftMeasurement("cuda:0", right.cases, bytes_per_second=1900e9, kernel_rates=rates))
+    assert "1900 GB/s with tinygemm" in fastest.sentence
     wrong = draft.decide(draft.DraftMeasurement("cuda:0", [{**case, "worst_ratio": 0.7}, {**case, "worst_ratio": float("nan")}]))
     assert wrong.status is Status.FAIL and "1 of 2 tests" in wrong.sentence and "4096x1024, 32 rows" in wrong.sentence
     assert draft.decide(draft.DraftMeasurement("cuda:0", error="CompilationError: x")).status is Status.FAIL
@@ -329,7 +332,7 @@ def test_graph_check_runs_the_engines_capture_which_needs_cuda(monkeypatch):
 
 
 def test_capture_is_on_only_on_cuda_and_the_environment_turns_it_off(monkeypatch):
-    from core.doctor.report import CUDA_GRAPHS_ENV
+    from core.system.env import CUDA_GRAPHS_ENV
     from core.decoding.draft_forward import capture_enabled
 
     monkeypatch.delenv(CUDA_GRAPHS_ENV, raising=False)

@@ -49,7 +49,7 @@ def test_an_automatic_device_avoids_a_gpu_that_failed_and_only_that():
 
 
 def test_engines_run_without_cuda_graphs_only_when_their_check_did_not_pass():
-    from core.doctor.report import CUDA_GRAPHS_ENV
+    from core.system.env import CUDA_GRAPHS_ENV
 
     for name, graphs_off in (("graphs-differ", True), ("rtx4090-gen4-x16-pass", False), ("driver-too-old", False)):
         environ: dict[str, str] = {}

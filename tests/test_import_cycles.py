@@ -98,3 +98,75 @@ def test_our_modules_import_no_cycle() -> None:
     assert {"core.loading.load", "core.loading.builtin", "core.loading.offload_policy"} <= set(graph)
     cycle = find_cycle(graph)
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+# core's layers, top to bottom: a module imports only from its own package or from layers below it
+# (docs/engine.md, "Where the code is"). The measurement code at the top is imported by nothing but the
+# command line that runs it; the app reads the doctor's report and runs the doctor.
+CORE_LAYERS: tuple[tuple[str, ...], ...] = (
+    ("core.cli", "core.bench"),
+    ("core.server", "core.remote", "core.doctor"),
+    ("core.engine",),
+    ("core.loading",),
+    ("core.decoding",),
+    ("core.models",),  # the catalog, fit and speed read the hardware description
+    ("core.hardware",),  # `hw --measure` times the offload package's kernels
+    ("core.offload",),
+    ("core.modeling",),
+    ("core.planning", "core.text"),
+    ("core.system", "core.errors"),
+)
+
+
+def _package(module: str) -> str | None:
+    """The layered package a module of core belongs to (core.decoding.methods.step -> core.decoding)."""
+    for layer in CORE_LAYERS:
+        for package in layer:
+            if module == package or module.startswith(package + "."):
+                return package
+    return None
+
+
+def _rank(package: str) -> int:
+    return next(rank for rank, layer in enumerate(CORE_LAYERS) if package in layer)
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Imports that climb: from a lower layer to a higher one, or sideways between two packages of one
+    layer (two packages on one layer that need each other are one layer split wrongly)."""
+    found = []
+    for module, imported in sorted(graph.items()):
+        here = _package(module)
+        if here is None:
+            continue
+        for other in sorted(imported):
+            there = _package(other)
+            if there is None or there == here:
+                continue
+            if _rank(there) < _rank(here) or (_rank(there) == _rank(here) and here != "core.bench"):
+                found.append(f"{module} -> {other}")
+    return found
+
+
+def test_every_core_module_sits_in_a_layer() -> None:
+    graph = import_graph()
+    assert [name for name in graph if name.startswith("core.") and _package(name) is None] == []
+
+
+def test_upward_imports_are_found() -> None:
+    graph = {"core.decoding.sampling": {"core.engine.protocol"}, "core.engine.session": {"core.decoding.sampling"},
+             "core.server.api": {"core.doctor.report"}, "core.bench.trace": {"core.cli.options"}}
+    assert upward_imports(graph) == ["core.decoding.sampling -> core.engine.protocol",
+                                     "core.server.api -> core.doctor.report"]
+
+
+def test_no_core_module_imports_a_higher_layer() -> None:
+    assert upward_imports(import_graph()) == []
+
+
+def test_measurement_code_is_imported_only_by_its_command_line_and_the_app() -> None:
+    graph = import_graph()
+    importers = {module for module, imported in graph.items()
+                 if any(_package(name) in ("core.bench", "core.doctor") for name in imported)
+                 and _package(module) not in ("core.bench", "core.doctor", "core.cli") and not module.startswith("app.")}
+    assert importers == set()

@@ -270,7 +270,7 @@ def test_memory_plan_with_a_4bit_draft_agrees_with_the_fit():
 
 
 def test_first_difference():
-    from core.bench.agreement import first_difference
+    from core.decoding.agreement import first_difference
 
     assert first_difference([1, 2, 3], [1, 2, 3]) is None
     assert first_difference([1, 2, 3], [1, 5, 3]) == 1

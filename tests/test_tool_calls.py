@@ -10,7 +10,7 @@ import random
 
 import pytest
 
-from core.engine.protocol import HERMES, LLAMA3_JSON
+from core.text.tool_format import HERMES, LLAMA3_JSON
 from core.server.tool_calls import CallDelta, ToolCall, ToolCallStream, parse_answer
 
 NAMES = frozenset({"get_current_temperature", "get_current_conditions", "search"})
@@ -167,7 +167,7 @@ ROUND_TRIP = [
 
 
 def test_the_tool_call_format_is_read_from_the_template():
-    from core.text.prompts import tool_call_format
+    from core.text.tool_format import tool_call_format
     from tool_templates import HERMES_TEMPLATE, LLAMA31_TEMPLATE
 
     assert tool_call_format(_tokenizer(HERMES_TEMPLATE)) == HERMES
@@ -184,7 +184,8 @@ def test_tools_calls_and_results_are_rendered_in_the_models_format(template_name
     """The prompt carries the tool's definition, the earlier call in the model's own format (so the model sees
     what it wrote) and the tool's result; and what the model wrote reads back as the same call."""
     import tool_templates
-    from core.text.prompts import render_chat, tool_call_format
+    from core.text.prompts import render_chat
+    from core.text.tool_format import tool_call_format
 
     tokenizer = _tokenizer(getattr(tool_templates, template_name))
     prompt = render_chat(tokenizer, ROUND_TRIP, (WEATHER,))

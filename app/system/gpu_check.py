@@ -14,7 +14,8 @@ import re
 from collections.abc import MutableMapping
 from pathlib import Path
 
-from core.doctor.report import CUDA_GRAPHS_ENV, REPORT_FILE, DoctorReport, load_report
+from core.doctor.report import REPORT_FILE, DoctorReport, load_report
+from core.system.env import CUDA_GRAPHS_ENV
 from core.engine import protocol as P
 from core.errors import DoctorReportError
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 # The data and config folders are found once, in core.system.locations (the models folder sits beside the
 # chats, and the download token beside the settings).
-from core.system.locations import APP_AUTHOR, APP_NAME, DATA_DIR_ENV, config_dir, data_dir
+from core.system.env import DATA_DIR_ENV, LOG_DIR_ENV
+from core.system.locations import APP_AUTHOR, APP_NAME, config_dir, data_dir
 
-LOG_DIR_ENV = "SPECEXEC_LOG_DIR"
 
 
 @dataclass(frozen=True)

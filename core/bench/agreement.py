@@ -12,36 +12,15 @@ target's 16-bit distribution; only the identity with the sequential run is lost 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
-from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 
 from core.cli.options import add_model_arguments, add_overlap_arguments, sampling_params
 from core.cli.pair import load_pair
 from core.decoding.draft_lane import overlap_wanted
-from core.decoding.generation import DecodingSettings, generate
 from core.decoding.methods.specexec import TreeSettings
 from core.text.prompts import encode_prompt, read_prompt_file
-from core.decoding.sampling import SamplingParams
-from core.decoding.agreement import first_difference
-
-
-@dataclass(frozen=True)
-class Agreement:
-    prompt: int
-    seed: int
-    tokens: int
-    specexec_first_difference: int | None  # index of the first differing token, None when identical
-    reference_first_difference: int | None  # sequential in --dtype vs sequential in --reference-dtype
-
-    @property
-    def tokens_compared(self) -> int:
-        """Tokens sampled by both runs from the same context: all of them, or up to and including the first
-        that differs (after it the two texts go their own ways, so later tokens say nothing about flips)."""
-        if self.specexec_first_difference is None:
-            return self.tokens
-        return self.specexec_first_difference + 1
+from core.decoding.agreement import compare_runs, flip_summary
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -59,34 +38,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-new-tokens", type=int, default=32)
     parser.add_argument("--reference-dtype", default=None, help="also run sequential decoding in this dtype")
     parser.add_argument("--json", action="store_true")
-
-
-def compare_runs(target, draft, prompts: list[list[int]], seeds: int, params: Callable[[int], SamplingParams],
-                 tree: TreeSettings, max_new_tokens: int, reference=None) -> list[Agreement]:
-    """For every prompt (token ids) and seed 0..seeds-1: plain sequential decoding and SpecExec with the
-    same seed (`params(seed)`), and sequential decoding of `reference` (the same model in another dtype; a
-    LoadedModel or None); target, draft: LoadedModel."""
-    spec = DecodingSettings(method="specexec", tree=tree, max_new_tokens=max_new_tokens)
-    seq = dataclasses.replace(spec, method="sequential")
-    rows = []
-    for index, prompt in enumerate(prompts):
-        for seed in range(seeds):
-            plain = generate(target.lm, None, target.tokenizer, prompt, params(seed), seq).token_ids
-            tree_run = generate(target.lm, draft.lm, target.tokenizer, prompt, params(seed), spec).token_ids
-            ref = None
-            if reference is not None:
-                ref = generate(reference.lm, None, reference.tokenizer, prompt, params(seed), seq).token_ids
-            rows.append(Agreement(index, seed, len(plain), first_difference(tree_run, plain),
-                                  first_difference(plain, ref) if ref is not None else None))
-    return rows
-
-
-def flip_summary(rows: list[Agreement]) -> dict[str, float | int]:
-    """runs, specexec_differs, tokens, tokens_compared and flips_per_10k_tokens of a comparison."""
-    flips = sum(r.specexec_first_difference is not None for r in rows)
-    compared = sum(r.tokens_compared for r in rows)
-    return {"runs": len(rows), "specexec_differs": flips, "tokens": sum(r.tokens for r in rows),
-            "tokens_compared": compared, "flips_per_10k_tokens": 10_000 * flips / max(compared, 1)}
 
 
 def run(args: argparse.Namespace) -> int:

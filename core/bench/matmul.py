@@ -1,40 +1,31 @@
-"""`specexec bench matmul`: the fused 4-bit matmul's memory bandwidth at a draft's shapes, and its launches.
+"""`specexec bench matmul`: every 4-bit draft kernel's read rate at a draft's shapes, beside a dense 16-bit product.
 
-A 4-bit draft's forward is a string of small matrix products (1-256 rows) whose time is reading the packed
-weights: the rate it reaches, in bytes of packed weights, zeros and scales per second, is what the speed
-model needs for the draft (core/models/speed.py), and differs from the card's datasheet bandwidth by the
-kernel's efficiency. This measures it on the shapes of an 8B Llama draft's linears (q/o, k/v, gate/up, down)
-and of a 70B layer's, against dequantise-then-GEMM, with the weights rotated through more copies than the
-GPU's L2 cache holds so that every call reads memory. `--sweep` also times a grid of launch configurations
-(tiles, K splits, warps, stages) to choose `core.offload.gptq_matmul.launch_config`'s rule.
+A 4-bit draft's forward is a string of small matrix products (1-64 rows) whose time is reading the packed
+weights: the rate a kernel reaches, in bytes of packed weights, zeros and scales per second, is what the
+engine chooses a draft's kernel by (core.offload.draft_kernels) and what the speed model prices the draft with
+(core/models/speed.py). This times each kernel this build runs here (torch's int4 kernel, the fused Triton
+matmul, dequantise + GEMM, PyTorch's unpacking + GEMM) on the shapes of an 8B Llama draft's linears (q/o, k/v,
+gate/up, down) and, with --target-shapes, a 70B layer's, each beside a dense 16-bit product of the same shape
+(the rate this card reads memory at in a GEMM; `floor` is the 4-bit bytes at that rate), with the weights
+rotated through more copies than the GPU's L2 cache holds so that every call reads memory. `--sweep` also
+times a grid of the fused kernel's launch configurations to choose `core.offload.gptq_matmul.launch_config`.
 
-`measured_bandwidth(device)` is the one figure the doctor and `specexec hw --measure` record for a card:
-the default launch at 32 rows over the 8B draft's linears, bytes read over seconds.
+`core.offload.matmul_rate.measured_rates(device)` gives the figures the doctor and `specexec hw --measure`
+record for a card: each kernel's bytes over seconds across the 8B draft's linears at 1, 16, 32 and 64 rows.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import itertools
 import json
 
 import torch
 
-# (name, K, N) of an 8B Llama draft's linears (hidden 4096, 8 KV heads of 128, MLP 14336) and a 70B layer's.
-DRAFT_SHAPES = (("q/o", 4096, 4096), ("k/v", 4096, 1024), ("gate/up", 4096, 14336), ("down", 14336, 4096))
-TARGET_SHAPES = (("70B q/o", 8192, 8192), ("70B k/v", 8192, 1024), ("70B gate/up", 8192, 28672),
-                 ("70B down", 28672, 8192))
-ROWS = (1, 16, 32, 64, 256)
-GROUP_SIZE = 128
-# Copies of each weight the timing rotates through: together larger than any GPU's L2 cache (H100: 50 MB),
-# at most MAX_COPIES of them.
-L2_BYTES = 128 * 1024**2
-MAX_COPIES = 64
+from core.offload.matmul_rate import DRAFT_SHAPES, GROUP_SIZE, ROWS, TARGET_SHAPES, kernels_on, measure_shapes
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--device", default="auto", help="auto, cpu (Triton's interpreter: slow, for a check) or cuda[:i]")
+    parser.add_argument("--device", default="auto", help="auto, cpu (the eager path and torch's CPU int4 kernel: a check only) or cuda[:i]")
     parser.add_argument("--rows", type=lambda t: [int(p) for p in t.split(",") if p], default=list(ROWS))
     parser.add_argument("--target-shapes", action="store_true", help="also a 70B layer's linears")
     parser.add_argument("--sweep", action="store_true", help="time a grid of launch configurations too")
@@ -42,107 +33,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true")
 
 
-@dataclasses.dataclass
-class _Weights:
-    """Copies of one random 4-bit linear on the device, read in turn."""
-
-    copies: list
-    bytes_read: int  # packed weights, zeros and scales of one copy
-
-
-def _weights(k: int, n: int, device: torch.device, generator: torch.Generator) -> _Weights:
-    from core.offload.synthetic_gptq import finalised_linear, random_gptq_tensors
-
-    tensors = random_gptq_tensors(generator, k, n, 4, GROUP_SIZE, False)
-    first = finalised_linear(tensors, k, n, 4, GROUP_SIZE, False, device)
-    nbytes = sum(t.numel() * t.element_size() for t in (first.qweight, first.qzeros, first.scales))
-    count = min(MAX_COPIES, max(2, -(-L2_BYTES // nbytes)))
-    copies = [first] + [finalised_linear(tensors, k, n, 4, GROUP_SIZE, False, device) for _ in range(count - 1)]
-    return _Weights(copies, nbytes)
-
-
-def _time(run, copies: list, repeats: int, device: torch.device) -> float:
-    """Median seconds of one call, each call on the next copy; a warm-up round first (compiles, allocates)."""
-    for linear in copies:
-        run(linear)
-    if device.type != "cuda":
-        import time
-
-        start = time.perf_counter()
-        for i in range(repeats):
-            run(copies[i % len(copies)])
-        return (time.perf_counter() - start) / repeats
-    times = []
-    for i in range(repeats):
-        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        begin.record()
-        run(copies[i % len(copies)])
-        end.record()
-        end.synchronize()
-        times.append(begin.elapsed_time(end) / 1e3)
-    return sorted(times)[len(times) // 2]
-
-
-def _fused(x: torch.Tensor, config=None):
-    from core.offload.gptq_matmul import fused_gptq_matmul
-
-    return lambda linear: fused_gptq_matmul(x, linear.qweight, linear.qzeros, linear.scales, None, 4, GROUP_SIZE,
-                                            linear.zero_offset, config)
-
-
-def _sweep_configs(rows: int, n: int, k: int):
-    from core.offload.gptq_matmul import LaunchConfig, launch_config
-
-    default = launch_config(rows, n, k, GROUP_SIZE)
-    for block_n, split, (warps, stages) in itertools.product((32, 64, 128), (1, 2, 4, 8, 16), ((4, 3), (8, 3), (4, 4))):
-        if k // (default.block_k * split) >= 1:
-            yield LaunchConfig(default.block_m, block_n, default.block_k, split, warps, stages)
-
-
-def measure_shapes(device: torch.device, shapes, rows_list, repeats: int, sweep: bool = False) -> list[dict]:
-    """One row per (shape, rows): the default launch's seconds and GB/s, dequantise + GEMM's, and with
-    `sweep` the best configuration found."""
-    generator = torch.Generator().manual_seed(0)
-    results = []
-    for name, k, n in shapes:
-        weights = _weights(k, n, device, generator)
-        for rows in rows_list:
-            x = torch.randn(rows, k, generator=generator).to(device=device, dtype=torch.float16)
-            fused = _time(_fused(x), weights.copies, repeats, device)
-            dequant = _time(lambda linear: x @ linear.dequantize(x.dtype), weights.copies, repeats, device)
-            row = {"shape": name, "k": k, "n": n, "rows": rows, "bytes": weights.bytes_read,
-                   "fused_s": fused, "fused_gbps": weights.bytes_read / fused / 1e9,
-                   "dequantise_gemm_s": dequant}
-            if sweep:
-                timed = [(_time(_fused(x, config), weights.copies, repeats, device), config)
-                         for config in _sweep_configs(rows, n, k)]
-                best_s, best = min(timed, key=lambda pair: pair[0])
-                row.update(best_s=best_s, best_gbps=weights.bytes_read / best_s / 1e9, best=dataclasses.asdict(best))
-            results.append(row)
-        del weights
-    return results
-
-
-def measured_bandwidth(device: torch.device, rows: int = 32, repeats: int = 20) -> float:
-    """Bytes per second the fused matmul reads at `rows` rows over the 8B draft's linears (their total bytes
-    over their total time, so the large MLP projections weigh as they do in a forward)."""
-    results = measure_shapes(device, DRAFT_SHAPES, (rows,), repeats)
-    return sum(r["bytes"] for r in results) / sum(r["fused_s"] for r in results)
-
-
 def run(args: argparse.Namespace) -> int:
     from core.loading.load import resolve_device
 
     device = resolve_device(args.device)
     shapes = DRAFT_SHAPES + (TARGET_SHAPES if args.target_shapes else ())
-    results = measure_shapes(device, shapes, args.rows, args.repeats, args.sweep)
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu (Triton interpreter)"
+    kernels = kernels_on(device)
+    results = measure_shapes(device, shapes, args.rows, args.repeats, args.sweep, kernels=kernels)
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     if args.json:
-        print(json.dumps({"device": name, "rows": results}, indent=1))
+        print(json.dumps({"device": name, "kernels": list(kernels), "rows": results}, indent=1))
         return 0
-    print(f"fused 4-bit matmul on {name} (group {GROUP_SIZE}, weights rotated past the L2 cache)")
+    print(f"4-bit draft kernels on {name} (group {GROUP_SIZE}, weights rotated past the L2 cache); GB/s of packed "
+          "bytes read, and the 16-bit product's time and rate")
+    print(f"{'shape':>12} {'K x N':>13} {'rows':>4}  " + "  ".join(f"{kernel:>17}" for kernel in kernels)
+          + f"  {'dense 16-bit':>17}  {'floor':>9}")
     for r in results:
-        best = f"; best {r['best_gbps']:.0f} GB/s with {r['best']}" if "best" in r else ""
-        print(f"{r['shape']:>12} {r['k']:>6}x{r['n']:<6} rows {r['rows']:>4}: {r['fused_s'] * 1e6:8.1f} us "
-              f"({r['fused_gbps']:6.0f} GB/s); dequantise + GEMM {r['dequantise_gemm_s'] * 1e6:8.1f} us{best}")
+        cells = []
+        for kernel in kernels:
+            key = kernel.replace(" ", "_")
+            cells.append(f"{r[key + '_s'] * 1e6:8.1f} us {r[key + '_gbps']:5.0f}" if key + "_s" in r else f"{'-':>17}")
+        best = f"; fused best {r['best_gbps']:.0f} GB/s with {r['best']}" if "best" in r else ""
+        print(f"{r['shape']:>12} {r['k']:>6}x{r['n']:<6} {r['rows']:>4}  " + "  ".join(cells)
+              + f"  {r['dense16_s'] * 1e6:8.1f} us {r['dense16_gbps']:5.0f}  {r['floor_s'] * 1e6:6.1f} us{best}")
     return 0

@@ -9,7 +9,8 @@ import argparse
 import json
 import os
 
-from core.cli.hw import add_hw_argument, describe_lines
+from core.cli.hw import add_hw_argument
+from core.hardware.summary import describe_lines
 
 GIB = 1024**3
 

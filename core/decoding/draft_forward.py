@@ -39,7 +39,7 @@ import weakref
 import torch
 
 from core.modeling.causal_lm import CausalLM
-from core.doctor.report import CUDA_GRAPHS_ENV
+from core.system.env import CUDA_GRAPHS_ENV
 from core.errors import InvalidSettingError
 from core.planning.graph_plan import MAX_WIDTHS, column_bucket
 from core.modeling.kv_cache import InPlaceKVCache

@@ -43,7 +43,7 @@ class AgreementMeasurement:
 
 def measure(device, prompts=PROMPTS, seeds: int = SEEDS, new_tokens: int = NEW_TOKENS, dtype: str = "auto") -> AgreementMeasurement:
     """The built-in pair on `device` (a torch.device) in `dtype` ("auto": the app's choice for the device)."""
-    from core.bench.agreement import compare_runs, flip_summary
+    from core.decoding.agreement import compare_runs, flip_summary
     from core.loading.load import load_model
     from core.decoding.methods.specexec import TreeSettings
     from core.text.prompts import Prompt, encode_prompt

@@ -53,7 +53,6 @@ class CheckResult:
 # The environment variable that turns the draft's CUDA graphs off (core.decoding.draft_forward reads it; the app sets
 # it to "0" for its engine when the graphs check did not pass). Here, not there, because the app's process
 # must not import torch.
-CUDA_GRAPHS_ENV = "SPECEXEC_CUDA_GRAPHS"
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,6 @@ first guess from the paper's figures and engineering facts; an H100 measured 1.1
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import asdict, dataclass
 
 from core.doctor.report import CheckResult, Status
@@ -50,12 +49,12 @@ def measure(device, width_divisor: int = 1, repeats: int = REPEATS, target_layer
     """On a GPU at full width in float16; the CPU (tests) runs shrunk layers in float32."""
     import torch
 
-    from core.bench.offload import layer_config, measure_format
+    from core.offload.pass_timing import layer_config, measure_format
 
     dtype = torch.float16 if device.type == "cuda" else torch.float32
-    args = argparse.Namespace(layers=target_layers, bits=4, repeats=repeats, context=CONTEXT, vram_budgets=[])
     with torch.no_grad():
-        result = measure_format("gptq", args, layer_config(width_divisor), device, dtype, [TREE_TOKENS], repeats)
+        result = measure_format("gptq", layer_config(width_divisor), device, dtype, [TREE_TOKENS], layers=target_layers,
+                                bits=4, repeats=repeats, context=CONTEXT)
     row = result["passes"][0]
     return StreamingMeasurement(
         device=str(device), width_divisor=width_divisor, tree_tokens=TREE_TOKENS, layer_bytes=result["layer_bytes"],

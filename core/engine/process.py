@@ -251,15 +251,15 @@ class Engine:
     def load(self, request: P.Load) -> None:
         from core.decoding.autotune.chooser import resolve_budget
         from core.engine.session import ChatSession
-        from core.loading.load import check_same_tokenizer, load_model
+        from core.loading.pair import load_pair
         from core.loading.offload_policy import OffloadSettings, parse_resident_layers
-        from core.text.prompts import tool_call_format
+        from core.text.tool_format import tool_call_format
         from core.text.reasoning import thinking_control
 
         self.unload()
         self.state = "loading"
         self.emit(self.status_report())
-        # The draft loads first so that an offloaded target's default VRAM budget already excludes it.
+        # core.loading.pair loads the draft first, so that the target's default VRAM budget already excludes it.
         roles = ([("draft", request.draft)] if request.draft else []) + [("target", request.target)]
         sizes = [_weight_bytes(spec) for _, spec in roles]
         total = sum(sizes)
@@ -270,11 +270,12 @@ class Engine:
             resident_layers=parse_resident_layers(str(request.resident_layers)),
             tree_budget=tree_budget,
         )
-        loaded: dict[str, Any] = {}
-        for index, (role, spec) in enumerate(roles):
+
+        def progress_for(role: str, spec: str) -> tuple[Callable[[str], None], Callable[[int, int], None]]:
+            index = [name for name, _ in roles].index(role)
             now = {"stage": f"Loading the {role} model {spec}", "share": 0.0}
 
-            def progress(stage: str | None = None, share: float | None = None, index=index, now=now) -> None:
+            def progress(stage: str | None = None, share: float | None = None) -> None:
                 """A new step (`stage`) or a new `share` (0..1) of this model's weights read; keeps the other."""
                 now["stage"] = stage or now["stage"]
                 now["share"] = now["share"] if share is None else share
@@ -289,15 +290,11 @@ class Engine:
                     raise _Cancelled()
 
             progress()
-            loaded[role] = load_model(
-                spec, dtype=request.dtype, device=request.device, progress=progress,
-                offload=offload.with_draft(loaded["draft"].lm if "draft" in loaded else None) if role == "target" else None,
-                weight_progress=lambda done, all_bytes: progress(share=done / max(all_bytes, 1)),
-                context_length=request.context_length, tree_budget=tree_budget, role=role,
-            )
-        target, draft = loaded["target"], loaded.get("draft")
-        if draft is not None:
-            check_same_tokenizer(target.tokenizer, draft.tokenizer, request.target, request.draft)
+            return progress, lambda done, all_bytes: progress(share=done / max(all_bytes, 1))
+
+        target, draft = load_pair(request.target, request.draft, offload=offload, dtype=request.dtype,
+                                  device=request.device, context_length=request.context_length,
+                                  tree_budget=tree_budget, progress_for=progress_for)
         self.session = ChatSession(target.lm, draft.lm if draft else None, target.tokenizer)
         self.emit(P.LoadProgress("Measuring this machine's speed", total, total, 1.0))
         self.session.tuner_for(request.max_depth)  # a second or two the first time, then read from the cache

@@ -35,12 +35,6 @@ CacheOwner = Literal["chat", "api"]
 GrammarKind = Literal["json_object", "json_schema", "lark"]
 MAX_TOP_LOGPROBS = 20  # alternatives per token, at most (OpenAI's limit)
 
-# How a model writes tool calls (StatusReport.models["tool_call_format"], read from its chat template by
-# core.text.prompts.tool_call_format; None: no tool support). Qwen2.5 / Hermes write
-# <tool_call>{"name": ..., "arguments": {...}}</tool_call>; Llama 3.1 / 3.2 a bare JSON object
-# {"name": ..., "parameters": {...}}. core.server.tool_calls reads both.
-HERMES = "hermes"
-LLAMA3_JSON = "llama3_json"
 
 # Error kinds the engine and client report (Error.kind).
 ERROR_KINDS = (

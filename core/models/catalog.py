@@ -29,8 +29,8 @@ from pathlib import Path
 from core.errors import CatalogError
 from core.models.acceptance import Acceptance
 from core.planning.sizes import ModelShape, WeightFormat
+from core.system.env import CATALOG_ENV
 
-CATALOG_ENV = "SPECEXEC_CATALOG"
 SCHEMA_VERSION = 1
 DEFAULT_CATALOG = Path(__file__).resolve().parent.parent.parent / "resources" / "catalog.json"
 BUILTIN_PAIR_ID = "builtin"

@@ -32,11 +32,11 @@ from core.models.folder_lock import folder_locks, is_downloading
 from core.models.hub import RemoteFile, file_url, gated_message, licence_page
 from core.models.manifest import FileStamp, bytes_present, partial_path, write_manifest
 from core.models.safe_paths import check_listing
+from core.system.env import FREE_BYTES_OVERRIDE_ENV
 
 __all__ = ["DownloadJob", "DownloadSettings", "check_free_space", "download", "format_bytes"]
 
 # Tests only: pretend the download disk has this many bytes free (a real full disk cannot be made here).
-FREE_BYTES_OVERRIDE_ENV = "SPECEXEC_DOWNLOAD_FREE_BYTES"
 FOLLOW_POLL_S = 0.5
 
 

@@ -23,7 +23,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from core.engine.protocol import HERMES, LLAMA3_JSON
+from core.text.tool_format import HERMES, LLAMA3_JSON
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
 PYTHON_TAG = "<|python_tag|>"

@@ -6,8 +6,33 @@ Nothing here reads the environment at import: each reader decides when (the engi
 
 from __future__ import annotations
 
+# Folders (core.system.locations; the app's log folder in app.system.paths)
+DATA_DIR_ENV = "SPECEXEC_DATA_DIR"
+"""One folder for everything (portable installs, tests): models/, config/, cache/ go under it."""
+MODELS_DIR_ENV = "SPECEXEC_MODELS_DIR"
+"""Where models are downloaded and looked for; wins over SPECEXEC_DATA_DIR."""
+CONFIG_DIR_ENV = "SPECEXEC_CONFIG_DIR"
+"""The settings folder; wins over SPECEXEC_DATA_DIR."""
+CACHE_DIR_ENV = "SPECEXEC_CACHE_DIR"
+"""The cache (the converted built-in model, measured speeds, cost models); wins over SPECEXEC_DATA_DIR."""
+LOG_DIR_ENV = "SPECEXEC_LOG_DIR"
+"""The app's log folder."""
+
 # What the engine runs
+CUDA_GRAPHS_ENV = "SPECEXEC_CUDA_GRAPHS"
+"""0 turns the draft's CUDA graphs off (capture is on by default on CUDA, never elsewhere)."""
 OVERLAP_ENV = "SPECEXEC_OVERLAP"
 """0 turns the draft-while-the-target-streams overlap off (core.decoding.methods.specexec: no shadow search, each
 search starts from its root alone), 1 turns it on everywhere (on a CPU it then runs in sequence, for tests and
 measurements); unset: on where the draft has a stream of its own (CUDA). The commands' --no-overlap wins."""
+
+# Inputs that stand in for the real world (tests, fixtures, people who curate their own lists)
+HW_FIXTURE_ENV = "SPECEXEC_HW_FIXTURE"
+"""A hardware description file used instead of probing this computer (`--hw FILE` wins)."""
+CATALOG_ENV = "SPECEXEC_CATALOG"
+"""Another catalog file instead of resources/catalog.json."""
+FREE_BYTES_OVERRIDE_ENV = "SPECEXEC_DOWNLOAD_FREE_BYTES"
+"""The free disk space downloads believe they have (tests of the full-disk path)."""
+DRAFT_KERNEL_ENV = "SPECEXEC_DRAFT_KERNEL"
+"""A 4-bit draft's kernel, forced (core.planning.draft_kernel's names: tinygemm, fused, dequantise, eager
+dequantise) instead of the fastest measured on the card; for comparisons and debugging."""

@@ -10,10 +10,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-MODELS_DIR_ENV = "SPECEXEC_MODELS_DIR"
-DATA_DIR_ENV = "SPECEXEC_DATA_DIR"
-CONFIG_DIR_ENV = "SPECEXEC_CONFIG_DIR"
-CACHE_DIR_ENV = "SPECEXEC_CACHE_DIR"
+from core.system.env import CACHE_DIR_ENV, CONFIG_DIR_ENV, DATA_DIR_ENV, MODELS_DIR_ENV
+
 APP_NAME = "SpecExec Desktop"
 APP_AUTHOR = "SpecExec"
 OLD_CACHE_NAME = "specexec-desktop"  # the cache folder's name before it took the app's name like the others

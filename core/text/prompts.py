@@ -1,5 +1,5 @@
 """Turning user input into prompt token ids: plain text, or chat messages (and tools) through the model's
-template; and which tool-call format a model's template asks the model to write."""
+template (which tool-call format a template asks for: core.text.tool_format)."""
 
 from __future__ import annotations
 
@@ -10,15 +10,11 @@ from typing import Any
 
 from transformers import PreTrainedTokenizerBase
 
-from core.engine.protocol import HERMES, LLAMA3_JSON
 from core.errors import InvalidSettingError, ModelFormatError
-from core.text.template_kwargs import template_source, template_variables
+from core.text.template_kwargs import template_variables
+from core.text.tool_format import Tool, tool_call_format
 
 Message = dict[str, Any]  # role and content; an assistant's tool_calls, a tool's tool_call_id
-Tool = dict[str, Any]  # {"type": "function", "function": {"name", "description", "parameters"}}
-
-_PROBE_TOOL: Tool = {"type": "function", "function": {
-    "name": "specexec_probe_tool", "description": "probe", "parameters": {"type": "object", "properties": {}}}}
 
 
 @dataclass(frozen=True)
@@ -31,26 +27,6 @@ class Prompt:
     text: str | None = None
     tools: tuple[Tool, ...] = ()
     template_kwargs: dict[str, Any] = field(default_factory=dict)
-
-
-def tool_call_format(tokenizer: PreTrainedTokenizerBase) -> str | None:
-    """How the model's chat template asks it to write tool calls: HERMES, LLAMA3_JSON, or None when the
-    template renders no tools (a probe tool's name does not reach the prompt) or asks for another format."""
-    source = template_source(tokenizer)
-    if not source:
-        return None
-    try:
-        rendered = tokenizer.apply_chat_template([{"role": "user", "content": "hi"}], tools=[_PROBE_TOOL],
-                                                 add_generation_prompt=True, tokenize=False)
-    except Exception:  # a template that fails on tools does not support them
-        return None
-    if _PROBE_TOOL["function"]["name"] not in rendered:
-        return None
-    if "<tool_call>" in source:
-        return HERMES
-    if "<|python_tag|>" in source or '"parameters"' in source:
-        return LLAMA3_JSON
-    return None
 
 
 def render_chat(tokenizer: PreTrainedTokenizerBase, messages: list[Message], tools: tuple[Tool, ...] = (),

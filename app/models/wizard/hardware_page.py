@@ -129,7 +129,7 @@ class HardwarePage(QWizardPage):
         self._calls.append(call.start())
 
     def _found(self, prediction: Prediction) -> None:
-        from core.cli.hw import describe_lines
+        from core.hardware.summary import describe_lines
 
         hw = self.state.apply(prediction)
         self.summary.setText(hardware_summary(hw))
@@ -202,7 +202,7 @@ class HardwarePage(QWizardPage):
         self._calls.append(call.start())
 
     def _found_measured(self, prediction: Prediction) -> None:
-        from core.cli.hw import describe_lines
+        from core.hardware.summary import describe_lines
 
         hw = self.state.apply(prediction)
         self.summary.setText(hardware_summary(hw))

@@ -12,41 +12,27 @@ share of a pass.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
+
+from core.models.acceptance import interpolate
 
 BUILTIN_PAIR = ("builtin", "builtin-draft")
 
 
 @dataclass(frozen=True)
 class AcceptanceTable:
-    """(budget, tokens per pass) and (budget, mean tree depth) points, interpolated in log2(budget)."""
+    """(budget, tokens per pass) and (budget, mean tree depth) points, read as the catalog's tables are
+    (core.models.acceptance.interpolate: 1 token and no depth at budget 0, flat above the largest budget)."""
 
     tokens_per_pass: tuple[tuple[int, float], ...]
     tree_depth: tuple[tuple[int, float], ...]
     source: str
 
     def tokens(self, budget: int) -> float:
-        return _log_interpolate(self.tokens_per_pass, budget)
+        return interpolate(self.tokens_per_pass, budget, at_zero=1.0)
 
     def depth(self, budget: int) -> float:
-        return _log_interpolate(self.tree_depth, budget)
-
-
-def _log_interpolate(points: tuple[tuple[int, float], ...], budget: int) -> float:
-    """Piecewise linear in log2(budget), the end segments extended beyond the table; never below 1 (a pass
-    always emits at least one token)."""
-    x = math.log2(max(budget, 1))
-    xs = [math.log2(b) for b, _ in points]
-    ys = [v for _, v in points]
-    if len(points) == 1:
-        return ys[0]
-    i = 1
-    while i < len(xs) - 1 and x > xs[i]:
-        i += 1
-    slope = (ys[i] - ys[i - 1]) / (xs[i] - xs[i - 1])
-    value = ys[i - 1] + slope * (x - xs[i - 1])
-    return max(1.0, value)
+        return interpolate(self.tree_depth, budget, at_zero=0.0)
 
 
 # docs/benchmarks.md, "Acceptance: tokens per target pass (built-in pair)"; depths from the same pair

@@ -206,9 +206,9 @@ def cost_key(target: CausalLM, draft: CausalLM | None) -> str:
 
 
 def cache_path() -> Path:
-    from core.loading.builtin import cache_root
+    from core.system.locations import cache_dir
 
-    return cache_root() / "autotune" / CACHE_FILE
+    return cache_dir() / "autotune" / CACHE_FILE
 
 
 def cached_cost_model(target: CausalLM, draft: CausalLM | None, time_limit: float = 1.5,

@@ -1,0 +1,43 @@
+"""Loading a target and its draft: the one way the engine process and the command line both load a pair.
+
+The draft loads first, so that an offloaded target's default VRAM budget is measured with the draft already
+on the card (and with the draft's KV cache and graphs reserved: OffloadSettings.with_draft). Both models are
+looked for before either loads, so a missing target is said at once, not after a minute spent on the draft.
+A pair whose tokenizers differ is refused: the draft's guesses would be other tokens than the target's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from core.loading.load import LoadedModel, check_model_exists, check_same_tokenizer, load_model
+from core.loading.offload_policy import OffloadSettings
+from core.modeling.model_files import Progress, WeightProgress
+
+# (role, spec) -> the progress callbacks for that model's load: a sentence per step, and bytes of weights read
+ProgressFor = Callable[[str, str], tuple[Progress | None, WeightProgress | None]]
+
+
+def load_pair(target: str, draft: str | None, *, offload: OffloadSettings, dtype: str = "auto",
+              device: str = "auto", context_length: int | None = None, tree_budget: int | None = None,
+              progress_for: ProgressFor | None = None) -> tuple[LoadedModel, LoadedModel | None]:
+    """Load `draft` (when given) and then `target`, both planned for `context_length` and `tree_budget`
+    (load_model's meaning); `offload` is the target's offloading settings.
+
+    Raises what load_model raises, ModelNotFoundError before anything loads, and TokenizerMismatchError for a
+    pair whose tokenizers differ.
+    """
+    check_model_exists(target)
+    if draft is not None:
+        check_model_exists(draft)
+
+    def load(role: str, spec: str, offload_settings: OffloadSettings | None) -> LoadedModel:
+        progress, weight_progress = progress_for(role, spec) if progress_for is not None else (None, None)
+        return load_model(spec, dtype=dtype, device=device, progress=progress, weight_progress=weight_progress,
+                          offload=offload_settings, context_length=context_length, tree_budget=tree_budget, role=role)
+
+    draft_model = load("draft", draft, None) if draft is not None else None
+    target_model = load("target", target, offload.with_draft(draft_model.lm if draft_model is not None else None))
+    if draft_model is not None:
+        check_same_tokenizer(target_model.tokenizer, draft_model.tokenizer, target, draft)
+    return target_model, draft_model
