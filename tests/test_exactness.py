@@ -141,6 +141,7 @@ def test_caches_equal_fresh_prefill_after_many_passes(tiny_target, tiny_draft):
     assert state.target_cache.length == len(state.tokens) - 1
 
 
+@pytest.mark.slow  # the GPU's path makes 32 draft forwards a pass
 @pytest.mark.parametrize("budget,depth,expand,shadow,temperature,top_p", [
     (1, 1, 1, 2, 0.8, 0.9), (3, 2, 1, 0, 0.0, 1.0), (16, 4, 4, 3, 0.8, 0.9), (64, 8, 16, 4, 1.0, 1.0)])
 def test_overlap_equals_sequential(tiny_target, tiny_draft, temperature, top_p, budget, depth, expand, shadow):
@@ -161,6 +162,7 @@ def test_overlap_equals_sequential(tiny_target, tiny_draft, temperature, top_p, 
         [(s.token_ids, s.stats.tree_size, s.stats.kept_nodes) for s in cpu_steps]
 
 
+@pytest.mark.slow
 def test_float32_overlap_equals_sequential_and_keeps_subtrees():
     """float32, a sharp pair: every budget gives the sequential tokens; passes start from kept subtrees; the
     draft cache's committed rows are what a fresh prefill computes."""

@@ -116,11 +116,15 @@ EAGER_DEQUANT_BYTES_PER_WEIGHT = 28.5
 # Rows up to which a GPTQ linear multiplies with the fused kernel (core.offload.gptq_matmul; repeated here
 # because that module imports torch, which the app's process never does). tests/test_speed.py checks they agree.
 FUSED_MATMUL_MAX_ROWS = 64
-# The overlap (module docstring), measured on the built-in pair, MT-Bench first turns, t=0.6, top-p 0.9,
-# budget 64, with `specexec bench acceptance ... --shadow-forwards 16` on and `--no-overlap` off
-# (docs/benchmarks.md, issue 39).
-OVERLAP_KEEP_RATE = 0.0
-OVERLAP_SAVED_PER_SHADOW_FORWARD = 0.0
+# The overlap (module docstring), measured on the built-in pair, one MT-Bench first turn, 24 tokens, budget 32,
+# t=0.6, top-p 0.9, adaptive depth on, `specexec bench acceptance ... --shadow-forwards 16` and `--no-overlap`
+# (docs/benchmarks.md, issue 39): 45% of passes started from a kept subtree (27 nodes); on, 2.18 tokens per
+# pass for 1.91 critical-path forwards and 3.82 shadow forwards; off, 1.85 for 1.69. Off's 0.915 forwards per
+# token would need 1.99 forwards for on's tokens: 0.08 spared per pass, 0.047 per shadow forward of a keep.
+# One prompt on a loaded CPU whose adaptive depth stops at about two forwards: a small sample, not the GPU's
+# regime of 20-32 forwards; re-measure before trusting the price.
+OVERLAP_KEEP_RATE = 0.45
+OVERLAP_SAVED_PER_SHADOW_FORWARD = 0.047
 DTYPE_BYTES = 2  # a GPU computes in float16 or bfloat16
 
 
