@@ -72,8 +72,8 @@ def keep_subtree(search: DraftSearch, emitted: list[int], cache: InPlaceKVCache,
     n_expanded = in_e.sum().clamp_min(1).reshape(1)
 
     # candidates: the pool's entries under kept E nodes, and kept E nodes that did not fit (they become
-    # candidates again: their parent is kept, their own children are dropped with them)
-    search._merge()
+    # candidates again: their parent is kept, their own children are dropped with them); the search has
+    # merged its last forward's children already (its tree and its grow end with that)
     c_parent = renumber(search.c_parent)
     c_ok = (c_parent >= 0) & torch.isfinite(search.c_cum)
     r_parent = renumber(search.e_parent[rest])
