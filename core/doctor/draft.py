@@ -57,8 +57,7 @@ def _worst_ratio(linear, rows: int, dtype_name: str, split_k: int | None, genera
     config = launch_config(rows, n, k, GROUP_SIZE)
     if split_k is not None:
         config = dataclasses.replace(config, split_k=split_k)
-    fused = fused_gptq_matmul(x, linear.qweight, linear.qzeros, linear.scales, None, 4, GROUP_SIZE,
-                              linear.zero_offset, config).double()
+    fused = fused_gptq_matmul(x, linear.packed, config).double()
     exact = x.double() @ weight
     bound = UNIT_ROUNDOFF[dtype_name] * exact.abs() + k * 2.0**-24 * (x.double().abs() @ weight.abs())
     return float(((fused - exact).abs() / bound.clamp_min(1e-30)).max())  # one host read per case

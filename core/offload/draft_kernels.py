@@ -4,8 +4,9 @@ A draft runs dozens of small products a pass, and which kernel reads its packed 
 the card (an H100 read them at 9% of its bandwidth through the fused Triton kernel; torch's int4 kernel is
 expected far faster from Ampere on, unmeasured here). So the first time a draft of some shape loads on a card,
 the engine times each kernel this build runs there (core.offload.matmul_rate.kernels_on) on the draft's own
-first layer at a draft's row counts, a second or two, keeps the rates in the cache folder (per card, torch
-version and shapes), and runs the fastest; later loads read the cache. SPECEXEC_DRAFT_KERNEL forces one.
+first layer at LOAD_ROWS (seconds, mostly the Triton kernel's compiles), keeps the rates in the cache folder
+(per card, torch version and shapes), and runs the fastest; later loads read the cache.
+SPECEXEC_DRAFT_KERNEL forces one.
 
 On the CPU the draft keeps the eager path unless a kernel is forced (tests run a whole draft through torch's
 CPU twin of the int4 kernel that way).
@@ -30,6 +31,10 @@ from core.system.json_cache import read_entries, write_entries
 
 CACHE_FILE = "draft-kernels.json"
 TIMING_REPEATS = 10
+# Rows the engine times at load: a one-token catch-up forward and the search's default width (32 rows,
+# core.planning.graph_plan.DEFAULT_EXPAND). Each (shape, rows) compiles the fused kernel once, 0.3-2.5 s, so
+# the load times two row counts; `hw --measure` and the doctor time all of DRAFT_ROWS.
+LOAD_ROWS = (1, 32)
 
 
 @dataclass(frozen=True)
@@ -117,7 +122,7 @@ def choose_draft_kernel(model: nn.Module, device: torch.device, *, measure: bool
         return DraftKernelChoice(choose_kernel(available, cached), "measured earlier on this card", dict(cached))
     if not measure:
         return DraftKernelChoice(available[0], "not measured: the kernel expected fastest")
-    rates = time_kernels(sample, device, available)
+    rates = time_kernels(sample, device, available, LOAD_ROWS)
     entries[key] = rates
     write_entries(cache_path(), entries)
     return DraftKernelChoice(choose_kernel(available, rates), "measured now on this card", rates)

@@ -36,6 +36,7 @@ from torch import nn
 
 from core.offload.gptq_kernel import fused_dequant_available, fused_dequantize_into
 from core.offload.gptq_matmul import fused_gptq_matmul, fused_matmul_available
+from core.offload.packed_gptq import PackedGPTQ
 from core.offload.int4pack import Int4Weights, int4_matmul, pack_int4, tinygemm_layout, tinygemm_op_available
 from core.planning.sizes import block_shape, gptq_linear_tensors, packed_rows
 
@@ -205,22 +206,15 @@ def dequantize_reference(qweight, qzeros, scales, g_idx, bits: int, zero_offset:
     return (q - z[g]).to(dtype) * scales.to(dtype)[g]
 
 
-def dequantize_into(
-    out: torch.Tensor,
-    qweight: torch.Tensor,
-    qzeros: torch.Tensor,
-    scales: torch.Tensor,
-    g_idx: torch.Tensor | None,
-    bits: int,
-    group_size: int,
-    mode: str,
-    zero_offset: int = 1,
-) -> torch.Tensor:
+def dequantize_into(out: torch.Tensor, weights: PackedGPTQ) -> torch.Tensor:
     """Write W [K, N] into `out` (its dtype is the compute dtype) chunk by chunk; returns `out`.
 
-    mode "groups" / "perm": row k belongs to group k // group_size (for "perm" the rows were sorted at
-    load time); "gather": row k belongs to group g_idx[k].
+    Row k belongs to group k // group_size (act-order rows were sorted at load time), or with `weights.g_idx`
+    ("gather") to group g_idx[k].
     """
+    qweight, qzeros, scales, g_idx = weights.qweight, weights.qzeros, weights.scales, weights.g_idx
+    bits, group_size, zero_offset = weights.bits, weights.group_size, weights.zero_offset
+    mode = "gather" if weights.gathered else "groups"
     k, n = out.shape
     per, words = block_shape(bits)
     size = k if group_size == -1 else group_size
@@ -308,6 +302,12 @@ class GPTQLinear(nn.Module):
     def extra_repr(self) -> str:
         return f"in={self.in_features}, out={self.out_features}, bits={self.bits}, group={self.group_size}, mode={self.mode}"
 
+    @property
+    def packed(self) -> PackedGPTQ:
+        """This linear's tensors as the dequantisation and the kernels take them."""
+        return PackedGPTQ(self.qweight, self.qzeros, self.scales, self.g_idx if self.mode == "gather" else None,
+                          self.bits, self.group_size, self.zero_offset)
+
     @torch.no_grad()
     def use_int4_kernel(self) -> bool:
         """Repack this linear into torch's int4 (tinygemm) layout and multiply through it from now on (a
@@ -338,10 +338,9 @@ class GPTQLinear(nn.Module):
         if self.int4 is not None:
             raise RuntimeError("this linear was repacked for torch's int4 kernel and multiplies only through it")
         out = self.scratch.matrix(self.in_features, self.out_features, dtype, self.qweight.device)
-        g_idx = self.g_idx if self.mode == "gather" else None
         if fused_dequant_available(out.device):
-            return fused_dequantize_into(out, self.qweight, self.qzeros, self.scales, g_idx, self.bits, self.group_size, self.zero_offset)
-        return dequantize_into(out, self.qweight, self.qzeros, self.scales, g_idx, self.bits, self.group_size, self.mode, self.zero_offset)
+            return fused_dequantize_into(out, self.packed)
+        return dequantize_into(out, self.packed)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x [..., K] -> [..., N]. Repacked for torch's int4 kernel (`use_int4_kernel`: a draft on a card where
@@ -353,9 +352,7 @@ class GPTQLinear(nn.Module):
         if self.int4 is not None:
             y = int4_matmul(x.reshape(-1, self.in_features), self.int4).view(*x.shape[:-1], self.out_features)
         elif self.fused and fused_matmul_available(x):
-            g_idx = self.g_idx if self.mode == "gather" else None
-            y = fused_gptq_matmul(x.reshape(-1, self.in_features), self.qweight, self.qzeros, self.scales, g_idx,
-                                  self.bits, self.group_size, self.zero_offset).view(*x.shape[:-1], self.out_features)
+            y = fused_gptq_matmul(x.reshape(-1, self.in_features), self.packed).view(*x.shape[:-1], self.out_features)
         else:
             y = torch.matmul(x, self.dequantize(x.dtype))
         if self.bias is not None:

@@ -69,7 +69,6 @@ def kernel_call(linear: GPTQLinear, kernel: str) -> Callable[[torch.Tensor], tor
     its weights is made here); None where the kernel cannot take this linear."""
     from core.offload.gptq_matmul import fused_gptq_matmul
 
-    g_idx = linear.g_idx if linear.mode == "gather" else None
     if kernel == TINYGEMM:
         layout = tinygemm_layout(linear.bits, linear.group_size, linear.mode, linear.in_features, linear.out_features)
         if isinstance(layout, str):
@@ -79,15 +78,13 @@ def kernel_call(linear: GPTQLinear, kernel: str) -> Callable[[torch.Tensor], tor
         weights = pack_int4(values, zeros, linear.scales, linear.group_size, *layout)
         return lambda x: int4_matmul(x, weights)
     if kernel == FUSED:
-        return lambda x: fused_gptq_matmul(x, linear.qweight, linear.qzeros, linear.scales, g_idx, linear.bits,
-                                           linear.group_size, linear.zero_offset)
+        return lambda x: fused_gptq_matmul(x, linear.packed)
     if kernel == DEQUANTISE and fused_dequant_available(linear.qweight.device):
         return lambda x: x @ linear.dequantize(x.dtype)
 
     def eager(x: torch.Tensor) -> torch.Tensor:
         out = linear.scratch.matrix(linear.in_features, linear.out_features, x.dtype, x.device)
-        return x @ dequantize_into(out, linear.qweight, linear.qzeros, linear.scales, g_idx, linear.bits,
-                                   linear.group_size, linear.mode, linear.zero_offset)
+        return x @ dequantize_into(out, linear.packed)
 
     return eager if kernel in (DEQUANTISE, EAGER_DEQUANTISE) else None
 
@@ -117,8 +114,7 @@ def time_calls(run, copies: list, repeats: int, device: torch.device) -> float:
 def _fused(x: torch.Tensor, config=None):
     from core.offload.gptq_matmul import fused_gptq_matmul
 
-    return lambda linear: fused_gptq_matmul(x, linear.qweight, linear.qzeros, linear.scales, None, 4, GROUP_SIZE,
-                                            linear.zero_offset, config)
+    return lambda linear: fused_gptq_matmul(x, linear.packed, config)
 
 
 def _sweep_configs(rows: int, n: int, k: int):

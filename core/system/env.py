@@ -25,6 +25,11 @@ OVERLAP_ENV = "SPECEXEC_OVERLAP"
 """0 turns the draft-while-the-target-streams overlap off (core.decoding.methods.specexec: no shadow search, each
 search starts from its root alone), 1 turns it on everywhere (on a CPU it then runs in sequence, for tests and
 measurements); unset: on where the draft has a stream of its own (CUDA). The commands' --no-overlap wins."""
+PIN_LIMIT_ENV = "SPECEXEC_PIN_LIMIT_GB"
+"""GB (10^9 bytes) of streamed layers the weight store may page-lock (core.planning.pinning parses it): a cap
+like Windows' or WSL2's, imposed on any machine, so the staging ring runs where pinning never fails. The
+ring's few pinned slots are taken beside it. Unset: as much as the system allows. 0: every streamed layer
+stages through the ring."""
 
 # Inputs that stand in for the real world (tests, fixtures, people who curate their own lists)
 HW_FIXTURE_ENV = "SPECEXEC_HW_FIXTURE"
