@@ -139,3 +139,50 @@ def test_caches_equal_fresh_prefill_after_many_passes(tiny_target, tiny_draft):
             assert torch.allclose(layer.keys, ref.keys, atol=1e-10)
             assert torch.allclose(layer.values, ref.values, atol=1e-10)
     assert state.target_cache.length == len(state.tokens) - 1
+
+
+@pytest.mark.slow  # the GPU's path makes 32 draft forwards a pass
+@pytest.mark.parametrize("budget,depth,expand,shadow,temperature,top_p", [
+    (1, 1, 1, 2, 0.8, 0.9), (3, 2, 1, 0, 0.0, 1.0), (16, 4, 4, 3, 0.8, 0.9), (64, 8, 16, 4, 1.0, 1.0)])
+def test_overlap_equals_sequential(tiny_target, tiny_draft, temperature, top_p, budget, depth, expand, shadow):
+    """With the shadow search and the kept subtrees (issue 39) the tokens are the target's samples: the same
+    as sequential decoding for the same seed, at every budget, on the CPU's path and on the GPU's, which also
+    make the same passes."""
+    params = SamplingParams(temperature=temperature, top_p=top_p, seed=5)
+    expected = run_sequential(tiny_target, params, 20)
+    tree = TreeSettings(budget, depth, expand, overlap=True, shadow_forwards=shadow)
+    cpu, cpu_steps, state = run_specexec(tiny_target, tiny_draft, params, tree, 20)
+    assert cpu == expected
+    assert all(s.stats.tree_size <= budget and s.stats.tree_depth <= depth for s in cpu_steps)
+    assert state.target_cache.length == len(state.tokens) - 1 and state.draft_cache.length <= len(state.tokens) - 1
+    with gpu_semantics():
+        gpu, gpu_steps, _ = run_specexec(tiny_target, tiny_draft, params, tree, 20)
+    assert gpu == expected
+    assert [(s.token_ids, s.stats.tree_size, s.stats.kept_nodes) for s in gpu_steps] == \
+        [(s.token_ids, s.stats.tree_size, s.stats.kept_nodes) for s in cpu_steps]
+
+
+@pytest.mark.slow
+def test_float32_overlap_equals_sequential_and_keeps_subtrees():
+    """float32, a sharp pair: every budget gives the sequential tokens; passes start from kept subtrees; the
+    draft cache's committed rows are what a fresh prefill computes."""
+    target = sharpen(make_tiny_llama(20, dtype=torch.float32), 8.0)
+    draft = noisy_copy(target, seed=2)
+    kept = passes = 0
+    for params, budget in ((SamplingParams(temperature=0.0), 8), (SamplingParams(temperature=0.8, top_p=0.9, seed=9), 64)):
+        expected = run_sequential(target, params, 30)
+        got, steps, state = run_specexec(target, draft, params, TreeSettings(budget, 12, 8, overlap=True, shadow_forwards=6), 30)
+        assert got == expected
+        kept, passes = kept + sum(s.stats.kept_nodes > 0 for s in steps), passes + len(steps)
+        assert all(s.stats.shadow_forwards <= 6 for s in steps)
+    assert kept > 0
+
+
+def test_overlap_keeps_the_draft_cache_exact(tiny_target, tiny_draft):
+    _, steps, state = run_specexec(tiny_target, tiny_draft, SamplingParams(temperature=1.0, seed=2),
+                                   TreeSettings(48, 8, 8, overlap=True, shadow_forwards=4), 40)
+    assert any(s.stats.kept_nodes for s in steps)
+    cache = state.draft_cache
+    fresh = fresh_prefill(tiny_draft, state.tokens[: cache.length])
+    for layer, ref in zip(cache.layers, fresh.layers):
+        assert torch.allclose(layer.keys, ref.keys, atol=1e-10) and torch.allclose(layer.values, ref.values, atol=1e-10)

@@ -18,6 +18,7 @@ from conftest import make_tiny_llama, make_word_tokenizer
 from core.decoding.autotune.cost_model import _measure_curve
 from core.modeling.causal_lm import CausalLM
 from core.decoding.constraints import GrammarConstraint, GrammarSpec
+from core.decoding.draft_search import DraftSearch
 from core.decoding.generation import DecodingSettings, stream_generate
 from core.decoding.methods.specexec import TreeSettings
 from core.decoding.methods.step import OutputControls
@@ -95,6 +96,30 @@ def test_a_pass_on_meta_mixes_no_devices_and_reads_only_where_designed(folders, 
     stop = _first_stop(lambda: list(stream_generate(target, draft, tokenizer, PROMPT, params, settings, controls=controls)))
     expected = ("core/decoding/constraints.py", "child_allowed") if grammar else ("core/decoding/methods/specexec.py", "_read_pass")
     assert stop == expected and stop in DESIGNATED_READS
+
+
+@pytest.mark.parametrize("budget", [16, 256])
+@pytest.mark.parametrize("target_kind", ["resident", "offloaded"])
+def test_an_overlapped_pass_on_meta_mixes_no_devices_and_reads_only_at_the_pass_read(folders, target_kind, budget,
+                                                                                       monkeypatch):
+    """The overlapped pass (issue 39): the search, the target's pass, the walk and then the shadow search growing
+    the same search past its budget, all without a read or a device mix, up to the pass's one read."""
+    target, draft = _target(target_kind, folders), _draft("4-bit", folders)
+    tree = TreeSettings(budget, 8, 8, adaptive_depth=False, overlap=True, shadow_forwards=3)
+    settings = DecodingSettings(method="specexec", tree=tree, max_new_tokens=16)
+    params = SamplingParams(temperature=0.8, top_p=0.9, seed=3)
+    grown = []
+    real_grow = DraftSearch.grow
+
+    def grow(search, budget, forwards):  # count the shadow's forwards (the search's own grow comes first)
+        made = real_grow(search, budget, forwards)
+        grown.append(made)
+        return made
+
+    monkeypatch.setattr(DraftSearch, "grow", grow)
+    stop = _first_stop(lambda: list(stream_generate(target, draft, make_word_tokenizer(), PROMPT, params, settings)))
+    assert stop == ("core/decoding/methods/specexec.py", "_read_pass")
+    assert grown[-1] == 3  # the shadow's forwards ran before the read
 
 
 @pytest.mark.parametrize("target_kind", ["resident", "offloaded"])

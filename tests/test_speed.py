@@ -16,6 +16,7 @@ from core.models.speed import (
     draft_forwards,
     draft_seconds,
     layer_compute_seconds,
+    overlapped_forwards,
     target_pass_seconds,
 )
 from core.planning.sizes import ModelShape, WeightFormat, decoder_layer_bytes
@@ -156,3 +157,14 @@ def test_moe_tokens_only_pay_for_their_routed_experts():
     assert mixtral.active_parameters == 32 * (attention + 2 * expert) + embeddings
     unrouted = ModelShape("mixtral", 32, 4096, 14336, 32, 8, 32000, 128, num_local_experts=8)  # count unknown
     assert unrouted.active_parameters == unrouted.parameters
+
+
+def test_the_overlap_takes_forwards_off_the_critical_path_by_the_measured_keep_rate():
+    """A shadow filling the target's pass spares keep rate x saved-per-forward x its forwards, capped by the
+    search's cap, never below the one catch-up forward; nothing without a keep or a pass to fill."""
+    assert overlapped_forwards(20.0, 1.0, 0.05, keep_rate=0.5, saved_per_shadow_forward=0.4) == pytest.approx(16.0)
+    assert overlapped_forwards(20.0, 10.0, 0.05, keep_rate=0.5, saved_per_shadow_forward=0.4) == pytest.approx(
+        20.0 - 0.2 * speed.MAX_DRAFT_FORWARDS)
+    assert overlapped_forwards(4.0, 10.0, 0.01, keep_rate=1.0, saved_per_shadow_forward=1.0) == 1.0
+    assert overlapped_forwards(20.0, 1.0, 0.05, keep_rate=0.0, saved_per_shadow_forward=0.4) == 20.0
+    assert overlapped_forwards(1.0, 1.0, 0.05, keep_rate=1.0, saved_per_shadow_forward=1.0) == 1.0

@@ -4,6 +4,7 @@ per SpecExec pass whatever the tree, none inside a draft forward, on a resident 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 
 import pytest
@@ -142,3 +143,18 @@ def test_bench_acceptance_adds_the_trace_columns(tiny_folders, tmp_path):
     assert 0 < row["syncs_per_pass"] <= MAX_SYNCS_PER_PASS
     assert row["kernels_per_draft_forward"] > 0 and row["kernels_per_pass"] > row["kernels_per_draft_forward"]
     assert row["h2d_bytes_per_pass"] > 0
+
+
+@pytest.mark.parametrize("tree", [TreeSettings(16, 4, 4), TreeSettings(64, 16, 16, adaptive_depth=False)],
+                         ids=["K16", "K64-fixed"])
+def test_the_overlap_adds_no_host_sync_to_a_pass(tiny_target, tiny_draft, tree, one_torch_thread):
+    """The shadow search and the keep (issue 39) read nothing: a pass with the overlap on syncs no more often
+    than one without, its draft forwards (the shadow's included) never, and the tokens stay the sequential ones."""
+    params = SamplingParams(temperature=0.8, top_p=0.9, seed=4)
+    off, off_tokens = _trace_specexec(tiny_target, tiny_draft, params, tree)
+    on, on_tokens = _trace_specexec(tiny_target, tiny_draft, params, dataclasses.replace(tree, overlap=True, shadow_forwards=3))
+    assert on_tokens == off_tokens
+    assert on.summary()["max_syncs_in_a_pass"] <= off.summary()["max_syncs_in_a_pass"] <= MAX_SYNCS_PER_PASS
+    assert set(on.counts.syncs) <= set(off.counts.syncs), on.counts.syncs
+    assert on.counts.draft_syncs == 0 and on.summary()["shadow_draft_forwards"] > 0
+    assert on.summary()["critical_path_draft_forwards"] > 0

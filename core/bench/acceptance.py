@@ -14,10 +14,12 @@ import json
 import sys
 from dataclasses import asdict, dataclass
 
+from core.bench.overlap_stats import OverlapTally
 from core.bench.trace import PassTrace, traced_stream
 from core.cli.options import (
     add_grammar_argument,
     add_model_arguments,
+    add_overlap_arguments,
     add_threads_argument,
     output_controls,
     sampling_params,
@@ -46,6 +48,12 @@ class Row:
     kernels_per_draft_forward: float | None = None
     kernels_per_pass: float | None = None
     h2d_bytes_per_pass: float | None = None
+    # the draft-while-the-target-streams overlap (core/bench/overlap_stats.py), per pass
+    overlap: bool = False
+    critical_path_draft_forwards: float = 0.0
+    shadow_draft_forwards: float = 0.0
+    kept_subtree_share: float = 0.0
+    kept_subtree_nodes: float = 0.0
 
 
 def _int_list(text: str) -> list[int]:
@@ -78,6 +86,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--draft-top-p", action="store_true", help="truncate the draft to the target's nucleus")
     parser.add_argument("--no-adaptive-depth", action="store_true",
                         help="every pass makes the search's full draft forwards (adaptive depth off)")
+    add_overlap_arguments(parser)
     parser.add_argument("--trace", action="store_true", help="add host syncs, kernels and copies per pass (slower)")
     add_grammar_argument(parser)
     parser.add_argument("--grammar-target-only", action="store_true",
@@ -96,6 +105,7 @@ def measure(target, draft, prompts_ids, method: str, budget: int, args: argparse
         tree = dataclasses.replace(tree, adaptive_depth=False)
     settings = DecodingSettings(method=method, tree=tree, max_new_tokens=args.max_new_tokens)
     traced = PassTrace()
+    tally = OverlapTally()
     for seed in range(args.seed, args.seed + args.seeds):
         params = sampling_params(args, seed=seed)
         for prompt_ids in prompts_ids:
@@ -109,6 +119,7 @@ def measure(target, draft, prompts_ids, method: str, budget: int, args: argparse
                 draft_forward_s += chunk.stats.draft_forward_seconds
                 forwards += chunk.stats.draft_forwards
                 target_s += chunk.stats.target_seconds
+                tally.add(chunk.stats)
     total = draft_s + target_s
     trace = traced.summary() if args.trace else {}
     return Row(
@@ -124,6 +135,8 @@ def measure(target, draft, prompts_ids, method: str, budget: int, args: argparse
         kernels_per_draft_forward=trace.get("kernels_per_draft_forward"),
         kernels_per_pass=trace.get("kernels_per_pass"),
         h2d_bytes_per_pass=trace.get("h2d_bytes_per_pass"),
+        overlap=tree.overlap and method == "specexec",
+        **tally.summary(),
     )
 
 

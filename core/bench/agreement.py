@@ -15,8 +15,9 @@ import argparse
 import json
 from dataclasses import asdict
 
-from core.cli.options import add_model_arguments, sampling_params
+from core.cli.options import add_model_arguments, add_overlap_arguments, sampling_params
 from core.cli.pair import load_pair
+from core.decoding.draft_lane import overlap_wanted
 from core.decoding.methods.specexec import TreeSettings
 from core.text.prompts import encode_prompt, read_prompt_file
 from core.decoding.agreement import compare_runs, flip_summary
@@ -30,6 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--budget", type=int, default=16)
     parser.add_argument("--max-depth", type=int, default=8)
     parser.add_argument("--expand", type=int, default=8)
+    add_overlap_arguments(parser)
     parser.add_argument("--temperature", type=float, default=0.6)
     parser.add_argument("--top-p", type=float, default=0.9)
     parser.add_argument("--top-k", type=int, default=0)
@@ -44,7 +46,9 @@ def run(args: argparse.Namespace) -> int:
     if args.reference_dtype:
         reference, _ = load_pair(argparse.Namespace(**{**vars(args), "dtype": args.reference_dtype}), need_draft=False)
     prompts = [encode_prompt(target.tokenizer, p) for p in read_prompt_file(args.prompts)[: args.limit]]
-    tree = TreeSettings(budget=args.budget, max_depth=args.max_depth, expand=args.expand)
+    tree = TreeSettings(budget=args.budget, max_depth=args.max_depth, expand=args.expand,
+                        overlap=overlap_wanted(target.lm.device, args.no_overlap, measuring=True),
+                        shadow_forwards=args.shadow_forwards)
     rows = compare_runs(target, draft, prompts, args.seeds, lambda seed: sampling_params(args, seed=seed), tree,
                         args.max_new_tokens, reference)
     summary = {"dtype": args.dtype, **flip_summary(rows), "rows": [asdict(r) for r in rows]}

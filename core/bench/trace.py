@@ -16,8 +16,11 @@ import json
 import sys
 from dataclasses import dataclass, field
 
-from core.cli.options import add_model_arguments, add_threads_argument, sampling_params
 from core.bench.device_trace import DeviceTrace, TraceCounts
+from core.bench.overlap_stats import OverlapTally
+from core.cli.options import add_model_arguments, add_overlap_arguments, add_threads_argument, sampling_params
+from core.decoding.draft_lane import overlap_wanted
+from core.decoding.methods.step import PassStats
 from core.decoding.generation import DecodingSettings, stream_generate
 from core.decoding.methods.specexec import TreeSettings
 from core.text.prompts import Prompt, encode_prompt, read_prompt_file
@@ -34,9 +37,12 @@ class PassTrace:
     tokens: int = 0
     max_syncs: int = 0
     counts: TraceCounts = field(default_factory=TraceCounts)
+    overlap: OverlapTally = field(default_factory=OverlapTally)
 
-    def add(self, counts: TraceCounts, tokens: int) -> None:
-        """One pass: its counts (a difference of two snapshots) and the tokens it emitted."""
+    def add(self, counts: TraceCounts, tokens: int, stats: PassStats | None = None) -> None:
+        """One pass: its counts (a difference of two snapshots), the tokens it emitted and its stats."""
+        if stats is not None:
+            self.overlap.add(stats)
         self.passes += 1
         self.tokens += tokens
         self.max_syncs = max(self.max_syncs, counts.sync_count)
@@ -60,6 +66,7 @@ class PassTrace:
             "kernels_per_pass_after_the_search": (c.kernels - c.search_kernels) / passes,
             "h2d_bytes_per_pass": c.h2d_bytes / passes,
             "sync_sites_per_pass": {site: n / passes for site, n in c.syncs.most_common()},
+            **self.overlap.summary(),
         }
 
 
@@ -80,7 +87,7 @@ def traced_stream(target, draft, tokenizer, prompt_ids, params, settings: Decodi
                                                       controls=controls)):
             after = trace.snapshot()
             if index > 0:  # the first pass also prefills the prompt
-                totals.add(after - before, len(chunk.token_ids))
+                totals.add(after - before, len(chunk.token_ids), chunk.stats)
             before = after
             yield chunk
 
@@ -102,6 +109,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-depth", type=int, default=32)
     parser.add_argument("--expand", type=int, default=32)
     parser.add_argument("--no-adaptive-depth", action="store_true", help="every pass makes the search's full forwards")
+    add_overlap_arguments(parser)
     add_threads_argument(parser)
     parser.add_argument("--json", action="store_true")
 
@@ -135,7 +143,9 @@ def measure(args: argparse.Namespace) -> list[dict[str, object]]:
         target, draft, tokenizer = _load(args, kind)
         prompt_ids = encode_prompt(tokenizer, prompts[args.prompt_index])
         for budget in args.budgets:
-            tree = TreeSettings(budget=budget, max_depth=args.max_depth, expand=args.expand)
+            tree = TreeSettings(budget=budget, max_depth=args.max_depth, expand=args.expand,
+                                overlap=overlap_wanted(target.device, args.no_overlap, measuring=True),
+                                shadow_forwards=args.shadow_forwards)
             if args.no_adaptive_depth:
                 tree = dataclasses.replace(tree, adaptive_depth=False)
             settings = DecodingSettings(method="specexec", tree=tree, max_new_tokens=1024)
@@ -145,7 +155,7 @@ def measure(args: argparse.Namespace) -> list[dict[str, object]]:
                 if totals.passes >= args.passes:
                     break
             stream.close()
-            rows.append({"target": kind, "budget": budget, **totals.summary()})
+            rows.append({"target": kind, "budget": budget, "overlap": tree.overlap, **totals.summary()})
             print(f"  traced {kind} target, budget {budget}: {rows[-1]['syncs_per_pass']:.1f} syncs per pass",
                   file=sys.stderr)
     return rows

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 
 from core.cli.hw import add_hw_argument
 from core.hardware.summary import describe_lines
@@ -23,6 +24,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="predict the pairs that offer this draft (e.g. 16bit) with it instead of their own")
     parser.add_argument("--measure", action="store_true",
                         help="measure the host-to-device copy rate instead of estimating it from the PCIe link")
+    parser.add_argument("--no-overlap", action="store_true",
+                        help="predict without drafting while the target's layers stream (as with SPECEXEC_OVERLAP=0)")
     add_hw_argument(parser)
 
 
@@ -31,6 +34,7 @@ def run(args: argparse.Namespace) -> int:
     from core.hardware.probe import describe_hardware
     from core.models.catalog import load_catalog
     from core.models.fit import recommend
+    from core.system.env import OVERLAP_ENV
 
     if args.budget != "auto" and args.budget < 1:
         raise InvalidSettingError(f"--budget must be at least 1 draft token, got {args.budget}")
@@ -39,7 +43,8 @@ def run(args: argparse.Namespace) -> int:
     offered = sorted({option.id for pair in catalog.pairs for option in pair.drafts})
     if args.draft is not None and args.draft not in offered:
         raise InvalidSettingError(f"no pair offers a draft '{args.draft}': the catalog's drafts are {', '.join(offered)}")
-    result = recommend(catalog, describe_hardware(args.hw, measure=args.measure), budget, args.draft)
+    result = recommend(catalog, describe_hardware(args.hw, measure=args.measure), budget, args.draft,
+                       overlap=not args.no_overlap and os.environ.get(OVERLAP_ENV) != "0")
     print(json.dumps(result.to_dict(), indent=2) if args.json else "\n".join(table_lines(result)))
     return 0
 

@@ -141,15 +141,31 @@ def _largest_budget(args: argparse.Namespace) -> int:
     return max(AUTO_MAX_BUDGET if b == "auto" else b for b in budgets)
 
 
+def add_overlap_arguments(parser: argparse.ArgumentParser) -> None:
+    """--no-overlap and --shadow-forwards, for the bench commands (they run the overlap on any device)."""
+    parser.add_argument("--no-overlap", action="store_true",
+                        help="no shadow search while the target's pass runs; each search starts from its root "
+                             "(also SPECEXEC_OVERLAP=0)")
+    parser.add_argument("--shadow-forwards", type=int, default=None, metavar="N",
+                        help="draft forwards of the shadow search per pass (default: as many as the last target "
+                             "pass's time holds)")
+
+
 def tree_settings(args: argparse.Namespace, budget: int | None = None) -> TreeSettings:
-    """The tree flags; an automatic --budget becomes the largest budget the tuner may pick."""
+    """The tree flags; an automatic --budget becomes the largest budget the tuner may pick. The overlap is on
+    for commands with --no-overlap (bench commands: on any device, unless it or SPECEXEC_OVERLAP=0 says no)."""
+    from core.decoding.draft_lane import overlap_wanted
+
     if budget is None:
         budget, _ = resolve_budget(args.budget, getattr(args, "method", "specexec"))
+    measuring = hasattr(args, "no_overlap")
     return TreeSettings(
         budget=budget,
         max_depth=args.max_depth,
         expand=args.expand,
         draft_top_p=args.draft_top_p,
+        overlap=measuring and overlap_wanted("cpu", args.no_overlap, measuring=True),
+        shadow_forwards=getattr(args, "shadow_forwards", None),
     )
 
 

@@ -91,6 +91,8 @@ class DraftTree:
     max_depth: int
     draft_forwards: int
     timer: ForwardTimer
+    search: "DraftSearch | None" = None  # the search it was cut from, for a shadow search to go on with
+    seed_nodes: torch.Tensor | None = None  # long [1]: nodes of the kept subtree it started from (None: none)
 
     @property
     def size(self) -> int:
@@ -99,22 +101,22 @@ class DraftTree:
 
 
 def _best_children(logits: torch.Tensor, parents: torch.Tensor, e_cum: torch.Tensor, e_depth: torch.Tensor,
-                   config: SearchConfig) -> tuple[torch.Tensor, ...]:
-    """The `budget` best children of the rows just expanded, by cumulative log-prob, from one top-k over
-    the flattened scores (only these can enter the pool, which keeps the budget best).
+                   config: SearchConfig, count: int) -> tuple[torch.Tensor, ...]:
+    """The `count` best children of the rows just expanded, by cumulative log-prob, from one top-k over
+    the flattened scores (only these can enter the pool, which keeps the `count` best).
 
     logits: [b, V] for the nodes `parents` (E indices, long [b]; a padding row's node scores -inf, so its
-    children do too). Returns (token, parent, depth, cum), each [c] with c = min(budget, b * V), best
+    children do too). Returns (token, parent, depth, cum), each [c] with c = min(count, b * V), best
     first; cum is float64, -inf for tokens the draft excludes.
     """
     if config.top_p is None or config.top_p >= 1.0:
         logp, ids = draft_logprobs(logits, config.temperature, None), None  # [b, V] in the work dtype
     else:  # truncated draft: each row's nucleus first (short, found without sorting the vocabulary)
-        logp, ids = draft_top_k(logits, config.temperature, config.top_p, config.budget)  # [b, k'] each
+        logp, ids = draft_top_k(logits, config.temperature, config.top_p, count)  # [b, k'] each
     width = logp.shape[-1]
     parent_cum = e_cum[parents]  # [b] float64
     scores = (logp + parent_cum.to(logp.dtype)[:, None]).reshape(-1)  # [b * width]: ranks the children
-    flat = torch.topk(scores, min(config.budget, scores.shape[0])).indices  # [c]
+    flat = torch.topk(scores, min(count, scores.shape[0])).indices  # [c]
     rows = flat // width
     tokens = flat % width if ids is None else ids.reshape(-1)[flat]
     cum = parent_cum[rows] + logp.reshape(-1)[flat].double()  # exact sum in float64
@@ -139,122 +141,241 @@ def _root_only(pending: torch.Tensor, root_row: int) -> DraftTree:
     )
 
 
+@dataclass
+class SearchSeed:
+    """What a search starts from besides its root: the subtree kept from the last pass's grown search under
+    the token the target emitted (core.decoding.subtree_keep builds it). Fixed sizes, on the draft's device;
+    depths and cumulative log-probs relative to the new root.
+
+    e_token, e_parent, e_depth: long [S], e_cum: float64 [S] (-inf: an empty slot), reach: bool [S, S]: the
+    kept expanded nodes, the root's slot first (its row is written by the search's catch-up forward), each
+    real one's KV already at cache row root_row + its index; n_expanded: long [1], slots in use (root
+    included); c_token, c_parent, c_depth: long [pool], c_cum: float64 [pool]: the candidates under them,
+    best first; nodes: long [1], kept nodes in all (root excluded), for the pass's stats. Host values:
+    root_row (the search must root there, else the seed is stale), pool (the pool size it was kept for),
+    depth_bound (no node deeper)."""
+
+    e_token: torch.Tensor
+    e_parent: torch.Tensor
+    e_depth: torch.Tensor
+    e_cum: torch.Tensor
+    reach: torch.Tensor
+    n_expanded: torch.Tensor
+    c_token: torch.Tensor
+    c_parent: torch.Tensor
+    c_depth: torch.Tensor
+    c_cum: torch.Tensor
+    nodes: torch.Tensor
+    root_row: int
+    pool: int
+    depth_bound: int
+
+    @property
+    def slots(self) -> int:
+        return int(self.e_token.shape[0])
+
+
+class DraftSearch:
+    """The search's state between forwards: the expanded nodes E (expansion order = cache order after the
+    root), the candidate pool C, and the last forward's logits not merged into C yet.
+
+    `grow(budget, forwards)` expands the best candidates inside the top `budget` for up to `forwards`
+    forwards; `tree(k)` trims to the top k. The pool keeps `pool` candidates (at least the budget): a pool
+    larger than the tree's budget changes no tree (its top entries are the smaller pool's) and lets a
+    shadow search (core.decoding.methods.specexec) keep growing the same search past the budget while the
+    target scores the tree cut from it. `extra_forwards`: forwards beyond `forwards` the E buffers leave
+    room for (the shadow's)."""
+
+    def __init__(self, draft: CausalLM, cache: InPlaceKVCache, pending: torch.Tensor, config: SearchConfig,
+                 forwards: int, pool: int, extra_forwards: int = 0, seed: SearchSeed | None = None) -> None:
+        device = draft.device
+        self.draft, self.cache, self.config = draft, cache, config
+        self.pool = max(pool, config.budget)
+        self.root_row = cache.length + pending.shape[0] - 1  # cache row and absolute position of the root
+        if seed is not None and (seed.root_row != self.root_row or seed.pool != self.pool):
+            seed = None  # kept for another root or pool size: start afresh
+        self.seeded = seed is not None
+        room = cache.capacity - self.root_row - 1
+        # Each expansion forward writes a block of `width` rows after the last expanded node; every block must
+        # fit below the cache's capacity, so near the planned context the tree is the top K of fewer nodes.
+        self.width = min(search_width(config.budget, config.expand), room)
+        self.expand_limit = room + 1 - self.width  # E indices a block may start at, at most
+        self.read_free = host_reads_are_free(device)
+        self.timer = ForwardTimer(device)
+        planned = forwards - 1 + extra_forwards if self.width > 0 else 0
+        slots = seed.slots if seed is not None else 1
+        e_size = max(slots, min(slots + self.width * planned, room + 1)) if planned > 0 else slots
+        self.e_size = e_size
+
+        # Expanded nodes E (index 0 = root); E index j lives at cache row root_row + j. Unused slots score -inf.
+        self.e_token = torch.zeros(e_size, dtype=torch.long, device=device)
+        self.e_parent = torch.full((e_size,), -1, dtype=torch.long, device=device)
+        self.e_depth = torch.zeros(e_size, dtype=torch.long, device=device)
+        self.e_birth = torch.zeros(e_size, dtype=torch.long, device=device)
+        self.e_cum = torch.full((e_size,), -torch.inf, dtype=torch.float64, device=device)
+        self.reach = torch.zeros((e_size, e_size), dtype=torch.bool, device=device)  # reach[i, j]: j is i or its ancestor
+        # Candidate pool C: children of expanded nodes, never expanded, the best first (-inf = empty).
+        self.c_token = torch.zeros(self.pool, dtype=torch.long, device=device)
+        self.c_parent = torch.zeros(self.pool, dtype=torch.long, device=device)
+        self.c_depth = torch.zeros(self.pool, dtype=torch.long, device=device)
+        self.c_birth = torch.zeros(self.pool, dtype=torch.long, device=device)
+        self.c_cum = torch.full((self.pool,), -torch.inf, dtype=torch.float64, device=device)
+        self.n_expanded = torch.ones(1, dtype=torch.long, device=device)  # E nodes so far, on the device
+        self.e_bound = slots  # a host bound on n_expanded
+        self.depth_bound = 0  # a host bound on the depth of any node
+        if seed is not None:
+            self._plant(seed)
+        self.e_token[:1] = pending[-1:]
+        self.e_parent[:1], self.e_depth[:1], self.e_birth[:1], self.e_cum[:1] = -1, 0, 0, 0.0
+        self.reach[0, 0] = True
+
+        # the first forward: the pending tokens (prefill or catch-up), the root's logits last
+        visible = causal_visibility(cache.length, pending.shape[0], device)
+        positions = torch.arange(cache.length, cache.length + pending.shape[0], device=device)
+        with self.timer:
+            logits = draft.forward(pending, positions, additive_mask(visible, draft.dtype), cache, logit_rows=slice(-1, None))
+        if seed is not None:  # the root's children the seed holds already are not proposed again
+            logits = logits.masked_fill(self._seeded_children(logits.shape[-1])[None], -torch.inf)
+        self.logits: torch.Tensor | None = logits  # not merged into the pool yet
+        self.new_parents = torch.zeros(1, dtype=torch.long, device=device)  # E indices of the rows in `logits`
+        self.forward = 1
+        self.depth_bound += 1
+
+    def _plant(self, seed: SearchSeed) -> None:
+        """Start from the kept subtree: its nodes count as found by the first forward (birth 1); nodes below the
+        depth cap (the cap shrinks near max_new_tokens) are dropped."""
+        s, cap = seed.slots, self.config.max_depth
+        self.e_token[:s], self.e_parent[:s], self.e_depth[:s] = seed.e_token, seed.e_parent, seed.e_depth
+        self.e_cum[:s] = torch.where(seed.e_depth > cap, -torch.inf, seed.e_cum)
+        self.e_birth[1:s] = 1
+        self.reach[:s, :s] = seed.reach
+        self.n_expanded = seed.n_expanded.clone()
+        self.c_token, self.c_parent, self.c_depth = seed.c_token.clone(), seed.c_parent.clone(), seed.c_depth.clone()
+        self.c_cum = torch.where(seed.c_depth > cap, -torch.inf, seed.c_cum)
+        self.c_birth = torch.ones_like(self.c_token)
+        self.depth_bound = seed.depth_bound
+
+    def _seeded_children(self, vocab_size: int) -> torch.Tensor:
+        """bool [V]: tokens the seed already has as children of the root (expanded or candidates)."""
+        tokens = torch.cat([self.e_token[1:], self.c_token])
+        is_child = torch.cat([(self.e_parent[1:] == 0) & torch.isfinite(self.e_cum[1:]),
+                              (self.c_parent == 0) & torch.isfinite(self.c_cum)])
+        seen = torch.zeros(vocab_size, dtype=torch.float32, device=tokens.device)
+        return seen.index_add_(0, tokens, is_child.float()) > 0
+
+    def _merge(self) -> None:
+        """Merge the children of the last forward's rows into the pool (a stable sort keeps earlier entries
+        first on ties: parents before children)."""
+        if self.logits is None:
+            return
+        logits, config = self.logits, self.config
+        if config.child_mask is not None:  # a grammar: the draft proposes only what it allows
+            allowed = config.child_mask(self.e_token, self.e_parent, self.new_parents)
+            logits = logits.masked_fill(~_fit_vocab(allowed, logits.shape[-1]), -torch.inf)
+        token, parent, depth, cum = _best_children(logits, self.new_parents, self.e_cum, self.e_depth, config, self.pool)
+        birth = torch.full_like(token, self.forward)
+        merged = [torch.cat(pair) for pair in ((self.c_token, token), (self.c_parent, parent), (self.c_depth, depth),
+                                                (self.c_birth, birth), (self.c_cum, cum))]
+        order = torch.sort(merged[-1], descending=True, stable=True).indices[: self.pool]
+        self.c_token, self.c_parent, self.c_depth, self.c_birth, self.c_cum = (values[order] for values in merged)
+        self.logits = None
+
+    def grow(self, budget: int, forwards: int) -> int:
+        """Up to `forwards` expansion forwards inside the top `budget` (at most the pool); returns how many ran.
+        A CPU stops when nothing is left to expand (a read, free there); a GPU runs them all (padding rows)."""
+        device, cache, width = self.draft.device, self.cache, self.width
+        budget = min(budget, self.pool)
+        made = 0
+        for _ in range(forwards if width > 0 else 0):
+            self._merge()
+            # global threshold: the budget-th best cumulative log-prob among all non-root nodes known so far
+            threshold = torch.topk(torch.cat([self.e_cum[1:], self.c_cum]), budget).values[-1]
+            expandable = (self.c_cum >= threshold) & (self.c_depth < self.config.max_depth) & torch.isfinite(self.c_cum)
+            rank = torch.cumsum(expandable, 0)
+            picked = expandable & (rank <= width) & (self.n_expanded + rank <= self.expand_limit)
+            rows_now = width
+            if self.read_free:  # a CPU: read how many were picked (free) and compute only those rows
+                rows_now = int(picked.sum())
+                if rows_now == 0:
+                    break
+            # the picked entries of the sorted pool first (in pool order), then padding rows
+            take = torch.sort((~picked).to(torch.uint8), stable=True).indices[:rows_now]
+            real = picked[take]  # bool [rows_now]: False for padding rows
+            new_index = self.n_expanded + torch.arange(rows_now, device=device)  # E indices of this block
+            self.e_token.index_copy_(0, new_index, self.c_token[take])
+            self.e_parent.index_copy_(0, new_index, self.c_parent[take])
+            self.e_depth.index_copy_(0, new_index, self.c_depth[take])
+            self.e_birth.index_copy_(0, new_index, self.c_birth[take])
+            self.e_cum.index_copy_(0, new_index, torch.where(real, self.c_cum[take], -torch.inf))
+            own = torch.zeros((rows_now, self.e_size), dtype=torch.bool, device=device).scatter_(1, new_index[:, None], True)
+            self.reach.index_copy_(0, new_index, (self.reach[self.c_parent[take]] | own) & real[:, None])
+            self.c_cum = self.c_cum.index_put((take,), torch.where(real, -torch.inf, self.c_cum[take]))  # they leave the pool
+            # the block starts at E index n_expanded: read it where that is free, else its bound
+            bound = int(self.n_expanded) if self.read_free else min(self.e_bound, self.expand_limit)
+
+            # draft forward over the block: each row sees the committed prefix, its ancestors and itself
+            # visible: [rows_now, cols]; E index j is column root_row + j
+            root_row = self.root_row
+            cols = column_bucket(root_row + bound + rows_now, cache.capacity)  # the prefix, root and tree so far
+            visible = torch.zeros((rows_now, cols), dtype=torch.bool, device=device)
+            visible[:, :root_row] = True
+            tree_cols = min(cols - root_row, self.e_size)
+            visible[:, root_row : root_row + tree_cols] = self.reach[new_index, :tree_cols]
+            with self.timer:
+                self.logits = run_draft_forward(
+                    self.draft, cache, self.e_token[new_index], root_row + self.e_depth[new_index],
+                    additive_mask(visible, self.draft.dtype), root_row + new_index, cols,
+                )
+            self.n_expanded = self.n_expanded + real.sum()
+            self.new_parents = new_index
+            self.forward += 1
+            self.e_bound += width
+            self.depth_bound += 1
+            made += 1
+        self._merge()
+        return made
+
+    def tree(self, k: int) -> DraftTree:
+        """The top k of the nodes found so far (see `_final_tree`)."""
+        self._merge()
+        return _final_tree(
+            (self.e_token, self.e_parent, self.e_depth, self.e_birth, self.e_cum),
+            (self.c_token, self.c_parent, self.c_depth, self.c_birth, self.c_cum), self.reach,
+            k, self.root_row, min(self.config.max_depth, self.depth_bound), self.forward, self.timer,
+        )
+
+
 def build_draft_tree(
     draft: CausalLM,
     cache: InPlaceKVCache,
     pending: torch.Tensor,
     config: SearchConfig,
     forwards: int | None = None,
+    seed: SearchSeed | None = None,
+    pool: int | None = None,
+    extra_forwards: int = 0,
 ) -> DraftTree:
     """Grow the draft tree rooted at the last of `pending` on top of `cache`.
 
     `pending`: long [P] on the draft's device, tokens the draft cache does not hold yet; the last one is the
     root. The first forward processes them all (prefill or catch-up) together with the root's expansion.
     `forwards`: draft forwards to make, the first included (None: config.max_forwards; never more).
+    `seed`: a subtree kept from the last pass (used when it is rooted here); `pool`, `extra_forwards`: room
+    for a shadow search to go on from the returned tree's `search` (DraftSearch) after it.
     Afterwards the cache holds its old rows and the pending tokens (`length`), and beyond them, written
     through a window, every expanded node in expansion order (committed by keep_rows after verification).
     """
-    device = draft.device
     k = config.budget
-    depth_cap = config.max_depth
-    root_row = cache.length + pending.shape[0] - 1  # cache row and absolute position of the root
-    if depth_cap <= 0 or k <= 0:
+    root_row = cache.length + pending.shape[0] - 1
+    if config.max_depth <= 0 or k <= 0:
         return _root_only(pending, root_row)
     total_forwards = max(1, min(config.max_forwards, forwards or config.max_forwards))
-    # Each expansion forward writes a block of `width` rows after the last expanded node; every block must
-    # fit below the cache's capacity, so near the planned context the tree is the top K of fewer nodes.
-    room = cache.capacity - root_row - 1
-    width = min(search_width(k, config.expand), room)
-    if width <= 0:
-        total_forwards = 1
-    expand_limit = room + 1 - width  # E indices a block may start at, at most
-    read_free = host_reads_are_free(device)
-
-    timer = ForwardTimer(device)
-    visible = causal_visibility(cache.length, pending.shape[0], device)
-    positions = torch.arange(cache.length, cache.length + pending.shape[0], device=device)
-    with timer:
-        logits = draft.forward(pending, positions, additive_mask(visible, draft.dtype), cache, logit_rows=slice(-1, None))
-
-    # Expanded nodes E (index 0 = root); E index j lives at cache row root_row + j. Unused slots score -inf.
-    e_size = min(1 + max(width, 0) * (total_forwards - 1), room + 1) if total_forwards > 1 else 1
-    e_token = torch.zeros(e_size, dtype=torch.long, device=device)
-    e_token[:1] = pending[-1:]
-    e_parent = torch.full((e_size,), -1, dtype=torch.long, device=device)
-    e_depth = torch.zeros(e_size, dtype=torch.long, device=device)
-    e_birth = torch.zeros(e_size, dtype=torch.long, device=device)
-    e_cum = torch.full((e_size,), -torch.inf, dtype=torch.float64, device=device)
-    e_cum[:1] = 0.0
-    reach = torch.zeros((e_size, e_size), dtype=torch.bool, device=device)  # reach[i, j]: j is i or its ancestor
-    reach[0, 0] = True
-    n_expanded = torch.ones(1, dtype=torch.long, device=device)  # E nodes so far, on the device
-
-    # Candidate pool C: children of expanded nodes, never expanded, the k best, best first (-inf = empty).
-    c_token = torch.zeros(k, dtype=torch.long, device=device)
-    c_parent = torch.zeros(k, dtype=torch.long, device=device)
-    c_depth = torch.zeros(k, dtype=torch.long, device=device)
-    c_birth = torch.zeros(k, dtype=torch.long, device=device)
-    c_cum = torch.full((k,), -torch.inf, dtype=torch.float64, device=device)
-
-    new_parents = torch.zeros(1, dtype=torch.long, device=device)  # E indices of the rows in `logits`
-    forward = 1
-    while True:
-        if config.child_mask is not None:  # a grammar: the draft proposes only what it allows
-            logits = logits.masked_fill(~_fit_vocab(config.child_mask(e_token, e_parent, new_parents), logits.shape[-1]), -torch.inf)
-        token, parent, depth, cum = _best_children(logits, new_parents, e_cum, e_depth, config)
-        birth = torch.full_like(token, forward)
-        # the pool's k best (a stable sort keeps earlier entries first on ties: parents before children)
-        merged = [torch.cat(pair) for pair in ((c_token, token), (c_parent, parent), (c_depth, depth), (c_birth, birth), (c_cum, cum))]
-        order = torch.sort(merged[-1], descending=True, stable=True).indices[:k]
-        c_token, c_parent, c_depth, c_birth, c_cum = (values[order] for values in merged)
-        if forward >= total_forwards:
-            break
-
-        # global threshold: the k-th best cumulative log-prob among all non-root nodes known so far
-        threshold = torch.topk(torch.cat([e_cum[1:], c_cum]), k).values[-1]
-        expandable = (c_cum >= threshold) & (c_depth < depth_cap) & torch.isfinite(c_cum)
-        rank = torch.cumsum(expandable, 0)
-        picked = expandable & (rank <= width) & (n_expanded + rank <= expand_limit)
-        rows_now = width
-        if read_free:  # a CPU: read how many were picked (free) and compute only those rows
-            rows_now = int(picked.sum())
-            if rows_now == 0:
-                break
-        # the picked entries of the sorted pool first (in pool order), then padding rows
-        take = torch.sort((~picked).to(torch.uint8), stable=True).indices[:rows_now]
-        real = picked[take]  # bool [rows_now]: False for padding rows
-        new_index = n_expanded + torch.arange(rows_now, device=device)  # E indices of this block
-        e_token.index_copy_(0, new_index, c_token[take])
-        e_parent.index_copy_(0, new_index, c_parent[take])
-        e_depth.index_copy_(0, new_index, c_depth[take])
-        e_birth.index_copy_(0, new_index, c_birth[take])
-        e_cum.index_copy_(0, new_index, torch.where(real, c_cum[take], -torch.inf))
-        own = torch.zeros((rows_now, e_size), dtype=torch.bool, device=device).scatter_(1, new_index[:, None], True)
-        reach.index_copy_(0, new_index, (reach[c_parent[take]] | own) & real[:, None])
-        c_cum = c_cum.index_put((take,), torch.where(real, -torch.inf, c_cum[take]))  # they leave the pool
-        # the block starts at E index n_expanded: read it where that is free, else its bound
-        bound = int(n_expanded) if read_free else min(1 + width * (forward - 1), expand_limit)
-
-        # draft forward over the block: each row sees the committed prefix, its ancestors and itself
-        # visible: [rows_now, cols]; E index j is column root_row + j
-        cols = column_bucket(root_row + bound + rows_now, cache.capacity)  # the prefix, root and tree so far
-        visible = torch.zeros((rows_now, cols), dtype=torch.bool, device=device)
-        visible[:, :root_row] = True
-        tree_cols = min(cols - root_row, e_size)
-        visible[:, root_row : root_row + tree_cols] = reach[new_index, :tree_cols]
-        with timer:
-            logits = run_draft_forward(
-                draft, cache, e_token[new_index], root_row + e_depth[new_index],
-                additive_mask(visible, draft.dtype), root_row + new_index, cols,
-            )
-        n_expanded = n_expanded + real.sum()
-        new_parents = new_index
-        forward += 1
-
-    return _final_tree(
-        (e_token, e_parent, e_depth, e_birth, e_cum), (c_token, c_parent, c_depth, c_birth, c_cum), reach,
-        k, root_row, min(depth_cap, forward), forward, timer,
-    )
+    search = DraftSearch(draft, cache, pending, config, total_forwards, pool or k, extra_forwards, seed)
+    search.grow(k, total_forwards - 1)
+    tree = search.tree(k)
+    tree.search = search
+    tree.seed_nodes = seed.nodes if search.seeded else None
+    return tree
 
 
 def _final_tree(e_nodes: tuple[torch.Tensor, ...], c_nodes: tuple[torch.Tensor, ...], e_reach: torch.Tensor,

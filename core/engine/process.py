@@ -321,6 +321,7 @@ class Engine:
 
     def generate(self, request: P.Generate) -> None:
         from core.decoding.autotune.chooser import resolve_budget
+        from core.decoding.draft_lane import overlap_wanted
         from core.decoding.generation import DecodingSettings
         from core.decoding.methods.specexec import TreeSettings
         from core.decoding.sampling import SamplingParams
@@ -342,7 +343,8 @@ class Engine:
         )
         settings = DecodingSettings(
             method=request.method,
-            tree=TreeSettings(budget=budget, max_depth=load.max_depth, expand=load.expand, draft_top_p=load.draft_top_p),
+            tree=TreeSettings(budget=budget, max_depth=load.max_depth, expand=load.expand, draft_top_p=load.draft_top_p,
+                              overlap=self.session.draft is not None and overlap_wanted(self.session.draft.device)),
             max_new_tokens=request.max_new_tokens or self.session.context_limit,  # None: the context's end
             stop=tuple(request.stop),
             auto_budget=auto_budget,

@@ -105,6 +105,14 @@ class InPlaceKVLayer(CacheLayerMixin):
         self.length = start + count
         self._refresh_views()
 
+    def move_rows(self, sources: torch.Tensor, targets: torch.Tensor) -> None:
+        """Copy rows `sources` to rows `targets` (long [n], on the device; any overlap: the sources are read
+        first); `length` does not move."""
+        if not self.is_initialized:
+            return
+        self._key_buffer[..., targets, :] = self._key_buffer[..., sources, :]
+        self._value_buffer[..., targets, :] = self._value_buffer[..., sources, :]
+
     def reset(self) -> None:
         self.length = 0
         if self.is_initialized:
@@ -139,6 +147,12 @@ class InPlaceKVCache(Cache):
         cache's device, so that committing reads nothing back to the host)."""
         for layer in self.layers:
             layer.keep_rows(start, rows)
+
+    def move_rows(self, sources: torch.Tensor, targets: torch.Tensor) -> None:
+        """Copy rows `sources` to rows `targets` in every layer, past `length` or not (a kept subtree's rows
+        moving under their new root: core.decoding.subtree_keep)."""
+        for layer in self.layers:
+            layer.move_rows(sources, targets)
 
     @contextmanager
     def window(self, rows: torch.Tensor, cols: int) -> Iterator[None]:

@@ -44,8 +44,10 @@ from core.models.speed import (
     CopyPaths,
     DraftKernel,
     GpuRates,
+    draft_forwards,
     draft_seconds,
     layer_compute_seconds,
+    overlapped_forwards,
     target_pass_seconds,
 )
 from core.planning import draft_kernel, residency
@@ -128,9 +130,10 @@ class Recommendation:
     hardware: HardwareDescription
     recommended: str
     pairs: tuple[PairFit, ...]  # the recommended pair first
+    overlap: bool = True  # predicted with drafting while the target streams
 
     def to_dict(self) -> dict[str, Any]:
-        return {"hardware": self.hardware.to_dict(), "recommended": self.recommended,
+        return {"hardware": self.hardware.to_dict(), "recommended": self.recommended, "overlap": self.overlap,
                 "pairs": [fit.to_dict() for fit in self.pairs]}
 
 
@@ -270,15 +273,16 @@ def _ram_verdict(needed: int, hw: HardwareDescription) -> tuple[str, str | None]
     return "tight", f"needs {gb(needed)} of RAM and {gb(hw.ram.available_bytes)} is free now: close other programs first"
 
 
-def predict_pair(pair: Pair, hw: HardwareDescription, tree_budget: int | None = None) -> PairFit:
+def predict_pair(pair: Pair, hw: HardwareDescription, tree_budget: int | None = None, overlap: bool = True) -> PairFit:
     """Fit and speed of `pair` on `hw` at `tree_budget` draft tokens per pass (lowered when VRAM is short;
-    None: the automatic budget, see the module's docstring)."""
+    None: the automatic budget, see the module's docstring); `overlap`: drafting while the target streams
+    (what the engine does on a GPU; core.models.speed.overlapped_forwards)."""
     target = _shape(pair.target, pair)
     gpu = hw.best_gpu
     disk_ok = None if hw.disk.free_bytes is None else pair.download_bytes <= hw.disk.free_bytes
     planned = tree_budget or AUTO_MAX_BUDGET
     if pair.id == BUILTIN_PAIR_ID:
-        return _builtin_fit(pair, hw, gpu, tree_budget, disk_ok)
+        return _builtin_fit(pair, hw, gpu, tree_budget, disk_ok, overlap)
     if gpu is None:
         return _cpu_only_fit(pair, hw, tree_budget, _host_need(pair, None, on_cpu=True), disk_ok)
     now = _plan_on_gpu(pair, gpu.vram_free_bytes, planned)
@@ -311,7 +315,7 @@ def predict_pair(pair: Pair, hw: HardwareDescription, tree_budget: int | None = 
         problems.append(staging)
     speed = _fastest(pair, _budgets(tree_budget, chosen.tree_budget),
                      lambda b, tokens: _gpu_pass(pair, plan.resident, plan.n_slots, copy, b, tokens, rates,
-                                                 _draft_kernel(gpu, hw)))
+                                                 _draft_kernel(gpu, hw), overlap))
     reason = "; ".join(problems) if problems else (
         f"fits: {len(plan.resident)} of {plan.n_layers} layers stay on the GPU, "
         f"{gb(plan.streamed_bytes_per_pass)} stream from RAM every pass"
@@ -428,13 +432,21 @@ def _draft_kernel(gpu: GpuInfo, hw: HardwareDescription) -> DraftKernel:
 
 
 def _gpu_pass(pair: Pair, resident: tuple[int, ...], slots: int, copy_seconds: float, budget: int, tokens: float,
-              rates: GpuRates, kernel: DraftKernel) -> tuple[float, float]:
+              rates: GpuRates, kernel: DraftKernel, overlap: bool = True) -> tuple[float, float]:
     """(target pass, draft) seconds on a GPU: the draft first, the target's first streamed layers copied
-    meanwhile, then every layer at the larger of its copy and its compute (core.models.speed)."""
+    meanwhile, then every layer at the larger of its copy and its compute (core.models.speed). With the
+    overlap the draft seconds are those left on the critical path (core.models.speed.overlapped_forwards: the
+    shadow fills the target's pass), and the prefetch hides under that shorter drafting only."""
     target, draft = _shape(pair.target, pair), _shape(pair.draft, pair)
-    drafting = draft_seconds(draft, _gpu_format(pair.draft), budget, tokens, rates, kernel)
+    draft_format = _gpu_format(pair.draft)
+    drafting = draft_seconds(draft, draft_format, budget, tokens, rates, kernel)
     compute = layer_compute_seconds(target, _gpu_format(pair.target), budget + 1, rates)
     scoring = target_pass_seconds(target.num_hidden_layers, resident, copy_seconds, compute, slots, drafting)
+    if overlap and budget > 1:
+        forwards = draft_forwards(budget, tokens)
+        critical = overlapped_forwards(forwards, scoring, drafting / forwards)
+        drafting = draft_seconds(draft, draft_format, budget, tokens, rates, kernel, forwards=critical)
+        scoring = target_pass_seconds(target.num_hidden_layers, resident, copy_seconds, compute, slots, drafting)
     return scoring, drafting
 
 
@@ -453,7 +465,8 @@ def _cpu_flops(hw: HardwareDescription) -> float:
     return (hw.cpu.physical_cores or hw.cpu.logical_cores or 1) * CPU_CORE_FLOPS
 
 
-def _builtin_fit(pair: Pair, hw: HardwareDescription, gpu: GpuInfo | None, tree_budget: int | None, disk_ok) -> PairFit:
+def _builtin_fit(pair: Pair, hw: HardwareDescription, gpu: GpuInfo | None, tree_budget: int | None, disk_ok,
+                 overlap: bool = True) -> PairFit:
     """The built-in pair always fits: 135M parameters, everything in memory, nothing streams. Its speed is the
     one measured on this computer when the engine has loaded it here (core.models.measured); before that,
     an estimate from the hardware."""
@@ -476,7 +489,7 @@ def _builtin_fit(pair: Pair, hw: HardwareDescription, gpu: GpuInfo | None, tree_
         rate_source = "estimate: compute only, nothing streams"
         everything, rates = tuple(range(target.num_hidden_layers)), _gpu_rates(gpu, h2d_rate(gpu)[0])
         speed = _fastest(pair, budgets, lambda b, tokens: _gpu_pass(pair, everything, 0, 0.0, b, tokens, rates,
-                                                                    _draft_kernel(gpu, hw)))
+                                                                    _draft_kernel(gpu, hw), overlap))
     else:
         flops = _cpu_flops(hw)
         rate_source = f"estimate: compute only, nothing streams ({flops / 1e9:.0f} GFLOP/s assumed)"
@@ -507,17 +520,18 @@ def size_class(parameters: int) -> int:
 
 
 def recommend(catalog: Catalog, hw: HardwareDescription, tree_budget: int | None = None,
-              draft_id: str | None = None) -> Recommendation:
+              draft_id: str | None = None, overlap: bool = True) -> Recommendation:
     """Every offered pair's prediction, best first, each with its other drafts' predictions (`draft_options`).
     Ranked by: usable (fits or is tight, and runs at least MIN_RECOMMENDED_TOKENS_PER_SECOND), the paper's
     calibration pair after the other usable ones, fits before tight, bigger size class first (`size_class`),
     then the catalog's own order (the curated preference among models of one size: Llama 3.3 70B before
     Qwen2.5 72B). The recommended pair is the first usable one that is not the calibration pair; the built-in
     pair when none is. Retired pairs are not predicted. `draft_id` ("16bit", ...) predicts the pairs that
-    offer that draft with it instead of their own."""
+    offer that draft with it instead of their own. `overlap` False predicts without drafting while the target
+    streams (`models recommend --no-overlap`)."""
     pairs = [pair.with_draft(draft_id) if draft_id and any(o.id == draft_id for o in pair.drafts) else pair
              for pair in catalog.pairs]
-    fits = [_with_options(pair, hw, tree_budget) for pair in pairs]
+    fits = [_with_options(pair, hw, tree_budget, overlap) for pair in pairs]
     order = {pair.id: index for index, pair in enumerate(pairs)}
 
     def usable(fit: PairFit) -> bool:
@@ -530,10 +544,11 @@ def recommend(catalog: Catalog, hw: HardwareDescription, tree_budget: int | None
     ranked = sorted(fits, key=rank)
     best = next((fit for fit in ranked if usable(fit) and not fit.pair.calibration),
                 next(fit for fit in fits if fit.pair.id == BUILTIN_PAIR_ID))
-    return Recommendation(hardware=hw, recommended=best.pair.id, pairs=(best, *(f for f in ranked if f is not best)))
+    return Recommendation(hardware=hw, recommended=best.pair.id, pairs=(best, *(f for f in ranked if f is not best)),
+                          overlap=overlap)
 
 
-def _with_options(pair: Pair, hw: HardwareDescription, tree_budget: int | None = None) -> PairFit:
+def _with_options(pair: Pair, hw: HardwareDescription, tree_budget: int | None = None, overlap: bool = True) -> PairFit:
     """`predict_pair` with the pair's own draft, carrying the prediction with each of its other drafts."""
-    options = tuple(predict_pair(pair.with_draft(option.id), hw, tree_budget) for option in pair.draft_options)
-    return replace(predict_pair(pair, hw, tree_budget), draft_options=options)
+    options = tuple(predict_pair(pair.with_draft(option.id), hw, tree_budget, overlap) for option in pair.draft_options)
+    return replace(predict_pair(pair, hw, tree_budget, overlap), draft_options=options)

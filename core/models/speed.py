@@ -38,6 +38,14 @@ step around it SEARCH_STEP_KERNELS more. How they reach the GPU (`DraftLaunch`):
   from Python (LAUNCH_SECONDS each) and one value is read back per forward, so the host cannot queue the
   next forward while the GPU works: a forward costs the larger of its GPU time and all its launches.
 
+Overlap (issue 39): while the target streams, a shadow search grows the tree on the draft's own stream and
+the next search starts from the subtree kept under the emitted token, so part of the drafting leaves the
+critical path. `overlapped_forwards` prices it from what `specexec bench acceptance` measures with it on and
+off: the shadow makes as many forwards as the target's pass lasts (at most MAX_DRAFT_FORWARDS), a share
+OVERLAP_KEEP_RATE of passes start from a kept subtree, and such a pass needs OVERLAP_SAVED_PER_SHADOW_FORWARD
+fewer critical-path forwards per shadow forward of the pass before (never fewer than one, the catch-up).
+Assumed: the shadow's forwards do not slow the target's layers (their compute hides under the copies).
+
 Not modelled: reading the KV caches (small at the planned context), the LM head over visited rows, sampling
 and verification on the host (milliseconds), and the dequantisation arithmetic inside the fused kernel.
 """
@@ -113,6 +121,15 @@ EAGER_DEQUANT_BYTES_PER_WEIGHT = 28.5
 # Rows up to which a GPTQ linear multiplies with the fused kernel (core.offload.gptq_matmul; repeated here
 # because that module imports torch, which the app's process never does). tests/test_speed.py checks they agree.
 FUSED_MATMUL_MAX_ROWS = 64
+# The overlap (module docstring), measured on the built-in pair, one MT-Bench first turn, 24 tokens, budget 32,
+# t=0.6, top-p 0.9, adaptive depth on, `specexec bench acceptance ... --shadow-forwards 16` and `--no-overlap`
+# (docs/benchmarks.md, issue 39): 45% of passes started from a kept subtree (27 nodes); on, 2.18 tokens per
+# pass for 1.91 critical-path forwards and 3.82 shadow forwards; off, 1.85 for 1.69. Off's 0.915 forwards per
+# token would need 1.99 forwards for on's tokens: 0.08 spared per pass, 0.047 per shadow forward of a keep.
+# One prompt on a loaded CPU whose adaptive depth stops at about two forwards: a small sample, not the GPU's
+# regime of 20-32 forwards; re-measure before trusting the price.
+OVERLAP_KEEP_RATE = 0.45
+OVERLAP_SAVED_PER_SHADOW_FORWARD = 0.047
 DTYPE_BYTES = 2  # a GPU computes in float16 or bfloat16
 
 
@@ -251,6 +268,18 @@ def draft_seconds(shape: ModelShape, weights: WeightFormat, budget: int, tokens_
         read_seconds = (layers + head + per_weight * shape.num_hidden_layers * _linear_parameters(shape)) / gpu.memory
     gpu_seconds = max(read_seconds, 2 * shape.active_parameters * rows / gpu.flops)
     return forwards * _draft_forward_seconds(shape.num_hidden_layers, gpu_seconds, launch)
+
+
+def overlapped_forwards(forwards: float, stream_seconds: float, forward_seconds: float,
+                        keep_rate: float = OVERLAP_KEEP_RATE,
+                        saved_per_shadow_forward: float = OVERLAP_SAVED_PER_SHADOW_FORWARD) -> float:
+    """Draft forwards left on a pass's critical path with the overlap on: `forwards` without it, less what the
+    kept subtree spares (module docstring). `stream_seconds`: the target's pass, which the shadow fills with
+    forwards of `forward_seconds` each."""
+    if forward_seconds <= 0 or forwards <= 1:
+        return forwards
+    shadow = min(MAX_DRAFT_FORWARDS, stream_seconds / forward_seconds)
+    return max(1.0, forwards - keep_rate * saved_per_shadow_forward * shadow)
 
 
 def target_pass_seconds(n_layers: int, resident: tuple[int, ...], copy_seconds: float, compute_seconds: float,

@@ -5,6 +5,14 @@ forward over the tree, the verification walk, and then the pass's one read: the 
 stats, the draft-cache commit and adaptive depth need, in one tensor. The KV commits that follow use index
 tensors on the device. Nothing waits for the whole device: an offloaded target's prefetch of the next
 pass's first layers, issued at the end of its forward on the copy stream, runs on under the next search.
+
+With the overlap on (`TreeSettings.overlap`), the host, once it has issued the target's pass and the walk,
+issues a shadow search on the draft's own stream (core.decoding.draft_lane): the search the tree was cut from
+grows on past the budget, best first, while the target's layers stream and run; it writes only draft-cache
+rows past the tree's and its own node tables, never what the target reads. After the read the subtree under
+the emitted token is kept (core.decoding.subtree_keep) and the next search starts from it. Only the draft's
+work moves: the emitted tokens are the target's samples, as without it. On a CPU the shadow runs after the
+target, in sequence, with the same code.
 """
 
 from __future__ import annotations
@@ -18,13 +26,15 @@ from core.decoding.autotune.depth import DepthPolicy
 from core.modeling.causal_lm import CausalLM
 from core.decoding.decode_state import DecodeState
 from core.decoding.device_io import to_device
-from core.decoding.draft_search import DEFAULT_MAX_FORWARDS, DraftTree, SearchConfig, build_draft_tree
+from core.decoding.draft_lane import DraftLane
+from core.decoding.draft_search import DEFAULT_MAX_FORWARDS, DraftTree, SearchConfig, SearchSeed, build_draft_tree
+from core.decoding.subtree_keep import keep_subtree
 from core.errors import InvalidSettingError
 from core.planning.graph_plan import DEFAULT_EXPAND, search_width
 from core.decoding.methods.step import OutputControls, PassStats, Step, TokenLogprob
 from core.decoding.methods.tree_forward import commit_draft_path, commit_target_path, score_tree
 from core.decoding.sampling import SamplingParams, context_mask
-from core.decoding.timing import PassClock
+from core.decoding.timing import ForwardTimer, PassClock
 from core.decoding.verification import Verdict, Walk, read_verdict, walk_tree
 
 
@@ -33,13 +43,19 @@ class TreeSettings:
     """budget K: draft tokens per target pass; max_depth D; expand B: nodes per draft forward;
     draft_top_p: truncate the draft to the target's nucleus (measured in docs/benchmarks.md);
     adaptive_depth: stop drafting when one more forward is worth less than it costs (core/decoding/autotune/depth.py;
-    off: every pass makes the search's full DEFAULT_MAX_FORWARDS forwards on a GPU)."""
+    off: every pass makes the search's full DEFAULT_MAX_FORWARDS forwards on a GPU);
+    overlap: a shadow search grows the tree on the draft's stream while the target scores it, and the next
+    search starts from the subtree under the emitted token (module docstring; off with a grammar);
+    shadow_forwards: the shadow's forwards per pass (None: as many as the last target pass's time holds at the
+    last search's time per forward, up to `shadow_cap`; the first pass: as many as its search made)."""
 
     budget: int = 128
     max_depth: int = 32
     expand: int = DEFAULT_EXPAND
     draft_top_p: bool = False
     adaptive_depth: bool = True
+    overlap: bool = False
+    shadow_forwards: int | None = None
 
     def __post_init__(self) -> None:
         if self.budget < 1:
@@ -48,6 +64,35 @@ class TreeSettings:
             raise InvalidSettingError(f"max depth must be at least 1, got {self.max_depth}")
         if self.expand < 1:
             raise InvalidSettingError(f"expand (nodes per draft forward) must be at least 1, got {self.expand}")
+        if self.shadow_forwards is not None and self.shadow_forwards < 0:
+            raise InvalidSettingError(f"shadow forwards must be 0 or more, got {self.shadow_forwards}")
+
+
+# With the overlap on, the search's candidate pool (and the shadow's budget) is this many times the tree's:
+# the shadow keeps growing best-first inside it, so the subtree under whichever token the target emits is
+# several times what the next tree needs.
+OVERLAP_POOL_FACTOR = 4
+
+
+def overlap_pool(budget: int) -> int:
+    """Candidates the search keeps, and the shadow's budget, with the overlap on."""
+    return OVERLAP_POOL_FACTOR * budget
+
+
+def shadow_cap(budget: int, width: int) -> int:
+    """The most shadow forwards a pass makes: enough to expand the whole pool once, at most the search's cap."""
+    return min(DEFAULT_MAX_FORWARDS, -(-overlap_pool(budget) // max(width, 1)))
+
+
+def shadow_forwards(tree: "TreeSettings", width: int, last: tuple[float, float] | None, forwards: int) -> int:
+    """Forwards of this pass's shadow search: TreeSettings.shadow_forwards, or as many as the last target pass
+    took at the last search's seconds per forward (`last`: those two; None before the first pass: `forwards`)."""
+    cap = shadow_cap(tree.budget, width)
+    if tree.shadow_forwards is not None:
+        return min(tree.shadow_forwards, cap)
+    if last is None or last[1] <= 0:
+        return min(forwards, cap)
+    return min(cap, int(last[0] / last[1]))
 
 
 def draft_temperature(params: SamplingParams) -> float:
@@ -65,6 +110,7 @@ class _PassRead:
     tree_size: int  # real draft nodes (root and padding excluded)
     tree_depth: int
     logprobs: list[TokenLogprob] | None  # per emitted token, when asked for
+    seed_nodes: int  # nodes of the kept subtree the search started from (0: it started from the root alone)
 
 
 def _read_pass(tree: DraftTree, walk: Walk) -> _PassRead:
@@ -74,8 +120,9 @@ def _read_pass(tree: DraftTree, walk: Walk) -> _PassRead:
     path, tokens = walk.path, walk.tokens
     steps = path.shape[0]
     nodes = path.clamp_min(0)
+    seeded = tree.seed_nodes if tree.seed_nodes is not None else torch.zeros(1, dtype=torch.long, device=path.device)
     parts = [path, tokens, tree.births[nodes], (tree.cache_rows[nodes] >= 0).long(),
-             tree.valid.sum().reshape(1), tree.depths.max().reshape(1)]
+             tree.valid.sum().reshape(1), tree.depths.max().reshape(1), seeded.reshape(1)]
     if walk.logprobs is not None:
         parts += [walk.logprobs.view(torch.int64), walk.top_values.reshape(-1).view(torch.int64), walk.top_ids.reshape(-1)]
     values = torch.cat(parts).tolist()  # host sync, deliberate: the pass's one read
@@ -85,9 +132,9 @@ def _read_pass(tree: DraftTree, walk: Walk) -> _PassRead:
     expanded = next((i for i, flag in enumerate(expanded_flags) if not flag), accepted)
     logprobs = None
     if walk.logprobs is not None:
-        logprobs = _logprobs(values[4 * steps + 2 :], steps, walk.top_ids.shape[1], len(verdict.emitted))
+        logprobs = _logprobs(values[4 * steps + 3 :], steps, walk.top_ids.shape[1], len(verdict.emitted))
     return _PassRead(verdict, values[2 * steps + 1 : 2 * steps + accepted], expanded, values[4 * steps] - 1,
-                     values[4 * steps + 1], logprobs)
+                     values[4 * steps + 1], logprobs, values[4 * steps + 2])
 
 
 def _logprobs(values: list[int], steps: int, top: int, emitted: int) -> list[TokenLogprob]:
@@ -116,6 +163,11 @@ def specexec_steps(
     grammar = controls.grammar
     emitted = 0
     width = search_width(tree.budget, tree.expand)
+    overlap = tree.overlap and grammar is None  # a grammar's masks read the tree on the host: no shadow then
+    lane = DraftLane(draft.device) if overlap else None
+    pool = overlap_pool(tree.budget) if overlap else tree.budget
+    seed: SearchSeed | None = None
+    last: tuple[float, float] | None = None  # the last pass's target seconds and seconds per draft forward
     while emitted < max_new_tokens:
         remaining = max_new_tokens - emitted
         search = SearchConfig(
@@ -129,8 +181,12 @@ def specexec_steps(
         forwards = DEFAULT_MAX_FORWARDS
         if depth is not None and tree.adaptive_depth:
             forwards = depth.forwards(tree.budget, width, DEFAULT_MAX_FORWARDS, len(state.tokens) - state.draft_cache.length)
+        shadow_planned = shadow_forwards(tree, width, last, forwards) if overlap else 0
         clock = PassClock(target.device)
-        draft_tree = build_draft_tree(draft, state.draft_cache, state.prefill_pending(draft, state.draft_cache), search, forwards)
+        draft_tree = build_draft_tree(draft, state.draft_cache, state.prefill_pending(draft, state.draft_cache), search,
+                                      forwards, seed, pool, shadow_planned)
+        if lane is not None:
+            lane.mark()  # the shadow starts after the search, not after the target's pass issued next
         clock.mark()
 
         pending = state.prefill_pending(target, state.target_cache)
@@ -145,24 +201,43 @@ def specexec_steps(
         walk = walk_tree(draft_tree.tokens, draft_tree.parents, draft_tree.valid, logits, params, chain_end - 1, penalized,
                          steps, allowed, controls.top_logprobs, counts)
         clock.mark()
+        grown = draft_tree.search if overlap else None
+        shadow_made = 0
+        if grown is not None and shadow_planned:
+            grown.timer = ForwardTimer(draft.device)  # the shadow's forwards are off the pass's critical path
+            with lane.run():  # on the draft's stream while the target's pass runs on its own
+                shadow_made = grown.grow(grown.pool, shadow_planned)
+        clock.mark()
         result = _read_pass(draft_tree, walk)
 
         verdict = result.verdict
         commit_target_path(state.target_cache, chain_end, walk.path[: len(verdict.path)])
-        commit_draft_path(state.draft_cache, draft_tree.root_row, draft_tree.cache_rows[walk.path[: result.expanded]])
+        seed = None
+        if grown is not None:
+            with lane.run():
+                commit_draft_path(state.draft_cache, draft_tree.root_row, draft_tree.cache_rows[walk.path[: result.expanded]])
+                seed = keep_subtree(grown, verdict.emitted, state.draft_cache, tree.budget)
+            if seed is not None:
+                lane.join(*(value for value in vars(seed).values() if isinstance(value, torch.Tensor)))
+        else:
+            commit_draft_path(state.draft_cache, draft_tree.root_row, draft_tree.cache_rows[walk.path[: result.expanded]])
         state.tokens.extend(verdict.emitted)
         if grammar is not None:
             grammar.advance(verdict.emitted)
         if depth is not None and tree.adaptive_depth and search.max_depth > 0:
             depth.observe(tree.budget, width, forwards, result.path_births)
-        draft_seconds, target_seconds = clock.intervals()
+        draft_seconds, target_seconds, _shadow_seconds = clock.intervals()
+        forward_seconds = draft_tree.timer.seconds()
+        if draft_tree.draft_forwards:
+            last = (target_seconds, forward_seconds / draft_tree.draft_forwards)
         emitted += len(verdict.emitted)
         yield Step(
             token_ids=verdict.emitted,
             stats=PassStats(
                 tokens=len(verdict.emitted), tree_size=result.tree_size, tree_depth=result.tree_depth,
-                draft_seconds=draft_seconds, draft_forward_seconds=draft_tree.timer.seconds(),
+                draft_seconds=draft_seconds, draft_forward_seconds=forward_seconds,
                 target_seconds=target_seconds, draft_forwards=draft_tree.draft_forwards,
+                shadow_forwards=shadow_made, kept_nodes=result.seed_nodes,
             ),
             logprobs=result.logprobs,
         )

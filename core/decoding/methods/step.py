@@ -13,7 +13,10 @@ if TYPE_CHECKING:
 class PassStats:
     """tokens: emitted this pass; tree_size: draft tokens scored by the target (root excluded);
     tree_depth: deepest draft node; draft_seconds: whole draft search; draft_forward_seconds: its forwards
-    alone (the rest is search overhead); target_seconds: the target forward and verification."""
+    alone (the rest is search overhead); target_seconds: the target forward and verification;
+    draft_forwards: the search's forwards, on the critical path; shadow_forwards: the shadow search's, made
+    while the target's pass ran (core.decoding.methods.specexec, overlap on); kept_nodes: nodes of the subtree
+    kept from the last pass that this pass's search started from (0: from its root alone)."""
 
     tokens: int
     tree_size: int
@@ -22,6 +25,8 @@ class PassStats:
     draft_forward_seconds: float
     target_seconds: float
     draft_forwards: int
+    shadow_forwards: int = 0
+    kept_nodes: int = 0
 
 
 # What an impossible token's log-probability (-inf: masked by the grammar or cut by top-k/top-p) is reported
