@@ -68,7 +68,7 @@ def test_paper_pair_on_a_24gb_card_64gb_ram_pcie4_by_hand() -> None:
     pair = load_catalog().pair(PAPER_PAIR)
     assert pair.draft.repo == "TheBloke/Llama-2-7B-Chat-GPTQ" and pair.draft_id == "4bit"
     assert decoder_layer_bytes(pair.draft.shape, pair.draft.weights) == DRAFT_4BIT_LAYER
-    fit = predict_pair(pair, machine, 128)
+    fit = predict_pair(pair, machine, 128, overlap=False)  # drafting on the critical path, all of it
     budget = machine.gpus[0].vram_free_bytes - DRAFT_4BIT - TARGET_KV - DRAFT_KV - DRAFT_GRAPHS - ACTIVATIONS - MARGIN
     assert budget == 15_744_505_856 and fit.draft_graph_bytes == DRAFT_GRAPHS == 138_623_232
     resident = (budget - FIXED) // LAYER - 2  # two ring slots stream the rest
@@ -374,7 +374,7 @@ def test_a_card_before_ampere_prices_the_4bit_draft_as_dequantise_then_gemm() ->
     ampere = replace(machine, gpus=(replace(machine.gpus[0], name="NVIDIA GeForce RTX 2080 Ti", compute_capability="8.6"),))
     measured = replace(machine, gpus=(replace(ampere.gpus[0], draft_kernel_bytes_per_second={"tinygemm": 100e9, "fused": 300e9}),))
     pair = load_catalog().pair(PAPER_PAIR)
-    slow, fast, chosen = predict_pair(pair, turing, 128), predict_pair(pair, ampere, 128), predict_pair(pair, measured, 128)
+    slow, fast, chosen = (predict_pair(pair, machine_, 128, overlap=False) for machine_ in (turing, ampere, measured))
     assert slow.resident_layers == fast.resident_layers and slow.draft_seconds != fast.draft_seconds
     from core.models.gpu_specs import gpu_specs
     from core.models.speed import DraftKernel, GpuRates, draft_seconds
@@ -439,8 +439,8 @@ def test_windows_prices_the_4bit_draft_by_whether_triton_is_there() -> None:
     pair = load_catalog().pair(PAPER_PAIR)
     machine = hw("gpu24-ram64-pcie4")
     turing = replace(machine, gpus=(replace(machine.gpus[0], name="NVIDIA GeForce RTX 2080 Ti", compute_capability="7.5"),))
-    without = predict_pair(pair, _on(turing, system="Windows", triton=""), 128)
-    with_triton = predict_pair(pair, _on(turing, system="Windows", triton="3.7.1.post27"), 128)
+    without = predict_pair(pair, _on(turing, system="Windows", triton=""), 128, overlap=False)
+    with_triton = predict_pair(pair, _on(turing, system="Windows", triton="3.7.1.post27"), 128, overlap=False)
     rates = GpuRates.from_specs(25e9, gpu_specs("NVIDIA GeForce RTX 2080 Ti"))
     for fit, kernel in ((without, DraftKernel.EAGER_DEQUANTISE), (with_triton, DraftKernel.DEQUANTISE)):
         assert fit.draft_seconds == pytest.approx(draft_seconds(pair.draft.shape, pair.draft.weights, 128,

@@ -66,7 +66,7 @@ def test_the_kept_subtree_is_the_grown_one_under_the_emitted_token_with_its_rows
         search = tree.search
         emitted = _deep_path(search)
         n = int(search.n_expanded)
-        parents, tokens, depths = search.e_parent[:n].tolist(), search.e_token[:n].tolist(), search.e_depth[:n].tolist()
+        parents, tokens = search.e_parent[:n].tolist(), search.e_token[:n].tolist()
         # the grown nodes under the emitted path's last node, by their token paths
         def path_of(j):
             out = []
