@@ -14,6 +14,8 @@ import torch
 DRAFT_SHAPES = (("q/o", 4096, 4096), ("k/v", 4096, 1024), ("gate/up", 4096, 14336), ("down", 14336, 4096))
 TARGET_SHAPES = (("70B q/o", 8192, 8192), ("70B k/v", 8192, 1024), ("70B gate/up", 8192, 28672),
                  ("70B down", 28672, 8192))
+# Tiny linears for a smoke run on the CPU (Triton's interpreter takes minutes at the draft's shapes).
+SMOKE_SHAPES = (("smoke", 256, 128),)
 ROWS = (1, 16, 32, 64, 256)
 GROUP_SIZE = 128
 # Copies of each weight the timing rotates through: together larger than any GPU's L2 cache (H100: 50 MB),

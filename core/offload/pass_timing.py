@@ -207,10 +207,11 @@ def measure_format(fmt: str, config: LlamaConfig, device: torch.device, dtype: t
     per tree size on top of `context` cached tokens, `repeats` timed passes each; with the copy rate, the
     dequantisation and draft-matmul timings and the resident-layer sweep for `vram_budgets` (GB)."""
     scratch = DequantScratch()
-    layers = _build_layers(config, layers, fmt, dtype, scratch, bits)
+    count = layers  # the number; `layers` becomes the modules
+    layers = _build_layers(config, count, fmt, dtype, scratch, bits)
     layouts = [layer_layout(layer) for layer in layers]
     layer_bytes = layouts[0].nbytes
-    check_host_memory(sum(layout.nbytes for layout in layouts) + HOST_MARGIN_BYTES, what=f"{layers} synthetic layers")
+    check_host_memory(sum(layout.nbytes for layout in layouts) + HOST_MARGIN_BYTES, what=f"{count} synthetic layers")
     store = HostWeightStore(layouts, pin=device.type == "cuda")
     _fill_random(store, fmt)
     if fmt == "gptq":
@@ -235,14 +236,14 @@ def measure_format(fmt: str, config: LlamaConfig, device: torch.device, dtype: t
     streamer = LayerStreamer(store, layers, resident=(), n_slots=2, device=device, stream=True, auto_prefetch=False)
     rows = []
     for tree in tree_sizes:
-        inputs = PassInputs(config, tree, context, layers, device, dtype)
+        inputs = PassInputs(config, tree, context, count, device, dtype)
         LayerBinding(layers[0], layouts[0]).bind(layouts[0].views(resident))
         compute_times = []
         for repeat in range(repeats + 1):
             sync_device(device)
             start = time.perf_counter()
             hidden = inputs.hidden
-            for _ in range(layers):
+            for _ in range(count):
                 hidden = inputs.run_layer(layers[0], hidden)
                 inputs.reset()  # layer 0's cache again holds only the context (the mask covers context + tree)
             sync_device(device)
@@ -263,13 +264,13 @@ def measure_format(fmt: str, config: LlamaConfig, device: torch.device, dtype: t
         pass_s, compute_s = statistics.median(pass_times), statistics.median(compute_times)
         copy_s = streamer.bytes_streamed_per_pass / copy_rate
         hidden_fraction = min(1.0, max(0.0, (copy_s + compute_s - pass_s) / compute_s)) if compute_s > 0 else 0.0
-        per_layer_copy, per_layer_compute = layer_bytes / copy_rate, compute_s / layers
-        model_s = pass_timeline(plan_pass(layers, (), 2), [per_layer_copy] * layers, [per_layer_compute] * layers)
+        per_layer_copy, per_layer_compute = layer_bytes / copy_rate, compute_s / count
+        model_s = pass_timeline(plan_pass(count, (), 2), [per_layer_copy] * count, [per_layer_compute] * count)
         rows.append(PassRow(
             tree_size=tree, pass_s=pass_s, achieved_gbps=streamer.bytes_streamed_per_pass / pass_s / GB,
             ratio_to_copy=(streamer.bytes_streamed_per_pass / pass_s) / copy_rate, compute_s=compute_s, copy_s=copy_s,
-            hidden_fraction=hidden_fraction, model_s=model_s, projected_80_layer_s=pass_s * FULL_MODEL_LAYERS / layers,
-            dequant_s=dequant["s_per_layer"] * layers,
+            hidden_fraction=hidden_fraction, model_s=model_s, projected_80_layer_s=pass_s * FULL_MODEL_LAYERS / count,
+            dequant_s=dequant["s_per_layer"] * count,
         ))
     sweep = _residency_sweep(fmt, vram_budgets, copy_rate, bits)
     return {

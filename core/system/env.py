@@ -21,6 +21,9 @@ LOG_DIR_ENV = "SPECEXEC_LOG_DIR"
 # What the engine runs
 CUDA_GRAPHS_ENV = "SPECEXEC_CUDA_GRAPHS"
 """0 turns the draft's CUDA graphs off (capture is on by default on CUDA, never elsewhere)."""
+ATTENTION_FIX_ENV = "SPECEXEC_ATTENTION_FIX"
+"""0 turns off what keeps attention from re-planning (core.modeling.attention.steady_attention): cuDNN attention
+stays allowed on CUDA and a target's attention columns are not bucketed. For the GPU check's before/after."""
 
 # Inputs that stand in for the real world (tests, fixtures, people who curate their own lists)
 HW_FIXTURE_ENV = "SPECEXEC_HW_FIXTURE"
