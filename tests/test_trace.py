@@ -142,3 +142,40 @@ def test_bench_acceptance_adds_the_trace_columns(tiny_folders, tmp_path):
     assert 0 < row["syncs_per_pass"] <= MAX_SYNCS_PER_PASS
     assert row["kernels_per_draft_forward"] > 0 and row["kernels_per_pass"] > row["kernels_per_draft_forward"]
     assert row["h2d_bytes_per_pass"] > 0
+
+
+def _plain_answer_trace(target, monkeypatch, fix: str, tokens: int = 40) -> tuple[PassTrace, list[int]]:
+    from core.system.env import ATTENTION_FIX_ENV
+
+    monkeypatch.setenv(ATTENTION_FIX_ENV, fix)
+    totals = PassTrace()
+    chunks = list(traced_stream(endless(target), None, make_word_tokenizer(), PROMPT, SamplingParams(temperature=0.8, seed=2),
+                                DecodingSettings(method="sequential", max_new_tokens=tokens), totals))
+    return totals, [t for c in chunks for t in c.token_ids]
+
+
+def test_bucketed_columns_give_a_plain_answer_a_few_attention_shapes_and_the_same_tokens(tiny_target, monkeypatch,
+                                                                                        one_torch_thread):
+    """Issue 37: without buckets every token's keys are one row longer, a new shape for attention each time
+    (cuDNN plans each anew on a GPU); with them a whole answer touches one shape per column bucket and kind of
+    forward, and samples the same tokens (the added columns are masked)."""
+    before, before_tokens = _plain_answer_trace(tiny_target, monkeypatch, "0")
+    after, after_tokens = _plain_answer_trace(tiny_target, monkeypatch, "1")
+    assert after_tokens == before_tokens
+    assert before.summary()["attention_shapes_whole_answer"] >= 40  # the prefill, then one per token
+    assert after.summary()["attention_shapes_whole_answer"] <= 2  # the prefill and the one-token step
+    assert all("k [1, 2, 256, 8]" in key for key in after.whole.attention_shapes)  # the first bucket: 256 columns
+
+
+def test_draw_noise_is_made_on_the_host_and_copied_once(tiny_target):
+    """The keyed noise of a pass costs no device kernel and no host sync: one asynchronous copy."""
+    from core.decoding.keyed_random import STREAM_TOKEN, keyed_gumbels
+    from core.decoding.sampling import draw_slots, position_noise
+
+    trace = DeviceTrace()
+    trace.mark_model(tiny_target)
+    with trace:
+        noise = position_noise(7, 100, 3, 1000, tiny_target.device)
+    assert trace.counts.kernels == 0 and trace.counts.sync_count == 0
+    assert trace.counts.h2d_bytes == 3 * draw_slots(1000) * 8 and trace.is_on_device(noise)
+    assert torch.equal(noise, keyed_gumbels(7, torch.arange(100, 103), STREAM_TOKEN, draw_slots(1000)))

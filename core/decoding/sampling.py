@@ -36,7 +36,7 @@ import torch
 
 from core.decoding.device_io import host_reads_are_free, to_device
 from core.errors import InvalidSettingError
-from core.decoding.keyed_random import STREAM_TOKEN, keyed_gumbels, keyed_uniforms
+from core.decoding.keyed_random import STREAM_TOKEN, gumbels_at, keyed_uniforms
 
 # Tokens per block of the two-level Gumbel-max draw (see the module docstring).
 DRAW_BLOCK = 256
@@ -226,8 +226,9 @@ def position_noise(seed: int, first_position: int, count: int, vocab_size: int, 
     int64 ops), more launches than the rest of a one-token step's sampling (issue 37). The uniforms are exact
     integer arithmetic, the same bits anywhere; the logarithms are the host's, so a CPU run draws exactly as
     before and a GPU run as a CPU run does."""
-    positions = torch.arange(first_position, first_position + count)
-    return to_device(keyed_gumbels(seed, positions, stream, draw_slots(vocab_size)), device, torch.float64)
+    positions = torch.arange(first_position, first_position + count).reshape(-1, 1)  # host tensors throughout
+    slots = torch.arange(draw_slots(vocab_size))  # draw 0 of keyed_gumbels: slot j is index j
+    return to_device(gumbels_at(seed, positions, stream, slots), device, torch.float64)
 
 
 def penalty_mask(context_ids: Sequence[int] | torch.Tensor | None, params: SamplingParams, vocab_size: int,
