@@ -12,10 +12,12 @@ import logging
 import multiprocessing
 import signal
 import sys
+from collections.abc import Callable
+from pathlib import Path
 
 from PySide6.QtCore import QTimer
 from PySide6.QtGui import QGuiApplication
-from PySide6.QtWidgets import QApplication
+from PySide6.QtWidgets import QApplication, QDialog
 
 from app import __version__
 from app.system import self_test
@@ -28,6 +30,7 @@ from app.system.paths import APP_NAME, AppPaths
 from app.settings.schema import load_settings
 from app.conversations.store import Store, StoreError
 from app.system.library_check import platform_problem
+from app.system.single_instance import SingleInstance
 from app.theme.manager import ThemeManager
 from core.system.locations import models_dir
 
@@ -48,6 +51,48 @@ def report_fatal(message: str) -> None:
         from app.window.confirm import confirm_box
 
         confirm_box(None, f"{APP_NAME} cannot start", message, None, cancel="Close").exec()
+
+
+def open_store(path: Path, ask: Callable[[str], bool]) -> Store | None:
+    """The conversation database; one that is damaged or from a newer version is, if the person agrees
+    (`ask` gets the question in words), moved aside untouched and a fresh one started. None: the app cannot
+    start (already reported)."""
+    try:
+        return Store(path)
+    except StoreError as error:
+        if error.reason == "unavailable":
+            report_fatal(f"SpecExec Desktop cannot start: {error}. Close other programs using it and try again.")
+            return None
+        why = ("it was written by a newer version of SpecExec Desktop" if error.reason == "newer"
+               else "it is damaged and cannot be read")
+        question = (f"The conversation database cannot be opened: {why}.\n\n{error}.\n\nSpecExec Desktop can move "
+                    f"it aside, untouched, next to where it is (as {path.name}.unreadable-<date>-<time>), and start "
+                    "with no conversations. Nothing is deleted: a newer version of the app can still open the file, "
+                    "and a damaged one can still be rescued.")
+        if not ask(question):
+            report_fatal(f"SpecExec Desktop cannot start: {error}")
+            return None
+    aside = Store.set_aside(path)
+    log.warning("started a fresh conversation database; the old one is kept as %s", aside)
+    return Store(path)
+
+
+def ask_to_start_fresh(question: str) -> bool:
+    """Ask in a dialog whether to start with a fresh database (no dialog can be shown offscreen: no)."""
+    if QGuiApplication.platformName() in ("offscreen", "minimal"):
+        print(question, file=sys.stderr, flush=True)
+        return False
+    from app.window.confirm import confirm_box
+
+    box = confirm_box(None, f"{APP_NAME}: conversations", question, "Start fresh", destructive=False, cancel="Quit")
+    return box.exec() == QDialog.DialogCode.Accepted
+
+
+def bring_to_front(window: MainWindow) -> None:
+    """Show the window above others (a second start of the app asked for it)."""
+    window.showNormal() if window.isMinimized() else window.show()
+    window.raise_()
+    window.activateWindow()
 
 
 def quit_on_terminal_signals(app: QApplication) -> None:
@@ -84,18 +129,22 @@ def main(argv: list[str] | None = None) -> int:
     app = create_application(sys.argv if argv is None else argv)
     settings = load_settings(paths.settings_file)
     theme = ThemeManager(app, settings.theme)
-    try:  # before the wizard: a broken database is reported at once, not after the set-up
-        store = Store(paths.database)
-    except StoreError as error:
-        report_fatal(f"SpecExec Desktop cannot start: {error}")
+    instance = SingleInstance(paths.data_dir, app)
+    if not instance.acquire():
+        report_fatal(instance.message(instance.bring_first_to_front()))
+        return 1
+    store = open_store(paths.database, ask_to_start_fresh)  # before the wizard: a broken database is met at once
+    if store is None:
         return 1
     # First start (no settings file yet) or an unfinished download: the set-up wizard, which writes the settings
     settings, bridge = before_main_window(paths, settings, models_dir())
     window = MainWindow(paths, settings, store=store, bridge=bridge, theme=theme)
     window.owns_bridge = True  # the wizard's engine, if it started one, is the window's now
     window.show()
+    instance.activated.connect(lambda: bring_to_front(window))
     quit_on_terminal_signals(app)
     code = app.exec()
+    instance.release()
     log.info("SpecExec Desktop exiting (%d)", code)
     return code
 

@@ -118,7 +118,7 @@ def package_modules(package: str, root: Path = ROOT) -> list[str]:
 
 def supported_model_types(root: Path = ROOT) -> tuple[str, ...]:
     """core.modeling.causal_lm.SUPPORTED_MODEL_TYPES, read from the source (importing it would import torch)."""
-    tree = ast.parse((root / "core" / "causal_lm.py").read_text(encoding="utf-8"))
+    tree = ast.parse((root / "core" / "modeling" / "causal_lm.py").read_text(encoding="utf-8"))
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "SUPPORTED_MODEL_TYPES" for t in node.targets):
             call = node.value

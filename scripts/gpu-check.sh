@@ -85,8 +85,8 @@ part passes-eager 45 passes SPECEXEC_CUDA_GRAPHS=0
 part passes-graphs 45 passes SPECEXEC_CUDA_GRAPHS=1
 if [ "$DEVICE" = cuda ]; then
     run matmul 75 sh -c "\"$PY\" -m core.cli.main bench matmul --device cuda --rows 1,16,32,64 --repeats 20 --json > \"$PARTS/matmul.json\""
-else  # Triton's interpreter at an 8B draft's shapes takes minutes: one tiny linear, as a smoke test
-    run matmul 60 env TRITON_INTERPRET=1 sh -c "\"$PY\" -m core.cli.main bench matmul --device cpu --smoke --rows 1,16 --repeats 1 --json > \"$PARTS/matmul.json\""
+else  # a check that it runs: one tiny linear
+    run matmul 60 sh -c "\"$PY\" -m core.cli.main bench matmul --device cpu --smoke --rows 1,16 --repeats 1 --json > \"$PARTS/matmul.json\""
 fi
 part offload 75 offload
 part agreement 45 agreement

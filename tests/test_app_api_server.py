@@ -159,3 +159,15 @@ def test_settings_row_shows_a_key_to_copy_and_saves_the_switch(qtbot, tiny_model
     assert row.key.text() != key
     row.require_key.setChecked(False)
     assert not row.copy_button.isEnabled() and dialog.values().api_server_require_key is False
+
+
+def test_the_apps_health_says_when_its_engine_cannot_answer():
+    """/health of the app's server follows the app's engine: down (with what happened) when it crashed, loading
+    while it starts, ready otherwise (the route answers 503 for all but ready: test_serve_faults.py)."""
+    from app.api.server import engine_health
+    from app.engine.bridge import CRASHED, GENERATING, LOADING, READY, EngineStatus
+
+    crashed = engine_health(EngineStatus(CRASHED, message="the engine process (pid 7) was killed by SIGKILL"))
+    assert crashed.state == "down" and "killed by SIGKILL" in crashed.message and "restart it" in crashed.message
+    assert engine_health(EngineStatus(LOADING)).state == "loading"
+    assert engine_health(EngineStatus(READY)).state == engine_health(EngineStatus(GENERATING)).state == "ready"

@@ -229,6 +229,9 @@ def test_draft_check_decisions():
     right = draft.DraftMeasurement("cuda:0", [{**case, "worst_ratio": 0.7}], bytes_per_second=812e9)
     decided = draft.decide(right)
     assert decided.status is Status.PASS and "812 GB/s" in decided.sentence
+    rates = {"tinygemm": 1900e9, "fused": 400e9}
+    fastest = draft.decide(draft.DraftMeasurement("cuda:0", right.cases, bytes_per_second=1900e9, kernel_rates=rates))
+    assert "1900 GB/s with tinygemm" in fastest.sentence
     wrong = draft.decide(draft.DraftMeasurement("cuda:0", [{**case, "worst_ratio": 0.7}, {**case, "worst_ratio": float("nan")}]))
     assert wrong.status is Status.FAIL and "1 of 2 tests" in wrong.sentence and "4096x1024, 32 rows" in wrong.sentence
     assert draft.decide(draft.DraftMeasurement("cuda:0", error="CompilationError: x")).status is Status.FAIL

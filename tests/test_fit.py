@@ -60,8 +60,8 @@ RTX_4090 = (1008e9 * 0.8, 165e12 * 0.6)  # datasheet memory and fp16 tensor rate
 
 
 def test_paper_pair_on_a_24gb_card_64gb_ram_pcie4_by_hand() -> None:
-    from core.models.speed import (FUSED_MATMUL_SHARE, GRAPH_KERNEL_GAP_SECONDS, KERNELS_PER_FORWARD, KERNELS_PER_LAYER,
-                                   SEARCH_STEP_KERNELS, target_pass_seconds)
+    from core.models.speed import (GRAPH_KERNEL_GAP_SECONDS, KERNELS_PER_FORWARD, KERNELS_PER_LAYER,
+                                   SEARCH_STEP_KERNELS, TINYGEMM_SHARE, target_pass_seconds)
     from core.planning.residency import spread_layers
 
     machine = hw("gpu24-ram64-pcie4")
@@ -79,14 +79,15 @@ def test_paper_pair_on_a_24gb_card_64gb_ram_pcie4_by_hand() -> None:
     assert fit.tokens_per_pass == 12.10 and "Table 2" in fit.acceptance_source and "measured at budget 128" in fit.acceptance_source
     # draft: 12.10 tokens a pass x 2.48 forwards per accepted token at budget 128 (halfway in log2 between the
     # measured 11.72 / 4.86 at 64 and 14.57 / 5.73 at 256), each replayed from a CUDA graph: 3.4 GB of packed
-    # weights read by the fused kernel at FUSED_MATMUL_SHARE of 806 GB/s (the card's rate is not measured in
-    # this fixture), the 16-bit LM head at 806 GB/s, plus a 2 us gap per kernel (1,253 with the search step)
+    # weights read by torch's int4 kernel (an Ada card, nothing measured: the kernel expected fastest) at
+    # TINYGEMM_SHARE of 806 GB/s, twice (the search's 32 rows are two 16-row tiles), the 16-bit LM head at
+    # 806 GB/s, plus a 2 us gap per kernel (1,253 with the search step)
     memory, flops = RTX_4090
     forwards = 12.10 * (11.72 / 4.86 + (14.57 / 5.73 - 11.72 / 4.86) * 0.5)
     kernels = KERNELS_PER_LAYER * 32 + KERNELS_PER_FORWARD + SEARCH_STEP_KERNELS
-    read = 32 * DRAFT_4BIT_LAYER / (memory * FUSED_MATMUL_SHARE) + 32000 * 4096 * 2 / memory
+    read = 2 * 32 * DRAFT_4BIT_LAYER / (memory * TINYGEMM_SHARE) + 32000 * 4096 * 2 / memory
     assert fit.draft_seconds == pytest.approx(forwards * (read + kernels * GRAPH_KERNEL_GAP_SECONDS), rel=1e-9)
-    assert fit.draft_seconds == pytest.approx(1.1286, abs=1e-4)
+    assert fit.draft_seconds == pytest.approx(0.5858, abs=1e-4)
     # target: each of the 48 streamed layers copies in 17.1 ms at 25 GB/s while a layer computes in 4.8 ms
     # (129 rows, above the fused kernel's 64: its linears dequantised into 16 bits, written and read back, then
     # memory-bound), the first two copied during the draft's search
@@ -363,19 +364,23 @@ def test_recommend_cli_ranks_with_another_draft_and_refuses_an_unknown_one(capsy
 
 
 def test_a_card_before_ampere_prices_the_4bit_draft_as_dequantise_then_gemm() -> None:
-    """Turing's tl.dot has no tensor-core path, so the engine dequantises a draft's wide batches there."""
+    """Turing has neither torch's int4 kernel (compute capability 8.0 and newer) nor a tensor-core tl.dot, so
+    the engine dequantises a draft's batches there; from Ampere on it runs the int4 kernel, and where the card's
+    kernels were measured (hw --measure, the doctor), the fastest measured one."""
     from dataclasses import replace
 
     machine = hw("gpu24-ram64-pcie4")
     turing = replace(machine, gpus=(replace(machine.gpus[0], name="NVIDIA GeForce RTX 2080 Ti", compute_capability="7.5"),))
     ampere = replace(machine, gpus=(replace(machine.gpus[0], name="NVIDIA GeForce RTX 2080 Ti", compute_capability="8.6"),))
+    measured = replace(machine, gpus=(replace(ampere.gpus[0], draft_kernel_bytes_per_second={"tinygemm": 100e9, "fused": 300e9}),))
     pair = load_catalog().pair(PAPER_PAIR)
-    slow, fast = predict_pair(pair, turing, 128), predict_pair(pair, ampere, 128)
+    slow, fast, chosen = predict_pair(pair, turing, 128), predict_pair(pair, ampere, 128), predict_pair(pair, measured, 128)
     assert slow.resident_layers == fast.resident_layers and slow.draft_seconds != fast.draft_seconds
     from core.models.gpu_specs import gpu_specs
     from core.models.speed import DraftKernel, GpuRates, draft_seconds
 
     rates = GpuRates.from_specs(25e9, gpu_specs("NVIDIA GeForce RTX 2080 Ti"))
-    for fit, kernel in ((slow, DraftKernel.DEQUANTISE), (fast, DraftKernel.FUSED)):
+    for fit, kernel, gpu in ((slow, DraftKernel.DEQUANTISE, rates), (fast, DraftKernel.TINYGEMM, rates),
+                             (chosen, DraftKernel.FUSED, replace(rates, measured_kernels={"tinygemm": 100e9, "fused": 300e9}))):
         assert fit.draft_seconds == pytest.approx(draft_seconds(pair.draft.shape, pair.draft.weights, 128,
-                                                                fit.tokens_per_pass, rates, kernel), rel=1e-9)
+                                                                fit.tokens_per_pass, gpu, kernel), rel=1e-9)

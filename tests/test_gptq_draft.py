@@ -21,6 +21,8 @@ from core.offload.offloaded_lm import OffloadedLM
 from core.loading.rtn_quant import gptq_rtn_tensors, save_gptq_checkpoint
 from core.offload.gptq_matmul import fused_matmul_available
 from core.decoding.sampling import SamplingParams
+from core.planning.draft_kernel import TINYGEMM
+from core.system.env import DRAFT_KERNEL_ENV
 from core.modeling.tree_mask import additive_mask, causal_visibility
 from conftest import make_tiny_llama, make_word_tokenizer, noisy_copy, sharpen, torch_threads
 from test_exactness import run_sequential, run_specexec
@@ -102,15 +104,21 @@ def test_gptq_draft_that_does_not_fit_is_refused_before_loading(tmp_path, float3
         load_on_device(str(folder), "cpu", torch.float32, available_bytes=1024)
 
 
-@pytest.mark.parametrize("kernel", ["eager", "interpreted fused kernel"])
+@pytest.mark.parametrize("kernel", ["eager", "interpreted fused kernel", "torch's int4 kernel (CPU twin)"])
 def test_specexec_with_a_4bit_draft_equals_sequential(tmp_path, monkeypatch, float32_pair, kernel):
-    """float32: the 4-bit draft changes which tokens the tree holds, never which tokens are emitted."""
-    if kernel != "eager":
+    """float32: the 4-bit draft changes which tokens the tree holds, never which tokens are emitted (torch's int4
+    kernel even multiplies in bfloat16)."""
+    if kernel == "interpreted fused kernel":
         pytest.importorskip("triton")
         monkeypatch.setenv("TRITON_INTERPRET", "1")
-    assert fused_matmul_available(torch.zeros(1, 32)) == (kernel != "eager")
+    if kernel.startswith("torch's int4"):
+        monkeypatch.setenv(DRAFT_KERNEL_ENV, TINYGEMM)
+    assert fused_matmul_available(torch.zeros(1, 32)) == (kernel == "interpreted fused kernel")
     target, draft = float32_pair
-    gptq_draft = load_model(str(_gptq_draft_folder(tmp_path, draft)), dtype="float32", device="cpu", role="draft").lm
+    folder = _gptq_draft_folder(tmp_path, draft, group_size=32)
+    gptq_draft = load_model(str(folder), dtype="float32", device="cpu", role="draft").lm
+    repacked = [m.int4 is not None for m in gptq_draft.model.modules() if isinstance(m, GPTQLinear)]
+    assert repacked == [kernel.startswith("torch's int4")] * 14
     with torch_threads(1):
         for seed, temperature in ((0, 0.6), (1, 1.0), (2, 0.0)):
             params = SamplingParams(temperature=temperature, top_p=0.9, seed=seed)
@@ -118,3 +126,10 @@ def test_specexec_with_a_4bit_draft_equals_sequential(tmp_path, monkeypatch, flo
             got, steps, _ = run_specexec(target, gptq_draft, params, TreeSettings(32, 8, 8), 24)
             assert got == expected, (kernel, seed)
             assert len(got) / len(steps) > 1.5  # the 4-bit draft is still a useful draft
+
+
+def test_a_forced_kernel_the_device_cannot_run_is_refused(tmp_path, monkeypatch, float32_pair):
+    monkeypatch.setenv(DRAFT_KERNEL_ENV, "fused")
+    folder = _gptq_draft_folder(tmp_path, float32_pair[1], group_size=32)
+    with pytest.raises(InvalidSettingError, match=DRAFT_KERNEL_ENV):
+        load_model(str(folder), dtype="float32", device="cpu", role="draft")

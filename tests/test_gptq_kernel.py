@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from core.offload.packed_gptq import PackedGPTQ
 from core.offload.gptq import dequantize_into
 from core.offload.gptq_kernel import fused_dequant_available, fused_dequantize_into
 from test_gptq import gptq_linear, random_gptq
@@ -23,12 +24,9 @@ def interpreter(monkeypatch):
 
 def _both(linear, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
     k, n = linear.in_features, linear.out_features
-    g_idx = linear.g_idx if linear.mode == "gather" else None
-    args = (linear.qweight, linear.qzeros, linear.scales, g_idx, linear.bits, linear.group_size)
     device = linear.qweight.device  # the CPU under the interpreter, a GPU for the compiled kernel
-    reference = dequantize_into(torch.full((k, n), float("nan"), dtype=dtype, device=device), *args[:5],
-                                linear.group_size, linear.mode)
-    fused = fused_dequantize_into(torch.full((k, n), float("nan"), dtype=dtype, device=device), *args)
+    reference = dequantize_into(torch.full((k, n), float("nan"), dtype=dtype, device=device), linear.packed)
+    fused = fused_dequantize_into(torch.full((k, n), float("nan"), dtype=dtype, device=device), linear.packed)
     return reference, fused
 
 
@@ -67,7 +65,7 @@ def test_fused_kernel_gather_mode(interpreter):
 def test_fused_kernel_only_on_cuda():
     assert not fused_dequant_available(torch.device("cpu"))
     with pytest.raises(ValueError, match="not torch.int32"):
-        fused_dequantize_into(torch.empty(32, 8, dtype=torch.int32), *(torch.empty(0),) * 4, 4, 32)
+        fused_dequantize_into(torch.empty(32, 8, dtype=torch.int32), PackedGPTQ(*(torch.empty(0),) * 3, None, 4, 32))
 
 
 @pytest.mark.gpu

@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 import torch
 
+from core.offload.packed_gptq import PackedGPTQ
 from core.offload.gptq import dequantize_into
 from core.offload.gptq_matmul import (
     FUSED_MATMUL_MAX_ROWS, TARGET_PROGRAMS, LaunchConfig, fused_gptq_matmul, fused_matmul_available, launch_config,
@@ -35,16 +36,11 @@ UNIT_ROUNDOFF = {torch.float16: 2.0**-11, torch.bfloat16: 2.0**-8, torch.float32
 
 def _weight(linear, dtype: torch.dtype) -> torch.Tensor:
     """The reference W [K, N] in `dtype` (eager dequantisation; exact for these scales)."""
-    k, n = linear.in_features, linear.out_features
-    g_idx = linear.g_idx if linear.mode == "gather" else None
-    return dequantize_into(torch.empty(k, n, dtype=dtype), linear.qweight, linear.qzeros, linear.scales, g_idx,
-                           linear.bits, linear.group_size, linear.mode)
+    return dequantize_into(torch.empty(linear.in_features, linear.out_features, dtype=dtype), linear.packed)
 
 
 def _fused(linear, x: torch.Tensor, config: LaunchConfig | None = None) -> torch.Tensor:
-    g_idx = linear.g_idx if linear.mode == "gather" else None
-    return fused_gptq_matmul(x, linear.qweight, linear.qzeros, linear.scales, g_idx, linear.bits, linear.group_size,
-                             config=config)
+    return fused_gptq_matmul(x, linear.packed, config=config)
 
 
 def _bound(x: torch.Tensor, weight: torch.Tensor, exact: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -112,9 +108,10 @@ def test_not_available_on_the_cpu_without_the_interpreter(monkeypatch):
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     assert not fused_matmul_available(torch.zeros(4, 32))
     with pytest.raises(ValueError, match="not torch.float64"):
-        fused_gptq_matmul(torch.zeros(2, 32, dtype=torch.float64), *(torch.empty(0),) * 4, 4, 32)
+        fused_gptq_matmul(torch.zeros(2, 32, dtype=torch.float64), PackedGPTQ(*(torch.empty(0),) * 3, None, 4, 32))
     with pytest.raises(ValueError, match="rows, K"):
-        fused_gptq_matmul(torch.zeros(2, 24), torch.zeros(4, 8, dtype=torch.int32), *(torch.empty(0),) * 3, 4, 32)
+        fused_gptq_matmul(torch.zeros(2, 24), PackedGPTQ(torch.zeros(4, 8, dtype=torch.int32), *(torch.empty(0),) * 2,
+                                                         None, 4, 32))
 
 
 def test_launch_configs_split_k_until_the_gpu_has_enough_programs():

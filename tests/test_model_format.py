@@ -221,3 +221,43 @@ def test_awq_and_compressed_tensors_folders_import(tmp_path):
     for name in ("awq-gemm-g32", "ct-w4a16-actorder-g32"):
         imported = import_model(fixtures / name, tmp_path / "models")
         assert (imported / "model.safetensors").read_bytes() == (fixtures / name / "model.safetensors").read_bytes()
+
+
+QWEN35_TEXT = {"model_type": "qwen3_5_text", "num_hidden_layers": 8, "full_attention_interval": 4,
+               "layer_types": ["linear_attention", "linear_attention", "linear_attention", "full_attention"] * 2}
+HYBRIDS = {
+    "qwen3.5": ({"model_type": "qwen3_5", "architectures": ["Qwen3_5ForConditionalGeneration"],
+                 "text_config": QWEN35_TEXT}, "6 of its 8 layers are linear-attention (Gated DeltaNet)"),
+    "qwen3-next": ({**QWEN35_TEXT, "model_type": "qwen3_next"}, "(qwen3_next)"),
+    "granite-4-hybrid": ({"model_type": "granitemoehybrid", "layer_types": ["mamba"] * 3 + ["attention"]}, "Mamba"),
+    "nemotron-h": ({"model_type": "nemotron_h", "hybrid_override_pattern": "M-M-M*-M-"}, "Mamba"),
+    "jamba": ({"model_type": "jamba", "num_hidden_layers": 32, "attn_layer_period": 8, "attn_layer_offset": 4},
+              "28 of its 32 layers are Mamba"),
+    "lfm2": ({"model_type": "lfm2", "layer_types": ["conv", "conv", "full_attention"]}, "short-convolution"),
+    "mamba": ({"model_type": "mamba", "num_hidden_layers": 4}, "its layers are Mamba"),
+    "falcon-h1": ({"model_type": "falcon_h1", "num_hidden_layers": 24}, "(falcon_h1)"),
+}
+
+
+@pytest.mark.parametrize("name", HYBRIDS)
+def test_models_with_recurrent_layers_are_refused_by_name_at_import(tmp_path, name):
+    """A tree of drafts needs one state per branch, which recurrent layers cannot share: Qwen3.5 and the other
+    hybrids are refused from config.json alone (the weights are cut short: none is read), saying what to pick."""
+    from core.errors import UnsupportedArchitectureError
+    from core.models.importing import check_model_folder
+
+    config, what = HYBRIDS[name]
+    folder = model_folder(tmp_path / name, cut=10)
+    (folder / "config.json").write_text(json.dumps(config))
+    with pytest.raises(UnsupportedArchitectureError) as info:
+        check_model_folder(folder)
+    message = str(info.value)
+    assert what in message and "each branch of the tree would need its own copy" in message, message
+    assert "pick a model with attention in every layer instead: Qwen3" in message and "not damaged" in message
+
+
+def test_sliding_window_attention_is_not_taken_for_recurrence(tmp_path):
+    folder = model_folder(tmp_path / "gemma")
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "layer_types": ["sliding_attention", "full_attention"]}))
+    assert check_weight_format(folder) is None

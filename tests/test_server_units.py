@@ -13,14 +13,16 @@ import pytest
 
 from core.engine import protocol as P
 from core.errors import ContextLengthError, ServerError
+from core.server import api_errors as E
+from core.server import replies as R
 from core.server import requests as S
 
 DEFAULTS = S.Defaults(temperature=0.5, top_p=0.8, max_tokens=32, seed=None, stop=("###",))
 USER = [{"role": "user", "content": "hi"}]
 
 
-def _error(parse, body) -> S.ApiError:
-    with pytest.raises(S.ApiError) as caught:
+def _error(parse, body) -> E.ApiError:
+    with pytest.raises(E.ApiError) as caught:
         parse(body, DEFAULTS)
     assert caught.value.status == 400
     return caught.value
@@ -144,7 +146,7 @@ def test_forced_calls_and_strict_schemas_are_checked(extra, param):
 
 
 def test_usage_reports_cached_tokens_and_answers_carry_tool_calls():
-    tally = S.RunTally("specexec")
+    tally = R.RunTally("specexec")
     for event in (P.TokenChunk("r", "hi", (5,)), P.PassStats("r", 1, 4, 1.0, 2.0, 3.0, 8),
                   P.Finished("r", "eos", prompt_tokens=120, reused_prefix_tokens=100, generated_tokens=1)):
         tally.add(event)
@@ -152,7 +154,7 @@ def test_usage_reports_cached_tokens_and_answers_carry_tool_calls():
                              "prompt_tokens_details": {"cached_tokens": 100}}
     from core.server.tool_calls import ToolCall
 
-    body = S.chat_response("id", "m", tally, "", [ToolCall("get_weather", '{"city": "Oslo"}')])
+    body = R.chat_response("id", "m", tally, "", [ToolCall("get_weather", '{"city": "Oslo"}')])
     choice = body["choices"][0]
     assert choice["finish_reason"] == "tool_calls" and choice["message"]["content"] is None
     assert choice["message"]["tool_calls"][0]["function"] == {"name": "get_weather", "arguments": '{"city": "Oslo"}'}
@@ -163,8 +165,8 @@ def test_usage_reports_cached_tokens_and_answers_carry_tool_calls():
     assert parsed.usage.prompt_tokens_details.cached_tokens == 100
     from core.server.tool_calls import CallDelta
 
-    first = S.chat_chunk("id", "m", {"tool_calls": [S.tool_call_delta(CallDelta(0, "f"), "call_1")]})
-    more = S.chat_chunk("id", "m", {"tool_calls": [S.tool_call_delta(CallDelta(0, arguments='{"a"'), "call_1")]})
+    first = R.chat_chunk("id", "m", {"tool_calls": [R.tool_call_delta(CallDelta(0, "f"), "call_1")]})
+    more = R.chat_chunk("id", "m", {"tool_calls": [R.tool_call_delta(CallDelta(0, arguments='{"a"'), "call_1")]})
     call = types.ChatCompletionChunk.model_validate(first).choices[0].delta.tool_calls[0]
     assert (call.index, call.id, call.function.name, call.function.arguments) == (0, "call_1", "f", "")
     call = types.ChatCompletionChunk.model_validate(more).choices[0].delta.tool_calls[0]
@@ -177,23 +179,23 @@ def test_logprob_shapes_match_the_openai_types():
 
     entries = [{"token": "Hi", "logprob": -0.1, "top": [{"token": "Hi", "logprob": -0.1}, {"token": "Yo", "logprob": -2.5}]},
                {"token": "!", "logprob": -0.7, "top": [{"token": "!", "logprob": -0.7}]}]
-    tally = S.RunTally("specexec")
+    tally = R.RunTally("specexec")
     tally.add(P.TokenChunk("r", "Hi!", (1, 2), logprobs=tuple(entries)))
     tally.add(P.Finished("r", "eos", 3, 0, 2))
-    chat = types.chat.ChatCompletion.model_validate(S.chat_response("id", "m", tally, tally.text))
+    chat = types.chat.ChatCompletion.model_validate(R.chat_response("id", "m", tally, tally.text))
     assert [(t.token, t.logprob, t.bytes) for t in chat.choices[0].logprobs.content] == [("Hi", -0.1, [72, 105]),
                                                                                         ("!", -0.7, [33])]
     assert chat.choices[0].logprobs.content[0].top_logprobs[1].token == "Yo"
-    text = types.Completion.model_validate(S.text_response("id", "m", tally))
+    text = types.Completion.model_validate(R.text_response("id", "m", tally))
     assert text.choices[0].logprobs.text_offset == [0, 2] and text.choices[0].logprobs.top_logprobs[0] == {"Hi": -0.1, "Yo": -2.5}
 
 
 def test_openai_wording_for_context_and_key_errors():
-    too_long = S.engine_error(P.Error("r", "context_length", "the messages are 9000 tokens", "shorten them"), 4096)
+    too_long = E.engine_error(P.Error("r", "context_length", "the messages are 9000 tokens", "shorten them"), 4096)
     assert too_long.message.startswith("This model's maximum context length is 4096 tokens: the messages are 9000")
-    assert S.wrong_key_error("sk-abcdefghijk").message.startswith("Incorrect API key provided: sk-***jk.")
-    assert "abcdefgh" not in S.wrong_key_error("sk-abcdefghijk").message
-    assert S.missing_key_error().message.startswith("You didn't provide an API key")
+    assert E.wrong_key_error("sk-abcdefghijk").message.startswith("Incorrect API key provided: sk-***jk.")
+    assert "abcdefgh" not in E.wrong_key_error("sk-abcdefghijk").message
+    assert E.missing_key_error().message.startswith("You didn't provide an API key")
 
 
 def test_origins_are_checked():
@@ -215,11 +217,11 @@ def test_completion_request_takes_one_text_prompt():
 
 
 def test_engine_errors_map_to_openai_statuses():
-    too_long = S.engine_error(P.Error("r", "context_length", "the prompt is 9000 tokens", "shorten it"))
+    too_long = E.engine_error(P.Error("r", "context_length", "the prompt is 9000 tokens", "shorten it"))
     assert (too_long.status, too_long.code, too_long.param) == (400, "context_length_exceeded", "messages")
     assert too_long.body()["error"]["message"].endswith("the prompt is 9000 tokens (shorten it)")
-    assert S.engine_error(P.Error("r", "engine_died", "gone")).status == 503
-    assert S.engine_error(P.Error("r", "internal", "bug")).status == 500
+    assert E.engine_error(P.Error("r", "engine_died", "gone")).status == 503
+    assert E.engine_error(P.Error("r", "internal", "bug")).status == 500
 
 
 def test_protocol_takes_messages_or_a_prompt_not_both():
@@ -242,7 +244,7 @@ def test_context_rules_for_text_prompts_and_untrimmed_conversations():
     assert fit_conversation(tokenizer, turns, full + 4, 8).dropped_messages == 2
     kept = fit_conversation(tokenizer, turns, full + 4, 8, trim=False)
     assert kept.dropped_messages == 0 and len(kept.prompt_ids) == full
-    with pytest.raises(ContextLengthError, match=f"the messages are {full} tokens"):
+    with pytest.raises(ContextLengthError, match=f"the prompt is {full} tokens with the chat template \\(the conversation about"):
         fit_conversation(tokenizer, turns, full, 8, trim=False)
     assert fit_text(tokenizer, "w6 w7 w8", 10).prompt_ids == tokenizer("w6 w7 w8")["input_ids"]
     with pytest.raises(ContextLengthError, match="the prompt is 3 tokens"):
@@ -305,7 +307,7 @@ def test_the_defaults_agents_assume():
         assert _error(S.parse_chat_request, {"messages": USER, name: 2.5}).param == name
     refused = _error(S.parse_chat_request, {"messages": USER, "n": 3})
     assert refused.param == "n" and "one at a time" in refused.message
-    too_long = S.engine_error(P.Error("r", "context_length", "the prompt is 9000 tokens"), 4096, "prompt")
+    too_long = E.engine_error(P.Error("r", "context_length", "the prompt is 9000 tokens"), 4096, "prompt")
     assert too_long.param == "prompt"
 
 
@@ -340,7 +342,7 @@ def test_forced_calls_move_every_functions_defs_to_the_grammars_root():
     assert schema["$defs"] == {"Address": address, "other__Address": {"type": "integer"}}
     assert '"#/$defs/other__Address"' in grammar and "#/definitions/" not in grammar
     S.check_grammar("lark", grammar, "tools")  # no error
-    with pytest.raises(S.ApiError) as caught:
+    with pytest.raises(E.ApiError) as caught:
         S.check_grammar("json_schema", json.dumps({"$ref": "#/$defs/Nowhere"}), "response_format")
     assert (caught.value.param, caught.value.code) == ("response_format", "invalid_schema")
 

@@ -59,31 +59,33 @@ def test_draft_forwards_scale_with_the_depth_the_accepted_tokens_imply():
 
 
 def test_an_eager_4bit_draft_forward_is_launch_bound_and_a_16bit_one_reads_its_weights():
-    gpu = GpuRates(h2d=25e9, memory=800e9, flops=100e12, measured_fused=800e9)  # a fused kernel at full speed
+    gpu = GpuRates(h2d=25e9, memory=800e9, flops=100e12, measured_kernels={"fused": 800e9})  # at full speed
     kernels = speed.KERNELS_PER_LAYER * 32 + speed.KERNELS_PER_FORWARD + speed.SEARCH_STEP_KERNELS
     forwards = draft_forwards(64, 6.0)
     fp16_bytes = 32 * decoder_layer_bytes(LLAMA_7B, WeightFormat()) + 32000 * 4096 * 2
     packed_bytes = 32 * decoder_layer_bytes(LLAMA_7B, FOUR_BIT) + 32000 * 4096 * 2
     eager = speed.DraftLaunch.EAGER
-    assert draft_seconds(LLAMA_7B, FOUR_BIT, 64, 6.0, gpu, launch=eager) == pytest.approx(forwards * kernels * speed.LAUNCH_SECONDS)
+    fused = DraftKernel.FUSED
+    assert draft_seconds(LLAMA_7B, FOUR_BIT, 64, 6.0, gpu, fused, launch=eager) == pytest.approx(forwards * kernels * speed.LAUNCH_SECONDS)
     assert draft_seconds(LLAMA_7B, WeightFormat(), 64, 6.0, gpu, launch=eager) == pytest.approx(forwards * fp16_bytes / 800e9)
     # replayed from a CUDA graph (the engine's default on CUDA): the GPU's time plus a gap per kernel, the
     # host's launches hidden behind it
     gaps = kernels * speed.GRAPH_KERNEL_GAP_SECONDS
-    assert draft_seconds(LLAMA_7B, FOUR_BIT, 64, 6.0, gpu) == pytest.approx(forwards * (packed_bytes / 800e9 + gaps))
-    assert draft_seconds(LLAMA_7B, FOUR_BIT, 64, 6.0, gpu) < 0.7 * draft_seconds(LLAMA_7B, FOUR_BIT, 64, 6.0, gpu, launch=eager)
+    assert draft_seconds(LLAMA_7B, FOUR_BIT, 64, 6.0, gpu, fused) == pytest.approx(forwards * (packed_bytes / 800e9 + gaps))
+    assert draft_seconds(LLAMA_7B, FOUR_BIT, 64, 6.0, gpu, fused) < 0.7 * draft_seconds(LLAMA_7B, FOUR_BIT, 64, 6.0, gpu, fused, launch=eager)
     tiny = dataclasses.replace(LLAMA_7B, num_hidden_layers=1, hidden_size=64, intermediate_size=128, vocab_size=64,
                                num_attention_heads=2, num_key_value_heads=2, head_dim=32)
     host = speed.SEARCH_STEP_KERNELS * speed.LAUNCH_SECONDS + speed.GRAPH_REPLAY_SECONDS  # a tiny draft: host-bound
-    assert draft_seconds(tiny, FOUR_BIT, 64, 6.0, gpu) == pytest.approx(forwards * host)
+    assert draft_seconds(tiny, FOUR_BIT, 64, 6.0, gpu, fused) == pytest.approx(forwards * host)
     # dequantise-then-GEMM writes the 16-bit weights and reads them back: slower than a 16-bit draft
     assert draft_seconds(LLAMA_7B, FOUR_BIT, 64, 6.0, gpu, DraftKernel.DEQUANTISE) > draft_seconds(
         LLAMA_7B, WeightFormat(), 64, 6.0, gpu)
 
 
-def test_the_draft_reads_its_packed_weights_at_the_fused_kernels_rate_or_its_eager_unpacking():
-    """Issue 31: a card's measured fused rate (hw --measure, the doctor) prices the packed weights; without
-    one, FUSED_MATMUL_SHARE of the memory rate; without Triton (Windows), the eager dequantisation's bytes."""
+def test_the_draft_reads_its_packed_weights_at_its_kernels_rate_or_its_eager_unpacking():
+    """A card's measured rate of the kernel that runs (hw --measure, the doctor) prices the packed weights;
+    without one, that kernel's stated default share of the memory rate; torch's int4 kernel reads them once per
+    16-row tile of the search's width; without Triton (Windows), the eager dequantisation's bytes."""
     layers = 32 * decoder_layer_bytes(LLAMA_7B, FOUR_BIT)
     head = 32000 * 4096 * 2
     linears = 32 * (4 * 4096 * 4096 + 3 * 4096 * 11008)
@@ -91,11 +93,17 @@ def test_the_draft_reads_its_packed_weights_at_the_fused_kernels_rate_or_its_eag
     gaps = kernels * speed.GRAPH_KERNEL_GAP_SECONDS
     forwards = draft_forwards(64, 6.0)
     unmeasured = GpuRates(h2d=25e9, memory=800e9, flops=1e18)
-    assert unmeasured.fused == 800e9 * speed.FUSED_MATMUL_SHARE
-    assert draft_seconds(LLAMA_7B, FOUR_BIT, 64, 6.0, unmeasured) == pytest.approx(
+    assert unmeasured.kernel_rate(DraftKernel.FUSED) == 800e9 * speed.FUSED_MATMUL_SHARE
+    assert draft_seconds(LLAMA_7B, FOUR_BIT, 64, 6.0, unmeasured, DraftKernel.FUSED) == pytest.approx(
         forwards * (layers / (800e9 * speed.FUSED_MATMUL_SHARE) + head / 800e9 + gaps))
-    measured = dataclasses.replace(unmeasured, measured_fused=500e9)
-    assert draft_seconds(LLAMA_7B, FOUR_BIT, 64, 6.0, measured) == pytest.approx(forwards * (layers / 500e9 + head / 800e9 + gaps))
+    measured = dataclasses.replace(unmeasured, measured_kernels={"fused": 500e9, "tinygemm": 600e9})
+    assert draft_seconds(LLAMA_7B, FOUR_BIT, 64, 6.0, measured, DraftKernel.FUSED) == pytest.approx(
+        forwards * (layers / 500e9 + head / 800e9 + gaps))
+    # tinygemm: the search's 32 rows (search_width(64)) are two 16-row tiles, each reading the weights
+    assert draft_seconds(LLAMA_7B, FOUR_BIT, 64, 6.0, measured) == pytest.approx(
+        forwards * (2 * layers / 600e9 + head / 800e9 + gaps))
+    assert draft_seconds(LLAMA_7B, FOUR_BIT, 64, 6.0, unmeasured, DraftKernel.TINYGEMM) == pytest.approx(
+        forwards * (2 * layers / (800e9 * speed.TINYGEMM_SHARE) + head / 800e9 + gaps))
     eager = draft_seconds(LLAMA_7B, FOUR_BIT, 64, 6.0, unmeasured, DraftKernel.EAGER_DEQUANTISE)
     assert eager == pytest.approx(forwards * ((layers + head + speed.EAGER_DEQUANT_BYTES_PER_WEIGHT * linears) / 800e9 + gaps))
     assert eager > 5 * draft_seconds(LLAMA_7B, WeightFormat(), 64, 6.0, unmeasured)  # worse than a 16-bit draft

@@ -20,10 +20,19 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Signal, Slot
 
-from app.engine.bridge import EngineBridge
+from app.engine.bridge import (
+    CRASHED,
+    FAILED,
+    LOADING,
+    STARTING,
+    STOPPED,
+    EngineBridge,
+    EngineStatus,
+)
 from app.settings.schema import AppSettings
 from core.engine import protocol as P
 from core.errors import ServerError
+from core.server.gateway import EngineHealth
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +83,9 @@ class BridgePort(QObject):
     def model_info(self) -> dict[str, Any]:
         return dict(self.bridge.status.models)
 
+    def engine_health(self) -> EngineHealth:
+        return engine_health(self.bridge.status)
+
     # -- UI thread -----------------------------------------------------------------------------------------
 
     @Slot(object)
@@ -91,6 +103,17 @@ class BridgePort(QObject):
     @Slot(object)
     def _deliver_event(self, event: P.Event) -> None:
         self._deliver(event)
+
+
+def engine_health(status: EngineStatus) -> EngineHealth:
+    """The app's engine as /health reports it: a crashed or stopped engine is down until the user restarts it
+    (the app's banner offers that), one starting or loading is on its way."""
+    if status.state in (STARTING, LOADING):
+        return EngineHealth("loading", "the model is loading in the app: try again in a moment")
+    if status.state in (CRASHED, FAILED, STOPPED):
+        what = f": {status.message}" if status.message else ""
+        return EngineHealth("down", f"the app's engine is not running{what} (restart it from the app's banner)")
+    return EngineHealth()
 
 
 @dataclass(frozen=True)

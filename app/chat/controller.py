@@ -4,6 +4,9 @@ One answer streams at a time. Its tokens collect in a buffer that a 33 ms timer 
 (at most ~30 view updates a second however fast the engine is); a 500 ms timer writes the text so far to
 SQLite (status "streaming"), and the end of the answer writes it once more with its final status:
 complete, stopped (Stop; the partial answer is kept), interrupted (the engine died; kept too) or error.
+When the disk is full the answer still ends and is shown; its final fields wait in `unsaved` and are written
+every RETRY_SAVE_MS until there is room again, and the person is told both times; a message that cannot be
+saved is not sent (it stays in the input).
 
 A thinking model's thinking (TokenChunk.reasoning) collects apart from the answer, into Message.reasoning; how
 long it thought, from its first thought to the answer's first word (or to the end of an answer cut off while
@@ -36,6 +39,7 @@ log = logging.getLogger(__name__)
 
 FLUSH_MS = 33  # buffer -> model (~30 updates/s)
 SAVE_MS = 500  # model -> SQLite while streaming
+RETRY_SAVE_MS = 2000  # an answer that could not be saved (the disk full) is tried again this often
 MIN_PREFILL_TOKENS = 256  # shorter prompts are read too fast to time (or to need an estimate)
 DEFAULT_TITLE = "New chat"
 TITLE_LENGTH = 48
@@ -111,6 +115,10 @@ class ChatController(QObject):
         self._save_timer = QTimer(self)
         self._save_timer.setInterval(SAVE_MS)
         self._save_timer.timeout.connect(self._save)
+        self.unsaved: dict[int, dict] = {}  # message id -> the final fields not saved yet (the disk was full)
+        self._retry_timer = QTimer(self)
+        self._retry_timer.setInterval(RETRY_SAVE_MS)
+        self._retry_timer.timeout.connect(self._retry_unsaved)
         bridge.chunk.connect(self._on_chunk)
         bridge.prompt_started.connect(self._on_prompt_started)
         bridge.queued.connect(self._on_queued)
@@ -219,7 +227,12 @@ class ChatController(QObject):
         if row is not None and row.title == DEFAULT_TITLE and not self.messages.rows:
             self.store.rename_conversation(conversation_id, title_from(text))
             self.title_changed.emit(conversation_id, title_from(text))
-        self.messages.append(self.store.add_message(conversation_id, "user", text))
+        try:
+            self.messages.append(self.store.add_message(conversation_id, "user", text))
+        except S.StoreError as error:  # nothing was sent: the text stays in the input to send again
+            log.error("the message was not saved: %s", error)
+            self.message.emit(f"Your message was not sent: {error}, then send it again.")
+            return False
         self.conversations.refresh()
         self._start_answer(conversation_id)
         return True
@@ -311,7 +324,12 @@ class ChatController(QObject):
         settings = self.conversation_settings(conversation_id)
         messages = self.history(conversation_id)
         if answer is None:
-            answer = self.store.add_message(conversation_id, "assistant", "", S.STREAMING)
+            try:
+                answer = self.store.add_message(conversation_id, "assistant", "", S.STREAMING)
+            except S.StoreError as error:
+                log.error("no answer was asked for: %s", error)
+                self.message.emit(f"No answer was asked for: {error}, then press Regenerate.")
+                return
         if conversation_id == self.conversation_id:
             self.messages.append(answer)
         request_id = self.bridge.new_request_id()
@@ -410,8 +428,15 @@ class ChatController(QObject):
         self._save_timer.stop()
         self.stats.flush()
         stats = {**active.reading, **self.stats.summary(extra.get("generated_tokens")), **active.thinking, **extra}
-        self.store.update_message(active.message_id, content=active.text, reasoning=active.reasoning, status=status,
-                                  stats=stats)
+        final = {"content": active.text, "reasoning": active.reasoning, "status": status, "stats": stats}
+        try:
+            self.store.update_message(active.message_id, **final)
+        except S.StoreError as error:  # shown, kept in memory, saved once there is room
+            log.error("answer %d could not be saved: %s", active.message_id, error)
+            self.unsaved[active.message_id] = final
+            self._retry_timer.start()
+            self.message.emit(f"The answer is shown but not saved: {error}; it is saved as soon as there is room "
+                              "(keep the app open until then).")
         self.messages.update(active.message_id, content=active.text, reasoning=active.reasoning, status=status,
                              stats=stats)
         self.active = None
@@ -443,6 +468,22 @@ class ChatController(QObject):
             return
         self._flush()
         if (active.text, active.reasoning) != (active.saved, active.saved_reasoning):
-            self.store.update_message(active.message_id, content=active.text, reasoning=active.reasoning,
-                                      stats=active.live_stats())
+            try:
+                self.store.update_message(active.message_id, content=active.text, reasoning=active.reasoning,
+                                          stats=active.live_stats())
+            except S.StoreError as error:  # the answer goes on; its end is saved (or kept until it can be)
+                log.warning("the answer so far could not be saved: %s", error)
+                return
             active.saved, active.saved_reasoning = active.text, active.reasoning
+
+    def _retry_unsaved(self) -> None:
+        """Save the answers the disk had no room for; stop trying once all are saved."""
+        for message_id, final in list(self.unsaved.items()):
+            try:
+                self.store.update_message(message_id, **final)
+            except S.StoreError:
+                return
+            del self.unsaved[message_id]
+            log.info("answer %d saved after all", message_id)
+            self.message.emit("The answer that could not be saved is saved now.")
+        self._retry_timer.stop()

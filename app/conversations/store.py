@@ -16,6 +16,7 @@ loses nothing committed.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import shutil
@@ -24,6 +25,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
+
+from core.system.private_files import private_file, private_folder
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +40,14 @@ STATUSES = (COMPLETE, STREAMING, STOPPED, INTERRUPTED, FAILED)
 
 
 class StoreError(RuntimeError):
-    """The conversation database cannot be used (newer schema, corrupt file)."""
+    """The conversation database cannot be used: `reason` "newer" (written by a newer version of the app),
+    "damaged" (SQLite cannot read it), "full" (the disk is full) or "unavailable" (locked by another program):
+    after the last two, trying again later may work.
+    A newer or damaged file can be set aside (`Store.set_aside`) and a fresh one started; nothing is deleted."""
+
+    def __init__(self, message: str, reason: str = "damaged") -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 @dataclass(frozen=True)
@@ -128,10 +138,11 @@ def transaction(db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     db.execute("BEGIN IMMEDIATE")
     try:
         yield db
+        db.execute("COMMIT")  # fails when the disk is full: rolled back below, so the next BEGIN works
     except BaseException:
-        db.execute("ROLLBACK")
+        if db.in_transaction:
+            db.execute("ROLLBACK")
         raise
-    db.execute("COMMIT")
 
 
 def connect(path: Path | str) -> sqlite3.Connection:
@@ -154,7 +165,7 @@ def migrate(db: sqlite3.Connection, target: int = SCHEMA_VERSION) -> int:
     if found > SCHEMA_VERSION:
         raise StoreError(
             f"the conversation database has schema version {found}, newer than this app's {SCHEMA_VERSION}: "
-            "update SpecExec Desktop to open it"
+            "update SpecExec Desktop to open it", reason="newer"
         )
     for version in range(found, target):
         with transaction(db):  # one transaction per step: a failed step leaves the previous version intact
@@ -166,6 +177,23 @@ def migrate(db: sqlite3.Connection, target: int = SCHEMA_VERSION) -> int:
     return found
 
 
+def _writes(method: Callable[..., Any]) -> Callable[..., Any]:
+    """A Store method that writes: SQLite's failures to write (the disk is full, the file is locked by another
+    program) become a StoreError in words, with reason "full" or "unavailable"; the database is unchanged (each
+    write is one transaction), so the caller can keep what it meant to save and try again."""
+
+    @functools.wraps(method)
+    def write(self: Store, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except sqlite3.OperationalError as error:
+            full = "full" in str(error)
+            why = "the disk is full: free some space" if full else f"SQLite says \"{error}\""
+            raise StoreError(f"could not save to the conversation database ({why})",
+                             reason="full" if full else "unavailable") from error
+    return write
+
+
 # ----------------------------------------------------------------------------------------------------------
 # Store
 
@@ -175,19 +203,50 @@ class Store:
 
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        private_folder(self.path.parent)
         existed = self.path.exists() and self.path.stat().st_size > 0
+        for file in (self.path, *self._companions()):  # 0600 from the start; SQLite gives its -wal and -shm
+            if file == self.path or file.exists():      # files the database file's mode
+                private_file(file)
         try:
             self.db = connect(self.path)
             self.db.execute("PRAGMA journal_mode = WAL")
             self.db.execute("PRAGMA synchronous = NORMAL")
+            problem = self.db.execute("PRAGMA quick_check").fetchone()[0] if existed else "ok"
+            if problem != "ok":
+                raise sqlite3.DatabaseError(problem)
             found = schema_version(self.db)
             if existed and 0 < found < SCHEMA_VERSION:
                 self._backup(found)
             migrate(self.db)
+            self.recovered = self._recover_streaming()
         except sqlite3.DatabaseError as error:
-            raise StoreError(f"cannot open the conversation database {self.path}: {error}") from error
-        self.recovered = self._recover_streaming()
+            with contextlib.suppress(AttributeError, sqlite3.Error):
+                self.db.close()
+            if isinstance(error, sqlite3.OperationalError) and "malformed" not in str(error):  # locked, full, ...
+                raise StoreError(f"the conversation database {self.path} cannot be opened: SQLite says "
+                                 f"\"{error}\"", reason="unavailable") from error
+            raise StoreError(f"the conversation database {self.path} is damaged: SQLite says \"{error}\"") from error
+        except StoreError:
+            self.db.close()
+            raise
+
+    def _companions(self) -> tuple[Path, Path]:
+        return self.path.with_name(self.path.name + "-wal"), self.path.with_name(self.path.name + "-shm")
+
+    @staticmethod
+    def set_aside(path: Path | str) -> Path:
+        """Move a database that cannot be used (and its -wal / -shm files) out of the way, to
+        `<name>.unreadable-<time>`, so a fresh one can start where it was; returns where it went. Nothing is
+        deleted: a newer app can still open it, and a damaged one can still be rescued by hand."""
+        path = Path(path)
+        aside = path.with_name(f"{path.name}.unreadable-{time.strftime('%Y%m%d-%H%M%S')}")
+        for suffix in ("", "-wal", "-shm"):
+            source = path.with_name(path.name + suffix)
+            if source.exists():
+                source.replace(aside.with_name(aside.name + suffix))
+        log.warning("set the conversation database %s aside as %s", path, aside)
+        return aside
 
     def _backup(self, version: int) -> None:
         backup = self.path.with_name(f"{self.path.name}.v{version}.bak")
@@ -212,6 +271,7 @@ class Store:
 
     # -- conversations -------------------------------------------------------------------------------------
 
+    @_writes
     def create_conversation(self, title: str = "New chat", settings_json: str = "{}") -> int:
         now = time.time()
         with transaction(self.db):
@@ -241,14 +301,17 @@ class Store:
         query += " ORDER BY updated_at DESC, id DESC"
         return [Conversation(*row) for row in self.db.execute(query, args)]
 
+    @_writes
     def rename_conversation(self, conversation_id: int, title: str) -> None:
         with transaction(self.db):
             self.db.execute("UPDATE conversations SET title = ? WHERE id = ?", (title, conversation_id))
 
+    @_writes
     def set_conversation_settings(self, conversation_id: int, settings_json: str) -> None:
         with transaction(self.db):
             self.db.execute("UPDATE conversations SET settings = ? WHERE id = ?", (settings_json, conversation_id))
 
+    @_writes
     def delete_conversation(self, conversation_id: int) -> None:
         with transaction(self.db):
             self.db.execute("DELETE FROM messages WHERE conversation_id = ?", (conversation_id,))
@@ -289,6 +352,7 @@ class Store:
         rows = self.db.execute("SELECT id FROM messages WHERE id = ? OR alt_of = ? ORDER BY id", (row[0], row[0]))
         return [r[0] for r in rows]
 
+    @_writes
     def add_alternative(self, message_id: int, status: str = STREAMING) -> Message:
         """A new, empty answer for the turn of answer `message_id`, shown instead of it (which is kept)."""
         old = self.message(message_id)
@@ -306,6 +370,7 @@ class Store:
         assert new is not None
         return new
 
+    @_writes
     def show_alternative(self, message_id: int) -> None:
         """Show answer `message_id` instead of the other answers of its turn."""
         group = self.alternatives(message_id)[0]
@@ -313,6 +378,7 @@ class Store:
             self.db.execute("UPDATE messages SET hidden = (id != ?) WHERE id = ? OR alt_of = ?",
                             (message_id, group, group))
 
+    @_writes
     def add_message(self, conversation_id: int, role: str, content: str, status: str = COMPLETE) -> Message:
         now = time.time()
         with transaction(self.db):
@@ -324,6 +390,7 @@ class Store:
             self._touch(conversation_id)
         return Message(int(cursor.lastrowid), conversation_id, role, content, status, {}, now)
 
+    @_writes
     def update_message(
         self, message_id: int, *, content: str | None = None, status: str | None = None,
         stats: dict[str, Any] | None = None, reasoning: str | None = None,
@@ -341,6 +408,7 @@ class Store:
         with transaction(self.db):
             self.db.execute(f"UPDATE messages SET {', '.join(sets)} WHERE id = ?", (*args, message_id))
 
+    @_writes
     def delete_messages_from(self, conversation_id: int, message_id: int) -> None:
         """Delete `message_id` and every later message of the conversation (regenerate / edit-and-resend)."""
         with transaction(self.db):

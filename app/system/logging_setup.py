@@ -11,6 +11,8 @@ import logging.handlers
 import sys
 from pathlib import Path
 
+from core.system.private_files import private_file, private_folder
+
 MAX_BYTES = 2 * 1024 * 1024
 BACKUP_COUNT = 3
 FORMAT = "%(asctime)s %(levelname)s %(name)s [%(threadName)s]: %(message)s"
@@ -18,14 +20,23 @@ FORMAT = "%(asctime)s %(levelname)s %(name)s [%(threadName)s]: %(message)s"
 _qt_handler_installed = False
 
 
+class PrivateRotatingFileHandler(logging.handlers.RotatingFileHandler):
+    """A rotating log whose files (the current one and each new one after a rollover) are 0600: the log
+    quotes errors that can carry what the user typed."""
+
+    def _open(self):  # logging.FileHandler's hook
+        private_file(Path(self.baseFilename))
+        return super()._open()
+
+
 def setup_logging(log_file: Path, level: int = logging.INFO) -> logging.Handler:
     """Send the `app` and `core` loggers to a rotating `log_file`; route Qt's warnings there too."""
-    log_file.parent.mkdir(parents=True, exist_ok=True)
+    private_folder(log_file.parent)
     root = logging.getLogger()
     for handler in root.handlers:
         if isinstance(handler, logging.handlers.RotatingFileHandler) and Path(handler.baseFilename) == log_file.resolve():
             return handler
-    handler = logging.handlers.RotatingFileHandler(log_file, maxBytes=MAX_BYTES, backupCount=BACKUP_COUNT, encoding="utf-8")
+    handler = PrivateRotatingFileHandler(log_file, maxBytes=MAX_BYTES, backupCount=BACKUP_COUNT, encoding="utf-8")
     handler.setFormatter(logging.Formatter(FORMAT))
     handler.setLevel(level)
     root.addHandler(handler)

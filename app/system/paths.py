@@ -15,6 +15,7 @@ from pathlib import Path
 # chats, and the download token beside the settings).
 from core.system.env import DATA_DIR_ENV, LOG_DIR_ENV
 from core.system.locations import APP_AUTHOR, APP_NAME, config_dir, data_dir
+from core.system.private_files import private_folder
 
 
 
@@ -50,6 +51,7 @@ class AppPaths:
         return cls(data_dir(env), config_dir(env), logs)
 
     def ensure(self) -> "AppPaths":
+        """The three folders, created (or tightened) to 0700: conversations and logs are the user's alone."""
         for folder in (self.data_dir, self.config_dir, self.log_dir):
-            folder.mkdir(parents=True, exist_ok=True)
+            private_folder(folder)
         return self

@@ -1,15 +1,17 @@
-"""`specexec bench matmul`: the fused 4-bit matmul's memory bandwidth at a draft's shapes, and its launches.
+"""`specexec bench matmul`: every 4-bit draft kernel's read rate at a draft's shapes, beside a dense 16-bit product.
 
-A 4-bit draft's forward is a string of small matrix products (1-256 rows) whose time is reading the packed
-weights: the rate it reaches, in bytes of packed weights, zeros and scales per second, is what the speed
-model needs for the draft (core/models/speed.py), and differs from the card's datasheet bandwidth by the
-kernel's efficiency. This measures it on the shapes of an 8B Llama draft's linears (q/o, k/v, gate/up, down)
-and of a 70B layer's, against dequantise-then-GEMM, with the weights rotated through more copies than the
-GPU's L2 cache holds so that every call reads memory. `--sweep` also times a grid of launch configurations
-(tiles, K splits, warps, stages) to choose `core.offload.gptq_matmul.launch_config`'s rule.
+A 4-bit draft's forward is a string of small matrix products (1-64 rows) whose time is reading the packed
+weights: the rate a kernel reaches, in bytes of packed weights, zeros and scales per second, is what the
+engine chooses a draft's kernel by (core.offload.draft_kernels) and what the speed model prices the draft with
+(core/models/speed.py). This times each kernel this build runs here (torch's int4 kernel, the fused Triton
+matmul, dequantise + GEMM, PyTorch's unpacking + GEMM) on the shapes of an 8B Llama draft's linears (q/o, k/v,
+gate/up, down) and, with --target-shapes, a 70B layer's, each beside a dense 16-bit product of the same shape
+(the rate this card reads memory at in a GEMM; `floor` is the 4-bit bytes at that rate), with the weights
+rotated through more copies than the GPU's L2 cache holds so that every call reads memory. `--sweep` also
+times a grid of the fused kernel's launch configurations to choose `core.offload.gptq_matmul.launch_config`.
 
-`core.offload.matmul_rate.measured_bandwidth(device)` is the one figure the doctor and `specexec hw --measure` record for a card:
-the default launch at 32 rows over the 8B draft's linears, bytes read over seconds.
+`core.offload.matmul_rate.measured_rates(device)` gives the figures the doctor and `specexec hw --measure`
+record for a card: each kernel's bytes over seconds across the 8B draft's linears at 1, 16, 32 and 64 rows.
 """
 
 from __future__ import annotations
@@ -19,10 +21,11 @@ import json
 
 import torch
 
-from core.offload.matmul_rate import DRAFT_SHAPES, GROUP_SIZE, ROWS, SMOKE_SHAPES, TARGET_SHAPES, measure_shapes
+from core.offload.matmul_rate import DRAFT_SHAPES, GROUP_SIZE, ROWS, SMOKE_SHAPES, TARGET_SHAPES, kernels_on, measure_shapes
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--device", default="auto", help="auto, cpu (Triton's interpreter: slow, for a check) or cuda[:i]")
+    parser.add_argument("--device", default="auto", help="auto, cpu (the eager path and torch's CPU int4 kernel: a check only) or cuda[:i]")
     parser.add_argument("--rows", type=lambda t: [int(p) for p in t.split(",") if p], default=list(ROWS))
     parser.add_argument("--target-shapes", action="store_true", help="also a 70B layer's linears")
     parser.add_argument("--smoke", action="store_true",
@@ -37,14 +40,22 @@ def run(args: argparse.Namespace) -> int:
 
     device = resolve_device(args.device)
     shapes = (SMOKE_SHAPES if args.smoke else DRAFT_SHAPES) + (TARGET_SHAPES if args.target_shapes else ())
-    results = measure_shapes(device, shapes, args.rows, args.repeats, args.sweep)
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu (Triton interpreter)"
+    kernels = kernels_on(device)
+    results = measure_shapes(device, shapes, args.rows, args.repeats, args.sweep, kernels=kernels)
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     if args.json:
-        print(json.dumps({"device": name, "rows": results}, indent=1))
+        print(json.dumps({"device": name, "kernels": list(kernels), "rows": results}, indent=1))
         return 0
-    print(f"fused 4-bit matmul on {name} (group {GROUP_SIZE}, weights rotated past the L2 cache)")
+    print(f"4-bit draft kernels on {name} (group {GROUP_SIZE}, weights rotated past the L2 cache); GB/s of packed "
+          "bytes read, and the 16-bit product's time and rate")
+    print(f"{'shape':>12} {'K x N':>13} {'rows':>4}  " + "  ".join(f"{kernel:>17}" for kernel in kernels)
+          + f"  {'dense 16-bit':>17}  {'floor':>9}")
     for r in results:
-        best = f"; best {r['best_gbps']:.0f} GB/s with {r['best']}" if "best" in r else ""
-        print(f"{r['shape']:>12} {r['k']:>6}x{r['n']:<6} rows {r['rows']:>4}: {r['fused_s'] * 1e6:8.1f} us "
-              f"({r['fused_gbps']:6.0f} GB/s); dequantise + GEMM {r['dequantise_gemm_s'] * 1e6:8.1f} us{best}")
+        cells = []
+        for kernel in kernels:
+            key = kernel.replace(" ", "_")
+            cells.append(f"{r[key + '_s'] * 1e6:8.1f} us {r[key + '_gbps']:5.0f}" if key + "_s" in r else f"{'-':>17}")
+        best = f"; fused best {r['best_gbps']:.0f} GB/s with {r['best']}" if "best" in r else ""
+        print(f"{r['shape']:>12} {r['k']:>6}x{r['n']:<6} {r['rows']:>4}  " + "  ".join(cells)
+              + f"  {r['dense16_s'] * 1e6:8.1f} us {r['dense16_gbps']:5.0f}  {r['floor_s'] * 1e6:6.1f} us{best}")
     return 0

@@ -49,7 +49,8 @@ def _request(args: argparse.Namespace) -> dict:
 
 async def _through_gateway(gateway, args: argparse.Namespace) -> tuple[float, float, str]:
     """(seconds to the first text, seconds to Finished, text) through the gateway, without HTTP."""
-    from core.server.requests import Defaults, new_id, parse_chat_request
+    from core.server.replies import new_id
+    from core.server.requests import Defaults, parse_chat_request
 
     started = time.monotonic()
     ticket = gateway.open(parse_chat_request(_request(args), Defaults()).to_generate(new_id("bench")))

@@ -6,8 +6,9 @@ of random inputs by random 4-bit layers of an 8B Llama draft's shapes (q/o, k/v,
 without a split of K, in float16 and bfloat16, and each output must lie within the float32-sum bound of
 the exact product (tests/test_gptq_matmul.py explains the bound): a wrong result is a FAIL, since the draft
 would propose garbage (the answer stays right, verification samples from the target alone, but the app
-would be slow for no visible reason). Then its read rate at 32 rows (core.offload.matmul_rate.measured_bandwidth):
-the figure the speed model uses for this card's draft (`specexec hw --measure` records the same).
+would be slow for no visible reason). Then every draft kernel's read rate at a draft's row counts
+(core.offload.matmul_rate.measured_rates: torch's int4 kernel, the fused matmul, dequantise + GEMM): the
+engine runs the fastest, and the speed model prices it (`specexec hw --measure` records the same).
 """
 
 from __future__ import annotations
@@ -29,14 +30,16 @@ UNIT_ROUNDOFF = {"float16": 2.0**-11, "bfloat16": 2.0**-8}
 @dataclass(frozen=True)
 class DraftMeasurement:
     """cases: one per (shape, rows, dtype, split): worst |y - exact| / bound (<= 1 within the bound).
-    bytes_per_second: the fused matmul's read rate at 32 rows (None: not measured). error: why it could
-    not run. triton: False when this build has no Triton (the draft then dequantises eagerly)."""
+    bytes_per_second: the fastest kernel's read rate (None: not measured); kernel_rates: each kernel's
+    (core.planning.draft_kernel names; empty in reports from before they were measured). error: why it
+    could not run. triton: False when this build has no Triton (the draft then dequantises eagerly)."""
 
     device: str
     cases: list[dict[str, Any]] = field(default_factory=list)
     bytes_per_second: float | None = None
     error: str | None = None
     triton: bool = True
+    kernel_rates: dict[str, float] = field(default_factory=dict)
 
 
 def _worst_ratio(linear, rows: int, dtype_name: str, split_k: int | None, generator) -> float:
@@ -54,8 +57,7 @@ def _worst_ratio(linear, rows: int, dtype_name: str, split_k: int | None, genera
     config = launch_config(rows, n, k, GROUP_SIZE)
     if split_k is not None:
         config = dataclasses.replace(config, split_k=split_k)
-    fused = fused_gptq_matmul(x, linear.qweight, linear.qzeros, linear.scales, None, 4, GROUP_SIZE,
-                              linear.zero_offset, config).double()
+    fused = fused_gptq_matmul(x, linear.packed, config).double()
     exact = x.double() @ weight
     bound = UNIT_ROUNDOFF[dtype_name] * exact.abs() + k * 2.0**-24 * (x.double().abs() @ weight.abs())
     return float(((fused - exact).abs() / bound.clamp_min(1e-30)).max())  # one host read per case
@@ -65,7 +67,7 @@ def measure(device, shapes=SHAPES, rows_list=ROWS, dtypes=DTYPES, bandwidth: boo
     """Every product on `device` (a torch.device; the CPU runs under TRITON_INTERPRET=1, at small shapes)."""
     import torch
 
-    from core.offload.matmul_rate import measured_bandwidth
+    from core.offload.matmul_rate import measured_rates
     from core.offload.synthetic_gptq import finalised_linear, random_gptq_tensors
     from core.offload.gptq_kernel import interpreted, triton_available
 
@@ -85,10 +87,10 @@ def measure(device, shapes=SHAPES, rows_list=ROWS, dtypes=DTYPES, bandwidth: boo
                         cases.append({"k": k, "n": n, "rows": rows, "dtype": dtype_name,
                                       "split_k": "default" if split_k is None else split_k,
                                       "worst_ratio": _worst_ratio(linear, rows, dtype_name, split_k, generator)})
-        rate = measured_bandwidth(device) if bandwidth and device.type == "cuda" else None
+        rates = measured_rates(device) if bandwidth and device.type == "cuda" else {}
     except Exception as error:  # noqa: BLE001 - a compile or launch error is this check's finding
         return DraftMeasurement(str(device), cases, error=f"{type(error).__name__}: {error}")
-    return DraftMeasurement(str(device), cases, rate)
+    return DraftMeasurement(str(device), cases, max(rates.values(), default=None), kernel_rates=rates)
 
 
 def decide(m: DraftMeasurement) -> CheckResult:
@@ -109,6 +111,8 @@ def decide(m: DraftMeasurement) -> CheckResult:
                            "the processor.", measured)
     if not m.cases:
         return CheckResult(NAME, Status.SKIPPED, "The GPU's 4-bit matrix product was not checked.", measured)
-    speed = f" It reads 4-bit weights at {m.bytes_per_second / 1e9:.0f} GB/s." if m.bytes_per_second else ""
+    fastest = max(m.kernel_rates, key=m.kernel_rates.__getitem__) if m.kernel_rates else None
+    through = f" with {fastest}" if fastest else ""
+    speed = f" It reads 4-bit weights at {m.bytes_per_second / 1e9:.0f} GB/s{through}." if m.bytes_per_second else ""
     return CheckResult(NAME, Status.PASS, "The draft model's 4-bit matrix product is right at its own sizes." + speed,
                        measured)

@@ -66,13 +66,10 @@ def measure(device, shape: tuple[int, int] = GPU_SHAPE, seed: int = 0, cases=CAS
                 groups = tensors["scales"].shape[0]
                 tensors["g_idx"] = torch.randint(0, groups, (k,), generator=generator, dtype=torch.int32)
             linear = finalised_linear(tensors, k, n, bits, group, act_order, device)
-            g_idx = linear.g_idx if linear.mode == "gather" else None
             for dtype_name in dtypes:
                 dtype = getattr(torch, dtype_name)
-                reference = dequantize_into(torch.full((k, n), float("nan"), dtype=dtype, device=device), linear.qweight,
-                                            linear.qzeros, linear.scales, g_idx, bits, group, linear.mode)
-                fused = fused_dequantize_into(torch.full((k, n), float("nan"), dtype=dtype, device=device), linear.qweight,
-                                              linear.qzeros, linear.scales, g_idx, bits, group)
+                reference = dequantize_into(torch.full((k, n), float("nan"), dtype=dtype, device=device), linear.packed)
+                fused = fused_dequantize_into(torch.full((k, n), float("nan"), dtype=dtype, device=device), linear.packed)
                 differing = int((_bits_of(fused) != _bits_of(reference)).sum())  # one host read per case
                 max_diff = float((fused.double() - reference.double()).abs().nan_to_num(float("inf")).max())
                 results.append({"bits": bits, "group_size": group, "act_order": act_order, "variant": variant,

@@ -89,15 +89,37 @@ def fit_conversation(
         body = body[cut:]
         dropped += cut
     if len(ids) >= context_limit:
-        what = "the last message alone is" if trim else "the messages are"
+        kept = "after leaving out the older turns, " if trim and dropped else ""
         raise ContextLengthError(
-            f"{what} {len(ids)} tokens with the chat template, but the model's context "
-            f"window is {context_limit}"  # what to do is the error's hint (core.engine.process)
+            f"{kept}the prompt is {len(ids)} tokens with the chat template "
+            f"({_prompt_parts(tokenizer, head, body, tools, template_kwargs or {}, len(ids))}), but the model's "
+            f"context window is {context_limit}"  # what to do is the error's hint (core.engine.process)
         )
     variables = template_variables(tokenizer, template_kwargs or {})
     if tools:
         variables["tools"] = list(tools)
     return PreparedPrompt(ids, dropped, thinking_format(tokenizer, head + body, **variables))
+
+
+def _prompt_parts(tokenizer: PreTrainedTokenizerBase, head: list[Message], body: list[Message],
+                  tools: tuple[Tool, ...], template_kwargs: dict, total: int) -> str:
+    """Where a prompt's tokens go, largest first ("the tools' definitions about 3,900, the messages 120"), so a
+    prompt too long for the context names what to cut: the tools, the system messages (a Responses request's
+    `instructions`), or the conversation. Only for the error: it renders the prompt twice more."""
+    def length(messages: list[Message], with_tools: bool) -> int:
+        prompt = Prompt(messages=tuple(messages), tools=tools if with_tools else (), template_kwargs=template_kwargs)
+        return len(encode_prompt(tokenizer, prompt))
+
+    try:
+        without_tools = length(head + body, False) if tools else total
+        parts = {"the tools' definitions": total - without_tools}
+        if head:
+            parts["the system messages"] = without_tools - length(body, False)
+    except Exception:  # noqa: BLE001 - a template that cannot render a part alone: the error goes on without it
+        return "its parts could not be counted apart"
+    parts["the last message" if len(body) == 1 else "the conversation"] = total - sum(parts.values())
+    named = sorted(((tokens, name) for name, tokens in parts.items() if tokens > 0), reverse=True)
+    return ", ".join(f"{name} about {tokens:,}" for tokens, name in named)
 
 
 def fit_text(tokenizer: PreTrainedTokenizerBase, text: str, context_limit: int) -> PreparedPrompt:

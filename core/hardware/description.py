@@ -40,8 +40,9 @@ class GpuInfo:
     compute_capability: str | None = None
     pcie: PcieLink = field(default_factory=PcieLink)
     h2d_bytes_per_second: float | None = None  # measured pinned host-to-device copy rate (`hw --measure`)
-    # measured read rate of the fused 4-bit matmul at a draft's shapes (`hw --measure`, core.bench.matmul)
-    fused_matmul_bytes_per_second: float | None = None
+    # measured read rate of each 4-bit draft kernel at a draft's shapes (`hw --measure`,
+    # core.offload.matmul_rate), by core.planning.draft_kernel's names; {} when not measured
+    draft_kernel_bytes_per_second: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -82,21 +83,31 @@ class HardwareDescription:
     def from_dict(cls, data: dict[str, Any], source: str = "probe") -> "HardwareDescription":
         """Raises HardwareDescriptionError naming the field at fault."""
         try:
-            gpus = tuple(
-                GpuInfo(**{**gpu, "pcie": PcieLink(**(gpu.get("pcie") or {}))}) for gpu in data.get("gpus", [])
-            )
+            gpus = tuple(GpuInfo(**_gpu_fields(gpu)) for gpu in data.get("gpus", []))
             return cls(
                 cpu=CpuInfo(**data["cpu"]), ram=RamInfo(**data["ram"]), gpus=gpus,
                 gpu_note=str(data.get("gpu_note", "")), platform=dict(data.get("platform", {})),
                 disk=DiskInfo(**data["disk"]), source=source,
             )
-        except (KeyError, TypeError, AttributeError) as error:
+        except (KeyError, TypeError, AttributeError, ValueError) as error:
             raise HardwareDescriptionError(f"the hardware description ({source}) is malformed: {error!r}") from error
 
     @property
     def best_gpu(self) -> GpuInfo | None:
         """The GPU with the most free VRAM (the one a model would load on), or None."""
         return max(self.gpus, key=lambda gpu: gpu.vram_free_bytes, default=None)
+
+
+def _gpu_fields(gpu: dict[str, Any]) -> dict[str, Any]:
+    """A GPU's fields as GpuInfo takes them; a description written before the draft kernels were measured
+    one by one kept the fused kernel's rate alone, which reads as that kernel's. Raises TypeError, ValueError."""
+    fields = {key: value for key, value in gpu.items() if key != "fused_matmul_bytes_per_second"}
+    rates = dict(fields.get("draft_kernel_bytes_per_second") or {})
+    if gpu.get("fused_matmul_bytes_per_second"):
+        rates.setdefault("fused", gpu["fused_matmul_bytes_per_second"])
+    fields["draft_kernel_bytes_per_second"] = {str(name): float(rate) for name, rate in rates.items()}
+    fields["pcie"] = PcieLink(**(gpu.get("pcie") or {}))
+    return fields
 
 
 def load_description(path: str | Path) -> HardwareDescription:

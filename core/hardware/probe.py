@@ -37,15 +37,15 @@ def describe_hardware(fixture: str | None = None, measure: bool = False) -> Hard
 
 
 def probe_hardware(measure: bool = False) -> HardwareDescription:
-    """Probe the machine. measure: also time a pinned host-to-device copy and the fused 4-bit matmul on each
+    """Probe the machine. measure: also time a pinned host-to-device copy and the 4-bit draft kernels on each
     GPU (needs torch + CUDA; call it in the CLI or engine process only)."""
     gpus, missing = read_nvidia_gpus()
     if measure and gpus:
-        from core.hardware.draft_rate import measure_fused_matmul
+        from core.hardware.draft_rate import measure_draft_kernels
         from core.hardware.h2d import measure_h2d
 
         gpus = [replace(gpu, h2d_bytes_per_second=measure_h2d(gpu.index),
-                        fused_matmul_bytes_per_second=measure_fused_matmul(gpu.index)) for gpu in gpus]
+                        draft_kernel_bytes_per_second=measure_draft_kernels(gpu.index)) for gpu in gpus]
     memory = psutil.virtual_memory()
     return HardwareDescription(
         cpu=CpuInfo(model=cpu_model(), physical_cores=psutil.cpu_count(logical=False),

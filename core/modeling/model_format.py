@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from core.errors import DamagedModelError, ModelFormatError, UnsupportedFormatError
+from core.modeling.hybrid_layers import check_attention_only
 
 QUANTIZE_CONFIG = "quantize_config.json"  # AutoGPTQ / TheBloke's GPTQ repos
 QUANT_CONFIG = "quant_config.json"  # early AutoAWQ repos
@@ -351,8 +352,12 @@ def check_weight_format(folder: str | Path) -> QuantScheme | None:
     every safetensors file whole, and no tensor in a format the settings do not announce (FP8 weights in a
     folder without settings, EXL2 or HQQ tensors, bitsandbytes' quant states).
 
-    Raises: UnsupportedFormatError, DamagedModelError, ModelFormatError (as `quant_scheme`, `weight_files`)."""
+    A model with recurrent layers (Qwen3.5, Jamba, ...) is refused first, by name (core.modeling.hybrid_layers).
+
+    Raises: UnsupportedFormatError, DamagedModelError, ModelFormatError (as `quant_scheme`, `weight_files`),
+    UnsupportedArchitectureError (recurrent layers)."""
     folder = Path(folder)
+    check_attention_only(folder)
     scheme = quant_scheme(folder)
     dtype_of: dict[str, str] = {}
     for path in weight_files(folder):

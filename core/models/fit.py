@@ -39,7 +39,7 @@ from core.models.catalog import BUILTIN_PAIR_ID, Catalog, ModelRef, Pair
 from core.models.measured import measured_speed
 from core.models.gpu_specs import gpu_specs
 from core.models.speed import DraftKernel, GpuRates, draft_seconds, layer_compute_seconds, target_pass_seconds
-from core.planning import residency
+from core.planning import draft_kernel, residency
 from core.planning.host_memory import check_host_memory, embedding_in_host_ram, host_bytes_needed, host_table_bytes
 from core.planning.sizes import (
     ModelShape,
@@ -352,17 +352,17 @@ def _tokens_per_pass(pair: Pair, budget: int) -> tuple[float, str]:
 
 
 def _gpu_rates(gpu: GpuInfo, h2d: float) -> GpuRates:
-    return GpuRates.from_specs(h2d, gpu_specs(gpu.name), gpu.fused_matmul_bytes_per_second)
+    return GpuRates.from_specs(h2d, gpu_specs(gpu.name), gpu.draft_kernel_bytes_per_second)
 
 
 def _draft_kernel(gpu: GpuInfo, hw: HardwareDescription) -> DraftKernel:
-    """A GPTQ draft's batches go through the fused kernel from Ampere on; older cards dequantise them
-    (core.offload.gptq_matmul.PRE_AMPERE_MAX_ROWS is below a draft forward's usual width); torch's Windows
-    builds have no Triton, so there they are unpacked by PyTorch operations."""
-    if hw.platform.get("system") == "Windows":
-        return DraftKernel.EAGER_DEQUANTISE
-    major = (gpu.compute_capability or "8").split(".")[0]
-    return DraftKernel.FUSED if not major.isdigit() or int(major) >= 8 else DraftKernel.DEQUANTISE
+    """The kernel the engine will run a GPTQ draft with on this card (core.planning.draft_kernel's rule, the
+    engine's own): the fastest measured, else torch's int4 kernel from Ampere on (in every CUDA wheel of torch,
+    Windows included), else a dequantisation (Triton's, or PyTorch operations' where Triton does not import:
+    torch's Windows builds without triton-windows)."""
+    triton = hw.platform.get("system") != "Windows"
+    available = draft_kernel.available_kernels(draft_kernel.parse_capability(gpu.compute_capability), triton)
+    return DraftKernel(draft_kernel.choose_kernel(available, gpu.draft_kernel_bytes_per_second))
 
 
 def _gpu_pass(pair: Pair, resident: tuple[int, ...], slots: int, copy_seconds: float, budget: int, tokens: float,

@@ -15,11 +15,15 @@ kernels read (a GPTQ layer above FUSED_MATMUL_MAX_ROWS rows is dequantised into 
 packed bytes plus twice the 16-bit bytes), and its kernel launches.
 
 Draft: as many forwards per pass as the engine runs for trees that deep (DRAFT_FORWARDS_PER_TOKEN), each
-reading every draft weight once (`DraftKernel`): 16-bit bytes at the sustained memory rate, or the packed
-4-bit bytes through the fused kernel at the rate that kernel reaches (`GpuRates.fused`: measured on the card
-by `specexec hw --measure` / the doctor, else FUSED_MATMUL_SHARE of the sustained rate), or, without Triton
-(torch's Windows builds), through the eager dequantisation, which moves EAGER_DEQUANT_BYTES_PER_WEIGHT bytes
-per weight. A forward is KERNELS_PER_LAYER kernels per layer plus KERNELS_PER_FORWARD, and the search
+reading every draft weight once (`DraftKernel`, the kernel the engine runs on the card by
+core.planning.draft_kernel's rule): 16-bit bytes at the sustained memory rate, or the packed 4-bit bytes
+through torch's int4 kernel (tinygemm, which reads them once per 16-row tile of the search's fixed width,
+core.planning.graph_plan.search_width) or the fused Triton
+kernel, each at the rate it reaches on the card (`GpuRates.kernel_rate`: measured by `specexec hw --measure`
+/ the doctor, else a stated default share of the sustained rate), or through a dequantisation, which writes
+the weights out in 16 bits and reads them back (with Triton's kernel), or moves EAGER_DEQUANT_BYTES_PER_WEIGHT
+bytes per weight (PyTorch operations, where no Triton imports).
+A forward is KERNELS_PER_LAYER kernels per layer plus KERNELS_PER_FORWARD, and the search
 step around it SEARCH_STEP_KERNELS more. How they reach the GPU (`DraftLaunch`):
 - GRAPH (this engine on CUDA, issue 20): the forward is replayed from a CUDA graph and the search reads
   nothing back per forward, so the host runs ahead: it launches only the search step's kernels and the
@@ -37,10 +41,12 @@ from __future__ import annotations
 
 import bisect
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 
 from core.models.gpu_specs import GpuSpecs
+from core.planning import draft_kernel
+from core.planning.graph_plan import search_width
 from core.planning.sizes import ModelShape, WeightFormat, decoder_layer_bytes
 
 # Host time to launch one eager PyTorch kernel from Python (dispatch + cudaLaunchKernel). Engineering facts:
@@ -82,12 +88,18 @@ MAX_DRAFT_FORWARDS = 32
 # Shares of the datasheet peaks (core.models.gpu_specs) that long reads and large GEMMs sustain.
 MEMORY_EFFICIENCY = 0.8
 MATMUL_EFFICIENCY = 0.6
-# The fused 4-bit matmul's read rate as a share of the sustained memory rate, for a card whose rate was not
-# measured (`specexec hw --measure` and the doctor measure it): an H100 80GB HBM3 read a 70B layer's packed
-# weights at 316 GB/s at 1-16 rows with the kernel before its split K (`specexec bench offload --device
-# cuda`, docs/benchmarks.md, issue 31), 0.118 of its 3,350 GB/s x MEMORY_EFFICIENCY. Conservative on purpose:
-# the split K was written to raise it and has not run on a GPU yet.
+# Each 4-bit draft kernel's read rate as a share of the sustained memory rate, for a card where it was not
+# measured (`specexec hw --measure` and the doctor measure every kernel):
+# - fused: an H100 80GB HBM3 read a 70B layer's packed weights at 316 GB/s at 1-16 rows with the kernel before
+#   its split K (`specexec bench offload --device cuda`, docs/benchmarks.md, issue 31), 0.118 of its 3,350
+#   GB/s x MEMORY_EFFICIENCY. Conservative on purpose: the split K was written to raise it and has not run on
+#   a GPU yet.
+# - tinygemm: gpt-fast's published figure for Llama-2-7B in int4 (group 32) on an A100 80GB, 862.69 GB/s of
+#   its 2,039 GB/s datasheet rate at one token per step (its README; not measured here): 0.53 of the
+#   sustained rate, for a whole forward, attention included. Per 16-row tile of the batch (see above).
 FUSED_MATMUL_SHARE = 0.12
+TINYGEMM_SHARE = 0.5
+TINYGEMM_TILE_ROWS = 16
 # Bytes moved per weight by the eager dequantisation a GPU runs without Triton (core.offload.gptq
 # dequantize_into, per linear, then one GEMM), for 4-bit weights: the packed read (0.5), the shifted int32
 # values written and masked (4 + 4 + 4), the zero subtracted in place (4 + 4), the scaled 16-bit weight
@@ -107,34 +119,39 @@ class DraftLaunch(Enum):
 
 
 class DraftKernel(Enum):
-    """How a GPTQ draft multiplies: FUSED reads the packed weights once (this engine's kernel);
-    DEQUANTISE writes them out in 16 bits and reads them back (a dequantisation kernel, then a GEMM: this
-    engine before Ampere, and dequantise-then-GEMM engines); EAGER_DEQUANTISE unpacks them with PyTorch
-    operations first (this engine without Triton: torch's Windows builds)."""
+    """How a GPTQ draft multiplies (core.planning.draft_kernel's names): TINYGEMM, torch's int4 kernel, and
+    FUSED, this engine's Triton kernel, read the packed weights (tinygemm once per 16-row tile); DEQUANTISE
+    writes them out in 16 bits and reads them back (a dequantisation kernel, then a GEMM); EAGER_DEQUANTISE
+    unpacks them with PyTorch operations first (no Triton: torch's Windows builds before triton-windows)."""
 
-    FUSED = "fused"
-    DEQUANTISE = "dequantise"
-    EAGER_DEQUANTISE = "eager dequantise"
+    TINYGEMM = draft_kernel.TINYGEMM
+    FUSED = draft_kernel.FUSED
+    DEQUANTISE = draft_kernel.DEQUANTISE
+    EAGER_DEQUANTISE = draft_kernel.EAGER_DEQUANTISE
+
+
+DEFAULT_KERNEL_SHARE = {DraftKernel.TINYGEMM: TINYGEMM_SHARE, DraftKernel.FUSED: FUSED_MATMUL_SHARE}
 
 
 @dataclass(frozen=True)
 class GpuRates:
     """What the speed model needs of a GPU: host-to-device, memory and matmul rates (bytes/s, FLOP/s), and
-    the fused 4-bit matmul's read rate (None: FUSED_MATMUL_SHARE of `memory`)."""
+    the 4-bit draft kernels' read rates measured on it (by kernel name; a kernel not measured reads at its
+    DEFAULT_KERNEL_SHARE of `memory`)."""
 
     h2d: float
     memory: float
     flops: float
-    measured_fused: float | None = None
+    measured_kernels: dict[str, float] = field(default_factory=dict)
 
-    @property
-    def fused(self) -> float:
-        return self.measured_fused or self.memory * FUSED_MATMUL_SHARE
+    def kernel_rate(self, kernel: DraftKernel) -> float:
+        """Bytes per second `kernel` reads a draft's packed weights at (TINYGEMM and FUSED)."""
+        return self.measured_kernels.get(kernel.value) or self.memory * DEFAULT_KERNEL_SHARE[kernel]
 
     @classmethod
-    def from_specs(cls, h2d: float, specs: GpuSpecs, measured_fused: float | None = None) -> "GpuRates":
+    def from_specs(cls, h2d: float, specs: GpuSpecs, measured_kernels: dict[str, float] | None = None) -> "GpuRates":
         return cls(h2d, specs.memory_bytes_per_second * MEMORY_EFFICIENCY, specs.flops * MATMUL_EFFICIENCY,
-                   measured_fused)
+                   dict(measured_kernels or {}))
 
 
 def draft_forwards(budget: int, tokens_per_pass: float) -> float:
@@ -193,7 +210,7 @@ def _linear_parameters(shape: ModelShape) -> int:
 
 
 def draft_seconds(shape: ModelShape, weights: WeightFormat, budget: int, tokens_per_pass: float, gpu: GpuRates,
-                  kernel: DraftKernel = DraftKernel.FUSED, forwards: float | None = None,
+                  kernel: DraftKernel = DraftKernel.TINYGEMM, forwards: float | None = None,
                   launch: DraftLaunch = DraftLaunch.GRAPH) -> float:
     """Growing one tree of `budget` tokens with a draft kept on the GPU: `forwards` forwards (None:
     draft_forwards(budget, tokens_per_pass)), each the larger of its GPU time and its launches (see the
@@ -201,14 +218,17 @@ def draft_seconds(shape: ModelShape, weights: WeightFormat, budget: int, tokens_
     forwards = forwards or draft_forwards(budget, tokens_per_pass)
     layers = shape.num_hidden_layers * decoder_layer_bytes(shape, weights)
     head = shape.vocab_size * shape.hidden_size * DTYPE_BYTES  # the LM head, 16 bits
+    rows = (budget + 1) / forwards  # every tree token goes through the draft once
     if weights.bits is None:
         read_seconds = (layers + head) / gpu.memory
+    elif kernel is DraftKernel.TINYGEMM:  # the search multiplies search_width rows per forward, padded or not
+        tiles = math.ceil(search_width(budget) / TINYGEMM_TILE_ROWS)
+        read_seconds = tiles * layers / gpu.kernel_rate(kernel) + head / gpu.memory
     elif kernel is DraftKernel.FUSED:
-        read_seconds = layers / gpu.fused + head / gpu.memory
+        read_seconds = layers / gpu.kernel_rate(kernel) + head / gpu.memory
     else:
         per_weight = 2 * DTYPE_BYTES if kernel is DraftKernel.DEQUANTISE else EAGER_DEQUANT_BYTES_PER_WEIGHT
         read_seconds = (layers + head + per_weight * shape.num_hidden_layers * _linear_parameters(shape)) / gpu.memory
-    rows = (budget + 1) / forwards  # every tree token goes through the draft once
     gpu_seconds = max(read_seconds, 2 * shape.active_parameters * rows / gpu.flops)
     return forwards * _draft_forward_seconds(shape.num_hidden_layers, gpu_seconds, launch)
 

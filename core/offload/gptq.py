@@ -36,6 +36,8 @@ from torch import nn
 
 from core.offload.gptq_kernel import fused_dequant_available, fused_dequantize_into
 from core.offload.gptq_matmul import fused_gptq_matmul, fused_matmul_available
+from core.offload.packed_gptq import PackedGPTQ
+from core.offload.int4pack import Int4Weights, int4_matmul, pack_int4, tinygemm_layout, tinygemm_op_available
 from core.planning.sizes import block_shape, gptq_linear_tensors, packed_rows
 
 # Rows of the int32 temporary a dequantisation chunk may hold, as a number of elements (64 MB of int32).
@@ -204,22 +206,15 @@ def dequantize_reference(qweight, qzeros, scales, g_idx, bits: int, zero_offset:
     return (q - z[g]).to(dtype) * scales.to(dtype)[g]
 
 
-def dequantize_into(
-    out: torch.Tensor,
-    qweight: torch.Tensor,
-    qzeros: torch.Tensor,
-    scales: torch.Tensor,
-    g_idx: torch.Tensor | None,
-    bits: int,
-    group_size: int,
-    mode: str,
-    zero_offset: int = 1,
-) -> torch.Tensor:
+def dequantize_into(out: torch.Tensor, weights: PackedGPTQ) -> torch.Tensor:
     """Write W [K, N] into `out` (its dtype is the compute dtype) chunk by chunk; returns `out`.
 
-    mode "groups" / "perm": row k belongs to group k // group_size (for "perm" the rows were sorted at
-    load time); "gather": row k belongs to group g_idx[k].
+    Row k belongs to group k // group_size (act-order rows were sorted at load time), or with `weights.g_idx`
+    ("gather") to group g_idx[k].
     """
+    qweight, qzeros, scales, g_idx = weights.qweight, weights.qzeros, weights.scales, weights.g_idx
+    bits, group_size, zero_offset = weights.bits, weights.group_size, weights.zero_offset
+    mode = "gather" if weights.gathered else "groups"
     k, n = out.shape
     per, words = block_shape(bits)
     size = k if group_size == -1 else group_size
@@ -291,6 +286,8 @@ class GPTQLinear(nn.Module):
         self.bits, self.group_size, self.zero_offset = settings.bits, settings.group_size, settings.zero_offset
         self.scratch = scratch
         self.mode = "groups"
+        self.int4: Int4Weights | None = None  # set by use_int4_kernel: tinygemm's layout replaces qweight
+        self.fused = True  # False: small batches dequantise and use a GEMM (core.offload.draft_kernels decides)
         dtypes = {"int32": torch.int32, "float16": torch.float16, "bfloat16": torch.bfloat16,
                   "float32": torch.float32}
         # Shapes from the one pure description the fit prediction also uses (core.planning.sizes). `perm`
@@ -305,25 +302,57 @@ class GPTQLinear(nn.Module):
     def extra_repr(self) -> str:
         return f"in={self.in_features}, out={self.out_features}, bits={self.bits}, group={self.group_size}, mode={self.mode}"
 
+    @property
+    def packed(self) -> PackedGPTQ:
+        """This linear's tensors as the dequantisation and the kernels take them."""
+        return PackedGPTQ(self.qweight, self.qzeros, self.scales, self.g_idx if self.mode == "gather" else None,
+                          self.bits, self.group_size, self.zero_offset)
+
+    @torch.no_grad()
+    def use_int4_kernel(self) -> bool:
+        """Repack this linear into torch's int4 (tinygemm) layout and multiply through it from now on (a
+        draft's linears, which stay on the device); False, with nothing changed, where the kernel cannot take
+        it (core.offload.int4pack.tinygemm_layout) or this torch has no such kernel for the device. The repacked
+        words take the GPTQ words' own bytes (the same count), so the draft does not grow by its weights; only
+        the bfloat16 scales and zeros are new (4 bytes per group and column)."""
+        layout = tinygemm_layout(self.bits, self.group_size, self.mode, self.in_features, self.out_features)
+        if isinstance(layout, str) or self.int4 is not None or not tinygemm_op_available(self.qweight.device):
+            return False
+        values = unpack_rows(self.qweight, 4)[: self.in_features]  # int32 [K, N]
+        zeros = unpack_cols(self.qzeros, 4)[:, : self.out_features] + self.zero_offset
+        weights = pack_int4(values, zeros, self.scales, self.group_size, *layout)
+        del values
+        words = self.qweight
+        if words.is_contiguous() and words.numel() * words.element_size() == weights.packed.numel() * weights.packed.element_size():
+            own = words.view(-1).view(torch.uint8)
+            own.copy_(weights.packed.reshape(-1).view(torch.uint8))
+            weights = Int4Weights(own.view(weights.packed.dtype).view(weights.packed.shape), weights.scales_and_zeros,
+                                  weights.group_size, weights.in_features, weights.out_features)
+        self.int4 = weights
+        self.qweight = None  # its bytes now hold the repacked words
+        return True
+
     def dequantize(self, dtype: torch.dtype) -> torch.Tensor:
         """W [K, N] in `dtype`, written into the shared scratch buffer (valid until the next dequantise):
         by the fused kernel on a CUDA device with Triton, else by the reference `dequantize_into`."""
+        if self.int4 is not None:
+            raise RuntimeError("this linear was repacked for torch's int4 kernel and multiplies only through it")
         out = self.scratch.matrix(self.in_features, self.out_features, dtype, self.qweight.device)
-        g_idx = self.g_idx if self.mode == "gather" else None
         if fused_dequant_available(out.device):
-            return fused_dequantize_into(out, self.qweight, self.qzeros, self.scales, g_idx, self.bits, self.group_size, self.zero_offset)
-        return dequantize_into(out, self.qweight, self.qzeros, self.scales, g_idx, self.bits, self.group_size, self.mode, self.zero_offset)
+            return fused_dequantize_into(out, self.packed)
+        return dequantize_into(out, self.packed)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """x [..., K] -> [..., N]. Up to FUSED_MATMUL_MAX_ROWS rows on a GPU (a draft's forwards, a one-token
-        pass) go through the fused kernel, which never writes W; more rows (a tree pass) dequantise W once
-        into the scratch and run one GEMM."""
+        """x [..., K] -> [..., N]. Repacked for torch's int4 kernel (`use_int4_kernel`: a draft on a card where
+        it measured fastest), every batch goes through it. Otherwise up to FUSED_MATMUL_MAX_ROWS rows on a GPU
+        (a draft's forwards, a one-token pass) go through the fused kernel, which never writes W, unless `fused`
+        was turned off; more rows (a tree pass) dequantise W once into the scratch and run one GEMM."""
         if self.mode == "perm":
             x = x.index_select(-1, self.perm.to(torch.int64))
-        if fused_matmul_available(x):
-            g_idx = self.g_idx if self.mode == "gather" else None
-            y = fused_gptq_matmul(x.reshape(-1, self.in_features), self.qweight, self.qzeros, self.scales, g_idx,
-                                  self.bits, self.group_size, self.zero_offset).view(*x.shape[:-1], self.out_features)
+        if self.int4 is not None:
+            y = int4_matmul(x.reshape(-1, self.in_features), self.int4).view(*x.shape[:-1], self.out_features)
+        elif self.fused and fused_matmul_available(x):
+            y = fused_gptq_matmul(x.reshape(-1, self.in_features), self.packed).view(*x.shape[:-1], self.out_features)
         else:
             y = torch.matmul(x, self.dequantize(x.dtype))
         if self.bias is not None:

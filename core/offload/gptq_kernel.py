@@ -26,6 +26,8 @@ import os
 
 import torch
 
+from core.offload.packed_gptq import PackedGPTQ
+
 try:
     import triton
     import triton.language as tl
@@ -136,22 +138,15 @@ def interpreted() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
-def fused_dequantize_into(
-    out: torch.Tensor,
-    qweight: torch.Tensor,
-    qzeros: torch.Tensor,
-    scales: torch.Tensor,
-    g_idx: torch.Tensor | None,
-    bits: int,
-    group_size: int,
-    zero_offset: int = 1,
-) -> torch.Tensor:
+def fused_dequantize_into(out: torch.Tensor, weights: PackedGPTQ) -> torch.Tensor:
     """Write W [K, N] into `out` with one kernel launch; returns `out`. Same contract as
-    `core.offload.gptq.dequantize_into`: g_idx given = "gather" mode (row k in group g_idx[k]); None =
-    row k in group k // group_size (group_size -1: one group).
+    `core.offload.gptq.dequantize_into`: `weights.g_idx` given = row k in group g_idx[k]; None = row k in
+    group k // group_size (group_size -1: one group).
 
     Raises: ValueError for an output dtype the kernel does not write, or non-contiguous tensors.
     """
+    qweight, qzeros, scales, g_idx = weights.qweight, weights.qzeros, weights.scales, weights.g_idx
+    bits, group_size, zero_offset = weights.bits, weights.group_size, weights.zero_offset
     dtype_name = str(out.dtype).removeprefix("torch.")
     if dtype_name not in _OUT_DTYPES:
         raise ValueError(f"fused GPTQ dequantisation writes {', '.join(_OUT_DTYPES)}, not {out.dtype}")

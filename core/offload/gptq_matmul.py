@@ -50,6 +50,7 @@ from dataclasses import dataclass
 import torch
 
 from core.offload.gptq_kernel import dequant_tile, interpreted, tl, triton, triton_available
+from core.offload.packed_gptq import PackedGPTQ
 from core.planning.sizes import packed_rows
 
 # Rows of x up to which a GPTQ linear on CUDA multiplies with this kernel instead of dequantise-then-GEMM.
@@ -162,25 +163,17 @@ def launch_config(rows: int, n: int, k: int, group_size: int) -> LaunchConfig:
     return LaunchConfig(block_m, block_n, block_k, split)
 
 
-def fused_gptq_matmul(
-    x: torch.Tensor,
-    qweight: torch.Tensor,
-    qzeros: torch.Tensor,
-    scales: torch.Tensor,
-    g_idx: torch.Tensor | None,
-    bits: int,
-    group_size: int,
-    zero_offset: int = 1,
-    config: LaunchConfig | None = None,
-) -> torch.Tensor:
+def fused_gptq_matmul(x: torch.Tensor, weights: PackedGPTQ, config: LaunchConfig | None = None) -> torch.Tensor:
     """y [M, N] = x [M, K] @ W in x's dtype, W given by the GPTQ tensors (layout in core.offload.gptq): one
-    kernel launch, and with a split K one sum over the splits. g_idx given: row k of W is in group g_idx[k]
-    ("gather" mode); None: row k is in group k // group_size (group_size -1: one group; act-order weights
+    kernel launch, and with a split K one sum over the splits. `weights.g_idx` given: row k of W is in group
+    g_idx[k]; None: row k is in group k // group_size (group_size -1: one group; act-order weights
     re-packed by the loader, x permuted by the caller, as `GPTQLinear.forward` does). `config`: the launch
     (None: `launch_config`'s; benchmarks try others).
 
     Raises: ValueError for a dtype the kernel does not multiply, or an x that is not [rows, K].
     """
+    qweight, qzeros, scales, g_idx = weights.qweight, weights.qzeros, weights.scales, weights.g_idx
+    bits, group_size, zero_offset = weights.bits, weights.group_size, weights.zero_offset
     if x.dtype not in _DOT_DTYPES:
         raise ValueError(f"the fused GPTQ matmul multiplies {', '.join(_DOT_DTYPES.values())}, not {x.dtype}")
     if x.dim() != 2 or packed_rows(x.shape[1], bits) != qweight.shape[0]:

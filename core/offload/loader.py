@@ -33,6 +33,7 @@ from core.modeling.causal_lm import CausalLM, check_architecture
 from core.errors import InsufficientVRAMError, InvalidSettingError, ModelFormatError
 from core.modeling.model_format import QuantScheme, check_weight_format
 from core.planning import residency
+from core.offload.draft_kernels import apply_draft_kernel, choose_draft_kernel
 from core.offload.checkpoint import (
     checkpoint_files,
     expected_parts,
@@ -262,7 +263,8 @@ def load_on_device(folder: str, device: str, dtype: torch.dtype, progress: Progr
 
     This is the route of a 4-bit draft (GPTQ, AWQ or compressed-tensors): a 7-8B model takes 4-5 GB in 4 bits,
     and it runs dozens of forwards per pass, so it stays on the GPU, where its GPTQ linears multiply the draft's
-    small batches with the fused kernel (core.offload.gptq_matmul). On the CPU it runs through the eager path.
+    small batches with the kernel measured fastest on the card (core.offload.draft_kernels: torch's int4 kernel,
+    the fused Triton matmul, or a dequantisation). On the CPU it runs through the eager path.
     available_bytes: free memory on `device` to check against (None: free VRAM on a GPU, available RAM on
     the CPU). context_length: as in `load_offloaded`.
 
@@ -282,6 +284,10 @@ def load_on_device(folder: str, device: str, dtype: torch.dtype, progress: Progr
     _fill_and_finish(ck, (block,), top, device, dtype, progress)
     for index, layer in enumerate(model.model.layers):
         LayerBinding(layer, ck.layouts[index]).bind(ck.layouts[index].views(block.layer_bytes(index)))
+    choice = choose_draft_kernel(model, device)
+    changed = apply_draft_kernel(model, choice.kernel)
+    if progress is not None and changed:
+        progress(f"4-bit kernel: {choice.kernel} ({choice.source})")
     return CausalLM(model=model, name=folder_path.name, eos_token_ids=_eos_ids(folder_path, ck.config),
                     max_context=_context(ck.config, context_length))
 

@@ -1,14 +1,25 @@
-"""The fused 4-bit matmul's read rate at a draft's shapes (and a 70B layer's): what the speed model's draft
-rate, the doctor's draft check and `specexec hw --measure` record for a card, and what `specexec bench matmul`
-prints. The weights rotate through more copies than the GPU's L2 cache holds, so every call reads memory.
+"""Every 4-bit draft kernel's read rate at a draft's shapes (and a 70B layer's): what the engine chooses a draft's
+kernel by (core.offload.draft_kernels), what the doctor's draft check and `specexec hw --measure` record for a
+card, and what `specexec bench matmul` prints, each beside a dense 16-bit product of the same shape (the rate
+this card reads memory at in a GEMM: the read floor of the 4-bit bytes is their size at that rate). The weights
+rotate through more copies than the GPU's L2 cache holds, so every call reads memory.
+
+The kernels (core.planning.draft_kernel): torch's int4 kernel (tinygemm), the fused Triton matmul, the Triton
+dequantisation then a GEMM, and PyTorch operations then a GEMM; each where this build and card run it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
+from collections.abc import Callable
 
 import torch
+
+from core.offload.gptq import GPTQLinear, dequantize_into, unpack_cols, unpack_rows
+from core.offload.gptq_kernel import fused_dequant_available, triton_available
+from core.offload.int4pack import int4_matmul, pack_int4, tinygemm_layout, tinygemm_op_available
+from core.planning.draft_kernel import DEQUANTISE, EAGER_DEQUANTISE, FUSED, TINYGEMM, available_kernels
 
 # (name, K, N) of an 8B Llama draft's linears (hidden 4096, 8 KV heads of 128, MLP 14336) and a 70B layer's.
 DRAFT_SHAPES = (("q/o", 4096, 4096), ("k/v", 4096, 1024), ("gate/up", 4096, 14336), ("down", 14336, 4096))
@@ -17,6 +28,7 @@ TARGET_SHAPES = (("70B q/o", 8192, 8192), ("70B k/v", 8192, 1024), ("70B gate/up
 # Tiny linears for a smoke run on the CPU (Triton's interpreter takes minutes at the draft's shapes).
 SMOKE_SHAPES = (("smoke", 256, 128),)
 ROWS = (1, 16, 32, 64, 256)
+DRAFT_ROWS = (1, 16, 32, 64)  # a draft's forwards: one-token catch-ups, and the search's widths (32 by default)
 GROUP_SIZE = 128
 # Copies of each weight the timing rotates through: together larger than any GPU's L2 cache (H100: 50 MB),
 # at most MAX_COPIES of them.
@@ -39,12 +51,47 @@ def _weights(k: int, n: int, device: torch.device, generator: torch.Generator) -
     tensors = random_gptq_tensors(generator, k, n, 4, GROUP_SIZE, False)
     first = finalised_linear(tensors, k, n, 4, GROUP_SIZE, False, device)
     nbytes = sum(t.numel() * t.element_size() for t in (first.qweight, first.qzeros, first.scales))
-    count = min(MAX_COPIES, max(2, -(-L2_BYTES // nbytes)))
+    # a GPU's L2 cache is rotated past; a processor's timing only checks the machinery: two copies
+    count = min(MAX_COPIES, max(2, -(-L2_BYTES // nbytes))) if device.type == "cuda" else 2
     copies = [first] + [finalised_linear(tensors, k, n, 4, GROUP_SIZE, False, device) for _ in range(count - 1)]
     return _Weights(copies, nbytes)
 
 
-def _time(run, copies: list, repeats: int, device: torch.device) -> float:
+def kernels_on(device: torch.device) -> tuple[str, ...]:
+    """The draft kernels this torch build runs on `device` (core.planning.draft_kernel's order). On the CPU:
+    the eager path, and tinygemm's CPU twin (not chosen there by default, but timed for the record)."""
+    if device.type != "cuda":
+        return (EAGER_DEQUANTISE, TINYGEMM) if tinygemm_op_available(device) else (EAGER_DEQUANTISE,)
+    found = available_kernels(torch.cuda.get_device_capability(device), triton_available())
+    return tuple(name for name in found if name != TINYGEMM or tinygemm_op_available(device))
+
+
+def kernel_call(linear: GPTQLinear, kernel: str) -> Callable[[torch.Tensor], torch.Tensor] | None:
+    """x [M, K] -> x @ W through `kernel`, for a GPTQ linear that has not been repacked (a tinygemm copy of
+    its weights is made here); None where the kernel cannot take this linear."""
+    from core.offload.gptq_matmul import fused_gptq_matmul
+
+    if kernel == TINYGEMM:
+        layout = tinygemm_layout(linear.bits, linear.group_size, linear.mode, linear.in_features, linear.out_features)
+        if isinstance(layout, str):
+            return None
+        values = unpack_rows(linear.qweight, linear.bits)[: linear.in_features]
+        zeros = unpack_cols(linear.qzeros, linear.bits)[:, : linear.out_features] + linear.zero_offset
+        weights = pack_int4(values, zeros, linear.scales, linear.group_size, *layout)
+        return lambda x: int4_matmul(x, weights)
+    if kernel == FUSED:
+        return lambda x: fused_gptq_matmul(x, linear.packed)
+    if kernel == DEQUANTISE and fused_dequant_available(linear.qweight.device):
+        return lambda x: x @ linear.dequantize(x.dtype)
+
+    def eager(x: torch.Tensor) -> torch.Tensor:
+        out = linear.scratch.matrix(linear.in_features, linear.out_features, x.dtype, x.device)
+        return x @ dequantize_into(out, linear.packed)
+
+    return eager if kernel in (DEQUANTISE, EAGER_DEQUANTISE) else None
+
+
+def time_calls(run, copies: list, repeats: int, device: torch.device) -> float:
     """Median seconds of one call, each call on the next copy; a warm-up round first (compiles, allocates)."""
     for linear in copies:
         run(linear)
@@ -69,8 +116,7 @@ def _time(run, copies: list, repeats: int, device: torch.device) -> float:
 def _fused(x: torch.Tensor, config=None):
     from core.offload.gptq_matmul import fused_gptq_matmul
 
-    return lambda linear: fused_gptq_matmul(x, linear.qweight, linear.qzeros, linear.scales, None, 4, GROUP_SIZE,
-                                            linear.zero_offset, config)
+    return lambda linear: fused_gptq_matmul(x, linear.packed, config)
 
 
 def _sweep_configs(rows: int, n: int, k: int):
@@ -82,32 +128,55 @@ def _sweep_configs(rows: int, n: int, k: int):
             yield LaunchConfig(default.block_m, block_n, default.block_k, split, warps, stages)
 
 
-def measure_shapes(device: torch.device, shapes, rows_list, repeats: int, sweep: bool = False) -> list[dict]:
-    """One row per (shape, rows): the default launch's seconds and GB/s, dequantise + GEMM's, and with
-    `sweep` the best configuration found."""
+def measure_shapes(device: torch.device, shapes, rows_list, repeats: int, sweep: bool = False,
+                   kernels: tuple[str, ...] | None = None) -> list[dict]:
+    """One row per (shape, rows): for each kernel (`kernels`, default every one this build runs here) its
+    seconds and GB/s of 4-bit bytes read, `dense16_s` / `dense16_gbps` for a 16-bit product of the same shape,
+    `floor_s` (the 4-bit bytes at the dense product's rate), and with `sweep` the fused kernel's best launch."""
+    kernels = kernels or kernels_on(device)
     generator = torch.Generator().manual_seed(0)
+    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     results = []
     for name, k, n in shapes:
         weights = _weights(k, n, device, generator)
+        calls = {kernel: [kernel_call(linear, kernel) for linear in weights.copies] for kernel in kernels}
+        dense = [torch.randn(k, n, generator=generator).to(device=device, dtype=dtype)
+                 for _ in range(len(weights.copies) if device.type != "cuda" else min(MAX_COPIES, max(2, -(-L2_BYTES // (2 * k * n)))))]
         for rows in rows_list:
-            x = torch.randn(rows, k, generator=generator).to(device=device, dtype=torch.float16)
-            fused = _time(_fused(x), weights.copies, repeats, device)
-            dequant = _time(lambda linear: x @ linear.dequantize(x.dtype), weights.copies, repeats, device)
+            x = torch.randn(rows, k, generator=generator).to(device=device, dtype=dtype)
+            dense_s = time_calls(lambda w: x @ w, dense, repeats, device)
             row = {"shape": name, "k": k, "n": n, "rows": rows, "bytes": weights.bytes_read,
-                   "fused_s": fused, "fused_gbps": weights.bytes_read / fused / 1e9,
-                   "dequantise_gemm_s": dequant}
-            if sweep:
-                timed = [(_time(_fused(x, config), weights.copies, repeats, device), config)
+                   "dense16_s": dense_s, "dense16_gbps": 2 * k * n / dense_s / 1e9,
+                   "floor_s": weights.bytes_read / (2 * k * n / dense_s)}
+            for kernel, runs in calls.items():
+                if any(run is None for run in runs):
+                    continue
+                seconds = time_calls(lambda run: run(x), runs, repeats, device)
+                key = kernel.replace(" ", "_")
+                row.update({f"{key}_s": seconds, f"{key}_gbps": weights.bytes_read / seconds / 1e9})
+            if sweep and FUSED in calls:
+                timed = [(time_calls(_fused(x, config), weights.copies, repeats, device), config)
                          for config in _sweep_configs(rows, n, k)]
                 best_s, best = min(timed, key=lambda pair: pair[0])
                 row.update(best_s=best_s, best_gbps=weights.bytes_read / best_s / 1e9, best=dataclasses.asdict(best))
             results.append(row)
-        del weights
+        del weights, calls, dense
     return results
 
 
-def measured_bandwidth(device: torch.device, rows: int = 32, repeats: int = 20) -> float:
-    """Bytes per second the fused matmul reads at `rows` rows over the 8B draft's linears (their total bytes
-    over their total time, so the large MLP projections weigh as they do in a forward)."""
-    results = measure_shapes(device, DRAFT_SHAPES, (rows,), repeats)
-    return sum(r["bytes"] for r in results) / sum(r["fused_s"] for r in results)
+def kernel_rates(results: list[dict], kernels: tuple[str, ...]) -> dict[str, float]:
+    """Bytes per second each kernel read over `results` (their total bytes over their total time, so the large
+    MLP projections weigh as they do in a forward); kernels missing from any row are left out."""
+    rates = {}
+    for kernel in kernels:
+        key = f"{kernel.replace(' ', '_')}_s"
+        if results and all(key in row for row in results):
+            rates[kernel] = sum(row["bytes"] for row in results) / sum(row[key] for row in results)
+    return rates
+
+
+def measured_rates(device: torch.device, rows: tuple[int, ...] = DRAFT_ROWS, repeats: int = 20) -> dict[str, float]:
+    """Every draft kernel's read rate here over the 8B draft's linears at a draft's row counts: what
+    `specexec hw --measure` and the doctor record, and what the speed model prices a card's draft with."""
+    kernels = kernels_on(device)
+    return kernel_rates(measure_shapes(device, DRAFT_SHAPES, rows, repeats, kernels=kernels), kernels)

@@ -130,9 +130,7 @@ def _time_dequant(layer: nn.Module, dtype: torch.dtype, device: torch.device, re
     def run() -> None:
         for m in linears:
             if reference:
-                out = m.scratch.matrix(m.in_features, m.out_features, dtype, device)
-                g_idx = m.g_idx if m.mode == "gather" else None
-                dequantize_into(out, m.qweight, m.qzeros, m.scales, g_idx, m.bits, m.group_size, m.mode, m.zero_offset)
+                dequantize_into(m.scratch.matrix(m.in_features, m.out_features, dtype, device), m.packed)
             else:
                 m.dequantize(dtype)
 

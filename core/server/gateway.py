@@ -24,9 +24,20 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
 
 from core.engine import protocol as P
+
+
+@dataclass(frozen=True)
+class EngineHealth:
+    """Whether the engine can answer, for /health: ready (answers, or queues behind the one it answers), loading
+    (its models are on their way), restarting (it died and a new one is on its way), or down (nothing will answer
+    until someone acts); `message` says what happened and what to do."""
+
+    state: Literal["ready", "loading", "restarting", "down"] = "ready"
+    message: str = ""
 
 
 class EnginePort(Protocol):
@@ -43,6 +54,9 @@ class EnginePort(Protocol):
 
     def model_info(self) -> dict[str, Any]:
         """The loaded models (StatusReport.models); empty when none is loaded."""
+
+    def engine_health(self) -> EngineHealth:
+        """Whether the engine can answer now."""
 
 
 class Ticket:
@@ -144,3 +158,6 @@ class EngineGateway:
 
     def model_info(self) -> dict[str, Any]:
         return self.port.model_info()
+
+    def engine_health(self) -> EngineHealth:
+        return self.port.engine_health()

@@ -1,12 +1,8 @@
-"""The OpenAI API's request and response shapes, checked and built by hand (plain dicts, no torch).
+"""The OpenAI API's requests, checked by hand (plain dicts, no torch).
 
-Requests: `parse_chat_request` / `parse_completion_request` turn a decoded JSON body into a
-`CompletionRequest` or raise `ApiError` (400, with the offending `param`), so bad input never reaches the
-engine. Responses: `chat_response`, `chat_chunk`, `text_response`, `text_chunk` build the bodies the official
-clients parse; `RunTally` adds up the engine's events of one request (text, passes, finish, token counts).
-
-Every response carries a `specexec` object besides the OpenAI fields (clients keep unknown fields):
-method, target_passes, tokens_per_pass and budget of the run.
+`parse_chat_request` / `parse_completion_request` turn a decoded JSON body into a `CompletionRequest` or raise
+`ApiError` (400, with the offending `param`), so bad input never reaches the engine. The answers are built in
+core.server.replies, the errors in core.server.api_errors.
 
 Structured output (`response_format` json_object / json_schema, `tool_choice` required or a named function,
 strict tool schemas) becomes a grammar the engine decodes under (core.decoding.constraints; the forced tool call's
@@ -22,15 +18,14 @@ import json
 import math
 import random
 import re
-import time
-import uuid
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 from core.engine import protocol as P
 from core.errors import InvalidSettingError
+from core.server.api_errors import ApiError
+from core.server.schema_check import has_finite_instance
 from core.text.template_kwargs import check_template_kwargs
-from core.server.tool_calls import CallDelta, ToolCall
 
 METHODS: tuple[str, ...] = get_args(P.Method)  # the engine's own list, "auto" included
 CHAT_ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant", "tool": "tool"}
@@ -39,6 +34,8 @@ MAX_STOP_STRINGS = 16
 # responses without one answer until the end of the context, as vLLM and llama.cpp do
 LEGACY_COMPLETION_MAX_TOKENS = 16
 MAX_TOOLS = 128
+MAX_JSON_DEPTH = 64  # far deeper than any real request (a tool schema nests a few levels); deeper is hostile
+MAX_TOKENS_LIMIT = 2**31 - 1  # beyond any context: a larger max_tokens is a client's mistake (vLLM: 400 too)
 TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")  # OpenAI's rule for function names
 
 # Fields some clients always send: harmless at these values, refused (not silently ignored) at others.
@@ -51,48 +48,6 @@ _NEUTRAL = {
     "function_call": (None, "none", "auto"),
     "logit_bias": (None, {}),
 }
-
-
-class ApiError(Exception):
-    """An error answered in the OpenAI format: {"error": {"message", "type", "param", "code"}}."""
-
-    def __init__(self, status: int, message: str, type: str = "invalid_request_error", param: str | None = None,
-                 code: str | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.type = type
-        self.param = param
-        self.code = code
-
-    def body(self) -> dict[str, Any]:
-        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
-
-
-# How engine error kinds reach API clients: (HTTP status, error type, code).
-_ENGINE_ERRORS: dict[str, tuple[int, str, str | None]] = {
-    "context_length": (400, "invalid_request_error", "context_length_exceeded"),
-    "invalid_setting": (400, "invalid_request_error", "invalid_value"),
-    "protocol": (400, "invalid_request_error", "invalid_value"),
-    "not_loaded": (503, "server_error", "model_not_loaded"),
-    "engine_died": (503, "server_error", "engine_unavailable"),
-    "engine_start": (503, "server_error", "engine_unavailable"),
-    "out_of_memory": (507, "server_error", "out_of_memory"),
-    "busy": (409, "invalid_request_error", "request_id_in_use"),
-    "server_stopping": (503, "server_error", "server_stopping"),
-}
-
-
-def engine_error(event: P.Error, max_context: int | None = None, prompt_param: str = "messages") -> ApiError:
-    """The API error for an engine Error event ending a request. A prompt that does not fit starts with
-    OpenAI's wording ("This model's maximum context length is N tokens"), which clients such as litellm match
-    to raise their context-window error (and fall back to a model with a longer context)."""
-    status, kind, code = _ENGINE_ERRORS.get(event.kind, (500, "server_error", event.kind))
-    message = event.message + (f" ({event.hint})" if event.hint else "")
-    if event.kind == "context_length":
-        limit = f"{max_context} tokens" if max_context else "smaller than this request"
-        message = f"This model's maximum context length is {limit}: {message}"
-    return ApiError(status, message, kind, prompt_param if event.kind == "context_length" else None, code)
 
 
 def check_grammar(kind: str, source: str, param: str) -> None:
@@ -110,24 +65,15 @@ def check_grammar(kind: str, source: str, param: str) -> None:
         problem = llguidance.LLMatcher.validate_grammar(grammar)
     except ValueError as error:
         problem = str(error)
+    if not problem and kind == "json_schema" and not has_finite_instance(json.loads(source)):
+        problem = ("no finite JSON value matches it (a '$ref' leads back to itself through required properties "
+                   "or only to itself), so no answer could ever be complete: give the recursion a way to end")
     if problem:
         what = "the tools' parameters" if param == "tools" else "the JSON schema"
         raise ApiError(400, f"{what} cannot be used for structured output: {problem.strip()}", param=param,
                        code="invalid_schema")
 
 
-def missing_key_error() -> ApiError:
-    """401 for a request without a key, in OpenAI's words."""
-    return ApiError(401, "You didn't provide an API key. Send it as 'Authorization: Bearer <key>' (the key is shown "
-                    "by `specexec serve` and in the app's settings).", code="missing_api_key")
-
-
-def wrong_key_error(given: str) -> ApiError:
-    """401 for a wrong key, in OpenAI's words (clients such as litellm match "Incorrect API key provided" to
-    raise their authentication error); only the key's first and last characters are repeated."""
-    shown = f"{given[:3]}***{given[-2:]}" if len(given) > 8 else "***"
-    return ApiError(401, f"Incorrect API key provided: {shown}. The key is shown by `specexec serve` and in the "
-                    "app's settings.", code="invalid_api_key")
 
 
 @dataclass(frozen=True)
@@ -291,9 +237,35 @@ def _logprobs(body: dict, chat: bool) -> int | None:
     return top
 
 
+def check_tree(body: object) -> None:
+    """The decoded body walked once, without recursion: nested at most MAX_JSON_DEPTH deep (deeper would make
+    the schema and template code recurse until Python's limit), and every string (and key) UTF-8 text: a lone
+    surrogate ("\\ud800", which JSON's escapes allow and no tokenizer can read) is a 400 naming where it is."""
+    stack: list[tuple[object, str, int]] = [(body, "", 0)]
+    while stack:
+        value, where, depth = stack.pop()
+        if depth > MAX_JSON_DEPTH:
+            raise ApiError(400, f"the request body is nested more than {MAX_JSON_DEPTH} levels deep", code="invalid_json")
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as error:
+                name = where or "the request body"
+                raise ApiError(400, f"{name} holds a lone surrogate (\\u{ord(value[error.start]):04x} at character "
+                               f"{error.start}), which is not text: send the character's whole pair, or leave it out",
+                               param=where or None, code="invalid_value") from error
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                stack.append((key, where, depth + 1))
+                stack.append((item, f"{where}.{key}" if where else str(key), depth + 1))
+        elif isinstance(value, list):
+            stack.extend((item, f"{where}[{index}]", depth + 1) for index, item in enumerate(value))
+
+
 def _common(body: object, defaults: Defaults, chat: bool) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise ApiError(400, "the request body must be a JSON object", code="invalid_json")
+    check_tree(body)
     _refuse_unsupported(body)
     if not chat and ("tools" in body or "response_format" in body):
         name = "tools" if "tools" in body else "response_format"
@@ -305,16 +277,20 @@ def _common(body: object, defaults: Defaults, chat: bool) -> dict[str, Any]:
     stream = body.get("stream", False)
     if not isinstance(stream, bool) and stream is not None:
         raise ApiError(400, "'stream' must be true or false", param="stream", code="invalid_type")
-    options = body.get("stream_options") or {}
+    options = body.get("stream_options")
+    if options is not None and not stream:
+        raise ApiError(400, "'stream_options' is only for streamed answers: send it with \"stream\": true, or leave "
+                       "it out", param="stream_options", code="invalid_value")
+    options = options or {}
     if not isinstance(options, dict):
         raise ApiError(400, "'stream_options' must be an object", param="stream_options", code="invalid_type")
     method = body.get("method", defaults.method)
     if method not in METHODS:
         raise ApiError(400, f"'method' must be one of {', '.join(METHODS)}, got {method!r}", param="method",
                        code="invalid_value")
-    max_tokens = _integer(body, "max_completion_tokens", None, 1)
+    max_tokens = _integer(body, "max_completion_tokens", None, 1, MAX_TOKENS_LIMIT)
     default = defaults.max_tokens if chat or defaults.max_tokens is not None else LEGACY_COMPLETION_MAX_TOKENS
-    max_tokens = _integer(body, "max_tokens", max_tokens if max_tokens is not None else default, 1)
+    max_tokens = _integer(body, "max_tokens", max_tokens if max_tokens is not None else default, 1, MAX_TOKENS_LIMIT)
     seed = _integer(body, "seed", defaults.seed, -(2**63), 2**63 - 1)
     return dict(
         model=model,
@@ -376,6 +352,10 @@ def _tools(body: dict) -> tuple[dict[str, Any], ...]:
         if not isinstance(function.get("description", ""), str) or not isinstance(function.get("parameters", {}), dict):
             raise ApiError(400, f"{where}.function: 'description' must be a string and 'parameters' an object",
                            param=f"{where}.function", code="invalid_value")
+        if not has_finite_instance(function.get("parameters", {})):
+            raise ApiError(400, f"{where}.function.parameters: no finite JSON value matches the schema (a '$ref' "
+                           "leads back to itself through required properties), so no call could be complete: give "
+                           "the recursion a way to end", param=f"{where}.function.parameters", code="invalid_schema")
         kept = {key: function[key] for key in ("name", "description", "parameters") if key in function}
         checked.append({"type": "function", "function": kept})
     if len({t["function"]["name"] for t in checked}) != len(checked):
@@ -498,198 +478,3 @@ def parse_completion_request(body: object, defaults: Defaults) -> CompletionRequ
     if not prompt:
         raise ApiError(400, "'prompt' is empty", param="prompt", code="invalid_value")
     return CompletionRequest(kind="text", prompt=prompt, **common)
-
-
-# ----------------------------------------------------------------------------------------------------------
-# Responses
-
-
-def finish_reason(engine_reason: str) -> str:
-    """OpenAI's finish_reason for the engine's: an end-of-sequence token or a stop string is "stop"."""
-    return "length" if engine_reason == "length" else "stop"
-
-
-@dataclass
-class RunTally:
-    """The events of one request added up."""
-
-    method: str
-    prompt_param: str = "messages"  # the request field holding the prompt (a context-length error names it)
-    pieces: list[str] = field(default_factory=list)
-    reasoning_pieces: list[str] = field(default_factory=list)
-    passes: int = 0
-    pass_tokens: int = 0
-    budget: int = 0
-    choice: P.AutoChoice | None = None  # the tuner's latest choice, when the method or budget is "auto"
-    finished: P.Finished | None = None
-    logprobs: list[dict[str, Any]] | None = None  # the engine's per-token entries, when the request asked
-
-    def add(self, event: P.Event) -> str:
-        """Take one event; returns the text it adds (empty for other events)."""
-        if isinstance(event, P.TokenChunk):
-            self.pieces.append(event.text)
-            self.reasoning_pieces.append(event.reasoning)
-            if event.logprobs is not None:
-                self.logprobs = (self.logprobs or []) + list(event.logprobs)
-            return event.text
-        if isinstance(event, P.PassStats):
-            self.passes += 1
-            self.pass_tokens += event.tokens
-            self.budget = event.budget
-        elif isinstance(event, P.AutoChoice):
-            self.choice = event
-        elif isinstance(event, P.Finished):
-            self.finished = event
-        return ""
-
-    @property
-    def text(self) -> str:
-        return "".join(self.pieces)
-
-    @property
-    def reasoning(self) -> str:
-        """A thinking model's thinking (TokenChunk.reasoning), apart from the answer's text."""
-        return "".join(self.reasoning_pieces)
-
-    @property
-    def finish_reason(self) -> str:
-        return finish_reason(self.finished.reason if self.finished else "length")
-
-    def usage(self) -> dict[str, Any]:
-        """OpenAI's usage, with the prompt tokens read from the engine's conversation cache as cached_tokens."""
-        done = self.finished
-        prompt = done.prompt_tokens if done else 0
-        completion = done.generated_tokens if done else self.pass_tokens
-        return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
-                "prompt_tokens_details": {"cached_tokens": done.reused_prefix_tokens if done else 0}}
-
-    def extra(self) -> dict[str, Any]:
-        """The `specexec` object: how the answer was decoded (with "auto", also what the engine chose and why)."""
-        extra: dict[str, Any] = {
-            "method": self.method,
-            "target_passes": self.passes,
-            "tokens_per_pass": round(self.pass_tokens / self.passes, 3) if self.passes else 0.0,
-            "budget": self.budget,
-        }
-        if self.choice is not None:
-            extra["chosen"] = {"method": self.choice.method, "budget": self.choice.budget,
-                               "reason": self.choice.reason}
-        return extra
-
-
-def new_id(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:24]}"
-
-
-def now() -> int:
-    return int(time.time())
-
-
-def tool_call_json(call: ToolCall) -> dict[str, Any]:
-    """One call as OpenAI sends it in a message."""
-    return {"id": new_id("call"), "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
-
-
-def tool_call_delta(piece: CallDelta, call_id: str) -> dict[str, Any]:
-    """A streamed piece of a call as OpenAI sends it: the first carries its id, type and name, the next ones
-    more of its arguments."""
-    if piece.name is None:
-        return {"index": piece.index, "function": {"arguments": piece.arguments}}
-    return {"index": piece.index, "id": call_id, "type": "function",
-            "function": {"name": piece.name, "arguments": piece.arguments}}
-
-
-def choice_finish_reason(reason: str, called: bool) -> str:
-    """A choice's finish_reason: "tool_calls" when the answer called a tool, unless max_tokens cut it
-    ("length", as OpenAI says, with the call's arguments as far as they were written)."""
-    return "tool_calls" if called and reason != "length" else reason
-
-
-def _token_logprob(entry: dict[str, Any]) -> dict[str, Any]:
-    return {"token": entry["token"], "logprob": entry["logprob"], "bytes": list(entry["token"].encode())}
-
-
-def chat_logprobs(entries: list[dict[str, Any]] | None) -> dict[str, Any] | None:
-    """A chat choice's `logprobs` from the engine's entries ({"token", "logprob", "top": [...]})."""
-    if entries is None:
-        return None
-    return {"content": [{**_token_logprob(e), "top_logprobs": [_token_logprob(t) for t in e["top"]]} for e in entries]}
-
-
-def text_logprobs(entries: list[dict[str, Any]] | None) -> dict[str, Any] | None:
-    """A text completion choice's (legacy) `logprobs`: parallel lists and offsets into the choice's text."""
-    if entries is None:
-        return None
-    offsets, at = [], 0
-    for entry in entries:
-        offsets.append(at)
-        at += len(entry["token"])
-    return {"tokens": [e["token"] for e in entries], "token_logprobs": [e["logprob"] for e in entries],
-            "top_logprobs": [{t["token"]: t["logprob"] for t in e["top"]} for e in entries], "text_offset": offsets}
-
-
-def chat_response(response_id: str, model: str, tally: RunTally, content: str,
-                  calls: list[ToolCall] = ()) -> dict[str, Any]:
-    """A chat completion: `content` (None when the answer is only tool calls) and the calls it made."""
-    message: dict[str, Any] = {"role": "assistant", "content": content if content or not calls else None}
-    if tally.reasoning:
-        message["reasoning_content"] = tally.reasoning
-    if calls:
-        message["tool_calls"] = [tool_call_json(call) for call in calls]
-    return {
-        "id": response_id, "object": "chat.completion", "created": now(), "model": model,
-        "choices": [{"index": 0, "message": message, "logprobs": chat_logprobs(tally.logprobs),
-                     "finish_reason": choice_finish_reason(tally.finish_reason, bool(calls))}],
-        "usage": tally.usage(), "specexec": tally.extra(),
-    }
-
-
-def chat_chunk(response_id: str, model: str, delta: dict[str, Any], finish: str | None = None,
-               extra: dict[str, Any] | None = None, usage: dict[str, Any] | None = None,
-               choices: bool = True, logprobs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    chunk: dict[str, Any] = {
-        "id": response_id, "object": "chat.completion.chunk", "created": now(), "model": model,
-        "choices": [{"index": 0, "delta": delta, "logprobs": chat_logprobs(logprobs), "finish_reason": finish}]
-        if choices else [],
-    }
-    if usage is not None:
-        chunk["usage"] = usage
-    if extra is not None:
-        chunk["specexec"] = extra
-    return chunk
-
-
-def text_response(response_id: str, model: str, tally: RunTally) -> dict[str, Any]:
-    return {
-        "id": response_id, "object": "text_completion", "created": now(), "model": model,
-        "choices": [{"index": 0, "text": tally.text, "logprobs": text_logprobs(tally.logprobs),
-                     "finish_reason": tally.finish_reason}],
-        "usage": tally.usage(), "specexec": tally.extra(),
-    }
-
-
-def text_chunk(response_id: str, model: str, text: str, finish: str | None = None,
-               extra: dict[str, Any] | None = None, usage: dict[str, Any] | None = None,
-               choices: bool = True, logprobs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    chunk: dict[str, Any] = {
-        "id": response_id, "object": "text_completion", "created": now(), "model": model,
-        "choices": [{"index": 0, "text": text, "logprobs": text_logprobs(logprobs), "finish_reason": finish}]
-        if choices else [],
-    }
-    if usage is not None:
-        chunk["usage"] = usage
-    if extra is not None:
-        chunk["specexec"] = extra
-    return chunk
-
-
-def model_card(model_id: str, created: int, info: dict[str, Any]) -> dict[str, Any]:
-    """The one model this server runs (with its draft, context window and tool support), as OpenAI's Model."""
-    keys = ("draft", "device", "dtype", "max_context", "budget", "tool_call_format", "thinking")
-    return {"id": model_id, "object": "model", "created": created, "owned_by": "specexec",
-            "specexec": {k: info.get(k) for k in keys}}
-
-
-def model_list(model_ids: tuple[str, ...], created: int, info: dict[str, Any]) -> dict[str, Any]:
-    """GET /v1/models: the model under each name it is served as."""
-    return {"object": "list", "data": [model_card(model_id, created, info) for model_id in model_ids]}

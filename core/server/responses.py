@@ -24,6 +24,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.server import api_errors as E
+from core.server import replies as R
 from core.server import requests as S
 from core.server.tool_calls import CallDelta
 
@@ -61,10 +63,10 @@ def _text_of(content: object, where: str) -> str:
             elif kind in _TEXT_PARTS and isinstance(part.get("text"), str):
                 texts.append(part["text"])
             else:
-                raise S.ApiError(400, f"{where}.content[{index}]: only text parts can be read by a text model "
+                raise E.ApiError(400, f"{where}.content[{index}]: only text parts can be read by a text model "
                                  f"(got {kind!r})", param=f"{where}.content", code="unsupported_content")
         return "".join(texts)
-    raise S.ApiError(400, f"{where}.content must be a string or a list of text parts", param=f"{where}.content",
+    raise E.ApiError(400, f"{where}.content must be a string or a list of text parts", param=f"{where}.content",
                      code="invalid_type")
 
 
@@ -75,19 +77,19 @@ def _messages(body: dict) -> list[dict[str, Any]]:
     instructions = body.get("instructions")
     if instructions is not None:
         if not isinstance(instructions, str):
-            raise S.ApiError(400, "'instructions' must be a string", param="instructions", code="invalid_type")
+            raise E.ApiError(400, "'instructions' must be a string", param="instructions", code="invalid_type")
         messages.append({"role": "system", "content": instructions})
     items = body.get("input")
     if isinstance(items, str):
         return messages + [{"role": "user", "content": items}]
     if not isinstance(items, list) or not items:
-        raise S.ApiError(400, "'input' must be a string or a non-empty list of items", param="input",
+        raise E.ApiError(400, "'input' must be a string or a non-empty list of items", param="input",
                          code="invalid_value")
     thought: str | None = None  # a reasoning item's text, for the next assistant turn
     for index, item in enumerate(items):
         where = f"input[{index}]"
         if not isinstance(item, dict):
-            raise S.ApiError(400, f"{where} must be an object", param=where, code="invalid_type")
+            raise E.ApiError(400, f"{where} must be an object", param=where, code="invalid_type")
         kind = item.get("type", "message")
         if kind == "message":
             role = item.get("role")
@@ -99,7 +101,7 @@ def _messages(body: dict) -> list[dict[str, Any]]:
             call = {"id": item.get("call_id"), "type": "function",
                     "function": {"name": item.get("name"), "arguments": item.get("arguments")}}
             if not isinstance(call["id"], str) or not isinstance(item.get("arguments"), str):
-                raise S.ApiError(400, f"{where}: a function_call needs 'call_id', 'name' and 'arguments' (a JSON "
+                raise E.ApiError(400, f"{where}: a function_call needs 'call_id', 'name' and 'arguments' (a JSON "
                                  "string)", param=where, code="invalid_value")
             if messages and messages[-1]["role"] == "assistant":  # the same turn: its text, then its calls
                 messages[-1].setdefault("tool_calls", []).append(call)
@@ -118,7 +120,7 @@ def _messages(body: dict) -> list[dict[str, Any]]:
         else:
             why = ("items are not stored here: send the item itself" if kind == "item_reference"
                    else "this server reads messages, function calls, their outputs and reasoning")
-            raise S.ApiError(400, f"{where}: items of type {kind!r} are not supported ({why})", param=where,
+            raise E.ApiError(400, f"{where}: items of type {kind!r} are not supported ({why})", param=where,
                              code="unsupported_value")
     return messages
 
@@ -128,12 +130,12 @@ def _tools(body: dict) -> list[dict[str, Any]] | None:
     if tools is None:
         return None
     if not isinstance(tools, list):
-        raise S.ApiError(400, "'tools' must be a list", param="tools", code="invalid_type")
+        raise E.ApiError(400, "'tools' must be a list", param="tools", code="invalid_type")
     converted = []
     for index, tool in enumerate(tools):
         if not isinstance(tool, dict) or tool.get("type") != "function":
             kind = tool.get("type") if isinstance(tool, dict) else None
-            raise S.ApiError(400, f"tools[{index}]: only function tools are served (got {kind!r}: hosted tools such "
+            raise E.ApiError(400, f"tools[{index}]: only function tools are served (got {kind!r}: hosted tools such "
                              "as web or file search run on OpenAI's servers, not on a local model)",
                              param=f"tools[{index}].type", code="unsupported_value")
         converted.append({"type": "function", "function": {k: tool[k] for k in ("name", "description", "parameters")
@@ -163,10 +165,10 @@ def _response_format(body: dict) -> object:
 def parse_responses_request(body: object, defaults: S.Defaults) -> ResponsesRequest:
     """A /v1/responses body; ApiError(400) naming the bad field otherwise."""
     if not isinstance(body, dict):
-        raise S.ApiError(400, "the request body must be a JSON object", code="invalid_json")
+        raise E.ApiError(400, "the request body must be a JSON object", code="invalid_json")
     for name, why in _STATEFUL.items():
         if body.get(name) not in (None, False):
-            raise S.ApiError(400, f"'{name}' is not supported: {why}", param=name, code="unsupported_parameter")
+            raise E.ApiError(400, f"'{name}' is not supported: {why}", param=name, code="unsupported_parameter")
     chat_body: dict[str, Any] = {k: body[k] for k in (
         "model", "stream", "temperature", "top_p", "top_k", "repetition_penalty", "presence_penalty",
         "frequency_penalty", "seed", "method", "stop", "parallel_tool_calls") if k in body}
@@ -185,13 +187,13 @@ def parse_responses_request(body: object, defaults: S.Defaults) -> ResponsesRequ
         chat_body["chat_template_kwargs"] = template_kwargs
     truncation = body.get("truncation", "disabled")
     if truncation not in (None, "disabled", "auto"):
-        raise S.ApiError(400, "'truncation' must be 'auto' or 'disabled'", param="truncation", code="invalid_value")
+        raise E.ApiError(400, "'truncation' must be 'auto' or 'disabled'", param="truncation", code="invalid_value")
     try:
         completion = S.parse_chat_request(chat_body, defaults)
-    except S.ApiError as error:
+    except E.ApiError as error:
         param = error.param or ""
         renamed = _PARAM_NAMES.get(param, "input" if param.startswith("messages") else param) or None
-        raise S.ApiError(error.status, error.message.replace("'max_tokens'", "'max_output_tokens'"), error.type,
+        raise E.ApiError(error.status, error.message.replace("'max_tokens'", "'max_output_tokens'"), error.type,
                          renamed, error.code) from error
     completion = dataclasses.replace(completion, trim_context=truncation == "auto")
     echo = {
@@ -285,7 +287,7 @@ class ResponseBuilder:
             return []
         out = []
         if self.open is None or self.open["type"] != "reasoning":
-            out += self._begin({"type": "reasoning", "id": S.new_id("rs"), "summary": [], "content": [],
+            out += self._begin({"type": "reasoning", "id": R.new_id("rs"), "summary": [], "content": [],
                                 "status": "in_progress"}, {"type": "reasoning_text", "text": ""})
         self.open["content"][0]["text"] += text
         out.append(self._event("response.reasoning_text.delta", item_id=self.open["id"], output_index=self._index(),
@@ -297,7 +299,7 @@ class ResponseBuilder:
             return []
         out = []
         if self.open is None or self.open["type"] != "message":
-            out += self._begin({"type": "message", "id": S.new_id("msg"), "status": "in_progress", "role": "assistant",
+            out += self._begin({"type": "message", "id": R.new_id("msg"), "status": "in_progress", "role": "assistant",
                                 "content": []}, {"type": "output_text", "text": "", "annotations": [], "logprobs": []})
         self.open["content"][0]["text"] += text
         out.append(self._event("response.output_text.delta", item_id=self.open["id"], output_index=self._index(),
@@ -307,7 +309,7 @@ class ResponseBuilder:
     def call(self, piece: CallDelta) -> list[dict[str, Any]]:
         out = []
         if piece.name is not None:
-            item = {"type": "function_call", "id": S.new_id("fc"), "call_id": S.new_id("call"), "name": piece.name,
+            item = {"type": "function_call", "id": R.new_id("fc"), "call_id": R.new_id("call"), "name": piece.name,
                     "arguments": "", "status": "in_progress"}
             self.call_items[piece.index] = item
             out += self._begin(item, None)
@@ -318,11 +320,11 @@ class ResponseBuilder:
                                    output_index=self._index(), delta=piece.arguments))
         return out
 
-    def error(self, error: S.ApiError) -> dict[str, Any]:
+    def error(self, error: E.ApiError) -> dict[str, Any]:
         """The event for an error after the stream began (the engine failed, the server is stopping)."""
         return self._event("error", code=error.code, message=error.message, param=error.param)
 
-    def finish(self, tally: S.RunTally) -> list[dict[str, Any]]:
+    def finish(self, tally: R.RunTally) -> list[dict[str, Any]]:
         """Close the last item and the response: completed, or incomplete when max_output_tokens cut it."""
         out = self._close()
         usage = tally.usage()

@@ -12,24 +12,32 @@ requests there (the gateway sends them a server_stopping error), so open streams
 instead of being cut off when the graceful-shutdown time runs out.
 uvicorn's own logging setup is skipped (log_config=None): its loggers propagate to whatever the program
 configured, so the app's log file is left alone.
+
+A connection must finish sending a request's headers within `header_timeout_s` of opening (or of its previous
+answer): uvicorn's h11 protocol waits for them forever (its keep-alive timer stops at the first byte), so a
+client that sends headers a byte at a time, or never, would hold a connection open for good.
 """
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import socket
 import threading
 import time
 from collections.abc import Callable
 
+import h11
 import uvicorn
 from starlette.types import ASGIApp
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from core.errors import ServerError
 
 GRACEFUL_SHUTDOWN_S = 2.0
 BACKLOG = 2048  # uvicorn's default
 START_TIMEOUT_S = 10.0
+HEADER_TIMEOUT_S = 20.0  # for a request's headers (curl and the OpenAI clients send them in one write)
 
 
 def is_loopback(host: str) -> bool:
@@ -69,6 +77,48 @@ def bind_socket(host: str, port: int, allow_remote: bool = False) -> socket.sock
     return sock
 
 
+def header_timeout_protocol(seconds: float) -> type[H11Protocol]:
+    """uvicorn's h11 protocol, closing a connection whose request headers are not complete `seconds` after it
+    opened or after its previous answer (a timer that data does not reset: only complete headers stop it)."""
+
+    class HeaderTimeoutProtocol(H11Protocol):
+        _header_timer: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._arm()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+        def handle_events(self) -> None:
+            super().handle_events()
+            if self.conn.their_state is not h11.IDLE:  # the request's headers are in
+                self._disarm()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if not self.transport.is_closing():
+                self._arm()
+
+        def _arm(self) -> None:
+            self._disarm()
+            self._header_timer = self.loop.call_later(seconds, self._headers_too_slow)
+
+        def _disarm(self) -> None:
+            if self._header_timer is not None:
+                self._header_timer.cancel()
+                self._header_timer = None
+
+        def _headers_too_slow(self) -> None:
+            self._header_timer = None
+            if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+                self.transport.close()
+
+    return HeaderTimeoutProtocol
+
+
 class _Server(uvicorn.Server):
     """uvicorn's server, telling the app that it stops before it waits for open connections."""
 
@@ -83,15 +133,18 @@ class _Server(uvicorn.Server):
 
 
 class ApiServer:
-    """One uvicorn server on a pre-bound socket. on_stopping: called once the server starts to stop."""
+    """One uvicorn server on a pre-bound socket. on_stopping: called once the server starts to stop;
+    header_timeout_s: how long a connection may take to send a request's headers."""
 
     def __init__(self, app: ASGIApp, host: str = "127.0.0.1", port: int = 8765, allow_remote: bool = False,
-                 access_log: bool = False, on_stopping: Callable[[], None] | None = None) -> None:
+                 access_log: bool = False, on_stopping: Callable[[], None] | None = None,
+                 header_timeout_s: float = HEADER_TIMEOUT_S) -> None:
         self.host = host
         self.socket = bind_socket(host, port, allow_remote)
         self.port = self.socket.getsockname()[1]
         config = uvicorn.Config(app, log_config=None, access_log=access_log, lifespan="off",
-                                timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S)
+                                timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+                                http=header_timeout_protocol(header_timeout_s))
         self.server = _Server(config, on_stopping)
         self._thread: threading.Thread | None = None
 

@@ -32,3 +32,6 @@ CATALOG_ENV = "SPECEXEC_CATALOG"
 """Another catalog file instead of resources/catalog.json."""
 FREE_BYTES_OVERRIDE_ENV = "SPECEXEC_DOWNLOAD_FREE_BYTES"
 """The free disk space downloads believe they have (tests of the full-disk path)."""
+DRAFT_KERNEL_ENV = "SPECEXEC_DRAFT_KERNEL"
+"""A 4-bit draft's kernel, forced (core.planning.draft_kernel's names: tinygemm, fused, dequantise, eager
+dequantise) instead of the fastest measured on the card; for comparisons and debugging."""
