@@ -215,3 +215,12 @@ class RemoteDroppedError(RemoteError):
 
 class DoctorReportError(SpecExecError, ValueError):
     """A GPU check report (`specexec doctor`) or fixture is missing, unreadable, or not in the report's format."""
+
+
+class ToolServerError(SpecExecError, ConnectionError):
+    """An MCP server (core.tools) would not start, did not answer in time, or broke off. The message names the
+    server and says what happened in plain words; `details` keeps the last lines it wrote to stderr."""
+
+    def __init__(self, message: str, details: str = "") -> None:
+        super().__init__(message)
+        self.details = details

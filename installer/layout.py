@@ -71,13 +71,14 @@ def excludes(flavour: str) -> list[str]:
 
 def triton_prebuilt(flavour: str) -> tuple[list[tuple[str, str]], list[str]]:
     """(datas, runtime hooks) that ship Triton's prebuilt helper module: none in the CPU bundle, nor where the
-    CUDA torch has no Triton (Windows).
+    build environment has no Triton (torch's Windows CUDA build without the `windows-gpu` extra). With
+    triton-windows the module is a `.pyd`, elsewhere a `.so`.
 
     Raises FileNotFoundError for a CUDA build with Triton but without the module (build.sh runs
     installer/triton_prebuild.py first)."""
     if flavour != "cuda" or importlib.util.find_spec("triton") is None:
         return [], []
-    if not any(TRITON_PREBUILT_SOURCE.glob("cuda_utils*.so")):
+    if not any(TRITON_PREBUILT_SOURCE.glob("cuda_utils*.so")) and not any(TRITON_PREBUILT_SOURCE.glob("cuda_utils*.pyd")):
         raise FileNotFoundError(f"{TRITON_PREBUILT_SOURCE} holds no prebuilt Triton module: run "
                                 f"python installer/triton_prebuild.py {TRITON_PREBUILT_SOURCE} in the CUDA build environment")
     return [(str(TRITON_PREBUILT_SOURCE), TRITON_PREBUILT_DEST)], [str(TRITON_RUNTIME_HOOK)]

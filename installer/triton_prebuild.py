@@ -10,6 +10,10 @@ has: it is linked here against an empty stand-in with that name (with --no-as-ne
 dependency although the stand-in defines nothing), and the driver's real library resolves its symbols at load
 time, as with CUDA's own stub libraries.
 
+On Windows (triton-windows) the module links against the import library `cuda.lib` that the wheel ships
+for the driver's nvcuda.dll, so no stand-in is needed, and Triton's bundled TinyCC compiles it with the build
+machine's Python headers; loading it needs nvcuda.dll, which a build machine without the driver lacks.
+
     python installer/triton_prebuild.py OUT_FOLDER      (in the CUDA build environment)
 """
 
@@ -35,6 +39,15 @@ def prebuild(out: Path) -> Path:
     from triton.backends.nvidia import driver
     from triton.runtime.build import compile_module_from_src
 
+    source = Path(driver.dirname, "driver.c").read_text()
+    if sys.platform == "win32":
+        try:
+            compile_module_from_src(src=source, name=MODULE, library_dirs=[driver.libdevice_dir],
+                                    include_dirs=driver.include_dirs, libraries=driver.libraries)
+        except ImportError as error:  # loading it needs nvcuda.dll (the NVIDIA driver), which this machine lacks
+            if "DLL load failed" not in str(error):
+                raise
+        return _keep(source, cache, out)
     with tempfile.TemporaryDirectory() as stub_dir:
         empty = Path(stub_dir) / "empty.c"
         empty.write_text("/* stands in for the NVIDIA driver's libcuda.so.1 at link time */\n")
@@ -44,7 +57,6 @@ def prebuild(out: Path) -> Path:
         compiler.write_text('#!/bin/sh\nexec gcc -Wl,--no-as-needed "$@"\n')
         compiler.chmod(0o755)
         os.environ["CC"] = str(compiler)
-        source = Path(driver.dirname, "driver.c").read_text()
         try:
             compile_module_from_src(src=source, name=MODULE,
                                     library_dirs=[driver.libdevice_dir, stub_dir], include_dirs=driver.include_dirs,
@@ -54,6 +66,11 @@ def prebuild(out: Path) -> Path:
                 raise
         finally:
             del os.environ["CC"]
+    return _keep(source, cache, out)
+
+
+def _keep(source: str, cache: Path, out: Path) -> Path:
+    """Copy the one module Triton built into its cache to OUT with its source's SHA-256; drop the cache."""
     name = f"{MODULE}{sysconfig.get_config_var('EXT_SUFFIX')}"
     built = sorted(cache.glob(f"*/{name}"))
     if len(built) != 1:

@@ -107,7 +107,7 @@ def test_the_draft_proposes_only_what_the_grammar_allows(builtin):
 
 def test_a_forced_tool_call_is_written_in_the_models_format(builtin):
     from core.text.tool_format import HERMES, LLAMA3_JSON
-    from core.server.tool_calls import parse_answer
+    from core.text.tool_calls import parse_answer
 
     tools = ({"type": "function", "function": {"name": "get_weather", "parameters": {
         "type": "object", "properties": {"unit": {"enum": ["celsius", "fahrenheit"]}}, "required": ["unit"]}}},

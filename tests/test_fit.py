@@ -384,3 +384,65 @@ def test_a_card_before_ampere_prices_the_4bit_draft_as_dequantise_then_gemm() ->
                              (chosen, DraftKernel.FUSED, replace(rates, measured_kernels={"tinygemm": 100e9, "fused": 300e9}))):
         assert fit.draft_seconds == pytest.approx(draft_seconds(pair.draft.shape, pair.draft.weights, 128,
                                                                 fit.tokens_per_pass, gpu, kernel), rel=1e-9)
+
+
+# --- what cannot stay pinned (issue 40) --------------------------------------------------------------------
+
+def _on(machine, **platform):
+    from dataclasses import replace
+
+    return replace(machine, platform={**machine.platform, **platform})
+
+
+def test_where_locking_is_capped_the_rest_is_priced_through_the_staging_ring() -> None:
+    from core.models.fit import copy_paths
+
+    linux = hw("gpu24-ram64-pcie4")
+    streamed = 60 * LAYER
+    paths, words = copy_paths(LAYER, streamed, linux, 25e9)
+    assert words is None and paths.layer_seconds(LAYER) == pytest.approx(LAYER / 25e9)
+    # Windows on 32 GB: half of it locked, the ring's 4 buffers (25 GB/s over 8 GB/s per filling thread) first
+    small = hw("gpu24-ram32-pcie4")
+    paths, words = copy_paths(LAYER, streamed, _on(small, system="Windows"), 25e9)
+    half = small.ram.total_bytes // 2
+    assert paths.staged == 24e9 and paths.pinned_share == pytest.approx((half - 4 * LAYER) / streamed)
+    assert words.startswith("Windows lets a program lock only about half of the memory, so ")
+    assert "through a staging ring of 4 pinned buffers (~24 GB/s" in words
+    # WSL2: 0.75 GiB holds one 70B layer, not a ring of two: the rest copies from pageable memory
+    paths, words = copy_paths(LAYER, streamed, _on(linux, wsl="yes"), 25e9)
+    assert paths.staged == pytest.approx(25e9 * 0.35) and paths.pinned_share == pytest.approx(0.75 * GIB / streamed)
+    assert "WSL2 lets a program lock under 1 GiB" in words and "from pageable memory" in words
+    # a person's limit of 0: every streamed layer stages, the ring beside the limit
+    paths, words = copy_paths(LAYER, streamed, linux, 25e9, limit=0)
+    assert paths.pinned_share == 0 and words.startswith("SPECEXEC_PIN_LIMIT_GB caps locking at 0.0 GB")
+
+
+def test_the_pin_limit_slows_the_prediction_and_says_so(monkeypatch) -> None:
+    pair = load_catalog().pair(PAPER_PAIR)
+    machine = hw("gpu24-ram64-pcie4")
+    free = predict_pair(pair, machine, 128)
+    monkeypatch.setenv("SPECEXEC_PIN_LIMIT_GB", "2")
+    capped = predict_pair(pair, machine, 128)
+    assert capped.pass_seconds > free.pass_seconds and "SPECEXEC_PIN_LIMIT_GB caps locking at 2.0 GB" in capped.reason
+    monkeypatch.setenv("SPECEXEC_PIN_LIMIT_GB", "lots")  # the engine refuses it at load; the prediction goes on
+    assert predict_pair(pair, machine, 128).pass_seconds == free.pass_seconds
+
+
+def test_windows_prices_the_4bit_draft_by_whether_triton_is_there() -> None:
+    """On a Turing card (no torch int4 kernel) a Windows draft dequantises with Triton's kernel when
+    triton-windows is installed, and unpacks with PyTorch operations without it."""
+    from dataclasses import replace
+
+    from core.models.gpu_specs import gpu_specs
+    from core.models.speed import DraftKernel, GpuRates, draft_seconds
+
+    pair = load_catalog().pair(PAPER_PAIR)
+    machine = hw("gpu24-ram64-pcie4")
+    turing = replace(machine, gpus=(replace(machine.gpus[0], name="NVIDIA GeForce RTX 2080 Ti", compute_capability="7.5"),))
+    without = predict_pair(pair, _on(turing, system="Windows", triton=""), 128)
+    with_triton = predict_pair(pair, _on(turing, system="Windows", triton="3.7.1.post27"), 128)
+    rates = GpuRates.from_specs(25e9, gpu_specs("NVIDIA GeForce RTX 2080 Ti"))
+    for fit, kernel in ((without, DraftKernel.EAGER_DEQUANTISE), (with_triton, DraftKernel.DEQUANTISE)):
+        assert fit.draft_seconds == pytest.approx(draft_seconds(pair.draft.shape, pair.draft.weights, 128,
+                                                                fit.tokens_per_pass, rates, kernel), rel=1e-9)
+    assert with_triton.tokens_per_second > without.tokens_per_second

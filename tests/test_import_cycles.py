@@ -105,7 +105,7 @@ def test_our_modules_import_no_cycle() -> None:
 # command line that runs it; the app reads the doctor's report and runs the doctor.
 CORE_LAYERS: tuple[tuple[str, ...], ...] = (
     ("core.cli", "core.bench"),
-    ("core.server", "core.remote", "core.doctor"),
+    ("core.server", "core.remote", "core.doctor", "core.tools"),  # core.tools: the MCP servers the chats call
     ("core.engine",),
     ("core.loading",),
     ("core.decoding",),

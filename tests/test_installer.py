@@ -106,6 +106,23 @@ def test_cuda_bundle_ships_the_prebuilt_triton_module_and_its_hook(tmp_path, mon
     assert "L.triton_prebuilt" in _spec_calls() and "runtime_hooks=runtime_hooks" in SPEC.read_text()
 
 
+def test_windows_cuda_bundle_ships_triton_windows_and_its_prebuilt_pyd(tmp_path, monkeypatch):
+    """torch's Windows builds have no Triton: the CUDA installer and the from-source set-up add triton-windows
+    (one pin, pyproject's windows-gpu extra), and its helper module, a .pyd there, is shipped prebuilt."""
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert extras["windows-gpu"] == ["triton-windows==3.7.1.post27; sys_platform == 'win32'"]
+    assert any(dep.startswith("triton==") and "sys_platform != 'win32'" in dep for dep in extras["test"])
+    assert '.[windows-gpu]' in (ROOT / ".github" / "workflows" / "installers.yml").read_text()
+    assert "triton_prebuild.py" in (ROOT / "installer" / "windows" / "build.ps1").read_text()
+    assert "windows-gpu" in (ROOT / "scripts" / "setup-windows.ps1").read_text()
+    monkeypatch.setattr(layout, "TRITON_PREBUILT_SOURCE", tmp_path / "prebuilt")
+    (tmp_path / "prebuilt").mkdir()
+    (tmp_path / "prebuilt" / "cuda_utils.cp311-win_amd64.pyd").write_bytes(b"MZ")
+    assert layout.triton_prebuilt("cuda")[0] == [(str(tmp_path / "prebuilt"), layout.TRITON_PREBUILT_DEST)]
+
+
 # Run in a fresh interpreter: the runtime hook as a frozen app's start runs it (bundle folder = argv[1]), then
 # Triton asked for its C module the way its CUDA driver asks, with /bin/false as the only C compiler.
 _FROZEN_START = """

@@ -45,6 +45,7 @@ from core.planning.residency import (
 from core.loading.offload_policy import OffloadSettings
 from core.offload.schedule import Compute, Copy, check_plan, pass_timeline, plan_pass, plan_prefetch, streamed_layers
 from core.planning.host_memory import check_host_memory
+from core.offload.pin_budget import PinBudget
 from core.offload.weight_store import HostWeightStore
 from core.decoding.sampling import SamplingParams
 from core.modeling.tree_mask import additive_mask, causal_visibility
@@ -231,11 +232,13 @@ def test_store_is_page_locked_layer_by_layer_until_the_system_refuses():
         locked.append((layer.data_ptr(), layer.numel()))
         return True
 
-    store = HostWeightStore(layouts, pin=True, pin_layer=lock_two_layers)
+    budget = PinBudget(None, lock_two_layers)
+    store = HostWeightStore(layouts, pin=True, budget=budget)
     assert locked == [(store.layer_bytes(i).data_ptr(), layouts[i].nbytes) for i in (0, 1)]
     assert all(pointer % LAYER_ALIGN == 0 for pointer, _ in locked)
     assert store.pinned_bytes == layouts[0].nbytes + layouts[1].nbytes and not store.pinned
-    everything = HostWeightStore(layouts, pin=True, pin_layer=lambda layer: True)
+    assert store.pinned_layers == {0, 1} and budget.refused and budget.locked_bytes == store.pinned_bytes
+    everything = HostWeightStore(layouts, pin=True, budget=PinBudget(None, lambda layer: True))
     assert everything.pinned and everything.pinned_bytes == everything.nbytes
 
 

@@ -152,7 +152,7 @@ def test_usage_reports_cached_tokens_and_answers_carry_tool_calls():
         tally.add(event)
     assert tally.usage() == {"prompt_tokens": 120, "completion_tokens": 1, "total_tokens": 121,
                              "prompt_tokens_details": {"cached_tokens": 100}}
-    from core.server.tool_calls import ToolCall
+    from core.text.tool_calls import ToolCall
 
     body = R.chat_response("id", "m", tally, "", [ToolCall("get_weather", '{"city": "Oslo"}')])
     choice = body["choices"][0]
@@ -163,7 +163,7 @@ def test_usage_reports_cached_tokens_and_answers_carry_tool_calls():
     parsed = types.ChatCompletion.model_validate(body)  # the official client's own types read it
     assert parsed.choices[0].message.tool_calls[0].function.name == "get_weather"
     assert parsed.usage.prompt_tokens_details.cached_tokens == 100
-    from core.server.tool_calls import CallDelta
+    from core.text.tool_calls import CallDelta
 
     first = R.chat_chunk("id", "m", {"tool_calls": [R.tool_call_delta(CallDelta(0, "f"), "call_1")]})
     more = R.chat_chunk("id", "m", {"tool_calls": [R.tool_call_delta(CallDelta(0, arguments='{"a"'), "call_1")]})

@@ -14,7 +14,7 @@ from transformers import LlamaConfig, MistralConfig, MixtralConfig, Qwen2Config,
 from core.offload.gptq import DequantScratch, GPTQSettings
 from core.offload.gptq_loader import EXPERT_PREFIX, quantize_layers
 from core.offload.layout import layer_layout
-from core.offload.loader import _top_level_tensors, build_meta_model
+from core.offload.meta_model import build_meta_model, top_level_tensors
 from core.planning.sizes import (
     ModelShape,
     WeightFormat,
@@ -64,7 +64,7 @@ def test_layer_bytes_match_the_loaders_layout(name: str, gptq: str) -> None:
     fmt = WeightFormat(bits=settings.bits if settings else None, group_size=settings.group_size if settings else -1,
                        desc_act=settings.desc_act if settings else False, dtype="float16")
     assert decoder_layer_bytes(shape, fmt) == layer_layout(model.model.layers[0]).nbytes
-    top = {id(t): t for _, _, _, t in _top_level_tensors(model).values()}
+    top = {id(t): t for _, _, _, t in top_level_tensors(model).values()}
     assert non_layer_bytes(shape, "float16") == sum(t.numel() * t.element_size() for t in top.values())
     if settings is not None:
         assert largest_gptq_linear(shape) == largest

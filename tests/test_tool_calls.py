@@ -11,7 +11,7 @@ import random
 import pytest
 
 from core.text.tool_format import HERMES, LLAMA3_JSON
-from core.server.tool_calls import CallDelta, ToolCall, ToolCallStream, parse_answer
+from core.text.tool_calls import CallDelta, ToolCall, ToolCallStream, parse_answer
 
 NAMES = frozenset({"get_current_temperature", "get_current_conditions", "search"})
 

@@ -15,6 +15,15 @@ thinks). Earlier answers go back to the model with their thinking as `reasoning_
 template to keep or drop as the model expects (Qwen3's and DeepSeek-R1's drop it; a remote server gets the
 answers alone). A chat's Think switch reaches a model whose template can turn thinking off as
 chat_template_kwargs {"enable_thinking": ...}.
+
+Tools (issue 43): when the window was given a Toolbox (MCP servers, core.tools) and the model's template has a
+tool format, every answer is offered the tools. An answer that ends with calls (read by core.tools.loop, the
+API server's parser) keeps the words before them and the calls as a round of the message's `tool_rounds`;
+each call waits for the user's decision (`decide`: once, always for this tool in this chat, deny) unless it
+was allowed always, runs on the toolbox's thread, and its result comes back through a queued signal; once
+the round's calls are done the model answers again into the same message, until it answers without a call or
+MAX_ROUNDS rounds ran (the note says so). Stop ends a running tool or an open question too. A tool's output
+only ever becomes a tool message: it cannot decide a call or change a setting.
 """
 
 from __future__ import annotations
@@ -25,8 +34,9 @@ import re
 import time
 from dataclasses import dataclass, field
 
-from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
+from app.chat import tool_turns as T
 from app.conversations import store as S
 from app.chat.answer_stats import AnswerStats
 from app.engine.bridge import EngineBridge
@@ -34,6 +44,9 @@ from app.conversations.list_models import ConversationListModel, MessageListMode
 from app.settings.schema import AppSettings, BudgetMode, ConversationSettings, conversation_settings_from_json, conversation_settings_to_json
 from core.engine import protocol as P
 from core.text.reasoning import THINKING_SWITCH
+from core.text.tool_calls import ToolCallStream
+from core.tools.loop import MAX_ROUNDS, Approvals, Decision, cap_note, read_calls
+from core.tools.toolbox import Toolbox
 
 log = logging.getLogger(__name__)
 
@@ -70,10 +83,20 @@ class ActiveAnswer:
     saved_reasoning: str = ""
     thinking: dict = field(default_factory=dict)  # thinking_started_at while it thinks, then thinking_seconds
     thinking_since: float | None = None  # time.monotonic() at the first thought, until the answer's first word
+    tool_rounds: list = field(default_factory=list)  # this answer's rounds of calls (app/chat/tool_turns.py)
+    waiting: list = field(default_factory=list)  # records of the current round still to ask about or run
+    running: object = None  # the concurrent Future of the call that runs
+    raw: str = ""  # with tools: the round's text as written, calls included (`text` shows it without them)
+    calls: object = None  # with tools: the round's core.text.tool_calls.ToolCallStream
 
     def live_stats(self) -> dict:
         """What the answer's bubble shows while it streams: the prompt being read, how long it has thought."""
         return {**self.reading, **self.thinking}
+
+
+def _words(pieces: list) -> str:
+    """The answer's words among a ToolCallStream's pieces (the calls' pieces are shown as cards instead)."""
+    return "".join(piece for piece in pieces if isinstance(piece, str))
 
 
 def title_from(text: str) -> str:
@@ -97,6 +120,8 @@ class ChatController(QObject):
     answer_finished = Signal(int, str)  # message id, final status
     prompt_started = Signal(int)  # tokens of the prompt the engine is reading
     message = Signal(str)  # a line for the status bar
+    tool_call_waiting = Signal(int, str)  # message id, call id: a card asks the user
+    _tool_done = Signal(str, object)  # call id, Future (emitted on the toolbox's thread, delivered queued)
 
     def __init__(self, store: S.Store, bridge: EngineBridge, settings: AppSettings, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -108,6 +133,8 @@ class ChatController(QObject):
         self.stats = AnswerStats(self)
         self.conversation_id: int | None = None
         self.active: ActiveAnswer | None = None
+        self.toolbox: Toolbox | None = None  # MCP servers (set_toolbox); None: answers get no tools
+        self.approvals: dict[int, Approvals] = {}  # per conversation: the tools allowed "always"
         self.prefill_tokens_per_s: float | None = None  # measured on the last long prompt: estimates the next
         self._flush_timer = QTimer(self)
         self._flush_timer.setInterval(FLUSH_MS)
@@ -125,6 +152,18 @@ class ChatController(QObject):
         bridge.pass_stats.connect(self._on_pass_stats)
         bridge.finished.connect(self._on_finished)
         bridge.request_failed.connect(self._on_failed)
+        self._tool_done.connect(self._on_tool_done)
+
+    def set_toolbox(self, toolbox: Toolbox | None) -> None:
+        """The MCP servers whose tools the following answers are offered (None: none)."""
+        self.toolbox = toolbox
+
+    def tool_format(self) -> str | None:
+        """How the model in use writes calls (None: its template has no tools, or it is a remote server)."""
+        return self.bridge.status.models.get("tool_call_format")
+
+    def tools_in_use(self) -> bool:
+        return self.toolbox is not None and bool(self.toolbox.tools) and self.tool_format() is not None
 
     def detach(self) -> None:
         """Stop listening to the bridge (a window closing while the bridge lives on, e.g. in tests)."""
@@ -238,9 +277,22 @@ class ChatController(QObject):
         return True
 
     def stop(self) -> None:
-        """Ask the engine to stop the answer (it ends within one target pass; the text so far is kept)."""
-        if self.active is not None:
-            self.bridge.cancel(self.active.request_id)
+        """Ask the engine to stop the answer (it ends within one target pass; the text so far is kept); a
+        running tool is cancelled and an open question closed, which ends the answer at once."""
+        active = self.active
+        if active is None:
+            return
+        if active.running is not None or active.waiting:
+            if active.running is not None:
+                active.running.cancel()
+                active.running = None
+            for record in active.waiting:
+                T.stop_call(record)
+            active.waiting = []
+            self._save_rounds()
+            self._end_answer(S.STOPPED, {})
+            return
+        self.bridge.cancel(active.request_id)
 
     def can_regenerate(self) -> bool:
         """An answer can be asked for again unless one is streaming or the last one failed in a way a new
@@ -295,13 +347,17 @@ class ChatController(QObject):
         self._start_answer(self.conversation_id)
         return True
 
-    def history(self, conversation_id: int) -> list[dict[str, str]]:
-        """What the model sees: the system prompt, then every non-empty user / assistant message; an answer's
-        thinking rides along as `reasoning_content` for the chat template to render or drop (the answer's
-        text never holds it)."""
+    def history(self, conversation_id: int, leave_out: int | None = None) -> list[dict[str, str]]:
+        """What the model sees: the system prompt, then every non-empty user / assistant message (but message
+        `leave_out`), an answer's tool calls and results before its text; an answer's thinking rides along as
+        `reasoning_content` for the chat template to render or drop (the answer's text never holds it)."""
         settings = self.conversation_settings(conversation_id)
         turns = [{"role": "system", "content": settings.system_prompt}] if settings.system_prompt.strip() else []
         for m in self.store.messages(conversation_id):
+            if m.id == leave_out:
+                continue
+            if m.role == "assistant" and m.tool_rounds:
+                turns += T.rounds_to_messages(m.tool_rounds)
             if m.role in ("user", "assistant") and m.content.strip():
                 turn = {"role": m.role, "content": m.content}
                 if m.role == "assistant" and m.reasoning:
@@ -338,6 +394,14 @@ class ChatController(QObject):
         self._flush_timer.start()
         self._save_timer.start()
         self.generating_changed.emit(True)
+        self._generate(messages, settings, request_id)
+
+    def _generate(self, messages: list[dict], settings: ConversationSettings, request_id: str) -> None:
+        tools = self.toolbox.definitions() if self.tools_in_use() else ()
+        if self.active is not None:
+            self.active.raw = ""
+            self.active.calls = ToolCallStream(self.tool_format(), frozenset(self.toolbox.tools)) if tools else None
+        offered = {"tools": tools} if tools else {}  # a request without tools stays as it was
         self.bridge.generate(  # may end the answer at once (engine not running): then active is None again
             messages,
             request_id=request_id,
@@ -350,6 +414,7 @@ class ChatController(QObject):
             method=settings.decoding_method(bool(self.app_settings.draft)),
             seed=settings.seed if settings.seed >= 0 else random.randrange(2**31),
             chat_template_kwargs=self.template_kwargs(settings),
+            **offered,
         )
 
     # -- engine events -------------------------------------------------------------------------------------
@@ -364,7 +429,8 @@ class ChatController(QObject):
                 active.pending_reasoning += chunk.reasoning
             if chunk.text:
                 self._end_thinking()  # the answer's first word: the thinking is over
-                active.pending += chunk.text
+                active.raw += chunk.text
+                active.pending += _words(active.calls.push(chunk.text)) if active.calls else chunk.text
             if active.reading_since is not None:  # the first token: the prompt has been read
                 seconds = time.monotonic() - active.reading_since
                 new_tokens = active.reading["prompt_tokens"] - active.reading["reused_tokens"]
@@ -405,6 +471,8 @@ class ChatController(QObject):
         if self.active is None or self.active.request_id != event.request_id:
             return
         status = S.STOPPED if event.reason == "cancelled" else S.COMPLETE
+        if status == S.COMPLETE and self.tools_in_use() and self._take_calls():
+            return  # the answer goes on once its calls are decided and done
         # A stopped answer's Finished carries no counts (and a server may send none): keep what was seen, so
         # the context meter shows the same figure after the chat is opened again as while it was written.
         self._end_answer(status, {"reason": event.reason,
@@ -444,6 +512,120 @@ class ChatController(QObject):
         self.generating_changed.emit(False)
         self.answer_finished.emit(active.message_id, status)
         log.info("answer %d ended: %s (%d chars)", active.message_id, status, len(active.text))
+
+    # -- tools -----------------------------------------------------------------------------------------------
+
+    def _take_calls(self) -> bool:
+        """Read the finished text's calls; True when they make a new round (the answer goes on)."""
+        active = self.active
+        if active.calls is not None:
+            active.pending += _words(active.calls.finish())
+        self._flush()
+        content, calls = read_calls(active.raw, self.tool_format(), self.toolbox)
+        if not calls:
+            active.text = content  # the final answer, without the blank a prefill may leave before it
+            return False
+        if len(active.tool_rounds) >= MAX_ROUNDS:
+            active.text = content
+            self._end_answer(S.COMPLETE, {"tool_note": cap_note()})
+            return True
+        records = [T.call_record(call) for call in calls]
+        for call, record in zip(calls, records):
+            if call.problem is not None:
+                T.finish_call(record, T.ToolResult(call.problem, is_error=True))
+        active.tool_rounds.append({"content": content, "calls": records})
+        active.waiting = [r for r in records if r["status"] == T.ASKING]
+        active.text = active.saved = ""
+        self.messages.update(active.message_id, content="", tool_rounds=list(active.tool_rounds))
+        self._save_rounds()
+        self._next_call()
+        return True
+
+    def _approvals(self) -> Approvals:
+        return self.approvals.setdefault(self.active.conversation_id, Approvals())
+
+    def _next_call(self) -> None:
+        """Ask about, or run, the round's next call; once none is left, the model answers again."""
+        active = self.active
+        if active is None:
+            return
+        if not active.waiting:
+            self._continue_answer()
+            return
+        record = active.waiting[0]
+        if self._approvals().needs_asking(record["name"]):
+            record["status"] = T.ASKING
+            self._show_rounds()
+            self.tool_call_waiting.emit(active.message_id, record["id"])
+            return
+        record["decision"] = record["decision"] or "auto"
+        self._run(record)
+
+    def open_question(self) -> str | None:
+        """The id of the call a card asks about now, if any."""
+        active = self.active
+        if active is None or not active.waiting or active.running is not None:
+            return None
+        return active.waiting[0]["id"] if active.waiting[0]["status"] == T.ASKING else None
+
+    def decide(self, call_id: str, decision: Decision) -> bool:
+        """The user's answer to the card of call `call_id` (False: no such open question)."""
+        if call_id != self.open_question():
+            return False
+        active = self.active
+        record = active.waiting[0]
+        record["decision"] = decision
+        self._approvals().record(record["name"], decision)
+        if decision == "deny":
+            T.deny_call(record)
+            active.waiting.pop(0)
+            self._save_rounds()
+            self._next_call()
+        else:
+            self._run(record)
+        return True
+
+    def _run(self, record: dict) -> None:
+        active = self.active
+        record["status"] = T.RUNNING
+        self._show_rounds()
+        future = self.toolbox.submit(record["name"], record["arguments"])
+        active.running = future
+        call_id = record["id"]
+        future.add_done_callback(lambda done: self._tool_done.emit(call_id, done))
+
+    @Slot(str, object)
+    def _on_tool_done(self, call_id: str, future) -> None:
+        active = self.active
+        if active is None or active.running is not future or future.cancelled():
+            return  # stopped meanwhile (the record says so already)
+        record = active.waiting.pop(0)
+        active.running = None
+        T.finish_call(record, future.result())
+        self._save_rounds()
+        self._next_call()
+
+    def _continue_answer(self) -> None:
+        """The round's calls are done: the model answers again, with them, into the same message."""
+        active = self.active
+        settings = self.conversation_settings(active.conversation_id)
+        messages = self.history(active.conversation_id, leave_out=active.message_id)
+        messages += T.rounds_to_messages(active.tool_rounds)
+        active.request_id = self.bridge.new_request_id()
+        self._show_rounds()
+        self._generate(messages, settings, active.request_id)
+
+    def _show_rounds(self) -> None:
+        active = self.active
+        if active is not None:
+            self.messages.update(active.message_id, tool_rounds=[dict(r, calls=[dict(c) for c in r["calls"]])
+                                                                 for r in active.tool_rounds])
+
+    def _save_rounds(self) -> None:
+        active = self.active
+        if active is not None:
+            self._show_rounds()
+            self.store.update_message(active.message_id, tool_rounds=active.tool_rounds)
 
     def _end_thinking(self) -> None:
         """The thinking is over: how long it took replaces when it started."""

@@ -11,6 +11,9 @@ are baked into the rendered document from the palette).
 A thinking model's thinking is a ThinkingBlock above its answer, in muted words: open while the model thinks
 ("Thinking… 5 s"), folded to one line ("Thought for 12 s") once the answer starts, one click to open again. It
 stays open when there is no answer (the answer was cut off while the model was still thinking).
+
+An answer that called tools shows a card per call (app/chat/tool_card.py) between its thinking and its words;
+the cards' Allow / Deny reach the controller through ChatView.tool_decided.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from PySide6.QtWidgets import (
 from app.chat.highlight import highlight_document
 from app.chat.markdown import segments
 from app.chat.thinking_words import thought_summary
+from app.chat.tool_card import ToolCallsBlock
 from app.conversations import store as S
 from app.conversations.list_models import MessageListModel
 from app.conversations.store import Message
@@ -459,6 +463,7 @@ class MessageWidget(QWidget):
     copied = Signal(str)  # what was copied (for the status bar)
     regenerate_requested = Signal()
     alternative_requested = Signal(int, int)  # message id, step (-1 previous, +1 next)
+    tool_decided = Signal(str, str)  # call id, decision (once / always / deny)
 
     def __init__(self, message: Message, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -503,6 +508,12 @@ class MessageWidget(QWidget):
             self.thinking = ThinkingBlock()
             self.thinking.hide()
             layout.addWidget(self.thinking)
+        self.tool_calls: ToolCallsBlock | None = None  # the answer's tool calls, as cards
+        if not self.user:
+            self.tool_calls = ToolCallsBlock()
+            self.tool_calls.decided.connect(self.tool_decided)
+            self.tool_calls.hide()
+            layout.addWidget(self.tool_calls)
 
         self.body = MessageBody()
         self.body.setAccessibleName("Your message" if self.user else "Answer")
@@ -595,6 +606,8 @@ class MessageWidget(QWidget):
         self.footer.setToolTip(self._footer_details(message))
         self.footer.setVisible(bool(self.footer.text()))
         self.body.setAccessibleDescription(message.content[:200])
+        if self.tool_calls is not None:
+            self.tool_calls.show_rounds(message.tool_rounds)
         self._show_progress()
         self._show_alternatives()
         if self.streaming:
@@ -608,6 +621,11 @@ class MessageWidget(QWidget):
         otherwise."""
         if not self.streaming or self.message.content or self.message.reasoning:
             return ""
+        open_calls = {c.get("status") for r in self.message.tool_rounds for c in r.get("calls", [])}
+        if "asking" in open_calls:
+            return ""  # the card asks; nothing runs meanwhile
+        if "running" in open_calls:
+            return "Running the tool…"
         seconds = int(max(0.0, time.time() - self.message.created_at))
         stats = self.message.stats or {}
         if "prompt_tokens" in stats:
@@ -681,6 +699,8 @@ class MessageWidget(QWidget):
         if (message.role == "assistant" and message.reasoning and not message.content
                 and message.status == S.COMPLETE and stats.get("reason") == "length"):
             parts.append("Cut off while still thinking: raise Longest answer in Chat settings")
+        if message.role == "assistant" and stats.get("tool_note"):
+            parts.append(stats["tool_note"][0].upper() + stats["tool_note"][1:])
         if message.role == "assistant" and stats.get("tokens"):
             with_thinking = ", thinking included" if message.reasoning else ""
             parts.append(f"{stats['tokens']} tokens{with_thinking} · {stats.get('tokens_per_s', 0):.1f} tokens/s")
@@ -872,6 +892,7 @@ class ChatView(QScrollArea):
     copied = Signal(str)
     regenerate_requested = Signal()
     alternative_requested = Signal(int, int)  # message id, step
+    tool_decided = Signal(str, str)  # call id, decision: a tool card's answer
     suggestion_clicked = Signal(str)
     models_requested = Signal()  # "Get a bigger model" in the empty chat
 
@@ -969,6 +990,7 @@ class ChatView(QScrollArea):
         widget.copied.connect(self.copied)
         widget.regenerate_requested.connect(self.regenerate_requested)
         widget.alternative_requested.connect(self.alternative_requested)
+        widget.tool_decided.connect(self.tool_decided)
         widget.set_actions_enabled(self._actions_enabled)
         return widget
 
@@ -1040,6 +1062,14 @@ class ChatView(QScrollArea):
         for widget in self.widgets:
             if widget.regenerate_button is not None:
                 widget.regenerate_button.setEnabled(enabled)
+
+    def focus_tool_call(self, message_id: int, call_id: str) -> None:
+        """A tool card asks: bring it into sight and give it the keyboard (Esc denies)."""
+        widget = next((w for w in self.widgets if w.message.id == message_id), None)
+        card = widget.tool_calls.card(call_id) if widget is not None and widget.tool_calls is not None else None
+        if card is not None:
+            self.ensureWidgetVisible(card)
+            card.setFocus(Qt.FocusReason.OtherFocusReason)
 
     def last_answer(self) -> MessageWidget | None:
         return next((w for w in reversed(self.widgets) if not w.user), None)

@@ -2,12 +2,14 @@
 
 JSON layout (a stable contract): {"title", "created_at", "exported_at", "settings": {...}, "messages":
 [{"role", "content", "status", "created_at", "stats"}]} with times in ISO 8601, UTC; an answer of a thinking
-model also has "reasoning" (its thinking, apart from "content"; how long it thought is stats' "thinking_seconds").
+model also has "reasoning" (its thinking, apart from "content"; how long it thought is stats' "thinking_seconds");
+an answer that called tools has "tool_rounds" (app/conversations/store.py describes them).
 The messages are the conversation as shown: for a turn with several answers, the one on screen.
 
 In Markdown a thinking model's thinking comes before its answer as a collapsible section (`<details>`, which
 GitHub and most Markdown viewers fold) whose lines are quoted, so a viewer without `<details>` still sets it
-apart from the answer.
+apart from the answer. Tool calls come before the answer too, each with its arguments and its result folded
+the same way.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ def to_markdown(conversation: Conversation, messages: list[Message], system_prom
         lines += [f"## {ROLE_NAMES.get(message.role, message.role)}{status}" + (f" · {when}" if when else ""), ""]
         if message.reasoning.strip():
             lines += thinking_section(message)
+        lines += tool_section(message)
         lines += [message.content.rstrip(), ""]
     return "\n".join(lines).rstrip() + "\n"
 
@@ -48,6 +51,20 @@ def thinking_section(message: Message) -> list[str]:
     quoted = [f"> {line}".rstrip() for line in message.reasoning.strip().splitlines()]
     summary = f"<summary>{thought_summary(message.stats or {})}</summary>"
     return ["<details>", summary, "", *quoted, "", "</details>", ""]
+
+
+def tool_section(message: Message) -> list[str]:
+    """An answer's tool calls as Markdown lines: per call its name and arguments, its result quoted and folded."""
+    lines: list[str] = []
+    for round_ in message.tool_rounds:
+        if str(round_.get("content", "")).strip():
+            lines += [str(round_["content"]).strip(), ""]
+        for call in round_.get("calls", []):
+            arguments = json.dumps(call.get("arguments", {}), ensure_ascii=False)
+            quoted = [f"> {line}".rstrip() for line in str(call.get("result", "")).splitlines()] or [">"]
+            lines += ["<details>", f"<summary>Tool {call.get('name', '?')} ({call.get('status', '?')})</summary>", "",
+                      f"`{arguments}`", "", *quoted, "", "</details>", ""]
+    return lines
 
 
 def to_json(conversation: Conversation, messages: list[Message], settings: dict[str, Any] | None = None) -> str:
@@ -66,6 +83,8 @@ def _json_message(message: Message) -> dict[str, Any]:
             "created_at": _iso(message.created_at), "stats": message.stats}
     if message.reasoning:
         data["reasoning"] = message.reasoning
+    if message.tool_rounds:
+        data["tool_rounds"] = message.tool_rounds
     return data
 
 

@@ -7,6 +7,12 @@ file is copied to `<name>.v<old>.bak`. A database from a newer version is refuse
 A thinking model's answer keeps its thinking apart from the answer (`reasoning`; schema 4): the answer alone
 is copied and searched, the thinking is shown folded above it and goes back to the model in its own field.
 
+An answer that called tools (core.tools; schema 5) keeps its rounds in `tool_rounds`, a JSON list of
+{"content": the words written before the calls, "calls": [{"id", "name", "arguments" (an object), "server",
+"decision" (once / always / deny / auto), "result" (the text the model got), "is_error", "status" (done,
+denied, failed, stopped)}]}; `content` is the final answer. The rounds go back to the model as the assistant
+and tool messages they were.
+
 Answers are written while they stream (status "streaming"); a database opened with such rows left over (the
 app or the machine died mid-answer) marks them "interrupted", keeping the text saved so far. WAL journal with
 synchronous=NORMAL: each commit is cheap enough to run twice a second while streaming, and a crash of the app
@@ -71,6 +77,7 @@ class Message:
     alt_index: int = 0  # this answer's place among the alternatives of its turn (0-based)
     alt_count: int = 1  # how many answers the turn has (Regenerate adds one and keeps the old)
     reasoning: str = ""  # a thinking model's thinking before the answer (core.text.reasoning), "" for the others
+    tool_rounds: list[dict[str, Any]] = field(default_factory=list)  # the answer's tool calls (schema 5)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -116,6 +123,9 @@ _V3 = (
 # A thinking model's thinking, apart from the answer (issue 32). How long it thought is in `stats`.
 _V4 = ("ALTER TABLE messages ADD COLUMN reasoning TEXT NOT NULL DEFAULT ''",)
 
+# An answer's tool calls and their results (issue 43), a JSON list of rounds (module docstring).
+_V5 = ("ALTER TABLE messages ADD COLUMN tool_rounds TEXT NOT NULL DEFAULT '[]'",)
+
 
 def _statements(*sql: str) -> Callable[[sqlite3.Connection], None]:
     def step(db: sqlite3.Connection) -> None:
@@ -128,6 +138,7 @@ def _statements(*sql: str) -> Callable[[sqlite3.Connection], None]:
 # MIGRATIONS[n]: schema n -> n+1, run inside one transaction. Append only; never edit a released step.
 MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
     0: _statements(*_V1), 1: _statements(*_V2), 2: _statements(*_V3), 3: _statements(*_V4),
+    4: _statements(*_V5),
 }
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -326,13 +337,14 @@ class Store:
         "SELECT m.id, m.conversation_id, m.role, m.content, m.status, m.stats, m.created_at,"
         " CASE WHEN m.alt_of IS NULL THEN 0"
         " ELSE 1 + (SELECT COUNT(*) FROM messages a WHERE a.alt_of = m.alt_of AND a.id < m.id) END,"
-        " 1 + (SELECT COUNT(*) FROM messages a WHERE a.alt_of = COALESCE(m.alt_of, m.id)), m.reasoning"
+        " 1 + (SELECT COUNT(*) FROM messages a WHERE a.alt_of = COALESCE(m.alt_of, m.id)), m.reasoning,"
+        " m.tool_rounds"
         " FROM messages m"
     )
 
     @staticmethod
     def _message(r: tuple) -> Message:
-        return Message(r[0], r[1], r[2], r[3], r[4], _load_stats(r[5]), r[6], r[7], r[8], r[9])
+        return Message(r[0], r[1], r[2], r[3], r[4], _load_stats(r[5]), r[6], r[7], r[8], r[9], _load_rounds(r[10]))
 
     def messages(self, conversation_id: int) -> list[Message]:
         """The conversation as shown: each turn with the answer chosen among its alternatives."""
@@ -394,6 +406,7 @@ class Store:
     def update_message(
         self, message_id: int, *, content: str | None = None, status: str | None = None,
         stats: dict[str, Any] | None = None, reasoning: str | None = None,
+        tool_rounds: list[dict[str, Any]] | None = None,
     ) -> None:
         sets, args = [], []
         for column, value in (("content", content), ("status", status), ("reasoning", reasoning)):
@@ -403,6 +416,9 @@ class Store:
         if stats is not None:
             sets.append("stats = ?")
             args.append(json.dumps(stats))
+        if tool_rounds is not None:
+            sets.append("tool_rounds = ?")
+            args.append(json.dumps(tool_rounds))
         if not sets:
             return
         with transaction(self.db):
@@ -422,3 +438,12 @@ def _load_stats(text: str | None) -> dict[str, Any]:
     except ValueError:
         return {}
     return value if isinstance(value, dict) else {}
+
+
+def _load_rounds(text: str | None) -> list[dict[str, Any]]:
+    """The stored rounds, or none when the text is not a list of objects (a damaged row shows no calls)."""
+    try:
+        value = json.loads(text or "[]")
+    except ValueError:
+        return []
+    return [r for r in value if isinstance(r, dict)] if isinstance(value, list) else []

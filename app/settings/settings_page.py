@@ -1,6 +1,6 @@
 """Settings, as a page in the window (as Jan and LM Studio show theirs), not a modal dialog: the model and its
 draft, memory (offloading and GPU memory where there is an NVIDIA GPU; how much of a chat the model keeps in
-mind), the theme, and the local API server. Save applies them (reloading the model if it changed), Cancel
+mind), the theme, the local API server, and the MCP servers whose tools the model may call. Save applies them (reloading the model if it changed), Cancel
 leaves them as they were; a path that does not exist is refused here, not when the engine fails to load it.
 
 Every setting says in words what it does, the built-in models are called by their names rather than their
@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (
 from app.api.settings_row import ApiServerSettingsRow
 from app.settings.fields import ChoiceField, Field, SliderField, help_line, scrolled_body
 from app.settings.schema import AppSettings, Offload, Theme
+from app.settings.tool_servers_section import ToolServersSection
 from app.system.model_chooser import chosen_path, model_chooser
 from app.theme.icons import themed
 from app.theme.tokens import SPACE
@@ -118,7 +119,8 @@ class SettingsPage(QFrame):
     cancelled = Signal()
     models_requested = Signal()  # "Model manager" in the Model section
 
-    def __init__(self, settings: AppSettings, parent: QWidget | None = None, has_gpu: bool | None = None) -> None:
+    def __init__(self, settings: AppSettings, parent: QWidget | None = None, has_gpu: bool | None = None,
+                 tools: ToolServersSection | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("settingsPage")
         self.setAccessibleName("Settings")
@@ -182,6 +184,10 @@ class SettingsPage(QFrame):
         column.addWidget(self.api_server)
         column.addWidget(help_line("Other programs on this computer (editors, coding agents, other chat apps) can use "
                                    "the model through the OpenAI API; their requests wait in line with your chats."))
+        self.tools = tools
+        if tools is not None:
+            column.addWidget(section("Tools (MCP servers)"))
+            column.addWidget(tools)
         column.addStretch(1)
 
         self.error = QLabel()
@@ -220,6 +226,13 @@ class SettingsPage(QFrame):
             self.error.show()
             return False
         self.error.hide()
+        if self.tools is not None:
+            try:
+                self.tools.apply()
+            except OSError as error:
+                self.error.setText(f"The MCP servers could not be saved: {error}")
+                self.error.show()
+                return False
         self.saved.emit(self.values())
         return True
 

@@ -23,6 +23,8 @@ from app.api.server import ApiServerHost
 from app.window.banner import Banner, engine_stopped_text
 from app.chat.controller import ChatController
 from app.chat.header import ChatHeader
+from app.chat.tool_servers import ToolServers
+from app.chat.tool_turns import TOOLS_CONFIG_NAME
 from app.chat.view import ChatView, sentence
 from app.chat.composer import SEND, STOP, Composer
 from app.conversations.sidebar import ConversationList
@@ -35,6 +37,7 @@ from app.system.paths import AppPaths
 from app.settings.schema import AppSettings, ConversationSettings, Method, load_settings, save_settings, to_dict
 from app.settings.chat_panel import ChatSettingsPanel
 from app.settings.settings_page import SettingsPage
+from app.settings.tool_servers_section import ToolServersSection
 from app.window.confirm import ConfirmDialog, confirm_box, confirm_destructive
 from app.window.status_bar import AppStatusBar
 from app.window.toast import Toast
@@ -88,6 +91,10 @@ class MainWindow(QMainWindow):
         self._build()
         self._build_menus()
         self._connect()
+        self.tool_servers = ToolServers(self)
+        self.tool_servers.ready.connect(self._tools_ready)
+        self.tool_servers.failed.connect(lambda text: self.toast.show_message(f"MCP servers not started: {text}", 8000))
+        self.tool_servers.start(self.paths.config_dir / TOOLS_CONFIG_NAME)
         if start_engine and self.bridge.worker is None:
             self.bridge.start(self.settings.load_request())
         self.api_server = ApiServerHost(self.bridge, self)
@@ -185,7 +192,7 @@ class MainWindow(QMainWindow):
         self._action(chat, "&Delete chat…", self._delete_current)
         self._action(chat, "Chat &settings", self.open_conversation_settings, "Ctrl+Shift+S")
         chat.addSeparator()
-        self.stop_action = self._action(chat, "S&top the answer", self.controller.stop, "Esc")
+        self.stop_action = self._action(chat, "S&top the answer", self._escape, "Esc")
         self.regenerate_action = self._action(chat, "Re&generate the answer", self.controller.regenerate, "Ctrl+R")
         self._action(chat, "&Copy the last answer", self.copy_last_answer, "Ctrl+Shift+C")
         self._action(chat, "Export as &Markdown…", lambda: self.export_conversation_dialog("markdown"))
@@ -233,6 +240,8 @@ class MainWindow(QMainWindow):
         self.chat_view.regenerate_requested.connect(c.regenerate)
         self.chat_view.alternative_requested.connect(lambda mid, step: (c.show_alternative(mid, step), self._show_context()))
         self.chat_view.suggestion_clicked.connect(self._use_suggestion)
+        self.chat_view.tool_decided.connect(c.decide)
+        c.tool_call_waiting.connect(self.chat_view.focus_tool_call)
         self.chat_view.models_requested.connect(lambda: self.open_model_manager().show_catalog())
         self.chat_view.copied.connect(lambda what: self.toast.show_message(f"Copied {what} to the clipboard", 3000))
         b.status_changed.connect(self._engine_status)
@@ -437,7 +446,8 @@ class MainWindow(QMainWindow):
         computer with (True) or without an NVIDIA GPU, instead of asking the driver."""
         if self.settings_page is not None:
             return self.settings_page
-        page = SettingsPage(self.settings, self, has_gpu)
+        tools = ToolServersSection(self.paths.config_dir / TOOLS_CONFIG_NAME, self.controller.toolbox)
+        page = SettingsPage(self.settings, self, has_gpu, tools)
         page.saved.connect(lambda settings: (self.close_settings(), self.apply_settings(settings)))
         page.cancelled.connect(self.close_settings)
         page.models_requested.connect(lambda: (self.close_settings(), self.open_model_manager()))
@@ -625,9 +635,24 @@ class MainWindow(QMainWindow):
 
     # -- closing -------------------------------------------------------------------------------------------
 
+    def _escape(self) -> None:
+        """Esc: deny the tool call a card asks about, else stop the answer."""
+        call_id = self.controller.open_question()
+        if call_id is not None:
+            self.controller.decide(call_id, "deny")
+        else:
+            self.controller.stop()
+
+    def _tools_ready(self, toolbox, failures: dict) -> None:
+        """The MCP servers are up: the next answers are offered their tools; the ones that failed are named."""
+        self.controller.set_toolbox(toolbox)
+        if failures:
+            self.toast.show_message("MCP servers not started: " + "; ".join(failures.values()), 8000)
+
     def closeEvent(self, event: QCloseEvent) -> None:
         self.api_server.stop(quiet=True)
         self.controller.detach()
+        self.tool_servers.close()
         for signal, slot in ((self.bridge.status_changed, self._engine_status),
                              (self.bridge.engine_failed, self._engine_failed),
                              (self.bridge.notice, self._notice),

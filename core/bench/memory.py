@@ -28,7 +28,7 @@ from core.offload.gptq import DequantScratch, GPTQSettings
 from core.offload.gptq_loader import quantize_layers
 from core.offload.layout import layer_layout
 from core.planning.host_memory import host_bytes_needed
-from core.offload.loader import EMBEDDING_KEY, build_meta_model
+from core.offload.meta_model import EMBEDDING_KEY, build_meta_model
 from core.planning.sizes import gptq_scratch_bytes
 
 GIB = 1024**3

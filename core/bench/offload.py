@@ -9,6 +9,11 @@ rate, the fraction of compute hidden under copies, and what the two-stream model
 prefetch). Finally a resident-layer sweep for the full-width 80-layer model under each `--vram-budgets`
 value, with its pass floor at the measured copy rate.
 
+`--pin-limit-gb G` page-locks at most G GB of the layers, as SPECEXEC_PIN_LIMIT_GB does in the engine (and as
+Windows or WSL2 do on their own): the rest stage through the pinned ring (core.offload.staging), so its rate
+can be measured against fully pinned (no limit) and pageable copies (the copy rate printed when layer 0 is
+not locked) on any machine.
+
 Without a GPU it still runs: the "copy" is a host memcpy issued in line with the compute (nothing
 overlaps), compute is CPU float32 (CPU half-precision matmuls are ~70x slower), and by default the layer
 widths are divided by 4 (`--width-divisor`) so two layers finish in well under a minute on two cores.
@@ -23,7 +28,10 @@ import json
 import torch
 
 from core.cli.options import add_threads_argument
+from core.errors import InvalidSettingError
 from core.offload.pass_timing import FULL_MODEL_LAYERS, GB, layer_config, measure_format
+from core.planning.pinning import parse_pin_limit
+from core.system.env import PIN_LIMIT_ENV
 from core.system.threads import apply_torch_threads
 
 NO_GPU_NOTE = (
@@ -41,6 +49,13 @@ def _float_list(text: str) -> list[float]:
     return [float(part) for part in text.split(",") if part]
 
 
+def _pin_limit(text: str) -> int | None:
+    try:
+        return parse_pin_limit(text)
+    except InvalidSettingError as error:
+        raise argparse.ArgumentTypeError(str(error).replace(PIN_LIMIT_ENV, "--pin-limit-gb")) from error
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", choices=["gptq", "fp16", "both"], default="both", help="weight format of the synthetic layers")
     parser.add_argument("--layers", type=int, default=None, help="layers in the host store (default: 8 on a GPU, 2 on the CPU)")
@@ -54,6 +69,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeats", type=int, default=None, help="timed passes per tree size (default: 5 on a GPU, 1 on the CPU)")
     parser.add_argument("--width-divisor", type=int, default=None,
                         help="divide hidden/intermediate/heads by this (default: 1 on a GPU = real 70B shape, 4 on the CPU)")
+    parser.add_argument("--pin-limit-gb", type=_pin_limit, default=None,
+                        help="page-lock at most this many GB of the layers; the rest stage through the pinned ring "
+                             "(default: no limit; 0 stages every layer)")
     add_threads_argument(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
 
@@ -64,9 +82,11 @@ def _print_tables(result: dict) -> None:
     if result.get("note"):
         print(result["note"])
     for fmt in result["formats"]:
-        pinned = "pinned" if fmt["pinned"] else "not pinned"
         print(f"\n[{fmt['format']}] layer {fmt['layer_bytes'] / GB:.3f} GB, host->device copy rate "
-              f"{fmt['copy_rate_gbps']:.2f} GB/s ({pinned})")
+              f"{fmt['copy_rate_gbps']:.2f} GB/s (from {fmt['copy_from']} memory)")
+        if fmt["ring_slots"]:
+            print(f"{fmt['pinned_gb']:.2f} GB of the layers pinned, {fmt['staged_gb_per_pass']:.2f} GB per pass staged "
+                  f"through a ring of {fmt['ring_slots']} pinned slots (one worker fills {fmt['ring_fill_gbps']:.2f} GB/s)")
         if fmt["dequant_path"]:
             reference = fmt["reference_dequant_s_per_layer"]
             against = f" (eager reference: {reference * 1000:.2f} ms)" if reference is not None else ""
@@ -114,9 +134,10 @@ def run(args: argparse.Namespace) -> int:
     result = {
         "device": torch.cuda.get_device_name(device) if gpu else "cpu",
         "note": None if gpu else NO_GPU_NOTE,
-        "layers": args.layers, "width_divisor": args.width_divisor, "context": args.context, "dtype": str(dtype),
+        "layers": args.layers, "pin_limit_gb": None if args.pin_limit_gb is None else args.pin_limit_gb / GB, "width_divisor": args.width_divisor, "context": args.context, "dtype": str(dtype),
         "formats": [measure_format(fmt, config, device, dtype, tree_sizes, layers=args.layers, bits=args.bits,
-                                  repeats=args.repeats, context=args.context, vram_budgets=args.vram_budgets)
+                                  repeats=args.repeats, context=args.context, vram_budgets=args.vram_budgets,
+                                  pin_limit_bytes=args.pin_limit_gb)
                    for fmt in formats],
     }
     if args.json:

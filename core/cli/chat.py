@@ -9,6 +9,15 @@ When stdin is not a terminal, each input line is answered in turn (one answer pe
 and the command exits at the end of input: 0 if every turn was answered, 1 otherwise. Loading steps (and
 where an offloaded target's layers went) are reported on stderr in both modes.
 
+`--mcp-config FILE` gives the model tools: the MCP servers of FILE (the common {"mcpServers": {...}} JSON of
+LM Studio, Claude Desktop and Jan) are started before the model loads, their tools are shown to the model
+through its chat template, and each call the model writes is shown on stderr and asked about: y (once), a
+(always, for that tool, until the program ends) or n (the default; the model is told it was refused). When
+stdin is not a terminal, the answer is the next input line. `--allow-tools` allows every call unasked, for
+scripts. A call's result goes back to the model, which answers again; after core.tools.loop.MAX_ROUNDS rounds
+of calls the answer ends with a note. Ctrl-C also stops a running tool. A server that fails to start is
+reported and left out; a model whose template has no tool support is an error before the first question.
+
 `--remote URL` chats with a model on an OpenAI-compatible server instead (`specexec serve` on another
 computer, vLLM, Ollama, LM Studio...) through core.remote.engine.RemoteEngine, which the loop drives exactly
 like the engine process. `--model` picks the server's model (default: the first it lists); the key is
@@ -29,8 +38,12 @@ from core.cli.options import add_generation_arguments, decoding_settings, engine
 from core.cli.thinking_output import ThinkingPrinter, add_thinking_arguments, template_kwargs
 from core.engine import protocol as P
 from core.engine.client import EngineClient
+from core.cli.chat_tools import TerminalTools, prompt_reader
 from core.engine.connection import EngineConnection
-from core.errors import RemoteError, SpecExecError
+from core.errors import InvalidSettingError, RemoteError, SpecExecError
+from core.text.tool_calls import ToolCallStream
+from core.tools.connection import ToolResult
+from core.tools.loop import cap_note, run_tool_turn
 
 HELP = "commands: /reset (new conversation), /system TEXT (system prompt), /help, /quit; Ctrl-C stops an answer"
 
@@ -39,6 +52,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_generation_arguments(parser)
     parser.add_argument("--system", default=None, help="system prompt")
     add_thinking_arguments(parser)
+    tools = parser.add_argument_group("tools (MCP servers the model may call)")
+    tools.add_argument("--mcp-config", default=None, metavar="FILE",
+                       help='MCP servers in the common {"mcpServers": {...}} JSON; each call is asked about (y/a/N)')
+    tools.add_argument("--allow-tools", action="store_true", help="allow every tool call without asking")
     remote = parser.add_argument_group("a model on another computer (any OpenAI-compatible server)")
     remote.add_argument("--remote", default=None, metavar="URL",
                         help="chat through the server at URL (e.g. http://192.168.1.20:8765/v1) instead of a local engine")
@@ -75,7 +92,7 @@ class ChatLoop:
     """source: where answers come from, for a remote server ("alpha-7b on gpu-box"); None for this computer."""
 
     def __init__(self, client: EngineConnection, args: argparse.Namespace, interactive: bool,
-                 source: str | None = None) -> None:
+                 source: str | None = None, tools: TerminalTools | None = None) -> None:
         settings = decoding_settings(args)  # checks the flags before anything is loaded
         params = sampling_params(args)
         self.client = client
@@ -85,12 +102,16 @@ class ChatLoop:
         self.history: list[dict[str, str]] = []
         self.failed_turns = 0
         self.hide_thinking = args.hide_thinking
+        self.tools = tools
+        self.line_started = False  # with tools: a word of this question's answer is on the output line
         self.generate_settings = dict(
             temperature=params.temperature, top_p=params.top_p, top_k=params.top_k,
             repetition_penalty=params.repetition_penalty, seed=params.seed, method=settings.method,
             presence_penalty=params.presence_penalty, frequency_penalty=params.frequency_penalty,
             max_new_tokens=settings.max_new_tokens, stop=settings.stop, chat_template_kwargs=template_kwargs(args),
         )
+        if tools is not None:
+            self.generate_settings["tools"] = tools.toolbox.definitions()
 
     def note(self, text: str) -> None:
         print(text, file=sys.stderr, flush=True)
@@ -146,6 +167,9 @@ class ChatLoop:
     def turn(self, user_text: str) -> None:
         user = {"role": "user", "content": user_text}
         system = [{"role": "system", "content": self.system}] if self.system else []
+        if self.tools is not None:
+            self.tool_turn(system, user)
+            return
         (answer, reasoning), ok = self.answer(system + self.history + [user])
         if ok:
             reply = {"role": "assistant", "content": answer}
@@ -155,14 +179,47 @@ class ChatLoop:
         else:
             self.failed_turns += 1
 
-    def answer(self, messages: list[dict[str, str]]) -> tuple[tuple[str, str], bool]:
-        """Stream one answer to stdout (a thinking model's reasoning dimmed before it); returns ((text,
-        reasoning), answered)."""
+    def tool_turn(self, system: list[dict], user: dict) -> None:
+        """A question answered with tools (core.tools.loop.run_tool_turn): the answer's words on one stdout line
+        whatever the rounds of calls between them; calls, questions and results on stderr."""
+        tools = self.tools
+
+        def generate(messages: list[dict]) -> tuple[str, str] | None:
+            produced, ok = self.answer(messages, end_line=False)
+            return produced if ok else None
+
+        self.line_started = False
+        outcome = run_tool_turn(system + self.history + [user], generate, tools.toolbox, tools.fmt, tools.approvals,
+                                tools.approve, tools.show_result, wait=self.wait_for_tool)
+        print(flush=True)
+        if outcome.capped:
+            self.note(f"({cap_note()})")
+        if outcome.answered:
+            self.history += [user, *outcome.messages]
+        else:
+            self.failed_turns += 1
+
+    def wait_for_tool(self, future) -> ToolResult | None:
+        with _catch_interrupt() as interrupt:
+            return self.tools.wait(future, lambda: interrupt.requested)
+
+    def answer(self, messages: list[dict], end_line: bool = True) -> tuple[tuple[str, str], bool]:
+        """Stream one answer to stdout (a thinking model's reasoning dimmed before it; with tools, the calls'
+        text left out); returns ((text, reasoning), answered). `end_line`: end the output line after it."""
         client = self.client
         request_id = client.generate(messages, **self.generate_settings)
         pieces: list[str] = []
         thoughts: list[str] = []
         printer = ThinkingPrinter(self.hide_thinking)
+        calls = ToolCallStream(self.tools.fmt, frozenset(self.tools.toolbox.tools)) if self.tools else None
+
+        def visible(parts: list) -> str:
+            """The answer's words (calls left out); spaces before the line's first word too."""
+            text = "".join(part for part in parts if isinstance(part, str))
+            if not self.line_started:
+                text = text.lstrip()
+                self.line_started = bool(text)
+            return text
         cancel_sent = False
         with _catch_interrupt() as interrupt:
             while True:
@@ -175,7 +232,7 @@ class ChatLoop:
                 if isinstance(event, P.TokenChunk) and event.request_id == request_id:
                     pieces.append(event.text)
                     thoughts.append(event.reasoning)
-                    printer.write(event.reasoning, event.text)
+                    printer.write(event.reasoning, visible(calls.push(event.text)) if calls else event.text)
                 elif isinstance(event, P.ContextTrimmed) and event.request_id == request_id:
                     # drop them here too, so the next turn's prompt starts like this one (KV cache reuse)
                     self.history = self.history[event.dropped_messages:]
@@ -186,8 +243,11 @@ class ChatLoop:
                 elif isinstance(event, P.BudgetReduced) and event.request_id == request_id:
                     self.note(f"(out of GPU memory: tree budget {event.old_budget} -> {event.new_budget})")
                 elif isinstance(event, P.Finished) and event.request_id == request_id:
+                    if calls:
+                        printer.write("", visible(calls.finish()))
                     printer.end()
-                    print(flush=True)
+                    if end_line:
+                        print(flush=True)
                     if self.interactive:
                         self.note(self.finish_line(event))
                     return ("".join(pieces), "".join(thoughts)), True
@@ -246,20 +306,35 @@ def run_remote(args: argparse.Namespace, interactive: bool) -> int:
 
 def run(args: argparse.Namespace) -> int:
     decoding_settings(args)  # bad flags fail here, before the engine starts
+    if args.allow_tools and args.mcp_config is None:
+        raise InvalidSettingError("--allow-tools needs --mcp-config FILE (the MCP servers whose tools to allow)")
     if args.remote is not None:
+        if args.mcp_config is not None:
+            raise InvalidSettingError("--mcp-config works with a model on this computer, not with --remote")
         return run_remote(args, sys.stdin.isatty())
     load_settings = engine_load_settings(args)
     interactive = sys.stdin.isatty()
+    tools = None
+    if args.mcp_config is not None:
+        tools = TerminalTools.start(args.mcp_config, args.allow_tools, prompt_reader(interactive),
+                                    lambda text: print(text, file=sys.stderr, flush=True))
     client = EngineClient(torch_threads=args.threads)
     try:
         client.start()
-        client.load(
+        ready = client.load(
             args.target,
             args.draft if args.method != "sequential" else None,
             budget=args.budget, max_depth=args.max_depth, expand=args.expand, draft_top_p=args.draft_top_p,
             wait=True, on_progress=lambda event: print(event.stage, file=sys.stderr, flush=True),
             **load_settings,
         )
-        return ChatLoop(client, args, interactive).run()
+        if tools is not None:
+            tools.fmt = ready.models.get("tool_call_format")
+            if tools.fmt is None:
+                raise InvalidSettingError("this model's chat template has no tool support, so --mcp-config cannot "
+                                          "be used with it (tools need a model such as Qwen2.5, Qwen3 or Llama 3.1)")
+        return ChatLoop(client, args, interactive, tools=tools).run()
     finally:
         client.shutdown()
+        if tools is not None:
+            tools.close()

@@ -10,7 +10,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from core.doctor import agreement, compat, draft, graphs, kernel, link, offload, streaming
+from core.doctor import agreement, compat, draft, graphs, kernel, link, offload, pinning, streaming
 from core.doctor.report import CheckResult, Conclusion, DoctorReport, Status
 from core.errors import DoctorReportError
 
@@ -20,6 +20,7 @@ CHECKS: dict[str, tuple[type, Callable[[Any], CheckResult]]] = {
     kernel.NAME: (kernel.KernelMeasurement, kernel.decide),
     draft.NAME: (draft.DraftMeasurement, draft.decide),
     link.NAME: (link.LinkMeasurement, link.decide),
+    pinning.NAME: (pinning.PinningMeasurement, pinning.decide),
     offload.NAME: (offload.OffloadMeasurement, offload.decide),
     graphs.NAME: (graphs.GraphMeasurement, graphs.decide),
     streaming.NAME: (streaming.StreamingMeasurement, streaming.decide),

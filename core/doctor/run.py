@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from datetime import datetime, timezone
 
-from core.doctor import agreement, compat, draft, graphs, kernel, link, offload, streaming
+from core.doctor import agreement, compat, draft, graphs, kernel, link, offload, pinning, streaming
 from core.doctor.decisions import CHECKS, conclude, skipped
 from core.doctor.report import CheckResult, DoctorReport, Status
 
@@ -25,11 +25,12 @@ from core.doctor.report import CheckResult, DoctorReport, Status
 Progress = Callable[[int, int, str], None]
 TITLES = {
     compat.NAME: "driver and GPU", kernel.NAME: "GPTQ kernel", draft.NAME: "the draft model's 4-bit product",
-    link.NAME: "copy speed to the GPU",
+    link.NAME: "copy speed to the GPU", pinning.NAME: "pinned, pageable and staged copies",
     offload.NAME: "a test model streamed to the GPU", graphs.NAME: "CUDA graphs",
     streaming.NAME: "streaming speed of a 70B layer", agreement.NAME: "same seed, same words",
 }
 ON_CPU = "it measures the GPU, not the processor"
+CPU_PIN_BYTES = 8 * 1024**2  # the pinning check's copies on the processor: the path, in moments
 
 
 def app_version() -> str:
@@ -57,6 +58,7 @@ def _gpu_measurements(device) -> dict[str, Callable[[], object]]:
         kernel.NAME: lambda: kernel.measure(device),
         draft.NAME: lambda: draft.measure(device),
         link.NAME: lambda: link.measure(device.index or 0),
+        pinning.NAME: lambda: pinning.measure(device),
         offload.NAME: lambda: offload.measure(device),
         graphs.NAME: lambda: graphs.measure(device),
         streaming.NAME: lambda: streaming.measure(device),
@@ -71,7 +73,8 @@ def _cpu_measurements(device) -> dict[str, Callable[[], object] | None]:
     return {
         kernel.NAME: (lambda: kernel.measure(device, shape=(256, 96))) if run_kernel else None,
         draft.NAME: (lambda: draft.measure(device, shapes=((256, 96),), bandwidth=False)) if run_kernel else None,
-        link.NAME: None, offload.NAME: lambda: offload.measure(device), graphs.NAME: None, streaming.NAME: None,
+        link.NAME: None, pinning.NAME: lambda: pinning.measure(device, layer_bytes=CPU_PIN_BYTES),
+        offload.NAME: lambda: offload.measure(device), graphs.NAME: None, streaming.NAME: None,
         agreement.NAME: None,
     }
 

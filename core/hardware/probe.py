@@ -6,11 +6,13 @@ back as an empty GPU list and a `gpu_note` in plain words.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import platform
 import shutil
 import subprocess
 from dataclasses import replace
+from importlib import metadata
 from pathlib import Path
 
 import psutil
@@ -24,6 +26,7 @@ from core.hardware.description import (
     load_description,
 )
 from core.hardware.nvidia import read_nvidia_gpus
+from core.planning.pinning import running_under_wsl
 from core.system.locations import models_dir
 
 CPU_ONLY = "models run on the processor, slowly"
@@ -54,9 +57,23 @@ def probe_hardware(measure: bool = False) -> HardwareDescription:
         gpus=tuple(gpus),
         gpu_note=gpu_note(gpus, missing),
         platform={"system": platform.system(), "release": platform.release(), "machine": platform.machine(),
-                  "python": platform.python_version()},
+                  "python": platform.python_version(), "wsl": "yes" if running_under_wsl() else "no",
+                  "triton": triton_version()},
         disk=disk_at(models_dir()),
     )
+
+
+def triton_version() -> str:
+    """The installed Triton's version ('' when Python cannot find it), read from its package data without
+    importing it: torch's Windows builds ship none, and triton-windows gives the kernels one there."""
+    if importlib.util.find_spec("triton") is None:
+        return ""
+    for distribution in ("triton", "triton-windows"):
+        try:
+            return metadata.version(distribution)
+        except metadata.PackageNotFoundError:
+            continue
+    return "unknown version"
 
 
 def gpu_note(gpus, missing: str | None) -> str:

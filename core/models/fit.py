@@ -13,7 +13,9 @@ chooses from (AUTO_BUDGETS) under this model, as the engine's tuner picks by mea
 
 Speed on a GPU (`core.models.speed`): per target layer the larger of its copy (streamed bytes over the
 host-to-device rate, measured or estimated from the PCIe link: `core.hardware.link`) and its compute, with the
-next pass's first layers copied while the draft searches; the draft priced from the bytes its forwards read
+next pass's first layers copied while the draft searches; where the system caps page-locked memory
+(Windows, WSL2) or SPECEXEC_PIN_LIMIT_GB does, the part past the cap is priced at the staging ring's rate
+(`copy_paths`); the draft priced from the bytes its forwards read
 and the kernels they launch, at the forward counts the engine runs; the card's memory and matmul rates from
 `core.models.gpu_specs`. docs/benchmarks.md (issue 21) checks this model against every offloaded row of the
 SpecExec paper (`specexec bench calibration`). Tokens per pass come from the acceptance table measured with
@@ -31,15 +33,33 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from core.planning.budgets import AUTO_BUDGETS, AUTO_MAX_BUDGET
-from core.errors import InsufficientHostMemoryError, InsufficientVRAMError
+from core.errors import InsufficientHostMemoryError, InsufficientVRAMError, InvalidSettingError
 from core.planning.graph_plan import draft_graph_bytes, scratch_estimate_bytes, search_width
 from core.hardware.description import GpuInfo, HardwareDescription
 from core.hardware.link import h2d_rate
 from core.models.catalog import BUILTIN_PAIR_ID, Catalog, ModelRef, Pair
 from core.models.measured import measured_speed
 from core.models.gpu_specs import gpu_specs
-from core.models.speed import DraftKernel, GpuRates, draft_seconds, layer_compute_seconds, target_pass_seconds
+from core.models.speed import (
+    CopyPaths,
+    DraftKernel,
+    GpuRates,
+    draft_seconds,
+    layer_compute_seconds,
+    target_pass_seconds,
+)
 from core.planning import draft_kernel, residency
+from core.planning.pin_record import measured_pin_budget
+from core.planning.pinning import (
+    ASSUMED_FILL_BYTES_PER_SECOND,
+    MIN_RING_DEPTH,
+    PAGEABLE_SHARE,
+    lockable_bytes,
+    pin_limit_from_env,
+    platform_name,
+    ring_depth,
+    staged_rate,
+)
 from core.planning.host_memory import check_host_memory, embedding_in_host_ram, host_bytes_needed, host_table_bytes
 from core.planning.sizes import (
     ModelShape,
@@ -60,11 +80,6 @@ CPU_CORE_FLOPS = 25e9
 # Below this a pair is not recommended even when it fits: answers would crawl.
 MIN_RECOMMENDED_TOKENS_PER_SECOND = 1.0
 FIT_ORDER = {"fits": 0, "tight": 1, "no": 2}
-# Windows lets a program page-lock about this share of RAM (engineering facts); streamed layers past it are
-# copied from pageable memory, at about PAGEABLE_SHARE of the pinned rate (an estimate: the copy is staged
-# through a driver buffer and blocks the host). The loader locks layer by layer and reports what it got.
-WINDOWS_LOCKABLE_SHARE = 0.5
-PAGEABLE_SHARE = 0.5
 
 
 @dataclass(frozen=True)
@@ -289,11 +304,11 @@ def predict_pair(pair: Pair, hw: HardwareDescription, tree_budget: int | None = 
                        tokens, source, None, None, rate_source, host_need, disk_ok)
     plan = chosen.plan
     rates = _gpu_rates(gpu, rate)
-    locked = _locked_share(plan.streamed_bytes_per_pass, hw)
-    copy = decoder_layer_bytes(target, pair.target.weights) / rate * (locked + (1 - locked) / PAGEABLE_SHARE)
-    if locked < 1:
-        problems.append(f"Windows lets a program lock only about half of the memory, so "
-                        f"{gb((1 - locked) * plan.streamed_bytes_per_pass)} of the model copies to the GPU more slowly")
+    layer = decoder_layer_bytes(target, pair.target.weights)
+    paths, staging = copy_paths(layer, plan.streamed_bytes_per_pass, hw, rate, measured=_measured_pin_budget(hw))
+    copy = paths.layer_seconds(layer)
+    if staging:
+        problems.append(staging)
     speed = _fastest(pair, _budgets(tree_budget, chosen.tree_budget),
                      lambda b, tokens: _gpu_pass(pair, plan.resident, plan.n_slots, copy, b, tokens, rates,
                                                  _draft_kernel(gpu, hw)))
@@ -306,12 +321,58 @@ def predict_pair(pair: Pair, hw: HardwareDescription, tree_budget: int | None = 
                    host_need, disk_ok, draft_graph_bytes=_draft_graph_bytes(pair, chosen.tree_budget))
 
 
-def _locked_share(streamed_bytes: int, hw: HardwareDescription) -> float:
-    """The share of the streamed layers the loader can page-lock: all of them, except on Windows past
-    WINDOWS_LOCKABLE_SHARE of RAM."""
-    if hw.platform.get("system") != "Windows" or streamed_bytes <= 0:
-        return 1.0
-    return min(1.0, WINDOWS_LOCKABLE_SHARE * hw.ram.total_bytes / streamed_bytes)
+def copy_paths(layer_bytes: int, streamed_bytes: int, hw: HardwareDescription, rate: float,
+               limit: int | None = None, measured: int | None = None) -> tuple[CopyPaths, str | None]:
+    """How the streamed layers will copy, as the loader will place them (core.offload.loader): the system's cap
+    on locked memory (`measured`: what a load on this computer could lock before the system refused,
+    core.planning.pin_record; else Windows about half of RAM, WSL2 under 1 GiB: core.planning.pinning) and `limit`
+    (SPECEXEC_PIN_LIMIT_GB when None and set) decide what stays pinned; the staging ring is taken first, at
+    the depth the copy rate and the assumed fill rate ask for, where the cap leaves room for it; the rest
+    copies through it, or from pageable memory without one. Returns the paths and, when part stages, what
+    that means in words."""
+    system, wsl = hw.platform.get("system", ""), hw.platform.get("wsl") == "yes"
+    limit = limit if limit is not None else _env_pin_limit()
+    cap = lockable_bytes(system, wsl, hw.ram.total_bytes, measured=measured)
+    if streamed_bytes <= 0 or all(c is None or c >= streamed_bytes for c in (cap, limit)):
+        return CopyPaths(rate, rate), None
+    depth = ring_depth(rate, ASSUMED_FILL_BYTES_PER_SECOND)
+    if cap is not None:
+        depth = min(depth, cap // max(layer_bytes, 1))
+    if depth >= MIN_RING_DEPTH:
+        staged = staged_rate(rate, ASSUMED_FILL_BYTES_PER_SECOND, depth)
+        how = (f"through a staging ring of {depth} pinned buffers (~{staged / 1e9:.0f} GB/s, estimated from an "
+               f"assumed {ASSUMED_FILL_BYTES_PER_SECOND / 1e9:.0f} GB/s per filling thread)")
+    else:
+        depth, staged = 0, rate * PAGEABLE_SHARE
+        how = f"from pageable memory (~{staged / 1e9:.0f} GB/s, estimated: no room even for the staging ring)"
+    store = streamed_bytes if cap is None else max(0, cap - depth * layer_bytes)
+    store = store if limit is None else min(store, limit)
+    share = min(1.0, store / streamed_bytes)
+    where = platform_name(system, wsl)
+    if limit is not None and limit == store:
+        why = f"SPECEXEC_PIN_LIMIT_GB caps locking at {limit / 1e9:.1f} GB"
+    elif measured is not None:
+        why = f"{where} let the last load here lock only {gb(measured)}"
+    elif where == "WSL2":
+        why = "WSL2 lets a program lock under 1 GiB of memory (the app on Windows itself may lock more)"
+    else:
+        why = f"{where} lets a program lock only about half of the memory"
+    return (CopyPaths(rate, staged, share),
+            f"{why}, so {gb((1 - share) * streamed_bytes)} of the model copies to the GPU {how}")
+
+
+def _measured_pin_budget(hw: HardwareDescription) -> int | None:
+    """The budget a load measured on this computer (a description from a fixture file is another machine)."""
+    return measured_pin_budget() if hw.source == "probe" else None
+
+
+def _env_pin_limit() -> int | None:
+    """SPECEXEC_PIN_LIMIT_GB for the prediction; a value the engine will refuse (in words, at load) predicts
+    as no limit rather than breaking the prediction of every pair."""
+    try:
+        return pin_limit_from_env()
+    except InvalidSettingError:
+        return None
 
 
 def _budgets(tree_budget: int | None, cap: int) -> tuple[int, ...]:
@@ -359,8 +420,9 @@ def _draft_kernel(gpu: GpuInfo, hw: HardwareDescription) -> DraftKernel:
     """The kernel the engine will run a GPTQ draft with on this card (core.planning.draft_kernel's rule, the
     engine's own): the fastest measured, else torch's int4 kernel from Ampere on (in every CUDA wheel of torch,
     Windows included), else a dequantisation (Triton's, or PyTorch operations' where Triton does not import:
-    torch's Windows builds without triton-windows)."""
-    triton = hw.platform.get("system") != "Windows"
+    torch's Windows builds without triton-windows; the probe's platform["triton"] is the installed version,
+    empty when Python cannot find it)."""
+    triton = hw.platform.get("system") != "Windows" or bool(hw.platform.get("triton"))
     available = draft_kernel.available_kernels(draft_kernel.parse_capability(gpu.compute_capability), triton)
     return DraftKernel(draft_kernel.choose_kernel(available, gpu.draft_kernel_bytes_per_second))
 

@@ -10,6 +10,11 @@ their compute only while the copy engine works ahead. The first `slots` streamed
 while the draft searches (the engine prefetches them as soon as the previous pass ends), which hides up to
 the draft's time of their copies. `target_pass_seconds` simulates exactly this schedule.
 
+A streamed layer's copy runs at the pinned rate when its bytes are page-locked; where the system caps locking
+(Windows, WSL2, SPECEXEC_PIN_LIMIT_GB) the rest go through the pinned staging ring at the slower of the copy
+engine and the ring's fillers (`CopyPaths`, core.planning.pinning), or, where not even the ring could be
+locked, at a pageable copy's rate. `CopyPaths.layer_seconds` averages them over the streamed bytes.
+
 A layer's compute is the largest of: its matmul FLOPs at the GPU's sustained rate, the weight bytes its
 kernels read (a GPTQ layer above FUSED_MATMUL_MAX_ROWS rows is dequantised into 16 bits and read back: the
 packed bytes plus twice the 16-bit bytes), and its kernel launches.
@@ -152,6 +157,21 @@ class GpuRates:
     def from_specs(cls, h2d: float, specs: GpuSpecs, measured_kernels: dict[str, float] | None = None) -> "GpuRates":
         return cls(h2d, specs.memory_bytes_per_second * MEMORY_EFFICIENCY, specs.flops * MATMUL_EFFICIENCY,
                    dict(measured_kernels or {}))
+
+
+@dataclass(frozen=True)
+class CopyPaths:
+    """How a pass's streamed bytes reach the GPU: `pinned_share` of them from pinned memory at `pinned` bytes/s,
+    the rest at `staged` bytes/s (through the staging ring, or pageable copies where there is none)."""
+
+    pinned: float
+    staged: float
+    pinned_share: float = 1.0
+
+    def layer_seconds(self, layer_bytes: int) -> float:
+        """Average copy seconds of one streamed layer."""
+        share = min(1.0, max(0.0, self.pinned_share))
+        return layer_bytes * (share / self.pinned + (1 - share) / self.staged)
 
 
 def draft_forwards(budget: int, tokens_per_pass: float) -> float:

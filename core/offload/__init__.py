@@ -27,12 +27,16 @@ Modules, one job each:
     host_memory   host RAM an offloaded load needs, and the check (pure, no torch)
     weight_store  layer blocks: the host store of the streamed layers (page-locked in place), the device
                   block of the resident ones
+    pin_budget    page-locking in place, and the one budget a load locks through (stops at the first refusal)
+    staging       the pinned staging ring for the streamed layers the budget could not lock
     host_embedding  the embedding table kept in host RAM, only the looked-up rows copied to the GPU
     schedule      the streaming plan as pure data (Copy / Compute actions), its invariants and timeline
     streaming     LayerStreamer: executes the plan (CUDA streams + events, or synchronous CPU copies)
     residency     VRAM budget and resident-layer planning (pure functions)
     offloaded_lm  OffloadedLM and its OffloadReport
-    loader        load_offloaded; load_on_device (a GPTQ draft, whole on the GPU)
+    meta_model    a folder read as far as its headers: the meta-built model, its layouts, where each tensor goes
+    checkpoint_fill  filling the allocated blocks from the checkpoint, and the checks that every weight came
+    loader        load_offloaded; load_on_device (a GPTQ draft, whole on the GPU): plan, check, allocate, fill
 """
 
 __all__ = ["OffloadReport", "OffloadedLM", "is_quantized_folder", "load_offloaded"]

@@ -14,10 +14,52 @@ from dataclasses import dataclass
 from torch import nn
 
 from core.modeling.causal_lm import CausalLM
-from core.planning.residency import DefaultBudget
 from core.offload.streaming import LayerStreamer
+from core.planning.residency import DefaultBudget
 
 GIB = 1024**3
+
+
+@dataclass(frozen=True)
+class PinningReport:
+    """What the load could page-lock and how the streamed bytes copy (core.offload.pin_budget, .staging).
+
+    limit_bytes: SPECEXEC_PIN_LIMIT_GB (None: none). locked_bytes: locked in all, ring included; when
+    `refused`, that is the budget measured on this machine. staged_bytes_per_pass: streamed bytes that copy
+    through the ring of `ring_slots` pinned slots (or, with no ring, from pageable memory). The rates were
+    measured with the ring's first slot at load (0: not measured). system: "Windows", "Linux", "WSL2", ...
+    """
+
+    limit_bytes: int | None
+    locked_bytes: int
+    refused: bool
+    ring_slots: int
+    staged_bytes_per_pass: int
+    copy_bytes_per_second: float
+    fill_bytes_per_second: float
+    system: str
+
+    def sentence(self, streamed_bytes: int) -> str:
+        """The copy paths of a pass in plain words."""
+        pinned = streamed_bytes - self.staged_bytes_per_pass
+        if not self.staged_bytes_per_pass:
+            return f"all {streamed_bytes / GIB:.2f} GiB streamed per pass copy from pinned memory"
+        if self.refused:
+            why = f"{self.system} refused to lock more than {self.locked_bytes / GIB:.2f} GiB"
+        elif self.limit_bytes is not None:
+            why = f"SPECEXEC_PIN_LIMIT_GB caps locking at {self.limit_bytes / 1e9:.2f} GB"
+        else:
+            why = "the memory could not be locked"
+        if self.system == "WSL2":
+            why += " (WSL2 locks well under 1 GiB; Windows itself allows more)"
+        path = (f"through a ring of {self.ring_slots} pinned buffers, filled ahead of the copies"
+                if self.ring_slots else "from pageable memory, about a third as fast")
+        rates = ""
+        if self.copy_bytes_per_second and self.fill_bytes_per_second:
+            rates = (f" (measured: copies {self.copy_bytes_per_second / 1e9:.1f} GB/s, filling "
+                     f"{self.fill_bytes_per_second / 1e9:.1f} GB/s per worker)")
+        return (f"{pinned / GIB:.2f} GiB of the {streamed_bytes / GIB:.2f} GiB streamed per pass copy from pinned "
+                f"memory and {self.staged_bytes_per_pass / GIB:.2f} GiB {path}{rates}: {why}")
 
 
 @dataclass(frozen=True)
@@ -40,25 +82,25 @@ class OffloadReport:
     host_table_bytes: int = 0  # non-layer weights kept in host RAM (the embedding table when streaming)
     host_ram_bytes: int = 0  # what the host-memory check asked for (host_memory.host_bytes_needed)
     pinned_bytes: int = 0  # of host_store_bytes, page-locked (the system may refuse part: Windows locks ~half of RAM)
+    pinning: PinningReport | None = None  # what could be locked and how the rest copies (streaming loads)
 
     def summary(self) -> str:
         if not self.streaming:
             return (f"{self.weight_format}: {self.n_layers} layers in host RAM ({self.host_store_bytes / GIB:.2f} GiB), "
                     f"nothing streams (no GPU)")
-        if self.pinned:
-            pinned = "pinned"
-        elif self.pinned_bytes:
-            pinned = (f"partly pinned ({self.pinned_bytes / GIB:.2f} GiB; the system refused to lock more, the rest "
-                      f"copies more slowly)")
-        else:
-            pinned = "NOT pinned (slow pageable copies)"
         return (
             f"{self.weight_format}: {len(self.resident_layers)}/{self.n_layers} layers resident, "
             f"{self.n_layers - len(self.resident_layers)} streamed through {self.n_slots} slots, "
             f"{self.bytes_streamed_per_pass / GIB:.2f} GiB per pass from {self.host_store_bytes / GIB:.2f} GiB "
-            f"of {pinned} host RAM (streamed layers only){self._table_note()}; "
-            f"{(self.device_layer_bytes + self.device_fixed_bytes) / GIB:.2f} GiB of VRAM for weights" + self._tree_note()
+            f"of host RAM (streamed layers only){self._table_note()}; "
+            f"{(self.device_layer_bytes + self.device_fixed_bytes) / GIB:.2f} GiB of VRAM for weights"
+            + self._pin_note() + self._tree_note()
         )
+
+    def _pin_note(self) -> str:
+        if self.pinning is None or not self.bytes_streamed_per_pass:
+            return ""
+        return ". " + self.pinning.sentence(self.bytes_streamed_per_pass)
 
     def _table_note(self) -> str:
         return f" + {self.host_table_bytes / GIB:.2f} GiB embedding table" if self.host_table_bytes else ""

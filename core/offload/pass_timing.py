@@ -14,14 +14,19 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import nn
 from transformers import LlamaConfig
-from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRotaryEmbedding
+from transformers.models.llama.modeling_llama import (
+    LlamaDecoderLayer,
+    LlamaRotaryEmbedding,
+)
 
 from core.modeling.kv_cache import InPlaceKVCache
 from core.offload.gptq import DequantScratch, GPTQLinear, GPTQSettings, dequantize_into
 from core.offload.gptq_kernel import fused_dequant_available
 from core.offload.gptq_matmul import fused_matmul_available
 from core.offload.layout import LayerBinding, layer_layout
+from core.offload.pin_budget import PinBudget, lock_on_cpu, pin_in_place
 from core.offload.schedule import pass_timeline, plan_pass
+from core.offload.staging import open_ring
 from core.offload.streaming import LayerStreamer
 from core.offload.weight_store import HostWeightStore
 from core.planning.host_memory import HOST_MARGIN_BYTES, check_host_memory
@@ -108,7 +113,8 @@ def sync_device(device: torch.device) -> None:
 
 
 def _copy_rate(store: HostWeightStore, device: torch.device, repeats: int) -> float:
-    """Bytes/s of one layer's host -> device copy (pinned DMA on a GPU, memcpy on the CPU)."""
+    """Bytes/s of one layer's host -> device copy (pinned DMA on a GPU, or pageable where the store could not
+    lock layer 0; memcpy on the CPU)."""
     source = store.layer_bytes(0)
     target = torch.empty_like(source, device=device)
     target.copy_(source, non_blocking=True)
@@ -200,17 +206,20 @@ class PassInputs:
 
 @torch.no_grad()
 def measure_format(fmt: str, config: LlamaConfig, device: torch.device, dtype: torch.dtype, tree_sizes: list[int], *,
-                   layers: int, bits: int = 4, repeats: int, context: int, vram_budgets: list[float] = ()) -> dict:
+                   layers: int, bits: int = 4, repeats: int, context: int, vram_budgets: list[float] = (),
+                   pin_limit_bytes: int | None = None) -> dict:
     """One format's synthetic layers (`layers` of them, `config`-shaped, `bits`-bit GPTQ or 16-bit) streamed
     per tree size on top of `context` cached tokens, `repeats` timed passes each; with the copy rate, the
-    dequantisation and draft-matmul timings and the resident-layer sweep for `vram_budgets` (GB)."""
+    dequantisation and draft-matmul timings and the resident-layer sweep for `vram_budgets` (GB).
+    pin_limit_bytes: page-lock at most this many bytes of the layers (the rest stage through the pinned ring,
+    core.offload.staging, as in the engine); None: every layer pinned on a GPU, nothing staged on the CPU."""
     scratch = DequantScratch()
     count = layers  # the number; `layers` becomes the modules
     layers = _build_layers(config, count, fmt, dtype, scratch, bits)
     layouts = [layer_layout(layer) for layer in layers]
     layer_bytes = layouts[0].nbytes
     check_host_memory(sum(layout.nbytes for layout in layouts) + HOST_MARGIN_BYTES, what=f"{count} synthetic layers")
-    store = HostWeightStore(layouts, pin=device.type == "cuda")
+    store, ring, ring_rates, budget = _pinned_store(layouts, device, pin_limit_bytes)
     _fill_random(store, fmt)
     if fmt == "gptq":
         largest = max(m.in_features * m.out_features for m in layers[0].modules() if isinstance(m, GPTQLinear))
@@ -231,7 +240,8 @@ def measure_format(fmt: str, config: LlamaConfig, device: torch.device, dtype: t
         if fused:
             dequant["reference_s_per_layer"] = _time_dequant(layers[0], dtype, device, repeats, reference=True)
         dequant["draft_matmuls"] = _time_draft_matmuls(layers[0], dtype, device, repeats)
-    streamer = LayerStreamer(store, layers, resident=(), n_slots=2, device=device, stream=True, auto_prefetch=False)
+    streamer = LayerStreamer(store, layers, resident=(), n_slots=2, device=device, stream=True, auto_prefetch=False,
+                             ring=ring)
     rows = []
     for tree in tree_sizes:
         inputs = PassInputs(config, tree, context, count, device, dtype)
@@ -274,11 +284,30 @@ def measure_format(fmt: str, config: LlamaConfig, device: torch.device, dtype: t
     return {
         "format": _format_label(fmt, device, bits),
         "layer_bytes": layer_bytes, "pinned": store.pinned, "copy_rate_gbps": copy_rate / GB,
+        "copy_from": "pinned" if 0 in store.pinned_layers else "pageable", "pinned_gb": store.pinned_bytes / GB, "staged_gb_per_pass": streamer.staged_bytes_per_pass / GB,
+        "ring_slots": streamer.ring.depth if streamer.ring is not None else 0,
+        "ring_fill_gbps": ring_rates.fill / GB if ring_rates else None, "pin_refused": budget.refused,
         "dequant_path": dequant["path"], "dequant_s_per_layer": dequant["s_per_layer"],
         "reference_dequant_s_per_layer": dequant["reference_s_per_layer"],
         "draft_matmuls": dequant.get("draft_matmuls", []),
         "passes": [asdict(row) for row in rows], "residency": sweep,
     }
+
+
+def _pinned_store(layouts, device: torch.device, limit: int | None):
+    """The host store locked as the loader locks it (the ring first, then the layers up to `limit`), and the
+    ring when some layers stage: (store, ring or None, the ring's measured rates, the budget)."""
+    cuda = device.type == "cuda"
+    budget = PinBudget(limit, pin_in_place if cuda else lock_on_cpu)
+    store = HostWeightStore(layouts, pin=False)
+    if not cuda and limit is None:  # the CPU without a limit: plain memory, nothing stages (as before)
+        return store, None, None, budget
+    ring, rates = open_ring(store, device, budget)
+    store.pin_layers(budget)
+    if ring is not None and store.pinned:
+        ring.close()
+        ring, rates = None, None
+    return store, ring, rates, budget
 
 
 def _format_label(fmt: str, device: torch.device, bits: int) -> str:

@@ -14,6 +14,10 @@ the copies overlap the draft model's search. On the CPU the same plan runs with 
 host buffers (used by tests to check the ring logic end to end), or, by default, nothing streams at all and
 every layer is bound straight to the host store.
 
+Streamed layers the host store could not page-lock copy from a pinned staging ring (core.offload.staging)
+when one is given: the ring hands over the layer's bytes in a locked slot, and after the copy is issued it
+refills that slot, once the copy engine has read it, with the next staged layer.
+
 Resident layers are bound to `resident_block`, a block on the device the loader filled straight from the
 checkpoint: they have no copy in the host store (which holds the streamed layers only).
 """
@@ -36,6 +40,7 @@ from core.offload.schedule import (
     ring_size,
     streamed_layers,
 )
+from core.offload.staging import StagingRing
 from core.offload.weight_store import HostWeightStore, LayerBlock
 
 
@@ -47,6 +52,7 @@ class LayerStreamer:
     (on the device; on a CPU run without streaming, the host block of every layer); needed when any are.
     stream: False on the CPU means "no ring, every layer is resident in host RAM" (the in-RAM case).
     record_trace: keep the executed actions in `self.trace` (tests).
+    ring: the staging ring for the streamed layers the store did not lock (None: they copy from pageable memory).
     """
 
     def __init__(
@@ -60,6 +66,7 @@ class LayerStreamer:
         auto_prefetch: bool = True,
         record_trace: bool = False,
         resident_block: LayerBlock | None = None,
+        ring: StagingRing | None = None,
     ) -> None:
         self.store = store
         self.device = torch.device(device)
@@ -82,6 +89,10 @@ class LayerStreamer:
         self._cuda = self.device.type == "cuda"
         self.resident_bytes = self._place_resident_layers(resident_block)
         self.slots = [torch.empty(self.slot_bytes, dtype=torch.uint8, device=self.device) for _ in range(self.n_slots)]
+        self.staged = tuple(i for i in self.streamed if i not in store.pinned_layers) if ring is not None else ()
+        self.ring = ring if self.staged else None
+        if self.ring is not None:
+            self.ring.start(store.layer_bytes, self.staged, self.device)
         if self._cuda:
             self.copy_stream = torch.cuda.Stream(self.device)
             self.loaded = [torch.cuda.Event() for _ in range(self.n_slots)]
@@ -121,16 +132,29 @@ class LayerStreamer:
 
     # --- executing the plan ----------------------------------------------------------------------------
 
+    @property
+    def staged_bytes_per_pass(self) -> int:
+        """Of the streamed bytes, those that go through the staging ring."""
+        return sum(self.store.layouts[i].nbytes for i in self.staged)
+
     def _copy(self, action: Copy) -> None:
-        source = self.store.layer_bytes(action.layer)
+        ring_slot = None
+        if self.ring is not None and action.layer not in self.store.pinned_layers:
+            ring_slot, source = self.ring.acquire(action.layer)
+        else:
+            source = self.store.layer_bytes(action.layer)
         target = self.slots[action.slot][: source.numel()]
         if self._cuda:
             with torch.cuda.stream(self.copy_stream):
                 self.copy_stream.wait_event(self.released[action.slot])
                 target.copy_(source, non_blocking=True)
                 self.loaded[action.slot].record(self.copy_stream)
+                if ring_slot is not None:
+                    self.ring.release(ring_slot, self.copy_stream)
         else:  # the same asynchronous copy call as on CUDA (a CPU runs it at once)
             target.copy_(source, non_blocking=True)
+            if ring_slot is not None:
+                self.ring.release(ring_slot)
         if self.trace is not None:
             self.trace.append(action)
 

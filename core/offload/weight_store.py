@@ -8,53 +8,24 @@ resident layer is uploaded from the checkpoint straight into a device block and 
 Why one allocation: PyTorch's pinned-memory allocator rounds every allocation up to a power of two (a
 0.43 GB layer would take 0.54 GB, and one 35 GB block would take 64 GB). So we allocate plain memory of
 the exact size (page aligned) and page-lock it in place with cudaHostRegister, which rounds nothing.
-It is page-locked layer by layer (every layer starts on a page): where the system refuses to lock more
-(Windows lets a program lock about half of RAM), the layers locked so far keep fast asynchronous copies
-and the rest are copied from pageable memory, slower, and the load report says how much is locked.
-On a machine without CUDA the block stays plain memory and nothing streams.
+It is page-locked layer by layer (every layer starts on a page) through the load's PinBudget
+(core.offload.pin_budget): where the system refuses to lock more (Windows, WSL2) or SPECEXEC_PIN_LIMIT_GB
+says stop, the layers locked so far keep fast asynchronous copies and the rest stage through the pinned
+ring (core.offload.staging); the load report says how much is locked. On a machine without CUDA the block
+stays plain memory and nothing streams (a CPU run that streams as on a GPU counts locks without making them).
 """
 
 from __future__ import annotations
 
-import logging
 import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import torch
 
 from core.offload.layout import LAYER_ALIGN, LayerLayout
+from core.offload.pin_budget import PinBudget, pin_in_place, unpin
 
-log = logging.getLogger(__name__)
-
-__all__ = ["HostWeightStore", "LayerBlock", "pin_in_place"]
-
-
-# cudaHostRegisterPortable: the locked memory counts as pinned for every CUDA context of the process, not
-# only the current device's (torch's own registration helper passes it too).
-HOST_REGISTER_PORTABLE = 1
-
-
-def pin_in_place(buffer: torch.Tensor) -> bool:
-    """Page-lock an existing CPU tensor's memory with cudaHostRegister (portable). Returns False on failure
-    (the caller logs once): copies then still work, but as slower pageable copies."""
-    if not torch.cuda.is_available():
-        return False
-    try:
-        cudart = torch.cuda.cudart()
-        status = int(cudart.cudaHostRegister(buffer.data_ptr(), buffer.numel() * buffer.element_size(),
-                                             HOST_REGISTER_PORTABLE))
-    except (RuntimeError, AttributeError, AssertionError) as error:  # no cudart bindings in this build
-        log.warning("could not page-lock host memory (%s)", error)
-        return False
-    return status == 0
-
-
-def _unpin(pointer: int, keep_alive: torch.Tensor) -> None:
-    """Unregister before the memory goes: `keep_alive` (the block itself) is only released after this."""
-    try:
-        torch.cuda.cudart().cudaHostUnregister(pointer)
-    except Exception:  # interpreter shutdown: nothing left to protect
-        pass
+__all__ = ["HostWeightStore", "LayerBlock"]
 
 
 class LayerBlock:
@@ -99,25 +70,35 @@ class LayerBlock:
 
 
 class HostWeightStore(LayerBlock):
-    """The host block of the layers that stream, page-locked in place layer by layer when `pin` (and CUDA
-    is there), until the system refuses: `pinned_bytes` of `nbytes` are locked (`pinned`: all of them).
-    `pin_layer` is the locking call (tests pass one that refuses past a limit, as Windows does)."""
+    """The host block of the layers that stream, page-locked in place layer by layer through `budget` when
+    `pin`, until the budget says no: `pinned_layers` are locked, `pinned_bytes` of `nbytes` (`pinned`: all).
+    budget: the load's PinBudget (None: a budget of its own, no limit, locking with cudaHostRegister)."""
 
     def __init__(self, layouts: Sequence[LayerLayout], pin: bool, layers: Iterable[int] | None = None,
-                 pin_layer: Callable[[torch.Tensor], bool] = pin_in_place) -> None:
+                 budget: PinBudget | None = None) -> None:
         super().__init__(layouts, layers, "cpu")
+        self.pinned_layers: set[int] = set()
         self.pinned_bytes = 0
-        for index in self.offsets if pin else ():
+        if pin:
+            self.pin_layers(budget if budget is not None else PinBudget(None, pin_in_place))
+
+    def pin_layers(self, budget: PinBudget) -> None:
+        """Lock the layers in order until `budget` says no (the loader calls it after taking the staging ring)."""
+        for index in self.offsets:
             layer = self.layer_bytes(index)
-            if not pin_layer(layer):
-                log.warning("page-locked %.1f of %.1f GiB of the weight store, then the system refused more: "
-                            "the other layers are copied from pageable memory, more slowly",
-                            self.pinned_bytes / 1024**3, self.nbytes / 1024**3)
+            if not budget.lock(layer):
                 break
-            weakref.finalize(self, _unpin, layer.data_ptr(), self._raw)
+            if budget.locker is pin_in_place:
+                weakref.finalize(self, _unpin_layer, layer.data_ptr(), self._raw)
+            self.pinned_layers.add(index)
             self.pinned_bytes += layer.numel()
 
     @property
     def pinned(self) -> bool:
         """Every layer is page-locked (a store of no layers counts as not pinned, as before)."""
         return self.nbytes > 0 and self.pinned_bytes == self.nbytes
+
+
+def _unpin_layer(pointer: int, keep_alive: torch.Tensor) -> None:
+    """Unregister before the memory goes: `keep_alive` (the block itself) is only released after this."""
+    unpin(pointer)

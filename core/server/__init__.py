@@ -8,7 +8,7 @@
 - `core.server.api`: the Starlette app (routes, API key, body and queue checks).
 - `core.server.event_stream`: the server-sent event streams (chunks, Responses events, keep-alive comments).
 - `core.server.gate`: the origin and Host checks every request passes first.
-- `core.server.tool_calls`: reading tool calls out of answers in the model's own format.
+- `core.server.tool_calls`: grammars that force a tool call (reading calls: core.text.tool_calls).
 - `core.server.keys`: making and comparing API keys.
 - `core.server.origins`: the web page origins allowed to call the server (CORS).
 - `core.server.runner`: uvicorn on a pre-bound socket, in this thread or a background one.

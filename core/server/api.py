@@ -59,7 +59,8 @@ from core.server.gate import OriginGate, check_host, error_response
 from core.server.gateway import EngineGateway, Ticket
 from core.server.keys import key_matches
 from core.server.responses import ResponseBuilder, parse_responses_request
-from core.server.tool_calls import ToolCallStream, forced_call_grammar, parse_answer
+from core.server.tool_calls import forced_call_grammar
+from core.text.tool_calls import ToolCallStream, parse_answer
 
 log = logging.getLogger(__name__)
 

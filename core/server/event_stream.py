@@ -21,7 +21,7 @@ from core.server import replies as R
 from core.server.api_errors import ApiError
 from core.server.requests import CompletionRequest
 from core.server.responses import ResponseBuilder, sse_event
-from core.server.tool_calls import CallDelta, ToolCallStream
+from core.text.tool_calls import CallDelta, ToolCallStream
 
 NextEvent = Callable[[], Awaitable[P.Event | None | bool]]
 

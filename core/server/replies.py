@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.engine import protocol as P
-from core.server.tool_calls import CallDelta, ToolCall
+from core.text.tool_calls import CallDelta, ToolCall
 
 
 def finish_reason(engine_reason: str) -> str:

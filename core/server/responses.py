@@ -27,7 +27,7 @@ from typing import Any
 from core.server import api_errors as E
 from core.server import replies as R
 from core.server import requests as S
-from core.server.tool_calls import CallDelta
+from core.text.tool_calls import CallDelta
 
 # Fields that ask for state this server does not keep, and what to send instead.
 _STATEFUL = {

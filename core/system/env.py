@@ -24,6 +24,11 @@ CUDA_GRAPHS_ENV = "SPECEXEC_CUDA_GRAPHS"
 ATTENTION_FIX_ENV = "SPECEXEC_ATTENTION_FIX"
 """0 turns off what keeps attention from re-planning (core.modeling.attention.steady_attention): cuDNN attention
 stays allowed on CUDA and a target's attention columns are not bucketed. For the GPU check's before/after."""
+PIN_LIMIT_ENV = "SPECEXEC_PIN_LIMIT_GB"
+"""GB (10^9 bytes) of streamed layers the weight store may page-lock (core.planning.pinning parses it): a cap
+like Windows' or WSL2's, imposed on any machine, so the staging ring runs where pinning never fails. The
+ring's few pinned slots are taken beside it. Unset: as much as the system allows. 0: every streamed layer
+stages through the ring."""
 
 # Inputs that stand in for the real world (tests, fixtures, people who curate their own lists)
 HW_FIXTURE_ENV = "SPECEXEC_HW_FIXTURE"

@@ -2,7 +2,8 @@
 protocol, imported by the Qt app, names the formats).
 
 Qwen2.5 / Qwen3 / Hermes write `<tool_call>{"name": ..., "arguments": {...}}</tool_call>`; Llama 3.1 / 3.2 a bare
-JSON object `{"name": ..., "parameters": {...}}`. core.server.tool_calls reads both.
+JSON object `{"name": ..., "parameters": {...}}`. core.text.tool_calls reads both (the API server and the chat's
+tool loop).
 """
 
 from __future__ import annotations

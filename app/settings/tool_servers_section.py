@@ -1,0 +1,143 @@
+"""Settings' Tools section: the MCP servers of mcp.json (app/chat/tool_servers.py starts them) with the tools
+each one lists, a switch per server, and a box where the common `{"mcpServers": {...}}` JSON (or one server's
+command line, or its http(s) address) is pasted to add servers. Everything is checked as hostile input
+(core.tools.config) before Save writes the file; the servers start with the changes the next time the app
+opens."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shlex
+from pathlib import Path
+
+from PySide6.QtWidgets import QCheckBox, QLabel, QPlainTextEdit, QVBoxLayout, QWidget
+
+from app.settings.fields import help_line
+from app.window.buttons import SECONDARY, button
+from core.errors import InvalidSettingError
+from core.tools.config import (
+    ServerConfig,
+    check_url,
+    parse_server,
+    parse_servers,
+    read_config_file,
+)
+from core.tools.toolbox import Toolbox
+
+
+def servers_from_text(text: str) -> list[ServerConfig]:
+    """What was pasted: an mcpServers JSON, an http(s) address, or a command line (named after its program).
+
+    Raises:
+        InvalidSettingError: none of these, in plain words.
+    """
+    text = text.strip()
+    if text.startswith("{"):
+        return parse_servers(text)
+    if text.startswith(("http://", "https://")):
+        url = check_url(text)
+        return [parse_server(_name_for(url.split("//", 1)[1].split("/", 1)[0]), {"url": url})]
+    try:
+        words = shlex.split(text)
+    except ValueError as error:
+        raise InvalidSettingError(f"not a command line ({error})") from error
+    if not words:
+        raise InvalidSettingError("paste an mcpServers JSON, a server's command line or its http(s) address")
+    return [parse_server(_name_for(Path(words[0]).stem), {"command": words[0], "args": words[1:]})]
+
+
+def _name_for(text: str) -> str:
+    name = "".join(c if c.isalnum() or c in "._-" else "-" for c in text).strip("-._")[:64]
+    return name or "server"
+
+
+class ToolServersSection(QWidget):
+    """The servers of `path` (the tools they listed from `toolbox`, when running); `apply` writes the changes."""
+
+    def __init__(self, path: Path, toolbox: Toolbox | None = None, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.path = path
+        self.toolbox = toolbox
+        try:
+            self.servers = read_config_file(path) if path.is_file() else []
+            problem = ""
+        except (InvalidSettingError, OSError) as error:
+            self.servers, problem = [], f"{path.name} cannot be used: {error}"
+        self.changed = False
+        column = QVBoxLayout(self)
+        column.setContentsMargins(0, 0, 0, 0)
+        self.list = QVBoxLayout()
+        column.addLayout(self.list)
+        self.switches: dict[str, QCheckBox] = {}
+        self.paste = QPlainTextEdit()
+        self.paste.setAccessibleName("MCP servers to add")
+        self.paste.setPlaceholderText('{"mcpServers": {"name": {"command": "...", "args": [...]}}}, '
+                                      'a command line, or an https:// address')
+        self.paste.setFixedHeight(self.paste.fontMetrics().lineSpacing() * 4 + 12)
+        column.addWidget(self.paste)
+        self.add_button = button("Add", SECONDARY, "Add the pasted servers (saved with Save)")
+        self.add_button.clicked.connect(self.add_pasted)
+        column.addWidget(self.add_button)
+        self.message = QLabel(problem)
+        self.message.setObjectName("fieldError" if problem else "fieldHelp")
+        self.message.setWordWrap(True)
+        column.addWidget(self.message)
+        column.addWidget(help_line("The model may call these servers' tools in your chats; each call waits for your "
+                                   f"OK. They are kept in {path}, in the format LM Studio and Claude Desktop use."))
+        self._show()
+
+    def _show(self) -> None:
+        while self.list.count():
+            item = self.list.takeAt(0)
+            if item.widget() is not None:
+                item.widget().deleteLater()
+        self.switches = {}
+        listed: dict[str, list[str]] = {}
+        if self.toolbox is not None:
+            for name, tool in self.toolbox.tools.items():
+                listed.setdefault(tool.server, []).append(name)
+        for server in self.servers:
+            switch = QCheckBox(f"{server.name}: {server.where}")
+            switch.setChecked(server.enabled)
+            switch.toggled.connect(self._toggled)
+            self.switches[server.name] = switch
+            self.list.addWidget(switch)
+            failure = self.toolbox.failures.get(server.name) if self.toolbox is not None else None
+            tools = listed.get(server.name)
+            words = (f"Tools: {', '.join(tools)}" if tools else f"Not started: {failure}" if failure
+                     else "Starts when the app opens" if server.enabled else "Off")
+            self.list.addWidget(help_line(words))
+        if not self.servers:
+            self.list.addWidget(help_line("No MCP servers yet."))
+
+    def _toggled(self) -> None:
+        self.servers = [dataclasses.replace(s, enabled=self.switches[s.name].isChecked()) for s in self.servers]
+        self.changed = True
+
+    def add_pasted(self) -> bool:
+        """Add the pasted servers (one of the same name is replaced); False, with the reason shown, if none."""
+        try:
+            added = servers_from_text(self.paste.toPlainText())
+        except InvalidSettingError as error:
+            self.message.setObjectName("fieldError")
+            self.message.setText(str(error))
+            return False
+        names = {server.name for server in added}
+        self.servers = [s for s in self.servers if s.name not in names] + added
+        self.changed = True
+        self.paste.clear()
+        self.message.setObjectName("fieldHelp")
+        self.message.setText(f"Added {', '.join(sorted(names))}: saved with Save, started the next time the app opens.")
+        self._show()
+        return True
+
+    def apply(self) -> None:
+        """Write the servers to mcp.json (only when something changed)."""
+        if not self.changed:
+            return
+        text = json.dumps({"mcpServers": {s.name: s.to_json() for s in self.servers}}, indent=2) + "\n"
+        temporary = self.path.with_name(self.path.name + ".tmp")
+        temporary.write_text(text, encoding="utf-8")
+        temporary.replace(self.path)
+        self.changed = False
