@@ -109,7 +109,11 @@ def test_offloaded_target_stays_under_the_ceiling_and_streams_its_layers(tmp_pat
     assert not any("blocking" in site for site in totals.counts.syncs)
     resident, resident_tokens = _trace_specexec(tiny_target, tiny_draft, params, TreeSettings(32, 8, 8))
     assert tokens == resident_tokens
-    assert resident.summary()["h2d_bytes_per_pass"] < 1000  # only token ids cross on a resident target
+    # only token ids cross on a resident target, and the draws' keyed noise (made on the host, one copy a pass)
+    from core.decoding.sampling import draw_slots
+
+    noise_bytes = (32 + 1) * draw_slots(tiny_target.model.config.vocab_size) * 8  # at most one draw per tree row
+    assert resident.summary()["h2d_bytes_per_pass"] < 1000 + noise_bytes
 
 
 @pytest.fixture(scope="module")
@@ -158,3 +162,40 @@ def test_the_overlap_adds_no_host_sync_to_a_pass(tiny_target, tiny_draft, tree, 
     assert set(on.counts.syncs) <= set(off.counts.syncs), on.counts.syncs
     assert on.counts.draft_syncs == 0 and on.summary()["shadow_draft_forwards"] > 0
     assert on.summary()["critical_path_draft_forwards"] > 0
+
+
+def _plain_answer_trace(target, monkeypatch, fix: str, tokens: int = 40) -> tuple[PassTrace, list[int]]:
+    from core.system.env import ATTENTION_FIX_ENV
+
+    monkeypatch.setenv(ATTENTION_FIX_ENV, fix)
+    totals = PassTrace()
+    chunks = list(traced_stream(endless(target), None, make_word_tokenizer(), PROMPT, SamplingParams(temperature=0.8, seed=2),
+                                DecodingSettings(method="sequential", max_new_tokens=tokens), totals))
+    return totals, [t for c in chunks for t in c.token_ids]
+
+
+def test_bucketed_columns_give_a_plain_answer_a_few_attention_shapes_and_the_same_tokens(tiny_target, monkeypatch,
+                                                                                        one_torch_thread):
+    """Issue 37: without buckets every token's keys are one row longer, a new shape for attention each time
+    (cuDNN plans each anew on a GPU); with them a whole answer touches one shape per column bucket and kind of
+    forward, and samples the same tokens (the added columns are masked)."""
+    before, before_tokens = _plain_answer_trace(tiny_target, monkeypatch, "0")
+    after, after_tokens = _plain_answer_trace(tiny_target, monkeypatch, "1")
+    assert after_tokens == before_tokens
+    assert before.summary()["attention_shapes_whole_answer"] >= 40  # the prefill, then one per token
+    assert after.summary()["attention_shapes_whole_answer"] <= 2  # the prefill and the one-token step
+    assert all("k [1, 2, 256, 8]" in key for key in after.whole.attention_shapes)  # the first bucket: 256 columns
+
+
+def test_draw_noise_is_made_on_the_host_and_copied_once(tiny_target):
+    """The keyed noise of a pass costs no device kernel and no host sync: one asynchronous copy."""
+    from core.decoding.keyed_random import STREAM_TOKEN, keyed_gumbels
+    from core.decoding.sampling import draw_slots, position_noise
+
+    trace = DeviceTrace()
+    trace.mark_model(tiny_target)
+    with trace:
+        noise = position_noise(7, 100, 3, 1000, tiny_target.device)
+    assert trace.counts.kernels == 0 and trace.counts.sync_count == 0
+    assert trace.counts.h2d_bytes == 3 * draw_slots(1000) * 8 and trace.is_on_device(noise)
+    assert torch.equal(noise, keyed_gumbels(7, torch.arange(100, 103), STREAM_TOKEN, draw_slots(1000)))

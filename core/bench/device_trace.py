@@ -11,7 +11,10 @@ GPU, and counts, per site in the code:
   used as an operand of a device op), and whole-device waits (`core.decoding.timing.synchronize`);
 - kernels: dispatched ATen ops that touch a device tensor, less views, allocations and scalar reads (each
   would be at least one device kernel launched from Python);
-- bytes copied host-to-device.
+- bytes copied host-to-device;
+- attention shapes: every distinct (query, key, mask) shape sent to `scaled_dot_product_attention`, with its
+  calls (on a GPU each new shape may cost a plan or a compile: cuDNN attention builds one per shape, and a CUDA
+  graph holds one shape).
 
 Tagging is by storage (views and parameters share their tensor's residency): the tensors named by
 `mark_device` (a model's weights, a KV cache, an offloaded model's ring slots and resident block) are on the
@@ -71,6 +74,7 @@ class TraceCounts:
     draft_kernels: int = 0
     search_syncs: int = 0
     search_kernels: int = 0
+    attention_shapes: Counter = field(default_factory=Counter)  # "q [..] k [..] mask [..] dtype" -> calls
 
     @property
     def sync_count(self) -> int:
@@ -305,6 +309,9 @@ class _FunctionLevel(TorchFunctionMode):
         elif on_device and name in ("__getitem__", "__setitem__", "index_put", "index_put_") and _is_bool_index(args[1:2]):
             trace.sync(f"{_site()} [boolean-mask indexing]")
 
+        if name == "scaled_dot_product_attention" and not trace._quiet:
+            trace.counts.attention_shapes[_attention_key(args, kwargs)] += 1
+
         if name in ("to", "cuda") and isinstance(args[0], torch.Tensor) and _device_argument(args, kwargs):
             return self._to_device(func, args, kwargs)
         if name == "copy_" and len(args) >= 2 and trace.is_on_device(args[0]) and not trace.is_on_device(args[1]):
@@ -344,6 +351,14 @@ class _FunctionLevel(TorchFunctionMode):
             result = result.clone()  # a CPU run's .to('cpu') returns the tensor itself: the copy gets its own storage
         trace.mark_device(result)
         return result
+
+
+def _attention_key(args, kwargs) -> str:
+    """The shapes (and dtype) of one scaled_dot_product_attention call: query, key, mask."""
+    query, key = args[0], args[1] if len(args) > 1 else kwargs["key"]
+    mask = args[3] if len(args) > 3 else kwargs.get("attn_mask")
+    mask_shape = list(mask.shape) if isinstance(mask, torch.Tensor) else None
+    return f"q {list(query.shape)} k {list(key.shape)} mask {mask_shape} {str(query.dtype).removeprefix('torch.')}"
 
 
 class _DispatchLevel(TorchDispatchMode):

@@ -21,13 +21,15 @@ import json
 
 import torch
 
-from core.offload.matmul_rate import DRAFT_SHAPES, GROUP_SIZE, ROWS, TARGET_SHAPES, kernels_on, measure_shapes
+from core.offload.matmul_rate import DRAFT_SHAPES, GROUP_SIZE, ROWS, SMOKE_SHAPES, TARGET_SHAPES, kernels_on, measure_shapes
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="auto", help="auto, cpu (the eager path and torch's CPU int4 kernel: a check only) or cuda[:i]")
     parser.add_argument("--rows", type=lambda t: [int(p) for p in t.split(",") if p], default=list(ROWS))
     parser.add_argument("--target-shapes", action="store_true", help="also a 70B layer's linears")
+    parser.add_argument("--smoke", action="store_true",
+                        help="one tiny linear instead of the draft's (a check that it runs, e.g. on the CPU)")
     parser.add_argument("--sweep", action="store_true", help="time a grid of launch configurations too")
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--json", action="store_true")
@@ -37,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     from core.loading.load import resolve_device
 
     device = resolve_device(args.device)
-    shapes = DRAFT_SHAPES + (TARGET_SHAPES if args.target_shapes else ())
+    shapes = (SMOKE_SHAPES if args.smoke else DRAFT_SHAPES) + (TARGET_SHAPES if args.target_shapes else ())
     kernels = kernels_on(device)
     results = measure_shapes(device, shapes, args.rows, args.repeats, args.sweep, kernels=kernels)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"

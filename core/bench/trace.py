@@ -5,6 +5,9 @@ store through device ring slots, `stream_on_cpu` on a CPU), SpecExec answers one
 the first (which also prefills the prompt) is traced: host syncs per pass (by site) and inside draft
 forwards (and in the whole draft search, per forward), kernels per draft forward and per pass, bytes copied
 host to device per pass, tokens per pass.
+`--methods sequential,specexec --answer-tokens 200` traces whole answers instead (the prefill included): the
+distinct attention shapes an answer sends to `scaled_dot_product_attention` (issue 37: each may cost cuDNN a plan
+on a GPU), and kernels per token. `SPECEXEC_ATTENTION_FIX=0` shows the shapes without column buckets.
 `PassTrace` is also what `bench acceptance --trace` adds its columns from.
 """
 
@@ -38,6 +41,7 @@ class PassTrace:
     max_syncs: int = 0
     counts: TraceCounts = field(default_factory=TraceCounts)
     overlap: OverlapTally = field(default_factory=OverlapTally)
+    whole: TraceCounts = field(default_factory=TraceCounts)  # the whole trace, the first pass (prefill) included
 
     def add(self, counts: TraceCounts, tokens: int, stats: PassStats | None = None) -> None:
         """One pass: its counts (a difference of two snapshots), the tokens it emitted and its stats."""
@@ -67,6 +71,10 @@ class PassTrace:
             "h2d_bytes_per_pass": c.h2d_bytes / passes,
             "sync_sites_per_pass": {site: n / passes for site, n in c.syncs.most_common()},
             **self.overlap.summary(),
+            "kernels_per_token": c.kernels / max(self.tokens, 1),
+            "attention_shapes_per_pass": len(c.attention_shapes) / passes,
+            "attention_shapes_whole_answer": len(self.whole.attention_shapes),
+            "attention_calls_whole_answer": sum(self.whole.attention_shapes.values()),
         }
 
 
@@ -89,12 +97,17 @@ def traced_stream(target, draft, tokenizer, prompt_ids, params, settings: Decodi
             if index > 0:  # the first pass also prefills the prompt
                 totals.add(after - before, len(chunk.token_ids), chunk.stats)
             before = after
+            totals.whole = after
             yield chunk
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_model_arguments(parser)
     parser.add_argument("--budgets", type=lambda t: [int(p) for p in t.split(",") if p], default=[64, 256, 1024])
+    parser.add_argument("--methods", type=lambda t: [p for p in t.split(",") if p], default=["specexec"],
+                        help="specexec and/or sequential (plain decoding: one row, whatever the budgets)")
+    parser.add_argument("--answer-tokens", type=int, default=None,
+                        help="trace whole answers of this many tokens instead of --passes passes")
     parser.add_argument("--targets", type=lambda t: [p for p in t.split(",") if p], default=list(TARGET_KINDS),
                         help="resident and/or offloaded (the target's layers streamed; on a CPU through host copies)")
     parser.add_argument("--offload-resident-layers", type=int, default=8,
@@ -142,36 +155,45 @@ def measure(args: argparse.Namespace) -> list[dict[str, object]]:
     for kind in args.targets:
         target, draft, tokenizer = _load(args, kind)
         prompt_ids = encode_prompt(tokenizer, prompts[args.prompt_index])
-        for budget in args.budgets:
-            tree = TreeSettings(budget=budget, max_depth=args.max_depth, expand=args.expand,
-                                overlap=overlap_wanted(target.device, args.no_overlap, measuring=True),
-                                shadow_forwards=args.shadow_forwards)
-            if args.no_adaptive_depth:
-                tree = dataclasses.replace(tree, adaptive_depth=False)
-            settings = DecodingSettings(method="specexec", tree=tree, max_new_tokens=1024)
-            totals = PassTrace()
-            stream = traced_stream(target, draft.lm, tokenizer, prompt_ids, params, settings, totals)
-            for _ in stream:
-                if totals.passes >= args.passes:
-                    break
-            stream.close()
-            rows.append({"target": kind, "budget": budget, "overlap": tree.overlap, **totals.summary()})
-            print(f"  traced {kind} target, budget {budget}: {rows[-1]['syncs_per_pass']:.1f} syncs per pass",
-                  file=sys.stderr)
+        for method in args.methods:
+            for budget in args.budgets if method == "specexec" else [0]:
+                rows.append({"target": kind, "method": method, "budget": budget,
+                             **_trace_one(args, method, budget, target, draft, tokenizer, prompt_ids, params)})
+                print(f"  traced {kind} target, {method}, budget {budget}: {rows[-1]['syncs_per_pass']:.1f} syncs "
+                      f"per pass, {rows[-1]['attention_shapes_whole_answer']} attention shapes", file=sys.stderr)
     return rows
 
 
+def _trace_one(args, method: str, budget: int, target, draft, tokenizer, prompt_ids, params) -> dict[str, object]:
+    """One traced configuration: --passes passes after the first, or a whole answer of --answer-tokens."""
+    tree = TreeSettings(budget=max(budget, 1), max_depth=args.max_depth, expand=args.expand,
+                        overlap=method == "specexec" and overlap_wanted(target.device, args.no_overlap, measuring=True),
+                        shadow_forwards=args.shadow_forwards)
+    if args.no_adaptive_depth:
+        tree = dataclasses.replace(tree, adaptive_depth=False)
+    settings = DecodingSettings(method=method, tree=tree, max_new_tokens=args.answer_tokens or 1024)
+    totals = PassTrace()
+    stream = traced_stream(target, draft.lm if method == "specexec" else None, tokenizer, prompt_ids, params,
+                           settings, totals)
+    for _ in stream:
+        if args.answer_tokens is None and totals.passes >= args.passes:
+            break
+    stream.close()
+    return {"overlap": tree.overlap, **totals.summary()}
+
+
 def print_table(rows: list[dict[str, object]]) -> None:
-    print(f"{'target':<10}{'budget':>7}{'syncs/pass':>11}{'max':>5}{'in fwd':>7}{'search/fwd':>11}{'fwd/pass':>9}"
-          f"{'kern/fwd':>9}{'kern/pass':>10}{'H2D MB/pass':>12}{'tok/pass':>9}")
+    print(f"{'target':<10}{'method':>11}{'budget':>7}{'syncs/pass':>11}{'max':>5}{'in fwd':>7}{'search/fwd':>11}{'fwd/pass':>9}"
+          f"{'kern/fwd':>9}{'kern/pass':>10}{'kern/tok':>9}{'H2D MB/pass':>12}{'tok/pass':>9}{'attn shapes':>12}")
     for r in rows:
-        print(f"{r['target']:<10}{r['budget']:>7}{r['syncs_per_pass']:>11.2f}{r['max_syncs_in_a_pass']:>5}"
+        print(f"{r['target']:<10}{r['method']:>11}{r['budget']:>7}{r['syncs_per_pass']:>11.2f}{r['max_syncs_in_a_pass']:>5}"
               f"{r['syncs_per_draft_forward']:>7.2f}{r['search_syncs_per_draft_forward']:>11.2f}"
               f"{r['draft_forwards_per_pass']:>9.1f}{r['kernels_per_draft_forward']:>9.0f}"
-              f"{r['kernels_per_pass']:>10.0f}{r['h2d_bytes_per_pass'] / 1e6:>12.2f}{r['tokens_per_pass']:>9.2f}")
+              f"{r['kernels_per_pass']:>10.0f}{r['kernels_per_token']:>9.0f}{r['h2d_bytes_per_pass'] / 1e6:>12.2f}"
+              f"{r['tokens_per_pass']:>9.2f}{r['attention_shapes_whole_answer']:>12}")
     print("\nhost syncs per pass by site:")
     for r in rows:
-        print(f"  {r['target']} target, budget {r['budget']}:")
+        print(f"  {r['target']} target, {r['method']}, budget {r['budget']}:")
         for site, count in r["sync_sites_per_pass"].items():
             print(f"    {count:6.2f}  {site}")
 

@@ -86,5 +86,10 @@ def keyed_gumbels(seed: int, positions: torch.Tensor, stream: int, slots: int, d
     """
     positions = positions.long().reshape(-1, 1)
     draws = draws.long().reshape(-1, 1) if isinstance(draws, torch.Tensor) else draws
-    index = draws * slots + torch.arange(slots, device=positions.device)
+    return gumbels_at(seed, positions, stream, draws * slots + torch.arange(slots, device=positions.device))
+
+
+def gumbels_at(seed: int, positions: torch.Tensor, stream: int, index: torch.Tensor) -> torch.Tensor:
+    """Standard Gumbel noise -log(-log u) of the keyed uniforms at `positions` and `index` (long tensors,
+    broadcast together), float64, on their device."""
     return -torch.log(-torch.log(keyed_uniforms(seed, positions, stream, index)))

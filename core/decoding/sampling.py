@@ -21,7 +21,8 @@ a block by its total (log-sum-exp of its scores), then one Gumbel per slot picks
 an exact sample (a block with probability equal to its mass, then a token in proportion to its probability
 within the block), it needs V / DRAW_BLOCK + DRAW_BLOCK noise values per position instead of V, and each
 level flips only at a near-tie, like a one-level Gumbel-max. The noise of every position of a pass comes
-from one batched call of the counter-based generator (core/decoding/keyed_random.py), on the device.
+from one batched call of the counter-based generator (core/decoding/keyed_random.py), on the host, and reaches
+the device in one asynchronous copy (`position_noise`).
 DRAW_BLOCK is part of what a seed means: changing it changes every sampled text.
 """
 
@@ -35,7 +36,7 @@ import torch
 
 from core.decoding.device_io import host_reads_are_free, to_device
 from core.errors import InvalidSettingError
-from core.decoding.keyed_random import STREAM_TOKEN, keyed_gumbels, keyed_uniforms
+from core.decoding.keyed_random import STREAM_TOKEN, gumbels_at, keyed_uniforms
 
 # Tokens per block of the two-level Gumbel-max draw (see the module docstring).
 DRAW_BLOCK = 256
@@ -218,9 +219,16 @@ def sample_rows(logits: torch.Tensor, params: SamplingParams, noise: torch.Tenso
 def position_noise(seed: int, first_position: int, count: int, vocab_size: int, device: torch.device | str,
                    stream: int = STREAM_TOKEN) -> torch.Tensor:
     """The token draws' noise for absolute positions first_position .. first_position + count - 1:
-    float64 [count, draw_slots(vocab_size)], in one batch."""
-    positions = torch.arange(first_position, first_position + count, device=device)
-    return keyed_gumbels(seed, positions, stream, draw_slots(vocab_size))
+    float64 [count, draw_slots(vocab_size)] on `device`.
+
+    Made on the host and copied once, asynchronously (core.decoding.device_io.to_device): the noise depends only
+    on integers the host knows, and computed on a GPU it cost about 240 small kernels a draw (Philox's rounds in
+    int64 ops), more launches than the rest of a one-token step's sampling (issue 37). The uniforms are exact
+    integer arithmetic, the same bits anywhere; the logarithms are the host's, so a CPU run draws exactly as
+    before and a GPU run as a CPU run does."""
+    positions = torch.arange(first_position, first_position + count).reshape(-1, 1)  # host tensors throughout
+    slots = torch.arange(draw_slots(vocab_size))  # draw 0 of keyed_gumbels: slot j is index j
+    return to_device(gumbels_at(seed, positions, stream, slots), device, torch.float64)
 
 
 def penalty_mask(context_ids: Sequence[int] | torch.Tensor | None, params: SamplingParams, vocab_size: int,

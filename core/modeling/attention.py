@@ -12,13 +12,24 @@ every draft forward and every tree the engine plans. Other calls go to transform
 
 Every model the engine runs uses it (`use_grouped_attention`, from core.modeling.causal_lm.CausalLM), so the tree pass
 and the one-token pass of a model keep computing attention the same way as each other.
+
+Attention that never re-plans (issue 37): torch 2.11+ prefers cuDNN attention on sm90 and newer, and cuDNN builds
+an execution plan per (shapes, strides), tens to hundreds of ms each; with a mask whose key length grows by one
+per token that is a plan per token. So on CUDA the engine turns cuDNN attention off (`steady_attention`: flash
+and memory-efficient attention need no plan), and a model's attention columns are rounded up to the draft's
+column buckets (core.planning.graph_plan.column_bucket; CausalLM.hidden_states), so an answer touches a few
+column counts instead of one per token. SPECEXEC_ATTENTION_FIX=0 turns both off (the GPU check's "before").
 """
 
 from __future__ import annotations
 
+import os
+
 import torch
 from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+from core.system.env import ATTENTION_FIX_ENV
 
 GROUPED_SDPA = "specexec_grouped_sdpa"
 
@@ -52,3 +63,15 @@ def use_grouped_attention(model: torch.nn.Module) -> None:
     config = model.config
     if getattr(config, "_attn_implementation", None) == "sdpa":
         config._attn_implementation = GROUPED_SDPA
+
+
+def attention_fix_enabled() -> bool:
+    """Whether cuDNN attention is kept off on CUDA and attention columns are bucketed (SPECEXEC_ATTENTION_FIX)."""
+    return os.environ.get(ATTENTION_FIX_ENV, "1") != "0"
+
+
+def steady_attention(device: torch.device) -> None:
+    """On CUDA, turn cuDNN attention off for this process (see the module docstring), unless the fix is off.
+    A process-wide setting: flash and memory-efficient attention then serve every masked call."""
+    if device.type == "cuda" and attention_fix_enabled():
+        torch.backends.cuda.enable_cudnn_sdp(False)

@@ -15,9 +15,10 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from core.modeling.attention import use_grouped_attention
+from core.modeling.attention import attention_fix_enabled, steady_attention, use_grouped_attention
 from core.errors import UnsupportedArchitectureError
 from core.modeling.kv_cache import InPlaceKVCache
+from core.planning.graph_plan import column_bucket
 from core.planning.residency import PREFILL_CHUNK, kv_rows
 from core.modeling.tree_mask import additive_mask, causal_visibility
 
@@ -58,6 +59,7 @@ class CausalLM:
 
     def __post_init__(self) -> None:
         use_grouped_attention(self.model)  # grouped key/value heads read once, not copied per head
+        steady_attention(self.device)  # no cuDNN attention: it plans anew for every shape
 
     @property
     def config(self):
@@ -149,7 +151,11 @@ class CausalLM:
         positions = position_ids.to(self.device)[None]
         rope = inner.rotary_emb(hidden, position_ids=positions)
         mask = mask.to(device=self.device, dtype=hidden.dtype)
+        columns = bucketed_columns(cache, mask.shape[-1])
+        if columns is not None:  # mask: [1, 1, n, columns], the added columns blocked
+            mask = torch.nn.functional.pad(mask, (0, columns - mask.shape[-1]), value=torch.finfo(mask.dtype).min)
         layers = self.layers_to_run()
+        cache.attend_columns(columns)
         try:
             for layer in layers:
                 out = layer(
@@ -162,9 +168,21 @@ class CausalLM:
                 )
                 hidden = out[0] if isinstance(out, tuple) else out
         finally:
+            cache.attend_columns(None)
             layers.close()  # after an error an offloaded model drops its prefetch state at once
         selected = hidden[0] if rows is None else hidden[0, rows]
         return inner.norm(selected)
+
+
+def bucketed_columns(cache: InPlaceKVCache, needed: int) -> int | None:
+    """The attention columns of a forward that needs `needed` (cache rows after it): the column bucket that
+    holds them (core.planning.graph_plan.column_bucket), so that a conversation's forwards share a few shapes;
+    None where nothing is rounded: the fix is off (SPECEXEC_ATTENTION_FIX=0), a windowed search forward (its
+    columns are bucketed already), or more rows than the cache has (the cache then refuses the write)."""
+    if not attention_fix_enabled() or cache.windowed or needed > cache.capacity:
+        return None
+    columns = column_bucket(needed, cache.capacity)
+    return columns if columns > needed else None
 
 
 class RowLogits:

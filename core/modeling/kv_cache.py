@@ -36,6 +36,7 @@ class InPlaceKVLayer(CacheLayerMixin):
         self._key_buffer: torch.Tensor | None = None
         self._value_buffer: torch.Tensor | None = None
         self.window: tuple[torch.Tensor, int] | None = None  # (rows to write, rows to attend over), see update
+        self.columns: int | None = None  # rows attention reads after a plain write (None: the written ones)
 
     def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
         batch, heads, _, head_dim = key_states.shape
@@ -61,7 +62,9 @@ class InPlaceKVLayer(CacheLayerMixin):
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs) -> tuple[torch.Tensor, torch.Tensor]:
         """Write the new rows and return the keys/values attention reads: after the last row (the
-        default), or, under a window (rows [n] on the device, cols), at `rows`, attending over [0, cols)."""
+        default; attention reads the first `columns` rows when they are set and more than the rows written:
+        the caller masks the rest), or, under a window (rows [n] on the device, cols), at `rows`, attending
+        over [0, cols)."""
         if not self.is_initialized:
             self.lazy_initialization(key_states, value_states)
         if self.window is not None:
@@ -75,6 +78,8 @@ class InPlaceKVLayer(CacheLayerMixin):
         self._value_buffer[..., self.length : self.length + new, :] = value_states
         self.length += new
         self._refresh_views()
+        if self.columns is not None and self.columns > self.length:
+            return self._key_buffer[..., : self.columns, :], self._value_buffer[..., : self.columns, :]
         return self.keys, self.values
 
     def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
@@ -153,6 +158,20 @@ class InPlaceKVCache(Cache):
         moving under their new root: core.decoding.subtree_keep)."""
         for layer in self.layers:
             layer.move_rows(sources, targets)
+
+    @property
+    def windowed(self) -> bool:
+        """Whether a search forward's window is set (see `window`)."""
+        return self.layers[0].window is not None
+
+    def attend_columns(self, columns: int | None) -> None:
+        """Until called again with None, every layer's plain write returns its first `columns` rows to attention
+        (core.modeling.causal_lm.bucketed_columns: a few shapes per conversation); the caller masks the rows
+        past the written ones. The rows are allocated already: columns never exceed the capacity."""
+        if columns is not None and columns > self.capacity:
+            self.layers[0]._check_capacity(columns)
+        for layer in self.layers:
+            layer.columns = columns
 
     @contextmanager
     def window(self, rows: torch.Tensor, cols: int) -> Iterator[None]:

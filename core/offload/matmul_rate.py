@@ -25,6 +25,8 @@ from core.planning.draft_kernel import DEQUANTISE, EAGER_DEQUANTISE, FUSED, TINY
 DRAFT_SHAPES = (("q/o", 4096, 4096), ("k/v", 4096, 1024), ("gate/up", 4096, 14336), ("down", 14336, 4096))
 TARGET_SHAPES = (("70B q/o", 8192, 8192), ("70B k/v", 8192, 1024), ("70B gate/up", 8192, 28672),
                  ("70B down", 28672, 8192))
+# Tiny linears for a smoke run on the CPU (Triton's interpreter takes minutes at the draft's shapes).
+SMOKE_SHAPES = (("smoke", 256, 128),)
 ROWS = (1, 16, 32, 64, 256)
 DRAFT_ROWS = (1, 16, 32, 64)  # a draft's forwards: one-token catch-ups, and the search's widths (32 by default)
 GROUP_SIZE = 128

@@ -25,6 +25,9 @@ OVERLAP_ENV = "SPECEXEC_OVERLAP"
 """0 turns the draft-while-the-target-streams overlap off (core.decoding.methods.specexec: no shadow search, each
 search starts from its root alone), 1 turns it on everywhere (on a CPU it then runs in sequence, for tests and
 measurements); unset: on where the draft has a stream of its own (CUDA). The commands' --no-overlap wins."""
+ATTENTION_FIX_ENV = "SPECEXEC_ATTENTION_FIX"
+"""0 turns off what keeps attention from re-planning (core.modeling.attention.steady_attention): cuDNN attention
+stays allowed on CUDA and a target's attention columns are not bucketed. For the GPU check's before/after."""
 PIN_LIMIT_ENV = "SPECEXEC_PIN_LIMIT_GB"
 """GB (10^9 bytes) of streamed layers the weight store may page-lock (core.planning.pinning parses it): a cap
 like Windows' or WSL2's, imposed on any machine, so the staging ring runs where pinning never fails. The

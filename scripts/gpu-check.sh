@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# The prepared GPU check (docs/gpu-check.md): the questions of issue 37 settled in one call on a lent GPU, in
+# at most 8 minutes. Each part runs in its own process under its own time limit and writes one JSON file; a
+# last step merges them into report.json and summary.md.
+#
+#   scripts/gpu-check.sh [--cpu] [--out DIR]
+#
+# --cpu: the same parts on the CPU with tiny shapes (a smoke test: tests/test_gpu_check.py). --out: where the
+# report goes (default: $OUT when set, as on the lent machine, else ./gpu-check-report). The interpreter is
+# $PYTHON, else /opt/torch/.venv/bin/python3 where it exists (the lent machine), else python3. Nothing is
+# installed from the network: wheels in .whl/ (docs/gpu-check.md: none is needed today) go to a folder in /tmp,
+# and the repository is put on PYTHONPATH, not installed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+
+DEVICE=cuda
+SMALL=()
+OUTDIR=${OUT:-$ROOT/gpu-check-report}
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --cpu) DEVICE=cpu; SMALL=(--small) ;;
+        --out) OUTDIR=$2; shift ;;
+        *) echo "gpu-check.sh: unknown argument '$1' (use --cpu, --out DIR)" >&2; exit 2 ;;
+    esac
+    shift
+done
+
+if [ -n "${PYTHON:-}" ]; then PY=$PYTHON
+elif [ -x /opt/torch/.venv/bin/python3 ]; then PY=/opt/torch/.venv/bin/python3
+else PY=python3; fi
+
+SITE=""
+if compgen -G ".whl/*.whl" >/dev/null; then
+    SITE=$(mktemp -d /tmp/specexec-gpu-check-site.XXXXXX)
+    "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$SITE" .whl/*.whl \
+        || echo "gpu-check.sh: installing the carried wheels failed; parts that need them will say so" >&2
+fi
+export PYTHONPATH="$ROOT${SITE:+:$SITE}${PYTHONPATH:+:$PYTHONPATH}"
+# caches of this run (the autotuner's cost models, the converted model) stay out of the user's folders
+export SPECEXEC_CACHE_DIR=${SPECEXEC_CACHE_DIR:-$(mktemp -d /tmp/specexec-gpu-check-cache.XXXXXX)}
+
+PARTS="$OUTDIR/parts"
+mkdir -p "$PARTS"
+rm -f "$PARTS"/*.json
+START=$(date +%s)
+TOTAL=470  # seconds for all parts: the report is written within 8 minutes
+SCALE=1
+if [ "$DEVICE" = cpu ]; then  # a smoke run on a shared CPU: tiny shapes, but Python's imports alone take seconds
+    SCALE=${GPU_CHECK_CPU_SCALE:-6}
+    TOTAL=$((TOTAL * SCALE))
+fi
+
+# run NAME LIMIT COMMAND...: the command under `timeout`, at most LIMIT seconds and what is left of TOTAL
+run() {
+    local name=$1 limit=$(($2 * SCALE))
+    shift 2
+    local left=$((TOTAL - ($(date +%s) - START)))
+    [ "$limit" -gt "$left" ] && limit=$left
+    if [ "$limit" -lt 5 ]; then
+        echo "gpu-check: $name skipped (the 8 minutes are spent)" >&2
+        return
+    fi
+    echo "gpu-check: $name (at most ${limit} s)" >&2
+    timeout -k 5 "$limit" "$@" 2>"$PARTS/$name.log"
+    local rc=$?
+    if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+        echo "gpu-check: $name killed at its limit" >&2
+    elif [ $rc -ne 0 ]; then
+        echo "gpu-check: $name failed (exit $rc; $PARTS/$name.log)" >&2
+    fi
+}
+
+part() {  # part NAME LIMIT PART [ENV=VALUE...]
+    local name=$1 limit=$2 module=$3
+    shift 3
+    run "$name" "$limit" env "$@" "$PY" -m core.bench.gpu_check "$module" --device "$DEVICE" "${SMALL[@]}" \
+        --out "$PARTS/$name.json"
+}
+
+part versions 30 versions
+part token-speed-fix-off 120 token-speed SPECEXEC_ATTENTION_FIX=0
+part token-speed-fix-on 45 token-speed SPECEXEC_ATTENTION_FIX=1
+part passes-eager 45 passes SPECEXEC_CUDA_GRAPHS=0
+part passes-graphs 45 passes SPECEXEC_CUDA_GRAPHS=1
+if [ "$DEVICE" = cuda ]; then
+    run matmul 75 sh -c "\"$PY\" -m core.cli.main bench matmul --device cuda --rows 1,16,32,64 --repeats 20 --json > \"$PARTS/matmul.json\""
+else  # a check that it runs: one tiny linear
+    run matmul 60 sh -c "\"$PY\" -m core.cli.main bench matmul --device cpu --smoke --rows 1,16 --repeats 1 --json > \"$PARTS/matmul.json\""
+fi
+part offload 75 offload
+part agreement 45 agreement
+part graph-vram 30 graph-vram
+
+"$PY" -m core.bench.gpu_check report --parts "$PARTS" --out "$OUTDIR"
+echo "gpu-check: report in $OUTDIR/report.json, summary in $OUTDIR/summary.md ($(($(date +%s) - START)) s)" >&2
+cat "$OUTDIR/summary.md"

@@ -1,0 +1,71 @@
+"""The prepared GPU check (scripts/gpu-check.sh): its CPU smoke run end to end, and its report's merging."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from core.bench.gpu_check.report import PART_TITLES, write_report
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(3000)
+def test_cpu_smoke_run_writes_every_part(tmp_path):
+    """`gpu-check.sh --cpu` runs every part (each its own process, with tiny shapes) and reports each one's
+    figures; a part that failed would be listed under `failed` with its error."""
+    env = {**os.environ, "PYTHON": sys.executable}
+    env.pop("OUT", None)
+    done = subprocess.run(["bash", str(ROOT / "scripts" / "gpu-check.sh"), "--cpu", "--out", str(tmp_path)],
+                          env=env, capture_output=True, text=True, timeout=2900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads((tmp_path / "report.json").read_text())
+    parts = report["parts"]
+    assert report["failed"] == [], {name: parts[name].get("error") for name in report["failed"]}
+    assert report["machine"] == "CPU (no GPU)"
+    assert parts["versions"]["packages"]["torch"]
+    assert "choice" in parts["versions"]["attention_engine"]
+    for name, fix in (("token-speed-fix-off", False), ("token-speed-fix-on", True)):
+        assert parts[name]["attention_fix"] is fix
+        assert [w["positions"] for w in parts[name]["windows"]] == ["1-10", "40-50", "90-100"]
+        assert all(w["median_ms"] > 0 for w in parts[name]["windows"])
+    for name in ("passes-eager", "passes-graphs"):
+        assert parts[name]["graphs"] is False  # never captured off CUDA
+        assert all(r["pass_s"] > 0 and r["draft_forwards_per_pass"] >= 1 for r in parts[name]["rows"])
+    assert {r["rows"] for r in parts["matmul"]["rows"]} == {1, 16}
+    assert all(r["dense16_gbps"] > 0 and any(k.endswith("_gbps") and k != "dense16_gbps" for k in r) for r in parts["matmul"]["rows"])
+    offload = parts["offload"]
+    assert offload["copy_rate_gbps"] > 0
+    for row in offload["rows"]:
+        assert row["measured_target_s_80_layers"] > 0 and row["model_target_s_80_layers"] > 0
+        assert row["prediction"]["tokens_per_second"] > 0
+    agreement = {r["dtype"]: r for r in parts["agreement"]["rows"]}
+    assert set(agreement) == {"float32", "float16", "bfloat16"}
+    assert agreement["float32"]["specexec_differs"] == 0  # same seed, same tokens in float32 on the CPU
+    assert parts["graph-vram"]["planned_bytes"] > 0 and parts["graph-vram"]["kept_bytes"] is None
+    summary = (tmp_path / "summary.md").read_text()
+    assert all(title in summary for title in PART_TITLES.values()) and "FAILED" not in summary
+
+
+def test_report_names_the_parts_that_did_not_finish(tmp_path):
+    """A part killed at its limit leaves no file, a failed one its error: both are in `failed` and the summary."""
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    (parts / "versions.json").write_text(json.dumps({"ok": True, "packages": {"torch": "2.11.0"}, "torch_cuda": "13.0",
+                                                     "cudnn": 91900, "gpu": {"name": "NVIDIA H100 80GB HBM3"}}))
+    (parts / "agreement.json").write_text(json.dumps({"ok": False, "error": "RuntimeError: CUDA error"}))
+    (parts / "matmul.json").write_text(json.dumps({"device": "NVIDIA H100 80GB HBM3", "rows": [
+        {"shape": "q/o", "rows": 1, "fused_gbps": 1200.0}]}))  # the CLI's own output: no "ok" field
+    report = write_report(parts, tmp_path)
+    assert report["machine"] == "NVIDIA H100 80GB HBM3"
+    assert "agreement" in report["failed"] and "offload" in report["failed"] and "matmul" not in report["failed"]
+    summary = (tmp_path / "summary.md").read_text()
+    assert "RuntimeError: CUDA error" in summary and "killed at its time limit" in summary
+    assert "q/o rows 1: fused_gbps 1200 GB/s" in summary
+    assert json.loads((tmp_path / "report.json").read_text())["parts"]["versions"]["cudnn"] == 91900
