@@ -72,7 +72,7 @@ def test_unreadable_database_is_reported_on_stderr(tmp_path):
     done = subprocess.run([sys.executable, "-c", ENTRY], env=app_env(tmp_path, QT_QPA_PLATFORM="offscreen"),
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 1
-    assert "cannot open the conversation database" in done.stderr
+    assert "conversation database cannot be opened" in done.stderr
 
 
 # The chat header and new chats ----------------------------------------------------------------------------

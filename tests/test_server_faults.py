@@ -103,3 +103,16 @@ def test_a_prompt_too_long_names_what_takes_its_tokens():
     long_system = [{"role": "system", "content": "w7 " * 300}, *USER]
     with pytest.raises(ContextLengthError, match=r"\(the system messages about [\d,]+, the last message about"):
         fit_conversation(tokenizer, long_system, 100, 8, trim=True)
+
+
+def test_a_ref_through_another_ref_to_a_finite_model_is_satisfiable():
+    """pydantic's nested models: the output model refers to one $def, which refers to another; every target
+    reached through another target is weighed too (only the first level was, which refused these)."""
+    nested = {"$defs": {"Outer": {"type": "object", "properties": {"inner": {"$ref": "#/$defs/Inner"}}, "required": ["inner"]},
+                        "Inner": {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}},
+              "type": "object", "properties": {"outer": {"$ref": "#/$defs/Outer"}}, "required": ["outer"]}
+    assert has_finite_instance(nested)
+    looping = {"$defs": {"A": {"type": "object", "properties": {"b": {"$ref": "#/$defs/B"}}, "required": ["b"]},
+                         "B": {"type": "object", "properties": {"a": {"$ref": "#/$defs/A"}}, "required": ["a"]}},
+               "$ref": "#/$defs/A"}
+    assert not has_finite_instance(looping)

@@ -23,7 +23,15 @@ def has_finite_instance(schema: Any) -> bool:
     while True:
         seen: set[str] = set()
         whole = _finite(schema, schema, known, seen)
-        updated = {pointer: _finite(_resolve(schema, pointer), schema, known, set()) for pointer in seen}
+        updated: dict[str, bool] = {}
+        pending = list(seen)  # every target reachable from the schema, through other targets too
+        while pending:
+            pointer = pending.pop()
+            if pointer in updated:
+                continue
+            found: set[str] = set()
+            updated[pointer] = _finite(_resolve(schema, pointer), schema, known, found)
+            pending.extend(found - updated.keys())
         if all(known.get(pointer, False) == value for pointer, value in updated.items()):
             return whole
         known.update(updated)
