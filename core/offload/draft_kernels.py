@@ -88,7 +88,7 @@ def time_kernels(linears: list[GPTQLinear], device: torch.device, kernels: tuple
             continue
         seconds, read = 0.0, 0
         for linear, call in zip(linears, calls):
-            nbytes = sum(t.numel() * t.element_size() for t in (linear.qweight, linear.qzeros, linear.scales))
+            nbytes = linear.packed.nbytes
             for count in rows:
                 x = torch.randn(count, linear.in_features, generator=generator).to(device=device, dtype=dtype)
                 seconds += time_calls(lambda run, x=x: run(x), [call], repeats, device)

@@ -50,7 +50,7 @@ def _weights(k: int, n: int, device: torch.device, generator: torch.Generator) -
 
     tensors = random_gptq_tensors(generator, k, n, 4, GROUP_SIZE, False)
     first = finalised_linear(tensors, k, n, 4, GROUP_SIZE, False, device)
-    nbytes = sum(t.numel() * t.element_size() for t in (first.qweight, first.qzeros, first.scales))
+    nbytes = first.packed.nbytes
     # a GPU's L2 cache is rotated past; a processor's timing only checks the machinery: two copies
     count = min(MAX_COPIES, max(2, -(-L2_BYTES // nbytes))) if device.type == "cuda" else 2
     copies = [first] + [finalised_linear(tensors, k, n, 4, GROUP_SIZE, False, device) for _ in range(count - 1)]

@@ -27,3 +27,8 @@ class PackedGPTQ:
     @property
     def gathered(self) -> bool:
         return self.g_idx is not None
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes a product reads of the packed weights, zeros and scales (what kernels' read rates count)."""
+        return sum(t.numel() * t.element_size() for t in (self.qweight, self.qzeros, self.scales))
