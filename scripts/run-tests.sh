@@ -25,4 +25,4 @@ ruff check .
 # ruff format --check .
 # One worker per core (pytest-xdist); a test file stays on one worker, so its module-scoped servers and
 # engines start once. The edit-test loop: docs/development.md.
-python -m pytest -q -n auto --dist loadfile
+python -m pytest -q -n auto --dist loadfile "$@"  # extra pytest arguments pass through (e.g. --durations=30)
