@@ -12,7 +12,8 @@ import pytest
 from core.hardware.description import load_description
 from core.models.acceptance import Acceptance
 from core.models.catalog import BUILTIN_PAIR_ID, ModelRef, Pair, load_catalog
-from core.models.fit import GIB, minimum_ram_bytes, minimum_vram_bytes, model_bytes_on_gpu, predict_pair, recommend
+from core.planning.sizes import GIB
+from core.models.fit import minimum_ram_bytes, minimum_vram_bytes, model_bytes_on_gpu, predict_pair, recommend
 from core.planning.sizes import ModelShape, WeightFormat, decoder_layer_bytes, embedding_bytes, non_layer_bytes
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hw"
@@ -395,7 +396,7 @@ def _on(machine, **platform):
 
 
 def test_where_locking_is_capped_the_rest_is_priced_through_the_staging_ring() -> None:
-    from core.models.fit import copy_paths
+    from core.models.copy_paths import copy_paths
 
     linux = hw("gpu24-ram64-pcie4")
     streamed = 60 * LAYER

@@ -297,7 +297,7 @@ def test_a_hostile_pin_limit_stops_a_load_before_any_file_is_read(tmp_path, monk
 
 def test_the_budget_a_load_measured_is_kept_for_the_fit(tmp_path):
     from core.hardware.description import load_description
-    from core.models.fit import copy_paths
+    from core.models.copy_paths import copy_paths
     from core.planning.pin_record import measured_pin_budget, record_load
 
     path = tmp_path / "pin-budget.json"

@@ -30,15 +30,16 @@ from __future__ import annotations
 
 import logging
 import random
-import re
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
 from app.chat import tool_turns as T
 from app.conversations import store as S
+from app.chat.active_answer import ActiveAnswer
 from app.chat.answer_stats import AnswerStats
+from app.chat.titles import DEFAULT_TITLE, title_from
 from app.chat.tool_calls_mixin import ToolCallsMixin, answer_words
 from app.engine.bridge import EngineBridge
 from app.conversations.list_models import ConversationListModel, MessageListModel
@@ -55,8 +56,6 @@ FLUSH_MS = 33  # buffer -> model (~30 updates/s)
 SAVE_MS = 500  # model -> SQLite while streaming
 RETRY_SAVE_MS = 2000  # an answer that could not be saved (the disk full) is tried again this often
 MIN_PREFILL_TOKENS = 256  # shorter prompts are read too fast to time (or to need an estimate)
-DEFAULT_TITLE = "New chat"
-TITLE_LENGTH = 48
 
 # Failures that a Regenerate would only repeat: the conversation or the settings must change first.
 REPEATING_FAILURES = ("context_length", "invalid_setting")
@@ -81,46 +80,6 @@ def varied(settings: ConversationSettings) -> ConversationSettings:
         return settings
     return replace(settings, temperature=max(settings.temperature, REGENERATE_TEMPERATURE),
                    top_p=max(settings.top_p, REGENERATE_TOP_P))
-
-
-@dataclass
-class ActiveAnswer:
-    request_id: str
-    conversation_id: int
-    message_id: int
-    text: str = ""
-    pending: str = ""
-    saved: str = ""
-    reading: dict = field(default_factory=dict)  # prompt_tokens / reused_tokens once the engine reads the prompt
-    reading_since: float | None = None  # time.monotonic() at PromptStarted, until the first token
-    reasoning: str = ""  # a thinking model's thinking so far (shown)
-    pending_reasoning: str = ""
-    saved_reasoning: str = ""
-    thinking: dict = field(default_factory=dict)  # thinking_started_at while it thinks, then thinking_seconds
-    thinking_since: float | None = None  # time.monotonic() at the first thought, until the answer's first word
-    tool_rounds: list = field(default_factory=list)  # this answer's rounds of calls (app/chat/tool_turns.py)
-    waiting: list = field(default_factory=list)  # records of the current round still to ask about or run
-    running: object = None  # the concurrent Future of the call that runs
-    raw: str = ""  # with tools: the round's text as written, calls included (`text` shows it without them)
-    calls: object = None  # with tools: the round's core.text.tool_calls.ToolCallStream
-
-    def live_stats(self) -> dict:
-        """What the answer's bubble shows while it streams: the prompt being read, how long it has thought."""
-        return {**self.reading, **self.thinking}
-
-
-def title_from(text: str) -> str:
-    """An automatic title from the first message: its first line without markdown marks, cut after the
-    first sentence or at a word boundary near TITLE_LENGTH characters."""
-    first = next((line for line in text.strip().splitlines() if line.strip() and not line.strip().startswith("```")), "")
-    line = " ".join(re.sub(r"[#*_`>]+", " ", first).split())
-    sentence = re.match(r"(.+?[.?!])(\s|$)", line)
-    if sentence and len(sentence.group(1)) >= 12:
-        line = sentence.group(1).rstrip(".")
-    if len(line) <= TITLE_LENGTH:
-        return line or DEFAULT_TITLE
-    cut = line[: TITLE_LENGTH - 1].rsplit(" ", 1)[0]
-    return (cut if len(cut) > TITLE_LENGTH // 2 else line[: TITLE_LENGTH - 1]) + "…"
 
 
 class ChatController(ToolCallsMixin, QObject):

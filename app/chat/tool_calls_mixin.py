@@ -1,6 +1,6 @@
 """The chat controller's tool calls (a mixin of ChatController): the calls read from a finished answer, each
 asked about on its card or allowed already, run on the toolbox's thread, and the model asked to go on with their
-results; at most core.tools.loop.MAX_ROUNDS rounds an answer. The state lives on the controller's ActiveAnswer."""
+results; at most core.tools.loop.MAX_ROUNDS rounds an answer. The state lives on the controller's ActiveAnswer (app/chat/active_answer.py)."""
 
 from __future__ import annotations
 

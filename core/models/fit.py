@@ -11,11 +11,11 @@ A tree budget of None is the automatic one (the app's default): memory is planne
 the engine may choose (AUTO_MAX_BUDGET, as the engine loads), and the speed is the best of the budgets it
 chooses from (AUTO_BUDGETS) under this model, as the engine's tuner picks by measured speed.
 
-Speed on a GPU (`core.models.speed`): per target layer the larger of its copy (streamed bytes over the
+Speed on a GPU (`core.models.pass_speed`, priced by `core.models.speed`): per target layer the larger of its copy (streamed bytes over the
 host-to-device rate, measured or estimated from the PCIe link: `core.hardware.link`) and its compute, with the
 next pass's first layers copied while the draft searches; where the system caps page-locked memory
 (Windows, WSL2) or SPECEXEC_PIN_LIMIT_GB does, the part past the cap is priced at the staging ring's rate
-(`copy_paths`); the draft priced from the bytes its forwards read
+(`core.models.copy_paths`); the draft priced from the bytes its forwards read
 and the kernels they launch, at the forward counts the engine runs; the card's memory and matmul rates from
 `core.models.gpu_specs`. docs/benchmarks.md (issue 21) checks this model against every offloaded row of the
 SpecExec paper (`specexec bench calibration`). Tokens per pass come from the acceptance table measured with
@@ -28,57 +28,44 @@ draft it offers, so the model manager can show what the 16-bit draft would cost.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from core.planning.budgets import AUTO_BUDGETS, AUTO_MAX_BUDGET
-from core.errors import InsufficientHostMemoryError, InsufficientVRAMError, InvalidSettingError
+from core.planning.budgets import AUTO_MAX_BUDGET
+from core.errors import InsufficientHostMemoryError, InsufficientVRAMError
 from core.planning.graph_plan import draft_graph_bytes, scratch_estimate_bytes, search_width
 from core.hardware.description import GpuInfo, HardwareDescription
 from core.hardware.link import h2d_rate
 from core.models.catalog import BUILTIN_PAIR_ID, Catalog, ModelRef, Pair
 from core.models.measured import measured_speed
-from core.models.gpu_specs import gpu_specs
-from core.models.speed import (
-    CopyPaths,
-    DraftKernel,
-    GpuRates,
-    draft_forwards,
-    draft_seconds,
-    layer_compute_seconds,
-    overlapped_forwards,
-    target_pass_seconds,
-)
-from core.planning import draft_kernel, residency
-from core.planning.pin_record import measured_pin_budget
-from core.planning.pinning import (
-    ASSUMED_FILL_BYTES_PER_SECOND,
-    MIN_RING_DEPTH,
-    PAGEABLE_SHARE,
-    lockable_bytes,
-    pin_limit_from_env,
-    platform_name,
-    ring_depth,
-    staged_rate,
+from core.planning import residency
+from core.models.copy_paths import copy_paths, measured_pin_budget_here
+from core.models.pass_speed import (
+    GPU_DTYPE,
+    GPU_DTYPE_BYTES,
+    budgets_weighed,
+    cpu_flops,
+    cpu_timing,
+    engine_draft_kernel,
+    fastest,
+    gpu_format,
+    gpu_pass,
+    gpu_rates,
+    pair_shape,
+    tokens_per_pass,
 )
 from core.planning.host_memory import check_host_memory, embedding_in_host_ram, host_bytes_needed, host_table_bytes
 from core.planning.sizes import (
     ModelShape,
-    WeightFormat,
     decoder_layer_bytes,
     embedding_bytes,
     gptq_scratch_bytes,
     largest_checkpoint_tensor,
     largest_gptq_linear,
+    gb,
     non_layer_bytes,
 )
 
-GIB = 1024**3
-GPU_DTYPE, GPU_DTYPE_BYTES = "float16", 2  # what a GPU computes in (bf16 or fp16: both 2 bytes)
-GPU_FORMAT = WeightFormat(dtype=GPU_DTYPE)
-# Assumed sustained matmul rate of one CPU core in fp32 (an estimate, named as such in the output).
-CPU_CORE_FLOPS = 25e9
 # Below this a pair is not recommended even when it fits: answers would crawl.
 MIN_RECOMMENDED_TOKENS_PER_SECOND = 1.0
 FIT_ORDER = {"fits": 0, "tight": 1, "no": 2}
@@ -141,30 +128,14 @@ def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 3)
 
 
-def gb(nbytes: float) -> str:
-    """Bytes as a person's 'GB' (binary, as Windows and most RAM sticks count them)."""
-    return f"{nbytes / GIB:.1f} GB"
-
-
-def _shape(model: ModelRef, pair: Pair) -> ModelShape:
-    if model.shape is None:
-        raise ValueError(f"catalog pair '{pair.id}' has no config shape for {model.repo}: the fit cannot size it")
-    return model.shape
-
-
 def model_bytes_on_gpu(model: ModelRef, pair: Pair) -> int:
     """VRAM of a model loaded whole onto the GPU (the draft), as the loader packs it: its layers (GPTQ stays
     packed, with the dequantisation scratch that batches above the fused kernel's rows use; others in 16 bits)
     and the non-layer weights in 16 bits (core.offload.loader.load_on_device checks the same sum)."""
-    shape = _shape(model, pair)
-    fmt = _gpu_format(model)
+    shape = pair_shape(model, pair)
+    fmt = gpu_format(model)
     scratch = gptq_scratch_bytes(largest_gptq_linear(shape), GPU_DTYPE_BYTES) if fmt.bits is not None else 0
     return shape.num_hidden_layers * decoder_layer_bytes(shape, fmt) + non_layer_bytes(shape, GPU_DTYPE) + scratch
-
-
-def _gpu_format(model: ModelRef) -> WeightFormat:
-    """How the model's layers sit on a GPU: packed GPTQ, or 16 bits."""
-    return model.weights if model.weights.bits is not None else GPU_FORMAT
 
 
 @dataclass(frozen=True)
@@ -179,7 +150,7 @@ class _Plan:
 def _target_on_gpu(pair: Pair) -> tuple[list[int], int]:
     """(bytes of each decoder layer, fixed VRAM: non-layer weights less an embedding table kept in host RAM,
     plus the GPTQ scratch), as the loader plans them."""
-    target = _shape(pair.target, pair)
+    target = pair_shape(pair.target, pair)
     layer_bytes = [decoder_layer_bytes(target, pair.target.weights)] * target.num_hidden_layers
     scratch = gptq_scratch_bytes(largest_gptq_linear(target) if pair.target.weights.bits else 0, GPU_DTYPE_BYTES)
     fixed = residency.device_fixed_bytes(non_layer_bytes(target, GPU_DTYPE), embedding_bytes(target, GPU_DTYPE),
@@ -195,13 +166,13 @@ def _embedding_on_host(target: ModelShape) -> bool:
 def _draft_kv_bytes(pair: Pair, tree_budget: int) -> int:
     """The draft's KV cache as `OffloadSettings.with_draft` reserves it: the rows it is preallocated with."""
     rows = residency.kv_rows(residency.PLANNED_CONTEXT, tree_budget)
-    return residency.config_kv_bytes(_shape(pair.draft, pair), rows, GPU_DTYPE_BYTES)
+    return residency.config_kv_bytes(pair_shape(pair.draft, pair), rows, GPU_DTYPE_BYTES)
 
 
 def _draft_graph_bytes(pair: Pair, tree_budget: int) -> int:
     """What the draft's CUDA graphs may keep, as `OffloadSettings.with_draft` reserves it, from the torch-free
     estimate of their scratch (core/planning/graph_plan.py; the engine computes it on the meta device)."""
-    draft = _shape(pair.draft, pair)
+    draft = pair_shape(pair.draft, pair)
     rows = residency.kv_rows(residency.PLANNED_CONTEXT, tree_budget)
     width = search_width(tree_budget)
     scratch = scratch_estimate_bytes(draft, GPU_DTYPE_BYTES, width, rows)
@@ -210,7 +181,7 @@ def _draft_graph_bytes(pair: Pair, tree_budget: int) -> int:
 
 def _plan_on_gpu(pair: Pair, free_vram: int, tree_budget: int) -> _Plan:
     """What `load_pair` would do with `free_vram` free: load the draft, then plan the target's residency."""
-    target = _shape(pair.target, pair)
+    target = pair_shape(pair.target, pair)
     draft_bytes = model_bytes_on_gpu(pair.draft, pair)
     if draft_bytes + residency.DEFAULT_MARGIN_BYTES > free_vram:
         return _Plan(None, tree_budget, f"the draft model alone needs {gb(draft_bytes)} of VRAM, the GPU has {gb(free_vram)} free")
@@ -232,7 +203,7 @@ def minimum_vram_bytes(pair: Pair, tree_budget: int | None = None) -> int:
     automatic), then the target at a tree of one token (the default budget's terms, from the same
     functions) with no resident layer."""
     tree_budget = tree_budget or AUTO_MAX_BUDGET
-    target = _shape(pair.target, pair)
+    target = pair_shape(pair.target, pair)
     layer_bytes, fixed = _target_on_gpu(pair)
     context = residency.PLANNED_CONTEXT
     return (model_bytes_on_gpu(pair.draft, pair) + _draft_kv_bytes(pair, tree_budget) + _draft_graph_bytes(pair, tree_budget)
@@ -251,7 +222,7 @@ def minimum_ram_bytes(pair: Pair) -> int:
 def _host_need(pair: Pair, plan: residency.ResidencyPlan | None, on_cpu: bool) -> int:
     """The loader's host RAM need: the streamed layers of `plan` (every layer without one), the non-layer
     weights kept in host RAM, the largest checkpoint tensor and the margin."""
-    target = _shape(pair.target, pair)
+    target = pair_shape(pair.target, pair)
     all_layers = target.num_hidden_layers * decoder_layer_bytes(target, pair.target.weights)
     store = plan.streamed_bytes_per_pass if plan is not None else all_layers
     tables = host_table_bytes(non_layer_bytes(target, GPU_DTYPE), embedding_bytes(target, GPU_DTYPE),
@@ -277,7 +248,7 @@ def predict_pair(pair: Pair, hw: HardwareDescription, tree_budget: int | None = 
     """Fit and speed of `pair` on `hw` at `tree_budget` draft tokens per pass (lowered when VRAM is short;
     None: the automatic budget, see the module's docstring); `overlap`: drafting while the target streams
     (what the engine does on a GPU; core.models.speed.overlapped_forwards)."""
-    target = _shape(pair.target, pair)
+    target = pair_shape(pair.target, pair)
     gpu = hw.best_gpu
     disk_ok = None if hw.disk.free_bytes is None else pair.download_bytes <= hw.disk.free_bytes
     planned = tree_budget or AUTO_MAX_BUDGET
@@ -303,19 +274,19 @@ def predict_pair(pair: Pair, hw: HardwareDescription, tree_budget: int | None = 
     problems = [p for p in (ram_problem, vram_problem) if p]
     rate, rate_source = h2d_rate(gpu)
     if chosen.plan is None:
-        tokens, source = _tokens_per_pass(pair, chosen.tree_budget)
+        tokens, source = tokens_per_pass(pair, chosen.tree_budget)
         return PairFit(pair, fit, "; ".join(problems), None, target.num_hidden_layers, None, chosen.tree_budget,
                        tokens, source, None, None, rate_source, host_need, disk_ok)
     plan = chosen.plan
-    rates = _gpu_rates(gpu, rate)
+    rates = gpu_rates(gpu, rate)
     layer = decoder_layer_bytes(target, pair.target.weights)
-    paths, staging = copy_paths(layer, plan.streamed_bytes_per_pass, hw, rate, measured=_measured_pin_budget(hw))
+    paths, staging = copy_paths(layer, plan.streamed_bytes_per_pass, hw, rate, measured=measured_pin_budget_here(hw))
     copy = paths.layer_seconds(layer)
     if staging:
         problems.append(staging)
-    speed = _fastest(pair, _budgets(tree_budget, chosen.tree_budget),
-                     lambda b, tokens: _gpu_pass(pair, plan.resident, plan.n_slots, copy, b, tokens, rates,
-                                                 _draft_kernel(gpu, hw), overlap))
+    speed = fastest(pair, budgets_weighed(tree_budget, chosen.tree_budget),
+                     lambda b, tokens: gpu_pass(pair, plan.resident, plan.n_slots, copy, b, tokens, rates,
+                                                 engine_draft_kernel(gpu, hw), overlap))
     reason = "; ".join(problems) if problems else (
         f"fits: {len(plan.resident)} of {plan.n_layers} layers stay on the GPU, "
         f"{gb(plan.streamed_bytes_per_pass)} stream from RAM every pass"
@@ -325,152 +296,12 @@ def predict_pair(pair: Pair, hw: HardwareDescription, tree_budget: int | None = 
                    host_need, disk_ok, draft_graph_bytes=_draft_graph_bytes(pair, chosen.tree_budget))
 
 
-def copy_paths(layer_bytes: int, streamed_bytes: int, hw: HardwareDescription, rate: float,
-               limit: int | None = None, measured: int | None = None) -> tuple[CopyPaths, str | None]:
-    """How the streamed layers will copy, as the loader will place them (core.offload.loader): the system's cap
-    on locked memory (`measured`: what a load on this computer could lock before the system refused,
-    core.planning.pin_record; else Windows about half of RAM, WSL2 under 1 GiB: core.planning.pinning) and `limit`
-    (SPECEXEC_PIN_LIMIT_GB when None and set) decide what stays pinned; the staging ring is taken first, at
-    the depth the copy rate and the assumed fill rate ask for, where the cap leaves room for it; the rest
-    copies through it, or from pageable memory without one. Returns the paths and, when part stages, what
-    that means in words."""
-    system, wsl = hw.platform.get("system", ""), hw.platform.get("wsl") == "yes"
-    limit = limit if limit is not None else _env_pin_limit()
-    cap = lockable_bytes(system, wsl, hw.ram.total_bytes, measured=measured)
-    if streamed_bytes <= 0 or all(c is None or c >= streamed_bytes for c in (cap, limit)):
-        return CopyPaths(rate, rate), None
-    depth = ring_depth(rate, ASSUMED_FILL_BYTES_PER_SECOND)
-    if cap is not None:
-        depth = min(depth, cap // max(layer_bytes, 1))
-    if depth >= MIN_RING_DEPTH:
-        staged = staged_rate(rate, ASSUMED_FILL_BYTES_PER_SECOND, depth)
-        how = (f"through a staging ring of {depth} pinned buffers (~{staged / 1e9:.0f} GB/s, estimated from an "
-               f"assumed {ASSUMED_FILL_BYTES_PER_SECOND / 1e9:.0f} GB/s per filling thread)")
-    else:
-        depth, staged = 0, rate * PAGEABLE_SHARE
-        how = f"from pageable memory (~{staged / 1e9:.0f} GB/s, estimated: no room even for the staging ring)"
-    store = streamed_bytes if cap is None else max(0, cap - depth * layer_bytes)
-    store = store if limit is None else min(store, limit)
-    share = min(1.0, store / streamed_bytes)
-    where = platform_name(system, wsl)
-    if limit is not None and limit == store:
-        why = f"SPECEXEC_PIN_LIMIT_GB caps locking at {limit / 1e9:.1f} GB"
-    elif measured is not None:
-        why = f"{where} let the last load here lock only {gb(measured)}"
-    elif where == "WSL2":
-        why = "WSL2 lets a program lock under 1 GiB of memory (the app on Windows itself may lock more)"
-    else:
-        why = f"{where} lets a program lock only about half of the memory"
-    return (CopyPaths(rate, staged, share),
-            f"{why}, so {gb((1 - share) * streamed_bytes)} of the model copies to the GPU {how}")
-
-
-def _measured_pin_budget(hw: HardwareDescription) -> int | None:
-    """The budget a load measured on this computer (a description from a fixture file is another machine)."""
-    return measured_pin_budget() if hw.source == "probe" else None
-
-
-def _env_pin_limit() -> int | None:
-    """SPECEXEC_PIN_LIMIT_GB for the prediction; a value the engine will refuse (in words, at load) predicts
-    as no limit rather than breaking the prediction of every pair."""
-    try:
-        return pin_limit_from_env()
-    except InvalidSettingError:
-        return None
-
-
-def _budgets(tree_budget: int | None, cap: int) -> tuple[int, ...]:
-    """The budgets a prediction weighs: the fixed one (`cap`: lowered where VRAM is short), or those the
-    automatic choice picks from, up to `cap`."""
-    if tree_budget is not None:
-        return (cap,)
-    return tuple(b for b in AUTO_BUDGETS if b <= cap) or (cap,)
-
-
-@dataclass(frozen=True)
-class _Speed:
-    budget: int
-    pass_seconds: float
-    draft_seconds: float
-    tokens_per_pass: float
-    source: str
-
-    @property
-    def tokens_per_second(self) -> float:
-        return self.tokens_per_pass / (self.pass_seconds + self.draft_seconds)
-
-
-def _fastest(pair: Pair, budgets: tuple[int, ...], timing: Callable[[int, float], tuple[float, float]]) -> _Speed:
-    """The predicted speed at each budget, and the fastest of them (the smallest on a tie). timing(budget,
-    tokens per pass) -> (target pass seconds, draft seconds)."""
-    speeds = []
-    for budget in budgets:
-        tokens, source = _tokens_per_pass(pair, budget)
-        speeds.append(_Speed(budget, *timing(budget, tokens), tokens, source))
-    return max(speeds, key=lambda speed: speed.tokens_per_second)
-
-
-def _tokens_per_pass(pair: Pair, budget: int) -> tuple[float, str]:
-    if pair.acceptance is None:
-        return 1.0, "no acceptance table for this pair: one token per pass assumed"
-    return pair.acceptance.at(budget)
-
-
-def _gpu_rates(gpu: GpuInfo, h2d: float) -> GpuRates:
-    return GpuRates.from_specs(h2d, gpu_specs(gpu.name), gpu.draft_kernel_bytes_per_second)
-
-
-def _draft_kernel(gpu: GpuInfo, hw: HardwareDescription) -> DraftKernel:
-    """The kernel the engine will run a GPTQ draft with on this card (core.planning.draft_kernel's rule, the
-    engine's own): the fastest measured, else torch's int4 kernel from Ampere on (in every CUDA wheel of torch,
-    Windows included), else a dequantisation (Triton's, or PyTorch operations' where Triton does not import:
-    torch's Windows builds without triton-windows; the probe's platform["triton"] is the installed version,
-    empty when Python cannot find it)."""
-    triton = hw.platform.get("system") != "Windows" or bool(hw.platform.get("triton"))
-    available = draft_kernel.available_kernels(draft_kernel.parse_capability(gpu.compute_capability), triton)
-    return DraftKernel(draft_kernel.choose_kernel(available, gpu.draft_kernel_bytes_per_second))
-
-
-def _gpu_pass(pair: Pair, resident: tuple[int, ...], slots: int, copy_seconds: float, budget: int, tokens: float,
-              rates: GpuRates, kernel: DraftKernel, overlap: bool = True) -> tuple[float, float]:
-    """(target pass, draft) seconds on a GPU: the draft first, the target's first streamed layers copied
-    meanwhile, then every layer at the larger of its copy and its compute (core.models.speed). With the
-    overlap the draft seconds are those left on the critical path (core.models.speed.overlapped_forwards: the
-    shadow fills the target's pass), and the prefetch hides under that shorter drafting only."""
-    target, draft = _shape(pair.target, pair), _shape(pair.draft, pair)
-    draft_format = _gpu_format(pair.draft)
-    drafting = draft_seconds(draft, draft_format, budget, tokens, rates, kernel)
-    compute = layer_compute_seconds(target, _gpu_format(pair.target), budget + 1, rates)
-    scoring = target_pass_seconds(target.num_hidden_layers, resident, copy_seconds, compute, slots, drafting)
-    if overlap and budget > 1:
-        forwards = draft_forwards(budget, tokens)
-        critical = overlapped_forwards(forwards, scoring, drafting / forwards)
-        drafting = draft_seconds(draft, draft_format, budget, tokens, rates, kernel, forwards=critical)
-        scoring = target_pass_seconds(target.num_hidden_layers, resident, copy_seconds, compute, slots, drafting)
-    return scoring, drafting
-
-
-def _flop_seconds(shape: ModelShape, tokens: int, flops: float) -> float:
-    """2 x active parameters x tokens at `flops`: the arithmetic of a forward over `tokens` tokens."""
-    return 2 * shape.active_parameters * tokens / flops
-
-
-def _cpu_timing(pair: Pair, flops: float) -> Callable[[int, float], tuple[float, float]]:
-    """On the processor every token of the tree goes through the draft once and the target once."""
-    target, draft = _shape(pair.target, pair), _shape(pair.draft, pair)
-    return lambda budget, _tokens: (_flop_seconds(target, budget + 1, flops), _flop_seconds(draft, budget + 1, flops))
-
-
-def _cpu_flops(hw: HardwareDescription) -> float:
-    return (hw.cpu.physical_cores or hw.cpu.logical_cores or 1) * CPU_CORE_FLOPS
-
-
 def _builtin_fit(pair: Pair, hw: HardwareDescription, gpu: GpuInfo | None, tree_budget: int | None, disk_ok,
                  overlap: bool = True) -> PairFit:
     """The built-in pair always fits: 135M parameters, everything in memory, nothing streams. Its speed is the
     one measured on this computer when the engine has loaded it here (core.models.measured); before that,
     an estimate from the hardware."""
-    target = _shape(pair.target, pair)
+    target = pair_shape(pair.target, pair)
     need = target.num_hidden_layers * decoder_layer_bytes(target, pair.target.weights) + non_layer_bytes(target, "float32")
     where = "on the GPU" if gpu is not None else f"on the processor ({hw.cpu.physical_cores or '?'} cores)"
     reason = f"fits: it runs {where}, with memory to spare"
@@ -478,22 +309,22 @@ def _builtin_fit(pair: Pair, hw: HardwareDescription, gpu: GpuInfo | None, tree_
     measured = measured_speed(pair.target.repo, pair.draft.repo, "GPU" if gpu is not None else "CPU")
     if measured is not None and (tree_budget is None or measured.method == "sequential"):
         plain = measured.method == "sequential"
-        tokens, source = (1.0, "plain decoding: one token per step") if plain else _tokens_per_pass(pair, measured.budget)
+        tokens, source = (1.0, "plain decoding: one token per step") if plain else tokens_per_pass(pair, measured.budget)
         how = "plain decoding" if plain else f"SpecExec with {measured.budget}-token trees"
         return PairFit(pair, "fits", reason, layers, layers, tokens / measured.tokens_per_second, measured.budget, tokens,
                        source, measured.tokens_per_second, 0.0 if plain else None,
                        f"measured on this computer {measured.age_words()} ({how})", need,
                        True if disk_ok is None else disk_ok)
-    budgets = _budgets(tree_budget, tree_budget or AUTO_MAX_BUDGET)
+    budgets = budgets_weighed(tree_budget, tree_budget or AUTO_MAX_BUDGET)
     if gpu is not None:
         rate_source = "estimate: compute only, nothing streams"
-        everything, rates = tuple(range(target.num_hidden_layers)), _gpu_rates(gpu, h2d_rate(gpu)[0])
-        speed = _fastest(pair, budgets, lambda b, tokens: _gpu_pass(pair, everything, 0, 0.0, b, tokens, rates,
-                                                                    _draft_kernel(gpu, hw), overlap))
+        everything, rates = tuple(range(target.num_hidden_layers)), gpu_rates(gpu, h2d_rate(gpu)[0])
+        speed = fastest(pair, budgets, lambda b, tokens: gpu_pass(pair, everything, 0, 0.0, b, tokens, rates,
+                                                                    engine_draft_kernel(gpu, hw), overlap))
     else:
-        flops = _cpu_flops(hw)
+        flops = cpu_flops(hw)
         rate_source = f"estimate: compute only, nothing streams ({flops / 1e9:.0f} GFLOP/s assumed)"
-        speed = _fastest(pair, budgets, _cpu_timing(pair, flops))
+        speed = fastest(pair, budgets, cpu_timing(pair, flops))
     return PairFit(pair, "fits", reason, layers, layers, speed.pass_seconds, speed.budget, speed.tokens_per_pass,
                    speed.source, speed.tokens_per_second, speed.draft_seconds, rate_source, need,
                    True if disk_ok is None else disk_ok)
@@ -501,8 +332,8 @@ def _builtin_fit(pair: Pair, hw: HardwareDescription, gpu: GpuInfo | None, tree_
 
 def _cpu_only_fit(pair: Pair, hw: HardwareDescription, tree_budget: int | None, host_need: int, disk_ok) -> PairFit:
     """No NVIDIA GPU: say plainly what running a big model on the processor would mean."""
-    target, flops = _shape(pair.target, pair), _cpu_flops(hw)
-    speed = _fastest(pair, _budgets(tree_budget, tree_budget or AUTO_MAX_BUDGET), _cpu_timing(pair, flops))
+    target, flops = pair_shape(pair.target, pair), cpu_flops(hw)
+    speed = fastest(pair, budgets_weighed(tree_budget, tree_budget or AUTO_MAX_BUDGET), cpu_timing(pair, flops))
     _, ram_problem = _ram_verdict(host_need, hw)
     seconds = round((speed.pass_seconds + speed.draft_seconds) / speed.tokens_per_pass)
     words = (f"needs an NVIDIA GPU: this PC has none, and on the processor alone each word would take about "
@@ -539,7 +370,7 @@ def recommend(catalog: Catalog, hw: HardwareDescription, tree_budget: int | None
 
     def rank(fit: PairFit) -> tuple:
         return (not usable(fit), fit.pair.calibration, FIT_ORDER[fit.fit],
-                -size_class(_shape(fit.pair.target, fit.pair).parameters), order[fit.pair.id])
+                -size_class(pair_shape(fit.pair.target, fit.pair).parameters), order[fit.pair.id])
 
     ranked = sorted(fits, key=rank)
     best = next((fit for fit in ranked if usable(fit) and not fit.pair.calibration),

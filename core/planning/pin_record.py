@@ -2,7 +2,7 @@
 
 A load locks the streamed layers until the system refuses once (core.offload.pin_budget): what it had locked
 then is this machine's real budget, which on Windows can be far below the half of RAM the driver allows on
-paper. The loader keeps it here; the fit (core.models.fit.copy_paths) plans with it instead of the platform's
+paper. The loader keeps it here; the fit (core.models.copy_paths) plans with it instead of the platform's
 estimate. A later load that locks more without a refusal forgets it (the wall moved: other programs closed).
 Like the measured speeds it is a cache: missing, damaged or over a month old reads as not measured.
 """

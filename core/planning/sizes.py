@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+GIB = 1024**3
 TENSOR_ALIGN = 256  # bytes; every tensor starts at a multiple of this inside its layer
 LAYER_ALIGN = 4096  # bytes; every layer's size is rounded up to this (one page)
 # GPTQ dequantisation temporaries besides the scratch matrix (one int32 chunk, see gptq.CHUNK_ELEMENTS)
@@ -233,3 +234,8 @@ def largest_checkpoint_tensor(shape: ModelShape, fmt: WeightFormat, checkpoint_d
     lm_head matrix, or the largest layer tensor (16-bit MoE experts count fused, an upper bound)."""
     layer = max(spec.nbytes for spec in decoder_layer_tensors(shape, fmt))
     return max(embedding_bytes(shape, checkpoint_dtype), layer)
+
+
+def gb(nbytes: float) -> str:
+    """Bytes as a person's 'GB' (binary, as Windows and most RAM sticks count them)."""
+    return f"{nbytes / GIB:.1f} GB"

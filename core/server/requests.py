@@ -17,13 +17,13 @@ from __future__ import annotations
 import json
 import math
 import random
-import re
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 from core.engine import protocol as P
 from core.errors import InvalidSettingError
 from core.server.api_errors import ApiError
+from core.server.request_tools import call_arguments, parse_tool_choice, parse_tools
 from core.server.schema_check import has_finite_instance
 from core.text.template_kwargs import check_template_kwargs
 
@@ -33,10 +33,8 @@ MAX_STOP_STRINGS = 16
 # /v1/completions without max_tokens: 16 tokens, OpenAI's documented default for it (vLLM's too); chat and
 # responses without one answer until the end of the context, as vLLM and llama.cpp do
 LEGACY_COMPLETION_MAX_TOKENS = 16
-MAX_TOOLS = 128
 MAX_JSON_DEPTH = 64  # far deeper than any real request (a tool schema nests a few levels); deeper is hostile
 MAX_TOKENS_LIMIT = 2**31 - 1  # beyond any context: a larger max_tokens is a client's mistake (vLLM: 400 too)
-TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")  # OpenAI's rule for function names
 
 # Fields some clients always send: harmless at these values, refused (not silently ignored) at others.
 _NEUTRAL = {
@@ -333,78 +331,6 @@ def _content(message: dict, index: int, optional: bool = False) -> str:
                    param=f"messages[{index}].content", code="invalid_type")
 
 
-def _tools(body: dict) -> tuple[dict[str, Any], ...]:
-    """The checked function definitions, as the chat template reads them."""
-    tools = body.get("tools")
-    if tools is None:
-        return ()
-    if not isinstance(tools, list) or len(tools) > MAX_TOOLS:
-        raise ApiError(400, f"'tools' must be a list of at most {MAX_TOOLS} functions", param="tools",
-                       code="invalid_value")
-    checked = []
-    for index, tool in enumerate(tools):
-        where = f"tools[{index}]"
-        function = tool.get("function") if isinstance(tool, dict) and tool.get("type") == "function" else None
-        if not isinstance(function, dict):
-            raise ApiError(400, f"{where} must be {{\"type\": \"function\", \"function\": {{...}}}}", param=where,
-                           code="invalid_value")
-        name = function.get("name")
-        if not isinstance(name, str) or not TOOL_NAME.fullmatch(name):
-            raise ApiError(400, f"{where}.function.name must be 1-64 letters, digits, '_' or '-', got {name!r}",
-                           param=f"{where}.function.name", code="invalid_value")
-        if not isinstance(function.get("description", ""), str) or not isinstance(function.get("parameters", {}), dict):
-            raise ApiError(400, f"{where}.function: 'description' must be a string and 'parameters' an object",
-                           param=f"{where}.function", code="invalid_value")
-        if not has_finite_instance(function.get("parameters", {})):
-            raise ApiError(400, f"{where}.function.parameters: no finite JSON value matches the schema (a '$ref' "
-                           "leads back to itself through required properties), so no call could be complete: give "
-                           "the recursion a way to end", param=f"{where}.function.parameters", code="invalid_schema")
-        kept = {key: function[key] for key in ("name", "description", "parameters") if key in function}
-        checked.append({"type": "function", "function": kept})
-    if len({t["function"]["name"] for t in checked}) != len(checked):
-        raise ApiError(400, "'tools' names a function twice", param="tools", code="invalid_value")
-    return tuple(checked)
-
-
-def _tool_choice(body: dict, tools: tuple[dict[str, Any], ...]) -> tuple[str, str | None]:
-    """(mode, function name): "auto", "none", "required" (some call), or "named" (that function), checked
-    against the tools."""
-    choice = body.get("tool_choice")
-    if choice is None or choice in ("auto", "none"):
-        return choice or "auto", None
-    if choice == "required":
-        mode, name = "required", None
-    elif isinstance(choice, dict) and choice.get("type") == "function" and isinstance(choice.get("function"), dict) \
-            and isinstance(choice["function"].get("name"), str):
-        mode, name = "named", choice["function"]["name"]
-    else:
-        raise ApiError(400, "'tool_choice' must be 'auto', 'none', 'required' or {\"type\": \"function\", "
-                       "\"function\": {\"name\": ...}}", param="tool_choice", code="invalid_value")
-    if not tools:
-        raise ApiError(400, f"'tool_choice' {mode} needs 'tools'", param="tool_choice", code="invalid_value")
-    if name is not None and name not in {t["function"]["name"] for t in tools}:
-        raise ApiError(400, f"'tool_choice' names {name!r}, which is not in 'tools'", param="tool_choice",
-                       code="invalid_value")
-    return mode, name
-
-
-def _arguments(call: object, where: str) -> tuple[str, str, dict[str, Any]]:
-    """(id, name, arguments) of an assistant message's tool call; the arguments decoded (templates read objects)."""
-    function = call.get("function") if isinstance(call, dict) else None
-    if not isinstance(function, dict) or not isinstance(function.get("name"), str) or not isinstance(call.get("id", ""), str):
-        raise ApiError(400, f"{where} must be {{\"id\", \"type\": \"function\", \"function\": {{\"name\", \"arguments\"}}}}",
-                       param=where, code="invalid_value")
-    try:
-        arguments = json.loads(function.get("arguments") or "{}")
-    except (TypeError, ValueError) as error:
-        raise ApiError(400, f"{where}.function.arguments must be a JSON object in a string", param=where,
-                       code="invalid_value") from error
-    if not isinstance(arguments, dict):
-        raise ApiError(400, f"{where}.function.arguments must be a JSON object in a string", param=where,
-                       code="invalid_value")
-    return call.get("id", ""), function["name"], arguments
-
-
 def _message(message: object, index: int, call_names: dict[str, str]) -> dict[str, Any]:
     """One checked message in the form chat templates read; `call_names` maps earlier call ids to names."""
     where = f"messages[{index}]"
@@ -427,7 +353,7 @@ def _message(message: object, index: int, call_names: dict[str, str]) -> dict[st
     if calls:
         checked["tool_calls"] = []
         for number, call in enumerate(calls):
-            call_id, name, arguments = _arguments(call, f"{where}.tool_calls[{number}]")
+            call_id, name, arguments = call_arguments(call, f"{where}.tool_calls[{number}]")
             call_names[call_id] = name
             checked["tool_calls"].append({"id": call_id, "type": "function",
                                           "function": {"name": name, "arguments": arguments}})
@@ -451,12 +377,12 @@ def parse_chat_request(body: object, defaults: Defaults) -> CompletionRequest:
                        code="invalid_value")
     call_names: dict[str, str] = {}
     checked = tuple(_message(message, index, call_names) for index, message in enumerate(messages))
-    tools = _tools(body)
+    tools = parse_tools(body)
     parallel = body.get("parallel_tool_calls", True)
     if not isinstance(parallel, bool):
         raise ApiError(400, "'parallel_tool_calls' must be true or false", param="parallel_tool_calls",
                        code="invalid_type")
-    choice, forced = _tool_choice(body, tools)
+    choice, forced = parse_tool_choice(body, tools)
     if choice == "none":
         tools = ()
     if choice in ("required", "named"):  # the answer is the call: response_format is for text (openai-agents
