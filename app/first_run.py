@@ -33,15 +33,22 @@ def pending_download(models_dir: Path) -> str | None:
 
 def ask_resume(pair_id: str) -> bool:
     name = load_catalog().pair(pair_id).name
-    return confirm_destructive(None, "Resume the download?", f"The download of {name} did not finish. Continue "
-                               "it now? What was already downloaded is kept either way.", "Resume download",
-                               destructive=False)
+    return confirm_destructive(
+        None,
+        "Resume the download?",
+        f"The download of {name} did not finish. Continue it now? What was already downloaded is kept either way.",
+        "Resume download",
+        destructive=False,
+    )
 
 
-def before_main_window(paths: AppPaths, settings: AppSettings, models_dir: Path,
-                       ask: Callable[[str], bool] = ask_resume,
-                       make_bridge: Callable[[AppSettings], EngineBridge] = default_bridge,
-                       ) -> tuple[AppSettings, EngineBridge | None]:
+def before_main_window(
+    paths: AppPaths,
+    settings: AppSettings,
+    models_dir: Path,
+    ask: Callable[[str], bool] = ask_resume,
+    make_bridge: Callable[[AppSettings], EngineBridge] = default_bridge,
+) -> tuple[AppSettings, EngineBridge | None]:
     """Run the wizard when this is a first start or a download waits; returns the settings to use and the
     engine the wizard started (None: the main window starts its own). Cancelling keeps what was there (the
     built-in pair on a first start), so the app always opens."""

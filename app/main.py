@@ -41,7 +41,6 @@ __all__ = ["MainWindow", "main", "create_application"]
 SIGNAL_POLL_MS = 200  # how often Python gets the chance to run a signal handler while Qt's loop runs
 
 
-
 def report_fatal(message: str) -> None:
     """A start-up failure: to stderr (the terminal), to the log, and in a dialog where a window can open."""
     print(message, file=sys.stderr, flush=True)
@@ -63,12 +62,17 @@ def open_store(path: Path, ask: Callable[[str], bool]) -> Store | None:
         if error.reason == "unavailable":
             report_fatal(f"SpecExec Desktop cannot start: {error}. Close other programs using it and try again.")
             return None
-        why = ("it was written by a newer version of SpecExec Desktop" if error.reason == "newer"
-               else "it is damaged and cannot be read")
-        question = (f"The conversation database cannot be opened: {why}.\n\n{error}.\n\nSpecExec Desktop can move "
-                    f"it aside, untouched, next to where it is (as {path.name}.unreadable-<date>-<time>), and start "
-                    "with no conversations. Nothing is deleted: a newer version of the app can still open the file, "
-                    "and a damaged one can still be rescued.")
+        why = (
+            "it was written by a newer version of SpecExec Desktop"
+            if error.reason == "newer"
+            else "it is damaged and cannot be read"
+        )
+        question = (
+            f"The conversation database cannot be opened: {why}.\n\n{error}.\n\nSpecExec Desktop can move "
+            f"it aside, untouched, next to where it is (as {path.name}.unreadable-<date>-<time>), and start "
+            "with no conversations. Nothing is deleted: a newer version of the app can still open the file, "
+            "and a damaged one can still be rescued."
+        )
         if not ask(question):
             report_fatal(f"SpecExec Desktop cannot start: {error}")
             return None

@@ -37,17 +37,41 @@ BUILTIN_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"  # must match core.loading
 # Distributions whose metadata the app reads at run time (importlib.metadata.version): the built-in model's
 # package (the conversion cache key), gguf (transformers checks it before reading a GGUF) and llguidance (its
 # tokenizer bridge asks for its own version); transformers' own hook adds the others it checks.
-METADATA = (BUILTIN_DISTRIBUTION, "gguf", "llguidance", "specexec-desktop")  # the app's own: its version in the doctor's report
+METADATA = (
+    BUILTIN_DISTRIBUTION,
+    "gguf",
+    "llguidance",
+    "specexec-desktop",
+)  # the app's own: its version in the doctor's report
 
 # Never used by the app or the engine: dropping them keeps the bundle smaller and the analysis shorter.
 # (torch.testing._internal and sympy.plotting stay: torch.utils.checkpoint and sympy import them at load time.)
 EXCLUDES = (
-    "tkinter", "_tkinter", "IPython", "jupyter_client", "notebook", "pytest", "_pytest",
+    "tkinter",
+    "_tkinter",
+    "IPython",
+    "jupyter_client",
+    "notebook",
+    "pytest",
+    "_pytest",
     "matplotlib",  # only `specexec bench --plot` uses it; the bundle is the desktop app
     "PIL",  # transformers' image processors only
-    "tensorboard", "torch.utils.tensorboard",
-    "torchvision", "torchaudio", "tensorflow", "flax", "jax", "keras", "onnx", "onnxruntime",
-    "sklearn", "scipy", "pandas", "datasets", "timm", "bitsandbytes",
+    "tensorboard",
+    "torch.utils.tensorboard",
+    "torchvision",
+    "torchaudio",
+    "tensorflow",
+    "flax",
+    "jax",
+    "keras",
+    "onnx",
+    "onnxruntime",
+    "sklearn",
+    "scipy",
+    "pandas",
+    "datasets",
+    "timm",
+    "bitsandbytes",
 )
 # Only a CUDA torch compiles GPU kernels with triton (about 0.7 GB): never in the CPU bundle.
 EXCLUDES_CPU = ("triton",)
@@ -78,9 +102,13 @@ def triton_prebuilt(flavour: str) -> tuple[list[tuple[str, str]], list[str]]:
     installer/triton_prebuild.py first)."""
     if flavour != "cuda" or importlib.util.find_spec("triton") is None:
         return [], []
-    if not any(TRITON_PREBUILT_SOURCE.glob("cuda_utils*.so")) and not any(TRITON_PREBUILT_SOURCE.glob("cuda_utils*.pyd")):
-        raise FileNotFoundError(f"{TRITON_PREBUILT_SOURCE} holds no prebuilt Triton module: run "
-                                f"python installer/triton_prebuild.py {TRITON_PREBUILT_SOURCE} in the CUDA build environment")
+    if not any(TRITON_PREBUILT_SOURCE.glob("cuda_utils*.so")) and not any(
+        TRITON_PREBUILT_SOURCE.glob("cuda_utils*.pyd")
+    ):
+        raise FileNotFoundError(
+            f"{TRITON_PREBUILT_SOURCE} holds no prebuilt Triton module: run "
+            f"python installer/triton_prebuild.py {TRITON_PREBUILT_SOURCE} in the CUDA build environment"
+        )
     return [(str(TRITON_PREBUILT_SOURCE), TRITON_PREBUILT_DEST)], [str(TRITON_RUNTIME_HOOK)]
 
 
@@ -95,13 +123,28 @@ def keep_file(dest: str) -> bool:
 # Qt's xcb platform plugin needs these; Ubuntu 22.04 and other bare desktops lack some (libxcb-cursor0 first
 # of all). PyInstaller bundles them from the build machine when they are installed there: build.sh checks.
 XCB_LIBRARIES = (
-    "libxcb-cursor.so.0", "libxcb-icccm.so.4", "libxcb-keysyms.so.1", "libxcb-image.so.0",
-    "libxcb-render-util.so.0", "libxcb-randr.so.0", "libxcb-shape.so.0", "libxcb-xkb.so.1",
-    "libxkbcommon-x11.so.0", "libxcb-util.so.1",
+    "libxcb-cursor.so.0",
+    "libxcb-icccm.so.4",
+    "libxcb-keysyms.so.1",
+    "libxcb-image.so.0",
+    "libxcb-render-util.so.0",
+    "libxcb-randr.so.0",
+    "libxcb-shape.so.0",
+    "libxcb-xkb.so.1",
+    "libxkbcommon-x11.so.0",
+    "libxcb-util.so.1",
 )
 XCB_APT_PACKAGES = (
-    "libxcb-cursor0", "libxcb-icccm4", "libxcb-keysyms1", "libxcb-image0", "libxcb-render-util0",
-    "libxcb-randr0", "libxcb-shape0", "libxcb-xkb1", "libxkbcommon-x11-0", "libxcb-util1",
+    "libxcb-cursor0",
+    "libxcb-icccm4",
+    "libxcb-keysyms1",
+    "libxcb-image0",
+    "libxcb-render-util0",
+    "libxcb-randr0",
+    "libxcb-shape0",
+    "libxcb-xkb1",
+    "libxkbcommon-x11-0",
+    "libxcb-util1",
 )
 
 
@@ -121,7 +164,9 @@ def supported_model_types(root: Path = ROOT) -> tuple[str, ...]:
     """core.modeling.causal_lm.SUPPORTED_MODEL_TYPES, read from the source (importing it would import torch)."""
     tree = ast.parse((root / "core" / "modeling" / "causal_lm.py").read_text(encoding="utf-8"))
     for node in ast.walk(tree):
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "SUPPORTED_MODEL_TYPES" for t in node.targets):
+        if isinstance(node, ast.Assign) and any(
+            getattr(t, "id", None) == "SUPPORTED_MODEL_TYPES" for t in node.targets
+        ):
             call = node.value
             if isinstance(call, ast.Call) and call.args:
                 return tuple(sorted(ast.literal_eval(call.args[0])))
@@ -187,8 +232,11 @@ def excluded_transformers_families(root: Path = ROOT) -> list[str]:
     if package_dir is None:
         return []
     keep = set(kept_transformers_families(root))
-    return [f"transformers.models.{d.name}" for d in sorted((package_dir / "models").iterdir())
-            if d.is_dir() and d.name not in keep and (d / "__init__.py").is_file()]
+    return [
+        f"transformers.models.{d.name}"
+        for d in sorted((package_dir / "models").iterdir())
+        if d.is_dir() and d.name not in keep and (d / "__init__.py").is_file()
+    ]
 
 
 def hidden_imports(root: Path = ROOT) -> list[str]:

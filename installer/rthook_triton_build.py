@@ -26,7 +26,10 @@ def prebuilt_build(name, src, srcdir, library_dirs, include_dirs, libraries):
     recorded = PREBUILT / f"{name}.c.sha256"
     if module.is_file() and recorded.is_file():
         # read as text: Triton writes the source in text mode, so on Windows its lines end in CRLF on disk
-        if hashlib.sha256(Path(src).read_text(encoding="utf-8").encode("utf-8")).hexdigest() == recorded.read_text().strip():
+        if (
+            hashlib.sha256(Path(src).read_text(encoding="utf-8").encode("utf-8")).hexdigest()
+            == recorded.read_text().strip()
+        ):
             target = Path(srcdir) / module.name
             shutil.copyfile(module, target)  # Triton reads it from there into its cache
             return str(target)

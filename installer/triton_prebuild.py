@@ -42,8 +42,13 @@ def prebuild(out: Path) -> Path:
     source = Path(driver.dirname, "driver.c").read_text()
     if sys.platform == "win32":
         try:
-            compile_module_from_src(src=source, name=MODULE, library_dirs=[driver.libdevice_dir],
-                                    include_dirs=driver.include_dirs, libraries=driver.libraries)
+            compile_module_from_src(
+                src=source,
+                name=MODULE,
+                library_dirs=[driver.libdevice_dir],
+                include_dirs=driver.include_dirs,
+                libraries=driver.libraries,
+            )
         except ImportError as error:  # loading it needs nvcuda.dll (the NVIDIA driver), which this machine lacks
             if "DLL load failed" not in str(error):
                 raise
@@ -51,16 +56,29 @@ def prebuild(out: Path) -> Path:
     with tempfile.TemporaryDirectory() as stub_dir:
         empty = Path(stub_dir) / "empty.c"
         empty.write_text("/* stands in for the NVIDIA driver's libcuda.so.1 at link time */\n")
-        subprocess.check_call(["gcc", "-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o",
-                               str(Path(stub_dir) / "libcuda.so.1"), str(empty)])
+        subprocess.check_call(
+            [
+                "gcc",
+                "-shared",
+                "-fPIC",
+                "-Wl,-soname,libcuda.so.1",
+                "-o",
+                str(Path(stub_dir) / "libcuda.so.1"),
+                str(empty),
+            ]
+        )
         compiler = Path(stub_dir) / "cc"  # Triton runs $CC as one program: the flag goes in a wrapper
         compiler.write_text('#!/bin/sh\nexec gcc -Wl,--no-as-needed "$@"\n')
         compiler.chmod(0o755)
         os.environ["CC"] = str(compiler)
         try:
-            compile_module_from_src(src=source, name=MODULE,
-                                    library_dirs=[driver.libdevice_dir, stub_dir], include_dirs=driver.include_dirs,
-                                    libraries=driver.libraries)
+            compile_module_from_src(
+                src=source,
+                name=MODULE,
+                library_dirs=[driver.libdevice_dir, stub_dir],
+                include_dirs=driver.include_dirs,
+                libraries=driver.libraries,
+            )
         except ImportError as error:  # loading it needs the real libcuda.so.1, which this machine lacks
             if "libcuda.so.1" not in str(error):
                 raise

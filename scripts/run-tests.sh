@@ -18,11 +18,9 @@ if [ ! -x .venv-instructor/bin/python ] || ! .venv-instructor/bin/python -c "imp
 fi
 . .venv/bin/activate
 export QT_QPA_PLATFORM=offscreen
-# Lint first: a second, and it fails before the minutes of tests do ([tool.ruff] in pyproject.toml).
+# Lint and format first: seconds, and they fail before the minutes of tests do ([tool.ruff] in pyproject.toml).
 ruff check .
-# The formatter's check joins once the tree has been formatted in one commit (ruff format .): until then it
-# would fail on 237 files. Uncomment this line in that commit.
-# ruff format --check .
+ruff format --check .
 # One worker per core (pytest-xdist); a test file stays on one worker, so its module-scoped servers and
 # engines start once. The edit-test loop: docs/development.md.
 python -m pytest -q -n auto --dist loadfile "$@"  # extra pytest arguments pass through (e.g. --durations=30)

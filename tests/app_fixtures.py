@@ -69,8 +69,15 @@ def tiny_settings(target: str, draft: str, **defaults):
     conversation = dict(max_tokens=24, temperature=0.8, top_p=0.95)
     conversation.update(defaults)
     return AppSettings(
-        target=target, draft=draft, device="cpu", dtype="float32", tree_budget=16, max_depth=8, expand=8,
-        engine_threads=1, defaults=ConversationSettings(**conversation),
+        target=target,
+        draft=draft,
+        device="cpu",
+        dtype="float32",
+        tree_budget=16,
+        max_depth=8,
+        expand=8,
+        engine_threads=1,
+        defaults=ConversationSettings(**conversation),
     )
 
 
@@ -145,7 +152,9 @@ def controller(qtbot, tmp_path):
 
     bridge = recording_bridge_class()()
     store = Store(tmp_path / "c.sqlite3")
-    settings = AppSettings(defaults=ConversationSettings(system_prompt="Be brief.", budget_mode=BudgetMode.MANUAL, budget=9))
+    settings = AppSettings(
+        defaults=ConversationSettings(system_prompt="Be brief.", budget_mode=BudgetMode.MANUAL, budget=9)
+    )
     c = ChatController(store, bridge, settings)
     yield c
     c.detach()
@@ -298,9 +307,13 @@ def answered(window, question: str = "first question", answer: str = "an answer"
 
     window.send(question)
     request_id = window.bridge.calls[-1][1]
-    window.bridge.handle_events([
-        P.TokenChunk(request_id, answer, (7,)), P.PassStats(request_id, 1, 4, 1.0, 2.0, 333.0, 16),
-        P.Finished(request_id, "eos", prompt_tokens=10, generated_tokens=generated)])
+    window.bridge.handle_events(
+        [
+            P.TokenChunk(request_id, answer, (7,)),
+            P.PassStats(request_id, 1, 4, 1.0, 2.0, 333.0, 16),
+            P.Finished(request_id, "eos", prompt_tokens=10, generated_tokens=generated),
+        ]
+    )
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -334,6 +347,7 @@ def themes(qapp):
 
 def relative_luminance(color) -> float:
     """WCAG 2 relative luminance of a QColor."""
+
     def channel(value: float) -> float:
         return value / 12.92 if value <= 0.03928 else ((value + 0.055) / 1.055) ** 2.4
 
@@ -388,8 +402,15 @@ def _classify(crop: np.ndarray, colour: int) -> tuple[str, int | None]:
     values, as QImage.pixel gives them)."""
     mine = crop == colour
     padded = np.pad(crop, 1, constant_values=-1)
-    inside = int((mine & (padded[1:-1, 2:] == colour) & (padded[1:-1, :-2] == colour)
-                  & (padded[2:, 1:-1] == colour) & (padded[:-2, 1:-1] == colour)).sum())
+    inside = int(
+        (
+            mine
+            & (padded[1:-1, 2:] == colour)
+            & (padded[1:-1, :-2] == colour)
+            & (padded[2:, 1:-1] == colour)
+            & (padded[:-2, 1:-1] == colour)
+        ).sum()
+    )
     around_most = _most_common_beside(crop, mine, colour)
     if inside >= AREA_SHARE * int(mine.sum()):
         return "area", around_most
@@ -408,7 +429,7 @@ def grab_pixels(window) -> tuple[np.ndarray, float]:
     scale = image.devicePixelRatio()
     image = image.convertToFormat(QImage.Format.Format_ARGB32)
     rows = np.frombuffer(image.constBits(), dtype=np.uint32, count=image.height() * image.bytesPerLine() // 4)
-    rows = rows.reshape(image.height(), image.bytesPerLine() // 4)[:, :image.width()].astype(np.int64)
+    rows = rows.reshape(image.height(), image.bytesPerLine() // 4)[:, : image.width()].astype(np.int64)
     return rows, scale
 
 

@@ -19,7 +19,7 @@ WINDOW_SIZE = (1280, 800)  # a 13-14 inch laptop's screen, the smallest the wind
 CODE_ANSWER = (
     "Here is a short one. It ignores case and spaces, so `Never odd or even` counts:\n\n"
     "```python\ndef is_palindrome(word: str) -> bool:\n    # compare the cleaned word with its reverse\n"
-    "    cleaned = word.replace(\" \", \"\").lower()\n    return cleaned == cleaned[::-1]\n```\n\n"
+    '    cleaned = word.replace(" ", "").lower()\n    return cleaned == cleaned[::-1]\n```\n\n'
     "| word | palindrome? |\n|---|---|\n| level | yes |\n| hello | no |\n\n"
     "See [the Python docs](https://docs.python.org/3/library/stdtypes.html#str) for more string methods."
 )
@@ -36,8 +36,12 @@ def settle(rounds: int = 8) -> None:
 def _ready(bridge) -> None:
     from core.engine import protocol as P
 
-    bridge.handle_events([P.EngineStarted(pid=1), P.StatusReport(
-        "ready", {"budget": 64, "max_context": 8192, "target": "builtin", "draft": "builtin-draft"})])
+    bridge.handle_events(
+        [
+            P.EngineStarted(pid=1),
+            P.StatusReport("ready", {"budget": 64, "max_context": 8192, "target": "builtin", "draft": "builtin-draft"}),
+        ]
+    )
 
 
 def chat_window(paths, chats: bool = True):
@@ -57,8 +61,16 @@ def chat_window(paths, chats: bool = True):
         cid = store.create_conversation("Palindromes in Python")
         store.add_message(cid, "user", "Write a Python function that checks whether a word is a palindrome.")
         answer = store.add_message(cid, "assistant", CODE_ANSWER, S.COMPLETE)
-        store.update_message(answer.id, stats={"tokens": 96, "tokens_per_s": 14.2, "tokens_per_pass": 2.61,
-                                               "prompt_tokens": 61, "generated_tokens": 96})
+        store.update_message(
+            answer.id,
+            stats={
+                "tokens": 96,
+                "tokens_per_s": 14.2,
+                "tokens_per_pass": 2.61,
+                "prompt_tokens": 61,
+                "generated_tokens": 96,
+            },
+        )
         window.controller.conversations.refresh()
         window.controller.open_conversation(cid)
         window.controller.stats.add(P.PassStats("x", 3, 64, 50.0, 126.0, 14.2, 64))  # 5 tokens in 0.352 s: 14.2/s
@@ -89,25 +101,52 @@ def thinking_window(paths, answered: bool):
     from core.engine import protocol as P
 
     models = Path("/home/you/.local/share/specexec-desktop/models")
-    save_settings(AppSettings(target=str(models / "Qwen3-32B-AWQ"), draft=str(models / "Qwen3-0.6B"),
-                              active_pair="qwen3-32b-awq"), paths.settings_file)
+    save_settings(
+        AppSettings(
+            target=str(models / "Qwen3-32B-AWQ"), draft=str(models / "Qwen3-0.6B"), active_pair="qwen3-32b-awq"
+        ),
+        paths.settings_file,
+    )
     window = chat_window(paths, chats=False)
-    window.bridge.handle_events([P.StatusReport("ready", {"budget": 64, "max_context": 32768, "thinking": "switchable",
-                                                           "target": "Qwen3-32B", "draft": "Qwen3-0.6B"})])
+    window.bridge.handle_events(
+        [
+            P.StatusReport(
+                "ready",
+                {
+                    "budget": 64,
+                    "max_context": 32768,
+                    "thinking": "switchable",
+                    "target": "Qwen3-32B",
+                    "draft": "Qwen3-0.6B",
+                },
+            )
+        ]
+    )
     store = window.store
     cid = store.create_conversation("Is 391 prime?")
     store.add_message(cid, "user", "What is 17 squared?")
     first = store.add_message(cid, "assistant", "17² = **289**.", S.COMPLETE)
-    store.update_message(first.id, reasoning="17 × 17 = 17 × 10 + 17 × 7 = 170 + 119 = 289.",
-                         stats={"tokens": 61, "tokens_per_s": 9.8, "prompt_tokens": 24, "generated_tokens": 61,
-                                "thinking_seconds": 3.1})
+    store.update_message(
+        first.id,
+        reasoning="17 × 17 = 17 × 10 + 17 × 7 = 170 + 119 = 289.",
+        stats={"tokens": 61, "tokens_per_s": 9.8, "prompt_tokens": 24, "generated_tokens": 61, "thinking_seconds": 3.1},
+    )
     window.controller.conversations.refresh()
     window.controller.open_conversation(cid)
     if answered:
         store.add_message(cid, "user", PRIME_QUESTION)
         answer = store.add_message(cid, "assistant", PRIME_ANSWER, S.COMPLETE)
-        store.update_message(answer.id, reasoning=PRIME_THOUGHT, stats={
-            "tokens": 214, "tokens_per_s": 10.3, "prompt_tokens": 98, "generated_tokens": 214, "thinking_seconds": 14.2})
+        store.update_message(
+            answer.id,
+            reasoning=PRIME_THOUGHT,
+            stats={
+                "tokens": 214,
+                "tokens_per_s": 10.3,
+                "prompt_tokens": 98,
+                "generated_tokens": 214,
+                "thinking_seconds": 14.2,
+            },
+        )
         window.controller.open_conversation(cid)
         return window
     window.send(PRIME_QUESTION)
@@ -130,8 +169,16 @@ def crashed_window(paths):
     request_id = window.bridge.calls[-1][1]
     window.bridge.handle_events([P.TokenChunk(request_id, "In JavaScript you can", (7,))])
     settle()
-    window.bridge.handle_events([P.Error(None, "engine_died", "the engine process was killed by SIGKILL",
-                                         "restart the engine to go on - the conversation is kept")])
+    window.bridge.handle_events(
+        [
+            P.Error(
+                None,
+                "engine_died",
+                "the engine process was killed by SIGKILL",
+                "restart the engine to go on - the conversation is kept",
+            )
+        ]
+    )
     return window
 
 
@@ -145,8 +192,9 @@ def wizard(models_dir: Path):
     return wizard
 
 
-def build_screens(paths, models_dir: Path, wait: Callable[[Callable[[], bool]], None],
-                  details: bool = True) -> list[tuple[str, object]]:
+def build_screens(
+    paths, models_dir: Path, wait: Callable[[Callable[[], bool]], None], details: bool = True
+) -> list[tuple[str, object]]:
     """Every screen, shown. `wait(predicate)` processes events until the predicate holds (probes, scans);
     `details`: the wizard's computer details open (they name the hardware fixture's file: not for docs)."""
     from app.models.manager import ModelManager
@@ -184,9 +232,15 @@ def build_screens(paths, models_dir: Path, wait: Callable[[Callable[[], bool]], 
     settings_window = chat_window(own("settings"))
     settings_window.open_settings(has_gpu=True)
     add("settings", settings_window)
-    add("delete-chat", confirm_box(main, "Delete this chat?",
-                                   "“Palindromes in Python” and all its messages will be deleted. This cannot be "
-                                   "undone.", "Delete chat"))
+    add(
+        "delete-chat",
+        confirm_box(
+            main,
+            "Delete this chat?",
+            "“Palindromes in Python” and all its messages will be deleted. This cannot be undone.",
+            "Delete chat",
+        ),
+    )
 
     manager = ModelManager(AppSettings(), models_dir, parent=main)
     manager.resize(780, 560)
@@ -228,8 +282,15 @@ def build_screens(paths, models_dir: Path, wait: Callable[[Callable[[], bool]], 
     assert download.currentId() == DOWNLOAD
     total = download.state.chosen.pair.download_bytes
     page._planned({"total_bytes": total, "already_bytes": 0, "files": ["model-00001-of-00004.safetensors"] * 4})
-    page._progress({"done_bytes": int(total * 0.37), "total_bytes": total, "bytes_per_second": 48_000_000,
-                    "eta_seconds": 512, "file": "model-00002-of-00004.safetensors"})
+    page._progress(
+        {
+            "done_bytes": int(total * 0.37),
+            "total_bytes": total,
+            "bytes_per_second": 48_000_000,
+            "eta_seconds": 512,
+            "file": "model-00002-of-00004.safetensors",
+        }
+    )
 
     done = wizard(models_dir)
     add("wizard-4-done", done)

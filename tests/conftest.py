@@ -53,9 +53,15 @@ def make_tiny_llama(seed: int, vocab: int = 64, layers: int = 2, hidden: int = 3
     """A random Llama with 4 heads / 2 KV heads; float64 so tree-vs-sequential logits agree to ~1e-15."""
     torch.manual_seed(seed)
     config = LlamaConfig(
-        vocab_size=vocab, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
-        bos_token_id=1, eos_token_id=0,
+        vocab_size=vocab,
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=1024,
+        bos_token_id=1,
+        eos_token_id=0,
     )
     config._attn_implementation = "sdpa"
     model = LlamaForCausalLM(config).to(dtype).eval()
@@ -77,7 +83,9 @@ def noisy_copy(target: CausalLM, seed: int = 0, scale: float = 0.05) -> CausalLM
     with torch.no_grad():
         for param in model.parameters():
             param.add_(scale * torch.randn_like(param) * param.std().clamp_min(1e-3))
-    return CausalLM(model=model, name=f"{target.name}-draft", eos_token_ids=target.eos_token_ids, max_context=target.max_context)
+    return CausalLM(
+        model=model, name=f"{target.name}-draft", eos_token_ids=target.eos_token_ids, max_context=target.max_context
+    )
 
 
 @contextmanager

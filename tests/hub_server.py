@@ -28,15 +28,30 @@ import pytest
 from core.bench.loopback_hub import HostedRepo, LoopbackHub, git_blob_id, payload
 from core.models.download_progress import DownloadListener
 
-__all__ = ["MODELS_CLI", "HostedRepo", "HubEnv", "LoopbackHub", "Recorder", "cli_process", "git_blob_id", "hub",
-           "hub_env", "payload", "read_events_until"]
+__all__ = [
+    "MODELS_CLI",
+    "HostedRepo",
+    "HubEnv",
+    "LoopbackHub",
+    "Recorder",
+    "cli_process",
+    "git_blob_id",
+    "hub",
+    "hub_env",
+    "payload",
+    "read_events_until",
+]
 
 # `specexec models ...` in a subprocess, through the models dispatcher alone: the full `specexec` parser
 # imports every command, and `generate`'s options import torch (8-30 s on a shared 2-core machine).
-MODELS_CLI = [sys.executable, "-c", (
-    "import argparse, sys; from core.cli import models; parser = argparse.ArgumentParser(); "
-    "models.add_arguments(parser); sys.exit(models.run(parser.parse_args(sys.argv[1:])))"
-)]
+MODELS_CLI = [
+    sys.executable,
+    "-c",
+    (
+        "import argparse, sys; from core.cli import models; parser = argparse.ArgumentParser(); "
+        "models.add_arguments(parser); sys.exit(models.run(parser.parse_args(sys.argv[1:])))"
+    ),
+]
 
 
 @dataclass(frozen=True)
@@ -60,9 +75,14 @@ def hub_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hub: LoopbackHub) -
     (HF_TOKEN unset, no keyring backend, huggingface_hub's own login folder empty)."""
     models, config = tmp_path / "models", tmp_path / "config"
     values = {
-        "SPECEXEC_MODELS_DIR": str(models), "SPECEXEC_CONFIG_DIR": str(config), "HF_HOME": str(tmp_path / "hf-home"),
-        "PYTHON_KEYRING_BACKEND": "keyring.backends.fail.Keyring", "HF_HUB_DISABLE_XET": "1",
-        "HF_ENDPOINT": hub.url, "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost",
+        "SPECEXEC_MODELS_DIR": str(models),
+        "SPECEXEC_CONFIG_DIR": str(config),
+        "HF_HOME": str(tmp_path / "hf-home"),
+        "PYTHON_KEYRING_BACKEND": "keyring.backends.fail.Keyring",
+        "HF_HUB_DISABLE_XET": "1",
+        "HF_ENDPOINT": hub.url,
+        "NO_PROXY": "127.0.0.1,localhost",
+        "no_proxy": "127.0.0.1,localhost",
     }
     for key, value in values.items():
         monkeypatch.setenv(key, value)
@@ -75,8 +95,9 @@ def hub_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hub: LoopbackHub) -
 def cli_process(hub_env: HubEnv, *args: str) -> Iterator[subprocess.Popen]:
     """`specexec models ARGS` as a real process against the loopback hub (JSON lines on stdout), killed if
     still running and reaped when the block ends."""
-    process = subprocess.Popen([*MODELS_CLI, *args], env=hub_env.env, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [*MODELS_CLI, *args], env=hub_env.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         yield process
     finally:

@@ -40,8 +40,24 @@ STRICT_REFUSES = ("seed", "top_k", "repetition_penalty", "stream_options")
 CONTEXT_WORDS = 400
 NATURAL_LENGTH = 24
 LONG_LENGTH = 500
-WORDS = ("amber", "birch", "cedar", "delta", "ember", "fjord", "grove", "harbor", "inlet", "juniper", "kelp",
-         "lagoon", "meadow", "nectar", "orchid", "prairie")
+WORDS = (
+    "amber",
+    "birch",
+    "cedar",
+    "delta",
+    "ember",
+    "fjord",
+    "grove",
+    "harbor",
+    "inlet",
+    "juniper",
+    "kelp",
+    "lagoon",
+    "meadow",
+    "nectar",
+    "orchid",
+    "prairie",
+)
 
 
 class State:
@@ -54,8 +70,12 @@ class State:
 
     def snapshot(self) -> dict:
         with self.lock:
-            return {"active": self.active, "finished": self.finished, "disconnected": self.disconnected,
-                    "last_request": self.last_request}
+            return {
+                "active": self.active,
+                "finished": self.finished,
+                "disconnected": self.disconnected,
+                "last_request": self.last_request,
+            }
 
 
 def answer_words(body: dict) -> tuple[list[str], str]:
@@ -144,9 +164,18 @@ class Handler(BaseHTTPRequestHandler):
         words, reason = answer_words(body)
         if not body.get("stream"):
             text = " ".join(words)
-            self._json(200, {"id": "cmpl-1", "object": "chat.completion", "model": model, "choices": [
-                {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": reason}],
-                "usage": {"prompt_tokens": 10, "completion_tokens": len(words), "total_tokens": 10 + len(words)}})
+            self._json(
+                200,
+                {
+                    "id": "cmpl-1",
+                    "object": "chat.completion",
+                    "model": model,
+                    "choices": [
+                        {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": reason}
+                    ],
+                    "usage": {"prompt_tokens": 10, "completion_tokens": len(words), "total_tokens": 10 + len(words)},
+                },
+            )
             return
         self._stream(model, words, reason)
 
@@ -163,9 +192,18 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.write(b": keep-alive\n\n")
             for index, word in enumerate(words):
                 last = index == len(words) - 1
-                chunk = {"id": "chunk-1", "object": "chat.completion.chunk", "model": model, "choices": [
-                    {"index": 0, "delta": {"content": word if index == 0 else " " + word},
-                     "finish_reason": reason if last else None}]}
+                chunk = {
+                    "id": "chunk-1",
+                    "object": "chat.completion.chunk",
+                    "model": model,
+                    "choices": [
+                        {
+                            "index": 0,
+                            "delta": {"content": word if index == 0 else " " + word},
+                            "finish_reason": reason if last else None,
+                        }
+                    ],
+                }
                 self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
                 self.wfile.flush()
                 time.sleep(delay)

@@ -20,8 +20,12 @@ HERE = Path(__file__).parent
 @contextmanager
 def other_server(*args: str) -> Iterator[tuple[str, subprocess.Popen]]:
     """tests/other_openai_server.py on a free port: (base URL, process)."""
-    process = subprocess.Popen([sys.executable, str(HERE / "other_openai_server.py"), "--port", "0", *args],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, str(HERE / "other_openai_server.py"), "--port", "0", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         line = process.stdout.readline()
         assert line.startswith("listening on "), (line, process.stderr.read() if process.poll() is not None else "")
@@ -33,8 +37,12 @@ def other_server(*args: str) -> Iterator[tuple[str, subprocess.Popen]]:
 @contextmanager
 def specexec_serve(*args: str) -> Iterator[tuple[str, subprocess.Popen]]:
     """`specexec serve --port 0 ARGS` once it serves: (base URL, process). SIGTERM must end it with 0."""
-    process = subprocess.Popen([sys.executable, "-m", "core.cli.main", "serve", "--port", "0", *args],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "core.cli.main", "serve", "--port", "0", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         lines = []
         for line in process.stdout:

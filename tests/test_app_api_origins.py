@@ -63,8 +63,9 @@ def _get_models(url: str, origin: str) -> tuple[int, str | None]:
 def test_the_app_server_refuses_web_pages_unless_allowed(qtbot, app_paths, session_bridge, session_tiny_models):
     from app.window.main_window import MainWindow
 
-    settings = dataclasses.replace(tiny_settings(*session_tiny_models), api_server=True, api_server_port=0,
-                                   api_server_key=KEY)
+    settings = dataclasses.replace(
+        tiny_settings(*session_tiny_models), api_server=True, api_server_port=0, api_server_key=KEY
+    )
     window = MainWindow(paths=app_paths, settings=settings, bridge=session_bridge, confirm_delete=False)
     qtbot.addWidget(window)
     assert _get_models(window.api_server.url, PAGE) == (403, "origin_not_allowed")  # none allowed by default

@@ -37,23 +37,28 @@ def _ask_in_thread(url: str, result: dict, **settings) -> threading.Thread:
 
 
 @pytest.mark.slow
-def test_the_app_answers_api_requests_and_its_chat_through_one_engine(qtbot, app_paths, session_bridge, session_tiny_models):
+def test_the_app_answers_api_requests_and_its_chat_through_one_engine(
+    qtbot, app_paths, session_bridge, session_tiny_models
+):
     from app.window.main_window import MainWindow
     from app.conversations.store import COMPLETE
 
-    settings = dataclasses.replace(tiny_settings(*session_tiny_models), api_server=True, api_server_port=0,
-                                   api_server_key=KEY)
+    settings = dataclasses.replace(
+        tiny_settings(*session_tiny_models), api_server=True, api_server_port=0, api_server_key=KEY
+    )
     window = MainWindow(paths=app_paths, settings=settings, bridge=session_bridge, confirm_delete=False)
     qtbot.addWidget(window)
     url = window.api_server.url
     assert url is not None and url.startswith("http://127.0.0.1:"), window.api_server.error
 
     result: dict = {}
-    thread = _ask_in_thread(url, result, model="", messages=[{"role": "user", "content": "w10 w11"}],
-                            max_tokens=5, seed=5)
+    thread = _ask_in_thread(
+        url, result, model="", messages=[{"role": "user", "content": "w10 w11"}], max_tokens=5, seed=5
+    )
     window.send("w12 w13")  # the chat's answer and the API's request wait in the same engine queue
-    qtbot.waitUntil(lambda: ("answer" in result or "error" in result) and not window.controller.generating,
-                    timeout=120_000)
+    qtbot.waitUntil(
+        lambda: ("answer" in result or "error" in result) and not window.controller.generating, timeout=120_000
+    )
     thread.join(10)
     assert "error" not in result, result.get("error")
     answer = result["answer"]
@@ -77,13 +82,15 @@ def test_the_app_answers_api_requests_and_its_chat_through_one_engine(qtbot, app
 def test_with_the_key_turned_off_any_client_is_answered(qtbot, app_paths, session_bridge, session_tiny_models):
     from app.window.main_window import MainWindow
 
-    settings = dataclasses.replace(tiny_settings(*session_tiny_models), api_server=True, api_server_port=0,
-                                   api_server_require_key=False)
+    settings = dataclasses.replace(
+        tiny_settings(*session_tiny_models), api_server=True, api_server_port=0, api_server_require_key=False
+    )
     window = MainWindow(paths=app_paths, settings=settings, bridge=session_bridge, confirm_delete=False)
     qtbot.addWidget(window)
     result: dict = {}
-    thread = _ask_in_thread(window.api_server.url, result, model="", max_tokens=3,
-                            messages=[{"role": "user", "content": "w20"}])  # its key is not checked
+    thread = _ask_in_thread(
+        window.api_server.url, result, model="", max_tokens=3, messages=[{"role": "user", "content": "w20"}]
+    )  # its key is not checked
     qtbot.waitUntil(lambda: "answer" in result or "error" in result, timeout=120_000)
     thread.join(10)
     assert "error" not in result, result.get("error")
@@ -100,8 +107,12 @@ def test_a_taken_port_is_reported_not_fatal(qtbot, app_paths, session_bridge, se
     taken.bind(("127.0.0.1", 0))
     taken.listen()
     try:
-        settings = dataclasses.replace(tiny_settings(*session_tiny_models), api_server=True,
-                                       api_server_port=taken.getsockname()[1], api_server_key=KEY)
+        settings = dataclasses.replace(
+            tiny_settings(*session_tiny_models),
+            api_server=True,
+            api_server_port=taken.getsockname()[1],
+            api_server_key=KEY,
+        )
         window = MainWindow(paths=app_paths, settings=settings, bridge=session_bridge, confirm_delete=False)
         qtbot.addWidget(window)
         assert window.api_server.url is None and "already in use" in window.api_server.error
@@ -116,8 +127,9 @@ def test_the_apps_own_api_server_is_refused_as_a_connection(qtbot, app_paths, se
     from app.engine.connections import own_api_server_words
     from app.window.main_window import MainWindow
 
-    settings = dataclasses.replace(tiny_settings(*session_tiny_models), api_server=True, api_server_port=0,
-                                   api_server_key=KEY)
+    settings = dataclasses.replace(
+        tiny_settings(*session_tiny_models), api_server=True, api_server_port=0, api_server_key=KEY
+    )
     window = MainWindow(paths=app_paths, settings=settings, bridge=session_bridge, confirm_delete=False)
     qtbot.addWidget(window)
     port = window.api_server.url.rsplit(":", 1)[1].split("/")[0]
@@ -160,8 +172,12 @@ def test_settings_row_shows_a_key_to_copy_and_saves_the_switch(qtbot, session_ti
     row.port.setText("9123")
     assert "http://127.0.0.1:9123/v1" in row.address.text()
     values = dialog.values()
-    assert (values.api_server, values.api_server_port, values.api_server_require_key, values.api_server_key) == \
-        (True, 9123, True, key)
+    assert (values.api_server, values.api_server_port, values.api_server_require_key, values.api_server_key) == (
+        True,
+        9123,
+        True,
+        key,
+    )
     row.new_key_button.click()
     assert row.key.text() != key
     row.require_key.setChecked(False)

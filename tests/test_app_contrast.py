@@ -10,8 +10,16 @@ pytest.importorskip("PySide6")
 
 from PySide6.QtCore import QRect  # noqa: E402
 from PySide6.QtWidgets import (  # noqa: E402
-    QAbstractButton, QCheckBox, QFrame, QLabel, QLineEdit, QListView, QMenuBar, QPlainTextEdit,
-    QTabBar, QTextBrowser,
+    QAbstractButton,
+    QCheckBox,
+    QFrame,
+    QLabel,
+    QLineEdit,
+    QListView,
+    QMenuBar,
+    QPlainTextEdit,
+    QTabBar,
+    QTextBrowser,
 )
 
 from PySide6.QtGui import QIcon  # noqa: E402
@@ -33,8 +41,12 @@ def covered(widget, top) -> bool:
     """Whether a card floating over the window (the speed details, a toast) hides part of `widget`: its
     pixels there are the card's, measured as the card's own text."""
     for card in top.findChildren(QFrame):
-        if card.objectName() in ("speedDetails", "toast") and card.isVisible() and card is not widget \
-                and not card.isAncestorOf(widget):
+        if (
+            card.objectName() in ("speedDetails", "toast")
+            and card.isVisible()
+            and card is not widget
+            and not card.isAncestorOf(widget)
+        ):
             here = QRect(widget.mapTo(top, widget.rect().topLeft()), widget.size())
             if here.intersects(QRect(card.mapTo(top, card.rect().topLeft()), card.size())):
                 return True
@@ -43,9 +55,14 @@ def covered(widget, top) -> bool:
 
 def on(top, widgets: list) -> list:
     """The visible ones drawn in `top` itself (a dialog parented to the window is a window of its own)."""
-    return [widget for widget in widgets if widget.isVisible() and widget.window() is top
-            and widget.visibleRegion().boundingRect() == widget.rect()  # not scrolled partly out of sight
-            and not covered(widget, top)]
+    return [
+        widget
+        for widget in widgets
+        if widget.isVisible()
+        and widget.window() is top
+        and widget.visibleRegion().boundingRect() == widget.rect()  # not scrolled partly out of sight
+        and not covered(widget, top)
+    ]
 
 
 def text_widgets(top) -> list[tuple[str, object, int]]:
@@ -87,8 +104,7 @@ def list_rows(top) -> list[tuple[str, object, QRect]]:
 def test_every_screen_reaches_aa_contrast(qtbot, themes, app_paths, tmp_path, monkeypatch, theme):
     monkeypatch.setenv("SPECEXEC_HW_FIXTURE", str(HW_FIXTURE))
     themes.apply(theme)
-    screens = build_screens(app_paths, tmp_path / "models",
-                            lambda predicate: qtbot.waitUntil(predicate, timeout=30000))
+    screens = build_screens(app_paths, tmp_path / "models", lambda predicate: qtbot.waitUntil(predicate, timeout=30000))
     for _, widget in screens:
         qtbot.addWidget(widget)
     settle()

@@ -31,8 +31,12 @@ ENTRY = "import sys, app.main; sys.exit(app.main.main([]))"
 
 
 def app_env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "SPECEXEC_DATA_DIR": str(tmp_path / "data"),
-           "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "SPECEXEC_DATA_DIR": str(tmp_path / "data"),
+        "PYTHONPATH": os.environ.get("PYTHONPATH", ""),
+    }
     env.update(extra)
     return env
 
@@ -44,8 +48,13 @@ def app_env(tmp_path: Path, **extra: str) -> dict[str, str]:
 def test_a_window_that_cannot_open_says_why_on_stderr(tmp_path):
     """No display (and on machines without libxcb-cursor0 etc., missing libraries): Qt aborts with signal 6
     after telling only the log file. The reason and what to do must reach the terminal."""
-    done = subprocess.run([sys.executable, "-c", ENTRY], env=app_env(tmp_path, QT_QPA_PLATFORM="xcb"),
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", ENTRY],
+        env=app_env(tmp_path, QT_QPA_PLATFORM="xcb"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 1, (done.returncode, done.stderr[-2000:])  # a clean exit code, not signal 6
     assert "SpecExec Desktop cannot open its window" in done.stderr
     assert "sudo apt install" in done.stderr or "DISPLAY" in done.stderr
@@ -56,8 +65,10 @@ def test_a_window_that_cannot_open_says_why_on_stderr(tmp_path):
 def test_missing_libraries_are_named_with_the_packages_to_install():
     from app.system.library_check import install_advice, missing_from_ldd
 
-    ldd = ("\tlibxcb-icccm.so.4 => not found\n\tlibc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x1)\n"
-           "\tlibxcb-keysyms.so.1 => not found\n\tlibxcb-icccm.so.4 => not found\n")
+    ldd = (
+        "\tlibxcb-icccm.so.4 => not found\n\tlibc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x1)\n"
+        "\tlibxcb-keysyms.so.1 => not found\n\tlibxcb-icccm.so.4 => not found\n"
+    )
     assert missing_from_ldd(ldd) == ["libxcb-icccm.so.4", "libxcb-keysyms.so.1"]
     advice = install_advice(["libxcb-cursor.so.0", "libxcb-icccm.so.4", "libxcb-keysyms.so.1"])
     assert "sudo apt install libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1" in advice
@@ -69,8 +80,13 @@ def test_missing_libraries_are_named_with_the_packages_to_install():
 def test_unreadable_database_is_reported_on_stderr(tmp_path):
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "conversations.sqlite3").write_bytes(b"this is not a database" * 100)
-    done = subprocess.run([sys.executable, "-c", ENTRY], env=app_env(tmp_path, QT_QPA_PLATFORM="offscreen"),
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", ENTRY],
+        env=app_env(tmp_path, QT_QPA_PLATFORM="offscreen"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 1
     assert "conversation database cannot be opened" in done.stderr
 
@@ -141,9 +157,18 @@ def test_a_model_path_that_does_not_exist_is_refused_in_the_settings(qtbot, tmp_
 
 def test_crash_banner_speaks_plainly(qtbot, quiet_window):
     w = quiet_window
-    w.bridge.handle_events([P.EngineStarted(pid=6506), P.StatusReport("ready", {"budget": 16}),
-                            P.Error(None, "engine_died", "the engine process (pid 6506) was killed by SIGKILL",
-                                    "restart the engine to go on - the conversation is kept")])
+    w.bridge.handle_events(
+        [
+            P.EngineStarted(pid=6506),
+            P.StatusReport("ready", {"budget": 16}),
+            P.Error(
+                None,
+                "engine_died",
+                "the engine process (pid 6506) was killed by SIGKILL",
+                "restart the engine to go on - the conversation is kept",
+            ),
+        ]
+    )
     text = w.banner.label.text()
     plain = re.sub(r"<[^>]+>", " ", text)
     assert w.banner.isVisible() and "pid" not in plain and "6506" not in plain
@@ -156,11 +181,19 @@ def test_an_engine_killed_while_loading_is_said_as_a_load_failure(qtbot, quiet_w
     """The same words as `specexec chat` (core.engine.client.LOAD_DIED_HINT): the models could not be loaded,
     most likely for memory, with what to try; Restart loads again, Settings picks a smaller model."""
     w = quiet_window
-    w.bridge.handle_events([P.EngineStarted(pid=6507), P.StatusReport("loading", {}),
-                            P.LoadProgress("Loading the target model big-70b"),
-                            P.Error(None, "engine_died", "the engine process (pid 6507) was killed by SIGKILL",
-                                    "the engine crashed or was killed (out of memory?); restart it to go on - the "
-                                    "conversation is kept")])
+    w.bridge.handle_events(
+        [
+            P.EngineStarted(pid=6507),
+            P.StatusReport("loading", {}),
+            P.LoadProgress("Loading the target model big-70b"),
+            P.Error(
+                None,
+                "engine_died",
+                "the engine process (pid 6507) was killed by SIGKILL",
+                "the engine crashed or was killed (out of memory?); restart it to go on - the conversation is kept",
+            ),
+        ]
+    )
     plain = re.sub(r"<[^>]+>", " ", w.banner.label.text())
     assert w.banner.isVisible() and "could not be loaded" in plain and "stopped while loading" in plain
     assert "out of memory" in plain and "smaller model" in plain and "close other programs" in plain
@@ -263,8 +296,16 @@ def test_a_failed_answer_shows_the_error_and_cannot_be_regenerated_into_the_same
     w.send("too long")
     rid = w.controller.active.request_id
     with qtbot.waitSignal(w.controller.answer_finished):
-        w.bridge.handle_events([P.Error(rid, "context_length", "the conversation is 9000 tokens but the "
-                                        "model's context window is 8192", "shorten the message")])
+        w.bridge.handle_events(
+            [
+                P.Error(
+                    rid,
+                    "context_length",
+                    "the conversation is 9000 tokens but the model's context window is 8192",
+                    "shorten the message",
+                )
+            ]
+        )
     answer = w.chat_view.widgets[-1]
     assert answer.body.toPlainText().strip() != "…"
     assert "context window" in answer.body.toPlainText()
@@ -293,8 +334,13 @@ def test_status_bar_starts_clean_in_a_new_chat_and_hides_the_tree_without_a_draf
     w.send("hello")
     rid = c.active.request_id
     with qtbot.waitSignal(c.answer_finished):
-        w.bridge.handle_events([P.TokenChunk(rid, "Hi", (1,)), P.PassStats(rid, 3, 8, 1.0, 1.0, 1500.0, 16),
-                                P.Finished(rid, "eos", generated_tokens=3)])
+        w.bridge.handle_events(
+            [
+                P.TokenChunk(rid, "Hi", (1,)),
+                P.PassStats(rid, 3, 8, 1.0, 1.0, 1500.0, 16),
+                P.Finished(rid, "eos", generated_tokens=3),
+            ]
+        )
     details = w.status_line.details
     assert details.speed_label.text()[0].isdigit() and w.status_line.speed_button.text()[0].isdigit()
     qtbot.mouseClick(w.sidebar.new_button, Qt.MouseButton.LeftButton)
@@ -315,8 +361,13 @@ def test_quitting_from_the_terminal_closes_cleanly(tmp_path):
         home = tmp_path / sent.name
         (home / "data" / "config").mkdir(parents=True)  # a model that fails to load at once: no long load
         (home / "data" / "config" / "settings.json").write_text('{"schema_version": 2, "target": "/no/such/model"}')
-        proc = subprocess.Popen([sys.executable, "-c", ENTRY], env=app_env(home, QT_QPA_PLATFORM="offscreen"),
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", ENTRY],
+            env=app_env(home, QT_QPA_PLATFORM="offscreen"),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         apps[sent] = (proc, home / "data" / "logs" / "specexec-desktop.log")
     deadline = time.monotonic() + 60
     for sent, (proc, log) in apps.items():
@@ -356,8 +407,9 @@ XCB_DRIVER = (
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(sys.platform != "linux" or not __import__("shutil").which("xvfb-run"),
-                    reason="needs xvfb-run (a virtual X display)")
+@pytest.mark.skipif(
+    sys.platform != "linux" or not __import__("shutil").which("xvfb-run"), reason="needs xvfb-run (a virtual X display)"
+)
 def test_with_a_display_and_the_libraries_the_real_window_opens(tmp_path):
     """The other side of the check: on X11 (a virtual display here) with the libraries present, the app
     opens its window through the real xcb plugin; the check must not stop it."""
@@ -371,8 +423,12 @@ def test_with_a_display_and_the_libraries_the_real_window_opens(tmp_path):
     shot = ARTIFACTS / "real-xcb-window.png"
     (tmp_path / "data" / "config").mkdir(parents=True)  # no model load: the window is what is tested
     (tmp_path / "data" / "config" / "settings.json").write_text('{"schema_version": 2, "target": "/no/such/model"}')
-    done = subprocess.run(["xvfb-run", "-a", "-s", "-screen 0 1280x800x24", sys.executable, "-c", XCB_DRIVER,
-                           str(shot)], env=app_env(tmp_path, QT_QPA_PLATFORM="xcb"), capture_output=True,
-                          text=True, timeout=90)
+    done = subprocess.run(
+        ["xvfb-run", "-a", "-s", "-screen 0 1280x800x24", sys.executable, "-c", XCB_DRIVER, str(shot)],
+        env=app_env(tmp_path, QT_QPA_PLATFORM="xcb"),
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "PLATFORM xcb WINDOWS 1" in done.stdout and shot.stat().st_size > 10_000

@@ -124,8 +124,12 @@ def test_a_second_app_on_the_same_data_brings_the_first_to_front_and_says_so(tmp
     the first's process, asks it to show its window (the first hears it), and can start once the first is gone."""
     from app.system.single_instance import SingleInstance
 
-    first = subprocess.Popen([sys.executable, "-c", FIRST_APP, str(tmp_path)], stdout=subprocess.PIPE, text=True,
-                             env={**os.environ, "QT_QPA_PLATFORM": "offscreen"})
+    first = subprocess.Popen(
+        [sys.executable, "-c", FIRST_APP, str(tmp_path)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "QT_QPA_PLATFORM": "offscreen"},
+    )
     try:
         assert first.stdout.readline().strip() == "ready"
         second = SingleInstance(tmp_path)
@@ -134,8 +138,10 @@ def test_a_second_app_on_the_same_data_brings_the_first_to_front_and_says_so(tmp
         shown = second.bring_first_to_front()
         assert shown and first.stdout.readline().strip() == "asked to show its window"
         message = second.message(shown)
-        assert message == (f"SpecExec Desktop is already running with these conversations (process {first.pid}): "
-                           "its window was brought to the front.")
+        assert message == (
+            f"SpecExec Desktop is already running with these conversations (process {first.pid}): "
+            "its window was brought to the front."
+        )
         assert first.wait(timeout=60) == 0
         assert second.acquire()  # the first is gone: its lock is taken over
         second.release()
@@ -151,7 +157,9 @@ def small_disk(tmp_path):
     disk.mkdir()
     if not POSIX or os.geteuid() != 0:
         pytest.skip("mounting a small filesystem needs root")
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(disk)], capture_output=True, check=False)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(disk)], capture_output=True, check=False
+    )
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
     try:
@@ -199,8 +207,11 @@ def test_a_full_disk_loses_no_answer_and_says_so(qtbot, small_disk):
         assert not controller.generating and controller.active is None
         shown = controller.messages.rows[-1]
         assert (shown.content, shown.status) == (answer, S.COMPLETE)
-        assert any("The answer is shown but not saved: could not save to the conversation database (the disk is "
-                   "full: free some space)" in line for line in said), said
+        assert any(
+            "The answer is shown but not saved: could not save to the conversation database (the disk is "
+            "full: free some space)" in line
+            for line in said
+        ), said
         assert not controller.send("And another one?")  # refused, in words: the input keeps it
         assert said[-1].startswith("Your message was not sent: could not save to the conversation database")
         filler.unlink()

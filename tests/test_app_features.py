@@ -15,6 +15,7 @@ from PySide6.QtGui import QPalette  # noqa: E402
 from app.chat.titles import title_from  # noqa: E402
 from app.settings.schema import AppSettings, ConversationSettings, Method, Theme  # noqa: E402
 from app.settings.chat_panel import ChatSettingsPanel  # noqa: E402
+
 pytest.register_assert_rewrite("app_fixtures")
 from app_fixtures import screenshot  # noqa: E402
 from core.engine import protocol as P  # noqa: E402
@@ -24,15 +25,23 @@ pytestmark = [pytest.mark.qt, pytest.mark.timeout(90)]
 
 CODE_ANSWER = (
     "Here is a palindrome check:\n\n```python\ndef is_palindrome(word: str) -> bool:\n"
-    "    \"\"\"True if `word` reads the same backwards.\"\"\"\n    cleaned = word.lower()\n"
-    "    return cleaned == cleaned[::-1]  # compare with its reverse\n\n\nprint(is_palindrome(\"Level\"))\n```\n\n"
+    '    """True if `word` reads the same backwards."""\n    cleaned = word.lower()\n'
+    '    return cleaned == cleaned[::-1]  # compare with its reverse\n\n\nprint(is_palindrome("Level"))\n```\n\n'
     "It ignores case, so **Level** counts."
 )
 
 
 def test_chat_settings_panel_has_presets_and_advanced_sampling_and_saves_each_change(qtbot):
-    settings = ConversationSettings(system_prompt="Pirate.", temperature=1.1, top_p=0.5, max_tokens=77, top_k=40,
-                                    repetition_penalty=1.15, seed=1234, method=Method.SPECINFER)
+    settings = ConversationSettings(
+        system_prompt="Pirate.",
+        temperature=1.1,
+        top_p=0.5,
+        max_tokens=77,
+        top_k=40,
+        repetition_penalty=1.15,
+        seed=1234,
+        method=Method.SPECINFER,
+    )
     panel = ChatSettingsPanel(settings, conversation_id=7)
     qtbot.addWidget(panel)
     panel.resize(340, 900)
@@ -59,12 +68,17 @@ def test_chat_settings_panel_has_presets_and_advanced_sampling_and_saves_each_ch
 
 
 def test_sampling_settings_and_method_reach_the_engine(qtbot, controller):
-    controller.set_conversation_settings(ConversationSettings(top_k=40, repetition_penalty=1.2, seed=7,
-                                                              method=Method.SPECINFER))
+    controller.set_conversation_settings(
+        ConversationSettings(top_k=40, repetition_penalty=1.2, seed=7, method=Method.SPECINFER)
+    )
     controller.send("hello")
     settings = controller.bridge.calls[-1][3]
     assert (settings["top_k"], settings["repetition_penalty"], settings["seed"], settings["method"]) == (
-        40, 1.2, 7, "specinfer")
+        40,
+        1.2,
+        7,
+        "specinfer",
+    )
     assert ConversationSettings(method=Method.SPECINFER).decoding_method(has_draft=False) == "sequential"
     assert ConversationSettings().decoding_method(has_draft=True) == "auto"  # the engine chooses per pass
     assert AppSettings(context_length=2048).load_request().context_length == 2048
@@ -75,7 +89,8 @@ def test_automatic_titles():
     assert title_from("Which trains cross the Alps?") == "Which trains cross the Alps?"
     assert title_from("# Sorting\n\nHow do I sort?") == "Sorting"
     assert title_from("Explain speculative decoding. Then give an example of a draft tree.") == (
-        "Explain speculative decoding")
+        "Explain speculative decoding"
+    )
     long = title_from("please " * 20)
     assert len(long) <= 48 and long.endswith("…") and not long.endswith(" …")
 
@@ -85,8 +100,12 @@ def test_export_markdown_and_json(qtbot, quiet_window, tmp_path):
     w.send("Sort words by length?")
     rid = w.controller.active.request_id
     with qtbot.waitSignal(w.controller.answer_finished):
-        w.bridge.handle_events([P.TokenChunk(rid, "Use `sorted(words, key=len)`.", (1,)),
-                                P.Finished(rid, "eos", prompt_tokens=12, generated_tokens=9)])
+        w.bridge.handle_events(
+            [
+                P.TokenChunk(rid, "Use `sorted(words, key=len)`.", (1,)),
+                P.Finished(rid, "eos", prompt_tokens=12, generated_tokens=9),
+            ]
+        )
     w.export_conversation(tmp_path / "chat.md", "markdown")
     text = (tmp_path / "chat.md").read_text()
     assert text.startswith("# Sort words by length?") and "## You" in text and "## Assistant" in text
@@ -118,14 +137,20 @@ def test_context_meter_follows_the_prompt_and_the_answer(qtbot, quiet_window):
     assert w.header.context_meter.label.text() == "6,000 / 8,192"
     assert w.header.context_meter.bar.property("warn") is False
     with qtbot.waitSignal(w.controller.answer_finished):
-        w.bridge.handle_events([P.TokenChunk(rid, "Hi", (1,)), P.Finished(rid, "eos", prompt_tokens=6000,
-                                                                       generated_tokens=900)])
+        w.bridge.handle_events(
+            [P.TokenChunk(rid, "Hi", (1,)), P.Finished(rid, "eos", prompt_tokens=6000, generated_tokens=900)]
+        )
     assert w.header.context_meter.label.text() == "6,900 / 8,192"
     assert w.header.context_meter.bar.property("warn") is True
     w.send("and again")  # stopped: its Finished carries no counts, yet the meter keeps what it showed
     rid = w.controller.active.request_id
-    w.bridge.handle_events([P.PromptStarted(rid, prompt_tokens=6910, reused_tokens=6900),
-                            P.TokenChunk(rid, "Well", (1,)), P.PassStats(rid, 4, 1, 1.0, 2.0, 100.0, 16)])
+    w.bridge.handle_events(
+        [
+            P.PromptStarted(rid, prompt_tokens=6910, reused_tokens=6900),
+            P.TokenChunk(rid, "Well", (1,)),
+            P.PassStats(rid, 4, 1, 1.0, 2.0, 100.0, 16),
+        ]
+    )
     qtbot.waitUntil(lambda: w.header.context_meter.label.text() == "6,914 / 8,192", timeout=3000)
     with qtbot.waitSignal(w.controller.answer_finished):
         w.bridge.handle_events([P.Finished(rid, "cancelled")])
@@ -155,8 +180,12 @@ def themed(request, qapp):
 
 
 def ready(window) -> None:
-    window.bridge.handle_events([P.EngineStarted(pid=1), P.StatusReport(
-        "ready", {"budget": 64, "max_context": 8192, "target": "builtin", "draft": "builtin-draft"})])
+    window.bridge.handle_events(
+        [
+            P.EngineStarted(pid=1),
+            P.StatusReport("ready", {"budget": 64, "max_context": 8192, "target": "builtin", "draft": "builtin-draft"}),
+        ]
+    )
 
 
 def test_screenshots_of_the_main_states(qtbot, quiet_window, themed, tmp_path):
@@ -171,24 +200,39 @@ def test_screenshots_of_the_main_states(qtbot, quiet_window, themed, tmp_path):
     w.bridge.handle_events([P.PromptStarted(rid, prompt_tokens=20480, reused_tokens=0)])
     assert "Reading your message (20,480 tokens)" in w.chat_view.widgets[-1].progress_text()
     screenshot(w, f"look-{themed}-2a-reading-a-long-prompt")
-    w.bridge.handle_events([P.TokenChunk(rid, CODE_ANSWER[:170], (1,)), P.PassStats(rid, 5, 60, 10.0, 40.0, 100.0, 64),
-                            P.PassStats(rid, 3, 60, 10.0, 40.0, 60.0, 64), P.PassStats(rid, 6, 60, 10.0, 40.0, 120.0, 64)])
+    w.bridge.handle_events(
+        [
+            P.TokenChunk(rid, CODE_ANSWER[:170], (1,)),
+            P.PassStats(rid, 5, 60, 10.0, 40.0, 100.0, 64),
+            P.PassStats(rid, 3, 60, 10.0, 40.0, 60.0, 64),
+            P.PassStats(rid, 6, 60, 10.0, 40.0, 120.0, 64),
+        ]
+    )
     qtbot.waitUntil(lambda: "palindrome" in w.chat_view.widgets[-1].body.toPlainText(), timeout=3000)
     assert w.composer.mode == "stop"
     screenshot(w, f"look-{themed}-2-streaming")
 
     with qtbot.waitSignal(w.controller.answer_finished):
-        w.bridge.handle_events([P.TokenChunk(rid, CODE_ANSWER[170:], (1,)), P.Finished(rid, "eos", prompt_tokens=35,
-                                                                                     generated_tokens=14)])
+        w.bridge.handle_events(
+            [P.TokenChunk(rid, CODE_ANSWER[170:], (1,)), P.Finished(rid, "eos", prompt_tokens=35, generated_tokens=14)]
+        )
     w.chat_view.widgets[0].enterEvent(None)  # the mouse over your message: its actions show
     screenshot(w, f"look-{themed}-3-code")
 
     w.send("Paste: " + "lorem ipsum " * 40)
     rid = w.controller.active.request_id
     with qtbot.waitSignal(w.controller.answer_finished):
-        w.bridge.handle_events([P.Error(rid, "context_length", "the last message alone is 9,214 tokens with the "
-                                        "chat template, but the model's context window is 8192",
-                                        "shorten the message or the system prompt, or start a new conversation")])
+        w.bridge.handle_events(
+            [
+                P.Error(
+                    rid,
+                    "context_length",
+                    "the last message alone is 9,214 tokens with the "
+                    "chat template, but the model's context window is 8192",
+                    "shorten the message or the system prompt, or start a new conversation",
+                )
+            ]
+        )
     assert w.chat_view.widgets[-1].bubble.property("failed") is True
     screenshot(w, f"look-{themed}-4-error")
 

@@ -36,15 +36,23 @@ def styled_window(qtbot, themes, app_paths):
 def wheel(widget: QWidget, notches: int = -2) -> None:
     """`notches` turns of the wheel (negative: towards the reader, scrolling down) over `widget`'s centre."""
     centre = QPointF(widget.rect().center())
-    event = QWheelEvent(centre, QPointF(widget.mapToGlobal(widget.rect().center())), QPoint(0, 0),
-                        QPoint(0, 120 * notches), Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier,
-                        Qt.ScrollPhase.NoScrollPhase, False)
+    event = QWheelEvent(
+        centre,
+        QPointF(widget.mapToGlobal(widget.rect().center())),
+        QPoint(0, 0),
+        QPoint(0, 120 * notches),
+        Qt.MouseButton.NoButton,
+        Qt.KeyboardModifier.NoModifier,
+        Qt.ScrollPhase.NoScrollPhase,
+        False,
+    )
     QApplication.sendEvent(widget, event)
 
 
 def value_controls(root: QWidget) -> list[QWidget]:
-    controls = root.findChildren(QComboBox) + [s for s in root.findChildren(QAbstractSlider)
-                                                if not isinstance(s, QScrollBar)]
+    controls = root.findChildren(QComboBox) + [
+        s for s in root.findChildren(QAbstractSlider) if not isinstance(s, QScrollBar)
+    ]
     return [c for c in controls if c.isVisibleTo(root) and c.isEnabled()]
 
 
@@ -228,8 +236,13 @@ def test_every_header_control_and_slider_shows_a_focus_ring(qtbot, styled_window
     w = styled_window
     w.show_conversation_settings(True)
     QApplication.processEvents()
-    for widget in (w.model_button, w.conversation_settings_button, w.header.export_button,
-                   w.chat_settings.temperature.slider, w.status_line.speed_button):
+    for widget in (
+        w.model_button,
+        w.conversation_settings_button,
+        w.header.export_button,
+        w.chat_settings.temperature.slider,
+        w.status_line.speed_button,
+    ):
         focused, plain = grab_with_and_without_focus(qtbot, widget)
         assert focused != plain, f"{widget.accessibleName()}: no visible focus"
 
@@ -270,8 +283,11 @@ def test_ctrl_shift_s_and_esc_close_chat_settings(qtbot, styled_window):
     w = styled_window
     qtbot.keyClick(w.input, Qt.Key.Key_S, Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
     assert w.chat_settings.isVisible()
-    qtbot.keyClick(w.chat_settings.temperature.slider, Qt.Key.Key_S,
-                   Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
+    qtbot.keyClick(
+        w.chat_settings.temperature.slider,
+        Qt.Key.Key_S,
+        Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier,
+    )
     assert not w.chat_settings.isVisible()
     w.show_conversation_settings(True)
     qtbot.keyClick(w.chat_settings.temperature.slider, Qt.Key.Key_Escape)

@@ -34,8 +34,10 @@ def test_one_answer_has_one_speed_and_a_switch_clears_it(qtbot, quiet_window):
     w.send("how fast")
     rid = w.bridge.calls[-1][1]
     # three passes of 2 tokens (6), but the engine counts 5 tokens in the answer (its stop token is not one)
-    w.bridge.handle_events([P.TokenChunk(rid, "a b", (7, 8)), P.PassStats(rid, 2, 4, 10.0, 90.0, 20.0, 16)] * 3
-                           + [P.Finished(rid, "eos", prompt_tokens=4, generated_tokens=5)])
+    w.bridge.handle_events(
+        [P.TokenChunk(rid, "a b", (7, 8)), P.PassStats(rid, 2, 4, 10.0, 90.0, 20.0, 16)] * 3
+        + [P.Finished(rid, "eos", prompt_tokens=4, generated_tokens=5)]
+    )
     answer = w.controller.messages.rows[-1]
     qtbot.waitUntil(lambda: w.status_line.speed_button.text() != "Speed")
     bar = float(w.status_line.speed_button.text().split()[0])
@@ -64,8 +66,12 @@ def test_speed_and_time_show_on_hover_and_no_name_is_repeated(qtbot, quiet_windo
     assert not answer.speed_label.isVisible() and not answer.time_label.isVisibleTo(answer)
     hover(answer)
     assert answer.speed_label.isVisibleTo(answer) and answer.time_label.isVisibleTo(answer)
-    texts = [label.text() for widget in w.chat_view.widgets for label in widget.findChildren(type(answer.time_label))
-             if label.isVisibleTo(widget)]
+    texts = [
+        label.text()
+        for widget in w.chat_view.widgets
+        for label in widget.findChildren(type(answer.time_label))
+        if label.isVisibleTo(widget)
+    ]
     assert "You" not in texts and "Assistant" not in texts
 
 
@@ -77,7 +83,10 @@ def test_turns_sit_close_together(qtbot, quiet_window):
     answered(w, "two")
     QApplication.processEvents()
     first_answer, second_question = w.chat_view.widgets[1], w.chat_view.widgets[2]
-    gap = second_question.geometry().top() - first_answer.body.mapTo(w.chat_view.widget(), first_answer.body.rect().bottomLeft()).y()
+    gap = (
+        second_question.geometry().top()
+        - first_answer.body.mapTo(w.chat_view.widget(), first_answer.body.rect().bottomLeft()).y()
+    )
     assert gap <= 48, f"{gap} px between an answer's text and the next question"
 
 
@@ -93,7 +102,12 @@ def test_a_table_stopped_mid_row_has_no_empty_last_row_and_a_shaded_header(qtbot
     assert len(tables) == 1 and tables[0].rows() == 3
     assert tables[0].cellAt(0, 0).format().background().color().isValid()
     assert tables[0].cellAt(0, 0).format().background().style() != 0  # shaded
-    row_height = view.document().documentLayout().blockBoundingRect(tables[0].cellAt(1, 0).firstCursorPosition().block()).height()
+    row_height = (
+        view.document()
+        .documentLayout()
+        .blockBoundingRect(tables[0].cellAt(1, 0).firstCursorPosition().block())
+        .height()
+    )
     assert row_height < 30
 
 
@@ -202,7 +216,9 @@ def test_regenerate_samples_freely_enough_to_give_another_answer(qtbot, quiet_wi
     assert (asked["temperature"], asked["top_p"]) == (REGENERATE_TEMPERATURE, REGENERATE_TOP_P)
     assert w.controller.conversation_settings().temperature == 0.2  # the chat's own settings stay
     rid = w.bridge.calls[-1][1]
-    w.bridge.handle_events([P.TokenChunk(rid, "another", (7,)), P.Finished(rid, "eos", prompt_tokens=4, generated_tokens=1)])
+    w.bridge.handle_events(
+        [P.TokenChunk(rid, "another", (7,)), P.Finished(rid, "eos", prompt_tokens=4, generated_tokens=1)]
+    )
     w.controller.set_conversation_settings(ConversationSettings(temperature=0.2, top_p=0.5, seed=7))
     w.controller.regenerate()  # a fixed seed asks for the same answer: left as set
     assert (w.bridge.calls[-1][3]["temperature"], w.bridge.calls[-1][3]["seed"]) == (0.2, 7)

@@ -106,8 +106,9 @@ def test_add_a_server_chat_stop_and_regenerate(qtbot, app_paths, tiny_models, ke
         assert window.status_line.state_text().endswith("on this computer")
 
         manager = add_server(qtbot, window, "GPU box", url.removesuffix("/v1"), KEY, "beta-13b")
-        qtbot.waitUntil(lambda: window.bridge.status.state == READY and "remote" in window.bridge.status.models,
-                        timeout=TIMEOUT_MS)
+        qtbot.waitUntil(
+            lambda: window.bridge.status.state == READY and "remote" in window.bridge.status.models, timeout=TIMEOUT_MS
+        )
         assert manager.message.text() == "Now using beta-13b on GPU box."  # not "Switching…" once connected
         assert manager.connections.use_button.text() == "In use" and not manager.connections.use_button.isEnabled()
         manager.close()
@@ -210,10 +211,16 @@ def test_a_server_that_cannot_be_used_at_start_says_why(qtbot, app_paths, tiny_m
 
 def test_saved_endpoints_from_a_hand_edited_file_are_checked(tmp_path):
     path = tmp_path / "settings.json"
-    settings = AppSettings(connection="Gone", endpoints=[
-        RemoteEndpoint("Box", "192.168.1.20:8765", "m"), RemoteEndpoint("Box", "http://other:1/v1"),
-        RemoteEndpoint("", "http://x:1/v1"), RemoteEndpoint("Evil", "file:///etc/passwd"),
-        RemoteEndpoint("Creds", "http://u:p@h/v1")])
+    settings = AppSettings(
+        connection="Gone",
+        endpoints=[
+            RemoteEndpoint("Box", "192.168.1.20:8765", "m"),
+            RemoteEndpoint("Box", "http://other:1/v1"),
+            RemoteEndpoint("", "http://x:1/v1"),
+            RemoteEndpoint("Evil", "file:///etc/passwd"),
+            RemoteEndpoint("Creds", "http://u:p@h/v1"),
+        ],
+    )
     save_settings(settings, path)
     loaded = load_settings(path)
     assert loaded.endpoints == [RemoteEndpoint("Box", "http://192.168.1.20:8765/v1", "m")]

@@ -6,7 +6,14 @@ import json
 
 from app.system.paths import AppPaths
 from app.settings.schema import (
-    SETTINGS_SCHEMA_VERSION, AppSettings, BudgetMode, ConversationSettings, Method, Offload, Theme, load_settings,
+    SETTINGS_SCHEMA_VERSION,
+    AppSettings,
+    BudgetMode,
+    ConversationSettings,
+    Method,
+    Offload,
+    Theme,
+    load_settings,
     save_settings,
 )
 from core.engine import protocol as P
@@ -15,10 +22,21 @@ from core.engine import protocol as P
 def test_settings_round_trip_with_enums_stored_as_strings(tmp_path):
     path = tmp_path / "settings.json"
     settings = AppSettings(
-        target="/models/llama-70b", draft="/models/llama-1b", offload=Offload.ON, vram_budget_gb=11.5,
-        theme=Theme.DARK, tree_budget=256, engine_threads=3,
-        defaults=ConversationSettings(system_prompt="Be brief.", temperature=0.2, top_p=0.8, max_tokens=99,
-                                      budget_mode=BudgetMode.MANUAL, budget=64),
+        target="/models/llama-70b",
+        draft="/models/llama-1b",
+        offload=Offload.ON,
+        vram_budget_gb=11.5,
+        theme=Theme.DARK,
+        tree_budget=256,
+        engine_threads=3,
+        defaults=ConversationSettings(
+            system_prompt="Be brief.",
+            temperature=0.2,
+            top_p=0.8,
+            max_tokens=99,
+            budget_mode=BudgetMode.MANUAL,
+            budget=64,
+        ),
     )
     save_settings(settings, path)
     data = json.loads(path.read_text())
@@ -45,22 +63,41 @@ def test_version_1_settings_are_migrated(tmp_path):
     path.write_text(json.dumps({"schema_version": 1, "model": "/m/big", "draft_model": "/m/small", "dark_mode": True}))
     settings = load_settings(path)
     assert (settings.target, settings.draft, settings.theme, settings.schema_version) == (
-        "/m/big", "/m/small", Theme.DARK, SETTINGS_SCHEMA_VERSION)
+        "/m/big",
+        "/m/small",
+        Theme.DARK,
+        SETTINGS_SCHEMA_VERSION,
+    )
 
 
 def test_bad_values_fall_back_to_defaults_field_by_field(tmp_path):
     path = tmp_path / "settings.json"
-    path.write_text(json.dumps({
-        "schema_version": SETTINGS_SCHEMA_VERSION, "target": "/m/x", "offload": "sometimes", "theme": 3,
-        "tree_budget": "lots", "vram_budget_gb": 8, "unknown_key": 1,
-        "defaults": {"temperature": "hot", "max_tokens": 10},
-    }))
+    path.write_text(
+        json.dumps(
+            {
+                "schema_version": SETTINGS_SCHEMA_VERSION,
+                "target": "/m/x",
+                "offload": "sometimes",
+                "theme": 3,
+                "tree_budget": "lots",
+                "vram_budget_gb": 8,
+                "unknown_key": 1,
+                "defaults": {"temperature": "hot", "max_tokens": 10},
+            }
+        )
+    )
     settings = load_settings(path)
     assert (settings.target, settings.offload, settings.theme, settings.tree_budget, settings.vram_budget_gb) == (
-        "/m/x", Offload.AUTO, Theme.SYSTEM, 0, 8.0)  # tree budget 0: automatic
+        "/m/x",
+        Offload.AUTO,
+        Theme.SYSTEM,
+        0,
+        8.0,
+    )  # tree budget 0: automatic
     assert (settings.defaults.temperature, settings.defaults.max_tokens) == (0.7, 10)
     assert ConversationSettings(temperature=9, top_p=0, max_tokens=0, budget=-1).validated() == ConversationSettings(
-        temperature=2.0, top_p=0.01, max_tokens=1, budget=1)
+        temperature=2.0, top_p=0.01, max_tokens=1, budget=1
+    )
 
 
 def test_broken_settings_file_is_set_aside(tmp_path):

@@ -57,8 +57,9 @@ def project(tmp_path):
 
 
 def run_setup(copy: Path, env: dict) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", "scripts/setup.sh"], cwd=copy, env=env, capture_output=True, text=True,
-                          timeout=60, check=True)
+    return subprocess.run(
+        ["bash", "scripts/setup.sh"], cwd=copy, env=env, capture_output=True, text=True, timeout=60, check=True
+    )
 
 
 def installs(calls: Path) -> list[str]:
@@ -84,24 +85,32 @@ def test_second_start_installs_nothing_and_prints_nothing(project):
 def test_a_failed_step_shows_its_output_and_leaves_no_stamp(project):
     copy, env, calls = project
     failing = Path(env["PATH"].split(os.pathsep)[0]) / "python3"
-    failing.write_text(FAKE_PYTHON3.replace('echo "$*" >> "%s"', 'echo "$*" >> "%s"; [[ \\"$*\\" != *-e* ]] || '
-                                                                 '{ echo broken build >&2; exit 1; }'))
-    result = subprocess.run(["bash", "scripts/setup.sh"], cwd=copy, env=env, capture_output=True, text=True,
-                            timeout=60)
+    failing.write_text(
+        FAKE_PYTHON3.replace(
+            'echo "$*" >> "%s"', 'echo "$*" >> "%s"; [[ \\"$*\\" != *-e* ]] || { echo broken build >&2; exit 1; }'
+        )
+    )
+    result = subprocess.run(["bash", "scripts/setup.sh"], cwd=copy, env=env, capture_output=True, text=True, timeout=60)
     assert result.returncode != 0 and "broken build" in result.stderr
     assert not (copy / ".venv" / ".installed").exists()  # the next start tries again
 
 
-@pytest.mark.parametrize("fake, says", [
-    ({"FAKE_VERSION": "3.10"}, ["needs Python 3.11 or newer; python3 here is 3.10",
-                                "sudo apt install python3.11 python3.11-venv"]),
-    ({"FAKE_NO_VENV": "1"}, ["its venv module is not installed", "sudo apt install python3.11-venv"]),
-])
+@pytest.mark.parametrize(
+    "fake, says",
+    [
+        (
+            {"FAKE_VERSION": "3.10"},
+            ["needs Python 3.11 or newer; python3 here is 3.10", "sudo apt install python3.11 python3.11-venv"],
+        ),
+        ({"FAKE_NO_VENV": "1"}, ["its venv module is not installed", "sudo apt install python3.11-venv"]),
+    ],
+)
 def test_an_old_python_or_a_missing_venv_module_is_said_before_anything_is_made(project, fake, says):
     """Ubuntu 22.04's python3 is 3.10; Debian and Ubuntu ship venv's pip bootstrap apart (python3.X-venv)."""
     copy, env, calls = project
-    result = subprocess.run(["bash", "scripts/setup.sh"], cwd=copy, env={**env, **fake}, capture_output=True,
-                            text=True, timeout=60)
+    result = subprocess.run(
+        ["bash", "scripts/setup.sh"], cwd=copy, env={**env, **fake}, capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 1 and result.stdout == ""
     for words in says:
         assert words in result.stderr, result.stderr

@@ -22,7 +22,9 @@ def test_new_database_is_at_the_current_schema_and_round_trips(tmp_path):
     store.update_message(answer.id, content="partial")
     store.update_message(answer.id, content="partial answer", status=S.COMPLETE, stats={"tokens": 3})
     assert [(m.role, m.content, m.status, m.stats) for m in store.messages(cid)] == [
-        ("user", "hello", S.COMPLETE, {}), ("assistant", "partial answer", S.COMPLETE, {"tokens": 3})]
+        ("user", "hello", S.COMPLETE, {}),
+        ("assistant", "partial answer", S.COMPLETE, {"tokens": 3}),
+    ]
     assert store.message(user.id).content == "hello"
     assert store.conversation(cid).settings_json == '{"temperature": 0.5}'
     store.close()
@@ -34,7 +36,9 @@ def make_v1_database(path) -> None:
     S.migrate(db, target=1)
     db.execute("INSERT INTO conversations (title, created_at) VALUES ('Old chat', 100.0)")
     db.execute("INSERT INTO messages (conversation_id, role, content, created_at) VALUES (1, 'user', 'hi', 101.0)")
-    db.execute("INSERT INTO messages (conversation_id, role, content, created_at) VALUES (1, 'assistant', 'hello!', 102.0)")
+    db.execute(
+        "INSERT INTO messages (conversation_id, role, content, created_at) VALUES (1, 'assistant', 'hello!', 102.0)"
+    )
     db.close()
 
 
@@ -45,9 +49,15 @@ def test_version_1_database_is_migrated_keeping_its_data_and_a_backup(tmp_path):
     assert S.schema_version(store.db) == S.SCHEMA_VERSION
     (conversation,) = store.conversations()
     assert (conversation.title, conversation.created_at, conversation.updated_at, conversation.settings_json) == (
-        "Old chat", 100.0, 100.0, "{}")
+        "Old chat",
+        100.0,
+        100.0,
+        "{}",
+    )
     assert [(m.role, m.content, m.status, m.stats) for m in store.messages(conversation.id)] == [
-        ("user", "hi", S.COMPLETE, {}), ("assistant", "hello!", S.COMPLETE, {})]
+        ("user", "hi", S.COMPLETE, {}),
+        ("assistant", "hello!", S.COMPLETE, {}),
+    ]
     assert store.db.execute("SELECT name FROM sqlite_master WHERE name='messages_by_conversation'").fetchone()
     store.add_message(conversation.id, "user", "new", S.COMPLETE)  # the new columns work
     store.close()
@@ -122,8 +132,10 @@ def test_search_matches_titles_and_message_text_and_escapes_wildcards(tmp_path):
 def test_delete_from_a_message_and_delete_a_conversation(tmp_path):
     store = Store(tmp_path / "c.sqlite3")
     cid = store.create_conversation()
-    ids = [store.add_message(cid, role, text).id for role, text in
-           (("user", "1"), ("assistant", "2"), ("user", "3"), ("assistant", "4"))]
+    ids = [
+        store.add_message(cid, role, text).id
+        for role, text in (("user", "1"), ("assistant", "2"), ("user", "3"), ("assistant", "4"))
+    ]
     store.delete_messages_from(cid, ids[2])
     assert [m.content for m in store.messages(cid)] == ["1", "2"]
     store.rename_conversation(cid, "Renamed")
@@ -139,8 +151,10 @@ def test_version_2_database_is_migrated_and_regenerated_answers_are_kept_as_alte
     S.migrate(db, target=2)  # a database as the app before alternatives wrote it
     db.execute("INSERT INTO conversations (title, created_at, updated_at) VALUES ('Old', 1.0, 1.0)")
     db.execute("INSERT INTO messages (conversation_id, role, content, created_at) VALUES (1, 'user', 'hi', 2.0)")
-    db.execute("INSERT INTO messages (conversation_id, role, content, created_at, status) "
-               "VALUES (1, 'assistant', 'first', 3.0, 'complete')")
+    db.execute(
+        "INSERT INTO messages (conversation_id, role, content, created_at, status) "
+        "VALUES (1, 'assistant', 'first', 3.0, 'complete')"
+    )
     db.close()
     store = Store(path)
     assert S.schema_version(store.db) == S.SCHEMA_VERSION and (tmp_path / "c.sqlite3.v2.bak").exists()
@@ -150,7 +164,11 @@ def test_version_2_database_is_migrated_and_regenerated_answers_are_kept_as_alte
     store.update_message(second.id, content="second", status=S.COMPLETE)
     third = store.add_alternative(first.id)
     assert [m.id for m in store.messages(1)] == [user.id, third.id]  # one answer on screen per turn
-    assert (third.alt_index, third.alt_count) == (2, 3) and store.alternatives(second.id) == [first.id, second.id, third.id]
+    assert (third.alt_index, third.alt_count) == (2, 3) and store.alternatives(second.id) == [
+        first.id,
+        second.id,
+        third.id,
+    ]
     store.show_alternative(second.id)
     shown = store.messages(1)[-1]
     assert (shown.content, shown.alt_index, shown.alt_count) == ("second", 1, 3)
@@ -172,25 +190,36 @@ def test_a_real_version_3_database_opens_with_its_chats_and_gains_room_for_think
     assert S.schema_version(store.db) == S.SCHEMA_VERSION == 5 and (tmp_path / "chats.sqlite3.v3.bak").exists()
     assert store.recovered == 1  # the answer cut off mid-stream: kept, marked interrupted
     poem, capitals = store.conversations()
-    assert (capitals.title, json.loads(capitals.settings_json)["system_prompt"]) == ("Capital of France", "Answer briefly.")
+    assert (capitals.title, json.loads(capitals.settings_json)["system_prompt"]) == (
+        "Capital of France",
+        "Answer briefly.",
+    )
     shown = store.messages(capitals.id)
     assert [(m.role, m.content, m.status, m.reasoning) for m in shown] == [
         ("user", "What is the capital of France?", S.COMPLETE, ""),
         ("assistant", "The capital of France is Paris.", S.COMPLETE, ""),
         ("user", "And of Italy?", S.COMPLETE, ""),
-        ("assistant", "Rome", S.STOPPED, "")]
+        ("assistant", "Rome", S.STOPPED, ""),
+    ]
     assert (shown[1].alt_index, shown[1].alt_count, shown[1].stats["tokens_per_s"]) == (1, 2, 12.0)
     assert [m.content for m in map(store.message, store.alternatives(shown[1].id))] == [
-        "Paris.", "The capital of France is Paris."]
+        "Paris.",
+        "The capital of France is Paris.",
+    ]
     assert [(m.content, m.status) for m in store.messages(poem.id)][1] == ("Waves fold into foam", S.INTERRUPTED)
     answer = store.add_alternative(shown[3].id)  # a thinking model answers the old chat: its thinking is kept
-    store.update_message(answer.id, reasoning="Italy's capital...", content="Rome.", status=S.COMPLETE,
-                         stats={"thinking_seconds": 4.2})
+    store.update_message(
+        answer.id, reasoning="Italy's capital...", content="Rome.", status=S.COMPLETE, stats={"thinking_seconds": 4.2}
+    )
     store.close()
     store = Store(path)
     last = store.messages(capitals.id)[-1]
-    assert (last.reasoning, last.content, last.stats, last.alt_count) == ("Italy's capital...", "Rome.",
-                                                                           {"thinking_seconds": 4.2}, 2)
+    assert (last.reasoning, last.content, last.stats, last.alt_count) == (
+        "Italy's capital...",
+        "Rome.",
+        {"thinking_seconds": 4.2},
+        2,
+    )
     assert all(m.tool_rounds == [] for m in store.messages(capitals.id))  # schema 5: no calls in old answers
     store.close()
     old = sqlite3.connect(tmp_path / "chats.sqlite3.v3.bak")  # the backup is the untouched old file

@@ -31,10 +31,17 @@ from app.conversations.store import Store  # noqa: E402
 from app.engine.bridge import READY  # noqa: E402
 from app.settings.schema import Method, save_settings  # noqa: E402
 from app.window.main_window import MainWindow  # noqa: E402
+
 pytest.register_assert_rewrite("app_fixtures")
 from app_fixtures import ENGINE_TIMEOUT_S, recording_bridge_class, screenshot, tiny_settings, wait_for  # noqa: E402
 from thinking_models import (  # noqa: E402
-    ASSISTANT, END_THINK, QWEN3_TEMPLATE, R1_TEMPLATE, THINK, THOUGHT_TEXT, make_thinking_tokenizer,
+    ASSISTANT,
+    END_THINK,
+    QWEN3_TEMPLATE,
+    R1_TEMPLATE,
+    THINK,
+    THOUGHT_TEXT,
+    make_thinking_tokenizer,
     save_thinking_pair,
 )
 
@@ -57,8 +64,9 @@ def pairs(tmp_path_factory):
     return {
         "qwen3": save_thinking_pair(root / "qwen3", QWEN3_TEMPLATE, answers, loop_to=30, context=CONTEXT),
         "r1": save_thinking_pair(root / "r1", R1_TEMPLATE, answers, loop_to=30, context=CONTEXT),
-        "r1-endless": save_thinking_pair(root / "r1-endless", R1_TEMPLATE, [ASSISTANT, THINK, 20, 21, 22, 23],
-                                         loop_to=20, context=CONTEXT),
+        "r1-endless": save_thinking_pair(
+            root / "r1-endless", R1_TEMPLATE, [ASSISTANT, THINK, 20, 21, 22, 23], loop_to=20, context=CONTEXT
+        ),
     }
 
 
@@ -177,14 +185,21 @@ def test_the_thinking_folds_above_the_answer_opens_with_a_click_and_is_never_cop
     # the tokens, their speed and the context meter count the thinking too (the engine's count)
     assert answer.stats["tokens"] == answer.stats["generated_tokens"] == 12
     assert answer.stats["tokens_per_s"] > 0 and widget.speed_label.toolTip().startswith(
-        "12 tokens, thinking included · ")
+        "12 tokens, thinking included · "
+    )
     assert window.header.context_meter.used == answer.stats["prompt_tokens"] + 12
 
     stored = window.store.message(answer.id)
     assert (stored.reasoning, stored.content, stored.stats["thinking_seconds"]) == (
-        THOUGHT_TEXT, answer.content, answer.stats["thinking_seconds"])
+        THOUGHT_TEXT,
+        answer.content,
+        answer.stats["thinking_seconds"],
+    )
     assert window.controller.history(window.controller.conversation_id)[-1] == {
-        "role": "assistant", "content": answer.content, "reasoning_content": THOUGHT_TEXT}
+        "role": "assistant",
+        "content": answer.content,
+        "reasoning_content": THOUGHT_TEXT,
+    }
 
 
 @pytest.mark.slow
@@ -210,7 +225,10 @@ def test_a_reopened_chat_shows_its_thinking_folded_and_exports_it(qtbot, open_wi
     data = json.loads((tmp_path / "chat.json").read_text(encoding="utf-8"))
     user, exported = data["messages"]
     assert "reasoning" not in user and exported["content"] == answer.content
-    assert (exported["reasoning"], exported["stats"]["thinking_seconds"]) == (THOUGHT_TEXT, answer.stats["thinking_seconds"])
+    assert (exported["reasoning"], exported["stats"]["thinking_seconds"]) == (
+        THOUGHT_TEXT,
+        answer.stats["thinking_seconds"],
+    )
 
 
 @pytest.mark.slow
@@ -236,8 +254,9 @@ def test_the_thinking_shows_live_and_a_stop_keeps_it_open_when_no_answer_came(qt
     assert not window.composer.think_button.isVisible()  # it always thinks: no switch
     assert window.bridge.status.models["thinking"] == "always"
     send(qtbot, window, "w40 w41", wait=False)
-    qtbot.waitUntil(lambda: window.chat_view.last_answer().thinking.view.toPlainText().count(" ") >= 8,
-                    timeout=ANSWER_TIMEOUT_MS)
+    qtbot.waitUntil(
+        lambda: window.chat_view.last_answer().thinking.view.toPlainText().count(" ") >= 8, timeout=ANSWER_TIMEOUT_MS
+    )
     widget = window.chat_view.last_answer()
     assert window.controller.generating and widget.thinking.text_frame.isVisible()  # open while it thinks
     assert widget.thinking.view.toPlainText().startswith(ENDLESS_THOUGHT + " w20")
@@ -290,10 +309,12 @@ def test_the_think_switch_is_per_chat_and_reaches_the_engine(qtbot, open_window)
     window.open_conversation_settings()
     window.chat_settings.temperature.slider.setValue(50)  # an edit in the panel keeps the switch's position
     assert window.controller.conversation_settings() == dataclasses.replace(
-        window.settings.conversation_defaults(), temperature=0.5, thinking=False)
+        window.settings.conversation_defaults(), temperature=0.5, thinking=False
+    )
     qtbot.mouseClick(switch, Qt.MouseButton.LeftButton)  # and the switch keeps the panel's edits
     assert window.controller.conversation_settings() == dataclasses.replace(
-        window.settings.conversation_defaults(), temperature=0.5, thinking=True)
+        window.settings.conversation_defaults(), temperature=0.5, thinking=True
+    )
     assert window.chat_settings.values().thinking
 
 
@@ -311,8 +332,11 @@ def test_earlier_thinking_goes_back_only_where_the_template_renders_it(qtbot, op
         send(qtbot, window, "w42")
         first, second = window.controller.messages.rows[1], window.controller.messages.rows[3]
         assert first.reasoning == THOUGHT_TEXT
-        history = [{"role": "user", "content": "w40 w41"}, {"role": "assistant", "content": first.content},
-                   {"role": "user", "content": "w42"}]
+        history = [
+            {"role": "user", "content": "w40 w41"},
+            {"role": "assistant", "content": first.content},
+            {"role": "user", "content": "w42"},
+        ]
         tokenizer = make_thinking_tokenizer(QWEN3_TEMPLATE if model == "qwen3" else R1_TEMPLATE)
 
         def prompt_tokens(messages, tokenizer=tokenizer) -> int:
@@ -334,8 +358,9 @@ def test_the_apps_api_server_sends_the_thinking_apart(qtbot, open_window):
     import openai
 
     window = open_window("qwen3", max_tokens=12)
-    window.apply_settings(dataclasses.replace(window.settings, api_server=True, api_server_port=0,
-                                              api_server_require_key=False))
+    window.apply_settings(
+        dataclasses.replace(window.settings, api_server=True, api_server_port=0, api_server_require_key=False)
+    )
     url = window.api_server.url
     assert url is not None, window.api_server.error
     result: dict = {}
@@ -379,8 +404,14 @@ def test_the_block_is_open_while_the_model_thinks_and_folds_when_the_answer_star
     with torch_threads(1):
         _, serve = in_process_engine()
         serve(P.Load(target=pairs["qwen3"][0], draft=None, dtype="float32", device="cpu"))
-        events = serve(P.Generate(request_id="real", messages=({"role": "user", "content": "w40 w41"},),
-                                  method="sequential", max_new_tokens=9))
+        events = serve(
+            P.Generate(
+                request_id="real",
+                messages=({"role": "user", "content": "w40 w41"},),
+                method="sequential",
+                max_new_tokens=9,
+            )
+        )
     chunks = [e for e in events if isinstance(e, P.TokenChunk)]
     assert "".join(c.reasoning for c in chunks) == THOUGHT_TEXT and sum(bool(c.reasoning) for c in chunks) == 3
 
@@ -389,7 +420,9 @@ def test_the_block_is_open_while_the_model_thinks_and_folds_when_the_answer_star
     qtbot.addWidget(window)
     window.show()
     qtbot.waitExposed(window)
-    bridge.handle_events([P.EngineStarted(pid=1), P.StatusReport("ready", {"thinking": "switchable", "max_context": 512})])
+    bridge.handle_events(
+        [P.EngineStarted(pid=1), P.StatusReport("ready", {"thinking": "switchable", "max_context": 512})]
+    )
     assert window.composer.think_button.isVisible()
     qtbot.mouseClick(window.composer.think_button, Qt.MouseButton.LeftButton)
     qtbot.mouseClick(window.composer.think_button, Qt.MouseButton.LeftButton)  # off, then on again
@@ -407,8 +440,14 @@ def test_the_block_is_open_while_the_model_thinks_and_folds_when_the_answer_star
         widget.render()  # what its render timer does
         QApplication.processEvents()  # a new message's widgets show once the event loop runs
         if isinstance(event, P.TokenChunk) and (event.text or event.reasoning):
-            seen.append((bool(widget.message.content), widget.thinking.isVisible(),
-                         widget.thinking.text_frame.isVisible(), widget.thinking.toggle.text().split(" ")[0]))
+            seen.append(
+                (
+                    bool(widget.message.content),
+                    widget.thinking.isVisible(),
+                    widget.thinking.text_frame.isVisible(),
+                    widget.thinking.toggle.text().split(" ")[0],
+                )
+            )
     thinking = [state for state in seen if not state[0]]
     answering = [state for state in seen if state[0]]
     assert thinking and answering, seen  # the engine's events came in both phases
@@ -431,7 +470,10 @@ def test_a_new_chat_with_a_thinking_model_has_room_for_its_thinking(qtbot, quiet
 
     window, bridge = quiet_window, quiet_window.bridge
     assert AppSettings(target="m").conversation_defaults({"thinking": None, "max_context": 32768}).max_tokens == 512
-    assert AppSettings(target="m").conversation_defaults({"thinking": "always", "max_context": 32768}).max_tokens == THINKING_MAX_TOKENS
+    assert (
+        AppSettings(target="m").conversation_defaults({"thinking": "always", "max_context": 32768}).max_tokens
+        == THINKING_MAX_TOKENS
+    )
     mine = AppSettings(target="m", defaults=ConversationSettings(max_tokens=300))
     assert mine.conversation_defaults({"thinking": "switchable", "max_context": 32768}).max_tokens == 300
     before = window.controller.new_conversation()
@@ -451,11 +493,30 @@ def test_thinking_words_and_the_markdown_section():
 
     assert [duration_words(s) for s in (0.3, 1.4, 59.6, 60, 125)] == ["a moment", "1 s", "1 min", "1 min", "2 min 5 s"]
     assert (thought_summary({"thinking_seconds": 12.2}), thought_summary({"thinking_started_at": 5.0})) == (
-        "Thought for 12 s", "Thoughts")  # never measured: an answer cut off by a crash while it thought
-    answer = Message(2, 1, "assistant", "It is 4.", S.COMPLETE, {"thinking_seconds": 3.0}, 1.0,
-                     reasoning="Two plus two.\n\nThat makes 4.")
-    assert thinking_section(answer) == ["<details>", "<summary>Thought for 3 s</summary>", "",
-                                        "> Two plus two.", ">", "> That makes 4.", "", "</details>", ""]
+        "Thought for 12 s",
+        "Thoughts",
+    )  # never measured: an answer cut off by a crash while it thought
+    answer = Message(
+        2,
+        1,
+        "assistant",
+        "It is 4.",
+        S.COMPLETE,
+        {"thinking_seconds": 3.0},
+        1.0,
+        reasoning="Two plus two.\n\nThat makes 4.",
+    )
+    assert thinking_section(answer) == [
+        "<details>",
+        "<summary>Thought for 3 s</summary>",
+        "",
+        "> Two plus two.",
+        ">",
+        "> That makes 4.",
+        "",
+        "</details>",
+        "",
+    ]
     chat = Conversation(1, "Sums", 1.0, 1.0)
     question = Message(1, 1, "user", "2 + 2?", S.COMPLETE, {}, 1.0)
     assert "> Two plus two.\n>\n> That makes 4.\n\n</details>\n\nIt is 4.\n" in to_markdown(chat, [question, answer])

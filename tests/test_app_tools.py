@@ -65,8 +65,15 @@ def engine(qapp, pair):
 def window(qtbot, app_paths, pair, engine, tmp_path):
     """A window whose mcp.json names the test server; the calls that ran are in window.calls_log."""
     log = tmp_path / "calls.log"
-    (app_paths.config_dir / T.TOOLS_CONFIG_NAME).write_text(json.dumps({"mcpServers": {"calc": {
-        "command": sys.executable, "args": [SERVER, "stdio"], "env": {"MCP_TEST_LOG": str(log)}}}}))
+    (app_paths.config_dir / T.TOOLS_CONFIG_NAME).write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "calc": {"command": sys.executable, "args": [SERVER, "stdio"], "env": {"MCP_TEST_LOG": str(log)}}
+                }
+            }
+        )
+    )
     save_settings(settings_for(pair), app_paths.settings_file)
     store = Store(app_paths.database)
     window = MainWindow(app_paths, store=store, bridge=engine, confirm_delete=False)

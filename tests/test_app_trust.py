@@ -59,7 +59,7 @@ def test_switching_theme_re_renders_code_blocks_and_links(qtbot, themes, quiet_w
     themes.apply(Theme.LIGHT)
     open_chat_with(window, ("user", "Add two numbers"), ("assistant", CODE_ANSWER))
     answer = window.chat_view.widgets[1]
-    card, = answer.body.code_cards()
+    (card,) = answer.body.code_cards()
     assert text_contrast(window, card.view) >= AA
     for theme in (Theme.DARK, Theme.LIGHT, Theme.DARK):
         themes.apply(theme)
@@ -157,8 +157,9 @@ def test_import_choosers_start_in_the_models_folder_and_a_bad_pick_is_said(qtbot
     qtbot.waitUntil(lambda: manager.message.text().startswith("Not imported"), timeout=20000)
     assert "older mistake" not in manager.message.text() and "<b>" not in manager.message.text()
     manager.import_path(tmp_path / "no" / "such" / "model")
-    qtbot.waitUntil(lambda: manager.message.text().startswith("Not imported") and "such" in manager.message.text(),
-                    timeout=20000)
+    qtbot.waitUntil(
+        lambda: manager.message.text().startswith("Not imported") and "such" in manager.message.text(), timeout=20000
+    )
     assert not any(models.iterdir())
 
 
@@ -183,14 +184,26 @@ def test_messages_are_toasts_and_the_status_bar_never_widens_the_window(qtbot, q
     window.bridge._set(state="loading", progress=0.5, stage="Loading " + "a very long stage name " * 20)
     open_chat_with(window, ("user", "hello"))
     request_id = window.controller.send("again") and window.bridge.calls[-1][1]
-    window.bridge.handle_events([P.TokenChunk(request_id, "Hi", (7,)), P.PassStats(request_id, 3, 64, 1.0, 2.0, 888.8, 64),
-                                 P.AutoChoice(request_id, "specexec", 64, 8, "SpecExec, 64-token trees: " + "x" * 300)])
+    window.bridge.handle_events(
+        [
+            P.TokenChunk(request_id, "Hi", (7,)),
+            P.PassStats(request_id, 3, 64, 1.0, 2.0, 888.8, 64),
+            P.AutoChoice(request_id, "specexec", 64, 8, "SpecExec, 64-token trees: " + "x" * 300),
+        ]
+    )
     settle()
     assert window.minimumSizeHint().width() == narrowest  # nothing in the bar asks for more room
     assert window.status_line.speed_button.text().endswith("tokens/s")
-    window.toast.mousePressEvent(QMouseEvent(QEvent.Type.MouseButtonPress, QPointF(1, 1), QPointF(1, 1),
-                                             Qt.MouseButton.LeftButton, Qt.MouseButton.LeftButton,
-                                             Qt.KeyboardModifier.NoModifier))
+    window.toast.mousePressEvent(
+        QMouseEvent(
+            QEvent.Type.MouseButtonPress,
+            QPointF(1, 1),
+            QPointF(1, 1),
+            Qt.MouseButton.LeftButton,
+            Qt.MouseButton.LeftButton,
+            Qt.KeyboardModifier.NoModifier,
+        )
+    )
     assert not window.toast.isVisible()  # a click dismisses it
 
 
@@ -272,12 +285,18 @@ def test_download_without_a_network_says_so_plainly_once(qtbot, tmp_path, monkey
     assert not any(raw in text for raw in ("Errno", "Error", "nonexistent") for text in visible), visible
     assert sum("reach the download server" in text for text in visible) == 1
     assert "nonexistent.invalid" in page.log.toPlainText() and not page.log.isVisible()  # details, a click away
-    buttons = [b.text() for b in (page.pause_button, page.resume_button, page.retry_button, page.cancel_button)
-               if b.isVisible()]
+    buttons = [
+        b.text()
+        for b in (page.pause_button, page.resume_button, page.retry_button, page.cancel_button)
+        if b.isVisible()
+    ]
     assert buttons == ["Retry", "Delete partial download"]
     page.cancel()
-    buttons = [b.text() for b in (page.pause_button, page.resume_button, page.retry_button, page.cancel_button)
-               if b.isVisible()]
+    buttons = [
+        b.text()
+        for b in (page.pause_button, page.resume_button, page.retry_button, page.cancel_button)
+        if b.isVisible()
+    ]
     assert buttons == ["Download again"] and "removed" in page.detail.text()
     screenshot(page, "trust-7-download-offline")
 
@@ -321,7 +340,9 @@ def test_context_meter_moves_while_streaming_and_reading_says_what(qtbot, quiet_
     assert answer.progress.text().startswith("Reading the conversation (668 tokens)")
     meter = window.header.context_meter
     assert meter.used == 668
-    window.bridge.handle_events([P.TokenChunk(request_id, "Hi", (7,)), P.PassStats(request_id, 1, 4, 1.0, 2.0, 333.0, 16)] * 3)
+    window.bridge.handle_events(
+        [P.TokenChunk(request_id, "Hi", (7,)), P.PassStats(request_id, 1, 4, 1.0, 2.0, 333.0, 16)] * 3
+    )
     qtbot.waitUntil(lambda: meter.used == 668 + 3, timeout=3000)  # one token a pass
     window.bridge.handle_events([P.Finished(request_id, "eos", prompt_tokens=668, generated_tokens=12)])
     window.send("third")
@@ -470,13 +491,17 @@ def test_delete_asks_with_verbs_and_marks_the_destructive_button(qtbot):
     assert texts == ["Cancel", "Delete chat"]  # no generic Yes / No
     delete = next(b for b in box.findChildren(QPushButton) if b.text() == "Delete chat")
     assert delete.property("role") == "destructive" and box.default_button().text() == "Cancel"
-    assert not any(label.pixmap() and not label.pixmap().isNull() for label in box.findChildren(QLabel))  # no stock icon
+    assert not any(
+        label.pixmap() and not label.pixmap().isNull() for label in box.findChildren(QLabel)
+    )  # no stock icon
     remove = confirm_box(None, "Remove this server?", "GPU box will be forgotten.", "Remove server")
     qtbot.addWidget(remove)
     assert remove.default_button().text() == "Cancel"  # Enter never removes
     download = confirm_box(None, "Download anyway?", "It will not fit.", "Download anyway", destructive=False)
     qtbot.addWidget(download)
-    assert download.default_button().text() == "Download anyway" and download.confirm_button.property("role") == "primary"
+    assert (
+        download.default_button().text() == "Download anyway" and download.confirm_button.property("role") == "primary"
+    )
 
 
 def test_an_empty_search_says_no_matches(qtbot, quiet_window):

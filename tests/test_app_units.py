@@ -25,6 +25,7 @@ from app.chat.markdown import Segment, code_blocks, segments  # noqa: E402
 from app.settings.schema import BudgetMode, ConversationSettings, Offload, Theme, load_settings  # noqa: E402
 from app.settings.chat_panel import ChatSettingsPanel  # noqa: E402
 from app.settings.settings_page import SettingsPage  # noqa: E402
+
 pytest.register_assert_rewrite("app_fixtures")  # it is also a plugin (pytest_plugins below)
 from app_fixtures import FakeClient, screenshot  # noqa: E402
 from core.engine import protocol as P  # noqa: E402
@@ -61,9 +62,15 @@ def test_code_blocks_segments_and_open_fences():
     text = "Intro\n```python\nprint(1)\n```\ntext\n~~~\nraw ``` inside\n~~~\n"
     blocks = code_blocks(text)
     assert [(b.language, b.code, b.end_line is not None) for b in blocks] == [
-        ("python", "print(1)", True), ("", "raw ``` inside", True)]
-    assert segments(text) == [Segment("prose", "Intro"), Segment("code", "print(1)", "python"),
-                              Segment("prose", "text"), Segment("code", "raw ``` inside", "")]
+        ("python", "print(1)", True),
+        ("", "raw ``` inside", True),
+    ]
+    assert segments(text) == [
+        Segment("prose", "Intro"),
+        Segment("code", "print(1)", "python"),
+        Segment("prose", "text"),
+        Segment("code", "raw ``` inside", ""),
+    ]
     streaming = "Look:\n```js\nlet x = 1"
     assert code_blocks(streaming)[0].end_line is None
     assert segments(streaming) == [Segment("prose", "Look:"), Segment("code", "let x = 1", "js")]  # a card already
@@ -110,11 +117,17 @@ def test_bridge_state_machine_for_crash_and_load_failure(qtbot):
     bridge.request_failed.connect(failed.append)
     bridge.in_flight.add("r1")
     bridge.handle_events([P.EngineStarted(pid=7), P.LoadProgress("x", fraction=0.25)])
-    assert (bridge.status.state, bridge.status.progress, bridge.status.describe()) == (LOADING, 0.25, "Loading models 25%")
+    assert (bridge.status.state, bridge.status.progress, bridge.status.describe()) == (
+        LOADING,
+        0.25,
+        "Loading models 25%",
+    )
     bridge.handle_events([P.StatusReport("ready", {"budget": 32})])
     assert bridge.status.state == GENERATING  # r1 is still in flight
     with qtbot.waitSignal(bridge.engine_failed) as crashed:
-        bridge.handle_events([P.Error(None, "engine_died", "the engine process (pid 7) was killed by SIGKILL", "restart")])
+        bridge.handle_events(
+            [P.Error(None, "engine_died", "the engine process (pid 7) was killed by SIGKILL", "restart")]
+        )
     assert bridge.status.state == CRASHED and "SIGKILL" in bridge.status.message
     assert [(e.request_id, e.kind) for e in failed] == [("r1", "engine_died")] and crashed.args[0].kind == "engine_died"
     bridge.handle_events([P.Error(None, "model_not_found", "no such model /x", "check the path")])
@@ -145,8 +158,9 @@ def test_stream_is_batched_for_the_view_and_saved_while_it_streams(qtbot, contro
     start = time.perf_counter()
     sent = 0
     while time.perf_counter() - start < 1.2:  # ~1000 chunks a second, far faster than the screen needs
-        controller.bridge.handle_events([P.TokenChunk(rid, f" t{sent + i}", (1,)) for i in range(5)]
-                                        + [P.PassStats(rid, 5, 8, 1.0, 1.0, 2500.0, 9)])
+        controller.bridge.handle_events(
+            [P.TokenChunk(rid, f" t{sent + i}", (1,)) for i in range(5)] + [P.PassStats(rid, 5, 8, 1.0, 1.0, 2500.0, 9)]
+        )
         sent += 5
         qtbot.wait(5)
         row = peek.execute("SELECT content, status FROM messages WHERE id = ?", (answer_id,)).fetchone()
@@ -158,12 +172,16 @@ def test_stream_is_batched_for_the_view_and_saved_while_it_streams(qtbot, contro
     assert saved_while_streaming and saved_while_streaming[0][0] < 0.8 and saved_while_streaming[-1][2] == S.STREAMING
     assert len({n for _, n, _ in saved_while_streaming}) <= elapsed / 0.5 + 2  # saved about every 0.5 s, no more
     with qtbot.waitSignal(controller.answer_finished):
-        controller.bridge.handle_events([P.TokenChunk(rid, " end", (1,)), P.Finished(rid, "length", generated_tokens=sent + 1)])
+        controller.bridge.handle_events(
+            [P.TokenChunk(rid, " end", (1,)), P.Finished(rid, "length", generated_tokens=sent + 1)]
+        )
     text = "".join(f" t{i}" for i in range(sent)) + " end"
     stored = controller.store.message(answer_id)
     assert (stored.content, stored.status) == (text, S.COMPLETE)
     assert stored.stats["tokens"] == sent + 1 == stored.stats["generated_tokens"]  # the engine's count
-    assert stored.stats["budget"] == 9 and stored.stats["tokens_per_pass"] == pytest.approx((sent + 1) / (sent / 5), abs=1e-3)
+    assert stored.stats["budget"] == 9 and stored.stats["tokens_per_pass"] == pytest.approx(
+        (sent + 1) / (sent / 5), abs=1e-3
+    )
     assert view.widgets[1].body.toPlainText().split() == text.split()
     peek.close()
 
@@ -194,8 +212,20 @@ def test_stop_request_error_and_regenerate_without_an_engine(qtbot, controller):
 def test_first_run_loads_the_builtin_pair(quiet_window, app_paths):
     assert not app_paths.settings_file.exists()  # nothing configured
     (call,) = quiet_window.bridge.calls
-    assert call == ("start", P.Load(target="builtin", draft="builtin-draft", dtype="auto", device="auto",
-                                    offload="auto", vram_budget_gb=None, budget="auto", max_depth=32, expand=32))
+    assert call == (
+        "start",
+        P.Load(
+            target="builtin",
+            draft="builtin-draft",
+            dtype="auto",
+            device="auto",
+            offload="auto",
+            vram_budget_gb=None,
+            budget="auto",
+            max_depth=32,
+            expand=32,
+        ),
+    )
     assert "tiny demo model" in quiet_window.chat_view.placeholder_text()  # the built-in model, said plainly
     assert quiet_window.chat_view.models_button.isVisibleTo(quiet_window.chat_view)
     assert quiet_window.status_line.state_text() == "Starting…"
@@ -236,8 +266,9 @@ def test_settings_page_and_chat_panel_round_trip_and_apply(qtbot, quiet_window, 
     quiet_window.apply_settings(new)
     assert load_settings(app_paths.settings_file) == new
     assert quiet_window.bridge.calls[-1] == ("load", new.load_request())
-    conversation = ConversationSettings(system_prompt="Pirate.", temperature=1.1, top_p=0.5, max_tokens=77,
-                                        budget_mode=BudgetMode.MANUAL, budget=48)
+    conversation = ConversationSettings(
+        system_prompt="Pirate.", temperature=1.1, top_p=0.5, max_tokens=77, budget_mode=BudgetMode.MANUAL, budget=48
+    )
     per_chat = ChatSettingsPanel(conversation)
     qtbot.addWidget(per_chat)
     assert per_chat.values() == conversation
@@ -284,11 +315,22 @@ def test_diagnostics_logs_and_open_logs_folder(qtbot, quiet_window, app_paths, m
     finally:
         remove_logging(handler)
     text = quiet_window.diagnostics(with_gpu=False)
-    for needle in ("[Versions]", "PySide6", "python", "[Hardware]", "memory", "[Engine]", "state: starting",
-                   "target: builtin", str(app_paths.log_dir)):
+    for needle in (
+        "[Versions]",
+        "PySide6",
+        "python",
+        "[Hardware]",
+        "memory",
+        "[Engine]",
+        "state: starting",
+        "target: builtin",
+        str(app_paths.log_dir),
+    ):
         assert needle in text
     opened = []
-    monkeypatch.setattr("app.window.file_actions.QDesktopServices.openUrl", lambda url: opened.append(url.toLocalFile()))
+    monkeypatch.setattr(
+        "app.window.file_actions.QDesktopServices.openUrl", lambda url: opened.append(url.toLocalFile())
+    )
     quiet_window.open_logs_folder()
     assert opened == [str(app_paths.log_dir)]
 
@@ -297,9 +339,12 @@ def test_controls_have_accessible_names_and_keyboard_paths(qtbot, quiet_window):
     w = quiet_window
     w.controller.send("hello")
     w.controller.bridge.handle_events([P.Finished(w.controller.active.request_id, "eos")])
-    unnamed = [type(x).__name__ + ":" + (x.text() if isinstance(x, QAbstractButton) else x.objectName())
-               for kind in (QAbstractButton, QLineEdit, QPlainTextEdit) for x in w.findChildren(kind)
-               if x.isVisible() and not x.accessibleName() and not isinstance(x.parent(), QLineEdit)]
+    unnamed = [
+        type(x).__name__ + ":" + (x.text() if isinstance(x, QAbstractButton) else x.objectName())
+        for kind in (QAbstractButton, QLineEdit, QPlainTextEdit)
+        for x in w.findChildren(kind)
+        if x.isVisible() and not x.accessibleName() and not isinstance(x.parent(), QLineEdit)
+    ]
     assert unnamed == []
     assert w.chat_view.widgets[0].body.accessibleName() == "Your message"
     w.input.setFocus()
@@ -331,8 +376,12 @@ def test_entry_point_first_run_opens_the_window_and_writes_its_files(tmp_path):
         "m.create_application = patched\n"
         "sys.exit(m.main([]))\n"
     )
-    env = {"QT_QPA_PLATFORM": "offscreen", "SPECEXEC_DATA_DIR": str(tmp_path), "PATH": "/usr/bin:/bin",
-           "HOME": str(tmp_path)}
+    env = {
+        "QT_QPA_PLATFORM": "offscreen",
+        "SPECEXEC_DATA_DIR": str(tmp_path),
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path),
+    }
     done = subprocess.run([sys.executable, "-c", driver], env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "WINDOWS ['Set up SpecExec Desktop']" in done.stdout

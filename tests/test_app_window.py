@@ -23,6 +23,7 @@ from app.engine.bridge import CRASHED, FAILED, READY  # noqa: E402
 from app.window.main_window import MainWindow  # noqa: E402
 from app.settings.schema import ConversationSettings, save_settings  # noqa: E402
 from app.conversations.store import Store  # noqa: E402
+
 pytest.register_assert_rewrite("app_fixtures")  # it is also a plugin (pytest_plugins below)
 from app_fixtures import process_alive, screenshot, tiny_settings  # noqa: E402
 
@@ -63,7 +64,8 @@ def window_factory(qtbot, app_paths, tiny_models, shared_bridge):
         window = MainWindow(app_paths, store=store, bridge=shared_bridge, confirm_delete=False)
         if conversation:
             window.controller.app_settings.defaults = ConversationSettings(
-                **{**vars(settings.defaults), **conversation})
+                **{**vars(settings.defaults), **conversation}
+            )
         qtbot.addWidget(window)
         window.show()
         qtbot.waitExposed(window)
@@ -199,10 +201,14 @@ def test_conversations_survive_an_app_restart(qtbot, window_factory, app_paths):
     window.store.close()
 
     again = window_factory()  # a new window and a new store on the same files: what a restart does
-    assert [again.controller.conversations.data(again.controller.conversations.index(r))
-            for r in range(again.controller.conversations.rowCount())] == ["w12 second chat", "w11 first chat"]
+    assert [
+        again.controller.conversations.data(again.controller.conversations.index(r))
+        for r in range(again.controller.conversations.rowCount())
+    ] == ["w12 second chat", "w11 first chat"]
     assert again.controller.conversation_id == second  # the most recent one is open
-    assert {cid: [(m.role, m.content, m.status) for m in again.store.messages(cid)] for cid in (first, second)} == before
+    assert {
+        cid: [(m.role, m.content, m.status) for m in again.store.messages(cid)] for cid in (first, second)
+    } == before
     again.sidebar.view.setCurrentIndex(again.controller.conversations.index(1))
     assert again.controller.conversation_id == first
     assert [m.content for m in again.controller.messages.rows] == [c for _, c, _ in before[first]]
@@ -214,16 +220,20 @@ def test_code_block_answer_renders_as_a_card_with_a_copy_button(qtbot, window_fa
     setup = Store(app_paths.database)
     cid = setup.create_conversation("Sorting in Python")
     setup.add_message(cid, "user", "How do I sort a list of words by length?")
-    setup.add_message(cid, "assistant", (
-        "Use `sorted` with a **key**:\n\n```python\nwords = [\"pear\", \"fig\", \"banana\"]\n"
-        "print(sorted(words, key=len))\n```\n\n| word | length |\n|---|---|\n| fig | 3 |\n| pear | 4 |\n\n"
-        "1. `key=len` sorts by length\n2. add `reverse=True` for longest first\n"
-    ))
+    setup.add_message(
+        cid,
+        "assistant",
+        (
+            'Use `sorted` with a **key**:\n\n```python\nwords = ["pear", "fig", "banana"]\n'
+            "print(sorted(words, key=len))\n```\n\n| word | length |\n|---|---|\n| fig | 3 |\n| pear | 4 |\n\n"
+            "1. `key=len` sorts by length\n2. add `reverse=True` for longest first\n"
+        ),
+    )
     setup.close()
     window = window_factory()
     assert window.controller.conversation_id == cid
     answer = window.chat_view.widgets[1]
-    card, = answer.body.code_cards()
+    (card,) = answer.body.code_cards()
     assert card.language_label.text() == "python" and card.copy_button.isVisibleTo(window)
     prose_after = answer.body.parts[2]
     assert "<table" in prose_after.toHtml() and "print(sorted(words, key=len))" in answer.body.toPlainText()
@@ -231,7 +241,7 @@ def test_code_block_answer_renders_as_a_card_with_a_copy_button(qtbot, window_fa
 
     builtin_colour = next(span.color for span in token_spans("print(1)", "python", dark=False) if span.start == 0)
     html = card.view.toHtml()
-    assert f"color:{builtin_colour.lower()};\">print</span>" in html.replace(" color", "color")  # Pygments colours
+    assert f'color:{builtin_colour.lower()};">print</span>' in html.replace(" color", "color")  # Pygments colours
     copied = []
     answer.copied.connect(copied.append)
     card.copy_button.click()
@@ -288,4 +298,9 @@ def test_killed_engine_shows_banner_keeps_chat_and_restart_works(qtbot, window_f
     short = dataclasses.replace(window.controller.conversation_settings(), max_tokens=12)
     window.controller.set_conversation_settings(short)
     send(qtbot, window, "w62 after restart")
-    assert rows(window) == [("user", S.COMPLETE), ("assistant", S.INTERRUPTED), ("user", S.COMPLETE), ("assistant", S.COMPLETE)]
+    assert rows(window) == [
+        ("user", S.COMPLETE),
+        ("assistant", S.INTERRUPTED),
+        ("user", S.COMPLETE),
+        ("assistant", S.COMPLETE),
+    ]

@@ -35,12 +35,28 @@ PADDING = "padding.dat"  # makes the target big enough to close the app in the m
 
 def _model_entry(repo: str, folder: Path) -> dict:
     config = json.loads((folder / "config.json").read_text())
-    shape = {key: config[key] for key in ("model_type", "num_hidden_layers", "hidden_size", "intermediate_size",
-                                          "num_attention_heads", "num_key_value_heads", "vocab_size")}
+    shape = {
+        key: config[key]
+        for key in (
+            "model_type",
+            "num_hidden_layers",
+            "hidden_size",
+            "intermediate_size",
+            "num_attention_heads",
+            "num_key_value_heads",
+            "vocab_size",
+        )
+    }
     shape["tie_word_embeddings"] = bool(config.get("tie_word_embeddings", False))
     size = sum(path.stat().st_size for path in folder.iterdir())
-    return {"repo": repo, "revision": "main", "quantization": "fp32", "approx_bytes": size, "config": shape,
-            "dtype": "float32"}
+    return {
+        "repo": repo,
+        "revision": "main",
+        "quantization": "fp32",
+        "approx_bytes": size,
+        "config": shape,
+        "dtype": "float32",
+    }
 
 
 @pytest.fixture(scope="module")
@@ -63,11 +79,20 @@ def served(hub, hub_env, tiny_repo_files, tmp_path, monkeypatch):
     builtin = next(pair for pair in real["pairs"] if pair["id"] == "builtin")
     huge = next(pair for pair in real["pairs"] if pair["id"] == "llama2-70b-chat-gptq")
     huge = {key: value for key, value in huge.items() if key != "role"}  # offered here (the calibration pair is not)
-    tiny = {"id": "tiny", "name": "Tiny test pair", "summary": "Two random layers.", "licence": "MIT",
-            "licence_url": "https://example.org/licence", "gated": False, "context_length": 4096,
-            "min_ram_gb": 1, "min_vram_gb": 0,
-            "target": _model_entry("org/tiny-target", target), "draft": _model_entry("org/tiny-draft", draft),
-            "acceptance": {"source": "test", "tokens_per_pass": {"16": 3.0, "128": 4.0}}}
+    tiny = {
+        "id": "tiny",
+        "name": "Tiny test pair",
+        "summary": "Two random layers.",
+        "licence": "MIT",
+        "licence_url": "https://example.org/licence",
+        "gated": False,
+        "context_length": 4096,
+        "min_ram_gb": 1,
+        "min_vram_gb": 0,
+        "target": _model_entry("org/tiny-target", target),
+        "draft": _model_entry("org/tiny-draft", draft),
+        "acceptance": {"source": "test", "tokens_per_pass": {"16": 3.0, "128": 4.0}},
+    }
     catalog = tmp_path / "catalog.json"
     catalog.write_text(json.dumps({"schema_version": 1, "pairs": [builtin, tiny, huge]}))
     monkeypatch.setenv("SPECEXEC_CATALOG", str(catalog))
@@ -154,10 +179,15 @@ def test_real_catalog_on_a_24_gb_pc_in_plain_words(qtbot, tmp_path, monkeypatch)
     qtbot.addWidget(wizard)
     wizard.show()
     qtbot.waitUntil(lambda: wizard.state.recommendation is not None, timeout=WAIT_MS)
-    assert wizard.hardware_page.summary.text() == \
-        "NVIDIA GeForce RTX 4090, 24 GB; 63 GB RAM; PCIe 4.0 x16; 500.0 GB free on disk"
+    assert (
+        wizard.hardware_page.summary.text()
+        == "NVIDIA GeForce RTX 4090, 24 GB; 63 GB RAM; PCIe 4.0 x16; 500.0 GB free on disk"
+    )
     advice = wizard.hardware_page.advice.text()
-    assert advice.startswith("We recommend <b>Llama 3.3 70B Instruct</b>. A very strong model") and "words per second" in advice
+    assert (
+        advice.startswith("We recommend <b>Llama 3.3 70B Instruct</b>. A very strong model")
+        and "words per second" in advice
+    )
     for jargon in ("drafted", "tokens/pass", "tree budget", "SpecExec paper", "4-bit"):  # what a person gains, not how
         assert jargon not in advice
     wizard.hardware_page.details_button.click()
@@ -242,7 +272,6 @@ def test_closing_mid_download_then_resume_on_next_start(qtbot, served, hub):
     again.reject()
 
 
-
 @pytest.fixture()
 def tiny_installed(served, tiny_repo_files):
     """The tiny pair already in the models folder, under the catalog's folder names (as if downloaded)."""
@@ -255,15 +284,17 @@ def tiny_installed(served, tiny_repo_files):
 
 
 @pytest.mark.slow
-def test_manager_switch_pair_reloads_engine_and_keeps_conversations(qtbot, tiny_installed, tiny_repo_files,
-                                                                    app_paths, tmp_path):
+def test_manager_switch_pair_reloads_engine_and_keeps_conversations(
+    qtbot, tiny_installed, tiny_repo_files, app_paths, tmp_path
+):
     from app.window.main_window import MainWindow
     from app.system.model_chooser import chosen_path
     from app.conversations.store import Store
 
     models = tiny_installed.models_dir
-    settings = dataclasses.replace(tiny_settings(str(models / "org--tiny-target"), str(models / "org--tiny-draft")),
-                                   active_pair="tiny")
+    settings = dataclasses.replace(
+        tiny_settings(str(models / "org--tiny-target"), str(models / "org--tiny-draft")), active_pair="tiny"
+    )
     store = Store(app_paths.database)
     for title in ("Trip plans", "Recipes"):
         store.create_conversation(title)
@@ -380,8 +411,9 @@ def test_first_start_opens_the_wizard_and_cancelling_keeps_the_built_in_pair(qtb
 
     write_manifest(served.models_dir / "org--tiny-draft", fetch_listing("org/tiny-draft"), complete=False)
     asked = []
-    settings, bridge = before_main_window(app_paths, settings, served.models_dir,
-                                          ask=lambda pair: asked.append(pair) or False)
+    settings, bridge = before_main_window(
+        app_paths, settings, served.models_dir, ask=lambda pair: asked.append(pair) or False
+    )
     assert asked == ["tiny"] and bridge is None and settings.target == "builtin"
 
 
@@ -392,14 +424,20 @@ def test_gated_model_asks_for_the_token_and_a_damaged_file_is_fetched_again(qtbo
     from core.models.token_store import current_token
 
     target, _ = tiny_repo_files
-    hub.add_repo("org/gated-target", {path.name: path.read_bytes() for path in target.iterdir()}, gated=True,
-                 token="hf_right")
+    hub.add_repo(
+        "org/gated-target", {path.name: path.read_bytes() for path in target.iterdir()}, gated=True, token="hf_right"
+    )
     catalog_file = Path(os.environ["SPECEXEC_CATALOG"])
     catalog = json.loads(catalog_file.read_text())
     tiny = next(pair for pair in catalog["pairs"] if pair["id"] == "tiny")
-    gated = {**tiny, "id": "gated", "name": "Gated test pair", "gated": True,
-             "licence_url": "https://example.org/accept-the-licence",
-             "target": {**tiny["target"], "repo": "org/gated-target"}}
+    gated = {
+        **tiny,
+        "id": "gated",
+        "name": "Gated test pair",
+        "gated": True,
+        "licence_url": "https://example.org/accept-the-licence",
+        "target": {**tiny["target"], "repo": "org/gated-target"},
+    }
     catalog["pairs"].append(gated)
     catalog_file.write_text(json.dumps(catalog))
     wizard = open_wizard(qtbot, served)

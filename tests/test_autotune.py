@@ -13,7 +13,14 @@ from conftest import in_process_engine, make_word_tokenizer, torch_threads
 from core.engine import protocol as P
 from core.decoding.autotune.acceptance import BUILTIN_TABLE, DEFAULT_TABLE, prior_table
 from core.decoding.autotune.chooser import (
-    AUTO_MAX_BUDGET, SEQUENTIAL, SPECEXEC, AutoTuner, Choice, Config, candidate_configs, resolve_budget,
+    AUTO_MAX_BUDGET,
+    SEQUENTIAL,
+    SPECEXEC,
+    AutoTuner,
+    Choice,
+    Config,
+    candidate_configs,
+    resolve_budget,
 )
 from core.decoding.autotune.cost_model import CostModel, Curve, cached_cost_model, cost_key, measure_cost_model
 from core.decoding.generation import DecodingSettings, generate, stream_generate
@@ -47,8 +54,10 @@ def offloaded_gpu_like() -> CostModel:
 
 def scaled(cost: CostModel, factor: float) -> CostModel:
     """The same machine measured while something else ran: every time `factor` times longer."""
+
     def curve(c):
         return Curve(tuple((n, t * factor) for n, t in c.points))
+
     return CostModel(curve(cost.target_pass), curve(cost.draft_forward), cost.sequential_step * factor)
 
 
@@ -195,24 +204,47 @@ class ScriptedTuner(AutoTuner):
         super().observe(config, tokens, seconds, timed)
 
 
-SCHEDULE = [Config(SEQUENTIAL), Config(SPECEXEC, 8, 4), Config(SEQUENTIAL), Config(SEQUENTIAL),
-            Config(SPECEXEC, 32, 8), Config(SPECEXEC, 4, 2), Config(SEQUENTIAL)]
+SCHEDULE = [
+    Config(SEQUENTIAL),
+    Config(SPECEXEC, 8, 4),
+    Config(SEQUENTIAL),
+    Config(SEQUENTIAL),
+    Config(SPECEXEC, 32, 8),
+    Config(SPECEXEC, 4, 2),
+    Config(SEQUENTIAL),
+]
 
 
-@pytest.mark.parametrize("sampling", [dict(temperature=0.9, seed=5), dict(temperature=0.0),
-                                      dict(temperature=0.7, top_p=0.9, repetition_penalty=1.3, seed=6)])
+@pytest.mark.parametrize(
+    "sampling",
+    [
+        dict(temperature=0.9, seed=5),
+        dict(temperature=0.0),
+        dict(temperature=0.7, top_p=0.9, repetition_penalty=1.3, seed=6),
+    ],
+)
 def test_switching_methods_mid_answer_keeps_the_sequential_tokens(tiny_target, tiny_draft, sampling):
     tokenizer = make_word_tokenizer()
     params = SamplingParams(**sampling)
     prompt = [1, 9, 17, 23, 5]
     with torch_threads(1):
-        plain = generate(tiny_target, None, tokenizer, prompt, params, DecodingSettings(method="sequential", max_new_tokens=60))
+        plain = generate(
+            tiny_target, None, tokenizer, prompt, params, DecodingSettings(method="sequential", max_new_tokens=60)
+        )
         tuner = ScriptedTuner(SCHEDULE)
-        chunks = list(stream_generate(
-            tiny_target, tiny_draft, tokenizer, prompt, params,
-            DecodingSettings(method="auto", auto_budget=True, tree=TreeSettings(budget=64, max_depth=8), max_new_tokens=60),
-            tuner=tuner,
-        ))
+        chunks = list(
+            stream_generate(
+                tiny_target,
+                tiny_draft,
+                tokenizer,
+                prompt,
+                params,
+                DecodingSettings(
+                    method="auto", auto_budget=True, tree=TreeSettings(budget=64, max_depth=8), max_new_tokens=60
+                ),
+                tuner=tuner,
+            )
+        )
     tokens = [t for c in chunks for t in c.token_ids]
     assert tokens == plain.token_ids
     methods = [c.choice.config.method for c in chunks]
@@ -226,9 +258,17 @@ def test_real_tuner_gives_the_sequential_tokens(tiny_target, tiny_draft, tmp_pat
     tokenizer = make_word_tokenizer()
     params = SamplingParams(temperature=0.8, seed=11)
     with torch_threads(1):
-        plain = generate(tiny_target, None, tokenizer, [1, 5, 6], params, DecodingSettings(method="sequential", max_new_tokens=40))
-        auto = generate(tiny_target, tiny_draft, tokenizer, [1, 5, 6], params,
-                        DecodingSettings(method="auto", auto_budget=True, max_new_tokens=40))
+        plain = generate(
+            tiny_target, None, tokenizer, [1, 5, 6], params, DecodingSettings(method="sequential", max_new_tokens=40)
+        )
+        auto = generate(
+            tiny_target,
+            tiny_draft,
+            tokenizer,
+            [1, 5, 6],
+            params,
+            DecodingSettings(method="auto", auto_budget=True, max_new_tokens=40),
+        )
     assert auto.token_ids == plain.token_ids
     assert (tmp_path / "autotune" / "cost-models.json").is_file()
 
@@ -247,7 +287,10 @@ def test_the_tuner_keeps_its_expected_speed_for_predictions(tiny_target, tiny_dr
     kept = measured_speed(tiny_target.name, tiny_draft.name, "CPU")
     assert kept is not None and kept.method == first.config.method and kept.budget == first.config.budget
     assert kept.tokens_per_second == pytest.approx(first.tokens_per_second)
-    assert measured_speed(tiny_target.name, None, "CPU") is None and measured_speed(tiny_target.name, tiny_draft.name, "GPU") is None
+    assert (
+        measured_speed(tiny_target.name, None, "CPU") is None
+        and measured_speed(tiny_target.name, tiny_draft.name, "GPU") is None
+    )
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -260,7 +303,9 @@ def test_cost_model_is_measured_once_and_cached_per_pair(tiny_target, tiny_draft
         first, measured = cached_cost_model(tiny_target, tiny_draft, time_limit=0.3, path=path, now=1000.0)
         again, measured_again = cached_cost_model(tiny_target, tiny_draft, time_limit=0.3, path=path, now=2000.0)
         alone, measured_alone = cached_cost_model(tiny_target, None, time_limit=0.3, path=path, now=2000.0)
-        stale, measured_stale = cached_cost_model(tiny_target, tiny_draft, time_limit=0.3, path=path, now=1000.0 + 40 * 86400)
+        stale, measured_stale = cached_cost_model(
+            tiny_target, tiny_draft, time_limit=0.3, path=path, now=1000.0 + 40 * 86400
+        )
     assert (measured, measured_again, measured_alone, measured_stale) == (True, False, True, True)
     assert again == first and alone.draft_forward is None
     assert len(first.target_pass.points) >= 2 and len(first.draft_forward.points) >= 2
@@ -276,11 +321,16 @@ def test_every_size_is_warmed_up_and_the_draft_timed_through_the_search_forward(
 
     widths: list[int] = []
     real = draft_forward.run_draft_forward
-    monkeypatch.setattr(draft_forward, "run_draft_forward",
-                        lambda draft, cache, ids, *rest: widths.append(ids.shape[0]) or real(draft, cache, ids, *rest))
+    monkeypatch.setattr(
+        draft_forward,
+        "run_draft_forward",
+        lambda draft, cache, ids, *rest: widths.append(ids.shape[0]) or real(draft, cache, ids, *rest),
+    )
     forwards: list[int] = []
     forward = tiny_target.forward
-    monkeypatch.setattr(tiny_target, "forward", lambda ids, *rest, **kw: forwards.append(ids.shape[0]) or forward(ids, *rest, **kw))
+    monkeypatch.setattr(
+        tiny_target, "forward", lambda ids, *rest, **kw: forwards.append(ids.shape[0]) or forward(ids, *rest, **kw)
+    )
     with torch_threads(1):
         model = measure_cost_model(tiny_target, tiny_draft, time_limit=30.0, max_tree_tokens=64)
     timed_widths = [width for width, _ in model.draft_forward.points]
@@ -337,8 +387,12 @@ def test_engine_defaults_to_auto_and_explains_its_choice(tmp_path, monkeypatch):
         after = measured_speed(*pair)  # ...and again after an answer, from the passes it saw
         assert after is not None and after.measured_at > at_load.measured_at
         assert after.tokens_per_second == pytest.approx(
-            max(engine.session.tuner.rate(c) for c in candidate_configs("auto", None, 16, 256, True)
-                if c.method == after.method and c.budget == after.budget))
+            max(
+                engine.session.tuner.rate(c)
+                for c in candidate_configs("auto", None, 16, 256, True)
+                if c.method == after.method and c.budget == after.budget
+            )
+        )
         plain = serve(P.Generate("s", tuple(USER), max_new_tokens=24, temperature=0.8, seed=4, method="sequential"))
         alone = serve(P.Load(target=target_dir, draft=None, dtype="float64", device="cpu"))
         no_draft = serve(P.Generate("n", tuple(USER), max_new_tokens=4, temperature=0.8, seed=4))
@@ -347,8 +401,10 @@ def test_engine_defaults_to_auto_and_explains_its_choice(tmp_path, monkeypatch):
     assert kinds.index("AutoChoice") < kinds.index("TokenChunk") and kinds[-1] == "Finished"
     choices = [e for e in got if isinstance(e, P.AutoChoice)]
     assert all(e.method in ("sequential", "specexec") and e.reason for e in choices)
+
     def tokens(evs):
         return [t for e in evs if isinstance(e, P.TokenChunk) for t in e.token_ids]
+
     assert tokens(got) == tokens(plain) and len(tokens(got)) > 0
     assert not [e for e in plain if isinstance(e, P.AutoChoice)]  # an explicit method is not tuned
     (only,) = [e for e in no_draft if isinstance(e, P.AutoChoice)]
@@ -361,8 +417,15 @@ def test_cli_defaults_are_automatic_and_explicit_values_win():
 
     parser = build_parser()
     default = decoding_settings(parser.parse_args(["generate", "--prompt", "hi"]))
-    assert (default.method, default.auto_budget, default.tree.budget, default.tuned) == ("auto", True, AUTO_MAX_BUDGET, True)
-    fixed = decoding_settings(parser.parse_args(["generate", "--prompt", "hi", "--method", "specexec", "--budget", "48"]))
+    assert (default.method, default.auto_budget, default.tree.budget, default.tuned) == (
+        "auto",
+        True,
+        AUTO_MAX_BUDGET,
+        True,
+    )
+    fixed = decoding_settings(
+        parser.parse_args(["generate", "--prompt", "hi", "--method", "specexec", "--budget", "48"])
+    )
     assert (fixed.method, fixed.auto_budget, fixed.tree.budget, fixed.tuned) == ("specexec", False, 48, False)
     plain = decoding_settings(parser.parse_args(["chat", "--method", "sequential"]))
     assert not plain.tuned

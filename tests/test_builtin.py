@@ -216,7 +216,9 @@ def test_an_incomplete_folder_is_replaced_and_stale_temp_folders_removed(tmp_pat
 def test_conversion_runs_once_then_the_folder_is_reused(monkeypatch, tmp_path):
     monkeypatch.setenv(CACHE_DIR_ENV, str(tmp_path))
     calls: list = []
-    monkeypatch.setattr(builtin, "convert_gguf_to_folder", lambda source, out, progress, weight_progress=None: fake_writer(calls)(out))
+    monkeypatch.setattr(
+        builtin, "convert_gguf_to_folder", lambda source, out, progress, weight_progress=None: fake_writer(calls)(out)
+    )
     first = builtin.ensure_converted()
     second = builtin.ensure_converted()
     assert first == second == builtin.converted_folder() and len(calls) == 1
@@ -228,11 +230,12 @@ def test_conversion_runs_once_then_the_folder_is_reused(monkeypatch, tmp_path):
 # Real chat turns (teacher-forced: one forward per conversation, no generation loop).
 CONVERSATIONS = [
     ("What is the capital of France?", "The capital of France is Paris, which is also its largest city."),
-    ("Write a short poem about the sea.",
-     "The sea is wide and deep and blue,\nIt sings of storms and sunsets too."),
-    ("Explain what a binary search does.",
-     "A binary search looks for a value in a sorted list by repeatedly halving the part of the list that "
-     "could contain it, until the value is found or the part is empty."),
+    ("Write a short poem about the sea.", "The sea is wide and deep and blue,\nIt sings of storms and sunsets too."),
+    (
+        "Explain what a binary search does.",
+        "A binary search looks for a value in a sorted list by repeatedly halving the part of the list that "
+        "could contain it, until the value is found or the part is empty.",
+    ),
     ("List three fruits that are red.", "Three red fruits are strawberries, cherries and raspberries."),
 ]
 

@@ -12,8 +12,11 @@ from core.system.locations import models_dir, repo_folder_name
 
 
 PROMISED = {  # issue 32: the models people run with offloading in 2026, and the paper's calibration pair
-    "llama3.3-70b-instruct-awq": "Llama-3.3-70B", "deepseek-r1-distill-llama-70b-awq": "DeepSeek-R1-Distill-Llama-70B",
-    "qwen2.5-72b-instruct-gptq": "Qwen2.5-72B", "qwen3-32b-awq": "Qwen3-32B", "llama2-70b-chat-gptq": "Llama-2-70B",
+    "llama3.3-70b-instruct-awq": "Llama-3.3-70B",
+    "deepseek-r1-distill-llama-70b-awq": "DeepSeek-R1-Distill-Llama-70B",
+    "qwen2.5-72b-instruct-gptq": "Qwen2.5-72B",
+    "qwen3-32b-awq": "Qwen3-32B",
+    "llama2-70b-chat-gptq": "Llama-2-70B",
 }
 RETIRED = ("llama3.1-70b-instruct-gptq", "mixtral-8x7b-instruct-gptq", "qwen2.5-32b-instruct-gptq")
 
@@ -127,7 +130,9 @@ def test_models_list_shows_each_pairs_drafts_and_which_are_installed(tmp_path, c
     assert main(["models", "list", "--json", "--dir", str(tmp_path)]) == 0
     pairs = {pair["id"]: pair for pair in json.loads(capsys.readouterr().out)["pairs"]}
     assert [(d["id"], d["repo"]) for d in pairs["llama2-70b-chat-gptq"]["drafts"]] == [
-        ("4bit", "TheBloke/Llama-2-7B-Chat-GPTQ"), ("16bit", "meta-llama/Llama-2-7b-chat-hf")]
+        ("4bit", "TheBloke/Llama-2-7B-Chat-GPTQ"),
+        ("16bit", "meta-llama/Llama-2-7b-chat-hf"),
+    ]
     assert pairs["builtin"]["drafts"][0]["installed"] is True
     assert [d["installed"] for d in pairs["llama2-70b-chat-gptq"]["drafts"]] == [False, True]
 
@@ -145,4 +150,6 @@ def test_a_retired_pairs_downloads_stay_usable(tmp_path) -> None:
         (tmp_path / folder / "config.json").write_text("{}")
     assert resolve_name(tmp_path, "mixtral-8x7b-instruct-gptq", catalog) == [tmp_path / folder for folder in folders]
     assert wanted_repos("mixtral-8x7b-instruct-gptq", None, catalog)["target"] == (
-        "TheBloke/Mixtral-8x7B-Instruct-v0.1-GPTQ", "main")
+        "TheBloke/Mixtral-8x7B-Instruct-v0.1-GPTQ",
+        "main",
+    )

@@ -25,7 +25,18 @@ def model_dirs(tmp_path_factory):
 
 
 def chat_command(model_dirs, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "core.cli.main", "chat", "--target", model_dirs[0], "--draft", model_dirs[1], *FLAGS, *extra]
+    return [
+        sys.executable,
+        "-m",
+        "core.cli.main",
+        "chat",
+        "--target",
+        model_dirs[0],
+        "--draft",
+        model_dirs[1],
+        *FLAGS,
+        *extra,
+    ]
 
 
 def greedy_answer(model_dirs, messages, max_new_tokens) -> str:
@@ -68,13 +79,17 @@ def test_offload_flags_reach_the_engine(model_dirs):
     the same answer; a bad --resident-layers is a clear error before any engine starts."""
     result = subprocess.run(
         chat_command(model_dirs, "--max-new-tokens", "8", "--offload", "on", "--resident-layers", "1", "--verbose"),
-        input="w10 w11\n", capture_output=True, text=True, timeout=140,
+        input="w10 w11\n",
+        capture_output=True,
+        text=True,
+        timeout=140,
     )
     assert result.returncode == 0, result.stderr
     assert "layers in host RAM" in result.stderr  # core.offload.offloaded_lm.OffloadReport.summary
     assert result.stdout == greedy_answer(model_dirs, [{"role": "user", "content": "w10 w11"}], 8) + "\n"
-    bad = subprocess.run(chat_command(model_dirs, "--resident-layers", "most"), input="", capture_output=True,
-                         text=True, timeout=60)
+    bad = subprocess.run(
+        chat_command(model_dirs, "--resident-layers", "most"), input="", capture_output=True, text=True, timeout=60
+    )
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     assert "error: --resident-layers takes 'auto' or a number" in bad.stderr
 
@@ -86,7 +101,10 @@ def test_ctrl_c_stops_the_answer_not_the_program(model_dirs):
     master, slave = pty.openpty()
     process = subprocess.Popen(
         chat_command(model_dirs, "--max-new-tokens", "100", "--method", "sequential"),
-        stdin=slave, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+        stdin=slave,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
     )
     os.close(slave)
     try:
@@ -149,9 +167,24 @@ def test_an_engine_killed_while_loading_is_a_load_failure_tried_again_and_the_ch
     weights.rename(real)
     os.mkfifo(weights)
     process = subprocess.Popen(
-        [sys.executable, "-m", "core.cli.main", "chat", "--target", str(target), "--draft", model_dirs[1], *FLAGS,
-         "--max-new-tokens", "8", "--verbose"],  # --verbose: each load step on stderr, the target's among them
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "core.cli.main",
+            "chat",
+            "--target",
+            str(target),
+            "--draft",
+            model_dirs[1],
+            *FLAGS,
+            "--max-new-tokens",
+            "8",
+            "--verbose",
+        ],  # --verbose: each load step on stderr, the target's among them
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     lines: list[str] = []
     try:

@@ -15,8 +15,24 @@ from tool_models import ANSWER_TEXT, LOOPING_TEMPLATE, save_tool_pair
 pytestmark = pytest.mark.timeout(600)
 
 SERVER = str(Path(__file__).parent / "mcp_test_server.py")
-FLAGS = ["--threads", "1", "--device", "cpu", "--method", "specexec", "--budget", "8", "--max-depth", "4",
-         "--expand", "4", "--max-new-tokens", "20", "--temperature", "0"]
+FLAGS = [
+    "--threads",
+    "1",
+    "--device",
+    "cpu",
+    "--method",
+    "specexec",
+    "--budget",
+    "8",
+    "--max-depth",
+    "4",
+    "--expand",
+    "4",
+    "--max-new-tokens",
+    "20",
+    "--temperature",
+    "0",
+]
 
 
 @pytest.fixture(scope="module")
@@ -29,14 +45,33 @@ def mcp_config(tmp_path):
     """An mcp.json naming the test server over stdio; the calls that ran are in the returned log file."""
     log = tmp_path / "calls.log"
     config = tmp_path / "mcp.json"
-    config.write_text(json.dumps({"mcpServers": {"calc": {
-        "command": sys.executable, "args": [SERVER, "stdio"], "env": {"MCP_TEST_LOG": str(log)}}}}))
+    config.write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "calc": {"command": sys.executable, "args": [SERVER, "stdio"], "env": {"MCP_TEST_LOG": str(log)}}
+                }
+            }
+        )
+    )
     return config, log
 
 
 def chat(pair, config: Path, stdin: str, *extra: str) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "core.cli.main", "chat", "--target", pair[0], "--draft", pair[1], *FLAGS,
-               "--mcp-config", str(config), *extra]
+    command = [
+        sys.executable,
+        "-m",
+        "core.cli.main",
+        "chat",
+        "--target",
+        pair[0],
+        "--draft",
+        pair[1],
+        *FLAGS,
+        "--mcp-config",
+        str(config),
+        *extra,
+    ]
     return subprocess.run(command, input=stdin, capture_output=True, text=True, timeout=540, check=False)
 
 

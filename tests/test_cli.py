@@ -24,8 +24,15 @@ def specexec(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
 def save_tiny_model(folder: Path, seed: int = 0, context: int = 64, tokenizer_vocab: int = 64) -> Path:
     torch.manual_seed(seed)
     config = LlamaConfig(
-        vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, max_position_embeddings=context, bos_token_id=1, eos_token_id=0,
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=context,
+        bos_token_id=1,
+        eos_token_id=0,
     )
     LlamaForCausalLM(config).save_pretrained(folder)
     make_word_tokenizer(tokenizer_vocab).save_pretrained(folder)
@@ -51,8 +58,25 @@ def test_generate_json_contract_on_tiny_models(tiny_pair, capsys):
     outputs = {}
     for method in ("specexec", "sequential", "specinfer"):
         result = run_cli(
-            capsys, "generate", "--target", target, "--draft", draft, "--prompt", "w5 w6 w7", "--method", method,
-            "--temperature", "0.8", "--seed", "3", "--max-new-tokens", "12", "--budget", "8", "--json",
+            capsys,
+            "generate",
+            "--target",
+            target,
+            "--draft",
+            draft,
+            "--prompt",
+            "w5 w6 w7",
+            "--method",
+            method,
+            "--temperature",
+            "0.8",
+            "--seed",
+            "3",
+            "--max-new-tokens",
+            "12",
+            "--budget",
+            "8",
+            "--json",
         )
         assert result.returncode == 0, result.stderr
         outputs[method] = json.loads(result.stdout)
@@ -68,20 +92,47 @@ def test_bench_acceptance_json_rows_baseline_and_plot(tiny_pair, tmp_path, capsy
     target, draft = map(str, tiny_pair)
     prompts = tmp_path / "prompts.jsonl"
     prompts.write_text(
-        json.dumps({"text": "w5 w6 w7"}) + "\n"
-        + json.dumps({"messages": [{"role": "user", "content": "w8 w9"}]}) + "\n"
-        + json.dumps({"text": "not used: past --limit"}) + "\n"
+        json.dumps({"text": "w5 w6 w7"})
+        + "\n"
+        + json.dumps({"messages": [{"role": "user", "content": "w8 w9"}]})
+        + "\n"
+        + json.dumps({"text": "not used: past --limit"})
+        + "\n"
     )
     plot = tmp_path / "rates.png"
     result = run_cli(
-        capsys, "bench", "acceptance", "--target", target, "--draft", draft, "--prompts", str(prompts), "--limit", "2",
-        "--budgets", "4,16", "--methods", "specexec,specinfer", "--baseline", "--max-new-tokens", "6",
-        "--seeds", "2", "--json", "--plot", str(plot),
+        capsys,
+        "bench",
+        "acceptance",
+        "--target",
+        target,
+        "--draft",
+        draft,
+        "--prompts",
+        str(prompts),
+        "--limit",
+        "2",
+        "--budgets",
+        "4,16",
+        "--methods",
+        "specexec,specinfer",
+        "--baseline",
+        "--max-new-tokens",
+        "6",
+        "--seeds",
+        "2",
+        "--json",
+        "--plot",
+        str(plot),
     )
     assert result.returncode == 0, result.stderr
     rows = json.loads(result.stdout)["rows"]
     assert [(r["method"], r["budget"]) for r in rows] == [
-        ("sequential", 0), ("specexec", 4), ("specexec", 16), ("specinfer", 4), ("specinfer", 16)
+        ("sequential", 0),
+        ("specexec", 4),
+        ("specexec", 16),
+        ("specinfer", 4),
+        ("specinfer", 16),
     ]
     for row in rows:
         assert {"method", "budget", "tokens_per_pass", "draft_s", "target_s", "tokens_per_s"} <= set(row)
@@ -92,20 +143,22 @@ def test_bench_acceptance_json_rows_baseline_and_plot(tiny_pair, tmp_path, capsy
 
 
 def test_missing_model(tmp_path, capsys):
-    result = run_cli(capsys, "generate", "--target", str(tmp_path / "nope"), "--prompt", "hi",
-                     "--method", "sequential")
+    result = run_cli(capsys, "generate", "--target", str(tmp_path / "nope"), "--prompt", "hi", "--method", "sequential")
     assert_clear_error(result, "nope")
 
 
 def test_a_missing_model_is_said_before_the_other_one_loads(tmp_path, tiny_pair, capsys):
     """The built-in draft takes seconds to load and quantise: a missing target is said first, alone."""
-    result = run_cli(capsys, "generate", "--target", str(tmp_path / "nope"), "--draft", "builtin-draft",
-                     "--prompt", "hi")
+    result = run_cli(
+        capsys, "generate", "--target", str(tmp_path / "nope"), "--draft", "builtin-draft", "--prompt", "hi"
+    )
     assert_clear_error(result, "nope")
-    assert result.stderr.strip().splitlines() == [line for line in result.stderr.strip().splitlines()
-                                                  if line.startswith("error: ")]  # no loading progress at all
-    result = run_cli(capsys, "generate", "--target", str(tiny_pair[0]), "--draft", str(tmp_path / "gone"),
-                     "--prompt", "hi")
+    assert result.stderr.strip().splitlines() == [
+        line for line in result.stderr.strip().splitlines() if line.startswith("error: ")
+    ]  # no loading progress at all
+    result = run_cli(
+        capsys, "generate", "--target", str(tiny_pair[0]), "--draft", str(tmp_path / "gone"), "--prompt", "hi"
+    )
     assert_clear_error(result, "gone")
     assert len(result.stderr.strip().splitlines()) == 1
 
@@ -151,9 +204,25 @@ def test_builtin_pair_specexec_equals_sequential():
     outputs = {}
     for method in ("specexec", "sequential"):
         result = specexec(
-            "generate", "--target", "builtin", "--draft", "builtin-draft", "--prompt", "Name three colours.",
-            "--chat", "--method", method, "--temperature", "0.7", "--seed", "11", "--max-new-tokens", "24",
-            "--budget", "32", "--json",
+            "generate",
+            "--target",
+            "builtin",
+            "--draft",
+            "builtin-draft",
+            "--prompt",
+            "Name three colours.",
+            "--chat",
+            "--method",
+            method,
+            "--temperature",
+            "0.7",
+            "--seed",
+            "11",
+            "--max-new-tokens",
+            "24",
+            "--budget",
+            "32",
+            "--json",
         )
         assert result.returncode == 0, result.stderr
         outputs[method] = json.loads(result.stdout)

@@ -19,8 +19,10 @@ EVERYDAY = ("generate", "chat", "serve", "models", "hw", "doctor")
 
 
 def test_help_lists_the_commands_without_importing_torch():
-    code = ("import sys\nfrom core.cli.main import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
-            "sys.exit(3 if 'torch' in sys.modules or 'transformers' in sys.modules else 0)")
+    code = (
+        "import sys\nfrom core.cli.main import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "sys.exit(3 if 'torch' in sys.modules or 'transformers' in sys.modules else 0)"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert all(name in result.stdout for name in COMMANDS)
@@ -50,8 +52,10 @@ def test_models_list_names_the_built_in_pair_once(tmp_path, capsys):
 
 
 def test_loading_is_one_line_unless_verbose():
-    stages = [P.LoadProgress("Reading the metadata of x.gguf", fraction=0.1),
-              P.LoadProgress("Dequantising the weights of x.gguf (float32 on cpu)", fraction=0.6)]
+    stages = [
+        P.LoadProgress("Reading the metadata of x.gguf", fraction=0.1),
+        P.LoadProgress("Dequantising the weights of x.gguf (float32 on cpu)", fraction=0.6),
+    ]
     quiet, verbose = io.StringIO(), io.StringIO()
     report = LoadReport(False, quiet)
     for event in stages:

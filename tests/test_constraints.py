@@ -20,9 +20,15 @@ from core.server.tool_calls import forced_call_grammar
 
 pytestmark = pytest.mark.timeout(600)
 
-PERSON = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 12},
-                                           "age": {"type": "integer", "minimum": 0, "maximum": 120}},
-          "required": ["name", "age"], "additionalProperties": False}
+PERSON = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "maxLength": 12},
+        "age": {"type": "integer", "minimum": 0, "maximum": 120},
+    },
+    "required": ["name", "age"],
+    "additionalProperties": False,
+}
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +41,9 @@ def builtin():
     torch.set_num_threads(1)
     target = load_model("builtin", dtype="float32", device="cpu")
     draft = load_model("builtin-draft", dtype="float32", device="cpu", role="draft")
-    prompt = encode_prompt(target.tokenizer, Prompt(messages=({"role": "user", "content": "Describe a person in JSON."},)))
+    prompt = encode_prompt(
+        target.tokenizer, Prompt(messages=({"role": "user", "content": "Describe a person in JSON."},))
+    )
     return target, draft, prompt
 
 
@@ -48,13 +56,21 @@ def _run(builtin, spec, params, method, budget=32, top=None, max_new=40):
     target, draft, prompt = builtin
     controls = OutputControls(_constraint(builtin, spec), top)
     settings = DecodingSettings(method=method, tree=TreeSettings(budget, 12, 8), max_new_tokens=max_new)
-    return generate(target.lm, draft.lm if method == "specexec" else None, target.tokenizer, prompt, params,
-                    settings, controls=controls)
+    return generate(
+        target.lm,
+        draft.lm if method == "specexec" else None,
+        target.tokenizer,
+        prompt,
+        params,
+        settings,
+        controls=controls,
+    )
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("spec", [GrammarSpec("json_schema", json.dumps(PERSON)), GrammarSpec("json_object")],
-                         ids=["schema", "json-mode"])
+@pytest.mark.parametrize(
+    "spec", [GrammarSpec("json_schema", json.dumps(PERSON)), GrammarSpec("json_object")], ids=["schema", "json-mode"]
+)
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_specexec_under_a_grammar_equals_sequential_and_parses(builtin, spec, seed):
     params = SamplingParams(temperature=0.9, top_p=0.95, seed=seed)
@@ -104,8 +120,9 @@ def test_the_draft_proposes_only_what_the_grammar_allows(builtin):
         while walk > 0:
             path.append(tokens[walk])
             walk = parents[walk]
-        checker = llguidance.LLMatcher(bridge_for(target.tokenizer, target.lm.vocab_size, target.lm.eos_token_ids),
-                                       spec.grammar(), log_level=0)
+        checker = llguidance.LLMatcher(
+            bridge_for(target.tokenizer, target.lm.vocab_size, target.lm.eos_token_ids), spec.grammar(), log_level=0
+        )
         assert checker.try_consume_tokens(path[::-1]) == len(path), target.tokenizer.decode(path[::-1])
 
 
@@ -114,16 +131,38 @@ def test_a_forced_tool_call_is_written_in_the_models_format(builtin):
     from core.text.tool_format import HERMES, LLAMA3_JSON
     from core.text.tool_calls import parse_answer
 
-    tools = ({"type": "function", "function": {"name": "get_weather", "parameters": {
-        "type": "object", "properties": {"unit": {"enum": ["celsius", "fahrenheit"]}}, "required": ["unit"]}}},
-             {"type": "function", "function": {"name": "search", "parameters": {
-                 "type": "object", "properties": {"page": {"type": "integer", "minimum": 1, "maximum": 9}},
-                 "required": ["page"]}}})
+    tools = (
+        {
+            "type": "function",
+            "function": {
+                "name": "get_weather",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"unit": {"enum": ["celsius", "fahrenheit"]}},
+                    "required": ["unit"],
+                },
+            },
+        },
+        {
+            "type": "function",
+            "function": {
+                "name": "search",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"page": {"type": "integer", "minimum": 1, "maximum": 9}},
+                    "required": ["page"],
+                },
+            },
+        },
+    )
     names = frozenset({"get_weather", "search"})
     for fmt, name in ((HERMES, "search"), (LLAMA3_JSON, None)):
         spec = GrammarSpec("lark", forced_call_grammar(fmt, tools, name))
         answer = _run(builtin, spec, SamplingParams(temperature=1.0, seed=3), "specexec", max_new=60)
-        assert answer.token_ids == _run(builtin, spec, SamplingParams(temperature=1.0, seed=3), "sequential", max_new=60).token_ids
+        assert (
+            answer.token_ids
+            == _run(builtin, spec, SamplingParams(temperature=1.0, seed=3), "sequential", max_new=60).token_ids
+        )
         content, calls = parse_answer(answer.text, fmt, names)
         assert content == "" and len(calls) == 1, answer.text
         assert calls[0].name == (name or calls[0].name) and isinstance(json.loads(calls[0].arguments), dict)
@@ -139,7 +178,9 @@ def test_a_constrained_pass_reads_the_tree_and_each_draft_forwards_nodes_once(bu
     totals = PassTrace()
     controls = OutputControls(_constraint(builtin, GrammarSpec("json_schema", json.dumps(PERSON))))
     settings = DecodingSettings(method="specexec", tree=TreeSettings(16, 6, 8, adaptive_depth=False), max_new_tokens=12)
-    list(traced_stream(target.lm, draft.lm, target.tokenizer, prompt, SamplingParams(seed=1), settings, totals, controls))
+    list(
+        traced_stream(target.lm, draft.lm, target.tokenizer, prompt, SamplingParams(seed=1), settings, totals, controls)
+    )
     counts = totals.counts
     assert totals.passes >= 1 and counts.draft_syncs == 0
     assert counts.sync_count == totals.passes * 2 + counts.draft_forwards, counts.syncs
@@ -151,15 +192,33 @@ def test_a_grammar_the_engine_cannot_use_is_a_clear_error(builtin):
     with pytest.raises(InvalidSettingError, match="the JSON schema cannot be used"):
         GrammarSpec("json_schema", "{not json").grammar()
     with pytest.raises(InvalidSettingError, match="the grammar cannot be used"):
-        GrammarConstraint(GrammarSpec("lark", "start: undefined_rule"), target.tokenizer, target.lm.vocab_size,
-                          target.lm.eos_token_ids)
+        GrammarConstraint(
+            GrammarSpec("lark", "start: undefined_rule"),
+            target.tokenizer,
+            target.lm.vocab_size,
+            target.lm.eos_token_ids,
+        )
 
 
 # -- log-probabilities ----------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("params", [SamplingParams(temperature=0.8, top_p=0.9, top_k=20, repetition_penalty=1.2,
-                                                   presence_penalty=0.5, frequency_penalty=0.3, seed=7),
-                                    SamplingParams(temperature=0.0)], ids=["sampled", "greedy"])
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        SamplingParams(
+            temperature=0.8,
+            top_p=0.9,
+            top_k=20,
+            repetition_penalty=1.2,
+            presence_penalty=0.5,
+            frequency_penalty=0.3,
+            seed=7,
+        ),
+        SamplingParams(temperature=0.0),
+    ],
+    ids=["sampled", "greedy"],
+)
 def test_logprobs_are_the_models_own_in_specexec_and_sequential(tiny_target, tiny_draft, params):
     """float64 tiny pair: SpecExec's log-probabilities (from its verification walk, no extra pass) equal
     sequential decoding's, and both equal log_softmax of the target's raw logits recomputed here (vLLM's and
@@ -173,8 +232,17 @@ def test_logprobs_are_the_models_own_in_specexec_and_sequential(tiny_target, tin
     runs = {}
     for method in ("sequential", "specexec"):
         settings = DecodingSettings(method=method, tree=TreeSettings(16, 6, 4), max_new_tokens=24)
-        chunks = list(stream_generate(tiny_target, tiny_draft if method == "specexec" else None, tokenizer, prompt,
-                                      params, settings, controls=OutputControls(top_logprobs=3)))
+        chunks = list(
+            stream_generate(
+                tiny_target,
+                tiny_draft if method == "specexec" else None,
+                tokenizer,
+                prompt,
+                params,
+                settings,
+                controls=OutputControls(top_logprobs=3),
+            )
+        )
         runs[method] = ([t for c in chunks for t in c.token_ids], [e for c in chunks for e in c.logprobs])
     (tokens, logprobs), (spec_tokens, spec_logprobs) = runs["sequential"], runs["specexec"]
     assert spec_tokens == tokens and len(spec_logprobs) == len(logprobs) == len(tokens) >= 5
@@ -201,8 +269,15 @@ def test_specinfer_refuses_what_it_cannot_give(tiny_target, tiny_draft):
 
     settings = DecodingSettings(method="specinfer", tree=TreeSettings(16, 4, 4), max_new_tokens=4)
     with pytest.raises(InvalidSettingError, match="not SpecInfer"):
-        generate(tiny_target, tiny_draft, make_word_tokenizer(), [1, 5], SamplingParams(), settings,
-                 controls=OutputControls(top_logprobs=1))
+        generate(
+            tiny_target,
+            tiny_draft,
+            make_word_tokenizer(),
+            [1, 5],
+            SamplingParams(),
+            settings,
+            controls=OutputControls(top_logprobs=1),
+        )
 
 
 @pytest.mark.slow
@@ -210,10 +285,38 @@ def test_generate_command_decodes_under_a_schema_and_reports_logprobs(tmp_path, 
     from core.cli.main import main
 
     schema = tmp_path / "answer.json"
-    schema.write_text(json.dumps({"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"],
-                                  "additionalProperties": False}))
-    assert main(["generate", "--prompt", "Is the sky blue? Answer in JSON.", "--chat", "--json-schema", str(schema),
-                 "--logprobs", "2", "--json", "--threads", "1", "--max-new-tokens", "20", "--seed", "3"]) == 0
+    schema.write_text(
+        json.dumps(
+            {
+                "type": "object",
+                "properties": {"ok": {"type": "boolean"}},
+                "required": ["ok"],
+                "additionalProperties": False,
+            }
+        )
+    )
+    assert (
+        main(
+            [
+                "generate",
+                "--prompt",
+                "Is the sky blue? Answer in JSON.",
+                "--chat",
+                "--json-schema",
+                str(schema),
+                "--logprobs",
+                "2",
+                "--json",
+                "--threads",
+                "1",
+                "--max-new-tokens",
+                "20",
+                "--seed",
+                "3",
+            ]
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out, parse_constant=lambda name: pytest.fail(f"{name} is not JSON"))
     assert isinstance(json.loads(out["text"])["ok"], bool) and out["finish_reason"] == "eos"
     assert len(out["logprobs"]) == len(out["token_ids"]) and all(len(e["top"]) == 2 for e in out["logprobs"])

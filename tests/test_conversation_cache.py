@@ -20,7 +20,9 @@ def engine_and_serve(tmp_path_factory):
     target, draft = save_tiny_pair(tmp_path_factory.mktemp("cache-models"))
     with torch_threads(1):
         engine, serve = in_process_engine()
-        ready = serve(P.Load(target=target, draft=draft, dtype="float64", device="cpu", budget=8, max_depth=4, expand=4))
+        ready = serve(
+            P.Load(target=target, draft=draft, dtype="float64", device="cpu", budget=8, max_depth=4, expand=4)
+        )
         assert ready[-1].state == "ready", ready
         yield engine, serve
 
@@ -48,8 +50,17 @@ def ask(serve, request_id: str, messages: list[dict], owner: str, max_new_tokens
     """(answer text, Finished) of one sequential request: with one new token the target reads exactly the
     prompt tokens that were not cached."""
     settings = {"method": "sequential", **settings}
-    events = serve(P.Generate(request_id, tuple(messages), max_new_tokens=max_new_tokens, seed=7, temperature=0.9,
-                              cache_owner=owner, **settings))
+    events = serve(
+        P.Generate(
+            request_id,
+            tuple(messages),
+            max_new_tokens=max_new_tokens,
+            seed=7,
+            temperature=0.9,
+            cache_owner=owner,
+            **settings,
+        )
+    )
     assert isinstance(events[-1], P.Finished), events[-1]
     return "".join(e.text for e in events if isinstance(e, P.TokenChunk)), events[-1]
 
@@ -139,8 +150,9 @@ def test_the_draft_rows_come_back_with_the_conversation(engine_and_serve):
     text, again = ask(serve, "d3", follow_up(chat, answer, 3), "chat", max_new_tokens=6, method="specexec")
     assert again.reused_prefix_tokens == done.prompt_tokens + 6 - 1
     assert again.draft_reused_prefix_tokens >= done.prompt_tokens
-    cold_text, _ = ask(serve, "d4", follow_up(chat, answer, 3), "api", max_new_tokens=6, method="specexec",
-                       reuse_cache=False)
+    cold_text, _ = ask(
+        serve, "d4", follow_up(chat, answer, 3), "api", max_new_tokens=6, method="specexec", reuse_cache=False
+    )
     assert text == cold_text
 
 

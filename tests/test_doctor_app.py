@@ -31,7 +31,10 @@ def _install(name: str, log_dir: Path) -> None:
 
 
 def test_an_automatic_device_avoids_a_gpu_that_failed_and_only_that():
-    refused, passed = load_report(FIXTURES / "driver-too-old.json"), load_report(FIXTURES / "rtx4090-gen4-x16-pass.json")
+    refused, passed = (
+        load_report(FIXTURES / "driver-too-old.json"),
+        load_report(FIXTURES / "rtx4090-gen4-x16-pass.json"),
+    )
     warned = load_report(FIXTURES / "graphs-differ.json")
     auto = P.Load(target="t", draft="d")
     assert gpu_check.checked_load(auto, refused).device == "cpu"
@@ -39,12 +42,20 @@ def test_an_automatic_device_avoids_a_gpu_that_failed_and_only_that():
     for report in (passed, warned, None):
         assert gpu_check.checked_load(auto, report) is auto
     assert gpu_check.banner_text(refused).startswith("<b>Your graphics card is not used.</b> Update the NVIDIA driver")
-    assert '(yours is 550.54.14): <a href="https://www.nvidia.com/drivers">https://www.nvidia.com/drivers</a>. Until' \
+    assert (
+        '(yours is 550.54.14): <a href="https://www.nvidia.com/drivers">https://www.nvidia.com/drivers</a>. Until'
         in gpu_check.banner_text(refused)
-    assert gpu_check.linked("a <b> & https://x.org/y.") == 'a &lt;b&gt; &amp; <a href="https://x.org/y">https://x.org/y</a>.'
+    )
+    assert (
+        gpu_check.linked("a <b> & https://x.org/y.")
+        == 'a &lt;b&gt; &amp; <a href="https://x.org/y">https://x.org/y</a>.'
+    )
     assert gpu_check.banner_text(passed) is None and gpu_check.banner_text(None) is None
     section = gpu_check.diagnostics_section(refused)
-    assert section["verdict"].startswith("Update the NVIDIA driver") and '"driver_version":"550.54.14"' in section["report"]
+    assert (
+        section["verdict"].startswith("Update the NVIDIA driver")
+        and '"driver_version":"550.54.14"' in section["report"]
+    )
     assert gpu_check.diagnostics_section(None) == {"verdict": "not run on this machine yet"}
 
 

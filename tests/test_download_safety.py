@@ -32,8 +32,11 @@ FAST = DownloadSettings(stall_timeout_s=1, connect_timeout_s=2, backoff_s=0.01, 
 
 
 def repo_files(seed: int = 0, big: int = 3 << 20) -> dict[str, bytes]:
-    return {CONFIG: b'{"model_type": "llama", "seed": %d}' % seed, BIG: payload(big, seed),
-            "sub/tokenizer.json": payload(900, seed + 1)}
+    return {
+        CONFIG: b'{"model_type": "llama", "seed": %d}' % seed,
+        BIG: payload(big, seed),
+        "sub/tokenizer.json": payload(900, seed + 1),
+    }
 
 
 def run_cli(args: list[str], capsys) -> tuple[int, list[dict]]:
@@ -44,8 +47,11 @@ def run_cli(args: list[str], capsys) -> tuple[int, list[dict]]:
 
 def on_disk(folder) -> dict[str, str]:
     """sha256 of every file under `folder` but the manifest, by relative path."""
-    return {path.relative_to(folder).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
-            for path in sorted(folder.rglob("*")) if path.is_file() and path.name != "specexec-download.json"}
+    return {
+        path.relative_to(folder).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(folder.rglob("*"))
+        if path.is_file() and path.name != "specexec-download.json"
+    }
 
 
 def digests(files: dict[str, bytes]) -> dict[str, str]:
@@ -55,13 +61,28 @@ def digests(files: dict[str, bytes]) -> dict[str, str]:
 # -- hostile listings ----------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("path", [
-    "../../victim.txt", "sub/../../../victim.txt", "ABSOLUTE", "..\\..\\victim.txt", "C:victim.txt",
-    "model.safetensors:stream", "NUL.txt", "sub/com1", "specexec-download.json", "model.safetensors.incomplete",
-    "trailing-dot.", "line\nbreak", "CONFIG.JSON", "config.json/inside",
-])
-def test_a_later_commit_with_an_unsafe_path_is_refused_before_anything_on_disk_changes(hub, hub_env, capsys, tmp_path,
-                                                                                      path):
+@pytest.mark.parametrize(
+    "path",
+    [
+        "../../victim.txt",
+        "sub/../../../victim.txt",
+        "ABSOLUTE",
+        "..\\..\\victim.txt",
+        "C:victim.txt",
+        "model.safetensors:stream",
+        "NUL.txt",
+        "sub/com1",
+        "specexec-download.json",
+        "model.safetensors.incomplete",
+        "trailing-dot.",
+        "line\nbreak",
+        "CONFIG.JSON",
+        "config.json/inside",
+    ],
+)
+def test_a_later_commit_with_an_unsafe_path_is_refused_before_anything_on_disk_changes(
+    hub, hub_env, capsys, tmp_path, path
+):
     first = repo_files(0)
     hub.add_repo("org/tiny", first)
     assert run_cli(["models", "download", "org/tiny", "--json"], capsys)[0] == 0
@@ -87,26 +108,50 @@ def test_a_later_commit_with_an_unsafe_path_is_refused_before_anything_on_disk_c
 
 
 def test_path_rules():
-    for fine in ("config.json", "sub/dir/model-00001-of-00002.safetensors", ".gitattributes", "a b/c.txt",
-                 "tokenizer.model", "console.json", "nul-model.bin", "modèle.bin"):
+    for fine in (
+        "config.json",
+        "sub/dir/model-00001-of-00002.safetensors",
+        ".gitattributes",
+        "a b/c.txt",
+        "tokenizer.model",
+        "console.json",
+        "nul-model.bin",
+        "modèle.bin",
+    ):
         assert path_problem(fine) is None, fine
-    for bad, words in (("", "empty"), ("/etc/passwd", "absolute"), ("a//b", "empty"), ("./a", "'.'"),
-                       ("a/../b", "leaves"), ("a\\b", "'\\\\'"), ("D:x", "':'"), ("x:Zone.Identifier", "':'"),
-                       ("aux", "device"), ("LPT9.log", "device"), ("CON .txt", "device"), ("a.", "dot"),
-                       ("a /b", "space"), ("x\x00y", "control"), ("a.incomplete", "own"),
-                       ("sub/specexec-download.json.tmp", "own"), ('a"b', "'\"'")):
+    for bad, words in (
+        ("", "empty"),
+        ("/etc/passwd", "absolute"),
+        ("a//b", "empty"),
+        ("./a", "'.'"),
+        ("a/../b", "leaves"),
+        ("a\\b", "'\\\\'"),
+        ("D:x", "':'"),
+        ("x:Zone.Identifier", "':'"),
+        ("aux", "device"),
+        ("LPT9.log", "device"),
+        ("CON .txt", "device"),
+        ("a.", "dot"),
+        ("a /b", "space"),
+        ("x\x00y", "control"),
+        ("a.incomplete", "own"),
+        ("sub/specexec-download.json.tmp", "own"),
+        ('a"b', "'\"'"),
+    ):
         problem = path_problem(bad)
         assert problem is not None and words in problem, (bad, problem)
 
 
 def test_a_listing_with_a_size_or_checksum_that_makes_no_sense_is_refused(hub, hub_env, capsys):
     hosted = hub.add_repo("org/odd", repo_files(0))
-    for extra in ({"rfilename": "x.bin", "size": "12", "blobId": "0" * 40},
-                  {"rfilename": "x.bin", "size": -1, "blobId": "0" * 40},
-                  {"rfilename": "x.bin", "size": 3},
-                  {"rfilename": "x.bin", "size": 3, "blobId": "../../x"},
-                  {"rfilename": "x.bin", "size": 3, "lfs": {"size": 3, "sha256": "nothex", "pointerSize": 1}},
-                  {"rfilename": 7, "size": 3, "blobId": "0" * 40}):
+    for extra in (
+        {"rfilename": "x.bin", "size": "12", "blobId": "0" * 40},
+        {"rfilename": "x.bin", "size": -1, "blobId": "0" * 40},
+        {"rfilename": "x.bin", "size": 3},
+        {"rfilename": "x.bin", "size": 3, "blobId": "../../x"},
+        {"rfilename": "x.bin", "size": 3, "lfs": {"size": 3, "sha256": "nothex", "pointerSize": 1}},
+        {"rfilename": 7, "size": 3, "blobId": "0" * 40},
+    ):
         hosted.extra_siblings[:] = [extra]
         code, events = run_cli(["models", "download", "org/odd", "--json"], capsys)
         assert code == 2 and [event["event"] for event in events] == ["error"], extra
@@ -267,8 +312,13 @@ def test_a_second_download_of_the_same_repo_says_already_downloading(hub, hub_en
         hub.limit_rate(None)
         assert second.returncode == 75, err
         (busy,) = [json.loads(line) for line in out.splitlines()]
-        assert busy == {"event": "error", "kind": "busy", "folder": str(folder), "pid": first.pid,
-                        "message": busy["message"]}
+        assert busy == {
+            "event": "error",
+            "kind": "busy",
+            "folder": str(folder),
+            "pid": first.pid,
+            "message": busy["message"],
+        }
         assert "already downloading" in busy["message"] and str(first.pid) in busy["message"]
         events += [json.loads(line) for line in first.stdout]
         assert first.wait(timeout=60) == 0, first.stderr.read()

@@ -33,7 +33,11 @@ BIG = "model.safetensors"
 
 
 def small_repo(hub: LoopbackHub, repo: str = "org/tiny", seed: int = 0, big: int = 3 << 20, **kwargs):
-    files = {"config.json": b'{"model_type": "llama"}', BIG: payload(big, seed), "sub/extra.bin": payload(5000, seed + 1)}
+    files = {
+        "config.json": b'{"model_type": "llama"}',
+        BIG: payload(big, seed),
+        "sub/extra.bin": payload(5000, seed + 1),
+    }
     return hub.add_repo(repo, files, **kwargs), files
 
 
@@ -83,22 +87,46 @@ def test_download_repo_json_events_files_and_manifest(hub, hub_env, capsys):
 def test_pair_from_catalog_downloads_target_and_draft(hub, hub_env, capsys, tmp_path, monkeypatch):
     target, target_files = small_repo(hub, "org/big-GPTQ", seed=1, revision="gptq-4bit")
     draft, draft_files = small_repo(hub, "org/small", seed=2)
-    catalog = {"schema_version": 1, "pairs": [{
-        "id": "tiny-pair", "name": "Tiny pair", "licence": "MIT", "gated": False, "context_length": 4096,
-        "min_ram_gb": 1, "min_vram_gb": 0,
-        "target": {"repo": "org/big-GPTQ", "revision": "gptq-4bit", "quantization": "gptq-4bit", "approx_bytes": 1},
-        "draft": {"repo": "org/small", "revision": "main", "quantization": "fp16", "approx_bytes": 1},
-    }, {
-        "id": "builtin", "name": "Built in", "licence": "Apache-2.0", "gated": False, "context_length": 8192,
-        "min_ram_gb": 1, "min_vram_gb": 0,
-        "target": {"repo": "builtin", "quantization": "float32", "approx_bytes": 1},
-        "draft": {"repo": "builtin-draft", "quantization": "rtn-4bit", "approx_bytes": 1},
-    }]}
+    catalog = {
+        "schema_version": 1,
+        "pairs": [
+            {
+                "id": "tiny-pair",
+                "name": "Tiny pair",
+                "licence": "MIT",
+                "gated": False,
+                "context_length": 4096,
+                "min_ram_gb": 1,
+                "min_vram_gb": 0,
+                "target": {
+                    "repo": "org/big-GPTQ",
+                    "revision": "gptq-4bit",
+                    "quantization": "gptq-4bit",
+                    "approx_bytes": 1,
+                },
+                "draft": {"repo": "org/small", "revision": "main", "quantization": "fp16", "approx_bytes": 1},
+            },
+            {
+                "id": "builtin",
+                "name": "Built in",
+                "licence": "Apache-2.0",
+                "gated": False,
+                "context_length": 8192,
+                "min_ram_gb": 1,
+                "min_vram_gb": 0,
+                "target": {"repo": "builtin", "quantization": "float32", "approx_bytes": 1},
+                "draft": {"repo": "builtin-draft", "quantization": "rtn-4bit", "approx_bytes": 1},
+            },
+        ],
+    }
     (tmp_path / "catalog.json").write_text(json.dumps(catalog))
     monkeypatch.setenv("SPECEXEC_CATALOG", str(tmp_path / "catalog.json"))
     code, events, _ = run_cli(["models", "download", "tiny-pair", "--json"], capsys)
     assert code == 0
-    folders = {"target": str(hub_env.models_dir / "org--big-GPTQ@gptq-4bit"), "draft": str(hub_env.models_dir / "org--small")}
+    folders = {
+        "target": str(hub_env.models_dir / "org--big-GPTQ@gptq-4bit"),
+        "draft": str(hub_env.models_dir / "org--small"),
+    }
     assert events[0]["folders"] == folders and events[-1] == {"event": "done", "folders": folders}
     assert_files(Path(folders["target"]), target_files)
     assert_files(Path(folders["draft"]), draft_files)
@@ -213,7 +241,9 @@ def test_dropped_connection_resumes_and_a_server_ignoring_range_restarts(hub, hu
     assert hub.bytes_by_path[BIG] == (2 << 20) + 100 + len(files[BIG])
 
 
-def test_gated_repo_without_token_says_how_to_give_one_and_the_token_stays_off_the_cdn(hub, hub_env, capsys, monkeypatch):
+def test_gated_repo_without_token_says_how_to_give_one_and_the_token_stays_off_the_cdn(
+    hub, hub_env, capsys, monkeypatch
+):
     _, files = small_repo(hub, "org/gated", gated=True, token="hf_right")
     code, events, _ = run_cli(["models", "download", "org/gated", "--json"], capsys)
     assert code == 2
@@ -284,9 +314,11 @@ def test_sigterm_cancels_with_exit_130_and_keeps_partials(hub, hub_env):
 
 def test_model_manager_modules_never_import_torch():
     """The app's Qt process imports these; torch would cost it seconds and gigabytes."""
-    code = ("import sys, core.models.download, core.models.hub, core.models.installed, core.models.importing, "
-            "core.models.token_store, core.cli.models_download, core.cli.models_list; "
-            "sys.exit(1 if 'torch' in sys.modules else 0)")
+    code = (
+        "import sys, core.models.download, core.models.hub, core.models.installed, core.models.importing, "
+        "core.models.token_store, core.cli.models_download, core.cli.models_list; "
+        "sys.exit(1 if 'torch' in sys.modules else 0)"
+    )
     assert subprocess.run([sys.executable, "-c", code], timeout=60).returncode == 0
 
 
@@ -298,8 +330,12 @@ def test_download_benchmark_runs_and_its_resume_fetches_exactly_the_missing_byte
     monkeypatch.delenv("SPECEXEC_DOWNLOAD_FREE_BYTES", raising=False)
     parser = argparse.ArgumentParser()
     bench.add_arguments(parser)
-    assert bench.run(parser.parse_args(["--megabytes", "6", "--files", "2", "--repeats", "1", "--json",
-                                        "--dir", str(tmp_path)])) == 0
+    assert (
+        bench.run(
+            parser.parse_args(["--megabytes", "6", "--files", "2", "--repeats", "1", "--json", "--dir", str(tmp_path)])
+        )
+        == 0
+    )
     result = json.loads(capsys.readouterr().out)
     assert result["resume_kept_bytes"] + result["resume_fetched_bytes"] == result["repo_bytes"]
     assert 0 < result["resume_fetched_bytes"] < result["repo_bytes"]
@@ -331,8 +367,9 @@ def test_progress_is_throttled_to_about_four_events_a_second(hub, hub_env):
     recorder = Recorder()
     started = time.monotonic()
     folder = hub_env.models_dir / "org--tiny"
-    download([DownloadJob(fetch_listing("org/tiny"), folder)], hub_env.models_dir, recorder,
-             settings=DownloadSettings())  # the default interval, 0.25 s
+    download(
+        [DownloadJob(fetch_listing("org/tiny"), folder)], hub_env.models_dir, recorder, settings=DownloadSettings()
+    )  # the default interval, 0.25 s
     elapsed = time.monotonic() - started
     progress = [event for event in recorder.events if event[0] == "progress"]
     assert elapsed > 1.0 and 3 <= len(progress) <= 4 * elapsed + len(files) + 1

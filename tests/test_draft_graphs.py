@@ -16,8 +16,16 @@ from core.modeling.attention import grouped_sdpa_attention
 from core.modeling.causal_lm import CausalLM
 from core.decoding.graph_memory import PeakMemoryMode, planned_graph_bytes, search_forward_peak_bytes
 from core.planning.graph_plan import (
-    CUBLAS_WORKSPACE_BYTES, GROWTH, MAX_WIDTHS, SMALL_STEP, column_bucket, column_buckets, draft_graph_bytes,
-    grouped_attention, scratch_estimate_bytes, search_width,
+    CUBLAS_WORKSPACE_BYTES,
+    GROWTH,
+    MAX_WIDTHS,
+    SMALL_STEP,
+    column_bucket,
+    column_buckets,
+    draft_graph_bytes,
+    grouped_attention,
+    scratch_estimate_bytes,
+    search_width,
 )
 from core.modeling.tree_mask import additive_mask
 
@@ -44,10 +52,15 @@ def test_search_width_follows_the_budget():
 def _qkv(heads: int, kv_heads: int, rows: int, cols: int, dim: int, generator: torch.Generator):
     def randn(*shape):
         return torch.randn(*shape, generator=generator, dtype=torch.float64)
+
     visible = torch.rand(rows, cols, generator=generator) < 0.7
     visible[:, 0] = True
-    return randn(1, heads, rows, dim), randn(1, kv_heads, cols, dim), randn(1, kv_heads, cols, dim), \
-        additive_mask(visible, torch.float64)
+    return (
+        randn(1, heads, rows, dim),
+        randn(1, kv_heads, cols, dim),
+        randn(1, kv_heads, cols, dim),
+        additive_mask(visible, torch.float64),
+    )
 
 
 @pytest.mark.parametrize("rows", [1, 5, 40])
@@ -66,8 +79,15 @@ def test_grouped_attention_equals_transformers_sdpa(rows, heads, kv_heads):
 
 def test_grouped_attention_is_what_models_run_and_keeps_their_logits():
     torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=64, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                         num_attention_heads=8, num_key_value_heads=2, max_position_embeddings=256)
+    config = LlamaConfig(
+        vocab_size=64,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=8,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+    )
     config._attn_implementation = "sdpa"
     model = LlamaForCausalLM(copy.deepcopy(config)).double().eval()
     reference = LlamaForCausalLM(copy.deepcopy(config)).double().eval()
@@ -76,7 +96,9 @@ def test_grouped_attention_is_what_models_run_and_keeps_their_logits():
     assert model.config._attn_implementation == "specexec_grouped_sdpa"
     assert reference.config._attn_implementation == "sdpa"
     ids = torch.randint(3, 64, (20,))
-    ours = lm.forward(ids, torch.arange(20), additive_mask(torch.ones(20, 20).tril().bool(), torch.float64), lm.new_cache())
+    ours = lm.forward(
+        ids, torch.arange(20), additive_mask(torch.ones(20, 20).tril().bool(), torch.float64), lm.new_cache()
+    )
     with torch.no_grad():
         theirs = reference(ids[None]).logits[0]
     assert torch.allclose(ours, theirs, rtol=0, atol=1e-12)
@@ -96,10 +118,22 @@ def test_peak_memory_mode_counts_what_is_alive_at_once():
     assert counter.peak == 8000 and counter.live == 0
 
 
-LLAMA_8B = LlamaConfig(hidden_size=4096, intermediate_size=14336, num_hidden_layers=2, num_attention_heads=32,
-                       num_key_value_heads=8, vocab_size=128256)
-QWEN_SMALL = Qwen2Config(hidden_size=896, intermediate_size=4864, num_hidden_layers=2, num_attention_heads=14,
-                         num_key_value_heads=2, vocab_size=151936)
+LLAMA_8B = LlamaConfig(
+    hidden_size=4096,
+    intermediate_size=14336,
+    num_hidden_layers=2,
+    num_attention_heads=32,
+    num_key_value_heads=8,
+    vocab_size=128256,
+)
+QWEN_SMALL = Qwen2Config(
+    hidden_size=896,
+    intermediate_size=4864,
+    num_hidden_layers=2,
+    num_attention_heads=14,
+    num_key_value_heads=2,
+    vocab_size=151936,
+)
 
 
 @pytest.mark.parametrize("config", [LLAMA_8B, QWEN_SMALL], ids=["llama-8b", "qwen-0.5b"])
@@ -143,8 +177,15 @@ gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU
 
 def _cuda_draft(dtype=torch.float16) -> CausalLM:
     torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=4096, hidden_size=512, intermediate_size=1024, num_hidden_layers=4,
-                         num_attention_heads=8, num_key_value_heads=2, max_position_embeddings=4096)
+    config = LlamaConfig(
+        vocab_size=4096,
+        hidden_size=512,
+        intermediate_size=1024,
+        num_hidden_layers=4,
+        num_attention_heads=8,
+        num_key_value_heads=2,
+        max_position_embeddings=4096,
+    )
     model = LlamaForCausalLM(config).to(device="cuda", dtype=dtype).eval()
     return CausalLM(model=model, name="cuda-draft", eos_token_ids=(0,), max_context=2048, max_tree_tokens=64)
 
@@ -179,8 +220,9 @@ def test_a_failed_capture_turns_graphs_off_and_the_forward_still_answers(monkeyp
     monkeypatch.setattr(draft_forward, "_capture_failure", None)
     rows = torch.arange(37, 45, device="cuda")
     visible = torch.ones((8, 256), dtype=torch.bool, device="cuda")
-    logits = draft_forward.run_draft_forward(draft, cache, torch.arange(8, device="cuda"), rows,
-                                             additive_mask(visible, draft.dtype), rows, 256)
+    logits = draft_forward.run_draft_forward(
+        draft, cache, torch.arange(8, device="cuda"), rows, additive_mask(visible, draft.dtype), rows, 256
+    )
     assert logits.shape == (8, 4096) and bool(torch.isfinite(logits).all())
     assert not draft_forward.capture_enabled(draft.device)
     assert draft_forward.captured_shapes(cache) == []

@@ -1,7 +1,6 @@
 """The draft tree is exactly the K nodes of highest cumulative draft probability (brute force), the same
 with the GPU's fixed-shape search as with the CPU's read-driven one, and the GPU path reads nothing back."""
 
-
 import pytest
 import torch
 
@@ -20,7 +19,10 @@ def next_logprobs(model, ids, temperature, top_p):
     cache = model.new_cache()
     n = len(ids)
     logits = model.forward(
-        torch.tensor(ids), torch.arange(n), additive_mask(causal_visibility(0, n, "cpu"), model.dtype), cache,
+        torch.tensor(ids),
+        torch.arange(n),
+        additive_mask(causal_visibility(0, n, "cpu"), model.dtype),
+        cache,
         logit_rows=slice(-1, None),
     )
     return draft_logprobs(logits[0], temperature, top_p)
@@ -61,10 +63,18 @@ def build_both_ways(model, config, prompt=PROMPT):
     return cpu, gpu
 
 
-@pytest.mark.parametrize("k,depth,expand,temperature,top_p", [
-    (1, 3, 1, 1.0, None), (7, 3, 2, 1.0, None), (20, 3, 4, 0.6, None), (40, 3, 3, 1.0, None),
-    (60, 4, 16, 1.0, None), (25, 2, 5, 1.0, 0.9), (30, 4, 1, 0.8, 0.8),
-])
+@pytest.mark.parametrize(
+    "k,depth,expand,temperature,top_p",
+    [
+        (1, 3, 1, 1.0, None),
+        (7, 3, 2, 1.0, None),
+        (20, 3, 4, 0.6, None),
+        (40, 3, 3, 1.0, None),
+        (60, 4, 16, 1.0, None),
+        (25, 2, 5, 1.0, 0.9),
+        (30, 4, 1, 0.8, 0.8),
+    ],
+)
 def test_tree_is_exact_top_k(k, depth, expand, temperature, top_p):
     model = make_tiny_llama(5, vocab=6)
     expected = brute_force_top_k(model, k, depth, temperature, top_p)
@@ -85,7 +95,9 @@ def test_tree_is_exact_top_k(k, depth, expand, temperature, top_p):
         assert torch.equal(tree.reach, reference | torch.eye(tree.size, dtype=torch.bool))
 
 
-@pytest.mark.parametrize("k,depth,expand,top_p", [(64, 16, 16, None), (300, 12, 8, None), (40, 6, 4, 0.8), (1, 3, 1, None)])
+@pytest.mark.parametrize(
+    "k,depth,expand,top_p", [(64, 16, 16, None), (300, 12, 8, None), (40, 6, 4, 0.8), (1, 3, 1, None)]
+)
 def test_fixed_shape_search_builds_the_cpu_tree(k, depth, expand, top_p):
     """The GPU search (every forward B rows wide, padding masked, a fixed number of forwards, nothing read)
     gives the tree of the CPU search (exact widths, stops when nothing is left to expand)."""
@@ -122,7 +134,9 @@ def test_expanded_nodes_have_correct_draft_cache_rows(gpu):
         ids = PROMPT + list(paths[node])
         fresh = model.new_cache()
         n = len(ids)
-        model.forward(torch.tensor(ids), torch.arange(n), additive_mask(causal_visibility(0, n, "cpu"), model.dtype), fresh)
+        model.forward(
+            torch.tensor(ids), torch.arange(n), additive_mask(causal_visibility(0, n, "cpu"), model.dtype), fresh
+        )
         for layer, ref in zip(cache.layers, fresh.layers):
             assert torch.allclose(layer._key_buffer[..., row, :], ref.keys[..., n - 1, :], atol=1e-10)
             assert torch.allclose(layer._value_buffer[..., row, :], ref.values[..., n - 1, :], atol=1e-10)
@@ -159,7 +173,9 @@ def test_search_reads_nothing_back_and_copies_nothing(top_p):
 
 def test_draft_forwards_are_capped_and_the_tree_stays_valid():
     model = make_tiny_llama(9, vocab=32)
-    tree = build_draft_tree(model, model.new_cache(), torch.tensor(PROMPT), SearchConfig(300, 12, 1, 1.0, None, max_forwards=5))
+    tree = build_draft_tree(
+        model, model.new_cache(), torch.tensor(PROMPT), SearchConfig(300, 12, 1, 1.0, None, max_forwards=5)
+    )
     assert tree.draft_forwards == 5
     assert tree.size == 301 and bool(tree.valid.all())
     parents = tree.parents.tolist()

@@ -132,7 +132,9 @@ USER = [{"role": "user", "content": "w10 w11 w12 w13"}]
 
 
 def test_protocol_and_client_import_no_torch():
-    code = "import sys, core.engine.protocol, core.engine.client, core.engine; assert 'torch' not in sys.modules, 'torch'"
+    code = (
+        "import sys, core.engine.protocol, core.engine.client, core.engine; assert 'torch' not in sys.modules, 'torch'"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 
@@ -186,7 +188,9 @@ def test_generates_are_queued_in_order_and_status_answers_while_generating(clien
     while len([e for e in order if isinstance(e, P.Finished)]) < 2:
         event = client.poll(READ_TIMEOUT)
         assert event is not None and not isinstance(event, P.Error), event
-        (reports if isinstance(event, P.StatusReport) else queued if isinstance(event, P.Queued) else order).append(event)
+        (reports if isinstance(event, P.StatusReport) else queued if isinstance(event, P.Queued) else order).append(
+            event
+        )
     ids = [e.request_id for e in order]
     assert ids == sorted(ids, key=lambda r: r != first)  # every event of the first before any of the second
     assert queued == [P.Queued(second, 1)]  # the second was told it waits behind one answer
@@ -270,7 +274,10 @@ def test_turn_two_reuses_the_cache_and_equals_a_cold_run(client, local):
     assert finished.reused_prefix_tokens == cached - 1
     assert turn1.prompt_tokens <= finished.draft_reused_prefix_tokens <= cached
 
-    cold = collect(client, client.generate(conversation, max_new_tokens=16, seed=6, method="specexec", **SAMPLING, reuse_cache=False))
+    cold = collect(
+        client,
+        client.generate(conversation, max_new_tokens=16, seed=6, method="specexec", **SAMPLING, reuse_cache=False),
+    )
     assert cold[-1].reused_prefix_tokens == 0 and cold[-1].draft_reused_prefix_tokens == 0
     warm_ids = [t for e in warm if isinstance(e, P.TokenChunk) for t in e.token_ids]
     assert warm_ids == [t for e in cold if isinstance(e, P.TokenChunk) for t in e.token_ids]
@@ -292,9 +299,9 @@ def test_long_conversation_drops_oldest_turns_keeping_the_system_prompt(client, 
     finished = events[-1]
     assert len(trimmed) == 1 and trimmed[0].dropped_messages % 2 == 0 and trimmed[0].dropped_messages > 0
     assert finished.prompt_tokens + 24 <= CONTEXT
-    kept = system + turns[trimmed[0].dropped_messages:] + messages[-1:]
+    kept = system + turns[trimmed[0].dropped_messages :] + messages[-1:]
     # the fewest turns were dropped: one more turn would not have fitted
-    longer = system + turns[trimmed[0].dropped_messages - 2:] + messages[-1:]
+    longer = system + turns[trimmed[0].dropped_messages - 2 :] + messages[-1:]
     assert fit_conversation(local[0].tokenizer, longer, CONTEXT, 24).dropped_messages == 2
     prompt, chunks = reference(local, kept, 24, seed=2)
     assert finished.prompt_tokens == len(prompt)
@@ -457,8 +464,8 @@ def test_killed_engine_is_reported_within_a_second_and_restart_works(client, loc
     client.shutdown()
     assert not psutil.pid_exists(new_pid)
     leftovers = [
-        p for p in psutil.Process().children(recursive=True)
+        p
+        for p in psutil.Process().children(recursive=True)
         if "resource_tracker" not in " ".join(p.cmdline()) and p.is_running() and p.status() != psutil.STATUS_ZOMBIE
     ]
     assert leftovers == []
-

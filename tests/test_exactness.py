@@ -50,7 +50,9 @@ def test_specexec_accepts_several_tokens_per_pass(tiny_target, tiny_draft):
     """A good draft makes passes count; also guards against a verifier that silently accepts nothing."""
     tokens = passes = 0
     for seed in range(4):
-        got, steps, _ = run_specexec(tiny_target, tiny_draft, SamplingParams(temperature=0.6, seed=seed), TreeSettings(64, 16, 16), 60)
+        got, steps, _ = run_specexec(
+            tiny_target, tiny_draft, SamplingParams(temperature=0.6, seed=seed), TreeSettings(64, 16, 16), 60
+        )
         assert len(got) == 60
         tokens, passes = tokens + len(got), passes + len(steps)
     assert tokens / passes > 2.0
@@ -67,8 +69,10 @@ def test_gpu_path_equals_sequential(tiny_target, tiny_draft, temperature, top_p,
         gpu, gpu_steps, state = run_specexec(tiny_target, tiny_draft, params, TreeSettings(48, 8, 8), 24)
     assert gpu == cpu == expected
     assert [s.token_ids for s in gpu_steps] == [s.token_ids for s in cpu_steps]
-    assert all(s.stats.tree_size == c.stats.tree_size and s.stats.tree_depth == c.stats.tree_depth
-               for s, c in zip(gpu_steps, cpu_steps))
+    assert all(
+        s.stats.tree_size == c.stats.tree_size and s.stats.tree_depth == c.stats.tree_depth
+        for s, c in zip(gpu_steps, cpu_steps)
+    )
     assert state.target_cache.length == len(state.tokens) - 1
 
 
@@ -86,8 +90,12 @@ def test_adaptive_depth_keeps_the_tokens_and_drafts_less_when_drafting_is_dear(t
     fixed_forwards = sum(s.stats.draft_forwards for s in fixed_steps) / len(fixed_steps)
     if draft_seconds > 0.1:  # a draft forward costs a fifth of a pass: few forwards pay
         assert forwards < 0.6 * fixed_forwards
-    off, off_steps, _ = run_specexec(tiny_target, tiny_draft, params, TreeSettings(64, 16, 16, adaptive_depth=False), 40, depth=policy)
-    assert off == expected and [s.stats.draft_forwards for s in off_steps] == [s.stats.draft_forwards for s in fixed_steps]
+    off, off_steps, _ = run_specexec(
+        tiny_target, tiny_draft, params, TreeSettings(64, 16, 16, adaptive_depth=False), 40, depth=policy
+    )
+    assert off == expected and [s.stats.draft_forwards for s in off_steps] == [
+        s.stats.draft_forwards for s in fixed_steps
+    ]
 
 
 def test_float32_specexec_equals_sequential():
@@ -117,7 +125,9 @@ def test_repetition_penalty_exact(tiny_target, tiny_draft):
 
 def test_max_new_tokens_never_exceeded(tiny_target, tiny_draft):
     for n in (1, 2, 5, 17):
-        got, _, state = run_specexec(tiny_target, tiny_draft, SamplingParams(temperature=0.6), TreeSettings(64, 16, 8), n)
+        got, _, state = run_specexec(
+            tiny_target, tiny_draft, SamplingParams(temperature=0.6), TreeSettings(64, 16, 8), n
+        )
         assert len(got) == n and len(state.tokens) == len(PROMPT) + n
 
 
@@ -129,7 +139,9 @@ def fresh_prefill(model, ids):
 
 
 def test_caches_equal_fresh_prefill_after_many_passes(tiny_target, tiny_draft):
-    _, steps, state = run_specexec(tiny_target, tiny_draft, SamplingParams(temperature=1.0, seed=2), TreeSettings(48, 8, 8), 80)
+    _, steps, state = run_specexec(
+        tiny_target, tiny_draft, SamplingParams(temperature=1.0, seed=2), TreeSettings(48, 8, 8), 80
+    )
     assert len(steps) > 5
     for model, cache in ((tiny_target, state.target_cache), (tiny_draft, state.draft_cache)):
         cached = state.tokens[: cache.length]
@@ -142,8 +154,10 @@ def test_caches_equal_fresh_prefill_after_many_passes(tiny_target, tiny_draft):
 
 
 @pytest.mark.slow  # the GPU's path makes 32 draft forwards a pass
-@pytest.mark.parametrize("budget,depth,expand,shadow,temperature,top_p", [
-    (1, 1, 1, 2, 0.8, 0.9), (3, 2, 1, 0, 0.0, 1.0), (16, 4, 4, 3, 0.8, 0.9), (64, 8, 16, 4, 1.0, 1.0)])
+@pytest.mark.parametrize(
+    "budget,depth,expand,shadow,temperature,top_p",
+    [(1, 1, 1, 2, 0.8, 0.9), (3, 2, 1, 0, 0.0, 1.0), (16, 4, 4, 3, 0.8, 0.9), (64, 8, 16, 4, 1.0, 1.0)],
+)
 def test_overlap_equals_sequential(tiny_target, tiny_draft, temperature, top_p, budget, depth, expand, shadow):
     """With the shadow search and the kept subtrees (issue 39) the tokens are the target's samples: the same
     as sequential decoding for the same seed, at every budget, on the CPU's path and on the GPU's, which also
@@ -158,8 +172,9 @@ def test_overlap_equals_sequential(tiny_target, tiny_draft, temperature, top_p, 
     with gpu_semantics():
         gpu, gpu_steps, _ = run_specexec(tiny_target, tiny_draft, params, tree, 20)
     assert gpu == expected
-    assert [(s.token_ids, s.stats.tree_size, s.stats.kept_nodes) for s in gpu_steps] == \
-        [(s.token_ids, s.stats.tree_size, s.stats.kept_nodes) for s in cpu_steps]
+    assert [(s.token_ids, s.stats.tree_size, s.stats.kept_nodes) for s in gpu_steps] == [
+        (s.token_ids, s.stats.tree_size, s.stats.kept_nodes) for s in cpu_steps
+    ]
 
 
 @pytest.mark.slow
@@ -169,9 +184,14 @@ def test_float32_overlap_equals_sequential_and_keeps_subtrees():
     target = sharpen(make_tiny_llama(20, dtype=torch.float32), 8.0)
     draft = noisy_copy(target, seed=2)
     kept = passes = 0
-    for params, budget in ((SamplingParams(temperature=0.0), 8), (SamplingParams(temperature=0.8, top_p=0.9, seed=9), 64)):
+    for params, budget in (
+        (SamplingParams(temperature=0.0), 8),
+        (SamplingParams(temperature=0.8, top_p=0.9, seed=9), 64),
+    ):
         expected = run_sequential(target, params, 30)
-        got, steps, state = run_specexec(target, draft, params, TreeSettings(budget, 12, 8, overlap=True, shadow_forwards=6), 30)
+        got, steps, state = run_specexec(
+            target, draft, params, TreeSettings(budget, 12, 8, overlap=True, shadow_forwards=6), 30
+        )
         assert got == expected
         kept, passes = kept + sum(s.stats.kept_nodes > 0 for s in steps), passes + len(steps)
         assert all(s.stats.shadow_forwards <= 6 for s in steps)
@@ -179,8 +199,13 @@ def test_float32_overlap_equals_sequential_and_keeps_subtrees():
 
 
 def test_overlap_keeps_the_draft_cache_exact(tiny_target, tiny_draft):
-    _, steps, state = run_specexec(tiny_target, tiny_draft, SamplingParams(temperature=1.0, seed=2),
-                                   TreeSettings(48, 8, 8, overlap=True, shadow_forwards=4), 40)
+    _, steps, state = run_specexec(
+        tiny_target,
+        tiny_draft,
+        SamplingParams(temperature=1.0, seed=2),
+        TreeSettings(48, 8, 8, overlap=True, shadow_forwards=4),
+        40,
+    )
     assert any(s.stats.kept_nodes for s in steps)
     cache = state.draft_cache
     fresh = fresh_prefill(tiny_draft, state.tokens[: cache.length])

@@ -43,16 +43,19 @@ DRAFT_4BIT = 32 * DRAFT_4BIT_LAYER + NON_LAYER_7B + 4096 * 11008 * 2 + 128 * 102
 DRAFT_KV = 2 * 32 * 32 * 4225 * 128 * 2  # 32 layers, 32 KV heads, preallocated for 4096 + 128 + 1 rows, fp16
 TARGET_KV = 2 * 80 * 8 * 4225 * 128 * 2
 # one pass: a 512-token prefill chunk + the 128-token tree (640 rows) over 4096 + 640 positions; logits of one row
-ACTIVATIONS = (6 * 640 * 8192 + 3 * 640 * 64 * 128 + 640 * 4736 + 64 * 640 * 4736 + 2 * 64 * 4736 * 128
-               + 3 * 640 * 28672) * 2 + 32000 * 14
+ACTIVATIONS = (
+    6 * 640 * 8192 + 3 * 640 * 64 * 128 + 640 * 4736 + 64 * 640 * 4736 + 2 * 64 * 4736 * 128 + 3 * 640 * 28672
+) * 2 + 32000 * 14
 MARGIN = GIB // 2
 # what the draft's CUDA graphs may keep (core/planning/graph_plan.py), at the search width of budget 128 (32 rows) over
 # its cache's 4,225 rows: the scratch bound (no group of heads to repeat the mask for; query, key and output
 # copies around attention, the MLP and hidden copies), then per width (4 at most) every column bucket's
 # inputs, hidden output and executable (2 MiB), and the capture stream's cuBLAS workspace (32 MiB)
 GRAPH_SCRATCH = 8 * 32 * 32 * 128 * 2 + 3 * 32 * 11008 * 2 + 6 * 32 * 4096 * 2
-GRAPH_KEPT = sum(3 * 32 * 8 + 32 * cols * 2 + 32 * 4096 * 2 + 2 * 1024**2
-                 for cols in (256, 512, 768, 1024, 1280, 1792, 2304, 3072, 3840, 4225))
+GRAPH_KEPT = sum(
+    3 * 32 * 8 + 32 * cols * 2 + 32 * 4096 * 2 + 2 * 1024**2
+    for cols in (256, 512, 768, 1024, 1280, 1792, 2304, 3072, 3840, 4225)
+)
 DRAFT_GRAPHS = GRAPH_SCRATCH + 4 * GRAPH_KEPT + 32 * 1024**2
 FIXED = (32000 * 8192 + 8192) * 2 + 8192 * 28672 * 2 + 128 * 1024**2  # head/norm (embedding in RAM) + GPTQ scratch
 LAYER_PARAMS_70B = 2 * 8192 * 8192 + 2 * 8192 * 1024 + 3 * 8192 * 28672
@@ -61,8 +64,14 @@ RTX_4090 = (1008e9 * 0.8, 165e12 * 0.6)  # datasheet memory and fp16 tensor rate
 
 
 def test_paper_pair_on_a_24gb_card_64gb_ram_pcie4_by_hand() -> None:
-    from core.models.speed import (GRAPH_KERNEL_GAP_SECONDS, KERNELS_PER_FORWARD, KERNELS_PER_LAYER,
-                                   SEARCH_STEP_KERNELS, TINYGEMM_SHARE, target_pass_seconds)
+    from core.models.speed import (
+        GRAPH_KERNEL_GAP_SECONDS,
+        KERNELS_PER_FORWARD,
+        KERNELS_PER_LAYER,
+        SEARCH_STEP_KERNELS,
+        TINYGEMM_SHARE,
+        target_pass_seconds,
+    )
     from core.planning.residency import spread_layers
 
     machine = hw("gpu24-ram64-pcie4")
@@ -77,7 +86,11 @@ def test_paper_pair_on_a_24gb_card_64gb_ram_pcie4_by_hand() -> None:
     assert (fit.fit, fit.resident_layers, fit.total_layers, fit.budget) == ("fits", 32, 80, 128)
     # host RAM: the 48 streamed layers (resident ones take none), the embedding table, the largest tensor, margin
     assert fit.host_bytes_needed == 48 * LAYER + EMBEDDING + EMBEDDING + GIB
-    assert fit.tokens_per_pass == 12.10 and "Table 2" in fit.acceptance_source and "measured at budget 128" in fit.acceptance_source
+    assert (
+        fit.tokens_per_pass == 12.10
+        and "Table 2" in fit.acceptance_source
+        and "measured at budget 128" in fit.acceptance_source
+    )
     # draft: 12.10 tokens a pass x 2.48 forwards per accepted token at budget 128 (halfway in log2 between the
     # measured 11.72 / 4.86 at 64 and 14.57 / 5.73 at 256), each replayed from a CUDA graph: 3.4 GB of packed
     # weights read by torch's int4 kernel (an Ada card, nothing measured: the kernel expected fastest) at
@@ -124,7 +137,8 @@ def test_paper_pair_on_pcie3_streams_the_same_bytes_at_half_the_rate() -> None:
     assert fit.resident_layers == 32 and "PCIe Gen3 x16" in fit.rate_source
     compute = max(2 * LAYER_PARAMS_70B * 129 / (36e12 * 0.6), LAYER / (936e9 * 0.8))
     assert fit.pass_seconds == pytest.approx(
-        target_pass_seconds(80, spread_layers(80, 32), LAYER / 12e9, compute, 2, fit.draft_seconds), rel=1e-9)
+        target_pass_seconds(80, spread_layers(80, 32), LAYER / 12e9, compute, 2, fit.draft_seconds), rel=1e-9
+    )
     assert fit.pass_seconds > 46 * LAYER / 12e9
 
 
@@ -135,10 +149,14 @@ def test_paper_pair_on_a_12gb_card_16gb_ram_does_not_fit_and_says_why() -> None:
     assert fit.resident_layers == 2  # the 4-bit draft leaves room for two layers on a 12 GB card
     # with the 16-bit draft there is no VRAM plan at all, so every layer would stream and be held in host RAM
     sixteen = predict_pair(pair.with_draft("16bit"), hw("gpu12-ram16-pcie3"), 128)
-    assert HOST_NEED_ALL_STREAMED / GIB == pytest.approx(33.92, abs=0.01) and DRAFT / GIB == pytest.approx(12.55, abs=0.01)
+    assert HOST_NEED_ALL_STREAMED / GIB == pytest.approx(33.92, abs=0.01) and DRAFT / GIB == pytest.approx(
+        12.55, abs=0.01
+    )
     assert sixteen.fit == "no" and sixteen.host_bytes_needed == HOST_NEED_ALL_STREAMED
-    assert sixteen.reason == ("needs 33.9 GB of RAM, this PC has 15.5 GB; "
-                              "the draft model alone needs 12.6 GB of VRAM, the GPU has 11.4 GB free")
+    assert sixteen.reason == (
+        "needs 33.9 GB of RAM, this PC has 15.5 GB; "
+        "the draft model alone needs 12.6 GB of VRAM, the GPU has 11.4 GB free"
+    )
     assert sixteen.tokens_per_second is None and sixteen.resident_layers is None
 
 
@@ -155,8 +173,15 @@ def test_paper_pair_runs_on_a_32gb_pc_with_a_24gb_card() -> None:
     assert sixteen.reason == "needs 29.9 GB of RAM and 26.0 GB is free now: close other programs first"
 
 
-@pytest.mark.parametrize("pair_id", ["llama2-70b-chat-gptq", "llama3.3-70b-instruct-awq", "deepseek-r1-distill-llama-70b-awq",
-                                     "qwen2.5-72b-instruct-gptq"])
+@pytest.mark.parametrize(
+    "pair_id",
+    [
+        "llama2-70b-chat-gptq",
+        "llama3.3-70b-instruct-awq",
+        "deepseek-r1-distill-llama-70b-awq",
+        "qwen2.5-72b-instruct-gptq",
+    ],
+)
 def test_every_70b_pair_fits_a_32gb_pc_with_a_24gb_card_with_a_4bit_draft(pair_id: str) -> None:
     """Issue 21's bar: at least "tight", with at least 25 of 80 layers resident, at the automatic budget (memory
     planned as the engine loads); with the 16-bit drafts the Llama 3 and Qwen pairs do not fit at all."""
@@ -216,20 +241,56 @@ def test_every_fixture_recommends_something_that_fits_and_the_builtin_always_fit
 
 
 RANKED = {  # each fixture's order of the offered pairs, as a person would want them shown
-    "cpu-only-ram16": ["builtin", "llama3.3-70b-instruct-awq", "deepseek-r1-distill-llama-70b-awq",
-                       "qwen2.5-72b-instruct-gptq", "qwen3-32b-awq", "llama2-70b-chat-gptq"],
+    "cpu-only-ram16": [
+        "builtin",
+        "llama3.3-70b-instruct-awq",
+        "deepseek-r1-distill-llama-70b-awq",
+        "qwen2.5-72b-instruct-gptq",
+        "qwen3-32b-awq",
+        "llama2-70b-chat-gptq",
+    ],
     # Qwen3 32B is tight on 16 GB of RAM (close other programs): offered right after the built-in pair
-    "gpu12-ram16-pcie3": ["builtin", "qwen3-32b-awq", "llama3.3-70b-instruct-awq", "deepseek-r1-distill-llama-70b-awq",
-                          "qwen2.5-72b-instruct-gptq", "llama2-70b-chat-gptq"],
-    "gpu12-ram32-pcie4": ["qwen3-32b-awq", "builtin", "llama3.3-70b-instruct-awq", "deepseek-r1-distill-llama-70b-awq",
-                          "qwen2.5-72b-instruct-gptq", "llama2-70b-chat-gptq"],
+    "gpu12-ram16-pcie3": [
+        "builtin",
+        "qwen3-32b-awq",
+        "llama3.3-70b-instruct-awq",
+        "deepseek-r1-distill-llama-70b-awq",
+        "qwen2.5-72b-instruct-gptq",
+        "llama2-70b-chat-gptq",
+    ],
+    "gpu12-ram32-pcie4": [
+        "qwen3-32b-awq",
+        "builtin",
+        "llama3.3-70b-instruct-awq",
+        "deepseek-r1-distill-llama-70b-awq",
+        "qwen2.5-72b-instruct-gptq",
+        "llama2-70b-chat-gptq",
+    ],
     # the 70B pairs are tight on 32 GB of RAM: the 32B that fits first, the paper's pair last though it fits
-    "gpu24-ram32-pcie4": ["qwen3-32b-awq", "builtin", "llama3.3-70b-instruct-awq", "deepseek-r1-distill-llama-70b-awq",
-                          "qwen2.5-72b-instruct-gptq", "llama2-70b-chat-gptq"],
-    "gpu24-ram64-pcie3": ["llama3.3-70b-instruct-awq", "deepseek-r1-distill-llama-70b-awq", "qwen2.5-72b-instruct-gptq",
-                          "qwen3-32b-awq", "builtin", "llama2-70b-chat-gptq"],
-    "gpu24-ram64-pcie4": ["llama3.3-70b-instruct-awq", "deepseek-r1-distill-llama-70b-awq", "qwen2.5-72b-instruct-gptq",
-                          "qwen3-32b-awq", "builtin", "llama2-70b-chat-gptq"],
+    "gpu24-ram32-pcie4": [
+        "qwen3-32b-awq",
+        "builtin",
+        "llama3.3-70b-instruct-awq",
+        "deepseek-r1-distill-llama-70b-awq",
+        "qwen2.5-72b-instruct-gptq",
+        "llama2-70b-chat-gptq",
+    ],
+    "gpu24-ram64-pcie3": [
+        "llama3.3-70b-instruct-awq",
+        "deepseek-r1-distill-llama-70b-awq",
+        "qwen2.5-72b-instruct-gptq",
+        "qwen3-32b-awq",
+        "builtin",
+        "llama2-70b-chat-gptq",
+    ],
+    "gpu24-ram64-pcie4": [
+        "llama3.3-70b-instruct-awq",
+        "deepseek-r1-distill-llama-70b-awq",
+        "qwen2.5-72b-instruct-gptq",
+        "qwen3-32b-awq",
+        "builtin",
+        "llama2-70b-chat-gptq",
+    ],
 }
 
 
@@ -251,18 +312,30 @@ def test_each_fixture_ranks_the_2026_pairs_sensibly(name: str) -> None:
 def test_recommendation_with_the_16bit_drafts() -> None:
     # with the 16-bit drafts every 70B pair is tight or worse on the 32 GB PC; Qwen3 32B (its draft is 16-bit) fits
     assert recommend(load_catalog(), hw("gpu24-ram32-pcie4"), draft_id="16bit").recommended == "qwen3-32b-awq"
-    assert recommend(load_catalog(), hw("gpu24-ram64-pcie4"), draft_id="16bit").recommended == "llama3.3-70b-instruct-awq"
+    assert (
+        recommend(load_catalog(), hw("gpu24-ram64-pcie4"), draft_id="16bit").recommended == "llama3.3-70b-instruct-awq"
+    )
 
 
 def test_each_pair_carries_its_other_drafts_predictions_in_the_json_contract() -> None:
     result = recommend(load_catalog(), hw("gpu24-ram32-pcie4")).to_dict()
     llama = next(pair for pair in result["pairs"] if pair["id"] == PAPER_PAIR)
-    assert llama["draft"] == {"id": "4bit", "label": llama["draft"]["label"], "repo": "TheBloke/Llama-2-7B-Chat-GPTQ",
-                              "revision": "main", "quantization": "gptq-4bit-128g", "download_bytes": 3_900_000_000,
-                              "gated": False}
+    assert llama["draft"] == {
+        "id": "4bit",
+        "label": llama["draft"]["label"],
+        "repo": "TheBloke/Llama-2-7B-Chat-GPTQ",
+        "revision": "main",
+        "quantization": "gptq-4bit-128g",
+        "download_bytes": 3_900_000_000,
+        "gated": False,
+    }
     [option] = llama["draft_options"]
     assert option["draft"]["id"] == "16bit" and option["draft"]["repo"] == "meta-llama/Llama-2-7b-chat-hf"
-    assert (option["fit"], option["resident_layers"], option["gated"]) == ("tight", 9, True)  # the graphs take a layer's room
+    assert (option["fit"], option["resident_layers"], option["gated"]) == (
+        "tight",
+        9,
+        True,
+    )  # the graphs take a layer's room
     assert option["download_bytes"] == llama["download_bytes"] - 3_900_000_000 + 13_480_000_000
     builtin = next(pair for pair in result["pairs"] if pair["id"] == BUILTIN_PAIR_ID)
     assert builtin["draft_options"] == [] and builtin["draft"]["id"] == "builtin-draft"
@@ -285,12 +358,18 @@ def test_catalog_shapes_match_the_published_sizes_and_minimums() -> None:
     for pair in (*catalog.pairs, *catalog.retired):
         for model in (pair.target, *(option.model for option in pair.drafts)):
             dtype = "float16" if model.weights.bits else model.weights.dtype
-            computed = model.shape.num_hidden_layers * decoder_layer_bytes(model.shape, model.weights) + non_layer_bytes(model.shape, dtype)
+            computed = model.shape.num_hidden_layers * decoder_layer_bytes(
+                model.shape, model.weights
+            ) + non_layer_bytes(model.shape, dtype)
             head = embedding_bytes(model.shape, dtype) if model.shape.tie_word_embeddings else 0
-            assert any(size == pytest.approx(model.approx_bytes, rel=0.005) for size in {computed, computed + head}), model.repo
+            assert any(size == pytest.approx(model.approx_bytes, rel=0.005) for size in {computed, computed + head}), (
+                model.repo
+            )
         if pair.id != BUILTIN_PAIR_ID:
             expected = (math.ceil(minimum_ram_bytes(pair) / GIB), math.ceil(minimum_vram_bytes(pair) / GIB))
-            assert (pair.min_ram_gb, pair.min_vram_gb) == expected, f"{pair.id}: set min_ram_gb/min_vram_gb to {expected}"
+            assert (pair.min_ram_gb, pair.min_vram_gb) == expected, (
+                f"{pair.id}: set min_ram_gb/min_vram_gb to {expected}"
+            )
     paper = load_catalog().pair(PAPER_PAIR)
     assert model_bytes_on_gpu(paper.draft, paper) == DRAFT_4BIT
     assert model_bytes_on_gpu(paper.with_draft("16bit").draft, paper) == DRAFT
@@ -304,8 +383,15 @@ def test_host_need_is_exactly_what_the_loader_checks(tmp_path) -> None:
     from core.errors import InsufficientHostMemoryError
     from core.offload.loader import load_offloaded
 
-    config = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=3,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256)
+    config = LlamaConfig(
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+    )
     AutoModelForCausalLM.from_config(config).to(torch.float16).save_pretrained(str(tmp_path))
     model = ModelRef("tiny", "", "fp16", 0, shape=ModelShape.from_config(config), weights=WeightFormat(dtype="float16"))
     pair = Pair("tiny", "Tiny", "", model, model, "", "", False, 256, 0, 0)
@@ -316,8 +402,9 @@ def test_host_need_is_exactly_what_the_loader_checks(tmp_path) -> None:
     assert lm.report.host_store_bytes == 3 * decoder_layer_bytes(model.shape, model.weights)
 
 
-@pytest.mark.parametrize("pair_id", ["llama2-70b-chat-gptq", "qwen2.5-72b-instruct-gptq", "qwen3-32b-awq",
-                                     "mixtral-8x7b-instruct-gptq"])  # a retired pair is still planned as before
+@pytest.mark.parametrize(
+    "pair_id", ["llama2-70b-chat-gptq", "qwen2.5-72b-instruct-gptq", "qwen3-32b-awq", "mixtral-8x7b-instruct-gptq"]
+)  # a retired pair is still planned as before
 def test_minimum_vram_is_exactly_where_the_default_budget_starts_to_fit(pair_id: str) -> None:
     from dataclasses import replace
 
@@ -371,9 +458,15 @@ def test_a_card_before_ampere_prices_the_4bit_draft_as_dequantise_then_gemm() ->
     from dataclasses import replace
 
     machine = hw("gpu24-ram64-pcie4")
-    turing = replace(machine, gpus=(replace(machine.gpus[0], name="NVIDIA GeForce RTX 2080 Ti", compute_capability="7.5"),))
-    ampere = replace(machine, gpus=(replace(machine.gpus[0], name="NVIDIA GeForce RTX 2080 Ti", compute_capability="8.6"),))
-    measured = replace(machine, gpus=(replace(ampere.gpus[0], draft_kernel_bytes_per_second={"tinygemm": 100e9, "fused": 300e9}),))
+    turing = replace(
+        machine, gpus=(replace(machine.gpus[0], name="NVIDIA GeForce RTX 2080 Ti", compute_capability="7.5"),)
+    )
+    ampere = replace(
+        machine, gpus=(replace(machine.gpus[0], name="NVIDIA GeForce RTX 2080 Ti", compute_capability="8.6"),)
+    )
+    measured = replace(
+        machine, gpus=(replace(ampere.gpus[0], draft_kernel_bytes_per_second={"tinygemm": 100e9, "fused": 300e9}),)
+    )
     pair = load_catalog().pair(PAPER_PAIR)
     slow, fast, chosen = (predict_pair(pair, machine_, 128, overlap=False) for machine_ in (turing, ampere, measured))
     assert slow.resident_layers == fast.resident_layers and slow.draft_seconds != fast.draft_seconds
@@ -381,13 +474,18 @@ def test_a_card_before_ampere_prices_the_4bit_draft_as_dequantise_then_gemm() ->
     from core.models.speed import DraftKernel, GpuRates, draft_seconds
 
     rates = GpuRates.from_specs(25e9, gpu_specs("NVIDIA GeForce RTX 2080 Ti"))
-    for fit, kernel, gpu in ((slow, DraftKernel.DEQUANTISE, rates), (fast, DraftKernel.TINYGEMM, rates),
-                             (chosen, DraftKernel.FUSED, replace(rates, measured_kernels={"tinygemm": 100e9, "fused": 300e9}))):
-        assert fit.draft_seconds == pytest.approx(draft_seconds(pair.draft.shape, pair.draft.weights, 128,
-                                                                fit.tokens_per_pass, gpu, kernel), rel=1e-9)
+    for fit, kernel, gpu in (
+        (slow, DraftKernel.DEQUANTISE, rates),
+        (fast, DraftKernel.TINYGEMM, rates),
+        (chosen, DraftKernel.FUSED, replace(rates, measured_kernels={"tinygemm": 100e9, "fused": 300e9})),
+    ):
+        assert fit.draft_seconds == pytest.approx(
+            draft_seconds(pair.draft.shape, pair.draft.weights, 128, fit.tokens_per_pass, gpu, kernel), rel=1e-9
+        )
 
 
 # --- what cannot stay pinned (issue 40) --------------------------------------------------------------------
+
 
 def _on(machine, **platform):
     from dataclasses import replace
@@ -439,11 +537,14 @@ def test_windows_prices_the_4bit_draft_by_whether_triton_is_there() -> None:
 
     pair = load_catalog().pair(PAPER_PAIR)
     machine = hw("gpu24-ram64-pcie4")
-    turing = replace(machine, gpus=(replace(machine.gpus[0], name="NVIDIA GeForce RTX 2080 Ti", compute_capability="7.5"),))
+    turing = replace(
+        machine, gpus=(replace(machine.gpus[0], name="NVIDIA GeForce RTX 2080 Ti", compute_capability="7.5"),)
+    )
     without = predict_pair(pair, _on(turing, system="Windows", triton=""), 128, overlap=False)
     with_triton = predict_pair(pair, _on(turing, system="Windows", triton="3.7.1.post27"), 128, overlap=False)
     rates = GpuRates.from_specs(25e9, gpu_specs("NVIDIA GeForce RTX 2080 Ti"))
     for fit, kernel in ((without, DraftKernel.EAGER_DEQUANTISE), (with_triton, DraftKernel.DEQUANTISE)):
-        assert fit.draft_seconds == pytest.approx(draft_seconds(pair.draft.shape, pair.draft.weights, 128,
-                                                                fit.tokens_per_pass, rates, kernel), rel=1e-9)
+        assert fit.draft_seconds == pytest.approx(
+            draft_seconds(pair.draft.shape, pair.draft.weights, 128, fit.tokens_per_pass, rates, kernel), rel=1e-9
+        )
     assert with_triton.tokens_per_second > without.tokens_per_second

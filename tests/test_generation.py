@@ -22,13 +22,15 @@ def run(target, draft, tokenizer, method, **settings):
 
 
 def test_length_exact_and_methods_agree(tiny_target, tiny_draft, word_tokenizer):
-    results = {m: run(tiny_target, tiny_draft, word_tokenizer, m, max_new_tokens=23) for m in ("sequential", "specexec")}
+    results = {
+        m: run(tiny_target, tiny_draft, word_tokenizer, m, max_new_tokens=23) for m in ("sequential", "specexec")
+    }
     for result in results.values():
         assert len(result.token_ids) == 23 and result.finish_reason == "length"
     assert results["sequential"].token_ids == results["specexec"].token_ids
     continuation = word_tokenizer.decode(PROMPT + results["sequential"].token_ids, skip_special_tokens=True)
     assert results["sequential"].text == results["specexec"].text
-    assert results["sequential"].text == continuation[len(word_tokenizer.decode(PROMPT, skip_special_tokens=True)):]
+    assert results["sequential"].text == continuation[len(word_tokenizer.decode(PROMPT, skip_special_tokens=True)) :]
     assert results["specexec"].target_passes < 23
 
 
@@ -50,10 +52,16 @@ def test_stop_string_cuts_text_and_tokens(tiny_target, tiny_draft, word_tokenize
     stop = f"{words[14]} {words[15]}"  # spans two tokens
     cut = reference.text.index(stop)
     for method in ("sequential", "specexec"):
-        chunks = list(stream_generate(
-            tiny_target, tiny_draft, word_tokenizer, PROMPT, PARAMS,
-            DecodingSettings(method=method, tree=TREE, max_new_tokens=30, stop=("zzz", stop)),
-        ))
+        chunks = list(
+            stream_generate(
+                tiny_target,
+                tiny_draft,
+                word_tokenizer,
+                PROMPT,
+                PARAMS,
+                DecodingSettings(method=method, tree=TREE, max_new_tokens=30, stop=("zzz", stop)),
+            )
+        )
         text = "".join(c.text for c in chunks)
         assert chunks[-1].finish_reason == "stop"
         assert text == reference.text[:cut]
@@ -67,7 +75,11 @@ def test_stream_never_shows_a_stop_string_prefix_that_later_completes(tiny_targe
     stop = reference.text.split()[10] + " w"  # a prefix of the next token's text
     shown = ""
     for chunk in stream_generate(
-        tiny_target, tiny_draft, word_tokenizer, PROMPT, PARAMS,
+        tiny_target,
+        tiny_draft,
+        word_tokenizer,
+        PROMPT,
+        PARAMS,
         DecodingSettings(method="sequential", max_new_tokens=30, stop=(stop,)),
     ):
         shown += chunk.text
@@ -82,7 +94,9 @@ def test_prompt_longer_than_context(tiny_target, tiny_draft, word_tokenizer):
 
 def test_generation_stops_at_context_end(tiny_target, tiny_draft, word_tokenizer):
     no_eos = dataclasses.replace(tiny_target, eos_token_ids=())
-    result = generate(no_eos, tiny_draft, word_tokenizer, [5] * 1018, PARAMS, DecodingSettings(tree=TREE, max_new_tokens=50))
+    result = generate(
+        no_eos, tiny_draft, word_tokenizer, [5] * 1018, PARAMS, DecodingSettings(tree=TREE, max_new_tokens=50)
+    )
     assert len(result.token_ids) == 6 and result.finish_reason == "length"
 
 
@@ -102,7 +116,9 @@ def sentencepiece_like_tokenizer():
     backend = Tokenizer(models.BPE(byte_fallback=True, unk_token="<unk>"))
     backend.normalizer = normalizers.Replace(" ", "▁")
     backend.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first", split=False)
-    backend.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(), decoders.Strip(" ", 1, 0)])
+    backend.decoder = decoders.Sequence(
+        [decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(), decoders.Strip(" ", 1, 0)]
+    )
     bytes_tokens = [f"<0x{i:02X}>" for i in range(256)]
     trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=["<unk>", "<s>", "</s>"] + bytes_tokens)
     backend.train_from_iterator(["hello world the quick brown fox jumps over the lazy dog"] * 50, trainer)
@@ -118,7 +134,7 @@ def test_incremental_detokenizer_matches_full_decode(text):
     deltas = [detok.push(t) for t in generated]
     assert all("\ufffd" not in d for d in deltas)  # never a split multi-byte character
     full = tokenizer.decode(prompt + generated, skip_special_tokens=True)
-    assert "".join(deltas) == full[len(tokenizer.decode(prompt, skip_special_tokens=True)):]
+    assert "".join(deltas) == full[len(tokenizer.decode(prompt, skip_special_tokens=True)) :]
     assert "".join(deltas).startswith(" ")  # the SentencePiece space before the first new word survives
 
 
@@ -127,12 +143,21 @@ def test_pass_stats_count_only_the_tokens_the_chunk_delivers(tiny_target, word_t
     say so, or the per-answer count (the app's, from PassStats) exceeds what was generated (issue 13, #7).
     The draft is the target itself, so passes accept several tokens and some cuts land mid-pass."""
     reference = run(tiny_target, tiny_target, word_tokenizer, "sequential", max_new_tokens=30).token_ids
-    cases = [dict(eos=reference[cut]) for cut in range(3, 9)] + [dict(stop=word_tokenizer.decode([reference[cut]]))
-                                                                 for cut in range(3, 9)]
+    cases = [dict(eos=reference[cut]) for cut in range(3, 9)] + [
+        dict(stop=word_tokenizer.decode([reference[cut]])) for cut in range(3, 9)
+    ]
     for case in cases:
         target = dataclasses.replace(tiny_target, eos_token_ids=(case.get("eos", -1),))
         stop = (case["stop"],) if "stop" in case else ()
-        chunks = list(stream_generate(target, tiny_target, word_tokenizer, PROMPT, PARAMS,
-                                      DecodingSettings(method="specexec", tree=TREE, max_new_tokens=30, stop=stop)))
+        chunks = list(
+            stream_generate(
+                target,
+                tiny_target,
+                word_tokenizer,
+                PROMPT,
+                PARAMS,
+                DecodingSettings(method="specexec", tree=TREE, max_new_tokens=30, stop=stop),
+            )
+        )
         assert chunks[-1].finish_reason in ("eos", "stop"), case
         assert [c.stats.tokens for c in chunks] == [len(c.token_ids) for c in chunks], case

@@ -10,7 +10,13 @@ import pytest
 import torch
 from safetensors.torch import save_file
 from transformers import (
-    LlamaConfig, LlamaForCausalLM, MixtralConfig, MixtralForCausalLM, Qwen2Config, Qwen2ForCausalLM, Qwen2MoeConfig,
+    LlamaConfig,
+    LlamaForCausalLM,
+    MixtralConfig,
+    MixtralForCausalLM,
+    Qwen2Config,
+    Qwen2ForCausalLM,
+    Qwen2MoeConfig,
     Qwen2MoeForCausalLM,
 )
 
@@ -36,6 +42,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 # --- reference packer (the checkpoint format, written from its description) ------------------------------
+
 
 def _autogptq_pack_3bit(values: np.ndarray) -> np.ndarray:
     """AutoGPTQ's 3-bit packing loop, transliterated: 32 values [32*m, C] -> 3 words [3*m, C], value j of a
@@ -93,8 +100,9 @@ def ref_pack_cols(z: np.ndarray, bits: int) -> torch.Tensor:
     return torch.from_numpy(out.view(np.int32).copy())
 
 
-def random_gptq(rng, k: int, n: int, bits: int, group_size: int, act_order: bool, zero_offset: int = 1
-                ) -> tuple[dict, torch.Tensor]:
+def random_gptq(
+    rng, k: int, n: int, bits: int, group_size: int, act_order: bool, zero_offset: int = 1
+) -> tuple[dict, torch.Tensor]:
     """Random checkpoint tensors of one linear (asymmetric zeros) and its exact W [K, N] in float64.
     zero_offset 1: the v1 format (zeros stored minus one); 0: gptq_v2 (zeros as they are)."""
     size = k if group_size == -1 else group_size
@@ -133,6 +141,7 @@ def gptq_linear(tensors: dict, k: int, n: int, bits: int, group_size: int, act_o
 
 # --- unpacking and dequantisation --------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("bits", [2, 3, 4, 8])
 def test_unpack_inverts_reference_packer(bits):
     rng = np.random.default_rng(bits)
@@ -159,7 +168,12 @@ def test_dequantise_matches_reference(bits, group_size, act_order):
     assert torch.equal(linear.dequantize(torch.float16), weight[rows].half())
     x = torch.randn(7, k, dtype=torch.float64)
     torch.testing.assert_close(linear(x), x @ weight, rtol=1e-12, atol=1e-12)
-    assert torch.equal(dequantize_reference(*(tensors[name] for name in ("qweight", "qzeros", "scales", "g_idx")), bits, dtype=torch.float64), weight)
+    assert torch.equal(
+        dequantize_reference(
+            *(tensors[name] for name in ("qweight", "qzeros", "scales", "g_idx")), bits, dtype=torch.float64
+        ),
+        weight,
+    )
 
 
 def test_irregular_g_idx_uses_gather_mode():
@@ -168,7 +182,9 @@ def test_irregular_g_idx_uses_gather_mode():
     tensors, _ = random_gptq(rng, k, n, bits, 32, False)
     g_idx = torch.from_numpy(rng.integers(0, 2, k).astype(np.int32))  # unequal groups: cannot be sorted into blocks
     tensors["g_idx"] = g_idx
-    weight = dequantize_reference(tensors["qweight"], tensors["qzeros"], tensors["scales"], g_idx, bits, dtype=torch.float64)
+    weight = dequantize_reference(
+        tensors["qweight"], tensors["qzeros"], tensors["scales"], g_idx, bits, dtype=torch.float64
+    )
     linear = gptq_linear(tensors, k, n, bits, 32, True)
     assert linear.mode == "gather"
     x = torch.randn(3, k, dtype=torch.float64)
@@ -192,13 +208,18 @@ def test_scratch_is_shared_and_reused():
 
 # --- settings --------------------------------------------------------------------------------------------
 
+
 def test_settings_from_quantize_config_and_config_json(tmp_path):
-    (tmp_path / "quantize_config.json").write_text(json.dumps({"bits": 4, "group_size": 128, "desc_act": True, "sym": False}))
+    (tmp_path / "quantize_config.json").write_text(
+        json.dumps({"bits": 4, "group_size": 128, "desc_act": True, "sym": False})
+    )
     assert is_quantized_folder(tmp_path)
     assert read_gptq_settings(tmp_path) == GPTQSettings(4, 128, desc_act=True, sym=False)
     other = tmp_path / "b"
     other.mkdir()
-    (other / "config.json").write_text(json.dumps({"quantization_config": {"quant_method": "gptq", "bits": 8, "group_size": -1}}))
+    (other / "config.json").write_text(
+        json.dumps({"quantization_config": {"quant_method": "gptq", "bits": 8, "group_size": -1}})
+    )
     assert read_gptq_settings(other) == GPTQSettings(8, -1)
     plain = tmp_path / "c"
     plain.mkdir()
@@ -224,28 +245,44 @@ def test_settings_errors(tmp_path, raw, message):
 
 # --- tiny GPTQ checkpoints through the offloaded loader --------------------------------------------------
 
+
 def _fp16_round(model):
     with torch.no_grad():
         for p in model.parameters():
             p.copy_(p.half().double())
 
 
-def write_gptq_checkpoint(folder, model_type="llama", bits=4, group_size=16, act_order=True, shards=1, drop=(), seed=0,
-                          experts=4, v2=False) -> CausalLM:
+def write_gptq_checkpoint(
+    folder, model_type="llama", bits=4, group_size=16, act_order=True, shards=1, drop=(), seed=0, experts=4, v2=False
+) -> CausalLM:
     """Quantise a tiny random model with random GPTQ tensors, save it in the GPTQ layout, and return the
     in-memory float64 model whose linears hold exactly the dequantised weights. MoE models (mixtral,
     qwen2_moe) get `experts` experts, 2 per token; their routers (and Qwen2-MoE's shared-expert gate) stay
     16-bit, as in real GPTQ checkpoints. v2: GPTQModel's gptq_v2 format (zero points without v1's minus one)."""
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
-    common = dict(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=3, num_attention_heads=4,
-                  num_key_value_heads=2, max_position_embeddings=256, bos_token_id=1, eos_token_id=0)
+    common = dict(
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        bos_token_id=1,
+        eos_token_id=0,
+    )
     if model_type == "mixtral":
         config = MixtralConfig(num_local_experts=experts, num_experts_per_tok=2, **common)
         model = MixtralForCausalLM(config)
     elif model_type == "qwen2_moe":  # routed experts plus an always-on shared expert behind a sigmoid gate
-        config = Qwen2MoeConfig(num_experts=experts, num_experts_per_tok=2, moe_intermediate_size=32,
-                                shared_expert_intermediate_size=64, **common)
+        config = Qwen2MoeConfig(
+            num_experts=experts,
+            num_experts_per_tok=2,
+            moe_intermediate_size=32,
+            shared_expert_intermediate_size=64,
+            **common,
+        )
         model = Qwen2MoeForCausalLM(config)
     elif model_type == "qwen2":  # q/k/v carry a bias next to their GPTQ tensors
         config = Qwen2Config(**common)
@@ -274,15 +311,24 @@ def write_gptq_checkpoint(folder, model_type="llama", bits=4, group_size=16, act
     with torch.no_grad():
         for index, layer in enumerate(model.model.layers):
             prefix = f"model.layers.{index}."
-            ck = (lambda name: name.replace("mlp.", "block_sparse_moe.", 1)) if model_type == "mixtral" else (lambda name: name)
-            linears = {name: module for name, module in layer.named_modules()
-                       if isinstance(module, torch.nn.Linear) and not name.endswith("shared_expert_gate")}
+            ck = (
+                (lambda name: name.replace("mlp.", "block_sparse_moe.", 1))
+                if model_type == "mixtral"
+                else (lambda name: name)
+            )
+            linears = {
+                name: module
+                for name, module in layer.named_modules()
+                if isinstance(module, torch.nn.Linear) and not name.endswith("shared_expert_gate")
+            }
             for name, module in linears.items():
                 module.weight.copy_(quantise(prefix + name, module.in_features, module.out_features).T)
             if model_type in ("mixtral", "qwen2_moe"):
                 moe = layer.mlp.experts
                 inter = moe.down_proj.shape[2]
-                gate, up, down = ("w1", "w3", "w2") if model_type == "mixtral" else ("gate_proj", "up_proj", "down_proj")
+                gate, up, down = (
+                    ("w1", "w3", "w2") if model_type == "mixtral" else ("gate_proj", "up_proj", "down_proj")
+                )
                 for e in range(moe.gate_up_proj.shape[0]):
                     base = f"{prefix}{ck('mlp.')}experts.{e}."
                     moe.gate_up_proj[e, :inter] = quantise(base + gate, 32, inter).T
@@ -297,8 +343,14 @@ def write_gptq_checkpoint(folder, model_type="llama", bits=4, group_size=16, act
     for key in drop:
         del tensors[key]
     data = config.to_dict()
-    data["quantization_config"] = {"quant_method": "gptq", "bits": bits, "group_size": group_size, "desc_act": act_order, "sym": False,
-                                   "checkpoint_format": "gptq_v2" if v2 else "gptq"}
+    data["quantization_config"] = {
+        "quant_method": "gptq",
+        "bits": bits,
+        "group_size": group_size,
+        "desc_act": act_order,
+        "sym": False,
+        "checkpoint_format": "gptq_v2" if v2 else "gptq",
+    }
     (folder / "config.json").write_text(json.dumps(data))
     names = sorted(tensors)
     if shards == 1:
@@ -325,15 +377,31 @@ IDS = [1, 5, 9, 33, 2, 17, 60, 4]
 
 @pytest.mark.parametrize(
     ("model_type", "bits", "group_size", "act_order", "shards"),
-    [("llama", 4, 16, True, 1), ("llama", 4, -1, False, 2), ("llama", 8, 32, True, 3), ("qwen2", 4, 32, False, 1),
-     ("llama", 3, 32, True, 1), ("llama", 3, -1, False, 1),
-     ("mixtral", 4, 16, True, 2), ("qwen2_moe", 4, 16, True, 1), ("qwen2_moe", 3, 32, False, 1)],
+    [
+        ("llama", 4, 16, True, 1),
+        ("llama", 4, -1, False, 2),
+        ("llama", 8, 32, True, 3),
+        ("qwen2", 4, 32, False, 1),
+        ("llama", 3, 32, True, 1),
+        ("llama", 3, -1, False, 1),
+        ("mixtral", 4, 16, True, 2),
+        ("qwen2_moe", 4, 16, True, 1),
+        ("qwen2_moe", 3, 32, False, 1),
+    ],
 )
-def test_gptq_checkpoint_offloaded_equals_dequantised_in_memory(tmp_path, model_type, bits, group_size, act_order, shards):
+def test_gptq_checkpoint_offloaded_equals_dequantised_in_memory(
+    tmp_path, model_type, bits, group_size, act_order, shards
+):
     reference = write_gptq_checkpoint(tmp_path, model_type, bits, group_size, act_order, shards)
     progress = []
-    offloaded = load_offloaded(str(tmp_path), "cpu", torch.float64, resident_layers=1, stream_on_cpu=True,
-                               progress=lambda done, total: progress.append((done, total)))
+    offloaded = load_offloaded(
+        str(tmp_path),
+        "cpu",
+        torch.float64,
+        resident_layers=1,
+        stream_on_cpu=True,
+        progress=lambda done, total: progress.append((done, total)),
+    )
     assert offloaded.report.weight_format.startswith(f"GPTQ {bits}-bit")
     assert progress[-1][0] == progress[-1][1] and all(a[0] <= b[0] for a, b in zip(progress, progress[1:]))
     torch.testing.assert_close(_logits(offloaded, IDS), _logits(reference, IDS), rtol=1e-9, atol=1e-9)
@@ -354,12 +422,18 @@ def test_gptq_moe_runs_each_token_only_through_its_routed_experts(tmp_path, mode
     for index, layer in enumerate(offloaded.decoder_layers):
         experts = layer.mlp.experts
         gate_name = experts.names[0]
-        hooks.append(layer.mlp.gate.register_forward_hook(
-            lambda module, args, out, index=index: routed.__setitem__(index, out[2].clone())))
+        hooks.append(
+            layer.mlp.gate.register_forward_hook(
+                lambda module, args, out, index=index: routed.__setitem__(index, out[2].clone())
+            )
+        )
         for e in range(experts.num_experts):
             linear = getattr(getattr(experts, str(e)), gate_name)
-            hooks.append(linear.register_forward_pre_hook(
-                lambda module, args, key=(index, e): rows_seen.setdefault(key, []).append(args[0].shape[0])))
+            hooks.append(
+                linear.register_forward_pre_hook(
+                    lambda module, args, key=(index, e): rows_seen.setdefault(key, []).append(args[0].shape[0])
+                )
+            )
     ids = IDS[:3]
     torch.testing.assert_close(_logits(offloaded, ids), _logits(reference, ids), rtol=1e-9, atol=1e-9)
     for hook in hooks:
@@ -395,6 +469,9 @@ def test_gptq_wrong_shape_is_explained(tmp_path):
 def test_cuda_gptq_linear_matches_reference(act_order, bits):
     tensors, weight = random_gptq(np.random.default_rng(0), 512, 256, bits, 128, act_order)
     linear = gptq_linear(tensors, 512, 256, bits, 128, act_order).cuda()
-    assert torch.equal(linear.dequantize(torch.float16).cpu(), weight[linear.perm.long().cpu() if linear.mode == "perm" else torch.arange(512)].half())
+    assert torch.equal(
+        linear.dequantize(torch.float16).cpu(),
+        weight[linear.perm.long().cpu() if linear.mode == "perm" else torch.arange(512)].half(),
+    )
     x = torch.randn(9, 512, dtype=torch.float16, device="cuda")
     torch.testing.assert_close(linear(x).double().cpu(), x.double().cpu() @ weight, rtol=2e-2, atol=2e-2)

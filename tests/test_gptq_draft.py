@@ -33,8 +33,9 @@ def test_rtn_gptq_tensors_round_to_nearest(bits, group_size):
     torch.manual_seed(bits)
     weight = torch.randn(48, 64, dtype=torch.float64)
     tensors = gptq_rtn_tensors(weight, bits, group_size)
-    restored = dequantize_reference(tensors["qweight"], tensors["qzeros"], tensors["scales"], tensors["g_idx"], bits,
-                                    dtype=torch.float64).T  # [out, in]
+    restored = dequantize_reference(
+        tensors["qweight"], tensors["qzeros"], tensors["scales"], tensors["g_idx"], bits, dtype=torch.float64
+    ).T  # [out, in]
     size = 64 if group_size == -1 else group_size
     scale = tensors["scales"].double().T.repeat_interleave(size, dim=1)  # [out, in]
     levels = 2**bits - 1
@@ -43,7 +44,8 @@ def test_rtn_gptq_tensors_round_to_nearest(bits, group_size):
     expected_error = torch.where(weight > top + scale / 2, weight - top, scale / 2)
     assert ((restored - weight).abs() <= expected_error * (1 + 1e-9)).all()
     assert tensors["scales"].dtype == torch.float16 and torch.equal(
-        tensors["scales"].double(), (2 * weight.abs().T.reshape(-1, size, 48).amax(1) / levels).half().double())
+        tensors["scales"].double(), (2 * weight.abs().T.reshape(-1, size, 48).amax(1) / levels).half().double()
+    )
 
 
 def test_rtn_gptq_tensors_refuse_shapes_that_do_not_pack():
@@ -79,16 +81,20 @@ def test_gptq_draft_loads_whole_on_the_device_and_computes_its_dequantised_weigh
         for name, module in reference.model.named_modules():
             if name.startswith("model.layers.") and isinstance(module, nn.Linear):
                 gptq = lm.model.get_submodule(name)
-                module.weight.copy_(dequantize_reference(gptq.qweight, gptq.qzeros, gptq.scales, gptq.g_idx, 4,
-                                                         dtype=torch.float64).T)
+                module.weight.copy_(
+                    dequantize_reference(gptq.qweight, gptq.qzeros, gptq.scales, gptq.g_idx, 4, dtype=torch.float64).T
+                )
         for name, parameter in reference.model.named_parameters():
             if not name.endswith("proj.weight"):
                 parameter.copy_(draft.model.get_parameter(name).half().double())
     ids = torch.tensor([1, 5, 9, 33, 2])
     mask = additive_mask(causal_visibility(0, 5, "cpu"), torch.float64)
-    torch.testing.assert_close(lm.forward(ids, torch.arange(5), mask, lm.new_cache()),
-                               reference.forward(ids, torch.arange(5), mask, reference.new_cache()),
-                               rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(
+        lm.forward(ids, torch.arange(5), mask, lm.new_cache()),
+        reference.forward(ids, torch.arange(5), mask, reference.new_cache()),
+        rtol=1e-12,
+        atol=1e-12,
+    )
 
 
 def test_a_draft_role_never_offloads_and_a_target_still_does(tmp_path, float32_pair):

@@ -37,8 +37,16 @@ def _bits_of(tensor: torch.Tensor) -> torch.Tensor:
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("bits", "group_size", "act_order"),
-    [(2, 32, False), (3, 32, True), (3, -1, False), (3, 64, False), (4, 32, True), (4, -1, False), (4, 128, False),
-     (8, 64, True)],
+    [
+        (2, 32, False),
+        (3, 32, True),
+        (3, -1, False),
+        (3, 64, False),
+        (4, 32, True),
+        (4, -1, False),
+        (4, 128, False),
+        (8, 64, True),
+    ],
 )
 def test_fused_kernel_equals_reference_bit_for_bit(interpreter, bits, group_size, act_order):
     k, n = 128, 96 if bits == 3 else 72  # n is not a multiple of the tile width: the edge tile is masked

@@ -24,7 +24,12 @@ import torch
 from core.offload.packed_gptq import PackedGPTQ
 from core.offload.gptq import dequantize_into
 from core.offload.gptq_matmul import (
-    FUSED_MATMUL_MAX_ROWS, TARGET_PROGRAMS, LaunchConfig, fused_gptq_matmul, fused_matmul_available, launch_config,
+    FUSED_MATMUL_MAX_ROWS,
+    TARGET_PROGRAMS,
+    LaunchConfig,
+    fused_gptq_matmul,
+    fused_matmul_available,
+    launch_config,
 )
 from test_gptq import gptq_linear, random_gptq
 from test_gptq_kernel import interpreter  # noqa: F401 - the fixture: kernels run in Triton's interpreter
@@ -51,8 +56,18 @@ def _bound(x: torch.Tensor, weight: torch.Tensor, exact: torch.Tensor, dtype: to
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("bits", "group_size", "act_order", "rows"),
-    [(4, 128, True, 1), (4, 128, False, 16), (4, 32, True, 33), (4, -1, False, 256), (4, 64, True, 100),
-     (3, 32, True, 7), (3, -1, False, 64), (2, 64, False, 17), (8, 32, True, 48), (8, -1, False, 2)],
+    [
+        (4, 128, True, 1),
+        (4, 128, False, 16),
+        (4, 32, True, 33),
+        (4, -1, False, 256),
+        (4, 64, True, 100),
+        (3, 32, True, 7),
+        (3, -1, False, 64),
+        (2, 64, False, 17),
+        (8, 32, True, 48),
+        (8, -1, False, 2),
+    ],
 )
 def test_fused_matmul_within_the_float32_sum_bound(interpreter, bits, group_size, act_order, rows):
     k, n = (256 if group_size == 128 else 128), (96 if bits == 3 else 80)  # n not a multiple of the tile width
@@ -113,8 +128,9 @@ def test_not_available_on_the_cpu_without_the_interpreter(monkeypatch):
     with pytest.raises(ValueError, match="not torch.float64"):
         fused_gptq_matmul(torch.zeros(2, 32, dtype=torch.float64), PackedGPTQ(*(torch.empty(0),) * 3, None, 4, 32))
     with pytest.raises(ValueError, match="rows, K"):
-        fused_gptq_matmul(torch.zeros(2, 24), PackedGPTQ(torch.zeros(4, 8, dtype=torch.int32), *(torch.empty(0),) * 2,
-                                                         None, 4, 32))
+        fused_gptq_matmul(
+            torch.zeros(2, 24), PackedGPTQ(torch.zeros(4, 8, dtype=torch.int32), *(torch.empty(0),) * 2, None, 4, 32)
+        )
 
 
 def test_launch_configs_split_k_until_the_gpu_has_enough_programs():
@@ -168,17 +184,47 @@ def test_kernel_compiles_for_the_gpus_the_torch_build_targets(capability, dtype,
     from core.offload import gptq_matmul
     from core.offload.gptq_kernel import dequant_tile
 
-    signature = {name: kind for name, kind in zip(
-        ["x_ptr", "qweight_ptr", "qzeros_ptr", "scales_ptr", "g_idx_ptr", "out_ptr", "M", "N", "K", "zero_words",
-         "group_size", "zero_offset", "k_per_split"],
-        [f"*{dtype}", "*i32", "*i32", "*fp16", "*i32", f"*{dtype}"] + ["i32"] * 7)}
+    signature = {
+        name: kind
+        for name, kind in zip(
+            [
+                "x_ptr",
+                "qweight_ptr",
+                "qzeros_ptr",
+                "scales_ptr",
+                "g_idx_ptr",
+                "out_ptr",
+                "M",
+                "N",
+                "K",
+                "zero_words",
+                "group_size",
+                "zero_offset",
+                "k_per_split",
+            ],
+            [f"*{dtype}", "*i32", "*i32", "*fp16", "*i32", f"*{dtype}"] + ["i32"] * 7,
+        )
+    }
     value = {"fp16": tl.float16, "bf16": tl.bfloat16, "fp32": tl.float32}[dtype]
-    constants = dict(BITS=4, USE_G_IDX=False, SAME_GROUP=True, DOT_DTYPE=value, OUT_DTYPE=value,
-                     BF16=dtype == "bf16", IEEE=dtype == "fp32", DEQUANT_TILE=dequant_tile(False), BLOCK_M=16,
-                     BLOCK_N=64, BLOCK_K=64, SPLIT_K=split_k)
+    constants = dict(
+        BITS=4,
+        USE_G_IDX=False,
+        SAME_GROUP=True,
+        DOT_DTYPE=value,
+        OUT_DTYPE=value,
+        BF16=dtype == "bf16",
+        IEEE=dtype == "fp32",
+        DEQUANT_TILE=dequant_tile(False),
+        BLOCK_M=16,
+        BLOCK_N=64,
+        BLOCK_K=64,
+        SPLIT_K=split_k,
+    )
     signature.update({name: "constexpr" for name in constants})
-    compiled = triton.compile(ASTSource(triton.jit(gptq_matmul._matmul_kernel), signature, constants),
-                              target=GPUTarget("cuda", capability, 32))
+    compiled = triton.compile(
+        ASTSource(triton.jit(gptq_matmul._matmul_kernel), signature, constants),
+        target=GPUTarget("cuda", capability, 32),
+    )
     ptx = compiled.asm["ptx"]
     assert compiled.asm["cubin"] and ".entry _matmul_kernel" in ptx
     assert ("mma" in ptx) == (dtype != "fp32" and capability >= 80)

@@ -22,8 +22,13 @@ def test_cpu_smoke_run_writes_every_part(tmp_path):
     figures; a part that failed would be listed under `failed` with its error."""
     env = {**os.environ, "PYTHON": sys.executable}
     env.pop("OUT", None)
-    done = subprocess.run(["bash", str(ROOT / "scripts" / "gpu-check.sh"), "--cpu", "--out", str(tmp_path)],
-                          env=env, capture_output=True, text=True, timeout=2900)
+    done = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "gpu-check.sh"), "--cpu", "--out", str(tmp_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=2900,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads((tmp_path / "report.json").read_text())
     parts = report["parts"]
@@ -39,7 +44,10 @@ def test_cpu_smoke_run_writes_every_part(tmp_path):
         assert parts[name]["graphs"] is False  # never captured off CUDA
         assert all(r["pass_s"] > 0 and r["draft_forwards_per_pass"] >= 1 for r in parts[name]["rows"])
     assert {r["rows"] for r in parts["matmul"]["rows"]} == {1, 16}
-    assert all(r["dense16_gbps"] > 0 and any(k.endswith("_gbps") and k != "dense16_gbps" for k in r) for r in parts["matmul"]["rows"])
+    assert all(
+        r["dense16_gbps"] > 0 and any(k.endswith("_gbps") and k != "dense16_gbps" for k in r)
+        for r in parts["matmul"]["rows"]
+    )
     offload = parts["offload"]
     assert offload["copy_rate_gbps"] > 0
     for row in offload["rows"]:
@@ -57,11 +65,21 @@ def test_report_names_the_parts_that_did_not_finish(tmp_path):
     """A part killed at its limit leaves no file, a failed one its error: both are in `failed` and the summary."""
     parts = tmp_path / "parts"
     parts.mkdir()
-    (parts / "versions.json").write_text(json.dumps({"ok": True, "packages": {"torch": "2.11.0"}, "torch_cuda": "13.0",
-                                                     "cudnn": 91900, "gpu": {"name": "NVIDIA H100 80GB HBM3"}}))
+    (parts / "versions.json").write_text(
+        json.dumps(
+            {
+                "ok": True,
+                "packages": {"torch": "2.11.0"},
+                "torch_cuda": "13.0",
+                "cudnn": 91900,
+                "gpu": {"name": "NVIDIA H100 80GB HBM3"},
+            }
+        )
+    )
     (parts / "agreement.json").write_text(json.dumps({"ok": False, "error": "RuntimeError: CUDA error"}))
-    (parts / "matmul.json").write_text(json.dumps({"device": "NVIDIA H100 80GB HBM3", "rows": [
-        {"shape": "q/o", "rows": 1, "fused_gbps": 1200.0}]}))  # the CLI's own output: no "ok" field
+    (parts / "matmul.json").write_text(
+        json.dumps({"device": "NVIDIA H100 80GB HBM3", "rows": [{"shape": "q/o", "rows": 1, "fused_gbps": 1200.0}]})
+    )  # the CLI's own output: no "ok" field
     report = write_report(parts, tmp_path)
     assert report["machine"] == "NVIDIA H100 80GB HBM3"
     assert "agreement" in report["failed"] and "offload" in report["failed"] and "matmul" not in report["failed"]

@@ -19,11 +19,37 @@ from core.hardware.probe import describe_hardware, probe_hardware
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hw"
 HW_KEYS = {"cpu", "ram", "gpus", "gpu_note", "platform", "disk"}
-GPU_KEYS = {"index", "name", "vram_total_bytes", "vram_free_bytes", "driver_version", "cuda_version",
-            "compute_capability", "pcie", "h2d_bytes_per_second"}
-PAIR_KEYS = {"id", "name", "summary", "fit", "reason", "resident_layers", "total_layers", "pass_seconds", "budget",
-             "tokens_per_pass", "acceptance_source", "tokens_per_second", "download_bytes", "disk_ok", "licence",
-             "licence_url", "gated", "context_length"}
+GPU_KEYS = {
+    "index",
+    "name",
+    "vram_total_bytes",
+    "vram_free_bytes",
+    "driver_version",
+    "cuda_version",
+    "compute_capability",
+    "pcie",
+    "h2d_bytes_per_second",
+}
+PAIR_KEYS = {
+    "id",
+    "name",
+    "summary",
+    "fit",
+    "reason",
+    "resident_layers",
+    "total_layers",
+    "pass_seconds",
+    "budget",
+    "tokens_per_pass",
+    "acceptance_source",
+    "tokens_per_second",
+    "download_bytes",
+    "disk_ok",
+    "licence",
+    "licence_url",
+    "gated",
+    "context_length",
+}
 
 
 def _has_nvidia() -> bool:
@@ -120,8 +146,18 @@ def test_nvml_fields_are_parsed_and_unsupported_ones_are_none() -> None:
     nvml = FakeNVML()
     gpus, missing = read_nvidia_gpus(nvml)
     assert missing is None and nvml.shut
-    assert gpus == [GpuInfo(0, "NVIDIA GeForce RTX 3060", 12 * 1024**3, 11 * 1024**3, "560.35.03", "12.6", "8.6",
-                            PcieLink(None, 3, 8, 16))]
+    assert gpus == [
+        GpuInfo(
+            0,
+            "NVIDIA GeForce RTX 3060",
+            12 * 1024**3,
+            11 * 1024**3,
+            "560.35.03",
+            "12.6",
+            "8.6",
+            PcieLink(None, 3, 8, 16),
+        )
+    ]
     assert read_nvidia_gpus(FakeNVML(fail_init=True)) == ([], "no NVIDIA driver was found")
 
 
@@ -158,11 +194,13 @@ def test_fixture_env_wins_and_bad_fixtures_are_named(tmp_path, monkeypatch) -> N
 @pytest.fixture
 def cli(capsys, monkeypatch) -> Callable[..., subprocess.CompletedProcess]:
     """`specexec ARGS` in this process, with `env` added to the environment for that one call."""
+
     def run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
         with monkeypatch.context() as scoped:
             for name, value in (env or {}).items():
                 scoped.setenv(name, value)
             return run_cli(capsys, *args)
+
     return run
 
 
@@ -181,7 +219,10 @@ def test_recommend_cli_json_contract_and_table(cli) -> None:
     out = cli("models", "recommend", "--json", env={"SPECEXEC_HW_FIXTURE": str(FIXTURES / "gpu24-ram64-pcie4.json")})
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
-    assert HW_KEYS <= set(data["hardware"]) and data["recommended"] == data["pairs"][0]["id"] == "llama3.3-70b-instruct-awq"
+    assert (
+        HW_KEYS <= set(data["hardware"])
+        and data["recommended"] == data["pairs"][0]["id"] == "llama3.3-70b-instruct-awq"
+    )
     assert all(PAIR_KEYS <= set(pair) for pair in data["pairs"])
     assert {pair["fit"] for pair in data["pairs"]} <= {"fits", "tight", "no"}
     table = cli("models", "recommend", "--hw", str(FIXTURES / "cpu-only-ram16.json"), "--budget", "64")
@@ -202,15 +243,18 @@ def test_torch_build_is_read_without_starting_cuda() -> None:
     assert not torch.cuda.is_initialized()
 
 
-@pytest.mark.parametrize(("archs", "capability", "runs"), [
-    (("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"), (8, 9), True),  # Ada runs sm_86 code
-    (("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"), (12, 1), True),
-    (("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"), (6, 1), False),  # Pascal
-    (("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"), (7, 0), False),  # Volta: no sm_70 code
-    (("sm_80", "sm_90a"), (9, 0), False),  # arch-specific code runs on one GPU only: not counted
-    (("sm_80", "compute_80"), (9, 0), True),  # PTX is compiled by the driver for newer GPUs
-    ((), (8, 6), False),
-])
+@pytest.mark.parametrize(
+    ("archs", "capability", "runs"),
+    [
+        (("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"), (8, 9), True),  # Ada runs sm_86 code
+        (("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"), (12, 1), True),
+        (("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"), (6, 1), False),  # Pascal
+        (("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"), (7, 0), False),  # Volta: no sm_70 code
+        (("sm_80", "sm_90a"), (9, 0), False),  # arch-specific code runs on one GPU only: not counted
+        (("sm_80", "compute_80"), (9, 0), True),  # PTX is compiled by the driver for newer GPUs
+        ((), (8, 6), False),
+    ],
+)
 def test_build_architectures_against_a_compute_capability(archs, capability, runs) -> None:
     from core.hardware.torch_build import runs_on
 

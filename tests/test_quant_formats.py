@@ -91,22 +91,35 @@ def test_compressed_tensors_current_decompressor_agrees_in_its_own_dtype(name):
     packed = load_file(str(folder / "model.safetensors"))
     lm = load_offloaded(str(folder), "cpu", torch.float32)
     for module_name, module in quantised_linears(lm).items():
-        state = {part: packed[f"{module_name}.{part}"] for part in ("weight_packed", "weight_scale", "weight_shape",
-                                                                    "weight_zero_point") if f"{module_name}.{part}" in packed}
+        state = {
+            part: packed[f"{module_name}.{part}"]
+            for part in ("weight_packed", "weight_scale", "weight_shape", "weight_zero_point")
+            if f"{module_name}.{part}" in packed
+        }
         theirs = PackedQuantizationCompressor.decompress(state, scheme)["weight"]
         assert torch.equal(module.dequantize(theirs.dtype), theirs.T), module_name
 
 
 def dense_twin(folder: Path) -> CausalLM:
     """The fixture's model in float32 with every quantised linear replaced by the tool's dequantised weight."""
-    config = LlamaConfig(**{key: value for key, value in json.loads((folder / "config.json").read_text()).items()
-                            if key != "quantization_config"})
+    config = LlamaConfig(
+        **{
+            key: value
+            for key, value in json.loads((folder / "config.json").read_text()).items()
+            if key != "quantization_config"
+        }
+    )
     config._attn_implementation = "sdpa"
     model = LlamaForCausalLM(config).float().eval()
     stored = load_file(str(folder / "model.safetensors"))
-    weights = {**{key: value for key, value in stored.items() if key.endswith(("norm.weight", "embed_tokens.weight",
-                                                                               "lm_head.weight"))},
-               **load_file(str(folder / "reference.safetensors"))}
+    weights = {
+        **{
+            key: value
+            for key, value in stored.items()
+            if key.endswith(("norm.weight", "embed_tokens.weight", "lm_head.weight"))
+        },
+        **load_file(str(folder / "reference.safetensors")),
+    }
     model.load_state_dict({key: value.float() for key, value in weights.items()}, strict=True)
     return CausalLM(model=model, name=f"{folder.name}-dense", eos_token_ids=(0,), max_context=1024)
 
@@ -135,6 +148,7 @@ def test_sequential_specexec_and_offloaded_emit_the_dense_twins_tokens(name):
 
 
 # --- packers written from the published formats ---------------------------------------------------------
+
 
 def awq_pack(values: np.ndarray) -> torch.Tensor:
     """[R, C] 4-bit values -> AWQ's int32 [R, C/8]: nibble i of word c holds column 8c + AWQ_ORDER[i] (AutoAWQ's
@@ -177,8 +191,20 @@ def test_a_tiny_awq_and_compressed_tensors_model_run_from_the_command_line(tmp_p
 
     awq, ct = (shutil.copytree(FIXTURES / name, tmp_path / name) for name in ("awq-gemm-g32", "ct-w4a16-asym-g64"))
     for target, draft in ((awq, ct), (ct, awq)):  # each a 4-bit target and a 4-bit draft
-        result = specexec("generate", "--target", str(target), "--draft", str(draft), "--prompt", "w5 w6 w7",
-                          "--max-new-tokens", "6", "--temperature", "0", "--json")
+        result = specexec(
+            "generate",
+            "--target",
+            str(target),
+            "--draft",
+            str(draft),
+            "--prompt",
+            "w5 w6 w7",
+            "--max-new-tokens",
+            "6",
+            "--temperature",
+            "0",
+            "--json",
+        )
         assert result.returncode == 0, result.stderr
         output = json.loads(result.stdout)
         assert 1 <= len(output["token_ids"]) <= 6 and output["finish_reason"] in ("eos", "length")
@@ -194,8 +220,9 @@ def test_compressed_tensors_bf16_scales_are_kept_and_a_changed_weight_shape_is_n
         load_offloaded(str(folder), "cpu", torch.float32)
 
 
-@pytest.mark.parametrize(("bits", "group", "sym"), [(3, 32, False), (8, 64, True), (8, -1, False), (4, 128, False),
-                                                   (2, 32, True)])
+@pytest.mark.parametrize(
+    ("bits", "group", "sym"), [(3, 32, False), (8, 64, True), (8, -1, False), (4, 128, False), (2, 32, True)]
+)
 def test_compressed_tensors_other_widths_with_its_own_packer(bits, group, sym):
     """compressed-tensors 0.20's own pack_to_int32 packs random weights and zero points of other widths and
     group sizes (its dense bit streams: 3-bit values straddle words); its decompressor is the reference."""
@@ -213,8 +240,13 @@ def test_compressed_tensors_other_widths_with_its_own_packer(bits, group, sym):
     q = torch.randint(low, high + 1, (n, k), generator=generator, dtype=torch.int8)
     scale = (torch.rand(n, groups, generator=generator) * 0.05 + 0.001).to(torch.bfloat16)
     state = {"weight_packed": pack_to_int32(q, bits), "weight_scale": scale, "weight_shape": torch.tensor([n, k])}
-    weights = {"num_bits": bits, "type": "int", "symmetric": sym,
-               "strategy": "channel" if group == -1 else "group", **({} if group == -1 else {"group_size": group})}
+    weights = {
+        "num_bits": bits,
+        "type": "int",
+        "symmetric": sym,
+        "strategy": "channel" if group == -1 else "group",
+        **({} if group == -1 else {"group_size": group}),
+    }
     if not sym:
         zero = torch.randint(low, high + 1, (n, groups), generator=generator, dtype=torch.int8)
         state["weight_zero_point"] = pack_to_int32(zero, bits, packed_dim=0)

@@ -20,7 +20,13 @@ from core.errors import InvalidSettingError
 from core.text.reasoning import ReasoningSplitter, ThinkingFormat, split_text, thinking_control, thinking_format
 from core.text.template_kwargs import check_template_kwargs, template_variables
 from thinking_models import (
-    ANSWER, ANSWER_TEXT, QWEN3_TEMPLATE, R1_TEMPLATE, THOUGHT, THOUGHT_TEXT, make_thinking_tokenizer,
+    ANSWER,
+    ANSWER_TEXT,
+    QWEN3_TEMPLATE,
+    R1_TEMPLATE,
+    THOUGHT,
+    THOUGHT_TEXT,
+    make_thinking_tokenizer,
     save_thinking_pair,
 )
 
@@ -35,15 +41,23 @@ OUTSIDE = ThinkingFormat()
 # The splitter
 
 
-@pytest.mark.parametrize("fmt,text,reasoning,content", [
-    (INSIDE, "\nOkay, 2 + 2.\n\nIt is 4.\n</think>\n\nThe answer is 4.", "Okay, 2 + 2.\n\nIt is 4.", "The answer is 4."),
-    (OUTSIDE, "<think>\nhmm\n</think>\n\nHi!", "hmm", "Hi!"),
-    (OUTSIDE, "\n\nHi! <think> is a tag</think>", "", "Hi! <think> is a tag</think>"),  # only a block at the start
-    (OUTSIDE, "Hello", "", "Hello"),
-    (INSIDE, "cut off while thinking  ", "cut off while thinking", ""),  # unclosed: all reasoning
-    (OUTSIDE, "<thi", "", "<thi"),  # a marker's beginning that never completed is text
-    (INSIDE, "</think>Direct.", "", "Direct."),  # an empty block
-])
+@pytest.mark.parametrize(
+    "fmt,text,reasoning,content",
+    [
+        (
+            INSIDE,
+            "\nOkay, 2 + 2.\n\nIt is 4.\n</think>\n\nThe answer is 4.",
+            "Okay, 2 + 2.\n\nIt is 4.",
+            "The answer is 4.",
+        ),
+        (OUTSIDE, "<think>\nhmm\n</think>\n\nHi!", "hmm", "Hi!"),
+        (OUTSIDE, "\n\nHi! <think> is a tag</think>", "", "Hi! <think> is a tag</think>"),  # only a block at the start
+        (OUTSIDE, "Hello", "", "Hello"),
+        (INSIDE, "cut off while thinking  ", "cut off while thinking", ""),  # unclosed: all reasoning
+        (OUTSIDE, "<thi", "", "<thi"),  # a marker's beginning that never completed is text
+        (INSIDE, "</think>Direct.", "", "Direct."),  # an empty block
+    ],
+)
 def test_the_splitter_parts_reasoning_from_content_wherever_the_pieces_break(fmt, text, reasoning, content):
     whole = split_text(text, fmt)
     assert (whole.reasoning, whole.content) == (reasoning, content)
@@ -85,8 +99,16 @@ def test_the_markers_and_where_the_answer_starts_come_from_the_template():
 def test_template_variables_from_outside_are_checked_and_narrowed_to_the_template():
     assert check_template_kwargs({"enable_thinking": False}) == {"enable_thinking": False}
     assert check_template_kwargs(None) == {}
-    for hostile in ({"add_generation_prompt": False}, {"bos_token": "x"}, {"messages": []}, {"a b": 1},
-                    {"_private": 1}, ["enable_thinking"], {f"v{i}": 1 for i in range(17)}, {"x": {1, 2}}):
+    for hostile in (
+        {"add_generation_prompt": False},
+        {"bos_token": "x"},
+        {"messages": []},
+        {"a b": 1},
+        {"_private": 1},
+        ["enable_thinking"],
+        {f"v{i}": 1 for i in range(17)},
+        {"x": {1, 2}},
+    ):
         with pytest.raises(InvalidSettingError):
             check_template_kwargs(hostile)
     qwen3, r1 = make_thinking_tokenizer(QWEN3_TEMPLATE), make_thinking_tokenizer(R1_TEMPLATE)
@@ -119,8 +141,17 @@ def _stream(pair, messages, method, **template_kwargs):
     tokenizer = target.tokenizer
     prompt = encode_prompt(tokenizer, Prompt(messages=tuple(messages), template_kwargs=template_kwargs))
     settings = DecodingSettings(method=method, tree=TreeSettings(8, 4, 4), max_new_tokens=20)
-    return list(stream_generate(target.lm, draft.lm, tokenizer, prompt, SamplingParams(temperature=0.7, seed=3),
-                                settings, thinking=thinking_format(tokenizer, messages, **template_kwargs)))
+    return list(
+        stream_generate(
+            target.lm,
+            draft.lm,
+            tokenizer,
+            prompt,
+            SamplingParams(temperature=0.7, seed=3),
+            settings,
+            thinking=thinking_format(tokenizer, messages, **template_kwargs),
+        )
+    )
 
 
 @pytest.mark.parametrize("method", ["specexec", "sequential"])
@@ -149,8 +180,11 @@ def test_enable_thinking_false_gives_the_answer_alone(qwen3_pair):
 
 
 def _answer(serve, request_id: str, messages, **settings) -> tuple[str, str, P.Finished, list]:
-    events = serve(P.Generate(request_id=request_id, messages=tuple(messages), method="specexec", seed=1,
-                              max_new_tokens=20, **settings))
+    events = serve(
+        P.Generate(
+            request_id=request_id, messages=tuple(messages), method="specexec", seed=1, max_new_tokens=20, **settings
+        )
+    )
     chunks = [e for e in events if isinstance(e, P.TokenChunk)]
     finished = next(e for e in events if isinstance(e, (P.Finished, P.Error)))
     assert isinstance(finished, P.Finished), finished
@@ -164,8 +198,15 @@ def test_the_engine_streams_reasoning_in_its_own_field(r1_pair, qwen3_pair):
     with torch_threads(1):
         for pair, control in ((r1_pair, "always"), (qwen3_pair, "switchable")):
             engine, serve = in_process_engine()
-            status = [e for e in serve(P.Load(target=pair[0], draft=pair[1], dtype="float32", device="cpu", budget=8,
-                                               max_depth=4, expand=4)) if isinstance(e, P.StatusReport)][-1]
+            status = [
+                e
+                for e in serve(
+                    P.Load(
+                        target=pair[0], draft=pair[1], dtype="float32", device="cpu", budget=8, max_depth=4, expand=4
+                    )
+                )
+                if isinstance(e, P.StatusReport)
+            ][-1]
             assert status.models["thinking"] == control
             reasoning, text, _, chunks = _answer(serve, f"{control}-1", USER)
             assert (reasoning, text) == (THOUGHT_TEXT, ANSWER_TEXT)
@@ -185,13 +226,40 @@ def test_the_engine_streams_reasoning_in_its_own_field(r1_pair, qwen3_pair):
 # The command line
 
 
-CLI_FLAGS = ["--threads", "1", "--device", "cpu", "--method", "specexec", "--budget", "8", "--max-depth", "4",
-             "--expand", "4", "--max-new-tokens", "20"]
+CLI_FLAGS = [
+    "--threads",
+    "1",
+    "--device",
+    "cpu",
+    "--method",
+    "specexec",
+    "--budget",
+    "8",
+    "--max-depth",
+    "4",
+    "--expand",
+    "4",
+    "--max-new-tokens",
+    "20",
+]
 
 
 def _generate(pair, *extra: str, tty: bool = False) -> tuple[str, str]:
-    command = [sys.executable, "-m", "core.cli.main", "generate", "--target", pair[0], "--draft", pair[1],
-               "--chat", "--prompt", "w40 w41", *CLI_FLAGS, *extra]
+    command = [
+        sys.executable,
+        "-m",
+        "core.cli.main",
+        "generate",
+        "--target",
+        pair[0],
+        "--draft",
+        pair[1],
+        "--chat",
+        "--prompt",
+        "w40 w41",
+        *CLI_FLAGS,
+        *extra,
+    ]
     if not tty:
         result = subprocess.run(command, capture_output=True, text=True, timeout=200)
         assert result.returncode == 0, result.stderr
@@ -229,8 +297,17 @@ def test_generate_shows_thinking_dimmed_on_a_terminal_and_apart_otherwise(r1_pai
 
 @pytest.mark.slow
 def test_chat_keeps_the_thinking_out_of_the_answer_and_can_turn_it_off(qwen3_pair):
-    command = [sys.executable, "-m", "core.cli.main", "chat", "--target", qwen3_pair[0], "--draft", qwen3_pair[1],
-               *CLI_FLAGS]
+    command = [
+        sys.executable,
+        "-m",
+        "core.cli.main",
+        "chat",
+        "--target",
+        qwen3_pair[0],
+        "--draft",
+        qwen3_pair[1],
+        *CLI_FLAGS,
+    ]
     result = subprocess.run(command, input="w40\nw41\n", capture_output=True, text=True, timeout=200)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split("\n") == [ANSWER_TEXT, ANSWER_TEXT, ""] and result.stderr.count(THOUGHT_TEXT) == 2
@@ -273,9 +350,12 @@ def test_the_api_sends_reasoning_content_on_the_message_and_the_deltas(client):
     assert reasoning == THOUGHT_TEXT and "".join(d.content or "" for d in deltas) == ANSWER_TEXT
     first_text = next(i for i, d in enumerate(deltas) if d.content)
     assert all(not (d.model_extra or {}).get("reasoning_content") for d in deltas[first_text:])  # thinking first
-    off = client.chat.completions.create(model="m", messages=USER, max_tokens=20, seed=1,
-                                         extra_body={"chat_template_kwargs": {"enable_thinking": False}})
-    assert off.choices[0].message.content == ANSWER_TEXT and "reasoning_content" not in off.choices[0].message.model_extra
+    off = client.chat.completions.create(
+        model="m", messages=USER, max_tokens=20, seed=1, extra_body={"chat_template_kwargs": {"enable_thinking": False}}
+    )
+    assert (
+        off.choices[0].message.content == ANSWER_TEXT and "reasoning_content" not in off.choices[0].message.model_extra
+    )
 
 
 @pytest.mark.slow
@@ -289,8 +369,9 @@ def test_the_api_takes_reasoning_content_back_in_history(client):
         client.chat.completions.create(model="m", messages=USER, extra_body={"chat_template_kwargs": {"tools": []}})
     assert refused.value.body["param"] == "chat_template_kwargs"
     with pytest.raises(openai.BadRequestError):
-        client.chat.completions.create(model="m", messages=[*USER, {"role": "assistant", "content": "x",
-                                                                     "reasoning_content": 5}])
+        client.chat.completions.create(
+            model="m", messages=[*USER, {"role": "assistant", "content": "x", "reasoning_content": 5}]
+        )
 
 
 def test_a_remote_servers_reasoning_deltas_are_read_apart():
@@ -321,13 +402,30 @@ def test_a_grammar_holds_after_the_thinking_block(inside):
 
     tokenizer = AutoTokenizer.from_pretrained(ensure_converted())
     bridge = llguidance.hf.from_tokenizer(tokenizer)
-    tool = {"type": "function", "function": {"name": "f", "parameters": {
-        "type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"], "additionalProperties": False}}}
-    cases = [(GrammarSpec("json_object"), '{"a": 1}'),
-             (GrammarSpec("lark", forced_call_grammar("hermes", (tool,))), '<tool_call>\n{"name": "f", "arguments": {"a": 1}}\n</tool_call>')]
+    tool = {
+        "type": "function",
+        "function": {
+            "name": "f",
+            "parameters": {
+                "type": "object",
+                "properties": {"a": {"type": "integer"}},
+                "required": ["a"],
+                "additionalProperties": False,
+            },
+        },
+    }
+    cases = [
+        (GrammarSpec("json_object"), '{"a": 1}'),
+        (
+            GrammarSpec("lark", forced_call_grammar("hermes", (tool,))),
+            '<tool_call>\n{"name": "f", "arguments": {"a": 1}}\n</tool_call>',
+        ),
+    ]
     thought = "Let me see: is a < b? </thi nk> is not the end.</think>\n\n"
     for spec, answer in cases:
-        grammar = llguidance.LLMatcher.grammar_from_lark(after_thinking(spec, ThinkingFormat(starts_inside=inside)).source)
+        grammar = llguidance.LLMatcher.grammar_from_lark(
+            after_thinking(spec, ThinkingFormat(starts_inside=inside)).source
+        )
 
         def accepts(text: str, grammar: str = grammar) -> bool:
             matcher = llguidance.LLMatcher(bridge, grammar, log_level=0)

@@ -21,8 +21,13 @@ from core.engine import protocol as P
 from core.engine.client import EngineClient
 from core.engine.connection import EngineConnection
 from core.errors import (
-    InvalidSettingError, RemoteAuthError, RemoteContextLengthError, RemoteNotOpenAIError, RemoteRejectedError,
-    RemoteTLSError, RemoteUnreachableError,
+    InvalidSettingError,
+    RemoteAuthError,
+    RemoteContextLengthError,
+    RemoteNotOpenAIError,
+    RemoteRejectedError,
+    RemoteTLSError,
+    RemoteUnreachableError,
 )
 from core.remote.check import check_endpoint
 from core.remote.endpoint import Endpoint, normalise_base_url
@@ -71,34 +76,42 @@ def drain(engine: RemoteEngine, request_id: str | None = None, timeout: float = 
 # Addresses and what servers send (pure functions)
 
 
-@pytest.mark.parametrize("given, expected", [
-    ("192.168.1.20:8765", "http://192.168.1.20:8765/v1"),
-    ("http://GPU-box:8000/", "http://gpu-box:8000/v1"),
-    ("http://localhost:11434/v1/", "http://localhost:11434/v1"),
-    ("https://example.com/api/v1/chat/completions", "https://example.com/api/v1"),
-    ("  http://[::1]:8080/v1/models ", "http://[::1]:8080/v1"),
-])
+@pytest.mark.parametrize(
+    "given, expected",
+    [
+        ("192.168.1.20:8765", "http://192.168.1.20:8765/v1"),
+        ("http://GPU-box:8000/", "http://gpu-box:8000/v1"),
+        ("http://localhost:11434/v1/", "http://localhost:11434/v1"),
+        ("https://example.com/api/v1/chat/completions", "https://example.com/api/v1"),
+        ("  http://[::1]:8080/v1/models ", "http://[::1]:8080/v1"),
+    ],
+)
 def test_addresses_people_paste_become_the_api_root(given, expected):
     assert normalise_base_url(given) == expected
 
 
-@pytest.mark.parametrize("given, words", [
-    ("", "empty"),
-    ("ftp://host/v1", "http:// or https://"),
-    ("http://user:secret@host/v1", "API key in its own field"),
-    ("http://host/v1?key=1", "query"),
-    ("http://host:99999/v1", "port"),
-    ("http://host /v1", "spaces"),
-    ("http:///v1", "no host"),
-    ("http://" + "a" * 3000, "longer than"),
-])
+@pytest.mark.parametrize(
+    "given, words",
+    [
+        ("", "empty"),
+        ("ftp://host/v1", "http:// or https://"),
+        ("http://user:secret@host/v1", "API key in its own field"),
+        ("http://host/v1?key=1", "query"),
+        ("http://host:99999/v1", "port"),
+        ("http://host /v1", "spaces"),
+        ("http:///v1", "no host"),
+        ("http://" + "a" * 3000, "longer than"),
+    ],
+)
 def test_unusable_addresses_are_refused_in_plain_words(given, words):
     with pytest.raises(InvalidSettingError, match=words):
         normalise_base_url(given)
 
 
 def test_a_key_that_cannot_travel_as_a_header_is_refused_without_repeating_it():
-    assert Endpoint.from_address("h", "  sk-abc\n").api_key == "sk-abc" and Endpoint.from_address("h", " ").api_key is None
+    assert (
+        Endpoint.from_address("h", "  sk-abc\n").api_key == "sk-abc" and Endpoint.from_address("h", " ").api_key is None
+    )
     for bad in ("sk-a b", "sk-\x00", "sk-é"):
         with pytest.raises(InvalidSettingError, match="copy it again") as caught:
             Endpoint.from_address("h", bad)
@@ -114,12 +127,30 @@ def test_a_key_over_plain_http_is_flagged_only_off_the_private_network():
 
 
 def test_model_lists_are_read_defensively():
-    vllm = {"object": "list", "data": [{"id": "llama-70b", "max_model_len": 32768},
-                                       {"id": "qwen", "meta": {"n_ctx": 4096}}, {"id": "llama-70b"}]}
+    vllm = {
+        "object": "list",
+        "data": [
+            {"id": "llama-70b", "max_model_len": 32768},
+            {"id": "qwen", "meta": {"n_ctx": 4096}},
+            {"id": "llama-70b"},
+        ],
+    }
     assert [(m.id, m.context_length) for m in parse_model_list(vllm, "s")] == [("llama-70b", 32768), ("qwen", 4096)]
-    bare = [{"id": "a", "context_length": True}, {"id": ""}, {"id": 7}, {"id": "b\x00c"}, "junk", {"id": "x" * 300},
-            {"id": "ok", "specexec": {"max_context": 4096}}, {"id": "huge", "context_length": 10**12}]
-    assert [(m.id, m.context_length) for m in parse_model_list(bare, "s")] == [("a", None), ("ok", 4096), ("huge", None)]
+    bare = [
+        {"id": "a", "context_length": True},
+        {"id": ""},
+        {"id": 7},
+        {"id": "b\x00c"},
+        "junk",
+        {"id": "x" * 300},
+        {"id": "ok", "specexec": {"max_context": 4096}},
+        {"id": "huge", "context_length": 10**12},
+    ]
+    assert [(m.id, m.context_length) for m in parse_model_list(bare, "s")] == [
+        ("a", None),
+        ("ok", 4096),
+        ("huge", None),
+    ]
     for junk in ({"data": "x"}, "<html>", {"models": []}, None):
         with pytest.raises(RemoteNotOpenAIError, match="not a model list"):
             parse_model_list(junk, "s")
@@ -133,7 +164,9 @@ def test_stream_chunks_are_read_defensively():
     last = parse_chunk({"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 2}})
     assert last.usage is not None and (last.usage.prompt_tokens, last.usage.completion_tokens) == (5, 2)
     assert parse_chunk({"choices": [{"text": "t", "finish_reason": "length"}]}).finish_reason == "length"
-    assert parse_chunk({"choices": [{"delta": {}}], "usage": {"prompt_tokens": -1, "completion_tokens": 2}}).usage is None
+    assert (
+        parse_chunk({"choices": [{"delta": {}}], "usage": {"prompt_tokens": -1, "completion_tokens": 2}}).usage is None
+    )
     with pytest.raises(RemoteNotOpenAIError):
         parse_chunk({"choices": [{"delta": {"content": 42}}]})
     with pytest.raises(RemoteNotOpenAIError):
@@ -150,8 +183,10 @@ def test_error_answers_become_plain_words():
     assert isinstance(not_openai, RemoteNotOpenAIError) and "404 Not Found" in not_openai.details
     assert "<" not in not_openai.details  # the tags are gone
     assert isinstance(error_from_body({"detail": "model 'x' not found"}, 404, "box"), RemoteRejectedError)
-    assert error_from_body({"object": "error", "message": "context length exceeded", "code": 400}, 400, "b").kind \
+    assert (
+        error_from_body({"object": "error", "message": "context length exceeded", "code": 400}, 400, "b").kind
         == "context_length"
+    )
     assert error_from_body("overloaded", 503, "box").kind == "remote_server"
     assert refused_field({"error": {"message": "bad", "param": "seed"}}, ["seed", "top_k"]) == "seed"
     assert refused_field("unsupported parameter: top_k", ["seed", "top_k"]) == "top_k"
@@ -169,8 +204,11 @@ def test_both_engines_speak_one_interface():
 
 def test_the_check_lists_every_model_and_gets_a_short_answer(other):
     check = check_endpoint(Endpoint(other, KEY))
-    assert [(m.id, m.context_length) for m in check.models] == [("alpha-7b", 8192), ("beta-13b", None),
-                                                                 ("strict-3b", None)]
+    assert [(m.id, m.context_length) for m in check.models] == [
+        ("alpha-7b", 8192),
+        ("beta-13b", None),
+        ("strict-3b", None),
+    ]
     assert check.model == "alpha-7b" and check.reply.startswith("You said: Reply with one word: hello.")
     assert check.refused == frozenset()
     strict = check_endpoint(Endpoint(other, KEY), "strict-3b")
@@ -191,9 +229,15 @@ def test_a_stream_without_usage_or_done_is_a_complete_answer(engine, other):
     assert (finished.prompt_tokens, finished.generated_tokens) == (0, 0)  # the server does not count
     assert time.monotonic() - started < 9 * 0.02 + 1.5  # the closed connection ended it, not a timeout
     sent = server_state(other)["last_request"]
-    assert {k: sent[k] for k in ("model", "max_tokens", "seed", "temperature", "top_p", "stop", "stream")} == \
-        {"model": "alpha-7b", "max_tokens": 9, "seed": 5, "temperature": 0.3, "top_p": 0.8, "stop": ["zz"],
-         "stream": True}
+    assert {k: sent[k] for k in ("model", "max_tokens", "seed", "temperature", "top_p", "stop", "stream")} == {
+        "model": "alpha-7b",
+        "max_tokens": 9,
+        "seed": 5,
+        "temperature": 0.3,
+        "top_p": 0.8,
+        "stop": ["zz"],
+        "stream": True,
+    }
     assert "top_k" not in sent and "repetition_penalty" not in sent  # left out at their neutral values
     natural = engine.generate(HELLO, max_new_tokens=100)
     _text, events = drain(engine, natural)
@@ -323,8 +367,12 @@ def test_nothing_listening_is_unreachable():
 def test_a_plain_web_server_is_not_an_openai_server(tmp_path):
     (tmp_path / "index.html").write_text("<html><body>My photos</body></html>")
     port = free_port()
-    web = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"], cwd=tmp_path,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    web = subprocess.Popen(
+        [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         wait_until(lambda: _accepts(port), timeout=20)
         with pytest.raises(RemoteNotOpenAIError, match="no OpenAI API at this address") as caught:
@@ -346,8 +394,26 @@ def _accepts(port: int) -> bool:
 def self_signed(tmp_path_factory):
     folder = tmp_path_factory.mktemp("tls")
     cert, key = folder / "cert.pem", folder / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1",
-                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
+    )
     return cert, key
 
 
@@ -383,7 +449,11 @@ def test_without_a_keyring_keys_go_to_a_file_only_the_user_can_read(config_home)
     assert save_key("http://a:1/v1", " sk-a ") == str(keys_file())
     save_key("http://b:2/v1", "sk-b")
     assert stat.S_IMODE(keys_file().stat().st_mode) == 0o600
-    assert (stored_key("http://a:1/v1"), stored_key("http://b:2/v1"), stored_key("http://c/v1")) == ("sk-a", "sk-b", None)
+    assert (stored_key("http://a:1/v1"), stored_key("http://b:2/v1"), stored_key("http://c/v1")) == (
+        "sk-a",
+        "sk-b",
+        None,
+    )
     assert delete_key("http://a:1/v1") and stored_key("http://a:1/v1") is None and stored_key("http://b:2/v1") == "sk-b"
     save_key("http://b:2/v1", "")  # an empty key forgets it
     assert not keys_file().exists()
@@ -404,8 +474,10 @@ def test_with_a_keyring_the_key_goes_there(config_home, dict_keyring):
 @pytest.fixture
 def chat(capsys) -> Callable[..., subprocess.CompletedProcess]:
     """`specexec chat ARGS` in this process, reading `script` as piped input."""
+
     def run(*args: str, script: str) -> subprocess.CompletedProcess:
         return run_cli(capsys, "chat", *args, stdin=script)
+
     return run
 
 
@@ -413,12 +485,22 @@ def test_terminal_chat_through_a_remote_server_keeps_the_history(other, config_h
     from core.remote.key_store import save_key
 
     save_key(other, KEY)  # as the app keeps it: `chat --remote` finds it without --api-key
-    result = chat("--remote", other.removesuffix("/v1"), "--model", "beta-13b", "--max-new-tokens", "5",
-                  "--seed", "2", script="hello there\n/system be brief\nsecond question\n")
+    result = chat(
+        "--remote",
+        other.removesuffix("/v1"),
+        "--model",
+        "beta-13b",
+        "--max-new-tokens",
+        "5",
+        "--seed",
+        "2",
+        script="hello there\n/system be brief\nsecond question\n",
+    )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines() == [" ".join(answer_words({"messages": [{"role": "user", "content": q}],
-                                                                 "seed": 2, "max_tokens": 5})[0])
-                                          for q in ("hello there", "second question")]
+    assert result.stdout.splitlines() == [
+        " ".join(answer_words({"messages": [{"role": "user", "content": q}], "seed": 2, "max_tokens": 5})[0])
+        for q in ("hello there", "second question")
+    ]
     assert "chatting with beta-13b on" in result.stderr
     sent = server_state(other)["last_request"]
     assert [m["role"] for m in sent["messages"]] == ["system", "user", "assistant", "user"]

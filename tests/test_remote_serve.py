@@ -19,7 +19,20 @@ from test_engine import save_tiny_pair
 pytestmark = pytest.mark.timeout(300)
 
 KEY = "sk-remote-test"
-SMALL = ["--threads", "1", "--method", "specexec", "--budget", "8", "--max-depth", "4", "--expand", "4", "--device", "cpu"]
+SMALL = [
+    "--threads",
+    "1",
+    "--method",
+    "specexec",
+    "--budget",
+    "8",
+    "--max-depth",
+    "4",
+    "--expand",
+    "4",
+    "--device",
+    "cpu",
+]
 QUESTION = [{"role": "user", "content": "Why is the sky blue?"}]
 
 
@@ -59,7 +72,8 @@ def test_a_remote_specexec_serve_answers_like_its_own_api(keyed):
     assert [(m.id, m.context_length) for m in check.models] == [("builtin", 4096)]
     assert check.reply and check.refused == frozenset()
     official = openai.OpenAI(base_url=keyed, api_key=KEY, max_retries=0, timeout=120).chat.completions.create(
-        model="builtin", messages=QUESTION, max_tokens=8, seed=77, temperature=0.9, top_p=0.95)
+        model="builtin", messages=QUESTION, max_tokens=8, seed=77, temperature=0.9, top_p=0.95
+    )
     engine = RemoteEngine(Endpoint(keyed, KEY, "gpu box"))
     try:
         engine.start()

@@ -10,8 +10,18 @@ from core.errors import InvalidSettingError
 from core.decoding.device_io import gpu_semantics
 from core.decoding.keyed_random import STREAM_TOKEN, keyed_gumbels, keyed_uniforms, philox4x32
 from core.decoding.sampling import (
-    DRAW_BLOCK, SamplingParams, apply_repetition_penalty, apply_top_k, apply_top_p, draft_logprobs, draft_top_k,
-    draw_slots, gumbel_pick, position_noise, process_logits, sample_token,
+    DRAW_BLOCK,
+    SamplingParams,
+    apply_repetition_penalty,
+    apply_top_k,
+    apply_top_p,
+    draft_logprobs,
+    draft_top_k,
+    draw_slots,
+    gumbel_pick,
+    position_noise,
+    process_logits,
+    sample_token,
 )
 
 INF = -math.inf
@@ -99,7 +109,11 @@ def uniform_reference(seed, position, stream, index):
 PHILOX_KAT = [
     ((0, 0, 0, 0), (0, 0), (0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8)),
     ((MASK32,) * 4, (MASK32, MASK32), (0x408F276D, 0x41C83B0E, 0xA20BC7C6, 0x6D5451FD)),
-    ((0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344), (0xA4093822, 0x299F31D0), (0xD16CFE09, 0x94FDCCEB, 0x5001E420, 0x24126EA1)),
+    (
+        (0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344),
+        (0xA4093822, 0x299F31D0),
+        (0xD16CFE09, 0x94FDCCEB, 0x5001E420, 0x24126EA1),
+    ),
 ]
 
 # The generator's first values, pinned: (seed, position, stream, index) -> u. Every device's implementation
@@ -238,7 +252,9 @@ def test_draft_logprobs_truncation_renormalises():
     assert torch.allclose(lp.exp(), torch.tensor([2 / 3, 1 / 3, 0, 0], dtype=torch.float64))
 
 
-@pytest.mark.parametrize("kwargs", [dict(temperature=-1), dict(top_p=0), dict(top_p=1.5), dict(top_k=-1), dict(repetition_penalty=0)])
+@pytest.mark.parametrize(
+    "kwargs", [dict(temperature=-1), dict(top_p=0), dict(top_p=1.5), dict(top_k=-1), dict(repetition_penalty=0)]
+)
 def test_bad_settings_raise(kwargs):
     with pytest.raises(InvalidSettingError):
         SamplingParams(**kwargs)

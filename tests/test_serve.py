@@ -21,8 +21,20 @@ import pytest
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 KEY = "sk-test-key"
-FLAGS = ["--threads", "1", "--method", "specexec", "--budget", "8", "--max-depth", "4", "--expand", "4",
-         "--device", "cpu"]
+FLAGS = [
+    "--threads",
+    "1",
+    "--method",
+    "specexec",
+    "--budget",
+    "8",
+    "--max-depth",
+    "4",
+    "--expand",
+    "4",
+    "--device",
+    "cpu",
+]
 QUESTION = [{"role": "user", "content": "Why is the sky blue?"}]
 
 
@@ -31,7 +43,9 @@ def served():
     """A `specexec serve --port 0` process and its base URL. Stopped with SIGTERM, which must exit 0."""
     process = subprocess.Popen(
         [sys.executable, "-m", "core.cli.main", "serve", "--port", "0", "--api-key", KEY, *FLAGS],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     lines = []
     try:
@@ -69,7 +83,9 @@ def health(url: str) -> dict:
 def test_models_lists_the_target(client):
     models = client.models.list().data
     assert [m.id for m in models] == ["builtin"]
-    assert models[0].specexec["draft"] == "builtin-draft" and models[0].specexec["max_context"] == 4096  # the planned context
+    assert (
+        models[0].specexec["draft"] == "builtin-draft" and models[0].specexec["max_context"] == 4096
+    )  # the planned context
 
 
 def test_wrong_or_missing_key_is_401_in_openai_format(server):
@@ -159,24 +175,29 @@ def test_the_built_in_pair_calls_tools_in_the_hermes_format(client):
     tool = openai.pydantic_function_tool(Person, name="final_result")
     assert "$defs" in tool["function"]["parameters"]
     ask = [{"role": "user", "content": "Describe Ada, who lives in Oslo."}]
-    answer = client.chat.completions.create(model="builtin", messages=ask, tools=[tool], tool_choice="required",
-                                            max_tokens=300, seed=2)
+    answer = client.chat.completions.create(
+        model="builtin", messages=ask, tools=[tool], tool_choice="required", max_tokens=300, seed=2
+    )
     call = answer.choices[0].message.tool_calls[0]
     assert answer.choices[0].finish_reason == "tool_calls" and call.function.name == "final_result"
     Person.model_validate_json(call.function.arguments)
-    stream = client.chat.completions.create(model="builtin", messages=ask, tools=[tool], tool_choice="required",
-                                            max_tokens=300, seed=2, stream=True)
+    stream = client.chat.completions.create(
+        model="builtin", messages=ask, tools=[tool], tool_choice="required", max_tokens=300, seed=2, stream=True
+    )
     pieces = [d for chunk in stream if chunk.choices for d in chunk.choices[0].delta.tool_calls or ()]
     assert pieces[0].function.name == "final_result" and len(pieces) > 3  # the arguments grow piece by piece
     assert "".join(p.function.arguments or "" for p in pieces) == call.function.arguments  # same seed, same call
-    cut = client.chat.completions.create(model="builtin", messages=ask, tools=[tool], tool_choice="required",
-                                         max_tokens=3, seed=2)
+    cut = client.chat.completions.create(
+        model="builtin", messages=ask, tools=[tool], tool_choice="required", max_tokens=3, seed=2
+    )
     assert cut.choices[0].finish_reason == "length" and not cut.choices[0].message.content
 
 
 def test_a_nested_schema_the_grammar_cannot_read_names_the_tools(client):
-    broken = {"type": "function", "function": {"name": "f", "parameters": {
-        "type": "object", "properties": {"a": {"$ref": "#/$defs/Missing"}}}}}
+    broken = {
+        "type": "function",
+        "function": {"name": "f", "parameters": {"type": "object", "properties": {"a": {"$ref": "#/$defs/Missing"}}}},
+    }
     with pytest.raises(openai.BadRequestError) as caught:
         client.chat.completions.create(model="builtin", messages=QUESTION, tools=[broken], tool_choice="required")
     assert caught.value.param == "tools" and caught.value.code == "invalid_schema"
@@ -184,17 +205,25 @@ def test_a_nested_schema_the_grammar_cannot_read_names_the_tools(client):
 
 
 def test_requests_for_another_model_are_404(client):
-    for call in (lambda: client.chat.completions.create(model="gpt-4o", messages=QUESTION, max_tokens=2),
-                 lambda: client.completions.create(model="gpt-4o", prompt="Hi", max_tokens=2)):
+    for call in (
+        lambda: client.chat.completions.create(model="gpt-4o", messages=QUESTION, max_tokens=2),
+        lambda: client.completions.create(model="gpt-4o", prompt="Hi", max_tokens=2),
+    ):
         with pytest.raises(openai.NotFoundError) as caught:
             call()
         assert caught.value.code == "model_not_found" and "builtin" in caught.value.message
     assert client.chat.completions.create(model="builtin", messages=QUESTION, max_tokens=1).model == "builtin"
 
 
-PERSON = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 10},
-                                           "age": {"type": "integer", "minimum": 0, "maximum": 99}},
-          "required": ["name", "age"], "additionalProperties": False}
+PERSON = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "maxLength": 10},
+        "age": {"type": "integer", "minimum": 0, "maximum": 99},
+    },
+    "required": ["name", "age"],
+    "additionalProperties": False,
+}
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -203,38 +232,60 @@ def test_json_mode_and_a_json_schema_always_parse(client, seed):
     every seed, including with SpecExec's trees (the server's method)."""
     ask = [{"role": "user", "content": "Describe a person as JSON."}]
     answer = client.chat.completions.create(
-        model="builtin", messages=ask, seed=seed, max_tokens=40, temperature=0.9,
-        response_format={"type": "json_schema", "json_schema": {"name": "person", "schema": PERSON, "strict": True}})
+        model="builtin",
+        messages=ask,
+        seed=seed,
+        max_tokens=40,
+        temperature=0.9,
+        response_format={"type": "json_schema", "json_schema": {"name": "person", "schema": PERSON, "strict": True}},
+    )
     person = json.loads(answer.choices[0].message.content)
     assert set(person) == {"name", "age"} and isinstance(person["age"], int)
     assert answer.choices[0].finish_reason == "stop" and answer.specexec["method"] == "specexec"
-    mode = client.chat.completions.create(model="builtin", messages=ask, seed=seed, max_tokens=60,
-                                          response_format={"type": "json_object"})
+    mode = client.chat.completions.create(
+        model="builtin", messages=ask, seed=seed, max_tokens=60, response_format={"type": "json_object"}
+    )
     text = mode.choices[0].message.content
     assert isinstance(json.loads(text), dict) if mode.choices[0].finish_reason == "stop" else text.startswith("{")
 
 
 def test_a_schema_the_grammar_engine_cannot_use_is_a_clear_400(client):
     with pytest.raises(openai.BadRequestError) as caught:
-        client.chat.completions.create(model="builtin", messages=QUESTION, max_tokens=4, response_format={
-            "type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object", "$ref": "#/nowhere"}}})
+        client.chat.completions.create(
+            model="builtin",
+            messages=QUESTION,
+            max_tokens=4,
+            response_format={
+                "type": "json_schema",
+                "json_schema": {"name": "x", "schema": {"type": "object", "$ref": "#/nowhere"}},
+            },
+        )
     assert "cannot be used" in caught.value.message
 
 
 def test_logprobs_come_with_every_token_streamed_or_not(client):
     """Each token's log-probability and its alternatives, in OpenAI's shape; greedy reports the model's own
     distribution, so the chosen token is the most likely one."""
-    answer = client.chat.completions.create(model="builtin", messages=QUESTION, max_tokens=8, temperature=0,
-                                            logprobs=True, top_logprobs=3)
+    answer = client.chat.completions.create(
+        model="builtin", messages=QUESTION, max_tokens=8, temperature=0, logprobs=True, top_logprobs=3
+    )
     content = answer.choices[0].logprobs.content
     assert "".join(t.token for t in content) == answer.choices[0].message.content and len(content) == 8
     for token in content:
         assert token.logprob <= 0 and len(token.top_logprobs) == 3
-        assert token.top_logprobs[0].token == token.token and token.top_logprobs[0].logprob == pytest.approx(token.logprob)
+        assert token.top_logprobs[0].token == token.token and token.top_logprobs[0].logprob == pytest.approx(
+            token.logprob
+        )
         assert [t.logprob for t in token.top_logprobs] == sorted((t.logprob for t in token.top_logprobs), reverse=True)
-    streamed = client.chat.completions.create(model="builtin", messages=QUESTION, max_tokens=8, temperature=0,
-                                              logprobs=True, top_logprobs=3, stream=True)
-    tokens = [t for chunk in streamed if chunk.choices and chunk.choices[0].logprobs for t in chunk.choices[0].logprobs.content]
+    streamed = client.chat.completions.create(
+        model="builtin", messages=QUESTION, max_tokens=8, temperature=0, logprobs=True, top_logprobs=3, stream=True
+    )
+    tokens = [
+        t
+        for chunk in streamed
+        if chunk.choices and chunk.choices[0].logprobs
+        for t in chunk.choices[0].logprobs.content
+    ]
     assert [t.token for t in tokens] == [t.token for t in content]  # the prompt's KV may be reused: equal to rounding
     assert [t.logprob for t in tokens] == pytest.approx([t.logprob for t in content], abs=1e-4)
     text = client.completions.create(model="builtin", prompt="The sky is", max_tokens=4, temperature=0, logprobs=2)
@@ -254,8 +305,12 @@ def _open_stream(url: str, max_tokens: int) -> tuple[http.client.HTTPConnection,
     host, port = url.removeprefix("http://").removesuffix("/v1").split(":")
     connection = http.client.HTTPConnection(host, int(port), timeout=60)
     body = {"model": "builtin", "messages": QUESTION, "max_tokens": max_tokens, "stream": True, "seed": 3}
-    connection.request("POST", "/v1/chat/completions", json.dumps(body),
-                       {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"})
+    connection.request(
+        "POST",
+        "/v1/chat/completions",
+        json.dumps(body),
+        {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"},
+    )
     response = connection.getresponse()
     assert response.status == 200
     return connection, response
@@ -294,8 +349,9 @@ def test_two_clients_at_once_are_both_answered_as_if_alone(client):
     results: dict[int, str] = {}
 
     def ask(seed: int) -> None:
-        answer = client.chat.completions.create(model="builtin", messages=QUESTION, max_tokens=6, seed=seed,
-                                                temperature=1.0)
+        answer = client.chat.completions.create(
+            model="builtin", messages=QUESTION, max_tokens=6, seed=seed, temperature=1.0
+        )
         results[seed] = answer.choices[0].message.content
 
     threads = [threading.Thread(target=ask, args=(seed,)) for seed in (11, 12)]

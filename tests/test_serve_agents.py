@@ -59,9 +59,18 @@ def client(server):
     return openai.OpenAI(base_url=server, api_key=KEY, max_retries=0, timeout=120)
 
 
-WEATHER = {"type": "function", "name": "get_weather", "description": "Weather in a city", "strict": True,
-           "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 10}},
-                          "required": ["city"], "additionalProperties": False}}
+WEATHER = {
+    "type": "function",
+    "name": "get_weather",
+    "description": "Weather in a city",
+    "strict": True,
+    "parameters": {
+        "type": "object",
+        "properties": {"city": {"type": "string", "maxLength": 10}},
+        "required": ["city"],
+        "additionalProperties": False,
+    },
+}
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -73,13 +82,26 @@ def test_a_response_whole_and_streamed(client):
     """Instructions and input become the chat the model reads; the answer is one message item, streamed as
     the events the client's types read (created, item added, text deltas, done, completed) with the same
     text; a cut answer is "incomplete" for max_output_tokens; usage is reported."""
-    whole = client.responses.create(model="m", instructions="Be brief.", input="w10 w11", max_output_tokens=5,
-                                    extra_body={"seed": 4, "temperature": 0})
+    whole = client.responses.create(
+        model="m",
+        instructions="Be brief.",
+        input="w10 w11",
+        max_output_tokens=5,
+        extra_body={"seed": 4, "temperature": 0},
+    )
     assert whole.status == "incomplete" and whole.incomplete_details.reason == "max_output_tokens"
     assert [item.type for item in whole.output] == ["message"] and whole.output_text
     assert whole.usage.output_tokens == 5 and whole.usage.input_tokens > 5
-    events = list(client.responses.create(model="m", instructions="Be brief.", input="w10 w11", max_output_tokens=5,
-                                          stream=True, extra_body={"seed": 4, "temperature": 0}))
+    events = list(
+        client.responses.create(
+            model="m",
+            instructions="Be brief.",
+            input="w10 w11",
+            max_output_tokens=5,
+            stream=True,
+            extra_body={"seed": 4, "temperature": 0},
+        )
+    )
     kinds = [event.type for event in events]
     assert kinds[:2] == ["response.created", "response.in_progress"] and kinds[-1] == "response.incomplete"
     assert "response.output_item.added" in kinds and "response.output_text.done" in kinds
@@ -92,19 +114,30 @@ def test_a_response_whole_and_streamed(client):
 def test_function_tools_calls_and_their_outputs(client):
     """tool_choice required: a function_call item (its arguments match the schema), streamed with argument
     deltas; the call and its output go back in `input` and are read (more input tokens)."""
-    first = client.responses.create(model="m", input="What is the weather in Oslo?", tools=[WEATHER],
-                                    tool_choice="required", extra_body={"seed": 1})
+    first = client.responses.create(
+        model="m", input="What is the weather in Oslo?", tools=[WEATHER], tool_choice="required", extra_body={"seed": 1}
+    )
     call = first.output[-1]
     assert call.type == "function_call" and call.name == "get_weather" and first.status == "completed"
     assert set(json.loads(call.arguments)) == {"city"}
-    events = list(client.responses.create(model="m", input="What is the weather in Oslo?", tools=[WEATHER],
-                                          tool_choice={"type": "function", "name": "get_weather"}, stream=True,
-                                          extra_body={"seed": 1}))
+    events = list(
+        client.responses.create(
+            model="m",
+            input="What is the weather in Oslo?",
+            tools=[WEATHER],
+            tool_choice={"type": "function", "name": "get_weather"},
+            stream=True,
+            extra_body={"seed": 1},
+        )
+    )
     deltas = [e.delta for e in events if e.type == "response.function_call_arguments.delta"]
     done = next(e for e in events if e.type == "response.function_call_arguments.done")
     assert len(deltas) > 1 and "".join(deltas) == done.arguments == call.arguments  # same seed, same call
-    follow_up = [{"role": "user", "content": "What is the weather in Oslo?"}, call.model_dump(exclude_none=True),
-                 {"type": "function_call_output", "call_id": call.call_id, "output": "w40 w41 w42 w43 w44 w45"}]
+    follow_up = [
+        {"role": "user", "content": "What is the weather in Oslo?"},
+        call.model_dump(exclude_none=True),
+        {"type": "function_call_output", "call_id": call.call_id, "output": "w40 w41 w42 w43 w44 w45"},
+    ]
     answer = client.responses.create(model="m", input=follow_up, tools=[WEATHER], max_output_tokens=3)
     assert answer.usage.input_tokens > first.usage.input_tokens and answer.output
 
@@ -112,8 +145,12 @@ def test_function_tools_calls_and_their_outputs(client):
 @pytest.mark.slow
 def test_structured_output_and_refusals_in_words(client):
     schema = Person.model_json_schema()
-    answer = client.responses.create(model="m", input=ASK, extra_body={"seed": 2}, text={"format": {
-        "type": "json_schema", "name": "person", "schema": schema}})
+    answer = client.responses.create(
+        model="m",
+        input=ASK,
+        extra_body={"seed": 2},
+        text={"format": {"type": "json_schema", "name": "person", "schema": schema}},
+    )
     Person.model_validate_json(answer.output_text)
     with pytest.raises(openai.BadRequestError) as refused:
         client.responses.create(model="m", input="w10", previous_response_id="resp_123")
@@ -122,8 +159,9 @@ def test_structured_output_and_refusals_in_words(client):
         client.responses.create(model="m", input="w10", tools=[{"type": "web_search"}])
     assert refused.value.param == "tools[0].type" and "function tools" in refused.value.message
     with pytest.raises(openai.BadRequestError) as refused:
-        client.responses.create(model="m", input=[{"role": "user", "content": [{"type": "input_image",
-                                                                                 "image_url": "x"}]}])
+        client.responses.create(
+            model="m", input=[{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]
+        )
     assert refused.value.param == "input[0].content"
     with pytest.raises(openai.NotFoundError):
         client.responses.create(model="gpt-5", input="w10")
@@ -142,8 +180,11 @@ def test_reasoning_items_of_a_model_that_thinks(tmp_path):
         events = list(client.responses.create(model="m", input="w40 w41", max_output_tokens=20, stream=True))
         thought = "".join(e.delta for e in events if e.type == "response.reasoning_text.delta")
         assert thought == THOUGHT_TEXT and events[-1].response.output_text == ANSWER_TEXT
-        history = [{"role": "user", "content": "w40 w41"}, *[item.model_dump(exclude_none=True) for item in answer.output],
-                   {"role": "user", "content": "w42"}]
+        history = [
+            {"role": "user", "content": "w40 w41"},
+            *[item.model_dump(exclude_none=True) for item in answer.output],
+            {"role": "user", "content": "w42"},
+        ]
         with_thought = client.responses.create(model="m", input=history, max_output_tokens=20)
         without = client.responses.create(model="m", input=[history[0], history[2], history[3]], max_output_tokens=20)
         assert with_thought.usage.input_tokens == without.usage.input_tokens + 5  # <think> w20 w21 w22 </think>
@@ -175,11 +216,19 @@ def test_openai_agents_on_its_default_responses_path(server):
         calls.append(city)
         return "sunny"
 
-    model = OpenAIResponsesModel(model="m", openai_client=openai.AsyncOpenAI(base_url=server, api_key=KEY, max_retries=0))
+    model = OpenAIResponsesModel(
+        model="m", openai_client=openai.AsyncOpenAI(base_url=server, api_key=KEY, max_retries=0)
+    )
     # turn 1 must call the tool; turn 2 (tool_choice back to auto) answers in the output type's schema, which
     # a random model can finish (a free answer would run to max_tokens, which an agent takes as a failure)
-    agent = Agent(name="people", instructions="Look the weather up, then describe the person.", model=model,
-                  tools=[get_weather], output_type=Person, model_settings=ModelSettings(tool_choice="required"))
+    agent = Agent(
+        name="people",
+        instructions="Look the weather up, then describe the person.",
+        model=model,
+        tools=[get_weather],
+        output_type=Person,
+        model_settings=ModelSettings(tool_choice="required"),
+    )
     result = asyncio.run(Runner.run(agent, ASK, max_turns=3))
     assert len(calls) == 1 and isinstance(result.final_output, Person)
     assert isinstance(result.final_output.home, Address)
@@ -258,8 +307,13 @@ reply = litellm.completion(model="openai/m", api_base={server!r}, api_key={KEY!r
                            frequency_penalty=0.5, drop_params=True, seed=3)
 print(json.dumps({{"finish": reply.choices[0].finish_reason, "tokens": reply.usage.completion_tokens}}))
 """
-    result = subprocess.run([str(LITELLM_PYTHON), "-c", script], capture_output=True, text=True, timeout=240,
-                            env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
+    result = subprocess.run(
+        [str(LITELLM_PYTHON), "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     out = json.loads(result.stdout.strip().splitlines()[-1])
     assert out == {"finish": "length", "tokens": 4} or out["finish"] == "stop"

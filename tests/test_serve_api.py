@@ -29,11 +29,38 @@ pytestmark = pytest.mark.timeout(300)
 
 KEY = "sk-tools-test-key"
 ORIGIN = "http://localhost:5173"
-FLAGS = ["--served-model-name", "m", "--threads", "1", "--device", "cpu", "--method", "specexec", "--budget", "8",
-         "--max-depth", "4", "--expand", "4",
-         "--max-new-tokens", "6", "--max-queue", "1", "--keepalive", "0.3", "--allowed-origins", ORIGIN]
-WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Weather in a city",
-                                            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}
+FLAGS = [
+    "--served-model-name",
+    "m",
+    "--threads",
+    "1",
+    "--device",
+    "cpu",
+    "--method",
+    "specexec",
+    "--budget",
+    "8",
+    "--max-depth",
+    "4",
+    "--expand",
+    "4",
+    "--max-new-tokens",
+    "6",
+    "--max-queue",
+    "1",
+    "--keepalive",
+    "0.3",
+    "--allowed-origins",
+    ORIGIN,
+]
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Weather in a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+    },
+}
 QUESTION = [{"role": "user", "content": "w10 w11 w12"}]
 LITELLM_PYTHON = Path(__file__).resolve().parents[1] / ".venv-litellm" / "bin" / "python"
 
@@ -53,9 +80,25 @@ def tool_models(tmp_path_factory) -> tuple[str, str]:
 
 def start_server(models: tuple[str, str], *extra: str) -> tuple[subprocess.Popen, str]:
     process = subprocess.Popen(
-        [sys.executable, "-m", "core.cli.main", "serve", "--port", "0", "--api-key", KEY, "--target", models[0],
-         "--draft", models[1], *FLAGS, *extra],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "core.cli.main",
+            "serve",
+            "--port",
+            "0",
+            "--api-key",
+            KEY,
+            "--target",
+            models[0],
+            "--draft",
+            models[1],
+            *FLAGS,
+            *extra,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     lines = []
     for line in process.stdout:
@@ -141,10 +184,26 @@ def test_a_tool_round_trip_reaches_the_model_through_its_template(client, tool_m
     assert first.choices[0].finish_reason == "length" and isinstance(first.choices[0].message.content, str)
 
     def round_trip(result: str) -> dict:
-        return {"model": "m", "tools": [WEATHER], "max_tokens": 2, "messages": QUESTION + [
-            {"role": "assistant", "content": None, "tool_calls": [
-                {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "w20"}'}}]},
-            {"role": "tool", "tool_call_id": "call_1", "content": result}]}
+        return {
+            "model": "m",
+            "tools": [WEATHER],
+            "max_tokens": 2,
+            "messages": QUESTION
+            + [
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": "call_1",
+                            "type": "function",
+                            "function": {"name": "get_weather", "arguments": '{"city": "w20"}'},
+                        }
+                    ],
+                },
+                {"role": "tool", "tool_call_id": "call_1", "content": result},
+            ],
+        }
 
     short, long = round_trip("w30"), round_trip("w30 w31 w32")
     answer = client.chat.completions.create(**short)
@@ -169,9 +228,17 @@ def spelling_models(tmp_path_factory) -> tuple[str, str]:
     folders = []
     for seed, name in ((0, "target"), (1, "draft")):
         torch_seed(seed)
-        config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                             num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
-                             eos_token_id=tokenizer.eos_token_id, tie_word_embeddings=True)
+        config = LlamaConfig(
+            vocab_size=len(tokenizer),
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=2048,
+            eos_token_id=tokenizer.eos_token_id,
+            tie_word_embeddings=True,
+        )
         folder = tmp_path_factory.mktemp("spelling") / name
         LlamaForCausalLM(config).save_pretrained(folder)
         tokenizer.save_pretrained(folder)
@@ -190,36 +257,86 @@ def test_a_forced_tool_call_round_trip_through_the_official_client(spelling_mode
     """tool_choice required and a named function: the grammar makes even a random model write one call in its
     template's format, with arguments matching the function's schema; the client reads it as tool_calls,
     whole and streamed; the tool's result goes back in the next turn."""
-    unit = {"type": "function", "function": {"name": "get_weather", "strict": True, "parameters": {
-        "type": "object", "properties": {"unit": {"enum": ["celsius", "fahrenheit"]}}, "required": ["unit"],
-        "additionalProperties": False}}}
-    pages = {"type": "function", "function": {"name": "search", "parameters": {
-        "type": "object", "properties": {"page": {"type": "integer", "minimum": 1, "maximum": 9}}, "required": ["page"],
-        "additionalProperties": False}}}
+    unit = {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "strict": True,
+            "parameters": {
+                "type": "object",
+                "properties": {"unit": {"enum": ["celsius", "fahrenheit"]}},
+                "required": ["unit"],
+                "additionalProperties": False,
+            },
+        },
+    }
+    pages = {
+        "type": "function",
+        "function": {
+            "name": "search",
+            "parameters": {
+                "type": "object",
+                "properties": {"page": {"type": "integer", "minimum": 1, "maximum": 9}},
+                "required": ["page"],
+                "additionalProperties": False,
+            },
+        },
+    }
     process, url = start_server(spelling_models)
     try:
         client = openai.OpenAI(base_url=url, api_key=KEY, max_retries=0, timeout=120)
         ask = [{"role": "user", "content": "What is the weather?"}]
         for seed in range(3):
-            answer = client.chat.completions.create(model="m", messages=ask, tools=[unit, pages], tool_choice="required",
-                                                    seed=seed, max_tokens=48)
+            answer = client.chat.completions.create(
+                model="m", messages=ask, tools=[unit, pages], tool_choice="required", seed=seed, max_tokens=48
+            )
             choice = answer.choices[0]
             assert choice.finish_reason == "tool_calls" and len(choice.message.tool_calls) == 1, choice.message
             call = choice.message.tool_calls[0].function
             arguments = json.loads(call.arguments)
             assert (call.name, sorted(arguments)) in (("get_weather", ["unit"]), ("search", ["page"]))
-        named = client.chat.completions.create(model="m", messages=ask, tools=[unit, pages], max_tokens=48,
-                                               tool_choice={"type": "function", "function": {"name": "get_weather"}})
+        named = client.chat.completions.create(
+            model="m",
+            messages=ask,
+            tools=[unit, pages],
+            max_tokens=48,
+            tool_choice={"type": "function", "function": {"name": "get_weather"}},
+        )
         call = named.choices[0].message.tool_calls[0]
-        assert call.function.name == "get_weather" and json.loads(call.function.arguments)["unit"] in ("celsius", "fahrenheit")
-        streamed = list(client.chat.completions.create(
-            model="m", messages=ask, tools=[unit, pages], max_tokens=48, stream=True,
-            tool_choice={"type": "function", "function": {"name": "get_weather"}}))
+        assert call.function.name == "get_weather" and json.loads(call.function.arguments)["unit"] in (
+            "celsius",
+            "fahrenheit",
+        )
+        streamed = list(
+            client.chat.completions.create(
+                model="m",
+                messages=ask,
+                tools=[unit, pages],
+                max_tokens=48,
+                stream=True,
+                tool_choice={"type": "function", "function": {"name": "get_weather"}},
+            )
+        )
         deltas = [c.choices[0].delta.tool_calls for c in streamed if c.choices and c.choices[0].delta.tool_calls]
-        assert deltas and deltas[0][0].function.name == "get_weather" and streamed[-1].choices[0].finish_reason == "tool_calls"
-        follow_up = ask + [{"role": "assistant", "content": None, "tool_calls": [
-            {"id": call.id, "type": "function", "function": {"name": "get_weather", "arguments": call.function.arguments}}]},
-            {"role": "tool", "tool_call_id": call.id, "content": "21 degrees"}]
+        assert (
+            deltas
+            and deltas[0][0].function.name == "get_weather"
+            and streamed[-1].choices[0].finish_reason == "tool_calls"
+        )
+        follow_up = ask + [
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": call.id,
+                        "type": "function",
+                        "function": {"name": "get_weather", "arguments": call.function.arguments},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": call.id, "content": "21 degrees"},
+        ]
         done = client.chat.completions.create(model="m", messages=follow_up, tools=[unit, pages], max_tokens=4)
         assert done.choices[0].finish_reason in ("length", "stop")
     finally:
@@ -235,8 +352,10 @@ def test_a_follow_up_turn_reports_its_cached_tokens(client):
         if len(first.choices[0].message.content.split()) == first.usage.completion_tokens:  # token that decodes to
             break  # nothing, so the next turn's prompt cannot hold it)
         first = client.chat.completions.create(model="m", messages=messages, seed=seed, max_tokens=6)
-    messages += [{"role": "assistant", "content": first.choices[0].message.content},
-                 {"role": "user", "content": "w40 w41"}]
+    messages += [
+        {"role": "assistant", "content": first.choices[0].message.content},
+        {"role": "user", "content": "w40 w41"},
+    ]
     second = client.chat.completions.create(model="m", messages=messages, seed=3, max_tokens=2)
     cached = second.usage.prompt_tokens_details.cached_tokens
     assert cached == first.usage.prompt_tokens + first.usage.completion_tokens - 1  # all of turn 1 and its answer
@@ -253,9 +372,19 @@ def test_langchain_agents_get_answers_tools_bound_and_streams(server):
     assert answer.content and answer.response_metadata["finish_reason"] == "length"
     assert answer.usage_metadata["input_tokens"] > 0
     with_tools = chat.bind_tools([WEATHER])
-    reply = with_tools.invoke([HumanMessage("w10"), answer.model_copy(update={"tool_calls": [
-        {"name": "get_weather", "args": {"city": "w20"}, "id": "call_9", "type": "tool_call"}]}),
-        ToolMessage("w30", tool_call_id="call_9")])
+    reply = with_tools.invoke(
+        [
+            HumanMessage("w10"),
+            answer.model_copy(
+                update={
+                    "tool_calls": [
+                        {"name": "get_weather", "args": {"city": "w20"}, "id": "call_9", "type": "tool_call"}
+                    ]
+                }
+            ),
+            ToolMessage("w30", tool_call_id="call_9"),
+        ]
+    )
     assert reply.response_metadata["finish_reason"] == "length" and reply.tool_calls == []
     assert "".join(chunk.content for chunk in chat.stream("w10")) == chat.invoke("w10").content
 
@@ -278,21 +407,33 @@ def test_only_json_bodies_of_a_sane_size_are_read(server):
             yield b" " * 65536
 
     connection = connect(server)
-    connection.request("POST", "/v1/chat/completions", chunks(), {"Authorization": f"Bearer {KEY}",
-                                                                   "Content-Type": "application/json"},
-                       encode_chunked=True)
+    connection.request(
+        "POST",
+        "/v1/chat/completions",
+        chunks(),
+        {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"},
+        encode_chunked=True,
+    )
     assert connection.getresponse().status == 413
 
 
 @pytest.mark.slow
 def test_web_pages_need_an_allowed_origin(server):
     connection = connect(server)
-    connection.request("GET", "/v1/models", headers={"Authorization": f"Bearer {KEY}", "Origin": "https://evil.example"})
+    connection.request(
+        "GET", "/v1/models", headers={"Authorization": f"Bearer {KEY}", "Origin": "https://evil.example"}
+    )
     refused = connection.getresponse()
     assert refused.status == 403 and json.loads(refused.read())["error"]["code"] == "origin_not_allowed"
-    connection.request("OPTIONS", "/v1/chat/completions", headers={
-        "Origin": ORIGIN, "Access-Control-Request-Method": "POST",
-        "Access-Control-Request-Headers": "authorization, content-type"})
+    connection.request(
+        "OPTIONS",
+        "/v1/chat/completions",
+        headers={
+            "Origin": ORIGIN,
+            "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": "authorization, content-type",
+        },
+    )
     preflight = connection.getresponse()
     preflight.read()
     assert preflight.status == 200 and preflight.getheader("Access-Control-Allow-Origin") == ORIGIN
@@ -303,11 +444,17 @@ def test_web_pages_need_an_allowed_origin(server):
     assert allowed.status == 200 and allowed.getheader("Access-Control-Allow-Origin") == ORIGIN
 
 
-def _open_stream(url: str, max_tokens: int, method: str = "sequential") -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+def _open_stream(
+    url: str, max_tokens: int, method: str = "sequential"
+) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
     connection = connect(url)
     body = {"model": "m", "messages": QUESTION, "max_tokens": max_tokens, "stream": True, "method": method}
-    connection.request("POST", "/v1/chat/completions", json.dumps(body),
-                       {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"})
+    connection.request(
+        "POST",
+        "/v1/chat/completions",
+        json.dumps(body),
+        {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"},
+    )
     response = connection.getresponse()
     assert response.status == 200
     return connection, response
@@ -324,8 +471,9 @@ def test_a_waiting_stream_hears_its_place_and_a_full_queue_says_when_to_retry(se
         deadline = time.monotonic() + 30
         while (line := waiting_body.readline()) != b": queued, 1 ahead\n":
             assert time.monotonic() < deadline and line, line
-        status, headers, text = post(server, json.dumps({"model": "m", "messages": QUESTION}),
-                                     {"Content-Type": "application/json"})
+        status, headers, text = post(
+            server, json.dumps({"model": "m", "messages": QUESTION}), {"Content-Type": "application/json"}
+        )
         assert status == 503 and json.loads(text)["error"]["code"] == "queue_full"
         assert 1 <= int(headers["Retry-After"]) <= 300
     finally:
@@ -353,8 +501,13 @@ out["too_long"] = kind(api_key={KEY!r}, messages=[{{"role": "user", "content": "
 out["wrong_key"] = kind(api_key="sk-wrong-key-123", messages=[{{"role": "user", "content": "w10"}}])
 print(json.dumps(out))
 """
-    result = subprocess.run([str(LITELLM_PYTHON), "-c", script], capture_output=True, text=True, timeout=240,
-                            env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
+    result = subprocess.run(
+        [str(LITELLM_PYTHON), "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     out = json.loads(result.stdout.strip().splitlines()[-1])
     assert out["answer"].startswith("ok:") and len(out["answer"]) > 3

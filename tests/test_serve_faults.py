@@ -76,10 +76,15 @@ def test_a_replacement_engine_killed_while_it_starts_is_restarted_again(tool_mod
         second[0].kill()  # during its start: it has not said EngineStarted yet (torch takes seconds to import)
         status, body = _wait_for("/health saying restarting", lambda: (h := _health(url))[0] == 503 and h)
         assert body["status"] == "restarting" and "the engine is being restarted" in body["message"], body
-        _wait_for("a third engine", lambda: [p for p in _engines(process.pid) if p.pid not in (first[0].pid, second[0].pid)])
+        _wait_for(
+            "a third engine", lambda: [p for p in _engines(process.pid) if p.pid not in (first[0].pid, second[0].pid)]
+        )
         _wait_for("/health saying ok", lambda: _health(url)[0] == 200)
-        status, _, reply = post(url, json.dumps({"model": "m", "max_tokens": 2, "messages": [
-            {"role": "user", "content": "hi"}]}), {"Content-Type": "application/json"})
+        status, _, reply = post(
+            url,
+            json.dumps({"model": "m", "max_tokens": 2, "messages": [{"role": "user", "content": "hi"}]}),
+            {"Content-Type": "application/json"},
+        )
         assert status == 200 and json.loads(reply)["usage"]["completion_tokens"] == 2
     finally:
         log = stop_server(process)
@@ -92,7 +97,9 @@ def test_hostile_bodies_are_400s_with_nothing_but_a_line_in_the_log(tool_models)
     process, url = start_server(tool_models)
     json_type = {"Content-Type": "application/json"}
     try:
-        deep = '{"model": "m", "messages": [{"role": "user", "content": "hi"}], "x": ' + "[" * 10_000 + "]" * 10_000 + "}"
+        deep = (
+            '{"model": "m", "messages": [{"role": "user", "content": "hi"}], "x": ' + "[" * 10_000 + "]" * 10_000 + "}"
+        )
         status, _, reply = post(url, deep, json_type)
         assert status == 400 and json.loads(reply)["error"]["code"] == "invalid_json"
         lone = '{"model": "m", "messages": [{"role": "user", "content": "hi \\ud800"}]}'

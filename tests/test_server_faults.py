@@ -45,15 +45,21 @@ def test_a_body_nested_too_deep_is_invalid_json_without_recursion():
     S.check_tree({"messages": USER, "tools": [{"a": {"b": {"c": [1, 2, {"d": None}]}}}]})  # ordinary depth
 
 
-@pytest.mark.parametrize("schema", [
-    {"$ref": "#"},
-    {"type": "object", "properties": {"x": {"$ref": "#"}}, "required": ["x"]},
-    {"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"allOf": [{"$ref": "#/$defs/a"}]}}, "$ref": "#/$defs/a"},
-    {"type": "array", "minItems": 1, "items": {"$ref": "#"}},
-])
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"$ref": "#"},
+        {"type": "object", "properties": {"x": {"$ref": "#"}}, "required": ["x"]},
+        {"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"allOf": [{"$ref": "#/$defs/a"}]}}, "$ref": "#/$defs/a"},
+        {"type": "array", "minItems": 1, "items": {"$ref": "#"}},
+    ],
+)
 def test_a_schema_with_no_finite_instance_is_refused(schema):
     assert not has_finite_instance(schema)
-    body = {"messages": USER, "response_format": {"type": "json_schema", "json_schema": {"name": "s", "schema": schema}}}
+    body = {
+        "messages": USER,
+        "response_format": {"type": "json_schema", "json_schema": {"name": "s", "schema": schema}},
+    }
     parsed = S.parse_chat_request(body, DEFAULTS)
     with pytest.raises(E.ApiError, match="no finite JSON value matches it") as caught:
         S.check_grammar(parsed.grammar_kind, parsed.grammar_source, "response_format")
@@ -62,14 +68,20 @@ def test_a_schema_with_no_finite_instance_is_refused(schema):
     assert _error(S.parse_chat_request, {"messages": USER, "tools": [tool]}).param == "tools[0].function.parameters"
 
 
-@pytest.mark.parametrize("schema", [
-    {"type": "object", "properties": {"x": {"$ref": "#"}}},  # x may be left out
-    {"type": "object", "properties": {"name": {"type": "string"}, "children": {"type": "array", "items": {"$ref": "#"}}},
-     "required": ["name", "children"]},  # a tree: children may be []
-    {"anyOf": [{"$ref": "#"}, {"type": "null"}]},
-    {"type": ["object", "null"], "properties": {"x": {"$ref": "#"}}, "required": ["x"]},
-    {"$ref": "https://example.com/other.json"},  # not resolvable here: the grammar engine judges it
-])
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "object", "properties": {"x": {"$ref": "#"}}},  # x may be left out
+        {
+            "type": "object",
+            "properties": {"name": {"type": "string"}, "children": {"type": "array", "items": {"$ref": "#"}}},
+            "required": ["name", "children"],
+        },  # a tree: children may be []
+        {"anyOf": [{"$ref": "#"}, {"type": "null"}]},
+        {"type": ["object", "null"], "properties": {"x": {"$ref": "#"}}, "required": ["x"]},
+        {"$ref": "https://example.com/other.json"},  # not resolvable here: the grammar engine judges it
+    ],
+)
 def test_recursive_schemas_that_can_end_are_kept(schema):
     assert has_finite_instance(schema)
 
@@ -77,13 +89,17 @@ def test_recursive_schemas_that_can_end_are_kept(schema):
 def test_max_tokens_beyond_any_context_and_stream_options_without_stream_are_refused():
     error = _error(S.parse_chat_request, {"messages": USER, "max_tokens": 10**30})
     assert error.param == "max_tokens" and f"at most {S.MAX_TOKENS_LIMIT}" in error.message
-    assert _error(S.parse_chat_request, {"messages": USER, "max_completion_tokens": 2**31}).param == "max_completion_tokens"
+    assert (
+        _error(S.parse_chat_request, {"messages": USER, "max_completion_tokens": 2**31}).param
+        == "max_completion_tokens"
+    )
     assert _error(parse_responses_request, {"input": "x", "max_output_tokens": 10**30}).param == "max_output_tokens"
     error = _error(S.parse_chat_request, {"messages": USER, "stream_options": {"include_usage": True}})
     assert error.param == "stream_options" and '"stream": true' in error.message  # vLLM refuses it too
     _error(S.parse_completion_request, {"prompt": "x", "stream": False, "stream_options": {}})
-    assert S.parse_chat_request({"messages": USER, "stream": True, "stream_options": {"include_usage": True}},
-                                DEFAULTS).include_usage
+    assert S.parse_chat_request(
+        {"messages": USER, "stream": True, "stream_options": {"include_usage": True}}, DEFAULTS
+    ).include_usage
 
 
 def test_a_prompt_too_long_names_what_takes_its_tokens():
@@ -94,8 +110,13 @@ def test_a_prompt_too_long_names_what_takes_its_tokens():
     from core.engine.session import fit_conversation
 
     tokenizer = make_no_eos_tokenizer()
-    tools = tuple({"type": "function", "function": {"name": f"tool_{n}", "description": "w5 w6 " * 20,
-                                                    "parameters": {"type": "object"}}} for n in range(8))
+    tools = tuple(
+        {
+            "type": "function",
+            "function": {"name": f"tool_{n}", "description": "w5 w6 " * 20, "parameters": {"type": "object"}},
+        }
+        for n in range(8)
+    )
     hermes = make_no_eos_tokenizer()
     hermes.chat_template = HERMES_TEMPLATE
     with pytest.raises(ContextLengthError, match=r"\(the tools' definitions about [\d,]+, the last message about"):
@@ -108,11 +129,21 @@ def test_a_prompt_too_long_names_what_takes_its_tokens():
 def test_a_ref_through_another_ref_to_a_finite_model_is_satisfiable():
     """pydantic's nested models: the output model refers to one $def, which refers to another; every target
     reached through another target is weighed too (only the first level was, which refused these)."""
-    nested = {"$defs": {"Outer": {"type": "object", "properties": {"inner": {"$ref": "#/$defs/Inner"}}, "required": ["inner"]},
-                        "Inner": {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}},
-              "type": "object", "properties": {"outer": {"$ref": "#/$defs/Outer"}}, "required": ["outer"]}
+    nested = {
+        "$defs": {
+            "Outer": {"type": "object", "properties": {"inner": {"$ref": "#/$defs/Inner"}}, "required": ["inner"]},
+            "Inner": {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]},
+        },
+        "type": "object",
+        "properties": {"outer": {"$ref": "#/$defs/Outer"}},
+        "required": ["outer"],
+    }
     assert has_finite_instance(nested)
-    looping = {"$defs": {"A": {"type": "object", "properties": {"b": {"$ref": "#/$defs/B"}}, "required": ["b"]},
-                         "B": {"type": "object", "properties": {"a": {"$ref": "#/$defs/A"}}, "required": ["a"]}},
-               "$ref": "#/$defs/A"}
+    looping = {
+        "$defs": {
+            "A": {"type": "object", "properties": {"b": {"$ref": "#/$defs/B"}}, "required": ["b"]},
+            "B": {"type": "object", "properties": {"a": {"$ref": "#/$defs/A"}}, "required": ["a"]},
+        },
+        "$ref": "#/$defs/A",
+    }
     assert not has_finite_instance(looping)

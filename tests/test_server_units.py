@@ -29,10 +29,16 @@ def _error(parse, body) -> E.ApiError:
 
 
 def test_chat_request_defaults_roles_and_content_parts():
-    request = S.parse_chat_request({"model": "m", "messages": [
-        {"role": "developer", "content": "be brief"},
-        {"role": "user", "content": [{"type": "text", "text": "a "}, {"type": "text", "text": "b"}]},
-    ]}, DEFAULTS)
+    request = S.parse_chat_request(
+        {
+            "model": "m",
+            "messages": [
+                {"role": "developer", "content": "be brief"},
+                {"role": "user", "content": [{"type": "text", "text": "a "}, {"type": "text", "text": "b"}]},
+            ],
+        },
+        DEFAULTS,
+    )
     assert request.messages == ({"role": "system", "content": "be brief"}, {"role": "user", "content": "a b"})
     assert (request.temperature, request.top_p, request.max_tokens, request.stop) == (0.5, 0.8, 32, ("###",))
     generate = request.to_generate("r1")
@@ -45,60 +51,114 @@ def test_chat_request_defaults_roles_and_content_parts():
     assert (explicit.seed, explicit.max_tokens, explicit.stop) == (7, 5, ("x",))
 
 
-@pytest.mark.parametrize("body, param", [
-    ({"messages": []}, "messages"),
-    ({"messages": [{"role": "function", "content": "x"}]}, "messages[0].role"),
-    ({"messages": [{"role": "tool", "content": "x"}]}, "messages[0].tool_call_id"),
-    ({"messages": USER + [{"role": "assistant", "content": None, "tool_calls": [
-        {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "[1]"}}]}]}, "messages[1].tool_calls[0]"),
-    ({"messages": USER, "tools": [{"type": "function", "function": {"name": "bad name"}}]}, "tools[0].function.name"),
-    ({"messages": USER, "tools": [{"type": "function", "function": {"name": "f"}}] * 2}, "tools"),
-    ({"messages": USER, "tool_choice": "sometimes"}, "tool_choice"),
-    ({"messages": USER, "response_format": {"type": "xml"}}, "response_format"),
-    ({"messages": USER, "response_format": {"type": "json_schema", "json_schema": {"schema": {}}}},
-     "response_format.json_schema"),
-    ({"messages": USER, "top_logprobs": 3}, "top_logprobs"),
-    ({"messages": USER, "top_logprobs": 21, "logprobs": True}, "top_logprobs"),
-    ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]}, "messages[0].content"),
-    ({"messages": USER, "temperature": 2.5}, "temperature"),
-    ({"messages": USER, "top_p": 0}, "top_p"),
-    ({"messages": USER, "max_tokens": 0}, "max_tokens"),
-    ({"messages": USER, "max_tokens": True}, "max_tokens"),
-    ({"messages": USER, "stop": ["ok", ""]}, "stop"),
-    ({"messages": USER, "n": 2}, "n"),
-    ({"messages": USER, "tools": [{"type": "function"}]}, "tools[0]"),
-    ({"messages": USER, "method": "beam"}, "method"),
-])
+@pytest.mark.parametrize(
+    "body, param",
+    [
+        ({"messages": []}, "messages"),
+        ({"messages": [{"role": "function", "content": "x"}]}, "messages[0].role"),
+        ({"messages": [{"role": "tool", "content": "x"}]}, "messages[0].tool_call_id"),
+        (
+            {
+                "messages": USER
+                + [
+                    {
+                        "role": "assistant",
+                        "content": None,
+                        "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "[1]"}}],
+                    }
+                ]
+            },
+            "messages[1].tool_calls[0]",
+        ),
+        (
+            {"messages": USER, "tools": [{"type": "function", "function": {"name": "bad name"}}]},
+            "tools[0].function.name",
+        ),
+        ({"messages": USER, "tools": [{"type": "function", "function": {"name": "f"}}] * 2}, "tools"),
+        ({"messages": USER, "tool_choice": "sometimes"}, "tool_choice"),
+        ({"messages": USER, "response_format": {"type": "xml"}}, "response_format"),
+        (
+            {"messages": USER, "response_format": {"type": "json_schema", "json_schema": {"schema": {}}}},
+            "response_format.json_schema",
+        ),
+        ({"messages": USER, "top_logprobs": 3}, "top_logprobs"),
+        ({"messages": USER, "top_logprobs": 21, "logprobs": True}, "top_logprobs"),
+        ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]}, "messages[0].content"),
+        ({"messages": USER, "temperature": 2.5}, "temperature"),
+        ({"messages": USER, "top_p": 0}, "top_p"),
+        ({"messages": USER, "max_tokens": 0}, "max_tokens"),
+        ({"messages": USER, "max_tokens": True}, "max_tokens"),
+        ({"messages": USER, "stop": ["ok", ""]}, "stop"),
+        ({"messages": USER, "n": 2}, "n"),
+        ({"messages": USER, "tools": [{"type": "function"}]}, "tools[0]"),
+        ({"messages": USER, "method": "beam"}, "method"),
+    ],
+)
 def test_bad_chat_requests_name_the_parameter(body, param):
     assert _error(S.parse_chat_request, body).param == param
 
 
 def test_neutral_values_of_unsupported_fields_are_accepted():
-    request = S.parse_chat_request({"messages": USER, "n": 1, "presence_penalty": 0, "logprobs": False,
-                                    "tool_choice": "none", "user": "someone", "response_format": {"type": "text"}},
-                                   DEFAULTS)
+    request = S.parse_chat_request(
+        {
+            "messages": USER,
+            "n": 1,
+            "presence_penalty": 0,
+            "logprobs": False,
+            "tool_choice": "none",
+            "user": "someone",
+            "response_format": {"type": "text"},
+        },
+        DEFAULTS,
+    )
     assert request.kind == "chat" and request.tools == ()
 
 
-WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Weather in a city",
-                                            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
-                                            "strict": False}}
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Weather in a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+        "strict": False,
+    },
+}
 
 
 def test_tools_and_a_tool_round_trip_become_template_messages():
     """Tools reach the engine as the template reads them; an assistant's call has its arguments decoded and the
     tool's result carries the call's id and function name; tool_choice none sends no tools."""
-    body = {"messages": USER + [
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'}}]},
-        {"role": "tool", "tool_call_id": "call_1", "content": [{"type": "text", "text": "-3 C"}]},
-    ], "tools": [WEATHER], "parallel_tool_calls": False}
+    body = {
+        "messages": USER
+        + [
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "call_1",
+                        "type": "function",
+                        "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "call_1", "content": [{"type": "text", "text": "-3 C"}]},
+        ],
+        "tools": [WEATHER],
+        "parallel_tool_calls": False,
+    }
     request = S.parse_chat_request(body, DEFAULTS)
-    assert request.tools == ({"type": "function", "function": {k: WEATHER["function"][k]
-                                                               for k in ("name", "description", "parameters")}},)
+    assert request.tools == (
+        {"type": "function", "function": {k: WEATHER["function"][k] for k in ("name", "description", "parameters")}},
+    )
     assert request.tool_names == {"get_weather"} and request.parallel_tool_calls is False
-    assert request.messages[1] == {"role": "assistant", "content": "", "tool_calls": [
-        {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Oslo"}}}]}
+    assert request.messages[1] == {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Oslo"}}}
+        ],
+    }
     assert request.messages[2] == {"role": "tool", "content": "-3 C", "tool_call_id": "call_1", "name": "get_weather"}
     generate = request.to_generate("r")
     assert P.validate(generate) is generate and generate.tools == request.tools
@@ -112,8 +172,10 @@ def test_structured_output_forced_calls_and_logprobs_reach_the_engine():
     schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
     cases = [
         ({"response_format": {"type": "json_object"}}, ("json_object", "")),
-        ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}},
-         ("json_schema", json.dumps(schema))),
+        (
+            {"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}},
+            ("json_schema", json.dumps(schema)),
+        ),
     ]
     for extra, grammar in cases:
         request = S.parse_chat_request({"messages": USER, **extra}, DEFAULTS)
@@ -128,30 +190,53 @@ def test_structured_output_forced_calls_and_logprobs_reach_the_engine():
     required = S.parse_chat_request({"messages": USER, "tools": [WEATHER], "tool_choice": "required"}, DEFAULTS)
     assert required.forces_tool_call and required.forced_tool is None
     strict = {**WEATHER, "function": {**WEATHER["function"], "strict": True}}
-    named = S.parse_chat_request({"messages": USER, "tools": [strict],
-                                  "tool_choice": {"type": "function", "function": {"name": "get_weather"}}}, DEFAULTS)
-    assert named.tool_choice == "named" and named.forced_tool == "get_weather" and "strict" not in named.tools[0]["function"]
-    both = S.parse_chat_request({"messages": USER, "tools": [WEATHER], "tool_choice": "required",  # openai-agents
-                                 "response_format": {"type": "json_object"}}, DEFAULTS)  # sends both: the call wins
+    named = S.parse_chat_request(
+        {"messages": USER, "tools": [strict], "tool_choice": {"type": "function", "function": {"name": "get_weather"}}},
+        DEFAULTS,
+    )
+    assert (
+        named.tool_choice == "named"
+        and named.forced_tool == "get_weather"
+        and "strict" not in named.tools[0]["function"]
+    )
+    both = S.parse_chat_request(
+        {
+            "messages": USER,
+            "tools": [WEATHER],
+            "tool_choice": "required",  # openai-agents
+            "response_format": {"type": "json_object"},
+        },
+        DEFAULTS,
+    )  # sends both: the call wins
     assert both.forces_tool_call and both.grammar_kind is None
 
 
-@pytest.mark.parametrize("extra, param", [
-    ({"tool_choice": "required"}, "tool_choice"),  # no tools to call
-    ({"tools": [WEATHER], "tool_choice": {"type": "function", "function": {"name": "nope"}}}, "tool_choice"),
-    ({"tools": [WEATHER], "tool_choice": {"type": "function"}}, "tool_choice"),
-])
+@pytest.mark.parametrize(
+    "extra, param",
+    [
+        ({"tool_choice": "required"}, "tool_choice"),  # no tools to call
+        ({"tools": [WEATHER], "tool_choice": {"type": "function", "function": {"name": "nope"}}}, "tool_choice"),
+        ({"tools": [WEATHER], "tool_choice": {"type": "function"}}, "tool_choice"),
+    ],
+)
 def test_forced_calls_and_strict_schemas_are_checked(extra, param):
     assert _error(S.parse_chat_request, {"messages": USER, **extra}).param == param
 
 
 def test_usage_reports_cached_tokens_and_answers_carry_tool_calls():
     tally = R.RunTally("specexec")
-    for event in (P.TokenChunk("r", "hi", (5,)), P.PassStats("r", 1, 4, 1.0, 2.0, 3.0, 8),
-                  P.Finished("r", "eos", prompt_tokens=120, reused_prefix_tokens=100, generated_tokens=1)):
+    for event in (
+        P.TokenChunk("r", "hi", (5,)),
+        P.PassStats("r", 1, 4, 1.0, 2.0, 3.0, 8),
+        P.Finished("r", "eos", prompt_tokens=120, reused_prefix_tokens=100, generated_tokens=1),
+    ):
         tally.add(event)
-    assert tally.usage() == {"prompt_tokens": 120, "completion_tokens": 1, "total_tokens": 121,
-                             "prompt_tokens_details": {"cached_tokens": 100}}
+    assert tally.usage() == {
+        "prompt_tokens": 120,
+        "completion_tokens": 1,
+        "total_tokens": 121,
+        "prompt_tokens_details": {"cached_tokens": 100},
+    }
     from core.text.tool_calls import ToolCall
 
     body = R.chat_response("id", "m", tally, "", [ToolCall("get_weather", '{"city": "Oslo"}')])
@@ -177,17 +262,24 @@ def test_logprob_shapes_match_the_openai_types():
     """The response shapes for log-probabilities, ready for the decoding loop's entries (issue 24's hook)."""
     import openai.types as types
 
-    entries = [{"token": "Hi", "logprob": -0.1, "top": [{"token": "Hi", "logprob": -0.1}, {"token": "Yo", "logprob": -2.5}]},
-               {"token": "!", "logprob": -0.7, "top": [{"token": "!", "logprob": -0.7}]}]
+    entries = [
+        {"token": "Hi", "logprob": -0.1, "top": [{"token": "Hi", "logprob": -0.1}, {"token": "Yo", "logprob": -2.5}]},
+        {"token": "!", "logprob": -0.7, "top": [{"token": "!", "logprob": -0.7}]},
+    ]
     tally = R.RunTally("specexec")
     tally.add(P.TokenChunk("r", "Hi!", (1, 2), logprobs=tuple(entries)))
     tally.add(P.Finished("r", "eos", 3, 0, 2))
     chat = types.chat.ChatCompletion.model_validate(R.chat_response("id", "m", tally, tally.text))
-    assert [(t.token, t.logprob, t.bytes) for t in chat.choices[0].logprobs.content] == [("Hi", -0.1, [72, 105]),
-                                                                                        ("!", -0.7, [33])]
+    assert [(t.token, t.logprob, t.bytes) for t in chat.choices[0].logprobs.content] == [
+        ("Hi", -0.1, [72, 105]),
+        ("!", -0.7, [33]),
+    ]
     assert chat.choices[0].logprobs.content[0].top_logprobs[1].token == "Yo"
     text = types.Completion.model_validate(R.text_response("id", "m", tally))
-    assert text.choices[0].logprobs.text_offset == [0, 2] and text.choices[0].logprobs.top_logprobs[0] == {"Hi": -0.1, "Yo": -2.5}
+    assert text.choices[0].logprobs.text_offset == [0, 2] and text.choices[0].logprobs.top_logprobs[0] == {
+        "Hi": -0.1,
+        "Yo": -2.5,
+    }
 
 
 def test_openai_wording_for_context_and_key_errors():
@@ -202,7 +294,9 @@ def test_origins_are_checked():
     from core.server.origins import parse_origins
 
     assert parse_origins("http://localhost:3000, https://chat.example.com/,http://localhost:3000") == (
-        "http://localhost:3000", "https://chat.example.com")
+        "http://localhost:3000",
+        "https://chat.example.com",
+    )
     assert parse_origins(["*"]) == ("*",) and parse_origins("") == ()
     for bad in ("localhost:3000", "http://x/path", "ftp://x"):
         with pytest.raises(ServerError, match="is not a web origin"):
@@ -237,14 +331,19 @@ def test_context_rules_for_text_prompts_and_untrimmed_conversations():
     from core.engine.session import fit_conversation, fit_text
 
     tokenizer = make_no_eos_tokenizer()
-    turns = [{"role": "user", "content": "w9 " * 10}, {"role": "assistant", "content": "w10 " * 10},
-             {"role": "user", "content": "w11"}]
+    turns = [
+        {"role": "user", "content": "w9 " * 10},
+        {"role": "assistant", "content": "w10 " * 10},
+        {"role": "user", "content": "w11"},
+    ]
     full = len(fit_conversation(tokenizer, turns, 1000, 0).prompt_ids)
     # trimming (the app's chat) drops the oldest turn to make room for the answer; the server's requests don't
     assert fit_conversation(tokenizer, turns, full + 4, 8).dropped_messages == 2
     kept = fit_conversation(tokenizer, turns, full + 4, 8, trim=False)
     assert kept.dropped_messages == 0 and len(kept.prompt_ids) == full
-    with pytest.raises(ContextLengthError, match=f"the prompt is {full} tokens with the chat template \\(the conversation about"):
+    with pytest.raises(
+        ContextLengthError, match=f"the prompt is {full} tokens with the chat template \\(the conversation about"
+    ):
         fit_conversation(tokenizer, turns, full, 8, trim=False)
     assert fit_text(tokenizer, "w6 w7 w8", 10).prompt_ids == tokenizer("w6 w7 w8")["input_ids"]
     with pytest.raises(ContextLengthError, match="the prompt is 3 tokens"):
@@ -286,9 +385,11 @@ def test_a_child_process_does_not_keep_the_listening_port():
 
 
 def test_the_server_package_never_imports_torch():
-    code = ("import sys, core.server.api, core.server.runner, core.server.gateway, core.server.engine_thread, "
-            "core.server.tool_calls, core.server.origins, "
-            "app.api.server, app.api.settings_row; sys.exit(1 if 'torch' in sys.modules else 0)")
+    code = (
+        "import sys, core.server.api, core.server.runner, core.server.gateway, core.server.engine_thread, "
+        "core.server.tool_calls, core.server.origins, "
+        "app.api.server, app.api.settings_row; sys.exit(1 if 'torch' in sys.modules else 0)"
+    )
     assert subprocess.run([sys.executable, "-c", code], timeout=120).returncode == 0
 
 
@@ -312,12 +413,20 @@ def test_the_defaults_agents_assume():
 
 
 def test_chat_template_kwargs_and_reasoning_in_history_are_checked():
-    request = S.parse_chat_request({"messages": [*USER, {"role": "assistant", "content": "a", "reasoning_content": "t"},
-                                                 *USER], "chat_template_kwargs": {"enable_thinking": False}}, DEFAULTS)
+    request = S.parse_chat_request(
+        {
+            "messages": [*USER, {"role": "assistant", "content": "a", "reasoning_content": "t"}, *USER],
+            "chat_template_kwargs": {"enable_thinking": False},
+        },
+        DEFAULTS,
+    )
     assert request.messages[1] == {"role": "assistant", "content": "a", "reasoning_content": "t"}
     assert P.validate(request.to_generate("r")).chat_template_kwargs == {"enable_thinking": False}
     for bad in ({"add_generation_prompt": False}, ["x"], {"eos_token": "<x>"}):
-        assert _error(S.parse_chat_request, {"messages": USER, "chat_template_kwargs": bad}).param == "chat_template_kwargs"
+        assert (
+            _error(S.parse_chat_request, {"messages": USER, "chat_template_kwargs": bad}).param
+            == "chat_template_kwargs"
+        )
 
 
 def test_forced_calls_move_every_functions_defs_to_the_grammars_root():
@@ -329,13 +438,23 @@ def test_forced_calls_move_every_functions_defs_to_the_grammars_root():
     from core.server.tool_calls import forced_call_grammar
 
     address = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
-    person = {"type": "object", "properties": {"home": {"$ref": "#/$defs/Address"},
-                                               "past": {"type": "array", "items": {"$ref": "#/$defs/Address"}}},
-              "$defs": {"Address": address}}
-    other = {"type": "object", "properties": {"at": {"$ref": "#/definitions/Address"}},
-             "definitions": {"Address": {"type": "integer"}}}
-    tools = ({"type": "function", "function": {"name": "person", "parameters": person}},
-             {"type": "function", "function": {"name": "other", "parameters": other}})
+    person = {
+        "type": "object",
+        "properties": {
+            "home": {"$ref": "#/$defs/Address"},
+            "past": {"type": "array", "items": {"$ref": "#/$defs/Address"}},
+        },
+        "$defs": {"Address": address},
+    }
+    other = {
+        "type": "object",
+        "properties": {"at": {"$ref": "#/definitions/Address"}},
+        "definitions": {"Address": {"type": "integer"}},
+    }
+    tools = (
+        {"type": "function", "function": {"name": "person", "parameters": person}},
+        {"type": "function", "function": {"name": "other", "parameters": other}},
+    )
     grammar = forced_call_grammar("hermes", tools)
     assert llguidance.LLMatcher.validate_grammar(llguidance.LLMatcher.grammar_from_lark(grammar)) == ""
     schema = json.loads(grammar.split("%json ", 1)[1])
@@ -350,21 +469,39 @@ def test_forced_calls_move_every_functions_defs_to_the_grammars_root():
 def test_responses_requests_become_the_chat_the_model_reads():
     from core.server.responses import parse_responses_request
 
-    simple = parse_responses_request({"model": "m", "instructions": "Be brief.", "input": "hi",
-                                      "max_output_tokens": 7, "truncation": "auto"}, DEFAULTS).completion
+    simple = parse_responses_request(
+        {"model": "m", "instructions": "Be brief.", "input": "hi", "max_output_tokens": 7, "truncation": "auto"},
+        DEFAULTS,
+    ).completion
     assert simple.messages == ({"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"})
     assert simple.max_tokens == 7 and simple.to_generate("r").trim_context
     items = [
         {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Weather in Oslo?"}]},
-        {"type": "reasoning", "id": "rs_1", "summary": [], "content": [{"type": "reasoning_text", "text": "look it up"}]},
-        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Checking.", "annotations": []}]},
+        {
+            "type": "reasoning",
+            "id": "rs_1",
+            "summary": [],
+            "content": [{"type": "reasoning_text", "text": "look it up"}],
+        },
+        {
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": "Checking.", "annotations": []}],
+        },
         {"type": "function_call", "call_id": "c1", "name": "get_weather", "arguments": '{"city": "Oslo"}'},
         {"type": "function_call_output", "call_id": "c1", "output": "-3 C"},
     ]
     tool = {"type": "function", "name": "get_weather", "parameters": WEATHER["function"]["parameters"], "strict": True}
-    request = parse_responses_request({"input": items, "tools": [tool], "tool_choice": {"type": "function",
-                                       "name": "get_weather"}, "reasoning": {"effort": "none"},
-                                       "text": {"format": {"type": "json_object"}}}, DEFAULTS).completion
+    request = parse_responses_request(
+        {
+            "input": items,
+            "tools": [tool],
+            "tool_choice": {"type": "function", "name": "get_weather"},
+            "reasoning": {"effort": "none"},
+            "text": {"format": {"type": "json_object"}},
+        },
+        DEFAULTS,
+    ).completion
     user, assistant, result = request.messages
     assert user == {"role": "user", "content": "Weather in Oslo?"}
     assert assistant["content"] == "Checking." and assistant["reasoning_content"] == "look it up"
@@ -374,25 +511,31 @@ def test_responses_requests_become_the_chat_the_model_reads():
     assert request.chat_template_kwargs == {"enable_thinking": False}
 
 
-@pytest.mark.parametrize("body, param", [
-    ({"input": 5}, "input"),
-    ({"input": []}, "input"),
-    ({"input": ["hi"]}, "input[0]"),
-    ({"input": [{"type": "item_reference", "id": "msg_1"}]}, "input[0]"),
-    ({"input": [{"type": "function_call", "name": "f", "arguments": "{}"}]}, "input[0]"),
-    ({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]}, "input[0].content"),
-    ({"input": [{"role": "wizard", "content": "x"}]}, "input"),
-    ({"input": "hi", "previous_response_id": "resp_1"}, "previous_response_id"),
-    ({"input": "hi", "background": True}, "background"),
-    ({"input": "hi", "tools": [{"type": "web_search"}]}, "tools[0].type"),
-    ({"input": "hi", "tools": "all"}, "tools"),
-    ({"input": "hi", "truncation": "sometimes"}, "truncation"),
-    ({"input": "hi", "max_output_tokens": 0}, "max_output_tokens"),
-    ({"input": "hi", "text": {"format": {"type": "xml"}}}, "text.format"),
-    ({"input": "hi", "chat_template_kwargs": ["enable_thinking"], "reasoning": {"effort": "none"}}, "chat_template_kwargs"),
-    ({"input": "hi", "instructions": 3}, "instructions"),
-    ([], None),
-])
+@pytest.mark.parametrize(
+    "body, param",
+    [
+        ({"input": 5}, "input"),
+        ({"input": []}, "input"),
+        ({"input": ["hi"]}, "input[0]"),
+        ({"input": [{"type": "item_reference", "id": "msg_1"}]}, "input[0]"),
+        ({"input": [{"type": "function_call", "name": "f", "arguments": "{}"}]}, "input[0]"),
+        ({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]}, "input[0].content"),
+        ({"input": [{"role": "wizard", "content": "x"}]}, "input"),
+        ({"input": "hi", "previous_response_id": "resp_1"}, "previous_response_id"),
+        ({"input": "hi", "background": True}, "background"),
+        ({"input": "hi", "tools": [{"type": "web_search"}]}, "tools[0].type"),
+        ({"input": "hi", "tools": "all"}, "tools"),
+        ({"input": "hi", "truncation": "sometimes"}, "truncation"),
+        ({"input": "hi", "max_output_tokens": 0}, "max_output_tokens"),
+        ({"input": "hi", "text": {"format": {"type": "xml"}}}, "text.format"),
+        (
+            {"input": "hi", "chat_template_kwargs": ["enable_thinking"], "reasoning": {"effort": "none"}},
+            "chat_template_kwargs",
+        ),
+        ({"input": "hi", "instructions": 3}, "instructions"),
+        ([], None),
+    ],
+)
 def test_bad_responses_requests_name_the_field(body, param):
     from core.server.responses import parse_responses_request
 

@@ -24,8 +24,14 @@ from core.planning.sizes import (
     packed_layer_bytes,
 )
 
-SMALL = dict(hidden_size=64, intermediate_size=96, num_attention_heads=4, num_key_value_heads=2,
-             num_hidden_layers=2, vocab_size=128)
+SMALL = dict(
+    hidden_size=64,
+    intermediate_size=96,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    num_hidden_layers=2,
+    vocab_size=128,
+)
 CONFIGS = {
     "llama": LlamaConfig(**SMALL),
     "llama-bias": LlamaConfig(**SMALL, attention_bias=True),
@@ -35,8 +41,12 @@ CONFIGS = {
     "mixtral": MixtralConfig(**SMALL, num_local_experts=3),
     "tied": LlamaConfig(**SMALL, tie_word_embeddings=True),
 }
-GPTQ = {"none": None, "4bit-g32-actorder": GPTQSettings(4, 32, desc_act=True), "8bit-g-1": GPTQSettings(8, -1),
-        "2bit-g32": GPTQSettings(2, 32)}
+GPTQ = {
+    "none": None,
+    "4bit-g32-actorder": GPTQSettings(4, 32, desc_act=True),
+    "8bit-g-1": GPTQSettings(8, -1),
+    "2bit-g32": GPTQSettings(2, 32),
+}
 
 
 def _gptq_keys(model: nn.Module, model_type: str) -> set[str]:
@@ -59,10 +69,16 @@ def test_layer_bytes_match_the_loaders_layout(name: str, gptq: str) -> None:
     model = build_meta_model(config, torch.float16)
     largest = 0
     if settings is not None:
-        largest = quantize_layers(model, config.model_type, _gptq_keys(model, config.model_type), settings, DequantScratch())
+        largest = quantize_layers(
+            model, config.model_type, _gptq_keys(model, config.model_type), settings, DequantScratch()
+        )
     shape = ModelShape.from_config(config)
-    fmt = WeightFormat(bits=settings.bits if settings else None, group_size=settings.group_size if settings else -1,
-                       desc_act=settings.desc_act if settings else False, dtype="float16")
+    fmt = WeightFormat(
+        bits=settings.bits if settings else None,
+        group_size=settings.group_size if settings else -1,
+        desc_act=settings.desc_act if settings else False,
+        dtype="float16",
+    )
     assert decoder_layer_bytes(shape, fmt) == layer_layout(model.model.layers[0]).nbytes
     top = {id(t): t for _, _, _, t in top_level_tensors(model).values()}
     assert non_layer_bytes(shape, "float16") == sum(t.numel() * t.element_size() for t in top.values())
@@ -80,17 +96,25 @@ def test_packing_rounds_each_tensor_then_the_layer() -> None:
 def test_llama2_70b_gptq_layer_by_hand() -> None:
     """80 layers of TheBloke's Llama-2-70B-Chat-GPTQ main branch (4-bit, one group, act-order)."""
     shape = ModelShape("llama", 80, 8192, 28672, 64, 8, 32000, 128)
+
     # per linear (in, out): qweight in*out/2, qzeros out/2, scales 2*out, g_idx 4*in, perm 4*in
     def linear(i: int, o: int) -> int:
         return i * o // 2 + o // 2 + 2 * o + 8 * i
-    by_hand = 2 * linear(8192, 8192) + 2 * linear(8192, 1024) + 2 * linear(8192, 28672) + linear(28672, 8192) + 2 * 2 * 8192
+
+    by_hand = (
+        2 * linear(8192, 8192) + 2 * linear(8192, 1024) + 2 * linear(8192, 28672) + linear(28672, 8192) + 2 * 2 * 8192
+    )
     assert by_hand == 428_684_288  # every tensor is a multiple of 256 bytes; the layer is rounded to a page:
-    assert decoder_layer_bytes(shape, WeightFormat(bits=4, group_size=-1, desc_act=True)) == 428_687_360  # 104,660 pages
+    assert (
+        decoder_layer_bytes(shape, WeightFormat(bits=4, group_size=-1, desc_act=True)) == 428_687_360
+    )  # 104,660 pages
 
 
 def test_planning_modules_import_without_torch() -> None:
-    code = ("import sys; import core.planning.residency, core.planning.sizes, core.planning.host_memory, "
-            "core.models.fit, core.models.speed, core.models.gpu_specs, core.hardware.probe, core.cli.hw, "
-            "core.cli.models_recommend; print('torch' in sys.modules)")
+    code = (
+        "import sys; import core.planning.residency, core.planning.sizes, core.planning.host_memory, "
+        "core.models.fit, core.models.speed, core.models.gpu_specs, core.hardware.probe, core.cli.hw, "
+        "core.cli.models_recommend; print('torch' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False", out.stderr

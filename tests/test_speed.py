@@ -56,7 +56,10 @@ def test_draft_forwards_scale_with_the_depth_the_accepted_tokens_imply():
     assert draft_forwards(256, 5.82) == pytest.approx(per_token[256] * 5.82)  # the built-in pair's own count
     assert draft_forwards(256, 13.46) == speed.MAX_DRAFT_FORWARDS  # deep trees hit the search's cap
     assert draft_forwards(1, 1.0) == 1.0 and draft_forwards(16, 0.1) == 1.0
-    assert per_token[64] < draft_forwards(128, 1.0) < per_token[256] or per_token[256] < draft_forwards(128, 1.0) < per_token[64]
+    assert (
+        per_token[64] < draft_forwards(128, 1.0) < per_token[256]
+        or per_token[256] < draft_forwards(128, 1.0) < per_token[64]
+    )
 
 
 def test_an_eager_4bit_draft_forward_is_launch_bound_and_a_16bit_one_reads_its_weights():
@@ -67,20 +70,37 @@ def test_an_eager_4bit_draft_forward_is_launch_bound_and_a_16bit_one_reads_its_w
     packed_bytes = 32 * decoder_layer_bytes(LLAMA_7B, FOUR_BIT) + 32000 * 4096 * 2
     eager = speed.DraftLaunch.EAGER
     fused = DraftKernel.FUSED
-    assert draft_seconds(LLAMA_7B, FOUR_BIT, 64, 6.0, gpu, fused, launch=eager) == pytest.approx(forwards * kernels * speed.LAUNCH_SECONDS)
-    assert draft_seconds(LLAMA_7B, WeightFormat(), 64, 6.0, gpu, launch=eager) == pytest.approx(forwards * fp16_bytes / 800e9)
+    assert draft_seconds(LLAMA_7B, FOUR_BIT, 64, 6.0, gpu, fused, launch=eager) == pytest.approx(
+        forwards * kernels * speed.LAUNCH_SECONDS
+    )
+    assert draft_seconds(LLAMA_7B, WeightFormat(), 64, 6.0, gpu, launch=eager) == pytest.approx(
+        forwards * fp16_bytes / 800e9
+    )
     # replayed from a CUDA graph (the engine's default on CUDA): the GPU's time plus a gap per kernel, the
     # host's launches hidden behind it
     gaps = kernels * speed.GRAPH_KERNEL_GAP_SECONDS
-    assert draft_seconds(LLAMA_7B, FOUR_BIT, 64, 6.0, gpu, fused) == pytest.approx(forwards * (packed_bytes / 800e9 + gaps))
-    assert draft_seconds(LLAMA_7B, FOUR_BIT, 64, 6.0, gpu, fused) < 0.7 * draft_seconds(LLAMA_7B, FOUR_BIT, 64, 6.0, gpu, fused, launch=eager)
-    tiny = dataclasses.replace(LLAMA_7B, num_hidden_layers=1, hidden_size=64, intermediate_size=128, vocab_size=64,
-                               num_attention_heads=2, num_key_value_heads=2, head_dim=32)
+    assert draft_seconds(LLAMA_7B, FOUR_BIT, 64, 6.0, gpu, fused) == pytest.approx(
+        forwards * (packed_bytes / 800e9 + gaps)
+    )
+    assert draft_seconds(LLAMA_7B, FOUR_BIT, 64, 6.0, gpu, fused) < 0.7 * draft_seconds(
+        LLAMA_7B, FOUR_BIT, 64, 6.0, gpu, fused, launch=eager
+    )
+    tiny = dataclasses.replace(
+        LLAMA_7B,
+        num_hidden_layers=1,
+        hidden_size=64,
+        intermediate_size=128,
+        vocab_size=64,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        head_dim=32,
+    )
     host = speed.SEARCH_STEP_KERNELS * speed.LAUNCH_SECONDS + speed.GRAPH_REPLAY_SECONDS  # a tiny draft: host-bound
     assert draft_seconds(tiny, FOUR_BIT, 64, 6.0, gpu, fused) == pytest.approx(forwards * host)
     # dequantise-then-GEMM writes the 16-bit weights and reads them back: slower than a 16-bit draft
     assert draft_seconds(LLAMA_7B, FOUR_BIT, 64, 6.0, gpu, DraftKernel.DEQUANTISE) > draft_seconds(
-        LLAMA_7B, WeightFormat(), 64, 6.0, gpu)
+        LLAMA_7B, WeightFormat(), 64, 6.0, gpu
+    )
 
 
 def test_the_draft_reads_its_packed_weights_at_its_kernels_rate_or_its_eager_unpacking():
@@ -96,17 +116,23 @@ def test_the_draft_reads_its_packed_weights_at_its_kernels_rate_or_its_eager_unp
     unmeasured = GpuRates(h2d=25e9, memory=800e9, flops=1e18)
     assert unmeasured.kernel_rate(DraftKernel.FUSED) == 800e9 * speed.FUSED_MATMUL_SHARE
     assert draft_seconds(LLAMA_7B, FOUR_BIT, 64, 6.0, unmeasured, DraftKernel.FUSED) == pytest.approx(
-        forwards * (layers / (800e9 * speed.FUSED_MATMUL_SHARE) + head / 800e9 + gaps))
+        forwards * (layers / (800e9 * speed.FUSED_MATMUL_SHARE) + head / 800e9 + gaps)
+    )
     measured = dataclasses.replace(unmeasured, measured_kernels={"fused": 500e9, "tinygemm": 600e9})
     assert draft_seconds(LLAMA_7B, FOUR_BIT, 64, 6.0, measured, DraftKernel.FUSED) == pytest.approx(
-        forwards * (layers / 500e9 + head / 800e9 + gaps))
+        forwards * (layers / 500e9 + head / 800e9 + gaps)
+    )
     # tinygemm: the search's 32 rows (search_width(64)) are two 16-row tiles, each reading the weights
     assert draft_seconds(LLAMA_7B, FOUR_BIT, 64, 6.0, measured) == pytest.approx(
-        forwards * (2 * layers / 600e9 + head / 800e9 + gaps))
+        forwards * (2 * layers / 600e9 + head / 800e9 + gaps)
+    )
     assert draft_seconds(LLAMA_7B, FOUR_BIT, 64, 6.0, unmeasured, DraftKernel.TINYGEMM) == pytest.approx(
-        forwards * (2 * layers / (800e9 * speed.TINYGEMM_SHARE) + head / 800e9 + gaps))
+        forwards * (2 * layers / (800e9 * speed.TINYGEMM_SHARE) + head / 800e9 + gaps)
+    )
     eager = draft_seconds(LLAMA_7B, FOUR_BIT, 64, 6.0, unmeasured, DraftKernel.EAGER_DEQUANTISE)
-    assert eager == pytest.approx(forwards * ((layers + head + speed.EAGER_DEQUANT_BYTES_PER_WEIGHT * linears) / 800e9 + gaps))
+    assert eager == pytest.approx(
+        forwards * ((layers + head + speed.EAGER_DEQUANT_BYTES_PER_WEIGHT * linears) / 800e9 + gaps)
+    )
     assert eager > 5 * draft_seconds(LLAMA_7B, WeightFormat(), 64, 6.0, unmeasured)  # worse than a 16-bit draft
 
 
@@ -134,8 +160,13 @@ def _ratio(row) -> float:
     return predict_row(row).ratio
 
 
-@pytest.mark.parametrize("row", [r for r in PAPER_ROWS if r.target.startswith("Llama") and r.gpu != "RTX 4060"],
-                         ids=lambda r: f"T{r.table}-{r.gpu}-{'GPTQ' if r.gptq else '16bit'}-{r.dataset}-t{r.temperature}-{r.method}{r.budget}")
+@pytest.mark.parametrize(
+    "row",
+    [r for r in PAPER_ROWS if r.target.startswith("Llama") and r.gpu != "RTX 4060"],
+    ids=lambda r: (
+        f"T{r.table}-{r.gpu}-{'GPTQ' if r.gptq else '16bit'}-{r.dataset}-t{r.temperature}-{r.method}{r.budget}"
+    ),
+)
 def test_every_llama_row_of_the_paper_within_tolerance(row):
     assert abs(_ratio(row) - 1) <= TOLERANCE
 
@@ -164,7 +195,8 @@ def test_the_overlap_takes_forwards_off_the_critical_path_by_the_measured_keep_r
     search's cap, never below the one catch-up forward; nothing without a keep or a pass to fill."""
     assert overlapped_forwards(20.0, 1.0, 0.05, keep_rate=0.5, saved_per_shadow_forward=0.4) == pytest.approx(16.0)
     assert overlapped_forwards(20.0, 10.0, 0.05, keep_rate=0.5, saved_per_shadow_forward=0.4) == pytest.approx(
-        20.0 - 0.2 * speed.MAX_DRAFT_FORWARDS)
+        20.0 - 0.2 * speed.MAX_DRAFT_FORWARDS
+    )
     assert overlapped_forwards(4.0, 10.0, 0.01, keep_rate=1.0, saved_per_shadow_forward=1.0) == 1.0
     assert overlapped_forwards(20.0, 1.0, 0.05, keep_rate=0.0, saved_per_shadow_forward=0.4) == 20.0
     assert overlapped_forwards(1.0, 1.0, 0.05, keep_rate=1.0, saved_per_shadow_forward=1.0) == 1.0

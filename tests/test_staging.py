@@ -40,6 +40,7 @@ NATIVE_VERSION = "Linux version 6.8.0-49-generic (buildd@lcy02-amd64-103) (x86_6
 
 # --- the limit, the platform, the ring's depth (pure) ---------------------------------------------------
 
+
 def test_pin_limit_in_gigabytes():
     assert parse_pin_limit("2") == 2_000_000_000
     assert parse_pin_limit(" 0.5 ") == 500_000_000
@@ -49,8 +50,9 @@ def test_pin_limit_in_gigabytes():
     assert pin_limit_from_env({}) is None
 
 
-@pytest.mark.parametrize("text", ["abc", "-1", "nan", "inf", "-inf", "1e400", "2GB", "1e7", "0x10", "\x00", "1,5",
-                                  "9" * 5000])
+@pytest.mark.parametrize(
+    "text", ["abc", "-1", "nan", "inf", "-inf", "1e400", "2GB", "1e7", "0x10", "\x00", "1,5", "9" * 5000]
+)
 def test_hostile_pin_limits_are_refused_in_words(text):
     with pytest.raises(InvalidSettingError, match=f"{PIN_LIMIT_ENV} must be a number of gigabytes"):
         parse_pin_limit(text)
@@ -80,6 +82,7 @@ def test_ring_depth_follows_the_copy_and_fill_rates():
 
 # --- the budget ------------------------------------------------------------------------------------------
 
+
 def test_budget_stops_at_the_first_refusal_and_never_asks_again():
     asked = []
 
@@ -103,9 +106,11 @@ def test_limit_caps_the_store_but_not_the_ring_slots():
 
 # --- the ring --------------------------------------------------------------------------------------------
 
+
 def _store(layers: int) -> HostWeightStore:
-    config = LlamaConfig(hidden_size=32, intermediate_size=64, num_attention_heads=4, num_key_value_heads=2,
-                         num_hidden_layers=layers)
+    config = LlamaConfig(
+        hidden_size=32, intermediate_size=64, num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=layers
+    )
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config, dtype=torch.float16)
     store = HostWeightStore([layer_layout(layer) for layer in model.model.layers], pin=False)
@@ -160,16 +165,28 @@ def test_ring_takes_only_the_slots_the_system_allows():
 
 # --- offloaded decoding through the ring ------------------------------------------------------------------
 
+
 def test_tokens_are_the_same_pinned_and_staged(tmp_path, tiny_target, tiny_draft):
     """A limit of 0 stages every streamed layer through the ring, one layer's worth stages the rest, no limit
     stages nothing: SpecExec emits the same tokens in all three as with the target in memory."""
     tiny_target.model.save_pretrained(str(tmp_path))
-    loads = {limit: load_offloaded(str(tmp_path), "cpu", torch.float64, resident_layers=0, n_slots=2,
-                                   stream_on_cpu=True, record_trace=True, pin_limit_bytes=limit)
-             for limit in (None, 0)}
+    loads = {
+        limit: load_offloaded(
+            str(tmp_path),
+            "cpu",
+            torch.float64,
+            resident_layers=0,
+            n_slots=2,
+            stream_on_cpu=True,
+            record_trace=True,
+            pin_limit_bytes=limit,
+        )
+        for limit in (None, 0)
+    }
     layer = loads[0].report.layer_bytes
-    loads[layer] = load_offloaded(str(tmp_path), "cpu", torch.float64, resident_layers=0, n_slots=2,
-                                  stream_on_cpu=True, pin_limit_bytes=layer)
+    loads[layer] = load_offloaded(
+        str(tmp_path), "cpu", torch.float64, resident_layers=0, n_slots=2, stream_on_cpu=True, pin_limit_bytes=layer
+    )
     unlimited, staged, mixed = loads[None].report.pinning, loads[0].report.pinning, loads[layer].report.pinning
     assert unlimited.staged_bytes_per_pass == 0 and unlimited.ring_slots == 0 and loads[None].streamer.ring is None
     assert staged.staged_bytes_per_pass == loads[0].report.bytes_streamed_per_pass and staged.ring_slots == 2
@@ -181,8 +198,9 @@ def test_tokens_are_the_same_pinned_and_staged(tmp_path, tiny_target, tiny_draft
         outputs = []
         for target in (tiny_target, *loads.values()):
             state = DecodeState.fresh(prompt, target, tiny_draft)
-            outputs.append([t for step in specexec_steps(state, target, tiny_draft, params, tree, 16)
-                            for t in step.token_ids])
+            outputs.append(
+                [t for step in specexec_steps(state, target, tiny_draft, params, tree, 16) for t in step.token_ids]
+            )
         assert all(tokens == outputs[0] for tokens in outputs) and len(outputs[0]) == 16
     # the ring served every staged copy, in the streamer's copy order
     copies = [a.layer for a in loads[0].streamer.trace if isinstance(a, Copy)]
@@ -192,8 +210,9 @@ def test_tokens_are_the_same_pinned_and_staged(tmp_path, tiny_target, tiny_draft
 
 def test_a_failed_pass_through_the_ring_leaves_the_next_one_correct(tmp_path, tiny_target):
     tiny_target.model.save_pretrained(str(tmp_path))
-    model = load_offloaded(str(tmp_path), "cpu", torch.float64, resident_layers=0, n_slots=2, stream_on_cpu=True,
-                           pin_limit_bytes=0)
+    model = load_offloaded(
+        str(tmp_path), "cpu", torch.float64, resident_layers=0, n_slots=2, stream_on_cpu=True, pin_limit_bytes=0
+    )
     ids = torch.tensor([1, 7, 22, 3])
     causal = torch.full((4, 4), float("-inf"), dtype=torch.float64).triu(1)[None, None]
     expected = model.forward(ids, torch.arange(4), causal, model.new_cache())
@@ -204,21 +223,32 @@ def test_a_failed_pass_through_the_ring_leaves_the_next_one_correct(tmp_path, ti
 
 def test_the_report_says_what_copies_how_in_words():
     gib = 1024**3
-    refused = PinningReport(limit_bytes=None, locked_bytes=gib, refused=True, ring_slots=3,
-                            staged_bytes_per_pass=30 * gib, copy_bytes_per_second=25e9, fill_bytes_per_second=9e9,
-                            system="WSL2")
+    refused = PinningReport(
+        limit_bytes=None,
+        locked_bytes=gib,
+        refused=True,
+        ring_slots=3,
+        staged_bytes_per_pass=30 * gib,
+        copy_bytes_per_second=25e9,
+        fill_bytes_per_second=9e9,
+        system="WSL2",
+    )
     sentence = refused.sentence(34 * gib)
-    assert sentence.startswith("4.00 GiB of the 34.00 GiB streamed per pass copy from pinned memory and 30.00 GiB "
-                               "through a ring of 3 pinned buffers")
+    assert sentence.startswith(
+        "4.00 GiB of the 34.00 GiB streamed per pass copy from pinned memory and 30.00 GiB "
+        "through a ring of 3 pinned buffers"
+    )
     assert "WSL2 refused to lock more than 1.00 GiB" in sentence and "Windows itself allows more" in sentence
     assert "copies 25.0 GB/s, filling 9.0 GB/s per worker" in sentence
     pageable = PinningReport(None, 0, True, 0, 2 * gib, 0.0, 0.0, "Windows")
     assert "from pageable memory" in pageable.sentence(2 * gib)
     assert PinningReport(None, 0, False, 0, 0, 0.0, 0.0, "Linux").sentence(gib) == (
-        "all 1.00 GiB streamed per pass copy from pinned memory")
+        "all 1.00 GiB streamed per pass copy from pinned memory"
+    )
 
 
 # --- the bench option ------------------------------------------------------------------------------------
+
 
 def test_bench_offload_stages_through_the_ring_with_a_pin_limit(capsys):
     import argparse
@@ -228,9 +258,27 @@ def test_bench_offload_stages_through_the_ring_with_a_pin_limit(capsys):
 
     parser = argparse.ArgumentParser()
     add_arguments(parser)
-    args = parser.parse_args(["--device", "cpu", "--format", "fp16", "--layers", "3", "--width-divisor", "8",
-                              "--tree-sizes", "1", "--context", "8", "--vram-budgets", "12", "--pin-limit-gb", "0",
-                              "--json"])
+    args = parser.parse_args(
+        [
+            "--device",
+            "cpu",
+            "--format",
+            "fp16",
+            "--layers",
+            "3",
+            "--width-divisor",
+            "8",
+            "--tree-sizes",
+            "1",
+            "--context",
+            "8",
+            "--vram-budgets",
+            "12",
+            "--pin-limit-gb",
+            "0",
+            "--json",
+        ]
+    )
     assert run(args) == 0
     fp16 = json.loads(capsys.readouterr().out)["formats"][0]
     assert fp16["ring_slots"] == 2 and fp16["pinned_gb"] == 0 and fp16["copy_from"] == "pageable"
@@ -253,13 +301,13 @@ def test_bench_offload_refuses_a_hostile_pin_limit(text, capsys):
 
 # --- the doctor's check -----------------------------------------------------------------------------------
 
+
 def test_doctor_pinning_check_runs_its_path_on_the_cpu():
     from core.doctor import pinning
 
     measured = pinning.measure(torch.device("cpu"), layer_bytes=1 << 20, layers=3)
     assert measured.ring_slots == 2 and measured.device == "cpu"
-    assert min(measured.pinned_bytes_per_second, measured.pageable_bytes_per_second,
-               measured.ring_bytes_per_second) > 0
+    assert min(measured.pinned_bytes_per_second, measured.pageable_bytes_per_second, measured.ring_bytes_per_second) > 0
     assert pinning.decide(measured).status.value == "pass"
 
 
@@ -271,7 +319,10 @@ def test_doctor_pinning_check_judges_the_gpu_rates():
         return pinning.PinningMeasurement("cuda:0", system, 1 << 28, pinned, 9.6e9, ring, 3 if ring else 0)
 
     good = pinning.decide(on_gpu(23e9))
-    assert good.status is Status.PASS and "pinned 25.0 GB/s, through the staging ring 23.0 GB/s, pageable 9.6" in good.sentence
+    assert (
+        good.status is Status.PASS
+        and "pinned 25.0 GB/s, through the staging ring 23.0 GB/s, pageable 9.6" in good.sentence
+    )
     slow = pinning.decide(on_gpu(10e9))
     assert slow.status is Status.DEGRADED and "cannot fill the ring" in slow.sentence
     refused = pinning.decide(on_gpu(None, pinned=None, system="WSL2"))

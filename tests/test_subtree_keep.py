@@ -67,6 +67,7 @@ def test_the_kept_subtree_is_the_grown_one_under_the_emitted_token_with_its_rows
         emitted = _deep_path(search)
         n = int(search.n_expanded)
         parents, tokens = search.e_parent[:n].tolist(), search.e_token[:n].tolist()
+
         # the grown nodes under the emitted path's last node, by their token paths
         def path_of(j):
             out = []
@@ -74,7 +75,8 @@ def test_the_kept_subtree_is_the_grown_one_under_the_emitted_token_with_its_rows
                 out.append(tokens[j])
                 j = parents[j]
             return out[::-1]
-        under = {tuple(path_of(j)[len(emitted):]) for j in range(1, n) if path_of(j)[: len(emitted)] == emitted}
+
+        under = {tuple(path_of(j)[len(emitted) :]) for j in range(1, n) if path_of(j)[: len(emitted)] == emitted}
         commit_draft_path(cache, tree.root_row, torch.tensor([tree.root_row]))  # the root alone was expanded
         seed = keep_subtree(search, emitted, cache, max_nodes=64)
     kept = _seed_paths(seed)

@@ -17,13 +17,27 @@ pytestmark = pytest.mark.timeout(600)
 
 # a nested schema whose every value is bounded, so that a call written by a model that has no opinion on it
 # (the scripted model's distribution is flat outside its script) ends well within the answer's limit
-PLACE = {"type": "object", "properties": {"city": {"type": "string", "enum": ["Paris", "Rome"]},
-                                          "days": {"type": "integer", "minimum": 1, "maximum": 9}},
-         "required": ["city", "days"], "additionalProperties": False}
-TOOL = {"type": "function", "function": {"name": "plan", "parameters": {
-    "type": "object", "properties": {"place": PLACE, "note": {"type": "string", "maxLength": 4},
-                                     "sunny": {"type": "boolean"}},
-    "required": ["place", "note", "sunny"], "additionalProperties": False}}}
+PLACE = {
+    "type": "object",
+    "properties": {
+        "city": {"type": "string", "enum": ["Paris", "Rome"]},
+        "days": {"type": "integer", "minimum": 1, "maximum": 9},
+    },
+    "required": ["city", "days"],
+    "additionalProperties": False,
+}
+TOOL = {
+    "type": "function",
+    "function": {
+        "name": "plan",
+        "parameters": {
+            "type": "object",
+            "properties": {"place": PLACE, "note": {"type": "string", "maxLength": 4}, "sunny": {"type": "boolean"}},
+            "required": ["place", "note", "sunny"],
+            "additionalProperties": False,
+        },
+    },
+}
 USER = [{"role": "user", "content": "Plan a trip."}]
 
 
@@ -35,9 +49,15 @@ def _valid_call(choice) -> bool:
     call = choice.message.tool_calls[0].function
     arguments = json.loads(call.arguments)
     place = arguments["place"]
-    return (call.name == "plan" and set(arguments) == {"place", "note", "sunny"} and set(place) == {"city", "days"}
-            and place["city"] in ("Paris", "Rome") and 1 <= place["days"] <= 9 and len(arguments["note"]) <= 4
-            and isinstance(arguments["sunny"], bool))
+    return (
+        call.name == "plan"
+        and set(arguments) == {"place", "note", "sunny"}
+        and set(place) == {"city", "days"}
+        and place["city"] in ("Paris", "Rome")
+        and 1 <= place["days"] <= 9
+        and len(arguments["note"]) <= 4
+        and isinstance(arguments["sunny"], bool)
+    )
 
 
 def _serve(folders):
@@ -52,7 +72,9 @@ def newline_first(tmp_path_factory):
     """A model that writes a newline before it opens its thought (as several fine-tunes of Qwen3 do)."""
     from test_serve_api import stop_server
 
-    process, client = _serve(save_byte_thinking_pair(tmp_path_factory.mktemp("newline"), "\n<think>Because sky</think>Blue"))
+    process, client = _serve(
+        save_byte_thinking_pair(tmp_path_factory.mktemp("newline"), "\n<think>Because sky</think>Blue")
+    )
     try:
         yield client
     finally:
@@ -65,10 +87,13 @@ def test_a_forced_call_comes_after_a_thought_that_starts_with_a_newline(newline_
     until the length limit; now every seed thinks "Because sky" and then calls."""
     outcomes = []
     for seed in range(24):
-        answer = newline_first.chat.completions.create(model="m", messages=USER, tools=[TOOL], tool_choice="required",
-                                                       max_tokens=300, seed=seed, temperature=1.0)
+        answer = newline_first.chat.completions.create(
+            model="m", messages=USER, tools=[TOOL], tool_choice="required", max_tokens=300, seed=seed, temperature=1.0
+        )
         choice = answer.choices[0]
-        outcomes.append((choice.finish_reason, _valid_call(choice), choice.message.model_extra.get("reasoning_content")))
+        outcomes.append(
+            (choice.finish_reason, _valid_call(choice), choice.message.model_extra.get("reasoning_content"))
+        )
     assert Counter(outcomes) == {("tool_calls", True, "Because sky"): 24}
 
 
@@ -133,7 +158,12 @@ def test_a_negative_budget_is_refused_before_the_engine():
     assert refused.value.param == "thinking_token_budget"
     with pytest.raises(ApiError):
         parse_chat_request({"messages": USER, "thinking_token_budget": "many"}, Defaults())
-    assert parse_chat_request({"messages": USER, "thinking_token_budget": 12}, Defaults()).to_generate("r").thinking_token_budget == 12
+    assert (
+        parse_chat_request({"messages": USER, "thinking_token_budget": 12}, Defaults())
+        .to_generate("r")
+        .thinking_token_budget
+        == 12
+    )
     with pytest.raises(P.ProtocolError, match="cannot be negative"):
         P.validate(P.Generate(request_id="r", messages=tuple(USER), thinking_token_budget=-3))
 
@@ -155,19 +185,28 @@ def test_a_thought_that_never_closes_ends_at_the_budget_and_the_call_comes(endle
     process, client = _serve(endless)
     try:
         for seed in range(4):
-            answer = client.chat.completions.create(model="m", messages=USER, tools=[TOOL], tool_choice="required",
-                                                    max_tokens=300, seed=seed, extra_body={"thinking_token_budget": 6})
+            answer = client.chat.completions.create(
+                model="m",
+                messages=USER,
+                tools=[TOOL],
+                tool_choice="required",
+                max_tokens=300,
+                seed=seed,
+                extra_body={"thinking_token_budget": 6},
+            )
             choice = answer.choices[0]
             assert _valid_call(choice), (seed, choice)
             assert choice.message.model_extra["reasoning_content"] == "Because sky" * 3
         # no budget asked: half the answer's 300 tokens, and the call still comes
-        answer = client.chat.completions.create(model="m", messages=USER, tools=[TOOL], tool_choice="required",
-                                                max_tokens=300, seed=9)
+        answer = client.chat.completions.create(
+            model="m", messages=USER, tools=[TOOL], tool_choice="required", max_tokens=300, seed=9
+        )
         assert _valid_call(answer.choices[0])
         assert answer.choices[0].message.model_extra["reasoning_content"].count("Because") == 75  # 150 tokens
         # without a grammar the budget holds too: the thought closes, and the model answers as it likes
-        free = client.chat.completions.create(model="m", messages=USER, max_tokens=40, seed=1,
-                                              extra_body={"thinking_token_budget": 4})
+        free = client.chat.completions.create(
+            model="m", messages=USER, max_tokens=40, seed=1, extra_body={"thinking_token_budget": 4}
+        )
         assert free.choices[0].message.model_extra["reasoning_content"] == "Because sky" * 2
         assert free.choices[0].finish_reason in ("stop", "length")
     finally:
@@ -195,10 +234,19 @@ def test_specexec_under_a_thinking_budget_equals_sequential(endless, seed):
     spec = GrammarSpec("lark", forced_call_grammar("hermes", (TOOL,)))
     texts = []
     for method, budget in (("sequential", None), ("specexec", 4), ("specexec", 24)):
-        controls = OutputControls(GrammarConstraint(spec, tokenizer, target.lm.vocab_size, target.lm.eos_token_ids, fmt, 5))
+        controls = OutputControls(
+            GrammarConstraint(spec, tokenizer, target.lm.vocab_size, target.lm.eos_token_ids, fmt, 5)
+        )
         settings = DecodingSettings(method=method, tree=TreeSettings(budget or 8, 6, 4), max_new_tokens=200)
-        result = generate(target.lm, draft.lm if method == "specexec" else None, tokenizer, prompt,
-                          SamplingParams(temperature=1.0, seed=seed), settings, controls=controls)
+        result = generate(
+            target.lm,
+            draft.lm if method == "specexec" else None,
+            tokenizer,
+            prompt,
+            SamplingParams(temperature=1.0, seed=seed),
+            settings,
+            controls=controls,
+        )
         texts.append(result.text)
     assert texts[0] == texts[1] == texts[2]
     assert texts[0].startswith("<think>Because skyBecause skyBecause</think>")

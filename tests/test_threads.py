@@ -19,8 +19,16 @@ def test_default_leaves_one_physical_core_free():
     assert default_thread_count(physical_cores=None) >= 1  # unknown core count: still a usable number
 
 
-@pytest.mark.parametrize("command", [["generate", "--prompt", "x"], ["chat"], ["bench", "acceptance", "--prompts", "p"],
-                                     ["bench", "chat"], ["bench", "offload"]])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["generate", "--prompt", "x"],
+        ["chat"],
+        ["bench", "acceptance", "--prompts", "p"],
+        ["bench", "chat"],
+        ["bench", "offload"],
+    ],
+)
 def test_every_model_command_accepts_threads(command):
     args = build_parser().parse_args([*command, "--threads", "3"])
     assert args.threads == 3
@@ -29,8 +37,20 @@ def test_every_model_command_accepts_threads(command):
 
 def test_generate_runs_on_the_default_or_the_given_thread_count(tiny_pair, capsys):  # noqa: F811
     target, draft = map(str, tiny_pair)
-    common = ["generate", "--target", target, "--draft", draft, "--prompt", "w5 w6", "--max-new-tokens", "4",
-              "--budget", "4", "--json"]
+    common = [
+        "generate",
+        "--target",
+        target,
+        "--draft",
+        draft,
+        "--prompt",
+        "w5 w6",
+        "--max-new-tokens",
+        "4",
+        "--budget",
+        "4",
+        "--json",
+    ]
     with torch_threads(5):  # whatever torch had before, generate sets its own count
         assert main(common) == 0
         assert torch.get_num_threads() == default_thread_count()

@@ -35,38 +35,56 @@ def stdio_config(mode: str = "stdio", name: str = "calc", **env: str) -> ServerC
 
 
 def test_the_common_mcpservers_shape_is_read():
-    servers = parse_servers(json.dumps({"mcpServers": {
-        "files": {"command": "npx", "args": ["-y", "server-filesystem", "/tmp"], "env": {"TOKEN": "t"}},
-        "search": {"url": "https://example.com/mcp", "headers": {"Authorization": "Bearer k"}},
-        "off": {"command": "uvx", "args": ["x"], "disabled": True},
-    }}))
+    servers = parse_servers(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "files": {"command": "npx", "args": ["-y", "server-filesystem", "/tmp"], "env": {"TOKEN": "t"}},
+                    "search": {"url": "https://example.com/mcp", "headers": {"Authorization": "Bearer k"}},
+                    "off": {"command": "uvx", "args": ["x"], "disabled": True},
+                }
+            }
+        )
+    )
     files, search, off = servers
-    assert (files.transport, files.command, files.args, files.env) == ("stdio", "npx", ("-y", "server-filesystem", "/tmp"), {"TOKEN": "t"})
-    assert (search.transport, search.url, search.headers) == ("http", "https://example.com/mcp", {"Authorization": "Bearer k"})
+    assert (files.transport, files.command, files.args, files.env) == (
+        "stdio",
+        "npx",
+        ("-y", "server-filesystem", "/tmp"),
+        {"TOKEN": "t"},
+    )
+    assert (search.transport, search.url, search.headers) == (
+        "http",
+        "https://example.com/mcp",
+        {"Authorization": "Bearer k"},
+    )
     assert off.enabled is False and files.enabled and search.enabled
     assert parse_servers(json.dumps({"mcpServers": {s.name: s.to_json() for s in servers}})) == servers
     assert "TOKEN" not in files.where and "Bearer" not in search.where  # what is shown carries no secret
 
 
-@pytest.mark.parametrize("text, words", [
-    ("not json", "not valid JSON"),
-    ("[1, 2]", "must be a JSON object"),
-    (json.dumps({"mcpServers": []}), "'mcpServers' must be an object"),
-    (json.dumps({"mcpServers": {"../x": {"command": "a"}}}), "server name"),
-    (json.dumps({"mcpServers": {"a": {"command": "a", "url": "http://x"}}}), "either a 'command'"),
-    (json.dumps({"mcpServers": {"a": {}}}), "either a 'command'"),
-    (json.dumps({"mcpServers": {"a": {"command": "a\nrm -rf /"}}}), "must be one line"),
-    (json.dumps({"mcpServers": {"a": {"command": "a", "args": ["x\u0000y"]}}}), "NUL"),
-    (json.dumps({"mcpServers": {"a": {"command": "a", "args": "x"}}}), "args must be a list"),
-    (json.dumps({"mcpServers": {"a": {"command": "a", "env": {"A=B": "c"}}}}), "environment variable name"),
-    (json.dumps({"mcpServers": {"a": {"url": "file:///etc/passwd"}}}), "http:// or https://"),
-    (json.dumps({"mcpServers": {"a": {"url": "javascript:alert(1)"}}}), "http:// or https://"),
-    (json.dumps({"mcpServers": {"a": {"url": "http://h/mcp", "headers": {"X": "a\r\nInjected: 1"}}}}), "one line"),
-    (json.dumps({"mcpServers": {"a": {"url": "http://h/mcp", "headers": {"Bad Header": "v"}}}}), "header name"),
-    (json.dumps({"mcpServers": {"a": {"url": "http://h/sse", "type": "sse"}}}), "SSE transport is not supported"),
-    (json.dumps({"mcpServers": {f"s{i}": {"command": "a"} for i in range(65)}}), "more than 64"),
-    ("{" + " " * MAX_CONFIG_BYTES + "}", "larger than"),
-])
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("not json", "not valid JSON"),
+        ("[1, 2]", "must be a JSON object"),
+        (json.dumps({"mcpServers": []}), "'mcpServers' must be an object"),
+        (json.dumps({"mcpServers": {"../x": {"command": "a"}}}), "server name"),
+        (json.dumps({"mcpServers": {"a": {"command": "a", "url": "http://x"}}}), "either a 'command'"),
+        (json.dumps({"mcpServers": {"a": {}}}), "either a 'command'"),
+        (json.dumps({"mcpServers": {"a": {"command": "a\nrm -rf /"}}}), "must be one line"),
+        (json.dumps({"mcpServers": {"a": {"command": "a", "args": ["x\u0000y"]}}}), "NUL"),
+        (json.dumps({"mcpServers": {"a": {"command": "a", "args": "x"}}}), "args must be a list"),
+        (json.dumps({"mcpServers": {"a": {"command": "a", "env": {"A=B": "c"}}}}), "environment variable name"),
+        (json.dumps({"mcpServers": {"a": {"url": "file:///etc/passwd"}}}), "http:// or https://"),
+        (json.dumps({"mcpServers": {"a": {"url": "javascript:alert(1)"}}}), "http:// or https://"),
+        (json.dumps({"mcpServers": {"a": {"url": "http://h/mcp", "headers": {"X": "a\r\nInjected: 1"}}}}), "one line"),
+        (json.dumps({"mcpServers": {"a": {"url": "http://h/mcp", "headers": {"Bad Header": "v"}}}}), "header name"),
+        (json.dumps({"mcpServers": {"a": {"url": "http://h/sse", "type": "sse"}}}), "SSE transport is not supported"),
+        (json.dumps({"mcpServers": {f"s{i}": {"command": "a"} for i in range(65)}}), "more than 64"),
+        ("{" + " " * MAX_CONFIG_BYTES + "}", "larger than"),
+    ],
+)
 def test_hostile_settings_are_refused_in_plain_words(text, words):
     with pytest.raises(InvalidSettingError, match=words):
         parse_servers(text)
@@ -167,8 +185,15 @@ def test_servers_that_cannot_start_say_why():
 
 
 def test_a_toolbox_keeps_the_servers_that_start():
-    toolbox = Toolbox([stdio_config(name="calc"), stdio_config("exit", name="broken"),
-                       ServerConfig(name="off", command="x", enabled=False)], start_timeout=60, call_timeout=10)
+    toolbox = Toolbox(
+        [
+            stdio_config(name="calc"),
+            stdio_config("exit", name="broken"),
+            ServerConfig(name="off", command="x", enabled=False),
+        ],
+        start_timeout=60,
+        call_timeout=10,
+    )
     try:
         failures = toolbox.start()
         assert set(failures) == {"broken"} and "off" not in toolbox.connections
@@ -188,8 +213,9 @@ def test_a_toolbox_keeps_the_servers_that_start():
 def http_server():
     import subprocess
 
-    process = subprocess.Popen([sys.executable, SERVER, "http", "--key", "s3cret"], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, SERVER, "http", "--key", "s3cret"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         line = process.stdout.readline()
         assert line.startswith("listening on "), line

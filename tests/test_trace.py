@@ -48,8 +48,17 @@ def test_tracer_counts_what_would_block_a_gpu_and_nothing_on_the_host():
         float(total), bool(made[0] == 0)
     after = trace.snapshot()
     kinds = " ".join(reads.syncs)
-    for kind in ("[__int__]", "[tolist]", "[nonzero]", "[boolean-mask indexing]", "[where(condition)]", "[equal]",
-                 "[host operand of index]", "[blocking host-to-device copy]", "[whole-device synchronize]"):
+    for kind in (
+        "[__int__]",
+        "[tolist]",
+        "[nonzero]",
+        "[boolean-mask indexing]",
+        "[where(condition)]",
+        "[equal]",
+        "[host operand of index]",
+        "[blocking host-to-device copy]",
+        "[whole-device synchronize]",
+    ):
         assert kind in kinds, kind
     assert all(site.startswith("tests/test_trace.py:") for site in reads.syncs)
     assert reads.h2d_bytes == 2 * 8 + 6 * 4  # the index, then the host tensor
@@ -70,15 +79,32 @@ def _trace_specexec(target, draft, params, tree, max_new_tokens=24) -> tuple[Pas
     totals = PassTrace()
     tokenizer = make_word_tokenizer()
     target = endless(target)
-    chunks = list(traced_stream(target, draft, tokenizer, PROMPT, params,
-                                DecodingSettings(method="specexec", tree=tree, max_new_tokens=max_new_tokens), totals))
+    chunks = list(
+        traced_stream(
+            target,
+            draft,
+            tokenizer,
+            PROMPT,
+            params,
+            DecodingSettings(method="specexec", tree=tree, max_new_tokens=max_new_tokens),
+            totals,
+        )
+    )
     return totals, [t for c in chunks for t in c.token_ids]
 
 
-TREES = [TreeSettings(1, 1, 1), TreeSettings(16, 4, 4), TreeSettings(128, 32, 8), TreeSettings(256, 32, 32, draft_top_p=True),
-         TreeSettings(64, 16, 16, adaptive_depth=False)]
-SAMPLING = [SamplingParams(temperature=0.0), SamplingParams(temperature=0.8, top_p=0.9, seed=4),
-            SamplingParams(temperature=1.0, top_k=7, repetition_penalty=1.3, seed=5)]
+TREES = [
+    TreeSettings(1, 1, 1),
+    TreeSettings(16, 4, 4),
+    TreeSettings(128, 32, 8),
+    TreeSettings(256, 32, 32, draft_top_p=True),
+    TreeSettings(64, 16, 16, adaptive_depth=False),
+]
+SAMPLING = [
+    SamplingParams(temperature=0.0),
+    SamplingParams(temperature=0.8, top_p=0.9, seed=4),
+    SamplingParams(temperature=1.0, top_k=7, repetition_penalty=1.3, seed=5),
+]
 
 
 @pytest.mark.parametrize("tree", TREES, ids=lambda t: f"K{t.budget}-D{t.max_depth}-B{t.expand}")
@@ -88,14 +114,26 @@ def test_specexec_passes_stay_under_the_sync_ceilings(tiny_target, tiny_draft, t
     summary = totals.summary()
     assert totals.passes >= 2
     assert summary["max_syncs_in_a_pass"] <= MAX_SYNCS_PER_PASS, summary["sync_sites_per_pass"]
-    assert totals.counts.draft_syncs == 0 and totals.counts.search_syncs == 0 and totals.counts.draft_forwards >= totals.passes
+    assert (
+        totals.counts.draft_syncs == 0
+        and totals.counts.search_syncs == 0
+        and totals.counts.draft_forwards >= totals.passes
+    )
     assert summary["kernels_per_draft_forward"] > 0
-    plain = generate(endless(tiny_target), None, make_word_tokenizer(), PROMPT, params,
-                     DecodingSettings(method="sequential", max_new_tokens=24))
+    plain = generate(
+        endless(tiny_target),
+        None,
+        make_word_tokenizer(),
+        PROMPT,
+        params,
+        DecodingSettings(method="sequential", max_new_tokens=24),
+    )
     assert tokens == plain.token_ids  # the GPU path the trace runs is exact too
 
 
-def test_offloaded_target_stays_under_the_ceiling_and_streams_its_layers(tmp_path, tiny_target, tiny_draft, one_torch_thread):
+def test_offloaded_target_stays_under_the_ceiling_and_streams_its_layers(
+    tmp_path, tiny_target, tiny_draft, one_torch_thread
+):
     tiny_target.model.save_pretrained(str(tmp_path))
     offloaded = load_offloaded(str(tmp_path), "cpu", torch.float64, resident_layers=0, n_slots=1, stream_on_cpu=True)
     assert offloaded.streamer.bytes_streamed_per_pass > 0
@@ -124,11 +162,29 @@ def tiny_folders(tmp_path_factory):
 
 def test_bench_trace_command_reports_both_targets(tiny_folders):
     target, draft = tiny_folders
-    result = specexec("bench", "trace", "--target", target, "--draft", draft, "--budgets", "4,16", "--passes", "2",
-                      "--offload-resident-layers", "1", "--json")
+    result = specexec(
+        "bench",
+        "trace",
+        "--target",
+        target,
+        "--draft",
+        draft,
+        "--budgets",
+        "4,16",
+        "--passes",
+        "2",
+        "--offload-resident-layers",
+        "1",
+        "--json",
+    )
     assert result.returncode == 0, result.stderr
     rows = json.loads(result.stdout)["rows"]
-    assert [(r["target"], r["budget"]) for r in rows] == [("resident", 4), ("resident", 16), ("offloaded", 4), ("offloaded", 16)]
+    assert [(r["target"], r["budget"]) for r in rows] == [
+        ("resident", 4),
+        ("resident", 16),
+        ("offloaded", 4),
+        ("offloaded", 16),
+    ]
     for row in rows:
         assert row["passes"] == 2 and row["max_syncs_in_a_pass"] <= MAX_SYNCS_PER_PASS
         assert row["syncs_per_draft_forward"] == 0 and row["kernels_per_draft_forward"] > 0
@@ -139,9 +195,25 @@ def test_bench_acceptance_adds_the_trace_columns(tiny_folders, tmp_path):
     target, draft = tiny_folders
     prompts = tmp_path / "prompts.jsonl"
     prompts.write_text(json.dumps({"text": "w5 w6 w7"}) + "\n")
-    result = specexec("bench", "acceptance", "--target", target, "--draft", draft, "--prompts", str(prompts),
-                      "--budgets", "8", "--methods", "specexec", "--max-new-tokens", "10", "--trace",
-                      "--no-adaptive-depth", "--json")
+    result = specexec(
+        "bench",
+        "acceptance",
+        "--target",
+        target,
+        "--draft",
+        draft,
+        "--prompts",
+        str(prompts),
+        "--budgets",
+        "8",
+        "--methods",
+        "specexec",
+        "--max-new-tokens",
+        "10",
+        "--trace",
+        "--no-adaptive-depth",
+        "--json",
+    )
     assert result.returncode == 0, result.stderr
     (row,) = json.loads(result.stdout)["rows"]
     assert 0 < row["syncs_per_pass"] <= MAX_SYNCS_PER_PASS
@@ -149,14 +221,17 @@ def test_bench_acceptance_adds_the_trace_columns(tiny_folders, tmp_path):
     assert row["h2d_bytes_per_pass"] > 0
 
 
-@pytest.mark.parametrize("tree", [TreeSettings(16, 4, 4), TreeSettings(64, 16, 16, adaptive_depth=False)],
-                         ids=["K16", "K64-fixed"])
+@pytest.mark.parametrize(
+    "tree", [TreeSettings(16, 4, 4), TreeSettings(64, 16, 16, adaptive_depth=False)], ids=["K16", "K64-fixed"]
+)
 def test_the_overlap_adds_no_host_sync_to_a_pass(tiny_target, tiny_draft, tree, one_torch_thread):
     """The shadow search and the keep (issue 39) read nothing: a pass with the overlap on syncs no more often
     than one without, its draft forwards (the shadow's included) never, and the tokens stay the sequential ones."""
     params = SamplingParams(temperature=0.8, top_p=0.9, seed=4)
     off, off_tokens = _trace_specexec(tiny_target, tiny_draft, params, tree)
-    on, on_tokens = _trace_specexec(tiny_target, tiny_draft, params, dataclasses.replace(tree, overlap=True, shadow_forwards=3))
+    on, on_tokens = _trace_specexec(
+        tiny_target, tiny_draft, params, dataclasses.replace(tree, overlap=True, shadow_forwards=3)
+    )
     assert on_tokens == off_tokens
     assert on.summary()["max_syncs_in_a_pass"] <= off.summary()["max_syncs_in_a_pass"] <= MAX_SYNCS_PER_PASS
     assert set(on.counts.syncs) <= set(off.counts.syncs), on.counts.syncs
@@ -169,13 +244,23 @@ def _plain_answer_trace(target, monkeypatch, fix: str, tokens: int = 40) -> tupl
 
     monkeypatch.setenv(ATTENTION_FIX_ENV, fix)
     totals = PassTrace()
-    chunks = list(traced_stream(endless(target), None, make_word_tokenizer(), PROMPT, SamplingParams(temperature=0.8, seed=2),
-                                DecodingSettings(method="sequential", max_new_tokens=tokens), totals))
+    chunks = list(
+        traced_stream(
+            endless(target),
+            None,
+            make_word_tokenizer(),
+            PROMPT,
+            SamplingParams(temperature=0.8, seed=2),
+            DecodingSettings(method="sequential", max_new_tokens=tokens),
+            totals,
+        )
+    )
     return totals, [t for c in chunks for t in c.token_ids]
 
 
-def test_bucketed_columns_give_a_plain_answer_a_few_attention_shapes_and_the_same_tokens(tiny_target, monkeypatch,
-                                                                                        one_torch_thread):
+def test_bucketed_columns_give_a_plain_answer_a_few_attention_shapes_and_the_same_tokens(
+    tiny_target, monkeypatch, one_torch_thread
+):
     """Issue 37: without buckets every token's keys are one row longer, a new shape for attention each time
     (cuDNN plans each anew on a GPU); with them a whole answer touches one shape per column bucket and kind of
     forward, and samples the same tokens (the added columns are masked)."""

@@ -19,8 +19,16 @@ from __future__ import annotations
 from pathlib import Path
 
 VOCAB = 64
-WORDS = {"<|end|>": 0, "<s>": 1, "<unk>": 2, "<|system|>": 3, "<|user|>": 4, "<|assistant|>": 5,
-         "<think>": 6, "</think>": 7}
+WORDS = {
+    "<|end|>": 0,
+    "<s>": 1,
+    "<unk>": 2,
+    "<|system|>": 3,
+    "<|user|>": 4,
+    "<|assistant|>": 5,
+    "<think>": 6,
+    "</think>": 7,
+}
 ASSISTANT, THINK, END_THINK, EOS = 5, 6, 7, 0
 THOUGHT = [20, 21, 22]  # "w20 w21 w22"
 ANSWER = [30, 31]  # "w30 w31"
@@ -70,9 +78,18 @@ def make_scripted_llama(script: list[int] = SCRIPT, vocab: int = VOCAB, context:
 
     assert len(set(script)) == len(script), "a script token may appear once"
     torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=vocab, hidden_size=vocab, intermediate_size=2 * vocab, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=context,
-                         bos_token_id=1, eos_token_id=EOS, tie_word_embeddings=False)
+    config = LlamaConfig(
+        vocab_size=vocab,
+        hidden_size=vocab,
+        intermediate_size=2 * vocab,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=context,
+        bos_token_id=1,
+        eos_token_id=EOS,
+        tie_word_embeddings=False,
+    )
     model = LlamaForCausalLM(config).eval()
     with torch.no_grad():
         model.model.embed_tokens.weight.copy_(torch.eye(vocab))
@@ -86,8 +103,9 @@ def make_scripted_llama(script: list[int] = SCRIPT, vocab: int = VOCAB, context:
     return model
 
 
-def save_thinking_pair(root: Path, template: str, script: list[int] = SCRIPT, loop_to: int | None = None,
-                       context: int = 512) -> tuple[str, str]:
+def save_thinking_pair(
+    root: Path, template: str, script: list[int] = SCRIPT, loop_to: int | None = None, context: int = 512
+) -> tuple[str, str]:
     """Target and draft folders (the same scripted model, so every draft token is accepted) with `template`."""
     folders = []
     for name in ("target", "draft"):
@@ -107,7 +125,7 @@ BYTE_VOCAB = 272  # the words, the 256 byte symbols, padding to a multiple of 8 
 # Qwen3's way with the block (the model opens it) and Hermes tool calls (tools in a system turn, <tool_call> tags)
 QWEN3_TOOLS_TEMPLATE = (
     "{% if tools %}<|system|> Tools:{% for tool in tools %} {{ tool | tojson }}{% endfor %} "
-    "Call one as <tool_call>{\"name\": ..., \"arguments\": ...}</tool_call> <|end|>{% endif %}"
+    'Call one as <tool_call>{"name": ..., "arguments": ...}</tool_call> <|end|>{% endif %}'
     "{% for m in messages %}<|{{ m.role }}|> {{ m.content }} <|end|>{% endfor %}"
     "{% if add_generation_prompt %}<|assistant|>"
     "{% if enable_thinking is defined and enable_thinking is false %}<think>\n\n</think>\n\n{% endif %}{% endif %}"
@@ -132,8 +150,9 @@ def make_byte_tokenizer(template: str):
     return tokenizer
 
 
-def save_byte_thinking_pair(root: Path, answer: str, template: str = QWEN3_TOOLS_TEMPLATE,
-                            loop_from: str | None = None) -> tuple[str, str]:
+def save_byte_thinking_pair(
+    root: Path, answer: str, template: str = QWEN3_TOOLS_TEMPLATE, loop_from: str | None = None
+) -> tuple[str, str]:
     """Target and draft folders of a scripted model that answers `answer` after its generation prompt
     (`<|assistant|>`), then ends; with `loop_from` (a piece of `answer`, ending it), it goes round from that
     piece's first token instead of ending: a thought that never closes."""

@@ -18,7 +18,7 @@ from pathlib import Path
 from thinking_models import EOS, WORDS, make_scripted_llama
 
 VOCAB = 64
-CALL_WORDS = ['<tool_call>', '{"name":', '"add",', '"arguments":', '{"a":', '2,', '"b":', '3}}', '</tool_call>']
+CALL_WORDS = ["<tool_call>", '{"name":', '"add",', '"arguments":', '{"a":', "2,", '"b":', "3}}", "</tool_call>"]
 FIRST_CALL_ID = 40  # ids 40.. spell the call; after the thinking tokenizer's words and w8..w39
 ASSISTANT = WORDS["<|assistant|>"]
 RESUME = 60  # "w60": the prefill after a tool's result
@@ -38,7 +38,8 @@ _TEMPLATE = (
     "{% endfor %}"
 )
 TOOL_TEMPLATE = _TEMPLATE + (
-    "{% if add_generation_prompt %}<|assistant|>{% if messages[-1].role == 'tool' %} w60{% endif %}{% endif %}")
+    "{% if add_generation_prompt %}<|assistant|>{% if messages[-1].role == 'tool' %} w60{% endif %}{% endif %}"
+)
 LOOPING_TEMPLATE = _TEMPLATE + "{% if add_generation_prompt %}<|assistant|>{% endif %}"
 
 

@@ -10,7 +10,7 @@ HERMES_TEMPLATE = (
     "tags.<|im_end|>\n{%- endif %}"
     "{%- for m in messages %}"
     "{%- if m.role == 'assistant' and m.tool_calls %}<|im_start|>assistant\n{{ m.content }}"
-    "{%- for call in m.tool_calls %}\n<tool_call>\n{\"name\": \"{{ call.function.name }}\", \"arguments\": "
+    '{%- for call in m.tool_calls %}\n<tool_call>\n{"name": "{{ call.function.name }}", "arguments": '
     "{{ call.function.arguments | tojson }}}\n</tool_call>{%- endfor %}<|im_end|>\n"
     "{%- elif m.role == 'tool' %}<|im_start|>user\n<tool_response>\n{{ m.content }}\n</tool_response><|im_end|>\n"
     "{%- else %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{%- endif %}"
@@ -22,11 +22,11 @@ LLAMA31_TEMPLATE = (
     "{%- for m in messages %}"
     "{%- if m.role == 'user' and loop.first and tools %}<|start_header_id|>user<|end_header_id|>\n\n"
     "Given the following functions, respond with a JSON for a function call with its proper arguments that best "
-    "answers the given prompt. Respond in the format {\"name\": function name, \"parameters\": dictionary of "
+    'answers the given prompt. Respond in the format {"name": function name, "parameters": dictionary of '
     "argument name and its value}. Do not use variables.\n\n{%- for tool in tools %}{{ tool | tojson }}\n\n"
     "{%- endfor %}{{ m.content }}<|eot_id|>"
     "{%- elif m.role == 'assistant' and m.tool_calls %}<|start_header_id|>assistant<|end_header_id|>\n\n"
-    "<|python_tag|>{%- for call in m.tool_calls %}{\"name\": \"{{ call.function.name }}\", \"parameters\": "
+    '<|python_tag|>{%- for call in m.tool_calls %}{"name": "{{ call.function.name }}", "parameters": '
     "{{ call.function.arguments | tojson }}}{%- endfor %}<|eom_id|>"
     "{%- elif m.role == 'tool' %}<|start_header_id|>ipython<|end_header_id|>\n\n{{ m.content }}<|eot_id|>"
     "{%- else %}<|start_header_id|>{{ m.role }}<|end_header_id|>\n\n{{ m.content }}<|eot_id|>{%- endif %}"

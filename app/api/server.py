@@ -52,11 +52,15 @@ class BridgePort(QObject):
         self._closed = False
         self._submit_requested.connect(self._submit)
         self._cancel_requested.connect(self._cancel)
-        self._links = ((bridge.chunk, self._deliver_event), (bridge.prompt_started, self._deliver_event),
-                       (bridge.queued, self._deliver_event),
-                       (bridge.pass_stats, self._deliver_event),
-                       (bridge.auto_choice, self._deliver_event), (bridge.finished, self._deliver_event),
-                       (bridge.request_failed, self._deliver_event))
+        self._links = (
+            (bridge.chunk, self._deliver_event),
+            (bridge.prompt_started, self._deliver_event),
+            (bridge.queued, self._deliver_event),
+            (bridge.pass_stats, self._deliver_event),
+            (bridge.auto_choice, self._deliver_event),
+            (bridge.finished, self._deliver_event),
+            (bridge.request_failed, self._deliver_event),
+        )
         for signal, slot in self._links:
             signal.connect(slot)
 
@@ -92,8 +96,11 @@ class BridgePort(QObject):
     def _submit(self, request: P.Generate) -> None:
         if self._closed:
             return
-        settings = {f.name: getattr(request, f.name) for f in dataclasses.fields(request)
-                    if f.name not in ("version", "request_id", "messages")}
+        settings = {
+            f.name: getattr(request, f.name)
+            for f in dataclasses.fields(request)
+            if f.name not in ("version", "request_id", "messages")
+        }
         self.bridge.generate(list(request.messages), request_id=request.request_id, **settings)
 
     @Slot(str)
@@ -172,8 +179,12 @@ class ApiServerHost(QObject):
         from core.server.requests import Defaults
 
         conversation = settings.conversation_defaults()
-        return Defaults(temperature=conversation.temperature, top_p=conversation.top_p,
-                        max_tokens=conversation.max_tokens, method=conversation.decoding_method(bool(settings.draft)))
+        return Defaults(
+            temperature=conversation.temperature,
+            top_p=conversation.top_p,
+            max_tokens=conversation.max_tokens,
+            method=conversation.decoding_method(bool(settings.draft)),
+        )
 
     def _start(self, config: ServerConfig, settings: AppSettings) -> None:
         from core.server.api import create_app
@@ -184,8 +195,13 @@ class ApiServerHost(QObject):
         port = BridgePort(self.bridge)
         gateway = EngineGateway(port)
         try:
-            app = create_app(gateway, config.api_key, self._defaults(settings), loopback_only=True,
-                             allowed_origins=parse_origins(config.allowed_origins))
+            app = create_app(
+                gateway,
+                config.api_key,
+                self._defaults(settings),
+                loopback_only=True,
+                allowed_origins=parse_origins(config.allowed_origins),
+            )
             server = ApiServer(app, HOST, config.port)
             server.start()
         except ServerError as error:

@@ -23,8 +23,10 @@ class ApiServerSettingsRow(QWidget):
         super().__init__(parent)
         self.enabled = QCheckBox("Serve an OpenAI-compatible API on this computer")
         self.enabled.setAccessibleName("Local API server")
-        self.enabled.setToolTip("Other programs on this computer can use the model at http://127.0.0.1:PORT/v1; "
-                                "their requests wait in line with your chats")
+        self.enabled.setToolTip(
+            "Other programs on this computer can use the model at http://127.0.0.1:PORT/v1; "
+            "their requests wait in line with your chats"
+        )
         self.enabled.setChecked(settings.api_server)
         self.port = QLineEdit(str(min(max(settings.api_server_port, 1024), 65535)))
         self.port.setAccessibleName("API server port")
@@ -42,8 +44,10 @@ class ApiServerSettingsRow(QWidget):
         self.origins = QLineEdit(settings.api_server_allowed_origins)
         self.origins.setAccessibleName("Web pages allowed to use the API")
         self.origins.setPlaceholderText("none (for example http://localhost:3000)")
-        self.origins.setToolTip("Browser front ends at these addresses may call the API (comma-separated; * for any "
-                                "page). Leave empty unless you use one: other web pages are refused.")
+        self.origins.setToolTip(
+            "Browser front ends at these addresses may call the API (comma-separated; * for any "
+            "page). Leave empty unless you use one: other web pages are refused."
+        )
         self.origins_problem = QLabel()
         self.origins_problem.setAccessibleName("Allowed web pages problem")
         self.origins_problem.setWordWrap(True)
@@ -107,6 +111,10 @@ class ApiServerSettingsRow(QWidget):
 
     def values(self) -> dict[str, Any]:
         """The AppSettings fields this row edits."""
-        return dict(api_server=self.enabled.isChecked(), api_server_port=self._port,
-                    api_server_require_key=self.require_key.isChecked(), api_server_key=self.key.text(),
-                    api_server_allowed_origins=self.origins.text().strip())
+        return dict(
+            api_server=self.enabled.isChecked(),
+            api_server_port=self._port,
+            api_server_require_key=self.require_key.isChecked(),
+            api_server_key=self.key.text(),
+            api_server_allowed_origins=self.origins.text().strip(),
+        )

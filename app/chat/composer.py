@@ -87,8 +87,10 @@ class Composer(QFrame):
         self._think_icon.set("lightbulb", "link" if on else "muted_text")
         self.think_button.setToolTip(
             "On: the model thinks before it answers (slower, often better on hard questions); its thinking shows "
-            "above the answer. Click to have it answer at once." if on else
-            "Off: the model answers at once, without thinking first. Click to let it think.")
+            "above the answer. Click to have it answer at once."
+            if on
+            else "Off: the model answers at once, without thinking first. Click to let it think."
+        )
         self.think_button.setAccessibleDescription("On" if on else "Off")
 
     def _clicked(self) -> None:

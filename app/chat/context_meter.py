@@ -41,7 +41,10 @@ class ContextMeter(QWidget):
         self.bar.style().unpolish(self.bar)
         self.bar.style().polish(self.bar)
         self.label.setText(f"{used:,} / {limit:,}" if limit else "–")
-        self.setToolTip(f"This chat uses {used:,} of the {limit:,} tokens the model can keep in mind. When they are "
-                        "used up, the oldest messages are left out of what the model sees." if limit else
-                        "How much of the chat the model keeps in mind: known once a model is loaded")
+        self.setToolTip(
+            f"This chat uses {used:,} of the {limit:,} tokens the model can keep in mind. When they are "
+            "used up, the oldest messages are left out of what the model sees."
+            if limit
+            else "How much of the chat the model keeps in mind: known once a model is loaded"
+        )
         self.setAccessibleDescription(self.label.text())

@@ -43,7 +43,13 @@ from app.chat.titles import DEFAULT_TITLE, title_from
 from app.chat.tool_calls_mixin import ToolCallsMixin, answer_words
 from app.engine.bridge import EngineBridge
 from app.conversations.list_models import ConversationListModel, MessageListModel
-from app.settings.schema import AppSettings, BudgetMode, ConversationSettings, conversation_settings_from_json, conversation_settings_to_json
+from app.settings.schema import (
+    AppSettings,
+    BudgetMode,
+    ConversationSettings,
+    conversation_settings_from_json,
+    conversation_settings_to_json,
+)
 from core.engine import protocol as P
 from core.text.reasoning import THINKING_SWITCH
 from core.text.tool_calls import ToolCallStream
@@ -78,8 +84,11 @@ def varied(settings: ConversationSettings) -> ConversationSettings:
     again, and greedy (temperature 0) for the likeliest one: both are left as they are."""
     if settings.seed >= 0 or settings.temperature == 0:
         return settings
-    return replace(settings, temperature=max(settings.temperature, REGENERATE_TEMPERATURE),
-                   top_p=max(settings.top_p, REGENERATE_TOP_P))
+    return replace(
+        settings,
+        temperature=max(settings.temperature, REGENERATE_TEMPERATURE),
+        top_p=max(settings.top_p, REGENERATE_TOP_P),
+    )
 
 
 class ChatController(ToolCallsMixin, QObject):
@@ -92,7 +101,9 @@ class ChatController(ToolCallsMixin, QObject):
     tool_call_waiting = Signal(int, str)  # message id, call id: a card asks the user
     _tool_done = Signal(str, object)  # call id, Future (emitted on the toolbox's thread, delivered queued)
 
-    def __init__(self, store: S.Store, bridge: EngineBridge, settings: AppSettings, parent: QObject | None = None) -> None:
+    def __init__(
+        self, store: S.Store, bridge: EngineBridge, settings: AppSettings, parent: QObject | None = None
+    ) -> None:
         super().__init__(parent)
         self.store = store
         self.bridge = bridge
@@ -136,9 +147,14 @@ class ChatController(ToolCallsMixin, QObject):
 
     def detach(self) -> None:
         """Stop listening to the bridge (a window closing while the bridge lives on, e.g. in tests)."""
-        for signal, slot in ((self.bridge.chunk, self._on_chunk), (self.bridge.pass_stats, self._on_pass_stats),
-                             (self.bridge.prompt_started, self._on_prompt_started), (self.bridge.queued, self._on_queued),
-                             (self.bridge.finished, self._on_finished), (self.bridge.request_failed, self._on_failed)):
+        for signal, slot in (
+            (self.bridge.chunk, self._on_chunk),
+            (self.bridge.pass_stats, self._on_pass_stats),
+            (self.bridge.prompt_started, self._on_prompt_started),
+            (self.bridge.queued, self._on_queued),
+            (self.bridge.finished, self._on_finished),
+            (self.bridge.request_failed, self._on_failed),
+        ):
             try:
                 signal.disconnect(slot)
             except (RuntimeError, TypeError):
@@ -161,8 +177,13 @@ class ChatController(ToolCallsMixin, QObject):
         self.messages.set_messages(rows)
         active = self.active
         if active is not None and active.conversation_id == conversation_id:
-            self.messages.update(active.message_id, content=active.text, reasoning=active.reasoning,
-                                 status=S.STREAMING, stats=active.live_stats())
+            self.messages.update(
+                active.message_id,
+                content=active.text,
+                reasoning=active.reasoning,
+                status=S.STREAMING,
+                stats=active.live_stats(),
+            )
         elif active is None:
             self.stats.reset()  # the status bar shows this conversation's answers, not the last one's
         self.conversation_opened.emit(conversation_id)
@@ -181,7 +202,8 @@ class ChatController(ToolCallsMixin, QObject):
             self.open_conversation(empty)
             return empty
         conversation_id = self.store.create_conversation(
-            title, conversation_settings_to_json(self.conversation_defaults()))
+            title, conversation_settings_to_json(self.conversation_defaults())
+        )
         self.conversations.refresh()
         self.open_conversation(conversation_id)
         return conversation_id
@@ -269,8 +291,9 @@ class ChatController(ToolCallsMixin, QObject):
         if self.generating or not any(m.role == "user" for m in self.messages.rows):
             return False
         last = self.messages.rows[-1]
-        return not (last.role == "assistant" and last.status == S.FAILED
-                    and last.stats.get("kind") in REPEATING_FAILURES)
+        return not (
+            last.role == "assistant" and last.status == S.FAILED and last.stats.get("kind") in REPEATING_FAILURES
+        )
 
     def regenerate(self) -> bool:
         """A new answer to the last user message; the old answer, unless empty, is kept as an alternative to
@@ -307,7 +330,13 @@ class ChatController(ToolCallsMixin, QObject):
         """Replace a user message's text, drop everything after it, and answer again."""
         text = text.strip()
         row = self.messages.row_of(message_id)
-        if not text or self.generating or row < 0 or self.messages.rows[row].role != "user" or self.conversation_id is None:
+        if (
+            not text
+            or self.generating
+            or row < 0
+            or self.messages.rows[row].role != "user"
+            or self.conversation_id is None
+        ):
             return False
         self.store.update_message(message_id, content=text)
         self.store.delete_messages_from(self.conversation_id, message_id + 1)
@@ -412,7 +441,11 @@ class ChatController(ToolCallsMixin, QObject):
     def _on_queued(self, event: P.Queued) -> None:
         """The answer waits behind others (the local API server's): the bubble says how many."""
         active = self.active
-        if active is not None and active.request_id == event.request_id and active.conversation_id == self.conversation_id:
+        if (
+            active is not None
+            and active.request_id == event.request_id
+            and active.conversation_id == self.conversation_id
+        ):
             self.messages.update(active.message_id, stats={"queued_behind": event.position})
 
     def _on_prompt_started(self, event: P.PromptStarted) -> None:
@@ -446,9 +479,14 @@ class ChatController(ToolCallsMixin, QObject):
             return  # the answer goes on once its calls are decided and done
         # A stopped answer's Finished carries no counts (and a server may send none): keep what was seen, so
         # the context meter shows the same figure after the chat is opened again as while it was written.
-        self._end_answer(status, {"reason": event.reason,
-                                  "prompt_tokens": event.prompt_tokens or self.active.reading.get("prompt_tokens", 0),
-                                  "generated_tokens": event.generated_tokens or self.stats.tokens})
+        self._end_answer(
+            status,
+            {
+                "reason": event.reason,
+                "prompt_tokens": event.prompt_tokens or self.active.reading.get("prompt_tokens", 0),
+                "generated_tokens": event.generated_tokens or self.stats.tokens,
+            },
+        )
 
     def _on_failed(self, error: P.Error) -> None:
         if self.active is None or self.active.request_id != error.request_id:
@@ -473,10 +511,13 @@ class ChatController(ToolCallsMixin, QObject):
             log.error("answer %d could not be saved: %s", active.message_id, error)
             self.unsaved[active.message_id] = final
             self._retry_timer.start()
-            self.message.emit(f"The answer is shown but not saved: {error}; it is saved as soon as there is room "
-                              "(keep the app open until then).")
-        self.messages.update(active.message_id, content=active.text, reasoning=active.reasoning, status=status,
-                             stats=stats)
+            self.message.emit(
+                f"The answer is shown but not saved: {error}; it is saved as soon as there is room "
+                "(keep the app open until then)."
+            )
+        self.messages.update(
+            active.message_id, content=active.text, reasoning=active.reasoning, status=status, stats=stats
+        )
         self.active = None
         self.conversations.refresh()
         self.generating_changed.emit(False)
@@ -510,8 +551,9 @@ class ChatController(ToolCallsMixin, QObject):
         active.text += active.pending
         active.reasoning += active.pending_reasoning
         active.pending = active.pending_reasoning = ""
-        self.messages.update(active.message_id, content=active.text, reasoning=active.reasoning,
-                             stats=active.live_stats())
+        self.messages.update(
+            active.message_id, content=active.text, reasoning=active.reasoning, stats=active.live_stats()
+        )
 
     def _save(self) -> None:
         active = self.active
@@ -520,8 +562,9 @@ class ChatController(ToolCallsMixin, QObject):
         self._flush()
         if (active.text, active.reasoning) != (active.saved, active.saved_reasoning):
             try:
-                self.store.update_message(active.message_id, content=active.text, reasoning=active.reasoning,
-                                          stats=active.live_stats())
+                self.store.update_message(
+                    active.message_id, content=active.text, reasoning=active.reasoning, stats=active.live_stats()
+                )
             except S.StoreError as error:  # the answer goes on; its end is saved (or kept until it can be)
                 log.warning("the answer so far could not be saved: %s", error)
                 return

@@ -120,10 +120,18 @@ class ChatHeader(QFrame):
         layout = self.layout()
         margins = layout.contentsMargins()
         others = sum(w.sizeHint().width() for w in (self.context_meter, self.settings_button, self.export_button))
-        spare = (self.width() - margins.left() - margins.right() - 4 * layout.spacing() - MIN_TITLE_PX - others
-                 - 2 * self.title_label.fontMetrics().averageCharWidth())
+        spare = (
+            self.width()
+            - margins.left()
+            - margins.right()
+            - 4 * layout.spacing()
+            - MIN_TITLE_PX
+            - others
+            - 2 * self.title_label.fontMetrics().averageCharWidth()
+        )
         chrome = self.model_button.sizeHint().width() - self.model_button.fontMetrics().horizontalAdvance(
-            self.model_button.text())  # the chip's padding and border
+            self.model_button.text()
+        )  # the chip's padding and border
         room = max(MIN_MODEL_PX - chrome, min(MAX_MODEL_PX, spare - chrome - 24))
         shown = self.model_button.fontMetrics().elidedText(self._model_name, Qt.TextElideMode.ElideRight, room)
         if self.model_button.text() != f"{shown}  ▾":

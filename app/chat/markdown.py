@@ -63,7 +63,7 @@ def segments(text: str) -> list[Segment]:
     found: list[Segment] = []
     position = 0
     for block in code_blocks(text):
-        prose = "\n".join(lines[position:block.start_line]).strip("\n")
+        prose = "\n".join(lines[position : block.start_line]).strip("\n")
         if prose.strip():
             found.append(Segment("prose", prose))
         found.append(Segment("code", block.code, block.language))

@@ -10,7 +10,12 @@ from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QSizePolicy, QTextBro
 from app.chat.highlight import highlight_document
 from app.chat.markdown import segments
 from app.chat.rendering import (
-    MARKDOWN_FEATURES, body_font_size, set_line_height, shade_inline_code, style_tables, tighten_lists,
+    MARKDOWN_FEATURES,
+    body_font_size,
+    set_line_height,
+    shade_inline_code,
+    style_tables,
+    tighten_lists,
 )
 from app.theme.icons import themed
 from app.theme.tokens import SPACE, TYPE, current
@@ -42,8 +47,10 @@ class MarkdownView(QTextBrowser):
     def _fit(self, *_: object) -> None:
         height = int(self.document().size().height()) + 2 * self.frameWidth() + 2
         bar = self.horizontalScrollBar()
-        if bar.isVisible() or (self.lineWrapMode() == QTextBrowser.LineWrapMode.NoWrap
-                               and self.document().idealWidth() > self.viewport().width()):
+        if bar.isVisible() or (
+            self.lineWrapMode() == QTextBrowser.LineWrapMode.NoWrap
+            and self.document().idealWidth() > self.viewport().width()
+        ):
             height += bar.sizeHint().height()
         if height != self.height():
             self.setFixedHeight(max(height, self.fontMetrics().height() + 8))

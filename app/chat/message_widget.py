@@ -147,12 +147,15 @@ class MessageWidget(QWidget):
         self.edit_button: QToolButton | None = None
         self.regenerate_button: QToolButton | None = None
         if self.user:
-            self.edit_button = _action_button("pencil", "Edit message and resend", "Edit this message and get a new answer")
+            self.edit_button = _action_button(
+                "pencil", "Edit message and resend", "Edit this message and get a new answer"
+            )
             self.edit_button.clicked.connect(self.start_editing)
             actions.addWidget(self.edit_button)
         else:
-            self.regenerate_button = _action_button("refresh-cw", "Regenerate the answer",
-                                                    "Another answer; this one is kept to flip back to (Ctrl+R)")
+            self.regenerate_button = _action_button(
+                "refresh-cw", "Regenerate the answer", "Another answer; this one is kept to flip back to (Ctrl+R)"
+            )
             self.regenerate_button.clicked.connect(self.regenerate_requested)
             actions.addWidget(self.regenerate_button)
         self.speed_label = QLabel()  # an answer's speed in plain words, beside its actions on hover
@@ -297,21 +300,34 @@ class MessageWidget(QWidget):
         if message.status == S.INTERRUPTED:  # the banner says why (the engine stopped, the connection was
             # lost); no pids, signals or addresses here
             lost = stats.get("kind") == "engine_died" or "engine" in stats.get("error", "")
-            parts.append("Interrupted: " + ("cut off before the answer was finished" if lost
-                                            else stats.get("error") or "the answer was cut off"))
+            parts.append(
+                "Interrupted: "
+                + ("cut off before the answer was finished" if lost else stats.get("error") or "the answer was cut off")
+            )
         elif message.status == S.FAILED and message.content:
             parts.append(error_text(message))
         elif message.status == S.STOPPED:
             parts.append("Stopped")
-        if (message.role == "assistant" and message.reasoning and not message.content
-                and message.status == S.COMPLETE and stats.get("reason") == "length"):
+        if (
+            message.role == "assistant"
+            and message.reasoning
+            and not message.content
+            and message.status == S.COMPLETE
+            and stats.get("reason") == "length"
+        ):
             parts.append("Cut off while still thinking: raise Longest answer in Chat settings")
         if message.role == "assistant" and stats.get("tool_note"):
             parts.append(stats["tool_note"][0].upper() + stats["tool_note"][1:])
-        if (message.role == "assistant" and message.status == S.COMPLETE and not message.content
-                and not message.reasoning):
-            parts.append("The model ended its answer without writing anything. Regenerate asks it again; "
-                         "rewording your message may help")
+        if (
+            message.role == "assistant"
+            and message.status == S.COMPLETE
+            and not message.content
+            and not message.reasoning
+        ):
+            parts.append(
+                "The model ended its answer without writing anything. Regenerate asks it again; "
+                "rewording your message may help"
+            )
         return "   ".join(parts)
 
     def _footer_details(self, message: Message) -> str:
@@ -320,12 +336,16 @@ class MessageWidget(QWidget):
         if message.role != "assistant" or not stats.get("tokens"):
             return ""
         tokens = stats["tokens"]
-        lines = [f"{tokens} token{'s' if tokens != 1 else ''}{', thinking included' if message.reasoning else ''}"
-                 f" · {stats.get('tokens_per_s', 0):.1f} tokens/s",
-                 f"{stats.get('passes', 0)} passes of the model"]
+        lines = [
+            f"{tokens} token{'s' if tokens != 1 else ''}{', thinking included' if message.reasoning else ''}"
+            f" · {stats.get('tokens_per_s', 0):.1f} tokens/s",
+            f"{stats.get('passes', 0)} passes of the model",
+        ]
         if stats.get("tokens_per_pass", 0) > 1:
-            lines.append(f"{stats['tokens_per_pass']:.2f} tokens per pass (the draft model's guesses that were "
-                         f"kept), tree budget {stats.get('budget', 0)}")
+            lines.append(
+                f"{stats['tokens_per_pass']:.2f} tokens per pass (the draft model's guesses that were "
+                f"kept), tree budget {stats.get('budget', 0)}"
+            )
         return "\n".join(lines)
 
     def render(self, force: bool = False) -> None:

@@ -26,7 +26,7 @@ def error_text(message: Message) -> str:
 
 
 def format_time(timestamp: float, now: float | None = None) -> str:
-    """"14:02" today, "23 Nov 14:02" on another day (local time)."""
+    """ "14:02" today, "23 Nov 14:02" on another day (local time)."""
     if timestamp <= 0:
         return ""
     moment = datetime.fromtimestamp(timestamp)
@@ -41,5 +41,10 @@ def speed_words(message: Message) -> str:
     if message.role != "assistant" or not stats.get("tokens") or not stats.get("tokens_per_s"):
         return ""
     words = stats["tokens_per_s"] * WORDS_PER_TOKEN
-    return f"about {words:.0f} words a second" if words >= 1.5 else "about a word a second" if words >= 0.5 \
+    return (
+        f"about {words:.0f} words a second"
+        if words >= 1.5
+        else "about a word a second"
+        if words >= 0.5
         else f"about {60 * words:.0f} words a minute"
+    )

@@ -4,7 +4,14 @@ inline code and thin-bordered tables, all from the theme's roles (a theme switch
 from __future__ import annotations
 
 from PySide6.QtGui import (
-    QColor, QGuiApplication, QTextBlockFormat, QTextCharFormat, QTextCursor, QTextDocument, QTextFrameFormat, QTextTable,
+    QColor,
+    QGuiApplication,
+    QTextBlockFormat,
+    QTextCharFormat,
+    QTextCursor,
+    QTextDocument,
+    QTextFrameFormat,
+    QTextTable,
 )
 
 from app.theme.tokens import SPACE, TYPE
@@ -92,9 +99,11 @@ def style_tables(document: QTextDocument, border: str, header: str) -> None:
 def drop_empty_last_rows(table: QTextTable) -> None:
     """An answer stopped in the middle of a table ends with a row begun but not written ("|"): no empty row
     under the table for it."""
+
     def empty(row: int) -> bool:
-        return all(table.cellAt(row, c).firstPosition() == table.cellAt(row, c).lastPosition()
-                   for c in range(table.columns()))
+        return all(
+            table.cellAt(row, c).firstPosition() == table.cellAt(row, c).lastPosition() for c in range(table.columns())
+        )
 
     while table.rows() > 1 and empty(table.rows() - 1):
         table.removeRows(table.rows() - 1, 1)
@@ -105,8 +114,9 @@ def tighten_cells(table: QTextTable, percent: int = 115) -> None:
     spacing = QTextBlockFormat()
     spacing.setLineHeight(percent, QTextBlockFormat.LineHeightTypes.ProportionalHeight.value)
     cursor = table.cellAt(0, 0).firstCursorPosition()
-    cursor.setPosition(table.cellAt(table.rows() - 1, table.columns() - 1).lastPosition(),
-                       QTextCursor.MoveMode.KeepAnchor)
+    cursor.setPosition(
+        table.cellAt(table.rows() - 1, table.columns() - 1).lastPosition(), QTextCursor.MoveMode.KeepAnchor
+    )
     cursor.mergeBlockFormat(spacing)
 
 

@@ -73,7 +73,7 @@ class ThinkingBlock(QFrame):
             if self._text and text.startswith(self._text):  # it grew while streaming: add the new words only
                 cursor = QTextCursor(self.view.document())
                 cursor.movePosition(QTextCursor.MoveOperation.End)
-                cursor.insertText(text[len(self._text):])  # new lines take the last one's line height
+                cursor.insertText(text[len(self._text) :])  # new lines take the last one's line height
             else:
                 self.view.setPlainText(text)
                 set_line_height(self.view.document(), TYPE.body_line_height - 10)

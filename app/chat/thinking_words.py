@@ -6,7 +6,7 @@ from typing import Any
 
 
 def duration_words(seconds: float) -> str:
-    """"a moment", "12 s", "2 min 5 s": how long a model thought, as people say it."""
+    """ "a moment", "12 s", "2 min 5 s": how long a model thought, as people say it."""
     whole = round(seconds)
     if whole < 1:
         return "a moment"
@@ -17,7 +17,7 @@ def duration_words(seconds: float) -> str:
 
 
 def thought_summary(stats: dict[str, Any]) -> str:
-    """"Thought for 12 s" from an answer's stats; "Thoughts" where the time was never measured (an answer cut
+    """ "Thought for 12 s" from an answer's stats; "Thoughts" where the time was never measured (an answer cut
     off by a crash while the model thought)."""
     seconds = stats.get("thinking_seconds")
     if isinstance(seconds, (int, float)) and not isinstance(seconds, bool):

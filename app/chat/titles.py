@@ -11,7 +11,9 @@ TITLE_LENGTH = 48
 def title_from(text: str) -> str:
     """An automatic title from the first message: its first line without markdown marks, cut after the
     first sentence or at a word boundary near TITLE_LENGTH characters."""
-    first = next((line for line in text.strip().splitlines() if line.strip() and not line.strip().startswith("```")), "")
+    first = next(
+        (line for line in text.strip().splitlines() if line.strip() and not line.strip().startswith("```")), ""
+    )
     line = " ".join(re.sub(r"[#*_`>]+", " ", first).split())
     sentence = re.match(r"(.+?[.?!])(\s|$)", line)
     if sentence and len(sentence.group(1)) >= 12:

@@ -110,8 +110,10 @@ class ToolCallsMixin:
     def _show_rounds(self) -> None:
         active = self.active
         if active is not None:
-            self.messages.update(active.message_id, tool_rounds=[dict(r, calls=[dict(c) for c in r["calls"]])
-                                                                 for r in active.tool_rounds])
+            self.messages.update(
+                active.message_id,
+                tool_rounds=[dict(r, calls=[dict(c) for c in r["calls"]]) for r in active.tool_rounds],
+            )
 
     def _save_rounds(self) -> None:
         active = self.active

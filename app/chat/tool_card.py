@@ -27,8 +27,14 @@ from app.chat import tool_turns as T
 from app.theme.tokens import SPACE
 from app.window.buttons import PRIMARY, SECONDARY, button
 
-STATUS_WORDS = {T.ASKING: "wants to run: allow it?", T.RUNNING: "running…", T.DONE: "done", T.FAILED: "failed",
-                T.DENIED: "not allowed", T.STOPPED: "stopped"}
+STATUS_WORDS = {
+    T.ASKING: "wants to run: allow it?",
+    T.RUNNING: "running…",
+    T.DONE: "done",
+    T.FAILED: "failed",
+    T.DENIED: "not allowed",
+    T.STOPPED: "stopped",
+}
 SHOWN_ARGUMENT_CHARS = 2_000
 RESULT_LINES = 12  # the open result's height at most, in lines (it scrolls beyond)
 
@@ -62,7 +68,9 @@ class ToolCallCard(QFrame):
         row = QHBoxLayout(self.buttons)
         row.setContentsMargins(0, 0, 0, 0)
         self.allow_once = button("Allow once", PRIMARY, "Run this call")
-        self.allow_always = button("Always for this tool", SECONDARY, "Run this tool's calls in this chat without asking")
+        self.allow_always = button(
+            "Always for this tool", SECONDARY, "Run this tool's calls in this chat without asking"
+        )
         self.deny = button("Deny", SECONDARY, "Do not run it; the model is told (Esc)")
         for widget, decision in ((self.allow_once, "once"), (self.allow_always, "always"), (self.deny, "deny")):
             widget.clicked.connect(lambda _=False, d=decision: self._decide(d))
@@ -115,8 +123,9 @@ class ToolCallCard(QFrame):
     def _show_result(self, shown: bool) -> None:
         shown = shown and self.result_toggle.isVisible()
         self.result.setVisible(shown)
-        self.result_toggle.setText(("Hide the result" if shown else "Show the result")
-                                   + (" (error)" if self.record.get("is_error") else ""))
+        self.result_toggle.setText(
+            ("Hide the result" if shown else "Show the result") + (" (error)" if self.record.get("is_error") else "")
+        )
 
     def keyPressEvent(self, event: QKeyEvent) -> None:
         if event.key() == Qt.Key.Key_Escape and self.asking:
@@ -139,8 +148,9 @@ class ToolCallsBlock(QWidget):
         self._shape: list[str] = []
 
     def show_rounds(self, rounds: list[dict[str, Any]]) -> None:
-        shape = [f"{i}:{r.get('content', '')!s}:{c.get('id')}" for i, r in enumerate(rounds)
-                 for c in r.get("calls", [])]
+        shape = [
+            f"{i}:{r.get('content', '')!s}:{c.get('id')}" for i, r in enumerate(rounds) for c in r.get("calls", [])
+        ]
         if shape != self._shape:  # calls added or another answer shown: build the cards again
             while self.column.count():
                 item = self.column.takeAt(0)

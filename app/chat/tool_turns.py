@@ -25,15 +25,22 @@ TOOLS_CONFIG_NAME = "mcp.json"  # the app's MCP servers, in the config folder (t
 
 
 def call_record(call: PendingCall) -> dict[str, Any]:
-    return {"id": call.id, "name": call.name, "arguments": call.arguments if call.arguments is not None else {},
-            "arguments_text": call.arguments_text, "server": call.server or "", "status": ASKING,
-            "decision": "", "result": "", "is_error": False}
+    return {
+        "id": call.id,
+        "name": call.name,
+        "arguments": call.arguments if call.arguments is not None else {},
+        "arguments_text": call.arguments_text,
+        "server": call.server or "",
+        "status": ASKING,
+        "decision": "",
+        "result": "",
+        "is_error": False,
+    }
 
 
 def finish_call(record: dict[str, Any], result: ToolResult, status: str | None = None) -> None:
     """The call's result (and status: done or failed unless given) written into its record."""
-    record.update(result=result.text, is_error=result.is_error,
-                  status=status or (FAILED if result.is_error else DONE))
+    record.update(result=result.text, is_error=result.is_error, status=status or (FAILED if result.is_error else DONE))
 
 
 def deny_call(record: dict[str, Any]) -> None:
@@ -46,8 +53,13 @@ def stop_call(record: dict[str, Any]) -> None:
 
 def pending(record: dict[str, Any]) -> PendingCall:
     """A stored call as the loop's PendingCall (for the messages the model reads)."""
-    return PendingCall(record["id"], record["name"], record.get("arguments_text", ""), record.get("arguments") or {},
-                       record.get("server") or None)
+    return PendingCall(
+        record["id"],
+        record["name"],
+        record.get("arguments_text", ""),
+        record.get("arguments") or {},
+        record.get("server") or None,
+    )
 
 
 def rounds_to_messages(rounds: list[dict[str, Any]]) -> list[dict[str, Any]]:

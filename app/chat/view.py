@@ -87,8 +87,9 @@ class ChatView(QScrollArea):
         self.placeholder_label.setWordWrap(True)
         self.placeholder_label.setMinimumWidth(420)
         self.placeholder_label.setMaximumWidth(560)
-        self.models_button = button("Get a bigger model", LINK,
-                                    "Models that answer better, and how fast each would run on this computer")
+        self.models_button = button(
+            "Get a bigger model", LINK, "Models that answer better, and how fast each would run on this computer"
+        )
         self.models_button.clicked.connect(self.models_requested)
         self.models_button.hide()
         layout.addWidget(title)

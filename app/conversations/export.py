@@ -62,8 +62,17 @@ def tool_section(message: Message) -> list[str]:
         for call in round_.get("calls", []):
             arguments = json.dumps(call.get("arguments", {}), ensure_ascii=False)
             quoted = [f"> {line}".rstrip() for line in str(call.get("result", "")).splitlines()] or [">"]
-            lines += ["<details>", f"<summary>Tool {call.get('name', '?')} ({call.get('status', '?')})</summary>", "",
-                      f"`{arguments}`", "", *quoted, "", "</details>", ""]
+            lines += [
+                "<details>",
+                f"<summary>Tool {call.get('name', '?')} ({call.get('status', '?')})</summary>",
+                "",
+                f"`{arguments}`",
+                "",
+                *quoted,
+                "",
+                "</details>",
+                "",
+            ]
     return lines
 
 
@@ -79,8 +88,13 @@ def to_json(conversation: Conversation, messages: list[Message], settings: dict[
 
 
 def _json_message(message: Message) -> dict[str, Any]:
-    data = {"role": message.role, "content": message.content, "status": message.status,
-            "created_at": _iso(message.created_at), "stats": message.stats}
+    data = {
+        "role": message.role,
+        "content": message.content,
+        "status": message.status,
+        "created_at": _iso(message.created_at),
+        "stats": message.stats,
+    }
     if message.reasoning:
         data["reasoning"] = message.reasoning
     if message.tool_rounds:

@@ -116,8 +116,14 @@ class MessageListModel(QAbstractListModel):
         return None
 
     def roleNames(self) -> dict[int, bytes]:
-        return {Qt.ItemDataRole.DisplayRole: b"content", self.IdRole: b"messageId", self.RoleRole: b"role",
-                self.StatusRole: b"status", self.StatsRole: b"stats", self.ReasoningRole: b"reasoning"}
+        return {
+            Qt.ItemDataRole.DisplayRole: b"content",
+            self.IdRole: b"messageId",
+            self.RoleRole: b"role",
+            self.StatusRole: b"status",
+            self.StatsRole: b"stats",
+            self.ReasoningRole: b"reasoning",
+        }
 
     def set_messages(self, messages: list[Message]) -> None:
         self.beginResetModel()

@@ -6,8 +6,17 @@ from __future__ import annotations
 from PySide6.QtCore import QItemSelectionModel, QModelIndex, QPoint, Qt, Signal
 from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import (
-    QAbstractItemView, QHBoxLayout, QLabel, QLineEdit, QListView, QMenu, QPushButton, QStyledItemDelegate,
-    QStyleOptionViewItem, QVBoxLayout, QWidget,
+    QAbstractItemView,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QListView,
+    QMenu,
+    QPushButton,
+    QStyledItemDelegate,
+    QStyleOptionViewItem,
+    QVBoxLayout,
+    QWidget,
 )
 
 from app.conversations.list_models import ConversationListModel
@@ -72,7 +81,9 @@ class ConversationList(QWidget):
         self.view.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.view.setTextElideMode(Qt.TextElideMode.ElideRight)
         self.view.setUniformItemSizes(True)
-        self.view.setEditTriggers(QAbstractItemView.EditTrigger.EditKeyPressed | QAbstractItemView.EditTrigger.SelectedClicked)
+        self.view.setEditTriggers(
+            QAbstractItemView.EditTrigger.EditKeyPressed | QAbstractItemView.EditTrigger.SelectedClicked
+        )
         self.view.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.view.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.view.customContextMenuRequested.connect(self._menu)
@@ -109,8 +120,7 @@ class ConversationList(QWidget):
         """In the list's place when it is empty: why, and what to do."""
         empty = self.model.rowCount() == 0
         search = self.model.search.strip()
-        self.empty.setText(f"No chats match “{search}”." if search else
-                           "No chats yet. Type a message to start one.")
+        self.empty.setText(f"No chats match “{search}”." if search else "No chats yet. Type a message to start one.")
         self.empty.setVisible(empty)
         self.view.setVisible(not empty)
         self._enable_actions()
@@ -132,7 +142,8 @@ class ConversationList(QWidget):
             row = self.model.row_of(conversation_id) if conversation_id is not None else -1
             if row >= 0:
                 self.view.selectionModel().setCurrentIndex(
-                    self.model.index(row), QItemSelectionModel.SelectionFlag.ClearAndSelect)
+                    self.model.index(row), QItemSelectionModel.SelectionFlag.ClearAndSelect
+                )
             else:
                 self.view.selectionModel().clear()
         finally:

@@ -137,7 +137,10 @@ def _statements(*sql: str) -> Callable[[sqlite3.Connection], None]:
 
 # MIGRATIONS[n]: schema n -> n+1, run inside one transaction. Append only; never edit a released step.
 MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
-    0: _statements(*_V1), 1: _statements(*_V2), 2: _statements(*_V3), 3: _statements(*_V4),
+    0: _statements(*_V1),
+    1: _statements(*_V2),
+    2: _statements(*_V3),
+    3: _statements(*_V4),
     4: _statements(*_V5),
 }
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -176,7 +179,8 @@ def migrate(db: sqlite3.Connection, target: int = SCHEMA_VERSION) -> int:
     if found > SCHEMA_VERSION:
         raise StoreError(
             f"the conversation database has schema version {found}, newer than this app's {SCHEMA_VERSION}: "
-            "update SpecExec Desktop to open it", reason="newer"
+            "update SpecExec Desktop to open it",
+            reason="newer",
         )
     for version in range(found, target):
         with transaction(db):  # one transaction per step: a failed step leaves the previous version intact
@@ -199,9 +203,11 @@ def _writes(method: Callable[..., Any]) -> Callable[..., Any]:
             return method(self, *args, **kwargs)
         except sqlite3.OperationalError as error:
             full = "full" in str(error)
-            why = "the disk is full: free some space" if full else f"SQLite says \"{error}\""
-            raise StoreError(f"could not save to the conversation database ({why})",
-                             reason="full" if full else "unavailable") from error
+            why = "the disk is full: free some space" if full else f'SQLite says "{error}"'
+            raise StoreError(
+                f"could not save to the conversation database ({why})", reason="full" if full else "unavailable"
+            ) from error
+
     return write
 
 
@@ -217,7 +223,7 @@ class Store:
         private_folder(self.path.parent)
         existed = self.path.exists() and self.path.stat().st_size > 0
         for file in (self.path, *self._companions()):  # 0600 from the start; SQLite gives its -wal and -shm
-            if file == self.path or file.exists():      # files the database file's mode
+            if file == self.path or file.exists():  # files the database file's mode
                 private_file(file)
         try:
             self.db = connect(self.path)
@@ -235,9 +241,11 @@ class Store:
             with contextlib.suppress(AttributeError, sqlite3.Error):
                 self.db.close()
             if isinstance(error, sqlite3.OperationalError) and "malformed" not in str(error):  # locked, full, ...
-                raise StoreError(f"the conversation database {self.path} cannot be opened: SQLite says "
-                                 f"\"{error}\"", reason="unavailable") from error
-            raise StoreError(f"the conversation database {self.path} is damaged: SQLite says \"{error}\"") from error
+                raise StoreError(
+                    f'the conversation database {self.path} cannot be opened: SQLite says "{error}"',
+                    reason="unavailable",
+                ) from error
+            raise StoreError(f'the conversation database {self.path} is damaged: SQLite says "{error}"') from error
         except StoreError:
             self.db.close()
             raise
@@ -348,8 +356,9 @@ class Store:
 
     def messages(self, conversation_id: int) -> list[Message]:
         """The conversation as shown: each turn with the answer chosen among its alternatives."""
-        rows = self.db.execute(f"{self._SELECT} WHERE m.conversation_id = ? AND m.hidden = 0 ORDER BY m.id",
-                               (conversation_id,))
+        rows = self.db.execute(
+            f"{self._SELECT} WHERE m.conversation_id = ? AND m.hidden = 0 ORDER BY m.id", (conversation_id,)
+        )
         return [self._message(r) for r in rows]
 
     def message(self, message_id: int) -> Message | None:
@@ -376,7 +385,9 @@ class Store:
             self.db.execute("UPDATE messages SET hidden = 1 WHERE id = ? OR alt_of = ?", (group, group))
             cursor = self.db.execute(
                 "INSERT INTO messages (conversation_id, role, content, status, stats, created_at, alt_of)"
-                " VALUES (?, 'assistant', '', ?, '{}', ?, ?)", (old.conversation_id, status, now, group))
+                " VALUES (?, 'assistant', '', ?, '{}', ?, ?)",
+                (old.conversation_id, status, now, group),
+            )
             self._touch(old.conversation_id)
         new = self.message(int(cursor.lastrowid))
         assert new is not None
@@ -387,8 +398,9 @@ class Store:
         """Show answer `message_id` instead of the other answers of its turn."""
         group = self.alternatives(message_id)[0]
         with transaction(self.db):
-            self.db.execute("UPDATE messages SET hidden = (id != ?) WHERE id = ? OR alt_of = ?",
-                            (message_id, group, group))
+            self.db.execute(
+                "UPDATE messages SET hidden = (id != ?) WHERE id = ? OR alt_of = ?", (message_id, group, group)
+            )
 
     @_writes
     def add_message(self, conversation_id: int, role: str, content: str, status: str = COMPLETE) -> Message:
@@ -404,8 +416,13 @@ class Store:
 
     @_writes
     def update_message(
-        self, message_id: int, *, content: str | None = None, status: str | None = None,
-        stats: dict[str, Any] | None = None, reasoning: str | None = None,
+        self,
+        message_id: int,
+        *,
+        content: str | None = None,
+        status: str | None = None,
+        stats: dict[str, Any] | None = None,
+        reasoning: str | None = None,
         tool_rounds: list[dict[str, Any]] | None = None,
     ) -> None:
         sets, args = [], []

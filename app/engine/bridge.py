@@ -40,7 +40,14 @@ MAX_EVENTS_PER_TICK = 5000
 
 # EngineStatus.state values
 STOPPED, STARTING, LOADING, IDLE, READY, GENERATING, CRASHED, FAILED = (
-    "stopped", "starting", "loading", "idle", "ready", "generating", "crashed", "failed",
+    "stopped",
+    "starting",
+    "loading",
+    "idle",
+    "ready",
+    "generating",
+    "crashed",
+    "failed",
 )
 
 
@@ -66,13 +73,20 @@ class EngineStatus:
             percent = f" {self.progress * 100:.0f}%" if self.progress is not None else ""
             return f"Loading models{percent}"
         return {
-            STOPPED: "Stopped", STARTING: "Starting", IDLE: "No model loaded", READY: "Ready",
-            GENERATING: "Generating", CRASHED: "Crashed", FAILED: "Models failed to load",
+            STOPPED: "Stopped",
+            STARTING: "Starting",
+            IDLE: "No model loaded",
+            READY: "Ready",
+            GENERATING: "Generating",
+            CRASHED: "Crashed",
+            FAILED: "Models failed to load",
         }.get(self.state, self.state)
 
 
 def load_kwargs(load: P.Load) -> dict[str, Any]:
-    return {f.name: getattr(load, f.name) for f in dataclasses.fields(load) if f.name not in ("version", "target", "draft")}
+    return {
+        f.name: getattr(load, f.name) for f in dataclasses.fields(load) if f.name not in ("version", "target", "draft")
+    }
 
 
 class EngineWorker(QObject):
@@ -156,8 +170,14 @@ class EngineWorker(QObject):
                 continue
             if client is None:  # the factory failed in begin()
                 request_id = argument.request_id if command == "generate" else None
-                batch.append(P.Error(request_id, "engine_start", "the engine client could not be created",
-                                     "see the log (Help > Open logs folder)"))
+                batch.append(
+                    P.Error(
+                        request_id,
+                        "engine_start",
+                        "the engine client could not be created",
+                        "see the log (Help > Open logs folder)",
+                    )
+                )
                 if command == "shutdown":
                     QThread.currentThread().quit()
                     return
@@ -165,15 +185,25 @@ class EngineWorker(QObject):
             if command == "start":
                 self._start(client, argument, batch)
             elif command == "load":
-                self._guarded(batch, None, lambda client=client, load=argument: client.load(
-                    load.target, load.draft, **load_kwargs(load)))
+                self._guarded(
+                    batch,
+                    None,
+                    lambda client=client, load=argument: client.load(load.target, load.draft, **load_kwargs(load)),
+                )
             elif command == "generate":
                 request: P.Generate = argument
-                settings = {f.name: getattr(request, f.name) for f in dataclasses.fields(request)
-                            if f.name not in ("version", "request_id", "messages")}
-                self._guarded(batch, request.request_id,
-                              lambda client=client, request=request, settings=settings: client.generate(
-                                  list(request.messages), request_id=request.request_id, **settings))
+                settings = {
+                    f.name: getattr(request, f.name)
+                    for f in dataclasses.fields(request)
+                    if f.name not in ("version", "request_id", "messages")
+                }
+                self._guarded(
+                    batch,
+                    request.request_id,
+                    lambda client=client, request=request, settings=settings: client.generate(
+                        list(request.messages), request_id=request.request_id, **settings
+                    ),
+                )
             elif command == "status":
                 if client.alive:
                     client.status()
@@ -182,8 +212,14 @@ class EngineWorker(QObject):
                     client.restart(reload=True, wait=False)
                     batch.append(P.EngineStarted(client.engine_pid or 0))
                 except Exception as error:  # noqa: BLE001 - any failure to restart is reported to the window as an Error
-                    batch.append(P.Error(None, "engine_start", f"the engine did not start: {error}",
-                                         "see the log (Help > Open logs folder)"))
+                    batch.append(
+                        P.Error(
+                            None,
+                            "engine_start",
+                            f"the engine did not start: {error}",
+                            "see the log (Help > Open logs folder)",
+                        )
+                    )
             elif command == "shutdown":
                 if self._timer is not None:
                     self._timer.stop()
@@ -193,8 +229,9 @@ class EngineWorker(QObject):
                 thread.quit()
                 return
 
-    def _connect(self, old: EngineConnection | None, factory: Callable[[], EngineConnection], load: P.Load,
-                 batch: list[P.Event]) -> None:
+    def _connect(
+        self, old: EngineConnection | None, factory: Callable[[], EngineConnection], load: P.Load, batch: list[P.Event]
+    ) -> None:
         """Replace the engine connection (this computer <-> a remote server): the old one is shut down (a
         local engine process exits and frees its memory), the new one started and given `load`."""
         if old is not None:
@@ -204,8 +241,14 @@ class EngineWorker(QObject):
             self.client = factory()
         except Exception as error:  # noqa: BLE001 - any failure to connect is reported to the window as an Error
             self.client = None
-            batch.append(P.Error(None, "engine_start", f"the engine connection could not be made: {error}",
-                                 "see the log (Help > Open logs folder)"))
+            batch.append(
+                P.Error(
+                    None,
+                    "engine_start",
+                    f"the engine connection could not be made: {error}",
+                    "see the log (Help > Open logs folder)",
+                )
+            )
             return
         self._start(self.client, load, batch)
 
@@ -215,8 +258,11 @@ class EngineWorker(QObject):
         try:
             client.start(wait=False)
         except Exception as error:  # noqa: BLE001 - any failure to spawn is reported to the window as an Error
-            batch.append(P.Error(None, "engine_start", f"the engine did not start: {error}",
-                                 "see the log (Help > Open logs folder)"))
+            batch.append(
+                P.Error(
+                    None, "engine_start", f"the engine did not start: {error}", "see the log (Help > Open logs folder)"
+                )
+            )
             return
         if load is not None:
             self._guarded(batch, None, lambda: client.load(load.target, load.draft, **load_kwargs(load)))
@@ -228,8 +274,14 @@ class EngineWorker(QObject):
         except P.ProtocolError as error:
             batch.append(P.Error(request_id, "invalid_setting", str(error), "check the settings"))
         except Exception as error:  # noqa: BLE001 - a dead engine fails a send with any error: reported as an Error
-            batch.append(P.Error(request_id, "engine_died", f"the engine is not running ({error})",
-                                 "restart the engine to go on - the conversation is kept"))
+            batch.append(
+                P.Error(
+                    request_id,
+                    "engine_died",
+                    f"the engine is not running ({error})",
+                    "restart the engine to go on - the conversation is kept",
+                )
+            )
 
 
 class EngineBridge(QObject):
@@ -246,8 +298,12 @@ class EngineBridge(QObject):
     engine_failed = Signal(object)  # P.Error for the engine as a whole: died, did not start, load failed
     notice = Signal(str)  # something worth a line in the status bar
 
-    def __init__(self, client_factory: Callable[[], EngineConnection] | None = None, parent: QObject | None = None,
-                 tick_ms: int = TICK_MS) -> None:
+    def __init__(
+        self,
+        client_factory: Callable[[], EngineConnection] | None = None,
+        parent: QObject | None = None,
+        tick_ms: int = TICK_MS,
+    ) -> None:
         super().__init__(parent)
         self._factory = client_factory or EngineClient
         self._tick_ms = tick_ms
@@ -402,7 +458,9 @@ class EngineBridge(QObject):
     def _status_report(self, report: P.StatusReport) -> None:
         if report.state == "ready":
             self._load_pending = False
-            self._set(state=GENERATING if self.in_flight else READY, progress=None, stage="", models=dict(report.models))
+            self._set(
+                state=GENERATING if self.in_flight else READY, progress=None, stage="", models=dict(report.models)
+            )
         elif report.state == "loading":
             self._set(state=LOADING)
         elif report.state == "generating":
@@ -413,7 +471,9 @@ class EngineBridge(QObject):
     def _error(self, error: P.Error) -> None:
         if error.kind == "engine_died" and error.request_id is None and self.status.state == LOADING:
             error = died_while_loading(error)  # a load that failed, with what to try, not a crash to restart from
-        if (error.kind in ("engine_died", "engine_died_loading") and error.request_id is None) or error.kind == "engine_start":
+        if (
+            error.kind in ("engine_died", "engine_died_loading") and error.request_id is None
+        ) or error.kind == "engine_start":
             log.error("engine %s: %s", error.kind, error.message)
             for request_id in list(self.in_flight):
                 self._end_request(P.Error(request_id, "engine_died", error.message, error.hint))

@@ -59,6 +59,8 @@ def own_api_server_words(url: str, own_url: str | None) -> str | None:
     port = parts.port or (443 if parts.scheme == "https" else 80)
     if not this_machine or port != own.port:
         return None
-    return (f"That address is this app's own API server (Settings, Local API server, port {port}): it answers with "
-            "the model on this computer, which “This computer” already uses. To chat with another computer's "
-            "model, give that computer's address.")
+    return (
+        f"That address is this app's own API server (Settings, Local API server, port {port}): it answers with "
+        "the model on this computer, which “This computer” already uses. To chat with another computer's "
+        "model, give that computer's address."
+    )

@@ -53,8 +53,11 @@ def choose(settings: AppSettings, target: str, draft: str, pair_id: str) -> AppS
 def installed_pairs(catalog: Catalog, root: Path) -> list[str]:
     """Catalog pair ids whose models are all downloaded and complete (the built-in pair always is)."""
     complete = {model.name for model in scan_models(root) if model.complete}
-    return [pair.id for pair in catalog.pairs
-            if pair.id == BUILTIN_PAIR_ID or all(folder in complete for folder in pair_folders(catalog, pair.id))]
+    return [
+        pair.id
+        for pair in catalog.pairs
+        if pair.id == BUILTIN_PAIR_ID or all(folder in complete for folder in pair_folders(catalog, pair.id))
+    ]
 
 
 def unfinished_pairs(catalog: Catalog, root: Path) -> list[str]:

@@ -17,7 +17,13 @@ from typing import Any
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
-    QDialog, QFormLayout, QHBoxLayout, QLabel, QLineEdit, QVBoxLayout, QWidget,
+    QDialog,
+    QFormLayout,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QVBoxLayout,
+    QWidget,
 )
 
 from app.chat.message_words import sentence
@@ -34,8 +40,10 @@ from core.remote.endpoint import Endpoint
 from core.remote.key_store import delete_key, save_key
 
 # One address a line: a label wraps at the slashes of an address that does not fit beside another.
-ADDRESS_EXAMPLES = ("Another computer running specexec serve: the address and key it prints.\n"
-                    "Ollama: http://HOST:11434/v1\nLM Studio: http://HOST:1234/v1\nvLLM: http://HOST:8000/v1")
+ADDRESS_EXAMPLES = (
+    "Another computer running specexec serve: the address and key it prints.\n"
+    "Ollama: http://HOST:11434/v1\nLM Studio: http://HOST:1234/v1\nvLLM: http://HOST:8000/v1"
+)
 
 
 def returning_errors(function: Callable[[], Any]) -> Callable[[], Any]:
@@ -87,8 +95,9 @@ class EndpointDialog(QDialog):
     """Add a server: name, address, key; Check connection; then Save (only after a check that passed, of
     exactly what is in the fields)."""
 
-    def __init__(self, saved: list[RemoteEndpoint], own_api_url: str | None = None,
-                 parent: QWidget | None = None) -> None:
+    def __init__(
+        self, saved: list[RemoteEndpoint], own_api_url: str | None = None, parent: QWidget | None = None
+    ) -> None:
         super().__init__(parent)
         self.setWindowTitle("Add a server")
         self.setObjectName("endpointDialog")
@@ -190,8 +199,10 @@ class EndpointDialog(QDialog):
         self.model_box.setCurrentText(result.model)
         self.model_row.show()
         count = len(result.models)
-        words = (f"Connected: {count} model{'s' if count != 1 else ''}. {result.model} answered "
-                 f"“{result.reply[:60]}” in {result.seconds:.1f} s.")
+        words = (
+            f"Connected: {count} model{'s' if count != 1 else ''}. {result.model} answered "
+            f"“{result.reply[:60]}” in {result.seconds:.1f} s."
+        )
         if "seed" in result.refused:
             words += " This server does not take a seed, so a fixed seed will not repeat an answer there."
         if endpoint.key_in_clear:
@@ -214,9 +225,15 @@ class ConnectionsPage(QWidget):
     use_requested = Signal(object)  # AppSettings
     endpoints_changed = Signal(object)  # AppSettings
 
-    def __init__(self, settings: AppSettings, local_name: str, say: Callable[[str], None],
-                 confirm: Callable[[str, str, str], bool], own_api_url: str | None = None,
-                 parent: QWidget | None = None) -> None:
+    def __init__(
+        self,
+        settings: AppSettings,
+        local_name: str,
+        say: Callable[[str], None],
+        confirm: Callable[[str, str, str], bool],
+        own_api_url: str | None = None,
+        parent: QWidget | None = None,
+    ) -> None:
         super().__init__(parent)
         self.settings = settings
         self.local_name = local_name
@@ -226,8 +243,13 @@ class ConnectionsPage(QWidget):
         self.dialog: EndpointDialog | None = None
         self._calls: list[BackgroundCall] = []
         column = QVBoxLayout(self)
-        column.addWidget(label("Answers can come from this computer or from an OpenAI-compatible server on "
-                               "another one (a desktop with a big GPU, or a team's vLLM).", muted=True))
+        column.addWidget(
+            label(
+                "Answers can come from this computer or from an OpenAI-compatible server on "
+                "another one (a desktop with a big GPU, or a team's vLLM).",
+                muted=True,
+            )
+        )
         self.cards = CardList()
         self.cards.setAccessibleName("Connections")
         self.cards.currentRowChanged.connect(lambda _row: self._selected())
@@ -271,11 +293,16 @@ class ConnectionsPage(QWidget):
         for name in self.names():
             in_use = [badge("In use", "success")] if name == self.settings.connection else []
             if not name:
-                card = Card("This computer", in_use, [label(f"{self.local_name} · runs here, in the engine process",
-                                                            muted=True)])
+                card = Card(
+                    "This computer",
+                    in_use,
+                    [label(f"{self.local_name} · runs here, in the engine process", muted=True)],
+                )
             else:
                 endpoint = next(e for e in self.settings.endpoints if e.name == name)
-                card = Card(name, in_use, [label(f"{endpoint.model or 'no model picked'} · {endpoint.url}", muted=True)])
+                card = Card(
+                    name, in_use, [label(f"{endpoint.model or 'no model picked'} · {endpoint.url}", muted=True)]
+                )
                 card.setToolTip(f"An OpenAI-compatible server at {endpoint.url}")
             self.cards.add_card(card)
         names = self.names()
@@ -332,8 +359,11 @@ class ConnectionsPage(QWidget):
         self.use_button.setEnabled(name is not None and not in_use and (not name or bool(self.model_box.currentText())))
         self.use_button.setText("In use" if in_use else "Use this connection")
         self.remove_button.setEnabled(bool(name) and name != self.settings.connection)
-        self.remove_button.setToolTip("The connection in use cannot be removed: switch to another first"
-                                      if name and name == self.settings.connection else "")
+        self.remove_button.setToolTip(
+            "The connection in use cannot be removed: switch to another first"
+            if name and name == self.settings.connection
+            else ""
+        )
 
     # -- actions -------------------------------------------------------------------------------------------
 
@@ -361,11 +391,16 @@ class ConnectionsPage(QWidget):
         endpoint = self.selected_endpoint()
         if endpoint is None or endpoint.name == self.settings.connection:
             return
-        if not self.confirm("Remove this server?", f"{endpoint.name} ({endpoint.url}) and its API key will be "
-                                                   "forgotten. Conversations are kept.", "Remove server"):
+        if not self.confirm(
+            "Remove this server?",
+            f"{endpoint.name} ({endpoint.url}) and its API key will be forgotten. Conversations are kept.",
+            "Remove server",
+        ):
             return
         delete_key(endpoint.url)
-        self._change(dataclasses.replace(self.settings, endpoints=[e for e in self.settings.endpoints if e != endpoint]))
+        self._change(
+            dataclasses.replace(self.settings, endpoints=[e for e in self.settings.endpoints if e != endpoint])
+        )
         self.say(f"Removed {endpoint.name}.")
 
     def add_dialog(self) -> EndpointDialog:
@@ -377,10 +412,14 @@ class ConnectionsPage(QWidget):
 
     def add(self, endpoint: RemoteEndpoint, key: str) -> None:
         where = save_key(endpoint.url, key) if key else "no key"
-        self._change(dataclasses.replace(self.settings, endpoints=[*self.settings.endpoints, endpoint]),
-                     select=endpoint.name)
-        self.say(f"Saved {endpoint.name}" + (f" (its key is kept in {where})." if key else ".")
-                 + " Press “Use this connection” to chat with it.")
+        self._change(
+            dataclasses.replace(self.settings, endpoints=[*self.settings.endpoints, endpoint]), select=endpoint.name
+        )
+        self.say(
+            f"Saved {endpoint.name}"
+            + (f" (its key is kept in {where})." if key else ".")
+            + " Press “Use this connection” to chat with it."
+        )
 
     def _change(self, settings: AppSettings, select: str | None = None) -> None:
         self.settings = settings

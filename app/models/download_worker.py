@@ -63,8 +63,9 @@ class DownloadProcess(QObject):
         process.finished.connect(self._ended)
         process.errorOccurred.connect(self._process_error)
         self._process = process
-        program, arguments = cli_command("models", "download", pair_id, "--json", "--attach",
-                                         "--dir", str(self.models_dir))
+        program, arguments = cli_command(
+            "models", "download", pair_id, "--json", "--attach", "--dir", str(self.models_dir)
+        )
         log.info("download: %s %s", program, " ".join(arguments))
         process.start(program, arguments)
 
@@ -143,4 +144,6 @@ class DownloadProcess(QObject):
     def _process_error(self, error: QProcess.ProcessError) -> None:
         if error == QProcess.ProcessError.FailedToStart:
             self._reported = True
-            self.failed.emit({"kind": "crash", "message": f"the download could not start ({self._process.errorString()})"})
+            self.failed.emit(
+                {"kind": "crash", "message": f"the download could not start ({self._process.errorString()})"}
+            )

@@ -14,7 +14,17 @@ from pathlib import Path
 from typing import Callable
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QDialog, QFileDialog, QHBoxLayout, QLabel, QMenu, QSizePolicy, QTabWidget, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QDialog,
+    QFileDialog,
+    QHBoxLayout,
+    QLabel,
+    QMenu,
+    QSizePolicy,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
 
 from app.models.connections import ConnectionsPage
 from app.models.choice import choose, imported_models, installed_pairs, pair_paths
@@ -59,14 +69,24 @@ def installed_entries(catalog: Catalog, root: Path) -> list[InstalledEntry]:
             entries.append(InstalledEntry(pair_id, pair.name, target, draft, None, "ships with the app", ()))
             continue
         folders = tuple(root / folder for folder in pair_folders(catalog, pair_id))
-        entries.append(InstalledEntry(pair_id, pair.name, target, draft, sum(map(folder_bytes, folders)),
-                                      str(root), folders))
+        entries.append(
+            InstalledEntry(pair_id, pair.name, target, draft, sum(map(folder_bytes, folders)), str(root), folders)
+        )
     for model in imported_models(catalog, root):
         ggufs = sorted(model.path.glob("*.gguf"))
         target = str(ggufs[0]) if len(ggufs) == 1 and not (model.path / "config.json").exists() else str(model.path)
         where = f"{model.path.resolve()} (linked)" if model.linked else str(model.path)
-        entries.append(InstalledEntry(f"model:{model.name}", f"{model.name} (imported, no draft model)", target, "",
-                                      model.done_bytes, where, (model.path,)))
+        entries.append(
+            InstalledEntry(
+                f"model:{model.name}",
+                f"{model.name} (imported, no draft model)",
+                target,
+                "",
+                model.done_bytes,
+                where,
+                (model.path,),
+            )
+        )
     return entries
 
 
@@ -77,9 +97,15 @@ class ModelManager(QDialog):
     download_requested = Signal(str)  # a catalog pair id: the app opens the wizard on its download
     endpoints_changed = Signal(object)  # AppSettings with a server added or removed (saved, nothing reloads)
 
-    def __init__(self, settings: AppSettings, models_dir: Path, catalog: Catalog | None = None,
-                 confirm: Callable[[str, str, str], bool] | None = None, own_api_url: str | None = None,
-                 parent: QWidget | None = None) -> None:
+    def __init__(
+        self,
+        settings: AppSettings,
+        models_dir: Path,
+        catalog: Catalog | None = None,
+        confirm: Callable[[str, str, str], bool] | None = None,
+        own_api_url: str | None = None,
+        parent: QWidget | None = None,
+    ) -> None:
         super().__init__(parent)
         self.settings = settings
         self.models_dir = models_dir
@@ -107,8 +133,9 @@ class ModelManager(QDialog):
         layout.addWidget(footer(self, self.close_button))
         self._build_installed()
         self._build_catalog()
-        self.connections = ConnectionsPage(settings, model_pair_name(settings), self.message.setText, self.confirm,
-                                           own_api_url)
+        self.connections = ConnectionsPage(
+            settings, model_pair_name(settings), self.message.setText, self.confirm, own_api_url
+        )
         self.connections.use_requested.connect(self._use_connection)
         self.connections.endpoints_changed.connect(self._endpoints_changed)
         self.tabs.addTab(self.connections, "Connections")
@@ -161,7 +188,9 @@ class ModelManager(QDialog):
         self.use_button = button("Use this model", PRIMARY)
         self.delete_button = button("Delete…", SECONDARY, "Delete the selected model from this computer")
         themed(self.delete_button, "trash-2", size=16)
-        self.import_button = button("Import…", SECONDARY, "Add a model you already have: a .gguf file or a model folder")
+        self.import_button = button(
+            "Import…", SECONDARY, "Add a model you already have: a .gguf file or a model folder"
+        )
         themed(self.import_button, "folder-open", size=16)
         import_menu = QMenu(self.import_button)
         import_menu.addAction("A .gguf file…", lambda: self.import_dialog(folder=False))
@@ -192,8 +221,11 @@ class ModelManager(QDialog):
             active = self.is_active(entry)
             active_row = row if active else active_row
             size = "Built-in" if entry.size_bytes is None else size_words(entry.size_bytes)
-            card = Card(entry.name, [badge("In use", "success")] if active else [],
-                        [label(f"{size} · {entry.location}", muted=True)])
+            card = Card(
+                entry.name,
+                [badge("In use", "success")] if active else [],
+                [label(f"{size} · {entry.location}", muted=True)],
+            )
             card.setToolTip(f"Model: {entry.target}\nDraft: {entry.draft or 'none'}")
             self.installed.add_card(card)
         self.installed.setCurrentRow(active_row if entries else -1)
@@ -208,8 +240,9 @@ class ModelManager(QDialog):
 
     def is_active(self, entry: InstalledEntry) -> bool:
         """In use: the pair the engine on this computer runs, while answers come from this computer."""
-        return (not self.settings.connection and entry.target == self.settings.target
-                and entry.draft == self.settings.draft)
+        return (
+            not self.settings.connection and entry.target == self.settings.target and entry.draft == self.settings.draft
+        )
 
     def _update_buttons(self) -> None:
         """Each button is enabled only when pressing it does something: not Use on the model in use, not
@@ -219,8 +252,13 @@ class ModelManager(QDialog):
         self.use_button.setEnabled(entry is not None and not active)
         self.use_button.setText("In use" if active else "Use this model")
         self.delete_button.setEnabled(entry is not None and bool(entry.paths) and not active)
-        self.delete_button.setToolTip("The model in use cannot be deleted: switch to another first" if active
-                                      else "" if entry is None or entry.paths else "The built-in pair ships with the app")
+        self.delete_button.setToolTip(
+            "The model in use cannot be deleted: switch to another first"
+            if active
+            else ""
+            if entry is None or entry.paths
+            else "The built-in pair ships with the app"
+        )
 
     def use_selected(self) -> None:
         entry = self.selected_entry()
@@ -248,8 +286,11 @@ class ModelManager(QDialog):
             self.message.setText(f"{entry.name} is in use: switch to another model before deleting it.")
             return
         size = "" if entry.size_bytes is None else f" ({size_words(entry.size_bytes)})"
-        if not self.confirm("Delete this model?", f"{entry.name}{size} will be deleted from this computer. "
-                                                  "You would have to download or import it again.", "Delete model"):
+        if not self.confirm(
+            "Delete this model?",
+            f"{entry.name}{size} will be deleted from this computer. You would have to download or import it again.",
+            "Delete model",
+        ):
             return
         from core.errors import DownloadBusyError
         from core.models.installed import delete_model
@@ -265,8 +306,9 @@ class ModelManager(QDialog):
 
     def import_chooser(self, folder: bool) -> QFileDialog:
         """The chooser for an import, in the models folder (made if it is not there yet)."""
-        return model_chooser(self, "Import a model folder" if folder else "Import a .gguf model file",
-                             self.models_dir, folder)
+        return model_chooser(
+            self, "Import a model folder" if folder else "Import a .gguf model file", self.models_dir, folder
+        )
 
     def import_dialog(self, folder: bool) -> None:
         dialog = self.import_chooser(folder)
@@ -330,16 +372,16 @@ class ModelManager(QDialog):
         if fit is None or fit.pair.id in self._catalog_state.installed:
             return
         if fit.fit == "no" and not self.confirm(
-                "Download anyway?", f"{fit.pair.name} will probably not run on this computer: {fit.reason}. "
-                                    "Download it anyway?", "Download anyway"):
+            "Download anyway?",
+            f"{fit.pair.name} will probably not run on this computer: {fit.reason}. Download it anyway?",
+            "Download anyway",
+        ):
             return
         self.download_requested.emit(fit.pair.id)
 
     def _ask(self, title: str, text: str, verb: str) -> bool:
         """A question; deleting or forgetting something is destructive (Cancel is the default)."""
         return confirm_destructive(self, title, text, verb, destructive=verb.split()[0] in DESTRUCTIVE_VERBS)
-
-
 
 
 def model_pair_name(settings: AppSettings) -> str:

@@ -15,7 +15,13 @@ import dataclasses
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import (
-    QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QToolButton, QVBoxLayout, QWidget,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QPlainTextEdit,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
 )
 
 from app.chat.message_words import WORDS_PER_TOKEN
@@ -33,8 +39,10 @@ TREE_BUDGETS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
 PROMPT_SAVE_MS = 400  # typing in the system prompt is saved once the typing pauses
 
 METHOD_CHOICES = (
-    ("Automatic (fastest here)", Method.AUTO), ("SpecExec (the draft guesses ahead)", Method.SPECEXEC),
-    ("SpecInfer", Method.SPECINFER), ("Plain decoding (no draft)", Method.SEQUENTIAL),
+    ("Automatic (fastest here)", Method.AUTO),
+    ("SpecExec (the draft guesses ahead)", Method.SPECEXEC),
+    ("SpecInfer", Method.SPECINFER),
+    ("Plain decoding (no draft)", Method.SEQUENTIAL),
 )
 AUTOMATIC = 0  # the tree budget's "Automatic" in its list
 
@@ -54,8 +62,9 @@ class ChatSettingsPanel(QFrame):
     reset_requested = Signal()  # the window answers with the defaults (set_settings, then changed)
     closed = Signal()
 
-    def __init__(self, settings: ConversationSettings, conversation_id: int | None = None,
-                 parent: QWidget | None = None) -> None:
+    def __init__(
+        self, settings: ConversationSettings, conversation_id: int | None = None, parent: QWidget | None = None
+    ) -> None:
         super().__init__(parent)
         self.conversation_id = conversation_id
         self.setObjectName("chatSettingsPanel")
@@ -101,8 +110,9 @@ class ChatSettingsPanel(QFrame):
         prompt_top.addWidget(self.preset)
         self.system_prompt = QPlainTextEdit()
         self.system_prompt.setAccessibleName("System prompt")
-        self.system_prompt.setPlaceholderText("What the model should know or how it should answer, for example: "
-                                              "Answer briefly.")
+        self.system_prompt.setPlaceholderText(
+            "What the model should know or how it should answer, for example: Answer briefly."
+        )
         self.system_prompt.setTabChangesFocus(True)
         self.system_prompt.setFixedHeight(96)
         prompt_label.setBuddy(self.system_prompt)
@@ -116,14 +126,31 @@ class ChatSettingsPanel(QFrame):
         prompt_column.addWidget(help_line("Sent before every message of this chat."))
         column.addWidget(prompt_box)
 
-        self.temperature = SliderField("&Temperature", 0.0, 2.0, s.temperature, step=0.05, words=_temperature_words,
-                                       help_text="How varied answers are. Low: focused, the same each time; high: "
-                                                 "more surprising, and more often wrong.")
-        self.top_p = SliderField("Top-&p", 0.01, 1.0, s.top_p, step=0.05,
-                                 help_text="Choose only among the likeliest words that make up this share of the "
-                                           "odds (1: all of them).")
-        self.max_tokens = StepsField("&Longest answer", ANSWER_LENGTHS, s.max_tokens, _length_words,
-                                     help_text="Answers stop after this many tokens.")
+        self.temperature = SliderField(
+            "&Temperature",
+            0.0,
+            2.0,
+            s.temperature,
+            step=0.05,
+            words=_temperature_words,
+            help_text="How varied answers are. Low: focused, the same each time; high: "
+            "more surprising, and more often wrong.",
+        )
+        self.top_p = SliderField(
+            "Top-&p",
+            0.01,
+            1.0,
+            s.top_p,
+            step=0.05,
+            help_text="Choose only among the likeliest words that make up this share of the odds (1: all of them).",
+        )
+        self.max_tokens = StepsField(
+            "&Longest answer",
+            ANSWER_LENGTHS,
+            s.max_tokens,
+            _length_words,
+            help_text="Answers stop after this many tokens.",
+        )
         for field in (self.temperature, self.top_p, self.max_tokens):
             column.addWidget(field)
 
@@ -140,32 +167,65 @@ class ChatSettingsPanel(QFrame):
         advanced = QVBoxLayout(self.advanced_box)
         advanced.setContentsMargins(0, 0, 0, 0)
         advanced.setSpacing(SPACE.l)
-        self.top_k = SliderField("Top-&k", 0, 200, s.top_k, scale=1, words=lambda v: "Off" if v == 0 else f"{v:.0f}",
-                                 help_text="Choose only among this many likeliest words (Off: no limit).")
+        self.top_k = SliderField(
+            "Top-&k",
+            0,
+            200,
+            s.top_k,
+            scale=1,
+            words=lambda v: "Off" if v == 0 else f"{v:.0f}",
+            help_text="Choose only among this many likeliest words (Off: no limit).",
+        )
         self.repetition_penalty = SliderField(
-            "&Repetition penalty", 1.0, 2.0, s.repetition_penalty, step=0.05,
+            "&Repetition penalty",
+            1.0,
+            2.0,
+            s.repetition_penalty,
+            step=0.05,
             words=lambda v: "Off" if v == 1.0 else f"{v:.2f}",
-            help_text="Above Off, words already used become less likely: fewer loops, sometimes odder words.")
-        self.seed = OptionalNumberField("See&d", "Random", -1, s.seed, 2**31 - 1,
-                                        help_text="Empty: a new answer each time. A number gives the same answer "
-                                                  "again.")
-        self.method = ChoiceField("&Method", METHOD_CHOICES, s.method,
-                                  help_text="Automatic picks, for this computer, whether a draft model guessing "
-                                            "ahead makes answers faster.")
-        self.budget = ChoiceField("Tree &budget", [("Automatic", AUTOMATIC)], AUTOMATIC,
-                                  help_text="How many guessed tokens the big model checks at once (SpecExec).")
+            help_text="Above Off, words already used become less likely: fewer loops, sometimes odder words.",
+        )
+        self.seed = OptionalNumberField(
+            "See&d",
+            "Random",
+            -1,
+            s.seed,
+            2**31 - 1,
+            help_text="Empty: a new answer each time. A number gives the same answer again.",
+        )
+        self.method = ChoiceField(
+            "&Method",
+            METHOD_CHOICES,
+            s.method,
+            help_text="Automatic picks, for this computer, whether a draft model guessing ahead makes answers faster.",
+        )
+        self.budget = ChoiceField(
+            "Tree &budget",
+            [("Automatic", AUTOMATIC)],
+            AUTOMATIC,
+            help_text="How many guessed tokens the big model checks at once (SpecExec).",
+        )
         for field in (self.top_k, self.repetition_penalty, self.seed, self.method, self.budget):
             advanced.addWidget(field)
         column.addWidget(self.advanced_box)
-        self.reset_button = button("Reset to defaults", LINK, "This chat's settings back to the defaults for the "
-                                                               "model in use")
+        self.reset_button = button(
+            "Reset to defaults", LINK, "This chat's settings back to the defaults for the model in use"
+        )
         self.reset_button.clicked.connect(self.reset_requested)
         column.addWidget(self.reset_button, 0, Qt.AlignmentFlag.AlignLeft)
         column.addStretch(1)
         self.advanced.toggled.connect(self._show_advanced)
         self._show_advanced(False)
-        for field in (self.temperature, self.top_p, self.max_tokens, self.top_k, self.repetition_penalty, self.seed,
-                      self.method, self.budget):
+        for field in (
+            self.temperature,
+            self.top_p,
+            self.max_tokens,
+            self.top_k,
+            self.repetition_penalty,
+            self.seed,
+            self.method,
+            self.budget,
+        ):
             field.changed.connect(self._emit)
         self.set_settings(settings, conversation_id)
 

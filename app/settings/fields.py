@@ -13,7 +13,13 @@ from collections.abc import Callable, Sequence
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QIntValidator
 from PySide6.QtWidgets import (
-    QFrame, QHBoxLayout, QLabel, QLineEdit, QScrollArea, QVBoxLayout, QWidget,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QScrollArea,
+    QVBoxLayout,
+    QWidget,
 )
 
 from app.theme.tokens import SPACE
@@ -108,9 +114,18 @@ class SliderField(_SliderChoice):
     """A number on a slider, from `low` to `high` in steps of 1/`scale`; `words(value)` is what the value
     label says (e.g. "Off" at the bottom of the range)."""
 
-    def __init__(self, name: str, low: float, high: float, value: float, scale: int = 100,
-                 words: Callable[[float], str] | None = None, help_text: str = "", step: float | None = None,
-                 parent: QWidget | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        low: float,
+        high: float,
+        value: float,
+        scale: int = 100,
+        words: Callable[[float], str] | None = None,
+        help_text: str = "",
+        step: float | None = None,
+        parent: QWidget | None = None,
+    ) -> None:
         super().__init__(name, words or (lambda v: f"{v:.2f}"), help_text, parent)
         self.scale = scale
         self.slider.setRange(round(low * scale), round(high * scale))
@@ -129,8 +144,15 @@ class StepsField(_SliderChoice):
     """One of a few values on a slider (answer lengths: 256, 512, 1024, ...); a value outside the list (set
     by hand in settings.json, or by a test) joins it, so nothing is rounded away."""
 
-    def __init__(self, name: str, steps: Sequence[int], value: int, words: Callable[[int], str],
-                 help_text: str = "", parent: QWidget | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        steps: Sequence[int],
+        value: int,
+        words: Callable[[int], str],
+        help_text: str = "",
+        parent: QWidget | None = None,
+    ) -> None:
         super().__init__(name, words, help_text, parent)
         self.base_steps = tuple(sorted(steps))
         self.steps = list(self.base_steps)
@@ -150,8 +172,14 @@ class ChoiceField(Field):
 
     changed = Signal()
 
-    def __init__(self, name: str, choices: Sequence[tuple[str, object]], value: object, help_text: str = "",
-                 parent: QWidget | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        choices: Sequence[tuple[str, object]],
+        value: object,
+        help_text: str = "",
+        parent: QWidget | None = None,
+    ) -> None:
         self.combo = NoWheelComboBox()
         super().__init__(name, self.combo, help_text, parent)
         for label, data in choices:
@@ -173,8 +201,16 @@ class OptionalNumberField(Field):
 
     changed = Signal()
 
-    def __init__(self, name: str, placeholder: str, empty_value: int, value: int, high: int,
-                 help_text: str = "", parent: QWidget | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        placeholder: str,
+        empty_value: int,
+        value: int,
+        high: int,
+        help_text: str = "",
+        parent: QWidget | None = None,
+    ) -> None:
         self.edit = QLineEdit()
         super().__init__(name, self.edit, help_text, parent)
         self.empty_value = empty_value

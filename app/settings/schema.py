@@ -367,7 +367,9 @@ def save_settings(settings: AppSettings, path: Path) -> None:
     os.replace(tmp, path)
 
 
-def conversation_settings_from_json(text: str | None, defaults: ConversationSettings | None = None) -> ConversationSettings:
+def conversation_settings_from_json(
+    text: str | None, defaults: ConversationSettings | None = None
+) -> ConversationSettings:
     if not text:
         return dataclasses.replace(defaults) if defaults else ConversationSettings()
     try:

@@ -15,7 +15,16 @@ from pathlib import Path
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import (
-    QAbstractButton, QApplication, QFileDialog, QFrame, QHBoxLayout, QLabel, QLineEdit, QMenu, QToolButton, QVBoxLayout,
+    QAbstractButton,
+    QApplication,
+    QFileDialog,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QMenu,
+    QToolButton,
+    QVBoxLayout,
     QWidget,
 )
 
@@ -33,8 +42,11 @@ from core.planning.residency import PLANNED_CONTEXT
 
 # The built-in models as people read them; the ids stay what is saved and typed.
 BUILTIN_NAMES = {BUILTIN: "SmolLM2 135M (built-in)", BUILTIN_DRAFT: "SmolLM2 135M, 4-bit (built-in draft)"}
-OFFLOAD_CHOICES = (("Automatic", Offload.AUTO), ("Always (stream the weights from RAM)", Offload.ON),
-                   ("Never (everything in GPU memory)", Offload.OFF))
+OFFLOAD_CHOICES = (
+    ("Automatic", Offload.AUTO),
+    ("Always (stream the weights from RAM)", Offload.ON),
+    ("Never (everything in GPU memory)", Offload.OFF),
+)
 THEME_CHOICES = (("Follow the system", Theme.SYSTEM), ("Light", Theme.LIGHT), ("Dark", Theme.DARK))
 CONTEXT_LENGTHS = (2048, 4096, 8192, 16384, 32768, 65536, 131072)
 PAGE_WIDTH_PX = 720
@@ -53,7 +65,8 @@ def has_nvidia_gpu() -> bool:
 def context_choices(current: int) -> list[tuple[str, int]]:
     lengths = sorted(set(CONTEXT_LENGTHS) | ({current} if current > 0 else set()))
     return [(f"Automatic ({PLANNED_CONTEXT:,} tokens, or the model's limit)", 0)] + [
-        (f"{length:,} tokens", length) for length in lengths]
+        (f"{length:,} tokens", length) for length in lengths
+    ]
 
 
 class ModelField(QWidget):
@@ -89,8 +102,9 @@ class ModelField(QWidget):
         return current.parent if current is not None and current.exists() else models_dir()
 
     def file_dialog(self, folder: bool) -> QFileDialog:
-        return model_chooser(self, f"{self.name}: pick a model {'folder' if folder else 'file'}", self.start_folder(),
-                             folder)
+        return model_chooser(
+            self, f"{self.name}: pick a model {'folder' if folder else 'file'}", self.start_folder(), folder
+        )
 
     def take(self, dialog: QFileDialog) -> None:
         chosen = chosen_path(dialog)
@@ -122,8 +136,13 @@ class SettingsPage(QFrame):
     theme_previewed = Signal(object)  # Theme: shown at once, kept by Save, undone by Cancel
     models_requested = Signal()  # "Model manager" in the Model section
 
-    def __init__(self, settings: AppSettings, parent: QWidget | None = None, has_gpu: bool | None = None,
-                 tools: ToolServersSection | None = None) -> None:
+    def __init__(
+        self,
+        settings: AppSettings,
+        parent: QWidget | None = None,
+        has_gpu: bool | None = None,
+        tools: ToolServersSection | None = None,
+    ) -> None:
         super().__init__(parent)
         self.setObjectName("settingsPage")
         self.setAccessibleName("Settings")
@@ -152,9 +171,14 @@ class SettingsPage(QFrame):
         column.addWidget(section("Model"))
         self.target = ModelField(settings.target, "Model")
         self.draft = ModelField(settings.draft, "Draft model")
-        for name, field, words in (("&Model", self.target, "The model that writes the answers."),
-                                   ("&Draft model", self.draft, "A small model that guesses ahead so answers come "
-                                                                "faster (optional: leave it empty for none).")):
+        for name, field, words in (
+            ("&Model", self.target, "The model that writes the answers."),
+            (
+                "&Draft model",
+                self.draft,
+                "A small model that guesses ahead so answers come faster (optional: leave it empty for none).",
+            ),
+        ):
             row = Field(name, field, words)
             row.name_label.setBuddy(field.edit)
             column.addWidget(row)
@@ -163,16 +187,29 @@ class SettingsPage(QFrame):
         column.addWidget(manager, 0, Qt.AlignmentFlag.AlignLeft)
 
         column.addWidget(section("Memory"))
-        self.offload = ChoiceField("&Offloading", OFFLOAD_CHOICES, settings.offload,
-                                   "Keep what does not fit on the graphics card in RAM, and stream it in.")
-        self.vram = SliderField("GPU &memory", 0, max(80.0, settings.vram_budget_gb), settings.vram_budget_gb, scale=2,
-                                step=0.5,
-                                words=lambda gb: "Automatic" if gb == 0 else f"{gb:.1f} GiB",
-                                help_text="How much of the graphics card's memory the models may use.")
-        self.context_length = ChoiceField("&Context length", context_choices(settings.context_length),
-                                          settings.context_length,
-                                          "How much of a chat the model keeps in mind. Its memory is set aside when "
-                                          "the model loads: longer takes more, shorter forgets older messages sooner.")
+        self.offload = ChoiceField(
+            "&Offloading",
+            OFFLOAD_CHOICES,
+            settings.offload,
+            "Keep what does not fit on the graphics card in RAM, and stream it in.",
+        )
+        self.vram = SliderField(
+            "GPU &memory",
+            0,
+            max(80.0, settings.vram_budget_gb),
+            settings.vram_budget_gb,
+            scale=2,
+            step=0.5,
+            words=lambda gb: "Automatic" if gb == 0 else f"{gb:.1f} GiB",
+            help_text="How much of the graphics card's memory the models may use.",
+        )
+        self.context_length = ChoiceField(
+            "&Context length",
+            context_choices(settings.context_length),
+            settings.context_length,
+            "How much of a chat the model keeps in mind. Its memory is set aside when "
+            "the model loads: longer takes more, shorter forgets older messages sooner.",
+        )
         for field in (self.offload, self.vram, self.context_length):
             column.addWidget(field)
         for field in (self.offload, self.vram):
@@ -185,8 +222,12 @@ class SettingsPage(QFrame):
         column.addWidget(section("Local API server"))
         self.api_server = ApiServerSettingsRow(settings)
         column.addWidget(self.api_server)
-        column.addWidget(help_line("Other programs on this computer (editors, coding agents, other chat apps) can use "
-                                   "the model through the OpenAI API; their requests wait in line with your chats."))
+        column.addWidget(
+            help_line(
+                "Other programs on this computer (editors, coding agents, other chat apps) can use "
+                "the model through the OpenAI API; their requests wait in line with your chats."
+            )
+        )
         self.tools = tools
         if tools is not None:
             column.addWidget(section("Tools (MCP servers)"))

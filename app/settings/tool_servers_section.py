@@ -72,8 +72,9 @@ class ToolServersSection(QWidget):
         self.switches: dict[str, QCheckBox] = {}
         self.paste = QPlainTextEdit()
         self.paste.setAccessibleName("MCP servers to add")
-        self.paste.setPlaceholderText('{"mcpServers": {"name": {"command": "...", "args": [...]}}}, '
-                                      'a command line, or an https:// address')
+        self.paste.setPlaceholderText(
+            '{"mcpServers": {"name": {"command": "...", "args": [...]}}}, a command line, or an https:// address'
+        )
         self.paste.setFixedHeight(self.paste.fontMetrics().lineSpacing() * 4 + 12)
         column.addWidget(self.paste)
         self.add_button = button("Add", SECONDARY, "Add the pasted servers (saved with Save)")
@@ -83,8 +84,12 @@ class ToolServersSection(QWidget):
         self.message.setObjectName("fieldError" if problem else "fieldHelp")
         self.message.setWordWrap(True)
         column.addWidget(self.message)
-        column.addWidget(help_line("The model may call these servers' tools in your chats; each call waits for your "
-                                   f"OK. They are kept in {path}, in the format LM Studio and Claude Desktop use."))
+        column.addWidget(
+            help_line(
+                "The model may call these servers' tools in your chats; each call waits for your "
+                f"OK. They are kept in {path}, in the format LM Studio and Claude Desktop use."
+            )
+        )
         self._show()
 
     def _show(self) -> None:
@@ -105,8 +110,15 @@ class ToolServersSection(QWidget):
             self.list.addWidget(switch)
             failure = self.toolbox.failures.get(server.name) if self.toolbox is not None else None
             tools = listed.get(server.name)
-            words = (f"Tools: {', '.join(tools)}" if tools else f"Not started: {failure}" if failure
-                     else "Starts when the app opens" if server.enabled else "Off")
+            words = (
+                f"Tools: {', '.join(tools)}"
+                if tools
+                else f"Not started: {failure}"
+                if failure
+                else "Starts when the app opens"
+                if server.enabled
+                else "Off"
+            )
             self.list.addWidget(help_line(words))
         if not self.servers:
             self.list.addWidget(help_line("No MCP servers yet."))

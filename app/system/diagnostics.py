@@ -27,7 +27,10 @@ def gpu_summary(timeout: float = 2.0) -> str:
     try:
         out = subprocess.run(
             [exe, "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"],
-            capture_output=True, text=True, timeout=timeout, check=False,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
         )
     except (OSError, subprocess.TimeoutExpired) as error:
         return f"nvidia-smi failed: {error}"
@@ -62,8 +65,13 @@ def versions() -> dict[str, str]:
     }
 
 
-def diagnostics_text(engine: dict[str, Any], settings: dict[str, Any], paths: dict[str, str], with_gpu: bool = True,
-                     gpu_check: dict[str, str] | None = None) -> str:
+def diagnostics_text(
+    engine: dict[str, Any],
+    settings: dict[str, Any],
+    paths: dict[str, str],
+    with_gpu: bool = True,
+    gpu_check: dict[str, str] | None = None,
+) -> str:
     """gpu_check: app.system.gpu_check.diagnostics_section (the GPU check's verdict and whole report)."""
     sections = [
         ("Versions", versions()),

@@ -49,7 +49,12 @@ def checked_load(load: P.Load, report: DoctorReport | None) -> P.Load:
 def apply_graphs_verdict(report: DoctorReport | None, environ: MutableMapping[str, str]) -> None:
     """Turn the draft's CUDA graphs off for engines started from now on (they inherit `environ`) when the GPU
     is used but its graphs check did not pass; a value the person set themselves is left alone."""
-    if report is not None and report.gpu is not None and report.conclusion.use_gpu and not report.conclusion.cuda_graphs:
+    if (
+        report is not None
+        and report.gpu is not None
+        and report.conclusion.use_gpu
+        and not report.conclusion.cuda_graphs
+    ):
         environ.setdefault(CUDA_GRAPHS_ENV, "0")
 
 

@@ -63,8 +63,11 @@ def install_advice(missing: list[str]) -> str:
     unknown = [name for name in missing if name not in PACKAGES]
     lines = []
     if known:
-        for label, column, command in (("Debian, Ubuntu", 0, "sudo apt install"), ("Fedora", 1, "sudo dnf install"),
-                                       ("Arch", 2, "sudo pacman -S")):
+        for label, column, command in (
+            ("Debian, Ubuntu", 0, "sudo apt install"),
+            ("Fedora", 1, "sudo dnf install"),
+            ("Arch", 2, "sudo pacman -S"),
+        ):
             packages = list(dict.fromkeys(p[column] for p in known))
             lines.append(f"  {command} {' '.join(packages)}    ({label})")
     if unknown:
@@ -112,12 +115,16 @@ def platform_problem(environ: dict[str, str] | None = None) -> str | None:
         return None  # eglfs, linuxfb...: the user chose; Qt reports its own errors
     missing = missing_xcb_libraries()
     if missing:
-        return ("SpecExec Desktop cannot open its window: the Qt window system (xcb) needs system libraries "
-                f"that are missing: {', '.join(missing)}.\nInstall them, then start the app again:\n"
-                + install_advice(missing))
+        return (
+            "SpecExec Desktop cannot open its window: the Qt window system (xcb) needs system libraries "
+            f"that are missing: {', '.join(missing)}.\nInstall them, then start the app again:\n"
+            + install_advice(missing)
+        )
     if not env.get("DISPLAY"):
-        return ("SpecExec Desktop cannot open its window: there is no display (DISPLAY is not set). Start it "
-                "from a desktop session, or over SSH with X forwarding (ssh -X).")
+        return (
+            "SpecExec Desktop cannot open its window: there is no display (DISPLAY is not set). Start it "
+            "from a desktop session, or over SSH with X forwarding (ssh -X)."
+        )
     return None
 
 

@@ -34,7 +34,10 @@ def setup_logging(log_file: Path, level: int = logging.INFO) -> logging.Handler:
     private_folder(log_file.parent)
     root = logging.getLogger()
     for handler in root.handlers:
-        if isinstance(handler, logging.handlers.RotatingFileHandler) and Path(handler.baseFilename) == log_file.resolve():
+        if (
+            isinstance(handler, logging.handlers.RotatingFileHandler)
+            and Path(handler.baseFilename) == log_file.resolve()
+        ):
             return handler
     handler = PrivateRotatingFileHandler(log_file, maxBytes=MAX_BYTES, backupCount=BACKUP_COUNT, encoding="utf-8")
     handler.setFormatter(logging.Formatter(FORMAT))

@@ -18,7 +18,6 @@ from core.system.locations import APP_AUTHOR, APP_NAME, config_dir, data_dir
 from core.system.private_files import private_folder
 
 
-
 @dataclass(frozen=True)
 class AppPaths:
     data_dir: Path

@@ -71,13 +71,20 @@ class Expectation:
         try:
             raw = json.loads(path.read_text(encoding="utf-8"))
             return cls(
-                messages=tuple(dict(m) for m in raw["messages"]), seed=int(raw["seed"]),
-                temperature=float(raw["temperature"]), top_p=float(raw["top_p"]), method=str(raw["method"]),
-                budget=int(raw["budget"]), max_new_tokens=int(raw["max_new_tokens"]),
-                token_ids=tuple(int(t) for t in raw["token_ids"]), text=str(raw["text"]),
+                messages=tuple(dict(m) for m in raw["messages"]),
+                seed=int(raw["seed"]),
+                temperature=float(raw["temperature"]),
+                top_p=float(raw["top_p"]),
+                method=str(raw["method"]),
+                budget=int(raw["budget"]),
+                max_new_tokens=int(raw["max_new_tokens"]),
+                token_ids=tuple(int(t) for t in raw["token_ids"]),
+                text=str(raw["text"]),
             )
         except (OSError, ValueError, KeyError, TypeError) as error:
-            raise SelfTestFailure(f"the self-test expectation {path} cannot be read ({error}): reinstall the app") from error
+            raise SelfTestFailure(
+                f"the self-test expectation {path} cannot be read ({error}): reinstall the app"
+            ) from error
 
     def save(self, path: Path) -> None:
         data = asdict(self)
@@ -137,9 +144,15 @@ def generate_request(expectation: Expectation, request_id: str):  # -> core.engi
     from core.engine import protocol as P
 
     return P.Generate(
-        request_id=request_id, messages=expectation.messages, seed=expectation.seed,
-        temperature=expectation.temperature, top_p=expectation.top_p, method=expectation.method,
-        budget=expectation.budget, max_new_tokens=expectation.max_new_tokens, reuse_cache=False,
+        request_id=request_id,
+        messages=expectation.messages,
+        seed=expectation.seed,
+        temperature=expectation.temperature,
+        top_p=expectation.top_p,
+        method=expectation.method,
+        budget=expectation.budget,
+        max_new_tokens=expectation.max_new_tokens,
+        reuse_cache=False,
     )
 
 
@@ -206,8 +219,9 @@ def _answer(client, request) -> tuple[tuple[int, ...], str, str]:  # client: Eng
 def _check_structured_output(client, request, report=print) -> None:
     """The grammar engine (llguidance, a native library the bundle must carry) makes the answer JSON."""
     started = time.monotonic()
-    asked = dataclasses.replace(request, request_id=request.request_id + "-json", grammar_kind="json_object",
-                                max_new_tokens=48)
+    asked = dataclasses.replace(
+        request, request_id=request.request_id + "-json", grammar_kind="json_object", max_new_tokens=48
+    )
     _, text, reason = _answer(client, asked)
     try:
         parsed = json.loads(text) if reason == "eos" else None
@@ -220,8 +234,10 @@ def _check_structured_output(client, request, report=print) -> None:
 
 def compare(expectation: Expectation, token_ids: tuple[int, ...], text: str) -> None:
     if token_ids != expectation.token_ids:
-        first = next((i for i, (a, b) in enumerate(zip(token_ids, expectation.token_ids)) if a != b),
-                     min(len(token_ids), len(expectation.token_ids)))
+        first = next(
+            (i for i, (a, b) in enumerate(zip(token_ids, expectation.token_ids)) if a != b),
+            min(len(token_ids), len(expectation.token_ids)),
+        )
         raise SelfTestFailure(
             f"the built-in pair generated different tokens than expected for seed {expectation.seed} "
             f"(first difference at token {first}): got {list(token_ids)} {text!r}, expected "
@@ -236,7 +252,9 @@ def check_gpu(log_dir: Path, report=print) -> None:
 
     started = time.monotonic()
     try:
-        doctor = run_doctor_in_subprocess(log_dir, lambda step, steps, what: log.info("GPU check %d/%d: %s", step, steps, what))
+        doctor = run_doctor_in_subprocess(
+            log_dir, lambda step, steps, what: log.info("GPU check %d/%d: %s", step, steps, what)
+        )
     except DoctorReportError as error:
         raise SelfTestFailure(f"the GPU check did not run: {error}") from error
     report(f"GPU check ({time.monotonic() - started:.1f} s): {doctor.conclusion.summary}")
@@ -257,8 +275,10 @@ def check_command_line(report=print) -> None:
     except ValueError:
         described = None
     if not isinstance(described, dict):
-        raise SelfTestFailure(f"`specexec hw --json` as a child process gave exit code {done.returncode} and no JSON: "
-                              f"{(done.stderr or done.stdout).strip()[-300:]}")
+        raise SelfTestFailure(
+            f"`specexec hw --json` as a child process gave exit code {done.returncode} and no JSON: "
+            f"{(done.stderr or done.stdout).strip()[-300:]}"
+        )
     report("command line as a child process: ok")
 
 

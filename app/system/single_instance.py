@@ -62,8 +62,11 @@ class SingleInstance(QObject):
     def message(self, brought_to_front: bool) -> str:
         """What the second start says before it exits."""
         who = f" (process {self.owner()})" if self.owner() else ""
-        then = ("its window was brought to the front." if brought_to_front else
-                "switch to its window, or quit it before starting SpecExec Desktop again.")
+        then = (
+            "its window was brought to the front."
+            if brought_to_front
+            else "switch to its window, or quit it before starting SpecExec Desktop again."
+        )
         return f"SpecExec Desktop is already running with these conversations{who}: {then}"
 
     def release(self) -> None:

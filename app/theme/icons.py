@@ -47,8 +47,9 @@ class ThemedIcon(QObject):
     """Gives `button` the icon `name` in the colour of `role` (a Colors field) of its palette's theme, now and
     after every palette change."""
 
-    def __init__(self, button: QAbstractButton, name: str, role: str = "text", filled: bool = False,
-                 size: int = 18) -> None:
+    def __init__(
+        self, button: QAbstractButton, name: str, role: str = "text", filled: bool = False, size: int = 18
+    ) -> None:
         super().__init__(button)
         self.button, self.name, self.role, self.filled = button, name, role, filled
         button.setIconSize(QSize(size, size))

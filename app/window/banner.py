@@ -51,8 +51,13 @@ class Banner(QFrame):
         self.label.setOpenExternalLinks(True)  # e.g. the NVIDIA driver download in the GPU check's banner
         layout.addWidget(self.label, 1)
         self.buttons: dict[str, QPushButton] = {}
-        for name, text in (("restart", "&Restart engine"), ("retry", "&Retry"), ("retry_answer", "&Retry"),
-                           ("connections", "&Connections"), ("settings", "Open &settings")):
+        for name, text in (
+            ("restart", "&Restart engine"),
+            ("retry", "&Retry"),
+            ("retry_answer", "&Retry"),
+            ("connections", "&Connections"),
+            ("settings", "Open &settings"),
+        ):
             action = button(text, SECONDARY)
             action.setAccessibleName(text.replace("&", ""))
             action.clicked.connect(lambda _=False, n=name: self.action_clicked.emit(n))
@@ -78,7 +83,9 @@ class Banner(QFrame):
         return self._text
 
     def _toggle_details(self, shown: bool) -> None:
-        self.label.setText(self._text + (f"<br><small>Details: {self._details}</small>" if shown and self._details else ""))
+        self.label.setText(
+            self._text + (f"<br><small>Details: {self._details}</small>" if shown and self._details else "")
+        )
 
     def show_message(self, text: str, actions: tuple[str, ...] = (), details: str = "") -> None:
         self._text, self._details = text, details

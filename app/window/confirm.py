@@ -16,8 +16,15 @@ DIALOG_WIDTH_PX = 440
 class ConfirmDialog(QDialog):
     """`verb` None: a message with one button, `cancel` ("Close")."""
 
-    def __init__(self, parent: QWidget | None, title: str, text: str, verb: str | None, destructive: bool = True,
-                 cancel: str = "Cancel") -> None:
+    def __init__(
+        self,
+        parent: QWidget | None,
+        title: str,
+        text: str,
+        verb: str | None,
+        destructive: bool = True,
+        cancel: str = "Cancel",
+    ) -> None:
         super().__init__(parent)
         self.setObjectName("confirmDialog")
         self.setWindowTitle(title)
@@ -51,12 +58,16 @@ class ConfirmDialog(QDialog):
 
     def default_button(self) -> QPushButton:
         """The button Enter presses."""
-        return self.confirm_button if self.confirm_button is not None and self.confirm_button.isDefault() \
+        return (
+            self.confirm_button
+            if self.confirm_button is not None and self.confirm_button.isDefault()
             else self.cancel_button
+        )
 
 
-def confirm_box(parent: QWidget | None, title: str, text: str, verb: str | None, destructive: bool = True,
-                cancel: str = "Cancel") -> ConfirmDialog:
+def confirm_box(
+    parent: QWidget | None, title: str, text: str, verb: str | None, destructive: bool = True, cancel: str = "Cancel"
+) -> ConfirmDialog:
     """The question, not yet shown (tests look at it; `confirm_destructive` asks it)."""
     return ConfirmDialog(parent, title, text, verb, destructive, cancel)
 

@@ -25,8 +25,13 @@ class FileActionsMixin:
         paths["log file"] = str(self.paths.log_file)
         from app.system.gpu_check import diagnostics_section, read_report
 
-        return diagnostics_text(self.bridge.describe(), flat, paths, with_gpu=with_gpu,
-                                gpu_check=diagnostics_section(read_report(self.paths.log_dir)))
+        return diagnostics_text(
+            self.bridge.describe(),
+            flat,
+            paths,
+            with_gpu=with_gpu,
+            gpu_check=diagnostics_section(read_report(self.paths.log_dir)),
+        )
 
     def copy_diagnostics(self) -> None:
         QGuiApplication.clipboard().setText(self.diagnostics())
@@ -38,8 +43,14 @@ class FileActionsMixin:
         self.paths.log_dir.mkdir(parents=True, exist_ok=True)
         if QDesktopServices.openUrl(QUrl.fromLocalFile(str(self.paths.log_dir))):
             return
-        box = confirm_box(self, "Logs folder", f"No file manager could open the logs folder. It is here:\n\n"
-                                               f"{self.paths.log_dir}", "Copy path", destructive=False, cancel="Close")
+        box = confirm_box(
+            self,
+            "Logs folder",
+            f"No file manager could open the logs folder. It is here:\n\n{self.paths.log_dir}",
+            "Copy path",
+            destructive=False,
+            cancel="Close",
+        )
         box.accepted.connect(lambda: QGuiApplication.clipboard().setText(str(self.paths.log_dir)))
         self.logs_dialog = box
         box.open()
@@ -70,8 +81,9 @@ class FileActionsMixin:
             return
         suffix = FORMATS[kind]
         start = str(Path.home() / suggested_file_name(row.title, kind))
-        name, _ = QFileDialog.getSaveFileName(self, "Export conversation", start,
-                                              f"{'Markdown' if kind == 'markdown' else 'JSON'} (*{suffix})")
+        name, _ = QFileDialog.getSaveFileName(
+            self, "Export conversation", start, f"{'Markdown' if kind == 'markdown' else 'JSON'} (*{suffix})"
+        )
         if name:
             path = Path(name) if name.endswith(suffix) else Path(name + suffix)
             try:
@@ -82,7 +94,12 @@ class FileActionsMixin:
     def about(self) -> None:
         from app import __version__
 
-        confirm_box(self, "About SpecExec Desktop",
-                    f"Version {__version__}.\n\nChat with a big model on your own computer: it keeps the model's "
-                    "weights in RAM, streams them to the graphics card, and a small draft model guesses ahead so "
-                    "answers come faster.", None, cancel="Close").exec()
+        confirm_box(
+            self,
+            "About SpecExec Desktop",
+            f"Version {__version__}.\n\nChat with a big model on your own computer: it keeps the model's "
+            "weights in RAM, streams them to the graphics card, and a small draft model guesses ahead so "
+            "answers come faster.",
+            None,
+            cancel="Close",
+        ).exec()

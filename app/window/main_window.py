@@ -14,7 +14,13 @@ from html import escape
 from PySide6.QtCore import QSize, Qt
 from PySide6.QtGui import QCloseEvent, QGuiApplication
 from PySide6.QtWidgets import (
-    QHBoxLayout, QMainWindow, QSizePolicy, QSplitter, QStackedWidget, QVBoxLayout, QWidget,
+    QHBoxLayout,
+    QMainWindow,
+    QSizePolicy,
+    QSplitter,
+    QStackedWidget,
+    QVBoxLayout,
+    QWidget,
 )
 
 from app.system import resources
@@ -112,8 +118,9 @@ class MainWindow(MenusMixin, SettingsHostMixin, FileActionsMixin, QMainWindow):
         self._show_gpu_check()
         self.controller.open_conversation(self.controller.conversations.id_at(0))
         if self.store.recovered:
-            self.toast.show_message(f"{self.store.recovered} answer(s) cut off by a crash were kept, marked "
-                                    "interrupted", 10000)
+            self.toast.show_message(
+                f"{self.store.recovered} answer(s) cut off by a crash were kept, marked interrupted", 10000
+            )
         self.input.setFocus()  # the first words typed go into the message box (given once the window shows)
 
     # -- layout --------------------------------------------------------------------------------------------
@@ -208,7 +215,9 @@ class MainWindow(MenusMixin, SettingsHostMixin, FileActionsMixin, QMainWindow):
         c.messages.dataChanged.connect(self._update_actions)
         self.chat_view.edit_submitted.connect(c.edit_and_resend)
         self.chat_view.regenerate_requested.connect(c.regenerate)
-        self.chat_view.alternative_requested.connect(lambda mid, step: (c.show_alternative(mid, step), self._show_context()))
+        self.chat_view.alternative_requested.connect(
+            lambda mid, step: (c.show_alternative(mid, step), self._show_context())
+        )
         self.chat_view.suggestion_clicked.connect(self._use_suggestion)
         self.chat_view.tool_decided.connect(c.decide)
         c.tool_call_waiting.connect(self.chat_view.focus_tool_call)
@@ -224,16 +233,21 @@ class MainWindow(MenusMixin, SettingsHostMixin, FileActionsMixin, QMainWindow):
     def send(self, text: str) -> None:
         remote = self.settings.remote_endpoint()
         if remote is not None and self.bridge.status.state in (CRASHED, FAILED):
-            self.toast.show_message(f"Not sent: {remote.name} cannot be reached. Press Retry above the chat, or "
-                                    "pick another connection.", 6000)
+            self.toast.show_message(
+                f"Not sent: {remote.name} cannot be reached. Press Retry above the chat, or pick another connection.",
+                6000,
+            )
             return
         if self.bridge.status.state == CRASHED:
-            self.toast.show_message("Not sent: the engine is not running. Press Restart engine above the chat, "
-                                    "then send again.", 6000)
+            self.toast.show_message(
+                "Not sent: the engine is not running. Press Restart engine above the chat, then send again.", 6000
+            )
             return
         if self.bridge.status.state == FAILED:
-            self.toast.show_message("Not sent: no model is loaded. Press Retry above the chat, or pick a model in "
-                                    "Models > Model manager.", 6000)
+            self.toast.show_message(
+                "Not sent: no model is loaded. Press Retry above the chat, or pick a model in Models > Model manager.",
+                6000,
+            )
             return
         if self.controller.send(text):
             self.input.clear()
@@ -247,8 +261,11 @@ class MainWindow(MenusMixin, SettingsHostMixin, FileActionsMixin, QMainWindow):
         if row is None:
             return
         if self.confirm_delete and not confirm_destructive(
-                self, "Delete this chat?", f"“{row.title}” and all its messages will be deleted. This cannot be undone.",
-                "Delete chat"):
+            self,
+            "Delete this chat?",
+            f"“{row.title}” and all its messages will be deleted. This cannot be undone.",
+            "Delete chat",
+        ):
             return
         self.controller.delete_conversation(conversation_id)
 
@@ -270,18 +287,23 @@ class MainWindow(MenusMixin, SettingsHostMixin, FileActionsMixin, QMainWindow):
         self._show_speculation_items()
         if remote is not None:
             where = source_words(s)
-            self.status_line.set_source(where, f"Answers come from {where}: an OpenAI-compatible server at {remote.url}.")
+            self.status_line.set_source(
+                where, f"Answers come from {where}: an OpenAI-compatible server at {remote.url}."
+            )
             self.header.set_model(where, f"Model: {remote.model}\nServer: {remote.name} ({remote.url})")
             self.chat_view.set_welcome(f"You are chatting with {where}, a server on another computer.")
             return
         name = model_pair_name(s)  # the catalog's name for an installed pair
-        self.status_line.set_source(f"{name} on this computer",
-                                    "Answers come from this computer: the model runs in an engine process here.")
+        self.status_line.set_source(
+            f"{name} on this computer", "Answers come from this computer: the model runs in an engine process here."
+        )
         self.header.set_model(name, f"Model: {s.target}\nDraft model: {s.draft or 'none'}\nClick to change")
         if s.target == BUILTIN:
             self.chat_view.set_welcome(
                 f"{name} is a tiny demo model that comes with the app: it answers at once, but often wrongly. "
-                "For real answers, get a bigger model.", offer_models=True)
+                "For real answers, get a bigger model.",
+                offer_models=True,
+            )
         else:
             self.chat_view.set_welcome(f"{name} runs on this computer: nothing you type leaves it.")
 
@@ -317,7 +339,9 @@ class MainWindow(MenusMixin, SettingsHostMixin, FileActionsMixin, QMainWindow):
         limit = int(self.bridge.status.models.get("max_context") or 0) if self.bridge.status.models else 0
         used = reading
         if used is None:
-            answers = [m for m in self.controller.messages.rows if m.role == "assistant" and m.stats.get("prompt_tokens")]
+            answers = [
+                m for m in self.controller.messages.rows if m.role == "assistant" and m.stats.get("prompt_tokens")
+            ]
             used = (answers[-1].stats["prompt_tokens"] + answers[-1].stats.get("generated_tokens", 0)) if answers else 0
         self.header.context_meter.set_usage(used, limit)
 
@@ -367,29 +391,41 @@ class MainWindow(MenusMixin, SettingsHostMixin, FileActionsMixin, QMainWindow):
         if remote is not None:
             self._connection_failed(remote.name, error)
         elif error.kind == "engine_died_loading":  # most often out of memory: a smaller model is the way on
-            text = (f"<b>The models could not be loaded.</b> The engine stopped while loading them. "
-                    f"{engine_stopped_text(error.message)} {sentence(error.hint)}.")
+            text = (
+                f"<b>The models could not be loaded.</b> The engine stopped while loading them. "
+                f"{engine_stopped_text(error.message)} {sentence(error.hint)}."
+            )
             self.banner.show_message(text, ("restart", "settings"), details=error.message)
         elif error.kind in ("engine_died", "engine_start"):
-            text = (f"<b>The engine stopped.</b> {engine_stopped_text(error.message)} Your conversation is kept; "
-                    "the answer in progress was marked interrupted.")
+            text = (
+                f"<b>The engine stopped.</b> {engine_stopped_text(error.message)} Your conversation is kept; "
+                "the answer in progress was marked interrupted."
+            )
             self.banner.show_message(text, ("restart",), details=error.message)
         else:
             hint = f" {sentence(error.hint)}." if error.hint else ""
-            self.banner.show_message(f"<b>The models could not be loaded.</b> {sentence(error.message)}.{hint}",
-                                     ("settings", "retry"), details=f"{error.kind}: {error.message}")
+            self.banner.show_message(
+                f"<b>The models could not be loaded.</b> {sentence(error.message)}.{hint}",
+                ("settings", "retry"),
+                details=f"{error.kind}: {error.message}",
+            )
 
     def _connection_failed(self, name: str, error: P.Error) -> None:
         """The banner for a remote server: the connection was lost mid-use (Retry connects again and answers
         the last message again, keeping the cut-off answer), or it could not be used at all."""
         hint = f" {sentence(error.hint)}." if error.hint else ""
         if error.kind == "engine_died":
-            text = (f"<b>Lost the connection to {escape(name)}.</b> Your conversation is kept, and so is the answer "
-                    "so far, marked interrupted. Retry answers again once the server is back.")
+            text = (
+                f"<b>Lost the connection to {escape(name)}.</b> Your conversation is kept, and so is the answer "
+                "so far, marked interrupted. Retry answers again once the server is back."
+            )
             self.banner.show_message(text, ("retry_answer", "connections"), details=error.message)
         else:
-            self.banner.show_message(f"<b>{escape(name)} cannot be used.</b> {escape(sentence(error.message))}."
-                                     f"{escape(hint)}", ("retry", "connections"), details=f"{error.kind}: {error.message}")
+            self.banner.show_message(
+                f"<b>{escape(name)} cannot be used.</b> {escape(sentence(error.message))}.{escape(hint)}",
+                ("retry", "connections"),
+                details=f"{error.kind}: {error.message}",
+            )
 
     def _banner_action(self, name: str) -> None:
         if name == "retry_answer":
@@ -480,12 +516,14 @@ class MainWindow(MenusMixin, SettingsHostMixin, FileActionsMixin, QMainWindow):
         self.api_server.stop(quiet=True)
         self.controller.detach()
         self.tool_servers.close()
-        for signal, slot in ((self.bridge.status_changed, self._engine_status),
-                             (self.bridge.engine_failed, self._engine_failed),
-                             (self.bridge.notice, self._notice),
-                             (self.bridge.status_changed, self.status_line.show_status),
-                             (self.bridge.status_changed, self.status_line.details.show_status),
-                             (self.bridge.auto_choice, self.status_line.details.show_choice)):
+        for signal, slot in (
+            (self.bridge.status_changed, self._engine_status),
+            (self.bridge.engine_failed, self._engine_failed),
+            (self.bridge.notice, self._notice),
+            (self.bridge.status_changed, self.status_line.show_status),
+            (self.bridge.status_changed, self.status_line.details.show_status),
+            (self.bridge.auto_choice, self.status_line.details.show_choice),
+        ):
             try:
                 signal.disconnect(slot)
             except (RuntimeError, TypeError):

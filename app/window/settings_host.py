@@ -102,6 +102,6 @@ class SettingsHostMixin:
 
     def _show_think_switch(self) -> None:
         """The Think switch only for a model whose template can turn thinking off, in the open chat's position."""
-        self.composer.set_think_switch(self.controller.thinking_control() == "switchable",
-                                       self.controller.conversation_settings().thinking)
-
+        self.composer.set_think_switch(
+            self.controller.thinking_control() == "switchable", self.controller.conversation_settings().thinking
+        )

@@ -91,7 +91,9 @@ class PassChart(QWidget):
         bars = self.bars()
         self.setAccessibleDescription(
             f"{len(self.stats.tokens_per_pass)} passes, mean {self.stats.mean_tokens_per_pass:.2f} tokens per pass"
-            if bars else "no answer yet")
+            if bars
+            else "no answer yet"
+        )
         self.update()
 
     def paintEvent(self, event) -> None:  # noqa: ANN001 - Qt signature
@@ -148,8 +150,15 @@ class SpeedDetails(QFrame):
         self.chart = PassChart(stats)
         self.choice_label = _line("Why this method", muted=True)
         self.source_label = _line("Where answers come from", muted=True)
-        for widget in (title, self.speed_label, self.per_pass_label, self.budget_label, self.chart, self.choice_label,
-                       self.source_label):
+        for widget in (
+            title,
+            self.speed_label,
+            self.per_pass_label,
+            self.budget_label,
+            self.chart,
+            self.choice_label,
+            self.source_label,
+        ):
             layout.addWidget(widget)
         self.choice_label.hide()  # until the engine has chosen
         self.uses_draft = True
@@ -193,7 +202,9 @@ class SpeedDetails(QFrame):
             self.speed_label.setText("No answer yet: the speed shows while one is written")
             self.per_pass_label.setText("Tokens per pass: –")
         budget = s.budget or self._budget
-        self.budget_label.setText(f"Tree budget: {budget} draft tokens checked per pass" if budget else "Tree budget: –")
+        self.budget_label.setText(
+            f"Tree budget: {budget} draft tokens checked per pass" if budget else "Tree budget: –"
+        )
         self.chart.update()
 
 
@@ -253,8 +264,10 @@ class AppStatusBar(QStatusBar):
         """The local API server's address while it runs; nothing once it stopped."""
         if url:
             self.api_label.setText(f"API server on {url.removeprefix('http://').rstrip('/')}")
-            self.api_label.setToolTip(f"Other programs on this computer can use the model at {url}/v1 "
-                                      "(OpenAI API). Settings > Local API server turns it off.")
+            self.api_label.setToolTip(
+                f"Other programs on this computer can use the model at {url}/v1 "
+                "(OpenAI API). Settings > Local API server turns it off."
+            )
         self.api_label.setVisible(bool(url))
 
     def state_text(self) -> str:

@@ -15,7 +15,14 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QWheelEvent
 from PySide6.QtWidgets import (
-    QAbstractScrollArea, QAbstractSlider, QAbstractSpinBox, QApplication, QComboBox, QScrollBar, QSlider, QWidget,
+    QAbstractScrollArea,
+    QAbstractSlider,
+    QAbstractSpinBox,
+    QApplication,
+    QComboBox,
+    QScrollBar,
+    QSlider,
+    QWidget,
 )
 
 
@@ -57,6 +64,9 @@ class NoWheelSlider(QSlider):
 def unguarded(root: QWidget) -> list[QWidget]:
     """The combo boxes, spin boxes and sliders (not scroll bars) under `root` that would take the wheel (a
     test walks every screen with this)."""
-    return [w for w in root.findChildren(QWidget)
-            if isinstance(w, (QComboBox, QAbstractSpinBox, QAbstractSlider))
-            and not isinstance(w, (NoWheelComboBox, NoWheelSlider, QScrollBar))]
+    return [
+        w
+        for w in root.findChildren(QWidget)
+        if isinstance(w, (QComboBox, QAbstractSpinBox, QAbstractSlider))
+        and not isinstance(w, (NoWheelComboBox, NoWheelSlider, QScrollBar))
+    ]

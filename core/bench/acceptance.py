@@ -84,13 +84,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-depth", type=int, default=32)
     parser.add_argument("--expand", type=int, default=32)
     parser.add_argument("--draft-top-p", action="store_true", help="truncate the draft to the target's nucleus")
-    parser.add_argument("--no-adaptive-depth", action="store_true",
-                        help="every pass makes the search's full draft forwards (adaptive depth off)")
+    parser.add_argument(
+        "--no-adaptive-depth",
+        action="store_true",
+        help="every pass makes the search's full draft forwards (adaptive depth off)",
+    )
     add_overlap_arguments(parser)
     parser.add_argument("--trace", action="store_true", help="add host syncs, kernels and copies per pass (slower)")
     add_grammar_argument(parser)
-    parser.add_argument("--grammar-target-only", action="store_true",
-                        help="with --json-schema: mask the target only, not the draft's proposals")
+    parser.add_argument(
+        "--grammar-target-only",
+        action="store_true",
+        help="with --json-schema: mask the target only, not the draft's proposals",
+    )
     add_threads_argument(parser)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--plot", default=None, help="write a PNG of tokens per pass against budget")
@@ -143,14 +149,18 @@ def measure(target, draft, prompts_ids, method: str, budget: int, args: argparse
 def print_table(rows: list[Row]) -> None:
     traced = any(row.syncs_per_pass is not None for row in rows)
     trace_header = f"{'syncs/pass':>11}{'kern/fwd':>9}{'kern/pass':>10}{'H2D KB/pass':>12}" if traced else ""
-    print(f"{'method':<11}{'budget':>7}{'tok/pass':>10}{'draft s':>10}{'target s':>10}{'tok/s':>9}{'search%':>9}{'fwd/pass':>9}{'speedup':>9}"
-          + trace_header)
+    print(
+        f"{'method':<11}{'budget':>7}{'tok/pass':>10}{'draft s':>10}{'target s':>10}{'tok/s':>9}{'search%':>9}{'fwd/pass':>9}{'speedup':>9}"
+        + trace_header
+    )
     for row in rows:
         speedup = f"{row.speedup:.2f}x" if row.speedup is not None else "-"
         trace = ""
         if traced and row.syncs_per_pass is not None:
-            trace = (f"{row.syncs_per_pass:>11.2f}{row.kernels_per_draft_forward:>9.0f}{row.kernels_per_pass:>10.0f}"
-                     f"{row.h2d_bytes_per_pass / 1e3:>12.1f}")
+            trace = (
+                f"{row.syncs_per_pass:>11.2f}{row.kernels_per_draft_forward:>9.0f}{row.kernels_per_pass:>10.0f}"
+                f"{row.h2d_bytes_per_pass / 1e3:>12.1f}"
+            )
         print(
             f"{row.method:<11}{row.budget:>7}{row.tokens_per_pass:>10.2f}{row.draft_s:>10.4f}{row.target_s:>10.4f}"
             f"{row.tokens_per_s:>9.2f}{100 * row.search_overhead:>8.1f}%{row.draft_forwards:>9.1f}{speedup:>9}" + trace
@@ -187,7 +197,7 @@ def run(args: argparse.Namespace) -> int:
     prompts_ids = [encode_prompt(target.tokenizer, p) for p in prompts]
     rows = []
     for method in methods:
-        for budget in ([0] if method == "sequential" else args.budgets):
+        for budget in [0] if method == "sequential" else args.budgets:
             row = measure(target, draft, prompts_ids, method, budget, args)
             rows.append(row)
             print(f"  measured {method} budget {budget}: {row.tokens_per_pass:.2f} tokens/pass", file=sys.stderr)

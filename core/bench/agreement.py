@@ -46,11 +46,23 @@ def run(args: argparse.Namespace) -> int:
     if args.reference_dtype:
         reference, _ = load_pair(argparse.Namespace(**{**vars(args), "dtype": args.reference_dtype}), need_draft=False)
     prompts = [encode_prompt(target.tokenizer, p) for p in read_prompt_file(args.prompts)[: args.limit]]
-    tree = TreeSettings(budget=args.budget, max_depth=args.max_depth, expand=args.expand,
-                        overlap=overlap_wanted(target.lm.device, args.no_overlap, measuring=True),
-                        shadow_forwards=args.shadow_forwards)
-    rows = compare_runs(target, draft, prompts, args.seeds, lambda seed: sampling_params(args, seed=seed), tree,
-                        args.max_new_tokens, reference)
+    tree = TreeSettings(
+        budget=args.budget,
+        max_depth=args.max_depth,
+        expand=args.expand,
+        overlap=overlap_wanted(target.lm.device, args.no_overlap, measuring=True),
+        shadow_forwards=args.shadow_forwards,
+    )
+    rows = compare_runs(
+        target,
+        draft,
+        prompts,
+        args.seeds,
+        lambda seed: sampling_params(args, seed=seed),
+        tree,
+        args.max_new_tokens,
+        reference,
+    )
     summary = {"dtype": args.dtype, **flip_summary(rows), "rows": [asdict(r) for r in rows]}
     flips, compared = summary["specexec_differs"], summary["tokens_compared"]
     if reference is not None:
@@ -60,12 +72,22 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(summary, indent=2))
         return 0
     for r in rows:
-        print(f"prompt {r.prompt} seed {r.seed}: {r.tokens} tokens; SpecExec vs sequential "
-              f"{'identical' if r.specexec_first_difference is None else f'first differs at token {r.specexec_first_difference}'}"
-              + ("" if reference is None else f"; vs {args.reference_dtype} "
-                 f"{'identical' if r.reference_first_difference is None else f'first differs at token {r.reference_first_difference}'}"))
-    print(f"{args.dtype}: SpecExec differed from sequential in {flips} of {len(rows)} runs "
-          f"({summary['flips_per_10k_tokens']:.2f} flips per 10,000 tokens compared, {compared} tokens)")
+        print(
+            f"prompt {r.prompt} seed {r.seed}: {r.tokens} tokens; SpecExec vs sequential "
+            f"{'identical' if r.specexec_first_difference is None else f'first differs at token {r.specexec_first_difference}'}"
+            + (
+                ""
+                if reference is None
+                else f"; vs {args.reference_dtype} "
+                f"{'identical' if r.reference_first_difference is None else f'first differs at token {r.reference_first_difference}'}"
+            )
+        )
+    print(
+        f"{args.dtype}: SpecExec differed from sequential in {flips} of {len(rows)} runs "
+        f"({summary['flips_per_10k_tokens']:.2f} flips per 10,000 tokens compared, {compared} tokens)"
+    )
     if reference is not None:
-        print(f"{args.dtype} sequential differed from {args.reference_dtype} in {summary['reference_differs']} of {len(rows)} runs")
+        print(
+            f"{args.dtype} sequential differed from {args.reference_dtype} in {summary['reference_differs']} of {len(rows)} runs"
+        )
     return 0

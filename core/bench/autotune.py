@@ -68,14 +68,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _settings(args: argparse.Namespace) -> dict[str, DecodingSettings]:
     fixed = {
         f"specexec {k}": DecodingSettings(
-            method="specexec", tree=TreeSettings(budget=k, max_depth=args.max_depth, expand=args.expand),
+            method="specexec",
+            tree=TreeSettings(budget=k, max_depth=args.max_depth, expand=args.expand),
             max_new_tokens=args.max_new_tokens,
         )
         for k in args.budgets
     }
-    auto = DecodingSettings(method="auto", auto_budget=True, tree=TreeSettings(budget=max([1024] + args.budgets),
-                            max_depth=args.max_depth), max_new_tokens=args.max_new_tokens)
-    return {"sequential": DecodingSettings(method="sequential", max_new_tokens=args.max_new_tokens), **fixed, "auto": auto}
+    auto = DecodingSettings(
+        method="auto",
+        auto_budget=True,
+        tree=TreeSettings(budget=max([1024] + args.budgets), max_depth=args.max_depth),
+        max_new_tokens=args.max_new_tokens,
+    )
+    return {
+        "sequential": DecodingSettings(method="sequential", max_new_tokens=args.max_new_tokens),
+        **fixed,
+        "auto": auto,
+    }
 
 
 def run(args: argparse.Namespace) -> int:
@@ -84,7 +93,11 @@ def run(args: argparse.Namespace) -> int:
 
     say = (lambda text: None) if args.json else (lambda text: print(text, file=sys.stderr, flush=True))
     target, draft = load_pair(args, need_draft=True)
-    texts = read_prompt_file(args.prompts) if args.prompts else [Prompt(messages=({"role": "user", "content": q},)) for q in DEFAULT_PROMPTS]
+    texts = (
+        read_prompt_file(args.prompts)
+        if args.prompts
+        else [Prompt(messages=({"role": "user", "content": q},)) for q in DEFAULT_PROMPTS]
+    )
     prompts = [encode_prompt(target.tokenizer, p) for p in texts[: args.limit]]
     started = time.perf_counter()
     _, measured = cached_cost_model(target.lm, draft.lm)
@@ -95,19 +108,28 @@ def run(args: argparse.Namespace) -> int:
     chosen: Counter[str] = Counter()
     names = list(settings)
     for repeat in range(args.repeats):
-        order = names[repeat % len(names):] + names[: repeat % len(names)]
+        order = names[repeat % len(names) :] + names[: repeat % len(names)]
         for name in order:
             row, before = rows[name], (rows[name].tokens, rows[name].seconds)
             for index, prompt_ids in enumerate(prompts):
                 params = sampling_params(args, seed=args.seed + index)
                 begin = time.perf_counter()
-                for chunk in stream_generate(target.lm, draft.lm, target.tokenizer, prompt_ids, params, settings[name],
-                                             tuner=tuner if name == "auto" else None):
+                for chunk in stream_generate(
+                    target.lm,
+                    draft.lm,
+                    target.tokenizer,
+                    prompt_ids,
+                    params,
+                    settings[name],
+                    tuner=tuner if name == "auto" else None,
+                ):
                     row.tokens += len(chunk.token_ids)
                     row.passes += 1
                     if chunk.choice is not None:
                         config = chunk.choice.config
-                        chosen[f"{config.method} {config.budget}/{config.expand}" if config.budget else config.method] += 1
+                        chosen[
+                            f"{config.method} {config.budget}/{config.expand}" if config.budget else config.method
+                        ] += 1
                 row.seconds += time.perf_counter() - begin
             row.per_repeat.append((row.tokens - before[0]) / max(row.seconds - before[1], 1e-9))
             say(f"  repetition {repeat + 1}/{args.repeats} {name}: {row.per_repeat[-1]:.2f} tokens/s")
@@ -142,10 +164,16 @@ def _print(report: dict) -> None:
     print(f"{'setting':<14}{'tokens':>8}{'passes':>8}{'seconds':>9}{'tok/s':>8}   per repetition")
     for row in report["rows"]:
         each = " ".join(f"{v:.2f}" for v in row["per_repeat"])
-        print(f"{row['setting']:<14}{row['tokens']:>8}{row['passes']:>8}{row['seconds']:>9.2f}{row['tokens_per_s']:>8.2f}   {each}")
-    print(f"auto / best fixed ({report['best_fixed']}): {report['auto_vs_best_fixed']:.2f}x "
-          f"(median per repetition {report['median_auto_vs_best_fixed']:.2f}x; goal >= 0.90x)")
-    print(f"auto / sequential: {report['auto_vs_sequential']:.2f}x "
-          f"(median per repetition {report['median_auto_vs_sequential']:.2f}x; goal >= 0.90x)")
+        print(
+            f"{row['setting']:<14}{row['tokens']:>8}{row['passes']:>8}{row['seconds']:>9.2f}{row['tokens_per_s']:>8.2f}   {each}"
+        )
+    print(
+        f"auto / best fixed ({report['best_fixed']}): {report['auto_vs_best_fixed']:.2f}x "
+        f"(median per repetition {report['median_auto_vs_best_fixed']:.2f}x; goal >= 0.90x)"
+    )
+    print(
+        f"auto / sequential: {report['auto_vs_sequential']:.2f}x "
+        f"(median per repetition {report['median_auto_vs_sequential']:.2f}x; goal >= 0.90x)"
+    )
     print(f"auto passes by choice: {report['auto_passes_by_choice']}")
     print(f"auto's last choice: {report['auto_reason']}")

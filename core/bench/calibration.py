@@ -37,8 +37,18 @@ TOLERANCE = 0.20  # a row further off than this needs its sentence in docs/bench
 
 
 def _llama(layers, hidden, intermediate, heads, kv_heads, vocab, experts=0, model_type="llama") -> ModelShape:
-    return ModelShape(model_type, layers, hidden, intermediate, heads, kv_heads, vocab, hidden // heads,
-                      num_local_experts=experts, num_experts_per_tok=2 if experts else 0)
+    return ModelShape(
+        model_type,
+        layers,
+        hidden,
+        intermediate,
+        heads,
+        kv_heads,
+        vocab,
+        hidden // heads,
+        num_local_experts=experts,
+        num_experts_per_tok=2 if experts else 0,
+    )
 
 
 MODELS = {
@@ -53,8 +63,13 @@ MODELS = {
 FP16 = WeightFormat(dtype="float16")
 GPTQ_TARGET = WeightFormat(bits=4, group_size=-1, desc_act=True)  # TheBloke's main branches, as the catalog's
 GPTQ_DRAFT = WeightFormat(bits=4, group_size=128, desc_act=False)
-GPU_NAMES = {"A100": "A100-SXM4-80GB", "RTX 4090": "RTX 4090", "RTX 4060": "RTX 4060", "RTX 3090": "RTX 3090",
-             "RTX 2080 Ti": "RTX 2080 Ti"}
+GPU_NAMES = {
+    "A100": "A100-SXM4-80GB",
+    "RTX 4090": "RTX 4090",
+    "RTX 4060": "RTX 4060",
+    "RTX 3090": "RTX 3090",
+    "RTX 2080 Ti": "RTX 2080 Ti",
+}
 
 
 @dataclass(frozen=True)
@@ -87,23 +102,77 @@ def _rows(table, gpu, target, gptq, draft, dataset, entries) -> list[PaperRow]:
 # Tables 2 (A100, chat models), 3 (A100, base models) and 4 (consumer GPUs) of Svirschevski et al. 2024:
 # (temperature, method, budget, generation rate, tok/s, speed-up).
 PAPER_ROWS: tuple[PaperRow, ...] = tuple(
-    _rows("2", "A100", "Llama 2-70B", False, "Llama 2-7B", "OAsst", [
-        (0.6, "SX", 2048, 20.60, 3.12, 18.7), (0.6, "SI", 1024, 8.41, 1.34, 8.0),
-        (0, "SX", 1024, 18.8, 2.74, 16.4), (0, "SI", 1024, 7.86, 1.18, 7.1)])
-    + _rows("2", "A100", "Llama 2-70B", True, "Llama 2-7B", "OAsst", [
-        (0.6, "SX", 128, 12.10, 6.02, 8.9), (0, "SX", 256, 13.43, 6.17, 9.1)])
+    _rows(
+        "2",
+        "A100",
+        "Llama 2-70B",
+        False,
+        "Llama 2-7B",
+        "OAsst",
+        [
+            (0.6, "SX", 2048, 20.60, 3.12, 18.7),
+            (0.6, "SI", 1024, 8.41, 1.34, 8.0),
+            (0, "SX", 1024, 18.8, 2.74, 16.4),
+            (0, "SI", 1024, 7.86, 1.18, 7.1),
+        ],
+    )
+    + _rows(
+        "2",
+        "A100",
+        "Llama 2-70B",
+        True,
+        "Llama 2-7B",
+        "OAsst",
+        [(0.6, "SX", 128, 12.10, 6.02, 8.9), (0, "SX", 256, 13.43, 6.17, 9.1)],
+    )
     + _rows("2", "A100", "Mixtral-8x7B", True, "Mistral-7B", "OAsst", [(0.6, "SX", 256, 12.38, 3.58, 3.5)])
     + _rows("2", "A100", "Llama 3-70B", False, "Llama 3-8B", "OAsst", [(0.6, "SX", 1024, 18.88, 2.62, 15.6)])
-    + _rows("2", "A100", "Llama 3-70B", False, "Llama 3-8B", "MTBench", [
-        (0.6, "SX", 1024, 18.16, 2.79, 16.6), (0, "SX", 2048, 21.58, 2.94, 17.5)])
-    + _rows("3", "A100", "Llama 2-70B", False, "Llama 2-7B", "C4", [
-        (0.6, "SX", 2048, 12.9, 1.97, 11.8), (0.6, "SI", 1024, 6.48, 1.03, 6.2),
-        (0, "SX", 2048, 16.1, 2.38, 14.3), (0, "SI", 1024, 4.78, 0.75, 4.5)])
-    + _rows("3", "A100", "Llama 2-70B", False, "Llama 2-7B", "WikiText-2", [
-        (0.6, "SX", 2048, 9.57, 1.54, 9.2), (0.6, "SI", 1024, 4.69, 0.77, 4.6),
-        (0, "SX", 2048, 11.74, 1.88, 11.3), (0, "SI", 1024, 3.71, 0.62, 3.6)])
-    + _rows("3", "A100", "Llama 2-70B", True, "Llama 2-7B", "WikiText-2", [
-        (0.6, "SX", 256, 6.99, 3.72, 5.5), (0, "SX", 256, 8.81, 4.54, 6.7)])
+    + _rows(
+        "2",
+        "A100",
+        "Llama 3-70B",
+        False,
+        "Llama 3-8B",
+        "MTBench",
+        [(0.6, "SX", 1024, 18.16, 2.79, 16.6), (0, "SX", 2048, 21.58, 2.94, 17.5)],
+    )
+    + _rows(
+        "3",
+        "A100",
+        "Llama 2-70B",
+        False,
+        "Llama 2-7B",
+        "C4",
+        [
+            (0.6, "SX", 2048, 12.9, 1.97, 11.8),
+            (0.6, "SI", 1024, 6.48, 1.03, 6.2),
+            (0, "SX", 2048, 16.1, 2.38, 14.3),
+            (0, "SI", 1024, 4.78, 0.75, 4.5),
+        ],
+    )
+    + _rows(
+        "3",
+        "A100",
+        "Llama 2-70B",
+        False,
+        "Llama 2-7B",
+        "WikiText-2",
+        [
+            (0.6, "SX", 2048, 9.57, 1.54, 9.2),
+            (0.6, "SI", 1024, 4.69, 0.77, 4.6),
+            (0, "SX", 2048, 11.74, 1.88, 11.3),
+            (0, "SI", 1024, 3.71, 0.62, 3.6),
+        ],
+    )
+    + _rows(
+        "3",
+        "A100",
+        "Llama 2-70B",
+        True,
+        "Llama 2-7B",
+        "WikiText-2",
+        [(0.6, "SX", 256, 6.99, 3.72, 5.5), (0, "SX", 256, 8.81, 4.54, 6.7)],
+    )
     + _rows("3", "A100", "Mixtral-8x7B", True, "Mistral-7B", "WikiText-2", [(0.6, "SX", 128, 6.56, 3.23, 3.2)])
     + _rows("4", "RTX 4090", "Llama 2-70B", True, "Llama 2-7B", "OAsst", [(0.6, "SX", 256, 13.46, 5.66, 8.3)])
     + _rows("4", "RTX 4060", "Llama 2-70B", True, "Llama 2-7B", "OAsst", [(0.6, "SX", 128, 9.70, 3.28, 4.6)])
@@ -126,9 +195,14 @@ class Prediction:
         return self.tokens_per_second / self.row.tokens_per_second
 
     def to_dict(self) -> dict:
-        return {**asdict(self.row), "copy_gb_per_s": round(self.copy_rate / 1e9, 2),
-                "draft_seconds": round(self.draft_seconds, 3), "pass_seconds": round(self.pass_seconds, 3),
-                "predicted_tokens_per_second": round(self.tokens_per_second, 2), "ratio": round(self.ratio, 2)}
+        return {
+            **asdict(self.row),
+            "copy_gb_per_s": round(self.copy_rate / 1e9, 2),
+            "draft_seconds": round(self.draft_seconds, 3),
+            "pass_seconds": round(self.pass_seconds, 3),
+            "predicted_tokens_per_second": round(self.tokens_per_second, 2),
+            "ratio": round(self.ratio, 2),
+        }
 
 
 def predict_row(row: PaperRow) -> Prediction:
@@ -143,8 +217,9 @@ def predict_row(row: PaperRow) -> Prediction:
     rate = layers * layer_bytes / (row.sequential_seconds - one_token)
     gpu = GpuRates.from_specs(rate, specs)
     forwards = chain_shape(row.budget, MAX_DRAFT_FORWARDS)[1] if row.method == "SI" else None
-    drafting = draft_seconds(draft, draft_format, row.budget, row.tokens_per_pass, gpu, DraftKernel.DEQUANTISE,
-                             forwards, DraftLaunch.EAGER)  # the paper's code: eager, a host read per forward
+    drafting = draft_seconds(
+        draft, draft_format, row.budget, row.tokens_per_pass, gpu, DraftKernel.DEQUANTISE, forwards, DraftLaunch.EAGER
+    )  # the paper's code: eager, a host read per forward
     compute = layer_compute_seconds(target, target_format, row.budget + 1, gpu)
     scoring = target_pass_seconds(layers, (), layer_bytes / rate, compute, RING_SLOTS, prefetch_seconds=drafting)
     return Prediction(row, rate, drafting, scoring, row.tokens_per_pass / (drafting + scoring))
@@ -159,14 +234,18 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([p.to_dict() for p in predictions], indent=1))
         return 0
-    print(f"{'table':>5} {'GPU':<12} {'target':<13} {'fmt':<5} {'draft':<18} {'data':<10} {'t':>3} {'m':<2} "
-          f"{'budget':>6} {'tok/pass':>8} {'GB/s':>5} {'draft s':>7} {'pass s':>6} {'paper':>6} {'pred.':>6} {'ratio':>5}")
+    print(
+        f"{'table':>5} {'GPU':<12} {'target':<13} {'fmt':<5} {'draft':<18} {'data':<10} {'t':>3} {'m':<2} "
+        f"{'budget':>6} {'tok/pass':>8} {'GB/s':>5} {'draft s':>7} {'pass s':>6} {'paper':>6} {'pred.':>6} {'ratio':>5}"
+    )
     for p in predictions:
         r = p.row
         flag = "" if abs(p.ratio - 1) <= TOLERANCE else "  *"
-        print(f"{r.table:>5} {r.gpu:<12} {r.target:<13} {'GPTQ' if r.gptq else '16bit':<5} {r.draft:<18} "
-              f"{r.dataset:<10} {r.temperature:>3} {r.method:<2} {r.budget:>6} {r.tokens_per_pass:>8.2f} "
-              f"{p.copy_rate / 1e9:>5.1f} {p.draft_seconds:>7.2f} {p.pass_seconds:>6.2f} {r.tokens_per_second:>6.2f} "
-              f"{p.tokens_per_second:>6.2f} {p.ratio:>5.2f}{flag}")
+        print(
+            f"{r.table:>5} {r.gpu:<12} {r.target:<13} {'GPTQ' if r.gptq else '16bit':<5} {r.draft:<18} "
+            f"{r.dataset:<10} {r.temperature:>3} {r.method:<2} {r.budget:>6} {r.tokens_per_pass:>8.2f} "
+            f"{p.copy_rate / 1e9:>5.1f} {p.draft_seconds:>7.2f} {p.pass_seconds:>6.2f} {r.tokens_per_second:>6.2f} "
+            f"{p.tokens_per_second:>6.2f} {p.ratio:>5.2f}{flag}"
+        )
     print(f"* more than {TOLERANCE:.0%} off (docs/benchmarks.md, issue 21, says why)")
     return 0

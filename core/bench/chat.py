@@ -94,7 +94,9 @@ def run(args: argparse.Namespace) -> int:
     tokenizer = target.tokenizer
     turn1 = [{"role": "user", "content": _long_message(tokenizer, args.first_turn_tokens)}]
     settings = dict(
-        temperature=0.0, method=args.method, max_new_tokens=args.max_new_tokens,
+        temperature=0.0,
+        method=args.method,
+        max_new_tokens=args.max_new_tokens,
     )
     empty_answer = [{"role": "assistant", "content": ""}, {"role": "user", "content": FOLLOW_UP}]
     estimate = len(encode_prompt(tokenizer, Prompt(messages=tuple(turn1 + empty_answer))))
@@ -109,8 +111,13 @@ def run(args: argparse.Namespace) -> int:
     try:
         client.start()
         client.load(
-            args.target, args.draft if args.method != "sequential" else None,
-            budget=args.budget, max_depth=args.max_depth, expand=args.expand, wait=True, **engine_load_settings(args),
+            args.target,
+            args.draft if args.method != "sequential" else None,
+            budget=args.budget,
+            max_depth=args.max_depth,
+            expand=args.expand,
+            wait=True,
+            **engine_load_settings(args),
         )
         answer, _, _ = _answer(client, turn1, settings)
         turn2 = turn1 + [{"role": "assistant", "content": answer}, {"role": "user", "content": FOLLOW_UP}]
@@ -128,11 +135,14 @@ def run(args: argparse.Namespace) -> int:
 
     prompt2 = encode_prompt(tokenizer, Prompt(messages=tuple(turn2)))
     decoding = DecodingSettings(
-        method=args.method, tree=TreeSettings(args.budget, args.max_depth, args.expand),
+        method=args.method,
+        tree=TreeSettings(args.budget, args.max_depth, args.expand),
         max_new_tokens=args.max_new_tokens,
     )
     local_times = []
-    for _ in stream_generate(target.lm, draft.lm if draft else None, tokenizer, prompt2, SamplingParams(temperature=0), decoding):
+    for _ in stream_generate(
+        target.lm, draft.lm if draft else None, tokenizer, prompt2, SamplingParams(temperature=0), decoding
+    ):
         local_times.append(time.monotonic())
 
     if warm[0][1].prompt_tokens != len(prompt2):
@@ -165,13 +175,19 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result))
         return 0
-    print(f"chat benchmark: {result['target']} / {result['draft']}, {args.method} budget {args.budget}, "
-          f"{target.lm.device} {str(target.lm.dtype).removeprefix('torch.')}")
-    print(f"turn 2 time to first token: warm {warm_ttft:.3f} s (prefilled "
-          f"{result['turn2_prompt_tokens'] - result['warm_reused_tokens']} of {result['turn2_prompt_tokens']} tokens)"
-          f" vs cold {cold_ttft:.3f} s (prefilled {result['turn2_prompt_tokens']}) -> {result['ttft_speedup']:.2f}x")
-    print(f"streaming: {result['engine_chunk_interval_ms']:.1f} ms per chunk through the engine vs "
-          f"{result['in_process_chunk_interval_ms']:.1f} ms in-process ({result['chunk_interval_ratio']:.2f}x); "
-          f"queue transit p50 {result['queue_transit_p50_ms']:.2f} ms, max {result['queue_transit_max_ms']:.2f} ms "
-          f"({result['chunks']} chunks)")
+    print(
+        f"chat benchmark: {result['target']} / {result['draft']}, {args.method} budget {args.budget}, "
+        f"{target.lm.device} {str(target.lm.dtype).removeprefix('torch.')}"
+    )
+    print(
+        f"turn 2 time to first token: warm {warm_ttft:.3f} s (prefilled "
+        f"{result['turn2_prompt_tokens'] - result['warm_reused_tokens']} of {result['turn2_prompt_tokens']} tokens)"
+        f" vs cold {cold_ttft:.3f} s (prefilled {result['turn2_prompt_tokens']}) -> {result['ttft_speedup']:.2f}x"
+    )
+    print(
+        f"streaming: {result['engine_chunk_interval_ms']:.1f} ms per chunk through the engine vs "
+        f"{result['in_process_chunk_interval_ms']:.1f} ms in-process ({result['chunk_interval_ratio']:.2f}x); "
+        f"queue transit p50 {result['queue_transit_p50_ms']:.2f} ms, max {result['queue_transit_max_ms']:.2f} ms "
+        f"({result['chunks']} chunks)"
+    )
     return 0

@@ -53,9 +53,23 @@ _DATA_DEPENDENT = {"nonzero", "argwhere", "masked_select", "unique", "unique_con
 _FACTORIES_FROM_DATA = {"tensor", "as_tensor"}
 # ATen ops that launch no kernel of their own (views are recognised by their schema)
 _NO_KERNEL = {
-    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "_local_scalar_dense",
-    "lift_fresh", "detach", "alias", "_unsafe_view", "is_pinned", "_pin_memory", "set_", "resize_",
-    "_record_function_enter_new", "_record_function_exit", "record_stream",
+    "empty",
+    "empty_like",
+    "empty_strided",
+    "new_empty",
+    "new_empty_strided",
+    "_local_scalar_dense",
+    "lift_fresh",
+    "detach",
+    "alias",
+    "_unsafe_view",
+    "is_pinned",
+    "_pin_memory",
+    "set_",
+    "resize_",
+    "_record_function_enter_new",
+    "_record_function_exit",
+    "record_stream",
 }
 _TORCH_DIR = str(Path(torch.__file__).parent)
 _THIS_FILE = __file__
@@ -90,13 +104,15 @@ class TraceCounts:
 def _site() -> str:
     """The innermost caller outside torch and this file: 'path:line function'."""
     frame = sys._getframe(2)
-    while frame is not None and (frame.f_code.co_filename.startswith(_TORCH_DIR) or frame.f_code.co_filename == _THIS_FILE):
+    while frame is not None and (
+        frame.f_code.co_filename.startswith(_TORCH_DIR) or frame.f_code.co_filename == _THIS_FILE
+    ):
         frame = frame.f_back
     if frame is None:
         return "?"
     path = Path(frame.f_code.co_filename)
     parts = path.parts
-    short = "/".join(parts[parts.index("core"):]) if "core" in parts else "/".join(parts[-2:])
+    short = "/".join(parts[parts.index("core") :]) if "core" in parts else "/".join(parts[-2:])
     return f"{short}:{frame.f_lineno} {frame.f_code.co_name}"
 
 
@@ -159,10 +175,14 @@ class DeviceTrace:
         from core.offload.host_embedding import HostEmbedding
 
         host_tables = {id(m.weight) for m in model.model.modules() if isinstance(m, HostEmbedding)}
-        self.mark_device(*(t for t in list(model.model.parameters()) + list(model.model.buffers()) if id(t) not in host_tables))
+        self.mark_device(
+            *(t for t in list(model.model.parameters()) + list(model.model.buffers()) if id(t) not in host_tables)
+        )
         streamer = getattr(model, "streamer", None)
         if streamer is not None:
-            self.mark_device(*streamer.slots, *(view for views in streamer._slot_views for group in views.values() for view in group))
+            self.mark_device(
+                *streamer.slots, *(view for views in streamer._slot_views for group in views.values() for view in group)
+            )
             block = getattr(streamer, "_resident_block", None)
             if block is not None:
                 self.mark_device(*_tensors(vars(block)))
@@ -306,7 +326,11 @@ class _FunctionLevel(TorchFunctionMode):
             trace.sync(f"{_site()} [where(condition)]")
         elif on_device and name == "repeat_interleave" and any(isinstance(a, torch.Tensor) for a in args[1:]):
             trace.sync(f"{_site()} [repeat_interleave]")
-        elif on_device and name in ("__getitem__", "__setitem__", "index_put", "index_put_") and _is_bool_index(args[1:2]):
+        elif (
+            on_device
+            and name in ("__getitem__", "__setitem__", "index_put", "index_put_")
+            and _is_bool_index(args[1:2])
+        ):
             trace.sync(f"{_site()} [boolean-mask indexing]")
 
         if name == "scaled_dot_product_attention" and not trace._quiet:
@@ -344,7 +368,9 @@ class _FunctionLevel(TorchFunctionMode):
         source = args[0]
         if trace.is_on_device(source):
             return func(*args, **kwargs)
-        blocking = not kwargs.get("non_blocking", False) and not (len(args) > 2 and isinstance(args[2], bool) and args[2])
+        blocking = not kwargs.get("non_blocking", False) and not (
+            len(args) > 2 and isinstance(args[2], bool) and args[2]
+        )
         trace._h2d(source.numel() * source.element_size(), blocking, _site())
         result = func(*args, **kwargs)
         if result.untyped_storage().data_ptr() == source.untyped_storage().data_ptr():

@@ -32,9 +32,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--megabytes", type=int, default=300, help="size of the served repo in MB (default 300)")
     parser.add_argument("--files", type=int, default=3, help="LFS files the repo is split into (default 3)")
     parser.add_argument("--repeats", type=int, default=2, help="raw/download rounds; the best of each is kept")
-    parser.add_argument("--link-mb-per-s", type=float, default=125.0,
-                        help="pace each response to this many MB/s, a network line (default 125: 1 Gbit/s; "
-                             "0: no pacing, loopback at memory speed)")
+    parser.add_argument(
+        "--link-mb-per-s",
+        type=float,
+        default=125.0,
+        help="pace each response to this many MB/s, a network line (default 125: 1 Gbit/s; "
+        "0: no pacing, loopback at memory speed)",
+    )
     parser.add_argument("--dir", default=None, help="folder to download into (default: a temporary folder)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -47,7 +51,9 @@ def run(args: argparse.Namespace) -> int:
 
     size = args.megabytes * 1_000_000 // args.files
     files = {"config.json": b'{"model_type": "llama"}'}
-    files.update({f"model-{i + 1:05d}-of-{args.files:05d}.safetensors": payload(size, seed=i) for i in range(args.files)})
+    files.update(
+        {f"model-{i + 1:05d}-of-{args.files:05d}.safetensors": payload(size, seed=i) for i in range(args.files)}
+    )
     total = sum(map(len, files.values()))
     work = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="specexec-bench-download-"))
     previous_endpoint = os.environ.get("HF_ENDPOINT")
@@ -81,7 +87,11 @@ def run(args: argparse.Namespace) -> int:
             except DownloadCancelledError:
                 pass
             hub.wait_idle()
-            kept = sum(p.stat().st_size for p in (target / "model").rglob("*") if p.is_file() and p.name != "specexec-download.json")
+            kept = sum(
+                p.stat().st_size
+                for p in (target / "model").rglob("*")
+                if p.is_file() and p.name != "specexec-download.json"
+            )
             hub.reset_counters()
             started = time.perf_counter()
             download([job], target)
@@ -102,11 +112,18 @@ def run(args: argparse.Namespace) -> int:
 
     raw_rate, download_rate = total / min(raw_times), total / min(download_times)
     result = {
-        "repo_bytes": total, "files": args.files, "repeats": args.repeats, "link_mb_per_s": args.link_mb_per_s,
-        "raw_mb_per_s": round(raw_rate / MB, 1), "download_mb_per_s": round(download_rate / MB, 1),
-        "download_vs_raw": round(download_rate / raw_rate, 3), "sha256_mb_per_s": round(sha_rate / MB, 1),
-        "resume_kept_bytes": kept, "resume_fetched_bytes": resumed_bytes,
-        "resume_saved_fraction": round(1 - resumed_bytes / total, 3), "resume_seconds": round(resume_seconds, 2),
+        "repo_bytes": total,
+        "files": args.files,
+        "repeats": args.repeats,
+        "link_mb_per_s": args.link_mb_per_s,
+        "raw_mb_per_s": round(raw_rate / MB, 1),
+        "download_mb_per_s": round(download_rate / MB, 1),
+        "download_vs_raw": round(download_rate / raw_rate, 3),
+        "sha256_mb_per_s": round(sha_rate / MB, 1),
+        "resume_kept_bytes": kept,
+        "resume_fetched_bytes": resumed_bytes,
+        "resume_saved_fraction": round(1 - resumed_bytes / total, 3),
+        "resume_seconds": round(resume_seconds, 2),
     }
     if args.json:
         print(json.dumps(result))
@@ -114,12 +131,16 @@ def run(args: argparse.Namespace) -> int:
     link = f"paced to {args.link_mb_per_s:g} MB/s" if args.link_mb_per_s > 0 else "unpaced"
     print(f"repo: {total / MB:.0f} MB in {args.files} LFS files, served on loopback ({link}); best of {args.repeats}")
     print(f"raw GET (read and discard):        {result['raw_mb_per_s']:8.1f} MB/s")
-    print(f"download (Range, checksum, disk):  {result['download_mb_per_s']:8.1f} MB/s"
-          f"   = {result['download_vs_raw']:.2f} x raw")
+    print(
+        f"download (Range, checksum, disk):  {result['download_mb_per_s']:8.1f} MB/s"
+        f"   = {result['download_vs_raw']:.2f} x raw"
+    )
     print(f"sha256 alone (one core):           {result['sha256_mb_per_s']:8.1f} MB/s")
-    print(f"resume after a cancel at half way: fetched {resumed_bytes / MB:.1f} MB of {total / MB:.1f} MB "
-          f"({kept / MB:.1f} MB kept on disk; saved {100 * result['resume_saved_fraction']:.0f}%), "
-          f"in {resume_seconds:.2f} s including re-hashing the kept part")
+    print(
+        f"resume after a cancel at half way: fetched {resumed_bytes / MB:.1f} MB of {total / MB:.1f} MB "
+        f"({kept / MB:.1f} MB kept on disk; saved {100 * result['resume_saved_fraction']:.0f}%), "
+        f"in {resume_seconds:.2f} s including re-hashing the kept part"
+    )
     return 0
 
 
@@ -132,8 +153,9 @@ def _raw_fetch_seconds(hub, remote) -> float:
     started = time.perf_counter()
     with requests.Session() as session:
         for file in remote.files:
-            with session.get(file_url(remote.repo, remote.commit, file.path), stream=True,
-                             headers={"Accept-Encoding": "identity"}) as response:
+            with session.get(
+                file_url(remote.repo, remote.commit, file.path), stream=True, headers={"Accept-Encoding": "identity"}
+            ) as response:
                 response.raise_for_status()
                 for _ in response.iter_content(1 << 20):
                     pass

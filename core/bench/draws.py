@@ -69,15 +69,18 @@ def noise_values(candidate: str, vocab: int) -> int:
 
 
 @torch.no_grad()
-def logit_pairs(target, prompt: list[int], tokens: int, params: SamplingParams) -> tuple[torch.Tensor, torch.Tensor, int]:
+def logit_pairs(
+    target, prompt: list[int], tokens: int, params: SamplingParams
+) -> tuple[torch.Tensor, torch.Tensor, int]:
     """(one-row logits [T, V], many-row logits [T, V], first position) over `tokens` positions after the
     prompt: the sequence is sampled once, then scored one token at a time and in one pass."""
     from core.decoding.generation import DecodingSettings, generate
     from core.modeling.tree_mask import additive_mask, causal_visibility
 
     lm = target.lm
-    sequence = generate(lm, None, target.tokenizer, prompt, params,
-                        DecodingSettings(method="sequential", max_new_tokens=tokens)).token_ids
+    sequence = generate(
+        lm, None, target.tokenizer, prompt, params, DecodingSettings(method="sequential", max_new_tokens=tokens)
+    ).token_ids
     ids = torch.tensor(prompt + sequence, device=lm.device)
     start = len(prompt) - 1  # logits after the prompt's last token predict the first new one
     count = len(sequence)
@@ -113,16 +116,34 @@ def run(args: argparse.Namespace) -> int:
                 counts[name][0] += positions.shape[0]
                 counts[name][1] += int(flips)
     vocab = target.lm.vocab_size
-    rows = [{"draw": name, "draws": draws, "flips": flips, "flips_per_10k": 10_000 * flips / max(draws, 1),
-             "noise_values_per_draw": noise_values(name, vocab)} for name, (draws, flips) in counts.items()]
-    result = {"dtype": str(target.lm.dtype).replace("torch.", ""), "vocab": vocab, "temperature": args.temperature,
-              "top_p": args.top_p, "largest_logit_difference": largest, "rows": rows}
+    rows = [
+        {
+            "draw": name,
+            "draws": draws,
+            "flips": flips,
+            "flips_per_10k": 10_000 * flips / max(draws, 1),
+            "noise_values_per_draw": noise_values(name, vocab),
+        }
+        for name, (draws, flips) in counts.items()
+    ]
+    result = {
+        "dtype": str(target.lm.dtype).replace("torch.", ""),
+        "vocab": vocab,
+        "temperature": args.temperature,
+        "top_p": args.top_p,
+        "largest_logit_difference": largest,
+        "rows": rows,
+    }
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
-    print(f"{result['dtype']}, vocabulary {vocab}, t={args.temperature} top-p={args.top_p}; one-row vs many-row "
-          f"logits differ by up to {largest:.2e}")
+    print(
+        f"{result['dtype']}, vocabulary {vocab}, t={args.temperature} top-p={args.top_p}; one-row vs many-row "
+        f"logits differ by up to {largest:.2e}"
+    )
     for r in rows:
-        print(f"{r['draw']:>17}: {r['flips']:>5} of {r['draws']:>6} draws flip ({r['flips_per_10k']:.1f} per 10,000); "
-              f"{r['noise_values_per_draw']} noise values a draw")
+        print(
+            f"{r['draw']:>17}: {r['flips']:>5} of {r['draws']:>6} draws flip ({r['flips_per_10k']:.1f} per 10,000); "
+            f"{r['noise_values_per_draw']} noise values a draw"
+        )
     return 0

@@ -53,8 +53,12 @@ class HostedFile:
         if not self.lfs:
             return {"rfilename": self.path, "size": len(self.data), "blobId": git_blob_id(self.data)}
         pointer = f"version https://git-lfs.github.com/spec/v1\noid sha256:{self.sha256}\nsize {len(self.data)}\n"
-        return {"rfilename": self.path, "size": len(self.data), "blobId": git_blob_id(pointer.encode()),
-                "lfs": {"size": len(self.data), "sha256": self.sha256, "pointerSize": len(pointer)}}
+        return {
+            "rfilename": self.path,
+            "size": len(self.data),
+            "blobId": git_blob_id(pointer.encode()),
+            "lfs": {"size": len(self.data), "sha256": self.sha256, "pointerSize": len(pointer)},
+        }
 
 
 @dataclass
@@ -113,14 +117,19 @@ class LoopbackHub:
         with self._lock:
             return sum(self.bytes_by_path.values())
 
-    def add_repo(self, repo: str, files: dict[str, bytes], revision: str = "main", gated: bool = False,
-                 token: str | None = None) -> HostedRepo:
+    def add_repo(
+        self, repo: str, files: dict[str, bytes], revision: str = "main", gated: bool = False, token: str | None = None
+    ) -> HostedRepo:
         """Host `files` (path -> bytes) as `repo` at `revision` (replacing what it held: a new commit on the
         branch); files of `lfs_min_bytes` or more are LFS files."""
         contents = sorted((path, hashlib.sha256(data).hexdigest()) for path, data in files.items())
         commit = hashlib.sha1(repr((repo, revision, contents)).encode()).hexdigest()  # new files, new commit
         hosted = HostedRepo(
-            repo=repo, commit=commit, revisions={revision, commit}, gated=gated, token=token,
+            repo=repo,
+            commit=commit,
+            revisions={revision, commit},
+            gated=gated,
+            token=token,
             files={path: HostedFile(path, data, len(data) >= self.lfs_min_bytes) for path, data in files.items()},
         )
         with self._lock:
@@ -257,11 +266,15 @@ def _handler_for(hub: LoopbackHub) -> type[BaseHTTPRequestHandler]:
             hosted, exists = hub.find(repo, revision)
             if hosted is None:
                 return self._error(404, "RevisionNotFound" if exists else "RepoNotFound")
-            payload = json.dumps({
-                "id": hosted.repo, "sha": hosted.commit, "private": False,
-                "gated": "manual" if hosted.gated else False,
-                "siblings": [file.sibling() for file in hosted.files.values()] + hosted.extra_siblings,
-            }).encode()
+            payload = json.dumps(
+                {
+                    "id": hosted.repo,
+                    "sha": hosted.commit,
+                    "private": False,
+                    "gated": "manual" if hosted.gated else False,
+                    "siblings": [file.sibling() for file in hosted.files.values()] + hosted.extra_siblings,
+                }
+            ).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(payload)))
@@ -329,12 +342,12 @@ def _handler_for(hub: LoopbackHub) -> type[BaseHTTPRequestHandler]:
                 hub._active_bodies += 1
             try:
                 for position in range(start, stop, WRITE_CHUNK):
-                    chunk = data[position:min(position + WRITE_CHUNK, stop)]
+                    chunk = data[position : min(position + WRITE_CHUNK, stop)]
                     if stall and sent >= stall[0]:
                         hub._closing.wait(stall[1])  # say nothing for a while, then give up on this client
                         return self._hang_up()
                     if drop is not None and sent + len(chunk) > drop:
-                        chunk = chunk[:max(drop - sent, 0)]
+                        chunk = chunk[: max(drop - sent, 0)]
                         self.wfile.write(chunk)
                         hub.count(path, len(chunk))
                         return self._hang_up()

@@ -21,15 +21,30 @@ import json
 
 import torch
 
-from core.offload.matmul_rate import DRAFT_SHAPES, GROUP_SIZE, ROWS, SMOKE_SHAPES, TARGET_SHAPES, kernels_on, measure_shapes
+from core.offload.matmul_rate import (
+    DRAFT_SHAPES,
+    GROUP_SIZE,
+    ROWS,
+    SMOKE_SHAPES,
+    TARGET_SHAPES,
+    kernels_on,
+    measure_shapes,
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--device", default="auto", help="auto, cpu (the eager path and torch's CPU int4 kernel: a check only) or cuda[:i]")
+    parser.add_argument(
+        "--device",
+        default="auto",
+        help="auto, cpu (the eager path and torch's CPU int4 kernel: a check only) or cuda[:i]",
+    )
     parser.add_argument("--rows", type=lambda t: [int(p) for p in t.split(",") if p], default=list(ROWS))
     parser.add_argument("--target-shapes", action="store_true", help="also a 70B layer's linears")
-    parser.add_argument("--smoke", action="store_true",
-                        help="one tiny linear instead of the draft's (a check that it runs, e.g. on the CPU)")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="one tiny linear instead of the draft's (a check that it runs, e.g. on the CPU)",
+    )
     parser.add_argument("--sweep", action="store_true", help="time a grid of launch configurations too")
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--json", action="store_true")
@@ -46,16 +61,24 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"device": name, "kernels": list(kernels), "rows": results}, indent=1))
         return 0
-    print(f"4-bit draft kernels on {name} (group {GROUP_SIZE}, weights rotated past the L2 cache); GB/s of packed "
-          "bytes read, and the 16-bit product's time and rate")
-    print(f"{'shape':>12} {'K x N':>13} {'rows':>4}  " + "  ".join(f"{kernel:>17}" for kernel in kernels)
-          + f"  {'dense 16-bit':>17}  {'floor':>9}")
+    print(
+        f"4-bit draft kernels on {name} (group {GROUP_SIZE}, weights rotated past the L2 cache); GB/s of packed "
+        "bytes read, and the 16-bit product's time and rate"
+    )
+    print(
+        f"{'shape':>12} {'K x N':>13} {'rows':>4}  "
+        + "  ".join(f"{kernel:>17}" for kernel in kernels)
+        + f"  {'dense 16-bit':>17}  {'floor':>9}"
+    )
     for r in results:
         cells = []
         for kernel in kernels:
             key = kernel.replace(" ", "_")
             cells.append(f"{r[key + '_s'] * 1e6:8.1f} us {r[key + '_gbps']:5.0f}" if key + "_s" in r else f"{'-':>17}")
         best = f"; fused best {r['best_gbps']:.0f} GB/s with {r['best']}" if "best" in r else ""
-        print(f"{r['shape']:>12} {r['k']:>6}x{r['n']:<6} {r['rows']:>4}  " + "  ".join(cells)
-              + f"  {r['dense16_s'] * 1e6:8.1f} us {r['dense16_gbps']:5.0f}  {r['floor_s'] * 1e6:6.1f} us{best}")
+        print(
+            f"{r['shape']:>12} {r['k']:>6}x{r['n']:<6} {r['rows']:>4}  "
+            + "  ".join(cells)
+            + f"  {r['dense16_s'] * 1e6:8.1f} us {r['dense16_gbps']:5.0f}  {r['floor_s'] * 1e6:6.1f} us{best}"
+        )
     return 0

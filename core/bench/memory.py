@@ -35,18 +35,35 @@ GIB = 1024**3
 GB = 1e9
 PCIE4_BYTES_PER_S = 25e9  # pinned host-to-device, PCIe 4.0 x16 (engineering-facts.md)
 
-_LLAMA_70B = dict(hidden_size=8192, intermediate_size=28672, num_hidden_layers=80, num_attention_heads=64,
-                  num_key_value_heads=8)
+_LLAMA_70B = dict(
+    hidden_size=8192, intermediate_size=28672, num_hidden_layers=80, num_attention_heads=64, num_key_value_heads=8
+)
 MODELS = {
-    "llama-2-70b-gptq": (LlamaConfig(**_LLAMA_70B, vocab_size=32000, max_position_embeddings=4096),
-                         GPTQSettings(bits=4, group_size=128, desc_act=True)),
-    "llama-3.1-70b-gptq": (LlamaConfig(**_LLAMA_70B, vocab_size=128256, max_position_embeddings=131072,
-                                       rope_theta=500000.0), GPTQSettings(bits=4, group_size=128)),
+    "llama-2-70b-gptq": (
+        LlamaConfig(**_LLAMA_70B, vocab_size=32000, max_position_embeddings=4096),
+        GPTQSettings(bits=4, group_size=128, desc_act=True),
+    ),
+    "llama-3.1-70b-gptq": (
+        LlamaConfig(**_LLAMA_70B, vocab_size=128256, max_position_embeddings=131072, rope_theta=500000.0),
+        GPTQSettings(bits=4, group_size=128),
+    ),
 }
-_LLAMA_2_7B = LlamaConfig(hidden_size=4096, intermediate_size=11008, num_hidden_layers=32, num_attention_heads=32,
-                          num_key_value_heads=32, vocab_size=32000)
-_LLAMA_31_8B = LlamaConfig(hidden_size=4096, intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32,
-                           num_key_value_heads=8, vocab_size=128256)
+_LLAMA_2_7B = LlamaConfig(
+    hidden_size=4096,
+    intermediate_size=11008,
+    num_hidden_layers=32,
+    num_attention_heads=32,
+    num_key_value_heads=32,
+    vocab_size=32000,
+)
+_LLAMA_31_8B = LlamaConfig(
+    hidden_size=4096,
+    intermediate_size=14336,
+    num_hidden_layers=32,
+    num_attention_heads=32,
+    num_key_value_heads=8,
+    vocab_size=128256,
+)
 # name -> (config, GPTQ settings of a 4-bit draft or None for 16 bits): the catalog's drafts
 DRAFTS = {
     "none": None,
@@ -90,9 +107,16 @@ def _layer_shapes(name: str) -> tuple[tuple[int, ...], int, int, int, int]:
     keys = {f"model.layers.{i}.{name}.qweight" for i in range(config.num_hidden_layers) for name in linears}
     largest_linear = quantize_layers(model, "llama", keys, gptq, DequantScratch())
     layer_bytes = tuple(layer_layout(layer).nbytes for layer in model.model.layers)
-    top = {name: p.numel() * p.element_size() for name, p in model.named_parameters() if not name.startswith("model.layers.")}
-    largest_layer_tensor = max(t.numel() * t.element_size() for layer in model.model.layers[:1]
-                               for t in list(layer.parameters()) + list(layer.buffers()))
+    top = {
+        name: p.numel() * p.element_size()
+        for name, p in model.named_parameters()
+        if not name.startswith("model.layers.")
+    }
+    largest_layer_tensor = max(
+        t.numel() * t.element_size()
+        for layer in model.model.layers[:1]
+        for t in list(layer.parameters()) + list(layer.buffers())
+    )
     scratch = gptq_scratch_bytes(largest_linear, 2)
     return layer_bytes, sum(top.values()), top[EMBEDDING_KEY], max(max(top.values()), largest_layer_tensor), scratch
 
@@ -116,10 +140,14 @@ def _draft_graph_bytes(draft: str, context: int, tree_budget: int) -> int:
     from core.planning.graph_plan import search_width
 
     config, _ = DRAFTS[draft]
-    return planned_graph_bytes(config, torch.float16, search_width(tree_budget), residency.kv_rows(context, tree_budget))
+    return planned_graph_bytes(
+        config, torch.float16, search_width(tree_budget), residency.kv_rows(context, tree_budget)
+    )
 
 
-def plan_for(model: str, card_gb: int, draft: str, context: int | None, tree_budget: int, reserved_gb: float) -> MemoryPlan:
+def plan_for(
+    model: str, card_gb: int, draft: str, context: int | None, tree_budget: int, reserved_gb: float
+) -> MemoryPlan:
     """The loader's plan for `model` on a `card_gb` GB card (free VRAM = card - reserved_gb)."""
     config, _ = MODELS[model]
     context = residency.resolve_context_length(context, config.max_position_embeddings)
@@ -127,26 +155,49 @@ def plan_for(model: str, card_gb: int, draft: str, context: int | None, tree_bud
     fixed = residency.device_fixed_bytes(top_bytes, embedding_bytes, embedding_on_host=True, scratch_bytes=scratch)
     draft_config = DRAFTS[draft][0] if DRAFTS[draft] is not None else None
     draft_weights = _draft_bytes(draft)
-    draft_kv = residency.config_kv_bytes(draft_config, residency.kv_rows(context, tree_budget), 2) if draft_config else 0
+    draft_kv = (
+        residency.config_kv_bytes(draft_config, residency.kv_rows(context, tree_budget), 2) if draft_config else 0
+    )
     draft_graphs = _draft_graph_bytes(draft, context, tree_budget) if draft_config else 0
     free = int(card_gb * GIB - reserved_gb * GIB) - draft_weights  # the draft loads first
     target_kv = residency.config_kv_bytes(config, residency.kv_rows(context, tree_budget), 2)
     activation = residency.activation_bytes(config, tree_budget, context, 2)
-    common = dict(model=model, card_gb=card_gb, draft=draft, context=context, tree_budget=tree_budget,
-                  draft_weight_bytes=draft_weights, draft_graph_bytes=draft_graphs, kv_bytes=target_kv + draft_kv,
-                  activation_bytes=activation,
-                  device_fixed_bytes=fixed, n_layers=len(layer_bytes))
+    common = dict(
+        model=model,
+        card_gb=card_gb,
+        draft=draft,
+        context=context,
+        tree_budget=tree_budget,
+        draft_weight_bytes=draft_weights,
+        draft_graph_bytes=draft_graphs,
+        kv_bytes=target_kv + draft_kv,
+        activation_bytes=activation,
+        device_fixed_bytes=fixed,
+        n_layers=len(layer_bytes),
+    )
     try:
         minimum = residency.minimum_device_bytes(layer_bytes, fixed)
         fit = residency.fit_default_budget(config, free, 2, context, 0, draft_kv, minimum, tree_budget, draft_graphs)
         plan = residency.plan_residency(layer_bytes, fit.budget_bytes, fixed, residency.DEFAULT_SLOTS)
     except Exception as error:  # noqa: BLE001 - does not fit: the row says why
-        return MemoryPlan(**common, budget_bytes=None, resident_layers=None, streamed_bytes_per_pass=None,
-                          host_ram_bytes=None, floor_s_per_pass=None, error=str(error))
+        return MemoryPlan(
+            **common,
+            budget_bytes=None,
+            resident_layers=None,
+            streamed_bytes_per_pass=None,
+            host_ram_bytes=None,
+            floor_s_per_pass=None,
+            error=str(error),
+        )
     host = host_bytes_needed(plan.streamed_bytes_per_pass, largest_tensor, embedding_bytes)
-    return MemoryPlan(**dict(common, tree_budget=fit.tree_budget), budget_bytes=fit.budget_bytes,
-                      resident_layers=len(plan.resident), streamed_bytes_per_pass=plan.streamed_bytes_per_pass,
-                      host_ram_bytes=host, floor_s_per_pass=plan.streamed_bytes_per_pass / PCIE4_BYTES_PER_S)
+    return MemoryPlan(
+        **dict(common, tree_budget=fit.tree_budget),
+        budget_bytes=fit.budget_bytes,
+        resident_layers=len(plan.resident),
+        streamed_bytes_per_pass=plan.streamed_bytes_per_pass,
+        host_ram_bytes=host,
+        floor_s_per_pass=plan.streamed_bytes_per_pass / PCIE4_BYTES_PER_S,
+    )
 
 
 def _int_list(text: str) -> list[int]:
@@ -159,9 +210,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--draft", choices=list(DRAFTS), default="none", help="draft model on the same GPU")
     parser.add_argument("--context-length", type=int, default=None, help="planned context (default 4096)")
     parser.add_argument("--tree-budget", type=int, default=128, help="draft tokens per pass the plan reserves for")
-    parser.add_argument("--reserved-gb", type=float, default=0.8, help="VRAM taken before loading (CUDA context, desktop)")
-    parser.add_argument("--graphs", action="store_true",
-                        help="instead: what the draft's CUDA graphs keep, per catalog draft and context")
+    parser.add_argument(
+        "--reserved-gb", type=float, default=0.8, help="VRAM taken before loading (CUDA context, desktop)"
+    )
+    parser.add_argument(
+        "--graphs",
+        action="store_true",
+        help="instead: what the draft's CUDA graphs keep, per catalog draft and context",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
@@ -184,27 +240,44 @@ def graph_rows() -> list[dict]:
                 shapes.setdefault(option.model.repo, option.model.shape)
     rows = []
     for repo, shape in shapes.items():
-        config = AutoConfig.for_model(shape.model_type, hidden_size=shape.hidden_size, num_hidden_layers=1,
-                                      intermediate_size=shape.intermediate_size, vocab_size=shape.vocab_size,
-                                      num_attention_heads=shape.num_attention_heads, head_dim=shape.head_dim,
-                                      num_key_value_heads=shape.num_key_value_heads)
+        config = AutoConfig.for_model(
+            shape.model_type,
+            hidden_size=shape.hidden_size,
+            num_hidden_layers=1,
+            intermediate_size=shape.intermediate_size,
+            vocab_size=shape.vocab_size,
+            num_attention_heads=shape.num_attention_heads,
+            head_dim=shape.head_dim,
+            num_key_value_heads=shape.num_key_value_heads,
+        )
         for context, tree in GRAPH_CASES:
             width, capacity = search_width(tree), residency.kv_rows(context, tree)
-            rows.append({"draft": repo, "context": context, "tree_budget": tree, "width": width,
-                         "buckets": len(column_buckets(capacity)),
-                         "scratch_meta_bytes": search_forward_peak_bytes(config, torch.float16, width, capacity),
-                         "scratch_bound_bytes": scratch_estimate_bytes(shape, 2, width, capacity),
-                         "planned_bytes": planned_graph_bytes(config, torch.float16, width, capacity)})
+            rows.append(
+                {
+                    "draft": repo,
+                    "context": context,
+                    "tree_budget": tree,
+                    "width": width,
+                    "buckets": len(column_buckets(capacity)),
+                    "scratch_meta_bytes": search_forward_peak_bytes(config, torch.float16, width, capacity),
+                    "scratch_bound_bytes": scratch_estimate_bytes(shape, 2, width, capacity),
+                    "planned_bytes": planned_graph_bytes(config, torch.float16, width, capacity),
+                }
+            )
     return rows
 
 
 def _print_graphs(rows: list[dict]) -> None:
     mib = 1024**2
-    print(f"{'draft':<52} {'ctx':>6} {'tree':>5} {'width':>5} {'buckets':>7} {'scratch MiB':>11} {'bound MiB':>9} "
-          f"{'planned MiB':>11}")
+    print(
+        f"{'draft':<52} {'ctx':>6} {'tree':>5} {'width':>5} {'buckets':>7} {'scratch MiB':>11} {'bound MiB':>9} "
+        f"{'planned MiB':>11}"
+    )
     for r in rows:
-        print(f"{r['draft']:<52} {r['context']:>6} {r['tree_budget']:>5} {r['width']:>5} {r['buckets']:>7} "
-              f"{r['scratch_meta_bytes'] / mib:>11.1f} {r['scratch_bound_bytes'] / mib:>9.1f} {r['planned_bytes'] / mib:>11.0f}")
+        print(
+            f"{r['draft']:<52} {r['context']:>6} {r['tree_budget']:>5} {r['width']:>5} {r['buckets']:>7} "
+            f"{r['scratch_meta_bytes'] / mib:>11.1f} {r['scratch_bound_bytes'] / mib:>9.1f} {r['planned_bytes'] / mib:>11.0f}"
+        )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -219,20 +292,29 @@ def run(args: argparse.Namespace) -> int:
     unknown = [name for name in names if name not in MODELS]
     if unknown:
         raise SystemExit(f"unknown model {', '.join(unknown)}: choose from {', '.join(MODELS)}")
-    plans = [plan_for(name, card, args.draft, args.context_length, args.tree_budget, args.reserved_gb)
-             for name in names for card in args.cards]
+    plans = [
+        plan_for(name, card, args.draft, args.context_length, args.tree_budget, args.reserved_gb)
+        for name in names
+        for card in args.cards
+    ]
     if args.json:
         print(json.dumps([asdict(plan) for plan in plans], indent=2))
         return 0
     print(f"draft: {args.draft}; free VRAM = card - {args.reserved_gb} GiB; floor at {PCIE4_BYTES_PER_S / GB:.0f} GB/s")
-    print(f"{'model':<20} {'card':>5} {'ctx':>6} {'tree':>5} {'KV GiB':>7} {'graphs GiB':>10} {'act GiB':>8} {'fixed GiB':>9} "
-          f"{'budget GiB':>10} {'resident':>9} {'GB/pass':>8} {'floor s':>8} {'host RAM GiB':>12}")
+    print(
+        f"{'model':<20} {'card':>5} {'ctx':>6} {'tree':>5} {'KV GiB':>7} {'graphs GiB':>10} {'act GiB':>8} {'fixed GiB':>9} "
+        f"{'budget GiB':>10} {'resident':>9} {'GB/pass':>8} {'floor s':>8} {'host RAM GiB':>12}"
+    )
     for p in plans:
-        head = (f"{p.model:<20} {p.card_gb:>5} {p.context:>6} {p.tree_budget:>5} {p.kv_bytes / GIB:>7.2f} "
-                f"{p.draft_graph_bytes / GIB:>10.2f} {p.activation_bytes / GIB:>8.2f} {p.device_fixed_bytes / GIB:>9.2f}")
+        head = (
+            f"{p.model:<20} {p.card_gb:>5} {p.context:>6} {p.tree_budget:>5} {p.kv_bytes / GIB:>7.2f} "
+            f"{p.draft_graph_bytes / GIB:>10.2f} {p.activation_bytes / GIB:>8.2f} {p.device_fixed_bytes / GIB:>9.2f}"
+        )
         if p.error is not None:
             print(f"{head} does not fit: {p.error.split(':')[0]}")
             continue
-        print(f"{head} {p.budget_bytes / GIB:>10.2f} {p.resident_layers:>4}/{p.n_layers:<4} "
-              f"{p.streamed_bytes_per_pass / GB:>8.2f} {p.floor_s_per_pass:>8.2f} {p.host_ram_bytes / GIB:>12.2f}")
+        print(
+            f"{head} {p.budget_bytes / GIB:>10.2f} {p.resident_layers:>4}/{p.n_layers:<4} "
+            f"{p.streamed_bytes_per_pass / GB:>8.2f} {p.floor_s_per_pass:>8.2f} {p.host_ram_bytes / GIB:>12.2f}"
+        )
     return 0

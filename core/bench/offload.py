@@ -57,58 +57,98 @@ def _pin_limit(text: str) -> int | None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--format", choices=["gptq", "fp16", "both"], default="both", help="weight format of the synthetic layers")
-    parser.add_argument("--layers", type=int, default=None, help="layers in the host store (default: 8 on a GPU, 2 on the CPU)")
-    parser.add_argument("--tree-sizes", type=_int_list, default=None,
-                        help="tokens per pass, comma separated (default: 1,64,256,1024,2048 on a GPU, 1,16,64 on the CPU)")
-    parser.add_argument("--vram-budgets", type=_float_list, default=[8.0, 12.0, 16.0, 20.0],
-                        help="GB of VRAM for the target's weights, for the resident-layer sweep of an 80-layer model")
+    parser.add_argument(
+        "--format", choices=["gptq", "fp16", "both"], default="both", help="weight format of the synthetic layers"
+    )
+    parser.add_argument(
+        "--layers", type=int, default=None, help="layers in the host store (default: 8 on a GPU, 2 on the CPU)"
+    )
+    parser.add_argument(
+        "--tree-sizes",
+        type=_int_list,
+        default=None,
+        help="tokens per pass, comma separated (default: 1,64,256,1024,2048 on a GPU, 1,16,64 on the CPU)",
+    )
+    parser.add_argument(
+        "--vram-budgets",
+        type=_float_list,
+        default=[8.0, 12.0, 16.0, 20.0],
+        help="GB of VRAM for the target's weights, for the resident-layer sweep of an 80-layer model",
+    )
     parser.add_argument("--bits", type=int, choices=[2, 3, 4, 8], default=4, help="GPTQ bits of the synthetic layers")
     parser.add_argument("--device", default="auto", help="auto, cpu or cuda[:i]")
     parser.add_argument("--context", type=int, default=256, help="tokens already in the KV cache under each pass")
-    parser.add_argument("--repeats", type=int, default=None, help="timed passes per tree size (default: 5 on a GPU, 1 on the CPU)")
-    parser.add_argument("--width-divisor", type=int, default=None,
-                        help="divide hidden/intermediate/heads by this (default: 1 on a GPU = real 70B shape, 4 on the CPU)")
-    parser.add_argument("--pin-limit-gb", type=_pin_limit, default=None,
-                        help="page-lock at most this many GB of the layers; the rest stage through the pinned ring "
-                             "(default: no limit; 0 stages every layer)")
+    parser.add_argument(
+        "--repeats", type=int, default=None, help="timed passes per tree size (default: 5 on a GPU, 1 on the CPU)"
+    )
+    parser.add_argument(
+        "--width-divisor",
+        type=int,
+        default=None,
+        help="divide hidden/intermediate/heads by this (default: 1 on a GPU = real 70B shape, 4 on the CPU)",
+    )
+    parser.add_argument(
+        "--pin-limit-gb",
+        type=_pin_limit,
+        default=None,
+        help="page-lock at most this many GB of the layers; the rest stage through the pinned ring "
+        "(default: no limit; 0 stages every layer)",
+    )
     add_threads_argument(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
 
 
 def _print_tables(result: dict) -> None:
-    print(f"device: {result['device']}  layers: {result['layers']}  width divisor: {result['width_divisor']}  "
-          f"context: {result['context']}  compute dtype: {result['dtype']}")
+    print(
+        f"device: {result['device']}  layers: {result['layers']}  width divisor: {result['width_divisor']}  "
+        f"context: {result['context']}  compute dtype: {result['dtype']}"
+    )
     if result.get("note"):
         print(result["note"])
     for fmt in result["formats"]:
-        print(f"\n[{fmt['format']}] layer {fmt['layer_bytes'] / GB:.3f} GB, host->device copy rate "
-              f"{fmt['copy_rate_gbps']:.2f} GB/s (from {fmt['copy_from']} memory)")
+        print(
+            f"\n[{fmt['format']}] layer {fmt['layer_bytes'] / GB:.3f} GB, host->device copy rate "
+            f"{fmt['copy_rate_gbps']:.2f} GB/s (from {fmt['copy_from']} memory)"
+        )
         if fmt["ring_slots"]:
-            print(f"{fmt['pinned_gb']:.2f} GB of the layers pinned, {fmt['staged_gb_per_pass']:.2f} GB per pass staged "
-                  f"through a ring of {fmt['ring_slots']} pinned slots (one worker fills {fmt['ring_fill_gbps']:.2f} GB/s)")
+            print(
+                f"{fmt['pinned_gb']:.2f} GB of the layers pinned, {fmt['staged_gb_per_pass']:.2f} GB per pass staged "
+                f"through a ring of {fmt['ring_slots']} pinned slots (one worker fills {fmt['ring_fill_gbps']:.2f} GB/s)"
+            )
         if fmt["dequant_path"]:
             reference = fmt["reference_dequant_s_per_layer"]
             against = f" (eager reference: {reference * 1000:.2f} ms)" if reference is not None else ""
-            print(f"dequantisation alone ({fmt['dequant_path']}): {fmt['dequant_s_per_layer'] * 1000:.2f} ms per layer{against}")
+            print(
+                f"dequantisation alone ({fmt['dequant_path']}): {fmt['dequant_s_per_layer'] * 1000:.2f} ms per layer{against}"
+            )
         for row in fmt["draft_matmuls"]:
             path = "fused small-batch kernel" if row["fused"] else "dequantise + GEMM (no fused kernel here)"
-            print(f"draft batch of {row['rows']:>3} rows through the layer's linears: {row['engine_s'] * 1000:.2f} ms "
-                  f"({path}); dequantise + GEMM {row['dequantise_gemm_s'] * 1000:.2f} ms")
-        print(f"{'tree':>6} {'s/pass':>9} {'GB/s':>7} {'/copy':>6} {'compute s':>10} {'dequant s':>10} {'copy s':>8} "
-              f"{'hidden':>7} {'model s':>8} {'80-layer s':>11}")
+            print(
+                f"draft batch of {row['rows']:>3} rows through the layer's linears: {row['engine_s'] * 1000:.2f} ms "
+                f"({path}); dequantise + GEMM {row['dequantise_gemm_s'] * 1000:.2f} ms"
+            )
+        print(
+            f"{'tree':>6} {'s/pass':>9} {'GB/s':>7} {'/copy':>6} {'compute s':>10} {'dequant s':>10} {'copy s':>8} "
+            f"{'hidden':>7} {'model s':>8} {'80-layer s':>11}"
+        )
         for row in fmt["passes"]:
-            print(f"{row['tree_size']:>6} {row['pass_s']:>9.4f} {row['achieved_gbps']:>7.2f} {row['ratio_to_copy']:>6.2f} "
-                  f"{row['compute_s']:>10.4f} {row['dequant_s']:>10.4f} {row['copy_s']:>8.4f} {row['hidden_fraction']:>7.2f} "
-                  f"{row['model_s']:>8.4f} {row['projected_80_layer_s']:>11.3f}")
-        print(f"resident layers of the full-width {FULL_MODEL_LAYERS}-layer model per VRAM budget for its weights "
-              f"(floor = streamed bytes / copy rate above):")
+            print(
+                f"{row['tree_size']:>6} {row['pass_s']:>9.4f} {row['achieved_gbps']:>7.2f} {row['ratio_to_copy']:>6.2f} "
+                f"{row['compute_s']:>10.4f} {row['dequant_s']:>10.4f} {row['copy_s']:>8.4f} {row['hidden_fraction']:>7.2f} "
+                f"{row['model_s']:>8.4f} {row['projected_80_layer_s']:>11.3f}"
+            )
+        print(
+            f"resident layers of the full-width {FULL_MODEL_LAYERS}-layer model per VRAM budget for its weights "
+            f"(floor = streamed bytes / copy rate above):"
+        )
         for row in fmt["residency"]:
             if "error" in row:
                 print(f"  {row['budget_gb']:>5.1f} GB: does not fit ({row['error'].split(':')[0]})")
             else:
-                print(f"  {row['budget_gb']:>5.1f} GB: {row['resident_layers']:>2} resident, "
-                      f"{row['streamed_gb_per_pass']:.2f} GB streamed per pass, floor {row['floor_s_per_pass']:.3f} s/pass")
+                print(
+                    f"  {row['budget_gb']:>5.1f} GB: {row['resident_layers']:>2} resident, "
+                    f"{row['streamed_gb_per_pass']:.2f} GB streamed per pass, floor {row['floor_s_per_pass']:.3f} s/pass"
+                )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -134,11 +174,27 @@ def run(args: argparse.Namespace) -> int:
     result = {
         "device": torch.cuda.get_device_name(device) if gpu else "cpu",
         "note": None if gpu else NO_GPU_NOTE,
-        "layers": args.layers, "pin_limit_gb": None if args.pin_limit_gb is None else args.pin_limit_gb / GB, "width_divisor": args.width_divisor, "context": args.context, "dtype": str(dtype),
-        "formats": [measure_format(fmt, config, device, dtype, tree_sizes, layers=args.layers, bits=args.bits,
-                                  repeats=args.repeats, context=args.context, vram_budgets=args.vram_budgets,
-                                  pin_limit_bytes=args.pin_limit_gb)
-                   for fmt in formats],
+        "layers": args.layers,
+        "pin_limit_gb": None if args.pin_limit_gb is None else args.pin_limit_gb / GB,
+        "width_divisor": args.width_divisor,
+        "context": args.context,
+        "dtype": str(dtype),
+        "formats": [
+            measure_format(
+                fmt,
+                config,
+                device,
+                dtype,
+                tree_sizes,
+                layers=args.layers,
+                bits=args.bits,
+                repeats=args.repeats,
+                context=args.context,
+                vram_budgets=args.vram_budgets,
+                pin_limit_bytes=args.pin_limit_gb,
+            )
+            for fmt in formats
+        ],
     }
     if args.json:
         print(json.dumps(result, indent=2))

@@ -36,15 +36,22 @@ KEY = "bench"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_engine_benchmark_arguments(parser)
     parser.add_argument("--max-new-tokens", type=int, default=64, help="answer length")
-    parser.add_argument("--first-turn-tokens", type=int, default=1500,
-                        help="length of the conversation's long first message (0: skip the two-turn measurement)")
+    parser.add_argument(
+        "--first-turn-tokens",
+        type=int,
+        default=1500,
+        help="length of the conversation's long first message (0: skip the two-turn measurement)",
+    )
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", action="store_true")
 
 
 def _request(args: argparse.Namespace) -> dict:
-    return {"model": "", "messages": QUESTION,  # no model named: the one served "temperature": 0, "max_tokens": args.max_new_tokens,
-            "method": args.method}
+    return {
+        "model": "",
+        "messages": QUESTION,  # no model named: the one served "temperature": 0, "max_tokens": args.max_new_tokens,
+        "method": args.method,
+    }
 
 
 async def _through_gateway(gateway, args: argparse.Namespace) -> tuple[float, float, str]:
@@ -66,16 +73,18 @@ async def _through_gateway(gateway, args: argparse.Namespace) -> tuple[float, fl
             return first or 0.0, time.monotonic() - started, "".join(pieces)
 
 
-def _over_http(host: str, port: int, args: argparse.Namespace, messages: list[dict] | None = None
-               ) -> tuple[float, float, str, dict]:
+def _over_http(
+    host: str, port: int, args: argparse.Namespace, messages: list[dict] | None = None
+) -> tuple[float, float, str, dict]:
     """The same through the API server (or `messages` instead of the question): a streamed chat completion
     read with the standard library. (seconds to the first text, seconds to the end, text, usage)."""
     request = {**_request(args), "stream": True, "stream_options": {"include_usage": True}}
     body = json.dumps({**request, "messages": messages} if messages else request)
     connection = http.client.HTTPConnection(host, port, timeout=600)
     started = time.monotonic()
-    connection.request("POST", "/v1/chat/completions", body,
-                       {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"})
+    connection.request(
+        "POST", "/v1/chat/completions", body, {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"}
+    )
     response = connection.getresponse()
     if response.status != 200:
         raise EngineError(f"the server answered {response.status}: {response.read()[:500]!r}")
@@ -115,9 +124,13 @@ def _two_turns(port: int, args: argparse.Namespace, repeat: int) -> dict:
     first_ttft, _, answer, first_usage = _over_http("127.0.0.1", port, args, first_turn)
     history = first_turn + [{"role": "assistant", "content": answer}, {"role": "user", "content": FOLLOW_UP}]
     follow_ttft, _, _, follow_usage = _over_http("127.0.0.1", port, args, history)
-    return {"first_ttft_s": first_ttft, "first_prompt_tokens": first_usage.get("prompt_tokens", 0),
-            "follow_up_ttft_s": follow_ttft, "follow_up_prompt_tokens": follow_usage.get("prompt_tokens", 0),
-            "follow_up_cached_tokens": (follow_usage.get("prompt_tokens_details") or {}).get("cached_tokens", 0)}
+    return {
+        "first_ttft_s": first_ttft,
+        "first_prompt_tokens": first_usage.get("prompt_tokens", 0),
+        "follow_up_ttft_s": follow_ttft,
+        "follow_up_prompt_tokens": follow_usage.get("prompt_tokens", 0),
+        "follow_up_cached_tokens": (follow_usage.get("prompt_tokens_details") or {}).get("cached_tokens", 0),
+    }
 
 
 def run(args: argparse.Namespace) -> int:
@@ -137,8 +150,13 @@ def run(args: argparse.Namespace) -> int:
         say("Starting the engine process")
         client.start()
         ready = client.load(
-            args.target, args.draft if args.method != "sequential" else None,
-            budget=args.budget, max_depth=args.max_depth, expand=args.expand, wait=True, **engine_load_settings(args),
+            args.target,
+            args.draft if args.method != "sequential" else None,
+            budget=args.budget,
+            max_depth=args.max_depth,
+            expand=args.expand,
+            wait=True,
+            **engine_load_settings(args),
         )
         engine.start(ready.models)
         server.start()
@@ -181,15 +199,23 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result))
         return 0
-    print(f"serve benchmark: {result['target']} / {result['draft']}, {args.method} budget {args.budget}, "
-          f"{args.max_new_tokens} tokens, median of {args.repeats}")
-    print(f"time to first text: {result['http_ttft_s']:.3f} s over HTTP vs {result['gateway_ttft_s']:.3f} s through "
-          f"the gateway ({result['ttft_ratio']:.2f}x)")
-    print(f"whole answer: {result['http_total_s']:.3f} s over HTTP vs {result['gateway_total_s']:.3f} s "
-          f"({result['total_ratio']:.2f}x, {result['http_overhead_ms']:+.1f} ms per answer); same text both ways")
+    print(
+        f"serve benchmark: {result['target']} / {result['draft']}, {args.method} budget {args.budget}, "
+        f"{args.max_new_tokens} tokens, median of {args.repeats}"
+    )
+    print(
+        f"time to first text: {result['http_ttft_s']:.3f} s over HTTP vs {result['gateway_ttft_s']:.3f} s through "
+        f"the gateway ({result['ttft_ratio']:.2f}x)"
+    )
+    print(
+        f"whole answer: {result['http_total_s']:.3f} s over HTTP vs {result['gateway_total_s']:.3f} s "
+        f"({result['total_ratio']:.2f}x, {result['http_overhead_ms']:+.1f} ms per answer); same text both ways"
+    )
     if conversations:
-        print(f"two-turn conversation over HTTP: first turn {result['first_ttft_s']:.3f} s to first text "
-              f"({result['first_prompt_tokens']:.0f} prompt tokens), follow-up {result['follow_up_ttft_s']:.3f} s "
-              f"({result['follow_up_cached_tokens']:.0f} of {result['follow_up_prompt_tokens']:.0f} prompt tokens "
-              f"cached) -> {result['follow_up_speedup']:.2f}x")
+        print(
+            f"two-turn conversation over HTTP: first turn {result['first_ttft_s']:.3f} s to first text "
+            f"({result['first_prompt_tokens']:.0f} prompt tokens), follow-up {result['follow_up_ttft_s']:.3f} s "
+            f"({result['follow_up_cached_tokens']:.0f} of {result['follow_up_prompt_tokens']:.0f} prompt tokens "
+            f"cached) -> {result['follow_up_speedup']:.2f}x"
+        )
     return 0

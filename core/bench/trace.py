@@ -78,8 +78,9 @@ class PassTrace:
         }
 
 
-def traced_stream(target, draft, tokenizer, prompt_ids, params, settings: DecodingSettings, totals: PassTrace,
-                  controls=None):
+def traced_stream(
+    target, draft, tokenizer, prompt_ids, params, settings: DecodingSettings, totals: PassTrace, controls=None
+):
     """stream_generate under a DeviceTrace, adding every pass after the first to `totals`; yields the chunks.
     `controls`: a grammar or log-probabilities (core.decoding.methods.step.OutputControls), to count what they cost."""
     trace = DeviceTrace()
@@ -91,8 +92,9 @@ def traced_stream(target, draft, tokenizer, prompt_ids, params, settings: Decodi
         trace.watch_search()
     with trace:
         before = trace.snapshot()
-        for index, chunk in enumerate(stream_generate(target, draft, tokenizer, prompt_ids, params, settings,
-                                                      controls=controls)):
+        for index, chunk in enumerate(
+            stream_generate(target, draft, tokenizer, prompt_ids, params, settings, controls=controls)
+        ):
             after = trace.snapshot()
             if index > 0:  # the first pass also prefills the prompt
                 totals.add(after - before, len(chunk.token_ids), chunk.stats)
@@ -104,14 +106,30 @@ def traced_stream(target, draft, tokenizer, prompt_ids, params, settings: Decodi
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_model_arguments(parser)
     parser.add_argument("--budgets", type=lambda t: [int(p) for p in t.split(",") if p], default=[64, 256, 1024])
-    parser.add_argument("--methods", type=lambda t: [p for p in t.split(",") if p], default=["specexec"],
-                        help="specexec and/or sequential (plain decoding: one row, whatever the budgets)")
-    parser.add_argument("--answer-tokens", type=int, default=None,
-                        help="trace whole answers of this many tokens instead of --passes passes")
-    parser.add_argument("--targets", type=lambda t: [p for p in t.split(",") if p], default=list(TARGET_KINDS),
-                        help="resident and/or offloaded (the target's layers streamed; on a CPU through host copies)")
-    parser.add_argument("--offload-resident-layers", type=int, default=8,
-                        help="layers of the offloaded target kept resident (the rest stream every pass)")
+    parser.add_argument(
+        "--methods",
+        type=lambda t: [p for p in t.split(",") if p],
+        default=["specexec"],
+        help="specexec and/or sequential (plain decoding: one row, whatever the budgets)",
+    )
+    parser.add_argument(
+        "--answer-tokens",
+        type=int,
+        default=None,
+        help="trace whole answers of this many tokens instead of --passes passes",
+    )
+    parser.add_argument(
+        "--targets",
+        type=lambda t: [p for p in t.split(",") if p],
+        default=list(TARGET_KINDS),
+        help="resident and/or offloaded (the target's layers streamed; on a CPU through host copies)",
+    )
+    parser.add_argument(
+        "--offload-resident-layers",
+        type=int,
+        default=8,
+        help="layers of the offloaded target kept resident (the rest stream every pass)",
+    )
     parser.add_argument("--prompts", default=None, help="JSON Lines prompt file (default: a built-in chat prompt)")
     parser.add_argument("--prompt-index", type=int, default=0)
     parser.add_argument("--passes", type=int, default=6, help="passes traced per configuration (after the first)")
@@ -142,8 +160,13 @@ def _load(args: argparse.Namespace, kind: str):
         return target.lm, draft, target.tokenizer
     folder = ensure_converted() if is_builtin(args.target) else resolve_spec(args.target)[1]
     offloaded = load_offloaded(
-        str(folder), str(target.lm.device), target.lm.dtype, resident_layers=args.offload_resident_layers,
-        n_slots=2, tree_budget=max(args.budgets), stream_on_cpu=target.lm.device.type == "cpu",
+        str(folder),
+        str(target.lm.device),
+        target.lm.dtype,
+        resident_layers=args.offload_resident_layers,
+        n_slots=2,
+        tree_budget=max(args.budgets),
+        stream_on_cpu=target.lm.device.type == "cpu",
     )
     return offloaded, draft, target.tokenizer
 
@@ -157,24 +180,38 @@ def measure(args: argparse.Namespace) -> list[dict[str, object]]:
         prompt_ids = encode_prompt(tokenizer, prompts[args.prompt_index])
         for method in args.methods:
             for budget in args.budgets if method == "specexec" else [0]:
-                rows.append({"target": kind, "method": method, "budget": budget,
-                             **_trace_one(args, method, budget, target, draft, tokenizer, prompt_ids, params)})
-                print(f"  traced {kind} target, {method}, budget {budget}: {rows[-1]['syncs_per_pass']:.1f} syncs "
-                      f"per pass, {rows[-1]['attention_shapes_whole_answer']} attention shapes", file=sys.stderr)
+                rows.append(
+                    {
+                        "target": kind,
+                        "method": method,
+                        "budget": budget,
+                        **_trace_one(args, method, budget, target, draft, tokenizer, prompt_ids, params),
+                    }
+                )
+                print(
+                    f"  traced {kind} target, {method}, budget {budget}: {rows[-1]['syncs_per_pass']:.1f} syncs "
+                    f"per pass, {rows[-1]['attention_shapes_whole_answer']} attention shapes",
+                    file=sys.stderr,
+                )
     return rows
 
 
 def _trace_one(args, method: str, budget: int, target, draft, tokenizer, prompt_ids, params) -> dict[str, object]:
     """One traced configuration: --passes passes after the first, or a whole answer of --answer-tokens."""
-    tree = TreeSettings(budget=max(budget, 1), max_depth=args.max_depth, expand=args.expand,
-                        overlap=method == "specexec" and overlap_wanted(target.device, args.no_overlap, measuring=True),
-                        shadow_forwards=args.shadow_forwards)
+    tree = TreeSettings(
+        budget=max(budget, 1),
+        max_depth=args.max_depth,
+        expand=args.expand,
+        overlap=method == "specexec" and overlap_wanted(target.device, args.no_overlap, measuring=True),
+        shadow_forwards=args.shadow_forwards,
+    )
     if args.no_adaptive_depth:
         tree = dataclasses.replace(tree, adaptive_depth=False)
     settings = DecodingSettings(method=method, tree=tree, max_new_tokens=args.answer_tokens or 1024)
     totals = PassTrace()
-    stream = traced_stream(target, draft.lm if method == "specexec" else None, tokenizer, prompt_ids, params,
-                           settings, totals)
+    stream = traced_stream(
+        target, draft.lm if method == "specexec" else None, tokenizer, prompt_ids, params, settings, totals
+    )
     for _ in stream:
         if args.answer_tokens is None and totals.passes >= args.passes:
             break
@@ -183,14 +220,18 @@ def _trace_one(args, method: str, budget: int, target, draft, tokenizer, prompt_
 
 
 def print_table(rows: list[dict[str, object]]) -> None:
-    print(f"{'target':<10}{'method':>11}{'budget':>7}{'syncs/pass':>11}{'max':>5}{'in fwd':>7}{'search/fwd':>11}{'fwd/pass':>9}"
-          f"{'kern/fwd':>9}{'kern/pass':>10}{'kern/tok':>9}{'H2D MB/pass':>12}{'tok/pass':>9}{'attn shapes':>12}")
+    print(
+        f"{'target':<10}{'method':>11}{'budget':>7}{'syncs/pass':>11}{'max':>5}{'in fwd':>7}{'search/fwd':>11}{'fwd/pass':>9}"
+        f"{'kern/fwd':>9}{'kern/pass':>10}{'kern/tok':>9}{'H2D MB/pass':>12}{'tok/pass':>9}{'attn shapes':>12}"
+    )
     for r in rows:
-        print(f"{r['target']:<10}{r['method']:>11}{r['budget']:>7}{r['syncs_per_pass']:>11.2f}{r['max_syncs_in_a_pass']:>5}"
-              f"{r['syncs_per_draft_forward']:>7.2f}{r['search_syncs_per_draft_forward']:>11.2f}"
-              f"{r['draft_forwards_per_pass']:>9.1f}{r['kernels_per_draft_forward']:>9.0f}"
-              f"{r['kernels_per_pass']:>10.0f}{r['kernels_per_token']:>9.0f}{r['h2d_bytes_per_pass'] / 1e6:>12.2f}"
-              f"{r['tokens_per_pass']:>9.2f}{r['attention_shapes_whole_answer']:>12}")
+        print(
+            f"{r['target']:<10}{r['method']:>11}{r['budget']:>7}{r['syncs_per_pass']:>11.2f}{r['max_syncs_in_a_pass']:>5}"
+            f"{r['syncs_per_draft_forward']:>7.2f}{r['search_syncs_per_draft_forward']:>11.2f}"
+            f"{r['draft_forwards_per_pass']:>9.1f}{r['kernels_per_draft_forward']:>9.0f}"
+            f"{r['kernels_per_pass']:>10.0f}{r['kernels_per_token']:>9.0f}{r['h2d_bytes_per_pass'] / 1e6:>12.2f}"
+            f"{r['tokens_per_pass']:>9.2f}{r['attention_shapes_whole_answer']:>12}"
+        )
     print("\nhost syncs per pass by site:")
     for r in rows:
         print(f"  {r['target']} target, {r['method']}, budget {r['budget']}:")
@@ -206,4 +247,3 @@ def run(args: argparse.Namespace) -> int:
     else:
         print_table(rows)
     return 0
-

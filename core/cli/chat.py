@@ -53,18 +53,33 @@ HELP = "commands: /reset (new conversation), /system TEXT (system prompt), /help
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_generation_arguments(parser)
     parser.add_argument("--system", default=None, help="system prompt")
-    parser.add_argument("--verbose", action="store_true",
-                        help="report every loading step (which file is read, how the weights are converted)")
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="report every loading step (which file is read, how the weights are converted)",
+    )
     add_thinking_arguments(parser)
     tools = parser.add_argument_group("tools (MCP servers the model may call)")
-    tools.add_argument("--mcp-config", default=None, metavar="FILE",
-                       help='MCP servers in the common {"mcpServers": {...}} JSON; each call is asked about (y/a/N)')
+    tools.add_argument(
+        "--mcp-config",
+        default=None,
+        metavar="FILE",
+        help='MCP servers in the common {"mcpServers": {...}} JSON; each call is asked about (y/a/N)',
+    )
     tools.add_argument("--allow-tools", action="store_true", help="allow every tool call without asking")
     remote = parser.add_argument_group("a model on another computer (any OpenAI-compatible server)")
-    remote.add_argument("--remote", default=None, metavar="URL",
-                        help="chat through the server at URL (e.g. http://192.168.1.20:8765/v1) instead of a local engine")
-    remote.add_argument("--api-key", default=None, metavar="KEY",
-                        help="the server's API key (default: the key saved for that address in the app, else none)")
+    remote.add_argument(
+        "--remote",
+        default=None,
+        metavar="URL",
+        help="chat through the server at URL (e.g. http://192.168.1.20:8765/v1) instead of a local engine",
+    )
+    remote.add_argument(
+        "--api-key",
+        default=None,
+        metavar="KEY",
+        help="the server's API key (default: the key saved for that address in the app, else none)",
+    )
     remote.add_argument("--model", default="", metavar="M", help="the server's model (default: the first it lists)")
 
 
@@ -131,8 +146,13 @@ class ModelLoader:
         self.report = report
         self.loaded = False
         self.tool_call_format: str | None = None  # how the loaded model writes tool calls (None: it cannot)
-        self._settings = dict(budget=args.budget, max_depth=args.max_depth, expand=args.expand,
-                              draft_top_p=args.draft_top_p, **engine_load_settings(args))
+        self._settings = dict(
+            budget=args.budget,
+            max_depth=args.max_depth,
+            expand=args.expand,
+            draft_top_p=args.draft_top_p,
+            **engine_load_settings(args),
+        )
         self._models = (args.target, args.draft if args.method != "sequential" else None)
         self._fresh = True  # the engine process has not died since it started
 
@@ -165,9 +185,15 @@ class ChatLoop:
     loader: the local engine's models (None: the connection loads its own), loaded again before a turn when
     the engine died while loading them."""
 
-    def __init__(self, client: EngineConnection, args: argparse.Namespace, interactive: bool,
-                 source: str | None = None, loader: ModelLoader | None = None,
-                 tools: TerminalTools | None = None) -> None:
+    def __init__(
+        self,
+        client: EngineConnection,
+        args: argparse.Namespace,
+        interactive: bool,
+        source: str | None = None,
+        loader: ModelLoader | None = None,
+        tools: TerminalTools | None = None,
+    ) -> None:
         settings = decoding_settings(args)  # checks the flags before anything is loaded
         params = sampling_params(args)
         self.client = client
@@ -181,10 +207,17 @@ class ChatLoop:
         self.tools = tools
         self.line_started = False  # with tools: a word of this question's answer is on the output line
         self.generate_settings = dict(
-            temperature=params.temperature, top_p=params.top_p, top_k=params.top_k,
-            repetition_penalty=params.repetition_penalty, seed=params.seed, method=settings.method,
-            presence_penalty=params.presence_penalty, frequency_penalty=params.frequency_penalty,
-            max_new_tokens=settings.max_new_tokens, stop=settings.stop, chat_template_kwargs=template_kwargs(args),
+            temperature=params.temperature,
+            top_p=params.top_p,
+            top_k=params.top_k,
+            repetition_penalty=params.repetition_penalty,
+            seed=params.seed,
+            method=settings.method,
+            presence_penalty=params.presence_penalty,
+            frequency_penalty=params.frequency_penalty,
+            max_new_tokens=settings.max_new_tokens,
+            stop=settings.stop,
+            chat_template_kwargs=template_kwargs(args),
         )
         if tools is not None:
             self.generate_settings["tools"] = tools.toolbox.definitions()
@@ -271,8 +304,16 @@ class ChatLoop:
             return produced if ok else None
 
         self.line_started = False
-        outcome = run_tool_turn(system + self.history + [user], generate, tools.toolbox, tools.fmt, tools.approvals,
-                                tools.approve, tools.show_result, wait=self.wait_for_tool)
+        outcome = run_tool_turn(
+            system + self.history + [user],
+            generate,
+            tools.toolbox,
+            tools.fmt,
+            tools.approvals,
+            tools.approve,
+            tools.show_result,
+            wait=self.wait_for_tool,
+        )
         print(flush=True)
         if outcome.capped:
             self.note(f"({cap_note()})")
@@ -302,6 +343,7 @@ class ChatLoop:
                 text = text.lstrip()
                 self.line_started = bool(text)
             return text
+
         cancel_sent = False
         with _catch_interrupt() as interrupt:
             while True:
@@ -317,7 +359,7 @@ class ChatLoop:
                     printer.write(event.reasoning, visible(calls.push(event.text)) if calls else event.text)
                 elif isinstance(event, P.ContextTrimmed) and event.request_id == request_id:
                     # drop them here too, so the next turn's prompt starts like this one (KV cache reuse)
-                    self.history = self.history[event.dropped_messages:]
+                    self.history = self.history[event.dropped_messages :]
                     self.note(f"(conversation too long: left out the {event.dropped_messages} oldest messages)")
                 elif isinstance(event, P.AutoChoice) and event.request_id == request_id and self.interactive:
                     if not pieces and not thoughts:  # before the answer only: a note must not cut a streamed line
@@ -345,8 +387,10 @@ class ChatLoop:
 
     def finish_line(self, event: P.Finished) -> str:
         if self.source is None:
-            return (f"[{event.reason}] {event.generated_tokens} tokens; prompt {event.prompt_tokens} tokens, "
-                    f"{event.reused_prefix_tokens} reused from the cache")
+            return (
+                f"[{event.reason}] {event.generated_tokens} tokens; prompt {event.prompt_tokens} tokens, "
+                f"{event.reused_prefix_tokens} reused from the cache"
+            )
         counts = f" {event.generated_tokens} tokens; prompt {event.prompt_tokens} tokens" if event.prompt_tokens else ""
         return f"[{event.reason}]{counts} ({self.source})"
 
@@ -378,8 +422,9 @@ def run_remote(args: argparse.Namespace, interactive: bool) -> int:
     try:
         engine.start()
         try:
-            ready = engine.load(args.model, wait=True,
-                                on_progress=lambda event: print(event.stage, file=sys.stderr, flush=True))
+            ready = engine.load(
+                args.model, wait=True, on_progress=lambda event: print(event.stage, file=sys.stderr, flush=True)
+            )
         except RemoteError as error:
             print(f"error: {error}" + (f" ({error.hint})" if error.hint else ""), file=sys.stderr)
             return 2
@@ -401,8 +446,12 @@ def run(args: argparse.Namespace) -> int:
     interactive = sys.stdin.isatty()
     tools = None
     if args.mcp_config is not None:
-        tools = TerminalTools.start(args.mcp_config, args.allow_tools, prompt_reader(interactive),
-                                    lambda text: print(text, file=sys.stderr, flush=True))
+        tools = TerminalTools.start(
+            args.mcp_config,
+            args.allow_tools,
+            prompt_reader(interactive),
+            lambda text: print(text, file=sys.stderr, flush=True),
+        )
     client = EngineClient(torch_threads=args.threads)
     report = LoadReport(args.verbose, sys.stderr)
     try:
@@ -412,8 +461,10 @@ def run(args: argparse.Namespace) -> int:
         if loader.load(tries=2) and tools is not None:
             tools.fmt = loader.tool_call_format
             if tools.fmt is None:
-                raise InvalidSettingError("this model's chat template has no tool support, so --mcp-config cannot "
-                                          "be used with it (tools need a model such as Qwen2.5, Qwen3 or Llama 3.1)")
+                raise InvalidSettingError(
+                    "this model's chat template has no tool support, so --mcp-config cannot "
+                    "be used with it (tools need a model such as Qwen2.5, Qwen3 or Llama 3.1)"
+                )
         return ChatLoop(client, args, interactive, loader=loader, tools=tools).run()
     finally:
         client.shutdown()

@@ -36,8 +36,9 @@ class TerminalTools:
     approvals: Approvals = field(default_factory=Approvals)
 
     @classmethod
-    def start(cls, path: str, allow_all: bool, read_line: Callable[[str], str | None],
-              note: Callable[[str], None]) -> TerminalTools:
+    def start(
+        cls, path: str, allow_all: bool, read_line: Callable[[str], str | None], note: Callable[[str], None]
+    ) -> TerminalTools:
         """The servers of `path`, started (each failure noted; InvalidSettingError when none gives a tool)."""
         configs = read_config_file(path)
         toolbox = Toolbox(configs)

@@ -14,13 +14,25 @@ import sys
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the report as one JSON object (docs/doctor.md)")
-    parser.add_argument("--device", choices=["auto", "cpu"], default="auto",
-                        help="auto: the NVIDIA GPU if there is a usable one; cpu: run the correctness checks on the "
-                             "processor (the machinery, not the GPU)")
-    parser.add_argument("--save", metavar="FOLDER", default=None,
-                        help="also write the report as doctor-report.json in FOLDER (the app uses its log folder)")
-    parser.add_argument("--replay", metavar="FILE", default=None,
-                        help="decide a stored report's measurements again with this version's rules; measures nothing")
+    parser.add_argument(
+        "--device",
+        choices=["auto", "cpu"],
+        default="auto",
+        help="auto: the NVIDIA GPU if there is a usable one; cpu: run the correctness checks on the "
+        "processor (the machinery, not the GPU)",
+    )
+    parser.add_argument(
+        "--save",
+        metavar="FOLDER",
+        default=None,
+        help="also write the report as doctor-report.json in FOLDER (the app uses its log folder)",
+    )
+    parser.add_argument(
+        "--replay",
+        metavar="FILE",
+        default=None,
+        help="decide a stored report's measurements again with this version's rules; measures nothing",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -52,5 +64,11 @@ def report_text(report) -> str:  # report: core.doctor.report.DoctorReport
 
     head, check_lines = report.lines()[:2], report.lines()[2:]
     said = report.conclusion.summary
-    return "\n".join(head + [line for line, check in zip(check_lines, report.checks)
-                             if not (check.status is Status.SKIPPED and check.sentence == said)])
+    return "\n".join(
+        head
+        + [
+            line
+            for line, check in zip(check_lines, report.checks)
+            if not (check.status is Status.SKIPPED and check.sentence == said)
+        ]
+    )

@@ -31,13 +31,23 @@ class JsonLinesListener(DownloadListener):
     """Events `plan`, `check`, `attach`, `progress`, `verify`, `retry` (the CLI adds `error` and `done`)."""
 
     def plan(self, folders: dict[str, Path], files: list[PlannedFile], total_bytes: int, already_bytes: int) -> None:
-        emit("plan", **folders_field(folders), files=[{"path": f.path, "size": f.size} for f in files],
-             total_bytes=total_bytes, already_bytes=already_bytes)
+        emit(
+            "plan",
+            **folders_field(folders),
+            files=[{"path": f.path, "size": f.size} for f in files],
+            total_bytes=total_bytes,
+            already_bytes=already_bytes,
+        )
 
     def progress(self, progress: Progress) -> None:
-        emit("progress", file=progress.file, done_bytes=progress.done_bytes, total_bytes=progress.total_bytes,
-             bytes_per_second=round(progress.bytes_per_second, 1),
-             eta_seconds=None if progress.eta_seconds is None else round(progress.eta_seconds, 1))
+        emit(
+            "progress",
+            file=progress.file,
+            done_bytes=progress.done_bytes,
+            total_bytes=progress.total_bytes,
+            bytes_per_second=round(progress.bytes_per_second, 1),
+            eta_seconds=None if progress.eta_seconds is None else round(progress.eta_seconds, 1),
+        )
 
     def verify(self, file: str, ok: bool) -> None:
         emit("verify", file=file, ok=ok)
@@ -73,8 +83,10 @@ class HumanListener(DownloadListener):
         self._last_line = now
         percent = 100 * progress.done_bytes / progress.total_bytes if progress.total_bytes else 100
         eta = "" if progress.eta_seconds is None else f", {format_duration(progress.eta_seconds)} left"
-        line = (f"{percent:5.1f}%  {format_bytes(progress.done_bytes)} of {format_bytes(progress.total_bytes)}"
-                f"  {format_bytes(progress.bytes_per_second)}/s{eta}")
+        line = (
+            f"{percent:5.1f}%  {format_bytes(progress.done_bytes)} of {format_bytes(progress.total_bytes)}"
+            f"  {format_bytes(progress.bytes_per_second)}/s{eta}"
+        )
         print(f"\r{line:<72}" if self.live else line, end="" if self.live else "\n", file=self.stream, flush=True)
 
     def verify(self, file: str, ok: bool) -> None:

@@ -34,10 +34,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_generation_arguments(parser)
     add_grammar_argument(parser)
     add_thinking_arguments(parser)
-    parser.add_argument("--logprobs", type=int, default=None, metavar="N",
-                        help="with --json: each token's log-probability and its N most likely alternatives")
-    parser.add_argument("--json", action="store_true", help="print one JSON object instead of streaming text "
-                        "(a thinking model's reasoning in its own field)")
+    parser.add_argument(
+        "--logprobs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="with --json: each token's log-probability and its N most likely alternatives",
+    )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object instead of streaming text (a thinking model's reasoning in its own field)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -53,11 +61,18 @@ def run(args: argparse.Namespace) -> int:
     prompt_ids = encode_prompt(target.tokenizer, prompt)
     thinking = None
     if prompt.messages is not None:  # a chat: a thinking model's reasoning comes apart from its answer
-        thinking = thinking_format(target.tokenizer, list(prompt.messages),
-                                   **template_variables(target.tokenizer, prompt.template_kwargs))
+        thinking = thinking_format(
+            target.tokenizer, list(prompt.messages), **template_variables(target.tokenizer, prompt.template_kwargs)
+        )
     controls = output_controls(args, target, args.logprobs, thinking=thinking)
     chunks = stream_generate(
-        target.lm, draft.lm if draft else None, target.tokenizer, prompt_ids, params, settings, controls=controls,
+        target.lm,
+        draft.lm if draft else None,
+        target.tokenizer,
+        prompt_ids,
+        params,
+        settings,
+        controls=controls,
         thinking=thinking,
     )
     printer = ThinkingPrinter(hide=args.hide_thinking)
@@ -76,18 +91,32 @@ def run(args: argparse.Namespace) -> int:
         seconds += chunk.stats.draft_seconds + chunk.stats.target_seconds
         finish = chunk.finish_reason or finish
     if args.json:
-        print(json.dumps({
-            "text": "".join(text),
-            **({"reasoning": "".join(reasoning)} if thinking is not None else {}),  # a thinking model's chat
-            "token_ids": token_ids,
-            "finish_reason": finish,
-            "target_passes": passes,
-            "tokens_per_pass": len(token_ids) / max(passes, 1),
-            "seconds": seconds,
-            **({"logprobs": [{"logprob": reported_logprob(entry.logprob),
-                              "top": [[token, reported_logprob(value)] for token, value in entry.top]} for entry in logprobs]}
-               if args.logprobs is not None else {}),
-        }))
+        print(
+            json.dumps(
+                {
+                    "text": "".join(text),
+                    **({"reasoning": "".join(reasoning)} if thinking is not None else {}),  # a thinking model's chat
+                    "token_ids": token_ids,
+                    "finish_reason": finish,
+                    "target_passes": passes,
+                    "tokens_per_pass": len(token_ids) / max(passes, 1),
+                    "seconds": seconds,
+                    **(
+                        {
+                            "logprobs": [
+                                {
+                                    "logprob": reported_logprob(entry.logprob),
+                                    "top": [[token, reported_logprob(value)] for token, value in entry.top],
+                                }
+                                for entry in logprobs
+                            ]
+                        }
+                        if args.logprobs is not None
+                        else {}
+                    ),
+                }
+            )
+        )
     else:
         printer.end()
         print()

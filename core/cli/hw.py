@@ -11,18 +11,24 @@ import json
 from core.hardware.summary import describe_lines
 
 
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object (a stable contract)")
-    parser.add_argument("--measure", action="store_true",
-                        help="time a short pinned host-to-device copy on each NVIDIA GPU (needs torch with CUDA)")
+    parser.add_argument(
+        "--measure",
+        action="store_true",
+        help="time a short pinned host-to-device copy on each NVIDIA GPU (needs torch with CUDA)",
+    )
     add_hw_argument(parser)
 
 
 def add_hw_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--hw", metavar="FILE", default=None,
-                        help="read this hardware description (JSON, as `hw --json` prints) instead of probing; "
-                             "also SPECEXEC_HW_FIXTURE")
+    parser.add_argument(
+        "--hw",
+        metavar="FILE",
+        default=None,
+        help="read this hardware description (JSON, as `hw --json` prints) instead of probing; "
+        "also SPECEXEC_HW_FIXTURE",
+    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -25,8 +25,11 @@ def run(args: argparse.Namespace) -> int:
     root = Path(args.dir).expanduser() if args.dir else models_dir()
     paths = resolve_name(root, args.name, load_catalog())
     for path in paths:
-        what = f"the link {path} (the files it points at stay)" if path.is_symlink() else (
-            f"{path} ({format_bytes(folder_bytes(path))})")
+        what = (
+            f"the link {path} (the files it points at stay)"
+            if path.is_symlink()
+            else (f"{path} ({format_bytes(folder_bytes(path))})")
+        )
         if not args.yes:
             if not sys.stdin.isatty():
                 print(f"error: would delete {what}; pass --yes to confirm when not on a terminal", file=sys.stderr)
@@ -38,8 +41,11 @@ def run(args: argparse.Namespace) -> int:
             delete_model(path)
         except DownloadBusyError as error:
             who = f" (pid {error.pid})" if error.pid is not None else ""
-            print(f"error: not deleted: {path} is downloading in another process{who}. Stop that download "
-                  "first, then delete it.", file=sys.stderr)
+            print(
+                f"error: not deleted: {path} is downloading in another process{who}. Stop that download "
+                "first, then delete it.",
+                file=sys.stderr,
+            )
             return EXIT_BUSY
         print(f"deleted {path}")
     return 0

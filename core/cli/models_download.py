@@ -19,16 +19,24 @@ EXIT_OK, EXIT_ERROR, EXIT_BUSY, EXIT_CANCELLED = 0, 2, 75, 130  # 75: EX_TEMPFAI
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("name", metavar="PAIR_OR_REPO",
-                        help="a pair id from `specexec models list` (downloads target and draft) or a hub repo id")
+    parser.add_argument(
+        "name",
+        metavar="PAIR_OR_REPO",
+        help="a pair id from `specexec models list` (downloads target and draft) or a hub repo id",
+    )
     parser.add_argument("--revision", default=None, help="branch, tag or commit of a repo id (default: main)")
     parser.add_argument("--dir", default=None, help="models folder to download into (default: the app's)")
     parser.add_argument("--json", action="store_true", help="one JSON event per line on stdout (for programs)")
-    parser.add_argument("--attach", action="store_true",
-                        help="when another process is downloading the same model, show its progress (and go on "
-                             "by itself if that one stops) instead of exiting with status 75")
-    parser.epilog = ("exit status: 0 done, 2 error, 75 already downloading in another process (one download per "
-                     "model folder), 130 cancelled (partial files are kept: run the same command to resume)")
+    parser.add_argument(
+        "--attach",
+        action="store_true",
+        help="when another process is downloading the same model, show its progress (and go on "
+        "by itself if that one stops) instead of exiting with status 75",
+    )
+    parser.epilog = (
+        "exit status: 0 done, 2 error, 75 already downloading in another process (one download per "
+        "model folder), 130 cancelled (partial files are kept: run the same command to resume)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -57,12 +65,21 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_ERROR
     except OSError as error:  # the models folder cannot be made or read (before the downloader runs)
         where = f" ({error.filename})" if error.filename else ""
-        _report_error(args.json, "io", f"cannot use the models folder: {error.strerror or type(error).__name__}"
-                      f"{where}; choose another with --dir", listener)
+        _report_error(
+            args.json,
+            "io",
+            f"cannot use the models folder: {error.strerror or type(error).__name__}{where}; choose another with --dir",
+            listener,
+        )
         return EXIT_ERROR
     except Exception as error:  # noqa: BLE001 - a defect: said in an event; the stack (no message) to stderr
-        _report_error(args.json, "internal", f"the download stopped on an unexpected {type(error).__name__}; "
-                      "please report it with the log. Running the same command again resumes.", listener)
+        _report_error(
+            args.json,
+            "internal",
+            f"the download stopped on an unexpected {type(error).__name__}; "
+            "please report it with the log. Running the same command again resumes.",
+            listener,
+        )
         print("".join(traceback.format_tb(error.__traceback__)), file=sys.stderr)
         return EXIT_ERROR
     finally:
@@ -86,8 +103,11 @@ def _download(args: argparse.Namespace, listener) -> dict[str, Path]:
     root = Path(args.dir).expanduser() if args.dir else models_dir()
     wanted = wanted_repos(args.name, args.revision, load_catalog())
     if not wanted:
-        print(f"'{args.name}' ships with the app: nothing to download. Use it with "
-              "`--target builtin --draft builtin-draft`.", file=sys.stderr)
+        print(
+            f"'{args.name}' ships with the app: nothing to download. Use it with "
+            "`--target builtin --draft builtin-draft`.",
+            file=sys.stderr,
+        )
         return {}
     token = current_token()
     jobs = download_jobs(wanted, root, token)

@@ -27,14 +27,28 @@ def run(args: argparse.Namespace) -> int:
     pairs = []
     for pair in catalog.pairs:
         folders = pair_folders(catalog, pair.id)
-        drafts = [{"id": option.id, "label": option.label, "repo": option.model.repo,
-                   "revision": option.model.revision, "download_bytes": option.model.approx_bytes,
-                   "installed": option.model.is_builtin
-                   or repo_folder_name(option.model.repo, option.model.revision) in complete}
-                  for option in pair.drafts]  # the pair's own draft first, then the others it offers
-        pairs.append({"id": pair.id, "name": pair.name, "download_bytes": pair.download_bytes,
-                      "installed": all(folder in complete for folder in folders),
-                      "folders": [str(root / folder) for folder in folders], "drafts": drafts})
+        drafts = [
+            {
+                "id": option.id,
+                "label": option.label,
+                "repo": option.model.repo,
+                "revision": option.model.revision,
+                "download_bytes": option.model.approx_bytes,
+                "installed": option.model.is_builtin
+                or repo_folder_name(option.model.repo, option.model.revision) in complete,
+            }
+            for option in pair.drafts
+        ]  # the pair's own draft first, then the others it offers
+        pairs.append(
+            {
+                "id": pair.id,
+                "name": pair.name,
+                "download_bytes": pair.download_bytes,
+                "installed": all(folder in complete for folder in folders),
+                "folders": [str(root / folder) for folder in folders],
+                "drafts": drafts,
+            }
+        )
     if args.json:
         entries = [{**asdict(model), "path": str(model.path)} for model in models]
         print(json.dumps({"models_dir": str(root), "models": entries, "pairs": pairs}, indent=1))
@@ -47,8 +61,10 @@ def run(args: argparse.Namespace) -> int:
             state = format_bytes(model.done_bytes)
         else:
             percent = 100 * model.done_bytes / model.total_bytes if model.total_bytes else 0
-            state = (f"unfinished: {format_bytes(model.done_bytes)} of {format_bytes(model.total_bytes)} "
-                     f"({percent:.0f}%), `specexec models download {model.repo}` resumes it")
+            state = (
+                f"unfinished: {format_bytes(model.done_bytes)} of {format_bytes(model.total_bytes)} "
+                f"({percent:.0f}%), `specexec models download {model.repo}` resumes it"
+            )
         origin = f"  [{model.repo}@{model.revision}]" if model.repo else ("  [link]" if model.linked else "")
         print(f"  {model.name}  {state}{origin}\n    {model.path}")
     print("Pairs:")
@@ -57,6 +73,8 @@ def run(args: argparse.Namespace) -> int:
         if pair["id"] == "builtin":
             mark = "" if "built-in" in pair["name"] else "  (built-in)"  # the catalog's name says it already
         else:
-            mark = "  (installed)" if pair["installed"] else f"  (not installed, {format_bytes(pair['download_bytes'])})"
+            mark = (
+                "  (installed)" if pair["installed"] else f"  (not installed, {format_bytes(pair['download_bytes'])})"
+            )
         print(f"  {pair['id']:<{width}}{pair['name']}{mark}")
     return 0

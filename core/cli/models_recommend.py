@@ -17,15 +17,30 @@ GIB = 1024**3
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object (a stable contract)")
-    parser.add_argument("--budget", type=_budget, default="auto", metavar="K|auto",
-                        help="draft tokens per target pass to predict for (lowered where VRAM is short); auto "
-                             "(default): planned as the engine loads, at the fastest budget it may choose")
-    parser.add_argument("--draft", default=None, metavar="ID",
-                        help="predict the pairs that offer this draft (e.g. 16bit) with it instead of their own")
-    parser.add_argument("--measure", action="store_true",
-                        help="measure the host-to-device copy rate instead of estimating it from the PCIe link")
-    parser.add_argument("--no-overlap", action="store_true",
-                        help="predict without drafting while the target's layers stream (as with SPECEXEC_OVERLAP=0)")
+    parser.add_argument(
+        "--budget",
+        type=_budget,
+        default="auto",
+        metavar="K|auto",
+        help="draft tokens per target pass to predict for (lowered where VRAM is short); auto "
+        "(default): planned as the engine loads, at the fastest budget it may choose",
+    )
+    parser.add_argument(
+        "--draft",
+        default=None,
+        metavar="ID",
+        help="predict the pairs that offer this draft (e.g. 16bit) with it instead of their own",
+    )
+    parser.add_argument(
+        "--measure",
+        action="store_true",
+        help="measure the host-to-device copy rate instead of estimating it from the PCIe link",
+    )
+    parser.add_argument(
+        "--no-overlap",
+        action="store_true",
+        help="predict without drafting while the target's layers stream (as with SPECEXEC_OVERLAP=0)",
+    )
     add_hw_argument(parser)
 
 
@@ -42,9 +57,16 @@ def run(args: argparse.Namespace) -> int:
     catalog = load_catalog()
     offered = sorted({option.id for pair in catalog.pairs for option in pair.drafts})
     if args.draft is not None and args.draft not in offered:
-        raise InvalidSettingError(f"no pair offers a draft '{args.draft}': the catalog's drafts are {', '.join(offered)}")
-    result = recommend(catalog, describe_hardware(args.hw, measure=args.measure), budget, args.draft,
-                       overlap=not args.no_overlap and os.environ.get(OVERLAP_ENV) != "0")
+        raise InvalidSettingError(
+            f"no pair offers a draft '{args.draft}': the catalog's drafts are {', '.join(offered)}"
+        )
+    result = recommend(
+        catalog,
+        describe_hardware(args.hw, measure=args.measure),
+        budget,
+        args.draft,
+        overlap=not args.no_overlap and os.environ.get(OVERLAP_ENV) != "0",
+    )
     print(json.dumps(result.to_dict(), indent=2) if args.json else "\n".join(table_lines(result)))
     return 0
 
@@ -56,7 +78,8 @@ def _budget(text: str) -> int | str:
         return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"a tree budget is a whole number of draft tokens or 'auto', not {text!r}") from None
+            f"a tree budget is a whole number of draft tokens or 'auto', not {text!r}"
+        ) from None
 
 
 def table_lines(result) -> list[str]:
@@ -70,12 +93,16 @@ def table_lines(result) -> list[str]:
         lines.extend(_row("", option) for option in fit.draft_options)
     lines.append("")
     if best.pass_seconds is not None:
-        lines.append(f"{best.pair.name}: {best.pass_seconds:.2f} s per target pass + {best.draft_seconds:.2f} s drafting, "
-                     f"{best.tokens_per_pass:.1f} tokens per pass at budget {best.budget}")
+        lines.append(
+            f"{best.pair.name}: {best.pass_seconds:.2f} s per target pass + {best.draft_seconds:.2f} s drafting, "
+            f"{best.tokens_per_pass:.1f} tokens per pass at budget {best.budget}"
+        )
     lines.append(f"  copy rate: {best.rate_source}")
     lines.append(f"  tokens per pass: {best.acceptance_source}")
-    lines.append("Speeds are estimates; `--json` has every figure and its source. Indented rows: the same pair with "
-                 "another draft (`--draft ID` ranks with it).")
+    lines.append(
+        "Speeds are estimates; `--json` has every figure and its source. Indented rows: the same pair with "
+        "another draft (`--draft ID` ranks with it)."
+    )
     return lines
 
 

@@ -18,21 +18,48 @@ DEFAULTS = TreeSettings()
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target", default="builtin", help="folder, .gguf file, cached repo id, or 'builtin'")
-    parser.add_argument("--draft", default="builtin-draft", help="folder, .gguf file, cached repo id, or 'builtin-draft'")
-    parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
-                        help="where the models run (auto: the NVIDIA GPU if there is one that works, else the CPU)")
-    parser.add_argument("--dtype", choices=["auto", "float32", "float16", "bfloat16"], default="auto",
-                        help="number format of the weights in use (auto: bfloat16 or float16 on a GPU, float32 on "
-                             "the CPU)")
-    parser.add_argument("--offload", choices=["auto", "on", "off"], default="auto",
-                        help="stream the target's layers from host RAM (auto: GPTQ, or when it does not fit in VRAM)")
-    parser.add_argument("--vram-budget", type=float, default=None, metavar="GB",
-                        help="VRAM for the offloaded target's weights (default: free VRAM minus draft, caches, margin)")
-    parser.add_argument("--resident-layers", default="auto", metavar="N|auto",
-                        help="offloaded target layers kept on the GPU (auto: as many as the budget allows)")
-    parser.add_argument("--context-length", type=int, default=None, metavar="N",
-                        help="tokens of conversation the KV caches are sized for (default 4096, at most the "
-                             "model's limit); longer conversations drop their oldest turns")
+    parser.add_argument(
+        "--draft", default="builtin-draft", help="folder, .gguf file, cached repo id, or 'builtin-draft'"
+    )
+    parser.add_argument(
+        "--device",
+        choices=["auto", "cpu", "cuda"],
+        default="auto",
+        help="where the models run (auto: the NVIDIA GPU if there is one that works, else the CPU)",
+    )
+    parser.add_argument(
+        "--dtype",
+        choices=["auto", "float32", "float16", "bfloat16"],
+        default="auto",
+        help="number format of the weights in use (auto: bfloat16 or float16 on a GPU, float32 on the CPU)",
+    )
+    parser.add_argument(
+        "--offload",
+        choices=["auto", "on", "off"],
+        default="auto",
+        help="stream the target's layers from host RAM (auto: GPTQ, or when it does not fit in VRAM)",
+    )
+    parser.add_argument(
+        "--vram-budget",
+        type=float,
+        default=None,
+        metavar="GB",
+        help="VRAM for the offloaded target's weights (default: free VRAM minus draft, caches, margin)",
+    )
+    parser.add_argument(
+        "--resident-layers",
+        default="auto",
+        metavar="N|auto",
+        help="offloaded target layers kept on the GPU (auto: as many as the budget allows)",
+    )
+    parser.add_argument(
+        "--context-length",
+        type=int,
+        default=None,
+        metavar="N",
+        help="tokens of conversation the KV caches are sized for (default 4096, at most the "
+        "model's limit); longer conversations drop their oldest turns",
+    )
 
 
 def budget_value(text: str) -> int | str:
@@ -46,30 +73,63 @@ def budget_value(text: str) -> int | str:
 
 
 def add_tree_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--budget", type=budget_value, default="auto",
-                        help="draft tokens per target pass (K), or auto: chosen for this machine (default)")
+    parser.add_argument(
+        "--budget",
+        type=budget_value,
+        default="auto",
+        help="draft tokens per target pass (K), or auto: chosen for this machine (default)",
+    )
     parser.add_argument("--max-depth", type=int, default=DEFAULTS.max_depth, help="deepest draft node (D)")
-    parser.add_argument("--expand", type=int, default=DEFAULTS.expand, help="nodes expanded per draft forward (B), at least; widened to budget/8 for big budgets")
-    parser.add_argument("--draft-top-p", action="store_true", help="truncate the draft tree to the target's top-p nucleus")
+    parser.add_argument(
+        "--expand",
+        type=int,
+        default=DEFAULTS.expand,
+        help="nodes expanded per draft forward (B), at least; widened to budget/8 for big budgets",
+    )
+    parser.add_argument(
+        "--draft-top-p", action="store_true", help="truncate the draft tree to the target's top-p nucleus"
+    )
 
 
 def add_sampling_arguments(parser: argparse.ArgumentParser, temperature: float = 0.7, top_p: float = 0.9) -> None:
-    parser.add_argument("--temperature", type=float, default=temperature,
-                        help="how varied answers are (0 = always the likeliest token; default %(default)s)")
-    parser.add_argument("--top-p", type=float, default=top_p,
-                        help="sample only from the likeliest tokens that make up this share of the probability "
-                             "(1 = off; default %(default)s)")
-    parser.add_argument("--top-k", type=int, default=0,
-                        help="sample only from this many likeliest tokens (0 = off)")
-    parser.add_argument("--repetition-penalty", type=float, default=1.0,
-                        help="lower the odds of tokens already in the conversation (1 = off; 1.1 is mild)")
-    parser.add_argument("--presence-penalty", type=float, default=0.0,
-                        help="OpenAI's: lowers every token the answer already has (-2..2, 0 = off)")
-    parser.add_argument("--frequency-penalty", type=float, default=0.0,
-                        help="OpenAI's: lowers a token by how often the answer already has it (-2..2, 0 = off)")
-    parser.add_argument("--seed", type=int, default=0,
-                        help="the random draws' seed: the same seed and settings give the same text "
-                             "(default %(default)s)")
+    parser.add_argument(
+        "--temperature",
+        type=float,
+        default=temperature,
+        help="how varied answers are (0 = always the likeliest token; default %(default)s)",
+    )
+    parser.add_argument(
+        "--top-p",
+        type=float,
+        default=top_p,
+        help="sample only from the likeliest tokens that make up this share of the probability "
+        "(1 = off; default %(default)s)",
+    )
+    parser.add_argument("--top-k", type=int, default=0, help="sample only from this many likeliest tokens (0 = off)")
+    parser.add_argument(
+        "--repetition-penalty",
+        type=float,
+        default=1.0,
+        help="lower the odds of tokens already in the conversation (1 = off; 1.1 is mild)",
+    )
+    parser.add_argument(
+        "--presence-penalty",
+        type=float,
+        default=0.0,
+        help="OpenAI's: lowers every token the answer already has (-2..2, 0 = off)",
+    )
+    parser.add_argument(
+        "--frequency-penalty",
+        type=float,
+        default=0.0,
+        help="OpenAI's: lowers a token by how often the answer already has it (-2..2, 0 = off)",
+    )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="the random draws' seed: the same seed and settings give the same text (default %(default)s)",
+    )
 
 
 def _thread_count(text: str) -> int:
@@ -80,20 +140,28 @@ def _thread_count(text: str) -> int:
 
 
 def add_threads_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--threads", type=_thread_count, default=None, metavar="N",
-                        help="CPU threads for torch (default: physical cores minus one, at least 1)")
+    parser.add_argument(
+        "--threads",
+        type=_thread_count,
+        default=None,
+        metavar="N",
+        help="CPU threads for torch (default: physical cores minus one, at least 1)",
+    )
 
 
 def add_engine_benchmark_arguments(parser: argparse.ArgumentParser) -> None:
     """What the benchmarks that drive the engine process share (bench chat, bench serve): the models, an
     explicit method and a small tree, so runs compare like with like; threads for the engine."""
     add_model_arguments(parser)
-    parser.add_argument("--method", choices=["specexec", "specinfer", "sequential"], default="specexec",
-                        help="how the engine decodes (default %(default)s; sequential: the target alone)")
+    parser.add_argument(
+        "--method",
+        choices=["specexec", "specinfer", "sequential"],
+        default="specexec",
+        help="how the engine decodes (default %(default)s; sequential: the target alone)",
+    )
     parser.add_argument("--budget", type=int, default=32, help="draft tokens per target pass (default %(default)s)")
     parser.add_argument("--max-depth", type=int, default=8, help="deepest draft node (default %(default)s)")
-    parser.add_argument("--expand", type=int, default=8,
-                        help="nodes expanded per draft forward (default %(default)s)")
+    parser.add_argument("--expand", type=int, default=8, help="nodes expanded per draft forward (default %(default)s)")
     add_threads_argument(parser)
 
 
@@ -101,12 +169,20 @@ def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
     """Everything `generate` and `chat` share."""
     add_model_arguments(parser)
     add_threads_argument(parser)
-    parser.add_argument("--method", choices=METHODS, default="auto",
-                        help="auto (default): plain decoding or SpecExec, whichever is faster on this machine")
+    parser.add_argument(
+        "--method",
+        choices=METHODS,
+        default="auto",
+        help="auto (default): plain decoding or SpecExec, whichever is faster on this machine",
+    )
     add_tree_arguments(parser)
     add_sampling_arguments(parser)
-    parser.add_argument("--max-new-tokens", type=int, default=256,
-                        help="the longest answer, in tokens (about 3/4 of a word each; default %(default)s)")
+    parser.add_argument(
+        "--max-new-tokens",
+        type=int,
+        default=256,
+        help="the longest answer, in tokens (about 3/4 of a word each; default %(default)s)",
+    )
     parser.add_argument("--stop", action="append", default=[], metavar="STR", help="stop string (repeatable)")
 
 
@@ -125,8 +201,12 @@ def engine_load_settings(args: argparse.Namespace) -> dict[str, object]:
     """The model flags as fields of the engine's Load request (commands that drive the engine process)."""
     offload_settings(args)  # bad offload flags fail here, before an engine starts
     return dict(
-        dtype=args.dtype, device=args.device, offload=args.offload, vram_budget_gb=args.vram_budget,
-        resident_layers=args.resident_layers, context_length=args.context_length,
+        dtype=args.dtype,
+        device=args.device,
+        offload=args.offload,
+        vram_budget_gb=args.vram_budget,
+        resident_layers=args.resident_layers,
+        context_length=args.context_length,
     )
 
 
@@ -143,12 +223,19 @@ def _largest_budget(args: argparse.Namespace) -> int:
 
 def add_overlap_arguments(parser: argparse.ArgumentParser) -> None:
     """--no-overlap and --shadow-forwards, for the bench commands (they run the overlap on any device)."""
-    parser.add_argument("--no-overlap", action="store_true",
-                        help="no shadow search while the target's pass runs; each search starts from its root "
-                             "(also SPECEXEC_OVERLAP=0)")
-    parser.add_argument("--shadow-forwards", type=int, default=None, metavar="N",
-                        help="draft forwards of the shadow search per pass (default: as many as the last target "
-                             "pass's time holds)")
+    parser.add_argument(
+        "--no-overlap",
+        action="store_true",
+        help="no shadow search while the target's pass runs; each search starts from its root "
+        "(also SPECEXEC_OVERLAP=0)",
+    )
+    parser.add_argument(
+        "--shadow-forwards",
+        type=int,
+        default=None,
+        metavar="N",
+        help="draft forwards of the shadow search per pass (default: as many as the last target pass's time holds)",
+    )
 
 
 def tree_settings(args: argparse.Namespace, budget: int | None = None) -> TreeSettings:
@@ -184,18 +271,26 @@ def sampling_params(args: argparse.Namespace, seed: int | None = None) -> Sampli
 def decoding_settings(args: argparse.Namespace) -> DecodingSettings:
     _, auto_budget = resolve_budget(args.budget, args.method)
     return DecodingSettings(
-        method=args.method, tree=tree_settings(args), max_new_tokens=args.max_new_tokens, stop=tuple(args.stop),
+        method=args.method,
+        tree=tree_settings(args),
+        max_new_tokens=args.max_new_tokens,
+        stop=tuple(args.stop),
         auto_budget=auto_budget,
     )
 
 
 def add_grammar_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json-schema", default=None, metavar="FILE|object",
-                        help="decode under a grammar: the JSON schema in FILE, or 'object' (any JSON object)")
+    parser.add_argument(
+        "--json-schema",
+        default=None,
+        metavar="FILE|object",
+        help="decode under a grammar: the JSON schema in FILE, or 'object' (any JSON object)",
+    )
 
 
-def output_controls(args: argparse.Namespace, target, top_logprobs: int | None = None, mask_draft: bool = True,
-                    thinking=None):
+def output_controls(
+    args: argparse.Namespace, target, top_logprobs: int | None = None, mask_draft: bool = True, thinking=None
+):
     """OutputControls for one answer (a fresh grammar state) from --json-schema, or None when nothing is asked.
     target: the LoadedModel whose tokenizer the grammar reads; thinking: a thinking model's ThinkingFormat
     (the grammar then holds after its reasoning). Raises InvalidSettingError for an unreadable schema file."""
@@ -215,10 +310,12 @@ def output_controls(args: argparse.Namespace, target, top_logprobs: int | None =
             try:
                 spec = GrammarSpec("json_schema", Path(args.json_schema).read_text(encoding="utf-8"))
             except OSError as error:
-                raise InvalidSettingError(f"cannot read the JSON schema file {args.json_schema}: {error.strerror}") from error
+                raise InvalidSettingError(
+                    f"cannot read the JSON schema file {args.json_schema}: {error.strerror}"
+                ) from error
         # a thought may take half the answer's tokens, so that the answer the schema asks for comes after it
         budget = args.max_new_tokens // 2 if thinking is not None and args.max_new_tokens else None
-        grammar = GrammarConstraint(spec, target.tokenizer, target.lm.vocab_size, tuple(target.lm.eos_token_ids),
-                                    thinking, budget)
+        grammar = GrammarConstraint(
+            spec, target.tokenizer, target.lm.vocab_size, tuple(target.lm.eos_token_ids), thinking, budget
+        )
     return OutputControls(grammar, top_logprobs, mask_draft)
-

@@ -14,6 +14,12 @@ def load_pair(args: argparse.Namespace, need_draft: bool = True) -> tuple[Loaded
     """Load --draft (when the method needs one) and --target as core.loading.pair does; each loading step is
     said on standard error unless the command prints --json."""
     say = None if getattr(args, "json", False) else (lambda message: print(message, file=sys.stderr))
-    return load_model_pair(args.target, args.draft if need_draft else None, offload=offload_settings(args),
-                           dtype=args.dtype, device=args.device, progress_for=lambda role, spec: (say, None),
-                           **planned_memory(args))
+    return load_model_pair(
+        args.target,
+        args.draft if need_draft else None,
+        offload=offload_settings(args),
+        dtype=args.dtype,
+        device=args.device,
+        progress_for=lambda role, spec: (say, None),
+        **planned_memory(args),
+    )

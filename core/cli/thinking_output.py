@@ -13,10 +13,16 @@ DIM, RESET = "\x1b[2m", "\x1b[0m"
 
 
 def add_thinking_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--hide-thinking", action="store_true",
-                        help="do not show a thinking model's reasoning (its <think> block), only the answer")
-    parser.add_argument("--no-think", action="store_true",
-                        help="ask the model not to think, where its chat template can turn thinking off (Qwen3)")
+    parser.add_argument(
+        "--hide-thinking",
+        action="store_true",
+        help="do not show a thinking model's reasoning (its <think> block), only the answer",
+    )
+    parser.add_argument(
+        "--no-think",
+        action="store_true",
+        help="ask the model not to think, where its chat template can turn thinking off (Qwen3)",
+    )
 
 
 def template_kwargs(args: argparse.Namespace) -> dict[str, bool]:

@@ -37,8 +37,16 @@ class Agreement:
         return self.specexec_first_difference + 1
 
 
-def compare_runs(target, draft, prompts: list[list[int]], seeds: int, params: Callable[[int], SamplingParams],
-                 tree: TreeSettings, max_new_tokens: int, reference=None) -> list[Agreement]:
+def compare_runs(
+    target,
+    draft,
+    prompts: list[list[int]],
+    seeds: int,
+    params: Callable[[int], SamplingParams],
+    tree: TreeSettings,
+    max_new_tokens: int,
+    reference=None,
+) -> list[Agreement]:
     """For every prompt (token ids) and seed 0..seeds-1: plain sequential decoding and SpecExec with the
     same seed (`params(seed)`), and sequential decoding of `reference` (the same model in another dtype; a
     LoadedModel or None); target, draft: LoadedModel."""
@@ -52,8 +60,15 @@ def compare_runs(target, draft, prompts: list[list[int]], seeds: int, params: Ca
             ref = None
             if reference is not None:
                 ref = generate(reference.lm, None, reference.tokenizer, prompt, params(seed), seq).token_ids
-            rows.append(Agreement(index, seed, len(plain), first_difference(tree_run, plain),
-                                  first_difference(plain, ref) if ref is not None else None))
+            rows.append(
+                Agreement(
+                    index,
+                    seed,
+                    len(plain),
+                    first_difference(tree_run, plain),
+                    first_difference(plain, ref) if ref is not None else None,
+                )
+            )
     return rows
 
 
@@ -61,5 +76,10 @@ def flip_summary(rows: list[Agreement]) -> dict[str, float | int]:
     """runs, specexec_differs, tokens, tokens_compared and flips_per_10k_tokens of a comparison."""
     flips = sum(r.specexec_first_difference is not None for r in rows)
     compared = sum(r.tokens_compared for r in rows)
-    return {"runs": len(rows), "specexec_differs": flips, "tokens": sum(r.tokens for r in rows),
-            "tokens_compared": compared, "flips_per_10k_tokens": 10_000 * flips / max(compared, 1)}
+    return {
+        "runs": len(rows),
+        "specexec_differs": flips,
+        "tokens": sum(r.tokens for r in rows),
+        "tokens_compared": compared,
+        "flips_per_10k_tokens": 10_000 * flips / max(compared, 1),
+    }

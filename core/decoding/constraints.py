@@ -69,8 +69,9 @@ class GrammarSpec:
 FREE_TEXT = GrammarSpec("lark", "start: TEXT\nTEXT: /(?s:.)*/")
 
 
-def after_thinking(spec: GrammarSpec, fmt: ThinkingFormat, open_token: int | None = None,
-                   close_token: int | None = None) -> GrammarSpec:
+def after_thinking(
+    spec: GrammarSpec, fmt: ThinkingFormat, open_token: int | None = None, close_token: int | None = None
+) -> GrammarSpec:
     """`spec` for a thinking model's answer: its reasoning block first, free text that does not close it
     (mandatory when the prompt opened the block, optional when the model opens it, whitespace before the
     opening marker included), then whitespace, then what `spec` asks for. Without this the grammar would hold
@@ -94,7 +95,10 @@ def after_thinking(spec: GrammarSpec, fmt: ThinkingFormat, open_token: int | Non
     thought = "THOUGHT"
     if close_token is not None:  # or text without the marker (maybe none), then the marker's token
         thought = "thought"
-        rules += [f"thought: THOUGHT | OPEN_THOUGHT? <[{close_token}]>", f"OPEN_THOUGHT: /(?s:.)+/ & ~/(?s:.)*{close}(?s:.)*/"]
+        rules += [
+            f"thought: THOUGHT | OPEN_THOUGHT? <[{close_token}]>",
+            f"OPEN_THOUGHT: /(?s:.)+/ & ~/(?s:.)*{close}(?s:.)*/",
+        ]
     if fmt.starts_inside:
         return GrammarSpec("lark", "\n".join([f"start: {thought} GAP answer", *rules]))
     # the whitespace before the opening marker is one lexeme with it: the thought's, not the answer's
@@ -128,8 +132,9 @@ def bridge_for(tokenizer: Any, vocab_size: int, eos_token_ids: tuple[int, ...]) 
     try:
         bridge = llguidance.hf.from_tokenizer(tokenizer, n_vocab=vocab_size, eos_token=list(eos_token_ids))
     except Exception as error:  # noqa: BLE001 - a slow (Python) tokenizer, or one llguidance cannot read
-        raise InvalidSettingError(f"structured output needs a fast tokenizer; this model's cannot be used "
-                                  f"({type(error).__name__}: {error})") from error
+        raise InvalidSettingError(
+            f"structured output needs a fast tokenizer; this model's cannot be used ({type(error).__name__}: {error})"
+        ) from error
     _BRIDGES[tokenizer] = ((vocab_size, eos_token_ids), bridge)
     return bridge
 
@@ -140,8 +145,15 @@ class GrammarConstraint:
     markers) thinks freely before `spec` holds (after_thinking); with a thinking budget (`thinking_budget`:
     tokens; core.decoding.thinking_budget) a thought that has spent it may only be closed, on every path alike."""
 
-    def __init__(self, spec: GrammarSpec, tokenizer: Any, vocab_size: int, eos_token_ids: tuple[int, ...],
-                 thinking: ThinkingFormat | None = None, thinking_budget: int | None = None) -> None:
+    def __init__(
+        self,
+        spec: GrammarSpec,
+        tokenizer: Any,
+        vocab_size: int,
+        eos_token_ids: tuple[int, ...],
+        thinking: ThinkingFormat | None = None,
+        thinking_budget: int | None = None,
+    ) -> None:
         import llguidance
 
         self.vocab_size = vocab_size

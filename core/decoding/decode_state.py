@@ -35,7 +35,7 @@ class DecodeState:
         """float32 [V] on `device`: how often each token occurs in the answer so far."""
         from core.decoding.sampling import occurrence_counts
 
-        return occurrence_counts(self.tokens[self.answer_start:], vocab_size, device)
+        return occurrence_counts(self.tokens[self.answer_start :], vocab_size, device)
 
     @classmethod
     def fresh(cls, prompt_ids: list[int], target: CausalLM, draft: CausalLM | None) -> "DecodeState":

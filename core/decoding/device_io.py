@@ -37,7 +37,9 @@ def gpu_semantics() -> Iterator[None]:
         _GPU_SEMANTICS.reset(token)
 
 
-def to_device(values: Sequence[int] | torch.Tensor, device: torch.device | str, dtype: torch.dtype = torch.long) -> torch.Tensor:
+def to_device(
+    values: Sequence[int] | torch.Tensor, device: torch.device | str, dtype: torch.dtype = torch.long
+) -> torch.Tensor:
     """Host values (a list or a host tensor) on `device` without stalling the host: on CUDA they are staged
     in pinned memory and copied with non_blocking=True (the copy is ordered on the current stream; PyTorch
     keeps the pinned block alive until it is done). On the CPU the same call is a plain conversion."""

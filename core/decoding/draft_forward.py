@@ -88,8 +88,9 @@ class CapturedForward:
         self.graph, self.inputs, self.hidden = graph, inputs, hidden
 
     @classmethod
-    def capture(cls, draft: CausalLM, cache: InPlaceKVCache, graphs: DraftGraphs, ids, positions, mask, rows,
-                cols: int) -> tuple["CapturedForward", torch.Tensor]:
+    def capture(
+        cls, draft: CausalLM, cache: InPlaceKVCache, graphs: DraftGraphs, ids, positions, mask, rows, cols: int
+    ) -> tuple["CapturedForward", torch.Tensor]:
         """Capture the forward on these inputs; returns the graph and the hidden states of this call.
 
         A warm-up forward on the cache's stream comes first (it compiles Triton kernels and sets up cuBLAS
@@ -125,8 +126,11 @@ def _give_up_capture(error: BaseException) -> None:
     global _capture_failure
     _capture_failure = f"{type(error).__name__}: {error}"
     _GRAPHS.clear()
-    log.warning("CUDA graphs are off for this process: capturing a draft forward failed (%s); the draft model "
-                "runs without them, a little slower.", _capture_failure)
+    log.warning(
+        "CUDA graphs are off for this process: capturing a draft forward failed (%s); the draft model "
+        "runs without them, a little slower.",
+        _capture_failure,
+    )
 
 
 def _eager_logits(draft: CausalLM, cache: InPlaceKVCache, ids, positions, mask, rows, cols: int) -> torch.Tensor:
@@ -134,8 +138,15 @@ def _eager_logits(draft: CausalLM, cache: InPlaceKVCache, ids, positions, mask, 
         return draft.forward(ids, positions, mask, cache)
 
 
-def run_draft_forward(draft: CausalLM, cache: InPlaceKVCache, ids: torch.Tensor, positions: torch.Tensor,
-                      mask: torch.Tensor, rows: torch.Tensor, cols: int) -> torch.Tensor:
+def run_draft_forward(
+    draft: CausalLM,
+    cache: InPlaceKVCache,
+    ids: torch.Tensor,
+    positions: torch.Tensor,
+    mask: torch.Tensor,
+    rows: torch.Tensor,
+    cols: int,
+) -> torch.Tensor:
     """One search forward of the draft: ids, positions, rows long [W] on the device, mask additive
     [1, 1, W, cols]; the new keys/values go to cache rows `rows`, attention reads rows [0, cols).
     Returns logits [W, V]: when `capture_enabled`, the decoder stack replayed from a CUDA graph and the LM
@@ -166,8 +177,9 @@ def captured_shapes(cache: InPlaceKVCache) -> list[tuple[int, int]]:
     return sorted(graphs.forwards) if graphs is not None else []
 
 
-def compare_captured_with_eager(draft: CausalLM, width: int = 32, contexts: tuple[int, ...] = (64, 300, 700),
-                                seed: int = 0) -> float:
+def compare_captured_with_eager(
+    draft: CausalLM, width: int = 32, contexts: tuple[int, ...] = (64, 300, 700), seed: int = 0
+) -> float:
     """For the GPU check of `specexec doctor`: the largest absolute difference between the logits of draft
     search forwards replayed from CUDA graphs and the same forwards run eagerly, on the same inputs and
     cache contents, over several column buckets of one cache (so several graphs share its stream and pool,

@@ -100,8 +100,14 @@ class DraftTree:
         return int(self.tokens.shape[0])
 
 
-def _best_children(logits: torch.Tensor, parents: torch.Tensor, e_cum: torch.Tensor, e_depth: torch.Tensor,
-                   config: SearchConfig, count: int) -> tuple[torch.Tensor, ...]:
+def _best_children(
+    logits: torch.Tensor,
+    parents: torch.Tensor,
+    e_cum: torch.Tensor,
+    e_depth: torch.Tensor,
+    config: SearchConfig,
+    count: int,
+) -> tuple[torch.Tensor, ...]:
     """The `count` best children of the rows just expanded, by cumulative log-prob, from one top-k over
     the flattened scores (only these can enter the pool, which keeps the `count` best).
 
@@ -134,10 +140,18 @@ def _root_only(pending: torch.Tensor, root_row: int) -> DraftTree:
     device = pending.device
     zero = torch.zeros(1, dtype=torch.long, device=device)
     return DraftTree(
-        tokens=pending[-1:].clone(), parents=zero - 1, depths=zero, cum_logp=torch.zeros(1, dtype=torch.float64, device=device),
-        cache_rows=zero - 1, births=zero, valid=torch.ones(1, dtype=torch.bool, device=device),
-        reach=torch.ones((1, 1), dtype=torch.bool, device=device), root_row=root_row, max_depth=0,
-        draft_forwards=0, timer=ForwardTimer(device),
+        tokens=pending[-1:].clone(),
+        parents=zero - 1,
+        depths=zero,
+        cum_logp=torch.zeros(1, dtype=torch.float64, device=device),
+        cache_rows=zero - 1,
+        births=zero,
+        valid=torch.ones(1, dtype=torch.bool, device=device),
+        reach=torch.ones((1, 1), dtype=torch.bool, device=device),
+        root_row=root_row,
+        max_depth=0,
+        draft_forwards=0,
+        timer=ForwardTimer(device),
     )
 
 
@@ -186,8 +200,17 @@ class DraftSearch:
     target scores the tree cut from it. `extra_forwards`: forwards beyond `forwards` the E buffers leave
     room for (the shadow's)."""
 
-    def __init__(self, draft: CausalLM, cache: InPlaceKVCache, pending: torch.Tensor, config: SearchConfig,
-                 forwards: int, pool: int, extra_forwards: int = 0, seed: SearchSeed | None = None) -> None:
+    def __init__(
+        self,
+        draft: CausalLM,
+        cache: InPlaceKVCache,
+        pending: torch.Tensor,
+        config: SearchConfig,
+        forwards: int,
+        pool: int,
+        extra_forwards: int = 0,
+        seed: SearchSeed | None = None,
+    ) -> None:
         device = draft.device
         self.draft, self.cache, self.config = draft, cache, config
         self.pool = max(pool, config.budget)
@@ -213,7 +236,9 @@ class DraftSearch:
         self.e_depth = torch.zeros(e_size, dtype=torch.long, device=device)
         self.e_birth = torch.zeros(e_size, dtype=torch.long, device=device)
         self.e_cum = torch.full((e_size,), -torch.inf, dtype=torch.float64, device=device)
-        self.reach = torch.zeros((e_size, e_size), dtype=torch.bool, device=device)  # reach[i, j]: j is i or its ancestor
+        self.reach = torch.zeros(
+            (e_size, e_size), dtype=torch.bool, device=device
+        )  # reach[i, j]: j is i or its ancestor
         # Candidate pool C: children of expanded nodes, never expanded, the best first (-inf = empty).
         self.c_token = torch.zeros(self.pool, dtype=torch.long, device=device)
         self.c_parent = torch.zeros(self.pool, dtype=torch.long, device=device)
@@ -233,7 +258,9 @@ class DraftSearch:
         visible = causal_visibility(cache.length, pending.shape[0], device)
         positions = torch.arange(cache.length, cache.length + pending.shape[0], device=device)
         with self.timer:
-            logits = draft.forward(pending, positions, additive_mask(visible, draft.dtype), cache, logit_rows=slice(-1, None))
+            logits = draft.forward(
+                pending, positions, additive_mask(visible, draft.dtype), cache, logit_rows=slice(-1, None)
+            )
         if seed is not None:  # the root's children the seed holds already are not proposed again
             logits = logits.masked_fill(self._seeded_children(logits.shape[-1])[None], -torch.inf)
         self.logits: torch.Tensor | None = logits  # not merged into the pool yet
@@ -258,8 +285,12 @@ class DraftSearch:
     def _seeded_children(self, vocab_size: int) -> torch.Tensor:
         """bool [V]: tokens the seed already has as children of the root (expanded or candidates)."""
         tokens = torch.cat([self.e_token[1:], self.c_token])
-        is_child = torch.cat([(self.e_parent[1:] == 0) & torch.isfinite(self.e_cum[1:]),
-                              (self.c_parent == 0) & torch.isfinite(self.c_cum)])
+        is_child = torch.cat(
+            [
+                (self.e_parent[1:] == 0) & torch.isfinite(self.e_cum[1:]),
+                (self.c_parent == 0) & torch.isfinite(self.c_cum),
+            ]
+        )
         seen = torch.zeros(vocab_size, dtype=torch.float32, device=tokens.device)
         return seen.index_add_(0, tokens, is_child.float()) > 0
 
@@ -272,10 +303,20 @@ class DraftSearch:
         if config.child_mask is not None:  # a grammar: the draft proposes only what it allows
             allowed = config.child_mask(self.e_token, self.e_parent, self.new_parents)
             logits = logits.masked_fill(~_fit_vocab(allowed, logits.shape[-1]), -torch.inf)
-        token, parent, depth, cum = _best_children(logits, self.new_parents, self.e_cum, self.e_depth, config, self.pool)
+        token, parent, depth, cum = _best_children(
+            logits, self.new_parents, self.e_cum, self.e_depth, config, self.pool
+        )
         birth = torch.full_like(token, self.forward)
-        merged = [torch.cat(pair) for pair in ((self.c_token, token), (self.c_parent, parent), (self.c_depth, depth),
-                                                (self.c_birth, birth), (self.c_cum, cum))]
+        merged = [
+            torch.cat(pair)
+            for pair in (
+                (self.c_token, token),
+                (self.c_parent, parent),
+                (self.c_depth, depth),
+                (self.c_birth, birth),
+                (self.c_cum, cum),
+            )
+        ]
         order = torch.sort(merged[-1], descending=True, stable=True).indices[: self.pool]
         self.c_token, self.c_parent, self.c_depth, self.c_birth, self.c_cum = (values[order] for values in merged)
         self.logits = None
@@ -307,9 +348,13 @@ class DraftSearch:
             self.e_depth.index_copy_(0, new_index, self.c_depth[take])
             self.e_birth.index_copy_(0, new_index, self.c_birth[take])
             self.e_cum.index_copy_(0, new_index, torch.where(real, self.c_cum[take], -torch.inf))
-            own = torch.zeros((rows_now, self.e_size), dtype=torch.bool, device=device).scatter_(1, new_index[:, None], True)
+            own = torch.zeros((rows_now, self.e_size), dtype=torch.bool, device=device).scatter_(
+                1, new_index[:, None], True
+            )
             self.reach.index_copy_(0, new_index, (self.reach[self.c_parent[take]] | own) & real[:, None])
-            self.c_cum = self.c_cum.index_put((take,), torch.where(real, -torch.inf, self.c_cum[take]))  # they leave the pool
+            self.c_cum = self.c_cum.index_put(
+                (take,), torch.where(real, -torch.inf, self.c_cum[take])
+            )  # they leave the pool
             # the block starts at E index n_expanded: read it where that is free, else its bound
             bound = int(self.n_expanded) if self.read_free else min(self.e_bound, self.expand_limit)
 
@@ -323,8 +368,13 @@ class DraftSearch:
             visible[:, root_row : root_row + tree_cols] = self.reach[new_index, :tree_cols]
             with self.timer:
                 self.logits = run_draft_forward(
-                    self.draft, cache, self.e_token[new_index], root_row + self.e_depth[new_index],
-                    additive_mask(visible, self.draft.dtype), root_row + new_index, cols,
+                    self.draft,
+                    cache,
+                    self.e_token[new_index],
+                    root_row + self.e_depth[new_index],
+                    additive_mask(visible, self.draft.dtype),
+                    root_row + new_index,
+                    cols,
                 )
             self.n_expanded = self.n_expanded + real.sum()
             self.new_parents = new_index
@@ -340,8 +390,13 @@ class DraftSearch:
         self._merge()
         return _final_tree(
             (self.e_token, self.e_parent, self.e_depth, self.e_birth, self.e_cum),
-            (self.c_token, self.c_parent, self.c_depth, self.c_birth, self.c_cum), self.reach,
-            k, self.root_row, min(self.config.max_depth, self.depth_bound), self.forward, self.timer,
+            (self.c_token, self.c_parent, self.c_depth, self.c_birth, self.c_cum),
+            self.reach,
+            k,
+            self.root_row,
+            min(self.config.max_depth, self.depth_bound),
+            self.forward,
+            self.timer,
         )
 
 
@@ -378,8 +433,16 @@ def build_draft_tree(
     return tree
 
 
-def _final_tree(e_nodes: tuple[torch.Tensor, ...], c_nodes: tuple[torch.Tensor, ...], e_reach: torch.Tensor,
-                k: int, root_row: int, max_depth: int, forwards: int, timer: ForwardTimer) -> DraftTree:
+def _final_tree(
+    e_nodes: tuple[torch.Tensor, ...],
+    c_nodes: tuple[torch.Tensor, ...],
+    e_reach: torch.Tensor,
+    k: int,
+    root_row: int,
+    max_depth: int,
+    forwards: int,
+    timer: ForwardTimer,
+) -> DraftTree:
     """Trim E (minus the root) and C to the k best nodes, in topological order, parents re-indexed, with
     the ancestor matrix of the result. Fixed size k + 1; slots past the finite nodes are padding."""
     e_size = e_nodes[0].shape[0]
@@ -405,8 +468,16 @@ def _final_tree(e_nodes: tuple[torch.Tensor, ...], c_nodes: tuple[torch.Tensor, 
     eye = torch.eye(n, dtype=torch.bool, device=device)
     reach = (ancestors & valid[:, None] & valid[None, :]) | eye
     return DraftTree(
-        tokens=token[selected], parents=new_parent, depths=torch.where(valid, depth[selected], 0),
-        cum_logp=cum[selected], cache_rows=torch.where(sel_e & valid, root_row + selected, -1),
-        births=birth[selected], valid=valid, reach=reach, root_row=root_row, max_depth=max_depth,
-        draft_forwards=forwards, timer=timer,
+        tokens=token[selected],
+        parents=new_parent,
+        depths=torch.where(valid, depth[selected], 0),
+        cum_logp=cum[selected],
+        cache_rows=torch.where(sel_e & valid, root_row + selected, -1),
+        births=birth[selected],
+        valid=valid,
+        reach=reach,
+        root_row=root_row,
+        max_depth=max_depth,
+        draft_forwards=forwards,
+        timer=timer,
     )

@@ -122,29 +122,43 @@ class _StopStringFilter:
 
 
 def _method_steps(
-    method: Method, state: DecodeState, target: CausalLM, draft: CausalLM | None,
-    params: SamplingParams, settings: DecodingSettings, max_new_tokens: int, tuner: AutoTuner | None,
+    method: Method,
+    state: DecodeState,
+    target: CausalLM,
+    draft: CausalLM | None,
+    params: SamplingParams,
+    settings: DecodingSettings,
+    max_new_tokens: int,
+    tuner: AutoTuner | None,
     controls: OutputControls | None = None,
 ) -> Iterator[Step]:
     """The step generator for the method; `tuner` (set exactly when the settings are tuned) picks per pass.
     SpecExec passes take their draft forwards from the pair's adaptive-depth policy when the setting is on.
     `controls` (a grammar, log-probabilities) work with plain decoding and SpecExec, not SpecInfer."""
     if controls is not None and controls.active and method == "specinfer":
-        raise InvalidSettingError("structured output and log-probabilities need SpecExec or plain decoding, "
-                                  "not SpecInfer: choose another method")
+        raise InvalidSettingError(
+            "structured output and log-probabilities need SpecExec or plain decoding, "
+            "not SpecInfer: choose another method"
+        )
     if params.occurrence_penalties and method == "specinfer":
-        raise InvalidSettingError("presence and frequency penalties need SpecExec or plain decoding, not SpecInfer: "
-                                  "choose another method")
+        raise InvalidSettingError(
+            "presence and frequency penalties need SpecExec or plain decoding, not SpecInfer: choose another method"
+        )
     depth = None
     if draft is not None and settings.tree.adaptive_depth and method in ("specexec", "auto"):
         from core.decoding.autotune.setup import depth_policy_for
 
         depth = depth_policy_for(target, draft)
     if tuner is not None:
-        tuner.begin(candidate_configs(
-            settings.method, None if settings.auto_budget else settings.tree.budget, settings.tree.expand,
-            settings.tree.budget, draft is not None,
-        ))
+        tuner.begin(
+            candidate_configs(
+                settings.method,
+                None if settings.auto_budget else settings.tree.budget,
+                settings.tree.expand,
+                settings.tree.budget,
+                draft is not None,
+            )
+        )
         return auto_steps(state, target, draft, params, settings.tree, tuner, max_new_tokens, depth, controls)
     if method == "sequential":
         return sequential_steps(state, target, params, max_new_tokens, controls)
@@ -161,7 +175,9 @@ def split_reasoning(chunk: GenerationChunk, splitter: ReasoningSplitter) -> Gene
     split = splitter.push(chunk.text)
     if chunk.finish_reason is not None:
         last = splitter.finish()
-        split = dataclasses.replace(split, reasoning=split.reasoning + last.reasoning, content=split.content + last.content)
+        split = dataclasses.replace(
+            split, reasoning=split.reasoning + last.reasoning, content=split.content + last.content
+        )
     return dataclasses.replace(chunk, text=split.content, reasoning=chunk.reasoning + split.reasoning)
 
 

@@ -73,7 +73,8 @@ def fused_attention() -> Iterator[None]:
     def efficient(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
         bias = None if attn_mask is None else attn_mask.expand(*query.shape[:-1], key.shape[-2])
         return torch.ops.aten._scaled_dot_product_efficient_attention(
-            query, key, value, bias, False, dropout_p, is_causal, scale=scale)[0]
+            query, key, value, bias, False, dropout_p, is_causal, scale=scale
+        )[0]
 
     functional.scaled_dot_product_attention = efficient
     try:

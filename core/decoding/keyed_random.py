@@ -49,7 +49,9 @@ def _mulhilo(a: torch.Tensor, multiplier: int) -> tuple[torch.Tensor, torch.Tens
     return (p_hi >> 16) + (s >> 32), s & MASK32
 
 
-def philox4x32(counter: tuple[torch.Tensor, ...], key: tuple[int, int], rounds: int = PHILOX_ROUNDS) -> tuple[torch.Tensor, ...]:
+def philox4x32(
+    counter: tuple[torch.Tensor, ...], key: tuple[int, int], rounds: int = PHILOX_ROUNDS
+) -> tuple[torch.Tensor, ...]:
     """Philox4x32-R on int64 word tensors in [0, 2^32) (broadcast together); key: two 32-bit ints."""
     x0, x1, x2, x3 = counter
     k0, k1 = key
@@ -75,7 +77,9 @@ def keyed_uniforms(seed: int, positions: torch.Tensor, stream: int, index: torch
     return (2 * mantissa + 1).double() * 2.0**-53  # exact: an odd integer below 2^53, scaled by a power of two
 
 
-def keyed_gumbels(seed: int, positions: torch.Tensor, stream: int, slots: int, draws: torch.Tensor | int = 0) -> torch.Tensor:
+def keyed_gumbels(
+    seed: int, positions: torch.Tensor, stream: int, slots: int, draws: torch.Tensor | int = 0
+) -> torch.Tensor:
     """Standard Gumbel noise -log(-log u), float64 [n, slots]: row i holds slots 0 .. slots-1 of draw
     `draws` (an int, or long [n]) at absolute position positions[i] (long [n]).
 

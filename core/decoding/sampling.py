@@ -104,16 +104,20 @@ def apply_repetition_penalty(logits: torch.Tensor, context_ids: torch.Tensor, pe
     return apply_penalty_mask(logits, context_mask(context_ids.to(logits.device), logits.shape[-1]), penalty)
 
 
-def occurrence_counts(token_ids: Sequence[int] | torch.Tensor, vocab_size: int, device: torch.device | str) -> torch.Tensor:
+def occurrence_counts(
+    token_ids: Sequence[int] | torch.Tensor, vocab_size: int, device: torch.device | str
+) -> torch.Tensor:
     """float32 [V]: how often each token id occurs in `token_ids` (the answer so far), made on `device` without
     a host read (index_add, not bincount)."""
     ids = to_device(token_ids, device)
     return torch.zeros(vocab_size, dtype=torch.float32, device=ids.device).index_add_(
-        0, ids, torch.ones(ids.shape[0], dtype=torch.float32, device=ids.device))
+        0, ids, torch.ones(ids.shape[0], dtype=torch.float32, device=ids.device)
+    )
 
 
-def apply_occurrence_penalties(logits: torch.Tensor, counts: torch.Tensor, presence: float,
-                               frequency: float) -> torch.Tensor:
+def apply_occurrence_penalties(
+    logits: torch.Tensor, counts: torch.Tensor, presence: float, frequency: float
+) -> torch.Tensor:
     """OpenAI's presence and frequency penalties: logit[j] - frequency * c[j] - presence * (c[j] > 0), where
     c[j] (`counts`, [V] or [N, V]) is how often token j occurs in the answer so far (as vLLM counts: generated
     tokens only, not the prompt)."""
@@ -146,8 +150,13 @@ def apply_top_p(logits: torch.Tensor, p: float) -> torch.Tensor:
     return logits.masked_fill(remove, -math.inf)
 
 
-def process_logits(logits: torch.Tensor, params: SamplingParams, penalized: torch.Tensor | None = None,
-                   allowed: torch.Tensor | None = None, counts: torch.Tensor | None = None) -> torch.Tensor:
+def process_logits(
+    logits: torch.Tensor,
+    params: SamplingParams,
+    penalized: torch.Tensor | None = None,
+    allowed: torch.Tensor | None = None,
+    counts: torch.Tensor | None = None,
+) -> torch.Tensor:
     """Grammar mask, penalties, temperature, top-k, top-p: the scores whose softmax is the sampling distribution.
 
     penalized: bool [V] or [N, V], the tokens the repetition penalty applies to (None: none).
@@ -204,9 +213,14 @@ def gumbel_pick(scores: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
     return block * DRAW_BLOCK + slot
 
 
-def sample_rows(logits: torch.Tensor, params: SamplingParams, noise: torch.Tensor | None,
-                penalized: torch.Tensor | None = None, allowed: torch.Tensor | None = None,
-                counts: torch.Tensor | None = None) -> torch.Tensor:
+def sample_rows(
+    logits: torch.Tensor,
+    params: SamplingParams,
+    noise: torch.Tensor | None,
+    penalized: torch.Tensor | None = None,
+    allowed: torch.Tensor | None = None,
+    counts: torch.Tensor | None = None,
+) -> torch.Tensor:
     """Sample one token per row of logits [N, V] with the keyed noise [N, draw_slots(V)] of each row's
     position (`position_noise`; unused when greedy); penalized, allowed, counts: as in process_logits.
     Returns long [N] on the logits' device, without reading it."""
@@ -216,8 +230,9 @@ def sample_rows(logits: torch.Tensor, params: SamplingParams, noise: torch.Tenso
     return gumbel_pick(scores, noise)
 
 
-def position_noise(seed: int, first_position: int, count: int, vocab_size: int, device: torch.device | str,
-                   stream: int = STREAM_TOKEN) -> torch.Tensor:
+def position_noise(
+    seed: int, first_position: int, count: int, vocab_size: int, device: torch.device | str, stream: int = STREAM_TOKEN
+) -> torch.Tensor:
     """The token draws' noise for absolute positions first_position .. first_position + count - 1:
     float64 [count, draw_slots(vocab_size)] on `device`.
 
@@ -231,28 +246,43 @@ def position_noise(seed: int, first_position: int, count: int, vocab_size: int, 
     return to_device(gumbels_at(seed, positions, stream, slots), device, torch.float64)
 
 
-def penalty_mask(context_ids: Sequence[int] | torch.Tensor | None, params: SamplingParams, vocab_size: int,
-                 device: torch.device | str) -> torch.Tensor | None:
+def penalty_mask(
+    context_ids: Sequence[int] | torch.Tensor | None,
+    params: SamplingParams,
+    vocab_size: int,
+    device: torch.device | str,
+) -> torch.Tensor | None:
     """bool [V] of the tokens the repetition penalty applies to (None when it is off)."""
     if context_ids is None or params.repetition_penalty == 1.0:
         return None
     return context_mask(to_device(context_ids, device), vocab_size)
 
 
-def sample_token(logits: torch.Tensor, params: SamplingParams, position: int,
-                 context_ids: Sequence[int] | torch.Tensor | None = None, allowed: torch.Tensor | None = None,
-                 counts: torch.Tensor | None = None) -> int:
+def sample_token(
+    logits: torch.Tensor,
+    params: SamplingParams,
+    position: int,
+    context_ids: Sequence[int] | torch.Tensor | None = None,
+    allowed: torch.Tensor | None = None,
+    counts: torch.Tensor | None = None,
+) -> int:
     """Sample the token at absolute `position` from one row of logits [V]; context_ids: the tokens the
     repetition penalty applies to (a list or a long tensor, host or device); allowed: bool [V], a grammar's;
     counts: [V], the answer's token counts for the presence and frequency penalties."""
     device = logits.device
     penalized = penalty_mask(context_ids, params, logits.shape[-1], device)
     noise = None if params.greedy else position_noise(params.seed, position, 1, logits.shape[-1], device)
-    return int(sample_rows(logits[None], params, noise, penalized, allowed, counts)[0])  # host sync: the caller needs the id
+    return int(
+        sample_rows(logits[None], params, noise, penalized, allowed, counts)[0]
+    )  # host sync: the caller needs the id
 
 
-def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor, top: int, allowed: torch.Tensor | None = None,
-                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def token_logprobs(
+    logits: torch.Tensor,
+    tokens: torch.Tensor,
+    top: int,
+    allowed: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Log-probabilities of the sampled `tokens` (long [N]) under the model's own distribution (logits [N, V]
     at temperature 1, after a grammar's mask `allowed`, before penalties, temperature, top-k and top-p: what
     vLLM reports by default and llama.cpp's server too), and the `top` most likely tokens of each row:
@@ -292,7 +322,9 @@ def draft_logprobs(logits: torch.Tensor, temperature: float, top_p: float | None
 _NUCLEUS_PROBE = 512
 
 
-def draft_top_k(logits: torch.Tensor, temperature: float, top_p: float | None, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+def draft_top_k(
+    logits: torch.Tensor, temperature: float, top_p: float | None, k: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The k best children per row: the top-k of `draft_logprobs` (values [N, k] descending, ids [N, k]),
     without sorting the whole vocabulary.
 

@@ -78,11 +78,18 @@ def keep_subtree(search: DraftSearch, emitted: list[int], cache: InPlaceKVCache,
     c_ok = (c_parent >= 0) & torch.isfinite(search.c_cum)
     r_parent = renumber(search.e_parent[rest])
     r_ok = kept[rest] & (r_parent >= 0)
-    cand = [torch.cat(pair) for pair in (
-        (search.c_token, search.e_token[rest]), (c_parent, r_parent),
-        (search.c_depth - base_depth, search.e_depth[rest] - base_depth),
-        (torch.where(c_ok, search.c_cum - base_cum, -torch.inf), torch.where(r_ok, search.e_cum[rest] - base_cum, -torch.inf)),
-    )]
+    cand = [
+        torch.cat(pair)
+        for pair in (
+            (search.c_token, search.e_token[rest]),
+            (c_parent, r_parent),
+            (search.c_depth - base_depth, search.e_depth[rest] - base_depth),
+            (
+                torch.where(c_ok, search.c_cum - base_cum, -torch.inf),
+                torch.where(r_ok, search.e_cum[rest] - base_cum, -torch.inf),
+            ),
+        )
+    ]
     best = torch.sort(cand[-1], descending=True, stable=True).indices[: search.pool]
     c_token, c_parent, c_depth, c_cum = (values[best] for values in cand)
     c_parent = c_parent.clamp_min(0)  # empty entries (-inf) point at the root; they are never used
@@ -94,7 +101,18 @@ def keep_subtree(search: DraftSearch, emitted: list[int], cache: InPlaceKVCache,
 
     nodes = (n_expanded - 1) + torch.isfinite(c_cum).sum()
     return SearchSeed(
-        e_token=search.e_token[chosen], e_parent=e_parent, e_depth=e_depth, e_cum=e_cum, reach=reach,
-        n_expanded=n_expanded, c_token=c_token, c_parent=c_parent, c_depth=c_depth, c_cum=c_cum, nodes=nodes,
-        root_row=new_root, pool=search.pool, depth_bound=max(0, search.depth_bound - accepted - 1),
+        e_token=search.e_token[chosen],
+        e_parent=e_parent,
+        e_depth=e_depth,
+        e_cum=e_cum,
+        reach=reach,
+        n_expanded=n_expanded,
+        c_token=c_token,
+        c_parent=c_parent,
+        c_depth=c_depth,
+        c_cum=c_cum,
+        nodes=nodes,
+        root_row=new_root,
+        pool=search.pool,
+        depth_bound=max(0, search.depth_bound - accepted - 1),
     )

@@ -43,8 +43,13 @@ class ThinkingBudget:
     """At most `limit` tokens of thought, then the closing marker: `step` moves a ThoughtState by one token,
     `closing` says which tokens may come next once the budget is spent (None: no restriction)."""
 
-    def __init__(self, fmt: ThinkingFormat, limit: int, token_bytes: Callable[[int], bytes],
-                 marker_mask: Callable[[bytes], torch.Tensor]) -> None:
+    def __init__(
+        self,
+        fmt: ThinkingFormat,
+        limit: int,
+        token_bytes: Callable[[int], bytes],
+        marker_mask: Callable[[bytes], torch.Tensor],
+    ) -> None:
         """`token_bytes`: a token's bytes; `marker_mask(text)`: bool [V], the tokens that can begin writing
         `text` (a rest of the closing marker)."""
         if limit < 0:
@@ -72,7 +77,7 @@ class ThinkingBudget:
                 return ThoughtState("before", 0, data)
             if not text.startswith(self._open):
                 return ThoughtState("answer")  # the answer began without a thought
-            return self._thinking(0, text[len(self._open):])
+            return self._thinking(0, text[len(self._open) :])
         return self._thinking(state.spent + 1, data)
 
     def _thinking(self, spent: int, data: bytes) -> ThoughtState:
@@ -93,8 +98,9 @@ class ThinkingBudget:
         return self._masks[rest]
 
 
-def llguidance_budget(fmt: ThinkingFormat, limit: int, bridge: Any, vocab_size: int,
-                      close_token: int | None = None) -> ThinkingBudget:
+def llguidance_budget(
+    fmt: ThinkingFormat, limit: int, bridge: Any, vocab_size: int, close_token: int | None = None
+) -> ThinkingBudget:
     """A ThinkingBudget over llguidance's view of the vocabulary (`bridge`, core.decoding.constraints.bridge_for):
     a token's bytes from it, and the tokens that begin a marker's rest from a one-string grammar's mask
     (`close_token`: the closing marker's special token, which writes the whole marker)."""

@@ -46,9 +46,14 @@ class CompatMeasurement:
 
 def measure(build: TorchBuild, gpu: GpuInfo | None, system: str, nvml_note: str | None = None) -> CompatMeasurement:
     return CompatMeasurement(
-        system=system, torch_version=build.torch_version, torch_cuda=build.cuda_version, arch_list=list(build.arch_list),
-        gpu_name=gpu.name if gpu else None, driver_version=gpu.driver_version if gpu else None,
-        driver_cuda=gpu.cuda_version if gpu else None, compute_capability=gpu.compute_capability if gpu else None,
+        system=system,
+        torch_version=build.torch_version,
+        torch_cuda=build.cuda_version,
+        arch_list=list(build.arch_list),
+        gpu_name=gpu.name if gpu else None,
+        driver_version=gpu.driver_version if gpu else None,
+        driver_cuda=gpu.cuda_version if gpu else None,
+        compute_capability=gpu.compute_capability if gpu else None,
         nvml_note=nvml_note,
     )
 
@@ -98,27 +103,47 @@ def decide(m: CompatMeasurement) -> CheckResult:
     if m.gpu_name is None:
         return CheckResult(NAME, Status.SKIPPED, NO_GPU, measured)
     if not m.torch_cuda:
-        return CheckResult(NAME, Status.FAIL,
-                           f"This is the processor-only download, so your {m.gpu_name} is not used: install the "
-                           "NVIDIA download of SpecExec Desktop to use it.", measured)
+        return CheckResult(
+            NAME,
+            Status.FAIL,
+            f"This is the processor-only download, so your {m.gpu_name} is not used: install the "
+            "NVIDIA download of SpecExec Desktop to use it.",
+            measured,
+        )
     if driver_too_old(m):
         needed = required_driver(m.torch_cuda, m.system) or f"one for CUDA {m.torch_cuda}"
-        return CheckResult(NAME, Status.FAIL,
-                           f"Update the NVIDIA driver to version {needed} or newer (yours is {m.driver_version or 'unknown'}): "
-                           f"{DRIVER_DOWNLOAD_URL}. Until then the app uses the processor.", measured)
+        return CheckResult(
+            NAME,
+            Status.FAIL,
+            f"Update the NVIDIA driver to version {needed} or newer (yours is {m.driver_version or 'unknown'}): "
+            f"{DRIVER_DOWNLOAD_URL}. Until then the app uses the processor.",
+            measured,
+        )
     capability = _version(m.compute_capability)
     if capability and len(capability) == 2 and not runs_on(m.arch_list, (capability[0], capability[1])):
         oldest = lowest_capability(m.arch_list)
         floor = f"{oldest[0]}.{oldest[1]}" if oldest else "?"
-        return CheckResult(NAME, Status.FAIL,
-                           f"Your {m.gpu_name} (compute capability {m.compute_capability}) is too old for this program, "
-                           f"which needs compute capability {floor} or newer (GeForce RTX 20 series onwards): "
-                           "the app uses the processor.", measured)
+        return CheckResult(
+            NAME,
+            Status.FAIL,
+            f"Your {m.gpu_name} (compute capability {m.compute_capability}) is too old for this program, "
+            f"which needs compute capability {floor} or newer (GeForce RTX 20 series onwards): "
+            "the app uses the processor.",
+            measured,
+        )
     if m.cuda_error:
-        return CheckResult(NAME, Status.FAIL,
-                           f"CUDA did not start on your {m.gpu_name} ({m.cuda_error}): the app uses the processor. "
-                           f"Reinstalling the NVIDIA driver ({DRIVER_DOWNLOAD_URL}) usually mends this.", measured)
+        return CheckResult(
+            NAME,
+            Status.FAIL,
+            f"CUDA did not start on your {m.gpu_name} ({m.cuda_error}): the app uses the processor. "
+            f"Reinstalling the NVIDIA driver ({DRIVER_DOWNLOAD_URL}) usually mends this.",
+            measured,
+        )
     driver = f"driver {m.driver_version}" if m.driver_version else "driver version unknown"
-    return CheckResult(NAME, Status.PASS,
-                       f"{m.gpu_name} (compute capability {m.compute_capability or '?'}, {driver}) runs this build "
-                       f"(CUDA {m.torch_cuda}).", measured)
+    return CheckResult(
+        NAME,
+        Status.PASS,
+        f"{m.gpu_name} (compute capability {m.compute_capability or '?'}, {driver}) runs this build "
+        f"(CUDA {m.torch_cuda}).",
+        measured,
+    )

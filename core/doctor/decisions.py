@@ -47,8 +47,14 @@ def conclude(checks: tuple[CheckResult, ...] | list[CheckResult], gpu_name: str 
     degraded = [check for check in checks if check.status is Status.DEGRADED]
     name = gpu_name or "Your NVIDIA GPU"
     if degraded:
-        more = f" ({len(degraded) - 1} more warning{'s' if len(degraded) > 2 else ''} in the report)" if len(degraded) > 1 else ""
-        return Conclusion(use_gpu=True, cuda_graphs=graphs_ok, summary=f"{name} works, with a warning: {degraded[0].sentence}{more}")
+        more = (
+            f" ({len(degraded) - 1} more warning{'s' if len(degraded) > 2 else ''} in the report)"
+            if len(degraded) > 1
+            else ""
+        )
+        return Conclusion(
+            use_gpu=True, cuda_graphs=graphs_ok, summary=f"{name} works, with a warning: {degraded[0].sentence}{more}"
+        )
     return Conclusion(use_gpu=True, cuda_graphs=graphs_ok, summary=f"{name} passed every check: models run on it.")
 
 

@@ -63,7 +63,9 @@ def _worst_ratio(linear, rows: int, dtype_name: str, split_k: int | None, genera
     return float(((fused - exact).abs() / bound.clamp_min(1e-30)).max())  # one host read per case
 
 
-def measure(device, shapes=SHAPES, rows_list=ROWS, dtypes=DTYPES, bandwidth: bool = True, seed: int = 0) -> DraftMeasurement:
+def measure(
+    device, shapes=SHAPES, rows_list=ROWS, dtypes=DTYPES, bandwidth: bool = True, seed: int = 0
+) -> DraftMeasurement:
     """Every product on `device` (a torch.device; the CPU runs under TRITON_INTERPRET=1, at small shapes)."""
     import torch
 
@@ -84,9 +86,16 @@ def measure(device, shapes=SHAPES, rows_list=ROWS, dtypes=DTYPES, bandwidth: boo
             for rows in rows_list:
                 for dtype_name in dtypes:
                     for split_k in (None, 1):
-                        cases.append({"k": k, "n": n, "rows": rows, "dtype": dtype_name,
-                                      "split_k": "default" if split_k is None else split_k,
-                                      "worst_ratio": _worst_ratio(linear, rows, dtype_name, split_k, generator)})
+                        cases.append(
+                            {
+                                "k": k,
+                                "n": n,
+                                "rows": rows,
+                                "dtype": dtype_name,
+                                "split_k": "default" if split_k is None else split_k,
+                                "worst_ratio": _worst_ratio(linear, rows, dtype_name, split_k, generator),
+                            }
+                        )
         rates = measured_rates(device) if bandwidth and device.type == "cuda" else {}
     except Exception as error:  # noqa: BLE001 - a compile or launch error is this check's finding
         return DraftMeasurement(str(device), cases, error=f"{type(error).__name__}: {error}")
@@ -96,23 +105,36 @@ def measure(device, shapes=SHAPES, rows_list=ROWS, dtypes=DTYPES, bandwidth: boo
 def decide(m: DraftMeasurement) -> CheckResult:
     measured = asdict(m)
     if not m.triton:
-        return CheckResult(NAME, Status.DEGRADED,
-                           "This build has no Triton, so the draft model unpacks its 4-bit weights with slower code "
-                           "(answers come more slowly).", measured)
+        return CheckResult(
+            NAME,
+            Status.DEGRADED,
+            "This build has no Triton, so the draft model unpacks its 4-bit weights with slower code "
+            "(answers come more slowly).",
+            measured,
+        )
     if m.error:
-        return CheckResult(NAME, Status.FAIL, f"The GPU's 4-bit matrix product did not run ({m.error}): the app "
-                                              "uses the processor.", measured)
+        return CheckResult(
+            NAME,
+            Status.FAIL,
+            f"The GPU's 4-bit matrix product did not run ({m.error}): the app uses the processor.",
+            measured,
+        )
     wrong = [case for case in m.cases if not case["worst_ratio"] <= 1.0]  # NaN counts as wrong
     if wrong:
         first = wrong[0]
-        return CheckResult(NAME, Status.FAIL,
-                           f"The GPU's 4-bit matrix product gave wrong results in {len(wrong)} of {len(m.cases)} tests "
-                           f"(first: {first['k']}x{first['n']}, {first['rows']} rows, {first['dtype']}): the app uses "
-                           "the processor.", measured)
+        return CheckResult(
+            NAME,
+            Status.FAIL,
+            f"The GPU's 4-bit matrix product gave wrong results in {len(wrong)} of {len(m.cases)} tests "
+            f"(first: {first['k']}x{first['n']}, {first['rows']} rows, {first['dtype']}): the app uses "
+            "the processor.",
+            measured,
+        )
     if not m.cases:
         return CheckResult(NAME, Status.SKIPPED, "The GPU's 4-bit matrix product was not checked.", measured)
     fastest = max(m.kernel_rates, key=m.kernel_rates.__getitem__) if m.kernel_rates else None
     through = f" with {fastest}" if fastest else ""
     speed = f" It reads 4-bit weights at {m.bytes_per_second / 1e9:.0f} GB/s{through}." if m.bytes_per_second else ""
-    return CheckResult(NAME, Status.PASS, "The draft model's 4-bit matrix product is right at its own sizes." + speed,
-                       measured)
+    return CheckResult(
+        NAME, Status.PASS, "The draft model's 4-bit matrix product is right at its own sizes." + speed, measured
+    )

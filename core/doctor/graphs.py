@@ -67,13 +67,20 @@ def measure(device, capture_difference: Callable[[object], float] | None = None)
 def decide(m: GraphMeasurement) -> CheckResult:
     measured = asdict(m)
     if m.error:
-        return CheckResult(NAME, Status.DEGRADED,
-                           f"CUDA graphs could not be used ({m.error}): they stay off and the draft model runs a little slower.",
-                           measured)
+        return CheckResult(
+            NAME,
+            Status.DEGRADED,
+            f"CUDA graphs could not be used ({m.error}): they stay off and the draft model runs a little slower.",
+            measured,
+        )
     if m.max_abs_diff is None:
         return CheckResult(NAME, Status.SKIPPED, "CUDA graphs were not checked.", measured)
     if m.max_abs_diff > TOLERANCE:
-        return CheckResult(NAME, Status.DEGRADED,
-                           f"A draft forward replayed from a CUDA graph differs from the eager one (by up to "
-                           f"{m.max_abs_diff:.3g}): graphs stay off and the draft model runs a little slower.", measured)
+        return CheckResult(
+            NAME,
+            Status.DEGRADED,
+            f"A draft forward replayed from a CUDA graph differs from the eager one (by up to "
+            f"{m.max_abs_diff:.3g}): graphs stay off and the draft model runs a little slower.",
+            measured,
+        )
     return CheckResult(NAME, Status.PASS, "A draft forward replayed from a CUDA graph equals the eager one.", measured)

@@ -21,7 +21,8 @@ NAME = "kernel"
 # size (a g_idx no sort makes contiguous: the "gather" mode)
 CASES: tuple[tuple[int, int, bool, str], ...] = tuple(
     (bits, group, act_order, "normal")
-    for bits in (2, 3, 4, 8) for group, act_order in ((128, True), (32, True), (32, False), (-1, False))
+    for bits in (2, 3, 4, 8)
+    for group, act_order in ((128, True), (32, True), (32, False), (-1, False))
 ) + ((4, 128, True, "tiny"), (2, 128, True, "tiny"), (3, 32, True, "irregular"), (4, 128, True, "irregular"))
 DTYPES = ("float16", "bfloat16")
 GPU_SHAPE = (1024, 768)  # K, N of each random layer on a GPU (the interpreter gets smaller ones)
@@ -61,7 +62,9 @@ def measure(device, shape: tuple[int, int] = GPU_SHAPE, seed: int = 0, cases=CAS
     results = []
     try:
         for bits, group, act_order, variant in cases:
-            tensors = random_gptq_tensors(generator, k, n, bits, group, act_order, TINY_SCALES if variant == "tiny" else SCALES)
+            tensors = random_gptq_tensors(
+                generator, k, n, bits, group, act_order, TINY_SCALES if variant == "tiny" else SCALES
+            )
             if variant == "irregular":
                 groups = tensors["scales"].shape[0]
                 tensors["g_idx"] = torch.randint(0, groups, (k,), generator=generator, dtype=torch.int32)
@@ -69,12 +72,25 @@ def measure(device, shape: tuple[int, int] = GPU_SHAPE, seed: int = 0, cases=CAS
             for dtype_name in dtypes:
                 dtype = getattr(torch, dtype_name)
                 reference = dequantize_into(torch.full((k, n), float("nan"), dtype=dtype, device=device), linear.packed)
-                fused = fused_dequantize_into(torch.full((k, n), float("nan"), dtype=dtype, device=device), linear.packed)
+                fused = fused_dequantize_into(
+                    torch.full((k, n), float("nan"), dtype=dtype, device=device), linear.packed
+                )
                 differing = int((_bits_of(fused) != _bits_of(reference)).sum())  # one host read per case
                 max_diff = float((fused.double() - reference.double()).abs().nan_to_num(float("inf")).max())
-                results.append({"bits": bits, "group_size": group, "act_order": act_order, "variant": variant,
-                                "mode": linear.mode, "dtype": dtype_name, "k": k, "n": n, "differing": differing,
-                                "max_abs_diff": max_diff})
+                results.append(
+                    {
+                        "bits": bits,
+                        "group_size": group,
+                        "act_order": act_order,
+                        "variant": variant,
+                        "mode": linear.mode,
+                        "dtype": dtype_name,
+                        "k": k,
+                        "n": n,
+                        "differing": differing,
+                        "max_abs_diff": max_diff,
+                    }
+                )
     except Exception as error:  # noqa: BLE001 - a compile or launch error is this check's finding
         return KernelMeasurement(str(device), results, error=f"{type(error).__name__}: {error}")
     return KernelMeasurement(str(device), results)
@@ -90,21 +106,33 @@ def _case_label(case: dict[str, Any]) -> str:
 def decide(m: KernelMeasurement) -> CheckResult:
     measured = asdict(m)
     if not m.triton:
-        return CheckResult(NAME, Status.DEGRADED,
-                           "This build has no Triton, so GPTQ weights are unpacked by slower code on the GPU.", measured)
+        return CheckResult(
+            NAME,
+            Status.DEGRADED,
+            "This build has no Triton, so GPTQ weights are unpacked by slower code on the GPU.",
+            measured,
+        )
     if m.error:
-        return CheckResult(NAME, Status.FAIL, f"The GPU's GPTQ kernel did not run ({m.error}): the app uses the processor.",
-                           measured)
+        return CheckResult(
+            NAME, Status.FAIL, f"The GPU's GPTQ kernel did not run ({m.error}): the app uses the processor.", measured
+        )
     wrong = [case for case in m.cases if case["differing"]]
     if wrong:
-        return CheckResult(NAME, Status.FAIL,
-                           f"The GPU's GPTQ kernel gave different weights from the reference in {len(wrong)} of "
-                           f"{len(m.cases)} random layer tests (first: {_case_label(wrong[0])}): the app uses the processor.",
-                           measured)
+        return CheckResult(
+            NAME,
+            Status.FAIL,
+            f"The GPU's GPTQ kernel gave different weights from the reference in {len(wrong)} of "
+            f"{len(m.cases)} random layer tests (first: {_case_label(wrong[0])}): the app uses the processor.",
+            measured,
+        )
     if not m.cases:
         return CheckResult(NAME, Status.SKIPPED, "The GPU's GPTQ kernel was not checked.", measured)
     layers = len({(c["bits"], c["group_size"], c["act_order"], c["variant"]) for c in m.cases})
     dtypes = " and ".join(dict.fromkeys(c["dtype"] for c in m.cases))
-    return CheckResult(NAME, Status.PASS,
-                       f"The fused GPTQ kernel equals the reference bit for bit on {layers} random layers in {dtypes} "
-                       "(2/3/4/8-bit, act-order, groups 32/128/none, irregular groups, tiny scales).", measured)
+    return CheckResult(
+        NAME,
+        Status.PASS,
+        f"The fused GPTQ kernel equals the reference bit for bit on {layers} random layers in {dtypes} "
+        "(2/3/4/8-bit, act-order, groups 32/128/none, irregular groups, tiny scales).",
+        measured,
+    )

@@ -63,19 +63,28 @@ def decide(m: LinkMeasurement) -> CheckResult:
     where = f"PCIe Gen{gen or '?'} x{width or '?'}"
     problems = []
     if width and width < 16:
-        problems.append(f"the card's link is x{width}, not x16: if it sits in a second slot, the first x16 slot "
-                        "streams up to twice as fast")
+        problems.append(
+            f"the card's link is x{width}, not x16: if it sits in a second slot, the first x16 slot "
+            "streams up to twice as fast"
+        )
     if gen and gen <= 3:
         problems.append(f"the link is PCIe Gen{gen}: a Gen4 or Gen5 slot streams two to four times as fast")
     if nominal and rate < SLOW_SHARE * nominal:
-        slow = (f"copies reach only {rate / GB:.1f} GB/s of the link's ~{nominal / GB:.0f} GB/s (another program may "
-                "be using the GPU or the bus")
+        slow = (
+            f"copies reach only {rate / GB:.1f} GB/s of the link's ~{nominal / GB:.0f} GB/s (another program may "
+            "be using the GPU or the bus"
+        )
         if m.gen_current and gen and m.gen_current < gen:
             slow += f"; the link was at Gen{m.gen_current} during the test: check the riser or the slot's BIOS setting"
         problems.append(slow + ")")
     if problems:
-        return CheckResult(NAME, Status.DEGRADED,
-                           f"Copies to the GPU: {rate / GB:.1f} GB/s on {where}, so large models run slower: "
-                           + "; ".join(problems) + ".", measured)
+        return CheckResult(
+            NAME,
+            Status.DEGRADED,
+            f"Copies to the GPU: {rate / GB:.1f} GB/s on {where}, so large models run slower: "
+            + "; ".join(problems)
+            + ".",
+            measured,
+        )
     expected = f" (nominal ~{nominal / GB:.0f} GB/s)" if nominal else ""
     return CheckResult(NAME, Status.PASS, f"Copies to the GPU: {rate / GB:.1f} GB/s on {where}{expected}.", measured)

@@ -47,7 +47,11 @@ def _greedy(model, prompt: tuple[int, ...], count: int) -> list[int]:
     from core.decoding.sampling import SamplingParams
 
     state = DecodeState.fresh(list(prompt), model, None)
-    return [token for step in sequential_steps(state, model, SamplingParams(temperature=0.0), count) for token in step.token_ids]
+    return [
+        token
+        for step in sequential_steps(state, model, SamplingParams(temperature=0.0), count)
+        for token in step.token_ids
+    ]
 
 
 def _logits(model, ids: list[int], rows: slice):  # -> torch.Tensor [rows, V] float64 on the CPU
@@ -78,17 +82,29 @@ def measure(device) -> OffloadMeasurement:
         with tempfile.TemporaryDirectory(prefix="specexec-doctor-") as folder:
             write_tiny_gptq_model(folder, seed=MODEL_SEED)
             reference = load_offloaded(folder, "cpu", torch.float32)
-            offloaded = load_offloaded(folder, str(device), torch.float32, resident_layers=1, n_slots=2,
-                                       stream_on_cpu=device.type == "cpu")
+            offloaded = load_offloaded(
+                folder, str(device), torch.float32, resident_layers=1, n_slots=2, stream_on_cpu=device.type == "cpu"
+            )
             report = offloaded.report
-            placement = {"summary": report.summary(), "resident_layers": len(report.resident_layers),
-                         "streamed_layers": report.n_layers - len(report.resident_layers), "slots": report.n_slots,
-                         "pinned": report.pinned, "embedding_on_host": report.host_table_bytes > 0}
+            placement = {
+                "summary": report.summary(),
+                "resident_layers": len(report.resident_layers),
+                "streamed_layers": report.n_layers - len(report.resident_layers),
+                "slots": report.n_slots,
+                "pinned": report.pinned,
+                "embedding_on_host": report.host_table_bytes > 0,
+            }
             last = slice(-1, None)
             diff = float((_logits(offloaded, list(PROMPT), last) - _logits(reference, list(PROMPT), last)).abs().max())
             expected = _greedy(reference, PROMPT, NEW_TOKENS)
-            return OffloadMeasurement(str(device), expected, _greedy(offloaded, PROMPT, NEW_TOKENS), diff,
-                                      min_margin(reference, PROMPT, expected), placement)
+            return OffloadMeasurement(
+                str(device),
+                expected,
+                _greedy(offloaded, PROMPT, NEW_TOKENS),
+                diff,
+                min_margin(reference, PROMPT, expected),
+                placement,
+            )
     except Exception as error:  # noqa: BLE001 - a crash of the offload path is this check's finding
         return OffloadMeasurement(str(device), error=f"{type(error).__name__}: {error}")
 
@@ -96,17 +112,26 @@ def measure(device) -> OffloadMeasurement:
 def decide(m: OffloadMeasurement) -> CheckResult:
     measured = asdict(m)
     if m.error:
-        return CheckResult(NAME, Status.FAIL, f"Streaming a model to the GPU failed ({m.error}): the app uses the processor.",
-                           measured)
+        return CheckResult(
+            NAME, Status.FAIL, f"Streaming a model to the GPU failed ({m.error}): the app uses the processor.", measured
+        )
     if not m.tokens_reference:
         return CheckResult(NAME, Status.SKIPPED, "Streaming a model to the GPU was not checked.", measured)
     index = first_difference(m.tokens_reference, m.tokens_offloaded)
     if index is not None:
-        return CheckResult(NAME, Status.FAIL,
-                           f"A test model streamed to the GPU gave different words from the processor (from token "
-                           f"{index + 1} of {len(m.tokens_reference)} on): the app uses the processor.", measured)
+        return CheckResult(
+            NAME,
+            Status.FAIL,
+            f"A test model streamed to the GPU gave different words from the processor (from token "
+            f"{index + 1} of {len(m.tokens_reference)} on): the app uses the processor.",
+            measured,
+        )
     where = "to the GPU" if m.device.startswith("cuda") else "through the offload path"
-    return CheckResult(NAME, Status.PASS,
-                       f"A test model streamed {where} gives the processor's {len(m.tokens_reference)} tokens "
-                       f"({m.placement.get('streamed_layers', '?')} layers streamed, "
-                       f"{'pinned' if m.placement.get('pinned') else 'not pinned'} host memory).", measured)
+    return CheckResult(
+        NAME,
+        Status.PASS,
+        f"A test model streamed {where} gives the processor's {len(m.tokens_reference)} tokens "
+        f"({m.placement.get('streamed_layers', '?')} layers streamed, "
+        f"{'pinned' if m.placement.get('pinned') else 'not pinned'} host memory).",
+        measured,
+    )

@@ -75,8 +75,9 @@ def measure(device, layer_bytes: int = LAYER_BYTES, layers: int = LAYERS) -> Pin
         ring.start(lambda i: pageable[i], range(layers), device)
 
         ring_rate = _rate(staged, layers, layer_bytes, device)
-        return PinningMeasurement(str(device), _system(), layer_bytes, pinned_rate, pageable_rate, ring_rate,
-                                  ring.depth)
+        return PinningMeasurement(
+            str(device), _system(), layer_bytes, pinned_rate, pageable_rate, ring_rate, ring.depth
+        )
     finally:
         ring.close()
 
@@ -107,16 +108,24 @@ def decide(m: PinningMeasurement) -> CheckResult:
     pageable = f"pageable {m.pageable_bytes_per_second / GB:.1f} GB/s"
     wsl = " (WSL2 locks well under 1 GiB: running the app on Windows itself allows more)" if m.system == "WSL2" else ""
     if m.pinned_bytes_per_second is None or m.ring_bytes_per_second is None:
-        return CheckResult(NAME, Status.DEGRADED,
-                           f"{m.system} refused to page-lock even two buffers of {m.layer_bytes / GB:.2f} GB, so every "
-                           f"streamed layer copies from pageable memory ({pageable}){wsl}: close programs that use "
-                           "much memory, or restart the app.", measured)
+        return CheckResult(
+            NAME,
+            Status.DEGRADED,
+            f"{m.system} refused to page-lock even two buffers of {m.layer_bytes / GB:.2f} GB, so every "
+            f"streamed layer copies from pageable memory ({pageable}){wsl}: close programs that use "
+            "much memory, or restart the app.",
+            measured,
+        )
     pinned, ring = m.pinned_bytes_per_second, m.ring_bytes_per_second
     rates = f"pinned {pinned / GB:.1f} GB/s, through the staging ring {ring / GB:.1f} GB/s, {pageable}"
     if m.device == "cpu":
         return CheckResult(NAME, Status.PASS, f"Copies on the processor (memcpy, not a GPU link): {rates}.", measured)
     if ring < RING_SHARE_LIMIT * pinned:
-        return CheckResult(NAME, Status.DEGRADED,
-                           f"Layers that cannot stay pinned copy slowly ({rates}){wsl}: the processor cannot fill the "
-                           "ring as fast as the link carries: close busy programs.", measured)
+        return CheckResult(
+            NAME,
+            Status.DEGRADED,
+            f"Layers that cannot stay pinned copy slowly ({rates}){wsl}: the processor cannot fill the "
+            "ring as fast as the link carries: close busy programs.",
+            measured,
+        )
     return CheckResult(NAME, Status.PASS, f"Copies to the GPU: {rates}{wsl}.", measured)

@@ -32,16 +32,24 @@ def doctor_child(messages, device: str, save_folder: str | None) -> None:
     messages.put(("report", json.dumps(report.to_dict())))  # as the file holds it (lists, not tuples)
 
 
-def run_doctor_in_subprocess(save_folder: str | Path | None = None, progress: Callable[[int, int, str], None] | None = None,
-                             device: str = "auto", timeout: float = TIMEOUT_S,
-                             child: Callable = doctor_child) -> DoctorReport:
+def run_doctor_in_subprocess(
+    save_folder: str | Path | None = None,
+    progress: Callable[[int, int, str], None] | None = None,
+    device: str = "auto",
+    timeout: float = TIMEOUT_S,
+    child: Callable = doctor_child,
+) -> DoctorReport:
     """The doctor's report from a child process; `save_folder` also gets doctor-report.json.
 
     Raises DoctorReportError when the child exits without a report (crash) or takes longer than `timeout`."""
     context = multiprocessing.get_context("spawn")
     messages = context.Queue()
-    process = context.Process(target=child, args=(messages, device, str(save_folder) if save_folder else None),
-                              name="specexec-doctor", daemon=True)
+    process = context.Process(
+        target=child,
+        args=(messages, device, str(save_folder) if save_folder else None),
+        name="specexec-doctor",
+        daemon=True,
+    )
     process.start()
     deadline = time.monotonic() + timeout
     try:
@@ -51,7 +59,9 @@ def run_doctor_in_subprocess(save_folder: str | Path | None = None, progress: Ca
             except queue_module.Empty:
                 if not process.is_alive():
                     process.join()
-                    raise DoctorReportError(f"the GPU check stopped without a report (exit code {process.exitcode})") from None
+                    raise DoctorReportError(
+                        f"the GPU check stopped without a report (exit code {process.exitcode})"
+                    ) from None
                 if time.monotonic() > deadline:
                     raise DoctorReportError(f"the GPU check took longer than {timeout:.0f} s and was stopped") from None
                 continue
@@ -79,10 +89,21 @@ def crash_report(reason: str, gpu=None) -> DoctorReport:  # gpu: core.hardware.d
     from core.doctor.run import app_version
 
     return DoctorReport(
-        created=datetime.now(timezone.utc).isoformat(timespec="seconds"), app_version=app_version(), device="none",
-        torch={}, gpu=dataclasses.asdict(gpu) if gpu is not None else None,
-        platform={"system": platform.system(), "release": platform.release(), "machine": platform.machine(),
-                  "python": platform.python_version()},
-        checks=(), conclusion=Conclusion(use_gpu=False, cuda_graphs=False,
-                                         summary=f"The GPU check did not finish ({reason}): the app uses the processor."),
+        created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        app_version=app_version(),
+        device="none",
+        torch={},
+        gpu=dataclasses.asdict(gpu) if gpu is not None else None,
+        platform={
+            "system": platform.system(),
+            "release": platform.release(),
+            "machine": platform.machine(),
+            "python": platform.python_version(),
+        },
+        checks=(),
+        conclusion=Conclusion(
+            use_gpu=False,
+            cuda_graphs=False,
+            summary=f"The GPU check did not finish ({reason}): the app uses the processor.",
+        ),
     )

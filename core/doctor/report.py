@@ -78,9 +78,15 @@ class DoctorReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "schema_version": self.schema_version, "created": self.created, "app_version": self.app_version,
-            "device": self.device, "torch": self.torch, "gpu": self.gpu, "platform": self.platform,
-            "conclusion": asdict(self.conclusion), "checks": [check.to_dict() for check in self.checks],
+            "schema_version": self.schema_version,
+            "created": self.created,
+            "app_version": self.app_version,
+            "device": self.device,
+            "torch": self.torch,
+            "gpu": self.gpu,
+            "platform": self.platform,
+            "conclusion": asdict(self.conclusion),
+            "checks": [check.to_dict() for check in self.checks],
         }
 
     @classmethod
@@ -88,15 +94,25 @@ class DoctorReport:
         """Raises DoctorReportError naming what is wrong."""
         try:
             checks = tuple(
-                CheckResult(name=str(c["name"]), status=Status(c["status"]), sentence=str(c["sentence"]),
-                            measured=dict(c.get("measured") or {}), seconds=float(c.get("seconds", 0.0)))
+                CheckResult(
+                    name=str(c["name"]),
+                    status=Status(c["status"]),
+                    sentence=str(c["sentence"]),
+                    measured=dict(c.get("measured") or {}),
+                    seconds=float(c.get("seconds", 0.0)),
+                )
                 for c in data["checks"]
             )
             return cls(
-                created=str(data["created"]), app_version=str(data["app_version"]), device=str(data["device"]),
-                torch=dict(data["torch"]), gpu=dict(data["gpu"]) if data.get("gpu") else None,
-                platform=dict(data.get("platform") or {}), checks=checks,
-                conclusion=Conclusion(**data["conclusion"]), schema_version=int(data["schema_version"]),
+                created=str(data["created"]),
+                app_version=str(data["app_version"]),
+                device=str(data["device"]),
+                torch=dict(data["torch"]),
+                gpu=dict(data["gpu"]) if data.get("gpu") else None,
+                platform=dict(data.get("platform") or {}),
+                checks=checks,
+                conclusion=Conclusion(**data["conclusion"]),
+                schema_version=int(data["schema_version"]),
             )
         except (KeyError, TypeError, ValueError) as error:
             raise DoctorReportError(f"the doctor report is malformed: {error!r}") from error

@@ -24,10 +24,15 @@ from core.doctor.report import CheckResult, DoctorReport, Status
 # progress(step, steps, what is being checked, in words)
 Progress = Callable[[int, int, str], None]
 TITLES = {
-    compat.NAME: "driver and GPU", kernel.NAME: "GPTQ kernel", draft.NAME: "the draft model's 4-bit product",
-    link.NAME: "copy speed to the GPU", pinning.NAME: "pinned, pageable and staged copies",
-    offload.NAME: "a test model streamed to the GPU", graphs.NAME: "CUDA graphs",
-    streaming.NAME: "streaming speed of a 70B layer", agreement.NAME: "same seed, same words",
+    compat.NAME: "driver and GPU",
+    kernel.NAME: "GPTQ kernel",
+    draft.NAME: "the draft model's 4-bit product",
+    link.NAME: "copy speed to the GPU",
+    pinning.NAME: "pinned, pageable and staged copies",
+    offload.NAME: "a test model streamed to the GPU",
+    graphs.NAME: "CUDA graphs",
+    streaming.NAME: "streaming speed of a 70B layer",
+    agreement.NAME: "same seed, same words",
 }
 ON_CPU = "it measures the GPU, not the processor"
 CPU_PIN_BYTES = 8 * 1024**2  # the pinning check's copies on the processor: the path, in moments
@@ -48,8 +53,12 @@ def _timed(name: str, measure: Callable[[], object]) -> CheckResult:
     try:
         result = CHECKS[name][1](measure())
     except Exception as error:  # noqa: BLE001 - the report must say what broke, not crash
-        result = CheckResult(name, Status.FAIL, f"The check of {TITLES[name]} crashed ({type(error).__name__}: {error}): "
-                                                "the app uses the processor.", {"error": f"{type(error).__name__}: {error}"})
+        result = CheckResult(
+            name,
+            Status.FAIL,
+            f"The check of {TITLES[name]} crashed ({type(error).__name__}: {error}): the app uses the processor.",
+            {"error": f"{type(error).__name__}: {error}"},
+        )
     return dataclasses.replace(result, seconds=time.perf_counter() - started)
 
 
@@ -73,8 +82,11 @@ def _cpu_measurements(device) -> dict[str, Callable[[], object] | None]:
     return {
         kernel.NAME: (lambda: kernel.measure(device, shape=(256, 96))) if run_kernel else None,
         draft.NAME: (lambda: draft.measure(device, shapes=((256, 96),), bandwidth=False)) if run_kernel else None,
-        link.NAME: None, pinning.NAME: lambda: pinning.measure(device, layer_bytes=CPU_PIN_BYTES),
-        offload.NAME: lambda: offload.measure(device), graphs.NAME: None, streaming.NAME: None,
+        link.NAME: None,
+        pinning.NAME: lambda: pinning.measure(device, layer_bytes=CPU_PIN_BYTES),
+        offload.NAME: lambda: offload.measure(device),
+        graphs.NAME: None,
+        streaming.NAME: None,
         agreement.NAME: None,
     }
 
@@ -118,9 +130,17 @@ def run_doctor(device: str = "auto", progress: Progress | None = None) -> Doctor
         else:
             checks.append(_timed(name, plan[name]))
     return DoctorReport(
-        created=datetime.now(timezone.utc).isoformat(timespec="seconds"), app_version=app_version(),
-        device=str(target), torch=dataclasses.asdict(build), gpu=dataclasses.asdict(gpu) if gpu else None,
-        platform={"system": platform.system(), "release": platform.release(), "machine": platform.machine(),
-                  "python": platform.python_version()},
-        checks=tuple(checks), conclusion=conclude(checks, gpu.name if gpu else None),
+        created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        app_version=app_version(),
+        device=str(target),
+        torch=dataclasses.asdict(build),
+        gpu=dataclasses.asdict(gpu) if gpu else None,
+        platform={
+            "system": platform.system(),
+            "release": platform.release(),
+            "machine": platform.machine(),
+            "python": platform.python_version(),
+        },
+        checks=tuple(checks),
+        conclusion=conclude(checks, gpu.name if gpu else None),
     )

@@ -45,7 +45,9 @@ class StreamingMeasurement:
         return self.pass_seconds / self.copy_seconds
 
 
-def measure(device, width_divisor: int = 1, repeats: int = REPEATS, target_layers: int = TARGET_LAYERS) -> StreamingMeasurement:
+def measure(
+    device, width_divisor: int = 1, repeats: int = REPEATS, target_layers: int = TARGET_LAYERS
+) -> StreamingMeasurement:
     """On a GPU at full width in float16; the CPU (tests) runs shrunk layers in float32."""
     import torch
 
@@ -53,21 +55,42 @@ def measure(device, width_divisor: int = 1, repeats: int = REPEATS, target_layer
 
     dtype = torch.float16 if device.type == "cuda" else torch.float32
     with torch.no_grad():
-        result = measure_format("gptq", layer_config(width_divisor), device, dtype, [TREE_TOKENS], layers=target_layers,
-                                bits=4, repeats=repeats, context=CONTEXT)
+        result = measure_format(
+            "gptq",
+            layer_config(width_divisor),
+            device,
+            dtype,
+            [TREE_TOKENS],
+            layers=target_layers,
+            bits=4,
+            repeats=repeats,
+            context=CONTEXT,
+        )
     row = result["passes"][0]
     return StreamingMeasurement(
-        device=str(device), width_divisor=width_divisor, tree_tokens=TREE_TOKENS, layer_bytes=result["layer_bytes"],
-        copy_bytes_per_second=result["copy_rate_gbps"] * 1e9, pass_seconds=row["pass_s"], copy_seconds=row["copy_s"],
+        device=str(device),
+        width_divisor=width_divisor,
+        tree_tokens=TREE_TOKENS,
+        layer_bytes=result["layer_bytes"],
+        copy_bytes_per_second=result["copy_rate_gbps"] * 1e9,
+        pass_seconds=row["pass_s"],
+        copy_seconds=row["copy_s"],
     )
 
 
 def decide(m: StreamingMeasurement) -> CheckResult:
     measured = {**asdict(m), "target_ratio": m.target_ratio}
     if m.target_ratio > TARGET_RATIO_LIMIT:
-        return CheckResult(NAME, Status.DEGRADED,
-                           f"It runs slower than it should: a streamed 70B layer takes {m.target_ratio:.1f} times its "
-                           "copy time (computing does not hide under the copies as it should).", measured)
-    return CheckResult(NAME, Status.PASS,
-                       f"Streaming keeps up with the copies (a streamed layer takes {m.target_ratio:.2f}x its copy "
-                       "time).", measured)
+        return CheckResult(
+            NAME,
+            Status.DEGRADED,
+            f"It runs slower than it should: a streamed 70B layer takes {m.target_ratio:.1f} times its "
+            "copy time (computing does not hide under the copies as it should).",
+            measured,
+        )
+    return CheckResult(
+        NAME,
+        Status.PASS,
+        f"Streaming keeps up with the copies (a streamed layer takes {m.target_ratio:.2f}x its copy time).",
+        measured,
+    )

@@ -55,9 +55,12 @@ def _describe_exit(pid: int | None, exitcode: int | None) -> str:
 def died_while_loading(error: P.Error) -> P.Error:
     """The engine's death (an engine_died Error) during a load, said as the load failure it is, with what to
     try (LOAD_DIED_HINT) instead of "restart it to go on"."""
-    return P.Error(None, "engine_died_loading",
-                   f"the models could not be loaded: the engine stopped while loading them ({error.message})",
-                   LOAD_DIED_HINT)
+    return P.Error(
+        None,
+        "engine_died_loading",
+        f"the models could not be loaded: the engine stopped while loading them ({error.message})",
+        LOAD_DIED_HINT,
+    )
 
 
 class EngineClient:
@@ -293,7 +296,9 @@ class EngineClient:
         self._in_flight.clear()
         exitcode = self.process.exitcode if self.process is not None else None
         return P.Error(
-            None, "engine_died", _describe_exit(self.engine_pid, exitcode),
+            None,
+            "engine_died",
+            _describe_exit(self.engine_pid, exitcode),
             "the engine crashed or was killed (out of memory?); restart it to go on - the conversation is kept",
         )
 
@@ -301,8 +306,12 @@ class EngineClient:
         if isinstance(event, P.EngineStarted):
             self.engine_pid = event.pid
             if event.protocol_version != P.PROTOCOL_VERSION:
-                return P.Error(None, "protocol", f"the engine speaks protocol {event.protocol_version}, "
-                               f"this client {P.PROTOCOL_VERSION}", "reinstall SpecExec Desktop")
+                return P.Error(
+                    None,
+                    "protocol",
+                    f"the engine speaks protocol {event.protocol_version}, this client {P.PROTOCOL_VERSION}",
+                    "reinstall SpecExec Desktop",
+                )
         elif isinstance(event, (P.Finished, P.Error)) and event.request_id is not None:
             self._in_flight.discard(event.request_id)
         return event

@@ -30,9 +30,16 @@ class EngineConnection(Protocol):
     def start(self, wait: bool = True, timeout: float | None = None) -> None:
         """Get ready to take requests; EngineStarted follows."""
 
-    def load(self, target: str = "builtin", draft: str | None = "builtin-draft", *, wait: bool = False,
-             on_progress: Callable[[P.LoadProgress], None] | None = None, timeout: float | None = None,
-             **settings: Any) -> P.StatusReport | None:
+    def load(
+        self,
+        target: str = "builtin",
+        draft: str | None = "builtin-draft",
+        *,
+        wait: bool = False,
+        on_progress: Callable[[P.LoadProgress], None] | None = None,
+        timeout: float | None = None,
+        **settings: Any,
+    ) -> P.StatusReport | None:
         """Load (or, remotely, select and check) the model; with `wait`, block and return the ready report."""
 
     def generate(self, messages: list[dict[str, str]], *, request_id: str | None = None, **settings: Any) -> str:

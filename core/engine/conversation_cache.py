@@ -57,8 +57,10 @@ def copy_rows(cache: InPlaceKVCache | None, length: int, device: torch.device | 
     """Copies of the first `length` rows of every layer of `cache` on `device` (None for no cache or rows)."""
     if cache is None or length == 0:
         return None
-    return [(layer.keys[..., :length, :].to(device, copy=True), layer.values[..., :length, :].to(device, copy=True))
-            for layer in cache.layers]
+    return [
+        (layer.keys[..., :length, :].to(device, copy=True), layer.values[..., :length, :].to(device, copy=True))
+        for layer in cache.layers
+    ]
 
 
 def write_rows(cache: InPlaceKVCache, rows: Rows | None, length: int, device: torch.device) -> None:
@@ -98,9 +100,12 @@ class SavedConversation:
 
     def covers(self, other: "SavedConversation") -> bool:
         """Whether this conversation holds every row `other` holds (then `other` is redundant)."""
-        return (other.target_length <= self.target_length and other.draft_length <= self.draft_length
-                and self.tokens[: other.target_length] == other.tokens[: other.target_length]
-                and self.tokens[: other.draft_length] == other.tokens[: other.draft_length])
+        return (
+            other.target_length <= self.target_length
+            and other.draft_length <= self.draft_length
+            and self.tokens[: other.target_length] == other.tokens[: other.target_length]
+            and self.tokens[: other.draft_length] == other.tokens[: other.draft_length]
+        )
 
 
 def host_budget_bytes() -> int:
@@ -157,9 +162,12 @@ class ConversationCache:
         live = self.live
         draft_length = live.draft_cache.length if live.draft_cache is not None else 0
         snapshot = SavedConversation(
-            list(live.tokens), self.live_owner,
-            copy_rows(live.target_cache, live.target_cache.length, "cpu"), live.target_cache.length,
-            copy_rows(live.draft_cache, draft_length, "cpu"), draft_length,
+            list(live.tokens),
+            self.live_owner,
+            copy_rows(live.target_cache, live.target_cache.length, "cpu"),
+            live.target_cache.length,
+            copy_rows(live.draft_cache, draft_length, "cpu"),
+            draft_length,
         )
         if any(saved.covers(snapshot) for saved in self.saved):
             return
@@ -186,8 +194,12 @@ class ConversationCache:
         target_length = min(saved.target_length, shared, len(prompt_ids) - 1)
         write_rows(live.target_cache, saved.target_rows, target_length, self.target.device)
         if live.draft_cache is not None:
-            write_rows(live.draft_cache, saved.draft_rows, min(saved.draft_length, shared, len(prompt_ids) - 1),
-                       self.draft.device)
+            write_rows(
+                live.draft_cache,
+                saved.draft_rows,
+                min(saved.draft_length, shared, len(prompt_ids) - 1),
+                self.draft.device,
+            )
         live.tokens = list(saved.tokens[:shared])
         if target_length < saved.target_length:  # the request parts from it: keep it for a later return
             self.saved.append(saved)

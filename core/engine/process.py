@@ -31,16 +31,24 @@ IDLE_POLL_S = 0.5
 
 _ERROR_KINDS_BY_CLASS = {
     "ContextLengthError": ("context_length", "shorten the message or the system prompt, or start a new conversation"),
-    "GrammarError": ("invalid_setting", "the JSON schema (response_format, or a forced tool's parameters) uses "
-                     "something structured output cannot read: simplify it"),
+    "GrammarError": (
+        "invalid_setting",
+        "the JSON schema (response_format, or a forced tool's parameters) uses "
+        "something structured output cannot read: simplify it",
+    ),
     "InvalidSettingError": ("invalid_setting", "check the request's settings"),
     "ModelNotFoundError": ("model_not_found", "check the model path, or use 'builtin'"),
     # the most specific class first (error_event walks the exception's classes in order)
-    "UnsupportedFormatError": ("model_format", "download a GPTQ, AWQ or compressed-tensors W4A16 version of the "
-                               "model (or its 16-bit original): the message says which"),
+    "UnsupportedFormatError": (
+        "model_format",
+        "download a GPTQ, AWQ or compressed-tensors W4A16 version of the "
+        "model (or its 16-bit original): the message says which",
+    ),
     "DamagedModelError": ("model_format", "the model files are damaged or incomplete: download them again"),
-    "ModelFormatError": ("model_format", "check that the folder holds one complete model (config.json, tokenizer "
-                         "files, *.safetensors)"),
+    "ModelFormatError": (
+        "model_format",
+        "check that the folder holds one complete model (config.json, tokenizer files, *.safetensors)",
+    ),
     "UnsupportedArchitectureError": ("unsupported_architecture", "pick a Llama, Mistral or Qwen family model"),
     "TokenizerMismatchError": ("tokenizer_mismatch", "pick a draft from the same model family as the target"),
     "InsufficientMemoryError": ("insufficient_memory", "use a smaller model or offload more layers"),
@@ -55,7 +63,9 @@ def error_event(request_id: str | None, error: BaseException) -> P.Error:
             return P.Error(request_id, kind, str(error), hint)
     if type(error).__name__ == "OutOfMemoryError" or isinstance(error, MemoryError):
         return P.Error(
-            request_id, "out_of_memory", f"out of memory (even at the smallest tree budget): {error}",
+            request_id,
+            "out_of_memory",
+            f"out of memory (even at the smallest tree budget): {error}",
             "use a smaller model, a shorter conversation, or offload more layers",
         )
     where = "".join(traceback.format_exception_only(type(error), error)).strip()
@@ -65,8 +75,15 @@ def error_event(request_id: str | None, error: BaseException) -> P.Error:
 def auto_choice_event(request_id: str, choice: Any) -> P.AutoChoice:
     """The AutoChoice event for a core.decoding.autotune.chooser.Choice."""
     config = choice.config
-    return P.AutoChoice(request_id, config.method, config.budget, config.expand, choice.reason,
-                        choice.tokens_per_pass, choice.pass_seconds)
+    return P.AutoChoice(
+        request_id,
+        config.method,
+        config.budget,
+        config.expand,
+        choice.reason,
+        choice.tokens_per_pass,
+        choice.pass_seconds,
+    )
 
 
 def _is_user_error(error: BaseException) -> bool:
@@ -145,7 +162,11 @@ class Engine:
         try:
             request = P.decode_request(message)
         except P.ProtocolError as error:
-            self.emit(P.Error(None, "protocol", str(error), f"send messages of core.engine.protocol version {P.PROTOCOL_VERSION}"))
+            self.emit(
+                P.Error(
+                    None, "protocol", str(error), f"send messages of core.engine.protocol version {P.PROTOCOL_VERSION}"
+                )
+            )
             return
         except Exception as error:  # noqa: BLE001 - a message whose attributes blow up when read
             self.emit(P.Error(None, "protocol", f"malformed message: {error!r}", "send core.engine.protocol messages"))
@@ -166,8 +187,14 @@ class Engine:
             request.request_id == self.current
             or any(isinstance(q, P.Generate) and q.request_id == request.request_id for q in self.pending)
         ):
-            self.emit(P.Error(request.request_id, "busy", f"request id {request.request_id!r} is already queued or running",
-                              "use a new request id for each Generate"))
+            self.emit(
+                P.Error(
+                    request.request_id,
+                    "busy",
+                    f"request id {request.request_id!r} is already queued or running",
+                    "use a new request id for each Generate",
+                )
+            )
         elif isinstance(request, P.Generate):
             self.admit(request)
         else:
@@ -292,9 +319,16 @@ class Engine:
             progress()
             return progress, lambda done, all_bytes: progress(share=done / max(all_bytes, 1))
 
-        target, draft = load_pair(request.target, request.draft, offload=offload, dtype=request.dtype,
-                                  device=request.device, context_length=request.context_length,
-                                  tree_budget=tree_budget, progress_for=progress_for)
+        target, draft = load_pair(
+            request.target,
+            request.draft,
+            offload=offload,
+            dtype=request.dtype,
+            device=request.device,
+            context_length=request.context_length,
+            tree_budget=tree_budget,
+            progress_for=progress_for,
+        )
         self.session = ChatSession(target.lm, draft.lm if draft else None, target.tokenizer)
         self.emit(P.LoadProgress("Measuring this machine's speed", total, total, 1.0))
         self.session.tuner_for(request.max_depth)  # a second or two the first time, then read from the cache
@@ -309,7 +343,9 @@ class Engine:
             "device": str(target.lm.device),
             "dtype": str(target.lm.dtype).removeprefix("torch."),
             "max_context": self.session.context_limit,
-            "budget": request.budget if request.budget == "auto" else min(request.budget, self.budget_cap or request.budget),
+            "budget": request.budget
+            if request.budget == "auto"
+            else min(request.budget, self.budget_cap or request.budget),
             "max_depth": request.max_depth,
             "expand": request.expand,
             "offload": request.offload,
@@ -333,18 +369,29 @@ class Engine:
         self.announce_queue()
         prepared = self.prepared.pop(request.request_id, None)
         load = self.load_request
-        budget, auto_budget = resolve_budget(request.budget if request.budget is not None else load.budget, request.method)
+        budget, auto_budget = resolve_budget(
+            request.budget if request.budget is not None else load.budget, request.method
+        )
         if self.budget_cap is not None:
             budget = min(budget, self.budget_cap)
         params = SamplingParams(
-            temperature=request.temperature, top_p=request.top_p, top_k=request.top_k,
-            repetition_penalty=request.repetition_penalty, seed=request.seed,
-            presence_penalty=request.presence_penalty, frequency_penalty=request.frequency_penalty,
+            temperature=request.temperature,
+            top_p=request.top_p,
+            top_k=request.top_k,
+            repetition_penalty=request.repetition_penalty,
+            seed=request.seed,
+            presence_penalty=request.presence_penalty,
+            frequency_penalty=request.frequency_penalty,
         )
         settings = DecodingSettings(
             method=request.method,
-            tree=TreeSettings(budget=budget, max_depth=load.max_depth, expand=load.expand, draft_top_p=load.draft_top_p,
-                              overlap=self.session.draft is not None and overlap_wanted(self.session.draft.device)),
+            tree=TreeSettings(
+                budget=budget,
+                max_depth=load.max_depth,
+                expand=load.expand,
+                draft_top_p=load.draft_top_p,
+                overlap=self.session.draft is not None and overlap_wanted(self.session.draft.device),
+            ),
             max_new_tokens=request.max_new_tokens or self.session.context_limit,  # None: the context's end
             stop=tuple(request.stop),
             auto_budget=auto_budget,
@@ -354,8 +401,16 @@ class Engine:
         controls = self.output_controls(request, prepared.thinking, room)
         if prepared.dropped_messages:
             self.emit(P.ContextTrimmed(request.request_id, prepared.dropped_messages))
-        turn = self.session.turn(prepared.prompt_ids, params, settings, request.reuse_cache, self.fault_hook,
-                                 request.cache_owner, controls, prepared.thinking)
+        turn = self.session.turn(
+            prepared.prompt_ids,
+            params,
+            settings,
+            request.reuse_cache,
+            self.fault_hook,
+            request.cache_owner,
+            controls,
+            prepared.thinking,
+        )
         self.emit(P.PromptStarted(request.request_id, len(prepared.prompt_ids), turn.reused_prefix_tokens))
         reason = None
         shown = None  # the last AutoChoice sent
@@ -370,21 +425,26 @@ class Engine:
                         self.emit(auto_choice_event(request.request_id, shown))
                     self.emit_chunk(request.request_id, item, shown.config.budget)
                 else:
-                    self.emit_chunk(request.request_id, item, turn.settings.tree.budget if request.method != "sequential" else 0)
+                    self.emit_chunk(
+                        request.request_id, item, turn.settings.tree.budget if request.method != "sequential" else 0
+                    )
                 self.drain()
                 if self.cancel_current and turn.finish_reason is None:
                     reason = "cancelled"
                     break
         finally:
             turn.close()
-        self.emit(P.Finished(
-            request.request_id,
-            reason or turn.finish_reason or "length",
-            prompt_tokens=len(prepared.prompt_ids),
-            reused_prefix_tokens=turn.reused_prefix_tokens,
-            generated_tokens=len(turn.token_ids) - (turn.finish_reason == "eos"),  # the end of turn is no answer token
-            draft_reused_prefix_tokens=turn.draft_reused_prefix_tokens,
-        ))
+        self.emit(
+            P.Finished(
+                request.request_id,
+                reason or turn.finish_reason or "length",
+                prompt_tokens=len(prepared.prompt_ids),
+                reused_prefix_tokens=turn.reused_prefix_tokens,
+                generated_tokens=len(turn.token_ids)
+                - (turn.finish_reason == "eos"),  # the end of turn is no answer token
+                draft_reused_prefix_tokens=turn.draft_reused_prefix_tokens,
+            )
+        )
         if shown is not None and self.session.tuner is not None:  # a tuned answer: keep the speed it saw here
             from core.decoding.autotune.setup import record_expected_speed
 
@@ -406,8 +466,9 @@ class Engine:
         grammar = None
         if request.grammar_kind is not None or budget is not None:
             spec = GrammarSpec(request.grammar_kind, request.grammar_source) if request.grammar_kind else FREE_TEXT
-            grammar = GrammarConstraint(spec, self.session.tokenizer, target.vocab_size, tuple(target.eos_token_ids),
-                                        thinking, budget)
+            grammar = GrammarConstraint(
+                spec, self.session.tokenizer, target.vocab_size, tuple(target.eos_token_ids), thinking, budget
+            )
         return OutputControls(grammar, request.top_logprobs)
 
     def prepare(self, request: P.Generate) -> Any:
@@ -418,9 +479,13 @@ class Engine:
 
         # room kept for the answer when old turns are dropped (no max_new_tokens: a quarter of the context)
         room = request.max_new_tokens or min(1024, self.session.context_limit // 4)
-        return self.session.prepare([dict(m) for m in request.messages], room,
-                                    request.trim_context, tuple(request.tools),
-                                    check_template_kwargs(request.chat_template_kwargs))
+        return self.session.prepare(
+            [dict(m) for m in request.messages],
+            room,
+            request.trim_context,
+            tuple(request.tools),
+            check_template_kwargs(request.chat_template_kwargs),
+        )
 
     def logprob_entries(self, logprobs: Any, token_ids: list[int]) -> tuple[dict[str, Any], ...] | None:
         """TokenChunk.logprobs: each token's text and log-probability, with its alternatives'."""
@@ -433,9 +498,14 @@ class Engine:
 
         from core.decoding.methods.step import reported_logprob
 
-        return tuple({"token": text(token), "logprob": reported_logprob(entry.logprob),
-                      "top": [{"token": text(other), "logprob": reported_logprob(value)} for other, value in entry.top]}
-                     for token, entry in zip(token_ids, logprobs))
+        return tuple(
+            {
+                "token": text(token),
+                "logprob": reported_logprob(entry.logprob),
+                "top": [{"token": text(other), "logprob": reported_logprob(value)} for other, value in entry.top],
+            }
+            for token, entry in zip(token_ids, logprobs)
+        )
 
     def emit_chunk(self, request_id: str, chunk: Any, budget: int) -> None:
         stats = chunk.stats
@@ -443,12 +513,20 @@ class Engine:
         entries = self.logprob_entries(chunk.logprobs, chunk.token_ids)
         if entries and chunk.finish_reason == "eos":  # the end-of-turn token is not part of the answer
             entries = entries[:-1]
-        self.emit(P.TokenChunk(request_id, chunk.text, tuple(chunk.token_ids), time.monotonic(), entries,
-                               chunk.reasoning))
-        self.emit(P.PassStats(
-            request_id, stats.tokens, stats.tree_size, 1000 * stats.draft_seconds, 1000 * stats.target_seconds,
-            stats.tokens / seconds if seconds > 0 else 0.0, budget,
-        ))
+        self.emit(
+            P.TokenChunk(request_id, chunk.text, tuple(chunk.token_ids), time.monotonic(), entries, chunk.reasoning)
+        )
+        self.emit(
+            P.PassStats(
+                request_id,
+                stats.tokens,
+                stats.tree_size,
+                1000 * stats.draft_seconds,
+                1000 * stats.target_seconds,
+                stats.tokens / seconds if seconds > 0 else 0.0,
+                budget,
+            )
+        )
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -482,7 +560,9 @@ def _quiet_progress_bars() -> None:
     huggingface_hub.utils.disable_progress_bars()
 
 
-def engine_main(requests: Any, events: Any, parent_conn: Any, parent_pid: int, torch_threads: int | None = None) -> None:
+def engine_main(
+    requests: Any, events: Any, parent_conn: Any, parent_pid: int, torch_threads: int | None = None
+) -> None:
     """Entry point of the engine process (see the module docstring). torch_threads: CPU threads for torch
     (None: core.system.threads' default, physical cores minus one)."""
     if threading.current_thread() is threading.main_thread():

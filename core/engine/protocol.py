@@ -343,8 +343,18 @@ REQUEST_TYPES: dict[str, type[Request]] = {
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.__name__: cls
     for cls in (
-        EngineStarted, LoadProgress, StatusReport, Queued, PromptStarted, TokenChunk, PassStats, AutoChoice, ContextTrimmed,
-        BudgetReduced, Finished, Error,
+        EngineStarted,
+        LoadProgress,
+        StatusReport,
+        Queued,
+        PromptStarted,
+        TokenChunk,
+        PassStats,
+        AutoChoice,
+        ContextTrimmed,
+        BudgetReduced,
+        Finished,
+        Error,
     )
 }
 
@@ -396,9 +406,7 @@ def validate(message: object, allowed: dict[str, type] | None = None) -> _Messag
     allowed = REQUEST_TYPES if allowed is None else allowed
     cls = type(message)
     if allowed.get(cls.__name__) is not cls:
-        raise ProtocolError(
-            f"unknown message type {cls.__name__!r}; expected one of {', '.join(allowed)}"
-        )
+        raise ProtocolError(f"unknown message type {cls.__name__!r}; expected one of {', '.join(allowed)}")
     version = getattr(message, "version", None)
     if version != PROTOCOL_VERSION:
         raise ProtocolError(
@@ -421,7 +429,9 @@ def validate(message: object, allowed: dict[str, type] | None = None) -> _Messag
         if not message.request_id:
             raise ProtocolError("Generate.request_id is empty")
         if message.grammar_kind not in (None, *typing.get_args(GrammarKind)):
-            raise ProtocolError(f"Generate.grammar_kind must be one of {', '.join(typing.get_args(GrammarKind))} or null")
+            raise ProtocolError(
+                f"Generate.grammar_kind must be one of {', '.join(typing.get_args(GrammarKind))} or null"
+            )
         if message.top_logprobs is not None and not 0 <= message.top_logprobs <= MAX_TOP_LOGPROBS:
             raise ProtocolError(f"Generate.top_logprobs must be between 0 and {MAX_TOP_LOGPROBS}")
         if message.thinking_token_budget is not None and message.thinking_token_budget < 0:
@@ -433,7 +443,9 @@ def from_dict(data: object, allowed: dict[str, type] | None = None) -> _Message:
     """Build and validate a message from a dict {"type": "Generate", ...fields} (JSON-friendly form)."""
     allowed = REQUEST_TYPES if allowed is None else allowed
     if not isinstance(data, dict) or not isinstance(data.get("type"), str):
-        raise ProtocolError(f"not a message: expected a message object or a dict with a 'type', got {type(data).__name__}")
+        raise ProtocolError(
+            f"not a message: expected a message object or a dict with a 'type', got {type(data).__name__}"
+        )
     cls = allowed.get(data["type"])
     if cls is None:
         raise ProtocolError(f"unknown message type {data['type']!r}; expected one of {', '.join(allowed)}")

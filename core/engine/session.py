@@ -60,8 +60,13 @@ def out_of_memory_errors() -> tuple[type[BaseException], ...]:
 
 
 def fit_conversation(
-    tokenizer: PreTrainedTokenizerBase, messages: list[Message], context_limit: int, max_new_tokens: int,
-    trim: bool = True, tools: tuple[Tool, ...] = (), template_kwargs: dict | None = None,
+    tokenizer: PreTrainedTokenizerBase,
+    messages: list[Message],
+    context_limit: int,
+    max_new_tokens: int,
+    trim: bool = True,
+    tools: tuple[Tool, ...] = (),
+    template_kwargs: dict | None = None,
 ) -> PreparedPrompt:
     """Render `messages` (and `tools`, and the `template_kwargs` the template reads); while prompt +
     max_new_tokens exceeds the context, drop the oldest turn.
@@ -80,7 +85,9 @@ def fit_conversation(
     head, body = messages[:system], messages[system:]
     dropped = 0
     while True:
-        ids = encode_prompt(tokenizer, Prompt(messages=tuple(head + body), tools=tools, template_kwargs=template_kwargs or {}))
+        ids = encode_prompt(
+            tokenizer, Prompt(messages=tuple(head + body), tools=tools, template_kwargs=template_kwargs or {})
+        )
         if len(ids) + max_new_tokens <= context_limit or len(body) <= 1 or not trim:
             break
         cut = 1  # drop the oldest message and the replies after it, up to the next user message
@@ -101,11 +108,18 @@ def fit_conversation(
     return PreparedPrompt(ids, dropped, thinking_format(tokenizer, head + body, **variables))
 
 
-def _prompt_parts(tokenizer: PreTrainedTokenizerBase, head: list[Message], body: list[Message],
-                  tools: tuple[Tool, ...], template_kwargs: dict, total: int) -> str:
+def _prompt_parts(
+    tokenizer: PreTrainedTokenizerBase,
+    head: list[Message],
+    body: list[Message],
+    tools: tuple[Tool, ...],
+    template_kwargs: dict,
+    total: int,
+) -> str:
     """Where a prompt's tokens go, largest first ("the tools' definitions about 3,900, the messages 120"), so a
     prompt too long for the context names what to cut: the tools, the system messages (a Responses request's
     `instructions`), or the conversation. Only for the error: it renders the prompt twice more."""
+
     def length(messages: list[Message], with_tools: bool) -> int:
         prompt = Prompt(messages=tuple(messages), tools=tools if with_tools else (), template_kwargs=template_kwargs)
         return len(encode_prompt(tokenizer, prompt))
@@ -126,9 +140,7 @@ def fit_text(tokenizer: PreTrainedTokenizerBase, text: str, context_limit: int) 
     """Token ids of a plain-text prompt (no chat template); ContextLengthError when it fills the context."""
     ids = encode_prompt(tokenizer, Prompt(text=text))
     if len(ids) >= context_limit:
-        raise ContextLengthError(
-            f"the prompt is {len(ids)} tokens, but the model's context window is {context_limit}"
-        )
+        raise ContextLengthError(f"the prompt is {len(ids)} tokens, but the model's context window is {context_limit}")
     return PreparedPrompt(ids, 0)
 
 
@@ -171,10 +183,17 @@ class ChatSession:
         """Forget the live conversation (its caches may be half-written); the saved ones stay."""
         self.conversations.drop_live()
 
-    def prepare(self, messages: list[Message], max_new_tokens: int, trim: bool = True,
-                tools: tuple[Tool, ...] = (), template_kwargs: dict | None = None) -> PreparedPrompt:
-        return fit_conversation(self.tokenizer, messages, self.context_limit, max_new_tokens, trim, tools,
-                                template_kwargs)
+    def prepare(
+        self,
+        messages: list[Message],
+        max_new_tokens: int,
+        trim: bool = True,
+        tools: tuple[Tool, ...] = (),
+        template_kwargs: dict | None = None,
+    ) -> PreparedPrompt:
+        return fit_conversation(
+            self.tokenizer, messages, self.context_limit, max_new_tokens, trim, tools, template_kwargs
+        )
 
     def prepare_text(self, text: str) -> PreparedPrompt:
         return fit_text(self.tokenizer, text, self.context_limit)
@@ -274,7 +293,10 @@ class Turn:
                     if chunk.finish_reason is not None:
                         self.finish_reason = chunk.finish_reason
                     yield chunk
-                    committed = (state.target_cache.length, state.draft_cache.length if state.draft_cache is not None else 0)
+                    committed = (
+                        state.target_cache.length,
+                        state.draft_cache.length if state.draft_cache is not None else 0,
+                    )
                 return
             except out_of_memory_errors():
                 # stream_generate's cleanup cut the tokens back to prompt + emitted; make both caches consistent
@@ -288,7 +310,9 @@ class Turn:
                     raise
                 if torch.cuda.is_available():
                     torch.cuda.empty_cache()
-                settings = dataclasses.replace(settings, tree=dataclasses.replace(settings.tree, budget=max(1, old // 2)))
+                settings = dataclasses.replace(
+                    settings, tree=dataclasses.replace(settings.tree, budget=max(1, old // 2))
+                )
                 self.settings = settings
                 carry += self._held_back_text("".join(released) + carry)
                 yield BudgetCut(old, settings.tree.budget)
@@ -301,7 +325,7 @@ class Turn:
         that straddles the out-of-memory retry is not recognised (a rare case, documented)."""
         detok = IncrementalDetokenizer(self.session.tokenizer, self.prompt_ids)
         full = "".join(detok.push(token) for token in self.token_ids)
-        return full[len(released):] if full.startswith(released) else ""
+        return full[len(released) :] if full.startswith(released) else ""
 
     def _install_fault_seam(self):
         """Test seam: call `fault_hook` before the middle decoder layer of every target forward, so an

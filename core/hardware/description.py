@@ -17,7 +17,6 @@ from core.errors import HardwareDescriptionError
 from core.system.env import HW_FIXTURE_ENV
 
 
-
 @dataclass(frozen=True)
 class PcieLink:
     """Generation and lane width, now and at most. GPUs drop the link to Gen1 when idle, so `*_max` (the
@@ -85,9 +84,13 @@ class HardwareDescription:
         try:
             gpus = tuple(GpuInfo(**_gpu_fields(gpu)) for gpu in data.get("gpus", []))
             return cls(
-                cpu=CpuInfo(**data["cpu"]), ram=RamInfo(**data["ram"]), gpus=gpus,
-                gpu_note=str(data.get("gpu_note", "")), platform=dict(data.get("platform", {})),
-                disk=DiskInfo(**data["disk"]), source=source,
+                cpu=CpuInfo(**data["cpu"]),
+                ram=RamInfo(**data["ram"]),
+                gpus=gpus,
+                gpu_note=str(data.get("gpu_note", "")),
+                platform=dict(data.get("platform", {})),
+                disk=DiskInfo(**data["disk"]),
+                source=source,
             )
         except (KeyError, TypeError, AttributeError, ValueError) as error:
             raise HardwareDescriptionError(f"the hardware description ({source}) is malformed: {error!r}") from error

@@ -22,6 +22,12 @@ def h2d_rate(gpu: GpuInfo) -> tuple[float, str]:
     width = gpu.pcie.width_max or gpu.pcie.width_current
     if gen in X16_RATE and width:
         rate = X16_RATE[gen] * width / 16
-        return rate, f"estimate for PCIe Gen{gen} x{width}: ~{rate / 1e9:.0f} GB/s (run `specexec hw --measure` to measure)"
+        return (
+            rate,
+            f"estimate for PCIe Gen{gen} x{width}: ~{rate / 1e9:.0f} GB/s (run `specexec hw --measure` to measure)",
+        )
     rate = X16_RATE[ASSUMED_GEN] * ASSUMED_WIDTH / 16
-    return rate, f"estimate: the PCIe link is unknown, Gen{ASSUMED_GEN} x{ASSUMED_WIDTH} assumed (~{rate / 1e9:.0f} GB/s)"
+    return (
+        rate,
+        f"estimate: the PCIe link is unknown, Gen{ASSUMED_GEN} x{ASSUMED_WIDTH} assumed (~{rate / 1e9:.0f} GB/s)",
+    )

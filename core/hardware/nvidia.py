@@ -34,6 +34,7 @@ def read_nvidia_gpus(nvml: Any = None) -> tuple[list[GpuInfo], str | None]:
         log.info("NVML is not available: %s", error)
         return [], "no NVIDIA driver was found"
     try:
+
         def field(call: Callable[..., T], *args: Any) -> T | None:
             try:
                 return call(*args)
@@ -49,21 +50,23 @@ def read_nvidia_gpus(nvml: Any = None) -> tuple[list[GpuInfo], str | None]:
             handle = nvml.nvmlDeviceGetHandleByIndex(index)
             memory = nvml.nvmlDeviceGetMemoryInfo(handle)
             capability = field(nvml.nvmlDeviceGetCudaComputeCapability, handle)
-            gpus.append(GpuInfo(
-                index=index,
-                name=_text(nvml.nvmlDeviceGetName(handle)),
-                vram_total_bytes=int(memory.total),
-                vram_free_bytes=int(memory.free),
-                driver_version=_text(driver) if driver is not None else None,
-                cuda_version=f"{cuda // 1000}.{cuda % 1000 // 10}" if cuda else None,
-                compute_capability=f"{capability[0]}.{capability[1]}" if capability else None,
-                pcie=PcieLink(
-                    gen_current=field(nvml.nvmlDeviceGetCurrPcieLinkGeneration, handle),
-                    gen_max=field(nvml.nvmlDeviceGetMaxPcieLinkGeneration, handle),
-                    width_current=field(nvml.nvmlDeviceGetCurrPcieLinkWidth, handle),
-                    width_max=field(nvml.nvmlDeviceGetMaxPcieLinkWidth, handle),
-                ),
-            ))
+            gpus.append(
+                GpuInfo(
+                    index=index,
+                    name=_text(nvml.nvmlDeviceGetName(handle)),
+                    vram_total_bytes=int(memory.total),
+                    vram_free_bytes=int(memory.free),
+                    driver_version=_text(driver) if driver is not None else None,
+                    cuda_version=f"{cuda // 1000}.{cuda % 1000 // 10}" if cuda else None,
+                    compute_capability=f"{capability[0]}.{capability[1]}" if capability else None,
+                    pcie=PcieLink(
+                        gen_current=field(nvml.nvmlDeviceGetCurrPcieLinkGeneration, handle),
+                        gen_max=field(nvml.nvmlDeviceGetMaxPcieLinkGeneration, handle),
+                        width_current=field(nvml.nvmlDeviceGetCurrPcieLinkWidth, handle),
+                        width_max=field(nvml.nvmlDeviceGetMaxPcieLinkWidth, handle),
+                    ),
+                )
+            )
         return gpus, (None if gpus else "the NVIDIA driver reports no GPU")
     finally:
         try:

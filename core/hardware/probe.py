@@ -47,18 +47,32 @@ def probe_hardware(measure: bool = False) -> HardwareDescription:
         from core.hardware.draft_rate import measure_draft_kernels
         from core.hardware.h2d import measure_h2d
 
-        gpus = [replace(gpu, h2d_bytes_per_second=measure_h2d(gpu.index),
-                        draft_kernel_bytes_per_second=measure_draft_kernels(gpu.index)) for gpu in gpus]
+        gpus = [
+            replace(
+                gpu,
+                h2d_bytes_per_second=measure_h2d(gpu.index),
+                draft_kernel_bytes_per_second=measure_draft_kernels(gpu.index),
+            )
+            for gpu in gpus
+        ]
     memory = psutil.virtual_memory()
     return HardwareDescription(
-        cpu=CpuInfo(model=cpu_model(), physical_cores=psutil.cpu_count(logical=False),
-                    logical_cores=psutil.cpu_count(logical=True)),
+        cpu=CpuInfo(
+            model=cpu_model(),
+            physical_cores=psutil.cpu_count(logical=False),
+            logical_cores=psutil.cpu_count(logical=True),
+        ),
         ram=RamInfo(total_bytes=int(memory.total), available_bytes=int(memory.available)),
         gpus=tuple(gpus),
         gpu_note=gpu_note(gpus, missing),
-        platform={"system": platform.system(), "release": platform.release(), "machine": platform.machine(),
-                  "python": platform.python_version(), "wsl": "yes" if running_under_wsl() else "no",
-                  "triton": triton_version()},
+        platform={
+            "system": platform.system(),
+            "release": platform.release(),
+            "machine": platform.machine(),
+            "python": platform.python_version(),
+            "wsl": "yes" if running_under_wsl() else "no",
+            "triton": triton_version(),
+        },
         disk=disk_at(models_dir()),
     )
 
@@ -110,7 +124,9 @@ def cpu_model() -> str:
             pass
     elif system == "Darwin":
         try:
-            out = subprocess.run(["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True, text=True, timeout=5)
+            out = subprocess.run(
+                ["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True, text=True, timeout=5
+            )
             if out.returncode == 0 and out.stdout.strip():
                 return out.stdout.strip()
         except (OSError, subprocess.SubprocessError):

@@ -18,21 +18,31 @@ def describe_lines(hw: HardwareDescription) -> list[str]:
         f"GPU:       {hw.gpu_note}",
     ]
     for gpu in hw.gpus:
-        details = ", ".join(part for part in (
-            f"compute {gpu.compute_capability}" if gpu.compute_capability else "",
-            f"driver {gpu.driver_version}" if gpu.driver_version else "",
-            f"CUDA {gpu.cuda_version}" if gpu.cuda_version else "",
-        ) if part)
+        details = ", ".join(
+            part
+            for part in (
+                f"compute {gpu.compute_capability}" if gpu.compute_capability else "",
+                f"driver {gpu.driver_version}" if gpu.driver_version else "",
+                f"CUDA {gpu.cuda_version}" if gpu.cuda_version else "",
+            )
+            if part
+        )
         link = gpu.pcie
-        lines.append(f"  GPU {gpu.index}:   {gpu.name}, {gpu.vram_total_bytes / GIB:.1f} GB "
-                     f"({gpu.vram_free_bytes / GIB:.1f} GB free){', ' + details if details else ''}")
-        lines.append(f"           PCIe Gen{link.gen_max or '?'} x{link.width_max or '?'} at most "
-                     f"(now Gen{link.gen_current or '?'} x{link.width_current or '?'}); host to GPU: {h2d_rate(gpu)[1]}")
+        lines.append(
+            f"  GPU {gpu.index}:   {gpu.name}, {gpu.vram_total_bytes / GIB:.1f} GB "
+            f"({gpu.vram_free_bytes / GIB:.1f} GB free){', ' + details if details else ''}"
+        )
+        lines.append(
+            f"           PCIe Gen{link.gen_max or '?'} x{link.width_max or '?'} at most "
+            f"(now Gen{link.gen_current or '?'} x{link.width_current or '?'}); host to GPU: {h2d_rate(gpu)[1]}"
+        )
     free = "unknown" if hw.disk.free_bytes is None else f"{hw.disk.free_bytes / GIB:.1f} GB"
     lines.append(f"Disk:      {free} free at {hw.disk.path}")
     system = hw.platform
-    lines.append(f"System:    {system.get('system', '?')} {system.get('release', '')} {system.get('machine', '')}, "
-                 f"Python {system.get('python', '?')}")
+    lines.append(
+        f"System:    {system.get('system', '?')} {system.get('release', '')} {system.get('machine', '')}, "
+        f"Python {system.get('python', '?')}"
+    )
     if hw.source != "probe":
         lines.append(f"(read from {hw.source.removeprefix('fixture ')}, not probed)")
     return lines

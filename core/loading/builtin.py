@@ -106,8 +106,9 @@ def is_complete(folder: Path) -> bool:
     return (folder / MARKER).is_file() and (folder / "config.json").is_file() and any(folder.glob("*.safetensors"))
 
 
-def ensure_converted(progress: Callable[[str], None] | None = None,
-                     weight_progress: WeightProgress | None = None) -> Path:
+def ensure_converted(
+    progress: Callable[[str], None] | None = None, weight_progress: WeightProgress | None = None
+) -> Path:
     """The converted built-in folder, converting the GGUF first if there is no complete one yet
     (`weight_progress` gets (bytes dequantised, bytes in all) meanwhile)."""
     report = progress or (lambda _message: None)
@@ -168,11 +169,13 @@ def _remove_stale_temp_folders(parent: Path) -> None:
             pass
 
 
-def convert_gguf_to_folder(source: Path, out: Path, progress: Callable[[str], None],
-                           weight_progress: WeightProgress | None = None) -> None:
+def convert_gguf_to_folder(
+    source: Path, out: Path, progress: Callable[[str], None], weight_progress: WeightProgress | None = None
+) -> None:
     """Dequantise the GGUF into float32 and save an HF folder (safetensors, tokenizer, generation config)."""
-    model, tokenizer = load_gguf_components(source, BUILTIN, torch.float32, torch.device("cpu"), progress,
-                                            weight_progress)
+    model, tokenizer = load_gguf_components(
+        source, BUILTIN, torch.float32, torch.device("cpu"), progress, weight_progress
+    )
     progress("Saving the converted built-in model")
     # Float32 keeps the dequantised GGUF values exactly (Q4_1 blocks are d * q + m in float32).
     model.save_pretrained(out)
@@ -192,8 +195,13 @@ def convert_gguf_to_folder(source: Path, out: Path, progress: Callable[[str], No
     )
 
 
-def load_builtin(spec: str, dtype: torch.dtype, device: torch.device, progress: Callable[[str], None] | None = None,
-                 weight_progress: WeightProgress | None = None) -> LoadedModel:
+def load_builtin(
+    spec: str,
+    dtype: torch.dtype,
+    device: torch.device,
+    progress: Callable[[str], None] | None = None,
+    weight_progress: WeightProgress | None = None,
+) -> LoadedModel:
     """'builtin' or 'builtin-draft' as a LoadedModel (see core.loading.load.load_model); `weight_progress` moves
     while the GGUF is dequantised on the first start (later starts read the converted folder at once)."""
     from core.loading.rtn_quant import quantize_decoder_linears

@@ -25,7 +25,7 @@ BUILTIN_CHAT_TEMPLATE = (
     " + 'The functions you can call are listed in <tools></tools> tags:\\n<tools>' }}"
     "{%- for tool in tools %}{{- '\\n' + (tool | tojson) }}{%- endfor %}"
     "{{- '\\n</tools>\\n\\nTo call a function, write its name and arguments as a JSON object inside '"
-    " + '<tool_call></tool_call> tags:\\n<tool_call>\\n{\"name\": <function name>, \"arguments\": '"
+    ' + \'<tool_call></tool_call> tags:\\n<tool_call>\\n{"name": <function name>, "arguments": \''
     " + '<arguments as a JSON object>}\\n</tool_call>' }}"
     "{%- endif %}"
     "{{- '<|im_end|>\\n' }}"

@@ -69,8 +69,10 @@ def resolve_device(device: str) -> torch.device:
             f"unknown device '{device}': use one of {', '.join(DEVICE_CHOICES)} (or cuda:N for a specific GPU)"
         )
     if not torch.cuda.is_available():
-        build = "this PyTorch build has no CUDA support" if torch.version.cuda is None else (
-            "no CUDA GPU is visible (check the NVIDIA driver and CUDA_VISIBLE_DEVICES)"
+        build = (
+            "this PyTorch build has no CUDA support"
+            if torch.version.cuda is None
+            else ("no CUDA GPU is visible (check the NVIDIA driver and CUDA_VISIBLE_DEVICES)")
         )
         raise InvalidSettingError(
             f"device '{device}' was asked for, but {build}; use device 'cpu' (or 'auto' to pick the GPU only "
@@ -83,8 +85,9 @@ def resolve_device(device: str) -> torch.device:
     return torch.device("cuda", index)
 
 
-def auto_dtype(device: torch.device, checkpoint_dtype: str | None, gptq: bool,
-               scale_dtype: str | None = None) -> torch.dtype:
+def auto_dtype(
+    device: torch.device, checkpoint_dtype: str | None, gptq: bool, scale_dtype: str | None = None
+) -> torch.dtype:
     """The compute dtype 'auto' picks for a model folder.
 
     CPU: float32. GPU: for a 4-bit model (`gptq`: GPTQ, AWQ or compressed-tensors) the dtype of its scales:
@@ -205,13 +208,15 @@ def _load(spec, dtype, device, progress, offload, weight_progress, context_lengt
         return load_hf_folder(path, name, torch_dtype, torch_device, report)
     settings = offload or OffloadSettings(tree_budget=tree_budget or OffloadSettings.tree_budget)
     if should_offload(path, settings, torch_device):
-        return load_offloaded_folder(path, name, torch_dtype, torch_device, settings, report, weight_progress,
-                                     context_length)
+        return load_offloaded_folder(
+            path, name, torch_dtype, torch_device, settings, report, weight_progress, context_length
+        )
     return load_hf_folder(path, name, torch_dtype, torch_device, report)
 
 
-def _load_gptq_on_device(folder: Path, name: str, dtype: torch.dtype, device: torch.device, report: Progress,
-                         context_length: int | None) -> LoadedModel:
+def _load_gptq_on_device(
+    folder: Path, name: str, dtype: torch.dtype, device: torch.device, report: Progress, context_length: int | None
+) -> LoadedModel:
     """A 4-bit draft (GPTQ, AWQ, compressed-tensors) with every weight on `device` (no streaming) and its
     tokenizer."""
     from core.offload.loader import load_on_device
@@ -255,8 +260,7 @@ def _folder_or_gguf(folder: Path, name: str) -> tuple[str, Path, str]:
     if len(ggufs) > 1:
         listed = ", ".join(p.name for p in ggufs[:6])
         raise ModelFormatError(
-            f"folder {folder} has no config.json and several .gguf files ({listed}): pass the path of the one "
-            "to load"
+            f"folder {folder} has no config.json and several .gguf files ({listed}): pass the path of the one to load"
         )
     return "folder", folder, name  # load_hf_folder reports the missing config.json
 

@@ -65,8 +65,11 @@ class OffloadSettings:
         graphs = 0
         if capture_enabled(draft.device):
             graphs = planned_graph_bytes(draft.config, draft.dtype, search_width(self.tree_budget), draft.kv_rows)
-        return dataclasses.replace(self, draft_kv_bytes=config_kv_bytes(draft.config, draft.kv_rows, draft.dtype.itemsize),
-                                   draft_graph_bytes=graphs)
+        return dataclasses.replace(
+            self,
+            draft_kv_bytes=config_kv_bytes(draft.config, draft.kv_rows, draft.dtype.itemsize),
+            draft_graph_bytes=graphs,
+        )
 
 
 def parse_resident_layers(text: str) -> int | str:
@@ -94,10 +97,16 @@ def should_offload(folder: Path, settings: OffloadSettings, device: torch.device
     return _weight_bytes(folder) > _AUTO_FIT_SHARE * free
 
 
-def load_offloaded_folder(folder: Path, name: str, dtype: torch.dtype, device: torch.device,
-                          settings: OffloadSettings, report: Callable[[str], None],
-                          weight_progress: Callable[[int, int], None] | None = None,
-                          context_length: int | None = None):
+def load_offloaded_folder(
+    folder: Path,
+    name: str,
+    dtype: torch.dtype,
+    device: torch.device,
+    settings: OffloadSettings,
+    report: Callable[[str], None],
+    weight_progress: Callable[[int, int], None] | None = None,
+    context_length: int | None = None,
+):
     """Load `folder` as an OffloadedLM (GPTQ with `off` keeps every layer resident: nothing streams).
 
     `report` gets a sentence every 10% of the weights; `weight_progress` (bytes read, bytes in all) every 1%.
@@ -124,9 +133,18 @@ def load_offloaded_folder(folder: Path, name: str, dtype: torch.dtype, device: t
             weight_progress(done, total)
 
     tokenizer = load_tokenizer(name, folder)
-    lm = load_offloaded(str(folder), str(device), dtype, budget, resident, bytes_progress,
-                        tree_budget=settings.tree_budget, context_length=context_length,
-                        draft_kv_bytes=settings.draft_kv_bytes, draft_graph_bytes=settings.draft_graph_bytes)
+    lm = load_offloaded(
+        str(folder),
+        str(device),
+        dtype,
+        budget,
+        resident,
+        bytes_progress,
+        tree_budget=settings.tree_budget,
+        context_length=context_length,
+        draft_kv_bytes=settings.draft_kv_bytes,
+        draft_graph_bytes=settings.draft_graph_bytes,
+    )
     lm.name = name
     lm.eos_token_ids = eos_token_ids(lm.model, tokenizer)
     report(lm.report.summary())

@@ -18,9 +18,17 @@ from core.modeling.model_files import Progress, WeightProgress
 ProgressFor = Callable[[str, str], tuple[Progress | None, WeightProgress | None]]
 
 
-def load_pair(target: str, draft: str | None, *, offload: OffloadSettings, dtype: str = "auto",
-              device: str = "auto", context_length: int | None = None, tree_budget: int | None = None,
-              progress_for: ProgressFor | None = None) -> tuple[LoadedModel, LoadedModel | None]:
+def load_pair(
+    target: str,
+    draft: str | None,
+    *,
+    offload: OffloadSettings,
+    dtype: str = "auto",
+    device: str = "auto",
+    context_length: int | None = None,
+    tree_budget: int | None = None,
+    progress_for: ProgressFor | None = None,
+) -> tuple[LoadedModel, LoadedModel | None]:
     """Load `draft` (when given) and then `target`, both planned for `context_length` and `tree_budget`
     (load_model's meaning); `offload` is the target's offloading settings.
 
@@ -33,8 +41,17 @@ def load_pair(target: str, draft: str | None, *, offload: OffloadSettings, dtype
 
     def load(role: str, spec: str, offload_settings: OffloadSettings | None) -> LoadedModel:
         progress, weight_progress = progress_for(role, spec) if progress_for is not None else (None, None)
-        return load_model(spec, dtype=dtype, device=device, progress=progress, weight_progress=weight_progress,
-                          offload=offload_settings, context_length=context_length, tree_budget=tree_budget, role=role)
+        return load_model(
+            spec,
+            dtype=dtype,
+            device=device,
+            progress=progress,
+            weight_progress=weight_progress,
+            offload=offload_settings,
+            context_length=context_length,
+            tree_budget=tree_budget,
+            role=role,
+        )
 
     draft_model = load("draft", draft, None) if draft is not None else None
     target_model = load("target", target, offload.with_draft(draft_model.lm if draft_model is not None else None))

@@ -72,6 +72,7 @@ def quantize_decoder_linears(model: nn.Module, bits: int = 4, group_size: int = 
 
 # --- real GPTQ checkpoints ---------------------------------------------------------------------------------
 
+
 def gptq_rtn_tensors(weight: torch.Tensor, bits: int = 4, group_size: int = 128) -> dict[str, torch.Tensor]:
     """The GPTQ checkpoint tensors of one `[out_features, in_features]` linear, rounded to nearest: the
     symmetric scheme GPTQ checkpoints use (sym=True, v1 format, no act-order), without GPTQ's error feedback.
@@ -88,8 +89,9 @@ def gptq_rtn_tensors(weight: torch.Tensor, bits: int = 4, group_size: int = 128)
     size = in_features if group_size == -1 else group_size
     per = GPTQSettings(bits, group_size).block_values
     if in_features % size or in_features % per or out_features % per:
-        raise ValueError(f"a {out_features} x {in_features} weight does not split into groups of {size} and "
-                         f"{bits}-bit words")
+        raise ValueError(
+            f"a {out_features} x {in_features} weight does not split into groups of {size} and {bits}-bit words"
+        )
     levels, zero = 2**bits - 1, 2 ** (bits - 1)
     groups = weight.detach().double().T.reshape(in_features // size, size, out_features)  # [G, size, N]
     peak = groups.abs().amax(dim=1)  # [G, N]
@@ -104,8 +106,9 @@ def gptq_rtn_tensors(weight: torch.Tensor, bits: int = 4, group_size: int = 128)
     }
 
 
-def save_gptq_checkpoint(model: nn.Module, folder, bits: int = 4, group_size: int = 128,
-                         dtype: torch.dtype = torch.float16) -> int:
+def save_gptq_checkpoint(
+    model: nn.Module, folder, bits: int = 4, group_size: int = 128, dtype: torch.dtype = torch.float16
+) -> int:
     """Write a transformers causal LM as a GPTQ model folder (config.json with its quantization_config,
     model.safetensors): every nn.Linear of the decoder layers through `gptq_rtn_tensors`, the other weights
     (embeddings, norms, lm_head) in `dtype`. A tokenizer is the caller's to save. Returns the linears
@@ -116,20 +119,29 @@ def save_gptq_checkpoint(model: nn.Module, folder, bits: int = 4, group_size: in
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    quantised = {f"model.layers.{name}" for name, module in model.model.layers.named_modules()
-                 if isinstance(module, nn.Linear)}
+    quantised = {
+        f"model.layers.{name}" for name, module in model.model.layers.named_modules() if isinstance(module, nn.Linear)
+    }
     tensors: dict[str, torch.Tensor] = {}
     for name, module in model.named_modules():
         if name in quantised:
-            tensors.update({f"{name}.{part}": value for part, value in gptq_rtn_tensors(module.weight, bits, group_size).items()})
+            tensors.update(
+                {f"{name}.{part}": value for part, value in gptq_rtn_tensors(module.weight, bits, group_size).items()}
+            )
             if module.bias is not None:
                 tensors[f"{name}.bias"] = module.bias.detach().half().contiguous()
     for name, parameter in model.named_parameters():
         if name.rpartition(".")[0] not in quantised:
             tensors[name] = parameter.detach().to(dtype).contiguous()
     config = model.config.to_dict()
-    config["quantization_config"] = {"quant_method": "gptq", "bits": bits, "group_size": group_size,
-                                     "desc_act": False, "sym": True, "checkpoint_format": "gptq"}
+    config["quantization_config"] = {
+        "quant_method": "gptq",
+        "bits": bits,
+        "group_size": group_size,
+        "desc_act": False,
+        "sym": True,
+        "checkpoint_format": "gptq",
+    }
     config["torch_dtype"] = str(dtype).removeprefix("torch.")
     (folder / "config.json").write_text(json.dumps(config, indent=2))
     save_file(tensors, str(folder / "model.safetensors"))

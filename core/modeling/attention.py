@@ -34,23 +34,39 @@ from core.system.env import ATTENTION_FIX_ENV
 GROUPED_SDPA = "specexec_grouped_sdpa"
 
 
-def grouped_sdpa_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                           attention_mask: torch.Tensor | None, dropout: float = 0.0, scaling: float | None = None,
-                           is_causal: bool | None = None, **kwargs) -> tuple[torch.Tensor, None]:
+def grouped_sdpa_attention(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    dropout: float = 0.0,
+    scaling: float | None = None,
+    is_causal: bool | None = None,
+    **kwargs,
+) -> tuple[torch.Tensor, None]:
     """An AttentionInterface function: query [b, heads, n, d], key/value [b, kv_heads, cols, d], an additive
     or boolean mask [b or 1, 1, n, cols]. Returns the output [b, n, heads, d], as transformers' sdpa does."""
     batch, heads, rows, dim = query.shape
     kv_heads = key.shape[1]
     groups = heads // kv_heads
-    plain = (groups == 1 or rows == 1 or attention_mask is None or attention_mask.shape[1] != 1
-             or kwargs.get("position_bias") is not None or rows >= 2 * kv_heads * dim)
+    plain = (
+        groups == 1
+        or rows == 1
+        or attention_mask is None
+        or attention_mask.shape[1] != 1
+        or kwargs.get("position_bias") is not None
+        or rows >= 2 * kv_heads * dim
+    )
     if plain:
-        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
-                                      is_causal=is_causal, **kwargs)
+        return sdpa_attention_forward(
+            module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, is_causal=is_causal, **kwargs
+        )
     stacked = query.reshape(batch, kv_heads, groups * rows, dim)  # row g * n + i: query head kv * groups + g, token i
     mask = attention_mask.repeat(1, 1, groups, 1)
-    out = torch.nn.functional.scaled_dot_product_attention(stacked, key, value, attn_mask=mask, dropout_p=dropout,
-                                                           scale=scaling)
+    out = torch.nn.functional.scaled_dot_product_attention(
+        stacked, key, value, attn_mask=mask, dropout_p=dropout, scale=scaling
+    )
     return out.reshape(batch, heads, rows, dim).transpose(1, 2).contiguous(), None
 
 

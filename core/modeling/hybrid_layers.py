@@ -19,20 +19,39 @@ from core.errors import UnsupportedArchitectureError
 
 # config.json layer kinds that carry a recurrent state, in words for people
 RECURRENT_KINDS = {
-    "linear_attention": "linear-attention (Gated DeltaNet)", "mamba": "Mamba", "mamba2": "Mamba-2",
-    "conv": "short-convolution", "recurrent": "recurrent", "ssm": "state-space", "rwkv": "RWKV",
-    "deltanet": "DeltaNet", "gated_deltanet": "Gated DeltaNet",
+    "linear_attention": "linear-attention (Gated DeltaNet)",
+    "mamba": "Mamba",
+    "mamba2": "Mamba-2",
+    "conv": "short-convolution",
+    "recurrent": "recurrent",
+    "ssm": "state-space",
+    "rwkv": "RWKV",
+    "deltanet": "DeltaNet",
+    "gated_deltanet": "Gated DeltaNet",
 }
 # model types made of recurrent layers throughout, or whose configs do not list their layers' kinds
 RECURRENT_MODEL_TYPES = {
-    "mamba": "Mamba", "mamba2": "Mamba-2", "rwkv": "RWKV", "rwkv7": "RWKV", "recurrent_gemma": "RecurrentGemma",
-    "xlstm": "xLSTM", "zamba": "Zamba", "zamba2": "Zamba2", "falcon_mamba": "Falcon Mamba",
-    "falcon_h1": "Mamba", "bamba": "Mamba", "jamba": "Mamba", "nemotron_h": "Mamba", "qwen3_next": "linear-attention",
+    "mamba": "Mamba",
+    "mamba2": "Mamba-2",
+    "rwkv": "RWKV",
+    "rwkv7": "RWKV",
+    "recurrent_gemma": "RecurrentGemma",
+    "xlstm": "xLSTM",
+    "zamba": "Zamba",
+    "zamba2": "Zamba2",
+    "falcon_mamba": "Falcon Mamba",
+    "falcon_h1": "Mamba",
+    "bamba": "Mamba",
+    "jamba": "Mamba",
+    "nemotron_h": "Mamba",
+    "qwen3_next": "linear-attention",
 }
 # config keys that list each layer's kind (transformers' names differ by model family)
 _LAYER_LISTS = ("layer_types", "layers_block_type", "block_types", "layer_block_types")
-INSTEAD = ("pick a model with attention in every layer instead: Qwen3 (\"Qwen/Qwen3-8B\", or its -AWQ / -GPTQ "
-           "versions), Llama 3.x, Mistral or Qwen2.5")
+INSTEAD = (
+    'pick a model with attention in every layer instead: Qwen3 ("Qwen/Qwen3-8B", or its -AWQ / -GPTQ '
+    "versions), Llama 3.x, Mistral or Qwen2.5"
+)
 
 
 def recurrent_layers(config: dict) -> tuple[str, int, int] | None:
@@ -82,4 +101,5 @@ def check_attention_only(folder: str | Path) -> None:
         f"the model in {folder} ({name}) cannot be run by this app: {share} {kind} layers, which keep a running "
         "state instead of attending to earlier tokens. SpecExec checks a whole tree of drafted tokens in one pass, "
         "and each branch of the tree would need its own copy of that state. "
-        f"{INSTEAD}. The files are not damaged; downloading them again will not help")
+        f"{INSTEAD}. The files are not damaged; downloading them again will not help"
+    )

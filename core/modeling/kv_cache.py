@@ -60,7 +60,9 @@ class InPlaceKVLayer(CacheLayerMixin):
         self.keys = self._key_buffer[..., : self.length, :]
         self.values = self._value_buffer[..., : self.length, :]
 
-    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs) -> tuple[torch.Tensor, torch.Tensor]:
+    def update(
+        self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Write the new rows and return the keys/values attention reads: after the last row (the
         default; attention reads the first `columns` rows when they are set and more than the rows written:
         the caller masks the rest), or, under a window (rows [n] on the device, cols), at `rows`, attending

@@ -42,7 +42,6 @@ class LoadedModel:
     tokenizer: PreTrainedTokenizerBase
 
 
-
 # ----------------------------------------------------------------------------------------------------------
 # HF folders
 
@@ -118,8 +117,7 @@ def load_hf_folder(
         raise
     except Exception as error:
         raise ModelFormatError(
-            f"transformers cannot read the config of {name} ({folder / 'config.json'}): "
-            f"{type(error).__name__}: {error}"
+            f"transformers cannot read the config of {name} ({folder / 'config.json'}): {type(error).__name__}: {error}"
         ) from error
     check_architecture(config.model_type)
 
@@ -133,7 +131,9 @@ def load_hf_folder(
         )
     except (SpecExecError, MemoryError, torch.OutOfMemoryError):
         raise
-    except Exception as error:  # the files are whole (core.modeling.model_format checked them): say what failed, no more
+    except (
+        Exception
+    ) as error:  # the files are whole (core.modeling.model_format checked them): say what failed, no more
         raise ModelFormatError(
             f"could not load the weights of {name} from {folder}: {type(error).__name__}: {error}"
         ) from error
@@ -212,8 +212,14 @@ def _counting_dequantised(weight_progress: WeightProgress | None) -> Iterator[No
         gguf_utils.tqdm = original
 
 
-def load_gguf_components(path: Path, name: str, dtype: torch.dtype, device: torch.device, progress: Progress,
-                         weight_progress: WeightProgress | None = None):
+def load_gguf_components(
+    path: Path,
+    name: str,
+    dtype: torch.dtype,
+    device: torch.device,
+    progress: Progress,
+    weight_progress: WeightProgress | None = None,
+):
     """(HF model, tokenizer) from a .gguf file, every weight dequantised into a plain dense model;
     `weight_progress` gets (bytes dequantised, bytes in all) as it goes."""
     from transformers import AutoModelForCausalLM, GgufConfig
@@ -241,15 +247,17 @@ def load_gguf_components(path: Path, name: str, dtype: torch.dtype, device: torc
     except (SpecExecError, MemoryError, torch.OutOfMemoryError):
         raise
     except Exception as error:
-        raise ModelFormatError(
-            f"could not load the GGUF file {path}: {type(error).__name__}: {error}"
-        ) from error
+        raise ModelFormatError(f"could not load the GGUF file {path}: {type(error).__name__}: {error}") from error
     check_architecture(model.config.model_type)
     return model, tokenizer
 
 
 def load_gguf_file(
-    path: Path, name: str, dtype: torch.dtype, device: torch.device, progress: Progress | None = None,
+    path: Path,
+    name: str,
+    dtype: torch.dtype,
+    device: torch.device,
+    progress: Progress | None = None,
     weight_progress: WeightProgress | None = None,
 ) -> LoadedModel:
     report: Progress = progress or (lambda _message: None)

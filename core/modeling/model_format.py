@@ -32,24 +32,50 @@ QUANT_CONFIG = "quant_config.json"  # early AutoAWQ repos
 SAFETENSORS_INDEX = "model.safetensors.index.json"
 SUPPORTED_BITS = (2, 3, 4, 8)
 
-READS = ("This app reads 4-bit GPTQ, AWQ (GEMM) and compressed-tensors W4A16 models, and 16-bit "
-         "safetensors models")
-INSTEAD = ("download the version of this model published as GPTQ (\"-GPTQ\", \"-GPTQ-Int4\"), AWQ (\"-AWQ\"), "
-           "compressed-tensors W4A16 (\"-quantized.w4a16\", \"-W4A16\") or its 16-bit original instead")
+READS = "This app reads 4-bit GPTQ, AWQ (GEMM) and compressed-tensors W4A16 models, and 16-bit safetensors models"
+INSTEAD = (
+    'download the version of this model published as GPTQ ("-GPTQ", "-GPTQ-Int4"), AWQ ("-AWQ"), '
+    'compressed-tensors W4A16 ("-quantized.w4a16", "-W4A16") or its 16-bit original instead'
+)
 
 # quant_method values of transformers' QuantizationMethod and other tools, in words for people
 _METHOD_NAMES = {
-    "bitsandbytes": "bitsandbytes", "fp8": "FP8", "fbgemm_fp8": "FP8 (FBGEMM)", "mxfp4": "MXFP4",
-    "nvfp4": "NVFP4", "mxfp8": "MXFP8", "exl2": "EXL2 (ExLlamaV2)", "exl3": "EXL3 (ExLlamaV3)", "hqq": "HQQ",
-    "quanto": "Quanto", "eetq": "EETQ", "aqlm": "AQLM", "vptq": "VPTQ", "higgs": "HIGGS", "torchao": "torchao",
-    "spqr": "SpQR", "bitnet": "BitNet", "quark": "Quark", "fp_quant": "FP-Quant", "gguf": "GGUF",
-    "fouroversix": "Four Over Six", "sinq": "SINQ", "metal": "Metal", "marlin": "Marlin",
+    "bitsandbytes": "bitsandbytes",
+    "fp8": "FP8",
+    "fbgemm_fp8": "FP8 (FBGEMM)",
+    "mxfp4": "MXFP4",
+    "nvfp4": "NVFP4",
+    "mxfp8": "MXFP8",
+    "exl2": "EXL2 (ExLlamaV2)",
+    "exl3": "EXL3 (ExLlamaV3)",
+    "hqq": "HQQ",
+    "quanto": "Quanto",
+    "eetq": "EETQ",
+    "aqlm": "AQLM",
+    "vptq": "VPTQ",
+    "higgs": "HIGGS",
+    "torchao": "torchao",
+    "spqr": "SpQR",
+    "bitnet": "BitNet",
+    "quark": "Quark",
+    "fp_quant": "FP-Quant",
+    "gguf": "GGUF",
+    "fouroversix": "Four Over Six",
+    "sinq": "SINQ",
+    "metal": "Metal",
+    "marlin": "Marlin",
 }
 # tensor name endings that give a format away when config.json says nothing
 _TENSOR_SIGNS = (
-    (".q_weight", "EXL2 (ExLlamaV2)"), (".q_invperm", "EXL2 (ExLlamaV2)"), (".q_scale_max", "EXL2 (ExLlamaV2)"),
-    (".W_q", "HQQ"), (".weight.absmax", "bitsandbytes"), (".weight.quant_map", "bitsandbytes"),
-    (".SCB", "bitsandbytes 8-bit"), ("_blocks", "MXFP4"), (".weight_packed", "compressed-tensors"),
+    (".q_weight", "EXL2 (ExLlamaV2)"),
+    (".q_invperm", "EXL2 (ExLlamaV2)"),
+    (".q_scale_max", "EXL2 (ExLlamaV2)"),
+    (".W_q", "HQQ"),
+    (".weight.absmax", "bitsandbytes"),
+    (".weight.quant_map", "bitsandbytes"),
+    (".SCB", "bitsandbytes 8-bit"),
+    ("_blocks", "MXFP4"),
+    (".weight_packed", "compressed-tensors"),
     (".qweight", "GPTQ or AWQ"),
 )
 _FP8_DTYPES = {"F8_E4M3", "F8_E5M2", "F8_E8M0", "F4"}
@@ -81,7 +107,8 @@ def refuse(folder: Path, what: str, detail: str = "") -> UnsupportedFormatError:
     extra = f" ({detail})" if detail else ""
     return UnsupportedFormatError(
         f"the model in {folder} is stored as {what}{extra}, which this app cannot read. {READS}: {INSTEAD}. "
-        "The files are not damaged; downloading them again will not help")
+        "The files are not damaged; downloading them again will not help"
+    )
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -137,7 +164,7 @@ def quant_scheme(folder: str | Path) -> QuantScheme | None:
     if method == "bitsandbytes":
         bits = "4-bit (NF4/FP4)" if raw.get("load_in_4bit") else "8-bit" if raw.get("load_in_8bit") else ""
         raise refuse(folder, f"bitsandbytes {bits}".strip(), "its weights are packed for bitsandbytes' own kernels")
-    raise refuse(folder, _METHOD_NAMES.get(method, f"'{method}' quantisation"), f"quant_method \"{method}\"")
+    raise refuse(folder, _METHOD_NAMES.get(method, f"'{method}' quantisation"), f'quant_method "{method}"')
 
 
 def _int(folder: Path, raw: dict, keys: tuple[str, ...], default: int | None = None) -> int:
@@ -147,7 +174,8 @@ def _int(folder: Path, raw: dict, keys: tuple[str, ...], default: int | None = N
                 return int(raw[key])
             except (TypeError, ValueError) as error:
                 raise ModelFormatError(
-                    f"the quantisation settings in {folder} have a bad '{key}': {raw[key]!r}") from error
+                    f"the quantisation settings in {folder} have a bad '{key}': {raw[key]!r}"
+                ) from error
     if default is None:
         raise ModelFormatError(f"the quantisation settings in {folder} lack '{keys[0]}'")
     return default
@@ -155,12 +183,16 @@ def _int(folder: Path, raw: dict, keys: tuple[str, ...], default: int | None = N
 
 def _check_bits_and_group(folder: Path, name: str, bits: int, group_size: int) -> None:
     if bits not in SUPPORTED_BITS:
-        raise refuse(folder, f"{name} with {bits}-bit weights",
-                     f"{', '.join(map(str, SUPPORTED_BITS))}-bit weights are read; 4-bit is the common choice")
+        raise refuse(
+            folder,
+            f"{name} with {bits}-bit weights",
+            f"{', '.join(map(str, SUPPORTED_BITS))}-bit weights are read; 4-bit is the common choice",
+        )
     per = 32 if bits == 3 else 32 // bits
     if group_size != -1 and (group_size <= 0 or group_size % per):
         raise ModelFormatError(
-            f"{name} group size {group_size} in {folder} is not supported: use -1 or a positive multiple of {per}")
+            f"{name} group size {group_size} in {folder} is not supported: use -1 or a positive multiple of {per}"
+        )
 
 
 def _gptq(folder: Path, raw: dict) -> QuantScheme:
@@ -168,16 +200,18 @@ def _gptq(folder: Path, raw: dict) -> QuantScheme:
     if raw.get("is_marlin_format"):
         fmt = "marlin"
     if fmt not in ("gptq", "gptq_v2"):
-        raise refuse(folder, f"GPTQ in the {fmt} layout",
-                     f"checkpoint_format \"{fmt}\"; only gptq and gptq_v2 are read")
+        raise refuse(folder, f"GPTQ in the {fmt} layout", f'checkpoint_format "{fmt}"; only gptq and gptq_v2 are read')
     bits = _int(folder, raw, ("bits",))
     group_size = _int(folder, raw, ("group_size",), -1)
     _check_bits_and_group(folder, "GPTQ", bits, group_size)
     desc_act = bool(raw.get("desc_act", False))
-    label = (f"GPTQ{' v2' if fmt == 'gptq_v2' else ''} {bits}-bit, "
-             f"{'one group' if group_size == -1 else f'group {group_size}'}{', act-order' if desc_act else ''}")
-    return QuantScheme("gptq", bits, group_size, desc_act, bool(raw.get("sym", True)),
-                       0 if fmt == "gptq_v2" else 1, label)
+    label = (
+        f"GPTQ{' v2' if fmt == 'gptq_v2' else ''} {bits}-bit, "
+        f"{'one group' if group_size == -1 else f'group {group_size}'}{', act-order' if desc_act else ''}"
+    )
+    return QuantScheme(
+        "gptq", bits, group_size, desc_act, bool(raw.get("sym", True)), 0 if fmt == "gptq_v2" else 1, label
+    )
 
 
 def _awq(folder: Path, raw: dict) -> QuantScheme:
@@ -210,12 +244,15 @@ def _autoround(folder: Path, raw: dict) -> QuantScheme:
     if int(raw.get("act_bits") or 16) < 16:
         raise refuse(folder, "AutoRound with quantised activations", "only weight-only schemes are read")
     if "awq" in packing:
-        return replace(_awq(folder, {**raw, "zero_point": True, "version": "gemm"}),
-                       label=f"AutoRound (AWQ layout) 4-bit, group {raw.get('group_size', -1)}")
+        return replace(
+            _awq(folder, {**raw, "zero_point": True, "version": "gemm"}),
+            label=f"AutoRound (AWQ layout) 4-bit, group {raw.get('group_size', -1)}",
+        )
     if "gptqmodel" in packing or "gptq" not in packing:
         return replace(_gptq(folder, {**raw, "checkpoint_format": "gptq_v2"}), label=f"AutoRound {_gptq_words(raw)}")
-    return replace(_gptq(folder, {**raw, "checkpoint_format": "gptq"}),
-                   label=f"AutoRound (GPTQ layout) {_gptq_words(raw)}")
+    return replace(
+        _gptq(folder, {**raw, "checkpoint_format": "gptq"}), label=f"AutoRound (GPTQ layout) {_gptq_words(raw)}"
+    )
 
 
 def _gptq_words(raw: dict) -> str:
@@ -248,8 +285,9 @@ def _compressed_tensors(folder: Path, raw: dict) -> QuantScheme:
         raise refuse(folder, "rotated weights (compressed-tensors transforms, e.g. SpinQuant / QuIP)")
     status = str(raw.get("quantization_status", "compressed")).lower()
     if status != "compressed":
-        raise refuse(folder, f"compressed-tensors weights in the '{status}' state",
-                     "only packed (compressed) weights are read")
+        raise refuse(
+            folder, f"compressed-tensors weights in the '{status}' state", "only packed (compressed) weights are read"
+        )
     top = str(raw.get("format") or "").lower()
     schemes = set()
     for name, group in groups.items():
@@ -263,27 +301,38 @@ def _compressed_tensors(folder: Path, raw: dict) -> QuantScheme:
         if kind == "float":
             raise refuse(folder, f"{_float_name(weights)} (compressed-tensors)")
         if group.get("input_activations") or group.get("output_activations"):
-            raise refuse(folder, "compressed-tensors with quantised activations (e.g. W8A8, W4A8)",
-                         "only weight-only schemes such as W4A16 are read")
+            raise refuse(
+                folder,
+                "compressed-tensors with quantised activations (e.g. W8A8, W4A8)",
+                "only weight-only schemes such as W4A16 are read",
+            )
         if fmt not in ("pack-quantized", "mixed-precision", ""):
             raise refuse(folder, f"compressed-tensors '{fmt}'")
         strategy = str(weights.get("strategy") or "").lower()
         if strategy not in ("group", "channel"):
-            raise refuse(folder, f"compressed-tensors with '{strategy or 'tensor'}' scales",
-                         "group and channel scales are read")
+            raise refuse(
+                folder, f"compressed-tensors with '{strategy or 'tensor'}' scales", "group and channel scales are read"
+            )
         if weights.get("dynamic"):
             raise refuse(folder, "compressed-tensors with dynamic weight scales")
         actorder = weights.get("actorder")
-        schemes.add((_int(folder, weights, ("num_bits",)),
-                     _int(folder, weights, ("group_size",), -1) if strategy == "group" else -1,
-                     bool(weights.get("symmetric", True)), actorder in ("group", True)))
+        schemes.add(
+            (
+                _int(folder, weights, ("num_bits",)),
+                _int(folder, weights, ("group_size",), -1) if strategy == "group" else -1,
+                bool(weights.get("symmetric", True)),
+                actorder in ("group", True),
+            )
+        )
     if len(schemes) > 1:
         raise refuse(folder, "mixed-precision compressed-tensors", "its config groups use different bits or groups")
     bits, group_size, sym, act_order = schemes.pop()
     _check_bits_and_group(folder, "compressed-tensors", bits, group_size)
     group = "channel scales" if group_size == -1 else f"group {group_size}"
-    label = (f"compressed-tensors W{bits}A16, {'symmetric' if sym else 'asymmetric'}, {group}"
-             f"{', act-order' if act_order else ''}")
+    label = (
+        f"compressed-tensors W{bits}A16, {'symmetric' if sym else 'asymmetric'}, {group}"
+        f"{', act-order' if act_order else ''}"
+    )
     return QuantScheme("compressed-tensors", bits, group_size, act_order, sym, 0, label)
 
 
@@ -315,13 +364,20 @@ def safetensors_header(path: Path) -> dict:
         raise DamagedModelError(f"{path} cannot be read as a safetensors file ({error}): download it again") from error
     if not isinstance(header, dict):
         raise DamagedModelError(f"{path} has no safetensors header: download it again")
-    end = max((int(info["data_offsets"][1]) for name, info in header.items()
-               if name != "__metadata__" and isinstance(info, dict) and "data_offsets" in info), default=0)
+    end = max(
+        (
+            int(info["data_offsets"][1])
+            for name, info in header.items()
+            if name != "__metadata__" and isinstance(info, dict) and "data_offsets" in info
+        ),
+        default=0,
+    )
     if 8 + length + end > size:
         missing = 8 + length + end - size
         raise DamagedModelError(
             f"{path.name} in {path.parent} is {missing:,} bytes shorter than its header says: the file is "
-            "incomplete or damaged; download it again")
+            "incomplete or damaged; download it again"
+        )
     return header
 
 
@@ -342,7 +398,8 @@ def weight_files(folder: Path) -> list[Path]:
             shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
             raise DamagedModelError(
                 f"{index.name} in {folder} names {len(missing)} weight file(s) that are missing: {shown}. The "
-                "download is incomplete: download the missing files again")
+                "download is incomplete: download the missing files again"
+            )
         return files
     return sorted(folder.glob("*.safetensors"))
 
@@ -368,15 +425,19 @@ def check_weight_format(folder: str | Path) -> QuantScheme | None:
     dtypes = {dtype for name, dtype in dtype_of.items() if name.startswith("model.layers.")}
     if scheme is not None:
         scale = "weight_scale" if scheme.method == "compressed-tensors" else "scales"
-        return replace(scheme, scale_dtype=_stored_dtype(folder, dtype_of, f".{scale}"),
-                       bias_dtype=_stored_dtype(folder, dtype_of, ".bias"))
+        return replace(
+            scheme,
+            scale_dtype=_stored_dtype(folder, dtype_of, f".{scale}"),
+            bias_dtype=_stored_dtype(folder, dtype_of, ".bias"),
+        )
     for ending, what in _TENSOR_SIGNS:
         if any(name.endswith(ending) for name in names):
             if what in ("GPTQ or AWQ", "compressed-tensors"):
                 raise ModelFormatError(
                     f"the weights in {folder} are quantised ({what} tensors) but config.json has no "
                     "'quantization_config' (and there is no quantize_config.json): the model's settings are "
-                    "missing; download config.json again")
+                    "missing; download config.json again"
+                )
             raise refuse(folder, what)
     if dtypes & _FP8_DTYPES:
         raise refuse(folder, "FP8" if dtypes & {"F8_E4M3", "F8_E5M2"} else "4-bit floating point")
@@ -392,8 +453,10 @@ def _stored_dtype(folder: Path, dtype_of: dict[str, str], ending: str) -> str:
     if not found:
         return "float16"
     if len(found) > 1 or not found <= set(_FLOAT_DTYPES):
-        raise ModelFormatError(f"the '{ending[1:]}' tensors in {folder} are stored as {', '.join(sorted(found))}: "
-                               "expected one of float16, bfloat16 or float32 for all of them")
+        raise ModelFormatError(
+            f"the '{ending[1:]}' tensors in {folder} are stored as {', '.join(sorted(found))}: "
+            "expected one of float16, bfloat16 or float32 for all of them"
+        )
     return _FLOAT_DTYPES[found.pop()]
 
 
@@ -411,6 +474,7 @@ def gguf_parameters(path: Path) -> tuple[int, int | None]:
     Raises: ModelFormatError for a file that is not GGUF or is cut short."""
     try:
         with open(path, "rb") as handle:
+
             def read(fmt: str):
                 size = struct.calcsize(fmt)
                 data = handle.read(size)
@@ -475,7 +539,8 @@ def check_gguf_size(path: Path, ram_bytes: int | None = None) -> None:
         f"{path.name} is a GGUF file{f' ({kind})' if kind else ''} of a {parameters / 1e9:.1f}B-parameter model. "
         f"This app reads GGUF only for small models: it expands the weights to 16 bits or more as it loads them, "
         f"which would take {needed / 1024**3:.0f} GB of memory, and this PC has {ram_bytes / 1024**3:.0f} GB. "
-        f"{READS}, which it streams to the GPU without expanding them: {INSTEAD}. The file is not damaged")
+        f"{READS}, which it streams to the GPU without expanding them: {INSTEAD}. The file is not damaged"
+    )
 
 
 def _gguf_file_type(file_type: int | None) -> str:

@@ -105,11 +105,18 @@ class Pair:
         drafts = self.drafts
         chosen = next((option for option in drafts if option.id == draft_id), None)
         if chosen is None:
-            raise CatalogError(f"pair '{self.id}' has no draft '{draft_id}'; it has: "
-                               f"{', '.join(option.id for option in drafts)}")
-        return replace(self, draft=chosen.model, acceptance=chosen.acceptance, draft_id=chosen.id,
-                       draft_label=chosen.label, draft_options=tuple(o for o in drafts if o is not chosen),
-                       gated=self.target.gated or chosen.model.gated)
+            raise CatalogError(
+                f"pair '{self.id}' has no draft '{draft_id}'; it has: {', '.join(option.id for option in drafts)}"
+            )
+        return replace(
+            self,
+            draft=chosen.model,
+            acceptance=chosen.acceptance,
+            draft_id=chosen.id,
+            draft_label=chosen.label,
+            draft_options=tuple(o for o in drafts if o is not chosen),
+            gated=self.target.gated or chosen.model.gated,
+        )
 
 
 @dataclass(frozen=True)
@@ -168,20 +175,33 @@ def _model(entry: dict) -> ModelRef:
     quantized = entry.get("quantized") or entry.get("gptq")
     if entry.get("quantized") and entry["quantized"].get("method") not in QUANTIZED_METHODS:
         raise ValueError(f"{entry.get('repo')!r}: quantized.method must be one of {', '.join(QUANTIZED_METHODS)}")
-    weights = WeightFormat(
-        bits=int(quantized["bits"]), group_size=int(quantized["group_size"]), desc_act=bool(quantized["desc_act"]),
-    ) if quantized else WeightFormat(dtype=str(entry.get("dtype", "float16")))
+    weights = (
+        WeightFormat(
+            bits=int(quantized["bits"]),
+            group_size=int(quantized["group_size"]),
+            desc_act=bool(quantized["desc_act"]),
+        )
+        if quantized
+        else WeightFormat(dtype=str(entry.get("dtype", "float16")))
+    )
     return ModelRef(
-        repo=str(entry["repo"]), revision=str(entry.get("revision") or ""),
-        quantization=str(entry["quantization"]), approx_bytes=int(entry["approx_bytes"]),
-        shape=ModelShape.from_config(entry["config"]) if "config" in entry else None, weights=weights,
+        repo=str(entry["repo"]),
+        revision=str(entry.get("revision") or ""),
+        quantization=str(entry["quantization"]),
+        approx_bytes=int(entry["approx_bytes"]),
+        shape=ModelShape.from_config(entry["config"]) if "config" in entry else None,
+        weights=weights,
         gated=bool(entry.get("gated", False)),
     )
 
 
 def _draft_option(entry: dict) -> DraftOption:
-    return DraftOption(id=str(entry["id"]), label=str(entry.get("label", "")), model=_model(entry["model"]),
-                       acceptance=Acceptance.from_dict(entry["acceptance"]) if "acceptance" in entry else None)
+    return DraftOption(
+        id=str(entry["id"]),
+        label=str(entry.get("label", "")),
+        model=_model(entry["model"]),
+        acceptance=Acceptance.from_dict(entry["acceptance"]) if "acceptance" in entry else None,
+    )
 
 
 def _pair(entry: dict) -> Pair:
@@ -191,12 +211,21 @@ def _pair(entry: dict) -> Pair:
     if len(set(ids)) != len(ids):
         raise ValueError(f"pair {entry.get('id')!r} names a draft id twice: {ids}")
     return Pair(
-        id=str(entry["id"]), name=str(entry["name"]), summary=str(entry.get("summary", "")),
-        target=_model(entry["target"]), draft=_model(entry["draft"]),
-        licence=str(entry["licence"]), licence_url=str(entry.get("licence_url", "")), gated=bool(entry["gated"]),
-        context_length=int(entry["context_length"]), min_ram_gb=float(entry["min_ram_gb"]),
+        id=str(entry["id"]),
+        name=str(entry["name"]),
+        summary=str(entry.get("summary", "")),
+        target=_model(entry["target"]),
+        draft=_model(entry["draft"]),
+        licence=str(entry["licence"]),
+        licence_url=str(entry.get("licence_url", "")),
+        gated=bool(entry["gated"]),
+        context_length=int(entry["context_length"]),
+        min_ram_gb=float(entry["min_ram_gb"]),
         min_vram_gb=float(entry["min_vram_gb"]),
         acceptance=Acceptance.from_dict(entry["acceptance"]) if "acceptance" in entry else None,
-        draft_id=ids[0], draft_label=str(draft.get("label", "")), draft_options=options,
-        calibration=entry.get("role") == "calibration", retired=str(entry.get("retired", "")),
+        draft_id=ids[0],
+        draft_label=str(draft.get("label", "")),
+        draft_options=options,
+        calibration=entry.get("role") == "calibration",
+        retired=str(entry.get("retired", "")),
     )

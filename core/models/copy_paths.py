@@ -21,8 +21,14 @@ from core.planning.pinning import (
 from core.planning.sizes import gb
 
 
-def copy_paths(layer_bytes: int, streamed_bytes: int, hw: HardwareDescription, rate: float,
-               limit: int | None = None, measured: int | None = None) -> tuple[CopyPaths, str | None]:
+def copy_paths(
+    layer_bytes: int,
+    streamed_bytes: int,
+    hw: HardwareDescription,
+    rate: float,
+    limit: int | None = None,
+    measured: int | None = None,
+) -> tuple[CopyPaths, str | None]:
     """How the streamed layers will copy, as the loader will place them (core.offload.loader): the system's cap
     on locked memory (`measured`: what a load on this computer could lock before the system refused,
     core.planning.pin_record; else Windows about half of RAM, WSL2 under 1 GiB: core.planning.pinning) and `limit`
@@ -40,8 +46,10 @@ def copy_paths(layer_bytes: int, streamed_bytes: int, hw: HardwareDescription, r
         depth = min(depth, cap // max(layer_bytes, 1))
     if depth >= MIN_RING_DEPTH:
         staged = staged_rate(rate, ASSUMED_FILL_BYTES_PER_SECOND, depth)
-        how = (f"through a staging ring of {depth} pinned buffers (~{staged / 1e9:.0f} GB/s, estimated from an "
-               f"assumed {ASSUMED_FILL_BYTES_PER_SECOND / 1e9:.0f} GB/s per filling thread)")
+        how = (
+            f"through a staging ring of {depth} pinned buffers (~{staged / 1e9:.0f} GB/s, estimated from an "
+            f"assumed {ASSUMED_FILL_BYTES_PER_SECOND / 1e9:.0f} GB/s per filling thread)"
+        )
     else:
         depth, staged = 0, rate * PAGEABLE_SHARE
         how = f"from pageable memory (~{staged / 1e9:.0f} GB/s, estimated: no room even for the staging ring)"
@@ -57,8 +65,10 @@ def copy_paths(layer_bytes: int, streamed_bytes: int, hw: HardwareDescription, r
         why = "WSL2 lets a program lock under 1 GiB of memory (the app on Windows itself may lock more)"
     else:
         why = f"{where} lets a program lock only about half of the memory"
-    return (CopyPaths(rate, staged, share),
-            f"{why}, so {gb((1 - share) * streamed_bytes)} of the model copies to the GPU {how}")
+    return (
+        CopyPaths(rate, staged, share),
+        f"{why}, so {gb((1 - share) * streamed_bytes)} of the model copies to the GPU {how}",
+    )
 
 
 def measured_pin_budget_here(hw: HardwareDescription) -> int | None:

@@ -21,11 +21,20 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from core.errors import (
-    DiskSpaceError, DownloadBusyError, DownloadCancelledError, DownloadError, DownloadIOError, GatedModelError,
+    DiskSpaceError,
+    DownloadBusyError,
+    DownloadCancelledError,
+    DownloadError,
+    DownloadIOError,
+    GatedModelError,
 )
 from core.models.download_body import BodyRequest, DownloadSettings, fetch_verified
 from core.models.download_plan import (
-    DownloadJob, FileState, check_present_files, discard_leftovers, survey,
+    DownloadJob,
+    FileState,
+    check_present_files,
+    discard_leftovers,
+    survey,
 )
 from core.models.download_progress import DownloadListener, ProgressMeter
 from core.models.folder_lock import folder_locks, is_downloading
@@ -40,9 +49,15 @@ __all__ = ["DownloadJob", "DownloadSettings", "check_free_space", "download", "f
 FOLLOW_POLL_S = 0.5
 
 
-def download(jobs: list[DownloadJob], root: Path, listener: DownloadListener | None = None,
-             cancel: threading.Event | None = None, token: str | None = None,
-             settings: DownloadSettings = DownloadSettings(), follow_running: bool = False) -> None:
+def download(
+    jobs: list[DownloadJob],
+    root: Path,
+    listener: DownloadListener | None = None,
+    cancel: threading.Event | None = None,
+    token: str | None = None,
+    settings: DownloadSettings = DownloadSettings(),
+    follow_running: bool = False,
+) -> None:
     """Bring every file of every job onto disk, verified, resuming whatever earlier runs left.
 
     `root` is the folder the event paths are relative to (the models folder). Cancelling (the event, or
@@ -82,8 +97,14 @@ def download(jobs: list[DownloadJob], root: Path, listener: DownloadListener | N
         raise _disk_error(error, root) from error
 
 
-def _download_locked(jobs: list[DownloadJob], root: Path, listener: DownloadListener, cancel: threading.Event,
-                     token: str | None, settings: DownloadSettings) -> None:
+def _download_locked(
+    jobs: list[DownloadJob],
+    root: Path,
+    listener: DownloadListener,
+    cancel: threading.Event,
+    token: str | None,
+    settings: DownloadSettings,
+) -> None:
     import requests
 
     states = survey(jobs, root)
@@ -100,8 +121,9 @@ def _download_locked(jobs: list[DownloadJob], root: Path, listener: DownloadList
         for job in jobs:
             job.folder.mkdir(parents=True, exist_ok=True)
             write_manifest(job.folder, job.remote, complete=False, verified=_stamps(states, job))
-        listener.plan({job.label: job.folder for job in jobs}, [state.planned() for state in states], total,
-                      total - missing)
+        listener.plan(
+            {job.label: job.folder for job in jobs}, [state.planned() for state in states], total, total - missing
+        )
         meter = ProgressMeter(listener, total, total - missing, settings.progress_interval_s)
         # The finisher flushes and renames each verified file while the next one streams; leaving the
         # `with` waits for it, whatever happened meanwhile (a cancel keeps the files finished so far).
@@ -132,11 +154,13 @@ def _stamps(states: list[FileState], job: DownloadJob) -> dict[str, FileStamp]:
     return {state.file.path: state.verified for state in states if state.job is job and state.verified}
 
 
-def _follow(jobs: list[DownloadJob], root: Path, listener: DownloadListener, cancel: threading.Event,
-            busy: DownloadBusyError) -> None:
+def _follow(
+    jobs: list[DownloadJob], root: Path, listener: DownloadListener, cancel: threading.Event, busy: DownloadBusyError
+) -> None:
     """Report the running download's progress from what it writes to disk, until it lets go of its folder."""
-    files = [(job, file, (job.folder / file.path).relative_to(root).as_posix())
-             for job in jobs for file in job.remote.files]
+    files = [
+        (job, file, (job.folder / file.path).relative_to(root).as_posix()) for job in jobs for file in job.remote.files
+    ]
     listener.attach(busy.folder, busy.pid)
     present = _bytes_on_disk(files)
     meter = ProgressMeter(listener, sum(file.size for _, file, _ in files), sum(present.values()), 0.0)
@@ -162,8 +186,9 @@ def _check_access(session, job: DownloadJob, state: FileState, token: str | None
     url = file_url(job.remote.repo, job.remote.commit, state.file.path)
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     try:
-        response = session.head(url, headers=headers, allow_redirects=False,
-                                timeout=(settings.connect_timeout_s, settings.stall_timeout_s))
+        response = session.head(
+            url, headers=headers, allow_redirects=False, timeout=(settings.connect_timeout_s, settings.stall_timeout_s)
+        )
     except requests.RequestException:
         return
     if response.status_code in (401, 403):
@@ -174,14 +199,19 @@ def _disk_error(error: OSError, root: Path) -> DownloadError:
     """An unexpected OSError from the models folder, in plain words."""
     where = f" ({error.filename})" if error.filename else ""
     if error.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
-        return DiskSpaceError(f"the disk holding {root} filled up; free some space and run the download again "
-                              "to resume (the bytes fetched are kept)")
+        return DiskSpaceError(
+            f"the disk holding {root} filled up; free some space and run the download again "
+            "to resume (the bytes fetched are kept)"
+        )
     if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-        return DownloadIOError(f"no permission to write in {root}{where}; choose another models folder with --dir "
-                               "or in the app's settings")
-    return DownloadIOError(f"reading or writing the model files in {root} failed: "
-                           f"{error.strerror or type(error).__name__}{where}. Check the drive and run the "
-                           "download again")
+        return DownloadIOError(
+            f"no permission to write in {root}{where}; choose another models folder with --dir or in the app's settings"
+        )
+    return DownloadIOError(
+        f"reading or writing the model files in {root} failed: "
+        f"{error.strerror or type(error).__name__}{where}. Check the drive and run the "
+        "download again"
+    )
 
 
 def check_free_space(folder: Path, missing_bytes: int, margin_bytes: int) -> None:

@@ -64,8 +64,14 @@ class _RangeNotSatisfiable(_Retryable):
     """HTTP 416: the partial file does not fit the server's file; the next attempt starts it over."""
 
 
-def fetch_verified(session, request: BodyRequest, meter: ProgressMeter, cancel: threading.Event,
-                   token: str | None, settings: DownloadSettings) -> None:
+def fetch_verified(
+    session,
+    request: BodyRequest,
+    meter: ProgressMeter,
+    cancel: threading.Event,
+    token: str | None,
+    settings: DownloadSettings,
+) -> None:
     """Fetch one file into its partial file and check it; on a wrong checksum, delete it and fetch it once
     more. A verified body is left in the partial file: the caller flushes it and renames it into place.
 
@@ -181,8 +187,15 @@ class _PartialWriter:
             self._since_fsync = 0
 
 
-def _fetch_body(session, request: BodyRequest, partial: Path, meter: ProgressMeter, cancel: threading.Event,
-                token: str | None, settings: DownloadSettings) -> tuple[ContentHash, int]:
+def _fetch_body(
+    session,
+    request: BodyRequest,
+    partial: Path,
+    meter: ProgressMeter,
+    cancel: threading.Event,
+    token: str | None,
+    settings: DownloadSettings,
+) -> tuple[ContentHash, int]:
     """Append the missing bytes to `partial`, reconnecting as needed; returns its checksum and length."""
     import requests
     import urllib3
@@ -221,8 +234,15 @@ def _fetch_body(session, request: BodyRequest, partial: Path, meter: ProgressMet
         return body.content, body.offset
 
 
-def _copy_body(response, body: _PartialWriter, size: int, name: str, meter: ProgressMeter,
-               cancel: threading.Event, chunk_bytes: int) -> None:
+def _copy_body(
+    response,
+    body: _PartialWriter,
+    size: int,
+    name: str,
+    meter: ProgressMeter,
+    cancel: threading.Event,
+    chunk_bytes: int,
+) -> None:
     """Append what the response sends, never past `size`. `read1` returns whatever has arrived (up to a
     chunk), so a connection that breaks off loses no byte it delivered."""
     while body.offset < size:
@@ -234,8 +254,9 @@ def _copy_body(response, body: _PartialWriter, size: int, name: str, meter: Prog
         _raise_if_cancelled(cancel, name, body.offset)
 
 
-def _give_up_words(request: BodyRequest, error: Exception, settings: DownloadSettings, furthest: int, kept: int,
-                   range_ignored: bool) -> str:
+def _give_up_words(
+    request: BodyRequest, error: Exception, settings: DownloadSettings, furthest: int, kept: int, range_ignored: bool
+) -> str:
     if range_ignored:
         return (
             f"the server sending {request.name} does not resume: it answers every request to continue with the "
@@ -263,8 +284,13 @@ def _open(session, url: str, offset: int, token: str | None, repo: str, settings
             headers["Range"] = f"bytes={offset}-"
         if token and urlparse(url).netloc == hub_host:
             headers["Authorization"] = f"Bearer {token}"
-        response = session.get(url, headers=headers, stream=True, allow_redirects=False,
-                               timeout=(settings.connect_timeout_s, settings.stall_timeout_s))
+        response = session.get(
+            url,
+            headers=headers,
+            stream=True,
+            allow_redirects=False,
+            timeout=(settings.connect_timeout_s, settings.stall_timeout_s),
+        )
         status = response.status_code
         if status in (301, 302, 303, 307, 308) and "Location" in response.headers:
             response.close()

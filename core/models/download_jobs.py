@@ -26,8 +26,11 @@ def wanted_repos(name: str, revision: str | None, catalog: Catalog) -> dict[str,
         if revision:
             raise RemoteNotFoundError("--revision applies to a repo id; a catalog pair names its own revisions")
         pair = catalog.pair(name)
-        return {label: (model.repo, model.revision or "main")
-                for label, model in (("target", pair.target), ("draft", pair.draft)) if not model.is_builtin}
+        return {
+            label: (model.repo, model.revision or "main")
+            for label, model in (("target", pair.target), ("draft", pair.draft))
+            if not model.is_builtin
+        }
     if REPO_ID.match(name):
         return {"model": (name, revision or "main")}
     known = ", ".join(pair.id for pair in catalog.pairs)
@@ -37,5 +40,7 @@ def wanted_repos(name: str, revision: str | None, catalog: Catalog) -> dict[str,
 def download_jobs(wanted: dict[str, tuple[str, str]], root: Path, token: str | None) -> list[DownloadJob]:
     """One job per role, each listed on the hub at its revision (pinned to the commit the hub names now)
     and placed in `root/<repo_folder_name>`. Raises what `fetch_listing` raises."""
-    return [DownloadJob(fetch_listing(repo, revision, token), root / repo_folder_name(repo, revision), label)
-            for label, (repo, revision) in wanted.items()]
+    return [
+        DownloadJob(fetch_listing(repo, revision, token), root / repo_folder_name(repo, revision), label)
+        for label, (repo, revision) in wanted.items()
+    ]

@@ -57,8 +57,9 @@ class DownloadListener:
 class ProgressMeter:
     """Bytes done over all files; speed over the last `window_s` seconds of this session's transfer."""
 
-    def __init__(self, listener: DownloadListener, total_bytes: int, done_bytes: int, interval_s: float,
-                 window_s: float = 5.0) -> None:
+    def __init__(
+        self, listener: DownloadListener, total_bytes: int, done_bytes: int, interval_s: float, window_s: float = 5.0
+    ) -> None:
         self.listener = listener
         self.total_bytes = total_bytes
         self.done_bytes = done_bytes
@@ -89,5 +90,6 @@ class ProgressMeter:
         speed = (self.done_bytes - start_bytes) / elapsed if elapsed >= MIN_SPEED_WINDOW_S else 0.0
         remaining = max(self.total_bytes - self.done_bytes, 0)
         eta = remaining / speed if speed > 0 else (0.0 if remaining == 0 else None)
-        return Progress(file=file, done_bytes=self.done_bytes, total_bytes=self.total_bytes,
-                        bytes_per_second=speed, eta_seconds=eta)
+        return Progress(
+            file=file, done_bytes=self.done_bytes, total_bytes=self.total_bytes, bytes_per_second=speed, eta_seconds=eta
+        )

@@ -96,18 +96,37 @@ class PairFit:
         pair = self.pair
         draft = pair.draft
         return {
-            "id": pair.id, "name": pair.name, "summary": pair.summary, "fit": self.fit, "reason": self.reason,
-            "resident_layers": self.resident_layers, "total_layers": self.total_layers,
-            "pass_seconds": _round(self.pass_seconds), "budget": self.budget,
-            "tokens_per_pass": round(self.tokens_per_pass, 2), "acceptance_source": self.acceptance_source,
-            "tokens_per_second": _round(self.tokens_per_second), "draft_seconds": _round(self.draft_seconds),
+            "id": pair.id,
+            "name": pair.name,
+            "summary": pair.summary,
+            "fit": self.fit,
+            "reason": self.reason,
+            "resident_layers": self.resident_layers,
+            "total_layers": self.total_layers,
+            "pass_seconds": _round(self.pass_seconds),
+            "budget": self.budget,
+            "tokens_per_pass": round(self.tokens_per_pass, 2),
+            "acceptance_source": self.acceptance_source,
+            "tokens_per_second": _round(self.tokens_per_second),
+            "draft_seconds": _round(self.draft_seconds),
             "rate_source": self.rate_source,
-            "host_bytes_needed": self.host_bytes_needed, "draft_graph_bytes": self.draft_graph_bytes,
+            "host_bytes_needed": self.host_bytes_needed,
+            "draft_graph_bytes": self.draft_graph_bytes,
             "download_bytes": pair.download_bytes,
-            "disk_ok": self.disk_ok, "licence": pair.licence, "licence_url": pair.licence_url,
-            "gated": pair.gated, "context_length": pair.context_length,
-            "draft": {"id": pair.draft_id, "label": pair.draft_label, "repo": draft.repo, "revision": draft.revision,
-                      "quantization": draft.quantization, "download_bytes": draft.approx_bytes, "gated": draft.gated},
+            "disk_ok": self.disk_ok,
+            "licence": pair.licence,
+            "licence_url": pair.licence_url,
+            "gated": pair.gated,
+            "context_length": pair.context_length,
+            "draft": {
+                "id": pair.draft_id,
+                "label": pair.draft_label,
+                "repo": draft.repo,
+                "revision": draft.revision,
+                "quantization": draft.quantization,
+                "download_bytes": draft.approx_bytes,
+                "gated": draft.gated,
+            },
             "draft_options": [option.to_dict() for option in self.draft_options],
         }
 
@@ -120,8 +139,12 @@ class Recommendation:
     overlap: bool = True  # predicted with drafting while the target streams
 
     def to_dict(self) -> dict[str, Any]:
-        return {"hardware": self.hardware.to_dict(), "recommended": self.recommended, "overlap": self.overlap,
-                "pairs": [fit.to_dict() for fit in self.pairs]}
+        return {
+            "hardware": self.hardware.to_dict(),
+            "recommended": self.recommended,
+            "overlap": self.overlap,
+            "pairs": [fit.to_dict() for fit in self.pairs],
+        }
 
 
 def _round(value: float | None) -> float | None:
@@ -153,8 +176,9 @@ def _target_on_gpu(pair: Pair) -> tuple[list[int], int]:
     target = pair_shape(pair.target, pair)
     layer_bytes = [decoder_layer_bytes(target, pair.target.weights)] * target.num_hidden_layers
     scratch = gptq_scratch_bytes(largest_gptq_linear(target) if pair.target.weights.bits else 0, GPU_DTYPE_BYTES)
-    fixed = residency.device_fixed_bytes(non_layer_bytes(target, GPU_DTYPE), embedding_bytes(target, GPU_DTYPE),
-                                         _embedding_on_host(target), scratch)
+    fixed = residency.device_fixed_bytes(
+        non_layer_bytes(target, GPU_DTYPE), embedding_bytes(target, GPU_DTYPE), _embedding_on_host(target), scratch
+    )
     return layer_bytes, fixed
 
 
@@ -184,13 +208,25 @@ def _plan_on_gpu(pair: Pair, free_vram: int, tree_budget: int) -> _Plan:
     target = pair_shape(pair.target, pair)
     draft_bytes = model_bytes_on_gpu(pair.draft, pair)
     if draft_bytes + residency.DEFAULT_MARGIN_BYTES > free_vram:
-        return _Plan(None, tree_budget, f"the draft model alone needs {gb(draft_bytes)} of VRAM, the GPU has {gb(free_vram)} free")
+        return _Plan(
+            None,
+            tree_budget,
+            f"the draft model alone needs {gb(draft_bytes)} of VRAM, the GPU has {gb(free_vram)} free",
+        )
     layer_bytes, fixed = _target_on_gpu(pair)
     minimum = residency.minimum_device_bytes(layer_bytes, fixed)
     try:
-        budget = residency.fit_default_budget(target, free_vram - draft_bytes, GPU_DTYPE_BYTES, residency.PLANNED_CONTEXT,
-                                              0, _draft_kv_bytes(pair, tree_budget), minimum, tree_budget,
-                                              _draft_graph_bytes(pair, tree_budget))
+        budget = residency.fit_default_budget(
+            target,
+            free_vram - draft_bytes,
+            GPU_DTYPE_BYTES,
+            residency.PLANNED_CONTEXT,
+            0,
+            _draft_kv_bytes(pair, tree_budget),
+            minimum,
+            tree_budget,
+            _draft_graph_bytes(pair, tree_budget),
+        )
         plan = residency.plan_residency(layer_bytes, budget.budget_bytes, fixed)
     except InsufficientVRAMError:
         need = minimum_vram_bytes(pair, tree_budget)
@@ -206,10 +242,15 @@ def minimum_vram_bytes(pair: Pair, tree_budget: int | None = None) -> int:
     target = pair_shape(pair.target, pair)
     layer_bytes, fixed = _target_on_gpu(pair)
     context = residency.PLANNED_CONTEXT
-    return (model_bytes_on_gpu(pair.draft, pair) + _draft_kv_bytes(pair, tree_budget) + _draft_graph_bytes(pair, tree_budget)
-            + residency.minimum_device_bytes(layer_bytes, fixed)
-            + residency.config_kv_bytes(target, residency.kv_rows(context, 1), GPU_DTYPE_BYTES)
-            + residency.activation_bytes(target, 1, context, GPU_DTYPE_BYTES) + residency.DEFAULT_MARGIN_BYTES)
+    return (
+        model_bytes_on_gpu(pair.draft, pair)
+        + _draft_kv_bytes(pair, tree_budget)
+        + _draft_graph_bytes(pair, tree_budget)
+        + residency.minimum_device_bytes(layer_bytes, fixed)
+        + residency.config_kv_bytes(target, residency.kv_rows(context, 1), GPU_DTYPE_BYTES)
+        + residency.activation_bytes(target, 1, context, GPU_DTYPE_BYTES)
+        + residency.DEFAULT_MARGIN_BYTES
+    )
 
 
 def minimum_ram_bytes(pair: Pair) -> int:
@@ -225,8 +266,12 @@ def _host_need(pair: Pair, plan: residency.ResidencyPlan | None, on_cpu: bool) -
     target = pair_shape(pair.target, pair)
     all_layers = target.num_hidden_layers * decoder_layer_bytes(target, pair.target.weights)
     store = plan.streamed_bytes_per_pass if plan is not None else all_layers
-    tables = host_table_bytes(non_layer_bytes(target, GPU_DTYPE), embedding_bytes(target, GPU_DTYPE),
-                              streaming=not on_cpu, embedding_on_host=_embedding_on_host(target))
+    tables = host_table_bytes(
+        non_layer_bytes(target, GPU_DTYPE),
+        embedding_bytes(target, GPU_DTYPE),
+        streaming=not on_cpu,
+        embedding_on_host=_embedding_on_host(target),
+    )
     return host_bytes_needed(store, largest_checkpoint_tensor(target, pair.target.weights), tables)
 
 
@@ -241,7 +286,10 @@ def _ram_verdict(needed: int, hw: HardwareDescription) -> tuple[str, str | None]
         check_host_memory(needed, hw.ram.total_bytes)
     except InsufficientHostMemoryError:
         return "no", f"needs {gb(needed)} of RAM, this PC has {gb(hw.ram.total_bytes)}"
-    return "tight", f"needs {gb(needed)} of RAM and {gb(hw.ram.available_bytes)} is free now: close other programs first"
+    return (
+        "tight",
+        f"needs {gb(needed)} of RAM and {gb(hw.ram.available_bytes)} is free now: close other programs first",
+    )
 
 
 def predict_pair(pair: Pair, hw: HardwareDescription, tree_budget: int | None = None, overlap: bool = True) -> PairFit:
@@ -266,8 +314,9 @@ def predict_pair(pair: Pair, hw: HardwareDescription, tree_budget: int | None = 
         vram_fit, vram_problem, chosen = "fits", None, now
     if chosen.plan is not None and chosen.tree_budget < planned and tree_budget is not None:
         vram_fit = "tight" if vram_fit == "fits" else vram_fit
-        vram_problem = vram_problem or (f"VRAM is short: the tree budget drops from {tree_budget} to "
-                                        f"{chosen.tree_budget} draft tokens per pass")
+        vram_problem = vram_problem or (
+            f"VRAM is short: the tree budget drops from {tree_budget} to {chosen.tree_budget} draft tokens per pass"
+        )
     host_need = _host_need(pair, chosen.plan, on_cpu=False)  # resident layers take no host RAM
     ram_fit, ram_problem = _ram_verdict(host_need, hw)
     fit = max(ram_fit, vram_fit, key=FIT_ORDER.__getitem__)
@@ -275,8 +324,22 @@ def predict_pair(pair: Pair, hw: HardwareDescription, tree_budget: int | None = 
     rate, rate_source = h2d_rate(gpu)
     if chosen.plan is None:
         tokens, source = tokens_per_pass(pair, chosen.tree_budget)
-        return PairFit(pair, fit, "; ".join(problems), None, target.num_hidden_layers, None, chosen.tree_budget,
-                       tokens, source, None, None, rate_source, host_need, disk_ok)
+        return PairFit(
+            pair,
+            fit,
+            "; ".join(problems),
+            None,
+            target.num_hidden_layers,
+            None,
+            chosen.tree_budget,
+            tokens,
+            source,
+            None,
+            None,
+            rate_source,
+            host_need,
+            disk_ok,
+        )
     plan = chosen.plan
     rates = gpu_rates(gpu, rate)
     layer = decoder_layer_bytes(target, pair.target.weights)
@@ -284,50 +347,107 @@ def predict_pair(pair: Pair, hw: HardwareDescription, tree_budget: int | None = 
     copy = paths.layer_seconds(layer)
     if staging:
         problems.append(staging)
-    speed = fastest(pair, budgets_weighed(tree_budget, chosen.tree_budget),
-                     lambda b, tokens: gpu_pass(pair, plan.resident, plan.n_slots, copy, b, tokens, rates,
-                                                 engine_draft_kernel(gpu, hw), overlap))
-    reason = "; ".join(problems) if problems else (
-        f"fits: {len(plan.resident)} of {plan.n_layers} layers stay on the GPU, "
-        f"{gb(plan.streamed_bytes_per_pass)} stream from RAM every pass"
+    speed = fastest(
+        pair,
+        budgets_weighed(tree_budget, chosen.tree_budget),
+        lambda b, tokens: gpu_pass(
+            pair, plan.resident, plan.n_slots, copy, b, tokens, rates, engine_draft_kernel(gpu, hw), overlap
+        ),
     )
-    return PairFit(pair, fit, reason, len(plan.resident), plan.n_layers, speed.pass_seconds, speed.budget,
-                   speed.tokens_per_pass, speed.source, speed.tokens_per_second, speed.draft_seconds, rate_source,
-                   host_need, disk_ok, draft_graph_bytes=_draft_graph_bytes(pair, chosen.tree_budget))
+    reason = (
+        "; ".join(problems)
+        if problems
+        else (
+            f"fits: {len(plan.resident)} of {plan.n_layers} layers stay on the GPU, "
+            f"{gb(plan.streamed_bytes_per_pass)} stream from RAM every pass"
+        )
+    )
+    return PairFit(
+        pair,
+        fit,
+        reason,
+        len(plan.resident),
+        plan.n_layers,
+        speed.pass_seconds,
+        speed.budget,
+        speed.tokens_per_pass,
+        speed.source,
+        speed.tokens_per_second,
+        speed.draft_seconds,
+        rate_source,
+        host_need,
+        disk_ok,
+        draft_graph_bytes=_draft_graph_bytes(pair, chosen.tree_budget),
+    )
 
 
-def _builtin_fit(pair: Pair, hw: HardwareDescription, gpu: GpuInfo | None, tree_budget: int | None, disk_ok,
-                 overlap: bool = True) -> PairFit:
+def _builtin_fit(
+    pair: Pair, hw: HardwareDescription, gpu: GpuInfo | None, tree_budget: int | None, disk_ok, overlap: bool = True
+) -> PairFit:
     """The built-in pair always fits: 135M parameters, everything in memory, nothing streams. Its speed is the
     one measured on this computer when the engine has loaded it here (core.models.measured); before that,
     an estimate from the hardware."""
     target = pair_shape(pair.target, pair)
-    need = target.num_hidden_layers * decoder_layer_bytes(target, pair.target.weights) + non_layer_bytes(target, "float32")
+    need = target.num_hidden_layers * decoder_layer_bytes(target, pair.target.weights) + non_layer_bytes(
+        target, "float32"
+    )
     where = "on the GPU" if gpu is not None else f"on the processor ({hw.cpu.physical_cores or '?'} cores)"
     reason = f"fits: it runs {where}, with memory to spare"
     layers = target.num_hidden_layers
     measured = measured_speed(pair.target.repo, pair.draft.repo, "GPU" if gpu is not None else "CPU")
     if measured is not None and (tree_budget is None or measured.method == "sequential"):
         plain = measured.method == "sequential"
-        tokens, source = (1.0, "plain decoding: one token per step") if plain else tokens_per_pass(pair, measured.budget)
+        tokens, source = (
+            (1.0, "plain decoding: one token per step") if plain else tokens_per_pass(pair, measured.budget)
+        )
         how = "plain decoding" if plain else f"SpecExec with {measured.budget}-token trees"
-        return PairFit(pair, "fits", reason, layers, layers, tokens / measured.tokens_per_second, measured.budget, tokens,
-                       source, measured.tokens_per_second, 0.0 if plain else None,
-                       f"measured on this computer {measured.age_words()} ({how})", need,
-                       True if disk_ok is None else disk_ok)
+        return PairFit(
+            pair,
+            "fits",
+            reason,
+            layers,
+            layers,
+            tokens / measured.tokens_per_second,
+            measured.budget,
+            tokens,
+            source,
+            measured.tokens_per_second,
+            0.0 if plain else None,
+            f"measured on this computer {measured.age_words()} ({how})",
+            need,
+            True if disk_ok is None else disk_ok,
+        )
     budgets = budgets_weighed(tree_budget, tree_budget or AUTO_MAX_BUDGET)
     if gpu is not None:
         rate_source = "estimate: compute only, nothing streams"
         everything, rates = tuple(range(target.num_hidden_layers)), gpu_rates(gpu, h2d_rate(gpu)[0])
-        speed = fastest(pair, budgets, lambda b, tokens: gpu_pass(pair, everything, 0, 0.0, b, tokens, rates,
-                                                                    engine_draft_kernel(gpu, hw), overlap))
+        speed = fastest(
+            pair,
+            budgets,
+            lambda b, tokens: gpu_pass(
+                pair, everything, 0, 0.0, b, tokens, rates, engine_draft_kernel(gpu, hw), overlap
+            ),
+        )
     else:
         flops = cpu_flops(hw)
         rate_source = f"estimate: compute only, nothing streams ({flops / 1e9:.0f} GFLOP/s assumed)"
         speed = fastest(pair, budgets, cpu_timing(pair, flops))
-    return PairFit(pair, "fits", reason, layers, layers, speed.pass_seconds, speed.budget, speed.tokens_per_pass,
-                   speed.source, speed.tokens_per_second, speed.draft_seconds, rate_source, need,
-                   True if disk_ok is None else disk_ok)
+    return PairFit(
+        pair,
+        "fits",
+        reason,
+        layers,
+        layers,
+        speed.pass_seconds,
+        speed.budget,
+        speed.tokens_per_pass,
+        speed.source,
+        speed.tokens_per_second,
+        speed.draft_seconds,
+        rate_source,
+        need,
+        True if disk_ok is None else disk_ok,
+    )
 
 
 def _cpu_only_fit(pair: Pair, hw: HardwareDescription, tree_budget: int | None, host_need: int, disk_ok) -> PairFit:
@@ -336,12 +456,27 @@ def _cpu_only_fit(pair: Pair, hw: HardwareDescription, tree_budget: int | None, 
     speed = fastest(pair, budgets_weighed(tree_budget, tree_budget or AUTO_MAX_BUDGET), cpu_timing(pair, flops))
     _, ram_problem = _ram_verdict(host_need, hw)
     seconds = round((speed.pass_seconds + speed.draft_seconds) / speed.tokens_per_pass)
-    words = (f"needs an NVIDIA GPU: this PC has none, and on the processor alone each word would take about "
-             f"{seconds} second{'' if seconds == 1 else 's'}")
+    words = (
+        f"needs an NVIDIA GPU: this PC has none, and on the processor alone each word would take about "
+        f"{seconds} second{'' if seconds == 1 else 's'}"
+    )
     reason = words + (f"; {ram_problem}" if ram_problem else "")
-    return PairFit(pair, "no", reason, 0, target.num_hidden_layers, speed.pass_seconds, speed.budget,
-                   speed.tokens_per_pass, speed.source, speed.tokens_per_second, speed.draft_seconds,
-                   f"estimate: processor only ({flops / 1e9:.0f} GFLOP/s assumed)", host_need, disk_ok)
+    return PairFit(
+        pair,
+        "no",
+        reason,
+        0,
+        target.num_hidden_layers,
+        speed.pass_seconds,
+        speed.budget,
+        speed.tokens_per_pass,
+        speed.source,
+        speed.tokens_per_second,
+        speed.draft_seconds,
+        f"estimate: processor only ({flops / 1e9:.0f} GFLOP/s assumed)",
+        host_need,
+        disk_ok,
+    )
 
 
 def size_class(parameters: int) -> int:
@@ -350,8 +485,13 @@ def size_class(parameters: int) -> int:
     return math.floor(2 * math.log2(max(parameters, 1)))
 
 
-def recommend(catalog: Catalog, hw: HardwareDescription, tree_budget: int | None = None,
-              draft_id: str | None = None, overlap: bool = True) -> Recommendation:
+def recommend(
+    catalog: Catalog,
+    hw: HardwareDescription,
+    tree_budget: int | None = None,
+    draft_id: str | None = None,
+    overlap: bool = True,
+) -> Recommendation:
     """Every offered pair's prediction, best first, each with its other drafts' predictions (`draft_options`).
     Ranked by: usable (fits or is tight, and runs at least MIN_RECOMMENDED_TOKENS_PER_SECOND), the paper's
     calibration pair after the other usable ones, fits before tight, bigger size class first (`size_class`),
@@ -360,8 +500,10 @@ def recommend(catalog: Catalog, hw: HardwareDescription, tree_budget: int | None
     pair when none is. Retired pairs are not predicted. `draft_id` ("16bit", ...) predicts the pairs that
     offer that draft with it instead of their own. `overlap` False predicts without drafting while the target
     streams (`models recommend --no-overlap`)."""
-    pairs = [pair.with_draft(draft_id) if draft_id and any(o.id == draft_id for o in pair.drafts) else pair
-             for pair in catalog.pairs]
+    pairs = [
+        pair.with_draft(draft_id) if draft_id and any(o.id == draft_id for o in pair.drafts) else pair
+        for pair in catalog.pairs
+    ]
     fits = [_with_options(pair, hw, tree_budget, overlap) for pair in pairs]
     order = {pair.id: index for index, pair in enumerate(pairs)}
 
@@ -369,14 +511,22 @@ def recommend(catalog: Catalog, hw: HardwareDescription, tree_budget: int | None
         return fit.fit != "no" and (fit.tokens_per_second or 0) >= MIN_RECOMMENDED_TOKENS_PER_SECOND
 
     def rank(fit: PairFit) -> tuple:
-        return (not usable(fit), fit.pair.calibration, FIT_ORDER[fit.fit],
-                -size_class(pair_shape(fit.pair.target, fit.pair).parameters), order[fit.pair.id])
+        return (
+            not usable(fit),
+            fit.pair.calibration,
+            FIT_ORDER[fit.fit],
+            -size_class(pair_shape(fit.pair.target, fit.pair).parameters),
+            order[fit.pair.id],
+        )
 
     ranked = sorted(fits, key=rank)
-    best = next((fit for fit in ranked if usable(fit) and not fit.pair.calibration),
-                next(fit for fit in fits if fit.pair.id == BUILTIN_PAIR_ID))
-    return Recommendation(hardware=hw, recommended=best.pair.id, pairs=(best, *(f for f in ranked if f is not best)),
-                          overlap=overlap)
+    best = next(
+        (fit for fit in ranked if usable(fit) and not fit.pair.calibration),
+        next(fit for fit in fits if fit.pair.id == BUILTIN_PAIR_ID),
+    )
+    return Recommendation(
+        hardware=hw, recommended=best.pair.id, pairs=(best, *(f for f in ranked if f is not best)), overlap=overlap
+    )
 
 
 def _with_options(pair: Pair, hw: HardwareDescription, tree_budget: int | None = None, overlap: bool = True) -> PairFit:

@@ -52,7 +52,7 @@ class FolderLock:
 
     def acquire(self) -> None:
         """Raises:
-            DownloadBusyError: a live process holds the lock (its pid in the message when it wrote one).
+        DownloadBusyError: a live process holds the lock (its pid in the message when it wrote one).
         """
         self.path.parent.mkdir(parents=True, exist_ok=True)
         while True:
@@ -93,8 +93,10 @@ def folder_locks(folders: list[Path]) -> Iterator[None]:
 
 def _busy_message(folder: Path, pid: int | None) -> str:
     who = f"another process (pid {pid})" if pid is not None else "another process"
-    return (f"this model is already downloading into {folder} in {who}. Wait for it to finish (the app shows "
-            "its progress), or stop it and run the download again to resume.")
+    return (
+        f"this model is already downloading into {folder} in {who}. Wait for it to finish (the app shows "
+        "its progress), or stop it and run the download again to resume."
+    )
 
 
 def _read_pid(descriptor: int) -> int | None:

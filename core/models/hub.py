@@ -99,8 +99,9 @@ def fetch_listing(repo: str, revision: str = "main", token: str | None = None) -
         status = error.response.status_code if error.response is not None else None
         if status in (401, 403):
             raise GatedModelError(gated_message(repo, bool(token)), licence_page(repo)) from error
-        raise DownloadError(f"the hub at {hub_endpoint()} answered HTTP {status} for '{repo}'; try again later"
-                            ) from error
+        raise DownloadError(
+            f"the hub at {hub_endpoint()} answered HTTP {status} for '{repo}'; try again later"
+        ) from error
     except hub_errors.HFValidationError as error:
         raise RemoteNotFoundError(f"'{repo}' is not a repo id (expected 'owner/name'): {error}") from error
     except httpx2.TimeoutException as error:

@@ -46,7 +46,8 @@ def check_model_folder(folder: Path) -> None:
         where = f" near line {error.lineno}" if isinstance(error, json.JSONDecodeError) else ""
         raise ModelFormatError(
             f"the model's settings file {config.name} in {folder.name} is damaged{where}: copy or download the "
-            "model again") from error
+            "model again"
+        ) from error
     if not any(any(folder.glob(pattern)) for pattern in WEIGHT_PATTERNS):
         raise ModelFormatError(
             f"{folder} has a config.json but no weights (*.safetensors or *.bin): the download may be unfinished"

@@ -49,8 +49,9 @@ def _describe(entry: Path) -> InstalledModel | None:
     if manifest is not None:
         done = sum(bytes_present(entry, file) for file in manifest.files)
         complete = manifest.complete and done == manifest.total_bytes
-        return InstalledModel(entry.name, entry, manifest.repo, manifest.revision, complete, done,
-                              manifest.total_bytes, linked)
+        return InstalledModel(
+            entry.name, entry, manifest.repo, manifest.revision, complete, done, manifest.total_bytes, linked
+        )
     if (entry / "config.json").is_file() or any(entry.glob("*.gguf")):
         size = folder_bytes(entry)
         return InstalledModel(entry.name, entry, None, None, True, size, size, linked)

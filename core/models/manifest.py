@@ -63,11 +63,16 @@ def partial_path(final: Path) -> Path:
     return final.with_name(final.name + PARTIAL_SUFFIX)
 
 
-def write_manifest(folder: Path, remote: RemoteRepo, complete: bool,
-                   verified: dict[str, FileStamp] | None = None) -> None:
+def write_manifest(
+    folder: Path, remote: RemoteRepo, complete: bool, verified: dict[str, FileStamp] | None = None
+) -> None:
     data = {
-        "schema_version": SCHEMA_VERSION, "repo": remote.repo, "revision": remote.revision,
-        "commit": remote.commit, "complete": complete, "total_bytes": remote.total_bytes,
+        "schema_version": SCHEMA_VERSION,
+        "repo": remote.repo,
+        "revision": remote.revision,
+        "commit": remote.commit,
+        "complete": complete,
+        "total_bytes": remote.total_bytes,
         "files": [asdict(file) for file in remote.files],
         "verified": {path: asdict(stamp) for path, stamp in (verified or {}).items()},
     }
@@ -81,13 +86,21 @@ def read_manifest(folder: Path) -> Manifest | None:
     """The folder's manifest, or None when it has none or an unreadable one (then it is not our download)."""
     try:
         data = json.loads((folder / MANIFEST_NAME).read_text(encoding="utf-8"))
-        files = tuple(RemoteFile(path=str(f["path"]), size=int(f["size"]), sha256=f.get("sha256"),
-                                 blob_id=f.get("blob_id")) for f in data["files"])
-        verified = {str(path): FileStamp(int(s["size"]), int(s["mtime_ns"]), int(s["inode"]))
-                    for path, s in data.get("verified", {}).items()}
+        files = tuple(
+            RemoteFile(path=str(f["path"]), size=int(f["size"]), sha256=f.get("sha256"), blob_id=f.get("blob_id"))
+            for f in data["files"]
+        )
+        verified = {
+            str(path): FileStamp(int(s["size"]), int(s["mtime_ns"]), int(s["inode"]))
+            for path, s in data.get("verified", {}).items()
+        }
         return Manifest(
-            repo=str(data["repo"]), revision=str(data["revision"]), commit=str(data["commit"]), files=files,
-            complete=bool(data["complete"]), verified=verified,
+            repo=str(data["repo"]),
+            revision=str(data["revision"]),
+            commit=str(data["commit"]),
+            files=files,
+            complete=bool(data["complete"]),
+            verified=verified,
         )
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None

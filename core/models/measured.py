@@ -57,15 +57,17 @@ def record_speed(target: str, draft: str | None, device: str, speed: MeasuredSpe
     write_entries(path, entries)
 
 
-def measured_speed(target: str, draft: str | None, device: str, path: Path | None = None,
-                   now: float | None = None) -> MeasuredSpeed | None:
+def measured_speed(
+    target: str, draft: str | None, device: str, path: Path | None = None, now: float | None = None
+) -> MeasuredSpeed | None:
     """The pair's measured speed on this computer, unless there is none, it is damaged or over a month old."""
     entry = read_entries(path or speeds_path()).get(_key(target, draft, device))
     if not isinstance(entry, dict):
         return None
     try:
-        speed = MeasuredSpeed(float(entry["tokens_per_second"]), str(entry["method"]), int(entry["budget"]),
-                              float(entry["measured_at"]))
+        speed = MeasuredSpeed(
+            float(entry["tokens_per_second"]), str(entry["method"]), int(entry["budget"]), float(entry["measured_at"])
+        )
     except (KeyError, TypeError, ValueError):
         return None
     fresh = (time.time() if now is None else now) - speed.measured_at < MAX_AGE_S

@@ -93,8 +93,17 @@ def engine_draft_kernel(gpu: GpuInfo, hw: HardwareDescription) -> DraftKernel:
     return DraftKernel(draft_kernel.choose_kernel(available, gpu.draft_kernel_bytes_per_second))
 
 
-def gpu_pass(pair: Pair, resident: tuple[int, ...], slots: int, copy_seconds: float, budget: int, tokens: float,
-              rates: GpuRates, kernel: DraftKernel, overlap: bool = True) -> tuple[float, float]:
+def gpu_pass(
+    pair: Pair,
+    resident: tuple[int, ...],
+    slots: int,
+    copy_seconds: float,
+    budget: int,
+    tokens: float,
+    rates: GpuRates,
+    kernel: DraftKernel,
+    overlap: bool = True,
+) -> tuple[float, float]:
     """(target pass, draft) seconds on a GPU: the draft first, the target's first streamed layers copied
     meanwhile, then every layer at the larger of its copy and its compute (core.models.speed). With the
     overlap the draft seconds are those left on the critical path (core.models.speed.overlapped_forwards: the

@@ -95,8 +95,13 @@ GRAPH_KERNEL_GAP_SECONDS = 2e-6
 # Interpolated in log2(budget), held flat outside. These are counts of the search run until its tree is
 # complete; adaptive depth (issue 20, core/decoding/autotune/depth.py) stops a pass earlier when one more forward is
 # worth less than its cost, so they are the upper end of what the engine runs.
-DRAFT_FORWARDS_PER_TOKEN: tuple[tuple[int, float], ...] = ((16, 7.87 / 3.80), (64, 11.72 / 4.86), (256, 14.57 / 5.73),
-                                                           (1024, 18.8 / 7.11), (2048, 20.0 / 8.00))
+DRAFT_FORWARDS_PER_TOKEN: tuple[tuple[int, float], ...] = (
+    (16, 7.87 / 3.80),
+    (64, 11.72 / 4.86),
+    (256, 14.57 / 5.73),
+    (1024, 18.8 / 7.11),
+    (2048, 20.0 / 8.00),
+)
 MAX_DRAFT_FORWARDS = 32
 # Shares of the datasheet peaks (core.models.gpu_specs) that long reads and large GEMMs sustain.
 MEMORY_EFFICIENCY = 0.8
@@ -172,8 +177,12 @@ class GpuRates:
 
     @classmethod
     def from_specs(cls, h2d: float, specs: GpuSpecs, measured_kernels: dict[str, float] | None = None) -> "GpuRates":
-        return cls(h2d, specs.memory_bytes_per_second * MEMORY_EFFICIENCY, specs.flops * MATMUL_EFFICIENCY,
-                   dict(measured_kernels or {}))
+        return cls(
+            h2d,
+            specs.memory_bytes_per_second * MEMORY_EFFICIENCY,
+            specs.flops * MATMUL_EFFICIENCY,
+            dict(measured_kernels or {}),
+        )
 
 
 @dataclass(frozen=True)
@@ -246,9 +255,16 @@ def _linear_parameters(shape: ModelShape) -> int:
     return (shape.parameters - _embedding_parameters(shape)) // shape.num_hidden_layers
 
 
-def draft_seconds(shape: ModelShape, weights: WeightFormat, budget: int, tokens_per_pass: float, gpu: GpuRates,
-                  kernel: DraftKernel = DraftKernel.TINYGEMM, forwards: float | None = None,
-                  launch: DraftLaunch = DraftLaunch.GRAPH) -> float:
+def draft_seconds(
+    shape: ModelShape,
+    weights: WeightFormat,
+    budget: int,
+    tokens_per_pass: float,
+    gpu: GpuRates,
+    kernel: DraftKernel = DraftKernel.TINYGEMM,
+    forwards: float | None = None,
+    launch: DraftLaunch = DraftLaunch.GRAPH,
+) -> float:
     """Growing one tree of `budget` tokens with a draft kept on the GPU: `forwards` forwards (None:
     draft_forwards(budget, tokens_per_pass)), each the larger of its GPU time and its launches (see the
     module's docstring)."""
@@ -270,9 +286,13 @@ def draft_seconds(shape: ModelShape, weights: WeightFormat, budget: int, tokens_
     return forwards * _draft_forward_seconds(shape.num_hidden_layers, gpu_seconds, launch)
 
 
-def overlapped_forwards(forwards: float, stream_seconds: float, forward_seconds: float,
-                        keep_rate: float = OVERLAP_KEEP_RATE,
-                        saved_per_shadow_forward: float = OVERLAP_SAVED_PER_SHADOW_FORWARD) -> float:
+def overlapped_forwards(
+    forwards: float,
+    stream_seconds: float,
+    forward_seconds: float,
+    keep_rate: float = OVERLAP_KEEP_RATE,
+    saved_per_shadow_forward: float = OVERLAP_SAVED_PER_SHADOW_FORWARD,
+) -> float:
     """Draft forwards left on a pass's critical path with the overlap on: `forwards` without it, less what the
     kept subtree spares (module docstring). `stream_seconds`: the target's pass, which the shadow fills with
     forwards of `forward_seconds` each."""
@@ -282,8 +302,14 @@ def overlapped_forwards(forwards: float, stream_seconds: float, forward_seconds:
     return max(1.0, forwards - keep_rate * saved_per_shadow_forward * shadow)
 
 
-def target_pass_seconds(n_layers: int, resident: tuple[int, ...], copy_seconds: float, compute_seconds: float,
-                        slots: int, prefetch_seconds: float = 0.0) -> float:
+def target_pass_seconds(
+    n_layers: int,
+    resident: tuple[int, ...],
+    copy_seconds: float,
+    compute_seconds: float,
+    slots: int,
+    prefetch_seconds: float = 0.0,
+) -> float:
     """One target pass: layers in order, resident ones computed in place, the others copied through a ring of
     `slots` buffers (the copies of the first `slots` started `prefetch_seconds` before the pass). Returns the
     time from the end of drafting to the end of the last layer."""

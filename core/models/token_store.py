@@ -35,8 +35,9 @@ def checked_token(token: str, source: str) -> str:
     """
     token = token.strip()
     if not token:
-        raise InvalidTokenError(f"the Hugging Face token {source} is empty: paste the token from "
-                                "https://huggingface.co/settings/tokens")
+        raise InvalidTokenError(
+            f"the Hugging Face token {source} is empty: paste the token from https://huggingface.co/settings/tokens"
+        )
     if not all(33 <= ord(character) <= 126 for character in token):
         raise InvalidTokenError(
             f"the Hugging Face token {source} holds a space, a line break, a control character or a non-ASCII "

@@ -41,8 +41,12 @@ Modules, one job each:
 
 __all__ = ["OffloadReport", "OffloadedLM", "is_quantized_folder", "load_offloaded"]
 
-_LAZY = {"is_quantized_folder": "core.offload.gptq_loader", "load_offloaded": "core.offload.loader",
-         "OffloadedLM": "core.offload.offloaded_lm", "OffloadReport": "core.offload.offloaded_lm"}
+_LAZY = {
+    "is_quantized_folder": "core.offload.gptq_loader",
+    "load_offloaded": "core.offload.loader",
+    "OffloadedLM": "core.offload.offloaded_lm",
+    "OffloadReport": "core.offload.offloaded_lm",
+}
 
 
 def __getattr__(name: str):

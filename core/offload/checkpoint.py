@@ -22,8 +22,20 @@ from core.errors import DamagedModelError, ModelFormatError, ModelNotFoundError
 SINGLE_FILE = "model.safetensors"
 INDEX_FILE = "model.safetensors.index.json"
 
-_DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1, "BOOL": 1,
-                "F8_E4M3": 1, "F8_E5M2": 1}
+_DTYPE_BYTES = {
+    "F64": 8,
+    "F32": 4,
+    "F16": 2,
+    "BF16": 2,
+    "I64": 8,
+    "I32": 4,
+    "I16": 2,
+    "I8": 1,
+    "U8": 1,
+    "BOOL": 1,
+    "F8_E4M3": 1,
+    "F8_E5M2": 1,
+}
 
 _LAYER_KEY = re.compile(r"^model\.layers\.(\d+)\.(.+)$")
 # renames transformers 5 applies before anything else, per model type
@@ -53,7 +65,8 @@ def checkpoint_files(folder: str | Path) -> list[Path]:
         if missing:
             raise DamagedModelError(
                 f"shards listed in {index.name} are missing from {folder}: {', '.join(missing[:5])}. "
-                "The download is incomplete: download the missing files again")
+                "The download is incomplete: download the missing files again"
+            )
         return files
     single = folder / SINGLE_FILE
     if single.is_file():

@@ -44,8 +44,14 @@ def _rebuild_rotary(model: nn.Module, device: torch.device) -> None:
     inner.rotary_emb = type(inner.rotary_emb)(config=inner.config).to(device)
 
 
-def fill_and_finish(ck: Checkpoint, blocks: tuple[LayerBlock, ...], top: dict, device: torch.device,
-                     dtype: torch.dtype, progress: Progress | None) -> None:
+def fill_and_finish(
+    ck: Checkpoint,
+    blocks: tuple[LayerBlock, ...],
+    top: dict,
+    device: torch.device,
+    dtype: torch.dtype,
+    progress: Progress | None,
+) -> None:
     """Read every tensor into `blocks` / `top`, check nothing is missing, finalise GPTQ layers (act-order
     re-pack, the shared scratch) and rebuild the rotary embedding on `device`."""
     _fill(ck.files, ck.infos, ck.targets, top, blocks, progress, device if device.type == "cuda" else None)
@@ -65,8 +71,15 @@ def _block_of(blocks: tuple[LayerBlock, ...], layer: int) -> LayerBlock:
     return next(block for block in blocks if layer in block)
 
 
-def _fill(files, infos, targets, top, blocks: tuple[LayerBlock, ...], progress: Progress | None,
-          work_device: torch.device | None = None) -> None:
+def _fill(
+    files,
+    infos,
+    targets,
+    top,
+    blocks: tuple[LayerBlock, ...],
+    progress: Progress | None,
+    work_device: torch.device | None = None,
+) -> None:
     """Read every wanted tensor once and copy it to its place (a layer block's slice or a non-layer tensor).
     A tensor of another format is converted into the GPTQ layout on `work_device` when given (a GPU turns a
     70B layer around in milliseconds; a processor takes seconds: docs/benchmarks.md, issue 32)."""

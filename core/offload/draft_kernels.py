@@ -75,8 +75,13 @@ def _cache_key(device: torch.device, linears: list[GPTQLinear]) -> str:
     return json.dumps([torch.cuda.get_device_name(device), torch.__version__, shapes])
 
 
-def time_kernels(linears: list[GPTQLinear], device: torch.device, kernels: tuple[str, ...],
-                 rows: tuple[int, ...] = DRAFT_ROWS, repeats: int = TIMING_REPEATS) -> dict[str, float]:
+def time_kernels(
+    linears: list[GPTQLinear],
+    device: torch.device,
+    kernels: tuple[str, ...],
+    rows: tuple[int, ...] = DRAFT_ROWS,
+    repeats: int = TIMING_REPEATS,
+) -> dict[str, float]:
     """Bytes of packed weights each kernel reads per second over `linears` at each of `rows`, a product at a
     time (total bytes over total time); a kernel that cannot take one of them is left out."""
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
@@ -109,11 +114,14 @@ def choose_draft_kernel(model: nn.Module, device: torch.device, *, measure: bool
     if forced:
         if forced not in ALL_KERNELS or forced not in available:
             raise InvalidSettingError(
-                f"{DRAFT_KERNEL_ENV}={forced!r} cannot run on {device.type}: choose one of {', '.join(available)}")
+                f"{DRAFT_KERNEL_ENV}={forced!r} cannot run on {device.type}: choose one of {', '.join(available)}"
+            )
         return DraftKernelChoice(forced, f"forced by {DRAFT_KERNEL_ENV}")
     if not linears or device.type != "cuda":
-        return DraftKernelChoice(EAGER_DEQUANTISE if device.type != "cuda" else available[0], "the processor's path"
-                                 if device.type != "cuda" else "no 4-bit layers")
+        return DraftKernelChoice(
+            EAGER_DEQUANTISE if device.type != "cuda" else available[0],
+            "the processor's path" if device.type != "cuda" else "no 4-bit layers",
+        )
     sample = _first_layer(linears)
     key = _cache_key(device, sample)
     entries = read_entries(cache_path())

@@ -72,6 +72,7 @@ class GPTQSettings:
 
 # --- packing -------------------------------------------------------------------------------------------
 
+
 def _unpack_3bit(blocks: torch.Tensor) -> torch.Tensor:
     """int32 [A, m, 3, B] (m blocks of 3 words) -> int32 [A, m, 32, B]: value j starts at bit 3j of the
     block's 96-bit little-endian stream. int64 temporaries, so no sign bits leak into straddling values."""
@@ -136,6 +137,7 @@ def pack_rows(values: torch.Tensor, bits: int) -> torch.Tensor:
 
 # --- act-order ------------------------------------------------------------------------------------------
 
+
 def plan_gptq_rows(g_idx: torch.Tensor, group_size: int) -> tuple[str, torch.Tensor | None]:
     """Decide how a linear's rows are grouped: ("groups", None), ("perm", perm int32 [K]) or ("gather", None).
 
@@ -197,7 +199,10 @@ def pack_rows_4bit_u8(values: torch.Tensor) -> torch.Tensor:
 
 # --- dequantisation -------------------------------------------------------------------------------------
 
-def dequantize_reference(qweight, qzeros, scales, g_idx, bits: int, zero_offset: int = 1, dtype=torch.float32) -> torch.Tensor:
+
+def dequantize_reference(
+    qweight, qzeros, scales, g_idx, bits: int, zero_offset: int = 1, dtype=torch.float32
+) -> torch.Tensor:
     """Straightforward W [K, N] from the checkpoint tensors (any g_idx). Used on small layers and in tests."""
     q = unpack_rows(qweight, bits)
     n = scales.shape[1]
@@ -288,12 +293,19 @@ class GPTQLinear(nn.Module):
         self.mode = "groups"
         self.int4: Int4Weights | None = None  # set by use_int4_kernel: tinygemm's layout replaces qweight
         self.fused = True  # False: small batches dequantise and use a GEMM (core.offload.draft_kernels decides)
-        dtypes = {"int32": torch.int32, "float16": torch.float16, "bfloat16": torch.bfloat16,
-                  "float32": torch.float32}
+        dtypes = {"int32": torch.int32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
         # Shapes from the one pure description the fit prediction also uses (core.planning.sizes). `perm`
         # (act-order only) is the input permutation of "perm" mode, filled by the loader.
-        for spec in gptq_linear_tensors(in_features, out_features, settings.bits, settings.group_size,
-                                        settings.desc_act, bias, settings.scale_dtype, settings.bias_dtype):
+        for spec in gptq_linear_tensors(
+            in_features,
+            out_features,
+            settings.bits,
+            settings.group_size,
+            settings.desc_act,
+            bias,
+            settings.scale_dtype,
+            settings.bias_dtype,
+        ):
             self.register_buffer(spec.name, torch.empty(spec.shape, dtype=dtypes[spec.dtype], device=device))
         for optional in ("perm", "bias"):
             if optional not in self._buffers:
@@ -305,8 +317,15 @@ class GPTQLinear(nn.Module):
     @property
     def packed(self) -> PackedGPTQ:
         """This linear's tensors as the dequantisation and the kernels take them."""
-        return PackedGPTQ(self.qweight, self.qzeros, self.scales, self.g_idx if self.mode == "gather" else None,
-                          self.bits, self.group_size, self.zero_offset)
+        return PackedGPTQ(
+            self.qweight,
+            self.qzeros,
+            self.scales,
+            self.g_idx if self.mode == "gather" else None,
+            self.bits,
+            self.group_size,
+            self.zero_offset,
+        )
 
     @torch.no_grad()
     def use_int4_kernel(self) -> bool:
@@ -323,11 +342,19 @@ class GPTQLinear(nn.Module):
         weights = pack_int4(values, zeros, self.scales, self.group_size, *layout)
         del values
         words = self.qweight
-        if words.is_contiguous() and words.numel() * words.element_size() == weights.packed.numel() * weights.packed.element_size():
+        if (
+            words.is_contiguous()
+            and words.numel() * words.element_size() == weights.packed.numel() * weights.packed.element_size()
+        ):
             own = words.view(-1).view(torch.uint8)
             own.copy_(weights.packed.reshape(-1).view(torch.uint8))
-            weights = Int4Weights(own.view(weights.packed.dtype).view(weights.packed.shape), weights.scales_and_zeros,
-                                  weights.group_size, weights.in_features, weights.out_features)
+            weights = Int4Weights(
+                own.view(weights.packed.dtype).view(weights.packed.shape),
+                weights.scales_and_zeros,
+                weights.group_size,
+                weights.in_features,
+                weights.out_features,
+            )
         self.int4 = weights
         self.qweight = None  # its bytes now hold the repacked words
         return True
@@ -370,8 +397,16 @@ class GPTQExperts(nn.Module):
     got. `names` are the checkpoint's (gate, up, down) linear names: ("w1", "w3", "w2") for Mixtral.
     """
 
-    def __init__(self, num_experts: int, hidden: int, intermediate: int, names: tuple[str, str, str],
-                 settings: GPTQSettings, scratch: DequantScratch, act_fn) -> None:
+    def __init__(
+        self,
+        num_experts: int,
+        hidden: int,
+        intermediate: int,
+        names: tuple[str, str, str],
+        settings: GPTQSettings,
+        scratch: DequantScratch,
+        act_fn,
+    ) -> None:
         super().__init__()
         self.num_experts, self.names, self.act_fn = num_experts, names, act_fn
         gate, up, down = names
@@ -382,7 +417,9 @@ class GPTQExperts(nn.Module):
             setattr(expert, down, GPTQLinear(intermediate, hidden, settings, False, scratch))
             self.add_module(str(e), expert)
 
-    def forward(self, hidden_states: torch.Tensor, top_k_index: torch.Tensor, top_k_weights: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, hidden_states: torch.Tensor, top_k_index: torch.Tensor, top_k_weights: torch.Tensor
+    ) -> torch.Tensor:
         gate, up, down = self.names
         top_k = top_k_index.shape[1]
         # pairs [T * k] sorted by expert (stable: by token within an expert); token_of: the pair's token row

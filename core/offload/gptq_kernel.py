@@ -51,8 +51,21 @@ def fused_dequant_available(device: torch.device) -> bool:
 
 
 def _dequant_tile(
-    qweight_ptr, qzeros_ptr, scales_ptr, rows, cols, row_ok, col_ok, group, group_ok, N, zero_words, zero_offset,
-    BITS: tl.constexpr, WORK_DTYPE: tl.constexpr, BF16: tl.constexpr,
+    qweight_ptr,
+    qzeros_ptr,
+    scales_ptr,
+    rows,
+    cols,
+    row_ok,
+    col_ok,
+    group,
+    group_ok,
+    N,
+    zero_words,
+    zero_offset,
+    BITS: tl.constexpr,
+    WORK_DTYPE: tl.constexpr,
+    BF16: tl.constexpr,
 ):
     """W[rows, cols] as a [BK, BN] tile in WORK_DTYPE, 0 where masked (jitted by `dequant_tile`; both the
     dequantisation kernel and the fused matmul call it). rows, row_ok [BK]; cols, col_ok [BN]; group, group_ok:
@@ -100,10 +113,24 @@ def _dequant_tile(
 
 
 def _dequant_kernel(
-    qweight_ptr, qzeros_ptr, scales_ptr, g_idx_ptr, out_ptr,
-    K, N, zero_words, group_size, zero_offset,
-    BITS: tl.constexpr, USE_G_IDX: tl.constexpr, OUT_DTYPE: tl.constexpr, WORK_DTYPE: tl.constexpr,
-    BF16: tl.constexpr, DEQUANT_TILE: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr,
+    qweight_ptr,
+    qzeros_ptr,
+    scales_ptr,
+    g_idx_ptr,
+    out_ptr,
+    K,
+    N,
+    zero_words,
+    group_size,
+    zero_offset,
+    BITS: tl.constexpr,
+    USE_G_IDX: tl.constexpr,
+    OUT_DTYPE: tl.constexpr,
+    WORK_DTYPE: tl.constexpr,
+    BF16: tl.constexpr,
+    DEQUANT_TILE: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    BLOCK_N: tl.constexpr,
 ):
     """One BLOCK_K x BLOCK_N tile of W (jitted by `_kernel`); DEQUANT_TILE is the jitted `_dequant_tile`."""
     rows = tl.program_id(0) * BLOCK_K + tl.arange(0, BLOCK_K)  # [BK]
@@ -114,8 +141,23 @@ def _dequant_kernel(
     else:
         group = rows // group_size
     col_ok = cols < N
-    weight = DEQUANT_TILE(qweight_ptr, qzeros_ptr, scales_ptr, rows, cols, row_ok, col_ok, group[:, None],
-                          row_ok[:, None], N, zero_words, zero_offset, BITS, WORK_DTYPE, BF16)
+    weight = DEQUANT_TILE(
+        qweight_ptr,
+        qzeros_ptr,
+        scales_ptr,
+        rows,
+        cols,
+        row_ok,
+        col_ok,
+        group[:, None],
+        row_ok[:, None],
+        N,
+        zero_words,
+        zero_offset,
+        BITS,
+        WORK_DTYPE,
+        BF16,
+    )
     tl.store(out_ptr + rows[:, None] * N + cols[None, :], weight.to(OUT_DTYPE), mask=row_ok[:, None] & col_ok[None, :])
 
 
@@ -158,9 +200,23 @@ def fused_dequantize_into(out: torch.Tensor, weights: PackedGPTQ) -> torch.Tenso
     work_dtype = tl.float64 if out.dtype == torch.float64 else tl.float32
     grid = (-(-k // BLOCK_K), -(-n // BLOCK_N))
     _kernel(interpreted())[grid](
-        qweight, qzeros, scales, g_idx if g_idx is not None else qweight, out,
-        k, n, qzeros.shape[1], k if group_size == -1 else group_size, zero_offset,
-        BITS=bits, USE_G_IDX=g_idx is not None, OUT_DTYPE=out_dtype, WORK_DTYPE=work_dtype,
-        BF16=out.dtype == torch.bfloat16, DEQUANT_TILE=dequant_tile(interpreted()), BLOCK_K=BLOCK_K, BLOCK_N=BLOCK_N,
+        qweight,
+        qzeros,
+        scales,
+        g_idx if g_idx is not None else qweight,
+        out,
+        k,
+        n,
+        qzeros.shape[1],
+        k if group_size == -1 else group_size,
+        zero_offset,
+        BITS=bits,
+        USE_G_IDX=g_idx is not None,
+        OUT_DTYPE=out_dtype,
+        WORK_DTYPE=work_dtype,
+        BF16=out.dtype == torch.bfloat16,
+        DEQUANT_TILE=dequant_tile(interpreted()),
+        BLOCK_K=BLOCK_K,
+        BLOCK_N=BLOCK_N,
     )
     return out

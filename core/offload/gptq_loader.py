@@ -49,12 +49,25 @@ def gptq_settings(scheme: QuantScheme | None) -> GPTQSettings | None:
     """The GPTQLinear settings of a quantised scheme (None: a 16-bit model)."""
     if scheme is None:
         return None
-    return GPTQSettings(bits=scheme.bits, group_size=scheme.group_size, desc_act=scheme.desc_act, sym=scheme.sym,
-                        zero_offset=scheme.zero_offset, scale_dtype=scheme.scale_dtype, bias_dtype=scheme.bias_dtype)
+    return GPTQSettings(
+        bits=scheme.bits,
+        group_size=scheme.group_size,
+        desc_act=scheme.desc_act,
+        sym=scheme.sym,
+        zero_offset=scheme.zero_offset,
+        scale_dtype=scheme.scale_dtype,
+        bias_dtype=scheme.bias_dtype,
+    )
 
 
-def quantize_layers(model: nn.Module, model_type: str, keys: set[str], settings: GPTQSettings, scratch: DequantScratch,
-                    marker: str = "qweight") -> int:
+def quantize_layers(
+    model: nn.Module,
+    model_type: str,
+    keys: set[str],
+    settings: GPTQSettings,
+    scratch: DequantScratch,
+    marker: str = "qweight",
+) -> int:
     """Swap nn.Linear (and fused experts) for GPTQ modules in every decoder layer whose checkpoint has its
     packed weight (`marker`: "qweight" for GPTQ and AWQ, "weight_packed" for compressed-tensors). Returns the
     largest in*out among the GPTQ linears (the scratch size).
@@ -69,7 +82,9 @@ def quantize_layers(model: nn.Module, model_type: str, keys: set[str], settings:
             if not isinstance(module, nn.Linear) or f"{prefix}{name}.{marker}" not in keys:
                 continue
             _check_packable(module.in_features, module.out_features, settings, prefix + name)
-            replacement = GPTQLinear(module.in_features, module.out_features, settings, module.bias is not None, scratch)
+            replacement = GPTQLinear(
+                module.in_features, module.out_features, settings, module.bias is not None, scratch
+            )
             parent_name, _, attr = name.rpartition(".")
             setattr(layer.get_submodule(parent_name) if parent_name else layer, attr, replacement)
             swapped += 1
@@ -88,11 +103,14 @@ def _check_packable(in_features: int, out_features: int, settings: GPTQSettings,
     per = settings.block_values
     group = in_features if settings.group_size == -1 else settings.group_size
     if in_features % per or in_features % group:
-        raise ModelFormatError(f"{name}: {in_features} inputs do not split into {settings.bits}-bit words and groups of {group}")
+        raise ModelFormatError(
+            f"{name}: {in_features} inputs do not split into {settings.bits}-bit words and groups of {group}"
+        )
 
 
-def _swap_experts(layer: nn.Module, model_type: str, prefix: str, keys: set[str], settings, scratch,
-                  marker: str) -> int:
+def _swap_experts(
+    layer: nn.Module, model_type: str, prefix: str, keys: set[str], settings, scratch, marker: str
+) -> int:
     names = EXPERT_NAMES.get(model_type)
     if names is None:
         return 0
@@ -135,5 +153,5 @@ def check_lm_head(keys: set[str], folder) -> None:
         raise UnsupportedFormatError(
             f"the model in {folder} has its output layer (lm_head) quantised as well, which this app cannot read: "
             "download a version of the model that keeps lm_head in 16 bits (the usual GPTQ, AWQ and W4A16 uploads "
-            "do)")
-
+            "do)"
+        )

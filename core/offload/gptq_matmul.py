@@ -88,11 +88,31 @@ def _capability(device: torch.device) -> tuple[int, int]:
 
 
 def _matmul_kernel(
-    x_ptr, qweight_ptr, qzeros_ptr, scales_ptr, g_idx_ptr, out_ptr,
-    M, N, K, zero_words, group_size, zero_offset, k_per_split,
-    BITS: tl.constexpr, USE_G_IDX: tl.constexpr, SAME_GROUP: tl.constexpr, DOT_DTYPE: tl.constexpr,
-    OUT_DTYPE: tl.constexpr, BF16: tl.constexpr, IEEE: tl.constexpr, DEQUANT_TILE: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr,
+    x_ptr,
+    qweight_ptr,
+    qzeros_ptr,
+    scales_ptr,
+    g_idx_ptr,
+    out_ptr,
+    M,
+    N,
+    K,
+    zero_words,
+    group_size,
+    zero_offset,
+    k_per_split,
+    BITS: tl.constexpr,
+    USE_G_IDX: tl.constexpr,
+    SAME_GROUP: tl.constexpr,
+    DOT_DTYPE: tl.constexpr,
+    OUT_DTYPE: tl.constexpr,
+    BF16: tl.constexpr,
+    IEEE: tl.constexpr,
+    DEQUANT_TILE: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    SPLIT_K: tl.constexpr,
 ):
     """One BLOCK_M x BLOCK_N tile of y = x @ W (jitted by `_kernel`) over the K range [k_per_split * s,
     k_per_split * (s + 1)) of split s = program_id(2), in BLOCK_K steps. With SPLIT_K > 1 it writes its
@@ -115,8 +135,23 @@ def _matmul_kernel(
                 group = (rows // group_size)[:, None]
             group_ok = row_ok[:, None]
         # w [BK, BN]: exact in the compute dtype (float32 work, bfloat16-rounded for bfloat16)
-        w = DEQUANT_TILE(qweight_ptr, qzeros_ptr, scales_ptr, rows, cols, row_ok, col_ok, group, group_ok, N,
-                         zero_words, zero_offset, BITS, tl.float32, BF16)
+        w = DEQUANT_TILE(
+            qweight_ptr,
+            qzeros_ptr,
+            scales_ptr,
+            rows,
+            cols,
+            row_ok,
+            col_ok,
+            group,
+            group_ok,
+            N,
+            zero_words,
+            zero_offset,
+            BITS,
+            tl.float32,
+            BF16,
+        )
         x = tl.load(x_ptr + m[:, None] * K + rows[None, :], mask=m_ok[:, None] & row_ok[None, :], other=0.0)
         if IEEE:
             acc += tl.dot(x.to(DOT_DTYPE), w.to(DOT_DTYPE), input_precision="ieee")
@@ -177,8 +212,10 @@ def fused_gptq_matmul(x: torch.Tensor, weights: PackedGPTQ, config: LaunchConfig
     if x.dtype not in _DOT_DTYPES:
         raise ValueError(f"the fused GPTQ matmul multiplies {', '.join(_DOT_DTYPES.values())}, not {x.dtype}")
     if x.dim() != 2 or packed_rows(x.shape[1], bits) != qweight.shape[0]:
-        raise ValueError(f"x must be [rows, K] with K the {bits}-bit weight's inputs, got {tuple(x.shape)} for "
-                         f"qweight {tuple(qweight.shape)}")
+        raise ValueError(
+            f"x must be [rows, K] with K the {bits}-bit weight's inputs, got {tuple(x.shape)} for "
+            f"qweight {tuple(qweight.shape)}"
+        )
     x = x.contiguous()
     (m, k), n = x.shape, scales.shape[1]
     size = k if group_size == -1 else group_size
@@ -194,11 +231,32 @@ def fused_gptq_matmul(x: torch.Tensor, weights: PackedGPTQ, config: LaunchConfig
     dot_dtype = tl.float32 if bf16 and interpreted() else getattr(tl, name)  # see the module's docstring
     grid = (-(-m // config.block_m), -(-n // config.block_n), splits)
     _kernel(interpreted())[grid](
-        x, qweight, qzeros, scales, g_idx if g_idx is not None else qweight, out,
-        m, n, k, qzeros.shape[1], size, zero_offset, k_per_split,
-        BITS=bits, USE_G_IDX=g_idx is not None, SAME_GROUP=g_idx is None and size % config.block_k == 0,
-        DOT_DTYPE=dot_dtype, OUT_DTYPE=getattr(tl, name), BF16=bf16, IEEE=x.dtype == torch.float32,
-        DEQUANT_TILE=dequant_tile(interpreted()), BLOCK_M=config.block_m, BLOCK_N=config.block_n,
-        BLOCK_K=config.block_k, SPLIT_K=splits, num_warps=config.num_warps, num_stages=config.num_stages,
+        x,
+        qweight,
+        qzeros,
+        scales,
+        g_idx if g_idx is not None else qweight,
+        out,
+        m,
+        n,
+        k,
+        qzeros.shape[1],
+        size,
+        zero_offset,
+        k_per_split,
+        BITS=bits,
+        USE_G_IDX=g_idx is not None,
+        SAME_GROUP=g_idx is None and size % config.block_k == 0,
+        DOT_DTYPE=dot_dtype,
+        OUT_DTYPE=getattr(tl, name),
+        BF16=bf16,
+        IEEE=x.dtype == torch.float32,
+        DEQUANT_TILE=dequant_tile(interpreted()),
+        BLOCK_M=config.block_m,
+        BLOCK_N=config.block_n,
+        BLOCK_K=config.block_k,
+        SPLIT_K=splits,
+        num_warps=config.num_warps,
+        num_stages=config.num_stages,
     )
     return out.sum(0).to(x.dtype) if splits > 1 else out

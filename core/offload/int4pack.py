@@ -42,7 +42,9 @@ class Int4Weights:
     out_features: int
 
 
-def tinygemm_layout(bits: int, group_size: int, mode: str, in_features: int, out_features: int) -> tuple[int, int] | str:
+def tinygemm_layout(
+    bits: int, group_size: int, mode: str, in_features: int, out_features: int
+) -> tuple[int, int] | str:
     """(the group size tinygemm uses, its inner k-tiles) for such a linear, or why it cannot take it."""
     if bits != 4:
         return f"{bits}-bit weights (the kernel reads 4-bit)"
@@ -70,8 +72,14 @@ def tinygemm_op_available(device: torch.device) -> bool:
 
 
 @torch.no_grad()
-def pack_int4(values: torch.Tensor, zeros: torch.Tensor, scales: torch.Tensor, group_size: int,
-              tinygemm_group: int, inner_k_tiles: int) -> Int4Weights:
+def pack_int4(
+    values: torch.Tensor,
+    zeros: torch.Tensor,
+    scales: torch.Tensor,
+    group_size: int,
+    tinygemm_group: int,
+    inner_k_tiles: int,
+) -> Int4Weights:
     """values int32 [K, N] in [0, 16) (rows in the order the input arrives: sorted by group for act-order),
     zeros int32 [G, N] (the format's zero offset already added) and scales [G, N] of `group_size`-row
     groups (-1: one group) -> tinygemm's layout on their device, in `tinygemm_group`-row groups."""
@@ -97,6 +105,7 @@ def int4_matmul(x: torch.Tensor, weights: Int4Weights) -> torch.Tensor:
     if x.device.type == "cuda":
         y = torch.ops.aten._weight_int4pack_mm(x16, weights.packed, weights.group_size, weights.scales_and_zeros)
     else:
-        y = torch.ops.aten._weight_int4pack_mm_for_cpu(x16, weights.packed, weights.group_size,
-                                                         weights.scales_and_zeros)
+        y = torch.ops.aten._weight_int4pack_mm_for_cpu(
+            x16, weights.packed, weights.group_size, weights.scales_and_zeros
+        )
     return y.to(x.dtype)

@@ -69,7 +69,9 @@ def layer_layout(layer: nn.Module) -> LayerLayout:
     seen: set[str] = set()
     for module_name, module in layer.named_modules():
         prefix = f"{module_name}." if module_name else ""
-        tensors = [(n, t, True) for n, t in module._parameters.items()] + [(n, t, False) for n, t in module._buffers.items()]
+        tensors = [(n, t, True) for n, t in module._parameters.items()] + [
+            (n, t, False) for n, t in module._buffers.items()
+        ]
         for name, tensor, is_parameter in tensors:
             full = prefix + name
             if tensor is None or full in seen:

@@ -135,8 +135,22 @@ def load_offloaded(
     embedding_bytes = meta_bytes(top_meta[EMBEDDING_KEY][3]) if EMBEDDING_KEY in top_meta else 0
     scratch_bytes = gptq_scratch_bytes(ck.largest_linear, _dtype_bytes(dtype))
     fixed_bytes = residency.device_fixed_bytes(top_bytes, embedding_bytes, embedding_on_host, scratch_bytes)
-    plan, fit = _plan_device(config, device, dtype, layouts, fixed_bytes, vram_budget_bytes, resident_layers, n_slots,
-                             tree_budget, context, draft_weight_bytes, draft_kv_bytes, draft_graph_bytes, stream_on_cpu)
+    plan, fit = _plan_device(
+        config,
+        device,
+        dtype,
+        layouts,
+        fixed_bytes,
+        vram_budget_bytes,
+        resident_layers,
+        n_slots,
+        tree_budget,
+        context,
+        draft_weight_bytes,
+        draft_kv_bytes,
+        draft_graph_bytes,
+        stream_on_cpu,
+    )
     lowered = fit if fit is not None and fit.lowered else None  # the tree budget VRAM forced down, if any
     resident = plan.resident if streaming else tuple(range(len(layouts)))
     streamed = [i for i in range(len(layouts)) if i not in set(resident)]
@@ -162,8 +176,17 @@ def load_offloaded(
     if embedding_on_host:
         model.model.embed_tokens = HostEmbedding(top[EMBEDDING_KEY], device)
 
-    streamer = LayerStreamer(store, layers, resident, plan.n_slots or 1, device, stream=streaming,
-                             record_trace=record_trace, resident_block=resident_block, ring=ring)
+    streamer = LayerStreamer(
+        store,
+        layers,
+        resident,
+        plan.n_slots or 1,
+        device,
+        stream=streaming,
+        record_trace=record_trace,
+        resident_block=resident_block,
+        ring=ring,
+    )
     weight_format = ck.scheme.label if ck.scheme is not None else f"{dtype}".replace("torch.", "")
     report = OffloadReport(
         weight_format=weight_format,
@@ -178,13 +201,17 @@ def load_offloaded(
         pinned=store.pinned,
         pinned_bytes=store.pinned_bytes,
         pinning=PinningReport(
-            limit_bytes=budget.limit, locked_bytes=budget.locked_bytes, refused=budget.refused,
+            limit_bytes=budget.limit,
+            locked_bytes=budget.locked_bytes,
+            refused=budget.refused,
             ring_slots=ring.depth if streamer.ring is not None else 0,
             staged_bytes_per_pass=streamer.staged_bytes_per_pass,
             copy_bytes_per_second=ring_rates.copy if ring_rates else 0.0,
             fill_bytes_per_second=ring_rates.fill if ring_rates else 0.0,
             system=platform_name(platform.system(), running_under_wsl()),
-        ) if streaming else None,
+        )
+        if streaming
+        else None,
         streaming=streaming,
         budget_bytes=plan.budget_bytes,
         tree_budget_fit=lowered,
@@ -202,8 +229,15 @@ def load_offloaded(
     )
 
 
-def load_on_device(folder: str, device: str, dtype: torch.dtype, progress: Progress | None = None, *,
-                   context_length: int | None = None, available_bytes: int | None = None) -> CausalLM:
+def load_on_device(
+    folder: str,
+    device: str,
+    dtype: torch.dtype,
+    progress: Progress | None = None,
+    *,
+    context_length: int | None = None,
+    available_bytes: int | None = None,
+) -> CausalLM:
     """Load a quantised (or 16-bit) safetensors folder with every weight on `device`: one block holds the
     decoder layers, the embeddings and LM head sit beside it, nothing streams and no host copy is kept.
 
@@ -222,8 +256,11 @@ def load_on_device(folder: str, device: str, dtype: torch.dtype, progress: Progr
     device = _check_device(device)
     ck = read_checkpoint(folder_path, dtype)
     model = ck.model
-    needed = (sum(layout.nbytes for layout in ck.layouts) + ck.top_bytes
-              + gptq_scratch_bytes(ck.largest_linear, _dtype_bytes(dtype)))
+    needed = (
+        sum(layout.nbytes for layout in ck.layouts)
+        + ck.top_bytes
+        + gptq_scratch_bytes(ck.largest_linear, _dtype_bytes(dtype))
+    )
     _check_device_memory(needed, device, available_bytes, folder_path.name)
     block = LayerBlock(ck.layouts, None, device)
     top = materialise_top_level(model, device, set())
@@ -234,8 +271,12 @@ def load_on_device(folder: str, device: str, dtype: torch.dtype, progress: Progr
     changed = apply_draft_kernel(model, choice.kernel)
     if progress is not None and changed:
         progress(f"4-bit kernel: {choice.kernel} ({choice.source})")
-    return CausalLM(model=model, name=folder_path.name, eos_token_ids=eos_ids(folder_path, ck.config),
-                    max_context=_context(ck.config, context_length))
+    return CausalLM(
+        model=model,
+        name=folder_path.name,
+        eos_token_ids=eos_ids(folder_path, ck.config),
+        max_context=_context(ck.config, context_length),
+    )
 
 
 def _check_device(device: str, stream_on_cpu: bool = False) -> torch.device:
@@ -246,7 +287,8 @@ def _check_device(device: str, stream_on_cpu: bool = False) -> torch.device:
         raise InvalidSettingError("device 'cuda' was requested but no CUDA GPU is available; use device 'cpu'")
     if device.type not in ("cpu", "cuda") and not (device.type == "meta" and stream_on_cpu):
         raise InvalidSettingError(
-            f"4-bit and offloaded models load on the 'cpu' and 'cuda' devices, not '{device.type}'")
+            f"4-bit and offloaded models load on the 'cpu' and 'cuda' devices, not '{device.type}'"
+        )
     return device
 
 
@@ -259,17 +301,32 @@ def _check_device_memory(needed: int, device: torch.device, available: int | Non
     if needed + residency.DEFAULT_MARGIN_BYTES > free:
         raise InsufficientVRAMError(
             f"{name} needs {needed / 1024**3:.2f} GiB of VRAM for its weights and {free / 1024**3:.2f} GiB is free "
-            f"on {device}: close programs that use the GPU, or use a smaller model")
+            f"on {device}: close programs that use the GPU, or use a smaller model"
+        )
 
 
 def _context(config, requested: int | None) -> int:
     return residency.resolve_context_length(
-        requested, int(getattr(config, "max_position_embeddings", 0) or residency.PLANNED_CONTEXT))
+        requested, int(getattr(config, "max_position_embeddings", 0) or residency.PLANNED_CONTEXT)
+    )
 
 
-def _plan_device(config, device, dtype, layouts, fixed_bytes, budget, resident_layers, n_slots, tree_budget,
-                 context, draft_weight_bytes, draft_kv_bytes, draft_graph_bytes, stream_on_cpu
-                 ) -> tuple[residency.ResidencyPlan, residency.DefaultBudget | None]:
+def _plan_device(
+    config,
+    device,
+    dtype,
+    layouts,
+    fixed_bytes,
+    budget,
+    resident_layers,
+    n_slots,
+    tree_budget,
+    context,
+    draft_weight_bytes,
+    draft_kv_bytes,
+    draft_graph_bytes,
+    stream_on_cpu,
+) -> tuple[residency.ResidencyPlan, residency.DefaultBudget | None]:
     """The residency plan, and the default budget's fit when one was computed (CUDA without --vram-budget).
     With `stream_on_cpu` an explicit budget is planned as on a GPU (fixed weights counted)."""
     layer_bytes = [layout.nbytes for layout in layouts]
@@ -278,14 +335,24 @@ def _plan_device(config, device, dtype, layouts, fixed_bytes, budget, resident_l
             resident_layers = 0
         if not stream_on_cpu:
             return residency.plan_residency(layer_bytes, None, 0, n_slots, len(layer_bytes)), None
-        return residency.plan_residency(layer_bytes, budget, fixed_bytes if budget is not None else 0, n_slots,
-                                        resident_layers), None
+        return residency.plan_residency(
+            layer_bytes, budget, fixed_bytes if budget is not None else 0, n_slots, resident_layers
+        ), None
     free, _ = torch.cuda.mem_get_info(device)
     fit = None
     if budget is None:
         minimum = residency.minimum_device_bytes(layer_bytes, fixed_bytes, n_slots)
-        fit = residency.fit_default_budget(config, free, _dtype_bytes(dtype), context, draft_weight_bytes,
-                                           draft_kv_bytes, minimum, tree_budget, draft_graph_bytes)
+        fit = residency.fit_default_budget(
+            config,
+            free,
+            _dtype_bytes(dtype),
+            context,
+            draft_weight_bytes,
+            draft_kv_bytes,
+            minimum,
+            tree_budget,
+            draft_graph_bytes,
+        )
         budget = fit.budget_bytes
     elif budget > free:
         raise InsufficientVRAMError(

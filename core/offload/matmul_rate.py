@@ -23,8 +23,12 @@ from core.planning.draft_kernel import DEQUANTISE, EAGER_DEQUANTISE, FUSED, TINY
 
 # (name, K, N) of an 8B Llama draft's linears (hidden 4096, 8 KV heads of 128, MLP 14336) and a 70B layer's.
 DRAFT_SHAPES = (("q/o", 4096, 4096), ("k/v", 4096, 1024), ("gate/up", 4096, 14336), ("down", 14336, 4096))
-TARGET_SHAPES = (("70B q/o", 8192, 8192), ("70B k/v", 8192, 1024), ("70B gate/up", 8192, 28672),
-                 ("70B down", 28672, 8192))
+TARGET_SHAPES = (
+    ("70B q/o", 8192, 8192),
+    ("70B k/v", 8192, 1024),
+    ("70B gate/up", 8192, 28672),
+    ("70B down", 28672, 8192),
+)
 # Tiny linears for a smoke run on the CPU (Triton's interpreter takes minutes at the draft's shapes).
 SMOKE_SHAPES = (("smoke", 256, 128),)
 ROWS = (1, 16, 32, 64, 256)
@@ -34,7 +38,6 @@ GROUP_SIZE = 128
 # at most MAX_COPIES of them.
 L2_BYTES = 128 * 1024**2
 MAX_COPIES = 64
-
 
 
 @dataclasses.dataclass
@@ -128,8 +131,9 @@ def _sweep_configs(rows: int, n: int, k: int):
             yield LaunchConfig(default.block_m, block_n, default.block_k, split, warps, stages)
 
 
-def measure_shapes(device: torch.device, shapes, rows_list, repeats: int, sweep: bool = False,
-                   kernels: tuple[str, ...] | None = None) -> list[dict]:
+def measure_shapes(
+    device: torch.device, shapes, rows_list, repeats: int, sweep: bool = False, kernels: tuple[str, ...] | None = None
+) -> list[dict]:
     """One row per (shape, rows): for each kernel (`kernels`, default every one this build runs here) its
     seconds and GB/s of 4-bit bytes read, `dense16_s` / `dense16_gbps` for a 16-bit product of the same shape,
     `floor_s` (the 4-bit bytes at the dense product's rate), and with `sweep` the fused kernel's best launch."""
@@ -140,14 +144,25 @@ def measure_shapes(device: torch.device, shapes, rows_list, repeats: int, sweep:
     for name, k, n in shapes:
         weights = _weights(k, n, device, generator)
         calls = {kernel: [kernel_call(linear, kernel) for linear in weights.copies] for kernel in kernels}
-        dense = [torch.randn(k, n, generator=generator).to(device=device, dtype=dtype)
-                 for _ in range(len(weights.copies) if device.type != "cuda" else min(MAX_COPIES, max(2, -(-L2_BYTES // (2 * k * n)))))]
+        dense = [
+            torch.randn(k, n, generator=generator).to(device=device, dtype=dtype)
+            for _ in range(
+                len(weights.copies) if device.type != "cuda" else min(MAX_COPIES, max(2, -(-L2_BYTES // (2 * k * n))))
+            )
+        ]
         for rows in rows_list:
             x = torch.randn(rows, k, generator=generator).to(device=device, dtype=dtype)
             dense_s = time_calls(lambda w, x=x: x @ w, dense, repeats, device)
-            row = {"shape": name, "k": k, "n": n, "rows": rows, "bytes": weights.bytes_read,
-                   "dense16_s": dense_s, "dense16_gbps": 2 * k * n / dense_s / 1e9,
-                   "floor_s": weights.bytes_read / (2 * k * n / dense_s)}
+            row = {
+                "shape": name,
+                "k": k,
+                "n": n,
+                "rows": rows,
+                "bytes": weights.bytes_read,
+                "dense16_s": dense_s,
+                "dense16_gbps": 2 * k * n / dense_s / 1e9,
+                "floor_s": weights.bytes_read / (2 * k * n / dense_s),
+            }
             for kernel, runs in calls.items():
                 if any(run is None for run in runs):
                     continue
@@ -155,8 +170,10 @@ def measure_shapes(device: torch.device, shapes, rows_list, repeats: int, sweep:
                 key = kernel.replace(" ", "_")
                 row.update({f"{key}_s": seconds, f"{key}_gbps": weights.bytes_read / seconds / 1e9})
             if sweep and FUSED in calls:
-                timed = [(time_calls(_fused(x, config), weights.copies, repeats, device), config)
-                         for config in _sweep_configs(rows, n, k)]
+                timed = [
+                    (time_calls(_fused(x, config), weights.copies, repeats, device), config)
+                    for config in _sweep_configs(rows, n, k)
+                ]
                 best_s, best = min(timed, key=lambda pair: pair[0])
                 row.update(best_s=best_s, best_gbps=weights.bytes_read / best_s / 1e9, best=dataclasses.asdict(best))
             results.append(row)

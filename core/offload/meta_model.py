@@ -146,12 +146,14 @@ def read_checkpoint(folder: Path, dtype: torch.dtype) -> Checkpoint:
     top_meta = top_level_tensors(model)
     top_bytes = sum(meta_bytes(t) for _, _, _, t in {id(v[3]): v for v in top_meta.values()}.values())
     targets = _route_tensors(config.model_type, keys, layouts, top_meta, fmt)
-    return Checkpoint(files, config, scheme, settings, infos, model, scratch, largest_linear, layouts, top_meta,
-                       top_bytes, targets)
+    return Checkpoint(
+        files, config, scheme, settings, infos, model, scratch, largest_linear, layouts, top_meta, top_bytes, targets
+    )
 
 
-def _route_tensors(model_type: str, keys: set[str], layouts: list[LayerLayout], top_meta: dict,
-                   fmt: CheckpointFormat | None = None) -> dict:
+def _route_tensors(
+    model_type: str, keys: set[str], layouts: list[LayerLayout], top_meta: dict, fmt: CheckpointFormat | None = None
+) -> dict:
     """Where every checkpoint tensor goes, from the headers only: None for a non-layer weight, else a
     LayerTarget (with the conversion of a quantised format's tensor into the GPTQ layout). Tensors the model
     has no place for are left out (and logged)."""
@@ -176,5 +178,7 @@ def _route_tensors(model_type: str, keys: set[str], layouts: list[LayerLayout], 
         elif not is_ignored(key):
             unused.append(key)
     if unused:
-        log.warning("ignoring %d checkpoint tensors the model has no place for, e.g. %s", len(unused), ", ".join(unused[:3]))
+        log.warning(
+            "ignoring %d checkpoint tensors the model has no place for, e.g. %s", len(unused), ", ".join(unused[:3])
+        )
     return targets

@@ -52,14 +52,21 @@ class PinningReport:
             why = "the memory could not be locked"
         if self.system == "WSL2":
             why += " (WSL2 locks well under 1 GiB; Windows itself allows more)"
-        path = (f"through a ring of {self.ring_slots} pinned buffers, filled ahead of the copies"
-                if self.ring_slots else "from pageable memory, about a third as fast")
+        path = (
+            f"through a ring of {self.ring_slots} pinned buffers, filled ahead of the copies"
+            if self.ring_slots
+            else "from pageable memory, about a third as fast"
+        )
         rates = ""
         if self.copy_bytes_per_second and self.fill_bytes_per_second:
-            rates = (f" (measured: copies {self.copy_bytes_per_second / 1e9:.1f} GB/s, filling "
-                     f"{self.fill_bytes_per_second / 1e9:.1f} GB/s per worker)")
-        return (f"{pinned / GIB:.2f} GiB of the {streamed_bytes / GIB:.2f} GiB streamed per pass copy from pinned "
-                f"memory and {self.staged_bytes_per_pass / GIB:.2f} GiB {path}{rates}: {why}")
+            rates = (
+                f" (measured: copies {self.copy_bytes_per_second / 1e9:.1f} GB/s, filling "
+                f"{self.fill_bytes_per_second / 1e9:.1f} GB/s per worker)"
+            )
+        return (
+            f"{pinned / GIB:.2f} GiB of the {streamed_bytes / GIB:.2f} GiB streamed per pass copy from pinned "
+            f"memory and {self.staged_bytes_per_pass / GIB:.2f} GiB {path}{rates}: {why}"
+        )
 
 
 @dataclass(frozen=True)
@@ -86,15 +93,18 @@ class OffloadReport:
 
     def summary(self) -> str:
         if not self.streaming:
-            return (f"{self.weight_format}: {self.n_layers} layers in host RAM ({self.host_store_bytes / GIB:.2f} GiB), "
-                    f"nothing streams (no GPU)")
+            return (
+                f"{self.weight_format}: {self.n_layers} layers in host RAM ({self.host_store_bytes / GIB:.2f} GiB), "
+                f"nothing streams (no GPU)"
+            )
         return (
             f"{self.weight_format}: {len(self.resident_layers)}/{self.n_layers} layers resident, "
             f"{self.n_layers - len(self.resident_layers)} streamed through {self.n_slots} slots, "
             f"{self.bytes_streamed_per_pass / GIB:.2f} GiB per pass from {self.host_store_bytes / GIB:.2f} GiB "
             f"of host RAM (streamed layers only){self._table_note()}; "
             f"{(self.device_layer_bytes + self.device_fixed_bytes) / GIB:.2f} GiB of VRAM for weights"
-            + self._pin_note() + self._tree_note()
+            + self._pin_note()
+            + self._tree_note()
         )
 
     def _pin_note(self) -> str:
@@ -109,8 +119,10 @@ class OffloadReport:
         fit = self.tree_budget_fit
         if fit is None:
             return ""
-        return (f". Tree budget lowered from {fit.requested_tree_budget} to {fit.tree_budget} draft tokens per pass: "
-                f"the GPU has too little free memory for the activations of a bigger tree")
+        return (
+            f". Tree budget lowered from {fit.requested_tree_budget} to {fit.tree_budget} draft tokens per pass: "
+            f"the GPU has too little free memory for the activations of a bigger tree"
+        )
 
 
 @dataclass(eq=False)

@@ -60,16 +60,22 @@ class ResidencyRow:
 
 def layer_config(divisor: int) -> LlamaConfig:
     config = LlamaConfig(
-        hidden_size=8192 // divisor, intermediate_size=28672 // divisor, num_attention_heads=64 // divisor,
-        num_key_value_heads=max(1, 8 // divisor), head_dim=128, vocab_size=32000, num_hidden_layers=FULL_MODEL_LAYERS,
+        hidden_size=8192 // divisor,
+        intermediate_size=28672 // divisor,
+        num_attention_heads=64 // divisor,
+        num_key_value_heads=max(1, 8 // divisor),
+        head_dim=128,
+        vocab_size=32000,
+        num_hidden_layers=FULL_MODEL_LAYERS,
         max_position_embeddings=4096,
     )
     config._attn_implementation = "sdpa"
     return config
 
 
-def _build_layers(config: LlamaConfig, count: int, fmt: str, dtype: torch.dtype, scratch: DequantScratch,
-                  bits: int = 4) -> nn.ModuleList:
+def _build_layers(
+    config: LlamaConfig, count: int, fmt: str, dtype: torch.dtype, scratch: DequantScratch, bits: int = 4
+) -> nn.ModuleList:
     settings = GPTQSettings(bits=bits, group_size=128, desc_act=True)
     with torch.device("meta"):
         layers = nn.ModuleList([LlamaDecoderLayer(config, i).to(dtype) for i in range(count)])
@@ -163,8 +169,14 @@ def _time_draft_matmuls(layer: nn.Module, dtype: torch.dtype, device: torch.devi
                 torch.matmul(inputs[m.in_features], m.dequantize(dtype))
 
         fused = fused_matmul_available(inputs[linears[0].in_features])
-        results.append({"rows": rows, "fused": fused, "engine_s": median_seconds(engine, device, repeats),
-                        "dequantise_gemm_s": median_seconds(eager, device, repeats)})
+        results.append(
+            {
+                "rows": rows,
+                "fused": fused,
+                "engine_s": median_seconds(engine, device, repeats),
+                "dequantise_gemm_s": median_seconds(eager, device, repeats),
+            }
+        )
     return results
 
 
@@ -183,7 +195,9 @@ def median_seconds(run, device: torch.device, repeats: int) -> float:
 class PassInputs:
     """Inputs of one decoder pass over `tree` new tokens on top of `context` cached ones."""
 
-    def __init__(self, config: LlamaConfig, tree: int, context: int, count: int, device: torch.device, dtype: torch.dtype) -> None:
+    def __init__(
+        self, config: LlamaConfig, tree: int, context: int, count: int, device: torch.device, dtype: torch.dtype
+    ) -> None:
         self.context = context
         self.hidden = torch.randn(1, tree, config.hidden_size, device=device, dtype=dtype) * 0.1
         self.positions = torch.arange(context, context + tree, device=device)[None]
@@ -196,8 +210,14 @@ class PassInputs:
             layer.update(keys, keys.clone())
 
     def run_layer(self, layer: nn.Module, hidden: torch.Tensor) -> torch.Tensor:
-        out = layer(hidden, attention_mask=self.mask, position_embeddings=self.rope, position_ids=self.positions,
-                    past_key_values=self.cache, use_cache=True)
+        out = layer(
+            hidden,
+            attention_mask=self.mask,
+            position_embeddings=self.rope,
+            position_ids=self.positions,
+            past_key_values=self.cache,
+            use_cache=True,
+        )
         return out[0] if isinstance(out, tuple) else out
 
     def reset(self) -> None:
@@ -205,9 +225,20 @@ class PassInputs:
 
 
 @torch.no_grad()
-def measure_format(fmt: str, config: LlamaConfig, device: torch.device, dtype: torch.dtype, tree_sizes: list[int], *,
-                   layers: int, bits: int = 4, repeats: int, context: int, vram_budgets: list[float] = (),
-                   pin_limit_bytes: int | None = None) -> dict:
+def measure_format(
+    fmt: str,
+    config: LlamaConfig,
+    device: torch.device,
+    dtype: torch.dtype,
+    tree_sizes: list[int],
+    *,
+    layers: int,
+    bits: int = 4,
+    repeats: int,
+    context: int,
+    vram_budgets: list[float] = (),
+    pin_limit_bytes: int | None = None,
+) -> dict:
     """One format's synthetic layers (`layers` of them, `config`-shaped, `bits`-bit GPTQ or 16-bit) streamed
     per tree size on top of `context` cached tokens, `repeats` timed passes each; with the copy rate, the
     dequantisation and draft-matmul timings and the resident-layer sweep for `vram_budgets` (GB).
@@ -240,8 +271,9 @@ def measure_format(fmt: str, config: LlamaConfig, device: torch.device, dtype: t
         if fused:
             dequant["reference_s_per_layer"] = _time_dequant(layers[0], dtype, device, repeats, reference=True)
         dequant["draft_matmuls"] = _time_draft_matmuls(layers[0], dtype, device, repeats)
-    streamer = LayerStreamer(store, layers, resident=(), n_slots=2, device=device, stream=True, auto_prefetch=False,
-                             ring=ring)
+    streamer = LayerStreamer(
+        store, layers, resident=(), n_slots=2, device=device, stream=True, auto_prefetch=False, ring=ring
+    )
     rows = []
     for tree in tree_sizes:
         inputs = PassInputs(config, tree, context, count, device, dtype)
@@ -274,23 +306,38 @@ def measure_format(fmt: str, config: LlamaConfig, device: torch.device, dtype: t
         hidden_fraction = min(1.0, max(0.0, (copy_s + compute_s - pass_s) / compute_s)) if compute_s > 0 else 0.0
         per_layer_copy, per_layer_compute = layer_bytes / copy_rate, compute_s / count
         model_s = pass_timeline(plan_pass(count, (), 2), [per_layer_copy] * count, [per_layer_compute] * count)
-        rows.append(PassRow(
-            tree_size=tree, pass_s=pass_s, achieved_gbps=streamer.bytes_streamed_per_pass / pass_s / GB,
-            ratio_to_copy=(streamer.bytes_streamed_per_pass / pass_s) / copy_rate, compute_s=compute_s, copy_s=copy_s,
-            hidden_fraction=hidden_fraction, model_s=model_s, projected_80_layer_s=pass_s * FULL_MODEL_LAYERS / count,
-            dequant_s=dequant["s_per_layer"] * count,
-        ))
+        rows.append(
+            PassRow(
+                tree_size=tree,
+                pass_s=pass_s,
+                achieved_gbps=streamer.bytes_streamed_per_pass / pass_s / GB,
+                ratio_to_copy=(streamer.bytes_streamed_per_pass / pass_s) / copy_rate,
+                compute_s=compute_s,
+                copy_s=copy_s,
+                hidden_fraction=hidden_fraction,
+                model_s=model_s,
+                projected_80_layer_s=pass_s * FULL_MODEL_LAYERS / count,
+                dequant_s=dequant["s_per_layer"] * count,
+            )
+        )
     sweep = _residency_sweep(fmt, vram_budgets, copy_rate, bits)
     return {
         "format": _format_label(fmt, device, bits),
-        "layer_bytes": layer_bytes, "pinned": store.pinned, "copy_rate_gbps": copy_rate / GB,
-        "copy_from": "pinned" if 0 in store.pinned_layers else "pageable", "pinned_gb": store.pinned_bytes / GB, "staged_gb_per_pass": streamer.staged_bytes_per_pass / GB,
+        "layer_bytes": layer_bytes,
+        "pinned": store.pinned,
+        "copy_rate_gbps": copy_rate / GB,
+        "copy_from": "pinned" if 0 in store.pinned_layers else "pageable",
+        "pinned_gb": store.pinned_bytes / GB,
+        "staged_gb_per_pass": streamer.staged_bytes_per_pass / GB,
         "ring_slots": streamer.ring.depth if streamer.ring is not None else 0,
-        "ring_fill_gbps": ring_rates.fill / GB if ring_rates else None, "pin_refused": budget.refused,
-        "dequant_path": dequant["path"], "dequant_s_per_layer": dequant["s_per_layer"],
+        "ring_fill_gbps": ring_rates.fill / GB if ring_rates else None,
+        "pin_refused": budget.refused,
+        "dequant_path": dequant["path"],
+        "dequant_s_per_layer": dequant["s_per_layer"],
         "reference_dequant_s_per_layer": dequant["reference_s_per_layer"],
         "draft_matmuls": dequant.get("draft_matmuls", []),
-        "passes": [asdict(row) for row in rows], "residency": sweep,
+        "passes": [asdict(row) for row in rows],
+        "residency": sweep,
     }
 
 
@@ -332,8 +379,14 @@ def _residency_sweep(fmt: str, budgets: list[float], copy_rate: float, bits: int
         except Exception as error:  # noqa: BLE001 - a budget below the minimum: report it in the row
             sweep.append({"budget_gb": budget, "error": str(error)})
             continue
-        sweep.append(asdict(ResidencyRow(
-            budget_gb=budget, resident_layers=len(plan.resident), streamed_gb_per_pass=plan.streamed_bytes_per_pass / GB,
-            floor_s_per_pass=plan.streamed_bytes_per_pass / copy_rate,
-        )))
+        sweep.append(
+            asdict(
+                ResidencyRow(
+                    budget_gb=budget,
+                    resident_layers=len(plan.resident),
+                    streamed_gb_per_pass=plan.streamed_bytes_per_pass / GB,
+                    floor_s_per_pass=plan.streamed_bytes_per_pass / copy_rate,
+                )
+            )
+        )
     return sweep

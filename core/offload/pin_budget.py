@@ -39,8 +39,9 @@ def pin_in_place(buffer: torch.Tensor) -> bool:
         return False
     try:
         cudart = torch.cuda.cudart()
-        status = int(cudart.cudaHostRegister(buffer.data_ptr(), buffer.numel() * buffer.element_size(),
-                                             HOST_REGISTER_PORTABLE))
+        status = int(
+            cudart.cudaHostRegister(buffer.data_ptr(), buffer.numel() * buffer.element_size(), HOST_REGISTER_PORTABLE)
+        )
     except (RuntimeError, AttributeError, AssertionError) as error:  # no cudart bindings in this build
         log.warning("could not page-lock host memory (%s)", error)
         return False
@@ -112,8 +113,9 @@ class PinBudget:
             return False
         if not self.locker(buffer):
             self.refused = True
-            log.warning("the system refused to page-lock more than %.2f GiB of host memory",
-                        self.locked_bytes / 1024**3)
+            log.warning(
+                "the system refused to page-lock more than %.2f GiB of host memory", self.locked_bytes / 1024**3
+            )
             return False
         self.locked_bytes += nbytes
         self.store_bytes += nbytes if within_limit else 0

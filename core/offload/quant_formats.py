@@ -57,7 +57,8 @@ def _expect(tensor: torch.Tensor, shape: tuple[int, ...], what: str) -> None:
     if tuple(tensor.shape) != tuple(shape):
         raise ModelFormatError(
             f"a {what} tensor has shape {tuple(tensor.shape)} but the model built from config.json needs "
-            f"{tuple(shape)}: does config.json belong to these weights?")
+            f"{tuple(shape)}: does config.json belong to these weights?"
+        )
 
 
 def _awq_nibbles(packed: torch.Tensor) -> torch.Tensor:
@@ -70,8 +71,16 @@ def _awq_nibbles(packed: torch.Tensor) -> torch.Tensor:
     rows, words = packed.shape
     raw = packed.contiguous().view(torch.uint8).view(rows, words, 4)
     low, high = raw & 15, raw >> 4
-    columns = (low[..., 0], low[..., 2], high[..., 0], high[..., 2],
-               low[..., 1], low[..., 3], high[..., 1], high[..., 3])
+    columns = (
+        low[..., 0],
+        low[..., 2],
+        high[..., 0],
+        high[..., 2],
+        low[..., 1],
+        low[..., 3],
+        high[..., 1],
+        high[..., 3],
+    )
     return torch.stack(columns, dim=-1).view(rows, words * 8)
 
 
@@ -144,10 +153,12 @@ class CheckpointFormat:
         elif method == "compressed-tensors":
             if suffix == "weight_shape":
                 return None
-            route = {"weight_packed": Route("qweight", transposed("compressed-tensors weight_packed")),
-                     "weight_scale": Route("scales", transposed("compressed-tensors weight_scale")),
-                     "weight_zero_point": Route("qzeros", ct_zero_point(self.scheme.bits)),
-                     "weight_g_idx": Route("g_idx", g_idx)}.get(suffix)
+            route = {
+                "weight_packed": Route("qweight", transposed("compressed-tensors weight_packed")),
+                "weight_scale": Route("scales", transposed("compressed-tensors weight_scale")),
+                "weight_zero_point": Route("qzeros", ct_zero_point(self.scheme.bits)),
+                "weight_g_idx": Route("g_idx", g_idx),
+            }.get(suffix)
         else:
             route = Route("g_idx", g_idx) if suffix == "g_idx" else None
         if route is None:

@@ -90,12 +90,16 @@ def check_plan(actions: Sequence[Action], n_layers: int, initially_loaded: dict[
     for action in actions:
         if isinstance(action, Copy):
             if action.slot in holding:
-                raise ValueError(f"copy of layer {action.layer} overwrites layer {holding[action.slot]} in slot {action.slot} before it ran")
+                raise ValueError(
+                    f"copy of layer {action.layer} overwrites layer {holding[action.slot]} in slot {action.slot} before it ran"
+                )
             holding[action.slot] = action.layer
         else:
             if action.slot is not None:
                 if holding.get(action.slot) != action.layer:
-                    raise ValueError(f"layer {action.layer} computed from slot {action.slot}, which holds {holding.get(action.slot)}")
+                    raise ValueError(
+                        f"layer {action.layer} computed from slot {action.slot}, which holds {holding.get(action.slot)}"
+                    )
                 del holding[action.slot]
             computed.append(action.layer)
     if computed != list(range(n_layers)):

@@ -188,8 +188,9 @@ class StagingRing:
         self._fill_from(self._position[layer])
 
 
-def open_ring(store: HostWeightStore, device: torch.device, budget: PinBudget,
-              record_trace: bool = False) -> tuple[StagingRing | None, RingRates | None]:
+def open_ring(
+    store: HostWeightStore, device: torch.device, budget: PinBudget, record_trace: bool = False
+) -> tuple[StagingRing | None, RingRates | None]:
     """The staging ring for `store`, locked before the store's layers: MIN_RING_DEPTH slots, the fill and
     copy rates measured with the first, then grown to the depth those rates ask for (core.planning.pinning,
     as far as the budget allows). None when the store holds no layer or fewer than two slots could be locked

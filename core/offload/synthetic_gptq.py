@@ -22,8 +22,15 @@ SCALES = (0.002, 0.05)
 TINY_SCALES = (6e-8, 6e-5)
 
 
-def random_gptq_tensors(generator: torch.Generator, k: int, n: int, bits: int, group_size: int, act_order: bool,
-                        scales: tuple[float, float] = SCALES) -> dict[str, torch.Tensor]:
+def random_gptq_tensors(
+    generator: torch.Generator,
+    k: int,
+    n: int,
+    bits: int,
+    group_size: int,
+    act_order: bool,
+    scales: tuple[float, float] = SCALES,
+) -> dict[str, torch.Tensor]:
     """Checkpoint tensors of one random K x N linear (v1 zeros, asymmetric): qweight, qzeros, scales, g_idx."""
     size = k if group_size == -1 else group_size
     groups = -(-k // size)
@@ -36,12 +43,23 @@ def random_gptq_tensors(generator: torch.Generator, k: int, n: int, bits: int, g
     g_idx = torch.arange(k, dtype=torch.int32) // size
     if act_order:
         g_idx = g_idx[torch.argsort(torch.rand(k, generator=generator))]
-    return {"qweight": pack_rows(q, bits), "qzeros": pack_rows(zeros.T, bits).T.contiguous(), "scales": scale,
-            "g_idx": g_idx.contiguous()}
+    return {
+        "qweight": pack_rows(q, bits),
+        "qzeros": pack_rows(zeros.T, bits).T.contiguous(),
+        "scales": scale,
+        "g_idx": g_idx.contiguous(),
+    }
 
 
-def finalised_linear(tensors: dict[str, torch.Tensor], k: int, n: int, bits: int, group_size: int, act_order: bool,
-                     device: torch.device | str = "cpu") -> GPTQLinear:
+def finalised_linear(
+    tensors: dict[str, torch.Tensor],
+    k: int,
+    n: int,
+    bits: int,
+    group_size: int,
+    act_order: bool,
+    device: torch.device | str = "cpu",
+) -> GPTQLinear:
     """A GPTQLinear holding `tensors` on `device`, in the mode the loader would choose (act-order rows
     re-packed sorted by group)."""
     linear = GPTQLinear(k, n, GPTQSettings(bits, group_size, desc_act=act_order), False, DequantScratch(), device="cpu")
@@ -51,8 +69,9 @@ def finalised_linear(tensors: dict[str, torch.Tensor], k: int, n: int, bits: int
     return linear.to(device)
 
 
-def write_tiny_gptq_model(folder: str | Path, bits: int = 4, group_size: int = 32, act_order: bool = True,
-                          seed: int = 0) -> None:
+def write_tiny_gptq_model(
+    folder: str | Path, bits: int = 4, group_size: int = 32, act_order: bool = True, seed: int = 0
+) -> None:
     """A 4-layer random Llama (hidden 128, vocab 512) as a GPTQ checkpoint folder the offload loader reads.
 
     Norms and the embedding/LM head stay float16, as in real GPTQ checkpoints; weights are scaled so the
@@ -64,9 +83,18 @@ def write_tiny_gptq_model(folder: str | Path, bits: int = 4, group_size: int = 3
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     generator = torch.Generator().manual_seed(seed)
-    config = LlamaConfig(vocab_size=512, hidden_size=128, intermediate_size=256, num_hidden_layers=4,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
-                         bos_token_id=1, eos_token_id=0, tie_word_embeddings=False)
+    config = LlamaConfig(
+        vocab_size=512,
+        hidden_size=128,
+        intermediate_size=256,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        bos_token_id=1,
+        eos_token_id=0,
+        tie_word_embeddings=False,
+    )
     with torch.device("meta"):
         model = LlamaForCausalLM(config)
     tensors: dict[str, torch.Tensor] = {}
@@ -80,7 +108,12 @@ def write_tiny_gptq_model(folder: str | Path, bits: int = 4, group_size: int = 3
         elif name in ("model.embed_tokens.weight", "lm_head.weight"):
             tensors[name] = torch.randn(parameter.shape, generator=generator).half()
     data = config.to_dict()
-    data["quantization_config"] = {"quant_method": "gptq", "bits": bits, "group_size": group_size,
-                                   "desc_act": act_order, "sym": False}
+    data["quantization_config"] = {
+        "quant_method": "gptq",
+        "bits": bits,
+        "group_size": group_size,
+        "desc_act": act_order,
+        "sym": False,
+    }
     (folder / "config.json").write_text(json.dumps(data), encoding="utf-8")
     save_file(tensors, str(folder / "model.safetensors"))

@@ -36,8 +36,9 @@ class LayerBlock:
     raises KeyError.
     """
 
-    def __init__(self, layouts: Sequence[LayerLayout], layers: Iterable[int] | None = None,
-                 device: torch.device | str = "cpu") -> None:
+    def __init__(
+        self, layouts: Sequence[LayerLayout], layers: Iterable[int] | None = None, device: torch.device | str = "cpu"
+    ) -> None:
         self.layouts = list(layouts)
         held = range(len(self.layouts)) if layers is None else sorted(set(layers))
         self.offsets: dict[int, int] = {}
@@ -74,8 +75,13 @@ class HostWeightStore(LayerBlock):
     `pin`, until the budget says no: `pinned_layers` are locked, `pinned_bytes` of `nbytes` (`pinned`: all).
     budget: the load's PinBudget (None: a budget of its own, no limit, locking with cudaHostRegister)."""
 
-    def __init__(self, layouts: Sequence[LayerLayout], pin: bool, layers: Iterable[int] | None = None,
-                 budget: PinBudget | None = None) -> None:
+    def __init__(
+        self,
+        layouts: Sequence[LayerLayout],
+        pin: bool,
+        layers: Iterable[int] | None = None,
+        budget: PinBudget | None = None,
+    ) -> None:
         super().__init__(layouts, layers, "cpu")
         self.pinned_layers: set[int] = set()
         self.pinned_bytes = 0

@@ -88,8 +88,10 @@ def scratch_estimate_bytes(config, dtype_bytes: int, width: int, capacity: int) 
 def graph_kept_bytes(hidden: int, dtype_bytes: int, width: int, capacity: int) -> int:
     """What the graphs of one width keep beyond the pool's scratch, over every column bucket: static inputs
     (ids, positions, rows; the mask), the output hidden states and each graph's executable."""
-    return sum(3 * width * 8 + width * cols * dtype_bytes + width * hidden * dtype_bytes + GRAPH_EXEC_BYTES
-               for cols in column_buckets(capacity))
+    return sum(
+        3 * width * 8 + width * cols * dtype_bytes + width * hidden * dtype_bytes + GRAPH_EXEC_BYTES
+        for cols in column_buckets(capacity)
+    )
 
 
 def draft_graph_bytes(scratch_bytes: int, hidden: int, dtype_bytes: int, width: int, capacity: int) -> int:

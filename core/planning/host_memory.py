@@ -36,7 +36,9 @@ def host_bytes_needed(store_bytes: int, largest_tensor_bytes: int, table_bytes: 
     return store_bytes + table_bytes + largest_tensor_bytes + HOST_MARGIN_BYTES
 
 
-def check_host_memory(needed_bytes: int, available_bytes: int | None = None, what: str = "the offloaded weights") -> None:
+def check_host_memory(
+    needed_bytes: int, available_bytes: int | None = None, what: str = "the offloaded weights"
+) -> None:
     """Raise InsufficientHostMemoryError unless `needed_bytes` fit in available RAM (psutil when None)."""
     if available_bytes is None:
         import psutil

@@ -53,7 +53,8 @@ def parse_pin_limit(text: str | None) -> int | None:
     if not math.isfinite(value) or not 0 <= value <= MAX_PIN_LIMIT_GB:
         raise InvalidSettingError(
             f"{PIN_LIMIT_ENV} must be a number of gigabytes from 0 to {MAX_PIN_LIMIT_GB:.0f} (for example 2 or "
-            f"0.5), not {text[:40]!r}: leave it unset to lock as much as the system allows")
+            f"0.5), not {text[:40]!r}: leave it unset to lock as much as the system allows"
+        )
     return int(value * GB)
 
 
@@ -80,8 +81,9 @@ def platform_name(system: str, wsl: bool) -> str:
     return "WSL2" if system == "Linux" and wsl else system
 
 
-def lockable_bytes(system: str, wsl: bool, ram_bytes: int, limit: int | None = None,
-                   measured: int | None = None) -> int | None:
+def lockable_bytes(
+    system: str, wsl: bool, ram_bytes: int, limit: int | None = None, measured: int | None = None
+) -> int | None:
     """Host bytes a load can expect to lock before trying: the measured budget when there is one, else the
     platform's cap (Windows: WINDOWS_LOCKABLE_SHARE of RAM; WSL2: WSL_LOCKABLE_BYTES; elsewhere no cap), and
     never more than `limit` (SPECEXEC_PIN_LIMIT_GB). None: no known cap."""

@@ -155,7 +155,10 @@ def _max_resident(layer_bytes, budget_bytes, fixed_bytes, n_slots) -> int:
         return n
     best = 0
     for count in range(n):
-        if _make_plan(layer_bytes, spread_layers(n, count), n_slots, fixed_bytes, budget_bytes).device_bytes <= budget_bytes:
+        if (
+            _make_plan(layer_bytes, spread_layers(n, count), n_slots, fixed_bytes, budget_bytes).device_bytes
+            <= budget_bytes
+        ):
             best = count
         else:
             break
@@ -179,6 +182,7 @@ def _raise_too_small(plan: ResidencyPlan, budget_bytes: int, explicit: bool) -> 
 
 # --- the default budget ------------------------------------------------------------------------------
 
+
 def kv_cache_bytes(n_layers: int, kv_heads: int, head_dim: int, tokens: int, dtype_bytes: int) -> int:
     """Bytes of an InPlaceKVCache preallocated for `tokens` rows (keys + values; it never grows)."""
     return 2 * n_layers * kv_heads * tokens * head_dim * dtype_bytes
@@ -192,7 +196,9 @@ def config_kv_bytes(config, tokens: int, dtype_bytes: int) -> int:
     return kv_cache_bytes(config.num_hidden_layers, kv_heads, head_dim, tokens, dtype_bytes)
 
 
-def activation_bytes(config, tree_tokens: int, context: int, dtype_bytes: int, prefill_chunk: int = PREFILL_CHUNK) -> int:
+def activation_bytes(
+    config, tree_tokens: int, context: int, dtype_bytes: int, prefill_chunk: int = PREFILL_CHUNK
+) -> int:
     """Peak activation bytes of one target pass over a prefill chunk and `tree_tokens` draft tokens on top of
     `context` (estimate).
 
@@ -228,8 +234,15 @@ def default_vram_budget(
 ) -> int:
     """VRAM the offloaded target's weights may use; may be negative (plan_residency then explains).
     draft_graph_bytes: what the draft's CUDA graphs keep (core/planning/graph_plan.py)."""
-    return (free_vram_bytes - draft_weight_bytes - target_kv_bytes - draft_kv_bytes - draft_graph_bytes
-            - activation_bytes_ - margin_bytes)
+    return (
+        free_vram_bytes
+        - draft_weight_bytes
+        - target_kv_bytes
+        - draft_kv_bytes
+        - draft_graph_bytes
+        - activation_bytes_
+        - margin_bytes
+    )
 
 
 @dataclass(frozen=True)
@@ -270,8 +283,14 @@ def fit_default_budget(
     while True:
         activation = activation_bytes(config, tree, context, dtype_bytes)
         target_kv = config_kv_bytes(config, kv_rows(context, tree), dtype_bytes)
-        budget = default_vram_budget(free_vram_bytes, draft_weight_bytes, target_kv, draft_kv_bytes, activation,
-                                     draft_graph_bytes=draft_graph_bytes)
+        budget = default_vram_budget(
+            free_vram_bytes,
+            draft_weight_bytes,
+            target_kv,
+            draft_kv_bytes,
+            activation,
+            draft_graph_bytes=draft_graph_bytes,
+        )
         if budget >= minimum_bytes:
             return DefaultBudget(budget, tree, tree_budget)
         if tree <= 1:

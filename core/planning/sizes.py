@@ -64,8 +64,16 @@ def packed_rows(values: int, bits: int) -> int:
     return -(-values // per) * words
 
 
-def gptq_linear_tensors(in_features: int, out_features: int, bits: int, group_size: int, desc_act: bool,
-                        bias: bool, scale_dtype: str = "float16", bias_dtype: str = "float16") -> tuple[TensorSpec, ...]:
+def gptq_linear_tensors(
+    in_features: int,
+    out_features: int,
+    bits: int,
+    group_size: int,
+    desc_act: bool,
+    bias: bool,
+    scale_dtype: str = "float16",
+    bias_dtype: str = "float16",
+) -> tuple[TensorSpec, ...]:
     """The buffers of a GPTQLinear (see core.offload.gptq for their meaning), in registration order: the one
     4-bit layout every quantised format (GPTQ, AWQ, compressed-tensors) is converted into at load time."""
     groups = 1 if group_size == -1 else -(-in_features // group_size)
@@ -107,11 +115,14 @@ class ModelShape:
     def from_config(cls, config: Any) -> "ModelShape":
         """From a transformers config object or a config.json-style mapping (the catalog's `config`)."""
         if isinstance(config, Mapping):
+
             def get(key: str, default: Any = None) -> Any:
                 return config.get(key, default)
         else:
+
             def get(key: str, default: Any = None) -> Any:
                 return getattr(config, key, default)
+
         model_type = str(get("model_type"))
         heads = int(get("num_attention_heads"))
         hidden = int(get("hidden_size"))
@@ -168,7 +179,9 @@ def _linear(name: str, in_f: int, out_f: int, bias: bool, fmt: WeightFormat) -> 
     if fmt.bits is not None:
         specs = gptq_linear_tensors(in_f, out_f, fmt.bits, fmt.group_size, fmt.desc_act, bias)
     else:
-        specs = (TensorSpec("weight", (out_f, in_f), fmt.dtype),) + ((TensorSpec("bias", (out_f,), fmt.dtype),) if bias else ())
+        specs = (TensorSpec("weight", (out_f, in_f), fmt.dtype),) + (
+            (TensorSpec("bias", (out_f,), fmt.dtype),) if bias else ()
+        )
     return [TensorSpec(f"{name}.{spec.name}", spec.shape, spec.dtype) for spec in specs]
 
 
@@ -178,26 +191,42 @@ def decoder_layer_tensors(shape: ModelShape, fmt: WeightFormat) -> list[TensorSp
     h, i, hd = shape.hidden_size, shape.intermediate_size, shape.head_dim
     q, kv, bias = shape.num_attention_heads * hd, shape.num_key_value_heads * hd, shape.attention_bias
     specs = (
-        _linear("self_attn.q_proj", h, q, bias, fmt) + _linear("self_attn.k_proj", h, kv, bias, fmt)
-        + _linear("self_attn.v_proj", h, kv, bias, fmt) + _linear("self_attn.o_proj", q, h, False, fmt)
+        _linear("self_attn.q_proj", h, q, bias, fmt)
+        + _linear("self_attn.k_proj", h, kv, bias, fmt)
+        + _linear("self_attn.v_proj", h, kv, bias, fmt)
+        + _linear("self_attn.o_proj", q, h, False, fmt)
     )
     if shape.model_type == "qwen3":  # Qwen3 normalises queries and keys per head
-        specs += [TensorSpec("self_attn.q_norm.weight", (hd,), fmt.dtype), TensorSpec("self_attn.k_norm.weight", (hd,), fmt.dtype)]
+        specs += [
+            TensorSpec("self_attn.q_norm.weight", (hd,), fmt.dtype),
+            TensorSpec("self_attn.k_norm.weight", (hd,), fmt.dtype),
+        ]
     experts = shape.num_local_experts
     if experts:
         specs += _linear("mlp.gate", h, experts, False, WeightFormat(dtype=fmt.dtype))
         if fmt.bits is not None:
             gate, up, down = EXPERT_NAMES[shape.model_type]
             for e in range(experts):
-                specs += (_linear(f"mlp.experts.{e}.{gate}", h, i, False, fmt) + _linear(f"mlp.experts.{e}.{up}", h, i, False, fmt)
-                          + _linear(f"mlp.experts.{e}.{down}", i, h, False, fmt))
+                specs += (
+                    _linear(f"mlp.experts.{e}.{gate}", h, i, False, fmt)
+                    + _linear(f"mlp.experts.{e}.{up}", h, i, False, fmt)
+                    + _linear(f"mlp.experts.{e}.{down}", i, h, False, fmt)
+                )
         else:
-            specs += [TensorSpec("mlp.experts.gate_up_proj", (experts, 2 * i, h), fmt.dtype),
-                      TensorSpec("mlp.experts.down_proj", (experts, h, i), fmt.dtype)]
+            specs += [
+                TensorSpec("mlp.experts.gate_up_proj", (experts, 2 * i, h), fmt.dtype),
+                TensorSpec("mlp.experts.down_proj", (experts, h, i), fmt.dtype),
+            ]
     else:
-        specs += (_linear("mlp.gate_proj", h, i, False, fmt) + _linear("mlp.up_proj", h, i, False, fmt)
-                  + _linear("mlp.down_proj", i, h, False, fmt))
-    specs += [TensorSpec("input_layernorm.weight", (h,), fmt.dtype), TensorSpec("post_attention_layernorm.weight", (h,), fmt.dtype)]
+        specs += (
+            _linear("mlp.gate_proj", h, i, False, fmt)
+            + _linear("mlp.up_proj", h, i, False, fmt)
+            + _linear("mlp.down_proj", i, h, False, fmt)
+        )
+    specs += [
+        TensorSpec("input_layernorm.weight", (h,), fmt.dtype),
+        TensorSpec("post_attention_layernorm.weight", (h,), fmt.dtype),
+    ]
     return specs
 
 

@@ -34,8 +34,12 @@ class EndpointCheck:
     refused: frozenset[str]
 
 
-def check_endpoint(endpoint: Endpoint, model: str = "", connect_timeout: float = CONNECT_TIMEOUT_S,
-                   idle_timeout: float = CHECK_IDLE_TIMEOUT_S) -> EndpointCheck:
+def check_endpoint(
+    endpoint: Endpoint,
+    model: str = "",
+    connect_timeout: float = CONNECT_TIMEOUT_S,
+    idle_timeout: float = CHECK_IDLE_TIMEOUT_S,
+) -> EndpointCheck:
     """List the models and stream a short answer from `model` (empty: the first listed).
 
     Raises:
@@ -72,7 +76,8 @@ async def _check(endpoint: Endpoint, model: str, connect_timeout: float, idle_ti
         options = {"max_tokens": CHECK_MAX_TOKENS, "temperature": 0.0, "seed": 0}
         async for piece in client.stream_chat(chosen, [{"role": "user", "content": CHECK_PROMPT}], options):
             pieces.append(piece.text)
-        return EndpointCheck(tuple(models), chosen, "".join(pieces).strip(), time.monotonic() - started,
-                             frozenset(client.refused))
+        return EndpointCheck(
+            tuple(models), chosen, "".join(pieces).strip(), time.monotonic() - started, frozenset(client.refused)
+        )
     finally:
         await client.aclose()

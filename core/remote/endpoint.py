@@ -77,8 +77,9 @@ def checked_key(key: str | None) -> str | None:
     """
     key = (key or "").strip()
     if key and not all(33 <= ord(character) <= 126 for character in key):
-        raise InvalidSettingError("the API key holds a space, a line break or a character that cannot be sent: "
-                                  "copy it again from the server")
+        raise InvalidSettingError(
+            "the API key holds a space, a line break or a character that cannot be sent: copy it again from the server"
+        )
     return key or None
 
 

@@ -71,8 +71,9 @@ class RemoteEngine:
 
     engine_pid: int | None = None
 
-    def __init__(self, endpoint: Endpoint, connect_timeout: float = CONNECT_TIMEOUT_S,
-                 idle_timeout: float = IDLE_TIMEOUT_S) -> None:
+    def __init__(
+        self, endpoint: Endpoint, connect_timeout: float = CONNECT_TIMEOUT_S, idle_timeout: float = IDLE_TIMEOUT_S
+    ) -> None:
         self.endpoint = endpoint
         self.connect_timeout = connect_timeout
         self.idle_timeout = idle_timeout
@@ -182,9 +183,16 @@ class RemoteEngine:
 
     # -- requests ------------------------------------------------------------------------------------------
 
-    def load(self, target: str = "", draft: str | None = None, *, wait: bool = False,
-             on_progress: Callable[[P.LoadProgress], None] | None = None, timeout: float | None = None,
-             **settings: Any) -> P.StatusReport | None:
+    def load(
+        self,
+        target: str = "",
+        draft: str | None = None,
+        *,
+        wait: bool = False,
+        on_progress: Callable[[P.LoadProgress], None] | None = None,
+        timeout: float | None = None,
+        **settings: Any,
+    ) -> P.StatusReport | None:
         """Select the server's model `target` (empty: its first) after checking the server lists it. The
         draft and the local engine's load settings do not apply to a server and are ignored. With `wait`,
         block and return the ready StatusReport (RemoteError when the server cannot be used)."""
@@ -206,12 +214,20 @@ class RemoteEngine:
         chosen = next((m for m in models if m.id == target), None) if target else models[0]
         if chosen is None:
             shown = ", ".join(ids[:8]) + (f" and {len(ids) - 8} more" if len(ids) > 8 else "")
-            raise RemoteRejectedError(f"{self.endpoint.label} has no model {target!r} (it has {shown})",
-                                      "pick one of its models in the model manager")
+            raise RemoteRejectedError(
+                f"{self.endpoint.label} has no model {target!r} (it has {shown})",
+                "pick one of its models in the model manager",
+            )
         self._model = chosen.id
-        self._info = {"target": chosen.id, "draft": None, "max_context": chosen.context_length or 0,
-                      "remote": self.endpoint.label, "url": self.endpoint.base_url, "models": ids,
-                      "device": "remote server"}
+        self._info = {
+            "target": chosen.id,
+            "draft": None,
+            "max_context": chosen.context_length or 0,
+            "remote": self.endpoint.label,
+            "url": self.endpoint.base_url,
+            "models": ids,
+            "device": "remote server",
+        }
         return P.StatusReport("ready", dict(self._info))
 
     async def _connect_reporting(self, target: str) -> None:
@@ -275,13 +291,19 @@ class RemoteEngine:
                 if request.prompt is not None:
                     raise RemoteRejectedError("a remote server is asked with chat messages, not a plain-text prompt")
                 if self._model is None:
-                    return P.Error(request_id, "not_loaded", "no model is selected on the server",
-                                   "pick a model in the model manager")
+                    return P.Error(
+                        request_id,
+                        "not_loaded",
+                        "no model is selected on the server",
+                        "pick a model in the model manager",
+                    )
                 messages = [{"role": m["role"], "content": m["content"]} for m in request.messages]
                 async for piece in self._client.stream_chat(self._model, messages, request_options(request)):
                     if piece.text or piece.reasoning:
-                        self._put(request_id, P.TokenChunk(request_id, piece.text, (), time.monotonic(),
-                                                           reasoning=piece.reasoning))
+                        self._put(
+                            request_id,
+                            P.TokenChunk(request_id, piece.text, (), time.monotonic(), reasoning=piece.reasoning),
+                        )
                     if piece.usage is not None:
                         usage = piece.usage
                     if piece.finish_reason is not None:
@@ -296,8 +318,12 @@ class RemoteEngine:
         except Exception as error:  # a bug must end the request, not leave it hanging
             log.exception("remote request %s failed", request_id)
             return P.Error(request_id, "internal", f"{type(error).__name__}: {error}", "see the log")
-        return P.Finished(request_id, reason, prompt_tokens=usage.prompt_tokens if usage else 0,
-                          generated_tokens=usage.completion_tokens if usage else 0)
+        return P.Finished(
+            request_id,
+            reason,
+            prompt_tokens=usage.prompt_tokens if usage else 0,
+            generated_tokens=usage.completion_tokens if usage else 0,
+        )
 
     def _put(self, request_id: str, event: P.Event) -> None:
         """Report an event of a request still listed (a dropped one reports nothing more)."""

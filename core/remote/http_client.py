@@ -30,11 +30,21 @@ from typing import Any
 import httpx2
 
 from core.errors import (
-    RemoteDroppedError, RemoteError, RemoteNotOpenAIError, RemoteTLSError, RemoteUnreachableError,
+    RemoteDroppedError,
+    RemoteError,
+    RemoteNotOpenAIError,
+    RemoteTLSError,
+    RemoteUnreachableError,
 )
 from core.remote.endpoint import Endpoint
 from core.remote.wire import (
-    RemoteModel, StreamPiece, decode_body, error_from_body, parse_chunk, parse_model_list, refused_field,
+    RemoteModel,
+    StreamPiece,
+    decode_body,
+    error_from_body,
+    parse_chunk,
+    parse_model_list,
+    refused_field,
 )
 
 CONNECT_TIMEOUT_S = 10.0
@@ -69,10 +79,14 @@ def transport_error(error: httpx2.TransportError, endpoint: Endpoint, answering:
             return RemoteTLSError(
                 f"the secure connection to {server} failed: its certificate is not trusted ({reason})",
                 "use a certificate this computer trusts (or set SSL_CERT_FILE to the server's CA file), "
-                "or use http:// on a private network", details)
+                "or use http:// on a private network",
+                details,
+            )
         return RemoteTLSError(
             f"the secure connection to {server} failed ({reason})",
-            "if the server speaks plain http, write http:// instead of https://", details)
+            "if the server speaks plain http, write http:// instead of https://",
+            details,
+        )
     if isinstance(error, (httpx2.ConnectError, httpx2.ConnectTimeout)):
         text = str(error).lower()
         if "name or service not known" in text or "nodename nor servname" in text or "getaddrinfo" in text:
@@ -81,30 +95,38 @@ def transport_error(error: httpx2.TransportError, endpoint: Endpoint, answering:
             what = f"nothing answered within {CONNECT_TIMEOUT_S:.0f} s"
         else:
             what = "nothing is listening at that address"
-        return RemoteUnreachableError(f"cannot reach {server} ({endpoint.base_url}): {what}",
-                                      "check that the server is running, the address and port, and the network "
-                                      "or firewall between the two computers", details)
+        return RemoteUnreachableError(
+            f"cannot reach {server} ({endpoint.base_url}): {what}",
+            "check that the server is running, the address and port, and the network "
+            "or firewall between the two computers",
+            details,
+        )
     if isinstance(error, httpx2.TimeoutException):
         return RemoteDroppedError(f"{server} sent nothing for {IDLE_TIMEOUT_S:.0f} s", "try again", details)
     if not answering and isinstance(error, (httpx2.RemoteProtocolError, httpx2.ReadError)):
         return RemoteNotOpenAIError(
             f"{server} closed the connection without an HTTP answer",
-            "if the server uses https, write https:// (and check the port)", details)
+            "if the server uses https, write https:// (and check the port)",
+            details,
+        )
     return RemoteDroppedError(f"the connection to {server} was lost", "try again when the server is back", details)
 
 
 class OpenAICompatibleClient:
     """One server. Use from one asyncio loop; close with `aclose()`."""
 
-    def __init__(self, endpoint: Endpoint, connect_timeout: float = CONNECT_TIMEOUT_S,
-                 idle_timeout: float = IDLE_TIMEOUT_S) -> None:
+    def __init__(
+        self, endpoint: Endpoint, connect_timeout: float = CONNECT_TIMEOUT_S, idle_timeout: float = IDLE_TIMEOUT_S
+    ) -> None:
         self.endpoint = endpoint
         self.refused: set[str] = set()
         headers = {"User-Agent": USER_AGENT}
         if endpoint.api_key:
             headers["Authorization"] = f"Bearer {endpoint.api_key}"
         self._http = httpx2.AsyncClient(
-            headers=headers, timeout=httpx2.Timeout(idle_timeout, connect=connect_timeout), follow_redirects=False,
+            headers=headers,
+            timeout=httpx2.Timeout(idle_timeout, connect=connect_timeout),
+            follow_redirects=False,
         )
 
     async def aclose(self) -> None:
@@ -123,15 +145,20 @@ class OpenAICompatibleClient:
         status = response.status_code
         if 300 <= status < 400:
             target = response.headers.get("location", "another address")
-            return RemoteNotOpenAIError(f"{self.endpoint.label} redirects to {target[:200]}",
-                                        "use the address it redirects to", f"HTTP {status}"), ""
+            return RemoteNotOpenAIError(
+                f"{self.endpoint.label} redirects to {target[:200]}",
+                "use the address it redirects to",
+                f"HTTP {status}",
+            ), ""
         body = decode_body(raw)
         return error_from_body(body, status, self.endpoint.label, bool(self.endpoint.api_key), route), body
 
     async def list_models(self) -> list[RemoteModel]:
         """GET /models: the models the server offers (RemoteError when it cannot be asked)."""
         try:
-            async with self._http.stream("GET", self._url("models"), headers={"Accept": "application/json"}) as response:
+            async with self._http.stream(
+                "GET", self._url("models"), headers={"Accept": "application/json"}
+            ) as response:
                 if response.status_code != 200:
                     raise (await self._error(response, "models"))[0]
                 raw = b""
@@ -145,20 +172,29 @@ class OpenAICompatibleClient:
         if isinstance(body, str):
             raise RemoteNotOpenAIError(
                 f"{self.endpoint.label} answered /models with a page, not the OpenAI API's JSON",
-                "check the address: OpenAI-compatible servers usually answer under /v1", body[:300])
+                "check the address: OpenAI-compatible servers usually answer under /v1",
+                body[:300],
+            )
         return parse_model_list(body, self.endpoint.label)
 
-    async def stream_chat(self, model: str, messages: list[dict[str, Any]],
-                          options: dict[str, Any]) -> AsyncIterator[StreamPiece]:
+    async def stream_chat(
+        self, model: str, messages: list[dict[str, Any]], options: dict[str, Any]
+    ) -> AsyncIterator[StreamPiece]:
         """Stream an answer: StreamPiece items, the last with a finish_reason (and usage when the server
         counts). `options`: OpenAI request fields (temperature, top_p, max_tokens, seed, stop, ...)."""
-        body = {"model": model, "messages": messages, "stream": True,
-                "stream_options": {"include_usage": True}, **options}
+        body = {
+            "model": model,
+            "messages": messages,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            **options,
+        }
         while True:
             sent = {k: v for k, v in body.items() if k not in self.refused}
             try:
-                async with self._http.stream("POST", self._url("chat/completions"), json=sent,
-                                             headers={"Accept": "text/event-stream"}) as response:
+                async with self._http.stream(
+                    "POST", self._url("chat/completions"), json=sent, headers={"Accept": "text/event-stream"}
+                ) as response:
                     if response.status_code != 200:
                         error, answer = await self._error(response, "chat/completions")
                         if response.status_code in (400, 422):
@@ -176,7 +212,9 @@ class OpenAICompatibleClient:
                     else:
                         raise RemoteNotOpenAIError(
                             f"{self.endpoint.label} answered with {kind or 'an unnamed type'}, not a stream of "
-                            "completion chunks", "check that the address is the server's OpenAI-compatible API")
+                            "completion chunks",
+                            "check that the address is the server's OpenAI-compatible API",
+                        )
                     return
             except httpx2.TransportError as error:
                 raise transport_error(error, self.endpoint, answering=False) from error
@@ -188,9 +226,15 @@ class OpenAICompatibleClient:
         choices = body.get("choices")
         choice = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
         message = choice.get("message")
-        as_chunk = {"choices": [{"delta": message if isinstance(message, dict) else {},
-                                 "finish_reason": choice.get("finish_reason") or "stop"}],
-                    "usage": body.get("usage")}
+        as_chunk = {
+            "choices": [
+                {
+                    "delta": message if isinstance(message, dict) else {},
+                    "finish_reason": choice.get("finish_reason") or "stop",
+                }
+            ],
+            "usage": body.get("usage"),
+        }
         return parse_chunk(as_chunk)
 
     async def _events(self, response: httpx2.Response) -> AsyncIterator[StreamPiece]:
@@ -213,22 +257,25 @@ class OpenAICompatibleClient:
                 try:
                     chunk = json.loads(data)
                 except ValueError:
-                    raise RemoteNotOpenAIError(f"{self.endpoint.label} sent a stream line that is not JSON",
-                                               details=data[:300]) from None
+                    raise RemoteNotOpenAIError(
+                        f"{self.endpoint.label} sent a stream line that is not JSON", details=data[:300]
+                    ) from None
                 piece = parse_chunk(chunk)
                 finished = finished or piece.finish_reason is not None
                 if piece.text or piece.finish_reason or piece.usage:
                     yield piece
         except httpx2.SSEError as error:
-            raise RemoteNotOpenAIError(f"{self.endpoint.label} sent a stream event over 1 MB",
-                                       details=str(error)) from error
+            raise RemoteNotOpenAIError(
+                f"{self.endpoint.label} sent a stream event over 1 MB", details=str(error)
+            ) from error
         except httpx2.TransportError as error:
             if not finished:
                 raise transport_error(error, self.endpoint, answering=True) from error
         finally:
             await events.aclose()
         if not finished:
-            raise RemoteDroppedError(f"the connection to {self.endpoint.label} closed before the answer was complete",
-                                     "try again when the server is back", "the stream ended without [DONE] or a "
-                                     "finish_reason")
-
+            raise RemoteDroppedError(
+                f"the connection to {self.endpoint.label} closed before the answer was complete",
+                "try again when the server is back",
+                "the stream ended without [DONE] or a finish_reason",
+            )

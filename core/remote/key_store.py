@@ -28,7 +28,9 @@ def _file_keys() -> dict[str, str]:
         data = json.loads(keys_file().read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
-    return {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, str)} if isinstance(data, dict) else {}
+    return (
+        {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, str)} if isinstance(data, dict) else {}
+    )
 
 
 def _write_file_keys(keys: dict[str, str]) -> None:

@@ -19,7 +19,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.errors import (
-    RemoteAuthError, RemoteContextLengthError, RemoteError, RemoteNotOpenAIError, RemoteRejectedError,
+    RemoteAuthError,
+    RemoteContextLengthError,
+    RemoteError,
+    RemoteNotOpenAIError,
+    RemoteRejectedError,
 )
 
 MAX_MODELS = 1000
@@ -92,8 +96,12 @@ def parse_model_list(data: object, server: str) -> list[RemoteModel]:
     models: dict[str, RemoteModel] = {}
     for entry in entries:
         model_id = entry.get("id") if isinstance(entry, dict) else None
-        if not isinstance(model_id, str) or not model_id.strip() or len(model_id) > MAX_MODEL_ID \
-                or _UNPRINTABLE.search(model_id):
+        if (
+            not isinstance(model_id, str)
+            or not model_id.strip()
+            or len(model_id) > MAX_MODEL_ID
+            or _UNPRINTABLE.search(model_id)
+        ):
             continue  # an entry we cannot name is left out, not trusted
         models.setdefault(model_id, RemoteModel(model_id, _context_length(entry)))
     return list(models.values())
@@ -107,8 +115,9 @@ def parse_chunk(chunk: object) -> StreamPiece:
         RemoteError: the chunk is an error object (servers that fail mid-stream send one).
     """
     if not isinstance(chunk, dict):
-        raise RemoteNotOpenAIError("the server's stream holds something that is not a completion chunk",
-                                   details=_excerpt(json.dumps(chunk)))
+        raise RemoteNotOpenAIError(
+            "the server's stream holds something that is not a completion chunk", details=_excerpt(json.dumps(chunk))
+        )
     if "error" in chunk:
         raise error_from_body(chunk, 0, "the server")
     text, finish, reasoning = "", None, ""
@@ -118,8 +127,9 @@ def parse_chunk(chunk: object) -> StreamPiece:
         delta = choice.get("delta")
         content = delta.get("content") if isinstance(delta, dict) else choice.get("text")
         if content is not None and not isinstance(content, str):
-            raise RemoteNotOpenAIError("the server's stream sent text that is not a string",
-                                       details=_excerpt(json.dumps(chunk)))
+            raise RemoteNotOpenAIError(
+                "the server's stream sent text that is not a string", details=_excerpt(json.dumps(chunk))
+            )
         text = content or ""
         if isinstance(delta, dict):
             thought = delta.get("reasoning_content", delta.get("reasoning"))
@@ -151,11 +161,13 @@ def error_message(body: object) -> tuple[str, str | None]:
         if isinstance(error, dict):
             message = error.get("message", error.get("detail", error.get("msg")))
             if isinstance(message, list):  # FastAPI's validation errors: [{"loc": [...], "msg": ...}]
-                message = "; ".join(str(item.get("msg", item)) if isinstance(item, dict) else str(item)
-                                    for item in message)
+                message = "; ".join(
+                    str(item.get("msg", item)) if isinstance(item, dict) else str(item) for item in message
+                )
             param = error.get("param")
-            return _excerpt(str(message) if message is not None else json.dumps(body)), \
-                param if isinstance(param, str) else None
+            return _excerpt(str(message) if message is not None else json.dumps(body)), param if isinstance(
+                param, str
+            ) else None
     if isinstance(body, str):
         return _excerpt(body), None
     return _excerpt(json.dumps(body)), None
@@ -170,18 +182,22 @@ def decode_body(raw: bytes) -> object:
         return text
 
 
-def error_from_body(body: object, status: int, server: str, has_key: bool = False,
-                    route: str = "") -> RemoteError:
+def error_from_body(body: object, status: int, server: str, has_key: bool = False, route: str = "") -> RemoteError:
     """The plain-word error for an HTTP error answer, or (status 0) an error object inside a stream."""
     message, _param = error_message(body)
     said = f" (it said: {message})" if message else ""
     if status in (401, 403):
         if has_key:
-            return RemoteAuthError(f"{server} refused the API key{said}",
-                                   "check the key (model manager > Connections), or ask for a new one",
-                                   f"HTTP {status}: {message}")
-        return RemoteAuthError(f"{server} needs an API key{said}", "enter the server's key in the model manager",
-                               f"HTTP {status}: {message}")
+            return RemoteAuthError(
+                f"{server} refused the API key{said}",
+                "check the key (model manager > Connections), or ask for a new one",
+                f"HTTP {status}: {message}",
+            )
+        return RemoteAuthError(
+            f"{server} needs an API key{said}",
+            "enter the server's key in the model manager",
+            f"HTTP {status}: {message}",
+        )
     if status == 404 and (route == "models" or "model" not in message.lower()):
         return RemoteNotOpenAIError(
             f"{server} has no OpenAI API at this address (HTTP 404 for /{route or 'chat/completions'})",
@@ -189,18 +205,30 @@ def error_from_body(body: object, status: int, server: str, has_key: bool = Fals
             f"HTTP 404: {message}",
         )
     if _CONTEXT_WORDS.search(message):
-        return RemoteContextLengthError(f"the conversation is too long for the model on {server}{said}",
-                                        "shorten it, or start a new conversation", f"HTTP {status}: {message}")
+        return RemoteContextLengthError(
+            f"the conversation is too long for the model on {server}{said}",
+            "shorten it, or start a new conversation",
+            f"HTTP {status}: {message}",
+        )
     if status == 0:
         return RemoteError(f"{server} stopped the answer with an error{said}", "try again", f"in the stream: {message}")
     if 400 <= status < 500 and status != 429:
-        return RemoteRejectedError(f"{server} refused the request (HTTP {status}){said}",
-                                   "check the model and the conversation's settings", f"HTTP {status}: {message}")
+        return RemoteRejectedError(
+            f"{server} refused the request (HTTP {status}){said}",
+            "check the model and the conversation's settings",
+            f"HTTP {status}: {message}",
+        )
     if status == 429:
-        return RemoteError(f"{server} is busy or limits how often it may be asked{said}",
-                           "wait a little, then try again", f"HTTP 429: {message}")
-    return RemoteError(f"{server} failed to answer (HTTP {status}){said}",
-                       "try again; if it keeps failing, look at the server's own log", f"HTTP {status}: {message}")
+        return RemoteError(
+            f"{server} is busy or limits how often it may be asked{said}",
+            "wait a little, then try again",
+            f"HTTP 429: {message}",
+        )
+    return RemoteError(
+        f"{server} failed to answer (HTTP {status}){said}",
+        "try again; if it keeps failing, look at the server's own log",
+        f"HTTP {status}: {message}",
+    )
 
 
 def refused_field(body: object, fields: list[str]) -> str | None:

@@ -91,9 +91,16 @@ class OpenAIServer:
     `max_queue`: requests that may wait besides the one being answered; `keepalive_s`: the longest a stream
     stays silent; `model_names`: the names the model is served under (none: the target's own name)."""
 
-    def __init__(self, gateway: EngineGateway, api_key: str | None, defaults: S.Defaults,
-                 loopback_only: bool = True, max_queue: int = DEFAULT_MAX_QUEUE,
-                 keepalive_s: float = KEEPALIVE_S, model_names: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        gateway: EngineGateway,
+        api_key: str | None,
+        defaults: S.Defaults,
+        loopback_only: bool = True,
+        max_queue: int = DEFAULT_MAX_QUEUE,
+        keepalive_s: float = KEEPALIVE_S,
+        model_names: tuple[str, ...] = (),
+    ) -> None:
         self.gateway = gateway
         self.model_names = tuple(model_names)
         self.api_key = api_key
@@ -130,19 +137,31 @@ class OpenAIServer:
         """A request naming another model gets 404 model_not_found, as from vLLM and Ollama (none named: this
         one, as vLLM does)."""
         if asked and asked not in self.model_ids():
-            raise E.ApiError(404, f"The model '{asked}' does not exist: this server runs "
-                             f"{' / '.join(repr(name) for name in self.model_ids())} (see GET /v1/models)",
-                             "not_found_error", param="model", code="model_not_found")
+            raise E.ApiError(
+                404,
+                f"The model '{asked}' does not exist: this server runs "
+                f"{' / '.join(repr(name) for name in self.model_ids())} (see GET /v1/models)",
+                "not_found_error",
+                param="model",
+                code="model_not_found",
+            )
 
     async def read_json(self, request: Request) -> object:
         """The body of a POST, checked for its type and size before and while it is read."""
         media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if media_type != "application/json":
-            raise E.ApiError(415, f"send the body as JSON with 'Content-Type: application/json' (got "
-                             f"{media_type or 'no content type'!r})", code="unsupported_media_type")
+            raise E.ApiError(
+                415,
+                f"send the body as JSON with 'Content-Type: application/json' (got "
+                f"{media_type or 'no content type'!r})",
+                code="unsupported_media_type",
+            )
         limit = max_body_bytes(int(self.gateway.model_info().get("max_context") or DEFAULT_CONTEXT))
-        too_big = E.ApiError(413, f"the request body is larger than {limit:,} bytes, far more than the model's "
-                             "context window can hold", code="request_too_large")
+        too_big = E.ApiError(
+            413,
+            f"the request body is larger than {limit:,} bytes, far more than the model's context window can hold",
+            code="request_too_large",
+        )
         declared = request.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > limit:
             raise too_big
@@ -156,8 +175,9 @@ class OpenAIServer:
         except ValueError as error:
             raise E.ApiError(400, f"the request body is not valid JSON ({error})", code="invalid_json") from error
         except RecursionError as error:  # nested thousands deep: hostile, and nothing to log
-            raise E.ApiError(400, f"the request body is nested more than {S.MAX_JSON_DEPTH} levels deep",
-                             code="invalid_json") from error
+            raise E.ApiError(
+                400, f"the request body is nested more than {S.MAX_JSON_DEPTH} levels deep", code="invalid_json"
+            ) from error
         S.check_tree(decoded)
         return decoded
 
@@ -167,9 +187,14 @@ class OpenAIServer:
         uses_tools = bool(parsed.tools) or any("tool_calls" in m or m["role"] == "tool" for m in parsed.messages)
         fmt = self.gateway.model_info().get("tool_call_format")
         if uses_tools and fmt is None:
-            raise E.ApiError(400, f"the model {self.model_id()!r} has no tool support in its chat template: send the "
-                             "request without 'tools' and tool messages, or serve a model that has it (Qwen2.5, "
-                             "Llama 3.1)", param="tools", code="tools_not_supported")
+            raise E.ApiError(
+                400,
+                f"the model {self.model_id()!r} has no tool support in its chat template: send the "
+                "request without 'tools' and tool messages, or serve a model that has it (Qwen2.5, "
+                "Llama 3.1)",
+                param="tools",
+                code="tools_not_supported",
+            )
         return fmt if parsed.tools else None
 
     def check_queue(self) -> None:
@@ -186,10 +211,19 @@ class OpenAIServer:
         info = self.gateway.model_info()
         engine = self.gateway.engine_health()
         if engine.state != "ready":
-            return JSONResponse({"status": engine.state, "message": engine.message, "model": info.get("target"),
-                                 **self.gateway.health()}, status_code=503, headers={"Retry-After": "5"})
-        return JSONResponse({"status": "ok" if info else "no_model", "model": info.get("target"),
-                             **self.gateway.health()})
+            return JSONResponse(
+                {
+                    "status": engine.state,
+                    "message": engine.message,
+                    "model": info.get("target"),
+                    **self.gateway.health(),
+                },
+                status_code=503,
+                headers={"Retry-After": "5"},
+            )
+        return JSONResponse(
+            {"status": "ok" if info else "no_model", "model": info.get("target"), **self.gateway.health()}
+        )
 
     async def models(self, request: Request) -> Response:
         self.check_host(request)
@@ -209,23 +243,33 @@ class OpenAIServer:
     async def completions(self, request: Request) -> Response:
         return await self._complete(request, S.parse_completion_request)
 
-    def prepare(self, parsed: S.CompletionRequest,
-                max_tokens_param: str = "max_tokens") -> tuple[S.CompletionRequest, str | None]:
+    def prepare(
+        self, parsed: S.CompletionRequest, max_tokens_param: str = "max_tokens"
+    ) -> tuple[S.CompletionRequest, str | None]:
         """The checks every answer passes before it is queued; the request with its grammar in place (a forced
         call's, built in the model's own format) and the model's tool-call format (None without tools)."""
         self.check_model(parsed.model)
         context = self.gateway.model_info().get("max_context")
         if parsed.max_tokens is not None and context and parsed.max_tokens > context:
-            raise E.ApiError(400, f"'{max_tokens_param}' is {parsed.max_tokens}, more than the model's whole context "
-                             f"window of {context} tokens (prompt and answer together): ask for fewer, or leave it "
-                             "out to answer until the context is full", param=max_tokens_param, code="invalid_value")
+            raise E.ApiError(
+                400,
+                f"'{max_tokens_param}' is {parsed.max_tokens}, more than the model's whole context "
+                f"window of {context} tokens (prompt and answer together): ask for fewer, or leave it "
+                "out to answer until the context is full",
+                param=max_tokens_param,
+                code="invalid_value",
+            )
         tool_format = self.check_tools(parsed)
         if parsed.forces_tool_call:  # a grammar for one call in the model's own format
-            parsed = dataclasses.replace(parsed, grammar_kind="lark",
-                                         grammar_source=forced_call_grammar(tool_format, parsed.tools, parsed.forced_tool))
+            parsed = dataclasses.replace(
+                parsed,
+                grammar_kind="lark",
+                grammar_source=forced_call_grammar(tool_format, parsed.tools, parsed.forced_tool),
+            )
         if parsed.grammar_kind is not None:
-            S.check_grammar(parsed.grammar_kind, parsed.grammar_source,
-                            "tools" if parsed.forces_tool_call else "response_format")
+            S.check_grammar(
+                parsed.grammar_kind, parsed.grammar_source, "tools" if parsed.forces_tool_call else "response_format"
+            )
         self.check_queue()
         return parsed, tool_format
 
@@ -256,8 +300,10 @@ class OpenAIServer:
         finally:
             watcher.cancel()
         next_event = functools.partial(self._next_within_keepalive, ticket, tally, progress)
-        return EventStream(completion_stream(next_event, tally, parsed, response_id, model, first, progress,
-                                             tool_format), ticket.abandon)
+        return EventStream(
+            completion_stream(next_event, tally, parsed, response_id, model, first, progress, tool_format),
+            ticket.abandon,
+        )
 
     async def responses(self, request: Request) -> Response:
         """POST /v1/responses (core.server.responses): the same engine request as a chat completion, answered
@@ -288,8 +334,9 @@ class OpenAIServer:
         finally:
             watcher.cancel()
         next_event = functools.partial(self._next_within_keepalive, ticket, tally, progress)
-        return EventStream(responses_stream(next_event, tally, parsed, builder, first, progress, tool_format),
-                           ticket.abandon)
+        return EventStream(
+            responses_stream(next_event, tally, parsed, builder, first, progress, tool_format), ticket.abandon
+        )
 
     async def _next(self, ticket: Ticket, tally: R.RunTally, progress: Progress) -> P.Event | None:
         """The next event of the request, noted (an Error raises ApiError)."""
@@ -307,8 +354,9 @@ class OpenAIServer:
         while event is not None and not isinstance(event, P.Finished):
             event = await self._next(ticket, tally, progress)
 
-    async def _next_within_keepalive(self, ticket: Ticket, tally: R.RunTally,
-                                     progress: Progress) -> P.Event | None | bool:
+    async def _next_within_keepalive(
+        self, ticket: Ticket, tally: R.RunTally, progress: Progress
+    ) -> P.Event | None | bool:
         """The next event as `_next` reads it, or False if none came within keepalive_s (the engine is in a
         long pass). Before the stream's headers go out the first such event shows the engine took the request
         (queued behind others, reading the prompt, answering, or done; the stream starts anyway on False);
@@ -318,15 +366,23 @@ class OpenAIServer:
         except TimeoutError:
             return False
 
-def create_app(gateway: EngineGateway, api_key: str | None, defaults: S.Defaults | None = None,
-               loopback_only: bool = True, allowed_origins: tuple[str, ...] = (),
-               max_queue: int = DEFAULT_MAX_QUEUE, keepalive_s: float = KEEPALIVE_S,
-               model_names: tuple[str, ...] = ()) -> Starlette:
+
+def create_app(
+    gateway: EngineGateway,
+    api_key: str | None,
+    defaults: S.Defaults | None = None,
+    loopback_only: bool = True,
+    allowed_origins: tuple[str, ...] = (),
+    max_queue: int = DEFAULT_MAX_QUEUE,
+    keepalive_s: float = KEEPALIVE_S,
+    model_names: tuple[str, ...] = (),
+) -> Starlette:
     """The ASGI app serving `gateway`'s engine. allowed_origins: web page origins (e.g.
     "http://localhost:3000", or "*" for any) that may call it from a browser; none by default. model_names: the
     names requests may give the model (none: its own name)."""
-    server = OpenAIServer(gateway, api_key, defaults or S.Defaults(), loopback_only, max_queue, keepalive_s,
-                          model_names)
+    server = OpenAIServer(
+        gateway, api_key, defaults or S.Defaults(), loopback_only, max_queue, keepalive_s, model_names
+    )
 
     async def api_error(_request: Request, error: Exception) -> Response:
         assert isinstance(error, E.ApiError)
@@ -336,8 +392,14 @@ def create_app(gateway: EngineGateway, api_key: str | None, defaults: S.Defaults
     async def http_error(_request: Request, error: Exception) -> Response:
         assert isinstance(error, HTTPException)
         kind = "not_found_error" if error.status_code == 404 else "invalid_request_error"
-        return error_response(E.ApiError(error.status_code, f"{error.detail}: {_request.method} {_request.url.path}",
-                                         kind, code=str(error.status_code)))
+        return error_response(
+            E.ApiError(
+                error.status_code,
+                f"{error.detail}: {_request.method} {_request.url.path}",
+                kind,
+                code=str(error.status_code),
+            )
+        )
 
     async def server_error(_request: Request, error: Exception) -> Response:
         log.error("the API server failed on %s", _request.url.path, exc_info=error)
@@ -353,10 +415,18 @@ def create_app(gateway: EngineGateway, api_key: str | None, defaults: S.Defaults
     ]
     middleware = [
         Middleware(OriginGate, allowed_origins=tuple(allowed_origins)),
-        Middleware(CORSMiddleware, allow_origins=list(allowed_origins), allow_methods=["GET", "POST"],
-                   allow_headers=["Authorization", "Content-Type"], allow_private_network=True),
+        Middleware(
+            CORSMiddleware,
+            allow_origins=list(allowed_origins),
+            allow_methods=["GET", "POST"],
+            allow_headers=["Authorization", "Content-Type"],
+            allow_private_network=True,
+        ),
     ]
-    app = Starlette(routes=routes, middleware=middleware,
-                    exception_handlers={E.ApiError: api_error, HTTPException: http_error, Exception: server_error})
+    app = Starlette(
+        routes=routes,
+        middleware=middleware,
+        exception_handlers={E.ApiError: api_error, HTTPException: http_error, Exception: server_error},
+    )
     app.state.server = server
     return app

@@ -12,8 +12,14 @@ from core.engine import protocol as P
 class ApiError(Exception):
     """An error answered in the OpenAI format: {"error": {"message", "type", "param", "code"}}."""
 
-    def __init__(self, status: int, message: str, type: str = "invalid_request_error", param: str | None = None,
-                 code: str | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        type: str = "invalid_request_error",
+        param: str | None = None,
+        code: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
@@ -51,25 +57,35 @@ def engine_error(event: P.Error, max_context: int | None = None, prompt_param: s
     return ApiError(status, message, kind, prompt_param if event.kind == "context_length" else None, code)
 
 
-
 def missing_key_error() -> ApiError:
     """401 for a request without a key, in OpenAI's words."""
-    return ApiError(401, "You didn't provide an API key. Send it as 'Authorization: Bearer <key>' (the key is shown "
-                    "by `specexec serve` and in the app's settings).", code="missing_api_key")
+    return ApiError(
+        401,
+        "You didn't provide an API key. Send it as 'Authorization: Bearer <key>' (the key is shown "
+        "by `specexec serve` and in the app's settings).",
+        code="missing_api_key",
+    )
 
 
 def wrong_key_error(given: str) -> ApiError:
     """401 for a wrong key, in OpenAI's words (clients such as litellm match "Incorrect API key provided" to
     raise their authentication error); only the key's first and last characters are repeated."""
     shown = f"{given[:3]}***{given[-2:]}" if len(given) > 8 else "***"
-    return ApiError(401, f"Incorrect API key provided: {shown}. The key is shown by `specexec serve` and in the "
-                    "app's settings.", code="invalid_api_key")
+    return ApiError(
+        401,
+        f"Incorrect API key provided: {shown}. The key is shown by `specexec serve` and in the app's settings.",
+        code="invalid_api_key",
+    )
 
 
 class QueueFull(ApiError):
     """503: too many requests waiting; `retry_after` seconds is when one is likely to have room."""
 
     def __init__(self, waiting: int, retry_after: int) -> None:
-        super().__init__(503, f"the server is busy: {waiting} requests are waiting for the model; try again in "
-                         f"about {retry_after} s", "server_error", code="queue_full")
+        super().__init__(
+            503,
+            f"the server is busy: {waiting} requests are waiting for the model; try again in about {retry_after} s",
+            "server_error",
+            code="queue_full",
+        )
         self.retry_after = retry_after

@@ -113,8 +113,14 @@ class EngineThread:
             self._deliver(P.Error(request.request_id, "invalid_setting", str(error)))
             return
         except Exception as error:  # noqa: BLE001 - a dead engine fails a send with any error: the client gets an Error
-            self._deliver(P.Error(request.request_id, "engine_died", f"the engine is not running ({error})",
-                                  self._health.message or "it is being restarted: try again in a moment"))
+            self._deliver(
+                P.Error(
+                    request.request_id,
+                    "engine_died",
+                    f"the engine is not running ({error})",
+                    self._health.message or "it is being restarted: try again in a moment",
+                )
+            )
             return
         self._open.add(request.request_id)
 
@@ -132,8 +138,10 @@ class EngineThread:
         if isinstance(event, P.Error) and event.request_id is None and self._health.state == "restarting":
             # the reload failed in a live engine: the same models will not load by trying again
             log.error("the engine restarted but could not load the models again: %s", event.message)
-            self._health = EngineHealth("down", f"the engine restarted but could not load the models again "
-                                        f"({event.message}): restart `specexec serve`")
+            self._health = EngineHealth(
+                "down",
+                f"the engine restarted but could not load the models again ({event.message}): restart `specexec serve`",
+            )
         self._deliver(event)
 
     def _engine_died(self, error: P.Error) -> None:
@@ -149,8 +157,11 @@ class EngineThread:
     def _restart_later(self, delay: float, why: str) -> None:
         self._restart_at = time.monotonic() + delay
         wait = f"in about {max(1, round(delay))} s" if delay else "in a moment"
-        self._health = EngineHealth("restarting", f"{why}; the engine is being restarted: try again {wait}"
-                                    + (f" (restart {self._failures + 1})" if self._failures else ""))
+        self._health = EngineHealth(
+            "restarting",
+            f"{why}; the engine is being restarted: try again {wait}"
+            + (f" (restart {self._failures + 1})" if self._failures else ""),
+        )
 
     def _restart(self) -> None:
         """Start a new engine and queue the Load again; a start that fails is tried again later."""

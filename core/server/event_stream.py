@@ -37,8 +37,9 @@ class EventStream(StreamingResponse):
     finished, failed, or cut off by the client."""
 
     def __init__(self, body: AsyncIterator[bytes], on_close: Callable[[], None]) -> None:
-        super().__init__(body, media_type="text/event-stream",
-                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        super().__init__(
+            body, media_type="text/event-stream", headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+        )
         self._body = body
         self._on_close = on_close
 
@@ -78,9 +79,16 @@ class Progress:
         return f": {text}\n\n".encode()
 
 
-async def completion_stream(next_event: NextEvent, tally: R.RunTally, parsed: CompletionRequest, response_id: str,
-                            model: str, first: P.Event | None | bool, progress: Progress,
-                            tool_format: str | None) -> AsyncIterator[bytes]:
+async def completion_stream(
+    next_event: NextEvent,
+    tally: R.RunTally,
+    parsed: CompletionRequest,
+    response_id: str,
+    model: str,
+    first: P.Event | None | bool,
+    progress: Progress,
+    tool_format: str | None,
+) -> AsyncIterator[bytes]:
     """A chat or text completion's chunks, from the request's first event (False: none yet) to `[DONE]`."""
     chat = parsed.kind == "chat"
     tools = ToolCallStream(tool_format, parsed.tool_names, parsed.forces_tool_call)  # no format: all content
@@ -153,9 +161,15 @@ def add_piece(builder: ResponseBuilder, piece: str | CallDelta, parsed: Completi
     return builder.text(piece)
 
 
-async def responses_stream(next_event: NextEvent, tally: R.RunTally, parsed: CompletionRequest,
-                           builder: ResponseBuilder, first: P.Event | None | bool, progress: Progress,
-                           tool_format: str | None) -> AsyncIterator[bytes]:
+async def responses_stream(
+    next_event: NextEvent,
+    tally: R.RunTally,
+    parsed: CompletionRequest,
+    builder: ResponseBuilder,
+    first: P.Event | None | bool,
+    progress: Progress,
+    tool_format: str | None,
+) -> AsyncIterator[bytes]:
     """A Responses answer's named events, from `response.created` to `response.completed` (or the error)."""
     reader = ToolCallStream(tool_format, parsed.tool_names, parsed.forces_tool_call)
     for out in builder.start():

@@ -27,8 +27,12 @@ def check_host(request: Request) -> None:
     host = request.headers.get("host", "")
     name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
     if name.lower() not in LOOPBACK_HOSTS:
-        raise ApiError(403, f"this server only answers requests addressed to localhost, not {host!r}",
-                       "permission_error", code="host_not_allowed")
+        raise ApiError(
+            403,
+            f"this server only answers requests addressed to localhost, not {host!r}",
+            "permission_error",
+            code="host_not_allowed",
+        )
 
 
 class OriginGate:
@@ -43,10 +47,14 @@ class OriginGate:
         if scope["type"] == "http":
             origin = dict(scope["headers"]).get(b"origin")
             if origin is not None and "*" not in self.allowed and origin.decode("latin-1") not in self.allowed:
-                error = ApiError(403, f"requests from web pages at {origin.decode('latin-1')!r} are not allowed: add "
-                                 "the origin to the server's allowed origins (--allowed-origins, or the app's "
-                                 "settings) to let that page use the model", "permission_error",
-                                 code="origin_not_allowed")
+                error = ApiError(
+                    403,
+                    f"requests from web pages at {origin.decode('latin-1')!r} are not allowed: add "
+                    "the origin to the server's allowed origins (--allowed-origins, or the app's "
+                    "settings) to let that page use the model",
+                    "permission_error",
+                    code="origin_not_allowed",
+                )
                 await error_response(error)(scope, receive, send)
                 return
         await self.app(scope, receive, send)

@@ -27,8 +27,10 @@ def parse_origins(text: str | list[str] | tuple[str, ...]) -> tuple[str, ...]:
         if not entry:
             continue
         if entry != "*" and not _ORIGIN.fullmatch(entry):
-            raise ServerError(f"{entry!r} is not a web origin: write it as the browser shows it, scheme, host and "
-                              "port without a path (http://localhost:3000), or * for any page")
+            raise ServerError(
+                f"{entry!r} is not a web origin: write it as the browser shows it, scheme, host and "
+                "port without a path (http://localhost:3000), or * for any page"
+            )
         if entry not in origins:
             origins.append(entry)
     return tuple(origins)

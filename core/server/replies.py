@@ -74,8 +74,12 @@ class RunTally:
         done = self.finished
         prompt = done.prompt_tokens if done else 0
         completion = done.generated_tokens if done else self.pass_tokens
-        return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
-                "prompt_tokens_details": {"cached_tokens": done.reused_prefix_tokens if done else 0}}
+        return {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+            "prompt_tokens_details": {"cached_tokens": done.reused_prefix_tokens if done else 0},
+        }
 
     def extra(self) -> dict[str, Any]:
         """The `specexec` object: how the answer was decoded (with "auto", also what the engine chose and why)."""
@@ -86,8 +90,7 @@ class RunTally:
             "budget": self.budget,
         }
         if self.choice is not None:
-            extra["chosen"] = {"method": self.choice.method, "budget": self.choice.budget,
-                               "reason": self.choice.reason}
+            extra["chosen"] = {"method": self.choice.method, "budget": self.choice.budget, "reason": self.choice.reason}
         return extra
 
 
@@ -109,8 +112,12 @@ def tool_call_delta(piece: CallDelta, call_id: str) -> dict[str, Any]:
     more of its arguments."""
     if piece.name is None:
         return {"index": piece.index, "function": {"arguments": piece.arguments}}
-    return {"index": piece.index, "id": call_id, "type": "function",
-            "function": {"name": piece.name, "arguments": piece.arguments}}
+    return {
+        "index": piece.index,
+        "id": call_id,
+        "type": "function",
+        "function": {"name": piece.name, "arguments": piece.arguments},
+    }
 
 
 def choice_finish_reason(reason: str, called: bool) -> str:
@@ -138,12 +145,17 @@ def text_logprobs(entries: list[dict[str, Any]] | None) -> dict[str, Any] | None
     for entry in entries:
         offsets.append(at)
         at += len(entry["token"])
-    return {"tokens": [e["token"] for e in entries], "token_logprobs": [e["logprob"] for e in entries],
-            "top_logprobs": [{t["token"]: t["logprob"] for t in e["top"]} for e in entries], "text_offset": offsets}
+    return {
+        "tokens": [e["token"] for e in entries],
+        "token_logprobs": [e["logprob"] for e in entries],
+        "top_logprobs": [{t["token"]: t["logprob"] for t in e["top"]} for e in entries],
+        "text_offset": offsets,
+    }
 
 
-def chat_response(response_id: str, model: str, tally: RunTally, content: str,
-                  calls: list[ToolCall] = ()) -> dict[str, Any]:
+def chat_response(
+    response_id: str, model: str, tally: RunTally, content: str, calls: list[ToolCall] = ()
+) -> dict[str, Any]:
     """A chat completion: `content` (None when the answer is only tool calls) and the calls it made."""
     message: dict[str, Any] = {"role": "assistant", "content": content if content or not calls else None}
     if tally.reasoning:
@@ -151,19 +163,40 @@ def chat_response(response_id: str, model: str, tally: RunTally, content: str,
     if calls:
         message["tool_calls"] = [tool_call_json(call) for call in calls]
     return {
-        "id": response_id, "object": "chat.completion", "created": now(), "model": model,
-        "choices": [{"index": 0, "message": message, "logprobs": chat_logprobs(tally.logprobs),
-                     "finish_reason": choice_finish_reason(tally.finish_reason, bool(calls))}],
-        "usage": tally.usage(), "specexec": tally.extra(),
+        "id": response_id,
+        "object": "chat.completion",
+        "created": now(),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "logprobs": chat_logprobs(tally.logprobs),
+                "finish_reason": choice_finish_reason(tally.finish_reason, bool(calls)),
+            }
+        ],
+        "usage": tally.usage(),
+        "specexec": tally.extra(),
     }
 
 
-def _chunk(kind: str, response_id: str, model: str, choice: dict[str, Any], finish: str | None,
-           extra: dict[str, Any] | None, usage: dict[str, Any] | None, choices: bool) -> dict[str, Any]:
+def _chunk(
+    kind: str,
+    response_id: str,
+    model: str,
+    choice: dict[str, Any],
+    finish: str | None,
+    extra: dict[str, Any] | None,
+    usage: dict[str, Any] | None,
+    choices: bool,
+) -> dict[str, Any]:
     """The one streamed chunk shape of both APIs: one choice (its delta or text, logprobs, finish_reason), or
     none for the closing usage chunk; `usage` and the `specexec` object when given."""
     chunk: dict[str, Any] = {
-        "id": response_id, "object": kind, "created": now(), "model": model,
+        "id": response_id,
+        "object": kind,
+        "created": now(),
+        "model": model,
         "choices": [{"index": 0, **choice, "finish_reason": finish}] if choices else [],
     }
     if usage is not None:
@@ -173,36 +206,81 @@ def _chunk(kind: str, response_id: str, model: str, choice: dict[str, Any], fini
     return chunk
 
 
-def chat_chunk(response_id: str, model: str, delta: dict[str, Any], finish: str | None = None,
-               extra: dict[str, Any] | None = None, usage: dict[str, Any] | None = None,
-               choices: bool = True, logprobs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def chat_chunk(
+    response_id: str,
+    model: str,
+    delta: dict[str, Any],
+    finish: str | None = None,
+    extra: dict[str, Any] | None = None,
+    usage: dict[str, Any] | None = None,
+    choices: bool = True,
+    logprobs: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     """A chat stream's chunk: `delta` is the message's new part (content, reasoning_content or tool_calls)."""
-    return _chunk("chat.completion.chunk", response_id, model, {"delta": delta, "logprobs": chat_logprobs(logprobs)},
-                  finish, extra, usage, choices)
+    return _chunk(
+        "chat.completion.chunk",
+        response_id,
+        model,
+        {"delta": delta, "logprobs": chat_logprobs(logprobs)},
+        finish,
+        extra,
+        usage,
+        choices,
+    )
 
 
 def text_response(response_id: str, model: str, tally: RunTally) -> dict[str, Any]:
     return {
-        "id": response_id, "object": "text_completion", "created": now(), "model": model,
-        "choices": [{"index": 0, "text": tally.text, "logprobs": text_logprobs(tally.logprobs),
-                     "finish_reason": tally.finish_reason}],
-        "usage": tally.usage(), "specexec": tally.extra(),
+        "id": response_id,
+        "object": "text_completion",
+        "created": now(),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "text": tally.text,
+                "logprobs": text_logprobs(tally.logprobs),
+                "finish_reason": tally.finish_reason,
+            }
+        ],
+        "usage": tally.usage(),
+        "specexec": tally.extra(),
     }
 
 
-def text_chunk(response_id: str, model: str, text: str, finish: str | None = None,
-               extra: dict[str, Any] | None = None, usage: dict[str, Any] | None = None,
-               choices: bool = True, logprobs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def text_chunk(
+    response_id: str,
+    model: str,
+    text: str,
+    finish: str | None = None,
+    extra: dict[str, Any] | None = None,
+    usage: dict[str, Any] | None = None,
+    choices: bool = True,
+    logprobs: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     """A text completion stream's chunk: `text` is the answer's new part."""
-    return _chunk("text_completion", response_id, model, {"text": text, "logprobs": text_logprobs(logprobs)},
-                  finish, extra, usage, choices)
+    return _chunk(
+        "text_completion",
+        response_id,
+        model,
+        {"text": text, "logprobs": text_logprobs(logprobs)},
+        finish,
+        extra,
+        usage,
+        choices,
+    )
 
 
 def model_card(model_id: str, created: int, info: dict[str, Any]) -> dict[str, Any]:
     """The one model this server runs (with its draft, context window and tool support), as OpenAI's Model."""
     keys = ("draft", "device", "dtype", "max_context", "budget", "tool_call_format", "thinking")
-    return {"id": model_id, "object": "model", "created": created, "owned_by": "specexec",
-            "specexec": {k: info.get(k) for k in keys}}
+    return {
+        "id": model_id,
+        "object": "model",
+        "created": created,
+        "owned_by": "specexec",
+        "specexec": {k: info.get(k) for k in keys},
+    }
 
 
 def model_list(model_ids: tuple[str, ...], created: int, info: dict[str, Any]) -> dict[str, Any]:

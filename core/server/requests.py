@@ -64,14 +64,15 @@ def check_grammar(kind: str, source: str, param: str) -> None:
     except ValueError as error:
         problem = str(error)
     if not problem and kind == "json_schema" and not has_finite_instance(json.loads(source)):
-        problem = ("no finite JSON value matches it (a '$ref' leads back to itself through required properties "
-                   "or only to itself), so no answer could ever be complete: give the recursion a way to end")
+        problem = (
+            "no finite JSON value matches it (a '$ref' leads back to itself through required properties "
+            "or only to itself), so no answer could ever be complete: give the recursion a way to end"
+        )
     if problem:
         what = "the tools' parameters" if param == "tools" else "the JSON schema"
-        raise ApiError(400, f"{what} cannot be used for structured output: {problem.strip()}", param=param,
-                       code="invalid_schema")
-
-
+        raise ApiError(
+            400, f"{what} cannot be used for structured output: {problem.strip()}", param=param, code="invalid_schema"
+        )
 
 
 @dataclass(frozen=True)
@@ -133,12 +134,26 @@ class CompletionRequest:
         """The engine request: the conversation cache's prefix of it is reused (an API conversation), and
         nothing is trimmed unless the request asked for it (`trim_context`)."""
         return P.Generate(
-            request_id=request_id, messages=self.messages, prompt=self.prompt, temperature=self.temperature,
-            top_p=self.top_p, top_k=self.top_k, repetition_penalty=self.repetition_penalty, seed=self.seed,
-            presence_penalty=self.presence_penalty, frequency_penalty=self.frequency_penalty,
-            method=self.method, max_new_tokens=self.max_tokens, stop=self.stop, trim_context=self.trim_context,
-            tools=self.tools, cache_owner="api", grammar_kind=self.grammar_kind, grammar_source=self.grammar_source,
-            top_logprobs=self.top_logprobs, chat_template_kwargs=dict(self.chat_template_kwargs),
+            request_id=request_id,
+            messages=self.messages,
+            prompt=self.prompt,
+            temperature=self.temperature,
+            top_p=self.top_p,
+            top_k=self.top_k,
+            repetition_penalty=self.repetition_penalty,
+            seed=self.seed,
+            presence_penalty=self.presence_penalty,
+            frequency_penalty=self.frequency_penalty,
+            method=self.method,
+            max_new_tokens=self.max_tokens,
+            stop=self.stop,
+            trim_context=self.trim_context,
+            tools=self.tools,
+            cache_owner="api",
+            grammar_kind=self.grammar_kind,
+            grammar_source=self.grammar_source,
+            top_logprobs=self.top_logprobs,
+            chat_template_kwargs=dict(self.chat_template_kwargs),
             thinking_token_budget=self.thinking_token_budget,
         )
 
@@ -166,8 +181,14 @@ def _integer(body: dict, name: str, default: int | None, low: int, high: int | N
     if isinstance(value, bool) or not isinstance(value, int):
         raise ApiError(400, f"'{name}' must be a whole number, got {value!r}", param=name, code="invalid_type")
     if value < low or (high is not None and value > high):
-        raise ApiError(400, f"'{name}' must be at least {low}" + (f" and at most {high}" if high is not None else "")
-                       + f", got {value}", param=name, code="invalid_value")
+        raise ApiError(
+            400,
+            f"'{name}' must be at least {low}"
+            + (f" and at most {high}" if high is not None else "")
+            + f", got {value}",
+            param=name,
+            code="invalid_value",
+        )
     return value
 
 
@@ -188,8 +209,8 @@ def _stop(body: dict, default: tuple[str, ...]) -> tuple[str, ...]:
 # Why a field is refused, where there is more to say than "not supported".
 _WHY_REFUSED = {
     "n": "one answer per request: the engine answers requests one at a time, so n answers would take n times "
-         "as long as one while holding the queue; send n requests instead (with different seeds: they share the "
-         "prompt's cached tokens)",
+    "as long as one while holding the queue; send n requests instead (with different seeds: they share the "
+    "prompt's cached tokens)",
     "best_of": "one answer per request (see 'n')",
 }
 
@@ -198,8 +219,9 @@ def _refuse_unsupported(body: dict) -> None:
     for name, neutral in _NEUTRAL.items():
         if name in body and body[name] not in neutral:
             why = _WHY_REFUSED.get(name, "leave it out")
-            raise ApiError(400, f"'{name}' is not supported by this server: {why}", param=name,
-                           code="unsupported_parameter")
+            raise ApiError(
+                400, f"'{name}' is not supported by this server: {why}", param=name, code="unsupported_parameter"
+            )
 
 
 def _response_format(body: dict) -> tuple[str, str] | None:
@@ -215,12 +237,25 @@ def _response_format(body: dict) -> tuple[str, str] | None:
         return kind, ""
     if kind == "json_schema":
         spec = value.get("json_schema")
-        if not isinstance(spec, dict) or not isinstance(spec.get("name"), str) or not isinstance(spec.get("schema", {}), dict):
-            raise ApiError(400, "'response_format.json_schema' needs a 'name' and a 'schema' object",
-                           param="response_format.json_schema", code="invalid_value")
+        if (
+            not isinstance(spec, dict)
+            or not isinstance(spec.get("name"), str)
+            or not isinstance(spec.get("schema", {}), dict)
+        ):
+            raise ApiError(
+                400,
+                "'response_format.json_schema' needs a 'name' and a 'schema' object",
+                param="response_format.json_schema",
+                code="invalid_value",
+            )
         return kind, json.dumps(spec.get("schema", {}))
-    raise ApiError(400, "'response_format' must be {\"type\": \"text\"}, {\"type\": \"json_object\"} or "
-                   "{\"type\": \"json_schema\", \"json_schema\": {...}}", param="response_format", code="invalid_value")
+    raise ApiError(
+        400,
+        '\'response_format\' must be {"type": "text"}, {"type": "json_object"} or '
+        '{"type": "json_schema", "json_schema": {...}}',
+        param="response_format",
+        code="invalid_value",
+    )
 
 
 def _logprobs(body: dict, chat: bool) -> int | None:
@@ -245,15 +280,21 @@ def check_tree(body: object) -> None:
     while stack:
         value, where, depth = stack.pop()
         if depth > MAX_JSON_DEPTH:
-            raise ApiError(400, f"the request body is nested more than {MAX_JSON_DEPTH} levels deep", code="invalid_json")
+            raise ApiError(
+                400, f"the request body is nested more than {MAX_JSON_DEPTH} levels deep", code="invalid_json"
+            )
         if isinstance(value, str):
             try:
                 value.encode("utf-8")
             except UnicodeEncodeError as error:
                 name = where or "the request body"
-                raise ApiError(400, f"{name} holds a lone surrogate (\\u{ord(value[error.start]):04x} at character "
-                               f"{error.start}), which is not text: send the character's whole pair, or leave it out",
-                               param=where or None, code="invalid_value") from error
+                raise ApiError(
+                    400,
+                    f"{name} holds a lone surrogate (\\u{ord(value[error.start]):04x} at character "
+                    f"{error.start}), which is not text: send the character's whole pair, or leave it out",
+                    param=where or None,
+                    code="invalid_value",
+                ) from error
         elif isinstance(value, dict):
             for key, item in value.items():
                 stack.append((key, where, depth + 1))
@@ -279,15 +320,20 @@ def _common(body: object, defaults: Defaults, chat: bool) -> dict[str, Any]:
         raise ApiError(400, "'stream' must be true or false", param="stream", code="invalid_type")
     options = body.get("stream_options")
     if options is not None and not stream:
-        raise ApiError(400, "'stream_options' is only for streamed answers: send it with \"stream\": true, or leave "
-                       "it out", param="stream_options", code="invalid_value")
+        raise ApiError(
+            400,
+            "'stream_options' is only for streamed answers: send it with \"stream\": true, or leave it out",
+            param="stream_options",
+            code="invalid_value",
+        )
     options = options or {}
     if not isinstance(options, dict):
         raise ApiError(400, "'stream_options' must be an object", param="stream_options", code="invalid_type")
     method = body.get("method", defaults.method)
     if method not in METHODS:
-        raise ApiError(400, f"'method' must be one of {', '.join(METHODS)}, got {method!r}", param="method",
-                       code="invalid_value")
+        raise ApiError(
+            400, f"'method' must be one of {', '.join(METHODS)}, got {method!r}", param="method", code="invalid_value"
+        )
     max_tokens = _integer(body, "max_completion_tokens", None, 1, MAX_TOKENS_LIMIT)
     default = defaults.max_tokens if chat or defaults.max_tokens is not None else LEGACY_COMPLETION_MAX_TOKENS
     max_tokens = _integer(body, "max_tokens", max_tokens if max_tokens is not None else default, 1, MAX_TOKENS_LIMIT)
@@ -323,12 +369,20 @@ def _content(message: dict, index: int, optional: bool = False) -> str:
         parts = []
         for part in content:
             if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
-                raise ApiError(400, f"messages[{index}].content: only text parts are supported",
-                               param=f"messages[{index}].content", code="unsupported_content")
+                raise ApiError(
+                    400,
+                    f"messages[{index}].content: only text parts are supported",
+                    param=f"messages[{index}].content",
+                    code="unsupported_content",
+                )
             parts.append(part["text"])
         return "".join(parts)
-    raise ApiError(400, f"messages[{index}].content must be a string or a list of text parts",
-                   param=f"messages[{index}].content", code="invalid_type")
+    raise ApiError(
+        400,
+        f"messages[{index}].content must be a string or a list of text parts",
+        param=f"messages[{index}].content",
+        code="invalid_type",
+    )
 
 
 def _message(message: object, index: int, call_names: dict[str, str]) -> dict[str, Any]:
@@ -336,18 +390,27 @@ def _message(message: object, index: int, call_names: dict[str, str]) -> dict[st
     where = f"messages[{index}]"
     role = message.get("role") if isinstance(message, dict) else None
     if role not in CHAT_ROLES:
-        raise ApiError(400, f"{where}.role must be one of {', '.join(CHAT_ROLES)}, got {role!r}",
-                       param=f"{where}.role", code="invalid_value")
+        raise ApiError(
+            400,
+            f"{where}.role must be one of {', '.join(CHAT_ROLES)}, got {role!r}",
+            param=f"{where}.role",
+            code="invalid_value",
+        )
     calls = message.get("tool_calls") if role == "assistant" else None
     if calls is not None and (not isinstance(calls, list) or not calls):
-        raise ApiError(400, f"{where}.tool_calls must be a non-empty list", param=f"{where}.tool_calls",
-                       code="invalid_value")
+        raise ApiError(
+            400, f"{where}.tool_calls must be a non-empty list", param=f"{where}.tool_calls", code="invalid_value"
+        )
     checked: dict[str, Any] = {"role": CHAT_ROLES[role], "content": _content(message, index, optional=bool(calls))}
     if role == "assistant":  # its thinking, sent back as vLLM, llama.cpp and DeepSeek return it
         reasoning = message.get("reasoning_content", message.get("reasoning"))
         if reasoning is not None and not isinstance(reasoning, str):
-            raise ApiError(400, f"{where}.reasoning_content must be a string", param=f"{where}.reasoning_content",
-                           code="invalid_type")
+            raise ApiError(
+                400,
+                f"{where}.reasoning_content must be a string",
+                param=f"{where}.reasoning_content",
+                code="invalid_type",
+            )
         if reasoning:
             checked["reasoning_content"] = reasoning
     if calls:
@@ -355,13 +418,18 @@ def _message(message: object, index: int, call_names: dict[str, str]) -> dict[st
         for number, call in enumerate(calls):
             call_id, name, arguments = call_arguments(call, f"{where}.tool_calls[{number}]")
             call_names[call_id] = name
-            checked["tool_calls"].append({"id": call_id, "type": "function",
-                                          "function": {"name": name, "arguments": arguments}})
+            checked["tool_calls"].append(
+                {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+            )
     if role == "tool":
         call_id = message.get("tool_call_id")
         if not isinstance(call_id, str):
-            raise ApiError(400, f"{where}.tool_call_id must name the call this is the result of",
-                           param=f"{where}.tool_call_id", code="invalid_value")
+            raise ApiError(
+                400,
+                f"{where}.tool_call_id must name the call this is the result of",
+                param=f"{where}.tool_call_id",
+                code="invalid_value",
+            )
         checked["tool_call_id"] = call_id
         if call_id in call_names:
             checked["name"] = call_names[call_id]
@@ -373,15 +441,20 @@ def parse_chat_request(body: object, defaults: Defaults) -> CompletionRequest:
     common = _common(body, defaults, chat=True)
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
-        raise ApiError(400, "'messages' must be a non-empty list of {role, content} objects", param="messages",
-                       code="invalid_value")
+        raise ApiError(
+            400,
+            "'messages' must be a non-empty list of {role, content} objects",
+            param="messages",
+            code="invalid_value",
+        )
     call_names: dict[str, str] = {}
     checked = tuple(_message(message, index, call_names) for index, message in enumerate(messages))
     tools = parse_tools(body)
     parallel = body.get("parallel_tool_calls", True)
     if not isinstance(parallel, bool):
-        raise ApiError(400, "'parallel_tool_calls' must be true or false", param="parallel_tool_calls",
-                       code="invalid_type")
+        raise ApiError(
+            400, "'parallel_tool_calls' must be true or false", param="parallel_tool_calls", code="invalid_type"
+        )
     choice, forced = parse_tool_choice(body, tools)
     if choice == "none":
         tools = ()
@@ -391,8 +464,16 @@ def parse_chat_request(body: object, defaults: Defaults) -> CompletionRequest:
         template_kwargs = check_template_kwargs(body.get("chat_template_kwargs"))
     except InvalidSettingError as error:
         raise ApiError(400, str(error), param="chat_template_kwargs", code="invalid_value") from error
-    return CompletionRequest(kind="chat", messages=checked, tools=tools, parallel_tool_calls=parallel,
-                             tool_choice=choice, forced_tool=forced, chat_template_kwargs=template_kwargs, **common)
+    return CompletionRequest(
+        kind="chat",
+        messages=checked,
+        tools=tools,
+        parallel_tool_calls=parallel,
+        tool_choice=choice,
+        forced_tool=forced,
+        chat_template_kwargs=template_kwargs,
+        **common,
+    )
 
 
 def parse_completion_request(body: object, defaults: Defaults) -> CompletionRequest:
@@ -402,8 +483,12 @@ def parse_completion_request(body: object, defaults: Defaults) -> CompletionRequ
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
         prompt = prompt[0]
     if not isinstance(prompt, str):
-        raise ApiError(400, "'prompt' must be one string (lists of prompts and token ids are not supported)",
-                       param="prompt", code="invalid_value")
+        raise ApiError(
+            400,
+            "'prompt' must be one string (lists of prompts and token ids are not supported)",
+            param="prompt",
+            code="invalid_value",
+        )
     if not prompt:
         raise ApiError(400, "'prompt' is empty", param="prompt", code="invalid_value")
     return CompletionRequest(kind="text", prompt=prompt, **common)

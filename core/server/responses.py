@@ -32,14 +32,17 @@ from core.text.tool_calls import CallDelta
 # Fields that ask for state this server does not keep, and what to send instead.
 _STATEFUL = {
     "previous_response_id": "this server keeps no responses (it is stateless): send the whole conversation in "
-                            "'input' (the earlier turns' items); the engine still reuses what it has cached of it",
+    "'input' (the earlier turns' items); the engine still reuses what it has cached of it",
     "conversation": "this server keeps no conversations: send the whole conversation in 'input'",
     "background": "background responses need stored responses, which this server does not keep",
     "prompt": "stored prompt templates are not kept by this server: send 'instructions' and 'input'",
 }
 _TEXT_PARTS = ("input_text", "output_text", "text", "summary_text", "reasoning_text")
-_PARAM_NAMES = {"max_tokens": "max_output_tokens", "response_format": "text.format",
-                "response_format.json_schema": "text.format"}
+_PARAM_NAMES = {
+    "max_tokens": "max_output_tokens",
+    "response_format": "text.format",
+    "response_format.json_schema": "text.format",
+}
 
 
 @dataclass(frozen=True)
@@ -63,11 +66,16 @@ def _text_of(content: object, where: str) -> str:
             elif kind in _TEXT_PARTS and isinstance(part.get("text"), str):
                 texts.append(part["text"])
             else:
-                raise E.ApiError(400, f"{where}.content[{index}]: only text parts can be read by a text model "
-                                 f"(got {kind!r})", param=f"{where}.content", code="unsupported_content")
+                raise E.ApiError(
+                    400,
+                    f"{where}.content[{index}]: only text parts can be read by a text model (got {kind!r})",
+                    param=f"{where}.content",
+                    code="unsupported_content",
+                )
         return "".join(texts)
-    raise E.ApiError(400, f"{where}.content must be a string or a list of text parts", param=f"{where}.content",
-                     code="invalid_type")
+    raise E.ApiError(
+        400, f"{where}.content must be a string or a list of text parts", param=f"{where}.content", code="invalid_type"
+    )
 
 
 def _messages(body: dict) -> list[dict[str, Any]]:
@@ -83,8 +91,9 @@ def _messages(body: dict) -> list[dict[str, Any]]:
     if isinstance(items, str):
         return messages + [{"role": "user", "content": items}]
     if not isinstance(items, list) or not items:
-        raise E.ApiError(400, "'input' must be a string or a non-empty list of items", param="input",
-                         code="invalid_value")
+        raise E.ApiError(
+            400, "'input' must be a string or a non-empty list of items", param="input", code="invalid_value"
+        )
     thought: str | None = None  # a reasoning item's text, for the next assistant turn
     for index, item in enumerate(items):
         where = f"input[{index}]"
@@ -98,11 +107,18 @@ def _messages(body: dict) -> list[dict[str, Any]]:
                 message["reasoning_content"], thought = thought, None
             messages.append(message)
         elif kind == "function_call":
-            call = {"id": item.get("call_id"), "type": "function",
-                    "function": {"name": item.get("name"), "arguments": item.get("arguments")}}
+            call = {
+                "id": item.get("call_id"),
+                "type": "function",
+                "function": {"name": item.get("name"), "arguments": item.get("arguments")},
+            }
             if not isinstance(call["id"], str) or not isinstance(item.get("arguments"), str):
-                raise E.ApiError(400, f"{where}: a function_call needs 'call_id', 'name' and 'arguments' (a JSON "
-                                 "string)", param=where, code="invalid_value")
+                raise E.ApiError(
+                    400,
+                    f"{where}: a function_call needs 'call_id', 'name' and 'arguments' (a JSON string)",
+                    param=where,
+                    code="invalid_value",
+                )
             if messages and messages[-1]["role"] == "assistant":  # the same turn: its text, then its calls
                 messages[-1].setdefault("tool_calls", []).append(call)
             else:
@@ -112,16 +128,25 @@ def _messages(body: dict) -> list[dict[str, Any]]:
                 messages.append(message)
         elif kind == "function_call_output":
             output = item.get("output")
-            messages.append({"role": "tool", "tool_call_id": item.get("call_id"),
-                             "content": output if isinstance(output, str) else _text_of(output, where)})
+            messages.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": item.get("call_id"),
+                    "content": output if isinstance(output, str) else _text_of(output, where),
+                }
+            )
         elif kind == "reasoning":
             parts = item.get("content") or item.get("summary") or []
             thought = (thought or "") + _text_of(parts, where)
         else:
-            why = ("items are not stored here: send the item itself" if kind == "item_reference"
-                   else "this server reads messages, function calls, their outputs and reasoning")
-            raise E.ApiError(400, f"{where}: items of type {kind!r} are not supported ({why})", param=where,
-                             code="unsupported_value")
+            why = (
+                "items are not stored here: send the item itself"
+                if kind == "item_reference"
+                else "this server reads messages, function calls, their outputs and reasoning"
+            )
+            raise E.ApiError(
+                400, f"{where}: items of type {kind!r} are not supported ({why})", param=where, code="unsupported_value"
+            )
     return messages
 
 
@@ -135,11 +160,16 @@ def _tools(body: dict) -> list[dict[str, Any]] | None:
     for index, tool in enumerate(tools):
         if not isinstance(tool, dict) or tool.get("type") != "function":
             kind = tool.get("type") if isinstance(tool, dict) else None
-            raise E.ApiError(400, f"tools[{index}]: only function tools are served (got {kind!r}: hosted tools such "
-                             "as web or file search run on OpenAI's servers, not on a local model)",
-                             param=f"tools[{index}].type", code="unsupported_value")
-        converted.append({"type": "function", "function": {k: tool[k] for k in ("name", "description", "parameters")
-                                                           if k in tool}})
+            raise E.ApiError(
+                400,
+                f"tools[{index}]: only function tools are served (got {kind!r}: hosted tools such "
+                "as web or file search run on OpenAI's servers, not on a local model)",
+                param=f"tools[{index}].type",
+                code="unsupported_value",
+            )
+        converted.append(
+            {"type": "function", "function": {k: tool[k] for k in ("name", "description", "parameters") if k in tool}}
+        )
     return converted
 
 
@@ -169,19 +199,41 @@ def parse_responses_request(body: object, defaults: S.Defaults) -> ResponsesRequ
     for name, why in _STATEFUL.items():
         if body.get(name) not in (None, False):
             raise E.ApiError(400, f"'{name}' is not supported: {why}", param=name, code="unsupported_parameter")
-    chat_body: dict[str, Any] = {k: body[k] for k in (
-        "model", "stream", "temperature", "top_p", "top_k", "repetition_penalty", "presence_penalty",
-        "frequency_penalty", "seed", "method", "stop", "parallel_tool_calls") if k in body}
+    chat_body: dict[str, Any] = {
+        k: body[k]
+        for k in (
+            "model",
+            "stream",
+            "temperature",
+            "top_p",
+            "top_k",
+            "repetition_penalty",
+            "presence_penalty",
+            "frequency_penalty",
+            "seed",
+            "method",
+            "stop",
+            "parallel_tool_calls",
+        )
+        if k in body
+    }
     chat_body["messages"] = _messages(body)
     if body.get("max_output_tokens") is not None:
         chat_body["max_tokens"] = body["max_output_tokens"]
-    for key, value in (("tools", _tools(body)), ("tool_choice", _tool_choice(body)),
-                       ("response_format", _response_format(body))):
+    for key, value in (
+        ("tools", _tools(body)),
+        ("tool_choice", _tool_choice(body)),
+        ("response_format", _response_format(body)),
+    ):
         if value is not None:
             chat_body[key] = value
     reasoning = body.get("reasoning")
     template_kwargs = body.get("chat_template_kwargs")  # checked with the chat request
-    if isinstance(reasoning, dict) and reasoning.get("effort") == "none" and isinstance(template_kwargs, (dict, type(None))):
+    if (
+        isinstance(reasoning, dict)
+        and reasoning.get("effort") == "none"
+        and isinstance(template_kwargs, (dict, type(None)))
+    ):
         template_kwargs = {"enable_thinking": False, **(template_kwargs or {})}
     if template_kwargs is not None:
         chat_body["chat_template_kwargs"] = template_kwargs
@@ -193,16 +245,25 @@ def parse_responses_request(body: object, defaults: S.Defaults) -> ResponsesRequ
     except E.ApiError as error:
         param = error.param or ""
         renamed = _PARAM_NAMES.get(param, "input" if param.startswith("messages") else param) or None
-        raise E.ApiError(error.status, error.message.replace("'max_tokens'", "'max_output_tokens'"), error.type,
-                         renamed, error.code) from error
+        raise E.ApiError(
+            error.status, error.message.replace("'max_tokens'", "'max_output_tokens'"), error.type, renamed, error.code
+        ) from error
     completion = dataclasses.replace(completion, trim_context=truncation == "auto")
     echo = {
-        "instructions": body.get("instructions"), "max_output_tokens": body.get("max_output_tokens"),
-        "metadata": body.get("metadata") or {}, "parallel_tool_calls": completion.parallel_tool_calls,
-        "temperature": completion.temperature, "top_p": completion.top_p, "tool_choice": body.get("tool_choice", "auto"),
-        "tools": body.get("tools") or [], "text": body.get("text") or {"format": {"type": "text"}},
-        "truncation": truncation or "disabled", "reasoning": {"effort": (reasoning or {}).get("effort"), "summary": None},
-        "store": False, "previous_response_id": None, "user": body.get("user"),
+        "instructions": body.get("instructions"),
+        "max_output_tokens": body.get("max_output_tokens"),
+        "metadata": body.get("metadata") or {},
+        "parallel_tool_calls": completion.parallel_tool_calls,
+        "temperature": completion.temperature,
+        "top_p": completion.top_p,
+        "tool_choice": body.get("tool_choice", "auto"),
+        "tools": body.get("tools") or [],
+        "text": body.get("text") or {"format": {"type": "text"}},
+        "truncation": truncation or "disabled",
+        "reasoning": {"effort": (reasoning or {}).get("effort"), "summary": None},
+        "store": False,
+        "previous_response_id": None,
+        "user": body.get("user"),
     }
     return ResponsesRequest(completion, echo)
 
@@ -235,13 +296,24 @@ class ResponseBuilder:
         return event
 
     def response(self) -> dict[str, Any]:
-        return {"id": self.response_id, "object": "response", "created_at": self.created, "status": self.status,
-                "model": self.model, "output": [json.loads(json.dumps(item)) for item in self.items],
-                "usage": self.usage, "incomplete_details": self.incomplete, "error": None, **self.echo}
+        return {
+            "id": self.response_id,
+            "object": "response",
+            "created_at": self.created,
+            "status": self.status,
+            "model": self.model,
+            "output": [json.loads(json.dumps(item)) for item in self.items],
+            "usage": self.usage,
+            "incomplete_details": self.incomplete,
+            "error": None,
+            **self.echo,
+        }
 
     def start(self) -> list[dict[str, Any]]:
-        return [self._event("response.created", response=self.response()),
-                self._event("response.in_progress", response=self.response())]
+        return [
+            self._event("response.created", response=self.response()),
+            self._event("response.in_progress", response=self.response()),
+        ]
 
     def _index(self) -> int:
         return len(self.items) - 1
@@ -254,20 +326,56 @@ class ResponseBuilder:
         out = []
         if item["type"] == "reasoning":
             text = item["content"][0]["text"]
-            out.append(self._event("response.reasoning_text.done", item_id=item["id"], output_index=self._index(),
-                                   content_index=0, text=text))
-            out.append(self._event("response.content_part.done", item_id=item["id"], output_index=self._index(),
-                                   content_index=0, part={"type": "reasoning_text", "text": text}))
+            out.append(
+                self._event(
+                    "response.reasoning_text.done",
+                    item_id=item["id"],
+                    output_index=self._index(),
+                    content_index=0,
+                    text=text,
+                )
+            )
+            out.append(
+                self._event(
+                    "response.content_part.done",
+                    item_id=item["id"],
+                    output_index=self._index(),
+                    content_index=0,
+                    part={"type": "reasoning_text", "text": text},
+                )
+            )
             del item["status"]
         elif item["type"] == "message":
             part = item["content"][0]
-            out.append(self._event("response.output_text.done", item_id=item["id"], output_index=self._index(),
-                                   content_index=0, text=part["text"], logprobs=[]))
-            out.append(self._event("response.content_part.done", item_id=item["id"], output_index=self._index(),
-                                   content_index=0, part=part))
+            out.append(
+                self._event(
+                    "response.output_text.done",
+                    item_id=item["id"],
+                    output_index=self._index(),
+                    content_index=0,
+                    text=part["text"],
+                    logprobs=[],
+                )
+            )
+            out.append(
+                self._event(
+                    "response.content_part.done",
+                    item_id=item["id"],
+                    output_index=self._index(),
+                    content_index=0,
+                    part=part,
+                )
+            )
         else:
-            out.append(self._event("response.function_call_arguments.done", item_id=item["id"],
-                                   output_index=self._index(), arguments=item["arguments"], name=item["name"]))
+            out.append(
+                self._event(
+                    "response.function_call_arguments.done",
+                    item_id=item["id"],
+                    output_index=self._index(),
+                    arguments=item["arguments"],
+                    name=item["name"],
+                )
+            )
         out.append(self._event("response.output_item.done", output_index=self._index(), item=item))
         return out
 
@@ -275,11 +383,20 @@ class ResponseBuilder:
         out = self._close()
         self.items.append(item)
         self.open = item
-        out.append(self._event("response.output_item.added", output_index=self._index(), item=json.loads(json.dumps(item))))
+        out.append(
+            self._event("response.output_item.added", output_index=self._index(), item=json.loads(json.dumps(item)))
+        )
         if part is not None:
             item["content"].append(part)
-            out.append(self._event("response.content_part.added", item_id=item["id"], output_index=self._index(),
-                                   content_index=0, part=dict(part)))
+            out.append(
+                self._event(
+                    "response.content_part.added",
+                    item_id=item["id"],
+                    output_index=self._index(),
+                    content_index=0,
+                    part=dict(part),
+                )
+            )
         return out
 
     def reasoning(self, text: str) -> list[dict[str, Any]]:
@@ -287,11 +404,20 @@ class ResponseBuilder:
             return []
         out = []
         if self.open is None or self.open["type"] != "reasoning":
-            out += self._begin({"type": "reasoning", "id": R.new_id("rs"), "summary": [], "content": [],
-                                "status": "in_progress"}, {"type": "reasoning_text", "text": ""})
+            out += self._begin(
+                {"type": "reasoning", "id": R.new_id("rs"), "summary": [], "content": [], "status": "in_progress"},
+                {"type": "reasoning_text", "text": ""},
+            )
         self.open["content"][0]["text"] += text
-        out.append(self._event("response.reasoning_text.delta", item_id=self.open["id"], output_index=self._index(),
-                               content_index=0, delta=text))
+        out.append(
+            self._event(
+                "response.reasoning_text.delta",
+                item_id=self.open["id"],
+                output_index=self._index(),
+                content_index=0,
+                delta=text,
+            )
+        )
         return out
 
     def text(self, text: str) -> list[dict[str, Any]]:
@@ -299,25 +425,47 @@ class ResponseBuilder:
             return []
         out = []
         if self.open is None or self.open["type"] != "message":
-            out += self._begin({"type": "message", "id": R.new_id("msg"), "status": "in_progress", "role": "assistant",
-                                "content": []}, {"type": "output_text", "text": "", "annotations": [], "logprobs": []})
+            out += self._begin(
+                {"type": "message", "id": R.new_id("msg"), "status": "in_progress", "role": "assistant", "content": []},
+                {"type": "output_text", "text": "", "annotations": [], "logprobs": []},
+            )
         self.open["content"][0]["text"] += text
-        out.append(self._event("response.output_text.delta", item_id=self.open["id"], output_index=self._index(),
-                               content_index=0, delta=text, logprobs=[]))
+        out.append(
+            self._event(
+                "response.output_text.delta",
+                item_id=self.open["id"],
+                output_index=self._index(),
+                content_index=0,
+                delta=text,
+                logprobs=[],
+            )
+        )
         return out
 
     def call(self, piece: CallDelta) -> list[dict[str, Any]]:
         out = []
         if piece.name is not None:
-            item = {"type": "function_call", "id": R.new_id("fc"), "call_id": R.new_id("call"), "name": piece.name,
-                    "arguments": "", "status": "in_progress"}
+            item = {
+                "type": "function_call",
+                "id": R.new_id("fc"),
+                "call_id": R.new_id("call"),
+                "name": piece.name,
+                "arguments": "",
+                "status": "in_progress",
+            }
             self.call_items[piece.index] = item
             out += self._begin(item, None)
         item = self.call_items[piece.index]
         if piece.arguments:
             item["arguments"] += piece.arguments
-            out.append(self._event("response.function_call_arguments.delta", item_id=item["id"],
-                                   output_index=self._index(), delta=piece.arguments))
+            out.append(
+                self._event(
+                    "response.function_call_arguments.delta",
+                    item_id=item["id"],
+                    output_index=self._index(),
+                    delta=piece.arguments,
+                )
+            )
         return out
 
     def error(self, error: E.ApiError) -> dict[str, Any]:
@@ -328,10 +476,13 @@ class ResponseBuilder:
         """Close the last item and the response: completed, or incomplete when max_output_tokens cut it."""
         out = self._close()
         usage = tally.usage()
-        self.usage = {"input_tokens": usage["prompt_tokens"],
-                      "input_tokens_details": {"cached_tokens": usage["prompt_tokens_details"]["cached_tokens"]},
-                      "output_tokens": usage["completion_tokens"],
-                      "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": usage["total_tokens"]}
+        self.usage = {
+            "input_tokens": usage["prompt_tokens"],
+            "input_tokens_details": {"cached_tokens": usage["prompt_tokens_details"]["cached_tokens"]},
+            "output_tokens": usage["completion_tokens"],
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": usage["total_tokens"],
+        }
         if tally.finish_reason == "length":
             self.status, self.incomplete = "incomplete", {"reason": "max_output_tokens"}
             out.append(self._event("response.incomplete", response=self.response()))

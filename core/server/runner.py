@@ -70,8 +70,10 @@ def bind_socket(host: str, port: int, allow_remote: bool = False) -> socket.sock
     except OSError as error:
         sock.close()
         if error.errno in (98, 48, 10048):  # EADDRINUSE on Linux, macOS, Windows
-            raise ServerError(f"port {port} on {host} is already in use (by another program, or another copy "
-                              "of this server): pick another port") from error
+            raise ServerError(
+                f"port {port} on {host} is already in use (by another program, or another copy "
+                "of this server): pick another port"
+            ) from error
         raise ServerError(f"cannot listen on {host}:{port} ({error.strerror or error})") from error
     sock.set_inheritable(False)  # the default in Python; said here because it matters (see the module docstring)
     return sock
@@ -136,15 +138,27 @@ class ApiServer:
     """One uvicorn server on a pre-bound socket. on_stopping: called once the server starts to stop;
     header_timeout_s: how long a connection may take to send a request's headers."""
 
-    def __init__(self, app: ASGIApp, host: str = "127.0.0.1", port: int = 8765, allow_remote: bool = False,
-                 access_log: bool = False, on_stopping: Callable[[], None] | None = None,
-                 header_timeout_s: float = HEADER_TIMEOUT_S) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        host: str = "127.0.0.1",
+        port: int = 8765,
+        allow_remote: bool = False,
+        access_log: bool = False,
+        on_stopping: Callable[[], None] | None = None,
+        header_timeout_s: float = HEADER_TIMEOUT_S,
+    ) -> None:
         self.host = host
         self.socket = bind_socket(host, port, allow_remote)
         self.port = self.socket.getsockname()[1]
-        config = uvicorn.Config(app, log_config=None, access_log=access_log, lifespan="off",
-                                timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
-                                http=header_timeout_protocol(header_timeout_s))
+        config = uvicorn.Config(
+            app,
+            log_config=None,
+            access_log=access_log,
+            lifespan="off",
+            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+            http=header_timeout_protocol(header_timeout_s),
+        )
         self.server = _Server(config, on_stopping)
         self._thread: threading.Thread | None = None
 

@@ -82,8 +82,11 @@ def _type_finite(kind: str, node: dict, root: Any, known: dict[str, bool], seen:
     if kind == "object":
         properties = node.get("properties") if isinstance(node.get("properties"), dict) else {}
         required = node.get("required") if isinstance(node.get("required"), list) else []
-        return all(_finite(properties.get(name, node.get("additionalProperties", True)), root, known, seen)
-                   for name in required if isinstance(name, str))
+        return all(
+            _finite(properties.get(name, node.get("additionalProperties", True)), root, known, seen)
+            for name in required
+            if isinstance(name, str)
+        )
     if kind == "array":
         minimum = node.get("minItems", 0)
         if not isinstance(minimum, int) or minimum <= 0:
@@ -91,5 +94,6 @@ def _type_finite(kind: str, node: dict, root: Any, known: dict[str, bool], seen:
         prefix = node.get("prefixItems") if isinstance(node.get("prefixItems"), list) else []
         items = node.get("items", True)
         return all(_finite(item, root, known, seen) for item in prefix[:minimum]) and (
-            len(prefix) >= minimum or _finite(items, root, known, seen))
+            len(prefix) >= minimum or _finite(items, root, known, seen)
+        )
     return True

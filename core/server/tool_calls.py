@@ -20,7 +20,7 @@ def _rename_refs(schema: object, renames: dict[str, str]) -> object:
             if key == "$ref" and isinstance(value, str):
                 for prefix in ("#/$defs/", "#/definitions/"):
                     if value.startswith(prefix):
-                        head, _, rest = value[len(prefix):].partition("/")
+                        head, _, rest = value[len(prefix) :].partition("/")
                         value = "#/$defs/" + renames.get(head, head) + (f"/{rest}" if rest else "")
                 out[key] = value
             else:
@@ -41,8 +41,10 @@ def hoist_definitions(functions: list[dict]) -> tuple[list[dict], dict[str, obje
     for function in functions:
         parameters = dict(function.get("parameters") or {"type": "object"})
         local = {**(parameters.pop("definitions", None) or {}), **(parameters.pop("$defs", None) or {})}
-        renames = {name: name if gathered.get(name, body) == body else f"{function['name']}__{name}"
-                   for name, body in local.items()}
+        renames = {
+            name: name if gathered.get(name, body) == body else f"{function['name']}__{name}"
+            for name, body in local.items()
+        }
         for name, body in local.items():
             gathered[renames[name]] = _rename_refs(body, renames)
         hoisted.append({**function, "parameters": _rename_refs(parameters, renames)})
@@ -56,10 +58,15 @@ def forced_call_grammar(fmt: str, tools: tuple[dict, ...], name: str | None = No
     to the grammar's root (nested Pydantic models refer to them from anywhere in the parameters)."""
     key = "arguments" if fmt == HERMES else "parameters"
     functions, definitions = hoist_definitions(
-        [tool["function"] for tool in tools if name is None or tool["function"]["name"] == name])
+        [tool["function"] for tool in tools if name is None or tool["function"]["name"] == name]
+    )
     options = [
-        {"type": "object", "properties": {"name": {"const": f["name"]}, key: f["parameters"]},
-         "required": ["name", key], "additionalProperties": False}
+        {
+            "type": "object",
+            "properties": {"name": {"const": f["name"]}, key: f["parameters"]},
+            "required": ["name", key],
+            "additionalProperties": False,
+        }
         for f in functions
     ]
     schema = dict(options[0]) if len(options) == 1 else {"anyOf": options}

@@ -29,8 +29,12 @@ class Prompt:
     template_kwargs: dict[str, Any] = field(default_factory=dict)
 
 
-def render_chat(tokenizer: PreTrainedTokenizerBase, messages: list[Message], tools: tuple[Tool, ...] = (),
-                template_kwargs: dict[str, Any] | None = None) -> str:
+def render_chat(
+    tokenizer: PreTrainedTokenizerBase,
+    messages: list[Message],
+    tools: tuple[Tool, ...] = (),
+    template_kwargs: dict[str, Any] | None = None,
+) -> str:
     """The model's own chat template (with `tools` when given, and the `template_kwargs` it reads),
     ending with the assistant's turn header.
 
@@ -41,8 +45,10 @@ def render_chat(tokenizer: PreTrainedTokenizerBase, messages: list[Message], too
     if not getattr(tokenizer, "chat_template", None):
         raise ModelFormatError("this model has no chat template; use a plain --prompt without --chat")
     if tools and tool_call_format(tokenizer) is None:
-        raise InvalidSettingError("this model's chat template has no tool support (tool calls need a model such as "
-                                  "Qwen2.5 or Llama 3.1); send the request without tools")
+        raise InvalidSettingError(
+            "this model's chat template has no tool support (tool calls need a model such as "
+            "Qwen2.5 or Llama 3.1); send the request without tools"
+        )
     extra = template_variables(tokenizer, template_kwargs or {})
     if tools:
         extra["tools"] = list(tools)
@@ -53,8 +59,9 @@ def chat_prompt(prompt: Prompt) -> Prompt:
     """A plain-text prompt as a one-message chat (messages are kept as they are)."""
     if prompt.messages is not None:
         return prompt
-    return Prompt(messages=({"role": "user", "content": prompt.text},), tools=prompt.tools,
-                  template_kwargs=prompt.template_kwargs)
+    return Prompt(
+        messages=({"role": "user", "content": prompt.text},), tools=prompt.tools, template_kwargs=prompt.template_kwargs
+    )
 
 
 def encode_prompt(tokenizer: PreTrainedTokenizerBase, prompt: Prompt, chat: bool = False) -> list[int]:
@@ -71,7 +78,11 @@ def _check_messages(messages: object, where: str) -> tuple[Message, ...]:
     if not isinstance(messages, list) or not messages:
         raise InvalidSettingError(f"{where}: 'messages' must be a non-empty list")
     for message in messages:
-        if not isinstance(message, dict) or not isinstance(message.get("role"), str) or not isinstance(message.get("content"), str):
+        if (
+            not isinstance(message, dict)
+            or not isinstance(message.get("role"), str)
+            or not isinstance(message.get("content"), str)
+        ):
             raise InvalidSettingError(f"{where}: each message needs string 'role' and 'content' fields")
     return tuple(messages)
 

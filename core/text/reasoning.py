@@ -62,7 +62,7 @@ def generation_prompt(tokenizer: Any, messages: list[dict[str, Any]], **template
     Empty when the two renderings do not line up (a template that changes earlier text for the answer)."""
     with_prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False, **template_kwargs)
     without = tokenizer.apply_chat_template(messages, add_generation_prompt=False, tokenize=False, **template_kwargs)
-    return with_prompt[len(without):] if with_prompt.startswith(without) else ""
+    return with_prompt[len(without) :] if with_prompt.startswith(without) else ""
 
 
 def thinking_format(tokenizer: Any, messages: list[dict[str, Any]], **template_kwargs: Any) -> ThinkingFormat | None:
@@ -126,7 +126,7 @@ class ReasoningSplitter:
             if self.state == "start":
                 visible = self._buffer.lstrip()
                 if visible.startswith(self.fmt.open):
-                    self._buffer = visible[len(self.fmt.open):]
+                    self._buffer = visible[len(self.fmt.open) :]
                     self.state = "thinking"
                 elif not final and (not visible or self.fmt.open.startswith(visible)):
                     break  # nothing but whitespace or a marker's beginning yet
@@ -137,7 +137,7 @@ class ReasoningSplitter:
                 end = self._buffer.find(self.fmt.close)
                 if end >= 0:
                     reasoning.append(self._reasoning(self._buffer[:end], closing=True))
-                    self._buffer = self._buffer[end + len(self.fmt.close):]
+                    self._buffer = self._buffer[end + len(self.fmt.close) :]
                     self.state = "after"
                     continue
                 keep = len(self._buffer) if final else _partial_tail(self._buffer, self.fmt.close)
@@ -165,7 +165,7 @@ class ReasoningSplitter:
         out = ""
         if body:
             out, self._held_space = self._held_space + body, ""
-        self._held_space = "" if closing else self._held_space + text[len(body):]
+        self._held_space = "" if closing else self._held_space + text[len(body) :]
         return out
 
 

@@ -13,13 +13,35 @@ from core.errors import InvalidSettingError
 
 # Names a request's template variables may not take: apply_chat_template's own arguments and what it hands
 # the template itself (the special tokens, the messages); a client must not replace them.
-RESERVED_TEMPLATE_NAMES = frozenset({
-    "messages", "conversation", "tools", "documents", "chat_template", "add_generation_prompt",
-    "continue_final_message", "tokenize", "padding", "truncation", "max_length", "return_tensors", "return_dict",
-    "return_assistant_tokens_mask", "tokenizer_kwargs", "raise_exception", "strftime_now",
-    "bos_token", "eos_token", "unk_token", "pad_token", "sep_token", "cls_token", "mask_token",
-    "additional_special_tokens",
-})
+RESERVED_TEMPLATE_NAMES = frozenset(
+    {
+        "messages",
+        "conversation",
+        "tools",
+        "documents",
+        "chat_template",
+        "add_generation_prompt",
+        "continue_final_message",
+        "tokenize",
+        "padding",
+        "truncation",
+        "max_length",
+        "return_tensors",
+        "return_dict",
+        "return_assistant_tokens_mask",
+        "tokenizer_kwargs",
+        "raise_exception",
+        "strftime_now",
+        "bos_token",
+        "eos_token",
+        "unk_token",
+        "pad_token",
+        "sep_token",
+        "cls_token",
+        "mask_token",
+        "additional_special_tokens",
+    }
+)
 _TEMPLATE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
 
 

@@ -202,7 +202,7 @@ class _CallReader:
             except ValueError:
                 decoded = ""
             out.append(CallDelta(self.index, arguments=decoded if isinstance(decoded, str) else ""))
-            self.state, text, self.buffer = "tail", self.buffer[match.end():], ""
+            self.state, text, self.buffer = "tail", self.buffer[match.end() :], ""
         if self.state == "arguments":
             stop = self.value.feed(text)
             piece = text if stop is None else text[:stop]
@@ -294,7 +294,7 @@ class ToolCallStream:
         if visible:
             self.out.append(self.held_space + visible)
             self.held_space = ""
-        self.held_space += text[len(visible):]
+        self.held_space += text[len(visible) :]
 
     def _emit(self, deltas: list[CallDelta]) -> None:
         if deltas and deltas[0].name is not None:
@@ -322,7 +322,7 @@ class ToolCallStream:
                     self.buffer = self.buffer[keep:]
                     return
                 self._content(self.buffer[:start])
-                self.buffer = self.buffer[start + len(OPEN):]
+                self.buffer = self.buffer[start + len(OPEN) :]
                 self.reader = _CallReader(None, self.calls)
                 self.raw = OPEN
             end = self.buffer.find(CLOSE)
@@ -336,7 +336,7 @@ class ToolCallStream:
                 return
             self.raw += self.buffer[:end] + CLOSE
             self._emit(self.reader.feed(self.buffer[:end]))
-            self.buffer = self.buffer[end + len(CLOSE):]
+            self.buffer = self.buffer[end + len(CLOSE) :]
             self._end_call(self.raw)
 
     def _llama(self, final: bool) -> None:

@@ -20,8 +20,14 @@ LLAMA3_JSON = "llama3_json"
 
 Tool = dict[str, Any]  # {"type": "function", "function": {"name", "description", "parameters"}}
 
-_PROBE_TOOL: Tool = {"type": "function", "function": {
-    "name": "specexec_probe_tool", "description": "probe", "parameters": {"type": "object", "properties": {}}}}
+_PROBE_TOOL: Tool = {
+    "type": "function",
+    "function": {
+        "name": "specexec_probe_tool",
+        "description": "probe",
+        "parameters": {"type": "object", "properties": {}},
+    },
+}
 
 
 def tool_call_format(tokenizer: PreTrainedTokenizerBase) -> str | None:
@@ -31,8 +37,9 @@ def tool_call_format(tokenizer: PreTrainedTokenizerBase) -> str | None:
     if not source:
         return None
     try:
-        rendered = tokenizer.apply_chat_template([{"role": "user", "content": "hi"}], tools=[_PROBE_TOOL],
-                                                 add_generation_prompt=True, tokenize=False)
+        rendered = tokenizer.apply_chat_template(
+            [{"role": "user", "content": "hi"}], tools=[_PROBE_TOOL], add_generation_prompt=True, tokenize=False
+        )
     except Exception:  # noqa: BLE001 - a template that fails on tools does not support them
         return None
     if _PROBE_TOOL["function"]["name"] not in rendered:

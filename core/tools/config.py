@@ -52,7 +52,9 @@ class ServerConfig:
 
     def to_json(self) -> dict:
         """The server's entry in an `mcpServers` object (what parse_servers reads back)."""
-        entry: dict = {"command": self.command, "args": list(self.args)} if self.command is not None else {"url": self.url}
+        entry: dict = (
+            {"command": self.command, "args": list(self.args)} if self.command is not None else {"url": self.url}
+        )
         if self.env:
             entry["env"] = dict(self.env)
         if self.headers:
@@ -108,7 +110,8 @@ def check_url(url: object, where: str = "url") -> str:
 def check_name(name: object) -> str:
     if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
         raise InvalidSettingError(
-            f"server name {name!r}: use 1-64 letters, digits, spaces, '.', '_' or '-', starting with a letter or digit")
+            f"server name {name!r}: use 1-64 letters, digits, spaces, '.', '_' or '-', starting with a letter or digit"
+        )
     return name
 
 
@@ -126,8 +129,10 @@ def parse_server(name: object, entry: object) -> ServerConfig:
     if kind is not None and kind not in ("stdio", "http", "streamable-http", "streamableHttp", "sse"):
         raise InvalidSettingError(f"{where}.type {kind!r} is not one of stdio, http, streamable-http")
     if kind == "sse":
-        raise InvalidSettingError(f"{where}: the old SSE transport is not supported; give the server's streamable "
-                                  "HTTP address (usually ending in /mcp)")
+        raise InvalidSettingError(
+            f"{where}: the old SSE transport is not supported; give the server's streamable "
+            "HTTP address (usually ending in /mcp)"
+        )
     enabled = entry.get("disabled", False) is not True and entry.get("enabled", True) is not False
     if ("command" in entry) == ("url" in entry or "serverUrl" in entry):
         raise InvalidSettingError(f"{where} needs either a 'command' (a program to run) or a 'url' (an HTTP server)")
@@ -136,12 +141,18 @@ def parse_server(name: object, entry: object) -> ServerConfig:
         if not isinstance(args, list) or len(args) > MAX_ARGS:
             raise InvalidSettingError(f"{where}.args must be a list of at most {MAX_ARGS} strings")
         return ServerConfig(
-            name=name, command=_single_line(entry["command"], f"{where}.command").strip(),
+            name=name,
+            command=_single_line(entry["command"], f"{where}.command").strip(),
             args=tuple(_text(a, f"{where}.args[{i}]", allow_empty=True) for i, a in enumerate(args)),
-            env=_mapping(entry.get("env"), f"{where}.env", ENV_NAME, "environment variable"), enabled=enabled)
+            env=_mapping(entry.get("env"), f"{where}.env", ENV_NAME, "environment variable"),
+            enabled=enabled,
+        )
     return ServerConfig(
-        name=name, url=check_url(entry.get("url", entry.get("serverUrl")), f"{where}.url"),
-        headers=_mapping(entry.get("headers"), f"{where}.headers", HEADER_NAME, "header"), enabled=enabled)
+        name=name,
+        url=check_url(entry.get("url", entry.get("serverUrl")), f"{where}.url"),
+        headers=_mapping(entry.get("headers"), f"{where}.headers", HEADER_NAME, "header"),
+        enabled=enabled,
+    )
 
 
 def parse_servers(text: str) -> list[ServerConfig]:

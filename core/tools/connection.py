@@ -104,8 +104,9 @@ def tool_info(server: str, tool: Any) -> ToolInfo | None:
 class ServerConnection:
     """A started MCP server (see the module docstring). Not started by the constructor: call `start`."""
 
-    def __init__(self, config: ServerConfig, start_timeout: float = START_TIMEOUT_S,
-                 call_timeout: float = CALL_TIMEOUT_S) -> None:
+    def __init__(
+        self, config: ServerConfig, start_timeout: float = START_TIMEOUT_S, call_timeout: float = CALL_TIMEOUT_S
+    ) -> None:
         self.config = config
         self.start_timeout = start_timeout
         self.call_timeout = call_timeout
@@ -137,15 +138,18 @@ class ServerConnection:
             self._broken = False
             if self.config.transport == "stdio":
                 self._stderr = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")  # noqa: SIM115 - open while the server lives; closed by close()
-            self._thread = threading.Thread(target=self._run, args=(ready,), daemon=True,
-                                            name=f"mcp-{self.config.name}")
+            self._thread = threading.Thread(
+                target=self._run, args=(ready,), daemon=True, name=f"mcp-{self.config.name}"
+            )
             self._thread.start()
             try:
                 self.tools = ready.result(timeout=self.start_timeout + 5)
             except concurrent.futures.TimeoutError:
                 self._close_locked()
-                raise ToolServerError(f"MCP server {self.config.name!r} did not start within "
-                                      f"{self.start_timeout:.0f} s", self._stderr_tail()) from None
+                raise ToolServerError(
+                    f"MCP server {self.config.name!r} did not start within {self.start_timeout:.0f} s",
+                    self._stderr_tail(),
+                ) from None
             except ToolServerError:
                 self._close_locked()
                 raise
@@ -198,15 +202,18 @@ class ServerConnection:
         if isinstance(error, ToolServerError):
             return error
         if isinstance(error, FileNotFoundError) and config.transport == "stdio":
-            message = (f"MCP server {name!r} could not be started: the program {config.command!r} was not found "
-                       "(install it, or give its full path)")
+            message = (
+                f"MCP server {name!r} could not be started: the program {config.command!r} was not found "
+                "(install it, or give its full path)"
+            )
         elif isinstance(error, (TimeoutError, asyncio.TimeoutError)):
             message = f"MCP server {name!r} did not finish starting within {self.start_timeout:.0f} s"
         elif config.transport == "http":
             message = f"MCP server {name!r} at {config.url} could not be reached or is not an MCP server ({error})"
         else:
-            message = (f"MCP server {name!r} ({config.where}) stopped before it was ready "
-                       f"({type(error).__name__}: {error})")
+            message = (
+                f"MCP server {name!r} ({config.where}) stopped before it was ready ({type(error).__name__}: {error})"
+            )
         return ToolServerError(message, self._stderr_tail())
 
     async def _open_transport(self, stack: AsyncExitStack) -> Any:
@@ -215,15 +222,19 @@ class ServerConnection:
         if config.transport == "stdio":
             from mcp.client.stdio import StdioServerParameters, stdio_client
 
-            parameters = StdioServerParameters(command=config.command, args=list(config.args), env=config.env,
-                                               encoding_error_handler="replace")
+            parameters = StdioServerParameters(
+                command=config.command, args=list(config.args), env=config.env, encoding_error_handler="replace"
+            )
             return await stack.enter_async_context(stdio_client(parameters, errlog=self._stderr))
         import httpx2
         from mcp.client.streamable_http import streamable_http_client
         from mcp.shared._httpx_utils import create_mcp_http_client
 
-        http = await stack.enter_async_context(create_mcp_http_client(
-            headers=dict(config.headers), timeout=httpx2.Timeout(30.0, read=self.call_timeout + 5)))
+        http = await stack.enter_async_context(
+            create_mcp_http_client(
+                headers=dict(config.headers), timeout=httpx2.Timeout(30.0, read=self.call_timeout + 5)
+            )
+        )
         return await stack.enter_async_context(streamable_http_client(config.url, http_client=http))
 
     async def _serve(self, ready: concurrent.futures.Future) -> None:
@@ -279,18 +290,26 @@ class ServerConnection:
         try:
             result = await asyncio.wait_for(self._session.call_tool(tool, arguments), self.call_timeout)
         except TimeoutError:
-            return ToolResult(f"the tool {tool!r} on MCP server {name!r} gave no answer within "
-                              f"{self.call_timeout:.0f} s", is_error=True)
+            return ToolResult(
+                f"the tool {tool!r} on MCP server {name!r} gave no answer within {self.call_timeout:.0f} s",
+                is_error=True,
+            )
         except MCPError as error:
             if error.code == -32000:  # CONNECTION_CLOSED: the server exited or the connection broke
                 self._broken = True
                 tail = self._stderr_tail()
-                return ToolResult(f"MCP server {name!r} stopped during the call ({error.message})"
-                                  + (f"; its last words: {tail[-300:]}" if tail else ""), is_error=True)
+                return ToolResult(
+                    f"MCP server {name!r} stopped during the call ({error.message})"
+                    + (f"; its last words: {tail[-300:]}" if tail else ""),
+                    is_error=True,
+                )
             return ToolResult(f"MCP server {name!r} refused the call: {error.message}", is_error=True)
         except asyncio.CancelledError:
             raise
         except Exception as error:  # noqa: BLE001 - a malformed answer is the server's fault, reported as such
-            return ToolResult(f"MCP server {name!r} gave an answer that could not be read "
-                              f"({type(error).__name__}: {str(error)[:300]})", is_error=True)
+            return ToolResult(
+                f"MCP server {name!r} gave an answer that could not be read "
+                f"({type(error).__name__}: {str(error)[:300]})",
+                is_error=True,
+            )
         return result_from(result)

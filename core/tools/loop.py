@@ -85,16 +85,22 @@ def read_calls(answer: str, fmt: str | None, toolbox: Toolbox) -> tuple[str, lis
             problem = f"There is no tool named {call.name!r}. The tools are: {', '.join(toolbox.tools) or 'none'}."
         elif not isinstance(arguments, dict):
             arguments, problem = None, "The arguments must be a JSON object."
-        pending.append(PendingCall(call_id, call.name, call.arguments, arguments,
-                                   tool.server if tool else None, problem))
+        pending.append(
+            PendingCall(call_id, call.name, call.arguments, arguments, tool.server if tool else None, problem)
+        )
     return content, pending
 
 
 def assistant_message(content: str, calls: list[PendingCall], reasoning: str = "") -> dict[str, Any]:
     """The model's answer with its calls, in the form chat templates read (arguments as objects)."""
-    message: dict[str, Any] = {"role": "assistant", "content": content, "tool_calls": [
-        {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments or {}}}
-        for c in calls]}
+    message: dict[str, Any] = {
+        "role": "assistant",
+        "content": content,
+        "tool_calls": [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments or {}}}
+            for c in calls
+        ],
+    }
     if reasoning:
         message["reasoning_content"] = reasoning
     return message
@@ -117,11 +123,17 @@ class TurnOutcome:
     stopped: bool = False
 
 
-def run_tool_turn(messages: list[dict[str, Any]], generate: Callable[[list[dict[str, Any]]], tuple[str, str] | None],
-                  toolbox: Toolbox, fmt: str | None, approvals: Approvals,
-                  approve: Callable[[PendingCall], Decision],
-                  on_result: Callable[[PendingCall, ToolResult], None] = lambda call, result: None,
-                  max_rounds: int = MAX_ROUNDS, wait: Waiter = wait_for_result) -> TurnOutcome:
+def run_tool_turn(
+    messages: list[dict[str, Any]],
+    generate: Callable[[list[dict[str, Any]]], tuple[str, str] | None],
+    toolbox: Toolbox,
+    fmt: str | None,
+    approvals: Approvals,
+    approve: Callable[[PendingCall], Decision],
+    on_result: Callable[[PendingCall, ToolResult], None] = lambda call, result: None,
+    max_rounds: int = MAX_ROUNDS,
+    wait: Waiter = wait_for_result,
+) -> TurnOutcome:
     """Answer the conversation `messages` (ending with the user's question), running the calls the user
     allows. `generate(messages)` gives (answer text, reasoning) or None when the answer failed or was stopped;
     `wait(future)` waits for a running call (None: the user stopped it, which ends the turn).
@@ -151,8 +163,13 @@ def run_tool_turn(messages: list[dict[str, Any]], generate: Callable[[list[dict[
     raise AssertionError("unreachable: the last round returns")
 
 
-def run_call(call: PendingCall, toolbox: Toolbox, approvals: Approvals, approve: Callable[[PendingCall], Decision],
-             wait: Waiter = wait_for_result) -> ToolResult | None:
+def run_call(
+    call: PendingCall,
+    toolbox: Toolbox,
+    approvals: Approvals,
+    approve: Callable[[PendingCall], Decision],
+    wait: Waiter = wait_for_result,
+) -> ToolResult | None:
     """One call: its problem, the user's refusal, or the tool's result (None: the user stopped it)."""
     if call.problem is not None:
         return ToolResult(call.problem, is_error=True)

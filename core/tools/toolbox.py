@@ -34,8 +34,9 @@ def model_name(name: str) -> str:
 class Toolbox:
     """Connections to `configs`' enabled servers; `tools` maps the model's name for a tool to it."""
 
-    def __init__(self, configs: list[ServerConfig], start_timeout: float = START_TIMEOUT_S,
-                 call_timeout: float = CALL_TIMEOUT_S) -> None:
+    def __init__(
+        self, configs: list[ServerConfig], start_timeout: float = START_TIMEOUT_S, call_timeout: float = CALL_TIMEOUT_S
+    ) -> None:
         self.connections = {c.name: ServerConnection(c, start_timeout, call_timeout) for c in configs if c.enabled}
         self.tools: dict[str, ToolInfo] = {}
         self.failures: dict[str, ToolServerError] = {}
@@ -56,8 +57,12 @@ class Toolbox:
         return self.failures
 
     def _name_tools(self) -> None:
-        listed = [tool for name, connection in self.connections.items() if name not in self.failures
-                  for tool in connection.tools]
+        listed = [
+            tool
+            for name, connection in self.connections.items()
+            if name not in self.failures
+            for tool in connection.tools
+        ]
         counts: dict[str, int] = {}
         for tool in listed:
             counts[model_name(tool.name)] = counts.get(model_name(tool.name), 0) + 1
@@ -71,9 +76,14 @@ class Toolbox:
 
     def definitions(self, names: set[str] | None = None) -> tuple[dict[str, Any], ...]:
         """The tools (all, or those in `names`) as OpenAI function definitions, for the chat template."""
-        return tuple({"type": "function", "function": {"name": name, "description": tool.description,
-                                                        "parameters": tool.parameters}}
-                     for name, tool in self.tools.items() if names is None or name in names)
+        return tuple(
+            {
+                "type": "function",
+                "function": {"name": name, "description": tool.description, "parameters": tool.parameters},
+            }
+            for name, tool in self.tools.items()
+            if names is None or name in names
+        )
 
     def submit(self, name: str, arguments: dict[str, Any]) -> concurrent.futures.Future:
         """Call the tool the model knows as `name` (see ServerConnection.submit)."""

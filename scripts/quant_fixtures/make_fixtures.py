@@ -36,8 +36,15 @@ import torch
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "tests" / "fixtures" / "quantized"
 VENV = ROOT / ".venv-llmc"
-KEEP = ("config.json", "generation_config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
-        "reference.safetensors", "autoround_native_quantization_config.json")
+KEEP = (
+    "config.json",
+    "generation_config.json",
+    "model.safetensors",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "reference.safetensors",
+    "autoround_native_quantization_config.json",
+)
 
 
 def save_base(folder: Path, dtype: torch.dtype) -> None:
@@ -46,9 +53,18 @@ def save_base(folder: Path, dtype: torch.dtype) -> None:
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
     torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=64, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
-                         bos_token_id=1, eos_token_id=0, tie_word_embeddings=False)
+    config = LlamaConfig(
+        vocab_size=64,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=1024,
+        bos_token_id=1,
+        eos_token_id=0,
+        tie_word_embeddings=False,
+    )
     model = LlamaForCausalLM(config)
     with torch.no_grad():
         model.lm_head.weight.mul_(8.0)  # peaked distributions, as a trained model's: trees get accepted
@@ -56,8 +72,10 @@ def save_base(folder: Path, dtype: torch.dtype) -> None:
     backend = Tokenizer(models.WordLevel(vocab={f"w{i}": i for i in range(64)}, unk_token="w2"))
     backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, eos_token="w0", bos_token="w1", unk_token="w2")
-    tokenizer.chat_template = ("{% for m in messages %}w3 {{ m['role'] }} {{ m['content'] }} w4 {% endfor %}"
-                               "{% if add_generation_prompt %}w3 assistant {% endif %}")
+    tokenizer.chat_template = (
+        "{% for m in messages %}w3 {{ m['role'] }} {{ m['content'] }} w4 {% endfor %}"
+        "{% if add_generation_prompt %}w3 assistant {% endif %}"
+    )
     tokenizer.save_pretrained(folder)
 
 
@@ -68,7 +86,9 @@ def finish(source: Path, name: str, reference: dict[str, torch.Tensor]) -> None:
     target = OUT / name
     shutil.rmtree(target, ignore_errors=True)
     target.mkdir(parents=True)
-    save_file({key: value.float().contiguous() for key, value in reference.items()}, str(source / "reference.safetensors"))
+    save_file(
+        {key: value.float().contiguous() for key, value in reference.items()}, str(source / "reference.safetensors")
+    )
     for file in KEEP:
         if (source / file).exists():
             shutil.copy2(source / file, target / file)
@@ -93,8 +113,9 @@ def llm_compressor(name: str, dtype: torch.dtype, weights: dict) -> None:
         base, out = Path(tmp) / "base", Path(tmp) / "out"
         save_base(base, dtype)
         model = AutoModelForCausalLM.from_pretrained(base, dtype=dtype)
-        recipe = QuantizationModifier(config_groups={"group_0": {"targets": ["Linear"], "weights": weights}},
-                                      ignore=["lm_head"])
+        recipe = QuantizationModifier(
+            config_groups={"group_0": {"targets": ["Linear"], "weights": weights}}, ignore=["lm_head"]
+        )
         oneshot(model=model, recipe=recipe)
         model.save_pretrained(out, save_compressed=True)
         for file in ("tokenizer.json", "tokenizer_config.json"):
@@ -106,8 +127,11 @@ def llm_compressor(name: str, dtype: torch.dtype, weights: dict) -> None:
         for key in packed:
             if key.endswith(".weight_packed"):
                 module = key.removesuffix(".weight_packed")
-                state = {part: packed[f"{module}.{part}"] for part in ("weight_packed", "weight_scale", "weight_shape",
-                                                                        "weight_zero_point") if f"{module}.{part}" in packed}
+                state = {
+                    part: packed[f"{module}.{part}"]
+                    for part in ("weight_packed", "weight_scale", "weight_shape", "weight_zero_point")
+                    if f"{module}.{part}" in packed
+                }
                 state["weight_scale"] = state["weight_scale"].float()
                 reference[f"{module}.weight"] = PackedQuantizationCompressor.decompress(state, scheme)["weight"]
         finish(out, name, reference)
@@ -127,8 +151,15 @@ def ct012_actorder(name: str, group_size: int = 32) -> None:
     from safetensors.torch import save_file
 
     assert compressed_tensors.__version__.startswith("0.12"), compressed_tensors.__version__
-    weights = {"num_bits": 4, "type": "int", "symmetric": True, "strategy": "group", "group_size": group_size,
-               "actorder": "group", "dynamic": False}
+    weights = {
+        "num_bits": 4,
+        "type": "int",
+        "symmetric": True,
+        "strategy": "group",
+        "group_size": group_size,
+        "actorder": "group",
+        "dynamic": False,
+    }
     args = QuantizationArgs(**weights)
     compressor = PackedQuantizationCompressor()
     generator = torch.Generator().manual_seed(1)
@@ -154,16 +185,35 @@ def ct012_actorder(name: str, group_size: int = 32) -> None:
             packed[f"{module}.weight_scale"] = scale
             packed[f"{module}.weight_g_idx"] = g_idx
             reference[key] = compressor.decompress_weight(
-                {"weight_packed": compressed["weight_packed"], "weight_scale": scale.float(),
-                 "weight_shape": compressed["weight_shape"], "weight_g_idx": g_idx}, args)
+                {
+                    "weight_packed": compressed["weight_packed"],
+                    "weight_scale": scale.float(),
+                    "weight_shape": compressed["weight_shape"],
+                    "weight_g_idx": g_idx,
+                },
+                args,
+            )
         save_file(packed, str(out / "model.safetensors"))
         config = json.loads((out / "config.json").read_text())
         config["quantization_config"] = {
-            "quant_method": "compressed-tensors", "format": "pack-quantized", "quantization_status": "compressed",
-            "config_groups": {"group_0": {"targets": ["Linear"], "weights": weights, "input_activations": None,
-                                          "output_activations": None, "format": "pack-quantized"}},
-            "ignore": ["lm_head"], "kv_cache_scheme": None, "sparsity_config": {}, "transform_config": {},
-            "version": compressed_tensors.__version__}
+            "quant_method": "compressed-tensors",
+            "format": "pack-quantized",
+            "quantization_status": "compressed",
+            "config_groups": {
+                "group_0": {
+                    "targets": ["Linear"],
+                    "weights": weights,
+                    "input_activations": None,
+                    "output_activations": None,
+                    "format": "pack-quantized",
+                }
+            },
+            "ignore": ["lm_head"],
+            "kv_cache_scheme": None,
+            "sparsity_config": {},
+            "transform_config": {},
+            "version": compressed_tensors.__version__,
+        }
         (out / "config.json").write_text(json.dumps(config, indent=2))
         finish(out, name, reference)
 
@@ -173,7 +223,8 @@ def awq_autoround(name: str) -> None:
     from auto_round import AutoRound
 
     spec = importlib.util.spec_from_file_location(
-        "awq_packing_utils", VENV / "extra" / "autoawq" / "awq" / "utils" / "packing_utils.py")
+        "awq_packing_utils", VENV / "extra" / "autoawq" / "awq" / "utils" / "packing_utils.py"
+    )
     packing = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(packing)
     with tempfile.TemporaryDirectory() as tmp:
@@ -182,13 +233,15 @@ def awq_autoround(name: str) -> None:
         native = Path(tmp) / "native"
         for target, fmt in ((out, "auto_awq"), (native, "auto_round")):
             AutoRound(str(base), bits=4, group_size=32, sym=False, iters=0, device_map="cpu").quantize_and_save(
-                str(target), format=fmt)
+                str(target), format=fmt
+            )
         written = next(path.parent for path in out.rglob("model.safetensors"))
         # AutoRound's own format with asymmetric weights packs AWQ's GEMM layout: the same bytes, another config
         native_written = next(path.parent for path in native.rglob("model.safetensors"))
         native_tensors = tensors(native_written)
         assert native_tensors.keys() == tensors(written).keys() and all(
-            torch.equal(native_tensors[key], value) for key, value in tensors(written).items())
+            torch.equal(native_tensors[key], value) for key, value in tensors(written).items()
+        )
         native_config = json.loads((native_written / "config.json").read_text())["quantization_config"]
         (written / "autoround_native_quantization_config.json").write_text(json.dumps(native_config, indent=2))
         config = json.loads((written / "config.json").read_text())["quantization_config"]
@@ -198,18 +251,25 @@ def awq_autoround(name: str) -> None:
             if key.endswith(".qweight"):
                 module = key.removesuffix(".qweight")
                 reference[f"{module}.weight"] = packing.dequantize_gemm(
-                    packed[key], packed[f"{module}.qzeros"], packed[f"{module}.scales"].float(), config["bits"],
-                    config["group_size"]).T
+                    packed[key],
+                    packed[f"{module}.qzeros"],
+                    packed[f"{module}.scales"].float(),
+                    config["bits"],
+                    config["group_size"],
+                ).T
         finish(written, name, reference)
 
 
 FIXTURES = {
-    "ct-w4a16-sym-g32": lambda name: llm_compressor(name, torch.bfloat16, {
-        "num_bits": 4, "type": "int", "symmetric": True, "strategy": "group", "group_size": 32}),
-    "ct-w4a16-asym-g64": lambda name: llm_compressor(name, torch.float16, {
-        "num_bits": 4, "type": "int", "symmetric": False, "strategy": "group", "group_size": 64}),
-    "ct-w4a16-asym-channel": lambda name: llm_compressor(name, torch.float16, {
-        "num_bits": 4, "type": "int", "symmetric": False, "strategy": "channel"}),
+    "ct-w4a16-sym-g32": lambda name: llm_compressor(
+        name, torch.bfloat16, {"num_bits": 4, "type": "int", "symmetric": True, "strategy": "group", "group_size": 32}
+    ),
+    "ct-w4a16-asym-g64": lambda name: llm_compressor(
+        name, torch.float16, {"num_bits": 4, "type": "int", "symmetric": False, "strategy": "group", "group_size": 64}
+    ),
+    "ct-w4a16-asym-channel": lambda name: llm_compressor(
+        name, torch.float16, {"num_bits": 4, "type": "int", "symmetric": False, "strategy": "channel"}
+    ),
     "ct-w4a16-actorder-g32": ct_actorder,
     "awq-gemm-g32": awq_autoround,
 }

@@ -23,14 +23,17 @@ class ChoosePage(QWizardPage):
         self._shown = None
         self.pairs = PairList()
         self.pairs.chosen.connect(self._chosen)
-        self.confirm_red = QCheckBox("I understand this model will probably not run on this computer; download it anyway")
+        self.confirm_red = QCheckBox(
+            "I understand this model will probably not run on this computer; download it anyway"
+        )
         self.confirm_red.setObjectName("confirmRed")
         self.confirm_red.setVisible(False)
         self.confirm_red.toggled.connect(lambda _on: self.completeChanged.emit())
         self.note = QLabel()
         self.note.setWordWrap(True)
-        self.details_button = button("Show details", LINK, "The models behind it, how they are stored, how the "
-                                                          "speed was worked out")
+        self.details_button = button(
+            "Show details", LINK, "The models behind it, how they are stored, how the speed was worked out"
+        )
         self.details_button.setCheckable(True)
         self.details_button.toggled.connect(self._show_details)
         self.details = QLabel()
@@ -69,8 +72,10 @@ class ChoosePage(QWizardPage):
         elif fit.pair.id in self.state.installed:
             self.note.setText("Already on this computer: no download needed.")
         elif fit.pair.gated:
-            self.note.setText(f"{fit.pair.name} is gated: accept its licence at {fit.pair.licence_url} with a free "
-                              "Hugging Face account; the download asks for your access token.")
+            self.note.setText(
+                f"{fit.pair.name} is gated: accept its licence at {fit.pair.licence_url} with a free "
+                "Hugging Face account; the download asks for your access token."
+            )
         else:
             self.note.clear()
         self.completeChanged.emit()

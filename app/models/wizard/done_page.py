@@ -33,8 +33,9 @@ def stage_words(stage: str) -> str:
 
 
 class DonePage(QWizardPage):
-    def __init__(self, state: WizardState, make_bridge: Callable[[AppSettings], EngineBridge],
-                 bridge: EngineBridge | None = None) -> None:
+    def __init__(
+        self, state: WizardState, make_bridge: Callable[[AppSettings], EngineBridge], bridge: EngineBridge | None = None
+    ) -> None:
         super().__init__()
         self.state = state
         self.make_bridge = make_bridge
@@ -76,9 +77,12 @@ class DonePage(QWizardPage):
         fit = self.state.chosen
         self._show_cancel(True)
         self.setTitle("Almost there")
-        first = ("The first start unpacks its weights once: about half a minute on an idle computer, a few "
-                 "minutes on a busy one." if fit.pair.download_bytes == 0
-                 else "The first start of a big model takes a while.")
+        first = (
+            "The first start unpacks its weights once: about half a minute on an idle computer, a few "
+            "minutes on a busy one."
+            if fit.pair.download_bytes == 0
+            else "The first start of a big model takes a while."
+        )
         self.headline.setText(f"Loading <b>{fit.pair.name}</b>. {first}")
         target, draft = self.state.chosen_paths()
         try:
@@ -129,8 +133,9 @@ class DonePage(QWizardPage):
                 self.bar.setValue(int(status.progress * 100))
             percent = "" if busy else f" {status.progress * 100:.0f}%"
             elapsed = int(time.monotonic() - self._started)
-            self.stage.setText((stage_words(status.stage) if status.stage else "Starting the engine")
-                               + f"…{percent} · {elapsed} s")
+            self.stage.setText(
+                (stage_words(status.stage) if status.stage else "Starting the engine") + f"…{percent} · {elapsed} s"
+            )
             self.stage.setToolTip(status.stage)
         self.completeChanged.emit()
 

@@ -13,7 +13,14 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
-    QHBoxLayout, QLabel, QLineEdit, QPlainTextEdit, QProgressBar, QVBoxLayout, QWidget, QWizardPage,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPlainTextEdit,
+    QProgressBar,
+    QVBoxLayout,
+    QWidget,
+    QWizardPage,
 )
 
 from app.models.download_worker import DownloadProcess
@@ -27,11 +34,15 @@ FAILURE_WORDS = {
     "disk": ("There is not enough free disk space.", "Free some space, then press Retry."),
     "verify": ("A file arrived damaged twice in a row.", "Press Retry to fetch it again."),
     "not_found": ("This model is not on the download server.", "Go back and choose another model."),
-    "unsafe": ("The download server sent a file list that is not safe to write.",
-               "Nothing was written; go back and choose another model."),
+    "unsafe": (
+        "The download server sent a file list that is not safe to write.",
+        "Nothing was written; go back and choose another model.",
+    ),
     "io": ("The models folder cannot be written.", "Check that the folder exists and is yours, then press Retry."),
-    "busy": ("This model is already downloading in another window or a terminal.",
-             "Wait for it to finish, or close the other one, then press Retry."),
+    "busy": (
+        "This model is already downloading in another window or a terminal.",
+        "Wait for it to finish, or close the other one, then press Retry.",
+    ),
 }
 OTHER_FAILURE = ("The download stopped.", "Press Retry to go on where it stopped.")
 
@@ -87,8 +98,12 @@ class DownloadPage(QWizardPage):
         self.log.setVisible(False)
         self.log_button = button("Show details", LINK)
         self.log_button.setCheckable(True)
-        self.log_button.toggled.connect(lambda shown: (self.log.setVisible(shown),
-                                                       self.log_button.setText("Hide details" if shown else "Show details")))
+        self.log_button.toggled.connect(
+            lambda shown: (
+                self.log.setVisible(shown),
+                self.log_button.setText("Hide details" if shown else "Show details"),
+            )
+        )
         for widget in (self.headline, self.bar, self.detail, self.file_label):
             layout.addWidget(widget)
         layout.addLayout(buttons)
@@ -107,8 +122,11 @@ class DownloadPage(QWizardPage):
         self.worker.verified.connect(self._verified)
         self.worker.checked.connect(self._checked)
         self.worker.attached.connect(self._attached)
-        self.worker.retrying.connect(lambda e: self._note(f"Connection trouble on {e.get('file')}: {e.get('reason')}; "
-                                                          f"trying again (attempt {e.get('attempt')})"))
+        self.worker.retrying.connect(
+            lambda e: self._note(
+                f"Connection trouble on {e.get('file')}: {e.get('reason')}; trying again (attempt {e.get('attempt')})"
+            )
+        )
         self.worker.failed.connect(self._failed)
         self.worker.finished.connect(self._finished)
         self.worker.stopped.connect(self._stopped)
@@ -186,8 +204,9 @@ class DownloadPage(QWizardPage):
         total, already = plan.get("total_bytes", 0), plan.get("already_bytes", 0)
         files = plan.get("files", [])
         resumed = f" ({size_words(already)} already here from before)" if already else ""
-        self.headline.setText(f"Downloading <b>{self.state.chosen.pair.name}</b>: {size_words(total)} in "
-                              f"{len(files)} files.")
+        self.headline.setText(
+            f"Downloading <b>{self.state.chosen.pair.name}</b>: {size_words(total)} in {len(files)} files."
+        )
         self._note(f"{len(files)} files, {size_words(total)} in all{resumed}")
         self._show_bytes(already, total)
 
@@ -196,7 +215,9 @@ class DownloadPage(QWizardPage):
         self._show_bytes(done, total)
         speed = event.get("bytes_per_second") or 0
         rate = f"{size_words(speed)}/s" if speed else "measuring speed"
-        self.detail.setText(f"{size_words(done)} of {size_words(total)} · {rate} · {eta_words(event.get('eta_seconds'))}")
+        self.detail.setText(
+            f"{size_words(done)} of {size_words(total)} · {rate} · {eta_words(event.get('eta_seconds'))}"
+        )
         self.file_label.setText(f"Now: {event.get('file', '')}")
 
     def _show_bytes(self, done: int, total: int) -> None:
@@ -208,8 +229,11 @@ class DownloadPage(QWizardPage):
             self.message.setText(f"A file did not pass its check and is being fetched again: {file}")
 
     def _checked(self, file: str, ok: bool) -> None:
-        self._note(f"{file} was already here and matches the hub's copy: kept" if ok else
-                   f"{file} was already here but differs from the hub's copy: replacing it")
+        self._note(
+            f"{file} was already here and matches the hub's copy: kept"
+            if ok
+            else f"{file} was already here but differs from the hub's copy: replacing it"
+        )
 
     def _attached(self, _event: dict) -> None:
         self._note("This model is already downloading in another window or a terminal: showing its progress here")
@@ -227,7 +251,8 @@ class DownloadPage(QWizardPage):
             self.message.setText(
                 f"<b>This model needs your permission first.</b> Open <a href='{url}'>its licence page</a>, "
                 "accept the licence with your Hugging Face account, create a read token at "
-                "<a href='https://huggingface.co/settings/tokens'>huggingface.co/settings/tokens</a> and paste it here:")
+                "<a href='https://huggingface.co/settings/tokens'>huggingface.co/settings/tokens</a> and paste it here:"
+            )
             self.token_box.setVisible(True)
         else:
             what, action = FAILURE_WORDS.get(kind, OTHER_FAILURE)

@@ -96,7 +96,8 @@ class HardwarePage(QWizardPage):
         self.gpu_check.setOpenExternalLinks(True)
         self.gpu_check.setVisible(False)
         self.gpu_check_progress.connect(
-            lambda step, steps, what: self.gpu_check.setText(f"Checking the graphics card ({step} of {steps}: {what})…"))
+            lambda step, steps, what: self.gpu_check.setText(f"Checking the graphics card ({step} of {steps}: {what})…")
+        )
         self.details_button = button("Show details", LINK)
         self.details_button.setCheckable(True)
         self.details = DetailsGrid()

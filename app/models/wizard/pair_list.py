@@ -13,7 +13,14 @@ from __future__ import annotations
 from PySide6.QtCore import QSize, Qt, Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QVBoxLayout, QWidget
 
-from app.models.wizard.words import FIT_WORDS, download_words, licence_words, quality_words, speed_words, technical_lines
+from app.models.wizard.words import (
+    FIT_WORDS,
+    download_words,
+    licence_words,
+    quality_words,
+    speed_words,
+    technical_lines,
+)
 from app.theme.tokens import SPACE
 from core.models.fit import PairFit, Recommendation
 
@@ -116,7 +123,9 @@ class PairList(CardList):
         super().__init__(parent)
         self.setAccessibleName("Model pairs")
         self.fits: list[PairFit] = []
-        self.currentRowChanged.connect(lambda row: self.chosen.emit(self.fits[row] if 0 <= row < len(self.fits) else None))
+        self.currentRowChanged.connect(
+            lambda row: self.chosen.emit(self.fits[row] if 0 <= row < len(self.fits) else None)
+        )
 
     def show_recommendation(self, recommendation: Recommendation, installed: set[str]) -> None:
         """The catalog's pairs in the recommendation's order; the SpecExec paper's calibration pair (Llama 2

@@ -33,28 +33,44 @@ def default_bridge(settings: AppSettings) -> EngineBridge:
 
 
 class FirstRunWizard(QWizard):
-    def __init__(self, settings: AppSettings, models_dir: Path, catalog: Catalog | None = None,
-                 make_bridge: Callable[[AppSettings], EngineBridge] = default_bridge,
-                 resume_pair: str | None = None, bridge: EngineBridge | None = None,
-                 parent: QWidget | None = None) -> None:
+    def __init__(
+        self,
+        settings: AppSettings,
+        models_dir: Path,
+        catalog: Catalog | None = None,
+        make_bridge: Callable[[AppSettings], EngineBridge] = default_bridge,
+        resume_pair: str | None = None,
+        bridge: EngineBridge | None = None,
+        parent: QWidget | None = None,
+    ) -> None:
         super().__init__(parent)
-        self.state = WizardState(settings, models_dir) if catalog is None else WizardState(settings, models_dir, catalog)
+        self.state = (
+            WizardState(settings, models_dir) if catalog is None else WizardState(settings, models_dir, catalog)
+        )
         self.setWindowTitle("Set up SpecExec Desktop")
         self.setWizardStyle(QWizard.WizardStyle.ModernStyle)
         self.setOption(QWizard.WizardOption.NoBackButtonOnLastPage, True)
         self.setButtonText(QWizard.WizardButton.FinishButton, "Start chatting")
         self.setButtonText(QWizard.WizardButton.NextButton, "Next")
         self.setButtonText(QWizard.WizardButton.BackButton, "Back")
-        for kind, role in ((QWizard.WizardButton.NextButton, PRIMARY), (QWizard.WizardButton.FinishButton, PRIMARY),
-                           (QWizard.WizardButton.BackButton, SECONDARY), (QWizard.WizardButton.CancelButton, SECONDARY)):
+        for kind, role in (
+            (QWizard.WizardButton.NextButton, PRIMARY),
+            (QWizard.WizardButton.FinishButton, PRIMARY),
+            (QWizard.WizardButton.BackButton, SECONDARY),
+            (QWizard.WizardButton.CancelButton, SECONDARY),
+        ):
             set_role(self.button(kind), role)  # the way on looks like the main action; no stock icons
         self.resize(760, 620)
         self.hardware_page = HardwarePage(self.state)
         self.choose_page = ChoosePage(self.state)
         self.download_page = DownloadPage(self.state)
         self.done_page = DonePage(self.state, make_bridge, bridge)
-        for page_id, page in ((HARDWARE, self.hardware_page), (CHOOSE, self.choose_page),
-                              (DOWNLOAD, self.download_page), (DONE, self.done_page)):
+        for page_id, page in (
+            (HARDWARE, self.hardware_page),
+            (CHOOSE, self.choose_page),
+            (DOWNLOAD, self.download_page),
+            (DONE, self.done_page),
+        ):
             self.setPage(page_id, page)
         self.resume_pair = resume_pair
         if resume_pair is not None:  # after the hardware page has found the pair's fit, go straight on

@@ -39,7 +39,7 @@ def hardware_summary(hw: HardwareDescription) -> str:
 
 
 def speed_words(fit: PairFit) -> str:
-    """"about 5 words per second (7.0 tokens/s)", "…, measured here" when it was, or why there is no figure."""
+    """ "about 5 words per second (7.0 tokens/s)", "…, measured here" when it was, or why there is no figure."""
     if fit.tokens_per_second is None:
         return "speed unknown: it does not fit"
     words = fit.tokens_per_second * WORDS_PER_TOKEN
@@ -74,13 +74,17 @@ def technical_lines(fit: PairFit) -> list[str]:
     lines = [pair.summary]
     if fit.pair.draft is not None and not pair.target.is_builtin:
         lines.append(f"Draft model: {pair.draft_label} ({pair.draft.repo}), {pair.draft.quantization}.")
-    lines.append(f"Model: {pair.target.repo or pair.name}, {pair.target.quantization}; "
-                 f"{fit.resident_layers or 0} of {fit.total_layers} layers kept on the graphics card.")
+    lines.append(
+        f"Model: {pair.target.repo or pair.name}, {pair.target.quantization}; "
+        f"{fit.resident_layers or 0} of {fit.total_layers} layers kept on the graphics card."
+    )
     per_pass = f"{fit.tokens_per_pass:.1f} tokens per pass of the big model"
     budget = f" with {fit.budget}-token trees" if fit.budget else ""
     lines.append(f"Speed: {per_pass}{budget} ({fit.acceptance_source}); {fit.rate_source}.")
-    lines.append(f"Memory: needs {size_words(fit.host_bytes_needed)} of RAM; reads up to "
-                 f"{pair.context_length:,} tokens of a chat.")
+    lines.append(
+        f"Memory: needs {size_words(fit.host_bytes_needed)} of RAM; reads up to "
+        f"{pair.context_length:,} tokens of a chat."
+    )
     return lines
 
 
@@ -112,5 +116,7 @@ def recommendation_words(recommendation: Recommendation) -> str:
     best = recommendation.pairs[0]
     fitting = sum(1 for fit in recommendation.pairs if fit.fit != "no")
     quality = quality_words(best)
-    return (f"We recommend <b>{best.pair.name}</b>. {quality} Here it should write {speed_words(best)}. "
-            f"{fitting} of the {len(recommendation.pairs)} models fit this computer; the next page shows them all.")
+    return (
+        f"We recommend <b>{best.pair.name}</b>. {quality} Here it should write {speed_words(best)}. "
+        f"{fitting} of the {len(recommendation.pairs)} models fit this computer; the next page shows them all."
+    )

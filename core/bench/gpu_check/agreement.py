@@ -25,8 +25,16 @@ def measure(device: torch.device, small: bool) -> dict:
     for name in DTYPES:
         target = reference if name == "float32" else random_target(device, getattr(torch, name), small)
         draft = rtn_draft(target)
-        runs = compare_runs(target, draft, prompts, seeds, lambda seed: SamplingParams(temperature=0.6, top_p=0.9, seed=seed),
-                            tree, tokens, None if name == "float32" else reference)
+        runs = compare_runs(
+            target,
+            draft,
+            prompts,
+            seeds,
+            lambda seed: SamplingParams(temperature=0.6, top_p=0.9, seed=seed),
+            tree,
+            tokens,
+            None if name == "float32" else reference,
+        )
         summary = flip_summary(runs)
         summary["plain_differs_from_float32"] = sum(r.reference_first_difference is not None for r in runs)
         rows.append({"dtype": name, **summary})

@@ -25,8 +25,15 @@ def measure(device: torch.device, small: bool) -> dict:
     draft.max_tree_tokens = BUDGET
     width, capacity = search_width(BUDGET), draft.kv_rows
     planned = planned_graph_bytes(draft.config, dtype, width, capacity)
-    result = {"budget": BUDGET, "width": width, "capacity": capacity, "planned_bytes": planned, "kept_bytes": None,
-              "reserved_growth_bytes": None, "captured": []}
+    result = {
+        "budget": BUDGET,
+        "width": width,
+        "capacity": capacity,
+        "planned_bytes": planned,
+        "kept_bytes": None,
+        "reserved_growth_bytes": None,
+        "captured": [],
+    }
     cache = draft.new_cache()
     generator = torch.Generator().manual_seed(0)
     with torch.no_grad():

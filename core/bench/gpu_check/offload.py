@@ -33,13 +33,22 @@ def _prediction(budget: int, copy_rate: float, device: torch.device) -> dict:
 
     hw = describe_hardware(None if device.type == "cuda" else str(CPU_HARDWARE))
     if device.type == "cuda" and hw.gpus:  # the measured copy rate of this machine, as `hw --measure` records it
-        hw = dataclasses.replace(hw, gpus=(dataclasses.replace(hw.gpus[0], h2d_bytes_per_second=copy_rate),) + hw.gpus[1:])
+        hw = dataclasses.replace(
+            hw, gpus=(dataclasses.replace(hw.gpus[0], h2d_bytes_per_second=copy_rate),) + hw.gpus[1:]
+        )
     pair = next(p for p in load_catalog().pairs if p.id == PAIR_ID)
     fit = predict_pair(pair, hw, budget)
-    return {"card": hw.best_gpu.name if hw.best_gpu else None, "pair": PAIR_ID, "budget": fit.budget,
-            "resident_layers": fit.resident_layers, "draft_s": fit.draft_seconds, "pass_s": fit.pass_seconds,
-            "tokens_per_pass": fit.tokens_per_pass, "tokens_per_second": fit.tokens_per_second,
-            "rate_source": fit.rate_source}
+    return {
+        "card": hw.best_gpu.name if hw.best_gpu else None,
+        "pair": PAIR_ID,
+        "budget": fit.budget,
+        "resident_layers": fit.resident_layers,
+        "draft_s": fit.draft_seconds,
+        "pass_s": fit.pass_seconds,
+        "tokens_per_pass": fit.tokens_per_pass,
+        "tokens_per_second": fit.tokens_per_second,
+        "rate_source": fit.rate_source,
+    }
 
 
 def measure(device: torch.device, small: bool) -> dict:
@@ -48,8 +57,16 @@ def measure(device: torch.device, small: bool) -> dict:
     budgets = SMALL_BUDGETS if small else BUDGETS
     dtype = torch.float16 if device.type == "cuda" else torch.float32
     config = layer_config(16 if small else 1)
-    measured = measure_format("gptq", config, device, dtype, [b + 1 for b in budgets], layers=2 if small else LAYERS,
-                              repeats=1 if small else 3, context=32 if small else 512)
+    measured = measure_format(
+        "gptq",
+        config,
+        device,
+        dtype,
+        [b + 1 for b in budgets],
+        layers=2 if small else LAYERS,
+        repeats=1 if small else 3,
+        context=32 if small else 512,
+    )
     layers = 2 if small else LAYERS
     rows = []
     for budget, row in zip(budgets, measured["passes"]):
@@ -58,12 +75,25 @@ def measure(device: torch.device, small: bool) -> dict:
         draft = prediction["draft_s"] or 0.0
         alone = target_pass_seconds(FULL_MODEL_LAYERS, (), copy_layer, compute_layer, 2)
         under_draft = target_pass_seconds(FULL_MODEL_LAYERS, (), copy_layer, compute_layer, 2, prefetch_seconds=draft)
-        rows.append({"budget": budget, "tree_tokens": row["tree_size"],
-                     "measured_target_s_80_layers": row["projected_80_layer_s"],
-                     "measured_copy_s_per_layer": copy_layer, "measured_compute_s_per_layer": compute_layer,
-                     "compute_hidden_under_copies": row["hidden_fraction"],
-                     "model_target_s_80_layers": alone, "overlap_s_with_draft": alone - under_draft,
-                     "prediction": prediction})
-    return {"layers_streamed": layers, "format": measured["format"], "pinned": measured["pinned"],
-            "copy_rate_gbps": measured["copy_rate_gbps"], "dequant_path": measured["dequant_path"],
-            "draft_matmuls_70b_layer": measured["draft_matmuls"], "rows": rows}
+        rows.append(
+            {
+                "budget": budget,
+                "tree_tokens": row["tree_size"],
+                "measured_target_s_80_layers": row["projected_80_layer_s"],
+                "measured_copy_s_per_layer": copy_layer,
+                "measured_compute_s_per_layer": compute_layer,
+                "compute_hidden_under_copies": row["hidden_fraction"],
+                "model_target_s_80_layers": alone,
+                "overlap_s_with_draft": alone - under_draft,
+                "prediction": prediction,
+            }
+        )
+    return {
+        "layers_streamed": layers,
+        "format": measured["format"],
+        "pinned": measured["pinned"],
+        "copy_rate_gbps": measured["copy_rate_gbps"],
+        "dequant_path": measured["dequant_path"],
+        "draft_matmuls_70b_layer": measured["draft_matmuls"],
+        "rows": rows,
+    }

@@ -28,7 +28,9 @@ def _run(target, draft, budget: int, passes: int) -> dict:
     prompt = random_prompt(32, target.lm.vocab_size)
     walls, stats = [], []
     last = time.perf_counter()
-    stream = stream_generate(target.lm, draft.lm, target.tokenizer, prompt, SamplingParams(temperature=0.6, seed=0), settings)
+    stream = stream_generate(
+        target.lm, draft.lm, target.tokenizer, prompt, SamplingParams(temperature=0.6, seed=0), settings
+    )
     for index, chunk in enumerate(stream):
         now = time.perf_counter()
         if index > 0:  # the first pass also prefills the prompt and captures the graphs
@@ -38,17 +40,24 @@ def _run(target, draft, budget: int, passes: int) -> dict:
         if len(walls) >= passes:
             break
     stream.close()
-    return {"budget": budget, "passes": len(walls), "pass_s": statistics.median(walls),
-            "draft_s": statistics.median(s.draft_seconds for s in stats),
-            "draft_forward_s": statistics.median(s.draft_forward_seconds for s in stats),
-            "target_s": statistics.median(s.target_seconds for s in stats),
-            "draft_forwards_per_pass": statistics.fmean(s.draft_forwards for s in stats),
-            "tokens_per_pass": statistics.fmean(s.tokens for s in stats)}
+    return {
+        "budget": budget,
+        "passes": len(walls),
+        "pass_s": statistics.median(walls),
+        "draft_s": statistics.median(s.draft_seconds for s in stats),
+        "draft_forward_s": statistics.median(s.draft_forward_seconds for s in stats),
+        "target_s": statistics.median(s.target_seconds for s in stats),
+        "draft_forwards_per_pass": statistics.fmean(s.draft_forwards for s in stats),
+        "tokens_per_pass": statistics.fmean(s.tokens for s in stats),
+    }
 
 
 def measure(device: torch.device, small: bool) -> dict:
     dtype = torch.float16 if device.type == "cuda" else torch.float32
     target = random_target(device, dtype, small)
     draft = rtn_draft(target)
-    rows = [_run(target, draft, budget, SMALL_PASSES if small else PASSES) for budget in (SMALL_BUDGETS if small else BUDGETS)]
+    rows = [
+        _run(target, draft, budget, SMALL_PASSES if small else PASSES)
+        for budget in (SMALL_BUDGETS if small else BUDGETS)
+    ]
     return {"graphs": capture_enabled(device), "dtype": str(dtype).removeprefix("torch."), "rows": rows}

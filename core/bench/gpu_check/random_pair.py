@@ -21,10 +21,24 @@ from core.modeling.causal_lm import CausalLM
 from core.modeling.model_files import LoadedModel
 
 # SmolLM2-135M-Instruct (the built-in target): hidden 576, 30 layers, 9 heads, 3 KV heads, MLP 1536.
-BUILTIN_SHAPE = dict(hidden_size=576, num_hidden_layers=30, num_attention_heads=9, num_key_value_heads=3,
-                     intermediate_size=1536, vocab_size=49152, head_dim=64)
-SMALL_SHAPE = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                   intermediate_size=128, vocab_size=512, head_dim=16)
+BUILTIN_SHAPE = dict(
+    hidden_size=576,
+    num_hidden_layers=30,
+    num_attention_heads=9,
+    num_key_value_heads=3,
+    intermediate_size=1536,
+    vocab_size=49152,
+    head_dim=64,
+)
+SMALL_SHAPE = dict(
+    hidden_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    intermediate_size=128,
+    vocab_size=512,
+    head_dim=16,
+)
 # How much the random LM head is scaled: peaked distributions, so that trees get accepted.
 HEAD_SCALE = 8.0
 
@@ -39,14 +53,21 @@ class IdText:
 
 
 def random_config(small: bool) -> LlamaConfig:
-    config = LlamaConfig(**(SMALL_SHAPE if small else BUILTIN_SHAPE), max_position_embeddings=8192,
-                         rms_norm_eps=1e-5, tie_word_embeddings=True, bos_token_id=1, eos_token_id=2)
+    config = LlamaConfig(
+        **(SMALL_SHAPE if small else BUILTIN_SHAPE),
+        max_position_embeddings=8192,
+        rms_norm_eps=1e-5,
+        tie_word_embeddings=True,
+        bos_token_id=1,
+        eos_token_id=2,
+    )
     config._attn_implementation = "sdpa"
     return config
 
 
-def random_target(device: torch.device, dtype: torch.dtype, small: bool = False, seed: int = 0,
-                  max_context: int = 2048) -> LoadedModel:
+def random_target(
+    device: torch.device, dtype: torch.dtype, small: bool = False, seed: int = 0, max_context: int = 2048
+) -> LoadedModel:
     """The random target in `dtype` on `device` (float32 weights drawn on the CPU, so every dtype and device
     gets the same values rounded). No EOS: an answer always runs to its token limit."""
     generator_state = torch.random.get_rng_state()

@@ -29,7 +29,11 @@ def _read(path: Path) -> dict:
         data = json.loads(text)
     except json.JSONDecodeError:
         return {"ok": False, "error": "its output is not JSON", "output": text[-2000:]}
-    return data if isinstance(data, dict) and "ok" in data else {"ok": True, **(data if isinstance(data, dict) else {"rows": data})}
+    return (
+        data
+        if isinstance(data, dict) and "ok" in data
+        else {"ok": True, **(data if isinstance(data, dict) else {"rows": data})}
+    )
 
 
 def _lines(name: str, part: dict) -> list[str]:
@@ -38,40 +42,57 @@ def _lines(name: str, part: dict) -> list[str]:
         return [f"- FAILED: {part.get('error', '?')}"]
     if name == "versions":
         packages = part.get("packages", {})
-        lines = [f"- {part.get('gpu', {}).get('name', 'no GPU')}; torch {packages.get('torch')}, CUDA "
-                 f"{part.get('torch_cuda')}, cuDNN {part.get('cudnn')}, Triton {packages.get('triton')}, "
-                 f"transformers {packages.get('transformers')}"]
+        lines = [
+            f"- {part.get('gpu', {}).get('name', 'no GPU')}; torch {packages.get('torch')}, CUDA "
+            f"{part.get('torch_cuda')}, cuDNN {part.get('cudnn')}, Triton {packages.get('triton')}, "
+            f"transformers {packages.get('transformers')}"
+        ]
         for label in ("attention_default", "attention_engine"):
             choice = part.get(label, {}).get("choice", {})
             lines.append(f"- {label.replace('_', ' ')}: " + "; ".join(f"{k}: {v}" for k, v in choice.items()))
         return lines
     if name.startswith("token-speed"):
-        return [f"- positions {w['positions']}: {w['median_ms']:.2f} ms median, {w['max_ms']:.1f} max"
-                for w in part.get("windows", [])]
+        return [
+            f"- positions {w['positions']}: {w['median_ms']:.2f} ms median, {w['max_ms']:.1f} max"
+            for w in part.get("windows", [])
+        ]
     if name.startswith("passes"):
-        return [f"- budget {r['budget']}: {r['pass_s'] * 1e3:.1f} ms a pass (draft {r['draft_s'] * 1e3:.1f}, target "
-                f"{r['target_s'] * 1e3:.1f}), {r['draft_forwards_per_pass']:.1f} forwards" for r in part.get("rows", [])]
+        return [
+            f"- budget {r['budget']}: {r['pass_s'] * 1e3:.1f} ms a pass (draft {r['draft_s'] * 1e3:.1f}, target "
+            f"{r['target_s'] * 1e3:.1f}), {r['draft_forwards_per_pass']:.1f} forwards"
+            for r in part.get("rows", [])
+        ]
     if name == "matmul":
-        return [f"- {r.get('shape')} rows {r.get('rows')}: "
-                + ", ".join(f"{k} {v:.0f}" for k, v in r.items() if k.endswith("gbps") and isinstance(v, (int, float)))
-                + " GB/s" for r in part.get("rows", [])]
+        return [
+            f"- {r.get('shape')} rows {r.get('rows')}: "
+            + ", ".join(f"{k} {v:.0f}" for k, v in r.items() if k.endswith("gbps") and isinstance(v, (int, float)))
+            + " GB/s"
+            for r in part.get("rows", [])
+        ]
     if name == "offload":
         lines = [f"- copy {part['copy_rate_gbps']:.1f} GB/s ({'pinned' if part['pinned'] else 'not pinned'})"]
         for r in part.get("rows", []):
             p = r["prediction"]
-            lines.append(f"- budget {r['budget']}: measured target {r['measured_target_s_80_layers']:.3f} s (80 layers), "
-                         f"model {r['model_target_s_80_layers']:.3f} s, overlap {r['overlap_s_with_draft']:.3f} s; "
-                         f"predicted for {p['card']}: draft {p['draft_s'] or 0:.3f} s, pass {p['pass_s'] or 0:.3f} s, "
-                         f"{p['tokens_per_second'] or 0:.2f} tok/s")
+            lines.append(
+                f"- budget {r['budget']}: measured target {r['measured_target_s_80_layers']:.3f} s (80 layers), "
+                f"model {r['model_target_s_80_layers']:.3f} s, overlap {r['overlap_s_with_draft']:.3f} s; "
+                f"predicted for {p['card']}: draft {p['draft_s'] or 0:.3f} s, pass {p['pass_s'] or 0:.3f} s, "
+                f"{p['tokens_per_second'] or 0:.2f} tok/s"
+            )
         return lines
     if name == "agreement":
-        return [f"- {r['dtype']}: {r['specexec_differs']} of {r['runs']} runs differ, {r['flips_per_10k_tokens']:.1f} "
-                f"flips per 10k tokens; plain vs float32 differs in {r['plain_differs_from_float32']}" for r in part["rows"]]
+        return [
+            f"- {r['dtype']}: {r['specexec_differs']} of {r['runs']} runs differ, {r['flips_per_10k_tokens']:.1f} "
+            f"flips per 10k tokens; plain vs float32 differs in {r['plain_differs_from_float32']}"
+            for r in part["rows"]
+        ]
     if name == "graph-vram":
         kept = part.get("kept_bytes")
         kept_text = "not measured (no CUDA)" if kept is None else f"{kept / 2**20:.1f} MiB kept"
-        return [f"- width {part['width']}, {len(part['captured'])} graphs: {kept_text}, "
-                f"{part['planned_bytes'] / 2**20:.1f} MiB planned"]
+        return [
+            f"- width {part['width']}, {len(part['captured'])} graphs: {kept_text}, "
+            f"{part['planned_bytes'] / 2**20:.1f} MiB planned"
+        ]
     return []
 
 
@@ -90,6 +111,10 @@ def write_report(parts: Path, out: Path) -> dict:
     for name, title in PART_TITLES.items():
         part = found[name]
         seconds = part.get("seconds")
-        lines += [f"## {title}" + (f" ({seconds:.0f} s)" if isinstance(seconds, (int, float)) else ""), *_lines(name, part), ""]
+        lines += [
+            f"## {title}" + (f" ({seconds:.0f} s)" if isinstance(seconds, (int, float)) else ""),
+            *_lines(name, part),
+            "",
+        ]
     (out / "summary.md").write_text("\n".join(lines))
     return report

@@ -28,14 +28,27 @@ def measure(device: torch.device, small: bool) -> dict:
     settings = DecodingSettings(method="sequential", max_new_tokens=windows[-1][1])
     seconds = []
     last = time.perf_counter()
-    for chunk in stream_generate(target.lm, None, target.tokenizer, prompt, SamplingParams(temperature=1.0, seed=0), settings):
+    for chunk in stream_generate(
+        target.lm, None, target.tokenizer, prompt, SamplingParams(temperature=1.0, seed=0), settings
+    ):
         now = time.perf_counter()
         seconds.extend([(now - last) / len(chunk.token_ids)] * len(chunk.token_ids))
         last = now
     rows = []
     for first, last_position in windows:
         times = seconds[first - 1 : last_position]
-        rows.append({"positions": f"{first}-{last_position}", "median_ms": 1e3 * statistics.median(times),
-                     "mean_ms": 1e3 * statistics.fmean(times), "max_ms": 1e3 * max(times)})
-    return {"attention_fix": attention_fix_enabled(), "dtype": str(dtype).removeprefix("torch."),
-            "cudnn_sdp_enabled": torch.backends.cuda.cudnn_sdp_enabled(), "tokens": len(seconds), "windows": rows}
+        rows.append(
+            {
+                "positions": f"{first}-{last_position}",
+                "median_ms": 1e3 * statistics.median(times),
+                "mean_ms": 1e3 * statistics.fmean(times),
+                "max_ms": 1e3 * max(times),
+            }
+        )
+    return {
+        "attention_fix": attention_fix_enabled(),
+        "dtype": str(dtype).removeprefix("torch."),
+        "cudnn_sdp_enabled": torch.backends.cuda.cudnn_sdp_enabled(),
+        "tokens": len(seconds),
+        "windows": rows,
+    }

@@ -12,8 +12,20 @@ import torch
 
 from core.bench.gpu_check.random_pair import BUILTIN_SHAPE, SMALL_SHAPE
 
-PACKAGES = ("torch", "triton", "transformers", "huggingface-hub", "safetensors", "tokenizers", "numpy", "psutil",
-            "platformdirs", "llguidance", "gguf", "nvidia-ml-py")
+PACKAGES = (
+    "torch",
+    "triton",
+    "transformers",
+    "huggingface-hub",
+    "safetensors",
+    "tokenizers",
+    "numpy",
+    "psutil",
+    "platformdirs",
+    "llguidance",
+    "gguf",
+    "nvidia-ml-py",
+)
 
 
 def _version(name: str) -> str | None:
@@ -25,8 +37,12 @@ def _version(name: str) -> str | None:
 
 def _flags() -> dict[str, object]:
     cuda = torch.backends.cuda
-    flags = {"flash": cuda.flash_sdp_enabled(), "mem_efficient": cuda.mem_efficient_sdp_enabled(),
-             "math": cuda.math_sdp_enabled(), "cudnn": cuda.cudnn_sdp_enabled()}
+    flags = {
+        "flash": cuda.flash_sdp_enabled(),
+        "mem_efficient": cuda.mem_efficient_sdp_enabled(),
+        "math": cuda.math_sdp_enabled(),
+        "cudnn": cuda.cudnn_sdp_enabled(),
+    }
     order = getattr(torch._C, "_get_sdp_priority_order", None)  # private: present in 2.11-2.13, may go
     if order is not None:
         names = {int(b): b.name for b in torch.nn.attention.SDPBackend.__members__.values()}
@@ -59,15 +75,20 @@ def measure(device: torch.device, small: bool) -> dict:
     from core.modeling.attention import steady_attention
 
     info: dict[str, object] = {
-        "python": platform.python_version(), "platform": platform.platform(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
         "packages": {name: _version(name) for name in PACKAGES},
         "torch_cuda": torch.version.cuda,
         "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
     }
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
-        info["gpu"] = {"name": props.name, "capability": f"{props.major}.{props.minor}",
-                       "memory_bytes": props.total_memory, "multiprocessors": props.multi_processor_count}
+        info["gpu"] = {
+            "name": props.name,
+            "capability": f"{props.major}.{props.minor}",
+            "memory_bytes": props.total_memory,
+            "multiprocessors": props.multi_processor_count,
+        }
     info["attention_default"] = {"flags": _flags(), "choice": _choices(device, small)}
     steady_attention(device)  # the engine's setting (a no-op off CUDA)
     info["attention_engine"] = {"flags": _flags(), "choice": _choices(device, small)}

@@ -92,8 +92,14 @@ class AutoTuner:
     """
 
     def __init__(
-        self, cost: CostModel, table: AcceptanceTable, device_kind: str = "CPU", max_depth: int = 32,
-        interval: int = 4, hysteresis: float = 0.1, prior_passes: float = 4.0,
+        self,
+        cost: CostModel,
+        table: AcceptanceTable,
+        device_kind: str = "CPU",
+        max_depth: int = 32,
+        interval: int = 4,
+        hysteresis: float = 0.1,
+        prior_passes: float = 4.0,
     ) -> None:
         self.cost = cost
         self.table = table

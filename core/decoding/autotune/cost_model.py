@@ -168,8 +168,9 @@ def _measure_sequential_step(target: CausalLM) -> float:
     return _best_seconds(step, target.device, 3)
 
 
-def measure_cost_model(target: CausalLM, draft: CausalLM | None, time_limit: float = 1.5,
-                       max_tree_tokens: int = 1024) -> CostModel:
+def measure_cost_model(
+    target: CausalLM, draft: CausalLM | None, time_limit: float = 1.5, max_tree_tokens: int = 1024
+) -> CostModel:
     """Time a few short forwards of each model (about `time_limit` seconds in all on a slow machine)."""
     started = time.perf_counter()
     target_sizes = tuple(s for s in TARGET_SIZES if s <= max_tree_tokens + 1) or (1,)
@@ -186,8 +187,11 @@ def measure_cost_model(target: CausalLM, draft: CausalLM | None, time_limit: flo
 def machine_fingerprint() -> dict[str, object]:
     """What makes timings of this machine differ from another's (or from its own after an upgrade)."""
     info: dict[str, object] = {
-        "machine": platform.machine(), "processor": platform.processor(), "cpus": os.cpu_count(),
-        "torch": torch.__version__, "threads": torch.get_num_threads(),
+        "machine": platform.machine(),
+        "processor": platform.processor(),
+        "cpus": os.cpu_count(),
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
     }
     if torch.cuda.is_available():
         info["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
@@ -196,12 +200,15 @@ def machine_fingerprint() -> dict[str, object]:
 
 def cost_key(target: CausalLM, draft: CausalLM | None) -> str:
     """The cache key: the pair, how each is placed and run, and the machine."""
+
     def describe(model: CausalLM | None) -> object:
         if model is None:
             return None
         return [model.name, type(model).__name__, str(model.device), str(model.dtype), model.max_tree_tokens]
 
-    text = json.dumps([describe(target), describe(draft), machine_fingerprint(), CACHE_FORMAT], sort_keys=True, default=str)
+    text = json.dumps(
+        [describe(target), describe(draft), machine_fingerprint(), CACHE_FORMAT], sort_keys=True, default=str
+    )
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
@@ -211,8 +218,13 @@ def cache_path() -> Path:
     return cache_dir() / "autotune" / CACHE_FILE
 
 
-def cached_cost_model(target: CausalLM, draft: CausalLM | None, time_limit: float = 1.5,
-                      path: Path | None = None, now: float | None = None) -> tuple[CostModel, bool]:
+def cached_cost_model(
+    target: CausalLM,
+    draft: CausalLM | None,
+    time_limit: float = 1.5,
+    path: Path | None = None,
+    now: float | None = None,
+) -> tuple[CostModel, bool]:
     """The pair's cost model from the cache, or measured now and stored; second value: it was measured.
 
     The cache is a small JSON file (`cache_path()`: under SPECEXEC_CACHE_DIR when set) keyed by `cost_key`,

@@ -16,7 +16,10 @@ from core.modeling.tree_mask import additive_mask, causal_visibility
 
 
 def sequential_steps(
-    state: DecodeState, target: CausalLM, params: SamplingParams, max_new_tokens: int,
+    state: DecodeState,
+    target: CausalLM,
+    params: SamplingParams,
+    max_new_tokens: int,
     controls: OutputControls | None = None,
 ) -> Iterator[Step]:
     """One token per step; reading it is the step's one host sync (the next step needs it as input).
@@ -30,22 +33,39 @@ def sequential_steps(
         pending = state.prefill_pending(target, cache)
         positions = torch.arange(cache.length, cache.length + pending.shape[0], device=device)
         visible = causal_visibility(cache.length, pending.shape[0], device)
-        logits = target.forward(pending, positions, additive_mask(visible, target.dtype), cache, logit_rows=slice(-1, None))
+        logits = target.forward(
+            pending, positions, additive_mask(visible, target.dtype), cache, logit_rows=slice(-1, None)
+        )
         allowed = None if controls.grammar is None else controls.grammar.allowed(device)
         counts = state.answer_counts(logits.shape[-1], device) if params.occurrence_penalties else None
-        token = sample_token(logits[0], params, len(state.tokens), state.tokens, allowed, counts)  # the step's one host read
+        token = sample_token(
+            logits[0], params, len(state.tokens), state.tokens, allowed, counts
+        )  # the step's one host read
         logprobs = None
         if controls.top_logprobs is not None:
-            logprobs = [_read_logprob(*token_logprobs(logits[:1], to_device([token], device), controls.top_logprobs,
-                                                      None if allowed is None else allowed[None]))]
+            logprobs = [
+                _read_logprob(
+                    *token_logprobs(
+                        logits[:1],
+                        to_device([token], device),
+                        controls.top_logprobs,
+                        None if allowed is None else allowed[None],
+                    )
+                )
+            ]
         state.tokens.append(token)
         if controls.grammar is not None:
             controls.grammar.advance([token])
         yield Step(
             token_ids=[token],
             stats=PassStats(
-                tokens=1, tree_size=0, tree_depth=0, draft_seconds=0.0, draft_forward_seconds=0.0,
-                target_seconds=time.perf_counter() - started, draft_forwards=0,
+                tokens=1,
+                tree_size=0,
+                tree_depth=0,
+                draft_seconds=0.0,
+                draft_forward_seconds=0.0,
+                target_seconds=time.perf_counter() - started,
+                draft_forwards=0,
             ),
             logprobs=logprobs,
         )

@@ -121,10 +121,21 @@ def _read_pass(tree: DraftTree, walk: Walk) -> _PassRead:
     steps = path.shape[0]
     nodes = path.clamp_min(0)
     seeded = tree.seed_nodes if tree.seed_nodes is not None else torch.zeros(1, dtype=torch.long, device=path.device)
-    parts = [path, tokens, tree.births[nodes], (tree.cache_rows[nodes] >= 0).long(),
-             tree.valid.sum().reshape(1), tree.depths.max().reshape(1), seeded.reshape(1)]
+    parts = [
+        path,
+        tokens,
+        tree.births[nodes],
+        (tree.cache_rows[nodes] >= 0).long(),
+        tree.valid.sum().reshape(1),
+        tree.depths.max().reshape(1),
+        seeded.reshape(1),
+    ]
     if walk.logprobs is not None:
-        parts += [walk.logprobs.view(torch.int64), walk.top_values.reshape(-1).view(torch.int64), walk.top_ids.reshape(-1)]
+        parts += [
+            walk.logprobs.view(torch.int64),
+            walk.top_values.reshape(-1).view(torch.int64),
+            walk.top_ids.reshape(-1),
+        ]
     values = torch.cat(parts).tolist()  # host sync, deliberate: the pass's one read
     verdict = read_verdict(values[:steps], values[steps : 2 * steps])
     accepted = len(verdict.path)
@@ -133,16 +144,27 @@ def _read_pass(tree: DraftTree, walk: Walk) -> _PassRead:
     logprobs = None
     if walk.logprobs is not None:
         logprobs = _logprobs(values[4 * steps + 3 :], steps, walk.top_ids.shape[1], len(verdict.emitted))
-    return _PassRead(verdict, values[2 * steps + 1 : 2 * steps + accepted], expanded, values[4 * steps] - 1,
-                     values[4 * steps + 1], logprobs, values[4 * steps + 2])
+    return _PassRead(
+        verdict,
+        values[2 * steps + 1 : 2 * steps + accepted],
+        expanded,
+        values[4 * steps] - 1,
+        values[4 * steps + 1],
+        logprobs,
+        values[4 * steps + 2],
+    )
 
 
 def _logprobs(values: list[int], steps: int, top: int, emitted: int) -> list[TokenLogprob]:
     """The walk's log-probabilities from their int64 bit patterns: [S] chosen, [S * top] values, [S * top] ids."""
     floats = torch.tensor(values[: steps * (1 + top)], dtype=torch.int64).view(torch.float64).tolist()
     ids = values[steps * (1 + top) :]
-    return [TokenLogprob(floats[i], tuple(zip(ids[i * top : (i + 1) * top], floats[steps + i * top : steps + (i + 1) * top])))
-            for i in range(emitted)]
+    return [
+        TokenLogprob(
+            floats[i], tuple(zip(ids[i * top : (i + 1) * top], floats[steps + i * top : steps + (i + 1) * top]))
+        )
+        for i in range(emitted)
+    ]
 
 
 def specexec_steps(
@@ -180,11 +202,21 @@ def specexec_steps(
         )
         forwards = DEFAULT_MAX_FORWARDS
         if depth is not None and tree.adaptive_depth:
-            forwards = depth.forwards(tree.budget, width, DEFAULT_MAX_FORWARDS, len(state.tokens) - state.draft_cache.length)
+            forwards = depth.forwards(
+                tree.budget, width, DEFAULT_MAX_FORWARDS, len(state.tokens) - state.draft_cache.length
+            )
         shadow_planned = shadow_forwards(tree, width, last, forwards) if overlap else 0
         clock = PassClock(target.device)
-        draft_tree = build_draft_tree(draft, state.draft_cache, state.prefill_pending(draft, state.draft_cache), search,
-                                      forwards, seed, pool, shadow_planned)
+        draft_tree = build_draft_tree(
+            draft,
+            state.draft_cache,
+            state.prefill_pending(draft, state.draft_cache),
+            search,
+            forwards,
+            seed,
+            pool,
+            shadow_planned,
+        )
         if lane is not None:
             lane.mark()  # the shadow starts after the search, not after the target's pass issued next
         clock.mark()
@@ -197,9 +229,22 @@ def specexec_steps(
             penalized = context_mask(to_device(state.tokens, target.device), target.vocab_size)
         counts = state.answer_counts(target.vocab_size, target.device) if params.occurrence_penalties else None
         steps = min(draft_tree.max_depth, remaining - 1) + 1
-        allowed = None if grammar is None else grammar.tree_allowed(draft_tree.tokens, draft_tree.parents, draft_tree.valid)
-        walk = walk_tree(draft_tree.tokens, draft_tree.parents, draft_tree.valid, logits, params, chain_end - 1, penalized,
-                         steps, allowed, controls.top_logprobs, counts)
+        allowed = (
+            None if grammar is None else grammar.tree_allowed(draft_tree.tokens, draft_tree.parents, draft_tree.valid)
+        )
+        walk = walk_tree(
+            draft_tree.tokens,
+            draft_tree.parents,
+            draft_tree.valid,
+            logits,
+            params,
+            chain_end - 1,
+            penalized,
+            steps,
+            allowed,
+            controls.top_logprobs,
+            counts,
+        )
         clock.mark()
         grown = draft_tree.search if overlap else None
         shadow_made = 0
@@ -215,12 +260,16 @@ def specexec_steps(
         seed = None
         if grown is not None:
             with lane.run():
-                commit_draft_path(state.draft_cache, draft_tree.root_row, draft_tree.cache_rows[walk.path[: result.expanded]])
+                commit_draft_path(
+                    state.draft_cache, draft_tree.root_row, draft_tree.cache_rows[walk.path[: result.expanded]]
+                )
                 seed = keep_subtree(grown, verdict.emitted, state.draft_cache, tree.budget)
             if seed is not None:
                 lane.join(*(value for value in vars(seed).values() if isinstance(value, torch.Tensor)))
         else:
-            commit_draft_path(state.draft_cache, draft_tree.root_row, draft_tree.cache_rows[walk.path[: result.expanded]])
+            commit_draft_path(
+                state.draft_cache, draft_tree.root_row, draft_tree.cache_rows[walk.path[: result.expanded]]
+            )
         state.tokens.extend(verdict.emitted)
         if grammar is not None:
             grammar.advance(verdict.emitted)
@@ -234,10 +283,15 @@ def specexec_steps(
         yield Step(
             token_ids=verdict.emitted,
             stats=PassStats(
-                tokens=len(verdict.emitted), tree_size=result.tree_size, tree_depth=result.tree_depth,
-                draft_seconds=draft_seconds, draft_forward_seconds=forward_seconds,
-                target_seconds=target_seconds, draft_forwards=draft_tree.draft_forwards,
-                shadow_forwards=shadow_made, kept_nodes=result.seed_nodes,
+                tokens=len(verdict.emitted),
+                tree_size=result.tree_size,
+                tree_depth=result.tree_depth,
+                draft_seconds=draft_seconds,
+                draft_forward_seconds=forward_seconds,
+                target_seconds=target_seconds,
+                draft_forwards=draft_tree.draft_forwards,
+                shadow_forwards=shadow_made,
+                kept_nodes=result.seed_nodes,
             ),
             logprobs=result.logprobs,
         )

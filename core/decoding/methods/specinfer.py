@@ -32,13 +32,24 @@ import torch
 from core.modeling.causal_lm import CausalLM, RowLogits
 from core.decoding.decode_state import DecodeState
 from core.decoding.device_io import to_device
-from core.decoding.keyed_random import STREAM_SPECINFER_ACCEPT, STREAM_SPECINFER_DRAFT, STREAM_SPECINFER_RESIDUAL, keyed_gumbels
+from core.decoding.keyed_random import (
+    STREAM_SPECINFER_ACCEPT,
+    STREAM_SPECINFER_DRAFT,
+    STREAM_SPECINFER_RESIDUAL,
+    keyed_gumbels,
+)
 from core.modeling.kv_cache import InPlaceKVCache
 from core.decoding.methods.specexec import TreeSettings
 from core.decoding.methods.step import PassStats, Step
 from core.decoding.methods.tree_forward import commit_draft_path, commit_target_path, score_tree
 from core.decoding.sampling import (
-    SamplingParams, draw_slots, gumbel_pick, sample_from_probs, sample_token, target_probs, uniform_draw,
+    SamplingParams,
+    draw_slots,
+    gumbel_pick,
+    sample_from_probs,
+    sample_token,
+    target_probs,
+    uniform_draw,
 )
 from core.decoding.timing import ForwardTimer
 from core.modeling.tree_mask import additive_mask, ancestor_matrix, causal_visibility
@@ -103,7 +114,9 @@ def _draw(probs: torch.Tensor, seed: int, position: int) -> torch.Tensor:
     """Chain c's token at absolute `position` from row c of probs [w, V], by its keyed draw (draw index c)
     -> long [w]."""
     chains = torch.arange(probs.shape[0], device=probs.device)
-    noise = keyed_gumbels(seed, torch.full_like(chains, position), STREAM_SPECINFER_DRAFT, draw_slots(probs.shape[-1]), chains)
+    noise = keyed_gumbels(
+        seed, torch.full_like(chains, position), STREAM_SPECINFER_DRAFT, draw_slots(probs.shape[-1]), chains
+    )
     return gumbel_pick(probs.double().log(), noise)
 
 
@@ -128,7 +141,9 @@ def sample_chains(
     visible = causal_visibility(cache.length, pending.shape[0], device)
     positions = torch.arange(cache.length, cache.length + pending.shape[0], device=device)
     with timer:
-        logits = draft.forward(pending, positions, additive_mask(visible, draft.dtype), cache, logit_rows=slice(-1, None))
+        logits = draft.forward(
+            pending, positions, additive_mask(visible, draft.dtype), cache, logit_rows=slice(-1, None)
+        )
     # q: [1, V] at the root, shared by every chain
     q = target_probs(logits, params).expand(width, -1)
     probs, tips = [q], [_draw(q, params.seed, root_row + 1)]
@@ -301,8 +316,12 @@ def specinfer_steps(
         pending = state.prefill_pending(target, state.target_cache)
         chain_end = state.target_cache.length + pending.shape[0]
         reach = ancestor_matrix(to_device(trie.parents, device))
-        logits = score_tree(target, state.target_cache, pending, to_device(trie.tokens, device), to_device(trie.depths, device), reach)
-        verdict = verify_chains(trie, chains.probs, logits, params, chain_end - 1, to_device(state.tokens, device), remaining)
+        logits = score_tree(
+            target, state.target_cache, pending, to_device(trie.tokens, device), to_device(trie.depths, device), reach
+        )
+        verdict = verify_chains(
+            trie, chains.probs, logits, params, chain_end - 1, to_device(state.tokens, device), remaining
+        )
         commit_target_path(state.target_cache, chain_end, to_device(verdict.path, device))
         rows = trie.cache_rows[verdict.path].tolist()
         expanded = next((i for i, row in enumerate(rows) if row < 0), len(rows))
@@ -314,8 +333,12 @@ def specinfer_steps(
         yield Step(
             token_ids=verdict.emitted,
             stats=PassStats(
-                tokens=len(verdict.emitted), tree_size=trie.size - 1, tree_depth=int(trie.depths.max()),
-                draft_seconds=drafted - started, draft_forward_seconds=chains.timer.seconds(),
-                target_seconds=finished - drafted, draft_forwards=chains.forwards,
+                tokens=len(verdict.emitted),
+                tree_size=trie.size - 1,
+                tree_depth=int(trie.depths.max()),
+                draft_seconds=drafted - started,
+                draft_forward_seconds=chains.timer.seconds(),
+                target_seconds=finished - drafted,
+                draft_forwards=chains.forwards,
             ),
         )

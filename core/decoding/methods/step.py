@@ -72,4 +72,3 @@ class Step:
     token_ids: list[int]
     stats: PassStats
     logprobs: list[TokenLogprob] | None = None
-
