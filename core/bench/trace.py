@@ -30,6 +30,9 @@ from core.text.prompts import Prompt, encode_prompt, read_prompt_file
 from core.system.threads import apply_torch_threads
 
 TARGET_KINDS = ("resident", "offloaded")
+# What replaying a captured step launches: four copies into its static inputs (embedded token, position, mask,
+# row) and the graph's replay (core.decoding.captured_forward.CapturedForward.replay)
+STEP_REPLAY_LAUNCHES = 5
 
 
 @dataclass
@@ -72,6 +75,10 @@ class PassTrace:
             "sync_sites_per_pass": {site: n / passes for site, n in c.syncs.most_common()},
             **self.overlap.summary(),
             "kernels_per_token": c.kernels / max(self.tokens, 1),
+            # launched per token where a resident target's one-token step is replayed from a CUDA graph: its
+            # decoder stack becomes STEP_REPLAY_LAUNCHES launches (copies into the static inputs, the replay)
+            "kernels_per_token_step_graphs": (c.kernels - c.step_graph_kernels + STEP_REPLAY_LAUNCHES * c.step_forwards)
+            / max(self.tokens, 1),
             "attention_shapes_per_pass": len(c.attention_shapes) / passes,
             "attention_shapes_whole_answer": len(self.whole.attention_shapes),
             "attention_calls_whole_answer": sum(self.whole.attention_shapes.values()),
@@ -90,6 +97,7 @@ def traced_stream(
     if draft is not None:
         trace.watch_draft(draft)
         trace.watch_search()
+    trace.watch_steps()
     with trace:
         before = trace.snapshot()
         for index, chunk in enumerate(
@@ -222,14 +230,14 @@ def _trace_one(args, method: str, budget: int, target, draft, tokenizer, prompt_
 def print_table(rows: list[dict[str, object]]) -> None:
     print(
         f"{'target':<10}{'method':>11}{'budget':>7}{'syncs/pass':>11}{'max':>5}{'in fwd':>7}{'search/fwd':>11}{'fwd/pass':>9}"
-        f"{'kern/fwd':>9}{'kern/pass':>10}{'kern/tok':>9}{'H2D MB/pass':>12}{'tok/pass':>9}{'attn shapes':>12}"
+        f"{'kern/fwd':>9}{'kern/pass':>10}{'kern/tok':>9}{'graphs':>7}{'H2D MB/pass':>12}{'tok/pass':>9}{'attn shapes':>12}"
     )
     for r in rows:
         print(
             f"{r['target']:<10}{r['method']:>11}{r['budget']:>7}{r['syncs_per_pass']:>11.2f}{r['max_syncs_in_a_pass']:>5}"
             f"{r['syncs_per_draft_forward']:>7.2f}{r['search_syncs_per_draft_forward']:>11.2f}"
             f"{r['draft_forwards_per_pass']:>9.1f}{r['kernels_per_draft_forward']:>9.0f}"
-            f"{r['kernels_per_pass']:>10.0f}{r['kernels_per_token']:>9.0f}{r['h2d_bytes_per_pass'] / 1e6:>12.2f}"
+            f"{r['kernels_per_pass']:>10.0f}{r['kernels_per_token']:>9.0f}{r['kernels_per_token_step_graphs']:>7.0f}{r['h2d_bytes_per_pass'] / 1e6:>12.2f}"
             f"{r['tokens_per_pass']:>9.2f}{r['attention_shapes_whole_answer']:>12}"
         )
     print("\nhost syncs per pass by site:")
