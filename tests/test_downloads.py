@@ -16,7 +16,8 @@ import pytest
 
 from core.cli.main import main
 from core.errors import DownloadCancelledError, DownloadError
-from core.models.download import DownloadJob, DownloadSettings, download, format_bytes
+from core.models.download import DownloadJob, DownloadSettings, download
+from core.planning.sizes import format_bytes
 from core.models.download_progress import DownloadListener
 from core.models.hub import fetch_listing
 from core.system.locations import repo_folder_name
