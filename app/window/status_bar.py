@@ -170,6 +170,7 @@ class SpeedDetails(QFrame):
         self.uses_draft = True
         self.why_plain = ""
         self.chose_plain = False  # the automatic method chose plain decoding for this answer
+        self.plain_label.hide()  # until there is no speculation to show
         self._budget = 0
         bridge.status_changed.connect(self.show_status)
         bridge.auto_choice.connect(self.show_choice)
