@@ -238,6 +238,7 @@ def build_screens(
     chat_menu.aboutToHide.disconnect()  # kept for the screenshot of both themes
     add("chat-menu", chat_menu)
     add("app-menu", main.app_menu)
+    add("about", main.about())
     settings_window = chat_window(own("settings"))
     settings_window.open_settings(has_gpu=True)
     add("settings", settings_window)

@@ -70,6 +70,11 @@ def test_llama_2_70b_is_neither_offered_nor_counted(wizard):
     assert not any(fit.pair.calibration for fit in offered)
     assert f"of the {len(offered)} models fit this computer; the next page shows them all" in advice
     assert wizard.state.recommendation.recommended != calibration[0].pair.id
+    formats = {"4-bit GPTQ", "4-bit AWQ", "16-bit"}
+    for row, fit in enumerate(offered):  # each download names its format, as the model manager's catalog does
+        card = wizard.choose_page.pairs.itemWidget(wizard.choose_page.pairs.item(row))
+        words = {label.text() for label in card.findChildren(QLabel)}
+        assert fit.pair.id == "builtin" or words & formats, f"{fit.pair.name}: no format on its card"
 
 
 def test_format_words_for_catalog_and_imported_models(tmp_path):

@@ -247,7 +247,7 @@ class MainWindow(MenusMixin, SettingsHostMixin, FileActionsMixin, QMainWindow):
             return
         if self.bridge.status.state == FAILED:
             self.toast.show_message(
-                "Not sent: no model is loaded. Press Retry above the chat, or pick a model in Models > Model manager.",
+                "Not sent: no model is loaded. Press Retry above the chat, or pick a model in Menu > Model manager.",
                 6000,
             )
             return

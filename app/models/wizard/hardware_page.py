@@ -90,7 +90,7 @@ class NextSteps(QFrame):
         grid = QGridLayout(self)
         grid.setContentsMargins(0, 0, 0, 0)
         grid.setHorizontalSpacing(SPACE.m)
-        grid.setVerticalSpacing(SPACE.m)
+        grid.setVerticalSpacing(SPACE.l)
         grid.setColumnStretch(1, 1)
         title = QLabel("What happens next")
         title.setObjectName("sectionTitle")

@@ -15,7 +15,7 @@ class PlainPage(QWizardPage):
     def __init__(self, title: str, subtitle: str = "") -> None:
         super().__init__()
         self.body = QVBoxLayout(self)
-        self.body.setContentsMargins(SPACE.s, SPACE.s, SPACE.s, 0)
+        self.body.setContentsMargins(SPACE.l, SPACE.l, SPACE.l, 0)
         self.body.setSpacing(SPACE.s)
         self.heading = QLabel()
         self.heading.setObjectName("pageTitle")
