@@ -242,6 +242,7 @@ def test_every_header_control_and_slider_shows_a_focus_ring(qtbot, styled_window
         w.header.export_button,
         w.chat_settings.temperature.slider,
         w.status_line.speed_button,
+        w.sidebar.app_menu_button,
     ):
         focused, plain = grab_with_and_without_focus(qtbot, widget)
         assert focused != plain, f"{widget.accessibleName()}: no visible focus"

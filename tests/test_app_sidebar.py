@@ -200,3 +200,13 @@ def test_the_sidebar_fits_at_both_widths_without_clipping(qtbot, sidebar_window,
     item = view.item_rect(model.index(0))
     assert view.viewport().rect().contains(view.menu_button_at(model.index(0))), "the … button is cut off"
     assert item.width() <= view.viewport().width()
+
+
+def test_tab_goes_from_the_chats_to_the_app_menu_then_to_the_chats_header(qtbot, sidebar_window):
+    w = sidebar_window
+    w.sidebar.view.setFocus()
+    qtbot.waitUntil(w.sidebar.view.hasFocus)
+    qtbot.keyClick(w.sidebar.view, Qt.Key.Key_Tab)
+    qtbot.waitUntil(w.sidebar.app_menu_button.hasFocus)
+    qtbot.keyClick(w.sidebar.app_menu_button, Qt.Key.Key_Tab)
+    qtbot.waitUntil(w.header.model_button.hasFocus)
