@@ -210,3 +210,21 @@ def test_tab_goes_from_the_chats_to_the_app_menu_then_to_the_chats_header(qtbot,
     qtbot.waitUntil(w.sidebar.app_menu_button.hasFocus)
     qtbot.keyClick(w.sidebar.app_menu_button, Qt.Key.Key_Tab)
     qtbot.waitUntil(w.header.model_button.hasFocus)
+
+
+def test_the_menu_button_appears_on_the_row_under_the_pointer(qtbot, sidebar_window):
+    w = sidebar_window
+    view, model = w.sidebar.view, w.controller.conversations
+    index = model.index(3)  # not the open chat: no … until the pointer is over it
+    button = view.menu_button_at(index)
+    top_left = view.viewport().mapTo(w, button.topLeft())
+
+    def button_pixels():
+        QApplication.processEvents()
+        return w.grab().copy(top_left.x(), top_left.y(), button.width(), button.height()).toImage()
+
+    away = button_pixels()
+    qtbot.mouseMove(view.viewport(), view.item_rect(index).center())
+    qtbot.waitUntil(lambda: button_pixels() != away)
+    qtbot.mouseMove(view.viewport(), view.item_rect(model.index(0)).center())
+    qtbot.waitUntil(lambda: button_pixels() == away)
