@@ -24,7 +24,7 @@ class ToolCallsMixin:
         if active.calls is not None:
             active.pending += answer_words(active.calls.finish())
         self._flush()
-        content, calls = read_calls(active.raw, self.tool_format(), self.toolbox)
+        content, calls = read_calls(active.raw, self.tool_format(), self.toolbox, active.offered)
         if not calls:
             active.text = content  # the final answer, without the blank a prefill may leave before it
             return False

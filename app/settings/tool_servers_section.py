@@ -1,8 +1,9 @@
 """Settings' Tools section: the MCP servers of mcp.json (app/chat/tool_servers.py starts them) with the tools
 each one lists, a switch per server, and a box where the common `{"mcpServers": {...}}` JSON (or one server's
 command line, or its http(s) address) is pasted to add servers. Everything is checked as hostile input
-(core.tools.config) before Save writes the file; the servers start with the changes the next time the app
-opens."""
+(core.tools.config) before Save writes the file, and the servers are restarted with the changes then (those
+unchanged keep running). At Save, secrets in a server's env or headers go to the keyring and the file keeps a
+reference (core.tools.server_secrets); the file is written readable by the user only."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from PySide6.QtWidgets import QCheckBox, QLabel, QPlainTextEdit, QVBoxLayout, QW
 from app.settings.fields import help_line
 from app.window.buttons import SECONDARY, button
 from core.errors import InvalidSettingError
+from core.system.secret_store import write_private_file
 from core.tools.config import (
     ServerConfig,
     check_url,
@@ -23,6 +25,7 @@ from core.tools.config import (
     parse_servers,
     read_config_file,
 )
+from core.tools.server_secrets import forget_secrets, secret_refs, store_secrets
 from core.tools.toolbox import Toolbox
 
 
@@ -64,6 +67,8 @@ class ToolServersSection(QWidget):
             problem = ""
         except (InvalidSettingError, OSError) as error:
             self.servers, problem = [], f"{path.name} cannot be used: {error}"
+        self.saved_servers = list(self.servers)  # as the file has them: their keyring entries are forgotten once unused
+        self.warnings: list[str] = []  # from the last apply: secrets kept in the file (no usable keyring)
         self.changed = False
         column = QVBoxLayout(self)
         column.setContentsMargins(0, 0, 0, 0)
@@ -115,7 +120,7 @@ class ToolServersSection(QWidget):
                 if tools
                 else f"Not started: {failure}"
                 if failure
-                else "Starts when the app opens"
+                else "Starts when you save"
                 if server.enabled
                 else "Off"
             )
@@ -140,16 +145,27 @@ class ToolServersSection(QWidget):
         self.changed = True
         self.paste.clear()
         self.message.setObjectName("fieldHelp")
-        self.message.setText(f"Added {', '.join(sorted(names))}: saved with Save, started the next time the app opens.")
+        self.message.setText(f"Added {', '.join(sorted(names))}: saved with Save, started once you save.")
         self._show()
         return True
 
     def apply(self) -> None:
-        """Write the servers to mcp.json (only when something changed)."""
+        """Write the servers to mcp.json (only when something changed): their secrets to the keyring first
+        (`warnings` says which stayed in the file), then the entries no server refers to any more forgotten."""
+        self.warnings = []
         if not self.changed:
             return
-        text = json.dumps({"mcpServers": {s.name: s.to_json() for s in self.servers}}, indent=2) + "\n"
+        stored = []
+        for server in self.servers:
+            kept, warning = store_secrets(server)
+            stored.append(kept)
+            if warning:
+                self.warnings.append(warning)
+        text = json.dumps({"mcpServers": {s.name: s.to_json() for s in stored}}, indent=2) + "\n"
         temporary = self.path.with_name(self.path.name + ".tmp")
-        temporary.write_text(text, encoding="utf-8")
+        write_private_file(temporary, text)
         temporary.replace(self.path)
+        in_use = set().union(*(secret_refs(s) for s in stored))
+        forget_secrets(set().union(*(secret_refs(s) for s in self.saved_servers)) - in_use)
+        self.servers = self.saved_servers = stored
         self.changed = False

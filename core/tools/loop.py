@@ -68,21 +68,25 @@ class Approvals:
             self.always.add(name)
 
 
-def read_calls(answer: str, fmt: str | None, toolbox: Toolbox) -> tuple[str, list[PendingCall]]:
-    """(content, calls) of a finished answer, each call checked against the toolbox."""
-    content, calls = parse_answer(answer, fmt, frozenset(toolbox.tools))
+def read_calls(
+    answer: str, fmt: str | None, toolbox: Toolbox, offered: frozenset[str] | None = None
+) -> tuple[str, list[PendingCall]]:
+    """(content, calls) of a finished answer, each call checked against the tools `offered` to the answer (all
+    of the toolbox's when None): a call of any other tool is answered with a problem, never run."""
+    names = frozenset(toolbox.tools) if offered is None else offered
+    content, calls = parse_answer(answer, fmt, names)
     content = content.strip()
     pending = []
     for call in calls:
         call_id = f"call_{secrets.token_hex(6)}"
-        tool = toolbox.tools.get(call.name)
+        tool = toolbox.tools.get(call.name) if call.name in names else None
         try:
             arguments = json.loads(call.arguments) if call.arguments.strip() else {}
         except ValueError:
             arguments = None
         problem = None
         if tool is None:
-            problem = f"There is no tool named {call.name!r}. The tools are: {', '.join(toolbox.tools) or 'none'}."
+            problem = f"There is no tool named {call.name!r}. The tools are: {', '.join(sorted(names)) or 'none'}."
         elif not isinstance(arguments, dict):
             arguments, problem = None, "The arguments must be a JSON object."
         pending.append(
