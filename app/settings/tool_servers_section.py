@@ -12,10 +12,10 @@ import json
 import shlex
 from pathlib import Path
 
-from PySide6.QtWidgets import QCheckBox, QLabel, QPlainTextEdit, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QPlainTextEdit, QVBoxLayout, QWidget
 
 from app.settings.fields import help_line
-from app.window.buttons import SECONDARY, button
+from app.window.buttons import LINK, SECONDARY, button
 from core.errors import InvalidSettingError
 from core.system.secret_store import write_private_file
 from core.tools.config import (
@@ -75,6 +75,7 @@ class ToolServersSection(QWidget):
         self.list = QVBoxLayout()
         column.addLayout(self.list)
         self.switches: dict[str, QCheckBox] = {}
+        self.removers: dict[str, QWidget] = {}
         self.paste = QPlainTextEdit()
         self.paste.setAccessibleName("MCP servers to add")
         self.paste.setPlaceholderText(
@@ -102,7 +103,7 @@ class ToolServersSection(QWidget):
             item = self.list.takeAt(0)
             if item.widget() is not None:
                 item.widget().deleteLater()
-        self.switches = {}
+        self.switches, self.removers = {}, {}
         listed: dict[str, list[str]] = {}
         if self.toolbox is not None:
             for name, tool in self.toolbox.tools.items():
@@ -112,7 +113,16 @@ class ToolServersSection(QWidget):
             switch.setChecked(server.enabled)
             switch.toggled.connect(self._toggled)
             self.switches[server.name] = switch
-            self.list.addWidget(switch)
+            remove = button("Remove", LINK, f"Remove the MCP server {server.name} (with Save)")
+            remove.setAccessibleName(f"Remove {server.name}")
+            remove.clicked.connect(lambda _=False, name=server.name: self.remove(name))
+            self.removers[server.name] = remove
+            row = QWidget()
+            line = QHBoxLayout(row)
+            line.setContentsMargins(0, 0, 0, 0)
+            line.addWidget(switch, 1)
+            line.addWidget(remove)
+            self.list.addWidget(row)
             failure = self.toolbox.failures.get(server.name) if self.toolbox is not None else None
             tools = listed.get(server.name)
             words = (
@@ -131,6 +141,14 @@ class ToolServersSection(QWidget):
     def _toggled(self) -> None:
         self.servers = [dataclasses.replace(s, enabled=self.switches[s.name].isChecked()) for s in self.servers]
         self.changed = True
+
+    def remove(self, name: str) -> None:
+        """Leave the server `name` out (Save stops it and forgets its secrets)."""
+        self.servers = [s for s in self.servers if s.name != name]
+        self.changed = True
+        self.message.setObjectName("fieldHelp")
+        self.message.setText(f"Removed {name}: it stops once you save.")
+        self._show()
 
     def add_pasted(self) -> bool:
         """Add the pasted servers (one of the same name is replaced); False, with the reason shown, if none."""
