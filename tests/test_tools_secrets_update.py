@@ -16,6 +16,7 @@ import pytest
 from core.errors import ToolServerError
 from core.tools.config import ServerConfig, parse_servers
 from core.tools.connection import ServerConnection
+from core.tools.loop import Approvals
 from core.tools.server_secrets import (
     SECRET_REF,
     forget_secrets,
@@ -162,6 +163,8 @@ def test_an_update_starts_new_servers_stops_removed_ones_and_keeps_the_rest(tmp_
         )
         assert failures == {} and set(toolbox.connections) == {"steady", "fresh"}
         assert toolbox.connections["steady"] is not kept and not kept.alive  # changed: started anew
+        late = kept.submit("add", {"a": 1, "b": 1}).result(timeout=5)  # a retired server is not started again
+        assert late.is_error and "'steady' was stopped" in late.text and not kept.alive
         assert {tool.server for tool in toolbox.tools.values()} == {"steady", "fresh"}
         fresh = toolbox.connections["fresh"]
         assert toolbox.update([changed, calc("fresh")]) == {}  # nothing changed: nothing restarts
@@ -184,3 +187,12 @@ def test_names_for_leaves_out_the_servers_a_chat_switched_off():
         assert {d["function"]["name"] for d in toolbox.definitions(only_a)} == set(only_a)
     finally:
         toolbox.close()
+
+
+def test_always_holds_for_a_tool_of_one_server_only():
+    approvals = Approvals()
+    approvals.record("calc", "add", "always")
+    assert not approvals.needs_asking("calc", "add")
+    assert approvals.needs_asking("other", "add")  # a server added later with a tool of that name is asked about
+    approvals.record("other", "add", "once")
+    assert approvals.needs_asking("other", "add")

@@ -120,6 +120,7 @@ class ServerConnection:
         self._stderr = None
         self._broken = False
         self._closing = False  # close() is ending the server: a call cut off says so
+        self._retired = False  # closed by close(): a late call is refused, not a reason to start it again
         self._lock = threading.Lock()
 
     @property
@@ -137,6 +138,7 @@ class ServerConnection:
         """
         with self._lock:
             self._close_locked()
+            self._retired = False
             self._resolved = resolve_secrets(self.config)
             ready: concurrent.futures.Future = concurrent.futures.Future()
             self._broken = self._closing = False
@@ -162,6 +164,7 @@ class ServerConnection:
     def close(self) -> None:
         """Stop the server (its process ends; an HTTP session is closed) and the loop thread."""
         with self._lock:
+            self._retired = True
             self._close_locked()
 
     def _close_locked(self) -> None:
@@ -275,13 +278,13 @@ class ServerConnection:
     def submit(self, tool: str, arguments: dict[str, Any]) -> concurrent.futures.Future:
         """Start a call; the Future gives a ToolResult (never raises: failures are error results). Cancel the
         Future to stop the call. A server that died is started again first."""
+        if self._retired:
+            return self._done(self._closed_result(tool))
         if not self.alive:
             try:
                 self.start()
             except ToolServerError as error:
-                done: concurrent.futures.Future = concurrent.futures.Future()
-                done.set_result(ToolResult(str(error), is_error=True))
-                return done
+                return self._done(ToolResult(str(error), is_error=True))
         return asyncio.run_coroutine_threadsafe(self._call(tool, arguments), self._loop)
 
     def call(self, tool: str, arguments: dict[str, Any]) -> ToolResult:
@@ -324,6 +327,12 @@ class ServerConnection:
                 is_error=True,
             )
         return result_from(result)
+
+    @staticmethod
+    def _done(result: ToolResult) -> concurrent.futures.Future:
+        done: concurrent.futures.Future = concurrent.futures.Future()
+        done.set_result(result)
+        return done
 
     def _closed_result(self, tool: str) -> ToolResult:
         return ToolResult(
