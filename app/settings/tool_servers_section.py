@@ -93,7 +93,8 @@ class ToolServersSection(QWidget):
         column.addWidget(
             help_line(
                 "The model may call these servers' tools in your chats; each call waits for your "
-                f"OK. They are kept in {path}, in the format LM Studio and Claude Desktop use."
+                f"OK. They are kept in {path}, in the format LM Studio and Claude Desktop use; keys and "
+                "tokens in their env or headers go to the system keyring when you save."
             )
         )
         self._show()
