@@ -325,3 +325,24 @@ def test_stop_while_a_tool_runs_ends_the_answer_and_nothing_is_lost(qtbot, windo
     assert {"role": "tool", "tool_call_id": record["id"], "name": "add", "content": "Error: " + T.STOPPED_TEXT} in [
         {k: m.get(k) for k in ("role", "tool_call_id", "name", "content")} for m in history
     ]
+
+
+def test_without_a_keyring_a_pasted_key_stays_in_the_file_and_a_toast_says_so(qtbot, window, app_paths, no_keyring):
+    keyed = {
+        "command": sys.executable,
+        "args": [SERVER, "stdio"],
+        "env": {"API_KEY": "k-123", "MCP_TEST_NEEDS": NEEDS_K123},
+    }
+
+    def add_keyed(section):
+        section.paste.setPlainText(json.dumps({"mcpServers": {"keyed": keyed}}))
+        qtbot.mouseClick(section.add_button, Qt.MouseButton.LeftButton)
+
+    save_tools(qtbot, window, add_keyed)
+    assert "No usable system keyring: API_KEY of MCP server 'keyed' stays in the settings file" in (
+        window.toast.label.text()  # the last toast's words, however long the server took to start
+    )
+    path = app_paths.config_dir / T.TOOLS_CONFIG_NAME
+    assert json.loads(path.read_text())["mcpServers"]["keyed"]["env"]["API_KEY"] == "k-123"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert any(tool.server == "keyed" for tool in window.controller.toolbox.tools.values())  # it still works

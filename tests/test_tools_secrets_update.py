@@ -33,20 +33,6 @@ from remote_servers import stop, wait_until
 SERVER = str(Path(__file__).parent / "mcp_test_server.py")
 
 
-@pytest.fixture
-def no_keyring():
-    """No usable keyring (keyring's own "fail" backend, as on a headless Linux box)."""
-    import keyring
-    from keyring.backends import fail
-
-    previous = keyring.get_keyring()
-    keyring.set_keyring(fail.Keyring())
-    try:
-        yield
-    finally:
-        keyring.set_keyring(previous)
-
-
 NEEDS_K123 = "API_KEY=" + hashlib.sha256(b"k-123").hexdigest()  # the server starts only with API_KEY=k-123
 
 
