@@ -353,7 +353,7 @@ def test_manager_switch_pair_reloads_engine_and_keeps_conversations(
     qtbot.waitUntil(lambda: bridge.status.state == READY, timeout=WAIT_MS)
     assert window.settings.target == str(models / "my-model") and window.settings.draft == ""
     assert "Switched to my-model" in window.toast.text()
-    assert manager.message.text() == "Now using my-model (imported, no draft model)."  # not "Switching…" once loaded
+    assert manager.message.text() == "Now using my-model (imported)."  # not "Switching…" once loaded
     assert window.model_button.text().startswith("my-model")
     from app.settings.schema import load_settings
 

@@ -111,11 +111,13 @@ def eta_words(seconds: float | None) -> str:
 
 def recommendation_words(recommendation: Recommendation) -> str:
     """What the machine means for the choice: the model we recommend, what it is good for, how fast it
-    should answer."""
-    best = recommendation.pairs[0]
-    fitting = sum(1 for fit in recommendation.pairs if fit.fit != "no")
+    should answer. The counts leave out the SpecExec paper's calibration pair, which the next page does not
+    offer (Llama 2 70B, kept to check the speed model)."""
+    offered = [fit for fit in recommendation.pairs if not fit.pair.calibration]
+    best = next((fit for fit in offered if fit.pair.id == recommendation.recommended), offered[0])
+    fitting = sum(1 for fit in offered if fit.fit != "no")
     quality = quality_words(best)
     return (
         f"We recommend <b>{best.pair.name}</b>. {quality} Here it should write {speed_words(best)}. "
-        f"{fitting} of the {len(recommendation.pairs)} models fit this computer; the next page shows them all."
+        f"{fitting} of the {len(offered)} models fit this computer; the next page shows them all."
     )
