@@ -361,6 +361,8 @@ def predict_pair(pair: Pair, hw: HardwareDescription, tree_budget: int | None = 
     reason = (
         "; ".join(problems)
         if problems
+        else f"fits: all {plan.n_layers} layers stay on the GPU, nothing streams from RAM"
+        if not plan.streamed_bytes_per_pass
         else (
             f"fits: {len(plan.resident)} of {plan.n_layers} layers stay on the GPU, "
             f"{format_bytes(plan.streamed_bytes_per_pass)} stream from RAM every pass"
