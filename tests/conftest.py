@@ -19,6 +19,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 from core.modeling.causal_lm import CausalLM
 
 if TYPE_CHECKING:
+    from core.server.api_errors import ApiError
     from core.engine.process import Engine
 
 if os.environ.get("PYTEST_XDIST_WORKER"):  # parallel workers (scripts/run-tests.sh) already fill the cores:
@@ -139,6 +140,17 @@ def run_cli(capsys: pytest.CaptureFixture[str], *args: str, stdin: str | None = 
     return subprocess.CompletedProcess(["specexec", *args], code, out, err)
 
 
+def refused_request(parse: Callable, body: dict, defaults) -> "ApiError":
+    """The API server's check `parse(body, defaults)` (core.server.requests) must refuse `body` with a 400:
+    the error, for the test to read its field (`param`) and its words."""
+    from core.server.api_errors import ApiError
+
+    with pytest.raises(ApiError) as caught:
+        parse(body, defaults)
+    assert caught.value.status == 400
+    return caught.value
+
+
 @pytest.fixture(scope="module")
 def one_torch_thread() -> Iterator[None]:
     with torch_threads(1):
@@ -206,5 +218,19 @@ def dict_keyring() -> Iterator[dict[tuple[str, str], str]]:
     keyring.set_keyring(backend)
     try:
         yield backend.secrets
+    finally:
+        keyring.set_keyring(previous)
+
+
+@pytest.fixture
+def no_keyring():
+    """No usable keyring (keyring's own "fail" backend, as on a headless Linux box)."""
+    import keyring
+    from keyring.backends import fail
+
+    previous = keyring.get_keyring()
+    keyring.set_keyring(fail.Keyring())
+    try:
+        yield
     finally:
         keyring.set_keyring(previous)
