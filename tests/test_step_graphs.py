@@ -16,7 +16,7 @@ from core.decoding.captured_forward import run_step_forward, step_capture_enable
 from core.decoding.generation import DecodingSettings, generate
 from core.decoding.graph_memory import search_forward_peak_bytes
 from core.decoding.sampling import SamplingParams
-from core.errors import ContextLengthError
+from core.errors import ContextLengthError, InvalidSettingError
 from core.modeling.tree_mask import additive_mask, causal_visibility
 from core.offload import load_offloaded
 from core.offload.loader import step_graph_room
@@ -107,6 +107,8 @@ def test_only_a_target_that_streams_no_layer_takes_the_windowed_step(target32, t
     assert streaming.streams_layers and not windowed_step(streaming)
     assert not all_resident.streams_layers and windowed_step(all_resident) and windowed_step(target32)
     assert not any(step_capture_enabled(m) for m in (target32, all_resident))  # the CPU
+    with pytest.raises(InvalidSettingError, match="the target is on cpu"):
+        captured_forward.compare_step_captured_with_eager(target32)
     monkeypatch.setenv(ATTENTION_FIX_ENV, "0")
     assert not windowed_step(target32)
     monkeypatch.setenv(ATTENTION_FIX_ENV, "1")

@@ -251,7 +251,7 @@ def compare_captured_with_eager(
     Raises InvalidSettingError when the draft is not on a CUDA device (there is nothing to capture), and
     RuntimeError when capture failed (graphs were then turned off for this process).
     """
-    _check_cuda(draft)
+    _check_cuda(draft, "the draft")
     from core.modeling.tree_mask import block_visibility
 
     device = draft.device
@@ -280,7 +280,7 @@ def compare_step_captured_with_eager(
 
     Raises InvalidSettingError when the model is not on a CUDA device or its step is not captured
     (`step_capture_enabled`: it streams layers, or graphs are off), RuntimeError when capture failed."""
-    _check_cuda(model)
+    _check_cuda(model, "the target")
     if not step_capture_enabled(model):
         raise InvalidSettingError(
             f"{model.name}'s one-token step is not captured (it streams layers, or graphs are off)"
@@ -303,9 +303,9 @@ def compare_step_captured_with_eager(
     return worst
 
 
-def _check_cuda(model: CausalLM) -> None:
+def _check_cuda(model: CausalLM, role: str) -> None:
     if model.device.type != "cuda":
-        raise InvalidSettingError(f"CUDA graphs need a CUDA device; {model.name} is on {model.device}")
+        raise InvalidSettingError(f"CUDA graphs need a CUDA device; {role} is on {model.device}")
 
 
 def _worst_difference(eager: torch.Tensor, outputs: list[torch.Tensor]) -> float:
