@@ -88,6 +88,7 @@ if [ "$DEVICE" = cuda ]; then
 else  # a check that it runs: one tiny linear
     run matmul 60 sh -c "\"$PY\" -m core.cli.main bench matmul --device cpu --smoke --rows 1,16 --repeats 1 --json > \"$PARTS/matmul.json\""
 fi
+part pinning 20 pinning
 part offload 75 offload
 part agreement 45 agreement
 part graph-vram 30 graph-vram

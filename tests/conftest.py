@@ -208,3 +208,17 @@ def dict_keyring() -> Iterator[dict[tuple[str, str], str]]:
         yield backend.secrets
     finally:
         keyring.set_keyring(previous)
+
+
+@pytest.fixture
+def no_keyring():
+    """No usable keyring (keyring's own "fail" backend, as on a headless Linux box)."""
+    import keyring
+    from keyring.backends import fail
+
+    previous = keyring.get_keyring()
+    keyring.set_keyring(fail.Keyring())
+    try:
+        yield
+    finally:
+        keyring.set_keyring(previous)

@@ -9,11 +9,17 @@ tools that behave well and tools that behave badly.
 
 Tools: add(a, b); echo(text); hang() never answers; crash() kills the server mid-call; big() answers 5 MB;
 inject() answers with text that poses as instructions and as a tool call. Each call of add is appended to the
-file named by MCP_TEST_LOG (if set), so a test can see what really ran.
+file named by MCP_TEST_LOG (if set), so a test can see what really ran. With MCP_TEST_GATE naming a file, add
+first writes "<gate>.entered" and then waits while the gate file exists: a tool that is running for as long as
+a test wants (its Stop), with no guessed sleep. With MCP_TEST_NEEDS set, the server refuses to start unless
+that environment variable's value has the SHA-256 given after '=' (a secret the app resolves from the keyring;
+the digest, so the test's settings do not carry the secret itself).
 """
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import os
 import socket
 import sys
@@ -30,8 +36,14 @@ server = MCPServer("specexec-test-tools")
 
 
 @server.tool()
-def add(a: int, b: int) -> str:
+async def add(a: int, b: int) -> str:
     """Add two integers."""
+    gate = os.environ.get("MCP_TEST_GATE")
+    if gate:
+        with open(gate + ".entered", "w", encoding="utf-8"):
+            pass
+        while os.path.exists(gate):
+            await asyncio.sleep(0.05)
     log = os.environ.get("MCP_TEST_LOG")
     if log:
         with open(log, "a", encoding="utf-8") as handle:
@@ -97,6 +109,12 @@ def serve_http(key: str | None) -> None:
 
 if __name__ == "__main__":
     mode = sys.argv[1]
+    needs = os.environ.get("MCP_TEST_NEEDS")
+    if needs:
+        variable, _, digest = needs.partition("=")
+        if hashlib.sha256(os.environ.get(variable, "").encode()).hexdigest() != digest:
+            print(f"test server: {variable} is missing or wrong", file=sys.stderr, flush=True)
+            sys.exit(2)
     if mode == "stdio":
         server.run()
     elif mode == "http":

@@ -57,6 +57,9 @@ def test_cpu_smoke_run_writes_every_part(tmp_path):
     assert set(agreement) == {"float32", "float16", "bfloat16"}
     assert agreement["float32"]["specexec_differs"] == 0  # same seed, same tokens in float32 on the CPU
     assert parts["graph-vram"]["planned_bytes"] > 0 and parts["graph-vram"]["kept_bytes"] is None
+    pinning = parts["pinning"]
+    assert pinning["ring_slots"] >= 2 and pinning["pageable_bytes_per_second"] > 0
+    assert pinning["ring_bytes_per_second"] > 0 and pinning["ring_share_of_pinned"] > 0  # the ring ran and was timed
     summary = (tmp_path / "summary.md").read_text()
     assert all(title in summary for title in PART_TITLES.values()) and "FAILED" not in summary
 

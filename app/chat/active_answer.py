@@ -27,6 +27,7 @@ class ActiveAnswer:
     running: object = None  # the concurrent Future of the call that runs
     raw: str = ""  # with tools: the round's text as written, calls included (`text` shows it without them)
     calls: object = None  # with tools: the round's core.text.tool_calls.ToolCallStream
+    offered: frozenset = frozenset()  # the model's names of the tools this round was offered (the chat's servers)
 
     def live_stats(self) -> dict:
         """What the answer's bubble shows while it streams: the prompt being read, how long it has thought."""

@@ -397,11 +397,13 @@ class ChatController(ToolCallsMixin, QObject):
         self._generate(messages, settings, request_id)
 
     def _generate(self, messages: list[dict], settings: ConversationSettings, request_id: str) -> None:
-        tools = self.toolbox.definitions() if self.tools_in_use() else ()
+        offered = self.toolbox.names_for(settings.tool_servers_off) if self.tools_in_use() else frozenset()
+        tools = self.toolbox.definitions(offered) if offered else ()
         if self.active is not None:
             self.active.raw = ""
-            self.active.calls = ToolCallStream(self.tool_format(), frozenset(self.toolbox.tools)) if tools else None
-        offered = {"tools": tools} if tools else {}  # a request without tools stays as it was
+            self.active.offered = offered
+            self.active.calls = ToolCallStream(self.tool_format(), offered) if tools else None
+        with_tools = {"tools": tools} if tools else {}  # a request without tools stays as it was
         self.bridge.generate(  # may end the answer at once (engine not running): then active is None again
             messages,
             request_id=request_id,
@@ -414,7 +416,7 @@ class ChatController(ToolCallsMixin, QObject):
             method=settings.decoding_method(bool(self.app_settings.draft)),
             seed=settings.seed if settings.seed >= 0 else random.randrange(2**31),
             chat_template_kwargs=self.template_kwargs(settings),
-            **offered,
+            **with_tools,
         )
 
     # -- engine events -------------------------------------------------------------------------------------
@@ -475,7 +477,7 @@ class ChatController(ToolCallsMixin, QObject):
         if self.active is None or self.active.request_id != event.request_id:
             return
         status = S.STOPPED if event.reason == "cancelled" else S.COMPLETE
-        if status == S.COMPLETE and self.tools_in_use() and self._take_calls():
+        if status == S.COMPLETE and self.active.offered and self.tools_in_use() and self._take_calls():
             return  # the answer goes on once its calls are decided and done
         # A stopped answer's Finished carries no counts (and a server may send none): keep what was seen, so
         # the context meter shows the same figure after the chat is opened again as while it was written.

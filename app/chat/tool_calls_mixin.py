@@ -24,7 +24,7 @@ class ToolCallsMixin:
         if active.calls is not None:
             active.pending += answer_words(active.calls.finish())
         self._flush()
-        content, calls = read_calls(active.raw, self.tool_format(), self.toolbox)
+        content, calls = read_calls(active.raw, self.tool_format(), self.toolbox, active.offered)
         if not calls:
             active.text = content  # the final answer, without the blank a prefill may leave before it
             return False
@@ -56,7 +56,7 @@ class ToolCallsMixin:
             self._continue_answer()
             return
         record = active.waiting[0]
-        if self._approvals().needs_asking(record["name"]):
+        if self._approvals().needs_asking(record["server"], record["name"]):
             record["status"] = T.ASKING
             self._show_rounds()
             self.tool_call_waiting.emit(active.message_id, record["id"])
@@ -78,7 +78,7 @@ class ToolCallsMixin:
         active = self.active
         record = active.waiting[0]
         record["decision"] = decision
-        self._approvals().record(record["name"], decision)
+        self._approvals().record(record["server"], record["name"], decision)
         if decision == "deny":
             T.deny_call(record)
             active.waiting.pop(0)

@@ -1,7 +1,9 @@
 """The app's MCP servers: read from `mcp.json` in the config folder (the mcpServers shape LM Studio, Claude
 Desktop and Jan use; core.tools.config checks it as hostile input) and started off the UI thread, since a
-server may take a while (an npx or uvx server installs itself first). `ready` gives the started Toolbox and the
-servers that failed, in plain words, to the window."""
+server may take a while (an npx or uvx server installs itself first). `start` is called when the window opens
+and again after each Save in Settings: servers added or changed start, removed ones stop, unchanged ones keep
+running (core.tools.toolbox.Toolbox.update). `ready` gives the Toolbox and the servers that failed, in plain
+words, to the window."""
 
 from __future__ import annotations
 
@@ -22,29 +24,36 @@ class ToolServers(QObject):
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.toolbox: Toolbox | None = None
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
 
     def start(self, path: Path) -> bool:
-        """Start the servers of `path` in the background (False: there is no such file)."""
+        """Run the servers of `path` in the background, as an update of those running (False: there is no
+        such file and none runs)."""
         if not path.is_file():
-            return False
-        try:
-            configs = read_config_file(path)
-        except (InvalidSettingError, OSError) as error:
-            self.failed.emit(f"{path.name}: {error}")
-            return True
-        self.toolbox = Toolbox(configs)
-        self._thread = threading.Thread(target=self._start, args=(self.toolbox,), daemon=True, name="mcp-start")
-        self._thread.start()
+            if self.toolbox is None:
+                return False
+            configs = []  # the file was removed: every server stops
+        else:
+            try:
+                configs = read_config_file(path)
+            except (InvalidSettingError, OSError) as error:
+                self.failed.emit(f"{path.name}: {error}")
+                return True
+        if self.toolbox is None:
+            self.toolbox = Toolbox([])
+        self._threads = [t for t in self._threads if t.is_alive()]
+        thread = threading.Thread(target=self._update, args=(self.toolbox, configs), daemon=True, name="mcp-start")
+        self._threads.append(thread)
+        thread.start()
         return True
 
-    def _start(self, toolbox: Toolbox) -> None:
-        failures = toolbox.start()
+    def _update(self, toolbox: Toolbox, configs: list) -> None:
+        failures = toolbox.update(configs)
         self.ready.emit(toolbox, {name: str(error) for name, error in failures.items()})
 
     def close(self) -> None:
         """Stop every server (the window closes)."""
-        if self._thread is not None:
-            self._thread.join(timeout=90)
+        for thread in self._threads:
+            thread.join(timeout=90)
         if self.toolbox is not None:
             self.toolbox.close()

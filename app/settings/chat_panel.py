@@ -1,6 +1,6 @@
 """Chat settings as a panel at the window's right, as in LM Studio and Jan: the system prompt (from a preset or
 typed), how varied answers are, their longest length; under Advanced: top-k, repetition penalty, seed, the
-method and the tree budget. No OK button: each change is saved to the chat at once and applies to its next
+method and the tree budget; and a switch per MCP server whose tools this chat may use (all by default). No OK button: each change is saved to the chat at once and applies to its next
 answer ("Reset to defaults" undoes them all).
 
 The panel shows one chat's settings; the window gives it another chat's with `set_settings`, which emits
@@ -15,6 +15,7 @@ import dataclasses
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import (
+    QCheckBox,
     QFrame,
     QHBoxLayout,
     QLabel,
@@ -153,6 +154,19 @@ class ChatSettingsPanel(QFrame):
         )
         for field in (self.temperature, self.top_p, self.max_tokens):
             column.addWidget(field)
+        self.tools_box = QWidget()  # shown once the window names the running MCP servers (set_tool_servers)
+        tools_column = QVBoxLayout(self.tools_box)
+        tools_column.setContentsMargins(0, 0, 0, 0)
+        tools_column.setSpacing(SPACE.xs)
+        tools_label = QLabel("Tools")
+        tools_label.setObjectName("fieldName")
+        tools_column.addWidget(tools_label)
+        self.tool_switch_column = QVBoxLayout()
+        tools_column.addLayout(self.tool_switch_column)
+        tools_column.addWidget(help_line("The MCP servers whose tools the model may call in this chat."))
+        self.tool_switches: dict[str, QCheckBox] = {}
+        self.tools_box.hide()
+        column.addWidget(self.tools_box)
 
         self.advanced = QToolButton()  # a disclosure: folded, it takes one line and leaves no empty box
         self.advanced.setObjectName("disclosure")
@@ -255,6 +269,25 @@ class ChatSettingsPanel(QFrame):
             combo.addItem(f"{budget:,} tokens", budget)
         combo.blockSignals(False)
         self.budget.set_value(s.budget if s.budget_mode == BudgetMode.MANUAL else AUTOMATIC)
+        for name, switch in self.tool_switches.items():
+            switch.blockSignals(True)
+            switch.setChecked(name not in s.tool_servers_off)
+            switch.blockSignals(False)
+
+    def set_tool_servers(self, names: list[str]) -> None:
+        """Show a switch for each of these MCP servers (the running ones), on unless this chat switched it off."""
+        for switch in self.tool_switches.values():
+            self.tool_switch_column.removeWidget(switch)
+            switch.deleteLater()
+        self.tool_switches = {}
+        for name in names:
+            switch = QCheckBox(name)
+            switch.setAccessibleName(f"Tools of {name} in this chat")
+            switch.setChecked(name not in self._settings.tool_servers_off)
+            switch.toggled.connect(self._emit)
+            self.tool_switches[name] = switch
+            self.tool_switch_column.addWidget(switch)
+        self.tools_box.setVisible(bool(names))
 
     def values(self) -> ConversationSettings:
         """The chat's settings as the panel shows them; those it does not show (the Think switch, beside the
@@ -272,6 +305,8 @@ class ChatSettingsPanel(QFrame):
             repetition_penalty=self.repetition_penalty.value(),
             seed=self.seed.value(),
             method=Method(self.method.value()),
+            tool_servers_off=[n for n in self._settings.tool_servers_off if n not in self.tool_switches]
+            + [n for n, switch in self.tool_switches.items() if not switch.isChecked()],
         ).validated()
 
     def keyPressEvent(self, event: QKeyEvent) -> None:

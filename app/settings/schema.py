@@ -72,6 +72,9 @@ class ConversationSettings:
     # Whether a model that can answer without thinking first (its template reads `enable_thinking`, as Qwen3's
     # does) thinks before it answers; models that always think, and models that never do, ignore it.
     thinking: bool = True
+    # MCP servers (by name) whose tools this chat may not use; every other enabled server's tools are offered, so
+    # a server added later is on in every chat until switched off there.
+    tool_servers_off: list[str] = field(default_factory=list)
 
     def validated(self) -> "ConversationSettings":
         """A copy with every number clamped into its valid range."""
@@ -84,6 +87,7 @@ class ConversationSettings:
             top_k=min(max(int(self.top_k), 0), 1000),
             repetition_penalty=min(max(float(self.repetition_penalty), 1.0), 2.0),
             seed=min(max(int(self.seed), -1), 2**31 - 1),
+            tool_servers_off=sorted({str(name) for name in self.tool_servers_off})[:64],
         )
 
     def decoding_method(self, has_draft: bool) -> str:

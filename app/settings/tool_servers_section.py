@@ -1,8 +1,9 @@
 """Settings' Tools section: the MCP servers of mcp.json (app/chat/tool_servers.py starts them) with the tools
 each one lists, a switch per server, and a box where the common `{"mcpServers": {...}}` JSON (or one server's
 command line, or its http(s) address) is pasted to add servers. Everything is checked as hostile input
-(core.tools.config) before Save writes the file; the servers start with the changes the next time the app
-opens."""
+(core.tools.config) before Save writes the file, and the servers are restarted with the changes then (those
+unchanged keep running). At Save, secrets in a server's env or headers go to the keyring and the file keeps a
+reference (core.tools.server_secrets); the file is written readable by the user only."""
 
 from __future__ import annotations
 
@@ -11,11 +12,12 @@ import json
 import shlex
 from pathlib import Path
 
-from PySide6.QtWidgets import QCheckBox, QLabel, QPlainTextEdit, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QPlainTextEdit, QVBoxLayout, QWidget
 
 from app.settings.fields import help_line
-from app.window.buttons import SECONDARY, button
+from app.window.buttons import LINK, SECONDARY, button
 from core.errors import InvalidSettingError
+from core.system.secret_store import write_private_file
 from core.tools.config import (
     ServerConfig,
     check_url,
@@ -23,6 +25,7 @@ from core.tools.config import (
     parse_servers,
     read_config_file,
 )
+from core.tools.server_secrets import forget_secrets, secret_refs, store_secrets
 from core.tools.toolbox import Toolbox
 
 
@@ -64,12 +67,15 @@ class ToolServersSection(QWidget):
             problem = ""
         except (InvalidSettingError, OSError) as error:
             self.servers, problem = [], f"{path.name} cannot be used: {error}"
+        self.saved_servers = list(self.servers)  # as the file has them: their keyring entries are forgotten once unused
+        self.warnings: list[str] = []  # from the last apply: secrets kept in the file (no usable keyring)
         self.changed = False
         column = QVBoxLayout(self)
         column.setContentsMargins(0, 0, 0, 0)
         self.list = QVBoxLayout()
         column.addLayout(self.list)
         self.switches: dict[str, QCheckBox] = {}
+        self.removers: dict[str, QWidget] = {}
         self.paste = QPlainTextEdit()
         self.paste.setAccessibleName("MCP servers to add")
         self.paste.setPlaceholderText(
@@ -87,7 +93,8 @@ class ToolServersSection(QWidget):
         column.addWidget(
             help_line(
                 "The model may call these servers' tools in your chats; each call waits for your "
-                f"OK. They are kept in {path}, in the format LM Studio and Claude Desktop use."
+                f"OK. They are kept in {path}, in the format LM Studio and Claude Desktop use; keys and "
+                "tokens in their env or headers go to the system keyring when you save."
             )
         )
         self._show()
@@ -97,7 +104,7 @@ class ToolServersSection(QWidget):
             item = self.list.takeAt(0)
             if item.widget() is not None:
                 item.widget().deleteLater()
-        self.switches = {}
+        self.switches, self.removers = {}, {}
         listed: dict[str, list[str]] = {}
         if self.toolbox is not None:
             for name, tool in self.toolbox.tools.items():
@@ -107,7 +114,16 @@ class ToolServersSection(QWidget):
             switch.setChecked(server.enabled)
             switch.toggled.connect(self._toggled)
             self.switches[server.name] = switch
-            self.list.addWidget(switch)
+            remove = button("Remove", LINK, f"Remove the MCP server {server.name} (with Save)")
+            remove.setAccessibleName(f"Remove {server.name}")
+            remove.clicked.connect(lambda _=False, name=server.name: self.remove(name))
+            self.removers[server.name] = remove
+            row = QWidget()
+            line = QHBoxLayout(row)
+            line.setContentsMargins(0, 0, 0, 0)
+            line.addWidget(switch, 1)
+            line.addWidget(remove)
+            self.list.addWidget(row)
             failure = self.toolbox.failures.get(server.name) if self.toolbox is not None else None
             tools = listed.get(server.name)
             words = (
@@ -115,7 +131,7 @@ class ToolServersSection(QWidget):
                 if tools
                 else f"Not started: {failure}"
                 if failure
-                else "Starts when the app opens"
+                else "Starts when you save"
                 if server.enabled
                 else "Off"
             )
@@ -126,6 +142,14 @@ class ToolServersSection(QWidget):
     def _toggled(self) -> None:
         self.servers = [dataclasses.replace(s, enabled=self.switches[s.name].isChecked()) for s in self.servers]
         self.changed = True
+
+    def remove(self, name: str) -> None:
+        """Leave the server `name` out (Save stops it and forgets its secrets)."""
+        self.servers = [s for s in self.servers if s.name != name]
+        self.changed = True
+        self.message.setObjectName("fieldHelp")
+        self.message.setText(f"Removed {name}: it stops once you save.")
+        self._show()
 
     def add_pasted(self) -> bool:
         """Add the pasted servers (one of the same name is replaced); False, with the reason shown, if none."""
@@ -140,16 +164,27 @@ class ToolServersSection(QWidget):
         self.changed = True
         self.paste.clear()
         self.message.setObjectName("fieldHelp")
-        self.message.setText(f"Added {', '.join(sorted(names))}: saved with Save, started the next time the app opens.")
+        self.message.setText(f"Added {', '.join(sorted(names))}: saved with Save, started once you save.")
         self._show()
         return True
 
     def apply(self) -> None:
-        """Write the servers to mcp.json (only when something changed)."""
+        """Write the servers to mcp.json (only when something changed): their secrets to the keyring first
+        (`warnings` says which stayed in the file), then the entries no server refers to any more forgotten."""
+        self.warnings = []
         if not self.changed:
             return
-        text = json.dumps({"mcpServers": {s.name: s.to_json() for s in self.servers}}, indent=2) + "\n"
+        stored = []
+        for server in self.servers:
+            kept, warning = store_secrets(server)
+            stored.append(kept)
+            if warning:
+                self.warnings.append(warning)
+        text = json.dumps({"mcpServers": {s.name: s.to_json() for s in stored}}, indent=2) + "\n"
         temporary = self.path.with_name(self.path.name + ".tmp")
-        temporary.write_text(text, encoding="utf-8")
+        write_private_file(temporary, text)
         temporary.replace(self.path)
+        in_use = set().union(*(secret_refs(s) for s in stored))
+        forget_secrets(set().union(*(secret_refs(s) for s in self.saved_servers)) - in_use)
+        self.servers = self.saved_servers = stored
         self.changed = False

@@ -507,6 +507,7 @@ class MainWindow(MenusMixin, SettingsHostMixin, FileActionsMixin, QMainWindow):
     def _tools_ready(self, toolbox, failures: dict) -> None:
         """The MCP servers are up: the next answers are offered their tools; the ones that failed are named."""
         self.controller.set_toolbox(toolbox)
+        self.chat_settings.set_tool_servers([name for name in toolbox.connections if name not in failures])
         if failures:
             self.toast.show_message("MCP servers not started: " + "; ".join(failures.values()), 8000)
 

@@ -25,7 +25,9 @@ class SettingsHostMixin:
             return self.settings_page
         tools = ToolServersSection(self.paths.config_dir / TOOLS_CONFIG_NAME, self.controller.toolbox)
         page = SettingsPage(self.settings, self, has_gpu, tools)
-        page.saved.connect(lambda settings: (self.close_settings(), self.apply_settings(settings)))
+        page.saved.connect(
+            lambda settings: (self.close_settings(), self.apply_settings(settings), self._restart_tools(tools))
+        )
         page.cancelled.connect(lambda: (self._preview_theme(self.settings.theme), self.close_settings()))
         page.theme_previewed.connect(self._preview_theme)
         page.models_requested.connect(lambda: (self.close_settings(), self.open_model_manager()))
@@ -34,6 +36,13 @@ class SettingsHostMixin:
         page.target.edit.setFocus()
         self.settings_page = page
         return page
+
+    def _restart_tools(self, section: ToolServersSection) -> None:
+        """After Save: the MCP servers as saved (added and changed ones start, removed ones stop, the others
+        go on); a secret that could not go to the keyring is said."""
+        self.tool_servers.start(section.path)
+        if section.warnings:
+            self.toast.show_message(" ".join(section.warnings), 8000)
 
     def _preview_theme(self, theme: Theme) -> None:
         if self.theme is not None and self.theme.theme != theme:

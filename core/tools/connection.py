@@ -27,6 +27,7 @@ from typing import Any
 
 from core.errors import ToolServerError
 from core.tools.config import ServerConfig
+from core.tools.server_secrets import resolve_secrets
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +109,7 @@ class ServerConnection:
         self, config: ServerConfig, start_timeout: float = START_TIMEOUT_S, call_timeout: float = CALL_TIMEOUT_S
     ) -> None:
         self.config = config
+        self._resolved = config  # with its secrets from the keyring (resolved by start)
         self.start_timeout = start_timeout
         self.call_timeout = call_timeout
         self.tools: list[ToolInfo] = []
@@ -117,6 +119,8 @@ class ServerConnection:
         self._thread: threading.Thread | None = None
         self._stderr = None
         self._broken = False
+        self._closing = False  # close() is ending the server: a call cut off says so
+        self._retired = False  # closed by close(): a late call is refused, not a reason to start it again
         self._lock = threading.Lock()
 
     @property
@@ -134,8 +138,10 @@ class ServerConnection:
         """
         with self._lock:
             self._close_locked()
+            self._retired = False
+            self._resolved = resolve_secrets(self.config)
             ready: concurrent.futures.Future = concurrent.futures.Future()
-            self._broken = False
+            self._broken = self._closing = False
             if self.config.transport == "stdio":
                 self._stderr = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")  # noqa: SIM115 - open while the server lives; closed by close()
             self._thread = threading.Thread(
@@ -158,10 +164,12 @@ class ServerConnection:
     def close(self) -> None:
         """Stop the server (its process ends; an HTTP session is closed) and the loop thread."""
         with self._lock:
+            self._retired = True
             self._close_locked()
 
     def _close_locked(self) -> None:
         loop, stop, thread = self._loop, self._stop, self._thread
+        self._closing = True
         if loop is not None and stop is not None and not loop.is_closed():
             try:
                 loop.call_soon_threadsafe(stop.set)
@@ -218,7 +226,7 @@ class ServerConnection:
 
     async def _open_transport(self, stack: AsyncExitStack) -> Any:
         """The transport's (read, write) streams, entered on `stack`."""
-        config = self.config
+        config = self._resolved
         if config.transport == "stdio":
             from mcp.client.stdio import StdioServerParameters, stdio_client
 
@@ -270,13 +278,13 @@ class ServerConnection:
     def submit(self, tool: str, arguments: dict[str, Any]) -> concurrent.futures.Future:
         """Start a call; the Future gives a ToolResult (never raises: failures are error results). Cancel the
         Future to stop the call. A server that died is started again first."""
+        if self._retired:
+            return self._done(self._closed_result(tool))
         if not self.alive:
             try:
                 self.start()
             except ToolServerError as error:
-                done: concurrent.futures.Future = concurrent.futures.Future()
-                done.set_result(ToolResult(str(error), is_error=True))
-                return done
+                return self._done(ToolResult(str(error), is_error=True))
         return asyncio.run_coroutine_threadsafe(self._call(tool, arguments), self._loop)
 
     def call(self, tool: str, arguments: dict[str, Any]) -> ToolResult:
@@ -295,6 +303,8 @@ class ServerConnection:
                 is_error=True,
             )
         except MCPError as error:
+            if self._closing:
+                return self._closed_result(tool)
             if error.code == -32000:  # CONNECTION_CLOSED: the server exited or the connection broke
                 self._broken = True
                 tail = self._stderr_tail()
@@ -305,11 +315,28 @@ class ServerConnection:
                 )
             return ToolResult(f"MCP server {name!r} refused the call: {error.message}", is_error=True)
         except asyncio.CancelledError:
+            if self._closing:  # the loop is ending (close): answered in words, not a bare cancellation
+                return self._closed_result(tool)
             raise
         except Exception as error:  # noqa: BLE001 - a malformed answer is the server's fault, reported as such
+            if self._closing:
+                return self._closed_result(tool)
             return ToolResult(
                 f"MCP server {name!r} gave an answer that could not be read "
                 f"({type(error).__name__}: {str(error)[:300]})",
                 is_error=True,
             )
         return result_from(result)
+
+    @staticmethod
+    def _done(result: ToolResult) -> concurrent.futures.Future:
+        done: concurrent.futures.Future = concurrent.futures.Future()
+        done.set_result(result)
+        return done
+
+    def _closed_result(self, tool: str) -> ToolResult:
+        return ToolResult(
+            f"the call of {tool!r} ended: MCP server {self.config.name!r} was stopped "
+            "(it was removed or changed in Settings, or the app is closing)",
+            is_error=True,
+        )

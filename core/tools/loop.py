@@ -55,34 +55,40 @@ class PendingCall:
 
 @dataclass
 class Approvals:
-    """The user's standing answers for one chat: every tool (`allow_all`) or the tools allowed "always"."""
+    """The user's standing answers for one chat: every tool (`allow_all`) or the tools allowed "always", each
+    as (server, tool name): a server added or replaced later that lists a tool of the same name is asked about
+    anew."""
 
     allow_all: bool = False
-    always: set[str] = field(default_factory=set)
+    always: set[tuple[str, str]] = field(default_factory=set)
 
-    def needs_asking(self, name: str) -> bool:
-        return not self.allow_all and name not in self.always
+    def needs_asking(self, server: str, name: str) -> bool:
+        return not self.allow_all and (server, name) not in self.always
 
-    def record(self, name: str, decision: Decision) -> None:
+    def record(self, server: str, name: str, decision: Decision) -> None:
         if decision == "always":
-            self.always.add(name)
+            self.always.add((server, name))
 
 
-def read_calls(answer: str, fmt: str | None, toolbox: Toolbox) -> tuple[str, list[PendingCall]]:
-    """(content, calls) of a finished answer, each call checked against the toolbox."""
-    content, calls = parse_answer(answer, fmt, frozenset(toolbox.tools))
+def read_calls(
+    answer: str, fmt: str | None, toolbox: Toolbox, offered: frozenset[str] | None = None
+) -> tuple[str, list[PendingCall]]:
+    """(content, calls) of a finished answer, each call checked against the tools `offered` to the answer (all
+    of the toolbox's when None): a call of any other tool is answered with a problem, never run."""
+    names = frozenset(toolbox.tools) if offered is None else offered
+    content, calls = parse_answer(answer, fmt, names)
     content = content.strip()
     pending = []
     for call in calls:
         call_id = f"call_{secrets.token_hex(6)}"
-        tool = toolbox.tools.get(call.name)
+        tool = toolbox.tools.get(call.name) if call.name in names else None
         try:
             arguments = json.loads(call.arguments) if call.arguments.strip() else {}
         except ValueError:
             arguments = None
         problem = None
         if tool is None:
-            problem = f"There is no tool named {call.name!r}. The tools are: {', '.join(toolbox.tools) or 'none'}."
+            problem = f"There is no tool named {call.name!r}. The tools are: {', '.join(sorted(names)) or 'none'}."
         elif not isinstance(arguments, dict):
             arguments, problem = None, "The arguments must be a JSON object."
         pending.append(
@@ -173,9 +179,9 @@ def run_call(
     """One call: its problem, the user's refusal, or the tool's result (None: the user stopped it)."""
     if call.problem is not None:
         return ToolResult(call.problem, is_error=True)
-    if approvals.needs_asking(call.name):
+    if approvals.needs_asking(call.server or "", call.name):
         decision = approve(call)
-        approvals.record(call.name, decision)
+        approvals.record(call.server or "", call.name, decision)
         if decision == "deny":
             return ToolResult(DENIED_TEXT, is_error=True)
     return wait(toolbox.submit(call.name, call.arguments))

@@ -21,6 +21,7 @@ PARTS = {
     "offload": "offload",
     "agreement": "agreement",
     "graph-vram": "graph_vram",
+    "pinning": "pinning",
 }
 
 

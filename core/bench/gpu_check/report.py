@@ -18,6 +18,7 @@ PART_TITLES = {
     "offload": "Synthetic 70B offloaded pass vs the speed model",
     "agreement": "Agreement (same seed, same tokens)",
     "graph-vram": "Draft graphs' VRAM: kept vs planned",
+    "pinning": "Streamed layers: pinned, pageable, staging ring",
 }
 
 
@@ -92,6 +93,19 @@ def _lines(name: str, part: dict) -> list[str]:
         return [
             f"- width {part['width']}, {len(part['captured'])} graphs: {kept_text}, "
             f"{part['planned_bytes'] / 2**20:.1f} MiB planned"
+        ]
+    if name == "pinning":
+
+        def rate(value: float | None) -> str:
+            return "refused" if value is None else f"{value / 1e9:.1f} GB/s"
+
+        share = part.get("ring_share_of_pinned")
+        modelled = part.get("modelled_ring_bytes_per_second")
+        return [
+            f"- {part['layers']} x {part['layer_bytes'] / 2**20:.0f} MiB: pinned {rate(part['pinned_bytes_per_second'])}, "
+            f"pageable {rate(part['pageable_bytes_per_second'])}, ring of {part['ring_slots']} "
+            f"{rate(part['ring_bytes_per_second'])}"
+            + ("" if share is None else f" ({share:.0%} of pinned; the speed model assumes {rate(modelled)})")
         ]
     return []
 
