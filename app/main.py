@@ -100,7 +100,7 @@ def bring_to_front(window: MainWindow) -> None:
 
 
 def quit_on_terminal_signals(app: QApplication) -> None:
-    """Ctrl-C (SIGINT) or SIGTERM quits like File > Quit: windows close, the engine shuts down. Qt's loop
+    """Ctrl-C (SIGINT) or SIGTERM quits like Menu > Quit: windows close, the engine shuts down. Qt's loop
     never returns to Python by itself, so a timer gives Python's signal handlers a chance to run."""
 
     def close_all(signum: int, _frame: object) -> None:

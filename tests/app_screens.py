@@ -56,8 +56,12 @@ def chat_window(paths, chats: bool = True):
     _ready(bridge)
     if chats:
         store = window.store
-        for title in ("Weekend trip ideas", "A birthday poem for Anna"):
-            store.create_conversation(title)
+        for title, days in (("Weekend trip ideas", 4), ("A birthday poem for Anna", 1)):  # under their dates
+            older = store.create_conversation(title)
+            store.db.execute(
+                "UPDATE conversations SET updated_at = updated_at - ? WHERE id = ?", (days * 24 * 3600, older)
+            )
+        store.db.commit()
         cid = store.create_conversation("Palindromes in Python")
         store.add_message(cid, "user", "Write a Python function that checks whether a word is a palindrome.")
         answer = store.add_message(cid, "assistant", CODE_ANSWER, S.COMPLETE)
@@ -229,6 +233,12 @@ def build_screens(
     panel.open_conversation_settings()
     panel.chat_settings.advanced.setChecked(True)
     add("chat-settings", panel)
+    main.sidebar.open_chat_menu(main.sidebar.view.currentIndex(), main.mapToGlobal(main.rect().center()))
+    chat_menu = main.sidebar.chat_menu
+    chat_menu.aboutToHide.disconnect()  # kept for the screenshot of both themes
+    add("chat-menu", chat_menu)
+    add("app-menu", main.app_menu)
+    add("about", main.about())
     settings_window = chat_window(own("settings"))
     settings_window.open_settings(has_gpu=True)
     add("settings", settings_window)

@@ -19,6 +19,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 from core.modeling.causal_lm import CausalLM
 
 if TYPE_CHECKING:
+    from core.server.api_errors import ApiError
     from core.engine.process import Engine
 
 if os.environ.get("PYTEST_XDIST_WORKER"):  # parallel workers (scripts/run-tests.sh) already fill the cores:
@@ -137,6 +138,17 @@ def run_cli(capsys: pytest.CaptureFixture[str], *args: str, stdin: str | None = 
         sys.stdin = previous_stdin
     out, err = capsys.readouterr()
     return subprocess.CompletedProcess(["specexec", *args], code, out, err)
+
+
+def refused_request(parse: Callable, body: dict, defaults) -> "ApiError":
+    """The API server's check `parse(body, defaults)` (core.server.requests) must refuse `body` with a 400:
+    the error, for the test to read its field (`param`) and its words."""
+    from core.server.api_errors import ApiError
+
+    with pytest.raises(ApiError) as caught:
+        parse(body, defaults)
+    assert caught.value.status == 400
+    return caught.value
 
 
 @pytest.fixture(scope="module")

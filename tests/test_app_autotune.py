@@ -48,3 +48,25 @@ def test_speed_details_say_what_was_chosen_and_why(qtbot):
     screenshot(details, "autotune-details-plain")
     details.set_uses_draft(False)  # no draft model at all: nothing was chosen
     assert not details.choice_label.isVisible() and not details.chart.isVisible()
+
+
+def test_plain_decoding_gets_a_sentence_in_place_of_a_flat_chart(qtbot):
+    """One token a pass draws a row of equal bars that says nothing: the card says what happened instead."""
+    bridge = recording_bridge_class()()
+    stats = AnswerStats()
+    details = SpeedDetails(bridge, stats)
+    qtbot.addWidget(details)
+    details.show()
+    assert details.chart.isVisible() and not details.plain_label.isVisible()
+    bridge.handle_events([P.AutoChoice("a1", "sequential", 0, 0, "plain decoding: faster here")])
+    for _ in range(6):
+        stats.add(P.PassStats("a1", 1, 0, 0.0, 40.0, 25.0, 1))  # the automatic method's plain passes
+    stats.flush()
+    assert not details.chart.isVisible() and not details.per_pass_label.isVisible()
+    assert details.plain_label.isVisible() and "one token per pass" in details.plain_label.text()
+    assert details.choice_label.isVisible()  # and why plain decoding was chosen
+    screenshot(details, "speed-details-plain")
+    stats.reset()  # the next answer: chosen again, a chart until the engine says otherwise
+    assert details.chart.isVisible() and not details.plain_label.isVisible()
+    details.set_uses_draft(False)
+    assert details.plain_label.isVisible() and "without a draft model" in details.plain_label.text()

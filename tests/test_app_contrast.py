@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (  # noqa: E402
 
 from PySide6.QtGui import QIcon  # noqa: E402
 
+from app.conversations.chat_rows import MENU_MARGIN_PX, ChatListView  # noqa: E402
 from app.settings.schema import Theme  # noqa: E402
 
 pytest.register_assert_rewrite("app_fixtures", "app_screens")
@@ -70,7 +71,7 @@ def text_widgets(top) -> list[tuple[str, object, int]]:
     found = []
     for widget in on(top, top.findChildren(QLabel)):
         if widget.isEnabled() and widget.text().strip():
-            inset = 3 if widget.objectName() == "badge" else 0
+            inset = 3 if widget.objectName() in ("badge", "stepNumber") else 0  # inside the rounded corners
             found.append((f"label {widget.text()[:40]!r}", widget, inset))
     for widget in on(top, top.findChildren(QAbstractButton)):
         if widget.isEnabled() and widget.text().strip() and not isinstance(widget, QCheckBox):
@@ -87,16 +88,21 @@ def text_widgets(top) -> list[tuple[str, object, int]]:
 
 
 def list_rows(top) -> list[tuple[str, object, QRect]]:
-    """Rows of item views drawn by the view itself (the sidebar's chats): (description, viewport, row rect)."""
+    """Rows of item views drawn by the view itself (the sidebar's chats, with their date headings):
+    (description, viewport, row rect). A chat row's "…" button is an icon, drawn antialiased: left out, as
+    the buttons' icons are."""
     rows = []
     for view in on(top, top.findChildren(QListView)):
         if view.objectName() == "cardList":
             continue  # cards are widgets: their labels are measured one by one
         model = view.model()
         for row in range(model.rowCount()):
-            rect = view.visualRect(model.index(row, 0))
+            index = model.index(row, 0)
+            rect = view.visualRect(index)
             if rect.isValid() and view.viewport().rect().contains(rect):
-                rows.append((f"row {model.index(row, 0).data()!r}", view.viewport(), rect.adjusted(3, 2, -3, -2)))
+                if isinstance(view, ChatListView):
+                    rect.setRight(view.menu_button_at(index).left() - MENU_MARGIN_PX - 1)
+                rows.append((f"row {index.data()!r}", view.viewport(), rect.adjusted(3, 2, -3, -2)))
     return rows
 
 

@@ -354,7 +354,7 @@ def test_status_bar_starts_clean_in_a_new_chat_and_hides_the_tree_without_a_draf
 
 @pytest.mark.slow
 def test_quitting_from_the_terminal_closes_cleanly(tmp_path):
-    """Ctrl-C (SIGINT) or SIGTERM in the terminal quits like File > Quit: the engine is shut down, nothing
+    """Ctrl-C (SIGINT) or SIGTERM in the terminal quits like Menu > Quit: the engine is shut down, nothing
     leaks ("leaked semaphore objects"), no traceback, exit code 0. Both apps run at once (time)."""
     apps = {}
     for sent in (signal.SIGINT, signal.SIGTERM):

@@ -92,7 +92,7 @@ def test_chat_settings_open_beside_the_chat_without_widening_the_window(qtbot, s
     QApplication.processEvents()
     assert w.width() == width, "opening Chat settings widened the window"
     assert w.minimumSizeHint().width() <= width
-    for button in (w.sidebar.rename_button, w.sidebar.delete_button, w.sidebar.new_button):
+    for button in (w.sidebar.app_menu_button, w.sidebar.new_button):
         assert button.width() >= button.sizeHint().width(), f"{button.text()!r} is clipped"
     w.show_conversation_settings(False)
     QApplication.processEvents()
@@ -242,6 +242,7 @@ def test_every_header_control_and_slider_shows_a_focus_ring(qtbot, styled_window
         w.header.export_button,
         w.chat_settings.temperature.slider,
         w.status_line.speed_button,
+        w.sidebar.app_menu_button,
     ):
         focused, plain = grab_with_and_without_focus(qtbot, widget)
         assert focused != plain, f"{widget.accessibleName()}: no visible focus"
@@ -299,13 +300,13 @@ def test_rename_and_delete_are_off_while_a_search_hides_the_open_chat(qtbot, sty
     w = styled_window
     ready(w.bridge)
     answered(w, "apples and pears")
-    assert w.sidebar.rename_button.isEnabled() and w.sidebar.delete_button.isEnabled()
+    assert w.rename_action.isEnabled() and w.delete_action.isEnabled()
     w.sidebar.search.setText("zebra")
-    qtbot.waitUntil(lambda: not w.sidebar.rename_button.isEnabled())
-    assert not w.sidebar.delete_button.isEnabled()
+    qtbot.waitUntil(lambda: not w.rename_action.isEnabled())
+    assert not w.delete_action.isEnabled()
     w.sidebar.search.setText("apples")
-    qtbot.waitUntil(w.sidebar.rename_button.isEnabled)
-    assert w.sidebar.delete_button.isEnabled()
+    qtbot.waitUntil(w.rename_action.isEnabled)
+    assert w.delete_action.isEnabled()
 
 
 @pytest.mark.parametrize("key", ["enter", "ctrl+s"])

@@ -258,7 +258,7 @@ def test_done_page_follows_the_load_and_ends_with_start_chatting_only(qtbot, tmp
     settle()
     assert page.bar.value() == 100 and wizard.button(QWizard.WizardButton.FinishButton).isEnabled()
     assert not cancel.isVisible()
-    shown = page.headline.text() + page.stage.text() + page.title()
+    shown = page.headline.text() + page.stage.text() + page.heading.text()
     assert "Starting" not in shown and "Loading" not in shown and "ready" in shown
     screenshot(wizard, "trust-6-done-ready")
 

@@ -124,7 +124,7 @@ def test_wizard_end_to_end_download_verify_load_answer(qtbot, served, app_paths)
     wizard = open_wizard(qtbot, served)
     assert wizard.currentId() == HARDWARE
     summary = wizard.hardware_page.summary.text()
-    assert "NVIDIA GeForce RTX 3060, 12 GB" in summary and "16 GB RAM" in summary and "free on disk" in summary
+    assert "NVIDIA GeForce RTX 3060, 12.0 GB" in summary and "15.5 GB RAM" in summary and "free on disk" in summary
     wizard.hardware_page.details_button.click()
     assert "Processor:" in wizard.hardware_page.details.toPlainText()
     screenshot(wizard, "wizard-1-computer")
@@ -181,7 +181,7 @@ def test_real_catalog_on_a_24_gb_pc_in_plain_words(qtbot, tmp_path, monkeypatch)
     qtbot.waitUntil(lambda: wizard.state.recommendation is not None, timeout=WAIT_MS)
     assert (
         wizard.hardware_page.summary.text()
-        == "NVIDIA GeForce RTX 4090, 24 GB; 63 GB RAM; PCIe 4.0 x16; 500.0 GB free on disk"
+        == "NVIDIA GeForce RTX 4090, 24.0 GB; 62.7 GB RAM; PCIe 4.0 x16; 465.7 GB free on disk"
     )
     advice = wizard.hardware_page.advice.text()
     assert (
@@ -354,7 +354,7 @@ def test_manager_switch_pair_reloads_engine_and_keeps_conversations(
     qtbot.waitUntil(lambda: bridge.status.state == READY, timeout=WAIT_MS)
     assert window.settings.target == str(models / "my-model") and window.settings.draft == ""
     assert "Switched to my-model" in window.toast.text()
-    assert manager.message.text() == "Now using my-model (imported, no draft model)."  # not "Switching…" once loaded
+    assert manager.message.text() == "Now using my-model (imported)."  # not "Switching…" once loaded
     assert window.model_button.text().startswith("my-model")
     from app.settings.schema import load_settings
 

@@ -172,7 +172,7 @@ def test_a_forced_tool_call_is_written_in_the_models_format(builtin):
 def test_a_constrained_pass_reads_the_tree_and_each_draft_forwards_nodes_once(builtin):
     """The host cost of a grammar, counted as a GPU would pay it: the pass's one read, plus one read of the
     tree (its masks) and one per draft forward (the expanded nodes' masks); nothing inside a draft forward."""
-    from core.bench.trace import PassTrace, traced_stream
+    from core.bench.pass_trace import PassTrace, traced_stream
 
     target, draft, prompt = builtin
     totals = PassTrace()

@@ -1,5 +1,5 @@
 """The GPU check in the app: a GPU that failed it is not used (the engine loads on the processor), the window
-says so in its banner with the findings a click away, Help > Copy diagnostics carries the whole report, the
+says so in its banner with the findings a click away, Menu > Help > Copy diagnostics carries the whole report, the
 first-run wizard shows the verdict in one line and fits models for the processor, and --self-test runs it.
 
 Reports come from tests/fixtures/doctor (what a real GPU machine writes) or from the real doctor on this

@@ -16,7 +16,8 @@ import pytest
 
 from core.cli.main import main
 from core.errors import DownloadCancelledError, DownloadError
-from core.models.download import DownloadJob, DownloadSettings, download, format_bytes
+from core.models.download import DownloadJob, DownloadSettings, download
+from core.planning.sizes import format_bytes
 from core.models.download_progress import DownloadListener
 from core.models.hub import fetch_listing
 from core.system.locations import repo_folder_name
@@ -209,7 +210,7 @@ def test_too_little_disk_refuses_before_the_first_byte(hub, hub_env, capsys, mon
     assert code == 2 and [e["event"] for e in events] == ["error"]
     assert events[0]["kind"] == "disk"
     needed = format_bytes(sum(map(len, files.values())) + DownloadSettings().free_margin_bytes)
-    assert f"needs {needed} free on {hub_env.models_dir}, has 10.5 MB" in events[0]["message"]
+    assert f"needs {needed} free on {hub_env.models_dir}, has 10.0 MB" in events[0]["message"]
     assert hub.bytes_served == 0 and hub.requests == []
     code, _, err = run_cli(["models", "download", "org/tiny"], capsys)
     assert code == 2 and "not enough disk space" in err

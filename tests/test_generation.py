@@ -88,7 +88,7 @@ def test_stream_never_shows_a_stop_string_prefix_that_later_completes(tiny_targe
 
 
 def test_prompt_longer_than_context(tiny_target, tiny_draft, word_tokenizer):
-    with pytest.raises(ContextLengthError, match="context window is 1024"):
+    with pytest.raises(ContextLengthError, match="context window is 1,024 tokens"):
         generate(tiny_target, tiny_draft, word_tokenizer, [5] * 1024, PARAMS, DecodingSettings())
 
 

@@ -304,7 +304,7 @@ def test_a_big_models_gguf_is_refused_before_it_is_read(tmp_path, capsys):
     with pytest.raises(UnsupportedFormatError) as info:
         check_gguf_size(big, ram_bytes=64 * 1024**3)
     message = str(info.value)
-    assert "GGUF file (Q4_K_M) of a 70.4B-parameter model" in message and "131 GB" in message
+    assert "GGUF file (Q4_K_M) of a 70.4B-parameter model" in message and "131.1 GB" in message
     assert_plain_refusal(message, "reads GGUF only for small models")
     check_gguf_size(gguf_header(tmp_path / "small.gguf", 1_000_000, 30), ram_bytes=64 * 1024**3)  # fine
     result = run_cli(capsys, "generate", "--target", str(big), "--prompt", "hi")

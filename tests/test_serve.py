@@ -153,7 +153,7 @@ def test_prompt_longer_than_the_context_is_400(client):
         error = caught.value
         assert error.status_code == 400 and error.code == "context_length_exceeded"
         assert error.body["message"].startswith("This model's maximum context length is 4096 tokens")
-        assert "context window is 4096" in error.message and "shorten" in error.message
+        assert "context window is 4,096 tokens" in error.message and "shorten" in error.message
 
 
 def test_the_built_in_pair_calls_tools_in_the_hermes_format(client):

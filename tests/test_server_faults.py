@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import refused_request
 
 from core.errors import ContextLengthError
 from core.server import api_errors as E
@@ -17,21 +18,14 @@ DEFAULTS = S.Defaults()
 USER = [{"role": "user", "content": "hi"}]
 
 
-def _error(parse, body) -> E.ApiError:
-    with pytest.raises(E.ApiError) as caught:
-        parse(body, DEFAULTS)
-    assert caught.value.status == 400
-    return caught.value
-
-
 def test_a_lone_surrogate_is_a_400_naming_where_it_is():
     body = json.loads('{"messages": [{"role": "user", "content": "hi \\ud800"}]}')  # JSON's escapes allow it
-    error = _error(S.parse_chat_request, body)
+    error = refused_request(S.parse_chat_request, body, DEFAULTS)
     assert error.param == "messages[0].content" and "lone surrogate (\\ud800 at character 3)" in error.message
     parts = json.loads('{"messages": [{"role": "user", "content": [{"type": "text", "text": "\\udfff"}]}]}')
-    assert _error(S.parse_chat_request, parts).param == "messages[0].content[0].text"
-    assert _error(S.parse_completion_request, {"prompt": "a\ud800"}).param == "prompt"
-    assert _error(parse_responses_request, {"input": "x", "instructions": "\ud800"}).param == "input"
+    assert refused_request(S.parse_chat_request, parts, DEFAULTS).param == "messages[0].content[0].text"
+    assert refused_request(S.parse_completion_request, {"prompt": "a\ud800"}, DEFAULTS).param == "prompt"
+    assert refused_request(parse_responses_request, {"input": "x", "instructions": "\ud800"}, DEFAULTS).param == "input"
     paired = S.parse_chat_request(json.loads('{"messages": [{"role": "user", "content": "\\ud83d\\ude00"}]}'), DEFAULTS)
     assert paired.messages[0]["content"] == "\N{GRINNING FACE}"  # a whole pair is a character
 
@@ -40,7 +34,7 @@ def test_a_body_nested_too_deep_is_invalid_json_without_recursion():
     deep: object = "x"
     for _ in range(10_000):  # the walk is a loop: no RecursionError however deep the decoded value is
         deep = [deep]
-    error = _error(S.parse_chat_request, {"messages": USER, "metadata": deep})
+    error = refused_request(S.parse_chat_request, {"messages": USER, "metadata": deep}, DEFAULTS)
     assert error.code == "invalid_json" and f"more than {S.MAX_JSON_DEPTH} levels" in error.message
     S.check_tree({"messages": USER, "tools": [{"a": {"b": {"c": [1, 2, {"d": None}]}}}]})  # ordinary depth
 
@@ -65,7 +59,10 @@ def test_a_schema_with_no_finite_instance_is_refused(schema):
         S.check_grammar(parsed.grammar_kind, parsed.grammar_source, "response_format")
     assert caught.value.param == "response_format" and caught.value.code == "invalid_schema"
     tool = {"type": "function", "function": {"name": "f", "parameters": schema}}
-    assert _error(S.parse_chat_request, {"messages": USER, "tools": [tool]}).param == "tools[0].function.parameters"
+    assert (
+        refused_request(S.parse_chat_request, {"messages": USER, "tools": [tool]}, DEFAULTS).param
+        == "tools[0].function.parameters"
+    )
 
 
 @pytest.mark.parametrize(
@@ -87,16 +84,21 @@ def test_recursive_schemas_that_can_end_are_kept(schema):
 
 
 def test_max_tokens_beyond_any_context_and_stream_options_without_stream_are_refused():
-    error = _error(S.parse_chat_request, {"messages": USER, "max_tokens": 10**30})
+    error = refused_request(S.parse_chat_request, {"messages": USER, "max_tokens": 10**30}, DEFAULTS)
     assert error.param == "max_tokens" and f"at most {S.MAX_TOKENS_LIMIT}" in error.message
     assert (
-        _error(S.parse_chat_request, {"messages": USER, "max_completion_tokens": 2**31}).param
+        refused_request(S.parse_chat_request, {"messages": USER, "max_completion_tokens": 2**31}, DEFAULTS).param
         == "max_completion_tokens"
     )
-    assert _error(parse_responses_request, {"input": "x", "max_output_tokens": 10**30}).param == "max_output_tokens"
-    error = _error(S.parse_chat_request, {"messages": USER, "stream_options": {"include_usage": True}})
+    assert (
+        refused_request(parse_responses_request, {"input": "x", "max_output_tokens": 10**30}, DEFAULTS).param
+        == "max_output_tokens"
+    )
+    error = refused_request(
+        S.parse_chat_request, {"messages": USER, "stream_options": {"include_usage": True}}, DEFAULTS
+    )
     assert error.param == "stream_options" and '"stream": true' in error.message  # vLLM refuses it too
-    _error(S.parse_completion_request, {"prompt": "x", "stream": False, "stream_options": {}})
+    refused_request(S.parse_completion_request, {"prompt": "x", "stream": False, "stream_options": {}}, DEFAULTS)
     assert S.parse_chat_request(
         {"messages": USER, "stream": True, "stream_options": {"include_usage": True}}, DEFAULTS
     ).include_usage

@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+from conftest import refused_request
 
 from core.engine import protocol as P
 from core.errors import ContextLengthError, ServerError
@@ -19,13 +20,6 @@ from core.server import requests as S
 
 DEFAULTS = S.Defaults(temperature=0.5, top_p=0.8, max_tokens=32, seed=None, stop=("###",))
 USER = [{"role": "user", "content": "hi"}]
-
-
-def _error(parse, body) -> E.ApiError:
-    with pytest.raises(E.ApiError) as caught:
-        parse(body, DEFAULTS)
-    assert caught.value.status == 400
-    return caught.value
 
 
 def test_chat_request_defaults_roles_and_content_parts():
@@ -95,7 +89,7 @@ def test_chat_request_defaults_roles_and_content_parts():
     ],
 )
 def test_bad_chat_requests_name_the_parameter(body, param):
-    assert _error(S.parse_chat_request, body).param == param
+    assert refused_request(S.parse_chat_request, body, DEFAULTS).param == param
 
 
 def test_neutral_values_of_unsupported_fields_are_accepted():
@@ -220,7 +214,7 @@ def test_structured_output_forced_calls_and_logprobs_reach_the_engine():
     ],
 )
 def test_forced_calls_and_strict_schemas_are_checked(extra, param):
-    assert _error(S.parse_chat_request, {"messages": USER, **extra}).param == param
+    assert refused_request(S.parse_chat_request, {"messages": USER, **extra}, DEFAULTS).param == param
 
 
 def test_usage_reports_cached_tokens_and_answers_carry_tool_calls():
@@ -307,7 +301,7 @@ def test_completion_request_takes_one_text_prompt():
     assert S.parse_completion_request({"prompt": ["Once"]}, DEFAULTS).prompt == "Once"
     assert P.validate(S.parse_completion_request({"prompt": "Once"}, DEFAULTS).to_generate("r2")).messages == ()
     for prompt in (["a", "b"], [1, 2, 3], "", None):
-        assert _error(S.parse_completion_request, {"prompt": prompt}).param == "prompt"
+        assert refused_request(S.parse_completion_request, {"prompt": prompt}, DEFAULTS).param == "prompt"
 
 
 def test_engine_errors_map_to_openai_statuses():
@@ -405,8 +399,8 @@ def test_the_defaults_agents_assume():
     generate = penalised.to_generate("r")
     assert (generate.presence_penalty, generate.frequency_penalty) == (0.5, -1.0)
     for name in ("presence_penalty", "frequency_penalty"):
-        assert _error(S.parse_chat_request, {"messages": USER, name: 2.5}).param == name
-    refused = _error(S.parse_chat_request, {"messages": USER, "n": 3})
+        assert refused_request(S.parse_chat_request, {"messages": USER, name: 2.5}, DEFAULTS).param == name
+    refused = refused_request(S.parse_chat_request, {"messages": USER, "n": 3}, DEFAULTS)
     assert refused.param == "n" and "one at a time" in refused.message
     too_long = E.engine_error(P.Error("r", "context_length", "the prompt is 9000 tokens"), 4096, "prompt")
     assert too_long.param == "prompt"
@@ -424,7 +418,7 @@ def test_chat_template_kwargs_and_reasoning_in_history_are_checked():
     assert P.validate(request.to_generate("r")).chat_template_kwargs == {"enable_thinking": False}
     for bad in ({"add_generation_prompt": False}, ["x"], {"eos_token": "<x>"}):
         assert (
-            _error(S.parse_chat_request, {"messages": USER, "chat_template_kwargs": bad}).param
+            refused_request(S.parse_chat_request, {"messages": USER, "chat_template_kwargs": bad}, DEFAULTS).param
             == "chat_template_kwargs"
         )
 
@@ -539,4 +533,4 @@ def test_responses_requests_become_the_chat_the_model_reads():
 def test_bad_responses_requests_name_the_field(body, param):
     from core.server.responses import parse_responses_request
 
-    assert _error(parse_responses_request, body).param == param
+    assert refused_request(parse_responses_request, body, DEFAULTS).param == param

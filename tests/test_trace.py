@@ -10,7 +10,7 @@ import json
 import pytest
 import torch
 
-from core.bench.trace import PassTrace, traced_stream
+from core.bench.pass_trace import PassTrace, traced_stream
 from core.bench.device_trace import DeviceTrace
 from core.decoding.generation import DecodingSettings, generate
 from core.decoding.methods.specexec import TreeSettings

@@ -170,7 +170,7 @@ class ApiServerHost(QObject):
         if config is None:
             return
         if settings.api_server_require_key and not settings.api_server_key:
-            self.error = "the API server needs a key: open File > Settings to make one (or turn the key off)"
+            self.error = "the API server needs a key: open Menu > Settings to make one (or turn the key off)"
             self.notice.emit(f"API server not started: {self.error}")
             return
         self._start(config, settings)

@@ -68,7 +68,7 @@ REPEATING_FAILURES = ("context_length", "invalid_setting")
 
 # Hints for people rather than client programs, where the engine's hint is about the protocol.
 USER_HINTS = {
-    "not_loaded": "pick a model in File > Settings (or press Retry), then Regenerate",
+    "not_loaded": "pick a model in Menu > Settings (or press Retry), then Regenerate",
     "busy": "wait for the answer in progress, then Regenerate",
     "protocol": "this is a bug: please send the diagnostics (Help > Copy diagnostics)",
 }

@@ -28,6 +28,7 @@ from app.conversations.store import Message
 from app.theme.icons import themed
 from app.theme.tokens import SPACE
 from app.window.buttons import LINK, PRIMARY, SECONDARY, button
+from core.text.counts import token_count
 
 MIN_RENDER_MS = 100
 RENDER_COST_FACTOR = 3
@@ -243,7 +244,7 @@ class MessageWidget(QWidget):
             expected = stats.get("expected_s")  # from the speed the last long prompt was read at
             estimate = f" of about {expected:.0f} s" if expected and expected >= 2 else ""
             what = "the conversation" if stats.get("whole_conversation") else "your message"
-            return f"Reading {what} ({new:,} tokens)… {seconds} s{estimate}"
+            return f"Reading {what} ({token_count(new)})… {seconds} s{estimate}"
         if stats.get("queued_behind"):
             ahead = stats["queued_behind"]
             return f"Waiting for {ahead} other answer{'s' if ahead > 1 else ''} to finish (programs using the local API)… {seconds} s"
@@ -337,7 +338,7 @@ class MessageWidget(QWidget):
             return ""
         tokens = stats["tokens"]
         lines = [
-            f"{tokens} token{'s' if tokens != 1 else ''}{', thinking included' if message.reasoning else ''}"
+            f"{token_count(tokens)}{', thinking included' if message.reasoning else ''}"
             f" · {stats.get('tokens_per_s', 0):.1f} tokens/s",
             f"{stats.get('passes', 0)} passes of the model",
         ]

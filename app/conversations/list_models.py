@@ -3,20 +3,24 @@
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import Any
 
 from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelIndex, Qt, Signal
 
+from app.conversations.date_groups import headings
 from app.conversations.store import Conversation, Message, Store
 
 Index = QModelIndex | QPersistentModelIndex
 
 
 class ConversationListModel(QAbstractListModel):
-    """Conversations, most recently active first, filtered by a search text (titles and message text)."""
+    """Conversations, most recently active first, filtered by a search text (titles and message text); each
+    row knows the date heading shown above it ("" inside a group), fixed when the list is read."""
 
     IdRole = Qt.ItemDataRole.UserRole + 1
     UpdatedRole = Qt.ItemDataRole.UserRole + 2
+    HeadingRole = Qt.ItemDataRole.UserRole + 3
 
     renamed = Signal(int, str)  # conversation id, new title
 
@@ -25,6 +29,7 @@ class ConversationListModel(QAbstractListModel):
         self.store = store
         self.search = ""
         self.rows: list[Conversation] = []
+        self.headings: list[str] = []
         self.refresh()
 
     def refresh(self, search: str | None = None) -> None:
@@ -32,6 +37,7 @@ class ConversationListModel(QAbstractListModel):
             self.search = search
         self.beginResetModel()
         self.rows = self.store.conversations(self.search)
+        self.headings = headings([row.updated_at for row in self.rows], time.time())
         self.endResetModel()
 
     def rowCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008 - Qt signature
@@ -49,6 +55,8 @@ class ConversationListModel(QAbstractListModel):
             return row.id
         if role == self.UpdatedRole:
             return row.updated_at
+        if role == self.HeadingRole:
+            return self.headings[index.row()]
         return None
 
     def flags(self, index: Index) -> Qt.ItemFlag:
@@ -69,7 +77,12 @@ class ConversationListModel(QAbstractListModel):
         return True
 
     def roleNames(self) -> dict[int, bytes]:
-        return {Qt.ItemDataRole.DisplayRole: b"title", self.IdRole: b"conversationId", self.UpdatedRole: b"updatedAt"}
+        return {
+            Qt.ItemDataRole.DisplayRole: b"title",
+            self.IdRole: b"conversationId",
+            self.UpdatedRole: b"updatedAt",
+            self.HeadingRole: b"heading",
+        }
 
     def row_of(self, conversation_id: int) -> int:
         for number, row in enumerate(self.rows):

@@ -1,58 +1,25 @@
-"""The sidebar: New chat, search box, conversation list (bound to ConversationListModel), Rename / Delete,
-and an empty state in the list's place when there is nothing to show ("No chats match …")."""
+"""The sidebar: New chat, search box, the chats grouped by date (bound to ConversationListModel) with a menu
+per chat (Rename, Export, Delete), an empty state in the list's place when there is nothing to show ("No
+chats match …"), and the app's menu at the bottom (settings, models, help: the menu bar's actions)."""
 
 from __future__ import annotations
 
 from PySide6.QtCore import QItemSelectionModel, QModelIndex, QPoint, Qt, Signal
-from PySide6.QtGui import QKeyEvent
-from PySide6.QtWidgets import (
-    QAbstractItemView,
-    QHBoxLayout,
-    QLabel,
-    QLineEdit,
-    QListView,
-    QMenu,
-    QPushButton,
-    QStyledItemDelegate,
-    QStyleOptionViewItem,
-    QVBoxLayout,
-    QWidget,
-)
+from PySide6.QtWidgets import QAbstractItemView, QLabel, QLineEdit, QMenu, QPushButton, QVBoxLayout, QWidget
 
+from app.conversations.chat_rows import ChatListView, ChatRowDelegate
 from app.conversations.list_models import ConversationListModel
 from app.theme.icons import themed
 from app.theme.tokens import SPACE
-from app.window.buttons import SECONDARY, button
-
-RENAME_EXTRA_PX = 10  # the rename box: the text's height plus its own padding and border
-
-
-class _TitleDelegate(QStyledItemDelegate):
-    """Rows as the style draws them; the rename box over the whole row and at least a line of text tall (the
-    style's item padding would otherwise squeeze it to a few pixels)."""
-
-    def updateEditorGeometry(self, editor: QWidget, option: QStyleOptionViewItem, index: QModelIndex) -> None:  # noqa: N802
-        rect = option.rect
-        height = max(rect.height(), editor.fontMetrics().height() + RENAME_EXTRA_PX)
-        editor.setGeometry(rect.x(), rect.y() + (rect.height() - height) // 2, rect.width(), height)
-
-
-class _ListView(QListView):
-    delete_pressed = Signal()
-
-    def keyPressEvent(self, event: QKeyEvent) -> None:
-        if event.key() == Qt.Key.Key_Delete and self.state() != QAbstractItemView.State.EditingState:
-            self.delete_pressed.emit()
-            event.accept()
-            return
-        super().keyPressEvent(event)
 
 
 class ConversationList(QWidget):
     new_requested = Signal()
     selected = Signal(int)  # conversation id
     delete_requested = Signal(int)
+    export_requested = Signal(int, str)  # conversation id, "markdown" | "json"
     search_changed = Signal(str)
+    open_chat_listed = Signal(bool)  # whether the open chat is in the list (a search can hide it)
 
     def __init__(self, model: ConversationListModel, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -74,19 +41,19 @@ class ConversationList(QWidget):
         self.search.setClearButtonEnabled(True)
         self.search.textChanged.connect(self.search_changed)
         layout.addWidget(self.search)
-        self.view = _ListView()
+        self.view = ChatListView()
         self.view.setModel(model)
-        self.view.setItemDelegate(_TitleDelegate(self.view))
+        self.view.setItemDelegate(ChatRowDelegate(self.view))
         self.view.setAccessibleName("Conversations")
         self.view.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.view.setTextElideMode(Qt.TextElideMode.ElideRight)
-        self.view.setUniformItemSizes(True)
         self.view.setEditTriggers(
             QAbstractItemView.EditTrigger.EditKeyPressed | QAbstractItemView.EditTrigger.SelectedClicked
         )
         self.view.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.view.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
-        self.view.customContextMenuRequested.connect(self._menu)
+        self.view.customContextMenuRequested.connect(self._context_menu)
+        self.view.menu_requested.connect(self.open_chat_menu)
         self.view.selectionModel().currentChanged.connect(self._current_changed)
         self.view.delete_pressed.connect(self._delete_current)
         layout.addWidget(self.view, 1)
@@ -99,20 +66,13 @@ class ConversationList(QWidget):
         model.modelReset.connect(self._show_empty_state)
         model.rowsInserted.connect(self._show_empty_state)
         model.rowsRemoved.connect(self._show_empty_state)
-        row = QHBoxLayout()
-        self.rename_button = button("Rena&me", SECONDARY)
-        self.rename_button.setAccessibleName("Rename chat")
-        self.rename_button.setToolTip("Rename the selected chat (F2)")
-        self.rename_button.clicked.connect(self.rename_current)
-        themed(self.rename_button, "pencil", size=16)
-        self.delete_button = button("&Delete…", SECONDARY)
-        themed(self.delete_button, "trash-2", size=16)
-        self.delete_button.setAccessibleName("Delete chat")
-        self.delete_button.setToolTip("Delete the selected chat (Del)")
-        self.delete_button.clicked.connect(self._delete_current)
-        row.addWidget(self.rename_button)
-        row.addWidget(self.delete_button)
-        layout.addLayout(row)
+        self.app_menu_button = QPushButton("Menu")  # the app's menu: the menu bar's actions (MainWindow fills it)
+        self.app_menu_button.setObjectName("appMenu")
+        themed(self.app_menu_button, "menu")
+        self.app_menu_button.setAccessibleName("App menu")
+        self.app_menu_button.setToolTip("Settings, models, chats and help")
+        layout.addWidget(self.app_menu_button)
+        self.chat_menu: QMenu | None = None  # the menu of one chat, while it is open
         self._quiet = False
         self._show_empty_state()
 
@@ -126,10 +86,9 @@ class ConversationList(QWidget):
         self._enable_actions()
 
     def _enable_actions(self) -> None:
-        """Rename and Delete act on the open chat: off while it is not in the list (a search hides it)."""
-        shown = self.current_id() is not None and self.view.isVisibleTo(self)
-        for action in (self.rename_button, self.delete_button):
-            action.setEnabled(shown)
+        """The window's Rename and Delete act on the open chat: off while it is not in the list (a search
+        hides it)."""
+        self.open_chat_listed.emit(self.current_id() is not None and self.view.isVisibleTo(self))
 
     def current_id(self) -> int | None:
         index = self.view.currentIndex()
@@ -151,10 +110,7 @@ class ConversationList(QWidget):
         self._enable_actions()
 
     def rename_current(self) -> None:
-        index = self.view.currentIndex()
-        if index.isValid():
-            self.view.setFocus()
-            self.view.edit(index)
+        self._rename(self.view.currentIndex())
 
     def _delete_current(self) -> None:
         conversation_id = self.current_id()
@@ -169,11 +125,30 @@ class ConversationList(QWidget):
         if conversation_id is not None:
             self.selected.emit(conversation_id)
 
-    def _menu(self, pos: QPoint) -> None:
+    def _context_menu(self, pos: QPoint) -> None:
         index = self.view.indexAt(pos)
-        if not index.isValid():
+        if index.isValid():
+            self.open_chat_menu(index, self.view.viewport().mapToGlobal(pos))
+
+    def open_chat_menu(self, index: QModelIndex, where: QPoint) -> None:
+        """The menu of the chat in row `index` (not necessarily the open one): Rename, Export, Delete."""
+        conversation_id = self.model.id_at(index.row())
+        if conversation_id is None:
             return
         menu = QMenu(self)
-        menu.addAction("Rename", self.rename_current)
-        menu.addAction("Delete", self._delete_current)
-        menu.exec(self.view.viewport().mapToGlobal(pos))
+        menu.setAccessibleName("Chat menu")
+        rename = menu.addAction("Rename", lambda: self._rename(index))
+        rename.setShortcut("F2")
+        menu.addAction("Export as Markdown…", lambda: self.export_requested.emit(conversation_id, "markdown"))
+        menu.addAction("Export as JSON…", lambda: self.export_requested.emit(conversation_id, "json"))
+        menu.addSeparator()
+        delete = menu.addAction("Delete…", lambda: self.delete_requested.emit(conversation_id))
+        delete.setShortcut("Del")
+        self.chat_menu = menu
+        menu.aboutToHide.connect(menu.deleteLater)
+        menu.popup(where)
+
+    def _rename(self, index: QModelIndex) -> None:
+        if index.isValid():
+            self.view.setFocus()
+            self.view.edit(index)

@@ -175,7 +175,7 @@ class EngineWorker(QObject):
                         request_id,
                         "engine_start",
                         "the engine client could not be created",
-                        "see the log (Help > Open logs folder)",
+                        "see the log (Menu > Help > Open logs folder)",
                     )
                 )
                 if command == "shutdown":
@@ -217,7 +217,7 @@ class EngineWorker(QObject):
                             None,
                             "engine_start",
                             f"the engine did not start: {error}",
-                            "see the log (Help > Open logs folder)",
+                            "see the log (Menu > Help > Open logs folder)",
                         )
                     )
             elif command == "shutdown":
@@ -246,7 +246,7 @@ class EngineWorker(QObject):
                     None,
                     "engine_start",
                     f"the engine connection could not be made: {error}",
-                    "see the log (Help > Open logs folder)",
+                    "see the log (Menu > Help > Open logs folder)",
                 )
             )
             return
@@ -260,7 +260,10 @@ class EngineWorker(QObject):
         except Exception as error:  # noqa: BLE001 - any failure to spawn is reported to the window as an Error
             batch.append(
                 P.Error(
-                    None, "engine_start", f"the engine did not start: {error}", "see the log (Help > Open logs folder)"
+                    None,
+                    "engine_start",
+                    f"the engine did not start: {error}",
+                    "see the log (Menu > Help > Open logs folder)",
                 )
             )
             return

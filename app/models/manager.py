@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
 from app.models.connections import ConnectionsPage
 from app.models.choice import choose, imported_models, installed_pairs, pair_paths
 from app.models.wizard.pair_list import Card, CardList, PairList, badge, label
+from app.models.format_words import catalog_format, folder_format
 from app.models.wizard.words import size_words
 from app.engine.bridge import CRASHED, FAILED, READY, EngineStatus
 from app.engine.connections import source_words
@@ -57,6 +58,7 @@ class InstalledEntry:
     size_bytes: int | None  # None: ships with the app
     location: str
     paths: tuple[Path, ...]  # what Delete removes
+    weights: str = ""  # how the big model's weights are stored, in words ("4-bit GPTQ", "16-bit")
 
 
 def installed_entries(catalog: Catalog, root: Path) -> list[InstalledEntry]:
@@ -65,13 +67,13 @@ def installed_entries(catalog: Catalog, root: Path) -> list[InstalledEntry]:
     for pair_id in installed_pairs(catalog, root):
         pair = catalog.pair(pair_id)
         target, draft = pair_paths(catalog, pair_id, root)
+        weights = catalog_format(pair.target.quantization)
         if pair_id == BUILTIN_PAIR_ID:
-            entries.append(InstalledEntry(pair_id, pair.name, target, draft, None, "ships with the app", ()))
+            entries.append(InstalledEntry(pair_id, pair.name, target, draft, None, "ships with the app", (), weights))
             continue
         folders = tuple(root / folder for folder in pair_folders(catalog, pair_id))
-        entries.append(
-            InstalledEntry(pair_id, pair.name, target, draft, sum(map(folder_bytes, folders)), str(root), folders)
-        )
+        size = sum(map(folder_bytes, folders))
+        entries.append(InstalledEntry(pair_id, pair.name, target, draft, size, str(root), folders, weights))
     for model in imported_models(catalog, root):
         ggufs = sorted(model.path.glob("*.gguf"))
         target = str(ggufs[0]) if len(ggufs) == 1 and not (model.path / "config.json").exists() else str(model.path)
@@ -79,15 +81,23 @@ def installed_entries(catalog: Catalog, root: Path) -> list[InstalledEntry]:
         entries.append(
             InstalledEntry(
                 f"model:{model.name}",
-                f"{model.name} (imported, no draft model)",
+                f"{model.name} (imported)",  # the card says it has no draft model
                 target,
                 "",
                 model.done_bytes,
                 where,
                 (model.path,),
+                folder_format(Path(target)),
             )
         )
     return entries
+
+
+def card_line(entry: InstalledEntry) -> str:
+    """A card's line under the name: the format first, then the size, then whether it has a draft model."""
+    size = "ships with the app" if entry.size_bytes is None else size_words(entry.size_bytes)
+    helper = "with a draft model" if entry.draft else "no draft model"
+    return " · ".join(part for part in (entry.weights, size, helper) if part)
 
 
 class ModelManager(QDialog):
@@ -202,8 +212,12 @@ class ModelManager(QDialog):
         row.addWidget(self.import_button)
         self.use_button.clicked.connect(self.use_selected)
         self.delete_button.clicked.connect(self.delete_selected)
-        column.addWidget(label(f"Models are kept in {self.models_dir}", muted=True))
+        column.addWidget(label("The models on this computer: pick one and press Use this model."))
         column.addWidget(self.installed, 1)
+        folder = label(f"Kept in {self.models_dir}", muted=True)  # under the list: where, not what
+        folder.setObjectName("modelsFolder")
+        folder.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        column.addWidget(folder)
         column.addLayout(row)
         self.tabs.addTab(page, "Installed")
 
@@ -220,13 +234,10 @@ class ModelManager(QDialog):
         for row, entry in enumerate(entries):
             active = self.is_active(entry)
             active_row = row if active else active_row
-            size = "Built-in" if entry.size_bytes is None else size_words(entry.size_bytes)
             card = Card(
-                entry.name,
-                [badge("In use", "success")] if active else [],
-                [label(f"{size} · {entry.location}", muted=True)],
+                entry.name, [badge("In use", "success")] if active else [], [label(card_line(entry), muted=True)]
             )
-            card.setToolTip(f"Model: {entry.target}\nDraft: {entry.draft or 'none'}")
+            card.setToolTip(f"Model: {entry.target}\nDraft: {entry.draft or 'none'}\nKept in {entry.location}")
             self.installed.add_card(card)
         self.installed.setCurrentRow(active_row if entries else -1)
         self._update_buttons()

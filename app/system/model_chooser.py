@@ -1,13 +1,15 @@
 """The file chooser for a model: a .gguf file or a model folder (one chooser cannot take both well, so callers
 offer the two), opening in the models folder, which is made if it is not there yet (a chooser that opens in
-the home folder sends people looking). It is the desktop's own chooser where the desktop has one (GNOME,
-KDE, Windows, macOS); Qt draws its own only where there is none."""
+the home folder sends people looking). It is the desktop's own chooser in the light theme, Qt's own in the
+dark one (app/theme/file_dialogs.py: the desktop's ignores the app's colours)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from PySide6.QtWidgets import QFileDialog, QWidget
+
+from app.theme.file_dialogs import follow_theme
 
 GGUF_FILTERS = ["GGUF models (*.gguf)", "All files (*)"]
 
@@ -23,7 +25,7 @@ def usable_folder(folder: Path) -> Path:
 
 def model_chooser(parent: QWidget | None, title: str, start: Path, folder: bool) -> QFileDialog:
     """A chooser for an existing model folder (`folder`) or .gguf file, not yet shown."""
-    dialog = QFileDialog(parent, title, str(start if start.is_dir() else usable_folder(start)))
+    dialog = follow_theme(QFileDialog(parent, title, str(start if start.is_dir() else usable_folder(start))))
     if folder:
         dialog.setFileMode(QFileDialog.FileMode.Directory)
         dialog.setOption(QFileDialog.Option.ShowDirsOnly, True)

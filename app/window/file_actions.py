@@ -7,12 +7,16 @@ from pathlib import Path
 
 from PySide6.QtCore import QUrl
 from PySide6.QtGui import QDesktopServices, QGuiApplication
-from PySide6.QtWidgets import QFileDialog
+from PySide6.QtWidgets import QLabel
 
 from app.conversations.export import FORMATS, suggested_file_name, to_json, to_markdown, write_export
 from app.settings.schema import to_dict
+from app.system import resources
 from app.system.diagnostics import diagnostics_text
-from app.window.confirm import confirm_box
+from app.theme.file_dialogs import save_file_dialog
+from app.window.confirm import ConfirmDialog, confirm_box
+
+ABOUT_LOGO_PX = 64
 
 
 class FileActionsMixin:
@@ -57,9 +61,9 @@ class FileActionsMixin:
 
     # -- export --------------------------------------------------------------------------------------------
 
-    def export_text(self, kind: str) -> str:
-        """The open conversation as `kind` ("markdown" | "json")."""
-        cid = self.controller.conversation_id
+    def export_text(self, kind: str, conversation_id: int | None = None) -> str:
+        """A conversation (the open one unless `conversation_id` is given) as `kind` ("markdown" | "json")."""
+        cid = self.controller.conversation_id if conversation_id is None else conversation_id
         row = self.store.conversation(cid) if cid is not None else None
         if row is None:
             raise ValueError("there is no conversation to export")
@@ -69,32 +73,39 @@ class FileActionsMixin:
             return to_json(row, messages, to_dict(settings))
         return to_markdown(row, messages, settings.system_prompt)
 
-    def export_conversation(self, path: Path, kind: str) -> None:
-        write_export(path, self.export_text(kind))
+    def export_conversation(self, path: Path, kind: str, conversation_id: int | None = None) -> None:
+        write_export(path, self.export_text(kind, conversation_id))
         self.toast.show_message(f"Exported the chat to {path}", 6000)
 
-    def export_conversation_dialog(self, kind: str) -> None:
-        cid = self.controller.conversation_id
+    def export_conversation_dialog(self, kind: str, conversation_id: int | None = None) -> None:
+        """Ask where to save a conversation (the open one unless `conversation_id` is given), then save it."""
+        cid = self.controller.conversation_id if conversation_id is None else conversation_id
         row = self.store.conversation(cid) if cid is not None else None
         if row is None:
             self.toast.show_message("Nothing to export yet: start a chat first", 4000)
             return
         suffix = FORMATS[kind]
         start = str(Path.home() / suggested_file_name(row.title, kind))
-        name, _ = QFileDialog.getSaveFileName(
+        dialog = save_file_dialog(
             self, "Export conversation", start, f"{'Markdown' if kind == 'markdown' else 'JSON'} (*{suffix})"
         )
-        if name:
-            path = Path(name) if name.endswith(suffix) else Path(name + suffix)
-            try:
-                self.export_conversation(path, kind)
-            except OSError as error:
-                self.toast.show_message(f"Not exported: could not write {path} ({error.strerror or error})", 8000)
+        accepted = dialog.exec()
+        names = dialog.selectedFiles()
+        dialog.deleteLater()
+        if not accepted or not names:
+            return
+        name = names[0]
+        path = Path(name) if name.endswith(suffix) else Path(name + suffix)
+        try:
+            self.export_conversation(path, kind, cid)
+        except OSError as error:
+            self.toast.show_message(f"Not exported: could not write {path} ({error.strerror or error})", 8000)
 
-    def about(self) -> None:
+    def about(self) -> ConfirmDialog:
+        """The About card: the app's logo, its version and what it does (shown, not waited for)."""
         from app import __version__
 
-        confirm_box(
+        box = confirm_box(
             self,
             "About SpecExec Desktop",
             f"Version {__version__}.\n\nChat with a big model on your own computer: it keeps the model's "
@@ -102,4 +113,12 @@ class FileActionsMixin:
             "answers come faster.",
             None,
             cancel="Close",
-        ).exec()
+        )
+        logo = QLabel()
+        logo.setObjectName("aboutLogo")
+        logo.setAccessibleName("SpecExec Desktop logo")
+        logo.setPixmap(resources.icon("app").pixmap(ABOUT_LOGO_PX, ABOUT_LOGO_PX))
+        box.layout().insertWidget(0, logo)
+        self.about_dialog = box
+        box.open()
+        return box

@@ -42,7 +42,7 @@ from app.settings.schema import AppSettings, Method, load_settings, save_setting
 from app.settings.chat_panel import ChatSettingsPanel
 from app.settings.settings_page import SettingsPage
 from app.window.confirm import ConfirmDialog, confirm_destructive
-from app.window.status_bar import AppStatusBar
+from app.window.status_bar import NO_DRAFT_WORDS, AppStatusBar
 from app.window.toast import Toast
 from app.window.file_actions import FileActionsMixin
 from app.window.geometry import restore_geometry, save_geometry
@@ -95,6 +95,7 @@ class MainWindow(MenusMixin, SettingsHostMixin, FileActionsMixin, QMainWindow):
         self.confirm_delete = confirm_delete
         self.controller = ChatController(self.store, self.bridge, self.settings, self)
         self.logs_dialog: ConfirmDialog | None = None
+        self.about_dialog: ConfirmDialog | None = None
         self._gpu_banner: str | None = None  # the banner's text while it reports a GPU that failed its check
         self.setWindowTitle("SpecExec Desktop")
         self.setWindowIcon(resources.icon("app"))
@@ -178,8 +179,8 @@ class MainWindow(MenusMixin, SettingsHostMixin, FileActionsMixin, QMainWindow):
         self.setStatusBar(self.status_line)
         self.pages.currentChanged.connect(lambda _page: self.status_line.close_details())  # Settings covers it
         self.toast = Toast(chat)  # transient feedback, over the bottom of the chat
-        # Keyboard order: sidebar (new, search, list, rename, delete) -> header -> input -> send
-        QWidget.setTabOrder(self.sidebar.delete_button, self.header.model_button)
+        # Keyboard order: sidebar (new, search, list, menu) -> header -> input -> send
+        QWidget.setTabOrder(self.sidebar.app_menu_button, self.header.model_button)
         QWidget.setTabOrder(self.header.model_button, self.conversation_settings_button)
         QWidget.setTabOrder(self.conversation_settings_button, self.header.export_button)
         QWidget.setTabOrder(self.header.export_button, self.input)
@@ -200,6 +201,7 @@ class MainWindow(MenusMixin, SettingsHostMixin, FileActionsMixin, QMainWindow):
         self.sidebar.new_requested.connect(self.new_conversation)
         self.sidebar.selected.connect(c.open_conversation)
         self.sidebar.delete_requested.connect(self.delete_conversation)
+        self.sidebar.export_requested.connect(lambda cid, kind: self.export_conversation_dialog(kind, cid))
         self.sidebar.search_changed.connect(c.search)
         c.conversations.modelReset.connect(lambda: self.sidebar.select(c.conversation_id))
         c.conversations.renamed.connect(lambda *_: self._show_title())
@@ -245,7 +247,7 @@ class MainWindow(MenusMixin, SettingsHostMixin, FileActionsMixin, QMainWindow):
             return
         if self.bridge.status.state == FAILED:
             self.toast.show_message(
-                "Not sent: no model is loaded. Press Retry above the chat, or pick a model in Models > Model manager.",
+                "Not sent: no model is loaded. Press Retry above the chat, or pick a model in Menu > Model manager.",
                 6000,
             )
             return
@@ -318,7 +320,13 @@ class MainWindow(MenusMixin, SettingsHostMixin, FileActionsMixin, QMainWindow):
         set and this chat has not chosen plain decoding."""
         plain = self.controller.conversation_settings().method == Method.SEQUENTIAL
         remote = self.settings.remote_endpoint() is not None  # a server decodes its own way
-        self.status_line.details.set_uses_draft(bool(self.settings.draft) and not plain and not remote)
+        if remote:
+            why = "Answers come from a server, which decodes its own way: there are no passes to show here."
+        elif plain:
+            why = "Plain decoding, as this chat's settings ask: one token per pass of the big model, so no chart."
+        else:
+            why = NO_DRAFT_WORDS
+        self.status_line.details.set_uses_draft(bool(self.settings.draft) and not plain and not remote, why)
 
     def _conversation_opened(self, conversation_id: int | None) -> None:
         self.chat_settings.set_settings(self.controller.conversation_settings(conversation_id), conversation_id)

@@ -1,8 +1,14 @@
-"""The window's menu bar: one name for each thing, the same as on the buttons, with its shortcut."""
+"""The window's menus: one name for each thing, the same as on the buttons, with its shortcut.
+
+They live in the sidebar's *Menu* button (the app's menu, as in the chat apps of 2026), not in a menu bar:
+the bar is built (its menus are the button's submenus) but hidden, and every action is also the window's
+own, so its shortcut works with no bar on screen.
+"""
 
 from __future__ import annotations
 
 from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import QMenu
 
 
 class MenusMixin:
@@ -14,6 +20,7 @@ class MenusMixin:
             action.setShortcut(QKeySequence(shortcut))
         action.triggered.connect(slot)
         menu.addAction(action)
+        self.addAction(action)  # the window's own: the shortcut works while the menu bar is hidden
         return action
 
     def _build_menus(self) -> None:
@@ -21,13 +28,13 @@ class MenusMixin:
         bar = self.menuBar()
         file = bar.addMenu("&File")
         self.new_action = self._action(file, "&New chat", self.new_conversation, QKeySequence.StandardKey.New)
-        self._action(file, "&Settings…", lambda: self.open_settings(), "Ctrl+,")
+        self.settings_action = self._action(file, "&Settings…", lambda: self.open_settings(), "Ctrl+,")
         file.addSeparator()
-        self._action(file, "&Quit", self.close, QKeySequence.StandardKey.Quit)
+        self.quit_action = self._action(file, "&Quit", self.close, QKeySequence.StandardKey.Quit)
         chat = bar.addMenu("&Chat")
         self._action(chat, "Search chats", lambda: self.sidebar.search.setFocus(), QKeySequence.StandardKey.Find)
-        self._action(chat, "&Rename chat", self.sidebar.rename_current, "F2")
-        self._action(chat, "&Delete chat…", self._delete_current)
+        self.rename_action = self._action(chat, "&Rename chat", self.sidebar.rename_current, "F2")
+        self.delete_action = self._action(chat, "&Delete chat…", self._delete_current)
         self._action(chat, "Chat &settings", self.toggle_conversation_settings, "Ctrl+Shift+S")
         chat.addSeparator()
         self.stop_action = self._action(chat, "S&top the answer", self._escape, "Esc")
@@ -38,7 +45,7 @@ class MenusMixin:
         chat.addSeparator()
         self._action(chat, "Go to the message box", lambda: self.input.setFocus(), "Ctrl+L")
         models = bar.addMenu("&Models")
-        self._action(models, "&Model manager…", self.open_model_manager, "Ctrl+M")
+        self.model_manager_action = self._action(models, "&Model manager…", self.open_model_manager, "Ctrl+M")
         self._action(models, "&Set-up wizard…", lambda: self.open_wizard())
         models.addSeparator()
         self._action(models, "&Restart engine", self.restart_engine)
@@ -46,3 +53,26 @@ class MenusMixin:
         self._action(help_menu, "Open &logs folder", self.open_logs_folder)
         self._action(help_menu, "&Copy diagnostics", self.copy_diagnostics)
         self._action(help_menu, "&About SpecExec Desktop", self.about)
+        bar.hide()
+        self.app_menu = self._app_menu(chat, models, help_menu)
+        self.sidebar.app_menu_button.setMenu(self.app_menu)
+        self.sidebar.open_chat_listed.connect(self._open_chat_listed)
+        self.sidebar.open_chat_listed.emit(self.sidebar.current_id() is not None)
+
+    def _app_menu(self, chat: QMenu, models: QMenu, help_menu: QMenu) -> QMenu:
+        """The sidebar's menu: the things used most at its top, then the bar's menus, the same actions."""
+        menu = QMenu(self)
+        menu.setAccessibleName("App menu")
+        menu.addAction(self.settings_action)
+        menu.addAction(self.model_manager_action)
+        menu.addSeparator()
+        for submenu in (chat, models, help_menu):
+            menu.addMenu(submenu)
+        menu.addSeparator()
+        menu.addAction(self.quit_action)
+        return menu
+
+    def _open_chat_listed(self, listed: bool) -> None:
+        """Rename and Delete act on the open chat: off while a search hides it from the list."""
+        self.rename_action.setEnabled(listed)
+        self.delete_action.setEnabled(listed)

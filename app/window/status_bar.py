@@ -23,6 +23,10 @@ from core.engine import protocol as P
 
 MAX_BARS = 48
 DETAILS_WIDTH_PX = 360
+NO_DRAFT_WORDS = "Plain decoding: without a draft model the big model writes one token per pass, so there is no chart."
+AUTO_PLAIN_WORDS = (
+    "Plain decoding: the big model writes one token per pass, with no guesses to check, so there is no chart."
+)
 
 
 class ElidingLabel(QLabel):
@@ -148,6 +152,7 @@ class SpeedDetails(QFrame):
         self.per_pass_label = _line("Tokens per pass", muted=True)
         self.budget_label = _line("Tree budget", muted=True)
         self.chart = PassChart(stats)
+        self.plain_label = _line("Plain decoding", muted=True)  # in the chart's place: one token a pass is flat
         self.choice_label = _line("Why this method", muted=True)
         self.source_label = _line("Where answers come from", muted=True)
         for widget in (
@@ -156,12 +161,16 @@ class SpeedDetails(QFrame):
             self.per_pass_label,
             self.budget_label,
             self.chart,
+            self.plain_label,
             self.choice_label,
             self.source_label,
         ):
             layout.addWidget(widget)
         self.choice_label.hide()  # until the engine has chosen
         self.uses_draft = True
+        self.why_plain = ""
+        self.chose_plain = False  # the automatic method chose plain decoding for this answer
+        self.plain_label.hide()  # until there is no speculation to show
         self._budget = 0
         bridge.status_changed.connect(self.show_status)
         bridge.auto_choice.connect(self.show_choice)
@@ -169,13 +178,20 @@ class SpeedDetails(QFrame):
         self.show_status(bridge.status)
         self.show_stats()
 
-    def set_uses_draft(self, uses_draft: bool) -> None:
+    def set_uses_draft(self, uses_draft: bool, why_plain: str = NO_DRAFT_WORDS) -> None:
         """Without speculation (no draft, plain decoding chosen, a server) there is no tree: no budget, no
-        tokens per pass (always 1), no chart."""
+        tokens per pass (always 1) and no chart (it would be flat), but a sentence that says so (`why_plain`)."""
         self.uses_draft = uses_draft
+        self.why_plain = why_plain
+        self._show_speculation()
+
+    def _show_speculation(self) -> None:
+        speculative = self.uses_draft and not self.chose_plain
         for widget in (self.budget_label, self.per_pass_label, self.chart):
-            widget.setVisible(uses_draft)
-        self.choice_label.setVisible(uses_draft and bool(self.choice_label.text()))
+            widget.setVisible(speculative)
+        self.plain_label.setText(AUTO_PLAIN_WORDS if self.uses_draft else self.why_plain)
+        self.plain_label.setVisible(not speculative)
+        self.choice_label.setVisible(self.uses_draft and bool(self.choice_label.text()))
         self.adjustSize()
 
     def set_source(self, words: str) -> None:
@@ -189,8 +205,8 @@ class SpeedDetails(QFrame):
 
     def show_choice(self, choice: P.AutoChoice) -> None:
         self.choice_label.setText(f"Chosen for this computer: {choice.reason}. It is checked again every few passes.")
-        self.choice_label.setVisible(self.uses_draft)
-        self.adjustSize()
+        self.chose_plain = choice.method == "sequential"
+        self._show_speculation()
 
     def show_stats(self) -> None:
         s = self.stats
@@ -201,6 +217,9 @@ class SpeedDetails(QFrame):
         else:
             self.speed_label.setText("No answer yet: the speed shows while one is written")
             self.per_pass_label.setText("Tokens per pass: –")
+            if self.chose_plain:  # a new answer: the automatic method chooses again for it
+                self.chose_plain = False
+                self._show_speculation()
         budget = s.budget or self._budget
         self.budget_label.setText(
             f"Tree budget: {budget} draft tokens checked per pass" if budget else "Tree budget: –"

@@ -14,21 +14,18 @@ import json
 import sys
 from dataclasses import asdict, dataclass
 
-from core.bench.overlap_stats import OverlapTally
-from core.bench.trace import PassTrace, traced_stream
 from core.cli.options import (
     add_grammar_argument,
     add_model_arguments,
     add_overlap_arguments,
+    add_sampling_arguments,
     add_threads_argument,
     output_controls,
     sampling_params,
     tree_settings,
 )
 from core.cli.pair import load_pair
-from core.decoding.generation import METHODS, DecodingSettings, stream_generate
-from core.decoding.methods.specexec import TreeSettings
-from core.text.prompts import encode_prompt, read_prompt_file
+from core.decoding.defaults import METHODS
 from core.system.threads import apply_torch_threads
 
 
@@ -74,17 +71,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_model_arguments(parser)
     parser.add_argument("--prompts", required=True, help="JSON Lines prompt file (messages or text)")
     parser.add_argument("--limit", type=int, default=None, help="use the first N prompts")
-    parser.add_argument("--budgets", type=_int_list, default=[16, 64, 256, 1024])
-    parser.add_argument("--methods", type=_method_list, default=["specexec", "specinfer"])
+    parser.add_argument(
+        "--budgets",
+        type=_int_list,
+        default=[16, 64, 256, 1024],
+        help="draft tokens per target pass to measure, comma separated (default 16,64,256,1024)",
+    )
+    parser.add_argument(
+        "--methods",
+        type=_method_list,
+        default=["specexec", "specinfer"],
+        help=f"decoding methods to measure, comma separated, from: {', '.join(METHODS)} (default specexec,specinfer)",
+    )
     parser.add_argument("--baseline", action="store_true", help="also time sequential decoding for speed-ups")
-    parser.add_argument("--temperature", type=float, default=0.6)
-    parser.add_argument("--top-p", type=float, default=0.9)
-    parser.add_argument("--top-k", type=int, default=0)
-    parser.add_argument("--max-new-tokens", type=int, default=64)
-    parser.add_argument("--seed", type=int, default=0)
+    add_sampling_arguments(parser, temperature=0.6)
+    parser.add_argument("--max-new-tokens", type=int, default=64, help="tokens per answer (default %(default)s)")
     parser.add_argument("--seeds", type=int, default=1, help="number of seeds, starting at --seed")
-    parser.add_argument("--max-depth", type=int, default=32)
-    parser.add_argument("--expand", type=int, default=32)
+    parser.add_argument("--max-depth", type=int, default=32, help="deepest draft node (default %(default)s)")
+    parser.add_argument("--expand", type=int, default=32, help="nodes expanded per draft forward (default %(default)s)")
     parser.add_argument("--draft-top-p", action="store_true", help="truncate the draft to the target's nucleus")
     parser.add_argument(
         "--no-adaptive-depth",
@@ -100,11 +104,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="with --json-schema: mask the target only, not the draft's proposals",
     )
     add_threads_argument(parser)
-    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--json", action="store_true", help="print the rows as JSON instead of a table")
     parser.add_argument("--plot", default=None, help="write a PNG of tokens per pass against budget")
 
 
 def measure(target, draft, prompts_ids, method: str, budget: int, args: argparse.Namespace) -> Row:
+    from core.bench.overlap_stats import OverlapTally
+    from core.bench.pass_trace import PassTrace, traced_stream
+    from core.decoding.generation import DecodingSettings, stream_generate
+    from core.decoding.methods.specexec import TreeSettings
+
     tokens = passes = forwards = 0
     draft_s = draft_forward_s = target_s = 0.0
     # sequential drafts nothing: its row has budget 0 and the tree settings are unused
@@ -189,6 +198,8 @@ def plot(rows: list[Row], path: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from core.text.prompts import encode_prompt, read_prompt_file  # transformers: not for `--help`
+
     apply_torch_threads(args.threads)
     methods = list(args.methods)
     if args.baseline and "sequential" not in methods:

@@ -17,10 +17,6 @@ from dataclasses import asdict
 
 from core.cli.options import add_model_arguments, add_overlap_arguments, sampling_params
 from core.cli.pair import load_pair
-from core.decoding.draft_lane import overlap_wanted
-from core.decoding.methods.specexec import TreeSettings
-from core.text.prompts import encode_prompt, read_prompt_file
-from core.decoding.agreement import compare_runs, flip_summary
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -28,19 +24,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--prompts", required=True, help="JSON Lines prompt file (messages or text)")
     parser.add_argument("--limit", type=int, default=None, help="use the first N prompts")
     parser.add_argument("--seeds", type=int, default=1, help="seeds 0..N-1 per prompt")
-    parser.add_argument("--budget", type=int, default=16)
-    parser.add_argument("--max-depth", type=int, default=8)
-    parser.add_argument("--expand", type=int, default=8)
+    parser.add_argument("--budget", type=int, default=16, help="draft tokens per target pass (default %(default)s)")
+    parser.add_argument("--max-depth", type=int, default=8, help="deepest draft node (default %(default)s)")
+    parser.add_argument("--expand", type=int, default=8, help="nodes expanded per draft forward (default %(default)s)")
     add_overlap_arguments(parser)
-    parser.add_argument("--temperature", type=float, default=0.6)
-    parser.add_argument("--top-p", type=float, default=0.9)
-    parser.add_argument("--top-k", type=int, default=0)
-    parser.add_argument("--max-new-tokens", type=int, default=32)
+    parser.add_argument("--temperature", type=float, default=0.6, help="sampling temperature (default %(default)s)")
+    parser.add_argument(
+        "--top-p", type=float, default=0.9, help="nucleus sampling share, 1 = off (default %(default)s)"
+    )
+    parser.add_argument("--top-k", type=int, default=0, help="sample from this many likeliest tokens (0 = off)")
+    parser.add_argument("--max-new-tokens", type=int, default=32, help="tokens per answer (default %(default)s)")
     parser.add_argument("--reference-dtype", default=None, help="also run sequential decoding in this dtype")
-    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
 def run(args: argparse.Namespace) -> int:
+    # torch and transformers: here, so that `--help` answers at once
+    from core.decoding.agreement import compare_runs, flip_summary
+    from core.decoding.draft_lane import overlap_wanted
+    from core.decoding.methods.specexec import TreeSettings
+    from core.text.prompts import encode_prompt, read_prompt_file
+
     target, draft = load_pair(args)
     reference = None
     if args.reference_dtype:

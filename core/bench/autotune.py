@@ -17,11 +17,13 @@ import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 
-from core.cli.options import add_model_arguments, sampling_params
+from typing import TYPE_CHECKING
+
+from core.cli.options import add_model_arguments, add_sampling_arguments, sampling_params
 from core.cli.pair import load_pair
-from core.decoding.generation import DecodingSettings, stream_generate
-from core.decoding.methods.specexec import TreeSettings
-from core.text.prompts import Prompt, encode_prompt, read_prompt_file
+
+if TYPE_CHECKING:
+    from core.decoding.generation import DecodingSettings
 
 # Used when no --prompts file is given: short chat questions like the app's first turns.
 DEFAULT_PROMPTS = (
@@ -55,17 +57,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--limit", type=int, default=None, help="use the first N prompts")
     parser.add_argument("--budgets", type=_int_list, default=[16, 64, 256], help="fixed SpecExec budgets to sweep")
     parser.add_argument("--expand", type=int, default=32, help="expansion width of the fixed SpecExec settings")
-    parser.add_argument("--max-depth", type=int, default=32)
+    parser.add_argument("--max-depth", type=int, default=32, help="deepest draft node (default %(default)s)")
     parser.add_argument("--repeats", type=int, default=3, help="interleaved repetitions of the whole sweep")
-    parser.add_argument("--temperature", type=float, default=0.6)
-    parser.add_argument("--top-p", type=float, default=0.9)
-    parser.add_argument("--top-k", type=int, default=0)
-    parser.add_argument("--max-new-tokens", type=int, default=32)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--json", action="store_true")
+    add_sampling_arguments(parser, temperature=0.6)
+    parser.add_argument("--max-new-tokens", type=int, default=32, help="tokens per answer (default %(default)s)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
 def _settings(args: argparse.Namespace) -> dict[str, DecodingSettings]:
+    from core.decoding.generation import DecodingSettings
+    from core.decoding.methods.specexec import TreeSettings
+
     fixed = {
         f"specexec {k}": DecodingSettings(
             method="specexec",
@@ -90,6 +92,8 @@ def _settings(args: argparse.Namespace) -> dict[str, DecodingSettings]:
 def run(args: argparse.Namespace) -> int:
     from core.decoding.autotune.cost_model import cached_cost_model
     from core.decoding.autotune.setup import tuner_for_pair
+    from core.decoding.generation import stream_generate
+    from core.text.prompts import Prompt, encode_prompt, read_prompt_file
 
     say = (lambda text: None) if args.json else (lambda text: print(text, file=sys.stderr, flush=True))
     target, draft = load_pair(args, need_draft=True)

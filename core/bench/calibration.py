@@ -20,7 +20,6 @@ import json
 from dataclasses import asdict, dataclass
 
 from core.models.gpu_specs import gpu_specs
-from core.decoding.methods.specinfer import chain_shape
 from core.models.speed import (
     MAX_DRAFT_FORWARDS,
     DraftKernel,
@@ -207,6 +206,8 @@ class Prediction:
 
 def predict_row(row: PaperRow) -> Prediction:
     """The speed model's tokens per second for the paper's setup of `row` (see the module's docstring)."""
+    from core.decoding.methods.specinfer import chain_shape  # torch: not for `--help`
+
     target, draft = MODELS[row.target], MODELS[row.draft]
     target_format, draft_format = (GPTQ_TARGET, GPTQ_DRAFT) if row.gptq else (FP16, FP16)
     layers, layer_bytes = target.num_hidden_layers, decoder_layer_bytes(target, target_format)

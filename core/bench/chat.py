@@ -37,8 +37,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_engine_benchmark_arguments(parser)
     parser.add_argument("--first-turn-tokens", type=int, default=512, help="length of the long first user message")
     parser.add_argument("--max-new-tokens", type=int, default=32, help="answer length (turn 1 and the streaming run)")
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="times each measurement is repeated (default %(default)s)"
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
 def _long_message(tokenizer, tokens: int) -> str:

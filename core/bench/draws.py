@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:  # torch is imported where it is used: `--help` answers without it
+    import torch
 
-from core.decoding.keyed_random import STREAM_TOKEN, keyed_gumbels, keyed_uniforms
-from core.decoding.sampling import SamplingParams, draw_slots, gumbel_pick, process_logits
+    from core.decoding.sampling import SamplingParams
 
 CANDIDATES = ("inverse-cdf-f32", "inverse-cdf-f64", "gumbel-two-level", "gumbel-full")
 
@@ -37,13 +38,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tokens", type=int, default=48, help="positions per prompt")
     parser.add_argument("--keys", type=int, default=32, help="seeds drawn at every position")
     parser.add_argument("--full-keys", type=int, default=2, help="seeds for gumbel-full (V noise values a draw)")
-    parser.add_argument("--temperature", type=float, default=1.0)
-    parser.add_argument("--top-p", type=float, default=1.0)
-    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (default %(default)s)")
+    parser.add_argument(
+        "--top-p", type=float, default=1.0, help="nucleus sampling share, 1 = off (default %(default)s)"
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
 def inverse_cdf(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
     """The draw before issue 30: the first index whose cumulative weight exceeds u times the total."""
+    import torch
+
     cdf = probs.cumsum(-1)
     total = cdf[..., -1:]
     below = (cdf <= uniforms.to(cdf.dtype).unsqueeze(-1) * total).sum(-1)
@@ -53,6 +58,11 @@ def inverse_cdf(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
 
 def _draw(candidate: str, scores: torch.Tensor, seed: int, positions: torch.Tensor) -> torch.Tensor:
     """One token per row of scores [N, V] (log-weights, float32) at these absolute positions."""
+    import torch
+
+    from core.decoding.keyed_random import STREAM_TOKEN, keyed_gumbels, keyed_uniforms
+    from core.decoding.sampling import draw_slots, gumbel_pick
+
     if candidate == "gumbel-two-level":  # the noise position_noise makes, at any positions
         return gumbel_pick(scores, keyed_gumbels(seed, positions, STREAM_TOKEN, draw_slots(scores.shape[-1])))
     if candidate == "gumbel-full":
@@ -65,40 +75,47 @@ def _draw(candidate: str, scores: torch.Tensor, seed: int, positions: torch.Tens
 
 def noise_values(candidate: str, vocab: int) -> int:
     """Keyed random values one draw needs."""
+    from core.decoding.sampling import draw_slots
+
     return {"gumbel-two-level": draw_slots(vocab), "gumbel-full": vocab}.get(candidate, 1)
 
 
-@torch.no_grad()
 def logit_pairs(
     target, prompt: list[int], tokens: int, params: SamplingParams
 ) -> tuple[torch.Tensor, torch.Tensor, int]:
     """(one-row logits [T, V], many-row logits [T, V], first position) over `tokens` positions after the
     prompt: the sequence is sampled once, then scored one token at a time and in one pass."""
+    import torch
+
     from core.decoding.generation import DecodingSettings, generate
     from core.modeling.tree_mask import additive_mask, causal_visibility
 
-    lm = target.lm
-    sequence = generate(
-        lm, None, target.tokenizer, prompt, params, DecodingSettings(method="sequential", max_new_tokens=tokens)
-    ).token_ids
-    ids = torch.tensor(prompt + sequence, device=lm.device)
-    start = len(prompt) - 1  # logits after the prompt's last token predict the first new one
-    count = len(sequence)
-    cache = lm.new_cache()
-    lm.extend(ids[:start], cache)
-    one_row = []
-    for i in range(start, start + count):
-        mask = additive_mask(causal_visibility(i, 1, lm.device), lm.dtype)
-        one_row.append(lm.forward(ids[i : i + 1], torch.tensor([i], device=lm.device), mask, cache)[0])
-    cache = lm.new_cache()
-    lm.extend(ids[:start], cache)
-    mask = additive_mask(causal_visibility(start, count, lm.device), lm.dtype)
-    many = lm.forward(ids[start : start + count], torch.arange(start, start + count, device=lm.device), mask, cache)
-    return torch.stack(one_row), many, start + 1
+    with torch.no_grad():  # scoring only: no autograd graph
+        lm = target.lm
+        sequence = generate(
+            lm, None, target.tokenizer, prompt, params, DecodingSettings(method="sequential", max_new_tokens=tokens)
+        ).token_ids
+        ids = torch.tensor(prompt + sequence, device=lm.device)
+        start = len(prompt) - 1  # logits after the prompt's last token predict the first new one
+        count = len(sequence)
+        cache = lm.new_cache()
+        lm.extend(ids[:start], cache)
+        one_row = []
+        for i in range(start, start + count):
+            mask = additive_mask(causal_visibility(i, 1, lm.device), lm.dtype)
+            one_row.append(lm.forward(ids[i : i + 1], torch.tensor([i], device=lm.device), mask, cache)[0])
+        cache = lm.new_cache()
+        lm.extend(ids[:start], cache)
+        mask = additive_mask(causal_visibility(start, count, lm.device), lm.dtype)
+        many = lm.forward(ids[start : start + count], torch.arange(start, start + count, device=lm.device), mask, cache)
+        return torch.stack(one_row), many, start + 1
 
 
 def run(args: argparse.Namespace) -> int:
+    import torch
+
     from core.cli.pair import load_pair
+    from core.decoding.sampling import SamplingParams, process_logits
     from core.text.prompts import encode_prompt, read_prompt_file
 
     target, _ = load_pair(args, need_draft=False)

@@ -16,11 +16,14 @@ from __future__ import annotations
 import argparse
 import json
 import time
-
-import torch
+from typing import TYPE_CHECKING
 
 from core.modeling.model_format import QuantScheme
-from core.offload.quant_formats import CheckpointFormat
+
+if TYPE_CHECKING:  # torch is imported where it is used: `--help` answers without it
+    import torch
+
+    from core.offload.quant_formats import CheckpointFormat
 
 HIDDEN, INTERMEDIATE, KV = 8192, 28672, 1024  # Llama 3.3 70B
 LINEARS = {
@@ -46,7 +49,13 @@ FORMATS = {
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--formats", nargs="+", choices=list(FORMATS), default=list(FORMATS))
+    parser.add_argument(
+        "--formats",
+        nargs="+",
+        choices=list(FORMATS),
+        default=list(FORMATS),
+        help="checkpoint formats to convert (default: all)",
+    )
     parser.add_argument("--repeat", type=int, default=2, help="timed conversions of the layer per format (best kept)")
     parser.add_argument(
         "--device",
@@ -88,6 +97,8 @@ def _checkpoint_tensors(
 def convert_layer(fmt: CheckpointFormat, tensors: dict, device: torch.device) -> float:
     """Seconds to route and convert every tensor of the layer into buffers on `device`, as the loader's fill
     does (on a GPU: waited for, so the figure is the work's, not the launches')."""
+    import torch
+
     buffers = {
         key: torch.empty(shape, dtype=tensor.dtype if tensor.is_floating_point() else torch.int32, device=device)
         for key, (tensor, shape) in tensors.items()
@@ -102,11 +113,17 @@ def convert_layer(fmt: CheckpointFormat, tensors: dict, device: torch.device) ->
 
 
 def _synchronize(device: torch.device) -> None:
+    import torch
+
     if device.type == "cuda":
         torch.cuda.synchronize(device)  # a benchmark's own wait: nothing else runs
 
 
 def run(args: argparse.Namespace) -> int:
+    import torch
+
+    from core.offload.quant_formats import CheckpointFormat
+
     generator = torch.Generator().manual_seed(0)
     device = torch.device(args.device)
     rows = []

@@ -19,18 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 
-import torch
-
-from core.offload.matmul_rate import (
-    DRAFT_SHAPES,
-    GROUP_SIZE,
-    ROWS,
-    SMOKE_SHAPES,
-    TARGET_SHAPES,
-    kernels_on,
-    measure_shapes,
-)
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
@@ -38,7 +26,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="auto",
         help="auto, cpu (the eager path and torch's CPU int4 kernel: a check only) or cuda[:i]",
     )
-    parser.add_argument("--rows", type=lambda t: [int(p) for p in t.split(",") if p], default=list(ROWS))
+    parser.add_argument(
+        "--rows",
+        type=lambda t: [int(p) for p in t.split(",") if p],
+        default=None,
+        help="rows of each product, comma separated (default: core.offload.matmul_rate.ROWS, 1 to 256)",
+    )
     parser.add_argument("--target-shapes", action="store_true", help="also a 70B layer's linears")
     parser.add_argument(
         "--smoke",
@@ -46,17 +39,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="one tiny linear instead of the draft's (a check that it runs, e.g. on the CPU)",
     )
     parser.add_argument("--sweep", action="store_true", help="time a grid of launch configurations too")
-    parser.add_argument("--repeats", type=int, default=20)
-    parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--repeats", type=int, default=20, help="timed calls per kernel and shape (default %(default)s)"
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
 def run(args: argparse.Namespace) -> int:
+    import torch
+
     from core.loading.load import resolve_device
+    from core.offload.matmul_rate import (
+        DRAFT_SHAPES,
+        GROUP_SIZE,
+        ROWS,
+        SMOKE_SHAPES,
+        TARGET_SHAPES,
+        kernels_on,
+        measure_shapes,
+    )
 
     device = resolve_device(args.device)
+    rows = list(ROWS) if args.rows is None else args.rows
     shapes = (SMOKE_SHAPES if args.smoke else DRAFT_SHAPES) + (TARGET_SHAPES if args.target_shapes else ())
     kernels = kernels_on(device)
-    results = measure_shapes(device, shapes, args.rows, args.repeats, args.sweep, kernels=kernels)
+    results = measure_shapes(device, shapes, rows, args.repeats, args.sweep, kernels=kernels)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     if args.json:
         print(json.dumps({"device": name, "kernels": list(kernels), "rows": results}, indent=1))

@@ -19,17 +19,16 @@ import functools
 import json
 from dataclasses import asdict, dataclass
 
-import torch
-from torch import nn
-from transformers import LlamaConfig
+from typing import TYPE_CHECKING
 
 from core.planning import residency
-from core.offload.gptq import DequantScratch, GPTQSettings
-from core.offload.gptq_loader import quantize_layers
-from core.offload.layout import layer_layout
 from core.planning.host_memory import host_bytes_needed
-from core.offload.meta_model import EMBEDDING_KEY, build_meta_model
 from core.planning.sizes import gptq_scratch_bytes
+
+if TYPE_CHECKING:
+    from transformers import LlamaConfig
+
+    from core.offload.gptq import GPTQSettings
 
 GIB = 1024**3
 GB = 1e9
@@ -38,17 +37,19 @@ PCIE4_BYTES_PER_S = 25e9  # pinned host-to-device, PCIe 4.0 x16 (engineering-fac
 _LLAMA_70B = dict(
     hidden_size=8192, intermediate_size=28672, num_hidden_layers=80, num_attention_heads=64, num_key_value_heads=8
 )
+# name -> (LlamaConfig fields, GPTQSettings fields): plain numbers, so that `--help` lists the names without
+# loading transformers; _shape builds the objects
 MODELS = {
     "llama-2-70b-gptq": (
-        LlamaConfig(**_LLAMA_70B, vocab_size=32000, max_position_embeddings=4096),
-        GPTQSettings(bits=4, group_size=128, desc_act=True),
+        dict(**_LLAMA_70B, vocab_size=32000, max_position_embeddings=4096),
+        dict(bits=4, group_size=128, desc_act=True),
     ),
     "llama-3.1-70b-gptq": (
-        LlamaConfig(**_LLAMA_70B, vocab_size=128256, max_position_embeddings=131072, rope_theta=500000.0),
-        GPTQSettings(bits=4, group_size=128),
+        dict(**_LLAMA_70B, vocab_size=128256, max_position_embeddings=131072, rope_theta=500000.0),
+        dict(bits=4, group_size=128),
     ),
 }
-_LLAMA_2_7B = LlamaConfig(
+_LLAMA_2_7B = dict(
     hidden_size=4096,
     intermediate_size=11008,
     num_hidden_layers=32,
@@ -56,7 +57,7 @@ _LLAMA_2_7B = LlamaConfig(
     num_key_value_heads=32,
     vocab_size=32000,
 )
-_LLAMA_31_8B = LlamaConfig(
+_LLAMA_31_8B = dict(
     hidden_size=4096,
     intermediate_size=14336,
     num_hidden_layers=32,
@@ -64,14 +65,25 @@ _LLAMA_31_8B = LlamaConfig(
     num_key_value_heads=8,
     vocab_size=128256,
 )
-# name -> (config, GPTQ settings of a 4-bit draft or None for 16 bits): the catalog's drafts
+# name -> (config fields, GPTQ settings fields of a 4-bit draft or None for 16 bits): the catalog's drafts
 DRAFTS = {
     "none": None,
     "llama-2-7b-fp16": (_LLAMA_2_7B, None),
     "llama-3.1-8b-fp16": (_LLAMA_31_8B, None),
-    "llama-2-7b-gptq": (_LLAMA_2_7B, GPTQSettings(bits=4, group_size=128)),
-    "llama-3.1-8b-gptq": (_LLAMA_31_8B, GPTQSettings(bits=4, group_size=128, desc_act=True)),
+    "llama-2-7b-gptq": (_LLAMA_2_7B, dict(bits=4, group_size=128)),
+    "llama-3.1-8b-gptq": (_LLAMA_31_8B, dict(bits=4, group_size=128, desc_act=True)),
 }
+
+
+@functools.cache
+def _shape(name: str) -> tuple[LlamaConfig, GPTQSettings | None]:
+    """The config and GPTQ settings of a target of MODELS or a draft of DRAFTS (not "none")."""
+    from transformers import LlamaConfig
+
+    from core.offload.gptq import GPTQSettings
+
+    config, gptq = MODELS[name] if name in MODELS else DRAFTS[name]
+    return LlamaConfig(**config), GPTQSettings(**gptq) if gptq is not None else None
 
 
 @dataclass(frozen=True)
@@ -101,7 +113,15 @@ class MemoryPlan:
 def _layer_shapes(name: str) -> tuple[tuple[int, ...], int, int, int, int]:
     """(layer bytes, non-layer bytes, embedding bytes, largest checkpoint tensor, dequantisation scratch) of a
     GPTQ target or draft."""
-    config, gptq = MODELS[name] if name in MODELS else DRAFTS[name]
+    import torch
+    from torch import nn
+
+    from core.offload.gptq import DequantScratch
+    from core.offload.gptq_loader import quantize_layers
+    from core.offload.layout import layer_layout
+    from core.offload.meta_model import EMBEDDING_KEY, build_meta_model
+
+    config, gptq = _shape(name)
     model = build_meta_model(config, torch.float16)
     linears = [name for name, module in model.model.layers[0].named_modules() if isinstance(module, nn.Linear)]
     keys = {f"model.layers.{i}.{name}.qweight" for i in range(config.num_hidden_layers) for name in linears}
@@ -123,9 +143,13 @@ def _layer_shapes(name: str) -> tuple[tuple[int, ...], int, int, int, int]:
 
 def _draft_bytes(draft: str) -> int:
     """VRAM of the draft's weights: 16-bit, or packed GPTQ layers + 16-bit non-layer weights + scratch."""
+    import torch
+
+    from core.offload.meta_model import build_meta_model
+
     if DRAFTS[draft] is None:
         return 0
-    config, gptq = DRAFTS[draft]
+    config, gptq = _shape(draft)
     if gptq is not None:
         layer_bytes, top_bytes, _, _, scratch = _layer_shapes(draft)
         return sum(layer_bytes) + top_bytes + scratch
@@ -136,10 +160,12 @@ def _draft_bytes(draft: str) -> int:
 @functools.cache
 def _draft_graph_bytes(draft: str, context: int, tree_budget: int) -> int:
     """What the draft's CUDA graphs may keep, as `OffloadSettings.with_draft` reserves it (float16)."""
+    import torch
+
     from core.decoding.graph_memory import planned_graph_bytes
     from core.planning.graph_plan import search_width
 
-    config, _ = DRAFTS[draft]
+    config, _ = _shape(draft)
     return planned_graph_bytes(
         config, torch.float16, search_width(tree_budget), residency.kv_rows(context, tree_budget)
     )
@@ -149,11 +175,11 @@ def plan_for(
     model: str, card_gb: int, draft: str, context: int | None, tree_budget: int, reserved_gb: float
 ) -> MemoryPlan:
     """The loader's plan for `model` on a `card_gb` GB card (free VRAM = card - reserved_gb)."""
-    config, _ = MODELS[model]
+    config, _ = _shape(model)
     context = residency.resolve_context_length(context, config.max_position_embeddings)
     layer_bytes, top_bytes, embedding_bytes, largest_tensor, scratch = _layer_shapes(model)
     fixed = residency.device_fixed_bytes(top_bytes, embedding_bytes, embedding_on_host=True, scratch_bytes=scratch)
-    draft_config = DRAFTS[draft][0] if DRAFTS[draft] is not None else None
+    draft_config = _shape(draft)[0] if DRAFTS[draft] is not None else None
     draft_weights = _draft_bytes(draft)
     draft_kv = (
         residency.config_kv_bytes(draft_config, residency.kv_rows(context, tree_budget), 2) if draft_config else 0
@@ -227,6 +253,7 @@ GRAPH_CASES = ((4096, 256), (8192, 256), (32768, 256), (4096, 1024))  # (context
 def graph_rows() -> list[dict]:
     """Per catalog draft and (context, tree budget) of GRAPH_CASES: the search width, the column buckets, the
     pool's scratch from the engine's forward on the meta device, the app's torch-free bound, and the plan."""
+    import torch
     from transformers import AutoConfig
 
     from core.decoding.graph_memory import planned_graph_bytes, search_forward_peak_bytes

@@ -25,11 +25,8 @@ from __future__ import annotations
 import argparse
 import json
 
-import torch
-
 from core.cli.options import add_threads_argument
 from core.errors import InvalidSettingError
-from core.offload.pass_timing import FULL_MODEL_LAYERS, GB, layer_config, measure_format
 from core.planning.pinning import parse_pin_limit
 from core.system.env import PIN_LIMIT_ENV
 from core.system.threads import apply_torch_threads
@@ -99,6 +96,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _print_tables(result: dict) -> None:
+    from core.offload.pass_timing import FULL_MODEL_LAYERS, GB
+
     print(
         f"device: {result['device']}  layers: {result['layers']}  width divisor: {result['width_divisor']}  "
         f"context: {result['context']}  compute dtype: {result['dtype']}"
@@ -152,6 +151,10 @@ def _print_tables(result: dict) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import torch
+
+    from core.offload.pass_timing import GB, layer_config, measure_format
+
     apply_torch_threads(args.threads)
     requested = args.device
     if requested == "auto":

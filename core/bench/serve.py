@@ -42,8 +42,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=1500,
         help="length of the conversation's long first message (0: skip the two-turn measurement)",
     )
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="times each measurement is repeated (default %(default)s)"
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
 def _request(args: argparse.Namespace) -> dict:

@@ -8,7 +8,7 @@ host to device per pass, tokens per pass.
 `--methods sequential,specexec --answer-tokens 200` traces whole answers instead (the prefill included): the
 distinct attention shapes an answer sends to `scaled_dot_product_attention` (issue 37: each may cost cuDNN a plan
 on a GPU), and kernels per token. `SPECEXEC_ATTENTION_FIX=0` shows the shapes without column buckets.
-`PassTrace` is also what `bench acceptance --trace` adds its columns from.
+The counting is core/bench/pass_trace.py's, which `bench acceptance --trace` adds its columns from.
 """
 
 from __future__ import annotations
@@ -17,95 +17,27 @@ import argparse
 import dataclasses
 import json
 import sys
-from dataclasses import dataclass, field
 
-from core.bench.device_trace import DeviceTrace, TraceCounts
-from core.bench.overlap_stats import OverlapTally
-from core.cli.options import add_model_arguments, add_overlap_arguments, add_threads_argument, sampling_params
-from core.decoding.draft_lane import overlap_wanted
-from core.decoding.methods.step import PassStats
-from core.decoding.generation import DecodingSettings, stream_generate
-from core.decoding.methods.specexec import TreeSettings
-from core.text.prompts import Prompt, encode_prompt, read_prompt_file
+from core.cli.options import (
+    add_model_arguments,
+    add_overlap_arguments,
+    add_sampling_arguments,
+    add_threads_argument,
+    sampling_params,
+)
 from core.system.threads import apply_torch_threads
 
 TARGET_KINDS = ("resident", "offloaded")
 
 
-@dataclass
-class PassTrace:
-    """Trace totals over the traced passes of one configuration (`counts`: their sum), and per-pass figures."""
-
-    passes: int = 0
-    tokens: int = 0
-    max_syncs: int = 0
-    counts: TraceCounts = field(default_factory=TraceCounts)
-    overlap: OverlapTally = field(default_factory=OverlapTally)
-    whole: TraceCounts = field(default_factory=TraceCounts)  # the whole trace, the first pass (prefill) included
-
-    def add(self, counts: TraceCounts, tokens: int, stats: PassStats | None = None) -> None:
-        """One pass: its counts (a difference of two snapshots), the tokens it emitted and its stats."""
-        if stats is not None:
-            self.overlap.add(stats)
-        self.passes += 1
-        self.tokens += tokens
-        self.max_syncs = max(self.max_syncs, counts.sync_count)
-        self.counts = self.counts + counts
-
-    def summary(self) -> dict[str, object]:
-        c = self.counts
-        passes = max(self.passes, 1)
-        forwards = max(c.draft_forwards, 1)
-        return {
-            "passes": self.passes,
-            "tokens_per_pass": self.tokens / passes,
-            "syncs_per_pass": c.sync_count / passes,
-            "max_syncs_in_a_pass": self.max_syncs,
-            "syncs_per_draft_forward": c.draft_syncs / forwards,
-            "search_syncs_per_draft_forward": c.search_syncs / forwards,  # the search's bookkeeping too
-            "draft_forwards_per_pass": c.draft_forwards / passes,
-            "kernels_per_draft_forward": c.draft_kernels / forwards,
-            "kernels_per_pass": c.kernels / passes,
-            "search_kernels_per_pass_outside_draft_forwards": (c.search_kernels - c.draft_kernels) / passes,
-            "kernels_per_pass_after_the_search": (c.kernels - c.search_kernels) / passes,
-            "h2d_bytes_per_pass": c.h2d_bytes / passes,
-            "sync_sites_per_pass": {site: n / passes for site, n in c.syncs.most_common()},
-            **self.overlap.summary(),
-            "kernels_per_token": c.kernels / max(self.tokens, 1),
-            "attention_shapes_per_pass": len(c.attention_shapes) / passes,
-            "attention_shapes_whole_answer": len(self.whole.attention_shapes),
-            "attention_calls_whole_answer": sum(self.whole.attention_shapes.values()),
-        }
-
-
-def traced_stream(
-    target, draft, tokenizer, prompt_ids, params, settings: DecodingSettings, totals: PassTrace, controls=None
-):
-    """stream_generate under a DeviceTrace, adding every pass after the first to `totals`; yields the chunks.
-    `controls`: a grammar or log-probabilities (core.decoding.methods.step.OutputControls), to count what they cost."""
-    trace = DeviceTrace()
-    for model in (target, draft):
-        if model is not None:
-            trace.mark_model(model)
-    if draft is not None:
-        trace.watch_draft(draft)
-        trace.watch_search()
-    with trace:
-        before = trace.snapshot()
-        for index, chunk in enumerate(
-            stream_generate(target, draft, tokenizer, prompt_ids, params, settings, controls=controls)
-        ):
-            after = trace.snapshot()
-            if index > 0:  # the first pass also prefills the prompt
-                totals.add(after - before, len(chunk.token_ids), chunk.stats)
-            before = after
-            totals.whole = after
-            yield chunk
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_model_arguments(parser)
-    parser.add_argument("--budgets", type=lambda t: [int(p) for p in t.split(",") if p], default=[64, 256, 1024])
+    parser.add_argument(
+        "--budgets",
+        type=lambda t: [int(p) for p in t.split(",") if p],
+        default=[64, 256, 1024],
+        help="draft tokens per target pass to trace, comma separated (default 64,256,1024)",
+    )
     parser.add_argument(
         "--methods",
         type=lambda t: [p for p in t.split(",") if p],
@@ -131,21 +63,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="layers of the offloaded target kept resident (the rest stream every pass)",
     )
     parser.add_argument("--prompts", default=None, help="JSON Lines prompt file (default: a built-in chat prompt)")
-    parser.add_argument("--prompt-index", type=int, default=0)
+    parser.add_argument("--prompt-index", type=int, default=0, help="which prompt of the file to answer (from 0)")
     parser.add_argument("--passes", type=int, default=6, help="passes traced per configuration (after the first)")
-    parser.add_argument("--temperature", type=float, default=0.6)
-    parser.add_argument("--top-p", type=float, default=0.9)
-    parser.add_argument("--top-k", type=int, default=0)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--max-depth", type=int, default=32)
-    parser.add_argument("--expand", type=int, default=32)
+    add_sampling_arguments(parser, temperature=0.6)
+    parser.add_argument("--max-depth", type=int, default=32, help="deepest draft node (default %(default)s)")
+    parser.add_argument("--expand", type=int, default=32, help="nodes expanded per draft forward (default %(default)s)")
     parser.add_argument("--no-adaptive-depth", action="store_true", help="every pass makes the search's full forwards")
     add_overlap_arguments(parser)
     add_threads_argument(parser)
-    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
 
 
-_DEFAULT_PROMPT = Prompt(messages=({"role": "user", "content": "Explain why the sky is blue in a few sentences."},))
+_DEFAULT_QUESTION = "Explain why the sky is blue in a few sentences."
 
 
 def _load(args: argparse.Namespace, kind: str):
@@ -172,7 +101,13 @@ def _load(args: argparse.Namespace, kind: str):
 
 
 def measure(args: argparse.Namespace) -> list[dict[str, object]]:
-    prompts = read_prompt_file(args.prompts) if args.prompts else [_DEFAULT_PROMPT]
+    from core.text.prompts import Prompt, encode_prompt, read_prompt_file  # transformers: not for `--help`
+
+    prompts = (
+        read_prompt_file(args.prompts)
+        if args.prompts
+        else [Prompt(messages=({"role": "user", "content": _DEFAULT_QUESTION},))]
+    )
     params = sampling_params(args)
     rows = []
     for kind in args.targets:
@@ -198,6 +133,11 @@ def measure(args: argparse.Namespace) -> list[dict[str, object]]:
 
 def _trace_one(args, method: str, budget: int, target, draft, tokenizer, prompt_ids, params) -> dict[str, object]:
     """One traced configuration: --passes passes after the first, or a whole answer of --answer-tokens."""
+    from core.bench.pass_trace import PassTrace, traced_stream
+    from core.decoding.draft_lane import overlap_wanted
+    from core.decoding.generation import DecodingSettings
+    from core.decoding.methods.specexec import TreeSettings
+
     tree = TreeSettings(
         budget=max(budget, 1),
         max_depth=args.max_depth,

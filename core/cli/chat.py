@@ -44,6 +44,7 @@ from core.engine.client import LOAD_DIED_HINT, EngineClient
 from core.engine.connection import EngineConnection
 from core.errors import InvalidSettingError, LoadDiedError, RemoteError, SpecExecError
 from core.text.tool_calls import ToolCallStream
+from core.text.counts import token_count
 from core.tools.connection import ToolResult
 from core.tools.loop import cap_note, run_tool_turn
 
@@ -388,10 +389,14 @@ class ChatLoop:
     def finish_line(self, event: P.Finished) -> str:
         if self.source is None:
             return (
-                f"[{event.reason}] {event.generated_tokens} tokens; prompt {event.prompt_tokens} tokens, "
-                f"{event.reused_prefix_tokens} reused from the cache"
+                f"[{event.reason}] {token_count(event.generated_tokens)}; prompt {token_count(event.prompt_tokens)}, "
+                f"{event.reused_prefix_tokens:,} reused from the cache"
             )
-        counts = f" {event.generated_tokens} tokens; prompt {event.prompt_tokens} tokens" if event.prompt_tokens else ""
+        counts = (
+            f" {token_count(event.generated_tokens)}; prompt {token_count(event.prompt_tokens)}"
+            if event.prompt_tokens
+            else ""
+        )
         return f"[{event.reason}]{counts} ({self.source})"
 
     def reconnect(self) -> None:

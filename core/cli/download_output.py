@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-from core.models.download import format_bytes
+from core.planning.sizes import format_bytes
 from core.models.download_progress import DownloadListener, PlannedFile, Progress
 
 

@@ -7,8 +7,6 @@ import dataclasses
 import json
 import sys
 
-from core.cli.pair import load_pair
-from core.cli.thinking_output import ThinkingPrinter, add_thinking_arguments, template_kwargs
 from core.cli.options import (
     add_generation_arguments,
     add_grammar_argument,
@@ -16,14 +14,11 @@ from core.cli.options import (
     output_controls,
     sampling_params,
 )
+from core.cli.pair import load_pair
+from core.cli.thinking_output import ThinkingPrinter, add_thinking_arguments, template_kwargs
 from core.engine.protocol import MAX_TOP_LOGPROBS
 from core.errors import InvalidSettingError
-from core.decoding.generation import stream_generate
-from core.decoding.methods.step import reported_logprob
-from core.system.threads import apply_torch_threads
-from core.text.prompts import Prompt, chat_prompt, encode_prompt, read_messages_file
-from core.text.reasoning import thinking_format
-from core.text.template_kwargs import template_variables
+from core.text.counts import token_count
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -49,6 +44,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # torch and transformers: here, not at the top, so that `specexec generate --help` answers at once
+    from core.decoding.generation import stream_generate
+    from core.decoding.methods.step import reported_logprob
+    from core.system.threads import apply_torch_threads
+    from core.text.prompts import Prompt, chat_prompt, encode_prompt, read_messages_file
+    from core.text.reasoning import thinking_format
+    from core.text.template_kwargs import template_variables
+
     if args.logprobs is not None and not (args.json and 0 <= args.logprobs <= MAX_TOP_LOGPROBS):
         raise InvalidSettingError(f"--logprobs N needs --json and N between 0 and {MAX_TOP_LOGPROBS}")
     settings = decoding_settings(args)
@@ -121,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
         printer.end()
         print()
         print(
-            f"[{finish}] {len(token_ids)} tokens in {passes} target passes "
+            f"[{finish}] {token_count(len(token_ids))} in {passes:,} target passes "
             f"({len(token_ids) / max(passes, 1):.2f} tokens/pass, {len(token_ids) / max(seconds, 1e-9):.2f} tokens/s)",
             file=sys.stderr,
         )

@@ -18,7 +18,7 @@ def run(args: argparse.Namespace) -> int:
     from core.cli.models_download import EXIT_BUSY
     from core.errors import DownloadBusyError
     from core.models.catalog import load_catalog
-    from core.models.download import format_bytes
+    from core.planning.sizes import format_bytes
     from core.models.installed import delete_model, folder_bytes, resolve_name
     from core.system.locations import models_dir
 

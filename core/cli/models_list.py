@@ -16,7 +16,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from core.models.catalog import load_catalog
-    from core.models.download import format_bytes
+    from core.planning.sizes import format_bytes
     from core.models.installed import pair_folders, scan_models
     from core.system.locations import models_dir, repo_folder_name
 

@@ -11,8 +11,7 @@ import os
 
 from core.cli.hw import add_hw_argument
 from core.hardware.summary import describe_lines
-
-GIB = 1024**3
+from core.planning.sizes import format_bytes
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -109,6 +108,6 @@ def table_lines(result) -> list[str]:
 def _row(name: str, fit) -> str:
     speed = "-" if fit.tokens_per_second is None else f"{fit.tokens_per_second:.1f}"
     layers = "-" if fit.resident_layers is None else f"{fit.resident_layers}/{fit.total_layers}"
-    download = f"{fit.pair.download_bytes / GIB:.1f} GB" if fit.pair.download_bytes else "built-in"
+    download = format_bytes(fit.pair.download_bytes) if fit.pair.download_bytes else "built-in"
     draft = fit.pair.draft_id if fit.pair.draft_options else ""
     return f"  {name:<26} {draft:<13} {fit.fit:<5} {speed:>8} {layers:>7} {download:>9}  {fit.reason}"

@@ -1,19 +1,22 @@
-"""Flags shared by commands that load models and sample (generate, chat, bench)."""
+"""Flags shared by commands that load models and sample (generate, chat, bench).
+
+The parsers are built from modules that import neither torch nor transformers (`--help` answers at once); what
+turns the flags into settings imports the decoding modules when it runs."""
 
 from __future__ import annotations
 
 import argparse
 from typing import TYPE_CHECKING
 
-from core.decoding.autotune.chooser import AUTO_MAX_BUDGET, resolve_budget
-from core.decoding.generation import METHODS, DecodingSettings
-from core.decoding.methods.specexec import TreeSettings
-from core.decoding.sampling import SamplingParams
+from core.decoding.defaults import DEFAULT_BUDGET, DEFAULT_MAX_DEPTH, METHODS
+from core.planning.budgets import AUTO_MAX_BUDGET
+from core.planning.graph_plan import DEFAULT_EXPAND
 
 if TYPE_CHECKING:
+    from core.decoding.generation import DecodingSettings
+    from core.decoding.methods.specexec import TreeSettings
+    from core.decoding.sampling import SamplingParams
     from core.loading.offload_policy import OffloadSettings
-
-DEFAULTS = TreeSettings()
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
@@ -79,12 +82,15 @@ def add_tree_arguments(parser: argparse.ArgumentParser) -> None:
         default="auto",
         help="draft tokens per target pass (K), or auto: chosen for this machine (default)",
     )
-    parser.add_argument("--max-depth", type=int, default=DEFAULTS.max_depth, help="deepest draft node (D)")
+    parser.add_argument(
+        "--max-depth", type=int, default=DEFAULT_MAX_DEPTH, help="deepest draft node (D; default %(default)s)"
+    )
     parser.add_argument(
         "--expand",
         type=int,
-        default=DEFAULTS.expand,
-        help="nodes expanded per draft forward (B), at least; widened to budget/8 for big budgets",
+        default=DEFAULT_EXPAND,
+        help="nodes expanded per draft forward (B), at least; widened to budget/8 for big budgets "
+        "(default %(default)s)",
     )
     parser.add_argument(
         "--draft-top-p", action="store_true", help="truncate the draft tree to the target's top-p nucleus"
@@ -186,7 +192,7 @@ def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--stop", action="append", default=[], metavar="STR", help="stop string (repeatable)")
 
 
-def offload_settings(args: argparse.Namespace) -> "OffloadSettings":
+def offload_settings(args: argparse.Namespace) -> OffloadSettings:
     from core.loading.offload_policy import OffloadSettings, parse_resident_layers
 
     return OffloadSettings(
@@ -217,7 +223,7 @@ def planned_memory(args: argparse.Namespace) -> dict[str, int | None]:
 
 def _largest_budget(args: argparse.Namespace) -> int:
     """The biggest tree the command will score: it sizes the activations an offloaded target reserves."""
-    budgets = getattr(args, "budgets", None) or [getattr(args, "budget", DEFAULTS.budget)]
+    budgets = getattr(args, "budgets", None) or [getattr(args, "budget", DEFAULT_BUDGET)]
     return max(AUTO_MAX_BUDGET if b == "auto" else b for b in budgets)
 
 
@@ -241,7 +247,9 @@ def add_overlap_arguments(parser: argparse.ArgumentParser) -> None:
 def tree_settings(args: argparse.Namespace, budget: int | None = None) -> TreeSettings:
     """The tree flags; an automatic --budget becomes the largest budget the tuner may pick. The overlap is on
     for commands with --no-overlap (bench commands: on any device, unless it or SPECEXEC_OVERLAP=0 says no)."""
+    from core.decoding.autotune.chooser import resolve_budget
     from core.decoding.draft_lane import overlap_wanted
+    from core.decoding.methods.specexec import TreeSettings
 
     if budget is None:
         budget, _ = resolve_budget(args.budget, getattr(args, "method", "specexec"))
@@ -257,6 +265,8 @@ def tree_settings(args: argparse.Namespace, budget: int | None = None) -> TreeSe
 
 
 def sampling_params(args: argparse.Namespace, seed: int | None = None) -> SamplingParams:
+    from core.decoding.sampling import SamplingParams
+
     return SamplingParams(
         temperature=args.temperature,
         top_p=args.top_p,
@@ -269,6 +279,9 @@ def sampling_params(args: argparse.Namespace, seed: int | None = None) -> Sampli
 
 
 def decoding_settings(args: argparse.Namespace) -> DecodingSettings:
+    from core.decoding.autotune.chooser import resolve_budget
+    from core.decoding.generation import DecodingSettings
+
     _, auto_budget = resolve_budget(args.budget, args.method)
     return DecodingSettings(
         method=args.method,

@@ -18,6 +18,7 @@ from transformers import PreTrainedTokenizerBase
 from core.decoding.autotune.chooser import AutoTuner, Choice, candidate_configs
 from core.modeling.causal_lm import CausalLM
 from core.decoding.decode_state import DecodeState
+from core.decoding.defaults import METHODS, Method
 from core.text.detokenize import IncrementalDetokenizer
 from core.errors import ContextLengthError, InvalidSettingError
 from core.decoding.methods.auto import auto_steps
@@ -26,11 +27,10 @@ from core.decoding.methods.specexec import TreeSettings, specexec_steps
 from core.decoding.methods.specinfer import specinfer_steps
 from core.decoding.methods.step import OutputControls, PassStats, Step, TokenLogprob
 from core.text.reasoning import ReasoningSplitter, ThinkingFormat
+from core.text.counts import token_count
 from core.decoding.sampling import SamplingParams
 
-Method = Literal["specexec", "specinfer", "sequential", "auto"]
 FinishReason = Literal["eos", "stop", "length"]
-METHODS: tuple[str, ...] = ("specexec", "specinfer", "sequential", "auto")
 
 
 @dataclass(frozen=True)
@@ -195,7 +195,7 @@ def check_context(prompt_len: int, models: list[CausalLM]) -> int:
     limit = min(m.max_context for m in models)
     if prompt_len >= limit:
         raise ContextLengthError(
-            f"the prompt is {prompt_len} tokens but the model's context window is {limit}; "
+            f"the prompt is {token_count(prompt_len)} but the model's context window is {token_count(limit)}; "
             "shorten the prompt or start a new conversation"
         )
     return limit - prompt_len

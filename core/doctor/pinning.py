@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 
 from core.doctor.report import CheckResult, Status
 from core.planning.pinning import platform_name, running_under_wsl
+from core.planning.sizes import format_bytes
 
 NAME = "pinning"
 GB = 1e9
@@ -111,7 +112,7 @@ def decide(m: PinningMeasurement) -> CheckResult:
         return CheckResult(
             NAME,
             Status.DEGRADED,
-            f"{m.system} refused to page-lock even two buffers of {m.layer_bytes / GB:.2f} GB, so every "
+            f"{m.system} refused to page-lock even two buffers of {format_bytes(m.layer_bytes)}, so every "
             f"streamed layer copies from pageable memory ({pageable}){wsl}: close programs that use "
             "much memory, or restart the app.",
             measured,

@@ -32,6 +32,7 @@ from core.modeling.kv_cache import InPlaceKVCache
 from core.decoding.methods.step import OutputControls
 from core.text.prompts import Message, Prompt, Tool, encode_prompt
 from core.text.template_kwargs import template_variables
+from core.text.counts import token_count
 from core.text.reasoning import ReasoningSplitter, ThinkingFormat, thinking_format
 from core.decoding.sampling import SamplingParams
 
@@ -98,9 +99,9 @@ def fit_conversation(
     if len(ids) >= context_limit:
         kept = "after leaving out the older turns, " if trim and dropped else ""
         raise ContextLengthError(
-            f"{kept}the prompt is {len(ids)} tokens with the chat template "
+            f"{kept}the prompt is {token_count(len(ids))} with the chat template "
             f"({_prompt_parts(tokenizer, head, body, tools, template_kwargs or {}, len(ids))}), but the model's "
-            f"context window is {context_limit}"  # what to do is the error's hint (core.engine.process)
+            f"context window is {token_count(context_limit)}"  # what to do is the error's hint (core.engine.process)
         )
     variables = template_variables(tokenizer, template_kwargs or {})
     if tools:
@@ -140,7 +141,9 @@ def fit_text(tokenizer: PreTrainedTokenizerBase, text: str, context_limit: int) 
     """Token ids of a plain-text prompt (no chat template); ContextLengthError when it fills the context."""
     ids = encode_prompt(tokenizer, Prompt(text=text))
     if len(ids) >= context_limit:
-        raise ContextLengthError(f"the prompt is {len(ids)} tokens, but the model's context window is {context_limit}")
+        raise ContextLengthError(
+            f"the prompt is {token_count(len(ids))}, but the model's context window is {token_count(context_limit)}"
+        )
     return PreparedPrompt(ids, 0)
 
 

@@ -27,6 +27,7 @@ from core.hardware.description import (
 )
 from core.hardware.nvidia import read_nvidia_gpus
 from core.planning.pinning import running_under_wsl
+from core.planning.sizes import format_bytes
 from core.system.locations import models_dir
 
 CPU_ONLY = "models run on the processor, slowly"
@@ -93,7 +94,7 @@ def triton_version() -> str:
 def gpu_note(gpus, missing: str | None) -> str:
     """One sentence a person can read about the GPU situation."""
     if gpus:
-        named = ", ".join(f"{gpu.name} ({gpu.vram_total_bytes / 1024**3:.0f} GB)" for gpu in gpus)
+        named = ", ".join(f"{gpu.name} ({format_bytes(gpu.vram_total_bytes)})" for gpu in gpus)
         return f"{len(gpus)} NVIDIA GPU{'s' if len(gpus) > 1 else ''}: {named}"
     if platform.system() == "Darwin" and platform.machine() == "arm64":
         return f"Apple silicon: this program needs an NVIDIA GPU, so {CPU_ONLY}"

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from core.hardware.description import HardwareDescription
 from core.hardware.link import h2d_rate
-
-GIB = 1024**3
+from core.planning.sizes import format_bytes
 
 
 def describe_lines(hw: HardwareDescription) -> list[str]:
@@ -14,7 +13,7 @@ def describe_lines(hw: HardwareDescription) -> list[str]:
     cores = f"{hw.cpu.physical_cores or '?'} cores, {hw.cpu.logical_cores or '?'} threads"
     lines = [
         f"Processor: {hw.cpu.model} ({cores})",
-        f"Memory:    {hw.ram.total_bytes / GIB:.1f} GB in all, {hw.ram.available_bytes / GIB:.1f} GB free",
+        f"Memory:    {format_bytes(hw.ram.total_bytes)} in all, {format_bytes(hw.ram.available_bytes)} free",
         f"GPU:       {hw.gpu_note}",
     ]
     for gpu in hw.gpus:
@@ -29,14 +28,14 @@ def describe_lines(hw: HardwareDescription) -> list[str]:
         )
         link = gpu.pcie
         lines.append(
-            f"  GPU {gpu.index}:   {gpu.name}, {gpu.vram_total_bytes / GIB:.1f} GB "
-            f"({gpu.vram_free_bytes / GIB:.1f} GB free){', ' + details if details else ''}"
+            f"  GPU {gpu.index}:   {gpu.name}, {format_bytes(gpu.vram_total_bytes)} "
+            f"({format_bytes(gpu.vram_free_bytes)} free){', ' + details if details else ''}"
         )
         lines.append(
             f"           PCIe Gen{link.gen_max or '?'} x{link.width_max or '?'} at most "
             f"(now Gen{link.gen_current or '?'} x{link.width_current or '?'}); host to GPU: {h2d_rate(gpu)[1]}"
         )
-    free = "unknown" if hw.disk.free_bytes is None else f"{hw.disk.free_bytes / GIB:.1f} GB"
+    free = "unknown" if hw.disk.free_bytes is None else format_bytes(hw.disk.free_bytes)
     lines.append(f"Disk:      {free} free at {hw.disk.path}")
     system = hw.platform
     lines.append(

@@ -19,6 +19,7 @@ from core.planning.graph_plan import search_width
 from core.modeling.model_files import LoadedModel, eos_token_ids, load_tokenizer
 from core.offload.gptq_loader import is_quantized_folder
 from core.planning.residency import config_kv_bytes
+from core.planning.sizes import format_bytes
 
 if TYPE_CHECKING:
     from core.modeling.causal_lm import CausalLM
@@ -127,7 +128,7 @@ def load_offloaded_folder(
         if percent == last_percent[0]:  # the loader calls after every tensor: throttle to every 1%
             return
         if percent // 10 != last_percent[0] // 10:
-            report(f"Loading {name}: {done / GIB:.1f}/{total / GIB:.1f} GiB")
+            report(f"Loading {name}: {format_bytes(done)} of {format_bytes(total)}")
         last_percent[0] = percent
         if weight_progress is not None:
             weight_progress(done, total)

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from core.errors import DamagedModelError, ModelFormatError, UnsupportedFormatError
 from core.modeling.hybrid_layers import check_attention_only
+from core.planning.sizes import format_bytes
 
 QUANTIZE_CONFIG = "quantize_config.json"  # AutoGPTQ / TheBloke's GPTQ repos
 QUANT_CONFIG = "quant_config.json"  # early AutoAWQ repos
@@ -538,7 +539,7 @@ def check_gguf_size(path: Path, ram_bytes: int | None = None) -> None:
     raise UnsupportedFormatError(
         f"{path.name} is a GGUF file{f' ({kind})' if kind else ''} of a {parameters / 1e9:.1f}B-parameter model. "
         f"This app reads GGUF only for small models: it expands the weights to 16 bits or more as it loads them, "
-        f"which would take {needed / 1024**3:.0f} GB of memory, and this PC has {ram_bytes / 1024**3:.0f} GB. "
+        f"which would take {format_bytes(needed)} of memory, and this PC has {format_bytes(ram_bytes)}. "
         f"{READS}, which it streams to the GPU without expanding them: {INSTEAD}. The file is not damaged"
     )
 

@@ -18,7 +18,7 @@ from core.planning.pinning import (
     ring_depth,
     staged_rate,
 )
-from core.planning.sizes import gb
+from core.planning.sizes import format_bytes
 
 
 def copy_paths(
@@ -60,14 +60,14 @@ def copy_paths(
     if limit is not None and limit == store:
         why = f"SPECEXEC_PIN_LIMIT_GB caps locking at {limit / 1e9:.1f} GB"
     elif measured is not None:
-        why = f"{where} let the last load here lock only {gb(measured)}"
+        why = f"{where} let the last load here lock only {format_bytes(measured)}"
     elif where == "WSL2":
         why = "WSL2 lets a program lock under 1 GiB of memory (the app on Windows itself may lock more)"
     else:
         why = f"{where} lets a program lock only about half of the memory"
     return (
         CopyPaths(rate, staged, share),
-        f"{why}, so {gb((1 - share) * streamed_bytes)} of the model copies to the GPU {how}",
+        f"{why}, so {format_bytes((1 - share) * streamed_bytes)} of the model copies to the GPU {how}",
     )
 
 

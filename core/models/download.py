@@ -42,6 +42,7 @@ from core.models.hub import RemoteFile, file_url, gated_message, licence_page
 from core.models.manifest import FileStamp, bytes_present, partial_path, write_manifest
 from core.models.safe_paths import check_listing
 from core.system.env import FREE_BYTES_OVERRIDE_ENV
+from core.planning.sizes import format_bytes
 
 __all__ = ["DownloadJob", "DownloadSettings", "check_free_space", "download", "format_bytes"]
 
@@ -223,15 +224,6 @@ def check_free_space(folder: Path, missing_bytes: int, margin_bytes: int) -> Non
             f"not enough disk space: the download needs {format_bytes(missing_bytes + margin_bytes)} free on "
             f"{_existing_parent(folder)}, has {format_bytes(free)}. Free some space or choose another folder with --dir."
         )
-
-
-def format_bytes(count: float) -> str:
-    """1234567890 -> '1.2 GB' (decimal units, as disks are sold)."""
-    for unit in ("B", "kB", "MB", "GB"):
-        if abs(count) < 1000:
-            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
-        count /= 1000
-    return f"{count:.1f} TB"
 
 
 def _existing_parent(path: Path) -> Path:

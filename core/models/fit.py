@@ -63,7 +63,7 @@ from core.planning.sizes import (
     gptq_scratch_bytes,
     largest_checkpoint_tensor,
     largest_gptq_linear,
-    gb,
+    format_bytes,
     non_layer_bytes,
 )
 
@@ -212,7 +212,7 @@ def _plan_on_gpu(pair: Pair, free_vram: int, tree_budget: int) -> _Plan:
         return _Plan(
             None,
             tree_budget,
-            f"the draft model alone needs {gb(draft_bytes)} of VRAM, the GPU has {gb(free_vram)} free",
+            f"the draft model alone needs {format_bytes(draft_bytes)} of VRAM, the GPU has {format_bytes(free_vram)} free",
         )
     layer_bytes, fixed = _target_on_gpu(pair)
     minimum = residency.minimum_device_bytes(layer_bytes, fixed)
@@ -231,7 +231,11 @@ def _plan_on_gpu(pair: Pair, free_vram: int, tree_budget: int) -> _Plan:
         plan = residency.plan_residency(layer_bytes, budget.budget_bytes, fixed)
     except InsufficientVRAMError:
         need = minimum_vram_bytes(pair, tree_budget)
-        return _Plan(None, tree_budget, f"needs at least {gb(need)} of VRAM, the GPU has {gb(free_vram)} free")
+        return _Plan(
+            None,
+            tree_budget,
+            f"needs at least {format_bytes(need)} of VRAM, the GPU has {format_bytes(free_vram)} free",
+        )
     return _Plan(plan, budget.tree_budget, None)
 
 
@@ -286,10 +290,10 @@ def _ram_verdict(needed: int, hw: HardwareDescription) -> tuple[str, str | None]
     try:
         check_host_memory(needed, hw.ram.total_bytes)
     except InsufficientHostMemoryError:
-        return "no", f"needs {gb(needed)} of RAM, this PC has {gb(hw.ram.total_bytes)}"
+        return "no", f"needs {format_bytes(needed)} of RAM, this PC has {format_bytes(hw.ram.total_bytes)}"
     return (
         "tight",
-        f"needs {gb(needed)} of RAM and {gb(hw.ram.available_bytes)} is free now: close other programs first",
+        f"needs {format_bytes(needed)} of RAM and {format_bytes(hw.ram.available_bytes)} is free now: close other programs first",
     )
 
 
@@ -366,9 +370,11 @@ def predict_pair(pair: Pair, hw: HardwareDescription, tree_budget: int | None = 
     reason = (
         "; ".join(problems)
         if problems
+        else f"fits: all {plan.n_layers} layers stay on the GPU, nothing streams from RAM"
+        if not plan.streamed_bytes_per_pass
         else (
             f"fits: {len(plan.resident)} of {plan.n_layers} layers stay on the GPU, "
-            f"{gb(plan.streamed_bytes_per_pass)} stream from RAM every pass"
+            f"{format_bytes(plan.streamed_bytes_per_pass)} stream from RAM every pass"
         )
     )
     return PairFit(

@@ -57,7 +57,7 @@ from core.planning.pinning import (
     platform_name,
     running_under_wsl,
 )
-from core.planning.sizes import gptq_scratch_bytes
+from core.planning.sizes import format_bytes, gptq_scratch_bytes
 
 log = logging.getLogger(__name__)
 
@@ -300,7 +300,7 @@ def _check_device_memory(needed: int, device: torch.device, available: int | Non
     free = available if available is not None else torch.cuda.mem_get_info(device)[0]
     if needed + residency.DEFAULT_MARGIN_BYTES > free:
         raise InsufficientVRAMError(
-            f"{name} needs {needed / 1024**3:.2f} GiB of VRAM for its weights and {free / 1024**3:.2f} GiB is free "
+            f"{name} needs {format_bytes(needed)} of VRAM for its weights and {format_bytes(free)} is free "
             f"on {device}: close programs that use the GPU, or use a smaller model"
         )
 
@@ -356,7 +356,7 @@ def _plan_device(
         budget = fit.budget_bytes
     elif budget > free:
         raise InsufficientVRAMError(
-            f"the VRAM budget of {budget / 1024**3:.2f} GiB is more than the {free / 1024**3:.2f} GiB free on {device}: "
+            f"the VRAM budget of {format_bytes(budget)} is more than the {format_bytes(free)} free on {device}: "
             f"lower --vram-budget"
         )
     return residency.plan_residency(layer_bytes, budget, fixed_bytes, n_slots, resident_layers), fit

@@ -8,6 +8,7 @@ question of the same functions with the numbers of a machine description.
 from __future__ import annotations
 
 from core.errors import InsufficientHostMemoryError
+from core.planning.sizes import format_bytes
 
 GIB = 1024**3
 # Room left for the OS, the Python process and the largest tensor read while loading.
@@ -46,7 +47,7 @@ def check_host_memory(
         available_bytes = psutil.virtual_memory().available
     if needed_bytes > available_bytes:
         raise InsufficientHostMemoryError(
-            f"not enough free RAM for {what}: they need {needed_bytes / GIB:.1f} GiB of page-locked host memory "
-            f"but only {available_bytes / GIB:.1f} GiB is available. Close other programs, use a smaller or more "
+            f"not enough free RAM for {what}: they need {format_bytes(needed_bytes)} of page-locked host memory "
+            f"but only {format_bytes(available_bytes)} is available. Close other programs, use a smaller or more "
             f"strongly quantised model (e.g. GPTQ 4-bit), or add RAM."
         )

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from core.errors import InsufficientVRAMError, InvalidSettingError
+from core.planning.sizes import format_bytes
 
 GIB = 1024**3
 DEFAULT_MARGIN_BYTES = GIB // 2  # CUDA context slack, allocator fragmentation, cuBLAS workspaces
@@ -169,13 +170,13 @@ def _raise_too_small(plan: ResidencyPlan, budget_bytes: int, explicit: bool) -> 
     need = plan.device_bytes
     if explicit and plan.resident:
         raise InsufficientVRAMError(
-            f"{len(plan.resident)} resident layers need {need / GIB:.2f} GiB of VRAM but the budget is "
-            f"{budget_bytes / GIB:.2f} GiB: use fewer resident layers (or 'auto')"
+            f"{len(plan.resident)} resident layers need {format_bytes(need)} of VRAM but the budget is "
+            f"{format_bytes(budget_bytes)}: use fewer resident layers (or 'auto')"
         )
     raise InsufficientVRAMError(
-        f"the GPU budget for the target's weights is {budget_bytes / GIB:.2f} GiB but it needs at least "
-        f"{need / GIB:.2f} GiB (embeddings/lm_head {plan.fixed_bytes / GIB:.2f} GiB + {plan.n_slots} layer "
-        f"slots of {plan.slot_bytes / GIB:.2f} GiB). Lower the tree budget (--budget) or the context length "
+        f"the GPU budget for the target's weights is {format_bytes(budget_bytes)} but it needs at least "
+        f"{format_bytes(need)} (embeddings/lm_head {format_bytes(plan.fixed_bytes)} + {plan.n_slots} layer "
+        f"slots of {format_bytes(plan.slot_bytes)}). Lower the tree budget (--budget) or the context length "
         f"so activations and KV caches take less, use a smaller draft model, or free GPU memory."
     )
 
@@ -294,14 +295,14 @@ def fit_default_budget(
         if budget >= minimum_bytes:
             return DefaultBudget(budget, tree, tree_budget)
         if tree <= 1:
-            draft = f"the draft model {draft_weight_bytes / GIB:.2f} GiB, " if draft_weight_bytes else ""
+            draft = f"the draft model {format_bytes(draft_weight_bytes)}, " if draft_weight_bytes else ""
             raise InsufficientVRAMError(
                 f"not enough VRAM for the target model even with a tree budget of 1 token: of "
-                f"{free_vram_bytes / GIB:.2f} GiB free on the GPU, {draft}the KV caches for {context} tokens take "
-                f"{(target_kv + draft_kv_bytes) / GIB:.2f} GiB, the draft's CUDA graphs {draft_graph_bytes / GIB:.2f} "
-                f"GiB, activations {activation / GIB:.2f} GiB and a safety "
-                f"margin {DEFAULT_MARGIN_BYTES / GIB:.2f} GiB, leaving {max(budget, 0) / GIB:.2f} GiB for the "
-                f"target's weights, which need at least {minimum_bytes / GIB:.2f} GiB (embeddings/lm_head and the "
+                f"{format_bytes(free_vram_bytes)} free on the GPU, {draft}the KV caches for {context} tokens take "
+                f"{format_bytes(target_kv + draft_kv_bytes)}, the draft's CUDA graphs "
+                f"{format_bytes(draft_graph_bytes)}, activations {format_bytes(activation)} and a safety "
+                f"margin {format_bytes(DEFAULT_MARGIN_BYTES)}, leaving {format_bytes(max(budget, 0))} for the "
+                f"target's weights, which need at least {format_bytes(minimum_bytes)} (embeddings/lm_head and the "
                 f"streaming slots). Use a smaller draft model, close programs that use the GPU, or run on the CPU."
             )
         tree = max(1, tree // 2)

@@ -265,6 +265,17 @@ def largest_checkpoint_tensor(shape: ModelShape, fmt: WeightFormat, checkpoint_d
     return max(embedding_bytes(shape, checkpoint_dtype), layer)
 
 
-def gb(nbytes: float) -> str:
-    """Bytes as a person's 'GB' (binary, as Windows and most RAM sticks count them)."""
-    return f"{nbytes / GIB:.1f} GB"
+def format_bytes(nbytes: float) -> str:
+    """Bytes for a person, the one rule for every size the CLI prints and the app shows (files, downloads,
+    RAM, VRAM, free disk): units of 1024 named KB, MB, GB, TB as Windows and the cards' boxes name them, one
+    decimal ("42.4 GB", "98.2 MB", "24.0 GB"); under 1 KB whole bytes. One unit for all, so that a
+    download's size, the free disk and the RAM it needs compare at a glance, and the same file reads the
+    same in the wizard, `specexec models ...` and the model manager."""
+    value = float(nbytes)
+    if abs(value) < 1024:
+        return f"{value:.0f} B"
+    for unit in ("KB", "MB", "GB"):
+        value /= 1024
+        if abs(value) < 1024:
+            return f"{value:.1f} {unit}"
+    return f"{value / 1024:.1f} TB"

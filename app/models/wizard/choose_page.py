@@ -4,22 +4,23 @@ A pair marked red ("does not fit") can still be chosen, but only after ticking a
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QCheckBox, QLabel, QVBoxLayout, QWizardPage
+from PySide6.QtWidgets import QCheckBox, QLabel
 
 from app.models.wizard.pair_list import PairList
+from app.models.wizard.plain_page import PlainPage
 from app.models.wizard.state import WizardState
 from app.models.wizard.words import technical_lines
 from app.window.buttons import LINK, button
 from core.models.fit import PairFit
 
 
-class ChoosePage(QWizardPage):
+class ChoosePage(PlainPage):
     def __init__(self, state: WizardState) -> None:
-        super().__init__()
+        super().__init__(
+            "Choose a model", "Bigger models answer better, but more slowly. The first one suits this computer best."
+        )
         self.state = state
-        self.setTitle("Choose a model")
-        self.setSubTitle("Bigger models answer better, but more slowly. The first one suits this computer best.")
-        layout = QVBoxLayout(self)
+        layout = self.body
         self._shown = None
         self.pairs = PairList()
         self.pairs.chosen.connect(self._chosen)

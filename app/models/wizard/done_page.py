@@ -8,11 +8,12 @@ import time
 from typing import Callable
 
 from PySide6.QtCore import QTimer
-from PySide6.QtWidgets import QLabel, QProgressBar, QVBoxLayout, QWizard, QWizardPage
+from PySide6.QtWidgets import QLabel, QProgressBar, QWizard
 
 from app.engine.bridge import CRASHED, FAILED, READY, EngineBridge, EngineStatus
 from app.models.choice import choose
 from app.settings.schema import AppSettings
+from app.models.wizard.plain_page import PlainPage
 from app.models.wizard.state import WizardState
 from app.window.buttons import PRIMARY, button
 from app.models.wizard.words import speed_words
@@ -32,20 +33,18 @@ def stage_words(stage: str) -> str:
     return "Loading the model into memory"
 
 
-class DonePage(QWizardPage):
+class DonePage(PlainPage):
     def __init__(
         self, state: WizardState, make_bridge: Callable[[AppSettings], EngineBridge], bridge: EngineBridge | None = None
     ) -> None:
-        super().__init__()
+        super().__init__("Almost there", "The model is checked, then loaded into memory.")
         self.state = state
         self.make_bridge = make_bridge
         self.bridge: EngineBridge | None = bridge  # given: the app's running engine, borrowed (never shut down)
         self.borrowed = bridge is not None
         self.loaded = False  # a Load was sent (a borrowed engine then holds the new pair)
         self.chosen_settings: AppSettings | None = None
-        self.setTitle("Almost there")
-        self.setSubTitle("The model is checked, then loaded into memory.")
-        layout = QVBoxLayout(self)
+        layout = self.body
         self.headline = QLabel()
         self.headline.setWordWrap(True)
         self.bar = QProgressBar()
@@ -76,7 +75,7 @@ class DonePage(QWizardPage):
     def initializePage(self) -> None:
         fit = self.state.chosen
         self._show_cancel(True)
-        self.setTitle("Almost there")
+        self.set_heading("Almost there")
         first = (
             "The first start unpacks its weights once: about half a minute on an idle computer, a few "
             "minutes on a busy one."
@@ -120,8 +119,7 @@ class DonePage(QWizardPage):
             self.headline.setText(f"<b>{name}</b> is loaded and ready.")
             self.stage.setText(f"{self._speed_here()}Press Start chatting.")
             self.stage.setToolTip("")
-            self.setTitle("Done")
-            self.setSubTitle("Everything is set up.")
+            self.set_heading("Done", "Everything is set up.")
             self._show_cancel(False)  # nothing left to cancel: the one way on is Start chatting
         elif status.state in (FAILED, CRASHED):
             self.stage.setText(f"<b>The model did not load:</b> {status.message}. {status.hint}")

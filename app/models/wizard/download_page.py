@@ -18,12 +18,11 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QPlainTextEdit,
     QProgressBar,
-    QVBoxLayout,
     QWidget,
-    QWizardPage,
 )
 
 from app.models.download_worker import DownloadProcess
+from app.models.wizard.plain_page import PlainPage
 from app.models.wizard.state import WizardState
 from app.models.wizard.words import eta_words, size_words
 from app.window.buttons import DESTRUCTIVE, LINK, PRIMARY, SECONDARY, button
@@ -47,15 +46,15 @@ FAILURE_WORDS = {
 OTHER_FAILURE = ("The download stopped.", "Press Retry to go on where it stopped.")
 
 
-class DownloadPage(QWizardPage):
+class DownloadPage(PlainPage):
     def __init__(self, state: WizardState) -> None:
-        super().__init__()
+        super().__init__(
+            "Download", "You can close the app at any time: the download continues where it stopped next time."
+        )
         self.state = state
         self.done = False
-        self.setTitle("Download")
-        self.setSubTitle("You can close the app at any time: the download continues where it stopped next time.")
         self.worker = DownloadProcess(state.models_dir, self)
-        layout = QVBoxLayout(self)
+        layout = self.body
         self.headline = QLabel()
         self.headline.setWordWrap(True)
         self.bar = QProgressBar()

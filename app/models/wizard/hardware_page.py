@@ -16,15 +16,17 @@ import logging
 import re
 
 from PySide6.QtCore import QProcess, Qt, Signal
-from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QVBoxLayout, QWidget, QWizardPage
+from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QVBoxLayout, QWidget
 
 from app.system.background import BackgroundCall
 from app.system.cli_process import cli_command
 from app.system.gpu_check import gpu_refused, linked, read_report
 from app.system.paths import AppPaths
+from app.models.wizard.plain_page import PlainPage
 from app.models.wizard.state import Prediction, WizardState
 from app.models.wizard.words import hardware_summary, recommendation_words
 from core.hardware.description import HardwareDescription, fixture_path
+from app.theme.tokens import SPACE
 from app.window.buttons import LINK, button
 
 log = logging.getLogger(__name__)
@@ -72,15 +74,44 @@ class DetailsGrid(QFrame):
         return "\n".join(f"{name}: {value}" if name else value for name, value in self.rows)
 
 
-class HardwarePage(QWizardPage):
+NEXT_STEPS = (
+    ("Choose a model", "The one that suits this computer best comes first, with how fast it answers here."),
+    ("Download it", "Only if it is not on this computer yet. A download that stops goes on where it stopped."),
+    ("Start chatting", "The model is checked and loaded; everything you type stays on this computer."),
+)
+
+
+class NextSteps(QFrame):
+    """What the wizard does after this page, as numbered steps: a first-time user sees the way ahead."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("nextSteps")
+        grid = QGridLayout(self)
+        grid.setContentsMargins(0, 0, 0, 0)
+        grid.setHorizontalSpacing(SPACE.m)
+        grid.setVerticalSpacing(SPACE.l)
+        grid.setColumnStretch(1, 1)
+        title = QLabel("What happens next")
+        title.setObjectName("sectionTitle")
+        grid.addWidget(title, 0, 0, 1, 2)
+        for number, (name, words) in enumerate(NEXT_STEPS, start=1):
+            badge = QLabel(str(number))
+            badge.setObjectName("stepNumber")
+            badge.setAlignment(Qt.AlignmentFlag.AlignCenter)
+            text = QLabel(f"<b>{name}</b><br>{words}")
+            text.setWordWrap(True)
+            grid.addWidget(badge, number, 0, Qt.AlignmentFlag.AlignTop)
+            grid.addWidget(text, number, 1)
+
+
+class HardwarePage(PlainPage):
     gpu_check_progress = Signal(int, int, str)  # step, steps, what: emitted from the check's waiting thread
 
     def __init__(self, state: WizardState) -> None:
-        super().__init__()
+        super().__init__("Your computer", "A look at this computer first, to pick a model that runs well on it.")
         self.state = state
-        self.setTitle("Your computer")
-        self.setSubTitle("A look at this computer first, to pick a model that runs well on it.")
-        layout = QVBoxLayout(self)
+        layout = self.body
         self.summary = QLabel("Looking at this computer…")
         self.summary.setObjectName("hardwareSummary")
         self.summary.setWordWrap(True)
@@ -90,6 +121,11 @@ class HardwarePage(QWizardPage):
         self.advice = QLabel()
         self.advice.setObjectName("hardwareAdvice")
         self.advice.setWordWrap(True)
+        card = QFrame()  # the recommendation stands out as a card, as the next page's models do
+        card.setObjectName("recommendCard")
+        card_layout = QVBoxLayout(card)
+        card_layout.setContentsMargins(SPACE.l, SPACE.m, SPACE.l, SPACE.m)
+        card_layout.addWidget(self.advice)
         self.gpu_check = QLabel()
         self.gpu_check.setObjectName("gpuCheck")
         self.gpu_check.setWordWrap(True)
@@ -104,10 +140,13 @@ class HardwarePage(QWizardPage):
         self.details.setVisible(False)
         self.details_button.toggled.connect(self._toggle_details)
         layout.addWidget(self.summary)
-        layout.addWidget(self.advice)
+        layout.addWidget(card)
         layout.addWidget(self.gpu_check)
         layout.addWidget(self.details_button, 0, Qt.AlignmentFlag.AlignLeft)
         layout.addWidget(self.details)
+        layout.addSpacing(SPACE.l)
+        self.next_steps = NextSteps()
+        layout.addWidget(self.next_steps)
         layout.addStretch(1)
         self._calls: list[BackgroundCall] = []
         self._measure: QProcess | None = None

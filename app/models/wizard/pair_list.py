@@ -13,6 +13,7 @@ from __future__ import annotations
 from PySide6.QtCore import QSize, Qt, Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QVBoxLayout, QWidget
 
+from app.models.format_words import catalog_format
 from app.models.wizard.words import (
     FIT_WORDS,
     download_words,
@@ -70,6 +71,8 @@ class PairCard(Card):
         badges = [badge("Recommended", "accent")] if recommended else []
         if installed:
             badges.append(badge("Built-in" if fit.pair.download_bytes == 0 else "Downloaded", "neutral"))
+        if fit.pair.download_bytes:  # how the big model is stored: what its download and memory are made of
+            badges.append(badge(catalog_format(fit.pair.target.quantization), "neutral"))
         self.mark = label(f"● {FIT_WORDS[fit.fit]}", "fitMark", wrap=False)
         self.mark.setProperty("fit", fit.fit)
         self.mark.setAccessibleName(f"Fit: {FIT_WORDS[fit.fit]}")

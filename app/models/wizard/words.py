@@ -1,21 +1,20 @@
-"""Hardware and fit predictions in plain words for people (no Qt): "NVIDIA GeForce RTX 4090, 24 GB; 64 GB RAM;
-PCIe 4.0 x16; 466 GB free on disk", "about 5 words per second". The wizard and the model manager show these."""
+"""Hardware and fit predictions in plain words for people (no Qt): "NVIDIA GeForce RTX 4090, 24.0 GB; 62.7 GB RAM;
+PCIe 4.0 x16; 466.0 GB free on disk", "about 5 words per second". The wizard and the model manager show these."""
 
 from __future__ import annotations
 
 from core.hardware.description import HardwareDescription
 from core.models.fit import PairFit, Recommendation
 from app.chat.message_words import WORDS_PER_TOKEN
-from core.models.download import format_bytes
+from core.planning.sizes import format_bytes
 
-GB = 1024**3
 FIT_WORDS = {"fits": "Fits this computer", "tight": "Fits, just", "no": "Does not fit"}
 
 
 def size_words(nbytes: float) -> str:
-    """A file's or a download's size in decimal units, as disks are sold and as the command line says it
-    (core.models.download.format_bytes: "45.5 GB", "98.2 MB"), so the wizard and `specexec models list`
-    agree. Memory (RAM, VRAM) is in GB of 1024**3, as the cards and the system say it."""
+    """A size of a file, a download or memory, by the one rule the command line follows too
+    (core.planning.sizes.format_bytes: "42.4 GB", "98.2 MB"), so the wizard, `specexec models ...` and
+    `specexec hw` agree; a negative count (a stale estimate) reads as 0 B."""
     return format_bytes(max(nbytes, 0))
 
 
@@ -26,8 +25,8 @@ def hardware_summary(hw: HardwareDescription) -> str:
     if gpu is None:
         parts.append("No NVIDIA graphics card (models run on the processor, slowly)")
     else:
-        parts.append(f"{gpu.name}, {gpu.vram_total_bytes / GB:.0f} GB")
-    parts.append(f"{hw.ram.total_bytes / GB:.0f} GB RAM")
+        parts.append(f"{gpu.name}, {size_words(gpu.vram_total_bytes)}")
+    parts.append(f"{size_words(hw.ram.total_bytes)} RAM")
     if gpu is not None and gpu.pcie.gen_max:
         link = f"PCIe {gpu.pcie.gen_max}.0 x{gpu.pcie.width_max or '?'}"
         if gpu.h2d_bytes_per_second:
@@ -112,11 +111,13 @@ def eta_words(seconds: float | None) -> str:
 
 def recommendation_words(recommendation: Recommendation) -> str:
     """What the machine means for the choice: the model we recommend, what it is good for, how fast it
-    should answer."""
-    best = recommendation.pairs[0]
-    fitting = sum(1 for fit in recommendation.pairs if fit.fit != "no")
+    should answer. The counts leave out the SpecExec paper's calibration pair, which the next page does not
+    offer (Llama 2 70B, kept to check the speed model)."""
+    offered = [fit for fit in recommendation.pairs if not fit.pair.calibration]
+    best = next((fit for fit in offered if fit.pair.id == recommendation.recommended), offered[0])
+    fitting = sum(1 for fit in offered if fit.fit != "no")
     quality = quality_words(best)
     return (
         f"We recommend <b>{best.pair.name}</b>. {quality} Here it should write {speed_words(best)}. "
-        f"{fitting} of the {len(recommendation.pairs)} models fit this computer; the next page shows them all."
+        f"{fitting} of the {len(offered)} models fit this computer; the next page shows them all."
     )

@@ -25,6 +25,7 @@ import torch
 from core.decoding.autotune.depth import DepthPolicy
 from core.modeling.causal_lm import CausalLM
 from core.decoding.decode_state import DecodeState
+from core.decoding.defaults import DEFAULT_BUDGET, DEFAULT_MAX_DEPTH
 from core.decoding.device_io import to_device
 from core.decoding.draft_lane import DraftLane
 from core.decoding.draft_search import DEFAULT_MAX_FORWARDS, DraftTree, SearchConfig, SearchSeed, build_draft_tree
@@ -49,8 +50,8 @@ class TreeSettings:
     shadow_forwards: the shadow's forwards per pass (None: as many as the last target pass's time holds at the
     last search's time per forward, up to `shadow_cap`; the first pass: as many as its search made)."""
 
-    budget: int = 128
-    max_depth: int = 32
+    budget: int = DEFAULT_BUDGET
+    max_depth: int = DEFAULT_MAX_DEPTH
     expand: int = DEFAULT_EXPAND
     draft_top_p: bool = False
     adaptive_depth: bool = True
