@@ -23,6 +23,7 @@ from core.decoding.autotune.chooser import (
     resolve_budget,
 )
 from core.decoding.autotune.cost_model import CostModel, Curve, cached_cost_model, cost_key, measure_cost_model
+from core.models.speed import MEASURED_OVERLAP, OverlapPrice
 from core.decoding.generation import DecodingSettings, generate, stream_generate
 from core.decoding.methods.specexec import TreeSettings
 from core.decoding.sampling import SamplingParams
@@ -291,6 +292,45 @@ def test_the_tuner_keeps_its_expected_speed_for_predictions(tiny_target, tiny_dr
         measured_speed(tiny_target.name, None, "CPU") is None
         and measured_speed(tiny_target.name, tiny_draft.name, "GPU") is None
     )
+
+
+def test_the_budget_choice_follows_the_overlap():
+    """Drafting that costs a fifth of the target's pass per forward: on the critical path, small trees win;
+    with a price that takes most of the search off it (the shadow fits the 1 s pass), a larger tree wins.
+    The measured price (no forward spared) chooses as without the overlap."""
+    cost = CostModel(
+        target_pass=Curve(tuple((n, 1.0) for n in (1, 16, 64, 256, 1024))),
+        draft_forward=Curve(tuple((b, 0.2) for b in (1, 8, 32, 64))),
+        sequential_step=1.0,
+    )
+    trees = candidate_configs(SPECEXEC, None, 32, AUTO_MAX_BUDGET, has_draft=True)
+    without = AutoTuner(cost, BUILTIN_TABLE, "GPU")
+    overlapped = AutoTuner(cost, BUILTIN_TABLE, "GPU", overlap=OverlapPrice(keep_rate=1.0, kept_pass_saving=0.8))
+    measured = AutoTuner(cost, BUILTIN_TABLE, "GPU", overlap=MEASURED_OVERLAP)
+    chosen, chosen_overlapped = max(trees, key=without.rate), max(trees, key=overlapped.rate)
+    assert chosen.budget == 16 and chosen_overlapped.budget == 64
+    config = Config(SPECEXEC, 64, 64)
+    assert overlapped.model_seconds(config) < without.model_seconds(config)
+    # the target's pass is never hidden, and the catch-up forward stays: at least that much remains
+    assert overlapped.model_seconds(config) >= cost.target_pass(65) + cost.draft_forward(BUILTIN_TABLE.tokens(64))
+    assert max(trees, key=measured.rate) == chosen
+    assert measured.model_seconds(config) == pytest.approx(
+        without.model_seconds(config) * (1 - MEASURED_OVERLAP.keep_rate * MEASURED_OVERLAP.kept_pass_saving), rel=0.2
+    )
+
+
+def test_the_engine_prices_the_overlap_where_it_runs_it(tiny_target, tiny_draft, tmp_path, monkeypatch):
+    """tuner_for_pair prices the overlap where the engine runs it (a CUDA draft, or SPECEXEC_OVERLAP=1), not
+    on a CPU by default, where the shadow would run in sequence."""
+    from core.decoding.autotune.setup import tuner_for_pair
+
+    monkeypatch.setenv("SPECEXEC_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("SPECEXEC_OVERLAP", raising=False)
+    with torch_threads(1):
+        assert tuner_for_pair(tiny_target, tiny_draft).overlap is None
+        monkeypatch.setenv("SPECEXEC_OVERLAP", "1")
+        assert tuner_for_pair(tiny_target, tiny_draft).overlap is MEASURED_OVERLAP
+        assert tuner_for_pair(tiny_target, None).overlap is None
 
 
 # ----------------------------------------------------------------------------------------------------------

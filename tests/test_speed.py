@@ -16,9 +16,13 @@ from core.models.speed import (
     draft_forwards,
     draft_seconds,
     layer_compute_seconds,
-    overlapped_forwards,
+    MEASURED_OVERLAP,
+    OVERLAP_KEEP_RATE,
+    OVERLAP_KEPT_PASS_SAVING,
+    OverlapPrice,
     target_pass_seconds,
 )
+from core.planning.graph_plan import pool_forwards
 from core.planning.sizes import ModelShape, WeightFormat, decoder_layer_bytes
 
 LLAMA_7B = ModelShape("llama", 32, 4096, 11008, 32, 32, 32000, 128)
@@ -190,13 +194,24 @@ def test_moe_tokens_only_pay_for_their_routed_experts():
     assert unrouted.active_parameters == unrouted.parameters
 
 
-def test_the_overlap_takes_forwards_off_the_critical_path_by_the_measured_keep_rate():
-    """A shadow filling the target's pass spares keep rate x saved-per-forward x its forwards, capped by the
-    search's cap, never below the one catch-up forward; nothing without a keep or a pass to fill."""
-    assert overlapped_forwards(20.0, 1.0, 0.05, keep_rate=0.5, saved_per_shadow_forward=0.4) == pytest.approx(16.0)
-    assert overlapped_forwards(20.0, 10.0, 0.05, keep_rate=0.5, saved_per_shadow_forward=0.4) == pytest.approx(
-        20.0 - 0.2 * speed.MAX_DRAFT_FORWARDS
+def test_the_overlap_spares_the_kept_passes_share_of_forwards_where_the_shadow_fits():
+    """keep rate x saving of the forwards, the keep scaled by the share of the shadow's wanted forwards (its
+    pool once, core.planning.graph_plan.pool_forwards) the target's pass holds; never below the catch-up."""
+    price = OverlapPrice(keep_rate=0.5, kept_pass_saving=0.4)
+    assert pool_forwards(256, 32) == 32 and pool_forwards(64, 32) == 8
+    assert price.critical_forwards(20.0, 10.0, 0.05, 256, 32) == pytest.approx(20.0 * (1 - 0.2))  # 200 fit, 32 wanted
+    assert price.critical_forwards(20.0, 0.8, 0.05, 256, 32) == pytest.approx(20.0 * (1 - 0.2 * 16 / 32))
+    assert OverlapPrice(1.0, 1.0).critical_forwards(20.0, 10.0, 0.05, 256, 32) == 1.0
+    assert OverlapPrice(0.5, -0.3).critical_forwards(20.0, 10.0, 0.05, 256, 32) == 20.0  # a loss is not priced
+    assert price.critical_forwards(1.0, 10.0, 0.05, 256, 32) == 1.0
+    assert MEASURED_OVERLAP.critical_forwards(20.0, 10.0, 0.05, 256, 32) == pytest.approx(
+        20.0 * (1 - OVERLAP_KEEP_RATE * OVERLAP_KEPT_PASS_SAVING)
     )
-    assert overlapped_forwards(4.0, 10.0, 0.01, keep_rate=1.0, saved_per_shadow_forward=1.0) == 1.0
-    assert overlapped_forwards(20.0, 1.0, 0.05, keep_rate=0.0, saved_per_shadow_forward=0.4) == 20.0
-    assert overlapped_forwards(1.0, 1.0, 0.05, keep_rate=1.0, saved_per_shadow_forward=1.0) == 1.0
+
+
+def test_the_shadow_is_sized_like_the_engines():
+    """The price's pool is the engine's (core.decoding.methods.specexec.shadow_cap)."""
+    from core.decoding.methods.specexec import shadow_cap
+
+    for budget, width in ((32, 32), (64, 32), (256, 32), (1024, 128)):
+        assert shadow_cap(budget, width) == min(speed.MAX_DRAFT_FORWARDS, pool_forwards(budget, width))

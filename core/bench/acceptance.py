@@ -51,6 +51,8 @@ class Row:
     shadow_draft_forwards: float = 0.0
     kept_subtree_share: float = 0.0
     kept_subtree_nodes: float = 0.0
+    critical_path_draft_forwards_kept: float = 0.0  # in passes that started from a kept subtree
+    critical_path_draft_forwards_fresh: float = 0.0  # in passes that started from their root alone
 
 
 def _int_list(text: str) -> list[int]:

@@ -54,6 +54,7 @@ from core.models.pass_speed import (
     pair_shape,
     tokens_per_pass,
 )
+from core.models.speed import MEASURED_OVERLAP
 from core.planning.host_memory import check_host_memory, embedding_in_host_ram, host_bytes_needed, host_table_bytes
 from core.planning.sizes import (
     ModelShape,
@@ -299,7 +300,7 @@ def _ram_verdict(needed: int, hw: HardwareDescription) -> tuple[str, str | None]
 def predict_pair(pair: Pair, hw: HardwareDescription, tree_budget: int | None = None, overlap: bool = True) -> PairFit:
     """Fit and speed of `pair` on `hw` at `tree_budget` draft tokens per pass (lowered when VRAM is short;
     None: the automatic budget, see the module's docstring); `overlap`: drafting while the target streams
-    (what the engine does on a GPU; core.models.speed.overlapped_forwards)."""
+    (what the engine does on a GPU; core.models.speed.OverlapPrice)."""
     target = pair_shape(pair.target, pair)
     gpu = hw.best_gpu
     disk_ok = None if hw.disk.free_bytes is None else pair.download_bytes <= hw.disk.free_bytes
@@ -355,7 +356,15 @@ def predict_pair(pair: Pair, hw: HardwareDescription, tree_budget: int | None = 
         pair,
         budgets_weighed(tree_budget, chosen.tree_budget),
         lambda b, tokens: gpu_pass(
-            pair, plan.resident, plan.n_slots, copy, b, tokens, rates, engine_draft_kernel(gpu, hw), overlap
+            pair,
+            plan.resident,
+            plan.n_slots,
+            copy,
+            b,
+            tokens,
+            rates,
+            engine_draft_kernel(gpu, hw),
+            MEASURED_OVERLAP if overlap else None,
         ),
     )
     reason = (
@@ -431,7 +440,15 @@ def _builtin_fit(
             pair,
             budgets,
             lambda b, tokens: gpu_pass(
-                pair, everything, 0, 0.0, b, tokens, rates, engine_draft_kernel(gpu, hw), overlap
+                pair,
+                everything,
+                0,
+                0.0,
+                b,
+                tokens,
+                rates,
+                engine_draft_kernel(gpu, hw),
+                MEASURED_OVERLAP if overlap else None,
             ),
         )
     else:

@@ -16,11 +16,13 @@ from core.models.speed import (
     draft_forwards,
     draft_seconds,
     layer_compute_seconds,
-    overlapped_forwards,
+    MEASURED_OVERLAP,
+    OverlapPrice,
     target_pass_seconds,
 )
 from core.planning import draft_kernel
 from core.planning.budgets import AUTO_BUDGETS
+from core.planning.graph_plan import search_width
 from core.planning.sizes import ModelShape, WeightFormat
 
 GPU_DTYPE, GPU_DTYPE_BYTES = "float16", 2  # what a GPU computes in (bf16 or fp16: both 2 bytes)
@@ -102,20 +104,20 @@ def gpu_pass(
     tokens: float,
     rates: GpuRates,
     kernel: DraftKernel,
-    overlap: bool = True,
+    overlap: OverlapPrice | None = MEASURED_OVERLAP,
 ) -> tuple[float, float]:
     """(target pass, draft) seconds on a GPU: the draft first, the target's first streamed layers copied
     meanwhile, then every layer at the larger of its copy and its compute (core.models.speed). With the
-    overlap the draft seconds are those left on the critical path (core.models.speed.overlapped_forwards: the
-    shadow fills the target's pass), and the prefetch hides under that shorter drafting only."""
+    overlap (its price; None: off) the draft seconds are those left on the critical path (the shadow fills the
+    target's pass), and the prefetch hides under that shorter drafting only."""
     target, draft = pair_shape(pair.target, pair), pair_shape(pair.draft, pair)
     draft_format = gpu_format(pair.draft)
     drafting = draft_seconds(draft, draft_format, budget, tokens, rates, kernel)
     compute = layer_compute_seconds(target, gpu_format(pair.target), budget + 1, rates)
     scoring = target_pass_seconds(target.num_hidden_layers, resident, copy_seconds, compute, slots, drafting)
-    if overlap and budget > 1:
+    if overlap is not None and budget > 1:
         forwards = draft_forwards(budget, tokens)
-        critical = overlapped_forwards(forwards, scoring, drafting / forwards)
+        critical = overlap.critical_forwards(forwards, scoring, drafting / forwards, budget, search_width(budget))
         drafting = draft_seconds(draft, draft_format, budget, tokens, rates, kernel, forwards=critical)
         scoring = target_pass_seconds(target.num_hidden_layers, resident, copy_seconds, compute, slots, drafting)
     return scoring, drafting

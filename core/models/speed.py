@@ -39,11 +39,13 @@ step around it SEARCH_STEP_KERNELS more. How they reach the GPU (`DraftLaunch`):
   next forward while the GPU works: a forward costs the larger of its GPU time and all its launches.
 
 Overlap (issue 39): while the target streams, a shadow search grows the tree on the draft's own stream and
-the next search starts from the subtree kept under the emitted token, so part of the drafting leaves the
-critical path. `overlapped_forwards` prices it from what `specexec bench acceptance` measures with it on and
-off: the shadow makes as many forwards as the target's pass lasts (at most MAX_DRAFT_FORWARDS), a share
-OVERLAP_KEEP_RATE of passes start from a kept subtree, and such a pass needs OVERLAP_SAVED_PER_SHADOW_FORWARD
-fewer critical-path forwards per shadow forward of the pass before (never fewer than one, the catch-up).
+the next search starts from the subtree kept under the emitted token, so part of the drafting may leave the
+critical path. `OverlapPrice` prices what the engine runs: the shadow wants as many forwards as expand its
+pool once (core.planning.graph_plan.pool_forwards, at most MAX_DRAFT_FORWARDS) and gets as many as the
+target's pass holds; a share of passes (the keep rate, scaled by the share of the shadow that fits) start
+from a kept subtree, and such a pass makes a share fewer critical-path forwards than a pass from its root
+alone. Both measured by `specexec bench acceptance` with the overlap on and off on complete trees (adaptive
+depth off, the regime DRAFT_FORWARDS_PER_TOKEN counts), on the CPU only (OVERLAP_KEEP_RATE's comment).
 Assumed: the shadow's forwards do not slow the target's layers (their compute hides under the copies).
 
 Not modelled: reading the KV caches (small at the planned context), the LM head over visited rows, sampling
@@ -59,7 +61,7 @@ from enum import Enum
 
 from core.models.gpu_specs import GpuSpecs
 from core.planning import draft_kernel
-from core.planning.graph_plan import search_width
+from core.planning.graph_plan import pool_forwards, search_width
 from core.planning.sizes import ModelShape, WeightFormat, decoder_layer_bytes
 
 # Host time to launch one eager PyTorch kernel from Python (dispatch + cudaLaunchKernel). Engineering facts:
@@ -126,15 +128,19 @@ EAGER_DEQUANT_BYTES_PER_WEIGHT = 28.5
 # Rows up to which a GPTQ linear multiplies with the fused kernel (core.offload.gptq_matmul; repeated here
 # because that module imports torch, which the app's process never does). tests/test_speed.py checks they agree.
 FUSED_MATMUL_MAX_ROWS = 64
-# The overlap (module docstring), measured on the built-in pair, one MT-Bench first turn, 24 tokens, budget 32,
-# t=0.6, top-p 0.9, adaptive depth on, `specexec bench acceptance ... --shadow-forwards 16` and `--no-overlap`
-# (docs/benchmarks.md, issue 39): 45% of passes started from a kept subtree (27 nodes); on, 2.18 tokens per
-# pass for 1.91 critical-path forwards and 3.82 shadow forwards; off, 1.85 for 1.69. Off's 0.915 forwards per
-# token would need 1.99 forwards for on's tokens: 0.08 spared per pass, 0.047 per shadow forward of a keep.
-# One prompt on a loaded CPU whose adaptive depth stops at about two forwards: a small sample, not the GPU's
-# regime of 20-32 forwards; re-measure before trusting the price.
-OVERLAP_KEEP_RATE = 0.45
-OVERLAP_SAVED_PER_SHADOW_FORWARD = 0.047
+# The overlap (module docstring, `OverlapPrice`), measured on the built-in pair on the CPU only (no GPU in
+# the session that measured it): complete trees (adaptive depth off), budget 32, the shadow given all the
+# forwards its pool wants (as the 70B pairs' 0.9 s passes give it on a GPU), 6 MT-Bench first turns, 16 tokens
+# each, t=0.6, top-p 0.9, `specexec bench acceptance ... --no-adaptive-depth --shadow-forwards 32` against
+# `--no-overlap` (docs/benchmarks.md, issue 39, "The price, measured on complete trees"). The same tokens per
+# pass on and off (3.84); 28% of passes started from a kept subtree (4.3 nodes); 7.20 critical-path forwards
+# a pass against 7.48: 3.7% fewer, 0.13 of a kept pass's forwards. Why so little: the emitted token is never
+# in the scored tree, so a kept subtree lies under a token the draft ranked below the budget, it is small,
+# and its expanded nodes lost the children the pool trimmed, so the next search still makes its catch-up
+# forward and every level below. 25 passes a side: a small sample, and the CPU's, until a GPU measures the
+# keep at 20-32 shadow forwards and a better draft.
+OVERLAP_KEEP_RATE = 0.28
+OVERLAP_KEPT_PASS_SAVING = 0.13
 DTYPE_BYTES = 2  # a GPU computes in float16 or bfloat16
 
 
@@ -286,20 +292,32 @@ def draft_seconds(
     return forwards * _draft_forward_seconds(shape.num_hidden_layers, gpu_seconds, launch)
 
 
-def overlapped_forwards(
-    forwards: float,
-    stream_seconds: float,
-    forward_seconds: float,
-    keep_rate: float = OVERLAP_KEEP_RATE,
-    saved_per_shadow_forward: float = OVERLAP_SAVED_PER_SHADOW_FORWARD,
-) -> float:
-    """Draft forwards left on a pass's critical path with the overlap on: `forwards` without it, less what the
-    kept subtree spares (module docstring). `stream_seconds`: the target's pass, which the shadow fills with
-    forwards of `forward_seconds` each."""
-    if forward_seconds <= 0 or forwards <= 1:
-        return forwards
-    shadow = min(MAX_DRAFT_FORWARDS, stream_seconds / forward_seconds)
-    return max(1.0, forwards - keep_rate * saved_per_shadow_forward * shadow)
+@dataclass(frozen=True)
+class OverlapPrice:
+    """What the overlap spares a pass (module docstring): `keep_rate`, the share of passes that start from a
+    kept subtree when the shadow gets all the forwards it wants; `kept_pass_saving`, the share of critical-path
+    draft forwards such a pass no longer makes."""
+
+    keep_rate: float = OVERLAP_KEEP_RATE
+    kept_pass_saving: float = OVERLAP_KEPT_PASS_SAVING
+
+    def critical_forwards(
+        self, forwards: float, stream_seconds: float, forward_seconds: float, budget: int, width: int
+    ) -> float:
+        """Draft forwards left on a pass's critical path: `forwards` without the overlap, less what a kept
+        subtree spares, in the share of passes that start from one. The shadow of a `budget` tree expanded
+        `width` rows at a time wants pool_forwards(budget, width) forwards (at most MAX_DRAFT_FORWARDS) and gets
+        as many of `forward_seconds` as the target's `stream_seconds` hold; a shadow cut short keeps
+        proportionally less often. Never below the one catch-up forward."""
+        if forward_seconds <= 0 or forwards <= 1:
+            return forwards
+        wanted = min(MAX_DRAFT_FORWARDS, pool_forwards(budget, width))
+        fits = min(1.0, stream_seconds / forward_seconds / wanted)
+        saving = min(1.0, max(0.0, self.kept_pass_saving))
+        return max(1.0, forwards * (1.0 - min(1.0, self.keep_rate * fits) * saving))
+
+
+MEASURED_OVERLAP = OverlapPrice()  # the price from the measured constants above
 
 
 def target_pass_seconds(

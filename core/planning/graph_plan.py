@@ -46,6 +46,23 @@ def search_width(budget: int, expand: int = DEFAULT_EXPAND) -> int:
     return min(expansion_width(budget, expand), budget)
 
 
+# With the overlap on (core.decoding.methods.specexec), the search's candidate pool (and the shadow's budget) is
+# this many times the tree's: the shadow keeps growing best-first inside it, so the subtree under whichever
+# token the target emits is several times what the next tree needs. Here because the speed model
+# (core.models.speed, no torch) sizes the shadow the same way.
+OVERLAP_POOL_FACTOR = 4
+
+
+def overlap_pool(budget: int) -> int:
+    """Candidates the search keeps, and the shadow's budget, with the overlap on."""
+    return OVERLAP_POOL_FACTOR * budget
+
+
+def pool_forwards(budget: int, width: int) -> int:
+    """Forwards of `width` rows that expand the whole overlap pool once: the most a shadow search can use."""
+    return -(-overlap_pool(budget) // max(width, 1))
+
+
 def column_bucket(needed: int, capacity: int) -> int:
     """Attention columns of a search forward that needs `needed`: the smallest bucket that holds them. The
     cache's `capacity` is its last bucket, and takes the place of a bucket within SMALL_STEP below it."""

@@ -6,7 +6,9 @@ Expected tokens per second of a configuration = expected tokens per pass / expec
 - tokens per pass: 1 for plain decoding; for SpecExec the recorded table (core/decoding/autotune/acceptance.py)
   scaled by how this conversation's passes compare with it, blended with the passes seen at that budget;
 - seconds per pass: the measured cost model (core/decoding/autotune/cost_model.py) for the draft search (about one
-  draft forward per tree level, of the expansion width at most) plus one target pass over the tree, scaled
+  draft forward per tree level, of the expansion width at most; with the overlap on, only those left on the
+  critical path, core.models.speed.OverlapPrice: the shadow fills the target's pass, a kept subtree spares
+  forwards) plus one target pass over the tree, scaled
   by how observed passes of that method compare with the model, blended with the passes seen at that
   configuration.
 Every estimate starts from the model and moves to what passes show, so a cost model measured on a busy
@@ -23,6 +25,8 @@ from dataclasses import dataclass
 from core.decoding.autotune.acceptance import AcceptanceTable
 from core.planning.budgets import AUTO_BUDGETS, AUTO_MAX_BUDGET
 from core.decoding.autotune.cost_model import CostModel
+from core.models.speed import OverlapPrice
+from core.planning.graph_plan import search_width
 
 SEQUENTIAL = "sequential"
 SPECEXEC = "specexec"
@@ -88,7 +92,8 @@ class AutoTuner:
     Call `begin(candidates)` at the start of an answer, `choose()` before each pass and `observe(...)`
     after it. `interval`: passes between re-evaluations; `hysteresis`: how much more (0.1 = 10%) another
     configuration must promise to replace the current one; `prior_passes`: how many passes the model's
-    estimate weighs against observed ones.
+    estimate weighs against observed ones; `overlap`: the price of drafting while the target streams, where
+    the engine runs it (None: the whole search is on the critical path).
     """
 
     def __init__(
@@ -100,8 +105,10 @@ class AutoTuner:
         interval: int = 4,
         hysteresis: float = 0.1,
         prior_passes: float = 4.0,
+        overlap: OverlapPrice | None = None,
     ) -> None:
         self.cost = cost
+        self.overlap = overlap
         self.table = table
         self.device_kind = device_kind
         self.max_depth = max_depth
@@ -130,9 +137,13 @@ class AutoTuner:
         k, b = config.budget, max(1, config.expand)
         levels = max(min(float(self.max_depth), self.table.depth(k)), math.ceil(k / b))
         width = min(float(b), max(1.0, k / levels))
-        draft = self.cost.draft_forward
-        draft_s = 0.0 if draft is None else draft(self.table.tokens(k)) + levels * draft(width)
-        return draft_s + self.cost.target_pass(k + 1)
+        draft, target = self.cost.draft_forward, self.cost.target_pass(k + 1)
+        if draft is None:
+            return target
+        if self.overlap is not None:  # the catch-up forward and the levels, less what a kept subtree spares
+            forwards = self.overlap.critical_forwards(1 + levels, target, draft(width), k, search_width(k, b))
+            levels = forwards - 1
+        return draft(self.table.tokens(k)) + levels * draft(width) + target
 
     def _time_factor(self, method: str) -> float:
         """Observed / modelled pass seconds for this method; a method not seen yet borrows the other's

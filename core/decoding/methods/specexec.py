@@ -31,7 +31,7 @@ from core.decoding.draft_lane import DraftLane
 from core.decoding.draft_search import DEFAULT_MAX_FORWARDS, DraftTree, SearchConfig, SearchSeed, build_draft_tree
 from core.decoding.subtree_keep import keep_subtree
 from core.errors import InvalidSettingError
-from core.planning.graph_plan import DEFAULT_EXPAND, search_width
+from core.planning.graph_plan import DEFAULT_EXPAND, overlap_pool, pool_forwards, search_width
 from core.decoding.methods.step import OutputControls, PassStats, Step, TokenLogprob
 from core.decoding.methods.tree_forward import commit_draft_path, commit_target_path, score_tree
 from core.decoding.sampling import SamplingParams, context_mask
@@ -69,20 +69,10 @@ class TreeSettings:
             raise InvalidSettingError(f"shadow forwards must be 0 or more, got {self.shadow_forwards}")
 
 
-# With the overlap on, the search's candidate pool (and the shadow's budget) is this many times the tree's:
-# the shadow keeps growing best-first inside it, so the subtree under whichever token the target emits is
-# several times what the next tree needs.
-OVERLAP_POOL_FACTOR = 4
-
-
-def overlap_pool(budget: int) -> int:
-    """Candidates the search keeps, and the shadow's budget, with the overlap on."""
-    return OVERLAP_POOL_FACTOR * budget
-
-
 def shadow_cap(budget: int, width: int) -> int:
-    """The most shadow forwards a pass makes: enough to expand the whole pool once, at most the search's cap."""
-    return min(DEFAULT_MAX_FORWARDS, -(-overlap_pool(budget) // max(width, 1)))
+    """The most shadow forwards a pass makes: enough to expand the whole pool once (core.planning.graph_plan
+    overlap_pool), at most the search's cap."""
+    return min(DEFAULT_MAX_FORWARDS, pool_forwards(budget, width))
 
 
 def shadow_forwards(tree: "TreeSettings", width: int, last: tuple[float, float] | None, forwards: int) -> int:
