@@ -80,9 +80,10 @@ part() {  # part NAME LIMIT PART [ENV=VALUE...]
 
 part versions 30 versions
 part token-speed-fix-off 120 token-speed SPECEXEC_ATTENTION_FIX=0
-part token-speed-fix-on 45 token-speed SPECEXEC_ATTENTION_FIX=1
+part token-speed-fix-on 45 token-speed SPECEXEC_ATTENTION_FIX=1 SPECEXEC_CUDA_GRAPHS=0
 part passes-eager 45 passes SPECEXEC_CUDA_GRAPHS=0
 part passes-graphs 45 passes SPECEXEC_CUDA_GRAPHS=1
+part step-graphs 30 step-graphs
 if [ "$DEVICE" = cuda ]; then
     run matmul 75 sh -c "\"$PY\" -m core.cli.main bench matmul --device cuda --rows 1,16,32,64 --repeats 20 --json > \"$PARTS/matmul.json\""
 else  # a check that it runs: one tiny linear

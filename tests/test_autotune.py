@@ -357,12 +357,12 @@ def test_cost_model_is_measured_once_and_cached_per_pair(tiny_target, tiny_draft
 def test_every_size_is_warmed_up_and_the_draft_timed_through_the_search_forward(tiny_target, tiny_draft, monkeypatch):
     """Issue 31: a first call of a size compiles Triton kernels (and captures a graph on CUDA), so it is never
     timed; the draft's figure is the search forward the engine runs (windowed, bucketed columns)."""
-    import core.decoding.draft_forward as draft_forward
+    import core.decoding.captured_forward as captured_forward
 
     widths: list[int] = []
-    real = draft_forward.run_draft_forward
+    real = captured_forward.run_draft_forward
     monkeypatch.setattr(
-        draft_forward,
+        captured_forward,
         "run_draft_forward",
         lambda draft, cache, ids, *rest: widths.append(ids.shape[0]) or real(draft, cache, ids, *rest),
     )

@@ -421,7 +421,7 @@ def test_streaming_machinery_measures_the_ratio_at_reduced_width():
 def test_graph_check_runs_the_engines_capture_which_needs_cuda(monkeypatch):
     measured = graphs.measure(
         torch.device("cpu")
-    )  # the engine's own capture (core.decoding.draft_forward) refuses a CPU
+    )  # the engine's own capture (core.decoding.captured_forward) refuses a CPU
     assert measured.error == "InvalidSettingError: CUDA graphs need a CUDA device; the draft is on cpu"
     assert graphs.decide(measured).status is Status.DEGRADED and "engine's draft search forward" in measured.source
     assert graphs.measure(torch.device("cpu"), lambda device: 0.5).max_abs_diff == 0.5
@@ -430,7 +430,7 @@ def test_graph_check_runs_the_engines_capture_which_needs_cuda(monkeypatch):
 
 def test_capture_is_on_only_on_cuda_and_the_environment_turns_it_off(monkeypatch):
     from core.system.env import CUDA_GRAPHS_ENV
-    from core.decoding.draft_forward import capture_enabled
+    from core.decoding.captured_forward import capture_enabled
 
     monkeypatch.delenv(CUDA_GRAPHS_ENV, raising=False)
     assert capture_enabled(torch.device("cuda", 0)) and not capture_enabled(torch.device("cpu"))

@@ -11,7 +11,7 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-from core.decoding import draft_forward
+from core.decoding import captured_forward
 from core.modeling.attention import grouped_sdpa_attention
 from core.modeling.causal_lm import CausalLM
 from core.decoding.graph_memory import PeakMemoryMode, planned_graph_bytes, search_forward_peak_bytes
@@ -198,9 +198,9 @@ def test_captured_forwards_equal_eager_over_buckets_and_keep_little_memory():
     draft = _cuda_draft()
     torch.cuda.synchronize()
     before = torch.cuda.memory_allocated()
-    difference = draft_forward.compare_captured_with_eager(draft, width=32, contexts=(64, 300, 700, 1500))
+    difference = captured_forward.compare_captured_with_eager(draft, width=32, contexts=(64, 300, 700, 1500))
     assert difference == 0.0
-    assert draft_forward.capture_enabled(draft.device)
+    assert captured_forward.capture_enabled(draft.device)
     gc.collect()  # the check's cache is gone: its graphs, pool and stream go with it
     torch.cuda.synchronize()
     assert torch.cuda.memory_allocated() - before < MIB
@@ -217,12 +217,12 @@ def test_a_failed_capture_turns_graphs_off_and_the_forward_still_answers(monkeyp
         raise RuntimeError("capture refused (test)")
 
     monkeypatch.setattr(torch.cuda.CUDAGraph, "capture_begin", refuse)
-    monkeypatch.setattr(draft_forward, "_capture_failure", None)
+    monkeypatch.setattr(captured_forward, "_capture_failure", None)
     rows = torch.arange(37, 45, device="cuda")
     visible = torch.ones((8, 256), dtype=torch.bool, device="cuda")
-    logits = draft_forward.run_draft_forward(
+    logits = captured_forward.run_draft_forward(
         draft, cache, torch.arange(8, device="cuda"), rows, additive_mask(visible, draft.dtype), rows, 256
     )
     assert logits.shape == (8, 4096) and bool(torch.isfinite(logits).all())
-    assert not draft_forward.capture_enabled(draft.device)
-    assert draft_forward.captured_shapes(cache) == []
+    assert not captured_forward.capture_enabled(draft.device)
+    assert captured_forward.captured_shapes(cache) == []

@@ -43,6 +43,10 @@ def test_cpu_smoke_run_writes_every_part(tmp_path):
     for name in ("passes-eager", "passes-graphs"):
         assert parts[name]["graphs"] is False  # never captured off CUDA
         assert all(r["pass_s"] > 0 and r["draft_forwards_per_pass"] >= 1 for r in parts[name]["rows"])
+    steps = parts["step-graphs"]
+    assert [r["graphs"] for r in steps["rows"]] == [False, True] and not any(r["captured"] for r in steps["rows"])
+    assert steps["same_tokens"] and steps["captured_vs_eager_max_abs"] is None and steps["tokens"] == 40
+    assert all(r["median_ms"] > 0 for r in steps["rows"])
     assert {r["rows"] for r in parts["matmul"]["rows"]} == {1, 16}
     assert all(
         r["dense16_gbps"] > 0 and any(k.endswith("_gbps") and k != "dense16_gbps" for k in r)
@@ -83,10 +87,22 @@ def test_report_names_the_parts_that_did_not_finish(tmp_path):
     (parts / "matmul.json").write_text(
         json.dumps({"device": "NVIDIA H100 80GB HBM3", "rows": [{"shape": "q/o", "rows": 1, "fused_gbps": 1200.0}]})
     )  # the CLI's own output: no "ok" field
+    steps = {"graphs": False, "captured": False, "median_ms": 9.5, "mean_ms": 9.6, "max_ms": 12.0}
+    (parts / "step-graphs.json").write_text(
+        json.dumps(
+            {
+                "ok": True,
+                "same_tokens": True,
+                "captured_vs_eager_max_abs": 0.0,
+                "rows": [steps, {**steps, "graphs": True, "captured": True, "median_ms": 2.25}],
+            }
+        )
+    )
     report = write_report(parts, tmp_path)
     assert report["machine"] == "NVIDIA H100 80GB HBM3"
     assert "agreement" in report["failed"] and "offload" in report["failed"] and "matmul" not in report["failed"]
     summary = (tmp_path / "summary.md").read_text()
     assert "RuntimeError: CUDA error" in summary and "killed at its time limit" in summary
     assert "q/o rows 1: fused_gbps 1200 GB/s" in summary
+    assert "graphs on (captured): 2.25 ms a token median" in summary and "captured step vs eager: 0 max abs" in summary
     assert json.loads((tmp_path / "report.json").read_text())["parts"]["versions"]["cudnn"] == 91900

@@ -19,7 +19,9 @@ from core.decoding.autotune.cost_model import _measure_curve
 from core.modeling.causal_lm import CausalLM
 from core.decoding.constraints import GrammarConstraint, GrammarSpec
 from core.decoding.draft_search import DraftSearch
+from core.decoding.decode_state import DecodeState
 from core.decoding.generation import DecodingSettings, stream_generate
+from core.decoding.methods.sequential import sequential_steps
 from core.decoding.methods.specexec import TreeSettings
 from core.decoding.methods.step import OutputControls
 from core.offload import load_offloaded
@@ -33,6 +35,7 @@ DESIGNATED_READS = {
     ("core/decoding/methods/specexec.py", "_read_pass"),
     ("core/decoding/constraints.py", "tree_allowed"),
     ("core/decoding/constraints.py", "child_allowed"),
+    ("core/decoding/sampling.py", "sample_token"),
 }
 PROMPT = [1, 17, 5, 33, 8, 2, 40]
 
@@ -147,3 +150,23 @@ def test_the_cost_models_forwards_read_nothing_on_meta(folders, target_kind):
     far = time.perf_counter() + 3600
     assert [size for size, _ in _measure_curve(target, (1, 16, 64), far, draft=False).points] == [1, 16, 64]
     assert [width for width, _ in _measure_curve(draft, (1, 8, 32), far, draft=True).points] == [1, 8, 32]
+
+
+@pytest.mark.parametrize("target_kind", ["resident", "offloaded"])
+def test_a_plain_step_on_meta_mixes_no_devices_and_reads_only_its_token(folders, target_kind, monkeypatch):
+    """Issue 37: plain decoding's one-token step, windowed for a resident target (the forward a CUDA graph
+    captures: core.decoding.captured_forward.run_step_forward) and as before for a streaming one, gets to the
+    step's one read, the sampled token, with nothing read or mixed on the way."""
+    import core.decoding.methods.sequential as sequential
+
+    target = _target(target_kind, folders)
+    steps = []
+    real_step = sequential.run_step_forward
+    monkeypatch.setattr(sequential, "run_step_forward", lambda *args: steps.append(args) or real_step(*args))
+    state = DecodeState.fresh(PROMPT, target, None)
+    target.extend(torch.tensor(PROMPT[:-1], device=META), state.target_cache)  # the prompt but its last token
+    params = SamplingParams(temperature=0.8, top_p=0.9, seed=3)
+    stop = _first_stop(lambda: next(sequential_steps(state, target, params, 4)))
+    assert stop == ("core/decoding/sampling.py", "sample_token") and stop in DESIGNATED_READS
+    assert len(steps) == (1 if target_kind == "resident" else 0)  # the offloaded target streams a layer
+    assert state.target_cache.length == len(PROMPT)

@@ -270,6 +270,11 @@ def test_bucketed_columns_give_a_plain_answer_a_few_attention_shapes_and_the_sam
     assert before.summary()["attention_shapes_whole_answer"] >= 40  # the prefill, then one per token
     assert after.summary()["attention_shapes_whole_answer"] <= 2  # the prefill and the one-token step
     assert all("k [1, 2, 256, 8]" in key for key in after.whole.attention_shapes)  # the first bucket: 256 columns
+    # with the fix every traced step is the windowed one-token step a CUDA graph replays on CUDA for a resident
+    # target: its decoder stack, most of a token's kernels, becomes a few launches
+    assert before.counts.step_forwards == 0 and after.counts.step_forwards == after.passes
+    summary = after.summary()
+    assert summary["kernels_per_token_step_graphs"] < summary["kernels_per_token"] / 4
 
 
 def test_draw_noise_is_made_on_the_host_and_copied_once(tiny_target):

@@ -88,6 +88,8 @@ class TraceCounts:
     draft_kernels: int = 0
     search_syncs: int = 0
     search_kernels: int = 0
+    step_forwards: int = 0  # one-token steps of a target that streams no layer (captured_forward.run_step_forward)
+    step_graph_kernels: int = 0  # kernels inside them that a CUDA graph replays as one launch on CUDA
     attention_shapes: Counter = field(default_factory=Counter)  # "q [..] k [..] mask [..] dtype" -> calls
 
     @property
@@ -144,6 +146,7 @@ class DeviceTrace:
         self.counts = TraceCounts()
         self._in_draft = 0
         self._in_search = 0
+        self._in_step_graph = 0
         self._quiet = 0  # inside an op this trace accounts for as a whole (HostEmbedding)
         self._factory_on_device = 0
         self._stack: ExitStack | None = None
@@ -228,6 +231,31 @@ class DeviceTrace:
 
         self._patch_everywhere(search, traced_search)
 
+    def watch_steps(self) -> None:
+        """Attribute what happens inside a one-token step's decoder stack (the part of
+        `core.decoding.captured_forward.run_step_forward` a CUDA graph replays on CUDA) to `step_graph_kernels`
+        (patched in core.decoding.captured_forward for the duration of the trace)."""
+        import core.decoding.captured_forward as captured
+
+        run_step, states = captured.run_step_forward, captured.windowed_states
+
+        def traced_states(*args, **kwargs):
+            self._in_step_graph += 1
+            try:
+                return states(*args, **kwargs)
+            finally:
+                self._in_step_graph -= 1
+
+        def traced_step(model, cache, ids):
+            self.counts.step_forwards += 1
+            captured.windowed_states = traced_states
+            try:
+                return run_step(model, cache, ids)
+            finally:
+                captured.windowed_states = states
+
+        self._patch_everywhere(run_step, traced_step)
+
     # -- counting ------------------------------------------------------------------------------------------
 
     def sync(self, site: str) -> None:
@@ -254,6 +282,8 @@ class DeviceTrace:
             self.counts.draft_kernels += 1
         if self._in_search:
             self.counts.search_kernels += 1
+        if self._in_step_graph:
+            self.counts.step_graph_kernels += 1
 
     def _host_embedding_enter(self, module, args) -> None:
         if any(self.is_on_device(t) for t in _tensors(args)):

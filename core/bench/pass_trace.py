@@ -11,6 +11,10 @@ from core.bench.overlap_stats import OverlapTally
 from core.decoding.generation import DecodingSettings, stream_generate
 from core.decoding.methods.step import PassStats
 
+# What replaying a captured step launches: four copies into its static inputs (embedded token, position, mask,
+# row) and the graph's replay (core.decoding.captured_forward.CapturedForward.replay)
+STEP_REPLAY_LAUNCHES = 5
+
 
 @dataclass
 class PassTrace:
@@ -52,6 +56,10 @@ class PassTrace:
             "sync_sites_per_pass": {site: n / passes for site, n in c.syncs.most_common()},
             **self.overlap.summary(),
             "kernels_per_token": c.kernels / max(self.tokens, 1),
+            # launched per token where a resident target's one-token step is replayed from a CUDA graph: its
+            # decoder stack becomes STEP_REPLAY_LAUNCHES launches (copies into the static inputs, the replay)
+            "kernels_per_token_step_graphs": (c.kernels - c.step_graph_kernels + STEP_REPLAY_LAUNCHES * c.step_forwards)
+            / max(self.tokens, 1),
             "attention_shapes_per_pass": len(c.attention_shapes) / passes,
             "attention_shapes_whole_answer": len(self.whole.attention_shapes),
             "attention_calls_whole_answer": sum(self.whole.attention_shapes.values()),
@@ -70,6 +78,7 @@ def traced_stream(
     if draft is not None:
         trace.watch_draft(draft)
         trace.watch_search()
+    trace.watch_steps()
     with trace:
         before = trace.snapshot()
         for index, chunk in enumerate(

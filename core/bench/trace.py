@@ -162,14 +162,14 @@ def _trace_one(args, method: str, budget: int, target, draft, tokenizer, prompt_
 def print_table(rows: list[dict[str, object]]) -> None:
     print(
         f"{'target':<10}{'method':>11}{'budget':>7}{'syncs/pass':>11}{'max':>5}{'in fwd':>7}{'search/fwd':>11}{'fwd/pass':>9}"
-        f"{'kern/fwd':>9}{'kern/pass':>10}{'kern/tok':>9}{'H2D MB/pass':>12}{'tok/pass':>9}{'attn shapes':>12}"
+        f"{'kern/fwd':>9}{'kern/pass':>10}{'kern/tok':>9}{'graphs':>7}{'H2D MB/pass':>12}{'tok/pass':>9}{'attn shapes':>12}"
     )
     for r in rows:
         print(
             f"{r['target']:<10}{r['method']:>11}{r['budget']:>7}{r['syncs_per_pass']:>11.2f}{r['max_syncs_in_a_pass']:>5}"
             f"{r['syncs_per_draft_forward']:>7.2f}{r['search_syncs_per_draft_forward']:>11.2f}"
             f"{r['draft_forwards_per_pass']:>9.1f}{r['kernels_per_draft_forward']:>9.0f}"
-            f"{r['kernels_per_pass']:>10.0f}{r['kernels_per_token']:>9.0f}{r['h2d_bytes_per_pass'] / 1e6:>12.2f}"
+            f"{r['kernels_per_pass']:>10.0f}{r['kernels_per_token']:>9.0f}{r['kernels_per_token_step_graphs']:>7.0f}{r['h2d_bytes_per_pass'] / 1e6:>12.2f}"
             f"{r['tokens_per_pass']:>9.2f}{r['attention_shapes_whole_answer']:>12}"
         )
     print("\nhost syncs per pass by site:")

@@ -18,7 +18,7 @@ forward expands exactly B rows (the picked candidates first, padding rows after 
 bookkeeping is in device tensors of fixed size: the expanded nodes ("E") in expansion order, which is also
 their order in the draft KV cache after the root, and a pool of the K best candidate children ("C").
 Children come from one top-k over the flattened [rows x vocabulary] scores. The forward writes its KV rows
-at a device-held offset and attends over a bucketed column count (core/decoding/draft_forward.py), so on CUDA it is
+at a device-held offset and attends over a bucketed column count (core/decoding/captured_forward.py), so on CUDA it is
 replayed from a CUDA graph. The tree comes out at its full size K + 1 with a `valid` mask (a tree has fewer
 real nodes only when the draft excludes tokens or the search is cut short), together with its ancestor
 matrix, so the target pass needs no read either.
@@ -37,7 +37,7 @@ import torch
 
 from core.modeling.causal_lm import CausalLM
 from core.decoding.device_io import host_reads_are_free
-from core.decoding.draft_forward import run_draft_forward
+from core.decoding.captured_forward import run_draft_forward
 from core.planning.graph_plan import column_bucket, search_width
 from core.modeling.kv_cache import InPlaceKVCache
 from core.decoding.sampling import draft_logprobs, draft_top_k

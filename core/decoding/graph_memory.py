@@ -1,4 +1,4 @@
-"""The draft graphs' pool scratch computed from the engine's own forward on the meta device.
+"""The CUDA graphs' pool scratch computed from the engine's own forward on the meta device.
 
 The graphs of one draft cache share one memory pool, which keeps the scratch of the largest forward ever
 captured (every forward's intermediates are dead once it ends, and captures on one stream reuse the pool's
@@ -84,12 +84,13 @@ def fused_attention() -> Iterator[None]:
 
 
 def search_forward_peak_bytes(config, dtype: torch.dtype, width: int, capacity: int) -> int:
-    """Peak bytes of intermediates of one windowed draft search forward of `width` rows over `capacity`
-    attention columns, for a draft of this transformers config in `dtype`, computed on the meta device."""
+    """Peak bytes of intermediates of one windowed forward of `width` rows over `capacity` attention columns (a
+    draft search forward; at width 1 a resident target's one-token step), for a model of this transformers
+    config in `dtype`, computed on the meta device. The embedding runs outside the count, as outside a graph."""
     from transformers import AutoModelForCausalLM
 
+    from core.decoding.captured_forward import windowed_states
     from core.modeling.causal_lm import CausalLM
-    from core.decoding.draft_forward import search_hidden_states
     from core.modeling.tree_mask import additive_mask
 
     meta = torch.device("meta")
@@ -101,8 +102,9 @@ def search_forward_peak_bytes(config, dtype: torch.dtype, width: int, capacity: 
     ids = torch.zeros(width, dtype=torch.long, device=meta)
     rows = torch.arange(capacity - width, capacity, device=meta)
     mask = additive_mask(torch.ones((width, capacity), dtype=torch.bool, device=meta), dtype)
+    hidden = lm.embed(ids)  # a graph's static input, counted with what each graph keeps
     with torch.no_grad(), fused_attention(), PeakMemoryMode() as counter:
-        search_hidden_states(lm, cache, ids, rows, mask, rows, capacity)
+        windowed_states(lm, cache, hidden, rows, mask, rows, capacity)
     return counter.peak
 
 

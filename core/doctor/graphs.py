@@ -5,7 +5,7 @@ forward on an RTX 4090: engineering facts); they are only safe if replaying the 
 eager code computes. A difference or an error is DEGRADED: graphs stay off (the app starts its engine with
 CUDA_GRAPHS_ENV=0), the draft runs eagerly.
 
-The check runs the engine's own capture (`core.decoding.draft_forward.compare_captured_with_eager`: the static-shape
+The check runs the engine's own capture (`core.decoding.captured_forward.compare_captured_with_eager`: the static-shape
 search forward, windowed KV writes, bucketed columns) on a small random 4-bit draft, written as a GPTQ
 checkpoint and loaded by the engine's draft loader (so its linears multiply with the fused 4-bit kernel, as a
 real draft's do), in float16, over several column buckets of one cache (several graphs sharing its pool).
@@ -38,13 +38,13 @@ class GraphMeasurement:
 def engine_capture_difference(device) -> float:
     """The largest logit difference between the engine's captured and eager draft search forwards, on a
     random 4-bit draft loaded onto `device` in float16 by the engine's draft loader, at contexts in four
-    column buckets (core.decoding.draft_forward.compare_captured_with_eager)."""
+    column buckets (core.decoding.captured_forward.compare_captured_with_eager)."""
     import tempfile
 
     import torch
 
     from core.offload.synthetic_gptq import write_tiny_gptq_model
-    from core.decoding.draft_forward import compare_captured_with_eager
+    from core.decoding.captured_forward import compare_captured_with_eager
     from core.offload.loader import load_on_device
 
     with tempfile.TemporaryDirectory(prefix="specexec-doctor-draft-") as folder:

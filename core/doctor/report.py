@@ -50,7 +50,7 @@ class CheckResult:
         return data
 
 
-# The environment variable that turns the draft's CUDA graphs off (core.decoding.draft_forward reads it; the app sets
+# The environment variable that turns the draft's CUDA graphs off (core.decoding.captured_forward reads it; the app sets
 # it to "0" for its engine when the graphs check did not pass). Here, not there, because the app's process
 # must not import torch.
 

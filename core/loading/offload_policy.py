@@ -60,7 +60,7 @@ class OffloadSettings:
         no reserve: it loads first, so free VRAM is measured without them."""
         if draft is None:
             return self
-        from core.decoding.draft_forward import capture_enabled
+        from core.decoding.captured_forward import capture_enabled
         from core.decoding.graph_memory import planned_graph_bytes
 
         graphs = 0

@@ -48,6 +48,8 @@ class CausalLM:
     Loading sets it to the planned tree budget (an offloaded target lowers it when free VRAM cannot hold the
     activations of the requested tree); generation caps its tree budget to it.
     prefill_chunk: the most prompt tokens one forward takes (longer prompts are prefilled in chunks).
+    step_graph_room: whether the VRAM plan leaves room for the CUDA graphs of a one-token step
+    (core.planning.graph_plan.step_graph_bytes); an offloaded target's loader sets it from its budget.
     """
 
     model: nn.Module
@@ -56,6 +58,7 @@ class CausalLM:
     max_context: int
     max_tree_tokens: int | None = None
     prefill_chunk: int = PREFILL_CHUNK
+    step_graph_room: bool = True
 
     def __post_init__(self) -> None:
         use_grouped_attention(self.model)  # grouped key/value heads read once, not copied per head
@@ -93,6 +96,11 @@ class CausalLM:
 
     def new_cache(self) -> InPlaceKVCache:
         return InPlaceKVCache(len(self.decoder_layers), self.kv_rows)
+
+    @property
+    def streams_layers(self) -> bool:
+        """Whether a forward copies layer weights in (an offloaded target): its step cannot be a CUDA graph."""
+        return False
 
     def layers_to_run(self) -> Iterator[nn.Module]:
         """The decoder layers of one pass, in order, each ready to compute. An offloaded model overrides
@@ -145,9 +153,26 @@ class CausalLM:
         rows: torch.Tensor | slice | None = None,
     ) -> torch.Tensor:
         """The decoder stack over new tokens on top of `cache`; final-normed hidden states [rows, H]."""
+        return self.decoder_states(self.embed(input_ids), position_ids, mask, cache, rows)
+
+    @torch.no_grad()
+    def embed(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """The embedded tokens [1, n, H]. Apart from `decoder_states` because a CUDA graph can only capture
+        what follows it: an offloaded target's embedding table may sit in host RAM (core.offload.host_embedding),
+        a lookup on the host that a graph would not repeat."""
+        return self.model.model.embed_tokens(input_ids.to(self.device)[None])
+
+    @torch.no_grad()
+    def decoder_states(
+        self,
+        hidden: torch.Tensor,
+        position_ids: torch.Tensor,
+        mask: torch.Tensor,
+        cache: InPlaceKVCache,
+        rows: torch.Tensor | slice | None = None,
+    ) -> torch.Tensor:
+        """The decoder layers and the final norm over embedded tokens `hidden` [1, n, H] (see hidden_states)."""
         inner = self.model.model
-        # hidden: [1, n, hidden]
-        hidden = inner.embed_tokens(input_ids.to(self.device)[None])
         positions = position_ids.to(self.device)[None]
         rope = inner.rotary_emb(hidden, position_ids=positions)
         mask = mask.to(device=self.device, dtype=hidden.dtype)

@@ -7,9 +7,10 @@ only the accepted tokens' rows next to the kept prefix (row indices on the devic
 positions, so moving rows needs no re-rotation. It never grows: doubling a 70B's cache would take GBs the
 plan never counted, so a write past the planned rows is refused with ContextLengthError.
 
-For the draft search's fixed-shape forwards (core/decoding/draft_forward.py) a `window` makes every layer write its new
-rows at indices held in a device tensor and attend over a fixed number of rows, so the same kernels (a CUDA
-graph) serve every forward of that width: the write position lives on the device, not in `length`.
+For the fixed-shape forwards (core/decoding/captured_forward.py: the draft's search, a resident target's
+one-token step) a `window` makes every layer write its new rows at indices held in a device tensor and attend
+over a fixed number of rows, so the same kernels (a CUDA graph) serve every forward of that width: the write
+position lives on the device, not in `length` (`grow` moves `length` past a step's row afterwards).
 """
 
 from __future__ import annotations
@@ -120,6 +121,13 @@ class InPlaceKVLayer(CacheLayerMixin):
         self._key_buffer[..., targets, :] = self._key_buffer[..., sources, :]
         self._value_buffer[..., targets, :] = self._value_buffer[..., sources, :]
 
+    def grow(self, count: int) -> None:
+        """The `count` rows a windowed forward wrote right after the last one join the layer's tokens."""
+        self._check_capacity(self.length + count)
+        self.length += count
+        if self.is_initialized:
+            self._refresh_views()
+
     def reset(self) -> None:
         self.length = 0
         if self.is_initialized:
@@ -160,6 +168,16 @@ class InPlaceKVCache(Cache):
         moving under their new root: core.decoding.subtree_keep)."""
         for layer in self.layers:
             layer.move_rows(sources, targets)
+
+    def check_room(self, rows: int) -> None:
+        """Raises ContextLengthError when the cache cannot hold `rows` rows (before a forward writes any)."""
+        self.layers[0]._check_capacity(rows)
+
+    def grow(self, count: int) -> None:
+        """After a windowed forward that wrote `count` rows right after `length` (a one-token step,
+        core.decoding.captured_forward.run_step_forward): those rows become part of the cache."""
+        for layer in self.layers:
+            layer.grow(count)
 
     @property
     def windowed(self) -> bool:

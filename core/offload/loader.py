@@ -51,6 +51,7 @@ from core.planning.host_memory import (
     host_bytes_needed,
     host_table_bytes,
 )
+from core.planning.graph_plan import step_graph_bytes
 from core.planning.pin_record import record_load
 from core.planning.pinning import (
     pin_limit_from_env,
@@ -218,15 +219,28 @@ def load_offloaded(
         host_table_bytes=host_tables,
         host_ram_bytes=host_needed,
     )
+    tree_tokens = fit.tree_budget if fit is not None else tree_budget
     return OffloadedLM(
         model=model,
         name=folder_path.name,
         eos_token_ids=eos_ids(folder_path, config),
         max_context=context,
-        max_tree_tokens=fit.tree_budget if fit is not None else tree_budget,
+        max_tree_tokens=tree_tokens,
+        step_graph_room=step_graph_room(plan, config, _dtype_bytes(dtype), residency.kv_rows(context, tree_tokens)),
         streamer=streamer,
         report=report,
     )
+
+
+def step_graph_room(plan: residency.ResidencyPlan, config, dtype_bytes: int, capacity: int) -> bool:
+    """Whether the CUDA graphs of a resident target's one-token step (core.planning.graph_plan.step_graph_bytes,
+    for its KV cache of `capacity` rows) fit in what its weight budget holds beyond its weights. The plan
+    reserves nothing for them, since it cannot know before placing the layers that none will stream; so the step
+    is captured only into room the plan left unused, and otherwise runs eagerly, and the plan stays true. No
+    budget (the CPU, where nothing is captured): True."""
+    if plan.budget_bytes is None:
+        return True
+    return plan.budget_bytes - plan.device_bytes >= step_graph_bytes(config, dtype_bytes, capacity)
 
 
 def load_on_device(

@@ -136,6 +136,11 @@ class OffloadedLM(CausalLM):
         """Start copying the next pass's first streamed layers now (idempotent; forward does it anyway)."""
         self.streamer.prefetch()
 
+    @property
+    def streams_layers(self) -> bool:
+        """Whether any layer is copied in each pass (none: every layer resident, a step a CUDA graph can hold)."""
+        return bool(self.streamer.streamed)
+
     def layers_to_run(self) -> Iterator[nn.Module]:
         """Each layer bound to its weights: resident, or a ring slot whose copy it waited for."""
         return self.streamer.run(self.decoder_layers)

@@ -1,11 +1,13 @@
-"""The shapes the draft's CUDA graphs are captured at, and the VRAM they keep: pure arithmetic, no torch.
+"""The shapes the engine's CUDA graphs are captured at, and the VRAM they keep: pure arithmetic, no torch.
 
-core/decoding/draft_forward.py captures one graph per (width, column bucket) of a draft cache, all sharing one memory
-pool and one capture stream; the memory plan reserves what they may keep (`draft_graph_bytes`): the pool's
-scratch (the largest forward's intermediates), per graph its static inputs, its output and its executable,
-and the capture stream's cuBLAS workspace. The engine computes the scratch from its own forward on the meta
-device (core/decoding/graph_memory.py); the app's fit prediction, which has no torch, uses `scratch_estimate_bytes`,
-which tests/test_draft_graphs.py holds to at least the meta-device figure for the catalog's drafts.
+core/decoding/captured_forward.py captures one graph per (width, column bucket) of a KV cache, all sharing one
+memory pool and one capture stream: the draft's search forwards (`draft_graph_bytes`) and a resident target's
+one-token step (`step_graph_bytes`). What they may keep: the pool's scratch (the largest forward's
+intermediates), per graph its static inputs (the embedded tokens among them), its output and its executable,
+and the capture stream's cuBLAS workspace. The engine computes the draft's scratch from its own forward on the
+meta device (core/decoding/graph_memory.py); the app's fit prediction, which has no torch, and the offloaded
+target's loader (below the decoding layer) use `scratch_estimate_bytes`, which tests/test_draft_graphs.py and
+tests/test_step_graphs.py hold to at least the meta-device figure.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ CUBLAS_WORKSPACE_BYTES = 32 * 1024**2
 # Device memory of one instantiated graph of a draft forward (~1,000-1,500 kernel nodes): an estimate,
 # compared with a measurement on an H100 in docs/benchmarks.md (issue 31).
 GRAPH_EXEC_BYTES = 2 * 1024**2
+# ... for a forward through this many decoder layers (an 8B draft's); deeper models' graphs have more nodes.
+GRAPH_EXEC_LAYERS = 32
 
 
 def expansion_width(budget: int, minimum: int) -> int:
@@ -102,11 +106,19 @@ def scratch_estimate_bytes(config, dtype_bytes: int, width: int, capacity: int) 
     return repeated + attention + 3 * width * intermediate * dtype_bytes + 6 * width * hidden * dtype_bytes
 
 
-def graph_kept_bytes(hidden: int, dtype_bytes: int, width: int, capacity: int) -> int:
+def graph_exec_bytes(layers: int) -> int:
+    """Device memory of one instantiated graph of a forward through `layers` decoder layers: GRAPH_EXEC_BYTES
+    per GRAPH_EXEC_LAYERS layers begun."""
+    return GRAPH_EXEC_BYTES * max(1, -(-layers // GRAPH_EXEC_LAYERS))
+
+
+def graph_kept_bytes(
+    hidden: int, dtype_bytes: int, width: int, capacity: int, exec_bytes: int = GRAPH_EXEC_BYTES
+) -> int:
     """What the graphs of one width keep beyond the pool's scratch, over every column bucket: static inputs
-    (ids, positions, rows; the mask), the output hidden states and each graph's executable."""
+    (positions, rows; the embedded tokens; the mask), the output hidden states and each graph's executable."""
     return sum(
-        3 * width * 8 + width * cols * dtype_bytes + width * hidden * dtype_bytes + GRAPH_EXEC_BYTES
+        2 * width * 8 + width * cols * dtype_bytes + 2 * width * hidden * dtype_bytes + exec_bytes
         for cols in column_buckets(capacity)
     )
 
@@ -115,3 +127,15 @@ def draft_graph_bytes(scratch_bytes: int, hidden: int, dtype_bytes: int, width: 
     """VRAM the captured search forwards of one draft cache may keep: the pool's scratch, MAX_WIDTHS widths
     of graphs (each counted at `width`, the widest), and the capture stream's cuBLAS workspace."""
     return scratch_bytes + MAX_WIDTHS * graph_kept_bytes(hidden, dtype_bytes, width, capacity) + CUBLAS_WORKSPACE_BYTES
+
+
+def step_graph_bytes(config, dtype_bytes: int, capacity: int) -> int:
+    """VRAM the captured one-token steps of a resident target's cache of `capacity` rows may keep (a transformers
+    config or a core.planning.sizes.ModelShape): the scratch bound at one row, one graph per column bucket
+    (its executable sized for the model's depth), and the capture stream's cuBLAS workspace."""
+    exec_bytes = graph_exec_bytes(config.num_hidden_layers)
+    return (
+        scratch_estimate_bytes(config, dtype_bytes, 1, capacity)
+        + graph_kept_bytes(config.hidden_size, dtype_bytes, 1, capacity, exec_bytes)
+        + CUBLAS_WORKSPACE_BYTES
+    )

@@ -22,6 +22,7 @@ PARTS = {
     "agreement": "agreement",
     "graph-vram": "graph_vram",
     "pinning": "pinning",
+    "step-graphs": "step_graphs",
 }
 
 

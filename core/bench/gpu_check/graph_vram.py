@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from core.bench.gpu_check.random_pair import random_target
-from core.decoding.draft_forward import captured_shapes, run_draft_forward
+from core.decoding.captured_forward import captured_shapes, run_draft_forward
 from core.decoding.graph_memory import planned_graph_bytes
 from core.modeling.tree_mask import additive_mask, block_visibility
 from core.planning.graph_plan import column_bucket, search_width

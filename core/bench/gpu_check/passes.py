@@ -11,7 +11,7 @@ import time
 import torch
 
 from core.bench.gpu_check.random_pair import random_prompt, random_target, rtn_draft
-from core.decoding.draft_forward import capture_enabled
+from core.decoding.captured_forward import capture_enabled
 from core.decoding.generation import DecodingSettings, stream_generate
 from core.decoding.methods.specexec import TreeSettings
 from core.decoding.sampling import SamplingParams

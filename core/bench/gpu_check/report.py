@@ -14,6 +14,7 @@ PART_TITLES = {
     "token-speed-fix-on": "ms per token, attention fix on",
     "passes-eager": "SpecExec pass, eager draft",
     "passes-graphs": "SpecExec pass, CUDA-graph draft",
+    "step-graphs": "Plain decoding of a resident target: one-token step eager vs CUDA graphs",
     "matmul": "Draft kernels' read rates (8B draft shapes)",
     "offload": "Synthetic 70B offloaded pass vs the speed model",
     "agreement": "Agreement (same seed, same tokens)",
@@ -62,6 +63,17 @@ def _lines(name: str, part: dict) -> list[str]:
             f"- budget {r['budget']}: {r['pass_s'] * 1e3:.1f} ms a pass (draft {r['draft_s'] * 1e3:.1f}, target "
             f"{r['target_s'] * 1e3:.1f}), {r['draft_forwards_per_pass']:.1f} forwards"
             for r in part.get("rows", [])
+        ]
+    if name == "step-graphs":
+        difference = part.get("captured_vs_eager_max_abs")
+        return [
+            *(
+                f"- graphs {'on' if r['graphs'] else 'off'} ({'captured' if r['captured'] else 'eager'}): "
+                f"{r['median_ms']:.2f} ms a token median, {r['max_ms']:.1f} max"
+                for r in part.get("rows", [])
+            ),
+            f"- same greedy tokens: {part.get('same_tokens')}; captured step vs eager: "
+            + ("not captured" if difference is None else f"{difference:.3g} max abs logit difference"),
         ]
     if name == "matmul":
         return [

@@ -9,7 +9,7 @@ worst and is exact for a compute-bound one; the online corrections in core/decod
 
 What is timed is what the engine runs, warmed up: every size runs once untimed first (a Triton kernel
 compiles on its first call of a shape, 0.3-2.5 s, and a CUDA graph is captured on its first), and the
-draft is timed through the search's own forward (core.decoding.draft_forward.run_draft_forward: windowed KV writes,
+draft is timed through the search's own forward (core.decoding.captured_forward.run_draft_forward: windowed KV writes,
 bucketed columns, replayed from a CUDA graph on CUDA), so no cached figure includes a compile or a capture.
 """
 
@@ -114,9 +114,9 @@ def _time_forward(model: CausalLM, cache, tokens: int, repeats: int, logit_rows:
 
 def _time_search_forward(draft: CausalLM, cache, width: int, repeats: int) -> float:
     """A draft search forward of `width` rows above `cache`'s prefix, through the engine's own path
-    (core.decoding.draft_forward.run_draft_forward: on CUDA the first call captures, the timed ones replay): best of
+    (core.decoding.captured_forward.run_draft_forward: on CUDA the first call captures, the timed ones replay): best of
     `repeats`, warmed up."""
-    from core.decoding.draft_forward import run_draft_forward
+    from core.decoding.captured_forward import run_draft_forward
     from core.planning.graph_plan import column_bucket
 
     device, past = draft.device, cache.length

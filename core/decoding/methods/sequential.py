@@ -7,8 +7,9 @@ from collections.abc import Iterator
 
 import torch
 
-from core.modeling.causal_lm import CausalLM
+from core.decoding.captured_forward import run_step_forward, windowed_step
 from core.decoding.decode_state import DecodeState
+from core.modeling.causal_lm import CausalLM
 from core.decoding.device_io import to_device
 from core.decoding.methods.step import OutputControls, PassStats, Step, TokenLogprob
 from core.decoding.sampling import SamplingParams, sample_token, token_logprobs
@@ -24,18 +25,24 @@ def sequential_steps(
 ) -> Iterator[Step]:
     """One token per step; reading it is the step's one host sync (the next step needs it as input).
     `controls`: a grammar masks each step's distribution, and log-probabilities come from the same one
-    (with log-probabilities, their read is a second sync)."""
+    (with log-probabilities, their read is a second sync). A target that streams no layer takes its one-token
+    steps windowed (core.decoding.captured_forward.run_step_forward: the same logits, a shape a CUDA graph
+    replays on CUDA); the prompt's forward, and every step of a streaming target, run as they are."""
     device = target.device
+    step = windowed_step(target)
     controls = controls or OutputControls()
     for _ in range(max_new_tokens):
         started = time.perf_counter()
         cache = state.target_cache
         pending = state.prefill_pending(target, cache)
-        positions = torch.arange(cache.length, cache.length + pending.shape[0], device=device)
-        visible = causal_visibility(cache.length, pending.shape[0], device)
-        logits = target.forward(
-            pending, positions, additive_mask(visible, target.dtype), cache, logit_rows=slice(-1, None)
-        )
+        if pending.shape[0] == 1 and step:  # logits: [1, V]
+            logits = run_step_forward(target, cache, pending)
+        else:
+            positions = torch.arange(cache.length, cache.length + pending.shape[0], device=device)
+            visible = causal_visibility(cache.length, pending.shape[0], device)
+            logits = target.forward(
+                pending, positions, additive_mask(visible, target.dtype), cache, logit_rows=slice(-1, None)
+            )
         allowed = None if controls.grammar is None else controls.grammar.allowed(device)
         counts = state.answer_counts(logits.shape[-1], device) if params.occurrence_penalties else None
         token = sample_token(
