@@ -14,7 +14,7 @@ import sys
 import openai
 import pytest
 
-from conftest import in_process_engine, torch_threads
+from conftest import in_process_engine, run_cli, torch_threads
 from core.engine import protocol as P
 from core.errors import InvalidSettingError
 from core.text.reasoning import ReasoningSplitter, ThinkingFormat, split_text, thinking_control, thinking_format
@@ -244,26 +244,20 @@ CLI_FLAGS = [
 ]
 
 
-def _generate(pair, *extra: str, tty: bool = False) -> tuple[str, str]:
-    command = [
-        sys.executable,
-        "-m",
-        "core.cli.main",
-        "generate",
-        "--target",
-        pair[0],
-        "--draft",
-        pair[1],
-        "--chat",
-        "--prompt",
-        "w40 w41",
-        *CLI_FLAGS,
-        *extra,
-    ]
-    if not tty:
-        result = subprocess.run(command, capture_output=True, text=True, timeout=200)
-        assert result.returncode == 0, result.stderr
-        return result.stdout, result.stderr
+def _generate_args(pair, *extra: str) -> list[str]:
+    return ["generate", "--target", pair[0], "--draft", pair[1], "--chat", "--prompt", "w40 w41", *CLI_FLAGS, *extra]
+
+
+def _generate(capsys, pair, *extra: str) -> tuple[str, str]:
+    """`specexec generate` with its stdout on a pipe, in this process (no process boundary is under test)."""
+    result = run_cli(capsys, *_generate_args(pair, *extra))
+    assert result.returncode == 0, result.stderr
+    return result.stdout, result.stderr
+
+
+def _generate_on_a_terminal(pair) -> str:
+    """`specexec generate` in its own process with stdout on a pseudo-terminal: what a person sees."""
+    command = [sys.executable, "-m", "core.cli.main", *_generate_args(pair)]
     leader, follower = pty.openpty()  # stdout on a terminal: the thinking is shown inline, dimmed
     process = subprocess.Popen(command, stdout=follower, stderr=subprocess.PIPE, env={**os.environ, "NO_COLOR": ""})
     os.close(follower)
@@ -278,40 +272,30 @@ def _generate(pair, *extra: str, tty: bool = False) -> tuple[str, str]:
         output += data
     assert process.wait(timeout=200) == 0, process.stderr.read()
     os.close(leader)
-    return output.decode().replace("\r\n", "\n"), process.stderr.read().decode()
+    return output.decode().replace("\r\n", "\n")
 
 
 @pytest.mark.slow
-def test_generate_shows_thinking_dimmed_on_a_terminal_and_apart_otherwise(r1_pair):
+def test_generate_shows_thinking_dimmed_on_a_terminal_and_apart_otherwise(r1_pair, capsys):
     from core.cli.thinking_output import DIM, RESET
 
-    shown, _ = _generate(r1_pair, tty=True)
+    shown = _generate_on_a_terminal(r1_pair)
     assert shown.startswith(f"{DIM}{THOUGHT_TEXT}{RESET}\n\n{ANSWER_TEXT}"), repr(shown)
-    stdout, stderr = _generate(r1_pair)  # a pipe: the answer alone on stdout, the thinking on stderr
+    stdout, stderr = _generate(capsys, r1_pair)  # a pipe: the answer alone on stdout, the thinking on stderr
     assert stdout == ANSWER_TEXT + "\n" and THOUGHT_TEXT in stderr and DIM not in stderr
-    stdout, stderr = _generate(r1_pair, "--hide-thinking")
+    stdout, stderr = _generate(capsys, r1_pair, "--hide-thinking")
     assert stdout == ANSWER_TEXT + "\n" and THOUGHT_TEXT not in stderr
-    record = json.loads(_generate(r1_pair, "--json")[0])
+    record = json.loads(_generate(capsys, r1_pair, "--json")[0])
     assert (record["reasoning"], record["text"], record["finish_reason"]) == (THOUGHT_TEXT, ANSWER_TEXT, "eos")
 
 
 @pytest.mark.slow
-def test_chat_keeps_the_thinking_out_of_the_answer_and_can_turn_it_off(qwen3_pair):
-    command = [
-        sys.executable,
-        "-m",
-        "core.cli.main",
-        "chat",
-        "--target",
-        qwen3_pair[0],
-        "--draft",
-        qwen3_pair[1],
-        *CLI_FLAGS,
-    ]
-    result = subprocess.run(command, input="w40\nw41\n", capture_output=True, text=True, timeout=200)
+def test_chat_keeps_the_thinking_out_of_the_answer_and_can_turn_it_off(qwen3_pair, capsys):
+    args = ["chat", "--target", qwen3_pair[0], "--draft", qwen3_pair[1], *CLI_FLAGS]
+    result = run_cli(capsys, *args, stdin="w40\nw41\n")  # in this process; the engine in its own, as always
     assert result.returncode == 0, result.stderr
     assert result.stdout.split("\n") == [ANSWER_TEXT, ANSWER_TEXT, ""] and result.stderr.count(THOUGHT_TEXT) == 2
-    result = subprocess.run(command + ["--no-think"], input="w40\n", capture_output=True, text=True, timeout=200)
+    result = run_cli(capsys, *args, "--no-think", stdin="w40\n")
     assert result.stdout == ANSWER_TEXT + "\n" and THOUGHT_TEXT not in result.stderr, result.stderr
 
 

@@ -101,7 +101,7 @@ def test_wrong_or_missing_key_is_401_in_openai_format(server):
 
 
 def test_same_seed_same_text_streaming_or_not(client):
-    """Two plain requests and one streamed request with one seed: the same text, usage and extra fields."""
+    """Two plain requests and one streamed request with one seed: the same text, usage and method fields."""
     settings = dict(model="builtin", messages=QUESTION, max_tokens=8, seed=1234, temperature=0.9)
     first = client.chat.completions.create(**settings)
     second = client.chat.completions.create(**settings)
@@ -122,7 +122,9 @@ def test_same_seed_same_text_streaming_or_not(client):
     assert sum(1 for c in chunks if c.choices and c.choices[0].delta.content) >= 2  # streamed, not one block
     finals = [c for c in chunks if c.choices and c.choices[0].finish_reason]
     assert [c.choices[0].finish_reason for c in finals] == [first.choices[0].finish_reason]
-    assert finals[0].specexec["target_passes"] == extra["target_passes"]
+    streamed = finals[0].specexec  # its pass count may differ: the search's depth adapts to measured time
+    assert (streamed["method"], streamed["budget"]) == (extra["method"], extra["budget"])
+    assert streamed["target_passes"] >= 1
     assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens == usage.completion_tokens
 
 
