@@ -134,14 +134,15 @@ def test_context_meter_follows_the_prompt_and_the_answer(qtbot, quiet_window):
     w.send("hello")
     rid = w.controller.active.request_id
     w.bridge.handle_events([P.PromptStarted(rid, prompt_tokens=6000, reused_tokens=0)])
-    assert w.header.context_meter.label.text() == "6,000 / 8,192"
-    assert w.header.context_meter.bar.property("warn") is False
+    meter = w.header.context_meter
+    assert meter.label.text() == "73% full" and "uses 6,000 of the 8,192 tokens" in meter.toolTip()
+    assert meter.bar.property("warn") is False
     with qtbot.waitSignal(w.controller.answer_finished):
         w.bridge.handle_events(
             [P.TokenChunk(rid, "Hi", (1,)), P.Finished(rid, "eos", prompt_tokens=6000, generated_tokens=900)]
         )
-    assert w.header.context_meter.label.text() == "6,900 / 8,192"
-    assert w.header.context_meter.bar.property("warn") is True
+    assert meter.label.text() == "84% full" and "uses 6,900 of the 8,192 tokens" in meter.toolTip()
+    assert meter.bar.property("warn") is True
     w.send("and again")  # stopped: its Finished carries no counts, yet the meter keeps what it showed
     rid = w.controller.active.request_id
     w.bridge.handle_events(
@@ -151,13 +152,14 @@ def test_context_meter_follows_the_prompt_and_the_answer(qtbot, quiet_window):
             P.PassStats(rid, 4, 1, 1.0, 2.0, 100.0, 16),
         ]
     )
-    qtbot.waitUntil(lambda: w.header.context_meter.label.text() == "6,914 / 8,192", timeout=3000)
+    qtbot.waitUntil(lambda: "uses 6,914 of the 8,192 tokens" in meter.toolTip(), timeout=3000)
     with qtbot.waitSignal(w.controller.answer_finished):
         w.bridge.handle_events([P.Finished(rid, "cancelled")])
     chat = w.controller.conversation_id
     w.new_conversation()
     w.controller.open_conversation(chat)
-    assert w.header.context_meter.label.text() == "6,914 / 8,192"  # the same after opening the chat again
+    assert "uses 6,914 of the 8,192 tokens" in meter.toolTip()  # the same after opening the chat again
+    assert meter.label.text() == "84% full"
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
-"""How much of the model's context window the chat fills: a thin bar and "1,234 / 8,192" (tokens; the
-tooltip says what that means)."""
+"""How much of the model's context window the chat fills: a thin bar and "15% full" in plain words; the exact
+token counts, and what filling up means, in the tooltip (issue 42: figures one hover away)."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ class ContextMeter(QWidget):
         self.bar.setProperty("warn", share >= WARN_SHARE)
         self.bar.style().unpolish(self.bar)
         self.bar.style().polish(self.bar)
-        self.label.setText(f"{used:,} / {limit:,}" if limit else "–")
+        self.label.setText(f"{min(round(share * 100), 100)}% full" if limit else "–")
         self.setToolTip(
             f"This chat uses {used:,} of the {limit:,} tokens the model can keep in mind. When they are "
             "used up, the oldest messages are left out of what the model sees."
