@@ -420,14 +420,15 @@ def test_settings_speak_plainly_and_hide_what_cannot_apply(qtbot):
     assert not chat.findChildren(QAbstractSpinBox)
     texts = [label.text().replace("&", "") for label in chat.findChildren(QLabel) if label.isVisible()]
     assert not any(text.startswith("Max") for text in texts) and "Longest answer" in texts
-    for field in (chat.temperature, chat.top_p, chat.max_tokens):  # each says what it does, in a line under it
+    for field in (chat.temperature, chat.max_tokens):  # each says what it does, in a line under it
         assert field.help_label.isVisible() and len(field.help_label.text().split()) >= 5
-    assert not chat.advanced_box.isVisible()
+    assert not chat.advanced_box.isVisible() and not chat.top_p.isVisible()  # top-p is a detail: under Advanced
     advanced_bottom = chat.advanced.mapTo(chat, QPoint(0, chat.advanced.height())).y()
     assert chat.reset_button.mapTo(chat, QPoint(0, 0)).y() - advanced_bottom < 48  # no empty strip between them
     chat.advanced.setChecked(True)
     settle()
-    assert chat.advanced_box.isVisible() and chat.top_k.isVisible() and chat.seed.isVisible()
+    assert chat.advanced_box.isVisible() and chat.top_p.isVisible() and chat.top_k.isVisible() and chat.seed.isVisible()
+    assert chat.top_p.help_label.isVisible() and len(chat.top_p.help_label.text().split()) >= 5
     assert chat.reset_button.mapTo(chat, QPoint(0, 0)).y() - advanced_bottom > 200
     chat.advanced.setChecked(False)
     settle()

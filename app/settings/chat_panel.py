@@ -1,5 +1,5 @@
 """Chat settings as a panel at the window's right, as in LM Studio and Jan: the system prompt (from a preset or
-typed), how varied answers are, their longest length; under Advanced: top-k, repetition penalty, seed, the
+typed), how varied answers are, their longest length; under Advanced: top-p, top-k, repetition penalty, seed, the
 method and the tree budget; and a switch per MCP server whose tools this chat may use (all by default). No OK button: each change is saved to the chat at once and applies to its next
 answer ("Reset to defaults" undoes them all).
 
@@ -152,7 +152,7 @@ class ChatSettingsPanel(QFrame):
             _length_words,
             help_text="Answers stop after this many tokens.",
         )
-        for field in (self.temperature, self.top_p, self.max_tokens):
+        for field in (self.temperature, self.max_tokens):  # plain words first; top-p under Advanced (issue 42)
             column.addWidget(field)
         self.tools_box = QWidget()  # shown once the window names the running MCP servers (set_tool_servers)
         tools_column = QVBoxLayout(self.tools_box)
@@ -219,7 +219,7 @@ class ChatSettingsPanel(QFrame):
             AUTOMATIC,
             help_text="How many guessed tokens the big model checks at once (SpecExec).",
         )
-        for field in (self.top_k, self.repetition_penalty, self.seed, self.method, self.budget):
+        for field in (self.top_p, self.top_k, self.repetition_penalty, self.seed, self.method, self.budget):
             advanced.addWidget(field)
         column.addWidget(self.advanced_box)
         self.reset_button = button(
