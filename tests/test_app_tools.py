@@ -306,6 +306,8 @@ def test_stop_while_a_tool_runs_ends_the_answer_and_nothing_is_lost(qtbot, windo
     assert (stopped.status, record["status"], record["result"]) == (S.STOPPED, T.STOPPED, T.STOPPED_TEXT)
     assert card.title.text() == "Tool add · calc: stopped" and not card.buttons.isVisible()
     assert not window.controller.generating and window.input.isEnabled()
+    stopped_widget = window.chat_view.widgets[-1]
+    assert stopped.content == "" and not stopped_widget.body.isVisible()  # the card is the answer: no empty bubble
     screenshot(window, "tool-call-stopped")
     conversation = window.controller.conversation_id
 

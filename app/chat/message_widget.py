@@ -264,9 +264,10 @@ class MessageWidget(QWidget):
         if self.thinking is not None and self.message.reasoning:
             self.thinking.set_title(thinking_title(self.message))
         m = self.message
-        # the progress line stands in for the "…", the open thinking block too; a thinking that is all there
-        # is (cut off) needs no empty body under it
-        has_words = bool(m.content) or not m.reasoning or m.status == S.FAILED
+        # the progress line stands in for the "…", the open thinking block too; a thinking or tool cards that
+        # are all there is (cut off, stopped) need no empty body under them
+        has_words = bool(m.content) or m.status == S.FAILED or (self.streaming and not m.reasoning)
+        has_words = has_words or not (m.reasoning or m.tool_rounds)
         self.body.setVisible(not text and self.editor is None and has_words)
         ticking = bool(text) or self._thinking_now()
         if ticking and not self._progress_timer.isActive():
