@@ -153,6 +153,20 @@ def test_generator_batches_equal_single_draws_and_stay_inside_the_open_interval(
     assert 0.4 < float(batch.mean()) < 0.6  # 300 uniforms: standard error 0.017
 
 
+def test_small_host_batches_and_large_batches_give_the_same_bits():
+    """Batches up to NUMPY_BATCH counters run Philox on numpy arrays, larger ones in torch: one function of the
+    integers either way, so a value does not depend on the size of the batch it was drawn in."""
+    from core.decoding.keyed_random import NUMPY_BATCH
+
+    positions = torch.arange(2**33 - 100, 2**33 - 100 + NUMPY_BATCH + 1)  # past 2^32: the counter's high word
+    large = keyed_uniforms(2**63 + 5, positions, STREAM_TOKEN, 7)
+    small = torch.cat([keyed_uniforms(2**63 + 5, part, STREAM_TOKEN, 7) for part in positions.split(NUMPY_BATCH)])
+    assert large.dtype == small.dtype == torch.float64 and torch.equal(large, small)
+    assert large[-1].item() == uniform_reference(2**63 + 5, int(positions[-1]), STREAM_TOKEN, 7)
+    grid = keyed_uniforms(3, torch.arange(4).reshape(-1, 1), STREAM_TOKEN, torch.arange(5))  # broadcast, numpy
+    assert grid.shape == (4, 5) and grid[2, 3].item() == uniform_reference(3, 2, STREAM_TOKEN, 3)
+
+
 def test_gumbel_noise_is_the_keyed_uniforms_of_each_slot():
     noise = keyed_gumbels(77, torch.tensor([5, 9]), STREAM_TOKEN, 3, torch.tensor([0, 2]))
     for row, (position, draw) in enumerate([(5, 0), (9, 2)]):

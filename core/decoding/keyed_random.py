@@ -18,10 +18,17 @@ words: m = (w0 << 20) | (w1 >> 12), 52 random bits, and u = (2m + 1) * 2^-53. Th
 is an odd integer below 2^53, which float64 represents exactly (int64 -> float64 rounds only above 2^53), and
 multiplying by a power of two only changes the exponent. So u lies in (0, 1), never 0 or 1, and is the same
 bit pattern on a CPU and a GPU.
+
+The draws are made on the host (core.decoding.sampling.position_noise). A small batch there (one acceptance test,
+a few positions of a tiny vocabulary) costs Philox's ~200 integer operations in dispatch alone, ~7 us each as
+torch operations and under 1 us as numpy's: batches up to NUMPY_BATCH counters run the same operators on numpy
+arrays (the same exact int64 arithmetic, so the same bits), larger ones stay in torch, which spreads them over
+threads.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 MASK32 = 0xFFFFFFFF
@@ -31,6 +38,7 @@ PHILOX_M1 = 0xCD9E8D57
 PHILOX_W0 = 0x9E3779B9
 PHILOX_W1 = 0xBB67AE85
 PHILOX_ROUNDS = 10
+NUMPY_BATCH = 4096  # host batches up to this many counters: numpy's lower per-operation cost wins
 
 # Streams: independent families of draws at the same (seed, position).
 STREAM_TOKEN = 0  # the token sampled at a position (every method)
@@ -39,8 +47,9 @@ STREAM_SPECINFER_ACCEPT = 2  # SpecInfer's acceptance tests (index = round at th
 STREAM_SPECINFER_RESIDUAL = 3  # SpecInfer's residual sample
 
 
-def _mulhilo(a: torch.Tensor, multiplier: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(high, low) 32-bit words of a * multiplier for words a in [0, 2^32) and a 32-bit constant.
+def _mulhilo(a, multiplier: int):
+    """(high, low) 32-bit words of a * multiplier for words a in [0, 2^32) (int64 torch tensor or numpy array)
+    and a 32-bit constant.
 
     a * M = a * M_hi * 2^16 + a * M_lo with 16-bit halves; each partial product is below 2^48.
     """
@@ -49,10 +58,9 @@ def _mulhilo(a: torch.Tensor, multiplier: int) -> tuple[torch.Tensor, torch.Tens
     return (p_hi >> 16) + (s >> 32), s & MASK32
 
 
-def philox4x32(
-    counter: tuple[torch.Tensor, ...], key: tuple[int, int], rounds: int = PHILOX_ROUNDS
-) -> tuple[torch.Tensor, ...]:
-    """Philox4x32-R on int64 word tensors in [0, 2^32) (broadcast together); key: two 32-bit ints."""
+def philox4x32(counter: tuple, key: tuple[int, int], rounds: int = PHILOX_ROUNDS) -> tuple:
+    """Philox4x32-R on int64 words in [0, 2^32) (torch tensors or numpy arrays, broadcast together); key: two
+    32-bit ints."""
     x0, x1, x2, x3 = counter
     k0, k1 = key
     for round_index in range(rounds):
@@ -71,8 +79,14 @@ def keyed_uniforms(seed: int, positions: torch.Tensor, stream: int, index: torch
     positions = positions.long()
     index = torch.full_like(positions, index) if isinstance(index, int) else index.long()
     positions, index = torch.broadcast_tensors(positions, index)
+    key = (seed & MASK32, seed >> 32)
+    if positions.device.type == "cpu" and positions.numel() <= NUMPY_BATCH:
+        where, number = np.ascontiguousarray(positions.numpy()), np.ascontiguousarray(index.numpy())
+        w0, w1, _, _ = philox4x32((number, where & MASK32, where >> 32, np.full_like(where, stream)), key)
+        mantissa = (w0 << 20) | (w1 >> 12)  # 52 random bits
+        return torch.from_numpy((2 * mantissa + 1).astype(np.float64) * 2.0**-53)  # exact, as below
     counter = (index, positions & MASK32, positions >> 32, torch.full_like(positions, stream))
-    w0, w1, _, _ = philox4x32(counter, (seed & MASK32, seed >> 32))
+    w0, w1, _, _ = philox4x32(counter, key)
     mantissa = (w0 << 20) | (w1 >> 12)  # 52 random bits
     return (2 * mantissa + 1).double() * 2.0**-53  # exact: an odd integer below 2^53, scaled by a power of two
 
