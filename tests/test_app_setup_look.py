@@ -123,8 +123,10 @@ def test_model_cards_show_the_format_and_the_first_line_is_not_a_path(qtbot, the
         if isinstance(card, Card)
     }
     imported = next(text for title, text in lines.items() if "qwen2.5-7b-awq" in text)
-    assert "4-bit AWQ" in imported and "no draft model" in imported and str(models) not in imported
+    assert "4-bit AWQ" in imported and "added by you" in imported and str(models) not in imported
+    assert "runs without a helper model, slower" in imported and "(imported" not in imported
     builtin = next(text for text in lines.values() if "built-in" in text)
-    assert "ships with the app" in builtin and "with a draft model" in builtin
+    assert "ships with the app" in builtin and "with a helper model for speed" in builtin
+    assert "draft" not in " ".join(lines.values())  # plain words on the cards; the paths are on their tooltips
     assert str(models) in manager.findChild(QLabel, "modelsFolder").text()  # where they are: under the list
     screenshot(manager, "models-installed-formats")

@@ -81,7 +81,7 @@ def installed_entries(catalog: Catalog, root: Path) -> list[InstalledEntry]:
         entries.append(
             InstalledEntry(
                 f"model:{model.name}",
-                f"{model.name} (imported)",  # the card says it has no draft model
+                model.name,  # the card says it was added by you and runs without a helper model
                 target,
                 "",
                 model.done_bytes,
@@ -94,9 +94,16 @@ def installed_entries(catalog: Catalog, root: Path) -> list[InstalledEntry]:
 
 
 def card_line(entry: InstalledEntry) -> str:
-    """A card's line under the name: the format first, then the size, then whether it has a draft model."""
+    """A card's line under the name: the format first, then the size, then what the draft model means to a
+    person: a helper that makes answers faster, or none (an imported model, added by you: slower)."""
     size = "ships with the app" if entry.size_bytes is None else size_words(entry.size_bytes)
-    helper = "with a draft model" if entry.draft else "no draft model"
+    helper = (
+        "with a helper model for speed"
+        if entry.draft
+        else "added by you · runs without a helper model, slower"
+        if entry.key.startswith("model:")
+        else "runs without a helper model, slower"
+    )
     return " · ".join(part for part in (entry.weights, size, helper) if part)
 
 

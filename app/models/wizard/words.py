@@ -38,16 +38,17 @@ def hardware_summary(hw: HardwareDescription) -> str:
 
 
 def speed_words(fit: PairFit) -> str:
-    """ "about 5 words per second (7.0 tokens/s)", "…, measured here" when it was, or why there is no figure."""
+    """ "about 5 words per second", "…, measured on this computer" when it was, or why there is no figure. The
+    tokens per second are in `technical_lines`, one click away (issue 42: plain words first)."""
     if fit.tokens_per_second is None:
         return "speed unknown: it does not fit"
     words = fit.tokens_per_second * WORDS_PER_TOKEN
     measured = ", measured on this computer" if fit.rate_source.startswith("measured") else ""
     if words > 100:
-        return f"more than 100 words per second ({fit.tokens_per_second:.0f} tokens/s{measured})"
+        return f"more than 100 words per second{measured}"
     figure = f"{words:.0f}" if words >= 2 else f"{words:.1f}"
     unit = "word" if figure == "1" else "words"
-    return f"about {figure} {unit} per second ({fit.tokens_per_second:.1f} tokens/s{measured})"
+    return f"about {figure} {unit} per second{measured}"
 
 
 # What a model of this size is good for, by the parameters one token goes through (an MoE's routed experts).
@@ -79,7 +80,8 @@ def technical_lines(fit: PairFit) -> list[str]:
     )
     per_pass = f"{fit.tokens_per_pass:.1f} tokens per pass of the big model"
     budget = f" with {fit.budget}-token trees" if fit.budget else ""
-    lines.append(f"Speed: {per_pass}{budget} ({fit.acceptance_source}); {fit.rate_source}.")
+    rate = f"{fit.tokens_per_second:.1f} tokens per second, " if fit.tokens_per_second is not None else ""
+    lines.append(f"Speed: {rate}{per_pass}{budget} ({fit.acceptance_source}); {fit.rate_source}.")
     lines.append(
         f"Memory: needs {size_words(fit.host_bytes_needed)} of RAM; reads up to "
         f"{pair.context_length:,} tokens of a chat."
