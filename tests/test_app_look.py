@@ -152,8 +152,8 @@ def test_a_damaged_config_is_said_in_plain_words(qtbot, quiet_window, tmp_path):
     width = manager.width()
     manager.message.setText("Not imported: " + str(folder / ("x" * 400)) + " " + words)
     QApplication.processEvents()
-    assert manager.width() == width and manager.close_button.isVisible()
-    manager.close()
+    assert manager.width() == width and manager.back_button.isVisible()
+    quiet_window.close_model_manager()
 
 
 def test_the_window_opens_where_it_was_and_a_broken_record_is_ignored(qtbot, app_paths):

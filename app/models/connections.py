@@ -243,6 +243,7 @@ class ConnectionsPage(QWidget):
         self.dialog: EndpointDialog | None = None
         self._calls: list[BackgroundCall] = []
         column = QVBoxLayout(self)
+        column.setContentsMargins(0, 0, 0, 0)  # in line with the Models page's switch
         column.addWidget(
             label(
                 "Answers can come from this computer or from an OpenAI-compatible server on "

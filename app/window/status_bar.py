@@ -211,7 +211,7 @@ class SpeedDetails(QFrame):
     def show_stats(self) -> None:
         s = self.stats
         if s.passes:
-            speed = s.tokens_per_second
+            speed = s.summary()["tokens_per_s"]  # the answer's saved figure: the same words as under it
             self.speed_label.setText(f"{rate_words(speed).capitalize()} ({speed:.1f} tokens/s)")
             self.per_pass_label.setText(f"{s.mean_tokens_per_pass:.2f} tokens per pass of the big model")
         else:
@@ -295,7 +295,7 @@ class AppStatusBar(QStatusBar):
     def _show_speed(self) -> None:
         """The last answer's speed in words, as under the answer; the exact figure on the tooltip, the rest in the
         card a click away."""
-        speed = self.stats.tokens_per_second
+        speed = self.stats.summary()["tokens_per_s"]  # rounded as the answer's saved figure: the same words
         self.speed_button.setText(rate_words(speed).capitalize() if self.stats.passes else "Speed")
         figure = f"{speed:.1f} tokens per second. " if self.stats.passes else ""
         self.speed_button.setToolTip(f"{figure}Speed details: tokens per second, per pass, and why this method")

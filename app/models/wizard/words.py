@@ -3,6 +3,8 @@ PCIe 4.0 x16; 466.0 GB free on disk", "about 5 words per second". The wizard and
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from core.hardware.description import HardwareDescription
 from core.models.fit import PairFit, Recommendation
 from app.chat.message_words import WORDS_PER_TOKEN
@@ -111,15 +113,25 @@ def eta_words(seconds: float | None) -> str:
     return f"about {seconds // 3600} h {seconds % 3600 // 60} min left"
 
 
-def recommendation_words(recommendation: Recommendation) -> str:
+@dataclass(frozen=True)
+class RecommendationWords:
+    """The first page's card: the model's name as its title, what it is good for and how fast it should
+    answer, then how many models fit (muted)."""
+
+    name: str
+    advice: str
+    count: str
+
+
+def recommendation_words(recommendation: Recommendation) -> RecommendationWords:
     """What the machine means for the choice: the model we recommend, what it is good for, how fast it
     should answer. The counts leave out the SpecExec paper's calibration pair, which the next page does not
     offer (Llama 2 70B, kept to check the speed model)."""
     offered = [fit for fit in recommendation.pairs if not fit.pair.calibration]
     best = next((fit for fit in offered if fit.pair.id == recommendation.recommended), offered[0])
     fitting = sum(1 for fit in offered if fit.fit != "no")
-    quality = quality_words(best)
-    return (
-        f"We recommend <b>{best.pair.name}</b>. {quality} Here it should write {speed_words(best)}. "
-        f"{fitting} of the {len(offered)} models fit this computer; the next page shows them all."
+    return RecommendationWords(
+        best.pair.name,
+        f"{quality_words(best)} Here it should write {speed_words(best)}.",
+        f"{fitting} of the {len(offered)} models fit this computer; the next page shows them all.",
     )
