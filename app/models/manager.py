@@ -173,7 +173,7 @@ class ModelManager(QFrame):
         return self
 
     def show_catalog(self) -> "ModelManager":
-        """On "Get more models" (the empty chat's "Get a bigger model")."""
+        """The Download section (the empty chat's "Get a bigger model" opens it)."""
         self.sections.setCurrentWidget(self.catalog_page)
         return self
 
