@@ -111,6 +111,9 @@ def test_back_new_chat_and_a_chat_in_the_sidebar_each_bring_the_chat_back(qtbot,
     assert not on_models_page(w) and focused() is w.input
     w.open_model_manager()
     row = w.controller.conversations.row_of(first)
+    settings = w.open_settings(has_gpu=False)  # Ctrl+M on the Settings page: it is left as Cancel leaves it
+    qtbot.keyClick(settings.theme.combo, Qt.Key.Key_M, Qt.KeyboardModifier.ControlModifier)
+    assert w.settings_page is None and w.pages.currentIndex() == 0 and on_models_page(w)
     w.sidebar.view.setCurrentIndex(w.controller.conversations.index(row))
     assert not on_models_page(w) and w.controller.conversation_id == first
 

@@ -154,7 +154,7 @@ class ModelManager(QFrame):
         self.message.setTextFormat(Qt.TextFormat.PlainText)
         self.message.setWordWrap(True)
         self.message.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        # a long path or error wraps in the width there is: it never widens the dialog nor moves its buttons
+        # a long path or error wraps in the width there is: it never widens the page nor moves its buttons
         self.message.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Minimum)
         layout.addWidget(self.message)
         self.back_button.clicked.connect(self.back_requested)

@@ -30,7 +30,8 @@ class ModelsHostMixin:
             chain = [self.sidebar.app_menu_button, *page.focus_order()]
             for before, after in zip(chain, chain[1:]):
                 QWidget.setTabOrder(before, after)
-        self.close_settings()  # the Settings page covers the whole window: the Models page is asked for
+        if self.settings_page is not None:  # it covers the whole window: left as Cancel leaves it (theme too)
+            self.settings_page.cancelled.emit()
         self.content.setCurrentWidget(page)
         self.sidebar.show_models_open(True)
         page.sections.current_button().setFocus()
