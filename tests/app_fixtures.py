@@ -226,6 +226,18 @@ def control_value(control) -> object:
     return control.currentIndex() if isinstance(control, QComboBox) else control.value()
 
 
+def grab_with_and_without_focus(qtbot, widget):
+    """`widget` drawn with the keyboard focus, then without (a test compares them: the focus must show)."""
+    from PySide6.QtCore import Qt
+
+    widget.setFocus(Qt.FocusReason.TabFocusReason)
+    qtbot.waitUntil(widget.hasFocus)
+    with_focus = widget.grab().toImage()
+    widget.clearFocus()
+    qtbot.waitUntil(lambda: not widget.hasFocus())
+    return with_focus, widget.grab().toImage()
+
+
 def screenshot(widget, name: str) -> Path:
     """Save `widget` as tests/artifacts/<name>.png (git-ignored) and return the path."""
     from PySide6.QtWidgets import QApplication

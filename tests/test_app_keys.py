@@ -13,7 +13,15 @@ from PySide6.QtCore import QPoint, Qt  # noqa: E402
 from PySide6.QtWidgets import QApplication, QWidget  # noqa: E402
 
 pytest.register_assert_rewrite("app_fixtures")
-from app_fixtures import answered, control_value, ready, recording_bridge_class, value_controls, wheel  # noqa: E402
+from app_fixtures import (  # noqa: E402
+    answered,
+    control_value,
+    grab_with_and_without_focus,
+    ready,
+    recording_bridge_class,
+    value_controls,
+    wheel,
+)
 
 pytest_plugins = ["app_fixtures"]  # fixtures: app_paths, themes, styled_window
 pytestmark = [pytest.mark.qt, pytest.mark.timeout(60)]
@@ -183,15 +191,6 @@ def test_the_keyboard_starts_in_the_message_box(qtbot, styled_window):
 # 5 -----------------------------------------------------------------------------------------------------------
 
 
-def grab_with_and_without_focus(qtbot, widget: QWidget):
-    widget.setFocus(Qt.FocusReason.TabFocusReason)
-    qtbot.waitUntil(widget.hasFocus)
-    with_focus = widget.grab().toImage()
-    widget.clearFocus()
-    qtbot.waitUntil(lambda: not widget.hasFocus())
-    return with_focus, widget.grab().toImage()
-
-
 def test_every_header_control_and_slider_shows_a_focus_ring(qtbot, styled_window):
     w = styled_window
     w.show_conversation_settings(True)
@@ -203,6 +202,7 @@ def test_every_header_control_and_slider_shows_a_focus_ring(qtbot, styled_window
         w.chat_settings.temperature.slider,
         w.status_line.speed_button,
         w.sidebar.app_menu_button,
+        w.sidebar.models_button,
     ):
         focused, plain = grab_with_and_without_focus(qtbot, widget)
         assert focused != plain, f"{widget.accessibleName()}: no visible focus"

@@ -14,7 +14,7 @@ from PySide6.QtCore import Qt  # noqa: E402
 from PySide6.QtWidgets import QApplication, QDialog, QTabWidget  # noqa: E402
 
 pytest.register_assert_rewrite("app_fixtures")
-from app_fixtures import control_value, screenshot, value_controls, wheel  # noqa: E402
+from app_fixtures import control_value, grab_with_and_without_focus, screenshot, value_controls, wheel  # noqa: E402
 
 pytest_plugins = ["app_fixtures"]  # fixtures: app_paths, themes, styled_window
 pytestmark = [pytest.mark.qt, pytest.mark.timeout(60)]
@@ -173,3 +173,10 @@ def test_the_page_fits_the_window_at_its_width(qtbot, styled_window, width):
         corner = button.mapTo(w, button.rect().bottomRight())
         assert button.isVisible() and corner.x() <= w.width() and corner.y() <= w.height()
     screenshot(w, f"models-page-{width}")
+
+
+def test_back_and_every_segment_show_a_focus_ring(qtbot, styled_window):
+    page = styled_window.open_model_manager()
+    for widget in (page.back_button, *page.sections.buttons):
+        focused_image, plain = grab_with_and_without_focus(qtbot, widget)
+        assert focused_image != plain, f"{widget.text()}: no visible focus"
