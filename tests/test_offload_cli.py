@@ -13,8 +13,8 @@ from core.loading.load import load_model
 from core.offload.offloaded_lm import OffloadedLM
 from core.loading.offload_policy import OffloadSettings
 from core.modeling.tree_mask import additive_mask, causal_visibility
-from conftest import make_word_tokenizer
-from test_cli import save_tiny_model, specexec
+from conftest import make_word_tokenizer, run_cli
+from test_cli import save_tiny_model
 from test_gptq import write_gptq_checkpoint
 
 
@@ -39,12 +39,13 @@ def test_offload_setting_validation():
             OffloadSettings(**kwargs)
 
 
-def test_cli_offload_on_equals_off(tmp_path):
+def test_cli_offload_on_equals_off(tmp_path, capsys):
     target = save_tiny_model(tmp_path / "target", seed=0)
     draft = save_tiny_model(tmp_path / "draft", seed=1)
     outputs = {}
     for mode in ("on", "off"):
-        result = specexec(
+        result = run_cli(
+            capsys,
             "generate",
             "--target",
             str(target),
@@ -69,6 +70,6 @@ def test_cli_offload_on_equals_off(tmp_path):
     assert outputs["on"]["token_ids"] == outputs["off"]["token_ids"]
 
 
-def test_cli_bad_resident_layers(tmp_path):
-    result = specexec("generate", "--prompt", "hi", "--resident-layers", "many")
+def test_cli_bad_resident_layers(capsys):
+    result = run_cli(capsys, "generate", "--prompt", "hi", "--resident-layers", "many")
     assert result.returncode == 2 and "resident-layers" in result.stderr and "Traceback" not in result.stderr

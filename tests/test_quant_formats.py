@@ -185,13 +185,14 @@ def test_gptq_v2_keeps_its_zero_points_as_they_are(tmp_path):
     torch.testing.assert_close(_logits(offloaded, IDS), _logits(reference, IDS), rtol=1e-9, atol=1e-9)
 
 
-def test_a_tiny_awq_and_compressed_tensors_model_run_from_the_command_line(tmp_path):
+def test_a_tiny_awq_and_compressed_tensors_model_run_from_the_command_line(tmp_path, capsys):
     """The issue's report: these used to fail with '... requires gptqmodel / compressed-tensors ... damaged'."""
-    from test_cli import specexec
+    from conftest import run_cli
 
     awq, ct = (shutil.copytree(FIXTURES / name, tmp_path / name) for name in ("awq-gemm-g32", "ct-w4a16-asym-g64"))
     for target, draft in ((awq, ct), (ct, awq)):  # each a 4-bit target and a 4-bit draft
-        result = specexec(
+        result = run_cli(
+            capsys,
             "generate",
             "--target",
             str(target),

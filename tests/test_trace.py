@@ -17,8 +17,8 @@ from core.decoding.methods.specexec import TreeSettings
 from core.offload import load_offloaded
 from core.decoding.sampling import SamplingParams
 from core.decoding.timing import synchronize
-from conftest import make_word_tokenizer
-from test_cli import save_tiny_model, specexec
+from conftest import make_word_tokenizer, run_cli
+from test_cli import save_tiny_model
 
 MAX_SYNCS_PER_PASS = 6
 PROMPT = [1, 17, 5, 33, 8, 2, 40]
@@ -160,9 +160,10 @@ def tiny_folders(tmp_path_factory):
     return str(save_tiny_model(root / "target", seed=0)), str(save_tiny_model(root / "draft", seed=1))
 
 
-def test_bench_trace_command_reports_both_targets(tiny_folders):
+def test_bench_trace_command_reports_both_targets(tiny_folders, capsys):
     target, draft = tiny_folders
-    result = specexec(
+    result = run_cli(
+        capsys,
         "bench",
         "trace",
         "--target",
@@ -191,11 +192,12 @@ def test_bench_trace_command_reports_both_targets(tiny_folders):
     assert all(r["h2d_bytes_per_pass"] > 10_000 for r in rows if r["target"] == "offloaded")
 
 
-def test_bench_acceptance_adds_the_trace_columns(tiny_folders, tmp_path):
+def test_bench_acceptance_adds_the_trace_columns(tiny_folders, tmp_path, capsys):
     target, draft = tiny_folders
     prompts = tmp_path / "prompts.jsonl"
     prompts.write_text(json.dumps({"text": "w5 w6 w7"}) + "\n")
-    result = specexec(
+    result = run_cli(
+        capsys,
         "bench",
         "acceptance",
         "--target",
