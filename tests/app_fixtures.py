@@ -174,6 +174,70 @@ def quiet_window(qtbot, app_paths):
     return window
 
 
+# The window as people see it, and the mouse wheel over it (issue 42) -------------------------------------------
+
+
+@pytest.fixture()
+def styled_window(qtbot, themes, app_paths):
+    """A main window with the app's theme and stylesheet (as people see it), no engine process."""
+    from app.window.main_window import MainWindow
+
+    window = MainWindow(app_paths, bridge=recording_bridge_class()(), confirm_delete=False)
+    qtbot.addWidget(window)
+    window.show()
+    qtbot.waitExposed(window)
+    window.activateWindow()
+    return window
+
+
+def wheel(widget, notches: int = -2) -> None:
+    """`notches` turns of the wheel (negative: towards the reader, scrolling down) over `widget`'s centre."""
+    from PySide6.QtCore import QPoint, QPointF, Qt
+    from PySide6.QtGui import QWheelEvent
+    from PySide6.QtWidgets import QApplication
+
+    centre = QPointF(widget.rect().center())
+    event = QWheelEvent(
+        centre,
+        QPointF(widget.mapToGlobal(widget.rect().center())),
+        QPoint(0, 0),
+        QPoint(0, 120 * notches),
+        Qt.MouseButton.NoButton,
+        Qt.KeyboardModifier.NoModifier,
+        Qt.ScrollPhase.NoScrollPhase,
+        False,
+    )
+    QApplication.sendEvent(widget, event)
+
+
+def value_controls(root) -> list:
+    """The enabled combo boxes and sliders (not scroll bars) shown under `root`: what the wheel must not change."""
+    from PySide6.QtWidgets import QAbstractSlider, QComboBox, QScrollBar
+
+    controls = root.findChildren(QComboBox) + [
+        s for s in root.findChildren(QAbstractSlider) if not isinstance(s, QScrollBar)
+    ]
+    return [c for c in controls if c.isVisibleTo(root) and c.isEnabled()]
+
+
+def control_value(control) -> object:
+    from PySide6.QtWidgets import QComboBox
+
+    return control.currentIndex() if isinstance(control, QComboBox) else control.value()
+
+
+def grab_with_and_without_focus(qtbot, widget):
+    """`widget` drawn with the keyboard focus, then without (a test compares them: the focus must show)."""
+    from PySide6.QtCore import Qt
+
+    widget.setFocus(Qt.FocusReason.TabFocusReason)
+    qtbot.waitUntil(widget.hasFocus)
+    with_focus = widget.grab().toImage()
+    widget.clearFocus()
+    qtbot.waitUntil(lambda: not widget.hasFocus())
+    return with_focus, widget.grab().toImage()
+
+
 def screenshot(widget, name: str) -> Path:
     """Save `widget` as tests/artifacts/<name>.png (git-ignored) and return the path."""
     from PySide6.QtWidgets import QApplication

@@ -7,6 +7,7 @@ contrast test (tests/test_app_contrast.py) and by scripts/app-screenshots.py, wh
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Callable
@@ -203,7 +204,8 @@ def build_screens(
     `details`: the wizard's computer details open (they name the hardware fixture's file: not for docs)."""
     from app.models.manager import ModelManager
     from app.models.wizard.wizard import CHOOSE, DONE, DOWNLOAD
-    from app.settings.schema import AppSettings, ConversationSettings
+    from app.settings.schema import ConversationSettings
+    from core.system.locations import MODELS_DIR_ENV
     from app.window.confirm import confirm_box
     from core.engine import protocol as P
 
@@ -252,21 +254,27 @@ def build_screens(
         ),
     )
 
-    manager = ModelManager(AppSettings(), models_dir, parent=main)
-    manager.resize(780, 560)
-    add("models-installed", manager)
-    wait(lambda: bool(manager.entries) and bool(manager.catalog_list.fits))
-    catalog_manager = ModelManager(AppSettings(), models_dir, parent=main)
-    catalog_manager.resize(780, 640)
-    catalog_manager.tabs.setCurrentIndex(1)
-    add("models-catalog", catalog_manager)
-    wait(lambda: bool(catalog_manager.catalog_list.fits))
+    def models_page(name: str, section: int) -> ModelManager:
+        """A window showing its Models page (in the chat's place, the sidebar beside it) at `section`."""
+        window = chat_window(own(name))
+        before = os.environ.get(MODELS_DIR_ENV)
+        os.environ[MODELS_DIR_ENV] = str(models_dir)  # the page lists this folder's models
+        try:
+            page = window.open_model_manager()
+        finally:
+            if before is None:
+                os.environ.pop(MODELS_DIR_ENV)
+            else:
+                os.environ[MODELS_DIR_ENV] = before
+        page.sections.setCurrentIndex(section)
+        add(name, window)
+        wait(lambda: bool(page.entries) and bool(page.catalog_list.fits))
+        return page
 
-    for index in range(2, manager.tabs.count()):  # later tabs (Connections) as screens of their own
-        other = ModelManager(AppSettings(), models_dir, parent=main)
-        other.resize(780, 560)
-        other.tabs.setCurrentIndex(index)
-        add("models-" + other.tabs.tabText(index).lower().replace(" ", "-").replace("&", ""), other)
+    installed = models_page("models-installed", 0)
+    models_page("models-catalog", 1)
+    for index in range(2, installed.sections.count()):  # later sections (Connections) as screens of their own
+        models_page("models-" + installed.sections.text(index).lower().replace(" ", "-").replace("&", ""), index)
 
     hardware = wizard(models_dir)
     add("wizard-1-computer", hardware)

@@ -342,7 +342,8 @@ def test_status_bar_starts_clean_in_a_new_chat_and_hides_the_tree_without_a_draf
             ]
         )
     details = w.status_line.details
-    assert details.speed_label.text()[0].isdigit() and w.status_line.speed_button.text()[0].isdigit()
+    assert details.speed_label.text().startswith("About ") and w.status_line.speed_button.text().startswith("About ")
+    assert "tokens/s" in details.speed_label.text() and "tokens per second" in w.status_line.speed_button.toolTip()
     qtbot.mouseClick(w.sidebar.new_button, Qt.MouseButton.LeftButton)
     assert details.speed_label.text().startswith("No answer yet") and w.status_line.speed_button.text() == "Speed"
     assert not details.chart.bars()

@@ -9,55 +9,22 @@ import pytest
 
 pytest.importorskip("PySide6")
 
-from PySide6.QtCore import QPoint, QPointF, Qt  # noqa: E402
-from PySide6.QtGui import QWheelEvent  # noqa: E402
-from PySide6.QtWidgets import QAbstractSlider, QApplication, QComboBox, QScrollBar, QWidget  # noqa: E402
+from PySide6.QtCore import QPoint, Qt  # noqa: E402
+from PySide6.QtWidgets import QApplication, QWidget  # noqa: E402
 
 pytest.register_assert_rewrite("app_fixtures")
-from app_fixtures import answered, ready, recording_bridge_class  # noqa: E402
+from app_fixtures import (  # noqa: E402
+    answered,
+    control_value,
+    grab_with_and_without_focus,
+    ready,
+    recording_bridge_class,
+    value_controls,
+    wheel,
+)
 
-pytest_plugins = ["app_fixtures"]  # fixtures: app_paths, themes
+pytest_plugins = ["app_fixtures"]  # fixtures: app_paths, themes, styled_window
 pytestmark = [pytest.mark.qt, pytest.mark.timeout(60)]
-
-
-@pytest.fixture()
-def styled_window(qtbot, themes, app_paths):
-    """A main window with the app's theme and stylesheet (as people see it), no engine process."""
-    from app.window.main_window import MainWindow
-
-    window = MainWindow(app_paths, bridge=recording_bridge_class()(), confirm_delete=False)
-    qtbot.addWidget(window)
-    window.show()
-    qtbot.waitExposed(window)
-    window.activateWindow()
-    return window
-
-
-def wheel(widget: QWidget, notches: int = -2) -> None:
-    """`notches` turns of the wheel (negative: towards the reader, scrolling down) over `widget`'s centre."""
-    centre = QPointF(widget.rect().center())
-    event = QWheelEvent(
-        centre,
-        QPointF(widget.mapToGlobal(widget.rect().center())),
-        QPoint(0, 0),
-        QPoint(0, 120 * notches),
-        Qt.MouseButton.NoButton,
-        Qt.KeyboardModifier.NoModifier,
-        Qt.ScrollPhase.NoScrollPhase,
-        False,
-    )
-    QApplication.sendEvent(widget, event)
-
-
-def value_controls(root: QWidget) -> list[QWidget]:
-    controls = root.findChildren(QComboBox) + [
-        s for s in root.findChildren(QAbstractSlider) if not isinstance(s, QScrollBar)
-    ]
-    return [c for c in controls if c.isVisibleTo(root) and c.isEnabled()]
-
-
-def control_value(control: QWidget) -> object:
-    return control.currentIndex() if isinstance(control, QComboBox) else control.value()
 
 
 @pytest.mark.timeout(240)  # a theme switch restyles every widget the test process still holds: first, and
@@ -150,13 +117,14 @@ def test_every_combo_and_slider_of_every_screen_is_guarded(qtbot, styled_window,
     w = styled_window
     w.show_conversation_settings(True)
     page = w.open_settings(has_gpu=True)
-    manager = w.open_model_manager()
+    assert not unguarded(page), [c.accessibleName() for c in unguarded(page)]
+    manager = w.open_model_manager()  # the Models page takes the Settings page's place
     manager.show_connections()
     wizard = FirstRunWizard(AppSettings(), tmp_path / "models")
     qtbot.addWidget(wizard)
-    for screen in (w, page, manager, wizard):
+    for screen in (w, manager, wizard):
         assert not unguarded(screen), f"{screen.objectName()}: {[c.accessibleName() for c in unguarded(screen)]}"
-    manager.close()
+    w.close_model_manager()
 
 
 def test_a_slider_still_moves_by_the_keyboard(qtbot, styled_window):
@@ -223,15 +191,6 @@ def test_the_keyboard_starts_in_the_message_box(qtbot, styled_window):
 # 5 -----------------------------------------------------------------------------------------------------------
 
 
-def grab_with_and_without_focus(qtbot, widget: QWidget):
-    widget.setFocus(Qt.FocusReason.TabFocusReason)
-    qtbot.waitUntil(widget.hasFocus)
-    with_focus = widget.grab().toImage()
-    widget.clearFocus()
-    qtbot.waitUntil(lambda: not widget.hasFocus())
-    return with_focus, widget.grab().toImage()
-
-
 def test_every_header_control_and_slider_shows_a_focus_ring(qtbot, styled_window):
     w = styled_window
     w.show_conversation_settings(True)
@@ -243,6 +202,7 @@ def test_every_header_control_and_slider_shows_a_focus_ring(qtbot, styled_window
         w.chat_settings.temperature.slider,
         w.status_line.speed_button,
         w.sidebar.app_menu_button,
+        w.sidebar.models_button,
     ):
         focused, plain = grab_with_and_without_focus(qtbot, widget)
         assert focused != plain, f"{widget.accessibleName()}: no visible focus"

@@ -40,9 +40,10 @@ def test_one_answer_has_one_speed_and_a_switch_clears_it(qtbot, quiet_window):
     )
     answer = w.controller.messages.rows[-1]
     qtbot.waitUntil(lambda: w.status_line.speed_button.text() != "Speed")
-    bar = float(w.status_line.speed_button.text().split()[0])
+    bar = float(w.status_line.speed_button.toolTip().split()[0])  # words on the bar, the figure on its tooltip
     assert bar == pytest.approx(answer.stats["tokens_per_s"], abs=0.05)
     widget = w.chat_view.last_answer()
+    assert w.status_line.speed_button.text() == widget.speed_label.text().capitalize()  # the same words
     assert f"{answer.stats['tokens_per_s']:.1f} tokens/s" in widget.speed_label.toolTip()
     assert widget.speed_label.text().startswith("about ") and "token" not in widget.speed_label.text()
     w.switch_models(w.settings)
@@ -151,8 +152,8 @@ def test_a_damaged_config_is_said_in_plain_words(qtbot, quiet_window, tmp_path):
     width = manager.width()
     manager.message.setText("Not imported: " + str(folder / ("x" * 400)) + " " + words)
     QApplication.processEvents()
-    assert manager.width() == width and manager.close_button.isVisible()
-    manager.close()
+    assert manager.width() == width and manager.back_button.isVisible()
+    quiet_window.close_model_manager()
 
 
 def test_the_window_opens_where_it_was_and_a_broken_record_is_ignored(qtbot, app_paths):

@@ -111,7 +111,7 @@ def test_add_a_server_chat_stop_and_regenerate(qtbot, app_paths, tiny_models, ke
         )
         assert manager.message.text() == "Now using beta-13b on GPU box."  # not "Switching…" once connected
         assert manager.connections.use_button.text() == "In use" and not manager.connections.use_button.isEnabled()
-        manager.close()
+        window.close_model_manager()
         saved = load_settings(app_paths.settings_file)
         assert saved.connection == "GPU box" and saved.endpoints == [RemoteEndpoint("GPU box", url, "beta-13b")]
         assert KEY not in app_paths.settings_file.read_text()  # the key is not in the settings file...

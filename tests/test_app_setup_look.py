@@ -56,12 +56,16 @@ def test_the_first_page_is_not_mostly_empty(wizard):
     steps = [label.text() for label in page.next_steps.findChildren(QLabel)]
     assert any("Choose a model" in text for text in steps) and any("Start chatting" in text for text in steps)
     used = page.next_steps.geometry().bottom()
-    assert used >= 0.55 * page.height(), f"content ends at {used} of {page.height()} px"
+    assert used >= 0.8 * page.height(), (
+        f"content ends at {used} of {page.height()} px"
+    )  # issue 42 item 22: not 40% empty
+    assert page.recommended_name.text() and page.fit_count.text()  # the card: the model's name, how many fit
     screenshot(wizard, "wizard-1-computer-look")
 
 
 def test_llama_2_70b_is_neither_offered_nor_counted(wizard):
-    advice = wizard.hardware_page.advice.text()
+    page = wizard.hardware_page
+    advice = " ".join(label.text() for label in (page.recommended_name, page.advice, page.fit_count))
     assert "Llama 2" not in advice
     calibration = [fit for fit in wizard.state.recommendation.pairs if fit.pair.calibration]
     assert calibration, "the catalog's calibration pair is gone: this test checks nothing"
@@ -113,7 +117,7 @@ def test_model_cards_show_the_format_and_the_first_line_is_not_a_path(qtbot, the
     manager.resize(780, 560)
     manager.show()
     qtbot.waitUntil(lambda: len(manager.entries) >= 2, timeout=20000)
-    page = manager.tabs.widget(0)
+    page = manager.sections.widget(0)
     first = min((w for w in page.findChildren(QLabel) if w.isVisible()), key=lambda w: w.mapTo(page, w.pos()).y())
     assert str(models) not in first.text() and "/" not in first.text()
     cards = [manager.installed.itemWidget(manager.installed.item(row)) for row in range(manager.installed.count())]
@@ -123,8 +127,10 @@ def test_model_cards_show_the_format_and_the_first_line_is_not_a_path(qtbot, the
         if isinstance(card, Card)
     }
     imported = next(text for title, text in lines.items() if "qwen2.5-7b-awq" in text)
-    assert "4-bit AWQ" in imported and "no draft model" in imported and str(models) not in imported
+    assert "4-bit AWQ" in imported and "added by you" in imported and str(models) not in imported
+    assert "runs without a helper model, slower" in imported and "(imported" not in imported
     builtin = next(text for text in lines.values() if "built-in" in text)
-    assert "ships with the app" in builtin and "with a draft model" in builtin
+    assert "ships with the app" in builtin and "with a helper model for speed" in builtin
+    assert "draft" not in " ".join(lines.values())  # plain words on the cards; the paths are on their tooltips
     assert str(models) in manager.findChild(QLabel, "modelsFolder").text()  # where they are: under the list
     screenshot(manager, "models-installed-formats")

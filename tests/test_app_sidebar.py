@@ -106,7 +106,7 @@ def test_no_rename_or_delete_buttons_under_the_list_and_the_app_menu_replaces_th
     assert not w.menuBar().isVisible()
     assert w.sidebar.app_menu_button.isVisible() and w.sidebar.app_menu_button.menu() is w.app_menu
     entries = texts(w.app_menu)
-    assert entries[:2] == ["&Settings…", "&Model manager…"] and entries[-1] == "&Quit"
+    assert entries[:2] == ["&Settings…", "&Model manager"] and entries[-1] == "&Quit"
     assert {"&Chat", "&Models", "&Help"} <= set(entries)
     w.sidebar.app_menu_button.setFocus()
     qtbot.keyClick(w.sidebar.app_menu_button, Qt.Key.Key_Space)  # the keyboard opens it too
@@ -207,6 +207,8 @@ def test_tab_goes_from_the_chats_to_the_app_menu_then_to_the_chats_header(qtbot,
     w.sidebar.view.setFocus()
     qtbot.waitUntil(w.sidebar.view.hasFocus)
     qtbot.keyClick(w.sidebar.view, Qt.Key.Key_Tab)
+    qtbot.waitUntil(w.sidebar.models_button.hasFocus)  # Models, then the app's menu, at the sidebar's foot
+    qtbot.keyClick(w.sidebar.models_button, Qt.Key.Key_Tab)
     qtbot.waitUntil(w.sidebar.app_menu_button.hasFocus)
     qtbot.keyClick(w.sidebar.app_menu_button, Qt.Key.Key_Tab)
     qtbot.waitUntil(w.header.model_button.hasFocus)

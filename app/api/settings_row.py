@@ -1,6 +1,6 @@
 """The settings page's section for the local API server: on/off, port, whether a key is required, the key
 itself with Copy and New key buttons (a key is made when the server is first turned on with a key), and the
-web pages allowed to call it from a browser (none by default; a malformed entry is explained under it)."""
+websites allowed to call it from a browser (none by default; a malformed entry is explained under it)."""
 
 from __future__ import annotations
 
@@ -42,14 +42,14 @@ class ApiServerSettingsRow(QWidget):
         self.key.setPlaceholderText("made when you turn the server on")
         self.key.setMinimumWidth(self.key.fontMetrics().horizontalAdvance(new_api_key()) + 16)
         self.origins = QLineEdit(settings.api_server_allowed_origins)
-        self.origins.setAccessibleName("Web pages allowed to use the API")
+        self.origins.setAccessibleName("Websites allowed to use the local server")
         self.origins.setPlaceholderText("none (for example http://localhost:3000)")
         self.origins.setToolTip(
-            "Browser front ends at these addresses may call the API (comma-separated; * for any "
-            "page). Leave empty unless you use one: other web pages are refused."
+            "Browser front ends at these addresses may call the API (CORS allowed origins: comma-separated; "
+            "* for any website). Leave empty unless you use one: other websites are refused."
         )
         self.origins_problem = QLabel()
-        self.origins_problem.setAccessibleName("Allowed web pages problem")
+        self.origins_problem.setAccessibleName("Allowed websites problem")
         self.origins_problem.setWordWrap(True)
         self.address = QLabel()
         self.address.setAccessibleName("API server address")
@@ -78,7 +78,10 @@ class ApiServerSettingsRow(QWidget):
         layout.addLayout(port_row)
         layout.addLayout(key_row)
         origins_row = QHBoxLayout()
-        origins_row.addWidget(QLabel("Web pages:"))
+        origins_label = QLabel("Websites allowed to use the server:")
+        origins_label.setToolTip(self.origins.toolTip())
+        origins_label.setBuddy(self.origins)
+        origins_row.addWidget(origins_label)
         origins_row.addWidget(self.origins, 1)
         layout.addLayout(origins_row)
         layout.addWidget(self.origins_problem)

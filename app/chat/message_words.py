@@ -40,7 +40,13 @@ def speed_words(message: Message) -> str:
     stats = message.stats or {}
     if message.role != "assistant" or not stats.get("tokens") or not stats.get("tokens_per_s"):
         return ""
-    words = stats["tokens_per_s"] * WORDS_PER_TOKEN
+    return rate_words(stats["tokens_per_s"])
+
+
+def rate_words(tokens_per_second: float) -> str:
+    """A speed in tokens per second as people say it: "about 30 words a second", "about 40 words a minute".
+    The answer's footer and the status bar say it the same way; the figures are on their tooltips."""
+    words = tokens_per_second * WORDS_PER_TOKEN
     return (
         f"about {words:.0f} words a second"
         if words >= 1.5

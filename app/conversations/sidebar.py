@@ -1,6 +1,7 @@
 """The sidebar: New chat, search box, the chats grouped by date (bound to ConversationListModel) with a menu
 per chat (Rename, Export, Delete), an empty state in the list's place when there is nothing to show ("No
-chats match …"), and the app's menu at the bottom (settings, models, help: the menu bar's actions)."""
+chats match …"), and at the bottom *Models* (the Models page, in the chat's place) and the app's menu (settings,
+models, help: the menu bar's actions)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ class ConversationList(QWidget):
     export_requested = Signal(int, str)  # conversation id, "markdown" | "json"
     search_changed = Signal(str)
     open_chat_listed = Signal(bool)  # whether the open chat is in the list (a search can hide it)
+    models_requested = Signal()  # the Models button: the Models page opens (or closes, if it is open)
 
     def __init__(self, model: ConversationListModel, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -66,6 +68,14 @@ class ConversationList(QWidget):
         model.modelReset.connect(self._show_empty_state)
         model.rowsInserted.connect(self._show_empty_state)
         model.rowsRemoved.connect(self._show_empty_state)
+        self.models_button = QPushButton("Models")
+        self.models_button.setObjectName("sidebarModels")
+        self.models_button.setCheckable(True)  # on while the Models page is shown
+        themed(self.models_button, "cpu")
+        self.models_button.setAccessibleName("Models")
+        self.models_button.setToolTip("Your models, downloads and servers on other computers (Ctrl+M)")
+        self.models_button.clicked.connect(self.models_requested)
+        layout.addWidget(self.models_button)
         self.app_menu_button = QPushButton("Menu")  # the app's menu: the menu bar's actions (MainWindow fills it)
         self.app_menu_button.setObjectName("appMenu")
         themed(self.app_menu_button, "menu")
@@ -75,6 +85,10 @@ class ConversationList(QWidget):
         self.chat_menu: QMenu | None = None  # the menu of one chat, while it is open
         self._quiet = False
         self._show_empty_state()
+
+    def show_models_open(self, shown: bool) -> None:
+        """The Models button is on while the Models page is in the chat's place."""
+        self.models_button.setChecked(shown)
 
     def _show_empty_state(self, *_: object) -> None:
         """In the list's place when it is empty: why, and what to do."""

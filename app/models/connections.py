@@ -1,4 +1,4 @@
-"""The model manager's Connections tab: where answers come from. "This computer" (the engine process, as
+"""The Models page's Connections section: where answers come from. "This computer" (the engine process, as
 always) and any number of OpenAI-compatible servers on other computers: `specexec serve` on a desktop with
 the GPU, vLLM, Ollama, LM Studio... Each server has a name, an address and an API key, which is kept in the
 OS keyring (core.remote.key_store), never in the settings file.
@@ -219,7 +219,7 @@ class EndpointDialog(QDialog):
 
 
 class ConnectionsPage(QWidget):
-    """The tab. `use_requested`: settings that answer from another place (checked); `endpoints_changed`:
+    """The section. `use_requested`: settings that answer from another place (checked); `endpoints_changed`:
     settings with a server added or removed (nothing to reload)."""
 
     use_requested = Signal(object)  # AppSettings
@@ -243,6 +243,7 @@ class ConnectionsPage(QWidget):
         self.dialog: EndpointDialog | None = None
         self._calls: list[BackgroundCall] = []
         column = QVBoxLayout(self)
+        column.setContentsMargins(0, 0, 0, 0)  # in line with the Models page's switch
         column.addWidget(
             label(
                 "Answers can come from this computer or from an OpenAI-compatible server on "

@@ -1,4 +1,5 @@
-"""The model manager: the installed pairs (size on disk, where they are), switching the active pair, deleting
+"""The model manager, a page of the main window (as LM Studio's and Jan's Models pages; the sidebar's *Models*
+opens it, Back or Esc returns to the chat): the installed pairs (size on disk, where they are), switching the active pair, deleting
 with confirmation, importing a model folder or a .gguf file, the catalog for adding more, and the
 connections: this computer or a server on another one (app.models.connections).
 
@@ -14,14 +15,14 @@ from pathlib import Path
 from typing import Callable
 
 from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import (
-    QDialog,
     QFileDialog,
+    QFrame,
     QHBoxLayout,
     QLabel,
     QMenu,
     QSizePolicy,
-    QTabWidget,
     QVBoxLayout,
     QWidget,
 )
@@ -36,7 +37,9 @@ from app.engine.connections import source_words
 from app.settings.schema import AppSettings
 from app.system.background import BackgroundCall
 from app.system.model_chooser import chosen_path, model_chooser
-from app.window.buttons import PRIMARY, SECONDARY, button, footer
+from app.window.buttons import LINK, PRIMARY, SECONDARY, button
+from app.window.segmented import SegmentedPages
+from app.theme.tokens import SPACE
 from app.theme.icons import themed
 from app.window.confirm import confirm_destructive
 from core.errors import SpecExecError
@@ -49,7 +52,7 @@ DESTRUCTIVE_VERBS = ("Delete", "Remove")
 
 @dataclass(frozen=True)
 class InstalledEntry:
-    """A row of the Installed tab: a catalog pair, or one imported model (used without a draft)."""
+    """A row of My models: a catalog pair, or one imported model (used without a draft)."""
 
     key: str  # a pair id, or "model:<folder name>"
     name: str
@@ -81,7 +84,7 @@ def installed_entries(catalog: Catalog, root: Path) -> list[InstalledEntry]:
         entries.append(
             InstalledEntry(
                 f"model:{model.name}",
-                f"{model.name} (imported)",  # the card says it has no draft model
+                model.name,  # the card says it was added by you and runs without a helper model
                 target,
                 "",
                 model.done_bytes,
@@ -94,18 +97,27 @@ def installed_entries(catalog: Catalog, root: Path) -> list[InstalledEntry]:
 
 
 def card_line(entry: InstalledEntry) -> str:
-    """A card's line under the name: the format first, then the size, then whether it has a draft model."""
+    """A card's line under the name: the format first, then the size, then what the draft model means to a
+    person: a helper that makes answers faster, or none (an imported model, added by you: slower)."""
     size = "ships with the app" if entry.size_bytes is None else size_words(entry.size_bytes)
-    helper = "with a draft model" if entry.draft else "no draft model"
+    helper = (
+        "with a helper model for speed"
+        if entry.draft
+        else "added by you · runs without a helper model, slower"
+        if entry.key.startswith("model:")
+        else "runs without a helper model, slower"
+    )
     return " · ".join(part for part in (entry.weights, size, helper) if part)
 
 
-class ModelManager(QDialog):
-    """Emits `switched` with the new settings after the user picked another pair and it passed the checks."""
+class ModelManager(QFrame):
+    """Emits `switched` with the new settings after the user picked another pair and it passed the checks;
+    `back_requested` when Back or Esc asks for the chat again (the window removes the page)."""
 
     switched = Signal(object)  # AppSettings
     download_requested = Signal(str)  # a catalog pair id: the app opens the wizard on its download
     endpoints_changed = Signal(object)  # AppSettings with a server added or removed (saved, nothing reloads)
+    back_requested = Signal()
 
     def __init__(
         self,
@@ -124,23 +136,28 @@ class ModelManager(QDialog):
         self.entries: list[InstalledEntry] = []
         self.switching: str | None = None  # what a switch started here is loading, until the engine says
         self._calls: list[BackgroundCall] = []
-        self.setWindowTitle("Models")
-        self.resize(760, 560)
-        layout = QVBoxLayout(self)
         self.setObjectName("modelManager")
-        self.tabs = QTabWidget()
-        layout.addWidget(self.tabs, 1)
+        self.setAccessibleName("Models")
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(SPACE.xl, SPACE.l, SPACE.xl, SPACE.l)
+        layout.setSpacing(SPACE.m)
+        self.back_button = button("Back to chat", LINK, "Back to the chat (Esc)")
+        themed(self.back_button, "chevron-left", "link", size=16)
+        title = QLabel("Models")
+        title.setObjectName("pageTitle")
+        layout.addWidget(self.back_button, 0, Qt.AlignmentFlag.AlignLeft)
+        layout.addWidget(title)
+        self.sections = SegmentedPages("Models sections")
+        layout.addWidget(self.sections, 1)
         self.message = QLabel()
         self.message.setObjectName("managerMessage")
         self.message.setTextFormat(Qt.TextFormat.PlainText)
         self.message.setWordWrap(True)
         self.message.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        # a long path or error wraps in the width there is: it never widens the dialog nor moves its buttons
+        # a long path or error wraps in the width there is: it never widens the page nor moves its buttons
         self.message.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Minimum)
         layout.addWidget(self.message)
-        self.close_button = button("Close", SECONDARY)
-        self.close_button.clicked.connect(self.reject)
-        layout.addWidget(footer(self, self.close_button))
+        self.back_button.clicked.connect(self.back_requested)
         self._build_installed()
         self._build_catalog()
         self.connections = ConnectionsPage(
@@ -148,17 +165,37 @@ class ModelManager(QDialog):
         )
         self.connections.use_requested.connect(self._use_connection)
         self.connections.endpoints_changed.connect(self._endpoints_changed)
-        self.tabs.addTab(self.connections, "Connections")
+        self.sections.add_page(self.connections, "Connections")
         self.refresh()
 
     def show_connections(self) -> "ModelManager":
-        self.tabs.setCurrentWidget(self.connections)
+        self.sections.setCurrentWidget(self.connections)
         return self
 
     def show_catalog(self) -> "ModelManager":
-        """On "Get more models" (the empty chat's "Get a bigger model")."""
-        self.tabs.setCurrentWidget(self.catalog_page)
+        """The Download section (the empty chat's "Get a bigger model" opens it)."""
+        self.sections.setCurrentWidget(self.catalog_page)
         return self
+
+    def focus_order(self) -> list[QWidget]:
+        """The page's controls in the order Tab visits them: Back, the switch (Tab stops on its chosen segment;
+        Left and Right move between segments, as between radio buttons), then the sections' controls (Tab skips
+        those of the hidden sections). The window chains them after the sidebar."""
+        sections = [self.sections.widget(index) for index in range(self.sections.count())]
+        controls = [
+            widget
+            for section in sections
+            for widget in section.findChildren(QWidget)
+            if widget.focusPolicy() & Qt.FocusPolicy.TabFocus and widget.window() is self.window()  # not a menu
+        ]
+        return [self.back_button, *self.sections.buttons, *controls]
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802 - Qt signature
+        """Esc: back to the chat, as Back does."""
+        if event.key() == Qt.Key.Key_Escape:
+            self.back_requested.emit()
+            return
+        super().keyPressEvent(event)
 
     def _use_connection(self, settings: AppSettings) -> None:
         self.settings = settings
@@ -186,11 +223,12 @@ class ModelManager(QDialog):
         self.settings = settings
         self.endpoints_changed.emit(settings)
 
-    # -- installed tab -------------------------------------------------------------------------------------
+    # -- my models -----------------------------------------------------------------------------------------
 
     def _build_installed(self) -> None:
         page = QWidget()
         column = QVBoxLayout(page)
+        column.setContentsMargins(0, 0, 0, 0)  # in line with the switch above it
         self.installed = CardList()
         self.installed.setAccessibleName("Installed models")
         self.installed.currentRowChanged.connect(lambda _row: self._update_buttons())
@@ -219,7 +257,7 @@ class ModelManager(QDialog):
         folder.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         column.addWidget(folder)
         column.addLayout(row)
-        self.tabs.addTab(page, "Installed")
+        self.sections.add_page(page, "My models")
 
     def refresh(self) -> None:
         call = BackgroundCall(lambda: installed_entries(self.catalog, self.models_dir), self)
@@ -338,11 +376,12 @@ class ModelManager(QDialog):
         call.failed.connect(lambda text: self.message.setText(f"Not imported: {text}"))
         self._calls.append(call.start())
 
-    # -- catalog tab ---------------------------------------------------------------------------------------
+    # -- the catalog (Download) ----------------------------------------------------------------------------
 
     def _build_catalog(self) -> None:
         page = QWidget()
         column = QVBoxLayout(page)
+        column.setContentsMargins(0, 0, 0, 0)  # in line with the switch above it
         self.catalog_list = PairList()
         self.catalog_status = label("Checking which models fit this computer…", muted=True)
         self.download_button = button("Download…", PRIMARY)
@@ -355,7 +394,7 @@ class ModelManager(QDialog):
         row.addWidget(self.download_button)
         column.addWidget(self.catalog_list, 1)
         column.addLayout(row)
-        self.tabs.addTab(page, "Get more models")
+        self.sections.add_page(page, "Download")
         self.catalog_page = page
         from app.models.wizard.state import WizardState
 

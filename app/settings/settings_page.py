@@ -182,7 +182,7 @@ class SettingsPage(QFrame):
             row = Field(name, field, words)
             row.name_label.setBuddy(field.edit)
             column.addWidget(row)
-        manager = button("Open the model manager", LINK, "Installed models, downloads and servers on other computers")
+        manager = button("Open the Models page", LINK, "Installed models, downloads and servers on other computers")
         manager.clicked.connect(self.models_requested)
         column.addWidget(manager, 0, Qt.AlignmentFlag.AlignLeft)
 

@@ -47,6 +47,7 @@ from app.window.toast import Toast
 from app.window.file_actions import FileActionsMixin
 from app.window.geometry import restore_geometry, save_geometry
 from app.window.menus import MenusMixin
+from app.window.models_host import ModelsHostMixin
 from app.window.settings_host import SettingsHostMixin
 from app.conversations.store import Store
 from app.models.wizard.wizard import FirstRunWizard
@@ -69,9 +70,9 @@ def default_size(available: QSize | None) -> tuple[int, int]:
     return min(width, int(available.width() * 0.9)), min(height, int(available.height() * 0.9))
 
 
-class MainWindow(MenusMixin, SettingsHostMixin, FileActionsMixin, QMainWindow):
-    """The sidebar, the chat, the status bar; menus (menus.py), settings (settings_host.py) and file actions
-    (file_actions.py) come from their mixins."""
+class MainWindow(MenusMixin, SettingsHostMixin, ModelsHostMixin, FileActionsMixin, QMainWindow):
+    """The sidebar, the chat, the status bar; menus (menus.py), settings (settings_host.py), the Models page
+    (models_host.py) and file actions (file_actions.py) come from their mixins."""
 
     def __init__(
         self,
@@ -164,9 +165,12 @@ class MainWindow(MenusMixin, SettingsHostMixin, FileActionsMixin, QMainWindow):
         row.setSpacing(0)
         row.addWidget(chat, 1)
         row.addWidget(self.chat_settings)
+        self.content = QStackedWidget()  # beside the sidebar: the chat; the Models page in its place while open
+        self.content.addWidget(main)
+        self.model_manager: ModelManager | None = None
         splitter = QSplitter(Qt.Orientation.Horizontal)
         splitter.addWidget(self.sidebar)
-        splitter.addWidget(main)
+        splitter.addWidget(self.content)
         splitter.setStretchFactor(1, 1)
         splitter.setSizes([250, 950])
         splitter.setChildrenCollapsible(False)
@@ -178,6 +182,7 @@ class MainWindow(MenusMixin, SettingsHostMixin, FileActionsMixin, QMainWindow):
         self.status_line = AppStatusBar(self.bridge, c.stats, self)
         self.setStatusBar(self.status_line)
         self.pages.currentChanged.connect(lambda _page: self.status_line.close_details())  # Settings covers it
+        self.content.currentChanged.connect(lambda _page: self.status_line.close_details())  # so does Models
         self.toast = Toast(chat)  # transient feedback, over the bottom of the chat
         # Keyboard order: sidebar (new, search, list, menu) -> header -> input -> send
         QWidget.setTabOrder(self.sidebar.app_menu_button, self.header.model_button)
@@ -199,7 +204,8 @@ class MainWindow(MenusMixin, SettingsHostMixin, FileActionsMixin, QMainWindow):
         self.header.model_switch_requested.connect(self.open_model_manager)
         self.header.export_requested.connect(self.export_conversation_dialog)
         self.sidebar.new_requested.connect(self.new_conversation)
-        self.sidebar.selected.connect(c.open_conversation)
+        self.sidebar.selected.connect(lambda cid: (self.close_model_manager(), c.open_conversation(cid)))
+        self.sidebar.models_requested.connect(self.toggle_model_manager)
         self.sidebar.delete_requested.connect(self.delete_conversation)
         self.sidebar.export_requested.connect(lambda cid, kind: self.export_conversation_dialog(kind, cid))
         self.sidebar.search_changed.connect(c.search)
@@ -247,7 +253,7 @@ class MainWindow(MenusMixin, SettingsHostMixin, FileActionsMixin, QMainWindow):
             return
         if self.bridge.status.state == FAILED:
             self.toast.show_message(
-                "Not sent: no model is loaded. Press Retry above the chat, or pick a model in Menu > Model manager.",
+                "Not sent: no model is loaded. Press Retry above the chat, or pick a model under Models in the sidebar.",
                 6000,
             )
             return
@@ -255,6 +261,7 @@ class MainWindow(MenusMixin, SettingsHostMixin, FileActionsMixin, QMainWindow):
             self.input.clear()
 
     def new_conversation(self) -> None:
+        self.close_model_manager()  # a chat is asked for: the Models page gives it its place back
         self.controller.new_conversation()
         self.input.setFocus()
 
@@ -462,25 +469,6 @@ class MainWindow(MenusMixin, SettingsHostMixin, FileActionsMixin, QMainWindow):
 
     # -- models (app/models/manager.py, app/models/wizard/) ---------------------------------------------------------
 
-    def open_model_manager(self) -> ModelManager:
-        manager = ModelManager(self.settings, models_dir(), own_api_url=self.api_server.url, parent=self)
-        manager.switched.connect(self.switch_models)
-        manager.endpoints_changed.connect(self.apply_settings)
-        manager.download_requested.connect(lambda pair_id: (manager.accept(), self.open_wizard(pair_id)))
-        self.bridge.status_changed.connect(manager.show_engine_status)
-        manager.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
-        manager.show()
-        return manager
-
-    def switch_models(self, settings: AppSettings) -> None:
-        """Use another (already checked) pair: saved, the engine reloads it, the chat says so; conversations stay."""
-        self.apply_settings(settings)
-        self.controller.stats.reset()  # the last answer's speed was the other model's
-        if settings.remote_endpoint() is not None:
-            self.toast.show_message(f"Switched to {source_words(settings)}: connecting", 6000)
-        else:
-            self.toast.show_message(f"Switched to {model_pair_name(settings)}: loading it", 6000)
-
     def open_wizard(self, resume_pair: str | None = None) -> FirstRunWizard:
         """The set-up wizard from the menu: it borrows this window's engine for its last page."""
         if self.settings.remote_endpoint() is not None:  # it sets up and loads a model on this computer
@@ -505,7 +493,11 @@ class MainWindow(MenusMixin, SettingsHostMixin, FileActionsMixin, QMainWindow):
     # -- closing -------------------------------------------------------------------------------------------
 
     def _escape(self) -> None:
-        """Esc: deny the tool call a card asks about, else stop the answer."""
+        """Esc: back to the chat from the Models page, else deny the tool call a card asks about, else stop the
+        answer."""
+        if self.model_manager is not None and self.content.currentWidget() is self.model_manager:
+            self.close_model_manager()
+            return
         call_id = self.controller.open_question()
         if call_id is not None:
             self.controller.decide(call_id, "deny")

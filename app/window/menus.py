@@ -45,7 +45,7 @@ class MenusMixin:
         chat.addSeparator()
         self._action(chat, "Go to the message box", lambda: self.input.setFocus(), "Ctrl+L")
         models = bar.addMenu("&Models")
-        self.model_manager_action = self._action(models, "&Model manager…", self.open_model_manager, "Ctrl+M")
+        self.model_manager_action = self._action(models, "&Model manager", self.open_model_manager, "Ctrl+M")
         self._action(models, "&Set-up wizard…", lambda: self.open_wizard())
         models.addSeparator()
         self._action(models, "&Restart engine", self.restart_engine)

@@ -14,7 +14,7 @@ from PySide6.QtGui import QColor, QPainter
 from PySide6.QtWidgets import QFrame, QLabel, QSizePolicy, QStatusBar, QToolButton, QVBoxLayout, QWidget
 
 from app.chat.answer_stats import AnswerStats
-from app.chat.message_words import WORDS_PER_TOKEN
+from app.chat.message_words import rate_words
 from app.engine.bridge import CRASHED, FAILED, GENERATING, IDLE, LOADING, READY, STARTING, EngineBridge, EngineStatus
 from app.theme.icons import themed
 from app.theme.tokens import SPACE, current
@@ -211,8 +211,8 @@ class SpeedDetails(QFrame):
     def show_stats(self) -> None:
         s = self.stats
         if s.passes:
-            speed = s.tokens_per_second
-            self.speed_label.setText(f"{speed:.1f} tokens/s, about {speed * WORDS_PER_TOKEN:.0f} words per second")
+            speed = s.summary()["tokens_per_s"]  # the answer's saved figure: the same words as under it
+            self.speed_label.setText(f"{rate_words(speed).capitalize()} ({speed:.1f} tokens/s)")
             self.per_pass_label.setText(f"{s.mean_tokens_per_pass:.2f} tokens per pass of the big model")
         else:
             self.speed_label.setText("No answer yet: the speed shows while one is written")
@@ -293,7 +293,12 @@ class AppStatusBar(QStatusBar):
         return self.state_label.full_text
 
     def _show_speed(self) -> None:
-        self.speed_button.setText(f"{self.stats.tokens_per_second:.1f} tokens/s" if self.stats.passes else "Speed")
+        """The last answer's speed in words, as under the answer; the exact figure on the tooltip, the rest in the
+        card a click away."""
+        speed = self.stats.summary()["tokens_per_s"]  # rounded as the answer's saved figure: the same words
+        self.speed_button.setText(rate_words(speed).capitalize() if self.stats.passes else "Speed")
+        figure = f"{speed:.1f} tokens per second. " if self.stats.passes else ""
+        self.speed_button.setToolTip(f"{figure}Speed details: tokens per second, per pass, and why this method")
 
     def _toggle_details(self, shown: bool) -> None:
         if shown:

@@ -145,7 +145,7 @@ class DonePage(PlainPage):
         measured = predict_pair(fit.pair, hardware)
         if not measured.rate_source.startswith("measured") or measured.tokens_per_second is None:
             return ""
-        return f"On this computer it writes {speed_words(measured).split(' (')[0]}. "
+        return f"On this computer it writes {speed_words(measured).removesuffix(', measured on this computer')}. "
 
     def isComplete(self) -> bool:
         return self.loaded and self.bridge is not None and self.bridge.status.state == READY

@@ -24,6 +24,7 @@ from app.system.gpu_check import gpu_refused, linked, read_report
 from app.system.paths import AppPaths
 from app.models.wizard.plain_page import PlainPage
 from app.models.wizard.state import Prediction, WizardState
+from app.models.wizard.pair_list import badge, label
 from app.models.wizard.words import hardware_summary, recommendation_words
 from core.hardware.description import HardwareDescription, fixture_path
 from app.theme.tokens import SPACE
@@ -118,14 +119,17 @@ class HardwarePage(PlainPage):
         font = self.summary.font()
         font.setPointSizeF(font.pointSizeF() * 1.3)
         self.summary.setFont(font)
-        self.advice = QLabel()
-        self.advice.setObjectName("hardwareAdvice")
-        self.advice.setWordWrap(True)
+        self.recommended_name = label("", "cardTitle")
+        self.advice = label("", "hardwareAdvice")
+        self.fit_count = label("", muted=True)
         card = QFrame()  # the recommendation stands out as a card, as the next page's models do
         card.setObjectName("recommendCard")
         card_layout = QVBoxLayout(card)
-        card_layout.setContentsMargins(SPACE.l, SPACE.m, SPACE.l, SPACE.m)
-        card_layout.addWidget(self.advice)
+        card_layout.setContentsMargins(SPACE.l, SPACE.l, SPACE.l, SPACE.l)
+        card_layout.setSpacing(SPACE.s)
+        card_layout.addWidget(badge("Recommended for this computer", "accent"), 0, Qt.AlignmentFlag.AlignLeft)
+        for widget in (self.recommended_name, self.advice, self.fit_count):
+            card_layout.addWidget(widget)
         self.gpu_check = QLabel()
         self.gpu_check.setObjectName("gpuCheck")
         self.gpu_check.setWordWrap(True)
@@ -158,6 +162,12 @@ class HardwarePage(PlainPage):
     def isComplete(self) -> bool:
         return self.state.recommendation is not None
 
+    def _show_recommendation(self, prediction: Prediction) -> None:
+        words = recommendation_words(prediction.recommendation)
+        self.recommended_name.setText(words.name)
+        self.advice.setText(words.advice)
+        self.fit_count.setText(words.count)
+
     def _toggle_details(self, shown: bool) -> None:
         self.details.setVisible(shown)
         self.details_button.setText("Hide details" if shown else "Show details")
@@ -173,7 +183,7 @@ class HardwarePage(PlainPage):
 
         hw = self.state.apply(prediction)
         self.summary.setText(hardware_summary(hw))
-        self.advice.setText(recommendation_words(prediction.recommendation))
+        self._show_recommendation(prediction)
         self.details.set_lines(describe_lines(hw))
         self.completeChanged.emit()
         if hw.gpus and fixture_path() is None and not any(gpu.h2d_bytes_per_second for gpu in hw.gpus):
@@ -246,7 +256,7 @@ class HardwarePage(PlainPage):
 
         hw = self.state.apply(prediction)
         self.summary.setText(hardware_summary(hw))
-        self.advice.setText(recommendation_words(prediction.recommendation))
+        self._show_recommendation(prediction)
         self.details.set_lines(describe_lines(hw))
 
     def cleanupPage(self) -> None:

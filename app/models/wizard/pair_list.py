@@ -1,7 +1,7 @@
 """The catalog's pairs as cards: name, what the model is good for, fit mark (green / amber / red) with its
 reason, predicted speed in words and numbers, download size, licence and gated note; the technical details
 (draft model, quantisation, tokens per pass) are in the tooltip and the page's Details. The recommended pair comes first. Used by the
-wizard's "Choose a model" page and the model manager's catalog tab; `CardList` also lists the manager's
+wizard's "Choose a model" page and the Models page's Download section; `CardList` also lists the manager's
 installed models.
 
 Cards are plain labels on the list's item background, coloured by role in resources/style.qss (the selected

@@ -60,7 +60,7 @@ class FirstRunWizard(QWizard):
             (QWizard.WizardButton.CancelButton, SECONDARY),
         ):
             set_role(self.button(kind), role)  # the way on looks like the main action; no stock icons
-        self.resize(760, 620)
+        self.resize(760, 560)
         self.hardware_page = HardwarePage(self.state)
         self.choose_page = ChoosePage(self.state)
         self.download_page = DownloadPage(self.state)

@@ -3,6 +3,8 @@ PCIe 4.0 x16; 466.0 GB free on disk", "about 5 words per second". The wizard and
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from core.hardware.description import HardwareDescription
 from core.models.fit import PairFit, Recommendation
 from app.chat.message_words import WORDS_PER_TOKEN
@@ -38,16 +40,17 @@ def hardware_summary(hw: HardwareDescription) -> str:
 
 
 def speed_words(fit: PairFit) -> str:
-    """ "about 5 words per second (7.0 tokens/s)", "…, measured here" when it was, or why there is no figure."""
+    """ "about 5 words per second", "…, measured on this computer" when it was, or why there is no figure. The
+    tokens per second are in `technical_lines`, one click away (issue 42: plain words first)."""
     if fit.tokens_per_second is None:
         return "speed unknown: it does not fit"
     words = fit.tokens_per_second * WORDS_PER_TOKEN
     measured = ", measured on this computer" if fit.rate_source.startswith("measured") else ""
     if words > 100:
-        return f"more than 100 words per second ({fit.tokens_per_second:.0f} tokens/s{measured})"
+        return f"more than 100 words per second{measured}"
     figure = f"{words:.0f}" if words >= 2 else f"{words:.1f}"
     unit = "word" if figure == "1" else "words"
-    return f"about {figure} {unit} per second ({fit.tokens_per_second:.1f} tokens/s{measured})"
+    return f"about {figure} {unit} per second{measured}"
 
 
 # What a model of this size is good for, by the parameters one token goes through (an MoE's routed experts).
@@ -79,7 +82,8 @@ def technical_lines(fit: PairFit) -> list[str]:
     )
     per_pass = f"{fit.tokens_per_pass:.1f} tokens per pass of the big model"
     budget = f" with {fit.budget}-token trees" if fit.budget else ""
-    lines.append(f"Speed: {per_pass}{budget} ({fit.acceptance_source}); {fit.rate_source}.")
+    rate = f"{fit.tokens_per_second:.1f} tokens per second, " if fit.tokens_per_second is not None else ""
+    lines.append(f"Speed: {rate}{per_pass}{budget} ({fit.acceptance_source}); {fit.rate_source}.")
     lines.append(
         f"Memory: needs {size_words(fit.host_bytes_needed)} of RAM; reads up to "
         f"{pair.context_length:,} tokens of a chat."
@@ -109,15 +113,25 @@ def eta_words(seconds: float | None) -> str:
     return f"about {seconds // 3600} h {seconds % 3600 // 60} min left"
 
 
-def recommendation_words(recommendation: Recommendation) -> str:
+@dataclass(frozen=True)
+class RecommendationWords:
+    """The first page's card: the model's name as its title, what it is good for and how fast it should
+    answer, then how many models fit (muted)."""
+
+    name: str
+    advice: str
+    count: str
+
+
+def recommendation_words(recommendation: Recommendation) -> RecommendationWords:
     """What the machine means for the choice: the model we recommend, what it is good for, how fast it
     should answer. The counts leave out the SpecExec paper's calibration pair, which the next page does not
     offer (Llama 2 70B, kept to check the speed model)."""
     offered = [fit for fit in recommendation.pairs if not fit.pair.calibration]
     best = next((fit for fit in offered if fit.pair.id == recommendation.recommended), offered[0])
     fitting = sum(1 for fit in offered if fit.fit != "no")
-    quality = quality_words(best)
-    return (
-        f"We recommend <b>{best.pair.name}</b>. {quality} Here it should write {speed_words(best)}. "
-        f"{fitting} of the {len(offered)} models fit this computer; the next page shows them all."
+    return RecommendationWords(
+        best.pair.name,
+        f"{quality_words(best)} Here it should write {speed_words(best)}.",
+        f"{fitting} of the {len(offered)} models fit this computer; the next page shows them all.",
     )
