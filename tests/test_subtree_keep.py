@@ -82,12 +82,8 @@ def test_the_kept_subtree_is_the_grown_one_under_the_emitted_token_with_its_rows
     kept = _seed_paths(seed)
     assert {tuple(p) for p in kept.values()} == under and len(under) > 1  # every expanded node under it, nothing else
     assert seed.root_row == tree.root_row + len(emitted)
-    assert int(seed.nodes) >= len(under) - 1
+    assert int(seed.nodes) == len(under) - 1  # the new root excluded
     assert all(d == len(kept[j]) for j, d in enumerate(seed.e_depth[: len(kept)].tolist()))
-    # candidates hang under kept expanded nodes only, with depths one more than their parents'
-    finite = torch.isfinite(seed.c_cum)
-    assert bool((seed.c_parent[finite] < int(seed.n_expanded)).all())
-    assert torch.equal(seed.c_depth[finite], seed.e_depth[seed.c_parent[finite]] + 1)
     # each kept node's KV row (after the new root's) holds what a fresh prefill of its tokens computes
     base = PROMPT + emitted
     for j, path in kept.items():
@@ -100,14 +96,20 @@ def test_the_kept_subtree_is_the_grown_one_under_the_emitted_token_with_its_rows
             assert torch.allclose(cache.layers[layer]._value_buffer[..., row, :], values, atol=1e-10)
 
 
-def test_nothing_is_kept_when_the_emitted_token_was_never_expanded():
+@pytest.mark.parametrize("gpu", [False, True], ids=["cpu", "gpu-path"])
+def test_nothing_is_kept_when_the_emitted_token_was_never_expanded(gpu):
+    """A CPU (a read is free) keeps no seed at all; the GPU's fixed-size seed holds the root's slot alone."""
     model = sharpen(make_tiny_llama(4, vocab=48), 20.0)
-    tree, cache = _grown(model, False)
-    search = tree.search
-    first = int(search.e_token[1])
-    unexpanded = next(t for t in range(48) if not bool(((search.e_parent == 1) & (search.e_token == t)).any()))
-    seed = keep_subtree(search, [first, unexpanded], cache, max_nodes=64)
-    assert int(seed.n_expanded) == 1 and int(seed.nodes) == 0 and not bool(torch.isfinite(seed.c_cum).any())
+    with gpu_semantics() if gpu else torch.no_grad():
+        tree, cache = _grown(model, gpu)
+        search = tree.search
+        first = int(search.e_token[1])
+        unexpanded = next(t for t in range(48) if not bool(((search.e_parent == 1) & (search.e_token == t)).any()))
+        seed = keep_subtree(search, [first, unexpanded], cache, max_nodes=64)
+    if gpu:
+        assert int(seed.n_expanded) == 1 and int(seed.nodes) == 0
+    else:
+        assert seed is None
 
 
 def test_a_search_from_the_seed_grows_on_and_its_rows_are_right():
@@ -155,3 +157,79 @@ def test_keeping_reads_nothing_on_a_gpu():
         keep_subtree(search, emitted, cache, max_nodes=64)
     counts = trace.snapshot()
     assert dict(counts.syncs) == {}
+
+
+def _tree_paths(tree) -> dict[tuple[int, ...], float]:
+    """Each real draft node's tokens below the root -> its cumulative log-prob."""
+    tokens, parents, valid, cum = tree.tokens.tolist(), tree.parents.tolist(), tree.valid.tolist(), tree.cum_logp
+    paths = {}
+    for i in range(1, len(tokens)):
+        if valid[i]:
+            path, j = [], i
+            while j > 0:
+                path.append(tokens[j])
+                j = parents[j]
+            paths[tuple(path[::-1])] = float(cum[i])
+    return paths
+
+
+@pytest.mark.parametrize(
+    ("dtype", "gpu"),
+    [(torch.float64, False), (torch.float32, False), (torch.float64, True)],
+    ids=["float64", "float32", "float64-gpu-path"],
+)
+def test_a_search_from_a_kept_subtree_builds_the_tree_a_fresh_search_builds(dtype, gpu):
+    """Keeping only spares forwards: under each emitted path to an expanded node with expanded children (the
+    first six), the seeded search's tree is the top-K tree a fresh search from the same root builds at the same
+    budget (the same token paths, the same cumulative log-probs), though the shadow's pool trimmed children of
+    the kept nodes and the seed holds some of the root's children already."""
+    model = sharpen(make_tiny_llama(5, vocab=48, dtype=dtype), 20.0)
+    config, pool = SearchConfig(12, 8, 3, 1.0, None), 48
+    tolerance = 1e-9 if dtype == torch.float64 else 1e-4
+    compared = 0
+    with gpu_semantics() if gpu else torch.no_grad():
+        grown = build_draft_tree(model, model.new_cache(), torch.tensor(PROMPT), config, 8, None, pool, 16).search
+        grown.grow(pool, 16)
+        n = int(grown.n_expanded)
+        parents, tokens = grown.e_parent[:n].tolist(), grown.e_token[:n].tolist()
+        for node in [j for j in range(1, n) if j in parents[1:]][:6]:
+            emitted, j = [], node
+            while j > 0:
+                emitted.append(tokens[j])
+                j = parents[j]
+            emitted = emitted[::-1]
+            cache = model.new_cache()
+            tree = build_draft_tree(model, cache, torch.tensor(PROMPT), config, 8, None, pool, 16)
+            tree.search.grow(pool, 16)
+            commit_draft_path(cache, tree.root_row, torch.tensor([tree.root_row]))
+            seed = keep_subtree(tree.search, emitted, cache, max_nodes=config.budget)
+            if seed is None or int(seed.nodes) == 0:
+                continue  # nothing under the emitted token: the next search starts from its root alone
+            ids = PROMPT + emitted
+            seeded = build_draft_tree(model, cache, torch.tensor(ids[cache.length :]), config, 8, seed, pool, 0)
+            fresh = build_draft_tree(model, model.new_cache(), torch.tensor(ids), config, 8, None, pool, 0)
+            got, want = _tree_paths(seeded), _tree_paths(fresh)
+            assert set(got) == set(want), emitted
+            assert all(abs(got[path] - want[path]) < tolerance for path in want)
+            compared += 1
+    assert compared >= 3
+
+
+def test_a_search_from_a_seed_reads_nothing_on_a_gpu():
+    """The next search's catch-up forward re-scores the kept rows and merges their children with device ops of
+    fixed size (the seed's slots, known on the host): no host sync from the seed to the finished tree."""
+    model = sharpen(make_tiny_llama(4, vocab=48), 20.0)
+    with gpu_semantics():
+        tree, cache = _grown(model, True)
+        emitted = _deep_path(tree.search)
+        commit_draft_path(cache, tree.root_row, torch.tensor([tree.root_row]))
+        seed = keep_subtree(tree.search, emitted, cache, max_nodes=64)
+    pending = torch.tensor((PROMPT + emitted)[cache.length :])
+    trace = DeviceTrace()
+    trace.mark_model(model)
+    trace.mark_cache(cache)
+    trace.mark_device(pending, *(value for value in vars(seed).values() if isinstance(value, torch.Tensor)))
+    with gpu_semantics(), trace:
+        nxt = build_draft_tree(model, cache, pending, CONFIG, 3, seed, POOL, 0)
+    assert dict(trace.snapshot().syncs) == {}
+    assert int(nxt.seed_nodes) == int(seed.nodes) > 0

@@ -11,7 +11,7 @@ from core.decoding.methods.step import PassStats
 class OverlapTally:
     """Per pass means of: draft forwards on the critical path (the search the target waits for) and under
     the target's stream (the shadow search's); the share of passes whose search started from a kept subtree,
-    and the kept subtree's nodes in those passes; and the critical-path forwards of the passes that started
+    and the kept subtree's expanded nodes in those passes; and the critical-path forwards of the passes that started
     from a kept subtree and of those that did not, apart (what the speed model prices a keep by)."""
 
     passes: int = 0

@@ -107,18 +107,25 @@ def _best_children(
     e_depth: torch.Tensor,
     config: SearchConfig,
     count: int,
+    known: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, ...]:
     """The `count` best children of the rows just expanded, by cumulative log-prob, from one top-k over
     the flattened scores (only these can enter the pool, which keeps the `count` best).
 
     logits: [b, V] for the nodes `parents` (E indices, long [b]; a padding row's node scores -inf, so its
-    children do too). Returns (token, parent, depth, cum), each [c] with c = min(count, b * V), best
-    first; cum is float64, -inf for tokens the draft excludes.
+    children do too). `known`: bool [b, V], children the search holds already (a seed's expanded nodes):
+    they score -inf after the softmax, so the others keep their own log-probs. Returns (token, parent,
+    depth, cum), each [c] with c = min(count, b * V), best first; cum is float64, -inf for tokens the draft
+    excludes.
     """
     if config.top_p is None or config.top_p >= 1.0:
         logp, ids = draft_logprobs(logits, config.temperature, None), None  # [b, V] in the work dtype
+        if known is not None:
+            logp = logp.masked_fill(known, -torch.inf)
     else:  # truncated draft: each row's nucleus first (short, found without sorting the vocabulary)
         logp, ids = draft_top_k(logits, config.temperature, config.top_p, count)  # [b, k'] each
+        if known is not None:
+            logp = logp.masked_fill(known.gather(1, ids), -torch.inf)
     width = logp.shape[-1]
     parent_cum = e_cum[parents]  # [b] float64
     scores = (logp + parent_cum.to(logp.dtype)[:, None]).reshape(-1)  # [b * width]: ranks the children
@@ -157,17 +164,17 @@ def _root_only(pending: torch.Tensor, root_row: int) -> DraftTree:
 
 @dataclass
 class SearchSeed:
-    """What a search starts from besides its root: the subtree kept from the last pass's grown search under
-    the token the target emitted (core.decoding.subtree_keep builds it). Fixed sizes, on the draft's device;
-    depths and cumulative log-probs relative to the new root.
+    """What a search starts from besides its root: the expanded nodes kept from the last pass's grown search
+    under the token the target emitted (core.decoding.subtree_keep builds it). Fixed sizes, on the draft's
+    device; depths and cumulative log-probs relative to the new root.
 
     e_token, e_parent, e_depth: long [S], e_cum: float64 [S] (-inf: an empty slot), reach: bool [S, S]: the
     kept expanded nodes, the root's slot first (its row is written by the search's catch-up forward), each
     real one's KV already at cache row root_row + its index; n_expanded: long [1], slots in use (root
-    included); c_token, c_parent, c_depth: long [pool], c_cum: float64 [pool]: the candidates under them,
-    best first; nodes: long [1], kept nodes in all (root excluded), for the pass's stats. Host values:
-    root_row (the search must root there, else the seed is stale), pool (the pool size it was kept for),
-    depth_bound (no node deeper)."""
+    included); nodes: long [1], kept expanded nodes (root excluded), for the pass's stats. No candidates: the
+    search's catch-up forward re-scores every kept node's row, so all their children come back from fresh
+    logits (the grown search's pool had trimmed some of them against nodes outside the kept subtree). Host
+    values: root_row (the search must root there, else the seed is stale), depth_bound (no node deeper)."""
 
     e_token: torch.Tensor
     e_parent: torch.Tensor
@@ -175,13 +182,8 @@ class SearchSeed:
     e_cum: torch.Tensor
     reach: torch.Tensor
     n_expanded: torch.Tensor
-    c_token: torch.Tensor
-    c_parent: torch.Tensor
-    c_depth: torch.Tensor
-    c_cum: torch.Tensor
     nodes: torch.Tensor
     root_row: int
-    pool: int
     depth_bound: int
 
     @property
@@ -215,8 +217,8 @@ class DraftSearch:
         self.draft, self.cache, self.config = draft, cache, config
         self.pool = max(pool, config.budget)
         self.root_row = cache.length + pending.shape[0] - 1  # cache row and absolute position of the root
-        if seed is not None and (seed.root_row != self.root_row or seed.pool != self.pool):
-            seed = None  # kept for another root or pool size: start afresh
+        if seed is not None and seed.root_row != self.root_row:
+            seed = None  # kept for another root: start afresh
         self.seeded = seed is not None
         room = cache.capacity - self.root_row - 1
         # Each expansion forward writes a block of `width` rows after the last expanded node; every block must
@@ -254,19 +256,37 @@ class DraftSearch:
         self.e_parent[:1], self.e_depth[:1], self.e_birth[:1], self.e_cum[:1] = -1, 0, 0, 0.0
         self.reach[0, 0] = True
 
-        # the first forward: the pending tokens (prefill or catch-up), the root's logits last
-        visible = causal_visibility(cache.length, pending.shape[0], device)
-        positions = torch.arange(cache.length, cache.length + pending.shape[0], device=device)
+        # the first forward: the pending tokens (prefill or catch-up), the root's logits last, then the seed's
+        # kept nodes re-scored (their rows rewritten in place with the same values)
+        tokens, positions, visible = self._first_rows(pending, slots)
         with self.timer:
             logits = draft.forward(
-                pending, positions, additive_mask(visible, draft.dtype), cache, logit_rows=slice(-1, None)
+                tokens, positions, additive_mask(visible, draft.dtype), cache, logit_rows=slice(-slots, None)
             )
-        if seed is not None:  # the root's children the seed holds already are not proposed again
-            logits = logits.masked_fill(self._seeded_children(logits.shape[-1])[None], -torch.inf)
-        self.logits: torch.Tensor | None = logits  # not merged into the pool yet
-        self.new_parents = torch.zeros(1, dtype=torch.long, device=device)  # E indices of the rows in `logits`
+        cache.crop_to(self.root_row + 1)  # the kept rows stay past `length`, as every tree row does
+        self.logits: torch.Tensor | None = logits  # [slots, V], not merged into the pool yet
+        self.new_parents = torch.arange(slots, device=device)  # E indices of the rows in `logits`
+        self.known = self._known_children(logits.shape[-1]) if seed is not None else None
         self.forward = 1
         self.depth_bound += 1
+
+    def _first_rows(self, pending: torch.Tensor, slots: int) -> tuple[torch.Tensor, ...]:
+        """Tokens, positions and visibility of the first forward: the pending chain (causal), then the E slots
+        1..slots-1 (a seed's kept nodes; each sees the prefix, the root, its kept ancestors and itself, at cache
+        row root_row + its E index, right after the root's)."""
+        device, length, p = pending.device, self.cache.length, pending.shape[0]
+        chain = causal_visibility(length, p, device)  # [P, length + P]
+        if slots == 1:
+            return pending, torch.arange(length, length + p, device=device), chain
+        tree = self.reach[1:slots, 1:slots]  # [S - 1, S - 1]
+        visible = torch.cat(
+            [
+                torch.cat([chain, torch.zeros((p, slots - 1), dtype=torch.bool, device=device)], dim=1),
+                torch.cat([torch.ones((slots - 1, length + p), dtype=torch.bool, device=device), tree], dim=1),
+            ]
+        )
+        positions = torch.cat([torch.arange(length, length + p, device=device), self.root_row + self.e_depth[1:slots]])
+        return torch.cat([pending, self.e_token[1:slots]]), positions, visible
 
     def _plant(self, seed: SearchSeed) -> None:
         """Start from the kept subtree: its nodes count as found by the first forward (birth 1); nodes below the
@@ -277,22 +297,17 @@ class DraftSearch:
         self.e_birth[1:s] = 1
         self.reach[:s, :s] = seed.reach
         self.n_expanded = seed.n_expanded.clone()
-        self.c_token, self.c_parent, self.c_depth = seed.c_token.clone(), seed.c_parent.clone(), seed.c_depth.clone()
-        self.c_cum = torch.where(seed.c_depth > cap, -torch.inf, seed.c_cum)
-        self.c_birth = torch.ones_like(self.c_token)
         self.depth_bound = seed.depth_bound
 
-    def _seeded_children(self, vocab_size: int) -> torch.Tensor:
-        """bool [V]: tokens the seed already has as children of the root (expanded or candidates)."""
-        tokens = torch.cat([self.e_token[1:], self.c_token])
-        is_child = torch.cat(
-            [
-                (self.e_parent[1:] == 0) & torch.isfinite(self.e_cum[1:]),
-                (self.c_parent == 0) & torch.isfinite(self.c_cum),
-            ]
-        )
-        seen = torch.zeros(vocab_size, dtype=torch.float32, device=tokens.device)
-        return seen.index_add_(0, tokens, is_child.float()) > 0
+    def _known_children(self, vocab_size: int) -> torch.Tensor:
+        """bool [S, V] for the first forward's rows (E slots 0..S-1): children the seed holds as expanded nodes
+        already, and every child of a node at the depth cap (a fresh search never expands one)."""
+        s = self.logits.shape[0]
+        child = torch.isfinite(self.e_cum[1:s])  # [S - 1]: real kept nodes, each its parent's child
+        flat = self.e_parent[1:s].clamp_min(0) * vocab_size + self.e_token[1:s]
+        known = torch.zeros(s * vocab_size, dtype=torch.float32, device=flat.device)
+        known = known.index_add_(0, flat, child.float()).reshape(s, vocab_size) > 0
+        return known | (self.e_depth[:s] >= self.config.max_depth)[:, None]
 
     def _merge(self) -> None:
         """Merge the children of the last forward's rows into the pool (a stable sort keeps earlier entries
@@ -304,8 +319,9 @@ class DraftSearch:
             allowed = config.child_mask(self.e_token, self.e_parent, self.new_parents)
             logits = logits.masked_fill(~_fit_vocab(allowed, logits.shape[-1]), -torch.inf)
         token, parent, depth, cum = _best_children(
-            logits, self.new_parents, self.e_cum, self.e_depth, config, self.pool
+            logits, self.new_parents, self.e_cum, self.e_depth, config, self.pool, self.known
         )
+        self.known = None
         birth = torch.full_like(token, self.forward)
         merged = [
             torch.cat(pair)

@@ -129,18 +129,17 @@ EAGER_DEQUANT_BYTES_PER_WEIGHT = 28.5
 # because that module imports torch, which the app's process never does). tests/test_speed.py checks they agree.
 FUSED_MATMUL_MAX_ROWS = 64
 # The overlap (module docstring, `OverlapPrice`), measured on the built-in pair on the CPU only (no GPU in
-# the session that measured it): complete trees (adaptive depth off), budget 32, the shadow given all the
-# forwards its pool wants (as the 70B pairs' 0.9 s passes give it on a GPU), 6 MT-Bench first turns, 16 tokens
-# each, t=0.6, top-p 0.9, `specexec bench acceptance ... --no-adaptive-depth --shadow-forwards 32` against
-# `--no-overlap` (docs/benchmarks.md, issue 39, "The price, measured on complete trees"). The same tokens per
-# pass on and off (3.84); 28% of passes started from a kept subtree (4.3 nodes); 7.20 critical-path forwards
-# a pass against 7.48: 3.7% fewer, 0.13 of a kept pass's forwards. Why so little: the emitted token is never
-# in the scored tree, so a kept subtree lies under a token the draft ranked below the budget, it is small,
-# and its expanded nodes lost the children the pool trimmed, so the next search still makes its catch-up
-# forward and every level below. 25 passes a side: a small sample, and the CPU's, until a GPU measures the
-# keep at 20-32 shadow forwards and a better draft.
-OVERLAP_KEEP_RATE = 0.28
-OVERLAP_KEPT_PASS_SAVING = 0.13
+# the session that measured it): complete trees (adaptive depth off), budgets 32 and 64, the shadow given all
+# the forwards its pool wants (as the 70B pairs' 0.9 s passes give it on a GPU), 6 MT-Bench first turns, 16
+# tokens each, t=0.6, top-p 0.9, `specexec bench acceptance ... --no-adaptive-depth --shadow-forwards 32`
+# against `--no-overlap` (docs/benchmarks.md, issue 39, "A seeded search builds the fresh tree"). The same
+# tokens per pass on and off at both budgets (3.84, 4.17); 27% of passes (13 of 48) started from kept expanded
+# nodes (about 3 of them); 358 critical-path forwards against 379: 5.0% fewer, 0.19 of a kept pass's forwards.
+# Why so little: the emitted token is never in the scored tree, so a kept subtree lies under a token the draft
+# ranked below the budget and is small; the next search still makes its catch-up forward and every level below
+# it. 48 passes a side: a small sample, and the CPU's, until a GPU measures the keep at 20-32 shadow forwards.
+OVERLAP_KEEP_RATE = 0.27
+OVERLAP_KEPT_PASS_SAVING = 0.19
 DTYPE_BYTES = 2  # a GPU computes in float16 or bfloat16
 
 

@@ -15,8 +15,9 @@ class PassStats:
     tree_depth: deepest draft node; draft_seconds: whole draft search; draft_forward_seconds: its forwards
     alone (the rest is search overhead); target_seconds: the target forward and verification;
     draft_forwards: the search's forwards, on the critical path; shadow_forwards: the shadow search's, made
-    while the target's pass ran (core.decoding.methods.specexec, overlap on); kept_nodes: nodes of the subtree
-    kept from the last pass that this pass's search started from (0: from its root alone)."""
+    while the target's pass ran (core.decoding.methods.specexec, overlap on); kept_nodes: expanded nodes
+    kept from the last pass under the emitted token that this pass's search started from (0: from its root
+    alone)."""
 
     tokens: int
     tree_size: int
