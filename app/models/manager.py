@@ -191,7 +191,8 @@ class ModelManager(QFrame):
         return [self.back_button, *self.sections.buttons, *controls]
 
     def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802 - Qt signature
-        """Esc: back to the chat, as Back does."""
+        """Esc: back to the chat, as Back does. (While an answer is written the window's Esc action is on and
+        takes the key first: MainWindow._escape closes the page the same way.)"""
         if event.key() == Qt.Key.Key_Escape:
             self.back_requested.emit()
             return

@@ -16,7 +16,7 @@ from app.settings.schema import AppSettings
 from app.models.wizard.plain_page import PlainPage
 from app.models.wizard.state import WizardState
 from app.window.buttons import PRIMARY, button
-from app.models.wizard.words import speed_words
+from app.models.wizard.words import MEASURED_HERE, speed_words
 from core.errors import SpecExecError
 from core.models.fit import predict_pair
 
@@ -145,7 +145,7 @@ class DonePage(PlainPage):
         measured = predict_pair(fit.pair, hardware)
         if not measured.rate_source.startswith("measured") or measured.tokens_per_second is None:
             return ""
-        return f"On this computer it writes {speed_words(measured).removesuffix(', measured on this computer')}. "
+        return f"On this computer it writes {speed_words(measured).removesuffix(MEASURED_HERE)}. "
 
     def isComplete(self) -> bool:
         return self.loaded and self.bridge is not None and self.bridge.status.state == READY

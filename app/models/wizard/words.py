@@ -11,6 +11,7 @@ from app.chat.message_words import WORDS_PER_TOKEN
 from core.planning.sizes import format_bytes
 
 FIT_WORDS = {"fits": "Fits this computer", "tight": "Fits, just", "no": "Does not fit"}
+MEASURED_HERE = ", measured on this computer"  # after a speed measured here (the done page drops it)
 
 
 def size_words(nbytes: float) -> str:
@@ -45,7 +46,7 @@ def speed_words(fit: PairFit) -> str:
     if fit.tokens_per_second is None:
         return "speed unknown: it does not fit"
     words = fit.tokens_per_second * WORDS_PER_TOKEN
-    measured = ", measured on this computer" if fit.rate_source.startswith("measured") else ""
+    measured = MEASURED_HERE if fit.rate_source.startswith("measured") else ""
     if words > 100:
         return f"more than 100 words per second{measured}"
     figure = f"{words:.0f}" if words >= 2 else f"{words:.1f}"
