@@ -6,12 +6,16 @@ equal between SpecExec and sequential decoding (float64) and to a direct computa
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, replace
 
 import pytest
 import torch
 
+from transformers import PreTrainedTokenizerBase
+
 from core.decoding.constraints import GrammarConstraint, GrammarSpec
 from core.errors import InvalidSettingError
+from core.modeling.causal_lm import CausalLM
 from core.decoding.generation import DecodingSettings, generate, stream_generate
 from core.decoding.methods.specexec import TreeSettings
 from core.decoding.methods.step import OutputControls
@@ -31,20 +35,31 @@ PERSON = {
 }
 
 
+@dataclass(frozen=True)
+class _Loaded:
+    lm: CausalLM
+    tokenizer: PreTrainedTokenizerBase
+
+
 @pytest.fixture(scope="module")
 def builtin():
-    """The built-in pair in float32 on the CPU (a real tokenizer that can spell JSON), and a prompt: the tests
-    that take it are marked slow."""
-    from core.loading.load import load_model
+    """A tiny pair that spells like the built-in model, and a prompt: the built-in model's tokenizer (byte-level
+    BPE, a real vocabulary, its chat template) on a small random float32 Llama, and a noisy copy as the draft,
+    so trees get accepted the way a quantised draft's are. What these tests check (exactness under a grammar,
+    the masks, the parse) holds for any weights; the real weights would only make each forward ~50x dearer.
+    The built-in model's conversion makes the tests that take it slow."""
+    from transformers import AutoTokenizer
+
+    from conftest import make_tiny_llama, noisy_copy, sharpen
+    from core.loading.builtin import ensure_converted
     from core.text.prompts import Prompt, encode_prompt
 
-    torch.set_num_threads(1)
-    target = load_model("builtin", dtype="float32", device="cpu")
-    draft = load_model("builtin-draft", dtype="float32", device="cpu", role="draft")
-    prompt = encode_prompt(
-        target.tokenizer, Prompt(messages=({"role": "user", "content": "Describe a person in JSON."},))
-    )
-    return target, draft, prompt
+    tokenizer = AutoTokenizer.from_pretrained(ensure_converted())
+    tiny = sharpen(make_tiny_llama(0, vocab=len(tokenizer), hidden=64, dtype=torch.float32), 4.0)
+    target = replace(tiny, eos_token_ids=(tokenizer.eos_token_id,))
+    draft = replace(noisy_copy(target), eos_token_ids=target.eos_token_ids)
+    prompt = encode_prompt(tokenizer, Prompt(messages=({"role": "user", "content": "Describe a person in JSON."},)))
+    return _Loaded(target, tokenizer), _Loaded(draft, tokenizer), prompt
 
 
 def _constraint(builtin, spec: GrammarSpec) -> GrammarConstraint:

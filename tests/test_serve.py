@@ -159,40 +159,29 @@ def test_prompt_longer_than_the_context_is_400(client):
 
 
 def test_the_built_in_pair_calls_tools_in_the_hermes_format(client):
-    """The built-in pair's ChatML template has Hermes tool calls: a forced call whose parameters are a nested
-    Pydantic model ($defs, $ref) is written under a grammar, read back as tool_calls, streamed with its
-    arguments in fragments, and a call cut by max_tokens shows no template text."""
-    from pydantic import BaseModel, Field
-
-    class Address(BaseModel):
-        city: str = Field(max_length=12)
-        street: str = Field(max_length=12)
-
-    class Person(BaseModel):
-        name: str = Field(max_length=12)
-        home: Address
-        past: list[Address] = Field(max_length=2)
-
+    """The built-in pair's ChatML template has Hermes tool calls, and a forced call comes back as tool_calls.
+    Nested schemas, streamed arguments and a call cut by max_tokens: test_serve_agents.py, on a tiny pair with
+    the same tokenizer (the real weights would only make those answers slower)."""
     assert client.models.retrieve("builtin").specexec["tool_call_format"] == "hermes"
-    tool = openai.pydantic_function_tool(Person, name="final_result")
-    assert "$defs" in tool["function"]["parameters"]
-    ask = [{"role": "user", "content": "Describe Ada, who lives in Oslo."}]
+    unit = {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "parameters": {
+                "type": "object",
+                "properties": {"unit": {"enum": ["celsius", "fahrenheit"]}},
+                "required": ["unit"],
+                "additionalProperties": False,
+            },
+        },
+    }
+    ask = [{"role": "user", "content": "What is the weather in Oslo?"}]
     answer = client.chat.completions.create(
-        model="builtin", messages=ask, tools=[tool], tool_choice="required", max_tokens=300, seed=2
+        model="builtin", messages=ask, tools=[unit], tool_choice="required", max_tokens=60, seed=2
     )
     call = answer.choices[0].message.tool_calls[0]
-    assert answer.choices[0].finish_reason == "tool_calls" and call.function.name == "final_result"
-    Person.model_validate_json(call.function.arguments)
-    stream = client.chat.completions.create(
-        model="builtin", messages=ask, tools=[tool], tool_choice="required", max_tokens=300, seed=2, stream=True
-    )
-    pieces = [d for chunk in stream if chunk.choices for d in chunk.choices[0].delta.tool_calls or ()]
-    assert pieces[0].function.name == "final_result" and len(pieces) > 3  # the arguments grow piece by piece
-    assert "".join(p.function.arguments or "" for p in pieces) == call.function.arguments  # same seed, same call
-    cut = client.chat.completions.create(
-        model="builtin", messages=ask, tools=[tool], tool_choice="required", max_tokens=3, seed=2
-    )
-    assert cut.choices[0].finish_reason == "length" and not cut.choices[0].message.content
+    assert answer.choices[0].finish_reason == "tool_calls" and call.function.name == "get_weather"
+    assert json.loads(call.function.arguments)["unit"] in ("celsius", "fahrenheit")
 
 
 def test_a_nested_schema_the_grammar_cannot_read_names_the_tools(client):
@@ -228,10 +217,10 @@ PERSON = {
 }
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_json_mode_and_a_json_schema_always_parse(client, seed):
-    """Structured output through the official client: the answer is JSON (a schema's answer matches it) on
-    every seed, including with SpecExec's trees (the server's method)."""
+def test_the_built_in_pair_writes_json_in_json_mode_and_under_a_schema(client):
+    """Structured output through the official client, with SpecExec's trees (the server's method): the answer
+    is JSON, a schema's answer matches it. The same on several seeds: test_serve_agents.py, on a tiny pair."""
+    seed = 0
     ask = [{"role": "user", "content": "Describe a person as JSON."}]
     answer = client.chat.completions.create(
         model="builtin",

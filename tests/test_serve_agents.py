@@ -195,6 +195,80 @@ def test_reasoning_items_of_a_model_that_thinks(tmp_path):
 
 
 # ----------------------------------------------------------------------------------------------------------
+# Chat completions under a grammar, through the official client
+
+
+class Street(BaseModel):
+    city: str = Field(max_length=12)
+    street: str = Field(max_length=12)
+
+
+class Resident(BaseModel):
+    name: str = Field(max_length=12)
+    home: Street
+    past: list[Street] = Field(max_length=2)
+
+
+@pytest.mark.slow
+def test_a_nested_tool_call_in_the_hermes_format_whole_streamed_and_cut(client):
+    """A forced call whose parameters are a nested Pydantic model ($defs, $ref) is written under a grammar in
+    the template's Hermes format, read back as tool_calls, streamed with its arguments in fragments (the same
+    call: same seed), and a call cut by max_tokens shows no template text."""
+    tool = openai.pydantic_function_tool(Resident, name="final_result")
+    assert "$defs" in tool["function"]["parameters"]
+    ask = [{"role": "user", "content": ASK}]
+    answer = client.chat.completions.create(
+        model="m", messages=ask, tools=[tool], tool_choice="required", max_tokens=300, seed=2
+    )
+    call = answer.choices[0].message.tool_calls[0]
+    assert answer.choices[0].finish_reason == "tool_calls" and call.function.name == "final_result"
+    Resident.model_validate_json(call.function.arguments)
+    stream = client.chat.completions.create(
+        model="m", messages=ask, tools=[tool], tool_choice="required", max_tokens=300, seed=2, stream=True
+    )
+    pieces = [d for chunk in stream if chunk.choices for d in chunk.choices[0].delta.tool_calls or ()]
+    assert pieces[0].function.name == "final_result" and len(pieces) > 3  # the arguments grow piece by piece
+    assert "".join(p.function.arguments or "" for p in pieces) == call.function.arguments
+    cut = client.chat.completions.create(
+        model="m", messages=ask, tools=[tool], tool_choice="required", max_tokens=3, seed=2
+    )
+    assert cut.choices[0].finish_reason == "length" and not cut.choices[0].message.content
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_json_mode_and_a_json_schema_always_parse(client, seed):
+    """Structured output: the answer is JSON (a schema's answer matches it) on every seed, with SpecExec's
+    trees (the server's method); JSON mode's answer cut by max_tokens is still the start of an object."""
+    person = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "maxLength": 12},
+            "age": {"type": "integer", "minimum": 0, "maximum": 120},
+        },
+        "required": ["name", "age"],
+        "additionalProperties": False,
+    }
+    ask = [{"role": "user", "content": "Describe a person as JSON."}]
+    answer = client.chat.completions.create(
+        model="m",
+        messages=ask,
+        seed=seed,
+        max_tokens=60,
+        temperature=0.9,
+        response_format={"type": "json_schema", "json_schema": {"name": "person", "schema": person, "strict": True}},
+    )
+    written = json.loads(answer.choices[0].message.content)
+    assert set(written) == {"name", "age"} and isinstance(written["age"], int)
+    assert answer.choices[0].finish_reason == "stop" and answer.specexec["method"] == "specexec"
+    mode = client.chat.completions.create(
+        model="m", messages=ask, seed=seed, max_tokens=60, response_format={"type": "json_object"}
+    )
+    text = mode.choices[0].message.content
+    assert isinstance(json.loads(text), dict) if mode.choices[0].finish_reason == "stop" else text.startswith("{")
+
+
+# ----------------------------------------------------------------------------------------------------------
 # Agent frameworks
 
 
