@@ -418,3 +418,25 @@ def test_different_special_token_ids_are_reported():
     with pytest.raises(TokenizerMismatchError) as info:
         check_same_tokenizer(make_tokenizer(), make_tokenizer(eos="w3"), "t", "d")
     assert "eos" in str(info.value) and "0" in str(info.value) and "3" in str(info.value)
+
+
+def test_a_gguf_load_parses_the_file_once_and_leaves_gguf_as_it_was(tmp_path, monkeypatch):
+    """transformers reads a GGUF file for its config, its tokenizer and its weights: the load parses it once
+    (a 49k-token vocabulary takes ~10 s a parse), and gguf's own names are back in place afterwards."""
+    import gguf
+
+    path = tmp_path / "tiny-q.gguf"
+    write_tiny_gguf(path)
+    parsed: list[str] = []
+    real_reader = gguf.GGUFReader
+
+    def counting_reader(file, mode="r"):
+        parsed.append(str(file))
+        return real_reader(file, mode)
+
+    monkeypatch.setattr(gguf, "GGUFReader", counting_reader)
+    real_map = gguf.get_tensor_name_map
+    loaded = load_model(str(path), device="cpu")
+    assert parsed == [str(path)], parsed
+    assert loaded.lm.vocab_size == VOCAB and loaded.tokenizer.eos_token_id == 0
+    assert gguf.GGUFReader is counting_reader and gguf.get_tensor_name_map is real_map

@@ -10,6 +10,7 @@ Offline only: every transformers call gets `local_files_only=True`.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -185,6 +186,37 @@ def gguf_model_type(path: Path) -> str:
 
 
 @contextlib.contextmanager
+def _parsed_once() -> Iterator[None]:
+    """transformers parses a GGUF file anew for its config, its tokenizer and its weights (each parse ~10 s of
+    Python for a 49k-token vocabulary on a 2-core machine), and rebuilds gguf's tensor-name map for every
+    module (~13 s for the built-in model's 30 layers): most of a first conversion. While it runs, a file is
+    parsed once and a map built once per (architecture, layers). Both are pure functions of their arguments
+    and transformers only reads what they return; gguf is looked up by attribute at each call
+    (`from gguf import GGUFReader` inside its functions), which is what lets the memo stand in. Where a
+    later gguf lacks either name, nothing is replaced and the load is only slower."""
+    import gguf
+
+    original_reader = getattr(gguf, "GGUFReader", None)
+    original_map = getattr(gguf, "get_tensor_name_map", None)
+    if original_reader is None or original_map is None:
+        yield
+        return
+    readers: dict[tuple[str, str], object] = {}
+
+    def reader(path, mode="r"):  # noqa: ANN001, ANN202 - stands in for GGUFReader(path, mode)
+        key = (str(path), mode)
+        if key not in readers:
+            readers[key] = original_reader(path, mode)
+        return readers[key]
+
+    gguf.GGUFReader, gguf.get_tensor_name_map = reader, functools.lru_cache(maxsize=None)(original_map)
+    try:
+        yield
+    finally:
+        gguf.GGUFReader, gguf.get_tensor_name_map = original_reader, original_map
+
+
+@contextlib.contextmanager
 def _counting_dequantised(weight_progress: WeightProgress | None) -> Iterator[None]:
     """transformers dequantises a GGUF tensor by tensor behind a tqdm bar printed to the terminal. While it
     runs, that bar is replaced by a silent counter that reports (bytes dequantised, bytes in all), at most once
@@ -222,16 +254,24 @@ def load_gguf_components(
 ):
     """(HF model, tokenizer) from a .gguf file, every weight dequantised into a plain dense model;
     `weight_progress` gets (bytes dequantised, bytes in all) as it goes."""
-    from transformers import AutoModelForCausalLM, GgufConfig
-
     path = Path(path)
     if not path.is_file():
         raise ModelNotFoundError(f"GGUF file {path} does not exist")
     progress(f"Reading the metadata of {path.name}")
     check_architecture(gguf_model_type(path))
-    progress(f"Reading the tokenizer of {path.name}")
-    tokenizer = load_tokenizer(name, path.parent, gguf_file=path)
-    progress(f"Dequantising the weights of {path.name} ({_dtype_name(dtype)} on {device}; this takes a while)")
+    with _parsed_once():
+        progress(f"Reading the tokenizer of {path.name}")
+        tokenizer = load_tokenizer(name, path.parent, gguf_file=path)
+        progress(f"Dequantising the weights of {path.name} ({_dtype_name(dtype)} on {device}; this takes a while)")
+        model = _dequantised_model(path, dtype, device, weight_progress)
+    check_architecture(model.config.model_type)
+    return model, tokenizer
+
+
+def _dequantised_model(path: Path, dtype: torch.dtype, device: torch.device, weight_progress: WeightProgress | None):
+    """The HF model of a .gguf file with every weight dequantised (plain nn.Linear layers)."""
+    from transformers import AutoModelForCausalLM, GgufConfig
+
     kwargs = {"device_map": {"": str(device)}} if device.type != "cpu" else {}
     try:
         with _counting_dequantised(weight_progress):
@@ -248,8 +288,7 @@ def load_gguf_components(
         raise
     except Exception as error:
         raise ModelFormatError(f"could not load the GGUF file {path}: {type(error).__name__}: {error}") from error
-    check_architecture(model.config.model_type)
-    return model, tokenizer
+    return model
 
 
 def load_gguf_file(
