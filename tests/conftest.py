@@ -30,15 +30,19 @@ if os.environ.get("PYTEST_XDIST_WORKER"):  # parallel workers (scripts/run-tests
 def session_cache_dir(tmp_path_factory) -> Iterator[None]:
     """Point SPECEXEC_CACHE_DIR at a session folder, so what tests cache (the autotuner's cost models) never
     lands in the user's cache; the converted built-in model is linked in from the real cache when it is
-    there, so tests do not convert it again. Engine processes inherit the variable."""
+    there, so tests do not convert it again, else from a folder the session's workers share, so it is
+    converted once. Engine processes inherit the variable."""
     from core.system.env import CACHE_DIR_ENV
     from core.system.locations import cache_dir, old_cache_dir
 
     folder = tmp_path_factory.mktemp("specexec-cache")
-    for real in (cache_dir(), old_cache_dir()):  # the user's cache, under its name before an update too
-        if real is not None and (real / "builtin").is_dir():
-            (folder / "builtin").symlink_to(real / "builtin", target_is_directory=True)
-            break
+    real = next((c for c in (cache_dir(), old_cache_dir()) if c is not None and (c / "builtin").is_dir()), None)
+    if real is not None:  # the user's cache, under its name before an update too
+        (folder / "builtin").symlink_to(real / "builtin", target_is_directory=True)
+    elif os.environ.get("PYTEST_XDIST_WORKER"):  # one conversion for all workers (~25 s each on a fresh machine)
+        shared = tmp_path_factory.getbasetemp().parent / "specexec-builtin"
+        shared.mkdir(exist_ok=True)  # a conversion publishes by an atomic rename: racing workers keep the first
+        (folder / "builtin").symlink_to(shared, target_is_directory=True)
     previous = os.environ.get(CACHE_DIR_ENV)
     os.environ[CACHE_DIR_ENV] = str(folder)
     try:
