@@ -3,6 +3,7 @@ generator pinned to published Philox test vectors and to values computed by a pl
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -132,8 +133,10 @@ PINNED_UNIFORMS = [
 @pytest.mark.parametrize("counter,key,expected", PHILOX_KAT)
 def test_philox_matches_the_published_test_vectors(counter, key, expected):
     assert tuple(philox_reference(counter, key)) == expected
-    words = philox4x32(tuple(torch.tensor([c]) for c in counter), key)
+    words = philox4x32(tuple(torch.tensor([c]) for c in counter), key)  # torch's int64 words (large batches)
     assert tuple(int(w) for w in words) == expected
+    words = philox4x32(tuple(np.array([c], dtype=np.uint64) for c in counter), key)  # numpy's (small ones)
+    assert tuple(int(w[0]) for w in words) == expected
 
 
 @pytest.mark.parametrize("inputs,expected", PINNED_UNIFORMS)

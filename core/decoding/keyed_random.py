@@ -21,9 +21,9 @@ bit pattern on a CPU and a GPU.
 
 The draws are made on the host (core.decoding.sampling.position_noise). A small batch there (one acceptance test,
 a few positions of a tiny vocabulary) costs Philox's ~200 integer operations in dispatch alone, ~7 us each as
-torch operations and under 1 us as numpy's: batches up to NUMPY_BATCH counters run the same operators on numpy
-arrays (the same exact int64 arithmetic, so the same bits), larger ones stay in torch, which spreads them over
-threads.
+torch operations and under 1 us as numpy's: batches up to NUMPY_BATCH counters run on numpy arrays of uint64
+(exact integer arithmetic too, so the same bits, with one multiply where torch's int64 needs the 16-bit
+split), larger ones stay in torch, which spreads them over threads.
 """
 
 from __future__ import annotations
@@ -48,11 +48,15 @@ STREAM_SPECINFER_RESIDUAL = 3  # SpecInfer's residual sample
 
 
 def _mulhilo(a, multiplier: int):
-    """(high, low) 32-bit words of a * multiplier for words a in [0, 2^32) (int64 torch tensor or numpy array)
-    and a 32-bit constant.
+    """(high, low) 32-bit words of a * multiplier for words a in [0, 2^32) (int64 torch tensor, or uint64
+    numpy array) and a 32-bit constant.
 
-    a * M = a * M_hi * 2^16 + a * M_lo with 16-bit halves; each partial product is below 2^48.
+    numpy's uint64 holds the whole product (below 2^64): one multiply. torch has no uint64 arithmetic on every
+    device, so there a * M = a * M_hi * 2^16 + a * M_lo with 16-bit halves; each partial product is below 2^48.
     """
+    if isinstance(a, np.ndarray):
+        product = a * np.uint64(multiplier)
+        return product >> np.uint64(32), product & np.uint64(MASK32)
     p_hi = a * (multiplier >> 16)
     s = a * (multiplier & 0xFFFF) + ((p_hi & 0xFFFF) << 16)  # < 2^49
     return (p_hi >> 16) + (s >> 32), s & MASK32
@@ -81,9 +85,9 @@ def keyed_uniforms(seed: int, positions: torch.Tensor, stream: int, index: torch
     positions, index = torch.broadcast_tensors(positions, index)
     key = (seed & MASK32, seed >> 32)
     if positions.device.type == "cpu" and positions.numel() <= NUMPY_BATCH:
-        where, number = np.ascontiguousarray(positions.numpy()), np.ascontiguousarray(index.numpy())
+        where, number = positions.numpy().astype(np.uint64), index.numpy().astype(np.uint64)  # both >= 0
         w0, w1, _, _ = philox4x32((number, where & MASK32, where >> 32, np.full_like(where, stream)), key)
-        mantissa = (w0 << 20) | (w1 >> 12)  # 52 random bits
+        mantissa = (w0 << np.uint64(20)) | (w1 >> np.uint64(12))  # 52 random bits
         return torch.from_numpy((2 * mantissa + 1).astype(np.float64) * 2.0**-53)  # exact, as below
     counter = (index, positions & MASK32, positions >> 32, torch.full_like(positions, stream))
     w0, w1, _, _ = philox4x32(counter, key)
