@@ -13,20 +13,18 @@ from conftest import in_process_engine, make_word_tokenizer, torch_threads
 from core.engine import protocol as P
 from core.decoding.autotune.acceptance import BUILTIN_TABLE, DEFAULT_TABLE, prior_table
 from core.decoding.autotune.chooser import (
-    AUTO_MAX_BUDGET,
     SEQUENTIAL,
     SPECEXEC,
     AutoTuner,
     Choice,
     Config,
     candidate_configs,
-    resolve_budget,
 )
+from core.planning.budgets import AUTO_MAX_BUDGET
 from core.decoding.autotune.cost_model import CostModel, Curve, cached_cost_model, cost_key, measure_cost_model
 from core.models.speed import MEASURED_OVERLAP, OverlapPrice
-from core.decoding.generation import DecodingSettings, generate, stream_generate
-from core.decoding.methods.specexec import TreeSettings
-from core.decoding.sampling import SamplingParams
+from core.decoding.generation import generate, stream_generate
+from core.decoding.settings import DecodingSettings, SamplingParams, TreeSettings, resolve_budget
 
 # ----------------------------------------------------------------------------------------------------------
 # Synthetic machines

@@ -16,10 +16,10 @@ from transformers import PreTrainedTokenizerBase
 from core.decoding.constraints import GrammarConstraint, GrammarSpec
 from core.errors import InvalidSettingError
 from core.modeling.causal_lm import CausalLM
-from core.decoding.generation import DecodingSettings, generate, stream_generate
-from core.decoding.methods.specexec import TreeSettings
+from core.decoding.generation import generate, stream_generate
+from core.decoding.settings import DecodingSettings, TreeSettings
 from core.decoding.methods.step import OutputControls
-from core.decoding.sampling import SamplingParams
+from core.decoding.settings import SamplingParams
 from core.server.tool_calls import forced_call_grammar
 
 pytestmark = pytest.mark.timeout(600)

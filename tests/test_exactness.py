@@ -9,8 +9,8 @@ from core.decoding.autotune.depth import DepthPolicy
 from core.decoding.decode_state import DecodeState
 from core.decoding.device_io import gpu_semantics
 from core.decoding.methods.sequential import sequential_steps
-from core.decoding.methods.specexec import TreeSettings, specexec_steps
-from core.decoding.sampling import SamplingParams
+from core.decoding.methods.specexec import specexec_steps
+from core.decoding.settings import SamplingParams, TreeSettings
 from core.modeling.tree_mask import additive_mask, causal_visibility
 from conftest import make_tiny_llama, noisy_copy, sharpen
 

@@ -426,7 +426,7 @@ def test_automatic_budget_is_planned_as_the_engine_loads_and_predicted_at_its_fa
     """None (the app's default): memory planned for the largest budget the engine's tuner may pick (what
     the engine loads with), speed at whichever of the tuner's budgets the model predicts fastest."""
     from core.planning.budgets import AUTO_BUDGETS, AUTO_MAX_BUDGET
-    from core.decoding.autotune.chooser import resolve_budget
+    from core.decoding.settings import resolve_budget
 
     assert resolve_budget("auto", "auto") == (AUTO_MAX_BUDGET, True)  # what the engine plans its caches for
     pair, machine = load_catalog().pair(PAPER_PAIR), hw("gpu24-ram64-pcie4")

@@ -8,9 +8,8 @@ from transformers import PreTrainedTokenizerFast
 
 from core.text.detokenize import IncrementalDetokenizer
 from core.errors import ContextLengthError, InvalidSettingError
-from core.decoding.generation import DecodingSettings, generate, stream_generate
-from core.decoding.methods.specexec import TreeSettings
-from core.decoding.sampling import SamplingParams
+from core.decoding.generation import generate, stream_generate
+from core.decoding.settings import DecodingSettings, SamplingParams, TreeSettings
 
 PROMPT = [1, 9, 12, 30, 7]
 PARAMS = SamplingParams(temperature=0.8, top_p=0.95, seed=5)

@@ -12,15 +12,17 @@ from transformers import AutoModelForCausalLM, LlamaConfig
 
 from core.decoding.decode_state import DecodeState
 from core.errors import ContextLengthError, InsufficientHostMemoryError, InvalidSettingError
-from core.decoding.generation import DecodingSettings, stream_generate
+from core.decoding.generation import stream_generate
+from core.decoding.settings import DecodingSettings
 from core.modeling.kv_cache import InPlaceKVCache
 from core.decoding.methods.sequential import sequential_steps
-from core.decoding.methods.specexec import TreeSettings, specexec_steps
+from core.decoding.methods.specexec import specexec_steps
+from core.decoding.settings import TreeSettings
 from core.offload import load_offloaded
 from core.offload.host_embedding import HostEmbedding
 from core.planning.host_memory import HOST_MARGIN_BYTES, host_bytes_needed, host_table_bytes
 from core.planning.residency import activation_bytes, device_fixed_bytes, kv_cache_bytes, resolve_context_length
-from core.decoding.sampling import SamplingParams
+from core.decoding.settings import SamplingParams
 
 from conftest import make_word_tokenizer
 from test_offload import COMMON, IDS, in_memory, logits, save_tiny
@@ -142,7 +144,7 @@ def test_cli_and_engine_carry_the_context_length():
 @pytest.mark.parametrize("offload", ["off", "on"])
 def test_loaded_models_are_planned_for_the_context_and_tree(tmp_path, offload):
     from core.loading.load import load_model
-    from core.loading.offload_policy import OffloadSettings
+    from core.loading.offload_settings import OffloadSettings
 
     save_tiny(tmp_path, "llama", torch.float16)  # max_position_embeddings 256
     make_word_tokenizer().save_pretrained(str(tmp_path))

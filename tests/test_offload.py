@@ -29,8 +29,10 @@ from core.errors import (
     ModelNotFoundError,
     UnsupportedArchitectureError,
 )
-from core.decoding.generation import DecodingSettings, stream_generate
-from core.decoding.methods.specexec import TreeSettings, specexec_steps
+from core.decoding.generation import stream_generate
+from core.decoding.settings import DecodingSettings
+from core.decoding.methods.specexec import specexec_steps
+from core.decoding.settings import TreeSettings
 from core.offload import OffloadedLM, OffloadReport, load_offloaded
 from core.offload.layout import LAYER_ALIGN, layer_layout
 from core.planning.residency import (
@@ -42,12 +44,12 @@ from core.planning.residency import (
     plan_residency,
     spread_layers,
 )
-from core.loading.offload_policy import OffloadSettings
+from core.loading.offload_settings import OffloadSettings
 from core.offload.schedule import Compute, Copy, check_plan, pass_timeline, plan_pass, plan_prefetch, streamed_layers
 from core.planning.host_memory import check_host_memory
 from core.offload.pin_budget import PinBudget
 from core.offload.weight_store import HostWeightStore
-from core.decoding.sampling import SamplingParams
+from core.decoding.settings import SamplingParams
 from core.modeling.tree_mask import additive_mask, causal_visibility
 
 from conftest import make_word_tokenizer

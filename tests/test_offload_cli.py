@@ -11,7 +11,7 @@ import torch
 from core.errors import InvalidSettingError
 from core.loading.load import load_model
 from core.offload.offloaded_lm import OffloadedLM
-from core.loading.offload_policy import OffloadSettings
+from core.loading.offload_settings import OffloadSettings
 from core.modeling.tree_mask import additive_mask, causal_visibility
 from conftest import make_word_tokenizer, run_cli
 from test_cli import save_tiny_model

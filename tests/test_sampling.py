@@ -12,7 +12,6 @@ from core.decoding.device_io import gpu_semantics
 from core.decoding.keyed_random import STREAM_TOKEN, keyed_gumbels, keyed_uniforms, philox4x32
 from core.decoding.sampling import (
     DRAW_BLOCK,
-    SamplingParams,
     apply_repetition_penalty,
     apply_top_k,
     apply_top_p,
@@ -24,6 +23,7 @@ from core.decoding.sampling import (
     process_logits,
     sample_token,
 )
+from core.decoding.settings import SamplingParams
 
 INF = -math.inf
 

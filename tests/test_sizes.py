@@ -118,3 +118,23 @@ def test_planning_modules_import_without_torch() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False", out.stderr
+
+
+def test_chat_checks_its_flags_without_torch() -> None:
+    """`specexec chat` (and `serve`, through the same decoding_settings) refuses a bad flag before the engine
+    starts, and checking the flags loads no torch: that took ~10 s of imports in the CLI process, on top of the
+    engine's own."""
+    code = (
+        "import sys\n"
+        "from core.cli.main import build_parser\n"
+        "from core.cli.options import decoding_settings\n"
+        "parser = build_parser('chat')\n"
+        "assert decoding_settings(parser.parse_args(['chat', '--budget', 'auto'])).auto_budget\n"
+        "try:\n"
+        "    decoding_settings(parser.parse_args(['chat', '--max-new-tokens', '0']))\n"
+        "except Exception as error:\n"
+        "    print(type(error).__name__)\n"
+        "print('torch' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["InvalidSettingError", "False"], out.stderr

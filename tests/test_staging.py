@@ -10,8 +10,8 @@ import torch
 from transformers import AutoModelForCausalLM, LlamaConfig
 
 from core.decoding.decode_state import DecodeState
-from core.decoding.methods.specexec import TreeSettings, specexec_steps
-from core.decoding.sampling import SamplingParams
+from core.decoding.methods.specexec import specexec_steps
+from core.decoding.settings import SamplingParams, TreeSettings
 from core.errors import InvalidSettingError
 from core.offload import load_offloaded
 from core.offload.layout import layer_layout

@@ -111,8 +111,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def measure(target, draft, prompts_ids, method: str, budget: int, args: argparse.Namespace) -> Row:
     from core.bench.overlap_stats import OverlapTally
     from core.bench.pass_trace import PassTrace, traced_stream
-    from core.decoding.generation import DecodingSettings, stream_generate
-    from core.decoding.methods.specexec import TreeSettings
+    from core.decoding.generation import stream_generate
+    from core.decoding.settings import DecodingSettings, TreeSettings
 
     tokens = passes = forwards = 0
     draft_s = draft_forward_s = target_s = 0.0

@@ -41,8 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     # torch and transformers: here, so that `--help` answers at once
     from core.decoding.agreement import compare_runs, flip_summary
-    from core.decoding.draft_lane import overlap_wanted
-    from core.decoding.methods.specexec import TreeSettings
+    from core.decoding.settings import TreeSettings, overlap_wanted
     from core.text.prompts import encode_prompt, read_prompt_file
 
     target, draft = load_pair(args)

@@ -23,7 +23,7 @@ from core.cli.options import add_model_arguments, add_sampling_arguments, sampli
 from core.cli.pair import load_pair
 
 if TYPE_CHECKING:
-    from core.decoding.generation import DecodingSettings
+    from core.decoding.settings import DecodingSettings
 
 # Used when no --prompts file is given: short chat questions like the app's first turns.
 DEFAULT_PROMPTS = (
@@ -65,8 +65,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _settings(args: argparse.Namespace) -> dict[str, DecodingSettings]:
-    from core.decoding.generation import DecodingSettings
-    from core.decoding.methods.specexec import TreeSettings
+    from core.decoding.settings import DecodingSettings, TreeSettings
 
     fixed = {
         f"specexec {k}": DecodingSettings(

@@ -85,10 +85,10 @@ def _intervals(times: list[float]) -> list[float]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from core.decoding.generation import DecodingSettings, stream_generate
-    from core.decoding.methods.specexec import TreeSettings
+    from core.decoding.generation import stream_generate
+    from core.decoding.settings import DecodingSettings, TreeSettings
     from core.text.prompts import Prompt, encode_prompt
-    from core.decoding.sampling import SamplingParams
+    from core.decoding.settings import SamplingParams
 
     args.threads = apply_torch_threads(args.threads)  # the same count for the engine process below
     say = (lambda text: None) if args.json else (lambda text: print(text, file=sys.stderr, flush=True))

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # torch is imported where it is used: `--help` answers without it
     import torch
 
-    from core.decoding.sampling import SamplingParams
+    from core.decoding.settings import SamplingParams
 
 CANDIDATES = ("inverse-cdf-f32", "inverse-cdf-f64", "gumbel-two-level", "gumbel-full")
 
@@ -87,7 +87,8 @@ def logit_pairs(
     prompt: the sequence is sampled once, then scored one token at a time and in one pass."""
     import torch
 
-    from core.decoding.generation import DecodingSettings, generate
+    from core.decoding.generation import generate
+    from core.decoding.settings import DecodingSettings
     from core.modeling.tree_mask import additive_mask, causal_visibility
 
     with torch.no_grad():  # scoring only: no autograd graph
@@ -115,7 +116,8 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from core.cli.pair import load_pair
-    from core.decoding.sampling import SamplingParams, process_logits
+    from core.decoding.sampling import process_logits
+    from core.decoding.settings import SamplingParams
     from core.text.prompts import encode_prompt, read_prompt_file
 
     target, _ = load_pair(args, need_draft=False)

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 
 from core.bench.device_trace import DeviceTrace, TraceCounts
 from core.bench.overlap_stats import OverlapTally
-from core.decoding.generation import DecodingSettings, stream_generate
+from core.decoding.generation import stream_generate
+from core.decoding.settings import DecodingSettings
 from core.decoding.methods.step import PassStats
 
 # What replaying a captured step launches: four copies into its static inputs (embedded token, position, mask,

@@ -134,9 +134,7 @@ def measure(args: argparse.Namespace) -> list[dict[str, object]]:
 def _trace_one(args, method: str, budget: int, target, draft, tokenizer, prompt_ids, params) -> dict[str, object]:
     """One traced configuration: --passes passes after the first, or a whole answer of --answer-tokens."""
     from core.bench.pass_trace import PassTrace, traced_stream
-    from core.decoding.draft_lane import overlap_wanted
-    from core.decoding.generation import DecodingSettings
-    from core.decoding.methods.specexec import TreeSettings
+    from core.decoding.settings import DecodingSettings, TreeSettings, overlap_wanted
 
     tree = TreeSettings(
         budget=max(budget, 1),

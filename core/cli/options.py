@@ -13,10 +13,8 @@ from core.planning.budgets import AUTO_MAX_BUDGET
 from core.planning.graph_plan import DEFAULT_EXPAND
 
 if TYPE_CHECKING:
-    from core.decoding.generation import DecodingSettings
-    from core.decoding.methods.specexec import TreeSettings
-    from core.decoding.sampling import SamplingParams
-    from core.loading.offload_policy import OffloadSettings
+    from core.decoding.settings import DecodingSettings, SamplingParams, TreeSettings
+    from core.loading.offload_settings import OffloadSettings
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
@@ -193,7 +191,7 @@ def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def offload_settings(args: argparse.Namespace) -> OffloadSettings:
-    from core.loading.offload_policy import OffloadSettings, parse_resident_layers
+    from core.loading.offload_settings import OffloadSettings, parse_resident_layers
 
     return OffloadSettings(
         mode=args.offload,
@@ -247,9 +245,7 @@ def add_overlap_arguments(parser: argparse.ArgumentParser) -> None:
 def tree_settings(args: argparse.Namespace, budget: int | None = None) -> TreeSettings:
     """The tree flags; an automatic --budget becomes the largest budget the tuner may pick. The overlap is on
     for commands with --no-overlap (bench commands: on any device, unless it or SPECEXEC_OVERLAP=0 says no)."""
-    from core.decoding.autotune.chooser import resolve_budget
-    from core.decoding.draft_lane import overlap_wanted
-    from core.decoding.methods.specexec import TreeSettings
+    from core.decoding.settings import TreeSettings, overlap_wanted, resolve_budget
 
     if budget is None:
         budget, _ = resolve_budget(args.budget, getattr(args, "method", "specexec"))
@@ -265,7 +261,7 @@ def tree_settings(args: argparse.Namespace, budget: int | None = None) -> TreeSe
 
 
 def sampling_params(args: argparse.Namespace, seed: int | None = None) -> SamplingParams:
-    from core.decoding.sampling import SamplingParams
+    from core.decoding.settings import SamplingParams
 
     return SamplingParams(
         temperature=args.temperature,
@@ -279,8 +275,7 @@ def sampling_params(args: argparse.Namespace, seed: int | None = None) -> Sampli
 
 
 def decoding_settings(args: argparse.Namespace) -> DecodingSettings:
-    from core.decoding.autotune.chooser import resolve_budget
-    from core.decoding.generation import DecodingSettings
+    from core.decoding.settings import DecodingSettings, resolve_budget
 
     _, auto_budget = resolve_budget(args.budget, args.method)
     return DecodingSettings(

@@ -7,9 +7,8 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from core.decoding.generation import DecodingSettings, generate
-from core.decoding.methods.specexec import TreeSettings
-from core.decoding.sampling import SamplingParams
+from core.decoding.generation import generate
+from core.decoding.settings import DecodingSettings, SamplingParams, TreeSettings
 
 
 def first_difference(a: list[int], b: list[int]) -> int | None:

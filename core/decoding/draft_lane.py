@@ -53,17 +53,3 @@ class DraftLane:
         current.wait_event(done)
         for tensor in tensors:
             tensor.record_stream(current)
-
-
-def overlap_wanted(device: torch.device | str, switched_off: bool = False, measuring: bool = False) -> bool:
-    """Whether SpecExec runs the shadow search (core.system.env.OVERLAP_ENV says how the variable decides).
-    `switched_off`: a command's --no-overlap; `measuring`: a bench command, which runs it on any device (the
-    keep logic and tokens per pass are the same in sequence) unless told not to."""
-    import os
-
-    from core.system.env import OVERLAP_ENV
-
-    value = os.environ.get(OVERLAP_ENV, "")
-    if switched_off or value == "0":
-        return False
-    return value == "1" or measuring or torch.device(device).type == "cuda"

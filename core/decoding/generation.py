@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 from transformers import PreTrainedTokenizerBase
@@ -18,44 +18,20 @@ from transformers import PreTrainedTokenizerBase
 from core.decoding.autotune.chooser import AutoTuner, Choice, candidate_configs
 from core.modeling.causal_lm import CausalLM
 from core.decoding.decode_state import DecodeState
-from core.decoding.defaults import METHODS, Method
+from core.decoding.defaults import Method
 from core.text.detokenize import IncrementalDetokenizer
 from core.errors import ContextLengthError, InvalidSettingError
 from core.decoding.methods.auto import auto_steps
 from core.decoding.methods.sequential import sequential_steps
-from core.decoding.methods.specexec import TreeSettings, specexec_steps
+from core.decoding.methods.specexec import specexec_steps
+from core.decoding.settings import DecodingSettings
 from core.decoding.methods.specinfer import specinfer_steps
 from core.decoding.methods.step import OutputControls, PassStats, Step, TokenLogprob
 from core.text.reasoning import ReasoningSplitter, ThinkingFormat
 from core.text.counts import token_count
-from core.decoding.sampling import SamplingParams
+from core.decoding.settings import SamplingParams
 
 FinishReason = Literal["eos", "stop", "length"]
-
-
-@dataclass(frozen=True)
-class DecodingSettings:
-    """method 'auto': plain decoding or SpecExec, chosen per pass by core/decoding/autotune. auto_budget: the tuner
-    picks the SpecExec budget and expansion width, with tree.budget as the largest it may pick."""
-
-    method: Method = "specexec"
-    tree: TreeSettings = field(default_factory=TreeSettings)
-    max_new_tokens: int = 256
-    stop: tuple[str, ...] = ()
-    auto_budget: bool = False
-
-    @property
-    def tuned(self) -> bool:
-        """Whether core/decoding/autotune drives the passes (auto method, or SpecExec with an automatic budget)."""
-        return self.method == "auto" or (self.method == "specexec" and self.auto_budget)
-
-    def __post_init__(self) -> None:
-        if self.method not in METHODS:
-            raise InvalidSettingError(f"unknown method '{self.method}'; choose one of {', '.join(METHODS)}")
-        if self.max_new_tokens < 1:
-            raise InvalidSettingError(f"max new tokens must be at least 1, got {self.max_new_tokens}")
-        if any(not s for s in self.stop):
-            raise InvalidSettingError("stop strings must not be empty")
 
 
 @dataclass(frozen=True)

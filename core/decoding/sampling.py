@@ -30,51 +30,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import torch
 
 from core.decoding.device_io import host_reads_are_free, to_device
-from core.errors import InvalidSettingError
 from core.decoding.keyed_random import STREAM_TOKEN, gumbels_at, keyed_uniforms
+from core.decoding.settings import SamplingParams
 
 # Tokens per block of the two-level Gumbel-max draw (see the module docstring).
 DRAW_BLOCK = 256
-
-
-@dataclass(frozen=True)
-class SamplingParams:
-    """How to turn target logits into tokens. temperature 0 means greedy."""
-
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k: int = 0
-    repetition_penalty: float = 1.0
-    seed: int = 0
-    presence_penalty: float = 0.0  # OpenAI's: subtracted once from every token the answer already has
-    frequency_penalty: float = 0.0  # OpenAI's: subtracted per occurrence in the answer so far
-
-    def __post_init__(self) -> None:
-        if not math.isfinite(self.temperature) or self.temperature < 0:
-            raise InvalidSettingError(f"temperature must be >= 0 (0 = greedy), got {self.temperature}")
-        if not 0 < self.top_p <= 1:
-            raise InvalidSettingError(f"top-p must be in (0, 1], got {self.top_p}")
-        if self.top_k < 0:
-            raise InvalidSettingError(f"top-k must be >= 0 (0 = off), got {self.top_k}")
-        if not self.repetition_penalty > 0:
-            raise InvalidSettingError(f"repetition penalty must be > 0 (1 = off), got {self.repetition_penalty}")
-        for name, value in (("presence", self.presence_penalty), ("frequency", self.frequency_penalty)):
-            if not (math.isfinite(value) and -2.0 <= value <= 2.0):
-                raise InvalidSettingError(f"{name} penalty must be between -2 and 2 (0 = off), got {value}")
-
-    @property
-    def greedy(self) -> bool:
-        return self.temperature == 0
-
-    @property
-    def occurrence_penalties(self) -> bool:
-        """Whether the presence or frequency penalty is on (the decoding loop then counts the answer's tokens)."""
-        return self.presence_penalty != 0.0 or self.frequency_penalty != 0.0
 
 
 def _work_dtype(logits: torch.Tensor) -> torch.dtype:

@@ -20,7 +20,8 @@ import torch
 
 from core.modeling.causal_lm import RowLogits
 from core.decoding.device_io import host_reads_are_free
-from core.decoding.sampling import SamplingParams, position_noise, sample_rows, token_logprobs
+from core.decoding.sampling import position_noise, sample_rows, token_logprobs
+from core.decoding.settings import SamplingParams
 
 
 @dataclass(frozen=True)

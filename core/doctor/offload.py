@@ -44,7 +44,7 @@ class OffloadMeasurement:
 def _greedy(model, prompt: tuple[int, ...], count: int) -> list[int]:
     from core.decoding.decode_state import DecodeState
     from core.decoding.methods.sequential import sequential_steps
-    from core.decoding.sampling import SamplingParams
+    from core.decoding.settings import SamplingParams
 
     state = DecodeState.fresh(list(prompt), model, None)
     return [

@@ -35,7 +35,7 @@ from core.models.model_spec import REPO_ID_RE
 from core.planning.residency import resolve_context_length
 
 if TYPE_CHECKING:
-    from core.loading.offload_policy import OffloadSettings
+    from core.loading.offload_settings import OffloadSettings
 
 DTYPES = {
     "float32": torch.float32,
@@ -195,7 +195,8 @@ def _load(spec, dtype, device, progress, offload, weight_progress, context_lengt
     if kind == "gguf":
         check_gguf_size(path)  # a 70B k-quant would expand to ~140 GB: refused before it is read
         return load_gguf_file(path, name, torch_dtype, torch_device, report, weight_progress)
-    from core.loading.offload_policy import OffloadSettings, load_offloaded_folder, should_offload
+    from core.loading.offload_policy import load_offloaded_folder, should_offload
+    from core.loading.offload_settings import OffloadSettings
 
     read_folder_config(path)
     scheme = check_weight_format(path)  # a format the engine does not read is refused here, in words

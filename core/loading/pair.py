@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from core.loading.load import LoadedModel, check_model_exists, check_same_tokenizer, load_model
-from core.loading.offload_policy import OffloadSettings
+from core.loading.offload_settings import OffloadSettings
 from core.modeling.model_files import Progress, WeightProgress
 
 # (role, spec) -> the progress callbacks for that model's load: a sentence per step, and bytes of weights read

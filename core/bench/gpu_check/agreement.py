@@ -10,8 +10,7 @@ import torch
 
 from core.bench.gpu_check.random_pair import random_prompt, random_target, rtn_draft
 from core.decoding.agreement import compare_runs, flip_summary
-from core.decoding.methods.specexec import TreeSettings
-from core.decoding.sampling import SamplingParams
+from core.decoding.settings import SamplingParams, TreeSettings
 
 DTYPES = ("float32", "float16", "bfloat16")
 

@@ -12,9 +12,8 @@ import torch
 
 from core.bench.gpu_check.random_pair import random_prompt, random_target, rtn_draft
 from core.decoding.captured_forward import capture_enabled
-from core.decoding.generation import DecodingSettings, stream_generate
-from core.decoding.methods.specexec import TreeSettings
-from core.decoding.sampling import SamplingParams
+from core.decoding.generation import stream_generate
+from core.decoding.settings import DecodingSettings, SamplingParams, TreeSettings
 
 BUDGETS = (64, 256)
 PASSES = 16

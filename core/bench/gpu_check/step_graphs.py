@@ -15,8 +15,8 @@ import torch
 
 from core.bench.gpu_check.random_pair import random_prompt, random_target
 from core.decoding.captured_forward import compare_step_captured_with_eager, step_capture_enabled
-from core.decoding.generation import DecodingSettings, stream_generate
-from core.decoding.sampling import SamplingParams
+from core.decoding.generation import stream_generate
+from core.decoding.settings import DecodingSettings, SamplingParams
 from core.system.env import CUDA_GRAPHS_ENV
 
 TOKENS, SMALL_TOKENS = 300, 40

@@ -11,8 +11,8 @@ import time
 import torch
 
 from core.bench.gpu_check.random_pair import random_prompt, random_target
-from core.decoding.generation import DecodingSettings, stream_generate
-from core.decoding.sampling import SamplingParams
+from core.decoding.generation import stream_generate
+from core.decoding.settings import DecodingSettings, SamplingParams
 from core.modeling.attention import attention_fix_enabled
 
 WINDOWS = ((1, 50), (450, 500), (950, 1000))

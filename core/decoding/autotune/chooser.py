@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from core.decoding.autotune.acceptance import AcceptanceTable
-from core.planning.budgets import AUTO_BUDGETS, AUTO_MAX_BUDGET
+from core.planning.budgets import AUTO_BUDGETS
 from core.decoding.autotune.cost_model import CostModel
 from core.models.speed import OverlapPrice
 from core.planning.graph_plan import search_width
@@ -232,16 +232,3 @@ def _shrunk_mean(values: Iterable[float], prior: float, prior_count: float) -> f
 
 def _seconds(seconds: float) -> str:
     return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.1f} s"
-
-
-FIXED_METHOD_BUDGET = 128  # an automatic budget for a method the tuner does not drive (SpecInfer)
-
-
-def resolve_budget(budget: int | str, method: str) -> tuple[int, bool]:
-    """(tree budget, automatic) for a budget of K or 'auto': automatic for 'auto' and SpecExec, with the
-    largest tunable budget as the tree budget (the cap); SpecInfer gets FIXED_METHOD_BUDGET."""
-    if budget != "auto":
-        return int(budget), False
-    if method in ("auto", SPECEXEC):
-        return AUTO_MAX_BUDGET, True
-    return FIXED_METHOD_BUDGET, False

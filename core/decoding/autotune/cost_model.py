@@ -29,7 +29,8 @@ import torch
 from core.planning.budgets import AUTO_MAX_BUDGET
 from core.modeling.causal_lm import CausalLM
 from core.system.json_cache import read_entries, write_entries
-from core.decoding.sampling import SamplingParams, sample_token
+from core.decoding.sampling import sample_token
+from core.decoding.settings import SamplingParams
 from core.decoding.timing import synchronize
 from core.modeling.tree_mask import additive_mask, block_visibility, causal_visibility
 

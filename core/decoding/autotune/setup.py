@@ -13,7 +13,7 @@ from core.planning.budgets import AUTO_MAX_BUDGET
 from core.decoding.autotune.chooser import AUTO_EXPANDS, AutoTuner, candidate_configs
 from core.decoding.autotune.cost_model import cached_cost_model
 from core.decoding.autotune.depth import DepthPolicy
-from core.decoding.draft_lane import overlap_wanted
+from core.decoding.settings import overlap_wanted
 from core.modeling.causal_lm import CausalLM
 from core.models.measured import MeasuredSpeed, record_speed
 from core.models.speed import MEASURED_OVERLAP
@@ -32,7 +32,7 @@ def device_kind(model: CausalLM) -> str:
 
 def tuner_for_pair(target: CausalLM, draft: CausalLM | None, max_depth: int = 32) -> AutoTuner:
     """An AutoTuner for this pair on this machine (measures the cost model on first use, then reads the cache),
-    priced with the overlap where the engine runs it (core.decoding.draft_lane.overlap_wanted: a CUDA draft).
+    priced with the overlap where the engine runs it (core.decoding.settings.overlap_wanted: a CUDA draft).
     The speed it expects of the fastest way to answer is kept for predictions (core.models.measured)."""
     cost, _ = cached_cost_model(target, draft)
     overlap = MEASURED_OVERLAP if draft is not None and overlap_wanted(draft.device) else None

@@ -12,7 +12,8 @@ from core.decoding.decode_state import DecodeState
 from core.modeling.causal_lm import CausalLM
 from core.decoding.device_io import to_device
 from core.decoding.methods.step import OutputControls, PassStats, Step, TokenLogprob
-from core.decoding.sampling import SamplingParams, sample_token, token_logprobs
+from core.decoding.sampling import sample_token, token_logprobs
+from core.decoding.settings import SamplingParams
 from core.modeling.tree_mask import additive_mask, causal_visibility
 
 

@@ -25,48 +25,18 @@ import torch
 from core.decoding.autotune.depth import DepthPolicy
 from core.modeling.causal_lm import CausalLM
 from core.decoding.decode_state import DecodeState
-from core.decoding.defaults import DEFAULT_BUDGET, DEFAULT_MAX_DEPTH
 from core.decoding.device_io import to_device
 from core.decoding.draft_lane import DraftLane
 from core.decoding.draft_search import DEFAULT_MAX_FORWARDS, DraftTree, SearchConfig, SearchSeed, build_draft_tree
 from core.decoding.subtree_keep import keep_subtree
-from core.errors import InvalidSettingError
-from core.planning.graph_plan import DEFAULT_EXPAND, overlap_pool, pool_forwards, search_width
+from core.planning.graph_plan import overlap_pool, pool_forwards, search_width
 from core.decoding.methods.step import OutputControls, PassStats, Step, TokenLogprob
+from core.decoding.settings import TreeSettings
 from core.decoding.methods.tree_forward import commit_draft_path, commit_target_path, score_tree
-from core.decoding.sampling import SamplingParams, context_mask
+from core.decoding.sampling import context_mask
+from core.decoding.settings import SamplingParams
 from core.decoding.timing import ForwardTimer, PassClock
 from core.decoding.verification import Verdict, Walk, read_verdict, walk_tree
-
-
-@dataclass(frozen=True)
-class TreeSettings:
-    """budget K: draft tokens per target pass; max_depth D; expand B: nodes per draft forward;
-    draft_top_p: truncate the draft to the target's nucleus (measured in docs/benchmarks.md);
-    adaptive_depth: stop drafting when one more forward is worth less than it costs (core/decoding/autotune/depth.py;
-    off: every pass makes the search's full DEFAULT_MAX_FORWARDS forwards on a GPU);
-    overlap: a shadow search grows the tree on the draft's stream while the target scores it, and the next
-    search starts from the subtree under the emitted token (module docstring; off with a grammar);
-    shadow_forwards: the shadow's forwards per pass (None: as many as the last target pass's time holds at the
-    last search's time per forward, up to `shadow_cap`; the first pass: as many as its search made)."""
-
-    budget: int = DEFAULT_BUDGET
-    max_depth: int = DEFAULT_MAX_DEPTH
-    expand: int = DEFAULT_EXPAND
-    draft_top_p: bool = False
-    adaptive_depth: bool = True
-    overlap: bool = False
-    shadow_forwards: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.budget < 1:
-            raise InvalidSettingError(f"budget must be at least 1 draft token, got {self.budget}")
-        if self.max_depth < 1:
-            raise InvalidSettingError(f"max depth must be at least 1, got {self.max_depth}")
-        if self.expand < 1:
-            raise InvalidSettingError(f"expand (nodes per draft forward) must be at least 1, got {self.expand}")
-        if self.shadow_forwards is not None and self.shadow_forwards < 0:
-            raise InvalidSettingError(f"shadow forwards must be 0 or more, got {self.shadow_forwards}")
 
 
 def shadow_cap(budget: int, width: int) -> int:

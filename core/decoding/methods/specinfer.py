@@ -39,11 +39,10 @@ from core.decoding.keyed_random import (
     keyed_gumbels,
 )
 from core.modeling.kv_cache import InPlaceKVCache
-from core.decoding.methods.specexec import TreeSettings
+from core.decoding.settings import SamplingParams, TreeSettings
 from core.decoding.methods.step import PassStats, Step
 from core.decoding.methods.tree_forward import commit_draft_path, commit_target_path, score_tree
 from core.decoding.sampling import (
-    SamplingParams,
     draw_slots,
     gumbel_pick,
     sample_from_probs,
