@@ -99,10 +99,10 @@ def collect(client: EngineClient, request_id: str) -> list[P.Event]:
 
 def reference(local, messages, max_new_tokens, seed, method="specexec", **sampling):
     """In-process stream_generate for the same conversation: (prompt ids, chunks)."""
-    from core.decoding.generation import DecodingSettings, stream_generate
-    from core.decoding.methods.specexec import TreeSettings
+    from core.decoding.generation import stream_generate
+    from core.decoding.settings import DecodingSettings, TreeSettings
     from core.text.prompts import Prompt, encode_prompt
-    from core.decoding.sampling import SamplingParams
+    from core.decoding.settings import SamplingParams
 
     target, draft = local
     prompt = encode_prompt(target.tokenizer, Prompt(messages=tuple(messages)))
@@ -469,3 +469,24 @@ def test_killed_engine_is_reported_within_a_second_and_restart_works(client, loc
         if "resource_tracker" not in " ".join(p.cmdline()) and p.is_running() and p.status() != psutil.STATUS_ZOMBIE
     ]
     assert leftovers == []
+
+
+def test_an_engine_started_in_the_background_is_waited_for_then_ends_with_code_0():
+    """start(wait=False) lets the caller do other slow work (`specexec chat` starts its MCP servers) while the
+    engine imports torch; wait_started then blocks until it says it runs. A Shutdown ends it with code 0 (it
+    skips Python's teardown, not its own exit), and one stopped before it said it runs is ended too."""
+    client = EngineClient(torch_threads=1)
+    client.start(wait=False)
+    assert client.engine_pid is None
+    client.wait_started(timeout=120)
+    process = client.process
+    assert client.engine_pid == process.pid
+    client.send(P.Shutdown())
+    process.join(30)
+    assert process.exitcode == 0
+    client.shutdown()
+
+    client.start(wait=False)
+    starting = psutil.Process(client.process.pid)
+    client.shutdown()  # terminated at once: an engine still starting has nothing to save
+    assert client.engine_pid is None and wait_gone(starting, 10) is not None

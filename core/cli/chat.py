@@ -45,6 +45,7 @@ from core.engine.connection import EngineConnection
 from core.errors import InvalidSettingError, LoadDiedError, RemoteError, SpecExecError
 from core.text.tool_calls import ToolCallStream
 from core.text.counts import token_count
+from core.tools.config import read_config_file
 from core.tools.connection import ToolResult
 from core.tools.loop import cap_note, run_tool_turn
 
@@ -449,19 +450,23 @@ def run(args: argparse.Namespace) -> int:
             raise InvalidSettingError("--mcp-config works with a model on this computer, not with --remote")
         return run_remote(args, sys.stdin.isatty())
     interactive = sys.stdin.isatty()
+    # a bad tools file fails here too; its servers start while the engine does (both take seconds)
+    servers = read_config_file(args.mcp_config) if args.mcp_config is not None else None
     tools = None
-    if args.mcp_config is not None:
-        tools = TerminalTools.start(
-            args.mcp_config,
-            args.allow_tools,
-            prompt_reader(interactive),
-            lambda text: print(text, file=sys.stderr, flush=True),
-        )
     client = EngineClient(torch_threads=args.threads)
     report = LoadReport(args.verbose, sys.stderr)
     try:
         loader = ModelLoader(client, args, report)  # checks the load flags before the engine starts
-        client.start()
+        client.start(wait=False)
+        if servers is not None:
+            tools = TerminalTools.start(
+                servers,
+                args.mcp_config,
+                args.allow_tools,
+                prompt_reader(interactive),
+                lambda text: print(text, file=sys.stderr, flush=True),
+            )
+        client.wait_started()
         # a death while loading (out of memory?) is said, tried once more, then the chat goes on
         if loader.load(tries=2) and tools is not None:
             tools.fmt = loader.tool_call_format

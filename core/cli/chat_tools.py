@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from core.errors import InvalidSettingError
-from core.tools.config import read_config_file
+from core.tools.config import ServerConfig
 from core.tools.connection import ToolResult
 from core.tools.loop import Approvals, Decision, PendingCall
 from core.tools.toolbox import Toolbox
@@ -37,10 +37,15 @@ class TerminalTools:
 
     @classmethod
     def start(
-        cls, path: str, allow_all: bool, read_line: Callable[[str], str | None], note: Callable[[str], None]
+        cls,
+        configs: list[ServerConfig],
+        path: str,
+        allow_all: bool,
+        read_line: Callable[[str], str | None],
+        note: Callable[[str], None],
     ) -> TerminalTools:
-        """The servers of `path`, started (each failure noted; InvalidSettingError when none gives a tool)."""
-        configs = read_config_file(path)
+        """The servers of `configs` (read from `path` by core.tools.config.read_config_file), started: each
+        failure noted; InvalidSettingError when none gives a tool."""
         toolbox = Toolbox(configs)
         for name, error in toolbox.start().items():
             note(f"(MCP server {name!r} left out: {error})" + (f"\n{error.details}" if error.details else ""))

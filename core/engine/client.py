@@ -121,6 +121,12 @@ class EngineClient:
         if wait:
             self._wait_started(self.start_timeout if timeout is None else timeout)
 
+    def wait_started(self, timeout: float | None = None) -> None:
+        """Block until the engine of a `start(wait=False)` has reported EngineStarted (EngineError if it dies
+        or takes longer than `timeout`, default the start timeout): the caller did other slow work meanwhile."""
+        if self.engine_pid is None:
+            self._wait_started(self.start_timeout if timeout is None else timeout)
+
     def _wait_started(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while self.engine_pid is None:
@@ -161,7 +167,7 @@ class EngineClient:
         if process is None:
             return
         self._closing = True
-        if graceful and process.is_alive():
+        if graceful and self.engine_pid is not None and process.is_alive():  # one still starting has nothing to save
             try:
                 self._requests.put(P.Shutdown())
             except (OSError, ValueError):
