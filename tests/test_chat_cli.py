@@ -43,11 +43,9 @@ def greedy_answer(model_dirs, messages, max_new_tokens) -> str:
     """What the CLI should print for `messages`: in-process greedy generation with the CLI's settings."""
     from conftest import torch_threads
     from core.decoding.generation import generate
-    from core.decoding.settings import DecodingSettings
+    from core.decoding.settings import DecodingSettings, SamplingParams, TreeSettings
     from core.loading.load import load_model
-    from core.decoding.settings import TreeSettings
     from core.text.prompts import Prompt, encode_prompt
-    from core.decoding.settings import SamplingParams
 
     with torch_threads(1):
         target = load_model(model_dirs[0], dtype="float32", device="cpu")

@@ -17,9 +17,8 @@ from core.decoding.constraints import GrammarConstraint, GrammarSpec
 from core.errors import InvalidSettingError
 from core.modeling.causal_lm import CausalLM
 from core.decoding.generation import generate, stream_generate
-from core.decoding.settings import DecodingSettings, TreeSettings
+from core.decoding.settings import DecodingSettings, SamplingParams, TreeSettings
 from core.decoding.methods.step import OutputControls
-from core.decoding.settings import SamplingParams
 from core.server.tool_calls import forced_call_grammar
 
 pytestmark = pytest.mark.timeout(600)

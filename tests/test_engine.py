@@ -100,9 +100,8 @@ def collect(client: EngineClient, request_id: str) -> list[P.Event]:
 def reference(local, messages, max_new_tokens, seed, method="specexec", **sampling):
     """In-process stream_generate for the same conversation: (prompt ids, chunks)."""
     from core.decoding.generation import stream_generate
-    from core.decoding.settings import DecodingSettings, TreeSettings
+    from core.decoding.settings import DecodingSettings, SamplingParams, TreeSettings
     from core.text.prompts import Prompt, encode_prompt
-    from core.decoding.settings import SamplingParams
 
     target, draft = local
     prompt = encode_prompt(target.tokenizer, Prompt(messages=tuple(messages)))

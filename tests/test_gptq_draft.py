@@ -14,13 +14,12 @@ from torch import nn
 from core.modeling.causal_lm import CausalLM
 from core.errors import InsufficientHostMemoryError, InvalidSettingError
 from core.loading.load import load_model
-from core.decoding.settings import TreeSettings
+from core.decoding.settings import SamplingParams, TreeSettings
 from core.offload.gptq import GPTQLinear, dequantize_reference
 from core.offload.loader import load_on_device
 from core.offload.offloaded_lm import OffloadedLM
 from core.loading.rtn_quant import gptq_rtn_tensors, save_gptq_checkpoint
 from core.offload.gptq_matmul import fused_matmul_available
-from core.decoding.settings import SamplingParams
 from core.planning.draft_kernel import TINYGEMM
 from core.system.env import DRAFT_KERNEL_ENV
 from core.modeling.tree_mask import additive_mask, causal_visibility

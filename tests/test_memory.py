@@ -13,16 +13,14 @@ from transformers import AutoModelForCausalLM, LlamaConfig
 from core.decoding.decode_state import DecodeState
 from core.errors import ContextLengthError, InsufficientHostMemoryError, InvalidSettingError
 from core.decoding.generation import stream_generate
-from core.decoding.settings import DecodingSettings
+from core.decoding.settings import DecodingSettings, SamplingParams, TreeSettings
 from core.modeling.kv_cache import InPlaceKVCache
 from core.decoding.methods.sequential import sequential_steps
 from core.decoding.methods.specexec import specexec_steps
-from core.decoding.settings import TreeSettings
 from core.offload import load_offloaded
 from core.offload.host_embedding import HostEmbedding
 from core.planning.host_memory import HOST_MARGIN_BYTES, host_bytes_needed, host_table_bytes
 from core.planning.residency import activation_bytes, device_fixed_bytes, kv_cache_bytes, resolve_context_length
-from core.decoding.settings import SamplingParams
 
 from conftest import make_word_tokenizer
 from test_offload import COMMON, IDS, in_memory, logits, save_tiny

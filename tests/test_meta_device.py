@@ -21,14 +21,12 @@ from core.decoding.constraints import GrammarConstraint, GrammarSpec
 from core.decoding.draft_search import DraftSearch
 from core.decoding.decode_state import DecodeState
 from core.decoding.generation import stream_generate
-from core.decoding.settings import DecodingSettings
+from core.decoding.settings import DecodingSettings, SamplingParams, TreeSettings
 from core.decoding.methods.sequential import sequential_steps
-from core.decoding.settings import TreeSettings
 from core.decoding.methods.step import OutputControls
 from core.offload import load_offloaded
 from core.offload.loader import load_on_device
 from core.loading.rtn_quant import save_gptq_checkpoint
-from core.decoding.settings import SamplingParams
 
 META = torch.device("meta")
 # (file, function) of the reads the design names; anything else that reads on a GPU would stall it

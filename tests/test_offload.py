@@ -30,9 +30,8 @@ from core.errors import (
     UnsupportedArchitectureError,
 )
 from core.decoding.generation import stream_generate
-from core.decoding.settings import DecodingSettings
+from core.decoding.settings import DecodingSettings, SamplingParams, TreeSettings
 from core.decoding.methods.specexec import specexec_steps
-from core.decoding.settings import TreeSettings
 from core.offload import OffloadedLM, OffloadReport, load_offloaded
 from core.offload.layout import LAYER_ALIGN, layer_layout
 from core.planning.residency import (
@@ -49,7 +48,6 @@ from core.offload.schedule import Compute, Copy, check_plan, pass_timeline, plan
 from core.planning.host_memory import check_host_memory
 from core.offload.pin_budget import PinBudget
 from core.offload.weight_store import HostWeightStore
-from core.decoding.settings import SamplingParams
 from core.modeling.tree_mask import additive_mask, causal_visibility
 
 from conftest import make_word_tokenizer

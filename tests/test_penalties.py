@@ -9,12 +9,10 @@ from core.decoding.decode_state import DecodeState
 from core.decoding.device_io import gpu_semantics
 from core.errors import InvalidSettingError
 from core.decoding.generation import generate
-from core.decoding.settings import DecodingSettings
+from core.decoding.settings import DecodingSettings, SamplingParams, TreeSettings
 from core.decoding.methods.sequential import sequential_steps
 from core.decoding.methods.specexec import specexec_steps
-from core.decoding.settings import TreeSettings
 from core.decoding.sampling import apply_occurrence_penalties, occurrence_counts, process_logits
-from core.decoding.settings import SamplingParams
 
 PROMPT = [1, 17, 5, 33, 8, 2, 40]
 

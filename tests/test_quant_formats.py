@@ -21,12 +21,11 @@ from transformers import LlamaConfig, LlamaForCausalLM
 
 from core.modeling.causal_lm import CausalLM
 from core.loading.load import load_model
-from core.decoding.settings import TreeSettings
+from core.decoding.settings import SamplingParams, TreeSettings
 from core.modeling.model_format import check_weight_format
 from core.offload import load_offloaded
 from core.offload.gptq import GPTQLinear, dequantize_reference
 from core.offload.quant_formats import AWQ_ORDER, awq_qweight, awq_qzeros
-from core.decoding.settings import SamplingParams
 from conftest import torch_threads
 from test_exactness import run_sequential, run_specexec
 from test_gptq import IDS, _logits, write_gptq_checkpoint

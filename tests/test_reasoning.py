@@ -132,11 +132,9 @@ def qwen3_pair(tmp_path_factory):
 
 def _stream(pair, messages, method, **template_kwargs):
     from core.decoding.generation import stream_generate
-    from core.decoding.settings import DecodingSettings
+    from core.decoding.settings import DecodingSettings, SamplingParams, TreeSettings
     from core.loading.load import load_model
-    from core.decoding.settings import TreeSettings
     from core.text.prompts import Prompt, encode_prompt
-    from core.decoding.settings import SamplingParams
 
     target, draft = (load_model(folder, dtype="float32", device="cpu") for folder in pair)
     tokenizer = target.tokenizer

@@ -15,10 +15,9 @@ import torch
 from core.decoding.decode_state import DecodeState
 from core.decoding.methods import specinfer
 from core.decoding.methods.sequential import sequential_steps
-from core.decoding.settings import TreeSettings
+from core.decoding.settings import SamplingParams, TreeSettings
 from core.decoding.methods.specinfer import chain_shape, choose_among_candidates, merge_chains, specinfer_steps
 from core.decoding.sampling import target_probs
-from core.decoding.settings import SamplingParams
 from core.modeling.tree_mask import additive_mask, causal_visibility
 from conftest import make_tiny_llama, sharpen
 

@@ -14,9 +14,8 @@ from conftest import make_tiny_llama, make_word_tokenizer, sharpen
 from core.decoding import captured_forward
 from core.decoding.captured_forward import run_step_forward, step_capture_enabled, windowed_step
 from core.decoding.generation import generate
-from core.decoding.settings import DecodingSettings
+from core.decoding.settings import DecodingSettings, SamplingParams
 from core.decoding.graph_memory import search_forward_peak_bytes
-from core.decoding.settings import SamplingParams
 from core.errors import ContextLengthError, InvalidSettingError
 from core.modeling.tree_mask import additive_mask, causal_visibility
 from core.offload import load_offloaded

@@ -219,9 +219,8 @@ def test_specexec_under_a_thinking_budget_equals_sequential(endless, seed):
     """The budget masks every tree node by its own path, so the tokens are those of plain decoding."""
     from core.decoding.constraints import GrammarConstraint, GrammarSpec
     from core.decoding.generation import generate
-    from core.decoding.settings import DecodingSettings, TreeSettings
+    from core.decoding.settings import DecodingSettings, SamplingParams, TreeSettings
     from core.decoding.methods.step import OutputControls
-    from core.decoding.settings import SamplingParams
     from core.loading.load import load_model
     from core.server.tool_calls import forced_call_grammar
     from core.text.prompts import Prompt, encode_prompt

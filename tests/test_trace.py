@@ -13,9 +13,8 @@ import torch
 from core.bench.pass_trace import PassTrace, traced_stream
 from core.bench.device_trace import DeviceTrace
 from core.decoding.generation import generate
-from core.decoding.settings import DecodingSettings, TreeSettings
+from core.decoding.settings import DecodingSettings, SamplingParams, TreeSettings
 from core.offload import load_offloaded
-from core.decoding.settings import SamplingParams
 from core.decoding.timing import synchronize
 from conftest import make_word_tokenizer, run_cli
 from test_cli import save_tiny_model

@@ -86,9 +86,8 @@ def _intervals(times: list[float]) -> list[float]:
 
 def run(args: argparse.Namespace) -> int:
     from core.decoding.generation import stream_generate
-    from core.decoding.settings import DecodingSettings, TreeSettings
+    from core.decoding.settings import DecodingSettings, SamplingParams, TreeSettings
     from core.text.prompts import Prompt, encode_prompt
-    from core.decoding.settings import SamplingParams
 
     args.threads = apply_torch_threads(args.threads)  # the same count for the engine process below
     say = (lambda text: None) if args.json else (lambda text: print(text, file=sys.stderr, flush=True))

@@ -24,12 +24,11 @@ from core.errors import ContextLengthError, InvalidSettingError
 from core.decoding.methods.auto import auto_steps
 from core.decoding.methods.sequential import sequential_steps
 from core.decoding.methods.specexec import specexec_steps
-from core.decoding.settings import DecodingSettings
+from core.decoding.settings import DecodingSettings, SamplingParams
 from core.decoding.methods.specinfer import specinfer_steps
 from core.decoding.methods.step import OutputControls, PassStats, Step, TokenLogprob
 from core.text.reasoning import ReasoningSplitter, ThinkingFormat
 from core.text.counts import token_count
-from core.decoding.settings import SamplingParams
 
 FinishReason = Literal["eos", "stop", "length"]
 

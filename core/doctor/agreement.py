@@ -51,9 +51,8 @@ def measure(
     """The built-in pair on `device` (a torch.device) in `dtype` ("auto": the app's choice for the device)."""
     from core.decoding.agreement import compare_runs, flip_summary
     from core.loading.load import load_model
-    from core.decoding.settings import TreeSettings
+    from core.decoding.settings import SamplingParams, TreeSettings
     from core.text.prompts import Prompt, encode_prompt
-    from core.decoding.settings import SamplingParams
 
     try:
         target = load_model("builtin", dtype=dtype, device=str(device))

@@ -356,8 +356,13 @@ class Engine:
         self.emit(self.status_report())
 
     def generate(self, request: P.Generate) -> None:
-        from core.decoding.settings import overlap_wanted, resolve_budget
-        from core.decoding.settings import DecodingSettings, SamplingParams, TreeSettings
+        from core.decoding.settings import (
+            DecodingSettings,
+            SamplingParams,
+            TreeSettings,
+            overlap_wanted,
+            resolve_budget,
+        )
 
         if self.session is None:
             self.emit(P.Error(request.request_id, "not_loaded", "no model is loaded", "send Load first"))

@@ -28,14 +28,13 @@ from core.text.detokenize import IncrementalDetokenizer
 from core.engine.conversation_cache import ConversationCache
 from core.errors import ContextLengthError, InvalidSettingError
 from core.decoding.generation import GenerationChunk, split_reasoning, stream_generate
-from core.decoding.settings import DecodingSettings
+from core.decoding.settings import DecodingSettings, SamplingParams
 from core.modeling.kv_cache import InPlaceKVCache
 from core.decoding.methods.step import OutputControls
 from core.text.prompts import Message, Prompt, Tool, encode_prompt
 from core.text.template_kwargs import template_variables
 from core.text.counts import token_count
 from core.text.reasoning import ReasoningSplitter, ThinkingFormat, thinking_format
-from core.decoding.settings import SamplingParams
 
 
 @dataclass(frozen=True)

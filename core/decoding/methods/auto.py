@@ -19,9 +19,8 @@ from core.modeling.causal_lm import CausalLM
 from core.decoding.decode_state import DecodeState
 from core.decoding.methods.sequential import sequential_steps
 from core.decoding.methods.specexec import specexec_steps
-from core.decoding.settings import TreeSettings
+from core.decoding.settings import SamplingParams, TreeSettings
 from core.decoding.methods.step import OutputControls, Step
-from core.decoding.settings import SamplingParams
 
 
 def auto_steps(

@@ -31,10 +31,9 @@ from core.decoding.draft_search import DEFAULT_MAX_FORWARDS, DraftTree, SearchCo
 from core.decoding.subtree_keep import keep_subtree
 from core.planning.graph_plan import overlap_pool, pool_forwards, search_width
 from core.decoding.methods.step import OutputControls, PassStats, Step, TokenLogprob
-from core.decoding.settings import TreeSettings
+from core.decoding.settings import SamplingParams, TreeSettings
 from core.decoding.methods.tree_forward import commit_draft_path, commit_target_path, score_tree
 from core.decoding.sampling import context_mask
-from core.decoding.settings import SamplingParams
 from core.decoding.timing import ForwardTimer, PassClock
 from core.decoding.verification import Verdict, Walk, read_verdict, walk_tree
 
