@@ -201,6 +201,10 @@ def dict_keyring() -> Iterator[dict[tuple[str, str], str]]:
     import keyring
     from keyring.backend import KeyringBackend
 
+    # before the class below exists: keyring picks its first backend among the subclasses of KeyringBackend
+    # by priority, so asked later it would choose this one, and "restore" it for the tests that follow
+    previous = keyring.get_keyring()
+
     class DictKeyring(KeyringBackend):
         priority = 1
 
@@ -217,7 +221,6 @@ def dict_keyring() -> Iterator[dict[tuple[str, str], str]]:
         def delete_password(self, service, username):
             del self.secrets[(service, username)]
 
-    previous = keyring.get_keyring()
     backend = DictKeyring()
     keyring.set_keyring(backend)
     try:
