@@ -41,7 +41,7 @@ class _Loaded:
 
 
 @pytest.fixture(scope="module")
-def builtin():
+def spelling_pair():
     """A tiny pair that spells like the built-in model, and a prompt: the built-in model's tokenizer (byte-level
     BPE, a real vocabulary, its chat template) on a small random float32 Llama, and a noisy copy as the draft,
     so trees get accepted the way a quantised draft's are. What these tests check (exactness under a grammar,
@@ -61,14 +61,14 @@ def builtin():
     return _Loaded(target, tokenizer), _Loaded(draft, tokenizer), prompt
 
 
-def _constraint(builtin, spec: GrammarSpec) -> GrammarConstraint:
-    target = builtin[0]
+def _constraint(spelling_pair, spec: GrammarSpec) -> GrammarConstraint:
+    target = spelling_pair[0]
     return GrammarConstraint(spec, target.tokenizer, target.lm.vocab_size, target.lm.eos_token_ids)
 
 
-def _run(builtin, spec, params, method, budget=32, top=None, max_new=40):
-    target, draft, prompt = builtin
-    controls = OutputControls(_constraint(builtin, spec), top)
+def _run(spelling_pair, spec, params, method, budget=32, top=None, max_new=40):
+    target, draft, prompt = spelling_pair
+    controls = OutputControls(_constraint(spelling_pair, spec), top)
     settings = DecodingSettings(method=method, tree=TreeSettings(budget, 12, 8), max_new_tokens=max_new)
     return generate(
         target.lm,
@@ -86,11 +86,11 @@ def _run(builtin, spec, params, method, budget=32, top=None, max_new=40):
     "spec", [GrammarSpec("json_schema", json.dumps(PERSON)), GrammarSpec("json_object")], ids=["schema", "json-mode"]
 )
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_specexec_under_a_grammar_equals_sequential_and_parses(builtin, spec, seed):
+def test_specexec_under_a_grammar_equals_sequential_and_parses(spelling_pair, spec, seed):
     params = SamplingParams(temperature=0.9, top_p=0.95, seed=seed)
-    sequential = _run(builtin, spec, params, "sequential")
+    sequential = _run(spelling_pair, spec, params, "sequential")
     for budget in (8, 48):
-        specexec = _run(builtin, spec, params, "specexec", budget)
+        specexec = _run(spelling_pair, spec, params, "specexec", budget)
         assert specexec.token_ids == sequential.token_ids, (budget, specexec.text, sequential.text)
     if spec.kind == "json_schema":  # small enough to finish: it always parses and matches the schema
         assert sequential.finish_reason == "eos", sequential.text
@@ -103,21 +103,24 @@ def test_specexec_under_a_grammar_equals_sequential_and_parses(builtin, spec, se
 
 
 @pytest.mark.slow
-def test_greedy_under_a_grammar_equals_greedy(builtin):
+def test_greedy_under_a_grammar_equals_greedy(spelling_pair):
     spec = GrammarSpec("json_schema", json.dumps(PERSON))
     params = SamplingParams(temperature=0.0)
-    assert _run(builtin, spec, params, "specexec", 64).token_ids == _run(builtin, spec, params, "sequential").token_ids
+    assert (
+        _run(spelling_pair, spec, params, "specexec", 64).token_ids
+        == _run(spelling_pair, spec, params, "sequential").token_ids
+    )
 
 
 @pytest.mark.slow
-def test_the_draft_proposes_only_what_the_grammar_allows(builtin):
+def test_the_draft_proposes_only_what_the_grammar_allows(spelling_pair):
     """Every real node of every draft tree is a legal continuation of its path (checked with a fresh matcher)."""
     from core.decoding.decode_state import DecodeState
     from core.decoding.draft_search import SearchConfig, build_draft_tree
 
-    target, draft, prompt = builtin
+    target, draft, prompt = spelling_pair
     spec = GrammarSpec("json_schema", json.dumps(PERSON))
-    grammar = _constraint(builtin, spec)
+    grammar = _constraint(spelling_pair, spec)
     state = DecodeState.fresh(prompt, target.lm, draft.lm)
     config = SearchConfig(48, 8, 8, 1.0, None, child_mask=grammar.child_allowed)
     tree = build_draft_tree(draft.lm, state.draft_cache, state.prefill_pending(draft.lm, state.draft_cache), config)
@@ -141,7 +144,7 @@ def test_the_draft_proposes_only_what_the_grammar_allows(builtin):
 
 
 @pytest.mark.slow
-def test_a_forced_tool_call_is_written_in_the_models_format(builtin):
+def test_a_forced_tool_call_is_written_in_the_models_format(spelling_pair):
     from core.text.tool_format import HERMES, LLAMA3_JSON
     from core.text.tool_calls import parse_answer
 
@@ -172,10 +175,10 @@ def test_a_forced_tool_call_is_written_in_the_models_format(builtin):
     names = frozenset({"get_weather", "search"})
     for fmt, name in ((HERMES, "search"), (LLAMA3_JSON, None)):
         spec = GrammarSpec("lark", forced_call_grammar(fmt, tools, name))
-        answer = _run(builtin, spec, SamplingParams(temperature=1.0, seed=3), "specexec", max_new=60)
+        answer = _run(spelling_pair, spec, SamplingParams(temperature=1.0, seed=3), "specexec", max_new=60)
         assert (
             answer.token_ids
-            == _run(builtin, spec, SamplingParams(temperature=1.0, seed=3), "sequential", max_new=60).token_ids
+            == _run(spelling_pair, spec, SamplingParams(temperature=1.0, seed=3), "sequential", max_new=60).token_ids
         )
         content, calls = parse_answer(answer.text, fmt, names)
         assert content == "" and len(calls) == 1, answer.text
@@ -183,14 +186,14 @@ def test_a_forced_tool_call_is_written_in_the_models_format(builtin):
 
 
 @pytest.mark.slow
-def test_a_constrained_pass_reads_the_tree_and_each_draft_forwards_nodes_once(builtin):
+def test_a_constrained_pass_reads_the_tree_and_each_draft_forwards_nodes_once(spelling_pair):
     """The host cost of a grammar, counted as a GPU would pay it: the pass's one read, plus one read of the
     tree (its masks) and one per draft forward (the expanded nodes' masks); nothing inside a draft forward."""
     from core.bench.pass_trace import PassTrace, traced_stream
 
-    target, draft, prompt = builtin
+    target, draft, prompt = spelling_pair
     totals = PassTrace()
-    controls = OutputControls(_constraint(builtin, GrammarSpec("json_schema", json.dumps(PERSON))))
+    controls = OutputControls(_constraint(spelling_pair, GrammarSpec("json_schema", json.dumps(PERSON))))
     settings = DecodingSettings(method="specexec", tree=TreeSettings(16, 6, 8, adaptive_depth=False), max_new_tokens=12)
     list(
         traced_stream(target.lm, draft.lm, target.tokenizer, prompt, SamplingParams(seed=1), settings, totals, controls)
@@ -201,8 +204,8 @@ def test_a_constrained_pass_reads_the_tree_and_each_draft_forwards_nodes_once(bu
 
 
 @pytest.mark.slow
-def test_a_grammar_the_engine_cannot_use_is_a_clear_error(builtin):
-    target = builtin[0]
+def test_a_grammar_the_engine_cannot_use_is_a_clear_error(spelling_pair):
+    target = spelling_pair[0]
     with pytest.raises(InvalidSettingError, match="the JSON schema cannot be used"):
         GrammarSpec("json_schema", "{not json").grammar()
     with pytest.raises(InvalidSettingError, match="the grammar cannot be used"):
