@@ -121,15 +121,17 @@ def test_planning_modules_import_without_torch() -> None:
 
 
 def test_chat_checks_its_flags_without_torch() -> None:
-    """`specexec chat` (and `serve`, through the same decoding_settings) refuses a bad flag before the engine
-    starts, and checking the flags loads no torch: that took ~10 s of imports in the CLI process, on top of the
-    engine's own."""
+    """`specexec chat` (and `serve`, through the same functions) refuses a bad flag before the engine starts, and
+    reading its decoding, load and sampling flags loads no torch: that took ~10 s of imports in the CLI process,
+    on top of the engine's own."""
     code = (
         "import sys\n"
         "from core.cli.main import build_parser\n"
-        "from core.cli.options import decoding_settings\n"
+        "from core.cli.options import decoding_settings, engine_load_settings, sampling_params\n"
         "parser = build_parser('chat')\n"
-        "assert decoding_settings(parser.parse_args(['chat', '--budget', 'auto'])).auto_budget\n"
+        "args = parser.parse_args(['chat', '--budget', 'auto', '--offload', 'on', '--temperature', '0.5'])\n"
+        "assert decoding_settings(args).auto_budget and engine_load_settings(args)['offload'] == 'on'\n"
+        "assert sampling_params(args).temperature == 0.5\n"
         "try:\n"
         "    decoding_settings(parser.parse_args(['chat', '--max-new-tokens', '0']))\n"
         "except Exception as error:\n"
