@@ -17,6 +17,7 @@ import urllib.request
 import openai
 import psutil
 import pytest
+from test_serve_api import UNIT_TOOL
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -163,21 +164,9 @@ def test_the_built_in_pair_calls_tools_in_the_hermes_format(client):
     Nested schemas, streamed arguments and a call cut by max_tokens: test_serve_agents.py, on a tiny pair with
     the same tokenizer (the real weights would only make those answers slower)."""
     assert client.models.retrieve("builtin").specexec["tool_call_format"] == "hermes"
-    unit = {
-        "type": "function",
-        "function": {
-            "name": "get_weather",
-            "parameters": {
-                "type": "object",
-                "properties": {"unit": {"enum": ["celsius", "fahrenheit"]}},
-                "required": ["unit"],
-                "additionalProperties": False,
-            },
-        },
-    }
     ask = [{"role": "user", "content": "What is the weather in Oslo?"}]
     answer = client.chat.completions.create(
-        model="builtin", messages=ask, tools=[unit], tool_choice="required", max_tokens=60, seed=2
+        model="builtin", messages=ask, tools=[UNIT_TOOL], tool_choice="required", max_tokens=60, seed=2
     )
     call = answer.choices[0].message.tool_calls[0]
     assert answer.choices[0].finish_reason == "tool_calls" and call.function.name == "get_weather"
@@ -217,16 +206,16 @@ PERSON = {
 }
 
 
-def test_the_built_in_pair_writes_json_in_json_mode_and_under_a_schema(client):
+def assert_answers_in_json(client: openai.OpenAI, model: str, seed: int, schema_tokens: int) -> None:
     """Structured output through the official client, with SpecExec's trees (the server's method): the answer
-    is JSON, a schema's answer matches it. The same on several seeds: test_serve_agents.py, on a tiny pair."""
-    seed = 0
+    under PERSON is JSON that matches it, and JSON mode's answer is an object (the start of one when
+    max_tokens cuts it). `schema_tokens`: the schema answer's max_tokens."""
     ask = [{"role": "user", "content": "Describe a person as JSON."}]
     answer = client.chat.completions.create(
-        model="builtin",
+        model=model,
         messages=ask,
         seed=seed,
-        max_tokens=40,
+        max_tokens=schema_tokens,
         temperature=0.9,
         response_format={"type": "json_schema", "json_schema": {"name": "person", "schema": PERSON, "strict": True}},
     )
@@ -234,10 +223,15 @@ def test_the_built_in_pair_writes_json_in_json_mode_and_under_a_schema(client):
     assert set(person) == {"name", "age"} and isinstance(person["age"], int)
     assert answer.choices[0].finish_reason == "stop" and answer.specexec["method"] == "specexec"
     mode = client.chat.completions.create(
-        model="builtin", messages=ask, seed=seed, max_tokens=60, response_format={"type": "json_object"}
+        model=model, messages=ask, seed=seed, max_tokens=60, response_format={"type": "json_object"}
     )
     text = mode.choices[0].message.content
     assert isinstance(json.loads(text), dict) if mode.choices[0].finish_reason == "stop" else text.startswith("{")
+
+
+def test_the_built_in_pair_writes_json_in_json_mode_and_under_a_schema(client):
+    """The real built-in pair's JSON answers; the same on several seeds: test_serve_agents.py, on a tiny pair."""
+    assert_answers_in_json(client, "builtin", seed=0, schema_tokens=40)
 
 
 def test_a_schema_the_grammar_engine_cannot_use_is_a_clear_400(client):

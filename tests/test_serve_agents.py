@@ -21,6 +21,7 @@ import openai
 import pytest
 from pydantic import BaseModel, ConfigDict, Field
 
+from test_serve import assert_answers_in_json
 from test_serve_api import KEY, LITELLM_PYTHON, spelling_models, start_server, stop_server  # noqa: F401 - fixture
 from thinking_models import ANSWER_TEXT, QWEN3_TEMPLATE, THOUGHT_TEXT, save_thinking_pair
 
@@ -238,34 +239,9 @@ def test_a_nested_tool_call_in_the_hermes_format_whole_streamed_and_cut(client):
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_json_mode_and_a_json_schema_always_parse(client, seed):
-    """Structured output: the answer is JSON (a schema's answer matches it) on every seed, with SpecExec's
-    trees (the server's method); JSON mode's answer cut by max_tokens is still the start of an object."""
-    person = {
-        "type": "object",
-        "properties": {
-            "name": {"type": "string", "maxLength": 12},
-            "age": {"type": "integer", "minimum": 0, "maximum": 120},
-        },
-        "required": ["name", "age"],
-        "additionalProperties": False,
-    }
-    ask = [{"role": "user", "content": "Describe a person as JSON."}]
-    answer = client.chat.completions.create(
-        model="m",
-        messages=ask,
-        seed=seed,
-        max_tokens=60,
-        temperature=0.9,
-        response_format={"type": "json_schema", "json_schema": {"name": "person", "schema": person, "strict": True}},
-    )
-    written = json.loads(answer.choices[0].message.content)
-    assert set(written) == {"name", "age"} and isinstance(written["age"], int)
-    assert answer.choices[0].finish_reason == "stop" and answer.specexec["method"] == "specexec"
-    mode = client.chat.completions.create(
-        model="m", messages=ask, seed=seed, max_tokens=60, response_format={"type": "json_object"}
-    )
-    text = mode.choices[0].message.content
-    assert isinstance(json.loads(text), dict) if mode.choices[0].finish_reason == "stop" else text.startswith("{")
+    """The answer is JSON on every seed (test_serve.assert_answers_in_json: a schema's answer matches it, JSON
+    mode's is an object or the start of one)."""
+    assert_answers_in_json(client, "m", seed, schema_tokens=60)
 
 
 # ----------------------------------------------------------------------------------------------------------

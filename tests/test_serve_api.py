@@ -61,6 +61,20 @@ WEATHER = {
         "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
     },
 }
+# a function whose one argument is an enum: a forced call to it is short, whatever the model
+UNIT_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "strict": True,
+        "parameters": {
+            "type": "object",
+            "properties": {"unit": {"enum": ["celsius", "fahrenheit"]}},
+            "required": ["unit"],
+            "additionalProperties": False,
+        },
+    },
+}
 QUESTION = [{"role": "user", "content": "w10 w11 w12"}]
 LITELLM_PYTHON = Path(__file__).resolve().parents[1] / ".venv-litellm" / "bin" / "python"
 
@@ -257,19 +271,6 @@ def test_a_forced_tool_call_round_trip_through_the_official_client(spelling_mode
     """tool_choice required and a named function: the grammar makes even a random model write one call in its
     template's format, with arguments matching the function's schema; the client reads it as tool_calls,
     whole and streamed; the tool's result goes back in the next turn."""
-    unit = {
-        "type": "function",
-        "function": {
-            "name": "get_weather",
-            "strict": True,
-            "parameters": {
-                "type": "object",
-                "properties": {"unit": {"enum": ["celsius", "fahrenheit"]}},
-                "required": ["unit"],
-                "additionalProperties": False,
-            },
-        },
-    }
     pages = {
         "type": "function",
         "function": {
@@ -288,7 +289,7 @@ def test_a_forced_tool_call_round_trip_through_the_official_client(spelling_mode
         ask = [{"role": "user", "content": "What is the weather?"}]
         for seed in range(3):
             answer = client.chat.completions.create(
-                model="m", messages=ask, tools=[unit, pages], tool_choice="required", seed=seed, max_tokens=48
+                model="m", messages=ask, tools=[UNIT_TOOL, pages], tool_choice="required", seed=seed, max_tokens=48
             )
             choice = answer.choices[0]
             assert choice.finish_reason == "tool_calls" and len(choice.message.tool_calls) == 1, choice.message
@@ -298,7 +299,7 @@ def test_a_forced_tool_call_round_trip_through_the_official_client(spelling_mode
         named = client.chat.completions.create(
             model="m",
             messages=ask,
-            tools=[unit, pages],
+            tools=[UNIT_TOOL, pages],
             max_tokens=48,
             tool_choice={"type": "function", "function": {"name": "get_weather"}},
         )
@@ -311,7 +312,7 @@ def test_a_forced_tool_call_round_trip_through_the_official_client(spelling_mode
             client.chat.completions.create(
                 model="m",
                 messages=ask,
-                tools=[unit, pages],
+                tools=[UNIT_TOOL, pages],
                 max_tokens=48,
                 stream=True,
                 tool_choice={"type": "function", "function": {"name": "get_weather"}},
@@ -337,7 +338,7 @@ def test_a_forced_tool_call_round_trip_through_the_official_client(spelling_mode
             },
             {"role": "tool", "tool_call_id": call.id, "content": "21 degrees"},
         ]
-        done = client.chat.completions.create(model="m", messages=follow_up, tools=[unit, pages], max_tokens=4)
+        done = client.chat.completions.create(model="m", messages=follow_up, tools=[UNIT_TOOL, pages], max_tokens=4)
         assert done.choices[0].finish_reason in ("length", "stop")
     finally:
         stop_server(process)
