@@ -3,10 +3,12 @@
 # at most 8 minutes. Each part runs in its own process under its own time limit and writes one JSON file; a
 # last step merges them into report.json and summary.md.
 #
-#   scripts/gpu-check.sh [--cpu] [--out DIR]
+#   scripts/gpu-check.sh [--cpu] [--out DIR] [--only PART,PART...]
 #
 # --cpu: the same parts on the CPU with tiny shapes (a smoke test: tests/test_gpu_check.py). --out: where the
-# report goes (default: $OUT when set, as on the lent machine, else ./gpu-check-report). The interpreter is
+# report goes (default: $OUT when set, as on the lent machine, else ./gpu-check-report). --only: run just
+# these parts (a rerun of those a first run lost; the report merges whatever is in DIR/parts). A part killed
+# at its limit still writes what it found so far ("partial"); its log holds timed progress lines. The interpreter is
 # $PYTHON, else /opt/torch/.venv/bin/python3 where it exists (the lent machine), else python3. Nothing is
 # installed from the network: wheels in .whl/ (docs/gpu-check.md: none is needed today) go to a folder in /tmp,
 # and the repository is put on PYTHONPATH, not installed.
@@ -17,11 +19,13 @@ ROOT=$PWD
 DEVICE=cuda
 SMALL=()
 OUTDIR=${OUT:-$ROOT/gpu-check-report}
+ONLY=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --cpu) DEVICE=cpu; SMALL=(--small) ;;
         --out) OUTDIR=$2; shift ;;
-        *) echo "gpu-check.sh: unknown argument '$1' (use --cpu, --out DIR)" >&2; exit 2 ;;
+        --only) ONLY=",$2,"; shift ;;
+        *) echo "gpu-check.sh: unknown argument '$1' (use --cpu, --out DIR, --only PART,...)" >&2; exit 2 ;;
     esac
     shift
 done
@@ -39,12 +43,13 @@ fi
 export PYTHONPATH="$ROOT${SITE:+:$SITE}${PYTHONPATH:+:$PYTHONPATH}"
 # caches of this run (the autotuner's cost models, the converted model) stay out of the user's folders
 export SPECEXEC_CACHE_DIR=${SPECEXEC_CACHE_DIR:-$(mktemp -d /tmp/specexec-gpu-check-cache.XXXXXX)}
+export SPECEXEC_DATA_DIR=${SPECEXEC_DATA_DIR:-$(mktemp -d /tmp/specexec-gpu-check-data.XXXXXX)}
 
 PARTS="$OUTDIR/parts"
 mkdir -p "$PARTS"
-rm -f "$PARTS"/*.json
+[ -z "$ONLY" ] && rm -f "$PARTS"/*.json
 START=$(date +%s)
-TOTAL=470  # seconds for all parts: the report is written within 8 minutes
+TOTAL=${GPU_CHECK_SECONDS:-470}  # seconds for all parts: the report is written within 8 minutes
 SCALE=1
 if [ "$DEVICE" = cpu ]; then  # a smoke run on a shared CPU: tiny shapes, but Python's imports alone take seconds
     SCALE=${GPU_CHECK_CPU_SCALE:-6}
@@ -55,6 +60,8 @@ fi
 run() {
     local name=$1 limit=$(($2 * SCALE))
     shift 2
+    if [ -n "$ONLY" ] && [[ "$ONLY" != *",$name,"* ]]; then return; fi
+    rm -f "$PARTS/$name.json"
     local left=$((TOTAL - ($(date +%s) - START)))
     [ "$limit" -gt "$left" ] && limit=$left
     if [ "$limit" -lt 5 ]; then
@@ -79,11 +86,11 @@ part() {  # part NAME LIMIT PART [ENV=VALUE...]
 }
 
 part versions 30 versions
-part token-speed-fix-off 120 token-speed SPECEXEC_ATTENTION_FIX=0
+part profile 45 profile
 part token-speed-fix-on 45 token-speed SPECEXEC_ATTENTION_FIX=1 SPECEXEC_CUDA_GRAPHS=0
 part passes-eager 45 passes SPECEXEC_CUDA_GRAPHS=0
 part passes-graphs 45 passes SPECEXEC_CUDA_GRAPHS=1
-part step-graphs 30 step-graphs
+part step-graphs 40 step-graphs
 if [ "$DEVICE" = cuda ]; then
     run matmul 75 sh -c "\"$PY\" -m core.cli.main bench matmul --device cuda --rows 1,16,32,64 --repeats 20 --json > \"$PARTS/matmul.json\""
 else  # a check that it runs: one tiny linear
@@ -93,6 +100,7 @@ part pinning 20 pinning
 part offload 75 offload
 part agreement 45 agreement
 part graph-vram 30 graph-vram
+part token-speed-fix-off 60 token-speed SPECEXEC_ATTENTION_FIX=0  # last: rising per-token times are expected
 
 "$PY" -m core.bench.gpu_check report --parts "$PARTS" --out "$OUTDIR"
 echo "gpu-check: report in $OUTDIR/report.json, summary in $OUTDIR/summary.md ($(($(date +%s) - START)) s)" >&2

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -35,6 +36,9 @@ def test_cpu_smoke_run_writes_every_part(tmp_path):
     assert report["failed"] == [], {name: parts[name].get("error") for name in report["failed"]}
     assert report["machine"] == "CPU (no GPU)"
     assert parts["versions"]["packages"]["torch"]
+    profile = parts["profile"]
+    assert profile["plain"]["tokens"] == 4 and "aten::" in profile["plain"]["by_host_time"]
+    assert profile["passes"]["passes"] == 1 and "aten::" in profile["passes"]["by_host_time"]
     assert "choice" in parts["versions"]["attention_engine"]
     for name, fix in (("token-speed-fix-off", False), ("token-speed-fix-on", True)):
         assert parts[name]["attention_fix"] is fix
@@ -87,6 +91,13 @@ def test_report_names_the_parts_that_did_not_finish(tmp_path):
     (parts / "matmul.json").write_text(
         json.dumps({"device": "NVIDIA H100 80GB HBM3", "rows": [{"shape": "q/o", "rows": 1, "fused_gbps": 1200.0}]})
     )  # the CLI's own output: no "ok" field
+    window = {"positions": "1-50", "median_ms": 31.5, "mean_ms": 32.0, "max_ms": 40.0}
+    (parts / "token-speed-fix-on.json").write_text(
+        json.dumps({"ok": False, "error": "killed at its time limit", "killed": True, "partial": {"windows": [window]}})
+    )
+    (parts / "passes-eager.json").write_text(
+        json.dumps({"ok": False, "error": "killed at its time limit", "partial": {"rows": [{"budget": 64}]}})
+    )  # a partial row without the figures the summary shows: named, not rendered
     steps = {"graphs": False, "captured": False, "median_ms": 9.5, "mean_ms": 9.6, "max_ms": 12.0}
     (parts / "step-graphs.json").write_text(
         json.dumps(
@@ -104,5 +115,33 @@ def test_report_names_the_parts_that_did_not_finish(tmp_path):
     summary = (tmp_path / "summary.md").read_text()
     assert "RuntimeError: CUDA error" in summary and "killed at its time limit" in summary
     assert "q/o rows 1: fused_gbps 1200 GB/s" in summary
+    assert "found before it stopped:\n- positions 1-50: 31.50 ms median" in summary
+    assert "(partial findings in report.json: rows)" in summary
     assert "graphs on (captured): 2.25 ms a token median" in summary and "captured step vs eager: 0 max abs" in summary
     assert json.loads((tmp_path / "report.json").read_text())["parts"]["versions"]["cudnn"] == 91900
+
+
+def test_a_part_killed_at_its_limit_writes_what_it_found(tmp_path):
+    """`timeout`'s SIGTERM stops a part, which still writes its JSON: the error, and the findings noted so far.
+    The full-size token-speed part on the CPU takes minutes (1,000 tokens of a 135M model), so it is still
+    running when the signal comes right after its model is ready."""
+    out = tmp_path / "token-speed.json"
+    part = subprocess.Popen(
+        [sys.executable, "-m", "core.bench.gpu_check", "token-speed", "--device", "cpu", "--out", str(out)],
+        cwd=ROOT,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        for line in part.stderr:
+            if "model ready" in line:
+                break
+        part.send_signal(signal.SIGTERM)
+        assert part.wait(timeout=120) == 1
+    finally:
+        part.kill()
+        part.stderr.close()
+    found = json.loads(out.read_text())
+    assert found["ok"] is False and found["killed"] is True and found["error"] == "killed at its time limit"
+    assert found["partial"]["attention_fix"] is True and found["partial"]["dtype"] == "float32"
+    assert isinstance(found["partial"]["tokens"], int) and isinstance(found["partial"]["windows"], list)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import signal
 import sys
 import time
 import traceback
@@ -23,6 +24,7 @@ PARTS = {
     "graph-vram": "graph_vram",
     "pinning": "pinning",
     "step-graphs": "step_graphs",
+    "profile": "profile",
 }
 
 
@@ -41,12 +43,25 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     import torch
 
+    from core.bench.gpu_check.partial import PartKilled, findings
+
+    def killed(signum: int, frame: object) -> None:
+        raise PartKilled
+
+    signal.signal(signal.SIGTERM, killed)
     started = time.perf_counter()
     try:
         module = importlib.import_module(f"core.bench.gpu_check.{PARTS[args.part]}")
         result = {"ok": True, **module.measure(torch.device(args.device), args.small)}
+    except PartKilled:
+        result = {"ok": False, "error": "killed at its time limit", "killed": True, "partial": findings()}
     except Exception as error:  # noqa: BLE001 - the finding is the error: the report says which part failed and why
-        result = {"ok": False, "error": f"{type(error).__name__}: {error}", "traceback": traceback.format_exc()}
+        result = {
+            "ok": False,
+            "error": f"{type(error).__name__}: {error}",
+            "traceback": traceback.format_exc(),
+            "partial": findings(),
+        }
     result["seconds"] = time.perf_counter() - started
     Path(args.out).write_text(json.dumps(result, indent=1, default=str))
     return 0 if result["ok"] else 1

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import torch
 
+from core.bench.gpu_check import partial
 from core.bench.gpu_check.random_pair import random_prompt, random_target, rtn_draft
 from core.decoding.agreement import compare_runs, flip_summary
 from core.decoding.settings import SamplingParams, TreeSettings
@@ -21,6 +22,7 @@ def measure(device: torch.device, small: bool) -> dict:
     prompts = [random_prompt(24, reference.lm.vocab_size, seed=i) for i in range(prompts_n)]
     tree = TreeSettings(budget=budget)
     rows = []
+    partial.note(budget=budget, max_new_tokens=tokens, rows=rows)
     for name in DTYPES:
         target = reference if name == "float32" else random_target(device, getattr(torch, name), small)
         draft = rtn_draft(target)
@@ -37,4 +39,5 @@ def measure(device: torch.device, small: bool) -> dict:
         summary = flip_summary(runs)
         summary["plain_differs_from_float32"] = sum(r.reference_first_difference is not None for r in runs)
         rows.append({"dtype": name, **summary})
+        partial.say(f"{name}: {summary}")
     return {"budget": budget, "max_new_tokens": tokens, "rows": rows}

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import torch
 
+from core.bench.gpu_check import partial
 from core.offload.pass_timing import FULL_MODEL_LAYERS, layer_config, measure_format
 
 BUDGETS = (64, 256, 1024)
@@ -68,7 +69,9 @@ def measure(device: torch.device, small: bool) -> dict:
         context=32 if small else 512,
     )
     layers = 2 if small else LAYERS
+    partial.say(f"{layers} layers streamed at {measured['copy_rate_gbps']:.1f} GB/s")
     rows = []
+    partial.note(copy_rate_gbps=measured["copy_rate_gbps"], pinned=measured["pinned"], rows=rows)
     for budget, row in zip(budgets, measured["passes"]):
         copy_layer, compute_layer = row["copy_s"] / layers, row["compute_s"] / layers
         prediction = _prediction(budget, measured["copy_rate_gbps"] * 1e9, device)

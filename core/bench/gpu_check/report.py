@@ -10,6 +10,7 @@ from pathlib import Path
 # file stem -> title, in the order the summary lists them
 PART_TITLES = {
     "versions": "Versions and attention backends",
+    "profile": "Where the time goes: profiler tables (in report.json)",
     "token-speed-fix-off": "ms per token, attention fix off",
     "token-speed-fix-on": "ms per token, attention fix on",
     "passes-eager": "SpecExec pass, eager draft",
@@ -39,9 +40,22 @@ def _read(path: Path) -> dict:
 
 
 def _lines(name: str, part: dict) -> list[str]:
-    """A few Markdown lines of one part's findings."""
+    """A few Markdown lines of one part's findings; for a part that failed or was killed, its error and then
+    what it had found before."""
     if not part.get("ok"):
-        return [f"- FAILED: {part.get('error', '?')}"]
+        lines = [f"- FAILED: {part.get('error', '?')}"]
+        found = part.get("partial") or {}
+        if found:
+            try:
+                shown = _findings(name, found)
+            except (KeyError, TypeError, ValueError):
+                shown = [f"- (partial findings in report.json: {', '.join(found)})"]
+            lines += ["- found before it stopped:", *shown]
+        return lines
+    return _findings(name, part)
+
+
+def _findings(name: str, part: dict) -> list[str]:
     if name == "versions":
         packages = part.get("packages", {})
         lines = [
@@ -53,6 +67,12 @@ def _lines(name: str, part: dict) -> list[str]:
             choice = part.get(label, {}).get("choice", {})
             lines.append(f"- {label.replace('_', ' ')}: " + "; ".join(f"{k}: {v}" for k, v in choice.items()))
         return lines
+    if name == "profile":
+        return [
+            f"- {label}: {part[key]['wall_s']:.2f} s for {part[key][count]} {count} (profiled)"
+            for key, label, count in (("plain", "plain answer", "tokens"), ("passes", "SpecExec, budget 64", "passes"))
+            if key in part
+        ]
     if name.startswith("token-speed"):
         return [
             f"- positions {w['positions']}: {w['median_ms']:.2f} ms median, {w['max_ms']:.1f} max"

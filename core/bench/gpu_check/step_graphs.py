@@ -13,6 +13,7 @@ import time
 
 import torch
 
+from core.bench.gpu_check import partial
 from core.bench.gpu_check.random_pair import random_prompt, random_target
 from core.decoding.captured_forward import compare_step_captured_with_eager, step_capture_enabled
 from core.decoding.generation import stream_generate
@@ -44,12 +45,15 @@ def measure(device: torch.device, small: bool) -> dict:
     prompt = random_prompt(PROMPT_TOKENS, target.lm.vocab_size)
     saved = os.environ.get(CUDA_GRAPHS_ENV)
     rows, answers = [], []
+    partial.note(dtype=str(dtype).removeprefix("torch."), tokens=tokens, rows=rows)
+    partial.say("model ready")
     try:
         os.environ[CUDA_GRAPHS_ENV] = "0"
         _answer(target, prompt, SKIPPED)  # warm-up: cuBLAS, the allocator, the first kernels
         for graphs in ("0", "1"):
             os.environ[CUDA_GRAPHS_ENV] = graphs
             ids, seconds = _answer(target, prompt, tokens)
+            partial.say(f"graphs {graphs}: {tokens} tokens")
             answers.append(ids)
             steady = seconds[SKIPPED:]
             rows.append(

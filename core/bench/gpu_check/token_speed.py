@@ -10,6 +10,7 @@ import time
 
 import torch
 
+from core.bench.gpu_check import partial
 from core.bench.gpu_check.random_pair import random_prompt, random_target
 from core.decoding.generation import stream_generate
 from core.decoding.settings import DecodingSettings, SamplingParams
@@ -20,13 +21,38 @@ SMALL_WINDOWS = ((1, 10), (40, 50), (90, 100))
 PROMPT_TOKENS = 16
 
 
+def _windows(seconds: list[float], windows: tuple[tuple[int, int], ...]) -> list[dict]:
+    """Median, mean and max milliseconds per token in each window the answer reached (a killed run's last
+    window may hold fewer tokens)."""
+    rows = []
+    for first, last_position in windows:
+        times = seconds[first - 1 : last_position]
+        if times:
+            rows.append(
+                {
+                    "positions": f"{first}-{min(last_position, len(seconds))}",
+                    "median_ms": 1e3 * statistics.median(times),
+                    "mean_ms": 1e3 * statistics.fmean(times),
+                    "max_ms": 1e3 * max(times),
+                }
+            )
+    return rows
+
+
 def measure(device: torch.device, small: bool) -> dict:
     windows = SMALL_WINDOWS if small else WINDOWS
     dtype = torch.float16 if device.type == "cuda" else torch.float32
     target = random_target(device, dtype, small)
     prompt = random_prompt(PROMPT_TOKENS, target.lm.vocab_size)
     settings = DecodingSettings(method="sequential", max_new_tokens=windows[-1][1])
-    seconds = []
+    seconds: list[float] = []
+    found = {
+        "attention_fix": attention_fix_enabled(),
+        "dtype": str(dtype).removeprefix("torch."),
+        "cudnn_sdp_enabled": torch.backends.cuda.cudnn_sdp_enabled(),
+    }
+    partial.note(**found, tokens=lambda: len(seconds), windows=lambda: _windows(seconds, windows))
+    partial.say("model ready")
     last = time.perf_counter()
     for chunk in stream_generate(
         target.lm, None, target.tokenizer, prompt, SamplingParams(temperature=1.0, seed=0), settings
@@ -34,21 +60,6 @@ def measure(device: torch.device, small: bool) -> dict:
         now = time.perf_counter()
         seconds.extend([(now - last) / len(chunk.token_ids)] * len(chunk.token_ids))
         last = now
-    rows = []
-    for first, last_position in windows:
-        times = seconds[first - 1 : last_position]
-        rows.append(
-            {
-                "positions": f"{first}-{last_position}",
-                "median_ms": 1e3 * statistics.median(times),
-                "mean_ms": 1e3 * statistics.fmean(times),
-                "max_ms": 1e3 * max(times),
-            }
-        )
-    return {
-        "attention_fix": attention_fix_enabled(),
-        "dtype": str(dtype).removeprefix("torch."),
-        "cudnn_sdp_enabled": torch.backends.cuda.cudnn_sdp_enabled(),
-        "tokens": len(seconds),
-        "windows": rows,
-    }
+        if len(seconds) % 100 < len(chunk.token_ids):
+            partial.say(f"{len(seconds)} tokens, the last {1e3 * seconds[-1]:.1f} ms")
+    return {**found, "tokens": len(seconds), "windows": _windows(seconds, windows)}
