@@ -85,22 +85,22 @@ part() {  # part NAME LIMIT PART [ENV=VALUE...]
         --out "$PARTS/$name.json"
 }
 
-part versions 30 versions
-part profile 45 profile
-part token-speed-fix-on 45 token-speed SPECEXEC_ATTENTION_FIX=1 SPECEXEC_CUDA_GRAPHS=0
+part versions 25 versions
+part profile 60 profile
+part token-speed-fix-on 55 token-speed SPECEXEC_ATTENTION_FIX=1 SPECEXEC_CUDA_GRAPHS=0
 part passes-eager 45 passes SPECEXEC_CUDA_GRAPHS=0
-part passes-graphs 45 passes SPECEXEC_CUDA_GRAPHS=1
-part step-graphs 40 step-graphs
+part passes-graphs 40 passes SPECEXEC_CUDA_GRAPHS=1
+part step-graphs 35 step-graphs
 if [ "$DEVICE" = cuda ]; then
     run matmul 75 sh -c "\"$PY\" -m core.cli.main bench matmul --device cuda --rows 1,16,32,64 --repeats 20 --json > \"$PARTS/matmul.json\""
 else  # a check that it runs: one tiny linear
     run matmul 60 sh -c "\"$PY\" -m core.cli.main bench matmul --device cpu --smoke --rows 1,16 --repeats 1 --json > \"$PARTS/matmul.json\""
 fi
 part pinning 20 pinning
-part offload 75 offload
-part agreement 45 agreement
-part graph-vram 30 graph-vram
-part token-speed-fix-off 60 token-speed SPECEXEC_ATTENTION_FIX=0  # last: rising per-token times are expected
+part offload 45 offload
+part agreement 50 agreement
+part graph-vram 25 graph-vram
+part token-speed-fix-off 75 token-speed SPECEXEC_ATTENTION_FIX=0  # last: rising per-token times are expected
 
 "$PY" -m core.bench.gpu_check report --parts "$PARTS" --out "$OUTDIR"
 echo "gpu-check: report in $OUTDIR/report.json, summary in $OUTDIR/summary.md ($(($(date +%s) - START)) s)" >&2

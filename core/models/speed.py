@@ -80,8 +80,10 @@ KERNELS_PER_FORWARD = 16
 # forwards in the fixed-shape search (1,660 per pass at 19.6 forwards, budget 256; 1,795 at 21.2, 1024).
 SEARCH_STEP_KERNELS = 85
 # A replayed CUDA graph: the host's cost of one replay (copying the step's inputs into the graph's buffers
-# and cudaGraphLaunch), and the GPU's gap between two kernels of the graph. Assumed, not measured here (no
-# GPU): a few microseconds a kernel is what graph replays are reported to cost.
+# and cudaGraphLaunch), and the GPU's gap between two kernels of the graph. Assumed: a few microseconds a
+# kernel is what graph replays are reported to cost. Bounded on an H100 (docs/benchmarks.md, issue 37, "First
+# run"): the built-in target's captured step, 1,093 graph kernels and 33 eager launches (~20 us each on that
+# host), took 3.73 ms a token: at most 2.8 us a kernel, each kernel's own run included.
 GRAPH_REPLAY_SECONDS = 50e-6
 GRAPH_KERNEL_GAP_SECONDS = 2e-6
 # Draft forwards per pass for each token a pass accepts, by tree budget. The search runs one forward per level

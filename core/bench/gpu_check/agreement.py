@@ -17,7 +17,7 @@ DTYPES = ("float32", "float16", "bfloat16")
 
 
 def measure(device: torch.device, small: bool) -> dict:
-    prompts_n, seeds, tokens, budget = (1, 2, 12, 8) if small else (4, 2, 64, 64)
+    prompts_n, seeds, tokens, budget = (1, 2, 12, 8) if small else (2, 2, 64, 64)
     reference = random_target(device, torch.float32, small)
     prompts = [random_prompt(24, reference.lm.vocab_size, seed=i) for i in range(prompts_n)]
     tree = TreeSettings(budget=budget)

@@ -17,7 +17,7 @@ from core.decoding.generation import stream_generate
 from core.decoding.settings import DecodingSettings, SamplingParams, TreeSettings
 
 PLAIN_TOKENS, SMALL_PLAIN_TOKENS = 30, 4
-PASSES, SMALL_PASSES = 3, 1
+PASSES, SMALL_PASSES = 2, 1
 ROWS = 20  # operators in each table
 
 
