@@ -109,8 +109,8 @@ def test_an_eager_4bit_draft_forward_is_launch_bound_and_a_16bit_one_reads_its_w
 
 def test_the_draft_reads_its_packed_weights_at_its_kernels_rate_or_its_eager_unpacking():
     """A card's measured rate of the kernel that runs (hw --measure, the doctor) prices the packed weights;
-    without one, that kernel's stated default share of the memory rate; torch's int4 kernel reads them once per
-    16-row tile of the search's width; without Triton (Windows), the eager dequantisation's bytes."""
+    without one, that kernel's stated default share of the memory rate; torch's int4 kernel passes over them
+    (rows + 15) / 16 times at the search's width; without Triton (Windows), the eager dequantisation's bytes."""
     layers = 32 * decoder_layer_bytes(LLAMA_7B, FOUR_BIT)
     head = 32000 * 4096 * 2
     linears = 32 * (4 * 4096 * 4096 + 3 * 4096 * 11008)
@@ -126,12 +126,12 @@ def test_the_draft_reads_its_packed_weights_at_its_kernels_rate_or_its_eager_unp
     assert draft_seconds(LLAMA_7B, FOUR_BIT, 64, 6.0, measured, DraftKernel.FUSED) == pytest.approx(
         forwards * (layers / 500e9 + head / 800e9 + gaps)
     )
-    # tinygemm: the search's 32 rows (search_width(64)) are two 16-row tiles, each reading the weights
+    # tinygemm: the search's 32 rows (search_width(64)) pass over the weights 47 / 16 times
     assert draft_seconds(LLAMA_7B, FOUR_BIT, 64, 6.0, measured) == pytest.approx(
-        forwards * (2 * layers / 600e9 + head / 800e9 + gaps)
+        forwards * (47 / 16 * layers / 600e9 + head / 800e9 + gaps)
     )
     assert draft_seconds(LLAMA_7B, FOUR_BIT, 64, 6.0, unmeasured, DraftKernel.TINYGEMM) == pytest.approx(
-        forwards * (2 * layers / (800e9 * speed.TINYGEMM_SHARE) + head / 800e9 + gaps)
+        forwards * (47 / 16 * layers / (800e9 * speed.TINYGEMM_SHARE) + head / 800e9 + gaps)
     )
     eager = draft_seconds(LLAMA_7B, FOUR_BIT, 64, 6.0, unmeasured, DraftKernel.EAGER_DEQUANTISE)
     assert eager == pytest.approx(
@@ -215,3 +215,47 @@ def test_the_shadow_is_sized_like_the_engines():
 
     for budget, width in ((32, 32), (64, 32), (256, 32), (1024, 128)):
         assert shadow_cap(budget, width) == min(speed.MAX_DRAFT_FORWARDS, pool_forwards(budget, width))
+
+
+# An 8B draft layer's products (2 q/o, 2 k/v, 2 gate/up, 1 down) on the first H100 run (docs/benchmarks.md,
+# issue 37, "First run"): its packed bytes, and tinygemm's / the fused kernel's microseconds at 1, 16, 32, 64 rows.
+H100_LAYER_BYTES = 113_311_744
+H100_LAYER_US = {"tinygemm": (218, 443, 637, 1113), "fused": (998, 981, 935, 1085)}
+H100_ROWS = (1, 16, 32, 64)
+
+
+def _h100_rows() -> list[dict]:
+    """The H100's layer as `kernel_rates` reads `bench matmul`'s rows."""
+    return [
+        {"rows": rows, "bytes": H100_LAYER_BYTES, **{f"{k}_s": us[i] * 1e-6 for k, us in H100_LAYER_US.items()}}
+        for i, rows in enumerate(H100_ROWS)
+    ]
+
+
+def test_a_kernels_measured_rate_prices_its_time_at_every_row_count():
+    """The rate `hw --measure` records (over rows 1-64) and the speed model's passes over the weights give back
+    the H100's measured time of each row count within 3%: measurement and model in one unit (they were not:
+    tinygemm's rate counted one read per product, and the model charged it again per 16-row tile)."""
+    from core.offload.matmul_rate import kernel_rates
+    from core.planning.draft_kernel import weight_passes
+
+    rates = kernel_rates(_h100_rows(), ("tinygemm", "fused"))
+    for kernel, times in H100_LAYER_US.items():
+        for rows, us in zip(H100_ROWS, times):
+            priced = H100_LAYER_BYTES * weight_passes(kernel, rows) / rates[kernel]
+            assert priced == pytest.approx(us * 1e-6, rel=0.12 if kernel == "fused" else 0.03)
+
+
+def test_the_kernel_chosen_is_the_fastest_at_the_rows_it_multiplies():
+    """A rate in the one unit says how fast a kernel passes over the weights; tinygemm passes more often as the
+    rows grow, so the choice depends on the rows: the search's width by default."""
+    from core.offload.matmul_rate import kernel_rates
+    from core.planning.draft_kernel import FUSED, TINYGEMM, choose_kernel
+
+    available = (TINYGEMM, FUSED)
+    assert choose_kernel(available, kernel_rates(_h100_rows(), available)) == TINYGEMM  # the H100: 637 vs 935 us
+    rates = {TINYGEMM: 400e9, FUSED: 200e9}
+    assert choose_kernel(available, rates, rows=1) == TINYGEMM  # one pass at 400 against one at 200
+    assert choose_kernel(available, rates, rows=16) == TINYGEMM  # 31/16 passes: 206 GB/s of weights
+    assert choose_kernel(available, rates) == FUSED  # 32 rows: 47/16 passes, 136 GB/s of weights
+    assert choose_kernel(available, {}) == TINYGEMM  # nothing measured: the first available

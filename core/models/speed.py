@@ -22,8 +22,8 @@ packed bytes plus twice the 16-bit bytes), and its kernel launches.
 Draft: as many forwards per pass as the engine runs for trees that deep (DRAFT_FORWARDS_PER_TOKEN), each
 reading every draft weight once (`DraftKernel`, the kernel the engine runs on the card by
 core.planning.draft_kernel's rule): 16-bit bytes at the sustained memory rate, or the packed 4-bit bytes
-through torch's int4 kernel (tinygemm, which reads them once per 16-row tile of the search's fixed width,
-core.planning.graph_plan.search_width) or the fused Triton
+through torch's int4 kernel (tinygemm, whose time grows with the search's fixed width,
+core.planning.graph_plan.search_width: draft_kernel.weight_passes) or the fused Triton
 kernel, each at the rate it reaches on the card (`GpuRates.kernel_rate`: measured by `specexec hw --measure`
 / the doctor, else a stated default share of the sustained rate), or through a dequantisation, which writes
 the weights out in 16 bits and reads them back (with Triton's kernel), or moves EAGER_DEQUANT_BYTES_PER_WEIGHT
@@ -118,10 +118,12 @@ MATMUL_EFFICIENCY = 0.6
 #   a GPU yet.
 # - tinygemm: gpt-fast's published figure for Llama-2-7B in int4 (group 32) on an A100 80GB, 862.69 GB/s of
 #   its 2,039 GB/s datasheet rate at one token per step (its README; not measured here): 0.53 of the
-#   sustained rate, for a whole forward, attention included. Per 16-row tile of the batch (see above).
+#   sustained rate, for a whole forward, attention included: one pass over the weights (one row), so in
+#   core.planning.draft_kernel's unit. The first H100 run measured 508 GB/s in that unit, 0.19 of its
+#   sustained rate (docs/benchmarks.md, issue 37, "First run"); one card with HBM3, kept apart from the
+#   default until a consumer card is measured.
 FUSED_MATMUL_SHARE = 0.12
 TINYGEMM_SHARE = 0.5
-TINYGEMM_TILE_ROWS = 16
 # Bytes moved per weight by the eager dequantisation a GPU runs without Triton (core.offload.gptq
 # dequantize_into, per linear, then one GEMM), for 4-bit weights: the packed read (0.5), the shifted int32
 # values written and masked (4 + 4 + 4), the zero subtracted in place (4 + 4), the scaled 16-bit weight
@@ -154,7 +156,7 @@ class DraftLaunch(Enum):
 
 class DraftKernel(Enum):
     """How a GPTQ draft multiplies (core.planning.draft_kernel's names): TINYGEMM, torch's int4 kernel, and
-    FUSED, this engine's Triton kernel, read the packed weights (tinygemm once per 16-row tile); DEQUANTISE
+    FUSED, this engine's Triton kernel, read the packed weights (tinygemm once per draft_kernel.weight_passes); DEQUANTISE
     writes them out in 16 bits and reads them back (a dequantisation kernel, then a GEMM); EAGER_DEQUANTISE
     unpacks them with PyTorch operations first (no Triton: torch's Windows builds before triton-windows)."""
 
@@ -282,8 +284,8 @@ def draft_seconds(
     if weights.bits is None:
         read_seconds = (layers + head) / gpu.memory
     elif kernel is DraftKernel.TINYGEMM:  # the search multiplies search_width rows per forward, padded or not
-        tiles = math.ceil(search_width(budget) / TINYGEMM_TILE_ROWS)
-        read_seconds = tiles * layers / gpu.kernel_rate(kernel) + head / gpu.memory
+        passes = draft_kernel.weight_passes(draft_kernel.TINYGEMM, search_width(budget))
+        read_seconds = passes * layers / gpu.kernel_rate(kernel) + head / gpu.memory
     elif kernel is DraftKernel.FUSED:
         read_seconds = layers / gpu.kernel_rate(kernel) + head / gpu.memory
     else:

@@ -25,11 +25,14 @@ from torch import nn
 from core.errors import InvalidSettingError
 from core.offload.gptq import GPTQLinear
 from core.offload.matmul_rate import DRAFT_ROWS, kernel_call, kernels_on, time_calls
-from core.planning.draft_kernel import ALL_KERNELS, DEQUANTISE, EAGER_DEQUANTISE, TINYGEMM, choose_kernel
+from core.planning.draft_kernel import ALL_KERNELS, DEQUANTISE, EAGER_DEQUANTISE, TINYGEMM, choose_kernel, weight_passes
 from core.system.env import DRAFT_KERNEL_ENV
 from core.system.json_cache import read_entries, write_entries
 
 CACHE_FILE = "draft-kernels.json"
+# In every cache key: rates cached before they counted tinygemm's passes over the weights (an older unit) are
+# measured again rather than compared with rates in the new one.
+RATE_UNIT = "weight-passes"
 TIMING_REPEATS = 10
 # Rows the engine times at load: a one-token catch-up forward and the search's default width (32 rows,
 # core.planning.graph_plan.DEFAULT_EXPAND). Each (shape, rows) compiles the fused kernel once, 0.3-2.5 s, so
@@ -72,7 +75,7 @@ def _first_layer(linears: list[GPTQLinear]) -> list[GPTQLinear]:
 
 def _cache_key(device: torch.device, linears: list[GPTQLinear]) -> str:
     shapes = sorted({(linear.in_features, linear.out_features, linear.bits, linear.group_size) for linear in linears})
-    return json.dumps([torch.cuda.get_device_name(device), torch.__version__, shapes])
+    return json.dumps([torch.cuda.get_device_name(device), torch.__version__, RATE_UNIT, shapes])
 
 
 def time_kernels(
@@ -82,8 +85,9 @@ def time_kernels(
     rows: tuple[int, ...] = DRAFT_ROWS,
     repeats: int = TIMING_REPEATS,
 ) -> dict[str, float]:
-    """Bytes of packed weights each kernel reads per second over `linears` at each of `rows`, a product at a
-    time (total bytes over total time); a kernel that cannot take one of them is left out."""
+    """Each kernel's rate over `linears` at each of `rows`, a product at a time, in core.planning.draft_kernel's
+    unit (the bytes of its passes over the weights over the total time); a kernel that cannot take one of them
+    is left out."""
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     generator = torch.Generator().manual_seed(0)
     rates = {}
@@ -97,7 +101,7 @@ def time_kernels(
             for count in rows:
                 x = torch.randn(count, linear.in_features, generator=generator).to(device=device, dtype=dtype)
                 seconds += time_calls(lambda run, x=x: run(x), [call], repeats, device)
-                read += nbytes
+                read += nbytes * weight_passes(kernel, count)
         rates[kernel] = read / seconds
         del calls
     return rates

@@ -19,7 +19,7 @@ import torch
 from core.offload.gptq import GPTQLinear, dequantize_into, unpack_cols, unpack_rows
 from core.offload.gptq_kernel import fused_dequant_available, triton_available
 from core.offload.int4pack import int4_matmul, pack_int4, tinygemm_layout, tinygemm_op_available
-from core.planning.draft_kernel import DEQUANTISE, EAGER_DEQUANTISE, FUSED, TINYGEMM, available_kernels
+from core.planning.draft_kernel import DEQUANTISE, EAGER_DEQUANTISE, FUSED, TINYGEMM, available_kernels, weight_passes
 
 # (name, K, N) of an 8B Llama draft's linears (hidden 4096, 8 KV heads of 128, MLP 14336) and a 70B layer's.
 DRAFT_SHAPES = (("q/o", 4096, 4096), ("k/v", 4096, 1024), ("gate/up", 4096, 14336), ("down", 14336, 4096))
@@ -182,13 +182,15 @@ def measure_shapes(
 
 
 def kernel_rates(results: list[dict], kernels: tuple[str, ...]) -> dict[str, float]:
-    """Bytes per second each kernel read over `results` (their total bytes over their total time, so the large
-    MLP projections weigh as they do in a forward); kernels missing from any row are left out."""
+    """Each kernel's rate over `results` in core.planning.draft_kernel's unit (the bytes of its passes over
+    the weights, `weight_passes`, over its total time, so the large MLP projections weigh as they do in a
+    forward); kernels missing from any row are left out."""
     rates = {}
     for kernel in kernels:
         key = f"{kernel.replace(' ', '_')}_s"
         if results and all(key in row for row in results):
-            rates[kernel] = sum(row["bytes"] for row in results) / sum(row[key] for row in results)
+            read = sum(row["bytes"] * weight_passes(kernel, row["rows"]) for row in results)
+            rates[kernel] = read / sum(row[key] for row in results)
     return rates
 
 
