@@ -157,14 +157,23 @@ def test_generator_batches_equal_single_draws_and_stay_inside_the_open_interval(
 
 
 def test_small_host_batches_and_large_batches_give_the_same_bits():
-    """Batches up to NUMPY_BATCH counters run Philox on numpy arrays, larger ones in torch: one function of the
-    integers either way, so a value does not depend on the size of the batch it was drawn in."""
-    from core.decoding.keyed_random import NUMPY_BATCH
+    """Batches up to PYTHON_BATCH counters run Philox on Python's integers, up to NUMPY_BATCH on numpy arrays,
+    larger ones in torch: one function of the integers every way, so a value does not depend on the size of
+    the batch it was drawn in."""
+    from core.decoding.keyed_random import NUMPY_BATCH, PYTHON_BATCH
 
     positions = torch.arange(2**33 - 100, 2**33 - 100 + NUMPY_BATCH + 1)  # past 2^32: the counter's high word
     large = keyed_uniforms(2**63 + 5, positions, STREAM_TOKEN, 7)
     small = torch.cat([keyed_uniforms(2**63 + 5, part, STREAM_TOKEN, 7) for part in positions.split(NUMPY_BATCH)])
     assert large.dtype == small.dtype == torch.float64 and torch.equal(large, small)
+    head = positions[: 8 * PYTHON_BATCH]
+    tiny = torch.cat([keyed_uniforms(2**63 + 5, part, STREAM_TOKEN, 7) for part in head.split(PYTHON_BATCH)])
+    assert tiny.dtype == torch.float64 and torch.equal(tiny, large[: len(head)])
+    indices = torch.tensor([[0, 2**32 - 1]])  # the counter's first word at both ends, broadcast against rows
+    rows = torch.tensor([[3], [2**40]])
+    assert keyed_uniforms(9, rows, 2, indices).tolist() == [
+        [uniform_reference(9, r, 2, i) for i in (0, 2**32 - 1)] for r in (3, 2**40)
+    ]
     assert large[-1].item() == uniform_reference(2**63 + 5, int(positions[-1]), STREAM_TOKEN, 7)
     grid = keyed_uniforms(3, torch.arange(4).reshape(-1, 1), STREAM_TOKEN, torch.arange(5))  # broadcast, numpy
     assert grid.shape == (4, 5) and grid[2, 3].item() == uniform_reference(3, 2, STREAM_TOKEN, 3)

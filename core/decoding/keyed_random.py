@@ -21,9 +21,11 @@ bit pattern on a CPU and a GPU.
 
 The draws are made on the host (core.decoding.sampling.position_noise). A small batch there (one acceptance test,
 a few positions of a tiny vocabulary) costs Philox's ~200 integer operations in dispatch alone, ~7 us each as
-torch operations and under 1 us as numpy's: batches up to NUMPY_BATCH counters run on numpy arrays of uint64
+torch operations and ~1 us as numpy's: batches up to NUMPY_BATCH counters run on numpy arrays of uint64
 (exact integer arithmetic too, so the same bits, with one multiply where torch's int64 needs the 16-bit
-split), larger ones stay in torch, which spreads them over threads.
+split), larger ones stay in torch, which spreads them over threads. The smallest, up to PYTHON_BATCH counters
+(SpecInfer's acceptance tests and chains draw one to a few values per call, hundreds of calls an answer), run
+on Python's integers, ~4 us a counter with no per-operation dispatch at all: the same arithmetic, the same bits.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ PHILOX_W0 = 0x9E3779B9
 PHILOX_W1 = 0xBB67AE85
 PHILOX_ROUNDS = 10
 NUMPY_BATCH = 4096  # host batches up to this many counters: numpy's lower per-operation cost wins
+PYTHON_BATCH = 16  # ... and up to this many: Python's integers, whose cost is per counter, not per operation
 
 # Streams: independent families of draws at the same (seed, position).
 STREAM_TOKEN = 0  # the token sampled at a position (every method)
@@ -76,6 +79,24 @@ def philox4x32(counter: tuple, key: tuple[int, int], rounds: int = PHILOX_ROUNDS
     return x0, x1, x2, x3
 
 
+def _uniforms_in_python(key: tuple[int, int], positions: list[int], indices: list[int], stream: int) -> list[float]:
+    """keyed_uniforms' values, one per (position, index), by philox4x32's rounds on Python integers (a whole
+    64-bit product per multiply, as numpy's) and the same 52-bit conversion."""
+    keys, (k0, k1) = [], key
+    for round_index in range(PHILOX_ROUNDS):
+        if round_index:
+            k0, k1 = (k0 + PHILOX_W0) & MASK32, (k1 + PHILOX_W1) & MASK32
+        keys.append((k0, k1))
+    values = []
+    for position, number in zip(positions, indices):
+        x0, x1, x2, x3 = number, position & MASK32, position >> 32, stream
+        for k0, k1 in keys:
+            p0, p1 = x0 * PHILOX_M0, x2 * PHILOX_M1
+            x0, x1, x2, x3 = (p1 >> 32) ^ x1 ^ k0, p1 & MASK32, (p0 >> 32) ^ x3 ^ k1, p0 & MASK32
+        values.append((2 * ((x0 << 20) | (x1 >> 12)) + 1) * 2.0**-53)  # exact, as below
+    return values
+
+
 def keyed_uniforms(seed: int, positions: torch.Tensor, stream: int, index: torch.Tensor | int = 0) -> torch.Tensor:
     """float64 uniforms in (0, 1), one per element of `positions` and `index` broadcast together, on their
     device. positions, index: long tensors of absolute positions (>= 0) and indices in [0, 2^32)."""
@@ -84,6 +105,9 @@ def keyed_uniforms(seed: int, positions: torch.Tensor, stream: int, index: torch
     index = torch.full_like(positions, index) if isinstance(index, int) else index.long()
     positions, index = torch.broadcast_tensors(positions, index)
     key = (seed & MASK32, seed >> 32)
+    if positions.device.type == "cpu" and positions.numel() <= PYTHON_BATCH:
+        values = _uniforms_in_python(key, positions.flatten().tolist(), index.flatten().tolist(), stream)
+        return torch.tensor(values, dtype=torch.float64).reshape(positions.shape)
     if positions.device.type == "cpu" and positions.numel() <= NUMPY_BATCH:
         where, number = positions.numpy().astype(np.uint64), index.numpy().astype(np.uint64)  # both >= 0
         w0, w1, _, _ = philox4x32((number, where & MASK32, where >> 32, np.full_like(where, stream)), key)
