@@ -5,7 +5,8 @@
 #
 #   scripts/gpu-check.sh [--cpu] [--out DIR] [--only PART,PART...]
 #
-# --cpu: the same parts on the CPU with tiny shapes (a smoke test: tests/test_gpu_check.py). --out: where the
+# --cpu: the same parts on the CPU with tiny shapes, one after another in one process (a smoke test:
+# tests/test_gpu_check.py; the GPU run gives each part its own process and limit). --out: where the
 # report goes (default: $OUT when set, as on the lent machine, else ./gpu-check-report). --only: run just
 # these parts (a rerun of those a first run lost; the report merges whatever is in DIR/parts). A part killed
 # at its limit still writes what it found so far ("partial"); its log holds timed progress lines. The interpreter is
@@ -57,10 +58,11 @@ if [ "$DEVICE" = cpu ]; then  # a smoke run on a shared CPU: tiny shapes, but Py
 fi
 
 # run NAME LIMIT COMMAND...: the command under `timeout`, at most LIMIT seconds and what is left of TOTAL
+wanted() { [ -z "$ONLY" ] || [[ "$ONLY" == *",$1,"* ]]; }  # wanted NAME: not left out by --only
+
 run() {
     local name=$1 limit=$(($2 * SCALE))
     shift 2
-    if [ -n "$ONLY" ] && [[ "$ONLY" != *",$name,"* ]]; then return; fi
     rm -f "$PARTS/$name.json"
     local left=$((TOTAL - ($(date +%s) - START)))
     [ "$limit" -gt "$left" ] && limit=$left
@@ -78,9 +80,20 @@ run() {
     fi
 }
 
+PLAN=()  # --cpu: the parts to run one after another in one process (each part's own process on the GPU)
+PLAN_LIMIT=0
 part() {  # part NAME LIMIT PART [ENV=VALUE...]
     local name=$1 limit=$2 module=$3
     shift 3
+    wanted "$name" || return 0
+    if [ "$DEVICE" = cpu ]; then
+        rm -f "$PARTS/$name.json"
+        local assignments
+        assignments=$(IFS=,; echo "$*")
+        PLAN+=("$name=$module${assignments:+:$assignments}")
+        PLAN_LIMIT=$((PLAN_LIMIT + limit))
+        return
+    fi
     run "$name" "$limit" env "$@" "$PY" -m core.bench.gpu_check "$module" --device "$DEVICE" "${SMALL[@]}" \
         --out "$PARTS/$name.json"
 }
@@ -91,7 +104,9 @@ part token-speed-fix-on 55 token-speed SPECEXEC_ATTENTION_FIX=1 SPECEXEC_CUDA_GR
 part passes-eager 45 passes SPECEXEC_CUDA_GRAPHS=0
 part passes-graphs 40 passes SPECEXEC_CUDA_GRAPHS=1
 part step-graphs 35 step-graphs
-if [ "$DEVICE" = cuda ]; then
+if ! wanted matmul; then
+    :
+elif [ "$DEVICE" = cuda ]; then
     run matmul 75 sh -c "\"$PY\" -m core.cli.main bench matmul --device cuda --rows 1,16,32,64 --repeats 20 --json > \"$PARTS/matmul.json\""
 else  # a check that it runs: one tiny linear
     run matmul 60 sh -c "\"$PY\" -m core.cli.main bench matmul --device cpu --smoke --rows 1,16 --repeats 1 --json > \"$PARTS/matmul.json\""
@@ -101,6 +116,9 @@ part offload 45 offload
 part agreement 50 agreement
 part graph-vram 25 graph-vram
 part token-speed-fix-off 75 token-speed SPECEXEC_ATTENTION_FIX=0  # last: rising per-token times are expected
+if [ ${#PLAN[@]} -gt 0 ]; then  # --cpu: torch imported once for every part, not a dozen times
+    run parts "$PLAN_LIMIT" "$PY" -m core.bench.gpu_check sequence "${PLAN[@]}" --device cpu --small --parts "$PARTS"
+fi
 
 "$PY" -m core.bench.gpu_check report --parts "$PARTS" --out "$OUTDIR"
 echo "gpu-check: report in $OUTDIR/report.json, summary in $OUTDIR/summary.md ($(($(date +%s) - START)) s)" >&2

@@ -1,5 +1,8 @@
 """`python -m core.bench.gpu_check PART --device D --out FILE [--small]`: one part of the GPU check, in its own
 process (scripts/gpu-check.sh runs each under its own time limit); its findings as one JSON object in FILE.
+`python -m core.bench.gpu_check sequence --device cpu --small --parts DIR NAME=PART[:ENV=VALUE,...] ...`:
+several parts one after another in this one process, each with its environment variables set while it runs,
+each writing DIR/NAME.json (the CPU smoke run: a process per part would import torch a dozen times).
 `python -m core.bench.gpu_check report --parts DIR --out DIR`: merge the parts into report.json and summary.md.
 """
 
@@ -8,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import signal
 import sys
 import time
@@ -28,43 +32,89 @@ PARTS = {
 }
 
 
+def _run_part(part: str, device: str, small: bool, out: Path) -> bool:
+    """Measure one part and write its JSON to `out` (killed or failed: the error and its partial findings);
+    returns False when it was killed. A SIGTERM from `timeout` ends the part as PartKilled (installed by main)."""
+    import torch
+
+    from core.bench.gpu_check import partial
+
+    partial.reset()
+    started = time.perf_counter()
+    try:
+        module = importlib.import_module(f"core.bench.gpu_check.{PARTS[part]}")
+        result = {"ok": True, **module.measure(torch.device(device), small)}
+    except partial.PartKilled:
+        result = {"ok": False, "error": "killed at its time limit", "killed": True, "partial": partial.findings()}
+    except Exception as error:  # noqa: BLE001 - the finding is the error: the report says which part failed and why
+        result = {
+            "ok": False,
+            "error": f"{type(error).__name__}: {error}",
+            "traceback": traceback.format_exc(),
+            "partial": partial.findings(),
+        }
+    result["seconds"] = time.perf_counter() - started
+    out.write_text(json.dumps(result, indent=1, default=str))
+    return not result.get("killed")
+
+
+def _plan_item(text: str) -> tuple[str, str, dict[str, str]]:
+    """'NAME=PART[:ENV=VALUE,...]' -> (NAME, PART, {ENV: VALUE})."""
+    head, _, assignments = text.partition(":")
+    name, _, part = head.partition("=")
+    if part not in PARTS:
+        raise argparse.ArgumentTypeError(f"{text!r}: use NAME=PART with PART one of {', '.join(PARTS)}")
+    env = dict(item.split("=", 1) for item in assignments.split(",") if "=" in item)
+    return name, part, env
+
+
+def _run_sequence(plan: list[tuple[str, str, dict[str, str]]], device: str, small: bool, parts: Path) -> int:
+    """Each planned part in turn with its environment variables set (and put back after); stops at a kill."""
+    failed = 0
+    for name, part, env in plan:
+        saved = {key: os.environ.get(key) for key in env}
+        os.environ.update(env)
+        try:
+            print(f"gpu-check: {name} (in one process)", file=sys.stderr, flush=True)
+            alive = _run_part(part, device, small, parts / f"{name}.json")
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+        failed += not json.loads((parts / f"{name}.json").read_text())["ok"]
+        if not alive:
+            return 1
+    return 1 if failed else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m core.bench.gpu_check")
-    parser.add_argument("part", choices=[*PARTS, "report"])
+    parser.add_argument("part", choices=[*PARTS, "report", "sequence"])
+    parser.add_argument("plan", nargs="*", type=_plan_item, help="sequence: NAME=PART[:ENV=VALUE,...] items")
     parser.add_argument("--device", default="cuda", help="cuda or cpu")
     parser.add_argument("--small", action="store_true", help="tiny shapes: a CPU smoke run in seconds")
-    parser.add_argument("--out", required=True, help="the part's JSON file; for report: the folder to write into")
-    parser.add_argument("--parts", help="report: the folder of the parts' JSON files")
+    parser.add_argument("--out", help="the part's JSON file; for report: the folder to write into")
+    parser.add_argument("--parts", help="report, sequence: the folder of the parts' JSON files")
     args = parser.parse_args(argv)
     if args.part == "report":
         from core.bench.gpu_check.report import write_report
 
         write_report(Path(args.parts), Path(args.out))
         return 0
-    import torch
-
-    from core.bench.gpu_check.partial import PartKilled, findings
+    from core.bench.gpu_check.partial import PartKilled
 
     def killed(signum: int, frame: object) -> None:
         raise PartKilled
 
     signal.signal(signal.SIGTERM, killed)
-    started = time.perf_counter()
-    try:
-        module = importlib.import_module(f"core.bench.gpu_check.{PARTS[args.part]}")
-        result = {"ok": True, **module.measure(torch.device(args.device), args.small)}
-    except PartKilled:
-        result = {"ok": False, "error": "killed at its time limit", "killed": True, "partial": findings()}
-    except Exception as error:  # noqa: BLE001 - the finding is the error: the report says which part failed and why
-        result = {
-            "ok": False,
-            "error": f"{type(error).__name__}: {error}",
-            "traceback": traceback.format_exc(),
-            "partial": findings(),
-        }
-    result["seconds"] = time.perf_counter() - started
-    Path(args.out).write_text(json.dumps(result, indent=1, default=str))
-    return 0 if result["ok"] else 1
+    if args.part == "sequence":
+        return _run_sequence(args.plan, args.device, args.small, Path(args.parts))
+    if not args.out:
+        parser.error("--out FILE is needed for a part")
+    _run_part(args.part, args.device, args.small, Path(args.out))
+    return 0 if json.loads(Path(args.out).read_text())["ok"] else 1
 
 
 if __name__ == "__main__":

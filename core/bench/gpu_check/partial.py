@@ -21,6 +21,13 @@ class PartKilled(BaseException):
     the code under test swallows it."""
 
 
+def reset() -> None:
+    """Forget what the last part noted and restart the clock (several parts in one process)."""
+    global _started
+    _found.clear()
+    _started = time.perf_counter()
+
+
 def note(**items: Any) -> None:
     """Record findings under these names (a callable: evaluated when the findings are read)."""
     _found.update(items)
