@@ -84,9 +84,10 @@ def newline_first(tmp_path_factory):
 @pytest.mark.slow
 def test_a_forced_call_comes_after_a_thought_that_starts_with_a_newline(newline_first):
     """Before the fix the newline was read as the answer's start, `<think>` was masked and most seeds wrote
-    until the length limit; now every seed thinks "Because sky" and then calls."""
+    until the length limit; now every seed thinks "Because sky" and then calls. Twelve seeds: were even half of
+    them still to fail, all twelve would pass with odds of 1 in 4,096."""
     outcomes = []
-    for seed in range(24):
+    for seed in range(12):
         answer = newline_first.chat.completions.create(
             model="m", messages=USER, tools=[TOOL], tool_choice="required", max_tokens=300, seed=seed, temperature=1.0
         )
@@ -94,7 +95,7 @@ def test_a_forced_call_comes_after_a_thought_that_starts_with_a_newline(newline_
         outcomes.append(
             (choice.finish_reason, _valid_call(choice), choice.message.model_extra.get("reasoning_content"))
         )
-    assert Counter(outcomes) == {("tool_calls", True, "Because sky"): 24}
+    assert Counter(outcomes) == {("tool_calls", True, "Because sky"): 12}
 
 
 # ----------------------------------------------------------------------------------------------------------
