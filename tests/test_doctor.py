@@ -310,6 +310,10 @@ def test_draft_check_decisions():
     rates = {"tinygemm": 1900e9, "fused": 400e9}
     fastest = draft.decide(draft.DraftMeasurement("cuda:0", right.cases, bytes_per_second=1900e9, kernel_rates=rates))
     assert "1900 GB/s with tinygemm" in fastest.sentence
+    # the kernel named is the engine's: the fastest at the search's 32 rows, where tinygemm passes 47/16 times
+    rates = {"tinygemm": 1000e9, "fused": 400e9}
+    chosen = draft.decide(draft.DraftMeasurement("cuda:0", right.cases, bytes_per_second=400e9, kernel_rates=rates))
+    assert "400 GB/s with fused" in chosen.sentence
     wrong = draft.decide(
         draft.DraftMeasurement("cuda:0", [{**case, "worst_ratio": 0.7}, {**case, "worst_ratio": float("nan")}])
     )

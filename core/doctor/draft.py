@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from core.doctor.report import CheckResult, Status
+from core.planning.draft_kernel import choose_kernel
 
 NAME = "draft"
 # (K, N) of the 8B draft's linears; rows of x per product
@@ -30,8 +31,9 @@ UNIT_ROUNDOFF = {"float16": 2.0**-11, "bfloat16": 2.0**-8}
 @dataclass(frozen=True)
 class DraftMeasurement:
     """cases: one per (shape, rows, dtype, split): worst |y - exact| / bound (<= 1 within the bound).
-    bytes_per_second: the fastest kernel's read rate (None: not measured); kernel_rates: each kernel's
-    (core.planning.draft_kernel names; empty in reports from before they were measured). error: why it
+    bytes_per_second: the rate of the kernel the engine would run, the fastest at the search's width (None:
+    not measured); kernel_rates: each kernel's, in core.planning.draft_kernel's unit (its names; empty in
+    reports from before they were measured). error: why it
     could not run. triton: False when this build has no Triton (the draft then dequantises eagerly)."""
 
     device: str
@@ -99,7 +101,8 @@ def measure(
         rates = measured_rates(device) if bandwidth and device.type == "cuda" else {}
     except Exception as error:  # noqa: BLE001 - a compile or launch error is this check's finding
         return DraftMeasurement(str(device), cases, error=f"{type(error).__name__}: {error}")
-    return DraftMeasurement(str(device), cases, max(rates.values(), default=None), kernel_rates=rates)
+    chosen = choose_kernel(tuple(rates), rates) if rates else None
+    return DraftMeasurement(str(device), cases, rates.get(chosen), kernel_rates=rates)
 
 
 def decide(m: DraftMeasurement) -> CheckResult:
@@ -132,7 +135,7 @@ def decide(m: DraftMeasurement) -> CheckResult:
         )
     if not m.cases:
         return CheckResult(NAME, Status.SKIPPED, "The GPU's 4-bit matrix product was not checked.", measured)
-    fastest = max(m.kernel_rates, key=m.kernel_rates.__getitem__) if m.kernel_rates else None
+    fastest = choose_kernel(tuple(m.kernel_rates), m.kernel_rates) if m.kernel_rates else None  # as the engine
     through = f" with {fastest}" if fastest else ""
     speed = f" It reads 4-bit weights at {m.bytes_per_second / 1e9:.0f} GB/s{through}." if m.bytes_per_second else ""
     return CheckResult(
