@@ -25,7 +25,7 @@ torch operations and ~1 us as numpy's: batches up to NUMPY_BATCH counters run on
 (exact integer arithmetic too, so the same bits, with one multiply where torch's int64 needs the 16-bit
 split), larger ones stay in torch, which spreads them over threads. The smallest, up to PYTHON_BATCH counters
 (SpecInfer's acceptance tests and chains draw one to a few values per call, hundreds of calls an answer), run
-on Python's integers, ~4 us a counter with no per-operation dispatch at all: the same arithmetic, the same bits.
+on Python's integers, a few microseconds a counter and no per-operation dispatch: the same arithmetic and bits.
 """
 
 from __future__ import annotations

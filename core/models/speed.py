@@ -156,9 +156,10 @@ class DraftLaunch(Enum):
 
 class DraftKernel(Enum):
     """How a GPTQ draft multiplies (core.planning.draft_kernel's names): TINYGEMM, torch's int4 kernel, and
-    FUSED, this engine's Triton kernel, read the packed weights (tinygemm once per draft_kernel.weight_passes); DEQUANTISE
-    writes them out in 16 bits and reads them back (a dequantisation kernel, then a GEMM); EAGER_DEQUANTISE
-    unpacks them with PyTorch operations first (no Triton: torch's Windows builds before triton-windows)."""
+    FUSED, this engine's Triton kernel, read the packed weights (tinygemm as often as draft_kernel.weight_passes
+    says); DEQUANTISE writes them out in 16 bits and reads them back (a dequantisation kernel, then a GEMM);
+    EAGER_DEQUANTISE unpacks them with PyTorch operations first (no Triton: torch's Windows builds before
+    triton-windows)."""
 
     TINYGEMM = draft_kernel.TINYGEMM
     FUSED = draft_kernel.FUSED

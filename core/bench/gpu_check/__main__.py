@@ -32,9 +32,9 @@ PARTS = {
 }
 
 
-def _run_part(part: str, device: str, small: bool, out: Path) -> bool:
-    """Measure one part and write its JSON to `out` (killed or failed: the error and its partial findings);
-    returns False when it was killed. A SIGTERM from `timeout` ends the part as PartKilled (installed by main)."""
+def _run_part(part: str, device: str, small: bool, out: Path) -> dict:
+    """Measure one part, write its JSON to `out` and return it (killed or failed: the error and its partial
+    findings). A SIGTERM from `timeout` ends the part as PartKilled (the handler main installs)."""
     import torch
 
     from core.bench.gpu_check import partial
@@ -55,7 +55,7 @@ def _run_part(part: str, device: str, small: bool, out: Path) -> bool:
         }
     result["seconds"] = time.perf_counter() - started
     out.write_text(json.dumps(result, indent=1, default=str))
-    return not result.get("killed")
+    return result
 
 
 def _plan_item(text: str) -> tuple[str, str, dict[str, str]]:
@@ -76,15 +76,15 @@ def _run_sequence(plan: list[tuple[str, str, dict[str, str]]], device: str, smal
         os.environ.update(env)
         try:
             print(f"gpu-check: {name} (in one process)", file=sys.stderr, flush=True)
-            alive = _run_part(part, device, small, parts / f"{name}.json")
+            result = _run_part(part, device, small, parts / f"{name}.json")
         finally:
             for key, value in saved.items():
                 if value is None:
                     os.environ.pop(key, None)
                 else:
                     os.environ[key] = value
-        failed += not json.loads((parts / f"{name}.json").read_text())["ok"]
-        if not alive:
+        failed += not result["ok"]
+        if result.get("killed"):
             return 1
     return 1 if failed else 0
 
@@ -113,8 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         return _run_sequence(args.plan, args.device, args.small, Path(args.parts))
     if not args.out:
         parser.error("--out FILE is needed for a part")
-    _run_part(args.part, args.device, args.small, Path(args.out))
-    return 0 if json.loads(Path(args.out).read_text())["ok"] else 1
+    return 0 if _run_part(args.part, args.device, args.small, Path(args.out))["ok"] else 1
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
 """Where the time of a plain answer and of a SpecExec pass goes on the device: torch.profiler over a few
-plain tokens (after a warm-up) and a few eager SpecExec passes of the random pair, each as the profiler's
-table of the operators that took the most device time and the most host time. The first GPU check found
-both far slower than the shapes explain (a 135M-parameter draft forward at 6 ms with CUDA graphs); these
-tables say whether the time is kernels, launches, host-device syncs or Python."""
+plain tokens (after a warm-up) and a few SpecExec passes of the random pair (run as the engine runs them: the
+draft's CUDA graphs on where they capture), each as the profiler's table of the operators that took the most
+device time and the most host time. The first H100 run measured 26 ms for an eager plain token and 6.2 ms for
+a 135M draft forward replayed from a graph; these tables say whether such time is kernels, launches,
+host-device syncs or Python."""
 
 from __future__ import annotations
 
