@@ -101,7 +101,7 @@ part() {  # part NAME LIMIT PART [ENV=VALUE...]
 part versions 25 versions
 part profile 60 profile
 part token-speed-fix-on 55 token-speed SPECEXEC_ATTENTION_FIX=1 SPECEXEC_CUDA_GRAPHS=0
-part passes-eager 45 passes SPECEXEC_CUDA_GRAPHS=0
+part passes-eager 55 passes SPECEXEC_CUDA_GRAPHS=0
 part passes-graphs 40 passes SPECEXEC_CUDA_GRAPHS=1
 part step-graphs 35 step-graphs
 if ! wanted matmul; then
@@ -115,7 +115,7 @@ part pinning 20 pinning
 part offload 45 offload
 part agreement 50 agreement
 part graph-vram 25 graph-vram
-part token-speed-fix-off 75 token-speed SPECEXEC_ATTENTION_FIX=0  # last: rising per-token times are expected
+part token-speed-fix-off 90 token-speed SPECEXEC_ATTENTION_FIX=0  # last: the "before", measured once already
 if [ ${#PLAN[@]} -gt 0 ]; then  # --cpu: torch imported once for every part, not a dozen times
     run parts "$PLAN_LIMIT" "$PY" -m core.bench.gpu_check sequence "${PLAN[@]}" --device cpu --small --parts "$PARTS"
 fi
