@@ -137,6 +137,7 @@ def test_philox_matches_the_published_test_vectors(counter, key, expected):
     assert tuple(int(w) for w in words) == expected
     words = philox4x32(tuple(np.array([c], dtype=np.uint64) for c in counter), key)  # numpy's (small ones)
     assert tuple(int(w[0]) for w in words) == expected
+    assert philox4x32(counter, key) == expected  # Python's ints (the smallest)
 
 
 @pytest.mark.parametrize("inputs,expected", PINNED_UNIFORMS)

@@ -25,7 +25,7 @@ torch operations and ~1 us as numpy's: batches up to NUMPY_BATCH counters run on
 (exact integer arithmetic too, so the same bits, with one multiply where torch's int64 needs the 16-bit
 split), larger ones stay in torch, which spreads them over threads. The smallest, up to PYTHON_BATCH counters
 (SpecInfer's acceptance tests and chains draw one to a few values per call, hundreds of calls an answer), run
-on Python's integers, a few microseconds a counter and no per-operation dispatch: the same arithmetic and bits.
+through the same philox4x32 on Python's integers, ~10 us a counter with no per-operation dispatch.
 """
 
 from __future__ import annotations
@@ -51,12 +51,16 @@ STREAM_SPECINFER_RESIDUAL = 3  # SpecInfer's residual sample
 
 
 def _mulhilo(a, multiplier: int):
-    """(high, low) 32-bit words of a * multiplier for words a in [0, 2^32) (int64 torch tensor, or uint64
-    numpy array) and a 32-bit constant.
+    """(high, low) 32-bit words of a * multiplier for words a in [0, 2^32) (a Python int, an int64 torch
+    tensor, or a uint64 numpy array) and a 32-bit constant.
 
-    numpy's uint64 holds the whole product (below 2^64): one multiply. torch has no uint64 arithmetic on every
-    device, so there a * M = a * M_hi * 2^16 + a * M_lo with 16-bit halves; each partial product is below 2^48.
+    Python's ints and numpy's uint64 hold the whole product (below 2^64): one multiply. torch has no uint64
+    arithmetic on every device, so there a * M = a * M_hi * 2^16 + a * M_lo with 16-bit halves; each partial
+    product is below 2^48.
     """
+    if isinstance(a, int):
+        product = a * multiplier
+        return product >> 32, product & MASK32
     if isinstance(a, np.ndarray):
         product = a * np.uint64(multiplier)
         return product >> np.uint64(32), product & np.uint64(MASK32)
@@ -66,8 +70,8 @@ def _mulhilo(a, multiplier: int):
 
 
 def philox4x32(counter: tuple, key: tuple[int, int], rounds: int = PHILOX_ROUNDS) -> tuple:
-    """Philox4x32-R on int64 words in [0, 2^32) (torch tensors or numpy arrays, broadcast together); key: two
-    32-bit ints."""
+    """Philox4x32-R on words in [0, 2^32): Python ints, or int64 torch tensors or uint64 numpy arrays
+    broadcast together; key: two 32-bit ints."""
     x0, x1, x2, x3 = counter
     k0, k1 = key
     for round_index in range(rounds):
@@ -79,24 +83,6 @@ def philox4x32(counter: tuple, key: tuple[int, int], rounds: int = PHILOX_ROUNDS
     return x0, x1, x2, x3
 
 
-def _uniforms_in_python(key: tuple[int, int], positions: list[int], indices: list[int], stream: int) -> list[float]:
-    """keyed_uniforms' values, one per (position, index), by philox4x32's rounds on Python integers (a whole
-    64-bit product per multiply, as numpy's) and the same 52-bit conversion."""
-    keys, (k0, k1) = [], key
-    for round_index in range(PHILOX_ROUNDS):
-        if round_index:
-            k0, k1 = (k0 + PHILOX_W0) & MASK32, (k1 + PHILOX_W1) & MASK32
-        keys.append((k0, k1))
-    values = []
-    for position, number in zip(positions, indices):
-        x0, x1, x2, x3 = number, position & MASK32, position >> 32, stream
-        for k0, k1 in keys:
-            p0, p1 = x0 * PHILOX_M0, x2 * PHILOX_M1
-            x0, x1, x2, x3 = (p1 >> 32) ^ x1 ^ k0, p1 & MASK32, (p0 >> 32) ^ x3 ^ k1, p0 & MASK32
-        values.append((2 * ((x0 << 20) | (x1 >> 12)) + 1) * 2.0**-53)  # exact, as below
-    return values
-
-
 def keyed_uniforms(seed: int, positions: torch.Tensor, stream: int, index: torch.Tensor | int = 0) -> torch.Tensor:
     """float64 uniforms in (0, 1), one per element of `positions` and `index` broadcast together, on their
     device. positions, index: long tensors of absolute positions (>= 0) and indices in [0, 2^32)."""
@@ -106,7 +92,9 @@ def keyed_uniforms(seed: int, positions: torch.Tensor, stream: int, index: torch
     positions, index = torch.broadcast_tensors(positions, index)
     key = (seed & MASK32, seed >> 32)
     if positions.device.type == "cpu" and positions.numel() <= PYTHON_BATCH:
-        values = _uniforms_in_python(key, positions.flatten().tolist(), index.flatten().tolist(), stream)
+        counters = zip(index.flatten().tolist(), positions.flatten().tolist())
+        words = (philox4x32((number, where & MASK32, where >> 32, stream), key) for number, where in counters)
+        values = [(2 * ((w0 << 20) | (w1 >> 12)) + 1) * 2.0**-53 for w0, w1, _, _ in words]  # exact, as below
         return torch.tensor(values, dtype=torch.float64).reshape(positions.shape)
     if positions.device.type == "cpu" and positions.numel() <= NUMPY_BATCH:
         where, number = positions.numpy().astype(np.uint64), index.numpy().astype(np.uint64)  # both >= 0
