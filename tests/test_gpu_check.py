@@ -145,3 +145,17 @@ def test_a_part_killed_at_its_limit_writes_what_it_found(tmp_path):
     assert found["ok"] is False and found["killed"] is True and found["error"] == "killed at its time limit"
     assert found["partial"]["attention_fix"] is True and found["partial"]["dtype"] == "float32"
     assert isinstance(found["partial"]["tokens"], int) and isinstance(found["partial"]["windows"], list)
+
+
+def test_a_parts_variables_are_set_while_it_runs_and_put_back_after(monkeypatch):
+    """core.system.env.variables_set, which the CPU run's one process uses for each part: a variable set before
+    gets its value back, one that was unset is removed again, also when the block raises."""
+    from core.system.env import ATTENTION_FIX_ENV, CUDA_GRAPHS_ENV, variables_set
+
+    monkeypatch.setenv(CUDA_GRAPHS_ENV, "1")
+    monkeypatch.delenv(ATTENTION_FIX_ENV, raising=False)
+    with pytest.raises(RuntimeError):
+        with variables_set({CUDA_GRAPHS_ENV: "0", ATTENTION_FIX_ENV: "0"}):
+            assert os.environ[CUDA_GRAPHS_ENV] == "0" and os.environ[ATTENTION_FIX_ENV] == "0"
+            raise RuntimeError("a part that fails")
+    assert os.environ[CUDA_GRAPHS_ENV] == "1" and ATTENTION_FIX_ENV not in os.environ

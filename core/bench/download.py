@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import shutil
 import tempfile
 import threading
@@ -48,6 +47,7 @@ def run(args: argparse.Namespace) -> int:
     from core.models.download import DownloadJob, download
     from core.models.download_progress import DownloadListener
     from core.models.hub import fetch_listing
+    from core.system.env import variables_set
 
     size = args.megabytes * 1_000_000 // args.files
     files = {"config.json": b'{"model_type": "llama"}'}
@@ -56,9 +56,7 @@ def run(args: argparse.Namespace) -> int:
     )
     total = sum(map(len, files.values()))
     work = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="specexec-bench-download-"))
-    previous_endpoint = os.environ.get("HF_ENDPOINT")
-    with LoopbackHub() as hub:
-        os.environ["HF_ENDPOINT"] = hub.url
+    with LoopbackHub() as hub, variables_set({"HF_ENDPOINT": hub.url}):
         try:
             hub.add_repo("bench/model", files)
             hub.limit_rate(args.link_mb_per_s * MB if args.link_mb_per_s > 0 else None)
@@ -99,10 +97,6 @@ def run(args: argparse.Namespace) -> int:
             resumed_bytes = hub.bytes_served
             shutil.rmtree(target)
         finally:
-            if previous_endpoint is None:
-                os.environ.pop("HF_ENDPOINT", None)
-            else:
-                os.environ["HF_ENDPOINT"] = previous_endpoint
             if not args.dir:
                 shutil.rmtree(work, ignore_errors=True)
     block = files[next(iter(files.keys() - {"config.json"}))]

@@ -6,6 +6,10 @@ Nothing here reads the environment at import: each reader decides when (the engi
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+
 # Folders (core.system.locations; the app's log folder in app.system.paths)
 DATA_DIR_ENV = "SPECEXEC_DATA_DIR"
 """One folder for everything (portable installs, tests): models/, config/, cache/ go under it."""
@@ -44,3 +48,19 @@ FREE_BYTES_OVERRIDE_ENV = "SPECEXEC_DOWNLOAD_FREE_BYTES"
 DRAFT_KERNEL_ENV = "SPECEXEC_DRAFT_KERNEL"
 """A 4-bit draft's kernel, forced (core.planning.draft_kernel's names: tinygemm, fused, dequantise, eager
 dequantise) instead of the fastest measured on the card; for comparisons and debugging."""
+
+
+@contextmanager
+def variables_set(values: Mapping[str, str]) -> Iterator[None]:
+    """These environment variables set for the `with` block, each put back as it was (or removed) after it:
+    for a measurement that runs the same code with a variable on and off in one process."""
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value

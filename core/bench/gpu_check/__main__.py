@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
-import os
 import signal
 import sys
 import time
@@ -71,18 +70,12 @@ def _plan_item(text: str) -> tuple[str, str, dict[str, str]]:
 def _run_sequence(plan: list[tuple[str, str, dict[str, str]]], device: str, small: bool, parts: Path) -> int:
     """Each planned part in turn with its environment variables set (and put back after); stops at a kill."""
     failed = 0
+    from core.system.env import variables_set
+
     for name, part, env in plan:
-        saved = {key: os.environ.get(key) for key in env}
-        os.environ.update(env)
-        try:
+        with variables_set(env):
             print(f"gpu-check: {name} (in one process)", file=sys.stderr, flush=True)
             result = _run_part(part, device, small, parts / f"{name}.json")
-        finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
         failed += not result["ok"]
         if result.get("killed"):
             return 1

@@ -18,7 +18,7 @@ from core.bench.gpu_check.random_pair import random_prompt, random_target
 from core.decoding.captured_forward import compare_step_captured_with_eager, step_capture_enabled
 from core.decoding.generation import stream_generate
 from core.decoding.settings import DecodingSettings, SamplingParams
-from core.system.env import CUDA_GRAPHS_ENV
+from core.system.env import CUDA_GRAPHS_ENV, variables_set
 
 TOKENS, SMALL_TOKENS = 300, 40
 PROMPT_TOKENS = 16
@@ -43,12 +43,10 @@ def measure(device: torch.device, small: bool) -> dict:
     dtype = torch.float16 if device.type == "cuda" else torch.float32
     target = random_target(device, dtype, small)
     prompt = random_prompt(PROMPT_TOKENS, target.lm.vocab_size)
-    saved = os.environ.get(CUDA_GRAPHS_ENV)
     rows, answers = [], []
     partial.note(dtype=str(dtype).removeprefix("torch."), tokens=tokens, rows=rows)
     partial.say("model ready")
-    try:
-        os.environ[CUDA_GRAPHS_ENV] = "0"
+    with variables_set({CUDA_GRAPHS_ENV: "0"}):
         _answer(target, prompt, SKIPPED)  # warm-up: cuBLAS, the allocator, the first kernels
         for graphs in ("0", "1"):
             os.environ[CUDA_GRAPHS_ENV] = graphs
@@ -66,11 +64,6 @@ def measure(device: torch.device, small: bool) -> dict:
                 }
             )
         difference = compare_step_captured_with_eager(target.lm) if step_capture_enabled(target.lm) else None
-    finally:
-        if saved is None:
-            os.environ.pop(CUDA_GRAPHS_ENV, None)
-        else:
-            os.environ[CUDA_GRAPHS_ENV] = saved
     return {
         "dtype": str(dtype).removeprefix("torch."),
         "tokens": tokens,
