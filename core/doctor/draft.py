@@ -101,8 +101,12 @@ def measure(
         rates = measured_rates(device) if bandwidth and device.type == "cuda" else {}
     except Exception as error:  # noqa: BLE001 - a compile or launch error is this check's finding
         return DraftMeasurement(str(device), cases, error=f"{type(error).__name__}: {error}")
-    chosen = choose_kernel(tuple(rates), rates) if rates else None
-    return DraftMeasurement(str(device), cases, rates.get(chosen), kernel_rates=rates)
+    return DraftMeasurement(str(device), cases, rates.get(_engine_kernel(rates)), kernel_rates=rates)
+
+
+def _engine_kernel(rates: dict[str, float]) -> str | None:
+    """The kernel the engine would run by these measured rates (None: none measured)."""
+    return choose_kernel(tuple(rates), rates) if rates else None
 
 
 def decide(m: DraftMeasurement) -> CheckResult:
@@ -135,8 +139,8 @@ def decide(m: DraftMeasurement) -> CheckResult:
         )
     if not m.cases:
         return CheckResult(NAME, Status.SKIPPED, "The GPU's 4-bit matrix product was not checked.", measured)
-    fastest = choose_kernel(tuple(m.kernel_rates), m.kernel_rates) if m.kernel_rates else None  # as the engine
-    through = f" with {fastest}" if fastest else ""
+    kernel = _engine_kernel(m.kernel_rates)
+    through = f" with {kernel}" if kernel else ""
     speed = f" It reads 4-bit weights at {m.bytes_per_second / 1e9:.0f} GB/s{through}." if m.bytes_per_second else ""
     return CheckResult(
         NAME, Status.PASS, "The draft model's 4-bit matrix product is right at its own sizes." + speed, measured

@@ -69,9 +69,9 @@ def _plan_item(text: str) -> tuple[str, str, dict[str, str]]:
 
 def _run_sequence(plan: list[tuple[str, str, dict[str, str]]], device: str, small: bool, parts: Path) -> int:
     """Each planned part in turn with its environment variables set (and put back after); stops at a kill."""
-    failed = 0
     from core.system.env import variables_set
 
+    failed = 0
     for name, part, env in plan:
         with variables_set(env):
             print(f"gpu-check: {name} (in one process)", file=sys.stderr, flush=True)
