@@ -2,6 +2,8 @@
 tokens from SpecExec (CPU and GPU paths, every budget) as from sequential decoding with them on, counted over
 the answer only (not the prompt), as vLLM counts them."""
 
+import contextlib
+
 import pytest
 import torch
 
@@ -13,6 +15,7 @@ from core.decoding.settings import DecodingSettings, SamplingParams, TreeSetting
 from core.decoding.methods.sequential import sequential_steps
 from core.decoding.methods.specexec import specexec_steps
 from core.decoding.sampling import apply_occurrence_penalties, occurrence_counts, process_logits
+from pairwise import all_pairs
 
 PROMPT = [1, 17, 5, 33, 8, 2, 40]
 
@@ -51,31 +54,42 @@ def _specexec(target, draft, params, tree, n, prompt=PROMPT):
     return [t for step in specexec_steps(state, target, draft, params, tree, n) for t in step.token_ids]
 
 
-@pytest.mark.parametrize("temperature,top_p", [(0.0, 1.0), (0.8, 0.9), (1.0, 1.0)])
+SAMPLING = [(0.0, 1.0), (0.8, 0.9), (1.0, 1.0)]  # (temperature, top_p)
+PENALTIES = [(0.8, 0.0, 1.0), (0.0, 1.5, 1.0), (1.2, 0.6, 1.3), (-0.7, -0.4, 1.0)]  # presence, frequency, repetition
+TREES = [(1, 1, 1, False), (16, 4, 4, False), (64, 8, 16, False), (48, 8, 8, True)]  # budget, depth, expand, GPU walk
+# every sampling, penalty set, tree and seed, and every pair of them: 16 runs where the product is 96
+CASES = all_pairs(SAMPLING, PENALTIES, TREES, [0, 1])
+
+
 @pytest.mark.parametrize(
-    "presence,frequency,repetition", [(0.8, 0.0, 1.0), (0.0, 1.5, 1.0), (1.2, 0.6, 1.3), (-0.7, -0.4, 1.0)]
+    "sampling,penalties,tree,seed",
+    CASES,
+    ids=[f"T{s[0]}-p{s[1]}-pen{p}-K{t[0]}{'-gpu' if t[3] else ''}-s{n}" for s, p, t, n in CASES],
 )
 def test_specexec_equals_sequential_with_penalties_on(
-    tiny_target, tiny_draft, one_torch_thread, temperature, top_p, presence, frequency, repetition
+    tiny_target, tiny_draft, one_torch_thread, sampling, penalties, tree, seed
 ):
     """Same seed, same tokens: the tree walk adds each accepted token to the counts of the next step, as
-    sequential decoding does; the penalties change the answer (so the test would see them skipped)."""
-    for seed in range(2):
-        params = SamplingParams(
-            temperature=temperature,
-            top_p=top_p,
-            repetition_penalty=repetition,
-            presence_penalty=presence,
-            frequency_penalty=frequency,
-            seed=seed,
-        )
-        expected = _sequential(tiny_target, params, 30)
-        for budget, depth, expand in ((1, 1, 1), (16, 4, 4), (64, 8, 16)):
-            assert _specexec(tiny_target, tiny_draft, params, TreeSettings(budget, depth, expand), 30) == expected
-        with gpu_semantics():  # the GPU's fixed-length walk
-            assert _specexec(tiny_target, tiny_draft, params, TreeSettings(48, 8, 8), 30) == expected
-        plain = SamplingParams(temperature=temperature, top_p=top_p, repetition_penalty=repetition, seed=seed)
-        assert _sequential(tiny_target, plain, 30) != expected
+    sequential decoding does (on the GPU's fixed-length walk too); the penalties change the answer (so the test
+    would see them skipped)."""
+    (temperature, top_p), (presence, frequency, repetition), (budget, depth, expand, gpu_walk) = (
+        sampling,
+        penalties,
+        tree,
+    )
+    params = SamplingParams(
+        temperature=temperature,
+        top_p=top_p,
+        repetition_penalty=repetition,
+        presence_penalty=presence,
+        frequency_penalty=frequency,
+        seed=seed,
+    )
+    expected = _sequential(tiny_target, params, 30)
+    with gpu_semantics() if gpu_walk else contextlib.nullcontext():
+        assert _specexec(tiny_target, tiny_draft, params, TreeSettings(budget, depth, expand), 30) == expected
+    plain = SamplingParams(temperature=temperature, top_p=top_p, repetition_penalty=repetition, seed=seed)
+    assert _sequential(tiny_target, plain, 30) != expected
 
 
 def test_penalties_count_the_answer_not_the_prompt(tiny_target):
