@@ -81,6 +81,9 @@ def _trace_specexec(target, draft, params, tree, max_new_tokens=ANSWER_TOKENS) -
     totals = PassTrace()
     tokenizer = make_word_tokenizer()
     target = endless(target)
+    # a fresh adaptive-depth policy (one per pair of models, learning across answers), so that what a trace
+    # drafts does not hang on the tests this process ran before it; the first passes draft in full
+    draft = copy.deepcopy(draft)
     chunks = list(
         traced_stream(
             target,
@@ -119,7 +122,7 @@ def test_specexec_passes_stay_under_the_sync_ceilings(tiny_target, tiny_draft, t
     assert (
         totals.counts.draft_syncs == 0
         and totals.counts.search_syncs == 0
-        and totals.counts.draft_forwards >= totals.passes
+        and totals.counts.draft_forwards > 0  # a pass may draft nothing where the policy finds it not worth it
     )
     assert summary["kernels_per_draft_forward"] > 0
     plain = generate(

@@ -177,7 +177,10 @@ class DeviceTrace:
     def mark_device(self, *tensors: torch.Tensor) -> None:
         for tensor in _tensors(tensors):
             key = tensor.untyped_storage().data_ptr()
-            refs = [ref for ref in self._on_device.get(key, ()) if ref() is not None]
+            known = self._on_device.get(key, ())
+            if any(ref() is tensor for ref in known):
+                continue  # an in-place op's result: marked already (its list would grow by one each time)
+            refs = [ref for ref in known if ref() is not None]
             refs.append(weakref.ref(tensor))
             self._on_device[key] = refs
             self._marks += 1
@@ -441,13 +444,13 @@ class _DispatchLevel(TorchDispatchMode):
         trace = self.trace
         result = func(*args, **kwargs)
         operands = _tensors(args, kwargs)
-        on_device = any(trace.is_on_device(t) for t in operands) or trace._factory_on_device > 0
-        if not on_device:
+        resident = [trace.is_on_device(t) for t in operands]
+        if not (any(resident) or trace._factory_on_device > 0):
             return result
         name = func.overloadpacket.__name__
         if func.namespace == "aten" and not func.is_view and name not in _NO_KERNEL:
             trace._kernel()
-        for host in (t for t in operands if not trace.is_on_device(t) and t.dim() > 0):
+        for host in (t for t, on in zip(operands, resident) if not on and t.dim() > 0):
             trace._h2d(host.numel() * host.element_size(), True, f"{_site()} [host operand of {name}]")
         trace.mark_device(*_tensors(result))
         return result
