@@ -64,7 +64,7 @@ CASES = all_pairs(SAMPLING, PENALTIES, TREES, [0, 1])
 @pytest.mark.parametrize(
     "sampling,penalties,tree,seed",
     CASES,
-    ids=[f"T{s[0]}-p{s[1]}-pen{p}-K{t[0]}{'-gpu' if t[3] else ''}-s{n}" for s, p, t, n in CASES],
+    ids=[f"T{s[0]}-p{s[1]}-pen{'/'.join(map(str, p))}-K{t[0]}{'-gpu' if t[3] else ''}-s{n}" for s, p, t, n in CASES],
 )
 def test_specexec_equals_sequential_with_penalties_on(
     tiny_target, tiny_draft, one_torch_thread, sampling, penalties, tree, seed
