@@ -206,7 +206,7 @@ def test_an_engine_killed_while_loading_is_said_as_a_load_failure(qtbot, quiet_w
 
 def test_context_length_error_gives_its_advice_once(qtbot, controller):
     from conftest import make_word_tokenizer
-    from core.engine.process import error_event
+    from core.engine.events import error_event
     from core.engine.session import fit_conversation
     from core.errors import ContextLengthError
 

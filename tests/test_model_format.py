@@ -13,7 +13,7 @@ import pytest
 from safetensors.numpy import save_file
 
 from conftest import run_cli
-from core.engine.process import error_event
+from core.engine.events import error_event
 from core.errors import DamagedModelError, ModelFormatError, UnsupportedFormatError
 from core.modeling.model_format import check_gguf_size, check_weight_format, gguf_parameters, quant_scheme
 

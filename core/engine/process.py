@@ -19,75 +19,15 @@ import signal
 import sys
 import threading
 import time
-import traceback
 from collections import deque
 from pathlib import Path
 from typing import Any, Callable
 
 from core.engine import protocol as P
+from core.engine.events import auto_choice_event, error_event, is_user_error
 
 WATCH_INTERVAL_S = 0.5  # how often the watchdog checks the parent (the brief: at least every second)
 IDLE_POLL_S = 0.5
-
-_ERROR_KINDS_BY_CLASS = {
-    "ContextLengthError": ("context_length", "shorten the message or the system prompt, or start a new conversation"),
-    "GrammarError": (
-        "invalid_setting",
-        "the JSON schema (response_format, or a forced tool's parameters) uses "
-        "something structured output cannot read: simplify it",
-    ),
-    "InvalidSettingError": ("invalid_setting", "check the request's settings"),
-    "ModelNotFoundError": ("model_not_found", "check the model path, or use 'builtin'"),
-    # the most specific class first (error_event walks the exception's classes in order)
-    "UnsupportedFormatError": (
-        "model_format",
-        "download a GPTQ, AWQ or compressed-tensors W4A16 version of the "
-        "model (or its 16-bit original): the message says which",
-    ),
-    "DamagedModelError": ("model_format", "the model files are damaged or incomplete: download them again"),
-    "ModelFormatError": (
-        "model_format",
-        "check that the folder holds one complete model (config.json, tokenizer files, *.safetensors)",
-    ),
-    "UnsupportedArchitectureError": ("unsupported_architecture", "pick a Llama, Mistral or Qwen family model"),
-    "TokenizerMismatchError": ("tokenizer_mismatch", "pick a draft from the same model family as the target"),
-    "InsufficientMemoryError": ("insufficient_memory", "use a smaller model or offload more layers"),
-}
-
-
-def error_event(request_id: str | None, error: BaseException) -> P.Error:
-    """The Error event for an exception raised while serving a request."""
-    for cls in type(error).__mro__:
-        if cls.__name__ in _ERROR_KINDS_BY_CLASS:
-            kind, hint = _ERROR_KINDS_BY_CLASS[cls.__name__]
-            return P.Error(request_id, kind, str(error), hint)
-    if type(error).__name__ == "OutOfMemoryError" or isinstance(error, MemoryError):
-        return P.Error(
-            request_id,
-            "out_of_memory",
-            f"out of memory (even at the smallest tree budget): {error}",
-            "use a smaller model, a shorter conversation, or offload more layers",
-        )
-    where = "".join(traceback.format_exception_only(type(error), error)).strip()
-    return P.Error(request_id, "internal", f"the engine failed: {where}", "this is a bug; the engine carries on")
-
-
-def auto_choice_event(request_id: str, choice: Any) -> P.AutoChoice:
-    """The AutoChoice event for a core.decoding.autotune.chooser.Choice."""
-    config = choice.config
-    return P.AutoChoice(
-        request_id,
-        config.method,
-        config.budget,
-        config.expand,
-        choice.reason,
-        choice.tokens_per_pass,
-        choice.pass_seconds,
-    )
-
-
-def _is_user_error(error: BaseException) -> bool:
-    return any(cls.__name__ == "SpecExecError" for cls in type(error).__mro__)
 
 
 def _weight_bytes(spec: str | None) -> int:
@@ -257,7 +197,7 @@ class Engine:
             self.emit(error_event(request_id, error))
             if isinstance(request, P.Load):
                 self.unload()
-            elif self.session is not None and not _is_user_error(error):
+            elif self.session is not None and not is_user_error(error):
                 self.session.reset()  # the caches may be half-written
         finally:
             self.current = None
