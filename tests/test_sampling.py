@@ -226,6 +226,21 @@ def test_gumbel_pick_is_an_exact_sample_across_blocks():
     assert abs(freq[tail].sum() - probs[tail].sum()) < 0.01
 
 
+def test_a_vocabulary_smaller_than_a_block_is_one_block_of_its_own_size():
+    """No noise for slots no token fills (a block plus one value per token), and still an exact sample:
+    20,000 keyed draws over 5 tokens, one of them impossible."""
+    vocab = 5
+    assert draw_slots(vocab) == 1 + vocab and draw_slots(DRAW_BLOCK) == 1 + DRAW_BLOCK
+    logits = torch.tensor([0.5, -math.inf, 1.0, -0.5, 0.0], dtype=torch.float64)
+    probs = torch.softmax(logits, -1)
+    n = 20_000
+    noise = position_noise(5, 0, n, vocab, "cpu")
+    assert noise.shape == (n, 1 + vocab)
+    freq = torch.bincount(gumbel_pick(logits.expand(n, -1), noise), minlength=vocab).double() / n
+    assert freq[1] == 0
+    assert (freq - probs).abs().max() < 0.015  # standard error <= sqrt(0.25 / 20000) = 0.0035: about 4 sigma
+
+
 def test_draw_ignores_logit_differences_of_a_few_ulps():
     """Issue 30: the tree pass and the one-token pass give float32 logits a few units in the last place apart.
     On a long-tailed 49k-token distribution (logits ~20 +- 3, as a real model's are) nudged by up to 3 ulps per

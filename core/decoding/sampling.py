@@ -20,9 +20,11 @@ To keep the noise small, the vocabulary is split into blocks of DRAW_BLOCK token
 a block by its total (log-sum-exp of its scores), then one Gumbel per slot picks the token inside it. That is
 an exact sample (a block with probability equal to its mass, then a token in proportion to its probability
 within the block), it needs V / DRAW_BLOCK + DRAW_BLOCK noise values per position instead of V, and each
-level flips only at a near-tie, like a one-level Gumbel-max. The noise of every position of a pass comes
-from one batched call of the counter-based generator (core/decoding/keyed_random.py), on the host, and reaches
-the device in one asynchronous copy (`position_noise`).
+level flips only at a near-tie, like a one-level Gumbel-max. A vocabulary smaller than DRAW_BLOCK (only tiny
+test models have one) is a single block of its own size, so no noise is made for slots no token fills. The
+noise of every position of a pass comes from one batched call of the counter-based generator
+(core/decoding/keyed_random.py), on the host, and reaches the device in one asynchronous copy
+(`position_noise`).
 DRAW_BLOCK is part of what a seed means: changing it changes every sampled text.
 """
 
@@ -153,28 +155,36 @@ def target_probs(logits: torch.Tensor, params: SamplingParams, context_ids: torc
     return torch.softmax(scores, dim=-1)
 
 
+def draw_block(vocab_size: int) -> int:
+    """Tokens per block of the draw over a vocabulary of `vocab_size`: DRAW_BLOCK, or the whole vocabulary
+    when it is smaller."""
+    return min(vocab_size, DRAW_BLOCK)
+
+
 def draw_slots(vocab_size: int) -> int:
     """Noise values one draw needs over a vocabulary of `vocab_size`: one per block, then one per slot."""
-    return -(-vocab_size // DRAW_BLOCK) + DRAW_BLOCK
+    width = draw_block(vocab_size)
+    return -(-vocab_size // width) + width
 
 
 def gumbel_pick(scores: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
     """One index per row of scores [N, V] (log-weights; -inf never picked), drawn with the matching row of
     noise [N, draw_slots(V)] (standard Gumbels from `position_noise` / `keyed_gumbels`): the block of
-    DRAW_BLOCK indices with the largest log-sum-exp + block noise, then the index in it with the largest
+    draw_block(V) indices with the largest log-sum-exp + block noise, then the index in it with the largest
     score + slot noise. Returns long [N] on the scores' device, without reading it.
 
     An exact sample from softmax(scores): the first level picks a block with probability equal to its mass,
     the second picks inside it in proportion, and the two levels' noises are independent. Computed in float64
     so that the sum over a block and the comparisons add no rounding of their own to the scores'."""
     rows, vocab = scores.shape
-    blocks = -(-vocab // DRAW_BLOCK)
-    padded = torch.nn.functional.pad(scores.double(), (0, blocks * DRAW_BLOCK - vocab), value=-math.inf)
-    padded = padded.view(rows, blocks, DRAW_BLOCK)
+    width = draw_block(vocab)
+    blocks = -(-vocab // width)
+    padded = torch.nn.functional.pad(scores.double(), (0, blocks * width - vocab), value=-math.inf)
+    padded = padded.view(rows, blocks, width)
     block = (torch.logsumexp(padded, dim=-1) + noise[:, :blocks]).argmax(-1)  # [N]
-    inside = padded.gather(1, block.view(rows, 1, 1).expand(rows, 1, DRAW_BLOCK)).squeeze(1)  # [N, DRAW_BLOCK]
+    inside = padded.gather(1, block.view(rows, 1, 1).expand(rows, 1, width)).squeeze(1)  # [N, width]
     slot = (inside + noise[:, blocks:]).argmax(-1)
-    return block * DRAW_BLOCK + slot
+    return block * width + slot
 
 
 def sample_rows(
