@@ -106,6 +106,7 @@ def list_rows(top) -> list[tuple[str, object, QRect]]:
     return rows
 
 
+@pytest.mark.slow  # every screen drawn and measured: ~10 s a theme
 @pytest.mark.parametrize("theme", [Theme.LIGHT, Theme.DARK], ids=["light", "dark"])
 def test_every_screen_reaches_aa_contrast(qtbot, themes, app_paths, tmp_path, monkeypatch, theme):
     monkeypatch.setenv("SPECEXEC_HW_FIXTURE", str(HW_FIXTURE))

@@ -96,6 +96,7 @@ def rows(window: MainWindow) -> list[tuple[str, str]]:
     return [(m.role, m.status) for m in window.controller.messages.rows]
 
 
+@pytest.mark.slow  # the window's engine and another OpenAI server in child processes
 def test_add_a_server_chat_stop_and_regenerate(qtbot, app_paths, tiny_models, keys_in_a_file):
     save_settings(tiny_settings(*tiny_models), app_paths.settings_file)
     with other_server("--key", KEY, "--token-delay", "0.03") as (url, _process):
@@ -158,6 +159,7 @@ def test_add_a_server_chat_stop_and_regenerate(qtbot, app_paths, tiny_models, ke
         window.close()
 
 
+@pytest.mark.slow  # the window's engine and another OpenAI server in child processes
 def test_a_killed_server_gives_the_banner_and_retry_answers_again(qtbot, app_paths, tiny_models, keys_in_a_file):
     port = free_port()
     url = f"http://127.0.0.1:{port}/v1"
@@ -196,6 +198,7 @@ def test_a_killed_server_gives_the_banner_and_retry_answers_again(qtbot, app_pat
         window.close()
 
 
+@pytest.mark.slow  # the window's engine and another OpenAI server in child processes
 def test_a_server_that_cannot_be_used_at_start_says_why(qtbot, app_paths, tiny_models, keys_in_a_file):
     settings = tiny_settings(*tiny_models)
     settings.connection = "GPU box"

@@ -37,7 +37,7 @@ from app_fixtures import ENGINE_TIMEOUT_S, screenshot, tiny_settings, wait_for  
 from tool_models import ANSWER_TEXT, save_tool_pair  # noqa: E402
 
 pytest_plugins = ["app_fixtures"]
-pytestmark = [pytest.mark.qt, pytest.mark.timeout(400)]
+pytestmark = [pytest.mark.qt, pytest.mark.slow, pytest.mark.timeout(400)]  # an engine in a child process
 
 SERVER = str(Path(__file__).parent / "mcp_test_server.py")
 WAIT_MS = 120_000

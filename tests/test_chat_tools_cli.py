@@ -79,6 +79,7 @@ def calls(log: Path) -> list[str]:
     return log.read_text().splitlines() if log.exists() else []
 
 
+@pytest.mark.slow  # `specexec chat` and its engine in child processes
 def test_allow_tools_runs_the_call_and_the_model_answers_with_the_result(tool_pair, mcp_config):
     config, log = mcp_config
     result = chat(tool_pair, config, "add two and three\n", "--allow-tools")
@@ -88,6 +89,7 @@ def test_allow_tools_runs_the_call_and_the_model_answers_with_the_result(tool_pa
     assert "[add gave: 5]" in result.stderr and "allow?" not in result.stderr
 
 
+@pytest.mark.slow  # `specexec chat` and its engine in child processes
 def test_each_call_is_asked_about_and_n_or_the_end_of_input_refuses_it(tool_pair, mcp_config):
     config, log = mcp_config
     result = chat(tool_pair, config, "add two and three\nn\nagain\n")  # the second question's call meets EOF
@@ -97,6 +99,7 @@ def test_each_call_is_asked_about_and_n_or_the_end_of_input_refuses_it(tool_pair
     assert result.stdout == (ANSWER_TEXT + "\n") * 2  # the model was told, and answered
 
 
+@pytest.mark.slow  # `specexec chat` and its engine in child processes
 def test_y_allows_once_and_a_allows_for_the_rest_of_the_chat(tool_pair, mcp_config):
     config, log = mcp_config
     once = chat(tool_pair, config, "first\ny\nsecond\nn\n")
@@ -121,6 +124,7 @@ def test_a_model_that_calls_forever_stops_at_the_round_cap(tmp_path, mcp_config)
     assert f"stopped after {MAX_ROUNDS} rounds of tool calls" in result.stderr
 
 
+@pytest.mark.slow  # `specexec chat` and its engine in child processes
 def test_broken_servers_and_bad_settings_are_plain_errors(tool_pair, tmp_path):
     broken = tmp_path / "broken.json"
     broken.write_text(json.dumps({"mcpServers": {"gone": {"command": "specexec-no-such-program-xyz"}}}))

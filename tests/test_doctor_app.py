@@ -172,6 +172,7 @@ def test_wizard_records_a_check_that_died_and_keeps_to_the_processor(qtbot, app_
     assert gpu_check.checked_load(P.Load(target="t"), stored).device == "cpu"
 
 
+@pytest.mark.slow  # the doctor in a child process (~20 s)
 def test_self_test_runs_the_gpu_check_and_reports_its_verdict(tmp_path):
     from app.system import self_test
 

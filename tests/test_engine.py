@@ -470,6 +470,7 @@ def test_killed_engine_is_reported_within_a_second_and_restart_works(client, loc
     assert leftovers == []
 
 
+@pytest.mark.slow  # an engine in a child process
 def test_an_engine_started_in_the_background_is_waited_for_then_ends_with_code_0():
     """start(wait=False) lets the caller do other slow work (`specexec chat` starts its MCP servers) while the
     engine imports torch; wait_started then blocks until it says it runs. A Shutdown ends it with code 0 (it

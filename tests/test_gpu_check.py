@@ -121,6 +121,7 @@ def test_report_names_the_parts_that_did_not_finish(tmp_path):
     assert json.loads((tmp_path / "report.json").read_text())["parts"]["versions"]["cudnn"] == 91900
 
 
+@pytest.mark.slow  # a part in a child process run to its limit (~13 s)
 def test_a_part_killed_at_its_limit_writes_what_it_found(tmp_path):
     """`timeout`'s SIGTERM stops a part, which still writes its JSON: the error, and the findings noted so far.
     The full-size token-speed part on the CPU takes minutes (1,000 tokens of a 135M model), so it is still

@@ -127,6 +127,7 @@ def test_a_wrong_or_missing_key_is_refused_in_plain_words(keyed):
         check_endpoint(Endpoint(keyed))
 
 
+@pytest.mark.slow  # a `specexec serve` process and its engine
 def test_a_server_without_a_key_needs_none(keyless):
     engine = RemoteEngine(Endpoint(keyless))
     try:

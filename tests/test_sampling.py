@@ -241,6 +241,7 @@ def test_a_vocabulary_smaller_than_a_block_is_one_block_of_its_own_size():
     assert (freq - probs).abs().max() < 0.015  # standard error <= sqrt(0.25 / 20000) = 0.0035: about 4 sigma
 
 
+@pytest.mark.slow  # 4,000 draws over 49k tokens twice: ~10 s
 def test_draw_ignores_logit_differences_of_a_few_ulps():
     """Issue 30: the tree pass and the one-token pass give float32 logits a few units in the last place apart.
     On a long-tailed 49k-token distribution (logits ~20 +- 3, as a real model's are) nudged by up to 3 ulps per
