@@ -155,30 +155,29 @@ def target_probs(logits: torch.Tensor, params: SamplingParams, context_ids: torc
     return torch.softmax(scores, dim=-1)
 
 
-def draw_block(vocab_size: int) -> int:
-    """Tokens per block of the draw over a vocabulary of `vocab_size`: DRAW_BLOCK, or the whole vocabulary
-    when it is smaller."""
-    return min(vocab_size, DRAW_BLOCK)
+def draw_layout(vocab_size: int) -> tuple[int, int]:
+    """How the draw splits a vocabulary of `vocab_size`: (blocks, tokens per block), blocks of DRAW_BLOCK
+    tokens, or one block of the whole vocabulary when it is smaller."""
+    width = min(vocab_size, DRAW_BLOCK)
+    return -(-vocab_size // width), width
 
 
 def draw_slots(vocab_size: int) -> int:
     """Noise values one draw needs over a vocabulary of `vocab_size`: one per block, then one per slot."""
-    width = draw_block(vocab_size)
-    return -(-vocab_size // width) + width
+    return sum(draw_layout(vocab_size))
 
 
 def gumbel_pick(scores: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
     """One index per row of scores [N, V] (log-weights; -inf never picked), drawn with the matching row of
-    noise [N, draw_slots(V)] (standard Gumbels from `position_noise` / `keyed_gumbels`): the block of
-    draw_block(V) indices with the largest log-sum-exp + block noise, then the index in it with the largest
-    score + slot noise. Returns long [N] on the scores' device, without reading it.
+    noise [N, draw_slots(V)] (standard Gumbels from `position_noise` / `keyed_gumbels`): the block of indices
+    (as draw_layout(V) splits them) with the largest log-sum-exp + block noise, then the index in it with the
+    largest score + slot noise. Returns long [N] on the scores' device, without reading it.
 
     An exact sample from softmax(scores): the first level picks a block with probability equal to its mass,
     the second picks inside it in proportion, and the two levels' noises are independent. Computed in float64
     so that the sum over a block and the comparisons add no rounding of their own to the scores'."""
     rows, vocab = scores.shape
-    width = draw_block(vocab)
-    blocks = -(-vocab // width)
+    blocks, width = draw_layout(vocab)
     padded = torch.nn.functional.pad(scores.double(), (0, blocks * width - vocab), value=-math.inf)
     padded = padded.view(rows, blocks, width)
     block = (torch.logsumexp(padded, dim=-1) + noise[:, :blocks]).argmax(-1)  # [N]
