@@ -21,6 +21,6 @@ export QT_QPA_PLATFORM=offscreen
 # Lint and format first: seconds, and they fail before the minutes of tests do ([tool.ruff] in pyproject.toml).
 ruff check .
 ruff format --check .
-# One worker per core (pytest-xdist); a test file stays on one worker, so its module-scoped servers and
-# engines start once. The edit-test loop: docs/development.md.
+# pytest-xdist workers, one more than the cores (tests/conftest.py says why); a test file stays on one
+# worker, so its module-scoped servers and engines start once. The edit-test loop: docs/development.md.
 python -m pytest -q -n auto --dist loadfile "$@"  # extra pytest arguments pass through (e.g. --durations=30)
