@@ -26,6 +26,7 @@ if os.environ.get("PYTEST_XDIST_WORKER"):  # parallel workers (scripts/run-tests
     torch.set_num_threads(1)  # torch's own threads on top would only wait on each other (see torch_threads)
 
 
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: a run without it (-p no:xdist) ignores it
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     """`-n auto` (scripts/run-tests.sh) starts one worker more than xdist's count of cores. A worker spends
     part of its time waiting, not computing: for a server or engine in another process to start, for a
