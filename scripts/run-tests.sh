@@ -22,5 +22,6 @@ export QT_QPA_PLATFORM=offscreen
 ruff check .
 ruff format --check .
 # pytest-xdist workers, one more than the cores (tests/conftest.py says why); a test file stays on one
-# worker, so its module-scoped servers and engines start once. The edit-test loop: docs/development.md.
-python -m pytest -q -n auto --dist loadfile "$@"  # extra pytest arguments pass through (e.g. --durations=30)
+# worker, so its module-scoped servers and engines start once; the longest files go first (conftest.py's
+# LONGEST_FILES, an order --no-loadscope-reorder keeps). The edit-test loop: docs/development.md.
+python -m pytest -q -n auto --dist loadfile --no-loadscope-reorder "$@"  # extra pytest arguments pass through (e.g. --durations=30)

@@ -41,6 +41,37 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     return cores(config) + 1
 
 
+# The files that take longest on a worker (35-90 s each on 2 cores, 2026-11-28: a per-test log of a whole run),
+# longest first. Workers take a file at a time from a queue; xdist orders it by number of tests, which put files
+# of a few long tests (engines, chats, the GPU check) last, and the run ended with one worker on such a file and
+# the other cores idle. Handed out first, they end while shorter files fill the other workers. A stale entry
+# only costs a little of that balance.
+LONGEST_FILES = (
+    "test_trace.py",
+    "test_specinfer.py",
+    "test_serve.py",
+    "test_doctor.py",
+    "test_thinking_budget.py",
+    "test_chat_cli.py",
+    "test_exactness.py",
+    "test_chat_tools_cli.py",
+    "test_gpu_check.py",
+    "test_reasoning.py",
+    "test_serve_agents.py",
+    "test_remote_serve.py",
+    "test_meta_device.py",
+    "test_serve_faults.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On parallel workers, LONGEST_FILES first (scripts/run-tests.sh keeps this order with
+    --no-loadscope-reorder); the rest keep their order. Every worker sorts the same way, as xdist requires."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        rank = {name: place for place, name in enumerate(LONGEST_FILES)}
+        items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: a file's tests stay in order
+
+
 @pytest.fixture(scope="session", autouse=True)
 def session_cache_dir(tmp_path_factory) -> Iterator[None]:
     """Point SPECEXEC_CACHE_DIR at a session folder, so what tests cache (the autotuner's cost models) never
