@@ -46,7 +46,8 @@ target's pass holds; a share of passes (the keep rate, scaled by the share of th
 from a kept subtree, and such a pass makes a share fewer critical-path forwards than a pass from its root
 alone. Both measured by `specexec bench acceptance` with the overlap on and off on complete trees (adaptive
 depth off, the regime DRAFT_FORWARDS_PER_TOKEN counts), on the CPU only (OVERLAP_KEEP_RATE's comment).
-Assumed: the shadow's forwards do not slow the target's layers (their compute hides under the copies).
+Assumed: the shadow's forwards do not slow the target's layers (their compute hides under the copies); the
+GPU check's `shadow` part (core/bench/gpu_check/shadow.py) measures that, and the share of the shadow's time that hides.
 
 Not modelled: reading the KV caches (small at the planned context), the LM head over visited rows, sampling
 and verification on the host (milliseconds), and the dequantisation arithmetic inside the fused kernel.

@@ -41,14 +41,16 @@ MAX_COPIES = 64
 
 
 @dataclasses.dataclass
-class _Weights:
+class LinearCopies:
     """Copies of one random 4-bit linear on the device, read in turn."""
 
     copies: list
     bytes_read: int  # packed weights, zeros and scales of one copy
 
 
-def _weights(k: int, n: int, device: torch.device, generator: torch.Generator) -> _Weights:
+def random_linear_copies(k: int, n: int, device: torch.device, generator: torch.Generator) -> LinearCopies:
+    """A random 4-bit `k` x `n` linear (GPTQ layout, group GROUP_SIZE) on `device`, in as many copies as a GPU's
+    L2 cache is rotated past by (two on a processor)."""
     from core.offload.synthetic_gptq import finalised_linear, random_gptq_tensors
 
     tensors = random_gptq_tensors(generator, k, n, 4, GROUP_SIZE, False)
@@ -57,7 +59,7 @@ def _weights(k: int, n: int, device: torch.device, generator: torch.Generator) -
     # a GPU's L2 cache is rotated past; a processor's timing only checks the machinery: two copies
     count = min(MAX_COPIES, max(2, -(-L2_BYTES // nbytes))) if device.type == "cuda" else 2
     copies = [first] + [finalised_linear(tensors, k, n, 4, GROUP_SIZE, False, device) for _ in range(count - 1)]
-    return _Weights(copies, nbytes)
+    return LinearCopies(copies, nbytes)
 
 
 def kernels_on(device: torch.device) -> tuple[str, ...]:
@@ -142,7 +144,7 @@ def measure_shapes(
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     results = []
     for name, k, n in shapes:
-        weights = _weights(k, n, device, generator)
+        weights = random_linear_copies(k, n, device, generator)
         calls = {kernel: [kernel_call(linear, kernel) for linear in weights.copies] for kernel in kernels}
         dense = [
             torch.randn(k, n, generator=generator).to(device=device, dtype=dtype)

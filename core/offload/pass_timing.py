@@ -23,10 +23,10 @@ from core.modeling.kv_cache import InPlaceKVCache
 from core.offload.gptq import DequantScratch, GPTQLinear, GPTQSettings, dequantize_into
 from core.offload.gptq_kernel import fused_dequant_available
 from core.offload.gptq_matmul import fused_matmul_available
-from core.offload.layout import LayerBinding, layer_layout
+from core.offload.layout import LayerBinding, LayerLayout, layer_layout
 from core.offload.pin_budget import PinBudget, lock_on_cpu, pin_in_place
 from core.offload.schedule import pass_timeline, plan_pass
-from core.offload.staging import open_ring
+from core.offload.staging import RingRates, StagingRing, open_ring
 from core.offload.streaming import LayerStreamer
 from core.offload.weight_store import HostWeightStore
 from core.planning.host_memory import HOST_MARGIN_BYTES, check_host_memory
@@ -220,8 +220,59 @@ class PassInputs:
         )
         return out[0] if isinstance(out, tuple) else out
 
+    def stream(self, streamer: LayerStreamer, layers: nn.ModuleList) -> torch.Tensor:
+        """One pass over every layer as `streamer` binds them (issued without host waits on a GPU)."""
+        hidden = self.hidden
+        for layer in streamer.run(layers):
+            hidden = self.run_layer(layer, hidden)
+        return hidden
+
     def reset(self) -> None:
         self.cache.crop_to(self.context)
+
+
+@dataclass
+class SyntheticLayers:
+    """Synthetic decoder layers whose random weights sit in the host store, locked as the loader locks them
+    (the staging ring first, then the layers up to a limit), ready to stream."""
+
+    layers: nn.ModuleList
+    layouts: list[LayerLayout]
+    store: HostWeightStore
+    ring: StagingRing | None
+    ring_rates: RingRates | None
+    budget: PinBudget
+    device: torch.device
+
+    def streamer(self) -> LayerStreamer:
+        """The engine's streamer over every layer through a ring of two device slots, no automatic prefetch
+        (each timed pass copies all its layers)."""
+        return LayerStreamer(
+            self.store, self.layers, resident=(), n_slots=2, device=self.device, auto_prefetch=False, ring=self.ring
+        )
+
+
+def synthetic_layers(
+    fmt: str,
+    config: LlamaConfig,
+    count: int,
+    device: torch.device,
+    dtype: torch.dtype,
+    bits: int = 4,
+    pin_limit_bytes: int | None = None,
+) -> SyntheticLayers:
+    """`count` `config`-shaped layers, `bits`-bit GPTQ or 16-bit (`fmt`), their random weights in the host store
+    (see measure_format for pin_limit_bytes), and the GPTQ dequantisation scratch reserved on `device`."""
+    scratch = DequantScratch()
+    layers = _build_layers(config, count, fmt, dtype, scratch, bits)
+    layouts = [layer_layout(layer) for layer in layers]
+    check_host_memory(sum(layout.nbytes for layout in layouts) + HOST_MARGIN_BYTES, what=f"{count} synthetic layers")
+    store, ring, ring_rates, budget = _pinned_store(layouts, device, pin_limit_bytes)
+    _fill_random(store, fmt)
+    if fmt == "gptq":
+        largest = max(m.in_features * m.out_features for m in layers[0].modules() if isinstance(m, GPTQLinear))
+        scratch.reserve(largest, dtype, device)
+    return SyntheticLayers(layers, layouts, store, ring, ring_rates, budget, device)
 
 
 @torch.no_grad()
@@ -244,17 +295,10 @@ def measure_format(
     dequantisation and draft-matmul timings and the resident-layer sweep for `vram_budgets` (GB).
     pin_limit_bytes: page-lock at most this many bytes of the layers (the rest stage through the pinned ring,
     core.offload.staging, as in the engine); None: every layer pinned on a GPU, nothing staged on the CPU."""
-    scratch = DequantScratch()
-    count = layers  # the number; `layers` becomes the modules
-    layers = _build_layers(config, count, fmt, dtype, scratch, bits)
-    layouts = [layer_layout(layer) for layer in layers]
+    count = layers  # the number; `stack.layers` are the modules
+    stack = synthetic_layers(fmt, config, count, device, dtype, bits, pin_limit_bytes)
+    layers, layouts, store = stack.layers, stack.layouts, stack.store
     layer_bytes = layouts[0].nbytes
-    check_host_memory(sum(layout.nbytes for layout in layouts) + HOST_MARGIN_BYTES, what=f"{count} synthetic layers")
-    store, ring, ring_rates, budget = _pinned_store(layouts, device, pin_limit_bytes)
-    _fill_random(store, fmt)
-    if fmt == "gptq":
-        largest = max(m.in_features * m.out_features for m in layers[0].modules() if isinstance(m, GPTQLinear))
-        scratch.reserve(largest, dtype, device)
     copy_rate = _copy_rate(store, device, repeats)
 
     # compute alone: layer 0's weights resident on the device, run `layers` times
@@ -271,9 +315,7 @@ def measure_format(
         if fused:
             dequant["reference_s_per_layer"] = _time_dequant(layers[0], dtype, device, repeats, reference=True)
         dequant["draft_matmuls"] = _time_draft_matmuls(layers[0], dtype, device, repeats)
-    streamer = LayerStreamer(
-        store, layers, resident=(), n_slots=2, device=device, stream=True, auto_prefetch=False, ring=ring
-    )
+    streamer = stack.streamer()
     rows = []
     for tree in tree_sizes:
         inputs = PassInputs(config, tree, context, count, device, dtype)
@@ -294,9 +336,7 @@ def measure_format(
         for repeat in range(repeats + 1):
             sync_device(device)
             start = time.perf_counter()
-            hidden = inputs.hidden
-            for layer in streamer.run(layers):
-                hidden = inputs.run_layer(layer, hidden)
+            inputs.stream(streamer, layers)
             sync_device(device)
             if repeat:
                 pass_times.append(time.perf_counter() - start)
@@ -330,8 +370,8 @@ def measure_format(
         "pinned_gb": store.pinned_bytes / GB,
         "staged_gb_per_pass": streamer.staged_bytes_per_pass / GB,
         "ring_slots": streamer.ring.depth if streamer.ring is not None else 0,
-        "ring_fill_gbps": ring_rates.fill / GB if ring_rates else None,
-        "pin_refused": budget.refused,
+        "ring_fill_gbps": stack.ring_rates.fill / GB if stack.ring_rates else None,
+        "pin_refused": stack.budget.refused,
         "dequant_path": dequant["path"],
         "dequant_s_per_layer": dequant["s_per_layer"],
         "reference_dequant_s_per_layer": dequant["reference_s_per_layer"],

@@ -28,6 +28,7 @@ PARTS = {
     "pinning": "pinning",
     "step-graphs": "step_graphs",
     "profile": "profile",
+    "shadow": "shadow",
 }
 
 

@@ -18,6 +18,7 @@ PART_TITLES = {
     "step-graphs": "Plain decoding of a resident target: one-token step eager vs CUDA graphs",
     "matmul": "Draft kernels' read rates (8B draft shapes)",
     "offload": "Synthetic 70B offloaded pass vs the speed model",
+    "shadow": "The overlap: a shadow search's draft forwards under the streamed 70B pass",
     "agreement": "Agreement (same seed, same tokens)",
     "graph-vram": "Draft graphs' VRAM: kept vs planned",
     "pinning": "Streamed layers: pinned, pageable, staging ring",
@@ -113,6 +114,14 @@ def _findings(name: str, part: dict) -> list[str]:
                 f"{p['tokens_per_second'] or 0:.2f} tok/s"
             )
         return lines
+    if name == "shadow":
+        return [
+            f"- {part['target_layers']} streamed layers, tree of {part['tree_tokens']}: {part['target_alone_s'] * 1e3:.1f} ms "
+            f"alone, {part['target_with_shadow_s'] * 1e3:.1f} ms beside the shadow (x{part['target_slowdown']:.2f}; "
+            "the speed model assumes x1.00)",
+            f"- shadow: {part['shadow_forwards']} forwards of {part['draft_rows']} rows ({part['draft_kernel']}), "
+            f"{part['draft_forward_s'] * 1e3:.1f} ms each alone; {part['hidden_share']:.0%} of their time hid under the pass",
+        ]
     if name == "agreement":
         return [
             f"- {r['dtype']}: {r['specexec_differs']} of {r['runs']} runs differ, {r['flips_per_10k_tokens']:.1f} "
