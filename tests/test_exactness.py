@@ -198,6 +198,33 @@ def test_float32_overlap_equals_sequential_and_keeps_subtrees():
     assert kept > 0
 
 
+def test_a_pass_s_first_draft_forward_re_scores_the_kept_nodes_and_no_more_on_the_gpu_path(monkeypatch):
+    """On the GPU's path (nothing read but the pass's one read), a pass's first draft forward holds the tokens
+    the draft cache lacks and the nodes kept for it, no padding: before, a GPU's seed took the budget's rows
+    whatever was kept, and through a 4-bit kernel that forward cost several search forwards every pass."""
+    target = sharpen(make_tiny_llama(20), 40.0)
+    draft = noisy_copy(target, seed=2, scale=0.2)
+    rows: list[int] = []
+    forward = draft.forward
+
+    def counted(tokens, *args, **kwargs):
+        rows.append(int(tokens.shape[0]))
+        return forward(tokens, *args, **kwargs)
+
+    monkeypatch.setattr(draft, "forward", counted)
+    tree = TreeSettings(32, 8, 8, overlap=True, shadow_forwards=8)
+    with gpu_semantics():
+        _, steps, _ = run_specexec(target, draft, SamplingParams(temperature=0.0), tree, 30)
+    firsts, at = [], 0
+    for step in steps:
+        firsts.append(rows[at])
+        at += step.stats.draft_forwards + step.stats.shadow_forwards
+    assert at == len(rows)
+    for before, step, first in zip(steps, steps[1:], firsts[1:]):
+        assert first <= len(before.token_ids) + step.stats.kept_nodes
+    assert any(s.stats.kept_nodes for s in steps) and any(not s.stats.kept_nodes for s in steps[1:])
+
+
 def test_overlap_keeps_the_draft_cache_exact():
     """After passes that started from kept expanded nodes (their rows moved, then re-scored by the catch-up
     forward), the draft cache's committed rows are what a fresh prefill computes."""

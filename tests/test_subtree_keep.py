@@ -12,7 +12,7 @@ from core.bench.device_trace import DeviceTrace
 from core.decoding.device_io import gpu_semantics
 from core.decoding.draft_search import SearchConfig, build_draft_tree
 from core.decoding.methods.tree_forward import commit_draft_path
-from core.decoding.subtree_keep import keep_subtree
+from core.decoding.subtree_keep import find_kept, keep_subtree
 from core.modeling.tree_mask import additive_mask, causal_visibility
 
 PROMPT = [1, 17, 5, 33, 8, 2, 40]
@@ -26,6 +26,13 @@ def _grown(model, gpu: bool):
     tree = build_draft_tree(model, cache, torch.tensor(PROMPT), CONFIG, 4, None, POOL, 6)
     tree.search.grow(POOL, 6)
     return tree, cache
+
+
+def _keep(search, emitted: list[int], cache, max_nodes: int):
+    """What a pass does: find the nodes under the emitted tokens on the device, read their count (the pass's
+    read), keep them."""
+    kept = find_kept(search, torch.tensor(emitted), len(emitted))
+    return keep_subtree(search, kept, int(kept.count), len(emitted) - 1, cache, max_nodes)
 
 
 def _deep_path(search) -> list[int]:
@@ -78,7 +85,7 @@ def test_the_kept_subtree_is_the_grown_one_under_the_emitted_token_with_its_rows
 
         under = {tuple(path_of(j)[len(emitted) :]) for j in range(1, n) if path_of(j)[: len(emitted)] == emitted}
         commit_draft_path(cache, tree.root_row, torch.tensor([tree.root_row]))  # the root alone was expanded
-        seed = keep_subtree(search, emitted, cache, max_nodes=64)
+        seed = _keep(search, emitted, cache, max_nodes=64)
     kept = _seed_paths(seed)
     assert {tuple(p) for p in kept.values()} == under and len(under) > 1  # every expanded node under it, nothing else
     assert seed.root_row == tree.root_row + len(emitted)
@@ -98,18 +105,33 @@ def test_the_kept_subtree_is_the_grown_one_under_the_emitted_token_with_its_rows
 
 @pytest.mark.parametrize("gpu", [False, True], ids=["cpu", "gpu-path"])
 def test_nothing_is_kept_when_the_emitted_token_was_never_expanded(gpu):
-    """A CPU (a read is free) keeps no seed at all; the GPU's fixed-size seed holds the root's slot alone."""
+    """No seed at all, on either path: a seed's slots are rows of the next catch-up forward, so a GPU's seed
+    of padding rows (the budget's, before) would cost that forward several search forwards' worth."""
     model = sharpen(make_tiny_llama(4, vocab=48), 20.0)
     with gpu_semantics() if gpu else torch.no_grad():
         tree, cache = _grown(model, gpu)
         search = tree.search
         first = int(search.e_token[1])
         unexpanded = next(t for t in range(48) if not bool(((search.e_parent == 1) & (search.e_token == t)).any()))
-        seed = keep_subtree(search, [first, unexpanded], cache, max_nodes=64)
-    if gpu:
-        assert int(seed.n_expanded) == 1 and int(seed.nodes) == 0
-    else:
-        assert seed is None
+        kept = find_kept(search, torch.tensor([first, unexpanded]), 2)
+        assert int(kept.count) == 0
+        assert keep_subtree(search, kept, int(kept.count), 1, cache, max_nodes=64) is None
+
+
+@pytest.mark.parametrize("gpu", [False, True], ids=["cpu", "gpu-path"])
+def test_a_seed_has_a_slot_for_each_kept_node_and_no_more(gpu):
+    """The seed, and so the next catch-up forward's re-scored rows, is exactly the emitted token and the grown
+    nodes under it, however many more the shadow expanded and the budget allows (before, a GPU's seed took
+    the budget's rows whatever was kept)."""
+    model = sharpen(make_tiny_llama(4, vocab=48), 20.0)
+    with gpu_semantics() if gpu else torch.no_grad():
+        tree, cache = _grown(model, gpu)
+        search = tree.search
+        emitted = _deep_path(search)
+        kept = find_kept(search, torch.tensor(emitted + [0, 0]), len(emitted))  # a walk's tokens run on
+        commit_draft_path(cache, tree.root_row, torch.tensor([tree.root_row]))
+        seed = keep_subtree(search, kept, int(kept.count), len(emitted) - 1, cache, max_nodes=64)
+    assert 2 <= seed.slots == int(kept.count) == int(seed.nodes) + 1 < int(search.n_expanded)
 
 
 def test_a_search_from_the_seed_grows_on_and_its_rows_are_right():
@@ -119,7 +141,7 @@ def test_a_search_from_the_seed_grows_on_and_its_rows_are_right():
     tree, cache = _grown(model, False)
     emitted = _deep_path(tree.search)
     commit_draft_path(cache, tree.root_row, torch.tensor([tree.root_row]))
-    seed = keep_subtree(tree.search, emitted, cache, max_nodes=64)
+    seed = _keep(tree.search, emitted, cache, max_nodes=64)
     tokens = PROMPT + emitted
     pending = torch.tensor(tokens[cache.length :])
     nxt = build_draft_tree(model, cache, pending, CONFIG, 3, seed, POOL, 0)
@@ -143,7 +165,8 @@ def test_a_search_from_the_seed_grows_on_and_its_rows_are_right():
 
 
 def test_keeping_reads_nothing_on_a_gpu():
-    """The keep is device ops of fixed size: no host sync (the emitted tokens go over asynchronously)."""
+    """Finding the kept nodes and keeping them are device ops of fixed size: no host sync (the emitted tokens go
+    over asynchronously, and the count comes with the pass's own read)."""
     model = sharpen(make_tiny_llama(4, vocab=48), 20.0)
     with gpu_semantics():
         tree, cache = _grown(model, True)
@@ -153,10 +176,15 @@ def test_keeping_reads_nothing_on_a_gpu():
     trace.mark_cache(cache)
     search = tree.search
     trace.mark_device(*(value for value in vars(search).values() if isinstance(value, torch.Tensor)))
+    tokens = torch.tensor(emitted)  # the walk's tokens, on the device
+    trace.mark_device(tokens)
     with gpu_semantics(), trace:
-        keep_subtree(search, emitted, cache, max_nodes=64)
+        kept = find_kept(search, tokens, len(emitted))
+    count = int(kept.count)  # what the pass's one read brings back
+    with gpu_semantics(), trace:
+        keep_subtree(search, kept, count, len(emitted) - 1, cache, max_nodes=64)
     counts = trace.snapshot()
-    assert dict(counts.syncs) == {}
+    assert dict(counts.syncs) == {} and count > 1
 
 
 def _tree_paths(tree) -> dict[tuple[int, ...], float]:
@@ -202,7 +230,7 @@ def test_a_search_from_a_kept_subtree_builds_the_tree_a_fresh_search_builds(dtyp
             tree = build_draft_tree(model, cache, torch.tensor(PROMPT), config, 8, None, pool, 16)
             tree.search.grow(pool, 16)
             commit_draft_path(cache, tree.root_row, torch.tensor([tree.root_row]))
-            seed = keep_subtree(tree.search, emitted, cache, max_nodes=config.budget)
+            seed = _keep(tree.search, emitted, cache, max_nodes=config.budget)
             if seed is None or int(seed.nodes) == 0:
                 continue  # nothing under the emitted token: the next search starts from its root alone
             ids = PROMPT + emitted
@@ -223,7 +251,7 @@ def test_a_search_from_a_seed_reads_nothing_on_a_gpu():
         tree, cache = _grown(model, True)
         emitted = _deep_path(tree.search)
         commit_draft_path(cache, tree.root_row, torch.tensor([tree.root_row]))
-        seed = keep_subtree(tree.search, emitted, cache, max_nodes=64)
+        seed = _keep(tree.search, emitted, cache, max_nodes=64)
     pending = torch.tensor((PROMPT + emitted)[cache.length :])
     trace = DeviceTrace()
     trace.mark_model(model)

@@ -244,6 +244,10 @@ def test_the_overlap_adds_no_host_sync_to_a_pass(tiny_target, tiny_draft, tree, 
     assert set(on.counts.syncs) <= set(off.counts.syncs), on.counts.syncs
     assert on.counts.draft_syncs == 0 and on.summary()["shadow_draft_forwards"] > 0
     assert on.summary()["critical_path_draft_forwards"] > 0
+    # the search's own kernels outside its forwards: the shadow's forwards run after the search, so they are
+    # draft kernels outside it, not subtracted from it (they were, and with a real draft it came out negative)
+    assert off.counts.search_draft_kernels == off.counts.draft_kernels
+    assert 0 < on.counts.search_draft_kernels < on.counts.draft_kernels
 
 
 def _plain_answer_trace(target, monkeypatch, fix: str, tokens: int = 40) -> tuple[PassTrace, list[int]]:

@@ -87,6 +87,7 @@ class TraceCounts:
     draft_kernels: int = 0
     search_syncs: int = 0
     search_kernels: int = 0
+    search_draft_kernels: int = 0  # draft kernels inside the search (a shadow search's run after it)
     step_forwards: int = 0  # one-token steps of a target that streams no layer (captured_forward.run_step_forward)
     step_graph_kernels: int = 0  # kernels inside them that a CUDA graph replays as one launch on CUDA
     attention_shapes: Counter = field(default_factory=Counter)  # "q [..] k [..] mask [..] dtype" -> calls
@@ -297,6 +298,8 @@ class DeviceTrace:
             self.counts.draft_kernels += 1
         if self._in_search:
             self.counts.search_kernels += 1
+            if self._in_draft:
+                self.counts.search_draft_kernels += 1
         if self._in_step_graph:
             self.counts.step_graph_kernels += 1
 

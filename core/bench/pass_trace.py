@@ -51,7 +51,7 @@ class PassTrace:
             "draft_forwards_per_pass": c.draft_forwards / passes,
             "kernels_per_draft_forward": c.draft_kernels / forwards,
             "kernels_per_pass": c.kernels / passes,
-            "search_kernels_per_pass_outside_draft_forwards": (c.search_kernels - c.draft_kernels) / passes,
+            "search_kernels_per_pass_outside_draft_forwards": (c.search_kernels - c.search_draft_kernels) / passes,
             "kernels_per_pass_after_the_search": (c.kernels - c.search_kernels) / passes,
             "h2d_bytes_per_pass": c.h2d_bytes / passes,
             "sync_sites_per_pass": {site: n / passes for site, n in c.syncs.most_common()},

@@ -50,7 +50,8 @@ Assumed: the shadow's forwards do not slow the target's layers (their compute hi
 GPU check's `shadow` part (core/bench/gpu_check/shadow.py) measures that, and the share of the shadow's time that hides.
 
 Not modelled: reading the KV caches (small at the planned context), the LM head over visited rows, sampling
-and verification on the host (milliseconds), and the dequantisation arithmetic inside the fused kernel.
+and verification on the host (milliseconds), the dequantisation arithmetic inside the fused kernel, and the
+kept nodes' rows that a catch-up forward re-scores with the overlap on (a few, in about a quarter of passes).
 """
 
 from __future__ import annotations

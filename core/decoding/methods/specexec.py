@@ -9,8 +9,10 @@ pass's first layers, issued at the end of its forward on the copy stream, runs o
 With the overlap on (`TreeSettings.overlap`), the host, once it has issued the target's pass and the walk,
 issues a shadow search on the draft's own stream (core.decoding.draft_lane): the search the tree was cut from
 grows on past the budget, best first, while the target's layers stream and run; it writes only draft-cache
-rows past the tree's and its own node tables, never what the target reads. After the read the subtree under
-the emitted token is kept (core.decoding.subtree_keep) and the next search starts from it. Only the draft's
+rows past the tree's and its own node tables, never what the target reads. Then the emitted tokens are
+walked down what it grew, on the device, and the count of grown nodes under the emitted token comes back with
+the pass's one read (which so waits for the shadow as well); after the read those nodes are kept
+(core.decoding.subtree_keep), as a seed of exactly their number, and the next search starts from it. Only the draft's
 work moves: the emitted tokens are the target's samples, as without it. On a CPU the shadow runs after the
 target, in sequence, with the same code.
 """
@@ -28,7 +30,7 @@ from core.decoding.decode_state import DecodeState
 from core.decoding.device_io import to_device
 from core.decoding.draft_lane import DraftLane
 from core.decoding.draft_search import DEFAULT_MAX_FORWARDS, DraftTree, SearchConfig, SearchSeed, build_draft_tree
-from core.decoding.subtree_keep import keep_subtree
+from core.decoding.subtree_keep import KeptNodes, find_kept, keep_subtree
 from core.planning.graph_plan import overlap_pool, pool_forwards, search_width
 from core.decoding.methods.step import OutputControls, PassStats, Step, TokenLogprob
 from core.decoding.settings import SamplingParams, TreeSettings
@@ -71,16 +73,18 @@ class _PassRead:
     tree_depth: int
     logprobs: list[TokenLogprob] | None  # per emitted token, when asked for
     seed_nodes: int  # nodes of the kept subtree the search started from (0: it started from the root alone)
+    kept: int  # grown nodes under the emitted token, the next search's seed (0 without the overlap)
 
 
-def _read_pass(tree: DraftTree, walk: Walk) -> _PassRead:
+def _read_pass(tree: DraftTree, walk: Walk, kept: KeptNodes | None) -> _PassRead:
     """The pass's one host read: the walk (path, tokens: long [S]) with the births and draft-cache rows of
-    its nodes and the tree's real size and depth, and the walk's log-probabilities when it has them (their
-    float64 bits ride along as int64), packed into one tensor."""
+    its nodes, the tree's real size and depth, the count of grown nodes kept for the next search, and the
+    walk's log-probabilities when it has them (their float64 bits ride along as int64), in one tensor."""
     path, tokens = walk.path, walk.tokens
     steps = path.shape[0]
     nodes = path.clamp_min(0)
-    seeded = tree.seed_nodes if tree.seed_nodes is not None else torch.zeros(1, dtype=torch.long, device=path.device)
+    zero = torch.zeros(1, dtype=torch.long, device=path.device)
+    seeded = tree.seed_nodes if tree.seed_nodes is not None else zero
     parts = [
         path,
         tokens,
@@ -89,6 +93,7 @@ def _read_pass(tree: DraftTree, walk: Walk) -> _PassRead:
         tree.valid.sum().reshape(1),
         tree.depths.max().reshape(1),
         seeded.reshape(1),
+        kept.count if kept is not None else zero,
     ]
     if walk.logprobs is not None:
         parts += [
@@ -103,7 +108,7 @@ def _read_pass(tree: DraftTree, walk: Walk) -> _PassRead:
     expanded = next((i for i, flag in enumerate(expanded_flags) if not flag), accepted)
     logprobs = None
     if walk.logprobs is not None:
-        logprobs = _logprobs(values[4 * steps + 3 :], steps, walk.top_ids.shape[1], len(verdict.emitted))
+        logprobs = _logprobs(values[4 * steps + 4 :], steps, walk.top_ids.shape[1], len(verdict.emitted))
     return _PassRead(
         verdict,
         values[2 * steps + 1 : 2 * steps + accepted],
@@ -112,6 +117,7 @@ def _read_pass(tree: DraftTree, walk: Walk) -> _PassRead:
         values[4 * steps + 1],
         logprobs,
         values[4 * steps + 2],
+        values[4 * steps + 3],
     )
 
 
@@ -208,12 +214,16 @@ def specexec_steps(
         clock.mark()
         grown = draft_tree.search if overlap else None
         shadow_made = 0
-        if grown is not None and shadow_planned:
-            grown.timer = ForwardTimer(draft.device)  # the shadow's forwards are off the pass's critical path
-            with lane.run():  # on the draft's stream while the target's pass runs on its own
-                shadow_made = grown.grow(grown.pool, shadow_planned)
+        kept = None
+        if grown is not None:
+            if shadow_planned:
+                grown.timer = ForwardTimer(draft.device)  # the shadow's forwards are off the pass's critical path
+                with lane.run():  # on the draft's stream while the target's pass runs on its own
+                    shadow_made = grown.grow(grown.pool, shadow_planned)
+                lane.join()  # the nodes kept are found in what the shadow grew
+            kept = find_kept(grown, walk.tokens, (walk.path >= 0).sum())  # their count comes with the pass's read
         clock.mark()
-        result = _read_pass(draft_tree, walk)
+        result = _read_pass(draft_tree, walk, kept)
 
         verdict = result.verdict
         commit_target_path(state.target_cache, chain_end, walk.path[: len(verdict.path)])
@@ -223,7 +233,9 @@ def specexec_steps(
                 commit_draft_path(
                     state.draft_cache, draft_tree.root_row, draft_tree.cache_rows[walk.path[: result.expanded]]
                 )
-                seed = keep_subtree(grown, verdict.emitted, state.draft_cache, tree.budget)
+                seed = keep_subtree(
+                    grown, kept, result.kept, len(verdict.accepted_tokens), state.draft_cache, tree.budget
+                )
             if seed is not None:
                 lane.join(*(value for value in vars(seed).values() if isinstance(value, torch.Tensor)))
         else:
