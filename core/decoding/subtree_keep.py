@@ -1,12 +1,12 @@
 """Keeping the grown subtree under the token the target emitted, for the next search to start from.
 
 While the target scores a tree, a shadow search goes on growing the search it was cut from (past the
-budget, best first: core.decoding.methods.specexec). Once the target's walk is issued, the emitted tokens (the
-accepted path, then the target's own next token x) are walked down the grown search's expanded nodes E. If x is an
-expanded node there, every expanded node under it is kept: re-rooted at x (depths and cumulative log-probs
-relative to it), renumbered in their expansion order (still topological), and their draft KV rows moved to
-where the next search expects them, right after x's row. Everything else is dropped, the grown search's
-candidates included: its pool kept the best children of *all* its rows, so it had trimmed children of kept
+budget, best first: core.decoding.methods.specexec). Once the target's walk is issued, the emitted tokens
+(the accepted path, then the target's own next token x) are walked down the grown search's expanded nodes E.
+If x is an expanded node there, every expanded node under it is kept: re-rooted at x (depths and cumulative
+log-probs relative to it), renumbered in their expansion order (still topological), and their draft KV rows
+moved to where the next search expects them, right after x's row. Everything else is dropped, the grown
+search's candidates included: its pool kept the best children of *all* its rows, so it had trimmed children of kept
 nodes that rank high under x. The next search writes x's row with its catch-up forward, re-scores the kept
 nodes' rows in the same forward and merges all their children afresh (core.decoding.draft_search.SearchSeed),
 so its tree is the top-K tree a fresh search from x builds: keeping spares forwards, never nodes. The tokens

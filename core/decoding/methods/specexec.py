@@ -12,9 +12,9 @@ grows on past the budget, best first, while the target's layers stream and run; 
 rows past the tree's and its own node tables, never what the target reads. Then the emitted tokens are
 walked down what it grew, on the device, and the count of grown nodes under the emitted token comes back with
 the pass's one read (which so waits for the shadow as well); after the read those nodes are kept
-(core.decoding.subtree_keep), as a seed of exactly their number, and the next search starts from it. Only the draft's
-work moves: the emitted tokens are the target's samples, as without it. On a CPU the shadow runs after the
-target, in sequence, with the same code.
+(core.decoding.subtree_keep), as a seed of exactly their number, and the next search starts from it. Only
+the draft's work moves: the emitted tokens are the target's samples, as without it. On a CPU the shadow runs
+after the target, in sequence, with the same code.
 """
 
 from __future__ import annotations
