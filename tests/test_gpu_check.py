@@ -61,9 +61,9 @@ def test_cpu_smoke_run_writes_every_part(tmp_path):
     for row in offload["rows"]:
         assert row["measured_target_s_80_layers"] > 0 and row["model_target_s_80_layers"] > 0
         assert row["prediction"]["tokens_per_second"] > 0
-    shadow = parts["shadow"]  # one stream on a CPU: the shadow runs after the pass, so nothing hides
+    shadow = parts["shadow"]  # one stream on a CPU: the shadow runs after the pass, so no share is claimed
     assert shadow["target_alone_s"] > 0 and shadow["draft_forward_s"] > 0 and shadow["shadow_forwards"] >= 1
-    assert shadow["both_s"] >= shadow["target_with_shadow_s"] and shadow["hidden_share"] == 0.0
+    assert shadow["target_with_shadow_s"] > 0 and shadow["both_s"] > 0 and shadow["hidden_share"] is None
     agreement = {r["dtype"]: r for r in parts["agreement"]["rows"]}
     assert set(agreement) == {"float32", "float16", "bfloat16"}
     assert agreement["float32"]["specexec_differs"] == 0  # same seed, same tokens in float32 on the CPU

@@ -115,13 +115,14 @@ def _findings(name: str, part: dict) -> list[str]:
             )
         return lines
     if name == "shadow":
+        hidden = part["hidden_share"]
         return [
             f"- {part['target_layers']} streamed layers, tree of {part['tree_tokens']}: "
             f"{part['target_alone_s'] * 1e3:.1f} ms alone, {part['target_with_shadow_s'] * 1e3:.1f} ms beside the "
             f"shadow (x{part['target_slowdown']:.2f}; the speed model assumes x1.00)",
             f"- shadow: {part['shadow_forwards']} forwards of {part['draft_rows']} rows ({part['draft_kernel']}), "
-            f"{part['draft_forward_s'] * 1e3:.1f} ms each alone; {part['hidden_share']:.0%} of their time hid "
-            "under the pass",
+            f"{part['draft_forward_s'] * 1e3:.1f} ms each alone; "
+            + ("one stream: nothing can hide" if hidden is None else f"{hidden:.0%} of their time hid under the pass"),
         ]
     if name == "agreement":
         return [

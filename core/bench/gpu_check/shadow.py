@@ -13,7 +13,7 @@ Timed: the target's pass alone, one draft forward alone, and the two as the engi
 forwards on the draft's own stream, core.decoding.draft_lane, after a mark made before the target's pass, so
 they start together): the shadow makes as many forwards as the pass alone lasts (at most the search's cap),
 as core.decoding.methods.specexec sizes it. On a CPU there is one stream and the two run in sequence: the
-figures check the machinery only.
+figures check the machinery only, and no hidden share is reported.
 """
 
 from __future__ import annotations
@@ -143,6 +143,9 @@ def measure(device: torch.device, small: bool) -> dict:
         "both_s": wall,
         # > 1: the shadow's forwards slowed the target's layers (the speed model assumes 1)
         "target_slowdown": target_with / target_s,
-        # the share of the shadow's draft time that ran under the target's pass (0 on a CPU: one stream)
-        "hidden_share": min(1.0, max(0.0, (target_s + shadow_alone - wall) / shadow_alone)),
+        # the share of the shadow's draft time that ran under the target's pass; None on a CPU, where one stream
+        # runs them in turn and the difference would be timing noise
+        "hidden_share": min(1.0, max(0.0, (target_s + shadow_alone - wall) / shadow_alone))
+        if device.type == "cuda"
+        else None,
     }
