@@ -111,7 +111,7 @@ elif wanted matmul; then  # a check that it runs: one tiny linear
 fi
 part pinning 20 pinning
 part offload 45 offload
-part shadow 40 shadow
+part shadow 60 shadow
 part agreement 50 agreement
 part graph-vram 25 graph-vram
 part token-speed-fix-off 90 token-speed SPECEXEC_ATTENTION_FIX=0  # last: the "before", measured once already
