@@ -33,14 +33,18 @@ from core.offload.matmul_rate import DRAFT_SHAPES, SMOKE_SHAPES, kernel_call, ra
 from core.offload.pass_timing import PassInputs, layer_config, median_seconds, sync_device, synthetic_layers
 from core.planning.graph_plan import search_width
 
-BUDGET = 256
-TARGET_LAYERS = 8
-CONTEXT = 512
-REPEATS = 3
-# How often one decoder layer of an 8B Llama draft uses each of DRAFT_SHAPES (q and o, k and v, gate and up,
-# down), and its decoder layers.
-USES_PER_LAYER = {"q/o": 2, "k/v": 2, "gate/up": 2, "down": 1}
-DRAFT_LAYERS = 32
+# The workload on a GPU: a tree of budget 256 over 8 streamed 70B layers on 512 cached tokens, and an 8B Llama
+# draft's 32 decoder layers, each using DRAFT_SHAPES this often (q and o, k and v, gate and up, down); SMALL: the
+# CPU's smoke run.
+FULL = dict(
+    budget=256,
+    target_layers=8,
+    context=512,
+    repeats=3,
+    draft_layers=32,
+    shapes=DRAFT_SHAPES,
+    uses={"q/o": 2, "k/v": 2, "gate/up": 2, "down": 1},
+)
 SMALL = dict(budget=16, target_layers=2, context=32, repeats=1, draft_layers=2, shapes=SMOKE_SHAPES, uses={"smoke": 7})
 
 
@@ -56,20 +60,17 @@ class DraftReads:
         generator = torch.Generator().manual_seed(0)
         dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
         self.device, self.layers = device, layers
-        self.linears = [
-            (random_linear_copies(k, n, device, generator), uses[name], torch.randn(rows, k, generator=generator))
-            for name, k, n in shapes
-        ]
-        self.inputs = [x.to(device=device, dtype=dtype) for _, _, x in self.linears]
-        first = nn.ModuleList(copies.copies[0] for copies, _, _ in self.linears)
-        self.kernel = choose_draft_kernel(first, device, measure=False).kernel
-        self.calls = [[kernel_call(linear, self.kernel) for linear in copies.copies] for copies, _, _ in self.linears]
+        weights = [random_linear_copies(k, n, device, generator).copies for _, k, n in shapes]
+        self.uses = [uses[name] for name, _, _ in shapes]
+        self.inputs = [torch.randn(rows, k, generator=generator).to(device=device, dtype=dtype) for _, k, _ in shapes]
+        self.kernel = choose_draft_kernel(nn.ModuleList(copies[0] for copies in weights), device, measure=False).kernel
+        self.calls = [[kernel_call(linear, self.kernel) for linear in copies] for copies in weights]
 
     def forward(self) -> None:
         for layer in range(self.layers):
-            for shape_calls, (_, uses, _), x in zip(self.calls, self.linears, self.inputs):
+            for calls, uses, x in zip(self.calls, self.uses, self.inputs):
                 for use in range(uses):
-                    shape_calls[(layer * uses + use) % len(shape_calls)](x)
+                    calls[(layer * uses + use) % len(calls)](x)
 
 
 def _together(target_pass, draft: DraftReads, forwards: int, lane: DraftLane) -> tuple[float, float, float]:
@@ -92,19 +93,7 @@ def _together(target_pass, draft: DraftReads, forwards: int, lane: DraftLane) ->
 
 
 def measure(device: torch.device, small: bool) -> dict:
-    shape = (
-        SMALL
-        if small
-        else dict(
-            budget=BUDGET,
-            target_layers=TARGET_LAYERS,
-            context=CONTEXT,
-            repeats=REPEATS,
-            draft_layers=DRAFT_LAYERS,
-            shapes=DRAFT_SHAPES,
-            uses=USES_PER_LAYER,
-        )
-    )
+    shape = SMALL if small else FULL
     budget, count, repeats = shape["budget"], shape["target_layers"], shape["repeats"]
     dtype = torch.float16 if device.type == "cuda" else torch.float32
     config = layer_config(16 if small else 1)
