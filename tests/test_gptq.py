@@ -18,6 +18,8 @@ from transformers import (
     Qwen2ForCausalLM,
     Qwen2MoeConfig,
     Qwen2MoeForCausalLM,
+    Qwen3MoeConfig,
+    Qwen3MoeForCausalLM,
 )
 
 from core.modeling.causal_lm import CausalLM
@@ -257,7 +259,7 @@ def write_gptq_checkpoint(
 ) -> CausalLM:
     """Quantise a tiny random model with random GPTQ tensors, save it in the GPTQ layout, and return the
     in-memory float64 model whose linears hold exactly the dequantised weights. MoE models (mixtral,
-    qwen2_moe) get `experts` experts, 2 per token; their routers (and Qwen2-MoE's shared-expert gate) stay
+    qwen2_moe, qwen3_moe) get `experts` experts, 2 per token; their routers (and Qwen2-MoE's shared-expert gate) stay
     16-bit, as in real GPTQ checkpoints. v2: GPTQModel's gptq_v2 format (zero points without v1's minus one)."""
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
@@ -284,6 +286,9 @@ def write_gptq_checkpoint(
             **common,
         )
         model = Qwen2MoeForCausalLM(config)
+    elif model_type == "qwen3_moe":  # routed experts only, per-head query and key norms
+        config = Qwen3MoeConfig(num_experts=experts, num_experts_per_tok=2, moe_intermediate_size=32, **common)
+        model = Qwen3MoeForCausalLM(config)
     elif model_type == "qwen2":  # q/k/v carry a bias next to their GPTQ tensors
         config = Qwen2Config(**common)
         model = Qwen2ForCausalLM(config)
@@ -323,7 +328,7 @@ def write_gptq_checkpoint(
             }
             for name, module in linears.items():
                 module.weight.copy_(quantise(prefix + name, module.in_features, module.out_features).T)
-            if model_type in ("mixtral", "qwen2_moe"):
+            if model_type in ("mixtral", "qwen2_moe", "qwen3_moe"):
                 moe = layer.mlp.experts
                 inter = moe.down_proj.shape[2]
                 gate, up, down = (
@@ -387,6 +392,7 @@ IDS = [1, 5, 9, 33, 2, 17, 60, 4]
         ("mixtral", 4, 16, True, 2),
         ("qwen2_moe", 4, 16, True, 1),
         ("qwen2_moe", 3, 32, False, 1),
+        ("qwen3_moe", 4, 32, True, 2),
     ],
 )
 def test_gptq_checkpoint_offloaded_equals_dequantised_in_memory(
@@ -410,7 +416,7 @@ def test_gptq_checkpoint_offloaded_equals_dequantised_in_memory(
     torch.testing.assert_close(_logits(in_ram, IDS), _logits(reference, IDS), rtol=1e-9, atol=1e-9)
 
 
-@pytest.mark.parametrize("model_type", ["mixtral", "qwen2_moe"])
+@pytest.mark.parametrize("model_type", ["mixtral", "qwen2_moe", "qwen3_moe"])
 def test_gptq_moe_runs_each_token_only_through_its_routed_experts(tmp_path, model_type):
     """8 experts, 2 per token, a 3-token prompt: at most 6 experts per layer are routed. Every expert
     linear sees exactly the tokens routed to it, unrouted experts never run, and logits match."""

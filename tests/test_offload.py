@@ -17,6 +17,8 @@ from transformers import (
     MixtralConfig,
     Qwen2Config,
     Qwen2MoeConfig,
+    Qwen3Config,
+    Qwen3MoeConfig,
 )
 
 from core.modeling.causal_lm import CausalLM
@@ -310,6 +312,8 @@ CONFIGS = {
         decoder_sparse_step=1,
         **COMMON,
     ),
+    "qwen3": lambda: Qwen3Config(**COMMON),
+    "qwen3_moe": lambda: Qwen3MoeConfig(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=48, **COMMON),
 }
 
 
@@ -346,6 +350,8 @@ IDS = [1, 7, 22, 3, 40, 9, 13]
         ("qwen2", torch.float16),
         ("mixtral", torch.bfloat16),
         ("qwen2_moe", torch.float16),
+        ("qwen3", torch.bfloat16),
+        ("qwen3_moe", torch.float16),
     ],
 )
 def test_16bit_offloaded_equals_in_memory(tmp_path, model_type, dtype):

@@ -9,13 +9,22 @@ import sys
 import pytest
 import torch
 from torch import nn
-from transformers import LlamaConfig, MistralConfig, MixtralConfig, Qwen2Config, Qwen3Config
+from transformers import (
+    LlamaConfig,
+    MistralConfig,
+    MixtralConfig,
+    Qwen2Config,
+    Qwen2MoeConfig,
+    Qwen3Config,
+    Qwen3MoeConfig,
+)
 
 from core.offload.gptq import DequantScratch, GPTQSettings
 from core.offload.gptq_loader import EXPERT_PREFIX, quantize_layers
 from core.offload.layout import layer_layout
 from core.offload.meta_model import build_meta_model, top_level_tensors
 from core.planning.sizes import (
+    EXPERT_NAMES,
     ModelShape,
     WeightFormat,
     decoder_layer_bytes,
@@ -39,6 +48,11 @@ CONFIGS = {
     "qwen3": Qwen3Config(**SMALL, head_dim=16),  # per-head query and key norms
     "mistral": MistralConfig(**SMALL),
     "mixtral": MixtralConfig(**SMALL, num_local_experts=3),
+    # a shared expert wider than the routed ones, as in Qwen2-MoE's releases
+    "qwen2_moe": Qwen2MoeConfig(
+        **SMALL, num_experts=3, num_experts_per_tok=2, moe_intermediate_size=32, shared_expert_intermediate_size=128
+    ),
+    "qwen3_moe": Qwen3MoeConfig(**SMALL, num_experts=3, num_experts_per_tok=2, moe_intermediate_size=32, head_dim=16),
     "tied": LlamaConfig(**SMALL, tie_word_embeddings=True),
 }
 GPTQ = {
@@ -50,14 +64,15 @@ GPTQ = {
 
 
 def _gptq_keys(model: nn.Module, model_type: str) -> set[str]:
-    """The qweight names a GPTQ checkpoint of this model has (every decoder linear but an MoE router)."""
+    """The qweight names a GPTQ checkpoint of this model has (every decoder linear but an MoE router and
+    Qwen2-MoE's one-output shared-expert gate)."""
     keys = set()
     for index, layer in enumerate(model.model.layers):
         for name, module in layer.named_modules():
-            if isinstance(module, nn.Linear) and name != "mlp.gate":
+            if isinstance(module, nn.Linear) and name not in ("mlp.gate", "mlp.shared_expert_gate"):
                 keys.add(f"model.layers.{index}.{name}.qweight")
         if model_type in EXPERT_PREFIX:
-            first = {"mixtral": "w1"}[model_type]
+            first = EXPERT_NAMES[model_type][0]
             keys.add(f"model.layers.{index}.{EXPERT_PREFIX[model_type]}.0.{first}.qweight")
     return keys
 

@@ -26,7 +26,7 @@ from core.modeling.tree_mask import additive_mask, causal_visibility
 DEFAULT_TREE_ROWS = 2048
 
 # Architectures whose decoder stack is embed_tokens -> layers(hidden, mask, rope) -> norm -> lm_head.
-SUPPORTED_MODEL_TYPES = frozenset({"llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen2_moe"})
+SUPPORTED_MODEL_TYPES = frozenset({"llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe"})
 
 
 def check_architecture(model_type: str) -> None:

@@ -27,7 +27,7 @@ from core.offload.gptq import (
 )
 from core.planning.sizes import EXPERT_NAMES
 
-EXPERT_PREFIX = {"mixtral": "block_sparse_moe.experts", "qwen2_moe": "mlp.experts"}
+EXPERT_PREFIX = {"mixtral": "block_sparse_moe.experts", "qwen2_moe": "mlp.experts", "qwen3_moe": "mlp.experts"}
 
 
 def is_quantized_folder(folder: str | Path) -> bool:

@@ -20,7 +20,13 @@ LAYER_ALIGN = 4096  # bytes; every layer's size is rounded up to this (one page)
 GPTQ_TEMP_BYTES = 128 * 1024**2
 DTYPE_BYTES = {"int32": 4, "float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
 # checkpoint names of (gate, up, down) for MoE experts, per model type
-EXPERT_NAMES = {"mixtral": ("w1", "w3", "w2"), "qwen2_moe": ("gate_proj", "up_proj", "down_proj")}
+EXPERT_NAMES = {
+    "mixtral": ("w1", "w3", "w2"),
+    "qwen2_moe": ("gate_proj", "up_proj", "down_proj"),
+    "qwen3_moe": ("gate_proj", "up_proj", "down_proj"),
+}
+# model types whose attention normalises queries and keys per head (q_norm, k_norm)
+QK_NORM_TYPES = frozenset({"qwen3", "qwen3_moe"})
 
 
 def round_up(value: int, multiple: int) -> int:
@@ -101,7 +107,7 @@ class ModelShape:
     model_type: str
     num_hidden_layers: int
     hidden_size: int
-    intermediate_size: int
+    intermediate_size: int  # the MLP's width; an MoE model's, each expert's
     num_attention_heads: int
     num_key_value_heads: int
     vocab_size: int
@@ -110,6 +116,7 @@ class ModelShape:
     tie_word_embeddings: bool = False
     attention_bias: bool = False
     num_experts_per_tok: int = 0  # experts each token is routed to (MoE; 0 for a dense model)
+    shared_expert_intermediate_size: int = 0  # Qwen2-MoE's expert every token goes through (0: none)
 
     @classmethod
     def from_config(cls, config: Any) -> "ModelShape":
@@ -126,20 +133,29 @@ class ModelShape:
         model_type = str(get("model_type"))
         heads = int(get("num_attention_heads"))
         hidden = int(get("hidden_size"))
+        # Mixtral names its experts num_local_experts; Qwen's MoE configs say num_experts, and give the experts'
+        # width as moe_intermediate_size (their intermediate_size is a dense MLP's, which no layer has when every
+        # layer is sparse, as in every Qwen MoE release: decoder_sparse_step 1, no mlp_only_layers).
+        experts = int(get("num_local_experts") or get("num_experts") or 0)
+        width = get("moe_intermediate_size") if experts else None
         return cls(
             model_type=model_type,
             num_hidden_layers=int(get("num_hidden_layers")),
             hidden_size=hidden,
-            intermediate_size=int(get("intermediate_size")),
+            intermediate_size=int(width or get("intermediate_size")),
             num_attention_heads=heads,
             num_key_value_heads=int(get("num_key_value_heads") or heads),
             vocab_size=int(get("vocab_size")),
             head_dim=int(get("head_dim") or hidden // heads),
-            num_local_experts=int(get("num_local_experts") or 0),
+            num_local_experts=experts,
             num_experts_per_tok=int(get("num_experts_per_tok") or 0),
+            shared_expert_intermediate_size=int(get("shared_expert_intermediate_size") or 0) if experts else 0,
             tie_word_embeddings=bool(get("tie_word_embeddings", False)),
-            # Qwen2 always has q/k/v biases; Llama-family configs say so in `attention_bias`.
-            attention_bias=model_type == "qwen2" or bool(get("attention_bias", False)),
+            # Qwen2 always has q/k/v biases, Qwen2-MoE says so in `qkv_bias` (true by default); Llama-family
+            # configs say so in `attention_bias`.
+            attention_bias=model_type == "qwen2"
+            or (model_type == "qwen2_moe" and bool(get("qkv_bias", True)))
+            or bool(get("attention_bias", False)),
         )
 
     @property
@@ -159,7 +175,7 @@ class ModelShape:
         h, kv = self.hidden_size, self.num_key_value_heads * self.head_dim
         q = self.num_attention_heads * self.head_dim
         attention = 2 * h * q + 2 * h * kv
-        mlp = 3 * h * self.intermediate_size * experts
+        mlp = 3 * h * (self.intermediate_size * experts + self.shared_expert_intermediate_size)
         embeddings = self.vocab_size * h * (1 if self.tie_word_embeddings else 2)
         return self.num_hidden_layers * (attention + mlp) + embeddings
 
@@ -196,7 +212,7 @@ def decoder_layer_tensors(shape: ModelShape, fmt: WeightFormat) -> list[TensorSp
         + _linear("self_attn.v_proj", h, kv, bias, fmt)
         + _linear("self_attn.o_proj", q, h, False, fmt)
     )
-    if shape.model_type == "qwen3":  # Qwen3 normalises queries and keys per head
+    if shape.model_type in QK_NORM_TYPES:
         specs += [
             TensorSpec("self_attn.q_norm.weight", (hd,), fmt.dtype),
             TensorSpec("self_attn.k_norm.weight", (hd,), fmt.dtype),
@@ -217,6 +233,14 @@ def decoder_layer_tensors(shape: ModelShape, fmt: WeightFormat) -> list[TensorSp
                 TensorSpec("mlp.experts.gate_up_proj", (experts, 2 * i, h), fmt.dtype),
                 TensorSpec("mlp.experts.down_proj", (experts, h, i), fmt.dtype),
             ]
+        shared = shape.shared_expert_intermediate_size
+        if shared:  # Qwen2-MoE: quantised like any MLP; its one-output gate cannot pack, so it stays 16-bit
+            specs += (
+                _linear("mlp.shared_expert.gate_proj", h, shared, False, fmt)
+                + _linear("mlp.shared_expert.up_proj", h, shared, False, fmt)
+                + _linear("mlp.shared_expert.down_proj", shared, h, False, fmt)
+                + _linear("mlp.shared_expert_gate", h, 1, False, WeightFormat(dtype=fmt.dtype))
+            )
     else:
         specs += (
             _linear("mlp.gate_proj", h, i, False, fmt)
@@ -248,7 +272,7 @@ def non_layer_bytes(shape: ModelShape, dtype: str = "float16") -> int:
 
 def largest_gptq_linear(shape: ModelShape) -> int:
     """in * out of the largest quantised linear: the size of the shared dequantisation scratch matrix."""
-    h, i = shape.hidden_size, shape.intermediate_size
+    h, i = shape.hidden_size, max(shape.intermediate_size, shape.shared_expert_intermediate_size)
     q, kv = shape.num_attention_heads * shape.head_dim, shape.num_key_value_heads * shape.head_dim
     return max(h * q, h * kv, h * i)
 

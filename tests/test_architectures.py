@@ -1,0 +1,174 @@
+"""Every model family the engine runs: its own decoder loop (core.modeling.causal_lm) gives the model's own
+logits, on a causal prompt and on a tree, and the size arithmetic the fit and the speed model use counts its
+parameters as the model has them.
+
+The engine never calls a model's forward: it runs embed -> decoder layers -> norm -> lm_head itself, with its
+own masks, positions and KV cache, so a family whose layers wanted something else (another mask, scaled
+embeddings, capped logits) would decode plausible but wrong text. Each family is checked here in float64 on a
+tiny model with random weights; norms and biases are perturbed so that none is the identity.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from transformers import (
+    AutoModelForCausalLM,
+    LlamaConfig,
+    MistralConfig,
+    MixtralConfig,
+    Qwen2Config,
+    Qwen2MoeConfig,
+    Qwen3Config,
+    Qwen3MoeConfig,
+)
+
+from core.modeling.causal_lm import SUPPORTED_MODEL_TYPES, CausalLM
+from core.modeling.tree_mask import additive_mask, ancestor_matrix, causal_visibility
+from core.planning.sizes import ModelShape
+from conftest import run_cli
+from test_loading import make_tokenizer
+
+COMMON = dict(
+    vocab_size=64,
+    hidden_size=32,
+    intermediate_size=64,
+    num_hidden_layers=3,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=8,
+    max_position_embeddings=256,
+    bos_token_id=1,
+    eos_token_id=0,
+)
+MOE = dict(num_experts_per_tok=2, moe_intermediate_size=48)
+CONFIGS = {
+    "llama": lambda: LlamaConfig(**COMMON),
+    "mistral": lambda: MistralConfig(**COMMON),
+    "mixtral": lambda: MixtralConfig(num_local_experts=4, num_experts_per_tok=2, **COMMON),
+    "qwen2": lambda: Qwen2Config(**COMMON),
+    "qwen3": lambda: Qwen3Config(**COMMON),
+    "qwen2_moe": lambda: Qwen2MoeConfig(num_experts=4, shared_expert_intermediate_size=40, **MOE, **COMMON),
+    "qwen3_moe": lambda: Qwen3MoeConfig(num_experts=4, **MOE, **COMMON),
+}
+PROMPT = [1, 7, 22, 3, 40, 9, 13]
+
+
+def test_every_supported_family_is_checked_here():
+    assert set(CONFIGS) == set(SUPPORTED_MODEL_TYPES)
+
+
+def tiny(model_type: str) -> CausalLM:
+    torch.manual_seed(0)
+    # transformers' grouped-matmul experts take no float64; the eager ones compute the same sum
+    model = AutoModelForCausalLM.from_config(
+        CONFIGS[model_type](), dtype=torch.float64, attn_implementation="sdpa", experts_implementation="eager"
+    ).eval()
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if "norm" in name or name.endswith("bias"):
+                parameter.add_(0.1 * torch.randn_like(parameter))
+    return CausalLM(model=model, name=model_type, eos_token_ids=(0,), max_context=256)
+
+
+def own_logits(lm: CausalLM, ids: list[int]) -> torch.Tensor:
+    """The model's own forward over `ids` from an empty cache: logits [len(ids), V]."""
+    with torch.no_grad():
+        return lm.model(torch.tensor([ids])).logits[0]
+
+
+@pytest.mark.parametrize("model_type", sorted(SUPPORTED_MODEL_TYPES))
+def test_the_decoder_loop_gives_the_model_s_own_logits(model_type):
+    lm = tiny(model_type)
+    cache = lm.new_cache()
+    first = lm.forward(
+        torch.tensor(PROMPT[:5]), torch.arange(5), additive_mask(causal_visibility(0, 5, "cpu"), lm.dtype), cache
+    )
+    after = lm.forward(  # two more on top of the cache
+        torch.tensor(PROMPT[5:]), torch.arange(5, 7), additive_mask(causal_visibility(5, 2, "cpu"), lm.dtype), cache
+    )
+    torch.testing.assert_close(torch.cat([first, after]), own_logits(lm, PROMPT), rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("model_type", sorted(SUPPORTED_MODEL_TYPES))
+def test_each_row_of_a_tree_gives_the_logits_of_its_own_path(model_type):
+    """A tree of 5 nodes on a cached prompt (two branches from the prompt's end, one two deep, one with two
+    children): each node's logits are the model's own after the prompt and that node's path alone."""
+    lm = tiny(model_type)
+    tokens, parents = [30, 31, 32, 33, 34], torch.tensor([-1, 0, -1, 2, 2])
+    depths = torch.tensor([0, 1, 0, 1, 1])
+    cache = lm.new_cache()
+    prefix = len(PROMPT)
+    lm.forward(
+        torch.tensor(PROMPT), torch.arange(prefix), additive_mask(causal_visibility(0, prefix, "cpu"), lm.dtype), cache
+    )
+    visible = torch.cat([torch.ones(len(tokens), prefix, dtype=torch.bool), ancestor_matrix(parents)], dim=1)
+    scored = lm.forward(torch.tensor(tokens), prefix + depths, additive_mask(visible, lm.dtype), cache)
+    for node, token in enumerate(tokens):
+        path = [token]
+        parent = int(parents[node])
+        while parent >= 0:
+            path.insert(0, tokens[parent])
+            parent = int(parents[parent])
+        torch.testing.assert_close(scored[node], own_logits(lm, PROMPT + path)[-1], rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("model_type", sorted(SUPPORTED_MODEL_TYPES))
+def test_the_size_arithmetic_counts_the_model_s_parameters(model_type):
+    """ModelShape reads each family's config (Qwen's MoE configs name their experts and widths their own way)
+    and counts every parameter but the few small vectors it leaves out: norms, biases and routers."""
+    config = CONFIGS[model_type]()
+    model = AutoModelForCausalLM.from_config(config)
+    small = ("norm", "bias", "mlp.gate.", "shared_expert_gate")
+    counted = sum(p.numel() for name, p in model.named_parameters() if not any(part in name for part in small))
+    shape = ModelShape.from_config(config)
+    assert shape.parameters == counted
+    # a config.json as a mapping (the catalog, an imported folder), in transformers' names and in the names the
+    # models' own files use where transformers maps them (Qwen3-MoE's files say num_experts)
+    as_files_name = {attribute: name for name, attribute in config.attribute_map.items()}
+    assert ModelShape.from_config(config.to_dict()) == shape
+    assert ModelShape.from_config({as_files_name.get(k, k): v for k, v in config.to_dict().items()}) == shape
+
+
+def test_a_qwen3_moe_folder_decodes_with_specexec_the_tokens_sequential_decoding_gives(tmp_path, capsys):
+    """The newest family end to end: folders loaded by the real loader (transformers' own experts kernel, in
+    float32), a draft of the same shape with other weights, `specexec generate`: same seed, same tokens."""
+    folders = {}
+    for role, seed in (("target", 0), ("draft", 1)):
+        torch.manual_seed(seed)
+        model = AutoModelForCausalLM.from_config(CONFIGS["qwen3_moe"](), dtype=torch.float32)
+        folders[role] = tmp_path / role
+        model.save_pretrained(folders[role])
+        make_tokenizer().save_pretrained(folders[role])
+    tokens = {}
+    for method in ("specexec", "sequential"):
+        result = run_cli(
+            capsys,
+            "generate",
+            "--target",
+            str(folders["target"]),
+            "--draft",
+            str(folders["draft"]),
+            "--prompt",
+            "w5 w9 w12",
+            "--method",
+            method,
+            "--dtype",
+            "float32",
+            "--device",
+            "cpu",
+            "--temperature",
+            "1",
+            "--seed",
+            "3",
+            "--max-new-tokens",
+            "16",
+            "--budget",
+            "8",
+            "--json",
+        )
+        assert result.returncode == 0, result.stderr
+        tokens[method] = json.loads(result.stdout)["token_ids"]
+    assert tokens["specexec"] == tokens["sequential"] and len(tokens["sequential"]) > 0
