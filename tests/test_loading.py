@@ -271,6 +271,14 @@ def test_unsupported_architecture_fails_before_any_weight_is_read(tmp_path):
     assert "gpt2" in str(info.value) and "llama" in str(info.value)
 
 
+def test_a_model_with_recurrent_layers_is_told_why_at_load(tmp_path):
+    folder = tmp_path / "qwen3-next"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"model_type": "qwen3_next", "num_hidden_layers": 4}))
+    with pytest.raises(UnsupportedArchitectureError, match="each branch of the tree would need its own copy"):
+        load_model(str(folder), device="cpu")
+
+
 def test_all_errors_are_spec_exec_errors():
     for cls in (
         ModelNotFoundError,

@@ -35,9 +35,9 @@ def safetensors_bytes(size: int = 1000) -> bytes:
     return struct.pack("<Q", len(header)) + header + b"\0" * size
 
 
-def hf_folder(path: Path, weights: bool = True) -> Path:
+def hf_folder(path: Path, weights: bool = True, config: str = '{"model_type": "llama"}') -> Path:
     path.mkdir(parents=True)
-    (path / "config.json").write_text('{"model_type": "llama"}')
+    (path / "config.json").write_text(config)
     if weights:
         (path / "model.safetensors").write_bytes(safetensors_bytes())
     return path
@@ -153,6 +153,9 @@ def test_import_gguf_into_a_folder_the_loader_accepts(home, tmp_path, capsys):
     [
         (lambda tmp: tmp / "absent", "does not exist"),
         (lambda tmp: hf_folder(tmp / "no-weights", weights=False), "no weights"),
+        (lambda tmp: hf_folder(tmp / "gpt2", config='{"model_type": "gpt2"}'), "'gpt2' is not supported: this app"),
+        (lambda tmp: hf_folder(tmp / "listed", config="[1, 2]"), "does not say what kind of model it is"),
+        (lambda tmp: hf_folder(tmp / "no-type", config='{"hidden_size": 8}'), "does not say what kind of model it is"),
         (lambda tmp: (tmp / "empty").mkdir() or tmp / "empty", "no config.json"),
         (lambda tmp: write(tmp / "x.gguf", b"GGML" + b"\0" * 40), "not a GGUF file"),
         (lambda tmp: gguf_file(tmp / "v9.gguf", version=9), "version 9"),

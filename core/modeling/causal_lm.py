@@ -16,7 +16,6 @@ import torch
 from torch import nn
 
 from core.modeling.attention import attention_fix_enabled, steady_attention, use_grouped_attention
-from core.errors import UnsupportedArchitectureError
 from core.modeling.kv_cache import InPlaceKVCache
 from core.planning.graph_plan import column_bucket
 from core.planning.residency import PREFILL_CHUNK, kv_rows
@@ -24,18 +23,6 @@ from core.modeling.tree_mask import additive_mask, causal_visibility
 
 # Draft tokens per pass a model's KV cache has rows for when no tree budget was planned (max_tree_tokens).
 DEFAULT_TREE_ROWS = 2048
-
-# Architectures whose decoder stack is embed_tokens -> layers(hidden, mask, rope) -> norm -> lm_head.
-SUPPORTED_MODEL_TYPES = frozenset({"llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe"})
-
-
-def check_architecture(model_type: str) -> None:
-    """Raises UnsupportedArchitectureError for model types the decoder loop was not written for."""
-    if model_type not in SUPPORTED_MODEL_TYPES:
-        supported = ", ".join(sorted(SUPPORTED_MODEL_TYPES))
-        raise UnsupportedArchitectureError(
-            f"model type '{model_type}' is not supported; supported types are: {supported}"
-        )
 
 
 @dataclass

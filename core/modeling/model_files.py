@@ -18,7 +18,9 @@ from typing import Callable, Iterator
 
 import torch
 
-from core.modeling.causal_lm import CausalLM, check_architecture
+from core.modeling.causal_lm import CausalLM
+from core.modeling.families import check_architecture
+from core.modeling.hybrid_layers import check_attention_only
 from core.errors import ModelFormatError, ModelNotFoundError, SpecExecError
 from core.modeling.model_format import SAFETENSORS_INDEX, weight_files
 
@@ -63,6 +65,7 @@ def read_folder_config(folder: Path) -> dict:
         raise ModelFormatError(f"{config_path} is not valid JSON ({error}): re-download the model") from error
     if not isinstance(config, dict) or not isinstance(config.get("model_type"), str):
         raise ModelFormatError(f"{config_path} has no 'model_type' field: re-download the model's config.json")
+    check_attention_only(folder)  # a model with recurrent layers is told why, not only that its type is unknown
     check_architecture(config["model_type"])
     return config
 

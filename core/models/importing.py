@@ -14,6 +14,7 @@ import struct
 from pathlib import Path
 
 from core.errors import ModelFormatError, ModelNotFoundError
+from core.modeling.families import check_architecture
 from core.modeling.model_format import check_gguf_size, check_weight_format
 
 WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.pt", "*.pth")
@@ -22,12 +23,14 @@ GGUF_VERSIONS = (1, 2, 3)
 
 
 def check_model_folder(folder: Path) -> None:
-    """A folder the loader can read: a parseable config.json and weight files in a format the engine reads
-    (core.modeling.model_format: headers and settings only, no weight data), or exactly one .gguf file.
+    """A folder the loader can read: a parseable config.json of a family the engine runs, and weight files in a
+    format the engine reads (core.modeling.model_format: headers and settings only, no weight data), or exactly
+    one .gguf file (whose family the load checks: it is in the file's metadata, not its header).
 
     Raises:
         ModelFormatError: what is missing, in words; UnsupportedFormatError: a format the engine does not read
-        (named, with what to download instead); DamagedModelError: a truncated file or a missing shard.
+        (named, with what to download instead); UnsupportedArchitectureError: a family it does not run (a model
+        with recurrent layers said as such first); DamagedModelError: a truncated file or a missing shard.
     """
     ggufs = sorted(folder.glob("*.gguf"))
     config = folder / "config.json"
@@ -39,7 +42,7 @@ def check_model_folder(folder: Path) -> None:
             "tokenizer files and *.safetensors; or import a single .gguf file)"
         )
     try:
-        json.loads(config.read_text(encoding="utf-8"))
+        settings = json.loads(config.read_text(encoding="utf-8"))
     except OSError as error:
         raise ModelFormatError(f"{config} cannot be read ({error.strerror or error})") from error
     except ValueError as error:  # the parser's words ("Expecting property name ...") stay in the chain
@@ -53,6 +56,12 @@ def check_model_folder(folder: Path) -> None:
             f"{folder} has a config.json but no weights (*.safetensors or *.bin): the download may be unfinished"
         )
     check_weight_format(folder)
+    if not isinstance(settings, dict) or not isinstance(settings.get("model_type"), str):
+        raise ModelFormatError(
+            f"the model's settings file {config.name} in {folder.name} does not say what kind of model it is (it "
+            "has no 'model_type'): copy or download the model's config.json again"
+        )
+    check_architecture(settings["model_type"])
 
 
 def check_gguf_file(path: Path) -> None:

@@ -20,7 +20,7 @@ from torch import nn
 from transformers import AutoConfig, AutoModelForCausalLM
 
 from core.errors import ModelFormatError
-from core.modeling.causal_lm import check_architecture
+from core.modeling.families import check_architecture
 from core.modeling.model_format import QuantScheme, check_weight_format
 from core.offload.checkpoint import (
     checkpoint_files,

@@ -1,0 +1,26 @@
+"""The model families the engine runs, by config.json's `model_type` (torch-free: the app's import checks a
+folder against it, and the installer keeps these families' transformers code, reading this file's source).
+
+The engine runs a model's decoder itself (core.modeling.causal_lm: embed_tokens -> layers(hidden, mask, rope)
+-> norm -> lm_head, with its own masks, positions and KV cache), so a family is listed only once that loop is
+known to give the model's own logits (tests/test_architectures.py checks each one) and its layers' weights are
+sized, streamed and read in 4 bits (core.planning.sizes, core.offload).
+"""
+
+from __future__ import annotations
+
+from core.errors import UnsupportedArchitectureError
+
+SUPPORTED_MODEL_TYPES = frozenset({"llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe"})
+# the families in words, for people (the DeepSeek R1 distills are Llama and Qwen2 models)
+SUPPORTED_IN_WORDS = "Llama, Mistral, Mixtral, Qwen2, Qwen2.5 and Qwen3 (with their mixture-of-experts versions)"
+
+
+def check_architecture(model_type: object) -> None:
+    """Raises UnsupportedArchitectureError, in words, for a model type the decoder loop was not written for."""
+    if model_type not in SUPPORTED_MODEL_TYPES:
+        supported = ", ".join(sorted(SUPPORTED_MODEL_TYPES))
+        raise UnsupportedArchitectureError(
+            f"model type {model_type!r} is not supported: this app runs {SUPPORTED_IN_WORDS} models and those "
+            f"built on them, so pick one of those (model types {supported})"
+        )
