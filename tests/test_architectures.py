@@ -5,7 +5,8 @@ parameters as the model has them.
 The engine never calls a model's forward: it runs embed -> decoder layers -> norm -> lm_head itself, with its
 own masks, positions and KV cache, so a family whose layers wanted something else (another mask, scaled
 embeddings, capped logits) would decode plausible but wrong text. Each family is checked here in float64 on a
-tiny model with random weights; norms and biases are perturbed so that none is the identity.
+tiny model with random weights; norms and biases are perturbed so that none is the identity. Two variants add
+what releases configure beyond a family's defaults: scaled rotary positions and tied embeddings.
 """
 
 from __future__ import annotations
@@ -54,6 +55,32 @@ CONFIGS = {
     "qwen2_moe": lambda: Qwen2MoeConfig(num_experts=4, shared_expert_intermediate_size=40, **MOE, **COMMON),
     "qwen3_moe": lambda: Qwen3MoeConfig(num_experts=4, **MOE, **COMMON),
 }
+# the same families as their releases configure them: Llama 3's rope scaling and Llama 3.2's tied embeddings,
+# Qwen3's YaRN for long contexts (rotary_emb computes them; the loop passes its output to every layer)
+VARIANTS = {
+    "llama-3.2": lambda: LlamaConfig(
+        **COMMON,
+        tie_word_embeddings=True,
+        rope_parameters={
+            "rope_type": "llama3",
+            "rope_theta": 500000.0,
+            "factor": 8.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 8,
+        },
+    ),
+    "qwen3-yarn": lambda: Qwen3Config(
+        **{**COMMON, "max_position_embeddings": 32},
+        rope_parameters={
+            "rope_type": "yarn",
+            "rope_theta": 10000.0,
+            "factor": 4.0,
+            "original_max_position_embeddings": 8,
+        },
+    ),
+}
+CASES = {**CONFIGS, **VARIANTS}
 PROMPT = [1, 7, 22, 3, 40, 9, 13]
 
 
@@ -61,17 +88,17 @@ def test_every_supported_family_is_checked_here():
     assert set(CONFIGS) == set(SUPPORTED_MODEL_TYPES)
 
 
-def tiny(model_type: str) -> CausalLM:
+def tiny(case: str) -> CausalLM:
     torch.manual_seed(0)
     # transformers' grouped-matmul experts take no float64; the eager ones compute the same sum
     model = AutoModelForCausalLM.from_config(
-        CONFIGS[model_type](), dtype=torch.float64, attn_implementation="sdpa", experts_implementation="eager"
+        CASES[case](), dtype=torch.float64, attn_implementation="sdpa", experts_implementation="eager"
     ).eval()
     with torch.no_grad():
         for name, parameter in model.named_parameters():
             if "norm" in name or name.endswith("bias"):
                 parameter.add_(0.1 * torch.randn_like(parameter))
-    return CausalLM(model=model, name=model_type, eos_token_ids=(0,), max_context=256)
+    return CausalLM(model=model, name=case, eos_token_ids=(0,), max_context=256)
 
 
 def own_logits(lm: CausalLM, ids: list[int]) -> torch.Tensor:
@@ -80,9 +107,9 @@ def own_logits(lm: CausalLM, ids: list[int]) -> torch.Tensor:
         return lm.model(torch.tensor([ids])).logits[0]
 
 
-@pytest.mark.parametrize("model_type", sorted(SUPPORTED_MODEL_TYPES))
-def test_the_decoder_loop_gives_the_model_s_own_logits(model_type):
-    lm = tiny(model_type)
+@pytest.mark.parametrize("case", CASES)
+def test_the_decoder_loop_gives_the_model_s_own_logits(case):
+    lm = tiny(case)
     cache = lm.new_cache()
     first = lm.forward(
         torch.tensor(PROMPT[:5]), torch.arange(5), additive_mask(causal_visibility(0, 5, "cpu"), lm.dtype), cache
@@ -93,11 +120,11 @@ def test_the_decoder_loop_gives_the_model_s_own_logits(model_type):
     torch.testing.assert_close(torch.cat([first, after]), own_logits(lm, PROMPT), rtol=0, atol=1e-12)
 
 
-@pytest.mark.parametrize("model_type", sorted(SUPPORTED_MODEL_TYPES))
-def test_each_row_of_a_tree_gives_the_logits_of_its_own_path(model_type):
+@pytest.mark.parametrize("case", CASES)
+def test_each_row_of_a_tree_gives_the_logits_of_its_own_path(case):
     """A tree of 5 nodes on a cached prompt (two branches from the prompt's end, one two deep, one with two
     children): each node's logits are the model's own after the prompt and that node's path alone."""
-    lm = tiny(model_type)
+    lm = tiny(case)
     tokens, parents = [30, 31, 32, 33, 34], torch.tensor([-1, 0, -1, 2, 2])
     depths = torch.tensor([0, 1, 0, 1, 1])
     cache = lm.new_cache()
@@ -116,11 +143,11 @@ def test_each_row_of_a_tree_gives_the_logits_of_its_own_path(model_type):
         torch.testing.assert_close(scored[node], own_logits(lm, PROMPT + path)[-1], rtol=0, atol=1e-12)
 
 
-@pytest.mark.parametrize("model_type", sorted(SUPPORTED_MODEL_TYPES))
-def test_the_size_arithmetic_counts_the_model_s_parameters(model_type):
+@pytest.mark.parametrize("case", CASES)
+def test_the_size_arithmetic_counts_the_model_s_parameters(case):
     """ModelShape reads each family's config (Qwen's MoE configs name their experts and widths their own way)
     and counts every parameter but the few small vectors it leaves out: norms, biases and routers."""
-    config = CONFIGS[model_type]()
+    config = CASES[case]()
     model = AutoModelForCausalLM.from_config(config)
     small = ("norm", "bias", "mlp.gate.", "shared_expert_gate")
     counted = sum(p.numel() for name, p in model.named_parameters() if not any(part in name for part in small))
