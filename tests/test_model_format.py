@@ -14,8 +14,15 @@ from safetensors.numpy import save_file
 
 from conftest import run_cli
 from core.engine.events import error_event
-from core.errors import DamagedModelError, ModelFormatError, UnsupportedFormatError
-from core.modeling.model_format import check_gguf_size, check_weight_format, gguf_parameters, quant_scheme
+from core.errors import DamagedModelError, ModelFormatError, UnsupportedArchitectureError, UnsupportedFormatError
+from core.modeling.model_format import (
+    GgufHeader,
+    check_gguf_architecture,
+    check_gguf_size,
+    check_weight_format,
+    gguf_header,
+    quant_scheme,
+)
 
 LLAMA = {
     "model_type": "llama",
@@ -283,32 +290,78 @@ def test_the_engine_tells_the_app_what_to_do_for_each_kind_of_format_error():
     assert "again" not in other.hint
 
 
-def gguf_header(path: Path, parameters_per_tensor: int, tensors: int, file_type: int = 15) -> Path:
-    """A GGUF file's header and tensor list (general.file_type and `tensors` 1-D tensors), no tensor data."""
+def gguf_string(text: str) -> bytes:
+    return struct.pack("<Q", len(text)) + text.encode()
 
-    def string(text: str) -> bytes:
-        return struct.pack("<Q", len(text)) + text.encode()
 
-    body = b"GGUF" + struct.pack("<IQQ", 3, tensors, 2)
-    body += string("general.architecture") + struct.pack("<I", 8) + string("llama")
-    body += string("general.file_type") + struct.pack("<II", 4, file_type)
+def write_gguf_header(
+    path: Path,
+    parameters_per_tensor: int,
+    tensors: int,
+    file_type: int = 15,
+    architecture: str | None = "llama",
+    name: str | None = None,
+) -> Path:
+    """A GGUF file's header and tensor list (general.architecture and .name where given, general.file_type, a
+    token list, and `tensors` 1-D tensors), no tensor data."""
+    entries = [gguf_string("general.file_type") + struct.pack("<II", 4, file_type)]
+    if architecture is not None:
+        entries.insert(0, gguf_string("general.architecture") + struct.pack("<I", 8) + gguf_string(architecture))
+    if name is not None:
+        entries.append(gguf_string("general.name") + struct.pack("<I", 8) + gguf_string(name))
+    tokens = [gguf_string(f"t{i}") for i in range(5)]
+    entries.append(gguf_string("tokenizer.ggml.tokens") + struct.pack("<IIQ", 9, 8, len(tokens)) + b"".join(tokens))
+    body = b"GGUF" + struct.pack("<IQQ", 3, tensors, len(entries)) + b"".join(entries)
     for index in range(tensors):
-        body += string(f"blk.{index}.weight") + struct.pack("<IQIQ", 1, parameters_per_tensor, 12, 0)
+        body += gguf_string(f"blk.{index}.weight") + struct.pack("<IQIQ", 1, parameters_per_tensor, 12, 0)
     path.write_bytes(body)
     return path
 
 
 def test_a_big_models_gguf_is_refused_before_it_is_read(tmp_path, capsys):
-    big = gguf_header(tmp_path / "Llama-3.3-70B-Instruct-Q4_K_M.gguf", 880_000_000, 80)
-    assert gguf_parameters(big) == (70_400_000_000, 15)
+    big = write_gguf_header(tmp_path / "Llama-3.3-70B-Instruct-Q4_K_M.gguf", 880_000_000, 80)
+    assert gguf_header(big) == GgufHeader(70_400_000_000, 15, "llama", "")
     with pytest.raises(UnsupportedFormatError) as info:
         check_gguf_size(big, ram_bytes=64 * 1024**3)
     message = str(info.value)
     assert "GGUF file (Q4_K_M) of a 70.4B-parameter model" in message and "131.1 GB" in message
     assert_plain_refusal(message, "reads GGUF only for small models")
-    check_gguf_size(gguf_header(tmp_path / "small.gguf", 1_000_000, 30), ram_bytes=64 * 1024**3)  # fine
+    check_gguf_size(write_gguf_header(tmp_path / "small.gguf", 1_000_000, 30), ram_bytes=64 * 1024**3)  # fine
     result = run_cli(capsys, "generate", "--target", str(big), "--prompt", "hi")
     assert result.returncode == 2 and "70.4B-parameter" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_gguf_file_s_family_is_read_from_its_metadata_and_refused_before_it_is_copied(tmp_path):
+    from core.models.importing import import_model
+
+    def header(name: str, architecture: str | None, model_name: str | None = None) -> Path:
+        return write_gguf_header(tmp_path / f"{name}.gguf", 1000, 2, architecture=architecture, name=model_name)
+
+    assert gguf_header(header("moe", "qwen3moe", "Qwen3 30B A3B")) == GgufHeader(2000, 15, "qwen3moe", "Qwen3 30B A3B")
+    check_gguf_architecture(tmp_path / "moe.gguf")  # qwen3moe is Qwen3-MoE
+    check_gguf_architecture(header("mistral", "llama", "Mistral 7B Instruct"))  # llama.cpp's name for Mistral
+    with pytest.raises(UnsupportedArchitectureError, match="'gemma3' is not supported: this app runs Llama"):
+        import_model(header("gemma", "gemma3"), tmp_path / "models")
+    with pytest.raises(ModelFormatError, match="does not say what model it holds"):
+        import_model(header("nameless", None), tmp_path / "models")
+    assert not (tmp_path / "models").exists()  # nothing was copied
+
+
+@pytest.mark.parametrize(
+    "claim",
+    [
+        b"GGUF" + struct.pack("<IQQ", 3, 1, 1) + struct.pack("<Q", 2**62),  # a key of 2^62 bytes
+        b"GGUF" + struct.pack("<IQQ", 3, 1, 2**62),  # 2^62 metadata entries
+        b"GGUF" + struct.pack("<IQQ", 3, 2**62, 0),  # 2^62 tensors
+        b"GGUF" + struct.pack("<IQQ", 3, 1, 1) + gguf_string("k") + struct.pack("<IIQ", 9, 8, 2**62),  # array
+        b"GGUF" + struct.pack("<IQQ", 3, 1, 1) + gguf_string("k") + struct.pack("<IIQ", 9, 6, 2**62),  # of floats
+    ],
+)
+def test_a_gguf_header_that_claims_more_than_the_file_holds_is_damaged_not_allocated(tmp_path, claim):
+    path = tmp_path / "hostile.gguf"
+    path.write_bytes(claim + b"\0" * 64)
+    with pytest.raises(DamagedModelError, match="cut short inside its header"):
+        gguf_header(path)
 
 
 def test_awq_and_compressed_tensors_folders_import(tmp_path):
@@ -349,7 +402,6 @@ HYBRIDS = {
 def test_models_with_recurrent_layers_are_refused_by_name_at_import(tmp_path, name):
     """A tree of drafts needs one state per branch, which recurrent layers cannot share: Qwen3.5 and the other
     hybrids are refused from config.json alone (the weights are cut short: none is read), saying what to pick."""
-    from core.errors import UnsupportedArchitectureError
     from core.models.importing import check_model_folder
 
     config, what = HYBRIDS[name]

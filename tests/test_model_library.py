@@ -44,9 +44,12 @@ def hf_folder(path: Path, weights: bool = True, config: str = '{"model_type": "l
 
 
 def gguf_file(path: Path, version: int = 3, tensors: int = 2) -> Path:
-    """A GGUF header (no metadata) listing `tensors` tensors of 4 values, then a little padding for their data."""
+    """A GGUF header (general.architecture "llama", no other metadata) listing `tensors` tensors of 4 values,
+    then a little padding for their data."""
+    key, value = b"general.architecture", b"llama"
+    metadata = struct.pack("<Q", len(key)) + key + struct.pack("<IQ", 8, len(value)) + value
     infos = b"".join(struct.pack("<Q", 2) + b"t%d" % i + struct.pack("<IQIQ", 1, 4, 0, 0) for i in range(tensors))
-    path.write_bytes(b"GGUF" + struct.pack("<IQQ", version, tensors, 0) + infos + b"\0" * 32)
+    path.write_bytes(b"GGUF" + struct.pack("<IQQ", version, tensors, 1) + metadata + infos + b"\0" * 32)
     return path
 
 

@@ -14,6 +14,16 @@ from core.errors import UnsupportedArchitectureError
 SUPPORTED_MODEL_TYPES = frozenset({"llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe"})
 # the families in words, for people (the DeepSeek R1 distills are Llama and Qwen2 models)
 SUPPORTED_IN_WORDS = "Llama, Mistral, Mixtral, Qwen2, Qwen2.5 and Qwen3 (with their mixture-of-experts versions)"
+# GGUF architecture names (general.architecture) that differ from transformers' model_type
+_GGUF_ARCHITECTURES = {"qwen2moe": "qwen2_moe", "qwen3moe": "qwen3_moe"}
+
+
+def gguf_model_type(architecture: str, name: str) -> str:
+    """transformers' model_type for a GGUF file's general.architecture and general.name. llama.cpp files Mistral
+    models under the llama architecture; transformers tells them apart by name, and so does this."""
+    if "llama" in architecture and "mistral" in name.lower():
+        return "mistral"
+    return _GGUF_ARCHITECTURES.get(architecture, architecture)
 
 
 def check_architecture(model_type: object) -> None:

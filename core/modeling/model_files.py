@@ -22,7 +22,7 @@ from core.modeling.causal_lm import CausalLM
 from core.modeling.families import check_architecture
 from core.modeling.hybrid_layers import check_attention_only
 from core.errors import ModelFormatError, ModelNotFoundError, SpecExecError
-from core.modeling.model_format import SAFETENSORS_INDEX, weight_files
+from core.modeling.model_format import SAFETENSORS_INDEX, check_gguf_architecture, weight_files
 
 try:  # only for type annotations; transformers is imported lazily (it takes seconds)
     from transformers import PreTrainedTokenizerBase
@@ -32,9 +32,6 @@ except ImportError:  # pragma: no cover
 Progress = Callable[[str], None]
 # (bytes of weights read or dequantised so far, bytes in all): from loaders that go tensor by tensor
 WeightProgress = Callable[[int, int], None]
-
-# GGUF architecture names that differ from transformers' model_type.
-_GGUF_ARCH_TO_MODEL_TYPE = {"qwen2moe": "qwen2_moe", "qwen3moe": "qwen3_moe"}
 
 
 @dataclass
@@ -168,26 +165,6 @@ def load_tokenizer(name: str, folder: Path, gguf_file: Path | None = None):
 # GGUF files
 
 
-def gguf_model_type(path: Path) -> str:
-    """transformers' model_type for a GGUF file, read from its metadata only (no tensor data)."""
-    try:
-        from transformers.integrations.gguf.reader import read_gguf_metadata
-
-        metadata, _ = read_gguf_metadata(str(path))
-        architecture = str(metadata["general.architecture"])
-        model_name = str(metadata.get("general.name", ""))
-    except (SpecExecError, MemoryError):
-        raise
-    except Exception as error:
-        raise ModelFormatError(
-            f"{path} is not a readable GGUF file ({type(error).__name__}: {error}): re-download it"
-        ) from error
-    # llama.cpp files Mistral models under the llama architecture; transformers tells them apart by name.
-    if "llama" in architecture and "mistral" in model_name.lower():
-        return "mistral"
-    return _GGUF_ARCH_TO_MODEL_TYPE.get(architecture, architecture)
-
-
 @contextlib.contextmanager
 def _parsed_once() -> Iterator[None]:
     """transformers parses a GGUF file anew for its config, its tokenizer and its weights (each parse ~10 s of
@@ -261,7 +238,7 @@ def load_gguf_components(
     if not path.is_file():
         raise ModelNotFoundError(f"GGUF file {path} does not exist")
     progress(f"Reading the metadata of {path.name}")
-    check_architecture(gguf_model_type(path))
+    check_gguf_architecture(path)
     with _parsed_once():
         progress(f"Reading the tokenizer of {path.name}")
         tokenizer = load_tokenizer(name, path.parent, gguf_file=path)

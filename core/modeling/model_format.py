@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from core.errors import DamagedModelError, ModelFormatError, UnsupportedFormatError
+from core.modeling.families import check_architecture, gguf_model_type
 from core.modeling.hybrid_layers import check_attention_only
 from core.planning.sizes import format_bytes
 
@@ -467,32 +468,61 @@ def _stored_dtype(folder: Path, dtype_of: dict[str, str], ending: str) -> str:
 
 _GGUF_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
 _GGUF_STRING, _GGUF_ARRAY = 8, 9
+_GGUF_KEPT = ("general.file_type", "general.architecture", "general.name")  # the metadata gguf_header keeps
 
 
-def gguf_parameters(path: Path) -> tuple[int, int | None]:
-    """(parameters, general.file_type) of a GGUF file, from its header and tensor list only (no tensor data).
+@dataclass(frozen=True)
+class GgufHeader:
+    """What a GGUF file says of itself before its tensor data (`gguf_header`): its parameter count, llama.cpp's
+    file type (general.file_type, None when absent), its architecture (general.architecture: "llama",
+    "qwen3moe", ...; None when absent) and its name (general.name, "" when absent)."""
 
-    Raises: ModelFormatError for a file that is not GGUF or is cut short."""
+    parameters: int
+    file_type: int | None
+    architecture: str | None
+    name: str
+
+
+def gguf_header(path: Path) -> GgufHeader:
+    """Read a GGUF file's metadata and tensor list (no tensor data), every length checked against what the file
+    holds, so a damaged or hostile file is an error in words, never an allocation of what it claims.
+
+    gguf's own GGUFReader would also map every tensor and turn each metadata array into numpy arrays (seconds for
+    a 150k-token vocabulary); this walks the keys once and keeps four values.
+
+    Raises: ModelFormatError for a file that is not GGUF; DamagedModelError for one cut short or whose lengths
+    run past its end."""
     try:
+        size = path.stat().st_size
         with open(path, "rb") as handle:
 
-            def read(fmt: str):
-                size = struct.calcsize(fmt)
-                data = handle.read(size)
-                if len(data) < size:
-                    raise DamagedModelError(f"{path} is cut short inside its header: download it again")
-                return struct.unpack(fmt, data)[0]
+            def damaged() -> DamagedModelError:
+                return DamagedModelError(f"{path} is cut short inside its header: download it again")
 
-            def skip_value(kind: int):
+            def read_bytes(count: int) -> bytes:
+                if count > size - handle.tell():
+                    raise damaged()
+                return handle.read(count)
+
+            def read(fmt: str):
+                return struct.unpack(fmt, read_bytes(struct.calcsize(fmt)))[0]
+
+            def at_most(count: int, smallest: int) -> int:
+                """`count` items of at least `smallest` bytes each, when the rest of the file can hold them."""
+                if count * smallest > size - handle.tell():
+                    raise damaged()
+                return count
+
+            def value(kind: int):
                 if kind == _GGUF_STRING:
-                    return handle.read(read("<Q"))
+                    return read_bytes(read("<Q")).decode("utf-8", "replace")
                 if kind == _GGUF_ARRAY:
                     item, count = read("<I"), read("<Q")
                     if item in _GGUF_SCALARS:
-                        handle.seek(count * struct.calcsize(_GGUF_SCALARS[item]), 1)
+                        read_bytes(count * struct.calcsize(_GGUF_SCALARS[item]))
                         return None
-                    for _ in range(count):
-                        skip_value(item)
+                    for _ in range(at_most(count, 8)):  # strings or arrays: a length of 8 bytes at least
+                        value(item)
                     return None
                 if kind not in _GGUF_SCALARS:
                     raise ModelFormatError(f"{path} has an unknown GGUF value type {kind}")
@@ -502,23 +532,43 @@ def gguf_parameters(path: Path) -> tuple[int, int | None]:
                 raise ModelFormatError(f"{path} is not a GGUF file (it does not start with 'GGUF')")
             read("<I")  # version
             tensors, entries = read("<Q"), read("<Q")
-            file_type = None
-            for _ in range(entries):
-                key = handle.read(read("<Q")).decode("utf-8", "replace")
-                value = skip_value(read("<I"))
-                if key == "general.file_type" and isinstance(value, int):
-                    file_type = value
+            said: dict[str, object] = {}
+            for _ in range(at_most(entries, 12)):  # a key's length, the key, its type
+                key = read_bytes(read("<Q")).decode("utf-8", "replace")
+                found = value(read("<I"))
+                if key in _GGUF_KEPT:
+                    said[key] = found
             parameters = 0
-            for _ in range(tensors):
-                handle.seek(read("<Q"), 1)  # the tensor's name
+            for _ in range(at_most(tensors, 24)):  # a name's length, dimensions, type, offset
+                read_bytes(read("<Q"))  # the tensor's name
                 count = 1
-                for _ in range(read("<I")):
+                for _ in range(at_most(read("<I"), 8)):
                     count *= read("<Q")
                 read("<I"), read("<Q")  # type, offset
                 parameters += count
     except OSError as error:
         raise ModelFormatError(f"{path} cannot be read: {error}") from error
-    return parameters, file_type
+    file_type, architecture, name = (said.get(key) for key in _GGUF_KEPT)
+    return GgufHeader(
+        parameters=parameters,
+        file_type=file_type if isinstance(file_type, int) else None,
+        architecture=architecture if isinstance(architecture, str) else None,
+        name=name if isinstance(name, str) else "",
+    )
+
+
+def check_gguf_architecture(path: Path) -> None:
+    """Refuse a GGUF file of a family the engine does not run, from its metadata alone (`gguf_header`: no
+    tensor data).
+
+    Raises: UnsupportedArchitectureError; ModelFormatError for a file that is not GGUF or names no architecture;
+    DamagedModelError for one cut short."""
+    header = gguf_header(path)
+    if header.architecture is None:
+        raise ModelFormatError(
+            f"{path} does not say what model it holds (its metadata has no general.architecture): download it again"
+        )
+    check_architecture(gguf_model_type(header.architecture, header.name))
 
 
 def check_gguf_size(path: Path, ram_bytes: int | None = None) -> None:
@@ -531,7 +581,8 @@ def check_gguf_size(path: Path, ram_bytes: int | None = None) -> None:
         import psutil
 
         ram_bytes = psutil.virtual_memory().total
-    parameters, file_type = gguf_parameters(path)
+    header = gguf_header(path)
+    parameters, file_type = header.parameters, header.file_type
     needed = 2 * parameters
     if needed <= ram_bytes:
         return

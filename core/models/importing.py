@@ -15,7 +15,7 @@ from pathlib import Path
 
 from core.errors import ModelFormatError, ModelNotFoundError
 from core.modeling.families import check_architecture
-from core.modeling.model_format import check_gguf_size, check_weight_format
+from core.modeling.model_format import check_gguf_architecture, check_gguf_size, check_weight_format
 
 WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.pt", "*.pth")
 GGUF_MAGIC = b"GGUF"
@@ -25,7 +25,7 @@ GGUF_VERSIONS = (1, 2, 3)
 def check_model_folder(folder: Path) -> None:
     """A folder the loader can read: a parseable config.json of a family the engine runs, and weight files in a
     format the engine reads (core.modeling.model_format: headers and settings only, no weight data), or exactly
-    one .gguf file (whose family the load checks: it is in the file's metadata, not its header).
+    one .gguf file (`check_gguf_file`).
 
     Raises:
         ModelFormatError: what is missing, in words; UnsupportedFormatError: a format the engine does not read
@@ -65,11 +65,13 @@ def check_model_folder(folder: Path) -> None:
 
 
 def check_gguf_file(path: Path) -> None:
-    """The first 24 bytes of a GGUF file: magic, a known version, tensor and metadata counts; then its size
-    once expanded (core.modeling.model_format.check_gguf_size: a big model's GGUF cannot load).
+    """The first 24 bytes of a GGUF file: magic, a known version, tensor and metadata counts; then, from its
+    metadata, its family (core.modeling.model_format.check_gguf_architecture) and its size once expanded
+    (check_gguf_size: a big model's GGUF cannot load).
 
     Raises:
-        ModelFormatError: not a GGUF file, or a truncated one; UnsupportedFormatError: too big to expand.
+        ModelFormatError: not a GGUF file, or a truncated one; UnsupportedArchitectureError: a family the engine
+        does not run; UnsupportedFormatError: too big to expand.
     """
     try:
         with open(path, "rb") as handle:
@@ -83,6 +85,7 @@ def check_gguf_file(path: Path) -> None:
         raise ModelFormatError(f"{path} is GGUF version {version}; this program reads versions 1 to 3")
     if tensors == 0:
         raise ModelFormatError(f"{path} is a GGUF file with no tensors: it holds no model")
+    check_gguf_architecture(path)
     check_gguf_size(path)
 
 
