@@ -22,6 +22,7 @@ from core.modeling.model_format import (
     check_weight_format,
     gguf_header,
     quant_scheme,
+    safetensors_header,
 )
 
 LLAMA = {
@@ -245,6 +246,15 @@ def test_mixed_precision_compressed_tensors_is_refused(tmp_path):
     }
     with pytest.raises(UnsupportedFormatError, match="mixed-precision compressed-tensors"):
         quant_scheme(model_folder(tmp_path / "m", raw))
+
+
+@pytest.mark.parametrize("offsets", ['"x"', "[0]", '[0, "end"]', "[0, null]", "{}"])
+def test_a_safetensors_header_with_offsets_that_are_not_numbers_is_damaged(tmp_path, offsets):
+    header = f'{{"w": {{"dtype": "F16", "shape": [2], "data_offsets": {offsets}}}}}'.encode()
+    path = tmp_path / "model.safetensors"
+    path.write_bytes(struct.pack("<Q", len(header)) + header + b"\0" * 4)
+    with pytest.raises(DamagedModelError, match="damaged safetensors header.*download it again"):
+        safetensors_header(path)
 
 
 def test_only_damaged_files_are_called_damaged(tmp_path):

@@ -366,14 +366,17 @@ def safetensors_header(path: Path) -> dict:
         raise DamagedModelError(f"{path} cannot be read as a safetensors file ({error}): download it again") from error
     if not isinstance(header, dict):
         raise DamagedModelError(f"{path} has no safetensors header: download it again")
-    end = max(
-        (
-            int(info["data_offsets"][1])
-            for name, info in header.items()
-            if name != "__metadata__" and isinstance(info, dict) and "data_offsets" in info
-        ),
-        default=0,
-    )
+    try:
+        end = max(
+            (
+                int(info["data_offsets"][1])
+                for name, info in header.items()
+                if name != "__metadata__" and isinstance(info, dict) and "data_offsets" in info
+            ),
+            default=0,
+        )
+    except (TypeError, ValueError, IndexError, KeyError) as error:  # offsets that are not [start, end] numbers
+        raise DamagedModelError(f"{path} has a damaged safetensors header ({error!r}): download it again") from error
     if 8 + length + end > size:
         missing = 8 + length + end - size
         raise DamagedModelError(
