@@ -271,6 +271,21 @@ def test_unsupported_architecture_fails_before_any_weight_is_read(tmp_path):
     assert "gpt2" in str(info.value) and "llama" in str(info.value)
 
 
+def test_a_config_of_another_layer_count_is_refused_before_the_model_is_built(tmp_path, tiny_folder):
+    """A settings file of another model, or one claiming a billion layers (which transformers would build before
+    comparing a weight), is refused from the weights' headers, at import and at load."""
+    from core.models.importing import check_model_folder
+
+    folder = copy_of(tiny_folder, tmp_path)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "num_hidden_layers": 10**9}))
+    expected = "says it has 1000000000 layers, but its weights hold 2: the settings belong to another model"
+    with pytest.raises(ModelFormatError, match=expected):
+        check_model_folder(folder)
+    with pytest.raises(ModelFormatError, match=expected):
+        load_model(str(folder), device="cpu")
+
+
 def test_a_model_with_recurrent_layers_is_told_why_at_load(tmp_path):
     folder = tmp_path / "qwen3-next"
     folder.mkdir()
