@@ -368,6 +368,23 @@ def test_16bit_offloaded_equals_in_memory(tmp_path, model_type, dtype):
     )
 
 
+@pytest.mark.parametrize(
+    ("generation_config", "expected"),
+    [
+        ('{"eos_token_id": ["x", -1, true, [3], 5, 0]}', (0, 5)),  # only ids that name a token, each once
+        ("[1, 2]", (0,)),  # not an object
+        ('{"eos_token_id": 7', (0,)),  # cut short
+        (b"\xff\xfe", (0,)),  # not text
+    ],
+)
+def test_an_offloaded_model_s_end_tokens_are_the_ids_its_files_name(tmp_path, generation_config, expected):
+    save_tiny(tmp_path, "llama", torch.float16)  # config.json: eos_token_id 0
+    path = tmp_path / "generation_config.json"
+    path.write_bytes(generation_config if isinstance(generation_config, bytes) else generation_config.encode())
+    model = load_offloaded(str(tmp_path), "cpu", torch.float32, resident_layers=0, stream_on_cpu=True)
+    assert model.eos_token_ids == expected
+
+
 def test_ring_trace_follows_the_plan_and_reuses_slots(tmp_path):
     save_tiny(tmp_path, "llama", torch.float16)
     probe = load_offloaded(str(tmp_path), "cpu", torch.float32, resident_layers=0, stream_on_cpu=True)

@@ -305,16 +305,27 @@ def _finish(model, tokenizer, name: str, device: torch.device) -> LoadedModel:
 
 def eos_token_ids(model, tokenizer) -> tuple[int, ...]:
     """Union of generation_config.eos_token_id (int or list) and tokenizer.eos_token_id, in that order."""
-    ids: list[int] = []
     generation_config = getattr(model, "generation_config", None)
     configured = getattr(generation_config, "eos_token_id", None) if generation_config is not None else None
     if configured is None:
         configured = getattr(model.config, "eos_token_id", None)
-    if isinstance(configured, int):
-        configured = [configured]
-    for candidate in [*(configured or []), getattr(tokenizer, "eos_token_id", None)]:
-        if isinstance(candidate, int) and candidate >= 0 and candidate not in ids:
-            ids.append(candidate)
+    return token_ids(configured, getattr(tokenizer, "eos_token_id", None))
+
+
+def token_ids(*sources: object) -> tuple[int, ...]:
+    """The token ids `sources` name (each an id, a list of ids, or None), in order, each once. A model's files
+    say which tokens end an answer; anything else they hold there (text, a negative number, true, a nested list)
+    names no token and is left out rather than failing the load."""
+    ids: list[int] = []
+    for source in sources:
+        for candidate in source if isinstance(source, (list, tuple)) else [source]:
+            if (
+                isinstance(candidate, int)
+                and not isinstance(candidate, bool)
+                and candidate >= 0
+                and candidate not in ids
+            ):
+                ids.append(candidate)
     return tuple(ids)
 
 

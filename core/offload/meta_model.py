@@ -21,6 +21,7 @@ from transformers import AutoConfig, AutoModelForCausalLM
 
 from core.errors import ModelFormatError
 from core.modeling.families import check_architecture
+from core.modeling.model_files import token_ids
 from core.modeling.model_format import QuantScheme, check_weight_format
 from core.offload.checkpoint import (
     checkpoint_files,
@@ -62,24 +63,17 @@ def build_meta_model(config, dtype: torch.dtype) -> nn.Module:
 
 
 def eos_ids(folder: Path, config) -> tuple[int, ...]:
-    ids: list[int] = []
-    for source in (config.eos_token_id, _generation_eos(folder)):
-        if source is None:
-            continue
-        for value in source if isinstance(source, (list, tuple)) else [source]:
-            if int(value) not in ids:
-                ids.append(int(value))
-    return tuple(ids)
+    """The tokens that end an answer: config.json's eos_token_id, then generation_config.json's."""
+    return token_ids(config.eos_token_id, _generation_eos(folder))
 
 
-def _generation_eos(folder: Path):
-    path = folder / "generation_config.json"
-    if not path.is_file():
-        return None
+def _generation_eos(folder: Path) -> object:
+    """generation_config.json's eos_token_id as the file says it (None when the file is absent or unreadable)."""
     try:
-        return json.loads(path.read_text()).get("eos_token_id")
-    except json.JSONDecodeError:
+        settings = json.loads((folder / "generation_config.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return None
+    return settings.get("eos_token_id") if isinstance(settings, dict) else None
 
 
 def top_level_tensors(model: nn.Module) -> dict[str, tuple[nn.Module, str, bool, torch.Tensor]]:
