@@ -544,7 +544,7 @@ def gguf_header(path: Path) -> GgufHeader:
 
             def value(kind: int):
                 if kind == _GGUF_STRING:
-                    return read_bytes(read("<Q")).decode("utf-8", "replace")
+                    return read_bytes(read("<Q"))
                 if kind == _GGUF_ARRAY:
                     item, count = read("<I"), read("<Q")
                     if item in _GGUF_SCALARS:
@@ -581,8 +581,8 @@ def gguf_header(path: Path) -> GgufHeader:
     return GgufHeader(
         parameters=parameters,
         file_type=file_type if isinstance(file_type, int) else None,
-        architecture=architecture if isinstance(architecture, str) else None,
-        name=name if isinstance(name, str) else "",
+        architecture=architecture.decode("utf-8", "replace") if isinstance(architecture, bytes) else None,
+        name=name.decode("utf-8", "replace") if isinstance(name, bytes) else "",
     )
 
 
