@@ -187,7 +187,7 @@ def test_unsupported_architecture(tmp_path, capsys):
     folder.mkdir()
     (folder / "config.json").write_text(json.dumps({"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"]}))
     result = run_cli(capsys, "generate", "--target", str(folder), "--prompt", "hi", "--method", "sequential")
-    assert_clear_error(result, "gpt2", "not supported")
+    assert_clear_error(result, "gpt2", "cannot run")
 
 
 @pytest.mark.slow

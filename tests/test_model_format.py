@@ -350,7 +350,9 @@ def test_a_gguf_file_s_family_is_read_from_its_metadata_and_refused_before_it_is
     assert gguf_header(header("moe", "qwen3moe", "Qwen3 30B A3B")) == GgufHeader(2000, 15, "qwen3moe", "Qwen3 30B A3B")
     check_gguf_architecture(tmp_path / "moe.gguf")  # qwen3moe is Qwen3-MoE
     check_gguf_architecture(header("mistral", "llama", "Mistral 7B Instruct"))  # llama.cpp's name for Mistral
-    with pytest.raises(UnsupportedArchitectureError, match="'gemma3' is not supported: this app runs Llama"):
+    with pytest.raises(
+        UnsupportedArchitectureError, match="this app cannot run models of type 'gemma3': it runs Llama"
+    ):
         import_model(header("gemma", "gemma3"), tmp_path / "models")
     with pytest.raises(ModelFormatError, match="does not say what model it holds"):
         import_model(header("nameless", None), tmp_path / "models")

@@ -31,6 +31,6 @@ def check_architecture(model_type: object) -> None:
     if model_type not in SUPPORTED_MODEL_TYPES:
         supported = ", ".join(sorted(SUPPORTED_MODEL_TYPES))
         raise UnsupportedArchitectureError(
-            f"model type {model_type!r} is not supported: this app runs {SUPPORTED_IN_WORDS} models and those "
+            f"this app cannot run models of type {model_type!r}: it runs {SUPPORTED_IN_WORDS} models and those "
             f"built on them, so pick one of those (model types {supported})"
         )
