@@ -17,8 +17,7 @@ from core.engine.events import error_event
 from core.errors import DamagedModelError, ModelFormatError, UnsupportedArchitectureError, UnsupportedFormatError
 from core.modeling.model_format import (
     GgufHeader,
-    check_gguf_architecture,
-    check_gguf_size,
+    check_gguf,
     check_weight_format,
     gguf_header,
     quant_scheme,
@@ -332,11 +331,11 @@ def test_a_big_models_gguf_is_refused_before_it_is_read(tmp_path, capsys):
     big = write_gguf_header(tmp_path / "Llama-3.3-70B-Instruct-Q4_K_M.gguf", 880_000_000, 80)
     assert gguf_header(big) == GgufHeader(70_400_000_000, 15, "llama", "")
     with pytest.raises(UnsupportedFormatError) as info:
-        check_gguf_size(big, ram_bytes=64 * 1024**3)
+        check_gguf(big, ram_bytes=64 * 1024**3)
     message = str(info.value)
     assert "GGUF file (Q4_K_M) of a 70.4B-parameter model" in message and "131.1 GB" in message
     assert_plain_refusal(message, "reads GGUF only for small models")
-    check_gguf_size(write_gguf_header(tmp_path / "small.gguf", 1_000_000, 30), ram_bytes=64 * 1024**3)  # fine
+    check_gguf(write_gguf_header(tmp_path / "small.gguf", 1_000_000, 30), ram_bytes=64 * 1024**3)  # fine
     result = run_cli(capsys, "generate", "--target", str(big), "--prompt", "hi")
     assert result.returncode == 2 and "70.4B-parameter" in result.stderr and "Traceback" not in result.stderr
 
@@ -348,8 +347,8 @@ def test_a_gguf_file_s_family_is_read_from_its_metadata_and_refused_before_it_is
         return write_gguf_header(tmp_path / f"{name}.gguf", 1000, 2, architecture=architecture, name=model_name)
 
     assert gguf_header(header("moe", "qwen3moe", "Qwen3 30B A3B")) == GgufHeader(2000, 15, "qwen3moe", "Qwen3 30B A3B")
-    check_gguf_architecture(tmp_path / "moe.gguf")  # qwen3moe is Qwen3-MoE
-    check_gguf_architecture(header("mistral", "llama", "Mistral 7B Instruct"))  # llama.cpp's name for Mistral
+    check_gguf(tmp_path / "moe.gguf")  # qwen3moe is Qwen3-MoE
+    check_gguf(header("mistral", "llama", "Mistral 7B Instruct"))  # llama.cpp's name for Mistral
     with pytest.raises(
         UnsupportedArchitectureError, match="this app cannot run models of type 'gemma3': it runs Llama"
     ):

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from core.errors import InvalidSettingError, ModelFormatError, ModelNotFoundError, TokenizerMismatchError
-from core.modeling.model_format import check_gguf_size, check_weight_format
+from core.modeling.model_format import check_gguf, check_weight_format
 from core.modeling.model_files import (
     LoadedModel,
     Progress,
@@ -193,7 +193,7 @@ def _load(spec, dtype, device, progress, offload, weight_progress, context_lengt
 
     kind, path, name = resolve_spec(spec)
     if kind == "gguf":
-        check_gguf_size(path)  # a 70B k-quant would expand to ~140 GB: refused before it is read
+        check_gguf(path)  # another family, or a 70B k-quant (~140 GB expanded): refused before it is read
         return load_gguf_file(path, name, torch_dtype, torch_device, report, weight_progress)
     from core.loading.offload_policy import load_offloaded_folder, should_offload
     from core.loading.offload_settings import OffloadSettings

@@ -22,7 +22,7 @@ from core.modeling.causal_lm import CausalLM
 from core.modeling.families import check_architecture
 from core.modeling.hybrid_layers import check_attention_only
 from core.errors import ModelFormatError, ModelNotFoundError, SpecExecError
-from core.modeling.model_format import SAFETENSORS_INDEX, check_gguf_architecture, weight_files
+from core.modeling.model_format import SAFETENSORS_INDEX, weight_files
 
 try:  # only for type annotations; transformers is imported lazily (it takes seconds)
     from transformers import PreTrainedTokenizerBase
@@ -238,7 +238,6 @@ def load_gguf_components(
     if not path.is_file():
         raise ModelNotFoundError(f"GGUF file {path} does not exist")
     progress(f"Reading the metadata of {path.name}")
-    check_gguf_architecture(path)
     with _parsed_once():
         progress(f"Reading the tokenizer of {path.name}")
         tokenizer = load_tokenizer(name, path.parent, gguf_file=path)

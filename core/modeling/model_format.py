@@ -586,31 +586,25 @@ def gguf_header(path: Path) -> GgufHeader:
     )
 
 
-def check_gguf_architecture(path: Path) -> None:
-    """Refuse a GGUF file of a family the engine does not run, from its metadata alone (`gguf_header`: no
-    tensor data).
+def check_gguf(path: Path, ram_bytes: int | None = None) -> None:
+    """A GGUF file the engine can load, from one read of its metadata (`gguf_header`: no tensor data): of a
+    family the engine runs, and small enough to expand. GGUF files are expanded to 16 or 32 bits when they load
+    (transformers dequantises them), whole, with no offloading: one that would need more than `ram_bytes` (None:
+    this PC's RAM) even in 16 bits (a 70B k-quant: ~140 GB) is refused before it is read, with what to download
+    instead.
 
-    Raises: UnsupportedArchitectureError; ModelFormatError for a file that is not GGUF or names no architecture;
-    DamagedModelError for one cut short."""
+    Raises: UnsupportedArchitectureError; UnsupportedFormatError (too big); ModelFormatError for a file that is
+    not GGUF or names no architecture; DamagedModelError for one cut short."""
     header = gguf_header(path)
     if header.architecture is None:
         raise ModelFormatError(
             f"{path} does not say what model it holds (its metadata has no general.architecture): download it again"
         )
     check_architecture(gguf_model_type(header.architecture, header.name))
-
-
-def check_gguf_size(path: Path, ram_bytes: int | None = None) -> None:
-    """GGUF files are expanded to 16 or 32 bits when they load (transformers dequantises them), whole, with no
-    offloading: one that would need more than `ram_bytes` (None: this PC's RAM) even in 16 bits (a 70B
-    k-quant: ~140 GB) is refused before it is read, with what to download instead.
-
-    Raises: UnsupportedFormatError; ModelFormatError for a file that is not GGUF."""
     if ram_bytes is None:
         import psutil
 
         ram_bytes = psutil.virtual_memory().total
-    header = gguf_header(path)
     parameters, file_type = header.parameters, header.file_type
     needed = 2 * parameters
     if needed <= ram_bytes:

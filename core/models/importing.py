@@ -16,7 +16,7 @@ from pathlib import Path
 from core.errors import ModelFormatError, ModelNotFoundError
 from core.modeling.families import check_architecture
 from core.modeling.hybrid_layers import check_attention_only
-from core.modeling.model_format import check_gguf_architecture, check_gguf_size, check_weight_format
+from core.modeling.model_format import check_gguf, check_weight_format
 
 WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.pt", "*.pth")
 GGUF_MAGIC = b"GGUF"
@@ -68,8 +68,8 @@ def check_model_folder(folder: Path) -> None:
 
 def check_gguf_file(path: Path) -> None:
     """The first 24 bytes of a GGUF file: magic, a known version, tensor and metadata counts; then, from its
-    metadata, its family (core.modeling.model_format.check_gguf_architecture) and its size once expanded
-    (check_gguf_size: a big model's GGUF cannot load).
+    metadata, its family and its size once expanded (core.modeling.model_format.check_gguf: a big model's GGUF
+    cannot load).
 
     Raises:
         ModelFormatError: not a GGUF file, or a truncated one; UnsupportedArchitectureError: a family the engine
@@ -87,8 +87,7 @@ def check_gguf_file(path: Path) -> None:
         raise ModelFormatError(f"{path} is GGUF version {version}; this program reads versions 1 to 3")
     if tensors == 0:
         raise ModelFormatError(f"{path} is a GGUF file with no tensors: it holds no model")
-    check_gguf_architecture(path)
-    check_gguf_size(path)
+    check_gguf(path)
 
 
 def import_model(source: Path, root: Path, link: bool = False) -> Path:
