@@ -15,16 +15,7 @@ import json
 
 import pytest
 import torch
-from transformers import (
-    AutoModelForCausalLM,
-    LlamaConfig,
-    MistralConfig,
-    MixtralConfig,
-    Qwen2Config,
-    Qwen2MoeConfig,
-    Qwen3Config,
-    Qwen3MoeConfig,
-)
+from transformers import AutoModelForCausalLM, LlamaConfig, Qwen3Config
 
 from core.modeling.causal_lm import CausalLM
 from core.modeling.families import SUPPORTED_MODEL_TYPES
@@ -32,29 +23,8 @@ from core.modeling.tree_mask import additive_mask, ancestor_matrix, causal_visib
 from core.planning.sizes import ModelShape
 from conftest import run_cli
 from test_loading import make_tokenizer
+from test_offload import COMMON, CONFIGS  # one tiny config per family, as the offload tests build them
 
-COMMON = dict(
-    vocab_size=64,
-    hidden_size=32,
-    intermediate_size=64,
-    num_hidden_layers=3,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-    head_dim=8,
-    max_position_embeddings=256,
-    bos_token_id=1,
-    eos_token_id=0,
-)
-MOE = dict(num_experts_per_tok=2, moe_intermediate_size=48)
-CONFIGS = {
-    "llama": lambda: LlamaConfig(**COMMON),
-    "mistral": lambda: MistralConfig(**COMMON),
-    "mixtral": lambda: MixtralConfig(num_local_experts=4, num_experts_per_tok=2, **COMMON),
-    "qwen2": lambda: Qwen2Config(**COMMON),
-    "qwen3": lambda: Qwen3Config(**COMMON),
-    "qwen2_moe": lambda: Qwen2MoeConfig(num_experts=4, shared_expert_intermediate_size=40, **MOE, **COMMON),
-    "qwen3_moe": lambda: Qwen3MoeConfig(num_experts=4, **MOE, **COMMON),
-}
 # the same families as their releases configure them: Llama 3's rope scaling and Llama 3.2's tied embeddings,
 # Qwen3's YaRN for long contexts (rotary_emb computes them; the loop passes its output to every layer)
 VARIANTS = {
