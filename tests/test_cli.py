@@ -155,6 +155,29 @@ def test_a_missing_model_is_said_before_the_other_one_loads(tmp_path, tiny_pair,
     assert len(result.stderr.strip().splitlines()) == 1
 
 
+def test_flags_and_files_are_checked_before_any_model_loads(tmp_path, capsys):
+    """A context length below the minimum, a schema or prompt file that is missing or not JSON: each is said at
+    once, not after the minutes a 70B model takes to load (the target here does not exist, so an error that
+    came after the load would name it instead)."""
+    nowhere = str(tmp_path / "no-model")
+    result = run_cli(capsys, "generate", "--target", nowhere, "--prompt", "hi", "--context-length", "3")
+    assert result.returncode == 2 and "no-model" not in result.stderr
+    assert "argument --context-length: the context length must be at least 64 tokens, got 3" in result.stderr
+    not_json = tmp_path / "schema.json"
+    not_json.write_text("{")
+    for schema, words in (
+        (str(tmp_path / "gone.json"), "cannot read the JSON schema file"),
+        ('{"type": "object"}', "save the schema to a file"),
+        (str(not_json), "the JSON schema cannot be used"),
+    ):
+        result = run_cli(capsys, "generate", "--target", nowhere, "--prompt", "hi", "--json-schema", schema)
+        assert_clear_error(result, words)
+        assert "no-model" not in result.stderr
+    result = run_cli(capsys, "bench", "acceptance", "--target", nowhere, "--prompts", str(tmp_path / "gone.jsonl"))
+    assert_clear_error(result, "prompt file not found")
+    assert "no-model" not in result.stderr
+
+
 def test_help_names_every_benchmark(capsys, monkeypatch):
     from core.cli.bench import BENCHMARKS
 

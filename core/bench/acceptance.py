@@ -13,6 +13,7 @@ import dataclasses
 import json
 import sys
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
 from core.cli.options import (
     add_grammar_argument,
@@ -20,6 +21,7 @@ from core.cli.options import (
     add_overlap_arguments,
     add_sampling_arguments,
     add_threads_argument,
+    grammar_spec,
     output_controls,
     sampling_params,
     tree_settings,
@@ -27,6 +29,9 @@ from core.cli.options import (
 from core.cli.pair import load_pair
 from core.decoding.defaults import METHODS
 from core.system.threads import apply_torch_threads
+
+if TYPE_CHECKING:
+    from core.decoding.constraints import GrammarSpec
 
 
 @dataclass
@@ -108,7 +113,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--plot", default=None, help="write a PNG of tokens per pass against budget")
 
 
-def measure(target, draft, prompts_ids, method: str, budget: int, args: argparse.Namespace) -> Row:
+def measure(
+    target, draft, prompts_ids, method: str, budget: int, args: argparse.Namespace, spec: GrammarSpec | None
+) -> Row:
     from core.bench.overlap_stats import OverlapTally
     from core.bench.pass_trace import PassTrace, traced_stream
     from core.decoding.generation import stream_generate
@@ -127,7 +134,7 @@ def measure(target, draft, prompts_ids, method: str, budget: int, args: argparse
         params = sampling_params(args, seed=seed)
         for prompt_ids in prompts_ids:
             pair = (target.lm, draft.lm if draft else None, target.tokenizer, prompt_ids, params, settings)
-            controls = output_controls(args, target, mask_draft=not args.grammar_target_only)
+            controls = output_controls(spec, args.max_new_tokens, target, mask_draft=not args.grammar_target_only)
             stream = traced_stream(*pair, traced, controls) if args.trace else stream_generate(*pair, controls=controls)
             for chunk in stream:
                 tokens += len(chunk.token_ids)
@@ -205,13 +212,14 @@ def run(args: argparse.Namespace) -> int:
     if args.baseline and "sequential" not in methods:
         methods.insert(0, "sequential")
     needs_draft = any(m != "sequential" for m in methods)
+    prompts = read_prompt_file(args.prompts)[: args.limit]  # a missing file or grammar: an error before the load
+    spec = grammar_spec(args)
     target, draft = load_pair(args, need_draft=needs_draft)
-    prompts = read_prompt_file(args.prompts)[: args.limit]
     prompts_ids = [encode_prompt(target.tokenizer, p) for p in prompts]
     rows = []
     for method in methods:
         for budget in [0] if method == "sequential" else args.budgets:
-            row = measure(target, draft, prompts_ids, method, budget, args)
+            row = measure(target, draft, prompts_ids, method, budget, args, spec)
             rows.append(row)
             print(f"  measured {method} budget {budget}: {row.tokens_per_pass:.2f} tokens/pass", file=sys.stderr)
     baseline = next((r.tokens_per_s for r in rows if r.method == "sequential"), None)

@@ -11,6 +11,7 @@ from core.cli.options import (
     add_generation_arguments,
     add_grammar_argument,
     decoding_settings,
+    grammar_spec,
     output_controls,
     sampling_params,
 )
@@ -57,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
     settings = decoding_settings(args)
     apply_torch_threads(args.threads)
     params = sampling_params(args)
+    spec = grammar_spec(args)
     prompt = read_messages_file(args.messages_file) if args.messages_file else Prompt(text=args.prompt)
     if args.messages_file or args.chat:
         prompt = dataclasses.replace(chat_prompt(prompt), template_kwargs=template_kwargs(args))
@@ -67,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
         thinking = thinking_format(
             target.tokenizer, list(prompt.messages), **template_variables(target.tokenizer, prompt.template_kwargs)
         )
-    controls = output_controls(args, target, args.logprobs, thinking=thinking)
+    controls = output_controls(spec, args.max_new_tokens, target, args.logprobs, thinking=thinking)
     chunks = stream_generate(
         target.lm,
         draft.lm if draft else None,

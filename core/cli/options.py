@@ -11,8 +11,10 @@ from typing import TYPE_CHECKING
 from core.decoding.defaults import DEFAULT_BUDGET, DEFAULT_MAX_DEPTH, METHODS
 from core.planning.budgets import AUTO_MAX_BUDGET
 from core.planning.graph_plan import DEFAULT_EXPAND
+from core.planning.residency import MIN_CONTEXT
 
 if TYPE_CHECKING:
+    from core.decoding.constraints import GrammarSpec
     from core.decoding.settings import DecodingSettings, SamplingParams, TreeSettings
     from core.loading.offload_settings import OffloadSettings
 
@@ -55,12 +57,24 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--context-length",
-        type=int,
+        type=context_length_value,
         default=None,
         metavar="N",
         help="tokens of conversation the KV caches are sized for (default 4096, at most the "
         "model's limit); longer conversations drop their oldest turns",
     )
+
+
+def context_length_value(text: str) -> int:
+    """--context-length: checked when the flags are read, not after minutes of loading a model (the model's own
+    limit, the other bound, is known only then: core.planning.residency.resolve_context_length)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of tokens, got {text!r}") from None
+    if value < MIN_CONTEXT:
+        raise argparse.ArgumentTypeError(f"the context length must be at least {MIN_CONTEXT} tokens, got {value}")
+    return value
 
 
 def budget_value(text: str) -> int | str:
@@ -296,33 +310,53 @@ def add_grammar_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def output_controls(
-    args: argparse.Namespace, target, top_logprobs: int | None = None, mask_draft: bool = True, thinking=None
-):
-    """OutputControls for one answer (a fresh grammar state) from --json-schema, or None when nothing is asked.
-    target: the LoadedModel whose tokenizer the grammar reads; thinking: a thinking model's ThinkingFormat
-    (the grammar then holds after its reasoning). Raises InvalidSettingError for an unreadable schema file."""
-    if args.json_schema is None and top_logprobs is None:
+def grammar_spec(args: argparse.Namespace) -> GrammarSpec | None:
+    """The grammar --json-schema asks for, or None; read and checked before any model loads, so that a missing
+    file or a schema the grammar engine cannot use is an error at once, not after minutes of loading.
+    Raises InvalidSettingError (GrammarError for an unusable schema)."""
+    if args.json_schema is None:
         return None
     from pathlib import Path
 
-    from core.decoding.constraints import GrammarConstraint, GrammarSpec
+    from core.decoding.constraints import GrammarSpec
     from core.errors import InvalidSettingError
+
+    if args.json_schema == "object":
+        return GrammarSpec("json_object")
+    try:
+        spec = GrammarSpec("json_schema", Path(args.json_schema).read_text(encoding="utf-8"))
+    except OSError as error:
+        hint = " (--json-schema takes a file's path or 'object': save the schema to a file)"
+        inline = args.json_schema.lstrip().startswith("{")
+        raise InvalidSettingError(
+            f"cannot read the JSON schema file {args.json_schema}: {error.strerror}{hint if inline else ''}"
+        ) from error
+    except UnicodeDecodeError:
+        raise InvalidSettingError(f"the JSON schema file {args.json_schema} is not UTF-8 text") from None
+    spec.grammar()  # the check: the schema compiles (no tokenizer needed yet)
+    return spec
+
+
+def output_controls(
+    spec: GrammarSpec | None,
+    max_new_tokens: int | None,
+    target,
+    top_logprobs: int | None = None,
+    mask_draft: bool = True,
+    thinking=None,
+):
+    """OutputControls for one answer (a fresh grammar state) under `spec` (grammar_spec's), or None when nothing
+    is asked. target: the LoadedModel whose tokenizer the grammar reads; thinking: a thinking model's
+    ThinkingFormat (the grammar then holds after its reasoning)."""
+    if spec is None and top_logprobs is None:
+        return None
+    from core.decoding.constraints import GrammarConstraint
     from core.decoding.methods.step import OutputControls
 
     grammar = None
-    if args.json_schema is not None:
-        if args.json_schema == "object":
-            spec = GrammarSpec("json_object")
-        else:
-            try:
-                spec = GrammarSpec("json_schema", Path(args.json_schema).read_text(encoding="utf-8"))
-            except OSError as error:
-                raise InvalidSettingError(
-                    f"cannot read the JSON schema file {args.json_schema}: {error.strerror}"
-                ) from error
+    if spec is not None:
         # a thought may take half the answer's tokens, so that the answer the schema asks for comes after it
-        budget = args.max_new_tokens // 2 if thinking is not None and args.max_new_tokens else None
+        budget = max_new_tokens // 2 if thinking is not None and max_new_tokens else None
         grammar = GrammarConstraint(
             spec, target.tokenizer, target.lm.vocab_size, tuple(target.lm.eos_token_ids), thinking, budget
         )
