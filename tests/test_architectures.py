@@ -15,10 +15,19 @@ import json
 
 import pytest
 import torch
-from transformers import AutoModelForCausalLM, LlamaConfig, Qwen3Config
+from transformers import (
+    AutoModelForCausalLM,
+    LlamaConfig,
+    MistralConfig,
+    MixtralConfig,
+    Qwen2Config,
+    Qwen2MoeConfig,
+    Qwen3Config,
+    Qwen3MoeConfig,
+)
 
 from core.modeling.causal_lm import CausalLM
-from core.modeling.families import SUPPORTED_MODEL_TYPES
+from core.modeling.families import SUPPORTED_MODEL_TYPES, attention_window
 from core.modeling.tree_mask import additive_mask, ancestor_matrix, causal_visibility
 from core.planning.sizes import ModelShape
 from conftest import run_cli
@@ -170,3 +179,64 @@ def test_a_qwen3_moe_folder_decodes_with_specexec_the_tokens_sequential_decoding
         assert result.returncode == 0, result.stderr
         tokens[method] = json.loads(result.stdout)["token_ids"]
     assert tokens["specexec"] == tokens["sequential"] and len(tokens["sequential"]) > 0
+
+
+WINDOWS = {  # a config as releases write it -> the tokens its sliding-window layers see (None: the whole context)
+    "mistral-7b-v0.1": (lambda: MistralConfig(**COMMON, sliding_window=4096), 4096),
+    "mistral-7b-v0.2": (lambda: MistralConfig(**COMMON, sliding_window=None), None),
+    "mixtral": (lambda: MixtralConfig(**COMMON), None),
+    "llama": (lambda: LlamaConfig(**COMMON), None),
+    "qwen2.5": (lambda: Qwen2Config(**COMMON, use_sliding_window=False, sliding_window=131072), None),
+    "qwen2-window-on": (
+        lambda: Qwen2Config(**COMMON, use_sliding_window=True, sliding_window=1024, max_window_layers=2),
+        1024,
+    ),
+    "qwen2-moe": (lambda: Qwen2MoeConfig(**COMMON), None),  # its configs say sliding_window 0
+    "qwen3": (lambda: Qwen3Config(**COMMON, use_sliding_window=False, sliding_window=4096), None),
+    "qwen3-moe-window-on": (lambda: Qwen3MoeConfig(**COMMON, use_sliding_window=True, sliding_window=512), 512),
+}
+
+
+@pytest.mark.parametrize("case", WINDOWS)
+def test_attention_window_reads_each_family_s_config(case):
+    make, window = WINDOWS[case]
+    assert attention_window(make()) == window
+
+
+def test_a_sliding_window_model_s_context_ends_where_the_engine_stops_being_the_model(tmp_path, capsys):
+    """Mistral 7B v0.1's layers see the last 4,096 tokens; the engine's see the whole context. Here the window is
+    12 tokens: the loaded model's context is 12 (streamed from host RAM too), at 12 tokens the engine's logits are the model's own on every
+    row, at 13 the model's last row (which sees tokens 1-12) is not the engine's, and a longer prompt is refused
+    in words instead of answered by another model."""
+    from core.loading.load import load_model
+    from core.offload import load_offloaded
+
+    window = 12
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(MistralConfig(**COMMON, sliding_window=window), dtype=torch.float64)
+    model.save_pretrained(tmp_path / "mistral")
+    make_tokenizer().save_pretrained(tmp_path / "mistral")
+    loaded = load_model(str(tmp_path / "mistral"), dtype="float64", device="cpu")
+    assert loaded.lm.max_context == window
+    offloaded = load_offloaded(str(tmp_path / "mistral"), "cpu", torch.float64, resident_layers=1, stream_on_cpu=True)
+    assert offloaded.max_context == window  # the streaming loader reads the same limit
+    ids = [(7 * i + 3) % 60 + 3 for i in range(window + 1)]
+    lm = loaded.lm
+    ours = lm.forward(
+        torch.tensor(ids),
+        torch.arange(len(ids)),
+        additive_mask(causal_visibility(0, len(ids), "cpu"), lm.dtype),
+        lm.new_cache(),
+    )
+    reference = AutoModelForCausalLM.from_pretrained(  # transformers' own attention, which applies the window
+        tmp_path / "mistral", dtype=torch.float64, attn_implementation="sdpa"
+    ).eval()
+    with torch.no_grad():
+        theirs = reference(torch.tensor([ids])).logits[0]
+    torch.testing.assert_close(ours[:window], theirs[:window], rtol=0, atol=1e-12)
+    assert (ours[window] - theirs[window]).abs().max() > 1e-6
+    prompt = " ".join(f"w{i}" for i in ids)
+    result = run_cli(
+        capsys, "generate", "--target", str(tmp_path / "mistral"), "--prompt", prompt, "--method", "sequential"
+    )
+    assert result.returncode == 2 and "context window is 12 tokens" in result.stderr, result.stderr

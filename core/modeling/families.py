@@ -34,3 +34,23 @@ def check_architecture(model_type: object) -> None:
             f"this app cannot run models of type {model_type!r}: it runs {SUPPORTED_IN_WORDS} models and those "
             f"built on them, so pick one of those (model types {supported})"
         )
+
+
+def attention_window(config: object) -> int | None:
+    """How many tokens back the model's sliding-window layers attend (themselves included), or None when every
+    layer attends to the whole context: Mistral 7B v0.1's 4,096 (Mistral and Mixtral read `sliding_window`,
+    which later releases set to null), a Qwen config's that turns `use_sliding_window` on for some of its
+    layers (transformers then marks them "sliding_attention" in `layer_types`). `config`: a transformers config.
+
+    The engine's layers attend to the whole context, which is exactly the window's attention while the context
+    fits in the window: the loaders take the window as the model's context limit, so its answers stay the
+    model's own (a longer conversation drops its oldest turns, as at any model's limit)."""
+    window = getattr(config, "sliding_window", None)
+    if isinstance(window, bool) or not isinstance(window, int) or window <= 0:
+        return None  # Qwen2-MoE's configs say 0 for none
+    if getattr(config, "use_sliding_window", True) is False:
+        return None
+    layer_types = getattr(config, "layer_types", None)
+    if isinstance(layer_types, (list, tuple)) and "sliding_attention" not in layer_types:
+        return None
+    return window

@@ -19,7 +19,7 @@ from typing import Callable, Iterator
 import torch
 
 from core.modeling.causal_lm import CausalLM
-from core.modeling.families import check_architecture
+from core.modeling.families import attention_window, check_architecture
 from core.modeling.hybrid_layers import check_attention_only
 from core.errors import ModelFormatError, ModelNotFoundError, SpecExecError
 from core.modeling.model_format import SAFETENSORS_INDEX, weight_files
@@ -293,6 +293,7 @@ def _finish(model, tokenizer, name: str, device: torch.device) -> LoadedModel:
     max_context = getattr(model.config, "max_position_embeddings", None)
     if not isinstance(max_context, int) or max_context < 1:
         raise ModelFormatError(f"the config of {name} has no usable max_position_embeddings ({max_context!r})")
+    max_context = min(max_context, attention_window(model.config) or max_context)
     lm = CausalLM(
         model=model,
         name=name,
