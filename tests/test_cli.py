@@ -163,6 +163,11 @@ def test_flags_and_files_are_checked_before_any_model_loads(tmp_path, capsys):
     result = run_cli(capsys, "generate", "--target", nowhere, "--prompt", "hi", "--context-length", "3")
     assert result.returncode == 2 and "no-model" not in result.stderr
     assert "argument --context-length: the context length must be at least 64 tokens, got 3" in result.stderr
+    for command in (["generate", "--prompt", "hi"], ["serve"], ["chat"]):  # serve: its requests' default
+        result = run_cli(capsys, *command, "--target", nowhere, "--max-new-tokens", "0")
+        assert result.returncode == 2 and "argument --max-new-tokens: max new tokens must be at least 1, got 0" in (
+            result.stderr
+        )
     not_json = tmp_path / "schema.json"
     not_json.write_text("{")
     for schema, words in (

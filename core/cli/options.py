@@ -77,6 +77,18 @@ def context_length_value(text: str) -> int:
     return value
 
 
+def answer_length_value(text: str) -> int:
+    """--max-new-tokens: at least one token (`serve` takes it as its requests' default, so a 0 there would
+    start a server whose every answer is refused)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of tokens, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"max new tokens must be at least 1, got {value}")
+    return value
+
+
 def budget_value(text: str) -> int | str:
     """--budget: a number of draft tokens or 'auto' (range checks are TreeSettings', with a plain error)."""
     if text == "auto":
@@ -197,7 +209,7 @@ def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
     add_sampling_arguments(parser)
     parser.add_argument(
         "--max-new-tokens",
-        type=int,
+        type=answer_length_value,
         default=256,
         help="the longest answer, in tokens (about 3/4 of a word each; default %(default)s)",
     )
