@@ -12,12 +12,16 @@ from safetensors.torch import save_file
 from transformers import (
     LlamaConfig,
     LlamaForCausalLM,
+    MistralConfig,
+    MistralForCausalLM,
     MixtralConfig,
     MixtralForCausalLM,
     Qwen2Config,
     Qwen2ForCausalLM,
     Qwen2MoeConfig,
     Qwen2MoeForCausalLM,
+    Qwen3Config,
+    Qwen3ForCausalLM,
     Qwen3MoeConfig,
     Qwen3MoeForCausalLM,
 )
@@ -257,8 +261,8 @@ def _fp16_round(model):
 def write_gptq_checkpoint(
     folder, model_type="llama", bits=4, group_size=16, act_order=True, shards=1, drop=(), seed=0, experts=4, v2=False
 ) -> CausalLM:
-    """Quantise a tiny random model with random GPTQ tensors, save it in the GPTQ layout, and return the
-    in-memory float64 model whose linears hold exactly the dequantised weights. MoE models (mixtral,
+    """Quantise a tiny random model (`model_type`: llama, mistral, qwen2, qwen3 or an MoE) with random GPTQ tensors,
+    save it in the GPTQ layout, and return the in-memory float64 model whose linears hold exactly the dequantised weights. MoE models (mixtral,
     qwen2_moe, qwen3_moe) get `experts` experts, 2 per token; their routers (and Qwen2-MoE's shared-expert gate) stay
     16-bit, as in real GPTQ checkpoints. v2: GPTQModel's gptq_v2 format (zero points without v1's minus one)."""
     torch.manual_seed(seed)
@@ -292,6 +296,12 @@ def write_gptq_checkpoint(
     elif model_type == "qwen2":  # q/k/v carry a bias next to their GPTQ tensors
         config = Qwen2Config(**common)
         model = Qwen2ForCausalLM(config)
+    elif model_type == "qwen3":  # per-head query and key norms; heads wider than hidden / heads, as Qwen3's are
+        config = Qwen3Config(**common, head_dim=16)
+        model = Qwen3ForCausalLM(config)
+    elif model_type == "mistral":
+        config = MistralConfig(**common)
+        model = MistralForCausalLM(config)
     else:
         config = LlamaConfig(**common)
         model = LlamaForCausalLM(config)
@@ -387,6 +397,8 @@ IDS = [1, 5, 9, 33, 2, 17, 60, 4]
         ("llama", 4, -1, False, 2),
         ("llama", 8, 32, True, 3),
         ("qwen2", 4, 32, False, 1),
+        ("qwen3", 4, 16, True, 1),
+        ("mistral", 4, 32, False, 2),
         ("llama", 3, 32, True, 1),
         ("llama", 3, -1, False, 1),
         ("mixtral", 4, 16, True, 2),
