@@ -156,9 +156,9 @@ def test_a_missing_model_is_said_before_the_other_one_loads(tmp_path, tiny_pair,
 
 
 def test_flags_and_files_are_checked_before_any_model_loads(tmp_path, capsys):
-    """A context length below the minimum, a schema or prompt file that is missing or not JSON: each is said at
-    once, not after the minutes a 70B model takes to load (the target here does not exist, so an error that
-    came after the load would name it instead)."""
+    """A context length or answer length below the minimum, an empty prompt, a schema or prompt file that is
+    missing or not JSON: each is said at once, not after the minutes a 70B model takes to load (the target here
+    does not exist, so an error that came after the load would name it instead)."""
     nowhere = str(tmp_path / "no-model")
     result = run_cli(capsys, "generate", "--target", nowhere, "--prompt", "hi", "--context-length", "3")
     assert result.returncode == 2 and "no-model" not in result.stderr
@@ -178,6 +178,9 @@ def test_flags_and_files_are_checked_before_any_model_loads(tmp_path, capsys):
         result = run_cli(capsys, "generate", "--target", nowhere, "--prompt", "hi", "--json-schema", schema)
         assert_clear_error(result, words)
         assert "no-model" not in result.stderr
+    result = run_cli(capsys, "generate", "--target", nowhere, "--prompt", "")
+    assert_clear_error(result, "the prompt is empty")
+    assert "no-model" not in result.stderr
     result = run_cli(capsys, "bench", "acceptance", "--target", nowhere, "--prompts", str(tmp_path / "gone.jsonl"))
     assert_clear_error(result, "prompt file not found")
     assert "no-model" not in result.stderr

@@ -55,6 +55,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.logprobs is not None and not (args.json and 0 <= args.logprobs <= MAX_TOP_LOGPROBS):
         raise InvalidSettingError(f"--logprobs N needs --json and N between 0 and {MAX_TOP_LOGPROBS}")
+    if args.prompt == "" and not args.chat:  # said before the load; some tokenizers would make it a lone BOS
+        raise InvalidSettingError("the prompt is empty: give --prompt some text")
     settings = decoding_settings(args)
     apply_torch_threads(args.threads)
     params = sampling_params(args)
