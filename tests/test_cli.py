@@ -170,10 +170,13 @@ def test_flags_and_files_are_checked_before_any_model_loads(tmp_path, capsys):
         )
     not_json = tmp_path / "schema.json"
     not_json.write_text("{")
+    not_text = tmp_path / "schema.bin"
+    not_text.write_bytes(b"\xff\xfe{}")
     for schema, words in (
         (str(tmp_path / "gone.json"), "cannot read the JSON schema file"),
         ('{"type": "object"}', "save the schema to a file"),
         (str(not_json), "the JSON schema cannot be used"),
+        (str(not_text), "is not UTF-8 text"),
     ):
         result = run_cli(capsys, "generate", "--target", nowhere, "--prompt", "hi", "--json-schema", schema)
         assert_clear_error(result, words)
