@@ -148,7 +148,7 @@ def test_chat_checks_its_flags_without_torch() -> None:
         "assert decoding_settings(args).auto_budget and engine_load_settings(args)['offload'] == 'on'\n"
         "assert sampling_params(args).temperature == 0.5\n"
         "try:\n"
-        "    decoding_settings(parser.parse_args(['chat', '--max-new-tokens', '0']))\n"
+        "    decoding_settings(parser.parse_args(['chat', '--max-depth', '0']))\n"
         "except Exception as error:\n"
         "    print(type(error).__name__)\n"
         "print('torch' in sys.modules)"
