@@ -26,6 +26,7 @@ from transformers import (
     Qwen3MoeConfig,
 )
 
+from core.errors import InvalidSettingError
 from core.modeling.causal_lm import CausalLM
 from core.modeling.families import SUPPORTED_MODEL_TYPES, attention_window
 from core.modeling.tree_mask import additive_mask, ancestor_matrix, causal_visibility
@@ -206,8 +207,8 @@ def test_attention_window_reads_each_family_s_config(case):
 def test_a_sliding_window_model_s_context_ends_where_the_engine_stops_being_the_model(tmp_path, capsys):
     """Mistral 7B v0.1's layers see the last 4,096 tokens; the engine's see the whole context. Here the window is
     12 tokens: the loaded model's context is 12 (streamed from host RAM too), at 12 tokens the engine's logits are the model's own on every
-    row, at 13 the model's last row (which sees tokens 1-12) is not the engine's, and a longer prompt is refused
-    in words instead of answered by another model."""
+    row, at 13 the model's last row (which sees tokens 1-12) is not the engine's, and a longer prompt or
+    context is refused in words instead of answered by another model."""
     from core.loading.load import load_model
     from core.offload import load_offloaded
 
@@ -220,6 +221,8 @@ def test_a_sliding_window_model_s_context_ends_where_the_engine_stops_being_the_
     assert loaded.lm.max_context == window
     offloaded = load_offloaded(str(tmp_path / "mistral"), "cpu", torch.float64, resident_layers=1, stream_on_cpu=True)
     assert offloaded.max_context == window  # the streaming loader reads the same limit
+    with pytest.raises(InvalidSettingError, match="longer than this model supports: use at most 12 tokens"):
+        load_model(str(tmp_path / "mistral"), dtype="float64", device="cpu", context_length=64)
     ids = [(7 * i + 3) % 60 + 3 for i in range(window + 1)]
     lm = loaded.lm
     ours = lm.forward(
