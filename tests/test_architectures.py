@@ -206,9 +206,9 @@ def test_attention_window_reads_each_family_s_config(case):
 
 def test_a_sliding_window_model_s_context_ends_where_the_engine_stops_being_the_model(tmp_path, capsys):
     """Mistral 7B v0.1's layers see the last 4,096 tokens; the engine's see the whole context. Here the window is
-    12 tokens: the loaded model's context is 12 (streamed from host RAM too), at 12 tokens the engine's logits are the model's own on every
-    row, at 13 the model's last row (which sees tokens 1-12) is not the engine's, and a longer prompt or
-    context is refused in words instead of answered by another model."""
+    12 tokens: the loaded model's context is 12 (streamed from host RAM too), at 12 tokens the engine's logits
+    are the model's own on every row, at 13 the model's last row (which sees tokens 1-12) is not the engine's,
+    and a longer prompt or context is refused in words instead of answered by another model."""
     from core.loading.load import load_model
     from core.offload import load_offloaded
 
