@@ -261,10 +261,10 @@ def _fp16_round(model):
 def write_gptq_checkpoint(
     folder, model_type="llama", bits=4, group_size=16, act_order=True, shards=1, drop=(), seed=0, experts=4, v2=False
 ) -> CausalLM:
-    """Quantise a tiny random model (`model_type`: llama, mistral, qwen2, qwen3 or an MoE) with random GPTQ tensors,
-    save it in the GPTQ layout, and return the in-memory float64 model whose linears hold exactly the dequantised weights. MoE models (mixtral,
-    qwen2_moe, qwen3_moe) get `experts` experts, 2 per token; their routers (and Qwen2-MoE's shared-expert gate) stay
-    16-bit, as in real GPTQ checkpoints. v2: GPTQModel's gptq_v2 format (zero points without v1's minus one)."""
+    """Quantise a tiny random model (`model_type`: llama, mistral, qwen2, qwen3 or an MoE) with random GPTQ
+    tensors, save it in the GPTQ layout, and return the in-memory float64 model whose linears hold exactly the
+    dequantised weights. MoE models (mixtral, qwen2_moe, qwen3_moe) get `experts` experts, 2 per token; their
+    routers (and Qwen2-MoE's shared-expert gate) stay 16-bit, as in real GPTQ checkpoints. v2: GPTQModel's gptq_v2 format (zero points without v1's minus one)."""
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     common = dict(
