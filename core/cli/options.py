@@ -6,6 +6,7 @@ turns the flags into settings imports the decoding modules when it runs."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from core.decoding.defaults import DEFAULT_BUDGET, DEFAULT_MAX_DEPTH, METHODS
@@ -57,7 +58,8 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--context-length",
-        type=context_length_value,
+        # the model's own limit, the other bound, is known only once it loads (residency.resolve_context_length)
+        type=whole_number_at_least(MIN_CONTEXT, f"the context length must be at least {MIN_CONTEXT} tokens"),
         default=None,
         metavar="N",
         help="tokens of conversation the KV caches are sized for (default 4096, at most the "
@@ -65,27 +67,19 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def context_length_value(text: str) -> int:
-    """--context-length: checked when the flags are read, not after minutes of loading a model (the model's own
-    limit, the other bound, is known only then: core.planning.residency.resolve_context_length)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of tokens, got {text!r}") from None
-    if value < MIN_CONTEXT:
-        raise argparse.ArgumentTypeError(f"the context length must be at least {MIN_CONTEXT} tokens, got {value}")
-    return value
+def whole_number_at_least(minimum: int, words: str) -> Callable[[str], int]:
+    """An argparse type: a whole number of at least `minimum`, refused when the flags are read rather than after
+    the minutes a model takes to load. `words` state the bound, e.g. "threads must be at least 1"."""
 
+    def value(text: str) -> int:
+        try:
+            number = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if number < minimum:
+            raise argparse.ArgumentTypeError(f"{words}, got {number}")
+        return number
 
-def answer_length_value(text: str) -> int:
-    """--max-new-tokens: at least one token (`serve` takes it as its requests' default, so a 0 there would
-    start a server whose every answer is refused)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of tokens, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"max new tokens must be at least 1, got {value}")
     return value
 
 
@@ -162,17 +156,10 @@ def add_sampling_arguments(parser: argparse.ArgumentParser, temperature: float =
     )
 
 
-def _thread_count(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"threads must be at least 1, got {value}")
-    return value
-
-
 def add_threads_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--threads",
-        type=_thread_count,
+        type=whole_number_at_least(1, "threads must be at least 1"),
         default=None,
         metavar="N",
         help="CPU threads for torch (default: physical cores minus one, at least 1)",
@@ -209,7 +196,8 @@ def add_generation_arguments(parser: argparse.ArgumentParser) -> None:
     add_sampling_arguments(parser)
     parser.add_argument(
         "--max-new-tokens",
-        type=answer_length_value,
+        # `serve` takes it as its requests' default: a 0 there would start a server that refuses every answer
+        type=whole_number_at_least(1, "max new tokens must be at least 1"),
         default=256,
         help="the longest answer, in tokens (about 3/4 of a word each; default %(default)s)",
     )
