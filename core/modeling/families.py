@@ -9,7 +9,10 @@ sized, streamed and read in 4 bits (core.planning.sizes, core.offload).
 
 from __future__ import annotations
 
-from core.errors import UnsupportedArchitectureError
+from pathlib import Path
+
+from core.errors import ModelFormatError, UnsupportedArchitectureError
+from core.modeling.hybrid_layers import check_attention_only
 
 SUPPORTED_MODEL_TYPES = frozenset({"llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe"})
 # the families in words, for people (the DeepSeek R1 distills are Llama and Qwen2 models)
@@ -34,6 +37,19 @@ def check_architecture(model_type: object) -> None:
             f"this app cannot run models of type {model_type!r}: it runs {SUPPORTED_IN_WORDS} models and those "
             f"built on them, so pick one of those (model types {supported})"
         )
+
+
+def check_config_family(config: object, folder: Path) -> None:
+    """A model folder's parsed config.json names a family the engine runs (the import and the load check it
+    before anything heavy is read). Raises ModelFormatError when it names none; UnsupportedArchitectureError for
+    another family, a model with recurrent layers told as such first (not only that its type is unknown)."""
+    if not isinstance(config, dict) or not isinstance(config.get("model_type"), str):
+        raise ModelFormatError(
+            f"the model's settings file config.json in {folder.name} does not say what kind of model it is (it "
+            "has no 'model_type'): copy or download the model's config.json again"
+        )
+    check_attention_only(folder)
+    check_architecture(config["model_type"])
 
 
 def attention_window(config: object) -> int | None:

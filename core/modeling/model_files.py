@@ -19,8 +19,7 @@ from typing import Callable, Iterator
 import torch
 
 from core.modeling.causal_lm import CausalLM
-from core.modeling.families import attention_window, check_architecture
-from core.modeling.hybrid_layers import check_attention_only
+from core.modeling.families import attention_window, check_architecture, check_config_family
 from core.errors import ModelFormatError, ModelNotFoundError, SpecExecError
 from core.modeling.model_format import SAFETENSORS_INDEX, weight_files
 
@@ -60,10 +59,7 @@ def read_folder_config(folder: Path) -> dict:
         config = json.loads(config_path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise ModelFormatError(f"{config_path} is not valid JSON ({error}): re-download the model") from error
-    if not isinstance(config, dict) or not isinstance(config.get("model_type"), str):
-        raise ModelFormatError(f"{config_path} has no 'model_type' field: re-download the model's config.json")
-    check_attention_only(folder)  # a model with recurrent layers is told why, not only that its type is unknown
-    check_architecture(config["model_type"])
+    check_config_family(config, folder)
     return config
 
 

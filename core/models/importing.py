@@ -14,8 +14,7 @@ import struct
 from pathlib import Path
 
 from core.errors import ModelFormatError, ModelNotFoundError
-from core.modeling.families import check_architecture
-from core.modeling.hybrid_layers import check_attention_only
+from core.modeling.families import check_config_family
 from core.modeling.model_format import check_gguf, check_weight_format
 
 WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.pt", "*.pth")
@@ -56,13 +55,7 @@ def check_model_folder(folder: Path) -> None:
         raise ModelFormatError(
             f"{folder} has a config.json but no weights (*.safetensors or *.bin): the download may be unfinished"
         )
-    if not isinstance(settings, dict) or not isinstance(settings.get("model_type"), str):
-        raise ModelFormatError(
-            f"the model's settings file {config.name} in {folder.name} does not say what kind of model it is (it "
-            "has no 'model_type'): copy or download the model's config.json again"
-        )
-    check_attention_only(folder)  # a model with recurrent layers is told why, not only that its type is unknown
-    check_architecture(settings["model_type"])
+    check_config_family(settings, folder)
     check_weight_format(folder)
 
 
