@@ -82,6 +82,7 @@ def test_sampling_settings_and_method_reach_the_engine(qtbot, controller):
     assert ConversationSettings(method=Method.SPECINFER).decoding_method(has_draft=False) == "sequential"
     assert ConversationSettings().decoding_method(has_draft=True) == "auto"  # the engine chooses per pass
     assert AppSettings(context_length=2048).load_request().context_length == 2048
+    assert AppSettings(context_length=2048).load_request().fit_context  # a model that keeps less keeps all it can
     assert AppSettings().load_request().context_length is None
 
 

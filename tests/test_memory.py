@@ -5,6 +5,7 @@ Everything runs on the CPU; `stream_on_cpu` runs the GPU's placement logic there
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 import torch
@@ -14,6 +15,7 @@ from core.decoding.decode_state import DecodeState
 from core.errors import ContextLengthError, InsufficientHostMemoryError, InvalidSettingError
 from core.decoding.generation import stream_generate
 from core.decoding.settings import DecodingSettings, SamplingParams, TreeSettings
+from core.engine import protocol as P
 from core.modeling.kv_cache import InPlaceKVCache
 from core.decoding.methods.sequential import sequential_steps
 from core.decoding.methods.specexec import specexec_steps
@@ -128,7 +130,6 @@ def test_cli_and_engine_carry_the_context_length():
     import argparse
 
     from core.cli.options import add_model_arguments, engine_load_settings, planned_memory
-    from core.engine import protocol as P
 
     parser = argparse.ArgumentParser()
     add_model_arguments(parser)
@@ -152,6 +153,57 @@ def test_loaded_models_are_planned_for_the_context_and_tree(tmp_path, offload):
     assert load_model(str(tmp_path), device="cpu", offload=settings).lm.max_context == 256  # the model's limit
     with pytest.raises(InvalidSettingError, match="at most 256"):
         load_model(str(tmp_path), device="cpu", offload=settings, context_length=512)
+    fitted = load_model(
+        str(tmp_path), device="cpu", offload=settings, context_length=512, tree_budget=16, fit_context=True
+    ).lm
+    assert (fitted.max_context, fitted.kv_rows) == (256, 273)
+
+
+def save_limited_pair(root, target_limit: int, draft_limit: int) -> tuple[str, str]:
+    """Two tiny Llama folders with one tokenizer whose configs keep `target_limit` and `draft_limit` tokens."""
+    folders = []
+    for name, limit, seed in (("target", target_limit, 0), ("draft", draft_limit, 1)):
+        folder = root / name
+        save_tiny(folder, "llama", torch.float32, seed=seed)
+        config = json.loads((folder / "config.json").read_text())
+        (folder / "config.json").write_text(json.dumps({**config, "max_position_embeddings": limit}))
+        make_word_tokenizer().save_pretrained(str(folder))
+        folders.append(str(folder))
+    return folders[0], folders[1]
+
+
+@pytest.mark.parametrize("limits", [(256, 128), (128, 256)], ids=["draft-shorter", "target-shorter"])
+def test_a_pair_is_planned_for_one_context_the_shorter_model_s(tmp_path, limits):
+    """Both models' caches are sized for the context the pair keeps; with fit_context (the app's setting, kept
+    when the models change) a longer context is taken down to it, without it refused."""
+    from core.loading.offload_settings import OffloadSettings
+    from core.loading.pair import load_pair
+
+    target, draft = save_limited_pair(tmp_path, *limits)
+    settings = OffloadSettings(mode="on", tree_budget=16)  # the offloaded target plans its caches at load
+    for asked in (None, 96, 1024):
+        got = load_pair(target, draft, offload=settings, device="cpu", context_length=asked, fit_context=True)
+        assert [m.lm.max_context for m in got] == [min(asked or 4096, 128)] * 2
+    with pytest.raises(InvalidSettingError, match="use at most 128 tokens"):
+        load_pair(target, draft, offload=settings, device="cpu", context_length=200)
+
+
+def test_the_engine_takes_the_app_s_context_setting_as_a_ceiling(tmp_path):
+    """The app's Load says fit_context: a model that keeps less than the setting loads with its own limit,
+    and the status says it (the chat's context meter shows it). A Load without it is refused in words."""
+    from conftest import in_process_engine, torch_threads
+
+    target, draft = save_limited_pair(tmp_path, 128, 256)
+    with torch_threads(1):
+        engine, serve = in_process_engine()
+        load = P.Load(target=target, draft=draft, dtype="float32", device="cpu", max_depth=4, context_length=1024)
+        refused = [e for e in serve(load) if isinstance(e, P.Error)]
+        assert [e.kind for e in refused] == ["invalid_setting"]
+        assert "use at most 256 tokens" in refused[0].message  # the draft's limit: it loads first
+        events = serve(dataclasses.replace(load, fit_context=True))
+    assert not [e for e in events if isinstance(e, P.Error)]
+    assert [e.models for e in events if isinstance(e, P.StatusReport)][-1]["max_context"] == 128
+    assert engine.session.target.max_context == engine.session.draft.max_context == 128
 
 
 # --- 3. chunked prefill ------------------------------------------------------------------------------------

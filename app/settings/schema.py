@@ -138,7 +138,7 @@ class AppSettings:
     tree_budget: int = 0  # draft tokens per pass; 0 = automatic (chosen for this machine)
     max_depth: int = 32
     expand: int = 32
-    context_length: int = 0  # tokens the KV caches are planned for; 0 = 4,096 (or the models' limit if lower)
+    context_length: int = 0  # tokens the KV caches are planned for, at most the models' limit; 0 = 4,096
     engine_threads: int = 0  # CPU threads for the engine; 0 = core.system.threads' default (physical cores minus one)
     # Where answers come from: "" = this computer (the engine process), else the name of one of `endpoints`.
     connection: str = ""
@@ -188,6 +188,7 @@ class AppSettings:
             max_depth=max(1, self.max_depth),
             expand=max(1, self.expand),
             context_length=self.context_length if self.context_length > 0 else None,
+            fit_context=True,  # the setting is kept when the models change: a shorter model keeps its limit
         )
 
     def thread_count(self) -> int:

@@ -208,7 +208,8 @@ class SettingsPage(QFrame):
             context_choices(settings.context_length),
             settings.context_length,
             "How much of a chat the model keeps in mind. Its memory is set aside when "
-            "the model loads: longer takes more, shorter forgets older messages sooner.",
+            "the model loads: longer takes more, shorter forgets older messages sooner. "
+            "A model that keeps less keeps all it can.",
         )
         for field in (self.offload, self.vram, self.context_length):
             column.addWidget(field)

@@ -268,6 +268,7 @@ class Engine:
             context_length=request.context_length,
             tree_budget=tree_budget,
             progress_for=progress_for,
+            fit_context=request.fit_context,
         )
         self.session = ChatSession(target.lm, draft.lm if draft else None, target.tokenizer)
         self.emit(P.LoadProgress("Measuring this machine's speed", total, total, 1.0))

@@ -91,6 +91,8 @@ class Load(Request):
     `budget` when the GPU cannot hold the activations of the requested tree. context_length: the tokens of
     conversation both KV caches are preallocated for (None: 4,096, or the models' limit if lower);
     StatusReport.models["max_context"] reports it, and longer conversations drop their oldest turns.
+    fit_context True takes a context_length longer than the models keep down to their limit (the app's
+    setting: a preference kept from one model to the next); False refuses it (an invalid_setting Error).
     budget "auto" (the default): chosen per pass for this machine (core/decoding/autotune), up to the largest budget
     it may pick (the caches and the activation reserve are sized for that one).
     """
@@ -107,6 +109,7 @@ class Load(Request):
     expand: int = 32
     draft_top_p: bool = False
     context_length: int | None = None
+    fit_context: bool = False
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from core.modeling.model_files import (
     WeightProgress,
     checkpoint_dtype,
     eos_token_ids,
+    folder_context_limit,
     load_gguf_file,
     load_hf_folder,
     load_tokenizer,
@@ -137,6 +138,7 @@ def load_model(
     context_length: int | None = None,
     tree_budget: int | None = None,
     role: str = "target",
+    fit_context: bool = False,
 ) -> LoadedModel:
     """Load `spec`: a model folder, a .gguf file, a repo id in the local HF cache, 'builtin' or 'builtin-draft'.
 
@@ -151,16 +153,21 @@ def load_model(
     35 GB model takes minutes: the app shows a moving bar).
     `context_length` (None: 4,096 or the model's limit if lower) and `tree_budget` (None: no plan) are the
     planned context and tree: the model's `max_context` and `max_tree_tokens`, which size its KV caches.
+    `fit_context`: a `context_length` above the model's limit is taken down to the limit, where it is
+    otherwise refused (residency.resolve_context_length).
 
-    Raises InvalidSettingError for a context length above the model's limit (and bad device/dtype/role);
+    Raises InvalidSettingError for a context length above the model's limit unless `fit_context` (and bad
+    device/dtype/role);
     UnsupportedFormatError for weights in a format the engine does not read (FP8, MXFP4, bitsandbytes, a big
     GGUF, ...) and DamagedModelError for truncated files or missing shards, both before any weight is read.
     """
     if role not in ROLES:
         raise InvalidSettingError(f"a model's role is one of {', '.join(ROLES)}, not {role!r}")
-    loaded = _load(spec, dtype, device, progress, offload, weight_progress, context_length, tree_budget, role)
+    loaded = _load(
+        spec, dtype, device, progress, offload, weight_progress, context_length, tree_budget, role, fit_context
+    )
     lm = loaded.lm
-    lm.max_context = resolve_context_length(context_length, lm.max_context)
+    lm.max_context = resolve_context_length(context_length, lm.max_context, fit_context)
     if tree_budget is not None and lm.max_tree_tokens is None:
         lm.max_tree_tokens = tree_budget
     return loaded
@@ -178,7 +185,9 @@ def check_model_exists(spec: str | os.PathLike[str] | None) -> None:
         resolve_spec(str(spec).strip())
 
 
-def _load(spec, dtype, device, progress, offload, weight_progress, context_length, tree_budget, role) -> LoadedModel:
+def _load(
+    spec, dtype, device, progress, offload, weight_progress, context_length, tree_budget, role, fit_context
+) -> LoadedModel:
     report: Progress = progress or (lambda _message: None)
     torch_device = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, torch_device)
@@ -199,6 +208,8 @@ def _load(spec, dtype, device, progress, offload, weight_progress, context_lengt
     from core.loading.offload_settings import OffloadSettings
 
     read_folder_config(path)
+    if fit_context and context_length is not None:  # the 4-bit and offloaded loaders plan the caches with it
+        context_length = resolve_context_length(context_length, folder_context_limit(path), fit=True)
     scheme = check_weight_format(path)  # a format the engine does not read is refused here, in words
     gptq = scheme is not None
     if dtype.strip().lower() == "auto":

@@ -4,6 +4,8 @@ The draft loads first, so that an offloaded target's default VRAM budget is meas
 on the card (and with the draft's KV cache and graphs reserved: OffloadSettings.with_draft). Both models are
 looked for before either loads, so a missing target is said at once, not after a minute spent on the draft.
 A pair whose tokenizers differ is refused: the draft's guesses would be other tokens than the target's.
+The pair has one context, the shorter model's: the draft's KV cache is not planned for rows the target
+cannot keep.
 """
 
 from __future__ import annotations
@@ -28,9 +30,11 @@ def load_pair(
     context_length: int | None = None,
     tree_budget: int | None = None,
     progress_for: ProgressFor | None = None,
+    fit_context: bool = False,
 ) -> tuple[LoadedModel, LoadedModel | None]:
     """Load `draft` (when given) and then `target`, both planned for `context_length` and `tree_budget`
-    (load_model's meaning); `offload` is the target's offloading settings.
+    (load_model's meaning, `fit_context` too); `offload` is the target's offloading settings. With
+    `fit_context` the target is planned for no more than the draft kept.
 
     Raises what load_model raises, ModelNotFoundError before anything loads, and TokenizerMismatchError for a
     pair whose tokenizers differ.
@@ -39,7 +43,7 @@ def load_pair(
     if draft is not None:
         check_model_exists(draft)
 
-    def load(role: str, spec: str, offload_settings: OffloadSettings | None) -> LoadedModel:
+    def load(role: str, spec: str, settings: OffloadSettings | None, context: int | None, fit: bool) -> LoadedModel:
         progress, weight_progress = progress_for(role, spec) if progress_for is not None else (None, None)
         return load_model(
             spec,
@@ -47,14 +51,20 @@ def load_pair(
             device=device,
             progress=progress,
             weight_progress=weight_progress,
-            offload=offload_settings,
-            context_length=context_length,
+            offload=settings,
+            context_length=context,
             tree_budget=tree_budget,
             role=role,
+            fit_context=fit,
         )
 
-    draft_model = load("draft", draft, None) if draft is not None else None
-    target_model = load("target", target, offload.with_draft(draft_model.lm if draft_model is not None else None))
-    if draft_model is not None:
-        check_same_tokenizer(target_model.tokenizer, draft_model.tokenizer, target, draft)
+    if draft is None:
+        return load("target", target, offload.with_draft(None), context_length, fit_context), None
+    draft_model = load("draft", draft, None, context_length, fit_context)
+    # the target is planned for the draft's context (an explicit one the draft refused is not reached), and
+    # where it keeps less the draft's follows: caches are made when a conversation starts, not here
+    fit = fit_context or context_length is None
+    target_model = load("target", target, offload.with_draft(draft_model.lm), draft_model.lm.max_context, fit)
+    check_same_tokenizer(target_model.tokenizer, draft_model.tokenizer, target, draft)
+    draft_model.lm.max_context = min(draft_model.lm.max_context, target_model.lm.max_context)
     return target_model, draft_model

@@ -70,3 +70,16 @@ def attention_window(config: object) -> int | None:
     if isinstance(layer_types, (list, tuple)) and "sliding_attention" not in layer_types:
         return None
     return window
+
+
+def context_limit(config: object) -> int:
+    """The most tokens of context the model answers as itself: its `max_position_embeddings`, or its attention
+    window when that is shorter (attention_window says why). `config`: a transformers config. Every loader
+    plans the KV caches within it. Raises ModelFormatError when the config has no usable length."""
+    length = getattr(config, "max_position_embeddings", None)
+    if isinstance(length, bool) or not isinstance(length, int) or length < 1:
+        raise ModelFormatError(
+            f"the model's settings file config.json has no usable max_position_embeddings ({length!r}): copy or "
+            "download the model's config.json again"
+        )
+    return min(length, attention_window(config) or length)

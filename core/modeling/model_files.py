@@ -19,7 +19,7 @@ from typing import Callable, Iterator
 import torch
 
 from core.modeling.causal_lm import CausalLM
-from core.modeling.families import attention_window, check_architecture, check_config_family
+from core.modeling.families import check_architecture, check_config_family, context_limit
 from core.errors import ModelFormatError, ModelNotFoundError, SpecExecError
 from core.modeling.model_format import SAFETENSORS_INDEX, weight_files
 
@@ -61,6 +61,26 @@ def read_folder_config(folder: Path) -> dict:
         raise ModelFormatError(f"{config_path} is not valid JSON ({error}): re-download the model") from error
     check_config_family(config, folder)
     return config
+
+
+def transformers_config(folder: Path, name: str):
+    """transformers' config of a model folder (its defaults filled in, derived fields such as Qwen's
+    `layer_types` computed). Raises ModelFormatError, in words, when transformers cannot read it."""
+    from transformers import AutoConfig
+
+    try:
+        return AutoConfig.from_pretrained(folder, local_files_only=True)
+    except (SpecExecError, MemoryError):
+        raise
+    except Exception as error:
+        raise ModelFormatError(
+            f"transformers cannot read the config of {name} ({folder / 'config.json'}): {type(error).__name__}: {error}"
+        ) from error
+
+
+def folder_context_limit(folder: Path) -> int:
+    """A model folder's context limit (families.context_limit), read before its weights are."""
+    return context_limit(transformers_config(folder, folder.name))
 
 
 def checkpoint_dtype(folder: Path) -> str | None:
@@ -106,16 +126,9 @@ def load_hf_folder(
     read_folder_config(folder)
     check_weight_files(folder)
 
-    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM
 
-    try:
-        config = AutoConfig.from_pretrained(folder, local_files_only=True)
-    except (SpecExecError, MemoryError):
-        raise
-    except Exception as error:
-        raise ModelFormatError(
-            f"transformers cannot read the config of {name} ({folder / 'config.json'}): {type(error).__name__}: {error}"
-        ) from error
+    config = transformers_config(folder, name)
     check_architecture(config.model_type)
 
     tokenizer = load_tokenizer(name, folder)
@@ -286,15 +299,11 @@ def load_gguf_file(
 def _finish(model, tokenizer, name: str, device: torch.device) -> LoadedModel:
     model.eval()
     model.requires_grad_(False)
-    max_context = getattr(model.config, "max_position_embeddings", None)
-    if not isinstance(max_context, int) or max_context < 1:
-        raise ModelFormatError(f"the config of {name} has no usable max_position_embeddings ({max_context!r})")
-    max_context = min(max_context, attention_window(model.config) or max_context)
     lm = CausalLM(
         model=model,
         name=name,
         eos_token_ids=eos_token_ids(model, tokenizer),
-        max_context=max_context,
+        max_context=context_limit(model.config),
     )
     return LoadedModel(lm=lm, tokenizer=tokenizer)
 

@@ -30,7 +30,7 @@ import torch
 
 from core.errors import InsufficientVRAMError, InvalidSettingError
 from core.modeling.causal_lm import CausalLM
-from core.modeling.families import attention_window
+from core.modeling.families import context_limit
 from core.offload.checkpoint_fill import (
     Progress,
     fill_and_finish,
@@ -321,8 +321,7 @@ def _check_device_memory(needed: int, device: torch.device, available: int | Non
 
 
 def _context(config, requested: int | None) -> int:
-    limit = int(getattr(config, "max_position_embeddings", 0) or residency.PLANNED_CONTEXT)
-    return residency.resolve_context_length(requested, min(limit, attention_window(config) or limit))
+    return residency.resolve_context_length(requested, context_limit(config))
 
 
 def _plan_device(

@@ -17,11 +17,10 @@ from pathlib import Path
 
 import torch
 from torch import nn
-from transformers import AutoConfig, AutoModelForCausalLM
+from transformers import AutoModelForCausalLM
 
-from core.errors import ModelFormatError
 from core.modeling.families import check_architecture
-from core.modeling.model_files import token_ids
+from core.modeling.model_files import token_ids, transformers_config
 from core.modeling.model_format import QuantScheme, check_weight_format
 from core.offload.checkpoint import (
     checkpoint_files,
@@ -44,10 +43,7 @@ def meta_bytes(tensor: torch.Tensor) -> int:
 
 
 def _read_config(folder: Path):
-    try:
-        config = AutoConfig.from_pretrained(str(folder), local_files_only=True)
-    except (OSError, ValueError, KeyError) as error:
-        raise ModelFormatError(f"cannot read config.json in {folder}: {error}") from error
+    config = transformers_config(folder, folder.name)
     check_architecture(config.model_type)
     return config
 

@@ -31,15 +31,19 @@ MIN_CONTEXT = 64
 PREFILL_CHUNK = 512
 
 
-def resolve_context_length(requested: int | None, model_limit: int) -> int:
+def resolve_context_length(requested: int | None, model_limit: int, fit: bool = False) -> int:
     """The planned context: `requested`, or PLANNED_CONTEXT capped at the model's own limit when None.
 
-    Raises InvalidSettingError for a value above the model's limit or below MIN_CONTEXT.
+    fit: a `requested` above the model's limit is taken down to the limit (the app's setting: a preference
+    kept from one model to the next); else it is refused, as an explicit flag is.
+    Raises InvalidSettingError for a value above the model's limit (unless `fit`) or below MIN_CONTEXT.
     """
     if requested is None:
         return min(PLANNED_CONTEXT, model_limit)
     if isinstance(requested, bool) or not isinstance(requested, int) or requested < MIN_CONTEXT:
         raise InvalidSettingError(f"the context length must be at least {MIN_CONTEXT} tokens, got {requested!r}")
+    if fit:
+        return min(requested, model_limit)
     if requested > model_limit:
         raise InvalidSettingError(
             f"the context length {requested} is longer than this model supports: use at most {model_limit} tokens"
