@@ -224,6 +224,7 @@ def test_first_run_loads_the_builtin_pair(quiet_window, app_paths):
             budget="auto",
             max_depth=32,
             expand=32,
+            fit_context=True,
         ),
     )
     assert "tiny demo model" in quiet_window.chat_view.placeholder_text()  # the built-in model, said plainly
