@@ -33,8 +33,8 @@ def load_pair(
     fit_context: bool = False,
 ) -> tuple[LoadedModel, LoadedModel | None]:
     """Load `draft` (when given) and then `target`, both planned for `context_length` and `tree_budget`
-    (load_model's meaning, `fit_context` too); `offload` is the target's offloading settings. With
-    `fit_context` the target is planned for no more than the draft kept.
+    (load_model's meaning, `fit_context` too); `offload` is the target's offloading settings. Both end up
+    planned for one context, the shorter model's.
 
     Raises what load_model raises, ModelNotFoundError before anything loads, and TokenizerMismatchError for a
     pair whose tokenizers differ.
