@@ -129,6 +129,28 @@ def test_syntax_colours_for_known_languages_only():
     assert token_spans("x = 1", "python", dark=True) != token_spans("x = 1", "python", dark=False)
 
 
+def test_a_model_that_keeps_less_than_the_setting_says_so_once_per_load(quiet_window):
+    """The engine takes the context length in Settings down to what the models keep (the app's Load says
+    fit_context): the window says so in words once per load, not on every status report."""
+    import dataclasses
+
+    w = quiet_window
+    loaded = {"target": "SmolLM2", "draft": "SmolLM2 4-bit", "budget": 16, "max_context": 8192}
+    w.bridge.handle_events([P.EngineStarted(pid=1), P.StatusReport("ready", loaded)])
+    assert not w.toast.isVisible()  # automatic: nothing was asked that the model cannot keep
+    w.settings = dataclasses.replace(w.settings, context_length=16384)
+    w.bridge.handle_events([P.StatusReport("loading", {}), P.StatusReport("ready", loaded)])
+    assert w.toast.isVisible() and w.toast.text() == (
+        "This model keeps at most 8,192 tokens of a chat, so it uses that instead of the 16,384 set in Settings."
+    )
+    w.toast.hide()
+    w.bridge.handle_events([P.StatusReport("generating", loaded), P.StatusReport("ready", loaded)])
+    assert not w.toast.isVisible()  # said once for these models and this setting
+    w.settings = dataclasses.replace(w.settings, context_length=8192)
+    w.bridge.handle_events([P.StatusReport("loading", {}), P.StatusReport("ready", loaded)])
+    assert not w.toast.isVisible()  # the model keeps all that was asked
+
+
 def test_context_meter_follows_the_prompt_and_the_answer(qtbot, quiet_window):
     w = quiet_window
     w.bridge.handle_events([P.EngineStarted(pid=1), P.StatusReport("ready", {"budget": 16, "max_context": 8192})])

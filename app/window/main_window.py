@@ -34,7 +34,7 @@ from app.chat.message_words import sentence
 from app.chat.view import ChatView
 from app.chat.composer import SEND, STOP, Composer
 from app.conversations.sidebar import ConversationList
-from app.engine.bridge import CRASHED, FAILED, EngineBridge, EngineStatus
+from app.engine.bridge import CRASHED, FAILED, READY, EngineBridge, EngineStatus
 from app.engine.connections import connection_factory, source_words
 from app.models.manager import ModelManager, model_pair_name
 from app.system.paths import AppPaths
@@ -98,6 +98,7 @@ class MainWindow(MenusMixin, SettingsHostMixin, ModelsHostMixin, FileActionsMixi
         self.logs_dialog: ConfirmDialog | None = None
         self.about_dialog: ConfirmDialog | None = None
         self._gpu_banner: str | None = None  # the banner's text while it reports a GPU that failed its check
+        self._context_said: tuple | None = None  # the models and setting whose shorter context was said
         self.setWindowTitle("SpecExec Desktop")
         self.setWindowIcon(resources.icon("app"))
         self.resize(*default_size(self.screen().availableGeometry().size() if self.screen() else None))
@@ -389,7 +390,24 @@ class MainWindow(MenusMixin, SettingsHostMixin, ModelsHostMixin, FileActionsMixi
             self.chat_settings.set_settings(self.controller.conversation_settings(), None)
         self._show_think_switch()
         self._show_context()
+        self._say_shorter_context(status)
         self._update_actions()
+
+    def _say_shorter_context(self, status: EngineStatus) -> None:
+        """A model that keeps less of a chat than the context length in Settings keeps all it can (the app's
+        Load says fit_context): said once per load, since the meter alone would look like a setting ignored."""
+        wanted, kept = self.settings.context_length, int(status.models.get("max_context") or 0)
+        loaded = (status.models.get("target"), status.models.get("draft"), kept, wanted)
+        if status.state != READY or not kept or kept >= wanted or loaded == self._context_said:
+            return
+        if self.settings.remote_endpoint() is not None:
+            return  # a server keeps its own context; Settings' length is not sent to it
+        self._context_said = loaded
+        self.toast.show_message(
+            f"This model keeps at most {kept:,} tokens of a chat, so it uses that instead of the "
+            f"{wanted:,} set in Settings.",
+            8000,
+        )
 
     def _show_gpu_check(self) -> None:
         """A GPU that failed its check is not used (the engine bridge loads on the processor instead): say so
