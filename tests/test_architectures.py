@@ -221,7 +221,7 @@ def test_a_sliding_window_model_s_context_ends_where_the_engine_stops_being_the_
     assert loaded.lm.max_context == window
     offloaded = load_offloaded(str(tmp_path / "mistral"), "cpu", torch.float64, resident_layers=1, stream_on_cpu=True)
     assert offloaded.max_context == window  # the streaming loader reads the same limit
-    with pytest.raises(InvalidSettingError, match="longer than this model supports: use at most 12 tokens"):
+    with pytest.raises(InvalidSettingError, match="longer than mistral supports: use at most 12 tokens"):
         load_model(str(tmp_path / "mistral"), dtype="float64", device="cpu", context_length=64)
     ids = [(7 * i + 3) % 60 + 3 for i in range(window + 1)]
     lm = loaded.lm

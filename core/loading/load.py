@@ -167,7 +167,7 @@ def load_model(
         spec, dtype, device, progress, offload, weight_progress, context_length, tree_budget, role, fit_context
     )
     lm = loaded.lm
-    lm.max_context = resolve_context_length(context_length, lm.max_context, fit_context)
+    lm.max_context = resolve_context_length(context_length, lm.max_context, fit_context, model=lm.name)
     if tree_budget is not None and lm.max_tree_tokens is None:
         lm.max_tree_tokens = tree_budget
     return loaded

@@ -128,7 +128,7 @@ def load_offloaded(
     config, model, layouts, top_meta = ck.config, ck.model, ck.layouts, ck.top_meta
     top_bytes = ck.top_bytes
     layers = model.model.layers
-    context = _context(config, context_length)
+    context = _context(config, context_length, folder_path.name)
 
     # Plan and memory checks before any big allocation.
     streaming = device.type == "cuda" or stream_on_cpu
@@ -290,7 +290,7 @@ def load_on_device(
         model=model,
         name=folder_path.name,
         eos_token_ids=eos_ids(folder_path, ck.config),
-        max_context=_context(ck.config, context_length),
+        max_context=_context(ck.config, context_length, folder_path.name),
     )
 
 
@@ -320,8 +320,8 @@ def _check_device_memory(needed: int, device: torch.device, available: int | Non
         )
 
 
-def _context(config, requested: int | None) -> int:
-    return residency.resolve_context_length(requested, context_limit(config))
+def _context(config, requested: int | None, name: str) -> int:
+    return residency.resolve_context_length(requested, context_limit(config), model=name)
 
 
 def _plan_device(

@@ -31,11 +31,12 @@ MIN_CONTEXT = 64
 PREFILL_CHUNK = 512
 
 
-def resolve_context_length(requested: int | None, model_limit: int, fit: bool = False) -> int:
+def resolve_context_length(requested: int | None, model_limit: int, fit: bool = False, model: str = "") -> int:
     """The planned context: `requested`, or PLANNED_CONTEXT capped at the model's own limit when None.
 
     fit: a `requested` above the model's limit is taken down to the limit (the app's setting: a preference
-    kept from one model to the next); else it is refused, as an explicit flag is.
+    kept from one model to the next); else it is refused, as an explicit flag is, naming `model` (a pair's
+    two models may keep different lengths).
     Raises InvalidSettingError for a value above the model's limit (unless `fit`) or below MIN_CONTEXT.
     """
     if requested is None:
@@ -46,7 +47,8 @@ def resolve_context_length(requested: int | None, model_limit: int, fit: bool = 
         return min(requested, model_limit)
     if requested > model_limit:
         raise InvalidSettingError(
-            f"the context length {requested} is longer than this model supports: use at most {model_limit} tokens"
+            f"the context length {requested} is longer than {model or 'this model'} supports: use at most "
+            f"{model_limit} tokens"
         )
     return requested
 
