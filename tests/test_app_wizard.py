@@ -216,6 +216,8 @@ def test_real_catalog_on_a_24_gb_pc_in_plain_words(qtbot, tmp_path, monkeypatch)
     page.details_button.click()
     assert page.details.isVisible() and "drafted by" in page.details.text() and "tokens per pass" in page.details.text()
     assert "7.9 tokens per second" in page.details.text()
+    # the context the fit was priced with, which the app keeps by default, not only the model's own limit
+    assert "keeps 4,096 tokens of a chat in mind (the model reads up to 131,072" in page.details.text()
     assert "builtin" in [fit.pair.id for fit in wizard.choose_page.pairs.fits]  # always there, always fits
     assert next(f for f in wizard.choose_page.pairs.fits if f.pair.id == "builtin").fit == "fits"
     screenshot(wizard, "wizard-2-choose-4090")
