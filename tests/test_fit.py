@@ -436,6 +436,43 @@ def test_automatic_budget_is_planned_as_the_engine_loads_and_predicted_at_its_fa
     assert minimum_vram_bytes(pair) == minimum_vram_bytes(pair, AUTO_MAX_BUDGET) > minimum_vram_bytes(pair, 128)
 
 
+def test_a_longer_context_is_priced_as_the_engine_loads_it() -> None:
+    """The context length in Settings sizes both KV caches and the activations: the fit plans for it (at most
+    the pair's own limit, as the app's Load says fit_context), so a longer context keeps fewer layers on the
+    GPU; the default is 4,096 tokens."""
+    machine, catalog = hw("gpu24-ram64-pcie4"), load_catalog()
+    llama3, llama2 = catalog.pair("llama3.3-70b-instruct-awq"), catalog.pair(PAPER_PAIR)
+    default, long = predict_pair(llama3, machine, 128), predict_pair(llama3, machine, 128, context_length=16384)
+    assert (default.planned_context, long.planned_context) == (4096, 16384)
+    assert long.resident_layers < default.resident_layers and long.tokens_per_second < default.tokens_per_second
+    # 12,288 more rows in the target's cache (80 layers x 8 KV heads x 128 x 2, 16 bits) and the draft's (32 layers)
+    more_kv = 12288 * (2 * 80 * 8 * 128 * 2 + 2 * 32 * 8 * 128 * 2)
+    assert minimum_vram_bytes(llama3, 128, 16384) - minimum_vram_bytes(llama3, 128, 4096) > more_kv
+    assert predict_pair(llama2, machine, 128, context_length=16384).planned_context == 4096  # Llama 2's limit
+    assert predict_pair(llama2, machine, 128, context_length=16384) == predict_pair(llama2, machine, 128)
+
+
+def test_recommend_cli_and_the_wizard_plan_for_the_context_length(capsys) -> None:
+    from dataclasses import replace
+
+    from app.models.wizard.state import WizardState
+    from app.settings.schema import AppSettings
+    from core.cli.main import main
+
+    fixture = str(FIXTURES / "gpu24-ram64-pcie4.json")
+    assert main(["models", "recommend", "--json", "--hw", fixture, "--context-length", "16384"]) == 0
+    planned = {pair["id"]: pair["planned_context"] for pair in json.loads(capsys.readouterr().out)["pairs"]}
+    assert planned["llama3.3-70b-instruct-awq"] == 16384 and planned["builtin"] == 8192 and planned[PAPER_PAIR] == 4096
+    assert main(["models", "recommend", "--hw", fixture]) == 0
+    assert "planned for 4,096 tokens of a chat" in capsys.readouterr().out
+    with pytest.raises(SystemExit):  # argparse's usage error, before the catalog is read
+        main(["models", "recommend", "--hw", fixture, "--context-length", "10"])
+    assert "the context length must be at least 64 tokens" in capsys.readouterr().err
+    state = WizardState(replace(AppSettings(), context_length=16384), Path("/nonexistent"))
+    fits = {fit.pair.id: fit for fit in state.predict(hw("gpu24-ram64-pcie4")).recommendation.pairs}
+    assert fits["llama3.3-70b-instruct-awq"].planned_context == 16384
+
+
 def test_recommend_cli_ranks_with_another_draft_and_refuses_an_unknown_one(capsys) -> None:
     from core.cli.main import main
 

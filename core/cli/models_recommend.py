@@ -1,4 +1,4 @@
-"""`specexec models recommend [--json] [--budget K|auto] [--draft ID] [--hw FILE] [--measure]`: which catalog
+"""`specexec models recommend [--json] [--budget K|auto] [--draft ID] [--context-length N] [--hw FILE] [--measure]`: which catalog
 pairs this computer can run, how fast, and which one to pick (core.models.fit). Each pair is predicted with its
 own draft (`draft` in the JSON) and with every other draft it offers (`draft_options`); `--draft 16bit`
 predicts and ranks the pairs with that draft instead."""
@@ -10,7 +10,9 @@ import json
 import os
 
 from core.cli.hw import add_hw_argument
+from core.cli.options import whole_number_at_least
 from core.hardware.summary import describe_lines
+from core.planning.residency import MIN_CONTEXT, PLANNED_CONTEXT
 from core.planning.sizes import format_bytes
 
 
@@ -29,6 +31,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="ID",
         help="predict the pairs that offer this draft (e.g. 16bit) with it instead of their own",
+    )
+    parser.add_argument(
+        "--context-length",
+        type=whole_number_at_least(MIN_CONTEXT, f"the context length must be at least {MIN_CONTEXT} tokens"),
+        default=None,
+        metavar="N",
+        help=f"tokens of a chat the KV caches are planned for (default {PLANNED_CONTEXT}); a pair that keeps "
+        "less is planned for its own limit, as the app loads it",
     )
     parser.add_argument(
         "--measure",
@@ -65,6 +75,7 @@ def run(args: argparse.Namespace) -> int:
         budget,
         args.draft,
         overlap=not args.no_overlap and os.environ.get(OVERLAP_ENV) != "0",
+        context_length=args.context_length,
     )
     print(json.dumps(result.to_dict(), indent=2) if args.json else "\n".join(table_lines(result)))
     return 0
@@ -97,6 +108,7 @@ def table_lines(result) -> list[str]:
             f"{best.tokens_per_pass:.1f} tokens per pass at budget {best.budget}"
         )
     lines.append(f"  copy rate: {best.rate_source}")
+    lines.append(f"  context: planned for {best.planned_context:,} tokens of a chat (`--context-length`)")
     lines.append(f"  tokens per pass: {best.acceptance_source}")
     lines.append(
         "Speeds are estimates; `--json` has every figure and its source. Indented rows: the same pair with "

@@ -92,6 +92,7 @@ class PairFit:
     disk_ok: bool | None
     draft_options: tuple["PairFit", ...] = ()  # the same pair with each other draft it offers
     draft_graph_bytes: int = 0  # VRAM the draft's CUDA graphs may keep, reserved in the plan (GPU only)
+    planned_context: int = residency.PLANNED_CONTEXT  # tokens of a chat the KV caches were priced for
 
     def to_dict(self) -> dict[str, Any]:
         pair = self.pair
@@ -119,6 +120,7 @@ class PairFit:
             "licence_url": pair.licence_url,
             "gated": pair.gated,
             "context_length": pair.context_length,
+            "planned_context": self.planned_context,
             "draft": {
                 "id": pair.draft_id,
                 "label": pair.draft_label,
@@ -188,23 +190,23 @@ def _embedding_on_host(target: ModelShape) -> bool:
     return embedding_in_host_ram(streaming=True, tied=target.tie_word_embeddings)
 
 
-def _draft_kv_bytes(pair: Pair, tree_budget: int) -> int:
+def _draft_kv_bytes(pair: Pair, tree_budget: int, context: int) -> int:
     """The draft's KV cache as `OffloadSettings.with_draft` reserves it: the rows it is preallocated with."""
-    rows = residency.kv_rows(residency.PLANNED_CONTEXT, tree_budget)
+    rows = residency.kv_rows(context, tree_budget)
     return residency.config_kv_bytes(pair_shape(pair.draft, pair), rows, GPU_DTYPE_BYTES)
 
 
-def _draft_graph_bytes(pair: Pair, tree_budget: int) -> int:
+def _draft_graph_bytes(pair: Pair, tree_budget: int, context: int) -> int:
     """What the draft's CUDA graphs may keep, as `OffloadSettings.with_draft` reserves it, from the torch-free
     estimate of their scratch (core/planning/graph_plan.py; the engine computes it on the meta device)."""
     draft = pair_shape(pair.draft, pair)
-    rows = residency.kv_rows(residency.PLANNED_CONTEXT, tree_budget)
+    rows = residency.kv_rows(context, tree_budget)
     width = search_width(tree_budget)
     scratch = scratch_estimate_bytes(draft, GPU_DTYPE_BYTES, width, rows)
     return draft_graph_bytes(scratch, draft.hidden_size, GPU_DTYPE_BYTES, width, rows)
 
 
-def _plan_on_gpu(pair: Pair, free_vram: int, tree_budget: int) -> _Plan:
+def _plan_on_gpu(pair: Pair, free_vram: int, tree_budget: int, context: int) -> _Plan:
     """What `load_pair` would do with `free_vram` free: load the draft, then plan the target's residency."""
     target = pair_shape(pair.target, pair)
     draft_bytes = model_bytes_on_gpu(pair.draft, pair)
@@ -221,16 +223,16 @@ def _plan_on_gpu(pair: Pair, free_vram: int, tree_budget: int) -> _Plan:
             target,
             free_vram - draft_bytes,
             GPU_DTYPE_BYTES,
-            residency.PLANNED_CONTEXT,
+            context,
             0,
-            _draft_kv_bytes(pair, tree_budget),
+            _draft_kv_bytes(pair, tree_budget, context),
             minimum,
             tree_budget,
-            _draft_graph_bytes(pair, tree_budget),
+            _draft_graph_bytes(pair, tree_budget, context),
         )
         plan = residency.plan_residency(layer_bytes, budget.budget_bytes, fixed)
     except InsufficientVRAMError:
-        need = minimum_vram_bytes(pair, tree_budget)
+        need = minimum_vram_bytes(pair, tree_budget, context)
         return _Plan(
             None,
             tree_budget,
@@ -239,18 +241,17 @@ def _plan_on_gpu(pair: Pair, free_vram: int, tree_budget: int) -> _Plan:
     return _Plan(plan, budget.tree_budget, None)
 
 
-def minimum_vram_bytes(pair: Pair, tree_budget: int | None = None) -> int:
+def minimum_vram_bytes(pair: Pair, tree_budget: int | None = None, context: int = residency.PLANNED_CONTEXT) -> int:
     """The least free VRAM the pair loads in: the draft and its KV cache (planned for `tree_budget`; None:
-    automatic), then the target at a tree of one token (the default budget's terms, from the same
-    functions) with no resident layer."""
+    automatic, and `context` tokens), then the target at a tree of one token (the default budget's terms,
+    from the same functions) with no resident layer."""
     tree_budget = tree_budget or AUTO_MAX_BUDGET
     target = pair_shape(pair.target, pair)
     layer_bytes, fixed = _target_on_gpu(pair)
-    context = residency.PLANNED_CONTEXT
     return (
         model_bytes_on_gpu(pair.draft, pair)
-        + _draft_kv_bytes(pair, tree_budget)
-        + _draft_graph_bytes(pair, tree_budget)
+        + _draft_kv_bytes(pair, tree_budget, context)
+        + _draft_graph_bytes(pair, tree_budget, context)
         + residency.minimum_device_bytes(layer_bytes, fixed)
         + residency.config_kv_bytes(target, residency.kv_rows(context, 1), GPU_DTYPE_BYTES)
         + residency.activation_bytes(target, 1, context, GPU_DTYPE_BYTES)
@@ -297,10 +298,22 @@ def _ram_verdict(needed: int, hw: HardwareDescription) -> tuple[str, str | None]
     )
 
 
-def predict_pair(pair: Pair, hw: HardwareDescription, tree_budget: int | None = None, overlap: bool = True) -> PairFit:
+def predict_pair(
+    pair: Pair,
+    hw: HardwareDescription,
+    tree_budget: int | None = None,
+    overlap: bool = True,
+    context_length: int | None = None,
+) -> PairFit:
     """Fit and speed of `pair` on `hw` at `tree_budget` draft tokens per pass (lowered when VRAM is short;
     None: the automatic budget, see the module's docstring); `overlap`: drafting while the target streams
-    (what the engine does on a GPU; core.models.speed.OverlapPrice)."""
+    (what the engine does on a GPU; core.models.speed.OverlapPrice); `context_length`: the tokens of a chat
+    the KV caches are planned for, as the app's setting loads them (None: 4,096; at most the pair's limit)."""
+    context = residency.resolve_context_length(context_length, pair.context_length, fit=True)
+    return replace(_predict(pair, hw, tree_budget, overlap, context), planned_context=context)
+
+
+def _predict(pair: Pair, hw: HardwareDescription, tree_budget: int | None, overlap: bool, context: int) -> PairFit:
     target = pair_shape(pair.target, pair)
     gpu = hw.best_gpu
     disk_ok = None if hw.disk.free_bytes is None else pair.download_bytes <= hw.disk.free_bytes
@@ -309,9 +322,9 @@ def predict_pair(pair: Pair, hw: HardwareDescription, tree_budget: int | None = 
         return _builtin_fit(pair, hw, gpu, tree_budget, disk_ok, overlap)
     if gpu is None:
         return _cpu_only_fit(pair, hw, tree_budget, _host_need(pair, None, on_cpu=True), disk_ok)
-    now = _plan_on_gpu(pair, gpu.vram_free_bytes, planned)
+    now = _plan_on_gpu(pair, gpu.vram_free_bytes, planned, context)
     if now.plan is None:
-        empty = _plan_on_gpu(pair, gpu.vram_total_bytes, planned)
+        empty = _plan_on_gpu(pair, gpu.vram_total_bytes, planned, context)
         vram_fit = "tight" if empty.plan is not None else "no"
         vram_problem = now.problem + (": close programs that use the GPU" if empty.plan is not None else "")
         chosen = empty if empty.plan is not None else now
@@ -392,7 +405,7 @@ def predict_pair(pair: Pair, hw: HardwareDescription, tree_budget: int | None = 
         rate_source,
         host_need,
         disk_ok,
-        draft_graph_bytes=_draft_graph_bytes(pair, chosen.tree_budget),
+        draft_graph_bytes=_draft_graph_bytes(pair, chosen.tree_budget, context),
     )
 
 
@@ -514,6 +527,7 @@ def recommend(
     tree_budget: int | None = None,
     draft_id: str | None = None,
     overlap: bool = True,
+    context_length: int | None = None,
 ) -> Recommendation:
     """Every offered pair's prediction, best first, each with its other drafts' predictions (`draft_options`).
     Ranked by: usable (fits or is tight, and runs at least MIN_RECOMMENDED_TOKENS_PER_SECOND), the paper's
@@ -522,12 +536,12 @@ def recommend(
     Qwen2.5 72B). The recommended pair is the first usable one that is not the calibration pair; the built-in
     pair when none is. Retired pairs are not predicted. `draft_id` ("16bit", ...) predicts the pairs that
     offer that draft with it instead of their own. `overlap` False predicts without drafting while the target
-    streams (`models recommend --no-overlap`)."""
+    streams (`models recommend --no-overlap`). `context_length`: as in `predict_pair`."""
     pairs = [
         pair.with_draft(draft_id) if draft_id and any(o.id == draft_id for o in pair.drafts) else pair
         for pair in catalog.pairs
     ]
-    fits = [_with_options(pair, hw, tree_budget, overlap) for pair in pairs]
+    fits = [_with_options(pair, hw, tree_budget, overlap, context_length) for pair in pairs]
     order = {pair.id: index for index, pair in enumerate(pairs)}
 
     def usable(fit: PairFit) -> bool:
@@ -552,7 +566,12 @@ def recommend(
     )
 
 
-def _with_options(pair: Pair, hw: HardwareDescription, tree_budget: int | None = None, overlap: bool = True) -> PairFit:
+def _with_options(
+    pair: Pair, hw: HardwareDescription, tree_budget: int | None, overlap: bool, context_length: int | None
+) -> PairFit:
     """`predict_pair` with the pair's own draft, carrying the prediction with each of its other drafts."""
-    options = tuple(predict_pair(pair.with_draft(option.id), hw, tree_budget, overlap) for option in pair.draft_options)
-    return replace(predict_pair(pair, hw, tree_budget, overlap), draft_options=options)
+    options = tuple(
+        predict_pair(pair.with_draft(option.id), hw, tree_budget, overlap, context_length)
+        for option in pair.draft_options
+    )
+    return replace(predict_pair(pair, hw, tree_budget, overlap, context_length), draft_options=options)

@@ -39,7 +39,9 @@ class WizardState:
         """Blocking: the fit of every catalog pair on `hw`, and which pairs are already downloaded. Changes
         nothing here: the GUI thread hands the result to `apply`."""
         budget = self.settings.tree_budget or None  # 0: the engine chooses (predicted as the fit's automatic budget)
-        return Prediction(hw, recommend(self.catalog, hw, budget), set(installed_pairs(self.catalog, self.models_dir)))
+        context = self.settings.context_length or None  # 0: automatic; a pair that keeps less loads with its limit
+        recommendation = recommend(self.catalog, hw, budget, context_length=context)
+        return Prediction(hw, recommendation, set(installed_pairs(self.catalog, self.models_dir)))
 
     def apply(self, prediction: "Prediction") -> HardwareDescription:
         self.hardware, self.recommendation, self.installed = (

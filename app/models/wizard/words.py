@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from core.hardware.description import HardwareDescription
 from core.models.fit import PairFit, Recommendation
 from app.chat.message_words import WORDS_PER_TOKEN
-from core.planning.residency import PLANNED_CONTEXT
 from core.planning.sizes import format_bytes
 
 FIT_WORDS = {"fits": "Fits this computer", "tight": "Fits, just", "no": "Does not fit"}
@@ -86,7 +85,7 @@ def technical_lines(fit: PairFit) -> list[str]:
     budget = f" with {fit.budget}-token trees" if fit.budget else ""
     rate = f"{fit.tokens_per_second:.1f} tokens per second, " if fit.tokens_per_second is not None else ""
     lines.append(f"Speed: {rate}{per_pass}{budget} ({fit.acceptance_source}); {fit.rate_source}.")
-    kept = min(PLANNED_CONTEXT, pair.context_length)  # what the fit was priced with, and the app's default
+    kept = fit.planned_context  # what the fit was priced with: the app's setting, at most the model's limit
     lines.append(
         f"Memory: needs {size_words(fit.host_bytes_needed)} of RAM and keeps {kept:,} tokens of a chat in mind"
         + (
