@@ -440,6 +440,8 @@ def test_engine_exits_when_its_parent_is_killed(tmp_path):
 def test_killed_engine_is_reported_within_a_second_and_restart_works(client, local):
     seed = long_answer_seed(local, USER, 100)
     old_pid = client.engine_pid
+    # processes this worker ran before (a session-scoped engine of an app test file that ran here first)
+    before = {p.pid for p in psutil.Process().children(recursive=True)} - {old_pid}
     request_id = client.generate(USER, max_new_tokens=100, seed=seed, method="sequential", **SAMPLING)
     streamed = []
     for event in client.iter_request(request_id, idle_timeout=READ_TIMEOUT):
@@ -465,7 +467,10 @@ def test_killed_engine_is_reported_within_a_second_and_restart_works(client, loc
     leftovers = [
         p
         for p in psutil.Process().children(recursive=True)
-        if "resource_tracker" not in " ".join(p.cmdline()) and p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+        if p.pid not in before
+        and "resource_tracker" not in " ".join(p.cmdline())
+        and p.is_running()
+        and p.status() != psutil.STATUS_ZOMBIE
     ]
     assert leftovers == []
 
