@@ -449,6 +449,9 @@ def test_a_longer_context_is_priced_as_the_engine_loads_it() -> None:
     more_kv = 12288 * (2 * 80 * 8 * 128 * 2 + 2 * 32 * 8 * 128 * 2)
     assert minimum_vram_bytes(llama3, 128, 16384) - minimum_vram_bytes(llama3, 128, 4096) > more_kv
     assert predict_pair(llama2, machine, 128, context_length=16384).planned_context == 4096  # Llama 2's limit
+    whole = predict_pair(llama3, machine, 128, context_length=131072)  # 60 GB of KV caches alone
+    assert whole.fit == "no" and "(for 131,072 tokens of a chat: a shorter context length needs less)" in whole.reason
+    assert "context" not in predict_pair(llama3, hw("gpu12-ram16-pcie3"), 128).reason  # the default is not the cause
     assert predict_pair(llama2, machine, 128, context_length=16384) == predict_pair(llama2, machine, 128)
 
 

@@ -233,10 +233,12 @@ def _plan_on_gpu(pair: Pair, free_vram: int, tree_budget: int, context: int) -> 
         plan = residency.plan_residency(layer_bytes, budget.budget_bytes, fixed)
     except InsufficientVRAMError:
         need = minimum_vram_bytes(pair, tree_budget, context)
+        longer = context > residency.PLANNED_CONTEXT  # then the context may be what does not fit: say so
         return _Plan(
             None,
             tree_budget,
-            f"needs at least {format_bytes(need)} of VRAM, the GPU has {format_bytes(free_vram)} free",
+            f"needs at least {format_bytes(need)} of VRAM, the GPU has {format_bytes(free_vram)} free"
+            + (f" (for {context:,} tokens of a chat: a shorter context length needs less)" if longer else ""),
         )
     return _Plan(plan, budget.tree_budget, None)
 

@@ -309,6 +309,7 @@ def fit_default_budget(
                 f"{format_bytes(draft_graph_bytes)}, activations {format_bytes(activation)} and a safety "
                 f"margin {format_bytes(DEFAULT_MARGIN_BYTES)}, leaving {format_bytes(max(budget, 0))} for the "
                 f"target's weights, which need at least {format_bytes(minimum_bytes)} (embeddings/lm_head and the "
-                f"streaming slots). Use a smaller draft model, close programs that use the GPU, or run on the CPU."
+                f"streaming slots). Use a shorter context length or a smaller draft model, close programs that use "
+                "the GPU, or run on the CPU."
             )
         tree = max(1, tree // 2)
