@@ -89,8 +89,7 @@ def technical_lines(fit: PairFit) -> list[str]:
     lines.append(
         f"Memory: needs {size_words(fit.host_bytes_needed)} of RAM and keeps {kept:,} tokens of a chat in mind"
         + (
-            f" (the model reads up to {pair.context_length:,}: a longer context, under Settings, takes more of "
-            "the graphics card's memory)."
+            f" (the model reads up to {pair.context_length:,}: a longer context, under Settings, takes more memory)."
             if pair.context_length > kept
             else "."
         )
