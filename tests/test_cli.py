@@ -168,6 +168,17 @@ def test_flags_and_files_are_checked_before_any_model_loads(tmp_path, capsys):
         assert result.returncode == 2 and "argument --max-new-tokens: max new tokens must be at least 1, got 0" in (
             result.stderr
         )
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text('{"text": "hi"}\n')
+    for command in (
+        ["generate", "--prompt", "hi", "--budget", "1000000000"],
+        ["serve", "--budget", "1000000000"],
+        ["chat", "--budget", "1000000000"],
+        ["bench", "acceptance", "--prompts", str(prompts), "--budgets", "64,10000"],  # argparse's usage error
+    ):  # a tree of a billion tokens asked for terabytes of cache, and only after the load
+        result = run_cli(capsys, *command, "--target", nowhere)
+        assert result.returncode == 2 and "budget must be at most 8,192 draft tokens per pass" in result.stderr
+        assert "no-model" not in result.stderr and "Traceback" not in result.stderr
     not_json = tmp_path / "schema.json"
     not_json.write_text("{")
     not_text = tmp_path / "schema.bin"

@@ -241,6 +241,9 @@ def test_malformed_messages_get_errors_and_engine_lives_on(client):
     # settings the engine refuses end the request with an Error, and it still serves the next one
     request_id = client.generate(USER, max_new_tokens=5, top_p=1.5)
     assert [(e.kind, e.request_id) for e in collect(client, request_id)] == [("invalid_setting", request_id)]
+    request_id = client.generate(USER, max_new_tokens=5, budget=10**9)  # terabytes of tree: said, not tried
+    (refused,) = collect(client, request_id)
+    assert refused.kind == "invalid_setting" and "at most 8,192 draft tokens" in refused.message
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
 from core.cli.options import (
+    budget_list,
     add_grammar_argument,
     add_model_arguments,
     add_overlap_arguments,
@@ -60,10 +61,6 @@ class Row:
     critical_path_draft_forwards_fresh: float = 0.0  # in passes that started from their root alone
 
 
-def _int_list(text: str) -> list[int]:
-    return [int(part) for part in text.split(",") if part]
-
-
 def _method_list(text: str) -> list[str]:
     methods = [part for part in text.split(",") if part]
     unknown = [m for m in methods if m not in METHODS]
@@ -78,7 +75,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--limit", type=int, default=None, help="use the first N prompts")
     parser.add_argument(
         "--budgets",
-        type=_int_list,
+        type=budget_list,
         default=[16, 64, 256, 1024],
         help="draft tokens per target pass to measure, comma separated (default 16,64,256,1024)",
     )

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 
 from typing import TYPE_CHECKING
 
-from core.cli.options import add_model_arguments, add_sampling_arguments, sampling_params
+from core.cli.options import add_model_arguments, add_sampling_arguments, budget_list, sampling_params
 from core.cli.pair import load_pair
 
 if TYPE_CHECKING:
@@ -47,15 +47,11 @@ class Row:
         return self.tokens / self.seconds if self.seconds > 0 else 0.0
 
 
-def _int_list(text: str) -> list[int]:
-    return [int(part) for part in text.split(",") if part]
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_model_arguments(parser)
     parser.add_argument("--prompts", default=None, help="JSON Lines prompt file (default: four built-in questions)")
     parser.add_argument("--limit", type=int, default=None, help="use the first N prompts")
-    parser.add_argument("--budgets", type=_int_list, default=[16, 64, 256], help="fixed SpecExec budgets to sweep")
+    parser.add_argument("--budgets", type=budget_list, default=[16, 64, 256], help="fixed SpecExec budgets to sweep")
     parser.add_argument("--expand", type=int, default=32, help="expansion width of the fixed SpecExec settings")
     parser.add_argument("--max-depth", type=int, default=32, help="deepest draft node (default %(default)s)")
     parser.add_argument("--repeats", type=int, default=3, help="interleaved repetitions of the whole sweep")

@@ -19,6 +19,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from core.cli.options import int_list
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
@@ -28,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--rows",
-        type=lambda t: [int(p) for p in t.split(",") if p],
+        type=int_list,
         default=None,
         help="rows of each product, comma separated (default: core.offload.matmul_rate.ROWS, 1 to 256)",
     )

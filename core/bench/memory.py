@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass
 
 from typing import TYPE_CHECKING
 
+from core.cli.options import int_list
 from core.planning import residency
 from core.planning.host_memory import host_bytes_needed
 from core.planning.sizes import gptq_scratch_bytes
@@ -226,13 +227,9 @@ def plan_for(
     )
 
 
-def _int_list(text: str) -> list[int]:
-    return [int(part) for part in text.split(",") if part]
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--models", default=",".join(MODELS), help=f"comma separated, from: {', '.join(MODELS)}")
-    parser.add_argument("--cards", type=_int_list, default=[12, 16, 24], help="GPU sizes in GB (GiB), comma separated")
+    parser.add_argument("--cards", type=int_list, default=[12, 16, 24], help="GPU sizes in GB (GiB), comma separated")
     parser.add_argument("--draft", choices=list(DRAFTS), default="none", help="draft model on the same GPU")
     parser.add_argument("--context-length", type=int, default=None, help="planned context (default 4096)")
     parser.add_argument("--tree-budget", type=int, default=128, help="draft tokens per pass the plan reserves for")

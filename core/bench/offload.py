@@ -25,7 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from core.cli.options import add_threads_argument
+from core.cli.options import add_threads_argument, int_list
 from core.errors import InvalidSettingError
 from core.planning.pinning import parse_pin_limit
 from core.system.env import PIN_LIMIT_ENV
@@ -36,10 +36,6 @@ NO_GPU_NOTE = (
     "possible), compute is CPU float32 at reduced width; these numbers check the machinery only and say "
     "nothing about PCIe bandwidth or GPU speed."
 )
-
-
-def _int_list(text: str) -> list[int]:
-    return [int(part) for part in text.split(",") if part]
 
 
 def _float_list(text: str) -> list[float]:
@@ -62,7 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--tree-sizes",
-        type=_int_list,
+        type=int_list,
         default=None,
         help="tokens per pass, comma separated (default: 1,64,256,1024,2048 on a GPU, 1,16,64 on the CPU)",
     )

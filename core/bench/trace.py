@@ -19,6 +19,7 @@ import json
 import sys
 
 from core.cli.options import (
+    budget_list,
     add_model_arguments,
     add_overlap_arguments,
     add_sampling_arguments,
@@ -34,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_model_arguments(parser)
     parser.add_argument(
         "--budgets",
-        type=lambda t: [int(p) for p in t.split(",") if p],
+        type=budget_list,
         default=[64, 256, 1024],
         help="draft tokens per target pass to trace, comma separated (default 64,256,1024)",
     )

@@ -58,11 +58,10 @@ def run(args: argparse.Namespace) -> int:
     from core.hardware.probe import describe_hardware
     from core.models.catalog import load_catalog
     from core.models.fit import recommend
+    from core.planning.budgets import check_tree_budget
     from core.system.env import OVERLAP_ENV
 
-    if args.budget != "auto" and args.budget < 1:
-        raise InvalidSettingError(f"--budget must be at least 1 draft token, got {args.budget}")
-    budget = None if args.budget == "auto" else args.budget
+    budget = None if args.budget == "auto" else check_tree_budget(args.budget)
     catalog = load_catalog()
     offered = sorted({option.id for pair in catalog.pairs for option in pair.drafts})
     if args.draft is not None and args.draft not in offered:

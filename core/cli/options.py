@@ -83,6 +83,25 @@ def whole_number_at_least(minimum: int, words: str) -> Callable[[str], int]:
     return value
 
 
+def int_list(text: str) -> list[int]:
+    """A comma-separated list of whole numbers (the benchmarks' sweeps: budgets, rows, card sizes)."""
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected whole numbers separated by commas, got {text!r}") from None
+
+
+def budget_list(text: str) -> list[int]:
+    """A benchmark's --budgets: each one a budget a pass can take (checked before any model loads)."""
+    from core.errors import InvalidSettingError
+    from core.planning.budgets import check_tree_budget
+
+    try:
+        return [check_tree_budget(budget) for budget in int_list(text)]
+    except InvalidSettingError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
 def budget_value(text: str) -> int | str:
     """--budget: a number of draft tokens or 'auto' (range checks are TreeSettings', with a plain error)."""
     if text == "auto":

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from core.decoding.defaults import DEFAULT_BUDGET, DEFAULT_MAX_DEPTH, METHODS, Method
 from core.errors import InvalidSettingError
-from core.planning.budgets import AUTO_MAX_BUDGET
+from core.planning.budgets import AUTO_MAX_BUDGET, check_tree_budget
 from core.planning.graph_plan import DEFAULT_EXPAND
 from core.system.env import OVERLAP_ENV
 
@@ -74,8 +74,7 @@ class TreeSettings:
     shadow_forwards: int | None = None
 
     def __post_init__(self) -> None:
-        if self.budget < 1:
-            raise InvalidSettingError(f"budget must be at least 1 draft token, got {self.budget}")
+        check_tree_budget(self.budget)
         if self.max_depth < 1:
             raise InvalidSettingError(f"max depth must be at least 1, got {self.max_depth}")
         if self.expand < 1:
@@ -127,7 +126,7 @@ def resolve_budget(budget: int | str, method: str) -> tuple[int, bool]:
     """(tree budget, automatic) for a budget of K or 'auto': automatic for 'auto' and SpecExec, with the
     largest tunable budget as the tree budget (the cap); SpecInfer gets FIXED_METHOD_BUDGET."""
     if budget != "auto":
-        return int(budget), False
+        return check_tree_budget(budget), False
     if method in ("auto", "specexec"):
         return AUTO_MAX_BUDGET, True
     return FIXED_METHOD_BUDGET, False

@@ -1,5 +1,5 @@
-"""The tree budgets the automatic choice may pick. Pure data, no torch: the fit prediction in the app's
-process predicts an automatic budget the way the engine chooses it.
+"""The tree budgets the automatic choice may pick, and the most any command or request may ask for. No torch:
+the fit prediction in the app's process predicts an automatic budget the way the engine chooses it.
 
 The largest is 256, not more, because the engine plans memory for it at load (both KV caches and the
 activation reserve of the target pass) before the tuner has measured anything. For an offloaded 70B GPTQ
@@ -10,5 +10,25 @@ and 256 is the paper's own setting on an RTX 4090 (Table 4). Bigger trees pay of
 copy (a 16-bit 70B target); ask for them with an explicit budget.
 """
 
+from core.errors import InvalidSettingError
+
 AUTO_BUDGETS = (16, 32, 64, 128, 256)
 AUTO_MAX_BUDGET = AUTO_BUDGETS[-1]  # the caches and the activation reserve are planned for this one
+# The most draft tokens per pass any command or request may ask for: the KV caches and activations are planned
+# for the tree at load, so a budget of a billion asked for terabytes. The SpecExec paper's best budgets on an
+# A100 were 1,024-2,048 (beyond them a pass costs more than the tokens it adds); 8,192 leaves room to measure
+# past that.
+MAX_TREE_BUDGET = 8192
+
+
+def check_tree_budget(budget: int) -> int:
+    """`budget` when it is a number of draft tokens a pass can take (1 to MAX_TREE_BUDGET); else
+    InvalidSettingError in words."""
+    if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
+        raise InvalidSettingError(f"budget must be at least 1 draft token, got {budget}")
+    if budget > MAX_TREE_BUDGET:
+        raise InvalidSettingError(
+            f"budget must be at most {MAX_TREE_BUDGET:,} draft tokens per pass, got {budget:,}: the caches are "
+            "planned for the whole tree, and trees past a few thousand tokens cost more than they add"
+        )
+    return budget
