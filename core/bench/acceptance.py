@@ -16,12 +16,12 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
 from core.cli.options import (
-    budget_list,
     add_grammar_argument,
     add_model_arguments,
     add_overlap_arguments,
     add_sampling_arguments,
     add_threads_argument,
+    budget_list,
     grammar_spec,
     output_controls,
     sampling_params,

@@ -19,11 +19,11 @@ import json
 import sys
 
 from core.cli.options import (
-    budget_list,
     add_model_arguments,
     add_overlap_arguments,
     add_sampling_arguments,
     add_threads_argument,
+    budget_list,
     sampling_params,
 )
 from core.system.threads import apply_torch_threads

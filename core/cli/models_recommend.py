@@ -1,7 +1,7 @@
-"""`specexec models recommend [--json] [--budget K|auto] [--draft ID] [--context-length N] [--hw FILE] [--measure]`: which catalog
-pairs this computer can run, how fast, and which one to pick (core.models.fit). Each pair is predicted with its
-own draft (`draft` in the JSON) and with every other draft it offers (`draft_options`); `--draft 16bit`
-predicts and ranks the pairs with that draft instead."""
+"""`specexec models recommend [--json] [--budget K|auto] [--draft ID] [--context-length N] [--hw FILE]
+[--measure]`: which catalog pairs this computer can run, how fast, and which one to pick (core.models.fit). Each
+pair is predicted with its own draft (`draft` in the JSON) and with every other draft it offers
+(`draft_options`); `--draft 16bit` predicts and ranks the pairs with that draft instead."""
 
 from __future__ import annotations
 
