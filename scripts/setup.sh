@@ -4,7 +4,9 @@
 # installs nothing and prints nothing, so every start after the first is quick and quiet. The first install
 # takes a few minutes and says what it is doing, with pip's progress bar for torch, the big download; the
 # build tools' warnings are shown only if a step fails.
-# torch first, pinned, so pip takes the CPU wheel instead of an unpinned build with gigabytes of CUDA packages.
+# torch first, pinned, so the app's libraries are resolved around it: on Linux the package index's build of
+# torch 2.13.0 carries CUDA 13.0, its libraries and Triton 3.7.1 (~3 GB; it runs on the processor too), on
+# Windows and macOS the processor's build; a machine whose pip configuration offers a CPU wheel gets that.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -82,7 +84,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1
 . .venv/bin/activate
 echo "- pip"
 quietly python -m pip install --upgrade pip
-echo "- torch 2.13.0 (CPU)"
+echo "- torch 2.13.0"
 if [ "$first" = yes ]; then
     python -m pip install --progress-bar on torch==2.13.0  # on a terminal, pip draws its download bar
 else
