@@ -65,17 +65,20 @@ def read_folder_config(folder: Path) -> dict:
 
 def transformers_config(folder: Path, name: str):
     """transformers' config of a model folder (its defaults filled in, derived fields such as Qwen's
-    `layer_types` computed). Raises ModelFormatError, in words, when transformers cannot read it."""
+    `layer_types` computed), of a family the engine runs. Raises ModelFormatError, in words, when transformers
+    cannot read it, UnsupportedArchitectureError for another family."""
     from transformers import AutoConfig
 
     try:
-        return AutoConfig.from_pretrained(folder, local_files_only=True)
+        config = AutoConfig.from_pretrained(folder, local_files_only=True)
     except (SpecExecError, MemoryError):
         raise
     except Exception as error:
         raise ModelFormatError(
             f"transformers cannot read the config of {name} ({folder / 'config.json'}): {type(error).__name__}: {error}"
         ) from error
+    check_architecture(config.model_type)
+    return config
 
 
 def folder_context_limit(folder: Path) -> int:
@@ -129,7 +132,6 @@ def load_hf_folder(
     from transformers import AutoModelForCausalLM
 
     config = transformers_config(folder, name)
-    check_architecture(config.model_type)
 
     tokenizer = load_tokenizer(name, folder)
 

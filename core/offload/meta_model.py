@@ -19,7 +19,6 @@ import torch
 from torch import nn
 from transformers import AutoModelForCausalLM
 
-from core.modeling.families import check_architecture
 from core.modeling.model_files import token_ids, transformers_config
 from core.modeling.model_format import QuantScheme, check_weight_format
 from core.offload.checkpoint import (
@@ -40,12 +39,6 @@ EMBEDDING_KEY = "model.embed_tokens.weight"
 
 def meta_bytes(tensor: torch.Tensor) -> int:
     return tensor.numel() * tensor.element_size()
-
-
-def _read_config(folder: Path):
-    config = transformers_config(folder, folder.name)
-    check_architecture(config.model_type)
-    return config
 
 
 def build_meta_model(config, dtype: torch.dtype) -> nn.Module:
@@ -119,7 +112,7 @@ class Checkpoint:
 
 def read_checkpoint(folder: Path, dtype: torch.dtype) -> Checkpoint:
     files = checkpoint_files(folder)
-    config = _read_config(folder)
+    config = transformers_config(folder, folder.name)
     scheme = check_weight_format(folder)  # refuses unread formats and damaged files before any weight is read
     infos = read_headers(files)
     settings = gptq_settings(scheme)
