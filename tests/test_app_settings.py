@@ -82,7 +82,7 @@ def test_bad_values_fall_back_to_defaults_field_by_field(tmp_path):
                 "tree_budget": "lots",
                 "vram_budget_gb": 8,
                 "unknown_key": 1,
-                "defaults": {"temperature": "hot", "max_tokens": 10},
+                "defaults": {"temperature": "hot", "max_tokens": 10, "top_p": float("nan")},
             }
         )
     )
@@ -94,7 +94,10 @@ def test_bad_values_fall_back_to_defaults_field_by_field(tmp_path):
         0,
         8.0,
     )  # tree budget 0: automatic
-    assert (settings.defaults.temperature, settings.defaults.max_tokens) == (0.7, 10)
+    assert (settings.defaults.temperature, settings.defaults.max_tokens, settings.defaults.top_p) == (0.7, 10, 0.9)
+    path.write_text('{"vram_budget_gb": Infinity, "defaults": {"temperature": -Infinity}}')  # json.dumps writes these
+    settings = load_settings(path)
+    assert (settings.vram_budget_gb, settings.defaults.temperature) == (0.0, 0.7)  # defaults, not a load error
     assert ConversationSettings(temperature=9, top_p=0, max_tokens=0, budget=-1).validated() == ConversationSettings(
         temperature=2.0, top_p=0.01, max_tokens=1, budget=1
     )

@@ -348,6 +348,22 @@ def test_out_of_memory_halves_the_budget_and_retries(model_dirs, local):
     assert {e.budget for e in later if isinstance(e, P.PassStats)} == {4}
 
 
+def test_a_load_with_settings_the_engine_cannot_use_is_refused_before_any_model_loads():
+    """A Load's tree and VRAM settings are checked before the models load: a bad depth or width used to be
+    found only at the first answer, after minutes of loading a 70B, and an infinite VRAM budget not at all."""
+    _, serve = in_process_engine()
+    for bad, words in (
+        (dict(max_depth=0), "max depth must be at least 1"),
+        (dict(expand=-3), "expand (nodes per draft forward) must be at least 1"),
+        (dict(vram_budget_gb=float("inf")), "VRAM budget must be a positive number of GB"),
+        (dict(vram_budget_gb=float("nan")), "VRAM budget must be a positive number of GB"),
+    ):
+        got = serve(P.Load(target="/no/such/model", **bad))  # a load that ran would fail naming this folder
+        errors = [e for e in got if isinstance(e, P.Error)]
+        assert [(e.kind, words in e.message) for e in errors] == [("invalid_setting", True)], got
+        assert not any(isinstance(e, P.LoadProgress) for e in got)
+
+
 def test_offloaded_target_load_progress_moves_with_the_bytes_read(model_dirs):
     """Loading a target through the offloaded path reports byte-level progress: many LoadProgress events whose
     bytes and fraction only grow, weighted by file size across draft and target, ending at 1.0."""

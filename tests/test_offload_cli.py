@@ -34,7 +34,8 @@ def test_gptq_folder_loads_offloaded_through_load_model(tmp_path):
 
 
 def test_offload_setting_validation():
-    for kwargs in (dict(mode="sometimes"), dict(vram_budget_gb=0), dict(resident_layers=-1)):
+    bad_budgets = (dict(vram_budget_gb=0), dict(vram_budget_gb=float("inf")), dict(vram_budget_gb=float("nan")))
+    for kwargs in (dict(mode="sometimes"), *bad_budgets, dict(resident_layers=-1)):
         with pytest.raises(InvalidSettingError):
             OffloadSettings(**kwargs)
 

@@ -296,7 +296,18 @@ def test_draft_logprobs_truncation_renormalises():
 
 
 @pytest.mark.parametrize(
-    "kwargs", [dict(temperature=-1), dict(top_p=0), dict(top_p=1.5), dict(top_k=-1), dict(repetition_penalty=0)]
+    "kwargs",
+    [
+        dict(temperature=-1),
+        dict(temperature=float("inf")),
+        dict(top_p=0),
+        dict(top_p=1.5),
+        dict(top_p=float("nan")),
+        dict(top_k=-1),
+        dict(repetition_penalty=0),
+        dict(repetition_penalty=float("inf")),
+        dict(repetition_penalty=float("nan")),
+    ],
 )
 def test_bad_settings_raise(kwargs):
     with pytest.raises(InvalidSettingError):

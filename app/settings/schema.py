@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import math
 import os
 import typing
 from dataclasses import dataclass, field
@@ -255,6 +256,8 @@ def _coerce(raw: object, hint: Any) -> Any:
     if hint is float:
         if isinstance(raw, bool) or not isinstance(raw, (int, float)):
             raise TypeError("expected a number")
+        if not math.isfinite(raw):  # Python's json reads NaN and Infinity, which no setting means
+            raise ValueError("expected a finite number")
         return float(raw)
     if hint is str:
         if not isinstance(raw, str):

@@ -32,13 +32,15 @@ class SamplingParams:
 
     def __post_init__(self) -> None:
         if not math.isfinite(self.temperature) or self.temperature < 0:
-            raise InvalidSettingError(f"temperature must be >= 0 (0 = greedy), got {self.temperature}")
+            raise InvalidSettingError(f"temperature must be a number >= 0 (0 = greedy), got {self.temperature}")
         if not 0 < self.top_p <= 1:
             raise InvalidSettingError(f"top-p must be in (0, 1], got {self.top_p}")
         if self.top_k < 0:
             raise InvalidSettingError(f"top-k must be >= 0 (0 = off), got {self.top_k}")
-        if not self.repetition_penalty > 0:
-            raise InvalidSettingError(f"repetition penalty must be > 0 (1 = off), got {self.repetition_penalty}")
+        if not (math.isfinite(self.repetition_penalty) and self.repetition_penalty > 0):
+            raise InvalidSettingError(
+                f"repetition penalty must be a number > 0 (1 = off), got {self.repetition_penalty}"
+            )
         for name, value in (("presence", self.presence_penalty), ("frequency", self.frequency_penalty)):
             if not (math.isfinite(value) and -2.0 <= value <= 2.0):
                 raise InvalidSettingError(f"{name} penalty must be between -2 and 2 (0 = off), got {value}")

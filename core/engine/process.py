@@ -216,7 +216,7 @@ class Engine:
             torch.cuda.empty_cache()
 
     def load(self, request: P.Load) -> None:
-        from core.decoding.settings import resolve_budget
+        from core.decoding.settings import TreeSettings, resolve_budget
         from core.engine.session import ChatSession
         from core.loading.pair import load_pair
         from core.loading.offload_settings import OffloadSettings, parse_resident_layers
@@ -231,6 +231,8 @@ class Engine:
         sizes = [_weight_bytes(spec) for _, spec in roles]
         total = sum(sizes)
         tree_budget = resolve_budget(request.budget, "auto")[0]  # auto: room for the largest it may pick
+        # Checked now, not at the first answer: a bad depth or width would otherwise fail only after the load.
+        TreeSettings(budget=tree_budget, max_depth=request.max_depth, expand=request.expand)
         offload = OffloadSettings(
             mode=request.offload,
             vram_budget_gb=request.vram_budget_gb,

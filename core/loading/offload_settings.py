@@ -5,6 +5,7 @@ seconds of imports core.loading.offload_policy (which acts on it) needs."""
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -35,8 +36,8 @@ class OffloadSettings:
     def __post_init__(self) -> None:
         if self.mode not in OFFLOAD_MODES:
             raise InvalidSettingError(f"offload must be one of {', '.join(OFFLOAD_MODES)}, got '{self.mode}'")
-        if self.vram_budget_gb is not None and self.vram_budget_gb <= 0:
-            raise InvalidSettingError(f"the VRAM budget must be positive (GB), got {self.vram_budget_gb}")
+        if self.vram_budget_gb is not None and not (math.isfinite(self.vram_budget_gb) and self.vram_budget_gb > 0):
+            raise InvalidSettingError(f"the VRAM budget must be a positive number of GB, got {self.vram_budget_gb}")
         if self.resident_layers != "auto" and (not isinstance(self.resident_layers, int) or self.resident_layers < 0):
             raise InvalidSettingError(f"resident layers must be 'auto' or a count >= 0, got {self.resident_layers!r}")
 
