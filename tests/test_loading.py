@@ -25,6 +25,7 @@ from core.errors import (
     TokenizerMismatchError,
     UnsupportedArchitectureError,
 )
+from core.loading.offload_settings import OffloadSettings
 from core.loading.load import (
     LoadedModel,
     check_same_tokenizer,
@@ -284,6 +285,49 @@ def test_a_config_of_another_layer_count_is_refused_before_the_model_is_built(tm
         check_model_folder(folder)
     with pytest.raises(ModelFormatError, match=expected):
         load_model(str(folder), device="cpu")
+
+
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        ({"num_attention_heads": 0}, "gives num_attention_heads as 0, which no model has"),  # transformers divides
+        ({"hidden_size": -32}, "gives hidden_size as -32, which no model has"),  # torch.empty(-32): a traceback
+        ({"vocab_size": 0}, "gives vocab_size as 0, which no model has"),
+        ({"max_position_embeddings": "lots"}, "gives max_position_embeddings as 'lots', which no model has"),
+        ({"num_key_value_heads": 3}, "has 4 attention heads and 3 key-value heads, which no model has"),
+        ({"rms_norm_eps": -1}, "gives rms_norm_eps as -1, which no model has"),
+        ({"rope_parameters": {"rope_type": "default", "rope_theta": float("nan")}}, "rope_parameters.rope_theta"),
+    ],
+)
+@pytest.mark.parametrize("offload", ["off", "on"])
+def test_a_config_with_sizes_no_model_has_is_refused_in_words_at_import_and_load(
+    tmp_path, tiny_folder, change, words, offload
+):
+    """Each of these reached transformers or torch and came back as its own error (a ZeroDivisionError blamed
+    on the tokenizer where the offloaded loader read the tokenizer first, a RuntimeError traceback) or, for a
+    NaN rotary base, as an answer of garbage."""
+    from core.models.importing import check_model_folder
+
+    folder = copy_of(tiny_folder, tmp_path)
+    config = json.loads((folder / "config.json").read_text())
+    assert config["num_attention_heads"] == 4 and "rope_theta" in config["rope_parameters"]  # what the cases change
+    (folder / "config.json").write_text(json.dumps({**config, **change}))
+    with pytest.raises(ModelFormatError, match="copy or download the model's config.json again") as info:
+        check_model_folder(folder)
+    assert words in str(info.value)
+    with pytest.raises(ModelFormatError, match="copy or download the model's config.json again") as info:
+        load_model(str(folder), device="cpu", offload=OffloadSettings(mode=offload))
+    assert words in str(info.value)
+
+
+def test_a_config_transformers_cannot_read_is_blamed_on_the_config_not_the_tokenizer(tmp_path, tiny_folder):
+    folder = copy_of(tiny_folder, tmp_path)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "dtype": "float128"}))
+    for offload in ("off", "on"):  # the offloaded and 4-bit loaders read the tokenizer before their weights
+        with pytest.raises(ModelFormatError, match="transformers cannot read the config of model") as info:
+            load_model(str(folder), device="cpu", offload=OffloadSettings(mode=offload))
+        assert "tokenizer" not in str(info.value)
 
 
 def test_a_model_with_recurrent_layers_is_told_why_at_load(tmp_path):

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from core.errors import InvalidSettingError, ModelFormatError, ModelNotFoundError, TokenizerMismatchError
+from core.modeling.families import context_limit
 from core.modeling.model_format import check_gguf, check_weight_format
 from core.modeling.model_files import (
     LoadedModel,
@@ -26,11 +27,11 @@ from core.modeling.model_files import (
     WeightProgress,
     checkpoint_dtype,
     eos_token_ids,
-    folder_context_limit,
     load_gguf_file,
     load_hf_folder,
     load_tokenizer,
     read_folder_config,
+    transformers_config,
 )
 from core.models.model_spec import REPO_ID_RE
 from core.planning.residency import resolve_context_length
@@ -208,8 +209,10 @@ def _load(
     from core.loading.offload_settings import OffloadSettings
 
     read_folder_config(path)
+    # Read by transformers here, before any tokenizer: a config it cannot read is said to be the config's fault.
+    config = transformers_config(path, name)
     if fit_context and context_length is not None:  # the 4-bit and offloaded loaders plan the caches with it
-        context_length = resolve_context_length(context_length, folder_context_limit(path), fit=True)
+        context_length = resolve_context_length(context_length, context_limit(config), fit=True)
     scheme = check_weight_format(path)  # a format the engine does not read is refused here, in words
     gptq = scheme is not None
     if dtype.strip().lower() == "auto":

@@ -9,6 +9,7 @@ sized, streamed and read in 4 bits (core.planning.sizes, core.offload).
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from core.errors import ModelFormatError, UnsupportedArchitectureError
@@ -50,6 +51,60 @@ def check_config_family(config: object, folder: Path) -> None:
         )
     check_attention_only(folder)
     check_architecture(config["model_type"])
+    check_config_sizes(config, folder)
+
+
+# Sizes a config.json of these families may give; each must be a whole number above 0 where it is given (a
+# missing one takes transformers' default; head_dim and num_key_value_heads may be null: derived from the rest).
+SIZE_FIELDS = (
+    "vocab_size",
+    "hidden_size",
+    "intermediate_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "max_position_embeddings",
+    "moe_intermediate_size",
+    "shared_expert_intermediate_size",
+    "num_experts",
+    "num_local_experts",
+    "num_experts_per_tok",
+)
+# Numbers that must be above 0 and finite where given (at the top level, or in transformers 5's rope_parameters).
+NUMBER_FIELDS = ("rope_theta", "rms_norm_eps")
+
+
+def check_config_sizes(config: dict, folder: Path) -> None:
+    """A config.json's sizes are whole numbers above 0, its query heads share its key-value heads evenly, and
+    its rotary base and norm epsilon are numbers above 0: checked on the file's own values, before transformers
+    reads it (which divides by some: a zero was a ZeroDivisionError blamed on the tokenizer) or builds a model
+    of them (a negative size was a traceback; a NaN base answered garbage). Raises ModelFormatError in words."""
+
+    def broken(what: str) -> ModelFormatError:
+        return ModelFormatError(
+            f"the model's settings file config.json in {folder.name} {what}: copy or download the model's "
+            "config.json again"
+        )
+
+    for name in SIZE_FIELDS:
+        value = config.get(name)
+        if value is None and name in config and name in ("head_dim", "num_key_value_heads"):
+            continue
+        if name in config and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise broken(f"gives {name} as {value!r}, which no model has")
+    rope = config.get("rope_parameters")
+    for name, value in [(name, config.get(name)) for name in NUMBER_FIELDS if name in config] + [
+        (f"rope_parameters.{name}", rope[name]) for name in NUMBER_FIELDS if isinstance(rope, dict) and name in rope
+    ]:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+            raise broken(f"gives {name} as {value!r}, which no model has")
+    heads, kv_heads = config.get("num_attention_heads"), config.get("num_key_value_heads")
+    if isinstance(heads, int) and isinstance(kv_heads, int) and heads % kv_heads:
+        raise broken(
+            f"has {heads} attention heads and {kv_heads} key-value heads, which no model has (each key-value "
+            "head serves the same number of attention heads)"
+        )
 
 
 def attention_window(config: object) -> int | None:

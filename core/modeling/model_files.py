@@ -81,11 +81,6 @@ def transformers_config(folder: Path, name: str):
     return config
 
 
-def folder_context_limit(folder: Path) -> int:
-    """A model folder's context limit (families.context_limit), read before its weights are."""
-    return context_limit(transformers_config(folder, folder.name))
-
-
 def checkpoint_dtype(folder: Path) -> str | None:
     """The dtype a model folder's config.json says its weights are stored in ("dtype" or the older
     "torch_dtype"), or None when it does not say."""
