@@ -10,7 +10,7 @@ import json
 import os
 
 from core.cli.hw import add_hw_argument
-from core.cli.options import whole_number_at_least
+from core.cli.options import budget_value, whole_number_at_least
 from core.hardware.summary import describe_lines
 from core.planning.residency import MIN_CONTEXT, PLANNED_CONTEXT
 from core.planning.sizes import format_bytes
@@ -20,7 +20,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object (a stable contract)")
     parser.add_argument(
         "--budget",
-        type=_budget,
+        type=budget_value,
         default="auto",
         metavar="K|auto",
         help="draft tokens per target pass to predict for (lowered where VRAM is short); auto "
@@ -78,17 +78,6 @@ def run(args: argparse.Namespace) -> int:
     )
     print(json.dumps(result.to_dict(), indent=2) if args.json else "\n".join(table_lines(result)))
     return 0
-
-
-def _budget(text: str) -> int | str:
-    if text.strip().lower() == "auto":
-        return "auto"
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"a tree budget is a whole number of draft tokens or 'auto', not {text!r}"
-        ) from None
 
 
 def table_lines(result) -> list[str]:

@@ -103,9 +103,10 @@ def budget_list(text: str) -> list[int]:
 
 
 def budget_value(text: str) -> int | str:
-    """--budget: a number of draft tokens or 'auto' (range checks are TreeSettings', with a plain error)."""
-    if text == "auto":
-        return text
+    """--budget: a number of draft tokens or 'auto', in any case (range checks are TreeSettings', with a plain
+    error)."""
+    if text.strip().lower() == "auto":
+        return "auto"
     try:
         return int(text)
     except ValueError:
