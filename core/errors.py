@@ -8,7 +8,10 @@ from pathlib import Path
 
 
 class SpecExecError(Exception):
-    """Base class for every error the engine reports to a user."""
+    """Base class for every error the engine reports to a user. `caches_intact`: the request failed before it
+    could leave the engine's caches half-written (bad input), so they are kept for the next one."""
+
+    caches_intact = True
 
 
 class ModelNotFoundError(SpecExecError, FileNotFoundError):
@@ -61,6 +64,14 @@ class InsufficientHostMemoryError(InsufficientMemoryError):
 
 class InsufficientVRAMError(InsufficientMemoryError):
     """The GPU cannot hold the non-layer weights, the streaming slots and the activations for the tree budget."""
+
+
+class NumericalError(SpecExecError, ArithmeticError):
+    """The target's next-token scores came out as NaN or infinity: its arithmetic overflowed (16 bits too narrow
+    for the model's numbers) or its weights are damaged. Never a token: a draw from such scores is meaningless.
+    The caches the pass wrote may hold the same values, so the engine resets them (`caches_intact`)."""
+
+    caches_intact = False
 
 
 class EngineError(SpecExecError, RuntimeError):

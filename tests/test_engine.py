@@ -364,6 +364,27 @@ def test_a_load_with_settings_the_engine_cannot_use_is_refused_before_any_model_
         assert not any(isinstance(e, P.LoadProgress) for e in got)
 
 
+def test_scores_that_overflow_end_the_request_with_a_numerical_error_and_fresh_caches(model_dirs):
+    """The model's NaN scores are an Error of their own kind with a hint, not an answer; the live conversation's
+    caches, which the failed pass wrote, are dropped (a bad input's keep them); the engine serves on."""
+    engine, serve = in_process_engine()
+    serve(P.Load(target=model_dirs[0], draft=model_dirs[1], dtype="float64", device="cpu", **TREE))
+    request = dict(max_new_tokens=6, seed=1, method="specexec", **SAMPLING)
+    assert isinstance(serve(P.Generate("fine", tuple(USER), **request))[-1], P.Finished)
+    assert engine.session.conversations.live is not None
+    head = engine.session.target.model.lm_head.weight
+    kept = head[5, 0].item()
+    with torch.no_grad():
+        head[5, 0] = float("nan")
+    (error,) = [e for e in serve(P.Generate("nan", tuple(USER), **request)) if isinstance(e, P.Error)]
+    assert (error.kind, error.request_id) == ("numerical", "nan") and "NaN or infinity" in error.message
+    assert error.hint == "download the model again, or pick another"
+    assert engine.session.conversations.live is None
+    with torch.no_grad():
+        head[5, 0] = kept
+    assert isinstance(serve(P.Generate("again", tuple(USER), **request))[-1], P.Finished)
+
+
 def test_offloaded_target_load_progress_moves_with_the_bytes_read(model_dirs):
     """Loading a target through the offloaded path reports byte-level progress: many LoadProgress events whose
     bytes and fraction only grow, weighted by file size across draft and target, ending at 1.0."""

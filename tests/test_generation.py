@@ -1,13 +1,18 @@
 """The generation stream: EOS, stop strings, exact max_new_tokens, streamed text, same output per method."""
 
+import contextlib
+import copy
 import dataclasses
+import math
 
 import pytest
+import torch
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
 from core.text.detokenize import IncrementalDetokenizer
-from core.errors import ContextLengthError, InvalidSettingError
+from core.decoding.device_io import gpu_semantics
+from core.errors import ContextLengthError, InvalidSettingError, NumericalError
 from core.decoding.generation import generate, stream_generate
 from core.decoding.settings import DecodingSettings, SamplingParams, TreeSettings
 
@@ -97,6 +102,40 @@ def test_generation_stops_at_context_end(tiny_target, tiny_draft, word_tokenizer
         no_eos, tiny_draft, word_tokenizer, [5] * 1018, PARAMS, DecodingSettings(tree=TREE, max_new_tokens=50)
     )
     assert len(result.token_ids) == 6 and result.finish_reason == "length"
+
+
+def with_nan_scores(model, token: int = 5):
+    """A copy of `model` whose next-token score for `token` is NaN at every position (a NaN in its LM head's
+    row), as a 16-bit overflow or a damaged weight makes one."""
+    broken = copy.deepcopy(model)
+    with torch.no_grad():
+        broken.model.lm_head.weight[token, 0] = math.nan
+    return broken
+
+
+@pytest.mark.parametrize("method", ["sequential", "specexec", "specinfer"])
+@pytest.mark.parametrize("greedy", [False, True])
+def test_scores_that_overflowed_are_an_error_in_words_not_an_answer(
+    tiny_target, tiny_draft, word_tokenizer, method, greedy
+):
+    """argmax and the Gumbel draw both pick a NaN, so such a model used to answer with whatever token the NaN
+    sat at (here token 5; in the field an end of text: an empty answer with no reason given)."""
+    params = SamplingParams(temperature=0.0 if greedy else 0.8, seed=5)
+    settings = DecodingSettings(method=method, tree=TREE, max_new_tokens=8)
+    for gpu_path in (False, True) if method == "specexec" else (False,):  # the GPU's read-free walk as well
+        with gpu_semantics() if gpu_path else contextlib.nullcontext():
+            with pytest.raises(NumericalError, match="came out as NaN or infinity.*--dtype"):
+                generate(with_nan_scores(tiny_target), tiny_draft, word_tokenizer, PROMPT, params, settings)
+
+
+def test_a_draft_whose_scores_overflowed_still_gives_the_target_s_own_answer(tiny_target, tiny_draft, word_tokenizer):
+    """Only the target's scores are ever sampled: a draft's NaN costs accepted tokens, never a wrong one."""
+    settings = DecodingSettings(method="specexec", tree=TREE, max_new_tokens=16)
+    reference = generate(
+        tiny_target, None, word_tokenizer, PROMPT, PARAMS, dataclasses.replace(settings, method="sequential")
+    )
+    got = generate(tiny_target, with_nan_scores(tiny_draft), word_tokenizer, PROMPT, PARAMS, settings)
+    assert got.token_ids == reference.token_ids
 
 
 @pytest.mark.parametrize("kwargs", [dict(max_new_tokens=0), dict(method="beam"), dict(stop=("",))])

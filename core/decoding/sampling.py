@@ -38,9 +38,14 @@ import torch
 from core.decoding.device_io import host_reads_are_free, to_device
 from core.decoding.keyed_random import STREAM_TOKEN, gumbels_at, keyed_uniforms
 from core.decoding.settings import SamplingParams
+from core.errors import NumericalError
 
 # Tokens per block of the two-level Gumbel-max draw (see the module docstring).
 DRAW_BLOCK = 256
+# What a draw returns, on the device, for a row of scores that holds a NaN or +infinity: no token is a sample
+# of such a row (argmax would pick the NaN). The host raises NumericalError where it reads it
+# (`checked_token_ids`), before the id is used as an input anywhere.
+NON_FINITE_TOKEN = -1
 
 
 def _work_dtype(logits: torch.Tensor) -> torch.dtype:
@@ -198,9 +203,25 @@ def sample_rows(
     position (`position_noise`; unused when greedy); penalized, allowed, counts: as in process_logits.
     Returns long [N] on the logits' device, without reading it."""
     scores = process_logits(logits, params, penalized, allowed, counts)
-    if params.greedy:
-        return scores.argmax(-1)
-    return gumbel_pick(scores, noise)
+    picked = scores.argmax(-1) if params.greedy else gumbel_pick(scores, noise)
+    return _unless_non_finite(picked, logits)
+
+
+def _unless_non_finite(picked: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+    """`picked` (long [N]), with NON_FINITE_TOKEN in each row whose `scores` [N, V] hold a NaN or +infinity
+    (amax keeps a NaN; a row of nothing but -infinity is as broken). On the device, no read."""
+    return picked.masked_fill(~torch.isfinite(scores.amax(-1)), NON_FINITE_TOKEN)
+
+
+def checked_token_ids(token_ids: list[int]) -> list[int]:
+    """`token_ids` read from a draw, or NumericalError where one is NON_FINITE_TOKEN (`_unless_non_finite`)."""
+    if any(token < 0 for token in token_ids):
+        raise NumericalError(
+            "the model's next-token scores came out as NaN or infinity, so no answer can be sampled from them: its "
+            "numbers overflowed (16-bit arithmetic is too narrow for some models) or its weights are damaged. If it "
+            "ran in float16, load it in bfloat16 or float32 (--dtype); otherwise download it again"
+        )
+    return token_ids
 
 
 def position_noise(
@@ -245,9 +266,8 @@ def sample_token(
     device = logits.device
     penalized = penalty_mask(context_ids, params, logits.shape[-1], device)
     noise = None if params.greedy else position_noise(params.seed, position, 1, logits.shape[-1], device)
-    return int(
-        sample_rows(logits[None], params, noise, penalized, allowed, counts)[0]
-    )  # host sync: the caller needs the id
+    token = int(sample_rows(logits[None], params, noise, penalized, allowed, counts)[0])  # host sync: needed
+    return checked_token_ids([token])[0]
 
 
 def token_logprobs(
@@ -278,7 +298,8 @@ def uniform_draw(seed: int, position: int, stream: int, index: int = 0) -> float
 def sample_from_probs(probs: torch.Tensor, seed: int, position: int, stream: int) -> int:
     """A keyed sample from an explicit distribution [V] (SpecInfer's residuals), by the same draw as tokens."""
     noise = position_noise(seed, position, 1, probs.shape[-1], probs.device, stream)
-    return int(gumbel_pick(probs.double().log()[None], noise)[0])  # host sync: SpecInfer's walk runs on the host
+    picked = _unless_non_finite(gumbel_pick(probs.double().log()[None], noise), probs[None])
+    return checked_token_ids([int(picked[0])])[0]  # host sync: SpecInfer's walk runs on the host
 
 
 def draft_logprobs(logits: torch.Tensor, temperature: float, top_p: float | None) -> torch.Tensor:

@@ -20,7 +20,7 @@ import torch
 
 from core.modeling.causal_lm import RowLogits
 from core.decoding.device_io import host_reads_are_free
-from core.decoding.sampling import position_noise, sample_rows, token_logprobs
+from core.decoding.sampling import checked_token_ids, position_noise, sample_rows, token_logprobs
 from core.decoding.settings import SamplingParams
 
 
@@ -116,4 +116,5 @@ def walk_tree(
 def read_verdict(path: list[int], tokens: list[int]) -> Verdict:
     """The Verdict of a walk read back to the host (Walk.path and Walk.tokens as lists)."""
     accepted = sum(1 for node in path if node >= 0) - 1
-    return Verdict(path[: accepted + 1], tokens[:accepted], tokens[accepted])
+    emitted = checked_token_ids(tokens[: accepted + 1])  # a NaN row's draw is no token: said, never used
+    return Verdict(path[: accepted + 1], emitted[:accepted], emitted[accepted])

@@ -35,6 +35,10 @@ _ERROR_KINDS_BY_CLASS = {
     "UnsupportedArchitectureError": ("unsupported_architecture", "pick a Llama, Mistral or Qwen family model"),
     "TokenizerMismatchError": ("tokenizer_mismatch", "pick a draft from the same model family as the target"),
     "InsufficientMemoryError": ("insufficient_memory", "use a smaller model or offload more layers"),
+    "NumericalError": (
+        "numerical",
+        "download the model again, or pick another",
+    ),
 }
 
 
@@ -70,6 +74,8 @@ def auto_choice_event(request_id: str, choice: Any) -> P.AutoChoice:
 
 
 def is_user_error(error: BaseException) -> bool:
-    """A SpecExecError (bad input, said in plain words), not a fault of the engine: after one the session's
-    caches stay as they are; after a fault the engine resets them, as they may be half-written."""
-    return any(cls.__name__ == "SpecExecError" for cls in type(error).__mro__)
+    """A SpecExecError that left the caches intact (bad input, said in plain words), not a fault of the engine
+    or the model: after one the session's caches stay as they are; after a fault the engine resets them, as
+    they may be half-written or hold what the fault computed."""
+    is_ours = any(cls.__name__ == "SpecExecError" for cls in type(error).__mro__)
+    return is_ours and getattr(error, "caches_intact", True)

@@ -49,6 +49,7 @@ ERROR_KINDS = (
     "tokenizer_mismatch",
     "insufficient_memory",  # the models do not fit (checked while loading)
     "out_of_memory",  # out of memory even at the smallest tree budget
+    "numerical",  # the target's scores came out as NaN or infinity (an overflow, or damaged weights)
     "internal",  # an unexpected exception inside the engine (it lives on)
     "engine_died",  # reported by the client: the engine process is gone
     "engine_died_loading",  # reported by the client: the engine process died while it loaded the models
