@@ -223,6 +223,23 @@ def test_context_length_error_gives_its_advice_once(qtbot, controller):
     assert shown[0].isupper()
 
 
+def test_a_model_whose_scores_overflowed_says_what_to_do_in_the_app_s_words(qtbot, controller):
+    """The engine's message names float16 and float32 (what the command line can change); the app says where
+    its user can act: the Models page in the sidebar."""
+    from app.chat.message_words import error_text
+    from core.decoding.sampling import NON_FINITE_TOKEN, checked_token_ids
+    from core.engine.events import error_event
+    from core.errors import NumericalError
+
+    with pytest.raises(NumericalError) as raised:
+        checked_token_ids([NON_FINITE_TOKEN])
+    controller.send("hello")
+    with qtbot.waitSignal(controller.answer_finished):
+        controller.bridge.handle_events([error_event(controller.active.request_id, raised.value)])
+    shown = error_text(controller.messages.rows[-1])
+    assert "NaN or infinity" in shown and "under Models in the sidebar" in shown, shown
+
+
 # Reading a prompt, waiting in the queue --------------------------------------------------------------------
 
 

@@ -71,6 +71,7 @@ USER_HINTS = {
     "not_loaded": "pick a model in Menu > Settings (or press Retry), then Regenerate",
     "busy": "wait for the answer in progress, then Regenerate",
     "protocol": "this is a bug: please send the diagnostics (Help > Copy diagnostics)",
+    "numerical": "download the model again, or pick another one, under Models in the sidebar",
 }
 
 REGENERATE_TEMPERATURE = 0.7  # a regenerated answer samples at least this freely ...

@@ -219,7 +219,7 @@ def checked_token_ids(token_ids: list[int]) -> list[int]:
         raise NumericalError(
             "the model's next-token scores came out as NaN or infinity, so no answer can be sampled from them: its "
             "numbers overflowed (16-bit arithmetic is too narrow for some models) or its weights are damaged. If it "
-            "ran in float16, load it in bfloat16 or float32 (--dtype); otherwise download it again"
+            "ran in float16, load it in bfloat16 or float32; otherwise download it again"
         )
     return token_ids
 
