@@ -310,6 +310,8 @@ def test_engine_errors_map_to_openai_statuses():
     assert too_long.body()["error"]["message"].endswith("the prompt is 9000 tokens (shorten it)")
     assert E.engine_error(P.Error("r", "engine_died", "gone")).status == 503
     assert E.engine_error(P.Error("r", "internal", "bug")).status == 500
+    overflow = E.engine_error(P.Error("r", "numerical", "the scores came out as NaN", "download it again"))
+    assert (overflow.status, overflow.type, overflow.code) == (500, "server_error", "numerical")
 
 
 def test_protocol_takes_messages_or_a_prompt_not_both():
