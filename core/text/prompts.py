@@ -11,6 +11,7 @@ from typing import Any
 from transformers import PreTrainedTokenizerBase
 
 from core.errors import InvalidSettingError, ModelFormatError
+from core.text.chat_template import render_template
 from core.text.template_kwargs import template_variables
 from core.text.tool_format import Tool, tool_call_format
 
@@ -39,8 +40,9 @@ def render_chat(
     ending with the assistant's turn header.
 
     Raises:
-        ModelFormatError: the model has no chat template.
-        InvalidSettingError: tools were given but the template has no tool support.
+        ModelFormatError: the model has no chat template, or a broken one.
+        InvalidSettingError: tools were given but the template has no tool support, or the template refused
+            the conversation (core.text.chat_template).
     """
     if not getattr(tokenizer, "chat_template", None):
         raise ModelFormatError("this model has no chat template; use a plain --prompt without --chat")
@@ -52,7 +54,7 @@ def render_chat(
     extra = template_variables(tokenizer, template_kwargs or {})
     if tools:
         extra["tools"] = list(tools)
-    return tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=False, **extra)
+    return render_template(tokenizer, list(messages), **extra)
 
 
 def chat_prompt(prompt: Prompt) -> Prompt:

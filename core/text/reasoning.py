@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from core.text.chat_template import render_template
 from core.text.template_kwargs import template_source
 
 OPEN, CLOSE = "<think>", "</think>"
@@ -60,8 +61,8 @@ def generation_prompt(tokenizer: Any, messages: list[dict[str, Any]], **template
     """What the chat template adds after the conversation to start the answer (e.g.
     "<|im_start|>assistant\\n<think>\\n"): the rendering with the generation prompt minus the one without.
     Empty when the two renderings do not line up (a template that changes earlier text for the answer)."""
-    with_prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False, **template_kwargs)
-    without = tokenizer.apply_chat_template(messages, add_generation_prompt=False, tokenize=False, **template_kwargs)
+    with_prompt = render_template(tokenizer, messages, **template_kwargs)
+    without = render_template(tokenizer, messages, add_generation_prompt=False, **template_kwargs)
     return with_prompt[len(without) :] if with_prompt.startswith(without) else ""
 
 

@@ -1,0 +1,55 @@
+"""A model's chat template that is broken, or refuses a conversation, is said in words (core.text.chat_template):
+these reached the engine as jinja2 tracebacks, reported as the engine's own bug."""
+
+from __future__ import annotations
+
+import pytest
+
+from app_fixtures import save_tiny_pair
+from conftest import in_process_engine, make_word_tokenizer
+from core.engine import protocol as P
+from core.errors import InvalidSettingError, ModelFormatError
+from core.text.prompts import render_chat
+from core.text.reasoning import generation_prompt
+
+USER = [{"role": "user", "content": "w5 w6"}]
+CASES = [
+    (
+        "{{ raise_exception('This model does not support system messages') }}",
+        InvalidSettingError,
+        "the model's chat template cannot write this conversation: This model does not support system messages",
+    ),
+    (
+        "{% for m in messages %}{{ m.content }",
+        ModelFormatError,
+        "the model's chat template is broken (line 1: unexpected '}'): download the model's tokenizer files",
+    ),
+    (
+        "{{ messages[0].nothing.deeper }}",
+        InvalidSettingError,
+        "the model's chat template cannot write this conversation: 'dict object' has no attribute 'nothing'",
+    ),
+]
+
+
+@pytest.mark.parametrize("template, error, words", CASES)
+def test_a_template_that_fails_is_an_error_in_words_wherever_it_is_rendered(template, error, words):
+    tokenizer = make_word_tokenizer()
+    tokenizer.chat_template = template
+    with pytest.raises(error) as raised:
+        render_chat(tokenizer, USER)
+    assert str(raised.value).startswith(words)
+    with pytest.raises(error) as raised:  # the thinking markers' probe renders it too
+        generation_prompt(tokenizer, USER)
+    assert str(raised.value).startswith(words)
+
+
+def test_the_engine_answers_a_refusing_template_with_the_model_s_words_and_serves_on(tmp_path):
+    target, draft = save_tiny_pair(tmp_path)
+    engine, serve = in_process_engine()
+    serve(P.Load(target=str(target), draft=str(draft), dtype="float64", device="cpu", budget=8))
+    engine.session.tokenizer.chat_template = CASES[0][0]
+    (error,) = [e for e in serve(P.Generate("r1", tuple(USER), max_new_tokens=3, seed=1)) if isinstance(e, P.Error)]
+    assert (error.kind, error.request_id) == ("invalid_setting", "r1") and "support system messages" in error.message
+    done = serve(P.Generate("r2", (), prompt="w5 w6", max_new_tokens=3, seed=1))  # no template: still served
+    assert isinstance(done[-1], P.Finished)
