@@ -104,6 +104,19 @@ def test_generation_stops_at_context_end(tiny_target, tiny_draft, word_tokenizer
     assert len(result.token_ids) == 6 and result.finish_reason == "length"
 
 
+def test_a_prompt_token_the_weights_have_no_row_for_is_refused_in_words(tiny_target, tiny_draft):
+    """A tokenizer that knows more tokens than its model's 64 rows (another model's, or one with added tokens):
+    the id used to index past the embedding, a traceback here and a device-side assert on a GPU."""
+    from conftest import make_word_tokenizer
+
+    tokenizer = make_word_tokenizer(100)
+    for method in ("sequential", "specexec"):
+        settings = DecodingSettings(method=method, tree=TREE, max_new_tokens=2)
+        with pytest.raises(InvalidSettingError, match=r"holds token 80 \('w80'\), past the 64 tokens this model"):
+            generate(tiny_target, tiny_draft, tokenizer, [1, 9, 80], PARAMS, settings)
+        assert len(generate(tiny_target, tiny_draft, tokenizer, [1, 9, 63], PARAMS, settings).token_ids) == 2
+
+
 def with_nan_scores(model, token: int = 5):
     """A copy of `model` whose next-token score for `token` is NaN at every position (a NaN in its LM head's
     row), as a 16-bit overflow or a damaged weight makes one."""

@@ -176,6 +176,22 @@ def check_context(prompt_len: int, models: list[CausalLM]) -> int:
     return limit - prompt_len
 
 
+def check_token_ids(prompt_ids: list[int], models: list[CausalLM], tokenizer: PreTrainedTokenizerBase) -> None:
+    """Raise InvalidSettingError, in words, for a prompt token the models' weights have no row for: a tokenizer
+    can know more tokens than its model (one from another model, or a token added without resizing the
+    embedding, as some fine-tunes' "<pad>"), and such an id indexed past the embedding (a traceback on a CPU,
+    a device-side assert that ends the process on a GPU)."""
+    rows = min(m.vocab_size for m in models)
+    outside = next((token for token in prompt_ids if not 0 <= token < rows), None)
+    if outside is not None:
+        raise InvalidSettingError(
+            f"the prompt holds token {outside} ({tokenizer.convert_ids_to_tokens(outside)!r}), past the "
+            f"{rows:,} tokens this model's weights have rows for: its tokenizer knows tokens its weights do not "
+            "(it belongs to another model, or had tokens added). Leave that text out of the prompt, or download "
+            "the model again"
+        )
+
+
 def stream_generate(
     target: CausalLM,
     draft: CausalLM | None,
@@ -202,7 +218,9 @@ def stream_generate(
     """
     if not prompt_ids:
         raise InvalidSettingError("the prompt is empty")
-    room = check_context(len(prompt_ids), [target] + ([draft] if draft is not None else []))
+    models = [target] + ([draft] if draft is not None else [])
+    room = check_context(len(prompt_ids), models)
+    check_token_ids(prompt_ids, models, tokenizer)
     settings = fit_tree_to_target(settings, target, draft if settings.method != "sequential" else None)
     max_new = min(settings.max_new_tokens, room)
     if state is None:
