@@ -117,6 +117,29 @@ def test_a_prompt_token_the_weights_have_no_row_for_is_refused_in_words(tiny_tar
         assert len(generate(tiny_target, tiny_draft, tokenizer, [1, 9, 63], PARAMS, settings).token_ids) == 2
 
 
+@pytest.mark.parametrize(
+    "method, gpu_path, overlap", [("specexec", False, False), ("specexec", True, True), ("specinfer", False, False)]
+)
+def test_a_draft_with_fewer_rows_than_its_target_drafts_on(tiny_target, word_tokenizer, method, gpu_path, overlap):
+    """Qwen2.5's 0.5B-3B models score 151,936 tokens and its 7B-72B 152,064 (padding rows, one tokenizer).
+    A target token past the draft's rows used to index past the draft's embedding; the draft now reads it as
+    its last row, and SpecExec's answer is still sequential decoding's, token for token."""
+    from conftest import make_tiny_llama
+
+    narrow = make_tiny_llama(1, vocab=40)
+    settings = DecodingSettings(method=method, tree=dataclasses.replace(TREE, overlap=overlap), max_new_tokens=24)
+    emitted = []
+    for seed in range(4):
+        params = SamplingParams(temperature=1.0, seed=seed)  # hot: the target emits tokens 40-63 the draft lacks
+        with gpu_semantics() if gpu_path else contextlib.nullcontext():
+            got = generate(tiny_target, narrow, word_tokenizer, PROMPT, params, settings)
+        emitted += got.token_ids
+        if method == "specexec":  # SpecInfer samples the target's distribution, not sequential decoding's draws
+            sequential = dataclasses.replace(settings, method="sequential")
+            assert got.token_ids == generate(tiny_target, None, word_tokenizer, PROMPT, params, sequential).token_ids
+    assert any(token >= 40 for token in emitted[:-1])  # and the draft read it: a token followed it
+
+
 def with_nan_scores(model, token: int = 5):
     """A copy of `model` whose next-token score for `token` is NaN at every position (a NaN in its LM head's
     row), as a 16-bit overflow or a damaged weight makes one."""

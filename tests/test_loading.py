@@ -330,6 +330,21 @@ def test_a_config_transformers_cannot_read_is_blamed_on_the_config_not_the_token
         assert "tokenizer" not in str(info.value)
 
 
+def test_a_draft_that_scores_more_tokens_than_its_target_is_refused(tmp_path):
+    """Same tokenizer, but the draft has 64 rows and the target 40: the draft could propose a token the
+    target's embedding has no row for. The other way round is a working pair (tests/test_generation.py)."""
+    from conftest import make_tiny_llama
+    from core.loading.pair import load_pair
+
+    small = save_tiny(make_tiny_llama(0, vocab=40).model, tmp_path / "small")
+    large = save_tiny(make_tiny_llama(1, vocab=64).model, tmp_path / "large")
+    settings = OffloadSettings(mode="off")
+    with pytest.raises(TokenizerMismatchError, match="scores 64 tokens and the target .* only 40"):
+        load_pair(str(small), str(large), offload=settings, device="cpu")
+    target, draft = load_pair(str(large), str(small), offload=settings, device="cpu")
+    assert (target.lm.vocab_size, draft.lm.vocab_size) == (64, 40)
+
+
 def test_a_model_with_recurrent_layers_is_told_why_at_load(tmp_path):
     folder = tmp_path / "qwen3-next"
     folder.mkdir()

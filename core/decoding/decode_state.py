@@ -44,8 +44,15 @@ class DecodeState:
     def prefill_pending(self, model: CausalLM, cache: InPlaceKVCache) -> torch.Tensor:
         """Run all but the last `model.prefill_chunk` (or fewer) pending tokens through `model` in causal
         chunks of that size, adding them to `cache`; return the tokens still pending (long [<= chunk]), on
-        the model's device (copied without stalling the host: core.decoding.device_io.to_device)."""
-        pending = to_device(self.tokens[cache.length :], model.device)
+        the model's device (copied without stalling the host: core.decoding.device_io.to_device).
+
+        A token past `model`'s vocabulary reaches it as its last row. Only a draft meets one: a pair's
+        tokenizers are the same, but a draft's embedding may have fewer (padding) rows than its target's, as
+        Qwen2.5's 0.5B-3B models' 151,936 against 7B-72B's 152,064, and the target may draw from its extra
+        rows. The draft's guesses after it are worse; the answer, the target's, is the same
+        (core.decoding.generation.check_token_ids refuses such a token in the target's prompt)."""
+        last = model.vocab_size - 1
+        pending = to_device([min(token, last) for token in self.tokens[cache.length :]], model.device)
         while pending.shape[0] > model.prefill_chunk:
             model.extend(pending[: model.prefill_chunk], cache)
             pending = pending[model.prefill_chunk :]

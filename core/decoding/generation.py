@@ -176,12 +176,13 @@ def check_context(prompt_len: int, models: list[CausalLM]) -> int:
     return limit - prompt_len
 
 
-def check_token_ids(prompt_ids: list[int], models: list[CausalLM], tokenizer: PreTrainedTokenizerBase) -> None:
-    """Raise InvalidSettingError, in words, for a prompt token the models' weights have no row for: a tokenizer
-    can know more tokens than its model (one from another model, or a token added without resizing the
-    embedding, as some fine-tunes' "<pad>"), and such an id indexed past the embedding (a traceback on a CPU,
-    a device-side assert that ends the process on a GPU)."""
-    rows = min(m.vocab_size for m in models)
+def check_token_ids(prompt_ids: list[int], target: CausalLM, tokenizer: PreTrainedTokenizerBase) -> None:
+    """Raise InvalidSettingError, in words, for a prompt token the target's weights have no row for: a
+    tokenizer can know more tokens than its model (one from another model, or a token added without resizing
+    the embedding, as some fine-tunes' "<pad>"), and such an id indexed past the embedding (a traceback on a
+    CPU, a device-side assert that ends the process on a GPU). A draft with fewer rows takes such a token as
+    its last row (DecodeState.prefill_pending)."""
+    rows = target.vocab_size
     outside = next((token for token in prompt_ids if not 0 <= token < rows), None)
     if outside is not None:
         raise InvalidSettingError(
@@ -218,9 +219,8 @@ def stream_generate(
     """
     if not prompt_ids:
         raise InvalidSettingError("the prompt is empty")
-    models = [target] + ([draft] if draft is not None else [])
-    room = check_context(len(prompt_ids), models)
-    check_token_ids(prompt_ids, models, tokenizer)
+    room = check_context(len(prompt_ids), [target] + ([draft] if draft is not None else []))
+    check_token_ids(prompt_ids, target, tokenizer)
     settings = fit_tree_to_target(settings, target, draft if settings.method != "sequential" else None)
     max_new = min(settings.max_new_tokens, room)
     if state is None:

@@ -273,6 +273,8 @@ def verify_chains(
         p = target_probs(target_logits[node], params, context).double()
         depth, chain = trie.q_source[node]
         q = draft_probs[depth][chain].to(device=device, dtype=torch.float64)
+        # A draft with fewer (padding) rows than its target gives the target's extra tokens probability 0.
+        q = torch.nn.functional.pad(q, (0, p.shape[-1] - q.shape[-1]))
         token, hit = choose_among_candidates(p, q, candidates, params.seed, position)
         if not hit:
             return Verdict(path, accepted, token)
