@@ -13,7 +13,7 @@ from app.engine.bridge import EngineBridge
 from app.models.choice import unfinished_pairs
 from app.system.paths import AppPaths
 from app.window.confirm import confirm_destructive
-from app.settings.schema import AppSettings, save_settings
+from app.settings.schema import AppSettings, SettingsNotSaved, save_settings
 from app.models.wizard.wizard import FirstRunWizard, default_bridge
 from core.errors import CatalogError
 from core.models.catalog import load_catalog
@@ -63,5 +63,8 @@ def before_main_window(
     if wizard.exec() == QWizard.DialogCode.Accepted and wizard.chosen_settings is not None:
         settings = wizard.chosen_settings
         bridge = wizard.take_bridge()
-    save_settings(settings, paths.settings_file)
+    try:
+        save_settings(settings, paths.settings_file)
+    except SettingsNotSaved as error:  # the main window tries again and says so (app.main)
+        log.warning("%s (%s)", error, error.__cause__)
     return settings, bridge

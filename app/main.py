@@ -145,6 +145,8 @@ def main(argv: list[str] | None = None) -> int:
     window = MainWindow(paths, settings, store=store, bridge=bridge, theme=theme)
     window.owns_bridge = True  # the wizard's engine, if it started one, is the window's now
     window.show()
+    if not paths.settings_file.exists():  # the first start's save failed (a full disk): try again, and say so
+        window.store_settings(settings)
     instance.activated.connect(lambda: bring_to_front(window))
     quit_on_terminal_signals(app)
     code = app.exec()

@@ -279,6 +279,22 @@ def test_settings_page_and_chat_panel_round_trip_and_apply(qtbot, quiet_window, 
     assert quiet_window.controller.conversation_settings() == conversation
 
 
+def test_settings_that_cannot_be_saved_still_apply_and_the_window_says_so(qtbot, quiet_window, app_paths, tmp_path):
+    """A full disk or an unwritable folder: save_settings raised out of the Settings page's Save, so the rest
+    of applying (the new models' load, the API server) never ran and nothing was said."""
+    import dataclasses
+
+    blocked = tmp_path / "a-file-where-the-folder-should-be"
+    blocked.write_text("")
+    quiet_window.paths = dataclasses.replace(app_paths, config_dir=blocked)  # no folder can be made here
+    new = dataclasses.replace(quiet_window.settings, target="/models/big")
+    quiet_window.apply_settings(new)
+    assert quiet_window.settings == new and quiet_window.bridge.calls[-1] == ("load", new.load_request())
+    said = quiet_window.toast.text()
+    assert said.startswith("Your settings could not be saved (") and "they apply until you quit the app" in said
+    assert str(blocked) in said
+
+
 def test_dark_theme_and_following_the_system_scheme(qtbot, qapp, quiet_window, monkeypatch):
     from app.theme.manager import ThemeManager
 

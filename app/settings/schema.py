@@ -9,6 +9,7 @@ an unknown enum string falls back to the default (logged), a file of an older sc
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -363,16 +364,29 @@ def checked_endpoints(endpoints: list[RemoteEndpoint]) -> list[RemoteEndpoint]:
     return kept
 
 
+class SettingsNotSaved(OSError):
+    """The settings file could not be written (a full disk, a read-only or vanished folder): the settings
+    still apply until the app quits, and the file keeps what it had."""
+
+
 def save_settings(settings: AppSettings, path: Path) -> None:
     """Write atomically (a temporary file, then a rename), so a crash never leaves half a file; readable by
-    this user only (0600), because the file holds the API server's key."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    this user only (0600), because the file holds the API server's key. Raises SettingsNotSaved, in words."""
     tmp = path.with_name(path.name + ".tmp")
-    descriptor = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    os.chmod(tmp, 0o600)  # a stale .tmp from a crash may have had wider rights
-    with os.fdopen(descriptor, "w", encoding="utf-8") as file:
-        file.write(json.dumps(to_dict(settings), indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        descriptor = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.chmod(tmp, 0o600)  # a stale .tmp from a crash may have had wider rights
+        with os.fdopen(descriptor, "w", encoding="utf-8") as file:
+            file.write(json.dumps(to_dict(settings), indent=2, sort_keys=True) + "\n")
+        os.replace(tmp, path)
+    except OSError as error:
+        with contextlib.suppress(OSError):  # no half-written file left behind, where one could be made
+            tmp.unlink(missing_ok=True)
+        raise SettingsNotSaved(
+            f"Your settings could not be saved ({error.strerror or error}; in {path.parent}): they apply until "
+            "you quit the app. Free some disk space, then change a setting again to save them."
+        ) from error
 
 
 def conversation_settings_from_json(

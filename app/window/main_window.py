@@ -38,7 +38,7 @@ from app.engine.bridge import CRASHED, FAILED, READY, EngineBridge, EngineStatus
 from app.engine.connections import connection_factory, source_words
 from app.models.manager import ModelManager, model_pair_name
 from app.system.paths import AppPaths
-from app.settings.schema import AppSettings, Method, load_settings, save_settings
+from app.settings.schema import AppSettings, Method, load_settings
 from app.settings.chat_panel import ChatSettingsPanel
 from app.settings.settings_page import SettingsPage
 from app.window.confirm import ConfirmDialog, confirm_destructive
@@ -503,7 +503,7 @@ class MainWindow(MenusMixin, SettingsHostMixin, ModelsHostMixin, FileActionsMixi
         if result and chosen is not None:
             self.settings = chosen  # already loaded by the wizard: save without a second load
             self.controller.app_settings = chosen
-            save_settings(chosen, self.paths.settings_file)
+            self.store_settings(chosen)
             self._show_model_pair()
         elif wizard.done_page.loaded:  # cancelled after it loaded another pair: back to the saved one
             self.bridge.load(self.settings.load_request())

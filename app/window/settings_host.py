@@ -4,15 +4,18 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 
 from PySide6.QtWidgets import QApplication
 
 from app.engine.bridge import FAILED
 from app.engine.connections import connection_factory, connection_key
-from app.settings.schema import AppSettings, ConversationSettings, Theme, save_settings
+from app.settings.schema import AppSettings, ConversationSettings, SettingsNotSaved, Theme, save_settings
 from app.chat.tool_turns import TOOLS_CONFIG_NAME
 from app.settings.settings_page import SettingsPage
 from app.settings.tool_servers_section import ToolServersSection
+
+log = logging.getLogger(__name__)
 
 
 class SettingsHostMixin:
@@ -55,12 +58,21 @@ class SettingsHostMixin:
             self.pages.removeWidget(page)
             page.deleteLater()
 
+    def store_settings(self, settings: AppSettings) -> None:
+        """Save `settings` to the settings file; where it cannot be written (a full disk), say so and go on:
+        they are in force until the app quits."""
+        try:
+            save_settings(settings, self.paths.settings_file)
+        except SettingsNotSaved as error:
+            log.warning("%s (%s)", error, error.__cause__)
+            self.toast.show_message(str(error), 12000)
+
     def apply_settings(self, settings: AppSettings) -> None:
         """Save new app settings; reload the models if the pair or memory settings changed."""
         old = self.settings
         self.settings = settings
         self.controller.app_settings = settings
-        save_settings(settings, self.paths.settings_file)
+        self.store_settings(settings)
         self.api_server.apply(settings)
         self._show_model_pair()
         if connection_key(settings) != connection_key(old):  # this computer <-> a server, or another server
