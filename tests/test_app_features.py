@@ -116,6 +116,11 @@ def test_export_markdown_and_json(qtbot, quiet_window, tmp_path):
     assert data["title"] == "Sort words by length?" and [m["role"] for m in data["messages"]] == ["user", "assistant"]
     assert data["messages"][1]["stats"]["tokens"] == 9 and data["settings"]["temperature"] == 0.2  # the built-in's
     assert data["messages"][0]["created_at"].endswith("+00:00")
+    # a folder it cannot write to (here, one that is a file): said in the window, not raised out of the menu
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("")
+    w.export_conversation(blocked / "chat.md", "markdown")
+    assert w.toast.text().startswith(f"The chat was not exported to {blocked / 'chat.md'}: ")
 
 
 def test_syntax_colours_for_known_languages_only():

@@ -14,6 +14,8 @@ the same way.
 
 from __future__ import annotations
 
+import contextlib
+
 import json
 import time
 from datetime import datetime, timezone
@@ -108,7 +110,13 @@ def suggested_file_name(title: str, kind: str) -> str:
 
 
 def write_export(path: Path, text: str) -> None:
-    """Write atomically, so an export over an old file never leaves half of it."""
+    """Write atomically, so an export over an old file never leaves half of it (nor, where the write fails,
+    a half-written temporary file). Raises OSError."""
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        raise

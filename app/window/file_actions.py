@@ -74,7 +74,11 @@ class FileActionsMixin:
         return to_markdown(row, messages, settings.system_prompt)
 
     def export_conversation(self, path: Path, kind: str, conversation_id: int | None = None) -> None:
-        write_export(path, self.export_text(kind, conversation_id))
+        try:
+            write_export(path, self.export_text(kind, conversation_id))
+        except OSError as error:  # a full disk, a folder it may not write to, a vanished drive
+            self.toast.show_message(f"The chat was not exported to {path}: {error.strerror or error}", 10000)
+            return
         self.toast.show_message(f"Exported the chat to {path}", 6000)
 
     def export_conversation_dialog(self, kind: str, conversation_id: int | None = None) -> None:
