@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -293,6 +294,29 @@ def test_settings_that_cannot_be_saved_still_apply_and_the_window_says_so(qtbot,
     said = quiet_window.toast.text()
     assert said.startswith("Your settings could not be saved (") and "they apply until you quit the app" in said
     assert str(blocked) in said
+
+
+def test_a_temporary_folder_that_cannot_be_written_does_not_keep_the_app_from_starting(qapp, tmp_path, monkeypatch):
+    """The stylesheet's icons are written to the temporary folder in the theme's colour; a full or unwritable
+    one raised out of the theme's start. The icon's own file stands in."""
+    import tempfile
+
+    from app.theme.icons import icon_file
+    from app.theme.manager import apply_colors
+    from app.theme.tokens import LIGHT
+
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    monkeypatch.setattr(tempfile, "gettempdir", lambda: str(blocked))
+    path = icon_file("chevron-down", "#123456")
+    assert path.endswith("icons/lucide/chevron-down.svg") and Path(path).is_file()
+    sheet, palette = qapp.styleSheet(), qapp.palette()
+    try:
+        apply_colors(qapp, LIGHT)
+        assert "chevron-down.svg" in qapp.styleSheet()
+    finally:  # the application is shared by the tests that run after this one
+        qapp.setStyleSheet(sheet)
+        qapp.setPalette(palette)
 
 
 def test_dark_theme_and_following_the_system_scheme(qtbot, qapp, quiet_window, monkeypatch):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import logging
 import tempfile
 from pathlib import Path
 
@@ -19,6 +20,8 @@ from PySide6.QtWidgets import QAbstractButton
 
 from app.system import resources
 from app.theme.tokens import current
+
+log = logging.getLogger(__name__)
 
 SIZES = (16, 20, 24, 32, 48)  # drawn at each, so Qt never scales a bitmap up
 
@@ -80,10 +83,15 @@ def themed(button: QAbstractButton, name: str, role: str = "text", filled: bool 
 def icon_file(name: str, color: str) -> str:
     """The Lucide icon `name` stroked in `color`, as an SVG file (for the stylesheet's `image: url(...)`, which
     takes a file, not a QIcon), written once per user in the temporary folder; '/' separators."""
-    svg = resources.path(f"icons/lucide/{name}.svg").read_text(encoding="utf-8").replace("currentColor", color)
+    source = resources.path(f"icons/lucide/{name}.svg")
+    svg = source.read_text(encoding="utf-8").replace("currentColor", color)
     folder = Path(tempfile.gettempdir()) / "specexec-desktop-icons"
-    folder.mkdir(parents=True, exist_ok=True)
     target = folder / f"{name}-{hashlib.sha256(svg.encode()).hexdigest()[:12]}.svg"
-    if not target.is_file():
-        target.write_text(svg, encoding="utf-8")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        if not target.is_file():
+            target.write_text(svg, encoding="utf-8")
+    except OSError as error:  # a full or unwritable temporary folder must not keep the app from starting
+        log.warning("icon %s not written to %s (%s): shown in its file's own colour", name, folder, error)
+        return Path(source).as_posix()
     return target.as_posix()
