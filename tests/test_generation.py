@@ -12,6 +12,7 @@ from transformers import PreTrainedTokenizerFast
 
 from core.text.detokenize import IncrementalDetokenizer
 from core.decoding.device_io import gpu_semantics
+from core.decoding.methods.step import OutputControls
 from core.errors import ContextLengthError, InvalidSettingError, NumericalError
 from core.decoding.generation import generate, stream_generate
 from core.decoding.settings import DecodingSettings, SamplingParams, TreeSettings
@@ -159,9 +160,54 @@ def test_scores_that_overflowed_are_an_error_in_words_not_an_answer(
     params = SamplingParams(temperature=0.0 if greedy else 0.8, seed=5)
     settings = DecodingSettings(method=method, tree=TREE, max_new_tokens=8)
     for gpu_path in (False, True) if method == "specexec" else (False,):  # the GPU's read-free walk as well
-        with gpu_semantics() if gpu_path else contextlib.nullcontext():
-            with pytest.raises(NumericalError, match="came out as NaN or infinity.*bfloat16 or float32"):
-                generate(with_nan_scores(tiny_target), tiny_draft, word_tokenizer, PROMPT, params, settings)
+        # log-probabilities index by the drawn token (SpecInfer gives none)
+        for controls in (None, OutputControls(top_logprobs=2)) if method != "specinfer" else (None,):
+            with gpu_semantics() if gpu_path else contextlib.nullcontext():
+                with pytest.raises(NumericalError, match="came out as NaN or infinity.*bfloat16 or float32"):
+                    generate(
+                        with_nan_scores(tiny_target),
+                        tiny_draft,
+                        word_tokenizer,
+                        PROMPT,
+                        params,
+                        settings,
+                        controls=controls,
+                    )
+
+
+@pytest.mark.parametrize("gpu_path", [False, True])
+def test_a_nan_row_met_deep_in_the_tree_walk_is_an_error_even_with_log_probabilities(gpu_path):
+    """The walk accepts the root's draw (node 1) and meets a NaN in node 1's row: its mark (-1) must not index
+    the log-probabilities (a gather past the row: a traceback here, a device-side assert on a GPU) or the
+    penalties, and the read raises on it."""
+    from core.decoding.sampling import NON_FINITE_TOKEN
+    from core.decoding.verification import read_verdict, walk_tree
+    from core.modeling.causal_lm import RowLogits
+
+    vocab = 16
+    head = torch.nn.Linear(vocab, vocab, bias=False).double()
+    torch.nn.init.eye_(head.weight)
+    hidden = torch.zeros(2, vocab, dtype=torch.float64)
+    hidden[0, 7] = 9.0  # the root's likeliest token is 7: node 1's
+    hidden[1, 3] = math.nan
+    tokens, parents = torch.tensor([0, 7]), torch.tensor([-1, 0])
+    params = SamplingParams(temperature=0.0, repetition_penalty=1.2)
+    penalized = torch.zeros(vocab, dtype=torch.bool)
+    with gpu_semantics() if gpu_path else contextlib.nullcontext():
+        walk = walk_tree(
+            tokens,
+            parents,
+            torch.ones(2, dtype=torch.bool),
+            RowLogits(hidden, head),
+            params,
+            4,
+            penalized,
+            3,
+            top_logprobs=2,
+        )
+    assert walk.path.tolist()[:2] == [0, 1] and walk.tokens.tolist()[:2] == [7, NON_FINITE_TOKEN]
+    with pytest.raises(NumericalError):
+        read_verdict(walk.path.tolist(), walk.tokens.tolist())
 
 
 def test_a_draft_whose_scores_overflowed_still_gives_the_target_s_own_answer(tiny_target, tiny_draft, word_tokenizer):

@@ -93,8 +93,9 @@ def walk_tree(
         draw = None if noise is None else noise[depth : depth + 1]
         rows = target_logits.rows(node)
         mask = None if allowed is None else allowed[node]
-        token = sample_rows(rows, params, draw, penalized, mask, counts)  # [1]
-        sampled[depth : depth + 1] = token
+        sampled[depth : depth + 1] = sample_rows(rows, params, draw, penalized, mask, counts)  # [1]
+        # what indexes below: NON_FINITE_TOKEN (-1, a NaN row's mark, read_verdict raises on it) as token 0
+        token = sampled[depth : depth + 1].clamp_min(0)
         if want:
             chosen, values, ids = token_logprobs(rows, token, top_logprobs, mask)
             logprobs[depth : depth + 1], top_values[depth : depth + 1], top_ids[depth : depth + 1] = chosen, values, ids

@@ -35,10 +35,7 @@ _ERROR_KINDS_BY_CLASS = {
     "UnsupportedArchitectureError": ("unsupported_architecture", "pick a Llama, Mistral or Qwen family model"),
     "TokenizerMismatchError": ("tokenizer_mismatch", "pick a draft from the same model family as the target"),
     "InsufficientMemoryError": ("insufficient_memory", "use a smaller model or offload more layers"),
-    "NumericalError": (
-        "numerical",
-        "download the model again, or pick another",
-    ),
+    "NumericalError": ("numerical", "download the model again, or pick another"),
 }
 
 
