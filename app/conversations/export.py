@@ -15,7 +15,6 @@ the same way.
 from __future__ import annotations
 
 import contextlib
-
 import json
 import time
 from datetime import datetime, timezone
