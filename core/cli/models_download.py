@@ -16,6 +16,9 @@ import traceback
 from pathlib import Path
 
 EXIT_OK, EXIT_ERROR, EXIT_BUSY, EXIT_CANCELLED = 0, 2, 75, 130  # 75: EX_TEMPFAIL, "try again later"
+# Seconds a cancelled download may take to close its files (it stops at its next chunk; the app waits 10 s
+# before it kills the process).
+CANCEL_GRACE_S = 5.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -46,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     listener = JsonLinesListener() if args.json else HumanListener()
     previous = signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM cancels like Ctrl+C: partials are kept
     try:
-        folders = _download(args, listener)
+        folders = _download_until_interrupted(args, listener)
     except (KeyboardInterrupt, DownloadCancelledError):
         message = "download cancelled; the partial files are kept: run the same command again to resume"
         _report_error(args.json, "cancelled", message, listener)
@@ -92,8 +95,44 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _download(args: argparse.Namespace, listener) -> dict[str, Path]:
-    """Resolve the name, list the files on the hub, download; returns the folders by role."""
+def _download_until_interrupted(args: argparse.Namespace, listener) -> dict[str, Path]:
+    """`_download` on a thread of its own, while this (the main) thread only waits for it: Ctrl+C and SIGTERM
+    raise KeyboardInterrupt in the main thread at whatever it is doing, and raised inside the downloader's
+    queues and locks it could leave them inconsistent and the process waiting forever (a test saw a SIGTERM
+    never end the process, once, on a loaded machine). Here it interrupts a join: the downloader is told to
+    stop (it does at its next chunk, closing its files) and given CANCEL_GRACE_S; a connection stalled longer
+    is left behind (the partial file holds what was written; a resume hashes it again). Raises what
+    `_download` raises, and DownloadCancelledError."""
+    import threading
+
+    from core.errors import DownloadCancelledError
+
+    cancel = threading.Event()
+    outcome: dict[str, object] = {}
+
+    def work() -> None:
+        try:
+            outcome["folders"] = _download(args, listener, cancel)
+        except BaseException as error:  # noqa: BLE001 - raised again in the main thread
+            outcome["error"] = error
+
+    worker = threading.Thread(target=work, name="download", daemon=True)
+    worker.start()
+    try:
+        while worker.is_alive():
+            worker.join(0.5)
+    except KeyboardInterrupt:
+        cancel.set()
+        worker.join(CANCEL_GRACE_S)
+        raise DownloadCancelledError("cancelled") from None
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["folders"]
+
+
+def _download(args: argparse.Namespace, listener, cancel) -> dict[str, Path]:
+    """Resolve the name, list the files on the hub, download (until `cancel` is set); returns the folders by
+    role."""
     from core.models.catalog import load_catalog
     from core.models.download import download
     from core.models.download_jobs import download_jobs, wanted_repos
@@ -111,7 +150,7 @@ def _download(args: argparse.Namespace, listener) -> dict[str, Path]:
         return {}
     token = current_token()
     jobs = download_jobs(wanted, root, token)
-    download(jobs, root, listener, token=token, follow_running=args.attach)
+    download(jobs, root, listener, cancel, token=token, follow_running=args.attach)
     return {job.label: job.folder for job in jobs}
 
 

@@ -63,8 +63,8 @@ def download(
 
     `root` is the folder the event paths are relative to (the models folder). Cancelling (the event, or
     KeyboardInterrupt) keeps partial files for the next run; the event is seen at the next chunk or retry
-    wait, so a stalled connection can hold it for up to `stall_timeout_s` (the CLI turns SIGINT and SIGTERM
-    into an immediate KeyboardInterrupt instead). With `follow_running`, a download already running into
+    wait, so a stalled connection can hold it for up to `stall_timeout_s` (the CLI sets it on SIGINT and
+    SIGTERM and waits a few seconds at most: core.cli.models_download). With `follow_running`, a download already running into
     one of the folders is followed (`listener.attach`, then its progress) and continued if it stops unfinished.
 
     Raises:
