@@ -55,7 +55,7 @@ def check_config_family(config: object, folder: Path) -> None:
 
 
 # Sizes a config.json of these families may give; each must be a whole number above 0 where it is given (a
-# missing one takes transformers' default; head_dim and num_key_value_heads may be null: derived from the rest).
+# missing one takes transformers' default; NULLABLE_SIZES may also be null).
 SIZE_FIELDS = (
     "vocab_size",
     "hidden_size",
@@ -71,6 +71,7 @@ SIZE_FIELDS = (
     "num_local_experts",
     "num_experts_per_tok",
 )
+NULLABLE_SIZES = ("head_dim", "num_key_value_heads")  # null: derived from the other sizes
 # Numbers that must be above 0 and finite where given (at the top level, or in transformers 5's rope_parameters).
 NUMBER_FIELDS = ("rope_theta", "rms_norm_eps")
 
@@ -88,15 +89,16 @@ def check_config_sizes(config: dict, folder: Path) -> None:
         )
 
     for name in SIZE_FIELDS:
-        value = config.get(name)
-        if value is None and name in config and name in ("head_dim", "num_key_value_heads"):
+        if name not in config or (config[name] is None and name in NULLABLE_SIZES):
             continue
-        if name in config and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        value = config[name]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise broken(f"gives {name} as {value!r}, which no model has")
     rope = config.get("rope_parameters")
-    for name, value in [(name, config.get(name)) for name in NUMBER_FIELDS if name in config] + [
-        (f"rope_parameters.{name}", rope[name]) for name in NUMBER_FIELDS if isinstance(rope, dict) and name in rope
-    ]:
+    rope = rope if isinstance(rope, dict) else {}
+    numbers = {name: config[name] for name in NUMBER_FIELDS if name in config}
+    numbers |= {f"rope_parameters.{name}": rope[name] for name in NUMBER_FIELDS if name in rope}
+    for name, value in numbers.items():
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
             raise broken(f"gives {name} as {value!r}, which no model has")
     heads, kv_heads = config.get("num_attention_heads"), config.get("num_key_value_heads")
