@@ -210,7 +210,7 @@ def sample_rows(
 def _unless_non_finite(picked: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
     """`picked` (long [N]), with NON_FINITE_TOKEN in each row whose `scores` [N, V] hold a NaN or +infinity
     (amax keeps a NaN; a row of nothing but -infinity is as broken). On the device, no read."""
-    return picked.masked_fill(~torch.isfinite(scores.amax(-1)), NON_FINITE_TOKEN)
+    return torch.where(scores.amax(-1).isfinite(), picked, NON_FINITE_TOKEN)
 
 
 def checked_token_ids(token_ids: list[int]) -> list[int]:
