@@ -74,6 +74,12 @@ class NumericalError(SpecExecError, ArithmeticError):
     caches_intact = False
 
 
+class DiskWriteError(SpecExecError, OSError):
+    """A file the program writes for itself (the built-in model's converted copy, the GPU check's report) could
+    not be written: the drive is full, or the folder may not be written. The message names the folder and what
+    to do; nothing half-written is left behind."""
+
+
 class EngineError(SpecExecError, RuntimeError):
     """The engine process could not be started, died, or answered a request with an error."""
 

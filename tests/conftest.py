@@ -10,6 +10,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -287,3 +288,35 @@ def no_keyring():
         yield
     finally:
         keyring.set_keyring(previous)
+
+
+@pytest.fixture()
+def small_disk(tmp_path) -> Iterator[Path]:
+    """A real 2 MB filesystem (tmpfs), mounted for the test: needs root and a kernel that lets it mount."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if os.name != "posix" or os.geteuid() != 0:
+        pytest.skip("mounting a small filesystem needs root")
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(disk)], capture_output=True, check=False
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=True)
+
+
+def fill_disk(disk: Path) -> Path:
+    """Write a file until the filesystem has no room left; returns it (delete it to free the space)."""
+    filler = disk / "filler"
+    descriptor = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        while True:
+            os.write(descriptor, b"\0" * 4096)
+    except OSError:  # ENOSPC: full
+        pass
+    finally:
+        os.close(descriptor)
+    return filler

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from app.conversations.store import Store, StoreError
+from conftest import fill_disk
 from app.main import open_store
 from app.system.logging_setup import remove_logging, setup_logging
 from app.system.paths import AppPaths
@@ -150,38 +151,6 @@ def test_a_second_app_on_the_same_data_brings_the_first_to_front_and_says_so(tmp
             first.kill()
 
 
-@pytest.fixture()
-def small_disk(tmp_path):
-    """A real 2 MB filesystem (tmpfs), mounted for the test: needs root and a kernel that lets it mount."""
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    if not POSIX or os.geteuid() != 0:
-        pytest.skip("mounting a small filesystem needs root")
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(disk)], capture_output=True, check=False
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
-    try:
-        yield disk
-    finally:
-        subprocess.run(["umount", "-l", str(disk)], check=True)
-
-
-def _fill(disk: Path) -> Path:
-    """Write a file until the filesystem has no room left; returns it (delete it to free the space)."""
-    filler = disk / "filler"
-    descriptor = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
-    try:
-        while True:
-            os.write(descriptor, b"\0" * 4096)
-    except OSError:  # ENOSPC: full
-        pass
-    finally:
-        os.close(descriptor)
-    return filler
-
-
 def test_a_full_disk_loses_no_answer_and_says_so(qtbot, small_disk):
     """The disk fills while an answer streams: the answer ends (not stuck generating), is shown, the person is
     told, and it is saved once space is freed; a message sent while the disk is full is refused in words and
@@ -202,7 +171,7 @@ def test_a_full_disk_loses_no_answer_and_says_so(qtbot, small_disk):
         assert controller.send("Tell me a long story.")
         request_id = bridge.calls[-1][1]
         answer = "Once upon a time " * 20_000  # 340 kB: the database must grow to hold it
-        filler = _fill(small_disk)
+        filler = fill_disk(small_disk)
         bridge.handle_events([P.TokenChunk(request_id, answer, (1,)), P.Finished(request_id, "eos")])
         assert not controller.generating and controller.active is None
         shown = controller.messages.rows[-1]

@@ -182,6 +182,60 @@ def test_publish_is_atomic_and_leaves_no_temp_folders(tmp_path):
     assert sorted(p.name for p in final.parent.iterdir()) == ["0.1.2"]
 
 
+def test_a_full_drive_is_said_before_the_conversion_writes_a_byte(monkeypatch, small_disk):
+    """Converting the built-in model onto a drive without room for it (and some to spare) filled the drive,
+    then ended in safetensors' "I/O error" traceback; now it is refused before the first byte, in words with
+    the sizes, as the engine's `disk_write` error, and the engine serves on."""
+    from conftest import in_process_engine
+
+    from core.engine import protocol as P
+
+    monkeypatch.setenv(CACHE_DIR_ENV, str(small_disk))
+    _, serve = in_process_engine()
+    failed = serve(P.Load(target="builtin", draft=None, device="cpu", dtype="float32"))[-1]
+    assert isinstance(failed, P.Error) and failed.kind == "disk_write", failed
+    assert "needs 1.0 GB free on the drive holding" in failed.message and "2.0 MB are free" in failed.message
+    assert "Free some space there" in failed.message and "free some space" in failed.hint
+    assert list((small_disk / "builtin").iterdir()) == []  # nothing half-written, no temp folder
+    assert serve(P.Generate("after", ({"role": "user", "content": "hi"},)))[-1].kind == "not_loaded"
+
+
+@pytest.mark.parametrize("writer", ["python", "safetensors"])
+def test_a_drive_that_fills_while_converting_is_said_in_words(small_disk, writer):
+    """The drive fills during the write (another program took the room after the check): Python's OSError
+    and safetensors' own error (its text ends "(os error 28)") both become a DiskWriteError naming the
+    folder, with the temp folder removed."""
+    from safetensors.torch import save_file
+
+    from core.errors import DiskWriteError
+
+    def write(folder):
+        (folder / "config.json").write_text("{}")
+        if writer == "python":
+            (folder / "model.safetensors").write_bytes(b"\0" * (4 << 20))
+        else:
+            save_file({"weight": torch.zeros(1 << 20)}, str(folder / "model.safetensors"))
+
+    final = small_disk / "builtin" / "0.1.2"
+    with pytest.raises(DiskWriteError) as caught:
+        builtin.publish_atomically(final, write)
+    assert str(caught.value).startswith(
+        f"the built-in model could not be saved: the drive holding {final.parent} is full"
+    )
+    assert list(final.parent.iterdir()) == []
+
+
+def test_a_cache_folder_that_cannot_be_made_is_said_in_words(tmp_path):
+    """A cache folder under a file (or a drive that refuses it) was a ModelFormatError, whose hint blamed the
+    model folder; now a DiskWriteError that says what to set."""
+    from core.errors import DiskWriteError
+
+    (tmp_path / "cache").write_text("a file, not a folder")
+    with pytest.raises(DiskWriteError) as caught:
+        builtin.publish_atomically(tmp_path / "cache" / "builtin" / "0.1.2", fake_writer([]))
+    assert "could not be saved" in str(caught.value) and CACHE_DIR_ENV in str(caught.value)
+
+
 def test_a_failed_conversion_publishes_nothing(tmp_path):
     final = tmp_path / "builtin" / "0.1.2"
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -518,6 +519,22 @@ def test_cli_json_save_and_replay(tmp_path, capsys):
     assert missing.returncode == 2 and "no doctor report" in missing.stderr
 
 
+def test_a_report_the_drive_refuses_is_printed_and_said_and_the_old_one_kept(tmp_path, capsys, small_disk):
+    """`doctor --save` on a full drive raised an OSError traceback after the check, and the report was lost;
+    now the report is printed first, the refusal is an error in words (exit status 2), no partial file is
+    left and the report saved before stays as it was."""
+    from conftest import fill_disk
+
+    old = load_report(FIXTURES / "driver-too-old.json")
+    save_report(old, small_disk)
+    fill_disk(small_disk)
+    run = run_cli(capsys, "doctor", "--json", "--save", str(small_disk))
+    assert run.returncode == 2 and DoctorReport.from_dict(json.loads(run.stdout)).device != old.device
+    assert f"error: the GPU check's report could not be saved: the drive holding {small_disk} is full" in run.stderr
+    assert load_report(small_disk / "doctor-report.json") == old
+    assert sorted(p.name for p in small_disk.iterdir()) == ["doctor-report.json", "filler"]
+
+
 def test_report_keeps_measurements_apart_from_decisions():
     report = load_report(FIXTURES / "slow-ratio.json")
     check = report.check("streaming")
@@ -538,6 +555,23 @@ def test_doctor_in_its_own_process_reports_progress_and_saves(tmp_path):
     assert load_report(tmp_path / "logs" / "doctor-report.json") == report
     if not _has_nvidia():
         assert report.conclusion.summary == "No NVIDIA GPU found: using the processor."
+
+
+@pytest.mark.slow
+def test_doctor_in_its_own_process_whose_report_cannot_be_saved_still_answers(small_disk, caplog):
+    """The child's save raised on a full drive, so the child died without sending its report: the app read
+    that as a crashed GPU check and kept to the processor. Now the report comes back and the log says why
+    the file is missing."""
+    from conftest import fill_disk
+
+    from core.doctor.process import run_doctor_in_subprocess
+
+    fill_disk(small_disk)
+    with caplog.at_level(logging.WARNING, logger="core.doctor.process"):
+        report = run_doctor_in_subprocess(small_disk)
+    assert report.check(compat.NAME) is not None  # the whole report, as the child measured it
+    assert any("could not be saved: the drive holding" in record.getMessage() for record in caplog.records)
+    assert not (small_disk / "doctor-report.json").exists()
 
 
 @pytest.mark.slow

@@ -172,6 +172,28 @@ def test_wizard_records_a_check_that_died_and_keeps_to_the_processor(qtbot, app_
     assert gpu_check.checked_load(P.Load(target="t"), stored).device == "cpu"
 
 
+def test_wizard_keeps_to_the_processor_when_the_dead_check_cannot_be_recorded(qtbot, tmp_path, caplog):
+    """The log folder refuses the crash's report (here a file stands where the folder should be): that raised
+    out of the page's slot, so the wizard never said the check died nor moved its fits to the processor."""
+    import logging
+
+    from app.models.wizard.hardware_page import HardwarePage
+    from app.models.wizard.state import WizardState
+    from app.settings.schema import AppSettings
+    from core.hardware.description import load_description
+
+    state = WizardState(AppSettings(), tmp_path / "models")
+    page = HardwarePage(state)
+    qtbot.addWidget(page)
+    page._found(state.predict(load_description(Path(__file__).parent / "fixtures" / "hw" / "gpu12-ram32-pcie4.json")))
+    (tmp_path / "logs").write_text("a file where the log folder should be")
+    with caplog.at_level(logging.WARNING):
+        page._check_crashed("the GPU check stopped without a report (exit code -11)", tmp_path / "logs")
+    assert page.gpu_check.text().startswith("The GPU check did not finish") and not page.gpu_check.isHidden()
+    assert any("report could not be saved" in record.getMessage() for record in caplog.records)
+    qtbot.waitUntil(lambda: not state.hardware.gpus, timeout=30000)  # fitted for the processor all the same
+
+
 @pytest.mark.slow  # the doctor in a child process (~20 s)
 def test_self_test_runs_the_gpu_check_and_reports_its_verdict(tmp_path):
     from app.system import self_test

@@ -385,6 +385,27 @@ def test_scores_that_overflow_end_the_request_with_a_numerical_error_and_fresh_c
     assert isinstance(serve(P.Generate("again", tuple(USER), **request))[-1], P.Finished)
 
 
+def test_a_full_drive_met_mid_answer_is_said_as_such_not_as_a_bug(model_dirs):
+    """A write no check foresaw meets a full drive (injected mid-pass): the Error is `disk_write` with words
+    about the drive, not `internal` with "this is a bug", and the engine serves on."""
+    import errno
+
+    def fault() -> None:
+        if fail:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    fail = False
+    _, serve = in_process_engine(fault_hook=fault)
+    serve(P.Load(target=model_dirs[0], draft=model_dirs[1], dtype="float64", device="cpu", **TREE))
+    request = dict(max_new_tokens=6, seed=1, method="specexec", **SAMPLING)
+    fail = True
+    (error,) = [e for e in serve(P.Generate("full", tuple(USER), **request)) if isinstance(e, P.Error)]
+    assert error.kind == "disk_write" and error.message.startswith("the drive is full")
+    assert error.hint == "free some space on the drive, then try again"
+    fail = False
+    assert isinstance(serve(P.Generate("again", tuple(USER), **request))[-1], P.Finished)
+
+
 def test_offloaded_target_load_progress_moves_with_the_bytes_read(model_dirs):
     """Loading a target through the offloaded path reports byte-level progress: many LoadProgress events whose
     bytes and fraction only grow, weighted by file size across draft and target, ending at 1.0."""

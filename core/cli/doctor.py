@@ -49,10 +49,11 @@ def run(args: argparse.Namespace) -> int:
             print(f"[{step}/{steps}] checking {what}...", file=sys.stderr, flush=True)
 
         report = run_doctor(args.device, progress)
+    # the report first: a folder that refuses it (then an error and exit status 2) loses nothing measured
+    print(json.dumps(report.to_dict(), indent=2) if args.json else report_text(report), flush=True)
     if args.save:
         path = save_report(report, args.save)
         print(f"report written to {path}", file=sys.stderr)
-    print(json.dumps(report.to_dict(), indent=2) if args.json else report_text(report))
     return 0
 
 

@@ -9,6 +9,7 @@ A child that dies or hangs is a DoctorReportError the caller turns into "use the
 from __future__ import annotations
 
 import json
+import logging
 import multiprocessing
 import queue as queue_module
 import time
@@ -16,19 +17,25 @@ from collections.abc import Callable
 from pathlib import Path
 
 from core.doctor.report import DoctorReport, save_report
-from core.errors import DoctorReportError
+from core.errors import DiskWriteError, DoctorReportError
+
+log = logging.getLogger(__name__)
 
 # The GPU checks take about a minute on a GPU (the kernel compiles first); a CPU run a few seconds.
 TIMEOUT_S = 600.0
 
 
 def doctor_child(messages, device: str, save_folder: str | None) -> None:
-    """The child's work: run the doctor, posting ("progress", step, steps, what) and then ("report", dict)."""
+    """The child's work: run the doctor, posting ("progress", step, steps, what), ("not_saved", words) when
+    the report's folder refuses it, and then ("report", dict)."""
     from core.doctor.run import run_doctor
 
     report = run_doctor(device, lambda step, steps, what: messages.put(("progress", step, steps, what)))
     if save_folder:
-        save_report(report, save_folder)
+        try:
+            save_report(report, save_folder)
+        except DiskWriteError as error:  # the verdict still counts for this run; the next start checks again
+            messages.put(("not_saved", str(error)))
     messages.put(("report", json.dumps(report.to_dict())))  # as the file holds it (lists, not tuples)
 
 
@@ -39,7 +46,8 @@ def run_doctor_in_subprocess(
     timeout: float = TIMEOUT_S,
     child: Callable = doctor_child,
 ) -> DoctorReport:
-    """The doctor's report from a child process; `save_folder` also gets doctor-report.json.
+    """The doctor's report from a child process; `save_folder` also gets doctor-report.json (or, when its
+    drive refuses it, the log a warning: the report is returned all the same).
 
     Raises DoctorReportError when the child exits without a report (crash) or takes longer than `timeout`."""
     context = multiprocessing.get_context("spawn")
@@ -67,6 +75,8 @@ def run_doctor_in_subprocess(
                 continue
             if message[0] == "progress" and progress is not None:
                 progress(message[1], message[2], message[3])
+            elif message[0] == "not_saved":
+                log.warning("%s", message[1])
             elif message[0] == "report":
                 return DoctorReport.from_dict(json.loads(message[1]))
     finally:

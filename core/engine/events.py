@@ -11,6 +11,7 @@ import traceback
 from typing import Any
 
 from core.engine import protocol as P
+from core.system.disk import is_disk_full
 
 _ERROR_KINDS_BY_CLASS = {
     "ContextLengthError": ("context_length", "shorten the message or the system prompt, or start a new conversation"),
@@ -36,7 +37,9 @@ _ERROR_KINDS_BY_CLASS = {
     "TokenizerMismatchError": ("tokenizer_mismatch", "pick a draft from the same model family as the target"),
     "InsufficientMemoryError": ("insufficient_memory", "use a smaller model or offload more layers"),
     "NumericalError": ("numerical", "download the model again, or pick another"),
+    "DiskWriteError": ("disk_write", "free some space on that drive (or use another folder), then try again"),
 }
+_DISK_FULL_HINT = "free some space on the drive, then try again"
 
 
 def error_event(request_id: str | None, error: BaseException) -> P.Error:
@@ -45,6 +48,8 @@ def error_event(request_id: str | None, error: BaseException) -> P.Error:
         if cls.__name__ in _ERROR_KINDS_BY_CLASS:
             kind, hint = _ERROR_KINDS_BY_CLASS[cls.__name__]
             return P.Error(request_id, kind, str(error), hint)
+    if is_disk_full(error):  # a write no check foresaw: still the machine's fault, not the engine's
+        return P.Error(request_id, "disk_write", f"the drive is full: {error}", _DISK_FULL_HINT)
     if type(error).__name__ == "OutOfMemoryError" or isinstance(error, MemoryError):
         return P.Error(
             request_id,

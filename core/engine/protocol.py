@@ -50,6 +50,7 @@ ERROR_KINDS = (
     "insufficient_memory",  # the models do not fit (checked while loading)
     "out_of_memory",  # out of memory even at the smallest tree budget
     "numerical",  # the target's scores came out as NaN or infinity (an overflow, or damaged weights)
+    "disk_write",  # a file the engine writes for itself could not be: the drive is full, or the folder locked
     "internal",  # an unexpected exception inside the engine (it lives on)
     "engine_died",  # reported by the client: the engine process is gone
     "engine_died_loading",  # reported by the client: the engine process died while it loaded the models

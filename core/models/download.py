@@ -13,9 +13,7 @@ Every failure leaves as a DownloadError whose `kind` says why (core/errors.py).
 
 from __future__ import annotations
 
-import errno
 import os
-import shutil
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -41,6 +39,7 @@ from core.models.folder_lock import folder_locks, is_downloading
 from core.models.hub import RemoteFile, file_url, gated_message, licence_page
 from core.models.manifest import FileStamp, bytes_present, partial_path, write_manifest
 from core.models.safe_paths import check_listing
+from core.system.disk import existing_parent, free_bytes, is_disk_full, is_write_refused
 from core.system.env import FREE_BYTES_OVERRIDE_ENV
 from core.planning.sizes import format_bytes
 
@@ -199,12 +198,12 @@ def _check_access(session, job: DownloadJob, state: FileState, token: str | None
 def _disk_error(error: OSError, root: Path) -> DownloadError:
     """An unexpected OSError from the models folder, in plain words."""
     where = f" ({error.filename})" if error.filename else ""
-    if error.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
+    if is_disk_full(error):
         return DiskSpaceError(
             f"the disk holding {root} filled up; free some space and run the download again "
             "to resume (the bytes fetched are kept)"
         )
-    if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+    if is_write_refused(error):
         return DownloadIOError(
             f"no permission to write in {root}{where}; choose another models folder with --dir or in the app's settings"
         )
@@ -218,15 +217,9 @@ def _disk_error(error: OSError, root: Path) -> DownloadError:
 def check_free_space(folder: Path, missing_bytes: int, margin_bytes: int) -> None:
     """Refuse, in plain words, when `missing_bytes` plus a margin do not fit on the disk holding `folder`."""
     override = os.environ.get(FREE_BYTES_OVERRIDE_ENV)
-    free = int(override) if override else shutil.disk_usage(_existing_parent(folder)).free
+    free = int(override) if override else free_bytes(folder)
     if missing_bytes > 0 and missing_bytes + margin_bytes > free:
         raise DiskSpaceError(
             f"not enough disk space: the download needs {format_bytes(missing_bytes + margin_bytes)} free on "
-            f"{_existing_parent(folder)}, has {format_bytes(free)}. Free some space or choose another folder with --dir."
+            f"{existing_parent(folder)}, has {format_bytes(free)}. Free some space or choose another folder with --dir."
         )
-
-
-def _existing_parent(path: Path) -> Path:
-    while not path.exists() and path != path.parent:
-        path = path.parent
-    return path

@@ -27,6 +27,7 @@ from core.models.content_hash import ContentHash, hash_file
 from core.models.download_progress import ProgressMeter
 from core.models.hub import RemoteFile, file_url, gated_message, hub_endpoint, licence_page
 from core.models.manifest import partial_path
+from core.system.disk import SPARE_BYTES
 
 MAX_REDIRECTS = 5
 FSYNC_EVERY_BYTES = 256 << 20
@@ -42,7 +43,7 @@ class DownloadSettings:
     chunk_bytes: int = 1 << 20
     write_queue_chunks: int = 4  # chunks received but not yet written and hashed, at most
     progress_interval_s: float = 0.25
-    free_margin_bytes: int = 512 << 20  # room left on the disk after the download
+    free_margin_bytes: int = SPARE_BYTES  # room left on the disk after the download
 
 
 @dataclass(frozen=True)

@@ -211,10 +211,14 @@ class HardwarePage(PlainPage):
         """A check that died took the GPU down with it: record that, so the app keeps to the processor."""
         from core.doctor.process import crash_report
         from core.doctor.report import save_report
+        from core.errors import DiskWriteError
 
         hw = self.state.hardware
         report = crash_report(message, hw.gpus[0] if hw is not None and hw.gpus else None)
-        save_report(report, log_dir)
+        try:
+            save_report(report, log_dir)
+        except DiskWriteError as error:  # this run keeps to the processor all the same; the next start checks again
+            log.warning("%s", error)
         self._checked(report)
 
     def _checked(self, report) -> None:  # report: core.doctor.report.DoctorReport
@@ -235,10 +239,15 @@ class HardwarePage(PlainPage):
     def _start_measure(self) -> None:
         """The copy rate needs torch with CUDA: ask a separate process; on any failure keep the estimate."""
         process = QProcess(self)
-        process.finished.connect(lambda code, _s: self._measured(code, bytes(process.readAllStandardOutput())))
+        # a method of the page, not a lambda: Qt drops the connection when the page goes, whereas a lambda ran
+        # on the process its destructor had killed (closing the wizard mid-measurement raised in the log)
+        process.finished.connect(self._measure_finished)
         process.start(*cli_command("hw", "--json", "--measure"))
         self._measure = process
         self.summary.setText(self.summary.text() + " (measuring the graphics card's link…)")
+
+    def _measure_finished(self, code: int, _status: QProcess.ExitStatus) -> None:
+        self._measured(code, bytes(self._measure.readAllStandardOutput()))
 
     def _measured(self, code: int, output: bytes) -> None:
         hw = self.state.hardware

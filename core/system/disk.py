@@ -1,0 +1,58 @@
+"""Failed writes, read the same wherever they come from: a full drive or a refused folder is a fault of the
+machine the person can mend, not a bug, and must be said so in words.
+
+Python raises OSError with an errno; safetensors (Rust) raises its own SafetensorError whose text ends with the
+OS's code, "... No space left on device (os error 28)" (Windows: "... (os error 112)"), so both are read here.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import shutil
+from pathlib import Path
+
+# errno values for "no room": the drive is full, or the person's quota is spent
+_FULL_ERRNOS = frozenset({errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)})
+# Windows' own codes (OSError.winerror, and what Rust prints): ERROR_DISK_FULL, ERROR_HANDLE_DISK_FULL
+_FULL_WINERRORS = frozenset({112, 39})
+_REFUSED_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})
+_RUST_OS_ERROR = re.compile(r"\(os error (\d+)\)")
+
+SPARE_BYTES = 512 << 20  # room a big write (a download, the built-in model's copy) leaves free on the drive
+
+
+def is_disk_full(error: BaseException) -> bool:
+    """True when `error` says the drive (or the person's quota) had no room left for a write."""
+    if isinstance(error, OSError):
+        return error.errno in _FULL_ERRNOS or getattr(error, "winerror", None) in _FULL_WINERRORS
+    match = _RUST_OS_ERROR.search(str(error))
+    return match is not None and int(match.group(1)) in (_FULL_WINERRORS if os.name == "nt" else _FULL_ERRNOS)
+
+
+def is_write_refused(error: BaseException) -> bool:
+    """True when `error` says the folder may not be written (permissions, a read-only drive)."""
+    return isinstance(error, OSError) and error.errno in _REFUSED_ERRNOS
+
+
+def existing_parent(path: Path) -> Path:
+    """`path`, or its nearest ancestor that exists (what a folder about to be made would live on)."""
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def free_bytes(path: Path) -> int:
+    """Bytes free on the drive that holds (or will hold) `path`."""
+    return shutil.disk_usage(existing_parent(path)).free
+
+
+def why_write_failed(error: BaseException, folder: Path) -> str:
+    """Plain words for a write into `folder` that raised `error` (a clause: the caller adds what to do)."""
+    if is_disk_full(error):
+        return f"the drive holding {folder} is full"
+    if is_write_refused(error):
+        return f"there is no permission to write in {folder}"
+    reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+    return f"writing in {folder} failed ({reason})"
