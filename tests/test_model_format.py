@@ -5,6 +5,7 @@ library call, `specexec generate --target`, `specexec models import` and the eng
 from __future__ import annotations
 
 import json
+import re
 import struct
 from pathlib import Path
 
@@ -235,6 +236,29 @@ def test_autoround_exports_are_read_as_the_layout_their_packing_format_names(tmp
     assert (scheme("auto_round:gptqmodel").method, scheme("auto_round:gptqmodel").zero_offset) == ("gptq", 0)
     awq = scheme("auto_round:auto_awq")
     assert (awq.method, awq.zero_offset, awq.label) == ("awq", 0, "AutoRound (AWQ layout) 4-bit, group 128")
+
+
+def test_yes_no_settings_are_read_as_written_and_nonsense_is_refused(tmp_path):
+    """Python's truth read "desc_act": "false" as act-order and "is_marlin_format": "false" as Marlin (a GPTQ
+    model refused for a layout it does not use); the words true / false are read as such, anything else is
+    refused naming the setting."""
+    gptq = {"quant_method": "gptq", "bits": 4, "group_size": 128}
+
+    def scheme(name, **settings):
+        return quant_scheme(model_folder(tmp_path / name, dict(gptq, **settings)))
+
+    worded = scheme("worded", desc_act="false", sym="False", is_marlin_format="false")
+    assert (worded.desc_act, worded.sym, worded.label) == (False, False, "GPTQ 4-bit, group 128")
+    assert scheme("act-order", desc_act="TRUE").desc_act and scheme("none", desc_act=None).desc_act is False
+    for name, bad in (("yes", "yes"), ("number", 1), ("list", [True])):
+        with pytest.raises(ModelFormatError, match=f"bad 'desc_act': {re.escape(repr(bad))}"):
+            scheme(name, desc_act=bad)
+    awq = {"quant_method": "awq", "bits": 4, "group_size": 128, "version": "GEMM"}
+    with pytest.raises(UnsupportedFormatError, match="AWQ without zero points"):
+        quant_scheme(model_folder(tmp_path / "awq", dict(awq, zero_point="false")))
+    ct = ct_group({"num_bits": 4, "type": "int", "strategy": "group", "group_size": 128, "symmetric": "maybe"})
+    with pytest.raises(ModelFormatError, match="bad 'symmetric'"):
+        quant_scheme(model_folder(tmp_path / "ct", ct))
 
 
 def test_mixed_precision_compressed_tensors_is_refused(tmp_path):

@@ -186,6 +186,20 @@ def _int(folder: Path, raw: dict, keys: tuple[str, ...], default: int | None = N
     return default
 
 
+def _flag(folder: Path, raw: dict, key: str, default: bool) -> bool:
+    """A yes/no setting: a JSON boolean, or the words true / false some exporters write; anything else is
+    refused (Python's truth would read the word "false" as true)."""
+    value = raw.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool):
+        return value
+    word = value.strip().lower() if isinstance(value, str) else None
+    if word in ("true", "false"):
+        return word == "true"
+    raise ModelFormatError(f"the quantisation settings in {folder} have a bad '{key}': {value!r} (true or false)")
+
+
 def _check_bits_and_group(folder: Path, name: str, bits: int, group_size: int) -> None:
     if bits not in SUPPORTED_BITS:
         raise refuse(
@@ -202,20 +216,20 @@ def _check_bits_and_group(folder: Path, name: str, bits: int, group_size: int) -
 
 def _gptq(folder: Path, raw: dict) -> QuantScheme:
     fmt = str(raw.get("format") or raw.get("checkpoint_format") or "gptq").strip().lower()
-    if raw.get("is_marlin_format"):
+    if _flag(folder, raw, "is_marlin_format", False):
         fmt = "marlin"
     if fmt not in ("gptq", "gptq_v2"):
         raise refuse(folder, f"GPTQ in the {fmt} layout", f'checkpoint_format "{fmt}"; only gptq and gptq_v2 are read')
     bits = _int(folder, raw, ("bits",))
     group_size = _int(folder, raw, ("group_size",), -1)
     _check_bits_and_group(folder, "GPTQ", bits, group_size)
-    desc_act = bool(raw.get("desc_act", False))
+    desc_act = _flag(folder, raw, "desc_act", False)
     label = (
         f"GPTQ{' v2' if fmt == 'gptq_v2' else ''} {bits}-bit, "
         f"{'one group' if group_size == -1 else f'group {group_size}'}{', act-order' if desc_act else ''}"
     )
     return QuantScheme(
-        "gptq", bits, group_size, desc_act, bool(raw.get("sym", True)), 0 if fmt == "gptq_v2" else 1, label
+        "gptq", bits, group_size, desc_act, _flag(folder, raw, "sym", True), 0 if fmt == "gptq_v2" else 1, label
     )
 
 
@@ -225,7 +239,7 @@ def _awq(folder: Path, raw: dict) -> QuantScheme:
         version = "llm-awq"
     if version != "gemm":
         raise refuse(folder, f"AWQ in the {version.upper()} layout", "only AWQ's GEMM layout is read")
-    if raw.get("zero_point") is False:
+    if not _flag(folder, raw, "zero_point", True):
         raise refuse(folder, "AWQ without zero points", "AWQ's GEMM layout is read with its zero points")
     bits = _int(folder, raw, ("bits", "w_bit"))
     group_size = _int(folder, raw, ("group_size", "q_group_size"), -1)
@@ -325,7 +339,7 @@ def _compressed_tensors(folder: Path, raw: dict) -> QuantScheme:
             (
                 _int(folder, weights, ("num_bits",)),
                 _int(folder, weights, ("group_size",), -1) if strategy == "group" else -1,
-                bool(weights.get("symmetric", True)),
+                _flag(folder, weights, "symmetric", True),
                 actorder in ("group", True),
             )
         )
