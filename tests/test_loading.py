@@ -247,6 +247,31 @@ def test_truncated_weights_are_called_damaged_before_any_weight_is_read(tmp_path
         load_model(str(folder), device="cpu")
 
 
+@pytest.mark.parametrize(
+    "damage, words",
+    [
+        ("drop", r"they lack model\.layers\.0\.mlp\.up_proj\.weight"),
+        ("shape", r"model\.norm\.weight is stored as \[7\] where the config needs \[32\]"),
+    ],
+)
+def test_weights_that_do_not_fill_the_model_are_refused_not_made_up(tmp_path, tiny_folder, damage, words):
+    """A tensor the config needs that the files lack (a shard cut out of its index, a file edited by hand) was
+    filled with random numbers by transformers, which only logged it: the model loaded and answered nonsense.
+    A tensor of another shape was transformers' "ignore_mismatched_sizes" error. Both are now a damaged model,
+    in words, naming the tensor."""
+    from safetensors.torch import load_file, save_file
+
+    folder = copy_of(tiny_folder, tmp_path)
+    tensors = load_file(str(folder / "model.safetensors"))
+    if damage == "drop":
+        del tensors["model.layers.0.mlp.up_proj.weight"]
+    else:
+        tensors["model.norm.weight"] = torch.ones(7, dtype=torch.float64)
+    save_file(tensors, str(folder / "model.safetensors"))
+    with pytest.raises(DamagedModelError, match=words + r"\. The download is incomplete .*download the model again"):
+        load_model(str(folder), device="cpu")
+
+
 def test_invalid_config_json(tmp_path, tiny_folder):
     folder = copy_of(tiny_folder, tmp_path)
     (folder / "config.json").write_text("{ not json")

@@ -20,7 +20,7 @@ import torch
 
 from core.modeling.causal_lm import CausalLM
 from core.modeling.families import check_architecture, check_config_family, context_limit
-from core.errors import ModelFormatError, ModelNotFoundError, SpecExecError
+from core.errors import DamagedModelError, ModelFormatError, ModelNotFoundError, SpecExecError
 from core.modeling.model_format import SAFETENSORS_INDEX, weight_files
 
 try:  # only for type annotations; transformers is imported lazily (it takes seconds)
@@ -133,8 +133,16 @@ def load_hf_folder(
     report(f"Loading the weights of {name} ({_dtype_name(dtype)} on {device})")
     kwargs = {"device_map": {"": str(device)}} if device.type != "cpu" else {}
     try:
-        model = AutoModelForCausalLM.from_pretrained(
-            folder, config=config, dtype=dtype, attn_implementation="sdpa", local_files_only=True, **kwargs
+        # mismatched sizes are reported, not raised, so that check_loading_info can name them in words
+        model, info = AutoModelForCausalLM.from_pretrained(
+            folder,
+            config=config,
+            dtype=dtype,
+            attn_implementation="sdpa",
+            local_files_only=True,
+            output_loading_info=True,
+            ignore_mismatched_sizes=True,
+            **kwargs,
         )
     except (SpecExecError, MemoryError, torch.OutOfMemoryError):
         raise
@@ -144,7 +152,29 @@ def load_hf_folder(
         raise ModelFormatError(
             f"could not load the weights of {name} from {folder}: {type(error).__name__}: {error}"
         ) from error
+    check_loading_info(name, folder, info)
     return _finish(model, tokenizer, name, device)
+
+
+def check_loading_info(name: str, folder: Path, info: dict) -> None:
+    """Refuse weights that left part of the model as transformers made it: a tensor its config needs that no
+    file holds, or one stored in another shape. transformers fills such a tensor with random numbers and
+    only logs it, so a shard cut from the index or files of two models mixed gave fluent nonsense."""
+    missing = sorted(info.get("missing_keys") or ())
+    mismatched = sorted(info.get("mismatched_keys") or ())
+    if not missing and not mismatched:
+        return
+    if missing:
+        more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
+        fault = f"they lack {missing[0]}{more}"
+    else:
+        key, stored, needed = mismatched[0]
+        more = f" ({len(mismatched) - 1} more like it)" if len(mismatched) > 1 else ""
+        fault = f"{key} is stored as {list(stored)} where the config needs {list(needed)}{more}"
+    raise DamagedModelError(
+        f"the weights of {name} in {folder} do not match its config.json: {fault}. The "
+        "download is incomplete or mixes files of different models: download the model again"
+    )
 
 
 def load_tokenizer(name: str, folder: Path, gguf_file: Path | None = None):
