@@ -180,6 +180,44 @@ def test_import_refuses_to_overwrite(home, tmp_path):
         import_model(source, home / "models")
 
 
+def test_an_import_the_drive_cannot_take_is_refused_before_the_copy(home, tmp_path, capsys, small_disk):
+    """Importing onto a drive without room for the copy (and some to spare) copied until the drive was full and
+    then showed the OS's "[Errno 28]"; now refused first, in words with the sizes, and nothing is left."""
+    source = hf_folder(tmp_path / "big")
+    (source / "model-2.safetensors").write_bytes(safetensors_bytes(3 << 20))
+    assert main(["models", "import", str(source), "--dir", str(small_disk / "models")]) == 2
+    said = capsys.readouterr().err
+    assert f"error: big takes 3.0 MB and the drive holding {small_disk / 'models'} has" in said, said
+    assert "Free some space, or choose a models folder on another drive" in said
+    assert list((small_disk / "models").iterdir()) == []
+
+
+def test_a_drive_that_fills_during_an_import_stops_the_copy_and_leaves_nothing(home, tmp_path, small_disk, monkeypatch):
+    """The drive fills after the check (another program wrote meanwhile: the check is made to see room):
+    shutil.copytree noted the failure and went on copying every other file; now the first failure stops the
+    copy, the half-copied folder is removed and the error names the drive."""
+    from core.errors import DiskWriteError
+    from core.models import importing
+
+    monkeypatch.setattr(importing, "free_bytes", lambda _root: 1 << 40)
+    source = hf_folder(tmp_path / "m")
+    for shard in range(3):
+        (source / f"model-{shard}.safetensors").write_bytes(safetensors_bytes(1 << 20))
+    copied: list[str] = []
+    copy = importing._copy_or_stop
+    monkeypatch.setattr(importing, "_copy_or_stop", lambda a, b: copied.append(a) or copy(a, b))
+    with pytest.raises(DiskWriteError, match=f"m was not imported: the drive holding {small_disk} is full"):
+        import_model(source, small_disk)
+    assert len(copied) < 5 and list(small_disk.iterdir()) == []  # stopped at the shard that did not fit
+
+
+def test_an_import_into_a_folder_that_cannot_be_made_is_said_in_words(home, tmp_path, capsys):
+    (tmp_path / "taken").write_text("a file where the models folder should be")
+    assert main(["models", "import", str(hf_folder(tmp_path / "m")), "--dir", str(tmp_path / "taken" / "models")]) == 2
+    said = capsys.readouterr().err
+    assert said.startswith(f"error: cannot import into {tmp_path / 'taken' / 'models'}") and "Traceback" not in said
+
+
 def test_with_a_keyring_backend_the_token_goes_there_and_no_file_is_written(home, dict_keyring):
     """The OS keyrings cannot run on this headless machine; a dictionary backend stands in for one through
     keyring's own backend API, which is all token_store talks to."""

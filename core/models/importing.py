@@ -13,9 +13,11 @@ import shutil
 import struct
 from pathlib import Path
 
-from core.errors import ModelFormatError, ModelNotFoundError
+from core.errors import DiskWriteError, ModelFormatError, ModelNotFoundError, SpecExecError
 from core.modeling.families import check_config_family
 from core.modeling.model_format import check_gguf, check_weight_format
+from core.planning.sizes import format_bytes
+from core.system.disk import SPARE_BYTES, free_bytes, is_disk_full, is_write_refused, why_write_failed
 
 WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.pt", "*.pth")
 GGUF_MAGIC = b"GGUF"
@@ -93,6 +95,7 @@ def import_model(source: Path, root: Path, link: bool = False) -> Path:
     Raises:
         ModelNotFoundError: `source` does not exist.
         ModelFormatError: it is not a model, or an entry of that name is already installed.
+        DiskWriteError: the models folder cannot take it (checked before the copy) or refused a write.
     """
     source = source.expanduser().resolve()
     if not source.exists():
@@ -108,27 +111,77 @@ def import_model(source: Path, root: Path, link: bool = False) -> Path:
     destination = root / name
     if destination.exists() or destination.is_symlink():
         raise ModelFormatError(f"{destination} already exists: delete it first (`specexec models delete {name}`)")
-    root.mkdir(parents=True, exist_ok=True)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise DiskWriteError(f"cannot import into {root}: {why_write_failed(error, root)}. {_ELSEWHERE}") from error
     if link and source.is_dir():
         _link(destination, source)
         return destination
+    if not link:
+        _check_room(source, root)
     staging = root / f".importing-{name}"
-    if staging.exists():
-        shutil.rmtree(staging)
     try:
+        if staging.exists():
+            shutil.rmtree(staging)
         if source.is_dir():
-            shutil.copytree(source, staging)
+            shutil.copytree(source, staging, copy_function=_copy_or_stop)
         else:
             staging.mkdir()
             if link:
                 _link(staging / source.name, source)
             else:
                 shutil.copy2(source, staging / source.name)
-    except BaseException:  # a failed or interrupted copy leaves nothing behind
+        os.replace(staging, destination)
+    except BaseException as error:  # a failed or interrupted copy leaves nothing behind
         shutil.rmtree(staging, ignore_errors=True)
+        failure = error.failure if isinstance(error, _CopyStopped) else error
+        if isinstance(failure, OSError) and not isinstance(failure, SpecExecError):
+            raise DiskWriteError(f"{name} was not imported: {_copy_failure_words(failure, root)}") from failure
         raise
-    os.replace(staging, destination)
     return destination
+
+
+_ROOM = "Free some space, or choose a models folder on another drive (the command line can also --link it in place)"
+_ELSEWHERE = "Choose a models folder you may write to"
+
+
+def _copy_failure_words(error: OSError, root: Path) -> str:
+    """Why a copy into `root` failed and what to do: the destination's fault (full, refused) or a drive's."""
+    if is_disk_full(error):
+        return f"{why_write_failed(error, root)}. {_ROOM}"
+    if is_write_refused(error):
+        return f"{why_write_failed(error, root)}. {_ELSEWHERE}"
+    where = f" ({error.filename})" if error.filename else ""
+    return f"copying it failed: {error.strerror or error}{where}. Check the drives it is read from and written to"
+
+
+class _CopyStopped(Exception):
+    """Carries the OSError of one file out of shutil.copytree, which would otherwise note it and go on copying
+    the rest of a 40 GB folder onto a drive that is already full."""
+
+    def __init__(self, failure: OSError) -> None:
+        super().__init__(str(failure))
+        self.failure = failure
+
+
+def _copy_or_stop(source: str, destination: str) -> str:
+    try:
+        return shutil.copy2(source, destination)
+    except OSError as error:
+        raise _CopyStopped(error) from error
+
+
+def _check_room(source: Path, root: Path) -> None:
+    """Refuse a copy the drive cannot take with SPARE_BYTES left over, before its first byte."""
+    files = [source] if source.is_file() else [path for path in source.rglob("*") if path.is_file()]
+    size = sum(path.stat().st_size for path in files)
+    free = free_bytes(root)
+    if size + SPARE_BYTES > free:
+        raise DiskWriteError(
+            f"{source.name} takes {format_bytes(size)} and the drive holding {root} has {format_bytes(free)} free "
+            f"(a copy leaves {format_bytes(SPARE_BYTES)} to spare). {_ROOM}"
+        )
 
 
 def _link(path: Path, target: Path) -> None:
