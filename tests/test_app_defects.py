@@ -204,6 +204,27 @@ def test_an_engine_killed_while_loading_is_said_as_a_load_failure(qtbot, quiet_w
     w.banner.grab().save(str(tmp_path / "load-died-banner.png"))
 
 
+def test_a_long_load_error_reads_across_the_banner_with_its_actions_under_it(qtbot, quiet_window, tmp_path):
+    """Beside its four buttons, a message such as the full drive's was a column a few words wide and twenty
+    lines tall; the message now has the banner's width and the buttons sit in a row under it."""
+    from core.engine.events import error_event
+    from core.errors import DiskWriteError
+
+    w = quiet_window
+    w.resize(720, 720)
+    error = DiskWriteError(
+        f"the built-in model needs 1.0 GB free on the drive holding {tmp_path} for its one-time copy, and "
+        "2.0 MB are free. Free some space there, then try again"
+    )
+    w.bridge.engine_failed.emit(error_event(None, error))
+    qtbot.waitUntil(lambda: w.banner.isVisible() and w.banner.label.width() > 0)
+    banner, label, retry = w.banner, w.banner.label, w.banner.buttons["retry"]
+    assert "Nothing was left half-written." in label.text()
+    assert label.width() > 0.9 * (banner.contentsRect().width() - 20)  # the width, less the margins
+    assert retry.mapTo(banner, retry.rect().topLeft()).y() >= label.geometry().bottom()  # under the words
+    assert label.height() < 6 * label.fontMetrics().lineSpacing()
+
+
 def test_context_length_error_gives_its_advice_once(qtbot, controller):
     from conftest import make_word_tokenizer
     from core.engine.events import error_event

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QWidget
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
 from app.window.buttons import LINK, PRIMARY, SECONDARY, button, set_role
 
@@ -43,13 +43,18 @@ class Banner(QFrame):
         self.setObjectName("banner")
         self.setFrameShape(QFrame.Shape.StyledPanel)
         self.setAccessibleName("Alert")
-        layout = QHBoxLayout(self)
-        layout.setContentsMargins(12, 8, 8, 8)
+        # the message over the whole width, its actions in a row under it: beside the text, four buttons left
+        # a long message (a full drive, a model that does not fit) a column a few words wide
+        column = QVBoxLayout(self)
+        column.setContentsMargins(12, 8, 8, 8)
         self.label = QLabel()
         self.label.setWordWrap(True)
         self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextBrowserInteraction)
         self.label.setOpenExternalLinks(True)  # e.g. the NVIDIA driver download in the GPU check's banner
-        layout.addWidget(self.label, 1)
+        column.addWidget(self.label)
+        layout = QHBoxLayout()
+        layout.addStretch(1)
+        column.addLayout(layout)
         self.buttons: dict[str, QPushButton] = {}
         for name, text in (
             ("restart", "&Restart engine"),
