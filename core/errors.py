@@ -75,9 +75,9 @@ class NumericalError(SpecExecError, ArithmeticError):
 
 
 class DiskWriteError(SpecExecError, OSError):
-    """A file the program writes for itself (the built-in model's converted copy, the GPU check's report) could
-    not be written: the drive is full, or the folder may not be written. The message names the folder and what
-    to do; nothing half-written is left behind."""
+    """A file the program writes for itself (the built-in model's converted copy, an imported model's copy, the
+    GPU check's report) could not be written: the drive is full, or the folder may not be written. The message
+    names the folder and what to do; nothing half-written is left behind."""
 
 
 class EngineError(SpecExecError, RuntimeError):
