@@ -393,8 +393,11 @@ def test_all_errors_are_spec_exec_errors():
 # GGUF
 
 
-def write_tiny_gguf(path: Path, architecture: str = "llama", seed: int = 0) -> dict[str, np.ndarray]:
-    """A tiny float32 GGUF (2 layers, vocab 64, byte-level BPE tokenizer); returns the tensors written."""
+def write_tiny_gguf(
+    path: Path, architecture: str = "llama", seed: int = 0, leave_out: str | None = None
+) -> dict[str, np.ndarray]:
+    """A tiny float32 GGUF (2 layers, vocab 64, byte-level BPE tokenizer), without the tensor `leave_out` if
+    given; returns the tensors written."""
     import gguf
 
     vocab, hidden, layers, inter, heads, kv_heads = VOCAB, 32, 2, 64, 4, 2
@@ -423,7 +426,8 @@ def write_tiny_gguf(path: Path, architecture: str = "llama", seed: int = 0) -> d
 
     def add(name, shape):
         tensors[name] = (rng.standard_normal(shape) * 0.1).astype(np.float32)
-        writer.add_tensor(name, tensors[name])
+        if name != leave_out:
+            writer.add_tensor(name, tensors[name])
 
     add("token_embd.weight", (vocab, hidden))
     add("output_norm.weight", (hidden,))
@@ -468,6 +472,16 @@ def test_gguf_file_loads_dequantised_into_a_plain_model(tmp_path):
         lm.model.model.layers[1].mlp.down_proj.weight, torch.from_numpy(tensors["blk.1.ffn_down.weight"])
     )
     assert loaded.tokenizer.eos_token_id == 0
+
+
+def test_a_gguf_without_a_tensor_its_metadata_needs_is_refused_not_made_up(tmp_path):
+    """As for a folder: transformers filled the missing layer with random numbers, and the file answered."""
+    path = tmp_path / "cut.gguf"
+    write_tiny_gguf(path, leave_out="blk.1.ffn_up.weight")
+    with pytest.raises(
+        DamagedModelError, match=r"cut\.gguf .* do not match its own metadata: they lack model\.layers\.1"
+    ):
+        load_model(str(path), device="cpu")
 
 
 def test_gguf_with_an_unsupported_architecture(tmp_path):

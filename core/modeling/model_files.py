@@ -152,13 +152,13 @@ def load_hf_folder(
         raise ModelFormatError(
             f"could not load the weights of {name} from {folder}: {type(error).__name__}: {error}"
         ) from error
-    check_loading_info(name, folder, info)
+    check_loading_info(name, folder, info, "its config.json")
     return _finish(model, tokenizer, name, device)
 
 
-def check_loading_info(name: str, folder: Path, info: dict) -> None:
-    """Refuse weights that left part of the model as transformers made it: a tensor its config needs that no
-    file holds, or one stored in another shape. transformers fills such a tensor with random numbers and
+def check_loading_info(name: str, where: Path, info: dict, described_by: str) -> None:
+    """Refuse weights that left part of the model as transformers made it: a tensor its config (`described_by`)
+    needs that no file holds, or one stored in another shape. transformers fills such a tensor with random numbers and
     only logs it, so a shard cut from the index or files of two models mixed gave fluent nonsense."""
     missing = sorted(info.get("missing_keys") or ())
     mismatched = sorted(info.get("mismatched_keys") or ())
@@ -172,8 +172,8 @@ def check_loading_info(name: str, folder: Path, info: dict) -> None:
         more = f" ({len(mismatched) - 1} more like it)" if len(mismatched) > 1 else ""
         fault = f"{key} is stored as {list(stored)} where the config needs {list(needed)}{more}"
     raise DamagedModelError(
-        f"the weights of {name} in {folder} do not match its config.json: {fault}. The "
-        "download is incomplete or mixes files of different models: download the model again"
+        f"the weights of {name} in {where} do not match {described_by}: {fault}. The download is incomplete or "
+        "mixes files of different models: download the model again"
     )
 
 
@@ -290,19 +290,22 @@ def _dequantised_model(path: Path, dtype: torch.dtype, device: torch.device, wei
     kwargs = {"device_map": {"": str(device)}} if device.type != "cpu" else {}
     try:
         with _counting_dequantised(weight_progress):
-            model = AutoModelForCausalLM.from_pretrained(
+            model, info = AutoModelForCausalLM.from_pretrained(
                 str(path.parent),
                 gguf_file=str(path),
                 dtype=dtype,
                 attn_implementation="sdpa",
                 quantization_config=GgufConfig(dequantize=True),  # plain nn.Linear weights, not packed GGUF blocks
                 local_files_only=True,
+                output_loading_info=True,
+                ignore_mismatched_sizes=True,  # reported, then named by check_loading_info
                 **kwargs,
             )
     except (SpecExecError, MemoryError, torch.OutOfMemoryError):
         raise
     except Exception as error:
         raise ModelFormatError(f"could not load the GGUF file {path}: {type(error).__name__}: {error}") from error
+    check_loading_info(path.name, path, info, "its own metadata")
     return model
 
 
