@@ -174,7 +174,8 @@ def test_wizard_records_a_check_that_died_and_keeps_to_the_processor(qtbot, app_
 
 def test_wizard_keeps_to_the_processor_when_the_dead_check_cannot_be_recorded(qtbot, tmp_path, caplog):
     """The log folder refuses the crash's report (here a file stands where the folder should be): that raised
-    out of the page's slot, so the wizard never said the check died nor moved its fits to the processor."""
+    out of the page's slot, so the wizard never said the check died nor moved its fits to the processor; and
+    the engine, which reads the verdict from that file, would have tried the GPU that crashed."""
     import logging
 
     from app.models.wizard.hardware_page import HardwarePage
@@ -192,6 +193,8 @@ def test_wizard_keeps_to_the_processor_when_the_dead_check_cannot_be_recorded(qt
     assert page.gpu_check.text().startswith("The GPU check did not finish") and not page.gpu_check.isHidden()
     assert any("report could not be saved" in record.getMessage() for record in caplog.records)
     qtbot.waitUntil(lambda: not state.hardware.gpus, timeout=30000)  # fitted for the processor all the same
+    # and the engine, which reads the verdict at each load, keeps to the processor for the rest of this run
+    assert gpu_check.checked_load(P.Load(target="t"), gpu_check.read_report(tmp_path / "logs")).device == "cpu"
 
 
 @pytest.mark.slow  # the doctor in a child process (~20 s)

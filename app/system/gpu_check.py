@@ -22,15 +22,28 @@ from core.errors import DoctorReportError
 log = logging.getLogger(__name__)
 
 
+# Verdicts of this process's checks, by log folder: what the engine bridge reads when the folder refused the
+# report (a full drive), so a GPU that failed or crashed its check is not tried for the rest of this run.
+_THIS_RUN: dict[Path, DoctorReport] = {}
+
+
+def remember_verdict(log_dir: Path, report: DoctorReport) -> None:
+    """Keep `report` for this run, whether or not its file could be written (`read_report` falls back on it)."""
+    _THIS_RUN[Path(log_dir)] = report
+
+
 def read_report(log_dir: Path | None) -> DoctorReport | None:
-    """The stored report, or None when the check never ran (or its file is damaged: then it runs again)."""
-    if log_dir is None or not (Path(log_dir) / REPORT_FILE).is_file():
+    """The stored report, else this run's verdict if the check ran but its file could not be written, else
+    None when the check never ran (or its file is damaged: then it runs again)."""
+    if log_dir is None:
         return None
-    try:
-        return load_report(Path(log_dir) / REPORT_FILE)
-    except DoctorReportError as error:
-        log.warning("the GPU check's report is unusable: %s", error)
-        return None
+    path = Path(log_dir) / REPORT_FILE
+    if path.is_file():
+        try:
+            return load_report(path)
+        except DoctorReportError as error:
+            log.warning("the GPU check's report is unusable: %s", error)
+    return _THIS_RUN.get(Path(log_dir))
 
 
 def gpu_refused(report: DoctorReport | None) -> bool:

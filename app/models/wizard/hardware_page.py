@@ -20,7 +20,7 @@ from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QVBoxLayout, QWidget
 
 from app.system.background import BackgroundCall
 from app.system.cli_process import cli_command
-from app.system.gpu_check import gpu_refused, linked, read_report
+from app.system.gpu_check import gpu_refused, linked, read_report, remember_verdict
 from app.system.paths import AppPaths
 from app.models.wizard.plain_page import PlainPage
 from app.models.wizard.state import Prediction, WizardState
@@ -203,7 +203,7 @@ class HardwarePage(PlainPage):
         self.gpu_check.setText("Checking the graphics card…")
         self.gpu_check.setVisible(True)
         call = BackgroundCall(lambda: run_doctor_in_subprocess(log_dir, self.gpu_check_progress.emit), self)
-        call.done.connect(self._checked)
+        call.done.connect(lambda report: (remember_verdict(log_dir, report), self._checked(report)))
         call.failed.connect(lambda message: self._check_crashed(message, log_dir))
         self._calls.append(call.start())
 
@@ -215,9 +215,10 @@ class HardwarePage(PlainPage):
 
         hw = self.state.hardware
         report = crash_report(message, hw.gpus[0] if hw is not None and hw.gpus else None)
+        remember_verdict(log_dir, report)  # the engine keeps to the processor this run, saved or not
         try:
             save_report(report, log_dir)
-        except DiskWriteError as error:  # this run keeps to the processor all the same; the next start checks again
+        except DiskWriteError as error:  # the next start checks again
             log.warning("%s", error)
         self._checked(report)
 
