@@ -43,7 +43,7 @@ def test_settings_round_trip_with_enums_stored_as_strings(tmp_path):
     assert data["schema_version"] == SETTINGS_SCHEMA_VERSION
     assert (data["offload"], data["theme"], data["defaults"]["budget_mode"]) == ("on", "dark", "manual")
     assert load_settings(path) == settings
-    assert not path.with_name("settings.json.tmp").exists()  # written atomically
+    assert sorted(p.name for p in path.parent.iterdir()) == ["settings.json"]  # written atomically, no temporary left
 
 
 def test_first_run_defaults_load_the_builtin_pair(tmp_path):

@@ -14,11 +14,9 @@ the same way.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import time
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
 from app.chat.thinking_words import thought_summary
@@ -106,16 +104,3 @@ def _json_message(message: Message) -> dict[str, Any]:
 def suggested_file_name(title: str, kind: str) -> str:
     safe = "".join(c if c.isalnum() or c in " -_" else " " for c in title).strip()
     return ("-".join(safe.split())[:60] or "conversation") + FORMATS[kind]
-
-
-def write_export(path: Path, text: str) -> None:
-    """Write atomically, so an export over an old file never leaves half of it (nor, where the write fails,
-    a half-written temporary file). Raises OSError."""
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(path)
-    except OSError:
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)
-        raise

@@ -9,7 +9,6 @@ an unknown enum string falls back to the default (logged), a file of an older sc
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import logging
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from core.engine import protocol as P
+from core.system.disk import write_text_atomically
 from core.system.threads import resolve_thread_count
 
 log = logging.getLogger(__name__)
@@ -372,17 +372,10 @@ class SettingsNotSaved(OSError):
 def save_settings(settings: AppSettings, path: Path) -> None:
     """Write atomically (a temporary file, then a rename), so a crash never leaves half a file; readable by
     this user only (0600), because the file holds the API server's key. Raises SettingsNotSaved, in words."""
-    tmp = path.with_name(path.name + ".tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        descriptor = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        os.chmod(tmp, 0o600)  # a stale .tmp from a crash may have had wider rights
-        with os.fdopen(descriptor, "w", encoding="utf-8") as file:
-            file.write(json.dumps(to_dict(settings), indent=2, sort_keys=True) + "\n")
-        os.replace(tmp, path)
+        write_text_atomically(path, json.dumps(to_dict(settings), indent=2, sort_keys=True) + "\n", private=True)
     except OSError as error:
-        with contextlib.suppress(OSError):  # no half-written file left behind, where one could be made
-            tmp.unlink(missing_ok=True)
         raise SettingsNotSaved(
             f"Your settings could not be saved ({error.strerror or error}; in {path.parent}): they apply until "
             "you quit the app. Free some disk space, then change a setting again to save them."

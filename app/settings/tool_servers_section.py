@@ -17,7 +17,7 @@ from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QPlainTextEdit, QV
 from app.settings.fields import help_line
 from app.window.buttons import LINK, SECONDARY, button
 from core.errors import InvalidSettingError
-from core.system.secret_store import write_private_file
+from core.system.disk import write_text_atomically
 from core.tools.config import (
     ServerConfig,
     check_url,
@@ -181,9 +181,8 @@ class ToolServersSection(QWidget):
             if warning:
                 self.warnings.append(warning)
         text = json.dumps({"mcpServers": {s.name: s.to_json() for s in stored}}, indent=2) + "\n"
-        temporary = self.path.with_name(self.path.name + ".tmp")
-        write_private_file(temporary, text)
-        temporary.replace(self.path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomically(self.path, text, private=True)
         in_use = set().union(*(secret_refs(s) for s in stored))
         forget_secrets(set().union(*(secret_refs(s) for s in self.saved_servers)) - in_use)
         self.servers = self.saved_servers = stored

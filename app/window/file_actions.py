@@ -9,12 +9,13 @@ from PySide6.QtCore import QUrl
 from PySide6.QtGui import QDesktopServices, QGuiApplication
 from PySide6.QtWidgets import QLabel
 
-from app.conversations.export import FORMATS, suggested_file_name, to_json, to_markdown, write_export
+from app.conversations.export import FORMATS, suggested_file_name, to_json, to_markdown
 from app.settings.schema import to_dict
 from app.system import resources
 from app.system.diagnostics import diagnostics_text
 from app.theme.file_dialogs import save_file_dialog
 from app.window.confirm import ConfirmDialog, confirm_box
+from core.system.disk import write_text_atomically
 
 ABOUT_LOGO_PX = 64
 
@@ -75,7 +76,8 @@ class FileActionsMixin:
 
     def export_conversation(self, path: Path, kind: str, conversation_id: int | None = None) -> None:
         try:
-            write_export(path, self.export_text(kind, conversation_id))
+            # whole, so an export over an old file never leaves half of it
+            write_text_atomically(path, self.export_text(kind, conversation_id))
         except OSError as error:  # a full disk, a folder it may not write to, a vanished drive
             self.toast.show_message(f"The chat was not exported to {path}: {error.strerror or error}", 10000)
             return

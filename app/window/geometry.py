@@ -17,6 +17,8 @@ from pathlib import Path
 from PySide6.QtCore import QByteArray
 from PySide6.QtWidgets import QWidget
 
+from core.system.disk import write_text_atomically
+
 log = logging.getLogger(__name__)
 
 MAX_FILE_BYTES = 4096  # a geometry record is about 70 bytes: a bigger file is not ours
@@ -40,8 +42,6 @@ def save_geometry(window: QWidget, path: Path) -> None:
     record = {"geometry": base64.b64encode(bytes(window.saveGeometry().data())).decode("ascii")}
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_suffix(".tmp")
-        temporary.write_text(json.dumps(record), encoding="utf-8")
-        temporary.replace(path)
+        write_text_atomically(path, json.dumps(record))
     except OSError as error:
         log.warning("window geometry not saved to %s: %s", path, error)

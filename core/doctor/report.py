@@ -9,7 +9,6 @@ meaning (adding a field does not).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 from dataclasses import asdict, dataclass, field
@@ -18,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import DiskWriteError, DoctorReportError
-from core.system.disk import why_write_failed
+from core.system.disk import why_write_failed, write_text_atomically
 
 SCHEMA_VERSION = 1
 REPORT_FILE = "doctor-report.json"
@@ -134,14 +133,10 @@ def save_report(report: DoctorReport, folder: str | os.PathLike[str]) -> Path:
     """Write the report as `doctor-report.json` in `folder` (the app's log folder), atomically. Raises
     DiskWriteError, leaving any report already there as it was, when the drive refuses the write."""
     target = Path(folder) / REPORT_FILE
-    partial = target.with_name(f".{target.name}.{os.getpid()}.incomplete")
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        partial.write_text(json.dumps(report.to_dict(), indent=2) + "\n", encoding="utf-8")
-        os.replace(partial, target)
+        write_text_atomically(target, json.dumps(report.to_dict(), indent=2) + "\n")
     except OSError as error:
-        with contextlib.suppress(OSError):
-            partial.unlink(missing_ok=True)
         raise DiskWriteError(
             f"the GPU check's report could not be saved: {why_write_failed(error, target.parent)}"
         ) from error

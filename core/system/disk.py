@@ -1,5 +1,6 @@
-"""Failed writes, read the same wherever they come from: a full drive or a refused folder is a fault of the
-machine the person can mend, not a bug, and must be said so in words.
+"""Writes, and failed writes read the same wherever they come from: a full drive or a refused folder is a
+fault of the machine the person can mend, not a bug, and must be said so in words; a file replaced is
+replaced whole (`write_text_atomically`), whatever stops the write.
 
 Python raises OSError with an errno; safetensors (Rust) raises its own SafetensorError whose text ends with the
 OS's code, "... No space left on device (os error 28)" (Windows: "... (os error 112)"), so both are read here.
@@ -7,11 +8,14 @@ OS's code, "... No space left on device (os error 28)" (Windows: "... (os error 
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import re
 import shutil
 from pathlib import Path
+
+from core.system.private_files import private_file
 
 # errno values for "no room": the drive is full, or the person's quota is spent
 _FULL_ERRNOS = frozenset({errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)})
@@ -56,3 +60,19 @@ def why_write_failed(error: BaseException, folder: Path) -> str:
         return f"there is no permission to write in {folder}"
     reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
     return f"writing in {folder} failed ({reason})"
+
+
+def write_text_atomically(path: Path, text: str, private: bool = False) -> None:
+    """Replace `path` with `text` whole: written to a hidden temporary file beside it, then renamed over it, so
+    a crash never leaves half a file. `private`: the file is 0600 before a byte is written (private_files).
+    Raises the OSError of a failed write (a full drive, a refused folder), with the temporary file removed."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        if private:
+            private_file(tmp)
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        raise

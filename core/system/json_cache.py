@@ -6,8 +6,9 @@ figures are measured again), and a folder that cannot be written costs a measure
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
+
+from core.system.disk import write_text_atomically
 
 
 def read_entries(path: Path) -> dict:
@@ -24,8 +25,6 @@ def write_entries(path: Path, entries: dict) -> None:
     ignored (see the module docstring)."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(entries, indent=1, sort_keys=True), encoding="utf-8")
-        os.replace(tmp, path)
+        write_text_atomically(path, json.dumps(entries, indent=1, sort_keys=True))
     except OSError:
         pass
