@@ -203,9 +203,13 @@ class HardwarePage(PlainPage):
         self.gpu_check.setText("Checking the graphics card…")
         self.gpu_check.setVisible(True)
         call = BackgroundCall(lambda: run_doctor_in_subprocess(log_dir, self.gpu_check_progress.emit), self)
-        call.done.connect(lambda report: (remember_verdict(log_dir, report), self._checked(report)))
+        call.done.connect(lambda report: self._check_finished(report, log_dir))
         call.failed.connect(lambda message: self._check_crashed(message, log_dir))
         self._calls.append(call.start())
+
+    def _check_finished(self, report, log_dir) -> None:  # report: core.doctor.report.DoctorReport
+        remember_verdict(log_dir, report)  # the engine keeps to it this run, whether its file was saved or not
+        self._checked(report)
 
     def _check_crashed(self, message: str, log_dir) -> None:
         """A check that died took the GPU down with it: record that, so the app keeps to the processor."""
@@ -215,12 +219,11 @@ class HardwarePage(PlainPage):
 
         hw = self.state.hardware
         report = crash_report(message, hw.gpus[0] if hw is not None and hw.gpus else None)
-        remember_verdict(log_dir, report)  # the engine keeps to the processor this run, saved or not
         try:
             save_report(report, log_dir)
         except DiskWriteError as error:  # the next start checks again
             log.warning("%s", error)
-        self._checked(report)
+        self._check_finished(report, log_dir)
 
     def _checked(self, report) -> None:  # report: core.doctor.report.DoctorReport
         self.gpu_check.setText(linked(report.conclusion.summary))
