@@ -120,6 +120,41 @@ def test_unsharded_folder_casts_dtype_and_unions_eos_ids(tmp_path, tiny_target, 
     assert torch.allclose(logits(lm.model, ids).double(), logits(tiny_target.model, ids), atol=1e-4)
 
 
+@pytest.mark.parametrize(
+    ("generation_config", "expected"),
+    [
+        ("[7, 5]", (0,)),  # a list, not an object: its end tokens are lost, not the load
+        ('{"eos_token_id": [500, 7, 64]}', (7, 0)),  # ids past the 64 rows of the head can never be sampled
+    ],
+)
+def test_a_folder_s_end_tokens_are_the_ids_its_files_name_within_the_vocabulary(
+    tmp_path, tiny_folder, generation_config, expected
+):
+    folder = copy_of(tiny_folder, tmp_path)
+    (folder / "generation_config.json").write_text(generation_config)
+
+    lm = load_model(str(folder), dtype="float32", device="cpu").lm
+
+    assert lm.vocab_size == 64 and lm.eos_token_ids == expected
+
+
+def test_a_folder_that_names_no_end_token_in_its_vocabulary_still_loads_and_says_so(tmp_path, tiny_folder, caplog):
+    folder = copy_of(tiny_folder, tmp_path, "endless")
+    for name, eos in (("config.json", 500), ("generation_config.json", [64, 65])):
+        settings = json.loads((folder / name).read_text())
+        settings["eos_token_id"] = eos
+        (folder / name).write_text(json.dumps(settings))
+    tokenizer_config = json.loads((folder / "tokenizer_config.json").read_text())
+    del tokenizer_config["eos_token"]
+    (folder / "tokenizer_config.json").write_text(json.dumps(tokenizer_config))
+
+    with caplog.at_level("WARNING", logger="core.loading.load"):
+        lm = load_model(str(folder), dtype="float32", device="cpu").lm
+
+    assert lm.eos_token_ids == ()
+    assert "endless names no token of its vocabulary that ends an answer" in caplog.text
+
+
 def test_repo_id_is_found_in_the_local_hf_cache_only(tmp_path, tiny_folder, monkeypatch):
     import huggingface_hub.constants
 

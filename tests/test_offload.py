@@ -371,7 +371,8 @@ def test_16bit_offloaded_equals_in_memory(tmp_path, model_type, dtype):
 @pytest.mark.parametrize(
     ("generation_config", "expected"),
     [
-        ('{"eos_token_id": ["x", -1, true, [3], 5, 0]}', (0, 5)),  # only ids that name a token, each once
+        ('{"eos_token_id": ["x", -1, true, [3], 5, 0]}', (5, 0)),  # only ids that name a token, each once
+        ('{"eos_token_id": [5000, 5]}', (5, 0)),  # past the head's rows: no token
         ("[1, 2]", (0,)),  # not an object
         ('{"eos_token_id": 7', (0,)),  # cut short
         (b"\xff\xfe", (0,)),  # not text

@@ -33,6 +33,18 @@ def test_gptq_folder_loads_offloaded_through_load_model(tmp_path):
     assert torch.allclose(logits(loaded.lm), logits(reference), atol=1e-9)
 
 
+@pytest.mark.parametrize("role", ["target", "draft"])
+def test_a_4bit_folder_ends_answers_on_the_tokens_its_generation_config_names(tmp_path, role):
+    write_gptq_checkpoint(tmp_path, bits=4, group_size=16, act_order=False)
+    make_word_tokenizer().save_pretrained(tmp_path)
+    (tmp_path / "generation_config.json").write_text(json.dumps({"eos_token_id": [7, 900000]}))
+    loaded = load_model(str(tmp_path), dtype="float32", device="cpu", role=role)
+    assert loaded.lm.eos_token_ids == (
+        7,
+        0,
+    )  # the file's id in the vocabulary, then config.json's (and the tokenizer's)
+
+
 def test_offload_setting_validation():
     bad_budgets = (dict(vram_budget_gb=0), dict(vram_budget_gb=float("inf")), dict(vram_budget_gb=float("nan")))
     for kwargs in (dict(mode="sometimes"), *bad_budgets, dict(resident_layers=-1)):

@@ -11,6 +11,7 @@ only truncated files or missing shards are called damaged) -> tokenizer -> weigh
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from pathlib import Path
@@ -26,7 +27,7 @@ from core.modeling.model_files import (
     Progress,
     WeightProgress,
     checkpoint_dtype,
-    eos_token_ids,
+    end_token_ids,
     load_gguf_file,
     load_hf_folder,
     load_tokenizer,
@@ -48,8 +49,7 @@ DTYPES = {
 DTYPE_CHOICES = ("auto", *DTYPES)
 DEVICE_CHOICES = ("auto", "cpu", "cuda")
 ROLES = ("target", "draft")
-
-# "owner/name" or a bare "name", the way the Hub spells repo ids.
+logger = logging.getLogger(__name__)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -168,6 +168,10 @@ def load_model(
         spec, dtype, device, progress, offload, weight_progress, context_length, tree_budget, role, fit_context
     )
     lm = loaded.lm
+    if not lm.eos_token_ids:  # a damaged or hand-made folder: it still answers, but never stops on its own
+        logger.warning(
+            "%s names no token of its vocabulary that ends an answer: answers run to the length limit", lm.name
+        )
     lm.max_context = resolve_context_length(context_length, lm.max_context, fit_context, model=lm.name)
     if tree_budget is not None and lm.max_tree_tokens is None:
         lm.max_tree_tokens = tree_budget
@@ -240,7 +244,7 @@ def _load_gptq_on_device(
     tokenizer = load_tokenizer(name, folder)
     lm = load_on_device(str(folder), str(device), dtype, context_length=context_length)
     lm.name = name
-    lm.eos_token_ids = eos_token_ids(lm.model, tokenizer)
+    lm.eos_token_ids = end_token_ids(lm.model, folder, tokenizer)
     return LoadedModel(lm=lm, tokenizer=tokenizer)
 
 

@@ -13,7 +13,7 @@ from typing import Callable
 import torch
 
 from core.loading.offload_settings import OffloadSettings
-from core.modeling.model_files import LoadedModel, eos_token_ids, load_tokenizer
+from core.modeling.model_files import LoadedModel, end_token_ids, load_tokenizer
 from core.offload.gptq_loader import is_quantized_folder
 from core.planning.sizes import format_bytes
 
@@ -87,6 +87,6 @@ def load_offloaded_folder(
         draft_graph_bytes=settings.draft_graph_bytes,
     )
     lm.name = name
-    lm.eos_token_ids = eos_token_ids(lm.model, tokenizer)
+    lm.eos_token_ids = end_token_ids(lm.model, folder, tokenizer)
     report(lm.report.summary())
     return LoadedModel(lm=lm, tokenizer=tokenizer)

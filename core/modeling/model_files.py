@@ -124,7 +124,7 @@ def load_hf_folder(
     read_folder_config(folder)
     check_weight_files(folder)
 
-    from transformers import AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM, GenerationConfig
 
     config = transformers_config(folder, name)
 
@@ -142,6 +142,7 @@ def load_hf_folder(
             local_files_only=True,
             output_loading_info=True,
             ignore_mismatched_sizes=True,
+            generation_config=GenerationConfig(),  # not transformers' reader of the file: end_token_ids reads it
             **kwargs,
         )
     except (SpecExecError, MemoryError, torch.OutOfMemoryError):
@@ -153,7 +154,7 @@ def load_hf_folder(
             f"could not load the weights of {name} from {folder}: {type(error).__name__}: {error}"
         ) from error
     check_loading_info(name, folder, info, "its config.json")
-    return _finish(model, tokenizer, name, device)
+    return _finish(model, tokenizer, name, device, folder)
 
 
 def check_loading_info(name: str, where: Path, info: dict, described_by: str) -> None:
@@ -319,45 +320,61 @@ def load_gguf_file(
 ) -> LoadedModel:
     report: Progress = progress or (lambda _message: None)
     model, tokenizer = load_gguf_components(path, name, dtype, device, report, weight_progress)
-    return _finish(model, tokenizer, name, device)
+    return _finish(model, tokenizer, name, device, None)
 
 
 # ----------------------------------------------------------------------------------------------------------
 # Common
 
 
-def _finish(model, tokenizer, name: str, device: torch.device) -> LoadedModel:
+def _finish(model, tokenizer, name: str, device: torch.device, folder: Path | None) -> LoadedModel:
     model.eval()
     model.requires_grad_(False)
     lm = CausalLM(
         model=model,
         name=name,
-        eos_token_ids=eos_token_ids(model, tokenizer),
+        eos_token_ids=end_token_ids(model, folder, tokenizer),
         max_context=context_limit(model.config),
     )
     return LoadedModel(lm=lm, tokenizer=tokenizer)
 
 
-def eos_token_ids(model, tokenizer) -> tuple[int, ...]:
-    """Union of generation_config.eos_token_id (int or list) and tokenizer.eos_token_id, in that order."""
-    generation_config = getattr(model, "generation_config", None)
-    configured = getattr(generation_config, "eos_token_id", None) if generation_config is not None else None
-    if configured is None:
-        configured = getattr(model.config, "eos_token_id", None)
-    return token_ids(configured, getattr(tokenizer, "eos_token_id", None))
+def end_token_ids(model, folder: Path | None, tokenizer=None) -> tuple[int, ...]:
+    """The tokens that end an answer: generation_config.json's eos_token_id (the file in `folder`, when there
+    is one), config.json's (`model.config`), then the tokenizer's, each once. Only ids of a row of the model's
+    head count: an id past it can never be sampled (an answer would run to the length limit waiting for it),
+    and llguidance refuses a grammar's end token outside the vocabulary."""
+    return token_ids(
+        generation_end_ids(folder) if folder is not None else None,
+        getattr(model.config, "eos_token_id", None),
+        getattr(tokenizer, "eos_token_id", None),
+        vocab_size=model.lm_head.out_features,
+    )
 
 
-def token_ids(*sources: object) -> tuple[int, ...]:
+def generation_end_ids(folder: Path) -> object:
+    """generation_config.json's eos_token_id as the file says it (None when the file is absent or unreadable).
+    The file only holds defaults for sampling, which the engine takes from its own settings, so a damaged one
+    costs its end tokens, not the load (transformers' reader would fail the load over a file that is a list)."""
+    try:
+        settings = json.loads((folder / "generation_config.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    return settings.get("eos_token_id") if isinstance(settings, dict) else None
+
+
+def token_ids(*sources: object, vocab_size: int) -> tuple[int, ...]:
     """The token ids `sources` name (each an id, a list of ids, or None), in order, each once. A model's files
-    say which tokens end an answer; anything else they hold there (text, a negative number, true, a nested list)
-    names no token and is left out rather than failing the load."""
+    say which tokens end an answer; anything else they hold there (text, a negative number, true, a nested list,
+    an id past the `vocab_size` rows of the model's head) names no token and is left out rather than failing
+    the load."""
     ids: list[int] = []
     for source in sources:
         for candidate in source if isinstance(source, (list, tuple)) else [source]:
             if (
                 isinstance(candidate, int)
                 and not isinstance(candidate, bool)
-                and candidate >= 0
+                and 0 <= candidate < vocab_size
                 and candidate not in ids
             ):
                 ids.append(candidate)

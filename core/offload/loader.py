@@ -31,6 +31,7 @@ import torch
 from core.errors import InsufficientVRAMError, InvalidSettingError
 from core.modeling.causal_lm import CausalLM
 from core.modeling.families import context_limit
+from core.modeling.model_files import end_token_ids
 from core.offload.checkpoint_fill import (
     Progress,
     fill_and_finish,
@@ -39,7 +40,7 @@ from core.offload.checkpoint_fill import (
 from core.offload.draft_kernels import apply_draft_kernel, choose_draft_kernel
 from core.offload.host_embedding import HostEmbedding
 from core.offload.layout import LayerBinding
-from core.offload.meta_model import EMBEDDING_KEY, eos_ids, meta_bytes, read_checkpoint
+from core.offload.meta_model import EMBEDDING_KEY, meta_bytes, read_checkpoint
 from core.offload.offloaded_lm import OffloadedLM, OffloadReport, PinningReport
 from core.offload.pin_budget import PinBudget, lock_on_cpu, pin_in_place
 from core.offload.staging import open_ring
@@ -224,7 +225,7 @@ def load_offloaded(
     return OffloadedLM(
         model=model,
         name=folder_path.name,
-        eos_token_ids=eos_ids(folder_path, config),
+        eos_token_ids=end_token_ids(model, folder_path),
         max_context=context,
         max_tree_tokens=tree_tokens,
         step_graph_room=step_graph_room(plan, config, _dtype_bytes(dtype), residency.kv_rows(context, tree_tokens)),
@@ -289,7 +290,7 @@ def load_on_device(
     return CausalLM(
         model=model,
         name=folder_path.name,
-        eos_token_ids=eos_ids(folder_path, ck.config),
+        eos_token_ids=end_token_ids(model, folder_path),
         max_context=_context(ck.config, context_length, folder_path.name),
     )
 

@@ -10,7 +10,6 @@ tensor into the GPTQ layout as it is read, core.offload.quant_formats) or to a n
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +18,7 @@ import torch
 from torch import nn
 from transformers import AutoModelForCausalLM
 
-from core.modeling.model_files import token_ids, transformers_config
+from core.modeling.model_files import transformers_config
 from core.modeling.model_format import QuantScheme, check_weight_format
 from core.offload.checkpoint import (
     checkpoint_files,
@@ -49,20 +48,6 @@ def build_meta_model(config, dtype: torch.dtype) -> nn.Module:
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation="sdpa")
     return model.eval()
-
-
-def eos_ids(folder: Path, config) -> tuple[int, ...]:
-    """The tokens that end an answer: config.json's eos_token_id, then generation_config.json's."""
-    return token_ids(config.eos_token_id, _generation_eos(folder))
-
-
-def _generation_eos(folder: Path) -> object:
-    """generation_config.json's eos_token_id as the file says it (None when the file is absent or unreadable)."""
-    try:
-        settings = json.loads((folder / "generation_config.json").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return None
-    return settings.get("eos_token_id") if isinstance(settings, dict) else None
 
 
 def top_level_tensors(model: nn.Module) -> dict[str, tuple[nn.Module, str, bool, torch.Tensor]]:
