@@ -30,6 +30,27 @@ def test_new_database_is_at_the_current_schema_and_round_trips(tmp_path):
     store.close()
 
 
+def test_a_damaged_tool_call_row_shows_the_calls_that_are_whole(tmp_path):
+    """A row edited by hand or cut by a broken disk: the calls keyed by id and named keep showing, the rest are
+    left out (the chat view keys its cards by id: a call without one stopped the chat from opening)."""
+    store = Store(tmp_path / "c.sqlite3")
+    cid = store.create_conversation("Tools")
+    answer = store.add_message(cid, "assistant", "done")
+    whole = {"id": "call_1", "name": "add", "arguments": {"a": 2}, "result": "5", "status": "done"}
+    store.db.execute(
+        "UPDATE messages SET tool_rounds = ? WHERE id = ?",
+        (
+            json.dumps(
+                [{"content": "x", "calls": [{"name": "add"}, 5, whole, {"id": 7, "name": "add"}]}, 3, {"calls": "all"}]
+            ),
+            answer.id,
+        ),
+    )
+    store.db.commit()
+    assert store.message(answer.id).tool_rounds == [{"content": "x", "calls": [whole]}, {"calls": []}]
+    store.close()
+
+
 def make_v1_database(path) -> None:
     """A database as schema version 1 wrote it (no status / stats / settings / updated_at)."""
     db = S.connect(path)

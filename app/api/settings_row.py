@@ -8,11 +8,12 @@ from typing import Any
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication, QIntValidator
-from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QLineEdit, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLineEdit, QVBoxLayout, QWidget
 
 from app.api.server import HOST
 from app.settings.schema import AppSettings
 from app.window.buttons import SECONDARY, button
+from app.window.labels import Label
 from core.errors import ServerError
 from core.server.keys import new_api_key
 from core.server.origins import parse_origins
@@ -48,10 +49,10 @@ class ApiServerSettingsRow(QWidget):
             "Browser front ends at these addresses may call the API (CORS allowed origins: comma-separated; "
             "* for any website). Leave empty unless you use one: other websites are refused."
         )
-        self.origins_problem = QLabel()
+        self.origins_problem = Label()
         self.origins_problem.setAccessibleName("Allowed websites problem")
         self.origins_problem.setWordWrap(True)
-        self.address = QLabel()
+        self.address = Label()
         self.address.setAccessibleName("API server address")
         self.address.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.copy_button = button("Copy", SECONDARY)
@@ -63,12 +64,12 @@ class ApiServerSettingsRow(QWidget):
         self.new_key_button.clicked.connect(lambda: self.key.setText(new_api_key()))
 
         port_row = QHBoxLayout()
-        port_row.addWidget(QLabel("Port:"))
+        port_row.addWidget(Label("Port:"))
         port_row.addWidget(self.port)
         port_row.addWidget(self.require_key)
         port_row.addStretch(1)
         key_row = QHBoxLayout()
-        key_row.addWidget(QLabel("Key:"))
+        key_row.addWidget(Label("Key:"))
         key_row.addWidget(self.key, 1)
         key_row.addWidget(self.copy_button)
         key_row.addWidget(self.new_key_button)
@@ -78,7 +79,7 @@ class ApiServerSettingsRow(QWidget):
         layout.addLayout(port_row)
         layout.addLayout(key_row)
         origins_row = QHBoxLayout()
-        origins_label = QLabel("Websites allowed to use the server:")
+        origins_label = Label("Websites allowed to use the server:")
         origins_label.setToolTip(self.origins.toolTip())
         origins_label.setBuddy(self.origins)
         origins_row.addWidget(origins_label)

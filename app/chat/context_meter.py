@@ -3,7 +3,8 @@ token counts, and what filling up means, in the tooltip (issue 42: figures one h
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QProgressBar, QWidget
+from app.window.labels import Label
 
 WARN_SHARE = 0.8  # from here on the bar turns amber: the oldest messages will soon be left out
 
@@ -18,7 +19,7 @@ class ContextMeter(QWidget):
         self.bar.setObjectName("contextBar")
         self.bar.setTextVisible(False)
         self.bar.setFixedSize(64, 6)
-        self.label = QLabel()
+        self.label = Label()
         self.label.setObjectName("contextLabel")
         layout.addWidget(self.bar)
         layout.addWidget(self.label)

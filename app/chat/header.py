@@ -4,37 +4,12 @@ the chat's settings (a panel at the window's right) and export."""
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QMenu, QSizePolicy, QToolButton, QWidget
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QMenu, QSizePolicy, QToolButton, QWidget
 
 from app.chat.context_meter import ContextMeter
 from app.theme.icons import themed
 from app.theme.tokens import SPACE
-
-
-class ElidedLabel(QLabel):
-    """A one-line label that ends in "…" when its text does not fit (a long conversation title)."""
-
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.full_text = ""
-        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-
-    def set_full_text(self, text: str) -> None:
-        self.full_text = text
-        self._elide()
-
-    def text_shown(self) -> str:
-        return super().text()
-
-    def text(self) -> str:  # the title itself, whatever fits on screen
-        return self.full_text
-
-    def resizeEvent(self, event) -> None:  # noqa: ANN001 - Qt signature
-        super().resizeEvent(event)
-        self._elide()
-
-    def _elide(self) -> None:
-        self.setText(self.fontMetrics().elidedText(self.full_text, Qt.TextElideMode.ElideRight, max(self.width(), 40)))
+from app.window.labels import ElidedLabel, plain_tip
 
 
 MIN_TITLE_PX = 96  # the title keeps this much of a narrow window; the model's name gives way first
@@ -55,7 +30,7 @@ class ChatHeader(QFrame):
         layout = QHBoxLayout(self)
         layout.setContentsMargins(SPACE.l, SPACE.s, SPACE.m, SPACE.s)
         layout.setSpacing(SPACE.s + 2)
-        self.title_label = ElidedLabel()
+        self.title_label = ElidedLabel(minimum_width=40)
         self.title_label.setObjectName("conversationTitle")
         self.title_label.setAccessibleName("Chat title")
         self.title_label.setMinimumWidth(MIN_TITLE_PX)
@@ -95,13 +70,12 @@ class ChatHeader(QFrame):
 
     def set_title(self, title: str) -> None:
         self.title_label.set_full_text(title)
-        self.title_label.setToolTip(title)
 
     def set_model(self, name: str, details: str) -> None:
         """The model in use as people call it ("SmolLM2 135M (built-in)", "beta-13b on GPU box"); the paths
         in the tooltip."""
         self._model_name = name
-        self.model_button.setToolTip(details)
+        self.model_button.setToolTip(plain_tip(details))
         self.model_button.setAccessibleDescription(name)
         self._fit()
 

@@ -5,20 +5,21 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import QFont, QFontDatabase, QGuiApplication
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QSizePolicy, QTextBrowser, QToolButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QSizePolicy, QTextBrowser, QToolButton, QVBoxLayout, QWidget
 
 from app.chat.highlight import highlight_document
 from app.chat.markdown import segments
 from app.chat.rendering import (
-    MARKDOWN_FEATURES,
     body_font_size,
     set_line_height,
+    set_markdown,
     shade_inline_code,
     style_tables,
     tighten_lists,
 )
 from app.theme.icons import themed
 from app.theme.tokens import SPACE, TYPE, current
+from app.window.labels import Label
 
 COPIED_MS = 1500  # a copy button shows a tick this long
 
@@ -80,7 +81,7 @@ class CodeCard(QFrame):
         header.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
         row = QHBoxLayout(header)
         row.setContentsMargins(SPACE.m, 2, 4, 2)
-        self.language_label = QLabel()
+        self.language_label = Label()
         self.language_label.setObjectName("codeLanguage")
         self.copy_button = QToolButton()
         self.copy_button.setObjectName("codeCopy")
@@ -192,7 +193,7 @@ class MessageBody(QWidget):
             if isinstance(part, CodeCard):
                 part.set_code(piece.text, piece.language)
             elif force or self._texts[index] != key:
-                part.document().setMarkdown(piece.text, MARKDOWN_FEATURES)
+                set_markdown(part.document(), piece.text)
                 set_line_height(part.document(), TYPE.body_line_height)
                 tighten_lists(part.document())
                 shade_inline_code(part.document(), colors.surface_alt)

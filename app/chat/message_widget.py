@@ -16,7 +16,7 @@ import time
 
 from PySide6.QtCore import QEvent, Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import QGuiApplication, QTextCursor
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QToolButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QToolButton, QVBoxLayout, QWidget
 
 from app.chat.input_box import InputBox
 from app.chat.message_text import MessageBody
@@ -28,6 +28,7 @@ from app.conversations.store import Message
 from app.theme.icons import themed
 from app.theme.tokens import SPACE
 from app.window.buttons import LINK, PRIMARY, SECONDARY, button
+from app.window.labels import Label
 from core.text.counts import token_count
 
 MIN_RENDER_MS = 100
@@ -91,9 +92,9 @@ class MessageWidget(QWidget):
 
         # No "You" / "Assistant" over every turn (the side and the bubble say who); the time shows on hover,
         # beside the actions; "writing…" above an answer while it streams.
-        self.time_label = QLabel()
+        self.time_label = Label()
         self.time_label.setObjectName("messageTime")
-        self.status_label = QLabel()
+        self.status_label = Label()
         self.status_label.setObjectName("messageTime")
         self.status_label.hide()
         layout.addWidget(self.status_label)
@@ -122,7 +123,7 @@ class MessageWidget(QWidget):
         self.folded = True
         layout.addWidget(self.fold_button, 0, Qt.AlignmentFlag.AlignLeft)
 
-        self.progress = QLabel()
+        self.progress = Label()
         self.progress.setObjectName("messageProgress")
         self.progress.setAccessibleName("Answer progress")
         self.progress.hide()
@@ -131,7 +132,7 @@ class MessageWidget(QWidget):
         self.editor: InputBox | None = None
         self.edit_row: QWidget | None = None
 
-        self.footer = QLabel()
+        self.footer = Label()
         self.footer.setObjectName("messageFooter")
         self.footer.setWordWrap(True)
         self.footer.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -159,14 +160,14 @@ class MessageWidget(QWidget):
             )
             self.regenerate_button.clicked.connect(self.regenerate_requested)
             actions.addWidget(self.regenerate_button)
-        self.speed_label = QLabel()  # an answer's speed in plain words, beside its actions on hover
+        self.speed_label = Label()  # an answer's speed in plain words, beside its actions on hover
         self.speed_label.setObjectName("answerSpeed")
         self.speed_label.setAccessibleName("Answer speed")
         actions.addWidget(self.speed_label)
         actions.addWidget(self.time_label)
         self.previous_button = _action_button("chevron-left", "Previous answer", "Show the previous answer")
         self.previous_button.clicked.connect(lambda: self.alternative_requested.emit(self.message.id, -1))
-        self.alternative_label = QLabel()
+        self.alternative_label = Label()
         self.alternative_label.setObjectName("alternativeCount")
         self.next_button = _action_button("chevron-right", "Next answer", "Show the next answer")
         self.next_button.clicked.connect(lambda: self.alternative_requested.emit(self.message.id, +1))

@@ -10,6 +10,7 @@ from PySide6.QtGui import (
     QTextCharFormat,
     QTextCursor,
     QTextDocument,
+    QTextDocumentFragment,
     QTextFrameFormat,
     QTextTable,
 )
@@ -20,6 +21,43 @@ from app.theme.tokens import SPACE, TYPE
 MARKDOWN_FEATURES = QTextDocument.MarkdownFeature(
     QTextDocument.MarkdownFeature.MarkdownDialectGitHub.value | QTextDocument.MarkdownFeature.MarkdownNoHTML.value
 )
+
+
+def set_markdown(document: QTextDocument, text: str) -> None:
+    """`text` as Markdown in `document`, each image a link to where it points instead. To lay an image out,
+    Qt reads the file it names, whatever the answer (or a tool's result it quotes) put there: a device that
+    never ends (/dev/zero, a pipe) hangs the window, a big file fills the memory, and on Windows a share on
+    another computer (\\\\host\\x.png) is handed the user's sign-in. So images are taken out in a document that
+    is never laid out (nothing is read while it is built), and the result copied in. A local model draws no
+    images anyway; the link says what the answer pointed at, and opens in the browser only if it is a web
+    address (MessageWidget._link)."""
+    if "![" not in text:  # every Markdown image starts so (raw HTML is off): the common case, as Qt reads it
+        document.setMarkdown(text, MARKDOWN_FEATURES)
+        return
+    scratch = QTextDocument()
+    scratch.setMarkdown(text, MARKDOWN_FEATURES)
+    images = []
+    block = scratch.begin()
+    while block.isValid():
+        fragments = block.begin()
+        while not fragments.atEnd():
+            fragment = fragments.fragment()
+            if fragment.charFormat().isImageFormat():
+                images.append((fragment.position(), fragment.length(), fragment.charFormat().toImageFormat().name()))
+            fragments += 1
+        block = block.next()
+    for position, length, source in reversed(images):  # from the end, so earlier positions stay put
+        cursor = QTextCursor(scratch)
+        cursor.setPosition(position)
+        cursor.setPosition(position + length, QTextCursor.MoveMode.KeepAnchor)
+        link = QTextCharFormat()
+        link.setAnchor(True)
+        link.setAnchorHref(source)
+        link.setFontUnderline(True)
+        link.setForeground(QGuiApplication.palette().link())  # as Qt draws the answer's own links
+        cursor.insertText(f"[image: {source.rstrip('/').rsplit('/', 1)[-1] or source}]", link)
+    document.clear()
+    QTextCursor(document).insertFragment(QTextDocumentFragment(scratch))
 
 
 def body_font_size() -> float:

@@ -16,7 +16,6 @@ from PySide6.QtGui import QFontDatabase, QKeyEvent
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
-    QLabel,
     QPlainTextEdit,
     QToolButton,
     QVBoxLayout,
@@ -26,6 +25,7 @@ from PySide6.QtWidgets import (
 from app.chat import tool_turns as T
 from app.theme.tokens import SPACE
 from app.window.buttons import PRIMARY, SECONDARY, button
+from app.window.labels import Label
 
 STATUS_WORDS = {
     T.ASKING: "wants to run: allow it?",
@@ -53,13 +53,11 @@ class ToolCallCard(QFrame):
         column = QVBoxLayout(self)
         column.setContentsMargins(SPACE.m, SPACE.s, SPACE.m, SPACE.s)
         column.setSpacing(SPACE.xs)
-        self.title = QLabel()
+        self.title = Label()
         self.title.setObjectName("toolCallTitle")
-        self.title.setTextFormat(Qt.TextFormat.PlainText)
         column.addWidget(self.title)
-        self.arguments = QLabel()
+        self.arguments = Label()
         self.arguments.setObjectName("toolCallArguments")
-        self.arguments.setTextFormat(Qt.TextFormat.PlainText)
         self.arguments.setWordWrap(True)
         self.arguments.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.arguments.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
@@ -159,8 +157,7 @@ class ToolCallsBlock(QWidget):
             self.cards = {}
             for round_ in rounds:
                 if str(round_.get("content", "")).strip():
-                    words = QLabel(str(round_["content"]).strip())
-                    words.setTextFormat(Qt.TextFormat.PlainText)
+                    words = Label(str(round_["content"]).strip())
                     words.setWordWrap(True)
                     self.column.addWidget(words)
                 for record in round_.get("calls", []):

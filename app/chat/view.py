@@ -7,13 +7,14 @@ tool_card.py.
 from __future__ import annotations
 
 from PySide6.QtCore import QModelIndex, Qt, QTimer, Signal
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QScrollArea, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QPushButton, QScrollArea, QVBoxLayout, QWidget
 
 from app.chat.message_widget import MessageWidget
 from app.conversations.list_models import MessageListModel
 from app.conversations.store import Message
 from app.theme.tokens import READABLE_COLUMN_PX, SPACE
 from app.window.buttons import LINK, button
+from app.window.labels import Label
 
 STICK_TO_BOTTOM_PX = 48
 MAX_COLUMN_PX = READABLE_COLUMN_PX + 2 * SPACE.l  # the conversation column stays readable on a wide window
@@ -78,10 +79,10 @@ class ChatView(QScrollArea):
         layout = QVBoxLayout(welcome)
         layout.setContentsMargins(0, 60, 0, 0)
         layout.setSpacing(10)
-        title = QLabel("How can I help?")
+        title = Label("How can I help?")
         title.setObjectName("welcomeTitle")
         title.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.placeholder_label = QLabel()
+        self.placeholder_label = Label()
         self.placeholder_label.setObjectName("welcomeText")
         self.placeholder_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.placeholder_label.setWordWrap(True)

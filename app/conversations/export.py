@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import time
+from html import escape
 from datetime import datetime, timezone
 from typing import Any
 
@@ -63,7 +64,7 @@ def tool_section(message: Message) -> list[str]:
             quoted = [f"> {line}".rstrip() for line in str(call.get("result", "")).splitlines()] or [">"]
             lines += [
                 "<details>",
-                f"<summary>Tool {call.get('name', '?')} ({call.get('status', '?')})</summary>",
+                f"<summary>Tool {escape(str(call.get('name', '?')))} ({escape(str(call.get('status', '?')))})</summary>",
                 "",
                 f"`{arguments}`",
                 "",

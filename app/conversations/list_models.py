@@ -10,6 +10,7 @@ from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelInde
 
 from app.conversations.date_groups import headings
 from app.conversations.store import Conversation, Message, Store
+from app.window.labels import plain_tip
 
 Index = QModelIndex | QPersistentModelIndex
 
@@ -49,7 +50,9 @@ class ConversationListModel(QAbstractListModel):
         row = self.rows[index.row()]
         if role in (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.EditRole):
             return row.title
-        if role == Qt.ItemDataRole.ToolTipRole or role == Qt.ItemDataRole.AccessibleTextRole:
+        if role == Qt.ItemDataRole.ToolTipRole:
+            return plain_tip(f"Conversation: {row.title}")
+        if role == Qt.ItemDataRole.AccessibleTextRole:
             return f"Conversation: {row.title}"
         if role == self.IdRole:
             return row.id

@@ -6,12 +6,13 @@ models, help: the menu bar's actions)."""
 from __future__ import annotations
 
 from PySide6.QtCore import QItemSelectionModel, QModelIndex, QPoint, Qt, Signal
-from PySide6.QtWidgets import QAbstractItemView, QLabel, QLineEdit, QMenu, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QAbstractItemView, QLineEdit, QMenu, QPushButton, QVBoxLayout, QWidget
 
 from app.conversations.chat_rows import ChatListView, ChatRowDelegate
 from app.conversations.list_models import ConversationListModel
 from app.theme.icons import themed
 from app.theme.tokens import SPACE
+from app.window.labels import Label
 
 
 class ConversationList(QWidget):
@@ -59,7 +60,7 @@ class ConversationList(QWidget):
         self.view.selectionModel().currentChanged.connect(self._current_changed)
         self.view.delete_pressed.connect(self._delete_current)
         layout.addWidget(self.view, 1)
-        self.empty = QLabel()
+        self.empty = Label()
         self.empty.setObjectName("emptyState")
         self.empty.setWordWrap(True)
         self.empty.setAlignment(Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignTop)

@@ -458,9 +458,20 @@ def _load_stats(text: str | None) -> dict[str, Any]:
 
 
 def _load_rounds(text: str | None) -> list[dict[str, Any]]:
-    """The stored rounds, or none when the text is not a list of objects (a damaged row shows no calls)."""
+    """The stored rounds, each with the calls that name their id and tool: a damaged row shows no calls, a
+    damaged call is left out (the chat view and the next turn's history both key calls by id)."""
     try:
         value = json.loads(text or "[]")
     except ValueError:
         return []
-    return [r for r in value if isinstance(r, dict)] if isinstance(value, list) else []
+    rounds = []
+    for round_ in value if isinstance(value, list) else []:
+        if isinstance(round_, dict):
+            calls = round_.get("calls")
+            calls = [c for c in calls if _whole_call(c)] if isinstance(calls, list) else []
+            rounds.append({**round_, "calls": calls})
+    return rounds
+
+
+def _whole_call(call: object) -> bool:
+    return isinstance(call, dict) and isinstance(call.get("id"), str) and isinstance(call.get("name"), str)

@@ -20,7 +20,6 @@ from PySide6.QtWidgets import (
     QDialog,
     QFormLayout,
     QHBoxLayout,
-    QLabel,
     QLineEdit,
     QVBoxLayout,
     QWidget,
@@ -34,6 +33,7 @@ from app.system.background import BackgroundCall
 from app.theme.icons import themed
 from app.window.buttons import LINK, PRIMARY, SECONDARY, button, footer
 from app.window.wheel_guard import NoWheelComboBox
+from app.window.labels import Label, plain_tip
 from core.errors import InvalidSettingError, RemoteError
 from core.remote.check import EndpointCheck, check_endpoint, list_models
 from core.remote.endpoint import Endpoint
@@ -262,7 +262,7 @@ class ConnectionsPage(QWidget):
         self.model_box.setAccessibleName("Model on this server")
         self.model_box.setMinimumWidth(260)
         self.model_status = label("", muted=True)
-        model_line.addWidget(QLabel("Model on this server:"))
+        model_line.addWidget(Label("Model on this server:"))
         model_line.addWidget(self.model_box)
         model_line.addWidget(self.model_status, 1)
         column.addWidget(self.model_row)
@@ -304,7 +304,7 @@ class ConnectionsPage(QWidget):
                 card = Card(
                     name, in_use, [label(f"{endpoint.model or 'no model picked'} · {endpoint.url}", muted=True)]
                 )
-                card.setToolTip(f"An OpenAI-compatible server at {endpoint.url}")
+                card.setToolTip(plain_tip(f"An OpenAI-compatible server at {endpoint.url}"))
             self.cards.add_card(card)
         names = self.names()
         wanted = self.settings.connection if select is None else select
@@ -337,7 +337,7 @@ class ConnectionsPage(QWidget):
             return
         if isinstance(result, RemoteError):
             self.model_status.setText(error_words(result))
-            self.model_status.setToolTip(result.details)
+            self.model_status.setToolTip(plain_tip(result.details))
             return
         ids = [m.id for m in result]
         self.model_box.clear()

@@ -20,7 +20,6 @@ from PySide6.QtWidgets import (
     QFileDialog,
     QFrame,
     QHBoxLayout,
-    QLabel,
     QMenu,
     QSizePolicy,
     QVBoxLayout,
@@ -42,6 +41,7 @@ from app.window.segmented import SegmentedPages
 from app.theme.tokens import SPACE
 from app.theme.icons import themed
 from app.window.confirm import confirm_destructive
+from app.window.labels import Label, plain_tip
 from core.errors import SpecExecError
 from core.models.catalog import BUILTIN_PAIR_ID, Catalog, load_catalog
 from core.models.installed import folder_bytes, pair_folders
@@ -143,15 +143,14 @@ class ModelManager(QFrame):
         layout.setSpacing(SPACE.m)
         self.back_button = button("Back to chat", LINK, "Back to the chat (Esc)")
         themed(self.back_button, "chevron-left", "link", size=16)
-        title = QLabel("Models")
+        title = Label("Models")
         title.setObjectName("pageTitle")
         layout.addWidget(self.back_button, 0, Qt.AlignmentFlag.AlignLeft)
         layout.addWidget(title)
         self.sections = SegmentedPages("Models sections")
         layout.addWidget(self.sections, 1)
-        self.message = QLabel()
+        self.message = Label()
         self.message.setObjectName("managerMessage")
-        self.message.setTextFormat(Qt.TextFormat.PlainText)
         self.message.setWordWrap(True)
         self.message.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         # a long path or error wraps in the width there is: it never widens the page nor moves its buttons
@@ -276,7 +275,9 @@ class ModelManager(QFrame):
             card = Card(
                 entry.name, [badge("In use", "success")] if active else [], [label(card_line(entry), muted=True)]
             )
-            card.setToolTip(f"Model: {entry.target}\nDraft: {entry.draft or 'none'}\nKept in {entry.location}")
+            card.setToolTip(
+                plain_tip(f"Model: {entry.target}\nDraft: {entry.draft or 'none'}\nKept in {entry.location}")
+            )
             self.installed.add_card(card)
         self.installed.setCurrentRow(active_row if entries else -1)
         self._update_buttons()

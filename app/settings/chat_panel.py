@@ -18,7 +18,6 @@ from PySide6.QtWidgets import (
     QCheckBox,
     QFrame,
     QHBoxLayout,
-    QLabel,
     QPlainTextEdit,
     QToolButton,
     QVBoxLayout,
@@ -33,6 +32,7 @@ from app.theme.icons import themed
 from app.theme.tokens import SPACE
 from app.window.buttons import LINK, button
 from app.window.wheel_guard import NoWheelComboBox
+from app.window.labels import Label
 
 PANEL_WIDTH_PX = 340
 ANSWER_LENGTHS = (64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
@@ -77,7 +77,7 @@ class ChatSettingsPanel(QFrame):
         outer.setSpacing(0)
         top = QHBoxLayout()
         top.setContentsMargins(SPACE.l, SPACE.m, SPACE.s, SPACE.s)
-        title = QLabel("Chat settings")
+        title = Label("Chat settings")
         title.setObjectName("panelTitle")
         self.close_button = QToolButton()
         self.close_button.setObjectName("panelClose")
@@ -100,7 +100,7 @@ class ChatSettingsPanel(QFrame):
         prompt_column.setContentsMargins(0, 0, 0, 0)
         prompt_column.setSpacing(SPACE.xs)
         prompt_top = QHBoxLayout()
-        prompt_label = QLabel("System prompt")
+        prompt_label = Label("System prompt")
         prompt_label.setObjectName("fieldName")
         self.preset = NoWheelComboBox()
         self.preset.setAccessibleName("System prompt preset")
@@ -158,7 +158,7 @@ class ChatSettingsPanel(QFrame):
         tools_column = QVBoxLayout(self.tools_box)
         tools_column.setContentsMargins(0, 0, 0, 0)
         tools_column.setSpacing(SPACE.xs)
-        tools_label = QLabel("Tools")
+        tools_label = Label("Tools")
         tools_label.setObjectName("fieldName")
         tools_column.addWidget(tools_label)
         self.tool_switch_column = QVBoxLayout()

@@ -24,11 +24,12 @@ from PySide6.QtWidgets import (
 
 from app.theme.tokens import SPACE
 from app.window.wheel_guard import NoWheelComboBox, NoWheelSlider
+from app.window.labels import Label
 
 
 def help_line(text: str) -> QLabel:
     """A line of help under a field, in muted words that wrap."""
-    label = QLabel(text)
+    label = Label(text)
     label.setObjectName("fieldHelp")
     label.setProperty("muted", True)
     label.setWordWrap(True)
@@ -60,10 +61,10 @@ class Field(QWidget):
         column.setSpacing(SPACE.xs)
         top = QHBoxLayout()
         top.setSpacing(SPACE.s)
-        self.name_label = QLabel(name)
+        self.name_label = Label(name)
         self.name_label.setObjectName("fieldName")
         self.name_label.setBuddy(control)
-        self.value_label = QLabel()
+        self.value_label = Label()
         self.value_label.setObjectName("fieldValue")
         self.value_label.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         top.addWidget(self.name_label, 1)

@@ -36,6 +36,7 @@ from app.system.model_chooser import chosen_path, model_chooser
 from app.theme.icons import themed
 from app.theme.tokens import SPACE
 from app.window.buttons import LINK, PRIMARY, SECONDARY, button, footer
+from app.window.labels import Label
 from core.models.model_spec import BUILTIN, BUILTIN_DRAFT, spec_problem
 from core.system.locations import models_dir
 from core.planning.residency import PLANNED_CONTEXT
@@ -123,7 +124,7 @@ class ModelField(QWidget):
 
 
 def section(title: str) -> QLabel:
-    label = QLabel(title)
+    label = Label(title)
     label.setObjectName("sectionTitle")
     return label
 
@@ -164,7 +165,7 @@ class SettingsPage(QFrame):
         centre.addStretch(1)
         outer.addWidget(scroll, 1)
 
-        title = QLabel("Settings")
+        title = Label("Settings")
         title.setObjectName("pageTitle")
         column.addWidget(title)
 
@@ -235,7 +236,7 @@ class SettingsPage(QFrame):
             column.addWidget(tools)
         column.addStretch(1)
 
-        self.error = QLabel()
+        self.error = Label()
         self.error.setObjectName("fieldError")
         self.error.setWordWrap(True)
         self.error.setAccessibleName("Settings error")

@@ -12,10 +12,11 @@ import json
 import shlex
 from pathlib import Path
 
-from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QPlainTextEdit, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QPlainTextEdit, QVBoxLayout, QWidget
 
 from app.settings.fields import help_line
 from app.window.buttons import LINK, SECONDARY, button
+from app.window.labels import Label
 from core.errors import InvalidSettingError
 from core.system.disk import write_text_atomically
 from core.tools.config import (
@@ -86,7 +87,7 @@ class ToolServersSection(QWidget):
         self.add_button = button("Add", SECONDARY, "Add the pasted servers (saved with Save)")
         self.add_button.clicked.connect(self.add_pasted)
         column.addWidget(self.add_button)
-        self.message = QLabel(problem)
+        self.message = Label(problem)
         self.message.setObjectName("fieldError" if problem else "fieldHelp")
         self.message.setWordWrap(True)
         column.addWidget(self.message)

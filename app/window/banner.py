@@ -4,11 +4,13 @@ load (Settings / Retry), a remote server's connection was lost (Retry the answer
 from __future__ import annotations
 
 import re
+from html import escape
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QPushButton, QVBoxLayout, QWidget
 
 from app.window.buttons import LINK, PRIMARY, SECONDARY, button, set_role
+from app.window.labels import Label
 
 
 # What a signal that ended the engine most likely means, for people.
@@ -35,6 +37,12 @@ def engine_stopped_text(message: str) -> str:
     return "It stopped unexpectedly."
 
 
+def details_html(details: str) -> str:
+    """The technical details (an engine's or a check's own words, which may quote a model's files) as rich text
+    that shows them as written, one line per line."""
+    return escape(details).replace("\n", "<br>")
+
+
 class Banner(QFrame):
     action_clicked = Signal(str)  # the action's name
 
@@ -47,7 +55,7 @@ class Banner(QFrame):
         # a long message (a full drive, a model that does not fit) a column a few words wide
         column = QVBoxLayout(self)
         column.setContentsMargins(12, 8, 8, 8)
-        self.label = QLabel()
+        self.label = Label(rich=True)  # callers escape what they quote (html.escape)
         self.label.setWordWrap(True)
         self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextBrowserInteraction)
         self.label.setOpenExternalLinks(True)  # e.g. the NVIDIA driver download in the GPU check's banner
@@ -89,7 +97,8 @@ class Banner(QFrame):
 
     def _toggle_details(self, shown: bool) -> None:
         self.label.setText(
-            self._text + (f"<br><small>Details: {self._details}</small>" if shown and self._details else "")
+            self._text
+            + (f"<br><small>Details: {details_html(self._details)}</small>" if shown and self._details else "")
         )
 
     def show_message(self, text: str, actions: tuple[str, ...] = (), details: str = "") -> None:

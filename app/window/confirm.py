@@ -5,10 +5,11 @@ the default, so Enter or Esc never deletes; otherwise the verb is the primary, d
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QDialog, QLabel, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QDialog, QPushButton, QVBoxLayout, QWidget
 
 from app.theme.tokens import SPACE
 from app.window.buttons import DESTRUCTIVE, PRIMARY, SECONDARY, button, footer
+from app.window.labels import Label
 
 DIALOG_WIDTH_PX = 440
 
@@ -32,12 +33,11 @@ class ConfirmDialog(QDialog):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(SPACE.xl, SPACE.l + 4, SPACE.xl, SPACE.l)
         layout.setSpacing(SPACE.m)
-        heading = QLabel(title)
+        heading = Label(title)
         heading.setObjectName("dialogTitle")
         heading.setWordWrap(True)
-        self.text = QLabel(text)
+        self.text = Label(text)
         self.text.setWordWrap(True)
-        self.text.setTextFormat(Qt.TextFormat.PlainText)
         self.text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.cancel_button = button(cancel, SECONDARY if verb else PRIMARY)
         self.cancel_button.clicked.connect(self.reject)

@@ -7,7 +7,6 @@ from pathlib import Path
 
 from PySide6.QtCore import QUrl
 from PySide6.QtGui import QDesktopServices, QGuiApplication
-from PySide6.QtWidgets import QLabel
 
 from app.conversations.export import FORMATS, suggested_file_name, to_json, to_markdown
 from app.settings.schema import to_dict
@@ -15,6 +14,7 @@ from app.system import resources
 from app.system.diagnostics import diagnostics_text
 from app.theme.file_dialogs import save_file_dialog
 from app.window.confirm import ConfirmDialog, confirm_box
+from app.window.labels import Label
 from core.system.disk import write_text_atomically
 
 ABOUT_LOGO_PX = 64
@@ -120,7 +120,7 @@ class FileActionsMixin:
             None,
             cancel="Close",
         )
-        logo = QLabel()
+        logo = Label()
         logo.setObjectName("aboutLogo")
         logo.setAccessibleName("SpecExec Desktop logo")
         logo.setPixmap(resources.icon("app").pixmap(ABOUT_LOGO_PX, ABOUT_LOGO_PX))

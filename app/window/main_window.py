@@ -417,7 +417,7 @@ class MainWindow(MenusMixin, SettingsHostMixin, ModelsHostMixin, FileActionsMixi
         report = read_report(self.paths.log_dir)
         self._gpu_banner = banner_text(report)
         if self._gpu_banner is not None:
-            self.banner.show_message(self._gpu_banner, details="<br>".join(report.lines()))
+            self.banner.show_message(self._gpu_banner, details="\n".join(report.lines()))
 
     def _engine_failed(self, error: P.Error) -> None:
         remote = self.settings.remote_endpoint()
@@ -426,7 +426,7 @@ class MainWindow(MenusMixin, SettingsHostMixin, ModelsHostMixin, FileActionsMixi
         elif error.kind == "engine_died_loading":  # most often out of memory: a smaller model is the way on
             text = (
                 f"<b>The models could not be loaded.</b> The engine stopped while loading them. "
-                f"{engine_stopped_text(error.message)} {sentence(error.hint)}."
+                f"{engine_stopped_text(error.message)} {escape(sentence(error.hint))}."
             )
             self.banner.show_message(text, ("restart", "settings"), details=error.message)
         elif error.kind in ("engine_died", "engine_start"):
@@ -438,7 +438,7 @@ class MainWindow(MenusMixin, SettingsHostMixin, ModelsHostMixin, FileActionsMixi
         else:
             hint = f" {sentence(error.hint)}." if error.hint else ""
             self.banner.show_message(
-                f"<b>The models could not be loaded.</b> {sentence(error.message)}.{hint}",
+                f"<b>The models could not be loaded.</b> {escape(sentence(error.message))}.{escape(hint)}",
                 ("settings", "retry"),
                 details=f"{error.kind}: {error.message}",
             )

@@ -19,6 +19,7 @@ from app.engine.bridge import CRASHED, FAILED, GENERATING, IDLE, LOADING, READY,
 from app.theme.icons import themed
 from app.theme.tokens import SPACE, current
 from app.window.dismiss import Dismisser
+from app.window.labels import ElidedLabel, Label
 from core.engine import protocol as P
 
 MAX_BARS = 48
@@ -27,30 +28,6 @@ NO_DRAFT_WORDS = "Plain decoding: without a draft model the big model writes one
 AUTO_PLAIN_WORDS = (
     "Plain decoding: the big model writes one token per pass, with no guesses to check, so there is no chart."
 )
-
-
-class ElidingLabel(QLabel):
-    """One line that ends in "…" when it does not fit, and never asks for more width than it is given."""
-
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.full_text = ""
-        self.setTextFormat(Qt.TextFormat.PlainText)
-        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-        self.setMinimumWidth(20)
-
-    def set_full_text(self, text: str) -> None:
-        self.full_text = text
-        self.setToolTip(text)
-        self.setAccessibleDescription(text)
-        self._elide()
-
-    def resizeEvent(self, event) -> None:  # noqa: ANN001 - Qt signature
-        super().resizeEvent(event)
-        self._elide()
-
-    def _elide(self) -> None:
-        self.setText(self.fontMetrics().elidedText(self.full_text, Qt.TextElideMode.ElideRight, max(self.width(), 20)))
 
 
 def state_words(status: EngineStatus, source: str) -> str:
@@ -124,10 +101,9 @@ class PassChart(QWidget):
 
 
 def _line(name: str, muted: bool = False) -> QLabel:
-    label = QLabel()
+    label = Label()
     label.setAccessibleName(name)
     label.setWordWrap(True)
-    label.setTextFormat(Qt.TextFormat.PlainText)
     label.setProperty("muted", muted)
     return label
 
@@ -146,7 +122,7 @@ class SpeedDetails(QFrame):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(SPACE.l, SPACE.m, SPACE.l, SPACE.m)
         layout.setSpacing(SPACE.xs + 2)
-        title = QLabel("Speed")
+        title = Label("Speed")
         title.setObjectName("detailsTitle")
         self.speed_label = _line("Tokens per second")
         self.per_pass_label = _line("Tokens per pass", muted=True)
@@ -237,7 +213,7 @@ class AppStatusBar(QStatusBar):
         self.stats = stats
         self.status = bridge.status
         self.source = "this computer"
-        self.state_label = ElidingLabel()
+        self.state_label = ElidedLabel()
         self.state_label.setObjectName("stateLine")
         self.state_label.setAccessibleName("State")
         self.addWidget(self.state_label, 1)
@@ -249,7 +225,7 @@ class AppStatusBar(QStatusBar):
         self.speed_button.setToolTip("Speed details: tokens per second, per pass, and why this method")
         self.speed_button.setCursor(Qt.CursorShape.PointingHandCursor)
         themed(self.speed_button, "gauge", "muted_text", size=14)
-        self.api_label = QLabel()  # "API server on 127.0.0.1:8000" while it runs (not a toast over the chat)
+        self.api_label = Label()  # "API server on 127.0.0.1:8000" while it runs (not a toast over the chat)
         self.api_label.setObjectName("apiServerLine")
         self.api_label.setAccessibleName("API server")
         self.api_label.hide()

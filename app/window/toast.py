@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from PySide6.QtCore import QEvent, QObject, QTimer, Qt
 from PySide6.QtGui import QMouseEvent
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QWidget
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QWidget
 
 from app.theme.tokens import SPACE
+from app.window.labels import Label
 
 DEFAULT_MS = 4000
 MAX_WIDTH_PX = 560
@@ -29,9 +30,8 @@ class Toast(QFrame):
         self.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
         layout = QHBoxLayout(self)
         layout.setContentsMargins(SPACE.l, SPACE.s + 2, SPACE.l, SPACE.s + 2)
-        self.label = QLabel()
+        self.label = Label()
         self.label.setObjectName("toastText")
-        self.label.setTextFormat(Qt.TextFormat.PlainText)
         self.label.setWordWrap(True)
         layout.addWidget(self.label)
         self._timer = QTimer(self)

@@ -4,13 +4,14 @@ A pair marked red ("does not fit") can still be chosen, but only after ticking a
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QCheckBox, QLabel
+from PySide6.QtWidgets import QCheckBox
 
 from app.models.wizard.pair_list import PairList
 from app.models.wizard.plain_page import PlainPage
 from app.models.wizard.state import WizardState
 from app.models.wizard.words import technical_lines
 from app.window.buttons import LINK, button
+from app.window.labels import Label
 from core.models.fit import PairFit
 
 
@@ -30,18 +31,17 @@ class ChoosePage(PlainPage):
         self.confirm_red.setObjectName("confirmRed")
         self.confirm_red.setVisible(False)
         self.confirm_red.toggled.connect(lambda _on: self.completeChanged.emit())
-        self.note = QLabel()
+        self.note = Label()
         self.note.setWordWrap(True)
         self.details_button = button(
             "Show details", LINK, "The models behind it, how they are stored, how the speed was worked out"
         )
         self.details_button.setCheckable(True)
         self.details_button.toggled.connect(self._show_details)
-        self.details = QLabel()
+        self.details = Label()
         self.details.setObjectName("pairDetails")
         self.details.setProperty("muted", True)
         self.details.setWordWrap(True)
-        self.details.setTextFormat(Qt.TextFormat.PlainText)
         self.details.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.details.hide()
         layout.addWidget(self.pairs, 1)

@@ -5,10 +5,11 @@ anything is saved), then the engine loads it with a progress bar that moves with
 from __future__ import annotations
 
 import time
+from html import escape
 from typing import Callable
 
 from PySide6.QtCore import QTimer
-from PySide6.QtWidgets import QLabel, QProgressBar, QWizard
+from PySide6.QtWidgets import QProgressBar, QWizard
 
 from app.engine.bridge import CRASHED, FAILED, READY, EngineBridge, EngineStatus
 from app.models.choice import choose
@@ -17,6 +18,7 @@ from app.models.wizard.plain_page import PlainPage
 from app.models.wizard.state import WizardState
 from app.window.buttons import PRIMARY, button
 from app.models.wizard.words import MEASURED_HERE, speed_words
+from app.window.labels import Label, plain_tip
 from core.errors import SpecExecError
 from core.models.fit import predict_pair
 
@@ -45,7 +47,7 @@ class DonePage(PlainPage):
         self.loaded = False  # a Load was sent (a borrowed engine then holds the new pair)
         self.chosen_settings: AppSettings | None = None
         layout = self.body
-        self.headline = QLabel()
+        self.headline = Label(rich=True)
         self.headline.setWordWrap(True)
         self.bar = QProgressBar()
         self.bar.setObjectName("loadBar")
@@ -57,7 +59,7 @@ class DonePage(PlainPage):
         self._clock = QTimer(self)  # the seconds count up while the load shows no percentage to move
         self._clock.setInterval(1000)
         self._clock.timeout.connect(lambda: self._last_status is not None and self._status(self._last_status))
-        self.stage = QLabel(" ")
+        self.stage = Label(" ", rich=True)
         self.stage.setObjectName("loadStage")
         self.stage.setWordWrap(True)
         self.retry_button = button("Try loading again", PRIMARY)
@@ -82,13 +84,15 @@ class DonePage(PlainPage):
             if fit.pair.download_bytes == 0
             else "The first start of a big model takes a while."
         )
-        self.headline.setText(f"Loading <b>{fit.pair.name}</b>. {first}")
+        self.headline.setText(f"Loading <b>{escape(fit.pair.name)}</b>. {first}")
         target, draft = self.state.chosen_paths()
         try:
             self.chosen_settings = choose(self.state.settings, target, draft, fit.pair.id)
         except SpecExecError as error:  # checked before it is saved: the load is never tried
             self.chosen_settings = None
-            self.stage.setText(f"<b>This model cannot be used:</b> {error}. Go back and choose or download it again.")
+            self.stage.setText(
+                f"<b>This model cannot be used:</b> {escape(str(error))}. Go back and choose or download it again."
+            )
             self.bar.setValue(0)
             return
         self._load()
@@ -116,13 +120,13 @@ class DonePage(PlainPage):
             self.bar.setRange(0, 100)
             self.bar.setValue(100)
             name = self.state.chosen.pair.name if self.state.chosen else "The model"
-            self.headline.setText(f"<b>{name}</b> is loaded and ready.")
+            self.headline.setText(f"<b>{escape(name)}</b> is loaded and ready.")
             self.stage.setText(f"{self._speed_here()}Press Start chatting.")
             self.stage.setToolTip("")
             self.set_heading("Done", "Everything is set up.")
             self._show_cancel(False)  # nothing left to cancel: the one way on is Start chatting
         elif status.state in (FAILED, CRASHED):
-            self.stage.setText(f"<b>The model did not load:</b> {status.message}. {status.hint}")
+            self.stage.setText(f"<b>The model did not load:</b> {escape(status.message)}. {escape(status.hint)}")
             self.retry_button.setVisible(True)
         else:  # an honest bar: it moves as the engine says (a busy bar while it says nothing measurable)
             busy = not status.progress
@@ -134,7 +138,7 @@ class DonePage(PlainPage):
             self.stage.setText(
                 (stage_words(status.stage) if status.stage else "Starting the engine") + f"…{percent} · {elapsed} s"
             )
-            self.stage.setToolTip(status.stage)
+            self.stage.setToolTip(plain_tip(status.stage))
         self.completeChanged.emit()
 
     def _speed_here(self) -> str:

@@ -11,10 +11,10 @@ paused or stopped, "Delete partial download" frees the disk instead; then only "
 
 from __future__ import annotations
 
+from html import escape
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QHBoxLayout,
-    QLabel,
     QLineEdit,
     QPlainTextEdit,
     QProgressBar,
@@ -26,6 +26,7 @@ from app.models.wizard.plain_page import PlainPage
 from app.models.wizard.state import WizardState
 from app.models.wizard.words import eta_words, size_words
 from app.window.buttons import DESTRUCTIVE, LINK, PRIMARY, SECONDARY, button
+from app.window.labels import Label
 
 # What went wrong, for people, and the one thing to do; by the downloader's error kind.
 FAILURE_WORDS = {
@@ -55,15 +56,15 @@ class DownloadPage(PlainPage):
         self.done = False
         self.worker = DownloadProcess(state.models_dir, self)
         layout = self.body
-        self.headline = QLabel()
+        self.headline = Label(rich=True)
         self.headline.setWordWrap(True)
         self.bar = QProgressBar()
         self.bar.setObjectName("downloadBar")
         self.bar.setTextVisible(False)
         self.bar.setRange(0, 1000)
         self.bar.setAccessibleName("Download progress")
-        self.detail = QLabel(" ")
-        self.file_label = QLabel(" ")
+        self.detail = Label(" ")
+        self.file_label = Label(" ")
         self.file_label.setObjectName("downloadFile")
         self.file_label.setProperty("muted", True)
         buttons = QHBoxLayout()
@@ -77,7 +78,7 @@ class DownloadPage(PlainPage):
         buttons.addStretch()
         buttons.addWidget(self.cancel_button)
         self.cancelled = False
-        self.message = QLabel()
+        self.message = Label(rich=True)
         self.message.setObjectName("downloadMessage")
         self.message.setWordWrap(True)
         self.message.setOpenExternalLinks(True)
@@ -135,7 +136,9 @@ class DownloadPage(PlainPage):
     def initializePage(self) -> None:
         fit = self.state.chosen
         assert fit is not None, "the download page needs a chosen pair"
-        self.headline.setText(f"Downloading <b>{fit.pair.name}</b>: about {size_words(fit.pair.download_bytes)}.")
+        self.headline.setText(
+            f"Downloading <b>{escape(fit.pair.name)}</b>: about {size_words(fit.pair.download_bytes)}."
+        )
         self.done = False
         self.start()
 
@@ -204,7 +207,7 @@ class DownloadPage(PlainPage):
         files = plan.get("files", [])
         resumed = f" ({size_words(already)} already here from before)" if already else ""
         self.headline.setText(
-            f"Downloading <b>{self.state.chosen.pair.name}</b>: {size_words(total)} in {len(files)} files."
+            f"Downloading <b>{escape(self.state.chosen.pair.name)}</b>: {size_words(total)} in {len(files)} files."
         )
         self._note(f"{len(files)} files, {size_words(total)} in all{resumed}")
         self._show_bytes(already, total)
@@ -225,7 +228,7 @@ class DownloadPage(PlainPage):
     def _verified(self, file: str, ok: bool) -> None:
         if not ok:
             self._note(f"{file} was damaged on the way (its checksum did not match): fetching it again")
-            self.message.setText(f"A file did not pass its check and is being fetched again: {file}")
+            self.message.setText(f"A file did not pass its check and is being fetched again: {escape(file)}")
 
     def _checked(self, file: str, ok: bool) -> None:
         self._note(
@@ -248,7 +251,7 @@ class DownloadPage(PlainPage):
             self.resume_button.setVisible(False)
             url = error.get("licence_url") or self.state.chosen.pair.licence_url
             self.message.setText(
-                f"<b>This model needs your permission first.</b> Open <a href='{url}'>its licence page</a>, "
+                f"<b>This model needs your permission first.</b> Open <a href='{escape(url)}'>its licence page</a>, "
                 "accept the licence with your Hugging Face account, create a read token at "
                 "<a href='https://huggingface.co/settings/tokens'>huggingface.co/settings/tokens</a> and paste it here:"
             )

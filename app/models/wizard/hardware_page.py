@@ -16,7 +16,7 @@ import logging
 import re
 
 from PySide6.QtCore import QProcess, Qt, Signal
-from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QFrame, QGridLayout, QVBoxLayout, QWidget
 
 from app.system.background import BackgroundCall
 from app.system.cli_process import cli_command
@@ -29,6 +29,7 @@ from app.models.wizard.words import hardware_summary, recommendation_words
 from core.hardware.description import HardwareDescription, fixture_path
 from app.theme.tokens import SPACE
 from app.window.buttons import LINK, button
+from app.window.labels import Label
 
 log = logging.getLogger(__name__)
 
@@ -63,9 +64,9 @@ class DetailsGrid(QFrame):
             self.grid.takeAt(0).widget().deleteLater()
         self.rows = detail_rows(lines)
         for number, (name, value) in enumerate(self.rows):
-            key = QLabel(name)
+            key = Label(name)
             key.setProperty("muted", True)
-            shown = QLabel(value)
+            shown = Label(value)
             shown.setWordWrap(True)
             shown.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
             self.grid.addWidget(key, number, 0, Qt.AlignmentFlag.AlignTop)
@@ -93,14 +94,14 @@ class NextSteps(QFrame):
         grid.setHorizontalSpacing(SPACE.m)
         grid.setVerticalSpacing(SPACE.l)
         grid.setColumnStretch(1, 1)
-        title = QLabel("What happens next")
+        title = Label("What happens next")
         title.setObjectName("sectionTitle")
         grid.addWidget(title, 0, 0, 1, 2)
         for number, (name, words) in enumerate(NEXT_STEPS, start=1):
-            badge = QLabel(str(number))
+            badge = Label(str(number))
             badge.setObjectName("stepNumber")
             badge.setAlignment(Qt.AlignmentFlag.AlignCenter)
-            text = QLabel(f"<b>{name}</b><br>{words}")
+            text = Label(f"<b>{name}</b><br>{words}", rich=True)
             text.setWordWrap(True)
             grid.addWidget(badge, number, 0, Qt.AlignmentFlag.AlignTop)
             grid.addWidget(text, number, 1)
@@ -113,7 +114,7 @@ class HardwarePage(PlainPage):
         super().__init__("Your computer", "A look at this computer first, to pick a model that runs well on it.")
         self.state = state
         layout = self.body
-        self.summary = QLabel("Looking at this computer…")
+        self.summary = Label("Looking at this computer…")
         self.summary.setObjectName("hardwareSummary")
         self.summary.setWordWrap(True)
         font = self.summary.font()
@@ -130,7 +131,7 @@ class HardwarePage(PlainPage):
         card_layout.addWidget(badge("Recommended for this computer", "accent"), 0, Qt.AlignmentFlag.AlignLeft)
         for widget in (self.recommended_name, self.advice, self.fit_count):
             card_layout.addWidget(widget)
-        self.gpu_check = QLabel()
+        self.gpu_check = Label(rich=True)
         self.gpu_check.setObjectName("gpuCheck")
         self.gpu_check.setWordWrap(True)
         self.gpu_check.setOpenExternalLinks(True)

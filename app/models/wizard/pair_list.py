@@ -23,18 +23,18 @@ from app.models.wizard.words import (
     technical_lines,
 )
 from app.theme.tokens import SPACE
+from app.window.labels import Label, plain_tip
 from core.models.fit import PairFit, Recommendation
 
 CARD_CHROME_PX = 12  # the item's margin and border around a card (style.qss: QListWidget#cardList::item)
 
 
 def label(text: str, name: str = "", muted: bool = False, wrap: bool = True) -> QLabel:
-    widget = QLabel(text)
+    widget = Label(text)
     if name:
         widget.setObjectName(name)
     widget.setProperty("muted", muted)
     widget.setWordWrap(wrap)
-    widget.setTextFormat(Qt.TextFormat.PlainText)
     return widget
 
 
@@ -85,7 +85,7 @@ class PairCard(Card):
         row.addWidget(reason, 1)
         facts = label(f"{speed_words(fit).capitalize()} · {download_words(fit)} · {licence_words(fit)}", muted=True)
         super().__init__(fit.pair.name, badges, [label(quality_words(fit)), mark_row, facts])
-        self.setToolTip("\n".join(technical_lines(fit)))
+        self.setToolTip(plain_tip("\n".join(technical_lines(fit))))
 
 
 class CardList(QListWidget):

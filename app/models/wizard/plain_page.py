@@ -4,9 +4,10 @@ the title is a label of the page's own (`heading`), which also keeps it beside t
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import QLabel, QVBoxLayout, QWizardPage
+from PySide6.QtWidgets import QVBoxLayout, QWizardPage
 
 from app.theme.tokens import SPACE
+from app.window.labels import Label
 
 
 class PlainPage(QWizardPage):
@@ -17,10 +18,10 @@ class PlainPage(QWizardPage):
         self.body = QVBoxLayout(self)
         self.body.setContentsMargins(SPACE.l, SPACE.l, SPACE.l, 0)
         self.body.setSpacing(SPACE.s)
-        self.heading = QLabel()
+        self.heading = Label()
         self.heading.setObjectName("pageTitle")
         self.heading.setWordWrap(True)
-        self.subheading = QLabel()
+        self.subheading = Label()
         self.subheading.setWordWrap(True)
         self.subheading.setProperty("muted", True)
         self.body.addWidget(self.heading)
