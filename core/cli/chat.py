@@ -40,6 +40,7 @@ from core.cli.options import add_generation_arguments, decoding_settings, engine
 from core.cli.thinking_output import ThinkingPrinter, add_thinking_arguments, template_kwargs
 from core.engine import protocol as P
 from core.cli.chat_tools import TerminalTools, prompt_reader
+from core.text.terminal import for_stream
 from core.engine.client import LOAD_DIED_HINT, EngineClient
 from core.engine.connection import EngineConnection
 from core.errors import InvalidSettingError, LoadDiedError, RemoteError, SpecExecError
@@ -83,6 +84,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the server's API key (default: the key saved for that address in the app, else none)",
     )
     remote.add_argument("--model", default="", metavar="M", help="the server's model (default: the first it lists)")
+
+
+def note_on_stderr(text: str) -> None:
+    """A line for the person at the terminal: it may quote an answer, a tool's result or an engine error, so
+    control characters are shown, not obeyed (core.text.terminal)."""
+    print(for_stream(text, sys.stderr), file=sys.stderr, flush=True)
 
 
 class LoadReport:
@@ -225,7 +232,7 @@ class ChatLoop:
             self.generate_settings["tools"] = tools.toolbox.definitions()
 
     def note(self, text: str) -> None:
-        print(text, file=sys.stderr, flush=True)
+        note_on_stderr(text)
 
     def read_line(self) -> str | None:
         if not self.interactive:
@@ -464,7 +471,7 @@ def run(args: argparse.Namespace) -> int:
                 args.mcp_config,
                 args.allow_tools,
                 prompt_reader(interactive),
-                lambda text: print(text, file=sys.stderr, flush=True),
+                note_on_stderr,
             )
         client.wait_started()
         # a death while loading (out of memory?) is said, tried once more, then the chat goes on

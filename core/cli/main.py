@@ -43,7 +43,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return importlib.import_module(args.module).run(args)
     except (SpecExecError, FileNotFoundError) as error:
-        print(f"error: {error}", file=sys.stderr)
+        from core.text.terminal import for_stream  # the error may quote a model's files or a server's answer
+
+        print(for_stream(f"error: {error}", sys.stderr), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)

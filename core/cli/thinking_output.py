@@ -1,6 +1,7 @@
 """How `specexec generate` and `specexec chat` print a thinking model's answer: the thinking dimmed before the
 answer on a terminal, or (when stdout is a file or a pipe) on stderr, so that stdout holds the answer alone;
-`--hide-thinking` drops it. NO_COLOR (https://no-color.org) turns the dimming off."""
+`--hide-thinking` drops it. NO_COLOR (https://no-color.org) turns the dimming off. On a terminal, the control
+characters in either are shown, not obeyed (core.text.terminal); a file or a pipe gets the text exact."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import argparse
 import os
 import sys
 from typing import TextIO
+
+from core.text.terminal import for_stream
 
 DIM, RESET = "\x1b[2m", "\x1b[0m"
 
@@ -47,11 +50,11 @@ class ThinkingPrinter:
             if not self._thinking and self.dim:
                 target.write(DIM)
             self._thinking = True
-            target.write(reasoning)
+            target.write(for_stream(reasoning, target))
             target.flush()
         if text:
             self._close()
-            self.out.write(text)
+            self.out.write(for_stream(text, self.out))
             self.out.flush()
 
     def end(self) -> None:
