@@ -102,7 +102,7 @@ def test_hostile_text_everywhere_in_the_chat_window_is_shown_as_written(qtbot, q
 
     w = quiet_window
     tag = f'<img src="{trap.path}">'
-    folder = tmp_path / f"model {tag.replace('/', '_')}"  # a folder name may hold < and > (not on Windows)
+    folder = tmp_path / f"R&D {tag.replace('/', '_')}"  # a folder name may hold < and > (not on Windows)
     w.settings = replace(w.settings, target=str(folder))
     w._show_model_pair()
     cid = w.store.create_conversation(f"Title {tag}")
@@ -134,6 +134,7 @@ def test_hostile_text_everywhere_in_the_chat_window_is_shown_as_written(qtbot, q
 
     assert not trap.read
     assert shown_as_written(w, "<img") == []
+    assert w.header.model_button.text().startswith("R&&D <img")  # shown as "R&D <img…", no Alt+D shortcut
     assert any(html.escape(tag) in tip for tip in sidebar_tips)  # said, as written
     assert not any("<img" in tip and QtGui.Qt.mightBeRichText(tip) for tip in sidebar_tips)
     assert html.escape(tag) in w.banner.label.text()  # the message and its details say it, as written

@@ -108,5 +108,6 @@ class ChatHeader(QFrame):
         )  # the chip's padding and border
         room = max(MIN_MODEL_PX - chrome, min(MAX_MODEL_PX, spare - chrome - 24))
         shown = self.model_button.fontMetrics().elidedText(self._model_name, Qt.TextElideMode.ElideRight, room)
+        shown = shown.replace("&", "&&")  # a name's "&" (R&D) is shown, not taken for a keyboard shortcut
         if self.model_button.text() != f"{shown}  ▾":
             self.model_button.setText(f"{shown}  ▾")
