@@ -322,6 +322,17 @@ def test_folder_without_tokenizer(tmp_path, tiny_target):
     assert "tokenizer" in str(info.value)
 
 
+@pytest.mark.parametrize("template", [7, [{"name": "default", "template": {"a": 1}}]])
+def test_a_chat_template_that_is_not_text_is_refused_at_load(tmp_path, tiny_folder, template):
+    """transformers loads any JSON value as the template; the first prompt then failed with jinja's TypeError,
+    which the engine reported as its own bug."""
+    folder = copy_of(tiny_folder, tmp_path)
+    settings = json.loads((folder / "tokenizer_config.json").read_text())
+    (folder / "tokenizer_config.json").write_text(json.dumps({**settings, "chat_template": template}))
+    with pytest.raises(ModelFormatError, match="the chat template of model is not text .*download the model's"):
+        load_model(str(folder), device="cpu")
+
+
 def test_unsupported_architecture_fails_before_any_weight_is_read(tmp_path):
     folder = tmp_path / "gpt2-ish"
     folder.mkdir()

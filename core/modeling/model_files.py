@@ -183,8 +183,9 @@ def load_tokenizer(name: str, folder: Path, gguf_file: Path | None = None):
 
     try:
         if gguf_file is not None:
-            return AutoTokenizer.from_pretrained(str(folder), gguf_file=str(gguf_file), local_files_only=True)
-        return AutoTokenizer.from_pretrained(folder, local_files_only=True)
+            tokenizer = AutoTokenizer.from_pretrained(str(folder), gguf_file=str(gguf_file), local_files_only=True)
+        else:
+            tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
     except (SpecExecError, MemoryError):
         raise
     except Exception as error:
@@ -196,6 +197,20 @@ def load_tokenizer(name: str, folder: Path, gguf_file: Path | None = None):
             f"could not load the tokenizer of {name} from {folder}: {type(error).__name__}: {error}. A model "
             "folder needs its tokenizer files (tokenizer.json or tokenizer.model, tokenizer_config.json)"
         ) from error
+    check_chat_template(name, tokenizer)
+    return tokenizer
+
+
+def check_chat_template(name: str, tokenizer) -> None:
+    """Refuse a chat template that is not Jinja text (one, or several by name): transformers loads any JSON
+    value there, and the first prompt then failed as the engine's own bug."""
+    template = getattr(tokenizer, "chat_template", None)
+    texts = template.values() if isinstance(template, dict) else [template]
+    if template is not None and not all(isinstance(text, str) for text in texts):
+        raise ModelFormatError(
+            f"the chat template of {name} is not text (it is {json.dumps(template)[:80]}): download the model's "
+            "tokenizer files (tokenizer_config.json, chat_template.jinja) again"
+        )
 
 
 # ----------------------------------------------------------------------------------------------------------
