@@ -102,6 +102,8 @@ class Banner(QFrame):
         )
 
     def show_message(self, text: str, actions: tuple[str, ...] = (), details: str = "") -> None:
+        """Show `text` (rich text: bold words of ours, the rest escaped by the caller) with `actions` (their
+        names, the first the main one) and `details` (plain text, shown as written under Details)."""
         self._text, self._details = text, details
         self.details_button.setVisible(bool(details))
         self.details_button.setChecked(False)

@@ -14,6 +14,7 @@ import dataclasses
 import json
 import logging
 import re
+from html import escape
 
 from PySide6.QtCore import QProcess, Qt, Signal
 from PySide6.QtWidgets import QFrame, QGridLayout, QVBoxLayout, QWidget
@@ -137,7 +138,9 @@ class HardwarePage(PlainPage):
         self.gpu_check.setOpenExternalLinks(True)
         self.gpu_check.setVisible(False)
         self.gpu_check_progress.connect(
-            lambda step, steps, what: self.gpu_check.setText(f"Checking the graphics card ({step} of {steps}: {what})…")
+            lambda step, steps, what: self.gpu_check.setText(
+                f"Checking the graphics card ({step} of {steps}: {escape(what)})…"
+            )
         )
         self.details_button = button("Show details", LINK)
         self.details_button.setCheckable(True)
