@@ -432,3 +432,14 @@ def test_entry_point_first_run_opens_the_window_and_writes_its_files(tmp_path):
     assert (tmp_path / "conversations.sqlite3").exists()
     log = (tmp_path / "logs" / "specexec-desktop.log").read_text()
     assert "starting" in log and "exiting (0)" in log
+
+
+def test_the_export_s_file_name_is_the_title_in_safe_letters_and_never_a_windows_device():
+    from app.conversations.export import suggested_file_name
+
+    assert suggested_file_name("Trip: Rome / Paris?", "markdown") == "Trip-Rome-Paris.md"
+    assert suggested_file_name("../../etc", "json") == "etc.json"
+    assert suggested_file_name("???", "markdown") == "conversation.md"
+    assert suggested_file_name("Nul", "markdown") == "chat-Nul.md"  # NUL.md is the null device on Windows
+    assert suggested_file_name("com1", "json") == "chat-com1.json"
+    assert suggested_file_name("Console", "json") == "Console.json"

@@ -102,6 +102,15 @@ def _json_message(message: Message) -> dict[str, Any]:
     return data
 
 
+# names Windows keeps for devices, whatever the extension: "CON.md" would write to the console, not a file
+WINDOWS_DEVICES = frozenset(
+    {"CON", "PRN", "AUX", "NUL", *(f"{port}{n}" for port in ("COM", "LPT") for n in range(1, 10))}
+)
+
+
 def suggested_file_name(title: str, kind: str) -> str:
+    """The export's file name offered for a chat: its title in letters, digits, - and _ (at most 60), never a
+    device's name."""
     safe = "".join(c if c.isalnum() or c in " -_" else " " for c in title).strip()
-    return ("-".join(safe.split())[:60] or "conversation") + FORMATS[kind]
+    name = "-".join(safe.split())[:60] or "conversation"
+    return (f"chat-{name}" if name.upper() in WINDOWS_DEVICES else name) + FORMATS[kind]
