@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import json
 import time
-from html import escape
 from datetime import datetime, timezone
+from html import escape
 from typing import Any
 
 from app.chat.thinking_words import thought_summary
 from app.conversations.store import COMPLETE, Conversation, Message
+from core.system.file_names import is_windows_device
 
 FORMATS = {"markdown": ".md", "json": ".json"}
 ROLE_NAMES = {"user": "You", "assistant": "Assistant", "system": "System"}
@@ -102,15 +103,9 @@ def _json_message(message: Message) -> dict[str, Any]:
     return data
 
 
-# names Windows keeps for devices, whatever the extension: "CON.md" would write to the console, not a file
-WINDOWS_DEVICES = frozenset(
-    {"CON", "PRN", "AUX", "NUL", *(f"{port}{n}" for port in ("COM", "LPT") for n in range(1, 10))}
-)
-
-
 def suggested_file_name(title: str, kind: str) -> str:
     """The export's file name offered for a chat: its title in letters, digits, - and _ (at most 60), never a
-    device's name."""
+    device's name ('NUL.md' is the null device on Windows: the export would write nowhere)."""
     safe = "".join(c if c.isalnum() or c in " -_" else " " for c in title).strip()
     name = "-".join(safe.split())[:60] or "conversation"
-    return (f"chat-{name}" if name.upper() in WINDOWS_DEVICES else name) + FORMATS[kind]
+    return (f"chat-{name}" if is_windows_device(name) else name) + FORMATS[kind]

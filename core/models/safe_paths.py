@@ -10,14 +10,13 @@ case-insensitive disk. The rules are the same on every system, so a listing is r
 
 from __future__ import annotations
 
-import re
 
 from core.errors import UnsafeListingError
 from core.models.hub import RemoteRepo
 from core.models.manifest import MANIFEST_NAME, MANIFEST_TEMP_NAME, PARTIAL_SUFFIX
+from core.system.file_names import is_windows_device
 
 WINDOWS_FORBIDDEN = set('<>:"|?*\\')
-WINDOWS_DEVICES = re.compile(r"^(con|prn|aux|nul|com[0-9¹²³]|lpt[0-9¹²³]|conin\$|conout\$)$")
 OWN_NAMES = {MANIFEST_NAME.casefold(), MANIFEST_TEMP_NAME.casefold()}
 SHOWN_CHARACTERS = 120  # a path quoted in a message is cut here (a hostile listing can send megabytes)
 
@@ -37,7 +36,7 @@ def path_problem(path: str) -> str | None:
             return f"it holds {''.join(forbidden)!r} (a drive, stream or folder separator on Windows)"
         if part[-1] in ". ":
             return "a part ends with a dot or a space (Windows drops them, so it would be another file)"
-        if WINDOWS_DEVICES.match(part.split(".")[0].rstrip(" ").casefold()):
+        if is_windows_device(part):
             return f"{part!r} is a device name on Windows"
     name = path.rsplit("/", 1)[-1].casefold()
     if name in OWN_NAMES or name.endswith(PARTIAL_SUFFIX):
