@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import pty
+import select
 import sys
 
 import pytest
@@ -35,8 +36,12 @@ class Terminal:
         self.stream = open(follower, "w", encoding="utf-8", closefd=True)  # noqa: SIM115 - closed in close()
 
     def read(self) -> str:
+        """Everything written so far (the writes are done: what they wrote is in the terminal's buffer)."""
         self.stream.flush()
-        return os.read(self._leader, 65536).decode().replace("\r\n", "\n")  # the line discipline's CR LF
+        data = b""
+        while select.select([self._leader], [], [], 0)[0]:
+            data += os.read(self._leader, 65536)
+        return data.decode().replace("\r\n", "\n")  # the line discipline's CR LF
 
     def close(self) -> None:
         self.stream.close()
