@@ -220,6 +220,22 @@ def test_prompt_longer_than_context(tiny_pair, capsys):
     assert_clear_error(result, "context window is 64")
 
 
+def test_a_prompt_that_is_not_all_text_is_read_with_the_mark_for_what_is_not(tiny_pair, tmp_path, capsys):
+    """A command line's byte that is not UTF-8 reaches Python as a lone surrogate ("\\udcff"), as does a JSON
+    escape ("\\ud800") in a messages file: no tokenizer reads one (a TypeError traceback); it is read as U+FFFD."""
+    from core.text.prompts import readable_text
+
+    assert readable_text("w5 \udcff w6 \ud83d\ude00 \U0001f600") == "w5 \ufffd w6 \ufffd\ufffd \U0001f600"
+    target, draft = map(str, tiny_pair)
+    common = ("--target", target, "--draft", draft, "--max-new-tokens", "3", "--json")
+    result = run_cli(capsys, "generate", *common, "--prompt", "w5 \udcff w6")
+    assert result.returncode == 0, result.stderr
+    messages = tmp_path / "messages.jsonl"
+    messages.write_text('{"role": "user", "content": "w5 \\ud800 w6"}\n', encoding="utf-8")
+    result = run_cli(capsys, "generate", *common, "--messages-file", str(messages))
+    assert result.returncode == 0, result.stderr
+
+
 def test_tokenizer_mismatch(tmp_path, tiny_pair, capsys):
     target = str(tiny_pair[0])
     other = save_tiny_model(tmp_path / "other", tokenizer_vocab=60)

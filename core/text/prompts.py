@@ -4,6 +4,7 @@ template (which tool-call format a template asks for: core.text.tool_format)."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from core.text.chat_template import render_template
 from core.text.template_kwargs import template_variables
 from core.text.tool_format import Tool, tool_call_format
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # in a str, a pair from JSON is already one code point
 Message = dict[str, Any]  # role and content; an assistant's tool_calls, a tool's tool_call_id
 
 
@@ -70,10 +72,18 @@ def encode_prompt(tokenizer: PreTrainedTokenizerBase, prompt: Prompt, chat: bool
     """Token ids for a prompt. Messages always use the chat template; text uses it when `chat` is set."""
     if prompt.messages is not None:
         rendered = render_chat(tokenizer, list(prompt.messages), prompt.tools, prompt.template_kwargs)
-        return tokenizer(rendered, add_special_tokens=False)["input_ids"]
+        return tokenizer(readable_text(rendered), add_special_tokens=False)["input_ids"]
     if chat:
         return encode_prompt(tokenizer, chat_prompt(prompt))
-    return tokenizer(prompt.text)["input_ids"]
+    return tokenizer(readable_text(prompt.text))["input_ids"]
+
+
+def readable_text(text: str) -> str:
+    """`text` with each lone surrogate as U+FFFD, the mark a decoder puts for what is not text. A command
+    line's bytes that are not UTF-8 reach Python as lone surrogates, and so does a JSON escape such as
+    "\\ud800" in a prompt file or a tool's result; no tokenizer reads one (a TypeError the engine took for its
+    own bug). The API refuses them in words instead (core.server.requests.check_tree)."""
+    return _LONE_SURROGATE.sub("\ufffd", text)
 
 
 def _check_messages(messages: object, where: str) -> tuple[Message, ...]:
