@@ -150,6 +150,10 @@ def test_a_model_path_that_does_not_exist_is_refused_in_the_settings(qtbot, tmp_
     dialog.target.edit.setText(str(folder))
     dialog.draft.edit.setText("")
     assert dialog.accept() and saved[0].target == str(folder) and not dialog.error.isVisibleTo(dialog)
+    # as Windows' "Copy as path" gives it, and the model's config.json picked for its folder
+    for typed in (f'"{folder}"', f" '{folder}' ", str(folder / "config.json"), f'"{folder / "config.json"}"'):
+        dialog.target.edit.setText(typed)
+        assert dialog.accept() and saved[-1].target == str(folder), typed
 
 
 # Errors in plain words -------------------------------------------------------------------------------------

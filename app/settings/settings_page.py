@@ -118,8 +118,13 @@ class ModelField(QWidget):
             self.take(dialog)
 
     def text(self) -> str:
-        """What is saved: a built-in model's id for its name, else the path or repo id as typed."""
+        """What is saved: a built-in model's id for its name, else the path or repo id as typed, without the
+        quotes Windows' "Copy as path" puts around a path, and a model folder for its config.json."""
         typed = self.edit.text().strip()
+        if len(typed) > 1 and typed[0] == typed[-1] and typed[0] in "\"'":
+            typed = typed[1:-1].strip()
+        if Path(typed).name == "config.json" and Path(typed).expanduser().is_file():
+            typed = str(Path(typed).parent)
         return next((spec for spec, name in BUILTIN_NAMES.items() if typed == name), typed)
 
 
