@@ -7,9 +7,9 @@ from __future__ import annotations
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QPushButton, QToolButton, QVBoxLayout, QWidget
 
-from app.window.labels import ElidedLabel
 from app.chat.input_box import InputBox
 from app.theme.icons import themed
+from app.window.labels import ElidedLabel
 
 SEND, STOP = "send", "stop"
 

@@ -4,6 +4,7 @@ token counts, and what filling up means, in the tooltip (issue 42: figures one h
 from __future__ import annotations
 
 from PySide6.QtWidgets import QHBoxLayout, QProgressBar, QWidget
+
 from app.window.labels import Label
 
 WARN_SHARE = 0.8  # from here on the bar turns amber: the oldest messages will soon be left out
