@@ -134,6 +134,8 @@ def test_path_rules():
         ("a.", "dot"),
         ("a /b", "space"),
         ("x\x00y", "control"),
+        ("x\x9b2Jy", "control"),  # C1: an 8-bit CSI
+        ("model\u202egpj.exe", "reorder"),
         ("a.incomplete", "own"),
         ("sub/specexec-download.json.tmp", "own"),
         ('a"b', "'\"'"),

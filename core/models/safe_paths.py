@@ -3,7 +3,8 @@ file is deleted, created or even looked at, so a hostile or broken hub cannot re
 
 A path is refused when it could leave the folder ('..', absolute, a backslash), when a disk on Windows or
 macOS would read it as something else (a drive `C:x`, a stream `name:stream`, a reserved device name such
-as `NUL.txt`, a trailing dot or space, characters Windows forbids), when it names one of the downloader's
+as `NUL.txt`, a trailing dot or space, characters Windows forbids), when a terminal or a file manager would
+not show it as written (control characters, bidirectional overrides), when it names one of the downloader's
 own files (the manifest, a `.incomplete` partial), or when two paths would land on one file on a
 case-insensitive disk. The rules are the same on every system, so a listing is refused everywhere or nowhere.
 """
@@ -15,6 +16,7 @@ from core.errors import UnsafeListingError
 from core.models.hub import RemoteRepo
 from core.models.manifest import MANIFEST_NAME, MANIFEST_TEMP_NAME, PARTIAL_SUFFIX
 from core.system.file_names import is_windows_device
+from core.text.terminal import shown_on_terminal
 
 WINDOWS_FORBIDDEN = set('<>:"|?*\\')
 OWN_NAMES = {MANIFEST_NAME.casefold(), MANIFEST_TEMP_NAME.casefold()}
@@ -27,8 +29,8 @@ def path_problem(path: str) -> str | None:
         return "it is empty"
     if path.startswith("/"):
         return "it is absolute"
-    if any(ord(character) < 32 or ord(character) == 127 for character in path):
-        return "it holds control characters"
+    if shown_on_terminal(path) != path or "\t" in path or "\n" in path:  # "x\u202egpj.exe" shows as "xexe.jpg"
+        return "it holds control characters (which a terminal obeys) or marks that reorder what is shown"
     for part in path.split("/"):
         if part in ("", ".", ".."):
             return "it leaves the model folder" if part == ".." else "it has an empty or '.' part"
