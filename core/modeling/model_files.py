@@ -383,16 +383,11 @@ def token_ids(*sources: object, vocab_size: int) -> tuple[int, ...]:
     say which tokens end an answer; anything else they hold there (text, a negative number, true, a nested list,
     an id past the `vocab_size` rows of the model's head) names no token and is left out rather than failing
     the load."""
-    ids: list[int] = []
+    ids: dict[int, None] = {}  # in order, each once (a list's `in` made a long hostile list quadratic)
     for source in sources:
         for candidate in source if isinstance(source, (list, tuple)) else [source]:
-            if (
-                isinstance(candidate, int)
-                and not isinstance(candidate, bool)
-                and 0 <= candidate < vocab_size
-                and candidate not in ids
-            ):
-                ids.append(candidate)
+            if isinstance(candidate, int) and not isinstance(candidate, bool) and 0 <= candidate < vocab_size:
+                ids[candidate] = None
     return tuple(ids)
 
 
