@@ -216,3 +216,33 @@ def test_the_wizard_s_load_says_an_error_quoting_html_as_written(qtbot, tmp_path
     assert shown_while_loading == [] and shown_as_written(wizard, "<img") == []
     page = wizard.done_page
     assert page.stage.text().startswith("<b>The model did not load:</b>") and html.escape(tag) in page.stage.text()
+
+
+def test_a_link_under_the_pointer_says_where_it_really_goes(qtbot):
+    """A link's words may name another address than its own ([https://bank.example](https://evil.example)):
+    hovering it says the real one, and whether a click opens it (only web and mail addresses open)."""
+    from PySide6.QtGui import QTextCursor
+    from PySide6.QtTest import QTest
+
+    from app.chat.message_text import MessageBody
+
+    body = MessageBody()
+    qtbot.addWidget(body)
+    body.resize(600, 200)
+    body.set_markdown("See [https://bank.example](https://evil.example/login) or [this](file:///etc/passwd).")
+    body.show()
+    qtbot.waitExposed(body)
+    [view] = body.parts
+    text = view.document().toPlainText()
+
+    def hover(words: str) -> str:
+        cursor = QTextCursor(view.document())
+        cursor.setPosition(text.index(words) + 2)
+        QTest.mouseMove(view.viewport(), view.cursorRect(cursor).center())
+        qtbot.waitUntil(lambda: view.toolTip() != "")
+        return view.toolTip()
+
+    assert hover("https://bank.example") == "Opens https://evil.example/login"
+    QTest.mouseMove(view.viewport(), view.cursorRect(QTextCursor(view.document())).center())  # off the link
+    qtbot.waitUntil(lambda: view.toolTip() == "")
+    assert hover("this") == "Not opened (not a web address): file:///etc/passwd"

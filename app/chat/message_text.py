@@ -19,13 +19,26 @@ from app.chat.rendering import (
 )
 from app.theme.icons import themed
 from app.theme.tokens import SPACE, TYPE, current
-from app.window.labels import Label
+from app.window.labels import Label, plain_tip
 
 COPIED_MS = 1500  # a copy button shows a tick this long
 
 
+OPENED_SCHEMES = ("http", "https", "mailto")  # a link in an answer opens only if it is one of these
+
+
+def link_words(url: QUrl) -> str:
+    """What hovering a link says: where it really goes (its words may name another address) and whether a
+    click opens it."""
+    address = url.toString()
+    if url.scheme() in OPENED_SCHEMES:
+        return f"Opens {address}"
+    return f"Not opened (not a web address): {address}"
+
+
 class MarkdownView(QTextBrowser):
-    """A read-only text view as tall as its content (the chat's scroll area does the scrolling)."""
+    """A read-only text view as tall as its content (the chat's scroll area does the scrolling); a link
+    under the pointer says where it goes (`link_words`)."""
 
     link_activated = Signal(QUrl)
 
@@ -41,6 +54,7 @@ class MarkdownView(QTextBrowser):
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
         self.setTextInteractionFlags(Qt.TextInteractionFlag.TextBrowserInteraction)
         self.anchorClicked.connect(self.link_activated)
+        self.highlighted.connect(self._hovered)
         self.document().setDocumentMargin(2)
         self.document().documentLayout().documentSizeChanged.connect(self._fit)
         self._fit()
@@ -59,6 +73,9 @@ class MarkdownView(QTextBrowser):
     def resizeEvent(self, event) -> None:  # noqa: ANN001 - Qt signature
         super().resizeEvent(event)
         self._fit()
+
+    def _hovered(self, url: QUrl) -> None:
+        self.setToolTip("" if url.isEmpty() else plain_tip(link_words(url)))
 
 
 class CodeCard(QFrame):

@@ -19,7 +19,7 @@ from PySide6.QtGui import QGuiApplication, QTextCursor
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QToolButton, QVBoxLayout, QWidget
 
 from app.chat.input_box import InputBox
-from app.chat.message_text import MessageBody
+from app.chat.message_text import OPENED_SCHEMES, MessageBody
 from app.chat.message_words import error_text, format_time, speed_words
 from app.chat.tool_card import ToolCallsBlock
 from app.chat.thinking_block import ThinkingBlock, thinking_title
@@ -400,7 +400,7 @@ class MessageWidget(QWidget):
         self.copied.emit("message")
 
     def _link(self, url: QUrl) -> None:
-        if url.scheme() in ("http", "https", "mailto"):
+        if url.scheme() in OPENED_SCHEMES:  # never a file or a program (the hover says so: link_words)
             from PySide6.QtGui import QDesktopServices
 
             QDesktopServices.openUrl(url)
