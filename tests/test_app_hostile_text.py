@@ -25,7 +25,6 @@ from PySide6 import QtGui  # noqa: E402
 from PySide6.QtCore import Qt  # noqa: E402
 from PySide6.QtWidgets import QLabel, QWidget  # noqa: E402
 
-from app_fixtures import screenshot  # noqa: E402
 from core.engine import protocol as P  # noqa: E402
 
 pytest.register_assert_rewrite("app_fixtures")
@@ -98,6 +97,8 @@ def shown_as_written(window, marker: str) -> list[str]:
 
 
 def test_hostile_text_everywhere_in_the_chat_window_is_shown_as_written(qtbot, quiet_window, trap, tmp_path):
+    from app_fixtures import screenshot
+
     from app.conversations import store as S
 
     w = quiet_window
