@@ -358,6 +358,25 @@ def recording_bridge_class():
     return RecordingBridge
 
 
+def wizard_loading_the_builtin_pair(qtbot, models_dir: Path, monkeypatch):
+    """The first-run wizard on the 12 GB GPU fixture with the built-in pair chosen: it needs no download, so
+    the wizard is on its Done page, which has asked its recording bridge to load it. (wizard, bridge)."""
+    from app.models.wizard.wizard import DONE, FirstRunWizard
+    from app.settings.schema import AppSettings
+
+    monkeypatch.setenv("SPECEXEC_HW_FIXTURE", str(Path(__file__).parent / "fixtures" / "hw" / "gpu12-ram16-pcie3.json"))
+    bridge = recording_bridge_class()()
+    wizard = FirstRunWizard(AppSettings(), models_dir, bridge=bridge)
+    qtbot.addWidget(wizard)
+    wizard.show()
+    qtbot.waitUntil(lambda: wizard.state.recommendation is not None, timeout=20000)
+    wizard.next()
+    wizard.choose_page.pairs.select("builtin")
+    wizard.next()
+    assert wizard.currentId() == DONE
+    return wizard, bridge
+
+
 def ready(bridge) -> None:
     """A recording bridge's engine, started and ready (budget 16, 8,192 tokens of context)."""
     from core.engine import protocol as P

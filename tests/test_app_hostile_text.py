@@ -192,22 +192,10 @@ def test_every_label_of_the_app_is_a_plain_label_unless_it_asks_for_rich_text():
 def test_the_wizard_s_load_says_an_error_quoting_html_as_written(qtbot, tmp_path, monkeypatch, trap):
     """The set-up's last page: the engine's loading step (its tooltip) and its error (bold words of ours,
     then the engine's own) quote the model's files, which may hold anything."""
-    from app_fixtures import recording_bridge_class
-
-    from app.models.wizard.wizard import DONE, FirstRunWizard
-    from app.settings.schema import AppSettings
+    from app_fixtures import wizard_loading_the_builtin_pair
 
     tag = f'<img src="{trap.path}">'
-    monkeypatch.setenv("SPECEXEC_HW_FIXTURE", str(Path(__file__).parent / "fixtures" / "hw" / "gpu12-ram16-pcie3.json"))
-    bridge = recording_bridge_class()()
-    wizard = FirstRunWizard(AppSettings(), tmp_path / "models", bridge=bridge)
-    qtbot.addWidget(wizard)
-    wizard.show()
-    qtbot.waitUntil(lambda: wizard.state.recommendation is not None, timeout=20000)
-    wizard.next()
-    wizard.choose_page.pairs.select("builtin")
-    wizard.next()
-    assert wizard.currentId() == DONE
+    wizard, bridge = wizard_loading_the_builtin_pair(qtbot, tmp_path / "models", monkeypatch)
     bridge.handle_events([P.EngineStarted(pid=1), P.LoadProgress(f"Reading {tag}", fraction=0.5)])
     shown_while_loading = shown_as_written(wizard, "<img")
     bridge.handle_events([P.Error(None, "model_format", f"config.json names {tag}", f"fix {tag}")])

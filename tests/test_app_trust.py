@@ -228,20 +228,9 @@ def test_dequantising_a_gguf_reports_progress_and_prints_no_bar(tmp_path, capfd)
 
 
 def test_done_page_follows_the_load_and_ends_with_start_chatting_only(qtbot, tmp_path, monkeypatch):
-    from app_fixtures import recording_bridge_class
+    from app_fixtures import wizard_loading_the_builtin_pair
 
-    from app.models.wizard.wizard import DONE, FirstRunWizard
-
-    monkeypatch.setenv("SPECEXEC_HW_FIXTURE", str(FIXTURES / "gpu12-ram16-pcie3.json"))
-    bridge = recording_bridge_class()()
-    wizard = FirstRunWizard(AppSettings(), tmp_path / "models", bridge=bridge)
-    qtbot.addWidget(wizard)
-    wizard.show()
-    qtbot.waitUntil(lambda: wizard.state.recommendation is not None, timeout=20000)
-    wizard.next()
-    wizard.choose_page.pairs.select("builtin")
-    wizard.next()  # the built-in pair needs no download: straight to Done, which loads it
-    assert wizard.currentId() == DONE
+    wizard, bridge = wizard_loading_the_builtin_pair(qtbot, tmp_path / "models", monkeypatch)
     page = wizard.done_page
     cancel = wizard.button(QWizard.WizardButton.CancelButton)
     assert cancel.isVisible()
