@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from core.engine import protocol as P
-from core.system.disk import write_text_atomically
+from core.system.secret_store import write_private_file
 from core.system.threads import resolve_thread_count
 
 log = logging.getLogger(__name__)
@@ -373,8 +373,7 @@ def save_settings(settings: AppSettings, path: Path) -> None:
     """Write atomically (a temporary file, then a rename), so a crash never leaves half a file; readable by
     this user only (0600), because the file holds the API server's key. Raises SettingsNotSaved, in words."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_text_atomically(path, json.dumps(to_dict(settings), indent=2, sort_keys=True) + "\n", private=True)
+        write_private_file(path, json.dumps(to_dict(settings), indent=2, sort_keys=True) + "\n")
     except OSError as error:
         raise SettingsNotSaved(
             f"Your settings could not be saved ({error.strerror or error}; in {path.parent}): they apply until "

@@ -18,7 +18,7 @@ from app.settings.fields import help_line
 from app.window.buttons import LINK, SECONDARY, button
 from app.window.labels import Label
 from core.errors import InvalidSettingError
-from core.system.disk import write_text_atomically
+from core.system.secret_store import write_private_file
 from core.tools.config import (
     ServerConfig,
     check_url,
@@ -182,8 +182,7 @@ class ToolServersSection(QWidget):
             if warning:
                 self.warnings.append(warning)
         text = json.dumps({"mcpServers": {s.name: s.to_json() for s in stored}}, indent=2) + "\n"
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        write_text_atomically(self.path, text, private=True)
+        write_private_file(self.path, text)
         in_use = set().union(*(secret_refs(s) for s in stored))
         forget_secrets(set().union(*(secret_refs(s) for s in self.saved_servers)) - in_use)
         self.servers = self.saved_servers = stored

@@ -5,8 +5,9 @@ read (headless Linux boxes have no keyring backend). Used for the API keys of re
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
+
+from core.system.disk import write_text_atomically
 
 KEYRING_SERVICE = "SpecExec Desktop"
 
@@ -25,10 +26,7 @@ def usable_keyring():
 
 
 def write_private_file(path: Path, text: str) -> None:
-    """Write `text` to `path` with mode 0600: created that way from the start (never world-readable for a
-    moment), then rewritten in place."""
+    """Write `text` to `path` (its folder made if missing), readable by this user only from before the first
+    byte, and replaced whole (core.system.disk.write_text_atomically: a crash never leaves half a key)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    os.chmod(path, 0o600)
+    write_text_atomically(path, text, private=True)
