@@ -10,7 +10,7 @@ import os
 import sys
 from typing import TextIO
 
-from core.text.terminal import for_stream
+from core.text.terminal import shown_on_terminal
 
 DIM, RESET = "\x1b[2m", "\x1b[0m"
 
@@ -42,6 +42,7 @@ class ThinkingPrinter:
         self.err = err or sys.stderr
         self.inline = self.out.isatty()  # a terminal: thinking goes inline, dimmed
         self.dim = self.inline and not os.environ.get("NO_COLOR")
+        self._thinking_on_terminal = self.inline or self.err.isatty()  # asked once, not per streamed piece
         self._thinking = False  # reasoning shown and not yet closed
 
     def write(self, reasoning: str, text: str) -> None:
@@ -50,11 +51,11 @@ class ThinkingPrinter:
             if not self._thinking and self.dim:
                 target.write(DIM)
             self._thinking = True
-            target.write(for_stream(reasoning, target))
+            target.write(shown_on_terminal(reasoning) if self._thinking_on_terminal else reasoning)
             target.flush()
         if text:
             self._close()
-            self.out.write(for_stream(text, self.out))
+            self.out.write(shown_on_terminal(text) if self.inline else text)
             self.out.flush()
 
     def end(self) -> None:
