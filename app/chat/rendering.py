@@ -3,6 +3,8 @@ inline code and thin-bordered tables, all from the theme's roles (a theme switch
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from PySide6.QtGui import (
     QColor,
     QGuiApplication,
@@ -11,6 +13,7 @@ from PySide6.QtGui import (
     QTextCursor,
     QTextDocument,
     QTextDocumentFragment,
+    QTextFragment,
     QTextFrameFormat,
     QTextTable,
 )
@@ -36,20 +39,13 @@ def set_markdown(document: QTextDocument, text: str) -> None:
         return
     scratch = QTextDocument()
     scratch.setMarkdown(text, MARKDOWN_FEATURES)
-    images = []
-    block = scratch.begin()
-    while block.isValid():
-        fragments = block.begin()
-        while not fragments.atEnd():
-            fragment = fragments.fragment()
-            if fragment.charFormat().isImageFormat():
-                images.append((fragment.position(), fragment.length(), fragment.charFormat().toImageFormat().name()))
-            fragments += 1
-        block = block.next()
+    images = [
+        (fragment.position(), fragment.length(), fragment.charFormat().toImageFormat().name())
+        for fragment in fragments(scratch)
+        if fragment.charFormat().isImageFormat()
+    ]
     for position, length, source in reversed(images):  # from the end, so earlier positions stay put
-        cursor = QTextCursor(scratch)
-        cursor.setPosition(position)
-        cursor.setPosition(position + length, QTextCursor.MoveMode.KeepAnchor)
+        cursor = selection(scratch, position, length)
         link = QTextCharFormat()
         link.setAnchor(True)
         link.setAnchorHref(source)
@@ -58,6 +54,27 @@ def set_markdown(document: QTextDocument, text: str) -> None:
         cursor.insertText(f"[image: {source.rstrip('/').rsplit('/', 1)[-1] or source}]", link)
     document.clear()
     QTextCursor(document).insertFragment(QTextDocumentFragment(scratch))
+
+
+def fragments(document: QTextDocument) -> Iterator[QTextFragment]:
+    """Every run of text in one format in `document`, block by block, in order."""
+    block = document.begin()
+    while block.isValid():
+        runs = block.begin()
+        while not runs.atEnd():
+            fragment = runs.fragment()
+            if fragment.isValid():
+                yield fragment
+            runs += 1
+        block = block.next()
+
+
+def selection(document: QTextDocument, position: int, length: int) -> QTextCursor:
+    """A cursor over `length` characters of `document` from `position`."""
+    cursor = QTextCursor(document)
+    cursor.setPosition(position)
+    cursor.setPosition(position + length, QTextCursor.MoveMode.KeepAnchor)
+    return cursor
 
 
 def body_font_size() -> float:
@@ -98,18 +115,9 @@ def shade_inline_code(document: QTextDocument, background: str) -> None:
     shade = QTextCharFormat()
     shade.setBackground(QColor(background))
     shade.setFontStyleStrategy(document.defaultFont().styleStrategy())
-    cursor = QTextCursor(document)
-    block = document.begin()
-    while block.isValid():
-        it = block.begin()
-        while not it.atEnd():
-            fragment = it.fragment()
-            if fragment.isValid() and fragment.charFormat().fontFixedPitch():
-                cursor.setPosition(fragment.position())
-                cursor.setPosition(fragment.position() + fragment.length(), QTextCursor.MoveMode.KeepAnchor)
-                cursor.mergeCharFormat(shade)
-            it += 1
-        block = block.next()
+    for fragment in fragments(document):
+        if fragment.charFormat().fontFixedPitch():
+            selection(document, fragment.position(), fragment.length()).mergeCharFormat(shade)
 
 
 def style_tables(document: QTextDocument, border: str, header: str) -> None:
