@@ -145,6 +145,7 @@ def test_hostile_text_everywhere_in_the_chat_window_is_shown_as_written(qtbot, q
 
 def test_an_answer_s_image_is_a_link_to_where_it_points_and_nothing_is_read(qtbot, trap):
     from app.chat.message_text import MessageBody
+    from app.chat.rendering import fragments
 
     body = MessageBody()
     qtbot.addWidget(body)
@@ -162,17 +163,9 @@ def test_an_answer_s_image_is_a_link_to_where_it_points_and_nothing_is_read(qtbo
     assert f"![d]({trap.path})" in text  # code is code: shown as written, not taken for an image
     assert text.count("[image: trap.png]") == 3
     [view] = body.parts
-    links = []
-    block = view.document().begin()
-    while block.isValid():
-        fragments = block.begin()
-        while not fragments.atEnd():
-            fragment = fragments.fragment()
-            assert not fragment.charFormat().isImageFormat()
-            if fragment.charFormat().isAnchor():
-                links.append(fragment.charFormat().anchorHref())
-            fragments += 1
-        block = block.next()
+    runs = [fragment.charFormat() for fragment in fragments(view.document())]
+    assert not any(look.isImageFormat() for look in runs)
+    links = [look.anchorHref() for look in runs if look.isAnchor()]
     assert links == [str(trap.path), "https://example.com/b.png", str(trap.path), str(trap.path)]
 
 
