@@ -64,10 +64,11 @@ def pending(record: dict[str, Any]) -> PendingCall:
 
 def rounds_to_messages(rounds: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The rounds as the model saw them: each an assistant message with its calls, then one tool message per
-    call (a call still open, which a reload of an interrupted answer may hold, is sent as stopped)."""
+    call (a call still open, which a reload of an interrupted answer may hold, is sent as stopped). Every call
+    names its id and tool: `record` makes them so, and the store leaves out a damaged one when it reads it."""
     messages: list[dict[str, Any]] = []
     for round_ in rounds:
-        calls = [c for c in round_.get("calls", []) if isinstance(c, dict) and "id" in c and "name" in c]
+        calls = round_.get("calls", [])
         if not calls:
             continue
         messages.append(assistant_message(str(round_.get("content", "")), [pending(c) for c in calls]))
