@@ -77,6 +77,29 @@ def test_grouped_attention_equals_transformers_sdpa(rows, heads, kv_heads):
     assert torch.allclose(ours, theirs, rtol=0, atol=1e-12)
 
 
+@pytest.mark.parametrize("rows", [1, 5])
+def test_grouped_attention_reads_each_key_value_head_once(rows, monkeypatch):
+    """The fused attention gets the keys and values as the cache holds them, one per key/value head, at every
+    row count, whatever transformers' version does (5.17, the lent GPU machine's, repeats them for a one-token
+    query; 5.23 does not); a one-token step's mask is not repeated either."""
+    generator = torch.Generator().manual_seed(rows)
+    query, key, value, mask = _qkv(8, 2, rows, 50, 16, generator)
+    module = torch.nn.Module()
+    module.num_key_value_groups = 4
+    module.is_causal = True
+    fused = torch.nn.functional.scaled_dot_product_attention
+    seen = []
+
+    def recording(query, key, value, attn_mask=None, **kwargs):
+        seen.append((tuple(key.shape), tuple(value.shape), tuple(attn_mask.shape)))
+        return fused(query, key, value, attn_mask=attn_mask, **kwargs)
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", recording)
+    grouped_sdpa_attention(module, query, key, value, mask, scaling=0.25)
+    mask_rows = 1 if rows == 1 else 4 * rows
+    assert seen == [((1, 2, 50, 16), (1, 2, 50, 16), (1, 1, mask_rows, 50))]
+
+
 def test_grouped_attention_is_what_models_run_and_keeps_their_logits():
     torch.manual_seed(0)
     config = LlamaConfig(

@@ -8,7 +8,10 @@ group are stacked along the query rows instead ([b, kv_heads, groups * n, d], th
 per group), which is the same attention for every head and lets the fused kernel read each key/value head
 once. That repeats the mask (groups * n * columns elements) instead of the keys and values
 (2 * heads * columns * head_dim), so it is used while it writes less: n < 2 * kv_heads * head_dim rows,
-every draft forward and every tree the engine plans. Other calls go to transformers' own sdpa attention.
+every draft forward and every tree the engine plans. A one-token step's mask is not repeated at all (one row
+broadcasts over the group's rows). transformers 5.23 packs a one-token query this way itself, but 5.17 (the
+lent GPU machine's) still repeats the keys and values there, so the engine does it for every version: the step a
+GPU check measures is the step users run. Other calls go to transformers' own sdpa attention.
 
 Every model the engine runs uses it (`use_grouped_attention`, from core.modeling.causal_lm.CausalLM), so the tree pass
 and the one-token pass of a model keep computing attention the same way as each other.
@@ -52,7 +55,6 @@ def grouped_sdpa_attention(
     groups = heads // kv_heads
     plain = (
         groups == 1
-        or rows == 1
         or attention_mask is None
         or attention_mask.shape[1] != 1
         or kwargs.get("position_bias") is not None
@@ -63,7 +65,7 @@ def grouped_sdpa_attention(
             module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, is_causal=is_causal, **kwargs
         )
     stacked = query.reshape(batch, kv_heads, groups * rows, dim)  # row g * n + i: query head kv * groups + g, token i
-    mask = attention_mask.repeat(1, 1, groups, 1)
+    mask = attention_mask if rows == 1 else attention_mask.repeat(1, 1, groups, 1)
     out = torch.nn.functional.scaled_dot_product_attention(
         stacked, key, value, attn_mask=mask, dropout_p=dropout, scale=scaling
     )
