@@ -12,9 +12,9 @@
 # their own, put on PYTHONPATH for pytest only. Then: `gpu-check.sh --cpu` with that interpreter, and the test
 # files of the GPU path.
 #
-# Left out, and why: tests/test_gptq_matmul.py and the doctor's interpreter checks (Triton 3.6's interpreter
+# Left out, and why: the interpreter runs of tests/test_gptq_matmul.py and the doctor (Triton 3.6's interpreter
 # cannot take a kernel's tensor as a loop bound with numpy 2, a fault of that interpreter only: the lent machine
-# compiles the kernels), and the files that need the app, the server, downloads or compressed-tensors, which
+# compiles the kernels, which the file's compile test does here for each GPU generation), and the files that need the app, the server, downloads or compressed-tensors, which
 # the GPU check does not run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -44,5 +44,6 @@ FILES=(
 )
 PATHS=()
 for name in "${FILES[@]}"; do PATHS+=("tests/test_$name.py"); done
+PATHS+=(tests/test_gptq_matmul.py::test_kernel_compiles_for_the_gpus_the_torch_build_targets)  # with Triton 3.6
 PYTHONPATH="$PWD:$PWD/$VENV/test-site" "$VENV/bin/python" -m pytest -q -n auto --dist loadfile -p no:cacheprovider \
     "${PATHS[@]}" "$@"
