@@ -9,8 +9,10 @@ from app_fixtures import save_tiny_pair
 from conftest import in_process_engine, make_word_tokenizer
 from core.engine import protocol as P
 from core.errors import InvalidSettingError, ModelFormatError
+from core.text import chat_template
 from core.text.prompts import render_chat
 from core.text.reasoning import generation_prompt
+from core.text.tool_format import tool_call_format
 
 USER = [{"role": "user", "content": "w5 w6"}]
 CASES = [
@@ -51,5 +53,33 @@ def test_the_engine_answers_a_refusing_template_with_the_model_s_words_and_serve
     engine.session.tokenizer.chat_template = CASES[0][0]
     (error,) = [e for e in serve(P.Generate("r1", tuple(USER), max_new_tokens=3, seed=1)) if isinstance(e, P.Error)]
     assert (error.kind, error.request_id) == ("invalid_setting", "r1") and "support system messages" in error.message
+    done = serve(P.Generate("r2", (), prompt="w5 w6", max_new_tokens=3, seed=1))  # no template: still served
+    assert isinstance(done[-1], P.Finished)
+
+
+# a loop in a loop: 10^10 turns, hours of Jinja, each range within the sandbox's own limit
+NEVER_ENDS = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}{{ messages[0].content }}"
+STOPPED = "the model's chat template did not finish writing the conversation in 0.3 seconds, so it was stopped"
+
+
+def test_a_template_that_never_ends_is_stopped_in_time_and_said_in_words(monkeypatch):
+    monkeypatch.setattr(chat_template, "TEMPLATE_SECONDS", 0.3)
+    tokenizer = make_word_tokenizer()
+    tokenizer.chat_template = NEVER_ENDS
+    for render in (render_chat, generation_prompt):  # the prompt and the thinking markers' probe
+        with pytest.raises(ModelFormatError) as raised:
+            render(tokenizer, USER)
+        assert str(raised.value).startswith(STOPPED) and "download them again" in str(raised.value)
+    assert tool_call_format(tokenizer) is None  # the tools probe: stopped too, and taken as no tool support
+
+
+def test_the_engine_stops_a_template_that_never_ends_and_serves_on(tmp_path, monkeypatch):
+    monkeypatch.setattr(chat_template, "TEMPLATE_SECONDS", 0.3)
+    target, draft = save_tiny_pair(tmp_path)
+    engine, serve = in_process_engine()
+    serve(P.Load(target=str(target), draft=str(draft), dtype="float64", device="cpu", budget=8))
+    engine.session.tokenizer.chat_template = NEVER_ENDS
+    (error,) = [e for e in serve(P.Generate("r1", tuple(USER), max_new_tokens=3, seed=1)) if isinstance(e, P.Error)]
+    assert error.request_id == "r1" and error.message.startswith(STOPPED)
     done = serve(P.Generate("r2", (), prompt="w5 w6", max_new_tokens=3, seed=1))  # no template: still served
     assert isinstance(done[-1], P.Finished)

@@ -11,9 +11,32 @@ renders through this module.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from core.errors import InvalidSettingError, ModelFormatError
+from core.system.time_limit import call_within
+
+# A template writes a conversation in milliseconds; one still running after this long never ends (a loop in a
+# loop over range(100000): hours), and would hold the engine where a Stop cannot reach it.
+TEMPLATE_SECONDS = 10.0
+T = TypeVar("T")
+
+
+def within_template_time(render: Callable[[], T]) -> T:
+    """`render()`, a call of the model's chat template, stopped after TEMPLATE_SECONDS.
+
+    Raises:
+        ModelFormatError: the template ran longer.
+    """
+    try:
+        return call_within(TEMPLATE_SECONDS, render)
+    except TimeoutError:
+        raise ModelFormatError(
+            f"the model's chat template did not finish writing the conversation in {TEMPLATE_SECONDS:g} seconds, "
+            "so it was stopped: its tokenizer files (tokenizer_config.json, chat_template.jinja) are damaged or "
+            "were made to hang; download them again or choose another model"
+        ) from None
 
 
 def render_template(
@@ -23,12 +46,15 @@ def render_template(
     `add_generation_prompt`; `variables`: what the template reads besides (tools, enable_thinking, ...).
 
     Raises:
-        ModelFormatError: the template is not valid Jinja (the model's files are damaged).
+        ModelFormatError: the template is not valid Jinja (the model's files are damaged), or it ran for
+            TEMPLATE_SECONDS without finishing.
         InvalidSettingError: the template refused this conversation, in its own words where it gave some.
     """
     try:
-        return tokenizer.apply_chat_template(
-            messages, add_generation_prompt=add_generation_prompt, tokenize=False, **variables
+        return within_template_time(
+            lambda: tokenizer.apply_chat_template(
+                messages, add_generation_prompt=add_generation_prompt, tokenize=False, **variables
+            )
         )
     except Exception as error:
         import jinja2

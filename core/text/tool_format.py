@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from core.text.chat_template import within_template_time
 from core.text.template_kwargs import template_source
 
 if TYPE_CHECKING:
@@ -37,10 +38,12 @@ def tool_call_format(tokenizer: PreTrainedTokenizerBase) -> str | None:
     if not source:
         return None
     try:
-        rendered = tokenizer.apply_chat_template(
-            [{"role": "user", "content": "hi"}], tools=[_PROBE_TOOL], add_generation_prompt=True, tokenize=False
+        rendered = within_template_time(
+            lambda: tokenizer.apply_chat_template(
+                [{"role": "user", "content": "hi"}], tools=[_PROBE_TOOL], add_generation_prompt=True, tokenize=False
+            )
         )
-    except Exception:  # noqa: BLE001 - a template that fails on tools does not support them
+    except Exception:  # noqa: BLE001 - a template that fails (or hangs) on tools does not support them
         return None
     if _PROBE_TOOL["function"]["name"] not in rendered:
         return None
