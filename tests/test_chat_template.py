@@ -74,10 +74,10 @@ def test_a_template_that_never_ends_is_stopped_in_time_and_said_in_words(monkeyp
 
 
 def test_the_engine_stops_a_template_that_never_ends_and_serves_on(tmp_path, monkeypatch):
-    monkeypatch.setattr(chat_template, "TEMPLATE_SECONDS", 0.3)
     target, draft = save_tiny_pair(tmp_path)
     engine, serve = in_process_engine()
     serve(P.Load(target=str(target), draft=str(draft), dtype="float64", device="cpu", budget=8))
+    monkeypatch.setattr(chat_template, "TEMPLATE_SECONDS", 0.3)  # after the load's own renders
     engine.session.tokenizer.chat_template = NEVER_ENDS
     (error,) = [e for e in serve(P.Generate("r1", tuple(USER), max_new_tokens=3, seed=1)) if isinstance(e, P.Error)]
     assert error.request_id == "r1" and error.message.startswith(STOPPED)
