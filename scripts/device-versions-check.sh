@@ -14,8 +14,8 @@
 #
 # Left out, and why: the interpreter runs of tests/test_gptq_matmul.py and the doctor (Triton 3.6's interpreter
 # cannot take a kernel's tensor as a loop bound with numpy 2, a fault of that interpreter only: the lent machine
-# compiles the kernels, which the file's compile test does here for each GPU generation), and the files that need the app, the server, downloads or compressed-tensors, which
-# the GPU check does not run.
+# compiles the kernels, which the file's compile test does here for each GPU generation), and the files that
+# need the app, the server, downloads or compressed-tensors, which the GPU check does not run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${DEVICE_VERSIONS_VENV:-.venv-device}
