@@ -265,6 +265,29 @@ def test_a_model_whose_scores_overflowed_says_what_to_do_in_the_app_s_words(qtbo
     assert "NaN or infinity" in shown and "under Models in the sidebar" in shown, shown
 
 
+def test_a_chat_template_that_never_ends_says_where_to_act_and_is_not_regenerated(qtbot, controller, monkeypatch):
+    """The engine stops the model's template and says so; the app adds where its user can act, and offers no
+    Regenerate, which would only wait for the same template again."""
+    from app.chat.message_words import error_text
+    from conftest import make_word_tokenizer
+    from core.engine.events import error_event
+    from core.errors import ModelFormatError
+    from core.text import chat_template
+    from core.text.prompts import render_chat
+
+    monkeypatch.setattr(chat_template, "TEMPLATE_SECONDS", 0.2)
+    tokenizer = make_word_tokenizer()
+    tokenizer.chat_template = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
+    with pytest.raises(ModelFormatError) as raised:
+        render_chat(tokenizer, [{"role": "user", "content": "hello"}])
+    controller.send("hello")
+    with qtbot.waitSignal(controller.answer_finished):
+        controller.bridge.handle_events([error_event(controller.active.request_id, raised.value)])
+    shown = error_text(controller.messages.rows[-1])
+    assert "did not finish writing the conversation" in shown and "Models page in the sidebar" in shown, shown
+    assert not controller.can_regenerate()
+
+
 # Reading a prompt, waiting in the queue --------------------------------------------------------------------
 
 

@@ -63,8 +63,9 @@ SAVE_MS = 500  # model -> SQLite while streaming
 RETRY_SAVE_MS = 2000  # an answer that could not be saved (the disk full) is tried again this often
 MIN_PREFILL_TOKENS = 256  # shorter prompts are read too fast to time (or to need an estimate)
 
-# Failures that a Regenerate would only repeat: the conversation or the settings must change first.
-REPEATING_FAILURES = ("context_length", "invalid_setting")
+# Failures that a Regenerate would only repeat: the conversation, the settings or the model must change first
+# (model_format: the model's chat template failed, or never finished, on this conversation).
+REPEATING_FAILURES = ("context_length", "invalid_setting", "model_format")
 
 # Hints for people rather than client programs, where the engine's hint is about the protocol.
 USER_HINTS = {
@@ -72,6 +73,7 @@ USER_HINTS = {
     "busy": "wait for the answer in progress, then Regenerate",
     "protocol": "this is a bug: please send the diagnostics (Help > Copy diagnostics)",
     "numerical": "download the model again, or pick another one, under Models in the sidebar",
+    "model_format": "the Models page in the sidebar can download it again or switch to another model",
 }
 
 REGENERATE_TEMPERATURE = 0.7  # a regenerated answer samples at least this freely ...
