@@ -3,6 +3,8 @@ these reached the engine as jinja2 tracebacks, reported as the engine's own bug.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from app_fixtures import save_tiny_pair
@@ -60,17 +62,33 @@ def test_the_engine_answers_a_refusing_template_with_the_model_s_words_and_serve
 # a loop in a loop: 10^10 turns, hours of Jinja, each range within the sandbox's own limit
 NEVER_ENDS = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}{{ messages[0].content }}"
 STOPPED = "the model's chat template did not finish writing the conversation in 0.3 seconds, so it was stopped"
+TOOL = {"type": "function", "function": {"name": "add", "description": "adds", "parameters": {"type": "object"}}}
 
 
 def test_a_template_that_never_ends_is_stopped_in_time_and_said_in_words(monkeypatch):
     monkeypatch.setattr(chat_template, "TEMPLATE_SECONDS", 0.3)
     tokenizer = make_word_tokenizer()
     tokenizer.chat_template = NEVER_ENDS
-    for render in (render_chat, generation_prompt):  # the prompt and the thinking markers' probe
+    renders = (
+        lambda: render_chat(tokenizer, USER),
+        lambda: generation_prompt(tokenizer, USER),  # the thinking markers' probe
+        lambda: tool_call_format(tokenizer),  # the tools probe, at load: stopped too, not taken for "no tools"
+        lambda: render_chat(tokenizer, USER, tools=(TOOL,)),  # not told the model has no tool support
+    )
+    for render in renders:
         with pytest.raises(ModelFormatError) as raised:
-            render(tokenizer, USER)
+            render()
         assert str(raised.value).startswith(STOPPED) and "download them again" in str(raised.value)
-    assert tool_call_format(tokenizer) is None  # the tools probe: stopped too, and taken as no tool support
+
+
+def test_a_model_whose_template_never_ends_is_refused_at_load_in_words(tmp_path, monkeypatch):
+    target, draft = save_tiny_pair(tmp_path)
+    Path(target, "chat_template.jinja").write_text(NEVER_ENDS)
+    monkeypatch.setattr(chat_template, "TEMPLATE_SECONDS", 0.3)
+    engine, serve = in_process_engine()
+    events = serve(P.Load(target=str(target), draft=str(draft), dtype="float64", device="cpu", budget=8))
+    (error,) = [e for e in events if isinstance(e, P.Error)]
+    assert error.kind == "model_format" and error.message.startswith(STOPPED)
 
 
 def test_the_engine_stops_a_template_that_never_ends_and_serves_on(tmp_path, monkeypatch):

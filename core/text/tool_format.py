@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from core.errors import ModelFormatError
 from core.text.chat_template import within_template_time
 from core.text.template_kwargs import template_source
 
@@ -33,7 +34,12 @@ _PROBE_TOOL: Tool = {
 
 def tool_call_format(tokenizer: PreTrainedTokenizerBase) -> str | None:
     """How the model's chat template asks it to write tool calls: HERMES, LLAMA3_JSON, or None when the
-    template renders no tools (a probe tool's name does not reach the prompt) or asks for another format."""
+    template renders no tools (a probe tool's name does not reach the prompt) or asks for another format.
+
+    Raises:
+        ModelFormatError: the template never finished (core.text.chat_template.within_template_time): not a
+            question of tools, and a chat with tools would otherwise be told the model has none.
+    """
     source = template_source(tokenizer)
     if not source:
         return None
@@ -43,7 +49,9 @@ def tool_call_format(tokenizer: PreTrainedTokenizerBase) -> str | None:
                 [{"role": "user", "content": "hi"}], tools=[_PROBE_TOOL], add_generation_prompt=True, tokenize=False
             )
         )
-    except Exception:  # noqa: BLE001 - a template that fails (or hangs) on tools does not support them
+    except ModelFormatError:
+        raise
+    except Exception:  # noqa: BLE001 - a template that fails on tools does not support them
         return None
     if _PROBE_TOOL["function"]["name"] not in rendered:
         return None
