@@ -25,6 +25,11 @@ if TYPE_CHECKING:
 
 if os.environ.get("PYTEST_XDIST_WORKER"):  # parallel workers (scripts/run-tests.sh) already fill the cores:
     torch.set_num_threads(1)  # torch's own threads on top would only wait on each other (see torch_threads)
+    # ... and so would those of every process a test starts (the GPU check's parts, `bench matmul`, the doctor),
+    # which take torch's default of one thread per core unless they set their own count (the engine and
+    # `generate` do: core.system.threads). Under two busy loops `gpu-check.sh --cpu` took 98.6 s with the
+    # default and 21.7 s with one thread (docs/development.md).
+    os.environ["OMP_NUM_THREADS"] = "1"
 
 
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: a run without it (-p no:xdist) ignores it
