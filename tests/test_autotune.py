@@ -303,7 +303,7 @@ def test_the_budget_choice_follows_the_overlap():
     )
     trees = candidate_configs(SPECEXEC, None, 32, AUTO_MAX_BUDGET, has_draft=True)
     without = AutoTuner(cost, BUILTIN_TABLE, "GPU")
-    overlapped = AutoTuner(cost, BUILTIN_TABLE, "GPU", overlap=OverlapPrice(keep_rate=1.0, kept_pass_saving=0.8))
+    overlapped = AutoTuner(cost, BUILTIN_TABLE, "GPU", overlap=OverlapPrice.flat(1.0, 0.8))
     measured = AutoTuner(cost, BUILTIN_TABLE, "GPU", overlap=MEASURED_OVERLAP)
     chosen, chosen_overlapped = max(trees, key=without.rate), max(trees, key=overlapped.rate)
     assert chosen.budget == 16 and chosen_overlapped.budget == 64
@@ -313,7 +313,7 @@ def test_the_budget_choice_follows_the_overlap():
     assert overlapped.model_seconds(config) >= cost.target_pass(65) + cost.draft_forward(BUILTIN_TABLE.tokens(64))
     assert max(trees, key=measured.rate) == chosen
     assert measured.model_seconds(config) == pytest.approx(
-        without.model_seconds(config) * (1 - MEASURED_OVERLAP.keep_rate * MEASURED_OVERLAP.kept_pass_saving), rel=0.2
+        without.model_seconds(config) * (1 - math.prod(MEASURED_OVERLAP.at(64))), rel=0.2
     )
 
 

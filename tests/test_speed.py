@@ -17,8 +17,7 @@ from core.models.speed import (
     draft_seconds,
     layer_compute_seconds,
     MEASURED_OVERLAP,
-    OVERLAP_KEEP_RATE,
-    OVERLAP_KEPT_PASS_SAVING,
+    OVERLAP_MEASURED,
     OverlapPrice,
     target_pass_seconds,
 )
@@ -197,16 +196,28 @@ def test_moe_tokens_only_pay_for_their_routed_experts():
 def test_the_overlap_spares_the_kept_passes_share_of_forwards_where_the_shadow_fits():
     """keep rate x saving of the forwards, the keep scaled by the share of the shadow's wanted forwards (its
     pool once, core.planning.graph_plan.pool_forwards) the target's pass holds; never below the catch-up."""
-    price = OverlapPrice(keep_rate=0.5, kept_pass_saving=0.4)
+    price = OverlapPrice.flat(0.5, 0.4)
     assert pool_forwards(256, 32) == 32 and pool_forwards(64, 32) == 8
     assert price.critical_forwards(20.0, 10.0, 0.05, 256, 32) == pytest.approx(20.0 * (1 - 0.2))  # 200 fit, 32 wanted
     assert price.critical_forwards(20.0, 0.8, 0.05, 256, 32) == pytest.approx(20.0 * (1 - 0.2 * 16 / 32))
-    assert OverlapPrice(1.0, 1.0).critical_forwards(20.0, 10.0, 0.05, 256, 32) == 1.0
-    assert OverlapPrice(0.5, -0.3).critical_forwards(20.0, 10.0, 0.05, 256, 32) == 20.0  # a loss is not priced
+    assert OverlapPrice.flat(1.0, 1.0).critical_forwards(20.0, 10.0, 0.05, 256, 32) == 1.0
+    assert OverlapPrice.flat(0.5, -0.3).critical_forwards(20.0, 10.0, 0.05, 256, 32) == 20.0  # a loss is not priced
     assert price.critical_forwards(1.0, 10.0, 0.05, 256, 32) == 1.0
-    assert MEASURED_OVERLAP.critical_forwards(20.0, 10.0, 0.05, 256, 32) == pytest.approx(
-        20.0 * (1 - OVERLAP_KEEP_RATE * OVERLAP_KEPT_PASS_SAVING)
-    )
+
+
+def test_the_measured_overlap_is_priced_at_the_budget_that_runs():
+    """Each measured budget gets its own measurement; between two, keep rate and saving follow log2(budget) in a
+    straight line; outside them, the nearest one's. At budget 256 (the 70B pairs') the kept subtree spares less
+    than at 32-64, as measured (core.models.speed.OVERLAP_MEASURED)."""
+    price = OverlapPrice(((32, 0.2, 0.4), (128, 0.6, 0.2)))
+    assert price.at(32) == (0.2, 0.4) and price.at(128) == (0.6, 0.2)
+    assert price.at(64) == pytest.approx((0.4, 0.3))  # half way on log2(budget)
+    assert price.at(8) == (0.2, 0.4) and price.at(1024) == (0.6, 0.2)
+    assert price.critical_forwards(20.0, 10.0, 0.05, 64, 32) == pytest.approx(20.0 * (1 - 0.4 * 0.3))
+    for budget, keep_rate, saving in OVERLAP_MEASURED:
+        assert MEASURED_OVERLAP.at(budget) == (keep_rate, saving)
+    spared = {budget: 1 - MEASURED_OVERLAP.critical_forwards(20.0, 10.0, 0.05, budget, 32) / 20 for budget in (64, 256)}
+    assert spared[256] < spared[64]
 
 
 def test_the_shadow_is_sized_like_the_engines():

@@ -45,7 +45,8 @@ pool once (core.planning.graph_plan.pool_forwards, at most MAX_DRAFT_FORWARDS) a
 target's pass holds; a share of passes (the keep rate, scaled by the share of the shadow that fits) start
 from a kept subtree, and such a pass makes a share fewer critical-path forwards than a pass from its root
 alone. Both measured by `specexec bench acceptance` with the overlap on and off on complete trees (adaptive
-depth off, the regime DRAFT_FORWARDS_PER_TOKEN counts), on the CPU only (OVERLAP_KEEP_RATE's comment).
+depth off, the regime DRAFT_FORWARDS_PER_TOKEN counts), at budgets 32, 64 and 256, on the CPU only
+(OVERLAP_MEASURED's comment).
 Assumed: the shadow's forwards do not slow the target's layers (their compute hides under the copies); the
 GPU check's `shadow` part (core/bench/gpu_check/shadow.py) measures that, and the share of the shadow's time that hides.
 
@@ -135,17 +136,20 @@ EAGER_DEQUANT_BYTES_PER_WEIGHT = 28.5
 # because that module imports torch, which the app's process never does). tests/test_speed.py checks they agree.
 FUSED_MATMUL_MAX_ROWS = 64
 # The overlap (module docstring, `OverlapPrice`), measured on the built-in pair on the CPU only (no GPU in
-# the session that measured it): complete trees (adaptive depth off), budgets 32 and 64, the shadow given all
-# the forwards its pool wants (as the 70B pairs' 0.9 s passes give it on a GPU), 6 MT-Bench first turns, 16
-# tokens each, t=0.6, top-p 0.9, `specexec bench acceptance ... --no-adaptive-depth --shadow-forwards 32`
-# against `--no-overlap` (docs/benchmarks.md, issue 39, "A seeded search builds the fresh tree"). The same
-# tokens per pass on and off at both budgets (3.84, 4.17); 27% of passes (13 of 48) started from kept expanded
-# nodes (about 3 of them); 358 critical-path forwards against 379: 5.0% fewer, 0.19 of a kept pass's forwards.
+# the sessions that measured it): complete trees (adaptive depth off), the shadow given all the forwards its pool
+# wants (as the 70B pairs' 0.9 s passes give it on a GPU), MT-Bench first turns, 16 tokens each, t=0.6, top-p
+# 0.9, `specexec bench acceptance ... --no-adaptive-depth --shadow-forwards 32` against `--no-overlap`
+# (docs/benchmarks.md, issue 39, "A seeded search builds the fresh tree" and "The price at budget 256"). On and
+# off accepted the same tokens per pass at every budget. Per budget: (budget, the share of passes that started
+# from kept expanded nodes, the share of such a pass's critical-path forwards spared):
+# - 32: 25 passes a side, 24% kept, 7.16 forwards a pass against 7.48 (4.3% fewer);
+# - 64: 23 passes a side, 30% kept, 7.87 against 8.35 (5.7% fewer);
+# - 256: 64 passes a side (20 prompts), 30% kept (19 passes), 10.28 against 10.53 (2.4% fewer).
 # Why so little: the emitted token is never in the scored tree, so a kept subtree lies under a token the draft
-# ranked below the budget and is small; the next search still makes its catch-up forward and every level below
-# it. 48 passes a side: a small sample, and the CPU's, until a GPU measures the keep at 20-32 shadow forwards.
-OVERLAP_KEEP_RATE = 0.27
-OVERLAP_KEPT_PASS_SAVING = 0.19
+# ranked below the budget and is small (2-4 expanded nodes, whatever the budget: a smaller share of a larger
+# tree); the next search still makes its catch-up forward and every level below it. Small samples, and the
+# CPU's, until a GPU measures the keep at 20-32 shadow forwards.
+OVERLAP_MEASURED = ((32, 0.24, 0.18), (64, 0.30, 0.19), (256, 0.30, 0.08))
 DTYPE_BYTES = 2  # a GPU computes in float16 or bfloat16
 
 
@@ -300,12 +304,29 @@ def draft_seconds(
 
 @dataclass(frozen=True)
 class OverlapPrice:
-    """What the overlap spares a pass (module docstring): `keep_rate`, the share of passes that start from a
-    kept subtree when the shadow gets all the forwards it wants; `kept_pass_saving`, the share of critical-path
-    draft forwards such a pass no longer makes."""
+    """What the overlap spares a pass (module docstring), from measurements at a few budgets: `points` holds
+    (budget, keep rate, kept-pass saving), the keep rate the share of passes that start from a kept subtree when
+    the shadow gets all the forwards it wants, the saving the share of critical-path draft forwards such a pass
+    no longer makes. Between two measured budgets both follow log2(budget) in a straight line; below the
+    smallest and above the largest, that measurement's."""
 
-    keep_rate: float = OVERLAP_KEEP_RATE
-    kept_pass_saving: float = OVERLAP_KEPT_PASS_SAVING
+    points: tuple[tuple[int, float, float], ...] = OVERLAP_MEASURED
+
+    @classmethod
+    def flat(cls, keep_rate: float, kept_pass_saving: float) -> "OverlapPrice":
+        """The same price at every budget."""
+        return cls(((1, keep_rate, kept_pass_saving),))
+
+    def at(self, budget: int) -> tuple[float, float]:
+        """(keep rate, kept-pass saving) at `budget`."""
+        points = sorted(self.points)
+        if budget <= points[0][0]:
+            return points[0][1], points[0][2]
+        for (low, keep_low, saving_low), (high, keep_high, saving_high) in zip(points, points[1:]):
+            if budget <= high:
+                share = math.log2(budget / low) / math.log2(high / low)
+                return keep_low + share * (keep_high - keep_low), saving_low + share * (saving_high - saving_low)
+        return points[-1][1], points[-1][2]
 
     def critical_forwards(
         self, forwards: float, stream_seconds: float, forward_seconds: float, budget: int, width: int
@@ -319,11 +340,12 @@ class OverlapPrice:
             return forwards
         wanted = min(MAX_DRAFT_FORWARDS, pool_forwards(budget, width))
         fits = min(1.0, stream_seconds / forward_seconds / wanted)
-        saving = min(1.0, max(0.0, self.kept_pass_saving))
-        return max(1.0, forwards * (1.0 - min(1.0, self.keep_rate * fits) * saving))
+        keep_rate, kept_pass_saving = self.at(budget)
+        saving = min(1.0, max(0.0, kept_pass_saving))
+        return max(1.0, forwards * (1.0 - min(1.0, keep_rate * fits) * saving))
 
 
-MEASURED_OVERLAP = OverlapPrice()  # the price from the measured constants above
+MEASURED_OVERLAP = OverlapPrice()  # the price from OVERLAP_MEASURED
 
 
 def target_pass_seconds(
