@@ -210,12 +210,12 @@ def test_the_measured_overlap_is_priced_at_the_budget_that_runs():
     straight line; outside them, the nearest one's. At budget 256 (the 70B pairs') the kept subtree spares less
     than at 32-64, as measured (core.models.speed.OVERLAP_MEASURED)."""
     price = OverlapPrice(((32, 0.2, 0.4), (128, 0.6, 0.2)))
-    assert price.at(32) == (0.2, 0.4) and price.at(128) == (0.6, 0.2)
+    assert price.at(32) == pytest.approx((0.2, 0.4)) and price.at(128) == pytest.approx((0.6, 0.2))
     assert price.at(64) == pytest.approx((0.4, 0.3))  # half way on log2(budget)
     assert price.at(8) == (0.2, 0.4) and price.at(1024) == (0.6, 0.2)
     assert price.critical_forwards(20.0, 10.0, 0.05, 64, 32) == pytest.approx(20.0 * (1 - 0.4 * 0.3))
     for budget, keep_rate, saving in OVERLAP_MEASURED:
-        assert MEASURED_OVERLAP.at(budget) == (keep_rate, saving)
+        assert MEASURED_OVERLAP.at(budget) == pytest.approx((keep_rate, saving))
     spared = {budget: 1 - MEASURED_OVERLAP.critical_forwards(20.0, 10.0, 0.05, budget, 32) / 20 for budget in (64, 256)}
     assert spared[256] < spared[64]
 
