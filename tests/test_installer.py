@@ -133,6 +133,58 @@ def test_windows_cuda_bundle_ships_triton_windows_and_its_prebuilt_pyd(tmp_path,
     assert layout.triton_prebuilt("cuda")[0] == [(str(tmp_path / "prebuilt"), layout.TRITON_PREBUILT_DEST)]
 
 
+def _powershell_code(line: str) -> str:
+    """A PowerShell line without its string literals and comment (enough for these scripts: no here-strings)."""
+    code, quote = [], None
+    for char in line:
+        if quote:
+            quote = None if char == quote else quote
+        elif char in "\"'":
+            quote = char
+        elif char == "#":
+            break
+        else:
+            code.append(char)
+    return "".join(code)
+
+
+def _stderr_redirects_outside_a_relaxed_function(script: str) -> list[str]:
+    """Lines that redirect a program's stderr (`2>`) where $ErrorActionPreference is still "Stop": outside a
+    function, or in one that has not set it to "Continue" first."""
+    faults, depth, function_depth, relaxed = [], 0, None, False
+    for line in script.splitlines():
+        code = _powershell_code(line)
+        if function_depth is None and code.lstrip().startswith("function "):
+            function_depth, relaxed = depth, False
+        if function_depth is not None and "$ErrorActionPreference = " in line:
+            relaxed = '"Continue"' in line
+        if "2>" in code and not (function_depth is not None and relaxed):
+            faults.append(line.strip())
+        depth += code.count("{") - code.count("}")
+        if function_depth is not None and depth <= function_depth:
+            function_depth = None
+    return faults
+
+
+def test_windows_scripts_keep_running_when_a_program_writes_to_stderr():
+    """Windows PowerShell 5.1 (what `powershell -File` starts, as README says) makes a program's redirected
+    stderr lines errors, and the scripts' "Stop" makes the first one fatal: the set-up's probe `py -3.14 ... 2>$null`
+    ended the set-up with py's "no suitable runtime" on every PC without Python 3.14. No PowerShell runs here,
+    so this reads the scripts: a redirect only in a function that relaxed the preference for itself."""
+    scripts = sorted([*ROOT.glob("scripts/*.ps1"), *ROOT.glob("installer/windows/*.ps1")])
+    assert {path.name for path in scripts} == {"setup-windows.ps1", "build.ps1"}
+    for path in scripts:
+        text = path.read_text(encoding="utf-8")
+        assert '$ErrorActionPreference = "Stop"' in text
+        assert _stderr_redirects_outside_a_relaxed_function(text) == [], path.name
+    old_probe = 'foreach ($v in "3.14") {\n    & py "-$v" -c "import venv" 2>$null\n}\n'
+    assert _stderr_redirects_outside_a_relaxed_function(old_probe) == ['& py "-$v" -c "import venv" 2>$null']
+    strict = 'function Probe {\n    & py -c "x" 2>$null\n}\n'
+    assert _stderr_redirects_outside_a_relaxed_function(strict) == ['& py -c "x" 2>$null']
+    setup = (ROOT / "scripts" / "setup-windows.ps1").read_text(encoding="utf-8")
+    assert 'Test-Program "py"' in setup and 'Test-Program "python"' in setup  # conda's or the Store's Python too
+
+
 # Run in a fresh interpreter: the runtime hook as a frozen app's start runs it (bundle folder = argv[1]), then
 # Triton asked for its C module the way its CUDA driver asks, with /bin/false as the only C compiler.
 _FROZEN_START = """

@@ -12,7 +12,9 @@ if ($LASTEXITCODE -ne 0) { throw "make_icons failed" }
 # CUDA flavour: the environment holds triton-windows (pip install -e ".[windows-gpu]"); its C helper module is
 # compiled now, as on Linux (installer/triton_prebuild.py), since a frozen app has no Python headers.
 if ($Flavour -eq "cuda") {
-    python -c "import triton" 2>$null
+    # asked without importing it and without redirecting stderr, which Windows PowerShell 5.1 with "Stop" would
+    # turn into a fatal error before the words below
+    python -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('triton') is None)"
     if ($LASTEXITCODE -ne 0) { throw "the CUDA flavour needs triton-windows: pip install -e .[windows-gpu]" }
     python installer\triton_prebuild.py build\triton-prebuilt
     if ($LASTEXITCODE -ne 0) { throw "triton_prebuild failed" }
