@@ -58,7 +58,10 @@ if ! "$PY" -c 'import venv, ensurepip' >/dev/null 2>&1; then
 fi
 
 stamp=.venv/.installed
-wanted="$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1) $("$PY" --version 2>&1)"
+# hashed by the Python found above: macOS has no sha256sum
+digest="$(cat pyproject.toml scripts/setup.sh |
+    "$PY" -c 'import hashlib, sys; print(hashlib.sha256(sys.stdin.buffer.read()).hexdigest())')"
+wanted="$digest $("$PY" --version 2>&1)"
 if [ -x .venv/bin/python ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$wanted" ]; then
     exit 0
 fi

@@ -4,9 +4,11 @@ start performs no install and prints nothing. Run for real in a temporary copy o
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,6 +23,7 @@ if [ "$1" = "-c" ]; then
     case "$2" in
         *version_info*) echo "${FAKE_VERSION:-3.11}"; exit 0 ;;
         *ensurepip*) [ -z "${FAKE_NO_VENV:-}" ] || { echo "No module named 'ensurepip'" >&2; exit 1; }; exit 0 ;;
+        *hashlib*) exec "$REAL_PYTHON" "$@" ;;
     esac
 fi
 if [ "$1" = "-m" ] && [ "$2" = "venv" ]; then
@@ -51,7 +54,8 @@ def project(tmp_path):
         absent.write_text("#!/usr/bin/env bash\nexit 127\n")
         absent.chmod(0o755)
     calls = tmp_path / "calls.log"
-    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "CALLS": str(calls)}
+    path = f"{bin_dir}{os.pathsep}{os.environ['PATH']}"
+    env = {**os.environ, "PATH": path, "CALLS": str(calls), "REAL_PYTHON": sys.executable}
     env.pop("VIRTUAL_ENV", None)
     return copy, env, calls
 
@@ -80,6 +84,19 @@ def test_second_start_installs_nothing_and_prints_nothing(project):
         pyproject.write("\n# a new pin\n")
     third = run_setup(copy, env)
     assert "dependencies changed" in third.stdout and len(installs(calls)) == 2 * len(done)
+
+
+def test_the_set_up_needs_no_sha256sum(project):
+    """macOS has no sha256sum (GNU coreutils): the stamp's hash is the Python's own, the same digest as before."""
+    copy, env, calls = project
+    missing = Path(env["PATH"].split(os.pathsep)[0]) / "sha256sum"
+    missing.write_text('#!/usr/bin/env bash\necho "sha256sum: command not found" >&2\nexit 127\n')
+    missing.chmod(0o755)
+    first = run_setup(copy, env)
+    assert "installed." in first.stdout and first.stderr == ""
+    digest = hashlib.sha256((copy / "pyproject.toml").read_bytes() + (copy / "scripts" / "setup.sh").read_bytes())
+    assert (copy / ".venv" / ".installed").read_text() == f"{digest.hexdigest()} Python 3.11.0\n"
+    assert run_setup(copy, env).stdout == ""  # and the second start finds its stamp
 
 
 def test_a_failed_step_shows_its_output_and_leaves_no_stamp(project):
