@@ -78,6 +78,7 @@ def digests(files: dict[str, bytes]) -> dict[str, str]:
         "line\nbreak",
         "CONFIG.JSON",
         "config.json/inside",
+        "sub/" + "x" * 240 + ".json",
     ],
 )
 def test_a_later_commit_with_an_unsafe_path_is_refused_before_anything_on_disk_changes(
@@ -117,6 +118,7 @@ def test_path_rules():
         "console.json",
         "nul-model.bin",
         "modèle.bin",
+        "x" * 244,  # its partial: 255 bytes
     ):
         assert path_problem(fine) is None, fine
     for bad, words in (
@@ -139,6 +141,8 @@ def test_path_rules():
         ("a.incomplete", "own"),
         ("sub/specexec-download.json.tmp", "own"),
         ('a"b', "'\"'"),
+        ("x" * 245, "longer than disks allow"),  # its partial would be 256 bytes
+        ("sub/" + "é" * 123, "longer than disks allow"),  # 246 bytes in UTF-8
     ):
         problem = path_problem(bad)
         assert problem is not None and words in problem, (bad, problem)

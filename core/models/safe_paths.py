@@ -5,8 +5,9 @@ A path is refused when it could leave the folder ('..', absolute, a backslash), 
 macOS would read it as something else (a drive `C:x`, a stream `name:stream`, a reserved device name such
 as `NUL.txt`, a trailing dot or space, characters Windows forbids), when a terminal or a file manager would
 not show it as written (control characters, bidirectional overrides), when it names one of the downloader's
-own files (the manifest, a `.incomplete` partial), or when two paths would land on one file on a
-case-insensitive disk. The rules are the same on every system, so a listing is refused everywhere or nowhere.
+own files (the manifest, a `.incomplete` partial), when a name is longer than disks take, or when two paths
+would land on one file on a case-insensitive disk. The rules are the same on every system, so a listing is
+refused everywhere or nowhere.
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ from core.text.terminal import shown_on_terminal
 
 WINDOWS_FORBIDDEN = set('<>:"|?*\\')
 OWN_NAMES = {MANIFEST_NAME.casefold(), MANIFEST_TEMP_NAME.casefold()}
+# the longest file or folder name the common file systems take (ext4 and APFS count UTF-8 bytes, NTFS UTF-16
+# units, never more than the bytes): a longer one fails when its partial is created, after other files changed
+NAME_BYTES = 255
 SHOWN_CHARACTERS = 120  # a path quoted in a message is cut here (a hostile listing can send megabytes)
 
 
@@ -40,6 +44,8 @@ def path_problem(path: str) -> str | None:
             return "a part ends with a dot or a space (Windows drops them, so it would be another file)"
         if is_windows_device(part):
             return f"{part!r} is a device name on Windows"
+        if len(part.encode()) + len(PARTIAL_SUFFIX) > NAME_BYTES:
+            return f"a name is longer than disks allow ({NAME_BYTES} bytes, with the download's {PARTIAL_SUFFIX!r})"
     name = path.rsplit("/", 1)[-1].casefold()
     if name in OWN_NAMES or name.endswith(PARTIAL_SUFFIX):
         return "it is a name the downloader keeps for its own files"
