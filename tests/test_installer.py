@@ -12,6 +12,9 @@ import ast
 import json
 import logging
 import os
+import re
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -361,3 +364,47 @@ def test_expectation_file_round_trips(tmp_path):
     expectation.save(copy)
     assert self_test.Expectation.load(copy) == expectation
     assert json.loads(copy.read_text()) == json.loads(self_test.expectation_path().read_text())
+
+
+def _desktop_exec_program(value: str) -> str:
+    """The program of an Exec= value that is one quoted argument, unescaped as the desktop entry specification
+    says: the string escapes first (\\s \\n \\t \\r \\\\), then the quoting (\\" \\` \\$ \\\\), then %% -> %."""
+    unescaped = re.sub(r"\\(.)", lambda m: {"s": " ", "n": "\n", "t": "\t", "r": "\r"}.get(m[1], m[1]), value)
+    assert unescaped[0] == unescaped[-1] == '"', value
+    program, inner = [], iter(unescaped[1:-1])
+    for char in inner:
+        if char == "\\":
+            char = next(inner)
+            assert char in '"`$\\', f"{char!r} may not be escaped in a quoted argument: {value}"
+        else:
+            assert char not in '"`$\\', f"{char!r} must be escaped in a quoted argument: {value}"
+        program.append(char)
+    text = "".join(program)
+    assert "%" not in text.replace("%%", ""), f"a lone % is a field code: {value}"
+    return text.replace("%%", "%")
+
+
+def test_the_menu_entry_starts_the_program_from_a_folder_with_any_name(tmp_path):
+    """install-desktop-entry.sh wrote the folder into Exec= through sed's replacement, where & is the match:
+    a folder named "R&D" gave a menu entry that started nothing."""
+    folder = tmp_path / 'R&D 50% it\'s "odd" $HOME `x` \\ here'
+    folder.mkdir()
+    for name in ("install-desktop-entry.sh", "specexec-desktop.desktop"):
+        shutil.copy(ROOT / "installer" / "linux" / name, folder / name)
+    (folder / "specexec-desktop.png").write_bytes(b"\x89PNG")
+    data = tmp_path / "data"
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path / "home"), "XDG_DATA_HOME": str(data)}
+    result = subprocess.run(["sh", "install-desktop-entry.sh"], cwd=folder, env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    entry = (data / "applications" / "specexec-desktop.desktop").read_text()
+    template = (ROOT / "installer" / "linux" / "specexec-desktop.desktop").read_text()
+    (exec_line,) = [line for line in entry.splitlines() if line.startswith("Exec=")]
+    assert _desktop_exec_program(exec_line.removeprefix("Exec=")) == str(
+        folder / "specexec-desktop" / "specexec-desktop"
+    )
+    assert [line for line in entry.splitlines() if line != exec_line] == [
+        line for line in template.splitlines() if not line.startswith("Exec=")
+    ]
+    assert (data / "icons" / "hicolor" / "256x256" / "apps" / "specexec-desktop.png").read_bytes() == b"\x89PNG"
+    removed = subprocess.run(["sh", "install-desktop-entry.sh", "--remove"], cwd=folder, env=env, check=True)
+    assert removed.returncode == 0 and not (data / "applications" / "specexec-desktop.desktop").exists()
