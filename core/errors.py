@@ -80,6 +80,12 @@ class DiskWriteError(SpecExecError, OSError):
     names the folder and what to do; nothing half-written is left behind."""
 
 
+class ModelDeleteError(SpecExecError, OSError):
+    """A model could not be deleted: the drive is read-only, there is no permission, or another program holds
+    one of its files open (Windows refuses to delete those). What was already removed stays removed; the
+    message names the folder and what to do."""
+
+
 class EngineError(SpecExecError, RuntimeError):
     """The engine process could not be started, died, or answered a request with an error."""
 

@@ -163,6 +163,30 @@ def test_import_choosers_start_in_the_models_folder_and_a_bad_pick_is_said(qtbot
     assert not any(models.iterdir())
 
 
+def test_a_model_that_cannot_be_deleted_is_said_on_the_page(qtbot, small_disk, monkeypatch):
+    """A read-only drive (or, on Windows, a file another program holds open) raised out of the Delete button's
+    slot: the page said nothing and the model stayed listed as if Delete had not been pressed."""
+    import subprocess
+
+    from app.models.manager import ModelManager
+
+    monkeypatch.setenv("SPECEXEC_HW_FIXTURE", str(FIXTURES / "gpu12-ram16-pcie3.json"))
+    models = small_disk / "models"
+    (models / "my-model").mkdir(parents=True)
+    (models / "my-model" / "config.json").write_text('{"model_type": "llama"}')
+    (models / "my-model" / "model.safetensors").write_bytes(b"\x08" + bytes(7) + b"{}      ")
+    subprocess.run(["mount", "-o", "remount,ro", str(small_disk)], check=True)
+    manager = ModelManager(AppSettings(), models, confirm=lambda title, text, verb: True)
+    qtbot.addWidget(manager)
+    qtbot.waitUntil(lambda: any(entry.key == "model:my-model" for entry in manager.entries), timeout=20000)
+    manager.select("model:my-model")
+    manager.delete_selected()
+    text = manager.message.text()
+    assert text.startswith(f"my-model was not deleted: {models / 'my-model'} could not be deleted"), text
+    assert "its drive is read-only" in text and "Nothing was deleted." in text
+    assert (models / "my-model" / "model.safetensors").exists()
+
+
 # ----------------------------------------------------------------------------------------------------------
 # Transient messages are toasts over the chat; the status bar keeps one line of state and never widens
 #    the window (it used to grow from 1100 to 1294 px after the first answer, too wide for a 1280 px laptop)

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import shutil
+import subprocess
 import stat
 import struct
 from pathlib import Path
@@ -108,6 +111,55 @@ def test_delete_refuses_without_a_terminal_unless_yes(home, monkeypatch, capsys)
     monkeypatch.setattr("sys.stdin", io.StringIO(""))  # not a terminal: nobody to ask
     assert main(["models", "delete", "some-model"]) == 2
     assert "--yes" in capsys.readouterr().err and (home / "models" / "some-model").is_dir()
+
+
+def test_a_model_on_a_read_only_drive_is_not_deleted_and_the_words_say_why(small_disk, capsys):
+    """A drive the system stopped writing to (or a write-protected one) made `models delete` a traceback."""
+    folder = hf_folder(small_disk / "models" / "my-model")
+    subprocess.run(["mount", "-o", "remount,ro", str(small_disk)], check=True)
+    assert main(["models", "delete", "my-model", "--yes", "--dir", str(small_disk / "models")]) == 2
+    error = capsys.readouterr().err
+    assert f"error: {folder} could not be deleted: its drive is read-only" in error, error
+    assert "Make the drive writable, then delete it again. Nothing was deleted." in error
+    assert (folder / "model.safetensors").exists() and (folder / "config.json").exists()
+
+
+def _listed_before(folder: Path, name: str) -> list[str]:
+    """The entries `os.scandir` (and so shutil.rmtree) meets in `folder` before `name`."""
+    names = [entry.name for entry in os.scandir(folder)]
+    return names[: names.index(name)]
+
+
+def test_a_delete_stopped_half_way_says_the_model_is_no_longer_whole(small_disk, capsys):
+    """rmtree stops at the first file it cannot remove, after removing the ones it met before: the words say
+    the model is no longer whole (here its weights sit on a read-only drive mounted inside the folder)."""
+    folder = small_disk / "models" / "my-model"
+    for weights_first in (True, False):  # the order this filesystem lists them in decides what goes first
+        folder.mkdir(parents=True)
+        if weights_first:
+            (folder / "weights").mkdir()
+        hf_folder(folder / "files", weights=False)
+        (folder / "tokenizer.json").write_text("{}")
+        (folder / "weights").mkdir(exist_ok=True)
+        if _listed_before(folder, "weights"):
+            break
+        shutil.rmtree(folder)
+    else:
+        pytest.skip("this filesystem lists a new folder before the files beside it, whatever the order")
+    met_first = _listed_before(folder, "weights")
+    weights = folder / "weights"
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(weights)], check=True)
+    try:
+        (weights / "model.safetensors").write_bytes(safetensors_bytes())
+        subprocess.run(["mount", "-o", "remount,ro", str(weights)], check=True)
+        assert main(["models", "delete", "my-model", "--yes", "--dir", str(small_disk / "models")]) == 2
+        error = capsys.readouterr().err
+        assert f"{folder} could not be deleted: its drive is read-only" in error, error
+        assert "Some of its files were deleted before that, so it cannot be used until it is downloaded" in error
+        assert not any((folder / name).exists() for name in met_first)
+        assert (weights / "model.safetensors").exists()
+    finally:
+        subprocess.run(["umount", "-l", str(weights)], check=True)
 
 
 def test_delete_refuses_a_folder_another_process_is_downloading_into(home, capsys):

@@ -343,7 +343,7 @@ class ModelManager(QFrame):
             "Delete model",
         ):
             return
-        from core.errors import DownloadBusyError
+        from core.errors import DownloadBusyError, ModelDeleteError
         from core.models.installed import delete_model
 
         try:
@@ -351,6 +351,8 @@ class ModelManager(QFrame):
                 delete_model(path)
         except DownloadBusyError:
             self.message.setText(f"{entry.name} is still downloading: stop its download first, then delete it.")
+        except ModelDeleteError as error:  # a read-only drive, a file another program holds open
+            self.message.setText(f"{entry.name} was not deleted: {error}")
         else:
             self.message.setText(f"Deleted {entry.name}.")
         self.refresh()

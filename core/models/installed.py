@@ -7,14 +7,16 @@ many bytes it should have; an imported one is any folder with a config.json or a
 
 from __future__ import annotations
 
+import errno
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.errors import ModelNotFoundError
+from core.errors import ModelDeleteError, ModelNotFoundError
 from core.models.catalog import Catalog
 from core.system.locations import repo_folder_name
 from core.models.manifest import MANIFEST_NAME, bytes_present, read_manifest
+from core.system.disk import is_write_refused
 
 
 @dataclass(frozen=True)
@@ -104,13 +106,49 @@ def delete_model(path: Path) -> None:
 
     Raises:
         DownloadBusyError: a download (another process) is writing into the folder.
+        ModelDeleteError: the system refused (a read-only drive, no permission, a file open elsewhere).
     """
     from core.models.folder_lock import FolderLock
 
-    if path.is_symlink():
-        path.unlink()
-    elif path.is_dir():
-        with FolderLock(path):
-            shutil.rmtree(path)
-    else:
-        path.unlink()
+    files_before = _file_count(path)
+    try:
+        if path.is_symlink():
+            path.unlink()
+        elif path.is_dir():
+            with FolderLock(path):
+                shutil.rmtree(path)
+        else:
+            path.unlink()
+    except OSError as error:
+        partly = (
+            " Some of its files were deleted before that, so it cannot be used until it is downloaded or imported "
+            "again."
+            if _file_count(path) < files_before
+            else " Nothing was deleted."
+        )
+        raise ModelDeleteError(f"{path} could not be deleted: {_why_not_deleted(error)}.{partly}") from error
+
+
+def _file_count(path: Path) -> int:
+    """Files in a model folder (a link or a single file counts as one)."""
+    if path.is_symlink() or not path.is_dir():
+        return int(path.exists() or path.is_symlink())
+    return sum(1 for _ in path.rglob("*"))
+
+
+# Windows: ERROR_SHARING_VIOLATION, ERROR_LOCK_VIOLATION (a file another program has open)
+_IN_USE_WINERRORS = frozenset({32, 33})
+
+
+def _why_not_deleted(error: OSError) -> str:
+    """The reason and what to do, in words."""
+    if getattr(error, "winerror", None) in _IN_USE_WINERRORS:
+        return "another program has one of its files open. Close that program (or restart), then delete it again"
+    if error.errno == errno.EROFS:
+        return (
+            "its drive is read-only (write-protected, or the system stopped writing to it after finding errors). "
+            "Make the drive writable, then delete it again"
+        )
+    if is_write_refused(error):
+        return "there is no permission to change that folder. Delete it as the user who owns it"
+    return f"{error.strerror or error}. Try again; if it fails again, delete the folder in your file manager"
