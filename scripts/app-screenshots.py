@@ -26,6 +26,9 @@ def main() -> int:
     for name in ("SPECEXEC_DATA_DIR", "SPECEXEC_MODELS_DIR", "SPECEXEC_CONFIG_DIR", "XDG_DATA_HOME"):
         os.environ.pop(name, None)
     os.environ["HOME"] = "/home/you"  # the paths shown are a user's default ones, never this machine's
+    # files the app writes for itself (the themed icons) go to a temporary folder, not under that home
+    cache = tempfile.TemporaryDirectory(prefix="specexec-screens-cache-")
+    os.environ["SPECEXEC_CACHE_DIR"] = cache.name
     sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
     from app_screens import HW_FIXTURE, build_screens, settle
 
@@ -64,6 +67,7 @@ def main() -> int:
                 print(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path)
         for _, widget in screens:
             widget.close()
+    cache.cleanup()
     return 0
 
 

@@ -296,18 +296,20 @@ def test_settings_that_cannot_be_saved_still_apply_and_the_window_says_so(qtbot,
     assert str(blocked) in said
 
 
-def test_a_temporary_folder_that_cannot_be_written_does_not_keep_the_app_from_starting(qapp, tmp_path, monkeypatch):
-    """The stylesheet's icons are written to the temporary folder in the theme's colour; a full or unwritable
-    one raised out of the theme's start. The icon's own file stands in."""
-    import tempfile
-
+def test_a_cache_folder_that_cannot_be_written_does_not_keep_the_app_from_starting(qapp, tmp_path, monkeypatch):
+    """The stylesheet's icons are written in the theme's colour to the user's cache folder (not the temporary
+    folder, shared between a PC's users on Linux); a full or unwritable one raised out of the theme's start.
+    The icon's own file stands in."""
     from app.theme.icons import icon_file
     from app.theme.manager import apply_colors
     from app.theme.tokens import LIGHT
 
+    monkeypatch.setenv("SPECEXEC_CACHE_DIR", str(tmp_path / "cache"))
+    written = Path(icon_file("chevron-down", "#123456"))
+    assert written.parent == tmp_path / "cache" / "icons" and 'stroke="#123456"' in written.read_text()
     blocked = tmp_path / "a-file"
     blocked.write_text("")
-    monkeypatch.setattr(tempfile, "gettempdir", lambda: str(blocked))
+    monkeypatch.setenv("SPECEXEC_CACHE_DIR", str(blocked))
     path = icon_file("chevron-down", "#123456")
     assert path.endswith("icons/lucide/chevron-down.svg") and Path(path).is_file()
     sheet, palette = qapp.styleSheet(), qapp.palette()

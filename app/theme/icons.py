@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import logging
-import tempfile
 from pathlib import Path
 
 from PySide6.QtCore import QByteArray, QEvent, QObject, QRectF, QSize, Qt
@@ -20,6 +19,7 @@ from PySide6.QtWidgets import QAbstractButton
 
 from app.system import resources
 from app.theme.tokens import current
+from core.system.locations import cache_dir
 
 log = logging.getLogger(__name__)
 
@@ -82,16 +82,18 @@ def themed(button: QAbstractButton, name: str, role: str = "text", filled: bool 
 
 def icon_file(name: str, color: str) -> str:
     """The Lucide icon `name` stroked in `color`, as an SVG file (for the stylesheet's `image: url(...)`, which
-    takes a file, not a QIcon), written once per user in the temporary folder; '/' separators."""
+    takes a file, not a QIcon), written once in the user's cache folder ('/' separators). Not in the
+    temporary folder: on Linux that is shared, so a second user of the PC could not write there (and got the
+    icon in its file's own colour), and another user could have put files or links there in its place."""
     source = resources.path(f"icons/lucide/{name}.svg")
     svg = source.read_text(encoding="utf-8").replace("currentColor", color)
-    folder = Path(tempfile.gettempdir()) / "specexec-desktop-icons"
+    folder = cache_dir() / "icons"
     target = folder / f"{name}-{hashlib.sha256(svg.encode()).hexdigest()[:12]}.svg"
     try:
         folder.mkdir(parents=True, exist_ok=True)
         if not target.is_file():
             target.write_text(svg, encoding="utf-8")
-    except OSError as error:  # a full or unwritable temporary folder must not keep the app from starting
+    except OSError as error:  # a full or unwritable cache folder must not keep the app from starting
         log.warning("icon %s not written to %s (%s): shown in its file's own colour", name, folder, error)
         return Path(source).as_posix()
     return target.as_posix()
