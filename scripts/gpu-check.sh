@@ -114,6 +114,7 @@ part offload 45 offload
 part shadow 60 shadow
 part agreement 50 agreement
 part graph-vram 25 graph-vram
+part gemlite 60 gemlite  # needs gemlite's wheel in .whl/ (docs/gpu-check.md); without it, says so
 part token-speed-fix-off 90 token-speed SPECEXEC_ATTENTION_FIX=0  # last: the "before", measured once already
 if [ ${#PLAN[@]} -gt 0 ]; then  # --cpu: torch imported once for every part, not a dozen times
     run parts "$PLAN_LIMIT" "$PY" -m core.bench.gpu_check sequence "${PLAN[@]}" --device cpu --small --parts "$PARTS"

@@ -71,6 +71,8 @@ def test_cpu_smoke_run_writes_every_part(tmp_path):
     pinning = parts["pinning"]
     assert pinning["ring_slots"] >= 2 and pinning["pageable_bytes_per_second"] > 0
     assert pinning["ring_bytes_per_second"] > 0 and pinning["ring_share_of_pinned"] > 0  # the ring ran and was timed
+    gemlite = parts["gemlite"]  # on a CPU only the conversion into its inputs is checked
+    assert gemlite["conversion_max_error"] == 0 and "CUDA GPU" in gemlite["skipped"]
     summary = (tmp_path / "summary.md").read_text()
     assert all(title in summary for title in PART_TITLES.values()) and "FAILED" not in summary
 
@@ -112,6 +114,17 @@ def test_report_names_the_parts_that_did_not_finish(tmp_path):
             }
         )
     )
+    row = {"rows": 32, "bytes": 10**9, "gemlite_s": 0.001, "tinygemm_s": 0.004, "gemlite_relative_error": 0.004}
+    (parts / "gemlite.json").write_text(
+        json.dumps(
+            {
+                "ok": True,
+                "conversion_max_error": 0.0,
+                "rows": [{**row, "gemlite_first_call_s": 2.5}],
+                "rates": {"32": {"gemlite": 1e12, "tinygemm": 5e11}},
+            }
+        )
+    )
     report = write_report(parts, tmp_path)
     assert report["machine"] == "NVIDIA H100 80GB HBM3"
     assert "agreement" in report["failed"] and "offload" in report["failed"] and "matmul" not in report["failed"]
@@ -122,6 +135,34 @@ def test_report_names_the_parts_that_did_not_finish(tmp_path):
     assert "(partial findings in report.json: rows)" in summary
     assert "graphs on (captured): 2.25 ms a token median" in summary and "captured step vs eager: 0 max abs" in summary
     assert json.loads((tmp_path / "report.json").read_text())["parts"]["versions"]["cudnn"] == 91900
+    assert "- rows 32: gemlite 1000 GB/s against tinygemm 500 (x2.00)" in summary
+    assert "largest error against the dequantised weights: 0.004; slowest first call 2.5 s" in summary
+
+
+def test_gemlite_gets_the_engines_4bit_weights_and_is_rated_in_the_kernels_unit():
+    """The GPTQ layout turned into gemlite's (W_q, scales, zeros) gives back the engine's own dequantisation
+    (checked with gemlite's kernels by hand in Triton's interpreter too: its GEMV paths agree to fp16
+    rounding); an act-order linear is refused; rates are in the unit the engine picks kernels by."""
+    import torch
+
+    from core.bench.gpu_check.gemlite_rate import _dequantised, gemlite_inputs, rates_by_rows
+    from core.offload.synthetic_gptq import finalised_linear, random_gptq_tensors
+
+    generator = torch.Generator().manual_seed(3)
+    for k, n, group in ((256, 64, 128), (512, 96, 64)):
+        linear = finalised_linear(random_gptq_tensors(generator, k, n, 4, group, False), k, n, 4, group, False)
+        w_q, scales, zeros = gemlite_inputs(linear, torch.float32)
+        assert w_q.shape == (n, k) and w_q.dtype == torch.uint8 and scales.shape == zeros.shape == (n, k // group)
+        assert torch.equal(_dequantised(w_q, scales, zeros), linear.dequantize(torch.float32))
+    ordered = finalised_linear(random_gptq_tensors(generator, 256, 64, 4, 128, True), 256, 64, 4, 128, True)
+    with pytest.raises(ValueError, match="act-order"):
+        gemlite_inputs(ordered, torch.float32)
+    rows = [
+        {"rows": 32, "bytes": 100, "gemlite_s": 1.0, "tinygemm_s": 1.0},
+        {"rows": 32, "bytes": 300, "gemlite_s": 1.0, "tinygemm_s": 3.0},
+    ]
+    # 400 bytes over 2 s for gemlite; tinygemm reads them (32 + 15) / 16 times over its 4 s
+    assert rates_by_rows(rows) == {"32": {"gemlite": 200.0, "tinygemm": 400 * 47 / 16 / 4}}
 
 
 @pytest.mark.slow  # a part in a child process run to its limit (~13 s)

@@ -29,6 +29,7 @@ PARTS = {
     "step-graphs": "step_graphs",
     "profile": "profile",
     "shadow": "shadow",
+    "gemlite": "gemlite_rate",
 }
 
 

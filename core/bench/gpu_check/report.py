@@ -22,6 +22,7 @@ PART_TITLES = {
     "agreement": "Agreement (same seed, same tokens)",
     "graph-vram": "Draft graphs' VRAM: kept vs planned",
     "pinning": "Streamed layers: pinned, pageable, staging ring",
+    "gemlite": "gemlite's 4-bit matmul beside tinygemm (8B draft shapes; the engine does not run it)",
 }
 
 
@@ -150,7 +151,26 @@ def _findings(name: str, part: dict) -> list[str]:
             f"{rate(part['ring_bytes_per_second'])}"
             + ("" if share is None else f" ({share:.0%} of pinned; the speed model assumes {rate(modelled)})")
         ]
+    if name == "gemlite":
+        return _gemlite_lines(part)
     return []
+
+
+def _gemlite_lines(part: dict) -> list[str]:
+    lines = [f"- the engine's GPTQ layout into gemlite's inputs: {part['conversion_max_error']:.3g} max difference"]
+    if part.get("skipped"):
+        return [*lines, f"- not measured: {part['skipped']}"]
+    for rows, rates in part.get("rates", {}).items():
+        gemlite, tinygemm = rates.get("gemlite"), rates.get("tinygemm")
+        ratio = "" if not gemlite or not tinygemm else f" (x{gemlite / tinygemm:.2f})"
+        shown = "n/a" if tinygemm is None else f"{tinygemm / 1e9:.0f}"
+        lines.append(f"- rows {rows}: gemlite {gemlite / 1e9:.0f} GB/s against tinygemm {shown}{ratio}")
+    found = part.get("rows", [])
+    if found:
+        error = max(row["gemlite_relative_error"] for row in found)
+        first = max(row["gemlite_first_call_s"] for row in found)
+        lines.append(f"- largest error against the dequantised weights: {error:.2g}; slowest first call {first:.1f} s")
+    return lines
 
 
 def write_report(parts: Path, out: Path) -> dict:
