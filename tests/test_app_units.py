@@ -5,6 +5,7 @@ diagnostics and logs, accessibility, and the no-torch rule."""
 from __future__ import annotations
 
 import logging
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -445,3 +446,21 @@ def test_the_export_s_file_name_is_the_title_in_safe_letters_and_never_a_windows
     assert suggested_file_name("Nul", "markdown") == "chat-Nul.md"  # NUL.md is the null device on Windows
     assert suggested_file_name("com1", "json") == "chat-com1.json"
     assert suggested_file_name("Console", "json") == "Console.json"
+
+
+def test_the_gpu_line_of_the_diagnostics_comes_from_nvidia_smi_and_a_hung_one_is_said(tmp_path, monkeypatch):
+    """A real program named nvidia-smi on PATH (this machine has no GPU): its answer is the line; one that
+    hangs is given up on at the timeout, in words; none on PATH is said too."""
+    from app.system.diagnostics import gpu_summary
+
+    sleep = shutil.which("sleep")
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text('#!/bin/sh\necho "NVIDIA GeForce RTX 4090, 24564 MiB, 580.95"\n')
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert gpu_summary() == "NVIDIA GeForce RTX 4090, 24564 MiB, 580.95"
+    smi.write_text(f"#!/bin/sh\nexec {sleep} 30\n")
+    hung = gpu_summary(timeout=0.5)
+    assert hung.startswith("nvidia-smi failed: ") and "timed out" in hung, hung
+    smi.unlink()
+    assert gpu_summary() == "no NVIDIA GPU found (nvidia-smi not on PATH)"

@@ -31,6 +31,8 @@ def gpu_summary(timeout: float = 2.0) -> str:
             text=True,
             timeout=timeout,
             check=False,
+            # Windows: the bundled app has no console, so a console program would open one that flashes up
+            creationflags=getattr(subprocess, "CREATE_NO_WINDOW", 0),
         )
     except (OSError, subprocess.TimeoutExpired) as error:
         return f"nvidia-smi failed: {error}"
