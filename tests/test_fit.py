@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from core.hardware.description import load_description
+from core.hardware.description import HardwareDescription, load_description
 from core.models.acceptance import Acceptance
 from core.models.catalog import BUILTIN_PAIR_ID, ModelRef, Pair, load_catalog
 from core.planning.sizes import GIB
@@ -490,6 +490,29 @@ def test_recommend_cli_ranks_with_another_draft_and_refuses_an_unknown_one(capsy
     assert "4bit" in table and "16bit" in table and "--draft ID" in table
     assert main(["models", "recommend", "--hw", fixture, "--draft", "fp8"]) == 2
     assert "no pair offers a draft 'fp8'" in capsys.readouterr().err
+
+
+def test_a_download_the_models_drive_cannot_hold_is_marked_as_the_downloader_would_refuse_it(tmp_path, capsys):
+    """disk_ok follows the downloader's rule (the download with 512 MB left over on the drive), and the
+    table marks such a download and says what to do (the wizard's card says it in words too)."""
+    from core.cli.main import main
+
+    data = json.loads((FIXTURES / "gpu24-ram64-pcie4.json").read_text())
+    llama = load_catalog().pair("llama3.3-70b-instruct-awq")
+    for free, fits in ((llama.download_bytes + (100 << 20), False), (llama.download_bytes + (600 << 20), True)):
+        data["disk"]["free_bytes"] = free
+        assert predict_pair(llama, HardwareDescription.from_dict(data, source="fixture")).disk_ok is fits
+    data["disk"]["free_bytes"] = 30 * GIB
+    fixture = tmp_path / "hw.json"
+    fixture.write_text(json.dumps(data))
+    assert main(["models", "recommend", "--hw", str(fixture)]) == 0
+    table = capsys.readouterr().out
+    assert "42.4 GB*" in table and " 19.4 GB " in table and "built-in*" not in table
+    assert "* More than the drive holding the models has free (with 512.0 MB left over)" in table
+    data["disk"]["free_bytes"] = 500 * GIB
+    fixture.write_text(json.dumps(data))
+    assert main(["models", "recommend", "--hw", str(fixture)]) == 0
+    assert "*" not in capsys.readouterr().out
 
 
 def test_a_card_before_ampere_prices_the_4bit_draft_as_dequantise_then_gemm() -> None:

@@ -14,6 +14,7 @@ from core.cli.options import budget_value, whole_number_at_least
 from core.hardware.summary import describe_lines
 from core.planning.residency import MIN_CONTEXT, PLANNED_CONTEXT
 from core.planning.sizes import format_bytes
+from core.system.disk import SPARE_BYTES
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -80,6 +81,9 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+DISK_FULL_MARK = "*"  # after a download the models' drive cannot hold; the note under the table says so
+
+
 def table_lines(result) -> list[str]:
     lines = describe_lines(result.hardware) + [""]
     best = result.pairs[0]
@@ -102,6 +106,11 @@ def table_lines(result) -> list[str]:
         "Speeds are estimates; `--json` has every figure and its source. Indented rows: the same pair with "
         "another draft (`--draft ID` ranks with it)."
     )
+    if any(fit.disk_ok is False for top in result.pairs for fit in (top, *top.draft_options)):
+        lines.append(
+            f"{DISK_FULL_MARK} More than the drive holding the models has free (with {format_bytes(SPARE_BYTES)} "
+            "left over): free some space there before downloading it."
+        )
     return lines
 
 
@@ -109,5 +118,6 @@ def _row(name: str, fit) -> str:
     speed = "-" if fit.tokens_per_second is None else f"{fit.tokens_per_second:.1f}"
     layers = "-" if fit.resident_layers is None else f"{fit.resident_layers}/{fit.total_layers}"
     download = format_bytes(fit.pair.download_bytes) if fit.pair.download_bytes else "built-in"
+    download += DISK_FULL_MARK if fit.disk_ok is False else ""
     draft = fit.pair.draft_id if fit.pair.draft_options else ""
     return f"  {name:<26} {draft:<13} {fit.fit:<5} {speed:>8} {layers:>7} {download:>9}  {fit.reason}"

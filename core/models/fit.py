@@ -55,6 +55,7 @@ from core.models.pass_speed import (
     tokens_per_pass,
 )
 from core.models.speed import MEASURED_OVERLAP
+from core.system.disk import SPARE_BYTES
 from core.planning.host_memory import check_host_memory, embedding_in_host_ram, host_bytes_needed, host_table_bytes
 from core.planning.sizes import (
     ModelShape,
@@ -318,7 +319,10 @@ def predict_pair(
 def _predict(pair: Pair, hw: HardwareDescription, tree_budget: int | None, overlap: bool, context: int) -> PairFit:
     target = pair_shape(pair.target, pair)
     gpu = hw.best_gpu
-    disk_ok = None if hw.disk.free_bytes is None else pair.download_bytes <= hw.disk.free_bytes
+    # the downloader's own rule: room for the whole download with SPARE_BYTES left over (the app does not ask it
+    # of a pair already downloaded)
+    room = pair.download_bytes + SPARE_BYTES if pair.download_bytes else 0
+    disk_ok = None if hw.disk.free_bytes is None else room <= hw.disk.free_bytes
     planned = tree_budget or AUTO_MAX_BUDGET
     if pair.id == BUILTIN_PAIR_ID:
         return _builtin_fit(pair, hw, gpu, tree_budget, disk_ok, overlap)

@@ -1,8 +1,8 @@
-"""The catalog's pairs as cards: name, what the model is good for, fit mark (green / amber / red) with its
-reason, predicted speed in words and numbers, download size, licence and gated note; the technical details
-(draft model, quantisation, tokens per pass) are in the tooltip and the page's Details. The recommended pair comes first. Used by the
-wizard's "Choose a model" page and the Models page's Download section; `CardList` also lists the manager's
-installed models.
+"""The catalog's pairs as cards: name, what the model is good for, fit mark (green / amber / red) with its reason, a
+drive too full for its download (amber, with the sizes), predicted speed in words and numbers, download size,
+licence and gated note; the technical details (draft model, quantisation, tokens per pass) are in the tooltip and
+the page's Details. The recommended pair comes first. Used by the wizard's "Choose a model" page and the Models
+page's Download section; `CardList` also lists the manager's installed models.
 
 Cards are plain labels on the list's item background, coloured by role in resources/style.qss (the selected
 card tinted and outlined, in both themes); each card's height follows the list's width, so no line is cut.
@@ -16,6 +16,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QListWidget, QListWidgetItem,
 from app.models.format_words import catalog_format
 from app.models.wizard.words import (
     FIT_WORDS,
+    disk_words,
     download_words,
     licence_words,
     quality_words,
@@ -65,26 +66,41 @@ class Card(QWidget):
             layout.addWidget(line)
 
 
+class MarkRow(QWidget):
+    """A coloured mark ("● Fits, just") and the sentence that explains it, side by side."""
+
+    def __init__(self, mark: str, kind: str, words: str, spoken_prefix: str = "") -> None:
+        super().__init__()
+        self.mark = label(f"● {mark}", "fitMark", wrap=False)
+        self.mark.setProperty("fit", kind)
+        self.mark.setAccessibleName(f"{spoken_prefix}{mark}")
+        self.words = label(words)
+        row = QHBoxLayout(self)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.setSpacing(SPACE.s)
+        row.addWidget(self.mark, 0, Qt.AlignmentFlag.AlignTop)
+        row.addWidget(self.words, 1)
+
+
+DISK_MARK = "Drive too full"
+
+
 class PairCard(Card):
-    def __init__(self, fit: PairFit, recommended: bool, installed: bool) -> None:
+    def __init__(self, fit: PairFit, recommended: bool, installed: bool, free_disk: int | None = None) -> None:
         self.fit = fit
         badges = [badge("Recommended", "accent")] if recommended else []
         if installed:
             badges.append(badge("Built-in" if fit.pair.download_bytes == 0 else "Downloaded", "neutral"))
         if fit.pair.download_bytes:  # how the big model is stored: what its download and memory are made of
             badges.append(badge(catalog_format(fit.pair.target.quantization), "neutral"))
-        self.mark = label(f"● {FIT_WORDS[fit.fit]}", "fitMark", wrap=False)
-        self.mark.setProperty("fit", fit.fit)
-        self.mark.setAccessibleName(f"Fit: {FIT_WORDS[fit.fit]}")
-        reason = label(fit.reason.removeprefix("fits: ").rstrip(".") + ".")
-        mark_row = QWidget()
-        row = QHBoxLayout(mark_row)
-        row.setContentsMargins(0, 0, 0, 0)
-        row.setSpacing(SPACE.s)
-        row.addWidget(self.mark, 0, Qt.AlignmentFlag.AlignTop)
-        row.addWidget(reason, 1)
+        fit_row = MarkRow(FIT_WORDS[fit.fit], fit.fit, fit.reason.removeprefix("fits: ").rstrip(".") + ".", "Fit: ")
+        self.mark = fit_row.mark
         facts = label(f"{speed_words(fit).capitalize()} · {download_words(fit)} · {licence_words(fit)}", muted=True)
-        super().__init__(fit.pair.name, badges, [label(quality_words(fit)), mark_row, facts])
+        lines = [label(quality_words(fit)), fit_row]
+        disk = None if installed else disk_words(fit, free_disk)
+        if disk is not None:  # amber: a drive can be cleared, where the hardware cannot change
+            lines.append(MarkRow(DISK_MARK, "tight", disk))
+        super().__init__(fit.pair.name, badges, [*lines, facts])
         self.setToolTip(plain_tip("\n".join(technical_lines(fit))))
 
 
@@ -137,7 +153,14 @@ class PairList(CardList):
         self.clear()
         self.fits = [fit for fit in recommendation.pairs if not fit.pair.calibration or fit.pair.id in installed]
         for fit in self.fits:
-            self.add_card(PairCard(fit, fit.pair.id == recommendation.recommended, fit.pair.id in installed))
+            self.add_card(
+                PairCard(
+                    fit,
+                    fit.pair.id == recommendation.recommended,
+                    fit.pair.id in installed,
+                    recommendation.hardware.disk.free_bytes,
+                )
+            )
         self.setCurrentRow(0)
 
     def select(self, pair_id: str) -> None:

@@ -97,6 +97,17 @@ def technical_lines(fit: PairFit) -> list[str]:
     return lines
 
 
+def disk_words(fit: PairFit, free_bytes: int | None) -> str | None:
+    """Why the download would not fit on the drive that holds the models, or None when it does (or where the
+    free space is unknown). The hardware can't change; a full drive can, so the pair is still offered."""
+    if fit.disk_ok is not False or free_bytes is None:
+        return None
+    return (
+        f"Its download needs {size_words(fit.pair.download_bytes)} on the drive that keeps the models, and "
+        f"{size_words(free_bytes)} is free there: free some space before downloading."
+    )
+
+
 def download_words(fit: PairFit) -> str:
     size = fit.pair.download_bytes
     return "built-in, nothing to download" if size == 0 else f"{size_words(size)} to download"
