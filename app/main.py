@@ -30,6 +30,7 @@ from app.system.paths import APP_NAME, AppPaths
 from app.settings.schema import load_settings
 from app.conversations.store import Store, StoreError
 from app.system.library_check import platform_problem
+from app.system.models_folder import apply_models_folder
 from app.system.single_instance import SingleInstance
 from app.theme.manager import ThemeManager
 from core.system.locations import models_dir
@@ -132,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     app = create_application(sys.argv if argv is None else argv)
     settings = load_settings(paths.settings_file)
+    apply_models_folder(settings.models_folder)  # before anything looks for models (the wizard's disk check)
     theme = ThemeManager(app, settings.theme)
     instance = SingleInstance(paths.data_dir, app)
     if not instance.acquire():

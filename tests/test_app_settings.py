@@ -117,3 +117,46 @@ def test_data_dir_env_var_moves_data_config_and_logs(tmp_path):
     assert paths.log_file.parent == tmp_path / "d" / "logs" and paths.log_dir.is_dir()
     default = AppPaths.from_env({})
     assert all("SpecExec Desktop" in str(p) for p in (default.data_dir, default.config_dir, default.log_dir))
+
+
+def test_the_models_folder_setting_moves_where_models_are_looked_for_unless_set_from_outside(tmp_path, monkeypatch):
+    """The Settings' models folder is put in force through SPECEXEC_MODELS_DIR (what every search for models
+    and every process the app starts reads); a folder given through that variable before the app started wins;
+    a folder that cannot be written, a file or a relative path is said before it is saved."""
+    import os
+
+    from app.system.models_folder import apply_models_folder, default_folder, folder_problem, set_outside
+    from core.system.env import MODELS_DIR_ENV, MODELS_DIR_FROM_SETTINGS_ENV
+    from core.system.locations import models_dir
+
+    monkeypatch.setenv("SPECEXEC_DATA_DIR", str(tmp_path / "data"))
+    for name in (MODELS_DIR_ENV, MODELS_DIR_FROM_SETTINGS_ENV):  # recorded, so the test leaves them as it found them
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
+    assert models_dir() == default_folder() == tmp_path / "data" / "models" and set_outside() is None
+    apply_models_folder(str(tmp_path / "big-drive" / "models"))
+    assert models_dir() == tmp_path / "big-drive" / "models" and set_outside() is None
+    apply_models_folder(str(tmp_path / "other"))  # the app's own setting may be changed again
+    assert models_dir() == tmp_path / "other"
+    apply_models_folder("")  # back to the default
+    assert models_dir() == default_folder() and MODELS_DIR_ENV not in os.environ
+    monkeypatch.setenv(MODELS_DIR_ENV, str(tmp_path / "portable"))  # set before the app started
+    assert set_outside() == str(tmp_path / "portable")
+    apply_models_folder(str(tmp_path / "ignored"))
+    assert models_dir() == tmp_path / "portable"
+
+    assert folder_problem("") is None
+    assert folder_problem(str(tmp_path / "new" / "models")) is None and (tmp_path / "new" / "models").is_dir()
+    assert not any((tmp_path / "new" / "models").iterdir())  # the write check leaves nothing behind
+    assert "not a whole path" in folder_problem("models")
+    (tmp_path / "a-file").write_text("")
+    assert "is a file, not a folder" in folder_problem(str(tmp_path / "a-file"))
+    assert "pick another folder" in folder_problem(str(tmp_path / "a-file" / "models"))
+
+
+def test_the_models_folder_is_kept_in_the_settings_file(tmp_path):
+    path = tmp_path / "settings.json"
+    save_settings(AppSettings(models_folder="/media/big/models"), path)
+    assert load_settings(path).models_folder == "/media/big/models"
+    path.write_text(json.dumps({"schema_version": SETTINGS_SCHEMA_VERSION, "models_folder": ["not", "text"]}))
+    assert load_settings(path).models_folder == ""  # a hostile value: the default

@@ -464,3 +464,42 @@ def test_the_gpu_line_of_the_diagnostics_comes_from_nvidia_smi_and_a_hung_one_is
     assert hung.startswith("nvidia-smi failed: ") and "timed out" in hung, hung
     smi.unlink()
     assert gpu_summary() == "no NVIDIA GPU found (nvidia-smi not on PATH)"
+
+
+def test_the_models_folder_is_picked_in_settings_and_the_models_page_looks_there(
+    qtbot, quiet_window, app_paths, tmp_path, monkeypatch
+):
+    """Settings' Models folder: a folder that cannot be used is said and nothing is saved; a good one is saved,
+    put in force (the Models page lists what is there) and the words say where the older models stayed."""
+    from app.settings.schema import load_settings
+    from core.system.env import MODELS_DIR_ENV, MODELS_DIR_FROM_SETTINGS_ENV
+    from core.system.locations import models_dir
+
+    for name in (MODELS_DIR_ENV, MODELS_DIR_FROM_SETTINGS_ENV):  # recorded, so the test leaves them as it found them
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
+    window = quiet_window
+    old_folder = models_dir()
+    page = window.open_settings(has_gpu=False)
+    assert page.models_folder.isEnabled() and page.models_folder.edit.placeholderText() == str(old_folder)
+    (tmp_path / "a-file").write_text("")
+    page.models_folder.edit.setText(str(tmp_path / "a-file"))
+    assert page.accept() is False and "Models folder:" in page.error.text() and "is a file" in page.error.text()
+    new_folder = tmp_path / "second drive" / "models"
+    (new_folder / "my-model").mkdir(parents=True)
+    (new_folder / "my-model" / "config.json").write_text('{"model_type": "llama"}')
+    page.models_folder.edit.setText(f'"{new_folder}"')  # as Windows' "Copy as path" puts it
+    assert page.accept() is True
+    assert window.settings.models_folder == str(new_folder) == load_settings(app_paths.settings_file).models_folder
+    assert models_dir() == new_folder
+    assert window.toast.text().startswith(f"Models are now kept in {new_folder}. Those downloaded before stay in")
+    manager = window.open_model_manager()
+    qtbot.waitUntil(lambda: any(entry.key == "model:my-model" for entry in manager.entries), timeout=20000)
+    window.close_model_manager()
+
+    monkeypatch.setenv(MODELS_DIR_ENV, str(tmp_path / "portable"))  # given from outside the app: it wins
+    monkeypatch.delenv(MODELS_DIR_FROM_SETTINGS_ENV)
+    page = window.open_settings(has_gpu=False)
+    assert not page.models_folder.isEnabled() and page.models_folder.text() == str(tmp_path / "portable")
+    assert page.accept() is True and window.settings.models_folder == str(new_folder)  # the setting is kept
+    assert models_dir() == tmp_path / "portable"

@@ -142,6 +142,7 @@ class AppSettings:
     expand: int = 32
     context_length: int = 0  # tokens the KV caches are planned for, at most the models' limit; 0 = 4,096
     engine_threads: int = 0  # CPU threads for the engine; 0 = core.system.threads' default (physical cores minus one)
+    models_folder: str = ""  # where models are downloaded and looked for; "" = the default (app.system.models_folder)
     # Where answers come from: "" = this computer (the engine process), else the name of one of `endpoints`.
     connection: str = ""
     endpoints: list[RemoteEndpoint] = field(default_factory=list)

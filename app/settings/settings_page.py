@@ -33,6 +33,7 @@ from app.settings.fields import ChoiceField, Field, SliderField, help_line, scro
 from app.settings.schema import AppSettings, Offload, Theme
 from app.settings.tool_servers_section import ToolServersSection
 from app.system.model_chooser import chosen_path, model_chooser
+from app.system.models_folder import default_folder, folder_problem, set_outside
 from app.theme.icons import themed
 from app.theme.tokens import SPACE
 from app.window.buttons import LINK, PRIMARY, SECONDARY, button, footer
@@ -128,6 +129,47 @@ class ModelField(QWidget):
         return next((spec for spec, name in BUILTIN_NAMES.items() if typed == name), typed)
 
 
+class FolderField(QWidget):
+    """A folder: typed, or picked with Browse (the system's own chooser where the desktop has one); empty
+    shows `placeholder`, the folder used when none is set."""
+
+    def __init__(self, value: str, name: str, placeholder: str, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.name = name
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        self.edit = QLineEdit(value)
+        self.edit.setAccessibleName(name)
+        self.edit.setPlaceholderText(placeholder)
+        self.browse = QToolButton()
+        self.browse.setObjectName("fieldButton")
+        self.browse.setText("Browse…")
+        self.browse.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        themed(self.browse, "folder-open", size=16)
+        self.browse.setAccessibleName(f"Browse for the {name.lower()}")
+        self.browse.clicked.connect(self._browse)
+        layout.addWidget(self.edit, 1)
+        layout.addWidget(self.browse)
+
+    def file_dialog(self) -> QFileDialog:
+        start = Path(self.text() or self.edit.placeholderText()).expanduser()
+        return model_chooser(self, f"{self.name}: pick a folder", start, folder=True)
+
+    def _browse(self) -> None:
+        dialog = self.file_dialog()
+        if dialog.exec():
+            chosen = chosen_path(dialog)
+            if chosen is not None:
+                self.edit.setText(str(chosen))
+
+    def text(self) -> str:
+        """The folder as typed, without the quotes Windows' "Copy as path" puts around a path."""
+        typed = self.edit.text().strip()
+        if len(typed) > 1 and typed[0] == typed[-1] and typed[0] in "\"'":
+            typed = typed[1:-1].strip()
+        return typed
+
+
 def section(title: str) -> QLabel:
     label = Label(title)
     label.setObjectName("sectionTitle")
@@ -188,6 +230,21 @@ class SettingsPage(QFrame):
             row = Field(name, field, words)
             row.name_label.setBuddy(field.edit)
             column.addWidget(row)
+        outside = set_outside()
+        self.models_folder = FolderField(
+            outside or settings.models_folder, "Models folder", str(default_folder()) if outside is None else ""
+        )
+        self.models_folder.setEnabled(outside is None)
+        folder_row = Field(
+            "Models &folder",
+            self.models_folder,
+            "Where downloaded models are kept: another drive if this one is too full. Models already downloaded "
+            "stay where they are; move their folders into the new one (with the app closed) to keep them listed."
+            if outside is None
+            else "Set for this app by SPECEXEC_MODELS_DIR when it was started, so it cannot be changed here.",
+        )
+        folder_row.name_label.setBuddy(self.models_folder.edit)
+        column.addWidget(folder_row)
         manager = button("Open the Models page", LINK, "Installed models, downloads and servers on other computers")
         manager.clicked.connect(self.models_requested)
         column.addWidget(manager, 0, Qt.AlignmentFlag.AlignLeft)
@@ -271,6 +328,10 @@ class SettingsPage(QFrame):
             problem = spec_problem(field.text() or "builtin")
             if problem:
                 found.append(f"{label}: {problem}.")
+        if self.models_folder.isEnabled() and self.models_folder.text() != self.original.models_folder:
+            problem = folder_problem(self.models_folder.text())
+            if problem:
+                found.append(f"Models folder: {problem}.")
         return found
 
     def accept(self) -> bool:
@@ -314,5 +375,6 @@ class SettingsPage(QFrame):
             vram_budget_gb=float(self.vram.value()),
             context_length=int(self.context_length.value()),
             theme=Theme(self.theme.value()),
+            models_folder=self.models_folder.text() if self.models_folder.isEnabled() else self.original.models_folder,
             **self.api_server.values(),
         )

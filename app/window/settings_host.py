@@ -14,6 +14,8 @@ from app.settings.schema import AppSettings, ConversationSettings, SettingsNotSa
 from app.chat.tool_turns import TOOLS_CONFIG_NAME
 from app.settings.settings_page import SettingsPage
 from app.settings.tool_servers_section import ToolServersSection
+from app.system.models_folder import apply_models_folder
+from core.system.locations import models_dir
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +75,15 @@ class SettingsHostMixin:
         self.settings = settings
         self.controller.app_settings = settings
         self.store_settings(settings)
+        if settings.models_folder != old.models_folder:
+            before = models_dir()
+            apply_models_folder(settings.models_folder)
+            if models_dir() != before:
+                self.toast.show_message(
+                    f"Models are now kept in {models_dir()}. Those downloaded before stay in {before}: move their "
+                    "folders into the new one, with the app closed, to see them in your list again.",
+                    15000,
+                )
         self.api_server.apply(settings)
         self._show_model_pair()
         if connection_key(settings) != connection_key(old):  # this computer <-> a server, or another server

@@ -14,7 +14,11 @@ from contextlib import contextmanager
 DATA_DIR_ENV = "SPECEXEC_DATA_DIR"
 """One folder for everything (portable installs, tests): models/, config/, cache/ go under it."""
 MODELS_DIR_ENV = "SPECEXEC_MODELS_DIR"
-"""Where models are downloaded and looked for; wins over SPECEXEC_DATA_DIR."""
+"""Where models are downloaded and looked for; wins over SPECEXEC_DATA_DIR. The app sets it from its Settings'
+models folder (app.system.models_folder), unless it was set before the app started."""
+MODELS_DIR_FROM_SETTINGS_ENV = "SPECEXEC_MODELS_DIR_FROM_SETTINGS"
+"""1 where the app itself set SPECEXEC_MODELS_DIR from its settings (so a later change of the setting may
+replace it, where a folder set from outside the app is kept)."""
 CONFIG_DIR_ENV = "SPECEXEC_CONFIG_DIR"
 """The settings folder; wins over SPECEXEC_DATA_DIR."""
 CACHE_DIR_ENV = "SPECEXEC_CACHE_DIR"
