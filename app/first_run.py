@@ -3,6 +3,8 @@ yet), and an offer to resume a download that a closed app, a crash or a reboot l
 
 from __future__ import annotations
 
+import dataclasses
+
 import logging
 from pathlib import Path
 from typing import Callable
@@ -63,6 +65,8 @@ def before_main_window(
     if wizard.exec() == QWizard.DialogCode.Accepted and wizard.chosen_settings is not None:
         settings = wizard.chosen_settings
         bridge = wizard.take_bridge()
+    else:  # a models folder picked on the way stays picked: the app already looks there
+        settings = dataclasses.replace(settings, models_folder=wizard.state.settings.models_folder)
     try:
         save_settings(settings, paths.settings_file)
     except SettingsNotSaved as error:  # the main window tries again and says so (app.main)

@@ -503,3 +503,10 @@ def test_the_models_folder_is_picked_in_settings_and_the_models_page_looks_there
     assert not page.models_folder.isEnabled() and page.models_folder.text() == str(tmp_path / "portable")
     assert page.accept() is True and window.settings.models_folder == str(new_folder)  # the setting is kept
     assert models_dir() == tmp_path / "portable"
+
+    monkeypatch.delenv(MODELS_DIR_ENV)  # the set-up wizard from the menu: a folder picked there, then cancelled
+    wizard = window.open_wizard()
+    assert wizard.state.keep_models_in(tmp_path / "third") is None
+    wizard.reject()
+    qtbot.waitUntil(lambda: window.settings.models_folder == str(tmp_path / "third"), timeout=5000)
+    assert load_settings(app_paths.settings_file).models_folder == str(tmp_path / "third")

@@ -225,6 +225,98 @@ def test_real_catalog_on_a_24_gb_pc_in_plain_words(qtbot, tmp_path, monkeypatch)
     wizard.reject()
 
 
+def test_a_drive_too_full_for_the_chosen_model_offers_another_drive(qtbot, tmp_path, monkeypatch, small_disk):
+    """On a 24 GB PC whose models' drive has 30 GB free, the 70B card says its 42 GB download would not fit
+    and the page offers another folder: one that cannot be used is said, one on a roomy drive (a 100 GB tmpfs,
+    allocated only as written) becomes the models folder, and the cards are worked out again with its space."""
+    import subprocess
+
+    from app.settings.schema import AppSettings
+    from app.system.model_chooser import chosen_path
+    from core.system.env import MODELS_DIR_ENV, MODELS_DIR_FROM_SETTINGS_ENV
+    from core.system.locations import models_dir
+
+    for name in (MODELS_DIR_ENV, MODELS_DIR_FROM_SETTINGS_ENV):  # recorded, so the test leaves them as it found them
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
+    monkeypatch.delenv("SPECEXEC_CATALOG", raising=False)
+    hardware = json.loads((FIXTURES / "gpu24-ram64-pcie4.json").read_text())
+    hardware["disk"]["free_bytes"] = 30 * 2**30
+    (tmp_path / "hw.json").write_text(json.dumps(hardware))
+    monkeypatch.setenv("SPECEXEC_HW_FIXTURE", str(tmp_path / "hw.json"))
+    wizard = FirstRunWizard(AppSettings(), tmp_path / "models")
+    qtbot.addWidget(wizard)
+    wizard.show()
+    qtbot.waitUntil(lambda: wizard.state.recommendation is not None, timeout=WAIT_MS)
+    wizard.next()
+    page = wizard.choose_page
+    choose(wizard, "qwen3-32b-awq")  # 19 GB: room enough
+    assert not page.move_button.isVisible()
+    choose(wizard, "llama3.3-70b-instruct-awq")
+    assert page.move_button.isVisible() and wizard.state.chosen.disk_ok is False
+    screenshot(wizard, "wizard-2-choose-drive-too-full")
+
+    def pick(folder: Path) -> None:
+        dialog = page.folder_dialog()
+        dialog.setDirectory(str(folder.parent))
+        dialog.selectFile(str(folder))
+        dialog.accept()
+        assert chosen_path(dialog) == folder
+        page.take_folder(dialog)
+
+    (small_disk / "models").mkdir()  # 2 MB: a folder that can be written, on a drive far too small
+    pick(small_disk / "models")
+    assert wizard.state.chosen.disk_ok is False and page.move_button.isVisible()  # said again on its card
+    subprocess.run(["mount", "-o", "remount,ro", str(small_disk)], check=True)
+    pick(small_disk / "models")
+    assert page.note.text().startswith("Models cannot be kept there:") and "no permission" in page.note.text()
+    roomy = tmp_path / "second-drive"
+    roomy.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=100g", "tmpfs", str(roomy)], check=True)
+    try:
+        (roomy / "models").mkdir()
+        pick(roomy / "models")
+        assert wizard.state.models_dir == roomy / "models" == models_dir()
+        assert wizard.state.settings.models_folder == str(roomy / "models")
+        assert wizard.state.chosen.pair.id == "llama3.3-70b-instruct-awq" and wizard.state.chosen.disk_ok is True
+        assert not page.move_button.isVisible() and f"Models will be kept in {roomy / 'models'}." in page.note.text()
+        card = page.pairs.itemWidget(page.pairs.currentItem())
+        assert "Drive too full" not in " ".join(label.text() for label in card.findChildren(type(card.mark)))
+    finally:
+        wizard.reject()
+        subprocess.run(["umount", "-l", str(roomy)], check=True)
+
+
+def test_a_models_folder_picked_in_a_cancelled_first_start_stays_picked(qtbot, tmp_path, monkeypatch, app_paths):
+    """The app looks in the folder from the moment it is picked, so cancelling the wizard keeps it saved too
+    (else this run and the next would look in different folders)."""
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QApplication
+
+    from app.first_run import before_main_window
+    from app.settings.schema import AppSettings, load_settings
+    from core.system.env import MODELS_DIR_ENV, MODELS_DIR_FROM_SETTINGS_ENV
+
+    for name in (MODELS_DIR_ENV, MODELS_DIR_FROM_SETTINGS_ENV):  # recorded, so the test leaves them as it found them
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("SPECEXEC_HW_FIXTURE", str(FIXTURES / "gpu24-ram64-pcie4.json"))
+    picked = tmp_path / "elsewhere" / "models"
+
+    def pick_then_cancel() -> None:
+        wizard = QApplication.activeModalWidget()
+        if not isinstance(wizard, FirstRunWizard):
+            QTimer.singleShot(50, pick_then_cancel)
+            return
+        assert wizard.state.keep_models_in(picked) is None
+        wizard.reject()
+
+    QTimer.singleShot(50, pick_then_cancel)
+    settings, bridge = before_main_window(app_paths, AppSettings(), tmp_path / "models")
+    assert bridge is None and settings.target == "builtin" and settings.models_folder == str(picked)
+    assert load_settings(app_paths.settings_file).models_folder == str(picked) and picked.is_dir()
+
+
 def test_red_pair_needs_an_explicit_confirmation(qtbot, served):
     wizard = open_wizard(qtbot, served)
     wizard.next()

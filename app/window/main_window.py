@@ -507,6 +507,11 @@ class MainWindow(MenusMixin, SettingsHostMixin, ModelsHostMixin, FileActionsMixi
             self._show_model_pair()
         elif wizard.done_page.loaded:  # cancelled after it loaded another pair: back to the saved one
             self.bridge.load(self.settings.load_request())
+        if not (result and chosen is not None) and wizard.state.settings.models_folder != self.settings.models_folder:
+            # cancelled after picking another models folder: it stays picked (the app already looks there)
+            self.settings = dataclasses.replace(self.settings, models_folder=wizard.state.settings.models_folder)
+            self.controller.app_settings = self.settings
+            self.store_settings(self.settings)
 
     # -- closing -------------------------------------------------------------------------------------------
 

@@ -154,6 +154,7 @@ class DownloadPage(PlainPage):
         self.token_box.setVisible(False)
         self.detail.setText("Connecting…")
         self._buttons(running=True)
+        self.worker.models_dir = self.state.models_dir  # the choose page may have moved it to another drive
         self.worker.start(fit.pair.id)
 
     def pause(self) -> None:

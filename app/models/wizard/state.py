@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from app.models.choice import installed_pairs, pair_paths
@@ -50,6 +50,23 @@ class WizardState:
             prediction.installed,
         )
         return prediction.hardware
+
+    def keep_models_in(self, folder: Path) -> str | None:
+        """Keep models in `folder` from now on (the chosen settings carry it, and the running app looks there):
+        why it cannot be, in words, or None when done. Blocking but quick (a write check, then the fit of every
+        pair again with the new drive's free space)."""
+        from app.system.models_folder import apply_models_folder, folder_problem
+        from core.hardware.probe import disk_at
+
+        problem = folder_problem(str(folder))
+        if problem is not None:
+            return problem
+        self.settings = replace(self.settings, models_folder=str(folder))
+        self.models_dir = folder
+        apply_models_folder(str(folder))
+        if self.hardware is not None:
+            self.apply(self.predict(replace(self.hardware, disk=disk_at(folder))))
+        return None
 
     def chosen_paths(self) -> tuple[str, str]:
         assert self.chosen is not None, "no pair chosen"

@@ -104,7 +104,7 @@ def disk_words(fit: PairFit, free_bytes: int | None) -> str | None:
         return None
     return (
         f"Its download needs {size_words(fit.pair.download_bytes)} on the drive that keeps the models, and "
-        f"{size_words(free_bytes)} is free there: free some space before downloading."
+        f"{size_words(free_bytes)} is free there: free some space, or keep models on another drive."
     )
 
 
