@@ -4,7 +4,6 @@ yet), and an offer to resume a download that a closed app, a crash or a reboot l
 from __future__ import annotations
 
 import dataclasses
-
 import logging
 from pathlib import Path
 from typing import Callable

@@ -71,6 +71,14 @@ def context_choices(current: int) -> list[tuple[str, int]]:
     ]
 
 
+def unquoted(typed: str) -> str:
+    """A path as typed, without surrounding space or the quotes Windows' "Copy as path" puts around it."""
+    typed = typed.strip()
+    if len(typed) > 1 and typed[0] == typed[-1] and typed[0] in "\"'":
+        typed = typed[1:-1].strip()
+    return typed
+
+
 class ModelField(QWidget):
     """A model: the built-in one (shown by its name), a Hugging Face repo id in the local cache, a .gguf file or
     a model folder. Browse offers both a file and a folder (one chooser cannot pick either), starting in the
@@ -119,11 +127,9 @@ class ModelField(QWidget):
             self.take(dialog)
 
     def text(self) -> str:
-        """What is saved: a built-in model's id for its name, else the path or repo id as typed, without the
-        quotes Windows' "Copy as path" puts around a path, and a model folder for its config.json."""
-        typed = self.edit.text().strip()
-        if len(typed) > 1 and typed[0] == typed[-1] and typed[0] in "\"'":
-            typed = typed[1:-1].strip()
+        """What is saved: a built-in model's id for its name, else the path or repo id as typed (`unquoted`),
+        and a model folder for its config.json."""
+        typed = unquoted(self.edit.text())
         if Path(typed).name == "config.json" and Path(typed).expanduser().is_file():
             typed = str(Path(typed).parent)
         return next((spec for spec, name in BUILTIN_NAMES.items() if typed == name), typed)
@@ -163,11 +169,8 @@ class FolderField(QWidget):
                 self.edit.setText(str(chosen))
 
     def text(self) -> str:
-        """The folder as typed, without the quotes Windows' "Copy as path" puts around a path."""
-        typed = self.edit.text().strip()
-        if len(typed) > 1 and typed[0] == typed[-1] and typed[0] in "\"'":
-            typed = typed[1:-1].strip()
-        return typed
+        """The folder as typed (`unquoted`)."""
+        return unquoted(self.edit.text())
 
 
 def section(title: str) -> QLabel:

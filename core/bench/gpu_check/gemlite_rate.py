@@ -29,7 +29,6 @@ from core.offload.matmul_rate import (
 )
 from core.planning.draft_kernel import TINYGEMM, weight_passes
 
-GEMLITE_VERSION = "0.6.0.post2"  # the wheel docs/gpu-check.md says to carry
 REPEATS = 20
 
 
