@@ -11,6 +11,7 @@ the old folder are not moved: the words after a change say where they are.
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 from pathlib import Path
@@ -18,6 +19,8 @@ from pathlib import Path
 from core.system.disk import why_write_failed
 from core.system.env import MODELS_DIR_ENV, MODELS_DIR_FROM_SETTINGS_ENV
 from core.system.locations import data_dir
+
+log = logging.getLogger(__name__)
 
 
 def set_outside() -> str | None:
@@ -34,9 +37,13 @@ def default_folder() -> Path:
 
 def apply_models_folder(folder: str) -> None:
     """Put the setting in force for this process and the ones it starts; nothing when a folder was given from
-    outside the app."""
+    outside the app. A value no Settings page would have saved (a settings file edited by hand or damaged: a
+    relative path, a NUL, which the environment cannot even hold) is logged and the default used."""
     if set_outside() is not None:
         return
+    if folder and ("\0" in folder or not Path(folder).expanduser().is_absolute()):
+        log.warning("models folder %r in the settings is not a whole path: using the default", folder)
+        folder = ""
     if folder:
         os.environ[MODELS_DIR_ENV] = folder
         os.environ[MODELS_DIR_FROM_SETTINGS_ENV] = "1"
