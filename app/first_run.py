@@ -1,5 +1,6 @@
-"""What the app does before its main window opens: the set-up wizard on a first start (no settings file
-yet), and an offer to resume a download that a closed app, a crash or a reboot left unfinished."""
+"""What the app does before its main window opens: the saved settings with their models folder in force, the
+set-up wizard on a first start (no settings file yet), and an offer to resume a download that a closed app, a
+crash or a reboot left unfinished."""
 
 from __future__ import annotations
 
@@ -11,12 +12,14 @@ from typing import Callable
 from PySide6.QtWidgets import QWizard
 
 from app.engine.bridge import EngineBridge
-from app.models.choice import unfinished_pairs
+from app.models.choice import follow_models_folder, unfinished_pairs
 from app.system.paths import AppPaths
 from app.window.confirm import confirm_destructive
-from app.settings.schema import AppSettings, SettingsNotSaved, save_settings
+from app.settings.schema import AppSettings, SettingsNotSaved, load_settings, save_settings
+from app.system.models_folder import apply_models_folder
 from app.models.wizard.wizard import FirstRunWizard, default_bridge
 from core.errors import CatalogError
+from core.system.locations import models_dir
 from core.models.catalog import load_catalog
 
 log = logging.getLogger(__name__)
@@ -41,6 +44,16 @@ def ask_resume(pair_id: str) -> bool:
         "Resume download",
         destructive=False,
     )
+
+
+def settings_at_start(paths: AppPaths) -> tuple[AppSettings, bool]:
+    """The saved settings with their models folder in force (before anything looks for models: the wizard's
+    disk check, the Models page), and the model and draft found again where their folders were moved into it
+    (people move them there after picking another models folder). True when that changed them: save them."""
+    settings = load_settings(paths.settings_file)
+    apply_models_folder(settings.models_folder)
+    followed = follow_models_folder(settings, models_dir())
+    return followed, followed != settings
 
 
 def before_main_window(

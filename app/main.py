@@ -24,13 +24,11 @@ from app.system import self_test
 from app.system.cli_process import CLI_FLAG, run_cli
 from app.application import create_application
 from app.system.logging_setup import install_excepthook, setup_logging
-from app.first_run import before_main_window
+from app.first_run import before_main_window, settings_at_start
 from app.window.main_window import MainWindow
 from app.system.paths import APP_NAME, AppPaths
-from app.settings.schema import load_settings
 from app.conversations.store import Store, StoreError
 from app.system.library_check import platform_problem
-from app.system.models_folder import apply_models_folder
 from app.system.single_instance import SingleInstance
 from app.theme.manager import ThemeManager
 from core.system.locations import models_dir
@@ -132,8 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         report_fatal(problem)
         return 1
     app = create_application(sys.argv if argv is None else argv)
-    settings = load_settings(paths.settings_file)
-    apply_models_folder(settings.models_folder)  # before anything looks for models (the wizard's disk check)
+    settings, moved = settings_at_start(paths)
     theme = ThemeManager(app, settings.theme)
     instance = SingleInstance(paths.data_dir, app)
     if not instance.acquire():
@@ -147,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     window = MainWindow(paths, settings, store=store, bridge=bridge, theme=theme)
     window.owns_bridge = True  # the wizard's engine, if it started one, is the window's now
     window.show()
-    if not paths.settings_file.exists():  # the first start's save failed (a full disk): try again, and say so
+    if moved or not paths.settings_file.exists():  # the first start's save failed (a full disk): try again
         window.store_settings(settings)
     instance.activated.connect(lambda: bring_to_front(window))
     quit_on_terminal_signals(app)

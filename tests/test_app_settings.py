@@ -163,3 +163,46 @@ def test_the_models_folder_is_kept_in_the_settings_file(tmp_path):
     assert load_settings(path).models_folder == "/media/big/models"
     path.write_text(json.dumps({"schema_version": SETTINGS_SCHEMA_VERSION, "models_folder": ["not", "text"]}))
     assert load_settings(path).models_folder == ""  # a hostile value: the default
+
+
+def test_models_moved_into_the_new_models_folder_are_followed(tmp_path):
+    """After picking another models folder people move their model folders there (README says so): the
+    settings' model and draft are found again by their folder's name (a .gguf file by its folder's)."""
+    import dataclasses
+
+    from app.models.choice import follow_models_folder, moved_into
+
+    root = tmp_path / "new"
+    (root / "org--target").mkdir(parents=True)
+    (root / "my-gguf").mkdir()
+    (root / "my-gguf" / "model.gguf").write_bytes(b"GGUF")
+    (tmp_path / "still-here").mkdir()
+    assert moved_into(str(tmp_path / "old" / "org--target"), root) == str(root / "org--target")
+    assert moved_into(str(tmp_path / "old" / "my-gguf" / "model.gguf"), root) == str(root / "my-gguf" / "model.gguf")
+    for unchanged in ("builtin", "builtin-draft", "", "org/repo-id", str(tmp_path / "still-here"), "/gone/nowhere"):
+        assert moved_into(unchanged, root) == unchanged
+    settings = AppSettings(target=str(tmp_path / "old" / "org--target"), draft="builtin-draft")
+    followed = follow_models_folder(settings, root)
+    assert followed == dataclasses.replace(settings, target=str(root / "org--target"))
+    assert follow_models_folder(followed, root) is followed  # nothing to follow: the same settings
+
+
+def test_at_start_the_models_folder_is_in_force_and_the_moved_model_followed(tmp_path, monkeypatch):
+    """The app's start (app.first_run.settings_at_start): the saved models folder is where models are looked
+    for, and a model in use whose folder was moved into it (with the app closed, as README says) is found."""
+    from app.first_run import settings_at_start
+    from core.system.env import MODELS_DIR_ENV, MODELS_DIR_FROM_SETTINGS_ENV
+    from core.system.locations import models_dir
+
+    for name in (MODELS_DIR_ENV, MODELS_DIR_FROM_SETTINGS_ENV):  # recorded, so the test leaves them as it found them
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
+    paths = AppPaths.from_env({"SPECEXEC_DATA_DIR": str(tmp_path / "data")}).ensure()
+    new_folder = tmp_path / "big" / "models"
+    (new_folder / "org--target").mkdir(parents=True)  # moved here from the data folder's models/
+    old_target = str(tmp_path / "data" / "models" / "org--target")
+    save_settings(AppSettings(target=old_target, draft="", models_folder=str(new_folder)), paths.settings_file)
+    settings, moved = settings_at_start(paths)
+    assert moved and settings.target == str(new_folder / "org--target") and models_dir() == new_folder
+    save_settings(settings, paths.settings_file)
+    assert settings_at_start(paths) == (settings, False)  # nothing more to follow

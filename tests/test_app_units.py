@@ -4,6 +4,7 @@ diagnostics and logs, accessibility, and the no-torch rule."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import shutil
 import sqlite3
@@ -488,9 +489,17 @@ def test_the_models_folder_is_picked_in_settings_and_the_models_page_looks_there
     new_folder = tmp_path / "second drive" / "models"
     (new_folder / "my-model").mkdir(parents=True)
     (new_folder / "my-model" / "config.json").write_text('{"model_type": "llama"}')
+    (new_folder / "my-model" / "model.safetensors").write_bytes(b"\x08" + bytes(7) + b"{}      ")
+    # the model in use was in the old folder and has been moved into the new one already
+    window.settings = dataclasses.replace(window.settings, target=str(old_folder / "my-model"), draft="")
+    page.cancelled.emit()
+    page = window.open_settings(has_gpu=False)
     page.models_folder.edit.setText(f'"{new_folder}"')  # as Windows' "Copy as path" puts it
+    window.bridge.calls.clear()
     assert page.accept() is True
     assert window.settings.models_folder == str(new_folder) == load_settings(app_paths.settings_file).models_folder
+    assert window.settings.target == str(new_folder / "my-model")  # followed, and loaded from there
+    assert [call[1].target for call in window.bridge.calls if call[0] == "load"] == [str(new_folder / "my-model")]
     assert models_dir() == new_folder
     assert window.toast.text().startswith(f"Models are now kept in {new_folder}. Those downloaded before stay in")
     manager = window.open_model_manager()

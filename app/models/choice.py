@@ -50,6 +50,30 @@ def choose(settings: AppSettings, target: str, draft: str, pair_id: str) -> AppS
     return dataclasses.replace(settings, target=target, draft=draft, active_pair=pair_id)
 
 
+def moved_into(spec: str, root: Path) -> str:
+    """`spec` (a model's path as the settings keep it) where the models folder `root` now holds it, when it is
+    gone from where it was: a folder moved into `root` keeps its name, and a .gguf file its folder's; else
+    `spec` as it is (a built-in name, a repo id, a path that still exists or was not found)."""
+    if not spec or spec in BUILTIN_NAMES:
+        return spec
+    path = Path(spec).expanduser()
+    if not path.is_absolute() or path.exists():
+        return spec
+    for candidate in (root / path.name, root / path.parent.name / path.name):
+        if candidate.exists():
+            return str(candidate)
+    return spec
+
+
+def follow_models_folder(settings: AppSettings, root: Path) -> AppSettings:
+    """The settings with the model and draft found in the models folder `root` where their folders were
+    moved there (people move them after picking another models folder): else the same settings."""
+    target, draft = moved_into(settings.target, root), moved_into(settings.draft, root)
+    if (target, draft) == (settings.target, settings.draft):
+        return settings
+    return dataclasses.replace(settings, target=target, draft=draft)
+
+
 def installed_pairs(catalog: Catalog, root: Path) -> list[str]:
     """Catalog pair ids whose models are all downloaded and complete (the built-in pair always is)."""
     complete = {model.name for model in scan_models(root) if model.complete}

@@ -32,6 +32,7 @@ from app.api.settings_row import ApiServerSettingsRow
 from app.settings.fields import ChoiceField, Field, SliderField, help_line, scrolled_body
 from app.settings.schema import AppSettings, Offload, Theme
 from app.settings.tool_servers_section import ToolServersSection
+from app.models.choice import moved_into
 from app.system.model_chooser import chosen_path, model_chooser
 from app.system.models_folder import default_folder, folder_problem, set_outside
 from app.theme.icons import themed
@@ -322,13 +323,23 @@ class SettingsPage(QFrame):
         bar_column.addWidget(footer(bar, self.cancel_button, self.save_button))
         outer.addWidget(bar)
 
+    def models_root(self) -> Path:
+        """The models folder these settings would keep models in."""
+        if not self.models_folder.isEnabled():
+            return Path(self.models_folder.text()).expanduser()
+        return Path(self.models_folder.text()).expanduser() if self.models_folder.text() else default_folder()
+
+    def model_spec(self, field: ModelField) -> str:
+        """A model field's value, found again in the models folder when its folder was moved there."""
+        return moved_into(field.text(), self.models_root())
+
     def problems(self) -> list[str]:
         """What is wrong with the model fields (a path that does not exist is caught here, not at load)."""
         found = []
         for label, field, optional in (("Model", self.target, False), ("Draft model", self.draft, True)):
             if optional and not field.text():
                 continue
-            problem = spec_problem(field.text() or "builtin")
+            problem = spec_problem(self.model_spec(field) or "builtin")
             if problem:
                 found.append(f"{label}: {problem}.")
         if self.models_folder.isEnabled() and self.models_folder.text() != self.original.models_folder:
@@ -372,8 +383,8 @@ class SettingsPage(QFrame):
     def values(self) -> AppSettings:
         return dataclasses.replace(
             self.original,
-            target=self.target.text() or "builtin",
-            draft=self.draft.text(),
+            target=self.model_spec(self.target) or "builtin",
+            draft=self.model_spec(self.draft),
             offload=Offload(self.offload.value()),
             vram_budget_gb=float(self.vram.value()),
             context_length=int(self.context_length.value()),
