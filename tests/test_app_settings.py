@@ -139,11 +139,12 @@ def test_the_models_folder_setting_moves_where_models_are_looked_for_unless_set_
     apply_models_folder(str(tmp_path / "other"))  # the app's own setting may be changed again
     assert models_dir() == tmp_path / "other"
     apply_models_folder("")  # back to the default
-    assert models_dir() == default_folder() and MODELS_DIR_ENV not in os.environ
+    assert models_dir() == default_folder() and os.environ[MODELS_DIR_ENV] == str(default_folder())
     for damaged in ("models\0x", "relative/models"):  # a settings file edited by hand: the default, no crash
         apply_models_folder(damaged)
         assert models_dir() == default_folder()
-    monkeypatch.setenv(MODELS_DIR_ENV, str(tmp_path / "portable"))  # set before the app started
+    monkeypatch.setenv(MODELS_DIR_ENV, str(tmp_path / "portable"))  # set before the app started (a new app run)
+    monkeypatch.delenv(MODELS_DIR_FROM_SETTINGS_ENV)
     assert set_outside() == str(tmp_path / "portable")
     apply_models_folder(str(tmp_path / "ignored"))
     assert models_dir() == tmp_path / "portable"

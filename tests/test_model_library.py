@@ -106,6 +106,31 @@ def test_import_folder_copy_and_link_then_list_and_delete(home, tmp_path, capsys
     assert "no model 'my-model'" in capsys.readouterr().err
 
 
+def test_the_command_line_looks_in_the_models_folder_picked_in_the_app(tmp_path, monkeypatch, capsys):
+    """`specexec models list` (and every default --dir) looks where the app does: the folder picked in its
+    Settings, read from its settings file; SPECEXEC_MODELS_DIR still wins; a settings file holding something
+    no Settings page saves leaves the default."""
+    from core.system.locations import models_dir
+
+    monkeypatch.delenv("SPECEXEC_MODELS_DIR", raising=False)
+    monkeypatch.setenv("SPECEXEC_DATA_DIR", str(tmp_path / "data"))
+    settings = tmp_path / "data" / "config" / "settings.json"
+    settings.parent.mkdir(parents=True)
+    picked = tmp_path / "second-drive" / "models"
+    hf_folder(picked / "my-model")
+    settings.write_text(json.dumps({"schema_version": 3, "models_folder": str(picked)}))
+    assert models_dir() == picked
+    assert [model["name"] for model in list_json(capsys)["models"]] == ["my-model"]
+    for damaged in ("models", ["x"], "a\u0000b", ""):
+        settings.write_text(json.dumps({"models_folder": damaged}))
+        assert models_dir() == tmp_path / "data" / "models", damaged
+    settings.write_text("{not json")
+    assert models_dir() == tmp_path / "data" / "models"
+    settings.write_text(json.dumps({"models_folder": str(picked)}))
+    monkeypatch.setenv("SPECEXEC_MODELS_DIR", str(tmp_path / "outside"))
+    assert models_dir() == tmp_path / "outside"
+
+
 def test_delete_refuses_without_a_terminal_unless_yes(home, monkeypatch, capsys):
     hf_folder(home / "models" / "some-model")
     monkeypatch.setattr("sys.stdin", io.StringIO(""))  # not a terminal: nobody to ask

@@ -2,9 +2,10 @@
 folder's `models/`): a second drive when the first is too full for a 40 GB model, as LM Studio and GPT4All let
 people choose theirs.
 
-Everything that looks for models asks core.system.locations.models_dir(), which reads SPECEXEC_MODELS_DIR, and
-the processes the app starts (downloads, the GPU check) inherit the app's environment: so the setting is put in
-force by setting that variable in the app's process. A folder given through the variable before the app
+Everything that looks for models asks core.system.locations.models_dir(), which reads SPECEXEC_MODELS_DIR, then
+the settings file (so the command line looks where the app does), and the processes the app starts (downloads,
+the GPU check) inherit the app's environment: so the setting is put in force by setting that variable in the
+app's process, which holds even where the settings file could not be saved. A folder given through the variable before the app
 started (a portable install, tests) wins over the setting, and the Settings page says so. Models already in
 the old folder are not moved: the words after a change say where they are.
 """
@@ -44,12 +45,9 @@ def apply_models_folder(folder: str) -> None:
     if folder and ("\0" in folder or not Path(folder).expanduser().is_absolute()):
         log.warning("models folder %r in the settings is not a whole path: using the default", folder)
         folder = ""
-    if folder:
-        os.environ[MODELS_DIR_ENV] = folder
-        os.environ[MODELS_DIR_FROM_SETTINGS_ENV] = "1"
-    else:
-        os.environ.pop(MODELS_DIR_ENV, None)
-        os.environ.pop(MODELS_DIR_FROM_SETTINGS_ENV, None)
+    # the default spelled out too: the settings file (which the command line reads) may not be saved yet
+    os.environ[MODELS_DIR_ENV] = folder or str(default_folder())
+    os.environ[MODELS_DIR_FROM_SETTINGS_ENV] = "1"
 
 
 def folder_problem(text: str) -> str | None:

@@ -14,7 +14,7 @@ from pathlib import Path
 # The data and config folders are found once, in core.system.locations (the models folder sits beside the
 # chats, and the download token beside the settings).
 from core.system.env import DATA_DIR_ENV, LOG_DIR_ENV
-from core.system.locations import APP_AUTHOR, APP_NAME, config_dir, data_dir
+from core.system.locations import APP_AUTHOR, APP_NAME, SETTINGS_FILE_NAME, config_dir, data_dir
 from core.system.private_files import private_folder
 
 
@@ -30,7 +30,7 @@ class AppPaths:
 
     @property
     def settings_file(self) -> Path:
-        return self.config_dir / "settings.json"
+        return self.config_dir / SETTINGS_FILE_NAME
 
     @property
     def window_file(self) -> Path:

@@ -71,9 +71,11 @@ class SettingsHostMixin:
 
     def apply_settings(self, settings: AppSettings) -> None:
         """Save new app settings; reload the models if the pair or memory settings changed."""
-        old = self.settings
+        old, before = self.settings, models_dir()
+        self.settings = settings
+        self.controller.app_settings = settings
+        self.store_settings(settings)
         if settings.models_folder != old.models_folder:  # (the page found moved models there already)
-            before = models_dir()
             apply_models_folder(settings.models_folder)
             if models_dir() != before:
                 self.toast.show_message(
@@ -81,9 +83,6 @@ class SettingsHostMixin:
                     "folders into the new one, with the app closed, to see them in your list again.",
                     15000,
                 )
-        self.settings = settings
-        self.controller.app_settings = settings
-        self.store_settings(settings)
         self.api_server.apply(settings)
         self._show_model_pair()
         if connection_key(settings) != connection_key(old):  # this computer <-> a server, or another server

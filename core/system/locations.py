@@ -1,12 +1,14 @@
 """Where downloaded and imported models live on disk.
 
-SPECEXEC_MODELS_DIR wins; else `models/` under SPECEXEC_DATA_DIR (the app's one-folder override, used by
-tests and portable installs); else `models/` in the platform's per-user data folder, the same folder the
-app keeps its conversations in, so an update or uninstall of the program keeps them.
+SPECEXEC_MODELS_DIR wins; else the folder picked in the app's Settings (its settings file's `models_folder`),
+so the command line looks where the app does; else `models/` under SPECEXEC_DATA_DIR (the app's one-folder
+override, used by tests and portable installs); else `models/` in the platform's per-user data folder, the
+same folder the app keeps its conversations in, so an update or uninstall of the program keeps them.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -14,6 +16,7 @@ from core.system.env import CACHE_DIR_ENV, CONFIG_DIR_ENV, DATA_DIR_ENV, MODELS_
 
 APP_NAME = "SpecExec Desktop"
 APP_AUTHOR = "SpecExec"
+SETTINGS_FILE_NAME = "settings.json"  # the app's settings, in the config folder (app.system.paths)
 OLD_CACHE_NAME = "specexec-desktop"  # the cache folder's name before it took the app's name like the others
 
 
@@ -29,11 +32,27 @@ def data_dir(environ: dict[str, str] | None = None) -> Path:
 
 
 def models_dir(environ: dict[str, str] | None = None) -> Path:
-    """The models folder (not created here)."""
+    """The models folder (not created here): SPECEXEC_MODELS_DIR, else the one picked in the app's Settings,
+    else `models/` in the data folder."""
     env = os.environ if environ is None else environ
     if env.get(MODELS_DIR_ENV):
         return Path(env[MODELS_DIR_ENV]).expanduser()
-    return data_dir(env) / "models"
+    return picked_models_folder(env) or data_dir(env) / "models"
+
+
+def picked_models_folder(environ: dict[str, str] | None = None) -> Path | None:
+    """The models folder picked in the app's Settings (`models_folder` in its settings file), so that the
+    command line looks where the app does; None when none was picked, or the file cannot be read or holds
+    something no Settings page saves (the app's own reader, app.settings.schema, logs those)."""
+    try:
+        data = json.loads((config_dir(environ) / SETTINGS_FILE_NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    folder = data.get("models_folder") if isinstance(data, dict) else None
+    if not isinstance(folder, str) or not folder or "\0" in folder:
+        return None
+    path = Path(folder).expanduser()
+    return path if path.is_absolute() else None
 
 
 def config_dir(environ: dict[str, str] | None = None) -> Path:
