@@ -324,10 +324,9 @@ class SettingsPage(QFrame):
         outer.addWidget(bar)
 
     def models_root(self) -> Path:
-        """The models folder these settings would keep models in."""
-        if not self.models_folder.isEnabled():
-            return Path(self.models_folder.text()).expanduser()
-        return Path(self.models_folder.text()).expanduser() if self.models_folder.text() else default_folder()
+        """The models folder these settings would keep models in (the field shows one set from outside too)."""
+        text = self.models_folder.text()
+        return Path(text).expanduser() if text else default_folder()
 
     def model_spec(self, field: ModelField) -> str:
         """A model field's value, found again in the models folder when its folder was moved there."""

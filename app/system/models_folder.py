@@ -5,9 +5,9 @@ people choose theirs.
 Everything that looks for models asks core.system.locations.models_dir(), which reads SPECEXEC_MODELS_DIR, then
 the settings file (so the command line looks where the app does), and the processes the app starts (downloads,
 the GPU check) inherit the app's environment: so the setting is put in force by setting that variable in the
-app's process, which holds even where the settings file could not be saved. A folder given through the variable before the app
-started (a portable install, tests) wins over the setting, and the Settings page says so. Models already in
-the old folder are not moved: the words after a change say where they are.
+app's process, which holds even where the settings file could not be saved. A folder given through the variable
+before the app started (a portable install, tests) wins over the setting, and the Settings page says so. Models
+already in the old folder are not moved: the words after a change say where they are.
 """
 
 from __future__ import annotations
