@@ -252,7 +252,8 @@ class ModelManager(QFrame):
         self.delete_button.clicked.connect(self.delete_selected)
         column.addWidget(label("The models on this computer: pick one and press Use this model."))
         column.addWidget(self.installed, 1)
-        folder = label(f"Kept in {self.models_dir}", muted=True)  # under the list: where, not what
+        # under the list: where, not what; and where that is changed (another drive with room)
+        folder = label(f"Kept in {self.models_dir} · Settings > Models folder picks another", muted=True)
         folder.setObjectName("modelsFolder")
         folder.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         column.addWidget(folder)
