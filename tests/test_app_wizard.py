@@ -287,6 +287,36 @@ def test_a_drive_too_full_for_the_chosen_model_offers_another_drive(qtbot, tmp_p
         subprocess.run(["umount", "-l", str(roomy)], check=True)
 
 
+def test_a_download_that_finds_the_drive_full_says_so_and_back_shows_the_drive_as_it_is(
+    qtbot, tmp_path, monkeypatch, small_disk
+):
+    """The first look at the drive said 465 GB free (the hardware fixture); the download then found it full
+    (the downloader's `disk` error event): the words say what to do, and Back shows the card as the drive
+    really is, with the offer of another drive."""
+    from app.settings.schema import AppSettings
+    from core.system.env import MODELS_DIR_ENV, MODELS_DIR_FROM_SETTINGS_ENV
+
+    for name in (MODELS_DIR_ENV, MODELS_DIR_FROM_SETTINGS_ENV):  # recorded, so the test leaves them as it found them
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
+    monkeypatch.delenv("SPECEXEC_CATALOG", raising=False)
+    monkeypatch.setenv("SPECEXEC_HW_FIXTURE", str(FIXTURES / "gpu24-ram64-pcie4.json"))
+    wizard = FirstRunWizard(AppSettings(), small_disk / "models")  # a 2 MB drive, really
+    qtbot.addWidget(wizard)
+    wizard.show()
+    qtbot.waitUntil(lambda: wizard.state.recommendation is not None, timeout=WAIT_MS)
+    wizard.next()
+    choose(wizard, "llama3.3-70b-instruct-awq")
+    assert wizard.state.chosen.disk_ok is True and not wizard.choose_page.move_button.isVisible()
+    page = wizard.download_page
+    page.worker.failed.emit({"event": "error", "kind": "disk", "message": "needs 42.4 GB free, 1.9 MB are free"})
+    assert "or go Back and keep models on another drive" in page.message.text()
+    wizard.choose_page.initializePage()  # what Back shows
+    choose(wizard, "llama3.3-70b-instruct-awq")
+    assert wizard.state.chosen.disk_ok is False and wizard.choose_page.move_button.isVisible()
+    wizard.reject()
+
+
 def test_a_models_folder_picked_in_a_cancelled_first_start_stays_picked(qtbot, tmp_path, monkeypatch, app_paths):
     """The app looks in the folder from the moment it is picked, so cancelling the wizard keeps it saved too
     (else this run and the next would look in different folders)."""

@@ -31,7 +31,10 @@ from app.window.labels import Label
 # What went wrong, for people, and the one thing to do; by the downloader's error kind.
 FAILURE_WORDS = {
     "network": ("Could not reach the download server.", "Check that this computer is online, then press Retry."),
-    "disk": ("There is not enough free disk space.", "Free some space, then press Retry."),
+    "disk": (
+        "There is not enough free disk space.",
+        "Free some space, then press Retry; or go Back and keep models on another drive.",
+    ),
     "verify": ("A file arrived damaged twice in a row.", "Press Retry to fetch it again."),
     "not_found": ("This model is not on the download server.", "Go back and choose another model."),
     "unsafe": (
@@ -260,6 +263,8 @@ class DownloadPage(PlainPage):
         else:
             what, action = FAILURE_WORDS.get(kind, OTHER_FAILURE)
             self.message.setText(f"<b>{what}</b> {action}")
+            if kind == "disk":  # Back then shows the drive as it is now, and offers another one
+                self.state.measure_disk_again()
             self.retry_button.setVisible(kind not in ("not_found", "unsafe"))
 
     def _stopped(self) -> None:

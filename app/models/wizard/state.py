@@ -56,7 +56,6 @@ class WizardState:
         why it cannot be, in words, or None when done. Blocking but quick (a write check, then the fit of every
         pair again with the new drive's free space)."""
         from app.system.models_folder import apply_models_folder, folder_problem
-        from core.hardware.probe import disk_at
 
         problem = folder_problem(str(folder))
         if problem is not None:
@@ -64,9 +63,16 @@ class WizardState:
         self.settings = replace(self.settings, models_folder=str(folder))
         self.models_dir = folder
         apply_models_folder(str(folder))
-        if self.hardware is not None:
-            self.apply(self.predict(replace(self.hardware, disk=disk_at(folder))))
+        self.measure_disk_again()
         return None
+
+    def measure_disk_again(self) -> None:
+        """Every pair's fit again with the free space of the drive that keeps the models now (another folder
+        was picked, or a download found less room than the first look did). Blocking but quick."""
+        from core.hardware.probe import disk_at
+
+        if self.hardware is not None:
+            self.apply(self.predict(replace(self.hardware, disk=disk_at(self.models_dir))))
 
     def chosen_paths(self) -> tuple[str, str]:
         assert self.chosen is not None, "no pair chosen"
