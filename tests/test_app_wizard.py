@@ -288,32 +288,33 @@ def test_a_drive_too_full_for_the_chosen_model_offers_another_drive(qtbot, tmp_p
 
 
 def test_a_download_that_finds_the_drive_full_says_so_and_back_shows_the_drive_as_it_is(
-    qtbot, tmp_path, monkeypatch, small_disk
+    qtbot, served, small_disk, monkeypatch
 ):
-    """The first look at the drive said 465 GB free (the hardware fixture); the download then found it full
-    (the downloader's `disk` error event): the words say what to do, and Back shows the card as the drive
-    really is, with the offer of another drive."""
-    from app.settings.schema import AppSettings
+    """The first look at the drive (the hardware fixture) found room; the real download into a 2 MB drive
+    refuses the tiny pair's 6 MB before its first byte: the page says to free space or go Back for another
+    drive, and Back shows the card as the drive really is, with that offer."""
     from core.system.env import MODELS_DIR_ENV, MODELS_DIR_FROM_SETTINGS_ENV
 
     for name in (MODELS_DIR_ENV, MODELS_DIR_FROM_SETTINGS_ENV):  # recorded, so the test leaves them as it found them
         monkeypatch.setenv(name, "")
         monkeypatch.delenv(name)
-    monkeypatch.delenv("SPECEXEC_CATALOG", raising=False)
-    monkeypatch.setenv("SPECEXEC_HW_FIXTURE", str(FIXTURES / "gpu24-ram64-pcie4.json"))
-    wizard = FirstRunWizard(AppSettings(), small_disk / "models")  # a 2 MB drive, really
+    wizard = FirstRunWizard(tiny_settings("builtin", "builtin-draft"), small_disk / "models", make_bridge=tiny_bridge)
     qtbot.addWidget(wizard)
     wizard.show()
     qtbot.waitUntil(lambda: wizard.state.recommendation is not None, timeout=WAIT_MS)
     wizard.next()
-    choose(wizard, "llama3.3-70b-instruct-awq")
+    choose(wizard, "tiny")
     assert wizard.state.chosen.disk_ok is True and not wizard.choose_page.move_button.isVisible()
+    wizard.next()
+    assert wizard.currentId() == DOWNLOAD
     page = wizard.download_page
-    page.worker.failed.emit({"event": "error", "kind": "disk", "message": "needs 42.4 GB free, 1.9 MB are free"})
+    qtbot.waitUntil(lambda: "not enough free disk space" in page.message.text(), timeout=WAIT_MS)
     assert "or go Back and keep models on another drive" in page.message.text()
-    wizard.choose_page.initializePage()  # what Back shows
-    choose(wizard, "llama3.3-70b-instruct-awq")
+    wizard.back()
+    assert wizard.currentId() == CHOOSE and wizard.state.chosen.pair.id == "tiny"
     assert wizard.state.chosen.disk_ok is False and wizard.choose_page.move_button.isVisible()
+    card = wizard.choose_page.pairs.itemWidget(wizard.choose_page.pairs.currentItem())
+    assert "Drive too full" in " ".join(label.text() for label in card.findChildren(type(card.mark)))
     wizard.reject()
 
 

@@ -72,9 +72,16 @@ class FirstRunWizard(QWizard):
             (DONE, self.done_page),
         ):
             self.setPage(page_id, page)
+        self.currentIdChanged.connect(self._page_shown)
         self.resume_pair = resume_pair
         if resume_pair is not None:  # after the hardware page has found the pair's fit, go straight on
             self.hardware_page.completeChanged.connect(self._resume)
+
+    def _page_shown(self, page_id: int) -> None:
+        """Back to the list (QWizard then skips initializePage) shows the cards as the state now predicts them:
+        a download may have found the drive fuller than the first look did."""
+        if page_id == CHOOSE:
+            self.choose_page.initializePage()
 
     def nextId(self) -> int:
         page = self.currentId()
