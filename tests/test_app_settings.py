@@ -125,24 +125,24 @@ def test_the_models_folder_setting_moves_where_models_are_looked_for_unless_set_
     a folder that cannot be written, a file or a relative path is said before it is saved."""
     import os
 
-    from app.system.models_folder import apply_models_folder, default_folder, folder_problem, set_outside
+    from app.system.models_folder import apply_models_folder, folder_problem, set_outside
     from core.system.env import MODELS_DIR_ENV, MODELS_DIR_FROM_SETTINGS_ENV
-    from core.system.locations import models_dir
+    from core.system.locations import default_models_dir, models_dir
 
     monkeypatch.setenv("SPECEXEC_DATA_DIR", str(tmp_path / "data"))
     for name in (MODELS_DIR_ENV, MODELS_DIR_FROM_SETTINGS_ENV):  # recorded, so the test leaves them as it found them
         monkeypatch.setenv(name, "")
         monkeypatch.delenv(name)
-    assert models_dir() == default_folder() == tmp_path / "data" / "models" and set_outside() is None
+    assert models_dir() == default_models_dir() == tmp_path / "data" / "models" and set_outside() is None
     apply_models_folder(str(tmp_path / "big-drive" / "models"))
     assert models_dir() == tmp_path / "big-drive" / "models" and set_outside() is None
     apply_models_folder(str(tmp_path / "other"))  # the app's own setting may be changed again
     assert models_dir() == tmp_path / "other"
     apply_models_folder("")  # back to the default
-    assert models_dir() == default_folder() and os.environ[MODELS_DIR_ENV] == str(default_folder())
+    assert models_dir() == default_models_dir() and os.environ[MODELS_DIR_ENV] == str(default_models_dir())
     for damaged in ("models\0x", "relative/models"):  # a settings file edited by hand: the default, no crash
         apply_models_folder(damaged)
-        assert models_dir() == default_folder()
+        assert models_dir() == default_models_dir()
     monkeypatch.setenv(MODELS_DIR_ENV, str(tmp_path / "portable"))  # set before the app started (a new app run)
     monkeypatch.delenv(MODELS_DIR_FROM_SETTINGS_ENV)
     assert set_outside() == str(tmp_path / "portable")

@@ -34,13 +34,13 @@ from app.settings.schema import AppSettings, Offload, Theme
 from app.settings.tool_servers_section import ToolServersSection
 from app.models.choice import moved_into
 from app.system.model_chooser import chosen_path, model_chooser
-from app.system.models_folder import default_folder, folder_problem, set_outside
+from app.system.models_folder import folder_problem, set_outside
 from app.theme.icons import themed
 from app.theme.tokens import SPACE
 from app.window.buttons import LINK, PRIMARY, SECONDARY, button, footer
 from app.window.labels import Label
 from core.models.model_spec import BUILTIN, BUILTIN_DRAFT, spec_problem
-from core.system.locations import models_dir
+from core.system.locations import default_models_dir, models_dir
 from core.planning.residency import PLANNED_CONTEXT
 
 # The built-in models as people read them; the ids stay what is saved and typed.
@@ -236,7 +236,7 @@ class SettingsPage(QFrame):
             column.addWidget(row)
         outside = set_outside()
         self.models_folder = FolderField(
-            outside or settings.models_folder, "Models folder", str(default_folder()) if outside is None else ""
+            outside or settings.models_folder, "Models folder", str(default_models_dir()) if outside is None else ""
         )
         self.models_folder.setEnabled(outside is None)
         folder_row = Field(
@@ -326,7 +326,7 @@ class SettingsPage(QFrame):
     def models_root(self) -> Path:
         """The models folder these settings would keep models in (the field shows one set from outside too)."""
         text = self.models_folder.text()
-        return Path(text).expanduser() if text else default_folder()
+        return Path(text).expanduser() if text else default_models_dir()
 
     def model_spec(self, field: ModelField) -> str:
         """A model field's value, found again in the models folder when its folder was moved there."""

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from core.system.disk import why_write_failed
 from core.system.env import MODELS_DIR_ENV, MODELS_DIR_FROM_SETTINGS_ENV
-from core.system.locations import data_dir
+from core.system.locations import default_models_dir
 
 log = logging.getLogger(__name__)
 
@@ -29,11 +29,6 @@ def set_outside() -> str | None:
     if os.environ.get(MODELS_DIR_FROM_SETTINGS_ENV) == "1":
         return None
     return os.environ.get(MODELS_DIR_ENV) or None
-
-
-def default_folder() -> Path:
-    """Where models go when the setting is empty (and nothing outside the app says otherwise)."""
-    return data_dir() / "models"
 
 
 def apply_models_folder(folder: str) -> None:
@@ -46,7 +41,7 @@ def apply_models_folder(folder: str) -> None:
         log.warning("models folder %r in the settings is not a whole path: using the default", folder)
         folder = ""
     # the default spelled out too: the settings file (which the command line reads) may not be saved yet
-    os.environ[MODELS_DIR_ENV] = folder or str(default_folder())
+    os.environ[MODELS_DIR_ENV] = folder or str(default_models_dir())
     os.environ[MODELS_DIR_FROM_SETTINGS_ENV] = "1"
 
 

@@ -37,7 +37,12 @@ def models_dir(environ: dict[str, str] | None = None) -> Path:
     env = os.environ if environ is None else environ
     if env.get(MODELS_DIR_ENV):
         return Path(env[MODELS_DIR_ENV]).expanduser()
-    return picked_models_folder(env) or data_dir(env) / "models"
+    return picked_models_folder(env) or default_models_dir(env)
+
+
+def default_models_dir(environ: dict[str, str] | None = None) -> Path:
+    """The models folder when neither SPECEXEC_MODELS_DIR nor the app's Settings pick one."""
+    return data_dir(environ) / "models"
 
 
 def picked_models_folder(environ: dict[str, str] | None = None) -> Path | None:
