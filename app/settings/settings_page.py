@@ -80,32 +80,42 @@ def unquoted(typed: str) -> str:
     return typed
 
 
-class ModelField(QWidget):
+class PathField(QWidget):
+    """A path typed in a line (`edit`, named `name` for screen readers), beside a Browse… button (`browse`)
+    that a subclass gives its chooser."""
+
+    def __init__(self, value: str, name: str, placeholder: str, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.name = name
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        self.edit = QLineEdit(value)
+        self.edit.setAccessibleName(name)
+        self.edit.setPlaceholderText(placeholder)
+        self.browse = QToolButton()
+        self.browse.setObjectName("fieldButton")
+        self.browse.setText("Browse…")
+        self.browse.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        themed(self.browse, "folder-open", size=16)
+        self.browse.setAccessibleName(f"Browse for the {name.lower()}")
+        layout.addWidget(self.edit, 1)
+        layout.addWidget(self.browse)
+
+
+class ModelField(PathField):
     """A model: the built-in one (shown by its name), a Hugging Face repo id in the local cache, a .gguf file or
     a model folder. Browse offers both a file and a folder (one chooser cannot pick either), starting in the
     models folder; the system's own file chooser where the desktop has one."""
 
     def __init__(self, value: str, name: str, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.name = name
-        layout = QHBoxLayout(self)
-        layout.setContentsMargins(0, 0, 0, 0)
-        self.edit = QLineEdit(BUILTIN_NAMES.get(value, value))
-        self.edit.setAccessibleName(name)
-        self.edit.setPlaceholderText("A .gguf file, a model folder or a Hugging Face repo id")
-        browse = QToolButton()
-        browse.setObjectName("fieldButton")
-        browse.setText("Browse…")
-        browse.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
-        themed(browse, "folder-open", size=16)
-        browse.setAccessibleName(f"Browse for the {name.lower()}")
-        browse.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
-        menu = QMenu(browse)
+        super().__init__(
+            BUILTIN_NAMES.get(value, value), name, "A .gguf file, a model folder or a Hugging Face repo id", parent
+        )
+        self.browse.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        menu = QMenu(self.browse)
         menu.addAction("A model file (.gguf)…", lambda: self._browse(folder=False))
         menu.addAction("A model folder…", lambda: self._browse(folder=True))
-        browse.setMenu(menu)
-        layout.addWidget(self.edit, 1)
-        layout.addWidget(browse)
+        self.browse.setMenu(menu)
 
     def start_folder(self) -> Path:
         """Where Browse opens: beside the current model if it is on disk, else the models folder."""
@@ -136,27 +146,13 @@ class ModelField(QWidget):
         return next((spec for spec, name in BUILTIN_NAMES.items() if typed == name), typed)
 
 
-class FolderField(QWidget):
+class FolderField(PathField):
     """A folder: typed, or picked with Browse (the system's own chooser where the desktop has one); empty
     shows `placeholder`, the folder used when none is set."""
 
     def __init__(self, value: str, name: str, placeholder: str, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.name = name
-        layout = QHBoxLayout(self)
-        layout.setContentsMargins(0, 0, 0, 0)
-        self.edit = QLineEdit(value)
-        self.edit.setAccessibleName(name)
-        self.edit.setPlaceholderText(placeholder)
-        self.browse = QToolButton()
-        self.browse.setObjectName("fieldButton")
-        self.browse.setText("Browse…")
-        self.browse.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
-        themed(self.browse, "folder-open", size=16)
-        self.browse.setAccessibleName(f"Browse for the {name.lower()}")
+        super().__init__(value, name, placeholder, parent)
         self.browse.clicked.connect(self._browse)
-        layout.addWidget(self.edit, 1)
-        layout.addWidget(self.browse)
 
     def file_dialog(self) -> QFileDialog:
         start = Path(self.text() or self.edit.placeholderText()).expanduser()
