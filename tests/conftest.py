@@ -296,6 +296,17 @@ def no_keyring():
 
 
 @pytest.fixture()
+def models_folder_unset(monkeypatch) -> None:
+    """SPECEXEC_MODELS_DIR and its from-settings mark unset for the test and put back as they were after it:
+    the app's models folder (app.system.models_folder) writes them into this process's environment."""
+    from core.system.env import MODELS_DIR_ENV, MODELS_DIR_FROM_SETTINGS_ENV
+
+    for name in (MODELS_DIR_ENV, MODELS_DIR_FROM_SETTINGS_ENV):
+        monkeypatch.setenv(name, "")  # recorded first, so that teardown restores it even once the app set it
+        monkeypatch.delenv(name)
+
+
+@pytest.fixture()
 def small_disk(tmp_path) -> Iterator[Path]:
     """A real 2 MB filesystem (tmpfs), mounted for the test: needs root and a kernel that lets it mount."""
     disk = tmp_path / "disk"

@@ -119,7 +119,9 @@ def test_data_dir_env_var_moves_data_config_and_logs(tmp_path):
     assert all("SpecExec Desktop" in str(p) for p in (default.data_dir, default.config_dir, default.log_dir))
 
 
-def test_the_models_folder_setting_moves_where_models_are_looked_for_unless_set_from_outside(tmp_path, monkeypatch):
+def test_the_models_folder_setting_moves_where_models_are_looked_for_unless_set_from_outside(
+    models_folder_unset, tmp_path, monkeypatch
+):
     """The Settings' models folder is put in force through SPECEXEC_MODELS_DIR (what every search for models
     and every process the app starts reads); a folder given through that variable before the app started wins;
     a folder that cannot be written, a file or a relative path is said before it is saved."""
@@ -130,9 +132,6 @@ def test_the_models_folder_setting_moves_where_models_are_looked_for_unless_set_
     from core.system.locations import default_models_dir, models_dir
 
     monkeypatch.setenv("SPECEXEC_DATA_DIR", str(tmp_path / "data"))
-    for name in (MODELS_DIR_ENV, MODELS_DIR_FROM_SETTINGS_ENV):  # recorded, so the test leaves them as it found them
-        monkeypatch.setenv(name, "")
-        monkeypatch.delenv(name)
     assert models_dir() == default_models_dir() == tmp_path / "data" / "models" and set_outside() is None
     apply_models_folder(str(tmp_path / "big-drive" / "models"))
     assert models_dir() == tmp_path / "big-drive" / "models" and set_outside() is None
@@ -188,16 +187,14 @@ def test_models_moved_into_the_new_models_folder_are_followed(tmp_path):
     assert follow_models_folder(followed, root) is followed  # nothing to follow: the same settings
 
 
-def test_at_start_the_models_folder_is_in_force_and_the_moved_model_followed(tmp_path, monkeypatch):
+def test_at_start_the_models_folder_is_in_force_and_the_moved_model_followed(
+    models_folder_unset, tmp_path, monkeypatch
+):
     """The app's start (app.first_run.settings_at_start): the saved models folder is where models are looked
     for, and a model in use whose folder was moved into it (with the app closed, as README says) is found."""
     from app.first_run import settings_at_start
-    from core.system.env import MODELS_DIR_ENV, MODELS_DIR_FROM_SETTINGS_ENV
     from core.system.locations import models_dir
 
-    for name in (MODELS_DIR_ENV, MODELS_DIR_FROM_SETTINGS_ENV):  # recorded, so the test leaves them as it found them
-        monkeypatch.setenv(name, "")
-        monkeypatch.delenv(name)
     paths = AppPaths.from_env({"SPECEXEC_DATA_DIR": str(tmp_path / "data")}).ensure()
     new_folder = tmp_path / "big" / "models"
     (new_folder / "org--target").mkdir(parents=True)  # moved here from the data folder's models/

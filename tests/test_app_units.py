@@ -468,7 +468,7 @@ def test_the_gpu_line_of_the_diagnostics_comes_from_nvidia_smi_and_a_hung_one_is
 
 
 def test_the_models_folder_is_picked_in_settings_and_the_models_page_looks_there(
-    qtbot, quiet_window, app_paths, tmp_path, monkeypatch
+    models_folder_unset, qtbot, quiet_window, app_paths, tmp_path, monkeypatch
 ):
     """Settings' Models folder: a folder that cannot be used is said and nothing is saved; a good one is saved,
     put in force (the Models page lists what is there) and the words say where the older models stayed."""
@@ -476,9 +476,6 @@ def test_the_models_folder_is_picked_in_settings_and_the_models_page_looks_there
     from core.system.env import MODELS_DIR_ENV, MODELS_DIR_FROM_SETTINGS_ENV
     from core.system.locations import models_dir
 
-    for name in (MODELS_DIR_ENV, MODELS_DIR_FROM_SETTINGS_ENV):  # recorded, so the test leaves them as it found them
-        monkeypatch.setenv(name, "")
-        monkeypatch.delenv(name)
     window = quiet_window
     old_folder = models_dir()
     page = window.open_settings(has_gpu=False)

@@ -225,7 +225,9 @@ def test_real_catalog_on_a_24_gb_pc_in_plain_words(qtbot, tmp_path, monkeypatch)
     wizard.reject()
 
 
-def test_a_drive_too_full_for_the_chosen_model_offers_another_drive(qtbot, tmp_path, monkeypatch, small_disk):
+def test_a_drive_too_full_for_the_chosen_model_offers_another_drive(
+    models_folder_unset, qtbot, tmp_path, monkeypatch, small_disk
+):
     """On a 24 GB PC whose models' drive has 30 GB free, the 70B card says its 42 GB download would not fit
     and the page offers another folder: one that cannot be used is said, one on a roomy drive (a 100 GB tmpfs,
     allocated only as written) becomes the models folder, and the cards are worked out again with its space."""
@@ -233,12 +235,8 @@ def test_a_drive_too_full_for_the_chosen_model_offers_another_drive(qtbot, tmp_p
 
     from app.settings.schema import AppSettings
     from app.system.model_chooser import chosen_path
-    from core.system.env import MODELS_DIR_ENV, MODELS_DIR_FROM_SETTINGS_ENV
     from core.system.locations import models_dir
 
-    for name in (MODELS_DIR_ENV, MODELS_DIR_FROM_SETTINGS_ENV):  # recorded, so the test leaves them as it found them
-        monkeypatch.setenv(name, "")
-        monkeypatch.delenv(name)
     monkeypatch.delenv("SPECEXEC_CATALOG", raising=False)
     hardware = json.loads((FIXTURES / "gpu24-ram64-pcie4.json").read_text())
     hardware["disk"]["free_bytes"] = 30 * 2**30
@@ -288,16 +286,11 @@ def test_a_drive_too_full_for_the_chosen_model_offers_another_drive(qtbot, tmp_p
 
 
 def test_a_download_that_finds_the_drive_full_says_so_and_back_shows_the_drive_as_it_is(
-    qtbot, served, small_disk, monkeypatch
+    models_folder_unset, qtbot, served, small_disk
 ):
     """The first look at the drive (the hardware fixture) found room; the real download into a 2 MB drive
     refuses the tiny pair's 6 MB before its first byte: the page says to free space or go Back for another
     drive, and Back shows the card as the drive really is, with that offer."""
-    from core.system.env import MODELS_DIR_ENV, MODELS_DIR_FROM_SETTINGS_ENV
-
-    for name in (MODELS_DIR_ENV, MODELS_DIR_FROM_SETTINGS_ENV):  # recorded, so the test leaves them as it found them
-        monkeypatch.setenv(name, "")
-        monkeypatch.delenv(name)
     wizard = FirstRunWizard(tiny_settings("builtin", "builtin-draft"), small_disk / "models", make_bridge=tiny_bridge)
     qtbot.addWidget(wizard)
     wizard.show()
@@ -318,7 +311,9 @@ def test_a_download_that_finds_the_drive_full_says_so_and_back_shows_the_drive_a
     wizard.reject()
 
 
-def test_a_models_folder_picked_in_a_cancelled_first_start_stays_picked(qtbot, tmp_path, monkeypatch, app_paths):
+def test_a_models_folder_picked_in_a_cancelled_first_start_stays_picked(
+    models_folder_unset, qtbot, tmp_path, monkeypatch, app_paths
+):
     """The app looks in the folder from the moment it is picked, so cancelling the wizard keeps it saved too
     (else this run and the next would look in different folders)."""
     from PySide6.QtCore import QTimer
@@ -326,11 +321,7 @@ def test_a_models_folder_picked_in_a_cancelled_first_start_stays_picked(qtbot, t
 
     from app.first_run import before_main_window
     from app.settings.schema import AppSettings, load_settings
-    from core.system.env import MODELS_DIR_ENV, MODELS_DIR_FROM_SETTINGS_ENV
 
-    for name in (MODELS_DIR_ENV, MODELS_DIR_FROM_SETTINGS_ENV):  # recorded, so the test leaves them as it found them
-        monkeypatch.setenv(name, "")
-        monkeypatch.delenv(name)
     monkeypatch.setenv("SPECEXEC_HW_FIXTURE", str(FIXTURES / "gpu24-ram64-pcie4.json"))
     picked = tmp_path / "elsewhere" / "models"
 
