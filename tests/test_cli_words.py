@@ -119,3 +119,26 @@ def test_one_byte_rule_and_one_token_count_rule():
         format_bytes(29_000_000) == "27.7 MB" and format_bytes(512) == "512 B" and format_bytes(3 * 1024**4) == "3.0 TB"
     )
     assert token_count(20036) == "20,036 tokens" and token_count(1) == "1 token" and token_count(4096) == "4,096 tokens"
+
+
+def test_models_recommend_keeps_its_columns_under_their_headings_for_the_longest_pair_name(capsys):
+    """'DeepSeek R1 Distill Llama 70B' is longer than the pair column once was: its draft ran into its name
+    ("... 70B 4bit") and every later column stood a place to the right of its heading."""
+    from pathlib import Path
+
+    from core.models.catalog import load_catalog
+
+    fixture = Path(__file__).parent / "fixtures" / "hw" / "gpu24-ram64-pcie4.json"
+    assert main(["models", "recommend", "--hw", str(fixture)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header = next(line for line in lines if line.split()[:2] == ["pair", "draft"])
+    rows = lines[lines.index(header) + 1 : lines.index("", lines.index(header))]
+    pairs = load_catalog().pairs
+    drafts = {""} | {option.id for pair in pairs for option in pair.drafts}
+    assert len(rows) >= len(pairs)
+    draft_at, fit_at = header.index("draft"), header.index("fit")
+    for row in rows:
+        assert row[draft_at - 1] == " " and row[fit_at - 1] == " ", row  # nothing runs into the next column
+        assert row[fit_at:].split()[0] in ("fits", "tight", "no"), row
+        name, draft = row[:draft_at].strip(), row[draft_at:fit_at].strip()
+        assert draft in drafts and (not name or any(pair.name == name for pair in pairs)), row

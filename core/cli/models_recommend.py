@@ -89,10 +89,14 @@ def table_lines(result) -> list[str]:
     best = result.pairs[0]
     lines.append(f"Recommended: {best.pair.name} ({best.pair.id})")
     lines.append("")
-    lines.append(f"  {'pair':<26} {'draft':<13} {'fit':<5} {'tokens/s':>8} {'on GPU':>7} {'download':>9}  why")
-    for fit in result.pairs:
-        lines.append(_row(fit.pair.name, fit))
-        lines.extend(_row("", option) for option in fit.draft_options)
+    # a pair's other drafts follow it on rows without its name
+    rows = [row for top in result.pairs for row in [(top.pair.name, top), *(("", o) for o in top.draft_options)]]
+    name_width = max(len("pair"), *(len(name) for name, _ in rows))
+    draft_width = max(len("draft"), *(len(_draft(fit)) for _, fit in rows))
+    lines.append(
+        f"  {'pair':<{name_width}} {'draft':<{draft_width}} {'fit':<5} {'tokens/s':>8} {'on GPU':>7} {'download':>9}  why"
+    )
+    lines.extend(_row(name, fit, name_width, draft_width) for name, fit in rows)
     lines.append("")
     if best.pass_seconds is not None:
         lines.append(
@@ -114,10 +118,16 @@ def table_lines(result) -> list[str]:
     return lines
 
 
-def _row(name: str, fit) -> str:
+def _draft(fit) -> str:
+    """The draft's id where the pair offers a choice of drafts; empty where it has one."""
+    return fit.pair.draft_id if fit.pair.draft_options else ""
+
+
+def _row(name: str, fit, name_width: int, draft_width: int) -> str:
+    """One line of the table: the columns as wide as their longest entry, so a long pair name never runs into
+    the next column."""
     speed = "-" if fit.tokens_per_second is None else f"{fit.tokens_per_second:.1f}"
     layers = "-" if fit.resident_layers is None else f"{fit.resident_layers}/{fit.total_layers}"
     download = format_bytes(fit.pair.download_bytes) if fit.pair.download_bytes else "built-in"
     download += DISK_FULL_MARK if fit.disk_ok is False else ""
-    draft = fit.pair.draft_id if fit.pair.draft_options else ""
-    return f"  {name:<26} {draft:<13} {fit.fit:<5} {speed:>8} {layers:>7} {download:>9}  {fit.reason}"
+    return f"  {name:<{name_width}} {_draft(fit):<{draft_width}} {fit.fit:<5} {speed:>8} {layers:>7} {download:>9}  {fit.reason}"
