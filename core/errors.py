@@ -49,6 +49,11 @@ class InvalidSettingError(SpecExecError, ValueError):
     """A generation or search setting is out of range (budget < 1, top-p outside (0, 1], ...)."""
 
 
+class TextEncodingError(InvalidSettingError):
+    """A file a person wrote (a conversation, a schema, a settings file) holds bytes that are not text in the
+    encodings read (UTF-8, UTF-8 or UTF-16 with a byte-order mark); the message says where and what to do."""
+
+
 class GrammarError(InvalidSettingError):
     """A grammar for structured output (a JSON schema, a tool's parameters) that the grammar engine cannot
     use: a reference that points nowhere, a schema feature it does not read."""

@@ -22,6 +22,7 @@ from typing import Any, Callable
 
 from core.engine import protocol as P
 from core.system.secret_store import write_private_file
+from core.system.text_files import read_text_file
 from core.system.threads import resolve_thread_count
 
 log = logging.getLogger(__name__)
@@ -318,17 +319,15 @@ def migrate(data: dict[str, Any]) -> dict[str, Any]:
 def load_settings(path: Path) -> AppSettings:
     """The settings in `path`; defaults when it does not exist or cannot be read."""
     try:
-        text = path.read_text(encoding="utf-8")
+        data = json.loads(read_text_file(path))
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
     except FileNotFoundError:
         return AppSettings()
     except OSError as error:
         log.warning("cannot read %s (%s): using default settings", path, error)
         return AppSettings()
-    try:
-        data = json.loads(text)
-        if not isinstance(data, dict):
-            raise ValueError("not a JSON object")
-    except ValueError as error:
+    except ValueError as error:  # not JSON, or not text (TextEncodingError)
         broken = path.with_name(path.name + ".broken")
         log.warning("%s is not valid settings (%s): moved to %s, using defaults", path, error, broken)
         try:

@@ -336,23 +336,20 @@ def grammar_spec(args: argparse.Namespace) -> GrammarSpec | None:
     Raises InvalidSettingError (GrammarError for an unusable schema)."""
     if args.json_schema is None:
         return None
-    from pathlib import Path
-
     from core.decoding.constraints import GrammarSpec
     from core.errors import InvalidSettingError
+    from core.system.text_files import read_text_file
 
     if args.json_schema == "object":
         return GrammarSpec("json_object")
     try:
-        spec = GrammarSpec("json_schema", Path(args.json_schema).read_text(encoding="utf-8"))
+        spec = GrammarSpec("json_schema", read_text_file(args.json_schema))
     except OSError as error:
         hint = " (--json-schema takes a file's path or 'object': save the schema to a file)"
         inline = args.json_schema.lstrip().startswith("{")
         raise InvalidSettingError(
             f"cannot read the JSON schema file {args.json_schema}: {error.strerror}{hint if inline else ''}"
         ) from error
-    except UnicodeDecodeError:
-        raise InvalidSettingError(f"the JSON schema file {args.json_schema} is not UTF-8 text") from None
     spec.grammar()  # the check: the schema compiles (no tokenizer needed yet)
     return spec
 

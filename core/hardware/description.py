@@ -15,6 +15,7 @@ from typing import Any
 
 from core.errors import HardwareDescriptionError
 from core.system.env import HW_FIXTURE_ENV
+from core.system.text_files import read_text_file
 
 
 @dataclass(frozen=True)
@@ -117,10 +118,10 @@ def load_description(path: str | Path) -> HardwareDescription:
     """A hardware description from a JSON file. Raises HardwareDescriptionError."""
     source = Path(path).expanduser()
     try:
-        data = json.loads(source.read_text(encoding="utf-8"))
+        data = json.loads(read_text_file(source))
     except FileNotFoundError as error:
         raise HardwareDescriptionError(f"hardware description file {source} does not exist") from error
-    except (OSError, json.JSONDecodeError) as error:
+    except (OSError, ValueError) as error:  # ValueError: not JSON, or not text
         raise HardwareDescriptionError(f"hardware description file {source} cannot be read: {error}") from error
     if not isinstance(data, dict):
         raise HardwareDescriptionError(f"hardware description file {source} must hold a JSON object")

@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 from core.system.env import CACHE_DIR_ENV, CONFIG_DIR_ENV, DATA_DIR_ENV, MODELS_DIR_ENV
+from core.system.text_files import read_text_file
 
 APP_NAME = "SpecExec Desktop"
 APP_AUTHOR = "SpecExec"
@@ -50,7 +51,7 @@ def picked_models_folder(environ: dict[str, str] | None = None) -> Path | None:
     command line looks where the app does; None when none was picked, or the file cannot be read or holds
     something no Settings page saves (the app's own reader, app.settings.schema, logs those)."""
     try:
-        data = json.loads((config_dir(environ) / SETTINGS_FILE_NAME).read_text(encoding="utf-8"))
+        data = json.loads(read_text_file(config_dir(environ) / SETTINGS_FILE_NAME))
     except (OSError, ValueError):
         return None
     folder = data.get("models_folder") if isinstance(data, dict) else None

@@ -12,6 +12,7 @@ from typing import Any
 from transformers import PreTrainedTokenizerBase
 
 from core.errors import InvalidSettingError, ModelFormatError
+from core.system.text_files import read_text_file
 from core.text.chat_template import render_template
 from core.text.template_kwargs import template_variables
 from core.text.tool_format import Tool, tool_call_format
@@ -105,7 +106,7 @@ def read_prompt_file(path: str | Path) -> list[Prompt]:
     if not path.is_file():
         raise FileNotFoundError(f"prompt file not found: {path}")
     prompts = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for number, line in enumerate(read_text_file(path).splitlines(), start=1):
         if not line.strip():
             continue
         where = f"{path}:{number}"
@@ -130,7 +131,7 @@ def read_messages_file(path: str | Path) -> Prompt:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"messages file not found: {path}")
-    lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    lines = [line for line in read_text_file(path).splitlines() if line.strip()]
     try:
         records = [json.loads(line) for line in lines]
     except json.JSONDecodeError as error:

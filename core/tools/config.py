@@ -19,6 +19,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from core.errors import InvalidSettingError
+from core.system.text_files import read_text_file
 
 MAX_CONFIG_BYTES = 1_000_000
 MAX_SERVERS = 64
@@ -190,7 +191,4 @@ def read_config_file(path: str | Path) -> list[ServerConfig]:
         raise FileNotFoundError(f"MCP settings file not found: {path}")
     if path.stat().st_size > MAX_CONFIG_BYTES:
         raise InvalidSettingError(f"{path} is larger than {MAX_CONFIG_BYTES // 1000} kB: not an MCP settings file")
-    try:
-        return parse_servers(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as error:
-        raise InvalidSettingError(f"{path} is not UTF-8 text") from error
+    return parse_servers(read_text_file(path))
