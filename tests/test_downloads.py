@@ -349,6 +349,26 @@ def test_unreachable_hub_is_a_network_error(hub_env, capsys, monkeypatch):
     assert code == 2 and events[-1]["kind"] == "network" and "cannot reach the hub" in events[-1]["message"]
 
 
+@pytest.mark.parametrize("endpoint", ["hf-mirror.com", "ftp://mirror.example", "https://", "file:///etc"])
+def test_an_hf_endpoint_that_is_not_a_web_address_is_said_before_anything_is_asked(
+    hub_env, capsys, monkeypatch, endpoint
+):
+    """A mirror written without its https:// was "cannot reach the hub at hf-mirror.com (UnsupportedProtocol)"."""
+    monkeypatch.setenv("HF_ENDPOINT", endpoint)
+    code, events, _ = run_cli(["models", "download", "org/tiny", "--json"], capsys)
+    assert code == 2 and events[-1]["kind"] == "network"
+    assert f"HF_ENDPOINT is {endpoint!r}, which is not a web address" in events[-1]["message"]
+    assert "https://hf-mirror.com" in events[-1]["message"]
+
+
+def test_an_hf_endpoint_with_spaces_around_it_is_the_hub_it_names(hub, hub_env, capsys, monkeypatch):
+    _, files = small_repo(hub)
+    monkeypatch.setenv("HF_ENDPOINT", f" {os.environ['HF_ENDPOINT']}/ \n")  # pasted with what was around it
+    code, events, _ = run_cli(["models", "download", "org/tiny", "--json"], capsys)
+    assert code == 0 and events[-1]["event"] == "done", events[-1]
+    assert_files(hub_env.models_dir / "org--tiny", files)
+
+
 def test_a_hub_gone_after_the_listing_gives_up_after_max_attempts(hub, hub_env):
     small_repo(hub)
     recorder = Recorder()

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 from core.errors import DownloadError, GatedModelError, RemoteNotFoundError, UnsafeListingError
 
@@ -49,7 +49,23 @@ class RemoteRepo:
 
 
 def hub_endpoint() -> str:
-    return (os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/")
+    """The hub's address: HF_ENDPOINT (a mirror, as huggingface_hub reads it; people behind some networks set
+    one) or huggingface.co.
+
+    Raises:
+        DownloadError: HF_ENDPOINT is not a web address (a bare host name, another scheme), which the HTTP
+            client would only call an "UnsupportedProtocol".
+    """
+    value = os.environ.get("HF_ENDPOINT", "").strip()
+    if not value:
+        return DEFAULT_ENDPOINT
+    parts = urlsplit(value)
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        raise DownloadError(
+            f"HF_ENDPOINT is {value[:200]!r}, which is not a web address: set it to the hub's or a mirror's "
+            f"(such as https://hf-mirror.com), or remove it to download from {DEFAULT_ENDPOINT}"
+        )
+    return value.rstrip("/")
 
 
 def licence_page(repo: str) -> str:
