@@ -132,3 +132,42 @@ def test_settings_that_are_not_text_are_set_aside_with_a_line_in_the_log_not_a_c
     assert settings.theme != "dark" and not path.exists()
     assert path.with_name("settings.json.broken").read_bytes() == damaged  # kept, for the person to mend
     assert "is not UTF-8 text" in caplog.text
+
+
+def run_in_code_page(code: str, stdin: bytes = b"", **env: str):
+    """`python -c code` with its standard streams in cp1252, as Windows gives a redirected one."""
+    import os
+    import subprocess
+    import sys
+
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        input=stdin,
+        capture_output=True,
+        env={**os.environ, "PYTHONIOENCODING": "cp1252", **env},
+        timeout=120,
+    )
+
+
+def test_the_command_line_writes_utf8_to_a_file_or_pipe_where_the_system_code_page_is_another(tmp_path):
+    """On Windows an answer with an emoji or Chinese, sent to a file, ended in a UnicodeEncodeError."""
+    folder = tmp_path / "☕ 模型"
+    folder.mkdir()
+    result = run_in_code_page(
+        "import sys; from core.cli.main import main; sys.exit(main(['models', 'list']))",
+        SPECEXEC_MODELS_DIR=str(folder),
+    )
+    assert result.returncode == 0, result.stderr.decode(errors="replace")
+    assert f"Models folder: {folder}" in result.stdout.decode("utf-8")
+
+
+def test_the_command_line_reads_a_utf8_prompt_piped_in_where_the_system_code_page_is_another():
+    """A UTF-8 prompt piped into `specexec chat` on Windows arrived as "cafÃ©"; bytes that are not UTF-8 go on
+    as on Linux (surrogates, read as U+FFFD further on)."""
+    code = (
+        "import sys; from core.cli.text_streams import use_utf8_streams; use_utf8_streams(); "
+        "print(ascii(sys.stdin.read())); print('咖啡 ☕')"
+    )
+    result = run_in_code_page(code, stdin="café 咖啡\n".encode() + b"\xe9")
+    assert result.returncode == 0, result.stderr.decode(errors="replace")
+    assert result.stdout.decode("utf-8").splitlines() == [ascii("café 咖啡\n\udce9"), "咖啡 ☕"]

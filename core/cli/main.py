@@ -7,6 +7,7 @@ import importlib
 import sys
 
 from core.cli.bench import BENCHMARKS  # names only: core.cli.bench imports no benchmark until one runs
+from core.cli.text_streams import use_utf8_streams
 
 # command name -> module with add_arguments(parser) and run(args)
 COMMANDS = {
@@ -35,6 +36,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    use_utf8_streams()
     argv = sys.argv[1:] if argv is None else argv
     first = next((arg for arg in argv if not arg.startswith("-")), None)
     args = build_parser(first if first in COMMANDS else "").parse_args(argv)  # no command: its help, at once

@@ -59,7 +59,7 @@ def load_offloaded_folder(
     if settings.mode == "off":
         import json
 
-        resident = json.loads((folder / "config.json").read_text())["num_hidden_layers"]
+        resident = json.loads((folder / "config.json").read_text(encoding="utf-8"))["num_hidden_layers"]
     budget = int(settings.vram_budget_gb * GIB) if settings.vram_budget_gb is not None else None
     last_percent = [-1]
 

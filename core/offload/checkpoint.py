@@ -57,8 +57,8 @@ def checkpoint_files(folder: str | Path) -> list[Path]:
     index = folder / INDEX_FILE
     if index.is_file():
         try:
-            weight_map = json.loads(index.read_text())["weight_map"]
-        except (json.JSONDecodeError, KeyError) as error:
+            weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
+        except (ValueError, KeyError) as error:  # ValueError: not JSON, or not UTF-8
             raise ModelFormatError(f"{index} is not a valid safetensors index ({error})") from error
         files = [folder / name for name in sorted(set(weight_map.values()))]
         missing = [str(f.name) for f in files if not f.is_file()]

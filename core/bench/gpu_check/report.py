@@ -29,7 +29,7 @@ PART_TITLES = {
 def _read(path: Path) -> dict:
     if not path.exists():
         return {"ok": False, "error": "no result: the part was killed at its time limit or did not start"}
-    text = path.read_text()
+    text = path.read_text(encoding="utf-8")
     try:
         data = json.loads(text)
     except json.JSONDecodeError:
