@@ -536,6 +536,25 @@ def test_killed_engine_is_reported_within_a_second_and_restart_works(client, loc
     assert leftovers == []
 
 
+def test_an_engine_without_standard_streams_ends_with_code_0():
+    """The Windows app has no console, so Python gives it and the engine it starts None for sys.stdout and
+    sys.stderr: the engine's quick exit flushed them and ended in an AttributeError (exit code 1, after the
+    Python teardown it is there to skip)."""
+    code = textwrap.dedent(
+        """
+        import multiprocessing, sys
+        from core.engine.process import _end_process
+        events = multiprocessing.get_context("spawn").Queue()
+        events.put("last event")
+        sys.stdout = sys.stderr = None
+        _end_process(events)
+        """
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    # (stderr may hold the resource tracker's note on the queue's semaphores: this queue is not the parent's)
+    assert result.returncode == 0 and "Error" not in result.stderr, result.stderr
+
+
 @pytest.mark.slow  # an engine in a child process
 def test_an_engine_started_in_the_background_is_waited_for_then_ends_with_code_0():
     """start(wait=False) lets the caller do other slow work (`specexec chat` starts its MCP servers) while the

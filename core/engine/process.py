@@ -534,13 +534,15 @@ def _end_process(events: Any) -> None:
     """End the process after a Shutdown without Python's teardown, which spends 1-2 s freeing torch's and
     transformers' modules that nothing will use again (every model switch and every quit waited for it).
     What must outlive us goes first: the events already put (the queue's feeder thread is flushed), the log
-    handlers and the standard streams. The system frees memory, page-locked memory and a GPU context as it
-    does for any process that ends."""
+    handlers and the standard streams (None in the Windows app, which has no console, nor does the engine it
+    starts). The system frees memory, page-locked memory and a GPU context as it does for any process that
+    ends."""
     import logging
 
     events.close()
     events.join_thread()
     logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None:
+            stream.flush()
     os._exit(0)
