@@ -30,7 +30,7 @@ from core.modeling.model_files import LoadedModel, WeightProgress, load_gguf_com
 
 from core.models.model_spec import BUILTIN, BUILTIN_DRAFT, BUILTIN_NAMES  # noqa: F401 - defined torch-free there
 from core.planning.sizes import format_bytes
-from core.system.disk import SPARE_BYTES, free_bytes, is_disk_full, why_write_failed
+from core.system.disk import SPARE_BYTES, free_bytes, is_disk_full, replace_file, why_write_failed
 from core.system.env import CACHE_DIR_ENV
 from core.system.locations import cache_dir
 
@@ -148,7 +148,7 @@ def publish_atomically(final: Path, write: Callable[[Path], None]) -> Path:
         if final.exists() and not is_complete(final):
             shutil.rmtree(final, ignore_errors=True)
         try:
-            os.replace(tmp, final)
+            replace_file(tmp, final)
         except OSError:
             if not is_complete(final):  # not a lost race with another process: a real failure
                 raise

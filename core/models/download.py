@@ -39,7 +39,7 @@ from core.models.folder_lock import folder_locks, is_downloading
 from core.models.hub import RemoteFile, file_url, gated_message, licence_page
 from core.models.manifest import FileStamp, bytes_present, partial_path, write_manifest
 from core.models.safe_paths import check_listing
-from core.system.disk import existing_parent, free_bytes, is_disk_full, is_write_refused
+from core.system.disk import existing_parent, free_bytes, is_disk_full, is_write_refused, replace_file
 from core.system.env import FREE_BYTES_OVERRIDE_ENV
 from core.planning.sizes import format_bytes
 
@@ -145,7 +145,7 @@ def _make_final(state: FileState, states: list[FileState]) -> None:
     partial = partial_path(state.final)
     with open(partial, "rb+") as handle:
         os.fsync(handle.fileno())
-    os.replace(partial, state.final)
+    replace_file(partial, state.final)
     state.verified = FileStamp.of(state.final)
     write_manifest(state.job.folder, state.job.remote, complete=False, verified=_stamps(states, state.job))
 

@@ -8,7 +8,6 @@ holding exactly one .gguf file.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import struct
 from pathlib import Path
@@ -17,7 +16,7 @@ from core.errors import DiskWriteError, ModelFormatError, ModelNotFoundError, Sp
 from core.modeling.families import check_config_family
 from core.modeling.model_format import check_gguf, check_weight_format
 from core.planning.sizes import format_bytes
-from core.system.disk import SPARE_BYTES, free_bytes, is_disk_full, is_write_refused, why_write_failed
+from core.system.disk import SPARE_BYTES, free_bytes, is_disk_full, is_write_refused, replace_file, why_write_failed
 
 WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.pt", "*.pth")
 GGUF_MAGIC = b"GGUF"
@@ -132,7 +131,7 @@ def import_model(source: Path, root: Path, link: bool = False) -> Path:
                 _link(staging / source.name, source)
             else:
                 shutil.copy2(source, staging / source.name)
-        os.replace(staging, destination)
+        replace_file(staging, destination)
     except BaseException as error:  # a failed or interrupted copy leaves nothing behind
         shutil.rmtree(staging, ignore_errors=True)
         failure = error.failure if isinstance(error, _CopyStopped) else error

@@ -13,11 +13,11 @@ file of the right size (copied in, imported, changed, or verified under another 
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from core.models.hub import RemoteFile, RemoteRepo
+from core.system.disk import replace_file
 
 MANIFEST_NAME = "specexec-download.json"
 MANIFEST_TEMP_NAME = MANIFEST_NAME + ".tmp"
@@ -79,7 +79,7 @@ def write_manifest(
     target = folder / MANIFEST_NAME
     temporary = folder / MANIFEST_TEMP_NAME
     temporary.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
-    os.replace(temporary, target)
+    replace_file(temporary, target)
 
 
 def read_manifest(folder: Path) -> Manifest | None:
