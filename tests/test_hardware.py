@@ -82,6 +82,52 @@ def test_probe_on_a_cuda_machine_reads_nvml_and_measures_the_link() -> None:
     assert gpu.h2d_bytes_per_second > 1e9  # any PCIe link moves more than 1 GB/s pinned
 
 
+def stand_in_winreg(values: dict[tuple[str, str], object]):
+    """Windows' registry module, which only Windows has: OpenKey and QueryValueEx over `values`."""
+    import contextlib
+    import types
+
+    module = types.ModuleType("winreg")
+    module.HKEY_LOCAL_MACHINE = "HKLM"
+
+    @contextlib.contextmanager
+    def open_key(root, path):
+        if not any(key == path for key, _ in values):
+            raise FileNotFoundError(2, "The system cannot find the file specified")
+        yield path
+
+    def query_value(key, name):
+        if (key, name) not in values:
+            raise FileNotFoundError(2, "The system cannot find the file specified")
+        return values[(key, name)], 1  # REG_SZ
+
+    module.OpenKey, module.QueryValueEx = open_key, query_value
+    return module
+
+
+@pytest.mark.parametrize(
+    ("registry", "shown"),
+    [
+        ("Intel(R) Core(TM) i7-8700K CPU @ 3.70GHz          ", "Intel(R) Core(TM) i7-8700K CPU @ 3.70GHz"),
+        ("AMD Ryzen 9 7950X3D 16-Core Processor", "AMD Ryzen 9 7950X3D 16-Core Processor"),
+        (None, "Intel64 Family 6 Model 158 Stepping 10, GenuineIntel"),  # no such value: Python's words
+        ("   ", "Intel64 Family 6 Model 158 Stepping 10, GenuineIntel"),
+    ],
+)
+def test_windows_names_the_processor_as_task_manager_does(monkeypatch, registry, shown) -> None:
+    """platform.processor() on Windows is "Intel64 Family 6 Model 158 Stepping 10, GenuineIntel", which the
+    wizard's first line showed; the name people know is in the registry."""
+    import sys
+
+    from core.hardware import probe
+
+    values = {} if registry is None else {(probe.WINDOWS_PROCESSOR_KEY, "ProcessorNameString"): registry}
+    monkeypatch.setitem(sys.modules, "winreg", stand_in_winreg(values))
+    monkeypatch.setattr(probe.platform, "system", lambda: "Windows")
+    monkeypatch.setattr(probe.platform, "processor", lambda: "Intel64 Family 6 Model 158 Stepping 10, GenuineIntel")
+    assert probe.cpu_model() == shown
+
+
 def test_h2d_measure_needs_cuda() -> None:
     from core.hardware.h2d import measure_h2d
 

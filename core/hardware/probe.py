@@ -115,8 +115,14 @@ def _has_amd_gpu() -> bool:
 
 
 def cpu_model() -> str:
+    """The processor's name as its maker writes it ("Intel(R) Core(TM) i7-8700K CPU @ 3.70GHz")."""
     system = platform.system()
-    if system == "Linux":
+    if system == "Windows":
+        # platform.processor() there is "Intel64 Family 6 Model 158 Stepping 10, GenuineIntel": the name the
+        # wizard's first line shows is in the registry, where Task Manager reads it
+        if name := windows_processor_name():
+            return name
+    elif system == "Linux":
         try:
             for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
                 if line.lower().startswith(("model name", "hardware", "cpu model")):
@@ -133,6 +139,24 @@ def cpu_model() -> str:
         except (OSError, subprocess.SubprocessError):
             pass
     return platform.processor() or platform.machine() or "unknown processor"
+
+
+WINDOWS_PROCESSOR_KEY = r"HARDWARE\DESCRIPTION\System\CentralProcessor\0"
+
+
+def windows_processor_name() -> str | None:
+    """ProcessorNameString of the first processor in Windows' registry (spaces that pad it removed), or None
+    where it cannot be read."""
+    try:
+        import winreg
+
+        with winreg.OpenKey(winreg.HKEY_LOCAL_MACHINE, WINDOWS_PROCESSOR_KEY) as key:
+            value, _kind = winreg.QueryValueEx(key, "ProcessorNameString")
+    except (ImportError, OSError):
+        return None
+    if not isinstance(value, str):
+        return None
+    return " ".join(value.split()) or None
 
 
 def disk_at(folder: Path) -> DiskInfo:
