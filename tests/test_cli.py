@@ -80,6 +80,19 @@ def test_generate_json_contract_on_tiny_models(tiny_pair, capsys):
     assert outputs["specexec"]["text"] == outputs["sequential"]["text"]
 
 
+def test_generate_reads_the_prompt_from_stdin_with_prompt_dash(tiny_pair, capsys):
+    """`cat notes.txt | specexec generate --prompt -`: the same answer as the prompt given on the command line
+    (the piped file's last line end is not part of it); an empty stdin is said before anything loads."""
+    target, draft = map(str, tiny_pair)
+    common = ("generate", "--target", target, "--draft", draft, "--max-new-tokens", "6", "--temperature", "0")
+    given = run_cli(capsys, *common, "--prompt", "w5 w6 w7", "--json")
+    piped = run_cli(capsys, *common, "--prompt", "-", "--json", stdin="w5 w6 w7\n")
+    assert given.returncode == piped.returncode == 0, piped.stderr
+    assert json.loads(piped.stdout)["token_ids"] == json.loads(given.stdout)["token_ids"]
+    assert "Type the prompt" not in piped.stderr  # a pipe is not asked
+    assert_clear_error(run_cli(capsys, *common, "--prompt", "-", stdin=""), "stdin held no text")
+
+
 def test_bench_acceptance_json_rows_baseline_and_plot(tiny_pair, tmp_path, capsys):
     target, draft = map(str, tiny_pair)
     prompts = tmp_path / "prompts.jsonl"

@@ -22,9 +22,24 @@ from core.errors import InvalidSettingError
 from core.text.counts import token_count
 
 
+STDIN_PROMPT = "-"  # `--prompt -`: the prompt is what stdin holds, as `cat`, `curl -d @-` and `llm` read it
+
+
+def read_stdin_prompt() -> str:
+    """All of stdin (a document piped in: `cat notes.txt | specexec generate --prompt -`), without its last line
+    end. At a terminal it says first how to end the prompt."""
+    if sys.stdin is None:
+        raise InvalidSettingError("--prompt - reads the prompt from stdin, and this program has none")
+    if sys.stdin.isatty():
+        end = "Ctrl-Z then Enter" if sys.platform == "win32" else "Ctrl-D"
+        print(f"Type the prompt, then {end} on a line of its own:", file=sys.stderr, flush=True)
+    text = sys.stdin.read()
+    return text.removesuffix("\n").removesuffix("\r")
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--prompt", help="prompt text")
+    source.add_argument("--prompt", help="prompt text; '-' reads it from stdin (a file piped in)")
     source.add_argument("--messages-file", help="JSON Lines conversation (role/content per line)")
     parser.add_argument("--chat", action="store_true", help="wrap --prompt in the model's chat template")
     add_generation_arguments(parser)
@@ -55,8 +70,13 @@ def run(args: argparse.Namespace) -> int:
 
     if args.logprobs is not None and not (args.json and 0 <= args.logprobs <= MAX_TOP_LOGPROBS):
         raise InvalidSettingError(f"--logprobs N needs --json and N between 0 and {MAX_TOP_LOGPROBS}")
+    from_stdin = args.prompt == STDIN_PROMPT
+    if from_stdin:
+        args.prompt = read_stdin_prompt()
     if args.prompt == "" and not args.chat:  # said before the load; some tokenizers would make it a lone BOS
-        raise InvalidSettingError("the prompt is empty: give --prompt some text")
+        raise InvalidSettingError(
+            "the prompt is empty: stdin held no text" if from_stdin else "the prompt is empty: give --prompt some text"
+        )
     settings = decoding_settings(args)
     apply_torch_threads(args.threads)
     params = sampling_params(args)
