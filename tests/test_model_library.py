@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import stat
+import sys
 import struct
 from pathlib import Path
 
@@ -129,6 +130,39 @@ def test_the_command_line_looks_in_the_models_folder_picked_in_the_app(tmp_path,
     settings.write_text(json.dumps({"models_folder": str(picked)}))
     monkeypatch.setenv("SPECEXEC_MODELS_DIR", str(tmp_path / "outside"))
     assert models_dir() == tmp_path / "outside"
+
+
+def without_read_override() -> list[str]:
+    """How to start a program that folder permissions apply to: as it is for a user, and for root without the
+    capabilities that let root read any folder (setpriv drops them from what the program may hold)."""
+    if os.geteuid() != 0:
+        return []
+    if shutil.which("setpriv") is None:
+        pytest.skip("needs setpriv (util-linux) to drop root's right to read every folder")
+    drop = "-dac_override,-dac_read_search"
+    return ["setpriv", f"--bounding-set={drop}", f"--inh-caps={drop}"]
+
+
+def test_a_models_folder_at_a_drives_root_lists_its_models_past_the_folders_the_system_keeps(tmp_path):
+    """A drive's root holds a `lost+found` (Linux) or `System Volume Information` (Windows) that refuses even a
+    look inside; with the models folder there ("Keep models on another drive…"), `models list` and the app's
+    Models page ended in a PermissionError."""
+    drive = tmp_path / "drive"
+    (drive / "org--tiny").mkdir(parents=True)
+    (drive / "org--tiny" / "config.json").write_text('{"model_type": "llama"}', encoding="utf-8")
+    (drive / "lost+found").mkdir(mode=0)
+    try:
+        result = subprocess.run(
+            [*without_read_override(), sys.executable, "-m", "core.cli.main", "models", "list", "--json"],
+            env={**os.environ, "SPECEXEC_MODELS_DIR": str(drive)},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        (drive / "lost+found").chmod(0o700)
+    assert result.returncode == 0, result.stderr
+    assert [model["name"] for model in json.loads(result.stdout)["models"]] == ["org--tiny"]
 
 
 def test_delete_refuses_without_a_terminal_unless_yes(home, monkeypatch, capsys):

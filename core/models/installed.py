@@ -32,12 +32,17 @@ class InstalledModel:
 
 
 def scan_models(root: Path) -> list[InstalledModel]:
-    """Every model in `root`, sorted by name; folders that hold no model are left out."""
+    """Every model in `root`, sorted by name; folders that hold no model are left out, and so are folders
+    that cannot be read: a models folder at a drive's root holds the system's own (`lost+found` on Linux,
+    `System Volume Information` on Windows), which refuse even a look inside."""
     if not root.is_dir():
         return []
     found = []
     for entry in sorted(root.iterdir(), key=lambda p: p.name.lower()):
-        model = _describe(entry)
+        try:
+            model = _describe(entry)
+        except PermissionError:
+            continue
         if model is not None:
             found.append(model)
     return found
