@@ -134,6 +134,7 @@ def test_models_list_shows_each_pairs_drafts_and_which_are_installed(tmp_path, c
         ("16bit", "meta-llama/Llama-2-7b-chat-hf"),
     ]
     assert pairs["builtin"]["drafts"][0]["installed"] is True
+    assert pairs["builtin"]["download_bytes"] == pairs["builtin"]["drafts"][0]["download_bytes"] == 0  # ships
     assert [d["installed"] for d in pairs["llama2-70b-chat-gptq"]["drafts"]] == [False, True]
 
 

@@ -33,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
                 "label": option.label,
                 "repo": option.model.repo,
                 "revision": option.model.revision,
-                "download_bytes": option.model.approx_bytes,
+                "download_bytes": 0 if option.model.is_builtin else option.model.approx_bytes,  # as the pair's
                 "installed": option.model.is_builtin
                 or repo_folder_name(option.model.repo, option.model.revision) in complete,
             }
