@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import io
 import os
+import shutil
 import queue
 import subprocess
 import sys
@@ -336,3 +337,14 @@ def fill_disk(disk: Path) -> Path:
     finally:
         os.close(descriptor)
     return filler
+
+
+def without_read_override() -> list[str]:
+    """How to start a program that folder permissions apply to: as it is for a user, and for root without the
+    capabilities that let root read any folder (setpriv drops them from what the program may hold)."""
+    if os.geteuid() != 0:
+        return []
+    if shutil.which("setpriv") is None:
+        pytest.skip("needs setpriv (util-linux) to drop root's right to read every folder")
+    drop = "-dac_override,-dac_read_search"
+    return ["setpriv", f"--bounding-set={drop}", f"--inh-caps={drop}"]

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import without_read_override
 from core.cli.main import main
 from core.errors import ModelFormatError
 from core.models.importing import import_model
@@ -132,17 +133,6 @@ def test_the_command_line_looks_in_the_models_folder_picked_in_the_app(tmp_path,
     assert models_dir() == tmp_path / "outside"
 
 
-def without_read_override() -> list[str]:
-    """How to start a program that folder permissions apply to: as it is for a user, and for root without the
-    capabilities that let root read any folder (setpriv drops them from what the program may hold)."""
-    if os.geteuid() != 0:
-        return []
-    if shutil.which("setpriv") is None:
-        pytest.skip("needs setpriv (util-linux) to drop root's right to read every folder")
-    drop = "-dac_override,-dac_read_search"
-    return ["setpriv", f"--bounding-set={drop}", f"--inh-caps={drop}"]
-
-
 def test_a_models_folder_at_a_drives_root_lists_its_models_past_the_folders_the_system_keeps(tmp_path):
     """A drive's root holds a `lost+found` (Linux) or `System Volume Information` (Windows) that refuses even a
     look inside; with the models folder there ("Keep models on another drive…"), `models list` and the app's
@@ -163,6 +153,24 @@ def test_a_models_folder_at_a_drives_root_lists_its_models_past_the_folders_the_
         (drive / "lost+found").chmod(0o700)
     assert result.returncode == 0, result.stderr
     assert [model["name"] for model in json.loads(result.stdout)["models"]] == ["org--tiny"]
+
+
+def test_a_model_folder_that_cannot_be_read_is_said_so_in_the_settings_words(tmp_path):
+    """Settings' model field asks `spec_problem` about what is typed or browsed to; a folder this account may
+    not look inside raised a PermissionError out of the field's check."""
+    folder = tmp_path / "someone-elses-model"
+    folder.mkdir(mode=0)
+    code = f"from core.models.model_spec import spec_problem; print(spec_problem({str(folder)!r}))"
+    try:
+        result = subprocess.run(
+            [*without_read_override(), sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+        )
+    finally:
+        folder.chmod(0o700)
+    assert result.returncode == 0, result.stderr
+    assert (
+        result.stdout.strip() == f"the folder {folder} cannot be read: this account has no permission to look inside it"
+    )
 
 
 def test_delete_refuses_without_a_terminal_unless_yes(home, monkeypatch, capsys):

@@ -25,8 +25,11 @@ def spec_problem(spec: str) -> str | None:
         return None
     path = Path(spec).expanduser()
     if path.is_dir():
-        if (path / "config.json").is_file() or any(path.glob("*.gguf")):
-            return None
+        try:
+            if (path / "config.json").is_file() or any(path.glob("*.gguf")):
+                return None
+        except PermissionError:
+            return f"the folder {path} cannot be read: this account has no permission to look inside it"
         return f"the folder {path} holds no model (no config.json and no .gguf file)"
     if path.is_file():
         return None if path.suffix.lower() == ".gguf" else f"{path} is a file but not a .gguf model file"
