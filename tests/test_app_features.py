@@ -12,6 +12,7 @@ pytest.importorskip("PySide6")
 
 from PySide6.QtGui import QPalette  # noqa: E402
 
+from app.chat.attached_files import fenced  # noqa: E402
 from app.chat.titles import title_from  # noqa: E402
 from app.settings.schema import AppSettings, ConversationSettings, Method, Theme  # noqa: E402
 from app.settings.chat_panel import ChatSettingsPanel  # noqa: E402
@@ -89,6 +90,11 @@ def test_sampling_settings_and_method_reach_the_engine(qtbot, controller):
 def test_automatic_titles():
     assert title_from("Which trains cross the Alps?") == "Which trains cross the Alps?"
     assert title_from("# Sorting\n\nHow do I sort?") == "Sorting"
+    # text files added to the message (app.chat.attached_files) are not its title, unless they are all of it
+    letter = fenced("letter.txt", "Dear Anna,\n```\nnot a fence of the file's own\n```")
+    assert title_from(letter + "\nWhat tone does this letter have?") == "What tone does this letter have?"
+    assert title_from("Translate it:\n" + letter) == "Translate it:"
+    assert title_from(letter + "\n" + fenced("b.md", "x")) == "letter.txt"
     assert title_from("Explain speculative decoding. Then give an example of a draft tree.") == (
         "Explain speculative decoding"
     )

@@ -1,15 +1,25 @@
-"""The composer: the message box and one round button that sends, and stops the answer while it streams; under
-them, for a model that can answer with or without thinking first (Qwen3), the chat's Think switch, as Jan
-and ChatGPT put it beside the message box."""
+"""The composer: the message box, a paperclip that adds text files to the message, and one round button that
+sends, and stops the answer while it streams; under them, for a model that can answer with or without
+thinking first (Qwen3), the chat's Think switch, as Jan and ChatGPT put it beside the message box."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QPushButton, QToolButton, QVBoxLayout, QWidget
+from pathlib import Path
+
+from PySide6.QtCore import QStandardPaths, Qt, Signal
+from PySide6.QtWidgets import QFileDialog, QFrame, QHBoxLayout, QPushButton, QToolButton, QVBoxLayout, QWidget
 
 from app.chat.input_box import InputBox
+from app.theme.file_dialogs import open_files_dialog
 from app.theme.icons import themed
 from app.window.labels import ElidedLabel
+
+# what the paperclip's chooser offers first: text people give a model (the other filter takes any file, which
+# app.chat.attached_files reads if it is text)
+TEXT_FILES = (
+    "Text files (*.txt *.md *.markdown *.rst *.csv *.tsv *.json *.jsonl *.yaml *.yml *.toml *.ini *.xml *.html "
+    "*.htm *.log *.py *.js *.ts *.java *.c *.h *.cpp *.hpp *.cs *.go *.rs *.rb *.php *.sh *.ps1 *.sql *.tex)"
+)
 
 SEND, STOP = "send", "stop"
 
@@ -34,7 +44,18 @@ class Composer(QFrame):
         self.button.setFixedSize(38, 38)
         self._icon = themed(self.button, "arrow-up", "on_accent", size=20)
         self.button.clicked.connect(self._clicked)
+        self.attach_button = QToolButton()
+        self.attach_button.setObjectName("attachButton")
+        self.attach_button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonIconOnly)
+        self.attach_button.setCursor(Qt.CursorShape.PointingHandCursor)
+        themed(self.attach_button, "paperclip", "muted_text", size=18)
+        self.attach_button.setAccessibleName("Add a text file")
+        self.attach_button.setToolTip("Add a text file's text to the message (or drop files on the message box)")
+        self.attach_button.clicked.connect(self.choose_files)
+        self.files_dialog: QFileDialog | None = None
+        self._files_folder = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.DocumentsLocation)
         row.addWidget(self.input, 1)
+        row.addWidget(self.attach_button, 0, Qt.AlignmentFlag.AlignBottom)
         row.addWidget(self.button)
         outer.addLayout(row)
         under = QHBoxLayout()
@@ -58,6 +79,19 @@ class Composer(QFrame):
         self.input.submitted.connect(self.send_requested)
         self.mode = SEND
         self.set_mode(SEND)
+
+    def choose_files(self) -> None:
+        """The chooser of text files to add (window-modal, so the window keeps running behind it); the files
+        picked go into the message box at its cursor."""
+        self.files_dialog = open_files_dialog(self, "Add text files to the message", self._files_folder, TEXT_FILES)
+        self.files_dialog.setNameFilters([TEXT_FILES, "All files (*)"])
+        self.files_dialog.filesSelected.connect(self._files_chosen)
+        self.files_dialog.open()
+
+    def _files_chosen(self, names: list[str]) -> None:
+        if names:
+            self._files_folder = str(Path(names[0]).parent)  # the next time, the chooser opens there
+            self.input.add_files([Path(name) for name in names])
 
     def set_mode(self, mode: str) -> None:
         """SEND: the button sends what is typed; STOP: an answer streams and the button stops it."""

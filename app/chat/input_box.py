@@ -1,10 +1,16 @@
-"""The message box: Enter sends, Shift+Enter starts a new line; grows with its text up to a few lines."""
+"""The message box: Enter sends, Shift+Enter starts a new line; grows with its text up to a few lines. Text
+files dropped on it, or pasted after a Copy in the file manager, add their text (app.chat.attached_files)
+where a plain text box would add their addresses ("file:///home/...")."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
+from pathlib import Path
+
+from PySide6.QtCore import QMimeData, Qt, Signal
 from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import QPlainTextEdit, QSizePolicy, QWidget
+
+from app.chat.attached_files import attach_files
 
 MIN_LINES, MAX_LINES = 2, 8
 
@@ -15,6 +21,7 @@ class InputBox(QPlainTextEdit):
 
     submitted = Signal(str)
     cancelled = Signal()
+    files_refused = Signal(str)  # why files given to the box were not added, in words
 
     def __init__(self, parent: QWidget | None = None, cancellable: bool = False) -> None:
         super().__init__(parent)
@@ -41,6 +48,30 @@ class InputBox(QPlainTextEdit):
             return
         super().keyPressEvent(event)
 
+    def canInsertFromMimeData(self, source: QMimeData) -> bool:
+        return bool(local_files(source)) or super().canInsertFromMimeData(source)
+
+    def insertFromMimeData(self, source: QMimeData) -> None:
+        """Files (a drop, or a paste of files copied in the file manager): their text at the cursor, which a
+        drop has put where the files were let go. Anything else as a plain text box takes it."""
+        files = local_files(source)
+        if files:
+            self.add_files(files)
+        else:
+            super().insertFromMimeData(source)
+
+    def add_files(self, files: list[Path]) -> None:
+        """The text of `files` at the cursor, on lines of its own; what could not be read is said."""
+        attachment = attach_files(files)
+        if attachment.text:
+            cursor = self.textCursor()
+            before = "\n" if cursor.positionInBlock() > 0 else ""
+            cursor.insertText(before + attachment.text)
+            self.setTextCursor(cursor)
+            self.setFocus()
+        if attachment.problems:
+            self.files_refused.emit(" ".join(attachment.problems))
+
     def submit(self) -> None:
         text = self.toPlainText()
         if text.strip():
@@ -51,3 +82,12 @@ class InputBox(QPlainTextEdit):
         margins = self.contentsMargins()
         height = lines * self.fontMetrics().lineSpacing() + int(2 * self.document().documentMargin())
         self.setFixedHeight(height + margins.top() + margins.bottom() + 4)
+
+
+def local_files(source: QMimeData) -> list[Path]:
+    """The files `source` carries when it carries only files on this computer (a drag from a web page carries
+    web addresses, and keeps its text)."""
+    urls = source.urls() if source.hasUrls() else []
+    if not urls or not all(url.isLocalFile() for url in urls):
+        return []
+    return [Path(url.toLocalFile()) for url in urls]

@@ -62,6 +62,7 @@ class MessageWidget(QWidget):
     edit_submitted = Signal(int, str)  # message id, new text
     editing_started = Signal()  # the editor opened in place (the view scrolls it into sight)
     copied = Signal(str)  # what was copied (for the status bar)
+    files_refused = Signal(str)  # why files dropped on the message being edited were not added
     regenerate_requested = Signal()
     alternative_requested = Signal(int, int)  # message id, step (-1 previous, +1 next)
     tool_decided = Signal(str, str)  # call id, decision (once / always / deny)
@@ -481,6 +482,7 @@ class MessageWidget(QWidget):
         self.editor.moveCursor(QTextCursor.MoveOperation.End)  # go on typing where the message ends
         self.editor.submitted.connect(lambda _text: self._submit_edit())
         self.editor.cancelled.connect(self.stop_editing)
+        self.editor.files_refused.connect(self.files_refused)
         self.edit_row = QWidget()
         row = QHBoxLayout(self.edit_row)
         row.setContentsMargins(0, 0, 0, 0)

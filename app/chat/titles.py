@@ -4,13 +4,21 @@ from __future__ import annotations
 
 import re
 
+from app.chat.attached_files import ATTACHED_BLOCK
+
 DEFAULT_TITLE = "New chat"
 TITLE_LENGTH = 48
 
 
 def title_from(text: str) -> str:
     """An automatic title from the first message: its first line without markdown marks, cut after the
-    first sentence or at a word boundary near TITLE_LENGTH characters."""
+    first sentence or at a word boundary near TITLE_LENGTH characters. Text files added to the message are
+    passed over (their first line would be the file's name and the rest its contents), unless the message is
+    nothing else: then the first file's name."""
+    files = [match.group(1) for match in ATTACHED_BLOCK.finditer(text)]
+    text = ATTACHED_BLOCK.sub("", text)
+    if files and not text.strip():
+        text = files[0]
     first = next(
         (line for line in text.strip().splitlines() if line.strip() and not line.strip().startswith("```")), ""
     )

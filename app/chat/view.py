@@ -32,6 +32,7 @@ class ChatView(QScrollArea):
 
     edit_submitted = Signal(int, str)
     copied = Signal(str)
+    files_refused = Signal(str)  # why files dropped on a message being edited were not added
     regenerate_requested = Signal()
     alternative_requested = Signal(int, int)  # message id, step
     tool_decided = Signal(str, str)  # call id, decision: a tool card's answer
@@ -131,6 +132,7 @@ class ChatView(QScrollArea):
         widget.edit_submitted.connect(self.edit_submitted)
         widget.editing_started.connect(lambda: self._show_editor(widget))
         widget.copied.connect(self.copied)
+        widget.files_refused.connect(self.files_refused)
         widget.regenerate_requested.connect(self.regenerate_requested)
         widget.alternative_requested.connect(self.alternative_requested)
         widget.tool_decided.connect(self.tool_decided)

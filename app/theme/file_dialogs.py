@@ -22,3 +22,11 @@ def save_file_dialog(parent: QWidget | None, title: str, start: str, name_filter
     dialog.setAcceptMode(QFileDialog.AcceptMode.AcceptSave)
     dialog.setFileMode(QFileDialog.FileMode.AnyFile)
     return dialog
+
+
+def open_files_dialog(parent: QWidget | None, title: str, start: str, name_filter: str) -> QFileDialog:
+    """A chooser of one or more existing files (not yet shown), in the app's theme."""
+    dialog = follow_theme(QFileDialog(parent, title, start, name_filter))
+    dialog.setAcceptMode(QFileDialog.AcceptMode.AcceptOpen)
+    dialog.setFileMode(QFileDialog.FileMode.ExistingFiles)
+    return dialog

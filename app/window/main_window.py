@@ -185,12 +185,13 @@ class MainWindow(MenusMixin, SettingsHostMixin, ModelsHostMixin, FileActionsMixi
         self.pages.currentChanged.connect(lambda _page: self.status_line.close_details())  # Settings covers it
         self.content.currentChanged.connect(lambda _page: self.status_line.close_details())  # so does Models
         self.toast = Toast(chat)  # transient feedback, over the bottom of the chat
-        # Keyboard order: sidebar (new, search, list, menu) -> header -> input -> send
+        # Keyboard order: sidebar (new, search, list, menu) -> header -> input -> add files -> send
         QWidget.setTabOrder(self.sidebar.app_menu_button, self.header.model_button)
         QWidget.setTabOrder(self.header.model_button, self.conversation_settings_button)
         QWidget.setTabOrder(self.conversation_settings_button, self.header.export_button)
         QWidget.setTabOrder(self.header.export_button, self.input)
-        QWidget.setTabOrder(self.input, self.send_button)
+        QWidget.setTabOrder(self.input, self.composer.attach_button)
+        QWidget.setTabOrder(self.composer.attach_button, self.send_button)
         QWidget.setTabOrder(self.send_button, self.composer.think_button)
 
     def _connect(self) -> None:
@@ -198,6 +199,8 @@ class MainWindow(MenusMixin, SettingsHostMixin, ModelsHostMixin, FileActionsMixi
         self.composer.send_requested.connect(self.send)
         self.composer.stop_requested.connect(c.stop)
         self.composer.think_changed.connect(self._think_changed)
+        for box in (self.input, self.chat_view):  # the message box, and a message edited in place
+            box.files_refused.connect(lambda why: self.toast.show_message(why, 8000))
         self.header.settings_requested.connect(self.toggle_conversation_settings)
         self.chat_settings.changed.connect(self._conversation_settings_changed)
         self.chat_settings.closed.connect(lambda: self.show_conversation_settings(False))

@@ -1,0 +1,163 @@
+"""Text files given to a message: dropped on the message box, pasted after a Copy in the file manager, or
+picked with the paperclip. Real files on disk (a pipe, a sparse file past the limit, a PDF's first bytes), a
+real drop event on the box and a real file chooser, offscreen."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("PySide6")
+
+from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QUrl  # noqa: E402
+from PySide6.QtGui import QDragEnterEvent, QDragMoveEvent, QDropEvent  # noqa: E402
+from PySide6.QtWidgets import QApplication  # noqa: E402
+
+from app.chat.attached_files import MAX_FILE_BYTES, attach_files, fenced  # noqa: E402
+
+pytest.register_assert_rewrite("app_fixtures")
+pytest_plugins = ["app_fixtures"]  # fixtures: app_paths, quiet_window
+pytestmark = [pytest.mark.qt, pytest.mark.timeout(60)]
+
+
+def files_mime(*paths: Path) -> QMimeData:
+    """What a file manager puts on a drag or the clipboard for these files."""
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(path)) for path in paths])
+    mime.setText("\n".join(QUrl.fromLocalFile(str(path)).toString() for path in paths))
+    return mime
+
+
+def drag(widget, mime: QMimeData, at: QPoint) -> None:
+    """A drag from a file manager let go over `widget` at `at`, as Qt delivers it: enter, move, drop."""
+    action, button, modifiers = Qt.DropAction.CopyAction, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier
+    enter = QDragEnterEvent(at, action, mime, button, modifiers)
+    QApplication.sendEvent(widget, enter)
+    assert enter.isAccepted(), "the box refused the drag"
+    QApplication.sendEvent(widget, QDragMoveEvent(at, action, mime, button, modifiers))
+    QApplication.sendEvent(widget, QDropEvent(QPointF(at), action, mime, button, modifiers))
+
+
+def test_a_text_file_becomes_its_name_and_its_text_in_one_fenced_block(tmp_path):
+    notes = tmp_path / "notes.md"
+    notes.write_text("# Plan\n\n```python\nprint(1)\n```\n", encoding="utf-8")
+    windows = tmp_path / "from-powershell.txt"
+    windows.write_text("Grüße ☕", encoding="utf-16")  # PowerShell 5.1's `>`
+    attachment = attach_files([notes, windows])
+    assert attachment.problems == []
+    assert attachment.text == (
+        "notes.md:\n````\n# Plan\n\n```python\nprint(1)\n```\n````\n\nfrom-powershell.txt:\n```\nGrüße ☕\n```\n"
+    )
+    assert fenced("a.txt", "x ```` y") == "a.txt:\n`````\nx ```` y\n`````\n"  # longer than any run inside
+
+
+def test_what_is_not_a_text_file_is_refused_in_words_and_never_hangs_the_window(tmp_path):
+    pdf = tmp_path / "report.pdf"
+    pdf.write_bytes(b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n1 0 obj\n")
+    image = tmp_path / "photo.bin"
+    image.write_bytes(b"\x00\x10JFIF\x00")
+    ansi = tmp_path / "ansi.txt"
+    ansi.write_bytes("café".encode("cp1252"))
+    huge = tmp_path / "huge.log"
+    with huge.open("wb") as handle:  # sparse: past the limit without writing a megabyte
+        handle.truncate(MAX_FILE_BYTES + 1)
+    empty = tmp_path / "empty.txt"
+    empty.write_text(" \n", encoding="utf-8")
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)  # reading it would wait for a writer for ever
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    good = tmp_path / "good.txt"
+    good.write_text("kept", encoding="utf-8")
+    attachment = attach_files([pdf, image, ansi, huge, empty, pipe, folder, tmp_path / "gone.txt", good])
+    assert attachment.text == "good.txt:\n```\nkept\n```\n"  # the readable one is still added
+    assert attachment.problems == [
+        "report.pdf is not a text file (PDF, Word and image files cannot be read; save the text as a .txt file).",
+        "photo.bin is not a text file (PDF, Word and image files cannot be read; save the text as a .txt file).",
+        "ansi.txt is not UTF-8 text (byte 0xE9 at position 3 is not a character in UTF-8): save it again as UTF-8 "
+        "(in Notepad: Save as, Encoding: UTF-8).",
+        "huge.log is 1.0 MB, more text than a model reads at once (at most 1.0 MB): add the part you need.",
+        "empty.txt is empty.",
+        "pipe is not a file that can be read.",
+        "folder is a folder: drop the files in it one by one.",
+        "gone.txt is not a file that can be read.",
+    ]
+
+
+def test_files_dropped_on_the_message_box_add_their_text_where_they_are_let_go(qtbot, quiet_window, tmp_path):
+    """A plain text box would add the files' addresses ("file:///..."); a refused file is said in a toast."""
+    box = quiet_window.input
+    box.setPlainText("Summarise this:")
+    box.moveCursor(box.textCursor().MoveOperation.End)
+    notes = tmp_path / "notes.txt"
+    notes.write_text("The meeting moved to Friday.", encoding="utf-8")
+    pdf = tmp_path / "slides.pdf"
+    pdf.write_bytes(b"%PDF-1.4 ...")
+    drag(box.viewport(), files_mime(notes, pdf), QPoint(box.viewport().width() - 4, box.viewport().height() - 4))
+    assert box.toPlainText() == "Summarise this:\nnotes.txt:\n```\nThe meeting moved to Friday.\n```\n"
+    assert "file://" not in box.toPlainText()
+    qtbot.waitUntil(lambda: quiet_window.toast.isVisible())
+    assert quiet_window.toast.text().startswith("slides.pdf is not a text file")
+
+
+def test_files_copied_in_the_file_manager_paste_as_their_text_and_web_text_pastes_as_before(quiet_window, tmp_path):
+    box = quiet_window.input
+    notes = tmp_path / "todo.txt"
+    notes.write_text("buy milk", encoding="utf-8")
+    QApplication.clipboard().setMimeData(files_mime(notes))
+    box.clear()
+    box.paste()
+    assert box.toPlainText() == "todo.txt:\n```\nbuy milk\n```\n"
+    web = QMimeData()  # a link dragged or copied from a browser: its address and its words
+    web.setUrls([QUrl("https://example.com/page")])
+    web.setText("https://example.com/page")
+    QApplication.clipboard().setMimeData(web)
+    box.clear()
+    box.paste()
+    assert box.toPlainText() == "https://example.com/page"
+
+
+def test_the_paperclip_picks_files_with_the_keyboard_and_adds_their_text(qtbot, quiet_window, tmp_path):
+    """Reached with Tab from the message box (then Send); its chooser adds the files picked at the cursor."""
+    box, composer = quiet_window.input, quiet_window.composer
+    quiet_window.activateWindow()
+    box.setFocus()
+    qtbot.waitUntil(box.hasFocus)
+    qtbot.keyClick(box, Qt.Key.Key_Tab)
+    assert QApplication.focusWidget() is composer.attach_button
+    qtbot.keyClick(composer.attach_button, Qt.Key.Key_Tab)
+    assert QApplication.focusWidget() is quiet_window.send_button
+    recipe = tmp_path / "recipe.txt"
+    recipe.write_text("2 eggs", encoding="utf-8")
+    composer.attach_button.setFocus()
+    qtbot.keyClick(composer.attach_button, Qt.Key.Key_Space)
+    dialog = composer.files_dialog
+    qtbot.waitUntil(dialog.isVisible)
+    assert dialog.isModal() and not quiet_window.isHidden()  # window-modal: the window is not blocked for ever
+    dialog.setDirectory(str(tmp_path))
+    dialog.selectFile(str(recipe))
+    dialog.accept()
+    assert box.toPlainText() == "recipe.txt:\n```\n2 eggs\n```\n"
+    assert box.hasFocus()
+
+
+def test_files_dropped_on_a_message_being_edited_go_into_it_and_refusals_reach_the_toast(qtbot, quiet_window, tmp_path):
+    from app_fixtures import answered
+
+    answered(quiet_window, "what does it say?")
+    question = quiet_window.chat_view.widgets[0]
+    question.start_editing()
+    editor = question.editor
+    editor.moveCursor(editor.textCursor().MoveOperation.End)
+    notes = tmp_path / "letter.txt"
+    notes.write_text("Dear Anna,", encoding="utf-8")
+    drag(
+        editor.viewport(),
+        files_mime(notes, tmp_path),
+        QPoint(editor.viewport().width() - 4, editor.viewport().height() - 4),
+    )
+    assert editor.toPlainText() == "what does it say?\nletter.txt:\n```\nDear Anna,\n```\n"
+    qtbot.waitUntil(lambda: quiet_window.toast.isVisible())
+    assert quiet_window.toast.text() == f"{tmp_path.name} is a folder: drop the files in it one by one."
