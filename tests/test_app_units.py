@@ -205,6 +205,7 @@ def test_stop_request_error_and_regenerate_without_an_engine(qtbot, controller):
         controller.bridge.handle_events([P.Error(rid2, "context_length", "too long", "start a new conversation")])
     assert ended.args[1] == S.FAILED
     assert controller.messages.rows[-1].stats["error"] == "too long"
+    assert "Settings > Context length" in controller.messages.rows[-1].stats["hint"]  # the app's way out too
     assert not controller.send("  ") and [m.role for m in controller.messages.rows] == ["user", "assistant"]
 
 

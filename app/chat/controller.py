@@ -74,6 +74,10 @@ USER_HINTS = {
     "protocol": "this is a bug: please send the diagnostics (Help > Copy diagnostics)",
     "numerical": "download the model again, or pick another one, under Models in the sidebar",
     "model_format": "the Models page in the sidebar can download it again or switch to another model",
+    # the app's own way out besides the engine's (a long document added to the message is the usual cause)
+    "context_length": "shorten the message (of a file added to it, keep the part you need) or the system "
+    "prompt, or start a new chat; Menu > Settings > Context length lets the model keep more in mind, up to what "
+    "it reads",
 }
 
 REGENERATE_TEMPERATURE = 0.7  # a regenerated answer samples at least this freely ...
