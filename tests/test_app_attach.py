@@ -161,3 +161,18 @@ def test_files_dropped_on_a_message_being_edited_go_into_it_and_refusals_reach_t
     assert editor.toPlainText() == "what does it say?\nletter.txt:\n```\nDear Anna,\n```\n"
     qtbot.waitUntil(lambda: quiet_window.toast.isVisible())
     assert quiet_window.toast.text() == f"{tmp_path.name} is a folder: drop the files in it one by one."
+
+
+def test_files_let_go_over_the_chat_join_the_end_of_the_message_box(qtbot, quiet_window, tmp_path):
+    """The chat above the box is where people aim (LM Studio, Jan): the drag is taken there too."""
+    from app_fixtures import answered
+
+    answered(quiet_window, "an earlier question")
+    box = quiet_window.input
+    box.setPlainText("Check this:")
+    box.moveCursor(box.textCursor().MoveOperation.Start)  # the caret elsewhere: the files still go at the end
+    notes = tmp_path / "minutes.txt"
+    notes.write_text("Budget approved.", encoding="utf-8")
+    answer = quiet_window.chat_view.widgets[-1]  # over an answer, inside the scrolled chat
+    drag(answer, files_mime(notes), QPoint(answer.width() // 2, answer.height() // 2))
+    assert box.toPlainText() == "Check this:\nminutes.txt:\n```\nBudget approved.\n```\n"

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QMimeData, Qt, Signal
-from PySide6.QtGui import QKeyEvent
+from PySide6.QtCore import QEvent, QMimeData, QObject, Qt, Signal
+from PySide6.QtGui import QDropEvent, QKeyEvent, QTextCursor
 from PySide6.QtWidgets import QPlainTextEdit, QSizePolicy, QWidget
 
 from app.chat.attached_files import attach_files
@@ -91,3 +91,27 @@ def local_files(source: QMimeData) -> list[Path]:
     if not urls or not all(url.isLocalFile() for url in urls):
         return []
     return [Path(url.toLocalFile()) for url in urls]
+
+
+class FilesDroppedNear(QObject):
+    """Lets files be dropped on a widget beside the message box (the chat above it: the target people aim
+    at in LM Studio and Jan) and adds them to the end of the box's text, as a drop on the box itself would."""
+
+    def __init__(self, area: QWidget, box: InputBox) -> None:
+        super().__init__(area)
+        self.box = box
+        area.setAcceptDrops(True)
+        area.installEventFilter(self)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if event.type() in (QEvent.Type.DragEnter, QEvent.Type.DragMove, QEvent.Type.Drop):
+            assert isinstance(event, QDropEvent)  # the drag events are drop events
+            files = local_files(event.mimeData())
+            if not files or self.box.isReadOnly():
+                return False
+            event.acceptProposedAction()
+            if event.type() == QEvent.Type.Drop:
+                self.box.moveCursor(QTextCursor.MoveOperation.End)
+                self.box.add_files(files)
+            return True
+        return False

@@ -33,6 +33,7 @@ from app.chat.tool_turns import TOOLS_CONFIG_NAME
 from app.chat.message_words import sentence
 from app.chat.view import ChatView
 from app.chat.composer import SEND, STOP, Composer
+from app.chat.input_box import FilesDroppedNear
 from app.conversations.sidebar import ConversationList
 from app.engine.bridge import CRASHED, FAILED, READY, EngineBridge, EngineStatus
 from app.engine.connections import connection_factory, source_words
@@ -149,6 +150,7 @@ class MainWindow(MenusMixin, SettingsHostMixin, ModelsHostMixin, FileActionsMixi
         column.addWidget(self.chat_view, 1)
         self.composer = Composer()
         self.input = self.composer.input
+        self.chat_drops = FilesDroppedNear(self.chat_view, self.input)  # files let go over the chat join the box
         self.send_button = self.composer.button  # sends; while an answer streams, stops it
         composer_row = QHBoxLayout()
         composer_row.setContentsMargins(20, 4, 20, 12)
