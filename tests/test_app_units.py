@@ -395,7 +395,9 @@ def test_controls_have_accessible_names_and_keyboard_paths(qtbot, quiet_window):
     assert w.chat_view.widgets[0].body.accessibleName() == "Your message"
     w.input.setFocus()
     qtbot.keyClick(w.input, Qt.Key.Key_Tab)
-    assert w.focusWidget() is w.send_button  # Tab leaves the message box for Send
+    assert w.focusWidget() is w.composer.attach_button  # Tab leaves the message box for the paperclip
+    qtbot.keyClick(w.focusWidget(), Qt.Key.Key_Tab)
+    assert w.focusWidget() is w.send_button  # then Send
     for text in ("Ctrl+N", "Ctrl+R", "Esc", "F2", "Ctrl+L", "Ctrl+F"):
         assert any(a.shortcut().toString() == text for a in w.findChildren(type(w.new_action))), text
 

@@ -29,7 +29,7 @@ class InputBox(QPlainTextEdit):
         self.setPlaceholderText("Message")  # the keys are in the hint under the box
         self.setAccessibleName("Message input")
         self.setAccessibleDescription("Type a message. Enter sends it, Shift+Enter starts a new line.")
-        self.setTabChangesFocus(True)  # Tab moves on to the Send button (keyboard navigation)
+        self.setTabChangesFocus(True)  # Tab moves on to the buttons beside it (keyboard navigation)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
         self.document().contentsChanged.connect(self._fit)
         self._fit()
@@ -104,8 +104,7 @@ class FilesDroppedNear(QObject):
         area.installEventFilter(self)
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
-        if event.type() in (QEvent.Type.DragEnter, QEvent.Type.DragMove, QEvent.Type.Drop):
-            assert isinstance(event, QDropEvent)  # the drag events are drop events
+        if isinstance(event, QDropEvent):  # a drag entering or moving over the area, or let go there
             files = local_files(event.mimeData())
             if not files or self.box.isReadOnly():
                 return False
