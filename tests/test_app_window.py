@@ -260,6 +260,13 @@ def test_model_that_fails_to_load_shows_a_banner_and_good_settings_recover(qtbot
     assert failed.args[0].kind == "model_not_found"
     assert window.bridge.status.state == FAILED and window.status_line.state_text().startswith("No model loaded")
     assert window.banner.isVisible() and "could not be loaded" in window.banner.label.text()
+    # a model that is not where the settings say (a drive unplugged, a folder moved): the way back in words
+    missing = window.paths.data_dir / "no-such-model"
+    assert (
+        f"The model is no longer at {missing}. If it is on a drive that is not plugged in, plug it in and press Retry"
+        in (window.banner.label.text())
+    )
+    assert "'builtin'" not in window.banner.label.text()  # the command line's words stay under Details
     assert window.banner.buttons["settings"].isVisible() and window.banner.buttons["retry"].isVisible()
     assert not window.send_button.isEnabled()
     window.apply_settings(good)  # what OK in the settings dialog does

@@ -15,8 +15,7 @@ from core.errors import ModelNotFoundError
 from core.models.catalog import BUILTIN_PAIR_ID, Catalog
 from core.models.importing import check_model_folder
 from core.models.installed import InstalledModel, pair_folders, scan_models
-
-BUILTIN_NAMES = ("builtin", "builtin-draft")
+from core.models.model_spec import BUILTIN_NAMES
 
 
 def pair_paths(catalog: Catalog, pair_id: str, root: Path) -> tuple[str, str]:
@@ -63,6 +62,29 @@ def moved_into(spec: str, root: Path) -> str:
         if candidate.exists():
             return str(candidate)
     return spec
+
+
+def missing_model_words(settings: AppSettings) -> str | None:
+    """What to do, in words, when the model or draft the settings name is a path that is not there (its
+    drive unplugged, or its folder moved or deleted), or None when both are there (or are not paths).
+    The engine's own words say a path was not found, and for the command line's `builtin`."""
+    for spec in (settings.target, settings.draft):
+        if not spec or spec in BUILTIN_NAMES:
+            continue
+        path = Path(spec).expanduser()
+        if not path.is_absolute() or path.exists():
+            continue
+        drive = path.drive  # Windows' "E:" (on other systems, drives are folders)
+        if drive and not Path(path.anchor).exists():
+            return (
+                f"The model is on drive {drive}, which is not connected: connect it and press Retry, or pick "
+                "another model in Settings."
+            )
+        return (
+            f"The model is no longer at {path}. If it is on a drive that is not plugged in, plug it in and press "
+            "Retry; else pick another model in Settings, or download it again under Models."
+        )
+    return None
 
 
 def follow_models_folder(settings: AppSettings, root: Path) -> AppSettings:

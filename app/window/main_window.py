@@ -37,6 +37,7 @@ from app.chat.input_box import FilesDroppedNear
 from app.conversations.sidebar import ConversationList
 from app.engine.bridge import CRASHED, FAILED, READY, EngineBridge, EngineStatus
 from app.engine.connections import connection_factory, source_words
+from app.models.choice import missing_model_words
 from app.models.manager import ModelManager, model_pair_name
 from app.system.paths import AppPaths
 from app.settings.schema import AppSettings, Method, load_settings
@@ -440,6 +441,12 @@ class MainWindow(MenusMixin, SettingsHostMixin, ModelsHostMixin, FileActionsMixi
                 "the answer in progress was marked interrupted."
             )
             self.banner.show_message(text, ("restart",), details=error.message)
+        elif error.kind == "model_not_found" and (missing := missing_model_words(self.settings)):
+            self.banner.show_message(  # a drive unplugged, a folder moved: the way back in the app's words
+                f"<b>The models could not be loaded.</b> {escape(missing)}",
+                ("retry", "settings"),
+                details=f"{error.kind}: {error.message}",
+            )
         else:
             hint = f" {sentence(error.hint)}." if error.hint else ""
             self.banner.show_message(
