@@ -54,6 +54,11 @@ class TextEncodingError(InvalidSettingError):
     encodings read (UTF-8, UTF-8 or UTF-16 with a byte-order mark); the message says where and what to do."""
 
 
+class DocumentError(SpecExecError, ValueError):
+    """A file given to a message (a text file, a PDF) that cannot be added: not a regular file, not text, no
+    text in it (a scan), locked by a password, or past the limits; the message says which and what to do."""
+
+
 class GrammarError(InvalidSettingError):
     """A grammar for structured output (a JSON schema, a tool's parameters) that the grammar engine cannot
     use: a reference that points nowhere, a schema feature it does not read."""

@@ -15,7 +15,8 @@ from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QUrl  # noqa: E402
 from PySide6.QtGui import QDragEnterEvent, QDragMoveEvent, QDropEvent  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
-from app.chat.attached_files import MAX_FILE_BYTES, attach_files, fenced  # noqa: E402
+from app.chat.attached_files import attach_files, fenced  # noqa: E402
+from core.text.document_text import MAX_TEXT_BYTES  # noqa: E402
 
 pytest.register_assert_rewrite("app_fixtures")
 pytest_plugins = ["app_fixtures"]  # fixtures: app_paths, quiet_window
@@ -55,14 +56,16 @@ def test_a_text_file_becomes_its_name_and_its_text_in_one_fenced_block(tmp_path)
 
 def test_what_is_not_a_text_file_is_refused_in_words_and_never_hangs_the_window(tmp_path):
     pdf = tmp_path / "report.pdf"
-    pdf.write_bytes(b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n1 0 obj\n")
+    pdf.write_bytes(b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n1 0 obj\n")  # left to the reader in its own process
+    word = tmp_path / "letter.docx"
+    word.write_bytes(b"PK\x03\x04" + bytes(40))
     image = tmp_path / "photo.bin"
     image.write_bytes(b"\x00\x10JFIF\x00")
     ansi = tmp_path / "ansi.txt"
     ansi.write_bytes("café".encode("cp1252"))
     huge = tmp_path / "huge.log"
     with huge.open("wb") as handle:  # sparse: past the limit without writing a megabyte
-        handle.truncate(MAX_FILE_BYTES + 1)
+        handle.truncate(MAX_TEXT_BYTES + 1)
     empty = tmp_path / "empty.txt"
     empty.write_text(" \n", encoding="utf-8")
     pipe = tmp_path / "pipe"
@@ -71,17 +74,21 @@ def test_what_is_not_a_text_file_is_refused_in_words_and_never_hangs_the_window(
     folder.mkdir()
     good = tmp_path / "good.txt"
     good.write_text("kept", encoding="utf-8")
-    attachment = attach_files([pdf, image, ansi, huge, empty, pipe, folder, tmp_path / "gone.txt", good])
+    attachment = attach_files([pdf, word, image, ansi, huge, empty, pipe, folder, tmp_path / "gone.txt", good])
     assert attachment.text == "good.txt:\n```\nkept\n```\n"  # the readable one is still added
+    assert attachment.pdfs == [pdf]
+    not_read = (
+        "is not a text file or a PDF (Word files and images cannot be read: save the text as a .txt file or a PDF)."
+    )
     assert attachment.problems == [
-        "report.pdf is not a text file (PDF, Word and image files cannot be read; save the text as a .txt file).",
-        "photo.bin is not a text file (PDF, Word and image files cannot be read; save the text as a .txt file).",
+        f"letter.docx {not_read}",
+        f"photo.bin {not_read}",
         "ansi.txt is not UTF-8 text (byte 0xE9 at position 3 is not a character in UTF-8): save it again as UTF-8 "
         "(in Notepad: Save as, Encoding: UTF-8).",
-        "huge.log is 1.0 MB, more text than a model reads at once (at most 1.0 MB): add the part you need.",
+        "huge.log is more text than a model reads at once (more than 1 MB): add the part you need.",
         "empty.txt is empty.",
         "pipe is not a file that can be read.",
-        "folder is a folder: drop the files in it one by one.",
+        "folder is a folder: add the files in it one by one.",
         "gone.txt is not a file that can be read.",
     ]
 
@@ -93,13 +100,13 @@ def test_files_dropped_on_the_message_box_add_their_text_where_they_are_let_go(q
     box.moveCursor(box.textCursor().MoveOperation.End)
     notes = tmp_path / "notes.txt"
     notes.write_text("The meeting moved to Friday.", encoding="utf-8")
-    pdf = tmp_path / "slides.pdf"
-    pdf.write_bytes(b"%PDF-1.4 ...")
-    drag(box.viewport(), files_mime(notes, pdf), QPoint(box.viewport().width() - 4, box.viewport().height() - 4))
+    image = tmp_path / "slides.png"
+    image.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(20))
+    drag(box.viewport(), files_mime(notes, image), QPoint(box.viewport().width() - 4, box.viewport().height() - 4))
     assert box.toPlainText() == "Summarise this:\nnotes.txt:\n```\nThe meeting moved to Friday.\n```\n"
     assert "file://" not in box.toPlainText()
     qtbot.waitUntil(lambda: quiet_window.toast.isVisible())
-    assert quiet_window.toast.text().startswith("slides.pdf is not a text file")
+    assert quiet_window.toast.text().startswith("slides.png is not a text file or a PDF")
 
 
 def test_files_copied_in_the_file_manager_paste_as_their_text_and_web_text_pastes_as_before(quiet_window, tmp_path):
@@ -160,7 +167,7 @@ def test_files_dropped_on_a_message_being_edited_go_into_it_and_refusals_reach_t
     )
     assert editor.toPlainText() == "what does it say?\nletter.txt:\n```\nDear Anna,\n```\n"
     qtbot.waitUntil(lambda: quiet_window.toast.isVisible())
-    assert quiet_window.toast.text() == f"{tmp_path.name} is a folder: drop the files in it one by one."
+    assert quiet_window.toast.text() == f"{tmp_path.name} is a folder: add the files in it one by one."
 
 
 def test_files_let_go_over_the_chat_join_the_end_of_the_message_box(qtbot, quiet_window, tmp_path):
@@ -176,3 +183,34 @@ def test_files_let_go_over_the_chat_join_the_end_of_the_message_box(qtbot, quiet
     answer = quiet_window.chat_view.widgets[-1]  # over an answer, inside the scrolled chat
     drag(answer, files_mime(notes), QPoint(answer.width() // 2, answer.height() // 2))
     assert box.toPlainText() == "Check this:\nminutes.txt:\n```\nBudget approved.\n```\n"
+
+
+def test_a_pdf_is_read_in_a_process_of_its_own_and_its_text_joins_the_message(qtbot, quiet_window, tmp_path):
+    """The window goes on while it reads ("Reading report.pdf…"); a damaged PDF is said in the reader's words."""
+    from test_document_text import write_pdf
+
+    box = quiet_window.input
+    box.setPlainText("What changed?")
+    box.moveCursor(box.textCursor().MoveOperation.End)
+    report = write_pdf(tmp_path / "report.pdf", ["Sales rose", "Costs fell"])
+    drag(box.viewport(), files_mime(report), QPoint(box.viewport().width() - 4, box.viewport().height() - 4))
+    assert quiet_window.toast.text() == "Reading report.pdf…" and len(box.readings) == 1
+    qtbot.waitUntil(lambda: "Costs fell" in box.toPlainText(), timeout=60_000)
+    assert box.toPlainText() == "What changed?\nreport.pdf:\n```\nSales rose\n\nCosts fell\n```\n"
+    qtbot.waitUntil(lambda: not box.readings)
+    damaged = tmp_path / "broken.pdf"
+    damaged.write_bytes(b"%PDF-1.7\n1 0 obj <<")
+    box.add_files([damaged])
+    qtbot.waitUntil(lambda: quiet_window.toast.text().startswith("broken.pdf is damaged"), timeout=60_000)
+    assert "Costs fell\n```\n" == box.toPlainText()[-len("Costs fell\n```\n") :]  # nothing added
+
+
+def test_a_pdf_reader_that_does_not_end_is_stopped_and_said(qtbot, tmp_path):
+    from app.chat.pdf_reading import PdfReading
+    from test_document_text import write_pdf
+
+    reading = PdfReading(write_pdf(tmp_path / "slow.pdf", ["text"]), timeout_ms=1)  # no reader ends that soon
+    with qtbot.waitSignal(reading.failed, timeout=10_000) as failed:
+        pass
+    assert failed.args[0].startswith("Reading slow.pdf took longer than 0 s and was stopped: the PDF may be damaged")
+    qtbot.waitUntil(lambda: reading.process.state() == reading.process.ProcessState.NotRunning, timeout=10_000)

@@ -1,4 +1,4 @@
-"""The composer: the message box, a paperclip that adds text files to the message, and one round button that
+"""The composer: the message box, a paperclip that adds documents (PDFs, text files) to the message, and one round button that
 sends, and stops the answer while it streams; under them, for a model that can answer with or without
 thinking first (Qwen3), the chat's Think switch, as Jan and ChatGPT put it beside the message box."""
 
@@ -14,10 +14,10 @@ from app.theme.file_dialogs import open_files_dialog
 from app.theme.icons import themed
 from app.window.labels import ElidedLabel
 
-# what the paperclip's chooser offers first: text people give a model (the other filter takes any file, which
-# app.chat.attached_files reads if it is text)
+# what the paperclip's chooser offers first: documents people give a model (the other filter takes any file,
+# which app.chat.attached_files reads if it is text)
 TEXT_FILES = (
-    "Text files (*.txt *.md *.markdown *.rst *.csv *.tsv *.json *.jsonl *.yaml *.yml *.toml *.ini *.xml *.html "
+    "Documents (*.pdf *.txt *.md *.markdown *.rst *.csv *.tsv *.json *.jsonl *.yaml *.yml *.toml *.ini *.xml *.html "
     "*.htm *.log *.py *.js *.ts *.java *.c *.h *.cpp *.hpp *.cs *.go *.rs *.rb *.php *.sh *.ps1 *.sql *.tex)"
 )
 
@@ -49,8 +49,10 @@ class Composer(QFrame):
         self.attach_button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonIconOnly)
         self.attach_button.setCursor(Qt.CursorShape.PointingHandCursor)
         themed(self.attach_button, "paperclip", "muted_text", size=18)
-        self.attach_button.setAccessibleName("Add a text file")
-        self.attach_button.setToolTip("Add a text file's text to the message (or drop files on the message box)")
+        self.attach_button.setAccessibleName("Add a document")
+        self.attach_button.setToolTip(
+            "Add a document's text to the message: a PDF or a text file (or drop it on the chat)"
+        )
         self.attach_button.clicked.connect(self.choose_files)
         self.files_dialog: QFileDialog | None = None
         self._files_folder = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.DocumentsLocation)
@@ -83,7 +85,7 @@ class Composer(QFrame):
     def choose_files(self) -> None:
         """The chooser of text files to add (window-modal, so the window keeps running behind it); the files
         picked go into the message box at its cursor."""
-        self.files_dialog = open_files_dialog(self, "Add text files to the message", self._files_folder, TEXT_FILES)
+        self.files_dialog = open_files_dialog(self, "Add documents to the message", self._files_folder, TEXT_FILES)
         self.files_dialog.setNameFilters([TEXT_FILES, "All files (*)"])
         self.files_dialog.filesSelected.connect(self._files_chosen)
         self.files_dialog.open()

@@ -1,6 +1,7 @@
 """The message box: Enter sends, Shift+Enter starts a new line; grows with its text up to a few lines. Text
-files dropped on it, or pasted after a Copy in the file manager, add their text (app.chat.attached_files)
-where a plain text box would add their addresses ("file:///home/...")."""
+files and PDFs dropped on it, or pasted after a Copy in the file manager, add their text
+(app.chat.attached_files; a PDF's once app.chat.pdf_reading has read it) where a plain text box would add
+their addresses ("file:///home/...")."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from PySide6.QtCore import QEvent, QMimeData, QObject, Qt, Signal
 from PySide6.QtGui import QDropEvent, QKeyEvent, QTextCursor
 from PySide6.QtWidgets import QPlainTextEdit, QSizePolicy, QWidget
 
-from app.chat.attached_files import attach_files
+from app.chat.attached_files import attach_files, fenced
+from app.chat.pdf_reading import PdfReading
 
 MIN_LINES, MAX_LINES = 2, 8
 
@@ -22,10 +24,12 @@ class InputBox(QPlainTextEdit):
     submitted = Signal(str)
     cancelled = Signal()
     files_refused = Signal(str)  # why files given to the box were not added, in words
+    files_reading = Signal(str)  # the PDFs being read, in words ("Reading report.pdf…")
 
     def __init__(self, parent: QWidget | None = None, cancellable: bool = False) -> None:
         super().__init__(parent)
         self.cancellable = cancellable
+        self.readings: list[PdfReading] = []  # PDFs being read, their text still to come
         self.setPlaceholderText("Message")  # the keys are in the hint under the box
         self.setAccessibleName("Message input")
         self.setAccessibleDescription("Type a message. Enter sends it, Shift+Enter starts a new line.")
@@ -61,16 +65,40 @@ class InputBox(QPlainTextEdit):
             super().insertFromMimeData(source)
 
     def add_files(self, files: list[Path]) -> None:
-        """The text of `files` at the cursor, on lines of its own; what could not be read is said."""
+        """The text of `files` at the cursor, on lines of its own (a PDF's when it has been read, at the
+        cursor then); what could not be read is said."""
         attachment = attach_files(files)
-        if attachment.text:
-            cursor = self.textCursor()
-            before = "\n" if cursor.positionInBlock() > 0 else ""
-            cursor.insertText(before + attachment.text)
-            self.setTextCursor(cursor)
-            self.setFocus()
+        self._insert_block(attachment.text)
         if attachment.problems:
             self.files_refused.emit(" ".join(attachment.problems))
+        for pdf in attachment.pdfs:
+            reading = PdfReading(pdf, self)
+            reading.read.connect(lambda name, text: self._insert_block(fenced(name, text)))
+            reading.failed.connect(self.files_refused)
+            reading.done.connect(lambda reading=reading: self._reading_done(reading))
+            self.readings.append(reading)
+        if attachment.pdfs:
+            self.files_reading.emit(f"Reading {', '.join(pdf.name for pdf in attachment.pdfs)}…")
+
+    def stop_reading(self) -> None:
+        """Stop the PDFs still being read (the window is closing)."""
+        for reading in self.readings:
+            reading.stop()
+        self.readings.clear()
+
+    def _insert_block(self, text: str) -> None:
+        if not text:
+            return
+        cursor = self.textCursor()
+        before = "\n" if cursor.positionInBlock() > 0 else ""
+        cursor.insertText(before + text)
+        self.setTextCursor(cursor)
+        self.setFocus()
+
+    def _reading_done(self, reading: PdfReading) -> None:
+        if reading in self.readings:
+            self.readings.remove(reading)
+        reading.deleteLater()
 
     def submit(self) -> None:
         text = self.toPlainText()

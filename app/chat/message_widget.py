@@ -63,6 +63,7 @@ class MessageWidget(QWidget):
     editing_started = Signal()  # the editor opened in place (the view scrolls it into sight)
     copied = Signal(str)  # what was copied (for the status bar)
     files_refused = Signal(str)  # why files dropped on the message being edited were not added
+    files_reading = Signal(str)  # the PDFs dropped on it being read
     regenerate_requested = Signal()
     alternative_requested = Signal(int, int)  # message id, step (-1 previous, +1 next)
     tool_decided = Signal(str, str)  # call id, decision (once / always / deny)
@@ -483,6 +484,7 @@ class MessageWidget(QWidget):
         self.editor.submitted.connect(lambda _text: self._submit_edit())
         self.editor.cancelled.connect(self.stop_editing)
         self.editor.files_refused.connect(self.files_refused)
+        self.editor.files_reading.connect(self.files_reading)
         self.edit_row = QWidget()
         row = QHBoxLayout(self.edit_row)
         row.setContentsMargins(0, 0, 0, 0)
@@ -510,6 +512,7 @@ class MessageWidget(QWidget):
     def stop_editing(self) -> None:
         if self.editor is None:
             return
+        self.editor.stop_reading()
         for widget in (self.editor, self.edit_row):
             widget.hide()
             widget.deleteLater()

@@ -33,6 +33,7 @@ class ChatView(QScrollArea):
     edit_submitted = Signal(int, str)
     copied = Signal(str)
     files_refused = Signal(str)  # why files dropped on a message being edited were not added
+    files_reading = Signal(str)  # the PDFs dropped on it being read
     regenerate_requested = Signal()
     alternative_requested = Signal(int, int)  # message id, step
     tool_decided = Signal(str, str)  # call id, decision: a tool card's answer
@@ -133,6 +134,7 @@ class ChatView(QScrollArea):
         widget.editing_started.connect(lambda: self._show_editor(widget))
         widget.copied.connect(self.copied)
         widget.files_refused.connect(self.files_refused)
+        widget.files_reading.connect(self.files_reading)
         widget.regenerate_requested.connect(self.regenerate_requested)
         widget.alternative_requested.connect(self.alternative_requested)
         widget.tool_decided.connect(self.tool_decided)

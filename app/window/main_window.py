@@ -204,6 +204,7 @@ class MainWindow(MenusMixin, SettingsHostMixin, ModelsHostMixin, FileActionsMixi
         self.composer.think_changed.connect(self._think_changed)
         for box in (self.input, self.chat_view):  # the message box, and a message edited in place
             box.files_refused.connect(lambda why: self.toast.show_message(why, 8000))
+            box.files_reading.connect(lambda what: self.toast.show_message(what, 4000))
         self.header.settings_requested.connect(self.toggle_conversation_settings)
         self.chat_settings.changed.connect(self._conversation_settings_changed)
         self.chat_settings.closed.connect(lambda: self.show_conversation_settings(False))
@@ -550,6 +551,7 @@ class MainWindow(MenusMixin, SettingsHostMixin, ModelsHostMixin, FileActionsMixi
         self.status_line.close_details()  # its Esc / click-outside watch ends with it
         save_geometry(self, self.paths.window_file)
         self.api_server.stop(quiet=True)
+        self.input.stop_reading()
         self.controller.detach()
         self.tool_servers.close()
         for signal, slot in (

@@ -1,0 +1,111 @@
+"""The text of a document a person gives a model (a file added to a chat message): a text file read as
+core.system.text_files reads a file written by hand, or a PDF's text through pypdf (pure Python, BSD, the
+field's own reader).
+
+What the file is gets checked before it is read: only regular files (a pipe or a device would never end),
+only up to the limits below, only text; a Word file or an image is refused in words. A PDF is parsed only in
+a process of its own (`specexec text FILE`, which the app starts): a parser fed a damaged or hostile file can
+loop or swell, and a process can be stopped where a thread cannot.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from core.errors import DocumentError, TextEncodingError
+from core.system.text_files import decode_text
+
+MAX_TEXT_BYTES = 1 << 20  # about 250,000 tokens of text: past every context window of the catalog's models
+MAX_PDF_BYTES = 64 << 20  # scanned pages weigh megabytes each, and hold no text anyway
+MAX_PDF_PAGES = 2000
+PDF_START = b"%PDF-"
+NOT_TEXT = "Word files and images cannot be read: save the text as a .txt file or a PDF"
+# how the formats people try most begin: Office's zip (docx, xlsx), PNG, JPEG, GIF
+BINARY_STARTS = (b"PK\x03\x04", b"\x89PNG", b"\xff\xd8\xff", b"GIF8")
+
+
+def is_pdf(path: Path) -> bool:
+    """Whether `path` is a regular file that begins as a PDF does (False when it cannot be read)."""
+    try:
+        if not path.is_file():
+            return False
+        with path.open("rb") as handle:
+            return handle.read(len(PDF_START)) == PDF_START
+    except OSError:
+        return False
+
+
+def document_text(path: Path) -> str:
+    """The text of the text file or PDF at `path` (a PDF's pages apart by a blank line).
+
+    Raises:
+        DocumentError: it is not a regular file, cannot be read, is not text, holds no text (a scanned PDF),
+            is locked by a password or passes the limits, in words that say what to do.
+    """
+    name = path.name or str(path)
+    try:
+        if path.is_dir():
+            raise DocumentError(f"{name} is a folder: add the files in it one by one")
+        if not path.is_file():  # gone, or a pipe, a socket or a device
+            raise DocumentError(f"{name} is not a file that can be read")
+        size_mb = path.stat().st_size / (1 << 20)
+        with path.open("rb") as handle:
+            data = handle.read(MAX_TEXT_BYTES + 1)  # a file that grew since its size was read stops here too
+    except OSError as error:
+        raise DocumentError(f"{name} could not be read ({error.strerror or error})") from error
+    if data.startswith(PDF_START):
+        if size_mb > MAX_PDF_BYTES >> 20:
+            raise DocumentError(
+                f"{name} is {size_mb:,.0f} MB, more than the {MAX_PDF_BYTES >> 20} MB a PDF may be here"
+            )
+        return _pdf_text(path, name)
+    if len(data) > MAX_TEXT_BYTES:
+        raise DocumentError(
+            f"{name} is more text than a model reads at once (more than {MAX_TEXT_BYTES >> 20} MB): "
+            "add the part you need"
+        )
+    if data.startswith(BINARY_STARTS):
+        raise DocumentError(f"{name} is not a text file or a PDF ({NOT_TEXT})")
+    try:
+        text = decode_text(data, name)
+    except TextEncodingError as error:  # a NUL: a binary file; else text in another encoding (Windows' "ANSI")
+        if b"\0" in data:
+            raise DocumentError(f"{name} is not a text file or a PDF ({NOT_TEXT})") from error
+        raise DocumentError(str(error)) from error
+    if "\0" in text:  # text has no NUL: a binary file whose bytes happen to decode
+        raise DocumentError(f"{name} is not a text file or a PDF ({NOT_TEXT})")
+    if not text.strip():
+        raise DocumentError(f"{name} is empty")
+    return text
+
+
+def _pdf_text(path: Path, name: str) -> str:
+    import logging
+
+    from pypdf import PdfReader
+    from pypdf.errors import PdfReadError
+
+    logging.getLogger("pypdf").setLevel(logging.ERROR)  # its notes on damaged but readable files are not news
+    try:
+        reader = PdfReader(path)
+        if reader.is_encrypted and not reader.decrypt(""):  # a password only against printing opens with ""
+            raise DocumentError(f"{name} is locked with a password: open it, and save or print it without one")
+        if len(reader.pages) > MAX_PDF_PAGES:
+            raise DocumentError(f"{name} has {len(reader.pages):,} pages, more than the {MAX_PDF_PAGES:,} read here")
+        pages, chars = [], 0
+        for page in reader.pages:
+            text = (page.extract_text() or "").strip()
+            chars += len(text)
+            if chars > MAX_TEXT_BYTES:
+                raise DocumentError(f"{name} holds more text than a model reads at once: add the pages you need")
+            pages.append(text)
+    except DocumentError:
+        raise
+    except ImportError as error:  # AES encryption needs the `cryptography` package
+        raise DocumentError(f"{name} is encrypted in a way this reader cannot open") from error
+    except (PdfReadError, ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError) as error:
+        raise DocumentError(f"{name} is damaged, or not a PDF this reader understands ({error})") from error
+    text = "\n\n".join(page for page in pages if page)
+    if not text:
+        raise DocumentError(f"{name} has no text to read: it is probably scanned pages (pictures of text)")
+    return text.replace("\0", "")  # a text layer may hold NULs; no tokenizer wants them
