@@ -108,4 +108,5 @@ def _pdf_text(path: Path, name: str) -> str:
     text = "\n\n".join(page for page in pages if page)
     if not text:
         raise DocumentError(f"{name} has no text to read: it is probably scanned pages (pictures of text)")
-    return text.replace("\0", "")  # a text layer may hold NULs; no tokenizer wants them
+    # a text layer may hold NULs, which no tokenizer wants, and lone surrogates, which are not text: U+FFFD
+    return text.replace("\0", "").encode("utf-16", "surrogatepass").decode("utf-16", "replace")
