@@ -15,8 +15,8 @@ from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QUrl  # noqa: E402
 from PySide6.QtGui import QDragEnterEvent, QDragMoveEvent, QDropEvent  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
-from app.chat.attached_files import attach_files, fenced  # noqa: E402
-from core.text.document_text import MAX_TEXT_BYTES  # noqa: E402
+from app.chat.attached_files import attach_files  # noqa: E402
+from core.text.document_text import MAX_TEXT_BYTES, fenced  # noqa: E402
 
 pytest.register_assert_rewrite("app_fixtures")
 pytest_plugins = ["app_fixtures"]  # fixtures: app_paths, quiet_window

@@ -12,7 +12,7 @@ pytest.importorskip("PySide6")
 
 from PySide6.QtGui import QPalette  # noqa: E402
 
-from app.chat.attached_files import fenced  # noqa: E402
+from core.text.document_text import fenced  # noqa: E402
 from app.chat.titles import title_from  # noqa: E402
 from app.settings.schema import AppSettings, ConversationSettings, Method, Theme  # noqa: E402
 from app.settings.chat_panel import ChatSettingsPanel  # noqa: E402

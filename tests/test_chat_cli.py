@@ -56,20 +56,30 @@ def greedy_answer(model_dirs, messages, max_new_tokens) -> str:
 
 
 @pytest.mark.slow
-def test_scripted_chat_answers_each_line_and_keeps_history(model_dirs):
-    script = "w10 w11\n/system w7 w8\n\nw12 w13 w14\n/reset\nw15\n"
+def test_scripted_chat_answers_each_line_and_keeps_history(model_dirs, tmp_path):
+    document = tmp_path / "notes.txt"
+    document.write_text("w16 w17", encoding="utf-8")
+    script = (
+        f'w10 w11\n/system w7 w8\n\nw12 w13 w14\n/reset\nw15\n/file {tmp_path / "gone.txt"}\n/file "{document}"\nw18\n'
+    )
     result = subprocess.run(
         chat_command(model_dirs, "--max-new-tokens", "12"), input=script, capture_output=True, text=True, timeout=140
     )
     assert result.returncode == 0, result.stderr
     answers = result.stdout.split("\n")
-    assert len(answers) == 4 and answers[-1] == "", result.stdout  # three answers, one line each
+    assert len(answers) == 5 and answers[-1] == "", result.stdout  # four answers, one line each
     user1, user2, user3 = ({"role": "user", "content": t} for t in ("w10 w11", "w12 w13 w14", "w15"))
     system = {"role": "system", "content": "w7 w8"}
     assert answers[0] == greedy_answer(model_dirs, [user1], 12)
     history = [system, user1, {"role": "assistant", "content": answers[0]}, user2]
     assert answers[1] == greedy_answer(model_dirs, history, 12)
     assert answers[2] == greedy_answer(model_dirs, [system, user3], 12)  # /reset forgot turns 1-2
+    # /file: the document leads the next message, fenced under its name, as the app adds it
+    assert "(not added: gone.txt is not a file that can be read)" in result.stderr
+    assert "(notes.txt goes into your next message: 7 characters)" in result.stderr
+    user4 = {"role": "user", "content": "notes.txt:\n```\nw16 w17\n```\nw18"}
+    history = [system, user3, {"role": "assistant", "content": answers[2]}, user4]
+    assert answers[3] == greedy_answer(model_dirs, history, 12)
 
 
 @pytest.mark.slow

@@ -1,6 +1,7 @@
 """Files given to a message (dropped on the message box or the chat, pasted after a Copy in the file manager,
 or picked with the paperclip button) become part of it, as LM Studio and Jan attach a document: the file's
-name, then its text in a fenced block the model reads as one piece.
+name, then its text in a fenced block the model reads as one piece (core.text.document_text.fenced, which
+`specexec chat`'s /file writes too).
 
 What a file may be, and how it is read, is core.text.document_text's: text files are read here at once (a
 read of at most a megabyte, after the checks that keep a pipe or a device from hanging the window); PDFs are
@@ -9,12 +10,11 @@ left to app.chat.pdf_reading, which parses them in a process of its own.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from core.errors import DocumentError
-from core.text.document_text import document_text, is_pdf
+from core.text.document_text import document_text, fenced, is_pdf
 
 
 @dataclass
@@ -41,16 +41,3 @@ def attach_files(paths: list[Path]) -> Attachment:
             attachment.problems.append(f"{refusal}.")
     attachment.text = "\n".join(blocks)
     return attachment
-
-
-# a block `fenced` wrote: its name line, then the fence, the text and the same fence (group 1: the name)
-ATTACHED_BLOCK = re.compile(r"^([^\n]+):\n(`{3,})\n.*?\n\2$", re.DOTALL | re.MULTILINE)
-
-
-def fenced(name: str, text: str) -> str:
-    """`name:` and `text` in a Markdown code fence longer than any run of backquotes inside it, so a file that
-    holds a fence of its own (a README) stays one block."""
-    fence = "```"
-    while fence in text:
-        fence += "`"
-    return f"{name}:\n{fence}\n{text.rstrip()}\n{fence}\n"

@@ -11,8 +11,9 @@ from PySide6.QtCore import QEvent, QMimeData, QObject, Qt, Signal
 from PySide6.QtGui import QDropEvent, QKeyEvent, QTextCursor
 from PySide6.QtWidgets import QPlainTextEdit, QSizePolicy, QWidget
 
-from app.chat.attached_files import attach_files, fenced
+from app.chat.attached_files import attach_files
 from app.chat.pdf_reading import PdfReading
+from core.text.document_text import fenced
 
 MIN_LINES, MAX_LINES = 2, 8
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from app.chat.attached_files import ATTACHED_BLOCK
+from core.text.document_text import ATTACHED_BLOCK
 
 DEFAULT_TITLE = "New chat"
 TITLE_LENGTH = 48

@@ -2,7 +2,8 @@
 
 Answers stream as they are generated; the conversation (history) is kept, and each new turn reuses the
 engine's KV cache of the conversation so far. Commands: /reset (forget the conversation), /system TEXT (set
-the system prompt; /system alone clears it), /help, /quit. Ctrl-C stops the current answer (the words
+the system prompt; /system alone clears it), /file PATH (a text file's or a PDF's text goes into the next
+message, as the app adds a document: core.text.document_text), /help, /quit. Ctrl-C stops the current answer (the words
 already shown stay in the history) but not the program; Ctrl-D (end of input) leaves.
 
 When stdin is not a terminal, each input line is answered in turn (one answer per output line, no prompts)
@@ -34,6 +35,7 @@ import signal
 import sys
 import threading
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TextIO
 
 from core.cli.options import add_generation_arguments, decoding_settings, engine_load_settings, sampling_params
@@ -43,14 +45,17 @@ from core.cli.chat_tools import TerminalTools, prompt_reader
 from core.text.terminal import for_stream
 from core.engine.client import LOAD_DIED_HINT, EngineClient
 from core.engine.connection import EngineConnection
-from core.errors import InvalidSettingError, LoadDiedError, RemoteError, SpecExecError
+from core.errors import DocumentError, InvalidSettingError, LoadDiedError, RemoteError, SpecExecError
 from core.text.tool_calls import ToolCallStream
 from core.text.counts import token_count
 from core.tools.config import read_config_file
 from core.tools.connection import ToolResult
 from core.tools.loop import cap_note, run_tool_turn
 
-HELP = "commands: /reset (new conversation), /system TEXT (system prompt), /help, /quit; Ctrl-C stops an answer"
+HELP = (
+    "commands: /reset (new conversation), /system TEXT (system prompt), /file PATH (a document's text into your "
+    "next message), /help, /quit; Ctrl-C stops an answer"
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -211,6 +216,7 @@ class ChatLoop:
         self.interactive = interactive
         self.system: str | None = args.system
         self.history: list[dict[str, str]] = []
+        self.documents: list[str] = []  # /file's blocks, waiting for the next message
         self.failed_turns = 0
         self.hide_thinking = args.hide_thinking
         self.tools = tools
@@ -276,11 +282,33 @@ class ChatLoop:
         elif name == "/system":
             self.system = rest.strip() or None
             self.note(f"(system prompt {'set' if self.system else 'cleared'})")
+        elif name == "/file":
+            self.add_document(rest)
         elif name == "/help":
             self.note(HELP)
         else:
             self.note(f"unknown command {name}; {HELP}")
         return True
+
+    def add_document(self, typed: str) -> None:
+        """/file PATH: the document's text, fenced under its name, waits for the next message (a path in
+        quotes, as Windows' Copy as path gives it, is read without them)."""
+        from core.text.document_text import document_text, fenced
+
+        typed = typed.strip()
+        if len(typed) > 1 and typed[0] == typed[-1] and typed[0] in "\"'":
+            typed = typed[1:-1]
+        if not typed:
+            self.note("/file takes a path: /file notes.txt")
+            return
+        path = Path(typed).expanduser()
+        try:
+            text = document_text(path)
+        except DocumentError as error:
+            self.note(f"(not added: {error})")
+            return
+        self.documents.append(fenced(path.name, text))
+        self.note(f"({path.name} goes into your next message: {len(text):,} characters)")
 
     def turn(self, user_text: str) -> None:
         if self.loader is not None and not self.loader.loaded:
@@ -289,6 +317,9 @@ class ChatLoop:
                 return
             if self.tools is not None and self.tools.fmt is None:  # the first load died: the format is known now
                 self.tools.fmt = self.loader.tool_call_format
+        if self.documents:  # /file's documents lead the message, as the app's attached files do
+            user_text = "\n".join(self.documents) + user_text  # each block ends its line
+            self.documents.clear()
         user = {"role": "user", "content": user_text}
         system = [{"role": "system", "content": self.system}] if self.system else []
         if self.tools is not None:

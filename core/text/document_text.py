@@ -10,6 +10,7 @@ loop or swell, and a process can be stopped where a thread cannot.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from core.errors import DocumentError, TextEncodingError
@@ -110,3 +111,16 @@ def _pdf_text(path: Path, name: str) -> str:
         raise DocumentError(f"{name} has no text to read: it is probably scanned pages (pictures of text)")
     # a text layer may hold NULs, which no tokenizer wants, and lone surrogates, which are not text: U+FFFD
     return text.replace("\0", "").encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+# a block `fenced` wrote: its name line, then the fence, the text and the same fence (group 1: the name)
+ATTACHED_BLOCK = re.compile(r"^([^\n]+):\n(`{3,})\n.*?\n\2$", re.DOTALL | re.MULTILINE)
+
+
+def fenced(name: str, text: str) -> str:
+    """`name:` and `text` in a Markdown code fence longer than any run of backquotes inside it, so a file that
+    holds a fence of its own (a README) stays one block."""
+    fence = "```"
+    while fence in text:
+        fence += "`"
+    return f"{name}:\n{fence}\n{text.rstrip()}\n{fence}\n"
