@@ -303,9 +303,12 @@ class ChatLoop:
             return
         path = Path(typed).expanduser()
         try:
-            text = document_text(path)
+            text = document_text(path)  # a damaged PDF can keep the parser busy: Ctrl-C stops it, not the chat
         except DocumentError as error:
             self.note(f"(not added: {error})")
+            return
+        except KeyboardInterrupt:
+            self.note(f"(not added: reading {path.name} was stopped)")
             return
         self.documents.append(fenced(path.name, text))
         self.note(f"({path.name} goes into your next message: {len(text):,} characters)")
