@@ -1,6 +1,7 @@
-"""The composer: the message box, a paperclip that adds documents (PDFs, text files) to the message, and one round button that
-sends, and stops the answer while it streams; under them, for a model that can answer with or without
-thinking first (Qwen3), the chat's Think switch, as Jan and ChatGPT put it beside the message box."""
+"""The composer: the message box, a paperclip that adds documents (PDFs, text files) to the message, and one
+round button that sends, and stops the answer while it streams; under them, for a model that can answer with
+or without thinking first (Qwen3), the chat's Think switch, as Jan and ChatGPT put it beside the message
+box."""
 
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ from app.theme.icons import themed
 from app.window.labels import ElidedLabel
 
 # what the paperclip's chooser offers first: documents people give a model (the other filter takes any file,
-# which app.chat.attached_files reads if it is text)
-TEXT_FILES = (
+# which app.chat.attached_files reads if it is text or a PDF)
+DOCUMENT_FILES = (
     "Documents (*.pdf *.txt *.md *.markdown *.rst *.csv *.tsv *.json *.jsonl *.yaml *.yml *.toml *.ini *.xml *.html "
     "*.htm *.log *.py *.js *.ts *.java *.c *.h *.cpp *.hpp *.cs *.go *.rs *.rb *.php *.sh *.ps1 *.sql *.tex)"
 )
@@ -83,10 +84,10 @@ class Composer(QFrame):
         self.set_mode(SEND)
 
     def choose_files(self) -> None:
-        """The chooser of text files to add (window-modal, so the window keeps running behind it); the files
+        """The chooser of documents to add (window-modal, so the window keeps running behind it); the files
         picked go into the message box at its cursor."""
-        self.files_dialog = open_files_dialog(self, "Add documents to the message", self._files_folder, TEXT_FILES)
-        self.files_dialog.setNameFilters([TEXT_FILES, "All files (*)"])
+        self.files_dialog = open_files_dialog(self, "Add documents to the message", self._files_folder, DOCUMENT_FILES)
+        self.files_dialog.setNameFilters([DOCUMENT_FILES, "All files (*)"])
         self.files_dialog.filesSelected.connect(self._files_chosen)
         self.files_dialog.open()
 
