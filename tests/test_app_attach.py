@@ -194,10 +194,10 @@ def test_a_pdf_is_read_in_a_process_of_its_own_and_its_text_joins_the_message(qt
     box.moveCursor(box.textCursor().MoveOperation.End)
     report = write_pdf(tmp_path / "report.pdf", ["Sales rose", "Costs fell"])
     drag(box.viewport(), files_mime(report), QPoint(box.viewport().width() - 4, box.viewport().height() - 4))
-    assert quiet_window.toast.text() == "Reading report.pdf…" and len(box.readings) == 1
+    assert quiet_window.toast.text() == "Reading report.pdf…" and box.reading is not None
     qtbot.waitUntil(lambda: "Costs fell" in box.toPlainText(), timeout=60_000)
     assert box.toPlainText() == "What changed?\nreport.pdf:\n```\nSales rose\n\nCosts fell\n```\n"
-    qtbot.waitUntil(lambda: not box.readings)
+    qtbot.waitUntil(lambda: box.reading is None)
     damaged = tmp_path / "broken.pdf"
     damaged.write_bytes(b"%PDF-1.7\n1 0 obj <<")
     box.add_files([damaged])
@@ -214,3 +214,16 @@ def test_a_pdf_reader_that_does_not_end_is_stopped_and_said(qtbot, tmp_path):
         pass
     assert failed.args[0].startswith("Reading slow.pdf took longer than 0 s and was stopped: the PDF may be damaged")
     qtbot.waitUntil(lambda: reading.process.state() == reading.process.ProcessState.NotRunning, timeout=10_000)
+
+
+def test_many_pdfs_are_read_one_at_a_time_in_the_order_given(qtbot, quiet_window, tmp_path):
+    """A folder's worth of PDFs dropped at once starts one reader, not one process each."""
+    from test_document_text import write_pdf
+
+    box = quiet_window.input
+    pdfs = [write_pdf(tmp_path / f"part{n}.pdf", [f"Part {n}"]) for n in (1, 2, 3)]
+    box.add_files(pdfs)
+    assert box.reading is not None and box.waiting_pdfs == pdfs[1:]
+    assert len(box.findChildren(type(box.reading))) == 1
+    qtbot.waitUntil(lambda: box.reading is None and not box.waiting_pdfs, timeout=90_000)
+    assert box.toPlainText() == "".join(f"part{n}.pdf:\n```\nPart {n}\n```\n" for n in (1, 2, 3))

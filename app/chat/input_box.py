@@ -30,7 +30,8 @@ class InputBox(QPlainTextEdit):
     def __init__(self, parent: QWidget | None = None, cancellable: bool = False) -> None:
         super().__init__(parent)
         self.cancellable = cancellable
-        self.readings: list[PdfReading] = []  # PDFs being read, their text still to come
+        self.reading: PdfReading | None = None  # the PDF being read, its text still to come
+        self.waiting_pdfs: list[Path] = []  # the next ones: one reader at a time, however many were dropped
         self.setPlaceholderText("Message")  # the keys are in the hint under the box
         self.setAccessibleName("Message input")
         self.setAccessibleDescription("Type a message. Enter sends it, Shift+Enter starts a new line.")
@@ -72,20 +73,17 @@ class InputBox(QPlainTextEdit):
         self._insert_block(attachment.text)
         if attachment.problems:
             self.files_refused.emit(" ".join(attachment.problems))
-        for pdf in attachment.pdfs:
-            reading = PdfReading(pdf, self)
-            reading.read.connect(lambda name, text: self._insert_block(fenced(name, text)))
-            reading.failed.connect(self.files_refused)
-            reading.done.connect(lambda reading=reading: self._reading_done(reading))
-            self.readings.append(reading)
         if attachment.pdfs:
+            self.waiting_pdfs += attachment.pdfs
             self.files_reading.emit(f"Reading {', '.join(pdf.name for pdf in attachment.pdfs)}…")
+            self._read_next_pdf()
 
     def stop_reading(self) -> None:
-        """Stop the PDFs still being read (the window is closing)."""
-        for reading in self.readings:
-            reading.stop()
-        self.readings.clear()
+        """Stop the PDF being read and forget those waiting (the window, or the edit, is closing)."""
+        self.waiting_pdfs.clear()
+        if self.reading is not None:
+            self.reading.stop()
+            self.reading = None
 
     def _insert_block(self, text: str) -> None:
         if not text:
@@ -96,10 +94,19 @@ class InputBox(QPlainTextEdit):
         self.setTextCursor(cursor)
         self.setFocus()
 
+    def _read_next_pdf(self) -> None:
+        if self.reading is not None or not self.waiting_pdfs:
+            return
+        self.reading = reading = PdfReading(self.waiting_pdfs.pop(0), self)
+        reading.read.connect(lambda name, text: self._insert_block(fenced(name, text)))
+        reading.failed.connect(self.files_refused)
+        reading.done.connect(lambda: self._reading_done(reading))
+
     def _reading_done(self, reading: PdfReading) -> None:
-        if reading in self.readings:
-            self.readings.remove(reading)
+        if self.reading is reading:
+            self.reading = None
         reading.deleteLater()
+        self._read_next_pdf()
 
     def submit(self) -> None:
         text = self.toPlainText()
