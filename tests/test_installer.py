@@ -306,6 +306,18 @@ def test_self_test_expectation_is_a_valid_request_for_the_engine():
     assert self_test.load_request(expectation).device == "cpu"  # the same numbers on every machine
 
 
+def test_self_test_reads_its_pdf_through_the_command_line_as_the_app_reads_one(tmp_path, monkeypatch):
+    """The bundle must carry the PDF reader and give its words back in UTF-8 (ü and ß: not cp1252's bytes)."""
+    lines = []
+    self_test.check_document_reader(lines.append)
+    assert lines == ["PDF reader as a child process: ok"]
+    damaged = tmp_path / "self-test.pdf"
+    damaged.write_bytes(b"%PDF-1.4\n")
+    monkeypatch.setattr(self_test.resources, "path", lambda name: damaged)
+    with pytest.raises(self_test.SelfTestFailure, match="gave exit code 2 and None, not 'Grüße aus dem PDF'"):
+        self_test.check_document_reader(lines.append)
+
+
 def test_self_test_names_the_first_differing_token():
     expectation = self_test.Expectation.load(self_test.expectation_path())
     self_test.compare(expectation, expectation.token_ids, expectation.text)

@@ -4,7 +4,10 @@ What it does, in order, each step failing with a plain reason:
 1. Qt: creates the application on the offscreen platform and builds the main window (with its stylesheet and
    icons) against a temporary data folder, so the installed UI code, Qt plugins and resources are all there.
 2. Command line: runs `specexec hw --json` as a child process the way the wizard starts its downloads
-   (app.system.cli_process: in a frozen bundle, this executable with `--cli`), and reads its JSON.
+   (app.system.cli_process: in a frozen bundle, this executable with `--cli`), and reads its JSON; then
+   `specexec text resources/self-test.pdf --json` the way a PDF added to a message is read
+   (app.chat.pdf_reading), and checks its words, accents included (the PDF reader, pypdf, must be bundled,
+   and the child's output is UTF-8 whatever the system's code page).
 3. Engine: starts the engine process the way the app does (`EngineClient`, multiprocessing "spawn"), and
    checks it runs the same executable as this process (a frozen bundle must re-launch itself, not look for
    a Python).
@@ -41,6 +44,8 @@ log = logging.getLogger(__name__)
 
 FLAG = "--self-test"
 EXPECTATION_RESOURCE = "self-test.json"
+PDF_RESOURCE = "self-test.pdf"
+PDF_TEXT = "Grüße aus dem PDF"  # what the PDF's one page says
 LOAD_TIMEOUT_S = 900.0  # the first run converts the GGUF (about 30 s on a desktop, minutes on a slow CI box)
 GENERATE_IDLE_TIMEOUT_S = 300.0
 # One torch thread: a 135M model needs no more for 12 tokens, and a busy machine (a CI runner, a desktop
@@ -282,6 +287,28 @@ def check_command_line(report=print) -> None:
     report("command line as a child process: ok")
 
 
+def check_document_reader(report=print) -> None:
+    """`specexec text self-test.pdf --json` in a child process, as the app reads a PDF added to a message."""
+    from app.system.cli_process import cli_command
+
+    program, arguments = cli_command("text", str(resources.path(PDF_RESOURCE)), "--json")
+    try:
+        done = subprocess.run([program, *arguments], capture_output=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise SelfTestFailure(f"the PDF reader could not run as a child process: {error}") from error
+    try:
+        text = json.loads(done.stdout)["text"] if done.returncode == 0 else None
+    except (ValueError, KeyError, TypeError):
+        text = None
+    if text != PDF_TEXT:
+        said = (done.stderr or done.stdout).decode("utf-8", "replace").strip()[-300:]
+        raise SelfTestFailure(
+            f"`specexec text {PDF_RESOURCE} --json` gave exit code {done.returncode} and {text!r}, not "
+            f"{PDF_TEXT!r}: {said}"
+        )
+    report("PDF reader as a child process: ok")
+
+
 def run(log_dir: Path, report=print) -> None:
     """All the steps; SelfTestFailure on the first that fails."""
     os.environ["QT_QPA_PLATFORM"] = "offscreen"  # before any QApplication exists
@@ -289,6 +316,7 @@ def run(log_dir: Path, report=print) -> None:
     check_window()
     report("main window: ok")
     check_command_line(report)
+    check_document_reader(report)
     token_ids, text = generate(expectation, report)
     compare(expectation, token_ids, text)
     report(f"tokens match the expectation for seed {expectation.seed}: {text!r}")
