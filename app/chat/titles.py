@@ -12,7 +12,7 @@ TITLE_LENGTH = 48
 
 def title_from(text: str) -> str:
     """An automatic title from the first message: its first line without markdown marks, cut after the
-    first sentence or at a word boundary near TITLE_LENGTH characters. Text files added to the message are
+    first sentence or at a word boundary near TITLE_LENGTH characters. Documents added to the message are
     passed over (their first line would be the file's name and the rest its contents), unless the message is
     nothing else: then the first file's name."""
     files = [match.group(1) for match in ATTACHED_BLOCK.finditer(text)]

@@ -66,8 +66,8 @@ def moved_into(spec: str, root: Path) -> str:
 
 def missing_model_words(settings: AppSettings) -> str | None:
     """What to do, in words, when the model or draft the settings name is a path that is not there (its
-    drive unplugged, or its folder moved or deleted), or None when both are there (or are not paths).
-    The engine's own words say a path was not found, and for the command line's `builtin`."""
+    drive unplugged, or its folder moved or deleted), or None when both are there (or are not paths). The
+    engine's own words say only that a path was not found, and offer the command line's `builtin`."""
     for spec in (settings.target, settings.draft):
         if not spec or spec in BUILTIN_NAMES:
             continue
