@@ -52,6 +52,7 @@ def test_a_text_file_becomes_its_name_and_its_text_in_one_fenced_block(tmp_path)
         "notes.md:\n````\n# Plan\n\n```python\nprint(1)\n```\n````\n\nfrom-powershell.txt:\n```\nGrüße ☕\n```\n"
     )
     assert fenced("a.txt", "x ```` y") == "a.txt:\n`````\nx ```` y\n`````\n"  # longer than any run inside
+    assert fenced("two\nlines\u202etxt.exe", "x") == "two?lines?txt.exe:\n```\nx\n```\n"  # one line, as written
 
 
 def test_what_is_not_a_text_file_is_refused_in_words_and_never_hangs_the_window(tmp_path):

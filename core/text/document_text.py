@@ -119,7 +119,10 @@ ATTACHED_BLOCK = re.compile(r"^([^\n]+):\n(`{3,})\n.*?\n\2$", re.DOTALL | re.MUL
 
 def fenced(name: str, text: str) -> str:
     """`name:` and `text` in a Markdown code fence longer than any run of backquotes inside it, so a file that
-    holds a fence of its own (a README) stays one block."""
+    holds a fence of its own (a README) stays one block. A name's characters that are not shown as written (a
+    line break, which Linux allows in a file name and which would end the name's line; a mark that reverses
+    what follows it) become "?"."""
+    name = "".join(character if character.isprintable() else "?" for character in name)
     fence = "```"
     while fence in text:
         fence += "`"
