@@ -241,3 +241,23 @@ def test_new_users_are_not_offered_llama_2(qtbot, tmp_path, monkeypatch):
     assert "builtin" in ids and len(ids) >= 3
     assert not any(fit.pair.calibration for fit in wizard.choose_page.pairs.fits)
     wizard.reject()
+
+
+def test_documents_added_to_a_message_show_as_a_line_each_until_show_more(qtbot, quiet_window):
+    """A document in your bubble is its name and size in a line; Show more shows it whole, and Copy and Edit
+    keep it whole."""
+    from core.text.document_text import fenced
+
+    w = quiet_window
+    ready(w.bridge)
+    message = fenced("minutes.txt", "Budget approved.\nNext meeting: Friday.") + "What was decided?"
+    answered(w, message)
+    mine = w.chat_view.widgets[0]
+    assert mine.body.toPlainText() == "minutes.txt (document, 2 lines)\nWhat was decided?"
+    assert mine.fold_button.isVisibleTo(mine) and mine.fold_button.text() == "Show more"
+    mine.fold_button.click()
+    assert mine.body.toPlainText() == message
+    mine.copy_text()
+    assert QApplication.clipboard().text() == message
+    answered(w, "a question alone")  # nothing to fold: no button
+    assert not w.chat_view.widgets[2].fold_button.isVisibleTo(w.chat_view.widgets[2])

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from core.errors import DocumentError
-from core.text.document_text import document_text, fenced, is_pdf
+from core.text.document_text import ATTACHED_BLOCK, document_text, fenced, is_pdf
 
 
 @dataclass
@@ -41,3 +41,15 @@ def attach_files(paths: list[Path]) -> Attachment:
             attachment.problems.append(f"{refusal}.")
     attachment.text = "\n".join(blocks)
     return attachment
+
+
+def documents_folded(text: str) -> str:
+    """`text` with each document added to it (a `fenced` block) as one line that names it, "minutes.txt
+    (document, 3 lines)": how a message of yours shows them until *Show more* (the words typed around them
+    stay as typed)."""
+
+    def one_line(block) -> str:  # noqa: ANN001 - a re.Match
+        lines = block.group(0).count("\n") - 2  # the name's line and the two fences are not the document's
+        return f"{block.group(1)} (document, {lines:,} line{'s' if lines != 1 else ''})"
+
+    return ATTACHED_BLOCK.sub(one_line, text)

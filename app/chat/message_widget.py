@@ -18,6 +18,7 @@ from PySide6.QtCore import QEvent, Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import QGuiApplication, QTextCursor
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QToolButton, QVBoxLayout, QWidget
 
+from app.chat.attached_files import documents_folded
 from app.chat.input_box import InputBox
 from app.chat.message_text import OPENED_SCHEMES, MessageBody
 from app.chat.message_words import error_text, format_time, speed_words
@@ -368,10 +369,14 @@ class MessageWidget(QWidget):
             self.body.set_plain("…")
         elif not text and status == S.FAILED:  # nothing was written: the error is the message
             self.body.set_plain(error_text(self.message))
-        elif self.user:  # what the user typed is shown as typed; a very long paste folded to its start
-            long = len(text) > FOLD_CHARS
-            self.fold_button.setVisible(long)
-            self.body.set_plain(text[:FOLDED_CHARS].rstrip() + "…" if long and self.folded else text)
+        elif self.user:  # as typed; documents added to it as a line each, and a very long paste at its start
+            folded = documents_folded(text)
+            long = len(folded) > FOLD_CHARS
+            self.fold_button.setVisible(long or folded != text)
+            if self.folded:
+                self.body.set_plain(folded[:FOLDED_CHARS].rstrip() + "…" if long else folded)
+            else:
+                self.body.set_plain(text)
         else:
             self.body.set_markdown(text, force=force)
         if self.bubble.property("failed") != (status == S.FAILED):
