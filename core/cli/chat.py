@@ -3,8 +3,8 @@
 Answers stream as they are generated; the conversation (history) is kept, and each new turn reuses the
 engine's KV cache of the conversation so far. Commands: /reset (forget the conversation), /system TEXT (set
 the system prompt; /system alone clears it), /file PATH (a text file's or a PDF's text goes into the next
-message, as the app adds a document: core.text.document_text), /help, /quit. Ctrl-C stops the current answer (the words
-already shown stay in the history) but not the program; Ctrl-D (end of input) leaves.
+message, as the app adds a document: core.text.document_text), /help, /quit. Ctrl-C stops the current answer
+(the words already shown stay in the history) but not the program; Ctrl-D (end of input) leaves.
 
 When stdin is not a terminal, each input line is answered in turn (one answer per output line, no prompts)
 and the command exits at the end of input: 0 if every turn was answered, 1 otherwise. Loading is one line on
