@@ -40,6 +40,7 @@ from app.theme.tokens import SPACE
 from app.window.buttons import LINK, PRIMARY, SECONDARY, button, footer
 from app.window.labels import Label
 from core.models.model_spec import BUILTIN, BUILTIN_DRAFT, spec_problem
+from core.system.file_names import unquoted
 from core.system.locations import default_models_dir, models_dir
 from core.planning.residency import PLANNED_CONTEXT
 
@@ -70,14 +71,6 @@ def context_choices(current: int) -> list[tuple[str, int]]:
     return [(f"Automatic ({PLANNED_CONTEXT:,} tokens, or the model's limit)", 0)] + [
         (f"{length:,} tokens", length) for length in lengths
     ]
-
-
-def unquoted(typed: str) -> str:
-    """A path as typed, without surrounding space or the quotes Windows' "Copy as path" puts around it."""
-    typed = typed.strip()
-    if len(typed) > 1 and typed[0] == typed[-1] and typed[0] in "\"'":
-        typed = typed[1:-1].strip()
-    return typed
 
 
 class PathField(QWidget):

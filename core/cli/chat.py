@@ -293,11 +293,10 @@ class ChatLoop:
     def add_document(self, typed: str) -> None:
         """/file PATH: the document's text, fenced under its name, waits for the next message (a path in
         quotes, as Windows' Copy as path gives it, is read without them)."""
+        from core.system.file_names import unquoted
         from core.text.document_text import document_text, fenced
 
-        typed = typed.strip()
-        if len(typed) > 1 and typed[0] == typed[-1] and typed[0] in "\"'":
-            typed = typed[1:-1]
+        typed = unquoted(typed)
         if not typed:
             self.note("/file takes a path: /file notes.txt")
             return
