@@ -49,14 +49,21 @@ def choose(settings: AppSettings, target: str, draft: str, pair_id: str) -> AppS
     return dataclasses.replace(settings, target=target, draft=draft, active_pair=pair_id)
 
 
+def gone_path(spec: str) -> Path | None:
+    """The path `spec` (a model as the settings keep it) names when nothing is there any more; None for a
+    built-in name, a repo id or a path that exists."""
+    if not spec or spec in BUILTIN_NAMES:
+        return None
+    path = Path(spec).expanduser()
+    return None if not path.is_absolute() or path.exists() else path
+
+
 def moved_into(spec: str, root: Path) -> str:
     """`spec` (a model's path as the settings keep it) where the models folder `root` now holds it, when it is
     gone from where it was: a folder moved into `root` keeps its name, and a .gguf file its folder's; else
     `spec` as it is (a built-in name, a repo id, a path that still exists or was not found)."""
-    if not spec or spec in BUILTIN_NAMES:
-        return spec
-    path = Path(spec).expanduser()
-    if not path.is_absolute() or path.exists():
+    path = gone_path(spec)
+    if path is None:
         return spec
     for candidate in (root / path.name, root / path.parent.name / path.name):
         if candidate.exists():
@@ -68,23 +75,19 @@ def missing_model_words(settings: AppSettings) -> str | None:
     """What to do, in words, when the model or draft the settings name is a path that is not there (its
     drive unplugged, or its folder moved or deleted), or None when both are there (or are not paths). The
     engine's own words say only that a path was not found, and offer the command line's `builtin`."""
-    for spec in (settings.target, settings.draft):
-        if not spec or spec in BUILTIN_NAMES:
-            continue
-        path = Path(spec).expanduser()
-        if not path.is_absolute() or path.exists():
-            continue
-        drive = path.drive  # Windows' "E:" (on other systems, drives are folders)
-        if drive and not Path(path.anchor).exists():
-            return (
-                f"The model is on drive {drive}, which is not connected: connect it and press Retry, or pick "
-                "another model in Settings."
-            )
+    path = next(filter(None, map(gone_path, (settings.target, settings.draft))), None)
+    if path is None:
+        return None
+    drive = path.drive  # Windows' "E:" (on other systems, drives are folders)
+    if drive and not Path(path.anchor).exists():
         return (
-            f"The model is no longer at {path}. If it is on a drive that is not plugged in, plug it in and press "
-            "Retry; else pick another model in Settings, or download it again under Models."
+            f"The model is on drive {drive}, which is not connected: connect it and press Retry, or pick "
+            "another model in Settings."
         )
-    return None
+    return (
+        f"The model is no longer at {path}. If it is on a drive that is not plugged in, plug it in and press "
+        "Retry; else pick another model in Settings, or download it again under Models."
+    )
 
 
 def follow_models_folder(settings: AppSettings, root: Path) -> AppSettings:
