@@ -265,46 +265,46 @@ def check_gpu(log_dir: Path, report=print) -> None:
     report(f"GPU check ({time.monotonic() - started:.1f} s): {doctor.conclusion.summary}")
 
 
-def check_command_line(report=print) -> None:
-    """`specexec hw --json` in a child process started as the app starts its downloads and measurements."""
-
+def cli_child_json(what: str, *arguments: str) -> tuple[subprocess.CompletedProcess, object]:
+    """`specexec ARGUMENTS` in a child process started as the app starts its downloads, measurements and PDF
+    readings (app.system.cli_process), and the JSON it printed (None when it failed or printed none); `what`
+    names it in the failure when it cannot run at all."""
     from app.system.cli_process import cli_command
 
-    program, arguments = cli_command("hw", "--json")
+    program, child_arguments = cli_command(*arguments)
     try:
-        done = subprocess.run([program, *arguments], capture_output=True, text=True, timeout=120)
+        done = subprocess.run([program, *child_arguments], capture_output=True, timeout=120)
     except (OSError, subprocess.TimeoutExpired) as error:
-        raise SelfTestFailure(f"the command line could not run as a child process: {error}") from error
+        raise SelfTestFailure(f"{what} could not run as a child process: {error}") from error
     try:
-        described = json.loads(done.stdout) if done.returncode == 0 else None
+        return done, json.loads(done.stdout) if done.returncode == 0 else None
     except ValueError:
-        described = None
+        return done, None
+
+
+def child_said(done: subprocess.CompletedProcess) -> str:
+    """The end of what a child process said (stderr, else stdout), for a failure's words."""
+    return (done.stderr or done.stdout).decode("utf-8", "replace").strip()[-300:]
+
+
+def check_command_line(report=print) -> None:
+    """`specexec hw --json` in a child process started as the app starts its downloads and measurements."""
+    done, described = cli_child_json("the command line", "hw", "--json")
     if not isinstance(described, dict):
         raise SelfTestFailure(
-            f"`specexec hw --json` as a child process gave exit code {done.returncode} and no JSON: "
-            f"{(done.stderr or done.stdout).strip()[-300:]}"
+            f"`specexec hw --json` as a child process gave exit code {done.returncode} and no JSON: {child_said(done)}"
         )
     report("command line as a child process: ok")
 
 
 def check_document_reader(report=print) -> None:
     """`specexec text self-test.pdf --json` in a child process, as the app reads a PDF added to a message."""
-    from app.system.cli_process import cli_command
-
-    program, arguments = cli_command("text", str(resources.path(PDF_RESOURCE)), "--json")
-    try:
-        done = subprocess.run([program, *arguments], capture_output=True, timeout=120)
-    except (OSError, subprocess.TimeoutExpired) as error:
-        raise SelfTestFailure(f"the PDF reader could not run as a child process: {error}") from error
-    try:
-        text = json.loads(done.stdout)["text"] if done.returncode == 0 else None
-    except (ValueError, KeyError, TypeError):
-        text = None
+    done, record = cli_child_json("the PDF reader", "text", str(resources.path(PDF_RESOURCE)), "--json")
+    text = record.get("text") if isinstance(record, dict) else None
     if text != PDF_TEXT:
-        said = (done.stderr or done.stdout).decode("utf-8", "replace").strip()[-300:]
         raise SelfTestFailure(
             f"`specexec text {PDF_RESOURCE} --json` gave exit code {done.returncode} and {text!r}, not "
-            f"{PDF_TEXT!r}: {said}"
+            f"{PDF_TEXT!r}: {child_said(done)}"
         )
     report("PDF reader as a child process: ok")
 
