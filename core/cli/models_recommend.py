@@ -110,7 +110,7 @@ def table_lines(result) -> list[str]:
         "Speeds are estimates; `--json` has every figure and its source. Indented rows: the same pair with "
         "another draft (`--draft ID` ranks with it)."
     )
-    if any(fit.disk_ok is False for top in result.pairs for fit in (top, *top.draft_options)):
+    if any(fit.disk_ok is False for _, fit in rows):
         lines.append(
             f"{DISK_FULL_MARK} More than the drive holding the models has free (with {format_bytes(SPARE_BYTES)} "
             "left over): free some space there before downloading it."
