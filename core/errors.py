@@ -42,7 +42,13 @@ class TokenizerMismatchError(SpecExecError, ValueError):
 
 
 class ContextLengthError(SpecExecError, ValueError):
-    """The prompt (plus the room needed to generate) does not fit in the model's context window."""
+    """The prompt (plus the room needed to generate) does not fit in the model's context window.
+    `prompt_tokens`: the prompt's length in tokens where it was counted (0: not known), so that a client can
+    ask for a context that holds it (the app's "Make room")."""
+
+    def __init__(self, message: str, prompt_tokens: int = 0) -> None:
+        super().__init__(message)
+        self.prompt_tokens = prompt_tokens
 
 
 class InvalidSettingError(SpecExecError, ValueError):

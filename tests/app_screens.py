@@ -187,6 +187,51 @@ def crashed_window(paths):
     return window
 
 
+def too_long_window(paths):
+    """Llama 3.3 70B on a 24 GB card, loaded with room for 4,096 tokens: a report added to a message is longer,
+    and the answer's error offers Make room (the model keeps up to 131,072)."""
+    from app.settings.schema import AppSettings, save_settings
+    from core.engine import protocol as P
+    from core.text.document_text import fenced
+
+    models = Path("/home/you/.local/share/specexec-desktop/models")
+    save_settings(
+        AppSettings(
+            target=str(models / "llama-3.3-70b-instruct-awq"),
+            draft=str(models / "Meta-Llama-3.1-8B-Instruct-GPTQ-INT4"),
+            active_pair="llama3.3-70b-instruct-awq",
+        ),
+        paths.settings_file,
+    )
+    window = chat_window(paths, chats=False)
+    # 16-bit keys and values: 80 layers x 8 heads x 128 for the 70B, 32 x 8 x 128 for the 8B draft
+    per_token = 2 * 2 * (80 + 32) * 8 * 128
+    models_info = {
+        "max_context": 4096,
+        "model_context": 131072,
+        "context_bytes_per_token": per_token,
+        "device": "cuda:0",
+    }
+    window.bridge.handle_events(
+        [P.StatusReport("ready", {**models_info, "target": "llama-3.3-70b-instruct-awq", "draft": "Llama-3.1-8B"})]
+    )
+    report = "\n".join(f"Section {n}: what the quarter brought, in figures and words." for n in range(1, 181))
+    window.send("Summarise this report in five bullet points.\n\n" + fenced("quarterly-report.pdf", report))
+    window.bridge.handle_events(
+        [
+            P.Error(
+                window.bridge.calls[-1][1],
+                "context_length",
+                "the prompt is 6,214 tokens with the chat template (the last message about 6,180), but the "
+                "model's context window is 4,096 tokens",
+                "shorten the message or the system prompt, or start a new conversation",
+                6214,
+            )
+        ]
+    )
+    return window
+
+
 def wizard(models_dir: Path):
     from app.models.wizard.wizard import FirstRunWizard
     from app.settings.schema import AppSettings
@@ -224,6 +269,7 @@ def build_screens(
     main = chat_window(own("chat"))
     add("chat", main)
     add("chat-engine-stopped", crashed_window(own("crashed")))
+    add("chat-too-long", too_long_window(own("too-long")))
     add("chat-thinking", thinking_window(own("thinking"), answered=False))
     add("chat-thought", thinking_window(own("thought"), answered=True))
 

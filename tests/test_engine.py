@@ -311,7 +311,12 @@ def test_long_conversation_drops_oldest_turns_keeping_the_system_prompt(client, 
     # a message that cannot fit even alone is an error for that request only
     huge = [{"role": "user", "content": " ".join(["w9"] * 200)}]
     request_id = client.generate(huge, max_new_tokens=4, method="specexec")
-    assert [e.kind for e in collect(client, request_id)] == ["context_length"]
+    [error] = collect(client, request_id)
+    assert error.kind == "context_length"
+    # with its length, so that the app can offer a context that holds it ("Make room")
+    from core.text.prompts import Prompt, encode_prompt
+
+    assert error.prompt_tokens == len(encode_prompt(local[0].tokenizer, Prompt(messages=tuple(huge)))) > CONTEXT
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -464,8 +469,19 @@ def test_the_window_is_the_planned_context(local):
     target, draft = local
     session = ChatSession(dataclasses.replace(target.lm, max_context=64), draft.lm, target.tokenizer)
     assert session.context_limit == 64 < draft.lm.max_context
-    with pytest.raises(ContextLengthError):
+    with pytest.raises(ContextLengthError) as refused:
         session.prepare([{"role": "user", "content": " ".join(["w9"] * 80)}], 4)
+    assert 80 < refused.value.prompt_tokens < CONTEXT  # the prompt's length: a longer load would hold it ...
+    assert session.model_context == CONTEXT  # ... up to the models' own limit, which the engine reports
+    config = target.lm.config  # the two models' KV rows per token of context: keys and values, float64
+    per_model = (
+        2
+        * config.num_hidden_layers
+        * config.num_key_value_heads
+        * (config.hidden_size // config.num_attention_heads)
+        * 8
+    )
+    assert session.context_bytes_per_token == 2 * per_model
     assert P.validate(P.Load(context_length=64)).context_length == 64
 
 

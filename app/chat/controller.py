@@ -39,6 +39,7 @@ from app.chat import tool_turns as T
 from app.conversations import store as S
 from app.chat.active_answer import ActiveAnswer
 from app.chat.answer_stats import AnswerStats
+from app.chat.context_room import SHORTEN, room_for, too_long_hint
 from app.chat.titles import DEFAULT_TITLE, title_from
 from app.chat.tool_calls_mixin import ToolCallsMixin, answer_words
 from app.engine.bridge import EngineBridge
@@ -74,10 +75,6 @@ USER_HINTS = {
     "protocol": "this is a bug: please send the diagnostics (Help > Copy diagnostics)",
     "numerical": "download the model again, or pick another one, under Models in the sidebar",
     "model_format": "the Models page in the sidebar can download it again or switch to another model",
-    # the app's own way out besides the engine's (a long document added to the message is the usual cause)
-    "context_length": "shorten the message (of a file added to it, keep the part you need) or the system "
-    "prompt, or start a new chat; Menu > Settings > Context length lets the model keep more in mind, up to what "
-    "it reads",
 }
 
 REGENERATE_TEMPERATURE = 0.7  # a regenerated answer samples at least this freely ...
@@ -294,17 +291,21 @@ class ChatController(ToolCallsMixin, QObject):
 
     def can_regenerate(self) -> bool:
         """An answer can be asked for again unless one is streaming or the last one failed in a way a new
-        try would repeat (the message is too long for the context window, a setting is invalid)."""
+        try would repeat (the message is too long for the context window in force, a setting is invalid)."""
         if self.generating or not any(m.role == "user" for m in self.messages.rows):
             return False
         last = self.messages.rows[-1]
-        return not (
-            last.role == "assistant" and last.status == S.FAILED and last.stats.get("kind") in REPEATING_FAILURES
-        )
+        if last.role != "assistant" or last.status != S.FAILED:
+            return True
+        if last.stats.get("kind") == "context_length":  # unless the context has grown to hold it since
+            prompt = int(last.stats.get("prompt_tokens") or 0)
+            return 0 < prompt < int(self.bridge.status.models.get("max_context") or 0)
+        return last.stats.get("kind") not in REPEATING_FAILURES
 
     def regenerate(self) -> bool:
         """A new answer to the last user message; the old answer, unless empty, is kept as an alternative to
-        flip back to."""
+        flip back to (and the new one sampled more freely, `varied`). One that never got a word is replaced by
+        an answer with the chat's own settings."""
         if not self.can_regenerate() or self.conversation_id is None:
             return False
         last = self.messages.rows[-1]
@@ -315,7 +316,7 @@ class ChatController(ToolCallsMixin, QObject):
         elif last.role == "assistant":  # an answer that never got a word (an error): nothing worth keeping
             self.store.delete_messages_from(self.conversation_id, last.id)
             self.messages.remove_from(len(self.messages.rows) - 1)
-        self._start_answer(self.conversation_id, answer, vary=True)
+        self._start_answer(self.conversation_id, answer, vary=answer is not None)  # varied from an answer only
         return True
 
     def show_alternative(self, message_id: int, step: int) -> bool:
@@ -502,7 +503,31 @@ class ChatController(ToolCallsMixin, QObject):
             return
         status = S.INTERRUPTED if error.kind == "engine_died" else S.FAILED
         hint = USER_HINTS.get(error.kind, error.hint)
-        self._end_answer(status, {"error": error.message, "hint": hint, "kind": error.kind})
+        extra: dict = {"error": error.message, "hint": hint, "kind": error.kind}
+        if error.kind == "context_length":  # a long document: offer to make room where the model goes further
+            max_tokens = self.conversation_settings(self.active.conversation_id).max_tokens
+            models, remote = self.bridge.status.models, self.app_settings.remote_endpoint() is not None
+            extra["hint"] = too_long_hint(error.prompt_tokens, max_tokens, models, remote)
+            room = None if remote else room_for(error.prompt_tokens, max_tokens, models)
+            if error.prompt_tokens:  # the context meter shows it overflowing
+                extra["prompt_tokens"] = error.prompt_tokens
+            if room is not None:
+                extra["room_tokens"] = room.tokens
+        self._end_answer(status, extra)
+
+    def no_room(self, message_id: int, tokens: int) -> None:
+        """Make room failed (the models would not load with `tokens` of context, most often for memory): the
+        failed answer `message_id` no longer offers it, and says that a shorter message is the way."""
+        row = self.messages.row_of(message_id)
+        if row < 0:
+            return
+        stats = {key: value for key, value in self.messages.rows[row].stats.items() if key != "room_tokens"}
+        stats["hint"] = f"the model could not load with room for {tokens:,} tokens: {SHORTEN}"
+        try:
+            self.store.update_message(message_id, stats=stats)
+        except S.StoreError as error:  # shown all the same; the next start offers Make room again
+            log.error("answer %d could not be saved: %s", message_id, error)
+        self.messages.update(message_id, stats=stats)
 
     def _end_answer(self, status: str, extra: dict) -> None:
         active = self.active

@@ -66,6 +66,7 @@ class MessageWidget(QWidget):
     files_refused = Signal(str)  # why files dropped on the message being edited were not added
     files_reading = Signal(str)  # the PDFs dropped on it being read
     regenerate_requested = Signal()
+    make_room_requested = Signal(int)  # message id: a message too long for the context, the model to make room
     alternative_requested = Signal(int, int)  # message id, step (-1 previous, +1 next)
     tool_decided = Signal(str, str)  # call id, decision (once / always / deny)
 
@@ -125,6 +126,14 @@ class MessageWidget(QWidget):
         self.fold_button.hide()
         self.folded = True
         layout.addWidget(self.fold_button, 0, Qt.AlignmentFlag.AlignLeft)
+
+        self.room_button = None  # a failed answer's way out where the message is too long for the context
+        if not self.user:
+            self.room_button = button("Make room and try again", SECONDARY)
+            self.room_button.setAccessibleName("Make room for the message and try again")
+            self.room_button.clicked.connect(lambda: self.make_room_requested.emit(self.message.id))
+            self.room_button.hide()
+            layout.addWidget(self.room_button, 0, Qt.AlignmentFlag.AlignLeft)
 
         self.progress = Label()
         self.progress.setObjectName("messageProgress")
@@ -452,6 +461,13 @@ class MessageWidget(QWidget):
                 action.setVisible(self._hovered)
         if self.regenerate_button is not None:
             self.regenerate_button.setVisible(self._hovered and self._is_last)
+        if self.room_button is not None:
+            tokens = int((self.message.stats or {}).get("room_tokens") or 0)
+            self.room_button.setVisible(self._is_last and self.message.status == S.FAILED and tokens > 0)
+            self.room_button.setToolTip(
+                f"Load the model again with room for {tokens:,} tokens of chat (Menu > Settings > Context "
+                "length), then answer"
+            )
         self.speed_label.setVisible(self._hovered and bool(self.speed_label.text()))
         self.time_label.setVisible(self._hovered)
         self.actions.setVisible(idle and (self._hovered or several))

@@ -35,6 +35,7 @@ class ChatView(QScrollArea):
     files_refused = Signal(str)  # why files dropped on a message being edited were not added
     files_reading = Signal(str)  # the PDFs dropped on it being read
     regenerate_requested = Signal()
+    make_room_requested = Signal(int)  # message id (MessageWidget.make_room_requested)
     alternative_requested = Signal(int, int)  # message id, step
     tool_decided = Signal(str, str)  # call id, decision: a tool card's answer
     suggestion_clicked = Signal(str)
@@ -46,6 +47,7 @@ class ChatView(QScrollArea):
         self.widgets: list[MessageWidget] = []
         self._actions_enabled = True
         self._regenerate_enabled = True
+        self._room_enabled = True
         self.setWidgetResizable(True)
         self.setFrameShape(QFrame.Shape.NoFrame)
         self.setAccessibleName("Conversation")
@@ -136,6 +138,7 @@ class ChatView(QScrollArea):
         widget.files_refused.connect(self.files_refused)
         widget.files_reading.connect(self.files_reading)
         widget.regenerate_requested.connect(self.regenerate_requested)
+        widget.make_room_requested.connect(self.make_room_requested)
         widget.alternative_requested.connect(self.alternative_requested)
         widget.tool_decided.connect(self.tool_decided)
         widget.set_actions_enabled(self._actions_enabled)
@@ -197,6 +200,7 @@ class ChatView(QScrollArea):
         for number, widget in enumerate(self.widgets):
             widget.set_last(number == len(self.widgets) - 1)
         self.set_regenerate_enabled(self._regenerate_enabled)
+        self.set_room_enabled(self._room_enabled)
 
     def set_actions_enabled(self, enabled: bool) -> None:
         """Edit buttons and alternatives are off while an answer streams."""
@@ -209,6 +213,13 @@ class ChatView(QScrollArea):
         for widget in self.widgets:
             if widget.regenerate_button is not None:
                 widget.regenerate_button.setEnabled(enabled)
+
+    def set_room_enabled(self, enabled: bool) -> None:
+        """Make room is off while an answer streams and while the model loads again to make room."""
+        self._room_enabled = enabled
+        for widget in self.widgets:
+            if widget.room_button is not None:
+                widget.room_button.setEnabled(enabled)
 
     def focus_tool_call(self, message_id: int, call_id: str) -> None:
         """A tool card asks: bring it into sight and give it the keyboard (Esc denies)."""

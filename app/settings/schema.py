@@ -28,6 +28,8 @@ from core.system.threads import resolve_thread_count
 log = logging.getLogger(__name__)
 
 SETTINGS_SCHEMA_VERSION = 3
+# The context lengths Settings offers (AppSettings.context_length), and the steps Make room takes (app.chat.context_room)
+CONTEXT_LENGTHS = (2048, 4096, 8192, 16384, 32768, 65536, 131072)
 
 
 class Offload(StrEnum):

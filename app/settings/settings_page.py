@@ -30,7 +30,7 @@ from PySide6.QtWidgets import (
 
 from app.api.settings_row import ApiServerSettingsRow
 from app.settings.fields import ChoiceField, Field, SliderField, help_line, scrolled_body
-from app.settings.schema import AppSettings, Offload, Theme
+from app.settings.schema import CONTEXT_LENGTHS, AppSettings, Offload, Theme
 from app.settings.tool_servers_section import ToolServersSection
 from app.models.choice import moved_into
 from app.system.model_chooser import chosen_path, model_chooser
@@ -52,7 +52,6 @@ OFFLOAD_CHOICES = (
     ("Never (everything in GPU memory)", Offload.OFF),
 )
 THEME_CHOICES = (("Follow the system", Theme.SYSTEM), ("Light", Theme.LIGHT), ("Dark", Theme.DARK))
-CONTEXT_LENGTHS = (2048, 4096, 8192, 16384, 32768, 65536, 131072)
 PAGE_WIDTH_PX = 720
 
 

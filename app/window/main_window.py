@@ -50,6 +50,7 @@ from app.window.file_actions import FileActionsMixin
 from app.window.geometry import restore_geometry, save_geometry
 from app.window.menus import MenusMixin
 from app.window.models_host import ModelsHostMixin
+from app.window.room_host import RoomHostMixin
 from app.window.settings_host import SettingsHostMixin
 from app.conversations.store import Store
 from app.models.wizard.wizard import FirstRunWizard
@@ -72,9 +73,9 @@ def default_size(available: QSize | None) -> tuple[int, int]:
     return min(width, int(available.width() * 0.9)), min(height, int(available.height() * 0.9))
 
 
-class MainWindow(MenusMixin, SettingsHostMixin, ModelsHostMixin, FileActionsMixin, QMainWindow):
-    """The sidebar, the chat, the status bar; menus (menus.py), settings (settings_host.py), the Models page
-    (models_host.py) and file actions (file_actions.py) come from their mixins."""
+class MainWindow(MenusMixin, SettingsHostMixin, RoomHostMixin, ModelsHostMixin, FileActionsMixin, QMainWindow):
+    """The sidebar, the chat, the status bar; menus (menus.py), settings (settings_host.py), Make room
+    (room_host.py), the Models page (models_host.py) and file actions (file_actions.py) come from their mixins."""
 
     def __init__(
         self,
@@ -231,6 +232,7 @@ class MainWindow(MenusMixin, SettingsHostMixin, ModelsHostMixin, FileActionsMixi
         c.messages.dataChanged.connect(self._update_actions)
         self.chat_view.edit_submitted.connect(c.edit_and_resend)
         self.chat_view.regenerate_requested.connect(c.regenerate)
+        self.chat_view.make_room_requested.connect(self.make_room)
         self.chat_view.alternative_requested.connect(
             lambda mid, step: (c.show_alternative(mid, step), self._show_context())
         )
@@ -383,6 +385,7 @@ class MainWindow(MenusMixin, SettingsHostMixin, ModelsHostMixin, FileActionsMixi
         can_regenerate = self.controller.can_regenerate() and not crashed
         self.regenerate_action.setEnabled(can_regenerate)
         self.chat_view.set_regenerate_enabled(can_regenerate)
+        self.chat_view.set_room_enabled(not generating and not crashed and self._room_attempt is None)
         self.chat_view.set_actions_enabled(not generating)
 
     # -- engine --------------------------------------------------------------------------------------------
@@ -399,6 +402,7 @@ class MainWindow(MenusMixin, SettingsHostMixin, ModelsHostMixin, FileActionsMixi
         self._show_context()
         self._say_shorter_context(status)
         self._update_actions()
+        self._room_progress(status)
 
     def _say_shorter_context(self, status: EngineStatus) -> None:
         """A model that keeps less of a chat than the context length in Settings keeps all it can (the app's

@@ -8,7 +8,7 @@ import logging
 
 from PySide6.QtWidgets import QApplication
 
-from app.engine.bridge import FAILED
+from app.engine.bridge import CRASHED, FAILED
 from app.engine.connections import connection_factory, connection_key
 from app.settings.schema import AppSettings, ConversationSettings, SettingsNotSaved, Theme, save_settings
 from app.chat.tool_turns import TOOLS_CONFIG_NAME
@@ -85,7 +85,8 @@ class SettingsHostMixin:
                 )
         self.api_server.apply(settings)
         self._show_model_pair()
-        if connection_key(settings) != connection_key(old):  # this computer <-> a server, or another server
+        # this computer <-> a server, or another server; or an engine that stopped: a new one, with these settings
+        if connection_key(settings) != connection_key(old) or self.bridge.status.state == CRASHED:
             self.bridge.connect(connection_factory(settings), settings.load_request())
         elif settings.load_request() != old.load_request() or self.bridge.status.state == FAILED:
             self.bridge.load(settings.load_request())

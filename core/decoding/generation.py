@@ -171,7 +171,8 @@ def check_context(prompt_len: int, models: list[CausalLM]) -> int:
     if prompt_len >= limit:
         raise ContextLengthError(
             f"the prompt is {token_count(prompt_len)} but the model's context window is {token_count(limit)}; "
-            "shorten the prompt or start a new conversation"
+            "shorten the prompt or start a new conversation",
+            prompt_tokens=prompt_len,
         )
     return limit - prompt_len
 

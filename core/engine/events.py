@@ -48,7 +48,7 @@ def error_event(request_id: str | None, error: BaseException) -> P.Error:
     for cls in type(error).__mro__:
         if cls.__name__ in _ERROR_KINDS_BY_CLASS:
             kind, hint = _ERROR_KINDS_BY_CLASS[cls.__name__]
-            return P.Error(request_id, kind, str(error), hint)
+            return P.Error(request_id, kind, str(error), hint, getattr(error, "prompt_tokens", 0))
     if is_disk_full(error):  # a write no check foresaw: still the machine's fault, not the engine's
         return P.Error(request_id, "disk_write", f"the drive is full: {error}", _DISK_FULL_HINT)
     if type(error).__name__ == "OutOfMemoryError" or isinstance(error, MemoryError):

@@ -286,6 +286,8 @@ class Engine:
             "device": str(target.lm.device),
             "dtype": str(target.lm.dtype).removeprefix("torch."),
             "max_context": self.session.context_limit,
+            "model_context": self.session.model_context,
+            "context_bytes_per_token": self.session.context_bytes_per_token,
             "budget": request.budget
             if request.budget == "auto"
             else min(request.budget, self.budget_cap or request.budget),

@@ -92,7 +92,9 @@ class Load(Request):
     the activations it reserves. StatusReport.models["budget"] is the tree budget in force: lower than
     `budget` when the GPU cannot hold the activations of the requested tree. context_length: the tokens of
     conversation both KV caches are preallocated for (None: 4,096, or the models' limit if lower);
-    StatusReport.models["max_context"] reports it, and longer conversations drop their oldest turns.
+    StatusReport.models["max_context"] reports it, and longer conversations drop their oldest turns;
+    models["model_context"] is the longest both models keep (what a context_length can go up to), and
+    models["context_bytes_per_token"] the memory each token of it sets aside in their KV caches.
     fit_context True takes a context_length longer than the models keep down to their limit (the app's
     setting: a preference kept from one model to the next); False refuses it (an invalid_setting Error).
     budget "auto" (the default): chosen per pass for this machine (core/decoding/autotune), up to the largest budget
@@ -334,12 +336,15 @@ class Finished(Event):
 
 @dataclass(frozen=True)
 class Error(Event):
-    """kind: one of ERROR_KINDS. request_id: the request it ends, or None for engine-wide problems."""
+    """kind: one of ERROR_KINDS. request_id: the request it ends, or None for engine-wide problems.
+    prompt_tokens: for a context_length Error, the prompt's tokens (0: not known), so that a client can load
+    the models with a context that holds it (StatusReport.models["model_context"] says how long they go)."""
 
     request_id: str | None
     kind: str
     message: str
     hint: str = ""
+    prompt_tokens: int = 0
 
 
 REQUEST_TYPES: dict[str, type[Request]] = {

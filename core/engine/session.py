@@ -29,7 +29,9 @@ from core.engine.conversation_cache import ConversationCache
 from core.errors import ContextLengthError, InvalidSettingError
 from core.decoding.generation import GenerationChunk, split_reasoning, stream_generate
 from core.decoding.settings import DecodingSettings, SamplingParams
+from core.modeling import families
 from core.modeling.kv_cache import InPlaceKVCache
+from core.planning.residency import config_kv_bytes
 from core.decoding.methods.step import OutputControls
 from core.text.prompts import Message, Prompt, Tool, encode_prompt
 from core.text.template_kwargs import template_variables
@@ -101,7 +103,8 @@ def fit_conversation(
         raise ContextLengthError(
             f"{kept}the prompt is {token_count(len(ids))} with the chat template "
             f"({_prompt_parts(tokenizer, head, body, tools, template_kwargs or {}, len(ids))}), but the model's "
-            f"context window is {token_count(context_limit)}"  # what to do is the error's hint (core.engine.process)
+            f"context window is {token_count(context_limit)}",  # what to do is the error's hint (core.engine.process)
+            prompt_tokens=len(ids),
         )
     variables = template_variables(tokenizer, template_kwargs or {})
     if tools:
@@ -142,7 +145,8 @@ def fit_text(tokenizer: PreTrainedTokenizerBase, text: str, context_limit: int) 
     ids = encode_prompt(tokenizer, Prompt(text=text))
     if len(ids) >= context_limit:
         raise ContextLengthError(
-            f"the prompt is {token_count(len(ids))}, but the model's context window is {token_count(context_limit)}"
+            f"the prompt is {token_count(len(ids))}, but the model's context window is {token_count(context_limit)}",
+            prompt_tokens=len(ids),
         )
     return PreparedPrompt(ids, 0)
 
@@ -175,7 +179,23 @@ class ChatSession:
 
     @property
     def context_limit(self) -> int:
-        return min(m.max_context for m in (self.target, self.draft) if m is not None)
+        return min(m.max_context for m in self.models)
+
+    @property
+    def models(self) -> list[CausalLM]:
+        return [m for m in (self.target, self.draft) if m is not None]
+
+    @property
+    def model_context(self) -> int:
+        """The longest context both models keep as themselves (their configs' limit): how far a Load's
+        context_length can take them, where context_limit is how far this load took them."""
+        return min(families.context_limit(m.config) for m in self.models)
+
+    @property
+    def context_bytes_per_token(self) -> int:
+        """The memory one token of planned context sets aside in the two models' KV caches (both preallocate
+        their rows at load: core.planning.residency.kv_rows)."""
+        return sum(config_kv_bytes(m.config, 1, m.dtype.itemsize) for m in self.models)
 
     @property
     def state(self) -> DecodeState | None:

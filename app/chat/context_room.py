@@ -1,0 +1,76 @@
+"""Room for a message longer than the context window ("Make room"): the context length that holds it, and what
+a failed answer says to do.
+
+A document added to a message is the usual cause: a ten-page PDF is about 6,000 tokens, and a model is loaded
+with room for 4,096 unless Settings ask for more. Where the model itself goes further (its own limit, which the
+engine reports as StatusReport.models["model_context"]), the answer's error offers to load it again with a
+context that holds the message, as Jan's "Increase context size" does, instead of sending the person to
+Settings to guess a number; where it does not, the words say that only a shorter message helps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from app.settings.schema import CONTEXT_LENGTHS
+from core.planning.sizes import format_bytes
+
+ANSWER_ROOM = 1024  # the room asked for the answer: its longest length (Chat settings), at most this
+SHORTEN = (
+    "shorten the message (of a file added to it, keep the part you need) or the system prompt, or start a new chat"
+)
+
+
+@dataclass(frozen=True)
+class Room:
+    """A context length that holds a message: `tokens`, `more_bytes`, the memory it sets aside beyond the
+    context in force (0: not known), and whether that memory is the graphics card's (`on_gpu`), where it
+    leaves less room for the big model's layers: an offloaded model then streams more of them per pass."""
+
+    tokens: int
+    more_bytes: int = 0
+    on_gpu: bool = False
+
+    def words(self) -> str:
+        """The offer in plain words, the memory it costs where known."""
+        memory = ""
+        if self.more_bytes:
+            where = "of the graphics card's memory aside, so answers may come slower" if self.on_gpu else "memory aside"
+            memory = f" (it sets about {format_bytes(self.more_bytes)} more {where})"
+        return f"Make room loads the model again with room for {self.tokens:,} tokens{memory}"
+
+
+def room_for(prompt_tokens: int, max_tokens: int, models: dict[str, Any]) -> Room | None:
+    """The shortest context length in Settings' choices that holds a `prompt_tokens` prompt and the start of its
+    answer (`max_tokens`, at most ANSWER_ROOM), capped at the models' own limit; None where they cannot hold it,
+    the prompt's length is not known, or the engine does not say how far its models go (a server's)."""
+    ceiling = int(models.get("model_context") or 0)
+    in_force = int(models.get("max_context") or 0)
+    needed = _needed(prompt_tokens, max_tokens)
+    if prompt_tokens <= 0 or not ceiling or needed > ceiling or needed <= in_force:
+        return None
+    tokens = min(next((n for n in CONTEXT_LENGTHS if n >= needed), ceiling), ceiling)
+    per_token = int(models.get("context_bytes_per_token") or 0)
+    on_gpu = str(models.get("device") or "").startswith("cuda")
+    return Room(tokens, per_token * (tokens - in_force) if in_force else 0, on_gpu)
+
+
+def too_long_hint(prompt_tokens: int, max_tokens: int, models: dict[str, Any], remote: bool) -> str:
+    """What a person can do about a message longer than the context: Make room where it helps; where the model
+    cannot keep that much, say so and leave shortening; for a server, whose context the app does not set,
+    shortening too."""
+    if remote:
+        return SHORTEN
+    room = room_for(prompt_tokens, max_tokens, models)
+    if room is not None:
+        return f"{room.words()}; or {SHORTEN}"
+    ceiling = int(models.get("model_context") or 0)
+    if ceiling and prompt_tokens > 0 and _needed(prompt_tokens, max_tokens) > ceiling:
+        return f"this model keeps at most {ceiling:,} tokens of a chat: {SHORTEN}"
+    return f"{SHORTEN}; Menu > Settings > Context length lets the model keep more in mind, up to what it reads"
+
+
+def _needed(prompt_tokens: int, max_tokens: int) -> int:
+    """The context a prompt needs: itself and the start of its answer."""
+    return prompt_tokens + min(max(max_tokens, 1), ANSWER_ROOM)
