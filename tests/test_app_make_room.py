@@ -16,12 +16,13 @@ pytest.importorskip("PySide6")
 
 from PySide6.QtCore import Qt  # noqa: E402
 
-from app.chat.context_room import ANSWER_ROOM, SHORTEN, room_for, too_long_hint  # noqa: E402
+from app.chat.context_room import SHORTEN, room_for, too_long_hint  # noqa: E402
 from app.conversations import store as S  # noqa: E402
 from app.engine.bridge import READY  # noqa: E402
 from app.settings.schema import ConversationSettings, save_settings  # noqa: E402
 from app.window.main_window import MainWindow  # noqa: E402
 from core.engine import protocol as P  # noqa: E402
+from core.planning.residency import ANSWER_ROOM  # noqa: E402
 
 pytest.register_assert_rewrite("app_fixtures")
 from app_fixtures import CONTEXT, answered, ready, tiny_settings  # noqa: E402

@@ -83,6 +83,27 @@ def test_scripted_chat_answers_each_line_and_keeps_history(model_dirs, tmp_path)
 
 
 @pytest.mark.slow
+def test_a_message_too_long_for_the_context_says_the_length_that_holds_it(model_dirs):
+    """Loaded with room for 64 tokens of the tiny models' 128: an 80-word message fails, with the
+    --context-length that would hold it; the chat goes on (and ends with 1, as a script with a failed turn does)."""
+    long_line = " ".join(f"w{6 + i % 50}" for i in range(80))
+    result = subprocess.run(
+        chat_command(model_dirs, "--max-new-tokens", "8", "--context-length", "64"),
+        input=f"{long_line}\nw10 w11\n",
+        capture_output=True,
+        text=True,
+        timeout=140,
+    )
+    assert result.returncode == 1, result.stderr
+    assert "but the model's context window is 64 tokens" in result.stderr
+    # up to the models' own limit (128): a step of 1,024 would be longer than they keep
+    assert "(these models keep up to 128 tokens: start the chat with --context-length 128 to hold it)" in result.stderr
+    assert result.stdout.split("\n")[-2] == greedy_answer(
+        model_dirs, [{"role": "user", "content": "w10 w11"}], 8
+    )
+
+
+@pytest.mark.slow
 def test_offload_flags_reach_the_engine(model_dirs):
     """--offload on loads the target through the offloaded path (its report is on stderr with --verbose) with
     the same answer; a bad --resident-layers is a clear error before any engine starts."""

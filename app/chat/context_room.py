@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.settings.schema import CONTEXT_LENGTHS
+from core.planning.residency import context_needed
 from core.planning.sizes import format_bytes
 
-ANSWER_ROOM = 1024  # the room asked for the answer: its longest length (Chat settings), at most this
 SHORTEN = (
     "shorten the message (of a file added to it, keep the part you need) or the system prompt, or start a new chat"
 )
@@ -43,11 +43,11 @@ class Room:
 
 def room_for(prompt_tokens: int, max_tokens: int, models: dict[str, Any]) -> Room | None:
     """The shortest context length in Settings' choices that holds a `prompt_tokens` prompt and the start of its
-    answer (`max_tokens`, at most ANSWER_ROOM), capped at the models' own limit; None where they cannot hold it,
+    answer (`max_tokens`, at most residency.ANSWER_ROOM), capped at the models' own limit; None where they cannot hold it,
     the prompt's length is not known, or the engine does not say how far its models go (a server's)."""
     ceiling = int(models.get("model_context") or 0)
     in_force = int(models.get("max_context") or 0)
-    needed = _needed(prompt_tokens, max_tokens)
+    needed = context_needed(prompt_tokens, max_tokens)
     if prompt_tokens <= 0 or not ceiling or needed > ceiling or needed <= in_force:
         return None
     tokens = min(next((n for n in CONTEXT_LENGTHS if n >= needed), ceiling), ceiling)
@@ -66,11 +66,6 @@ def too_long_hint(prompt_tokens: int, max_tokens: int, models: dict[str, Any], r
     if room is not None:
         return f"{room.words()}; or {SHORTEN}"
     ceiling = int(models.get("model_context") or 0)
-    if ceiling and prompt_tokens > 0 and _needed(prompt_tokens, max_tokens) > ceiling:
+    if ceiling and prompt_tokens > 0 and context_needed(prompt_tokens, max_tokens) > ceiling:
         return f"this model keeps at most {ceiling:,} tokens of a chat: {SHORTEN}"
     return f"{SHORTEN}; Menu > Settings > Context length lets the model keep more in mind, up to what it reads"
-
-
-def _needed(prompt_tokens: int, max_tokens: int) -> int:
-    """The context a prompt needs: itself and the start of its answer."""
-    return prompt_tokens + min(max(max_tokens, 1), ANSWER_ROOM)

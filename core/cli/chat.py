@@ -45,6 +45,7 @@ from core.cli.chat_tools import TerminalTools, prompt_reader
 from core.text.terminal import for_stream
 from core.engine.client import LOAD_DIED_HINT, EngineClient
 from core.engine.connection import EngineConnection
+from core.planning.residency import context_needed
 from core.errors import DocumentError, InvalidSettingError, LoadDiedError, RemoteError, SpecExecError
 from core.text.tool_calls import ToolCallStream
 from core.text.counts import token_count
@@ -146,6 +147,18 @@ def _catch_interrupt():
         signal.signal(signal.SIGINT, previous)
 
 
+def longer_context_advice(prompt_tokens: int, max_new_tokens: int, models: dict) -> str:
+    """For a message too long for the context the models were loaded with: the --context-length that would
+    hold it (in steps of 1,024, at most the models' own limit), where they keep that much; "" otherwise (the
+    error's own hint, shorten it, is then all there is)."""
+    ceiling, in_force = int(models.get("model_context") or 0), int(models.get("max_context") or 0)
+    needed = context_needed(prompt_tokens, max_new_tokens)
+    if prompt_tokens <= 0 or not ceiling or needed > ceiling or needed <= in_force:
+        return ""
+    length = min(-(-needed // 1024) * 1024, ceiling)
+    return f"(these models keep up to {ceiling:,} tokens: start the chat with --context-length {length} to hold it)"
+
+
 def say_load_died(error: LoadDiedError, then: str) -> None:
     """A load the engine died in, in plain words: what happened, what to try, and what happens `then`."""
     print(f"error: {error}.\n  {LOAD_DIED_HINT[0].upper()}{LOAD_DIED_HINT[1:]}. ({then})", file=sys.stderr, flush=True)
@@ -160,6 +173,7 @@ class ModelLoader:
         self.report = report
         self.loaded = False
         self.tool_call_format: str | None = None  # how the loaded model writes tool calls (None: it cannot)
+        self.models: dict = {}  # the engine's StatusReport.models once loaded (its context, the models' limit)
         self._settings = dict(
             budget=args.budget,
             max_depth=args.max_depth,
@@ -181,6 +195,7 @@ class ModelLoader:
                 ready = self.client.load(*self._models, wait=True, **self._settings, on_progress=self.report)
                 self.report.done()
                 self.tool_call_format = ready.models.get("tool_call_format")
+                self.models = dict(ready.models)
                 self.loaded = True
                 return True
             except LoadDiedError as error:
@@ -423,6 +438,12 @@ class ChatLoop:
                     printer.end()
                     print(flush=True)
                     self.note(f"error: {event.message}" + (f" ({event.hint})" if event.hint else ""))
+                    if event.kind == "context_length" and self.loader is not None:
+                        advice = longer_context_advice(
+                            event.prompt_tokens, self.generate_settings["max_new_tokens"], self.loader.models
+                        )
+                        if advice:
+                            self.note(advice)
                     if event.kind == "engine_died":
                         self.reconnect()
                     return ("".join(pieces), "".join(thoughts)), False

@@ -26,6 +26,9 @@ DEFAULT_SLOTS = 2
 # it is trimmed (oldest turns first) or refused with a clear error, never grown.
 PLANNED_CONTEXT = 4096
 MIN_CONTEXT = 64
+# The room for an answer a longer context is sized to give a prompt that did not fit: its longest answer, at
+# most this (context_needed; the app's Make room and `specexec chat`'s advice).
+ANSWER_ROOM = 1024
 # Prompt tokens one forward takes at most: a long prompt is prefilled in chunks of this many, so a pass
 # holds at most this many prompt rows plus the tree (the activation reserve counts exactly that).
 PREFILL_CHUNK = 512
@@ -51,6 +54,12 @@ def resolve_context_length(requested: int | None, model_limit: int, fit: bool = 
             f"{model_limit} tokens"
         )
     return requested
+
+
+def context_needed(prompt_tokens: int, max_new_tokens: int) -> int:
+    """The context a prompt that did not fit needs: itself and the start of its answer (its longest answer,
+    at most ANSWER_ROOM: a longer context costs memory, and the answer is the point, not its whole length)."""
+    return prompt_tokens + min(max(max_new_tokens, 1), ANSWER_ROOM)
 
 
 def device_fixed_bytes(non_layer_bytes: int, embedding_bytes: int, embedding_on_host: bool, scratch_bytes: int) -> int:
