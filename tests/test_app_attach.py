@@ -59,7 +59,9 @@ def test_what_is_not_a_text_file_is_refused_in_words_and_never_hangs_the_window(
     pdf = tmp_path / "report.pdf"
     pdf.write_bytes(b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n1 0 obj\n")  # left to the reader in its own process
     word = tmp_path / "letter.docx"
-    word.write_bytes(b"PK\x03\x04" + bytes(40))
+    word.write_bytes(b"PK\x03\x04" + bytes(40))  # a zip: read apart too (the reader says what it is)
+    old_word = tmp_path / "letter.doc"
+    old_word.write_bytes(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(40))
     image = tmp_path / "photo.bin"
     image.write_bytes(b"\x00\x10JFIF\x00")
     ansi = tmp_path / "ansi.txt"
@@ -75,15 +77,15 @@ def test_what_is_not_a_text_file_is_refused_in_words_and_never_hangs_the_window(
     folder.mkdir()
     good = tmp_path / "good.txt"
     good.write_text("kept", encoding="utf-8")
-    attachment = attach_files([pdf, word, image, ansi, huge, empty, pipe, folder, tmp_path / "gone.txt", good])
+    files = [pdf, word, old_word, image, ansi, huge, empty, pipe, folder, tmp_path / "gone.txt", good]
+    attachment = attach_files(files)
     assert attachment.text == "good.txt:\n```\nkept\n```\n"  # the readable one is still added
-    assert attachment.pdfs == [pdf]
-    not_read = (
-        "is not a text file or a PDF (Word files and images cannot be read: save the text as a .txt file or a PDF)."
-    )
+    assert attachment.to_read == [pdf, word]
     assert attachment.problems == [
-        f"letter.docx {not_read}",
-        f"photo.bin {not_read}",
+        "letter.doc is in the Office format from before 2007 (.doc, .xls or .ppt), which cannot be read: open it "
+        "and save it again in today's format (a .docx for Word) or as a PDF.",
+        "photo.bin is not a text file, a PDF or a Word document (pictures and other files cannot be read: save the "
+        "text as a .txt file, a PDF or a Word document).",
         "ansi.txt is not UTF-8 text (byte 0xE9 at position 3 is not a character in UTF-8): save it again as UTF-8 "
         "(in Notepad: Save as, Encoding: UTF-8).",
         "huge.log is more text than a model reads at once (more than 1 MB): add the part you need.",
@@ -107,7 +109,7 @@ def test_files_dropped_on_the_message_box_add_their_text_where_they_are_let_go(q
     assert box.toPlainText() == "Summarise this:\nnotes.txt:\n```\nThe meeting moved to Friday.\n```\n"
     assert "file://" not in box.toPlainText()
     qtbot.waitUntil(lambda: quiet_window.toast.isVisible())
-    assert quiet_window.toast.text().startswith("slides.png is not a text file or a PDF")
+    assert quiet_window.toast.text().startswith("slides.png is not a text file, a PDF or a Word document")
 
 
 def test_files_copied_in_the_file_manager_paste_as_their_text_and_web_text_pastes_as_before(quiet_window, tmp_path):
@@ -206,14 +208,28 @@ def test_a_pdf_is_read_in_a_process_of_its_own_and_its_text_joins_the_message(qt
     assert "Costs fell\n```\n" == box.toPlainText()[-len("Costs fell\n```\n") :]  # nothing added
 
 
+def test_a_word_document_is_read_in_a_process_of_its_own_and_a_spreadsheet_is_said(qtbot, quiet_window, tmp_path):
+    from test_document_text import write_docx, zip_with
+
+    box = quiet_window.input
+    word = write_docx(tmp_path / "report.docx")
+    sheet = zip_with(tmp_path / "figures.xlsx", {"xl/workbook.xml": b"<w/>"})
+    drag(box.viewport(), files_mime(word, sheet), QPoint(4, 4))
+    assert quiet_window.toast.text() == "Reading report.docx, figures.xlsx…"
+    qtbot.waitUntil(lambda: box.reading is None and not box.waiting_documents, timeout=90_000)
+    assert box.toPlainText().startswith("report.docx:\n```\n# Quarterly report\n")
+    assert box.toPlainText().endswith("North | 12 (flat)\nGrüße ✓\n```\n")
+    assert quiet_window.toast.text().startswith("figures.xlsx is an Excel spreadsheet, which cannot be read")
+
+
 def test_a_pdf_reader_that_does_not_end_is_stopped_and_said(qtbot, tmp_path):
-    from app.chat.pdf_reading import PdfReading
+    from app.chat.document_reading import DocumentReading
     from test_document_text import write_pdf
 
-    reading = PdfReading(write_pdf(tmp_path / "slow.pdf", ["text"]), timeout_ms=1)  # no reader ends that soon
+    reading = DocumentReading(write_pdf(tmp_path / "slow.pdf", ["text"]), timeout_ms=1)  # no reader ends that soon
     with qtbot.waitSignal(reading.failed, timeout=10_000) as failed:
         pass
-    assert failed.args[0].startswith("Reading slow.pdf took longer than 0 s and was stopped: the PDF may be damaged")
+    assert failed.args[0].startswith("Reading slow.pdf took longer than 0 s and was stopped: the file may be damaged")
     qtbot.waitUntil(lambda: reading.process.state() == reading.process.ProcessState.NotRunning, timeout=10_000)
 
 
@@ -224,7 +240,7 @@ def test_many_pdfs_are_read_one_at_a_time_in_the_order_given(qtbot, quiet_window
     box = quiet_window.input
     pdfs = [write_pdf(tmp_path / f"part{n}.pdf", [f"Part {n}"]) for n in (1, 2, 3)]
     box.add_files(pdfs)
-    assert box.reading is not None and box.waiting_pdfs == pdfs[1:]
+    assert box.reading is not None and box.waiting_documents == pdfs[1:]
     assert len(box.findChildren(type(box.reading))) == 1
-    qtbot.waitUntil(lambda: box.reading is None and not box.waiting_pdfs, timeout=90_000)
+    qtbot.waitUntil(lambda: box.reading is None and not box.waiting_documents, timeout=90_000)
     assert box.toPlainText() == "".join(f"part{n}.pdf:\n```\nPart {n}\n```\n" for n in (1, 2, 3))

@@ -10,7 +10,7 @@ import pytest
 
 from conftest import run_cli
 from core.errors import DocumentError
-from core.text.document_text import MAX_PDF_PAGES, document_text, is_pdf
+from core.text.document_text import MAX_PDF_PAGES, document_text, read_apart
 
 
 def write_pdf(
@@ -44,7 +44,7 @@ def write_pdf(
 
 def test_a_pdfs_pages_come_as_text_apart_by_a_blank_line(tmp_path):
     pdf = write_pdf(tmp_path / "minutes.pdf", ["Budget approved", "", "Next meeting: Friday"])
-    assert is_pdf(pdf) and not is_pdf(tmp_path) and not is_pdf(tmp_path / "gone.pdf")
+    assert read_apart(pdf) and not read_apart(tmp_path) and not read_apart(tmp_path / "gone.pdf")
     assert document_text(pdf) == "Budget approved\n\nNext meeting: Friday"  # the empty page leaves no gap
 
 
@@ -80,3 +80,95 @@ def test_specexec_text_prints_a_documents_text_exactly_and_refuses_in_words(tmp_
     assert result.returncode == 0 and json.loads(result.stdout) == {"name": "notes.md", "text": "# Grüße\r\n"}
     result = run_cli(capsys, "text", str(tmp_path / "photo.png"))
     assert result.returncode == 2 and result.stderr.startswith("error: photo.png is not a file that can be read")
+
+
+# Word documents ------------------------------------------------------------------------------------------------
+
+
+def write_docx(path: Path) -> Path:
+    """A Word document as Word writes one (python-docx): a title, a heading, a paragraph, a list item, a table
+    with a cell merged across two columns, and text after it."""
+    import docx
+
+    document = docx.Document()
+    document.add_heading("Quarterly report", 0)
+    document.add_heading("Figures", 2)
+    document.add_paragraph("Sales grew by 12%.")
+    document.add_paragraph("Costs fell", style="List Bullet")
+    table = document.add_table(rows=2, cols=3)
+    for cell, text in zip(table.rows[0].cells, ("region", "sales", "note")):
+        cell.text = text
+    table.cell(1, 0).text = "North"
+    table.cell(1, 1).merge(table.cell(1, 2)).text = "12  (flat)"
+    document.add_paragraph("Grüße ✓")
+    document.save(path)
+    return path
+
+
+def test_a_word_documents_text_comes_in_reading_order_with_its_headings_lists_and_tables(tmp_path):
+    word = write_docx(tmp_path / "report.docx")
+    assert read_apart(word)  # a zip: parsed in a process of its own, as a PDF is
+    assert document_text(word) == (
+        "# Quarterly report\n## Figures\nSales grew by 12%.\n- Costs fell\nregion | sales | note\n"
+        "North | 12 (flat)\nGrüße ✓"
+    )
+
+
+def zip_with(path: Path, parts: dict[str, bytes]) -> Path:
+    import zipfile
+
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in parts.items():
+            archive.writestr(name, data)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("parts", "words"),
+    [
+        ({"xl/workbook.xml": b"<w/>"}, "is an Excel spreadsheet, which cannot be read: save it as CSV"),
+        ({"ppt/presentation.xml": b"<p/>"}, "is a PowerPoint presentation, which cannot be read: save it as a PDF"),
+        ({"photos/cat.jpg": b"\xff\xd8\xff"}, "is a zip archive: unpack it and add the files in it"),
+        ({"word/document.xml": b"<not closed"}, "is damaged, or not a Word document this reader understands"),
+    ],
+)
+def test_other_office_files_archives_and_damaged_documents_are_said_in_words(tmp_path, parts, words):
+    with pytest.raises(DocumentError, match=words):
+        document_text(zip_with(tmp_path / "file.docx", parts))
+
+
+def test_a_word_document_that_unpacks_past_the_limit_is_refused_before_it_is_parsed(tmp_path):
+    """A zip bomb: a few hundred kilobytes on disk that say they unpack to more than MAX_WORD_UNPACKED."""
+    import zipfile
+
+    from core.text.document_text import MAX_WORD_UNPACKED
+
+    bomb = tmp_path / "bomb.docx"
+    with zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as archive:
+        with archive.open("word/document.xml", "w", force_zip64=True) as part:
+            chunk = b" " * (1 << 20)
+            for _ in range((MAX_WORD_UNPACKED >> 20) + 1):
+                part.write(chunk)
+    assert bomb.stat().st_size < 2 << 20
+    with pytest.raises(DocumentError, match="bomb.docx unpacks to more than 256 MB"):
+        document_text(bomb)
+
+
+def test_a_truncated_or_empty_word_document_is_said_in_words(tmp_path):
+    whole = write_docx(tmp_path / "whole.docx").read_bytes()
+    truncated = tmp_path / "truncated.docx"
+    truncated.write_bytes(whole[: len(whole) // 2])
+    with pytest.raises(DocumentError, match="truncated.docx is damaged"):
+        document_text(truncated)
+    import docx
+
+    docx.Document().save(tmp_path / "blank.docx")
+    with pytest.raises(DocumentError, match="blank.docx has no text to read"):
+        document_text(tmp_path / "blank.docx")
+
+
+def test_specexec_text_reads_a_word_document(tmp_path, capsys):
+    result = run_cli(capsys, "text", str(write_docx(tmp_path / "report.docx")), "--json")
+    assert result.returncode == 0
+    record = json.loads(result.stdout)
+    assert record["name"] == "report.docx" and record["text"].endswith("North | 12 (flat)\nGrüße ✓")

@@ -306,11 +306,12 @@ def test_self_test_expectation_is_a_valid_request_for_the_engine():
     assert self_test.load_request(expectation).device == "cpu"  # the same numbers on every machine
 
 
-def test_self_test_reads_its_pdf_through_the_command_line_as_the_app_reads_one(tmp_path, monkeypatch):
-    """The bundle must carry the PDF reader and give its words back in UTF-8 (ü and ß: not cp1252's bytes)."""
+def test_self_test_reads_its_documents_through_the_command_line_as_the_app_reads_one(tmp_path, monkeypatch):
+    """The bundle must carry the PDF and Word readers and give their words back in UTF-8 (ü and ß: not
+    cp1252's bytes)."""
     lines = []
     self_test.check_document_reader(lines.append)
-    assert lines == ["PDF reader as a child process: ok"]
+    assert lines == ["PDF reader as a child process: ok", "Word reader as a child process: ok"]
     damaged = tmp_path / "self-test.pdf"
     damaged.write_bytes(b"%PDF-1.4\n")
     monkeypatch.setattr(self_test.resources, "path", lambda name: damaged)

@@ -4,8 +4,8 @@ name, then its text in a fenced block the model reads as one piece (core.text.do
 `specexec chat`'s /file writes too).
 
 What a file may be, and how it is read, is core.text.document_text's: text files are read here at once (a
-read of at most a megabyte, after the checks that keep a pipe or a device from hanging the window); PDFs are
-left to app.chat.pdf_reading, which parses them in a process of its own.
+read of at most a megabyte, after the checks that keep a pipe or a device from hanging the window); PDFs and
+Word documents are left to app.chat.document_reading, which parses them in a process of its own.
 """
 
 from __future__ import annotations
@@ -14,26 +14,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from core.errors import DocumentError
-from core.text.document_text import ATTACHED_BLOCK, document_text, fenced, is_pdf
+from core.text.document_text import ATTACHED_BLOCK, document_text, fenced, read_apart
 
 
 @dataclass
 class Attachment:
     """What the files give the message at once: `text` to insert (empty when none could be read),
-    `problems` (one sentence for each file that was not read) and the `pdfs` still to read."""
+    `problems` (one sentence for each file that was not read) and the files `to_read` in a process of their
+    own (PDFs, Word documents)."""
 
     text: str = ""
     problems: list[str] = field(default_factory=list)
-    pdfs: list[Path] = field(default_factory=list)
+    to_read: list[Path] = field(default_factory=list)
 
 
 def attach_files(paths: list[Path]) -> Attachment:
-    """The text files of `paths`, each as `fenced(name, text)`, in order; the PDFs among them apart."""
+    """The text files of `paths`, each as `fenced(name, text)`, in order; the PDFs and Word documents among
+    them apart."""
     attachment = Attachment()
     blocks = []
     for path in paths:
-        if is_pdf(path):
-            attachment.pdfs.append(path)
+        if read_apart(path):
+            attachment.to_read.append(path)
             continue
         try:
             blocks.append(fenced(path.name, document_text(path)))

@@ -1,4 +1,4 @@
-"""The composer: the message box, a paperclip that adds documents (PDFs, text files) to the message, and one
+"""The composer: the message box, a paperclip that adds documents (PDFs, Word, text files) to the message, and one
 round button that sends, and stops the answer while it streams; under them, for a model that can answer with
 or without thinking first (Qwen3), the chat's Think switch, as Jan and ChatGPT put it beside the message
 box."""
@@ -16,9 +16,9 @@ from app.theme.icons import themed
 from app.window.labels import ElidedLabel
 
 # what the paperclip's chooser offers first: documents people give a model (the other filter takes any file,
-# which app.chat.attached_files reads if it is text or a PDF)
+# which app.chat.attached_files reads if it is text, a PDF or a Word document)
 DOCUMENT_FILES = (
-    "Documents (*.pdf *.txt *.md *.markdown *.rst *.csv *.tsv *.json *.jsonl *.yaml *.yml *.toml *.ini *.xml *.html "
+    "Documents (*.pdf *.docx *.txt *.md *.markdown *.rst *.csv *.tsv *.json *.jsonl *.yaml *.yml *.toml *.ini *.xml *.html "
     "*.htm *.log *.py *.js *.ts *.java *.c *.h *.cpp *.hpp *.cs *.go *.rs *.rb *.php *.sh *.ps1 *.sql *.tex)"
 )
 
@@ -52,7 +52,7 @@ class Composer(QFrame):
         themed(self.attach_button, "paperclip", "muted_text", size=18)
         self.attach_button.setAccessibleName("Add a document")
         self.attach_button.setToolTip(
-            "Add a document's text to the message: a PDF or a text file (or drop it on the chat)"
+            "Add a document's text to the message: a PDF, a Word document or a text file (or drop it on the chat)"
         )
         self.attach_button.clicked.connect(self.choose_files)
         self.files_dialog: QFileDialog | None = None

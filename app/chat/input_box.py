@@ -1,7 +1,7 @@
 """The message box: Enter sends, Shift+Enter starts a new line; grows with its text up to a few lines. Text
-files and PDFs dropped on it, or pasted after a Copy in the file manager, add their text
-(app.chat.attached_files; a PDF's once app.chat.pdf_reading has read it) where a plain text box would add
-their addresses ("file:///home/...")."""
+files, PDFs and Word documents dropped on it, or pasted after a Copy in the file manager, add their text
+(app.chat.attached_files; a PDF's or a Word document's once app.chat.document_reading has read it) where a
+plain text box would add their addresses ("file:///home/...")."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from PySide6.QtGui import QDropEvent, QKeyEvent, QTextCursor
 from PySide6.QtWidgets import QPlainTextEdit, QSizePolicy, QWidget
 
 from app.chat.attached_files import attach_files
-from app.chat.pdf_reading import PdfReading
+from app.chat.document_reading import DocumentReading
 from core.text.document_text import fenced
 
 MIN_LINES, MAX_LINES = 2, 8
@@ -25,13 +25,13 @@ class InputBox(QPlainTextEdit):
     submitted = Signal(str)
     cancelled = Signal()
     files_refused = Signal(str)  # why files given to the box were not added, in words
-    files_reading = Signal(str)  # the PDFs being read, in words ("Reading report.pdf…")
+    files_reading = Signal(str)  # the documents being read, in words ("Reading report.pdf…")
 
     def __init__(self, parent: QWidget | None = None, cancellable: bool = False) -> None:
         super().__init__(parent)
         self.cancellable = cancellable
-        self.reading: PdfReading | None = None  # the PDF being read, its text still to come
-        self.waiting_pdfs: list[Path] = []  # the next ones: one reader at a time, however many were dropped
+        self.reading: DocumentReading | None = None  # the document being read, its text still to come
+        self.waiting_documents: list[Path] = []  # the next ones: one reader at a time, however many were dropped
         self.setPlaceholderText("Message")  # the keys are in the hint under the box
         self.setAccessibleName("Message input")
         self.setAccessibleDescription("Type a message. Enter sends it, Shift+Enter starts a new line.")
@@ -67,20 +67,20 @@ class InputBox(QPlainTextEdit):
             super().insertFromMimeData(source)
 
     def add_files(self, files: list[Path]) -> None:
-        """The text of `files` at the cursor, on lines of its own (a PDF's when it has been read, at the
-        cursor then); what could not be read is said."""
+        """The text of `files` at the cursor, on lines of its own (a PDF's or a Word document's when it has been
+        read, at the cursor then); what could not be read is said."""
         attachment = attach_files(files)
         self._insert_block(attachment.text)
         if attachment.problems:
             self.files_refused.emit(" ".join(attachment.problems))
-        if attachment.pdfs:
-            self.waiting_pdfs += attachment.pdfs
-            self.files_reading.emit(f"Reading {', '.join(pdf.name for pdf in attachment.pdfs)}…")
-            self._read_next_pdf()
+        if attachment.to_read:
+            self.waiting_documents += attachment.to_read
+            self.files_reading.emit(f"Reading {', '.join(path.name for path in attachment.to_read)}…")
+            self._read_next()
 
     def stop_reading(self) -> None:
-        """Stop the PDF being read and forget those waiting (the window, or the edit, is closing)."""
-        self.waiting_pdfs.clear()
+        """Stop the document being read and forget those waiting (the window, or the edit, is closing)."""
+        self.waiting_documents.clear()
         if self.reading is not None:
             self.reading.stop()
             self.reading = None
@@ -94,19 +94,19 @@ class InputBox(QPlainTextEdit):
         self.setTextCursor(cursor)
         self.setFocus()
 
-    def _read_next_pdf(self) -> None:
-        if self.reading is not None or not self.waiting_pdfs:
+    def _read_next(self) -> None:
+        if self.reading is not None or not self.waiting_documents:
             return
-        self.reading = reading = PdfReading(self.waiting_pdfs.pop(0), self)
+        self.reading = reading = DocumentReading(self.waiting_documents.pop(0), self)
         reading.read.connect(lambda name, text: self._insert_block(fenced(name, text)))
         reading.failed.connect(self.files_refused)
         reading.done.connect(lambda: self._reading_done(reading))
 
-    def _reading_done(self, reading: PdfReading) -> None:
+    def _reading_done(self, reading: DocumentReading) -> None:
         if self.reading is reading:
             self.reading = None
         reading.deleteLater()
-        self._read_next_pdf()
+        self._read_next()
 
     def submit(self) -> None:
         text = self.toPlainText()

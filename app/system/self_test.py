@@ -5,9 +5,10 @@ What it does, in order, each step failing with a plain reason:
    icons) against a temporary data folder, so the installed UI code, Qt plugins and resources are all there.
 2. Command line: runs `specexec hw --json` as a child process the way the wizard starts its downloads
    (app.system.cli_process: in a frozen bundle, this executable with `--cli`), and reads its JSON; then
-   `specexec text resources/self-test.pdf --json` the way a PDF added to a message is read
-   (app.chat.pdf_reading), and checks its words, accents included (the PDF reader, pypdf, must be bundled,
-   and the child's output is UTF-8 whatever the system's code page).
+   `specexec text resources/self-test.pdf --json` and `... self-test.docx --json` the way a document added to
+   a message is read (app.chat.document_reading), and checks their words, accents included (the readers, pypdf
+   and python-docx with lxml, must be bundled, and the child's output is UTF-8 whatever the system's code
+   page).
 3. Engine: starts the engine process the way the app does (`EngineClient`, multiprocessing "spawn"), and
    checks it runs the same executable as this process (a frozen bundle must re-launch itself, not look for
    a Python).
@@ -44,8 +45,8 @@ log = logging.getLogger(__name__)
 
 FLAG = "--self-test"
 EXPECTATION_RESOURCE = "self-test.json"
-PDF_RESOURCE = "self-test.pdf"
-PDF_TEXT = "Grüße aus dem PDF"  # what the PDF's one page says
+# the documents the readers are tried on, and what each says (a PDF's one page, a Word document's paragraph)
+DOCUMENTS = (("self-test.pdf", "Grüße aus dem PDF", "PDF"), ("self-test.docx", "Grüße aus dem Word-Dokument", "Word"))
 LOAD_TIMEOUT_S = 900.0  # the first run converts the GGUF (about 30 s on a desktop, minutes on a slow CI box)
 GENERATE_IDLE_TIMEOUT_S = 300.0
 # One torch thread: a 135M model needs no more for 12 tokens, and a busy machine (a CI runner, a desktop
@@ -266,8 +267,8 @@ def check_gpu(log_dir: Path, report=print) -> None:
 
 
 def cli_child_json(what: str, *arguments: str) -> tuple[subprocess.CompletedProcess, object]:
-    """`specexec ARGUMENTS` in a child process started as the app starts its downloads, measurements and PDF
-    readings (app.system.cli_process), and the JSON it printed (None when it failed or printed none); `what`
+    """`specexec ARGUMENTS` in a child process started as the app starts its downloads, measurements and
+    document readings (app.system.cli_process), and the JSON it printed (None when it failed or printed none); `what`
     names it in the failure when it cannot run at all."""
     from app.system.cli_process import cli_command
 
@@ -298,15 +299,17 @@ def check_command_line(report=print) -> None:
 
 
 def check_document_reader(report=print) -> None:
-    """`specexec text self-test.pdf --json` in a child process, as the app reads a PDF added to a message."""
-    done, record = cli_child_json("the PDF reader", "text", str(resources.path(PDF_RESOURCE)), "--json")
-    text = record.get("text") if isinstance(record, dict) else None
-    if text != PDF_TEXT:
-        raise SelfTestFailure(
-            f"`specexec text {PDF_RESOURCE} --json` gave exit code {done.returncode} and {text!r}, not "
-            f"{PDF_TEXT!r}: {child_said(done)}"
-        )
-    report("PDF reader as a child process: ok")
+    """`specexec text self-test.pdf --json` and `... self-test.docx --json` in a child process, as the app
+    reads a document added to a message."""
+    for resource, expected, kind in DOCUMENTS:
+        done, record = cli_child_json(f"the {kind} reader", "text", str(resources.path(resource)), "--json")
+        text = record.get("text") if isinstance(record, dict) else None
+        if text != expected:
+            raise SelfTestFailure(
+                f"`specexec text {resource} --json` gave exit code {done.returncode} and {text!r}, not "
+                f"{expected!r}: {child_said(done)}"
+            )
+        report(f"{kind} reader as a child process: ok")
 
 
 def run(log_dir: Path, report=print) -> None:

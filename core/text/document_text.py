@@ -1,11 +1,11 @@
 """The text of a document a person gives a model (a file added to a chat message): a text file read as
-core.system.text_files reads a file written by hand, or a PDF's text through pypdf (pure Python, BSD, the
-field's own reader).
+core.system.text_files reads a file written by hand, a PDF's text through pypdf (pure Python, BSD, the
+field's own reader), a Word document's through python-docx (MIT, on lxml; the field's own reader too).
 
 What the file is gets checked before it is read: only regular files (a pipe or a device would never end),
-only up to the limits below, only text; a Word file or an image is refused in words. A PDF is parsed only in
-a process of its own (`specexec text FILE`, which the app starts): a parser fed a damaged or hostile file can
-loop or swell, and a process can be stopped where a thread cannot.
+only up to the limits below, only text; an image, a spreadsheet or an old .doc is refused in words. PDFs and
+Word documents are parsed only in a process of its own (`specexec text FILE`, which the app starts): a parser
+fed a damaged or hostile file can loop or swell, and a process can be stopped where a thread cannot.
 """
 
 from __future__ import annotations
@@ -19,25 +19,37 @@ from core.system.text_files import decode_text
 MAX_TEXT_BYTES = 1 << 20  # about 250,000 tokens of text: past every context window of the catalog's models
 MAX_PDF_BYTES = 64 << 20  # scanned pages weigh megabytes each, and hold no text anyway
 MAX_PDF_PAGES = 2000
+MAX_WORD_BYTES = 64 << 20  # a Word file's pictures weigh most of it
+MAX_WORD_UNPACKED = 256 << 20  # what its parts unpack to, as the zip's directory says (a zip bomb says more)
 PDF_START = b"%PDF-"
-NOT_TEXT = "Word files and images cannot be read: save the text as a .txt file or a PDF"
-# how the formats people try most begin: Office's zip (docx, xlsx), PNG, JPEG, GIF
-BINARY_STARTS = (b"PK\x03\x04", b"\x89PNG", b"\xff\xd8\xff", b"GIF8")
+ZIP_START = b"PK\x03\x04"  # Office's formats since 2007: .docx, .xlsx, .pptx
+OLD_OFFICE_START = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"  # .doc, .xls, .ppt before 2007
+NOT_TEXT = "pictures and other files cannot be read: save the text as a .txt file, a PDF or a Word document"
+# how the pictures people try most begin: PNG, JPEG, GIF
+BINARY_STARTS = (b"\x89PNG", b"\xff\xd8\xff", b"GIF8")
+# a zip's part that says which Office file it is, and what to do with those that are not Word's
+OFFICE_PARTS = {
+    "xl/workbook.xml": "an Excel spreadsheet, which cannot be read: save it as CSV (File > Save As) and add that",
+    "ppt/presentation.xml": "a PowerPoint presentation, which cannot be read: save it as a PDF and add that",
+}
+WORD_PART = "word/document.xml"
 
 
-def is_pdf(path: Path) -> bool:
-    """Whether `path` is a regular file that begins as a PDF does (False when it cannot be read)."""
+def read_apart(path: Path) -> bool:
+    """Whether `path` is a regular file whose format is parsed in a process of its own: a PDF, or a zip
+    (a Word document; the reader says what any other zip is). False when it cannot be read."""
     try:
         if not path.is_file():
             return False
         with path.open("rb") as handle:
-            return handle.read(len(PDF_START)) == PDF_START
+            start = handle.read(len(PDF_START))
     except OSError:
         return False
+    return start.startswith((PDF_START, ZIP_START))
 
 
 def document_text(path: Path) -> str:
-    """The text of the text file or PDF at `path` (a PDF's pages apart by a blank line).
+    """The text of the text file, PDF or Word document at `path` (a PDF's pages apart by a blank line).
 
     Raises:
         DocumentError: it is not a regular file, cannot be read, is not text, holds no text (a scanned PDF),
@@ -60,21 +72,32 @@ def document_text(path: Path) -> str:
                 f"{name} is {size_mb:,.0f} MB, more than the {MAX_PDF_BYTES >> 20} MB a PDF may be here"
             )
         return _pdf_text(path, name)
+    if data.startswith(ZIP_START):
+        if size_mb > MAX_WORD_BYTES >> 20:
+            raise DocumentError(
+                f"{name} is {size_mb:,.0f} MB, more than the {MAX_WORD_BYTES >> 20} MB a Word file may be here"
+            )
+        return _word_text(path, name)
+    if data.startswith(OLD_OFFICE_START):
+        raise DocumentError(
+            f"{name} is in the Office format from before 2007 (.doc, .xls or .ppt), which cannot be read: open it "
+            "and save it again in today's format (a .docx for Word) or as a PDF"
+        )
     if len(data) > MAX_TEXT_BYTES:
         raise DocumentError(
             f"{name} is more text than a model reads at once (more than {MAX_TEXT_BYTES >> 20} MB): "
             "add the part you need"
         )
     if data.startswith(BINARY_STARTS):
-        raise DocumentError(f"{name} is not a text file or a PDF ({NOT_TEXT})")
+        raise DocumentError(f"{name} is not a text file, a PDF or a Word document ({NOT_TEXT})")
     try:
         text = decode_text(data, name)
     except TextEncodingError as error:  # a NUL: a binary file; else text in another encoding (Windows' "ANSI")
         if b"\0" in data:
-            raise DocumentError(f"{name} is not a text file or a PDF ({NOT_TEXT})") from error
+            raise DocumentError(f"{name} is not a text file, a PDF or a Word document ({NOT_TEXT})") from error
         raise DocumentError(str(error)) from error
     if "\0" in text:  # text has no NUL: a binary file whose bytes happen to decode
-        raise DocumentError(f"{name} is not a text file or a PDF ({NOT_TEXT})")
+        raise DocumentError(f"{name} is not a text file, a PDF or a Word document ({NOT_TEXT})")
     if not text.strip():
         raise DocumentError(f"{name} is empty")
     return text
@@ -111,6 +134,71 @@ def _pdf_text(path: Path, name: str) -> str:
         raise DocumentError(f"{name} has no text to read: it is probably scanned pages (pictures of text)")
     # a text layer may hold NULs, which no tokenizer wants, and lone surrogates, which are not text: U+FFFD
     return text.replace("\0", "").encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def _word_text(path: Path, name: str) -> str:
+    """A Word document's text in reading order: paragraphs (headings as Markdown headings, list items as
+    "- "), tables row by row with their cells apart by " | " (a merged cell once). Headers, footers, notes
+    and pictures are left out."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as archive:
+            parts = {info.filename: info.file_size for info in archive.infolist()}
+    except (zipfile.BadZipFile, OSError, ValueError) as error:
+        raise DocumentError(f"{name} is damaged, or not a Word document this reader understands ({error})") from error
+    if WORD_PART not in parts:
+        what = next((words for part, words in OFFICE_PARTS.items() if part in parts), None)
+        raise DocumentError(f"{name} is {what or 'a zip archive: unpack it and add the files in it'}")
+    if sum(parts.values()) > MAX_WORD_UNPACKED:
+        raise DocumentError(
+            f"{name} unpacks to more than {MAX_WORD_UNPACKED >> 20} MB, more than a Word document may here"
+        )
+    try:
+        from docx import Document
+        from docx.table import Table
+
+        lines, chars = [], 0
+        for block in Document(str(path)).iter_inner_content():
+            text = _table_text(block) if isinstance(block, Table) else _paragraph_text(block)
+            chars += len(text)
+            if chars > MAX_TEXT_BYTES:
+                raise DocumentError(f"{name} holds more text than a model reads at once: add the part you need")
+            lines.append(text)
+    except DocumentError:
+        raise
+    except Exception as error:  # noqa: BLE001 - a damaged file can make a parser raise anything: said in words
+        raise DocumentError(f"{name} is damaged, or not a Word document this reader understands ({error})") from error
+    text = "\n".join(lines).strip()
+    if not text:
+        raise DocumentError(f"{name} has no text to read")
+    return text.replace("\0", "")
+
+
+def _paragraph_text(paragraph) -> str:  # noqa: ANN001 - a docx.text.paragraph.Paragraph
+    style = (paragraph.style.name if paragraph.style is not None else "") or ""
+    text = paragraph.text
+    if not text.strip():
+        return ""
+    if style.startswith("Heading ") and style[8:].isdigit():
+        return "#" * min(int(style[8:]), 6) + " " + text.strip()
+    if style == "Title":
+        return "# " + text.strip()
+    if style.startswith("List"):
+        return "- " + text.strip()
+    return text
+
+
+def _table_text(table) -> str:  # noqa: ANN001 - a docx.table.Table
+    rows = []
+    for row in table.rows:
+        cells, seen = [], set()
+        for cell in row.cells:  # a cell merged across columns comes once per column it spans
+            if id(cell._tc) not in seen:
+                seen.add(id(cell._tc))
+                cells.append(" ".join(cell.text.split()))
+        rows.append(" | ".join(cells))
+    return "\n".join(rows)
 
 
 # a block `fenced` wrote: its name line, then the fence, the text and the same fence (group 1: the name)

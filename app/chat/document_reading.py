@@ -1,6 +1,6 @@
-"""A PDF given to a message, read in a child process (`specexec text FILE --json`, core.text.document_text)
-that the window never waits for: a damaged or hostile PDF can keep a parser busy, and a process can be
-stopped where a thread cannot. The window goes on while it reads, and a reading that takes longer than
+"""A PDF or a Word document given to a message, read in a child process (`specexec text FILE --json`,
+core.text.document_text) that the window never waits for: a damaged or hostile file can keep a parser busy,
+and a process can be stopped where a thread cannot. The window goes on while it reads, and a reading that takes longer than
 READ_TIMEOUT_MS is stopped and said."""
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ log = logging.getLogger(__name__)
 READ_TIMEOUT_MS = 60_000  # a few hundred pages take seconds; a minute is a parser that does not end
 
 
-class PdfReading(QObject):
-    """One PDF being read: `read(name, text)` when its text came, or `failed(words)` (why, in words); then
+class DocumentReading(QObject):
+    """One document being read: `read(name, text)` when its text came, or `failed(words)` (why, in words); then
     `done`, once, either way."""
 
     read = Signal(str, str)
@@ -59,7 +59,7 @@ class PdfReading(QObject):
                 record = json.loads(out)
                 name, text = str(record["name"]), str(record["text"])
             except (ValueError, KeyError, TypeError) as error:
-                log.warning("pdf text of %s unreadable: %s", self.path, error)
+                log.warning("the text of %s came unreadable: %s", self.path, error)
             else:
                 self._end()
                 self.read.emit(name, text)
@@ -80,7 +80,7 @@ class PdfReading(QObject):
             return
         self.process.kill()
         self._fail(
-            f"Reading {self.path.name} took longer than {self.timeout_ms / 1000:.0f} s and was stopped: the PDF may "
+            f"Reading {self.path.name} took longer than {self.timeout_ms / 1000:.0f} s and was stopped: the file may "
             "be damaged. Save or print it again as a PDF, or copy its text."
         )
 
