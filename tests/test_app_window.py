@@ -8,6 +8,7 @@ restarts it through the banner. Screenshots of the main states go to tests/artif
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import signal
 
@@ -25,7 +26,7 @@ from app.settings.schema import ConversationSettings, save_settings  # noqa: E40
 from app.conversations.store import Store  # noqa: E402
 
 pytest.register_assert_rewrite("app_fixtures")  # it is also a plugin (pytest_plugins below)
-from app_fixtures import process_alive, screenshot, tiny_settings  # noqa: E402
+from app_fixtures import CONTEXT, process_alive, screenshot, tiny_settings  # noqa: E402
 
 pytest_plugins = ["app_fixtures"]  # fixtures: app_paths, tiny_models, shared_bridge
 
@@ -274,6 +275,92 @@ def test_model_that_fails_to_load_shows_a_banner_and_good_settings_recover(qtbot
     assert not window.banner.isVisible() and window.send_button.isEnabled()
     send(qtbot, window, "w70 back again")
     assert rows(window) == [("user", S.COMPLETE), ("assistant", S.COMPLETE)]
+
+
+# Make room (app/window/room_host.py; the offer's words: tests/test_app_make_room.py) -----------------------------
+
+SHORT_CONTEXT = 2048  # the smallest length Settings offer; the tiny models keep CONTEXT (4,096)
+LONG_MESSAGE = " ".join(f"w{6 + i % 50}" for i in range(2300))  # ~2,300 tokens: more than 2,048, less than 4,096
+
+
+def short_context_window(qtbot, window_factory) -> MainWindow:
+    """A window on the module's engine, loaded again with room for SHORT_CONTEXT tokens."""
+    window = window_factory()
+    window.apply_settings(dataclasses.replace(window.settings, context_length=SHORT_CONTEXT))
+    qtbot.waitUntil(lambda: loaded_with(window, SHORT_CONTEXT), timeout=ANSWER_TIMEOUT_MS)
+    return window
+
+
+def loaded_with(window: MainWindow, context: int) -> bool:
+    status = window.bridge.status
+    return status.state == READY and status.models.get("max_context") == context
+
+
+def send_too_long(qtbot, window: MainWindow) -> S.Message:
+    window.input.setPlainText(LONG_MESSAGE)
+    with qtbot.waitSignal(window.controller.answer_finished, timeout=ANSWER_TIMEOUT_MS) as ended:
+        qtbot.keyClick(window.input, Qt.Key.Key_Return)
+    assert ended.args[1] == S.FAILED
+    return window.controller.messages.rows[-1]
+
+
+def saved_context(window: MainWindow) -> int:
+    return json.loads(window.paths.settings_file.read_text(encoding="utf-8"))["context_length"]
+
+
+@pytest.mark.slow
+def test_make_room_loads_the_model_with_a_context_that_holds_the_message_and_answers_it(qtbot, window_factory):
+    window = short_context_window(qtbot, window_factory)
+    failed = send_too_long(qtbot, window)
+    prompt = failed.stats["prompt_tokens"]
+    assert SHORT_CONTEXT < prompt < CONTEXT - 24 and failed.stats["room_tokens"] == CONTEXT
+    assert window.bridge.status.models["model_context"] == CONTEXT
+    button = window.chat_view.last_answer().room_button
+    assert button.isVisible() and button.isEnabled()
+    with qtbot.waitSignal(window.controller.answer_finished, timeout=ANSWER_TIMEOUT_MS) as ended:
+        qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
+        assert window.toast.text().startswith("Loading the model again with room for 4,096 tokens")
+    assert ended.args[1] == S.COMPLETE
+    assert loaded_with(window, CONTEXT)
+    assert window.settings.context_length == CONTEXT == saved_context(window)  # as if chosen in Settings
+    rows = window.controller.messages.rows
+    assert [(m.role, m.status) for m in rows] == [("user", S.COMPLETE), ("assistant", S.COMPLETE)]
+    assert rows[-1].stats["prompt_tokens"] == prompt and rows[-1].stats["generated_tokens"] == 24
+    assert [m.status for m in window.store.messages(window.controller.conversation_id)] == [S.COMPLETE] * 2
+
+
+@pytest.mark.slow
+def test_a_load_that_dies_while_making_room_puts_the_old_length_back(qtbot, window_factory):
+    """The engine killed while it loads with the longer context (as the system kills a process that runs out
+    of memory): the length goes back, a new engine loads the models as they were, and the answer says that
+    only a shorter message helps."""
+    window = short_context_window(qtbot, window_factory)
+    failed = send_too_long(qtbot, window)
+    old_pid = window.bridge.status.pid
+    killed = []
+
+    def kill_while_loading(status) -> None:
+        if status.state == "loading" and not killed and status.pid == old_pid:
+            killed.append(old_pid)
+            os.kill(old_pid, signal.SIGKILL)
+
+    window.bridge.status_changed.connect(kill_while_loading)
+    try:
+        qtbot.mouseClick(window.chat_view.last_answer().room_button, Qt.MouseButton.LeftButton)
+        qtbot.waitUntil(
+            lambda: killed and loaded_with(window, SHORT_CONTEXT) and window.bridge.status.pid != old_pid,
+            timeout=ANSWER_TIMEOUT_MS,
+        )
+    finally:
+        window.bridge.status_changed.disconnect(kill_while_loading)
+    assert window.settings.context_length == SHORT_CONTEXT == saved_context(window)
+    assert window.toast.text().startswith("The model could not load with room for 4,096 tokens")
+    answer = window.controller.messages.rows[-1]
+    assert answer.id == failed.id and answer.status == S.FAILED and "room_tokens" not in answer.stats
+    assert "could not load with room for 4,096 tokens: shorten the message" in answer.stats["hint"]
+    assert window.store.message(answer.id).stats["hint"] == answer.stats["hint"]  # saved
+    assert not window.chat_view.last_answer().room_button.isVisible()
+    assert not window.banner.isVisible() and window.send_button.isEnabled()
 
 
 @pytest.mark.slow

@@ -11,6 +11,7 @@ from PySide6.QtWidgets import QFrame, QHBoxLayout, QPushButton, QVBoxLayout, QWi
 
 from app.window.buttons import LINK, PRIMARY, SECONDARY, button, set_role
 from app.window.labels import Label
+from core.planning.residency import PLANNED_CONTEXT
 
 
 # What a signal that ended the engine most likely means, for people.
@@ -35,6 +36,22 @@ def engine_stopped_text(message: str) -> str:
     if re.search(r"exited with code", message):
         return "It quit unexpectedly."
     return "It stopped unexpectedly."
+
+
+def too_little_memory_text(context_length: int) -> str:
+    """Why the models did not load when they do not fit (the engine's plan, in gigabytes and command-line flags,
+    goes under Details), and the ways out in the app: a shorter context where Settings ask for a long one (its
+    caches are set aside at load), a smaller model, other programs closed."""
+    context = (
+        f"Settings keep room for {context_length:,} tokens of chat, which takes memory of its own: a shorter "
+        "Context length may let them fit. "
+        if context_length > PLANNED_CONTEXT
+        else ""
+    )
+    return (
+        f"<b>The models do not fit in this computer's memory.</b> {context}A smaller model from the Models page "
+        "will; closing other programs may free enough."
+    )
 
 
 def details_html(details: str) -> str:
@@ -69,6 +86,7 @@ class Banner(QFrame):
             ("retry", "&Retry"),
             ("retry_answer", "&Retry"),
             ("connections", "&Connections"),
+            ("models", "Open &models"),
             ("settings", "Open &settings"),
         ):
             action = button(text, SECONDARY)

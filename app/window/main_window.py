@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
 
 from app.system import resources
 from app.api.server import ApiServerHost
-from app.window.banner import Banner, engine_stopped_text
+from app.window.banner import Banner, engine_stopped_text, too_little_memory_text
 from app.chat.controller import ChatController
 from app.chat.header import ChatHeader
 from app.chat.tool_servers import ToolServers
@@ -446,6 +446,9 @@ class MainWindow(MenusMixin, SettingsHostMixin, RoomHostMixin, ModelsHostMixin, 
                 "the answer in progress was marked interrupted."
             )
             self.banner.show_message(text, ("restart",), details=error.message)
+        elif error.kind == "insufficient_memory":  # the plan's figures and flags under Details
+            text = too_little_memory_text(self.settings.context_length)
+            self.banner.show_message(text, ("models", "settings", "retry"), details=f"{error.kind}: {error.message}")
         elif error.kind == "model_not_found" and (missing := missing_model_words(self.settings)):
             self.banner.show_message(  # a drive unplugged, a folder moved: the way back in the app's words
                 f"<b>The models could not be loaded.</b> {escape(missing)}",
@@ -491,6 +494,8 @@ class MainWindow(MenusMixin, SettingsHostMixin, RoomHostMixin, ModelsHostMixin, 
             self.bridge.load(self.settings.load_request())
         elif name == "settings":
             self.open_settings()
+        elif name == "models":
+            self.open_model_manager()
 
     def _notice(self, text: str) -> None:
         self.toast.show_message(text, 8000)

@@ -152,7 +152,7 @@ def _word_text(path: Path, name: str) -> str:
         raise DocumentError(f"{name} is {what or 'a zip archive: unpack it and add the files in it'}")
     if sum(parts.values()) > MAX_WORD_UNPACKED:
         raise DocumentError(
-            f"{name} unpacks to more than {MAX_WORD_UNPACKED >> 20} MB, more than a Word document may here"
+            f"{name} unpacks to more than {MAX_WORD_UNPACKED >> 20} MB, more than a Word document may be here"
         )
     try:
         from docx import Document
@@ -193,7 +193,7 @@ def _table_text(table) -> str:  # noqa: ANN001 - a docx.table.Table
     rows = []
     for row in table.rows:
         cells, seen = [], set()
-        for cell in row.cells:  # a cell merged across columns comes once per column it spans
+        for cell in row.cells:  # a merged cell comes once per column it spans, all on its one <w:tc> element
             if id(cell._tc) not in seen:
                 seen.add(id(cell._tc))
                 cells.append(" ".join(cell.text.split()))
