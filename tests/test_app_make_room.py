@@ -89,16 +89,35 @@ def test_the_failed_answer_offers_make_room_only_where_it_helps(qtbot, quiet_win
     assert (
         "Make room loads the model again with room for 8,192 tokens (it sets about 360.0 MB more memory aside)" in text
     )
-    assert not w.regenerate_action.isEnabled()  # the same context would only fail again
+    assert not answer.regenerate_button.isEnabled()  # the same context would only fail again ...
     assert w.controller.messages.rows[-1].stats["prompt_tokens"] == 6000  # the meter shows it overflowing
     assert w.header.context_meter.label.text() == "100% full"
 
     w.send("an even longer one")
     fail_too_long(w, 40000)  # past the model's own limit: no offer, and words that say so
     answer = w.chat_view.last_answer()
-    assert not answer.room_button.isVisibleTo(answer)
+    assert not answer.room_button.isVisibleTo(answer) and not w.regenerate_action.isEnabled()
     assert "This model keeps at most 32,768 tokens of a chat: shorten the message" in answer.body.toPlainText()
     assert not w.chat_view.widgets[1].room_button.isVisibleTo(w.chat_view.widgets[1])  # offered on the last answer only
+
+
+def test_ctrl_r_makes_room_where_the_last_answer_offers_it(qtbot, quiet_window):
+    """The keyboard's way to the button: Regenerate (Ctrl+R) tries again the way that can work."""
+    w = quiet_window
+    w.bridge.handle_events(
+        [P.EngineStarted(pid=1), P.StatusReport("ready", {"max_context": 4096, "model_context": 32768})]
+    )
+    w.send("a long document")
+    fail_too_long(w, 6000)
+    assert not w.controller.can_regenerate() and w.regenerate_action.isEnabled()
+    before = len(w.bridge.calls)
+    qtbot.keyClick(w.input, Qt.Key.Key_R, Qt.KeyboardModifier.ControlModifier)
+    [(kind, load)] = w.bridge.calls[before:]  # the models load again with room for it; the answer waits for them
+    assert kind == "load" and load.context_length == 8192 and w.settings.context_length == 8192
+    assert w.toast.text().startswith("Loading the model again with room for 8,192 tokens")
+    assert not w.regenerate_action.isEnabled() and not w.chat_view.last_answer().room_button.isEnabled()  # once
+    w.bridge.handle_events([P.StatusReport("ready", {"max_context": 8192, "model_context": 32768})])
+    assert [call[0] for call in w.bridge.calls[before:]] == ["load", "generate"]
 
 
 def test_make_room_answers_at_once_where_the_context_already_holds_the_message(qtbot, quiet_window):
@@ -107,10 +126,10 @@ def test_make_room_answers_at_once_where_the_context_already_holds_the_message(q
     w.bridge.handle_events([P.EngineStarted(pid=1), P.StatusReport("ready", models)])
     w.send("a long document")
     fail_too_long(w, 6000)
-    assert not w.regenerate_action.isEnabled()
+    assert not w.controller.can_regenerate()
     w.apply_settings(dataclasses.replace(w.settings, context_length=8192))  # raised in Settings meanwhile
     w.bridge.handle_events([P.StatusReport("ready", {**models, "max_context": 8192})])
-    assert w.regenerate_action.isEnabled()  # the message fits now
+    assert w.controller.can_regenerate()  # the message fits now
     before = len(w.bridge.calls)
     w.chat_view.last_answer().room_button.click()
     assert [call[0] for call in w.bridge.calls[before:]] == ["generate"]  # no second load: answered at once

@@ -466,7 +466,7 @@ class MessageWidget(QWidget):
             self.room_button.setVisible(self._is_last and self.message.status == S.FAILED and tokens > 0)
             self.room_button.setToolTip(
                 f"Load the model again with room for {tokens:,} tokens of chat (Menu > Settings > Context "
-                "length), then answer"
+                "length), then answer (Ctrl+R)"
             )
         self.speed_label.setVisible(self._hovered and bool(self.speed_label.text()))
         self.time_label.setVisible(self._hovered)

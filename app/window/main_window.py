@@ -383,9 +383,10 @@ class MainWindow(MenusMixin, SettingsHostMixin, RoomHostMixin, ModelsHostMixin, 
         self.send_button.setEnabled(generating or not crashed)
         self.stop_action.setEnabled(generating)
         can_regenerate = self.controller.can_regenerate() and not crashed
-        self.regenerate_action.setEnabled(can_regenerate)
+        room = self.room_offered() is not None
+        self.regenerate_action.setEnabled(can_regenerate or room)  # Ctrl+R makes room where that is the way
         self.chat_view.set_regenerate_enabled(can_regenerate)
-        self.chat_view.set_room_enabled(not generating and not crashed and self._room_attempt is None)
+        self.chat_view.set_room_enabled(room)
         self.chat_view.set_actions_enabled(not generating)
 
     # -- engine --------------------------------------------------------------------------------------------

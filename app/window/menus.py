@@ -38,7 +38,7 @@ class MenusMixin:
         self._action(chat, "Chat &settings", self.toggle_conversation_settings, "Ctrl+Shift+S")
         chat.addSeparator()
         self.stop_action = self._action(chat, "S&top the answer", self._escape, "Esc")
-        self.regenerate_action = self._action(chat, "Re&generate the answer", self.controller.regenerate, "Ctrl+R")
+        self.regenerate_action = self._action(chat, "Re&generate the answer", self.try_again, "Ctrl+R")
         self._action(chat, "&Copy the last answer", self.copy_last_answer, "Ctrl+Shift+C")
         self._action(chat, "Export as &Markdown…", lambda: self.export_conversation_dialog("markdown"))
         self._action(chat, "Export as &JSON…", lambda: self.export_conversation_dialog("json"))

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import QTimer
 
+from app.conversations import store as S
 from app.engine.bridge import CRASHED, FAILED, READY, EngineStatus
 
 log = logging.getLogger(__name__)
@@ -36,6 +37,25 @@ class RoomHostMixin:
     """MainWindow's Make room (a mixin: it reads the window's controller, bridge, settings and toast)."""
 
     _room_attempt: RoomAttempt | None = None
+
+    def room_offered(self) -> int | None:
+        """The failed answer whose Make room can be pressed now (the last one, nothing streaming, no Make room
+        under way, the engine running), else None."""
+        rows = self.controller.messages.rows
+        last = rows[-1] if rows else None
+        if last is None or last.role != "assistant" or last.status != S.FAILED or not last.stats.get("room_tokens"):
+            return None
+        stopped = self.bridge.status.state in (CRASHED, FAILED)
+        return None if self.controller.generating or stopped or self._room_attempt is not None else last.id
+
+    def try_again(self) -> None:
+        """Regenerate (Ctrl+R): where the last answer failed for want of room and offers it, Make room, the
+        keyboard's way to that button; else a new answer."""
+        offered = None if self.controller.can_regenerate() else self.room_offered()
+        if offered is not None:
+            self.make_room(offered)
+        else:
+            self.controller.regenerate()
 
     def make_room(self, message_id: int) -> None:
         """Load the models again with the context length the failed answer `message_id` offers, then answer."""
