@@ -27,8 +27,9 @@ DEFAULT_SLOTS = 2
 PLANNED_CONTEXT = 4096
 MIN_CONTEXT = 64
 # The room for an answer a longer context is sized to give a prompt that did not fit: its longest answer, at
-# most this (context_needed; the app's Make room and `specexec chat`'s advice).
-ANSWER_ROOM = 1024
+# most this (context_needed; the app's Make room and `specexec chat`'s advice): a model that thinks first gets
+# its default longest answer (the app's THINKING_MAX_TOKENS), so its thought is not cut off for want of room.
+ANSWER_ROOM = 4096
 # Prompt tokens one forward takes at most: a long prompt is prefilled in chunks of this many, so a pass
 # holds at most this many prompt rows plus the tree (the activation reserve counts exactly that).
 PREFILL_CHUNK = 512
