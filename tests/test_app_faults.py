@@ -151,6 +151,42 @@ def test_a_second_app_on_the_same_data_brings_the_first_to_front_and_says_so(tmp
             first.kill()
 
 
+def test_the_window_says_what_a_full_disk_kept_from_being_saved_or_sent(qtbot, small_disk, tmp_path, monkeypatch):
+    """The chat's sentences reach the person: a toast over the chat, not a signal nobody listens to."""
+    from PySide6.QtCore import Qt
+
+    from app_fixtures import ready, recording_bridge_class
+
+    from app.system.paths import DATA_DIR_ENV
+    from app.window.main_window import MainWindow
+    from core.engine import protocol as P
+
+    monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path / "data"))  # settings, logs: on the roomy disk
+    store = Store(small_disk / "conversations.sqlite3")
+    paths = AppPaths.from_env().ensure()
+    window = MainWindow(paths, store=store, bridge=recording_bridge_class()(), confirm_delete=False)
+    qtbot.addWidget(window)
+    try:
+        ready(window.bridge)
+        window.send("Tell me a long story.")
+        request_id = window.bridge.calls[-1][1]
+        filler = fill_disk(small_disk)
+        answer = "Once upon a time " * 20_000
+        window.bridge.handle_events([P.TokenChunk(request_id, answer, (1,)), P.Finished(request_id, "eos")])
+        assert window.toast.text().startswith("The answer is shown but not saved: could not save to the conversation")
+        window.input.setPlainText("And another one?")
+        qtbot.keyClick(window.input, Qt.Key.Key_Return)
+        assert window.toast.text().startswith("Your message was not sent: could not save to the conversation database")
+        assert window.input.toPlainText() == "And another one?"  # kept, to send again
+        filler.unlink()
+        qtbot.waitUntil(
+            lambda: window.toast.text() == "The answer that could not be saved is saved now.", timeout=30_000
+        )
+    finally:
+        window.close()
+        store.close()
+
+
 def test_a_full_disk_loses_no_answer_and_says_so(qtbot, small_disk):
     """The disk fills while an answer streams: the answer ends (not stuck generating), is shown, the person is
     told, and it is saved once space is freed; a message sent while the disk is full is refused in words and

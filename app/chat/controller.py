@@ -101,7 +101,7 @@ class ChatController(ToolCallsMixin, QObject):
     generating_changed = Signal(bool)
     answer_finished = Signal(int, str)  # message id, final status
     prompt_started = Signal(int)  # tokens of the prompt the engine is reading
-    message = Signal(str)  # a line for the status bar
+    message = Signal(str)  # a sentence for the person (the window shows it in a toast)
     tool_call_waiting = Signal(int, str)  # message id, call id: a card asks the user
     _tool_done = Signal(str, object)  # call id, Future (emitted on the toolbox's thread, delivered queued)
 
