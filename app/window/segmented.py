@@ -7,16 +7,14 @@ move between radio buttons. The wheel over a segment does nothing: only a click 
 
 from __future__ import annotations
 
-from PySide6.QtCore import QEvent, QObject, Qt, Signal
+from PySide6.QtCore import QEvent, QObject, Qt
 from PySide6.QtWidgets import QButtonGroup, QHBoxLayout, QPushButton, QStackedWidget, QVBoxLayout, QWidget
 
 from app.theme.tokens import SPACE
 
 
 class SegmentedPages(QWidget):
-    """`add_page(widget, text)` adds a segment and its page; `current_changed` carries the new index."""
-
-    current_changed = Signal(int)
+    """`add_page(widget, text)` adds a segment and its page."""
 
     def __init__(self, name: str, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -83,7 +81,6 @@ class SegmentedPages(QWidget):
         self.buttons[index].setChecked(True)
         if index != self.stack.currentIndex():
             self.stack.setCurrentIndex(index)
-            self.current_changed.emit(index)
 
     def current_button(self) -> QPushButton:
         return self.buttons[self.currentIndex()]
