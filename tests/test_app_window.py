@@ -277,7 +277,7 @@ def test_model_that_fails_to_load_shows_a_banner_and_good_settings_recover(qtbot
     assert rows(window) == [("user", S.COMPLETE), ("assistant", S.COMPLETE)]
 
 
-# Make room (app/window/room_host.py; the offer's words: tests/test_app_make_room.py) -----------------------------
+# Make room (app/window/room_host.py; the offer's words: tests/test_app_context.py) -----------------------------
 
 SHORT_CONTEXT = 2048  # the smallest length Settings offer; the tiny models keep CONTEXT (4,096)
 LONG_MESSAGE = " ".join(f"w{6 + i % 50}" for i in range(2300))  # ~2,300 tokens: more than 2,048, less than 4,096

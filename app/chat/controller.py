@@ -135,6 +135,7 @@ class ChatController(ToolCallsMixin, QObject):
         bridge.queued.connect(self._on_queued)
         bridge.pass_stats.connect(self._on_pass_stats)
         bridge.finished.connect(self._on_finished)
+        bridge.context_trimmed.connect(self._on_context_trimmed)
         bridge.request_failed.connect(self._on_failed)
         self._tool_done.connect(self._on_tool_done)
 
@@ -157,6 +158,7 @@ class ChatController(ToolCallsMixin, QObject):
             (self.bridge.prompt_started, self._on_prompt_started),
             (self.bridge.queued, self._on_queued),
             (self.bridge.finished, self._on_finished),
+            (self.bridge.context_trimmed, self._on_context_trimmed),
             (self.bridge.request_failed, self._on_failed),
         ):
             try:
@@ -496,6 +498,18 @@ class ChatController(ToolCallsMixin, QObject):
                 "prompt_tokens": event.prompt_tokens or self.active.reading.get("prompt_tokens", 0),
                 "generated_tokens": event.generated_tokens or self.stats.tokens,
             },
+        )
+
+    def _on_context_trimmed(self, event: P.ContextTrimmed) -> None:
+        """The engine left this chat's oldest messages out of what the model read for the answer (it keeps
+        the chat's start, the system prompt, and as much of its end as fits): said once per answer."""
+        if self.active is None or self.active.request_id != event.request_id:
+            return  # another program's request through the API server: not this chat's news
+        kept = int(self.bridge.status.models.get("max_context") or 0)
+        count = f"{event.dropped_messages} oldest message{'s' if event.dropped_messages != 1 else ''}"
+        keeps = f" it keeps {kept:,} tokens in mind, and" if kept else ""
+        self.message.emit(
+            f"The model no longer sees this chat's {count}:{keeps} Menu > Settings > Context length can raise that."
         )
 
     def _on_failed(self, error: P.Error) -> None:

@@ -296,6 +296,7 @@ class EngineBridge(QObject):
     queued = Signal(object)  # P.Queued: a request waits behind `position` others (e.g. the API server's)
     pass_stats = Signal(object)  # P.PassStats
     auto_choice = Signal(object)  # P.AutoChoice: what the automatic method / budget chose, and why
+    context_trimmed = Signal(object)  # P.ContextTrimmed: a request's oldest messages were left out to fit
     finished = Signal(object)  # P.Finished
     request_failed = Signal(object)  # P.Error ending one request (kind engine_died when the engine died)
     engine_failed = Signal(object)  # P.Error for the engine as a whole: died, did not start, load failed
@@ -453,10 +454,14 @@ class EngineBridge(QObject):
             self._set(state=LOADING, progress=event.fraction, stage=event.stage)
         elif isinstance(event, P.StatusReport):
             self._status_report(event)
-        elif isinstance(event, P.ContextTrimmed):
-            self.notice.emit(f"The {event.dropped_messages} oldest message(s) were left out to fit the model's context")
-        elif isinstance(event, P.BudgetReduced):
-            self.notice.emit(f"Out of GPU memory: tree budget reduced from {event.old_budget} to {event.new_budget}")
+        elif isinstance(event, P.ContextTrimmed):  # said by whoever asked (the chat, not for an API client's)
+            self.context_trimmed.emit(event)
+        elif isinstance(event, P.BudgetReduced):  # engine-wide until the next load: said to the person
+            log.warning("out of GPU memory: tree budget %d -> %d", event.old_budget, event.new_budget)
+            self.notice.emit(
+                "The graphics card ran short of memory, so the draft model now guesses fewer words at a time: "
+                "answers may come a little slower until the models are loaded again."
+            )
 
     def _status_report(self, report: P.StatusReport) -> None:
         if report.state == "ready":

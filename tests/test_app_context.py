@@ -1,7 +1,7 @@
-"""Make room: a message longer than the context window is answered after one click loads the model again with a
-context that holds it (app.chat.context_room, app.window.room_host), and what a failed answer or a load that
-does not fit says. Against a real engine (the load, the answer, a load that dies on the way):
-tests/test_app_window.py.
+"""The context window in the app. Make room: a message longer than the context is answered after one click
+loads the model again with a context that holds it (app.chat.context_room, app.window.room_host); what a failed
+answer, a load that does not fit, a trimmed chat and a halved tree budget say. Against a real engine (the load,
+the answer, a load that dies on the way): tests/test_app_window.py.
 """
 
 from __future__ import annotations
@@ -171,3 +171,26 @@ def test_an_answer_that_never_got_a_word_is_asked_for_again_with_the_chats_own_s
     w.bridge.handle_events([P.Error(rid, "internal", "the engine failed", "this is a bug")])
     assert w.controller.regenerate()
     assert (w.bridge.calls[-1][3]["temperature"], w.bridge.calls[-1][3]["top_p"]) == (0.2, 0.5)
+
+
+def test_the_chat_says_when_its_oldest_messages_were_left_out_and_an_api_clients_trim_is_not_its_news(
+    qtbot, quiet_window
+):
+    w = quiet_window
+    w.bridge.handle_events([P.EngineStarted(pid=1), P.StatusReport("ready", {"max_context": 4096})])
+    w.bridge.handle_events([P.ContextTrimmed("api-request-7", 4)])  # another program's request, through the API
+    assert w.toast.text() == ""
+    w.send("and now?")
+    w.bridge.handle_events([P.ContextTrimmed(w.bridge.calls[-1][1], 4)])
+    assert w.toast.text() == (
+        "The model no longer sees this chat's 4 oldest messages: it keeps 4,096 tokens in mind, and Menu > "
+        "Settings > Context length can raise that."
+    )
+
+
+def test_a_tree_budget_halved_for_memory_is_said_without_the_engines_words(qtbot, quiet_window):
+    w = quiet_window
+    ready(w.bridge)
+    w.bridge.handle_events([P.BudgetReduced("r1", 64, 32)])
+    assert w.toast.text().startswith("The graphics card ran short of memory, so the draft model now guesses fewer")
+    assert "budget" not in w.toast.text()
