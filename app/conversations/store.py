@@ -42,7 +42,6 @@ STREAMING = "streaming"
 STOPPED = "stopped"  # the user pressed Stop: the partial answer is kept
 INTERRUPTED = "interrupted"  # the engine or the app died mid-answer: the partial answer is kept
 FAILED = "error"  # the engine answered with an error (its text is in stats["error"])
-STATUSES = (COMPLETE, STREAMING, STOPPED, INTERRUPTED, FAILED)
 
 
 class StoreError(RuntimeError):
