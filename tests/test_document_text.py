@@ -172,3 +172,26 @@ def test_specexec_text_reads_a_word_document(tmp_path, capsys):
     assert result.returncode == 0
     record = json.loads(result.stdout)
     assert record["name"] == "report.docx" and record["text"].endswith("North | 12 (flat)\nGrüße ✓")
+
+
+def test_a_word_document_whose_xml_expands_entities_a_billion_times_is_refused_at_once(tmp_path):
+    """The billion laughs: nine nested entities of ten; python-docx's parser resolves none, libxml2 refuses
+    the amplification, and the words say the file is damaged."""
+    import zipfile
+
+    import docx
+
+    docx.Document().save(tmp_path / "base.docx")
+    entities = "".join(
+        f'<!ENTITY lol{n} "{("&lol%d;" % (n - 1)) * 10}">' if n > 1 else '<!ENTITY lol1 "lol">' for n in range(1, 10)
+    )
+    document = (
+        f'<?xml version="1.0"?><!DOCTYPE lolz [{entities}]><w:document xmlns:w="http://schemas.openxmlformats.org/'
+        'wordprocessingml/2006/main"><w:body><w:p><w:r><w:t>&lol9;</w:t></w:r></w:p></w:body></w:document>'
+    ).encode()
+    laughs = tmp_path / "laughs.docx"
+    with zipfile.ZipFile(tmp_path / "base.docx") as base, zipfile.ZipFile(laughs, "w") as out:
+        for info in base.infolist():
+            out.writestr(info.filename, document if info.filename == "word/document.xml" else base.read(info))
+    with pytest.raises(DocumentError, match="laughs.docx is damaged, or not a Word document"):
+        document_text(laughs)
