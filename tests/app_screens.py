@@ -222,8 +222,7 @@ def too_long_window(paths):
             P.Error(
                 window.bridge.calls[-1][1],
                 "context_length",
-                "the prompt is 6,214 tokens with the chat template (the last message about 6,180), but the "
-                "model's context window is 4,096 tokens",
+                "the prompt is 6,214 tokens with the chat template, but the model's context window is 4,096 tokens",
                 "shorten the message or the system prompt, or start a new conversation",
                 6214,
             )

@@ -100,10 +100,10 @@ def fit_conversation(
         dropped += cut
     if len(ids) >= context_limit:
         kept = "after leaving out the older turns, " if trim and dropped else ""
+        parts = _prompt_parts(tokenizer, head, body, tools, template_kwargs or {}, len(ids))
         raise ContextLengthError(
-            f"{kept}the prompt is {token_count(len(ids))} with the chat template "
-            f"({_prompt_parts(tokenizer, head, body, tools, template_kwargs or {}, len(ids))}), but the model's "
-            f"context window is {token_count(context_limit)}",  # what to do is the error's hint (core.engine.process)
+            f"{kept}the prompt is {token_count(len(ids))} with the chat template{f' ({parts})' if parts else ''}, "
+            f"but the model's context window is {token_count(context_limit)}",  # what to do: the error's hint
             prompt_tokens=len(ids),
         )
     variables = template_variables(tokenizer, template_kwargs or {})
@@ -122,7 +122,8 @@ def _prompt_parts(
 ) -> str:
     """Where a prompt's tokens go, largest first ("the tools' definitions about 3,900, the messages 120"), so a
     prompt too long for the context names what to cut: the tools, the system messages (a Responses request's
-    `instructions`), or the conversation. Only for the error: it renders the prompt twice more."""
+    `instructions`), or the conversation; "" where the conversation is all there is (nothing to tell apart).
+    Only for the error: it renders the prompt twice more."""
 
     def length(messages: list[Message], with_tools: bool) -> int:
         prompt = Prompt(messages=tuple(messages), tools=tools if with_tools else (), template_kwargs=template_kwargs)
@@ -137,7 +138,7 @@ def _prompt_parts(
         return "its parts could not be counted apart"
     parts["the last message" if len(body) == 1 else "the conversation"] = total - sum(parts.values())
     named = sorted(((tokens, name) for name, tokens in parts.items() if tokens > 0), reverse=True)
-    return ", ".join(f"{name} about {tokens:,}" for tokens, name in named)
+    return ", ".join(f"{name} about {tokens:,}" for tokens, name in named) if len(named) > 1 else ""
 
 
 def fit_text(tokenizer: PreTrainedTokenizerBase, text: str, context_limit: int) -> PreparedPrompt:
