@@ -194,3 +194,27 @@ def test_a_tree_budget_halved_for_memory_is_said_without_the_engines_words(qtbot
     w.bridge.handle_events([P.BudgetReduced("r1", 64, 32)])
     assert w.toast.text().startswith("The graphics card ran short of memory, so the draft model now guesses fewer")
     assert "budget" not in w.toast.text()
+
+
+def test_an_answer_that_runs_out_of_memory_after_make_room_puts_the_old_length_back(qtbot, quiet_window):
+    """On the processor nothing checks the longer caches at load (they are made when a chat starts): the
+    answer Make room asked for runs out of memory, and the length goes back as after a load that failed."""
+    w = quiet_window
+    models = {"max_context": 4096, "model_context": 32768}
+    w.bridge.handle_events([P.EngineStarted(pid=1), P.StatusReport("ready", models)])
+    w.send("a long document")
+    fail_too_long(w, 6000)
+    w.chat_view.last_answer().room_button.click()
+    w.bridge.handle_events([P.StatusReport("ready", {**models, "max_context": 8192})])
+    rid = w.bridge.calls[-1][1]
+    before = len(w.bridge.calls)
+    w.bridge.handle_events([P.Error(rid, "out_of_memory", "out of memory (even at the smallest tree budget)", "")])
+    [(kind, load)] = w.bridge.calls[before:]
+    assert kind == "load" and load.context_length is None and w.settings.context_length == 0  # automatic again
+    assert w.toast.text().startswith("The model could not run with room for 8,192 tokens, so it is loading as")
+    answer = w.controller.messages.rows[-1]
+    assert "could not run with room for 8,192 tokens: shorten the message" in answer.stats["hint"]
+    assert "room_tokens" not in answer.stats and not w.chat_view.last_answer().room_button.isVisibleTo(w)
+    w.send("a short one")  # an answer that fails for another reason afterwards changes nothing
+    w.bridge.handle_events([P.Error(w.bridge.calls[-1][1], "out_of_memory", "out of memory", "")])
+    assert w.bridge.calls[-1][0] == "generate"

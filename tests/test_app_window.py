@@ -354,10 +354,10 @@ def test_a_load_that_dies_while_making_room_puts_the_old_length_back(qtbot, wind
     finally:
         window.bridge.status_changed.disconnect(kill_while_loading)
     assert window.settings.context_length == SHORT_CONTEXT == saved_context(window)
-    assert window.toast.text().startswith("The model could not load with room for 4,096 tokens")
+    assert window.toast.text().startswith("The model could not run with room for 4,096 tokens")
     answer = window.controller.messages.rows[-1]
     assert answer.id == failed.id and answer.status == S.FAILED and "room_tokens" not in answer.stats
-    assert "could not load with room for 4,096 tokens: shorten the message" in answer.stats["hint"]
+    assert "could not run with room for 4,096 tokens: shorten the message" in answer.stats["hint"]
     assert window.store.message(answer.id).stats["hint"] == answer.stats["hint"]  # saved
     assert not window.chat_view.last_answer().room_button.isVisible()
     assert not window.banner.isVisible() and window.send_button.isEnabled()

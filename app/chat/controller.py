@@ -530,13 +530,13 @@ class ChatController(ToolCallsMixin, QObject):
         self._end_answer(status, extra)
 
     def no_room(self, message_id: int, tokens: int) -> None:
-        """Make room failed (the models would not load with `tokens` of context, most often for memory): the
-        failed answer `message_id` no longer offers it, and says that a shorter message is the way."""
+        """Make room failed (the models would not load with `tokens` of context, or ran out of memory with
+        them): the failed answer `message_id` no longer offers it, and says that a shorter message is the way."""
         row = self.messages.row_of(message_id)
         if row < 0:
             return
         stats = {key: value for key, value in self.messages.rows[row].stats.items() if key != "room_tokens"}
-        stats["hint"] = f"the model could not load with room for {tokens:,} tokens: {SHORTEN}"
+        stats["hint"] = f"the model could not run with room for {tokens:,} tokens: {SHORTEN}"
         try:
             self.store.update_message(message_id, stats=stats)
         except S.StoreError as error:  # shown all the same; the next start offers Make room again

@@ -226,6 +226,7 @@ class MainWindow(MenusMixin, SettingsHostMixin, RoomHostMixin, ModelsHostMixin, 
         c.prompt_started.connect(lambda tokens: self._show_context(tokens))
         c.stats.changed.connect(self._show_live_context)
         c.answer_finished.connect(lambda *_: self._show_context())
+        c.answer_finished.connect(self._room_answered)
         c.message.connect(lambda text: self.toast.show_message(text, 12000))  # (a full disk: not saved, not sent)
         c.messages.modelReset.connect(self._update_actions)
         c.messages.rowsInserted.connect(self._update_actions)

@@ -3,8 +3,10 @@ that holds it (app.chat.context_room chose the length and put the offer on the f
 
 The offer sets Settings' context length (saved, as if chosen there) and reloads the models; the answer is asked
 for once the engine reports the longer context in force. A load that fails with it (most often: not enough
-memory for the longer caches) puts the old length back and loads the models as they were, so one click never
-leaves a person without a model; the failed answer then says that only a shorter message helps.
+memory for the longer caches), or an answer that then runs out of memory (the caches are made when a chat
+starts: on the processor nothing checks them at load), puts the old length back and loads the models as they
+were, so one click never leaves a person with a model that cannot answer; the failed answer then says that
+only a shorter message helps.
 """
 
 from __future__ import annotations
@@ -34,9 +36,11 @@ class RoomAttempt:
 
 
 class RoomHostMixin:
-    """MainWindow's Make room (a mixin: it reads the window's controller, bridge, settings and toast)."""
+    """MainWindow's Make room (a mixin: it reads the window's controller, bridge, settings and toast; the
+    window connects controller.answer_finished to `_room_answered`)."""
 
-    _room_attempt: RoomAttempt | None = None
+    _room_attempt: RoomAttempt | None = None  # loading with room for it
+    _room_answering: RoomAttempt | None = None  # loaded: its answer is being written
 
     def room_offered(self) -> int | None:
         """The failed answer whose Make room can be pressed now (the last one, nothing streaming, no Make room
@@ -90,8 +94,9 @@ class RoomHostMixin:
                 self.controller.conversation_id == attempt.conversation_id
                 and rows
                 and rows[-1].id == attempt.message_id
+                and self.controller.regenerate()
             ):
-                self.controller.regenerate()
+                self._room_answering = attempt
         elif status.state in (FAILED, CRASHED):
             self._room_attempt = None
             log.warning("no room for %d tokens: %s", attempt.tokens, status.message)
@@ -99,10 +104,22 @@ class RoomHostMixin:
             # after the bridge has said why (its engine_failed follows this status), not inside its signal
             QTimer.singleShot(0, self, lambda: self._room_undone(attempt))
 
+    def _room_answered(self, message_id: int, status: str) -> None:
+        """The answer Make room asked for ended: one that ran out of memory (the longer caches did not fit)
+        puts the old length back, as a load that failed does."""
+        attempt, self._room_answering = self._room_answering, None
+        rows = self.controller.messages.rows
+        row = next((m for m in rows if m.id == message_id), None)
+        if attempt is None or row is None or status != S.FAILED or row.stats.get("kind") != "out_of_memory":
+            return
+        log.warning("no memory for %d tokens of context", attempt.tokens)
+        self.controller.no_room(message_id, attempt.tokens)
+        self._room_undone(attempt)
+
     def _room_undone(self, attempt: RoomAttempt) -> None:
         """Put Settings' context length back and load the models as they were (a new engine if this one
         stopped: SettingsHostMixin.apply_settings)."""
         self.apply_settings(dataclasses.replace(self.settings, context_length=attempt.previous))
         self.toast.show_message(
-            f"The model could not load with room for {attempt.tokens:,} tokens, so it is loading as before.", 12000
+            f"The model could not run with room for {attempt.tokens:,} tokens, so it is loading as before.", 12000
         )
