@@ -43,8 +43,9 @@ class Room:
 
 def room_for(prompt_tokens: int, max_tokens: int, models: dict[str, Any]) -> Room | None:
     """The shortest context length in Settings' choices that holds a `prompt_tokens` prompt and the start of its
-    answer (`max_tokens`, at most residency.ANSWER_ROOM), capped at the models' own limit; None where they cannot hold it,
-    the prompt's length is not known, or the engine does not say how far its models go (a server's)."""
+    answer (`max_tokens`, at most residency.ANSWER_ROOM), capped at the models' own limit; None where they
+    cannot hold it, the prompt's length is not known, or the engine does not say how far its models go (a
+    server's)."""
     ceiling = int(models.get("model_context") or 0)
     in_force = int(models.get("max_context") or 0)
     needed = context_needed(prompt_tokens, max_tokens)

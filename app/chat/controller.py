@@ -502,7 +502,7 @@ class ChatController(ToolCallsMixin, QObject):
 
     def _on_context_trimmed(self, event: P.ContextTrimmed) -> None:
         """The engine left this chat's oldest messages out of what the model read for the answer (it keeps
-        the chat's start, the system prompt, and as much of its end as fits): said once per answer."""
+        the system prompt and as much of the chat's end as fits): said once per answer."""
         if self.active is None or self.active.request_id != event.request_id:
             return  # another program's request through the API server: not this chat's news
         kept = int(self.bridge.status.models.get("max_context") or 0)
