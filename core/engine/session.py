@@ -194,8 +194,8 @@ class ChatSession:
 
     @property
     def context_bytes_per_token(self) -> int:
-        """The memory one token of planned context sets aside in the two models' KV caches (both preallocate
-        their rows at load: core.planning.residency.kv_rows)."""
+        """The memory one token of planned context sets aside in the two models' KV caches (each is made with
+        rows for the whole planned context when a conversation starts: core.planning.residency.kv_rows)."""
         return sum(config_kv_bytes(m.config, 1, m.dtype.itemsize) for m in self.models)
 
     @property
