@@ -218,3 +218,17 @@ def test_an_answer_that_runs_out_of_memory_after_make_room_puts_the_old_length_b
     w.send("a short one")  # an answer that fails for another reason afterwards changes nothing
     w.bridge.handle_events([P.Error(w.bridge.calls[-1][1], "out_of_memory", "out of memory", "")])
     assert w.bridge.calls[-1][0] == "generate"
+
+
+def test_settings_say_how_far_the_model_in_use_goes(qtbot, quiet_window):
+    w = quiet_window
+    w.bridge.handle_events(
+        [P.EngineStarted(pid=1), P.StatusReport("ready", {"max_context": 4096, "model_context": 131072})]
+    )
+    page = w.open_settings(has_gpu=False)
+    assert page.context_length.help_label.text().endswith(
+        "A model that keeps less keeps all it can (the one in use keeps up to 131,072)."
+    )
+    page.cancelled.emit()
+    w.bridge.handle_events([P.StatusReport("ready", {"max_context": 4096})])  # not said: nothing to say
+    assert w.open_settings(has_gpu=False).context_length.help_label.text().endswith("keeps all it can.")

@@ -182,7 +182,10 @@ class SettingsPage(QFrame):
         parent: QWidget | None = None,
         has_gpu: bool | None = None,
         tools: ToolServersSection | None = None,
+        model_context: int = 0,
     ) -> None:
+        """`model_context`: how many tokens the models in use keep at most (StatusReport.models), said under
+        Context length; 0 where that is not known (no model loaded, a server)."""
         super().__init__(parent)
         self.setObjectName("settingsPage")
         self.setAccessibleName("Settings")
@@ -264,7 +267,8 @@ class SettingsPage(QFrame):
             settings.context_length,
             "How much of a chat the model keeps in mind. Its memory is set aside when "
             "the model loads: longer takes more, shorter forgets older messages sooner. "
-            "A model that keeps less keeps all it can.",
+            "A model that keeps less keeps all it can"
+            + (f" (the one in use keeps up to {model_context:,})." if model_context else "."),
         )
         for field in (self.offload, self.vram, self.context_length):
             column.addWidget(field)

@@ -29,7 +29,9 @@ class SettingsHostMixin:
         if self.settings_page is not None:
             return self.settings_page
         tools = ToolServersSection(self.paths.config_dir / TOOLS_CONFIG_NAME, self.controller.toolbox)
-        page = SettingsPage(self.settings, self, has_gpu, tools)
+        remote = self.settings.remote_endpoint() is not None  # a server keeps its own context
+        model_context = 0 if remote else int(self.bridge.status.models.get("model_context") or 0)
+        page = SettingsPage(self.settings, self, has_gpu, tools, model_context)
         page.saved.connect(
             lambda settings: (self.close_settings(), self.apply_settings(settings), self._restart_tools(tools))
         )
