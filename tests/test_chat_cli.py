@@ -97,7 +97,7 @@ def test_a_message_too_long_for_the_context_says_the_length_that_holds_it(model_
     assert result.returncode == 1, result.stderr
     assert "but the model's context window is 64 tokens" in result.stderr
     # up to the models' own limit (128): a step of 1,024 would be longer than they keep
-    assert "(these models keep up to 128 tokens: start the chat with --context-length 128 to hold it)" in result.stderr
+    assert "(these models keep up to 128 tokens: --context-length 128 holds it)" in result.stderr
     assert result.stdout.split("\n")[-2] == greedy_answer(model_dirs, [{"role": "user", "content": "w10 w11"}], 8)
 
 

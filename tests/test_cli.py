@@ -226,11 +226,18 @@ def test_budget_below_one(capsys):
     assert_clear_error(run_cli(capsys, "generate", "--prompt", "hi", "--budget", "0"), "budget")
 
 
-def test_prompt_longer_than_context(tiny_pair, capsys):
+def test_prompt_longer_than_context(tiny_pair, tmp_path, capsys):
     target, draft = map(str, tiny_pair)
     prompt = " ".join(["w5"] * 80)
     result = run_cli(capsys, "generate", "--target", target, "--draft", draft, "--prompt", prompt)
     assert_clear_error(result, "context window is 64")
+    assert "--context-length" not in result.stderr  # 64 is all these models keep: only shortening helps
+    longer = str(save_tiny_model(tmp_path / "longer", context=256))  # one that keeps more: the length that holds it
+    flags = ("--method", "sequential", "--context-length", "64", "--max-new-tokens", "8")
+    result = run_cli(capsys, "generate", "--target", longer, *flags, "--prompt", prompt)
+    assert_clear_error(
+        result, "context window is 64", "(these models keep up to 256 tokens: --context-length 256 holds it)"
+    )
 
 
 def test_a_prompt_that_is_not_all_text_is_read_with_the_mark_for_what_is_not(tiny_pair, tmp_path, capsys):

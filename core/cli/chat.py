@@ -38,14 +38,19 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TextIO
 
-from core.cli.options import add_generation_arguments, decoding_settings, engine_load_settings, sampling_params
+from core.cli.options import (
+    add_generation_arguments,
+    decoding_settings,
+    engine_load_settings,
+    longer_context_advice,
+    sampling_params,
+)
 from core.cli.thinking_output import ThinkingPrinter, add_thinking_arguments, template_kwargs
 from core.engine import protocol as P
 from core.cli.chat_tools import TerminalTools, prompt_reader
 from core.text.terminal import for_stream
 from core.engine.client import LOAD_DIED_HINT, EngineClient
 from core.engine.connection import EngineConnection
-from core.planning.residency import context_needed
 from core.errors import DocumentError, InvalidSettingError, LoadDiedError, RemoteError, SpecExecError
 from core.text.tool_calls import ToolCallStream
 from core.text.counts import token_count
@@ -145,18 +150,6 @@ def _catch_interrupt():
         yield flag
     finally:
         signal.signal(signal.SIGINT, previous)
-
-
-def longer_context_advice(prompt_tokens: int, max_new_tokens: int, models: dict) -> str:
-    """For a message too long for the context the models were loaded with: the --context-length that would
-    hold it (in steps of 1,024, at most the models' own limit), where they keep that much; "" otherwise (the
-    error's own hint, shorten it, is then all there is)."""
-    ceiling, in_force = int(models.get("model_context") or 0), int(models.get("max_context") or 0)
-    needed = context_needed(prompt_tokens, max_new_tokens)
-    if prompt_tokens <= 0 or not ceiling or needed > ceiling or needed <= in_force:
-        return ""
-    length = min(-(-needed // 1024) * 1024, ceiling)
-    return f"(these models keep up to {ceiling:,} tokens: start the chat with --context-length {length} to hold it)"
 
 
 def say_load_died(error: LoadDiedError, then: str) -> None:

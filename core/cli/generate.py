@@ -12,13 +12,14 @@ from core.cli.options import (
     add_grammar_argument,
     decoding_settings,
     grammar_spec,
+    longer_context_advice,
     output_controls,
     sampling_params,
 )
 from core.cli.pair import load_pair
 from core.cli.thinking_output import ThinkingPrinter, add_thinking_arguments, template_kwargs
 from core.engine.protocol import MAX_TOP_LOGPROBS
-from core.errors import InvalidSettingError
+from core.errors import ContextLengthError, InvalidSettingError
 from core.text.counts import token_count
 
 
@@ -57,6 +58,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="print one JSON object instead of streaming text (a thinking model's reasoning in its own field)",
     )
+
+
+def too_long_said(chunks, target, draft, max_new_tokens: int):  # noqa: ANN001, ANN201 - a generator of chunks
+    """`chunks` as they come; a prompt too long for --context-length is said with the length that would hold
+    it, where the models keep that much (longer_context_advice)."""
+    from core.modeling.families import context_limit
+
+    try:
+        yield from chunks
+    except ContextLengthError as error:
+        models = [m.lm for m in (target, draft) if m is not None]
+        limits = {
+            "max_context": min(m.max_context for m in models),
+            "model_context": min(context_limit(m.config) for m in models),
+        }
+        advice = longer_context_advice(error.prompt_tokens, max_new_tokens, limits)
+        if not advice:
+            raise
+        raise ContextLengthError(f"{error} {advice}", error.prompt_tokens) from error
 
 
 def run(args: argparse.Namespace) -> int:
@@ -106,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
     text, reasoning, token_ids, passes, finish, seconds = [], [], [], 0, "length", 0.0
     logprobs = []
     choice = None
-    for chunk in chunks:
+    for chunk in too_long_said(chunks, target, draft, args.max_new_tokens):
         choice = chunk.choice or choice
         if not args.json:
             printer.write(chunk.reasoning, chunk.text)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from core.decoding.defaults import DEFAULT_BUDGET, DEFAULT_MAX_DEPTH, METHODS
 from core.planning.budgets import AUTO_MAX_BUDGET
 from core.planning.graph_plan import DEFAULT_EXPAND
-from core.planning.residency import MIN_CONTEXT
+from core.planning.residency import MIN_CONTEXT, context_needed
 
 if TYPE_CHECKING:
     from core.decoding.constraints import GrammarSpec
@@ -378,3 +378,15 @@ def output_controls(
             spec, target.tokenizer, target.lm.vocab_size, tuple(target.lm.eos_token_ids), thinking, budget
         )
     return OutputControls(grammar, top_logprobs, mask_draft)
+
+
+def longer_context_advice(prompt_tokens: int, max_new_tokens: int, models: dict) -> str:
+    """For a message too long for the context the models were loaded with: the --context-length that would
+    hold it (in steps of 1,024, at most the models' own limit), where they keep that much; "" otherwise (the
+    error's own hint, shorten it, is then all there is)."""
+    ceiling, in_force = int(models.get("model_context") or 0), int(models.get("max_context") or 0)
+    needed = context_needed(prompt_tokens, max_new_tokens)
+    if prompt_tokens <= 0 or not ceiling or needed > ceiling or needed <= in_force:
+        return ""
+    length = min(-(-needed // 1024) * 1024, ceiling)
+    return f"(these models keep up to {ceiling:,} tokens: --context-length {length} holds it)"
