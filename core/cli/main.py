@@ -18,7 +18,10 @@ COMMANDS = {
     "hw": ("core.cli.hw", "what this computer has: CPU, RAM, NVIDIA GPUs and their PCIe links, free disk"),
     "serve": ("core.cli.serve", "a local OpenAI-compatible API server (chat and text completions)"),
     "doctor": ("core.cli.doctor", "check that this machine's NVIDIA GPU runs the engine correctly, and report"),
-    "text": ("core.cli.text", "the text of a document (a text file or a PDF), as the app adds it to a message"),
+    "text": (
+        "core.cli.text",
+        "the text of a document (a text file, a PDF, a Word file), as the app adds it to a message",
+    ),
 }
 
 

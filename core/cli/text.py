@@ -1,6 +1,6 @@
-"""`specexec text FILE [--json]`: the text of a document (a text file, or a PDF's text layer), as the app adds
-it to a chat message (core.text.document_text). The app reads a PDF through this command, in a process of its
-own that it can stop (a damaged PDF can keep a parser busy).
+"""`specexec text FILE [--json]`: the text of a document (a text file, a PDF's text layer, a Word document), as
+the app adds it to a chat message (core.text.document_text). The app reads PDFs and Word documents through this
+command, in a process of its own that it can stop (a damaged file can keep a parser busy).
 
 Plain output is the text itself, exact (UTF-8); `--json` prints {"name": ..., "text": ...}. A file that cannot
 be added exits 2 with the reason on stderr.
@@ -15,7 +15,7 @@ from pathlib import Path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("file", help="a text file (.txt, .md, .csv, code...) or a PDF")
+    parser.add_argument("file", help="a text file (.txt, .md, .csv, code...), a PDF or a Word document (.docx)")
     parser.add_argument("--json", action="store_true", help='print {"name": ..., "text": ...}')
 
 
