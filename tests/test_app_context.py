@@ -232,3 +232,18 @@ def test_settings_say_how_far_the_model_in_use_goes(qtbot, quiet_window):
     page.cancelled.emit()
     w.bridge.handle_events([P.StatusReport("ready", {"max_context": 4096})])  # not said: nothing to say
     assert w.open_settings(has_gpu=False).context_length.help_label.text().endswith("keeps all it can.")
+
+
+def test_a_load_that_fails_after_the_chat_was_left_still_stops_offering_make_room_there(qtbot, quiet_window):
+    w = quiet_window
+    models = {"max_context": 4096, "model_context": 32768}
+    w.bridge.handle_events([P.EngineStarted(pid=1), P.StatusReport("ready", models)])
+    w.send("a long document")
+    fail_too_long(w, 6000)
+    failed = w.controller.messages.rows[-1]
+    w.chat_view.last_answer().room_button.click()
+    w.new_conversation()  # another chat while the models load
+    w.bridge.handle_events([P.Error(None, "insufficient_memory", "the GPU budget is too small", "")])
+    qtbot.waitUntil(lambda: w.settings.context_length == 0)  # the length back (after the banner said why)
+    stored = w.store.message(failed.id)
+    assert "room_tokens" not in stored.stats and "could not run with room for 8,192" in stored.stats["hint"]

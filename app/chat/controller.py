@@ -532,10 +532,11 @@ class ChatController(ToolCallsMixin, QObject):
     def no_room(self, message_id: int, tokens: int) -> None:
         """Make room failed (the models would not load with `tokens` of context, or ran out of memory with
         them): the failed answer `message_id` no longer offers it, and says that a shorter message is the way."""
-        row = self.messages.row_of(message_id)
-        if row < 0:
+        row = self.messages.row_of(message_id)  # its chat may no longer be the one open: the store has it
+        message = self.messages.rows[row] if row >= 0 else self.store.message(message_id)
+        if message is None:
             return
-        stats = {key: value for key, value in self.messages.rows[row].stats.items() if key != "room_tokens"}
+        stats = {key: value for key, value in message.stats.items() if key != "room_tokens"}
         stats["hint"] = f"the model could not run with room for {tokens:,} tokens: {SHORTEN}"
         try:
             self.store.update_message(message_id, stats=stats)
