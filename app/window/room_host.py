@@ -108,9 +108,11 @@ class RoomHostMixin:
         """The answer Make room asked for ended: one that ran out of memory (the longer caches did not fit)
         puts the old length back, as a load that failed does."""
         attempt, self._room_answering = self._room_answering, None
-        rows = self.controller.messages.rows
-        row = next((m for m in rows if m.id == message_id), None)
-        if attempt is None or row is None or status != S.FAILED or row.stats.get("kind") != "out_of_memory":
+        if attempt is None or status != S.FAILED:
+            return
+        shown = (m for m in self.controller.messages.rows if m.id == message_id)
+        answer = next(shown, None) or self.store.message(message_id)  # (its chat may no longer be the one open)
+        if answer is None or answer.stats.get("kind") != "out_of_memory":
             return
         log.warning("no memory for %d tokens of context", attempt.tokens)
         self.controller.no_room(message_id, attempt.tokens)
