@@ -247,3 +247,17 @@ def test_a_load_that_fails_after_the_chat_was_left_still_stops_offering_make_roo
     qtbot.waitUntil(lambda: w.settings.context_length == 0)  # the length back (after the banner said why)
     stored = w.store.message(failed.id)
     assert "room_tokens" not in stored.stats and "could not run with room for 8,192" in stored.stats["hint"]
+
+
+def test_an_answer_out_of_memory_after_its_chat_was_left_still_puts_the_old_length_back(qtbot, quiet_window):
+    w = quiet_window
+    models = {"max_context": 4096, "model_context": 32768}
+    w.bridge.handle_events([P.EngineStarted(pid=1), P.StatusReport("ready", models)])
+    w.send("a long document")
+    fail_too_long(w, 6000)
+    w.chat_view.last_answer().room_button.click()
+    w.bridge.handle_events([P.StatusReport("ready", {**models, "max_context": 8192})])
+    rid = w.bridge.calls[-1][1]
+    w.new_conversation()  # another chat while the answer is written
+    w.bridge.handle_events([P.Error(rid, "out_of_memory", "out of memory (even at the smallest tree budget)", "")])
+    assert w.settings.context_length == 0 and w.bridge.calls[-1][0] == "load"
