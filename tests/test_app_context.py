@@ -110,6 +110,7 @@ def test_ctrl_r_makes_room_where_the_last_answer_offers_it(qtbot, quiet_window):
     w.send("a long document")
     fail_too_long(w, 6000)
     assert not w.controller.can_regenerate() and w.regenerate_action.isEnabled()
+    assert w.regenerate_action.text() == "Make r&oom and try again"  # the menu says what Ctrl+R does now
     before = len(w.bridge.calls)
     qtbot.keyClick(w.input, Qt.Key.Key_R, Qt.KeyboardModifier.ControlModifier)
     [(kind, load)] = w.bridge.calls[before:]  # the models load again with room for it; the answer waits for them
@@ -118,6 +119,7 @@ def test_ctrl_r_makes_room_where_the_last_answer_offers_it(qtbot, quiet_window):
     assert not w.regenerate_action.isEnabled() and not w.chat_view.last_answer().room_button.isEnabled()  # once
     w.bridge.handle_events([P.StatusReport("ready", {"max_context": 8192, "model_context": 32768})])
     assert [call[0] for call in w.bridge.calls[before:]] == ["load", "generate"]
+    assert w.regenerate_action.text() == "Re&generate the answer"
 
 
 def test_make_room_answers_at_once_where_the_context_already_holds_the_message(qtbot, quiet_window):

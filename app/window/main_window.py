@@ -387,6 +387,9 @@ class MainWindow(MenusMixin, SettingsHostMixin, RoomHostMixin, ModelsHostMixin, 
         can_regenerate = self.controller.can_regenerate() and not crashed
         room = self.room_offered() is not None
         self.regenerate_action.setEnabled(can_regenerate or room)  # Ctrl+R makes room where that is the way
+        self.regenerate_action.setText(
+            "Make r&oom and try again" if room and not can_regenerate else "Re&generate the answer"
+        )
         self.chat_view.set_regenerate_enabled(can_regenerate)
         self.chat_view.set_room_enabled(room)
         self.chat_view.set_actions_enabled(not generating)
