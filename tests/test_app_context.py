@@ -76,12 +76,27 @@ def fail_too_long(window, prompt_tokens: int) -> None:
     )
 
 
+LOADED = {"max_context": 4096, "model_context": 32768}  # loaded with room for 4,096 of the 32,768 the model keeps
+
+
+def a_long_message_failed(window, models: dict = LOADED) -> None:
+    """The engine ready with `models`, and a 6,000-token message sent and failed for want of room."""
+    window.bridge.handle_events([P.EngineStarted(pid=1), P.StatusReport("ready", models)])
+    window.send("a long document")
+    fail_too_long(window, 6000)
+
+
+def made_room(window) -> str:
+    """Make room pressed and the models loaded again with room for 8,192: the request id of the answer asked
+    for then."""
+    window.chat_view.last_answer().room_button.click()
+    window.bridge.handle_events([P.StatusReport("ready", {**LOADED, "max_context": 8192})])
+    return window.bridge.calls[-1][1]
+
+
 def test_the_failed_answer_offers_make_room_only_where_it_helps(qtbot, quiet_window):
     w = quiet_window
-    models = {"max_context": 4096, "model_context": 32768, "context_bytes_per_token": 92160}
-    w.bridge.handle_events([P.EngineStarted(pid=1), P.StatusReport("ready", models)])
-    w.send("a long document")
-    fail_too_long(w, 6000)
+    a_long_message_failed(w, {**LOADED, "context_bytes_per_token": 92160})
     answer = w.chat_view.last_answer()
     assert answer.room_button.isVisibleTo(answer) and answer.room_button.isEnabled()
     assert "8,192 tokens" in answer.room_button.toolTip()
@@ -104,11 +119,7 @@ def test_the_failed_answer_offers_make_room_only_where_it_helps(qtbot, quiet_win
 def test_ctrl_r_makes_room_where_the_last_answer_offers_it(qtbot, quiet_window):
     """The keyboard's way to the button: Regenerate (Ctrl+R) tries again the way that can work."""
     w = quiet_window
-    w.bridge.handle_events(
-        [P.EngineStarted(pid=1), P.StatusReport("ready", {"max_context": 4096, "model_context": 32768})]
-    )
-    w.send("a long document")
-    fail_too_long(w, 6000)
+    a_long_message_failed(w)
     assert not w.controller.can_regenerate() and w.regenerate_action.isEnabled()
     assert w.regenerate_action.text() == "Make r&oom and try again"  # the menu says what Ctrl+R does now
     before = len(w.bridge.calls)
@@ -117,20 +128,17 @@ def test_ctrl_r_makes_room_where_the_last_answer_offers_it(qtbot, quiet_window):
     assert kind == "load" and load.context_length == 8192 and w.settings.context_length == 8192
     assert w.toast.text().startswith("Loading the model again with room for 8,192 tokens")
     assert not w.regenerate_action.isEnabled() and not w.chat_view.last_answer().room_button.isEnabled()  # once
-    w.bridge.handle_events([P.StatusReport("ready", {"max_context": 8192, "model_context": 32768})])
+    w.bridge.handle_events([P.StatusReport("ready", {**LOADED, "max_context": 8192})])
     assert [call[0] for call in w.bridge.calls[before:]] == ["load", "generate"]
     assert w.regenerate_action.text() == "Re&generate the answer"
 
 
 def test_make_room_answers_at_once_where_the_context_already_holds_the_message(qtbot, quiet_window):
     w = quiet_window
-    models = {"max_context": 4096, "model_context": 32768}
-    w.bridge.handle_events([P.EngineStarted(pid=1), P.StatusReport("ready", models)])
-    w.send("a long document")
-    fail_too_long(w, 6000)
+    a_long_message_failed(w)
     assert not w.controller.can_regenerate()
     w.apply_settings(dataclasses.replace(w.settings, context_length=8192))  # raised in Settings meanwhile
-    w.bridge.handle_events([P.StatusReport("ready", {**models, "max_context": 8192})])
+    w.bridge.handle_events([P.StatusReport("ready", {**LOADED, "max_context": 8192})])
     assert w.controller.can_regenerate()  # the message fits now
     before = len(w.bridge.calls)
     w.chat_view.last_answer().room_button.click()
@@ -202,13 +210,8 @@ def test_an_answer_that_runs_out_of_memory_after_make_room_puts_the_old_length_b
     """On the processor nothing checks the longer caches at load (they are made when a chat starts): the
     answer Make room asked for runs out of memory, and the length goes back as after a load that failed."""
     w = quiet_window
-    models = {"max_context": 4096, "model_context": 32768}
-    w.bridge.handle_events([P.EngineStarted(pid=1), P.StatusReport("ready", models)])
-    w.send("a long document")
-    fail_too_long(w, 6000)
-    w.chat_view.last_answer().room_button.click()
-    w.bridge.handle_events([P.StatusReport("ready", {**models, "max_context": 8192})])
-    rid = w.bridge.calls[-1][1]
+    a_long_message_failed(w)
+    rid = made_room(w)
     before = len(w.bridge.calls)
     w.bridge.handle_events([P.Error(rid, "out_of_memory", "out of memory (even at the smallest tree budget)", "")])
     [(kind, load)] = w.bridge.calls[before:]
@@ -238,10 +241,7 @@ def test_settings_say_how_far_the_model_in_use_goes(qtbot, quiet_window):
 
 def test_a_load_that_fails_after_the_chat_was_left_still_stops_offering_make_room_there(qtbot, quiet_window):
     w = quiet_window
-    models = {"max_context": 4096, "model_context": 32768}
-    w.bridge.handle_events([P.EngineStarted(pid=1), P.StatusReport("ready", models)])
-    w.send("a long document")
-    fail_too_long(w, 6000)
+    a_long_message_failed(w)
     failed = w.controller.messages.rows[-1]
     w.chat_view.last_answer().room_button.click()
     w.new_conversation()  # another chat while the models load
@@ -253,13 +253,8 @@ def test_a_load_that_fails_after_the_chat_was_left_still_stops_offering_make_roo
 
 def test_an_answer_out_of_memory_after_its_chat_was_left_still_puts_the_old_length_back(qtbot, quiet_window):
     w = quiet_window
-    models = {"max_context": 4096, "model_context": 32768}
-    w.bridge.handle_events([P.EngineStarted(pid=1), P.StatusReport("ready", models)])
-    w.send("a long document")
-    fail_too_long(w, 6000)
-    w.chat_view.last_answer().room_button.click()
-    w.bridge.handle_events([P.StatusReport("ready", {**models, "max_context": 8192})])
-    rid = w.bridge.calls[-1][1]
+    a_long_message_failed(w)
+    rid = made_room(w)
     w.new_conversation()  # another chat while the answer is written
     w.bridge.handle_events([P.Error(rid, "out_of_memory", "out of memory (even at the smallest tree budget)", "")])
     assert w.settings.context_length == 0 and w.bridge.calls[-1][0] == "load"
