@@ -195,3 +195,22 @@ def test_a_word_document_whose_xml_expands_entities_a_billion_times_is_refused_a
             out.writestr(info.filename, document if info.filename == "word/document.xml" else base.read(info))
     with pytest.raises(DocumentError, match="laughs.docx is damaged, or not a Word document"):
         document_text(laughs)
+
+
+def test_a_document_with_more_text_than_a_model_reads_is_refused_as_it_is_read(tmp_path):
+    """Past MAX_TEXT_BYTES of text, a PDF's pages or a Word document's paragraphs: refused in words."""
+    import docx
+
+    from core.text.document_text import MAX_TEXT_BYTES
+
+    long_line = "w" * 10_000
+    count = MAX_TEXT_BYTES // len(long_line) + 2
+    pdf = write_pdf(tmp_path / "long.pdf", [long_line] * count)
+    with pytest.raises(DocumentError, match="long.pdf holds more text than a model reads at once: add the pages you"):
+        document_text(pdf)
+    word = docx.Document()
+    for _ in range(count):
+        word.add_paragraph(long_line)
+    word.save(tmp_path / "long.docx")
+    with pytest.raises(DocumentError, match="long.docx holds more text than a model reads at once: add the part you"):
+        document_text(tmp_path / "long.docx")

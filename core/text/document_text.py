@@ -11,6 +11,7 @@ fed a damaged or hostile file can loop or swell, and a process can be stopped wh
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from pathlib import Path
 
 from core.errors import DocumentError, TextEncodingError
@@ -116,13 +117,7 @@ def _pdf_text(path: Path, name: str) -> str:
             raise DocumentError(f"{name} is locked with a password: open it, and save or print it without one")
         if len(reader.pages) > MAX_PDF_PAGES:
             raise DocumentError(f"{name} has {len(reader.pages):,} pages, more than the {MAX_PDF_PAGES:,} read here")
-        pages, chars = [], 0
-        for page in reader.pages:
-            text = (page.extract_text() or "").strip()
-            chars += len(text)
-            if chars > MAX_TEXT_BYTES:
-                raise DocumentError(f"{name} holds more text than a model reads at once: add the pages you need")
-            pages.append(text)
+        pages = _within_limit(((page.extract_text() or "").strip() for page in reader.pages), name, "pages")
     except DocumentError:
         raise
     except DependencyError as error:  # AES encryption needs the `cryptography` package
@@ -134,6 +129,19 @@ def _pdf_text(path: Path, name: str) -> str:
         raise DocumentError(f"{name} has no text to read: it is probably scanned pages (pictures of text)")
     # a text layer may hold NULs, which no tokenizer wants, and lone surrogates, which are not text: U+FFFD
     return text.replace("\0", "").encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def _within_limit(texts: Iterable[str], name: str, unit: str) -> list[str]:
+    """`texts` (a document's pages or blocks, read one by one as they are asked for) until they pass
+    MAX_TEXT_BYTES: a document longer than a model reads is refused as soon as that is known, not after the
+    whole file is parsed. `unit`: what to keep, in the words that say so ("pages", "part")."""
+    kept, chars = [], 0
+    for text in texts:
+        chars += len(text)
+        if chars > MAX_TEXT_BYTES:
+            raise DocumentError(f"{name} holds more text than a model reads at once: add the {unit} you need")
+        kept.append(text)
+    return kept
 
 
 def _word_text(path: Path, name: str) -> str:
@@ -158,13 +166,12 @@ def _word_text(path: Path, name: str) -> str:
         from docx import Document
         from docx.table import Table
 
-        lines, chars = [], 0
-        for block in Document(str(path)).iter_inner_content():
-            text = _table_text(block) if isinstance(block, Table) else _paragraph_text(block)
-            chars += len(text)
-            if chars > MAX_TEXT_BYTES:
-                raise DocumentError(f"{name} holds more text than a model reads at once: add the part you need")
-            lines.append(text)
+        blocks = Document(str(path)).iter_inner_content()
+        lines = _within_limit(
+            (_table_text(block) if isinstance(block, Table) else _paragraph_text(block) for block in blocks),
+            name,
+            "part",
+        )
     except DocumentError:
         raise
     except Exception as error:  # noqa: BLE001 - a damaged file can make a parser raise anything: said in words
