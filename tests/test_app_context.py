@@ -49,14 +49,18 @@ def test_the_room_offered_is_the_next_length_settings_offer_up_to_the_models_own
     assert "3.9 MB more of the graphics card's memory aside, so answers may come slower" in on_gpu.words()
 
 
+def hint(prompt_tokens: int, models: dict, remote: bool = False) -> str:
+    """What the chat says for a too-long message, as ChatController._on_failed puts it together."""
+    room = None if remote else room_for(prompt_tokens, 512, models)
+    return too_long_hint(room, prompt_tokens, 512, models, remote)
+
+
 def test_what_a_failed_answer_says_depends_on_what_can_help():
     models = {"max_context": 4096, "model_context": 8192}
-    assert too_long_hint(5000, 512, models, remote=False).startswith("Make room loads the model again")
-    assert (
-        too_long_hint(9000, 512, models, remote=False) == f"this model keeps at most 8,192 tokens of a chat: {SHORTEN}"
-    )
-    assert too_long_hint(5000, 512, models, remote=True) == SHORTEN  # a server keeps its own context
-    unknown = too_long_hint(0, 512, {}, remote=False)  # nothing known: Settings is the way in
+    assert hint(5000, models).startswith("Make room loads the model again")
+    assert hint(9000, models) == f"this model keeps at most 8,192 tokens of a chat: {SHORTEN}"
+    assert hint(5000, models, remote=True) == SHORTEN  # a server keeps its own context
+    unknown = hint(0, {})  # nothing known: Settings is the way in
     assert unknown.startswith(SHORTEN) and "Settings > Context length" in unknown
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.settings.schema import CONTEXT_LENGTHS
-from core.planning.residency import context_needed
+from core.planning.residency import context_needed, context_to_hold
 from core.planning.sizes import format_bytes
 
 SHORTEN = (
@@ -48,22 +48,20 @@ def room_for(prompt_tokens: int, max_tokens: int, models: dict[str, Any]) -> Roo
     server's)."""
     ceiling = int(models.get("model_context") or 0)
     in_force = int(models.get("max_context") or 0)
-    needed = context_needed(prompt_tokens, max_tokens)
-    if prompt_tokens <= 0 or not ceiling or needed > ceiling or needed <= in_force:
+    tokens = context_to_hold(prompt_tokens, max_tokens, in_force, ceiling, CONTEXT_LENGTHS)
+    if tokens is None:
         return None
-    tokens = min(next((n for n in CONTEXT_LENGTHS if n >= needed), ceiling), ceiling)
     per_token = int(models.get("context_bytes_per_token") or 0)
     on_gpu = str(models.get("device") or "").startswith("cuda")
     return Room(tokens, per_token * (tokens - in_force) if in_force else 0, on_gpu)
 
 
-def too_long_hint(prompt_tokens: int, max_tokens: int, models: dict[str, Any], remote: bool) -> str:
-    """What a person can do about a message longer than the context: Make room where it helps; where the model
-    cannot keep that much, say so and leave shortening; for a server, whose context the app does not set,
-    shortening too."""
+def too_long_hint(room: Room | None, prompt_tokens: int, max_tokens: int, models: dict[str, Any], remote: bool) -> str:
+    """What a person can do about a message longer than the context: Make room where it helps (`room`, what
+    room_for offered); where the model cannot keep that much, say so and leave shortening; for a server, whose
+    context the app does not set, shortening too."""
     if remote:
         return SHORTEN
-    room = room_for(prompt_tokens, max_tokens, models)
     if room is not None:
         return f"{room.words()}; or {SHORTEN}"
     ceiling = int(models.get("model_context") or 0)

@@ -521,19 +521,23 @@ class ChatController(ToolCallsMixin, QObject):
         if error.kind == "context_length":  # a long document: offer to make room where the model goes further
             max_tokens = self.conversation_settings(self.active.conversation_id).max_tokens
             models, remote = self.bridge.status.models, self.app_settings.remote_endpoint() is not None
-            extra["hint"] = too_long_hint(error.prompt_tokens, max_tokens, models, remote)
             room = None if remote else room_for(error.prompt_tokens, max_tokens, models)
+            extra["hint"] = too_long_hint(room, error.prompt_tokens, max_tokens, models, remote)
             if error.prompt_tokens:  # the context meter shows it overflowing
                 extra["prompt_tokens"] = error.prompt_tokens
             if room is not None:
                 extra["room_tokens"] = room.tokens
         self._end_answer(status, extra)
 
+    def find_message(self, message_id: int) -> S.Message | None:
+        """Message `message_id` as shown, else as stored: its chat may no longer be the one open."""
+        row = self.messages.row_of(message_id)
+        return self.messages.rows[row] if row >= 0 else self.store.message(message_id)
+
     def no_room(self, message_id: int, tokens: int) -> None:
         """Make room failed (the models would not load with `tokens` of context, or ran out of memory with
         them): the failed answer `message_id` no longer offers it, and says that a shorter message is the way."""
-        row = self.messages.row_of(message_id)  # its chat may no longer be the one open: the store has it
-        message = self.messages.rows[row] if row >= 0 else self.store.message(message_id)
+        message = self.find_message(message_id)
         if message is None:
             return
         stats = {key: value for key, value in message.stats.items() if key != "room_tokens"}

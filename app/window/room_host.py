@@ -110,8 +110,7 @@ class RoomHostMixin:
         attempt, self._room_answering = self._room_answering, None
         if attempt is None or status != S.FAILED:
             return
-        shown = (m for m in self.controller.messages.rows if m.id == message_id)
-        answer = next(shown, None) or self.store.message(message_id)  # (its chat may no longer be the one open)
+        answer = self.controller.find_message(message_id)
         if answer is None or answer.stats.get("kind") != "out_of_memory":
             return
         log.warning("no memory for %d tokens of context", attempt.tokens)

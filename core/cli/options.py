@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from core.decoding.defaults import DEFAULT_BUDGET, DEFAULT_MAX_DEPTH, METHODS
 from core.planning.budgets import AUTO_MAX_BUDGET
 from core.planning.graph_plan import DEFAULT_EXPAND
-from core.planning.residency import MIN_CONTEXT, context_needed
+from core.planning.residency import MIN_CONTEXT, context_to_hold
 
 if TYPE_CHECKING:
     from core.decoding.constraints import GrammarSpec
@@ -385,8 +385,5 @@ def longer_context_advice(prompt_tokens: int, max_new_tokens: int, models: dict)
     hold it (in steps of 1,024, at most the models' own limit), where they keep that much; "" otherwise (the
     error's own hint, shorten it, is then all there is)."""
     ceiling, in_force = int(models.get("model_context") or 0), int(models.get("max_context") or 0)
-    needed = context_needed(prompt_tokens, max_new_tokens)
-    if prompt_tokens <= 0 or not ceiling or needed > ceiling or needed <= in_force:
-        return ""
-    length = min(-(-needed // 1024) * 1024, ceiling)
-    return f"(these models keep up to {ceiling:,} tokens: --context-length {length} holds it)"
+    length = context_to_hold(prompt_tokens, max_new_tokens, in_force, ceiling, range(1024, ceiling + 1024, 1024))
+    return f"(these models keep up to {ceiling:,} tokens: --context-length {length} holds it)" if length else ""

@@ -13,7 +13,7 @@ fit prediction.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from core.errors import InsufficientVRAMError, InvalidSettingError
@@ -61,6 +61,18 @@ def context_needed(prompt_tokens: int, max_new_tokens: int) -> int:
     """The context a prompt that did not fit needs: itself and the start of its answer (its longest answer,
     at most ANSWER_ROOM: a longer context costs memory, and the answer is the point, not its whole length)."""
     return prompt_tokens + min(max(max_new_tokens, 1), ANSWER_ROOM)
+
+
+def context_to_hold(
+    prompt_tokens: int, max_new_tokens: int, in_force: int, model_limit: int, steps: Iterable[int]
+) -> int | None:
+    """The context length that would hold a prompt which did not fit `in_force`: the first of `steps` (in
+    order) that holds it and the start of its answer (context_needed), or the models' own `model_limit` where
+    that comes first; None where the prompt's length or the limit is not known (0), or the limit is too short."""
+    needed = context_needed(prompt_tokens, max_new_tokens)
+    if prompt_tokens <= 0 or not model_limit or needed > model_limit or needed <= in_force:
+        return None
+    return min(next((n for n in steps if n >= needed), model_limit), model_limit)
 
 
 def device_fixed_bytes(non_layer_bytes: int, embedding_bytes: int, embedding_on_host: bool, scratch_bytes: int) -> int:
