@@ -178,6 +178,12 @@ def test_the_window_says_what_a_full_disk_kept_from_being_saved_or_sent(qtbot, s
         qtbot.keyClick(window.input, Qt.Key.Key_Return)
         assert window.toast.text().startswith("Your message was not sent: could not save to the conversation database")
         assert window.input.toPlainText() == "And another one?"  # kept, to send again
+        window.pin_action.trigger()
+        assert window.toast.text().startswith("The chat was not pinned: could not save to the conversation database")
+        assert (
+            window.pin_action.text() == "&Pin chat to top"
+            and not store.conversation(store.conversations()[0].id).pinned
+        )
         filler.unlink()
         qtbot.waitUntil(
             lambda: window.toast.text() == "The answer that could not be saved is saved now.", timeout=30_000

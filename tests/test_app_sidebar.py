@@ -1,5 +1,5 @@
 """The sidebar of 2026 (issue 42 item 20), on a real MainWindow offscreen with the app's stylesheet: chats
-grouped by date, a menu per chat ("…" on the hovered or selected row, the context-menu key, Shift+F10,
+grouped by date under the ones pinned to the top, a menu per chat ("…" on the hovered or selected row, the context-menu key, Shift+F10,
 Delete), no Rename/Delete buttons under the list, and the app's menu at the sidebar's foot in place of a
 menu bar, whose shortcuts still work."""
 
@@ -42,6 +42,9 @@ def test_chats_are_grouped_by_the_day_they_were_last_active():
     assert group_label(at(2025, 12, 31), now) == "December 2025"
     times = [at(2026, 11, 27), at(2026, 11, 27, 8), at(2026, 11, 26), at(2026, 3, 1), at(2026, 3, 2)]
     assert headings(times, now) == ["Today", "", "Yesterday", "March", ""]
+    pinned_first = [at(2026, 3, 1), at(2026, 11, 27), at(2026, 11, 27, 8), at(2026, 11, 26)]
+    assert headings(pinned_first, now, pinned=2) == ["Pinned", "", "Today", "Yesterday"]
+    assert headings(times[:1], now, pinned=1) == ["Pinned"]
 
 
 @pytest.fixture()
@@ -128,7 +131,7 @@ def test_the_hovered_rows_menu_renames_exports_and_deletes_that_chat(qtbot, side
     qtbot.mouseMove(view.viewport(), view.item_rect(index).center())
     qtbot.mouseClick(view.viewport(), Qt.MouseButton.LeftButton, pos=view.menu_button_at(index).center())
     menu = open_menu()
-    assert texts(menu) == ["Rename", "Export as Markdown…", "Export as JSON…", "Delete…"]
+    assert texts(menu) == ["Rename", "Pin to top", "Export as Markdown…", "Export as JSON…", "Delete…"]
     assert w.controller.conversation_id == open_id, "the menu's click opened the chat"
     screenshot(w, "sidebar-chat-menu")
     export = next(a for a in menu.actions() if a.text() == "Export as Markdown…")
@@ -230,3 +233,59 @@ def test_the_menu_button_appears_on_the_row_under_the_pointer(qtbot, sidebar_win
     qtbot.waitUntil(lambda: button_pixels() != away)
     qtbot.mouseMove(view.viewport(), view.item_rect(model.index(0)).center())
     qtbot.waitUntil(lambda: button_pixels() == away)
+
+
+def test_a_chat_pinned_from_its_menu_stays_at_the_top_under_pinned_until_unpinned(qtbot, sidebar_window):
+    """Pin to top from the row's menu by the keyboard (Shift+F10): the chat goes to the top under "Pinned", the
+    others keep their dates, it stays first however recent the others become and after the app starts again
+    (the real SQLite file); the Chat menu's item reads Unpin for it, and Unpin puts it back among its dates."""
+    w = sidebar_window
+    model, view = w.controller.conversations, w.sidebar.view
+    trip = model.id_at(2)  # "Weekend trip ideas", four days old
+    view.setFocus()
+    for _ in range(2):
+        qtbot.keyClick(view, Qt.Key.Key_Down)
+    qtbot.waitUntil(lambda: w.controller.conversation_id == trip)
+    assert w.pin_action.text() == "&Pin chat to top"
+    qtbot.keyClick(view, Qt.Key.Key_F10, Qt.KeyboardModifier.ShiftModifier)
+    menu = open_menu()
+    pin = next(a for a in menu.actions() if a.text() == "Pin to top")
+    menu.hide()
+    pin.trigger()
+    assert model.id_at(0) == trip and w.store.conversation(trip).pinned
+    labels = [model.index(row).data(model.HeadingRole) for row in range(model.rowCount())]
+    assert labels[:4] == ["Pinned", "Today", "Yesterday", "Previous 30 days"]
+    assert model.index(0).data(Qt.ItemDataRole.AccessibleTextRole) == "Conversation: Weekend trip ideas, pinned"
+    assert w.sidebar.current_id() == trip, "the open chat lost its place in the list"
+    assert w.pin_action.text() == "Un&pin chat"
+    screenshot(w, "sidebar-pinned")
+    newest = model.id_at(1)
+    w.controller.open_conversation(newest)
+    w.controller.send("One more question")  # the newest chat is active again: the pinned one stays first
+    qtbot.waitUntil(lambda: model.id_at(0) == trip and model.id_at(1) == newest)
+    assert w.pin_action.text() == "&Pin chat to top"
+    reopened = type(w.store)(w.store.path)  # as the next start reads the file
+    assert [c.id for c in reopened.conversations()][:2] == [trip, newest]
+    reopened.close()
+    w.controller.open_conversation(trip)
+    qtbot.waitUntil(lambda: w.pin_action.text() == "Un&pin chat")
+    w.pin_action.trigger()  # the Chat menu's item, as the app menu shows it
+    assert not w.store.conversation(trip).pinned
+    labels = [model.index(row).data(model.HeadingRole) for row in range(3)]
+    assert labels == ["Today", "Yesterday", "Previous 7 days"]  # back among its dates (four days old)
+    assert model.row_of(trip) == 2 and w.pin_action.text() == "&Pin chat to top"
+
+
+def test_pinning_several_chats_puts_the_last_pinned_first_and_a_search_keeps_them_first(qtbot, sidebar_window):
+    w = sidebar_window
+    model = w.controller.conversations
+    old, older = model.id_at(3), model.id_at(4)
+    w.controller.set_pinned(older, True)
+    w.controller.set_pinned(old, True)
+    assert [model.id_at(0), model.id_at(1)] == [old, older]
+    w.controller.set_pinned(older, True)  # pinned again: it keeps its place
+    assert [model.id_at(0), model.id_at(1)] == [old, older]
+    w.sidebar.search.setText("a")  # every chat's message has an "a"
+    qtbot.waitUntil(lambda: model.search == "a")
+    assert [model.id_at(0), model.id_at(1)] == [old, older]
+    assert model.index(0).data(model.HeadingRole) == "Pinned" and model.index(2).data(model.HeadingRole) == "Today"

@@ -208,7 +208,7 @@ def test_a_real_version_3_database_opens_with_its_chats_and_gains_room_for_think
     path = tmp_path / "chats.sqlite3"
     shutil.copyfile(OLD_CHATS, path)
     store = Store(path)
-    assert S.schema_version(store.db) == S.SCHEMA_VERSION == 5 and (tmp_path / "chats.sqlite3.v3.bak").exists()
+    assert S.schema_version(store.db) == S.SCHEMA_VERSION == 6 and (tmp_path / "chats.sqlite3.v3.bak").exists()
     assert store.recovered == 1  # the answer cut off mid-stream: kept, marked interrupted
     poem, capitals = store.conversations()
     assert (capitals.title, json.loads(capitals.settings_json)["system_prompt"]) == (
@@ -242,6 +242,9 @@ def test_a_real_version_3_database_opens_with_its_chats_and_gains_room_for_think
         2,
     )
     assert all(m.tool_rounds == [] for m in store.messages(capitals.id))  # schema 5: no calls in old answers
+    assert not poem.pinned and not capitals.pinned  # schema 6: no chat was pinned
+    store.set_pinned(capitals.id, True)
+    assert [c.title for c in store.conversations()] == ["Capital of France", poem.title]
     store.close()
     old = sqlite3.connect(tmp_path / "chats.sqlite3.v3.bak")  # the backup is the untouched old file
     assert S.schema_version(old) == 3 and "reasoning" not in [c[1] for c in old.execute("PRAGMA table_info(messages)")]

@@ -219,6 +219,16 @@ class ChatController(ToolCallsMixin, QObject):
             self.store.rename_conversation(conversation_id, title.strip())
             self.conversations.refresh()
 
+    def set_pinned(self, conversation_id: int, pinned: bool) -> None:
+        """Pin the chat to the top of the list, or unpin it; when that cannot be saved (a full disk) it is said,
+        and the list stays as it was."""
+        try:
+            self.store.set_pinned(conversation_id, pinned)
+        except S.StoreError as error:
+            self.message.emit(f"The chat was not {'pinned' if pinned else 'unpinned'}: {error}.")
+            return
+        self.conversations.refresh()
+
     def delete_conversation(self, conversation_id: int) -> None:
         if self.active is not None and self.active.conversation_id == conversation_id:
             self.stop()

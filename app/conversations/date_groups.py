@@ -1,10 +1,12 @@
-"""The sidebar's date headings (Today, Yesterday, Previous 7 days, Previous 30 days, then by month), as the
-chat apps group a long list of chats: by the day a chat was last active, in local time. No Qt here."""
+"""The sidebar's headings: Pinned above the chats pinned to the top, then dates (Today, Yesterday, Previous 7
+days, Previous 30 days, then by month), as the chat apps group a long list of chats: by the day a chat was last
+active, in local time. No Qt here."""
 
 from __future__ import annotations
 
 import datetime as dt
 
+PINNED = "Pinned"
 TODAY = "Today"
 YESTERDAY = "Yesterday"
 WEEK = "Previous 7 days"
@@ -28,13 +30,13 @@ def group_label(updated_at: float, now: float) -> str:
     return day.strftime("%B") if day.year == today.year else day.strftime("%B %Y")
 
 
-def headings(times: list[float], now: float) -> list[str]:
-    """For a list sorted most recent first: the heading to show above each row, "" where the row continues
-    the group of the row above it."""
+def headings(times: list[float], now: float, pinned: int = 0) -> list[str]:
+    """For a list whose first `pinned` rows are the pinned chats and the rest sorted most recent first: the
+    heading to show above each row, "" where the row continues the group of the row above it."""
     shown: list[str] = []
     previous = None
-    for updated_at in times:
-        label = group_label(updated_at, now)
+    for row, updated_at in enumerate(times):
+        label = PINNED if row < pinned else group_label(updated_at, now)
         shown.append(label if label != previous else "")
         previous = label
     return shown

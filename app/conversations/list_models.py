@@ -16,8 +16,9 @@ Index = QModelIndex | QPersistentModelIndex
 
 
 class ConversationListModel(QAbstractListModel):
-    """Conversations, most recently active first, filtered by a search text (titles and message text); each
-    row knows the date heading shown above it ("" inside a group), fixed when the list is read."""
+    """Conversations, the pinned ones first, then the most recently active first, filtered by a search text
+    (titles and message text); each row knows the heading shown above it ("" inside a group: Pinned or a date),
+    fixed when the list is read."""
 
     IdRole = Qt.ItemDataRole.UserRole + 1
     UpdatedRole = Qt.ItemDataRole.UserRole + 2
@@ -38,7 +39,8 @@ class ConversationListModel(QAbstractListModel):
             self.search = search
         self.beginResetModel()
         self.rows = self.store.conversations(self.search)
-        self.headings = headings([row.updated_at for row in self.rows], time.time())
+        pinned = sum(row.pinned for row in self.rows)
+        self.headings = headings([row.updated_at for row in self.rows], time.time(), pinned)
         self.endResetModel()
 
     def rowCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008 - Qt signature
@@ -53,7 +55,7 @@ class ConversationListModel(QAbstractListModel):
         if role == Qt.ItemDataRole.ToolTipRole:
             return plain_tip(f"Conversation: {row.title}")
         if role == Qt.ItemDataRole.AccessibleTextRole:
-            return f"Conversation: {row.title}"
+            return f"Conversation: {row.title}" + (", pinned" if row.pinned else "")
         if role == self.IdRole:
             return row.id
         if role == self.UpdatedRole:
@@ -95,6 +97,9 @@ class ConversationListModel(QAbstractListModel):
 
     def id_at(self, row: int) -> int | None:
         return self.rows[row].id if 0 <= row < len(self.rows) else None
+
+    def pinned_at_row(self, row: int) -> bool:
+        return 0 <= row < len(self.rows) and self.rows[row].pinned
 
 
 class MessageListModel(QAbstractListModel):

@@ -1,5 +1,5 @@
-"""The sidebar: New chat, search box, the chats grouped by date (bound to ConversationListModel) with a menu
-per chat (Rename, Export, Delete), an empty state in the list's place when there is nothing to show ("No
+"""The sidebar: New chat, search box, the chats (pinned ones first, then grouped by date; bound to
+ConversationListModel) with a menu per chat (Rename, Pin to top or Unpin, Export, Delete), an empty state in the list's place when there is nothing to show ("No
 chats match …"), and at the bottom *Models* (the Models page, in the chat's place) and the app's menu (settings,
 models, help: the menu bar's actions)."""
 
@@ -19,6 +19,7 @@ class ConversationList(QWidget):
     new_requested = Signal()
     selected = Signal(int)  # conversation id
     delete_requested = Signal(int)
+    pin_requested = Signal(int, bool)  # conversation id, pinned (True) or unpinned
     export_requested = Signal(int, str)  # conversation id, "markdown" | "json"
     search_changed = Signal(str)
     open_chat_listed = Signal(bool)  # whether the open chat is in the list (a search can hide it)
@@ -124,6 +125,10 @@ class ConversationList(QWidget):
             self._quiet = False
         self._enable_actions()
 
+    def current_pinned(self) -> bool:
+        """Whether the selected chat is pinned to the top of the list."""
+        return self.model.pinned_at_row(self.view.currentIndex().row())
+
     def rename_current(self) -> None:
         self._rename(self.view.currentIndex())
 
@@ -146,7 +151,8 @@ class ConversationList(QWidget):
             self.open_chat_menu(index, self.view.viewport().mapToGlobal(pos))
 
     def open_chat_menu(self, index: QModelIndex, where: QPoint) -> None:
-        """The menu of the chat in row `index` (not necessarily the open one): Rename, Export, Delete."""
+        """The menu of the chat in row `index` (not necessarily the open one): Rename, Pin to top or Unpin,
+        Export, Delete."""
         conversation_id = self.model.id_at(index.row())
         if conversation_id is None:
             return
@@ -154,6 +160,10 @@ class ConversationList(QWidget):
         menu.setAccessibleName("Chat menu")
         rename = menu.addAction("Rename", lambda: self._rename(index))
         rename.setShortcut("F2")
+        pinned = self.model.pinned_at_row(index.row())
+        menu.addAction(
+            "Unpin" if pinned else "Pin to top", lambda: self.pin_requested.emit(conversation_id, not pinned)
+        )
         menu.addAction("Export as Markdown…", lambda: self.export_requested.emit(conversation_id, "markdown"))
         menu.addAction("Export as JSON…", lambda: self.export_requested.emit(conversation_id, "json"))
         menu.addSeparator()

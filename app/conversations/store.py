@@ -7,6 +7,9 @@ file is copied to `<name>.v<old>.bak`. A database from a newer version is refuse
 A thinking model's answer keeps its thinking apart from the answer (`reasoning`; schema 4): the answer alone
 is copied and searched, the thinking is shown folded above it and goes back to the model in its own field.
 
+A chat pinned to the top of the list (schema 6) keeps when it was pinned in `pinned_at` (NULL: not pinned):
+pinned chats come first, the last one pinned at the top, and stay in that order however they are used.
+
 An answer that called tools (core.tools; schema 5) keeps its rounds in `tool_rounds`, a JSON list of
 {"content": the words written before the calls, "calls": [{"id", "name", "arguments" (an object), "server",
 "decision" (once / always / deny / auto), "result" (the text the model got), "is_error", "status" (done,
@@ -62,6 +65,11 @@ class Conversation:
     created_at: float
     updated_at: float
     settings_json: str = "{}"
+    pinned_at: float | None = None  # when it was pinned to the top of the list (schema 6), None if it is not
+
+    @property
+    def pinned(self) -> bool:
+        return self.pinned_at is not None
 
 
 @dataclass(frozen=True)
@@ -125,6 +133,9 @@ _V4 = ("ALTER TABLE messages ADD COLUMN reasoning TEXT NOT NULL DEFAULT ''",)
 # An answer's tool calls and their results (issue 43), a JSON list of rounds (module docstring).
 _V5 = ("ALTER TABLE messages ADD COLUMN tool_rounds TEXT NOT NULL DEFAULT '[]'",)
 
+# A chat pinned to the top of the list, at the time it was pinned (module docstring).
+_V6 = ("ALTER TABLE conversations ADD COLUMN pinned_at REAL",)
+
 
 def _statements(*sql: str) -> Callable[[sqlite3.Connection], None]:
     def step(db: sqlite3.Connection) -> None:
@@ -141,6 +152,7 @@ MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
     2: _statements(*_V3),
     3: _statements(*_V4),
     4: _statements(*_V5),
+    5: _statements(*_V6),
 }
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -299,15 +311,16 @@ class Store:
             )
         return int(cursor.lastrowid)
 
+    _SELECT_CONVERSATION = "SELECT id, title, created_at, updated_at, settings, pinned_at FROM conversations"
+
     def conversation(self, conversation_id: int) -> Conversation | None:
-        row = self.db.execute(
-            "SELECT id, title, created_at, updated_at, settings FROM conversations WHERE id = ?", (conversation_id,)
-        ).fetchone()
+        row = self.db.execute(f"{self._SELECT_CONVERSATION} WHERE id = ?", (conversation_id,)).fetchone()
         return Conversation(*row) if row else None
 
     def conversations(self, search: str = "") -> list[Conversation]:
-        """Most recently active first; `search` matches titles and message text (case-insensitive)."""
-        query = "SELECT id, title, created_at, updated_at, settings FROM conversations"
+        """The pinned chats first (the last pinned at the top), then the others, most recently active first;
+        `search` matches titles and message text (case-insensitive)."""
+        query = self._SELECT_CONVERSATION
         args: tuple[Any, ...] = ()
         if search.strip():
             pattern = "%" + search.strip().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
@@ -316,13 +329,26 @@ class Store:
                 " (SELECT conversation_id FROM messages WHERE content LIKE ? ESCAPE '\\')"
             )
             args = (pattern, pattern)
-        query += " ORDER BY updated_at DESC, id DESC"
+        query += " ORDER BY pinned_at IS NULL, pinned_at DESC, updated_at DESC, id DESC"
         return [Conversation(*row) for row in self.db.execute(query, args)]
 
     @_writes
     def rename_conversation(self, conversation_id: int, title: str) -> None:
         with transaction(self.db):
             self.db.execute("UPDATE conversations SET title = ? WHERE id = ?", (title, conversation_id))
+
+    @_writes
+    def set_pinned(self, conversation_id: int, pinned: bool) -> None:
+        """Pin the chat to the top of the list (a pinned chat keeps its place) or unpin it. Its last activity is
+        left as it was: unpinned, it goes back among the others by date."""
+        with transaction(self.db):
+            if pinned:
+                self.db.execute(
+                    "UPDATE conversations SET pinned_at = COALESCE(pinned_at, ?) WHERE id = ?",
+                    (time.time(), conversation_id),
+                )
+            else:
+                self.db.execute("UPDATE conversations SET pinned_at = NULL WHERE id = ?", (conversation_id,))
 
     @_writes
     def set_conversation_settings(self, conversation_id: int, settings_json: str) -> None:

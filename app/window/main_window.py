@@ -216,6 +216,7 @@ class MainWindow(MenusMixin, SettingsHostMixin, RoomHostMixin, ModelsHostMixin, 
         self.sidebar.selected.connect(lambda cid: (self.close_model_manager(), c.open_conversation(cid)))
         self.sidebar.models_requested.connect(self.toggle_model_manager)
         self.sidebar.delete_requested.connect(self.delete_conversation)
+        self.sidebar.pin_requested.connect(c.set_pinned)
         self.sidebar.export_requested.connect(lambda cid, kind: self.export_conversation_dialog(kind, cid))
         self.sidebar.search_changed.connect(c.search)
         c.conversations.modelReset.connect(lambda: self.sidebar.select(c.conversation_id))

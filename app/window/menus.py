@@ -34,6 +34,7 @@ class MenusMixin:
         chat = bar.addMenu("&Chat")
         self._action(chat, "Search chats", lambda: self.sidebar.search.setFocus(), QKeySequence.StandardKey.Find)
         self.rename_action = self._action(chat, "&Rename chat", self.sidebar.rename_current, "F2")
+        self.pin_action = self._action(chat, "&Pin chat to top", self._toggle_pin_current)
         self.delete_action = self._action(chat, "&Delete chat…", self._delete_current)
         self._action(chat, "Chat &settings", self.toggle_conversation_settings, "Ctrl+Shift+S")
         chat.addSeparator()
@@ -73,6 +74,14 @@ class MenusMixin:
         return menu
 
     def _open_chat_listed(self, listed: bool) -> None:
-        """Rename and Delete act on the open chat: off while a search hides it from the list."""
+        """Rename, Pin and Delete act on the open chat: off while a search hides it from the list. Pin reads
+        Unpin for a pinned chat."""
         self.rename_action.setEnabled(listed)
         self.delete_action.setEnabled(listed)
+        self.pin_action.setEnabled(listed)
+        self.pin_action.setText("Un&pin chat" if listed and self.sidebar.current_pinned() else "&Pin chat to top")
+
+    def _toggle_pin_current(self) -> None:
+        conversation_id = self.sidebar.current_id()
+        if conversation_id is not None:
+            self.controller.set_pinned(conversation_id, not self.sidebar.current_pinned())
