@@ -286,6 +286,7 @@ def build_screens(
     add("chat-menu", chat_menu)
     add("app-menu", main.app_menu)
     add("about", main.about())
+    add("shortcuts", main.show_shortcuts())
     settings_window = chat_window(own("settings"))
     settings_window.open_settings(has_gpu=True)
     add("settings", settings_window)

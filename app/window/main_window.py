@@ -48,6 +48,7 @@ from app.window.status_bar import NO_DRAFT_WORDS, AppStatusBar
 from app.window.toast import Toast
 from app.window.file_actions import FileActionsMixin
 from app.window.geometry import restore_geometry, save_geometry
+from app.window.shortcuts_sheet import ShortcutsSheet
 from app.window.menus import MenusMixin
 from app.window.models_host import ModelsHostMixin
 from app.window.room_host import RoomHostMixin
@@ -100,6 +101,7 @@ class MainWindow(MenusMixin, SettingsHostMixin, RoomHostMixin, ModelsHostMixin, 
         self.controller = ChatController(self.store, self.bridge, self.settings, self)
         self.logs_dialog: ConfirmDialog | None = None
         self.about_dialog: ConfirmDialog | None = None
+        self.shortcuts_sheet: ShortcutsSheet | None = None
         self._gpu_banner: str | None = None  # the banner's text while it reports a GPU that failed its check
         self._context_said: tuple | None = None  # the models and setting whose shorter context was said
         self.setWindowTitle("SpecExec Desktop")

@@ -10,6 +10,8 @@ from __future__ import annotations
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QMenu
 
+from app.window.shortcuts_sheet import ShortcutsSheet
+
 
 class MenusMixin:
     """MainWindow's menus (a mixin: the actions call the window's own methods)."""
@@ -51,6 +53,7 @@ class MenusMixin:
         models.addSeparator()
         self._action(models, "&Restart engine", self.restart_engine)
         help_menu = bar.addMenu("&Help")
+        self._action(help_menu, "&Keyboard shortcuts", self.show_shortcuts, "Ctrl+/")
         self._action(help_menu, "Open &logs folder", self.open_logs_folder)
         self._action(help_menu, "&Copy diagnostics", self.copy_diagnostics)
         self._action(help_menu, "&About SpecExec Desktop", self.about)
@@ -72,6 +75,13 @@ class MenusMixin:
         menu.addSeparator()
         menu.addAction(self.quit_action)
         return menu
+
+    def show_shortcuts(self) -> ShortcutsSheet:
+        """The keyboard shortcuts on one sheet (shown, not waited for)."""
+        sheet = ShortcutsSheet(self, self.menuBar())
+        self.shortcuts_sheet = sheet
+        sheet.open()
+        return sheet
 
     def _open_chat_listed(self, listed: bool) -> None:
         """Rename, Pin and Delete act on the open chat: off while a search hides it from the list. Pin reads
