@@ -1,5 +1,6 @@
 """The text of documents given to a message (core.text.document_text) and `specexec text`: real PDFs written
-by pypdf (pages with text, a scan without any, passwords), a damaged one, and the command's contract."""
+by pypdf (pages with text, a scan without any, passwords), Word documents written by python-docx, OpenDocument
+texts written by odfdo and by hand (hostile ones too), damaged files, and the command's contract."""
 
 from __future__ import annotations
 
@@ -138,16 +139,16 @@ def test_other_office_files_archives_and_damaged_documents_are_said_in_words(tmp
 
 
 def test_a_word_document_that_unpacks_past_the_limit_is_refused_before_it_is_parsed(tmp_path):
-    """A zip bomb: a few hundred kilobytes on disk that say they unpack to more than MAX_WORD_UNPACKED."""
+    """A zip bomb: a few hundred kilobytes on disk that say they unpack to more than MAX_OFFICE_UNPACKED."""
     import zipfile
 
-    from core.text.document_text import MAX_WORD_UNPACKED
+    from core.text.document_text import MAX_OFFICE_UNPACKED
 
     bomb = tmp_path / "bomb.docx"
     with zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as archive:
         with archive.open("word/document.xml", "w", force_zip64=True) as part:
             chunk = b" " * (1 << 20)
-            for _ in range((MAX_WORD_UNPACKED >> 20) + 1):
+            for _ in range((MAX_OFFICE_UNPACKED >> 20) + 1):
                 part.write(chunk)
     assert bomb.stat().st_size < 2 << 20
     with pytest.raises(DocumentError, match="bomb.docx unpacks to more than 256 MB"):
@@ -214,3 +215,115 @@ def test_a_document_with_more_text_than_a_model_reads_is_refused_as_it_is_read(t
     word.save(tmp_path / "long.docx")
     with pytest.raises(DocumentError, match="long.docx holds more text than a model reads at once: add the part you"):
         document_text(tmp_path / "long.docx")
+
+
+# OpenDocument texts (LibreOffice Writer's .odt) -----------------------------------------------------------
+
+ODF_TEXT = "application/vnd.oasis.opendocument.text"
+ODF_CONTENT = (
+    '<?xml version="1.0" encoding="UTF-8"?>{doctype}<office:document-content'
+    ' xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0"'
+    ' xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0"'
+    ' xmlns:table="urn:oasis:names:tc:opendocument:xmlns:table:1.0" office:version="1.3">'
+    "<office:body><office:text>{body}</office:text></office:body></office:document-content>"
+)
+
+
+def write_odt(path: Path) -> Path:
+    """An OpenDocument text as LibreOffice writes one, through odfdo: a title, a paragraph, a list, a table."""
+    from odfdo import Document, Header, List, Paragraph, Table
+
+    document = Document("text")
+    document.body.append(Header(1, "Minutes"))
+    document.body.append(Paragraph("We met on Tuesday. Grüße ✓"))
+    document.body.append(Header(2, "Decisions"))
+    document.body.append(List(["Buy a printer", "Move the party to Friday"]))
+    table = Table("Budget", width=2, height=3)
+    table.set_values([["Item", "Cost"], ["Printer", "200"], ["Cake", "30"]])
+    document.body.append(table)
+    document.save(path)
+    return path
+
+
+def odt_by_hand(path: Path, body: str, doctype: str = "", mimetype: str = ODF_TEXT) -> Path:
+    """An OpenDocument file of the two parts a reader needs, its content.xml's body as given."""
+    content = ODF_CONTENT.format(doctype=doctype, body=body).encode()
+    return zip_with(path, {"mimetype": mimetype.encode(), "content.xml": content})
+
+
+def test_an_opendocument_text_comes_as_markdown_with_its_headings_lists_and_tables(tmp_path):
+    odt = write_odt(tmp_path / "minutes.odt")
+    assert read_apart(odt)
+    text = document_text(odt)
+    assert text.startswith("# Minutes\n\nWe met on Tuesday. Grüße ✓\n\n## Decisions\n")
+    assert "Buy a printer" in text and "Move the party to Friday" in text
+    assert "| Printer | 200  |" in text and text.endswith("| Cake    | 30   |")
+
+
+@pytest.mark.parametrize(
+    ("mimetype", "words"),
+    [
+        (
+            "application/vnd.oasis.opendocument.spreadsheet",
+            "is an OpenDocument spreadsheet \\(LibreOffice Calc\\), which cannot be read: save it as CSV",
+        ),
+        (
+            "application/vnd.oasis.opendocument.presentation",
+            "is an OpenDocument presentation \\(LibreOffice Impress\\), which cannot be read: save it as a PDF",
+        ),
+        ("application/x-anything-else", "is a zip archive: unpack it"),
+    ],
+)
+def test_other_opendocument_files_are_said_with_what_to_do(tmp_path, mimetype, words):
+    with pytest.raises(DocumentError, match=words):
+        document_text(odt_by_hand(tmp_path / "sheet.ods", "<text:p>x</text:p>", mimetype=mimetype))
+
+
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [
+        # two billion spaces in eleven bytes: refused before odfdo writes them out
+        ('<text:p>a<text:s text:c="2000000000"/>b</text:p>', "asks for more spaces in a row than a document has"),
+        (
+            '<table:table table:name="T"><table:table-column table:number-columns-repeated="1000"/>'
+            '<table:table-row table:number-rows-repeated="100000"><table:table-cell'
+            ' table:number-columns-repeated="1000"><text:p>x</text:p></table:table-cell></table:table-row>'
+            "</table:table>",
+            "has a table of 100,000 rows and 1,000 columns, more than is read here",
+        ),
+        ('<text:p>a<text:s text:c="many"/>b</text:p>', "is damaged, or not an OpenDocument text"),
+        ("<text:p>not closed", "is damaged, or not an OpenDocument text"),
+        ("", "has no text to read"),
+    ],
+)
+def test_a_hostile_damaged_or_empty_opendocument_text_is_said_in_words(tmp_path, body, words):
+    with pytest.raises(DocumentError, match=words):
+        document_text(odt_by_hand(tmp_path / "notes.odt", body))
+
+
+def test_an_opendocument_text_with_a_few_spaces_in_a_row_keeps_them(tmp_path):
+    assert document_text(odt_by_hand(tmp_path / "notes.odt", '<text:p>a<text:s text:c="3"/>b</text:p>')) == "a   b"
+
+
+def test_an_opendocument_texts_entities_neither_multiply_nor_read_files(tmp_path):
+    """The billion laughs and an external entity naming a file: lxml refuses the first, resolves not the
+    second; both are said as a damaged file, and no byte of the named file comes back."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("the password is swordfish", encoding="utf-8")
+    entities = "".join(
+        f'<!ENTITY lol{n} "{("&lol%d;" % (n - 1)) * 10}">' if n > 1 else '<!ENTITY lol1 "lol">' for n in range(1, 10)
+    )
+    laughs = odt_by_hand(tmp_path / "laughs.odt", "<text:p>&lol9;</text:p>", f"<!DOCTYPE x [{entities}]>")
+    with pytest.raises(DocumentError, match="laughs.odt is damaged"):
+        document_text(laughs)
+    external = f'<!DOCTYPE x [<!ENTITY leak SYSTEM "{secret.as_uri()}">]>'
+    with pytest.raises(DocumentError, match="leak.odt is damaged") as refused:
+        document_text(odt_by_hand(tmp_path / "leak.odt", "<text:p>&leak;</text:p>", external))
+    assert "swordfish" not in str(refused.value)
+
+
+def test_specexec_text_reads_an_opendocument_text(tmp_path, capsys):
+    result = run_cli(capsys, "text", str(write_odt(tmp_path / "minutes.odt")), "--json")
+    assert result.returncode == 0
+    record = json.loads(result.stdout)
+    assert record["name"] == "minutes.odt" and record["text"].startswith("# Minutes\n")

@@ -1,4 +1,4 @@
-"""A PDF or a Word document given to a message, read in a child process (`specexec text FILE --json`,
+"""A PDF, a Word document or an OpenDocument text given to a message, read in a child process (`specexec text FILE --json`,
 core.text.document_text) that the window never waits for: a damaged or hostile file can keep a parser busy,
 and a process can be stopped where a thread cannot. The window goes on while it reads, and a reading that takes longer than
 READ_TIMEOUT_MS is stopped and said."""

@@ -15,7 +15,10 @@ from pathlib import Path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("file", help="a text file (.txt, .md, .csv, code...), a PDF or a Word document (.docx)")
+    parser.add_argument(
+        "file",
+        help="a text file (.txt, .md, .csv, code...), a PDF, a Word document (.docx) or an OpenDocument text (.odt)",
+    )
     parser.add_argument("--json", action="store_true", help='print {"name": ..., "text": ...}')
 
 

@@ -1,10 +1,11 @@
 """The text of a document a person gives a model (a file added to a chat message): a text file read as
 core.system.text_files reads a file written by hand, a PDF's text through pypdf (pure Python, BSD, the
-field's own reader), a Word document's through python-docx (MIT, on lxml; the field's own reader too).
+field's own reader), a Word document's through python-docx (MIT, on lxml; the field's own reader too), an
+OpenDocument text's (LibreOffice Writer's .odt) as Markdown through odfdo (Apache 2.0, on lxml).
 
 What the file is gets checked before it is read: only regular files (a pipe or a device would never end),
-only up to the limits below, only text; an image, a spreadsheet or an old .doc is refused in words. PDFs and
-Word documents are parsed only in a process of its own (`specexec text FILE`, which the app starts): a parser
+only up to the limits below, only text; an image, a spreadsheet or an old .doc is refused in words. PDFs,
+Word and OpenDocument files are parsed only in a process of its own (`specexec text FILE`, which the app starts): a parser
 fed a damaged or hostile file can loop or swell, and a process can be stopped where a thread cannot.
 """
 
@@ -20,12 +21,17 @@ from core.system.text_files import decode_text
 MAX_TEXT_BYTES = 1 << 20  # about 250,000 tokens of text: past every context window of the catalog's models
 MAX_PDF_BYTES = 64 << 20  # scanned pages weigh megabytes each, and hold no text anyway
 MAX_PDF_PAGES = 2000
-MAX_WORD_BYTES = 64 << 20  # a Word file's pictures weigh most of it
-MAX_WORD_UNPACKED = 256 << 20  # what its parts unpack to, as the zip's directory says (a zip bomb says more)
+MAX_OFFICE_BYTES = 64 << 20  # a Word or OpenDocument file's pictures weigh most of it
+MAX_OFFICE_UNPACKED = 256 << 20  # what its parts unpack to, as the zip's directory says (a zip bomb says more)
+# An OpenDocument file writes runs of spaces and repeated table cells as a count: a few bytes can ask for
+# billions. Counts past these are refused (spaces: a long indent's; cells: a big table's) before any is made.
+MAX_ODF_SPACES = 1000
+MAX_ODF_TABLE_CELLS = 1_000_000
 PDF_START = b"%PDF-"
-ZIP_START = b"PK\x03\x04"  # Office's formats since 2007: .docx, .xlsx, .pptx
+ZIP_START = b"PK\x03\x04"  # Office's formats since 2007 (.docx, .xlsx, .pptx) and OpenDocument's
 OLD_OFFICE_START = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"  # .doc, .xls, .ppt before 2007
 NOT_TEXT = "pictures and other files cannot be read: save the text as a .txt file, a PDF or a Word document"
+DOCUMENT_KINDS = "a text file, a PDF or a Word or LibreOffice document"
 # how the pictures people try most begin: PNG, JPEG, GIF
 BINARY_STARTS = (b"\x89PNG", b"\xff\xd8\xff", b"GIF8")
 # a zip's part that says which Office file it is, and what to do with those that are not Word's
@@ -34,11 +40,20 @@ OFFICE_PARTS = {
     "ppt/presentation.xml": "a PowerPoint presentation, which cannot be read: save it as a PDF and add that",
 }
 WORD_PART = "word/document.xml"
+# an OpenDocument file's first part, `mimetype`, names its kind; what to do with those that are not texts
+ODF_MIMETYPE_PART = "mimetype"
+ODF_TEXT = "application/vnd.oasis.opendocument.text"
+ODF_KINDS = {
+    "application/vnd.oasis.opendocument.spreadsheet": "an OpenDocument spreadsheet (LibreOffice Calc), which "
+    "cannot be read: save it as CSV (File > Save As) and add that",
+    "application/vnd.oasis.opendocument.presentation": "an OpenDocument presentation (LibreOffice Impress), "
+    "which cannot be read: save it as a PDF and add that",
+}
 
 
 def read_apart(path: Path) -> bool:
     """Whether `path` is a regular file whose format is parsed in a process of its own: a PDF, or a zip
-    (a Word document; the reader says what any other zip is). False when it cannot be read."""
+    (a Word or OpenDocument file; the reader says what any other zip is). False when it cannot be read."""
     try:
         if not path.is_file():
             return False
@@ -50,7 +65,8 @@ def read_apart(path: Path) -> bool:
 
 
 def document_text(path: Path) -> str:
-    """The text of the text file, PDF or Word document at `path` (a PDF's pages apart by a blank line).
+    """The text of the text file, PDF, Word or OpenDocument text at `path` (a PDF's pages apart by a blank
+    line).
 
     Raises:
         DocumentError: it is not a regular file, cannot be read, is not text, holds no text (a scanned PDF),
@@ -74,11 +90,11 @@ def document_text(path: Path) -> str:
             )
         return _pdf_text(path, name)
     if data.startswith(ZIP_START):
-        if size_mb > MAX_WORD_BYTES >> 20:
+        if size_mb > MAX_OFFICE_BYTES >> 20:
             raise DocumentError(
-                f"{name} is {size_mb:,.0f} MB, more than the {MAX_WORD_BYTES >> 20} MB a Word file may be here"
+                f"{name} is {size_mb:,.0f} MB, more than the {MAX_OFFICE_BYTES >> 20} MB a document may be here"
             )
-        return _word_text(path, name)
+        return _zip_text(path, name)
     if data.startswith(OLD_OFFICE_START):
         raise DocumentError(
             f"{name} is in the Office format from before 2007 (.doc, .xls or .ppt), which cannot be read: open it "
@@ -90,15 +106,15 @@ def document_text(path: Path) -> str:
             "add the part you need"
         )
     if data.startswith(BINARY_STARTS):
-        raise DocumentError(f"{name} is not a text file, a PDF or a Word document ({NOT_TEXT})")
+        raise DocumentError(f"{name} is not {DOCUMENT_KINDS} ({NOT_TEXT})")
     try:
         text = decode_text(data, name)
     except TextEncodingError as error:  # a NUL: a binary file; else text in another encoding (Windows' "ANSI")
         if b"\0" in data:
-            raise DocumentError(f"{name} is not a text file, a PDF or a Word document ({NOT_TEXT})") from error
+            raise DocumentError(f"{name} is not {DOCUMENT_KINDS} ({NOT_TEXT})") from error
         raise DocumentError(str(error)) from error
     if "\0" in text:  # text has no NUL: a binary file whose bytes happen to decode
-        raise DocumentError(f"{name} is not a text file, a PDF or a Word document ({NOT_TEXT})")
+        raise DocumentError(f"{name} is not {DOCUMENT_KINDS} ({NOT_TEXT})")
     if not text.strip():
         raise DocumentError(f"{name} is empty")
     return text
@@ -144,24 +160,33 @@ def _within_limit(texts: Iterable[str], name: str, unit: str) -> list[str]:
     return kept
 
 
-def _word_text(path: Path, name: str) -> str:
-    """A Word document's text in reading order: paragraphs (headings as Markdown headings, list items as
-    "- "), tables row by row with their cells apart by " | " (a merged cell once). Headers, footers, notes
-    and pictures are left out."""
+def _zip_text(path: Path, name: str) -> str:
+    """The text of a zip that is a Word document or an OpenDocument text, told apart by their parts; any
+    other zip (an Excel or LibreOffice spreadsheet, a presentation, an archive) is said with what to do."""
     import zipfile
 
     try:
         with zipfile.ZipFile(path) as archive:
             parts = {info.filename: info.file_size for info in archive.infolist()}
+            mimetype = ""
+            if 0 < parts.get(ODF_MIMETYPE_PART, 0) <= 100:  # a short line of ASCII where it is an ODF file
+                mimetype = archive.read(ODF_MIMETYPE_PART).decode("ascii", "replace").strip()
     except (zipfile.BadZipFile, OSError, ValueError) as error:
-        raise DocumentError(f"{name} is damaged, or not a Word document this reader understands ({error})") from error
-    if WORD_PART not in parts:
-        what = next((words for part, words in OFFICE_PARTS.items() if part in parts), None)
+        raise DocumentError(f"{name} is damaged, or not a document this reader understands ({error})") from error
+    if WORD_PART not in parts and mimetype != ODF_TEXT:
+        what = ODF_KINDS.get(mimetype) or next((words for part, words in OFFICE_PARTS.items() if part in parts), None)
         raise DocumentError(f"{name} is {what or 'a zip archive: unpack it and add the files in it'}")
-    if sum(parts.values()) > MAX_WORD_UNPACKED:
+    if sum(parts.values()) > MAX_OFFICE_UNPACKED:
         raise DocumentError(
-            f"{name} unpacks to more than {MAX_WORD_UNPACKED >> 20} MB, more than a Word document may be here"
+            f"{name} unpacks to more than {MAX_OFFICE_UNPACKED >> 20} MB, more than a document may be here"
         )
+    return _word_text(path, name) if WORD_PART in parts else _odt_text(path, name)
+
+
+def _word_text(path: Path, name: str) -> str:
+    """A Word document's text in reading order: paragraphs (headings as Markdown headings, list items as
+    "- "), tables row by row with their cells apart by " | " (a merged cell once). Headers, footers, notes
+    and pictures are left out."""
     try:
         from docx import Document
         from docx.table import Table
@@ -180,6 +205,39 @@ def _word_text(path: Path, name: str) -> str:
     if not text:
         raise DocumentError(f"{name} has no text to read")
     return text.replace("\0", "")
+
+
+def _odt_text(path: Path, name: str) -> str:
+    """An OpenDocument text as Markdown, as odfdo writes it: headings, lists, tables, emphasis, notes.
+    The counts its format may repeat (spaces, table cells) are checked first (MAX_ODF_SPACES,
+    MAX_ODF_TABLE_CELLS): odfdo makes what they ask for."""
+    try:
+        from odfdo import Document
+
+        document = Document(path)
+        body = document.body
+        for spaces in body.xpath("//text:s[@text:c]"):
+            if int(spaces.get_attribute("text:c") or 1) > MAX_ODF_SPACES:
+                raise DocumentError(f"{name} asks for more spaces in a row than a document has: it is damaged")
+        for table in body.get_tables():
+            if table.height * table.width > MAX_ODF_TABLE_CELLS:
+                raise DocumentError(
+                    f"{name} has a table of {table.height:,} rows and {table.width:,} columns, more than is "
+                    "read here: copy the part you need into a new document"
+                )
+        text = document.to_markdown()
+    except DocumentError:
+        raise
+    except Exception as error:  # noqa: BLE001 - a damaged file can make a parser raise anything: said in words
+        raise DocumentError(
+            f"{name} is damaged, or not an OpenDocument text this reader understands ({error})"
+        ) from error
+    text = str(text).replace("\0", "").strip()
+    if not text:
+        raise DocumentError(f"{name} has no text to read")
+    if len(text) > MAX_TEXT_BYTES:
+        raise DocumentError(f"{name} holds more text than a model reads at once: add the part you need")
+    return text
 
 
 def _paragraph_text(paragraph) -> str:  # noqa: ANN001 - a docx.text.paragraph.Paragraph
