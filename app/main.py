@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     app = create_application(sys.argv if argv is None else argv)
     settings, moved = settings_at_start(paths)
-    theme = ThemeManager(app, settings.theme)
+    theme = ThemeManager(app, settings.theme, settings.text_percent())
     instance = SingleInstance(paths.data_dir, app)
     if not instance.acquire():
         report_fatal(instance.message(instance.bring_first_to_front()))

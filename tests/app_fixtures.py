@@ -407,8 +407,15 @@ def answered(window, question: str = "first question", answer: str = "an answer"
 def themes(qapp):
     """A ThemeManager on the test application (undone afterwards). Text is drawn without antialiasing while
     it lives, so every text pixel has its exact colour and contrast can be measured on the pixels; list this
-    fixture before the one that builds the widgets."""
+    fixture before the one that builds the widgets.
+
+    The windows the test made are deleted before the stylesheet goes: one deleted after the application's
+    stylesheet was dropped and another set (pytest-qt deletes them later, in the next test's event loop) left
+    Qt's style-sheet style with a dangling widget, and the next restyle crashed the process (a theme or text
+    size switch; the app itself never drops its stylesheet)."""
+    from PySide6.QtCore import QCoreApplication, QEvent
     from PySide6.QtGui import QFont, QPalette
+    from PySide6.QtWidgets import QApplication
 
     from app.settings.schema import Theme
     from app.theme.manager import ThemeManager
@@ -418,8 +425,13 @@ def themes(qapp):
     crisp.setStyleStrategy(QFont.StyleStrategy.NoAntialias)
     qapp.setFont(crisp)
     qapp.setStyle("Fusion")
+    before = set(QApplication.topLevelWidgets())
     theme = ThemeManager(qapp, Theme.LIGHT)
     yield theme
+    for widget in set(QApplication.topLevelWidgets()) - before:
+        widget.close()
+        widget.deleteLater()
+    QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
     qapp.setFont(font)
     qapp.setStyleSheet("")
     qapp.styleHints().unsetColorScheme()

@@ -15,7 +15,7 @@ from PySide6.QtWidgets import QApplication, QLineEdit, QMenu  # noqa: E402
 pytest.register_assert_rewrite("app_fixtures")
 from app_fixtures import ready, screenshot  # noqa: E402
 
-from app.window.shortcuts_sheet import PLACE_KEYS, ShortcutsSheet, action_words, key_text  # noqa: E402
+from app.window.shortcuts_sheet import PLACE_KEYS, ShortcutsSheet, action_keys, action_words, key_text  # noqa: E402
 
 pytest_plugins = ["app_fixtures"]  # fixtures: app_paths, themes, styled_window
 pytestmark = [pytest.mark.qt, pytest.mark.timeout(60)]
@@ -36,12 +36,13 @@ def test_ctrl_slash_opens_a_sheet_with_every_menu_shortcut_in_the_menus_words(qt
     with_keys = [a for a in w.actions() if not a.shortcut().isEmpty()]
     assert len(with_keys) >= 10
     for action in with_keys:  # every shortcut of the window, once, with its menu's words
-        assert rows.count((key_text(action.shortcut()), action_words(action))) == 1, action.text()
+        assert rows.count((action_keys(action), action_words(action))) == 1, action.text()
     assert ("Ctrl+N", "New chat") in rows and ("Ctrl+/", "Keyboard shortcuts") in rows
     assert ("Ctrl+,", "Settings") in rows  # "Settings…" without its dots
+    assert (f"{key_text(QKeySequence.StandardKey.ZoomIn)}, Ctrl+=", "Bigger text") in rows  # both of its keys
     for _place, keys in PLACE_KEYS:
         assert all(row in rows for row in keys)
-    assert sheet.findChild(QLineEdit) is None and sheet.height() <= w.height()
+    assert sheet.findChild(QLineEdit) is None and sheet.height() <= w.screen().availableGeometry().height()
     screenshot(sheet, "shortcuts-sheet")
     qtbot.keyClick(sheet, Qt.Key.Key_Escape)  # Esc closes it; the window's Esc (stop) is not pressed
     qtbot.waitUntil(lambda: not sheet.isVisible())
@@ -126,7 +127,7 @@ def test_the_pages_keys_do_what_the_sheet_says(qtbot, styled_window):
     qtbot.waitUntil(lambda: w.model_manager is None and w.content.currentIndex() == 0)
 
 
-def test_keys_are_written_as_the_system_writes_them():
+def test_keys_are_written_as_the_system_writes_them(qapp):
     assert key_text("Ctrl+Shift+C") == QKeySequence("Ctrl+Shift+C").toString(QKeySequence.SequenceFormat.NativeText)
     from PySide6.QtGui import QAction
 

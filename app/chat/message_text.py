@@ -193,6 +193,10 @@ class MessageBody(QWidget):
         del self.parts[index:]
         del self._texts[index:]
 
+    def clear(self) -> None:
+        """No parts: the next render makes them anew (at the application's font size of then)."""
+        self._drop_from(0)
+
     def set_plain(self, text: str) -> None:
         view = self._part(0, "plain")
         if self._texts[0] != ("plain", text, ""):

@@ -473,9 +473,12 @@ class MessageWidget(QWidget):
         self.actions.setVisible(idle and (self._hovered or several))
 
     def changeEvent(self, event: QEvent) -> None:  # noqa: N802 - Qt signature
-        """A theme switch: render again, since links and code colours are baked into the rendered text."""
+        """A theme switch: render again, since links and code colours are baked into the rendered text. A
+        text size change: the same, in views made anew at the new size (each part's font is set when made)."""
         super().changeEvent(event)
-        if event.type() == QEvent.Type.PaletteChange and self._rendered is not None:
+        if event.type() == QEvent.Type.FontChange and self._rendered is not None:
+            self.body.clear()
+        if event.type() in (QEvent.Type.PaletteChange, QEvent.Type.FontChange) and self._rendered is not None:
             QTimer.singleShot(0, self._rerender)
 
     def _rerender(self) -> None:

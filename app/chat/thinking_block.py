@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QEvent, Qt
 from PySide6.QtGui import QGuiApplication, QTextCursor
 from PySide6.QtWidgets import QFrame, QToolButton, QVBoxLayout, QWidget
 
@@ -55,10 +55,7 @@ class ThinkingBlock(QFrame):
         self.view = MarkdownView()
         self.view.setObjectName("thinkingView")
         self.view.setAccessibleName("The model's thinking")
-        font = self.view.font()
-        font.setPointSizeF(QGuiApplication.font().pointSizeF())  # a step below the answer's words
-        self.view.setFont(font)
-        self.view.document().setDefaultFont(font)
+        self._follow_font()
         inner.addWidget(self.view)
         column.addWidget(self.toggle, 0, Qt.AlignmentFlag.AlignLeft)
         column.addWidget(self.text_frame)
@@ -88,6 +85,19 @@ class ThinkingBlock(QFrame):
 
     def text(self) -> str:
         return self._text
+
+    def _follow_font(self) -> None:
+        """The thinking at the application's font size: a step below the answer's words."""
+        font = self.view.font()
+        font.setPointSizeF(QGuiApplication.font().pointSizeF())
+        self.view.setFont(font)
+        self.view.document().setDefaultFont(font)
+
+    def changeEvent(self, event: QEvent) -> None:  # noqa: N802 - Qt signature
+        """A text size change: the thinking follows it (its view's font is its own, set when made)."""
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.FontChange:
+            self._follow_font()
 
     def _clicked(self) -> None:
         self.reader_choice = not self.expanded

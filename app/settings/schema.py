@@ -30,6 +30,9 @@ log = logging.getLogger(__name__)
 SETTINGS_SCHEMA_VERSION = 3
 # The context lengths Settings offers (AppSettings.context_length), and the steps Make room takes (app.chat.context_room)
 CONTEXT_LENGTHS = (2048, 4096, 8192, 16384, 32768, 65536, 131072)
+# The text sizes Settings and Ctrl+= / Ctrl+- step through (AppSettings.text_size), in percent of the system's
+TEXT_SIZES = (90, 100, 115, 130, 150)
+DEFAULT_TEXT_SIZE = 100
 
 
 class Offload(StrEnum):
@@ -138,6 +141,7 @@ class AppSettings:
     offload: Offload = Offload.AUTO
     vram_budget_gb: float = 0.0  # 0 = automatic
     theme: Theme = Theme.SYSTEM
+    text_size: int = DEFAULT_TEXT_SIZE  # percent of the system's text size, one of TEXT_SIZES (text_percent)
     dtype: str = "auto"
     device: str = "auto"
     tree_budget: int = 0  # draft tokens per pass; 0 = automatic (chosen for this machine)
@@ -173,6 +177,10 @@ class AppSettings:
         if model.get("thinking") and default_length and room > defaults.max_tokens:
             defaults = dataclasses.replace(defaults, max_tokens=min(THINKING_MAX_TOKENS, room))
         return defaults
+
+    def text_percent(self) -> int:
+        """The text size in force: `text_size`, or the nearest of TEXT_SIZES to a value written by hand."""
+        return min(TEXT_SIZES, key=lambda size: (abs(size - self.text_size), size))
 
     def remote_endpoint(self) -> RemoteEndpoint | None:
         """The endpoint answers come from; None for this computer (or a connection no longer listed)."""

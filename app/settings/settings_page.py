@@ -30,7 +30,7 @@ from PySide6.QtWidgets import (
 
 from app.api.settings_row import ApiServerSettingsRow
 from app.settings.fields import ChoiceField, Field, SliderField, help_line, scrolled_body
-from app.settings.schema import CONTEXT_LENGTHS, AppSettings, Offload, Theme
+from app.settings.schema import CONTEXT_LENGTHS, DEFAULT_TEXT_SIZE, TEXT_SIZES, AppSettings, Offload, Theme
 from app.settings.tool_servers_section import ToolServersSection
 from app.models.choice import moved_into
 from app.system.model_chooser import chosen_path, model_chooser
@@ -52,6 +52,9 @@ OFFLOAD_CHOICES = (
     ("Never (everything in GPU memory)", Offload.OFF),
 )
 THEME_CHOICES = (("Follow the system", Theme.SYSTEM), ("Light", Theme.LIGHT), ("Dark", Theme.DARK))
+TEXT_SIZE_CHOICES = tuple(
+    (f"{size}%" + (" (the system's size)" if size == DEFAULT_TEXT_SIZE else ""), size) for size in TEXT_SIZES
+)
 PAGE_WIDTH_PX = 720
 
 
@@ -278,6 +281,14 @@ class SettingsPage(QFrame):
         column.addWidget(section("Appearance"))
         self.theme = ChoiceField("&Theme", THEME_CHOICES, settings.theme)
         column.addWidget(self.theme)
+        self.text_size = ChoiceField(
+            "Te&xt size",
+            TEXT_SIZE_CHOICES,
+            settings.text_percent(),
+            "How large the words are, everywhere in the app. Ctrl+= and Ctrl+- change it from anywhere, Ctrl+0 "
+            "puts it back.",
+        )
+        column.addWidget(self.text_size)
 
         column.addWidget(section("Local API server"))
         self.api_server = ApiServerSettingsRow(settings)
@@ -380,6 +391,7 @@ class SettingsPage(QFrame):
             vram_budget_gb=float(self.vram.value()),
             context_length=int(self.context_length.value()),
             theme=Theme(self.theme.value()),
+            text_size=int(self.text_size.value()),
             models_folder=self.models_folder.text() if self.models_folder.isEnabled() else self.original.models_folder,
             **self.api_server.values(),
         )

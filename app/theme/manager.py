@@ -1,16 +1,20 @@
-"""Light / dark appearance. "system" follows the OS (Qt 6.5+ styleHints().colorScheme(), live); "light" and
-"dark" force one. The palette and the stylesheet both come from the role tokens (app/theme/tokens.py), so
-every widget, and the HTML the chat renders from the palette, changes with them."""
+"""Light / dark appearance and the text size. "system" follows the OS (Qt 6.5+ styleHints().colorScheme(),
+live); "light" and "dark" force one. The palette and the stylesheet both come from the role tokens
+(app/theme/tokens.py), so every widget, and the HTML the chat renders from the palette, changes with them.
+
+The text size scales the application's font from the system's, as a browser's zoom does: every size in the
+stylesheet and the chat's own fonts are relative to it, so they all follow (a message renders again on the
+font change, as on a palette change)."""
 
 from __future__ import annotations
 
 import logging
 
 from PySide6.QtCore import QObject, Qt, Signal
-from PySide6.QtGui import QFontInfo, QGuiApplication
+from PySide6.QtGui import QFont, QFontInfo, QGuiApplication
 from PySide6.QtWidgets import QApplication
 
-from app.settings.schema import Theme
+from app.settings.schema import DEFAULT_TEXT_SIZE, Theme
 from app.system import resources
 from app.theme.icons import icon_file
 from app.theme.tokens import DARK, LIGHT, Colors, fill_stylesheet, qpalette
@@ -31,17 +35,35 @@ def apply_colors(app: QApplication, colors: Colors) -> None:
 
 
 class ThemeManager(QObject):
-    """Applies a Theme to the application and re-applies it when the system scheme changes."""
+    """Applies a Theme and a text size to the application and re-applies the theme when the system scheme
+    changes."""
 
     changed = Signal(object)  # the new Colors
 
-    def __init__(self, app: QApplication, theme: Theme = Theme.SYSTEM) -> None:
+    def __init__(self, app: QApplication, theme: Theme = Theme.SYSTEM, text_size: int = DEFAULT_TEXT_SIZE) -> None:
         super().__init__(app)
         self.app = app
         self.theme = theme
         self.dark = False
+        self.system_font = QFont(app.font())  # what the text size scales
+        self.system_pt = QFontInfo(self.system_font).pointSizeF()  # also right for a font set in pixels
+        self.text_size = DEFAULT_TEXT_SIZE
         app.styleHints().colorSchemeChanged.connect(self._system_changed)
+        if text_size != DEFAULT_TEXT_SIZE:
+            self._set_font(text_size)
         self.apply(theme)
+
+    def set_text_size(self, percent: int) -> None:
+        """Text at `percent` of the system's size (one of app.settings.schema.TEXT_SIZES), everywhere."""
+        if percent != self.text_size:
+            self._set_font(percent)
+            self.apply(self.theme)
+
+    def _set_font(self, percent: int) -> None:
+        self.text_size = percent
+        font = QFont(self.system_font)
+        font.setPointSizeF(self.system_pt * percent / 100)
+        self.app.setFont(font)
 
     @property
     def colors(self) -> Colors:

@@ -47,6 +47,11 @@ class MenusMixin:
         self._action(chat, "Export as &JSON…", lambda: self.export_conversation_dialog("json"))
         chat.addSeparator()
         self._action(chat, "Go to the message box", lambda: self.input.setFocus(), "Ctrl+L")
+        view = bar.addMenu("&View")
+        bigger = self._action(view, "&Bigger text", lambda: self.step_text_size(1), QKeySequence.StandardKey.ZoomIn)
+        bigger.setShortcuts([QKeySequence(QKeySequence.StandardKey.ZoomIn), QKeySequence("Ctrl+=")])  # no Shift
+        self._action(view, "&Smaller text", lambda: self.step_text_size(-1), QKeySequence.StandardKey.ZoomOut)
+        self._action(view, "&Default text size", lambda: self.step_text_size(0), "Ctrl+0")
         models = bar.addMenu("&Models")
         self.model_manager_action = self._action(models, "&Model manager", self.open_model_manager, "Ctrl+M")
         self._action(models, "&Set-up wizard…", lambda: self.open_wizard())
@@ -58,19 +63,19 @@ class MenusMixin:
         self._action(help_menu, "&Copy diagnostics", self.copy_diagnostics)
         self._action(help_menu, "&About SpecExec Desktop", self.about)
         bar.hide()
-        self.app_menu = self._app_menu(chat, models, help_menu)
+        self.app_menu = self._app_menu(chat, view, models, help_menu)
         self.sidebar.app_menu_button.setMenu(self.app_menu)
         self.sidebar.open_chat_listed.connect(self._open_chat_listed)
         self.sidebar.open_chat_listed.emit(self.sidebar.current_id() is not None)
 
-    def _app_menu(self, chat: QMenu, models: QMenu, help_menu: QMenu) -> QMenu:
+    def _app_menu(self, chat: QMenu, view: QMenu, models: QMenu, help_menu: QMenu) -> QMenu:
         """The sidebar's menu: the things used most at its top, then the bar's menus, the same actions."""
         menu = QMenu(self)
         menu.setAccessibleName("App menu")
         menu.addAction(self.settings_action)
         menu.addAction(self.model_manager_action)
         menu.addSeparator()
-        for submenu in (chat, models, help_menu):
+        for submenu in (chat, view, models, help_menu):
             menu.addMenu(submenu)
         menu.addSeparator()
         menu.addAction(self.quit_action)

@@ -1,5 +1,6 @@
-"""Where the window hosts settings: the Settings page over the chat, and the chat settings panel at its right
-(edits saved to the open chat at once, the Think switch beside the message box being one of them)."""
+"""Where the window hosts settings: the Settings page over the chat, the chat settings panel at its right
+(edits saved to the open chat at once, the Think switch beside the message box being one of them), and the
+text size the View menu's keys step through."""
 
 from __future__ import annotations
 
@@ -10,7 +11,15 @@ from PySide6.QtWidgets import QApplication
 
 from app.engine.bridge import CRASHED, FAILED
 from app.engine.connections import connection_factory, connection_key
-from app.settings.schema import AppSettings, ConversationSettings, SettingsNotSaved, Theme, save_settings
+from app.settings.schema import (
+    DEFAULT_TEXT_SIZE,
+    TEXT_SIZES,
+    AppSettings,
+    ConversationSettings,
+    SettingsNotSaved,
+    Theme,
+    save_settings,
+)
 from app.chat.tool_turns import TOOLS_CONFIG_NAME
 from app.settings.settings_page import SettingsPage
 from app.settings.tool_servers_section import ToolServersSection
@@ -94,6 +103,20 @@ class SettingsHostMixin:
             self.bridge.load(settings.load_request())
         if self.theme is not None and settings.theme != self.theme.theme:  # Settings previewed it already
             self.theme.apply(settings.theme)
+        if self.theme is not None:
+            self.theme.set_text_size(settings.text_percent())
+
+    def step_text_size(self, step: int) -> None:
+        """View > Bigger text (step 1, Ctrl+=), Smaller text (-1, Ctrl+-), Default text size (0, Ctrl+0): the
+        next of TEXT_SIZES, saved like any setting and said; at either end it says so and changes nothing."""
+        now = self.settings.text_percent()
+        index = TEXT_SIZES.index(now) + step
+        size = DEFAULT_TEXT_SIZE if step == 0 else TEXT_SIZES[min(max(index, 0), len(TEXT_SIZES) - 1)]
+        if size == now and step:
+            self.toast.show_message(f"The text is as {'large' if step > 0 else 'small'} as it goes ({now}%)", 3000)
+            return
+        self.apply_settings(dataclasses.replace(self.settings, text_size=size))
+        self.toast.show_message(f"Text size {size}%" + (" (the default)" if size == DEFAULT_TEXT_SIZE else ""), 3000)
 
     def open_conversation_settings(self) -> None:
         self.show_conversation_settings(True)

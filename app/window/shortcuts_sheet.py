@@ -17,10 +17,11 @@ from app.window.buttons import PRIMARY, button, footer
 from app.window.labels import Label
 
 SHEET_WIDTH_PX = 520
-SHEET_MAX_HEIGHT_PX = 620  # past this the list scrolls (a small screen, a large font)
+SHEET_MAX_HEIGHT_PX = 620  # past this the list scrolls (a large text size)
+SCREEN_SHARE = 0.7  # and past this share of the screen's height (a small laptop screen)
 
 # the window's menus as the sheet names them: the File menu's actions are the app menu's own (there is no bar)
-MENU_PLACES = {"File": "The app", "Chat": "Chats", "Models": "Models", "Help": "Help"}
+MENU_PLACES = {"File": "The app", "Chat": "Chats", "View": "Text size", "Models": "Models", "Help": "Help"}
 
 # (where, [(keys, what they do)]): the keys no menu action has, where they work
 PLACE_KEYS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
@@ -55,6 +56,11 @@ def key_text(keys: str | QKeySequence) -> str:
     return QKeySequence(keys).toString(QKeySequence.SequenceFormat.NativeText)
 
 
+def action_keys(action: QAction) -> str:
+    """Every shortcut of a menu action, as this system writes them ("Ctrl++, Ctrl+=")."""
+    return ", ".join(key_text(keys) for keys in action.shortcuts())
+
+
 def action_words(action: QAction) -> str:
     """A menu action's words without its mnemonic's "&" and its trailing "…"."""
     return action.text().replace("&&", "\0").replace("&", "").replace("\0", "&").removesuffix("…")
@@ -68,7 +74,7 @@ def window_shortcuts(bar: QMenuBar) -> list[tuple[str, list[tuple[str, str]]]]:
         if menu is None:
             continue
         rows = [
-            (key_text(action.shortcut()), action_words(action))
+            (action_keys(action), action_words(action))
             for action in menu.actions()
             if not action.isSeparator() and not action.shortcut().isEmpty()
         ]
@@ -108,8 +114,10 @@ class ShortcutsSheet(QDialog):
         scroll.setWidgetResizable(True)
         scroll.setFrameShape(QScrollArea.Shape.NoFrame)
         scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        scroll.setMaximumHeight(SHEET_MAX_HEIGHT_PX)
-        scroll.setMinimumHeight(min(sheet.sizeHint().height(), SHEET_MAX_HEIGHT_PX))
+        screen = parent.screen().availableGeometry().height() if parent.screen() else SHEET_MAX_HEIGHT_PX
+        tallest = min(SHEET_MAX_HEIGHT_PX, int(screen * SCREEN_SHARE))
+        scroll.setMaximumHeight(tallest)
+        scroll.setMinimumHeight(min(sheet.sizeHint().height(), tallest))
         layout.addWidget(scroll)
         close = button("Close", PRIMARY)
         close.setDefault(True)
