@@ -283,3 +283,56 @@ def test_screenshots_of_the_main_states(qtbot, quiet_window, themed, tmp_path):
     page.accept()
     screenshot(w, f"look-{themed}-7-app-settings-error")
     page.cancelled.emit()
+
+
+def test_branch_in_new_chat_goes_on_from_an_answer_in_a_chat_of_its_own(qtbot, quiet_window):
+    """The answer's Branch button (on hover) and the Chat menu's item (the last answer): a new chat, opened, with
+    the conversation up to that answer, marked "(branch)" once; the chat it came from stays as it was."""
+    from PySide6.QtCore import QPointF
+    from PySide6.QtGui import QEnterEvent
+    from PySide6.QtWidgets import QApplication
+
+    from app_fixtures import answered, ready
+
+    w = quiet_window
+    ready(w.bridge)
+    answered(w, "Plan a trip", "Go to Lisbon.")
+    answered(w, "In winter?", "Madeira then.")
+    original = w.controller.conversation_id
+    first_answer = w.chat_view.widgets[1]
+    assert not first_answer.branch_button.isVisible()  # on hover only, like Copy
+    QApplication.sendEvent(first_answer, QEnterEvent(QPointF(5, 5), QPointF(5, 5), QPointF(5, 5)))
+    qtbot.waitUntil(first_answer.branch_button.isVisible)
+    assert w.chat_view.widgets[0].branch_button is None  # your messages are not branched from
+    first_answer.branch_button.click()
+    branch = w.controller.conversation_id
+    assert branch != original and w.header.title_label.full_text == "Plan a trip (branch)"
+    assert [(m.role, m.content) for m in w.controller.messages.rows] == [
+        ("user", "Plan a trip"),
+        ("assistant", "Go to Lisbon."),
+    ]
+    assert w.sidebar.current_id() == branch and w.controller.conversations.id_at(0) == branch
+    assert QApplication.focusWidget() is w.input
+    assert [m.content for m in w.store.messages(original)] == [
+        "Plan a trip",
+        "Go to Lisbon.",
+        "In winter?",
+        "Madeira then.",
+    ]
+    answered(w, "In summer?", "The Azores.")  # the branch goes its own way
+    assert [m.content for m in w.store.messages(original)][-1] == "Madeira then."
+    assert w.branch_action.isEnabled()
+    w.branch_action.trigger()  # the Chat menu: from the last answer, marked once
+    assert w.header.title_label.full_text == "Plan a trip (branch)" and w.controller.conversation_id not in (
+        original,
+        branch,
+    )
+    assert [m.content for m in w.controller.messages.rows][-1] == "The Azores."
+    chats = len(w.store.conversations())
+    w.store.db.execute("PRAGMA query_only = ON")  # SQLite refuses every write, as on a full or locked disk
+    w.branch_action.trigger()
+    w.store.db.execute("PRAGMA query_only = OFF")
+    assert w.toast.text().startswith("The chat was not branched: could not save to the conversation database")
+    assert len(w.store.conversations()) == chats
+    w.send("Then?")  # an answer on its way: nothing to branch from yet
+    assert not w.branch_action.isEnabled()

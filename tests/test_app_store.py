@@ -30,6 +30,39 @@ def test_new_database_is_at_the_current_schema_and_round_trips(tmp_path):
     store.close()
 
 
+def test_a_branch_holds_the_chat_as_shown_up_to_its_answer_and_leaves_the_chat_as_it_was(tmp_path):
+    """Branch in new chat: the turns up to the answer, each with the answer on screen (not its alternatives),
+    thinking, tool calls, stats and statuses kept, and the chat's settings; nothing of the chat changes."""
+    store = Store(tmp_path / "c.sqlite3")
+    cid = store.create_conversation("Trip", '{"temperature": 0.3}')
+    store.add_message(cid, "user", "Where to go?")
+    first = store.add_message(cid, "assistant", "Lisbon.")
+    second = store.add_alternative(first.id)  # regenerated: the second answer is on screen
+    rounds = [{"content": "", "calls": [{"id": "c1", "name": "weather", "arguments": {}, "result": "sun"}]}]
+    store.update_message(
+        second.id, content="Porto.", status=S.STOPPED, stats={"tokens": 2}, reasoning="Hmm.", tool_rounds=rounds
+    )
+    store.add_message(cid, "user", "And in winter?")
+    store.add_message(cid, "assistant", "Madeira.")
+    before = [(m.id, m.content, m.alt_count) for m in store.messages(cid)]
+    branch = store.branch_conversation(second.id, "Trip (branch)")
+    assert (store.conversation(branch).title, store.conversation(branch).settings_json) == (
+        "Trip (branch)",
+        '{"temperature": 0.3}',
+    )
+    copied = store.messages(branch)
+    assert [(m.role, m.content, m.status, m.alt_count) for m in copied] == [
+        ("user", "Where to go?", S.COMPLETE, 1),
+        ("assistant", "Porto.", S.STOPPED, 1),
+    ]
+    assert (copied[1].reasoning, copied[1].tool_rounds, copied[1].stats) == ("Hmm.", rounds, {"tokens": 2})
+    assert [(m.id, m.content, m.alt_count) for m in store.messages(cid)] == before  # the chat as it was
+    assert store.conversations()[0].id == branch  # the newest chat
+    with pytest.raises(ValueError, match="does not exist"):
+        store.branch_conversation(9999, "x")
+    store.close()
+
+
 def test_a_damaged_tool_call_row_shows_the_calls_that_are_whole(tmp_path):
     """A row edited by hand or cut by a broken disk: the calls keyed by id and named keep showing, the rest are
     left out (the chat view keys its cards by id: a call without one stopped the chat from opening)."""

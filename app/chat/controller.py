@@ -40,7 +40,7 @@ from app.conversations import store as S
 from app.chat.active_answer import ActiveAnswer
 from app.chat.answer_stats import AnswerStats
 from app.chat.context_room import SHORTEN, room_for, too_long_hint
-from app.chat.titles import DEFAULT_TITLE, title_from
+from app.chat.titles import DEFAULT_TITLE, branch_title, title_from
 from app.chat.tool_calls_mixin import ToolCallsMixin, answer_words
 from app.engine.bridge import EngineBridge
 from app.conversations.list_models import ConversationListModel, MessageListModel
@@ -218,6 +218,23 @@ class ChatController(ToolCallsMixin, QObject):
         if title.strip():
             self.store.rename_conversation(conversation_id, title.strip())
             self.conversations.refresh()
+
+    def branch(self, message_id: int) -> int | None:
+        """Branch in new chat: a new chat holding this one as shown up to answer `message_id`, opened, to go
+        on from there another way; this chat stays as it is. An answer being written is not branched from.
+        None, and said, when it cannot be saved (a full disk)."""
+        message = self.store.message(message_id)
+        chat = self.store.conversation(message.conversation_id) if message is not None else None
+        if message is None or chat is None or message.status == S.STREAMING:
+            return None
+        try:
+            branch = self.store.branch_conversation(message_id, branch_title(chat.title))
+        except S.StoreError as error:
+            self.message.emit(f"The chat was not branched: {error}.")
+            return None
+        self.conversations.refresh()
+        self.open_conversation(branch)
+        return branch
 
     def set_pinned(self, conversation_id: int, pinned: bool) -> None:
         """Pin the chat to the top of the list, or unpin it; when that cannot be saved (a full disk) it is said,

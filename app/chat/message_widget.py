@@ -57,7 +57,8 @@ def _action_button(icon_name: str, name: str, tip: str) -> QToolButton:
 class MessageWidget(QWidget):
     """One message as a bubble (yours, on the right) or an answer in the column: who and when, the rendered
     text, progress while the engine reads a long prompt, stats or the error, and icon actions that appear on
-    hover (Copy, Edit for your messages; Copy, Regenerate on the last answer). An answer with alternatives
+    hover (Copy, Edit for your messages; Copy and Branch in new chat on answers, Regenerate on the last one).
+    An answer with alternatives
     always shows its "‹ 2 / 3 ›" switcher."""
 
     edit_submitted = Signal(int, str)  # message id, new text
@@ -66,6 +67,7 @@ class MessageWidget(QWidget):
     files_refused = Signal(str)  # why files dropped on the message being edited were not added
     files_reading = Signal(str)  # the PDFs dropped on it being read
     regenerate_requested = Signal()
+    branch_requested = Signal(int)  # message id: Branch in new chat from this answer
     make_room_requested = Signal(int)  # message id: a message too long for the context, the model to make room
     alternative_requested = Signal(int, int)  # message id, step (-1 previous, +1 next)
     tool_decided = Signal(str, str)  # call id, decision (once / always / deny)
@@ -160,6 +162,7 @@ class MessageWidget(QWidget):
         actions.addWidget(self.copy_button)
         self.edit_button: QToolButton | None = None
         self.regenerate_button: QToolButton | None = None
+        self.branch_button: QToolButton | None = None
         if self.user:
             self.edit_button = _action_button(
                 "pencil", "Edit message and resend", "Edit this message and get a new answer"
@@ -172,6 +175,11 @@ class MessageWidget(QWidget):
             )
             self.regenerate_button.clicked.connect(self.regenerate_requested)
             actions.addWidget(self.regenerate_button)
+            self.branch_button = _action_button(
+                "git-branch", "Branch in new chat", "A new chat with the conversation up to this answer"
+            )
+            self.branch_button.clicked.connect(lambda: self.branch_requested.emit(self.message.id))
+            actions.addWidget(self.branch_button)
         self.speed_label = Label()  # an answer's speed in plain words, beside its actions on hover
         self.speed_label.setObjectName("answerSpeed")
         self.speed_label.setAccessibleName("Answer speed")
@@ -185,7 +193,7 @@ class MessageWidget(QWidget):
         self.next_button.clicked.connect(lambda: self.alternative_requested.emit(self.message.id, +1))
         for position, widget in enumerate((self.previous_button, self.alternative_label, self.next_button)):
             actions.insertWidget(position, widget)  # first, against the answer's edge: hovering adds beside it
-        for action in (self.copy_button, self.edit_button, self.regenerate_button):
+        for action in (self.copy_button, self.edit_button, self.regenerate_button, self.branch_button):
             if action is not None:  # appearing on hover moves nothing beside them
                 keep = action.sizePolicy()
                 keep.setRetainSizeWhenHidden(True)
@@ -452,11 +460,11 @@ class MessageWidget(QWidget):
         super().leaveEvent(event)
 
     def _update_actions_visibility(self) -> None:
-        """Copy, Edit and Regenerate show on hover; an answer's switcher between alternatives always shows
+        """Copy, Edit, Regenerate and Branch show on hover; an answer's switcher between alternatives always shows
         (it says which answer this is); nothing while editing or streaming."""
         several = self.message.alt_count > 1 and not self.user
         idle = self.editor is None and not self.streaming
-        for action in (self.copy_button, self.edit_button):
+        for action in (self.copy_button, self.edit_button, self.branch_button):
             if action is not None:
                 action.setVisible(self._hovered)
         if self.regenerate_button is not None:

@@ -1,4 +1,4 @@
-"""A chat's automatic title, made from its first message."""
+"""A chat's automatic title, made from its first message, and a branch's, made from its chat's."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from core.text.document_text import ATTACHED_BLOCK
 
 DEFAULT_TITLE = "New chat"
 TITLE_LENGTH = 48
+BRANCH_MARK = " (branch)"
 
 
 def title_from(text: str) -> str:
@@ -30,3 +31,8 @@ def title_from(text: str) -> str:
         return line or DEFAULT_TITLE
     cut = line[: TITLE_LENGTH - 1].rsplit(" ", 1)[0]
     return (cut if len(cut) > TITLE_LENGTH // 2 else line[: TITLE_LENGTH - 1]) + "…"
+
+
+def branch_title(title: str) -> str:
+    """A branch's title: its chat's, marked as a branch once (a branch of a branch is not marked twice)."""
+    return title if title.endswith(BRANCH_MARK) else title + BRANCH_MARK

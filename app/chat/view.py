@@ -35,6 +35,7 @@ class ChatView(QScrollArea):
     files_refused = Signal(str)  # why files dropped on a message being edited were not added
     files_reading = Signal(str)  # the PDFs dropped on it being read
     regenerate_requested = Signal()
+    branch_requested = Signal(int)  # message id (MessageWidget.branch_requested)
     make_room_requested = Signal(int)  # message id (MessageWidget.make_room_requested)
     alternative_requested = Signal(int, int)  # message id, step
     tool_decided = Signal(str, str)  # call id, decision: a tool card's answer
@@ -138,6 +139,7 @@ class ChatView(QScrollArea):
         widget.files_refused.connect(self.files_refused)
         widget.files_reading.connect(self.files_reading)
         widget.regenerate_requested.connect(self.regenerate_requested)
+        widget.branch_requested.connect(self.branch_requested)
         widget.make_room_requested.connect(self.make_room_requested)
         widget.alternative_requested.connect(self.alternative_requested)
         widget.tool_decided.connect(self.tool_decided)

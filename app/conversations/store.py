@@ -356,6 +356,43 @@ class Store:
             self.db.execute("UPDATE conversations SET settings = ? WHERE id = ?", (settings_json, conversation_id))
 
     @_writes
+    def branch_conversation(self, message_id: int, title: str) -> int:
+        """A new chat named `title` holding the conversation as shown up to and including `message_id` (each
+        turn with the answer on screen, not its alternatives), with the chat's settings; the original chat
+        is left as it was. Returns the new chat's id."""
+        source = self.message(message_id)
+        if source is None:
+            raise ValueError(f"message {message_id} does not exist")
+        chat = self.conversation(source.conversation_id)
+        assert chat is not None  # a message's chat is deleted with it (the foreign key cascades)
+        shown = [m for m in self.messages(chat.id) if m.id <= message_id]
+        now = time.time()
+        with transaction(self.db):
+            cursor = self.db.execute(
+                "INSERT INTO conversations (title, created_at, updated_at, settings) VALUES (?, ?, ?, ?)",
+                (title, now, now, chat.settings_json),
+            )
+            branch = int(cursor.lastrowid)
+            self.db.executemany(
+                "INSERT INTO messages (conversation_id, role, content, status, stats, created_at, reasoning,"
+                " tool_rounds) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        branch,
+                        m.role,
+                        m.content,
+                        m.status,
+                        json.dumps(m.stats),
+                        m.created_at,
+                        m.reasoning,
+                        json.dumps(m.tool_rounds),
+                    )
+                    for m in shown
+                ],
+            )
+        return branch
+
+    @_writes
     def delete_conversation(self, conversation_id: int) -> None:
         with transaction(self.db):
             self.db.execute("DELETE FROM messages WHERE conversation_id = ?", (conversation_id,))

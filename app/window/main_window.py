@@ -53,7 +53,7 @@ from app.window.menus import MenusMixin
 from app.window.models_host import ModelsHostMixin
 from app.window.room_host import RoomHostMixin
 from app.window.settings_host import SettingsHostMixin
-from app.conversations.store import Store
+from app.conversations.store import STREAMING, Store
 from app.models.wizard.wizard import FirstRunWizard
 from core.engine import protocol as P
 from core.engine.client import LOAD_DIED_HINT
@@ -237,6 +237,7 @@ class MainWindow(MenusMixin, SettingsHostMixin, RoomHostMixin, ModelsHostMixin, 
         c.messages.dataChanged.connect(self._update_actions)
         self.chat_view.edit_submitted.connect(c.edit_and_resend)
         self.chat_view.regenerate_requested.connect(c.regenerate)
+        self.chat_view.branch_requested.connect(self.branch)
         self.chat_view.make_room_requested.connect(self.make_room)
         self.chat_view.alternative_requested.connect(
             lambda mid, step: (c.show_alternative(mid, step), self._show_context())
@@ -296,6 +297,19 @@ class MainWindow(MenusMixin, SettingsHostMixin, RoomHostMixin, ModelsHostMixin, 
     def _delete_current(self) -> None:
         if self.controller.conversation_id is not None:
             self.delete_conversation(self.controller.conversation_id)
+
+    def branch(self, message_id: int | None = None) -> None:
+        """Branch in new chat from answer `message_id` (the last answer of the open chat when None: the Chat
+        menu's item); the new chat opens with the keyboard in the message box, to go on another way."""
+        if message_id is None:
+            answers = [m for m in self.controller.messages.rows if m.role == "assistant"]
+            if not answers:
+                return
+            message_id = answers[-1].id
+        if self.controller.branch(message_id) is not None:
+            self.close_model_manager()
+            self.input.setFocus()
+            self.toast.show_message("A new chat, to go on from this answer another way", 4000)
 
     def copy_last_answer(self) -> None:
         answers = [m for m in self.controller.messages.rows if m.role == "assistant" and m.content]
@@ -396,6 +410,8 @@ class MainWindow(MenusMixin, SettingsHostMixin, RoomHostMixin, ModelsHostMixin, 
         self.chat_view.set_regenerate_enabled(can_regenerate)
         self.chat_view.set_room_enabled(room)
         self.chat_view.set_actions_enabled(not generating)
+        last = self.controller.messages.rows[-1] if self.controller.messages.rows else None
+        self.branch_action.setEnabled(last is not None and last.role == "assistant" and last.status != STREAMING)
 
     # -- engine --------------------------------------------------------------------------------------------
 

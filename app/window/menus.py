@@ -43,6 +43,7 @@ class MenusMixin:
         self.stop_action = self._action(chat, "S&top the answer", self._escape, "Esc")
         self.regenerate_action = self._action(chat, "Re&generate the answer", self.try_again, "Ctrl+R")
         self._action(chat, "&Copy the last answer", self.copy_last_answer, "Ctrl+Shift+C")
+        self.branch_action = self._action(chat, "&Branch in new chat", lambda: self.branch())
         self._action(chat, "Export as &Markdown…", lambda: self.export_conversation_dialog("markdown"))
         self._action(chat, "Export as &JSON…", lambda: self.export_conversation_dialog("json"))
         chat.addSeparator()
