@@ -170,16 +170,16 @@ class MessageWidget(QWidget):
             self.edit_button.clicked.connect(self.start_editing)
             actions.addWidget(self.edit_button)
         else:
-            self.regenerate_button = _action_button(
-                "refresh-cw", "Regenerate the answer", "Another answer; this one is kept to flip back to (Ctrl+R)"
-            )
-            self.regenerate_button.clicked.connect(self.regenerate_requested)
-            actions.addWidget(self.regenerate_button)
             self.branch_button = _action_button(
                 "git-branch", "Branch in new chat", "A new chat with the conversation up to this answer"
             )
             self.branch_button.clicked.connect(lambda: self.branch_requested.emit(self.message.id))
             actions.addWidget(self.branch_button)
+            self.regenerate_button = _action_button(
+                "refresh-cw", "Regenerate the answer", "Another answer; this one is kept to flip back to (Ctrl+R)"
+            )
+            self.regenerate_button.clicked.connect(self.regenerate_requested)
+            actions.addWidget(self.regenerate_button)
         self.speed_label = Label()  # an answer's speed in plain words, beside its actions on hover
         self.speed_label.setObjectName("answerSpeed")
         self.speed_label.setAccessibleName("Answer speed")
