@@ -129,3 +129,33 @@ def test_the_app_starts_at_the_saved_text_size(qapp, themes):
     started.set_text_size(100)
     assert app_points() == pytest.approx(base, abs=0.01)
     started.deleteLater()
+
+
+def test_the_chat_settings_panel_and_first_sizes_grow_with_the_text(qtbot, sized_window):
+    """At 150% the panel is as much wider (its words and controls were cut off at its old width), and a window
+    of a fixed first size (the set-up wizard's) grows the same, within its screen."""
+    from PySide6.QtCore import QSize
+    from PySide6.QtWidgets import QComboBox, QWidget
+
+    from app.settings.chat_panel import PANEL_WIDTH_PX
+    from app.window.geometry import scaled_size
+
+    w = sized_window
+    probe = QWidget()
+    qtbot.addWidget(probe)
+    first = scaled_size(probe, 400, 300)
+    assert first == QSize(400, 300)  # at the system's text size, as made
+    assert scaled_size(probe, 99_999, 300).width() == probe.screen().availableGeometry().width()  # within it
+    w.step_text_size(1)
+    w.step_text_size(1)  # 130%
+    assert scaled_size(probe, 400, 300).width() == round(first.width() * 1.3)
+    w.resize(1400, 800)
+    w.open_conversation_settings()
+    panel = w.chat_settings
+    qtbot.waitUntil(panel.isVisible)
+    assert panel.width() == round(PANEL_WIDTH_PX * 1.3)
+    combo = panel.findChild(QComboBox)
+    right = combo.mapTo(panel, combo.rect().topRight()).x()
+    assert right < panel.width(), "the system prompt's presets are cut off at the panel's edge"
+    w.step_text_size(0)
+    qtbot.waitUntil(lambda: panel.width() == PANEL_WIDTH_PX)

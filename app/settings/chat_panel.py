@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import QEvent, Qt, QTimer, Signal
 from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -29,12 +29,13 @@ from app.settings.fields import ChoiceField, OptionalNumberField, SliderField, S
 from app.settings.presets import SYSTEM_PRESETS, preset_for
 from app.settings.schema import BudgetMode, ConversationSettings, Method
 from app.theme.icons import themed
+from app.theme.manager import text_scale
 from app.theme.tokens import SPACE
 from app.window.buttons import LINK, button
 from app.window.wheel_guard import NoWheelComboBox
 from app.window.labels import Label
 
-PANEL_WIDTH_PX = 340
+PANEL_WIDTH_PX = 340  # at the system's text size; it grows with the app's (Settings > Text size)
 ANSWER_LENGTHS = (64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
 TREE_BUDGETS = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
 PROMPT_SAVE_MS = 400  # typing in the system prompt is saved once the typing pauses
@@ -70,7 +71,7 @@ class ChatSettingsPanel(QFrame):
         self.conversation_id = conversation_id
         self.setObjectName("chatSettingsPanel")
         self.setAccessibleName("Chat settings")
-        self.setFixedWidth(PANEL_WIDTH_PX)
+        self._fit_text_size()
         self._settings = settings.validated()
         outer = QVBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 0)
@@ -308,6 +309,15 @@ class ChatSettingsPanel(QFrame):
             tool_servers_off=[n for n in self._settings.tool_servers_off if n not in self.tool_switches]
             + [n for n, switch in self.tool_switches.items() if not switch.isChecked()],
         ).validated()
+
+    def _fit_text_size(self) -> None:
+        """As wide as its controls and words need at the app's text size (a larger one cut them off)."""
+        self.setFixedWidth(round(PANEL_WIDTH_PX * max(1.0, text_scale())))
+
+    def changeEvent(self, event: QEvent) -> None:  # noqa: N802 - Qt signature
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.FontChange:
+            self._fit_text_size()
 
     def keyPressEvent(self, event: QKeyEvent) -> None:
         """Esc closes the panel (the focus is in it; while an answer streams, Esc stops it first)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 
 from PySide6.QtCore import QObject, Qt, Signal
-from PySide6.QtGui import QFont, QFontInfo, QGuiApplication
+from PySide6.QtGui import QFont, QFontDatabase, QFontInfo, QGuiApplication
 from PySide6.QtWidgets import QApplication
 
 from app.settings.schema import DEFAULT_TEXT_SIZE, Theme
@@ -20,6 +20,14 @@ from app.theme.icons import icon_file
 from app.theme.tokens import DARK, LIGHT, Colors, fill_stylesheet, qpalette
 
 log = logging.getLogger(__name__)
+
+
+def text_scale() -> float:
+    """How much larger than the system's the application's text is (ThemeManager's text size; 1.0 unless it
+    was changed): windows of a fixed first size grow with it, so their words still fit."""
+    system = QFontDatabase.systemFont(QFontDatabase.SystemFont.GeneralFont).pointSizeF()
+    current = QGuiApplication.font().pointSizeF()
+    return current / system if system > 0 and current > 0 else 1.0
 
 
 def system_is_dark() -> bool:

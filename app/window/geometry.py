@@ -14,9 +14,10 @@ import json
 import logging
 from pathlib import Path
 
-from PySide6.QtCore import QByteArray
+from PySide6.QtCore import QByteArray, QSize
 from PySide6.QtWidgets import QWidget
 
+from app.theme.manager import text_scale
 from core.system.disk import write_text_atomically
 
 log = logging.getLogger(__name__)
@@ -45,3 +46,12 @@ def save_geometry(window: QWidget, path: Path) -> None:
         write_text_atomically(path, json.dumps(record))
     except OSError as error:
         log.warning("window geometry not saved to %s: %s", path, error)
+
+
+def scaled_size(window: QWidget, width: int, height: int) -> QSize:
+    """A window's first size, made for the system's text size, grown with the app's (Settings > Text size) so
+    its words still fit, and never more than its screen holds."""
+    scale = max(1.0, text_scale())
+    size = QSize(round(width * scale), round(height * scale))
+    screen = window.screen()
+    return size.boundedTo(screen.availableGeometry().size()) if screen is not None else size

@@ -20,6 +20,7 @@ from app.models.wizard.download_page import DownloadPage
 from app.models.wizard.hardware_page import HardwarePage
 from app.models.wizard.state import WizardState
 from app.window.buttons import PRIMARY, SECONDARY, set_role
+from app.window.geometry import scaled_size
 from core.models.catalog import Catalog
 
 HARDWARE, CHOOSE, DOWNLOAD, DONE = range(4)
@@ -60,7 +61,7 @@ class FirstRunWizard(QWizard):
             (QWizard.WizardButton.CancelButton, SECONDARY),
         ):
             set_role(self.button(kind), role)  # the way on looks like the main action; no stock icons
-        self.resize(760, 560)
+        self.resize(scaled_size(self, 760, 560))
         self.hardware_page = HardwarePage(self.state)
         self.choose_page = ChoosePage(self.state)
         self.download_page = DownloadPage(self.state)
