@@ -4,13 +4,14 @@ each code block a CodeCard coloured by Pygments with its language and a copy but
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, QTimer, QUrl, Signal
-from PySide6.QtGui import QFont, QFontDatabase, QGuiApplication
+from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QSizePolicy, QTextBrowser, QToolButton, QVBoxLayout, QWidget
 
 from app.chat.highlight import highlight_document
 from app.chat.markdown import segments
 from app.chat.rendering import (
     body_font_size,
+    fixed_font,
     set_line_height,
     set_markdown,
     shade_inline_code,
@@ -115,10 +116,7 @@ class CodeCard(QFrame):
         self.view = MarkdownView(wrap=False)
         self.view.setObjectName("codeText")
         self.view.setAccessibleName("Code")
-        font = QFont(QGuiApplication.font())  # the application's font settings (hinting, antialiasing) ...
-        font.setFamilies(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont).families())  # ... fixed pitch
-        font.setFixedPitch(True)
-        font.setPointSizeF(body_font_size() * 0.9)  # fixed-pitch fonts look larger at the same size
+        font = fixed_font(body_font_size() * 0.9)  # fixed-pitch fonts look larger at the same size
         self.view.setFont(font)
         self.view.document().setDefaultFont(font)
         self.view.document().setDocumentMargin(SPACE.m)

@@ -7,6 +7,8 @@ from collections.abc import Iterator
 
 from PySide6.QtGui import (
     QColor,
+    QFont,
+    QFontDatabase,
     QGuiApplication,
     QTextBlockFormat,
     QTextCharFormat,
@@ -80,6 +82,16 @@ def selection(document: QTextDocument, position: int, length: int) -> QTextCurso
 def body_font_size() -> float:
     """Answers and your messages: a step above the controls' font."""
     return QGuiApplication.font().pointSizeF() * TYPE.body
+
+
+def fixed_font(points: float) -> QFont:
+    """A fixed-pitch font at `points`, with the application font's settings (hinting, antialiasing): code and
+    a tool call's arguments and result, at a size that follows the app's text size."""
+    font = QFont(QGuiApplication.font())
+    font.setFamilies(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont).families())
+    font.setFixedPitch(True)
+    font.setPointSizeF(points)
+    return font
 
 
 def set_line_height(document: QTextDocument, percent: int) -> None:

@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QFontDatabase, QKeyEvent
+from PySide6.QtGui import QGuiApplication, QKeyEvent
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.chat import tool_turns as T
+from app.chat.rendering import fixed_font
 from app.theme.tokens import SPACE
 from app.window.buttons import PRIMARY, SECONDARY, button
 from app.window.labels import Label
@@ -60,7 +61,7 @@ class ToolCallCard(QFrame):
         self.arguments.setObjectName("toolCallArguments")
         self.arguments.setWordWrap(True)
         self.arguments.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.arguments.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
+        self.arguments.setFont(fixed_font(QGuiApplication.font().pointSizeF() * 0.9))
         column.addWidget(self.arguments)
         self.buttons = QWidget()
         row = QHBoxLayout(self.buttons)
@@ -84,7 +85,7 @@ class ToolCallCard(QFrame):
         self.result = QPlainTextEdit()
         self.result.setObjectName("toolResult")
         self.result.setReadOnly(True)
-        self.result.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
+        self.result.setFont(fixed_font(QGuiApplication.font().pointSizeF() * 0.9))
         self.result.hide()
         column.addWidget(self.result)
         self.set_record(record)
