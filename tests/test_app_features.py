@@ -336,3 +336,6 @@ def test_branch_in_new_chat_goes_on_from_an_answer_in_a_chat_of_its_own(qtbot, q
     assert len(w.store.conversations()) == chats
     w.send("Then?")  # an answer on its way: nothing to branch from yet
     assert not w.branch_action.isEnabled()
+    w.branch(w.controller.messages.rows[-1].id)
+    assert w.toast.text() == "The chat was not branched: this answer is not saved yet. Branch from it once it is."
+    assert len(w.store.conversations()) == chats

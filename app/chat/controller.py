@@ -221,11 +221,14 @@ class ChatController(ToolCallsMixin, QObject):
 
     def branch(self, message_id: int) -> int | None:
         """Branch in new chat: a new chat holding this one as shown up to answer `message_id`, opened, to go
-        on from there another way; this chat stays as it is. An answer being written is not branched from.
-        None, and said, when it cannot be saved (a full disk)."""
+        on from there another way; this chat stays as it is. None, and said, when the answer is not saved yet
+        (being written, or kept from a full disk) or the branch cannot be saved."""
         message = self.store.message(message_id)
         chat = self.store.conversation(message.conversation_id) if message is not None else None
-        if message is None or chat is None or message.status == S.STREAMING:
+        if message is None or chat is None:
+            return None
+        if message.status == S.STREAMING:
+            self.message.emit("The chat was not branched: this answer is not saved yet. Branch from it once it is.")
             return None
         try:
             branch = self.store.branch_conversation(message_id, branch_title(chat.title))
