@@ -418,7 +418,7 @@ def themes(qapp):
     from PySide6.QtWidgets import QApplication
 
     from app.settings.schema import Theme
-    from app.theme.manager import ThemeManager
+    from app.theme.manager import TEXT_SCALE_PROPERTY, ThemeManager
 
     style, font = qapp.style().name(), qapp.font()
     crisp = QFont(font)
@@ -432,6 +432,7 @@ def themes(qapp):
         widget.close()
         widget.deleteLater()
     QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
+    qapp.setProperty(TEXT_SCALE_PROPERTY, None)  # the text size back to the system's with the font
     qapp.setFont(font)
     qapp.setStyleSheet("")
     qapp.styleHints().unsetColorScheme()

@@ -159,3 +159,13 @@ def test_the_chat_settings_panel_and_first_sizes_grow_with_the_text(qtbot, sized
     assert right < panel.width(), "the system prompt's presets are cut off at the panel's edge"
     w.step_text_size(0)
     qtbot.waitUntil(lambda: panel.width() == PANEL_WIDTH_PX)
+
+
+def test_the_text_scale_is_the_themes_text_size_and_goes_with_it(qapp, themes):
+    from app.theme.manager import text_scale
+
+    assert text_scale() == 1.0
+    themes.set_text_size(150)
+    assert text_scale() == 1.5
+    themes.set_text_size(100)
+    assert text_scale() == 1.0

@@ -58,8 +58,7 @@ class MessageWidget(QWidget):
     """One message as a bubble (yours, on the right) or an answer in the column: who and when, the rendered
     text, progress while the engine reads a long prompt, stats or the error, and icon actions that appear on
     hover (Copy, Edit for your messages; Copy and Branch in new chat on answers, Regenerate on the last one).
-    An answer with alternatives
-    always shows its "‹ 2 / 3 ›" switcher."""
+    An answer with alternatives always shows its "‹ 2 / 3 ›" switcher."""
 
     edit_submitted = Signal(int, str)  # message id, new text
     editing_started = Signal()  # the editor opened in place (the view scrolls it into sight)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 
 from PySide6.QtCore import QObject, Qt, Signal
-from PySide6.QtGui import QFont, QFontDatabase, QFontInfo, QGuiApplication
+from PySide6.QtGui import QFont, QFontInfo, QGuiApplication
 from PySide6.QtWidgets import QApplication
 
 from app.settings.schema import DEFAULT_TEXT_SIZE, Theme
@@ -22,12 +22,15 @@ from app.theme.tokens import DARK, LIGHT, Colors, fill_stylesheet, qpalette
 log = logging.getLogger(__name__)
 
 
+TEXT_SCALE_PROPERTY = "textScale"  # the application's property where ThemeManager keeps its text size
+
+
 def text_scale() -> float:
-    """How much larger than the system's the application's text is (ThemeManager's text size; 1.0 unless it
-    was changed): windows of a fixed first size grow with it, so their words still fit."""
-    system = QFontDatabase.systemFont(QFontDatabase.SystemFont.GeneralFont).pointSizeF()
-    current = QGuiApplication.font().pointSizeF()
-    return current / system if system > 0 and current > 0 else 1.0
+    """How much larger than the system's the application's text is (ThemeManager's text size; 1.0 where none
+    was set): windows and panels of a fixed size grow with it, so their words still fit."""
+    app = QGuiApplication.instance()
+    scale = app.property(TEXT_SCALE_PROPERTY) if app is not None else None
+    return float(scale) if isinstance(scale, (int, float)) and scale > 0 else 1.0
 
 
 def system_is_dark() -> bool:
@@ -69,6 +72,7 @@ class ThemeManager(QObject):
 
     def _set_font(self, percent: int) -> None:
         self.text_size = percent
+        self.app.setProperty(TEXT_SCALE_PROPERTY, percent / 100)  # before the font: its change reads it
         font = QFont(self.system_font)
         font.setPointSizeF(self.system_pt * percent / 100)
         self.app.setFont(font)
