@@ -1,7 +1,7 @@
 """The sidebar: New chat, search box, the chats (pinned ones first, then grouped by date; bound to
 ConversationListModel) with a menu per chat (Rename, Pin to top or Unpin, Export, Delete), an empty state in
-the list's place when there is nothing to show ("No chats match …"), and at the bottom *Models* (the Models page, in the chat's place) and the app's menu (settings,
-models, help: the menu bar's actions)."""
+the list's place when there is nothing to show ("No chats match …"), and at the bottom *Models* (the Models
+page, in the chat's place) and the app's menu (settings, models, help: the menu bar's actions)."""
 
 from __future__ import annotations
 

@@ -5,8 +5,9 @@ OpenDocument text's (LibreOffice Writer's .odt) as Markdown through odfdo (Apach
 
 What the file is gets checked before it is read: only regular files (a pipe or a device would never end),
 only up to the limits below, only text; an image, a spreadsheet or an old .doc is refused in words. PDFs,
-Word and OpenDocument files are parsed only in a process of its own (`specexec text FILE`, which the app starts): a parser
-fed a damaged or hostile file can loop or swell, and a process can be stopped where a thread cannot.
+Word and OpenDocument files are parsed only in a process of its own (`specexec text FILE`, which the app
+starts): a parser fed a damaged or hostile file can loop or swell, and a process can be stopped where a
+thread cannot.
 """
 
 from __future__ import annotations
