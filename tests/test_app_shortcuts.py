@@ -13,7 +13,8 @@ from PySide6.QtGui import QKeySequence  # noqa: E402
 from PySide6.QtWidgets import QApplication, QLineEdit, QMenu  # noqa: E402
 
 pytest.register_assert_rewrite("app_fixtures")
-from app_fixtures import ready, screenshot  # noqa: E402
+from app_fixtures import answered, ready, screenshot  # noqa: E402
+from core.engine import protocol as P  # noqa: E402
 
 from app.window.shortcuts_sheet import PLACE_KEYS, ShortcutsSheet, action_keys, action_words, key_text  # noqa: E402
 
@@ -60,7 +61,7 @@ def test_the_sheet_follows_the_menus_words(qtbot, styled_window):
 def test_the_message_box_keys_do_what_the_sheet_says(qtbot, styled_window):
     w = styled_window
     keys = place_keys("In the message box")
-    assert set(keys) == {"Enter", "Shift+Enter", "Tab"}
+    assert set(keys) == {"Enter", "Shift+Enter", "Up", "Tab"}
     ready(w.bridge)
     w.input.setFocus()
     qtbot.keyClicks(w.input, "first line")
@@ -73,6 +74,46 @@ def test_the_message_box_keys_do_what_the_sheet_says(qtbot, styled_window):
     w.input.setFocus()
     qtbot.keyClick(w.input, Qt.Key.Key_Tab)
     assert QApplication.focusWidget() is w.composer.attach_button
+
+
+def test_up_edits_your_last_message_and_alt_arrows_flip_the_last_answer(qtbot, styled_window):
+    """Up in the empty message box opens your last message in place, the keyboard in it; Esc (or Enter, which
+    resends) gives the keyboard back to the message box. Alt+Left / Alt+Right flip the last answer's
+    alternatives, as its ‹ › do. Both are in the Chat menu too."""
+    w = styled_window
+    ready(w.bridge)
+    answered(w, "First question", "First answer")
+    answered(w, "Second question", "Second answer")
+    w.input.setFocus()
+    qtbot.keyClicks(w.input, "draft")
+    qtbot.keyClick(w.input, Qt.Key.Key_Up)  # not empty: the caret moves, nothing opens
+    assert all(widget.editor is None for widget in w.chat_view.widgets)
+    w.input.clear()
+    qtbot.keyClick(w.input, Qt.Key.Key_Up)
+    mine = w.chat_view.widgets[2]
+    assert mine.editor is not None and QApplication.focusWidget() is mine.editor
+    assert mine.editor.toPlainText() == "Second question"
+    qtbot.keyClick(mine.editor, Qt.Key.Key_Escape)
+    qtbot.waitUntil(lambda: mine.editor is None)
+    assert QApplication.focusWidget() is w.input
+    w.edit_last_action.trigger()  # the Chat menu's way
+    editor = w.chat_view.widgets[2].editor
+    qtbot.keyClicks(editor, " again")
+    qtbot.keyClick(editor, Qt.Key.Key_Return)  # resent: a new answer is asked for
+    qtbot.waitUntil(lambda: QApplication.focusWidget() is w.input)
+    rid = w.bridge.calls[-1][1]
+    assert w.bridge.calls[-1][2][-1]["content"] == "Second question again"
+    w.bridge.handle_events([P.TokenChunk(rid, "Third answer", (7,)), P.Finished(rid, "eos", 10, 3)])
+    assert not w.previous_answer_action.isEnabled() and not w.next_answer_action.isEnabled()
+    w.regenerate_action.trigger()
+    rid = w.bridge.calls[-1][1]
+    w.bridge.handle_events([P.TokenChunk(rid, "Fourth answer", (7,)), P.Finished(rid, "eos", 10, 3)])
+    last = lambda: w.controller.messages.rows[-1].content  # noqa: E731
+    assert last() == "Fourth answer" and w.previous_answer_action.isEnabled()
+    qtbot.keyClick(w.input, Qt.Key.Key_Left, Qt.KeyboardModifier.AltModifier)
+    assert last() == "Third answer" and w.next_answer_action.isEnabled()
+    qtbot.keyClick(w.input, Qt.Key.Key_Right, Qt.KeyboardModifier.AltModifier)
+    assert last() == "Fourth answer"
 
 
 def test_the_chat_list_keys_do_what_the_sheet_says(qtbot, styled_window):

@@ -20,10 +20,12 @@ MIN_LINES, MAX_LINES = 2, 8
 
 class InputBox(QPlainTextEdit):
     """Enter submits, Shift+Enter adds a line; with `cancellable`, Esc emits `cancelled` (a message edited in
-    place: the window's Esc shortcut, Stop, is off then, as nothing streams while a message is edited)."""
+    place: the window's Esc shortcut, Stop, is off then, as nothing streams while a message is edited); Up in
+    the empty message box asks to edit your last message."""
 
     submitted = Signal(str)
     cancelled = Signal()
+    edit_last_requested = Signal()  # Up in the empty message box: edit your last message, as chat apps do
     files_refused = Signal(str)  # why files given to the box were not added, in words
     files_reading = Signal(str)  # the documents being read, in words ("Reading report.pdf…")
 
@@ -43,6 +45,11 @@ class InputBox(QPlainTextEdit):
     def keyPressEvent(self, event: QKeyEvent) -> None:
         if self.cancellable and event.key() == Qt.Key.Key_Escape:
             self.cancelled.emit()
+            event.accept()
+            return
+        up = event.key() == Qt.Key.Key_Up and event.modifiers() == Qt.KeyboardModifier.NoModifier
+        if up and not self.cancellable and not self.toPlainText():
+            self.edit_last_requested.emit()
             event.accept()
             return
         if event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter):

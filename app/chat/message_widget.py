@@ -62,6 +62,7 @@ class MessageWidget(QWidget):
 
     edit_submitted = Signal(int, str)  # message id, new text
     editing_started = Signal()  # the editor opened in place (the view scrolls it into sight)
+    editing_stopped = Signal()  # the editor closed (saved or cancelled): the keyboard goes back to the message box
     copied = Signal(str)  # what was copied (for the status bar)
     files_refused = Signal(str)  # why files dropped on the message being edited were not added
     files_reading = Signal(str)  # the PDFs dropped on it being read
@@ -551,6 +552,7 @@ class MessageWidget(QWidget):
         self.body.show()
         self._fit_bubble()
         self._update_actions_visibility()
+        self.editing_stopped.emit()
 
     def _submit_edit(self) -> None:
         if self.editor is None:

@@ -36,6 +36,7 @@ class ChatView(QScrollArea):
     files_reading = Signal(str)  # the PDFs dropped on it being read
     regenerate_requested = Signal()
     branch_requested = Signal(int)  # message id (MessageWidget.branch_requested)
+    editing_stopped = Signal()  # a message edited in place was saved or cancelled
     make_room_requested = Signal(int)  # message id (MessageWidget.make_room_requested)
     alternative_requested = Signal(int, int)  # message id, step
     tool_decided = Signal(str, str)  # call id, decision: a tool card's answer
@@ -135,6 +136,7 @@ class ChatView(QScrollArea):
         widget = MessageWidget(message)
         widget.edit_submitted.connect(self.edit_submitted)
         widget.editing_started.connect(lambda: self._show_editor(widget))
+        widget.editing_stopped.connect(self.editing_stopped)
         widget.copied.connect(self.copied)
         widget.files_refused.connect(self.files_refused)
         widget.files_reading.connect(self.files_reading)
@@ -233,6 +235,15 @@ class ChatView(QScrollArea):
 
     def last_answer(self) -> MessageWidget | None:
         return next((w for w in reversed(self.widgets) if not w.user), None)
+
+    def edit_last_message(self) -> bool:
+        """Your last message opened for editing in place, the keyboard in it; False when there is none or
+        editing is off (an answer is being written)."""
+        mine = next((w for w in reversed(self.widgets) if w.user), None)
+        if mine is None or not self._actions_enabled:
+            return False
+        mine.start_editing()
+        return True
 
     # -- scrolling: follow the answer while the user is at the bottom ---------------------------------------
 

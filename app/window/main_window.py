@@ -238,6 +238,8 @@ class MainWindow(MenusMixin, SettingsHostMixin, RoomHostMixin, ModelsHostMixin, 
         self.chat_view.edit_submitted.connect(c.edit_and_resend)
         self.chat_view.regenerate_requested.connect(c.regenerate)
         self.chat_view.branch_requested.connect(self.branch)
+        self.chat_view.editing_stopped.connect(self.input.setFocus)
+        self.input.edit_last_requested.connect(self.edit_last_message)
         self.chat_view.make_room_requested.connect(self.make_room)
         self.chat_view.alternative_requested.connect(
             lambda mid, step: (c.show_alternative(mid, step), self._show_context())
@@ -310,6 +312,17 @@ class MainWindow(MenusMixin, SettingsHostMixin, RoomHostMixin, ModelsHostMixin, 
             self.close_model_manager()
             self.input.setFocus()
             self.toast.show_message("A new chat, to go on from this answer another way", 4000)
+
+    def edit_last_message(self) -> None:
+        """Up in the empty message box, or Chat > Edit your last message: it opens in place, the keyboard in
+        it (Enter resends, Esc cancels; either way the keyboard comes back to the message box)."""
+        self.chat_view.edit_last_message()
+
+    def flip_last_answer(self, step: int) -> None:
+        """Chat > Previous answer (Alt+Left) / Next answer (Alt+Right): the last answer's ‹ › from the keyboard."""
+        last = self.controller.messages.rows[-1] if self.controller.messages.rows else None
+        if last is not None and last.role == "assistant" and self.controller.show_alternative(last.id, step):
+            self._show_context()
 
     def copy_last_answer(self) -> None:
         answers = [m for m in self.controller.messages.rows if m.role == "assistant" and m.content]
@@ -411,7 +424,15 @@ class MainWindow(MenusMixin, SettingsHostMixin, RoomHostMixin, ModelsHostMixin, 
         self.chat_view.set_room_enabled(room)
         self.chat_view.set_actions_enabled(not generating)
         last = self.controller.messages.rows[-1] if self.controller.messages.rows else None
-        self.branch_action.setEnabled(last is not None and last.role == "assistant" and last.status != STREAMING)
+        answer = last if last is not None and last.role == "assistant" else None
+        self.branch_action.setEnabled(answer is not None and answer.status != STREAMING)
+        self.edit_last_action.setEnabled(
+            not generating and any(m.role == "user" for m in self.controller.messages.rows)
+        )
+        self.previous_answer_action.setEnabled(not generating and answer is not None and answer.alt_index > 0)
+        self.next_answer_action.setEnabled(
+            not generating and answer is not None and answer.alt_index < answer.alt_count - 1
+        )
 
     # -- engine --------------------------------------------------------------------------------------------
 

@@ -44,6 +44,11 @@ class MenusMixin:
         self.regenerate_action = self._action(chat, "Re&generate the answer", self.try_again, "Ctrl+R")
         self._action(chat, "&Copy the last answer", self.copy_last_answer, "Ctrl+Shift+C")
         self.branch_action = self._action(chat, "&Branch in new chat", lambda: self.branch())
+        self.edit_last_action = self._action(chat, "&Edit your last message", self.edit_last_message)
+        self.previous_answer_action = self._action(
+            chat, "Pre&vious answer", lambda: self.flip_last_answer(-1), "Alt+Left"
+        )
+        self.next_answer_action = self._action(chat, "Ne&xt answer", lambda: self.flip_last_answer(1), "Alt+Right")
         self._action(chat, "Export as &Markdown…", lambda: self.export_conversation_dialog("markdown"))
         self._action(chat, "Export as &JSON…", lambda: self.export_conversation_dialog("json"))
         chat.addSeparator()

@@ -30,6 +30,7 @@ PLACE_KEYS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
         (
             ("Enter", "Send the message"),
             ("Shift+Enter", "Start a new line"),
+            ("Up", "Edit your last message, when the box is empty"),
             ("Tab", "Go on to the paperclip and the send button"),
         ),
     ),
