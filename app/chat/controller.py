@@ -31,6 +31,7 @@ from __future__ import annotations
 import logging
 import random
 import time
+from pathlib import Path
 from dataclasses import replace
 
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
@@ -41,6 +42,7 @@ from app.chat.active_answer import ActiveAnswer
 from app.chat.answer_stats import AnswerStats
 from app.chat.context_room import SHORTEN, room_for, too_long_hint
 from app.chat.titles import DEFAULT_TITLE, branch_title, title_from
+from app.conversations.import_chat import ChatImportError, read_export
 from app.chat.tool_calls_mixin import ToolCallsMixin, answer_words
 from app.engine.bridge import EngineBridge
 from app.conversations.list_models import ConversationListModel, MessageListModel
@@ -238,6 +240,24 @@ class ChatController(ToolCallsMixin, QObject):
         self.conversations.refresh()
         self.open_conversation(branch)
         return branch
+
+    def import_chats(self, paths: list[Path]) -> tuple[int, list[str]]:
+        """Chats exported as JSON (Export as JSON…), each read, checked and added as a new chat; the last one
+        imported is opened. Returns how many were imported and, per file that was not, why in words."""
+        imported, problems, last = 0, [], None
+        for path in paths:
+            try:
+                chat = read_export(path)
+                last = self.store.add_conversation(chat.title, chat.settings_json, chat.messages, chat.created_at)
+                imported += 1
+            except ChatImportError as error:
+                problems.append(f"{error}.")
+            except S.StoreError as error:
+                problems.append(f"{path.name} was not imported: {error}.")
+        if last is not None:
+            self.conversations.refresh()
+            self.open_conversation(last)
+        return imported, problems
 
     def set_pinned(self, conversation_id: int, pinned: bool) -> None:
         """Pin the chat to the top of the list, or unpin it; when that cannot be saved (a full disk) it is said,

@@ -33,7 +33,7 @@ import sqlite3
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from core.system.private_files import private_file, private_folder
 
@@ -356,6 +356,38 @@ class Store:
             self.db.execute("UPDATE conversations SET settings = ? WHERE id = ?", (settings_json, conversation_id))
 
     @_writes
+    def add_conversation(
+        self, title: str, settings_json: str, messages: Iterable[Message], created_at: float | None = None
+    ) -> int:
+        """A new chat named `title` holding `messages` (each one's role, text, status, stats, time, thinking and
+        tool calls; ids are given anew), written in one transaction: a branch of a chat, or one imported.
+        Returns its id."""
+        now = time.time()
+        with transaction(self.db):
+            cursor = self.db.execute(
+                "INSERT INTO conversations (title, created_at, updated_at, settings) VALUES (?, ?, ?, ?)",
+                (title, now if created_at is None else created_at, now, settings_json),
+            )
+            conversation_id = int(cursor.lastrowid)
+            self.db.executemany(
+                "INSERT INTO messages (conversation_id, role, content, status, stats, created_at, reasoning,"
+                " tool_rounds) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        conversation_id,
+                        m.role,
+                        m.content,
+                        m.status,
+                        json.dumps(m.stats),
+                        m.created_at,
+                        m.reasoning,
+                        json.dumps(m.tool_rounds),
+                    )
+                    for m in messages
+                ],
+            )
+        return conversation_id
+
     def branch_conversation(self, message_id: int, title: str) -> int:
         """A new chat named `title` holding the conversation as shown up to and including `message_id` (each
         turn with the answer on screen, not its alternatives), with the chat's settings; the original chat
@@ -366,31 +398,7 @@ class Store:
         chat = self.conversation(source.conversation_id)
         assert chat is not None  # a message's chat is deleted with it (the foreign key cascades)
         shown = [m for m in self.messages(chat.id) if m.id <= message_id]
-        now = time.time()
-        with transaction(self.db):
-            cursor = self.db.execute(
-                "INSERT INTO conversations (title, created_at, updated_at, settings) VALUES (?, ?, ?, ?)",
-                (title, now, now, chat.settings_json),
-            )
-            branch = int(cursor.lastrowid)
-            self.db.executemany(
-                "INSERT INTO messages (conversation_id, role, content, status, stats, created_at, reasoning,"
-                " tool_rounds) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (
-                        branch,
-                        m.role,
-                        m.content,
-                        m.status,
-                        json.dumps(m.stats),
-                        m.created_at,
-                        m.reasoning,
-                        json.dumps(m.tool_rounds),
-                    )
-                    for m in shown
-                ],
-            )
-        return branch
+        return self.add_conversation(title, chat.settings_json, shown)
 
     @_writes
     def delete_conversation(self, conversation_id: int) -> None:

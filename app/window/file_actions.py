@@ -1,4 +1,4 @@
-"""The window's file and help actions: export a chat, diagnostics, the logs folder, About."""
+"""The window's file and help actions: export and import chats, diagnostics, the logs folder, About."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from app.conversations.export import FORMATS, suggested_file_name, to_json, to_m
 from app.settings.schema import to_dict
 from app.system import resources
 from app.system.diagnostics import diagnostics_text
-from app.theme.file_dialogs import save_file_dialog
+from app.theme.file_dialogs import open_files_dialog, save_file_dialog
 from app.window.confirm import ConfirmDialog, confirm_box
 from app.window.labels import Label
 from core.system.disk import write_text_atomically
@@ -60,7 +60,22 @@ class FileActionsMixin:
         self.logs_dialog = box
         box.open()
 
-    # -- export --------------------------------------------------------------------------------------------
+    # -- export and import ----------------------------------------------------------------------------------
+
+    def import_chats_dialog(self) -> None:
+        """Chat > Import chats…: pick chats exported as JSON (from this computer or another); each becomes a
+        new chat, and the last one opens. What could not be imported is said, file by file."""
+        dialog = open_files_dialog(self, "Import chats", str(Path.home()), "Chats exported as JSON (*.json)")
+        accepted = dialog.exec()
+        names = dialog.selectedFiles()
+        dialog.deleteLater()
+        if accepted and names:
+            self.import_chats([Path(name) for name in names])
+
+    def import_chats(self, paths: list[Path]) -> None:
+        imported, problems = self.controller.import_chats(paths)
+        said = [f"Imported {imported} chat{'s' if imported != 1 else ''}."] if imported else []
+        self.toast.show_message(" ".join(said + problems), 12000 if problems else 5000)
 
     def export_text(self, kind: str, conversation_id: int | None = None) -> str:
         """A conversation (the open one unless `conversation_id` is given) as `kind` ("markdown" | "json")."""

@@ -1,0 +1,161 @@
+"""Chats exported as JSON and imported again (app/conversations/import_chat.py, Chat > Import chats…): what an
+export holds comes back whole, and a file that is not such an export (not JSON, the wrong fields, too big, a
+pipe) is refused in words before anything is stored. Real files, a real SQLite store, a real window and its
+file chooser."""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime, timezone
+
+import pytest
+
+from app.conversations import store as S
+from app.conversations.export import to_json
+from app.conversations.import_chat import MAX_IMPORT_BYTES, ChatImportError, read_export
+from app.conversations.store import Store
+
+ROUNDS = [{"content": "Let me look.", "calls": [{"id": "c1", "name": "weather", "arguments": {}, "result": "sun"}]}]
+
+
+def exported_chat(store: Store) -> int:
+    """A chat with a system prompt, a regenerated answer, thinking, a tool call and a stopped answer."""
+    cid = store.create_conversation("Trip to Lisbon", json.dumps({"system_prompt": "Answer briefly."}))
+    store.add_message(cid, "user", "Where to go?")
+    first = store.add_message(cid, "assistant", "Lisbon.")
+    second = store.add_alternative(first.id)
+    store.update_message(
+        second.id, content="Porto.", status=S.COMPLETE, stats={"tokens": 2}, reasoning="Hmm.", tool_rounds=ROUNDS
+    )
+    store.add_message(cid, "user", "And in winter?")
+    store.add_message(cid, "assistant", "Madei", S.STOPPED)
+    return cid
+
+
+def test_an_exported_chat_comes_back_whole_as_a_new_chat(tmp_path):
+    store = Store(tmp_path / "c.sqlite3")
+    cid = exported_chat(store)
+    settings = {"system_prompt": "Answer briefly.", "temperature": 0.3}
+    path = tmp_path / "trip.json"
+    path.write_text(to_json(store.conversation(cid), store.messages(cid), settings), encoding="utf-8")
+    chat = read_export(path)
+    new = store.add_conversation(chat.title, chat.settings_json, chat.messages, chat.created_at)
+    assert new != cid and store.conversation(new).title == "Trip to Lisbon"
+    assert json.loads(store.conversation(new).settings_json) == settings
+    assert store.conversation(new).created_at == int(store.conversation(cid).created_at)  # to the second, as exported
+
+    def shown(conversation_id: int) -> list[tuple]:
+        return [
+            (m.role, m.content, m.status, m.stats, m.reasoning, m.tool_rounds) for m in store.messages(conversation_id)
+        ]
+
+    assert shown(new) == shown(cid)  # the answers on screen; the alternative left behind is not exported
+    assert [m.created_at for m in store.messages(new)] == [int(m.created_at) for m in store.messages(cid)]  # to the s
+    store.close()
+
+
+def test_an_export_saved_by_a_windows_editor_in_utf16_is_read(tmp_path):
+    record = {"title": "Grüße", "messages": [{"role": "user", "content": "Hallo ✓"}]}
+    path = tmp_path / "chat.json"
+    path.write_bytes(json.dumps(record, ensure_ascii=False).encode("utf-16"))  # with its byte-order mark
+    chat = read_export(path)
+    assert (chat.title, chat.messages[0].content, chat.messages[0].status) == ("Grüße", "Hallo ✓", S.COMPLETE)
+
+
+@pytest.mark.parametrize(
+    ("content", "words"),
+    [
+        (b"\x89PNG\r\n", "is not a chat exported from SpecExec Desktop \\(Export as JSON…\\): it is not JSON"),
+        (b"[1, 2]", "it has no list of messages"),
+        (b'{"title": "x", "messages": []}', "it has no messages"),
+        (b'{"messages": [{"role": "user", "content": "hi"}]}', "it has no title"),
+        (b'{"title": "x", "settings": 3, "messages": []}', "its settings are not an object"),
+        (b'{"title": "x", "messages": [{"role": "system", "content": "hi"}]}', "message 1 has the role 'system'"),
+        (b'{"title": "x", "messages": [{"role": "user", "content": 5}]}', "message 1 has no text"),
+        (b'{"title": "x", "messages": [7]}', "message 1 is not an object"),
+        (
+            b'{"title": "x", "messages": [{"role": "user", "content": "a", "status": "hacked"}]}',
+            "message 1 has the status 'hacked'",
+        ),
+        (
+            b'{"title": "x", "messages": [{"role": "assistant", "content": "a", "reasoning": []}]}',
+            "message 1's thinking is not text",
+        ),
+        (b"[" * 100_000 + b"]" * 100_000, "it is not JSON"),  # nesting deeper than the parser goes
+    ],
+)
+def test_a_file_that_is_not_an_export_is_refused_in_words(tmp_path, content, words):
+    path = tmp_path / "odd.json"
+    path.write_bytes(content)
+    with pytest.raises(ChatImportError, match=f"^odd.json .*{words}"):
+        read_export(path)
+
+
+def test_a_file_too_big_a_folder_or_a_pipe_is_refused_before_it_is_read(tmp_path):
+    big = tmp_path / "big.json"
+    with big.open("wb") as handle:
+        handle.truncate(MAX_IMPORT_BYTES + 1)  # sparse: no disk used
+    with pytest.raises(ChatImportError, match="big.json is larger than a chat export \\(64 MB at most\\)"):
+        read_export(big)
+    with pytest.raises(ChatImportError, match="is not a file that can be read"):
+        read_export(tmp_path)
+    pipe = tmp_path / "pipe.json"
+    os.mkfifo(pipe)  # reading it would wait for a writer forever
+    with pytest.raises(ChatImportError, match="pipe.json is not a file that can be read"):
+        read_export(pipe)
+
+
+def test_an_answer_exported_while_it_was_written_comes_back_interrupted_and_bad_extras_are_dropped(tmp_path):
+    record = {
+        "title": "  Half   an answer ",
+        "created_at": "not a time",
+        "messages": [
+            {"role": "user", "content": "Tell me", "created_at": "2026-11-29T10:00:00+00:00"},
+            {"role": "assistant", "content": "Once", "status": "streaming", "stats": [1], "tool_rounds": "x"},
+        ],
+    }
+    path = tmp_path / "half.json"
+    path.write_text(json.dumps(record), encoding="utf-8")
+    chat = read_export(path)
+    assert chat.title == "Half an answer" and chat.created_at > 0  # no time: the import's
+    user, answer = chat.messages
+    assert user.created_at == datetime(2026, 11, 29, 10, tzinfo=timezone.utc).timestamp()
+    assert (answer.status, answer.stats, answer.tool_rounds) == (S.INTERRUPTED, {}, [])
+
+
+@pytest.mark.qt
+@pytest.mark.timeout(60)
+def test_import_chats_from_the_chat_menu_opens_the_chat_and_says_what_was_not_imported(qtbot, quiet_window, tmp_path):
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QApplication, QFileDialog
+
+    w = quiet_window
+    cid = exported_chat(w.store)
+    good = tmp_path / "trip.json"
+    good.write_text(w.export_text("json", cid), encoding="utf-8")
+    bad = tmp_path / "notes.json"
+    bad.write_text('{"title": "Notes", "messages": [{"role": "tool", "content": "x"}]}', encoding="utf-8")
+    chats = len(w.store.conversations())
+
+    def choose() -> None:
+        dialog = QApplication.activeModalWidget()
+        assert isinstance(dialog, QFileDialog) and dialog.fileMode() == QFileDialog.FileMode.ExistingFiles
+        dialog.setDirectory(str(tmp_path))
+        dialog.selectFile(f'"{good.name}" "{bad.name}"')
+        dialog.accept()
+
+    QTimer.singleShot(0, choose)
+    next(a for a in w.actions() if a.text() == "&Import chats…").trigger()
+    assert len(w.store.conversations()) == chats + 1
+    opened = w.controller.conversation_id
+    assert opened != cid and w.store.conversation(opened).title == "Trip to Lisbon"
+    assert [m.content for m in w.controller.messages.rows] == ["Where to go?", "Porto.", "And in winter?", "Madei"]
+    assert w.sidebar.current_id() == opened
+    assert w.toast.text() == (
+        "Imported 1 chat. notes.json is not a chat exported from SpecExec Desktop (Export as JSON…): message 1 has "
+        "the role 'tool' (an export has user and assistant)."
+    )
+
+
+pytest_plugins = ["app_fixtures"]  # fixtures: quiet_window
