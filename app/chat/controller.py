@@ -541,14 +541,13 @@ class ChatController(ToolCallsMixin, QObject):
             return  # the answer goes on once its calls are decided and done
         # A stopped answer's Finished carries no counts (and a server may send none): keep what was seen, so
         # the context meter shows the same figure after the chat is opened again as while it was written.
-        self._end_answer(
-            status,
-            {
-                "reason": event.reason,
-                "prompt_tokens": event.prompt_tokens or self.active.reading.get("prompt_tokens", 0),
-                "generated_tokens": event.generated_tokens or self.stats.tokens,
-            },
-        )
+        prompt = event.prompt_tokens or self.active.reading.get("prompt_tokens", 0)
+        generated = event.generated_tokens or self.stats.tokens
+        ending = {"reason": event.reason, "prompt_tokens": prompt, "generated_tokens": generated}
+        kept = int(self.bridge.status.models.get("max_context") or 0)
+        if event.reason == "length" and kept and prompt + generated >= kept - 1:
+            ending["context_full"] = True  # cut off by what the model keeps in mind, not by the longest answer
+        self._end_answer(status, ending)
 
     def _on_context_trimmed(self, event: P.ContextTrimmed) -> None:
         """The engine left this chat's oldest messages out of what the model read for the answer (it keeps

@@ -339,6 +339,14 @@ class MessageWidget(QWidget):
             and stats.get("reason") == "length"
         ):
             parts.append("Cut off while still thinking: raise Longest answer in Chat settings")
+        elif message.role == "assistant" and message.status == S.COMPLETE and stats.get("reason") == "length":
+            parts.append(
+                "Cut off where the chat fills all the model keeps in mind: a longer Context length in Settings "
+                "holds more, or start a new chat"
+                if stats.get("context_full")
+                else "Cut off at the longest answer: raise Longest answer in Chat settings (Ctrl+Shift+S), then "
+                "Regenerate for a whole one"
+            )
         if message.role == "assistant" and stats.get("tool_note"):
             parts.append(stats["tool_note"][0].upper() + stats["tool_note"][1:])
         if (
