@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import pty
+import re
+import select
 import signal
 import subprocess
 import sys
@@ -137,7 +139,8 @@ def test_ctrl_c_stops_the_answer_not_the_program(model_dirs):
     os.close(slave)
     try:
         os.write(master, b"w10 w11\n")
-        assert process.stdout.read(4)  # "> " prompt, then the answer starts streaming
+        streamed = until_answer_streams(process.stdout.fileno())  # not the prompt, nor what readline writes
+        assert re.search(rb"w\d", streamed)
         engines = psutil.Process(process.pid).children()
         os.killpg(process.pid, signal.SIGINT)
         time.sleep(0.5)
@@ -151,6 +154,21 @@ def test_ctrl_c_stops_the_answer_not_the_program(model_dirs):
         if process.poll() is None:
             process.kill()
         os.close(master)
+
+
+def until_answer_streams(fd: int, timeout: float = 120.0) -> bytes:
+    """What the chat wrote on stdout until its answer's first word (the tiny models write "wNN" words): the
+    "> " prompt alone, or the escape sequence readline writes to set a terminal up, came before the model had
+    even loaded, and a Ctrl-C sent then found no answer to stop."""
+    seen, deadline = b"", time.monotonic() + timeout
+    while not re.search(rb"w\d", seen):
+        left = deadline - time.monotonic()
+        assert left > 0, f"no answer streamed within {timeout:.0f} s: {seen!r}"
+        if select.select([fd], [], [], left)[0]:
+            chunk = os.read(fd, 256)
+            assert chunk, f"the chat closed its output before answering: {seen!r}"
+            seen += chunk
+    return seen
 
 
 def _engine_children(process: subprocess.Popen) -> list[psutil.Process]:
