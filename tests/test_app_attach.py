@@ -84,8 +84,8 @@ def test_what_is_not_a_text_file_is_refused_in_words_and_never_hangs_the_window(
     assert attachment.problems == [
         "letter.doc is in the Office format from before 2007 (.doc, .xls or .ppt), which cannot be read: open it "
         "and save it again in today's format (a .docx for Word) or as a PDF.",
-        "photo.bin is not a text file, a PDF or a Word or LibreOffice document (pictures and other files cannot be read: save the "
-        "text as a .txt file, a PDF or a Word document).",
+        "photo.bin is not a text file, a PDF or a Word or LibreOffice document (pictures and other files cannot be "
+        "read: save the text as a .txt file, a PDF or a Word document).",
         "ansi.txt is not UTF-8 text (byte 0xE9 at position 3 is not a character in UTF-8): save it again as UTF-8 "
         "(in Notepad: Save as, Encoding: UTF-8).",
         "huge.log is more text than a model reads at once (more than 1 MB): add the part you need.",

@@ -1,7 +1,7 @@
 """The sidebar of 2026 (issue 42 item 20), on a real MainWindow offscreen with the app's stylesheet: chats
-grouped by date under the ones pinned to the top, a menu per chat ("…" on the hovered or selected row, the context-menu key, Shift+F10,
-Delete), no Rename/Delete buttons under the list, and the app's menu at the sidebar's foot in place of a
-menu bar, whose shortcuts still work."""
+grouped by date under the ones pinned to the top, a menu per chat ("…" on the hovered or selected row, the
+context-menu key, Shift+F10, Delete), no Rename/Delete buttons under the list, and the app's menu at the
+sidebar's foot in place of a menu bar, whose shortcuts still work."""
 
 from __future__ import annotations
 
