@@ -159,3 +159,52 @@ def test_import_chats_from_the_chat_menu_opens_the_chat_and_says_what_was_not_im
 
 
 pytest_plugins = ["app_fixtures"]  # fixtures: quiet_window
+
+
+@pytest.mark.qt
+@pytest.mark.timeout(60)
+def test_export_all_chats_writes_each_once_and_import_takes_them_all_back(qtbot, quiet_window, tmp_path):
+    """Chat > Export all chats… into a folder (two chats of one title and a file already there keep apart
+    names), then Import chats… of the whole folder on a fresh store: the same chats, the same messages."""
+    w = quiet_window
+    exported_chat(w.store)
+    for title in ("Notes", "Notes"):
+        w.store.add_message(w.store.create_conversation(title), "user", f"about {title}")
+    folder = tmp_path / "backup"
+    folder.mkdir()
+    (folder / "Notes.json").write_text("mine", encoding="utf-8")  # not to be overwritten
+    assert w.export_all(folder) == 3
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "Notes-2.json",
+        "Notes-3.json",
+        "Notes.json",
+        "Trip-to-Lisbon.json",
+    ]
+    assert (folder / "Notes.json").read_text(encoding="utf-8") == "mine"
+    assert w.toast.text() == f"Exported 3 chats to {folder}"
+    fresh = Store(tmp_path / "other.sqlite3")
+    for path in sorted(folder.glob("*.json")):
+        if path.name != "Notes.json":
+            chat = read_export(path)
+            fresh.add_conversation(chat.title, chat.settings_json, chat.messages, chat.created_at)
+    assert sorted(c.title for c in fresh.conversations()) == sorted(c.title for c in w.store.conversations())
+    trip = next(c for c in fresh.conversations() if c.title == "Trip to Lisbon")
+    assert [m.content for m in fresh.messages(trip.id)] == ["Where to go?", "Porto.", "And in winter?", "Madei"]
+    fresh.close()
+
+
+@pytest.mark.qt
+@pytest.mark.timeout(60)
+def test_export_all_on_a_full_disk_says_how_many_were_written(qtbot, quiet_window, small_disk):
+    from conftest import fill_disk
+
+    w = quiet_window
+    for number in range(3):
+        w.store.add_message(w.store.create_conversation(f"Chat {number}"), "user", "x" * 2000)
+    filler = fill_disk(small_disk)
+    try:
+        assert w.export_all(small_disk) == 0
+        assert w.toast.text().startswith(f"Exported 0 of the chats to {small_disk}, then could not write Chat-2.json:")
+    finally:
+        filler.unlink()
+    assert not [p for p in small_disk.iterdir() if p.suffix == ".json"]  # nothing half-written left

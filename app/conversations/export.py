@@ -18,6 +18,7 @@ import json
 import time
 from datetime import datetime, timezone
 from html import escape
+from pathlib import Path
 from typing import Any
 
 from app.chat.thinking_words import thought_summary
@@ -109,3 +110,13 @@ def suggested_file_name(title: str, kind: str) -> str:
     safe = "".join(c if c.isalnum() or c in " -_" else " " for c in title).strip()
     name = "-".join(safe.split())[:60] or "conversation"
     return (f"chat-{name}" if is_windows_device(name) else name) + FORMATS[kind]
+
+
+def free_file_name(folder: Path, name: str) -> str:
+    """`name`, or with "-2", "-3"… before its suffix, whichever is not yet taken in `folder`."""
+    stem, suffix = Path(name).stem, Path(name).suffix
+    candidate, number = name, 1
+    while (folder / candidate).exists():
+        number += 1
+        candidate = f"{stem}-{number}{suffix}"
+    return candidate

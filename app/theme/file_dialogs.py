@@ -30,3 +30,11 @@ def open_files_dialog(parent: QWidget | None, title: str, start: str, name_filte
     dialog.setAcceptMode(QFileDialog.AcceptMode.AcceptOpen)
     dialog.setFileMode(QFileDialog.FileMode.ExistingFiles)
     return dialog
+
+
+def folder_dialog(parent: QWidget | None, title: str, start: str) -> QFileDialog:
+    """A chooser of an existing folder (not yet shown), in the app's theme."""
+    dialog = follow_theme(QFileDialog(parent, title, start))
+    dialog.setFileMode(QFileDialog.FileMode.Directory)
+    dialog.setOption(QFileDialog.Option.ShowDirsOnly, True)
+    return dialog

@@ -8,11 +8,11 @@ from pathlib import Path
 from PySide6.QtCore import QUrl
 from PySide6.QtGui import QDesktopServices, QGuiApplication
 
-from app.conversations.export import FORMATS, suggested_file_name, to_json, to_markdown
+from app.conversations.export import FORMATS, free_file_name, suggested_file_name, to_json, to_markdown
 from app.settings.schema import to_dict
 from app.system import resources
 from app.system.diagnostics import diagnostics_text
-from app.theme.file_dialogs import open_files_dialog, save_file_dialog
+from app.theme.file_dialogs import folder_dialog, open_files_dialog, save_file_dialog
 from app.window.confirm import ConfirmDialog, confirm_box
 from app.window.labels import Label
 from core.system.disk import write_text_atomically
@@ -71,6 +71,39 @@ class FileActionsMixin:
         dialog.deleteLater()
         if accepted and names:
             self.import_chats([Path(name) for name in names])
+
+    def export_all_dialog(self) -> None:
+        """Chat > Export all chats…: every chat as JSON into a folder the person picks (to move them to another
+        computer, where Import chats… takes them all at once, or to keep them)."""
+        if not self.store.conversations():
+            self.toast.show_message("Nothing to export yet: start a chat first", 4000)
+            return
+        dialog = folder_dialog(self, "Export all chats to a folder", str(Path.home()))
+        accepted = dialog.exec()
+        names = dialog.selectedFiles()
+        dialog.deleteLater()
+        if accepted and names:
+            self.export_all(Path(names[0]))
+
+    def export_all(self, folder: Path) -> int:
+        """Every chat as `<title>.json` in `folder` (a name taken, by another chat or a file already there, gets
+        "-2", "-3"…); written whole, one by one. A write that fails (a full disk) stops there and says how
+        many were written. Returns that number."""
+        written = 0
+        for row in self.store.conversations():
+            path = folder / free_file_name(folder, suggested_file_name(row.title, "json"))
+            try:
+                write_text_atomically(path, self.export_text("json", row.id))
+            except OSError as error:
+                self.toast.show_message(
+                    f"Exported {written} of the chats to {folder}, then could not write {path.name}: "
+                    f"{error.strerror or error}",
+                    12000,
+                )
+                return written
+            written += 1
+        self.toast.show_message(f"Exported {written} chat{'s' if written != 1 else ''} to {folder}", 6000)
+        return written
 
     def import_chats(self, paths: list[Path]) -> None:
         imported, problems = self.controller.import_chats(paths)

@@ -51,6 +51,7 @@ class MenusMixin:
         self.next_answer_action = self._action(chat, "Ne&xt answer", lambda: self.flip_last_answer(1), "Alt+Right")
         self._action(chat, "Export as &Markdown…", lambda: self.export_conversation_dialog("markdown"))
         self._action(chat, "Export as &JSON…", lambda: self.export_conversation_dialog("json"))
+        self._action(chat, "Export &all chats…", self.export_all_dialog)
         self._action(chat, "&Import chats…", self.import_chats_dialog)
         chat.addSeparator()
         self._action(chat, "Go to the message box", lambda: self.input.setFocus(), "Ctrl+L")
