@@ -351,7 +351,7 @@ class ChatController(ToolCallsMixin, QObject):
             return True
         if last.stats.get("kind") == "context_length":  # unless the context has grown to hold it since
             prompt = int(last.stats.get("prompt_tokens") or 0)
-            return 0 < prompt < int(self.bridge.status.models.get("max_context") or 0)
+            return 0 < prompt < self.bridge.status.max_context
         return last.stats.get("kind") not in REPEATING_FAILURES
 
     def regenerate(self) -> bool:
@@ -544,7 +544,7 @@ class ChatController(ToolCallsMixin, QObject):
         prompt = event.prompt_tokens or self.active.reading.get("prompt_tokens", 0)
         generated = event.generated_tokens or self.stats.tokens
         ending = {"reason": event.reason, "prompt_tokens": prompt, "generated_tokens": generated}
-        kept = int(self.bridge.status.models.get("max_context") or 0)
+        kept = self.bridge.status.max_context
         if event.reason == "length" and kept and prompt + generated >= kept - 1:
             ending["context_full"] = True  # cut off by what the model keeps in mind, not by the longest answer
         self._end_answer(status, ending)
@@ -554,7 +554,7 @@ class ChatController(ToolCallsMixin, QObject):
         the system prompt and as much of the chat's end as fits): said once per answer."""
         if self.active is None or self.active.request_id != event.request_id:
             return  # another program's request through the API server: not this chat's news
-        kept = int(self.bridge.status.models.get("max_context") or 0)
+        kept = self.bridge.status.max_context
         count = f"{event.dropped_messages} oldest message{'s' if event.dropped_messages != 1 else ''}"
         keeps = f" it keeps {kept:,} tokens in mind, and" if kept else ""
         self.message.emit(

@@ -64,6 +64,11 @@ class EngineStatus:
     models: dict[str, Any] = field(default_factory=dict)
     pid: int | None = None
 
+    @property
+    def max_context(self) -> int:
+        """The tokens of a chat the loaded models keep (the engine's or server's report), 0 while none is known."""
+        return int(self.models.get("max_context") or 0)
+
     def describe(self) -> str:
         if self.state == LOADING and self.stage.startswith("Connecting"):  # a remote server (core.remote.engine)
             return "Connecting"

@@ -393,7 +393,7 @@ class MainWindow(MenusMixin, SettingsHostMixin, RoomHostMixin, ModelsHostMixin, 
 
     def _show_context(self, reading: int | None = None) -> None:
         """The context meter: the prompt being read, else the last answer's prompt plus its tokens."""
-        limit = int(self.bridge.status.models.get("max_context") or 0) if self.bridge.status.models else 0
+        limit = self.bridge.status.max_context
         used = reading
         if used is None:
             answers = [
@@ -453,7 +453,7 @@ class MainWindow(MenusMixin, SettingsHostMixin, RoomHostMixin, ModelsHostMixin, 
     def _say_shorter_context(self, status: EngineStatus) -> None:
         """A model that keeps less of a chat than the context length in Settings keeps all it can (the app's
         Load says fit_context): said once per load, since the meter alone would look like a setting ignored."""
-        wanted, kept = self.settings.context_length, int(status.models.get("max_context") or 0)
+        wanted, kept = self.settings.context_length, status.max_context
         loaded = (status.models.get("target"), status.models.get("draft"), kept, wanted)
         if status.state != READY or not kept or kept >= wanted or loaded == self._context_said:
             return

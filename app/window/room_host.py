@@ -87,7 +87,7 @@ class RoomHostMixin:
         attempt = self._room_attempt
         if attempt is None:
             return
-        if status.state == READY and int(status.models.get("max_context") or 0) > attempt.prompt_tokens:
+        if status.state == READY and status.max_context > attempt.prompt_tokens:
             self._room_attempt = None
             rows = self.controller.messages.rows
             if (
