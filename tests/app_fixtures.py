@@ -384,8 +384,16 @@ def ready(bridge) -> None:
     bridge.handle_events([P.EngineStarted(pid=1), P.StatusReport("ready", {"budget": 16, "max_context": 8192})])
 
 
-def answered(window, question: str = "first question", answer: str = "an answer", generated: int = 3) -> None:
-    """Send `question` in `window` and finish its answer through the recording bridge (no engine process)."""
+def answered(
+    window,
+    question: str = "first question",
+    answer: str = "an answer",
+    generated: int = 3,
+    reason: str = "eos",
+    prompt_tokens: int = 10,
+) -> None:
+    """Send `question` in `window` and finish its answer through the recording bridge (no engine process), as
+    the engine ends it: `reason` "eos", or "length" (cut off at the longest answer or the context's end)."""
     from core.engine import protocol as P
 
     window.send(question)
@@ -394,7 +402,7 @@ def answered(window, question: str = "first question", answer: str = "an answer"
         [
             P.TokenChunk(request_id, answer, (7,)),
             P.PassStats(request_id, 1, 4, 1.0, 2.0, 333.0, 16),
-            P.Finished(request_id, "eos", prompt_tokens=10, generated_tokens=generated),
+            P.Finished(request_id, reason, prompt_tokens=prompt_tokens, generated_tokens=generated),
         ]
     )
 

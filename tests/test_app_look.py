@@ -62,21 +62,14 @@ def test_an_empty_answer_says_so_and_one_token_is_singular(qtbot, quiet_window):
 def test_an_answer_cut_off_at_the_longest_answer_says_how_to_get_a_whole_one(qtbot, quiet_window):
     w = quiet_window
     ready(w.bridge)
-    w.send("tell me everything")
-    rid = w.bridge.calls[-1][1]
-    w.bridge.handle_events(
-        [P.TokenChunk(rid, "It all began", (7,)), P.Finished(rid, "length", prompt_tokens=4, generated_tokens=3)]
-    )
+    answered(w, "tell me everything", "It all began", reason="length", prompt_tokens=4)
     footer = w.chat_view.last_answer().footer
     assert footer.isVisibleTo(w.chat_view.last_answer())
     assert "Cut off at the longest answer: raise Longest answer in Chat settings (Ctrl+Shift+S)" in footer.text()
     answered(w, "and then?", "The end.")  # an answer that ended by itself says nothing of the kind
     assert "Cut off" not in w.chat_view.last_answer().footer.text()
-    w.send("and all the rest?")  # 8,192 tokens kept (ready): this answer fills them
-    rid = w.bridge.calls[-1][1]
-    w.bridge.handle_events(
-        [P.TokenChunk(rid, "Then", (7,)), P.Finished(rid, "length", prompt_tokens=8000, generated_tokens=192)]
-    )
+    # 8,192 tokens kept (ready): this answer fills them
+    answered(w, "and all the rest?", "Then", generated=192, reason="length", prompt_tokens=8000)
     footer = w.chat_view.last_answer().footer.text()
     assert "Cut off where the chat fills all the model keeps in mind: a longer Context length" in footer
     assert "Longest answer" not in footer
