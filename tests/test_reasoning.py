@@ -357,6 +357,38 @@ def test_the_api_takes_reasoning_content_back_in_history(client):
         )
 
 
+@pytest.mark.slow
+def test_the_api_continues_the_last_answer_as_vllm_does(client, server):
+    """vLLM's continue_final_message (core.text.continuation): only the new text comes back, and the prompt
+    counted holds the answer so far, its thinking included; a conversation with no answer at its end is refused."""
+    cut_off = {"role": "assistant", "content": "w30", "reasoning_content": THOUGHT_TEXT}
+    flags = {"continue_final_message": True, "add_generation_prompt": False}
+    answer = client.chat.completions.create(
+        model="m", messages=[*USER, cut_off], max_tokens=20, seed=1, extra_body=flags
+    )
+    assert answer.choices[0].message.content == ANSWER_TEXT.removeprefix("w30")
+    assert answer.choices[0].finish_reason == "stop"
+    fresh = client.chat.completions.create(model="m", messages=USER, max_tokens=20, seed=1)
+    assert answer.usage.prompt_tokens == fresh.usage.prompt_tokens + len(THOUGHT) + 3  # <think> ... </think> w30
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.chat.completions.create(model="m", messages=USER, extra_body=flags)
+    assert refused.value.body["param"] == "messages" and "ends with a 'user' message" in refused.value.body["message"]
+    from core.remote.endpoint import Endpoint
+    from core.remote.engine import RemoteEngine
+    from test_remote_serve import answer as remote_answer
+    from test_serve_api import KEY
+
+    remote = RemoteEngine(Endpoint(server, KEY))  # the app's way to a server: the flag goes along
+    try:
+        remote.start()
+        remote.load(client.models.list().data[0].id, wait=True)
+        request_id = remote.generate((*USER, cut_off), max_new_tokens=20, seed=1, continue_final_message=True)
+        text, finished = remote_answer(remote, request_id)
+    finally:
+        remote.shutdown()
+    assert isinstance(finished, P.Finished) and text == answer.choices[0].message.content
+
+
 def test_a_remote_servers_reasoning_deltas_are_read_apart():
     """chat --remote (and the app) against vLLM, llama.cpp or DeepSeek: their reasoning deltas become
     TokenChunk.reasoning; chat_template_kwargs are sent on."""

@@ -20,6 +20,7 @@ from core.server import requests as S
 
 DEFAULTS = S.Defaults(temperature=0.5, top_p=0.8, max_tokens=32, seed=None, stop=("###",))
 USER = [{"role": "user", "content": "hi"}]
+ANSWER = {"role": "assistant", "content": "Once upon"}
 
 
 def test_chat_request_defaults_roles_and_content_parts():
@@ -86,10 +87,39 @@ def test_chat_request_defaults_roles_and_content_parts():
         ({"messages": USER, "n": 2}, "n"),
         ({"messages": USER, "tools": [{"type": "function"}]}, "tools[0]"),
         ({"messages": USER, "method": "beam"}, "method"),
+        ({"messages": USER, "continue_final_message": True}, "messages"),  # no answer at the end to go on with
+        ({"messages": [*USER, ANSWER], "continue_final_message": 1}, "continue_final_message"),
+        (
+            {"messages": [*USER, ANSWER], "continue_final_message": True, "add_generation_prompt": True},
+            "add_generation_prompt",
+        ),
+        ({"messages": USER, "add_generation_prompt": False}, "add_generation_prompt"),
+        (
+            {"messages": [*USER, ANSWER], "continue_final_message": True, "response_format": {"type": "json_object"}},
+            "continue_final_message",
+        ),
+        (
+            {
+                "messages": [*USER, ANSWER],
+                "continue_final_message": True,
+                "tools": [{"type": "function", "function": {"name": "f"}}],
+                "tool_choice": "required",
+            },
+            "continue_final_message",
+        ),
     ],
 )
 def test_bad_chat_requests_name_the_parameter(body, param):
     assert refused_request(S.parse_chat_request, body, DEFAULTS).param == param
+
+
+def test_an_answer_to_continue_reaches_the_engine_flagged():
+    """vLLM's spelling: continue_final_message with add_generation_prompt false (or left out)."""
+    for extra in ({"add_generation_prompt": False}, {}):
+        body = {"messages": [*USER, ANSWER], "continue_final_message": True, **extra}
+        generate = S.parse_chat_request(body, DEFAULTS).to_generate("r1")
+        assert generate.continue_final_message and generate.messages[-1] == ANSWER
+    assert not S.parse_chat_request({"messages": [*USER, ANSWER]}, DEFAULTS).to_generate("r2").continue_final_message
 
 
 def test_neutral_values_of_unsupported_fields_are_accepted():

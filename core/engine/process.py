@@ -25,6 +25,7 @@ from typing import Any, Callable
 
 from core.engine import protocol as P
 from core.engine.events import auto_choice_event, error_event, is_user_error
+from core.errors import InvalidSettingError
 
 WATCH_INTERVAL_S = 0.5  # how often the watchdog checks the parent (the brief: at least every second)
 IDLE_POLL_S = 0.5
@@ -424,6 +425,12 @@ class Engine:
             return self.session.prepare_text(request.prompt)
         from core.text.template_kwargs import check_template_kwargs
 
+        if request.continue_final_message and request.grammar_kind is not None:
+            raise InvalidSettingError(
+                "an answer cannot be continued under a grammar or response format (it would be read from its "
+                "start): ask for a new answer, or continue without the format"
+            )
+
         # room kept for the answer when old turns are dropped (no max_new_tokens: a quarter of the context)
         room = request.max_new_tokens or min(1024, self.session.context_limit // 4)
         return self.session.prepare(
@@ -432,6 +439,7 @@ class Engine:
             request.trim_context,
             tuple(request.tools),
             check_template_kwargs(request.chat_template_kwargs),
+            request.continue_final_message,
         )
 
     def logprob_entries(self, logprobs: Any, token_ids: list[int]) -> tuple[dict[str, Any], ...] | None:

@@ -143,6 +143,10 @@ class Generate(Request):
     thinking_token_budget: the most tokens a thinking model may think before its block is closed for it
     (core.decoding.thinking_budget; vLLM's field of that name). None: no bound, except under a grammar, where
     it is half the tokens the answer may have, so that the forced answer comes after the thought.
+    continue_final_message: `messages` end with an assistant's answer cut off (its `content`, and its thinking
+    as `reasoning_content`), and the model goes on with it from its last word (core.text.continuation; vLLM's
+    field of that name): the new tokens are streamed and counted alone. Not with a grammar, which would read
+    the answer from its start.
     """
 
     request_id: str
@@ -168,6 +172,7 @@ class Generate(Request):
     top_logprobs: int | None = None
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
     thinking_token_budget: int | None = None
+    continue_final_message: bool = False
 
 
 @dataclass(frozen=True)

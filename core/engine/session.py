@@ -33,8 +33,8 @@ from core.modeling import families
 from core.modeling.kv_cache import InPlaceKVCache
 from core.planning.residency import config_kv_bytes
 from core.decoding.methods.step import OutputControls
-from core.text.prompts import Message, Prompt, Tool, encode_prompt
-from core.text.template_kwargs import template_variables
+from core.text.continuation import continued_format
+from core.text.prompts import Message, Prompt, Tool, chat_variables, encode_prompt
 from core.text.counts import token_count
 from core.text.reasoning import ReasoningSplitter, ThinkingFormat, thinking_format
 
@@ -70,13 +70,15 @@ def fit_conversation(
     trim: bool = True,
     tools: tuple[Tool, ...] = (),
     template_kwargs: dict | None = None,
+    continue_final: bool = False,
 ) -> PreparedPrompt:
     """Render `messages` (and `tools`, and the `template_kwargs` the template reads); while prompt +
-    max_new_tokens exceeds the context, drop the oldest turn.
+    max_new_tokens exceeds the context, drop the oldest turn. `continue_final`: the last message is an answer
+    cut off, to go on with (core.text.continuation).
 
-    System messages at the start are always kept, and so is the last message (the one being answered). A
-    turn is a user message plus the replies up to the next user message, so the kept conversation still
-    starts with a user message. If even the shortest conversation leaves no room for max_new_tokens, it is
+    System messages at the start are always kept, and so is the last message (the one being answered; with
+    an answer to continue, the message it answers too). A turn is a user message plus the replies up to the
+    next user message, so the kept conversation still starts with a user message. If even the shortest conversation leaves no room for max_new_tokens, it is
     used anyway (generation then stops at the context limit); if it leaves no room at all,
     ContextLengthError. With `trim` False nothing is dropped: a conversation that leaves no room at all is
     a ContextLengthError.
@@ -86,48 +88,47 @@ def fit_conversation(
     while system < len(messages) and messages[system].get("role") == "system":
         system += 1
     head, body = messages[:system], messages[system:]
+    kept = 2 if continue_final else 1  # the messages never left out
     dropped = 0
     while True:
-        ids = encode_prompt(
-            tokenizer, Prompt(messages=tuple(head + body), tools=tools, template_kwargs=template_kwargs or {})
+        prompt = Prompt(
+            messages=tuple(head + body),
+            tools=tools,
+            template_kwargs=template_kwargs or {},
+            continue_final=continue_final,
         )
-        if len(ids) + max_new_tokens <= context_limit or len(body) <= 1 or not trim:
+        ids = encode_prompt(tokenizer, prompt)
+        if len(ids) + max_new_tokens <= context_limit or len(body) <= kept or not trim:
             break
         cut = 1  # drop the oldest message and the replies after it, up to the next user message
-        while cut < len(body) - 1 and body[cut].get("role") != "user":
+        while cut < len(body) - kept and body[cut].get("role") != "user":
             cut += 1
         body = body[cut:]
         dropped += cut
     if len(ids) >= context_limit:
-        kept = "after leaving out the older turns, " if trim and dropped else ""
-        parts = _prompt_parts(tokenizer, head, body, tools, template_kwargs or {}, len(ids))
+        left_out = "after leaving out the older turns, " if trim and dropped else ""
+        parts = _prompt_parts(tokenizer, prompt, len(head), len(ids))
         raise ContextLengthError(
-            f"{kept}the prompt is {token_count(len(ids))} with the chat template{f' ({parts})' if parts else ''}, "
+            f"{left_out}the prompt is {token_count(len(ids))} with the chat template{f' ({parts})' if parts else ''}, "
             f"but the model's context window is {token_count(context_limit)}",  # what to do: the error's hint
             prompt_tokens=len(ids),
         )
-    variables = template_variables(tokenizer, template_kwargs or {})
-    if tools:
-        variables["tools"] = list(tools)
-    return PreparedPrompt(ids, dropped, thinking_format(tokenizer, head + body, **variables))
+    answered = head + body[:-1] if continue_final else head + body
+    fmt = thinking_format(tokenizer, answered, **chat_variables(tokenizer, tools, template_kwargs))
+    return PreparedPrompt(ids, dropped, continued_format(body[-1], fmt) if continue_final else fmt)
 
 
-def _prompt_parts(
-    tokenizer: PreTrainedTokenizerBase,
-    head: list[Message],
-    body: list[Message],
-    tools: tuple[Tool, ...],
-    template_kwargs: dict,
-    total: int,
-) -> str:
+def _prompt_parts(tokenizer: PreTrainedTokenizerBase, prompt: Prompt, system_messages: int, total: int) -> str:
     """Where a prompt's tokens go, largest first ("the tools' definitions about 3,900, the messages 120"), so a
     prompt too long for the context names what to cut: the tools, the system messages (a Responses request's
-    `instructions`), or the conversation; "" where the conversation is all there is (nothing to tell apart).
-    Only for the error: it renders the prompt twice more."""
+    `instructions`, the first `system_messages` of the prompt's), or the conversation; "" where the
+    conversation is all there is (nothing to tell apart). Only for the error: it renders the prompt twice more."""
+    messages = list(prompt.messages or ())
+    head, body, tools = messages[:system_messages], messages[system_messages:], prompt.tools
 
     def length(messages: list[Message], with_tools: bool) -> int:
-        prompt = Prompt(messages=tuple(messages), tools=tools if with_tools else (), template_kwargs=template_kwargs)
-        return len(encode_prompt(tokenizer, prompt))
+        part = dataclasses.replace(prompt, messages=tuple(messages), tools=tools if with_tools else ())
+        return len(encode_prompt(tokenizer, part))
 
     try:
         without_tools = length(head + body, False) if tools else total
@@ -136,7 +137,11 @@ def _prompt_parts(
             parts["the system messages"] = without_tools - length(body, False)
     except Exception:  # noqa: BLE001 - a template that cannot render a part alone: the error goes on without it
         return "its parts could not be counted apart"
-    parts["the last message" if len(body) == 1 else "the conversation"] = total - sum(parts.values())
+    if prompt.continue_final and len(body) == 2:
+        last = "the last message and the answer so far"
+    else:
+        last = "the last message" if len(body) == 1 else "the conversation"
+    parts[last] = total - sum(parts.values())
     named = sorted(((tokens, name) for name, tokens in parts.items() if tokens > 0), reverse=True)
     return ", ".join(f"{name} about {tokens:,}" for tokens, name in named) if len(named) > 1 else ""
 
@@ -214,9 +219,10 @@ class ChatSession:
         trim: bool = True,
         tools: tuple[Tool, ...] = (),
         template_kwargs: dict | None = None,
+        continue_final: bool = False,
     ) -> PreparedPrompt:
         return fit_conversation(
-            self.tokenizer, messages, self.context_limit, max_new_tokens, trim, tools, template_kwargs
+            self.tokenizer, messages, self.context_limit, max_new_tokens, trim, tools, template_kwargs, continue_final
         )
 
     def prepare_text(self, text: str) -> PreparedPrompt:

@@ -59,6 +59,8 @@ def request_options(request: P.Generate) -> dict[str, Any]:
             options[name] = getattr(request, name)
     if request.chat_template_kwargs:  # vLLM, SGLang and llama.cpp's server read it (e.g. enable_thinking)
         options["chat_template_kwargs"] = dict(request.chat_template_kwargs)
+    if request.continue_final_message:  # vLLM's and SGLang's fields, and `specexec serve`'s (its 400 if refused)
+        options.update(continue_final_message=True, add_generation_prompt=False)
     return options
 
 

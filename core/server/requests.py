@@ -25,6 +25,7 @@ from core.errors import InvalidSettingError
 from core.server.api_errors import ApiError
 from core.server.request_tools import call_arguments, parse_tool_choice, parse_tools
 from core.server.schema_check import has_finite_instance
+from core.text.continuation import answer_to_continue
 from core.text.template_kwargs import check_template_kwargs
 
 METHODS: tuple[str, ...] = get_args(P.Method)  # the engine's own list, "auto" included
@@ -121,6 +122,7 @@ class CompletionRequest:
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
     trim_context: bool = False  # drop the oldest turns that do not fit (the Responses API's truncation "auto")
     thinking_token_budget: int | None = None  # a thinking model's thought, at most (P.Generate's field)
+    continue_final_message: bool = False  # the last message is an answer to go on with (P.Generate's field)
 
     @property
     def forces_tool_call(self) -> bool:
@@ -155,6 +157,7 @@ class CompletionRequest:
             top_logprobs=self.top_logprobs,
             chat_template_kwargs=dict(self.chat_template_kwargs),
             thinking_token_budget=self.thinking_token_budget,
+            continue_final_message=self.continue_final_message,
         )
 
 
@@ -472,8 +475,54 @@ def parse_chat_request(body: object, defaults: Defaults) -> CompletionRequest:
         tool_choice=choice,
         forced_tool=forced,
         chat_template_kwargs=template_kwargs,
+        continue_final_message=_continue_final(
+            body, checked, common["grammar_kind"] is not None or choice in ("required", "named")
+        ),
         **common,
     )
+
+
+def _continue_final(body: dict, messages: tuple[dict[str, Any], ...], grammar: bool) -> bool:
+    """vLLM's `continue_final_message` (the last message is an answer the model goes on with), checked, with
+    its companion `add_generation_prompt`: false goes with it (vLLM asks for both), true contradicts it, and
+    false alone (a prompt without the answer's header) is not something this server writes."""
+    flags = {}
+    for name, default in (("continue_final_message", False), ("add_generation_prompt", True)):
+        value = body.get(name)
+        if value is not None and not isinstance(value, bool):
+            raise ApiError(400, f"'{name}' must be true or false", param=name, code="invalid_type")
+        flags[name] = default if value is None else value
+    if not flags["continue_final_message"]:
+        if not flags["add_generation_prompt"]:
+            raise ApiError(
+                400,
+                "'add_generation_prompt': false is only supported with \"continue_final_message\": true (a prompt "
+                "always ends with the answer's header here)",
+                param="add_generation_prompt",
+                code="unsupported_parameter",
+            )
+        return False
+    if "add_generation_prompt" in body and flags["add_generation_prompt"]:
+        raise ApiError(
+            400,
+            "'continue_final_message' goes on with the last answer, 'add_generation_prompt' starts a new one: "
+            'send "add_generation_prompt": false with it, or leave it out',
+            param="add_generation_prompt",
+            code="invalid_value",
+        )
+    if grammar:
+        raise ApiError(
+            400,
+            "an answer cannot be continued under 'response_format' or a forced tool call (the format reads the "
+            "answer from its start): leave one of them out",
+            param="continue_final_message",
+            code="invalid_value",
+        )
+    try:
+        answer_to_continue(list(messages))
+    except InvalidSettingError as error:
+        raise ApiError(400, str(error), param="messages", code="invalid_value") from error
+    return True
 
 
 def parse_completion_request(body: object, defaults: Defaults) -> CompletionRequest:

@@ -14,6 +14,8 @@ from transformers import PreTrainedTokenizerBase
 from core.errors import InvalidSettingError, ModelFormatError
 from core.system.text_files import read_text_file
 from core.text.chat_template import render_template
+from core.text.continuation import answer_so_far, answer_to_continue
+from core.text.reasoning import thinking_format
 from core.text.template_kwargs import template_variables
 from core.text.tool_format import Tool, tool_call_format
 
@@ -25,12 +27,24 @@ Message = dict[str, Any]  # role and content; an assistant's tool_calls, a tool'
 class Prompt:
     """One prompt: chat `messages` (with the `tools` the template renders, and `template_kwargs`: variables
     for the template such as Qwen3's enable_thinking) or plain `text` (exactly one of messages and text is
-    set)."""
+    set). `continue_final`: the messages end with an answer cut off, which the model goes on with
+    (core.text.continuation) instead of starting a new one."""
 
     messages: tuple[Message, ...] | None = None
     text: str | None = None
     tools: tuple[Tool, ...] = ()
     template_kwargs: dict[str, Any] = field(default_factory=dict)
+    continue_final: bool = False
+
+
+def chat_variables(
+    tokenizer: PreTrainedTokenizerBase, tools: tuple[Tool, ...] = (), template_kwargs: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """What the chat template reads besides the messages: the `template_kwargs` it knows, and the tools."""
+    variables = template_variables(tokenizer, template_kwargs or {})
+    if tools:
+        variables["tools"] = list(tools)
+    return variables
 
 
 def render_chat(
@@ -54,10 +68,7 @@ def render_chat(
             "this model's chat template has no tool support (tool calls need a model such as "
             "Qwen2.5 or Llama 3.1); send the request without tools"
         )
-    extra = template_variables(tokenizer, template_kwargs or {})
-    if tools:
-        extra["tools"] = list(tools)
-    return render_template(tokenizer, list(messages), **extra)
+    return render_template(tokenizer, list(messages), **chat_variables(tokenizer, tools, template_kwargs))
 
 
 def chat_prompt(prompt: Prompt) -> Prompt:
@@ -70,10 +81,22 @@ def chat_prompt(prompt: Prompt) -> Prompt:
 
 
 def encode_prompt(tokenizer: PreTrainedTokenizerBase, prompt: Prompt, chat: bool = False) -> list[int]:
-    """Token ids for a prompt. Messages always use the chat template; text uses it when `chat` is set."""
+    """Token ids for a prompt. Messages always use the chat template; text uses it when `chat` is set. An
+    answer to continue follows the template's rendering of the messages before it, as the model wrote it
+    (tokenized apart, as its tokens came after the prompt's)."""
     if prompt.messages is not None:
-        rendered = render_chat(tokenizer, list(prompt.messages), prompt.tools, prompt.template_kwargs)
-        return tokenizer(readable_text(rendered), add_special_tokens=False)["input_ids"]
+        messages = list(prompt.messages)
+        answer = answer_to_continue(messages) if prompt.continue_final else None
+        if answer is not None:
+            messages = messages[:-1]
+        rendered = render_chat(tokenizer, messages, prompt.tools, prompt.template_kwargs)
+        ids = tokenizer(readable_text(rendered), add_special_tokens=False)["input_ids"]
+        if answer is not None:
+            fmt = thinking_format(
+                tokenizer, messages, **chat_variables(tokenizer, prompt.tools, prompt.template_kwargs)
+            )
+            ids += tokenizer(readable_text(answer_so_far(answer, fmt)), add_special_tokens=False)["input_ids"]
+        return ids
     if chat:
         return encode_prompt(tokenizer, chat_prompt(prompt))
     return tokenizer(readable_text(prompt.text))["input_ids"]

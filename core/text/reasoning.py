@@ -45,11 +45,13 @@ def thinking_control(tokenizer: Any) -> ThinkingControl | None:
 @dataclass(frozen=True)
 class ThinkingFormat:
     """How one answer's reasoning is marked: `open`/`close`, and whether the prompt already opened the block
-    (`starts_inside`: the answer's first text is reasoning)."""
+    (`starts_inside`: the answer's first text is reasoning) and holds reasoning already (`resumes`: an answer
+    continued while it thought, core.text.continuation, whose first whitespace is part of the thought)."""
 
     open: str = OPEN
     close: str = CLOSE
     starts_inside: bool = False
+    resumes: bool = False
 
 
 def opens_inside(generation_prompt: str, fmt: ThinkingFormat = ThinkingFormat()) -> bool:
@@ -103,7 +105,7 @@ class ReasoningSplitter:
         self.fmt = fmt
         self.state = "thinking" if fmt.starts_inside else "start"
         self._buffer = ""
-        self._reasoning_started = False  # leading whitespace of the reasoning is dropped
+        self._reasoning_started = fmt.resumes  # leading whitespace of the reasoning is dropped
         self._held_space = ""  # whitespace at the end of the reasoning so far: kept only if text follows
 
     @property
