@@ -59,15 +59,58 @@ def test_an_empty_answer_says_so_and_one_token_is_singular(qtbot, quiet_window):
     assert widget.speed_label.toolTip().startswith("1 token · ")
 
 
-def test_an_answer_cut_off_at_the_longest_answer_says_how_to_get_a_whole_one(qtbot, quiet_window):
+def test_an_answer_cut_off_or_stopped_offers_to_continue_it(qtbot, quiet_window):
     w = quiet_window
     ready(w.bridge)
     answered(w, "tell me everything", "It all began", reason="length", prompt_tokens=4)
-    footer = w.chat_view.last_answer().footer
-    assert footer.isVisibleTo(w.chat_view.last_answer())
-    assert "Cut off at the longest answer: raise Longest answer in Chat settings (Ctrl+Shift+S)" in footer.text()
+    widget = w.chat_view.last_answer()
+    assert widget.footer.isVisibleTo(widget) and widget.continue_button.isVisibleTo(widget)
+    assert widget.footer.text().startswith("Cut off at the longest answer: Continue goes on from here")
+    assert w.continue_action.isEnabled()
+
+    w.continue_action.trigger()  # the request: the conversation, then the answer so far to go on with
+    _, request_id, messages, settings = w.bridge.calls[-1]
+    assert settings["continue_final_message"] is True
+    assert messages == [
+        {"role": "user", "content": "tell me everything"},
+        {"role": "assistant", "content": "It all began"},
+    ]
+    assert w.controller.generating and not widget.continue_button.isVisibleTo(widget)
+    assert not w.continue_action.isEnabled()
+    w.bridge.handle_events([P.TokenChunk(request_id, " long ago", (8,))])
+    with qtbot.waitSignal(w.controller.answer_finished):
+        w.controller.stop()  # Stop keeps the words so far, the first part with them
+        w.bridge.handle_events([P.Finished(request_id, "cancelled")])
+    answer = w.controller.messages.rows[-1]
+    assert (answer.content, answer.status) == ("It all began long ago", "stopped")
+    assert w.store.message(answer.id).content == "It all began long ago" and len(w.controller.messages.rows) == 2
+    assert widget.continue_button.isVisibleTo(widget)  # stopped to read, say: it can go on from there
+
     answered(w, "and then?", "The end.")  # an answer that ended by itself says nothing of the kind
     assert "Cut off" not in w.chat_view.last_answer().footer.text()
+    assert not w.chat_view.last_answer().continue_button.isVisibleTo(w.chat_view.last_answer())
+
+
+def test_a_cut_off_answer_from_a_remote_server_says_how_to_get_a_longer_one(qtbot, quiet_window):
+    """A remote server may not know how to go on with an answer (OpenAI's own writes a new one after it):
+    no Continue there, and the footer says what to change instead; an earlier answer, no longer the last,
+    says the same."""
+    from app.settings.schema import RemoteEndpoint
+
+    w = quiet_window
+    ready(w.bridge)
+    answered(w, "tell me everything", "It all began", reason="length", prompt_tokens=4)
+    first = w.chat_view.last_answer()
+    answered(w, "and then?", "Then", reason="length", prompt_tokens=20)
+    assert first.footer.text().startswith("Cut off at the longest answer: raise Longest answer in Chat settings")
+    assert not first.continue_button.isVisibleTo(first)
+    w.settings.endpoints = [RemoteEndpoint("GPU box", "http://127.0.0.1:9/v1", "m")]
+    w.settings.connection = "GPU box"
+    w.controller.messages.dataChanged.emit(w.controller.messages.index(0), w.controller.messages.index(0))
+    last = w.chat_view.last_answer()
+    assert not last.continue_button.isVisibleTo(last) and not w.continue_action.isEnabled()
+    assert "raise Longest answer in Chat settings (Ctrl+Shift+S), then Regenerate" in last.footer.text()
+    assert not w.controller.continue_last_answer()
     # 8,192 tokens kept (ready): this answer fills them
     answered(w, "and all the rest?", "Then", generated=192, reason="length", prompt_tokens=8000)
     footer = w.chat_view.last_answer().footer.text()

@@ -272,13 +272,61 @@ def test_the_thinking_shows_live_and_a_stop_keeps_it_open_when_no_answer_came(qt
 
 
 @pytest.mark.slow
-def test_cut_off_while_thinking_says_how_to_get_an_answer(qtbot, open_window):
+def test_cut_off_while_thinking_offers_to_think_on(qtbot, open_window):
     window = open_window("r1-endless", max_tokens=10)
     send(qtbot, window, "w40 w41")
     widget = window.chat_view.last_answer()
     assert widget.message.stats["reason"] == "length" and widget.message.content == ""
     assert widget.thinking.text_frame.isVisible()  # the thinking is all there is: shown
-    assert "Cut off while still thinking: raise Longest answer in Chat settings" in widget.footer.text()
+    assert widget.footer.text().startswith("Cut off while still thinking: Continue goes on from here")
+    assert widget.continue_button.isVisible()
+
+
+def continue_answer(qtbot, window: MainWindow) -> None:
+    """Press the last answer's Continue and wait for the answer to end again."""
+    button = window.chat_view.last_answer().continue_button
+    assert button.isVisible() and button.isEnabled()
+    with qtbot.waitSignal(window.controller.answer_finished, timeout=ANSWER_TIMEOUT_MS):
+        qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
+
+
+@pytest.mark.slow
+def test_continue_goes_on_mid_thought_then_mid_answer_in_the_same_message(qtbot, open_window):
+    """Two tokens at a time (R1-style: the prompt opened the block): cut off while thinking, Continue thinks on
+    from the last word (one thought, not two), the next Continue gets the answer, the next goes on with it;
+    one message throughout, stored, its thinking time adding up, the context meter counting all of it."""
+    window = open_window("r1", max_tokens=2)
+    send(qtbot, window, "w40 w41")
+    answer = window.controller.messages.rows[-1]
+    assert (answer.reasoning, answer.content, answer.stats["reason"]) == ("w20 w21", "", "length")
+    widget = window.chat_view.last_answer()
+    assert widget.footer.text().startswith("Cut off while still thinking: Continue goes on from here")
+    thought_for = answer.stats["thinking_seconds"]
+
+    continue_answer(qtbot, window)  # w22 </think>: the thought is whole, no answer yet
+    answer = window.controller.messages.rows[-1]
+    assert (answer.reasoning, answer.content, answer.stats["reason"]) == (THOUGHT_TEXT, "", "length")
+    assert answer.stats["thinking_seconds"] >= thought_for
+    # the block's close is not kept apart from the thought, so the model closes it again: </think> w30
+    continue_answer(qtbot, window)
+    assert (window.controller.messages.rows[-1].reasoning, window.controller.messages.rows[-1].content) == (
+        THOUGHT_TEXT,
+        "w30",
+    )
+    continue_answer(qtbot, window)
+    answer = window.controller.messages.rows[-1]
+    assert (answer.reasoning, answer.content.split()) == (THOUGHT_TEXT, ANSWER_WORDS)
+    assert [m.role for m in window.controller.messages.rows] == ["user", "assistant"] and answer.alt_count == 1
+    stored = window.store.message(answer.id)
+    assert (stored.reasoning, stored.content, stored.status) == (THOUGHT_TEXT, answer.content, S.COMPLETE)
+    assert "thinking_seconds" in stored.stats and stored.stats["generated_tokens"] == 2
+    assert window.header.context_meter.used == answer.stats["prompt_tokens"] + 2
+    assert widget.continue_button.isVisible()  # still cut off: it can go on again
+    screenshot(window, "continue")
+    window.controller.regenerate()  # a new answer: Continue waits until it ends
+    assert not window.chat_view.last_answer().continue_button.isVisible()
+    assert not window.continue_action.isEnabled()
+    qtbot.waitUntil(lambda: not window.controller.generating, timeout=ANSWER_TIMEOUT_MS)
 
 
 @pytest.mark.slow

@@ -4,9 +4,11 @@ on mid-thought or mid-answer; what cannot be continued is refused in words; trim
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from conftest import in_process_engine, torch_threads
+from conftest import in_process_engine, run_cli, torch_threads
 from core.engine import protocol as P
 from core.engine.session import fit_conversation
 from core.errors import ContextLengthError, InvalidSettingError
@@ -113,11 +115,19 @@ def test_trimming_a_long_chat_keeps_the_question_with_the_answer_it_continues():
 
 
 @pytest.fixture(scope="module")
-def engines(tmp_path_factory):
+def pairs(tmp_path_factory):
+    """The scripted thinking pair's folders under each template."""
+    return {
+        name: save_thinking_pair(tmp_path_factory.mktemp(name), template)
+        for name, template in (("r1", R1_TEMPLATE), ("qwen3", QWEN3_TEMPLATE))
+    }
+
+
+@pytest.fixture(scope="module")
+def engines(pairs):
     """An in-process engine per template, loaded with its scripted thinking pair."""
     served = {}
-    for name, template in (("r1", R1_TEMPLATE), ("qwen3", QWEN3_TEMPLATE)):
-        target, draft = save_thinking_pair(tmp_path_factory.mktemp(name), template)
+    for name, (target, draft) in pairs.items():
         _, serve = in_process_engine()
         with torch_threads(1):
             events = serve(
@@ -173,3 +183,22 @@ def test_the_engine_refuses_what_it_cannot_continue(engines):
         assert isinstance(end, P.Error) and end.kind == "invalid_setting", end
     _, _, end = _continue(engines["qwen3"], [*USER, MID_ANSWER], grammar_kind="json_object")
     assert "cannot be continued under a grammar" in end.message
+
+
+def test_generate_continues_the_last_answer_of_a_messages_file(pairs, tmp_path, capsys):
+    """`specexec generate --messages-file F --continue-final-message`: the new text only, the thought going on;
+    without an answer at the file's end, or with --prompt, it says so before loading anything."""
+    conversation = tmp_path / "conversation.jsonl"
+    conversation.write_text("\n".join(json.dumps(m) for m in [*USER, MID_THOUGHT]) + "\n", encoding="utf-8")
+    target, draft = pairs["r1"]
+    common = ["--target", target, "--draft", draft, "--device", "cpu", "--threads", "1", "--max-new-tokens", "20"]
+    result = run_cli(
+        capsys, "generate", "--messages-file", str(conversation), "--continue-final-message", "--json", *common
+    )
+    assert result.returncode == 0, result.stderr
+    printed = json.loads(result.stdout)
+    assert ("w20" + printed["reasoning"], printed["text"]) == (THOUGHT_TEXT, ANSWER_TEXT)
+    conversation.write_text(json.dumps(USER[0]) + "\n", encoding="utf-8")
+    for source in (["--messages-file", str(conversation)], ["--prompt", "w40", "--chat"]):
+        result = run_cli(capsys, "generate", *source, "--continue-final-message", "--target", "/nonexistent/model")
+        assert result.returncode != 0 and "continue" in result.stderr and "/nonexistent" not in result.stderr

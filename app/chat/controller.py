@@ -41,6 +41,7 @@ from app.conversations import store as S
 from app.chat.active_answer import ActiveAnswer
 from app.chat.answer_stats import AnswerStats
 from app.chat.context_room import SHORTEN, room_for, too_long_hint
+from app.chat.message_words import unfinished
 from app.chat.titles import DEFAULT_TITLE, branch_title, title_from
 from app.conversations.import_chat import ChatImportError, read_export
 from app.chat.tool_calls_mixin import ToolCallsMixin, answer_words
@@ -371,6 +372,52 @@ class ChatController(ToolCallsMixin, QObject):
         self._start_answer(self.conversation_id, answer, vary=answer is not None)  # varied from an answer only
         return True
 
+    def can_continue_last_answer(self) -> bool:
+        """The last answer ended before its end (cut off at the longest answer, stopped or interrupted:
+        app.chat.message_words.unfinished), is saved, and the model runs on this computer: a remote server may
+        not know how to go on with an answer (OpenAI's own would write a new one after it)."""
+        if self.generating or self.conversation_id is None or not self.messages.rows:
+            return False
+        last = self.messages.rows[-1]
+        return unfinished(last) and last.id not in self.unsaved and self.app_settings.remote_endpoint() is None
+
+    def continue_last_answer(self) -> bool:
+        """The model goes on with the last answer from where it ended, into the same message: the text
+        (or the thinking) so far is sent as the answer's start (Generate.continue_final_message), the new words
+        are added to it, and how long it thought adds up."""
+        if not self.can_continue_last_answer():
+            return False
+        conversation_id, last = self.conversation_id, self.messages.rows[-1]
+        answer: dict = {"role": "assistant", "content": last.content}
+        if last.reasoning:
+            answer["reasoning_content"] = last.reasoning
+        messages = [
+            *self.history(conversation_id, leave_out=last.id),
+            *T.rounds_to_messages(last.tool_rounds),
+            answer,
+        ]
+        try:
+            self.store.update_message(last.id, status=S.STREAMING)
+        except S.StoreError as error:
+            log.error("answer %d was not continued: %s", last.id, error)
+            self.message.emit(f"The answer was not continued: {error}, then press Continue again.")
+            return False
+        kept = {key: last.stats[key] for key in ("thinking_seconds",) if key in last.stats}
+        active = ActiveAnswer(
+            self.bridge.new_request_id(),
+            conversation_id,
+            last.id,
+            text=last.content,
+            saved=last.content,
+            reasoning=last.reasoning,
+            saved_reasoning=last.reasoning,
+            tool_rounds=list(last.tool_rounds),
+            earlier=kept,
+        )
+        self.messages.update(last.id, status=S.STREAMING, stats=active.live_stats())
+        self._stream(active, messages, self.conversation_settings(conversation_id), so_far=last.content)
+        return True
+
     def show_alternative(self, message_id: int, step: int) -> bool:
         """Show the previous (step -1) or next (+1) answer of `message_id`'s turn instead of it."""
         if self.generating or self.conversation_id is None:
@@ -448,22 +495,32 @@ class ChatController(ToolCallsMixin, QObject):
                 return
         if conversation_id == self.conversation_id:
             self.messages.append(answer)
-        request_id = self.bridge.new_request_id()
-        self.active = ActiveAnswer(request_id, conversation_id, answer.id)
+        self._stream(ActiveAnswer(self.bridge.new_request_id(), conversation_id, answer.id), messages, settings)
+
+    def _stream(
+        self, active: ActiveAnswer, messages: list[dict], settings: ConversationSettings, so_far: str | None = None
+    ) -> None:
+        """Follow `active` from now on and ask the engine for it (`so_far`: the words of an answer it goes on
+        with, continue_last_answer)."""
+        self.active = active
         self.stats.reset()
         self._flush_timer.start()
         self._save_timer.start()
         self.generating_changed.emit(True)
-        self._generate(messages, settings, request_id)
+        self._generate(messages, settings, active.request_id, so_far)
 
-    def _generate(self, messages: list[dict], settings: ConversationSettings, request_id: str) -> None:
+    def _generate(
+        self, messages: list[dict], settings: ConversationSettings, request_id: str, so_far: str | None = None
+    ) -> None:
         offered = self.toolbox.names_for(settings.tool_servers_off) if self.tools_in_use() else frozenset()
         tools = self.toolbox.definitions(offered) if offered else ()
         if self.active is not None:
-            self.active.raw = ""
+            self.active.raw = so_far or ""  # the round's text as written: its calls are read from all of it
             self.active.offered = offered
             self.active.calls = ToolCallStream(self.tool_format(), offered) if tools else None
-        with_tools = {"tools": tools} if tools else {}  # a request without tools stays as it was
+        extra: dict = {"tools": tools} if tools else {}  # a request without tools stays as it was
+        if so_far is not None:
+            extra["continue_final_message"] = True
         self.bridge.generate(  # may end the answer at once (engine not running): then active is None again
             messages,
             request_id=request_id,
@@ -476,7 +533,7 @@ class ChatController(ToolCallsMixin, QObject):
             method=settings.decoding_method(bool(self.app_settings.draft)),
             seed=settings.seed if settings.seed >= 0 else random.randrange(2**31),
             chat_template_kwargs=self.template_kwargs(settings),
-            **with_tools,
+            **extra,
         )
 
     # -- engine events -------------------------------------------------------------------------------------
@@ -486,8 +543,9 @@ class ChatController(ToolCallsMixin, QObject):
         if active is not None and active.request_id == chunk.request_id:
             if chunk.reasoning:
                 if active.thinking_since is None and not active.thinking:  # the first thought
-                    active.thinking_since = time.monotonic()
-                    active.thinking = {"thinking_started_at": time.time()}
+                    earlier = active.earlier.get("thinking_seconds", 0.0)  # a continued one thinks on
+                    active.thinking_since = time.monotonic() - earlier
+                    active.thinking = {"thinking_started_at": time.time() - earlier}
                 active.pending_reasoning += chunk.reasoning
             if chunk.text:
                 self._end_thinking()  # the answer's first word: the thinking is over
@@ -605,7 +663,13 @@ class ChatController(ToolCallsMixin, QObject):
         self._flush()
         self._flush_timer.stop()
         self._save_timer.stop()
-        stats = {**active.reading, **self.stats.finish(extra.get("generated_tokens")), **active.thinking, **extra}
+        stats = {
+            **active.earlier,
+            **active.reading,
+            **self.stats.finish(extra.get("generated_tokens")),
+            **active.thinking,
+            **extra,
+        }
         final = {"content": active.text, "reasoning": active.reasoning, "status": status, "stats": stats}
         try:
             self.store.update_message(active.message_id, **final)

@@ -21,7 +21,7 @@ from PySide6.QtWidgets import QFrame, QHBoxLayout, QToolButton, QVBoxLayout, QWi
 from app.chat.attached_files import documents_folded
 from app.chat.input_box import InputBox
 from app.chat.message_text import OPENED_SCHEMES, MessageBody
-from app.chat.message_words import error_text, format_time, speed_words
+from app.chat.message_words import error_text, format_time, speed_words, unfinished
 from app.chat.tool_card import ToolCallsBlock
 from app.chat.thinking_block import ThinkingBlock, thinking_title
 from app.conversations import store as S
@@ -69,6 +69,7 @@ class MessageWidget(QWidget):
     regenerate_requested = Signal()
     branch_requested = Signal(int)  # message id: Branch in new chat from this answer
     make_room_requested = Signal(int)  # message id: a message too long for the context, the model to make room
+    continue_requested = Signal()  # the last answer, cut off at the longest answer, to go on
     alternative_requested = Signal(int, int)  # message id, step (-1 previous, +1 next)
     tool_decided = Signal(str, str)  # call id, decision (once / always / deny)
 
@@ -151,6 +152,16 @@ class MessageWidget(QWidget):
         self.footer.setWordWrap(True)
         self.footer.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         layout.addWidget(self.footer)
+
+        self.continue_button = None  # the last answer cut off at the longest answer: the model goes on with it
+        self.continue_offered = False  # whether the model in use can (the view says: not a remote server)
+        if not self.user:
+            self.continue_button = button("Continue", SECONDARY)
+            self.continue_button.setAccessibleName("Continue the answer")
+            self.continue_button.setToolTip("The model goes on from where the answer stopped, in this answer")
+            self.continue_button.clicked.connect(self.continue_requested)
+            self.continue_button.hide()
+            layout.addWidget(self.continue_button, 0, Qt.AlignmentFlag.AlignLeft)
 
         self.actions = QWidget()
         self.actions.setObjectName("messageActions")
@@ -331,22 +342,8 @@ class MessageWidget(QWidget):
             parts.append(error_text(message))
         elif message.status == S.STOPPED:
             parts.append("Stopped")
-        if (
-            message.role == "assistant"
-            and message.reasoning
-            and not message.content
-            and message.status == S.COMPLETE
-            and stats.get("reason") == "length"
-        ):
-            parts.append("Cut off while still thinking: raise Longest answer in Chat settings")
-        elif message.role == "assistant" and message.status == S.COMPLETE and stats.get("reason") == "length":
-            parts.append(
-                "Cut off where the chat fills all the model keeps in mind: a longer Context length in Settings "
-                "holds more, or start a new chat"
-                if stats.get("context_full")
-                else "Cut off at the longest answer: raise Longest answer in Chat settings (Ctrl+Shift+S), then "
-                "Regenerate for a whole one"
-            )
+        if message.role == "assistant" and message.status == S.COMPLETE and stats.get("reason") == "length":
+            parts.append(self._cut_off_words(message))
         if message.role == "assistant" and stats.get("tool_note"):
             parts.append(stats["tool_note"][0].upper() + stats["tool_note"][1:])
         if (
@@ -360,6 +357,19 @@ class MessageWidget(QWidget):
                 "rewording your message may help"
             )
         return "   ".join(parts)
+
+    def _cut_off_words(self, message: Message) -> str:
+        """Why an answer stopped short, and the way on: Continue where it is offered (the last answer, with a
+        model on this computer), else a longer answer next time."""
+        if (message.stats or {}).get("context_full"):
+            return (
+                "Cut off where the chat fills all the model keeps in mind: a longer Context length in Settings "
+                "holds more, or start a new chat"
+            )
+        where = "while still thinking" if message.reasoning and not message.content else "at the longest answer"
+        if self._is_last and self.continue_offered:
+            return f"Cut off {where}: Continue goes on from here (Longest answer is in Chat settings, Ctrl+Shift+S)"
+        return f"Cut off {where}: raise Longest answer in Chat settings (Ctrl+Shift+S), then Regenerate for a whole one"
 
     def _footer_details(self, message: Message) -> str:
         """The answer's exact figures, on the speed's tooltip."""
@@ -452,9 +462,14 @@ class MessageWidget(QWidget):
         super().resizeEvent(event)
         self._fit_bubble()
 
-    def set_last(self, last: bool) -> None:
-        """Regenerate is offered on the last answer only."""
-        self._is_last = last
+    def set_last(self, last: bool, continue_offered: bool = False) -> None:
+        """Regenerate is offered on the last answer only, and Continue too where `continue_offered` (the
+        model in use can go on with an answer)."""
+        if (last, continue_offered) == (self._is_last, self.continue_offered):
+            return
+        self._is_last, self.continue_offered = last, continue_offered
+        self.footer.setText(self._footer_text(self.message))
+        self.footer.setVisible(bool(self.footer.text()))
         self._update_actions_visibility()
 
     def enterEvent(self, event) -> None:  # noqa: ANN001 - Qt signature
@@ -484,6 +499,8 @@ class MessageWidget(QWidget):
                 f"Load the model again with room for {tokens:,} tokens of chat (Menu > Settings > Context "
                 "length), then answer (Ctrl+R)"
             )
+        if self.continue_button is not None:
+            self.continue_button.setVisible(self._is_last and self.continue_offered and unfinished(self.message))
         self.speed_label.setVisible(self._hovered and bool(self.speed_label.text()))
         self.time_label.setVisible(self._hovered)
         self.actions.setVisible(idle and (self._hovered or several))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from datetime import datetime
 
-from app.conversations.store import Message
+from app.conversations.store import COMPLETE, INTERRUPTED, STOPPED, Message
 
 WORDS_PER_TOKEN = 0.75  # an English word is about 1.3 tokens
 
@@ -23,6 +23,20 @@ def error_text(message: Message) -> str:
     if stats.get("hint"):
         text += " " + sentence(stats["hint"]) + "."
     return text
+
+
+def unfinished(message: Message) -> bool:
+    """Whether an answer ended before its end with words or thinking to go on from, so Continue is offered:
+    cut off at the longest answer, stopped, or interrupted (the engine stopped). Not one cut off where the
+    chat fills all the model keeps in mind (`context_full`: going on would only leave the chat's start out),
+    nor one that failed (it would fail again)."""
+    stats = message.stats or {}
+    cut_off = message.status == COMPLETE and stats.get("reason") == "length" and not stats.get("context_full")
+    return (
+        message.role == "assistant"
+        and (cut_off or message.status in (STOPPED, INTERRUPTED))
+        and bool(message.content or message.reasoning)
+    )
 
 
 def format_time(timestamp: float, now: float | None = None) -> str:

@@ -38,6 +38,7 @@ class ChatView(QScrollArea):
     branch_requested = Signal(int)  # message id (MessageWidget.branch_requested)
     editing_stopped = Signal()  # a message edited in place was saved or cancelled
     make_room_requested = Signal(int)  # message id (MessageWidget.make_room_requested)
+    continue_requested = Signal()  # the last answer's Continue (MessageWidget.continue_requested)
     alternative_requested = Signal(int, int)  # message id, step
     tool_decided = Signal(str, str)  # call id, decision: a tool card's answer
     suggestion_clicked = Signal(str)
@@ -50,6 +51,7 @@ class ChatView(QScrollArea):
         self._actions_enabled = True
         self._regenerate_enabled = True
         self._room_enabled = True
+        self._continue_offered = False
         self.setWidgetResizable(True)
         self.setFrameShape(QFrame.Shape.NoFrame)
         self.setAccessibleName("Conversation")
@@ -143,6 +145,7 @@ class ChatView(QScrollArea):
         widget.regenerate_requested.connect(self.regenerate_requested)
         widget.branch_requested.connect(self.branch_requested)
         widget.make_room_requested.connect(self.make_room_requested)
+        widget.continue_requested.connect(self.continue_requested)
         widget.alternative_requested.connect(self.alternative_requested)
         widget.tool_decided.connect(self.tool_decided)
         widget.set_actions_enabled(self._actions_enabled)
@@ -202,7 +205,7 @@ class ChatView(QScrollArea):
     def _rows_changed(self) -> None:
         self.placeholder.setVisible(not self.widgets)
         for number, widget in enumerate(self.widgets):
-            widget.set_last(number == len(self.widgets) - 1)
+            widget.set_last(number == len(self.widgets) - 1, self._continue_offered)
         self.set_regenerate_enabled(self._regenerate_enabled)
         self.set_room_enabled(self._room_enabled)
 
@@ -217,6 +220,13 @@ class ChatView(QScrollArea):
         for widget in self.widgets:
             if widget.regenerate_button is not None:
                 widget.regenerate_button.setEnabled(enabled)
+
+    def set_continue_offered(self, offered: bool) -> None:
+        """Whether the last answer, when cut off, offers Continue: the model in use can go on with it (one on
+        this computer, running); else its footer says how to get a longer answer instead."""
+        if offered != self._continue_offered:
+            self._continue_offered = offered
+            self._rows_changed()
 
     def set_room_enabled(self, enabled: bool) -> None:
         """Make room is off while an answer streams and while the model loads again to make room."""

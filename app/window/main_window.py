@@ -241,6 +241,7 @@ class MainWindow(MenusMixin, SettingsHostMixin, RoomHostMixin, ModelsHostMixin, 
         self.chat_view.editing_stopped.connect(self.input.setFocus)
         self.input.edit_last_requested.connect(self.edit_last_message)
         self.chat_view.make_room_requested.connect(self.make_room)
+        self.chat_view.continue_requested.connect(c.continue_last_answer)
         self.chat_view.alternative_requested.connect(
             lambda mid, step: (c.show_alternative(mid, step), self._show_context())
         )
@@ -421,6 +422,8 @@ class MainWindow(MenusMixin, SettingsHostMixin, RoomHostMixin, ModelsHostMixin, 
             "Make r&oom and try again" if room and not can_regenerate else "Re&generate the answer"
         )
         self.chat_view.set_regenerate_enabled(can_regenerate)
+        self.chat_view.set_continue_offered(self.settings.remote_endpoint() is None and not crashed)
+        self.continue_action.setEnabled(self.controller.can_continue_last_answer() and not crashed)
         self.chat_view.set_room_enabled(room)
         self.chat_view.set_actions_enabled(not generating)
         last = self.controller.messages.rows[-1] if self.controller.messages.rows else None

@@ -42,6 +42,9 @@ class MenusMixin:
         chat.addSeparator()
         self.stop_action = self._action(chat, "S&top the answer", self._escape, "Esc")
         self.regenerate_action = self._action(chat, "Re&generate the answer", self.try_again, "Ctrl+R")
+        self.continue_action = self._action(
+            chat, "Co&ntinue the answer", lambda: self.controller.continue_last_answer()
+        )
         self._action(chat, "&Copy the last answer", self.copy_last_answer, "Ctrl+Shift+C")
         self.branch_action = self._action(chat, "&Branch in new chat", lambda: self.branch())
         self.edit_last_action = self._action(chat, "&Edit your last message", self.edit_last_message)

@@ -38,11 +38,30 @@ def read_stdin_prompt() -> str:
     return text.removesuffix("\n").removesuffix("\r")
 
 
+def check_continuable(args: argparse.Namespace, messages: tuple[dict, ...], grammar: object) -> None:
+    """--continue-final-message's conversation: a --messages-file ending with an answer, and no grammar."""
+    from core.text.continuation import answer_to_continue
+
+    if not args.messages_file:
+        raise InvalidSettingError("--continue-final-message goes on with the last answer of a --messages-file")
+    if grammar is not None:
+        raise InvalidSettingError(
+            "--continue-final-message cannot be used with a grammar (it would read the answer from its start)"
+        )
+    answer_to_continue(list(messages))
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--prompt", help="prompt text; '-' reads it from stdin (a file piped in)")
     source.add_argument("--messages-file", help="JSON Lines conversation (role/content per line)")
     parser.add_argument("--chat", action="store_true", help="wrap --prompt in the model's chat template")
+    parser.add_argument(
+        "--continue-final-message",
+        action="store_true",
+        help="the --messages-file ends with an assistant's answer cut off (content, reasoning_content): go on with "
+        "it from its last word instead of writing a new answer; only the new text is printed",
+    )
     add_generation_arguments(parser)
     add_grammar_argument(parser)
     add_thinking_arguments(parser)
@@ -84,9 +103,7 @@ def run(args: argparse.Namespace) -> int:
     from core.decoding.generation import stream_generate
     from core.decoding.methods.step import reported_logprob
     from core.system.threads import apply_torch_threads
-    from core.text.prompts import Prompt, chat_prompt, encode_prompt, read_messages_file
-    from core.text.reasoning import thinking_format
-    from core.text.template_kwargs import template_variables
+    from core.text.prompts import Prompt, answer_thinking, chat_prompt, encode_prompt, read_messages_file
 
     if args.logprobs is not None and not (args.json and 0 <= args.logprobs <= MAX_TOP_LOGPROBS):
         raise InvalidSettingError(f"--logprobs N needs --json and N between 0 and {MAX_TOP_LOGPROBS}")
@@ -103,14 +120,14 @@ def run(args: argparse.Namespace) -> int:
     spec = grammar_spec(args)
     prompt = read_messages_file(args.messages_file) if args.messages_file else Prompt(text=args.prompt)
     if args.messages_file or args.chat:
-        prompt = dataclasses.replace(chat_prompt(prompt), template_kwargs=template_kwargs(args))
+        prompt = dataclasses.replace(
+            chat_prompt(prompt), template_kwargs=template_kwargs(args), continue_final=args.continue_final_message
+        )
+    if args.continue_final_message:  # said before the load
+        check_continuable(args, prompt.messages or (), spec)
     target, draft = load_pair(args, need_draft=settings.method != "sequential")
     prompt_ids = encode_prompt(target.tokenizer, prompt)
-    thinking = None
-    if prompt.messages is not None:  # a chat: a thinking model's reasoning comes apart from its answer
-        thinking = thinking_format(
-            target.tokenizer, list(prompt.messages), **template_variables(target.tokenizer, prompt.template_kwargs)
-        )
+    thinking = answer_thinking(target.tokenizer, prompt)  # a chat: a thinking model's reasoning comes apart
     controls = output_controls(spec, args.max_new_tokens, target, args.logprobs, thinking=thinking)
     chunks = stream_generate(
         target.lm,

@@ -33,10 +33,9 @@ from core.modeling import families
 from core.modeling.kv_cache import InPlaceKVCache
 from core.planning.residency import config_kv_bytes
 from core.decoding.methods.step import OutputControls
-from core.text.continuation import continued_format
-from core.text.prompts import Message, Prompt, Tool, chat_variables, encode_prompt
+from core.text.prompts import Message, Prompt, Tool, answer_thinking, encode_prompt
 from core.text.counts import token_count
-from core.text.reasoning import ReasoningSplitter, ThinkingFormat, thinking_format
+from core.text.reasoning import ReasoningSplitter, ThinkingFormat
 
 
 @dataclass(frozen=True)
@@ -113,9 +112,7 @@ def fit_conversation(
             f"but the model's context window is {token_count(context_limit)}",  # what to do: the error's hint
             prompt_tokens=len(ids),
         )
-    answered = head + body[:-1] if continue_final else head + body
-    fmt = thinking_format(tokenizer, answered, **chat_variables(tokenizer, tools, template_kwargs))
-    return PreparedPrompt(ids, dropped, continued_format(body[-1], fmt) if continue_final else fmt)
+    return PreparedPrompt(ids, dropped, answer_thinking(tokenizer, prompt))
 
 
 def _prompt_parts(tokenizer: PreTrainedTokenizerBase, prompt: Prompt, system_messages: int, total: int) -> str:

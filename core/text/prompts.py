@@ -14,8 +14,8 @@ from transformers import PreTrainedTokenizerBase
 from core.errors import InvalidSettingError, ModelFormatError
 from core.system.text_files import read_text_file
 from core.text.chat_template import render_template
-from core.text.continuation import answer_so_far, answer_to_continue
-from core.text.reasoning import thinking_format
+from core.text.continuation import answer_so_far, answer_to_continue, continued_format
+from core.text.reasoning import ThinkingFormat, thinking_format
 from core.text.template_kwargs import template_variables
 from core.text.tool_format import Tool, tool_call_format
 
@@ -100,6 +100,17 @@ def encode_prompt(tokenizer: PreTrainedTokenizerBase, prompt: Prompt, chat: bool
     if chat:
         return encode_prompt(tokenizer, chat_prompt(prompt))
     return tokenizer(readable_text(prompt.text))["input_ids"]
+
+
+def answer_thinking(tokenizer: PreTrainedTokenizerBase, prompt: Prompt) -> ThinkingFormat | None:
+    """The reasoning markers of the answer `prompt` asks for (core.text.reasoning; None for plain text or a
+    model that does not think); for an answer to continue, those of the text that goes on from it."""
+    if prompt.messages is None:
+        return None
+    messages = list(prompt.messages)
+    answered = messages[:-1] if prompt.continue_final else messages
+    fmt = thinking_format(tokenizer, answered, **chat_variables(tokenizer, prompt.tools, prompt.template_kwargs))
+    return continued_format(messages[-1], fmt) if prompt.continue_final else fmt
 
 
 def readable_text(text: str) -> str:
