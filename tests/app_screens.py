@@ -231,6 +231,30 @@ def too_long_window(paths):
     return window
 
 
+def cut_off_window(paths):
+    """A chat whose answer stopped at the longest answer: its footer says so, and Continue is under it."""
+    from core.engine import protocol as P
+
+    window = chat_window(paths, chats=False)
+    window.send("Write a short story about a lighthouse keeper who finds a message in a bottle.")
+    request_id = window.bridge.calls[-1][1]
+    story = (
+        "Every evening for thirty-one years, Elias climbed the hundred and twelve steps of the Skerry Point "
+        "light and wound the clockwork that turned its lens. The sea had brought him many things in that time: "
+        "driftwood, a ship's bell, once a bewildered seal.\n\nBut on the morning after the October storm it "
+        "brought him a green bottle, its cork sealed with red wax, and inside it a letter addressed to"
+    )
+    window.bridge.handle_events(
+        [
+            P.PromptStarted(request_id, 34, 0),
+            P.TokenChunk(request_id, story, (7,)),
+            P.PassStats(request_id, 96, 64, 5200.0, 9800.0, 6.4, 64),
+            P.Finished(request_id, "length", prompt_tokens=34, generated_tokens=96),
+        ]
+    )
+    return window
+
+
 def wizard(models_dir: Path):
     from app.models.wizard.wizard import FirstRunWizard
     from app.settings.schema import AppSettings
@@ -271,6 +295,7 @@ def build_screens(
     add("chat-too-long", too_long_window(own("too-long")))
     add("chat-thinking", thinking_window(own("thinking"), answered=False))
     add("chat-thought", thinking_window(own("thought"), answered=True))
+    add("chat-cut-off", cut_off_window(own("cut-off")))
 
     speed = chat_window(own("speed"))
     speed.status_line.speed_button.setChecked(True)
