@@ -339,3 +339,52 @@ def test_branch_in_new_chat_goes_on_from_an_answer_in_a_chat_of_its_own(qtbot, q
     w.branch(w.controller.messages.rows[-1].id)
     assert w.toast.text() == "The chat was not branched: this answer is not saved yet. Branch from it once it is."
     assert len(w.store.conversations()) == chats
+
+
+def test_an_answer_edited_is_what_the_model_reads_and_goes_on_from(qtbot, quiet_window):
+    """Edit on an answer: its words change in place (Enter saves, Esc cancels), nothing is asked of the model,
+    the answer says it was edited, the next turn and Continue send your version; a refused write is said."""
+    from PySide6.QtCore import QPointF, Qt
+    from PySide6.QtGui import QEnterEvent
+    from PySide6.QtWidgets import QApplication
+
+    from app_fixtures import answered, ready
+
+    w = quiet_window
+    ready(w.bridge)
+    answered(w, "Name a prime", "Nine is prime.", reason="length")
+    widget = w.chat_view.last_answer()
+    QApplication.sendEvent(widget, QEnterEvent(QPointF(5, 5), QPointF(5, 5), QPointF(5, 5)))
+    qtbot.waitUntil(widget.edit_button.isVisible)
+    calls = len(w.bridge.calls)
+    widget.edit_button.click()
+    assert widget.editor.toPlainText() == "Nine is prime." and widget.resend_button.text() == "Save"
+    qtbot.keyClick(widget.editor, Qt.Key.Key_Escape)  # cancelled: nothing changes
+    assert widget.editor is None and w.controller.messages.rows[-1].content == "Nine is prime."
+    widget.edit_button.click()
+    assert not widget.continue_button.isVisibleTo(widget)  # it would go on from the words being changed
+    widget.editor.setPlainText("Seven is prime, and")
+    qtbot.keyClick(widget.editor, Qt.Key.Key_Return)
+    answer = w.controller.messages.rows[-1]
+    assert (answer.content, answer.status, answer.stats["edited"]) == ("Seven is prime, and", "complete", True)
+    assert w.store.message(answer.id).content == "Seven is prime, and" and len(w.bridge.calls) == calls
+    assert widget.body.toPlainText().strip() == "Seven is prime, and"
+    assert "Edited by you" in widget.footer.text() and QApplication.focusWidget() is w.input
+
+    w.continue_action.trigger()  # Continue goes on from your words
+    _, request_id, messages, settings = w.bridge.calls[-1]
+    assert (
+        messages[-1] == {"role": "assistant", "content": "Seven is prime, and"} and settings["continue_final_message"]
+    )
+    w.bridge.handle_events([P.TokenChunk(request_id, " so is eleven.", (9,)), P.Finished(request_id, "eos")])
+    answer = w.controller.messages.rows[-1]
+    assert answer.content == "Seven is prime, and so is eleven." and answer.stats["edited"]
+    answered(w, "Another?", "Thirteen.")
+    assert w.bridge.calls[-1][2][1] == {"role": "assistant", "content": "Seven is prime, and so is eleven."}
+
+    w.store.db.execute("PRAGMA query_only = ON")  # SQLite refuses every write, as on a full or locked disk
+    assert not w.controller.edit_answer(answer.id, "Two is prime.")
+    w.store.db.execute("PRAGMA query_only = OFF")
+    assert w.toast.text().startswith("The answer was not changed: could not save to the conversation database")
+    assert w.controller.messages.rows[1].content == w.store.message(answer.id).content == answer.content
+    assert not w.controller.edit_answer(answer.id, "   ")  # no words: nothing to save

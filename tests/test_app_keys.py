@@ -188,6 +188,28 @@ def test_the_keyboard_starts_in_the_message_box(qtbot, styled_window):
     assert w.controller.conversations.rowCount() == chats  # the space did not start a new chat
 
 
+def test_the_message_box_grows_with_a_long_paragraph_and_shrinks_back(qtbot, styled_window):
+    """One long paragraph wraps over several lines: the box grows with them (it counted paragraphs, so a
+    long one stayed two lines high behind a scroll bar), up to its most, and back when the text goes."""
+    from app.chat.input_box import MAX_LINES
+
+    box = styled_window.input
+    qtbot.keyClicks(box, "x")  # focused (its focus ring's border is part of its height)
+    box.clear()
+    empty = box.height()
+    line = box.fontMetrics().lineSpacing()
+    qtbot.keyClicks(box, "a long paragraph " * 12)
+    qtbot.waitUntil(lambda: box.height() > empty + line)  # wrapped onto more lines than the empty box shows
+    assert box.document().blockCount() == 1
+    box.setPlainText("a long paragraph " * 400)
+    qtbot.waitUntil(lambda: box.height() >= empty + (MAX_LINES - 2) * line)
+    tallest = box.height()
+    box.setPlainText("a long paragraph " * 800)
+    assert box.height() == tallest  # at its most it scrolls instead
+    box.clear()
+    qtbot.waitUntil(lambda: box.height() == empty)
+
+
 # 5 -----------------------------------------------------------------------------------------------------------
 
 

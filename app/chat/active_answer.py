@@ -28,7 +28,7 @@ class ActiveAnswer:
     raw: str = ""  # with tools: the round's text as written, calls included (`text` shows it without them)
     calls: object = None  # with tools: the round's core.text.tool_calls.ToolCallStream
     offered: frozenset = frozenset()  # the model's names of the tools this round was offered (the chat's servers)
-    earlier: dict = field(default_factory=dict)  # a continued answer's stats kept from before (how long it thought)
+    earlier: dict = field(default_factory=dict)  # a continued answer's stats kept: how long it thought, edited
 
     def live_stats(self) -> dict:
         """What the answer's bubble shows while it streams: the prompt being read, how long it has thought."""

@@ -402,7 +402,7 @@ class ChatController(ToolCallsMixin, QObject):
             log.error("answer %d was not continued: %s", last.id, error)
             self.message.emit(f"The answer was not continued: {error}, then press Continue again.")
             return False
-        kept = {key: last.stats[key] for key in ("thinking_seconds",) if key in last.stats}
+        kept = {key: last.stats[key] for key in ("thinking_seconds", "edited") if key in last.stats}
         active = ActiveAnswer(
             self.bridge.new_request_id(),
             conversation_id,
@@ -450,6 +450,25 @@ class ChatController(ToolCallsMixin, QObject):
         self.messages.remove_from(row + 1)
         self.messages.update(message_id, content=text)
         self._start_answer(self.conversation_id)
+        return True
+
+    def edit_answer(self, message_id: int, text: str) -> bool:
+        """Replace an answer's words with `text` (its thinking, tool calls and alternatives stay): the model
+        reads this version from now on, and Continue goes on from it. Nothing is asked of the model; the
+        answer says it was edited. False (nothing changed) for empty text, while an answer is written, or
+        when the disk refuses (said in a toast)."""
+        text = text.strip()
+        row = self.messages.row_of(message_id)
+        if not text or self.generating or row < 0 or self.messages.rows[row].role != "assistant":
+            return False
+        stats = {**self.messages.rows[row].stats, "edited": True}
+        try:
+            self.store.update_message(message_id, content=text, stats=stats)
+        except S.StoreError as error:
+            log.error("answer %d was not edited: %s", message_id, error)
+            self.message.emit(f"The answer was not changed: {error}, then save it again.")
+            return False
+        self.messages.update(message_id, content=text, stats=stats)
         return True
 
     def history(self, conversation_id: int, leave_out: int | None = None) -> list[dict[str, str]]:

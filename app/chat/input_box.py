@@ -1,7 +1,7 @@
-"""The message box: Enter sends, Shift+Enter starts a new line; grows with its text up to a few lines. Text
-files, PDFs and Word documents dropped on it, or pasted after a Copy in the file manager, add their text
-(app.chat.attached_files; a PDF's or a Word document's once app.chat.document_reading has read it) where a
-plain text box would add their addresses ("file:///home/...")."""
+"""The message box: Enter sends, Shift+Enter starts a new line; grows with its text, wrapped lines too, up to a
+few lines. Text files, PDFs and Word documents dropped on it, or pasted after a Copy in the file manager, add
+their text (app.chat.attached_files; a PDF's or a Word document's once app.chat.document_reading has read it)
+where a plain text box would add their addresses ("file:///home/...")."""
 
 from __future__ import annotations
 
@@ -29,9 +29,10 @@ class InputBox(QPlainTextEdit):
     files_refused = Signal(str)  # why files given to the box were not added, in words
     files_reading = Signal(str)  # the documents being read, in words ("Reading report.pdf…")
 
-    def __init__(self, parent: QWidget | None = None, cancellable: bool = False) -> None:
+    def __init__(self, parent: QWidget | None = None, cancellable: bool = False, max_lines: int = MAX_LINES) -> None:
         super().__init__(parent)
         self.cancellable = cancellable
+        self.max_lines = max_lines  # it grows to this many lines, then scrolls
         self.reading: DocumentReading | None = None  # the document being read, its text still to come
         self.waiting_documents: list[Path] = []  # the next ones: one reader at a time, however many were dropped
         self.setPlaceholderText("Message")  # the keys are in the hint under the box
@@ -39,7 +40,7 @@ class InputBox(QPlainTextEdit):
         self.setAccessibleDescription("Type a message. Enter sends it, Shift+Enter starts a new line.")
         self.setTabChangesFocus(True)  # Tab moves on to the buttons beside it (keyboard navigation)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
-        self.document().contentsChanged.connect(self._fit)
+        self.document().documentLayout().documentSizeChanged.connect(lambda _size: self._fit())
         self._fit()
 
     def keyPressEvent(self, event: QKeyEvent) -> None:
@@ -120,8 +121,17 @@ class InputBox(QPlainTextEdit):
         if text.strip():
             self.submitted.emit(text)
 
+    def changeEvent(self, event: QEvent) -> None:  # noqa: N802 - Qt signature
+        """A new font (the text size, a theme): the same lines take another height."""
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.FontChange:
+            self._fit()
+
     def _fit(self) -> None:
-        lines = max(MIN_LINES, min(MAX_LINES, self.document().blockCount()))
+        """As tall as its lines as shown, a long paragraph's wrapped ones included (the document's layout
+        counts them, and counts again when the width changes), between MIN_LINES and `max_lines`."""
+        shown = int(self.document().documentLayout().documentSize().height()) or self.document().blockCount()
+        lines = max(MIN_LINES, min(self.max_lines, shown))
         margins = self.contentsMargins()
         height = lines * self.fontMetrics().lineSpacing() + int(2 * self.document().documentMargin())
         self.setFixedHeight(height + margins.top() + margins.bottom() + 4)

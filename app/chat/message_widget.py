@@ -19,7 +19,7 @@ from PySide6.QtGui import QGuiApplication, QTextCursor
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QToolButton, QVBoxLayout, QWidget
 
 from app.chat.attached_files import documents_folded
-from app.chat.input_box import InputBox
+from app.chat.input_box import MAX_LINES, InputBox
 from app.chat.message_text import OPENED_SCHEMES, MessageBody
 from app.chat.message_words import error_text, format_time, speed_words, unfinished
 from app.chat.tool_card import ToolCallsBlock
@@ -40,6 +40,7 @@ USER_BUBBLE_SHARE = 0.78  # your messages take at most this share of the row
 MIN_BUBBLE_PX = 90
 FOLD_CHARS = 3000  # a message of yours longer than this (a pasted document) is shown folded ...
 FOLDED_CHARS = 1200  # ... to its first characters, with "Show more"
+EDITED_ANSWER_LINES = 20  # an answer edited in place shows this many lines before it scrolls
 
 
 def _action_button(icon_name: str, name: str, tip: str) -> QToolButton:
@@ -57,10 +58,11 @@ def _action_button(icon_name: str, name: str, tip: str) -> QToolButton:
 class MessageWidget(QWidget):
     """One message as a bubble (yours, on the right) or an answer in the column: who and when, the rendered
     text, progress while the engine reads a long prompt, stats or the error, and icon actions that appear on
-    hover (Copy, Edit for your messages; Copy and Branch in new chat on answers, Regenerate on the last one).
+    hover (Copy, Edit on every message; Branch in new chat on answers, Regenerate on the last one).
     An answer with alternatives always shows its "‹ 2 / 3 ›" switcher."""
 
-    edit_submitted = Signal(int, str)  # message id, new text
+    edit_submitted = Signal(int, str)  # message id, new text: your message, to save and resend
+    answer_edited = Signal(int, str)  # message id, new text: an answer's words changed, nothing resent
     editing_started = Signal()  # the editor opened in place (the view scrolls it into sight)
     editing_stopped = Signal()  # the editor closed (saved or cancelled): the keyboard goes back to the message box
     copied = Signal(str)  # what was copied (for the status bar)
@@ -181,6 +183,11 @@ class MessageWidget(QWidget):
             self.edit_button.clicked.connect(self.start_editing)
             actions.addWidget(self.edit_button)
         else:
+            self.edit_button = _action_button(
+                "pencil", "Edit answer", "Change the answer's words: the model reads your version from now on"
+            )
+            self.edit_button.clicked.connect(self.start_editing)
+            actions.addWidget(self.edit_button)
             self.branch_button = _action_button(
                 "git-branch", "Branch in new chat", "A new chat with the conversation up to this answer"
             )
@@ -344,6 +351,8 @@ class MessageWidget(QWidget):
             parts.append("Stopped")
         if message.role == "assistant" and message.status == S.COMPLETE and stats.get("reason") == "length":
             parts.append(self._cut_off_words(message))
+        if message.role == "assistant" and stats.get("edited"):
+            parts.append("Edited by you")
         if message.role == "assistant" and stats.get("tool_note"):
             parts.append(stats["tool_note"][0].upper() + stats["tool_note"][1:])
         if (
@@ -490,6 +499,8 @@ class MessageWidget(QWidget):
         for action in (self.copy_button, self.edit_button, self.branch_button):
             if action is not None:
                 action.setVisible(self._hovered)
+        if self.edit_button is not None and not self.user:  # an answer without words has none to change
+            self.edit_button.setVisible(self._hovered and bool(self.message.content))
         if self.regenerate_button is not None:
             self.regenerate_button.setVisible(self._hovered and self._is_last)
         if self.room_button is not None:
@@ -500,7 +511,8 @@ class MessageWidget(QWidget):
                 "length), then answer (Ctrl+R)"
             )
         if self.continue_button is not None:
-            self.continue_button.setVisible(self._is_last and self.continue_offered and unfinished(self.message))
+            offered = self._is_last and self.continue_offered and self.editor is None  # not while being edited
+            self.continue_button.setVisible(offered and unfinished(self.message))
         self.speed_label.setVisible(self._hovered and bool(self.speed_label.text()))
         self.time_label.setVisible(self._hovered)
         self.actions.setVisible(idle and (self._hovered or several))
@@ -526,17 +538,19 @@ class MessageWidget(QWidget):
         self.fold_button.setAccessibleName("Show the whole message" if self.folded else "Fold the message")
         self.render(force=True)
 
-    # -- editing (user messages) ---------------------------------------------------------------------------
+    # -- editing: your message (saved and resent) or an answer (saved) -------------------------------------
 
     def start_editing(self) -> None:
         if self.editor is not None:
             self.editor.setFocus()
             return
-        self.editor = InputBox(cancellable=True)
+        self.editor = InputBox(cancellable=True, max_lines=MAX_LINES if self.user else EDITED_ANSWER_LINES)
         self.editor.setPlainText(self.message.content)
         self.editor.setPlaceholderText("")
-        self.editor.setAccessibleName("Edit message")
-        self.editor.setAccessibleDescription("Enter saves and resends, Shift+Enter starts a new line, Esc cancels.")
+        self.editor.setAccessibleName("Edit message" if self.user else "Edit answer")
+        self.editor.setAccessibleDescription(
+            f"Enter saves{' and resends' if self.user else ''}, Shift+Enter starts a new line, Esc cancels."
+        )
         self.editor.moveCursor(QTextCursor.MoveOperation.End)  # go on typing where the message ends
         self.editor.submitted.connect(lambda _text: self._submit_edit())
         self.editor.cancelled.connect(self.stop_editing)
@@ -546,9 +560,9 @@ class MessageWidget(QWidget):
         row = QHBoxLayout(self.edit_row)
         row.setContentsMargins(0, 0, 0, 0)
         row.addStretch(1)
-        self.resend_button = button("Save && resend", PRIMARY)
-        self.resend_button.setAccessibleName("Save edited message and resend")
-        self.resend_button.setToolTip("Save and resend (Enter)")
+        self.resend_button = button("Save && resend" if self.user else "Save", PRIMARY)
+        self.resend_button.setAccessibleName("Save edited message and resend" if self.user else "Save edited answer")
+        self.resend_button.setToolTip("Save and resend (Enter)" if self.user else "Save (Enter)")
         self.resend_button.clicked.connect(self._submit_edit)
         self.cancel_edit_button = button("Cancel", SECONDARY)
         self.cancel_edit_button.setAccessibleName("Cancel editing")
@@ -560,7 +574,8 @@ class MessageWidget(QWidget):
         index = layout.indexOf(self.body)
         layout.insertWidget(index + 1, self.editor)
         layout.insertWidget(index + 2, self.edit_row)
-        self.bubble.setFixedWidth(int(self.width() * USER_BUBBLE_SHARE))
+        if self.user:
+            self.bubble.setFixedWidth(int(self.width() * USER_BUBBLE_SHARE))
         self.body.hide()
         self._update_actions_visibility()
         self.editor.setFocus()
@@ -585,7 +600,7 @@ class MessageWidget(QWidget):
         text = self.editor.toPlainText().strip()
         if text:
             self.stop_editing()
-            self.edit_submitted.emit(self.message.id, text)
+            (self.edit_submitted if self.user else self.answer_edited).emit(self.message.id, text)
 
     def set_actions_enabled(self, enabled: bool) -> None:
         """Edit and the alternatives are off while an answer streams."""

@@ -31,6 +31,7 @@ class ChatView(QScrollArea):
     model pair and a few suggestions to start from."""
 
     edit_submitted = Signal(int, str)
+    answer_edited = Signal(int, str)  # message id, new words (MessageWidget.answer_edited)
     copied = Signal(str)
     files_refused = Signal(str)  # why files dropped on a message being edited were not added
     files_reading = Signal(str)  # the PDFs dropped on it being read
@@ -137,6 +138,7 @@ class ChatView(QScrollArea):
     def _make(self, message: Message) -> MessageWidget:
         widget = MessageWidget(message)
         widget.edit_submitted.connect(self.edit_submitted)
+        widget.answer_edited.connect(self.answer_edited)
         widget.editing_started.connect(lambda: self._show_editor(widget))
         widget.editing_stopped.connect(self.editing_stopped)
         widget.copied.connect(self.copied)

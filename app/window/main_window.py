@@ -236,6 +236,7 @@ class MainWindow(MenusMixin, SettingsHostMixin, RoomHostMixin, ModelsHostMixin, 
         c.messages.rowsRemoved.connect(self._update_actions)
         c.messages.dataChanged.connect(self._update_actions)
         self.chat_view.edit_submitted.connect(c.edit_and_resend)
+        self.chat_view.answer_edited.connect(c.edit_answer)
         self.chat_view.regenerate_requested.connect(c.regenerate)
         self.chat_view.branch_requested.connect(self.branch)
         self.chat_view.editing_stopped.connect(self.input.setFocus)
