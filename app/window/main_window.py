@@ -423,7 +423,7 @@ class MainWindow(MenusMixin, SettingsHostMixin, RoomHostMixin, ModelsHostMixin, 
             "Make r&oom and try again" if room and not can_regenerate else "Re&generate the answer"
         )
         self.chat_view.set_regenerate_enabled(can_regenerate)
-        self.chat_view.set_continue_offered(self.settings.remote_endpoint() is None and not crashed)
+        self.chat_view.set_continue_offered(self.controller.app_settings.remote_endpoint() is None and not crashed)
         self.continue_action.setEnabled(self.controller.can_continue_last_answer() and not crashed)
         self.chat_view.set_room_enabled(room)
         self.chat_view.set_actions_enabled(not generating)

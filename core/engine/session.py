@@ -77,10 +77,10 @@ def fit_conversation(
 
     System messages at the start are always kept, and so is the last message (the one being answered; with
     an answer to continue, the message it answers too). A turn is a user message plus the replies up to the
-    next user message, so the kept conversation still starts with a user message. If even the shortest conversation leaves no room for max_new_tokens, it is
-    used anyway (generation then stops at the context limit); if it leaves no room at all,
-    ContextLengthError. With `trim` False nothing is dropped: a conversation that leaves no room at all is
-    a ContextLengthError.
+    next user message, so the kept conversation still starts with a user message. If even the shortest
+    conversation leaves no room for max_new_tokens, it is used anyway (generation then stops at the context
+    limit); if it leaves no room at all, ContextLengthError. With `trim` False nothing is dropped: a
+    conversation that leaves no room at all is a ContextLengthError.
     """
     messages = list(messages)
     system = 0
