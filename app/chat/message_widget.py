@@ -173,21 +173,18 @@ class MessageWidget(QWidget):
         self.copy_button = _action_button("copy", "Copy message", "Copy this message (as Markdown)")
         self.copy_button.clicked.connect(self.copy_text)
         actions.addWidget(self.copy_button)
-        self.edit_button: QToolButton | None = None
-        self.regenerate_button: QToolButton | None = None
-        self.branch_button: QToolButton | None = None
-        if self.user:
-            self.edit_button = _action_button(
-                "pencil", "Edit message and resend", "Edit this message and get a new answer"
-            )
-            self.edit_button.clicked.connect(self.start_editing)
-            actions.addWidget(self.edit_button)
-        else:
-            self.edit_button = _action_button(
+        self.edit_button = (  # yours: change and resend; an answer: change its words
+            _action_button("pencil", "Edit message and resend", "Edit this message and get a new answer")
+            if self.user
+            else _action_button(
                 "pencil", "Edit answer", "Change the answer's words: the model reads your version from now on"
             )
-            self.edit_button.clicked.connect(self.start_editing)
-            actions.addWidget(self.edit_button)
+        )
+        self.edit_button.clicked.connect(self.start_editing)
+        actions.addWidget(self.edit_button)
+        self.regenerate_button: QToolButton | None = None
+        self.branch_button: QToolButton | None = None
+        if not self.user:
             self.branch_button = _action_button(
                 "git-branch", "Branch in new chat", "A new chat with the conversation up to this answer"
             )
@@ -496,11 +493,11 @@ class MessageWidget(QWidget):
         (it says which answer this is); nothing while editing or streaming."""
         several = self.message.alt_count > 1 and not self.user
         idle = self.editor is None and not self.streaming
-        for action in (self.copy_button, self.edit_button, self.branch_button):
+        for action in (self.copy_button, self.branch_button):
             if action is not None:
                 action.setVisible(self._hovered)
-        if self.edit_button is not None and not self.user:  # an answer without words has none to change
-            self.edit_button.setVisible(self._hovered and bool(self.message.content))
+        # an answer without words has none to change
+        self.edit_button.setVisible(self._hovered and (self.user or bool(self.message.content)))
         if self.regenerate_button is not None:
             self.regenerate_button.setVisible(self._hovered and self._is_last)
         if self.room_button is not None:

@@ -92,9 +92,7 @@ def encode_prompt(tokenizer: PreTrainedTokenizerBase, prompt: Prompt, chat: bool
         rendered = render_chat(tokenizer, messages, prompt.tools, prompt.template_kwargs)
         ids = tokenizer(readable_text(rendered), add_special_tokens=False)["input_ids"]
         if answer is not None:
-            fmt = thinking_format(
-                tokenizer, messages, **chat_variables(tokenizer, prompt.tools, prompt.template_kwargs)
-            )
+            fmt = _fresh_answer_format(tokenizer, messages, prompt)
             ids += tokenizer(readable_text(answer_so_far(answer, fmt)), add_special_tokens=False)["input_ids"]
         return ids
     if chat:
@@ -108,9 +106,16 @@ def answer_thinking(tokenizer: PreTrainedTokenizerBase, prompt: Prompt) -> Think
     if prompt.messages is None:
         return None
     messages = list(prompt.messages)
-    answered = messages[:-1] if prompt.continue_final else messages
-    fmt = thinking_format(tokenizer, answered, **chat_variables(tokenizer, prompt.tools, prompt.template_kwargs))
-    return continued_format(messages[-1], fmt) if prompt.continue_final else fmt
+    if not prompt.continue_final:
+        return _fresh_answer_format(tokenizer, messages, prompt)
+    return continued_format(messages[-1], _fresh_answer_format(tokenizer, messages[:-1], prompt))
+
+
+def _fresh_answer_format(
+    tokenizer: PreTrainedTokenizerBase, messages: list[Message], prompt: Prompt
+) -> ThinkingFormat | None:
+    """The reasoning markers of a new answer to `messages`, with `prompt`'s tools and template variables."""
+    return thinking_format(tokenizer, messages, **chat_variables(tokenizer, prompt.tools, prompt.template_kwargs))
 
 
 def readable_text(text: str) -> str:
