@@ -319,6 +319,86 @@ def test_long_conversation_drops_oldest_turns_keeping_the_system_prompt(client, 
     assert error.prompt_tokens == len(encode_prompt(local[0].tokenizer, Prompt(messages=tuple(huge)))) > CONTEXT
 
 
+def test_a_count_is_the_prompt_an_answer_to_the_same_messages_reads(client, local):
+    """CountTokens (the app's figure for a message being typed) says what a Generate would be given: the same
+    prompt length, the same oldest messages left out, and `fits` False where the Generate fails for length."""
+    from core.text.prompts import Prompt, encode_prompt
+
+    def count(messages, **settings) -> P.TokenCount:
+        request_id = client.count_tokens(messages, **settings)
+        (answer,) = collect(client, request_id)
+        assert isinstance(answer, P.TokenCount) and answer.request_id == request_id, answer
+        return answer
+
+    prompt = encode_prompt(local[0].tokenizer, Prompt(messages=tuple(USER)))
+    assert (count(USER).prompt_tokens, count(USER).dropped_messages, count(USER).fits) == (len(prompt), 0, True)
+    system = [{"role": "system", "content": "w7 w8 w9"}]
+    turns = [
+        {"role": role, "content": " ".join(f"w{6 + (i * 5 + k) % 58}" for k in range(9))}
+        for i in range(8)
+        for role in ("user", "assistant")
+    ]
+    long = system + turns + [{"role": "user", "content": "w30 w31 w32"}]
+    counted = count(long, max_new_tokens=24)
+    events = collect(client, client.generate(long, max_new_tokens=24, seed=2, method="specexec", **SAMPLING))
+    [trimmed] = [e for e in events if isinstance(e, P.ContextTrimmed)]
+    assert counted.fits and counted.dropped_messages == trimmed.dropped_messages > 0
+    assert counted.prompt_tokens == events[-1].prompt_tokens
+    assert count(long, max_new_tokens=4).dropped_messages < counted.dropped_messages  # less room kept: fewer left out
+    huge = [{"role": "user", "content": " ".join(["w9"] * 200)}]
+    (error,) = collect(client, client.generate(huge, max_new_tokens=4))
+    too_long = count(huge, max_new_tokens=4)
+    assert error.kind == "context_length" and (too_long.prompt_tokens, too_long.fits) == (error.prompt_tokens, False)
+    # answered at once while an answer is written: between its passes, not after it
+    seed = long_answer_seed(local, USER, 60)
+    running = client.generate(USER, max_new_tokens=60, seed=seed, method="sequential", **SAMPLING)
+    asked = client.count_tokens(USER)
+    arrived: list[P.Event] = []
+    while not (arrived and isinstance(arrived[-1], P.Finished)):
+        event = client.poll(READ_TIMEOUT)
+        assert event is not None and getattr(event, "request_id", None) in (running, asked), event
+        arrived.append(event)
+    kinds = [type(e).__name__ for e in arrived]
+    assert kinds.count("TokenCount") == 1 and arrived[-1].generated_tokens == 60
+    assert "TokenChunk" in kinds[kinds.index("TokenCount") :]  # more of the answer came after the count
+    # a template variable it cannot take, or no message at all: said, and the engine goes on
+    (refused,) = collect(client, client.count_tokens(USER, chat_template_kwargs={"tools": 3}))
+    assert isinstance(refused, P.Error) and refused.kind == "invalid_setting"
+    with pytest.raises(P.ProtocolError, match="CountTokens.messages is empty"):
+        client.count_tokens([])
+    assert count(USER).fits
+
+
+def test_a_message_too_long_even_alone_is_found_in_one_render_not_one_per_turn(monkeypatch):
+    """A huge document after a long chat: the shortest conversation is tried first, so a count (asked each
+    time the typing pauses) or an answer learns it is too long at once; what it says is as before."""
+    import core.engine.session as session
+    from core.errors import ContextLengthError
+    from core.text.prompts import Prompt, encode_prompt
+
+    tokenizer = make_chat_tokenizer()
+    system = [{"role": "system", "content": "w7 w8"}]
+    turns = [{"role": role, "content": "w10 w11 w12"} for _ in range(40) for role in ("user", "assistant")]
+    huge = {"role": "user", "content": " ".join(["w9"] * 200)}
+    renders = []
+    monkeypatch.setattr(
+        session, "encode_prompt", lambda tok, prompt: renders.append(prompt) or encode_prompt(tok, prompt)
+    )
+    with pytest.raises(ContextLengthError, match="after leaving out the older turns, the prompt is") as raised:
+        session.fit_conversation(tokenizer, system + turns + [huge], CONTEXT, 24)
+    assert raised.value.prompt_tokens == len(encode_prompt(tokenizer, Prompt(messages=(*system, huge))))
+    assert len(renders) <= 4  # the whole chat, the shortest, and the error's two parts (one per turn before: 42)
+    renders.clear()
+    kept = session.fit_conversation(tokenizer, system + turns + [USER[0]], CONTEXT, 24)  # one that fits: as before
+    assert kept.dropped_messages > 0 and len(kept.prompt_ids) + 24 <= CONTEXT and len(renders) > 2
+
+
+def test_a_count_before_any_model_is_loaded_is_said():
+    _, serve = in_process_engine()
+    [error] = serve(P.CountTokens("c1", tuple(USER)))
+    assert (error.request_id, error.kind) == ("c1", "not_loaded")
+
+
 # ----------------------------------------------------------------------------------------------------------
 # Out of memory (in-process engine loop, exception injected mid-pass through the fault seam)
 

@@ -202,6 +202,19 @@ def test_both_engines_speak_one_interface():
     assert isinstance(RemoteEngine(Endpoint("http://127.0.0.1:9/v1")), EngineConnection)
 
 
+def test_a_server_is_not_asked_to_count_a_prompt_and_says_so_in_words(engine, other):
+    """No OpenAI-compatible way exists to count a prompt before the answer: said, nothing sent, no guess."""
+    engine.load("alpha-7b", wait=True)
+    before = server_state(other)["last_request"]
+    request_id = engine.count_tokens(HELLO, max_new_tokens=9)
+    refused = next(e for e in iter(lambda: engine.poll(5), None) if getattr(e, "request_id", None) == request_id)
+    assert isinstance(refused, P.Error) and refused.kind == "invalid_setting"
+    assert "does not say how long a message is before it answers" in refused.message
+    assert server_state(other)["last_request"] == before
+    with pytest.raises(P.ProtocolError, match="messages is empty"):
+        engine.count_tokens([])
+
+
 def test_the_check_lists_every_model_and_gets_a_short_answer(other):
     check = check_endpoint(Endpoint(other, KEY))
     assert [(m.id, m.context_length) for m in check.models] == [

@@ -262,6 +262,13 @@ class EngineClient:
         self._in_flight.add(request_id)
         return request_id
 
+    def count_tokens(self, messages: list[dict[str, Any]], *, request_id: str | None = None, **settings: Any) -> str:
+        """Ask how long the prompt of `messages` would be (settings: CountTokens' fields); the TokenCount (or
+        Error) carrying the returned request id follows."""
+        request_id = request_id or f"c{os.getpid()}-{next(_ids)}"
+        self._send(P.CountTokens(request_id=request_id, messages=tuple(dict(m) for m in messages), **settings))
+        return request_id
+
     def cancel(self, request_id: str) -> None:
         self._send(P.Cancel(request_id))
 
@@ -342,12 +349,12 @@ class EngineClient:
                 return
 
     def iter_request(self, request_id: str, idle_timeout: float | None = None) -> Iterator[P.Event]:
-        """The events of one request, ending with its Finished or Error (or Error(engine_died)). Events of
+        """The events of one request, ending with its Finished, TokenCount or Error (or Error(engine_died)). Events of
         other requests are kept for `poll`. TimeoutError after `idle_timeout` s without any event."""
         for event in [e for e in self._backlog if getattr(e, "request_id", None) == request_id]:
             self._backlog.remove(event)
             yield event
-            if isinstance(event, (P.Finished, P.Error)):
+            if isinstance(event, (P.Finished, P.TokenCount, P.Error)):
                 return
         while True:
             event = self._read(LIVENESS_INTERVAL_S if idle_timeout is None else idle_timeout)
@@ -364,5 +371,5 @@ class EngineClient:
                 self._backlog.append(event)
                 continue
             yield event
-            if isinstance(event, (P.Finished, P.Error)):
+            if isinstance(event, (P.Finished, P.TokenCount, P.Error)):
                 return

@@ -45,6 +45,10 @@ class EngineConnection(Protocol):
     def generate(self, messages: list[dict[str, str]], *, request_id: str | None = None, **settings: Any) -> str:
         """Queue an answer (settings: Generate's fields); its events follow through `poll`."""
 
+    def count_tokens(self, messages: list[dict[str, Any]], *, request_id: str | None = None, **settings: Any) -> str:
+        """Ask how long the prompt of `messages` would be (settings: CountTokens' fields); a TokenCount or an
+        Error with the returned request id follows through `poll`."""
+
     def cancel(self, request_id: str) -> None:
         """Stop an answer (the text so far stays) or drop a queued one."""
 

@@ -99,7 +99,7 @@ class Engine:
             self.accept(message)
 
     def accept(self, message: object) -> None:
-        """Validate a message; answer Status/Cancel/Shutdown at once; queue Load/Unload/Generate."""
+        """Validate a message; answer Status/CountTokens/Cancel/Shutdown at once; queue Load/Unload/Generate."""
         try:
             request = P.decode_request(message)
         except P.ProtocolError as error:
@@ -114,6 +114,8 @@ class Engine:
             return
         if isinstance(request, P.Status):
             self.emit(self.status_report())
+        elif isinstance(request, P.CountTokens):
+            self.count_tokens(request)
         elif isinstance(request, P.Cancel):
             self.cancel(request.request_id)
         elif isinstance(request, P.Shutdown):
@@ -155,6 +157,26 @@ class Engine:
         ahead = (self.current is not None) + sum(isinstance(q, P.Generate) for q in self.pending) - 1
         if ahead:
             self.emit(P.Queued(request.request_id, ahead))
+
+    def count_tokens(self, request: P.CountTokens) -> None:
+        """Answer a CountTokens with the prompt a Generate of the same messages would read (its oldest messages
+        left out as they would be), or an Error (no models, a template that cannot render them). The models
+        that count are those loaded now: a client asks again once a Load it sent is done."""
+        from core.errors import ContextLengthError
+
+        if self.session is None:
+            self.emit(P.Error(request.request_id, "not_loaded", "no model is loaded", "send Load first"))
+            return
+        try:
+            prepared = self.prepare_messages(
+                request.messages, request.max_new_tokens, True, request.tools, request.chat_template_kwargs
+            )
+        except ContextLengthError as error:
+            self.emit(P.TokenCount(request.request_id, error.prompt_tokens, fits=False))
+        except Exception as error:  # noqa: BLE001 - a count that cannot be made ends with an Error event
+            self.emit(error_event(request.request_id, error))
+        else:
+            self.emit(P.TokenCount(request.request_id, len(prepared.prompt_ids), prepared.dropped_messages))
 
     def announce_queue(self) -> None:
         """Tell every waiting Generate its new place (the queue moved: one answer started)."""
@@ -423,23 +445,42 @@ class Engine:
         """The request's prompt ids after the context policy (a PreparedPrompt); raises what the checks find."""
         if request.prompt is not None:
             return self.session.prepare_text(request.prompt)
-        from core.text.template_kwargs import check_template_kwargs
-
         if request.continue_final_message and request.grammar_kind is not None:
             raise InvalidSettingError(
                 "an answer cannot be continued under a grammar or response format (it would be read from its "
                 "start): ask for a new answer, or continue without the format"
             )
+        return self.prepare_messages(
+            request.messages,
+            request.max_new_tokens,
+            request.trim_context,
+            request.tools,
+            request.chat_template_kwargs,
+            request.continue_final_message,
+        )
+
+    def prepare_messages(
+        self,
+        messages: Any,
+        max_new_tokens: int | None,
+        trim: bool,
+        tools: Any,
+        template_kwargs: dict[str, Any],
+        continue_final: bool = False,
+    ) -> Any:
+        """A conversation's prompt ids after the context policy (a PreparedPrompt), for Generate and CountTokens
+        alike, so that a count is the prompt an answer would be given."""
+        from core.text.template_kwargs import check_template_kwargs
 
         # room kept for the answer when old turns are dropped (no max_new_tokens: a quarter of the context)
-        room = request.max_new_tokens or min(1024, self.session.context_limit // 4)
+        room = max_new_tokens or min(1024, self.session.context_limit // 4)
         return self.session.prepare(
-            [dict(m) for m in request.messages],
+            [dict(m) for m in messages],
             room,
-            request.trim_context,
-            tuple(request.tools),
-            check_template_kwargs(request.chat_template_kwargs),
-            request.continue_final_message,
+            trim,
+            tuple(tools),
+            check_template_kwargs(template_kwargs),
+            continue_final,
         )
 
     def logprob_entries(self, logprobs: Any, token_ids: list[int]) -> tuple[dict[str, Any], ...] | None:

@@ -6,14 +6,15 @@ pulling in torch. Every message carries `version`; the engine answers a message 
 unknown type, with missing fields or with wrongly typed fields with an `Error` event (kind "protocol") and
 goes on serving.
 
-Requests (client -> engine): Load, Generate, Cancel, Unload, Status, Shutdown.
+Requests (client -> engine): Load, Generate, CountTokens, Cancel, Unload, Status, Shutdown.
 Events (engine -> client): EngineStarted, LoadProgress, StatusReport, Queued, PromptStarted, TokenChunk, PassStats,
-AutoChoice, ContextTrimmed, BudgetReduced, Finished, Error.
+AutoChoice, ContextTrimmed, BudgetReduced, Finished, TokenCount, Error.
 
 A Generate request ends with exactly one Finished or one Error carrying its request_id (or, if the engine
 process dies, with the client's Error of kind "engine_died", which ends every request in flight). Generate
 requests are answered one at a time in the order they arrived; Load and Unload wait their turn in the same
-queue; Cancel, Status and Shutdown take effect at once (between two target passes while generating).
+queue; Cancel, Status, CountTokens and Shutdown take effect at once (between two target passes while generating).
+A CountTokens request ends with one TokenCount or one Error carrying its request_id.
 """
 
 from __future__ import annotations
@@ -173,6 +174,21 @@ class Generate(Request):
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
     thinking_token_budget: int | None = None
     continue_final_message: bool = False
+
+
+@dataclass(frozen=True)
+class CountTokens(Request):
+    """How long the prompt of `messages` would be, answered at once with a TokenCount (also while an answer is
+    written): the app shows what a message being typed takes of the context before it is sent. The fields
+    that shape the prompt are Generate's, and the count is what a Generate with them would be given: after
+    the oldest messages were left out to keep `max_new_tokens` of room (None: a quarter of the context, at
+    most 1,024 tokens, as for a Generate)."""
+
+    request_id: str
+    messages: tuple[dict[str, Any], ...] | list[dict[str, Any]]
+    tools: tuple[dict[str, Any], ...] | list[dict[str, Any]] = ()
+    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
+    max_new_tokens: int | None = 256
 
 
 @dataclass(frozen=True)
@@ -340,6 +356,19 @@ class Finished(Event):
 
 
 @dataclass(frozen=True)
+class TokenCount(Event):
+    """The answer to CountTokens: `prompt_tokens`, the prompt a Generate would read with the chat template,
+    after the `dropped_messages` oldest ones were left out to fit. fits False: even with every message left out
+    that may be, the prompt fills the context (a Generate would end with a context_length Error);
+    prompt_tokens is then that shortest prompt's length."""
+
+    request_id: str
+    prompt_tokens: int
+    dropped_messages: int = 0
+    fits: bool = True
+
+
+@dataclass(frozen=True)
 class Error(Event):
     """kind: one of ERROR_KINDS. request_id: the request it ends, or None for engine-wide problems.
     prompt_tokens: for a context_length Error, the prompt's tokens (0: not known), so that a client can load
@@ -353,7 +382,7 @@ class Error(Event):
 
 
 REQUEST_TYPES: dict[str, type[Request]] = {
-    cls.__name__: cls for cls in (Load, Generate, Cancel, Unload, Status, Shutdown)
+    cls.__name__: cls for cls in (Load, Generate, CountTokens, Cancel, Unload, Status, Shutdown)
 }
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.__name__: cls
@@ -369,6 +398,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         ContextTrimmed,
         BudgetReduced,
         Finished,
+        TokenCount,
         Error,
     )
 }
@@ -415,6 +445,12 @@ def _hints(cls: type) -> dict[str, object]:
     return typing.get_type_hints(cls)
 
 
+def _check_messages(messages: tuple[dict[str, Any], ...] | list[dict[str, Any]]) -> None:
+    for item in messages:
+        if not {"role", "content"} <= set(item):
+            raise ProtocolError("each message needs 'role' and 'content' fields")
+
+
 def validate(message: object, allowed: dict[str, type] | None = None) -> _Message:
     """Return `message` if it is a well-formed message of this version (a Request by default), else raise
     ProtocolError with a sentence saying what is wrong."""
@@ -433,14 +469,18 @@ def validate(message: object, allowed: dict[str, type] | None = None) -> _Messag
         value = getattr(message, name)
         if not _type_ok(value, hint):
             raise ProtocolError(f"{cls.__name__}.{name} has the wrong type or value: {value!r}")
+    if isinstance(message, CountTokens):
+        if not message.messages:
+            raise ProtocolError("CountTokens.messages is empty: send at least the message to count")
+        _check_messages(message.messages)
+        if not message.request_id:
+            raise ProtocolError("CountTokens.request_id is empty")
     if isinstance(message, Generate):
         if not message.messages and message.prompt is None:
             raise ProtocolError("Generate.messages is empty: send at least the user's message (or a prompt)")
         if message.messages and message.prompt is not None:
             raise ProtocolError("Generate has both messages and a prompt: send one of them")
-        for item in message.messages:
-            if not {"role", "content"} <= set(item):
-                raise ProtocolError("each message needs 'role' and 'content' fields")
+        _check_messages(message.messages)
         if not message.request_id:
             raise ProtocolError("Generate.request_id is empty")
         if message.grammar_kind not in (None, *typing.get_args(GrammarKind)):

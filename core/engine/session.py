@@ -89,21 +89,33 @@ def fit_conversation(
     head, body = messages[:system], messages[system:]
     kept = 2 if continue_final else 1  # the messages never left out
     dropped = 0
-    while True:
+
+    def rendered(part: list[Message]) -> tuple[Prompt, list[int]]:
         prompt = Prompt(
-            messages=tuple(head + body),
+            messages=tuple(head + part),
             tools=tools,
             template_kwargs=template_kwargs or {},
             continue_final=continue_final,
         )
-        ids = encode_prompt(tokenizer, prompt)
+        return prompt, encode_prompt(tokenizer, prompt)
+
+    prompt, ids = rendered(body)
+    while True:
         if len(ids) + max_new_tokens <= context_limit or len(body) <= kept or not trim:
             break
+        if not dropped:
+            # the shortest conversation first: where even it is too long (a huge document), one render says
+            # so instead of one per turn of a long chat (the app counts a message each time the typing pauses)
+            shortest, shortest_ids = rendered(body[-kept:])
+            if len(shortest_ids) >= context_limit:
+                prompt, ids, dropped, body = shortest, shortest_ids, len(body) - kept, body[-kept:]
+                break
         cut = 1  # drop the oldest message and the replies after it, up to the next user message
         while cut < len(body) - kept and body[cut].get("role") != "user":
             cut += 1
         body = body[cut:]
         dropped += cut
+        prompt, ids = rendered(body)
     if len(ids) >= context_limit:
         left_out = "after leaving out the older turns, " if trim and dropped else ""
         parts = _prompt_parts(tokenizer, prompt, len(head), len(ids))

@@ -267,6 +267,22 @@ class RemoteEngine:
         if ending is not None:
             self._events.put(ending)
 
+    def count_tokens(self, messages: list[dict[str, Any]], *, request_id: str | None = None, **settings: Any) -> str:
+        """Refused in words: an OpenAI-compatible server has no way to count a prompt before it answers (its
+        tokenizer is its own; vLLM's /tokenize and llama.cpp's are not the API's), and a guess would be taken
+        for the server's count."""
+        request_id = request_id or f"c{os.getpid()}-remote-{next(_ids)}"
+        P.validate(P.CountTokens(request_id=request_id, messages=tuple(dict(m) for m in messages), **settings))
+        self._events.put(
+            P.Error(
+                request_id,
+                "invalid_setting",
+                f"{self.endpoint.label} does not say how long a message is before it answers",
+                "the server's answer reports the tokens it read",
+            )
+        )
+        return request_id
+
     def cancel(self, request_id: str) -> None:
         if self._loop is not None:
             self._loop.call_soon_threadsafe(self._cancel_task, request_id)
