@@ -334,6 +334,7 @@ def recording_bridge_class():
         def __init__(self) -> None:
             super().__init__()
             self.calls: list[tuple] = []
+            self.counts: list[tuple] = []  # count_tokens requests (apart: they come whenever the typing pauses)
 
         def start(self, load=None) -> None:
             self.calls.append(("start", load))
@@ -347,6 +348,12 @@ def recording_bridge_class():
             request_id = request_id or self.new_request_id()
             self.calls.append(("generate", request_id, list(messages), settings))
             self.in_flight.add(request_id)
+            return request_id
+
+        def count_tokens(self, messages, **settings) -> str:
+            request_id = f"c{len(self.counts)}"
+            self.counts.append((request_id, list(messages), settings))
+            self.counting.add(request_id)
             return request_id
 
         def cancel(self, request_id: str) -> None:

@@ -187,12 +187,10 @@ def crashed_window(paths):
     return window
 
 
-def too_long_window(paths):
-    """Llama 3.3 70B on a 24 GB card, loaded with room for 4,096 tokens: a report added to a message is longer,
-    and the answer's error offers Make room (the model keeps up to 131,072)."""
+def seventy_b_window(paths):
+    """Llama 3.3 70B on a 24 GB card, loaded with room for 4,096 tokens (the model keeps up to 131,072)."""
     from app.settings.schema import AppSettings, save_settings
     from core.engine import protocol as P
-    from core.text.document_text import fenced
 
     models = Path("/home/you/.local/share/specexec-desktop/models")
     save_settings(
@@ -215,8 +213,24 @@ def too_long_window(paths):
     window.bridge.handle_events(
         [P.StatusReport("ready", {**models_info, "target": "llama-3.3-70b-instruct-awq", "draft": "Llama-3.1-8B"})]
     )
+    return window
+
+
+def report_message() -> str:
+    """A question with a long report added to it (about 6,200 tokens)."""
+    from core.text.document_text import fenced
+
     report = "\n".join(f"Section {n}: what the quarter brought, in figures and words." for n in range(1, 181))
-    window.send("Summarise this report in five bullet points.\n\n" + fenced("quarterly-report.pdf", report))
+    return "Summarise this report in five bullet points.\n\n" + fenced("quarterly-report.pdf", report)
+
+
+def too_long_window(paths):
+    """The 70B with room for 4,096 tokens: a report added to a message is longer, and the answer's error
+    offers Make room."""
+    from core.engine import protocol as P
+
+    window = seventy_b_window(paths)
+    window.send(report_message())
     window.bridge.handle_events(
         [
             P.Error(
@@ -228,6 +242,18 @@ def too_long_window(paths):
             )
         ]
     )
+    return window
+
+
+def long_message_window(paths, wait: Callable[[Callable[[], bool]], None]):
+    """The same report in the message box, not sent yet: counted by the engine, and said to be too long under
+    the box, with the Make room that sending it offers; the meter full."""
+    from core.engine import protocol as P
+
+    window = seventy_b_window(paths)
+    window.input.setPlainText(report_message())
+    wait(lambda: bool(window.bridge.counts))
+    window.bridge.handle_events([P.TokenCount(window.bridge.counts[-1][0], 6214, fits=False)])
     return window
 
 
@@ -293,6 +319,7 @@ def build_screens(
     add("chat", main)
     add("chat-engine-stopped", crashed_window(own("crashed")))
     add("chat-too-long", too_long_window(own("too-long")))
+    add("chat-message-too-long", long_message_window(own("message-too-long"), wait))
     add("chat-thinking", thinking_window(own("thinking"), answered=False))
     add("chat-thought", thinking_window(own("thought"), answered=True))
     add("chat-cut-off", cut_off_window(own("cut-off")))

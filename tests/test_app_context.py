@@ -14,7 +14,7 @@ pytest.importorskip("PySide6")
 
 from PySide6.QtCore import Qt  # noqa: E402
 
-from app.chat.context_room import SHORTEN, room_for, too_long_hint  # noqa: E402
+from app.chat.context_room import SHORTEN, draft_too_long, room_for, too_long_hint  # noqa: E402
 from app.conversations import store as S  # noqa: E402
 from app.settings.schema import ConversationSettings  # noqa: E402
 from core.engine import protocol as P  # noqa: E402
@@ -262,3 +262,66 @@ def test_an_answer_out_of_memory_after_its_chat_was_left_still_puts_the_old_leng
     w.new_conversation()  # another chat while the answer is written
     w.bridge.handle_events([P.Error(rid, "out_of_memory", "out of memory (even at the smallest tree budget)", "")])
     assert w.settings.context_length == 0 and w.bridge.calls[-1][0] == "load"
+
+
+# -- a message counted before it is sent (app.chat.draft_count) -----------------------------------------------
+
+
+def test_a_message_too_long_is_said_under_the_box_with_what_sending_it_can_do():
+    models = {"max_context": 4096, "model_context": 32768, "context_bytes_per_token": 0}
+    assert draft_too_long(6000, 512, models) == (
+        "Too long for the model: about 6,000 tokens, and it keeps 4,096 in mind now. Once you send it, Make room "
+        "loads the model again with room for 8,192 tokens; or shorten it."
+    )
+    assert draft_too_long(40_000, 512, models).startswith(
+        "Too long for this model: about 40,000 tokens, and it keeps at most 32,768. Shorten it"
+    )
+    unknown = {"max_context": 4096}  # how far the model goes is not known
+    assert draft_too_long(6000, 512, unknown).endswith(
+        "Shorten it, or let the model keep more in Menu > Settings > Context length."
+    )
+
+
+def test_the_message_being_written_is_counted_once_the_typing_pauses_and_stale_or_failed_counts_are_dropped(
+    qtbot, quiet_window
+):
+    w = quiet_window
+    w.bridge.handle_events(
+        [P.EngineStarted(pid=1), P.StatusReport("ready", {"max_context": 8192, "model_context": 8192})]
+    )
+    w.controller.app_settings.defaults = ConversationSettings(system_prompt="Be brief.", max_tokens=300)
+    qtbot.keyClicks(w.input, "w1 w2")
+    qtbot.waitUntil(lambda: len(w.bridge.counts) == 1)  # one count for the whole word, not one per key
+    first, messages, settings = w.bridge.counts[0]
+    assert messages == [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "w1 w2"}]
+    assert settings == {"max_new_tokens": 300, "chat_template_kwargs": {}}
+    qtbot.keyClicks(w.input, " w3")
+    qtbot.waitUntil(lambda: len(w.bridge.counts) == 2)
+    latest = w.bridge.counts[1][0]
+    meter, note = w.header.context_meter, w.composer.note
+    w.bridge.handle_events([P.TokenCount(first, 50)])  # the answer for the older text: dropped
+    assert w.draft_counter.count is None and meter.used == 0
+    w.bridge.handle_events([P.TokenCount(latest, 9000, fits=False)])
+    assert meter.used == 9000 and meter.label.text() == "100% full" and note.isVisible()
+    assert note.text().startswith("Too long for this model: about 9,000 tokens, and it keeps at most 8,192.")
+    failures = []
+    w.bridge.request_failed.connect(failures.append)
+    qtbot.keyClicks(w.input, " w4")
+    qtbot.waitUntil(lambda: len(w.bridge.counts) == 3)
+    w.bridge.handle_events([P.Error(w.bridge.counts[2][0], "invalid_setting", "the template failed")])
+    assert failures == [] and w.draft_counter.count is None and not note.isVisible()  # not an answer's failure
+    assert w.bridge.counting == set()
+    w.input.clear()  # an empty box is not counted: the meter shows the chat again at once
+    assert len(w.bridge.counts) == 3 and meter.used == 0 and meter.toolTip().startswith("This chat uses")
+
+
+def test_nothing_is_counted_for_a_remote_server_or_before_a_model_is_ready(qtbot, quiet_window):
+    from app.settings.schema import RemoteEndpoint
+
+    w = quiet_window
+    assert w.controller.draft_prompt("w1") is None  # no model yet
+    ready(w.bridge)
+    assert w.controller.draft_prompt("w1") is not None and w.controller.draft_prompt("  ") is None
+    w.settings.endpoints = [RemoteEndpoint("GPU box", "http://127.0.0.1:9/v1", "m")]
+    w.settings.connection = "GPU box"
+    assert w.controller.draft_prompt("w1") is None  # a server counts a prompt only as it answers

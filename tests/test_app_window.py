@@ -132,6 +132,33 @@ def test_send_message_streams_the_answer_into_the_view_and_the_store(qtbot, wind
 
 
 @pytest.mark.slow
+def test_a_message_is_counted_as_it_is_written_and_the_count_is_the_prompt_it_sends(qtbot, window_factory):
+    """The context meter shows the chat with the message being written, counted by the engine: the prompt
+    sending it makes. Not while an answer streams (the chat is about to change); counted again at its end."""
+    window = window_factory(max_tokens=LONG)
+    meter = window.header.context_meter
+    qtbot.keyClicks(window.input, "w10 w11 w12")
+    first = counted(qtbot, window)
+    assert first.fits and first.dropped_messages == 0 and not window.composer.note.isVisible()
+    assert meter.used == first.prompt_tokens and meter.toolTip().startswith("With the message you are writing")
+    with qtbot.waitSignal(window.controller.prompt_started, timeout=ANSWER_TIMEOUT_MS) as read:
+        send(qtbot, window, "", wait=False)
+    assert read.args == [first.prompt_tokens] and window.draft_counter.count is None  # the box is empty again
+    qtbot.keyClicks(window.input, "w20 w21")  # typed while the answer streams
+    qtbot.waitUntil(lambda: not window.draft_counter._timer.isActive(), timeout=ANSWER_TIMEOUT_MS)
+    assert window.controller.generating and window.draft_counter.count is None
+    with qtbot.waitSignal(window.controller.answer_finished, timeout=ANSWER_TIMEOUT_MS):
+        window.controller.stop()
+    answer = window.controller.messages.rows[-1]
+    second = counted(qtbot, window)  # the chat with its answer, then the new message
+    assert second.prompt_tokens > answer.stats["prompt_tokens"] + answer.stats["generated_tokens"]
+    assert meter.used == second.prompt_tokens
+    window.input.clear()
+    assert window.draft_counter.count is None and not meter.toolTip().startswith("With the message")
+    assert meter.used == answer.stats["prompt_tokens"] + answer.stats["generated_tokens"]
+
+
+@pytest.mark.slow
 def test_stop_keeps_the_partial_answer(qtbot, window_factory):
     window = window_factory(max_tokens=LONG)
     send(qtbot, window, "w20 w21", wait=False)
@@ -297,6 +324,12 @@ def loaded_with(window: MainWindow, context: int) -> bool:
     return status.state == READY and status.models.get("max_context") == context
 
 
+def counted(qtbot, window: MainWindow):
+    """The engine's count of the message in the box (app.chat.draft_count), once it came."""
+    qtbot.waitUntil(lambda: window.draft_counter.count is not None, timeout=ANSWER_TIMEOUT_MS)
+    return window.draft_counter.count
+
+
 def send_too_long(qtbot, window: MainWindow) -> S.Message:
     window.input.setPlainText(LONG_MESSAGE)
     with qtbot.waitSignal(window.controller.answer_finished, timeout=ANSWER_TIMEOUT_MS) as ended:
@@ -312,8 +345,22 @@ def saved_context(window: MainWindow) -> int:
 @pytest.mark.slow
 def test_make_room_loads_the_model_with_a_context_that_holds_the_message_and_answers_it(qtbot, window_factory):
     window = short_context_window(qtbot, window_factory)
+    window.input.setPlainText(LONG_MESSAGE)  # said under the box before it is sent, with the way out
+    count = counted(qtbot, window)
+    note = window.composer.note
+    assert not count.fits and note.isVisible()
+    assert note.text().startswith(
+        f"Too long for the model: about {count.prompt_tokens:,} tokens, and it keeps 2,048 in mind now. Once you "
+        "send it, Make room loads the model again with room for 4,096 tokens"
+    )
+    meter = window.header.context_meter
+    assert (meter.used, meter.label.text()) == (
+        count.prompt_tokens,
+        "100% full",
+    ) and "more than the 2,048" in meter.toolTip()
     failed = send_too_long(qtbot, window)
     prompt = failed.stats["prompt_tokens"]
+    assert prompt == count.prompt_tokens and not note.isVisible()  # the count was the prompt the engine refused
     assert SHORT_CONTEXT < prompt < CONTEXT - 24 and failed.stats["room_tokens"] == CONTEXT
     assert window.bridge.status.models["model_context"] == CONTEXT
     button = window.chat_view.last_answer().room_button
@@ -328,6 +375,10 @@ def test_make_room_loads_the_model_with_a_context_that_holds_the_message_and_ans
     assert [(m.role, m.status) for m in rows] == [("user", S.COMPLETE), ("assistant", S.COMPLETE)]
     assert rows[-1].stats["prompt_tokens"] == prompt and rows[-1].stats["generated_tokens"] == 24
     assert [m.status for m in window.store.messages(window.controller.conversation_id)] == [S.COMPLETE] * 2
+    window.input.setPlainText(LONG_MESSAGE)  # it fits now, the chat before it does not: the meter says what goes
+    count = counted(qtbot, window)
+    assert (count.fits, count.dropped_messages, count.prompt_tokens) == (True, 2, prompt) and not note.isVisible()
+    assert meter.used == prompt and "leaves the oldest 2 messages out of what it sees" in meter.toolTip()
 
 
 @pytest.mark.slow

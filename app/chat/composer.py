@@ -13,7 +13,7 @@ from PySide6.QtWidgets import QFileDialog, QFrame, QHBoxLayout, QPushButton, QTo
 from app.chat.input_box import InputBox
 from app.theme.file_dialogs import open_files_dialog
 from app.theme.icons import themed
-from app.window.labels import ElidedLabel
+from app.window.labels import ElidedLabel, Label
 
 # what the paperclip's chooser offers first: documents people give a model (the other filter takes any file,
 # which app.chat.attached_files reads if it is text, a PDF, a Word document or an OpenDocument text)
@@ -62,6 +62,11 @@ class Composer(QFrame):
         row.addWidget(self.attach_button, 0, Qt.AlignmentFlag.AlignBottom)
         row.addWidget(self.button)
         outer.addLayout(row)
+        self.note = Label()  # a message too long for the model, said before it is sent (set_note)
+        self.note.setObjectName("composerNote")
+        self.note.setWordWrap(True)
+        self.note.hide()
+        outer.addWidget(self.note)
         under = QHBoxLayout()
         under.setSpacing(10)
         self.think_button = QToolButton()
@@ -110,6 +115,13 @@ class Composer(QFrame):
         self.button.setToolTip("Send (Enter)" if sending else "Stop the answer; what was written so far is kept (Esc)")
         self.button.style().unpolish(self.button)
         self.button.style().polish(self.button)
+
+    def set_note(self, text: str) -> None:
+        """Say `text` under the message box, in the caution colour (a message longer than the model keeps in
+        mind); "" takes it away."""
+        self.note.setText(text)
+        self.note.setAccessibleDescription(text)
+        self.note.setVisible(bool(text))
 
     def set_think_switch(self, shown: bool, on: bool) -> None:
         """Show the Think switch (only for a model that can turn its thinking off) in the chat's position."""

@@ -33,8 +33,10 @@ class ContextMeter(QWidget):
         """The bar alone (the figures in the tooltip), where the header is narrow."""
         self.label.setVisible(not compact)
 
-    def set_usage(self, used: int, limit: int) -> None:
-        """`used` tokens of a `limit`-token window (limit 0: not known yet, e.g. no model loaded)."""
+    def set_usage(self, used: int, limit: int, with_message: bool = False, left_out: int = 0) -> None:
+        """`used` tokens of a `limit`-token window (limit 0: not known yet, e.g. no model loaded).
+        `with_message`: `used` counts the message being written (app.chat.draft_count), whose sending would
+        leave the `left_out` oldest messages out."""
         self.used, self.limit = used, limit
         share = used / limit if limit else 0.0
         self.bar.setRange(0, 1000)
@@ -43,10 +45,22 @@ class ContextMeter(QWidget):
         self.bar.style().unpolish(self.bar)
         self.bar.style().polish(self.bar)
         self.label.setText(f"{min(round(share * 100), 100)}% full" if limit else "–")
-        self.setToolTip(
-            f"This chat uses {used:,} of the {limit:,} tokens the model can keep in mind. When they are "
-            "used up, the oldest messages are left out of what the model sees."
-            if limit
-            else "How much of the chat the model keeps in mind: known once a model is loaded"
-        )
+        if not limit:
+            tip = "How much of the chat the model keeps in mind: known once a model is loaded"
+        elif with_message and used > limit:
+            tip = (
+                f"The message you are writing needs about {used:,} tokens: more than the {limit:,} the model can keep."
+            )
+        elif with_message:
+            tip = (
+                f"With the message you are writing, this chat uses {used:,} of the {limit:,} tokens the model can keep."
+            )
+            if left_out:
+                tip += f" Sending it leaves the oldest {left_out:,} message{'s' if left_out != 1 else ''} out of what it sees."
+        else:
+            tip = (
+                f"This chat uses {used:,} of the {limit:,} tokens the model can keep in mind. When they are "
+                "used up, the oldest messages are left out of what the model sees."
+            )
+        self.setToolTip(tip)
         self.setAccessibleDescription(self.label.text())

@@ -68,3 +68,21 @@ def too_long_hint(room: Room | None, prompt_tokens: int, max_tokens: int, models
     if ceiling and prompt_tokens > 0 and context_needed(prompt_tokens, max_tokens) > ceiling:
         return f"this model keeps at most {ceiling:,} tokens of a chat: {SHORTEN}"
     return f"{SHORTEN}; Menu > Settings > Context length lets the model keep more in mind, up to what it reads"
+
+
+def draft_too_long(prompt_tokens: int, max_tokens: int, models: dict[str, Any]) -> str:
+    """What the message box says under a message too long for the model before it is sent (`prompt_tokens`,
+    the engine's count of the prompt sending it would make): the Make room that sending it will offer, where
+    the model goes further, else that it must be shorter."""
+    limit = int(models.get("max_context") or 0)
+    said = f"Too long for the model: about {prompt_tokens:,} tokens, and it keeps {limit:,} in mind now"
+    room = room_for(prompt_tokens, max_tokens, models)
+    if room is not None:
+        return f"{said}. Once you send it, {room.words()}; or shorten it."
+    ceiling = int(models.get("model_context") or 0)
+    if ceiling and context_needed(prompt_tokens, max_tokens) > ceiling:
+        return (
+            f"Too long for this model: about {prompt_tokens:,} tokens, and it keeps at most {ceiling:,}. Shorten it "
+            "(of a file added to it, keep the part you need)."
+        )
+    return f"{said}. Shorten it, or let the model keep more in Menu > Settings > Context length."

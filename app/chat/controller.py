@@ -45,7 +45,7 @@ from app.chat.message_words import unfinished
 from app.chat.titles import DEFAULT_TITLE, branch_title, title_from
 from app.conversations.import_chat import ChatImportError, read_export
 from app.chat.tool_calls_mixin import ToolCallsMixin, answer_words
-from app.engine.bridge import EngineBridge
+from app.engine.bridge import READY, EngineBridge
 from app.conversations.list_models import ConversationListModel, MessageListModel
 from app.settings.schema import (
     AppSettings,
@@ -528,11 +528,34 @@ class ChatController(ToolCallsMixin, QObject):
         self.generating_changed.emit(True)
         self._generate(messages, settings, active.request_id, so_far)
 
+    def _tools_for(self, settings: ConversationSettings) -> tuple[frozenset[str], tuple[dict, ...]]:
+        """The names of the tools an answer in a chat of `settings` is offered, and their definitions."""
+        offered = self.toolbox.names_for(settings.tool_servers_off) if self.tools_in_use() else frozenset()
+        return offered, (self.toolbox.definitions(offered) if offered else ())
+
+    def draft_prompt(self, text: str) -> tuple[list[dict], dict] | None:
+        """What sending `text` now would ask the engine to read, to count it before it is sent: the messages
+        (the open chat's history, or a new chat's system prompt, then `text`) and the CountTokens settings
+        that shape the prompt as the answer's Generate would. None where there is nothing to count here: an
+        empty text, an answer streaming (its chat is about to change), no model ready, or a remote server,
+        which does not count a prompt before it answers."""
+        if not text.strip() or self.generating or self.bridge.status.state != READY:
+            return None
+        if self.app_settings.remote_endpoint() is not None:
+            return None
+        settings = self.conversation_settings()
+        if self.conversation_id is not None:
+            turns = self.history(self.conversation_id)
+        else:  # a new chat: the system prompt it will start with
+            turns = [{"role": "system", "content": settings.system_prompt}] if settings.system_prompt.strip() else []
+        _, tools = self._tools_for(settings)
+        counted = {"max_new_tokens": settings.max_tokens, "chat_template_kwargs": self.template_kwargs(settings)}
+        return turns + [{"role": "user", "content": text.strip()}], counted | ({"tools": tools} if tools else {})
+
     def _generate(
         self, messages: list[dict], settings: ConversationSettings, request_id: str, so_far: str | None = None
     ) -> None:
-        offered = self.toolbox.names_for(settings.tool_servers_off) if self.tools_in_use() else frozenset()
-        tools = self.toolbox.definitions(offered) if offered else ()
+        offered, tools = self._tools_for(settings)
         if self.active is not None:
             self.active.raw = so_far or ""  # the round's text as written: its calls are read from all of it
             self.active.offered = offered

@@ -174,7 +174,7 @@ class EngineWorker(QObject):
                 self._connect(client, *argument, batch)
                 continue
             if client is None:  # the factory failed in begin()
-                request_id = argument.request_id if command == "generate" else None
+                request_id = argument.request_id if command in ("generate", "count") else None
                 batch.append(
                     P.Error(
                         request_id,
@@ -207,6 +207,19 @@ class EngineWorker(QObject):
                     request.request_id,
                     lambda client=client, request=request, settings=settings: client.generate(
                         list(request.messages), request_id=request.request_id, **settings
+                    ),
+                )
+            elif command == "count":
+                count: P.CountTokens = argument
+                self._guarded(
+                    batch,
+                    count.request_id,
+                    lambda client=client, count=count: client.count_tokens(
+                        list(count.messages),
+                        request_id=count.request_id,
+                        tools=count.tools,
+                        chat_template_kwargs=count.chat_template_kwargs,
+                        max_new_tokens=count.max_new_tokens,
                     ),
                 )
             elif command == "status":
@@ -304,6 +317,7 @@ class EngineBridge(QObject):
     context_trimmed = Signal(object)  # P.ContextTrimmed: a request's oldest messages were left out to fit
     finished = Signal(object)  # P.Finished
     request_failed = Signal(object)  # P.Error ending one request (kind engine_died when the engine died)
+    token_count = Signal(object)  # P.TokenCount answering count_tokens, or the P.Error of a count not made
     engine_failed = Signal(object)  # P.Error for the engine as a whole: died, did not start, load failed
     notice = Signal(str)  # something worth a line in the status bar
 
@@ -318,6 +332,7 @@ class EngineBridge(QObject):
         self._tick_ms = tick_ms
         self.status = EngineStatus()
         self.in_flight: set[str] = set()
+        self.counting: set[str] = set()  # count_tokens requests not answered yet
         self._load_pending = False
         self._thread: QThread | None = None
         self.worker: EngineWorker | None = None
@@ -379,6 +394,18 @@ class EngineBridge(QObject):
             self.worker.submit("generate", request)
         return request_id
 
+    def count_tokens(self, messages: list[dict[str, Any]], **settings: Any) -> str | None:
+        """Ask how long the prompt of `messages` would be (settings: CountTokens' fields); its TokenCount, or
+        an Error, comes through `token_count`. None (nothing asked) while no engine runs."""
+        if self.worker is None:
+            return None
+        request = P.CountTokens(
+            request_id=f"c{uuid.uuid4().hex[:12]}", messages=tuple(dict(m) for m in messages), **settings
+        )
+        self.counting.add(request.request_id)
+        self.worker.submit("count", request)
+        return request.request_id
+
     def cancel(self, request_id: str) -> None:
         if self.worker is not None:
             self.worker.request_cancel(request_id)
@@ -419,6 +446,7 @@ class EngineBridge(QObject):
         self._thread = None
         self.worker = None
         self.in_flight.clear()
+        self.counting.clear()
         self._set(state=STOPPED, pid=None)
 
     # -- events --------------------------------------------------------------------------------------------
@@ -447,6 +475,9 @@ class EngineBridge(QObject):
             self.auto_choice.emit(event)
         elif isinstance(event, P.Finished):
             self._end_request(event)
+        elif isinstance(event, P.TokenCount) or (isinstance(event, P.Error) and event.request_id in self.counting):
+            self.counting.discard(event.request_id)
+            self.token_count.emit(event)
         elif isinstance(event, P.Error):
             self._error(event)
         elif isinstance(event, P.EngineStarted):
@@ -490,6 +521,7 @@ class EngineBridge(QObject):
             log.error("engine %s: %s", error.kind, error.message)
             for request_id in list(self.in_flight):
                 self._end_request(P.Error(request_id, "engine_died", error.message, error.hint))
+            self.counting.clear()  # never answered: the next count goes to the next engine
             self._set(state=CRASHED, message=error.message, hint=error.hint, progress=None)
             self.engine_failed.emit(error)
         elif error.request_id is not None:

@@ -26,7 +26,9 @@ from PySide6.QtWidgets import (
 from app.system import resources
 from app.api.server import ApiServerHost
 from app.window.banner import Banner, engine_stopped_text, too_little_memory_text
+from app.chat.context_room import draft_too_long
 from app.chat.controller import ChatController
+from app.chat.draft_count import DraftCounter
 from app.chat.header import ChatHeader
 from app.chat.tool_servers import ToolServers
 from app.chat.tool_turns import TOOLS_CONFIG_NAME
@@ -99,6 +101,7 @@ class MainWindow(MenusMixin, SettingsHostMixin, RoomHostMixin, ModelsHostMixin, 
         self.theme = theme
         self.confirm_delete = confirm_delete
         self.controller = ChatController(self.store, self.bridge, self.settings, self)
+        self.draft_counter = DraftCounter(self.bridge, self.controller.draft_prompt, self)
         self.logs_dialog: ConfirmDialog | None = None
         self.about_dialog: ConfirmDialog | None = None
         self.shortcuts_sheet: ShortcutsSheet | None = None
@@ -205,6 +208,8 @@ class MainWindow(MenusMixin, SettingsHostMixin, RoomHostMixin, ModelsHostMixin, 
         self.composer.send_requested.connect(self.send)
         self.composer.stop_requested.connect(c.stop)
         self.composer.think_changed.connect(self._think_changed)
+        self.input.textChanged.connect(lambda: self.draft_counter.set_text(self.input.toPlainText()))
+        self.draft_counter.changed.connect(self._show_draft_count)
         for box in (self.input, self.chat_view):  # the message box, and a message edited in place
             box.files_refused.connect(lambda why: self.toast.show_message(why, 8000))
             box.files_reading.connect(lambda what: self.toast.show_message(what, 4000))
@@ -387,6 +392,7 @@ class MainWindow(MenusMixin, SettingsHostMixin, RoomHostMixin, ModelsHostMixin, 
         self._show_title()
         self._show_context()
         self._update_actions()
+        self.draft_counter.refresh()  # another chat: another history before the message
 
     def _show_title(self) -> None:
         cid = self.controller.conversation_id
@@ -394,15 +400,30 @@ class MainWindow(MenusMixin, SettingsHostMixin, RoomHostMixin, ModelsHostMixin, 
         self.header.set_title(row.title if row else "New chat")
 
     def _show_context(self, reading: int | None = None) -> None:
-        """The context meter: the prompt being read, else the last answer's prompt plus its tokens."""
+        """The context meter: the prompt being read, else the chat with the message being written (counted
+        by the engine), else the last answer's prompt plus its tokens."""
         limit = self.bridge.status.max_context
         used = reading
+        draft = self.draft_counter.count if reading is None else None
+        if draft is not None:
+            self.header.context_meter.set_usage(draft.prompt_tokens, limit, True, draft.dropped_messages)
+            return
         if used is None:
             answers = [
                 m for m in self.controller.messages.rows if m.role == "assistant" and m.stats.get("prompt_tokens")
             ]
             used = (answers[-1].stats["prompt_tokens"] + answers[-1].stats.get("generated_tokens", 0)) if answers else 0
         self.header.context_meter.set_usage(used, limit)
+
+    def _show_draft_count(self) -> None:
+        """The message being written was counted (or no longer is): the meter shows the chat with it, and a
+        message too long for the model says so under the message box while it can still be shortened."""
+        self._show_context()
+        count = self.draft_counter.count
+        too_long = count is not None and not count.fits
+        max_tokens = self.controller.conversation_settings().max_tokens
+        models = self.bridge.status.models
+        self.composer.set_note(draft_too_long(count.prompt_tokens, max_tokens, models) if too_long else "")
 
     def _show_live_context(self) -> None:
         """While an answer streams, the meter counts its tokens too (the prompt read, plus what is written)."""
@@ -450,6 +471,7 @@ class MainWindow(MenusMixin, SettingsHostMixin, RoomHostMixin, ModelsHostMixin, 
             self.chat_settings.set_settings(self.controller.conversation_settings(), None)
         self._show_think_switch()
         self._show_context()
+        self.draft_counter.refresh()  # another model, another context, an answer's end: counted again
         self._say_shorter_context(status)
         self._update_actions()
         self._room_progress(status)

@@ -143,6 +143,7 @@ class SettingsHostMixin:
             self.chat_settings.set_settings(self.controller.conversation_settings(), self.controller.conversation_id)
         self._show_think_switch()
         self._show_speculation_items()
+        self.draft_counter.refresh()  # the system prompt or the Think switch shape the message's prompt
 
     def _reset_conversation_settings(self) -> None:
         defaults = self.controller.conversation_defaults()
