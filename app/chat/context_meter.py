@@ -56,7 +56,8 @@ class ContextMeter(QWidget):
                 f"With the message you are writing, this chat uses {used:,} of the {limit:,} tokens the model can keep."
             )
             if left_out:
-                tip += f" Sending it leaves the oldest {left_out:,} message{'s' if left_out != 1 else ''} out of what it sees."
+                messages = f"{left_out:,} message{'s' if left_out != 1 else ''}"
+                tip += f" Sending it leaves the oldest {messages} out of what it sees."
         else:
             tip = (
                 f"This chat uses {used:,} of the {limit:,} tokens the model can keep in mind. When they are "

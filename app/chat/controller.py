@@ -98,6 +98,11 @@ def varied(settings: ConversationSettings) -> ConversationSettings:
     )
 
 
+def system_turns(settings: ConversationSettings) -> list[dict[str, str]]:
+    """What a chat of `settings` starts with before its messages: its system prompt, where it has one."""
+    return [{"role": "system", "content": settings.system_prompt}] if settings.system_prompt.strip() else []
+
+
 class ChatController(ToolCallsMixin, QObject):
     conversation_opened = Signal(object)  # conversation id or None
     title_changed = Signal(int, str)  # conversation id, new title
@@ -475,8 +480,7 @@ class ChatController(ToolCallsMixin, QObject):
         """What the model sees: the system prompt, then every non-empty user / assistant message (but message
         `leave_out`), an answer's tool calls and results before its text; an answer's thinking rides along as
         `reasoning_content` for the chat template to render or drop (the answer's text never holds it)."""
-        settings = self.conversation_settings(conversation_id)
-        turns = [{"role": "system", "content": settings.system_prompt}] if settings.system_prompt.strip() else []
+        turns = system_turns(self.conversation_settings(conversation_id))
         for m in self.store.messages(conversation_id):
             if m.id == leave_out:
                 continue
@@ -547,7 +551,7 @@ class ChatController(ToolCallsMixin, QObject):
         if self.conversation_id is not None:
             turns = self.history(self.conversation_id)
         else:  # a new chat: the system prompt it will start with
-            turns = [{"role": "system", "content": settings.system_prompt}] if settings.system_prompt.strip() else []
+            turns = system_turns(settings)
         _, tools = self._tools_for(settings)
         counted = {"max_new_tokens": settings.max_tokens, "chat_template_kwargs": self.template_kwargs(settings)}
         return turns + [{"role": "user", "content": text.strip()}], counted | ({"tools": tools} if tools else {})

@@ -88,10 +88,15 @@ class EngineStatus:
         }.get(self.state, self.state)
 
 
+def request_settings(request: P.Request, *passed_apart: str) -> dict[str, Any]:
+    """A request's fields as the keyword arguments of the connection's method that sends it again (all but
+    its version and the `passed_apart` ones, which the method takes by position or name)."""
+    left_out = {"version", *passed_apart}
+    return {f.name: getattr(request, f.name) for f in dataclasses.fields(request) if f.name not in left_out}
+
+
 def load_kwargs(load: P.Load) -> dict[str, Any]:
-    return {
-        f.name: getattr(load, f.name) for f in dataclasses.fields(load) if f.name not in ("version", "target", "draft")
-    }
+    return request_settings(load, "target", "draft")
 
 
 class EngineWorker(QObject):
@@ -195,31 +200,15 @@ class EngineWorker(QObject):
                     None,
                     lambda client=client, load=argument: client.load(load.target, load.draft, **load_kwargs(load)),
                 )
-            elif command == "generate":
-                request: P.Generate = argument
-                settings = {
-                    f.name: getattr(request, f.name)
-                    for f in dataclasses.fields(request)
-                    if f.name not in ("version", "request_id", "messages")
-                }
+            elif command in ("generate", "count"):  # a Generate, or a CountTokens
+                request: P.Generate | P.CountTokens = argument
+                send = client.generate if command == "generate" else client.count_tokens
+                settings = request_settings(request, "request_id", "messages")
                 self._guarded(
                     batch,
                     request.request_id,
-                    lambda client=client, request=request, settings=settings: client.generate(
+                    lambda send=send, request=request, settings=settings: send(
                         list(request.messages), request_id=request.request_id, **settings
-                    ),
-                )
-            elif command == "count":
-                count: P.CountTokens = argument
-                self._guarded(
-                    batch,
-                    count.request_id,
-                    lambda client=client, count=count: client.count_tokens(
-                        list(count.messages),
-                        request_id=count.request_id,
-                        tools=count.tools,
-                        chat_template_kwargs=count.chat_template_kwargs,
-                        max_new_tokens=count.max_new_tokens,
                     ),
                 )
             elif command == "status":

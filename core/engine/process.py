@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 from core.engine import protocol as P
 from core.engine.events import auto_choice_event, error_event, is_user_error
-from core.errors import InvalidSettingError
+from core.errors import ContextLengthError, InvalidSettingError
 
 WATCH_INTERVAL_S = 0.5  # how often the watchdog checks the parent (the brief: at least every second)
 IDLE_POLL_S = 0.5
@@ -162,8 +162,6 @@ class Engine:
         """Answer a CountTokens with the prompt a Generate of the same messages would read (its oldest messages
         left out as they would be), or an Error (no models, a template that cannot render them). The models
         that count are those loaded now: a client asks again once a Load it sent is done."""
-        from core.errors import ContextLengthError
-
         if self.session is None:
             self.emit(P.Error(request.request_id, "not_loaded", "no model is loaded", "send Load first"))
             return
