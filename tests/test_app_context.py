@@ -13,6 +13,7 @@ import pytest
 pytest.importorskip("PySide6")
 
 from PySide6.QtCore import Qt  # noqa: E402
+from PySide6.QtWidgets import QApplication  # noqa: E402
 
 from app.chat.context_room import SHORTEN, draft_too_long, room_for, too_long_hint  # noqa: E402
 from app.conversations import store as S  # noqa: E402
@@ -270,9 +271,13 @@ def test_an_answer_out_of_memory_after_its_chat_was_left_still_puts_the_old_leng
 def test_a_message_too_long_is_said_under_the_box_with_what_sending_it_can_do():
     models = {"max_context": 4096, "model_context": 32768, "context_bytes_per_token": 0}
     assert draft_too_long(6000, 512, models) == (
-        "Too long for the model: about 6,000 tokens, and it keeps 4,096 in mind now. Once you send it, Make room "
-        "loads the model again with room for 8,192 tokens; or shorten it."
+        "Too long for the model: about 6,000 tokens, and it keeps 4,096 in mind now. Make room and send, or shorten it."
     )
+    assert draft_too_long(6000, 512, models, refused=8192) == (  # that length failed: not offered again
+        "Too long for the model: about 6,000 tokens, and it keeps 4,096 in mind now, and it could not run with room "
+        "for 8,192. Shorten it (of a file added to it, keep the part you need)."
+    )
+    assert draft_too_long(6000, 512, models, refused=16384).endswith("Make room and send, or shorten it.")
     assert draft_too_long(40_000, 512, models).startswith(
         "Too long for this model: about 40,000 tokens, and it keeps at most 32,768. Shorten it"
     )
@@ -325,3 +330,98 @@ def test_nothing_is_counted_for_a_remote_server_or_before_a_model_is_ready(qtbot
     w.settings.endpoints = [RemoteEndpoint("GPU box", "http://127.0.0.1:9/v1", "m")]
     w.settings.connection = "GPU box"
     assert w.controller.draft_prompt("w1") is None  # a server counts a prompt only as it answers
+
+
+# -- Make room before sending: the note's button (app.window.room_host) ---------------------------------------
+
+
+def too_long_typed(qtbot, window, text: str = "a long document", prompt_tokens: int = 6000) -> None:
+    """`text` typed in the message box and counted by the engine as a `prompt_tokens` prompt, too long for the
+    4,096 tokens LOADED keeps."""
+    before = len(window.bridge.counts)
+    window.input.setPlainText(text)
+    qtbot.waitUntil(lambda: len(window.bridge.counts) > before)
+    window.bridge.handle_events([P.TokenCount(window.bridge.counts[-1][0], prompt_tokens, fits=False)])
+
+
+def test_make_room_and_send_loads_the_model_with_room_for_the_message_then_sends_it(qtbot, quiet_window):
+    """The chat gets no failed answer first: the room is made before the message is sent."""
+    w = quiet_window
+    w.bridge.handle_events(
+        [P.EngineStarted(pid=1), P.StatusReport("ready", {**LOADED, "context_bytes_per_token": 1000})]
+    )
+    too_long_typed(qtbot, w)
+    button, note = w.composer.room_button, w.composer.note
+    assert note.text().startswith("Too long for the model: about 6,000 tokens") and button.isVisibleTo(w)
+    assert button.toolTip() == (
+        "Make room loads the model again with room for 8,192 tokens (it sets about 3.9 MB more memory aside), "
+        "then sends the message."
+    )
+    before = len(w.bridge.calls)
+    w.send_button.setFocus()
+    qtbot.keyClick(w.send_button, Qt.Key.Key_Tab)  # the keyboard's way: after Send
+    assert QApplication.focusWidget() is button
+    qtbot.keyClick(button, Qt.Key.Key_Space)
+    [(kind, load)] = w.bridge.calls[before:]  # nothing sent yet: the models load again with room for it
+    assert kind == "load" and load.context_length == 8192 and w.settings.context_length == 8192
+    assert note.text() == "Loading the model again with room for 8,192 tokens; then the message is sent."
+    assert not button.isVisibleTo(w) and w.input.toPlainText() == "a long document"
+    w.bridge.handle_events([P.StatusReport("loading", LOADED)])  # the engine reads the Load
+    w.bridge.handle_events([P.StatusReport("ready", LOADED)])  # a report of the models as they were: it waits
+    assert [call[0] for call in w.bridge.calls[before:]] == ["load"]
+    w.bridge.handle_events([P.StatusReport("ready", {**LOADED, "max_context": 8192})])
+    [_, (kind, _, messages, _)] = w.bridge.calls[before:]
+    assert kind == "generate" and messages[-1] == {"role": "user", "content": "a long document"}
+    assert w.input.toPlainText() == "" and not note.isVisible() and w.controller.generating
+    assert [m.role for m in w.controller.messages.rows] == ["user", "assistant"]  # no failed answer before it
+
+
+def test_a_load_that_fails_making_room_keeps_the_message_and_offers_that_length_no_more(qtbot, quiet_window):
+    w = quiet_window
+    w.bridge.handle_events([P.EngineStarted(pid=1), P.StatusReport("ready", LOADED)])
+    too_long_typed(qtbot, w)
+    w.composer.room_button.click()
+    w.bridge.handle_events([P.Error(None, "insufficient_memory", "the GPU budget is too small", "")])
+    qtbot.waitUntil(lambda: w.settings.context_length == 0)  # the length back (after the banner said why)
+    assert w.toast.text().startswith("The model could not run with room for 8,192 tokens, so it is loading as")
+    assert w.input.toPlainText() == "a long document" and w.controller.messages.rows == []  # nothing lost or sent
+    w.bridge.handle_events([P.StatusReport("ready", LOADED)])  # loaded as before: the message counted again
+    too_long_typed(qtbot, w, "a long document, again")
+    assert w.composer.note.text().endswith(
+        "could not run with room for 8,192. Shorten it (of a file added to it, keep the part you need)."
+    )
+    assert not w.composer.room_button.isVisibleTo(w)
+    w.send("a long document, again")  # sent all the same: its failed answer offers no Make room either
+    fail_too_long(w, 6000)
+    answer = w.controller.messages.rows[-1]
+    assert "room_tokens" not in answer.stats and answer.stats["hint"].startswith("the model could not run with room")
+    w.bridge.handle_events([P.StatusReport("ready", {**LOADED, "target": "another model"})])  # other models: offered
+    too_long_typed(qtbot, w, "for the other model")
+    assert w.composer.room_button.isVisibleTo(w)
+
+
+def test_make_room_and_send_sends_nothing_into_another_chat_or_from_an_empty_box(qtbot, quiet_window):
+    w = quiet_window
+    w.bridge.handle_events([P.EngineStarted(pid=1), P.StatusReport("ready", LOADED)])
+    answered(w, "an earlier chat")
+    too_long_typed(qtbot, w)
+    w.composer.room_button.click()
+    w.new_conversation()  # another chat while the models load
+    before = len(w.bridge.calls)
+    w.bridge.handle_events([P.StatusReport("ready", {**LOADED, "max_context": 8192})])
+    assert w.bridge.calls[before:] == [] and w.input.toPlainText() == "a long document"  # it waits for its Send
+    assert w.toast.text() == "The model now keeps 8,192 tokens in mind."
+    assert not w.composer.note.text().startswith("Loading")
+
+
+def test_an_answer_out_of_memory_after_make_room_and_send_puts_the_old_length_back(qtbot, quiet_window):
+    w = quiet_window
+    w.bridge.handle_events([P.EngineStarted(pid=1), P.StatusReport("ready", LOADED)])
+    too_long_typed(qtbot, w)
+    w.composer.room_button.click()
+    w.bridge.handle_events([P.StatusReport("ready", {**LOADED, "max_context": 8192})])
+    rid = w.bridge.calls[-1][1]
+    w.bridge.handle_events([P.Error(rid, "out_of_memory", "out of memory (even at the smallest tree budget)", "")])
+    assert w.bridge.calls[-1][0] == "load" and w.settings.context_length == 0
+    assert "could not run with room for 8,192 tokens" in w.controller.messages.rows[-1].stats["hint"]
+    assert w.controller.refused_room() == 8192

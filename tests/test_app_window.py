@@ -350,9 +350,11 @@ def test_make_room_loads_the_model_with_a_context_that_holds_the_message_and_ans
     note = window.composer.note
     assert not count.fits and note.isVisible()
     assert note.text().startswith(
-        f"Too long for the model: about {count.prompt_tokens:,} tokens, and it keeps 2,048 in mind now. Once you "
-        "send it, Make room loads the model again with room for 4,096 tokens"
+        f"Too long for the model: about {count.prompt_tokens:,} tokens, and it keeps 2,048 in mind now. Make room "
+        "and send, or shorten it."
     )
+    room = window.composer.room_button  # Make room and send: the next test; here the message is sent as it is
+    assert room.isVisible() and "room for 4,096 tokens" in room.toolTip()
     meter = window.header.context_meter
     assert (meter.used, meter.label.text()) == (
         count.prompt_tokens,
@@ -379,6 +381,22 @@ def test_make_room_loads_the_model_with_a_context_that_holds_the_message_and_ans
     count = counted(qtbot, window)
     assert (count.fits, count.dropped_messages, count.prompt_tokens) == (True, 2, prompt) and not note.isVisible()
     assert meter.used == prompt and "leaves the oldest 2 messages out of what it sees" in meter.toolTip()
+
+
+@pytest.mark.slow
+def test_make_room_and_send_answers_a_message_too_long_without_failing_it_first(qtbot, window_factory):
+    window = short_context_window(qtbot, window_factory)
+    window.input.setPlainText(LONG_MESSAGE)
+    count = counted(qtbot, window)
+    with qtbot.waitSignal(window.controller.answer_finished, timeout=ANSWER_TIMEOUT_MS) as ended:
+        qtbot.mouseClick(window.composer.room_button, Qt.MouseButton.LeftButton)
+        assert window.composer.note.text().startswith("Loading the model again with room for 4,096 tokens")
+    assert ended.args[1] == S.COMPLETE and loaded_with(window, CONTEXT)
+    assert window.settings.context_length == CONTEXT == saved_context(window)
+    rows = window.controller.messages.rows
+    assert [(m.role, m.status) for m in rows] == [("user", S.COMPLETE), ("assistant", S.COMPLETE)]
+    assert rows[0].content == LONG_MESSAGE and rows[-1].stats["prompt_tokens"] == count.prompt_tokens
+    assert window.input.toPlainText() == "" and not window.composer.note.isVisible()
 
 
 @pytest.mark.slow

@@ -13,6 +13,7 @@ from PySide6.QtWidgets import QFileDialog, QFrame, QHBoxLayout, QPushButton, QTo
 from app.chat.input_box import InputBox
 from app.theme.file_dialogs import open_files_dialog
 from app.theme.icons import themed
+from app.window.buttons import SECONDARY, button
 from app.window.labels import ElidedLabel, Label
 
 # what the paperclip's chooser offers first: documents people give a model (the other filter takes any file,
@@ -30,6 +31,7 @@ class Composer(QFrame):
     send_requested = Signal(str)
     stop_requested = Signal()
     think_changed = Signal(bool)  # the reader flipped the Think switch (never emitted by set_think_switch)
+    make_room_requested = Signal()  # the note's Make room and send: the message is too long for the context
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -62,11 +64,19 @@ class Composer(QFrame):
         row.addWidget(self.attach_button, 0, Qt.AlignmentFlag.AlignBottom)
         row.addWidget(self.button)
         outer.addLayout(row)
+        notes = QHBoxLayout()
+        notes.setSpacing(8)
         self.note = Label()  # a message too long for the model, said before it is sent (set_note)
         self.note.setObjectName("composerNote")
         self.note.setWordWrap(True)
         self.note.hide()
-        outer.addWidget(self.note)
+        self.room_button = button("Make room and send", SECONDARY)
+        self.room_button.setAccessibleName("Make room for the message and send it")
+        self.room_button.clicked.connect(self.make_room_requested)
+        self.room_button.hide()
+        notes.addWidget(self.note, 1)
+        notes.addWidget(self.room_button, 0, Qt.AlignmentFlag.AlignVCenter)
+        outer.addLayout(notes)
         under = QHBoxLayout()
         under.setSpacing(10)
         self.think_button = QToolButton()
@@ -116,12 +126,15 @@ class Composer(QFrame):
         self.button.style().unpolish(self.button)
         self.button.style().polish(self.button)
 
-    def set_note(self, text: str) -> None:
+    def set_note(self, text: str, room: str = "") -> None:
         """Say `text` under the message box, in the caution colour (a message longer than the model keeps in
-        mind); "" takes it away."""
+        mind), with the Make room and send button beside it where `room` says what it does; "" takes both
+        away."""
         self.note.setText(text)
         self.note.setAccessibleDescription(text)
         self.note.setVisible(bool(text))
+        self.room_button.setToolTip(room)
+        self.room_button.setVisible(bool(text and room))
 
     def set_think_switch(self, shown: bool, on: bool) -> None:
         """Show the Think switch (only for a model that can turn its thinking off) in the chat's position."""

@@ -5,7 +5,8 @@ A document added to a message is the usual cause: a ten-page PDF is about 6,000 
 with room for 4,096 unless Settings ask for more. Where the model itself goes further (its own limit, which the
 engine reports as StatusReport.models["model_context"]), the answer's error offers to load it again with a
 context that holds the message, as Jan's "Increase context size" does, instead of sending the person to
-Settings to guess a number; where it does not, the words say that only a shorter message helps.
+Settings to guess a number; where it does not, the words say that only a shorter message helps. A message
+the engine counted too long before it was sent gets the same offer beside the note under the message box.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from core.planning.sizes import format_bytes
 SHORTEN = (
     "shorten the message (of a file added to it, keep the part you need) or the system prompt, or start a new chat"
 )
+SHORTEN_IT = "Shorten it (of a file added to it, keep the part you need)."  # said under the message box
 
 
 @dataclass(frozen=True)
@@ -41,48 +43,59 @@ class Room:
         return f"Make room loads the model again with room for {self.tokens:,} tokens{memory}"
 
 
-def room_for(prompt_tokens: int, max_tokens: int, models: dict[str, Any]) -> Room | None:
+def room_for(prompt_tokens: int, max_tokens: int, models: dict[str, Any], refused: int = 0) -> Room | None:
     """The shortest context length in Settings' choices that holds a `prompt_tokens` prompt and the start of its
     answer (`max_tokens`, at most residency.ANSWER_ROOM), capped at the models' own limit; None where they
-    cannot hold it, the prompt's length is not known, or the engine does not say how far its models go (a
-    server's)."""
+    cannot hold it, the prompt's length is not known, the engine does not say how far its models go (a
+    server's), or the models could not run with that much already (`refused`: the length a Make room failed
+    with, 0: none), where a second try would only fail again."""
     ceiling = int(models.get("model_context") or 0)
     in_force = int(models.get("max_context") or 0)
     tokens = context_to_hold(prompt_tokens, max_tokens, in_force, ceiling, CONTEXT_LENGTHS)
-    if tokens is None:
+    if tokens is None or (refused and tokens >= refused):
         return None
     per_token = int(models.get("context_bytes_per_token") or 0)
     on_gpu = str(models.get("device") or "").startswith("cuda")
     return Room(tokens, per_token * (tokens - in_force) if in_force else 0, on_gpu)
 
 
-def too_long_hint(room: Room | None, prompt_tokens: int, max_tokens: int, models: dict[str, Any], remote: bool) -> str:
+def could_not_run(tokens: int) -> str:
+    """What is left to do after the models could not run with room for `tokens` (a Make room that failed)."""
+    return f"the model could not run with room for {tokens:,} tokens: {SHORTEN}"
+
+
+def too_long_hint(
+    room: Room | None, prompt_tokens: int, max_tokens: int, models: dict[str, Any], remote: bool, refused: int = 0
+) -> str:
     """What a person can do about a message longer than the context: Make room where it helps (`room`, what
-    room_for offered); where the model cannot keep that much, say so and leave shortening; for a server, whose
-    context the app does not set, shortening too."""
+    room_for offered); where the model cannot keep that much, or could not run with it (`refused`), say so and
+    leave shortening; for a server, whose context the app does not set, shortening too."""
     if remote:
         return SHORTEN
     if room is not None:
         return f"{room.words()}; or {SHORTEN}"
+    if refused and room_for(prompt_tokens, max_tokens, models) is not None:
+        return could_not_run(refused)
     ceiling = int(models.get("model_context") or 0)
     if ceiling and prompt_tokens > 0 and context_needed(prompt_tokens, max_tokens) > ceiling:
         return f"this model keeps at most {ceiling:,} tokens of a chat: {SHORTEN}"
     return f"{SHORTEN}; Menu > Settings > Context length lets the model keep more in mind, up to what it reads"
 
 
-def draft_too_long(prompt_tokens: int, max_tokens: int, models: dict[str, Any]) -> str:
+def draft_too_long(prompt_tokens: int, max_tokens: int, models: dict[str, Any], refused: int = 0) -> str:
     """What the message box says under a message too long for the model before it is sent (`prompt_tokens`,
-    the engine's count of the prompt sending it would make): the Make room that sending it will offer, where
-    the model goes further, else that it must be shorter."""
+    the engine's count of the prompt sending it would make): the Make room and send beside it (its tooltip says
+    what it costs), where the model goes further and has not failed with that length (`refused`, as for
+    room_for), else that it must be shorter."""
     limit = int(models.get("max_context") or 0)
     said = f"Too long for the model: about {prompt_tokens:,} tokens, and it keeps {limit:,} in mind now"
-    room = room_for(prompt_tokens, max_tokens, models)
-    if room is not None:
-        return f"{said}. Once you send it, {room.words()}; or shorten it."
+    if room_for(prompt_tokens, max_tokens, models, refused) is not None:  # the button says what it costs
+        return f"{said}. Make room and send, or shorten it."
+    if refused and room_for(prompt_tokens, max_tokens, models) is not None:
+        return f"{said}, and it could not run with room for {refused:,}. {SHORTEN_IT}"
     ceiling = int(models.get("model_context") or 0)
     if ceiling and context_needed(prompt_tokens, max_tokens) > ceiling:
         return (
-            f"Too long for this model: about {prompt_tokens:,} tokens, and it keeps at most {ceiling:,}. Shorten it "
-            "(of a file added to it, keep the part you need)."
+            f"Too long for this model: about {prompt_tokens:,} tokens, and it keeps at most {ceiling:,}. {SHORTEN_IT}"
         )
     return f"{said}. Shorten it, or let the model keep more in Menu > Settings > Context length."

@@ -40,7 +40,7 @@ from app.chat import tool_turns as T
 from app.conversations import store as S
 from app.chat.active_answer import ActiveAnswer
 from app.chat.answer_stats import AnswerStats
-from app.chat.context_room import SHORTEN, room_for, too_long_hint
+from app.chat.context_room import could_not_run, room_for, too_long_hint
 from app.chat.message_words import unfinished
 from app.chat.titles import DEFAULT_TITLE, branch_title, title_from
 from app.conversations.import_chat import ChatImportError, read_export
@@ -128,6 +128,7 @@ class ChatController(ToolCallsMixin, QObject):
         self.toolbox: Toolbox | None = None  # MCP servers (set_toolbox); None: answers get no tools
         self.approvals: dict[int, Approvals] = {}  # per conversation: the tools allowed "always"
         self.prefill_tokens_per_s: float | None = None  # measured on the last long prompt: estimates the next
+        self._room_refused: tuple[str, int] = ("", 0)  # a target model, the context it could not run with (no_room)
         self._flush_timer = QTimer(self)
         self._flush_timer.setInterval(FLUSH_MS)
         self._flush_timer.timeout.connect(self._flush)
@@ -674,8 +675,9 @@ class ChatController(ToolCallsMixin, QObject):
         if error.kind == "context_length":  # a long document: offer to make room where the model goes further
             max_tokens = self.conversation_settings(self.active.conversation_id).max_tokens
             models, remote = self.bridge.status.models, self.app_settings.remote_endpoint() is not None
-            room = None if remote else room_for(error.prompt_tokens, max_tokens, models)
-            extra["hint"] = too_long_hint(room, error.prompt_tokens, max_tokens, models, remote)
+            refused = self.refused_room()
+            room = None if remote else room_for(error.prompt_tokens, max_tokens, models, refused)
+            extra["hint"] = too_long_hint(room, error.prompt_tokens, max_tokens, models, remote, refused)
             if error.prompt_tokens:  # the context meter shows it overflowing
                 extra["prompt_tokens"] = error.prompt_tokens
             if room is not None:
@@ -687,14 +689,24 @@ class ChatController(ToolCallsMixin, QObject):
         row = self.messages.row_of(message_id)
         return self.messages.rows[row] if row >= 0 else self.store.message(message_id)
 
-    def no_room(self, message_id: int, tokens: int) -> None:
-        """Make room failed (the models would not load with `tokens` of context, or ran out of memory with
-        them): the failed answer `message_id` no longer offers it, and says that a shorter message is the way."""
-        message = self.find_message(message_id)
+    def refused_room(self) -> int:
+        """The context length the models in use could not run with (a Make room that failed), 0: none; a
+        message too long for them is then no longer offered that length, which would only fail again."""
+        target, tokens = self._room_refused
+        return tokens if target == str(self.bridge.status.models.get("target") or "") else 0
+
+    def no_room(self, message_id: int | None, tokens: int, target: str) -> None:
+        """Make room failed (the `target` model would not load with `tokens` of context, or ran out of memory
+        with them): it is not offered that length again, and the failed answer `message_id` (None: it was the
+        message in the box, not yet sent) no longer offers it and says that a shorter message is the way."""
+        known, refused = self._room_refused
+        if target != known or not refused or tokens < refused:
+            self._room_refused = (target, tokens)
+        message = self.find_message(message_id) if message_id is not None else None
         if message is None:
             return
         stats = {key: value for key, value in message.stats.items() if key != "room_tokens"}
-        stats["hint"] = f"the model could not run with room for {tokens:,} tokens: {SHORTEN}"
+        stats["hint"] = could_not_run(tokens)
         try:
             self.store.update_message(message_id, stats=stats)
         except S.StoreError as error:  # shown all the same; the next start offers Make room again

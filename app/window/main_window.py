@@ -201,7 +201,8 @@ class MainWindow(MenusMixin, SettingsHostMixin, RoomHostMixin, ModelsHostMixin, 
         QWidget.setTabOrder(self.header.export_button, self.input)
         QWidget.setTabOrder(self.input, self.composer.attach_button)
         QWidget.setTabOrder(self.composer.attach_button, self.send_button)
-        QWidget.setTabOrder(self.send_button, self.composer.think_button)
+        QWidget.setTabOrder(self.send_button, self.composer.room_button)  # Make room and send, when offered
+        QWidget.setTabOrder(self.composer.room_button, self.composer.think_button)
 
     def _connect(self) -> None:
         c, b = self.controller, self.bridge
@@ -210,6 +211,7 @@ class MainWindow(MenusMixin, SettingsHostMixin, RoomHostMixin, ModelsHostMixin, 
         self.composer.think_changed.connect(self._think_changed)
         self.input.textChanged.connect(lambda: self.draft_counter.set_text(self.input.toPlainText()))
         self.draft_counter.changed.connect(self._show_draft_count)
+        self.composer.make_room_requested.connect(self.make_room_and_send)
         for box in (self.input, self.chat_view):  # the message box, and a message edited in place
             box.files_refused.connect(lambda why: self.toast.show_message(why, 8000))
             box.files_reading.connect(lambda what: self.toast.show_message(what, 4000))
@@ -417,13 +419,23 @@ class MainWindow(MenusMixin, SettingsHostMixin, RoomHostMixin, ModelsHostMixin, 
 
     def _show_draft_count(self) -> None:
         """The message being written was counted (or no longer is): the meter shows the chat with it, and a
-        message too long for the model says so under the message box while it can still be shortened."""
+        message too long for the model says so under the message box while it can still be shortened, with
+        Make room and send where that helps (RoomHostMixin), and what it is doing once pressed."""
         self._show_context()
+        attempt = self._room_attempt
+        if attempt is not None and attempt.message_id is None:
+            tokens = f"{attempt.tokens:,}"
+            self.composer.set_note(f"Loading the model again with room for {tokens} tokens; then the message is sent.")
+            return
         count = self.draft_counter.count
-        too_long = count is not None and not count.fits
+        if count is None or count.fits:
+            self.composer.set_note("")
+            return
         max_tokens = self.controller.conversation_settings().max_tokens
-        models = self.bridge.status.models
-        self.composer.set_note(draft_too_long(count.prompt_tokens, max_tokens, models) if too_long else "")
+        refused = self.controller.refused_room()
+        note = draft_too_long(count.prompt_tokens, max_tokens, self.bridge.status.models, refused)
+        room = self.draft_room_offered()
+        self.composer.set_note(note, f"{room.words()}, then sends the message." if room is not None else "")
 
     def _show_live_context(self) -> None:
         """While an answer streams, the meter counts its tokens too (the prompt read, plus what is written)."""

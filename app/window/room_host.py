@@ -1,12 +1,14 @@
 """Make room: a message too long for the context window, answered after the model loads again with a context
-that holds it (app.chat.context_room chose the length and put the offer on the failed answer).
+that holds it (app.chat.context_room chose the length). Offered on an answer that failed for want of room, and
+before sending, beside the note under the message box ("Make room and send"), so the chat does not first get
+a failed answer.
 
 The offer sets Settings' context length (saved, as if chosen there) and reloads the models; the answer is asked
-for once the engine reports the longer context in force. A load that fails with it (most often: not enough
+for (the message in the box sent) once the engine reports the longer context in force. A load that fails with it (most often: not enough
 memory for the longer caches), or an answer that then runs out of memory (the caches are made when a chat
 starts: on the processor nothing checks them at load), puts the old length back and loads the models as they
 were, so one click never leaves a person with a model that cannot answer; the failed answer then says that
-only a shorter message helps.
+only a shorter message helps, and the note under the box no longer offers that length for those models.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import QTimer
 
+from app.chat.context_room import Room, room_for
 from app.conversations import store as S
 from app.engine.bridge import CRASHED, FAILED, READY, EngineStatus
 
@@ -25,14 +28,16 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class RoomAttempt:
-    """One Make room in progress: the failed answer it is for, the context length asked for, the prompt's
-    tokens (the context in force must exceed them), and Settings' length before (0: automatic)."""
+    """One Make room in progress: the chat and the failed answer it is for (None: the message in the box, sent
+    once loaded; a new chat's conversation is None too), the context length asked for, the prompt's tokens (the
+    context in force must exceed them), Settings' length before (0: automatic) and the target model then."""
 
-    conversation_id: int
-    message_id: int
+    conversation_id: int | None
+    message_id: int | None
     tokens: int
     prompt_tokens: int
     previous: int
+    target: str
 
 
 class RoomHostMixin:
@@ -74,11 +79,34 @@ class RoomHostMixin:
         if self.settings.remote_endpoint() is not None:  # switched to a server since: its context is its own
             self.toast.show_message("The server in use keeps its own context: shorten the message instead.", 8000)
             return
-        self._room_attempt = RoomAttempt(conversation, message_id, tokens, prompt, self.settings.context_length)
+        self._start_room(conversation, message_id, tokens, prompt)
+
+    def draft_room_offered(self) -> Room | None:
+        """The room the note under the message box offers for the message being written (too long for the
+        model, by the engine's count); None where it offers none: none needed or possible, an answer
+        streaming, a Make room under way, or that length already failed for these models."""
+        count = self.draft_counter.count
+        if count is None or count.fits or self.controller.generating or self._room_attempt is not None:
+            return None
+        models = self.bridge.status.models
+        max_tokens = self.controller.conversation_settings().max_tokens
+        return room_for(count.prompt_tokens, max_tokens, models, self.controller.refused_room())
+
+    def make_room_and_send(self) -> None:
+        """Load the models again with the context length the message in the box needs, then send it."""
+        room, count = self.draft_room_offered(), self.draft_counter.count
+        if room is not None and count is not None:
+            self._start_room(self.controller.conversation_id, None, room.tokens, count.prompt_tokens)
+
+    def _start_room(self, conversation: int | None, message_id: int | None, tokens: int, prompt: int) -> None:
+        target = str(self.bridge.status.models.get("target") or "")
+        attempt = RoomAttempt(conversation, message_id, tokens, prompt, self.settings.context_length, target)
+        self._room_attempt = attempt
         log.info("making room: context length %d for a %d-token prompt", tokens, prompt)
         self.toast.show_message(f"Loading the model again with room for {tokens:,} tokens…", 8000)
         self.apply_settings(dataclasses.replace(self.settings, context_length=tokens))
         self._update_actions()
+        self._show_draft_count()  # the note offers no second Make room while this one loads
         self._room_progress(self.bridge.status)  # the models may hold it already (Settings raised it meanwhile)
 
     def _room_progress(self, status: EngineStatus) -> None:
@@ -89,6 +117,10 @@ class RoomHostMixin:
             return
         if status.state == READY and status.max_context > attempt.prompt_tokens:
             self._room_attempt = None
+            if attempt.message_id is None:
+                self._room_send(attempt)
+                self._show_draft_count()
+                return
             rows = self.controller.messages.rows
             if (
                 self.controller.conversation_id == attempt.conversation_id
@@ -100,9 +132,21 @@ class RoomHostMixin:
         elif status.state in (FAILED, CRASHED):
             self._room_attempt = None
             log.warning("no room for %d tokens: %s", attempt.tokens, status.message)
-            self.controller.no_room(attempt.message_id, attempt.tokens)
+            self.controller.no_room(attempt.message_id, attempt.tokens, attempt.target)
+            self._show_draft_count()
             # after the bridge has said why (its engine_failed follows this status), not inside its signal
             QTimer.singleShot(0, self, lambda: self._room_undone(attempt))
+
+    def _room_send(self, attempt: RoomAttempt) -> None:
+        """The models hold the message in the box now: send it, where it is still there and its chat still
+        open (else the toast says the room is made and the message waits for its Send)."""
+        text = self.input.toPlainText()
+        if self.controller.conversation_id == attempt.conversation_id and text.strip():
+            self.send(text)
+        if self.controller.generating:
+            self._room_answering = attempt
+        else:
+            self.toast.show_message(f"The model now keeps {attempt.tokens:,} tokens in mind.", 6000)
 
     def _room_answered(self, message_id: int, status: str) -> None:
         """The answer Make room asked for ended: one that ran out of memory (the longer caches did not fit)
@@ -114,7 +158,7 @@ class RoomHostMixin:
         if answer is None or answer.stats.get("kind") != "out_of_memory":
             return
         log.warning("no memory for %d tokens of context", attempt.tokens)
-        self.controller.no_room(message_id, attempt.tokens)
+        self.controller.no_room(message_id, attempt.tokens, attempt.target)
         self._room_undone(attempt)
 
     def _room_undone(self, attempt: RoomAttempt) -> None:
