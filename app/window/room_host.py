@@ -4,11 +4,12 @@ before sending, beside the note under the message box ("Make room and send"), so
 a failed answer.
 
 The offer sets Settings' context length (saved, as if chosen there) and reloads the models; the answer is asked
-for (the message in the box sent) once the engine reports the longer context in force. A load that fails with it (most often: not enough
-memory for the longer caches), or an answer that then runs out of memory (the caches are made when a chat
-starts: on the processor nothing checks them at load), puts the old length back and loads the models as they
-were, so one click never leaves a person with a model that cannot answer; the failed answer then says that
-only a shorter message helps, and the note under the box no longer offers that length for those models.
+for (or the message in the box sent) once the engine reports the longer context in force. A load that fails
+with it (most often: not enough memory for the longer caches), or an answer that then runs out of memory (the
+caches are made when a chat starts: on the processor nothing checks them at load), puts the old length back
+and loads the models as they were, so one click never leaves a person with a model that cannot answer; the
+failed answer then says that only a shorter message helps, and neither offer names that length again for
+those models (ChatController.no_room).
 """
 
 from __future__ import annotations
