@@ -268,23 +268,28 @@ def test_an_answer_out_of_memory_after_its_chat_was_left_still_puts_the_old_leng
 # -- a message counted before it is sent (app.chat.draft_count) -----------------------------------------------
 
 
+def note(prompt_tokens: int, models: dict, refused: int = 0) -> str:
+    """What the note under the box says for a too-long message, as MainWindow._show_draft_count puts it
+    together (with no Make room under way)."""
+    room = room_for(prompt_tokens, 512, models, refused)
+    return draft_too_long(room, prompt_tokens, 512, models, refused)
+
+
 def test_a_message_too_long_is_said_under_the_box_with_what_sending_it_can_do():
     models = {"max_context": 4096, "model_context": 32768, "context_bytes_per_token": 0}
-    assert draft_too_long(6000, 512, models) == (
+    assert note(6000, models) == (
         "Too long for the model: about 6,000 tokens, and it keeps 4,096 in mind now. Make room and send, or shorten it."
     )
-    assert draft_too_long(6000, 512, models, refused=8192) == (  # that length failed: not offered again
+    assert note(6000, models, refused=8192) == (  # that length failed: not offered again
         "Too long for the model: about 6,000 tokens, and it keeps 4,096 in mind now, and it could not run with room "
         "for 8,192. Shorten it (of a file added to it, keep the part you need)."
     )
-    assert draft_too_long(6000, 512, models, refused=16384).endswith("Make room and send, or shorten it.")
-    assert draft_too_long(40_000, 512, models).startswith(
+    assert note(6000, models, refused=16384).endswith("Make room and send, or shorten it.")
+    assert note(40_000, models).startswith(
         "Too long for this model: about 40,000 tokens, and it keeps at most 32,768. Shorten it"
     )
     unknown = {"max_context": 4096}  # how far the model goes is not known
-    assert draft_too_long(6000, 512, unknown).endswith(
-        "Shorten it, or let the model keep more in Menu > Settings > Context length."
-    )
+    assert note(6000, unknown).endswith("Shorten it, or let the model keep more in Menu > Settings > Context length.")
 
 
 def test_the_message_being_written_is_counted_once_the_typing_pauses_and_stale_or_failed_counts_are_dropped(

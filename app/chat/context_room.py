@@ -59,6 +59,11 @@ def room_for(prompt_tokens: int, max_tokens: int, models: dict[str, Any], refuse
     return Room(tokens, per_token * (tokens - in_force) if in_force else 0, on_gpu)
 
 
+def refused_in_the_way(prompt_tokens: int, max_tokens: int, models: dict[str, Any], refused: int) -> bool:
+    """Whether only the `refused` length (a Make room that failed) keeps room_for from offering room."""
+    return bool(refused) and room_for(prompt_tokens, max_tokens, models) is not None
+
+
 def could_not_run(tokens: int) -> str:
     """What is left to do after the models could not run with room for `tokens` (a Make room that failed)."""
     return f"the model could not run with room for {tokens:,} tokens: {SHORTEN}"
@@ -74,7 +79,7 @@ def too_long_hint(
         return SHORTEN
     if room is not None:
         return f"{room.words()}; or {SHORTEN}"
-    if refused and room_for(prompt_tokens, max_tokens, models) is not None:
+    if refused_in_the_way(prompt_tokens, max_tokens, models, refused):
         return could_not_run(refused)
     ceiling = int(models.get("model_context") or 0)
     if ceiling and prompt_tokens > 0 and context_needed(prompt_tokens, max_tokens) > ceiling:
@@ -82,16 +87,18 @@ def too_long_hint(
     return f"{SHORTEN}; Menu > Settings > Context length lets the model keep more in mind, up to what it reads"
 
 
-def draft_too_long(prompt_tokens: int, max_tokens: int, models: dict[str, Any], refused: int = 0) -> str:
+def draft_too_long(
+    room: Room | None, prompt_tokens: int, max_tokens: int, models: dict[str, Any], refused: int = 0
+) -> str:
     """What the message box says under a message too long for the model before it is sent (`prompt_tokens`,
-    the engine's count of the prompt sending it would make): the Make room and send beside it (its tooltip says
-    what it costs), where the model goes further and has not failed with that length (`refused`, as for
-    room_for), else that it must be shorter."""
+    the engine's count of the prompt sending it would make): the Make room and send beside it where `room` is
+    offered (room_for's, as for too_long_hint; the button's tooltip says what it costs), else why not: the
+    models could not run with that length (`refused`), or cannot keep that much, so it must be shorter."""
     limit = int(models.get("max_context") or 0)
     said = f"Too long for the model: about {prompt_tokens:,} tokens, and it keeps {limit:,} in mind now"
-    if room_for(prompt_tokens, max_tokens, models, refused) is not None:  # the button says what it costs
+    if room is not None:
         return f"{said}. Make room and send, or shorten it."
-    if refused and room_for(prompt_tokens, max_tokens, models) is not None:
+    if refused_in_the_way(prompt_tokens, max_tokens, models, refused):
         return f"{said}, and it could not run with room for {refused:,}. {SHORTEN_IT}"
     ceiling = int(models.get("model_context") or 0)
     if ceiling and context_needed(prompt_tokens, max_tokens) > ceiling:

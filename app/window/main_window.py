@@ -431,10 +431,10 @@ class MainWindow(MenusMixin, SettingsHostMixin, RoomHostMixin, ModelsHostMixin, 
         if count is None or count.fits:
             self.composer.set_note("")
             return
+        room = self.draft_room_offered()
         max_tokens = self.controller.conversation_settings().max_tokens
         refused = self.controller.refused_room()
-        note = draft_too_long(count.prompt_tokens, max_tokens, self.bridge.status.models, refused)
-        room = self.draft_room_offered()
+        note = draft_too_long(room, count.prompt_tokens, max_tokens, self.bridge.status.models, refused)
         self.composer.set_note(note, f"{room.words()}, then sends the message." if room is not None else "")
 
     def _show_live_context(self) -> None:
