@@ -21,7 +21,7 @@ from PySide6.QtWidgets import QApplication, QDialog
 
 from app import __version__
 from app.system import self_test
-from app.system.cli_process import CLI_FLAG, run_cli
+from core.system.cli_process import CLI_FLAG
 from app.application import create_application
 from app.system.logging_setup import install_excepthook, setup_logging
 from app.first_run import before_main_window, settings_at_start
@@ -117,8 +117,10 @@ def quit_on_terminal_signals(app: QApplication) -> None:
 def main(argv: list[str] | None = None) -> int:
     multiprocessing.freeze_support()
     arguments = sys.argv if argv is None else argv
-    if arguments[1:2] == [CLI_FLAG]:  # a frozen bundle's command-line child (app.system.cli_process)
-        return run_cli(arguments[2:])
+    if arguments[1:2] == [CLI_FLAG]:  # a frozen bundle's command-line child (core.system.cli_process)
+        from core.cli.main import main as cli_main  # only here, in the child
+
+        return cli_main(arguments[2:])
     if self_test.FLAG in arguments[1:]:
         return self_test.main()
     paths = AppPaths.from_env().ensure()

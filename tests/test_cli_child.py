@@ -1,6 +1,6 @@
 """The app starts `specexec` commands (downloads, the link measurement) as child processes: from a source tree
 with `python -m core.cli.main`, and from a frozen bundle, which has no Python to run `-m` with, by starting its
-own executable with `--cli` (app.system.cli_process). Both routes run here as real processes."""
+own executable with `--cli` (core.system.cli_process). Both routes run here as real processes."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from app.system.cli_process import CLI_FLAG, cli_command
+from core.system.cli_process import CLI_FLAG, cli_command
 
 FIXTURE = Path(__file__).parent / "fixtures" / "hw" / "gpu24-ram32-pcie4.json"
 

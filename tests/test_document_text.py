@@ -327,3 +327,16 @@ def test_specexec_text_reads_an_opendocument_text(tmp_path, capsys):
     assert result.returncode == 0
     record = json.loads(result.stdout)
     assert record["name"] == "minutes.odt" and record["text"].startswith("# Minutes\n")
+
+
+def test_what_a_reader_child_said_is_its_text_its_last_reason_or_that_it_could_not_read():
+    """`reader_reply`, as the app and the API server read a `specexec text --json` child: its JSON when it
+    ended well; else its last `error:` line; else (killed, or its output damaged) that the file was not read."""
+    from core.text.document_text import reader_reply
+
+    assert reader_reply(0, b'{"name": "a.pdf", "text": "Hi"}', "", "a.pdf") == ("a.pdf", "Hi")
+    with pytest.raises(DocumentError, match=r"^a.pdf is damaged$"):
+        reader_reply(2, b"", "warning: x\nerror: first\nerror: a.pdf is damaged\n", "a.pdf")
+    for code, out in [(0, b'{"name": "a.pdf"'), (0, b'["a.pdf"]'), (-9, b"")]:
+        with pytest.raises(DocumentError, match=r"^a.pdf could not be read$"):
+            reader_reply(code, out, "Killed", "a.pdf")

@@ -10,6 +10,7 @@ tools are answered; reading calls out of answers is tested on real-format string
 
 from __future__ import annotations
 
+import base64
 import http.client
 import json
 import os
@@ -23,6 +24,8 @@ import openai
 import pytest
 
 from app_fixtures import save_tiny_pair
+from core.text.document_text import fenced
+from test_document_text import write_pdf
 from tool_templates import HERMES_TEMPLATE
 
 pytestmark = pytest.mark.timeout(300)
@@ -391,6 +394,54 @@ def test_langchain_agents_get_answers_tools_bound_and_streams(server):
 
 
 # ----------------------------------------------------------------------------------------------------------
+# Files
+
+
+@pytest.mark.slow
+def test_a_file_sent_with_a_message_is_read_as_the_app_reads_it(client, tool_models, tmp_path):
+    """A PDF in a chat message, as OpenAI's client sends one (a `file` part), and in Responses input: the model
+    reads, token for token, the prompt of the same message with the PDF's text in the block the app would
+    insert for it, and with the same seed answers the same. A file sent by id is refused in words."""
+    pdf = write_pdf(tmp_path / "notes.pdf", ["w20 w21", "w22"]).read_bytes()
+    file_data = f"data:application/pdf;base64,{base64.b64encode(pdf).decode()}"
+    sent = [
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "w10 w11"},
+                {"type": "file", "file": {"filename": "notes.pdf", "file_data": file_data}},
+            ],
+        }
+    ]
+    typed = [{"role": "user", "content": "w10 w11\n" + fenced("notes.pdf", "w20 w21\n\nw22")}]
+    answer = client.chat.completions.create(model="m", messages=sent, max_tokens=4, seed=3)
+    same = client.chat.completions.create(model="m", messages=typed, max_tokens=4, seed=3)
+    assert (
+        answer.usage.prompt_tokens == same.usage.prompt_tokens == local_prompt_tokens(tool_models, {"messages": typed})
+    )
+    assert answer.choices[0].message.content == same.choices[0].message.content
+    response = client.responses.create(
+        model="m",
+        input=[
+            {
+                "role": "user",
+                "content": [
+                    {"type": "input_text", "text": "w10 w11"},
+                    {"type": "input_file", "filename": "notes.pdf", "file_data": file_data},
+                ],
+            }
+        ],
+        max_output_tokens=4,
+    )
+    assert response.usage.input_tokens == answer.usage.prompt_tokens
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": [{"type": "file", "file": {"file_id": "file-1"}}]}]
+        )
+    assert caught.value.code == "unsupported_content" and "send the file itself as 'file_data'" in caught.value.message
+
+
+# ----------------------------------------------------------------------------------------------------------
 # Hardening
 
 
@@ -402,20 +453,29 @@ def test_only_json_bodies_of_a_sane_size_are_read(server):
     huge = json.dumps({"model": "m", "messages": [{"role": "user", "content": "w10 " * 600_000}]})  # 2.4 MB
     status, _, text = post(server, huge, {"Content-Type": "application/json"})
     assert status == 413 and json.loads(text)["error"]["code"] == "request_too_large"
+    # a file may make a body 32 MB longer, the text besides it not
+    with_file = [{"type": "text", "text": "w10 " * 600_000}, {"type": "file", "file": {"file_data": "aGk="}}]
+    status, _, text = post(
+        server,
+        json.dumps({"model": "m", "messages": [{"role": "user", "content": with_file}]}),
+        {"Content-Type": "application/json"},
+    )
+    assert status == 413 and "bytes besides its files" in json.loads(text)["error"]["message"]
 
-    def chunks():  # no Content-Length: the cap holds while the body streams in
-        for _ in range(40):
+    def chunks(count: int):  # no Content-Length: the cap holds while the body streams in
+        for _ in range(count):
             yield b" " * 65536
 
-    connection = connect(server)
-    connection.request(
-        "POST",
-        "/v1/chat/completions",
-        chunks(),
-        {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"},
-        encode_chunked=True,
-    )
-    assert connection.getresponse().status == 413
+    for path, count in [("/v1/completions", 40), ("/v1/chat/completions", 560), ("/v1/responses", 560)]:  # 2.6, 37 MB
+        connection = connect(server)
+        connection.request(
+            "POST",
+            path,
+            chunks(count),
+            {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"},
+            encode_chunked=True,
+        )
+        assert connection.getresponse().status == 413, path
 
 
 @pytest.mark.slow

@@ -5,13 +5,14 @@ reading that takes longer than READ_TIMEOUT_MS is stopped and said."""
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 
 from PySide6.QtCore import QObject, QProcess, QTimer, Signal
 
-from app.system.cli_process import cli_command
+from core.text.document_text import reader_reply
+from core.errors import DocumentError
+from core.system.cli_process import cli_command
 
 log = logging.getLogger(__name__)
 
@@ -54,21 +55,14 @@ class DocumentReading(QObject):
             return
         out = bytes(self.process.readAllStandardOutput())
         errors = bytes(self.process.readAllStandardError()).decode("utf-8", "replace")
-        if code == 0:
-            try:
-                record = json.loads(out)
-                name, text = str(record["name"]), str(record["text"])
-            except (ValueError, KeyError, TypeError) as error:
-                log.warning("the text of %s came unreadable: %s", self.path, error)
-            else:
-                self._end()
-                self.read.emit(name, text)
-                self.done.emit()
-                return
-        said = [line.removeprefix("error: ") for line in errors.splitlines() if line.startswith("error: ")]
-        if not said:
-            log.warning("reading %s ended with code %s: %s", self.path, code, errors[-2000:])
-        self._fail(f"{said[-1]}." if said else f"{self.path.name} could not be read.")
+        try:
+            name, text = reader_reply(code, out, errors, self.path.name)
+        except DocumentError as error:
+            self._fail(f"{error}.")
+            return
+        self._end()
+        self.read.emit(name, text)
+        self.done.emit()
 
     def _error(self, error: QProcess.ProcessError) -> None:
         if error == QProcess.ProcessError.FailedToStart and not self._ended:

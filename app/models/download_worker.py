@@ -17,7 +17,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, QProcess, Signal
 
-from app.system.cli_process import cli_command
+from core.system.cli_process import cli_command
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ What it does, in order, each step failing with a plain reason:
 1. Qt: creates the application on the offscreen platform and builds the main window (with its stylesheet and
    icons) against a temporary data folder, so the installed UI code, Qt plugins and resources are all there.
 2. Command line: runs `specexec hw --json` as a child process the way the wizard starts its downloads
-   (app.system.cli_process: in a frozen bundle, this executable with `--cli`), and reads its JSON; then
+   (core.system.cli_process: in a frozen bundle, this executable with `--cli`), and reads its JSON; then
    `specexec text resources/self-test.pdf --json` and the same for self-test.docx and self-test.odt, the way a
    document added to a message is read (app.chat.document_reading), and checks their words, accents included
    (the readers, pypdf, python-docx and odfdo with lxml, must be bundled, and the child's output is UTF-8
@@ -273,9 +273,9 @@ def check_gpu(log_dir: Path, report=print) -> None:
 
 def cli_child_json(what: str, *arguments: str) -> tuple[subprocess.CompletedProcess, object]:
     """`specexec ARGUMENTS` in a child process started as the app starts its downloads, measurements and
-    document readings (app.system.cli_process), and the JSON it printed (None when it failed or printed none); `what`
+    document readings (core.system.cli_process), and the JSON it printed (None when it failed or printed none); `what`
     names it in the failure when it cannot run at all."""
-    from app.system.cli_process import cli_command
+    from core.system.cli_process import cli_command
 
     program, child_arguments = cli_command(*arguments)
     try:

@@ -3,7 +3,7 @@ the app adds it to a chat message (core.text.document_text). The app reads PDFs 
 command, in a process of its own that it can stop (a damaged file can keep a parser busy).
 
 Plain output is the text itself, exact (UTF-8); `--json` prints {"name": ..., "text": ...}. A file that cannot
-be added exits 2 with the reason on stderr.
+be added exits 2 with the reason on stderr (core.text.document_text.reader_reply reads what such a child said).
 """
 
 from __future__ import annotations

@@ -14,7 +14,8 @@ What a request must pass, in order (each refusal in OpenAI's error format, {"err
 - the API key, `Authorization: Bearer <key>`, unless the server was started without one;
 - a POST says `Content-Type: application/json` (a page cannot send a "simple" text/plain request) and its
   body is at most `max_body_bytes` (413; derived from the model's context length, so a 300 MB body is
-  refused before it is read whole);
+  refused before it is read whole), plus FILE_BODY_BYTES for the files a chat or Responses request may carry
+  (their text is read then, core.server.file_parts: the rest of the body is held to `max_body_bytes`);
 - the queue has room (at most `max_queue` requests waiting besides the one being answered; else 503 with
   Retry-After).
 
@@ -55,6 +56,7 @@ from core.server.event_stream import (
     completion_stream,
     responses_stream,
 )
+from core.server.file_parts import FileRoute, file_data_bytes, file_parts, read_file_parts
 from core.server.gate import OriginGate, check_host, error_response
 from core.server.gateway import EngineGateway, Ticket
 from core.server.keys import key_matches
@@ -68,6 +70,7 @@ KEEPALIVE_S = 5.0  # the longest a stream stays silent (default)
 DEFAULT_MAX_QUEUE = 16
 MIN_BODY_BYTES = 1 << 20
 BODY_BYTES_PER_TOKEN = 64  # JSON-escaped text and tool schemas: far more than any real prompt needs per token
+FILE_BODY_BYTES = 32 << 20  # the files of one request together, in base64 (OpenAI's own limit for file inputs)
 DEFAULT_CONTEXT = 4096  # for the body cap while no model reports its context
 
 
@@ -146,8 +149,9 @@ class OpenAIServer:
                 code="model_not_found",
             )
 
-    async def read_json(self, request: Request) -> object:
-        """The body of a POST, checked for its type and size before and while it is read."""
+    async def read_json(self, request: Request, files: FileRoute | None = None) -> object:
+        """The body of a POST, checked for its type and size before and while it is read; with `files`, the
+        route whose file parts it may hold, with each file read and in its place as text."""
         media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if media_type != "application/json":
             raise E.ApiError(
@@ -156,10 +160,12 @@ class OpenAIServer:
                 f"{media_type or 'no content type'!r})",
                 code="unsupported_media_type",
             )
-        limit = max_body_bytes(int(self.gateway.model_info().get("max_context") or DEFAULT_CONTEXT))
+        text_limit = max_body_bytes(int(self.gateway.model_info().get("max_context") or DEFAULT_CONTEXT))
+        limit = text_limit + (FILE_BODY_BYTES if files else 0)
         too_big = E.ApiError(
             413,
-            f"the request body is larger than {limit:,} bytes, far more than the model's context window can hold",
+            f"the request body is larger than {limit:,} bytes, far more than the model's context window "
+            + (f"and {FILE_BODY_BYTES >> 20} MB of files can hold" if files else "can hold"),
             code="request_too_large",
         )
         declared = request.headers.get("content-length", "")
@@ -179,6 +185,16 @@ class OpenAIServer:
                 400, f"the request body is nested more than {S.MAX_JSON_DEPTH} levels deep", code="invalid_json"
             ) from error
         S.check_tree(decoded)
+        if files:
+            parts = file_parts(decoded, files)
+            if len(body) - file_data_bytes(parts) > text_limit:
+                raise E.ApiError(
+                    413,
+                    f"the request body is larger than {text_limit:,} bytes besides its files, far more than the "
+                    "model's context window can hold",
+                    code="request_too_large",
+                )
+            await read_file_parts(parts)
         return decoded
 
     def check_tools(self, parsed: S.CompletionRequest) -> str | None:
@@ -238,10 +254,10 @@ class OpenAIServer:
         return JSONResponse(R.model_card(asked, self.created, self.gateway.model_info()))
 
     async def chat_completions(self, request: Request) -> Response:
-        return await self._complete(request, S.parse_chat_request)
+        return await self._complete(request, S.parse_chat_request, "chat")
 
     async def completions(self, request: Request) -> Response:
-        return await self._complete(request, S.parse_completion_request)
+        return await self._complete(request, S.parse_completion_request, None)
 
     def prepare(
         self, parsed: S.CompletionRequest, max_tokens_param: str = "max_tokens"
@@ -273,10 +289,15 @@ class OpenAIServer:
         self.check_queue()
         return parsed, tool_format
 
-    async def _complete(self, request: Request, parse: Callable[[object, S.Defaults], S.CompletionRequest]) -> Response:
+    async def _complete(
+        self,
+        request: Request,
+        parse: Callable[[object, S.Defaults], S.CompletionRequest],
+        files: FileRoute | None,
+    ) -> Response:
         self.check_host(request)
         self.check_key(request)
-        parsed, tool_format = self.prepare(parse(await self.read_json(request), self.defaults))
+        parsed, tool_format = self.prepare(parse(await self.read_json(request, files), self.defaults))
         chat = parsed.kind == "chat"
         response_id = R.new_id("chatcmpl" if chat else "cmpl")
         ticket = self.gateway.open(parsed.to_generate(response_id))
@@ -310,7 +331,7 @@ class OpenAIServer:
         as Responses output items, whole or as streaming events."""
         self.check_host(request)
         self.check_key(request)
-        asked = parse_responses_request(await self.read_json(request), self.defaults)
+        asked = parse_responses_request(await self.read_json(request, "responses"), self.defaults)
         parsed, tool_format = self.prepare(asked.completion, "max_output_tokens")
         response_id = R.new_id("resp")
         ticket = self.gateway.open(parsed.to_generate(response_id))

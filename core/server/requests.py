@@ -368,13 +368,14 @@ def _content(message: dict, index: int, optional: bool = False) -> str:
         return content
     if content is None and optional:
         return ""
-    if isinstance(content, list):  # content parts: only text parts can be read by a text model
+    if isinstance(content, list):  # content parts: text (files are text parts by now: core.server.file_parts)
         parts = []
         for part in content:
             if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
+                kind = part.get("type") if isinstance(part, dict) else None
                 raise ApiError(
                     400,
-                    f"messages[{index}].content: only text parts are supported",
+                    f"messages[{index}].content: only text and files can be read by a text model (got {kind!r})",
                     param=f"messages[{index}].content",
                     code="unsupported_content",
                 )

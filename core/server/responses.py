@@ -54,7 +54,8 @@ class ResponsesRequest:
 
 
 def _text_of(content: object, where: str) -> str:
-    """The text of an item's content: a string, or a list of text parts (images and files are refused)."""
+    """The text of an item's content: a string, or a list of text parts (a file is one by now, read by
+    core.server.file_parts; a picture is refused)."""
     if isinstance(content, str):
         return content
     if isinstance(content, list):
@@ -68,7 +69,7 @@ def _text_of(content: object, where: str) -> str:
             else:
                 raise E.ApiError(
                     400,
-                    f"{where}.content[{index}]: only text parts can be read by a text model (got {kind!r})",
+                    f"{where}.content[{index}]: only text and files can be read by a text model (got {kind!r})",
                     param=f"{where}.content",
                     code="unsupported_content",
                 )

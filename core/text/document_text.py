@@ -5,19 +5,23 @@ OpenDocument text's (LibreOffice Writer's .odt) as Markdown through odfdo (Apach
 
 What the file is gets checked before it is read: only regular files (a pipe or a device would never end),
 only up to the limits below, only text; an image, a spreadsheet or an old .doc is refused in words. PDFs,
-Word and OpenDocument files are parsed only in a process of its own (`specexec text FILE`, which the app
-starts): a parser fed a damaged or hostile file can loop or swell, and a process can be stopped where a
-thread cannot.
+Word and OpenDocument files are parsed only in a process of its own (`specexec text FILE --json`, which the app
+and the API server start; `reader_reply` reads what it said): a parser fed a damaged or hostile file can loop
+or swell, and a process can be stopped where a thread cannot.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 import re
 from collections.abc import Iterable
 from pathlib import Path
 
 from core.errors import DocumentError, TextEncodingError
 from core.system.text_files import decode_text
+
+log = logging.getLogger(__name__)
 
 MAX_TEXT_BYTES = 1 << 20  # about 250,000 tokens of text: past every context window of the catalog's models
 MAX_PDF_BYTES = 64 << 20  # scanned pages weigh megabytes each, and hold no text anyway
@@ -35,6 +39,7 @@ NOT_TEXT = "pictures and other files cannot be read: save the text as a .txt fil
 DOCUMENT_KINDS = "a text file, a PDF or a Word or LibreOffice document"
 # how the pictures people try most begin: PNG, JPEG, GIF
 BINARY_STARTS = (b"\x89PNG", b"\xff\xd8\xff", b"GIF8")
+ERROR_LINE = "error: "  # how `specexec` (core.cli.main) starts a failed command's reason on stderr
 # a zip's part that says which Office file it is, and what to do with those that are not Word's
 OFFICE_PARTS = {
     "xl/workbook.xml": "an Excel spreadsheet, which cannot be read: save it as CSV (File > Save As) and add that",
@@ -265,6 +270,26 @@ def _table_text(table) -> str:  # noqa: ANN001 - a docx.table.Table
                 cells.append(" ".join(cell.text.split()))
         rows.append(" | ".join(cells))
     return "\n".join(rows)
+
+
+def reader_reply(code: int, out: bytes, errors: str, name: str) -> tuple[str, str]:
+    """(name, text) from what a `specexec text FILE --json` child printed and its exit code; `name`: the file's,
+    for the words when the child said nothing.
+
+    Raises:
+        DocumentError: the reader's own reason (its last `error:` line), or that `name` could not be read
+            where it ended without one (killed, or its output damaged: logged).
+    """
+    if code == 0:
+        try:
+            record = json.loads(out)
+            return str(record["name"]), str(record["text"])
+        except (ValueError, KeyError, TypeError) as error:
+            log.warning("the text of %s came unreadable: %s", name, error)
+    said = [line.removeprefix(ERROR_LINE) for line in errors.splitlines() if line.startswith(ERROR_LINE)]
+    if not said:
+        log.warning("reading %s ended with code %s: %s", name, code, errors[-2000:])
+    raise DocumentError(said[-1] if said else f"{name} could not be read")
 
 
 # a block `fenced` wrote: its name line, then the fence, the text and the same fence (group 1: the name)

@@ -20,7 +20,7 @@ from PySide6.QtCore import QProcess, Qt, Signal
 from PySide6.QtWidgets import QFrame, QGridLayout, QVBoxLayout, QWidget
 
 from app.system.background import BackgroundCall
-from app.system.cli_process import cli_command
+from core.system.cli_process import cli_command
 from app.system.gpu_check import gpu_refused, linked, read_report, remember_verdict
 from app.system.paths import AppPaths
 from app.models.wizard.plain_page import PlainPage

@@ -1,4 +1,5 @@
-"""Starting a `specexec` command line as a child process of the app, from a source tree or a frozen bundle.
+"""Starting a `specexec` command line as a child process of the app or of its API server (which reads a file
+sent to it through `specexec text`), from a source tree or a frozen bundle.
 
 From a source tree or a pip install the child is `python -m core.cli.main ARGS`. A frozen bundle has no
 Python that could run `-m`: its sys.executable is the bundle's own `specexec-desktop`, which given
@@ -18,10 +19,3 @@ def cli_command(*arguments: str) -> tuple[str, list[str]]:
     if getattr(sys, "frozen", False):
         return sys.executable, [CLI_FLAG, *arguments]
     return sys.executable, ["-m", "core.cli.main", *arguments]
-
-
-def run_cli(arguments: list[str]) -> int:
-    """The `--cli` entry: the command line's own exit status (imports the CLI only here, in the child)."""
-    from core.cli.main import main as cli_main
-
-    return cli_main(arguments)
