@@ -12,7 +12,9 @@ tested against more than our own server's habits:
   conversation over CONTEXT_WORDS words ("maximum context length"), 400 for bad JSON;
 - answers are made of words, one chunk per word, TOKEN_DELAY seconds apart: "You said: <the last user
   message>." then words chosen by the seed, max_tokens words at most (finish_reason "length"), else 24 of
-  them (500 when the message has the word "long");
+  them (500 when the message has the word "long"); a message with the word "think" gets a thinking block
+  first, written into the answer's text as servers without a reasoning parser send it (`<think>Let me
+  see.</think>`, its markers cut across chunks: THINKING_PIECES);
 - GET /_state (no key) tells what happened on the server's side: streams `active` now, `finished`,
   `disconnected` (the client left mid-stream: the server noticed at its next write and stopped), and the
   last request body received.
@@ -38,6 +40,7 @@ MODELS = [
 ]
 STRICT_REFUSES = ("seed", "top_k", "repetition_penalty", "stream_options")
 CONTEXT_WORDS = 400
+THINKING_PIECES = ("<thi", "nk>\nLet me", " see.</th", "ink>\n\n")
 NATURAL_LENGTH = 24
 LONG_LENGTH = 500
 WORDS = (
@@ -76,6 +79,12 @@ class State:
                 "disconnected": self.disconnected,
                 "last_request": self.last_request,
             }
+
+
+def thinking_pieces(body: dict) -> tuple[str, ...]:
+    """The chunks of thinking that come before the answer's words (none unless the message says "think")."""
+    last_user = next((m.get("content", "") for m in reversed(body["messages"]) if m.get("role") == "user"), "")
+    return THINKING_PIECES if "think" in str(last_user).split() else ()
 
 
 def answer_words(body: dict) -> tuple[list[str], str]:
@@ -162,8 +171,9 @@ class Handler(BaseHTTPRequestHandler):
             self._plain(400, f"This model's maximum context length is {CONTEXT_WORDS} tokens")
             return
         words, reason = answer_words(body)
+        pieces = [*thinking_pieces(body), *(word if index == 0 else " " + word for index, word in enumerate(words))]
         if not body.get("stream"):
-            text = " ".join(words)
+            text = "".join(pieces)
             self._json(
                 200,
                 {
@@ -177,9 +187,9 @@ class Handler(BaseHTTPRequestHandler):
                 },
             )
             return
-        self._stream(model, words, reason)
+        self._stream(model, pieces, reason)
 
-    def _stream(self, model: str, words: list[str], reason: str) -> None:
+    def _stream(self, model: str, pieces: list[str], reason: str) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
@@ -190,8 +200,8 @@ class Handler(BaseHTTPRequestHandler):
         outcome = "finished"
         try:
             self.wfile.write(b": keep-alive\n\n")
-            for index, word in enumerate(words):
-                last = index == len(words) - 1
+            for index, piece in enumerate(pieces):
+                last = index == len(pieces) - 1
                 chunk = {
                     "id": "chunk-1",
                     "object": "chat.completion.chunk",
@@ -199,7 +209,7 @@ class Handler(BaseHTTPRequestHandler):
                     "choices": [
                         {
                             "index": 0,
-                            "delta": {"content": word if index == 0 else " " + word},
+                            "delta": {"content": piece},
                             "finish_reason": reason if last else None,
                         }
                     ],

@@ -257,6 +257,26 @@ def test_a_stream_without_usage_or_done_is_a_complete_answer(engine, other):
     assert events[-1].reason == "eos"
 
 
+def test_thinking_a_server_leaves_in_the_answer_comes_apart_from_it(engine):
+    """A server without a reasoning parser sends a thinking model's `<think>` block in the answer's text, its
+    markers cut across chunks: the reasoning reaches the app apart, the answer after it as text; a continued
+    answer's text comes as it is."""
+    engine.load("alpha-7b", wait=True)
+    asked = [{"role": "user", "content": "think first"}]
+    request_id = engine.generate(asked, max_new_tokens=6, seed=3)
+    text, events = drain(engine, request_id)
+    chunks = [e for e in events if isinstance(e, P.TokenChunk)]
+    assert "".join(chunk.reasoning for chunk in chunks) == "Let me see."
+    assert text == " ".join(answer_words({"messages": asked, "seed": 3, "max_tokens": 6})[0])
+    assert not any(chunk.reasoning and chunk.text for chunk in chunks)  # the answer starts after the thought
+    assert isinstance(events[-1], P.Finished) and events[-1].reason == "length"
+    continued = engine.generate(
+        [*asked, {"role": "assistant", "content": "So"}], max_new_tokens=6, continue_final_message=True
+    )
+    text, _events = drain(engine, continued)
+    assert text.startswith("<think>\nLet me see.</think>\n\nYou said:")
+
+
 def test_fields_a_strict_server_refuses_are_dropped_and_remembered(engine, other):
     engine.load("strict-3b", wait=True)
     first = engine.generate(HELLO, max_new_tokens=4, seed=9, top_k=40)

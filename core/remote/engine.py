@@ -8,7 +8,9 @@ unchanged:
   server's context window when it says, else 0), remote (the endpoint's name), url, models (all ids)}; a
   server that cannot be used is an Error(request_id=None) of a remote_* kind with a plain message and hint.
 - `generate` streams POST /chat/completions: TokenChunk per piece of text (token_ids empty: servers send
-  text), then Finished (prompt_tokens and generated_tokens from the stream's usage, 0 when the server does
+  text; a thinking model's reasoning apart, as the server sends it or, from one that leaves it in the answer
+  (vLLM without a reasoning parser, a raw template), read out of a `<think>` block that opens the answer:
+  core.text.reasoning.ReasoningSplitter; a continued answer's text is passed on as it comes), then Finished (prompt_tokens and generated_tokens from the stream's usage, 0 when the server does
   not count). Answers run one at a time, in order, like the engine's. A refused request ends with
   Error(request_id) of a remote_* kind (or context_length); a lost connection (the server stopped or became
   unreachable) is Error(None, "engine_died") like a dead engine process, which ends every request in flight;
@@ -36,6 +38,7 @@ from core.engine import protocol as P
 from core.errors import EngineError, RemoteDroppedError, RemoteError, RemoteRejectedError, RemoteUnreachableError
 from core.remote.endpoint import Endpoint
 from core.remote.http_client import CONNECT_TIMEOUT_S, IDLE_TIMEOUT_S, OpenAICompatibleClient
+from core.text.reasoning import ReasoningSplitter, ThinkingFormat
 
 log = logging.getLogger(__name__)
 _ids = itertools.count(1)
@@ -316,16 +319,21 @@ class RemoteEngine:
                         "pick a model in the model manager",
                     )
                 messages = [{"role": m["role"], "content": m["content"]} for m in request.messages]
+                # a block that opens the answer (not a continued one: its first text may be a space)
+                splitter = None if request.continue_final_message else ReasoningSplitter(ThinkingFormat())
                 async for piece in self._client.stream_chat(self._model, messages, request_options(request)):
-                    if piece.text or piece.reasoning:
-                        self._put(
-                            request_id,
-                            P.TokenChunk(request_id, piece.text, (), time.monotonic(), reasoning=piece.reasoning),
-                        )
+                    text, reasoning = piece.text, piece.reasoning
+                    if splitter is not None and text:
+                        split = splitter.push(text)
+                        text, reasoning = split.content, reasoning + split.reasoning
+                    self._put_text(request_id, text, reasoning)
                     if piece.usage is not None:
                         usage = piece.usage
                     if piece.finish_reason is not None:
                         reason = "length" if piece.finish_reason == "length" else "eos"
+                if splitter is not None:  # what it held back: a marker's possible start, an unclosed block
+                    split = splitter.finish()
+                    self._put_text(request_id, split.content, split.reasoning)
         except asyncio.CancelledError:
             reason = "cancelled"  # Stop: leaving the `async with` closed the stream, so the server stops too
         except (RemoteDroppedError, RemoteUnreachableError) as error:
@@ -347,6 +355,11 @@ class RemoteEngine:
         """Report an event of a request still listed (a dropped one reports nothing more)."""
         if request_id in self._tasks:
             self._events.put(event)
+
+    def _put_text(self, request_id: str, text: str, reasoning: str) -> None:
+        """Report a piece of the answer, unless it is empty (the splitter may hold a whole piece back)."""
+        if text or reasoning:
+            self._put(request_id, P.TokenChunk(request_id, text, (), time.monotonic(), reasoning=reasoning))
 
     def _connection_lost(self, error: RemoteError) -> None:
         """Report the loss once, like a dead engine process, and drop every other answer."""
