@@ -144,3 +144,17 @@ def test_files_the_reader_refuses_are_said_in_its_words(tmp_path):
 )
 def test_the_name_a_file_is_written_under_is_never_a_path_or_a_device(name, on_disk):
     assert disk_name(name) == on_disk
+
+
+def test_a_text_part_that_is_not_text_before_a_file_is_left_for_the_parser_to_name():
+    """The file is read and put on its own line whatever the parts before it hold; the parser then refuses the
+    part that is not text (a 400 naming it, not a server error)."""
+    from core.server.requests import Defaults, parse_chat_request
+
+    body = read(chat_body({"type": "text", "text": 5}, file_part("a.txt", "aGk=")))
+    assert body["messages"][1]["content"][1] == {"type": "text", "text": fenced("a.txt", "hi")}
+    with pytest.raises(ApiError, match="a text part's 'text' must be a string") as caught:
+        parse_chat_request(body, Defaults())
+    assert caught.value.status == 400 and caught.value.param == "messages[1].content"
+    with pytest.raises(ApiError, match=r"only text and files can be read by a text model \(got 'image_url'\)"):
+        parse_chat_request(chat_body({"type": "image_url", "image_url": {"url": "x"}}), Defaults())

@@ -10,9 +10,9 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, QProcess, QTimer, Signal
 
-from core.text.document_text import reader_reply
 from core.errors import DocumentError
 from core.system.cli_process import cli_command
+from core.text.document_text import reader_reply
 
 log = logging.getLogger(__name__)
 

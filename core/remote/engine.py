@@ -10,11 +10,11 @@ unchanged:
 - `generate` streams POST /chat/completions: TokenChunk per piece of text (token_ids empty: servers send
   text; a thinking model's reasoning apart, as the server sends it or, from one that leaves it in the answer
   (vLLM without a reasoning parser, a raw template), read out of a `<think>` block that opens the answer:
-  core.text.reasoning.ReasoningSplitter; a continued answer's text is passed on as it comes), then Finished (prompt_tokens and generated_tokens from the stream's usage, 0 when the server does
-  not count). Answers run one at a time, in order, like the engine's. A refused request ends with
-  Error(request_id) of a remote_* kind (or context_length); a lost connection (the server stopped or became
-  unreachable) is Error(None, "engine_died") like a dead engine process, which ends every request in flight;
-  `restart()` connects again.
+  core.text.reasoning.ReasoningSplitter; a continued answer's text is passed on as it comes), then Finished
+  (prompt_tokens and generated_tokens from the stream's usage, 0 when the server does not count). Answers
+  run one at a time, in order, like the engine's. A refused request ends with Error(request_id) of a remote_*
+  kind (or context_length); a lost connection (the server stopped or became unreachable) is Error(None,
+  "engine_died") like a dead engine process, which ends every request in flight; `restart()` connects again.
 - `cancel` closes the stream (the server sees the client leave and stops); Finished(reason="cancelled").
 
 The HTTP work runs in an asyncio loop on a daemon thread owned by this object; the public methods are meant

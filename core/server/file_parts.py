@@ -117,7 +117,9 @@ async def read_file_parts(parts: list[FilePart]) -> None:
                 code="storage_error",
             ) from error
         block = fenced(name, text)
-        before = "".join(p["text"] for p in part.content[: part.index] if isinstance(p, dict) and "text" in p)
+        before = "".join(
+            p["text"] for p in part.content[: part.index] if isinstance(p, dict) and isinstance(p.get("text"), str)
+        )
         if before and not before.endswith("\n"):
             block = "\n" + block  # on a line of its own, as the app puts a file at the cursor
         part.content[part.index] = {"type": part.text_type, "text": block}

@@ -373,6 +373,13 @@ def _content(message: dict, index: int, optional: bool = False) -> str:
         for part in content:
             if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
                 kind = part.get("type") if isinstance(part, dict) else None
+                if kind == "text":
+                    raise ApiError(
+                        400,
+                        f"messages[{index}].content: a text part's 'text' must be a string",
+                        param=f"messages[{index}].content",
+                        code="invalid_type",
+                    )
                 raise ApiError(
                     400,
                     f"messages[{index}].content: only text and files can be read by a text model (got {kind!r})",
