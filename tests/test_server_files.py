@@ -158,3 +158,19 @@ def test_a_text_part_that_is_not_text_before_a_file_is_left_for_the_parser_to_na
     assert caught.value.status == 400 and caught.value.param == "messages[1].content"
     with pytest.raises(ApiError, match=r"only text and files can be read by a text model \(got 'image_url'\)"):
         parse_chat_request(chat_body({"type": "image_url", "image_url": {"url": "x"}}), Defaults())
+
+
+def test_a_reading_that_takes_too_long_is_stopped_and_said(tmp_path, monkeypatch):
+    """The reader's child is killed at the limit (here shorter than starting it takes) and the request gets a
+    400 saying what to try; the temporary folder goes with it."""
+    import tempfile
+
+    from core.server import file_parts
+
+    monkeypatch.setattr(file_parts, "READ_TIMEOUT_S", 0.001)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    pdf = write_pdf(tmp_path / "big.pdf", ["Page one"]).read_bytes()
+    error = refused(chat_body(file_part("big.pdf", data_url(pdf))))
+    assert error.code == "unreadable_file" and "reading big.pdf took longer than" in error.message
+    assert "was stopped: the file may be damaged" in error.message
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["big.pdf"]  # no specexec-file-* folder left
