@@ -57,7 +57,8 @@ def file_parts(body: object, route: FileRoute) -> list[FilePart]:
     what is wrong with it)."""
     if not isinstance(body, dict):
         return []
-    items = body.get("messages" if route == "chat" else "input")
+    field = "messages" if route == "chat" else "input"
+    items = body.get(field)
     if not isinstance(items, list):
         return []
     found = []
@@ -71,7 +72,7 @@ def file_parts(body: object, route: FileRoute) -> list[FilePart]:
         for index, part in enumerate(content):
             if not isinstance(part, dict):
                 continue
-            where = f"{'messages' if route == 'chat' else 'input'}[{item_index}].{key}[{index}]"
+            where = f"{field}[{item_index}].{key}[{index}]"
             if route == "chat" and part.get("type") == "file":
                 fields = part.get("file")
                 if not isinstance(fields, dict):
@@ -83,7 +84,7 @@ def file_parts(body: object, route: FileRoute) -> list[FilePart]:
         raise ApiError(
             400,
             f"the request holds {len(found)} files, more than the {MAX_FILES} read in one request: send fewer",
-            param="messages" if route == "chat" else "input",
+            param=field,
             code="too_many_files",
         )
     return found
@@ -117,12 +118,19 @@ async def read_file_parts(parts: list[FilePart]) -> None:
                 code="storage_error",
             ) from error
         block = fenced(name, text)
-        before = "".join(
-            p["text"] for p in part.content[: part.index] if isinstance(p, dict) and isinstance(p.get("text"), str)
-        )
-        if before and not before.endswith("\n"):
+        if not _line_ended(part.content, part.index):
             block = "\n" + block  # on a line of its own, as the app puts a file at the cursor
         part.content[part.index] = {"type": part.text_type, "text": block}
+
+
+def _line_ended(content: list[Any], index: int) -> bool:
+    """Whether the text of the parts before `index` (joined, as the parser joins them) is empty or ends a line:
+    the last of them that holds text says."""
+    for part in reversed(content[:index]):
+        text = part.get("text") if isinstance(part, dict) else None
+        if isinstance(text, str) and text:
+            return text.endswith("\n")
+    return True
 
 
 def _name_and_bytes(part: FilePart) -> tuple[str, bytes]:
@@ -180,9 +188,9 @@ def disk_name(name: str) -> str:
     letters, digits and plain punctuation, up to MAX_DISK_NAME characters."""
     safe = UNSAFE_NAME_CHARACTERS.sub("_", name.replace("\\", "/").rsplit("/", 1)[-1])
     safe = safe.strip(" .")[:MAX_DISK_NAME].strip(" .")
-    if not safe or is_windows_device(safe):
-        return f"{DEFAULT_NAME}-{safe}" if safe else DEFAULT_NAME
-    return safe
+    if not safe:
+        return DEFAULT_NAME
+    return f"{DEFAULT_NAME}-{safe}" if is_windows_device(safe) else safe
 
 
 def _read(name: str, data: bytes) -> str:
