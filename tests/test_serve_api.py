@@ -524,7 +524,8 @@ def _open_stream(
 @pytest.mark.slow
 def test_a_waiting_stream_hears_its_place_and_a_full_queue_says_when_to_retry(server):
     """With --max-queue 1: one request answered, one waiting (its stream's keep-alive comments say it is
-    queued behind one), and a third refused with 503 and Retry-After."""
+    queued behind one), and a third refused with 503 and Retry-After; one with a file is refused so before its
+    file is read (a damaged PDF: read, it would be the reader's 400)."""
     running, running_body = _open_stream(server, max_tokens=4000)
     running_body.readline()
     waiting, waiting_body = _open_stream(server, max_tokens=2)
@@ -537,6 +538,11 @@ def test_a_waiting_stream_hears_its_place_and_a_full_queue_says_when_to_retry(se
         )
         assert status == 503 and json.loads(text)["error"]["code"] == "queue_full"
         assert 1 <= int(headers["Retry-After"]) <= 300
+        damaged = base64.b64encode(b"%PDF-1.7 not really").decode()
+        file = {"type": "file", "file": {"filename": "a.pdf", "file_data": f"data:application/pdf;base64,{damaged}"}}
+        with_file = {"model": "m", "messages": [{"role": "user", "content": [file]}]}
+        status, _, text = post(server, json.dumps(with_file), {"Content-Type": "application/json"})
+        assert status == 503 and json.loads(text)["error"]["code"] == "queue_full", text
     finally:
         for connection in (running, waiting):
             connection.sock.close()

@@ -151,7 +151,9 @@ class OpenAIServer:
 
     async def read_json(self, request: Request, files: FileRoute | None = None) -> object:
         """The body of a POST, checked for its type and size before and while it is read; with `files`, the
-        route whose file parts it may hold, with each file read and in its place as text."""
+        route whose file parts it may hold, with each file read and in its place as text (only while the queue
+        has room: a reading may take a child process a minute, which a request refused anyway should not cost;
+        `prepare` checks the queue again, since it may have filled meanwhile)."""
         media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if media_type != "application/json":
             raise E.ApiError(
@@ -194,6 +196,8 @@ class OpenAIServer:
                     "model's context window can hold",
                     code="request_too_large",
                 )
+            if parts:
+                self.check_queue()
             await read_file_parts(parts)
         return decoded
 
