@@ -87,6 +87,7 @@ def test_chat_request_defaults_roles_and_content_parts():
         ({"messages": USER, "n": 2}, "n"),
         ({"messages": USER, "tools": [{"type": "function"}]}, "tools[0]"),
         ({"messages": USER, "method": "beam"}, "method"),
+        ({"messages": [{"role": {"name": "user"}, "content": "hi"}]}, "messages[0].role"),  # not hashable
         ({"messages": USER, "continue_final_message": True}, "messages"),  # no answer at the end to go on with
         ({"messages": [*USER, ANSWER], "continue_final_message": 1}, "continue_final_message"),
         (
@@ -558,6 +559,8 @@ def test_responses_requests_become_the_chat_the_model_reads():
             "chat_template_kwargs",
         ),
         ({"input": "hi", "instructions": 3}, "instructions"),
+        ({"input": "hi", "reasoning": "high"}, "reasoning"),
+        ({"input": "hi", "reasoning": {"effort": ["high"]}}, "reasoning.effort"),
         ([], None),
     ],
 )

@@ -400,7 +400,7 @@ def _message(message: object, index: int, call_names: dict[str, str]) -> dict[st
     """One checked message in the form chat templates read; `call_names` maps earlier call ids to names."""
     where = f"messages[{index}]"
     role = message.get("role") if isinstance(message, dict) else None
-    if role not in CHAT_ROLES:
+    if not isinstance(role, str) or role not in CHAT_ROLES:
         raise ApiError(
             400,
             f"{where}.role must be one of {', '.join(CHAT_ROLES)}, got {role!r}",

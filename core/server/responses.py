@@ -229,6 +229,14 @@ def parse_responses_request(body: object, defaults: S.Defaults) -> ResponsesRequ
         if value is not None:
             chat_body[key] = value
     reasoning = body.get("reasoning")
+    if not isinstance(reasoning, (dict, type(None))):
+        raise E.ApiError(
+            400, '\'reasoning\' must be an object such as {"effort": "low"}', param="reasoning", code="invalid_type"
+        )
+    if not isinstance((reasoning or {}).get("effort"), (str, type(None))):
+        raise E.ApiError(
+            400, "'reasoning.effort' must be a string such as \"low\"", param="reasoning.effort", code="invalid_type"
+        )
     template_kwargs = body.get("chat_template_kwargs")  # checked with the chat request
     if (
         isinstance(reasoning, dict)
