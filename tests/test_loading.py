@@ -368,6 +368,7 @@ def test_a_config_of_another_layer_count_is_refused_before_the_model_is_built(tm
         ({"num_key_value_heads": 3}, "has 4 attention heads and 3 key-value heads, which no model has"),
         ({"rms_norm_eps": -1}, "gives rms_norm_eps as -1, which no model has"),
         ({"rope_parameters": {"rope_type": "default", "rope_theta": float("nan")}}, "rope_parameters.rope_theta"),
+        ({"quantization_config": False}, "gives quantization_config as False, where a model has a group of settings"),
     ],
 )
 @pytest.mark.parametrize("offload", ["off", "on"])
@@ -391,14 +392,26 @@ def test_a_config_with_sizes_no_model_has_is_refused_in_words_at_import_and_load
     assert words in str(info.value)
 
 
-def test_a_config_transformers_cannot_read_is_blamed_on_the_config_not_the_tokenizer(tmp_path, tiny_folder):
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        ({"dtype": "float128"}, "float128"),
+        ({"use_cache": 100000}, "Field 'use_cache' expected bool, got int"),  # transformers 5 says it in 2 lines
+        ({"hidden_act": "int8"}, "names the activation 'int8', which transformers does not have"),  # was a KeyError
+    ],
+)
+def test_a_config_transformers_cannot_read_is_blamed_on_the_config_not_the_tokenizer(
+    tmp_path, tiny_folder, change, words
+):
     folder = copy_of(tiny_folder, tmp_path)
     config = json.loads((folder / "config.json").read_text())
-    (folder / "config.json").write_text(json.dumps({**config, "dtype": "float128"}))
+    (folder / "config.json").write_text(json.dumps({**config, **change}))
     for offload in ("off", "on"):  # the offloaded and 4-bit loaders read the tokenizer before their weights
         with pytest.raises(ModelFormatError, match="transformers cannot read the config of model") as info:
             load_model(str(folder), device="cpu", offload=OffloadSettings(mode=offload))
-        assert "tokenizer" not in str(info.value)
+        message = str(info.value)
+        assert words in message and message.endswith("copy or download the model's config.json again")
+        assert "tokenizer" not in message and "\n" not in message
 
 
 def test_a_draft_that_scores_more_tokens_than_its_target_is_refused(tmp_path):

@@ -74,13 +74,17 @@ SIZE_FIELDS = (
 NULLABLE_SIZES = ("head_dim", "num_key_value_heads")  # null: derived from the other sizes
 # Numbers that must be above 0 and finite where given (at the top level, or in transformers 5's rope_parameters).
 NUMBER_FIELDS = ("rope_theta", "rms_norm_eps")
+# Groups of settings that must be JSON objects where given (transformers calls their methods: `false` was an
+# AttributeError blamed on the weights).
+GROUP_FIELDS = ("quantization_config", "text_config", "rope_parameters", "rope_scaling")
 
 
 def check_config_sizes(config: dict, folder: Path) -> None:
     """A config.json's sizes are whole numbers above 0, its query heads share its key-value heads evenly, and
     its rotary base and norm epsilon are numbers above 0: checked on the file's own values, before transformers
     reads it (which divides by some: a zero was a ZeroDivisionError blamed on the tokenizer) or builds a model
-    of them (a negative size was a traceback; a NaN base answered garbage). Raises ModelFormatError in words."""
+    of them (a negative size was a traceback; a NaN base answered garbage); its groups of settings are objects.
+    Raises ModelFormatError in words."""
 
     def broken(what: str) -> ModelFormatError:
         return ModelFormatError(
@@ -94,8 +98,10 @@ def check_config_sizes(config: dict, folder: Path) -> None:
         value = config[name]
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise broken(f"gives {name} as {value!r}, which no model has")
-    rope = config.get("rope_parameters")
-    rope = rope if isinstance(rope, dict) else {}
+    for name in GROUP_FIELDS:
+        if config.get(name) is not None and not isinstance(config[name], dict):
+            raise broken(f"gives {name} as {config[name]!r}, where a model has a group of settings")
+    rope = config.get("rope_parameters") or {}
     numbers = {name: config[name] for name in NUMBER_FIELDS if name in config}
     numbers |= {f"rope_parameters.{name}": rope[name] for name in NUMBER_FIELDS if name in rope}
     for name, value in numbers.items():

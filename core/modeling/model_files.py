@@ -66,18 +66,27 @@ def read_folder_config(folder: Path) -> dict:
 def transformers_config(folder: Path, name: str):
     """transformers' config of a model folder (its defaults filled in, derived fields such as Qwen's
     `layer_types` computed), of a family the engine runs. Raises ModelFormatError, in words, when transformers
-    cannot read it, UnsupportedArchitectureError for another family."""
+    cannot read it or it names an activation transformers does not have (which transformers only finds when
+    it builds the model: a KeyError blamed on the weights), UnsupportedArchitectureError for another family."""
     from transformers import AutoConfig
+    from transformers.activations import ACT2FN
+
+    def broken(what: str) -> ModelFormatError:
+        return ModelFormatError(
+            f"transformers cannot read the config of {name} ({folder / 'config.json'}): {what}: copy or download "
+            "the model's config.json again"
+        )
 
     try:
         config = AutoConfig.from_pretrained(folder, local_files_only=True)
     except (SpecExecError, MemoryError):
         raise
-    except Exception as error:
-        raise ModelFormatError(
-            f"transformers cannot read the config of {name} ({folder / 'config.json'}): {type(error).__name__}: {error}"
-        ) from error
+    except Exception as error:  # transformers 5's field checks say which field, over several lines
+        raise broken(" ".join(f"{type(error).__name__}: {error}".split())) from error
     check_architecture(config.model_type)
+    activation = getattr(config, "hidden_act", None)
+    if isinstance(activation, str) and activation not in ACT2FN:
+        raise broken(f"it names the activation {activation!r}, which transformers does not have")
     return config
 
 
