@@ -103,6 +103,27 @@ def test_bad_values_fall_back_to_defaults_field_by_field(tmp_path):
     )
 
 
+def test_a_damaged_settings_file_is_said_in_the_log_in_a_few_words(tmp_path, caplog):
+    """A value a megabyte long, a theme that is a list, and thousands of unknown keys: each is said shortly (the
+    log is read by people and sent with bug reports), with the choices a setting has."""
+    path = tmp_path / "settings.json"
+    unknown = {f"key{index}": index for index in range(5000)}
+    path.write_text(json.dumps({"target": 5, "offload": "x" * 1_000_000, "theme": ["dark"], **unknown}))
+    with caplog.at_level("INFO", logger="app.settings.schema"):
+        settings = load_settings(path)
+    assert (settings.target, settings.offload, settings.theme) == ("builtin", Offload.AUTO, Theme.SYSTEM)
+    said = [record.getMessage() for record in caplog.records]
+    assert all(len(message) < 300 for message in said), said
+
+    def line(start: str) -> str:
+        return next(message for message in said if message.startswith(start))
+
+    assert "expected one of auto, on, off" in line("setting AppSettings.offload=")
+    assert "expected one of system, light, dark" in line("setting AppSettings.theme=")
+    assert "expected text" in line("setting AppSettings.target=")
+    assert line("ignoring 5000 unknown settings of AppSettings")
+
+
 def test_broken_settings_file_is_set_aside(tmp_path):
     path = tmp_path / "settings.json"
     path.write_text("{not json")

@@ -14,6 +14,7 @@ import json
 import logging
 import math
 import os
+import reprlib
 import typing
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -240,11 +241,13 @@ def from_dict(cls: type, data: object) -> Any:
         raw, hint = data[f.name], hints[f.name]
         try:
             values[f.name] = _coerce(raw, hint)
-        except (TypeError, ValueError) as error:
-            log.warning("setting %s.%s=%r is invalid (%s): using the default", cls.__name__, f.name, raw, error)
+        except (TypeError, ValueError) as error:  # the value shortened: a damaged file must not flood the log
+            log.warning(
+                "setting %s.%s=%s is invalid (%s): using the default", cls.__name__, f.name, reprlib.repr(raw), error
+            )
     unknown = set(data) - {f.name for f in dataclasses.fields(cls)}
     if unknown:
-        log.info("ignoring unknown settings of %s: %s", cls.__name__, ", ".join(sorted(unknown)))
+        log.info("ignoring %d unknown settings of %s: %s", len(unknown), cls.__name__, reprlib.repr(sorted(unknown)))
     return cls(**values)
 
 
@@ -255,7 +258,9 @@ def _coerce(raw: object, hint: Any) -> Any:
         (item,) = typing.get_args(hint)
         return [_coerce(value, item) for value in raw]
     if isinstance(hint, type) and issubclass(hint, StrEnum):
-        return hint(raw)  # ValueError for an unknown string
+        if not isinstance(raw, str) or raw not in {choice.value for choice in hint}:
+            raise ValueError(f"expected one of {', '.join(choice.value for choice in hint)}")
+        return hint(raw)
     if dataclasses.is_dataclass(hint):
         return from_dict(hint, raw)
     if hint is bool:
