@@ -333,6 +333,21 @@ def test_a_chat_template_that_is_not_text_is_refused_at_load(tmp_path, tiny_fold
         load_model(str(folder), device="cpu")
 
 
+@pytest.mark.parametrize("file", ["config.json", "model.safetensors"])
+def test_a_model_file_nested_thousands_deep_is_refused_in_words_at_import_and_load(tmp_path, tiny_folder, file):
+    """JSON nested deeper than Python's recursion limit was a RecursionError out of the import and the load."""
+    from core.models.importing import check_model_folder
+
+    folder = copy_of(tiny_folder, tmp_path)
+    deep = b'{"model_type": "llama", "x": ' + b"[" * 5000 + b"]" * 5000 + b"}"
+    if file == "model.safetensors":  # the header of a safetensors file is JSON too
+        deep = len(deep).to_bytes(8, "little") + deep
+    (folder / file).write_bytes(deep)
+    for check in (lambda: check_model_folder(folder), lambda: load_model(str(folder), device="cpu")):
+        with pytest.raises(ModelFormatError, match="damaged|not valid JSON|cannot be read as a safetensors"):
+            check()
+
+
 def test_unsupported_architecture_fails_before_any_weight_is_read(tmp_path):
     folder = tmp_path / "gpt2-ish"
     folder.mkdir()

@@ -32,7 +32,7 @@ from core.errors import (
 from core.remote.check import check_endpoint
 from core.remote.endpoint import Endpoint, normalise_base_url
 from core.remote.engine import RemoteEngine
-from core.remote.wire import error_from_body, parse_chunk, parse_model_list, refused_field
+from core.remote.wire import decode_body, error_from_body, parse_chunk, parse_model_list, refused_field
 from other_openai_server import answer_words
 from remote_servers import other_server, server_state, stop, wait_until
 
@@ -191,6 +191,8 @@ def test_error_answers_become_plain_words():
     assert refused_field({"error": {"message": "bad", "param": "seed"}}, ["seed", "top_k"]) == "seed"
     assert refused_field("unsupported parameter: top_k", ["seed", "top_k"]) == "top_k"
     assert refused_field("top_kx is wrong", ["top_k"]) is None
+    nested = b"[" * 5000  # json.loads alone: a RecursionError out of the client
+    assert decode_body(nested) == nested.decode() and error_from_body(decode_body(nested), 500, "box").kind
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -88,6 +88,21 @@ def test_chat_request_defaults_roles_and_content_parts():
         ({"messages": USER, "tools": [{"type": "function"}]}, "tools[0]"),
         ({"messages": USER, "method": "beam"}, "method"),
         ({"messages": [{"role": {"name": "user"}, "content": "hi"}]}, "messages[0].role"),  # not hashable
+        (  # arguments nested 5,000 deep in their string: a RecursionError, a server error
+            {
+                "messages": [
+                    *USER,
+                    {
+                        "role": "assistant",
+                        "content": None,
+                        "tool_calls": [
+                            {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "[" * 5000}}
+                        ],
+                    },
+                ]
+            },
+            "messages[1].tool_calls[0]",
+        ),
         ({"messages": USER, "continue_final_message": True}, "messages"),  # no answer at the end to go on with
         ({"messages": [*USER, ANSWER], "continue_final_message": 1}, "continue_final_message"),
         (

@@ -18,6 +18,7 @@ from core.tools.config import (
     read_config_file,
 )
 from core.tools.connection import MAX_RESULT_CHARS, ServerConnection
+from core.tools.loop import read_calls
 from core.tools.toolbox import Toolbox, model_name
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -83,6 +84,7 @@ def test_the_common_mcpservers_shape_is_read():
         (json.dumps({"mcpServers": {"a": {"url": "http://h/sse", "type": "sse"}}}), "SSE transport is not supported"),
         (json.dumps({"mcpServers": {f"s{i}": {"command": "a"} for i in range(65)}}), "more than 64"),
         ("{" + " " * MAX_CONFIG_BYTES + "}", "larger than"),
+        ('{"mcpServers": ' + "[" * 5000, "not valid JSON .*nested more than"),  # was a RecursionError
     ],
 )
 def test_hostile_settings_are_refused_in_plain_words(text, words):
@@ -201,6 +203,10 @@ def test_a_toolbox_keeps_the_servers_that_start():
         definition = next(d for d in toolbox.definitions() if d["function"]["name"] == "add")
         assert definition["type"] == "function" and definition["function"]["parameters"]["required"] == ["a", "b"]
         assert toolbox.call("add", {"a": 20, "b": 22}).text == "42"
+        deep = "[" * 5000 + "]" * 5000  # a small model looping on a bracket: a RecursionError once
+        answer = f'<tool_call>\n{{"name": "add", "arguments": {deep}}}\n</tool_call>'
+        _, (call,) = read_calls(answer, "hermes", toolbox)
+        assert (call.name, call.arguments, call.problem) == ("add", None, "The arguments must be a JSON object.")
     finally:
         toolbox.close()
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from app.conversations.store import COMPLETE, FAILED, INTERRUPTED, STOPPED, STREAMING, Message
 from core.errors import TextEncodingError
+from core.system import json_text
 from core.system.text_files import decode_text
 
 MAX_IMPORT_BYTES = 64 << 20  # an export of a very long chat is a few megabytes
@@ -59,8 +60,8 @@ def read_export(path: Path) -> ImportedChat:
     if len(data) > MAX_IMPORT_BYTES:  # it grew since its size was read
         raise ChatImportError(f"{name} is larger than a chat export ({MAX_IMPORT_BYTES >> 20} MB at most)")
     try:
-        record = json.loads(decode_text(data, name))
-    except (TextEncodingError, ValueError, RecursionError) as error:
+        record = json_text.loads(decode_text(data, name))
+    except (TextEncodingError, ValueError) as error:
         raise ChatImportError(f"{name} is {NOT_AN_EXPORT}: it is not JSON") from error
     return parse_export(record, name)
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import DiskWriteError, DoctorReportError
+from core.system import json_text
 from core.system.disk import why_write_failed, write_text_atomically
 
 SCHEMA_VERSION = 1
@@ -147,7 +148,7 @@ def load_report(path: str | os.PathLike[str]) -> DoctorReport:
     """Raises DoctorReportError when the file is missing, unreadable or not a report."""
     source = Path(path)
     try:
-        data = json.loads(source.read_text(encoding="utf-8"))
+        data = json_text.loads(source.read_text(encoding="utf-8"))
     except FileNotFoundError as error:
         raise DoctorReportError(f"no doctor report at {source}: run `specexec doctor` first") from error
     except (OSError, ValueError) as error:

@@ -7,13 +7,13 @@ card on PCIe 3 from a machine that has no GPU at all.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from core.errors import HardwareDescriptionError
+from core.system import json_text
 from core.system.env import HW_FIXTURE_ENV
 from core.system.text_files import read_text_file
 
@@ -118,7 +118,7 @@ def load_description(path: str | Path) -> HardwareDescription:
     """A hardware description from a JSON file. Raises HardwareDescriptionError."""
     source = Path(path).expanduser()
     try:
-        data = json.loads(read_text_file(source))
+        data = json_text.loads(read_text_file(source))
     except FileNotFoundError as error:
         raise HardwareDescriptionError(f"hardware description file {source} does not exist") from error
     except (OSError, ValueError) as error:  # ValueError: not JSON, or not text

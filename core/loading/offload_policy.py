@@ -16,6 +16,7 @@ from core.loading.offload_settings import OffloadSettings
 from core.modeling.model_files import LoadedModel, end_token_ids, load_tokenizer
 from core.offload.gptq_loader import is_quantized_folder
 from core.planning.sizes import format_bytes
+from core.system import json_text
 
 GIB = 1024**3
 # Share of free VRAM a fully resident 16-bit target may take under `auto`: the rest is for the draft,
@@ -57,9 +58,7 @@ def load_offloaded_folder(
 
     resident = settings.resident_layers
     if settings.mode == "off":
-        import json
-
-        resident = json.loads((folder / "config.json").read_text(encoding="utf-8"))["num_hidden_layers"]
+        resident = json_text.loads((folder / "config.json").read_text(encoding="utf-8"))["num_hidden_layers"]
     budget = int(settings.vram_budget_gb * GIB) if settings.vram_budget_gb is not None else None
     last_percent = [-1]
 

@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 
 from core.errors import UnsupportedArchitectureError
+from core.system import json_text
 
 # config.json layer kinds that carry a recurrent state, in words for people
 RECURRENT_KINDS = {
@@ -86,7 +87,7 @@ def check_attention_only(folder: str | Path) -> None:
     checks say so in their own words)."""
     path = Path(folder) / "config.json"
     try:
-        config = json.loads(path.read_text(encoding="utf-8"))
+        config = json_text.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return
     if not isinstance(config, dict):

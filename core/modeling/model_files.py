@@ -18,10 +18,11 @@ from typing import Callable, Iterator
 
 import torch
 
+from core.errors import DamagedModelError, ModelFormatError, ModelNotFoundError, SpecExecError
 from core.modeling.causal_lm import CausalLM
 from core.modeling.families import check_architecture, check_config_family, context_limit
-from core.errors import DamagedModelError, ModelFormatError, ModelNotFoundError, SpecExecError
 from core.modeling.model_format import SAFETENSORS_INDEX, weight_files
+from core.system import json_text
 
 try:  # only for type annotations; transformers is imported lazily (it takes seconds)
     from transformers import PreTrainedTokenizerBase
@@ -56,7 +57,7 @@ def read_folder_config(folder: Path) -> dict:
             "tokenizer files and *.safetensors weights (or pass a .gguf file instead)"
         )
     try:
-        config = json.loads(config_path.read_text(encoding="utf-8"))
+        config = json_text.loads(config_path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise ModelFormatError(f"{config_path} is not valid JSON ({error}): re-download the model") from error
     check_config_family(config, folder)
@@ -94,7 +95,7 @@ def checkpoint_dtype(folder: Path) -> str | None:
     """The dtype a model folder's config.json says its weights are stored in ("dtype" or the older
     "torch_dtype"), or None when it does not say."""
     try:
-        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        config = json_text.loads((folder / "config.json").read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return None
     value = config.get("dtype", config.get("torch_dtype")) if isinstance(config, dict) else None
@@ -381,7 +382,7 @@ def generation_end_ids(folder: Path) -> object:
     The file only holds defaults for sampling, which the engine takes from its own settings, so a damaged one
     costs its end tokens, not the load (transformers' reader would fail the load over a file that is a list)."""
     try:
-        settings = json.loads((folder / "generation_config.json").read_text(encoding="utf-8"))
+        settings = json_text.loads((folder / "generation_config.json").read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return None
     return settings.get("eos_token_id") if isinstance(settings, dict) else None

@@ -29,6 +29,7 @@ from core.errors import DamagedModelError, ModelFormatError, UnsupportedFormatEr
 from core.modeling.families import check_architecture, gguf_model_type
 from core.modeling.hybrid_layers import check_attention_only
 from core.planning.sizes import format_bytes
+from core.system import json_text
 
 _LAYER_NAME = re.compile(r"^model\.layers\.(\d+)\.")  # a decoder layer's tensors in a checkpoint
 
@@ -122,7 +123,7 @@ def refuse(folder: Path, what: str, detail: str = "") -> UnsupportedFormatError:
 
 def _json(path: Path) -> object:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json_text.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise ModelFormatError(f"{path} is not valid JSON ({error}): download it again") from error
 
@@ -378,7 +379,7 @@ def safetensors_header(path: Path) -> dict:
             (length,) = struct.unpack("<Q", start)
             if length > size - 8 or length > 100 * 1024**2:
                 raise DamagedModelError(f"{path} is cut short (its header is incomplete): download it again")
-            header = json.loads(handle.read(length))
+            header = json_text.loads(handle.read(length))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise DamagedModelError(f"{path} cannot be read as a safetensors file ({error}): download it again") from error
     if not isinstance(header, dict):
@@ -435,7 +436,7 @@ def check_layer_count(folder: Path, tensor_names: set[str]) -> None:
     the weights name no layer: other checks speak to those)."""
     held = {int(match.group(1)) for name in tensor_names if (match := _LAYER_NAME.match(name))}
     try:
-        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        config = json_text.loads((folder / "config.json").read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return
     declared = config.get("num_hidden_layers") if isinstance(config, dict) else None

@@ -29,6 +29,7 @@ from pathlib import Path
 from core.errors import CatalogError
 from core.models.acceptance import Acceptance
 from core.planning.sizes import ModelShape, WeightFormat
+from core.system import json_text
 from core.system.env import CATALOG_ENV
 
 SCHEMA_VERSION = 1
@@ -145,7 +146,7 @@ def load_catalog(path: Path | None = None) -> Catalog:
     """Read and check the catalog. Raises CatalogError with the file and the field at fault."""
     source = path or catalog_path()
     try:
-        data = json.loads(source.read_text(encoding="utf-8"))
+        data = json_text.loads(source.read_text(encoding="utf-8"))
     except FileNotFoundError as error:
         raise CatalogError(f"the model catalog {source} is missing: reinstall the app") from error
     except (OSError, json.JSONDecodeError) as error:

@@ -16,6 +16,7 @@ from core.errors import DiskWriteError, ModelFormatError, ModelNotFoundError, Sp
 from core.modeling.families import check_config_family
 from core.modeling.model_format import check_gguf, check_weight_format
 from core.planning.sizes import format_bytes
+from core.system import json_text
 from core.system.disk import SPARE_BYTES, free_bytes, is_disk_full, is_write_refused, replace_file, why_write_failed
 
 WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.pt", "*.pth")
@@ -43,7 +44,7 @@ def check_model_folder(folder: Path) -> None:
             "tokenizer files and *.safetensors; or import a single .gguf file)"
         )
     try:
-        settings = json.loads(config.read_text(encoding="utf-8"))
+        settings = json_text.loads(config.read_text(encoding="utf-8"))
     except OSError as error:
         raise ModelFormatError(f"{config} cannot be read ({error.strerror or error})") from error
     except ValueError as error:  # the parser's words ("Expecting property name ...") stay in the chain

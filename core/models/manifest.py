@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from core.models.hub import RemoteFile, RemoteRepo
+from core.system import json_text
 from core.system.disk import replace_file
 
 MANIFEST_NAME = "specexec-download.json"
@@ -85,7 +86,7 @@ def write_manifest(
 def read_manifest(folder: Path) -> Manifest | None:
     """The folder's manifest, or None when it has none or an unreadable one (then it is not our download)."""
     try:
-        data = json.loads((folder / MANIFEST_NAME).read_text(encoding="utf-8"))
+        data = json_text.loads((folder / MANIFEST_NAME).read_text(encoding="utf-8"))
         files = tuple(
             RemoteFile(path=str(f["path"]), size=int(f["size"]), sha256=f.get("sha256"), blob_id=f.get("blob_id"))
             for f in data["files"]

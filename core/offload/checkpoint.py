@@ -8,7 +8,6 @@ are written straight into slices of the fused `mlp.experts.gate_up_proj` / `down
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ import torch
 from safetensors import safe_open
 
 from core.errors import DamagedModelError, ModelFormatError, ModelNotFoundError
+from core.system import json_text
 
 SINGLE_FILE = "model.safetensors"
 INDEX_FILE = "model.safetensors.index.json"
@@ -57,7 +57,7 @@ def checkpoint_files(folder: str | Path) -> list[Path]:
     index = folder / INDEX_FILE
     if index.is_file():
         try:
-            weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
+            weight_map = json_text.loads(index.read_text(encoding="utf-8"))["weight_map"]
         except (ValueError, KeyError) as error:  # ValueError: not JSON, or not UTF-8
             raise ModelFormatError(f"{index} is not a valid safetensors index ({error})") from error
         files = [folder / name for name in sorted(set(weight_map.values()))]

@@ -22,7 +22,6 @@ Cancelling the task that reads a stream (Stop) closes its connection, which tell
 from __future__ import annotations
 
 import asyncio
-import json
 import ssl
 from collections.abc import AsyncIterator
 from typing import Any
@@ -46,6 +45,7 @@ from core.remote.wire import (
     parse_model_list,
     refused_field,
 )
+from core.system import json_text
 
 CONNECT_TIMEOUT_S = 10.0
 # No byte for this long while waiting for an answer: the connection counts as lost. A busy server reading a
@@ -255,7 +255,7 @@ class OpenAICompatibleClient:
                 if not data:
                     continue
                 try:
-                    chunk = json.loads(data)
+                    chunk = json_text.loads(data)
                 except ValueError:
                     raise RemoteNotOpenAIError(
                         f"{self.endpoint.label} sent a stream line that is not JSON", details=data[:300]

@@ -25,6 +25,7 @@ from core.errors import (
     RemoteNotOpenAIError,
     RemoteRejectedError,
 )
+from core.system import json_text
 
 MAX_MODELS = 1000
 MAX_MODEL_ID = 256
@@ -177,7 +178,7 @@ def decode_body(raw: bytes) -> object:
     """The JSON in an error or model-list body, or its text when it is not JSON."""
     text = raw.decode("utf-8", errors="replace")
     try:
-        return json.loads(text)
+        return json_text.loads(text)
     except ValueError:
         return text
 

@@ -4,12 +4,12 @@ sends is hostile until checked: each refusal is a 400 naming the field (OpenAI's
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
 from core.server.api_errors import ApiError
 from core.server.schema_check import has_finite_instance
+from core.system import json_text
 
 MAX_TOOLS = 128
 TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")  # OpenAI's rule for function names
@@ -110,7 +110,7 @@ def call_arguments(call: object, where: str) -> tuple[str, str, dict[str, Any]]:
             code="invalid_value",
         )
     try:
-        arguments = json.loads(function.get("arguments") or "{}")
+        arguments = json_text.loads(function.get("arguments") or "{}")
     except (TypeError, ValueError) as error:
         raise ApiError(
             400, f"{where}.function.arguments must be a JSON object in a string", param=where, code="invalid_value"

@@ -12,6 +12,7 @@ from typing import Any
 from transformers import PreTrainedTokenizerBase
 
 from core.errors import InvalidSettingError, ModelFormatError
+from core.system import json_text
 from core.system.text_files import read_text_file
 from core.text.chat_template import render_template
 from core.text.continuation import answer_so_far, answer_to_continue, continued_format
@@ -150,7 +151,7 @@ def read_prompt_file(path: str | Path) -> list[Prompt]:
             continue
         where = f"{path}:{number}"
         try:
-            record = json.loads(line)
+            record = json_text.loads(line)
         except json.JSONDecodeError as error:
             raise InvalidSettingError(f"{where}: not valid JSON ({error.msg})") from error
         if isinstance(record, dict) and "messages" in record:
@@ -172,7 +173,7 @@ def read_messages_file(path: str | Path) -> Prompt:
         raise FileNotFoundError(f"messages file not found: {path}")
     lines = [line for line in read_text_file(path).splitlines() if line.strip()]
     try:
-        records = [json.loads(line) for line in lines]
+        records = [json_text.loads(line) for line in lines]
     except json.JSONDecodeError as error:
         raise InvalidSettingError(f"{path}: not valid JSON Lines ({error.msg})") from error
     if records and isinstance(records[0], dict) and "messages" in records[0]:

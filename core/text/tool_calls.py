@@ -26,6 +26,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
+from core.system import json_text
 from core.text.tool_format import HERMES, LLAMA3_JSON
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
@@ -59,7 +60,7 @@ def _call_from(obj: object, names: frozenset[str] | None) -> ToolCall | None:
     arguments = obj.get("arguments", obj.get("parameters", {}))
     if isinstance(arguments, str):
         try:
-            json.loads(arguments)
+            json_text.loads(arguments)
         except ValueError:
             return None
         return ToolCall(obj["name"], arguments)
@@ -238,7 +239,7 @@ class _CallReader:
 
 def _whole_call(text: str, names: frozenset[str] | None) -> ToolCall | None:
     try:
-        return _call_from(json.loads(text), names)
+        return _call_from(json_text.loads(text), names)
     except ValueError:
         return None
 

@@ -12,13 +12,13 @@ read but not started (LM Studio's and Claude's convention).
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from core.errors import InvalidSettingError
+from core.system import json_text
 from core.system.text_files import read_text_file
 
 MAX_CONFIG_BYTES = 1_000_000
@@ -166,7 +166,7 @@ def parse_servers(text: str) -> list[ServerConfig]:
     if len(text) > MAX_CONFIG_BYTES:
         raise InvalidSettingError(f"the MCP settings are larger than {MAX_CONFIG_BYTES // 1000} kB")
     try:
-        data = json.loads(text)
+        data = json_text.loads(text)
     except ValueError as error:
         raise InvalidSettingError(f"the MCP settings are not valid JSON ({error})") from error
     if not isinstance(data, dict):

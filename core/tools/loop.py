@@ -14,12 +14,12 @@ events; run_tool_turn strings them together for the terminal, where an answer is
 from __future__ import annotations
 
 import concurrent.futures
-import json
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from core.system import json_text
 from core.text.tool_calls import parse_answer
 from core.tools.connection import ToolResult
 from core.tools.toolbox import Toolbox
@@ -83,7 +83,7 @@ def read_calls(
         call_id = f"call_{secrets.token_hex(6)}"
         tool = toolbox.tools.get(call.name) if call.name in names else None
         try:
-            arguments = json.loads(call.arguments) if call.arguments.strip() else {}
+            arguments = json_text.loads(call.arguments) if call.arguments.strip() else {}
         except ValueError:
             arguments = None
         problem = None
