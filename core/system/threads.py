@@ -28,8 +28,12 @@ def default_thread_count(physical_cores: int | None = None) -> int:
 
 
 def resolve_thread_count(requested: int | None) -> int:
-    """`requested` when given (>= 1), else the default."""
-    return requested if requested else default_thread_count()
+    """`requested` when given (>= 1), at most this machine's logical cores (more only make OpenMP's threads wait
+    on each other, and a hundred thousand from a typo or a damaged settings file crashed the process starting
+    them); else the default."""
+    if not requested:
+        return default_thread_count()
+    return min(requested, os.cpu_count() or requested)
 
 
 def apply_torch_threads(requested: int | None) -> int:
