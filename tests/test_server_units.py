@@ -71,6 +71,14 @@ def test_chat_request_defaults_roles_and_content_parts():
         ),
         ({"messages": USER, "tools": [{"type": "function", "function": {"name": "f"}}] * 2}, "tools"),
         ({"messages": USER, "tool_choice": "sometimes"}, "tool_choice"),
+        (  # a forced call's grammar gathers the definitions by name: a server error once
+            {
+                "messages": USER,
+                "tools": [{"type": "function", "function": {"name": "f", "parameters": {"$defs": ["X"]}}}],
+                "tool_choice": "required",
+            },
+            "tools[0].function.parameters.$defs",
+        ),
         ({"messages": USER, "response_format": {"type": "xml"}}, "response_format"),
         (
             {"messages": USER, "response_format": {"type": "json_schema", "json_schema": {"schema": {}}}},

@@ -47,6 +47,16 @@ def parse_tools(body: dict) -> tuple[dict[str, Any], ...]:
                 param=f"{where}.function",
                 code="invalid_value",
             )
+        for key in ("$defs", "definitions"):  # a forced call's grammar gathers them by name
+            if function.get("parameters", {}).get(key) is not None and not isinstance(
+                function["parameters"][key], dict
+            ):
+                raise ApiError(
+                    400,
+                    f"{where}.function.parameters.{key} must be an object of named schemas",
+                    param=f"{where}.function.parameters.{key}",
+                    code="invalid_schema",
+                )
         if not has_finite_instance(function.get("parameters", {})):
             raise ApiError(
                 400,
