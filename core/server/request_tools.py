@@ -40,7 +40,8 @@ def parse_tools(body: dict) -> tuple[dict[str, Any], ...]:
                 param=f"{where}.function.name",
                 code="invalid_value",
             )
-        if not isinstance(function.get("description", ""), str) or not isinstance(function.get("parameters", {}), dict):
+        parameters = function.get("parameters", {})
+        if not isinstance(function.get("description", ""), str) or not isinstance(parameters, dict):
             raise ApiError(
                 400,
                 f"{where}.function: 'description' must be a string and 'parameters' an object",
@@ -48,16 +49,14 @@ def parse_tools(body: dict) -> tuple[dict[str, Any], ...]:
                 code="invalid_value",
             )
         for key in ("$defs", "definitions"):  # a forced call's grammar gathers them by name
-            if function.get("parameters", {}).get(key) is not None and not isinstance(
-                function["parameters"][key], dict
-            ):
+            if parameters.get(key) is not None and not isinstance(parameters[key], dict):
                 raise ApiError(
                     400,
                     f"{where}.function.parameters.{key} must be an object of named schemas",
                     param=f"{where}.function.parameters.{key}",
                     code="invalid_schema",
                 )
-        if not has_finite_instance(function.get("parameters", {})):
+        if not has_finite_instance(parameters):
             raise ApiError(
                 400,
                 f"{where}.function.parameters: no finite JSON value matches the schema (a '$ref' "
