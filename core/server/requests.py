@@ -25,6 +25,7 @@ from core.errors import InvalidSettingError
 from core.server.api_errors import ApiError
 from core.server.request_tools import call_arguments, parse_tool_choice, parse_tools
 from core.server.schema_check import has_finite_instance
+from core.system import json_text
 from core.text.continuation import answer_to_continue
 from core.text.template_kwargs import check_template_kwargs
 
@@ -34,7 +35,7 @@ MAX_STOP_STRINGS = 16
 # /v1/completions without max_tokens: 16 tokens, OpenAI's documented default for it (vLLM's too); chat and
 # responses without one answer until the end of the context, as vLLM and llama.cpp do
 LEGACY_COMPLETION_MAX_TOKENS = 16
-MAX_JSON_DEPTH = 64  # far deeper than any real request (a tool schema nests a few levels); deeper is hostile
+MAX_JSON_DEPTH = json_text.MAX_DEPTH  # the cap on all JSON from outside: deeper than any real request is hostile
 MAX_TOKENS_LIMIT = 2**31 - 1  # beyond any context: a larger max_tokens is a client's mistake (vLLM: 400 too)
 
 # Fields some clients always send: harmless at these values, refused (not silently ignored) at others.

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-MAX_DEPTH = 64  # a tool schema or a model's config nests a few levels; the API server's bodies have the same cap
+MAX_DEPTH = 64  # a tool schema or a model's config nests a few levels; the API server holds bodies to it too
 
 
 def loads(text: str | bytes | bytearray, max_depth: int = MAX_DEPTH) -> Any:
