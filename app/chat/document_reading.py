@@ -12,11 +12,11 @@ from PySide6.QtCore import QObject, QProcess, QTimer, Signal
 
 from core.errors import DocumentError
 from core.system.cli_process import cli_command
-from core.text.document_text import reader_reply
+from core.text.document_text import READ_TIMEOUT_S, reader_reply
 
 log = logging.getLogger(__name__)
 
-READ_TIMEOUT_MS = 60_000  # a few hundred pages take seconds; a minute is a parser that does not end
+READ_TIMEOUT_MS = int(READ_TIMEOUT_S * 1000)
 
 
 class DocumentReading(QObject):

@@ -30,10 +30,9 @@ from core.errors import DocumentError
 from core.server.api_errors import ApiError
 from core.system.cli_process import cli_command
 from core.system.file_names import is_windows_device
-from core.text.document_text import document_text, fenced, read_apart, reader_reply
+from core.text.document_text import READ_TIMEOUT_S, document_text, fenced, read_apart, reader_reply
 
 MAX_FILES = 20
-READ_TIMEOUT_S = 60.0  # as the app's reader: a few hundred pages take seconds; a minute is a parser that does not end
 MAX_DISK_NAME = 100
 DEFAULT_NAME = "document"
 UNSAFE_NAME_CHARACTERS = re.compile(r"[^A-Za-z0-9 ._()+-]")

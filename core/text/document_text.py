@@ -23,6 +23,9 @@ from core.system.text_files import decode_text
 
 log = logging.getLogger(__name__)
 
+# how long a reader child (`specexec text`, the app's and the API server's) may take: a few hundred pages take
+# seconds; a minute is a parser that does not end
+READ_TIMEOUT_S = 60.0
 MAX_TEXT_BYTES = 1 << 20  # about 250,000 tokens of text: past every context window of the catalog's models
 MAX_PDF_BYTES = 64 << 20  # scanned pages weigh megabytes each, and hold no text anyway
 MAX_PDF_PAGES = 2000
