@@ -4,6 +4,7 @@ its chat and the OpenAI-compatible server, and the settings row that turns it on
 from __future__ import annotations
 
 import dataclasses
+import json
 import threading
 import urllib.error
 import urllib.request
@@ -19,6 +20,26 @@ pytest_plugins = ["app_fixtures"]  # fixtures: app_paths, session_bridge, sessio
 pytestmark = [pytest.mark.qt, pytest.mark.timeout(300)]
 
 KEY = "sk-app-test"
+
+
+def _count_in_thread(url: str, result: dict, messages: list[dict]) -> threading.Thread:
+    """A POST /tokenize from another thread (vLLM's count, at the server's root)."""
+
+    def count() -> None:
+        request = urllib.request.Request(
+            url.removesuffix("/v1") + "/tokenize",
+            data=json.dumps({"messages": messages}).encode(),
+            headers={"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=60) as response:
+                result["count"] = json.load(response)
+        except Exception as error:  # noqa: BLE001 - reported by the test
+            result["error"] = error
+
+    thread = threading.Thread(target=count)
+    thread.start()
+    return thread
 
 
 def _ask_in_thread(url: str, result: dict, **settings) -> threading.Thread:
@@ -67,6 +88,11 @@ def test_the_app_answers_api_requests_and_its_chat_through_one_engine(
     assert answer.specexec["chosen"]["method"] in ("sequential", "specexec") and answer.specexec["chosen"]["reason"]
     chat = [m for m in window.controller.messages.rows if m.role == "assistant"]
     assert len(chat) == 1 and chat[0].status == COMPLETE and chat[0].content
+    counted: dict = {}  # the same messages counted by the app's engine before an answer: what the answer read
+    thread = _count_in_thread(url, counted, [{"role": "user", "content": "w10 w11"}])
+    qtbot.waitUntil(lambda: bool(counted), timeout=60_000)
+    thread.join(10)
+    assert counted.get("count") == {"count": answer.usage.prompt_tokens, "max_model_len": 4096}, counted
 
     with pytest.raises(openai.AuthenticationError):
         openai.OpenAI(base_url=url, api_key="wrong", max_retries=0).models.list()

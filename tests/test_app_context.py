@@ -325,7 +325,10 @@ def test_the_message_being_written_is_counted_once_the_typing_pauses_and_stale_o
     assert len(w.bridge.counts) == 3 and meter.used == 0 and meter.toolTip().startswith("This chat uses")
 
 
-def test_nothing_is_counted_for_a_remote_server_or_before_a_model_is_ready(qtbot, quiet_window):
+def test_a_remote_server_is_counted_where_it_can_be_and_nothing_before_a_model_is_ready(qtbot, quiet_window):
+    """A server that counts (vLLM's /tokenize, `specexec serve`) says so as it connects: the message is counted
+    and one too long says so in the server's terms (no Make room: its context is the server's); one that does
+    not count (llama.cpp, Ollama) is not asked."""
     from app.settings.schema import RemoteEndpoint
 
     w = quiet_window
@@ -334,7 +337,24 @@ def test_nothing_is_counted_for_a_remote_server_or_before_a_model_is_ready(qtbot
     assert w.controller.draft_prompt("w1") is not None and w.controller.draft_prompt("  ") is None
     w.settings.endpoints = [RemoteEndpoint("GPU box", "http://127.0.0.1:9/v1", "m")]
     w.settings.connection = "GPU box"
-    assert w.controller.draft_prompt("w1") is None  # a server counts a prompt only as it answers
+    assert w.controller.draft_prompt("w1") is None  # a server that did not say it counts is not asked
+    w.bridge.handle_events(
+        [P.StatusReport("ready", {"max_context": 4096, "remote": "GPU box", "counts_prompts": True})]
+    )
+    assert w.controller.draft_prompt("w1") is not None
+    too_long_typed(qtbot, w, "w1 w2", prompt_tokens=3900)
+    note = w.composer.note
+    assert note.text() == (
+        "Too long for the server's model: about 3,900 tokens and an answer of up to 512 pass the 4,096 it keeps. "
+        "Shorten it (of a file added to it, keep the part you need), or choose a shorter Longest answer in the "
+        "chat's settings."
+    )
+    assert note.isVisibleTo(w) and not w.composer.room_button.isVisibleTo(w)
+    too_long_typed(qtbot, w, "w1 w2 w3", prompt_tokens=6000)
+    assert note.text() == (
+        "Too long for the server's model: about 6,000 tokens, and it keeps 4,096. Shorten it (of a file added to it, "
+        "keep the part you need)."
+    )
 
 
 # -- Make room before sending: the note's button (app.window.room_host) ---------------------------------------

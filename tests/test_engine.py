@@ -345,6 +345,14 @@ def test_a_count_is_the_prompt_an_answer_to_the_same_messages_reads(client, loca
     assert counted.fits and counted.dropped_messages == trimmed.dropped_messages > 0
     assert counted.prompt_tokens == events[-1].prompt_tokens
     assert count(long, max_new_tokens=4).dropped_messages < counted.dropped_messages  # less room kept: fewer left out
+    whole = count(long, max_new_tokens=24, trim_context=False)  # the API's /tokenize: nothing left out, and
+    assert (whole.prompt_tokens, whole.dropped_messages, whole.fits) == (  # longer than the context: counted
+        len(encode_prompt(local[0].tokenizer, Prompt(messages=tuple(long)))),
+        0,
+        False,
+    )
+    text = count([], prompt="w10 w11 w12")  # a plain prompt: no chat template
+    assert text.prompt_tokens == len(encode_prompt(local[0].tokenizer, Prompt(text="w10 w11 w12")))
     huge = [{"role": "user", "content": " ".join(["w9"] * 200)}]
     (error,) = collect(client, client.generate(huge, max_new_tokens=4))
     too_long = count(huge, max_new_tokens=4)
@@ -366,6 +374,8 @@ def test_a_count_is_the_prompt_an_answer_to_the_same_messages_reads(client, loca
     assert isinstance(refused, P.Error) and refused.kind == "invalid_setting"
     with pytest.raises(P.ProtocolError, match="CountTokens.messages is empty"):
         client.count_tokens([])
+    with pytest.raises(P.ProtocolError, match="both messages and a prompt"):
+        client.count_tokens(USER, prompt="w10")
     assert count(USER).fits
 
 

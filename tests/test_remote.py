@@ -32,7 +32,15 @@ from core.errors import (
 from core.remote.check import check_endpoint
 from core.remote.endpoint import Endpoint, normalise_base_url
 from core.remote.engine import RemoteEngine
-from core.remote.wire import decode_body, error_from_body, parse_chunk, parse_model_list, refused_field
+from core.remote.wire import (
+    PromptCount,
+    decode_body,
+    error_from_body,
+    parse_chunk,
+    parse_model_list,
+    parse_prompt_count,
+    refused_field,
+)
 from other_openai_server import answer_words
 from remote_servers import other_server, server_state, stop, wait_until
 
@@ -175,6 +183,24 @@ def test_stream_chunks_are_read_defensively():
         parse_chunk({"error": {"message": "This model's maximum context length is 4096 tokens"}})
 
 
+def test_counts_are_read_only_from_vllms_answer():
+    assert parse_prompt_count({"count": 12, "max_model_len": 8192, "tokens": [1] * 12}) == PromptCount(12, 8192)
+    assert parse_prompt_count({"count": 0}) == PromptCount(0, None)
+    assert parse_prompt_count({"count": 12, "max_model_len": "8k"}) == PromptCount(12, None)
+    for not_a_count in (
+        {"tokens": [1, 2, 3]},  # llama.cpp's answer to /tokenize: it counts text, not our messages
+        {"count": -1},
+        {"count": True},
+        {"count": 1.5},
+        {"count": "12"},
+        {"count": 10**12},
+        [12],
+        "<html>Not Found</html>",
+        None,
+    ):
+        assert parse_prompt_count(not_a_count) is None, not_a_count
+
+
 def test_error_answers_become_plain_words():
     assert isinstance(error_from_body("Unauthorized", 401, "box", has_key=True), RemoteAuthError)
     assert "needs an API key" in str(error_from_body({"error": {"message": "no key"}}, 401, "box"))
@@ -205,8 +231,9 @@ def test_both_engines_speak_one_interface():
 
 
 def test_a_server_is_not_asked_to_count_a_prompt_and_says_so_in_words(engine, other):
-    """No OpenAI-compatible way exists to count a prompt before the answer: said, nothing sent, no guess."""
-    engine.load("alpha-7b", wait=True)
+    """A server without vLLM's POST /tokenize (this one answers it 404) says so when it connects, and a count
+    asked anyway is said to be impossible in words: nothing sent, no guess."""
+    assert engine.load("alpha-7b", wait=True).models["counts_prompts"] is False
     before = server_state(other)["last_request"]
     request_id = engine.count_tokens(HELLO, max_new_tokens=9)
     refused = next(e for e in iter(lambda: engine.poll(5), None) if getattr(e, "request_id", None) == request_id)

@@ -60,6 +60,15 @@ def answer(engine: RemoteEngine, request_id: str, timeout: float = 120) -> tuple
     raise AssertionError("no answer in time")
 
 
+def counted(engine: RemoteEngine, request_id: str, timeout: float = 60) -> P.TokenCount | P.Error:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        event = engine.poll(0.1)
+        if isinstance(event, (P.TokenCount, P.Error)) and event.request_id in (request_id, None):
+            return event
+    raise AssertionError("no count in time")
+
+
 def health(url: str) -> dict:
     return get_json(url.removesuffix("/v1") + "/health")
 
@@ -67,7 +76,9 @@ def health(url: str) -> dict:
 @pytest.mark.slow
 def test_a_remote_specexec_serve_answers_like_its_own_api(keyed):
     """The check sees the built-in model and its planned context; an answer through RemoteEngine (streamed)
-    is the server's own answer for that seed, as the official client gets it, with the server's usage."""
+    is the server's own answer for that seed, as the official client gets it, with the server's usage; the
+    server counts a message before it is sent (its /tokenize), as many tokens as the answer then reads, and
+    one whose answer would pass the context does not fit."""
     check = check_endpoint(Endpoint(keyed, KEY, "gpu box"))
     assert [(m.id, m.context_length) for m in check.models] == [("builtin", 4096)]
     assert check.reply and check.refused == frozenset()
@@ -79,6 +90,9 @@ def test_a_remote_specexec_serve_answers_like_its_own_api(keyed):
         engine.start()
         ready = engine.load("builtin", wait=True)
         assert ready.models["max_context"] == 4096 and ready.models["remote"] == "gpu box"
+        assert ready.models["counts_prompts"] is True
+        count = counted(engine, engine.count_tokens(QUESTION, max_new_tokens=8))
+        too_long = counted(engine, engine.count_tokens(QUESTION, max_new_tokens=4096))
         request_id = engine.generate(QUESTION, max_new_tokens=8, seed=77, temperature=0.9, top_p=0.95)
         text, finished = answer(engine, request_id)
     finally:
@@ -87,12 +101,15 @@ def test_a_remote_specexec_serve_answers_like_its_own_api(keyed):
     assert text == official.choices[0].message.content != ""
     assert finished.generated_tokens == official.usage.completion_tokens
     assert finished.prompt_tokens == official.usage.prompt_tokens > 5
+    assert count == P.TokenCount(count.request_id, official.usage.prompt_tokens, 0, True)
+    assert too_long == P.TokenCount(too_long.request_id, official.usage.prompt_tokens, 0, False)
 
 
 @pytest.mark.slow
 def test_stop_frees_the_remote_engine_at_once(keyed):
     """Stop mid-answer closes the stream; on the server's side the engine is free (no request answered or
-    queued, none still cancelling) within a second plus two target passes, and the next request is served."""
+    queued, none still cancelling) within a second plus two target passes, and the next request is served. A
+    count asked mid-answer comes while the answer goes on, not behind it."""
     engine = RemoteEngine(Endpoint(keyed, KEY))
     try:
         engine.start()
@@ -104,6 +121,11 @@ def test_stop_frees_the_remote_engine_at_once(keyed):
             if isinstance(event, P.TokenChunk) and event.text:
                 stamps.append(time.monotonic())
         one_pass = (stamps[2] - stamps[0]) / 2
+        asked = engine.count_tokens(QUESTION)
+        event = engine.poll(60)
+        while not (isinstance(event, P.TokenCount) and event.request_id == asked):
+            assert event is not None and not isinstance(event, (P.Finished, P.Error)), event  # it waited
+            event = engine.poll(60)
         assert health(keyed)["requests"] == 1
         engine.cancel(request_id)
         stopped = time.monotonic()

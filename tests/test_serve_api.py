@@ -347,6 +347,48 @@ def test_a_forced_tool_call_round_trip_through_the_official_client(spelling_mode
         stop_server(process)
 
 
+def tokenize(url: str, body: object, key: str = KEY) -> tuple[int, dict]:
+    """POST /tokenize (at the server's root, as vLLM serves it): the status and the decoded answer."""
+    status, _, text = post(
+        url, json.dumps(body), {"Content-Type": "application/json", "Authorization": f"Bearer {key}"}, "/tokenize"
+    )
+    return status, json.loads(text)
+
+
+@pytest.mark.slow
+def test_tokenize_counts_the_prompt_an_answer_reads(server, client, tool_models):
+    """vLLM's POST /tokenize: a chat (with tools) counts what the template renders and what the answer then
+    reports reading; a plain prompt what a completion reads; a prompt longer than the context is counted, not
+    refused (the client decides); bad requests are 400s naming the field, another model a 404, no key a 401."""
+    chat = {"model": "m", "messages": QUESTION, "tools": [WEATHER], "add_generation_prompt": True}
+    status, counted = tokenize(server, chat)
+    context = client.models.retrieve("m").specexec["max_context"]
+    assert status == 200 and counted == {"count": local_prompt_tokens(tool_models, chat), "max_model_len": context}
+    answer = client.chat.completions.create(model="m", messages=QUESTION, tools=[WEATHER], max_tokens=1)
+    assert answer.usage.prompt_tokens == counted["count"]
+    status, text_count = tokenize(server, {"prompt": "w10 w11 w12 w13"})
+    completion = client.completions.create(model="m", prompt="w10 w11 w12 w13", max_tokens=1)
+    assert status == 200 and text_count["count"] == completion.usage.prompt_tokens > 0
+    long = [{"role": "user", "content": " ".join(f"w{i % 90 + 10}" for i in range(context))}]
+    status, too_long = tokenize(server, {"messages": long})
+    assert status == 200 and too_long["count"] > too_long["max_model_len"] == context
+    for body, param in (
+        ({"messages": QUESTION, "prompt": "w1"}, "prompt"),
+        ({"model": "m"}, "messages"),
+        ({"messages": "w1"}, "messages"),
+        ({"messages": QUESTION, "add_generation_prompt": False}, "add_generation_prompt"),
+        ({"messages": QUESTION, "continue_final_message": True}, "continue_final_message"),
+        ({"messages": [{"role": {"name": "user"}, "content": "w1"}]}, "messages[0].role"),
+        ([QUESTION], None),
+    ):
+        status, refused = tokenize(server, body)
+        assert status == 400 and refused["error"]["param"] == param, (body, refused)
+    status, refused = tokenize(server, {"model": "gpt-4o", "messages": QUESTION})
+    assert status == 404 and refused["error"]["code"] == "model_not_found"
+    status, refused = tokenize(server, chat, key="sk-wrong")
+    assert status == 401 and refused["error"]["code"] == "invalid_api_key"
+
+
 @pytest.mark.slow
 def test_a_follow_up_turn_reports_its_cached_tokens(client):
     messages = [{"role": "user", "content": " ".join(f"w{6 + i % 50}" for i in range(300))}]
@@ -522,10 +564,11 @@ def _open_stream(
 
 
 @pytest.mark.slow
-def test_a_waiting_stream_hears_its_place_and_a_full_queue_says_when_to_retry(server):
+def test_a_waiting_stream_hears_its_place_and_a_full_queue_says_when_to_retry(server, tool_models):
     """With --max-queue 1: one request answered, one waiting (its stream's keep-alive comments say it is
     queued behind one), and a third refused with 503 and Retry-After; one with a file is refused so before its
-    file is read (a damaged PDF: read, it would be the reader's 400)."""
+    file is read (a damaged PDF: read, it would be the reader's 400). A count (/tokenize) is answered at once
+    all the same: it waits for no answer."""
     running, running_body = _open_stream(server, max_tokens=4000)
     running_body.readline()
     waiting, waiting_body = _open_stream(server, max_tokens=2)
@@ -543,6 +586,8 @@ def test_a_waiting_stream_hears_its_place_and_a_full_queue_says_when_to_retry(se
         with_file = {"model": "m", "messages": [{"role": "user", "content": [file]}]}
         status, _, text = post(server, json.dumps(with_file), {"Content-Type": "application/json"})
         assert status == 503 and json.loads(text)["error"]["code"] == "queue_full", text
+        status, counted = tokenize(server, {"messages": QUESTION})
+        assert status == 200 and counted["count"] == local_prompt_tokens(tool_models, {"messages": QUESTION})
     finally:
         for connection in (running, waiting):
             connection.sock.close()

@@ -12,7 +12,6 @@ change, and says what happened in one line for the status bar.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from app.engine.bridge import (
     STOPPED,
     EngineBridge,
     EngineStatus,
+    request_settings,
 )
 from app.settings.schema import AppSettings
 from core.engine import protocol as P
@@ -60,6 +60,7 @@ class BridgePort(QObject):
             (bridge.auto_choice, self._deliver_event),
             (bridge.finished, self._deliver_event),
             (bridge.request_failed, self._deliver_event),
+            (bridge.token_count, self._deliver_event),  # its own counts too: the gateway keeps only the server's
         )
         for signal, slot in self._links:
             signal.connect(slot)
@@ -78,7 +79,7 @@ class BridgePort(QObject):
     def attach(self, deliver: Callable[[P.Event], None]) -> None:
         self._deliver = deliver
 
-    def submit(self, request: P.Generate) -> None:
+    def submit(self, request: P.Generate | P.CountTokens) -> None:
         self._submit_requested.emit(request)
 
     def cancel(self, request_id: str) -> None:
@@ -93,15 +94,14 @@ class BridgePort(QObject):
     # -- UI thread -----------------------------------------------------------------------------------------
 
     @Slot(object)
-    def _submit(self, request: P.Generate) -> None:
+    def _submit(self, request: P.Generate | P.CountTokens) -> None:
         if self._closed:
             return
-        settings = {
-            f.name: getattr(request, f.name)
-            for f in dataclasses.fields(request)
-            if f.name not in ("version", "request_id", "messages")
-        }
-        self.bridge.generate(list(request.messages), request_id=request.request_id, **settings)
+        settings = request_settings(request, "request_id", "messages")
+        if isinstance(request, P.Generate):
+            self.bridge.generate(list(request.messages), request_id=request.request_id, **settings)
+        elif self.bridge.count_tokens(list(request.messages), request_id=request.request_id, **settings) is None:
+            self._deliver(P.Error(request.request_id, "engine_died", "the app's engine is not running", ""))
 
     @Slot(str)
     def _cancel(self, request_id: str) -> None:

@@ -88,13 +88,28 @@ def too_long_hint(
 
 
 def draft_too_long(
-    room: Room | None, prompt_tokens: int, max_tokens: int, models: dict[str, Any], refused: int = 0
+    room: Room | None,
+    prompt_tokens: int,
+    max_tokens: int,
+    models: dict[str, Any],
+    refused: int = 0,
+    remote: bool = False,
 ) -> str:
     """What the message box says under a message too long for the model before it is sent (`prompt_tokens`,
     the engine's count of the prompt sending it would make): the Make room and send beside it where `room` is
     offered (room_for's, as for too_long_hint; the button's tooltip says what it costs), else why not: the
-    models could not run with that length (`refused`), or cannot keep that much, so it must be shorter."""
+    models could not run with that length (`refused`), or cannot keep that much, so it must be shorter. A
+    server's model (`remote`, counted by the server) keeps what the server set; it refuses a message whose
+    answer of up to `max_tokens` would pass that too, so a shorter longest answer helps there as well."""
     limit = int(models.get("max_context") or 0)
+    if remote:
+        if prompt_tokens < limit:
+            return (
+                f"Too long for the server's model: about {prompt_tokens:,} tokens and an answer of up to "
+                f"{max_tokens:,} pass the {limit:,} it keeps. {SHORTEN_IT[:-1]}, or choose a shorter Longest "
+                "answer in the chat's settings."
+            )
+        return f"Too long for the server's model: about {prompt_tokens:,} tokens, and it keeps {limit:,}. {SHORTEN_IT}"
     said = f"Too long for the model: about {prompt_tokens:,} tokens, and it keeps {limit:,} in mind now"
     if room is not None:
         return f"{said}. Make room and send, or shorten it."

@@ -542,11 +542,12 @@ class ChatController(ToolCallsMixin, QObject):
         """What sending `text` now would ask the engine to read, to count it before it is sent: the messages
         (the open chat's history, or a new chat's system prompt, then `text`) and the CountTokens settings
         that shape the prompt as the answer's Generate would. None where there is nothing to count here: an
-        empty text, an answer streaming (its chat is about to change), no model ready, or a remote server,
-        which does not count a prompt before it answers."""
+        empty text, an answer streaming (its chat is about to change), no model ready, or a remote server that
+        does not count a prompt before it answers (one that does, vLLM or `specexec serve`, says so when it
+        connects: StatusReport.models["counts_prompts"])."""
         if not text.strip() or self.generating or self.bridge.status.state != READY:
             return None
-        if self.app_settings.remote_endpoint() is not None:
+        if self.app_settings.remote_endpoint() is not None and not self.bridge.status.models.get("counts_prompts"):
             return None
         settings = self.conversation_settings()
         if self.conversation_id is not None:

@@ -383,13 +383,15 @@ class EngineBridge(QObject):
             self.worker.submit("generate", request)
         return request_id
 
-    def count_tokens(self, messages: list[dict[str, Any]], **settings: Any) -> str | None:
+    def count_tokens(
+        self, messages: list[dict[str, Any]], request_id: str | None = None, **settings: Any
+    ) -> str | None:
         """Ask how long the prompt of `messages` would be (settings: CountTokens' fields); its TokenCount, or
         an Error, comes through `token_count`. None (nothing asked) while no engine runs."""
         if self.worker is None:
             return None
         request = P.CountTokens(
-            request_id=f"c{uuid.uuid4().hex[:12]}", messages=tuple(dict(m) for m in messages), **settings
+            request_id=request_id or f"c{uuid.uuid4().hex[:12]}", messages=tuple(dict(m) for m in messages), **settings
         )
         self.counting.add(request.request_id)
         self.worker.submit("count", request)

@@ -434,7 +434,8 @@ class MainWindow(MenusMixin, SettingsHostMixin, RoomHostMixin, ModelsHostMixin, 
         room = self.draft_room_offered()
         max_tokens = self.controller.conversation_settings().max_tokens
         refused = self.controller.refused_room()
-        note = draft_too_long(room, count.prompt_tokens, max_tokens, self.bridge.status.models, refused)
+        remote = self.settings.remote_endpoint() is not None
+        note = draft_too_long(room, count.prompt_tokens, max_tokens, self.bridge.status.models, refused, remote)
         self.composer.set_note(note, f"{room.words()}, then sends the message." if room is not None else "")
 
     def _show_live_context(self) -> None:

@@ -166,9 +166,16 @@ class Engine:
             self.emit(P.Error(request.request_id, "not_loaded", "no model is loaded", "send Load first"))
             return
         try:
-            prepared = self.prepare_messages(
-                request.messages, request.max_new_tokens, True, request.tools, request.chat_template_kwargs
-            )
+            if request.prompt is not None:
+                prepared = self.session.prepare_text(request.prompt)
+            else:
+                prepared = self.prepare_messages(
+                    request.messages,
+                    request.max_new_tokens,
+                    request.trim_context,
+                    request.tools,
+                    request.chat_template_kwargs,
+                )
         except ContextLengthError as error:
             self.emit(P.TokenCount(request.request_id, error.prompt_tokens, fits=False))
         except Exception as error:  # noqa: BLE001 - a count that cannot be made ends with an Error event

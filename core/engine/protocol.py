@@ -182,13 +182,16 @@ class CountTokens(Request):
     written): the app shows what a message being typed takes of the context before it is sent. The fields
     that shape the prompt are Generate's, and the count is what a Generate with them would be given: after
     the oldest messages were left out to keep `max_new_tokens` of room (None: a quarter of the context, at
-    most 1,024 tokens, as for a Generate)."""
+    most 1,024 tokens, as for a Generate), unless `trim_context` is False (the API's count of a whole
+    prompt); `prompt`: plain text counted without the chat template, with `messages` empty."""
 
     request_id: str
     messages: tuple[dict[str, Any], ...] | list[dict[str, Any]]
     tools: tuple[dict[str, Any], ...] | list[dict[str, Any]] = ()
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
     max_new_tokens: int | None = 256
+    trim_context: bool = True
+    prompt: str | None = None
 
 
 @dataclass(frozen=True)
@@ -470,8 +473,10 @@ def validate(message: object, allowed: dict[str, type] | None = None) -> _Messag
         if not _type_ok(value, hint):
             raise ProtocolError(f"{cls.__name__}.{name} has the wrong type or value: {value!r}")
     if isinstance(message, CountTokens):
-        if not message.messages:
-            raise ProtocolError("CountTokens.messages is empty: send at least the message to count")
+        if not message.messages and message.prompt is None:
+            raise ProtocolError("CountTokens.messages is empty: send at least the message to count (or a prompt)")
+        if message.messages and message.prompt is not None:
+            raise ProtocolError("CountTokens has both messages and a prompt: send one of them")
         _check_messages(message.messages)
         if not message.request_id:
             raise ProtocolError("CountTokens.request_id is empty")

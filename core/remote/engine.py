@@ -5,8 +5,13 @@ unchanged:
 
 - `load(model)` lists the server's models (GET /models), checks that `model` is one of them (an empty name
   picks the first) and reports StatusReport("ready") with `models` = {target, draft: None, max_context (the
-  server's context window when it says, else 0), remote (the endpoint's name), url, models (all ids)}; a
-  server that cannot be used is an Error(request_id=None) of a remote_* kind with a plain message and hint.
+  server's context window when it says, else 0), remote (the endpoint's name), url, models (all ids),
+  counts_prompts (whether the server counts a prompt before it answers: vLLM's POST /tokenize, which
+  `specexec serve` answers too, asked once here)}; a server that cannot be used is an Error(request_id=None)
+  of a remote_* kind with a plain message and hint.
+- `count_tokens` asks such a server for the prompt's count (TokenCount: nothing is left out, since the server
+  drops no message; fits False where the prompt and the answer's max_new_tokens pass its context window, which
+  vLLM refuses); a server that does not count answers an Error in words. A count runs beside an answer.
 - `generate` streams POST /chat/completions: TokenChunk per piece of text (token_ids empty: servers send
   text; a thinking model's reasoning apart, as the server sends it or, from one that leaves it in the answer
   (vLLM without a reasoning parser, a raw template), read out of a `<think>` block that opens the answer:
@@ -38,6 +43,7 @@ from core.engine import protocol as P
 from core.errors import EngineError, RemoteDroppedError, RemoteError, RemoteRejectedError, RemoteUnreachableError
 from core.remote.endpoint import Endpoint
 from core.remote.http_client import CONNECT_TIMEOUT_S, IDLE_TIMEOUT_S, OpenAICompatibleClient
+from core.remote.wire import PromptCount
 from core.text.reasoning import ReasoningSplitter, ThinkingFormat
 
 log = logging.getLogger(__name__)
@@ -60,11 +66,20 @@ def request_options(request: P.Generate) -> dict[str, Any]:
     for name in ("presence_penalty", "frequency_penalty"):  # OpenAI's own: sent when on
         if getattr(request, name):
             options[name] = getattr(request, name)
-    if request.chat_template_kwargs:  # vLLM, SGLang and llama.cpp's server read it (e.g. enable_thinking)
-        options["chat_template_kwargs"] = dict(request.chat_template_kwargs)
+    options |= template_options(request.chat_template_kwargs)  # e.g. enable_thinking
     if request.continue_final_message:  # vLLM's and SGLang's fields, and `specexec serve`'s (its 400 if refused)
         options.update(continue_final_message=True, add_generation_prompt=False)
     return options
+
+
+def wire_messages(messages: Any) -> list[dict[str, Any]]:
+    """The messages as a server is sent them: role and content (tool calls and thinking stay here)."""
+    return [{"role": m["role"], "content": m["content"]} for m in messages]
+
+
+def template_options(chat_template_kwargs: dict[str, Any]) -> dict[str, Any]:
+    """chat_template_kwargs as a request field (vLLM, SGLang and llama.cpp's server read it), when set."""
+    return {"chat_template_kwargs": dict(chat_template_kwargs)} if chat_template_kwargs else {}
 
 
 def engine_error(error: RemoteError, request_id: str | None) -> P.Error:
@@ -223,6 +238,7 @@ class RemoteEngine:
                 f"{self.endpoint.label} has no model {target!r} (it has {shown})",
                 "pick one of its models in the model manager",
             )
+        counts = await self._counts_prompts(chosen.id)
         self._model = chosen.id
         self._info = {
             "target": chosen.id,
@@ -232,8 +248,18 @@ class RemoteEngine:
             "url": self.endpoint.base_url,
             "models": ids,
             "device": "remote server",
+            "counts_prompts": counts,
         }
         return P.StatusReport("ready", dict(self._info))
+
+    async def _counts_prompts(self, model: str) -> bool:
+        """Whether the server counts a prompt before it answers: asked once, with a one-word message (a server
+        that cannot, or fails to, is simply one that does not; the answers go on either way)."""
+        try:
+            return await self._client.count_prompt(model, [{"role": "user", "content": "hello"}], {}) is not None
+        except RemoteError as error:
+            log.info("%s does not count prompts: %s", self.endpoint.label, error)
+            return False
 
     async def _connect_reporting(self, target: str) -> None:
         try:
@@ -256,7 +282,11 @@ class RemoteEngine:
         if request_id in self._tasks:
             self._events.put(P.Error(request_id, "busy", f"request {request_id} is already queued"))
             return
-        task = asyncio.get_running_loop().create_task(self._stream(request))
+        self._start_task(request_id, self._stream(request))
+
+    def _start_task(self, request_id: str, work: Coroutine[Any, Any, P.Event | None]) -> None:
+        """Run a request's work in the loop; the event it returns ends it (`_ended`)."""
+        task = asyncio.get_running_loop().create_task(work)
         self._tasks[request_id] = task
         task.add_done_callback(lambda done: self._ended(request_id, done))
 
@@ -271,20 +301,55 @@ class RemoteEngine:
             self._events.put(ending)
 
     def count_tokens(self, messages: list[dict[str, Any]], *, request_id: str | None = None, **settings: Any) -> str:
-        """Refused in words: an OpenAI-compatible server has no way to count a prompt before it answers (its
-        tokenizer is its own; vLLM's /tokenize and llama.cpp's are not the API's), and a guess would be taken
+        """Ask the server to count the prompt (a TokenCount follows), where it can (StatusReport's
+        counts_prompts); else an Error in words: its tokenizer is its own, and a guess made here would be taken
         for the server's count."""
         request_id = request_id or f"c{os.getpid()}-remote-{next(_ids)}"
-        P.validate(P.CountTokens(request_id=request_id, messages=tuple(dict(m) for m in messages), **settings))
-        self._events.put(
-            P.Error(
-                request_id,
-                "invalid_setting",
-                f"{self.endpoint.label} does not say how long a message is before it answers",
-                "the server's answer reports the tokens it read",
-            )
+        request = P.validate(
+            P.CountTokens(request_id=request_id, messages=tuple(dict(m) for m in messages), **settings)
         )
+        if request.prompt is not None:
+            self._events.put(
+                P.Error(request_id, "invalid_setting", "a remote server is asked with chat messages, not a prompt")
+            )
+        elif not self._info.get("counts_prompts") or not self.alive:
+            self._events.put(
+                P.Error(
+                    request_id,
+                    "invalid_setting",
+                    f"{self.endpoint.label} does not say how long a message is before it answers",
+                    "the server's answer reports the tokens it read",
+                )
+            )
+        else:
+            self._loop.call_soon_threadsafe(self._start_task, request_id, self._count(request))
         return request_id
+
+    async def _count(self, request: P.CountTokens) -> P.TokenCount | P.Error:
+        """The server's count of the prompt (beside any answer being streamed: no turn is taken)."""
+        try:
+            counted = await self._client.count_prompt(
+                self._model, wire_messages(request.messages), template_options(request.chat_template_kwargs)
+            )
+        except RemoteError as error:
+            return engine_error(error, request.request_id)
+        except Exception as error:  # a bug must end the count, not leave it unanswered
+            log.exception("counting a prompt on %s failed", self.endpoint.label)
+            return P.Error(request.request_id, "internal", f"{type(error).__name__}: {error}", "see the log")
+        if counted is None:
+            return P.Error(
+                request.request_id,
+                "remote_rejected",
+                f"{self.endpoint.label} no longer counts a message before it answers",
+                "connect to it again",
+            )
+        return P.TokenCount(request.request_id, counted.tokens, fits=self._fits(counted, request.max_new_tokens))
+
+    def _fits(self, counted: PromptCount, max_new_tokens: int | None) -> bool:
+        """Whether the prompt leaves the room the answer asks for (vLLM refuses a request whose prompt and
+        max_tokens pass its context window; without max_tokens, one token); True where no window is known."""
+        window = counted.context_length or int(self._info.get("max_context") or 0)
+        return not window or counted.tokens + (max_new_tokens or 1) <= window
 
     def cancel(self, request_id: str) -> None:
         if self._loop is not None:
@@ -318,7 +383,7 @@ class RemoteEngine:
                         "no model is selected on the server",
                         "pick a model in the model manager",
                     )
-                messages = [{"role": m["role"], "content": m["content"]} for m in request.messages]
+                messages = wire_messages(request.messages)
                 # a block that opens the answer (not a continued one: its first text may be a space)
                 splitter = None if request.continue_final_message else ReasoningSplitter(ThinkingFormat())
                 async for piece in self._client.stream_chat(self._model, messages, request_options(request)):

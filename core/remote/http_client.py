@@ -1,4 +1,5 @@
-"""An OpenAI-compatible HTTP client (httpx2, asyncio): the model list and streamed chat answers.
+"""An OpenAI-compatible HTTP client (httpx2, asyncio): the model list, streamed chat answers, and a prompt's
+count where the server offers vLLM's `POST /tokenize` (at the server's root, beside /v1).
 
 Every way a server can fail becomes one of core.errors' Remote* errors, in plain words: nothing answered
 (unreachable), the key was refused, what answered is not an OpenAI-compatible server, the secure connection
@@ -37,12 +38,14 @@ from core.errors import (
 )
 from core.remote.endpoint import Endpoint
 from core.remote.wire import (
+    PromptCount,
     RemoteModel,
     StreamPiece,
     decode_body,
     error_from_body,
     parse_chunk,
     parse_model_list,
+    parse_prompt_count,
     refused_field,
 )
 from core.system import json_text
@@ -52,7 +55,9 @@ CONNECT_TIMEOUT_S = 10.0
 # long prompt can be silent for minutes (specexec serve sends keep-alive comments, most servers do not).
 IDLE_TIMEOUT_S = 300.0
 FINISH_GRACE_S = 2.0
+COUNT_TIMEOUT_S = 10.0  # a count is asked while someone types: one that takes longer is of no use
 MAX_ERROR_BODY = 64 * 1024
+MAX_LIST_BODY = 16 * 1024 * 1024  # a model list, or a count with its token ids (vLLM lists them)
 OPTIONAL_FIELDS = ("stream_options", "seed", "top_k", "repetition_penalty")
 USER_AGENT = "SpecExec-Desktop"
 
@@ -135,6 +140,19 @@ class OpenAICompatibleClient:
     def _url(self, route: str) -> str:
         return f"{self.endpoint.base_url}/{route}"
 
+    def _root_url(self, route: str) -> str:
+        """A route beside the API's /v1 (vLLM serves /tokenize at its root); a base without /v1 takes it as is."""
+        base = self.endpoint.base_url
+        return f"{base.removesuffix('/v1') if base.endswith('/v1') else base}/{route}"
+
+    async def _read_capped(self, response: httpx2.Response, what: str) -> bytes:
+        raw = b""
+        async for part in response.aiter_bytes():
+            raw += part
+            if len(raw) > MAX_LIST_BODY:
+                raise RemoteNotOpenAIError(f"{self.endpoint.label} sent {what} over {MAX_LIST_BODY >> 20} MB")
+        return raw
+
     async def _error(self, response: httpx2.Response, route: str) -> tuple[RemoteError, object]:
         """The error for a non-200 answer, and the answer's body (decoded JSON, or text)."""
         raw = b""
@@ -161,11 +179,7 @@ class OpenAICompatibleClient:
             ) as response:
                 if response.status_code != 200:
                     raise (await self._error(response, "models"))[0]
-                raw = b""
-                async for part in response.aiter_bytes():
-                    raw += part
-                    if len(raw) > 16 * 1024 * 1024:
-                        raise RemoteNotOpenAIError(f"{self.endpoint.label} sent a model list over 16 MB")
+                raw = await self._read_capped(response, "a model list")
         except httpx2.TransportError as error:
             raise transport_error(error, self.endpoint, answering=False) from error
         body = decode_body(raw)
@@ -176,6 +190,34 @@ class OpenAICompatibleClient:
                 body[:300],
             )
         return parse_model_list(body, self.endpoint.label)
+
+    async def count_prompt(
+        self, model: str, messages: list[dict[str, Any]], options: dict[str, Any]
+    ) -> PromptCount | None:
+        """The prompt `messages` make with the server's chat template, counted by the server (vLLM's
+        POST /tokenize with its generation prompt, as an answer reads it); None where the server has no such
+        count (no route there, or an answer that is not vLLM's). `options`: tools, chat_template_kwargs.
+
+        Raises:
+            RemoteError: the server could not be asked, or refused the request (a key, a template error).
+        """
+        body = {"model": model, "messages": messages, "add_generation_prompt": True, **options}
+        try:
+            async with self._http.stream(
+                "POST",
+                self._root_url("tokenize"),
+                json=body,
+                headers={"Accept": "application/json"},
+                timeout=httpx2.Timeout(COUNT_TIMEOUT_S, connect=self._http.timeout.connect),
+            ) as response:
+                if response.status_code in (404, 405):
+                    return None
+                if response.status_code != 200:
+                    raise (await self._error(response, "tokenize"))[0]
+                raw = await self._read_capped(response, "a count")
+        except httpx2.TransportError as error:
+            raise transport_error(error, self.endpoint, answering=False) from error
+        return parse_prompt_count(decode_body(raw))
 
     async def stream_chat(
         self, model: str, messages: list[dict[str, Any]], options: dict[str, Any]

@@ -7,7 +7,9 @@ not errors, and those are accepted: a top-level list instead of {"data": [...]},
 several names (vLLM's `max_model_len`, `context_length`, LM Studio's `max_context_length`, `context_window`,
 `specexec serve`'s `specexec.max_context`) or none at all, text-completion chunks (`text`) as well as chat
 chunks (`delta.content`), usage in the last chunk or nowhere, errors as OpenAI JSON, as FastAPI's
-{"detail": ...}, as {"message": ...} or as plain text or HTML.
+{"detail": ...}, as {"message": ...} or as plain text or HTML. A prompt's count comes from vLLM's
+`POST /tokenize` ({"count": ..., "max_model_len": ...}), which `specexec serve` answers too; other servers'
+answers to that address (llama.cpp's {"tokens": [...]}, a page) are not counts.
 """
 
 from __future__ import annotations
@@ -62,6 +64,14 @@ class StreamPiece:
     reasoning: str = ""
 
 
+@dataclass(frozen=True)
+class PromptCount:
+    """A server's count of a prompt (POST /tokenize); context_length None when it does not say."""
+
+    tokens: int
+    context_length: int | None = None
+
+
 def _count(value: object, limit: int = MAX_CONTEXT) -> int | None:
     """A whole, positive-or-zero number no larger than `limit`, else None."""
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= limit:
@@ -106,6 +116,17 @@ def parse_model_list(data: object, server: str) -> list[RemoteModel]:
             continue  # an entry we cannot name is left out, not trusted
         models.setdefault(model_id, RemoteModel(model_id, _context_length(entry)))
     return list(models.values())
+
+
+def parse_prompt_count(data: object) -> PromptCount | None:
+    """vLLM's answer to POST /tokenize (decoded JSON), or None where it is not one: a server that answers that
+    address its own way (llama.cpp counts text, not messages, under `tokens`) does not count our prompts."""
+    if not isinstance(data, dict):
+        return None
+    tokens = _count(data.get("count"))
+    if tokens is None:
+        return None
+    return PromptCount(tokens, _count(data.get("max_model_len")) or None)
 
 
 def parse_chunk(chunk: object) -> StreamPiece:

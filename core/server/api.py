@@ -330,6 +330,24 @@ class OpenAIServer:
             ticket.abandon,
         )
 
+    async def tokenize(self, request: Request) -> Response:
+        """POST /tokenize, vLLM's: the tokens the prompt of `messages` (or a plain `prompt`) makes with the
+        model's chat template, as an answer reads it, and the context window, so that a client sees whether a
+        request fits before it sends it (the app connected to this server counts the message being written
+        this way). Answered beside the answer being written, never queued. {"count", "max_model_len"}: no
+        token ids, which are of no use to a client without the model's tokenizer."""
+        self.check_host(request)
+        self.check_key(request)
+        parsed = S.parse_tokenize_request(await self.read_json(request, "chat"), self.defaults)
+        self.check_model(parsed.model)
+        self.check_tools(parsed)
+        context = self.gateway.model_info().get("max_context")
+        event = await self.gateway.count(parsed.to_count(R.new_id("tokenize"))).next()
+        if not isinstance(event, P.TokenCount):
+            assert isinstance(event, P.Error), event  # a count's ticket is never abandoned: it ends with one
+            raise E.engine_error(event, context, "messages" if parsed.kind == "chat" else "prompt")
+        return JSONResponse({"count": event.prompt_tokens, "max_model_len": context or 0})
+
     async def responses(self, request: Request) -> Response:
         """POST /v1/responses (core.server.responses): the same engine request as a chat completion, answered
         as Responses output items, whole or as streaming events."""
@@ -437,6 +455,7 @@ def create_app(
         Route("/v1/chat/completions", server.chat_completions, methods=["POST"]),
         Route("/v1/completions", server.completions, methods=["POST"]),
         Route("/v1/responses", server.responses, methods=["POST"]),
+        Route("/tokenize", server.tokenize, methods=["POST"]),  # vLLM's, at the root as vLLM serves it
     ]
     middleware = [
         Middleware(OriginGate, allowed_origins=tuple(allowed_origins)),

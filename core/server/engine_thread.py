@@ -55,8 +55,8 @@ class EngineThread:
     def attach(self, deliver: Callable[[P.Event], None]) -> None:
         self._deliver = deliver
 
-    def submit(self, request: P.Generate) -> None:
-        self._commands.put(("generate", request))
+    def submit(self, request: P.Generate | P.CountTokens) -> None:
+        self._commands.put(("send", request))
 
     def cancel(self, request_id: str) -> None:
         self._commands.put(("cancel", request_id))
@@ -101,12 +101,12 @@ class EngineThread:
                 command, argument = self._commands.get_nowait()
             except queue.Empty:
                 return
-            if command == "generate":
+            if command == "send":
                 self._send(argument)
             elif command == "cancel" and argument in self._open and self.client.alive:
                 self.client.cancel(argument)
 
-    def _send(self, request: P.Generate) -> None:
+    def _send(self, request: P.Generate | P.CountTokens) -> None:
         try:
             self.client.send(P.validate(request))
         except P.ProtocolError as error:
@@ -130,7 +130,7 @@ class EngineThread:
             self._failures, self._health = 0, EngineHealth()
         elif isinstance(event, P.BudgetReduced):
             self._models["budget"] = event.new_budget
-        if isinstance(event, (P.Finished, P.Error)) and event.request_id is not None:
+        if isinstance(event, (P.Finished, P.Error, P.TokenCount)) and event.request_id is not None:
             self._open.discard(event.request_id)
         if isinstance(event, P.Error) and event.kind == "engine_died" and event.request_id is None:
             self._engine_died(event)

@@ -7,6 +7,9 @@ routes: each HTTP request opens a `Ticket` in the server's event loop; the engin
 running in another thread) hands every event to `deliver`, which wakes the ticket's reader with
 `call_soon_threadsafe`.
 
+A count of a prompt (CountTokens, the API's /tokenize) opens a ticket too, whose one event is the TokenCount
+or an Error: the engine answers it at once, beside the answer it writes, so it is not a request /health counts.
+
 A client that goes away abandons its ticket: the gateway sends Cancel (the engine stops within one target
 pass, or drops the request if it was still queued) and counts the request as `cancelling` until the
 engine's Finished arrives, so `/health` shows when the engine is free again.
@@ -46,8 +49,8 @@ class EnginePort(Protocol):
     def attach(self, deliver: Callable[[P.Event], None]) -> None:
         """Send every engine event of the server's requests to `deliver` (from whatever thread)."""
 
-    def submit(self, request: P.Generate) -> None:
-        """Queue a Generate in the engine (in call order with `cancel`)."""
+    def submit(self, request: P.Generate | P.CountTokens) -> None:
+        """Queue a Generate in the engine (in call order with `cancel`), or ask it a CountTokens."""
 
     def cancel(self, request_id: str) -> None:
         """Cancel a running or queued request (in call order with `submit`)."""
@@ -74,7 +77,7 @@ class Ticket:
         if self.ended:
             return None
         event = await self.queue.get()
-        if event is None or isinstance(event, (P.Finished, P.Error)):
+        if event is None or isinstance(event, ENDINGS):
             self.ended = True
         return event
 
@@ -84,6 +87,7 @@ class Ticket:
         self.gateway._abandon(self)
 
 
+ENDINGS = (P.Finished, P.Error, P.TokenCount)  # the events after which a request has no more
 RECENT_REQUESTS = 8  # how many finished requests the Retry-After estimate averages
 DEFAULT_RETRY_AFTER_S = 10
 
@@ -93,6 +97,7 @@ class EngineGateway:
         self.port = port
         self._lock = threading.Lock()
         self._open: dict[str, Ticket] = {}
+        self._counts: dict[str, Ticket] = {}  # CountTokens asked: answered at once, not queued
         self._cancelling: set[str] = set()
         self._opened_at: dict[str, float] = {}
         self._durations: deque[float] = deque(maxlen=RECENT_REQUESTS)
@@ -104,6 +109,15 @@ class EngineGateway:
         with self._lock:
             self._open[request.request_id] = ticket
             self._opened_at[request.request_id] = time.monotonic()
+        self.port.submit(request)
+        return ticket
+
+    def count(self, request: P.CountTokens) -> Ticket:
+        """Ask the engine to count a prompt; the ticket's one event is the TokenCount or an Error. Call from the
+        server's event loop."""
+        ticket = Ticket(self, request.request_id, asyncio.get_running_loop())
+        with self._lock:
+            self._counts[request.request_id] = ticket
         self.port.submit(request)
         return ticket
 
@@ -119,10 +133,14 @@ class EngineGateway:
         request_id = getattr(event, "request_id", None)
         if request_id is None:
             return
-        ending = isinstance(event, (P.Finished, P.Error))
+        ending = isinstance(event, ENDINGS)
         with self._lock:
-            ticket = self._open.pop(request_id, None) if ending else self._open.get(request_id)
-            if ending:
+            if request_id in self._counts:
+                ticket = self._counts.pop(request_id) if ending else None
+            elif not ending:
+                ticket = self._open.get(request_id)
+            else:
+                ticket = self._open.pop(request_id, None)
                 self._cancelling.discard(request_id)
                 opened = self._opened_at.pop(request_id, None)
                 if opened is not None:
@@ -136,9 +154,10 @@ class EngineGateway:
     def close(self, message: str = "the server is shutting down") -> None:
         """End every open request with a server_stopping Error and cancel it in the engine (any thread)."""
         with self._lock:
-            request_ids = list(self._open)
+            request_ids, counts = list(self._open), list(self._counts)
         for request_id in request_ids:
             self.port.cancel(request_id)
+        for request_id in request_ids + counts:
             self.deliver(P.Error(request_id, "server_stopping", message, "start the server again"))
 
     def _abandon(self, ticket: Ticket) -> None:

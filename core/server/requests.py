@@ -125,6 +125,19 @@ class CompletionRequest:
     thinking_token_budget: int | None = None  # a thinking model's thought, at most (P.Generate's field)
     continue_final_message: bool = False  # the last message is an answer to go on with (P.Generate's field)
 
+    def to_count(self, request_id: str) -> P.CountTokens:
+        """The engine's count of the prompt an answer to this request would read, nothing left out (POST
+        /tokenize)."""
+        return P.CountTokens(
+            request_id=request_id,
+            messages=self.messages,
+            prompt=self.prompt,
+            tools=self.tools,
+            chat_template_kwargs=dict(self.chat_template_kwargs),
+            max_new_tokens=self.max_tokens,
+            trim_context=False,
+        )
+
     @property
     def forces_tool_call(self) -> bool:
         return self.tool_choice in ("required", "named")
@@ -550,3 +563,32 @@ def parse_completion_request(body: object, defaults: Defaults) -> CompletionRequ
     if not prompt:
         raise ApiError(400, "'prompt' is empty", param="prompt", code="invalid_value")
     return CompletionRequest(kind="text", prompt=prompt, **common)
+
+
+TOKENIZE_FIELDS = ("model", "messages", "prompt", "tools", "tool_choice", "chat_template_kwargs")
+
+
+def parse_tokenize_request(body: object, defaults: Defaults) -> CompletionRequest:
+    """A POST /tokenize body in vLLM's form: `messages` (with `tools` and `chat_template_kwargs`) or one
+    `prompt`, read as a chat completion's or a completion's; the prompt is counted as an answer reads it,
+    so vLLM's `add_generation_prompt` may only be true and `continue_final_message` only false. Other fields
+    (sampling, vLLM's `add_special_tokens`) do not change the count and are not read."""
+    if not isinstance(body, dict):
+        raise ApiError(400, "the request body must be a JSON object", code="invalid_type")
+    for name, counted in (("add_generation_prompt", True), ("continue_final_message", False)):
+        if body.get(name, counted) is not counted:
+            raise ApiError(
+                400,
+                f"'{name}' can only be {str(counted).lower()}: the count is of the prompt an answer to the "
+                "messages reads",
+                param=name,
+                code="invalid_value",
+            )
+    read = {name: body[name] for name in TOKENIZE_FIELDS if name in body}
+    if "messages" in read:
+        if "prompt" in read:
+            raise ApiError(400, "send 'messages' or 'prompt', not both", param="prompt", code="invalid_value")
+        return parse_chat_request(read, defaults)
+    if "prompt" in read:
+        return parse_completion_request(read, defaults)
+    raise ApiError(400, "send the 'messages' (or the 'prompt') to count", param="messages", code="invalid_value")
