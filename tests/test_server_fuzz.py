@@ -71,6 +71,13 @@ RESPONSES = {
     "text": {"format": {"type": "json_schema", "name": "n", "schema": {"type": "object"}}},
     "truncation": "auto",
 }
+TOKENIZE = {  # vLLM's POST /tokenize, a chat's prompt
+    "model": "m",
+    "messages": [{"role": "system", "content": "be"}, {"role": "user", "content": [{"type": "text", "text": "a"}]}],
+    "tools": [{"type": "function", "function": {"name": "w", "parameters": WEATHER}}],
+    "add_generation_prompt": True,
+    "chat_template_kwargs": {"enable_thinking": False},
+}
 VALUES = [None, True, False, 0, -1, 2**70, 1.5, float("nan"), float("inf"), "", "x", "\ud800", "a" * 300, [], [None],
           {}, {"a": 1}, {"type": None}, [{}], {"type": "text"}, {"role": "user"}, "user", "tool", "required", "none",
           "json_object", {"$ref": "#/$defs/Nope"}, {"type": "string", "pattern": "("}, "[" * 3000, {"not": {}}]  # fmt: skip
@@ -107,9 +114,11 @@ def read_as_the_server_does(body: object, route: str | None) -> None:
     """The checks a POST's decoded body passes before the engine (api.read_json and prepare); a file part is
     only checked (tests/test_server_files.py reads them)."""
     S.check_tree(body)
-    if route is not None and file_parts(body, route):
+    if route is not None and file_parts(body, "chat" if route == "tokenize" else route):
         return
-    if route == "responses":
+    if route == "tokenize":
+        parsed = S.parse_tokenize_request(body, S.Defaults())
+    elif route == "responses":
         parsed = parse_responses_request(body, S.Defaults()).completion
     elif route == "chat":
         parsed = S.parse_chat_request(body, S.Defaults())
@@ -122,7 +131,9 @@ def read_as_the_server_does(body: object, route: str | None) -> None:
         S.check_grammar(parsed.grammar_kind, parsed.grammar_source, "response_format")
 
 
-@pytest.mark.parametrize("route, body", [("chat", CHAT), (None, COMPLETION), ("responses", RESPONSES)])
+@pytest.mark.parametrize(
+    "route, body", [("chat", CHAT), (None, COMPLETION), ("responses", RESPONSES), ("tokenize", TOKENIZE)]
+)
 @pytest.mark.parametrize("seed", range(3))
 def test_mutated_requests_are_read_or_refused_in_words(route, body, seed):
     read_as_the_server_does(copy.deepcopy(body), route)  # the request itself is valid
