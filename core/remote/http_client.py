@@ -142,8 +142,7 @@ class OpenAICompatibleClient:
 
     def _root_url(self, route: str) -> str:
         """A route beside the API's /v1 (vLLM serves /tokenize at its root); a base without /v1 takes it as is."""
-        base = self.endpoint.base_url
-        return f"{base.removesuffix('/v1') if base.endswith('/v1') else base}/{route}"
+        return f"{self.endpoint.base_url.removesuffix('/v1')}/{route}"
 
     async def _read_capped(self, response: httpx2.Response, what: str) -> bytes:
         raw = b""
