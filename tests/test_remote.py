@@ -31,7 +31,7 @@ from core.errors import (
 )
 from core.remote.check import check_endpoint
 from core.remote.endpoint import Endpoint, normalise_base_url
-from core.remote.engine import RemoteEngine
+from core.remote.engine import PROMPT_REFUSED, RemoteEngine
 from core.remote.wire import (
     PromptCount,
     decode_body,
@@ -240,6 +240,9 @@ def test_a_server_is_not_asked_to_count_a_prompt_and_says_so_in_words(engine, ot
     assert isinstance(refused, P.Error) and refused.kind == "invalid_setting"
     assert "does not say how long a message is before it answers" in refused.message
     assert server_state(other)["last_request"] == before
+    asked = engine.count_tokens([], prompt="w1 w2")  # a count of plain text, which a server is never asked
+    refused = next(e for e in iter(lambda: engine.poll(5), None) if getattr(e, "request_id", None) == asked)
+    assert isinstance(refused, P.Error) and refused.message == PROMPT_REFUSED
     with pytest.raises(P.ProtocolError, match="messages is empty"):
         engine.count_tokens([])
 

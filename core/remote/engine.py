@@ -49,6 +49,7 @@ from core.text.reasoning import ReasoningSplitter, ThinkingFormat
 log = logging.getLogger(__name__)
 _ids = itertools.count(1)
 LOST_HINT = "the answer so far is kept; try again when the server is back"
+PROMPT_REFUSED = "a remote server is asked with chat messages, not a plain-text prompt"  # an answer's, a count's
 
 
 def request_options(request: P.Generate) -> dict[str, Any]:
@@ -309,9 +310,7 @@ class RemoteEngine:
             P.CountTokens(request_id=request_id, messages=tuple(dict(m) for m in messages), **settings)
         )
         if request.prompt is not None:
-            self._events.put(
-                P.Error(request_id, "invalid_setting", "a remote server is asked with chat messages, not a prompt")
-            )
+            self._events.put(P.Error(request_id, "invalid_setting", PROMPT_REFUSED))
         elif not self._info.get("counts_prompts") or not self.alive:
             self._events.put(
                 P.Error(
@@ -375,7 +374,7 @@ class RemoteEngine:
         try:
             async with self._turn:
                 if request.prompt is not None:
-                    raise RemoteRejectedError("a remote server is asked with chat messages, not a plain-text prompt")
+                    raise RemoteRejectedError(PROMPT_REFUSED)
                 if self._model is None:
                     return P.Error(
                         request_id,
