@@ -48,26 +48,36 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     return cores(config) + 1
 
 
-# The files that take longest on a worker (35-90 s each on 2 cores, 2026-11-28: a per-test log of a whole run),
-# longest first. Workers take a file at a time from a queue; xdist orders it by number of tests, which put files
-# of a few long tests (engines, chats, the GPU check) last, and the run ended with one worker on such a file and
-# the other cores idle. Handed out first, they end while shorter files fill the other workers. A stale entry
-# only costs a little of that balance.
+# The files that take longest on a worker (21-103 s each on 2 cores, 2026-12-07: a timed per-test log of a whole
+# run), longest first. Workers take a file at a time from a queue; xdist orders it by number of tests, which put
+# files of a few long tests (engines, chats, the GPU check) last, and the run ended with one worker on such a file
+# and the other cores idle. Handed out longest first, they end while the many short files fill the other workers.
+# A stale entry only costs a little of that balance.
 LONGEST_FILES = (
-    "test_trace.py",
     "test_specinfer.py",
     "test_serve.py",
+    "test_trace.py",
     "test_doctor.py",
-    "test_thinking_budget.py",
     "test_chat_cli.py",
+    "test_thinking_budget.py",
     "test_exactness.py",
     "test_chat_tools_cli.py",
+    "test_app_window.py",
     "test_gpu_check.py",
     "test_reasoning.py",
+    "test_app_wizard.py",
     "test_serve_agents.py",
+    "test_constraints.py",
+    "test_download_safety.py",
+    "test_cli.py",
+    "test_serve_api.py",
     "test_remote_serve.py",
     "test_meta_device.py",
+    "test_tools_mcp.py",
+    "test_engine.py",
     "test_serve_faults.py",
+    "test_builtin.py",
+    "test_app_tools.py",
 )
 
 
