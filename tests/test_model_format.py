@@ -16,14 +16,8 @@ from safetensors.numpy import save_file
 from conftest import run_cli
 from core.engine.events import error_event
 from core.errors import DamagedModelError, ModelFormatError, UnsupportedArchitectureError, UnsupportedFormatError
-from core.modeling.model_format import (
-    GgufHeader,
-    check_gguf,
-    check_weight_format,
-    gguf_header,
-    quant_scheme,
-    safetensors_header,
-)
+from core.modeling.gguf_header import GgufHeader, gguf_header
+from core.modeling.model_format import check_gguf, check_weight_format, quant_scheme, safetensors_header
 
 LLAMA = {
     "model_type": "llama",
@@ -353,7 +347,7 @@ def write_gguf_header(
 
 def test_a_big_models_gguf_is_refused_before_it_is_read(tmp_path, capsys):
     big = write_gguf_header(tmp_path / "Llama-3.3-70B-Instruct-Q4_K_M.gguf", 880_000_000, 80)
-    assert gguf_header(big) == GgufHeader(70_400_000_000, 15, "llama", "")
+    assert gguf_header(big) == GgufHeader(80, 70_400_000_000, 15, "llama", "")
     with pytest.raises(UnsupportedFormatError) as info:
         check_gguf(big, ram_bytes=64 * 1024**3)
     message = str(info.value)
@@ -370,7 +364,9 @@ def test_a_gguf_file_s_family_is_read_from_its_metadata_and_refused_before_it_is
     def header(name: str, architecture: str | None, model_name: str | None = None) -> Path:
         return write_gguf_header(tmp_path / f"{name}.gguf", 1000, 2, architecture=architecture, name=model_name)
 
-    assert gguf_header(header("moe", "qwen3moe", "Qwen3 30B A3B")) == GgufHeader(2000, 15, "qwen3moe", "Qwen3 30B A3B")
+    assert gguf_header(header("moe", "qwen3moe", "Qwen3 30B A3B")) == GgufHeader(
+        2, 2000, 15, "qwen3moe", "Qwen3 30B A3B"
+    )
     check_gguf(tmp_path / "moe.gguf")  # qwen3moe is Qwen3-MoE
     check_gguf(header("mistral", "llama", "Mistral 7B Instruct"))  # llama.cpp's name for Mistral
     with pytest.raises(
@@ -380,23 +376,6 @@ def test_a_gguf_file_s_family_is_read_from_its_metadata_and_refused_before_it_is
     with pytest.raises(ModelFormatError, match="does not say what model it holds"):
         import_model(header("nameless", None), tmp_path / "models")
     assert not (tmp_path / "models").exists()  # nothing was copied
-
-
-@pytest.mark.parametrize(
-    "claim",
-    [
-        b"GGUF" + struct.pack("<IQQ", 3, 1, 1) + struct.pack("<Q", 2**62),  # a key of 2^62 bytes
-        b"GGUF" + struct.pack("<IQQ", 3, 1, 2**62),  # 2^62 metadata entries
-        b"GGUF" + struct.pack("<IQQ", 3, 2**62, 0),  # 2^62 tensors
-        b"GGUF" + struct.pack("<IQQ", 3, 1, 1) + gguf_string("k") + struct.pack("<IIQ", 9, 8, 2**62),  # array
-        b"GGUF" + struct.pack("<IQQ", 3, 1, 1) + gguf_string("k") + struct.pack("<IIQ", 9, 6, 2**62),  # of floats
-    ],
-)
-def test_a_gguf_header_that_claims_more_than_the_file_holds_is_damaged_not_allocated(tmp_path, claim):
-    path = tmp_path / "hostile.gguf"
-    path.write_bytes(claim + b"\0" * 64)
-    with pytest.raises(DamagedModelError, match="cut short inside its header"):
-        gguf_header(path)
 
 
 def test_awq_and_compressed_tensors_folders_import(tmp_path):

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from core.errors import DamagedModelError, ModelFormatError, UnsupportedFormatError
 from core.modeling.families import check_architecture, gguf_model_type
+from core.modeling.gguf_header import gguf_header
 from core.modeling.hybrid_layers import check_attention_only
 from core.planning.sizes import format_bytes
 from core.system import json_text
@@ -510,97 +511,6 @@ def _stored_dtype(folder: Path, dtype_of: dict[str, str], ending: str) -> str:
 # GGUF files: read whole into memory, so only small ones
 
 
-_GGUF_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
-_GGUF_STRING, _GGUF_ARRAY = 8, 9
-_GGUF_KEPT = ("general.file_type", "general.architecture", "general.name")  # the metadata gguf_header keeps
-
-
-@dataclass(frozen=True)
-class GgufHeader:
-    """What a GGUF file says of itself before its tensor data (`gguf_header`): its parameter count, llama.cpp's
-    file type (general.file_type, None when absent), its architecture (general.architecture: "llama",
-    "qwen3moe", ...; None when absent) and its name (general.name, "" when absent)."""
-
-    parameters: int
-    file_type: int | None
-    architecture: str | None
-    name: str
-
-
-def gguf_header(path: Path) -> GgufHeader:
-    """Read a GGUF file's metadata and tensor list (no tensor data), every length checked against what the file
-    holds, so a damaged or hostile file is an error in words, never an allocation of what it claims.
-
-    gguf's own GGUFReader would also map every tensor and turn each metadata array into numpy arrays (seconds for
-    a 150k-token vocabulary); this walks the keys once and keeps four values.
-
-    Raises: ModelFormatError for a file that is not GGUF; DamagedModelError for one cut short or whose lengths
-    run past its end."""
-    try:
-        size = path.stat().st_size
-        with open(path, "rb") as handle:
-
-            def damaged() -> DamagedModelError:
-                return DamagedModelError(f"{path} is cut short inside its header: download it again")
-
-            def read_bytes(count: int) -> bytes:
-                if count > size - handle.tell():
-                    raise damaged()
-                return handle.read(count)
-
-            def read(fmt: str):
-                return struct.unpack(fmt, read_bytes(struct.calcsize(fmt)))[0]
-
-            def at_most(count: int, smallest: int) -> int:
-                """`count` items of at least `smallest` bytes each, when the rest of the file can hold them."""
-                if count * smallest > size - handle.tell():
-                    raise damaged()
-                return count
-
-            def value(kind: int):
-                if kind == _GGUF_STRING:
-                    return read_bytes(read("<Q"))
-                if kind == _GGUF_ARRAY:
-                    item, count = read("<I"), read("<Q")
-                    if item in _GGUF_SCALARS:
-                        read_bytes(count * struct.calcsize(_GGUF_SCALARS[item]))
-                        return None
-                    for _ in range(at_most(count, 8)):  # strings or arrays: a length of 8 bytes at least
-                        value(item)
-                    return None
-                if kind not in _GGUF_SCALARS:
-                    raise ModelFormatError(f"{path} has an unknown GGUF value type {kind}")
-                return read(_GGUF_SCALARS[kind])
-
-            if handle.read(4) != b"GGUF":
-                raise ModelFormatError(f"{path} is not a GGUF file (it does not start with 'GGUF')")
-            read("<I")  # version
-            tensors, entries = read("<Q"), read("<Q")
-            said: dict[str, object] = {}
-            for _ in range(at_most(entries, 12)):  # a key's length, the key, its type
-                key = read_bytes(read("<Q")).decode("utf-8", "replace")
-                found = value(read("<I"))
-                if key in _GGUF_KEPT:
-                    said[key] = found
-            parameters = 0
-            for _ in range(at_most(tensors, 24)):  # a name's length, dimensions, type, offset
-                read_bytes(read("<Q"))  # the tensor's name
-                count = 1
-                for _ in range(at_most(read("<I"), 8)):
-                    count *= read("<Q")
-                read("<I"), read("<Q")  # type, offset
-                parameters += count
-    except OSError as error:
-        raise ModelFormatError(f"{path} cannot be read: {error}") from error
-    file_type, architecture, name = (said.get(key) for key in _GGUF_KEPT)
-    return GgufHeader(
-        parameters=parameters,
-        file_type=file_type if isinstance(file_type, int) else None,
-        architecture=architecture.decode("utf-8", "replace") if isinstance(architecture, bytes) else None,
-        name=name.decode("utf-8", "replace") if isinstance(name, bytes) else "",
-    )
-
-
 def check_gguf(path: Path, ram_bytes: int | None = None) -> None:
     """A GGUF file the engine can load, from one read of its metadata (`gguf_header`: no tensor data): of a
     family the engine runs, and small enough to expand. GGUF files are expanded to 16 or 32 bits when they load
@@ -609,8 +519,11 @@ def check_gguf(path: Path, ram_bytes: int | None = None) -> None:
     instead.
 
     Raises: UnsupportedArchitectureError; UnsupportedFormatError (too big); ModelFormatError for a file that is
-    not GGUF or names no architecture; DamagedModelError for one cut short."""
+    not GGUF (or of a version not read), holds no tensors or names no architecture; DamagedModelError for one cut
+    short or otherwise damaged in its header (core.modeling.gguf_header)."""
     header = gguf_header(path)
+    if header.tensors == 0:
+        raise ModelFormatError(f"{path} is a GGUF file with no tensors: it holds no model")
     if header.architecture is None:
         raise ModelFormatError(
             f"{path} does not say what model it holds (its metadata has no general.architecture): download it again"

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import struct
 from pathlib import Path
 
 from core.errors import DiskWriteError, ModelFormatError, ModelNotFoundError, SpecExecError
@@ -20,14 +19,12 @@ from core.system import json_text
 from core.system.disk import SPARE_BYTES, free_bytes, is_disk_full, is_write_refused, replace_file, why_write_failed
 
 WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.pt", "*.pth")
-GGUF_MAGIC = b"GGUF"
-GGUF_VERSIONS = (1, 2, 3)
 
 
 def check_model_folder(folder: Path) -> None:
     """A folder the loader can read: a parseable config.json of a family the engine runs, and weight files in a
     format the engine reads (core.modeling.model_format: headers and settings only, no weight data), or exactly
-    one .gguf file (`check_gguf_file`).
+    one .gguf file (core.modeling.model_format.check_gguf: its header, family and size once expanded).
 
     Raises:
         ModelFormatError: what is missing, in words; UnsupportedFormatError: a format the engine does not read
@@ -38,7 +35,7 @@ def check_model_folder(folder: Path) -> None:
     config = folder / "config.json"
     if not config.is_file():
         if len(ggufs) == 1:
-            return check_gguf_file(ggufs[0])
+            return check_gguf(ggufs[0])
         raise ModelFormatError(
             f"{folder} is not a model folder: it has no config.json (a Hugging Face model folder has config.json, "
             "tokenizer files and *.safetensors; or import a single .gguf file)"
@@ -61,30 +58,6 @@ def check_model_folder(folder: Path) -> None:
     check_weight_format(folder)
 
 
-def check_gguf_file(path: Path) -> None:
-    """The first 24 bytes of a GGUF file: magic, a known version, tensor and metadata counts; then, from its
-    metadata, its family and its size once expanded (core.modeling.model_format.check_gguf: a big model's GGUF
-    cannot load).
-
-    Raises:
-        ModelFormatError: not a GGUF file, or a truncated one; UnsupportedArchitectureError: a family the engine
-        does not run; UnsupportedFormatError: too big to expand.
-    """
-    try:
-        with open(path, "rb") as handle:
-            header = handle.read(24)
-    except OSError as error:
-        raise ModelFormatError(f"{path} cannot be read: {error}") from error
-    if len(header) < 24 or header[:4] != GGUF_MAGIC:
-        raise ModelFormatError(f"{path} is not a GGUF file (it does not start with 'GGUF')")
-    version, tensors, _metadata = struct.unpack("<IQQ", header[4:24])
-    if version not in GGUF_VERSIONS:
-        raise ModelFormatError(f"{path} is GGUF version {version}; this program reads versions 1 to 3")
-    if tensors == 0:
-        raise ModelFormatError(f"{path} is a GGUF file with no tensors: it holds no model")
-    check_gguf(path)
-
-
 def import_model(source: Path, root: Path, link: bool = False) -> Path:
     """Check `source` (a folder or a .gguf file) and add it to `root`; returns the new entry's path.
 
@@ -104,7 +77,7 @@ def import_model(source: Path, root: Path, link: bool = False) -> Path:
         check_model_folder(source)
         name = source.name
     elif source.suffix.lower() == ".gguf":
-        check_gguf_file(source)
+        check_gguf(source)
         name = source.stem
     else:
         raise ModelFormatError(f"{source} is neither a model folder nor a .gguf file")

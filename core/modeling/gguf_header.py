@@ -1,0 +1,160 @@
+"""What a GGUF file says of itself (its metadata and tensor list, no tensor data), read as hostile input.
+
+A GGUF file comes from outside (a download, a file someone imports), and its header is mostly lengths and
+counts saying how much follows. Each one is checked against the bytes left in the file before it is used, and
+what is not kept is skipped by seeking, so a damaged or hostile header is an error in words: never an
+allocation of what it claims, never a walk of billions of values, never a recursion as deep as its arrays nest.
+
+gguf's own GGUFReader would also map every tensor and turn each metadata array into numpy arrays (seconds for a
+150k-token vocabulary); this walks the keys once and keeps three values.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from core.errors import DamagedModelError, ModelFormatError
+
+_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+_STRING, _ARRAY = 8, 9
+KEPT = ("general.file_type", "general.architecture", "general.name")  # the metadata gguf_header keeps
+VERSIONS = (2, 3)  # those gguf's reader loads (version 1, of 2023, had 32-bit lengths and is read by nothing now)
+
+MAX_KEY_BYTES = 65_535  # the GGUF specification's limit on a key's length
+MAX_KEPT_STRING_BYTES = 65_536  # an architecture's or a model's name; a longer value is not one, and is skipped
+MAX_NESTING = 8  # arrays of arrays: llama.cpp writes none, so a header nesting deeper is damaged
+MAX_DIMENSIONS = 4  # ggml's GGML_MAX_DIMS: no GGUF tensor has more
+# Metadata entries, tensors and the items of arrays of strings or arrays, walked one by one: the largest
+# vocabularies and merge lists hold ~300k each, a 70B model ~700 tensors. Past this the file is damaged (a
+# count read from the wrong place), and walking on would hold the app for minutes.
+MAX_WALKED = 1 << 22
+
+
+@dataclass(frozen=True)
+class GgufHeader:
+    """What a GGUF file says of itself before its tensor data (`gguf_header`): how many tensors it lists and
+    their parameter count, llama.cpp's file type (general.file_type, None when absent), its architecture (general.architecture: "llama",
+    "qwen3moe", ...; None when absent) and its name (general.name, "" when absent)."""
+
+    tensors: int
+    parameters: int
+    file_type: int | None
+    architecture: str | None
+    name: str
+
+
+def gguf_header(path: Path) -> GgufHeader:
+    """Read a GGUF file's metadata and tensor list (no tensor data), every length checked against what the file
+    holds.
+
+    Raises: ModelFormatError for a file that is not GGUF, of a version gguf's reader does not load, that cannot
+    be read or that holds a value type GGUF does not have; DamagedModelError for one cut short, whose lengths run past its end, or whose counts or nesting no
+    real GGUF file has."""
+    try:
+        with open(path, "rb") as handle:
+            if handle.read(4) != b"GGUF":
+                raise ModelFormatError(f"{path} is not a GGUF file (it does not start with 'GGUF')")
+            return _HeaderWalk(path, handle, path.stat().st_size).header()
+    except OSError as error:
+        raise ModelFormatError(f"{path} cannot be read: {error}") from error
+
+
+class _HeaderWalk:
+    """One pass over a GGUF header after its magic, every length checked against the bytes left in the file."""
+
+    def __init__(self, path: Path, handle: BinaryIO, size: int) -> None:
+        self.path, self.handle, self.size = path, handle, size
+        self.walked = 0
+
+    def header(self) -> GgufHeader:
+        version = self.number("<I")
+        if version not in VERSIONS:
+            raise ModelFormatError(
+                f"{self.path} is GGUF version {version}; this program reads versions {VERSIONS[0]} and {VERSIONS[1]} "
+                "(a newer download of the model is one of them)"
+            )
+        tensors, entries = self.number("<Q"), self.number("<Q")
+        said: dict[str, object] = {}
+        for _ in range(self.items(entries, 12)):  # a key's length, the key, its type
+            length = self.number("<Q")
+            if MAX_KEY_BYTES < length <= self.left():  # a length past the end is a file cut short (take)
+                raise self.damaged(f"has a metadata key of {length:,} bytes (GGUF allows {MAX_KEY_BYTES:,})")
+            key = self.take(length).decode("utf-8", "replace")
+            found = self.value(self.number("<I"), keep=key in KEPT)
+            if key in KEPT:
+                said[key] = found
+        parameters = 0
+        for _ in range(self.items(tensors, 24)):  # a name's length, dimensions, type, offset
+            self.skip(self.number("<Q"))  # the tensor's name
+            dimensions = self.number("<I")
+            if dimensions > MAX_DIMENSIONS:
+                raise self.damaged(f"lists a tensor of {dimensions:,} dimensions (GGUF allows {MAX_DIMENSIONS})")
+            count = 1
+            for _ in range(dimensions):
+                count *= self.number("<Q")
+            self.number("<I"), self.number("<Q")  # type, offset
+            parameters += count
+        file_type, architecture, name = (said.get(key) for key in KEPT)
+        return GgufHeader(
+            tensors=tensors,
+            parameters=parameters,
+            file_type=file_type if isinstance(file_type, int) else None,
+            architecture=architecture.decode("utf-8", "replace") if isinstance(architecture, bytes) else None,
+            name=name.decode("utf-8", "replace") if isinstance(name, bytes) else "",
+        )
+
+    def value(self, kind: int, keep: bool = False, depth: int = 0) -> object:
+        """One value of GGUF type `kind`: a number, a string's bytes where `keep` (None when longer than a name
+        can be), None for an array or a string not kept (skipped)."""
+        if kind == _STRING:
+            length = self.number("<Q")
+            if keep and length <= MAX_KEPT_STRING_BYTES:
+                return self.take(length)
+            self.skip(length)
+            return None
+        if kind == _ARRAY:
+            if depth == MAX_NESTING:
+                raise self.damaged(f"nests metadata arrays more than {MAX_NESTING} deep")
+            item, count = self.number("<I"), self.number("<Q")
+            if item in _SCALARS:
+                self.skip(count * struct.calcsize(_SCALARS[item]))
+                return None
+            for _ in range(self.items(count, 8)):  # strings or arrays: a length of 8 bytes at least
+                self.value(item, depth=depth + 1)
+            return None
+        if kind not in _SCALARS:
+            raise ModelFormatError(f"{self.path} has an unknown GGUF value type {kind}")
+        return self.number(_SCALARS[kind])
+
+    def items(self, count: int, smallest: int) -> int:
+        """`count` items of at least `smallest` bytes each, when the rest of the file can hold them and the walk
+        stays under MAX_WALKED."""
+        if count * smallest > self.left():
+            raise self.damaged()
+        self.walked += count
+        if self.walked > MAX_WALKED:
+            raise self.damaged(f"counts more than {MAX_WALKED:,} entries in its header, which no model has")
+        return count
+
+    def number(self, fmt: str) -> int | float | bool:
+        return struct.unpack(fmt, self.take(struct.calcsize(fmt)))[0]
+
+    def take(self, count: int) -> bytes:
+        if count > self.left():
+            raise self.damaged()
+        return self.handle.read(count)
+
+    def skip(self, count: int) -> None:
+        if count > self.left():
+            raise self.damaged()
+        self.handle.seek(count, os.SEEK_CUR)
+
+    def left(self) -> int:
+        return self.size - self.handle.tell()
+
+    def damaged(self, why: str = "is cut short inside its header") -> DamagedModelError:
+        return DamagedModelError(f"{self.path} {why}: download it again")
