@@ -5,6 +5,7 @@ library call, `specexec generate --target`, `specexec models import` and the eng
 from __future__ import annotations
 
 import json
+import random
 import re
 import struct
 from pathlib import Path
@@ -265,7 +266,13 @@ def test_mixed_precision_compressed_tensors_is_refused(tmp_path):
         quant_scheme(model_folder(tmp_path / "m", raw))
 
 
-@pytest.mark.parametrize("offsets", ['"x"', "[0]", '[0, "end"]', "[0, null]", "{}"])
+@pytest.mark.parametrize(
+    "offsets",
+    # Infinity, 1e400 (a float too big, which JSON reads as inf) and NaN were an OverflowError's or a
+    # comparison's way past the check; safetensors' own reader takes whole byte positions only
+    ['"x"', "[0]", '[0, "end"]', "[0, null]", "{}", "[0, Infinity]", "[0, 1e400]", "[0, NaN]", "[0, 2.0]"]
+    + ["[0, true]", "[-4, 2]", "[2, 0]", "[0, 1, 2]"],
+)
 def test_a_safetensors_header_with_offsets_that_are_not_numbers_is_damaged(tmp_path, offsets):
     header = f'{{"w": {{"dtype": "F16", "shape": [2], "data_offsets": {offsets}}}}}'.encode()
     path = tmp_path / "model.safetensors"
@@ -433,3 +440,46 @@ def test_sliding_window_attention_is_not_taken_for_recurrence(tmp_path):
     config = json.loads((folder / "config.json").read_text())
     (folder / "config.json").write_text(json.dumps({**config, "layer_types": ["sliding_attention", "full_attention"]}))
     assert check_weight_format(folder) is None
+
+
+HOSTILE_JSON = [None, True, -1, 0, 2**64, 1e400, float("nan"), "", "F8_E4M3", "x" * 300, [], [0], [[[]]], {}, {"a": 1}]
+
+
+def _mutate(value, chosen: random.Random):
+    """`value` (a header's JSON) with one node replaced by a hostile value, deleted, or left with an added key."""
+    if isinstance(value, dict) and value and chosen.random() < 0.7:
+        key = chosen.choice(list(value))
+        action = chosen.randrange(3)
+        if action == 0:
+            return {**value, key: _mutate(value[key], chosen)}
+        if action == 1:
+            return {k: v for k, v in value.items() if k != key}
+        return {**value, chosen.choice(["model.layers.0.x.qweight", "__metadata__", "w"]): chosen.choice(HOSTILE_JSON)}
+    if isinstance(value, list) and value and chosen.random() < 0.7:
+        at = chosen.randrange(len(value))
+        return [*value[:at], _mutate(value[at], chosen), *value[at + 1 :]]
+    return chosen.choice(HOSTILE_JSON)
+
+
+def test_seeded_mutations_of_a_safetensors_header_are_read_or_refused_in_words(tmp_path):
+    """1,000 mutations of a real folder's safetensors header (values replaced by every JSON type and some
+    hostile ones, keys deleted or added; the length kept true): `check_weight_format` reads each or refuses it
+    with a ModelFormatError. Found this way: offsets of Infinity or 1e400 (an OverflowError)."""
+    folder = model_folder(tmp_path / "m", tensors={f"model.layers.{i}.w": np.ones(4, np.float16) for i in range(2)})
+    (folder / "config.json").write_text(json.dumps(dict(LLAMA, num_hidden_layers=2)))
+    weights = folder / "model.safetensors"
+    data = weights.read_bytes()
+    (length,) = struct.unpack("<Q", data[:8])
+    header, body = json.loads(data[8 : 8 + length]), data[8 + length :]
+    chosen = random.Random(38)
+    outcomes = {"read": 0, "refused": 0}
+    for case in range(1_000):
+        text = json.dumps(_mutate(header, chosen)).encode()
+        weights.write_bytes(struct.pack("<Q", len(text)) + text + body)
+        try:
+            check_weight_format(folder)
+            outcomes["read"] += 1
+        except ModelFormatError as error:
+            assert str(error), case
+            outcomes["refused"] += 1
+    assert outcomes["read"] > 0 and outcomes["refused"] > 0, outcomes

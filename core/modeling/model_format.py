@@ -385,17 +385,17 @@ def safetensors_header(path: Path) -> dict:
         raise DamagedModelError(f"{path} cannot be read as a safetensors file ({error}): download it again") from error
     if not isinstance(header, dict):
         raise DamagedModelError(f"{path} has no safetensors header: download it again")
-    try:
-        end = max(
-            (
-                int(info["data_offsets"][1])
-                for name, info in header.items()
-                if name != "__metadata__" and isinstance(info, dict) and "data_offsets" in info
-            ),
-            default=0,
-        )
-    except (TypeError, ValueError, IndexError, KeyError) as error:  # offsets that are not [start, end] numbers
-        raise DamagedModelError(f"{path} has a damaged safetensors header ({error!r}): download it again") from error
+    end = 0
+    for name, info in header.items():
+        if name == "__metadata__" or not isinstance(info, dict) or "data_offsets" not in info:
+            continue
+        offsets = info["data_offsets"]
+        if not _are_data_offsets(offsets):  # safetensors' own reader takes only [start, end] in whole bytes
+            raise DamagedModelError(
+                f"{path} has a damaged safetensors header (the data offsets of {name[:200]!r} are not two byte "
+                "positions in order): download it again"
+            )
+        end = max(end, offsets[1])
     if 8 + length + end > size:
         missing = 8 + length + end - size
         raise DamagedModelError(
@@ -403,6 +403,16 @@ def safetensors_header(path: Path) -> dict:
             "incomplete or damaged; download it again"
         )
     return header
+
+
+def _are_data_offsets(offsets: object) -> bool:
+    """[start, end]: whole numbers (not floats, which JSON's Infinity and 1e400 are, nor booleans), start <= end."""
+    return (
+        isinstance(offsets, list)
+        and len(offsets) == 2
+        and all(type(offset) is int for offset in offsets)
+        and 0 <= offsets[0] <= offsets[1]
+    )
 
 
 def weight_files(folder: Path) -> list[Path]:
