@@ -114,13 +114,18 @@ def test_arrays_nested_thousands_deep_are_damaged_not_a_crash(tmp_path, capsys, 
 
 def test_an_old_version_and_a_file_of_no_tensors_are_refused_before_an_import(tmp_path):
     """Version 1 (32-bit lengths) was let in by the import and could never load (gguf's reader, which loads the
-    file, reads versions 2 and 3); a file that lists no tensors holds no model."""
+    file, reads versions 2 and 3); a big-endian file's version read as a huge number; a file that lists no
+    tensors holds no model."""
     from core.models.importing import import_model
 
     old = tmp_path / "old.gguf"
     old.write_bytes(b"GGUF" + struct.pack("<IQQ", 1, 1, 1) + b"\0" * 64)
-    with pytest.raises(ModelFormatError, match="is GGUF version 1; this program reads versions 2 and 3"):
+    with pytest.raises(ModelFormatError, match="is GGUF version 1, which nothing loads now: download the model"):
         import_model(old, tmp_path / "models")
+    big_endian = tmp_path / "s390x.gguf"
+    big_endian.write_bytes(b"GGUF" + struct.pack(">IQQ", 3, 1, 1) + b"\0" * 64)
+    with pytest.raises(ModelFormatError, match="is a big-endian GGUF file .*download the usual little-endian one"):
+        import_model(big_endian, tmp_path / "models")
     empty = tmp_path / "empty.gguf"
     empty.write_bytes(header_bytes([string_entry("general.architecture", "llama")]))
     with pytest.raises(ModelFormatError, match="is a GGUF file with no tensors: it holds no model"):

@@ -37,8 +37,9 @@ MAX_WALKED = 1 << 22
 @dataclass(frozen=True)
 class GgufHeader:
     """What a GGUF file says of itself before its tensor data (`gguf_header`): how many tensors it lists and
-    their parameter count, llama.cpp's file type (general.file_type, None when absent), its architecture (general.architecture: "llama",
-    "qwen3moe", ...; None when absent) and its name (general.name, "" when absent)."""
+    their parameter count, llama.cpp's file type (general.file_type, None when absent), its architecture
+    (general.architecture: "llama", "qwen3moe", ...; None when absent) and its name (general.name, "" when
+    absent)."""
 
     tensors: int
     parameters: int
@@ -51,9 +52,9 @@ def gguf_header(path: Path) -> GgufHeader:
     """Read a GGUF file's metadata and tensor list (no tensor data), every length checked against what the file
     holds.
 
-    Raises: ModelFormatError for a file that is not GGUF, of a version gguf's reader does not load, that cannot
-    be read or that holds a value type GGUF does not have; DamagedModelError for one cut short, whose lengths run past its end, or whose counts or nesting no
-    real GGUF file has."""
+    Raises: ModelFormatError for a file that is not GGUF, of a version or byte order gguf's reader does not
+    load, that cannot be read or that holds a value type GGUF does not have; DamagedModelError for one cut
+    short, whose lengths run past its end, or whose counts or nesting no real GGUF file has."""
     try:
         with open(path, "rb") as handle:
             if handle.read(4) != b"GGUF":
@@ -61,6 +62,17 @@ def gguf_header(path: Path) -> GgufHeader:
             return _HeaderWalk(path, handle, path.stat().st_size).header()
     except OSError as error:
         raise ModelFormatError(f"{path} cannot be read: {error}") from error
+
+
+def _version_words(version: int) -> str:
+    """What a GGUF version outside VERSIONS is, and what to do."""
+    if version and not version & 0xFFFF:  # a small version number read in the other byte order
+        return "a big-endian GGUF file (made for IBM mainframes): download the usual little-endian one"
+    if version < VERSIONS[0]:
+        return (
+            f"GGUF version {version}, which nothing loads now: download the model again (today's files are version 3)"
+        )
+    return f"GGUF version {version}; this program reads versions {VERSIONS[0]} and {VERSIONS[1]}"
 
 
 class _HeaderWalk:
@@ -73,10 +85,7 @@ class _HeaderWalk:
     def header(self) -> GgufHeader:
         version = self.number("<I")
         if version not in VERSIONS:
-            raise ModelFormatError(
-                f"{self.path} is GGUF version {version}; this program reads versions {VERSIONS[0]} and {VERSIONS[1]} "
-                "(a newer download of the model is one of them)"
-            )
+            raise ModelFormatError(f"{self.path} is {_version_words(version)}")
         tensors, entries = self.number("<Q"), self.number("<Q")
         said: dict[str, object] = {}
         for _ in range(self.items(entries, 12)):  # a key's length, the key, its type
