@@ -145,12 +145,13 @@ class OpenAICompatibleClient:
         return f"{self.endpoint.base_url.removesuffix('/v1')}/{route}"
 
     async def _read_capped(self, response: httpx2.Response, what: str) -> bytes:
-        raw = b""
+        """The whole body, refused past MAX_LIST_BODY (grown in place: up to 16 MB in many small parts)."""
+        raw = bytearray()
         async for part in response.aiter_bytes():
             raw += part
             if len(raw) > MAX_LIST_BODY:
                 raise RemoteNotOpenAIError(f"{self.endpoint.label} sent {what} over {MAX_LIST_BODY >> 20} MB")
-        return raw
+        return bytes(raw)
 
     async def _error(self, response: httpx2.Response, route: str) -> tuple[RemoteError, object]:
         """The error for a non-200 answer, and the answer's body (decoded JSON, or text)."""
