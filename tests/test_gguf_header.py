@@ -14,8 +14,7 @@ import numpy as np
 import pytest
 
 from core.errors import DamagedModelError, ModelFormatError
-from core.modeling import gguf_header as reader
-from core.modeling.gguf_header import GgufHeader, gguf_header
+from core.modeling.gguf_header import MAX_NESTING, GgufHeader, gguf_header
 from conftest import run_cli
 from test_loading import write_tiny_gguf
 from test_model_format import gguf_string, read_or_refused
@@ -102,13 +101,13 @@ def test_arrays_nested_thousands_deep_are_damaged_not_a_crash(tmp_path, capsys, 
     path = tmp_path / "nested.gguf"
     nesting = struct.pack("<IQ", 9, 1) * 5_000 + struct.pack("<IQ", 4, 0)
     path.write_bytes(header_bytes([gguf_string("k") + struct.pack("<I", 9) + nesting], [tensor_info("w", 2)]))
-    with pytest.raises(DamagedModelError, match=f"nests metadata arrays more than {reader.MAX_NESTING} deep"):
+    with pytest.raises(DamagedModelError, match=f"nests metadata arrays more than {MAX_NESTING} deep"):
         gguf_header(path)
     monkeypatch.setenv("SPECEXEC_MODELS_DIR", str(tmp_path / "models"))
     monkeypatch.setenv("SPECEXEC_CONFIG_DIR", str(tmp_path / "config"))
     result = run_cli(capsys, "models", "import", str(path))
     assert result.returncode == 2 and "Traceback" not in result.stderr
-    assert "nests metadata arrays more than 8 deep: download it again" in result.stderr
+    assert f"nests metadata arrays more than {MAX_NESTING} deep: download it again" in result.stderr
     assert not (tmp_path / "models").exists()
 
 
