@@ -8,7 +8,7 @@ import json
 import random
 import re
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -457,19 +457,20 @@ def read_or_refused(check: Callable[[], object]) -> str:
 HOSTILE_JSON = [None, True, -1, 0, 2**64, 1e400, float("nan"), "", "F8_E4M3", "x" * 300, [], [0], [[[]]], {}, {"a": 1}]
 
 
-def _mutate(value, chosen: random.Random):
-    """`value` (a header's JSON) with one node replaced by a hostile value, deleted, or left with an added key."""
+def mutated_json(value, chosen: random.Random, added_keys: Sequence[str]):
+    """`value` (a file's JSON) with one node replaced by a hostile value, deleted, or left with one of
+    `added_keys` added."""
     if isinstance(value, dict) and value and chosen.random() < 0.7:
         key = chosen.choice(list(value))
         action = chosen.randrange(3)
         if action == 0:
-            return {**value, key: _mutate(value[key], chosen)}
+            return {**value, key: mutated_json(value[key], chosen, added_keys)}
         if action == 1:
             return {k: v for k, v in value.items() if k != key}
-        return {**value, chosen.choice(["model.layers.0.x.qweight", "__metadata__", "w"]): chosen.choice(HOSTILE_JSON)}
+        return {**value, chosen.choice(added_keys): chosen.choice(HOSTILE_JSON)}
     if isinstance(value, list) and value and chosen.random() < 0.7:
         at = chosen.randrange(len(value))
-        return [*value[:at], _mutate(value[at], chosen), *value[at + 1 :]]
+        return [*value[:at], mutated_json(value[at], chosen, added_keys), *value[at + 1 :]]
     return chosen.choice(HOSTILE_JSON)
 
 
@@ -486,7 +487,7 @@ def test_seeded_mutations_of_a_safetensors_header_are_read_or_refused_in_words(t
     chosen = random.Random(38)
     outcomes = {"read": 0, "refused": 0}
     for _ in range(1_000):
-        text = json.dumps(_mutate(header, chosen)).encode()
+        text = json.dumps(mutated_json(header, chosen, ["model.layers.0.x.qweight", "__metadata__", "w"])).encode()
         weights.write_bytes(struct.pack("<Q", len(text)) + text + body)
         outcomes[read_or_refused(lambda: check_weight_format(folder))] += 1
     assert outcomes["read"] > 0 and outcomes["refused"] > 0, outcomes

@@ -22,6 +22,7 @@ from core.errors import DamagedModelError, ModelFormatError, ModelNotFoundError,
 from core.modeling.causal_lm import CausalLM
 from core.modeling.families import check_architecture, check_config_family, context_limit
 from core.modeling.model_format import SAFETENSORS_INDEX, weight_files
+from core.modeling.tokenizer_check import check_chat_template, check_tokenizer_runs, is_library_fault
 from core.system import json_text
 
 try:  # only for type annotations; transformers is imported lazily (it takes seconds)
@@ -189,6 +190,8 @@ def check_loading_info(name: str, where: Path, info: dict, described_by: str) ->
 
 
 def load_tokenizer(name: str, folder: Path, gguf_file: Path | None = None):
+    """The tokenizer of a model folder (or the one stored in `gguf_file`), checked to work on ordinary text
+    (core.modeling.tokenizer_check). Raises ModelFormatError, in words, when it cannot be read or fails."""
     from transformers import AutoTokenizer
 
     try:
@@ -198,7 +201,9 @@ def load_tokenizer(name: str, folder: Path, gguf_file: Path | None = None):
             tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
     except (SpecExecError, MemoryError):
         raise
-    except Exception as error:
+    except BaseException as error:
+        if not is_library_fault(error):
+            raise
         if gguf_file is not None:
             raise ModelFormatError(
                 f"could not read the tokenizer stored in {gguf_file}: {type(error).__name__}: {error}"
@@ -208,19 +213,15 @@ def load_tokenizer(name: str, folder: Path, gguf_file: Path | None = None):
             "folder needs its tokenizer files (tokenizer.json or tokenizer.model, tokenizer_config.json)"
         ) from error
     check_chat_template(name, tokenizer)
-    return tokenizer
-
-
-def check_chat_template(name: str, tokenizer) -> None:
-    """Refuse a chat template that is not Jinja text (one, or several by name): transformers loads any JSON
-    value there, and the first prompt then failed as the engine's own bug."""
-    template = getattr(tokenizer, "chat_template", None)
-    texts = template.values() if isinstance(template, dict) else [template]
-    if template is not None and not all(isinstance(text, str) for text in texts):
-        raise ModelFormatError(
-            f"the chat template of {name} is not text (it is {json.dumps(template)[:80]}): download the model's "
-            "tokenizer files (tokenizer_config.json, chat_template.jinja) again"
+    if gguf_file is not None:
+        check_tokenizer_runs(tokenizer, f"the tokenizer stored in {gguf_file}", "the model")
+    else:
+        check_tokenizer_runs(
+            tokenizer,
+            f"the tokenizer of {name} in {folder}",
+            "the model's tokenizer files (tokenizer.json, tokenizer_config.json)",
         )
+    return tokenizer
 
 
 # ----------------------------------------------------------------------------------------------------------
