@@ -14,9 +14,10 @@ import numpy as np
 import pytest
 
 from core.errors import DamagedModelError, ModelFormatError
-from core.modeling.gguf_header import MAX_NESTING, GgufHeader, gguf_header
+from core.modeling.gguf_header import MAX_NESTING, SHAPED_TENSORS, SIZE_KEYS, GgufHeader, gguf_header
+from core.modeling.gguf_shapes import check_gguf_shapes
 from conftest import run_cli
-from test_loading import write_tiny_gguf
+from test_loading import VOCAB, write_tiny_gguf
 from test_model_format import gguf_string, read_or_refused
 
 
@@ -51,13 +52,19 @@ def test_what_gguf_s_own_reader_reads(tmp_path):
     for file in (path, tmp_path / "nested.gguf"):
         theirs = gguf.GGUFReader(file)
         fields = theirs.fields
+        sizes = {key: field.contents() for key, field in fields.items() if key.partition(".")[2] in SIZE_KEYS}
         assert gguf_header(file) == GgufHeader(
             tensors=len(theirs.tensors),
             parameters=sum(int(np.prod(tensor.shape)) for tensor in theirs.tensors),
             file_type=fields["general.file_type"].contents() if "general.file_type" in fields else None,
             architecture=fields["general.architecture"].contents(),
             name=fields["general.name"].contents() if "general.name" in fields else "",
+            sizes=sizes,
+            shapes={t.name: tuple(int(n) for n in t.shape) for t in theirs.tensors if t.name in SHAPED_TENSORS},
+            layers=frozenset(int(t.name.split(".")[1]) for t in theirs.tensors if t.name.startswith("blk.")),
         )
+    assert gguf_header(path).sizes["llama.block_count"] == 2  # the tiny model's, as its writer was told
+    assert gguf_header(path).shapes["token_embd.weight"] == (32, VOCAB)  # a row's length first
 
 
 @pytest.mark.parametrize(
@@ -156,7 +163,8 @@ def test_what_no_real_header_holds_is_damaged(tmp_path, entries, tensors, room, 
 
 def test_seeded_mutations_of_a_real_header_are_read_or_refused_in_words(tmp_path):
     """2,000 mutations of the header and tensor list gguf's writer made (bytes flipped, lengths and counts replaced by small,
-    huge and boundary values, the file cut short): each reads or is a ModelFormatError."""
+    huge and boundary values, the file cut short): each reads, its sizes agreeing with its tensors
+    (core.modeling.gguf_shapes), or is a ModelFormatError."""
     import gguf
 
     source = tmp_path / "tiny.gguf"
@@ -179,5 +187,5 @@ def test_seeded_mutations_of_a_real_header_are_read_or_refused_in_words(tmp_path
                 del data[at:]
                 break
         path.write_bytes(bytes(data))
-        outcomes[read_or_refused(lambda: gguf_header(path))] += 1
+        outcomes[read_or_refused(lambda: check_gguf_shapes(path, gguf_header(path)))] += 1
     assert outcomes["read"] > 0 and outcomes["refused"] > 0, outcomes  # the mutations reach both ends

@@ -468,24 +468,34 @@ def test_all_errors_are_spec_exec_errors():
 
 
 def write_tiny_gguf(
-    path: Path, architecture: str = "llama", seed: int = 0, leave_out: str | None = None
+    path: Path,
+    architecture: str = "llama",
+    seed: int = 0,
+    leave_out: str | None = None,
+    sizes: dict[str, int] | None = None,
 ) -> dict[str, np.ndarray]:
     """A tiny float32 GGUF (2 layers, vocab 64, byte-level BPE tokenizer), without the tensor `leave_out` if
+    given, its metadata giving `sizes` (block_count, embedding_length, ...) instead of the tensors' own where
     given; returns the tensors written."""
     import gguf
 
     vocab, hidden, layers, inter, heads, kv_heads = VOCAB, 32, 2, 64, 4, 2
+    said = {
+        "context_length": 256,
+        "embedding_length": hidden,
+        "block_count": layers,
+        "feed_forward_length": inter,
+        "head_count": heads,
+        "head_count_kv": kv_heads,
+        "vocab_size": vocab,
+        **(sizes or {}),
+    }
     writer = gguf.GGUFWriter(str(path), architecture)
     writer.add_name("tiny test model")
-    writer.add_context_length(256)
-    writer.add_embedding_length(hidden)
-    writer.add_block_count(layers)
-    writer.add_feed_forward_length(inter)
-    writer.add_head_count(heads)
-    writer.add_head_count_kv(kv_heads)
+    for key, value in said.items():
+        getattr(writer, f"add_{key}")(value)
     writer.add_layer_norm_rms_eps(1e-5)
     writer.add_rope_freq_base(10000.0)
-    writer.add_vocab_size(vocab)
     tokens = ["</s>", "<s>", "<unk>"] + [chr(ord("a") + i) for i in range(26)] + [f"t{i}" for i in range(vocab - 29)]
     writer.add_tokenizer_model("gpt2")
     writer.add_token_list(tokens)

@@ -355,7 +355,7 @@ def write_gguf_header(
 
 def test_a_big_models_gguf_is_refused_before_it_is_read(tmp_path, capsys):
     big = write_gguf_header(tmp_path / "Llama-3.3-70B-Instruct-Q4_K_M.gguf", 880_000_000, 80)
-    assert gguf_header(big) == GgufHeader(80, 70_400_000_000, 15, "llama", "")
+    assert gguf_header(big) == GgufHeader(80, 70_400_000_000, 15, "llama", "", layers=frozenset(range(80)))
     with pytest.raises(UnsupportedFormatError) as info:
         check_gguf(big, ram_bytes=64 * 1024**3)
     message = str(info.value)
@@ -373,7 +373,7 @@ def test_a_gguf_file_s_family_is_read_from_its_metadata_and_refused_before_it_is
         return write_gguf_header(tmp_path / f"{name}.gguf", 1000, 2, architecture=architecture, name=model_name)
 
     assert gguf_header(header("moe", "qwen3moe", "Qwen3 30B A3B")) == GgufHeader(
-        2, 2000, 15, "qwen3moe", "Qwen3 30B A3B"
+        2, 2000, 15, "qwen3moe", "Qwen3 30B A3B", layers=frozenset({0, 1})
     )
     check_gguf(tmp_path / "moe.gguf")  # qwen3moe is Qwen3-MoE
     check_gguf(header("mistral", "llama", "Mistral 7B Instruct"))  # llama.cpp's name for Mistral

@@ -6,14 +6,16 @@ what is not kept is skipped by seeking, so a damaged or hostile header is an err
 allocation of what it claims, never a walk of billions of values, never a recursion as deep as its arrays nest.
 
 gguf's own GGUFReader would also map every tensor and turn each metadata array into numpy arrays (seconds for a
-150k-token vocabulary); this walks the keys once and keeps three values.
+150k-token vocabulary); this walks the keys once and keeps what the checks before a load read: three names,
+the numbers that size the model, and the tensors those numbers must agree with (core.modeling.gguf_shapes).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
@@ -32,6 +34,31 @@ MAX_DIMENSIONS = 4  # ggml's GGML_MAX_DIMS: no GGUF tensor has more
 # vocabularies and merge lists hold ~300k each, a 70B model ~700 tensors. Past this the file is damaged (a
 # count read from the wrong place), and walking on would hold the app for minutes.
 MAX_WALKED = 1 << 22
+# The metadata that sizes the model transformers builds, as "<architecture>.<suffix>" (llama.cpp's names)
+SIZE_KEYS = (
+    "block_count",
+    "context_length",
+    "embedding_length",
+    "feed_forward_length",
+    "expert_count",
+    "expert_feed_forward_length",
+    "vocab_size",
+    "attention.head_count",
+    "attention.head_count_kv",
+    "attention.key_length",
+)
+MAX_SIZE_NUMBERS = 64  # kept of them at most (a model has one of each; a hostile header may repeat them)
+# The tensors whose shapes those numbers must agree with: the embedding and the first layer's
+SHAPED_TENSORS = (
+    "token_embd.weight",
+    "blk.0.attn_q.weight",
+    "blk.0.attn_k.weight",
+    "blk.0.ffn_up.weight",
+    "blk.0.ffn_up_exps.weight",
+)
+MAX_TENSOR_NAME_BYTES = 256  # ggml's names are at most 64 bytes; a longer one is skipped, not read
+MAX_LAYERS = 1 << 16  # a layer numbered past this is counted, not kept (the largest models have ~130)
+_LAYER = re.compile(r"blk\.([0-9]{1,9})\.")
 
 
 @dataclass(frozen=True)
@@ -39,13 +66,19 @@ class GgufHeader:
     """What a GGUF file says of itself before its tensor data (`gguf_header`): how many tensors it lists and
     their parameter count, llama.cpp's file type (general.file_type, None when absent), its architecture
     (general.architecture: "llama", "qwen3moe", ...; None when absent) and its name (general.name, "" when
-    absent)."""
+    absent); `sizes`: the whole-number metadata of SIZE_KEYS by full key; `shapes`: the dimensions of
+    SHAPED_TENSORS it lists, in ggml's order (a row's length first); `layers`: the layer numbers its tensors
+    name (blk.N.*) below MAX_LAYERS, and `past_layers` how many tensors name a layer past it."""
 
     tensors: int
     parameters: int
     file_type: int | None
     architecture: str | None
     name: str
+    sizes: dict[str, int] = field(default_factory=dict)
+    shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    layers: frozenset[int] = frozenset()
+    past_layers: int = 0
 
 
 def gguf_header(path: Path) -> GgufHeader:
@@ -75,6 +108,11 @@ def _version_words(version: int) -> str:
     return f"GGUF version {version}; this program reads versions {VERSIONS[0]} and {VERSIONS[1]}"
 
 
+def _is_whole(value: object) -> bool:
+    """Whether a metadata value is a whole number (GGUF's booleans read as Python's, which are ints too)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 class _HeaderWalk:
     """One pass over a GGUF header after its magic, every length checked against the bytes left in the file."""
 
@@ -88,6 +126,7 @@ class _HeaderWalk:
             raise ModelFormatError(f"{self.path} is {_version_words(version)}")
         tensors, entries = self.number("<Q"), self.number("<Q")
         said: dict[str, object] = {}
+        sizes: dict[str, int] = {}
         for _ in range(self.items(entries, 12)):  # a key's length, the key, its type
             length = self.number("<Q")
             if MAX_KEY_BYTES < length <= self.left():  # a length past the end is a file cut short (take)
@@ -96,17 +135,34 @@ class _HeaderWalk:
             found = self.value(self.number("<I"), keep=key in KEPT)
             if key in KEPT:
                 said[key] = found
-        parameters = 0
+            elif _is_whole(found) and key.partition(".")[2] in SIZE_KEYS and len(sizes) < MAX_SIZE_NUMBERS:
+                sizes[key] = found
+        parameters, past_layers = 0, 0
+        shapes: dict[str, tuple[int, ...]] = {}
+        layers: set[int] = set()
         for _ in range(self.items(tensors, 24)):  # a name's length, dimensions, type, offset
-            self.skip(self.number("<Q"))  # the tensor's name
+            length = self.number("<Q")
+            if length <= MAX_TENSOR_NAME_BYTES:
+                name = self.take(length).decode("utf-8", "replace")
+            else:
+                name = ""
+                self.skip(length)
             dimensions = self.number("<I")
             if dimensions > MAX_DIMENSIONS:
                 raise self.damaged(f"lists a tensor of {dimensions:,} dimensions (GGUF allows {MAX_DIMENSIONS})")
-            count = 1
-            for _ in range(dimensions):
-                count *= self.number("<Q")
+            shape = tuple(self.number("<Q") for _ in range(dimensions))
             self.number("<I"), self.number("<Q")  # type, offset
+            count = 1
+            for size in shape:
+                count *= size
             parameters += count
+            layer = _LAYER.match(name)
+            if layer is not None and int(layer[1]) < MAX_LAYERS:
+                layers.add(int(layer[1]))
+            elif layer is not None:
+                past_layers += 1
+            if name in SHAPED_TENSORS:
+                shapes[name] = shape
         file_type, architecture, name = (said.get(key) for key in KEPT)
         return GgufHeader(
             tensors=tensors,
@@ -114,6 +170,10 @@ class _HeaderWalk:
             file_type=file_type if isinstance(file_type, int) else None,
             architecture=architecture.decode("utf-8", "replace") if isinstance(architecture, bytes) else None,
             name=name.decode("utf-8", "replace") if isinstance(name, bytes) else "",
+            sizes=sizes,
+            shapes=shapes,
+            layers=frozenset(layers),
+            past_layers=past_layers,
         )
 
     def value(self, kind: int, keep: bool = False, depth: int = 0) -> object:

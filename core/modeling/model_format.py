@@ -28,6 +28,7 @@ from pathlib import Path
 from core.errors import DamagedModelError, ModelFormatError, UnsupportedFormatError
 from core.modeling.families import check_architecture, gguf_model_type
 from core.modeling.gguf_header import gguf_header
+from core.modeling.gguf_shapes import check_gguf_shapes
 from core.modeling.hybrid_layers import check_attention_only
 from core.planning.sizes import format_bytes
 from core.system import json_text
@@ -530,7 +531,8 @@ def check_gguf(path: Path, ram_bytes: int | None = None) -> None:
 
     Raises: UnsupportedArchitectureError; UnsupportedFormatError (too big); ModelFormatError for a file that is
     not GGUF (or of a version not read), holds no tensors or names no architecture; DamagedModelError for one cut
-    short or otherwise damaged in its header (core.modeling.gguf_header)."""
+    short or otherwise damaged in its header (core.modeling.gguf_header), or whose metadata sizes the model
+    otherwise than its tensors do (core.modeling.gguf_shapes)."""
     header = gguf_header(path)
     if header.tensors == 0:
         raise ModelFormatError(f"{path} is a GGUF file with no tensors: it holds no model")
@@ -539,6 +541,7 @@ def check_gguf(path: Path, ram_bytes: int | None = None) -> None:
             f"{path} does not say what model it holds (its metadata has no general.architecture): download it again"
         )
     check_architecture(gguf_model_type(header.architecture, header.name))
+    check_gguf_shapes(path, header)
     if ram_bytes is None:
         import psutil
 
