@@ -471,12 +471,21 @@ def test_gptq_missing_tensor_is_named(tmp_path):
         load_offloaded(str(tmp_path), "cpu", torch.float64)
 
 
-def test_gptq_wrong_shape_is_explained(tmp_path):
+@pytest.mark.parametrize(
+    ("key", "more", "said"),
+    [
+        # the embedding is stored unquantised: its shape is compared with config.json before the model is built
+        ("vocab_size", 1, r"gives vocab_size as 65, but its weights hold model\.embed_tokens\.weight as \[64, 32\]"),
+        # a quantised layer packs its shape: the loader finds it as it fills the layer
+        ("intermediate_size", 16, "does config.json belong to these weights"),  # whole words and groups
+    ],
+)
+def test_gptq_wrong_shape_is_explained(tmp_path, key, more, said):
     write_gptq_checkpoint(tmp_path)
     data = json.loads((tmp_path / "config.json").read_text())
-    data["vocab_size"] = 65
+    data[key] += more
     (tmp_path / "config.json").write_text(json.dumps(data))
-    with pytest.raises(ModelFormatError, match="does config.json belong to these weights"):
+    with pytest.raises(ModelFormatError, match=said):
         load_offloaded(str(tmp_path), "cpu", torch.float64)
 
 

@@ -6,6 +6,7 @@ Everything uses tiny random models written to tmp dirs: no download, no real mod
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -371,6 +372,90 @@ def test_a_config_of_another_layer_count_is_refused_before_the_model_is_built(tm
         check_model_folder(folder)
     with pytest.raises(ModelFormatError, match=expected):
         load_model(str(folder), device="cpu")
+
+
+@pytest.mark.parametrize(
+    ("sizes", "said"),
+    [
+        (
+            {"intermediate_size": 10**7},
+            "gives intermediate_size as 10,000,000, but its weights hold model.layers.0.mlp.up_proj.weight as [64, 32]",
+        ),
+        (
+            {"hidden_size": 100_000},
+            "gives hidden_size as 100,000, but its weights hold model.embed_tokens.weight as [64, 32]",
+        ),
+        (
+            {"vocab_size": 10**7},
+            "gives vocab_size as 10,000,000, but its weights hold model.embed_tokens.weight as [64, 32]",
+        ),
+        (
+            {"head_dim": 16},
+            "gives 4 attention heads of width 16 for model.layers.0.self_attn.q_proj.weight, but "
+            "its weights hold it as [32, 32]",
+        ),
+        (
+            {"num_key_value_heads": 1},
+            "gives 1 key-value head of width 8 for model.layers.0.self_attn.k_proj.weight, "
+            "but its weights hold it as [16, 32]",
+        ),
+    ],
+)
+def test_config_sizes_other_than_the_weights_are_refused_before_the_model_is_built(tmp_path, tiny_folder, sizes, said):
+    """transformers builds the model config.json describes before it compares a weight: an intermediate_size
+    a thousand times too large asked for 15 GB for this model of kilobytes. The sizes are compared with the
+    weights' headers first, at import and at load (core.modeling.config_shapes)."""
+    from core.models.importing import check_model_folder
+
+    folder = copy_of(tiny_folder, tmp_path)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, **sizes}))
+    expected = (
+        f"the model's settings file config.json in model {said}: the settings belong to another model; copy or "
+        "download the model's config.json again"
+    )
+    for attempt in (lambda: check_model_folder(folder), lambda: load_model(str(folder), device="cpu")):
+        with pytest.raises(ModelFormatError) as info:
+            attempt()
+        assert str(info.value) == expected
+
+
+def test_a_mixture_of_experts_config_counts_its_experts_in_the_weights(tmp_path):
+    """Qwen3-MoE's num_experts and moe_intermediate_size against the first layer's experts, one tensor each."""
+    from safetensors.numpy import save_file
+
+    from core.modeling.model_format import check_weight_format
+
+    folder = tmp_path / "moe"
+    folder.mkdir()
+    tensors = {"model.embed_tokens.weight": np.zeros((64, 32), np.float16)}
+    for expert in range(4):
+        for part, shape in (("gate_proj", (16, 32)), ("up_proj", (16, 32)), ("down_proj", (32, 16))):
+            tensors[f"model.layers.0.mlp.experts.{expert}.{part}.weight"] = np.zeros(shape, np.float16)
+    save_file(tensors, str(folder / "model.safetensors"))
+    config = {
+        "model_type": "qwen3_moe",
+        "num_hidden_layers": 1,
+        "hidden_size": 32,
+        "vocab_size": 64,
+        "num_experts": 4,
+        "moe_intermediate_size": 16,
+    }
+    for changed, said in (
+        ({}, None),
+        ({"num_experts": 4_000}, "says each layer has 4,000 experts, but its weights hold 4 in the first layer"),
+        (
+            {"moe_intermediate_size": 10**6},
+            "gives moe_intermediate_size as 1,000,000, but its weights hold "
+            "model.layers.0.mlp.experts.0.up_proj.weight as [16, 32]",
+        ),
+    ):
+        (folder / "config.json").write_text(json.dumps({**config, **changed}))
+        if said is None:
+            assert check_weight_format(folder) is None
+            continue
+        with pytest.raises(ModelFormatError, match=re.escape(said)):
+            check_weight_format(folder)
 
 
 @pytest.mark.parametrize(

@@ -20,20 +20,18 @@ app reads, and which download to pick instead; only truncated files and missing 
 from __future__ import annotations
 
 import json
-import re
 import struct
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from core.errors import DamagedModelError, ModelFormatError, UnsupportedFormatError
+from core.modeling.config_shapes import check_config_against_weights
 from core.modeling.families import check_architecture, gguf_model_type
 from core.modeling.gguf_header import gguf_header
 from core.modeling.gguf_shapes import check_gguf_shapes
 from core.modeling.hybrid_layers import check_attention_only
 from core.planning.sizes import format_bytes
 from core.system import json_text
-
-_LAYER_NAME = re.compile(r"^model\.layers\.(\d+)\.")  # a decoder layer's tensors in a checkpoint
 
 QUANTIZE_CONFIG = "quantize_config.json"  # AutoGPTQ / TheBloke's GPTQ repos
 QUANT_CONFIG = "quant_config.json"  # early AutoAWQ repos
@@ -439,28 +437,6 @@ def weight_files(folder: Path) -> list[Path]:
     return sorted(folder.glob("*.safetensors"))
 
 
-def check_layer_count(folder: Path, tensor_names: set[str]) -> None:
-    """config.json's num_hidden_layers against the decoder layers the weights hold (model.layers.N.*). The
-    model is built from config.json before any weight is compared with it, so a settings file of another model
-    would fail late and in transformers' words, and one that claims a billion layers would build them first.
-
-    Raises: ModelFormatError when the two differ (nothing when config.json cannot be read or says no count, or
-    the weights name no layer: other checks speak to those)."""
-    held = {int(match.group(1)) for name in tensor_names if (match := _LAYER_NAME.match(name))}
-    try:
-        config = json_text.loads((folder / "config.json").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return
-    declared = config.get("num_hidden_layers") if isinstance(config, dict) else None
-    if not held or not isinstance(declared, int) or isinstance(declared, bool) or declared == max(held) + 1:
-        return
-    raise ModelFormatError(
-        f"the model's settings file config.json in {folder.name} says it has {declared} layers, but its weights "
-        f"hold {max(held) + 1}: the settings belong to another model; copy or download the model's config.json "
-        "again"
-    )
-
-
 def check_weight_format(folder: str | Path) -> QuantScheme | None:
     """Everything that can be known about a folder's weights before reading them: its scheme (None: 16-bit),
     every safetensors file whole, and no tensor in a format the settings do not announce (FP8 weights in a
@@ -474,12 +450,14 @@ def check_weight_format(folder: str | Path) -> QuantScheme | None:
     check_attention_only(folder)
     scheme = quant_scheme(folder)
     dtype_of: dict[str, str] = {}
+    shape_of: dict[str, object] = {}
     for path in weight_files(folder):
         for name, info in safetensors_header(path).items():
             if name != "__metadata__" and isinstance(info, dict):
                 dtype_of[name] = str(info.get("dtype", ""))
+                shape_of[name] = info.get("shape")
     names = set(dtype_of)
-    check_layer_count(folder, names)
+    check_config_against_weights(folder, shape_of)
     dtypes = {dtype for name, dtype in dtype_of.items() if name.startswith("model.layers.")}
     if scheme is not None:
         scale = "weight_scale" if scheme.method == "compressed-tensors" else "scales"
