@@ -67,7 +67,9 @@ def check_config_against_weights(folder: Path, shapes: dict[str, object]) -> Non
     _check_heads(size, shapes, another_model)
 
 
-def _check_layers(size: Callable[[str], int | None], shapes: dict[str, object], another_model) -> None:
+def _check_layers(
+    size: Callable[[str], int | None], shapes: dict[str, object], another_model: Callable[[str, str], ModelFormatError]
+) -> None:
     """num_hidden_layers against the decoder layers the weights hold (model.layers.N.*)."""
     held = {int(match.group(1)) for name in shapes if (match := _LAYER_NAME.match(name))}
     declared = size("num_hidden_layers")
@@ -75,7 +77,9 @@ def _check_layers(size: Callable[[str], int | None], shapes: dict[str, object], 
         raise another_model(f"says it has {declared} layers", f"hold {max(held) + 1}")
 
 
-def _check_heads(size: Callable[[str], int | None], shapes: dict[str, object], another_model) -> None:
+def _check_heads(
+    size: Callable[[str], int | None], shapes: dict[str, object], another_model: Callable[[str, str], ModelFormatError]
+) -> None:
     """The first layer's query and key projections hold the heads config.json gives, at its head width
     (head_dim, else the width over the heads, as transformers takes it)."""
     heads, width = size("num_attention_heads"), size("hidden_size")

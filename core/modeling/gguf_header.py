@@ -12,6 +12,7 @@ the numbers that size the model, and the tensors those numbers must agree with (
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import struct
@@ -143,26 +144,23 @@ class _HeaderWalk:
         for _ in range(self.items(tensors, 24)):  # a name's length, dimensions, type, offset
             length = self.number("<Q")
             if length <= MAX_TENSOR_NAME_BYTES:
-                name = self.take(length).decode("utf-8", "replace")
+                tensor_name = self.take(length).decode("utf-8", "replace")
             else:
-                name = ""
+                tensor_name = ""
                 self.skip(length)
             dimensions = self.number("<I")
             if dimensions > MAX_DIMENSIONS:
                 raise self.damaged(f"lists a tensor of {dimensions:,} dimensions (GGUF allows {MAX_DIMENSIONS})")
             shape = tuple(self.number("<Q") for _ in range(dimensions))
             self.number("<I"), self.number("<Q")  # type, offset
-            count = 1
-            for size in shape:
-                count *= size
-            parameters += count
-            layer = _LAYER.match(name)
+            parameters += math.prod(shape)
+            layer = _LAYER.match(tensor_name)
             if layer is not None and int(layer[1]) < MAX_LAYERS:
                 layers.add(int(layer[1]))
             elif layer is not None:
                 past_layers += 1
-            if name in SHAPED_TENSORS:
-                shapes[name] = shape
+            if tensor_name in SHAPED_TENSORS:
+                shapes[tensor_name] = shape
         file_type, architecture, name = (said.get(key) for key in KEPT)
         return GgufHeader(
             tensors=tensors,

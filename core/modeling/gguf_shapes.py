@@ -11,6 +11,7 @@ alone (core.modeling.gguf_header), so a damaged or hostile file is refused in wo
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from core.errors import DamagedModelError
@@ -33,7 +34,8 @@ def check_gguf_shapes(path: Path, header: GgufHeader) -> None:
     not match the tensors it lists: the layer count against the layers its tensors name, the width, the
     vocabulary and the feed-forward widths against the tensors they size, the attention heads against the
     first layer's query and key projections. A size the metadata does not give, or a tensor it does not list,
-    is not checked (transformers names missing tensors after the build, which they no longer make large)."""
+    is not checked: transformers names a missing tensor after the build, which the checked sizes keep as small
+    as the file."""
     prefix = f"{header.architecture}."
 
     def said(key: str) -> int | None:
@@ -62,7 +64,9 @@ def check_gguf_shapes(path: Path, header: GgufHeader) -> None:
         raise damaged(f"gives the model a context of {context} tokens")
 
 
-def _check_heads(said, header: GgufHeader, damaged) -> None:
+def _check_heads(
+    said: Callable[[str], int | None], header: GgufHeader, damaged: Callable[[str], DamagedModelError]
+) -> None:
     """Attention heads: at least one of each kind, and as many as the first layer's query and key projections
     hold at the head width transformers takes (attention.key_length, else the model's width over the heads)."""
     heads = said("attention.head_count")

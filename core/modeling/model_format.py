@@ -439,8 +439,9 @@ def weight_files(folder: Path) -> list[Path]:
 
 def check_weight_format(folder: str | Path) -> QuantScheme | None:
     """Everything that can be known about a folder's weights before reading them: its scheme (None: 16-bit),
-    every safetensors file whole, and no tensor in a format the settings do not announce (FP8 weights in a
-    folder without settings, EXL2 or HQQ tensors, bitsandbytes' quant states).
+    every safetensors file whole, config.json's sizes those of the weights (core.modeling.config_shapes), and
+    no tensor in a format the settings do not announce (FP8 weights in a folder without settings, EXL2 or HQQ
+    tensors, bitsandbytes' quant states).
 
     A model with recurrent layers (Qwen3.5, Jamba, ...) is refused first, by name (core.modeling.hybrid_layers).
 
