@@ -421,7 +421,8 @@ def test_config_sizes_other_than_the_weights_are_refused_before_the_model_is_bui
 
 
 def test_a_mixture_of_experts_config_counts_its_experts_in_the_weights(tmp_path):
-    """Qwen3-MoE's num_experts and moe_intermediate_size against the first layer's experts, one tensor each."""
+    """Qwen3-MoE's num_experts against the experts the first layer's tensors number, its moe_intermediate_size
+    against the first expert's up projection."""
     from safetensors.numpy import save_file
 
     from core.modeling.model_format import check_weight_format
