@@ -5,6 +5,7 @@ the refusal; a width a thousand times too large asked for tens of gigabytes)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -73,7 +74,7 @@ def test_sound_metadata_passes_and_loads(tmp_path):
     assert len(load_model(str(path), device="cpu").lm.decoder_layers) == 2
 
 
-def write_moe_header(path: Path, experts_said: int, layers: list[int] = (0, 1)) -> Path:
+def write_moe_header(path: Path, experts_said: int, layers: Sequence[int] = (0, 1)) -> Path:
     """A Qwen3-MoE-shaped GGUF tensor list (no tensor data: the checks read the header only): 8 experts of
     inner width 16 per layer in `layers`, metadata saying `experts_said` experts."""
     import gguf

@@ -9,7 +9,9 @@ import contextlib
 import json
 import random
 import shutil
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
@@ -114,7 +116,7 @@ def test_a_gguf_file_s_vocabulary_passes_the_check(tmp_path):
     assert tokenizer.decode(tokenizer("abc", add_special_tokens=False)["input_ids"]) == "abc"
 
 
-def refused_at_load(folder: Path, file: str, change) -> ModelFormatError:
+def refused_at_load(folder: Path, file: str, change: Callable[[Any], Any]) -> ModelFormatError:
     """The error loading the tokenizer of `folder` raises once `change` (a function of the file's JSON) is
     applied to `file`."""
     path = folder / file
