@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 from datetime import datetime, timezone
 
 import pytest
@@ -15,8 +16,10 @@ from app.conversations import store as S
 from app.conversations.export import to_json
 from app.conversations.import_chat import MAX_IMPORT_BYTES, ChatImportError, read_export
 from app.conversations.store import Store
+from json_mutation import mutated_json
 
-ROUNDS = [{"content": "Let me look.", "calls": [{"id": "c1", "name": "weather", "arguments": {}, "result": "sun"}]}]
+CALL = {"id": "c1", "name": "weather", "arguments": {}, "result": "sun"}
+ROUNDS = [{"content": "Let me look.", "calls": [CALL]}]
 
 
 def exported_chat(store: Store) -> int:
@@ -77,6 +80,14 @@ def test_an_export_saved_by_a_windows_editor_in_utf16_is_read(tmp_path):
         (
             b'{"title": "x", "messages": [{"role": "user", "content": "a", "status": "hacked"}]}',
             "message 1 has the status 'hacked'",
+        ),
+        (  # a wrong value is quoted short (a toast says it)
+            b'{"title": "x", "messages": [{"role": "user", "content": "a", "status": "' + b"x" * 100_000 + b'"}]}',
+            "message 1 has the status 'x{17}\\.\\.\\.x{18}'$",
+        ),
+        (
+            b'{"title": "x", "messages": [{"role": [' + b"0, " * 10_000 + b'0], "content": "a"}]}',
+            r"message 1 has the role \[0, 0, 0, 0, 0, 0, \.\.\.\] \(an export has user and assistant\)$",
         ),
         (
             b'{"title": "x", "messages": [{"role": "assistant", "content": "a", "reasoning": []}]}',
@@ -159,6 +170,60 @@ def test_import_chats_from_the_chat_menu_opens_the_chat_and_says_what_was_not_im
 
 
 pytest_plugins = ["app_fixtures"]  # fixtures: quiet_window
+
+
+HOSTILE_ANSWERS = [
+    # numbers the view formats, given as text, NaN, a list; words given as numbers; a flag as text
+    {"stats": {"tokens": 5, "tokens_per_s": "fast", "tokens_per_pass": [4], "passes": "3"}},
+    {"stats": {"tokens": "5", "thinking_seconds": float("nan"), "edited": "no"}, "reasoning": "Hmm."},
+    {"status": "error", "stats": {"error": 5, "hint": ["a"], "kind": "context_length", "prompt_tokens": "x"}},
+    {"status": "error", "stats": {"kind": "context_length", "prompt_tokens": 100, "room_tokens": "more"}},
+    {"stats": {"tool_note": 7, "reason": "length", "context_full": "yes", "prompt_tokens": -4}},
+    # tool calls with a result, a status or arguments of another type, a duplicate id, one left asking
+    {"tool_rounds": [{"content": 5, "calls": [{**CALL, "result": ["sun"]}, {**CALL, "id": "c2", "result": None}]}]},
+    {"tool_rounds": [{"content": "x", "calls": [{**CALL, "status": {"a": 1}}, {**CALL, "arguments": "city"}]}]},
+    {"tool_rounds": [{"calls": [{**CALL, "status": "asking"}, {**CALL, "status": "running", "id": "c3"}]}]},
+]
+
+
+@pytest.mark.qt
+@pytest.mark.timeout(120)
+def test_answers_whose_stats_and_calls_are_of_other_types_open_and_export(qtbot, quiet_window, tmp_path):
+    """An export's answers hold stats the chat formats as numbers and words, and tool calls it shows as cards:
+    given of another type (a speed as text, NaN, a result as a list, a call still asking), each such chat, and
+    200 seeded mutations of a real answer's stats and calls, is imported, opens with every message on screen
+    and exports again. pytest-qt fails the test on an exception in the view; before the stats and calls were
+    checked as they are read, 7 of the 8 chats above broke the view, and the eighth showed a card asking to
+    run a call with buttons that did nothing."""
+    from app.chat.tool_card import ToolCallCard
+
+    w = quiet_window
+    cid = exported_chat(w.store)
+    answer = next(m for m in w.store.messages(cid) if m.tool_rounds)
+    speed = {"tokens": 20, "passes": 5, "tokens_per_s": 3.5, "tokens_per_pass": 4.0, "thinking_seconds": 3.0}
+    w.store.update_message(answer.id, stats={**speed, "edited": True, "reason": "length", "tool_note": "a note"})
+    export = json.loads(w.export_text("json", cid))
+    chosen = random.Random(45)
+    mutations = list(HOSTILE_ANSWERS)
+    for _ in range(200):
+        fields = {key: export["messages"][1][key] for key in ("stats", "tool_rounds")}
+        for _ in range(chosen.randrange(1, 4)):
+            fields = mutated_json(fields, chosen, ["stats", "tool_rounds", "tokens_per_s", "result", "status"])
+        if isinstance(fields, dict):  # the message's other fields (its status) are the import's own to refuse
+            mutations.append({key: fields[key] for key in fields if key in ("stats", "tool_rounds")})
+    for number, fields in enumerate(mutations):
+        record = {**export, "messages": [*export["messages"][:1], {**export["messages"][1], **fields}]}
+        path = tmp_path / f"chat-{number}.json"
+        path.write_text(json.dumps(record), encoding="utf-8")
+        w.import_chats([path])
+        assert w.toast.text() == "Imported 1 chat.", fields
+        shown = w.controller.messages.rows
+        assert (
+            [v.message.content for v in w.chat_view.widgets] == [m.content for m in shown] == ["Where to go?", "Porto."]
+        )
+        assert not any(card.asking for card in w.chat_view.findChildren(ToolCallCard))
+        assert json.loads(w.export_text("json"))["messages"][1]["content"] == "Porto."
+        assert "Porto." in w.export_text("markdown")
 
 
 @pytest.mark.qt

@@ -8,7 +8,7 @@ import json
 import random
 import re
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +16,7 @@ import pytest
 from safetensors.numpy import save_file
 
 from conftest import run_cli
+from json_mutation import mutated_json
 from core.engine.events import error_event
 from core.errors import DamagedModelError, ModelFormatError, UnsupportedArchitectureError, UnsupportedFormatError
 from core.modeling.gguf_header import GgufHeader, gguf_header
@@ -452,26 +453,6 @@ def read_or_refused(check: Callable[[], object]) -> str:
         assert str(error)
         return "refused"
     return "read"
-
-
-HOSTILE_JSON = [None, True, -1, 0, 2**64, 1e400, float("nan"), "", "F8_E4M3", "x" * 300, [], [0], [[[]]], {}, {"a": 1}]
-
-
-def mutated_json(value, chosen: random.Random, added_keys: Sequence[str]):
-    """`value` (a file's JSON) with one node replaced by a hostile value, deleted, or left with one of
-    `added_keys` added."""
-    if isinstance(value, dict) and value and chosen.random() < 0.7:
-        key = chosen.choice(list(value))
-        action = chosen.randrange(3)
-        if action == 0:
-            return {**value, key: mutated_json(value[key], chosen, added_keys)}
-        if action == 1:
-            return {k: v for k, v in value.items() if k != key}
-        return {**value, chosen.choice(added_keys): chosen.choice(HOSTILE_JSON)}
-    if isinstance(value, list) and value and chosen.random() < 0.7:
-        at = chosen.randrange(len(value))
-        return [*value[:at], mutated_json(value[at], chosen, added_keys), *value[at + 1 :]]
-    return chosen.choice(HOSTILE_JSON)
 
 
 def test_seeded_mutations_of_a_safetensors_header_are_read_or_refused_in_words(tmp_path):

@@ -21,7 +21,8 @@ from core.errors import DamagedModelError, InvalidSettingError, ModelFormatError
 from core.modeling.model_files import load_tokenizer
 from core.modeling.tokenizer_check import PROBE_TEXT, is_library_fault
 from core.text.prompts import Prompt, encode_prompt
-from test_model_format import mutated_json, read_or_refused
+from json_mutation import mutated_json
+from test_model_format import read_or_refused
 
 TEMPLATE = "{% for m in messages %}<|start|>{{ m['role'] }}\n{{ m['content'] }}<|end|>{% endfor %}<|start|>assistant\n"
 

@@ -96,7 +96,8 @@ class ToolCallCard(QFrame):
         self.record = dict(record)
         status = record.get("status", "")
         server = f" · {record['server']}" if record.get("server") else ""
-        self.title.setText(f"Tool {record.get('name', '?')}{server}: {STATUS_WORDS.get(status, status)}")
+        words = f": {STATUS_WORDS[status]}" if status in STATUS_WORDS else ""  # none: a call read without one
+        self.title.setText(f"Tool {record.get('name', '?')}{server}{words}")
         arguments = json.dumps(record.get("arguments", {}), ensure_ascii=False, indent=1)
         if len(arguments) > SHOWN_ARGUMENT_CHARS:
             arguments = arguments[:SHOWN_ARGUMENT_CHARS] + " …"

@@ -21,6 +21,7 @@ from core.tools.loop import (
 
 ASKING, RUNNING, DONE, FAILED, DENIED, STOPPED = "asking", "running", "done", "failed", "denied", "stopped"
 OPEN_STATUSES = (ASKING, RUNNING)
+STATUSES = (ASKING, RUNNING, DONE, FAILED, DENIED, STOPPED)
 TOOLS_CONFIG_NAME = "mcp.json"  # the app's MCP servers, in the config folder (the mcpServers shape)
 
 

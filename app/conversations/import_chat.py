@@ -4,18 +4,20 @@ to keep one aside and bring it back. Qt-free.
 The file comes from outside: it is read only if it is a regular file of at most MAX_IMPORT_BYTES, and every
 field is checked against what an export writes before anything is stored; a file that is not such an export
 is refused in words that say what it is not. The chat's settings go through the same reader as a stored
-chat's (app.settings.schema), which keeps the valid ones and defaults the rest; an answer's tool calls through
-the store's, which shows the whole ones.
+chat's (app.settings.schema), which keeps the valid ones and defaults the rest; an answer's stats and tool calls
+through the store's (app.conversations.message_fields), which keeps what is of its type and the whole calls.
 """
 
 from __future__ import annotations
 
 import json
+import reprlib
 import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from app.conversations.message_fields import checked_rounds, checked_stats
 from app.conversations.store import COMPLETE, FAILED, INTERRUPTED, STOPPED, STREAMING, Message
 from core.errors import TextEncodingError
 from core.system import json_text
@@ -25,6 +27,8 @@ MAX_IMPORT_BYTES = 64 << 20  # an export of a very long chat is a few megabytes
 ROLES = ("user", "assistant")  # what an export holds (the system prompt is in its settings)
 STATUSES = (COMPLETE, STOPPED, INTERRUPTED, FAILED)
 NOT_AN_EXPORT = "not a chat exported from SpecExec Desktop (Export as JSON…)"
+_SHORT = reprlib.Repr()  # a wrong value quoted in a refusal: enough of it to recognise (the file is anyone's)
+_SHORT.maxstring = _SHORT.maxother = 40
 
 
 class ChatImportError(ValueError):
@@ -96,28 +100,27 @@ def _message(entry: object, number: int, wrong) -> Message:  # noqa: ANN001 - th
         raise wrong(f"message {number} is not an object")
     role, content = entry.get("role"), entry.get("content")
     if role not in ROLES:
-        raise wrong(f"message {number} has the role {role!r} (an export has {' and '.join(ROLES)})")
+        raise wrong(f"message {number} has the role {_SHORT.repr(role)} (an export has {' and '.join(ROLES)})")
     if not isinstance(content, str):
         raise wrong(f"message {number} has no text")
     status = entry.get("status", COMPLETE)
     if status == STREAMING:  # exported while it was being written: cut off, as the app marks it
         status = INTERRUPTED
     if status not in STATUSES:
-        raise wrong(f"message {number} has the status {status!r}")
+        raise wrong(f"message {number} has the status {_SHORT.repr(status)}")
     reasoning = entry.get("reasoning", "")
     if not isinstance(reasoning, str):
         raise wrong(f"message {number}'s thinking is not text")
-    stats, rounds = entry.get("stats", {}), entry.get("tool_rounds", [])
     return Message(
         id=0,
         conversation_id=0,
         role=role,
         content=content,
         status=status,
-        stats=stats if isinstance(stats, dict) else {},
+        stats=checked_stats(entry.get("stats")),
         created_at=_time(entry.get("created_at")),
         reasoning=reasoning,
-        tool_rounds=rounds if isinstance(rounds, list) else [],
+        tool_rounds=checked_rounds(entry.get("tool_rounds"), finished=True),
     )
 
 

@@ -14,7 +14,8 @@ An answer that called tools (core.tools; schema 5) keeps its rounds in `tool_rou
 {"content": the words written before the calls, "calls": [{"id", "name", "arguments" (an object), "server",
 "decision" (once / always / deny / auto), "result" (the text the model got), "is_error", "status" (done,
 denied, failed, stopped)}]}; `content` is the final answer. The rounds go back to the model as the assistant
-and tool messages they were.
+and tool messages they were. Both the rounds and an answer's `stats` are checked as they are read
+(app.conversations.message_fields): what is not of its type is left out.
 
 Answers are written while they stream (status "streaming"); a database opened with such rows left over (the
 app or the machine died mid-answer) marks them "interrupted", keeping the text saved so far. WAL journal with
@@ -35,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
+from app.conversations.message_fields import checked_rounds, checked_stats
 from core.system.private_files import private_file, private_folder
 
 log = logging.getLogger(__name__)
@@ -422,7 +424,8 @@ class Store:
 
     @staticmethod
     def _message(r: tuple) -> Message:
-        return Message(r[0], r[1], r[2], r[3], r[4], _load_stats(r[5]), r[6], r[7], r[8], r[9], _load_rounds(r[10]))
+        rounds = _load_rounds(r[10], finished=r[4] != STREAMING)
+        return Message(r[0], r[1], r[2], r[3], r[4], _load_stats(r[5]), r[6], r[7], r[8], r[9], rounds)
 
     def messages(self, conversation_id: int) -> list[Message]:
         """The conversation as shown: each turn with the answer chosen among its alternatives."""
@@ -521,27 +524,13 @@ class Store:
 
 def _load_stats(text: str | None) -> dict[str, Any]:
     try:
-        value = json.loads(text or "{}")
+        return checked_stats(json.loads(text or "{}"))
     except ValueError:
         return {}
-    return value if isinstance(value, dict) else {}
 
 
-def _load_rounds(text: str | None) -> list[dict[str, Any]]:
-    """The stored rounds, each with the calls that name their id and tool: a damaged row shows no calls, a
-    damaged call is left out (the chat view and the next turn's history both key calls by id)."""
+def _load_rounds(text: str | None, finished: bool) -> list[dict[str, Any]]:
     try:
-        value = json.loads(text or "[]")
+        return checked_rounds(json.loads(text or "[]"), finished)
     except ValueError:
         return []
-    rounds = []
-    for round_ in value if isinstance(value, list) else []:
-        if isinstance(round_, dict):
-            calls = round_.get("calls")
-            calls = [c for c in calls if _whole_call(c)] if isinstance(calls, list) else []
-            rounds.append({**round_, "calls": calls})
-    return rounds
-
-
-def _whole_call(call: object) -> bool:
-    return isinstance(call, dict) and isinstance(call.get("id"), str) and isinstance(call.get("name"), str)
