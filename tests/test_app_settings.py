@@ -98,6 +98,9 @@ def test_bad_values_fall_back_to_defaults_field_by_field(tmp_path):
     path.write_text('{"vram_budget_gb": Infinity, "defaults": {"temperature": -Infinity}}')  # json.dumps writes these
     settings = load_settings(path)
     assert (settings.vram_budget_gb, settings.defaults.temperature) == (0.0, 0.7)  # defaults, not a load error
+    path.write_text(f'{{"vram_budget_gb": 4, "defaults": {{"temperature": {10**400}, "top_p": 0.5}}}}')
+    settings = load_settings(path)  # a whole number beyond any float's range was an OverflowError
+    assert (settings.vram_budget_gb, settings.defaults.temperature, settings.defaults.top_p) == (4.0, 0.7, 0.5)
     assert ConversationSettings(temperature=9, top_p=0, max_tokens=0, budget=-1).validated() == ConversationSettings(
         temperature=2.0, top_p=0.01, max_tokens=1, budget=1
     )

@@ -114,6 +114,10 @@ def test_hostile_bodies_are_400s_with_nothing_but_a_line_in_the_log(tool_models)
         responses = json.dumps({"model": "m", "max_output_tokens": 10**6, "input": "hi"})
         status, _, reply = post(url, responses, json_type, "/v1/responses")
         assert status == 400 and json.loads(reply)["error"]["param"] == "max_output_tokens"
+        beyond_floats = json.dumps({"model": "m", "temperature": 10**400, "prompt": "hi"})  # was a 500
+        status, _, reply = post(url, beyond_floats, json_type, "/v1/completions")
+        error = json.loads(reply)["error"]
+        assert status == 400 and error["param"] == "temperature" and len(error["message"]) < 120, error
     finally:
         log = stop_server(process)
     assert "Traceback" not in log and "RecursionError" not in log, log

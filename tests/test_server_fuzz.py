@@ -78,7 +78,7 @@ TOKENIZE = {  # vLLM's POST /tokenize, a chat's prompt
     "add_generation_prompt": True,
     "chat_template_kwargs": {"enable_thinking": False},
 }
-VALUES = [None, True, False, 0, -1, 2**70, 1.5, float("nan"), float("inf"), "", "x", "\ud800", "a" * 300, [], [None],
+VALUES = [None, True, False, 0, -1, 2**70, 10**400, 1.5, float("nan"), float("inf"), "", "x", "\ud800", "a" * 300, [], [None],
           {}, {"a": 1}, {"type": None}, [{}], {"type": "text"}, {"role": "user"}, "user", "tool", "required", "none",
           "json_object", {"$ref": "#/$defs/Nope"}, {"type": "string", "pattern": "("}, "[" * 3000, {"not": {}}]  # fmt: skip
 EXTRA_KEYS = ["n", "tools", "tool_choice", "logit_bias", "name", "content", "tool_calls", "reasoning", "metadata",

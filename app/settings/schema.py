@@ -274,9 +274,13 @@ def _coerce(raw: object, hint: Any) -> Any:
     if hint is float:
         if isinstance(raw, bool) or not isinstance(raw, (int, float)):
             raise TypeError("expected a number")
-        if not math.isfinite(raw):  # Python's json reads NaN and Infinity, which no setting means
+        try:
+            value = float(raw)
+        except OverflowError:  # Python's json reads whole numbers of any length
+            value = math.inf
+        if not math.isfinite(value):  # and NaN and Infinity, which no setting means
             raise ValueError("expected a finite number")
-        return float(raw)
+        return value
     if hint is str:
         if not isinstance(raw, str):
             raise TypeError("expected text")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import reprlib
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
@@ -183,12 +184,22 @@ def _number(body: dict, name: str, default: float, low: float, high: float, low_
     value = body.get(name)
     if value is None:
         return default
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ApiError(400, f"'{name}' must be a number, got {value!r}", param=name, code="invalid_type")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not _finite(value):
+        raise ApiError(400, f"'{name}' must be a number, got {_short(value)}", param=name, code="invalid_type")
     if value > high or value < low or (low_open and value == low):
         bounds = f"{'above' if low_open else 'at least'} {low:g} and at most {high:g}"
-        raise ApiError(400, f"'{name}' must be {bounds}, got {value!r}", param=name, code="invalid_value")
+        raise ApiError(400, f"'{name}' must be {bounds}, got {_short(value)}", param=name, code="invalid_value")
     return float(value)
+
+
+def _finite(value: int | float) -> bool:
+    """An int is finite however long (math.isfinite cannot even take one beyond a float's range)."""
+    return isinstance(value, int) or math.isfinite(value)
+
+
+def _short(value: object) -> str:
+    """A client's value quoted in an error: a number of 4,000 digits is said in 40 characters."""
+    return reprlib.repr(value)
 
 
 def _integer(body: dict, name: str, default: int | None, low: int, high: int | None = None) -> int | None:
@@ -196,13 +207,13 @@ def _integer(body: dict, name: str, default: int | None, low: int, high: int | N
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ApiError(400, f"'{name}' must be a whole number, got {value!r}", param=name, code="invalid_type")
+        raise ApiError(400, f"'{name}' must be a whole number, got {_short(value)}", param=name, code="invalid_type")
     if value < low or (high is not None and value > high):
         raise ApiError(
             400,
             f"'{name}' must be at least {low}"
             + (f" and at most {high}" if high is not None else "")
-            + f", got {value}",
+            + f", got {_short(value)}",
             param=name,
             code="invalid_value",
         )
