@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 
 import numpy as np
 import pytest
@@ -292,6 +293,25 @@ def test_the_tuner_keeps_its_expected_speed_for_predictions(tiny_target, tiny_dr
     )
 
 
+@pytest.mark.parametrize(
+    "speed",
+    ["fast", float("inf"), float("nan"), 10**400, -3.0, None],
+    ids=["text", "inf", "nan", "huge", "negative", "null"],
+)
+def test_a_kept_speed_that_is_not_a_speed_reads_as_none(speed, tmp_path):
+    """The speeds file edited by hand or by another program: a figure that is not a positive finite number
+    is no figure (the prediction stands), never an error in the wizard or `models recommend`."""
+    from core.models.measured import MeasuredSpeed, measured_speed, record_speed
+
+    path = tmp_path / "speeds.json"
+    record_speed("t", "d", "CPU", MeasuredSpeed(6.5, "specexec", 64, time.time()), path)
+    assert measured_speed("t", "d", "CPU", path).tokens_per_second == 6.5
+    entries = json.loads(path.read_text())
+    (key,) = entries
+    path.write_text(json.dumps({key: {**entries[key], "tokens_per_second": speed}}))
+    assert measured_speed("t", "d", "CPU", path) is None
+
+
 def test_the_budget_choice_follows_the_overlap():
     """Drafting that costs a fifth of the target's pass per forward: on the critical path, small trees win;
     with a price that takes most of the search off it (the shadow fits the 1 s pass), a larger tree wins.
@@ -379,14 +399,35 @@ def test_every_size_is_warmed_up_and_the_draft_timed_through_the_search_forward(
         assert forwards.count(size) >= 1 + (2 if size <= 16 else 1)
 
 
-def test_a_damaged_cache_file_is_measured_again(tiny_target, tmp_path):
+KEPT = {"target_pass": {"points": [[1, 0.01], [16, 0.02]]}, "sequential_step": 0.01}
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        None,  # not JSON at all
+        {"measured_at": "yesterday", "model": KEPT},
+        {"measured_at": 10**400, "model": KEPT},
+        {"model": KEPT},
+        {"measured_at": 0, "model": ["a list"]},
+        {"measured_at": 0, "model": {**KEPT, "sequential_step": float("nan")}},
+        {"measured_at": 0, "model": {**KEPT, "target_pass": {"points": [[1, -0.01]]}}},
+        {"measured_at": 0, "model": {**KEPT, "target_pass": {"points": []}}},
+        {"measured_at": 0, "model": {**KEPT, "draft_forward": {"points": [[1, "fast"]]}}},
+    ],
+    ids=["not-json", "time-text", "time-huge", "no-time", "model-list", "nan", "negative", "no-points", "text"],
+)
+def test_a_damaged_cache_file_is_measured_again(tiny_target, tmp_path, entry):
+    """The cache edited by hand or by another program: the pair is measured again, never a load that fails."""
     path = tmp_path / "cost.json"
-    path.write_text("{not json")
     with torch_threads(1):
-        model, measured = cached_cost_model(tiny_target, None, time_limit=0.2, path=path)
         key = cost_key(tiny_target, None)  # the thread count is part of the key
+        path.write_text("{not json" if entry is None else json.dumps({key: entry}))
+        model, measured = cached_cost_model(tiny_target, None, time_limit=0.2, path=path, now=1000.0)
     assert measured and model.sequential_step > 0
-    assert key in json.loads(path.read_text())
+    assert json.loads(path.read_text())[key]["measured_at"] == 1000.0
+    with torch_threads(1):
+        assert cached_cost_model(tiny_target, None, path=path, now=1000.0) == (model, False)  # a sound entry is kept
 
 
 def test_measurement_stops_near_its_time_limit(tiny_target, tiny_draft):

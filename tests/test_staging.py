@@ -5,6 +5,8 @@ the ring runs there with the same code, its copies synchronous."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 from transformers import AutoModelForCausalLM, LlamaConfig
@@ -362,6 +364,9 @@ def test_the_budget_a_load_measured_is_kept_for_the_fit(tmp_path):
     assert measured_pin_budget(path, now=3000.0) is None
     path.write_text("{not json")
     assert measured_pin_budget(path) is None
+    for damaged in ({"locked_bytes": float("inf"), "measured_at": 1000.0}, {"locked_bytes": 1, "measured_at": 10**400}):
+        path.write_text(json.dumps(damaged))  # edited by hand: no figure, never an error at load
+        assert measured_pin_budget(path, now=2000.0) is None
     machine = load_description("tests/fixtures/hw/gpu24-ram64-pcie4.json")
     layer = 428_687_360
     paths, words = copy_paths(layer, 60 * layer, machine, 25e9, measured=4 * 10**9)

@@ -13,6 +13,7 @@ fixed cost of each forward.
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -68,7 +69,7 @@ def measured_speed(
         speed = MeasuredSpeed(
             float(entry["tokens_per_second"]), str(entry["method"]), int(entry["budget"]), float(entry["measured_at"])
         )
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError, OverflowError):  # a file edited by hand: no figure, as if none
         return None
     fresh = (time.time() if now is None else now) - speed.measured_at < MAX_AGE_S
-    return speed if fresh and speed.tokens_per_second > 0 else None
+    return speed if fresh and 0 < speed.tokens_per_second < math.inf else None

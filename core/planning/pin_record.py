@@ -29,7 +29,7 @@ def measured_pin_budget(path: Path | None = None, now: float | None = None) -> i
     entries = read_entries(path or pin_record_path())
     try:
         locked, measured_at = int(entries["locked_bytes"]), float(entries["measured_at"])
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError, OverflowError):  # none, or the file edited by hand
         return None
     fresh = (time.time() if now is None else now) - measured_at < MAX_AGE_S
     return locked if fresh and locked >= 0 else None

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import platform
 import time
@@ -76,13 +77,23 @@ class CostModel:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, data: dict) -> "CostModel":
+    def from_json(cls, data: object) -> "CostModel":
+        """The model `to_json` wrote. Raises KeyError, TypeError, ValueError or OverflowError for anything else
+        (the cache file edited by hand): a curve without points or a time that is not a positive finite number
+        of seconds, too."""
+        if not isinstance(data, dict):
+            raise TypeError("a cost model is a JSON object")
         draft = data.get("draft_forward")
-        return cls(
+        model = cls(
             target_pass=Curve(tuple((int(s), float(t)) for s, t in data["target_pass"]["points"])),
             draft_forward=Curve(tuple((int(s), float(t)) for s, t in draft["points"])) if draft else None,
             sequential_step=float(data["sequential_step"]),
         )
+        curves = [model.target_pass] + ([model.draft_forward] if model.draft_forward else [])
+        seconds = [model.sequential_step] + [t for curve in curves for _, t in curve.points]
+        if not all(curve.points for curve in curves) or not all(0 < t < math.inf for t in seconds):
+            raise ValueError("a cost model's curves hold times, each a positive number of seconds")
+        return model
 
 
 def _best_seconds(run, device, repeats: int) -> float:
@@ -237,11 +248,11 @@ def cached_cost_model(
     key = cost_key(target, draft)
     entries = read_entries(path)
     entry = entries.get(key)
-    if isinstance(entry, dict) and now - float(entry.get("measured_at", 0)) < MAX_AGE_S:
-        try:
+    try:
+        if now - float(entry["measured_at"]) < MAX_AGE_S:
             return CostModel.from_json(entry["model"]), False
-        except (KeyError, TypeError, ValueError):
-            pass  # an entry of another shape: measure again
+    except (KeyError, TypeError, ValueError, OverflowError):
+        pass  # none, or an entry of another shape (the file edited by hand): measure again
     model = measure_cost_model(target, draft, time_limit, max_tree_tokens=target.max_tree_tokens or AUTO_MAX_BUDGET)
     entries[key] = {"measured_at": now, "model": model.to_json()}
     write_entries(path, entries)
