@@ -7,6 +7,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import random
 import signal
 import threading
 
@@ -432,3 +433,28 @@ def test_a_token_with_whitespace_or_control_characters_is_refused_when_saved_and
         out, err = process.communicate(timeout=60)
     assert process.returncode == 2 and json.loads(out)["kind"] == "gated" and token not in out + err
     assert hub.requests == [] and not (hub_env.models_dir / "org--gated").exists()
+
+
+def test_a_manifest_edited_or_damaged_reads_as_none_or_as_written(tmp_path):
+    """A model folder's manifest is read by `models list`, the wizard and a resumed download, and a folder may
+    come from anywhere: 500 seeded mutations of a real one (values of every JSON type, a size beyond a float,
+    keys deleted or added) each read as a manifest or as none (not our download), never an error. A size of
+    1e400 was an OverflowError."""
+    from json_mutation import mutated_json
+
+    from core.models.hub import RemoteFile, RemoteRepo
+    from core.models.manifest import MANIFEST_NAME, FileStamp, write_manifest
+
+    files = (RemoteFile(CONFIG, 40, "a" * 64), RemoteFile(BIG, 3 << 20, None, "b" * 40))
+    write_manifest(tmp_path, RemoteRepo("org/model", "main", "c" * 40, files), False, {CONFIG: FileStamp(40, 1, 2)})
+    written = json.loads((tmp_path / MANIFEST_NAME).read_text())
+    assert read_manifest(tmp_path).files == files
+    beyond = {**written, "files": [written["files"][0], {**written["files"][1], "size": 1e400}]}
+    (tmp_path / MANIFEST_NAME).write_text(json.dumps(beyond))
+    assert read_manifest(tmp_path) is None
+    chosen, outcomes = random.Random(23), {"read": 0, "none": 0}
+    for _ in range(500):
+        damaged = mutated_json(written, chosen, ["files", "size", "verified", "complete", "path"])
+        (tmp_path / MANIFEST_NAME).write_text(json.dumps(damaged))
+        outcomes["read" if read_manifest(tmp_path) is not None else "none"] += 1
+    assert outcomes["read"] and outcomes["none"]

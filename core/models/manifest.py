@@ -103,7 +103,7 @@ def read_manifest(folder: Path) -> Manifest | None:
             complete=bool(data["complete"]),
             verified=verified,
         )
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, OverflowError):
         return None
 
 
