@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import random
 from pathlib import Path
 
 import pytest
@@ -126,6 +127,9 @@ def test_report_round_trips_and_bad_reports_are_named(tmp_path):
     (tmp_path / "bad.json").write_text("[1, 2]")
     with pytest.raises(DoctorReportError, match="JSON object"):
         load_report(tmp_path / "bad.json")
+    (tmp_path / "beyond.json").write_text(json.dumps({**report.to_dict(), "schema_version": 1e400}))
+    with pytest.raises(DoctorReportError, match="malformed: OverflowError"):  # was the OverflowError itself
+        load_report(tmp_path / "beyond.json")
     broken = report.to_dict()
     del broken["checks"][1]["measured"]["cases"]
     broken["checks"][1]["measured"]["surprise"] = 1
@@ -140,6 +144,30 @@ def test_report_round_trips_and_bad_reports_are_named(tmp_path):
     (tmp_path / "broken.json").write_text(json.dumps(broken))
     with pytest.raises(DoctorReportError, match="unknown check 'telepathy'"):
         redecide(load_report(tmp_path / "broken.json"))
+
+
+@pytest.mark.parametrize("fixture", ["rtx4090-gen4-x16-pass.json", "driver-too-old-windows.json"])
+def test_seeded_mutations_of_a_report_are_read_or_refused_in_words(fixture, tmp_path):
+    """The app and `specexec doctor` read the last saved report again: 300 mutations of a real one (values of
+    every JSON type, keys deleted or added) each load, decide again and print, or are refused as a
+    DoctorReportError. Found this way: a schema version of 1e400 (an OverflowError)."""
+    from json_mutation import mutated_json
+
+    written = json.loads((FIXTURES / fixture).read_text())
+    chosen, outcomes = random.Random(fixture), {"read": 0, "refused": 0}
+    for _ in range(300):
+        damaged = written
+        for _ in range(chosen.randrange(1, 4)):
+            damaged = mutated_json(damaged, chosen, ["measured", "status", "name", "cases", "gen_max", "conclusion"])
+        (tmp_path / "report.json").write_text(json.dumps(damaged))
+        try:
+            redecide(load_report(tmp_path / "report.json")).lines()
+        except DoctorReportError as error:
+            assert str(error)
+            outcomes["refused"] += 1
+        else:
+            outcomes["read"] += 1
+    assert outcomes["read"] and outcomes["refused"]
 
 
 # --- driver and card ---------------------------------------------------------------------------------------

@@ -116,7 +116,7 @@ class DoctorReport:
                 conclusion=Conclusion(**data["conclusion"]),
                 schema_version=int(data["schema_version"]),
             )
-        except (KeyError, TypeError, ValueError) as error:
+        except (KeyError, TypeError, ValueError, OverflowError) as error:
             raise DoctorReportError(f"the doctor report is malformed: {error!r}") from error
 
     def check(self, name: str) -> CheckResult | None:
