@@ -7,7 +7,24 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-HOSTILE_JSON = [None, True, -1, 0, 2**64, 10**400, 1e400, float("nan"), "", "F8_E4M3", "x" * 300, [], [0], [[[]]], {}, {"a": 1}]
+HOSTILE_JSON = [
+    None,
+    True,
+    -1,
+    0,
+    2**64,
+    10**400,
+    1e400,
+    float("nan"),
+    "",
+    "F8_E4M3",
+    "x" * 300,
+    [],
+    [0],
+    [[[]]],
+    {},
+    {"a": 1},
+]
 
 
 def mutated_json(value, chosen: random.Random, added_keys: Sequence[str]):
