@@ -4,6 +4,7 @@ fixture files, and the `specexec hw` / `specexec models recommend` JSON contract
 from __future__ import annotations
 
 import json
+import random
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_cli
+from json_mutation import mutated_json
 from core.errors import HardwareDescriptionError
 from core.hardware.description import GpuInfo, HardwareDescription, PcieLink, load_description
 from core.hardware.link import h2d_rate
@@ -235,6 +237,76 @@ def test_fixture_env_wins_and_bad_fixtures_are_named(tmp_path, monkeypatch) -> N
         load_description(broken)
     with pytest.raises(HardwareDescriptionError, match="does not exist"):
         load_description(tmp_path / "absent.json")
+
+
+def _with(data: dict, path: tuple, value) -> dict:
+    """A deep copy of `data` with the node at `path` (keys and list indexes) set to `value`."""
+    data = json.loads(json.dumps(data))
+    node = data
+    for step in path[:-1]:
+        node = node[step]
+    node[path[-1]] = value
+    return data
+
+
+# (where, value) a fixture file could hold, each refused naming the field
+HOSTILE_FIELDS = [
+    (("gpus", 0, "vram_free_bytes"), "lots"),
+    (("gpus", 0, "vram_total_bytes"), -1),
+    (("gpus", 0, "vram_total_bytes"), 10**400),
+    (("gpus", 0, "vram_free_bytes"), 24.5e9),
+    (("gpus", 0, "index"), True),
+    (("gpus", 0, "name"), None),
+    (("gpus", 0, "compute_capability"), 8.9),
+    (("gpus", 0, "h2d_bytes_per_second"), 1e400),
+    (("gpus", 0, "h2d_bytes_per_second"), 0),
+    (("gpus", 0, "draft_kernel_bytes_per_second"), {"fused": "fast"}),
+    (("gpus", 0, "draft_kernel_bytes_per_second"), [1e11]),
+    (("gpus", 0, "pcie"), {"gen_max": [4]}),
+    (("gpus", 0, "pcie"), {"lanes": 16}),
+    (("gpus", 0), "RTX 4090"),
+    (("gpus",), {"0": {}}),
+    (("cpu", "physical_cores"), "8"),
+    (("ram", "total_bytes"), 2**64),
+    (("ram", "available_bytes"), None),
+    (("disk", "free_bytes"), float("nan")),
+    (("disk",), []),
+    (("platform",), {"system": 11}),
+    (("gpu_note",), ["one GPU"]),
+]
+
+
+@pytest.mark.parametrize("where, value", HOSTILE_FIELDS, ids=lambda v: repr(v)[:30])
+def test_a_fixture_field_of_the_wrong_type_or_range_is_refused_by_name(tmp_path, where, value) -> None:
+    """Every field is checked as the file is read: each of these failed or misled the fit far from the file
+    (a TypeError in the link rate, an OverflowError in the sizes, a negative card chosen) before."""
+    data = json.loads((FIXTURES / "gpu24-ram64-pcie4.json").read_text())
+    path = tmp_path / "hw.json"
+    path.write_text(json.dumps(_with(data, where, value)))
+    with pytest.raises(HardwareDescriptionError, match="malformed") as refused:
+        load_description(path)
+    named = ".".join(str(step) for step in where if not isinstance(step, int))
+    assert named.split(".")[-1] in str(refused.value) and len(str(refused.value)) < 300
+
+
+def test_seeded_mutations_of_the_fixtures_are_read_or_refused_in_words(tmp_path, capsys) -> None:
+    """300 damaged fixture files, each through `hw`, `hw --json` and `models recommend`: an answer or a
+    plain refusal, never a traceback."""
+    fixtures = [json.loads(path.read_text()) for path in sorted(FIXTURES.glob("*.json"))]
+    keys = ["h2d_bytes_per_second", "draft_kernel_bytes_per_second", "fused_matmul_bytes_per_second", "pcie"]
+    path, answered = tmp_path / "hw.json", 0
+    for seed in range(300):
+        chosen = random.Random(seed)
+        data = chosen.choice(fixtures)
+        for _ in range(chosen.randint(1, 3)):
+            data = mutated_json(data, chosen, keys)
+        path.write_text(json.dumps(data))
+        for args in (("hw",), ("hw", "--json"), ("models", "recommend")):
+            out = run_cli(capsys, *args, "--hw", str(path))
+            assert out.returncode in (0, 2), (seed, args, out.stderr)
+            assert out.returncode == 0 or "hardware description" in out.stderr, (seed, args, out.stderr)
+            answered += out.returncode == 0
+    assert answered > 150  # mutations that leave a readable file are answered
 
 
 @pytest.fixture

@@ -270,3 +270,21 @@ def test_the_kernel_chosen_is_the_fastest_at_the_rows_it_multiplies():
     assert choose_kernel(available, rates, rows=16) == TINYGEMM  # 31/16 passes: 206 GB/s of weights
     assert choose_kernel(available, rates) == FUSED  # 32 rows: 47/16 passes, 136 GB/s of weights
     assert choose_kernel(available, {}) == TINYGEMM  # nothing measured: the first available
+
+
+@pytest.mark.parametrize(
+    "rate",
+    ["fast", None, True, 0, -1.0, float("nan"), float("inf"), 1e400, 10**400, [1e11]],
+    ids=lambda v: repr(v)[:12],
+)
+def test_a_cached_kernel_rate_that_is_not_a_rate_is_measured_again(rate):
+    """The draft-kernel cache is a file in the user's cache folder: a rate edited by hand (10**400 made the
+    choice's division overflow at every load on a GPU) sends the engine to measure again."""
+    from core.offload.draft_kernels import cached_rates
+    from core.planning.draft_kernel import FUSED, TINYGEMM, choose_kernel
+
+    entries = {"card": {TINYGEMM: 500e9, FUSED: 100e9}, "damaged": {TINYGEMM: 500e9, FUSED: rate}, "text": "x"}
+    assert cached_rates(entries, "card") == {TINYGEMM: 500e9, FUSED: 100e9}
+    assert choose_kernel((TINYGEMM, FUSED), cached_rates(entries, "card")) == TINYGEMM
+    assert cached_rates(entries, "damaged") is None
+    assert cached_rates(entries, "text") is None and cached_rates(entries, "absent") is None

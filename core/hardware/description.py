@@ -8,9 +8,11 @@ card on PCIe 3 from a machine that has no GPU at all.
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass, field
+import reprlib
+import types
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args, get_origin, get_type_hints
 
 from core.errors import HardwareDescriptionError
 from core.system import json_text
@@ -81,20 +83,33 @@ class HardwareDescription:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], source: str = "probe") -> "HardwareDescription":
-        """Raises HardwareDescriptionError naming the field at fault."""
+        """Every field checked for its type and range (a fixture file is anyone's JSON: a count given as text,
+        a size beyond a float or a negative one would fail or mislead the fit far from here). Raises
+        HardwareDescriptionError naming the field at fault."""
         try:
-            gpus = tuple(GpuInfo(**_gpu_fields(gpu)) for gpu in data.get("gpus", []))
+            gpus = data.get("gpus", [])
+            if not isinstance(gpus, list):
+                raise ValueError(f"gpus is {reprlib.repr(gpus)} where a list is due")
+            platform = data.get("platform", {})
+            if not (isinstance(platform, dict) and all(isinstance(value, str) for value in platform.values())):
+                raise ValueError(f"platform is {reprlib.repr(platform)} where an object of texts is due")
+            gpu_note = data.get("gpu_note", "")
+            if not isinstance(gpu_note, str):
+                raise ValueError(f"gpu_note is {reprlib.repr(gpu_note)} where text is due")
             return cls(
-                cpu=CpuInfo(**data["cpu"]),
-                ram=RamInfo(**data["ram"]),
-                gpus=gpus,
-                gpu_note=str(data.get("gpu_note", "")),
-                platform=dict(data.get("platform", {})),
-                disk=DiskInfo(**data["disk"]),
+                cpu=_record(CpuInfo, data["cpu"], "cpu"),
+                ram=_record(RamInfo, data["ram"], "ram"),
+                gpus=tuple(
+                    _record(GpuInfo, _gpu_fields(gpu, f"gpus[{i}]"), f"gpus[{i}]") for i, gpu in enumerate(gpus)
+                ),
+                gpu_note=gpu_note,
+                platform=dict(platform),
+                disk=_record(DiskInfo, data["disk"], "disk"),
                 source=source,
             )
         except (KeyError, TypeError, AttributeError, ValueError) as error:
-            raise HardwareDescriptionError(f"the hardware description ({source}) is malformed: {error!r}") from error
+            said = f"{error} is missing" if isinstance(error, KeyError) else str(error)
+            raise HardwareDescriptionError(f"the hardware description ({source}) is malformed: {said}") from error
 
     @property
     def best_gpu(self) -> GpuInfo | None:
@@ -102,16 +117,62 @@ class HardwareDescription:
         return max(self.gpus, key=lambda gpu: gpu.vram_free_bytes, default=None)
 
 
-def _gpu_fields(gpu: dict[str, Any]) -> dict[str, Any]:
-    """A GPU's fields as GpuInfo takes them; a description written before the draft kernels were measured
-    one by one kept the fused kernel's rate alone, which reads as that kernel's. Raises TypeError, ValueError."""
-    fields = {key: value for key, value in gpu.items() if key != "fused_matmul_bytes_per_second"}
-    rates = dict(fields.get("draft_kernel_bytes_per_second") or {})
-    if gpu.get("fused_matmul_bytes_per_second"):
-        rates.setdefault("fused", gpu["fused_matmul_bytes_per_second"])
-    fields["draft_kernel_bytes_per_second"] = {str(name): float(rate) for name, rate in rates.items()}
-    fields["pcie"] = PcieLink(**(gpu.get("pcie") or {}))
-    return fields
+# Beyond any machine's bytes, cores or copy rate: a larger number is a damaged file (and one beyond a float,
+# which Python's json reads from 400 digits, fails every sum it enters).
+MAX_FIGURE = 2**63
+
+
+def _gpu_fields(gpu: Any, where: str) -> dict[str, Any]:
+    """A GPU's fields as _record takes them; a description written before the draft kernels were measured
+    one by one kept the fused kernel's rate alone, which reads as that kernel's. Raises ValueError."""
+    if not isinstance(gpu, dict):
+        raise ValueError(f"{where} is {reprlib.repr(gpu)} where an object is due")
+    given = {key: value for key, value in gpu.items() if key != "fused_matmul_bytes_per_second"}
+    rates = given.get("draft_kernel_bytes_per_second") or {}
+    if gpu.get("fused_matmul_bytes_per_second") and isinstance(rates, dict):
+        rates = {"fused": gpu["fused_matmul_bytes_per_second"], **rates}
+    given["draft_kernel_bytes_per_second"] = rates
+    given["pcie"] = gpu.get("pcie") or {}
+    return given
+
+
+def _record(kind: type, data: Any, where: str) -> Any:
+    """`kind` (one of this module's records) from a JSON object, each field checked against its annotation.
+    Raises ValueError naming the field (`where`.name)."""
+    if not isinstance(data, dict):
+        raise ValueError(f"{where} is {reprlib.repr(data)} where an object is due")
+    hints = get_type_hints(kind)
+    known = {spec.name for spec in fields(kind)}
+    if unknown := sorted(set(data) - known):
+        raise ValueError(f"{where} has a field this version does not know: {reprlib.repr(unknown[0])}")
+    return kind(**{name: _value(hints[name], value, f"{where}.{name}") for name, value in data.items()})
+
+
+def _value(annotation: Any, value: Any, where: str) -> Any:
+    """`value` if it is of the `annotation`'s type and in range (see MAX_FIGURE); raises ValueError."""
+    allowed = get_args(annotation) if isinstance(annotation, types.UnionType) else (annotation,)
+    if value is None and type(None) in allowed:
+        return None
+    kind = next(option for option in allowed if option is not type(None))
+    if kind is PcieLink:
+        return _record(PcieLink, value, where)
+    if get_origin(kind) is dict:
+        if not isinstance(value, dict):
+            raise ValueError(f"{where} is {reprlib.repr(value)} where an object of rates is due")
+        return {str(name): _value(float, rate, f"{where}.{name}") for name, rate in value.items()}
+    if kind is str and isinstance(value, str):
+        return value
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind is int and number and isinstance(value, int) and 0 <= value <= MAX_FIGURE:
+        return value
+    if kind is float and number and 0 < value <= MAX_FIGURE:  # NaN and infinities fail the comparison
+        return float(value)
+    due = {
+        str: "text",
+        int: f"a whole number from 0 to {MAX_FIGURE:.3g}",
+        float: f"a number above 0, to {MAX_FIGURE:.3g}",
+    }[kind]
+    raise ValueError(f"{where} is {reprlib.repr(value)} where {due} is due")
 
 
 def load_description(path: str | Path) -> HardwareDescription:

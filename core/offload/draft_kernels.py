@@ -38,6 +38,8 @@ TIMING_REPEATS = 10
 # core.planning.graph_plan.DEFAULT_EXPAND). Each (shape, rows) compiles the fused kernel once, 0.3-2.5 s, so
 # the load times two row counts; `hw --measure` and the doctor time all of DRAFT_ROWS.
 LOAD_ROWS = (1, 32)
+# A petabyte a second: beyond any card's memory, so a larger cached rate is a damaged file.
+MAX_RATE = 1e15
 
 
 @dataclass(frozen=True)
@@ -107,6 +109,19 @@ def time_kernels(
     return rates
 
 
+def cached_rates(entries: dict, key: str) -> dict[str, float] | None:
+    """The rates kept under `key`, or None (measure again) unless each is a rate a card can read at: a cache
+    edited by hand with text, NaN or a number beyond a float would fail the choice at every load."""
+    rates = entries.get(key)
+    if not isinstance(rates, dict):
+        return None
+    usable = all(
+        isinstance(rate, (int, float)) and not isinstance(rate, bool) and 0 < rate <= MAX_RATE
+        for rate in rates.values()
+    )
+    return {str(name): float(rate) for name, rate in rates.items()} if usable else None
+
+
 def choose_draft_kernel(model: nn.Module, device: torch.device, *, measure: bool = True) -> DraftKernelChoice:
     """The kernel a 4-bit draft on `device` runs (see the module docstring). `measure`: time the kernels
     when the cache has no rates for this card and shape (else the first available runs).
@@ -129,9 +144,8 @@ def choose_draft_kernel(model: nn.Module, device: torch.device, *, measure: bool
     sample = _first_layer(linears)
     key = _cache_key(device, sample)
     entries = read_entries(cache_path())
-    cached = entries.get(key)
-    if isinstance(cached, dict) and all(isinstance(v, (int, float)) for v in cached.values()):
-        return DraftKernelChoice(choose_kernel(available, cached), "measured earlier on this card", dict(cached))
+    if (cached := cached_rates(entries, key)) is not None:
+        return DraftKernelChoice(choose_kernel(available, cached), "measured earlier on this card", cached)
     if not measure:
         return DraftKernelChoice(available[0], "not measured: the kernel expected fastest")
     rates = time_kernels(sample, device, available, LOAD_ROWS)
