@@ -154,6 +154,8 @@ def test_a_listing_with_a_size_or_checksum_that_makes_no_sense_is_refused(hub, h
     for extra in (
         {"rfilename": "x.bin", "size": "12", "blobId": "0" * 40},
         {"rfilename": "x.bin", "size": -1, "blobId": "0" * 40},
+        {"rfilename": "x.bin", "size": 10**400, "blobId": "0" * 40},
+        {"rfilename": "x.bin", "size": 2**63, "lfs": {"size": 2**63, "sha256": "0" * 64, "pointerSize": 1}},
         {"rfilename": "x.bin", "size": 3},
         {"rfilename": "x.bin", "size": 3, "blobId": "../../x"},
         {"rfilename": "x.bin", "size": 3, "lfs": {"size": 3, "sha256": "nothex", "pointerSize": 1}},

@@ -23,6 +23,9 @@ from core.errors import DownloadError, GatedModelError, RemoteNotFoundError, Uns
 DEFAULT_ENDPOINT = "https://huggingface.co"
 SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
 SHA1_HEX = re.compile(r"^[0-9a-f]{40}$")
+# A pebibyte: no model file comes near it (the largest shards are tens of GB), and a listed size beyond it, up
+# to one of 400 digits that no float holds, would only fail the sums and the progress made from it.
+MAX_FILE_BYTES = 2**50
 
 
 @dataclass(frozen=True)
@@ -138,13 +141,14 @@ def _remote_file(repo: str, sibling) -> RemoteFile:
     """One listed file, its fields checked for type and form (a hub's JSON is not trusted).
 
     Raises:
-        UnsafeListingError: a path that is not text, a size that is not a count, a missing or malformed checksum.
+        UnsafeListingError: a path that is not text, a size that is not a count up to MAX_FILE_BYTES, a missing
+            or malformed checksum.
     """
     path, size = sibling.rfilename, sibling.size
     if not isinstance(path, str):
         raise UnsafeListingError(f"the hub at {hub_endpoint()} listed a file of '{repo}' whose name is not text")
     shown = repr(path[:120])
-    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+    if not isinstance(size, int) or isinstance(size, bool) or not 0 <= size <= MAX_FILE_BYTES:
         raise UnsafeListingError(f"the hub at {hub_endpoint()} sent no usable size for {shown} of '{repo}'")
     if sibling.lfs is not None:
         sha256 = sibling.lfs.get("sha256") if isinstance(sibling.lfs, dict) else None
