@@ -390,6 +390,46 @@ def test_tokenize_counts_the_prompt_an_answer_reads(server, client, tool_models)
 
 
 @pytest.mark.slow
+def test_the_input_token_counts_answer_openais_client_and_llama_cpps_route(server, client, tool_models):
+    """OpenAI's POST /v1/responses/input_tokens (the official client's `responses.input_tokens.count`) and
+    llama.cpp's POST /v1/chat/completions/input_tokens: the body an answer would be asked with, its prompt
+    counted as that answer reads it; the body checked as its answer's route checks it."""
+    counted = client.responses.input_tokens.count(
+        model="m", instructions="w30 w31", input="w10 w11 w12", tools=[{"type": "function", **WEATHER["function"]}]
+    )
+    response = client.responses.create(
+        model="m",
+        instructions="w30 w31",
+        input="w10 w11 w12",
+        tools=[{"type": "function", **WEATHER["function"]}],
+        max_output_tokens=1,
+    )
+    assert counted.object == "response.input_tokens" and counted.input_tokens == response.usage.input_tokens > 0
+    chat = {"model": "m", "messages": QUESTION, "tools": [WEATHER], "max_tokens": 3, "stream": True, "seed": 4}
+    headers = {"Content-Type": "application/json"}
+    status, _, raw = post(server, json.dumps(chat), headers, "/v1/chat/completions/input_tokens")
+    assert status == 200 and json.loads(raw) == {
+        "object": "response.input_tokens",
+        "input_tokens": local_prompt_tokens(tool_models, chat),
+    }
+    assert json.loads(raw)["input_tokens"] == tokenize(server, {"messages": QUESTION, "tools": [WEATHER]})[1]["count"]
+    for path, body, param in (
+        ("/v1/chat/completions/input_tokens", {**chat, "temperature": "hot"}, "temperature"),
+        ("/v1/chat/completions/input_tokens", {"model": "m"}, "messages"),
+        ("/v1/responses/input_tokens", {"input": "w1", "previous_response_id": "resp_1"}, "previous_response_id"),
+        ("/v1/responses/input_tokens", {"input": 7}, "input"),
+    ):
+        status, _, raw = post(server, json.dumps(body), headers, path)
+        assert status == 400 and json.loads(raw)["error"]["param"] == param, (path, body, raw)
+    with pytest.raises(openai.NotFoundError):
+        client.responses.input_tokens.count(model="gpt-4o", input="w1")
+    status, _, raw = post(
+        server, json.dumps(chat), {**headers, "Authorization": "Bearer sk-wrong"}, "/v1/chat/completions/input_tokens"
+    )
+    assert status == 401 and json.loads(raw)["error"]["code"] == "invalid_api_key"
+
+
+@pytest.mark.slow
 def test_a_follow_up_turn_reports_its_cached_tokens(client):
     messages = [{"role": "user", "content": " ".join(f"w{6 + i % 50}" for i in range(300))}]
     first = client.chat.completions.create(model="m", messages=messages, seed=3, max_tokens=6)

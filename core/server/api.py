@@ -334,19 +334,41 @@ class OpenAIServer:
         """POST /tokenize, vLLM's: the tokens the prompt of `messages` (or a plain `prompt`) makes with the
         model's chat template, as an answer reads it, and the context window, so that a client sees whether a
         request fits before it sends it (the app connected to this server counts the message being written
-        this way). Answered beside the answer being written, never queued. {"count", "max_model_len"}: no
-        token ids, which are of no use to a client without the model's tokenizer."""
+        this way). {"count", "max_model_len"}: no token ids, which are of no use to a client without the
+        model's tokenizer."""
         self.check_host(request)
         self.check_key(request)
         parsed = S.parse_tokenize_request(await self.read_json(request, "chat"), self.defaults)
+        count = await self._count(parsed, "messages" if parsed.kind == "chat" else "prompt")
+        return JSONResponse({"count": count, "max_model_len": self.gateway.model_info().get("max_context") or 0})
+
+    async def chat_input_tokens(self, request: Request) -> Response:
+        """POST /v1/chat/completions/input_tokens, llama.cpp's: a whole chat completion body, checked as that
+        route checks it, and the tokens its prompt makes, in the shape of OpenAI's input-token count."""
+        self.check_host(request)
+        self.check_key(request)
+        parsed = S.parse_chat_request(await self.read_json(request, "chat"), self.defaults)
+        return JSONResponse(R.input_tokens(await self._count(parsed, "messages")))
+
+    async def responses_input_tokens(self, request: Request) -> Response:
+        """POST /v1/responses/input_tokens, OpenAI's (the official client's `responses.input_tokens.count`): a
+        Responses body, read as /v1/responses reads it, and the tokens its input makes."""
+        self.check_host(request)
+        self.check_key(request)
+        asked = parse_responses_request(await self.read_json(request, "responses"), self.defaults)
+        return JSONResponse(R.input_tokens(await self._count(asked.completion, "input")))
+
+    async def _count(self, parsed: S.CompletionRequest, prompt_field: str) -> int:
+        """The tokens the prompt of `parsed` makes, as an answer to it reads it (its tools and template
+        options included). Answered beside the answer being written, never queued. `prompt_field`: the
+        request's field a prompt that cannot fit is blamed on."""
         self.check_model(parsed.model)
         self.check_tools(parsed)
-        context = self.gateway.model_info().get("max_context")
         event = await self.gateway.count(parsed.to_count(R.new_id("tokenize"))).next()
         if not isinstance(event, P.TokenCount):
             assert isinstance(event, P.Error), event  # a count's ticket is never abandoned: it ends with one
-            raise E.engine_error(event, context, "messages" if parsed.kind == "chat" else "prompt")
-        return JSONResponse({"count": event.prompt_tokens, "max_model_len": context or 0})
+            raise E.engine_error(event, self.gateway.model_info().get("max_context"), prompt_field)
+        return event.prompt_tokens
 
     async def responses(self, request: Request) -> Response:
         """POST /v1/responses (core.server.responses): the same engine request as a chat completion, answered
@@ -455,6 +477,8 @@ def create_app(
         Route("/v1/chat/completions", server.chat_completions, methods=["POST"]),
         Route("/v1/completions", server.completions, methods=["POST"]),
         Route("/v1/responses", server.responses, methods=["POST"]),
+        Route("/v1/responses/input_tokens", server.responses_input_tokens, methods=["POST"]),
+        Route("/v1/chat/completions/input_tokens", server.chat_input_tokens, methods=["POST"]),  # llama.cpp's
         Route("/tokenize", server.tokenize, methods=["POST"]),  # vLLM's, at the root as vLLM serves it
     ]
     middleware = [

@@ -286,3 +286,9 @@ def model_card(model_id: str, created: int, info: dict[str, Any]) -> dict[str, A
 def model_list(model_ids: tuple[str, ...], created: int, info: dict[str, Any]) -> dict[str, Any]:
     """GET /v1/models: the model under each name it is served as."""
     return {"object": "list", "data": [model_card(model_id, created, info) for model_id in model_ids]}
+
+
+def input_tokens(count: int) -> dict[str, Any]:
+    """A count of a request's input, in the shape of OpenAI's POST /v1/responses/input_tokens (llama.cpp
+    answers its /v1/chat/completions/input_tokens the same way)."""
+    return {"object": "response.input_tokens", "input_tokens": count}

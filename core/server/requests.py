@@ -128,7 +128,7 @@ class CompletionRequest:
 
     def to_count(self, request_id: str) -> P.CountTokens:
         """The engine's count of the prompt an answer to this request would read, nothing left out (POST
-        /tokenize)."""
+        /tokenize and the input-token counts)."""
         return P.CountTokens(
             request_id=request_id,
             messages=self.messages,
