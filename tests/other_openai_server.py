@@ -17,9 +17,14 @@ tested against more than our own server's habits:
   see.</think>`, its markers cut across chunks: THINKING_PIECES);
 - GET /_state (no key) tells what happened on the server's side: streams `active` now, `finished`,
   `disconnected` (the client left mid-stream: the server noticed at its next write and stopped), and the
-  last request body received.
+  last request body received;
+- with --llama-cpp-counts it counts prompts as llama.cpp's server does: POST /v1/chat/completions/input_tokens
+  answers {"object": "response.input_tokens", "input_tokens": prompt_words(body)} (a model it does not have is
+  a 404, as the chat route's), POST /tokenize without text answers {"tokens": []}, and GET /props says each
+  request's window (`default_generation_settings.n_ctx`, CONTEXT_WORDS); without it those routes are 404s.
 
     python tests/other_openai_server.py --port 0 [--key K] [--token-delay S] [--tls-cert C --tls-key K]
+        [--llama-cpp-counts]
 
 prints `listening on http(s)://127.0.0.1:PORT/v1` on stdout once it accepts connections; SIGTERM stops it.
 """
@@ -87,6 +92,12 @@ def thinking_pieces(body: dict) -> tuple[str, ...]:
     return THINKING_PIECES if "think" in str(last_user).split() else ()
 
 
+def prompt_words(body: dict) -> int:
+    """This server's count of a chat's prompt: every message's words, two for each message's role markers,
+    and one for the generation prompt."""
+    return sum(len(str(m.get("content", "")).split()) + 2 for m in body["messages"]) + 1
+
+
 def answer_words(body: dict) -> tuple[list[str], str]:
     """The answer's words and its finish reason."""
     last_user = next((m.get("content", "") for m in reversed(body["messages"]) if m.get("role") == "user"), "")
@@ -135,25 +146,39 @@ class Handler(BaseHTTPRequestHandler):
         self._plain(401, "Unauthorized")
         return False
 
+    @property
+    def counts(self) -> bool:
+        return self.server.llama_cpp_counts  # type: ignore[attr-defined]
+
     def do_GET(self) -> None:
         if self.path == "/_state":
             self._json(200, self.state.snapshot())
         elif self.path == "/v1/models":
             if self._authorised():
                 self._json(200, {"object": "list", "data": MODELS})
+        elif self.path == "/props" and self.counts:
+            if self._authorised():
+                self._json(200, {"default_generation_settings": {"n_ctx": CONTEXT_WORDS}, "total_slots": 1})
         else:
             self._plain(404, "Not Found")
 
     def do_POST(self) -> None:
-        if self.path != "/v1/chat/completions":
+        counting = self.counts and self.path in ("/v1/chat/completions/input_tokens", "/tokenize")
+        if self.path != "/v1/chat/completions" and not counting:
             self._plain(404, "Not Found")
             return
         if not self._authorised():
             return
         try:
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
-            assert isinstance(body, dict) and isinstance(body.get("messages"), list)
+            assert isinstance(body, dict)
         except (ValueError, AssertionError):
+            self._plain(400, "Bad Request: expected a JSON object")
+            return
+        if self.path == "/tokenize":  # llama.cpp counts text (`content`), and answers no tokens without it
+            self._json(200, {"tokens": list(range(len(str(body.get("content", "")).split())))})
+            return
+        if not isinstance(body.get("messages"), list):
             self._plain(400, "Bad Request: expected a JSON object with messages")
             return
         with self.state.lock:
@@ -161,6 +186,9 @@ class Handler(BaseHTTPRequestHandler):
         model = body.get("model")
         if model not in [m["id"] for m in MODELS]:
             self._plain(404, f"model '{model}' not found")
+            return
+        if self.path == "/v1/chat/completions/input_tokens":
+            self._json(200, {"object": "response.input_tokens", "input_tokens": prompt_words(body)})
             return
         if model == "strict-3b":
             for name in STRICT_REFUSES:
@@ -232,12 +260,14 @@ def main() -> None:
     parser.add_argument("--token-delay", type=float, default=0.01)
     parser.add_argument("--tls-cert", default=None)
     parser.add_argument("--tls-key", default=None)
+    parser.add_argument("--llama-cpp-counts", action="store_true")
     args = parser.parse_args()
     server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
     server.daemon_threads = True
     server.state = State()  # type: ignore[attr-defined]
     server.key = args.key  # type: ignore[attr-defined]
     server.token_delay = args.token_delay  # type: ignore[attr-defined]
+    server.llama_cpp_counts = args.llama_cpp_counts  # type: ignore[attr-defined]
     scheme = "http"
     if args.tls_cert:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)

@@ -37,11 +37,13 @@ from core.remote.wire import (
     decode_body,
     error_from_body,
     parse_chunk,
+    parse_input_tokens,
     parse_model_list,
     parse_prompt_count,
+    parse_served_context,
     refused_field,
 )
-from other_openai_server import answer_words
+from other_openai_server import CONTEXT_WORDS, answer_words, prompt_words
 from remote_servers import other_server, server_state, stop, wait_until
 
 pytestmark = pytest.mark.timeout(120)
@@ -201,6 +203,35 @@ def test_counts_are_read_only_from_vllms_answer():
         assert parse_prompt_count(not_a_count) is None, not_a_count
 
 
+def test_llama_cpp_counts_and_window_are_read_only_from_their_answers():
+    assert parse_input_tokens({"object": "response.input_tokens", "input_tokens": 11}) == PromptCount(11, None)
+    assert parse_input_tokens({"input_tokens": 0}) == PromptCount(0, None)
+    for not_a_count in (
+        {"object": "chat.completion", "input_tokens": 11},
+        {"input_tokens": -1},
+        {"input_tokens": True},
+        {"input_tokens": 2.5},
+        {"input_tokens": "11"},
+        {"input_tokens": 10**400},
+        {"tokens": [1, 2]},
+        [11],
+        "<html>Not Found</html>",
+        None,
+    ):
+        assert parse_input_tokens(not_a_count) is None, not_a_count
+    assert parse_served_context({"default_generation_settings": {"n_ctx": 4096}, "total_slots": 2}) == 4096
+    for no_window in (
+        {"default_generation_settings": {"n_ctx": 0}},
+        {"default_generation_settings": {"n_ctx": "4096"}},
+        {"default_generation_settings": {"n_ctx": 10**400}},
+        {"default_generation_settings": [4096]},
+        {"n_ctx": 4096},
+        "<html>props</html>",
+        None,
+    ):
+        assert parse_served_context(no_window) is None, no_window
+
+
 def test_error_answers_become_plain_words():
     assert isinstance(error_from_body("Unauthorized", 401, "box", has_key=True), RemoteAuthError)
     assert "needs an API key" in str(error_from_body({"error": {"message": "no key"}}, 401, "box"))
@@ -245,6 +276,31 @@ def test_a_server_is_not_asked_to_count_a_prompt_and_says_so_in_words(engine, ot
     assert isinstance(refused, P.Error) and refused.message == PROMPT_REFUSED
     with pytest.raises(P.ProtocolError, match="messages is empty"):
         engine.count_tokens([])
+
+
+def test_a_server_that_counts_as_llama_cpp_does_is_asked_there_with_its_window(tmp_path):
+    """llama.cpp counts a chat on POST /v1/chat/completions/input_tokens (its /tokenize counts text only) and
+    says each request's window on GET /props: the count is the server's, whole, and a prompt that leaves the
+    answer no room does not fit; a model list's own window wins over /props."""
+    with other_server("--key", KEY, "--llama-cpp-counts") as (url, _process):
+        engine = RemoteEngine(Endpoint(url, KEY, "llama"))
+        engine.start()
+        try:
+            assert engine.load("alpha-7b", wait=True).models["max_context"] == 8192  # its list says
+            ready = engine.load("beta-13b", wait=True)
+            assert ready.models["counts_prompts"] is True and ready.models["max_context"] == CONTEXT_WORDS
+            messages = [{"role": "system", "content": "be brief"}, *HELLO]
+            count = engine.count_tokens(messages, max_new_tokens=9, chat_template_kwargs={"enable_thinking": False})
+            event = next(e for e in iter(lambda: engine.poll(5), None) if getattr(e, "request_id", None) == count)
+            assert event == P.TokenCount(count, prompt_words({"messages": messages}), 0, True)
+            sent = server_state(url)["last_request"]
+            assert sent["model"] == "beta-13b" and sent["messages"] == messages
+            assert sent["chat_template_kwargs"] == {"enable_thinking": False}
+            tight = engine.count_tokens(messages, max_new_tokens=CONTEXT_WORDS - event.prompt_tokens + 1)
+            event = next(e for e in iter(lambda: engine.poll(5), None) if getattr(e, "request_id", None) == tight)
+            assert isinstance(event, P.TokenCount) and event.fits is False
+        finally:
+            engine.shutdown()
 
 
 def test_the_check_lists_every_model_and_gets_a_short_answer(other):

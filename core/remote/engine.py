@@ -5,10 +5,11 @@ unchanged:
 
 - `load(model)` lists the server's models (GET /models), checks that `model` is one of them (an empty name
   picks the first) and reports StatusReport("ready") with `models` = {target, draft: None, max_context (the
-  server's context window when it says, else 0), remote (the endpoint's name), url, models (all ids),
-  counts_prompts (whether the server counts a prompt before it answers: vLLM's POST /tokenize, which
-  `specexec serve` answers too, asked once here)}; a server that cannot be used is an Error(request_id=None)
-  of a remote_* kind with a plain message and hint.
+  server's context window when its model list says, else where llama.cpp's GET /props says, else 0), remote
+  (the endpoint's name), url, models (all ids), counts_prompts (whether the server counts a prompt before it
+  answers: vLLM's POST /tokenize or llama.cpp's POST /v1/chat/completions/input_tokens, both of which
+  `specexec serve` answers too, tried in that order once here)}; a server that cannot be used is an
+  Error(request_id=None) of a remote_* kind with a plain message and hint.
 - `count_tokens` asks such a server for the prompt's count (TokenCount: nothing is left out, since the server
   drops no message; fits False where the prompt and the answer's max_new_tokens pass its context window, which
   vLLM refuses); a server that does not count answers an Error in words. A count runs beside an answer.
@@ -42,7 +43,7 @@ from typing import Any
 from core.engine import protocol as P
 from core.errors import EngineError, RemoteDroppedError, RemoteError, RemoteRejectedError, RemoteUnreachableError
 from core.remote.endpoint import Endpoint
-from core.remote.http_client import CONNECT_TIMEOUT_S, IDLE_TIMEOUT_S, OpenAICompatibleClient
+from core.remote.http_client import COUNT_ROUTES, CONNECT_TIMEOUT_S, IDLE_TIMEOUT_S, OpenAICompatibleClient
 from core.remote.wire import PromptCount
 from core.text.reasoning import ReasoningSplitter, ThinkingFormat
 
@@ -108,6 +109,7 @@ class RemoteEngine:
         self._last_load: tuple[str, dict[str, Any]] | None = None
         self._model: str | None = None
         self._info: dict[str, Any] = {}
+        self._count_route: str | None = None  # the route the server counts prompts on (COUNT_ROUTES), or None
         self._lost = False
 
     # -- lifecycle -----------------------------------------------------------------------------------------
@@ -239,28 +241,39 @@ class RemoteEngine:
                 f"{self.endpoint.label} has no model {target!r} (it has {shown})",
                 "pick one of its models in the model manager",
             )
-        counts = await self._counts_prompts(chosen.id)
+        self._count_route = await self._count_route_of(chosen.id)
         self._model = chosen.id
         self._info = {
             "target": chosen.id,
             "draft": None,
-            "max_context": chosen.context_length or 0,
+            "max_context": chosen.context_length or await self._served_context() or 0,
             "remote": self.endpoint.label,
             "url": self.endpoint.base_url,
             "models": ids,
             "device": "remote server",
-            "counts_prompts": counts,
+            "counts_prompts": self._count_route is not None,
         }
         return P.StatusReport("ready", dict(self._info))
 
-    async def _counts_prompts(self, model: str) -> bool:
-        """Whether the server counts a prompt before it answers: asked once, with a one-word message (a server
-        that cannot, or fails to, is simply one that does not; the answers go on either way)."""
+    async def _count_route_of(self, model: str) -> str | None:
+        """The route the server counts a prompt on (COUNT_ROUTES, tried in order with a one-word message), or
+        None: a server that cannot, or fails to, is simply one that does not; the answers go on either way."""
+        for route in COUNT_ROUTES:
+            try:
+                hello = [{"role": "user", "content": "hello"}]
+                if await self._client.count_prompt(model, hello, {}, route) is not None:
+                    return route
+            except RemoteError as error:
+                log.info("%s does not count prompts on %s: %s", self.endpoint.label, route, error)
+        return None
+
+    async def _served_context(self) -> int | None:
+        """The window the server gives a request where its model list says none (llama.cpp's), or None."""
         try:
-            return await self._client.count_prompt(model, [{"role": "user", "content": "hello"}], {}) is not None
+            return await self._client.served_context()
         except RemoteError as error:
-            log.info("%s does not count prompts: %s", self.endpoint.label, error)
-            return False
+            log.info("%s does not say its context window: %s", self.endpoint.label, error)
+            return None
 
     async def _connect_reporting(self, target: str) -> None:
         try:
@@ -328,7 +341,10 @@ class RemoteEngine:
         """The server's count of the prompt (beside any answer being streamed: no turn is taken)."""
         try:
             counted = await self._client.count_prompt(
-                self._model, wire_messages(request.messages), template_options(request.chat_template_kwargs)
+                self._model,
+                wire_messages(request.messages),
+                template_options(request.chat_template_kwargs),
+                self._count_route or COUNT_ROUTES[0],
             )
         except RemoteError as error:
             return engine_error(error, request.request_id)
@@ -364,7 +380,7 @@ class RemoteEngine:
         self._events.put(P.StatusReport(state, dict(self._info), queued=max(0, len(self._in_flight) - 1)))
 
     def unload(self) -> None:
-        self._model, self._info, self._last_load = None, {}, None
+        self._model, self._info, self._last_load, self._count_route = None, {}, None, None
         self._events.put(P.StatusReport("idle"))
 
     async def _stream(self, request: P.Generate) -> P.Finished | P.Error | None:

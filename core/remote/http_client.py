@@ -1,5 +1,6 @@
 """An OpenAI-compatible HTTP client (httpx2, asyncio): the model list, streamed chat answers, and a prompt's
-count where the server offers vLLM's `POST /tokenize` (at the server's root, beside /v1).
+count where the server offers one (COUNT_ROUTES: vLLM's `POST /tokenize` at the server's root, beside /v1;
+llama.cpp's `POST /v1/chat/completions/input_tokens`, with the window from its `GET /props`).
 
 Every way a server can fail becomes one of core.errors' Remote* errors, in plain words: nothing answered
 (unreachable), the key was refused, what answered is not an OpenAI-compatible server, the secure connection
@@ -45,7 +46,9 @@ from core.remote.wire import (
     error_from_body,
     parse_chunk,
     parse_model_list,
+    parse_input_tokens,
     parse_prompt_count,
+    parse_served_context,
     refused_field,
 )
 from core.system import json_text
@@ -58,6 +61,9 @@ FINISH_GRACE_S = 2.0
 COUNT_TIMEOUT_S = 10.0  # a count is asked while someone types: one that takes longer is of no use
 MAX_ERROR_BODY = 64 * 1024
 MAX_LIST_BODY = 16 * 1024 * 1024  # a model list, or a count with its token ids (vLLM lists them)
+# The ways a server counts a prompt, in the order they are tried: vLLM's, then llama.cpp's.
+TOKENIZE, INPUT_TOKENS = "tokenize", "chat/completions/input_tokens"
+COUNT_ROUTES = (TOKENIZE, INPUT_TOKENS)
 OPTIONAL_FIELDS = ("stream_options", "seed", "top_k", "repetition_penalty")
 USER_AGENT = "SpecExec-Desktop"
 
@@ -192,20 +198,26 @@ class OpenAICompatibleClient:
         return parse_model_list(body, self.endpoint.label)
 
     async def count_prompt(
-        self, model: str, messages: list[dict[str, Any]], options: dict[str, Any]
+        self, model: str, messages: list[dict[str, Any]], options: dict[str, Any], route: str = TOKENIZE
     ) -> PromptCount | None:
-        """The prompt `messages` make with the server's chat template, counted by the server (vLLM's
-        POST /tokenize with its generation prompt, as an answer reads it); None where the server has no such
-        count (no route there, or an answer that is not vLLM's). `options`: tools, chat_template_kwargs.
+        """The prompt `messages` make with the server's chat template, counted by the server on `route` (one of
+        COUNT_ROUTES; each counts the prompt with its generation prompt, as an answer reads it); None where
+        the server has no such count (no route there, or an answer of another shape). `options`: tools,
+        chat_template_kwargs.
 
         Raises:
             RemoteError: the server could not be asked, or refused the request (a key, a template error).
         """
-        body = {"model": model, "messages": messages, "add_generation_prompt": True, **options}
+        if route == TOKENIZE:
+            url, parse = self._root_url(TOKENIZE), parse_prompt_count
+            body = {"model": model, "messages": messages, "add_generation_prompt": True, **options}
+        else:
+            url, parse = self._url(INPUT_TOKENS), parse_input_tokens
+            body = {"model": model, "messages": messages, **options}
         try:
             async with self._http.stream(
                 "POST",
-                self._root_url("tokenize"),
+                url,
                 json=body,
                 headers={"Accept": "application/json"},
                 timeout=httpx2.Timeout(COUNT_TIMEOUT_S, connect=self._http.timeout.connect),
@@ -213,11 +225,32 @@ class OpenAICompatibleClient:
                 if response.status_code in (404, 405):
                     return None
                 if response.status_code != 200:
-                    raise (await self._error(response, "tokenize"))[0]
+                    raise (await self._error(response, route))[0]
                 raw = await self._read_capped(response, "a count")
         except httpx2.TransportError as error:
             raise transport_error(error, self.endpoint, answering=False) from error
-        return parse_prompt_count(decode_body(raw))
+        return parse(decode_body(raw))
+
+    async def served_context(self) -> int | None:
+        """The context window a request gets, where the server says it apart from its model list (llama.cpp's
+        GET /props); None where it does not (no such route, or another answer).
+
+        Raises:
+            RemoteError: the server could not be asked.
+        """
+        try:
+            async with self._http.stream(
+                "GET",
+                self._root_url("props"),
+                headers={"Accept": "application/json"},
+                timeout=httpx2.Timeout(COUNT_TIMEOUT_S, connect=self._http.timeout.connect),
+            ) as response:
+                if response.status_code != 200:
+                    return None
+                raw = await self._read_capped(response, "its properties")
+        except httpx2.TransportError as error:
+            raise transport_error(error, self.endpoint, answering=False) from error
+        return parse_served_context(decode_body(raw))
 
     async def stream_chat(
         self, model: str, messages: list[dict[str, Any]], options: dict[str, Any]

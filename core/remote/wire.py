@@ -8,8 +8,10 @@ several names (vLLM's `max_model_len`, `context_length`, LM Studio's `max_contex
 `specexec serve`'s `specexec.max_context`) or none at all, text-completion chunks (`text`) as well as chat
 chunks (`delta.content`), usage in the last chunk or nowhere, errors as OpenAI JSON, as FastAPI's
 {"detail": ...}, as {"message": ...} or as plain text or HTML. A prompt's count comes from vLLM's
-`POST /tokenize` ({"count": ..., "max_model_len": ...}), which `specexec serve` answers too; other servers'
-answers to that address (llama.cpp's {"tokens": [...]}, a page) are not counts.
+`POST /tokenize` ({"count": ..., "max_model_len": ...}), or from llama.cpp's
+`POST /v1/chat/completions/input_tokens` ({"object": "response.input_tokens", "input_tokens": ...}, its window
+from GET /props' `default_generation_settings.n_ctx`); `specexec serve` answers both. Other answers to those
+addresses (llama.cpp's {"tokens": [...]} for a /tokenize without text, a page) are not counts.
 """
 
 from __future__ import annotations
@@ -127,6 +129,22 @@ def parse_prompt_count(data: object) -> PromptCount | None:
     if tokens is None:
         return None
     return PromptCount(tokens, _count(data.get("max_model_len")) or None)
+
+
+def parse_input_tokens(data: object) -> PromptCount | None:
+    """An answer to POST /v1/chat/completions/input_tokens in OpenAI's input-token count shape (llama.cpp's,
+    `specexec serve`'s), or None where it is not one. It says no window (see parse_served_context)."""
+    if not isinstance(data, dict) or data.get("object", "response.input_tokens") != "response.input_tokens":
+        return None
+    tokens = _count(data.get("input_tokens"))
+    return None if tokens is None else PromptCount(tokens)
+
+
+def parse_served_context(data: object) -> int | None:
+    """The context window each request gets on a llama.cpp server (GET /props:
+    `default_generation_settings.n_ctx`, a slot's share of the whole), or None where the answer has none."""
+    settings = data.get("default_generation_settings") if isinstance(data, dict) else None
+    return (_count(settings.get("n_ctx")) or None) if isinstance(settings, dict) else None
 
 
 def parse_chunk(chunk: object) -> StreamPiece:
