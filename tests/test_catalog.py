@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+import random
+from pathlib import Path
 
 import pytest
 
+from conftest import run_cli
 from core.errors import CatalogError
 from core.models.catalog import BUILTIN_PAIR_ID, catalog_path, load_catalog
 from core.system.locations import models_dir, repo_folder_name
+from json_mutation import mutated_json
 
 
 PROMISED = {  # issue 32: the models people run with offloading in 2026, and the paper's calibration pair
@@ -112,6 +116,91 @@ def test_wrong_schema_and_broken_entries_are_clear(tmp_path) -> None:
         load_catalog(path)
     with pytest.raises(CatalogError, match="missing"):
         load_catalog(tmp_path / "absent.json")
+
+
+def _changed(data: dict, path: tuple, value) -> dict:
+    """A deep copy of `data` with the node at `path` (keys and list indexes) set to `value`, or deleted
+    where `value` is DELETE."""
+    data = json.loads(json.dumps(data))
+    node = data
+    for step in path[:-1]:
+        node = node[step]
+    if value is DELETE:
+        del node[path[-1]]
+    else:
+        node[path[-1]] = value
+    return data
+
+
+DELETE = object()
+# (where in the first big pair, value, words the refusal says): each failed far from the catalog before (an
+# OverflowError, a ZeroDivisionError in the sizes, a StopIteration in the recommendation) or passed unchecked
+HOSTILE_ENTRIES = [
+    (("target", "config", "num_attention_heads"), 0, "num_attention_heads"),
+    (("target", "config", "hidden_size"), -4096, "hidden_size"),
+    (("target", "config"), DELETE, "'config' is missing"),
+    (("target", "quantized", "bits"), 0, "quantized.bits"),
+    (("target", "approx_bytes"), 10**400, "approx_bytes"),
+    (("context_length",), 1e400, "context_length"),
+    (("min_ram_gb",), float("nan"), "min_ram_gb"),
+    (("min_vram_gb",), -1, "min_vram_gb"),
+    (("draft",), 7.5, "'float' object"),
+    (("acceptance", "tokens_per_pass", "64"), 10**400, "int too large"),
+    (("acceptance", "tokens_per_pass", "64"), float("nan"), "tokens per pass"),
+    (("acceptance", "tokens_per_pass", "64"), 80.0, "tokens per pass"),  # more than 64 drafted tokens can give
+]
+
+
+@pytest.mark.parametrize("where, value, words", HOSTILE_ENTRIES, ids=lambda v: repr(v)[:24])
+def test_an_entry_the_fit_cannot_use_is_refused_as_the_catalog_is_read(tmp_path, where, value, words) -> None:
+    data = json.loads(catalog_path().read_text())
+    index = next(i for i, entry in enumerate(data["pairs"]) if entry["id"] == "llama3.3-70b-instruct-awq")
+    path = tmp_path / "catalog.json"
+    path.write_text(json.dumps(_changed(data, ("pairs", index, *where), value)))
+    with pytest.raises(CatalogError, match="malformed pair entry") as refused:
+        load_catalog(path)
+    assert words in str(refused.value)
+
+
+def test_a_catalog_without_the_built_in_pair_is_refused(tmp_path) -> None:
+    """The built-in pair is what the wizard offers where nothing else fits (a StopIteration before)."""
+    data = json.loads(catalog_path().read_text())
+    data["pairs"] = [entry for entry in data["pairs"] if entry["id"] != BUILTIN_PAIR_ID]
+    path = tmp_path / "catalog.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(CatalogError, match="has no 'builtin' pair"):
+        load_catalog(path)
+
+
+def test_seeded_mutations_of_the_catalog_are_read_or_refused_in_words(tmp_path, capsys, monkeypatch) -> None:
+    """300 damaged catalogs (SPECEXEC_CATALOG), each through `models recommend` and `models list --json` on a
+    24 GB card: an answer or a plain refusal, never a traceback."""
+    base = json.loads(catalog_path().read_text())
+    path = tmp_path / "catalog.json"
+    monkeypatch.setenv("SPECEXEC_CATALOG", str(path))
+    monkeypatch.setenv("SPECEXEC_MODELS_DIR", str(tmp_path / "models"))
+    monkeypatch.setenv("SPECEXEC_HW_FIXTURE", str(Path(__file__).parent / "fixtures" / "hw" / "gpu24-ram64-pcie4.json"))
+    keys = ["quantized", "config", "acceptance", "draft_options", "retired", "context_length"]
+
+    def mutate(node, chosen: random.Random):
+        if isinstance(node, dict) and node and chosen.random() < 0.75:
+            key = chosen.choice(list(node))
+            return {**node, key: mutate(node[key], chosen)}
+        if isinstance(node, list) and node and chosen.random() < 0.75:
+            index = chosen.randrange(len(node))
+            return [*node[:index], mutate(node[index], chosen), *node[index + 1 :]]
+        return mutated_json(node, chosen, keys)
+
+    answered = 0
+    for seed in range(300):
+        chosen = random.Random(seed)
+        path.write_text(json.dumps(mutate(base, chosen)))
+        for args in (("models", "recommend"), ("models", "list", "--json")):
+            out = run_cli(capsys, *args)
+            assert out.returncode in (0, 2), (seed, args, out.stderr)
+            assert out.returncode == 0 or "model catalog" in out.stderr, (seed, args, out.stderr)
+            answered += out.returncode == 0
+    assert answered > 200  # mutations that leave a usable catalog are answered
 
 
 def test_models_folder_and_folder_names(tmp_path) -> None:

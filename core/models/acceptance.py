@@ -22,8 +22,9 @@ class Acceptance:
     @classmethod
     def from_dict(cls, data: dict) -> "Acceptance":
         points = tuple(sorted((int(budget), float(rate)) for budget, rate in data["tokens_per_pass"].items()))
-        if not points or any(budget < 1 or rate < 1 for budget, rate in points):
-            raise ValueError(f"acceptance table needs budgets >= 1 with >= 1 token per pass, got {points}")
+        # a pass emits at least one token and at most one more than the tree holds (NaN fails the comparison)
+        if not points or any(budget < 1 or not 1 <= rate <= budget + 1 for budget, rate in points):
+            raise ValueError(f"acceptance table needs budgets >= 1 with 1 to budget + 1 tokens per pass, got {points}")
         return cls(source=str(data["source"]), tokens_per_pass=points, draft=str(data.get("draft", "")))
 
     def at(self, budget: int) -> tuple[float, str]:

@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import json
 import os
+import reprlib
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from core.errors import CatalogError
 from core.models.acceptance import Acceptance
@@ -159,23 +161,43 @@ def load_catalog(path: Path | None = None) -> Catalog:
     try:
         pairs = tuple(_pair(entry) for entry in data["pairs"])
         retired = tuple(_pair(entry) for entry in data.get("retired_pairs", ()))
-    except (KeyError, TypeError, ValueError) as error:
-        raise CatalogError(f"the model catalog {source} has a malformed pair entry: {error!r}") from error
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError, ZeroDivisionError) as error:
+        said = f"{error} is missing" if isinstance(error, KeyError) else str(error)
+        raise CatalogError(f"the model catalog {source} has a malformed pair entry: {said}") from error
     ids = [pair.id for pair in (*pairs, *retired)]
     if len(set(ids)) != len(ids):
         raise CatalogError(f"the model catalog {source} lists a pair id twice: {ids}")
+    if BUILTIN_PAIR_ID not in ids:  # the pair every machine can run, offered where nothing else fits
+        raise CatalogError(f"the model catalog {source} has no '{BUILTIN_PAIR_ID}' pair: reinstall the app")
     if any(not pair.retired for pair in retired) or any(pair.retired for pair in pairs):
         raise CatalogError(f"the model catalog {source} needs a 'retired' reason on exactly the retired pairs")
     return Catalog(schema_version=SCHEMA_VERSION, pairs=pairs, retired=retired)
 
 
 QUANTIZED_METHODS = ("gptq", "awq", "compressed-tensors")
+QUANTIZED_BITS = (2, 3, 4, 8)
+
+
+def _number(value: Any, name: str, *, whole: bool = True, zero: bool = False) -> float:
+    """`value` if it is a number above 0 (or 0 itself where `zero`; a whole one where `whole`) below 2^63;
+    raises ValueError naming it."""
+    kind = int if whole else (int, float)
+    typed = isinstance(value, kind) and not isinstance(value, bool)
+    if not (typed and (value >= 0 if zero else value > 0) and value < 2**63):  # NaN fails the comparisons
+        least = "0 or more" if zero else "above 0"
+        raise ValueError(f"{name} is {reprlib.repr(value)} where a {'whole ' if whole else ''}number {least} is due")
+    return value
 
 
 def _model(entry: dict) -> ModelRef:
     quantized = entry.get("quantized") or entry.get("gptq")
     if entry.get("quantized") and entry["quantized"].get("method") not in QUANTIZED_METHODS:
         raise ValueError(f"{entry.get('repo')!r}: quantized.method must be one of {', '.join(QUANTIZED_METHODS)}")
+    if quantized and quantized.get("bits") not in QUANTIZED_BITS:
+        raise ValueError(f"{entry.get('repo')!r}: quantized.bits must be one of {QUANTIZED_BITS}")
+    shape = ModelShape.from_config(entry["config"])  # the fit sizes every model by it
+    for name in ("num_hidden_layers", "hidden_size", "intermediate_size", "num_attention_heads", "vocab_size"):
+        _number(getattr(shape, name), f"{entry.get('repo')!r}: config.{name}")
     weights = (
         WeightFormat(
             bits=int(quantized["bits"]),
@@ -189,8 +211,8 @@ def _model(entry: dict) -> ModelRef:
         repo=str(entry["repo"]),
         revision=str(entry.get("revision") or ""),
         quantization=str(entry["quantization"]),
-        approx_bytes=int(entry["approx_bytes"]),
-        shape=ModelShape.from_config(entry["config"]) if "config" in entry else None,
+        approx_bytes=int(_number(entry["approx_bytes"], "approx_bytes")),
+        shape=shape,
         weights=weights,
         gated=bool(entry.get("gated", False)),
     )
@@ -220,9 +242,9 @@ def _pair(entry: dict) -> Pair:
         licence=str(entry["licence"]),
         licence_url=str(entry.get("licence_url", "")),
         gated=bool(entry["gated"]),
-        context_length=int(entry["context_length"]),
-        min_ram_gb=float(entry["min_ram_gb"]),
-        min_vram_gb=float(entry["min_vram_gb"]),
+        context_length=int(_number(entry["context_length"], "context_length")),
+        min_ram_gb=float(_number(entry["min_ram_gb"], "min_ram_gb", whole=False)),
+        min_vram_gb=float(_number(entry["min_vram_gb"], "min_vram_gb", whole=False, zero=True)),
         acceptance=Acceptance.from_dict(entry["acceptance"]) if "acceptance" in entry else None,
         draft_id=ids[0],
         draft_label=str(draft.get("label", "")),
