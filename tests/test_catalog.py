@@ -151,7 +151,13 @@ HOSTILE_ENTRIES = [
 ]
 
 
-@pytest.mark.parametrize("where, value, words", HOSTILE_ENTRIES, ids=lambda v: repr(v)[:24])
+@pytest.mark.parametrize(
+    "where, value, words",
+    HOSTILE_ENTRIES,
+    ids=[  # the same on every xdist worker (DELETE's repr holds its address)
+        f"{'.'.join(where)}={'deleted' if value is DELETE else repr(value)[:12]}" for where, value, _ in HOSTILE_ENTRIES
+    ],
+)
 def test_an_entry_the_fit_cannot_use_is_refused_as_the_catalog_is_read(tmp_path, where, value, words) -> None:
     data = json.loads(catalog_path().read_text())
     index = next(i for i, entry in enumerate(data["pairs"]) if entry["id"] == "llama3.3-70b-instruct-awq")
