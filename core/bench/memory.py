@@ -260,8 +260,7 @@ def graph_rows() -> list[dict]:
     shapes = {}
     for pair in load_catalog().pairs:
         for option in pair.drafts:
-            if option.model.shape is not None:
-                shapes.setdefault(option.model.repo, option.model.shape)
+            shapes.setdefault(option.model.repo, option.model.shape)
     rows = []
     for repo, shape in shapes.items():
         config = AutoConfig.for_model(

@@ -49,7 +49,7 @@ class ModelRef:
     approx_bytes: int
     # What the fit prediction sizes it by: config.json's shape fields, and how the weights are stored
     # (GPTQ bits / group size / act-order, or the 16-bit dtype of the checkpoint).
-    shape: ModelShape | None = None
+    shape: ModelShape
     weights: WeightFormat = WeightFormat()
     gated: bool = False  # the hub asks for accepted licence terms and a token before the download
 

@@ -51,7 +51,6 @@ from core.models.pass_speed import (
     gpu_format,
     gpu_pass,
     gpu_rates,
-    pair_shape,
     tokens_per_pass,
 )
 from core.models.speed import MEASURED_OVERLAP
@@ -159,7 +158,7 @@ def model_bytes_on_gpu(model: ModelRef, pair: Pair) -> int:
     """VRAM of a model loaded whole onto the GPU (the draft), as the loader packs it: its layers (GPTQ stays
     packed, with the dequantisation scratch that batches above the fused kernel's rows use; others in 16 bits)
     and the non-layer weights in 16 bits (core.offload.loader.load_on_device checks the same sum)."""
-    shape = pair_shape(model, pair)
+    shape = model.shape
     fmt = gpu_format(model)
     scratch = gptq_scratch_bytes(largest_gptq_linear(shape), GPU_DTYPE_BYTES) if fmt.bits is not None else 0
     return shape.num_hidden_layers * decoder_layer_bytes(shape, fmt) + non_layer_bytes(shape, GPU_DTYPE) + scratch
@@ -177,7 +176,7 @@ class _Plan:
 def _target_on_gpu(pair: Pair) -> tuple[list[int], int]:
     """(bytes of each decoder layer, fixed VRAM: non-layer weights less an embedding table kept in host RAM,
     plus the GPTQ scratch), as the loader plans them."""
-    target = pair_shape(pair.target, pair)
+    target = pair.target.shape
     layer_bytes = [decoder_layer_bytes(target, pair.target.weights)] * target.num_hidden_layers
     scratch = gptq_scratch_bytes(largest_gptq_linear(target) if pair.target.weights.bits else 0, GPU_DTYPE_BYTES)
     fixed = residency.device_fixed_bytes(
@@ -194,13 +193,13 @@ def _embedding_on_host(target: ModelShape) -> bool:
 def _draft_kv_bytes(pair: Pair, tree_budget: int, context: int) -> int:
     """The draft's KV cache as `OffloadSettings.with_draft` reserves it: the rows it is preallocated with."""
     rows = residency.kv_rows(context, tree_budget)
-    return residency.config_kv_bytes(pair_shape(pair.draft, pair), rows, GPU_DTYPE_BYTES)
+    return residency.config_kv_bytes(pair.draft.shape, rows, GPU_DTYPE_BYTES)
 
 
 def _draft_graph_bytes(pair: Pair, tree_budget: int, context: int) -> int:
     """What the draft's CUDA graphs may keep, as `OffloadSettings.with_draft` reserves it, from the torch-free
     estimate of their scratch (core/planning/graph_plan.py; the engine computes it on the meta device)."""
-    draft = pair_shape(pair.draft, pair)
+    draft = pair.draft.shape
     rows = residency.kv_rows(context, tree_budget)
     width = search_width(tree_budget)
     scratch = scratch_estimate_bytes(draft, GPU_DTYPE_BYTES, width, rows)
@@ -209,7 +208,7 @@ def _draft_graph_bytes(pair: Pair, tree_budget: int, context: int) -> int:
 
 def _plan_on_gpu(pair: Pair, free_vram: int, tree_budget: int, context: int) -> _Plan:
     """What `load_pair` would do with `free_vram` free: load the draft, then plan the target's residency."""
-    target = pair_shape(pair.target, pair)
+    target = pair.target.shape
     draft_bytes = model_bytes_on_gpu(pair.draft, pair)
     if draft_bytes + residency.DEFAULT_MARGIN_BYTES > free_vram:
         return _Plan(
@@ -249,7 +248,7 @@ def minimum_vram_bytes(pair: Pair, tree_budget: int | None = None, context: int 
     automatic, and `context` tokens), then the target at a tree of one token (the default budget's terms,
     from the same functions) with no resident layer."""
     tree_budget = tree_budget or AUTO_MAX_BUDGET
-    target = pair_shape(pair.target, pair)
+    target = pair.target.shape
     layer_bytes, fixed = _target_on_gpu(pair)
     return (
         model_bytes_on_gpu(pair.draft, pair)
@@ -272,7 +271,7 @@ def minimum_ram_bytes(pair: Pair) -> int:
 def _host_need(pair: Pair, plan: residency.ResidencyPlan | None, on_cpu: bool) -> int:
     """The loader's host RAM need: the streamed layers of `plan` (every layer without one), the non-layer
     weights kept in host RAM, the largest checkpoint tensor and the margin."""
-    target = pair_shape(pair.target, pair)
+    target = pair.target.shape
     all_layers = target.num_hidden_layers * decoder_layer_bytes(target, pair.target.weights)
     store = plan.streamed_bytes_per_pass if plan is not None else all_layers
     tables = host_table_bytes(
@@ -317,7 +316,7 @@ def predict_pair(
 
 
 def _predict(pair: Pair, hw: HardwareDescription, tree_budget: int | None, overlap: bool, context: int) -> PairFit:
-    target = pair_shape(pair.target, pair)
+    target = pair.target.shape
     gpu = hw.best_gpu
     # the downloader's own rule: room for the whole download with SPARE_BYTES left over (the app does not ask it
     # of a pair already downloaded)
@@ -421,7 +420,7 @@ def _builtin_fit(
     """The built-in pair always fits: 135M parameters, everything in memory, nothing streams. Its speed is the
     one measured on this computer when the engine has loaded it here (core.models.measured); before that,
     an estimate from the hardware."""
-    target = pair_shape(pair.target, pair)
+    target = pair.target.shape
     need = target.num_hidden_layers * decoder_layer_bytes(target, pair.target.weights) + non_layer_bytes(
         target, "float32"
     )
@@ -494,7 +493,7 @@ def _builtin_fit(
 
 def _cpu_only_fit(pair: Pair, hw: HardwareDescription, tree_budget: int | None, host_need: int, disk_ok) -> PairFit:
     """No NVIDIA GPU: say plainly what running a big model on the processor would mean."""
-    target, flops = pair_shape(pair.target, pair), cpu_flops(hw)
+    target, flops = pair.target.shape, cpu_flops(hw)
     speed = fastest(pair, budgets_weighed(tree_budget, tree_budget or AUTO_MAX_BUDGET), cpu_timing(pair, flops))
     _, ram_problem = _ram_verdict(host_need, hw)
     seconds = round((speed.pass_seconds + speed.draft_seconds) / speed.tokens_per_pass)
@@ -558,7 +557,7 @@ def recommend(
             not usable(fit),
             fit.pair.calibration,
             FIT_ORDER[fit.fit],
-            -size_class(pair_shape(fit.pair.target, fit.pair).parameters),
+            -size_class(fit.pair.target.shape.parameters),
             order[fit.pair.id],
         )
 

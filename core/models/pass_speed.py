@@ -31,13 +31,6 @@ GPU_FORMAT = WeightFormat(dtype=GPU_DTYPE)
 CPU_CORE_FLOPS = 25e9
 
 
-def pair_shape(model: ModelRef, pair: Pair) -> ModelShape:
-    """The model's config shape from the catalog, which a pair needs to be sized at all."""
-    if model.shape is None:
-        raise ValueError(f"catalog pair '{pair.id}' has no config shape for {model.repo}: the fit cannot size it")
-    return model.shape
-
-
 def gpu_format(model: ModelRef) -> WeightFormat:
     """How the model's layers sit on a GPU: packed GPTQ, or 16 bits."""
     return model.weights if model.weights.bits is not None else GPU_FORMAT
@@ -110,7 +103,7 @@ def gpu_pass(
     meanwhile, then every layer at the larger of its copy and its compute (core.models.speed). With the
     overlap (its price; None: off) the draft seconds are those left on the critical path (the shadow fills the
     target's pass), and the prefetch hides under that shorter drafting only."""
-    target, draft = pair_shape(pair.target, pair), pair_shape(pair.draft, pair)
+    target, draft = pair.target.shape, pair.draft.shape
     draft_format = gpu_format(pair.draft)
     drafting = draft_seconds(draft, draft_format, budget, tokens, rates, kernel)
     compute = layer_compute_seconds(target, gpu_format(pair.target), budget + 1, rates)
@@ -130,7 +123,7 @@ def flop_seconds(shape: ModelShape, tokens: int, flops: float) -> float:
 
 def cpu_timing(pair: Pair, flops: float) -> Callable[[int, float], tuple[float, float]]:
     """On the processor every token of the tree goes through the draft once and the target once."""
-    target, draft = pair_shape(pair.target, pair), pair_shape(pair.draft, pair)
+    target, draft = pair.target.shape, pair.draft.shape
     return lambda budget, _tokens: (flop_seconds(target, budget + 1, flops), flop_seconds(draft, budget + 1, flops))
 
 
