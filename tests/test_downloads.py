@@ -85,6 +85,17 @@ def test_download_repo_json_events_files_and_manifest(hub, hub_env, capsys):
     assert code == 0 and events[0]["already_bytes"] == events[0]["total_bytes"] and hub.bytes_served == 0
 
 
+# the shape every catalog model carries (the fit sizes it by it); the download does not read it
+CATALOG_SHAPE = {
+    "model_type": "llama",
+    "num_hidden_layers": 2,
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_attention_heads": 4,
+    "vocab_size": 256,
+}
+
+
 def test_pair_from_catalog_downloads_target_and_draft(hub, hub_env, capsys, tmp_path, monkeypatch):
     target, target_files = small_repo(hub, "org/big-GPTQ", seed=1, revision="gptq-4bit")
     draft, draft_files = small_repo(hub, "org/small", seed=2)
@@ -104,8 +115,15 @@ def test_pair_from_catalog_downloads_target_and_draft(hub, hub_env, capsys, tmp_
                     "revision": "gptq-4bit",
                     "quantization": "gptq-4bit",
                     "approx_bytes": 1,
+                    "config": CATALOG_SHAPE,
                 },
-                "draft": {"repo": "org/small", "revision": "main", "quantization": "fp16", "approx_bytes": 1},
+                "draft": {
+                    "repo": "org/small",
+                    "revision": "main",
+                    "quantization": "fp16",
+                    "approx_bytes": 1,
+                    "config": CATALOG_SHAPE,
+                },
             },
             {
                 "id": "builtin",
@@ -115,8 +133,13 @@ def test_pair_from_catalog_downloads_target_and_draft(hub, hub_env, capsys, tmp_
                 "context_length": 8192,
                 "min_ram_gb": 1,
                 "min_vram_gb": 0,
-                "target": {"repo": "builtin", "quantization": "float32", "approx_bytes": 1},
-                "draft": {"repo": "builtin-draft", "quantization": "rtn-4bit", "approx_bytes": 1},
+                "target": {"repo": "builtin", "quantization": "float32", "approx_bytes": 1, "config": CATALOG_SHAPE},
+                "draft": {
+                    "repo": "builtin-draft",
+                    "quantization": "rtn-4bit",
+                    "approx_bytes": 1,
+                    "config": CATALOG_SHAPE,
+                },
             },
         ],
     }
