@@ -4,6 +4,7 @@ adds a key."""
 
 from __future__ import annotations
 
+import copy
 import random
 from collections.abc import Sequence
 
@@ -42,3 +43,20 @@ def mutated_json(value, chosen: random.Random, added_keys: Sequence[str]):
         at = chosen.randrange(len(value))
         return [*value[:at], mutated_json(value[at], chosen, added_keys), *value[at + 1 :]]
     return chosen.choice(HOSTILE_JSON)
+
+
+DELETE = object()  # with_node's value that deletes the node
+
+
+def with_node(data, path: tuple, value):
+    """A deep copy of `data` with the node at `path` (keys and list indexes) set to `value`, or deleted where
+    `value` is DELETE: one named hostile value where a test must say which field its refusal names."""
+    data = copy.deepcopy(data)
+    node = data
+    for step in path[:-1]:
+        node = node[step]
+    if value is DELETE:
+        del node[path[-1]]
+    else:
+        node[path[-1]] = value
+    return data

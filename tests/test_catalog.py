@@ -12,7 +12,7 @@ from conftest import run_cli
 from core.errors import CatalogError
 from core.models.catalog import BUILTIN_PAIR_ID, catalog_path, load_catalog
 from core.system.locations import models_dir, repo_folder_name
-from json_mutation import mutated_json
+from json_mutation import DELETE, mutated_json, with_node
 
 
 PROMISED = {  # issue 32: the models people run with offloading in 2026, and the paper's calibration pair
@@ -118,21 +118,6 @@ def test_wrong_schema_and_broken_entries_are_clear(tmp_path) -> None:
         load_catalog(tmp_path / "absent.json")
 
 
-def _changed(data: dict, path: tuple, value) -> dict:
-    """A deep copy of `data` with the node at `path` (keys and list indexes) set to `value`, or deleted
-    where `value` is DELETE."""
-    data = json.loads(json.dumps(data))
-    node = data
-    for step in path[:-1]:
-        node = node[step]
-    if value is DELETE:
-        del node[path[-1]]
-    else:
-        node[path[-1]] = value
-    return data
-
-
-DELETE = object()
 # (where in the first big pair, value, words the refusal says): each failed far from the catalog before (an
 # OverflowError, a ZeroDivisionError in the sizes, a StopIteration in the recommendation) or passed unchecked
 HOSTILE_ENTRIES = [
@@ -162,7 +147,7 @@ def test_an_entry_the_fit_cannot_use_is_refused_as_the_catalog_is_read(tmp_path,
     data = json.loads(catalog_path().read_text())
     index = next(i for i, entry in enumerate(data["pairs"]) if entry["id"] == "llama3.3-70b-instruct-awq")
     path = tmp_path / "catalog.json"
-    path.write_text(json.dumps(_changed(data, ("pairs", index, *where), value)))
+    path.write_text(json.dumps(with_node(data, ("pairs", index, *where), value)))
     with pytest.raises(CatalogError, match="malformed pair entry") as refused:
         load_catalog(path)
     assert words in str(refused.value)

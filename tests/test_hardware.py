@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_cli
-from json_mutation import mutated_json
+from json_mutation import mutated_json, with_node
 from core.errors import HardwareDescriptionError
 from core.hardware.description import GpuInfo, HardwareDescription, PcieLink, load_description
 from core.hardware.link import h2d_rate
@@ -239,16 +239,6 @@ def test_fixture_env_wins_and_bad_fixtures_are_named(tmp_path, monkeypatch) -> N
         load_description(tmp_path / "absent.json")
 
 
-def _with(data: dict, path: tuple, value) -> dict:
-    """A deep copy of `data` with the node at `path` (keys and list indexes) set to `value`."""
-    data = json.loads(json.dumps(data))
-    node = data
-    for step in path[:-1]:
-        node = node[step]
-    node[path[-1]] = value
-    return data
-
-
 # (where, value) a fixture file could hold, each refused naming the field
 HOSTILE_FIELDS = [
     (("gpus", 0, "vram_free_bytes"), "lots"),
@@ -282,7 +272,7 @@ def test_a_fixture_field_of_the_wrong_type_or_range_is_refused_by_name(tmp_path,
     (a TypeError in the link rate, an OverflowError in the sizes, a negative card chosen) before."""
     data = json.loads((FIXTURES / "gpu24-ram64-pcie4.json").read_text())
     path = tmp_path / "hw.json"
-    path.write_text(json.dumps(_with(data, where, value)))
+    path.write_text(json.dumps(with_node(data, where, value)))
     with pytest.raises(HardwareDescriptionError, match="malformed") as refused:
         load_description(path)
     named = ".".join(str(step) for step in where if not isinstance(step, int))
