@@ -64,6 +64,7 @@ MAX_LIST_BODY = 16 * 1024 * 1024  # a model list, or a count with its token ids 
 # The ways a server counts a prompt, in the order they are tried: vLLM's, then llama.cpp's.
 TOKENIZE, INPUT_TOKENS = "tokenize", "chat/completions/input_tokens"
 COUNT_ROUTES = (TOKENIZE, INPUT_TOKENS)
+NO_ROUTE = (404, 405)  # what a server answers at an address it does not serve
 OPTIONAL_FIELDS = ("stream_options", "seed", "top_k", "repetition_penalty")
 USER_AGENT = "SpecExec-Desktop"
 
@@ -179,15 +180,7 @@ class OpenAICompatibleClient:
 
     async def list_models(self) -> list[RemoteModel]:
         """GET /models: the models the server offers (RemoteError when it cannot be asked)."""
-        try:
-            async with self._http.stream(
-                "GET", self._url("models"), headers={"Accept": "application/json"}
-            ) as response:
-                if response.status_code != 200:
-                    raise (await self._error(response, "models"))[0]
-                raw = await self._read_capped(response, "a model list")
-        except httpx2.TransportError as error:
-            raise transport_error(error, self.endpoint, answering=False) from error
+        raw = await self._small_answer("GET", self._url("models"), "models", "a model list")
         body = decode_body(raw)
         if isinstance(body, str):
             raise RemoteNotOpenAIError(
@@ -214,43 +207,57 @@ class OpenAICompatibleClient:
         else:
             url, parse = self._url(INPUT_TOKENS), parse_input_tokens
             body = {"model": model, "messages": messages, **options}
-        try:
-            async with self._http.stream(
-                "POST",
-                url,
-                json=body,
-                headers={"Accept": "application/json"},
-                timeout=httpx2.Timeout(COUNT_TIMEOUT_S, connect=self._http.timeout.connect),
-            ) as response:
-                if response.status_code in (404, 405):
-                    return None
-                if response.status_code != 200:
-                    raise (await self._error(response, route))[0]
-                raw = await self._read_capped(response, "a count")
-        except httpx2.TransportError as error:
-            raise transport_error(error, self.endpoint, answering=False) from error
-        return parse(decode_body(raw))
+        raw = await self._small_answer("POST", url, route, "a count", body=body, quick=True, absent=NO_ROUTE)
+        return None if raw is None else parse(decode_body(raw))
 
     async def served_context(self) -> int | None:
         """The context window a request gets, where the server says it apart from its model list (llama.cpp's
         GET /props); None where it does not (no such route, or another answer).
 
         Raises:
-            RemoteError: the server could not be asked.
+            RemoteError: the server could not be asked, or refused the request.
         """
+        raw = await self._small_answer(
+            "GET", self._root_url("props"), "props", "its properties", quick=True, absent=NO_ROUTE
+        )
+        return None if raw is None else parse_served_context(decode_body(raw))
+
+    async def _small_answer(
+        self,
+        method: str,
+        url: str,
+        route: str,
+        what: str,
+        *,
+        body: dict[str, Any] | None = None,
+        quick: bool = False,
+        absent: tuple[int, ...] = (),
+    ) -> bytes | None:
+        """The whole body of a short JSON answer (a model list, a count, properties; at most MAX_LIST_BODY),
+        or None where the status is one of `absent` (no such route on this server). `quick`: given
+        COUNT_TIMEOUT_S, as anything asked while someone types.
+
+        Raises:
+            RemoteError: any other status than 200 (in the words of `route`'s error), or no connection.
+        """
+        timeout = (
+            httpx2.Timeout(COUNT_TIMEOUT_S, connect=self._http.timeout.connect) if quick else httpx2.USE_CLIENT_DEFAULT
+        )
         try:
             async with self._http.stream(
-                "GET",
-                self._root_url("props"),
+                method,
+                url,
+                json=body,
                 headers={"Accept": "application/json"},
-                timeout=httpx2.Timeout(COUNT_TIMEOUT_S, connect=self._http.timeout.connect),
+                timeout=timeout,
             ) as response:
-                if response.status_code != 200:
+                if response.status_code in absent:
                     return None
-                raw = await self._read_capped(response, "its properties")
+                if response.status_code != 200:
+                    raise (await self._error(response, route))[0]
+                return await self._read_capped(response, what)
         except httpx2.TransportError as error:
             raise transport_error(error, self.endpoint, answering=False) from error
-        return parse_served_context(decode_body(raw))
 
     async def stream_chat(
         self, model: str, messages: list[dict[str, Any]], options: dict[str, Any]
