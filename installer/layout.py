@@ -55,7 +55,7 @@ EXCLUDES = (
     "pytest",
     "_pytest",
     "matplotlib",  # only `specexec bench --plot` uses it; the bundle is the desktop app
-    "PIL",  # transformers' image processors only
+    # (PIL stays: python-pptx, the PowerPoint reader, imports it as it loads)
     "tensorboard",
     "torch.utils.tensorboard",
     "torchvision",

@@ -127,8 +127,8 @@ def zip_with(path: Path, parts: dict[str, bytes]) -> Path:
 @pytest.mark.parametrize(
     ("parts", "words"),
     [
-        ({"xl/workbook.xml": b"<w/>"}, "is an Excel spreadsheet, which cannot be read: save it as CSV"),
-        ({"ppt/presentation.xml": b"<p/>"}, "is a PowerPoint presentation, which cannot be read: save it as a PDF"),
+        ({"xl/workbook.xml": b"<w/>"}, "is damaged, or not an Excel workbook this reader understands"),
+        ({"ppt/presentation.xml": b"<p/>"}, "is damaged, or not a PowerPoint presentation this reader understands"),
         ({"photos/cat.jpg": b"\xff\xd8\xff"}, "is a zip archive: unpack it and add the files in it"),
         ({"word/document.xml": b"<not closed"}, "is damaged, or not a Word document this reader understands"),
     ],
@@ -265,11 +265,11 @@ def test_an_opendocument_text_comes_as_markdown_with_its_headings_lists_and_tabl
     [
         (
             "application/vnd.oasis.opendocument.spreadsheet",
-            "is an OpenDocument spreadsheet \\(LibreOffice Calc\\), which cannot be read: save it as CSV",
+            "is an OpenDocument spreadsheet \\(LibreOffice Calc\\), which cannot be read: save it as an Excel",
         ),
         (
             "application/vnd.oasis.opendocument.presentation",
-            "is an OpenDocument presentation \\(LibreOffice Impress\\), which cannot be read: save it as a PDF",
+            "is an OpenDocument presentation \\(LibreOffice Impress\\), which cannot be read: save it as a Power",
         ),
         ("application/x-anything-else", "is a zip archive: unpack it"),
     ],

@@ -1,6 +1,7 @@
-"""`specexec text FILE [--json]`: the text of a document (a text file, a PDF's text layer, a Word document), as
-the app adds it to a chat message (core.text.document_text). The app reads PDFs and Word documents through this
-command, in a process of its own that it can stop (a damaged file can keep a parser busy).
+"""`specexec text FILE [--json]`: the text of a document (a text file, a PDF's text layer, an Office document or
+an OpenDocument text), as the app adds it to a chat message (core.text.document_text). The app reads PDFs and
+Office and OpenDocument files through this command, in a process of its own that it can stop (a damaged file
+can keep a parser busy).
 
 Plain output is the text itself, exact (UTF-8); `--json` prints {"name": ..., "text": ...}. A file that cannot
 be added exits 2 with the reason on stderr (core.text.document_text.reader_reply reads what such a child said).
@@ -17,7 +18,8 @@ from pathlib import Path
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "file",
-        help="a text file (.txt, .md, .csv, code...), a PDF, a Word document (.docx) or an OpenDocument text (.odt)",
+        help="a text file (.txt, .md, .csv, code...), a PDF, a Word document (.docx), an Excel workbook (.xlsx), "
+        "a PowerPoint presentation (.pptx) or an OpenDocument text (.odt)",
     )
     parser.add_argument("--json", action="store_true", help='print {"name": ..., "text": ...}')
 

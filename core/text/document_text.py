@@ -1,11 +1,13 @@
 """The text of a document a person gives a model (a file added to a chat message): a text file read as
 core.system.text_files reads a file written by hand, a PDF's text through pypdf (pure Python, BSD, the
 field's own reader), a Word document's through python-docx (MIT, on lxml; the field's own reader too), an
-OpenDocument text's (LibreOffice Writer's .odt) as Markdown through odfdo (Apache 2.0, on lxml).
+OpenDocument text's (LibreOffice Writer's .odt) as Markdown through odfdo (Apache 2.0, on lxml), an Excel
+workbook's as Markdown tables (core.text.spreadsheet_text, openpyxl) and a PowerPoint presentation's slide by
+slide (core.text.slides_text, python-pptx).
 
 What the file is gets checked before it is read: only regular files (a pipe or a device would never end),
-only up to the limits below, only text; an image, a spreadsheet or an old .doc is refused in words. PDFs,
-Word and OpenDocument files are parsed only in a process of its own (`specexec text FILE --json`, which the app
+only up to the limits below, only text; an image, a LibreOffice spreadsheet or an old .doc is refused in
+words. PDFs and Office and OpenDocument files are parsed only in a process of its own (`specexec text FILE --json`, which the app
 and the API server start; `reader_reply` reads what it said): a parser fed a damaged or hostile file can loop
 or swell, and a process can be stopped where a thread cannot.
 """
@@ -20,6 +22,8 @@ from pathlib import Path
 
 from core.errors import DocumentError, TextEncodingError
 from core.system.text_files import decode_text
+from core.text.slides_text import presentation_text
+from core.text.spreadsheet_text import workbook_text
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +33,7 @@ READ_TIMEOUT_S = 60.0
 MAX_TEXT_BYTES = 1 << 20  # about 250,000 tokens of text: past every context window of the catalog's models
 MAX_PDF_BYTES = 64 << 20  # scanned pages weigh megabytes each, and hold no text anyway
 MAX_PDF_PAGES = 2000
-MAX_OFFICE_BYTES = 64 << 20  # a Word or OpenDocument file's pictures weigh most of it
+MAX_OFFICE_BYTES = 64 << 20  # an Office or OpenDocument file's pictures weigh most of it
 MAX_OFFICE_UNPACKED = 256 << 20  # what its parts unpack to, as the zip's directory says (a zip bomb says more)
 # An OpenDocument file writes runs of spaces and repeated table cells as a count: a few bytes can ask for
 # billions. Counts past these are refused (spaces: a long indent's; cells: a big table's) before any is made.
@@ -37,32 +41,36 @@ MAX_ODF_SPACES = 1000
 MAX_ODF_TABLE_CELLS = 1_000_000
 PDF_START = b"%PDF-"
 ZIP_START = b"PK\x03\x04"  # Office's formats since 2007 (.docx, .xlsx, .pptx) and OpenDocument's
-OLD_OFFICE_START = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"  # .doc, .xls, .ppt before 2007
+OLD_OFFICE_START = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"  # .doc, .xls, .ppt before 2007, and locked ones since
+ENCRYPTED_PACKAGE = "EncryptedPackage".encode("utf-16-le")  # the stream a password-locked Office file holds
 NOT_TEXT = "pictures and other files cannot be read: save the text as a .txt file, a PDF or a Word document"
-DOCUMENT_KINDS = "a text file, a PDF or a Word or LibreOffice document"
+DOCUMENT_KINDS = "a text file, a PDF, an Office document (Word, Excel, PowerPoint) or a LibreOffice text"
 # how the pictures people try most begin: PNG, JPEG, GIF
 BINARY_STARTS = (b"\x89PNG", b"\xff\xd8\xff", b"GIF8")
 ERROR_LINE = "error: "  # how `specexec` (core.cli.main) starts a failed command's reason on stderr
-# a zip's part that says which Office file it is, and what to do with those that are not Word's
-OFFICE_PARTS = {
-    "xl/workbook.xml": "an Excel spreadsheet, which cannot be read: save it as CSV (File > Save As) and add that",
-    "ppt/presentation.xml": "a PowerPoint presentation, which cannot be read: save it as a PDF and add that",
-}
+# the zip's part that says which Office file it is, for those read here
 WORD_PART = "word/document.xml"
+EXCEL_PART = "xl/workbook.xml"  # .xlsx, and .xlsm (its macros are not run, nor read)
+POWERPOINT_PART = "ppt/presentation.xml"
+# and what to do with those that are not read
+OFFICE_PARTS = {
+    "xl/workbook.bin": "an Excel binary workbook (.xlsb), which cannot be read: save it as an ordinary Excel "
+    "workbook (.xlsx) and add that",
+}
 # an OpenDocument file's first part, `mimetype`, names its kind; what to do with those that are not texts
 ODF_MIMETYPE_PART = "mimetype"
 ODF_TEXT = "application/vnd.oasis.opendocument.text"
 ODF_KINDS = {
     "application/vnd.oasis.opendocument.spreadsheet": "an OpenDocument spreadsheet (LibreOffice Calc), which "
-    "cannot be read: save it as CSV (File > Save As) and add that",
+    "cannot be read: save it as an Excel workbook (File > Save As, .xlsx) and add that",
     "application/vnd.oasis.opendocument.presentation": "an OpenDocument presentation (LibreOffice Impress), "
-    "which cannot be read: save it as a PDF and add that",
+    "which cannot be read: save it as a PowerPoint presentation (File > Save As, .pptx) and add that",
 }
 
 
 def read_apart(path: Path) -> bool:
     """Whether `path` is a regular file whose format is parsed in a process of its own: a PDF, or a zip
-    (a Word or OpenDocument file; the reader says what any other zip is). False when it cannot be read."""
+    (an Office or OpenDocument file; the reader says what any other zip is). False when it cannot be read."""
     try:
         if not path.is_file():
             return False
@@ -74,8 +82,8 @@ def read_apart(path: Path) -> bool:
 
 
 def document_text(path: Path) -> str:
-    """The text of the text file, PDF, Word or OpenDocument text at `path` (a PDF's pages apart by a blank
-    line).
+    """The text of the text file, PDF, Office document (Word, Excel, PowerPoint) or OpenDocument text at
+    `path` (a PDF's pages apart by a blank line).
 
     Raises:
         DocumentError: it is not a regular file, cannot be read, is not text, holds no text (a scanned PDF),
@@ -105,9 +113,14 @@ def document_text(path: Path) -> str:
             )
         return _zip_text(path, name)
     if data.startswith(OLD_OFFICE_START):
+        if _is_encrypted_office(path):
+            raise DocumentError(
+                f"{name} is locked with a password: open it, remove the password (in Office: File > Info > "
+                "Protect > Encrypt with Password) and add it again"
+            )
         raise DocumentError(
             f"{name} is in the Office format from before 2007 (.doc, .xls or .ppt), which cannot be read: open it "
-            "and save it again in today's format (a .docx for Word) or as a PDF"
+            "and save it again in today's format (.docx, .xlsx or .pptx) or as a PDF"
         )
     if len(data) > MAX_TEXT_BYTES:
         raise DocumentError(
@@ -127,6 +140,26 @@ def document_text(path: Path) -> str:
     if not text.strip():
         raise DocumentError(f"{name} is empty")
     return text
+
+
+def _is_encrypted_office(path: Path) -> bool:
+    """Whether the compound file at `path` is a password-locked Office file of today's formats: Office wraps
+    those in the old container, with its package in a stream named "EncryptedPackage" (MS-OFFCRYPTO), whose
+    name the container's directory holds in UTF-16. Read up to MAX_OFFICE_BYTES, in chunks."""
+    chunk_bytes, overlap = 1 << 20, len(ENCRYPTED_PACKAGE) - 1
+    try:
+        with path.open("rb") as handle:
+            tail = b""
+            for _ in range(MAX_OFFICE_BYTES // chunk_bytes):
+                chunk = handle.read(chunk_bytes)
+                if not chunk:
+                    return False
+                if ENCRYPTED_PACKAGE in tail + chunk:
+                    return True
+                tail = chunk[-overlap:]
+    except OSError:
+        return False
+    return False
 
 
 def _pdf_text(path: Path, name: str) -> str:
@@ -170,8 +203,8 @@ def _within_limit(texts: Iterable[str], name: str, unit: str) -> list[str]:
 
 
 def _zip_text(path: Path, name: str) -> str:
-    """The text of a zip that is a Word document or an OpenDocument text, told apart by their parts; any
-    other zip (an Excel or LibreOffice spreadsheet, a presentation, an archive) is said with what to do."""
+    """The text of a zip that is a Word, Excel or PowerPoint file or an OpenDocument text, told apart by their
+    parts; any other zip (a LibreOffice spreadsheet or presentation, an archive) is said with what to do."""
     import zipfile
 
     try:
@@ -182,14 +215,19 @@ def _zip_text(path: Path, name: str) -> str:
                 mimetype = archive.read(ODF_MIMETYPE_PART).decode("ascii", "replace").strip()
     except (zipfile.BadZipFile, OSError, ValueError) as error:
         raise DocumentError(f"{name} is damaged, or not a document this reader understands ({error})") from error
-    if WORD_PART not in parts and mimetype != ODF_TEXT:
+    read = next((part for part in (WORD_PART, EXCEL_PART, POWERPOINT_PART) if part in parts), None)
+    if read is None and mimetype != ODF_TEXT:
         what = ODF_KINDS.get(mimetype) or next((words for part, words in OFFICE_PARTS.items() if part in parts), None)
         raise DocumentError(f"{name} is {what or 'a zip archive: unpack it and add the files in it'}")
     if sum(parts.values()) > MAX_OFFICE_UNPACKED:
         raise DocumentError(
             f"{name} unpacks to more than {MAX_OFFICE_UNPACKED >> 20} MB, more than a document may be here"
         )
-    return _word_text(path, name) if WORD_PART in parts else _odt_text(path, name)
+    if read == EXCEL_PART:
+        return workbook_text(path, name, MAX_TEXT_BYTES)
+    if read == POWERPOINT_PART:
+        return presentation_text(path, name, MAX_TEXT_BYTES)
+    return _word_text(path, name) if read == WORD_PART else _odt_text(path, name)
 
 
 def _word_text(path: Path, name: str) -> str:

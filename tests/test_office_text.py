@@ -1,0 +1,285 @@
+"""Excel workbooks and PowerPoint presentations given to a message (core.text.spreadsheet_text,
+core.text.slides_text, through core.text.document_text and `specexec text`): real files written by openpyxl
+and python-pptx, files Excel would write (a formula's worked-out value) made by editing their XML, and hostile
+ones (a row numbered past Excel's limit, a column past its last, a billion laughs, an outside entity, a table
+whose blank cells would pass the text limit)."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli
+from core.errors import DocumentError
+from core.text.document_text import MAX_TEXT_BYTES, document_text, read_apart
+from test_document_text import zip_with
+
+SHEET_NS = "http://schemas.openxmlformats.org/spreadsheetml/2006/main"
+SHEET_PART = "xl/worksheets/sheet1.xml"
+BILLION_LAUGHS = "<!DOCTYPE lolz [{}]>".format(
+    "".join(
+        f'<!ENTITY lol{n} "{("&lol%d;" % (n - 1)) * 10}">' if n > 1 else '<!ENTITY lol1 "lol">' for n in range(1, 10)
+    )
+)
+
+
+def write_workbook(path: Path) -> Path:
+    """A budget as people lay one out: a blank row and column around the table, a percentage, dates, a flag,
+    a note with a bar and a line break, a formula (openpyxl works none out), an empty sheet and a short one."""
+    from openpyxl import Workbook
+
+    workbook = Workbook()
+    sheet = workbook.active
+    sheet.title = "Budget 2026"
+    sheet.append([None])
+    sheet.append([None, "Month", "Cost", "Share", "Paid on", "Note"])
+    sheet.append([None, "January", 1200, 0.25, datetime.datetime(2026, 1, 31), "rent | heat"])
+    sheet.append([None, "February", 1234.5, 0.3, datetime.datetime(2026, 2, 28, 14, 30), "two\nlines"])
+    sheet.append([])
+    sheet.append([None, "Total", "=C3+C4", None, None, True])
+    sheet["D3"].number_format = "0%"
+    sheet["D4"].number_format = "0.0%"
+    workbook.create_sheet("Empty")
+    workbook.create_sheet("Notes")["A1"] = "Grüße ✓"
+    workbook.save(path)
+    return path
+
+
+BUDGET = """## Budget 2026
+
+| Month | Cost | Share | Paid on | Note |
+| --- | --- | --- | --- | --- |
+| January | 1200 | 25% | 2026-01-31 | rent \\| heat |
+| February | 1234.5 | 30% | 2026-02-28 14:30 | two lines |
+| Total | =C3+C4 |  |  | TRUE |
+
+## Notes
+
+| Grüße ✓ |
+| --- |"""
+
+
+def with_sheet(base: Path, path: Path, sheet_xml: str) -> Path:
+    """`base` with its first worksheet's XML replaced by `sheet_xml`."""
+    with zipfile.ZipFile(base) as source, zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as out:
+        for info in source.infolist():
+            out.writestr(info.filename, sheet_xml.encode() if info.filename == SHEET_PART else source.read(info))
+    return path
+
+
+def sheet_xml(rows: str, doctype: str = "", dimension: str = "A1:XFD1048576") -> str:
+    """A worksheet's XML holding `rows`, declaring the whole grid as its size (as some writers do)."""
+    return (
+        f'<?xml version="1.0"?>{doctype}<worksheet xmlns="{SHEET_NS}"><dimension ref="{dimension}"/>'
+        f"<sheetData>{rows}</sheetData></worksheet>"
+    )
+
+
+def text_cell(reference: str, text: str) -> str:
+    return f'<c r="{reference}" t="inlineStr"><is><t>{text}</t></is></c>'
+
+
+@pytest.fixture
+def one_cell_book(tmp_path) -> Path:
+    from openpyxl import Workbook
+
+    workbook = Workbook()
+    workbook.active["A1"] = "x"
+    workbook.save(tmp_path / "base.xlsx")
+    return tmp_path / "base.xlsx"
+
+
+def test_a_workbooks_sheets_come_as_markdown_tables_of_the_cells_they_use(tmp_path):
+    book = write_workbook(tmp_path / "budget.xlsx")
+    assert read_apart(book)
+    assert document_text(book) == BUDGET
+    unnamed = tmp_path / "budget"  # an upload through the API may have no extension: the parts say what it is
+    unnamed.write_bytes(book.read_bytes())
+    assert document_text(unnamed) == BUDGET
+
+
+def test_a_formula_shows_the_value_excel_worked_out_and_the_formula_where_none_was(tmp_path, one_cell_book):
+    rows = f'<row r="1">{text_cell("A1", "Total")}<c r="B1"><f>2+3</f><v>5</v></c><c r="C1"><f>B1*2</f></c></row>'
+    book = with_sheet(one_cell_book, tmp_path / "worked.xlsx", sheet_xml(rows, dimension="A1:C1"))
+    assert document_text(book) == "## Sheet\n\n| Total | 5 | =B1*2 |\n| --- | --- | --- |"
+
+
+def test_a_workbook_with_nothing_in_it_is_said(tmp_path):
+    from openpyxl import Workbook
+
+    Workbook().save(tmp_path / "blank.xlsx")
+    with pytest.raises(DocumentError, match="blank.xlsx has no text to read: its sheets are empty"):
+        document_text(tmp_path / "blank.xlsx")
+
+
+@pytest.mark.parametrize(
+    ("rows", "doctype", "words"),
+    [
+        (  # a few bytes asking for a billion empty rows
+            f'<row r="1">{text_cell("A1", "a")}</row><row r="999999999">{text_cell("A999999999", "b")}</row>',
+            "",
+            "numbers a row past 1,048,576, the most a sheet has: it is damaged",
+        ),
+        (f'<row r="1">{text_cell("ZZZZ1", "a")}</row>', "", "is damaged, or not an Excel workbook this reader"),
+        (f'<row r="1">{text_cell("A1", "&lol9;")}</row>', BILLION_LAUGHS, "is damaged, or not an Excel workbook"),
+        (  # an outside file named as an entity is not read
+            f'<row r="1">{text_cell("A1", "&x;")}</row>',
+            '<!DOCTYPE d [<!ENTITY x SYSTEM "file:///etc/hostname">]>',
+            "is damaged, or not an Excel workbook this reader understands",
+        ),
+        (  # short cells, but a last column so far out that the blank cells would be gigabytes of text
+            f'<row r="1">{text_cell("XFD1", "a")}</row>'
+            + "".join(f'<row r="{i}"><c r="A{i}"><v>1</v></c></row>' for i in range(2, 20_000)),
+            "",
+            "holds more text than a model reads at once: add the sheets or rows you need",
+        ),
+        ("<row", "", "is damaged, or not an Excel workbook this reader understands"),
+    ],
+    ids=["row-past-the-limit", "column-past-the-last", "billion-laughs", "outside-entity", "wide-blank-table", "cut"],
+)
+def test_a_hostile_or_damaged_workbook_is_refused_in_words(tmp_path, one_cell_book, rows, doctype, words):
+    book = with_sheet(one_cell_book, tmp_path / "hostile.xlsx", sheet_xml(rows, doctype))
+    with pytest.raises(DocumentError, match=f"^hostile.xlsx {words}"):
+        document_text(book)
+
+
+def test_a_workbook_with_more_text_than_a_model_reads_is_refused_as_it_is_read(tmp_path):
+    from openpyxl import Workbook
+
+    workbook = Workbook(write_only=True)
+    sheet = workbook.create_sheet("Data")
+    line = "w" * 1000
+    for _ in range(MAX_TEXT_BYTES // len(line) + 2):
+        sheet.append([line])
+    workbook.save(tmp_path / "long.xlsx")
+    with pytest.raises(DocumentError, match="long.xlsx holds more text than a model reads at once"):
+        document_text(tmp_path / "long.xlsx")
+
+
+def test_a_workbook_or_a_word_document_locked_with_a_password_is_said_to_be_locked(tmp_path):
+    """Office keeps a locked file of today's formats in the pre-2007 container: it is said to be locked, not
+    to be old. The lock is made by msoffcrypto-tool, with Office's own encryption."""
+    from msoffcrypto.format.ooxml import OOXMLFile
+
+    from test_document_text import write_docx
+
+    for plain in (write_workbook(tmp_path / "budget.xlsx"), write_docx(tmp_path / "report.docx")):
+        locked = tmp_path / f"locked{plain.suffix}"
+        with plain.open("rb") as source, locked.open("wb") as out:
+            OOXMLFile(source).encrypt("secret", out)
+        assert not read_apart(locked)  # said here, with no parser
+        with pytest.raises(DocumentError, match=f"^locked{plain.suffix} is locked with a password: open it, remove"):
+            document_text(locked)
+
+
+def test_a_binary_workbook_is_said_with_what_to_do(tmp_path):
+    with pytest.raises(DocumentError, match=r"is an Excel binary workbook \(.xlsb\), which cannot be read: save it"):
+        document_text(zip_with(tmp_path / "figures.xlsb", {"xl/workbook.bin": b"\0"}))
+
+
+# PowerPoint presentations ---------------------------------------------------------------------------------
+
+
+def write_presentation(path: Path) -> Path:
+    """Three slides: a title with a line break, bullets two levels deep and speaker notes; a table, a text
+    box and a group of two; a hidden one with a title only; and one with nothing."""
+    from pptx import Presentation
+    from pptx.util import Inches
+
+    deck = Presentation()
+    first = deck.slides.add_slide(deck.slide_layouts[1])
+    first.shapes.title.text = "Plan for\nspring"
+    body = first.placeholders[1].text_frame
+    body.text = "Sell more"
+    detail = body.add_paragraph()
+    detail.text, detail.level = "in the north", 1
+    first.notes_slide.notes_text_frame.text = "Start with the weather"
+    second = deck.slides.add_slide(deck.slide_layouts[5])
+    second.shapes.title.text = "Figures"
+    table = second.shapes.add_table(2, 2, Inches(1), Inches(2), Inches(4), Inches(1)).table
+    for row, cells in enumerate((("Region", "Sales"), ("North", "12"))):
+        for column, text in enumerate(cells):
+            table.cell(row, column).text = text
+    second.shapes.add_textbox(Inches(1), Inches(4), Inches(3), Inches(1)).text_frame.text = "Grüße ✓"
+    group = second.shapes.add_group_shape()
+    for left, text in ((1, "left box"), (4, "right box")):
+        group.shapes.add_textbox(Inches(left), Inches(5), Inches(2), Inches(1)).text_frame.text = text
+    third = deck.slides.add_slide(deck.slide_layouts[5])
+    third.shapes.title.text = "Backup"
+    third._element.set("show", "0")
+    deck.slides.add_slide(deck.slide_layouts[6])
+    deck.save(path)
+    return path
+
+
+DECK = """## Slide 1: Plan for spring
+Sell more
+  in the north
+
+Notes:
+Start with the weather
+
+## Slide 2: Figures
+Region | Sales
+North | 12
+Grüße ✓
+left box
+right box
+
+## Slide 3 (hidden): Backup
+
+## Slide 4"""
+
+
+def test_a_presentations_slides_come_in_order_with_their_titles_text_tables_and_notes(tmp_path):
+    deck = write_presentation(tmp_path / "plan.pptx")
+    assert read_apart(deck)
+    assert document_text(deck) == DECK
+
+
+def test_a_presentation_of_pictures_only_damaged_or_too_long_is_said_in_words(tmp_path):
+    from pptx import Presentation
+
+    deck = Presentation()
+    deck.slides.add_slide(deck.slide_layouts[6])
+    deck.save(tmp_path / "photos.pptx")
+    with pytest.raises(DocumentError, match="photos.pptx has no text to read: its slides hold only pictures"):
+        document_text(tmp_path / "photos.pptx")
+    whole = write_presentation(tmp_path / "whole.pptx").read_bytes()
+    (tmp_path / "cut.pptx").write_bytes(whole[: len(whole) // 2])
+    with pytest.raises(DocumentError, match="cut.pptx is damaged"):
+        document_text(tmp_path / "cut.pptx")
+    long = Presentation()
+    for _ in range(MAX_TEXT_BYTES // 10_000 + 2):
+        long.slides.add_slide(long.slide_layouts[5]).shapes.title.text = "w" * 10_000
+    long.save(tmp_path / "long.pptx")
+    with pytest.raises(DocumentError, match="long.pptx holds more text than a model reads at once: add the slides"):
+        document_text(tmp_path / "long.pptx")
+
+
+def test_a_slide_whose_xml_expands_entities_a_billion_times_is_refused(tmp_path):
+    deck = write_presentation(tmp_path / "base.pptx")
+    slide = (
+        f'<?xml version="1.0"?>{BILLION_LAUGHS}<p:sld xmlns:p="http://schemas.openxmlformats.org/presentationml/'
+        '2006/main"><p:cSld><p:spTree>&lol9;</p:spTree></p:cSld></p:sld>'
+    ).encode()
+    laughs = tmp_path / "laughs.pptx"
+    with zipfile.ZipFile(deck) as source, zipfile.ZipFile(laughs, "w") as out:
+        for info in source.infolist():
+            out.writestr(info.filename, slide if info.filename == "ppt/slides/slide1.xml" else source.read(info))
+    with pytest.raises(DocumentError, match="laughs.pptx is damaged, or not a PowerPoint presentation"):
+        document_text(laughs)
+
+
+def test_specexec_text_reads_a_workbook_and_a_presentation(tmp_path, capsys):
+    for path, expected in (
+        (write_workbook(tmp_path / "budget.xlsx"), BUDGET),
+        (write_presentation(tmp_path / "plan.pptx"), DECK),
+    ):
+        result = run_cli(capsys, "text", str(path), "--json")
+        assert result.returncode == 0, result.stderr
+        assert json.loads(result.stdout) == {"name": path.name, "text": expected}
