@@ -283,3 +283,88 @@ def test_specexec_text_reads_a_workbook_and_a_presentation(tmp_path, capsys):
         result = run_cli(capsys, "text", str(path), "--json")
         assert result.returncode == 0, result.stderr
         assert json.loads(result.stdout) == {"name": path.name, "text": expected}
+
+
+# LibreOffice Calc spreadsheets ----------------------------------------------------------------------------
+
+ODF_SPREADSHEET = "application/vnd.oasis.opendocument.spreadsheet"
+CALC_CONTENT = (
+    '<?xml version="1.0" encoding="UTF-8"?>{doctype}<office:document-content'
+    ' xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0"'
+    ' xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0"'
+    ' xmlns:table="urn:oasis:names:tc:opendocument:xmlns:table:1.0" office:version="1.3">'
+    "<office:body><office:spreadsheet>{body}</office:spreadsheet></office:body></office:document-content>"
+)
+
+
+def calc_by_hand(path: Path, body: str, doctype: str = "") -> Path:
+    """A spreadsheet of the two parts a reader needs, its sheets' XML as given."""
+    content = CALC_CONTENT.format(doctype=doctype, body=body).encode()
+    return zip_with(path, {"mimetype": ODF_SPREADSHEET.encode(), "content.xml": content})
+
+
+def cell(text: str = "", repeat: int = 1, value: str = "") -> str:
+    """A cell as LibreOffice writes it: its value, and the text it shows in a paragraph (none when empty)."""
+    repeated = f' table:number-columns-repeated="{repeat}"' if repeat > 1 else ""
+    value = f' office:value-type="float" office:value="{value}"' if value else ""
+    return f"<table:table-cell{repeated}{value}>" + (f"<text:p>{text}</text:p>" if text else "") + "</table:table-cell>"
+
+
+def row(*cells: str, repeat: int = 1) -> str:
+    repeated = f' table:number-rows-repeated="{repeat}"' if repeat > 1 else ""
+    return f"<table:table-row{repeated}>{''.join(cells)}</table:table-row>"
+
+
+def test_a_calc_spreadsheet_written_by_odfdo_comes_as_markdown_tables(tmp_path):
+    from odfdo import Document, Table
+
+    document = Document("spreadsheet")
+    document.body.clear()
+    budget = Table("Budget 2026")
+    budget.set_values([["Month", "Cost"], ["January", 1200], ["February", 1234.5]])
+    document.body.append(budget)
+    document.body.append(Table("Empty"))
+    document.save(tmp_path / "budget.ods")
+    assert read_apart(tmp_path / "budget.ods")
+    assert document_text(tmp_path / "budget.ods") == (
+        "## Budget 2026\n\n| Month | Cost |\n| --- | --- |\n| January | 1200 |\n| February | 1234.5 |"
+    )
+
+
+def test_a_calc_sheet_as_libreoffice_writes_it_shows_its_cells_text_and_makes_no_empty_run(tmp_path):
+    """The text a cell shows (a percentage, money), a value without text, a merged cell's covered part, a
+    repeated row, and the empty rest of the sheet as a million rows of 1,024 cells: never made."""
+    sheet = (
+        '<table:table table:name="Costs">'
+        + row(cell(repeat=1024), repeat=2)  # blank rows above the table
+        + row(cell(), cell("Item"), cell("Share"), cell("Price"), cell(repeat=1020))
+        + row(
+            cell(), cell("Rent | flat"), cell("25 %", value="0.25"), cell("1.200,00 €", value="1200"), cell(repeat=1020)
+        )
+        + row(cell(), cell("Power"), cell(value="0.1"), "<table:covered-table-cell/>", cell("note"), repeat=2)
+        + row(cell(repeat=1024), repeat=1_048_570)
+        + "</table:table>"
+    )
+    assert document_text(calc_by_hand(tmp_path / "costs.ods", sheet)) == (
+        "## Costs\n\n| Item | Share | Price |  |\n| --- | --- | --- | --- |\n| Rent \\| flat | 25 % | 1.200,00 € |  |\n"
+        "| Power | 0.1 |  | note |\n| Power | 0.1 |  | note |"
+    )
+
+
+@pytest.mark.parametrize(
+    ("sheet", "words"),
+    [
+        (row(cell("a"), repeat=2_000_000), "numbers a row past 1,048,576, the most a sheet has: it is damaged"),
+        (row(cell("a", repeat=1_000_000_000)), "has a row of more than 16,384 cells, the most a sheet has: it is"),
+        (row(cell("a")).replace("<table:table-row>", '<table:table-row table:number-rows-repeated="x">'), "repeats"),
+        (row(cell("a", repeat=2)).replace('repeated="2"', 'repeated="0"'), "repeats a row or a cell '0' times"),
+        (row(cell("&lol9;")), "is damaged, or not a LibreOffice spreadsheet this reader understands"),
+        (row(cell()), "has no text to read: its sheets are empty"),
+    ],
+    ids=["row-run-past-the-limit", "cell-run-past-the-limit", "count-not-a-number", "count-zero", "laughs", "empty"],
+)
+def test_a_hostile_damaged_or_empty_calc_sheet_is_refused_in_words(tmp_path, sheet, words):
+    doctype = BILLION_LAUGHS if "&lol9;" in sheet else ""
+    calc = calc_by_hand(tmp_path / "hostile.ods", f'<table:table table:name="S">{sheet}</table:table>', doctype)
+    with pytest.raises(DocumentError, match=f"^hostile.ods {words}"):
+        document_text(calc)

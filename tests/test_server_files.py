@@ -134,7 +134,7 @@ def test_files_the_reader_refuses_are_said_in_its_words(tmp_path):
     error = refused(chat_body(file_part("holiday.png", data_url(png, "image/png"))))
     assert error.code == "unreadable_file" and error.param == "messages[1].content[0]"
     assert (
-        "holiday.png is not a text file, a PDF, an Office document (Word, Excel, PowerPoint) or a LibreOffice text"
+        "holiday.png is not a text file, a PDF, an Office document (Word, Excel, PowerPoint) or a LibreOffice text or"
         in error.message
     )
     damaged = refused(chat_body(file_part("../../report.pdf", data_url(b"%PDF-1.7\n1 0 obj <<"))))

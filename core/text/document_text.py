@@ -2,11 +2,11 @@
 core.system.text_files reads a file written by hand, a PDF's text through pypdf (pure Python, BSD, the
 field's own reader), a Word document's through python-docx (MIT, on lxml; the field's own reader too), an
 OpenDocument text's (LibreOffice Writer's .odt) as Markdown through odfdo (Apache 2.0, on lxml), an Excel
-workbook's as Markdown tables (core.text.spreadsheet_text, openpyxl) and a PowerPoint presentation's slide by
-slide (core.text.slides_text, python-pptx).
+workbook's or a LibreOffice Calc spreadsheet's as Markdown tables (core.text.spreadsheet_text, openpyxl and
+odfdo) and a PowerPoint presentation's slide by slide (core.text.slides_text, python-pptx).
 
 What the file is gets checked before it is read: only regular files (a pipe or a device would never end),
-only up to the limits below, only text; an image, a LibreOffice spreadsheet or an old .doc is refused in
+only up to the limits below, only text; an image, a LibreOffice presentation or an old .doc is refused in
 words. PDFs and Office and OpenDocument files are parsed only in a process of its own (`specexec text FILE --json`, which the app
 and the API server start; `reader_reply` reads what it said): a parser fed a damaged or hostile file can loop
 or swell, and a process can be stopped where a thread cannot.
@@ -23,7 +23,7 @@ from pathlib import Path
 from core.errors import DocumentError, TextEncodingError
 from core.system.text_files import decode_text
 from core.text.slides_text import presentation_text
-from core.text.spreadsheet_text import workbook_text
+from core.text.spreadsheet_text import calc_text, workbook_text
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ ZIP_START = b"PK\x03\x04"  # Office's formats since 2007 (.docx, .xlsx, .pptx) a
 OLD_OFFICE_START = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"  # .doc, .xls, .ppt before 2007, and locked ones since
 ENCRYPTED_PACKAGE = "EncryptedPackage".encode("utf-16-le")  # the stream a password-locked Office file holds
 NOT_TEXT = "pictures and other files cannot be read: save the text as a .txt file, a PDF or a Word document"
-DOCUMENT_KINDS = "a text file, a PDF, an Office document (Word, Excel, PowerPoint) or a LibreOffice text"
+DOCUMENT_KINDS = "a text file, a PDF, an Office document (Word, Excel, PowerPoint) or a LibreOffice text or sheet"
 # how the pictures people try most begin: PNG, JPEG, GIF
 BINARY_STARTS = (b"\x89PNG", b"\xff\xd8\xff", b"GIF8")
 ERROR_LINE = "error: "  # how `specexec` (core.cli.main) starts a failed command's reason on stderr
@@ -60,9 +60,8 @@ OFFICE_PARTS = {
 # an OpenDocument file's first part, `mimetype`, names its kind; what to do with those that are not texts
 ODF_MIMETYPE_PART = "mimetype"
 ODF_TEXT = "application/vnd.oasis.opendocument.text"
+ODF_SPREADSHEET = "application/vnd.oasis.opendocument.spreadsheet"
 ODF_KINDS = {
-    "application/vnd.oasis.opendocument.spreadsheet": "an OpenDocument spreadsheet (LibreOffice Calc), which "
-    "cannot be read: save it as an Excel workbook (File > Save As, .xlsx) and add that",
     "application/vnd.oasis.opendocument.presentation": "an OpenDocument presentation (LibreOffice Impress), "
     "which cannot be read: save it as a PowerPoint presentation (File > Save As, .pptx) and add that",
 }
@@ -82,8 +81,8 @@ def read_apart(path: Path) -> bool:
 
 
 def document_text(path: Path) -> str:
-    """The text of the text file, PDF, Office document (Word, Excel, PowerPoint) or OpenDocument text at
-    `path` (a PDF's pages apart by a blank line).
+    """The text of the text file, PDF, Office document (Word, Excel, PowerPoint), OpenDocument text or
+    spreadsheet at `path` (a PDF's pages apart by a blank line).
 
     Raises:
         DocumentError: it is not a regular file, cannot be read, is not text, holds no text (a scanned PDF),
@@ -203,8 +202,8 @@ def _within_limit(texts: Iterable[str], name: str, unit: str) -> list[str]:
 
 
 def _zip_text(path: Path, name: str) -> str:
-    """The text of a zip that is a Word, Excel or PowerPoint file or an OpenDocument text, told apart by their
-    parts; any other zip (a LibreOffice spreadsheet or presentation, an archive) is said with what to do."""
+    """The text of a zip that is a Word, Excel or PowerPoint file or an OpenDocument text or spreadsheet, told
+    apart by their parts; any other zip (a LibreOffice presentation, an archive) is said with what to do."""
     import zipfile
 
     try:
@@ -216,7 +215,7 @@ def _zip_text(path: Path, name: str) -> str:
     except (zipfile.BadZipFile, OSError, ValueError) as error:
         raise DocumentError(f"{name} is damaged, or not a document this reader understands ({error})") from error
     read = next((part for part in (WORD_PART, EXCEL_PART, POWERPOINT_PART) if part in parts), None)
-    if read is None and mimetype != ODF_TEXT:
+    if read is None and mimetype not in (ODF_TEXT, ODF_SPREADSHEET):
         what = ODF_KINDS.get(mimetype) or next((words for part, words in OFFICE_PARTS.items() if part in parts), None)
         raise DocumentError(f"{name} is {what or 'a zip archive: unpack it and add the files in it'}")
     if sum(parts.values()) > MAX_OFFICE_UNPACKED:
@@ -227,6 +226,8 @@ def _zip_text(path: Path, name: str) -> str:
         return workbook_text(path, name, MAX_TEXT_BYTES)
     if read == POWERPOINT_PART:
         return presentation_text(path, name, MAX_TEXT_BYTES)
+    if read is None and mimetype == ODF_SPREADSHEET:
+        return calc_text(path, name, MAX_TEXT_BYTES)
     return _word_text(path, name) if read == WORD_PART else _odt_text(path, name)
 
 

@@ -1,6 +1,7 @@
-"""An Excel workbook's text (.xlsx, .xlsm) as Markdown: each worksheet a heading with its name and a table of
-the cells it uses, the values as Excel last worked them out, through openpyxl (MIT, pure Python; the field's
-own reader of the format).
+"""A spreadsheet's text as Markdown: each sheet a heading with its name and a table of the cells it uses. An
+Excel workbook (.xlsx, .xlsm) through openpyxl (MIT, pure Python; the field's own reader of the format), the
+values as Excel last worked them out; a LibreOffice Calc spreadsheet (.ods) through odfdo, each cell's text
+as the file shows it (`calc_text`).
 
 A model reads a Markdown table well, and a person asks about a spreadsheet by its rows and headings ("which
 month cost most?"), so the first used row becomes the table's header. Rows and columns with nothing in them
@@ -9,7 +10,7 @@ far as the file says it: a formula's last worked-out value (the formula itself w
 the file worked out none: openpyxl, some exports), a whole number without ".0", a percentage as one, a date
 as a date. The values and the formulas are two reads of the file, side by side.
 
-The workbook is read row by row (openpyxl's read-only mode), so a big one costs no more memory than its text.
+A workbook is read row by row (openpyxl's read-only mode), so a big one costs no more memory than its text.
 A row number past Excel's own limit is a damaged file (a few bytes can ask for billions of empty rows), and
 a table whose padded text would pass MAX_TEXT_BYTES is refused before it is written: a sheet may be a column
 of short cells and one long row.
@@ -18,17 +19,20 @@ of short cells and one long row.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from core.errors import DocumentError
 
-MAX_SHEET_ROWS = 1_048_576  # Excel's own limit; a file that numbers a row past it is damaged
+MAX_SHEET_ROWS = 1_048_576  # Excel's and LibreOffice's limit; a file that numbers a row past it is damaged
+MAX_SHEET_COLUMNS = 16_384  # theirs too (column XFD): a row of used cells past it is damaged
 CELL_GAP = " | "
+# what an OpenDocument cell holds, where it holds no text to show (a program other than LibreOffice wrote it)
+ODF_VALUES = ("office:string-value", "office:value", "office:date-value", "office:time-value", "office:boolean-value")
 
 
 def workbook_text(path: Path, name: str, max_chars: int) -> str:
-    """The workbook at `path` as Markdown (see the module's words); `name`: the file's, for the words.
+    """The Excel workbook at `path` as Markdown (see the module's words); `name`: the file's, for the words.
 
     Raises:
         DocumentError: damaged, not a workbook openpyxl reads, no cell with anything in it, or more than
@@ -41,26 +45,102 @@ def workbook_text(path: Path, name: str, max_chars: int) -> str:
         with path.open("rb") as values_file, path.open("rb") as formulas_file:
             values = load_workbook(values_file, read_only=True, data_only=True)
             formulas = load_workbook(formulas_file, read_only=True, data_only=False)
-            sheets, chars = [], 0
-            for worked_out, written in zip(values.worksheets, formulas.worksheets, strict=True):
-                table = _sheet_table(worked_out, written, name, max_chars - chars)
-                if table:
-                    sheets.append(f"## {' '.join(worked_out.title.split())}\n\n{table}")
-                    chars += len(sheets[-1]) + 2
+            sheets = (
+                (worked_out.title, _used_rows(worked_out, written, name))
+                for worked_out, written in zip(values.worksheets, formulas.worksheets, strict=True)
+            )
+            return markdown_tables(sheets, name, max_chars)
     except DocumentError:
         raise
     except Exception as error:  # noqa: BLE001 - a damaged file can make a parser raise anything: said in words
         raise DocumentError(f"{name} is damaged, or not an Excel workbook this reader understands ({error})") from error
-    if not sheets:
+
+
+def calc_text(path: Path, name: str, max_chars: int) -> str:
+    """The LibreOffice Calc spreadsheet (.ods) at `path` as Markdown, through odfdo: each cell's text as the
+    file shows it (LibreOffice writes what a cell displays beside its value: "25%", "1,200.00 €", a date in
+    the sheet's format). The file writes runs of alike rows and cells as counts (the empty rest of a sheet as
+    a million rows); empty ones are never made, and a used run past the sheet's limits is a damaged file.
+
+    Raises:
+        DocumentError: damaged, no cell with anything in it, or more than `max_chars` of text.
+    """
+    try:
+        from odfdo import Document
+
+        sheets = ((table.name or "", _calc_rows(table, name)) for table in Document(path).body.get_tables())
+        return markdown_tables(sheets, name, max_chars)
+    except DocumentError:
+        raise
+    except Exception as error:  # noqa: BLE001 - a damaged file can make a parser raise anything: said in words
+        raise DocumentError(
+            f"{name} is damaged, or not a LibreOffice spreadsheet this reader understands ({error})"
+        ) from error
+
+
+def _calc_rows(table, name: str) -> Iterator[list[str]]:  # noqa: ANN001 - an odfdo Table
+    """Each used row of an OpenDocument sheet as its cells' texts, a repeated row as often as it repeats."""
+    number = 0
+    for row in table.xpath("descendant::table:table-row"):
+        repeat = _repeat(row, "table:number-rows-repeated", name)
+        number += repeat
+        cells = _calc_cells(row, name)
+        if cells and number > MAX_SHEET_ROWS:
+            raise DocumentError(f"{name} numbers a row past {MAX_SHEET_ROWS:,}, the most a sheet has: it is damaged")
+        for _ in range(repeat if cells else 0):
+            yield cells
+
+
+def _calc_cells(row, name: str) -> list[str]:  # noqa: ANN001 - an odfdo Row
+    """A row's cell texts up to its last used cell, a repeated cell as often as it repeats."""
+    runs = []
+    for cell in row.xpath("table:table-cell|table:covered-table-cell"):
+        text = " ".join(paragraph.inner_text for paragraph in cell.xpath("descendant::text:p|descendant::text:h"))
+        if not text.strip():
+            text = next((str(value) for key in ODF_VALUES if (value := cell.get_attribute(key)) is not None), "")
+        runs.append((table_cell(text), _repeat(cell, "table:number-columns-repeated", name)))
+    while runs and not runs[-1][0]:
+        runs.pop()
+    if sum(repeat for _, repeat in runs) > MAX_SHEET_COLUMNS:
+        raise DocumentError(
+            f"{name} has a row of more than {MAX_SHEET_COLUMNS:,} cells, the most a sheet has: it is damaged"
+        )
+    return [text for text, repeat in runs for _ in range(repeat)]
+
+
+def _repeat(element, attribute: str, name: str) -> int:  # noqa: ANN001 - an odfdo Element
+    """How many times an OpenDocument row or cell repeats (1 where it does not say)."""
+    said = element.get_attribute(attribute)
+    try:
+        count = int(said) if said is not None else 1
+    except (TypeError, ValueError):
+        count = 0
+    if count < 1:
+        raise DocumentError(f"{name} repeats a row or a cell {said!r} times: it is damaged")
+    return count
+
+
+def markdown_tables(sheets: Iterable[tuple[str, Iterable[list[str]]]], name: str, max_chars: int) -> str:
+    """Each sheet (its title, its used rows as cell texts) with a row in it as a heading and a table.
+
+    Raises:
+        DocumentError: no sheet has a row, or the text passes `max_chars` (said as soon as it does).
+    """
+    tables, chars = [], 0
+    for title, rows in sheets:
+        table = _sheet_table(rows, name, max_chars - chars)
+        if table:
+            tables.append(f"## {' '.join(str(title).split())}\n\n{table}")
+            chars += len(tables[-1]) + 2
+    if not tables:
         raise DocumentError(f"{name} has no text to read: its sheets are empty")
-    return "\n\n".join(sheets).replace("\0", "")
+    return "\n\n".join(tables).replace("\0", "")
 
 
-def _sheet_table(worked_out, written, name: str, room: int) -> str:  # noqa: ANN001 - openpyxl ReadOnlyWorksheets
-    """One worksheet's used cells as a Markdown table ("" when it has none), from its two reads (`worked_out`:
-    the values, `written`: the formulas); refused past `room` characters."""
+def _sheet_table(used_rows: Iterable[list[str]], name: str, room: int) -> str:
+    """One sheet's used rows as a Markdown table ("" when it has none); refused past `room` characters."""
     rows, chars = [], 0
-    for cells in _used_rows(worked_out, written, name):
+    for cells in used_rows:
         chars += sum(map(len, cells)) + len(CELL_GAP) * len(cells)
         if chars > room:
             raise DocumentError(f"{name} holds more text than a model reads at once: add the sheets or rows you need")
@@ -90,16 +170,20 @@ def _used_rows(worked_out, written, name: str) -> Iterator[list[str]]:  # noqa: 
             _cell_text(value.value if value.value is not None else formula.value, formula.number_format)
             for value, formula in zip(values, formulas, strict=True)
         ]
-        while cells and not cells[-1]:
-            cells.pop()
-        if cells:
+        if cells := trimmed(cells):
             yield cells
+
+
+def trimmed(cells: list[str]) -> list[str]:
+    """`cells` without the empty ones after its last used cell (none left: an empty row)."""
+    while cells and not cells[-1]:
+        cells.pop()
+    return cells
 
 
 def _cell_text(value: object, number_format: str | None) -> str:
     """A cell's value as Excel shows it, as far as the file says: 15 significant digits, a whole number
-    without ".0", a percentage format as a percentage, a date without a midnight time. Kept on one line and
-    with its bars escaped, so it stays one cell of the table."""
+    without ".0", a percentage format as a percentage, a date without a midnight time (`table_cell`)."""
     if value is None:
         return ""
     if isinstance(value, bool):
@@ -114,6 +198,11 @@ def _cell_text(value: object, number_format: str | None) -> str:
         text = value.isoformat()
     else:
         text = str(value)
+    return table_cell(text)
+
+
+def table_cell(text: str) -> str:
+    """`text` kept on one line and with its bars escaped, so it stays one cell of a Markdown table."""
     return " ".join(text.split()).replace("|", "\\|")
 
 
