@@ -359,9 +359,21 @@ def test_a_calc_sheet_as_libreoffice_writes_it_shows_its_cells_text_and_makes_no
         (row(cell("a")).replace("<table:table-row>", '<table:table-row table:number-rows-repeated="x">'), "repeats"),
         (row(cell("a", repeat=2)).replace('repeated="2"', 'repeated="0"'), "repeats a row or a cell '0' times"),
         (row(cell("&lol9;")), "is damaged, or not a LibreOffice spreadsheet this reader understands"),
+        (  # two billion spaces in a cell's text, which odfdo would make
+            row(cell('a<text:s text:c="2000000000"/>b')),
+            "asks for more spaces in a row than a document has: it is damaged",
+        ),
         (row(cell()), "has no text to read: its sheets are empty"),
     ],
-    ids=["row-run-past-the-limit", "cell-run-past-the-limit", "count-not-a-number", "count-zero", "laughs", "empty"],
+    ids=[
+        "row-run-past-the-limit",
+        "cell-run-past-the-limit",
+        "count-not-a-number",
+        "count-zero",
+        "laughs",
+        "spaces",
+        "empty",
+    ],
 )
 def test_a_hostile_damaged_or_empty_calc_sheet_is_refused_in_words(tmp_path, sheet, words):
     doctype = BILLION_LAUGHS if "&lol9;" in sheet else ""

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from core.errors import DocumentError, TextEncodingError
 from core.system.text_files import decode_text
+from core.text.odf_spaces import check_spaces
 from core.text.slides_text import presentation_text
 from core.text.spreadsheet_text import calc_text, workbook_text
 
@@ -35,9 +36,8 @@ MAX_PDF_BYTES = 64 << 20  # scanned pages weigh megabytes each, and hold no text
 MAX_PDF_PAGES = 2000
 MAX_OFFICE_BYTES = 64 << 20  # an Office or OpenDocument file's pictures weigh most of it
 MAX_OFFICE_UNPACKED = 256 << 20  # what its parts unpack to, as the zip's directory says (a zip bomb says more)
-# An OpenDocument file writes runs of spaces and repeated table cells as a count: a few bytes can ask for
-# billions. Counts past these are refused (spaces: a long indent's; cells: a big table's) before any is made.
-MAX_ODF_SPACES = 1000
+# An OpenDocument text writes repeated table cells as a count: a few bytes can ask for billions. A table past
+# this (a big one's cells) is refused before any is made; runs of spaces: core.text.odf_spaces.
 MAX_ODF_TABLE_CELLS = 1_000_000
 PDF_START = b"%PDF-"
 ZIP_START = b"PK\x03\x04"  # Office's formats since 2007 (.docx, .xlsx, .pptx) and OpenDocument's
@@ -257,16 +257,14 @@ def _word_text(path: Path, name: str) -> str:
 
 def _odt_text(path: Path, name: str) -> str:
     """An OpenDocument text as Markdown, as odfdo writes it: headings, lists, tables, emphasis, notes.
-    The counts its format may repeat (spaces, table cells) are checked first (MAX_ODF_SPACES,
+    The counts its format may repeat (spaces, table cells) are checked first (check_spaces,
     MAX_ODF_TABLE_CELLS): odfdo makes what they ask for."""
     try:
         from odfdo import Document
 
         document = Document(path)
         body = document.body
-        for spaces in body.xpath("//text:s[@text:c]"):
-            if int(spaces.get_attribute("text:c") or 1) > MAX_ODF_SPACES:
-                raise DocumentError(f"{name} asks for more spaces in a row than a document has: it is damaged")
+        check_spaces(body, name)
         for table in body.get_tables():
             if table.height * table.width > MAX_ODF_TABLE_CELLS:
                 raise DocumentError(

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from core.errors import DocumentError
+from core.text.odf_spaces import check_spaces
 
 MAX_SHEET_ROWS = 1_048_576  # Excel's and LibreOffice's limit; a file that numbers a row past it is damaged
 MAX_SHEET_COLUMNS = 16_384  # theirs too (column XFD): a row of used cells past it is damaged
@@ -60,7 +61,8 @@ def calc_text(path: Path, name: str, max_chars: int) -> str:
     """The LibreOffice Calc spreadsheet (.ods) at `path` as Markdown, through odfdo: each cell's text as the
     file shows it (LibreOffice writes what a cell displays beside its value: "25%", "1,200.00 €", a date in
     the sheet's format). The file writes runs of alike rows and cells as counts (the empty rest of a sheet as
-    a million rows); empty ones are never made, and a used run past the sheet's limits is a damaged file.
+    a million rows); empty ones are never made, and a used run past the sheet's limits is a damaged file, as
+    is a run of spaces past core.text.odf_spaces's limit.
 
     Raises:
         DocumentError: damaged, no cell with anything in it, or more than `max_chars` of text.
@@ -68,7 +70,9 @@ def calc_text(path: Path, name: str, max_chars: int) -> str:
     try:
         from odfdo import Document
 
-        sheets = ((table.name or "", _calc_rows(table, name)) for table in Document(path).body.get_tables())
+        body = Document(path).body
+        check_spaces(body, name)
+        sheets = ((table.name or "", _calc_rows(table, name)) for table in body.get_tables())
         return markdown_tables(sheets, name, max_chars)
     except DocumentError:
         raise
