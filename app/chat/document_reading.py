@@ -1,7 +1,7 @@
 """A PDF, an Office document (Word, Excel, PowerPoint) or an OpenDocument text given to a message, read in a
 child process (`specexec text FILE --json`, core.text.document_text) that the window never waits for: a
-damaged or hostile file can keep a parser busy, and a process can be stopped where a thread cannot. The window goes on while it reads, and a
-reading that takes longer than READ_TIMEOUT_MS is stopped and said."""
+damaged or hostile file can keep a parser busy, and a process can be stopped where a thread cannot. The
+window goes on while it reads, and a reading that takes longer than READ_TIMEOUT_MS is stopped and said."""
 
 from __future__ import annotations
 

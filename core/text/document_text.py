@@ -7,9 +7,9 @@ odfdo) and a PowerPoint presentation's slide by slide (core.text.slides_text, py
 
 What the file is gets checked before it is read: only regular files (a pipe or a device would never end),
 only up to the limits below, only text; an image, a LibreOffice presentation or an old .doc is refused in
-words. PDFs and Office and OpenDocument files are parsed only in a process of its own (`specexec text FILE --json`, which the app
-and the API server start; `reader_reply` reads what it said): a parser fed a damaged or hostile file can loop
-or swell, and a process can be stopped where a thread cannot.
+words. PDFs and Office and OpenDocument files are parsed only in a process of its own (`specexec text FILE
+--json`, which the app and the API server start; `reader_reply` reads what it said): a parser fed a damaged
+or hostile file can loop or swell, and a process can be stopped where a thread cannot.
 """
 
 from __future__ import annotations
@@ -222,13 +222,13 @@ def _zip_text(path: Path, name: str) -> str:
         raise DocumentError(
             f"{name} unpacks to more than {MAX_OFFICE_UNPACKED >> 20} MB, more than a document may be here"
         )
+    if read == WORD_PART:
+        return _word_text(path, name)
     if read == EXCEL_PART:
         return workbook_text(path, name, MAX_TEXT_BYTES)
     if read == POWERPOINT_PART:
         return presentation_text(path, name, MAX_TEXT_BYTES)
-    if read is None and mimetype == ODF_SPREADSHEET:
-        return calc_text(path, name, MAX_TEXT_BYTES)
-    return _word_text(path, name) if read == WORD_PART else _odt_text(path, name)
+    return calc_text(path, name, MAX_TEXT_BYTES) if mimetype == ODF_SPREADSHEET else _odt_text(path, name)
 
 
 def _word_text(path: Path, name: str) -> str:
