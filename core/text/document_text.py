@@ -23,6 +23,7 @@ from pathlib import Path
 from core.errors import DocumentError, TextEncodingError
 from core.system.text_files import decode_text
 from core.text.odf_spaces import check_spaces
+from core.text.parser_faults import said_as_damaged
 from core.text.slides_text import presentation_text
 from core.text.spreadsheet_text import calc_text, workbook_text
 
@@ -235,7 +236,7 @@ def _word_text(path: Path, name: str) -> str:
     """A Word document's text in reading order: paragraphs (headings as Markdown headings, list items as
     "- "), tables row by row with their cells apart by " | " (a merged cell once). Headers, footers, notes
     and pictures are left out."""
-    try:
+    with said_as_damaged(name, "a Word document"):
         from docx import Document
         from docx.table import Table
 
@@ -245,10 +246,6 @@ def _word_text(path: Path, name: str) -> str:
             name,
             "part",
         )
-    except DocumentError:
-        raise
-    except Exception as error:  # noqa: BLE001 - a damaged file can make a parser raise anything: said in words
-        raise DocumentError(f"{name} is damaged, or not a Word document this reader understands ({error})") from error
     text = "\n".join(lines).strip()
     if not text:
         raise DocumentError(f"{name} has no text to read")
@@ -259,7 +256,7 @@ def _odt_text(path: Path, name: str) -> str:
     """An OpenDocument text as Markdown, as odfdo writes it: headings, lists, tables, emphasis, notes.
     The counts its format may repeat (spaces, table cells) are checked first (check_spaces,
     MAX_ODF_TABLE_CELLS): odfdo makes what they ask for."""
-    try:
+    with said_as_damaged(name, "an OpenDocument text"):
         from odfdo import Document
 
         document = Document(path)
@@ -272,12 +269,6 @@ def _odt_text(path: Path, name: str) -> str:
                     "read here: copy the part you need into a new document"
                 )
         text = document.to_markdown()
-    except DocumentError:
-        raise
-    except Exception as error:  # noqa: BLE001 - a damaged file can make a parser raise anything: said in words
-        raise DocumentError(
-            f"{name} is damaged, or not an OpenDocument text this reader understands ({error})"
-        ) from error
     text = str(text).replace("\0", "").strip()
     if not text:
         raise DocumentError(f"{name} has no text to read")

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from core.errors import DocumentError
+from core.text.parser_faults import said_as_damaged
 
 
 def presentation_text(path: Path, name: str, max_chars: int) -> str:
@@ -23,7 +24,7 @@ def presentation_text(path: Path, name: str, max_chars: int) -> str:
         DocumentError: damaged, not a presentation python-pptx reads, no text on any slide, or more than
             `max_chars` of text.
     """
-    try:
+    with said_as_damaged(name, "a PowerPoint presentation"):
         from pptx import Presentation
 
         slides, chars, worded = [], 0, False
@@ -34,12 +35,6 @@ def presentation_text(path: Path, name: str, max_chars: int) -> str:
             if chars > max_chars:
                 raise DocumentError(f"{name} holds more text than a model reads at once: add the slides you need")
             slides.append(text)
-    except DocumentError:
-        raise
-    except Exception as error:  # noqa: BLE001 - a damaged file can make a parser raise anything: said in words
-        raise DocumentError(
-            f"{name} is damaged, or not a PowerPoint presentation this reader understands ({error})"
-        ) from error
     if not worded:
         raise DocumentError(f"{name} has no text to read: its slides hold only pictures")
     return "\n\n".join(slides).replace("\0", "")

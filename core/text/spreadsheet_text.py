@@ -24,6 +24,7 @@ from pathlib import Path
 
 from core.errors import DocumentError
 from core.text.odf_spaces import check_spaces
+from core.text.parser_faults import said_as_damaged
 
 MAX_SHEET_ROWS = 1_048_576  # Excel's and LibreOffice's limit; a file that numbers a row past it is damaged
 MAX_SHEET_COLUMNS = 16_384  # theirs too (column XFD): a row of used cells past it is damaged
@@ -42,19 +43,19 @@ def workbook_text(path: Path, name: str, max_chars: int) -> str:
     """
     from openpyxl import load_workbook
 
-    try:  # opened files, not the path: openpyxl refuses a path by its extension (an API upload may have none)
-        with path.open("rb") as values_file, path.open("rb") as formulas_file:
-            values = load_workbook(values_file, read_only=True, data_only=True)
-            formulas = load_workbook(formulas_file, read_only=True, data_only=False)
-            sheets = (
-                (worked_out.title, _used_rows(worked_out, written, name))
-                for worked_out, written in zip(values.worksheets, formulas.worksheets, strict=True)
-            )
-            return markdown_tables(sheets, name, max_chars)
-    except DocumentError:
-        raise
-    except Exception as error:  # noqa: BLE001 - a damaged file can make a parser raise anything: said in words
-        raise DocumentError(f"{name} is damaged, or not an Excel workbook this reader understands ({error})") from error
+    # opened files, not the path: openpyxl refuses a path by its extension (an API upload may have none)
+    with (
+        said_as_damaged(name, "an Excel workbook"),
+        path.open("rb") as values_file,
+        path.open("rb") as formulas_file,
+    ):
+        values = load_workbook(values_file, read_only=True, data_only=True)
+        formulas = load_workbook(formulas_file, read_only=True, data_only=False)
+        sheets = (
+            (worked_out.title, _used_rows(worked_out, written, name))
+            for worked_out, written in zip(values.worksheets, formulas.worksheets, strict=True)
+        )
+        return markdown_tables(sheets, name, max_chars)
 
 
 def calc_text(path: Path, name: str, max_chars: int) -> str:
@@ -67,19 +68,13 @@ def calc_text(path: Path, name: str, max_chars: int) -> str:
     Raises:
         DocumentError: damaged, no cell with anything in it, or more than `max_chars` of text.
     """
-    try:
+    with said_as_damaged(name, "a LibreOffice spreadsheet"):
         from odfdo import Document
 
         body = Document(path).body
         check_spaces(body, name)
         sheets = ((table.name or "", _calc_rows(table, name)) for table in body.get_tables())
         return markdown_tables(sheets, name, max_chars)
-    except DocumentError:
-        raise
-    except Exception as error:  # noqa: BLE001 - a damaged file can make a parser raise anything: said in words
-        raise DocumentError(
-            f"{name} is damaged, or not a LibreOffice spreadsheet this reader understands ({error})"
-        ) from error
 
 
 def _calc_rows(table, name: str) -> Iterator[list[str]]:  # noqa: ANN001 - an odfdo Table

@@ -1,0 +1,25 @@
+"""A document parser's failure, said in words.
+
+A damaged or hostile file can make a parser (pypdf, python-docx, openpyxl, python-pptx, odfdo) raise any
+exception at all; to the person who added the file it means one thing, that this file cannot be read as the
+kind it claims to be. The readers' own refusals (DocumentError) pass as they are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from core.errors import DocumentError
+
+
+@contextmanager
+def said_as_damaged(name: str, kind: str) -> Iterator[None]:
+    """Turn any exception inside into DocumentError("`name` is damaged, or not `kind` this reader understands
+    (what the parser said)"); `kind` in words with its article ("an Excel workbook")."""
+    try:
+        yield
+    except DocumentError:
+        raise
+    except Exception as error:  # noqa: BLE001 - a damaged file can make a parser raise anything: said in words
+        raise DocumentError(f"{name} is damaged, or not {kind} this reader understands ({error})") from error
