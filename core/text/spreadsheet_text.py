@@ -12,8 +12,8 @@ as a date. The values and the formulas are two reads of the file, side by side.
 
 A workbook is read row by row (openpyxl's read-only mode), so a big one costs no more memory than its text.
 A row number past Excel's own limit is a damaged file (a few bytes can ask for billions of empty rows), and
-a table whose padded text would pass MAX_TEXT_BYTES is refused before it is written: a sheet may be a column
-of short cells and one long row.
+a table whose padded text would pass the text limit (the reader's `max_chars`) is refused before it is
+written: a sheet may be a column of short cells and one long row.
 """
 
 from __future__ import annotations
