@@ -372,8 +372,8 @@ def test_catalog_shapes_match_the_published_sizes_and_minimums() -> None:
                 f"{pair.id}: set min_ram_gb/min_vram_gb to {expected}"
             )
     paper = load_catalog().pair(PAPER_PAIR)
-    assert model_bytes_on_gpu(paper.draft, paper) == DRAFT_4BIT
-    assert model_bytes_on_gpu(paper.with_draft("16bit").draft, paper) == DRAFT
+    assert model_bytes_on_gpu(paper.draft) == DRAFT_4BIT
+    assert model_bytes_on_gpu(paper.with_draft("16bit").draft) == DRAFT
 
 
 def test_host_need_is_exactly_what_the_loader_checks(tmp_path) -> None:

@@ -339,7 +339,7 @@ def test_memory_plan_with_a_4bit_draft_agrees_with_the_fit():
 
     pair = load_catalog().pair("llama3.1-70b-instruct-gptq")
     plan = plan_for("llama-3.1-70b-gptq", 24, "llama-3.1-8b-gptq", None, 256, 0.8)
-    assert plan.draft_weight_bytes == model_bytes_on_gpu(pair.draft, pair)
+    assert plan.draft_weight_bytes == model_bytes_on_gpu(pair.draft)
     sixteen = plan_for("llama-3.1-70b-gptq", 24, "llama-3.1-8b-fp16", None, 256, 0.8)
     assert plan.resident_layers - sixteen.resident_layers >= 20
     machine = load_description(Path(__file__).parent / "fixtures" / "hw" / "gpu24-ram64-pcie4.json")

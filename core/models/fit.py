@@ -154,7 +154,7 @@ def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 3)
 
 
-def model_bytes_on_gpu(model: ModelRef, pair: Pair) -> int:
+def model_bytes_on_gpu(model: ModelRef) -> int:
     """VRAM of a model loaded whole onto the GPU (the draft), as the loader packs it: its layers (GPTQ stays
     packed, with the dequantisation scratch that batches above the fused kernel's rows use; others in 16 bits)
     and the non-layer weights in 16 bits (core.offload.loader.load_on_device checks the same sum)."""
@@ -209,7 +209,7 @@ def _draft_graph_bytes(pair: Pair, tree_budget: int, context: int) -> int:
 def _plan_on_gpu(pair: Pair, free_vram: int, tree_budget: int, context: int) -> _Plan:
     """What `load_pair` would do with `free_vram` free: load the draft, then plan the target's residency."""
     target = pair.target.shape
-    draft_bytes = model_bytes_on_gpu(pair.draft, pair)
+    draft_bytes = model_bytes_on_gpu(pair.draft)
     if draft_bytes + residency.DEFAULT_MARGIN_BYTES > free_vram:
         return _Plan(
             None,
@@ -251,7 +251,7 @@ def minimum_vram_bytes(pair: Pair, tree_budget: int | None = None, context: int 
     target = pair.target.shape
     layer_bytes, fixed = _target_on_gpu(pair)
     return (
-        model_bytes_on_gpu(pair.draft, pair)
+        model_bytes_on_gpu(pair.draft)
         + _draft_kv_bytes(pair, tree_budget, context)
         + _draft_graph_bytes(pair, tree_budget, context)
         + residency.minimum_device_bytes(layer_bytes, fixed)
