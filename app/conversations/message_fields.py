@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from app.chat.tool_turns import OPEN_STATUSES, STATUSES, STOPPED
+from core.system import json_text
 from core.tools.loop import STOPPED_TEXT
 
 COUNT, AMOUNT, FLAG, WORDS = "count", "amount", "flag", "words"
@@ -77,9 +78,7 @@ def _fits(item: object, kind: str) -> bool:
         return isinstance(item, bool)
     if kind == WORDS:
         return isinstance(item, str)
-    if isinstance(item, bool) or not isinstance(item, (int, float)):
-        return False
-    if kind == COUNT and not isinstance(item, int):
+    if not json_text.is_number(item) or (kind == COUNT and not json_text.is_whole(item)):
         return False
     return 0 <= item <= LARGEST_FIGURE  # False for NaN and the infinities as well
 

@@ -162,10 +162,10 @@ def _value(annotation: Any, value: Any, where: str) -> Any:
         return {str(name): _value(float, rate, f"{where}.{name}") for name, rate in value.items()}
     if kind is str and isinstance(value, str):
         return value
-    number = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if kind is int and number and isinstance(value, int) and 0 <= value <= MAX_FIGURE:
+    if kind is int and json_text.is_whole(value) and 0 <= value <= MAX_FIGURE:
         return value
-    if kind is float and number and 0 < value <= MAX_FIGURE:  # NaN and infinities fail the comparison
+    # (NaN and the infinities fail the comparison)
+    if kind is float and json_text.is_number(value) and 0 < value <= MAX_FIGURE:
         return float(value)
     due = {
         str: "text",

@@ -47,7 +47,7 @@ def check_config_against_weights(folder: Path, shapes: dict[str, object]) -> Non
 
     def size(key: str) -> int | None:
         value = config.get(key)
-        return value if isinstance(value, int) and not isinstance(value, bool) else None
+        return value if json_text.is_whole(value) else None
 
     def another_model(said: str, held: str) -> ModelFormatError:
         return ModelFormatError(

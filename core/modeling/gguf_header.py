@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from core.errors import DamagedModelError, ModelFormatError
+from core.system import json_text
 
 _SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
 _STRING, _ARRAY = 8, 9
@@ -109,11 +110,6 @@ def _version_words(version: int) -> str:
     return f"GGUF version {version}; this program reads versions {VERSIONS[0]} and {VERSIONS[1]}"
 
 
-def _is_whole(value: object) -> bool:
-    """Whether a metadata value is a whole number (GGUF's booleans read as Python's, which are ints too)."""
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 class _HeaderWalk:
     """One pass over a GGUF header after its magic, every length checked against the bytes left in the file."""
 
@@ -136,7 +132,7 @@ class _HeaderWalk:
             found = self.value(self.number("<I"), keep=key in KEPT)
             if key in KEPT:
                 said[key] = found
-            elif _is_whole(found) and key.partition(".")[2] in SIZE_KEYS and len(sizes) < MAX_SIZE_NUMBERS:
+            elif json_text.is_whole(found) and key.partition(".")[2] in SIZE_KEYS and len(sizes) < MAX_SIZE_NUMBERS:
                 sizes[key] = found
         parameters, past_layers = 0, 0
         shapes: dict[str, tuple[int, ...]] = {}

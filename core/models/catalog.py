@@ -181,8 +181,7 @@ QUANTIZED_BITS = (2, 3, 4, 8)
 def _number(value: Any, name: str, *, whole: bool = True, zero: bool = False) -> float:
     """`value` if it is a number above 0 (or 0 itself where `zero`; a whole one where `whole`) below 2^63;
     raises ValueError naming it."""
-    kind = int if whole else (int, float)
-    typed = isinstance(value, kind) and not isinstance(value, bool)
+    typed = json_text.is_whole(value) if whole else json_text.is_number(value)
     if not (typed and (value >= 0 if zero else value > 0) and value < 2**63):  # NaN fails the comparisons
         least = "0 or more" if zero else "above 0"
         raise ValueError(f"{name} is {reprlib.repr(value)} where a {'whole ' if whole else ''}number {least} is due")

@@ -26,6 +26,7 @@ from core.errors import InvalidSettingError
 from core.offload.gptq import GPTQLinear
 from core.offload.matmul_rate import DRAFT_ROWS, kernel_call, kernels_on, time_calls
 from core.planning.draft_kernel import ALL_KERNELS, DEQUANTISE, EAGER_DEQUANTISE, TINYGEMM, choose_kernel, weight_passes
+from core.system import json_text
 from core.system.env import DRAFT_KERNEL_ENV
 from core.system.json_cache import read_entries, write_entries
 
@@ -115,10 +116,7 @@ def cached_rates(entries: dict, key: str) -> dict[str, float] | None:
     rates = entries.get(key)
     if not isinstance(rates, dict):
         return None
-    usable = all(
-        isinstance(rate, (int, float)) and not isinstance(rate, bool) and 0 < rate <= MAX_RATE
-        for rate in rates.values()
-    )
+    usable = all(json_text.is_number(rate) and 0 < rate <= MAX_RATE for rate in rates.values())
     return {str(name): float(rate) for name, rate in rates.items()} if usable else None
 
 

@@ -46,3 +46,15 @@ def _nests_deeper(value: Any, limit: int) -> bool:
             return True
         stack.extend((child, depth + 1) for child in children)
     return False
+
+
+def is_whole(value: object) -> bool:
+    """Whether a value read from outside (decoded JSON, a file header's metadata) is a whole number: an int
+    that is not a bool (Python's booleans are ints, and `true` is no count)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def is_number(value: object) -> bool:
+    """Whether a value read from outside is a number, whole or not, and not a bool (NaN and the infinities
+    included: Python's json reads them, so a range check must still follow)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
