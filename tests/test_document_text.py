@@ -14,6 +14,15 @@ from core.errors import DocumentError
 from core.text.document_text import MAX_PDF_PAGES, document_text, read_apart
 
 
+# The billion laughs: nine entities, each ten of the one before, so &lol9; asks for a billion "lol"s (for a
+# document's XML, after its <?xml ...?> line)
+BILLION_LAUGHS = "<!DOCTYPE lolz [{}]>".format(
+    "".join(
+        f'<!ENTITY lol{n} "{("&lol%d;" % (n - 1)) * 10}">' if n > 1 else '<!ENTITY lol1 "lol">' for n in range(1, 10)
+    )
+)
+
+
 def write_pdf(
     path: Path, pages: list[str], user_password: str | None = None, owner_password: str | None = None
 ) -> Path:
@@ -183,11 +192,8 @@ def test_a_word_document_whose_xml_expands_entities_a_billion_times_is_refused_a
     import docx
 
     docx.Document().save(tmp_path / "base.docx")
-    entities = "".join(
-        f'<!ENTITY lol{n} "{("&lol%d;" % (n - 1)) * 10}">' if n > 1 else '<!ENTITY lol1 "lol">' for n in range(1, 10)
-    )
     document = (
-        f'<?xml version="1.0"?><!DOCTYPE lolz [{entities}]><w:document xmlns:w="http://schemas.openxmlformats.org/'
+        f'<?xml version="1.0"?>{BILLION_LAUGHS}<w:document xmlns:w="http://schemas.openxmlformats.org/'
         'wordprocessingml/2006/main"><w:body><w:p><w:r><w:t>&lol9;</w:t></w:r></w:p></w:body></w:document>'
     ).encode()
     laughs = tmp_path / "laughs.docx"
@@ -310,10 +316,7 @@ def test_an_opendocument_texts_entities_neither_multiply_nor_read_files(tmp_path
     second; both are said as a damaged file, and no byte of the named file comes back."""
     secret = tmp_path / "secret.txt"
     secret.write_text("the password is swordfish", encoding="utf-8")
-    entities = "".join(
-        f'<!ENTITY lol{n} "{("&lol%d;" % (n - 1)) * 10}">' if n > 1 else '<!ENTITY lol1 "lol">' for n in range(1, 10)
-    )
-    laughs = odt_by_hand(tmp_path / "laughs.odt", "<text:p>&lol9;</text:p>", f"<!DOCTYPE x [{entities}]>")
+    laughs = odt_by_hand(tmp_path / "laughs.odt", "<text:p>&lol9;</text:p>", BILLION_LAUGHS)
     with pytest.raises(DocumentError, match="laughs.odt is damaged"):
         document_text(laughs)
     external = f'<!DOCTYPE x [<!ENTITY leak SYSTEM "{secret.as_uri()}">]>'

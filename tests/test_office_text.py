@@ -16,15 +16,10 @@ import pytest
 from conftest import run_cli
 from core.errors import DocumentError
 from core.text.document_text import MAX_TEXT_BYTES, document_text, read_apart
-from test_document_text import zip_with
+from test_document_text import BILLION_LAUGHS, zip_with
 
 SHEET_NS = "http://schemas.openxmlformats.org/spreadsheetml/2006/main"
 SHEET_PART = "xl/worksheets/sheet1.xml"
-BILLION_LAUGHS = "<!DOCTYPE lolz [{}]>".format(
-    "".join(
-        f'<!ENTITY lol{n} "{("&lol%d;" % (n - 1)) * 10}">' if n > 1 else '<!ENTITY lol1 "lol">' for n in range(1, 10)
-    )
-)
 
 
 def write_workbook(path: Path) -> Path:
