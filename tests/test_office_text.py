@@ -171,6 +171,25 @@ def test_a_workbook_or_a_word_document_locked_with_a_password_is_said_to_be_lock
             document_text(locked)
 
 
+def test_a_locked_files_package_is_found_where_its_header_says_its_directory_is(tmp_path):
+    """Past the first megabyte (what document_text reads of a file) the name is looked for only in the sector
+    the container's header points to: given the header alone, it is found there, and not where the header
+    points elsewhere."""
+    import struct
+
+    from msoffcrypto.format.ooxml import OOXMLFile
+
+    from core.text.document_text import _is_encrypted_office
+
+    locked = tmp_path / "locked.xlsx"
+    with write_workbook(tmp_path / "budget.xlsx").open("rb") as source, locked.open("wb") as out:
+        OOXMLFile(source).encrypt("secret", out)
+    header = locked.read_bytes()[:512]
+    assert _is_encrypted_office(locked, header)
+    elsewhere = header[:0x30] + struct.pack("<I", 0) + header[0x34:]  # the first data sector, not the directory
+    assert not _is_encrypted_office(locked, elsewhere)
+
+
 def test_a_binary_workbook_is_said_with_what_to_do(tmp_path):
     with pytest.raises(DocumentError, match=r"is an Excel binary workbook \(.xlsb\), which cannot be read: save it"):
         document_text(zip_with(tmp_path / "figures.xlsb", {"xl/workbook.bin": b"\0"}))

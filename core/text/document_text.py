@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import struct
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -44,6 +45,7 @@ PDF_START = b"%PDF-"
 ZIP_START = b"PK\x03\x04"  # Office's formats since 2007 (.docx, .xlsx, .pptx) and OpenDocument's
 OLD_OFFICE_START = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"  # .doc, .xls, .ppt before 2007, and locked ones since
 ENCRYPTED_PACKAGE = "EncryptedPackage".encode("utf-16-le")  # the stream a password-locked Office file holds
+CFB_HEADER_BYTES = 512  # the old container's header: its sector size at 0x1E, its directory's first sector at 0x30
 NOT_TEXT = "pictures and other files cannot be read: save the text as a .txt file, a PDF or a Word document"
 DOCUMENT_KINDS = "a text file, a PDF, an Office document (Word, Excel, PowerPoint) or a LibreOffice text or sheet"
 # how the pictures people try most begin: PNG, JPEG, GIF
@@ -113,7 +115,7 @@ def document_text(path: Path) -> str:
             )
         return _zip_text(path, name)
     if data.startswith(OLD_OFFICE_START):
-        if _is_encrypted_office(path):
+        if _is_encrypted_office(path, data):
             raise DocumentError(
                 f"{name} is locked with a password: open it, remove the password (in Office: File > Info > "
                 "Protect > Encrypt with Password) and add it again"
@@ -142,24 +144,26 @@ def document_text(path: Path) -> str:
     return text
 
 
-def _is_encrypted_office(path: Path) -> bool:
-    """Whether the compound file at `path` is a password-locked Office file of today's formats: Office wraps
-    those in the old container, with its package in a stream named "EncryptedPackage" (MS-OFFCRYPTO), whose
-    name the container's directory holds in UTF-16. Read up to MAX_OFFICE_BYTES, in chunks."""
-    chunk_bytes, overlap = 1 << 20, len(ENCRYPTED_PACKAGE) - 1
+def _is_encrypted_office(path: Path, start: bytes) -> bool:
+    """Whether the compound file at `path` (`start`: its first bytes, as read) is a password-locked Office file
+    of today's formats: Office wraps those in the old container, with its package in a stream named
+    "EncryptedPackage" (MS-OFFCRYPTO), whose name the container's directory holds in UTF-16. The directory's
+    first sector, where the header says it is, holds the package's entry among the first few; `start` is
+    searched too. One sector is read, not the file: this runs where the window waits (app.chat.attached_files),
+    and an old .ppt may weigh tens of megabytes."""
+    if ENCRYPTED_PACKAGE in start:
+        return True
+    if len(start) < CFB_HEADER_BYTES:
+        return False
+    sector_shift, first_sector = struct.unpack_from("<H", start, 0x1E)[0], struct.unpack_from("<I", start, 0x30)[0]
+    if sector_shift not in (9, 12):  # 512-byte sectors (version 3) or 4,096 (version 4): a damaged header else
+        return False
     try:
         with path.open("rb") as handle:
-            tail = b""
-            for _ in range(MAX_OFFICE_BYTES // chunk_bytes):
-                chunk = handle.read(chunk_bytes)
-                if not chunk:
-                    return False
-                if ENCRYPTED_PACKAGE in tail + chunk:
-                    return True
-                tail = chunk[-overlap:]
-    except OSError:
+            handle.seek((first_sector + 1) << sector_shift)  # sector 0 follows the header's own sector
+            return ENCRYPTED_PACKAGE in handle.read(1 << sector_shift)
+    except (OSError, OverflowError):
         return False
-    return False
 
 
 def _pdf_text(path: Path, name: str) -> str:
