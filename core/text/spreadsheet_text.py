@@ -55,7 +55,7 @@ def workbook_text(path: Path, name: str, max_chars: int) -> str:
             (worked_out.title, _used_rows(worked_out, written, name))
             for worked_out, written in zip(values.worksheets, formulas.worksheets, strict=True)
         )
-        return markdown_tables(sheets, name, max_chars)
+        return _markdown_tables(sheets, name, max_chars)
 
 
 def calc_text(path: Path, name: str, max_chars: int) -> str:
@@ -74,7 +74,7 @@ def calc_text(path: Path, name: str, max_chars: int) -> str:
         body = Document(path).body
         check_spaces(body, name)
         sheets = ((table.name or "", _calc_rows(table, name)) for table in body.get_tables())
-        return markdown_tables(sheets, name, max_chars)
+        return _markdown_tables(sheets, name, max_chars)
 
 
 def _calc_rows(table, name: str) -> Iterator[list[str]]:  # noqa: ANN001 - an odfdo Table
@@ -97,7 +97,7 @@ def _calc_cells(row, name: str) -> list[str]:  # noqa: ANN001 - an odfdo Row
         text = " ".join(paragraph.inner_text for paragraph in cell.xpath("descendant::text:p|descendant::text:h"))
         if not text.strip():
             text = next((str(value) for key in ODF_VALUES if (value := cell.get_attribute(key)) is not None), "")
-        runs.append((table_cell(text), _repeat(cell, "table:number-columns-repeated", name)))
+        runs.append((_table_cell(text), _repeat(cell, "table:number-columns-repeated", name)))
     while runs and not runs[-1][0]:
         runs.pop()
     if sum(repeat for _, repeat in runs) > MAX_SHEET_COLUMNS:
@@ -119,7 +119,7 @@ def _repeat(element, attribute: str, name: str) -> int:  # noqa: ANN001 - an odf
     return count
 
 
-def markdown_tables(sheets: Iterable[tuple[str, Iterable[list[str]]]], name: str, max_chars: int) -> str:
+def _markdown_tables(sheets: Iterable[tuple[str, Iterable[list[str]]]], name: str, max_chars: int) -> str:
     """Each sheet (its title, its used rows as cell texts) with a row in it as a heading and a table.
 
     Raises:
@@ -169,20 +169,15 @@ def _used_rows(worked_out, written, name: str) -> Iterator[list[str]]:  # noqa: 
             _cell_text(value.value if value.value is not None else formula.value, formula.number_format)
             for value, formula in zip(values, formulas, strict=True)
         ]
-        if cells := trimmed(cells):
+        while cells and not cells[-1]:  # the empty cells after its last used one
+            cells.pop()
+        if cells:
             yield cells
-
-
-def trimmed(cells: list[str]) -> list[str]:
-    """`cells` without the empty ones after its last used cell (none left: an empty row)."""
-    while cells and not cells[-1]:
-        cells.pop()
-    return cells
 
 
 def _cell_text(value: object, number_format: str | None) -> str:
     """A cell's value as Excel shows it, as far as the file says: 15 significant digits, a whole number
-    without ".0", a percentage format as a percentage, a date without a midnight time (`table_cell`)."""
+    without ".0", a percentage format as a percentage, a date without a midnight time (`_table_cell`)."""
     if value is None:
         return ""
     if isinstance(value, bool):
@@ -197,10 +192,10 @@ def _cell_text(value: object, number_format: str | None) -> str:
         text = value.isoformat()
     else:
         text = str(value)
-    return table_cell(text)
+    return _table_cell(text)
 
 
-def table_cell(text: str) -> str:
+def _table_cell(text: str) -> str:
     """`text` kept on one line and with its bars escaped, so it stays one cell of a Markdown table."""
     return " ".join(text.split()).replace("|", "\\|")
 
