@@ -115,13 +115,16 @@ def write_docx(path: Path) -> Path:
     return path
 
 
+REPORT = (
+    "# Quarterly report\n## Figures\nSales grew by 12%.\n- Costs fell\nregion | sales | note\nNorth | 12 (flat)\n"
+    "Grüße ✓"
+)
+
+
 def test_a_word_documents_text_comes_in_reading_order_with_its_headings_lists_and_tables(tmp_path):
     word = write_docx(tmp_path / "report.docx")
     assert read_apart(word)  # a zip: parsed in a process of its own, as a PDF is
-    assert document_text(word) == (
-        "# Quarterly report\n## Figures\nSales grew by 12%.\n- Costs fell\nregion | sales | note\n"
-        "North | 12 (flat)\nGrüße ✓"
-    )
+    assert document_text(word) == REPORT
 
 
 def zip_with(path: Path, parts: dict[str, bytes]) -> Path:

@@ -16,7 +16,7 @@ import pytest
 from conftest import run_cli
 from core.errors import DocumentError
 from core.text.document_text import MAX_TEXT_BYTES, document_text, read_apart
-from test_document_text import BILLION_LAUGHS, zip_with
+from test_document_text import BILLION_LAUGHS, REPORT, write_docx, zip_with
 
 SHEET_NS = "http://schemas.openxmlformats.org/spreadsheetml/2006/main"
 SHEET_PART = "xl/worksheets/sheet1.xml"
@@ -287,6 +287,69 @@ def test_a_slide_whose_xml_expands_entities_a_billion_times_is_refused(tmp_path)
             out.writestr(info.filename, slide if info.filename == "ppt/slides/slide1.xml" else source.read(info))
     with pytest.raises(DocumentError, match="laughs.pptx is damaged, or not a PowerPoint presentation"):
         document_text(laughs)
+
+
+# Every kind of file Office saves --------------------------------------------------------------------------
+
+CONTENT_TYPES = "[Content_Types].xml"
+WORD_MAIN = "application/vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml"
+POWERPOINT_MAIN = "application/vnd.openxmlformats-officedocument.presentationml.presentation.main+xml"
+EXCEL_MAIN = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet.main+xml"
+
+
+def saved_as(base: Path, path: Path, main: str, kind: str) -> Path:
+    """`base` as Office saves it as another kind: the same package, its main part's content type `kind`
+    (a macro-enabled file holds a vbaProject.bin part too, which is never read)."""
+    with zipfile.ZipFile(base) as source, zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as out:
+        for info in source.infolist():
+            data = source.read(info)
+            if info.filename == CONTENT_TYPES:
+                assert main.encode() in data
+                data = data.replace(main.encode(), kind.encode())
+            out.writestr(info.filename, data)
+        if "macroEnabled" in kind:
+            out.writestr("vbaProject.bin", b"\xd0\xcf\x11\xe0 macros")
+    return path
+
+
+# the extension Office gives each kind it saves, and the content type of that kind's main part
+SAVED_KINDS = {
+    ".docm": "application/vnd.ms-word.document.macroEnabled.main+xml",
+    ".dotx": "application/vnd.openxmlformats-officedocument.wordprocessingml.template.main+xml",
+    ".dotm": "application/vnd.ms-word.template.macroEnabledTemplate.main+xml",
+    ".pptm": "application/vnd.ms-powerpoint.presentation.macroEnabled.main+xml",
+    ".ppsx": "application/vnd.openxmlformats-officedocument.presentationml.slideshow.main+xml",
+    ".ppsm": "application/vnd.ms-powerpoint.slideshow.macroEnabled.main+xml",
+    ".potx": "application/vnd.openxmlformats-officedocument.presentationml.template.main+xml",
+    ".potm": "application/vnd.ms-powerpoint.template.macroEnabled.main+xml",
+    ".xlsm": "application/vnd.ms-excel.sheet.macroEnabled.main+xml",
+    ".xltx": "application/vnd.openxmlformats-officedocument.spreadsheetml.template.main+xml",
+    ".xltm": "application/vnd.ms-excel.template.macroEnabled.main+xml",
+}
+# by the extension's first letter: how the ordinary file is written, its main part's type, its text
+ORDINARY = {
+    "d": (write_docx, WORD_MAIN, REPORT),
+    "p": (write_presentation, POWERPOINT_MAIN, DECK),
+    "x": (write_workbook, EXCEL_MAIN, BUDGET),
+}
+
+
+@pytest.mark.parametrize("suffix", list(SAVED_KINDS))
+def test_a_macro_enabled_file_a_template_or_a_show_reads_as_its_ordinary_document_does(tmp_path, suffix):
+    write, main, expected = ORDINARY[suffix[1]]
+    saved = saved_as(write(tmp_path / "ordinary"), tmp_path / f"saved{suffix}", main, SAVED_KINDS[suffix])
+    assert read_apart(saved)
+    assert document_text(saved) == expected
+
+
+@pytest.mark.parametrize(
+    ("write", "main", "words"),
+    [(write_docx, WORD_MAIN, "a Word document"), (write_presentation, POWERPOINT_MAIN, "a PowerPoint presentation")],
+)
+def test_a_package_whose_main_part_is_of_another_kind_is_said_to_be_damaged(tmp_path, write, main, words):
+    odd = saved_as(write(tmp_path / "base"), tmp_path / "odd", main, "application/vnd.example.main+xml")
+    with pytest.raises(DocumentError, match=f"odd is damaged, or not {words} this reader understands .*example"):
+        document_text(odd)
 
 
 def test_specexec_text_reads_a_workbook_and_a_presentation(tmp_path, capsys):

@@ -24,6 +24,7 @@ from pathlib import Path
 from core.errors import DocumentError, TextEncodingError
 from core.system.text_files import decode_text
 from core.text.odf_spaces import check_spaces
+from core.text.office_packages import word_document
 from core.text.parser_faults import said_as_damaged
 from core.text.slides_text import presentation_text
 from core.text.spreadsheet_text import calc_text, workbook_text
@@ -241,10 +242,9 @@ def _word_text(path: Path, name: str) -> str:
     "- "), tables row by row with their cells apart by " | " (a merged cell once). Headers, footers, notes
     and pictures are left out."""
     with said_as_damaged(name, "a Word document"):
-        from docx import Document
         from docx.table import Table
 
-        blocks = Document(str(path)).iter_inner_content()
+        blocks = word_document(path).iter_inner_content()
         lines = _within_limit(
             (_table_text(block) if isinstance(block, Table) else _paragraph_text(block) for block in blocks),
             name,

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from core.errors import DocumentError
+from core.text.office_packages import powerpoint_presentation
 from core.text.parser_faults import said_as_damaged
 
 
@@ -25,10 +26,8 @@ def presentation_text(path: Path, name: str, max_chars: int) -> str:
             `max_chars` of text.
     """
     with said_as_damaged(name, "a PowerPoint presentation"):
-        from pptx import Presentation
-
         slides, chars, worded = [], 0, False
-        for number, slide in enumerate(Presentation(str(path)).slides, start=1):
+        for number, slide in enumerate(powerpoint_presentation(path).slides, start=1):
             text, has_words = _slide_text(number, slide)
             worded |= has_words
             chars += len(text) + 2
