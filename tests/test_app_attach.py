@@ -84,8 +84,8 @@ def test_what_is_not_a_text_file_is_refused_in_words_and_never_hangs_the_window(
     assert attachment.problems == [
         "letter.doc is in the Office format from before 2007 (.doc, .xls or .ppt), which cannot be read: open it "
         "and save it again in today's format (.docx, .xlsx or .pptx) or as a PDF.",
-        "photo.bin is not a text file, a PDF, an Office document (Word, Excel, PowerPoint) or a LibreOffice text or "
-        "sheet (pictures and other files cannot be read: save the text as a .txt file, a PDF or a Word document).",
+        "photo.bin is not a text file, a PDF, an Office document (Word, Excel, PowerPoint) or a LibreOffice text, "
+        "sheet or presentation (pictures and other files cannot be read: save the text as a .txt file, a PDF or a Word document).",
         "ansi.txt is not UTF-8 text (byte 0xE9 at position 3 is not a character in UTF-8): save it again as UTF-8 "
         "(in Notepad: Save as, Encoding: UTF-8).",
         "huge.log is more text than a model reads at once (more than 1 MB): add the part you need.",
@@ -110,7 +110,7 @@ def test_files_dropped_on_the_message_box_add_their_text_where_they_are_let_go(q
     assert "file://" not in box.toPlainText()
     qtbot.waitUntil(lambda: quiet_window.toast.isVisible())
     assert quiet_window.toast.text().startswith(
-        "slides.png is not a text file, a PDF, an Office document (Word, Excel, PowerPoint) or a LibreOffice text or"
+        "slides.png is not a text file, a PDF, an Office document (Word, Excel, PowerPoint) or a LibreOffice text,"
     )
 
 
@@ -153,6 +153,16 @@ def test_the_paperclip_picks_files_with_the_keyboard_and_adds_their_text(qtbot, 
     dialog.accept()
     assert box.toPlainText() == "recipe.txt:\n```\n2 eggs\n```\n"
     assert box.hasFocus()
+
+
+def test_the_paperclips_documents_filter_offers_every_kind_of_document_that_is_read():
+    from app.chat.composer import DOCUMENT_FILES
+    from test_office_text import SAVED_KINDS
+
+    office = [".docx", ".xlsx", ".pptx", *SAVED_KINDS]
+    opendocument = [".odt", ".ods", ".ots", ".odp", ".otp"]
+    offered = DOCUMENT_FILES.removeprefix("Documents (").removesuffix(")").split()
+    assert not {f"*{suffix}" for suffix in [".pdf", ".txt", ".md", ".csv", *office, *opendocument]} - set(offered)
 
 
 def test_files_dropped_on_a_message_being_edited_go_into_it_and_refusals_reach_the_toast(qtbot, quiet_window, tmp_path):
@@ -210,26 +220,30 @@ def test_a_pdf_is_read_in_a_process_of_its_own_and_its_text_joins_the_message(qt
     assert "Costs fell\n```\n" == box.toPlainText()[-len("Costs fell\n```\n") :]  # nothing added
 
 
-def test_office_and_opendocument_files_are_read_in_a_process_of_their_own_and_an_impress_file_is_said(
+def test_office_and_opendocument_files_are_read_in_a_process_of_their_own_and_a_drawing_is_said(
     qtbot, quiet_window, tmp_path
 ):
     from test_document_text import write_docx, write_odt, zip_with
-    from test_office_text import BUDGET, DECK, write_presentation, write_workbook
+    from test_office_text import BUDGET, DECK, IMPRESS_DECK, write_presentation, write_workbook
 
     box = quiet_window.input
     word = write_docx(tmp_path / "report.docx")
-    impress = zip_with(tmp_path / "slides.odp", {"mimetype": b"application/vnd.oasis.opendocument.presentation"})
+    drawing = zip_with(tmp_path / "plan.odg", {"mimetype": b"application/vnd.oasis.opendocument.graphics"})
     writer = write_odt(tmp_path / "minutes.odt")
     excel, powerpoint = write_workbook(tmp_path / "budget.xlsx"), write_presentation(tmp_path / "plan.pptx")
-    drag(box.viewport(), files_mime(word, impress, writer, excel, powerpoint), QPoint(4, 4))
-    assert quiet_window.toast.text() == "Reading report.docx, slides.odp, minutes.odt, budget.xlsx, plan.pptx…"
+    drag(box.viewport(), files_mime(word, drawing, writer, excel, powerpoint, IMPRESS_DECK), QPoint(4, 4))
+    assert quiet_window.toast.text() == (
+        "Reading report.docx, plan.odg, minutes.odt, budget.xlsx, plan.pptx, plan-libreoffice-7.4.odp…"
+    )
     qtbot.waitUntil(lambda: box.reading is None and not box.waiting_documents, timeout=90_000)
     text = box.toPlainText()
     assert text.startswith("report.docx:\n```\n# Quarterly report\n")
     assert "North | 12 (flat)\nGrüße ✓\n```\n" in text
     assert "| Cake    | 30   |\n```\n" in text and "\nminutes.odt:\n```\n# Minutes\n" in text
-    assert text.endswith(f"budget.xlsx:\n```\n{BUDGET}\n```\nplan.pptx:\n```\n{DECK}\n```\n")
-    assert quiet_window.toast.text().startswith("slides.odp is an OpenDocument presentation (LibreOffice Impress)")
+    assert text.endswith(
+        f"budget.xlsx:\n```\n{BUDGET}\n```\nplan.pptx:\n```\n{DECK}\n```\nplan-libreoffice-7.4.odp:\n```\n{DECK}\n```\n"
+    )
+    assert quiet_window.toast.text().startswith("plan.odg is a LibreOffice Draw drawing, which cannot be read")
 
 
 def test_a_pdf_reader_that_does_not_end_is_stopped_and_said(qtbot, tmp_path):

@@ -276,9 +276,17 @@ def test_an_opendocument_text_comes_as_markdown_with_its_headings_lists_and_tabl
             "application/vnd.oasis.opendocument.spreadsheet",
             "has no text to read: its sheets are empty",
         ),
-        (
+        (  # so is a presentation: this one holds no slide
             "application/vnd.oasis.opendocument.presentation",
-            "is an OpenDocument presentation \\(LibreOffice Impress\\), which cannot be read: save it as a Power",
+            "has no text to read: its slides hold only pictures",
+        ),
+        (  # odfdo's Markdown takes no text template
+            "application/vnd.oasis.opendocument.text-template",
+            "is a LibreOffice Writer template, which cannot be read: open it, save the document it makes",
+        ),
+        (
+            "application/vnd.oasis.opendocument.graphics",
+            "is a LibreOffice Draw drawing, which cannot be read: export it as a PDF",
         ),
         ("application/x-anything-else", "is a zip archive: unpack it"),
     ],

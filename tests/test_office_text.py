@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import datetime
 import json
+import random
+import string
 import zipfile
 from pathlib import Path
 
@@ -408,6 +410,21 @@ def test_a_calc_spreadsheet_written_by_odfdo_comes_as_markdown_tables(tmp_path):
     )
 
 
+def as_template(document: Path, path: Path) -> Path:
+    """The OpenDocument `document` as LibreOffice saves it as a template: the same parts, its mimetype the
+    kind's and "-template"."""
+    with zipfile.ZipFile(document) as source, zipfile.ZipFile(path, "w") as out:
+        for info in source.infolist():
+            data = source.read(info)
+            out.writestr(info, data + b"-template" if info.filename == "mimetype" else data)
+    return path
+
+
+def test_a_calc_template_reads_as_its_spreadsheet_does(tmp_path):
+    sheet = calc_by_hand(tmp_path / "costs.ods", f'<table:table table:name="Costs">{row(cell("rent"))}</table:table>')
+    assert document_text(as_template(sheet, tmp_path / "costs.ots")) == "## Costs\n\n| rent |\n| --- |"
+
+
 def test_a_calc_sheet_as_libreoffice_writes_it_shows_its_cells_text_and_makes_no_empty_run(tmp_path):
     """The text a cell shows (a percentage, money), a value without text, a merged cell's covered part, a
     repeated row, and the empty rest of the sheet as a million rows of 1,024 cells: never made."""
@@ -457,3 +474,98 @@ def test_a_hostile_damaged_or_empty_calc_sheet_is_refused_in_words(tmp_path, she
     calc = calc_by_hand(tmp_path / "hostile.ods", f'<table:table table:name="S">{sheet}</table:table>', doctype)
     with pytest.raises(DocumentError, match=f"^hostile.ods {words}"):
         document_text(calc)
+
+
+# LibreOffice Impress presentations ---------------------------------------------------------------------------
+
+# write_presentation's deck as LibreOffice 7.4.7 (Debian 12) saves it: `soffice --headless --convert-to odp
+# plan.pptx`. Its slide 3 is hidden through its page style; its notes pages hold a page-number placeholder.
+IMPRESS_DECK = Path(__file__).parent / "fixtures" / "documents" / "plan-libreoffice-7.4.odp"
+ODF_PRESENTATION = "application/vnd.oasis.opendocument.presentation"
+IMPRESS_CONTENT = (
+    '<?xml version="1.0" encoding="UTF-8"?>{doctype}<office:document-content'
+    ' xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0"'
+    ' xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0"'
+    ' xmlns:table="urn:oasis:names:tc:opendocument:xmlns:table:1.0"'
+    ' xmlns:draw="urn:oasis:names:tc:opendocument:xmlns:drawing:1.0"'
+    ' xmlns:presentation="urn:oasis:names:tc:opendocument:xmlns:presentation:1.0" office:version="1.3">'
+    "<office:body><office:presentation>{body}</office:presentation></office:body></office:document-content>"
+)
+
+
+def impress_by_hand(path: Path, slides: str, doctype: str = "", mimetype: str = ODF_PRESENTATION) -> Path:
+    """A presentation of the two parts a reader needs, its slides' XML as given."""
+    content = IMPRESS_CONTENT.format(doctype=doctype, body=slides).encode()
+    return zip_with(path, {"mimetype": mimetype.encode(), "content.xml": content})
+
+
+def text_box(*paragraphs: str, kind: str = "") -> str:
+    """A frame holding a text box of `paragraphs`; `kind`: its presentation:class ("title", "page-number")."""
+    said = f' presentation:class="{kind}"' if kind else ""
+    return f"<draw:frame{said}><draw:text-box>{''.join(f'<text:p>{p}</text:p>' for p in paragraphs)}</draw:text-box></draw:frame>"
+
+
+def test_an_impress_presentation_as_libreoffice_saves_it_reads_as_the_same_powerpoint_deck_does(tmp_path):
+    assert read_apart(IMPRESS_DECK)
+    assert document_text(IMPRESS_DECK) == DECK
+    assert document_text(as_template(IMPRESS_DECK, tmp_path / "plan.otp")) == DECK
+
+
+def test_an_impress_slides_lists_tables_and_fields_read_as_shown(tmp_path):
+    """Bullets three levels deep, a merged table cell's covered part and a cell repeated a billion times
+    (read once), a field's placeholder (not read), a shape's alt text (not read), notes, an empty slide."""
+    slides = (
+        "<draw:page>"
+        + text_box("Agenda", kind="title")
+        + "<draw:frame><draw:text-box><text:list><text:list-item><text:p>one</text:p><text:list><text:list-item>"
+        "<text:p>one.a</text:p><text:list><text:list-item><text:p>one.a.i</text:p></text:list-item></text:list>"
+        "</text:list-item></text:list></text:list-item><text:list-item><text:p>two | 2</text:p></text:list-item>"
+        "</text:list></draw:text-box></draw:frame>"
+        "<draw:frame><table:table><table:table-row><table:table-cell><text:p>wide</text:p></table:table-cell>"
+        '<table:covered-table-cell/><table:table-cell table:number-columns-repeated="1000000000"><text:p>x'
+        "</text:p></table:table-cell></table:table-row></table:table></draw:frame>"
+        + text_box("<text:page-number>&lt;number&gt;</text:page-number>", kind="page-number")
+        + '<draw:custom-shape><svg:title xmlns:svg="urn:oasis:names:tc:opendocument:xmlns:svg-compatible:1.0">'
+        "a cat</svg:title><text:p>Grüße ✓</text:p></draw:custom-shape>"
+        + "<presentation:notes>"
+        + text_box("say hello", "then go on")
+        + "</presentation:notes></draw:page><draw:page/>"
+    )
+    assert document_text(impress_by_hand(tmp_path / "agenda.odp", slides)) == (
+        "## Slide 1: Agenda\none\n  one.a\n    one.a.i\ntwo | 2\nwide | x\nGrüße ✓\n\nNotes:\nsay hello\nthen go on"
+        "\n\n## Slide 2"
+    )
+
+
+@pytest.mark.parametrize(
+    ("slides", "words"),
+    [
+        ("<draw:page/><draw:page/>", "has no text to read: its slides hold only pictures"),
+        ("<draw:page>" + text_box("&lol9;") + "</draw:page>", "is damaged, or not a LibreOffice presentation"),
+        (  # two billion spaces in a text box, which odfdo would make
+            "<draw:page>" + text_box('a<text:s text:c="2000000000"/>b') + "</draw:page>",
+            "asks for more spaces in a row than a document has: it is damaged",
+        ),
+        (
+            "".join(  # letters that do not compress: odfdo refuses a zip that unpacks to 200 times its size
+                "<draw:page>"
+                + text_box("".join(random.Random(page).choices(string.ascii_letters, k=10_000)))
+                + "</draw:page>"
+                for page in range(MAX_TEXT_BYTES // 10_000 + 2)
+            ),
+            "holds more text than a model reads at once: add the slides you need",
+        ),
+        ("<draw:page>" + text_box("cut"), "is damaged, or not a LibreOffice presentation this reader understands"),
+    ],
+    ids=["pictures-only", "laughs", "spaces", "too-long", "truncated"],
+)
+def test_a_hostile_damaged_empty_or_too_long_impress_presentation_is_said_in_words(tmp_path, slides, words):
+    doctype = BILLION_LAUGHS if "&lol9;" in slides else ""
+    with pytest.raises(DocumentError, match=f"^hostile.odp {words}"):
+        document_text(impress_by_hand(tmp_path / "hostile.odp", slides, doctype))
+
+
+def test_a_libreoffice_drawing_is_said_with_what_to_do(tmp_path):
+    drawing = impress_by_hand(tmp_path / "plan.odg", "", mimetype="application/vnd.oasis.opendocument.graphics")
+    with pytest.raises(DocumentError, match="^plan.odg is a LibreOffice Draw drawing, which cannot be read: export"):
+        document_text(drawing)

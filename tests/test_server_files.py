@@ -84,19 +84,22 @@ def test_responses_input_files_in_messages_and_tool_results_and_bare_base64():
     assert read_body["input"][1]["output"] == [{"type": "input_text", "text": fenced("document", "ok")}]  # no name
 
 
-def test_a_workbook_sent_without_a_name_and_a_presentation_come_as_their_markdown(tmp_path):
+def test_a_workbook_sent_without_a_name_and_presentations_come_as_their_markdown(tmp_path):
     """Read in `specexec text` children like a PDF; a file sent without a name is written as "document", with
     no extension, and is told by its parts."""
-    from test_office_text import BUDGET, DECK, write_presentation, write_workbook
+    from test_office_text import BUDGET, DECK, IMPRESS_DECK, write_presentation, write_workbook
 
     book = write_workbook(tmp_path / "budget.xlsx").read_bytes()
     deck = write_presentation(tmp_path / "plan.pptx").read_bytes()
     body = chat_body(
-        file_part(None, data_url(book, "application/octet-stream")), file_part("plan.pptx", data_url(deck))
+        file_part(None, data_url(book, "application/octet-stream")),
+        file_part("plan.pptx", data_url(deck)),
+        file_part("plan.odp", data_url(IMPRESS_DECK.read_bytes())),
     )
     assert read(body)["messages"][1]["content"] == [
         {"type": "text", "text": fenced("document", BUDGET)},
         {"type": "text", "text": fenced("plan.pptx", DECK)},
+        {"type": "text", "text": fenced("plan.odp", DECK)},
     ]
 
 
@@ -134,7 +137,7 @@ def test_files_the_reader_refuses_are_said_in_its_words(tmp_path):
     error = refused(chat_body(file_part("holiday.png", data_url(png, "image/png"))))
     assert error.code == "unreadable_file" and error.param == "messages[1].content[0]"
     assert (
-        "holiday.png is not a text file, a PDF, an Office document (Word, Excel, PowerPoint) or a LibreOffice text or"
+        "holiday.png is not a text file, a PDF, an Office document (Word, Excel, PowerPoint) or a LibreOffice text,"
         in error.message
     )
     damaged = refused(chat_body(file_part("../../report.pdf", data_url(b"%PDF-1.7\n1 0 obj <<"))))

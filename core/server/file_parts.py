@@ -2,9 +2,9 @@
 content part in chat messages ({"type": "file", "file": {"filename", "file_data"}}) and the Responses API's
 `input_file` part ({"type": "input_file", "filename", "file_data"}). Each becomes a text part holding
 `fenced(filename, text)` (core.text.document_text) on a line of its own, before the request is parsed, so a
-PDF, an Office document (Word, Excel, PowerPoint), an OpenDocument text or spreadsheet or a text file sent
-through the API reaches the model as one added in the app does; a picture, a LibreOffice presentation or a
-scanned PDF is refused in the reader's words.
+PDF, an Office document (Word, Excel, PowerPoint), an OpenDocument text, spreadsheet or presentation or a
+text file sent through the API reaches the model as one added in the app does; a picture, a LibreOffice
+drawing or a scanned PDF is refused in the reader's words.
 
 Only a file's own bytes are taken: `file_data`, a data: URL in base64 as OpenAI's clients write it (bare base64
 too). `file_id` (this server keeps no uploaded files: it has no /v1/files) and `file_url` (it fetches nothing

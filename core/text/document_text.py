@@ -3,10 +3,12 @@ core.system.text_files reads a file written by hand, a PDF's text through pypdf 
 field's own reader), a Word document's through python-docx (MIT, on lxml; the field's own reader too), an
 OpenDocument text's (LibreOffice Writer's .odt) as Markdown through odfdo (Apache 2.0, on lxml), an Excel
 workbook's or a LibreOffice Calc spreadsheet's as Markdown tables (core.text.spreadsheet_text, openpyxl and
-odfdo) and a PowerPoint presentation's slide by slide (core.text.slides_text, python-pptx).
+odfdo) and a PowerPoint or LibreOffice Impress presentation's slide by slide (core.text.slides_text,
+python-pptx and odfdo). Office's macro-enabled files, templates and shows read as the documents they hold
+(core.text.office_packages), as do LibreOffice's sheet and presentation templates.
 
 What the file is gets checked before it is read: only regular files (a pipe or a device would never end),
-only up to the limits below, only text; an image, a LibreOffice presentation or an old .doc is refused in
+only up to the limits below, only text; an image, a LibreOffice drawing or an old .doc is refused in
 words. PDFs and Office and OpenDocument files are parsed only in a process of its own (`specexec text FILE
 --json`, which the app and the API server start; `reader_reply` reads what it said): a parser fed a damaged
 or hostile file can loop or swell, and a process can be stopped where a thread cannot.
@@ -26,7 +28,7 @@ from core.system.text_files import decode_text
 from core.text.odf_spaces import check_spaces
 from core.text.office_packages import word_document
 from core.text.parser_faults import said_as_damaged
-from core.text.slides_text import presentation_text
+from core.text.slides_text import impress_text, presentation_text
 from core.text.spreadsheet_text import calc_text, workbook_text
 
 log = logging.getLogger(__name__)
@@ -48,7 +50,9 @@ OLD_OFFICE_START = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"  # .doc, .xls, .ppt befor
 ENCRYPTED_PACKAGE = "EncryptedPackage".encode("utf-16-le")  # the stream a password-locked Office file holds
 CFB_HEADER_BYTES = 512  # the old container's header: its sector size at 0x1E, its directory's first sector at 0x30
 NOT_TEXT = "pictures and other files cannot be read: save the text as a .txt file, a PDF or a Word document"
-DOCUMENT_KINDS = "a text file, a PDF, an Office document (Word, Excel, PowerPoint) or a LibreOffice text or sheet"
+DOCUMENT_KINDS = (
+    "a text file, a PDF, an Office document (Word, Excel, PowerPoint) or a LibreOffice text, sheet or presentation"
+)
 # how the pictures people try most begin: PNG, JPEG, GIF
 BINARY_STARTS = (b"\x89PNG", b"\xff\xd8\xff", b"GIF8")
 ERROR_LINE = "error: "  # how `specexec` (core.cli.main) starts a failed command's reason on stderr
@@ -61,13 +65,23 @@ OFFICE_PARTS = {
     "xl/workbook.bin": "an Excel binary workbook (.xlsb), which cannot be read: save it as an ordinary Excel "
     "workbook (.xlsx) and add that",
 }
-# an OpenDocument file's first part, `mimetype`, names its kind; what to do with those that are not texts
+# an OpenDocument file's first part, `mimetype`, names its kind (a template's: its kind's, and "-template")
 ODF_MIMETYPE_PART = "mimetype"
 ODF_TEXT = "application/vnd.oasis.opendocument.text"
-ODF_SPREADSHEET = "application/vnd.oasis.opendocument.spreadsheet"
+ODF_SPREADSHEETS = (
+    "application/vnd.oasis.opendocument.spreadsheet",
+    "application/vnd.oasis.opendocument.spreadsheet-template",
+)
+ODF_PRESENTATIONS = (
+    "application/vnd.oasis.opendocument.presentation",
+    "application/vnd.oasis.opendocument.presentation-template",
+)
+# and what to do with those that are not read (odfdo's Markdown takes no text template)
 ODF_KINDS = {
-    "application/vnd.oasis.opendocument.presentation": "an OpenDocument presentation (LibreOffice Impress), "
-    "which cannot be read: save it as a PowerPoint presentation (File > Save As, .pptx) and add that",
+    "application/vnd.oasis.opendocument.text-template": "a LibreOffice Writer template, which cannot be read: "
+    "open it, save the document it makes (.odt) and add that",
+    "application/vnd.oasis.opendocument.graphics": "a LibreOffice Draw drawing, which cannot be read: export "
+    "it as a PDF (File > Export as PDF) and add that",
 }
 
 
@@ -208,8 +222,9 @@ def _within_limit(texts: Iterable[str], name: str, unit: str) -> list[str]:
 
 
 def _zip_text(path: Path, name: str) -> str:
-    """The text of a zip that is a Word, Excel or PowerPoint file or an OpenDocument text or spreadsheet, told
-    apart by their parts; any other zip (a LibreOffice presentation, an archive) is said with what to do."""
+    """The text of a zip that is a Word, Excel or PowerPoint file or an OpenDocument text, spreadsheet or
+    presentation, told apart by their parts; any other zip (a LibreOffice drawing, an archive) is said with
+    what to do."""
     import zipfile
 
     try:
@@ -221,7 +236,7 @@ def _zip_text(path: Path, name: str) -> str:
     except (zipfile.BadZipFile, OSError, ValueError) as error:
         raise DocumentError(f"{name} is damaged, or not a document this reader understands ({error})") from error
     read = next((part for part in (WORD_PART, EXCEL_PART, POWERPOINT_PART) if part in parts), None)
-    if read is None and mimetype not in (ODF_TEXT, ODF_SPREADSHEET):
+    if read is None and mimetype not in (ODF_TEXT, *ODF_SPREADSHEETS, *ODF_PRESENTATIONS):
         what = ODF_KINDS.get(mimetype) or next((words for part, words in OFFICE_PARTS.items() if part in parts), None)
         raise DocumentError(f"{name} is {what or 'a zip archive: unpack it and add the files in it'}")
     if sum(parts.values()) > MAX_OFFICE_UNPACKED:
@@ -234,7 +249,11 @@ def _zip_text(path: Path, name: str) -> str:
         return workbook_text(path, name, MAX_TEXT_BYTES)
     if read == POWERPOINT_PART:
         return presentation_text(path, name, MAX_TEXT_BYTES)
-    return calc_text(path, name, MAX_TEXT_BYTES) if mimetype == ODF_SPREADSHEET else _odt_text(path, name)
+    if mimetype in ODF_SPREADSHEETS:
+        return calc_text(path, name, MAX_TEXT_BYTES)
+    if mimetype in ODF_PRESENTATIONS:
+        return impress_text(path, name, MAX_TEXT_BYTES)
+    return _odt_text(path, name)
 
 
 def _word_text(path: Path, name: str) -> str:
