@@ -61,7 +61,7 @@ def test_what_is_not_a_text_file_is_refused_in_words_and_never_hangs_the_window(
     word = tmp_path / "letter.docx"
     word.write_bytes(b"PK\x03\x04" + bytes(40))  # a zip: read apart too (the reader says what it is)
     old_word = tmp_path / "letter.doc"
-    old_word.write_bytes(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(40))
+    old_word.write_bytes(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(40))  # the old container: read apart too
     image = tmp_path / "photo.bin"
     image.write_bytes(b"\x00\x10JFIF\x00")
     ansi = tmp_path / "ansi.txt"
@@ -80,12 +80,11 @@ def test_what_is_not_a_text_file_is_refused_in_words_and_never_hangs_the_window(
     files = [pdf, word, old_word, image, ansi, huge, empty, pipe, folder, tmp_path / "gone.txt", good]
     attachment = attach_files(files)
     assert attachment.text == "good.txt:\n```\nkept\n```\n"  # the readable one is still added
-    assert attachment.to_read == [pdf, word]
+    assert attachment.to_read == [pdf, word, old_word]
     assert attachment.problems == [
-        "letter.doc is in the Office format from before 2007 (.doc, .xls or .ppt), which cannot be read: open it "
-        "and save it again in today's format (.docx, .xlsx or .pptx) or as a PDF.",
         "photo.bin is not a text file, a PDF, an Office document (Word, Excel, PowerPoint) or a LibreOffice text, "
-        "sheet or presentation (pictures and other files cannot be read: save the text as a .txt file, a PDF or a Word document).",
+        "sheet or presentation (pictures and other files cannot be read: save the text as a .txt file, a PDF or a "
+        "Word document).",
         "ansi.txt is not UTF-8 text (byte 0xE9 at position 3 is not a character in UTF-8): save it again as UTF-8 "
         "(in Notepad: Save as, Encoding: UTF-8).",
         "huge.log is more text than a model reads at once (more than 1 MB): add the part you need.",
@@ -159,7 +158,7 @@ def test_the_paperclips_documents_filter_offers_every_kind_of_document_that_is_r
     from app.chat.composer import DOCUMENT_FILES
     from test_office_text import SAVED_KINDS
 
-    office = [".docx", ".xlsx", ".pptx", *SAVED_KINDS]
+    office = [".docx", ".xlsx", ".xls", ".pptx", *SAVED_KINDS]
     opendocument = [".odt", ".ods", ".ots", ".odp", ".otp"]
     offered = DOCUMENT_FILES.removeprefix("Documents (").removesuffix(")").split()
     assert not {f"*{suffix}" for suffix in [".pdf", ".txt", ".md", ".csv", *office, *opendocument]} - set(offered)

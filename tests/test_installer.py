@@ -307,11 +307,11 @@ def test_self_test_expectation_is_a_valid_request_for_the_engine():
 
 
 def test_self_test_reads_its_documents_through_the_command_line_as_the_app_reads_one(tmp_path, monkeypatch):
-    """The bundle must carry the PDF, Word, Excel, PowerPoint and OpenDocument readers and give their words back
-    in UTF-8 (ü and ß: not cp1252's bytes)."""
+    """The bundle must carry the PDF, Word, Excel (both formats), PowerPoint and OpenDocument readers and give
+    their words back in UTF-8 (ü and ß: not cp1252's bytes)."""
     lines = []
     self_test.check_document_reader(lines.append)
-    kinds = ("PDF", "Word", "Excel", "PowerPoint", "OpenDocument")
+    kinds = ("PDF", "Word", "Excel", "Excel 97-2003", "PowerPoint", "OpenDocument")
     assert lines == [f"{kind} reader as a child process: ok" for kind in kinds]
     damaged = tmp_path / "self-test.pdf"
     damaged.write_bytes(b"%PDF-1.4\n")

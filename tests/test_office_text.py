@@ -168,7 +168,7 @@ def test_a_workbook_or_a_word_document_locked_with_a_password_is_said_to_be_lock
         locked = tmp_path / f"locked{plain.suffix}"
         with plain.open("rb") as source, locked.open("wb") as out:
             OOXMLFile(source).encrypt("secret", out)
-        assert not read_apart(locked)  # said here, with no parser
+        assert read_apart(locked)  # the old container: read apart, as an .xls is
         with pytest.raises(DocumentError, match=f"^locked{plain.suffix} is locked with a password: open it, remove"):
             document_text(locked)
 
@@ -195,6 +195,50 @@ def test_a_locked_files_package_is_found_where_its_header_says_its_directory_is(
 def test_a_binary_workbook_is_said_with_what_to_do(tmp_path):
     with pytest.raises(DocumentError, match=r"is an Excel binary workbook \(.xlsb\), which cannot be read: save it"):
         document_text(zip_with(tmp_path / "figures.xlsb", {"xl/workbook.bin": b"\0"}))
+
+
+# Excel 97-2003 workbooks and the other Office files from before 2007 ---------------------------------------
+
+# write_workbook's budget as LibreOffice 7.4.7 (Debian 12) saves it: `soffice --headless --convert-to xls
+# budget.xlsx`, which works out the formula; write_docx's report saved as a .doc the same way
+OLD_BUDGET_FILE = Path(__file__).parent / "fixtures" / "documents" / "budget-libreoffice-7.4.xls"
+OLD_REPORT_FILE = Path(__file__).parent / "fixtures" / "documents" / "report-libreoffice-7.4.doc"
+OLD_BUDGET = BUDGET.replace("=C3+C4", "2434.5")
+EXCEL_START = b"\x09\x08\x10\x00"  # the BOF record that opens an .xls workbook's stream (BIFF8)
+FILEPASS = b"\x2f\x00"  # the record that says the rest is encrypted
+
+
+def test_an_excel_97_2003_workbook_reads_as_its_todays_workbook_does(tmp_path, capsys):
+    assert read_apart(OLD_BUDGET_FILE)
+    assert document_text(OLD_BUDGET_FILE) == OLD_BUDGET
+    padded = tmp_path / "padded.xls"  # bytes after the container's last sector: xlrd prints a warning about it
+    padded.write_bytes(OLD_BUDGET_FILE.read_bytes() + bytes(100))
+    result = run_cli(capsys, "text", str(padded), "--json")  # which stays out of the answer
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == {"name": "padded.xls", "text": OLD_BUDGET}
+
+
+def test_an_old_word_document_is_said_with_what_to_do(tmp_path):
+    assert read_apart(OLD_REPORT_FILE)
+    with pytest.raises(DocumentError, match=r"^report-libreoffice-7.4.doc is in the Word or PowerPoint format from"):
+        document_text(OLD_REPORT_FILE)
+
+
+def test_a_locked_or_damaged_excel_97_2003_workbook_is_said_in_words(tmp_path):
+    data = OLD_BUDGET_FILE.read_bytes()
+    after_start = data.index(EXCEL_START) + len(EXCEL_START) + 16  # the record after the stream's BOF
+    locked = tmp_path / "locked.xls"  # as Excel writes one: a FILEPASS record first, then the encrypted rest
+    locked.write_bytes(data[:after_start] + FILEPASS + data[after_start + 2 :])
+    with pytest.raises(DocumentError, match="^locked.xls is locked with a password: open it, remove the password"):
+        document_text(locked)
+    cut = tmp_path / "cut.xls"
+    cut.write_bytes(data[: len(data) // 2])
+    with pytest.raises(DocumentError, match=r"^cut.xls is damaged, or not an Office file from before 2007 this"):
+        document_text(cut)
+    empty = tmp_path / "empty.doc"  # the container's signature and nothing after it
+    empty.write_bytes(data[:8] + bytes(40))
+    with pytest.raises(DocumentError, match=r"^empty.doc is damaged, or not an Office file from before 2007"):
+        document_text(empty)
 
 
 # PowerPoint presentations ---------------------------------------------------------------------------------
@@ -502,7 +546,8 @@ def impress_by_hand(path: Path, slides: str, doctype: str = "", mimetype: str = 
 def text_box(*paragraphs: str, kind: str = "") -> str:
     """A frame holding a text box of `paragraphs`; `kind`: its presentation:class ("title", "page-number")."""
     said = f' presentation:class="{kind}"' if kind else ""
-    return f"<draw:frame{said}><draw:text-box>{''.join(f'<text:p>{p}</text:p>' for p in paragraphs)}</draw:text-box></draw:frame>"
+    texts = "".join(f"<text:p>{paragraph}</text:p>" for paragraph in paragraphs)
+    return f"<draw:frame{said}><draw:text-box>{texts}</draw:text-box></draw:frame>"
 
 
 def test_an_impress_presentation_as_libreoffice_saves_it_reads_as_the_same_powerpoint_deck_does(tmp_path):

@@ -5,8 +5,8 @@ name, then its text in a fenced block the model reads as one piece (core.text.do
 
 What a file may be, and how it is read, is core.text.document_text's: text files are read here at once (a
 read of at most a megabyte, after the checks that keep a pipe or a device from hanging the window); PDFs,
-Office documents (Word, Excel, PowerPoint) and OpenDocument texts are left to app.chat.document_reading, which
-parses them in a process of its own.
+Office documents (Word, Excel, PowerPoint, and those from before 2007) and OpenDocument files are left to
+app.chat.document_reading, which parses them in a process of its own.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from core.text.document_text import ATTACHED_BLOCK, document_text, fenced, read_
 class Attachment:
     """What the files give the message at once: `text` to insert (empty when none could be read),
     `problems` (one sentence for each file that was not read) and the files `to_read` in a process of their
-    own (PDFs, Office documents, OpenDocument texts)."""
+    own (PDFs, Office and OpenDocument files)."""
 
     text: str = ""
     problems: list[str] = field(default_factory=list)
@@ -30,8 +30,8 @@ class Attachment:
 
 
 def attach_files(paths: list[Path]) -> Attachment:
-    """The text files of `paths`, each as `fenced(name, text)`, in order; the PDFs, Office documents and
-    OpenDocument texts among them apart."""
+    """The text files of `paths`, each as `fenced(name, text)`, in order; the PDFs, Office and OpenDocument
+    files among them apart."""
     attachment = Attachment()
     blocks = []
     for path in paths:

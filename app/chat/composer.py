@@ -19,8 +19,8 @@ from app.window.labels import ElidedLabel, Label
 # what the paperclip's chooser offers first: documents people give a model (the other filter takes any file,
 # which app.chat.attached_files reads if it is text, a PDF, an Office document or an OpenDocument one)
 DOCUMENT_FILES = (
-    "Documents (*.pdf *.docx *.docm *.dotx *.dotm *.xlsx *.xlsm *.xltx *.xltm *.pptx *.pptm *.ppsx *.ppsm *.potx "
-    "*.potm *.odt *.ods *.ots *.odp *.otp *.txt *.md *.markdown *.rst *.csv *.tsv *.json *.jsonl *.yaml "
+    "Documents (*.pdf *.docx *.docm *.dotx *.dotm *.xlsx *.xlsm *.xltx *.xltm *.xls *.pptx *.pptm *.ppsx *.ppsm "
+    "*.potx *.potm *.odt *.ods *.ots *.odp *.otp *.txt *.md *.markdown *.rst *.csv *.tsv *.json *.jsonl *.yaml "
     "*.yml *.toml *.ini *.xml *.html *.htm *.log *.py *.js *.ts *.java *.c *.h *.cpp *.hpp *.cs *.go *.rs *.rb "
     "*.php *.sh *.ps1 *.sql *.tex)"
 )

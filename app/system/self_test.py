@@ -5,10 +5,10 @@ What it does, in order, each step failing with a plain reason:
    icons) against a temporary data folder, so the installed UI code, Qt plugins and resources are all there.
 2. Command line: runs `specexec hw --json` as a child process the way the wizard starts its downloads
    (core.system.cli_process: in a frozen bundle, this executable with `--cli`), and reads its JSON; then
-   `specexec text resources/self-test.pdf --json` and the same for self-test.docx, .xlsx, .pptx and .odt, the
-   way a document added to a message is read (app.chat.document_reading), and checks their words, accents
-   included (the readers, pypdf, python-docx, openpyxl, python-pptx and odfdo with lxml, must be bundled, and
-   the child's output is UTF-8 whatever the system's code page).
+   `specexec text resources/self-test.pdf --json` and the same for self-test.docx, .xlsx, .xls, .pptx and
+   .odt, the way a document added to a message is read (app.chat.document_reading), and checks their words,
+   accents included (the readers, pypdf, python-docx, openpyxl, xlrd, python-pptx and odfdo with lxml, must be
+   bundled, and the child's output is UTF-8 whatever the system's code page).
 3. Engine: starts the engine process the way the app does (`EngineClient`, multiprocessing "spawn"), and
    checks it runs the same executable as this process (a frozen bundle must re-launch itself, not look for
    a Python).
@@ -51,6 +51,7 @@ DOCUMENTS = (
     ("self-test.pdf", "Grüße aus dem PDF", "PDF"),
     ("self-test.docx", "Grüße aus dem Word-Dokument", "Word"),
     ("self-test.xlsx", "## Gruß\n\n| Grüße aus der Excel-Tabelle |\n| --- |", "Excel"),
+    ("self-test.xls", "## Gruß\n\n| Grüße aus der Excel-97-Tabelle |\n| --- |", "Excel 97-2003"),
     ("self-test.pptx", "## Slide 1: Grüße aus der PowerPoint-Präsentation", "PowerPoint"),
     ("self-test.odt", "Grüße aus dem OpenDocument", "OpenDocument"),
 )

@@ -18,7 +18,7 @@ from pathlib import Path
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "file",
-        help="a text file (.txt, .md, .csv, code...), a PDF, a Word document (.docx), an Excel workbook (.xlsx), "
+        help="a text file (.txt, .md, .csv, code...), a PDF, a Word document (.docx), an Excel workbook (.xlsx, .xls), "
         "a PowerPoint presentation (.pptx), or a LibreOffice text (.odt), spreadsheet (.ods) or presentation "
         "(.odp); Office's macro-enabled files, templates and shows too",
     )

@@ -27,9 +27,9 @@ from core.errors import DocumentError, TextEncodingError
 from core.system.text_files import decode_text
 from core.text.odf_spaces import check_spaces
 from core.text.office_packages import word_document
-from core.text.parser_faults import said_as_damaged
+from core.text.parser_faults import LOCKED_OFFICE_FILE, said_as_damaged
 from core.text.slides_text import impress_text, presentation_text
-from core.text.spreadsheet_text import calc_text, workbook_text
+from core.text.spreadsheet_text import calc_text, old_workbook_text, workbook_text
 
 log = logging.getLogger(__name__)
 
@@ -86,16 +86,17 @@ ODF_KINDS = {
 
 
 def read_apart(path: Path) -> bool:
-    """Whether `path` is a regular file whose format is parsed in a process of its own: a PDF, or a zip
-    (an Office or OpenDocument file; the reader says what any other zip is). False when it cannot be read."""
+    """Whether `path` is a regular file whose format is parsed in a process of its own: a PDF, a zip (an
+    Office or OpenDocument file; the reader says what any other zip is) or an Office file from before 2007
+    (the reader says what it is if no workbook). False when it cannot be read."""
     try:
         if not path.is_file():
             return False
         with path.open("rb") as handle:
-            start = handle.read(len(PDF_START))
+            start = handle.read(len(OLD_OFFICE_START))
     except OSError:
         return False
-    return start.startswith((PDF_START, ZIP_START))
+    return start.startswith((PDF_START, ZIP_START, OLD_OFFICE_START))
 
 
 def document_text(path: Path) -> str:
@@ -123,22 +124,12 @@ def document_text(path: Path) -> str:
                 f"{name} is {size_mb:,.0f} MB, more than the {MAX_PDF_BYTES >> 20} MB a PDF may be here"
             )
         return _pdf_text(path, name)
-    if data.startswith(ZIP_START):
+    if data.startswith((ZIP_START, OLD_OFFICE_START)):
         if size_mb > MAX_OFFICE_BYTES >> 20:
             raise DocumentError(
                 f"{name} is {size_mb:,.0f} MB, more than the {MAX_OFFICE_BYTES >> 20} MB a document may be here"
             )
-        return _zip_text(path, name)
-    if data.startswith(OLD_OFFICE_START):
-        if _is_encrypted_office(path, data):
-            raise DocumentError(
-                f"{name} is locked with a password: open it, remove the password (in Office: File > Info > "
-                "Protect > Encrypt with Password) and add it again"
-            )
-        raise DocumentError(
-            f"{name} is in the Office format from before 2007 (.doc, .xls or .ppt), which cannot be read: open it "
-            "and save it again in today's format (.docx, .xlsx or .pptx) or as a PDF"
-        )
+        return _zip_text(path, name) if data.startswith(ZIP_START) else _old_office_text(path, name, data)
     if len(data) > MAX_TEXT_BYTES:
         raise DocumentError(
             f"{name} is more text than a model reads at once (more than {MAX_TEXT_BYTES >> 20} MB): "
@@ -159,13 +150,28 @@ def document_text(path: Path) -> str:
     return text
 
 
+def _old_office_text(path: Path, name: str, start: bytes) -> str:
+    """The text of a file in Office's container from before 2007 (`start`: its first bytes, as read): an Excel
+    97-2003 workbook's (core.text.spreadsheet_text.old_workbook_text); a file of today's formats locked with a
+    password (Office keeps those in that container), an old Word document or presentation is said with what to
+    do."""
+    if _is_encrypted_office(path, start):
+        raise DocumentError(f"{name} {LOCKED_OFFICE_FILE}")
+    text = old_workbook_text(path, name, MAX_TEXT_BYTES)
+    if text is None:
+        raise DocumentError(
+            f"{name} is in the Word or PowerPoint format from before 2007 (.doc or .ppt), which cannot be read: "
+            "open it and save it again in today's format (.docx or .pptx) or as a PDF"
+        )
+    return text
+
+
 def _is_encrypted_office(path: Path, start: bytes) -> bool:
     """Whether the compound file at `path` (`start`: its first bytes, as read) is a password-locked Office file
     of today's formats: Office wraps those in the old container, with its package in a stream named
     "EncryptedPackage" (MS-OFFCRYPTO), whose name the container's directory holds in UTF-16. The directory's
     first sector, where the header says it is, holds the package's entry among the first few; `start` is
-    searched too. One sector is read, not the file: this runs where the window waits (app.chat.attached_files),
-    and an old .ppt may weigh tens of megabytes."""
+    searched too. One sector is read, not the file: an old .ppt may weigh tens of megabytes."""
     if ENCRYPTED_PACKAGE in start:
         return True
     if len(start) < CFB_HEADER_BYTES:

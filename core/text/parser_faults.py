@@ -1,6 +1,6 @@
 """A document parser's failure, said in words.
 
-A damaged or hostile file can make a parser (pypdf, python-docx, openpyxl, python-pptx, odfdo) raise any
+A damaged or hostile file can make a parser (pypdf, python-docx, openpyxl, xlrd, python-pptx, odfdo) raise any
 exception at all; to the person who added the file it means one thing, that this file cannot be read as the
 kind it claims to be. The readers' own refusals (DocumentError) pass as they are.
 """
@@ -11,6 +11,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from core.errors import DocumentError
+
+# what to do with an Office file locked with a password, after its name
+LOCKED_OFFICE_FILE = (
+    "is locked with a password: open it, remove the password (in Office: File > Info > Protect > Encrypt with "
+    "Password) and add it again"
+)
 
 
 @contextmanager

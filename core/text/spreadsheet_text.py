@@ -14,17 +14,21 @@ A workbook is read row by row (openpyxl's read-only mode), so a big one costs no
 A row number past Excel's own limit is a damaged file (a few bytes can ask for billions of empty rows), and
 a table whose padded text would pass the text limit (the reader's `max_chars`) is refused before it is
 written: a sheet may be a column of short cells and one long row.
+
+An Excel 97-2003 workbook (.xls), which people still keep and exports still write, is read through xlrd
+(BSD, pure Python; the reader pandas uses for the format), the same way (`old_workbook_text`).
 """
 
 from __future__ import annotations
 
 import datetime
+import io
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from core.errors import DocumentError
 from core.text.odf_spaces import check_spaces
-from core.text.parser_faults import said_as_damaged
+from core.text.parser_faults import LOCKED_OFFICE_FILE, said_as_damaged
 
 MAX_SHEET_ROWS = 1_048_576  # Excel's and LibreOffice's limit; a file that numbers a row past it is damaged
 MAX_SHEET_COLUMNS = 16_384  # theirs too (column XFD): a row of used cells past it is damaged
@@ -56,6 +60,68 @@ def workbook_text(path: Path, name: str, max_chars: int) -> str:
             for worked_out, written in zip(values.worksheets, formulas.worksheets, strict=True)
         )
         return _markdown_tables(sheets, name, max_chars)
+
+
+def old_workbook_text(path: Path, name: str, max_chars: int) -> str | None:
+    """The Excel 97-2003 workbook (.xls) at `path` as Markdown, as `workbook_text` gives a today's one, through
+    xlrd; None where the old Office file holds no workbook (a .doc, a .ppt). A formula shows the value Excel
+    worked out (the file keeps no other for xlrd to read), a cell in a percentage or date format as such.
+
+    Raises:
+        DocumentError: locked with a password, damaged, no cell with anything in it, or more than `max_chars`
+            of text.
+    """
+    with said_as_damaged(name, "an Office file from before 2007"):
+        import xlrd
+
+        try:  # its notes on odd files go to a buffer: they would be printed amid `specexec text --json`'s answer
+            book = xlrd.open_workbook(str(path), formatting_info=True, on_demand=True, logfile=io.StringIO())
+        except xlrd.XLRDError as error:
+            if str(error) == "Can't find workbook in OLE2 compound document":
+                return None
+            if str(error) == "Workbook is encrypted":
+                raise DocumentError(f"{name} {LOCKED_OFFICE_FILE}") from error
+            raise
+        with book:
+            sheets = ((sheet.name, _old_rows(book, sheet)) for sheet in map(book.sheet_by_index, range(book.nsheets)))
+            return _markdown_tables(sheets, name, max_chars)
+
+
+def _old_rows(book, sheet) -> Iterator[list[str]]:  # noqa: ANN001 - an xlrd Book and its Sheet
+    """Each row of an .xls sheet with something in it, as its cells' texts up to its last used cell."""
+    for number in range(sheet.nrows):
+        cells = [_cell_text(_old_value(book, cell), _old_format(book, cell)) for cell in sheet.row(number)]
+        while cells and not cells[-1]:
+            cells.pop()
+        if cells:
+            yield cells
+
+
+def _old_value(book, cell) -> object:  # noqa: ANN001 - an xlrd Book and Cell
+    """An .xls cell's value as openpyxl gives one: a date as a datetime (a date out of Excel's range as its
+    number), a flag as a bool, an error as Excel writes it ("#DIV/0!"), nothing as None."""
+    import xlrd
+
+    if cell.ctype in (xlrd.XL_CELL_EMPTY, xlrd.XL_CELL_BLANK):
+        return None
+    if cell.ctype == xlrd.XL_CELL_DATE:
+        try:
+            return xlrd.xldate.xldate_as_datetime(cell.value, book.datemode)
+        except (xlrd.xldate.XLDateError, ValueError, OverflowError):
+            return cell.value
+    if cell.ctype == xlrd.XL_CELL_BOOLEAN:
+        return bool(cell.value)
+    if cell.ctype == xlrd.XL_CELL_ERROR:
+        return xlrd.error_text_from_code.get(cell.value, "#N/A")
+    return cell.value
+
+
+def _old_format(book, cell) -> str | None:  # noqa: ANN001 - an xlrd Book and Cell
+    """The number format of an .xls cell ("0%"), None where the file names none it has."""
+    if not 0 <= cell.xf_index < len(book.xf_list):
+        return None
+    number_format = book.format_map.get(book.xf_list[cell.xf_index].format_key)
+    return number_format.format_str if number_format is not None else None
 
 
 def calc_text(path: Path, name: str, max_chars: int) -> str:
