@@ -18,9 +18,9 @@ from pathlib import Path
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "file",
-        help="a text file (.txt, .md, .csv, code...), a PDF, a Word document (.docx), an Excel workbook (.xlsx, .xls), "
-        "a PowerPoint presentation (.pptx), or a LibreOffice text (.odt), spreadsheet (.ods) or presentation "
-        "(.odp); Office's macro-enabled files, templates and shows too",
+        help="a text file (.txt, .md, .csv, code...), a PDF, a Word document (.docx), an Excel workbook (.xlsx, "
+        ".xls), a PowerPoint presentation (.pptx), or a LibreOffice text (.odt), spreadsheet (.ods) or "
+        "presentation (.odp); Office's macro-enabled files, templates and shows too",
     )
     parser.add_argument("--json", action="store_true", help='print {"name": ..., "text": ...}')
 

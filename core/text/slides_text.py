@@ -143,7 +143,12 @@ def _is_title(element) -> bool:  # noqa: ANN001 - an odfdo Element
     return element.tag == "draw:frame" and element.get_attribute("presentation:class") == "title"
 
 
-def _odf_lines(element, depth: int = 0, in_item: bool = False, notes: bool = False) -> Iterator[str]:  # noqa: ANN001
+def _odf_lines(
+    element,  # noqa: ANN001 - an odfdo Element
+    depth: int = 0,
+    in_item: bool = False,
+    notes: bool = False,
+) -> Iterator[str]:
     """An OpenDocument shape's text as lines, in the order it holds it: a paragraph on a line of its own, a
     list's items indented two spaces per level below the first, a table's rows with their cells apart by " | "
     (a merged cell's covered part left out). `notes`: `element` is a slide's notes, whose own text is read."""
