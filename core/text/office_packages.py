@@ -39,12 +39,7 @@ def word_document(path: Path):  # noqa: ANN201 - a docx.document.Document
     from docx.package import Package
     from docx.parts.document import DocumentPart
 
-    for kind in WORD_KINDS:
-        PartFactory.part_type_for.setdefault(kind, DocumentPart)
-    part = Package.open(str(path)).main_document_part
-    if part.content_type not in WORD_KINDS:
-        raise ValueError(f"its main part is {part.content_type!r}")
-    return part.document
+    return _main_part(path, Package, PartFactory, DocumentPart, WORD_KINDS).document
 
 
 def powerpoint_presentation(path: Path):  # noqa: ANN201 - a pptx.presentation.Presentation
@@ -58,9 +53,25 @@ def powerpoint_presentation(path: Path):  # noqa: ANN201 - a pptx.presentation.P
     from pptx.package import Package
     from pptx.parts.presentation import PresentationPart
 
-    for kind in POWERPOINT_KINDS:
-        PartFactory.part_type_for.setdefault(kind, PresentationPart)
-    part = Package.open(str(path)).main_document_part
-    if part.content_type not in POWERPOINT_KINDS:
+    return _main_part(path, Package, PartFactory, PresentationPart, POWERPOINT_KINDS).presentation
+
+
+def _main_part(  # noqa: ANN202 - a part of python-docx's or python-pptx's, which are imported where used
+    path: Path,
+    package,  # noqa: ANN001 - the library's Package class
+    factory,  # noqa: ANN001 - its PartFactory
+    part_class: type,
+    kinds: tuple[str, ...],
+):
+    """The main part of the package at `path`, opened by the library's `package` class after its `factory`
+    learnt to make `part_class` for each of `kinds`.
+
+    Raises:
+        ValueError: the main part is of none of `kinds`.
+    """
+    for kind in kinds:
+        factory.part_type_for.setdefault(kind, part_class)
+    part = package.open(str(path)).main_document_part
+    if part.content_type not in kinds:
         raise ValueError(f"its main part is {part.content_type!r}")
-    return part.presentation
+    return part
