@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from core.engine import protocol as P
+from core.system import json_text
 from core.system.secret_store import write_private_file
 from core.system.text_files import read_text_file
 from core.system.threads import resolve_thread_count
@@ -268,11 +269,11 @@ def _coerce(raw: object, hint: Any) -> Any:
             raise TypeError("expected true or false")
         return raw
     if hint is int:
-        if isinstance(raw, bool) or not isinstance(raw, int):
+        if not json_text.is_whole(raw):
             raise TypeError("expected a whole number")
         return raw
     if hint is float:
-        if isinstance(raw, bool) or not isinstance(raw, (int, float)):
+        if not json_text.is_number(raw):
             raise TypeError("expected a number")
         try:
             value = float(raw)

@@ -26,6 +26,8 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Literal, Union
 
+from core.system import json_text
+
 PROTOCOL_VERSION = 1
 
 EngineState = Literal["idle", "loading", "ready", "generating"]
@@ -424,7 +426,7 @@ def _type_ok(value: object, hint: object) -> bool:
     if hint is bool:
         return isinstance(value, bool)
     if hint is int:
-        return isinstance(value, int) and not isinstance(value, bool)
+        return json_text.is_whole(value)
     if hint is float:
         return isinstance(value, (int, float)) and not isinstance(value, bool)
     if hint is str:

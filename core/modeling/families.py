@@ -14,6 +14,7 @@ from pathlib import Path
 
 from core.errors import ModelFormatError, UnsupportedArchitectureError
 from core.modeling.hybrid_layers import check_attention_only
+from core.system import json_text
 
 SUPPORTED_MODEL_TYPES = frozenset({"llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe"})
 # the families in words, for people (the DeepSeek R1 distills are Llama and Qwen2 models)
@@ -96,7 +97,7 @@ def check_config_sizes(config: dict, folder: Path) -> None:
         if name not in config or (config[name] is None and name in NULLABLE_SIZES):
             continue
         value = config[name]
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        if not json_text.is_whole(value) or value < 1:
             raise broken(f"gives {name} as {value!r}, which no model has")
     for name in GROUP_FIELDS:
         if config.get(name) is not None and not isinstance(config[name], dict):
@@ -105,7 +106,7 @@ def check_config_sizes(config: dict, folder: Path) -> None:
     numbers = {name: config[name] for name in NUMBER_FIELDS if name in config}
     numbers |= {f"rope_parameters.{name}": rope[name] for name in NUMBER_FIELDS if name in rope}
     for name, value in numbers.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+        if not json_text.is_number(value) or not 0 < value < math.inf:
             raise broken(f"gives {name} as {value!r}, which no model has")
     heads, kv_heads = config.get("num_attention_heads"), config.get("num_key_value_heads")
     if isinstance(heads, int) and isinstance(kv_heads, int) and heads % kv_heads:
@@ -125,7 +126,7 @@ def attention_window(config: object) -> int | None:
     fits in the window: the loaders take the window as the model's context limit, so its answers stay the
     model's own (a longer conversation drops its oldest turns, as at any model's limit)."""
     window = getattr(config, "sliding_window", None)
-    if isinstance(window, bool) or not isinstance(window, int) or window <= 0:
+    if not json_text.is_whole(window) or window <= 0:
         return None  # Qwen2-MoE's configs say 0 for none
     if getattr(config, "use_sliding_window", True) is False:
         return None
@@ -140,7 +141,7 @@ def context_limit(config: object) -> int:
     window when that is shorter (attention_window says why). `config`: a transformers config. Every loader
     plans the KV caches within it. Raises ModelFormatError when the config has no usable length."""
     length = getattr(config, "max_position_embeddings", None)
-    if isinstance(length, bool) or not isinstance(length, int) or length < 1:
+    if not json_text.is_whole(length) or length < 1:
         raise ModelFormatError(
             f"the model's settings file config.json has no usable max_position_embeddings ({length!r}): copy or "
             "download the model's config.json again"

@@ -397,7 +397,7 @@ def token_ids(*sources: object, vocab_size: int) -> tuple[int, ...]:
     ids: dict[int, None] = {}  # in order, each once (a list's `in` made a long hostile list quadratic)
     for source in sources:
         for candidate in source if isinstance(source, (list, tuple)) else [source]:
-            if isinstance(candidate, int) and not isinstance(candidate, bool) and 0 <= candidate < vocab_size:
+            if json_text.is_whole(candidate) and 0 <= candidate < vocab_size:
                 ids[candidate] = None
     return tuple(ids)
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from urllib.parse import quote, urlsplit
 
 from core.errors import DownloadError, GatedModelError, RemoteNotFoundError, UnsafeListingError
+from core.system import json_text
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
@@ -148,7 +149,7 @@ def _remote_file(repo: str, sibling) -> RemoteFile:
     if not isinstance(path, str):
         raise UnsafeListingError(f"the hub at {hub_endpoint()} listed a file of '{repo}' whose name is not text")
     shown = repr(path[:120])
-    if not isinstance(size, int) or isinstance(size, bool) or not 0 <= size <= MAX_FILE_BYTES:
+    if not json_text.is_whole(size) or not 0 <= size <= MAX_FILE_BYTES:
         raise UnsafeListingError(f"the hub at {hub_endpoint()} sent no usable size for {shown} of '{repo}'")
     if sibling.lfs is not None:
         sha256 = sibling.lfs.get("sha256") if isinstance(sibling.lfs, dict) else None

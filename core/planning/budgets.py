@@ -11,6 +11,7 @@ copy (a 16-bit 70B target); ask for them with an explicit budget.
 """
 
 from core.errors import InvalidSettingError
+from core.system import json_text
 
 AUTO_BUDGETS = (16, 32, 64, 128, 256)
 AUTO_MAX_BUDGET = AUTO_BUDGETS[-1]  # the caches and the activation reserve are planned for this one
@@ -24,7 +25,7 @@ MAX_TREE_BUDGET = 8192
 def check_tree_budget(budget: int) -> int:
     """`budget` when it is a number of draft tokens a pass can take (1 to MAX_TREE_BUDGET); else
     InvalidSettingError in words."""
-    if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
+    if not json_text.is_whole(budget) or budget < 1:
         raise InvalidSettingError(f"budget must be at least 1 draft token, got {budget}")
     if budget > MAX_TREE_BUDGET:
         raise InvalidSettingError(

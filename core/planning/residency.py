@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from core.errors import InsufficientVRAMError, InvalidSettingError
 from core.planning.sizes import format_bytes
+from core.system import json_text
 
 GIB = 1024**3
 DEFAULT_MARGIN_BYTES = GIB // 2  # CUDA context slack, allocator fragmentation, cuBLAS workspaces
@@ -45,7 +46,7 @@ def resolve_context_length(requested: int | None, model_limit: int, fit: bool = 
     """
     if requested is None:
         return min(PLANNED_CONTEXT, model_limit)
-    if isinstance(requested, bool) or not isinstance(requested, int) or requested < MIN_CONTEXT:
+    if not json_text.is_whole(requested) or requested < MIN_CONTEXT:
         raise InvalidSettingError(f"the context length must be at least {MIN_CONTEXT} tokens, got {requested!r}")
     if fit:
         return min(requested, model_limit)
@@ -150,7 +151,7 @@ def plan_residency(
         if budget_bytes is None:
             raise InvalidSettingError("resident_layers='auto' needs a VRAM budget")
         count = _max_resident(layer_bytes, budget_bytes, fixed_bytes, n_slots)
-    elif isinstance(resident_layers, int) and not isinstance(resident_layers, bool) and resident_layers >= 0:
+    elif json_text.is_whole(resident_layers) and resident_layers >= 0:
         count = min(resident_layers, n)
     else:
         raise InvalidSettingError(f"resident layers must be 'auto' or a count >= 0, got {resident_layers!r}")

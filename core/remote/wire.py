@@ -76,7 +76,7 @@ class PromptCount:
 
 def _count(value: object, limit: int = MAX_CONTEXT) -> int | None:
     """A whole, positive-or-zero number no larger than `limit`, else None."""
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= limit:
+    if not json_text.is_whole(value) or not 0 <= value <= limit:
         return None
     return value
 

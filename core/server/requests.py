@@ -184,7 +184,7 @@ def _number(body: dict, name: str, default: float, low: float, high: float, low_
     value = body.get(name)
     if value is None:
         return default
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not _finite(value):
+    if not json_text.is_number(value) or not _finite(value):
         raise ApiError(400, f"'{name}' must be a number, got {_short(value)}", param=name, code="invalid_type")
     if value > high or value < low or (low_open and value == low):
         bounds = f"{'above' if low_open else 'at least'} {low:g} and at most {high:g}"
@@ -206,7 +206,7 @@ def _integer(body: dict, name: str, default: int | None, low: int, high: int | N
     value = body.get(name)
     if value is None:
         return default
-    if isinstance(value, bool) or not isinstance(value, int):
+    if not json_text.is_whole(value):
         raise ApiError(400, f"'{name}' must be a whole number, got {_short(value)}", param=name, code="invalid_type")
     if value < low or (high is not None and value > high):
         raise ApiError(
