@@ -140,13 +140,15 @@ def test_the_size_arithmetic_counts_the_model_s_parameters(case):
     assert ModelShape.from_config({as_files_name.get(k, k): v for k, v in config.to_dict().items()}) == shape
 
 
-def test_a_qwen3_moe_folder_decodes_with_specexec_the_tokens_sequential_decoding_gives(tmp_path, capsys):
-    """The newest family end to end: folders loaded by the real loader (transformers' own experts kernel, in
-    float32), a draft of the same shape with other weights, `specexec generate`: same seed, same tokens."""
+@pytest.mark.parametrize("family", ["qwen3_moe", "olmo2", "glm4"])
+def test_a_newer_family_s_folder_decodes_with_specexec_the_tokens_sequential_decoding_gives(tmp_path, capsys, family):
+    """The newest families end to end: folders loaded by the real loader (Qwen3-MoE through transformers' own
+    experts kernel), in float32, a draft of the same shape with other weights, `specexec generate`: same seed,
+    same tokens."""
     folders = {}
     for role, seed in (("target", 0), ("draft", 1)):
         torch.manual_seed(seed)
-        model = AutoModelForCausalLM.from_config(CONFIGS["qwen3_moe"](), dtype=torch.float32)
+        model = AutoModelForCausalLM.from_config(CONFIGS[family](), dtype=torch.float32)
         folders[role] = tmp_path / role
         model.save_pretrained(folders[role])
         make_tokenizer().save_pretrained(folders[role])

@@ -10,12 +10,16 @@ import pytest
 import torch
 from safetensors.torch import save_file
 from transformers import (
+    Glm4Config,
+    Glm4ForCausalLM,
     LlamaConfig,
     LlamaForCausalLM,
     MistralConfig,
     MistralForCausalLM,
     MixtralConfig,
     MixtralForCausalLM,
+    Olmo2Config,
+    Olmo2ForCausalLM,
     Qwen2Config,
     Qwen2ForCausalLM,
     Qwen2MoeConfig,
@@ -261,7 +265,7 @@ def _fp16_round(model):
 def write_gptq_checkpoint(
     folder, model_type="llama", bits=4, group_size=16, act_order=True, shards=1, drop=(), seed=0, experts=4, v2=False
 ) -> CausalLM:
-    """Quantise a tiny random model (`model_type`: llama, mistral, qwen2, qwen3 or an MoE) with random GPTQ
+    """Quantise a tiny random model (`model_type`: llama, mistral, qwen2, qwen3, olmo2, glm4 or an MoE) with random GPTQ
     tensors, save it in the GPTQ layout, and return the in-memory float64 model whose linears hold exactly the
     dequantised weights. MoE models (mixtral, qwen2_moe, qwen3_moe) get `experts` experts, 2 per token; their
     routers (and Qwen2-MoE's shared-expert gate) stay 16-bit, as in real GPTQ checkpoints. v2: GPTQModel's gptq_v2 format (zero points without v1's minus one)."""
@@ -302,6 +306,12 @@ def write_gptq_checkpoint(
     elif model_type == "mistral":
         config = MistralConfig(**common)
         model = MistralForCausalLM(config)
+    elif model_type == "olmo2":  # norms after each block and across all heads' queries and keys
+        config = Olmo2Config(**common)
+        model = Olmo2ForCausalLM(config)
+    elif model_type == "glm4":  # one quantised linear for the gate and up projections, q/k/v biases
+        config = Glm4Config(**common, pad_token_id=None)
+        model = Glm4ForCausalLM(config)
     else:
         config = LlamaConfig(**common)
         model = LlamaForCausalLM(config)
@@ -405,6 +415,8 @@ IDS = [1, 5, 9, 33, 2, 17, 60, 4]
         ("qwen2_moe", 4, 16, True, 1),
         ("qwen2_moe", 3, 32, False, 1),
         ("qwen3_moe", 4, 32, True, 2),
+        ("olmo2", 4, 16, True, 1),
+        ("glm4", 4, 32, True, 2),
     ],
 )
 def test_gptq_checkpoint_offloaded_equals_dequantised_in_memory(

@@ -459,6 +459,30 @@ def test_a_mixture_of_experts_config_counts_its_experts_in_the_weights(tmp_path)
             check_weight_format(folder)
 
 
+def test_a_fused_gate_and_up_projection_is_twice_the_config_s_width(tmp_path):
+    """GLM-4 keeps its MLP's gate and up projections in one tensor, gate_up_proj, of 2 x intermediate_size rows:
+    its real width passes and a settings file claiming another is refused before the model is built."""
+    from safetensors.numpy import save_file
+
+    from core.modeling.model_format import check_weight_format
+
+    folder = tmp_path / "glm4"
+    folder.mkdir()
+    tensors = {
+        "model.embed_tokens.weight": np.zeros((64, 32), np.float16),
+        "model.layers.0.mlp.gate_up_proj.weight": np.zeros((128, 32), np.float16),
+        "model.layers.0.mlp.down_proj.weight": np.zeros((32, 64), np.float16),
+    }
+    save_file(tensors, str(folder / "model.safetensors"))
+    config = {"model_type": "glm4", "num_hidden_layers": 1, "hidden_size": 32, "vocab_size": 64}
+    (folder / "config.json").write_text(json.dumps({**config, "intermediate_size": 64}))
+    assert check_weight_format(folder) is None
+    (folder / "config.json").write_text(json.dumps({**config, "intermediate_size": 128}))
+    said = "gives intermediate_size as 128, but its weights hold model.layers.0.mlp.gate_up_proj.weight as [128, 32]"
+    with pytest.raises(ModelFormatError, match=re.escape(said)):
+        check_weight_format(folder)
+
+
 @pytest.mark.parametrize(
     "change, words",
     [

@@ -19,6 +19,7 @@ from conftest import run_cli
 from json_mutation import mutated_json
 from core.engine.events import error_event
 from core.errors import DamagedModelError, ModelFormatError, UnsupportedArchitectureError, UnsupportedFormatError
+from core.modeling.families import GGUF_MODEL_TYPES, SUPPORTED_MODEL_TYPES
 from core.modeling.gguf_header import GgufHeader, gguf_header
 from core.modeling.model_format import check_gguf, check_weight_format, quant_scheme, safetensors_header
 
@@ -385,6 +386,27 @@ def test_a_gguf_file_s_family_is_read_from_its_metadata_and_refused_before_it_is
     with pytest.raises(ModelFormatError, match="does not say what model it holds"):
         import_model(header("nameless", None), tmp_path / "models")
     assert not (tmp_path / "models").exists()  # nothing was copied
+
+
+def test_a_gguf_file_of_a_family_run_only_from_safetensors_is_refused_with_what_to_download(tmp_path):
+    """OLMo 2 and GLM-4 run from their safetensors releases; transformers has no GGUF reader for them, so their
+    GGUF files are refused before they are copied, saying what to download (not that the family is unknown)."""
+    from core.models.importing import import_model
+
+    for architecture, said in (("olmo2", "OLMo 2"), ("glm4", "GLM-4")):
+        path = write_gguf_header(tmp_path / f"{architecture}.gguf", 1000, 2, architecture=architecture, name="x")
+        with pytest.raises(UnsupportedArchitectureError) as info:
+            import_model(path, tmp_path / "models")
+        assert f"runs {said} models from their safetensors files, not from GGUF files: download" in str(info.value)
+    assert not (tmp_path / "models").exists()
+
+
+def test_the_gguf_families_are_those_transformers_reads():
+    """GGUF files load through transformers' GGUF reader: every family listed as GGUF-readable has one there,
+    and every family the engine runs that has one is listed (a transformers upgrade that adds one shows here)."""
+    from transformers.integrations.ggml import GGUF_CONFIG_MAPPING
+
+    assert GGUF_MODEL_TYPES == SUPPORTED_MODEL_TYPES & set(GGUF_CONFIG_MAPPING)
 
 
 def test_awq_and_compressed_tensors_folders_import(tmp_path):

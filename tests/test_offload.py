@@ -12,9 +12,11 @@ import pytest
 import torch
 from transformers import (
     AutoModelForCausalLM,
+    Glm4Config,
     LlamaConfig,
     MistralConfig,
     MixtralConfig,
+    Olmo2Config,
     Qwen2Config,
     Qwen2MoeConfig,
     Qwen3Config,
@@ -314,6 +316,10 @@ CONFIGS = {
     ),
     "qwen3": lambda: Qwen3Config(**COMMON),
     "qwen3_moe": lambda: Qwen3MoeConfig(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=48, **COMMON),
+    "olmo2": lambda: Olmo2Config(**COMMON),  # norms after each block, not before; query and key norms
+    # GLM-4's releases: fused gate and up projections, four norms per layer, rotary on half of each head; its
+    # default padding id (151329) lies past the tiny vocabulary
+    "glm4": lambda: Glm4Config(**COMMON, pad_token_id=None),
 }
 
 
@@ -352,6 +358,8 @@ IDS = [1, 7, 22, 3, 40, 9, 13]
         ("qwen2_moe", torch.float16),
         ("qwen3", torch.bfloat16),
         ("qwen3_moe", torch.float16),
+        ("olmo2", torch.bfloat16),
+        ("glm4", torch.float16),
     ],
 )
 def test_16bit_offloaded_equals_in_memory(tmp_path, model_type, dtype):

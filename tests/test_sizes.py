@@ -10,9 +10,11 @@ import pytest
 import torch
 from torch import nn
 from transformers import (
+    Glm4Config,
     LlamaConfig,
     MistralConfig,
     MixtralConfig,
+    Olmo2Config,
     Qwen2Config,
     Qwen2MoeConfig,
     Qwen3Config,
@@ -28,6 +30,7 @@ from core.planning.sizes import (
     ModelShape,
     WeightFormat,
     decoder_layer_bytes,
+    decoder_layer_tensors,
     largest_gptq_linear,
     non_layer_bytes,
     packed_layer_bytes,
@@ -43,7 +46,9 @@ SMALL = dict(
 )
 CONFIGS = {
     "llama": LlamaConfig(**SMALL),
-    "llama-bias": LlamaConfig(**SMALL, attention_bias=True),
+    "llama-bias": LlamaConfig(**SMALL, attention_bias=True),  # on the output projection too
+    "qwen3-bias": Qwen3Config(**SMALL, head_dim=16, attention_bias=True),
+    "mistral-bias-said": MistralConfig(**SMALL, attention_bias=True),  # Mistral's layers have none whatever it says
     "qwen2": Qwen2Config(**SMALL),
     "qwen3": Qwen3Config(**SMALL, head_dim=16),  # per-head query and key norms
     "mistral": MistralConfig(**SMALL),
@@ -54,6 +59,9 @@ CONFIGS = {
     ),
     "qwen3_moe": Qwen3MoeConfig(**SMALL, num_experts=3, num_experts_per_tok=2, moe_intermediate_size=32, head_dim=16),
     "tied": LlamaConfig(**SMALL, tie_word_embeddings=True),
+    "olmo2": Olmo2Config(**SMALL),  # query and key norms as wide as their projections; norms after each block
+    "glm4": Glm4Config(**SMALL, pad_token_id=None),  # gate and up in one linear (the scratch's largest); biases
+    "glm4-no-bias": Glm4Config(**SMALL, pad_token_id=None, attention_bias=False),
 }
 GPTQ = {
     "none": None,
@@ -94,7 +102,11 @@ def test_layer_bytes_match_the_loaders_layout(name: str, gptq: str) -> None:
         desc_act=settings.desc_act if settings else False,
         dtype="float16",
     )
-    assert decoder_layer_bytes(shape, fmt) == layer_layout(model.model.layers[0]).nbytes
+    layout = layer_layout(model.model.layers[0])
+    assert decoder_layer_bytes(shape, fmt) == layout.nbytes
+    # tensor by tensor, not only in bytes: a tiny layer's page rounding would hide a norm counted twice
+    listed = {spec.name: (spec.shape, spec.nbytes) for spec in decoder_layer_tensors(shape, fmt)}
+    assert listed == {entry.name: (entry.shape, entry.nbytes) for entry in layout.entries}
     top = {id(t): t for _, _, _, t in top_level_tensors(model).values()}
     assert non_layer_bytes(shape, "float16") == sum(t.numel() * t.element_size() for t in top.values())
     if settings is not None:

@@ -22,12 +22,14 @@ from core.system import json_text
 
 _LAYER_NAME = re.compile(r"^model\.layers\.(\d+)\.")  # a decoder layer's tensors in a checkpoint
 _FIRST_EXPERT = re.compile(r"^model\.layers\.0\.mlp\.experts\.(\d+)\.")  # Qwen-MoE's experts, one by one
-# (config.json's size, the tensor it sizes, which of its dimensions: torch's order, a row's count first)
+# (config.json's size, the tensor it sizes, which of its dimensions: torch's order, a row's count first, and how
+# many times the size that dimension is: GLM-4's gate_up_proj holds the gate's rows and the up projection's)
 _SIZED_BY = (
-    ("vocab_size", "model.embed_tokens.weight", 0),
-    ("hidden_size", "model.embed_tokens.weight", 1),
-    ("intermediate_size", "model.layers.0.mlp.up_proj.weight", 0),
-    ("moe_intermediate_size", "model.layers.0.mlp.experts.0.up_proj.weight", 0),
+    ("vocab_size", "model.embed_tokens.weight", 0, 1),
+    ("hidden_size", "model.embed_tokens.weight", 1, 1),
+    ("intermediate_size", "model.layers.0.mlp.up_proj.weight", 0, 1),
+    ("intermediate_size", "model.layers.0.mlp.gate_up_proj.weight", 0, 2),
+    ("moe_intermediate_size", "model.layers.0.mlp.experts.0.up_proj.weight", 0, 1),
 )
 
 
@@ -56,9 +58,9 @@ def check_config_against_weights(folder: Path, shapes: dict[str, object]) -> Non
         )
 
     _check_layers(size, shapes, another_model)
-    for key, tensor, dimension in _SIZED_BY:
+    for key, tensor, dimension, times in _SIZED_BY:
         said, shape = size(key), _shape(shapes.get(tensor))
-        if said is not None and shape is not None and (dimension >= len(shape) or shape[dimension] != said):
+        if said is not None and shape is not None and (dimension >= len(shape) or shape[dimension] != times * said):
             raise another_model(f"gives {key} as {said:,}", f"hold {tensor} as {list(shape)}")
     experts = {int(match[1]) for name in shapes if (match := _FIRST_EXPERT.match(name))}
     said = size("num_experts")

@@ -16,9 +16,18 @@ from core.errors import ModelFormatError, UnsupportedArchitectureError
 from core.modeling.hybrid_layers import check_attention_only
 from core.system import json_text
 
-SUPPORTED_MODEL_TYPES = frozenset({"llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe"})
-# the families in words, for people (the DeepSeek R1 distills are Llama and Qwen2 models)
-SUPPORTED_IN_WORDS = "Llama, Mistral, Mixtral, Qwen2, Qwen2.5 and Qwen3 (with their mixture-of-experts versions)"
+SUPPORTED_MODEL_TYPES = frozenset(
+    {"llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "olmo2", "glm4"}
+)
+# the families in words, for people (the DeepSeek R1 distills are Llama and Qwen2 models; GLM-4 is the 0414
+# series and its GLM-Z1 reasoning models)
+SUPPORTED_IN_WORDS = (
+    "Llama, Mistral, Mixtral, Qwen2, Qwen2.5 and Qwen3 (with their mixture-of-experts versions), OLMo 2 and GLM-4"
+)
+# the families run only from safetensors files, in words: transformers' GGUF reader (integrations.ggml) has none
+# for them (tests/test_model_format.py checks GGUF_MODEL_TYPES against the installed transformers)
+_NO_GGUF_READER = {"mixtral": "Mixtral", "olmo2": "OLMo 2", "glm4": "GLM-4"}
+GGUF_MODEL_TYPES = SUPPORTED_MODEL_TYPES - set(_NO_GGUF_READER)
 # GGUF architecture names (general.architecture) that differ from transformers' model_type
 _GGUF_ARCHITECTURES = {"qwen2moe": "qwen2_moe", "qwen3moe": "qwen3_moe"}
 
@@ -29,6 +38,19 @@ def gguf_model_type(architecture: str, name: str) -> str:
     if "llama" in architecture and "mistral" in name.lower():
         return "mistral"
     return _GGUF_ARCHITECTURES.get(architecture, architecture)
+
+
+def check_gguf_architecture(architecture: str, name: str) -> None:
+    """Raises UnsupportedArchitectureError, in words, for a GGUF file of a family the engine cannot run, or
+    runs only from its safetensors files (GGUF_MODEL_TYPES)."""
+    model_type = gguf_model_type(architecture, name)
+    check_architecture(model_type)
+    if model_type not in GGUF_MODEL_TYPES:
+        raise UnsupportedArchitectureError(
+            f"this app runs {_NO_GGUF_READER[model_type]} models from their safetensors files, not from GGUF "
+            "files: download the model's own release (a folder with config.json and .safetensors files), or a "
+            "GPTQ, AWQ or compressed-tensors 4-bit version of it"
+        )
 
 
 def check_architecture(model_type: object) -> None:

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from core.errors import DamagedModelError, ModelFormatError, UnsupportedFormatError
 from core.modeling.config_shapes import check_config_against_weights
-from core.modeling.families import check_architecture, gguf_model_type
+from core.modeling.families import check_gguf_architecture
 from core.modeling.gguf_header import gguf_header
 from core.modeling.gguf_shapes import check_gguf_shapes
 from core.modeling.hybrid_layers import check_attention_only
@@ -519,7 +519,7 @@ def check_gguf(path: Path, ram_bytes: int | None = None) -> None:
         raise ModelFormatError(
             f"{path} does not say what model it holds (its metadata has no general.architecture): download it again"
         )
-    check_architecture(gguf_model_type(header.architecture, header.name))
+    check_gguf_architecture(header.architecture, header.name)
     check_gguf_shapes(path, header)
     if ram_bytes is None:
         import psutil

@@ -9,7 +9,7 @@ layer the loader really builds, for every supported architecture, 16-bit and GPT
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,8 +25,25 @@ EXPERT_NAMES = {
     "qwen2_moe": ("gate_proj", "up_proj", "down_proj"),
     "qwen3_moe": ("gate_proj", "up_proj", "down_proj"),
 }
-# model types whose attention normalises queries and keys per head (q_norm, k_norm)
+# model types whose attention normalises queries and keys (q_norm, k_norm): per head (Qwen3), or across all
+# heads at once (OLMo 2, whose norms are as wide as the projections)
 QK_NORM_TYPES = frozenset({"qwen3", "qwen3_moe"})
+WIDE_QK_NORM_TYPES = frozenset({"olmo2"})
+# model types whose MLP computes its gate and up projections in one linear, gate_up_proj (GLM-4)
+FUSED_GATE_UP_TYPES = frozenset({"glm4"})
+# the norms of a decoder layer where a family has others than a norm before attention and one before the MLP:
+# OLMo 2 normalises each block's output instead, GLM-4 both its input and its output
+LAYER_NORMS = {
+    "olmo2": ("post_attention_layernorm", "post_feedforward_layernorm"),
+    "glm4": ("input_layernorm", "post_attention_layernorm", "post_self_attn_layernorm", "post_mlp_layernorm"),
+}
+DEFAULT_LAYER_NORMS = ("input_layernorm", "post_attention_layernorm")
+# Which attention projections carry biases, as transformers builds each family: Qwen2 always on q/k/v,
+# Qwen2-MoE on q/k/v as its `qkv_bias` says (true by default), Mistral and Mixtral never; the others on q/k/v
+# as `attention_bias` says (true by default for GLM-4 only), and on the output projection too for OUTPUT_BIAS_TYPES
+BIASED_BY_DEFAULT = frozenset({"glm4"})
+UNBIASED_TYPES = frozenset({"mistral", "mixtral"})
+OUTPUT_BIAS_TYPES = frozenset({"llama", "qwen3", "qwen3_moe", "olmo2"})
 
 
 def round_up(value: int, multiple: int) -> int:
@@ -114,7 +131,7 @@ class ModelShape:
     head_dim: int
     num_local_experts: int = 0
     tie_word_embeddings: bool = False
-    attention_bias: bool = False
+    attention_bias: bool = False  # biases on the query, key and value projections (output_bias: on o_proj)
     num_experts_per_tok: int = 0  # experts each token is routed to (MoE; 0 for a dense model)
     shared_expert_intermediate_size: int = 0  # Qwen2-MoE's expert every token goes through (0: none)
 
@@ -151,12 +168,13 @@ class ModelShape:
             num_experts_per_tok=int(get("num_experts_per_tok") or 0),
             shared_expert_intermediate_size=int(get("shared_expert_intermediate_size") or 0) if experts else 0,
             tie_word_embeddings=bool(get("tie_word_embeddings", False)),
-            # Qwen2 always has q/k/v biases, Qwen2-MoE says so in `qkv_bias` (true by default); Llama-family
-            # configs say so in `attention_bias`.
-            attention_bias=model_type == "qwen2"
-            or (model_type == "qwen2_moe" and bool(get("qkv_bias", True)))
-            or bool(get("attention_bias", False)),
+            attention_bias=_attention_bias(model_type, get),
         )
+
+    @property
+    def output_bias(self) -> bool:
+        """Whether the attention's output projection (o_proj) carries a bias."""
+        return self.attention_bias and self.model_type in OUTPUT_BIAS_TYPES
 
     @property
     def parameters(self) -> int:
@@ -178,6 +196,15 @@ class ModelShape:
         mlp = 3 * h * (self.intermediate_size * experts + self.shared_expert_intermediate_size)
         embeddings = self.vocab_size * h * (1 if self.tie_word_embeddings else 2)
         return self.num_hidden_layers * (attention + mlp) + embeddings
+
+
+def _attention_bias(model_type: str, get: Callable[[str, Any], Any]) -> bool:
+    """Whether the query, key and value projections carry biases (the rules above BIASED_BY_DEFAULT)."""
+    if model_type == "qwen2":
+        return True
+    if model_type == "qwen2_moe":
+        return bool(get("qkv_bias", True))
+    return model_type not in UNBIASED_TYPES and bool(get("attention_bias", model_type in BIASED_BY_DEFAULT))
 
 
 @dataclass(frozen=True)
@@ -210,12 +237,17 @@ def decoder_layer_tensors(shape: ModelShape, fmt: WeightFormat) -> list[TensorSp
         _linear("self_attn.q_proj", h, q, bias, fmt)
         + _linear("self_attn.k_proj", h, kv, bias, fmt)
         + _linear("self_attn.v_proj", h, kv, bias, fmt)
-        + _linear("self_attn.o_proj", q, h, False, fmt)
+        + _linear("self_attn.o_proj", q, h, shape.output_bias, fmt)
     )
     if shape.model_type in QK_NORM_TYPES:
         specs += [
             TensorSpec("self_attn.q_norm.weight", (hd,), fmt.dtype),
             TensorSpec("self_attn.k_norm.weight", (hd,), fmt.dtype),
+        ]
+    elif shape.model_type in WIDE_QK_NORM_TYPES:
+        specs += [
+            TensorSpec("self_attn.q_norm.weight", (q,), fmt.dtype),
+            TensorSpec("self_attn.k_norm.weight", (kv,), fmt.dtype),
         ]
     experts = shape.num_local_experts
     if experts:
@@ -241,17 +273,16 @@ def decoder_layer_tensors(shape: ModelShape, fmt: WeightFormat) -> list[TensorSp
                 + _linear("mlp.shared_expert.down_proj", shared, h, False, fmt)
                 + _linear("mlp.shared_expert_gate", h, 1, False, WeightFormat(dtype=fmt.dtype))
             )
+    elif shape.model_type in FUSED_GATE_UP_TYPES:
+        specs += _linear("mlp.gate_up_proj", h, 2 * i, False, fmt) + _linear("mlp.down_proj", i, h, False, fmt)
     else:
         specs += (
             _linear("mlp.gate_proj", h, i, False, fmt)
             + _linear("mlp.up_proj", h, i, False, fmt)
             + _linear("mlp.down_proj", i, h, False, fmt)
         )
-    specs += [
-        TensorSpec("input_layernorm.weight", (h,), fmt.dtype),
-        TensorSpec("post_attention_layernorm.weight", (h,), fmt.dtype),
-    ]
-    return specs
+    norms = LAYER_NORMS.get(shape.model_type, DEFAULT_LAYER_NORMS)
+    return specs + [TensorSpec(f"{norm}.weight", (h,), fmt.dtype) for norm in norms]
 
 
 def decoder_layer_bytes(shape: ModelShape, fmt: WeightFormat) -> int:
@@ -273,6 +304,8 @@ def non_layer_bytes(shape: ModelShape, dtype: str = "float16") -> int:
 def largest_gptq_linear(shape: ModelShape) -> int:
     """in * out of the largest quantised linear: the size of the shared dequantisation scratch matrix."""
     h, i = shape.hidden_size, max(shape.intermediate_size, shape.shared_expert_intermediate_size)
+    if shape.model_type in FUSED_GATE_UP_TYPES:
+        i *= 2
     q, kv = shape.num_attention_heads * shape.head_dim, shape.num_key_value_heads * shape.head_dim
     return max(h * q, h * kv, h * i)
 
