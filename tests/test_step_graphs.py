@@ -8,7 +8,7 @@ import copy
 
 import pytest
 import torch
-from transformers import LlamaConfig, Qwen2Config
+from transformers import Glm4Config, LlamaConfig, Olmo2Config, Qwen2Config
 
 from conftest import make_tiny_llama, make_word_tokenizer, sharpen
 from core.decoding import captured_forward
@@ -133,8 +133,31 @@ QWEN_TARGET = Qwen2Config(  # Qwen2.5-32B's layer: 40 heads over 8 key/value hea
     num_key_value_heads=8,
 )
 
+GLM4_TARGET = Glm4Config(  # GLM-4-32B-0414's layer: gate and up in one linear, 48 heads over 2
+    vocab_size=151552,
+    hidden_size=6144,
+    intermediate_size=23040,
+    num_hidden_layers=4,
+    num_attention_heads=48,
+    num_key_value_heads=2,
+    head_dim=128,
+    pad_token_id=None,
+)
+OLMO2_TARGET = Olmo2Config(  # OLMo-2-0325-32B's layer: norms after each block
+    vocab_size=100352,
+    hidden_size=5120,
+    intermediate_size=27648,
+    num_hidden_layers=4,
+    num_attention_heads=40,
+    num_key_value_heads=8,
+)
 
-@pytest.mark.parametrize("config", [LLAMA_TARGET, QWEN_TARGET], ids=["llama-mha", "qwen-gqa"])
+
+@pytest.mark.parametrize(
+    "config",
+    [LLAMA_TARGET, QWEN_TARGET, GLM4_TARGET, OLMO2_TARGET],
+    ids=["llama-mha", "qwen-gqa", "glm4-32b", "olmo2-32b"],
+)
 @pytest.mark.parametrize("capacity", [1025, 4096 + 129])
 def test_the_step_graphs_bound_holds_the_meta_device_scratch(config, capacity):
     """The loader plans with the torch-free bound (it sits below the decoding layer); the engine's own step on
