@@ -493,6 +493,13 @@ def test_a_fused_gate_and_up_projection_is_twice_the_config_s_width(tmp_path):
         ({"num_key_value_heads": 3}, "has 4 attention heads and 3 key-value heads, which no model has"),
         ({"rms_norm_eps": -1}, "gives rms_norm_eps as -1, which no model has"),
         ({"rope_parameters": {"rope_type": "default", "rope_theta": float("nan")}}, "rope_parameters.rope_theta"),
+        # GLM-4's rotary share of each head: transformers sized a range by it (-1: a RuntimeError blamed on the
+        # weights; 5, more than the head, loaded)
+        (
+            {"rope_parameters": {"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": -1}},
+            "gives rope_parameters.partial_rotary_factor as -1, which no model has",
+        ),
+        ({"partial_rotary_factor": 5}, "gives partial_rotary_factor as 5, which no model has"),
         ({"quantization_config": False}, "gives quantization_config as False, where a model has a group of settings"),
     ],
 )

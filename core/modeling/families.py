@@ -97,6 +97,9 @@ SIZE_FIELDS = (
 NULLABLE_SIZES = ("head_dim", "num_key_value_heads")  # null: derived from the other sizes
 # Numbers that must be above 0 and finite where given (at the top level, or in transformers 5's rope_parameters).
 NUMBER_FIELDS = ("rope_theta", "rms_norm_eps")
+# Shares that must be above 0 and at most 1 where given: GLM-4's part of each head that takes rotary positions
+# (0.5; transformers sizes a range by it, and more than the whole head or none is no model)
+FRACTION_FIELDS = ("partial_rotary_factor",)
 # Groups of settings that must be JSON objects where given (transformers calls their methods: `false` was an
 # AttributeError blamed on the weights).
 GROUP_FIELDS = ("quantization_config", "text_config", "rope_parameters", "rope_scaling")
@@ -129,6 +132,11 @@ def check_config_sizes(config: dict, folder: Path) -> None:
     numbers |= {f"rope_parameters.{name}": rope[name] for name in NUMBER_FIELDS if name in rope}
     for name, value in numbers.items():
         if not json_text.is_number(value) or not 0 < value < math.inf:
+            raise broken(f"gives {name} as {value!r}, which no model has")
+    shares = {name: config[name] for name in FRACTION_FIELDS if config.get(name) is not None}  # null: the default
+    shares |= {f"rope_parameters.{name}": rope[name] for name in FRACTION_FIELDS if rope.get(name) is not None}
+    for name, value in shares.items():
+        if not json_text.is_number(value) or not 0 < value <= 1:
             raise broken(f"gives {name} as {value!r}, which no model has")
     heads, kv_heads = config.get("num_attention_heads"), config.get("num_key_value_heads")
     if isinstance(heads, int) and isinstance(kv_heads, int) and heads % kv_heads:
