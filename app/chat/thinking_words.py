@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from core.system import json_text
+
 
 def duration_words(seconds: float) -> str:
     """ "a moment", "12 s", "2 min 5 s": how long a model thought, as people say it."""
@@ -20,6 +22,6 @@ def thought_summary(stats: dict[str, Any]) -> str:
     """ "Thought for 12 s" from an answer's stats; "Thoughts" where the time was never measured (an answer cut
     off by a crash while the model thought)."""
     seconds = stats.get("thinking_seconds")
-    if isinstance(seconds, (int, float)) and not isinstance(seconds, bool):
+    if json_text.is_number(seconds):
         return "Thought for " + duration_words(seconds)
     return "Thoughts"

@@ -428,7 +428,7 @@ def _type_ok(value: object, hint: object) -> bool:
     if hint is int:
         return json_text.is_whole(value)
     if hint is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
+        return json_text.is_number(value)
     if hint is str:
         return isinstance(value, str)
     if origin is tuple:
