@@ -27,7 +27,7 @@ from core.errors import DocumentError, TextEncodingError
 from core.system.text_files import decode_text
 from core.text.odf_spaces import check_spaces
 from core.text.office_packages import word_document
-from core.text.parser_faults import LOCKED_OFFICE_FILE, said_as_damaged
+from core.text.parser_faults import LOCKED_OFFICE_FILE, said_as_damaged, too_much_text
 from core.text.slides_text import impress_text, presentation_text
 from core.text.spreadsheet_text import calc_text, old_workbook_text, workbook_text
 
@@ -222,7 +222,7 @@ def _within_limit(texts: Iterable[str], name: str, unit: str) -> list[str]:
     for text in texts:
         chars += len(text)
         if chars > MAX_TEXT_BYTES:
-            raise DocumentError(f"{name} holds more text than a model reads at once: add the {unit} you need")
+            raise too_much_text(name, unit)
         kept.append(text)
     return kept
 
@@ -302,7 +302,7 @@ def _odt_text(path: Path, name: str) -> str:
     if not text:
         raise DocumentError(f"{name} has no text to read")
     if len(text) > MAX_TEXT_BYTES:
-        raise DocumentError(f"{name} holds more text than a model reads at once: add the part you need")
+        raise too_much_text(name, "part")
     return text
 
 

@@ -1,4 +1,5 @@
-"""A document parser's failure, said in words.
+"""The refusals every document reader says, in one set of words: a parser's failure, a locked file, a text
+longer than a model reads.
 
 A damaged or hostile file can make a parser (pypdf, python-docx, openpyxl, xlrd, python-pptx, odfdo) raise any
 exception at all; to the person who added the file it means one thing, that this file cannot be read as the
@@ -17,6 +18,12 @@ LOCKED_OFFICE_FILE = (
     "is locked with a password: open it, remove the password (in Office: File > Info > Protect > Encrypt with "
     "Password) and add it again"
 )
+
+
+def too_much_text(name: str, unit: str) -> DocumentError:
+    """The refusal of the file `name`, whose text passes what a model reads at once; `unit`: the parts a person
+    can add instead, in words ("pages", "slides")."""
+    return DocumentError(f"{name} holds more text than a model reads at once: add the {unit} you need")
 
 
 @contextmanager

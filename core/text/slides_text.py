@@ -18,7 +18,7 @@ from pathlib import Path
 from core.errors import DocumentError
 from core.text.odf_spaces import check_spaces
 from core.text.office_packages import powerpoint_presentation
-from core.text.parser_faults import said_as_damaged
+from core.text.parser_faults import said_as_damaged, too_much_text
 
 
 def presentation_text(path: Path, name: str, max_chars: int) -> str:
@@ -67,7 +67,7 @@ def _joined(slides: Iterable[tuple[str, bool]], name: str, max_chars: int) -> st
         worded |= has_words
         chars += len(text) + 2
         if chars > max_chars:
-            raise DocumentError(f"{name} holds more text than a model reads at once: add the slides you need")
+            raise too_much_text(name, "slides")
         texts.append(text)
     if not worded:
         raise DocumentError(f"{name} has no text to read: its slides hold only pictures")

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from core.errors import DocumentError
 from core.text.odf_spaces import check_spaces
-from core.text.parser_faults import LOCKED_OFFICE_FILE, said_as_damaged
+from core.text.parser_faults import LOCKED_OFFICE_FILE, said_as_damaged, too_much_text
 
 MAX_SHEET_ROWS = 1_048_576  # Excel's and LibreOffice's limit; a file that numbers a row past it is damaged
 MAX_SHEET_COLUMNS = 16_384  # theirs too (column XFD): a row of used cells past it is damaged
@@ -208,7 +208,7 @@ def _sheet_table(used_rows: Iterable[list[str]], name: str, room: int) -> str:
     for cells in used_rows:
         chars += sum(map(len, cells)) + len(CELL_GAP) * len(cells)
         if chars > room:
-            raise DocumentError(f"{name} holds more text than a model reads at once: add the sheets or rows you need")
+            raise too_much_text(name, "sheets or rows")
         rows.append(cells)
     if not rows:
         return ""
@@ -216,7 +216,7 @@ def _sheet_table(used_rows: Iterable[list[str]], name: str, room: int) -> str:
     width = max(len(cells) for cells in rows) - first
     padded_chars = len(rows) * (width + 1) * (len(CELL_GAP) + 1) + chars
     if padded_chars > room:  # the blank cells a table needs to keep its columns are text too
-        raise DocumentError(f"{name} holds more text than a model reads at once: add the sheets or rows you need")
+        raise too_much_text(name, "sheets or rows")
     lines = [_table_row(cells[first:], width) for cells in rows]
     lines.insert(1, _table_row(["---"] * width, width))
     return "\n".join(lines)
